@@ -1,0 +1,101 @@
+"""Run Slurm client commands with a timeout, a clean environment and one error type.
+
+Every Slurm command slurmkit runs goes through :func:`run`. Light on imports: the hooks use it
+to drain and resume nodes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+#: Environment variables that change what Slurm's clients print; overridden or removed so that
+#: parsers always see the same format whatever the user's shell has set.
+_FORMAT_VARS = (
+    "SACCT_FORMAT", "SQUEUE_FORMAT", "SQUEUE_FORMAT2", "SINFO_FORMAT", "SLURM_TIME_FORMAT",
+    "SQUEUE_SORT", "SLURM_CLUSTERS", "SACCT_FEDERATION", "SQUEUE_FEDERATION",
+)
+
+
+class SlurmError(RuntimeError):
+    """A Slurm command failed, timed out or is not installed.
+
+    Attributes: ``argv`` (list[str]), ``returncode`` (int, or None when it did not run or timed
+    out), ``stderr`` (str), ``timed_out`` (bool), ``missing`` (bool: the binary is not on PATH).
+    """
+
+    def __init__(self, message, argv=(), returncode=None, stderr="", timed_out=False, missing=False):
+        super().__init__(message)
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr = stderr
+        self.timed_out = timed_out
+        self.missing = missing
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a finished command printed: ``stdout`` and ``stderr`` as text, ``returncode``."""
+
+    argv: list
+    stdout: str
+    stderr: str
+    returncode: int
+
+
+# Slurm gives hooks no PATH; look in the usual places too.
+_EXTRA_PATH = ("/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin", "/bin", "/sbin")
+
+
+def which(name: str) -> str | None:
+    """Absolute path of a Slurm binary, searching PATH and then the standard system dirs."""
+    found = shutil.which(name)
+    if found:
+        return found
+    return shutil.which(name, path=os.pathsep.join(_EXTRA_PATH))
+
+
+def slurm_env(extra: dict | None = None, slurm_conf: str | None = None) -> dict:
+    """The environment for a Slurm client: ours, minus format overrides, plus ``extra``.
+
+    ``slurm_conf`` (a path) sets SLURM_CONF; otherwise the inherited SLURM_CONF is kept.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in _FORMAT_VARS}
+    if slurm_conf:
+        env["SLURM_CONF"] = str(slurm_conf)
+    if "PATH" not in env:
+        env["PATH"] = os.pathsep.join(_EXTRA_PATH)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run(argv, *, timeout: float = 30.0, check: bool = True, input: str | None = None,
+        env: dict | None = None, slurm_conf: str | None = None) -> Result:
+    """Run one Slurm command and return its :class:`Result`.
+
+    ``argv``: the command and its arguments (never a shell string). ``timeout`` in seconds.
+    Raises :class:`SlurmError` when the binary is missing, the command runs past ``timeout``
+    (the process is killed), or, with ``check``, it exits non-zero (the message carries stderr).
+    """
+    argv = [str(a) for a in argv]
+    exe = which(argv[0])
+    if exe is None:
+        raise SlurmError(f"{argv[0]}: not found (is Slurm installed? try 'slurmkit sandbox up --install')",
+                         argv, missing=True)
+    full_env = slurm_env(env, slurm_conf)
+    try:
+        proc = subprocess.run([exe, *argv[1:]], input=input, capture_output=True, text=True,
+                              errors="surrogateescape", timeout=timeout, env=full_env,
+                              stdin=None if input is not None else subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        raise SlurmError(f"{argv[0]} timed out after {timeout:g} s", argv, timed_out=True,
+                         stderr=(exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")) from None
+    result = Result(argv, proc.stdout, proc.stderr, proc.returncode)
+    if check and proc.returncode != 0:
+        msg = proc.stderr.strip() or proc.stdout.strip() or "no output"
+        raise SlurmError(f"{' '.join(argv[:3])} failed (exit {proc.returncode}): {msg}", argv,
+                         returncode=proc.returncode, stderr=proc.stderr)
+    return result
