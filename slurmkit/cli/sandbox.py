@@ -1,0 +1,99 @@
+"""``slurmkit sandbox up|down|status|env``: a real local Slurm cluster on this machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+
+import click
+
+from slurmkit.cli import want_json
+
+_dir_option = click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
+                           default=None, help="All config and state under DIR (default: a per-user state directory).")
+
+
+def _sandbox(directory, spec=None):
+    from slurmkit.sandbox import Sandbox
+
+    return Sandbox(directory, spec)
+
+
+def _exports(sb) -> str:
+    return "\n".join(f"export {k}={shlex.quote(v)}" for k, v in sb.env().items())
+
+
+@click.group("sandbox")
+def cli():
+    """Run a real Slurm cluster on this machine from Debian's packages (root needed).
+
+    munge, MariaDB, slurmdbd, slurmctld and N slurmd (each in its own UTS namespace, on its
+    own loopback address), with accounting, fake GPUs and two leaf switches under one spine.
+    """
+
+
+@cli.command()
+@click.option("--nodes", type=int, default=4, show_default=True, help="Number of slurmd nodes (n1..nN).")
+@click.option("--gpus-per-node", type=int, default=4, show_default=True, help="Fake GPUs per node.")
+@click.option("--gpu-type", default="h100", show_default=True, help="GPU gres type.")
+@click.option("--port-base", type=int, default=6817, show_default=True,
+              help="slurmctld port; slurmdbd = +2, MariaDB = +4, slurmd of node i = +10+i.")
+@_dir_option
+@click.option("--install", is_flag=True, help="apt-get the Debian packages when missing (daemons not started by apt).")
+@click.option("--no-warmup", is_flag=True, help="Skip the warm-up job.")
+def up(nodes, gpus_per_node, gpu_type, port_base, directory, install, no_warmup):
+    """Start the cluster (idempotent); prints the shell exports to use it."""
+    from slurmkit.sandbox import SandboxError
+    from slurmkit.sandbox.config import SandboxSpec
+
+    spec = SandboxSpec(nodes=nodes, gpus_per_node=gpus_per_node, gpu_type=gpu_type, port_base=port_base,
+                       host_cpus=tuple(sorted(os.sched_getaffinity(0))))
+    try:
+        sb = _sandbox(directory, spec)
+        sb.up(install=install, warmup=not no_warmup, progress=lambda m: click.echo(f"sandbox: {m}", err=True))
+    except (SandboxError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(_exports(sb))
+
+
+@cli.command()
+@_dir_option
+@click.option("--purge", is_flag=True, help="Also delete the directory (database, state, logs).")
+def down(directory, purge):
+    """Stop every daemon 'up' started (by pid file)."""
+    sb = _sandbox(directory)
+    if not sb.dir.exists():
+        click.echo(f"sandbox: nothing in {sb.dir}", err=True)
+        return
+    sb.down(purge=purge, progress=lambda m: click.echo(f"sandbox: {m}", err=True))
+    click.echo(f"sandbox: down ({sb.dir})", err=True)
+
+
+@cli.command()
+@_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def status(ctx, directory, as_json):
+    """Each daemon (pid, alive) and sinfo. Exit 0 when all are up, 1 otherwise."""
+    sb = _sandbox(directory)
+    daemons = sb.daemons() if sb.dir.exists() else []
+    up_ = bool(daemons) and all(d["alive"] for d in daemons)
+    if want_json(ctx, as_json):
+        click.echo(json.dumps({"dir": str(sb.dir), "up": up_, "daemons": daemons,
+                               "env": sb.env()}, indent=1))
+    else:
+        click.echo(f"sandbox in {sb.dir}: {'up' if up_ else 'down'}")
+        for d in daemons:
+            click.echo(f"  {d['name']:<12} pid {d['pid'] or '-':<8} {'alive' if d['alive'] else 'dead'}")
+        if up_:
+            click.echo(sb.sinfo().rstrip())
+    ctx.exit(0 if up_ else 1)
+
+
+@cli.command()
+@_dir_option
+def env(directory):
+    """Print the shell exports (eval "$(slurmkit sandbox env)")."""
+    click.echo(_exports(_sandbox(directory)))

@@ -1,0 +1,455 @@
+"""Start, inspect and stop the sandbox: a real Slurm cluster on this host.
+
+munged, mariadbd, slurmdbd, slurmctld and one slurmd per node (``slurmd -N nX`` in its own UTS
+namespace so that ``hostname`` is the node name), all as root, all state and configuration under
+one directory, every daemon tracked by its pid file so that ``down`` stops exactly what ``up``
+started. Debian 12's packages (Slurm 22.05) are the reference; ``--install`` apt-gets them.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from slurmkit.sandbox import config
+from slurmkit.slurm import commands
+
+log = logging.getLogger("slurmkit.sandbox")
+
+#: Debian packages the sandbox runs on.
+PACKAGES = ("slurm-wlm", "slurmdbd", "munge", "mariadb-server")
+#: Binaries that must be on PATH, and the package that brings each.
+BINARIES = {"munged": "munge", "mungekey": "munge", "munge": "munge", "mariadbd": "mariadb-server",
+            "mariadb-install-db": "mariadb-server", "mariadb": "mariadb-server",
+            "mariadb-admin": "mariadb-server", "slurmdbd": "slurmdbd", "slurmctld": "slurm-wlm",
+            "slurmd": "slurm-wlm", "sacctmgr": "slurm-wlm", "scontrol": "slurm-wlm",
+            "sinfo": "slurm-wlm", "srun": "slurm-wlm", "unshare": "util-linux"}
+NVIDIA_MAJOR = 195
+
+
+class SandboxError(RuntimeError):
+    """The sandbox cannot be started or stopped; the message says why and what to do."""
+
+
+def default_dir() -> Path:
+    """Per-user state directory: $XDG_STATE_HOME/slurmkit/sandbox (~/.local/state/...)."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "slurmkit" / "sandbox"
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie is not alive
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _port_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return False
+            raise
+    return True
+
+
+def _tcp_open(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _wait_for(what: str, predicate, timeout: float, log_hint: str = "") -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise SandboxError(f"{what} did not happen within {timeout:g} s" + (f"; see {log_hint}" if log_hint else ""))
+
+
+class Sandbox:
+    """One local Slurm cluster living under ``root``.
+
+    Attributes: ``dir`` (Path), ``slurm_conf`` (Path of slurm.conf), ``profile_path`` (the
+    rendered site profile TOML), ``device_dir`` (where the fake ``nvidiaN`` devices are),
+    ``node_names`` (``["n1", ...]``), ``spec`` (:class:`config.SandboxSpec`).
+    The spec of a sandbox that has been brought up is kept in ``<dir>/sandbox.json``; a
+    ``Sandbox(dir)`` without a spec reads it from there.
+    """
+
+    DAEMONS = ("munged", "mysqld", "slurmdbd", "slurmctld")
+
+    def __init__(self, root: Path | str | None = None, spec: config.SandboxSpec | None = None):
+        self.dir = Path(root or default_dir()).absolute()
+        saved = self._saved_spec()
+        self.spec = spec or saved or config.SandboxSpec(host_cpus=tuple(sorted(os.sched_getaffinity(0))))
+        if spec is not None and saved is not None:
+            # keep the database password of the existing MariaDB datadir
+            self.spec = config.SandboxSpec(**{**asdict(spec), "db_password": saved.db_password})
+        self.etc = self.dir / "etc"
+        self.var = self.dir / "var"
+        self.run_dir = self.var / "run"
+        self.slurm_conf = self.etc / "slurm.conf"
+        self.profile_path = self.etc / "site.toml"
+        self.device_dir = self.dir / "dev"
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def node_names(self) -> list[str]:
+        return self.spec.node_names
+
+    def node_addr(self, name: str) -> str:
+        """Loopback NodeAddr of a node (``n3`` -> ``127.0.1.3``)."""
+        return self.spec.node_addr(int(name.lstrip("n")))
+
+    def env(self) -> dict[str, str]:
+        """Variables a shell or subprocess needs to use this sandbox: SLURM_CONF, SLURMKIT_SITE."""
+        return {"SLURM_CONF": str(self.slurm_conf), "SLURMKIT_SITE": str(self.profile_path)}
+
+    def _saved_spec(self) -> config.SandboxSpec | None:
+        try:
+            data = json.loads((self.dir / "sandbox.json").read_text())
+            data["host_cpus"] = tuple(data["host_cpus"])
+            return config.SandboxSpec(**data)
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+
+    def _pidfiles(self) -> dict[str, Path]:
+        files = {d: self.run_dir / f"{d}.pid" for d in self.DAEMONS}
+        files.update({f"slurmd-{n}": self.run_dir / f"slurmd-{n}.pid" for n in self.node_names})
+        return files
+
+    def daemons(self) -> list[dict]:
+        """Each daemon this sandbox runs: ``[{"name", "pid" (int|None), "alive" (bool)}]``."""
+        out = []
+        for name, path in self._pidfiles().items():
+            pid = _read_pid(path)
+            out.append({"name": name, "pid": pid, "alive": _alive(pid)})
+        return out
+
+    def is_up(self) -> bool:
+        return all(d["alive"] for d in self.daemons())
+
+    def _slurm(self, *argv, timeout=30.0, check=True):
+        return commands.run(argv, timeout=timeout, check=check, slurm_conf=str(self.slurm_conf))
+
+    # ------------------------------------------------------------------ checks
+    def _preflight(self) -> None:
+        if os.geteuid() != 0:
+            raise SandboxError("the sandbox runs Slurm's daemons as root: run as root (sudo)")
+        missing = sorted({pkg for b, pkg in BINARIES.items() if commands.which(b) is None})
+        if missing:
+            raise SandboxError("missing Debian packages: " + " ".join(missing)
+                               + " (run 'slurmkit sandbox up --install' or apt-get install them)")
+        running = {d["name"] for d in self.daemons() if d["alive"]}
+        wanted = self.spec.ports.all(self.spec.nodes)
+        owners = {"slurmctld": "slurmctld", "slurmdbd": "slurmdbd", "mariadb": "mysqld"}
+        for name, port in wanted.items():
+            if owners.get(name, name) in running:
+                continue
+            host = "127.0.0.1"
+            if name.startswith("slurmd-"):
+                host = self.node_addr(name.split("-", 1)[1])
+            if not _port_free(port, host) or not _port_free(port, "127.0.0.1"):
+                raise SandboxError(
+                    f"port {port} ({name}) is already in use: another sandbox or Slurm is running on "
+                    f"these ports. Stop it ('slurmkit sandbox down --dir DIR') or pick other ports "
+                    f"with --port-base")
+
+    @staticmethod
+    def install_packages() -> None:
+        """apt-get the Debian packages, with a policy-rc.d so package scripts start no daemon."""
+        policy = Path("/usr/sbin/policy-rc.d")
+        created = False
+        if not policy.exists():
+            policy.write_text("#!/bin/sh\nexit 101\n")
+            policy.chmod(0o755)
+            created = True
+        try:
+            env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+            subprocess.run(["apt-get", "update", "-q"], check=True, env=env)
+            subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *PACKAGES],
+                           check=True, env=env)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise SandboxError(f"installing {' '.join(PACKAGES)} failed: {exc}") from None
+        finally:
+            if created:
+                policy.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ up
+    def up(self, install: bool = False, warmup: bool = True, progress=None) -> None:
+        """Bring the cluster up (idempotent): configs, munge, MariaDB, slurmdbd, slurmctld, slurmd
+        per node; wait until every node is idle and run a warm-up job.
+
+        ``progress``: a callable taking one line of text, called at each step.
+        Raises :class:`SandboxError` with the reason and the log file to read.
+        """
+        say = progress or (lambda msg: log.info(msg))
+        t0 = time.monotonic()
+        if install and any(commands.which(b) is None for b in BINARIES):
+            say("installing Debian packages: " + " ".join(PACKAGES))
+            self.install_packages()
+        saved = self._saved_spec()
+        if saved and saved != self.spec and any(d["alive"] for d in self.daemons()):
+            raise SandboxError(f"a sandbox with other options is running in {self.dir}; "
+                               f"run 'slurmkit sandbox down --dir {self.dir}' first")
+        self.spec.validate()
+        self._preflight()
+        if self.is_up():
+            say(f"sandbox already up in {self.dir}")
+            return
+        self._write_configs()
+        say(f"configuration written to {self.etc}")
+        self._start_munge()
+        self._start_mariadb()
+        say("munge and MariaDB up")
+        self._start_slurmdbd()
+        self._start_slurmctld()
+        say("slurmdbd and slurmctld up")
+        self._start_slurmds()
+        self._wait_idle(60)
+        say(f"{len(self.node_names)} nodes idle")
+        if warmup:
+            self._slurm("srun", "-N", str(self.spec.nodes), "-J", "warmup", "-t", "1", "true", timeout=60)
+            self._wait_idle(30)
+            say("warm-up job ran on every node")
+        say(f"sandbox ready in {time.monotonic() - t0:.1f} s")
+
+    def _write_configs(self) -> None:
+        from slurmkit.profile import load_profile
+        from slurmkit.topology.slurmconf import render_gres_conf, render_topology_conf
+
+        for d in (self.etc, self.device_dir, self.run_dir, self.var / "log", self.var / "spool" / "ctld",
+                  self.var / "munge", self.var / "mysql"):
+            d.mkdir(parents=True, exist_ok=True)
+        for n in self.node_names:
+            (self.var / "spool" / f"d-{n}").mkdir(parents=True, exist_ok=True)
+        (self.var / "munge").chmod(0o700)
+        (self.dir / "sandbox.json").write_text(json.dumps(asdict(self.spec), indent=1) + "\n")
+        (self.dir / "sandbox.json").chmod(0o600)
+        ctx = config.context(self.spec, self.dir, socket.gethostname().split(".")[0])
+        self.profile_path.write_text(config.render("site.toml", ctx))
+        profile = load_profile(self.profile_path)
+        files = {
+            "slurm.conf": config.render("slurm.conf", ctx),
+            "cgroup.conf": config.render("cgroup.conf", ctx),
+            "gres.conf": render_gres_conf(profile, device_dir=str(self.device_dir)),
+            "topology.conf": render_topology_conf(profile),
+        }
+        for name, text in files.items():
+            (self.etc / name).write_text(text)
+        dbd = self.etc / "slurmdbd.conf"
+        dbd.touch(mode=0o600)
+        dbd.chmod(0o600)  # slurmdbd refuses a world-readable file
+        dbd.write_text(config.render("slurmdbd.conf", ctx))
+        self._make_devices()
+
+    def _make_devices(self) -> None:
+        minors = config.device_minors(self.spec.gpus_per_node)
+        for k, minor in enumerate(minors):
+            path = self.device_dir / f"nvidia{k}"
+            try:
+                st = path.lstat()
+                if stat.S_ISCHR(st.st_mode) and os.major(st.st_rdev) == NVIDIA_MAJOR and os.minor(st.st_rdev) == minor:
+                    continue
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, minor))
+
+    def _spawn(self, argv, **kw) -> None:
+        env = commands.slurm_env(slurm_conf=str(self.slurm_conf))
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, **kw)
+        if proc.returncode != 0:
+            raise SandboxError(f"{argv[0]} failed to start (exit {proc.returncode}): "
+                               f"{(proc.stderr or proc.stdout).strip()}")
+
+    def _running(self, name: str) -> bool:
+        return _alive(_read_pid(self._pidfiles()[name]))
+
+    def _start_munge(self) -> None:
+        key = self.var / "munge" / "munge.key"
+        if not key.exists():
+            self._spawn(["mungekey", "-c", "-k", str(key)])
+        if not self._running("munged"):
+            self._spawn(["munged", f"--key-file={key}", f"--socket={self.run_dir / 'munge.sock'}",
+                         f"--pid-file={self.run_dir / 'munged.pid'}", f"--log-file={self.var / 'log' / 'munged.log'}",
+                         f"--seed-file={self.var / 'munge' / 'munged.seed'}", "--force"])
+
+    def _mariadb(self, sql: str) -> None:
+        proc = subprocess.run(["mariadb", "--no-defaults", f"--socket={self.run_dir / 'mysqld.sock'}"],
+                              input=sql, capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            raise SandboxError(f"MariaDB setup failed: {proc.stderr.strip()}")
+
+    def _start_mariadb(self) -> None:
+        datadir = self.var / "mysql"
+        mlog = self.var / "log" / "mysqld.log"
+        if not (datadir / "mysql").is_dir():
+            with open(self.var / "log" / "mariadb-install.log", "w") as fh:
+                rc = subprocess.run(["mariadb-install-db", "--no-defaults", "--user=root", f"--datadir={datadir}",
+                                     "--auth-root-authentication-method=socket", "--skip-test-db"],
+                                    stdout=fh, stderr=subprocess.STDOUT).returncode
+            if rc != 0:
+                raise SandboxError(f"mariadb-install-db failed; see {self.var / 'log' / 'mariadb-install.log'}")
+        if not self._running("mysqld"):
+            subprocess.Popen(
+                ["mariadbd", "--no-defaults", "--user=root", f"--datadir={datadir}",
+                 f"--socket={self.run_dir / 'mysqld.sock'}", f"--pid-file={self.run_dir / 'mysqld.pid'}",
+                 f"--port={self.spec.ports.mariadb}", "--bind-address=127.0.0.1", "--skip-name-resolve",
+                 f"--log-error={mlog}", "--skip-log-bin", "--innodb-buffer-pool-size=128M",
+                 "--innodb-log-file-size=48M", "--innodb-lock-wait-timeout=900",
+                 "--innodb-flush-log-at-trx-commit=0", "--innodb-doublewrite=0"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True)
+
+        def ping():
+            return subprocess.run(["mariadb-admin", "--no-defaults", f"--socket={self.run_dir / 'mysqld.sock'}", "ping"],
+                                  capture_output=True).returncode == 0 and self._running("mysqld")
+
+        _wait_for("MariaDB start", ping, 60, str(mlog))
+        pw = self.spec.db_password
+        self._mariadb(
+            "CREATE DATABASE IF NOT EXISTS slurm_acct_db;\n"
+            + "".join(f"CREATE USER IF NOT EXISTS 'slurm'@'{h}' IDENTIFIED BY '{pw}';\n"
+                      f"ALTER USER 'slurm'@'{h}' IDENTIFIED BY '{pw}';\n"
+                      f"GRANT ALL ON slurm_acct_db.* TO 'slurm'@'{h}';\n" for h in ("127.0.0.1", "localhost")))
+
+    def _start_slurmdbd(self) -> None:
+        if not self._running("slurmdbd"):
+            self._spawn(["slurmdbd"])
+        _wait_for("slurmdbd listening", lambda: _tcp_open(self.spec.ports.slurmdbd), 60,
+                  str(self.var / "log" / "slurmdbd.log"))
+        clusters = self._slurm("sacctmgr", "-n", "-P", "show", "cluster", "format=cluster").stdout.split()
+        if self.spec.cluster not in clusters:
+            self._slurm("sacctmgr", "-i", "add", "cluster", self.spec.cluster)
+            self._slurm("sacctmgr", "-i", "add", "account", "research", "Description=research",
+                        f"Organization={self.spec.cluster}")
+            self._slurm("sacctmgr", "-i", "add", "user", "root", "Account=research", "DefaultAccount=research")
+
+    def _start_slurmctld(self) -> None:
+        if not self._running("slurmctld"):
+            self._spawn(["slurmctld"])
+        _wait_for("slurmctld answering 'scontrol ping'",
+                  lambda: self._slurm("scontrol", "ping", check=False, timeout=10).returncode == 0, 60,
+                  str(self.var / "log" / "slurmctld.log"))
+
+    def _start_slurmds(self) -> None:
+        for n in self.node_names:
+            if self._running(f"slurmd-{n}"):
+                continue
+            # own UTS namespace: `hostname` inside the node (and in its jobs) is the node name
+            self._spawn(["unshare", "--uts", "sh", "-c", f'hostname "$1" && exec slurmd -N "$1"', "sh", n])
+
+    def _node_states(self) -> dict[str, str]:
+        res = self._slurm("sinfo", "-h", "-N", "-o", "%N %T", check=False, timeout=10)
+        if res.returncode != 0:
+            return {}
+        return dict(line.split(None, 1) for line in res.stdout.splitlines() if line.strip())
+
+    def _wait_idle(self, timeout: float) -> None:
+        def all_idle():
+            states = self._node_states()
+            return len(states) == len(self.node_names) and all(s == "idle" for s in states.values())
+
+        try:
+            _wait_for("every node idle", all_idle, timeout)
+        except SandboxError:
+            raise SandboxError(f"nodes not idle after {timeout:g} s: {self._node_states()}; "
+                               f"see {self.var / 'log'}/slurmd-*.log") from None
+
+    # ------------------------------------------------------------------ status / down
+    def sinfo(self) -> str:
+        """``sinfo -N`` of the running sandbox (node, state, gres), or '' when it is down."""
+        if not self._running("slurmctld"):
+            return ""
+        return self._slurm("sinfo", "-N", "-o", "%N %P %T %G %E", check=False, timeout=10).stdout
+
+    def down(self, purge: bool = False, progress=None) -> None:
+        """Stop everything ``up`` started, by pid file: cancel jobs, stop the slurmds, slurmctld,
+        slurmdbd, MariaDB and munged (SIGTERM, then SIGKILL after a grace period), and kill any
+        slurmstepd left by this sandbox. ``purge`` also deletes the directory."""
+        say = progress or (lambda msg: log.info(msg))
+        if self._running("slurmctld") and self.slurm_conf.exists():
+            jobs = self._slurm("squeue", "-h", "-o", "%i", check=False, timeout=10).stdout.split()
+            if jobs:
+                self._slurm("scancel", *jobs, check=False, timeout=10)
+                end = time.monotonic() + 15
+                while time.monotonic() < end and self._slurm("squeue", "-h", "-o", "%i", check=False,
+                                                              timeout=10).stdout.strip():
+                    time.sleep(0.2)
+                say(f"cancelled jobs {' '.join(jobs)}")
+        files = self._pidfiles()
+        groups = [[k for k in files if k.startswith("slurmd-")] + ["slurmctld"], ["slurmdbd"], ["mysqld", "munged"]]
+        for group in groups:
+            stopped = self._stop([files[k] for k in group], timeout=20)
+            if stopped:
+                say("stopped " + ", ".join(stopped))
+        self._kill_stray_stepds()
+        if purge and self.dir.exists():
+            shutil.rmtree(self.dir)
+            say(f"removed {self.dir}")
+
+    @staticmethod
+    def _stop(pidfiles: list[Path], timeout: float) -> list[str]:
+        pids = {}
+        for path in pidfiles:
+            pid = _read_pid(path)
+            if _alive(pid):
+                os.kill(pid, signal.SIGTERM)
+                pids[pid] = path
+        end = time.monotonic() + timeout
+        while pids and time.monotonic() < end and any(_alive(p) for p in pids):
+            time.sleep(0.1)
+        names = []
+        for pid, path in pids.items():
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+            names.append(f"{path.stem}({pid})")
+        for path in pidfiles:
+            path.unlink(missing_ok=True)
+        return names
+
+    def _kill_stray_stepds(self) -> None:
+        mark = f"SLURM_CONF={self.slurm_conf}".encode()
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                if "slurmstepd" not in os.readlink(proc / "exe"):
+                    continue
+                if mark in (proc / "environ").read_bytes().split(b"\0"):
+                    os.kill(int(proc.name), signal.SIGKILL)
+            except (OSError, ValueError):
+                continue
