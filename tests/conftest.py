@@ -1,0 +1,77 @@
+"""Shared pytest fixtures.
+
+``sandbox`` (session): one real Slurm cluster for every test marked ``slurm``. Outside CI the
+tests skip with the reason when not root or Slurm's Debian packages are missing; under
+``CI=true`` they fail instead, so CI never passes by skipping them.
+Set ``SLURMKIT_TEST_SANDBOX_DIR`` to reuse a sandbox that is already up (it is left running).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO.parent / "shared" / "corpus"
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def _unavailable(reason: str):
+    if IN_CI:
+        pytest.fail(f"CI=true but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    """``../shared/corpus`` (real-world inputs; never copied into the repo)."""
+    if not CORPUS.is_dir():
+        _unavailable(f"{CORPUS} is absent (the shared corpus comes with the project's workspace)")
+    return CORPUS
+
+
+def _free_port_base() -> int:
+    from slurmkit.sandbox.cluster import _port_free
+
+    for base in range(7600, 9600, 100):
+        if all(_port_free(base + off) for off in (0, 2, 4)) and all(
+                _port_free(base + 10 + i, f"127.0.1.{i}") for i in range(1, 5)):
+            return base
+    raise RuntimeError("no free port range for a test sandbox")
+
+
+@pytest.fixture(scope="session")
+def sandbox():
+    """A running 4-node x 4-GPU sandbox (``slurmkit.sandbox.Sandbox``), torn down at the end."""
+    from slurmkit.sandbox import Sandbox, SandboxError
+    from slurmkit.sandbox.cluster import BINARIES
+    from slurmkit.sandbox.config import SandboxSpec
+    from slurmkit.slurm.commands import which
+
+    reuse = os.environ.get("SLURMKIT_TEST_SANDBOX_DIR")
+    if reuse:
+        sb = Sandbox(reuse)
+        if not sb.is_up():
+            pytest.fail(f"SLURMKIT_TEST_SANDBOX_DIR={reuse} is not up", pytrace=False)
+        yield sb
+        return
+    if os.geteuid() != 0:
+        _unavailable("the Slurm sandbox needs root")
+    missing = sorted({pkg for b, pkg in BINARIES.items() if which(b) is None})
+    if missing:
+        _unavailable("Slurm's Debian packages are missing: " + " ".join(missing))
+    root = Path(tempfile.mkdtemp(prefix="slurmkit-test-sandbox-"))
+    spec = SandboxSpec(port_base=_free_port_base(), host_cpus=tuple(sorted(os.sched_getaffinity(0))))
+    sb = Sandbox(root, spec)
+    try:
+        sb.up()
+    except SandboxError as exc:
+        sb.down(purge=False)
+        pytest.fail(f"sandbox did not come up: {exc} (logs kept in {root}/var/log)", pytrace=False)
+    yield sb
+    sb.down(purge=True)
+    shutil.rmtree(root, ignore_errors=True)
