@@ -97,3 +97,18 @@ def status(ctx, directory, as_json):
 def env(directory):
     """Print the shell exports (eval "$(slurmkit sandbox env)")."""
     click.echo(_exports(_sandbox(directory)))
+
+
+@cli.command()
+@_dir_option
+@click.option("--no-install", is_flag=True, help="Do not apt-get missing Debian packages.")
+def demo(directory, no_install):
+    """Run slurmkit's main job end to end on the sandbox (starts it when needed)."""
+    from slurmkit.sandbox import SandboxError
+    from slurmkit.sandbox.demo import run_demo
+
+    try:
+        code = run_demo(directory, install=not no_install)
+    except SandboxError as exc:
+        raise click.ClickException(str(exc)) from None
+    raise SystemExit(code)
