@@ -1,0 +1,119 @@
+"""The Python API: ``slurmkit.submit(...)`` -> :class:`Job`, and batched polling of many jobs.
+
+Example::
+
+    import slurmkit
+    job = slurmkit.submit("torchrun", ["python", "train.py"], nodes=2, site="sandbox")
+    job.wait()                      # -> "COMPLETED"
+"""
+
+from __future__ import annotations
+
+import time as _time
+from dataclasses import dataclass, field
+
+from slurmkit.submit import render as _render
+from slurmkit.submit import site as _site
+from slurmkit.submit import templates as _templates
+from slurmkit.submit.backend import TERMINAL, JobInfo, get_backend
+
+
+def prepare(req: _render.SubmitRequest, backend=None, profile=None) -> _render.Plan:
+    """Load the site profile (``req.site``), the template, query idle nodes when
+    ``prefer_locality``, and return the :class:`~slurmkit.submit.render.Plan`."""
+    prof = profile if profile is not None else _site.load(req.site)
+    facts = _site.site_facts(prof, req.partition, source=str(req.site or "sandbox"))
+    tpl = _templates.get(req.template)
+    idle = None
+    if req.prefer_locality and req.nodes > 1:
+        idle = (backend or get_backend()).idle_nodes(facts.partition)
+    return _render.plan(req, facts, tpl, idle)
+
+
+def render_script(template: str, command=(), **kw) -> str:
+    """The sbatch script ``submit`` would send (same keywords as :func:`submit`), without submitting."""
+    backend = kw.pop("backend", None)
+    kw.pop("env", None)
+    return _render.render(prepare(_request(template, command, kw), backend))
+
+
+def _request(template, command, kw) -> _render.SubmitRequest:
+    sets = kw.pop("sets", None) or {}
+    params = kw.pop("params", None) or {}
+    return _render.SubmitRequest(template=template, command=tuple(str(c) for c in command),
+                                 sets=dict(sets), params=dict(params), **kw)
+
+
+@dataclass
+class Job:
+    """A submitted job: ``id`` (str, as sbatch printed it) and the backend that submitted it."""
+
+    id: str
+    backend: object = field(repr=False, default=None)
+
+    def __post_init__(self):
+        if self.backend is None:
+            self.backend = get_backend()
+
+    def info(self) -> JobInfo | None:
+        """The job's :class:`~slurmkit.submit.backend.JobInfo` (None when Slurm does not know it)."""
+        return self.backend.states([self.id]).get(self.id)
+
+    def state(self) -> str:
+        """Base state name (``PENDING``, ``RUNNING``, ``COMPLETED``...; ``UNKNOWN`` if not found)."""
+        info = self.info()
+        return info.state if info else "UNKNOWN"
+
+    def wait(self, timeout: float | None = None, poll_s: float = 2.0, until=TERMINAL) -> str:
+        """Poll every ``poll_s`` seconds until the state is in ``until`` (default: terminal);
+        return it. Raises ``TimeoutError`` after ``timeout`` seconds."""
+        return wait_all([self], timeout=timeout, poll_s=poll_s, until=until)[self.id]
+
+    def cancel(self) -> None:
+        """``scancel`` the job."""
+        self.backend.cancel(self.id)
+
+
+def submit(template: str, command=(), *, backend=None, env: dict | None = None, **kw):
+    """Render ``template`` for the site and submit it; return a :class:`Job`.
+
+    Keywords are :class:`~slurmkit.submit.render.SubmitRequest`'s fields (``site``,
+    ``partition``, ``nodes``, ``gpus_per_node``, ``time``, ``name``, ``sets`` (text values, as
+    ``--set``), ``params`` (typed values), ``comment``, ``output``, ``error``, ``chdir``,
+    ``prefer_locality``, ``switches``, ``switch_wait``, ``nccl_debug``, ``signal_s``).
+    ``env``: extra environment for the Slurm commands (e.g. ``{"SLURM_CONF": ...}``).
+    With ``test_only=True`` nothing is queued; Slurm's start estimate (str) is returned.
+    """
+    backend = backend or get_backend(env)
+    req = _request(template, command, kw)
+    script = _render.render(prepare(req, backend))
+    if req.test_only:
+        return backend.submit(script, test_only=True)
+    return Job(backend.submit(script), backend)
+
+
+def poll(jobs) -> dict[str, JobInfo]:
+    """States of many jobs in one backend call per backend (one squeue, plus one sacct for jobs
+    squeue has forgotten): job id -> :class:`~slurmkit.submit.backend.JobInfo`."""
+    by_backend: dict[int, tuple[object, list[str]]] = {}
+    for job in jobs:
+        by_backend.setdefault(id(job.backend), (job.backend, []))[1].append(job.id)
+    out = {}
+    for backend, ids in by_backend.values():
+        out.update(backend.states(ids))
+    return out
+
+
+def wait_all(jobs, timeout: float | None = None, poll_s: float = 2.0, until=TERMINAL) -> dict[str, str]:
+    """Wait until every job's state is in ``until``; job id -> final state. One batched
+    :func:`poll` per ``poll_s`` seconds. Raises ``TimeoutError`` after ``timeout`` seconds."""
+    jobs = list(jobs)
+    deadline = None if timeout is None else _time.monotonic() + timeout
+    while True:
+        infos = poll(jobs)
+        states = {j.id: (infos[j.id].state if j.id in infos else "UNKNOWN") for j in jobs}
+        if all(s in until for s in states.values()):
+            return states
+        if deadline is not None and _time.monotonic() > deadline:
+            raise TimeoutError(f"jobs not done after {timeout:g} s: {states}")
+        _time.sleep(poll_s)

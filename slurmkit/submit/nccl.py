@@ -1,0 +1,99 @@
+"""NCCL and network environment presets per fabric, from a site's ``[nccl]`` table.
+
+:func:`nccl_env` returns the variables every rank exports, each with the profile key or preset
+it came from (shown by ``slurmkit submit --explain``). Rules:
+
+* every fabric: ``TORCH_NCCL_ASYNC_ERROR_HANDLING=1`` (a failed collective aborts the rank
+  instead of hanging until the time limit); ``NCCL_DEBUG`` only when asked for;
+* ``socket_ifname`` -> ``NCCL_SOCKET_IFNAME`` as an *include* list of exact names (``=lo,ib0``)
+  and ``GLOO_SOCKET_IFNAME`` (bootstrap and gloo traffic stay on those interfaces);
+* infiniband / roce: ``NCCL_IB_HCA`` = ``=`` + the node type's compute HCAs (exact names, never
+  storage or management ports), the same for every rank so NCCL pairs each GPU with its
+  nearest NIC itself; ``NCCL_NET_GDR_LEVEL`` from ``gdr_level``;
+* roce: ``NCCL_IB_GID_INDEX`` only for NCCL older than 2.21 (2.21 picks the GID itself) and
+  left out when ``nccl.version`` is unknown;
+* efa: ``FI_PROVIDER=efa``; ``FI_EFA_USE_DEVICE_RDMA=1`` only for aws-ofi-nccl older than
+  1.7 (later plugins set it themselves), left out when the plugin version is unknown;
+  ``NCCL_IB_DISABLE`` is not touched (EFA goes through the net plugin);
+* tcp: ``NCCL_IB_DISABLE=1`` and an include list of interfaces (an empty list is an error:
+  an exclusion-only list would leave docker/virtual bridges eligible);
+* node types without GPU peer-to-peer (``p2p = false``, PCIe boxes): ``NCCL_P2P_DISABLE=1``;
+* ``nccl.extra``: exported verbatim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slurmkit.submit.site import SiteError, SiteFacts
+
+FABRICS = ("infiniband", "roce", "efa", "tcp", "pcie")
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """One exported variable: ``name``, ``value`` (str) and ``source`` (where it came from)."""
+
+    name: str
+    value: str
+    source: str
+
+
+def parse_version(text: str | None) -> tuple[int, ...] | None:
+    """``"2.21.5"`` -> ``(2, 21, 5)``; ``""``/None/unparsable -> None (version unknown)."""
+    if not text:
+        return None
+    parts = []
+    for piece in str(text).strip().lstrip("v").split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts) or None
+
+
+def nccl_env(facts: SiteFacts, debug: str | None = None) -> list[EnvVar]:
+    """The NCCL / network variables for ``facts`` (see the module docstring for the rules).
+
+    ``debug``: a ``NCCL_DEBUG`` level (``INFO``, ``WARN``...) or None for none.
+    """
+    n = facts.nccl
+    fabric = str(n.get("fabric") or "infiniband").lower()
+    if fabric not in FABRICS:
+        raise SiteError(f"{facts.source}: nccl.fabric = {fabric!r}; expected one of {', '.join(FABRICS)}")
+    out = [EnvVar("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1", "slurmkit preset (all fabrics)")]
+    ifnames = [str(i) for i in (n.get("socket_ifname") or [])]
+    if ifnames:
+        out.append(EnvVar("NCCL_SOCKET_IFNAME", "=" + ",".join(ifnames), "profile nccl.socket_ifname"))
+        out.append(EnvVar("GLOO_SOCKET_IFNAME", ",".join(ifnames), "profile nccl.socket_ifname"))
+    version = parse_version(n.get("version"))
+    if fabric in ("infiniband", "roce"):
+        hcas = facts.compute_hcas
+        if not hcas:
+            raise SiteError(f"{facts.source}: nccl.fabric = {fabric!r} but node_types.{facts.node_type}"
+                            f".nics has no compute InfiniBand/RoCE NIC")
+        out.append(EnvVar("NCCL_IB_HCA", "=" + ",".join(hcas),
+                          f"profile node_types.{facts.node_type}.nics (role=compute)"))
+        if n.get("gdr_level"):
+            out.append(EnvVar("NCCL_NET_GDR_LEVEL", str(n["gdr_level"]), "profile nccl.gdr_level"))
+        if fabric == "roce" and n.get("gid_index") is not None and version is not None and version < (2, 21):
+            out.append(EnvVar("NCCL_IB_GID_INDEX", str(n["gid_index"]),
+                              "profile nccl.gid_index (NCCL < 2.21 per nccl.version)"))
+    elif fabric == "efa":
+        out.append(EnvVar("FI_PROVIDER", "efa", "slurmkit preset (efa)"))
+        plugin = parse_version(n.get("efa_plugin_version"))
+        if plugin is not None and plugin < (1, 7):
+            out.append(EnvVar("FI_EFA_USE_DEVICE_RDMA", "1",
+                              "slurmkit preset (efa, aws-ofi-nccl < 1.7 per nccl.efa_plugin_version)"))
+    elif fabric == "tcp":
+        if not ifnames:
+            raise SiteError(f"{facts.source}: nccl.fabric = 'tcp' needs nccl.socket_ifname "
+                            "(an include list of interfaces)")
+        out.append(EnvVar("NCCL_IB_DISABLE", "1", "slurmkit preset (tcp)"))
+    if not facts.p2p:
+        out.append(EnvVar("NCCL_P2P_DISABLE", "1", f"profile node_types.{facts.node_type}.p2p = false"))
+    for key, value in (n.get("extra") or {}).items():
+        out.append(EnvVar(str(key), str(value), f"profile nccl.extra.{key}"))
+    if debug:
+        out.append(EnvVar("NCCL_DEBUG", str(debug), "CLI --nccl-debug"))
+    return out

@@ -1,0 +1,242 @@
+"""Turn a :class:`SubmitRequest` plus site facts into an sbatch script (and its explanation).
+
+:func:`plan` is pure: request + :class:`~slurmkit.submit.site.SiteFacts` + template (+ idle nodes
+for ``prefer_locality``) -> :class:`Plan` holding every ``#SBATCH`` option and exported variable
+with its source. :func:`render` turns a plan into the script text with jinja2 (StrictUndefined);
+:func:`explain` into the ``--explain`` table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from slurmkit.submit import nccl, placement
+from slurmkit.submit.escape import check_line_safe, sbatch_line, shell_join, shell_quote
+from slurmkit.submit.nccl import EnvVar
+from slurmkit.submit.site import SiteFacts
+from slurmkit.submit.templates import Template, TemplateError
+
+#: MASTER_PORT = PORT_BASE + job id % PORT_SPAN: distinct for concurrent jobs sharing a node,
+#: clear of the ephemeral range and of Slurm's own ports.
+PORT_BASE, PORT_SPAN = 20000, 20000
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    """What the user asked for (CLI flags or ``slurmkit.submit(...)`` arguments).
+
+    ``nodes``: node count; ``gpus_per_node``: None = all GPUs of the node type (1 for
+    single-GPU templates); ``time``: Slurm time string; ``sets``: ``--set`` text values;
+    ``params``: typed parameter values (API); ``command``: argv run by every rank;
+    ``signal_s``: seconds before the time limit the batch shell gets USR2 (0: no preemption
+    handling); ``switch_wait``: max wait for ``--switches`` (None: profile ``submit.switch_wait``).
+    """
+
+    template: str
+    command: tuple[str, ...] = ()
+    site: str | None = None
+    partition: str | None = None
+    nodes: int = 1
+    gpus_per_node: int | None = None
+    time: str | None = None
+    name: str | None = None
+    comment: str | None = None
+    output: str | None = None
+    error: str | None = None
+    chdir: str | None = None
+    sets: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+    prefer_locality: bool = False
+    switches: bool = True
+    switch_wait: str | None = None
+    nccl_debug: str | None = None
+    signal_s: int = 120
+    test_only: bool = False
+
+
+@dataclass(frozen=True)
+class Option:
+    """One ``#SBATCH --name=value`` (``value`` None: a flag) and where it came from."""
+
+    name: str
+    value: str | None
+    source: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything the script says: ``options``, ``env`` (exported by the script, with sources),
+    ``params`` (resolved template parameters), ``context`` (values the template reads)."""
+
+    template: Template
+    options: tuple[Option, ...]
+    env: tuple[EnvVar, ...]
+    params: dict
+    context: dict
+
+
+def _src(user_value, cli: str, fallback: str) -> str:
+    return cli if user_value is not None else fallback
+
+
+def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: list[str] | None = None) -> Plan:
+    """Compute the plan (pure). Raises :class:`TemplateError` / ``SiteError`` / ``EscapeError``
+    for bad input."""
+    params = template.resolve(req.sets, req.params)
+    if req.nodes < 1:
+        raise TemplateError(f"--nodes must be >= 1 (got {req.nodes})")
+    if template.tasks == "single" and req.nodes != 1:
+        raise TemplateError(f"template {template.name!r} runs on one node (got --nodes {req.nodes})")
+    if not req.command and template.name != "nccl-tests":
+        raise TemplateError(f"template {template.name!r} needs a command after '--'")
+    gpn = req.gpus_per_node
+    if gpn is None:
+        gpn = 1 if template.tasks == "single" else facts.gpu_count
+    if gpn < 1 or gpn > facts.gpu_count:
+        raise TemplateError(f"--gpus-per-node {gpn}: node type {facts.node_type} has {facts.gpu_count} GPUs")
+    opts: list[Option] = []
+
+    def add(name, value, source):
+        if value is not None and value is not True:
+            check_line_safe(f"--{name}", str(value))
+        opts.append(Option(name, None if value is True else (None if value is None else str(value)), source))
+
+    add("job-name", req.name or template.name, _src(req.name, "CLI --name", "template name"))
+    add("partition", facts.partition, _src(req.partition, "CLI --partition",
+                                           f"profile partitions.{facts.partition} (default = true)"))
+    add("nodes", req.nodes, "CLI --nodes" if req.nodes != 1 else "default (1)")
+    ntasks = {"per-node": 1, "per-gpu": gpn, "single": 1}[template.tasks]
+    add("ntasks-per-node", ntasks, f"template {template.name} (tasks = {template.tasks})")
+    gres = f"{facts.gpu_model}:{gpn}" if facts.gpu_model else str(gpn)
+    add("gpus-per-node", gres, _src(req.gpus_per_node, "CLI --gpus-per-node",
+                                    f"profile node_types.{facts.node_type}.gpu_count")
+        + f", type from node_types.{facts.node_type}.gpu_model")
+    if template.tasks == "per-gpu":
+        add("gpu-bind", "none", "slurmkit: every rank sees its peers (NVLink P2P); rank uses GPU LOCAL_RANK")
+    add("cpus-per-gpu", int(facts.submit_setting("cpus_per_gpu", 1)), "profile submit.cpus_per_gpu")
+    if req.time:
+        add("time", req.time, "CLI --time")
+    nodelist = None
+    if req.prefer_locality and req.nodes > 1:
+        picked = placement.pick_nodelist(facts, req.nodes, idle_nodes or [])
+        if picked:
+            leaf, nodelist = picked
+            add("nodelist", ",".join(nodelist), f"--prefer-locality: idle nodes (sinfo) under {leaf} (profile fabric.leaves)")
+    if req.switches:
+        sw = placement.switches_option(facts, req.nodes, req.switch_wait)
+        if sw:
+            add("switches", sw, "profile fabric.leaves (fewest leaves that hold the job), wait "
+                + _src(req.switch_wait, "CLI --switch-wait", "profile submit.switch_wait"))
+    if "sets" in template.params:
+        sets = params["sets"]
+        if not isinstance(sets, list) or not sets or not all(isinstance(s, dict) for s in sets):
+            raise TemplateError(f"template {template.name!r}: --set sets=... must be a non-empty JSON list of objects")
+        throttle = int(params.get("throttle", 0))
+        add("array", f"0-{len(sets) - 1}" + (f"%{throttle}" if throttle > 0 else ""),
+            "template param sets (one array task each)" + (", % throttle from param throttle" if throttle else ""))
+    if req.comment is not None:
+        add("comment", req.comment, "CLI --comment")
+    if req.output is not None:
+        add("output", req.output, "CLI --output")
+    if req.error is not None:
+        add("error", req.error, "CLI --error")
+    if req.chdir is not None:
+        add("chdir", req.chdir, "CLI --chdir")
+    if req.signal_s > 0:
+        add("signal", f"B:USR2@{int(req.signal_s)}", "slurmkit preemption: batch shell warned before the time limit")
+        add("requeue", True, "slurmkit preemption: requeue after checkpoint")
+        add("open-mode", "append", "slurmkit preemption: a requeued run appends to the same log")
+
+    env = [EnvVar("CUDA_DEVICE_ORDER", "PCI_BUS_ID", "slurmkit preset (GPU index = nvidia-smi order)")]
+    env += nccl.nccl_env(facts, req.nccl_debug)
+    for var in env:
+        check_line_safe(var.name, var.value)
+
+    image = params.get("container_image") or ""
+    mounts = params.get("container_mounts") or ""
+    container_args = []
+    if image:
+        if not facts.submit_setting("container", False):
+            raise TemplateError(f"--set container_image: the site ({facts.source}) does not enable containers "
+                                "(submit.container = false)")
+        container_args = [f"--container-image={image}"] + ([f"--container-mounts={mounts}"] if mounts else [])
+
+    ctx = {
+        "template": template.name,
+        "site": facts.source,
+        "sbatch": [sbatch_line(o.name, o.value) for o in opts],
+        "exports": [f"export {v.name}={shell_quote(v.value, v.name)}" for v in env],
+        "command": shell_join(req.command),
+        "argv": list(req.command),
+        "nodes": req.nodes,
+        "gpus_per_node": gpn,
+        "gpu_cpus": " ".join(placement.gpu_cpu_map(facts, gpn)),
+        "rendezvous_interface": str(facts.submit_setting("rendezvous_interface", "")),
+        "port_base": PORT_BASE,
+        "port_span": PORT_SPAN,
+        "preempt": req.signal_s > 0,
+        "container": shell_join(container_args) if container_args else "",
+        "p": params,
+    }
+    if "sets" in template.params:
+        ctx["array_commands"] = [shell_join(_fill(req.command, s)) for s in params["sets"]]
+        ctx["array_env"] = [[f"export SLURMKIT_PARAM_{_env_name(k)}={shell_quote(str(v))}" for k, v in s.items()]
+                            for s in params["sets"]]
+    return Plan(template, tuple(opts), tuple(env), params, ctx)
+
+
+def _env_name(key: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in str(key)).upper()
+
+
+def _fill(argv, values: dict) -> list[str]:
+    """``{key}`` placeholders in each argument replaced by the parameter set's values."""
+    out = []
+    for arg in argv:
+        for k, v in values.items():
+            arg = arg.replace("{" + str(k) + "}", str(v))
+        out.append(arg)
+    return out
+
+
+def _jinja_env():
+    import jinja2
+
+    from slurmkit.submit.templates import _dir
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_dir())), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env.filters["q"] = lambda v: shell_quote(str(v))
+    return env
+
+
+def render(p: Plan) -> str:
+    """The sbatch script text for plan ``p``."""
+    import jinja2
+
+    try:
+        text = _jinja_env().from_string(p.template.source).render(**p.context)
+    except jinja2.UndefinedError as exc:
+        raise TemplateError(f"{p.template.path}: {exc}") from None
+    return text
+
+
+def explain(p: Plan) -> str:
+    """A table: every ``#SBATCH`` option and exported variable, then the template's run-time
+    variables, each with where it came from."""
+    lines = ["# #SBATCH options"]
+    width = max([len(sbatch_line(o.name, o.value)) for o in p.options] + [20])
+    for o in p.options:
+        lines.append(f"{sbatch_line(o.name, o.value):<{width}}  <- {o.source}")
+    lines.append("# exported variables")
+    for v in p.env:
+        text = f"{v.name}={v.value}"
+        lines.append(f"{text:<{width}}  <- {v.source}")
+    lines.append(f"{'SLURMKIT_RESTART_COUNT':<{width}}  <- run time: ${{SLURM_RESTART_COUNT:-0}} (requeues so far)")
+    for name, how in p.template.runtime_env.items():
+        lines.append(f"{name:<{width}}  <- run time: {how}")
+    lines.append("# template parameters")
+    for name, value in p.params.items():
+        src = "--set" if name in p.template.params and value != p.template.params[name].default else "template default"
+        lines.append(f"{name + '=' + repr(value):<{width}}  <- {src}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,129 @@
+"""The job template catalog: ``job_templates/*.sbatch.j2`` and the parameters each declares.
+
+A template starts with a jinja comment holding TOML::
+
+    {#- slurmkit
+    description = "one line"
+    tasks = "per-node"          # per-node | per-gpu | single: the launch shape
+    [params.python]
+    default = "python3"
+    help = "interpreter on the nodes"
+    [runtime_env]
+    MASTER_ADDR = "what the script computes at run time, and from what"
+    -#}
+
+``--set key=value`` accepts only the declared params; the value is converted to the type of
+the default (int, float, bool, str; lists/tables as JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+
+SUFFIX = ".sbatch.j2"
+_HEADER = re.compile(r"\A\{#-?\s*slurmkit\s*\n(.*?)\n\s*-?#\}", re.S)
+TASK_SHAPES = ("per-node", "per-gpu", "single")
+
+
+class TemplateError(ValueError):
+    """A template is unknown or malformed, or a ``--set`` is invalid (message says which)."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """A declared template parameter: ``name``, ``default`` (its type is the param's type), ``help``."""
+
+    name: str
+    default: object
+    help: str = ""
+
+    def convert(self, text: str):
+        """``text`` (from ``--set``) as this parameter's type; raises :class:`TemplateError`."""
+        d = self.default
+        try:
+            if isinstance(d, bool):
+                low = text.strip().lower()
+                if low in ("1", "true", "yes", "on"):
+                    return True
+                if low in ("0", "false", "no", "off"):
+                    return False
+                raise ValueError("expected true/false")
+            if isinstance(d, int):
+                return int(text)
+            if isinstance(d, float):
+                return float(text)
+            if isinstance(d, (list, dict)):
+                value = json.loads(text)
+                if not isinstance(value, type(d)):
+                    raise ValueError(f"expected a JSON {type(d).__name__}")
+                return value
+        except ValueError as exc:
+            raise TemplateError(f"--set {self.name}={text!r}: {exc}") from None
+        return text
+
+
+@dataclass(frozen=True)
+class Template:
+    """A job template: ``name``, ``path``, ``description``, ``tasks`` shape, ``params`` by name,
+    ``runtime_env`` (variable -> how the script computes it), ``source`` (the jinja text)."""
+
+    name: str
+    path: str
+    description: str
+    tasks: str
+    params: dict = field(default_factory=dict)
+    runtime_env: dict = field(default_factory=dict)
+    source: str = ""
+
+    def resolve(self, sets: dict[str, str] | None = None, values: dict | None = None) -> dict:
+        """Parameter values: defaults, then ``values`` (typed, from the API), then ``sets``
+        (text from ``--set``). An undeclared name raises :class:`TemplateError` naming the valid ones."""
+        out = {name: p.default for name, p in self.params.items()}
+        for key, value in list((values or {}).items()) + list((sets or {}).items()):
+            if key not in self.params:
+                valid = ", ".join(sorted(self.params)) or "(none)"
+                raise TemplateError(f"template {self.name!r} has no parameter {key!r}; valid: {valid}")
+            out[key] = self.params[key].convert(value) if isinstance(value, str) else value
+        return out
+
+
+def parse_header(name: str, text: str, path: str = "") -> Template:
+    """A :class:`Template` from a template's source text (header as in the module docstring)."""
+    m = _HEADER.match(text)
+    if not m:
+        raise TemplateError(f"{path or name}:1: template lacks the '{{#- slurmkit' TOML header")
+    try:
+        meta = tomllib.loads(m.group(1))
+    except tomllib.TOMLDecodeError as exc:
+        raise TemplateError(f"{path or name}: header: {exc}") from None
+    tasks = meta.get("tasks", "single")
+    if tasks not in TASK_SHAPES:
+        raise TemplateError(f"{path or name}: header: tasks = {tasks!r}; expected one of {TASK_SHAPES}")
+    params = {}
+    for pname, spec in (meta.get("params") or {}).items():
+        if not isinstance(spec, dict) or "default" not in spec:
+            raise TemplateError(f"{path or name}: header: params.{pname} needs a default")
+        params[pname] = Param(pname, spec["default"], str(spec.get("help", "")))
+    return Template(name=name, path=path, description=str(meta.get("description", "")), tasks=tasks,
+                    params=params, runtime_env=dict(meta.get("runtime_env") or {}), source=text)
+
+
+def _dir():
+    return resources.files("slurmkit.job_templates")
+
+
+def names() -> list[str]:
+    """Names of the shipped templates (``torchrun``, ``srun``, ...), sorted."""
+    return sorted(p.name[: -len(SUFFIX)] for p in _dir().iterdir() if p.name.endswith(SUFFIX))
+
+
+def get(name: str) -> Template:
+    """The shipped template ``name``; unknown names raise :class:`TemplateError` listing the known."""
+    if name not in names():
+        raise TemplateError(f"unknown template {name!r}; known: {', '.join(names())}")
+    res = _dir() / f"{name}{SUFFIX}"
+    return parse_header(name, res.read_text(encoding="utf-8"), str(res))
