@@ -41,15 +41,10 @@ class EnvVar:
 
 def parse_version(text: str | None) -> tuple[int, ...] | None:
     """``"2.21.5"`` -> ``(2, 21, 5)``; ``""``/None/unparsable -> None (version unknown)."""
-    if not text:
-        return None
-    parts = []
-    for piece in str(text).strip().lstrip("v").split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts) or None
+    import re
+
+    m = re.match(r"\D*(\d+(?:\.\d+)*)", str(text or "").strip())
+    return tuple(int(x) for x in m.group(1).split(".")) if m else None
 
 
 def nccl_env(facts: SiteFacts, debug: str | None = None) -> list[EnvVar]:

@@ -1,0 +1,135 @@
+"""Placement and NCCL presets, computed from the shipped sandbox profile (site/sandbox.toml)."""
+
+import copy
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from slurmkit.submit import nccl, placement
+from slurmkit.submit.site import SiteError, site_facts
+
+SANDBOX = Path(__file__).resolve().parent.parent / "site" / "sandbox.toml"
+
+
+@pytest.fixture(scope="module")
+def raw():
+    with open(SANDBOX, "rb") as fh:
+        return tomllib.load(fh)
+
+
+def facts_with(raw, **nccl_table):
+    prof = copy.deepcopy(raw)
+    prof["nccl"] = {**prof["nccl"], **nccl_table}
+    return site_facts(prof, source=str(SANDBOX))
+
+
+def env_of(facts, debug=None):
+    return {v.name: v.value for v in nccl.nccl_env(facts, debug)}
+
+
+def test_facts_follow_the_profile(raw):
+    f = site_facts(raw, source=str(SANDBOX))
+    nt = raw["node_types"][raw["partitions"]["gpu"]["node_type"]]
+    assert f.partition == "gpu"
+    assert f.gpu_count == nt["gpu_count"]
+    assert [g.cpus for g in f.gpus] == [tuple(g["cpus"]) for g in nt["gpus"]]
+    assert f.compute_hcas == tuple(n["device"] for n in nt["nics"] if n["role"] == "compute")
+    assert dict(f.leaves)["leaf2"] == ("n3", "n4")
+
+
+def test_unknown_partition_names_the_known_ones(raw):
+    with pytest.raises(SiteError, match="known: gpu"):
+        site_facts(raw, "nope", source="x.toml")
+
+
+def test_infiniband_hca_list_is_exact_compute_only_and_same_for_all(raw):
+    f = facts_with(raw)
+    env = env_of(f)
+    nics = raw["node_types"]["sandbox-h100x4"]["nics"]
+    compute = [n["device"] for n in nics if n["role"] == "compute"]
+    other = [n["device"] for n in nics if n["role"] != "compute"]
+    assert env["NCCL_IB_HCA"] == "=" + ",".join(compute)
+    assert not any(o in env["NCCL_IB_HCA"] for o in other)
+    assert env["NCCL_NET_GDR_LEVEL"] == raw["nccl"]["gdr_level"]
+    assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+    assert env["NCCL_SOCKET_IFNAME"] == "=" + ",".join(raw["nccl"]["socket_ifname"])
+    assert "NCCL_DEBUG" not in env
+    assert env_of(f, "INFO")["NCCL_DEBUG"] == "INFO"
+
+
+@pytest.mark.parametrize("version,expect", [("2.18.3", True), ("2.20.5", True), ("2.21.5", False),
+                                            ("2.23.4", False), ("", False)])
+def test_roce_gid_index_only_for_old_known_nccl(raw, version, expect):
+    env = env_of(facts_with(raw, fabric="roce", version=version, gid_index=3))
+    assert ("NCCL_IB_GID_INDEX" in env) is expect
+    if expect:
+        assert env["NCCL_IB_GID_INDEX"] == "3"
+
+
+@pytest.mark.parametrize("plugin,expect", [("1.6.0", True), ("1.7.4", False), ("", False)])
+def test_efa_device_rdma_only_for_old_plugin(raw, plugin, expect):
+    env = env_of(facts_with(raw, fabric="efa", efa_plugin_version=plugin))
+    assert env["FI_PROVIDER"] == "efa"
+    assert ("FI_EFA_USE_DEVICE_RDMA" in env) is expect
+    assert "NCCL_IB_HCA" not in env
+
+
+def test_tcp_uses_an_include_list_and_refuses_none(raw):
+    env = env_of(facts_with(raw, fabric="tcp", socket_ifname=["eth0", "eth1"]))
+    assert env["NCCL_SOCKET_IFNAME"] == "=eth0,eth1"
+    assert env["NCCL_IB_DISABLE"] == "1"
+    assert not env["NCCL_SOCKET_IFNAME"].startswith("^")
+    with pytest.raises(SiteError, match="socket_ifname"):
+        env_of(facts_with(raw, fabric="tcp", socket_ifname=[]))
+
+
+def test_pcie_box_without_p2p_disables_p2p(raw):
+    prof = copy.deepcopy(raw)
+    prof["node_types"]["sandbox-h100x4"]["p2p"] = False
+    prof["nccl"]["fabric"] = "pcie"
+    env = env_of(site_facts(prof))
+    assert env["NCCL_P2P_DISABLE"] == "1"
+    assert "NCCL_P2P_DISABLE" not in env_of(facts_with(raw))
+
+
+def test_extra_is_verbatim_and_bad_fabric_is_named(raw):
+    assert env_of(facts_with(raw, extra={"NCCL_CROSS_NIC": "1"}))["NCCL_CROSS_NIC"] == "1"
+    with pytest.raises(SiteError, match="nccl.fabric"):
+        env_of(facts_with(raw, fabric="myrinet"))
+
+
+def test_version_parse():
+    assert nccl.parse_version("2.21.5") == (2, 21, 5)
+    assert nccl.parse_version("v2.18.1-1") == (2, 18, 1)
+    assert nccl.parse_version("") is None
+
+
+def test_cpu_map_per_gpu_from_profile(raw):
+    f = site_facts(raw)
+    want = [",".join(str(c) for c in g["cpus"]) for g in raw["node_types"]["sandbox-h100x4"]["gpus"]]
+    assert placement.gpu_cpu_map(f, 4) == want
+    assert placement.cpu_list([3, 0, 1, 2, 8, 10, 11]) == "0-3,8,10-11"
+    with pytest.raises(SiteError):
+        placement.gpu_cpu_map(f, 5)
+
+
+def test_switches_one_leaf_when_it_fits_else_fewest(raw):
+    f = site_facts(raw)
+    leaf = max(len(m) for _, m in f.leaves)
+    wait = raw["submit"]["switch_wait"]
+    assert placement.switches_option(f, leaf) == f"1@{wait}"
+    assert placement.switches_option(f, leaf + 1) == f"2@{wait}"
+    assert placement.switches_option(f, 1) is None
+    assert placement.switches_option(f, 2, "1:00") == "1@1:00"
+    assert placement.switches_option(f, 99) is None
+
+
+def test_pick_nodelist_best_fit_under_one_leaf(raw):
+    f = site_facts(raw)
+    # leaf1 has 2 idle, leaf2 has 1: a 2-node job goes under leaf1
+    assert placement.pick_nodelist(f, 2, ["n1", "n2", "n4"]) == ("leaf1", ["n1", "n2"])
+    # both leaves fully idle: best fit is either; a 1-node job takes the leaf with fewer idle
+    assert placement.pick_nodelist(f, 1, ["n1", "n3", "n4"]) == ("leaf1", ["n1"])
+    assert placement.pick_nodelist(f, 2, ["n1", "n3"]) is None
+    assert placement.parse_sinfo_nodes("n1\nn3\nn3\n\n") == ["n1", "n3"]

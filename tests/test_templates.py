@@ -1,0 +1,140 @@
+"""The job template catalog, parameter validation and the submit/templates CLI (no Slurm needed)."""
+
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from slurmkit.cli import cli
+from slurmkit.submit import render, site, templates
+from slurmkit.submit.templates import TemplateError, parse_header
+
+EXPECTED = {"torchrun", "srun", "deepspeed", "nccl-tests", "single-gpu", "array"}
+
+
+def run_cli(*args):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def plan_for(name, command=("python3", "train.py"), **kw):
+    facts = site.site_facts(site.load("sandbox"), source="sandbox")
+    return render.plan(render.SubmitRequest(template=name, command=command, **kw), facts, templates.get(name))
+
+
+def test_catalog_has_every_launcher_with_declared_params():
+    assert EXPECTED <= set(templates.names())
+    for name in EXPECTED:
+        t = templates.get(name)
+        assert t.description and t.tasks in templates.TASK_SHAPES
+        assert "log_dir" in t.params and "container_image" in t.params
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_template_renders_valid_bash_with_the_invariants(name):
+    kw = {"sets": {"sets": '[{"lr": 0.1}, {"lr": 0.2}]'}} if name == "array" else {}
+    nodes = 1 if templates.get(name).tasks == "single" else 2
+    text = render.render(plan_for(name, nodes=nodes, **kw))
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+    assert "set -euo pipefail" in text
+    assert "export CUDA_DEVICE_ORDER=PCI_BUS_ID" in text
+    assert "export SLURMKIT_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}" in text
+    assert "#SBATCH --signal=B:USR2@120" in text and "#SBATCH --requeue" in text
+    assert "slurmkit_payload &" in text and 'wait "$slurmkit_pid"' in text
+    assert "$CUDA_VISIBLE_DEVICES" not in text and "${CUDA_VISIBLE_DEVICES" not in text
+    assert "NCCL_DEBUG" not in text
+    assert "localhost" not in text and "127.0.0.1" not in text
+
+
+def test_torchrun_one_task_per_node_and_c10d_at_first_node_addr():
+    text = render.render(plan_for("torchrun", nodes=2))
+    assert "#SBATCH --ntasks-per-node=1" in text
+    assert "--rdzv-backend=c10d" in text and '--local-addr="$addr"' in text
+    assert "SIGUSR2" in text and "--no-python" in text
+    assert "MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 ))" in text
+    assert "#SBATCH --switches=1@5:00" in text
+
+
+def test_srun_one_task_per_gpu_with_gpu_bind_none():
+    p = plan_for("srun", nodes=2, gpus_per_node=3)
+    text = render.render(p)
+    assert "#SBATCH --ntasks-per-node=3" in text and "#SBATCH --gpu-bind=none" in text
+    assert "RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS" in text
+
+
+def test_preemption_off_removes_signal_and_trap():
+    text = render.render(plan_for("single-gpu", signal_s=0))
+    assert "--signal" not in text and "trap " not in text and "--requeue" not in text
+
+
+def test_array_sets_become_array_with_throttle_and_filled_commands():
+    p = plan_for("array", command=("python3", "t.py", "--lr={lr}"),
+                 sets={"sets": '[{"lr": 0.1}, {"lr": 0.01}, {"lr": 0.001}]', "throttle": "2"})
+    text = render.render(p)
+    assert "#SBATCH --array=0-2%2" in text
+    assert "SLURMKIT_CMD=(python3 t.py --lr=0.01)" in text
+    assert "export SLURMKIT_PARAM_LR=0.001" in text
+
+
+def test_set_validation_names_valid_params_and_converts_types():
+    t = templates.get("torchrun")
+    with pytest.raises(TemplateError, match="valid: .*python"):
+        t.resolve({"pyhton": "x"})
+    assert t.resolve({"shutdown_timeout": "90"})["shutdown_timeout"] == 90
+    with pytest.raises(TemplateError, match="shutdown_timeout"):
+        t.resolve({"shutdown_timeout": "soon"})
+    with pytest.raises(TemplateError, match="JSON list"):
+        templates.get("array").resolve({"sets": '{"lr": 1}'})
+
+
+def test_container_refused_when_site_disables_it():
+    with pytest.raises(TemplateError, match="submit.container"):
+        plan_for("torchrun", sets={"container_image": "nvcr.io/nvidia/pytorch:24.01-py3"})
+
+
+def test_header_errors_name_the_file():
+    with pytest.raises(TemplateError, match="x.j2:1"):
+        parse_header("x", "#!/bin/bash\n", "x.j2")
+    with pytest.raises(TemplateError, match="tasks"):
+        parse_header("x", '{#- slurmkit\ntasks = "many"\n-#}\n', "x.j2")
+
+
+def test_unknown_template_lists_known():
+    with pytest.raises(TemplateError, match="known: .*torchrun"):
+        templates.get("tourchrun")
+
+
+def test_cli_dry_run_prints_script_and_explain_names_sources():
+    res = run_cli("submit", "torchrun", "-N", "2", "--name", 'my "job" #1', "--dry-run", "--", "python3", "t.py")
+    assert res.exit_code == 0
+    assert res.output.startswith("#!/bin/bash\n")
+    assert '#SBATCH --job-name="my \\"job\\" #1"' in res.output
+    res = run_cli("submit", "torchrun", "-N", "2", "--explain", "--", "python3", "t.py")
+    assert res.exit_code == 0
+    assert "profile submit.cpus_per_gpu" in res.output and "NCCL_IB_HCA" in res.output
+    assert "CLI --nodes" in res.output and "MASTER_ADDR" in res.output
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["submit", "torchrun", "--set", "bogus=1", "--", "x"], "valid: "),
+    (["submit", "torchrun", "--set", "novalue", "--", "x"], "key=value"),
+    (["submit", "torchrun", "--name", "a\nb", "--dry-run", "--", "x"], "newline"),
+    (["submit", "nosuch", "--", "x"], "unknown template"),
+    (["submit", "single-gpu", "-N", "2", "--", "x"], "one node"),
+    (["submit", "torchrun", "--gpus-per-node", "9", "--", "x"], "has 4 GPUs"),
+    (["submit", "torchrun", "--partition", "cpu", "--", "x"], "partition 'cpu'"),
+    (["submit", "torchrun", "--dry-run"], "needs a command"),
+    (["templates", "show", "nosuch"], "unknown template"),
+    (["status", "abc"], "not a job id"),
+])
+def test_cli_bad_input_exits_2_with_message(args, needle):
+    proc = subprocess.run([sys.executable, "-m", "slurmkit", *args], capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert needle in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_templates_list_and_show():
+    res = run_cli("templates", "list")
+    assert all(name in res.output for name in EXPECTED)
+    res = run_cli("templates", "show", "torchrun")
+    assert "shutdown_timeout = 60" in res.output and "MASTER_ADDR" in res.output
