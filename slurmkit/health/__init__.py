@@ -1,0 +1,15 @@
+"""GPU health: the node's GPU state model, its sources and the checks run by the hooks.
+
+Modules (import what you need; nothing heavy is imported here, the prolog loads this package
+on every job):
+
+* :mod:`slurmkit.health.state`   NodeState / GpuState / Reading / Xid dataclasses, snapshot JSON
+* :mod:`slurmkit.health.source`  GpuSource interface, SnapshotSource (JSON / nvidia-smi XML /
+  text replay), Action, SourceError, NvmlTimeout
+* :mod:`slurmkit.health.nvml_source`  LiveNvmlSource (the only pynvml user) + sysfs
+* :mod:`slurmkit.health.nvsmi`   ``nvidia-smi -q -x`` / ``-q`` importers
+* :mod:`slurmkit.health.kmsg`    NVRM Xid reader (/dev/kmsg with a saved cursor, or a log file)
+* :mod:`slurmkit.health.runner`  read_state(): NVML in a worker process under deadlines
+* :mod:`slurmkit.health.config`  thresholds / switches / expected values (checks.toml + profile)
+* :mod:`slurmkit.health.checks`  one function per check, run_checks(), evaluate()
+"""

@@ -1,0 +1,546 @@
+"""The GPU health checks: one small pure function per check over a :class:`NodeState`.
+
+Each check returns a list of :class:`CheckResult` (one per GPU it could judge; a value that is
+NOT_SUPPORTED / N/A yields no result: absence is never hardware evidence). Check ids,
+thresholds and the XID table live in ``checks.toml`` (see :mod:`slurmkit.health.config`).
+
+:func:`run_checks` runs the enabled checks; :func:`evaluate` folds them into the overall status
+and the JSON shape ``{"node", "source", "status", "results": [...], "errors": [...]}``.
+Overall status: ``fail`` (hardware evidence) > ``error`` (slurmkit's own trouble: NVML library
+absent on a node without expected GPUs, unreadable state) > ``warn`` > ``pass``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from slurmkit.health.config import HealthConfig
+from slurmkit.health.state import (RC_GPU_IS_LOST, RC_LIBRARY_NOT_FOUND, RC_SUCCESS, RC_UNKNOWN,
+                                   GpuState, NodeState)
+
+PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
+_RANK = {PASS: 0, WARN: 1, ERROR: 2, FAIL: 3}
+
+
+@dataclass
+class CheckResult:
+    """One verdict. ``value`` is what was seen, ``limit`` the threshold or expected value it was
+    compared with (both JSON-able); GPU fields are None for node-level results."""
+
+    check: str
+    status: str
+    gpu_index: int | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    value: Any = None
+    limit: Any = None
+    message: str = ""
+
+    def reason(self) -> str:
+        """The drain reason: ``slurmkit: <check> GPU<i> <uuid>: <value>``."""
+        where = f" GPU{self.gpu_index} {self.uuid or '?'}" if self.gpu_index is not None else ""
+        return f"slurmkit: {self.check}{where}: {self.value}"
+
+
+def _r(check: str, status: str, g: GpuState | None, value=None, limit=None, message="") -> CheckResult:
+    if g is None:
+        return CheckResult(check, status, None, None, None, value, limit, message)
+    return CheckResult(check, status, g.index, g.uuid, g.pci_bus_id, value, limit, message)
+
+
+def _usable(state: NodeState):
+    """GPUs whose handle could be taken (the rest are judged by ``gpu_lost`` only)."""
+    return [g for g in state.gpus if g.handle_rc == RC_SUCCESS]
+
+
+# ---- node-level --------------------------------------------------------------------------
+
+def check_gpu_count(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """NVML's count vs the expected count (gres / profile) and vs NVIDIA PCI functions in sysfs."""
+    if state.init_rc != RC_SUCCESS:
+        return []
+    seen = state.gpu_count if state.gpu_count is not None else len(state.gpus)
+    out = []
+    expected = cfg.expect.get("expected_gpu_count")
+    if expected is not None:
+        st = FAIL if seen < expected else PASS
+        out.append(_r("gpu_count", st, None, seen, expected,
+                      "NVML sees fewer GPUs than the node's gres" if st == FAIL else ""))
+    if state.pci_devices is not None:
+        pci = len(state.pci_devices)
+        st = FAIL if pci != seen else PASS
+        out.append(_r("gpu_count", st, None, seen, pci,
+                      f"{pci} NVIDIA GPUs on the PCI bus but NVML reports {seen}" if st == FAIL else "PCI"))
+    return out
+
+
+def check_nvml_init(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """nvmlInit failed: hardware/driver evidence when the node should have GPUs; otherwise it is
+    not judged here (:func:`evaluate` reports it as slurmkit's own trouble)."""
+    if state.init_rc == RC_SUCCESS:
+        return [_r("nvml_init", PASS, None, RC_SUCCESS)]
+    expected = cfg.expect.get("expected_gpu_count") or 0
+    if expected > 0:
+        return [_r("nvml_init", FAIL, None, state.init_rc, expected,
+                   f"nvmlInit failed ({state.init_rc}) on a node with {expected} GPUs in gres")]
+    return []
+
+
+def check_xid(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """One result per distinct (Xid, GPU) seen in the kernel log since the last check."""
+    counts = Counter((x.xid, x.pci_bus_id) for x in state.xids)
+    out = []
+    for (xid, bus), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        if xid in cfg.xid_ignore:
+            status = PASS
+        elif xid in cfg.xid_fail:
+            status = FAIL
+        else:
+            status = WARN
+        g = state.gpu_by_bus_id(bus) if bus else None
+        name = cfg.xid_names.get(xid, "")
+        msg = f"Xid {xid}" + (f" ({name})" if name else "") + f" x{n}"
+        if status == PASS:
+            msg += ": application error, ignored"
+        r = _r("xid", status, g, xid, sorted(cfg.xid_fail) if status == FAIL else None, msg)
+        if g is None and bus:
+            r.pci_bus_id = bus
+        out.append(r)
+    return out
+
+
+def check_driver_version(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """Driver vs the pinned ``[health] driver_version`` (warn)."""
+    pin = cfg.expect.get("driver_version")
+    if not pin or state.driver_version is None:
+        return []
+    st = PASS if state.driver_version == pin else WARN
+    return [_r("driver_version", st, None, state.driver_version, pin)]
+
+
+# ---- per GPU --------------------------------------------------------------------------------
+
+def check_gpu_lost(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """Handle returns GPU_IS_LOST / Unknown Error, or any value read returned GPU_IS_LOST."""
+    out = []
+    for g in state.gpus:
+        lost = [k for k, r in g.values.items() if r.rc == RC_GPU_IS_LOST]
+        if g.handle_rc in (RC_GPU_IS_LOST, RC_UNKNOWN):
+            out.append(_r("gpu_lost", FAIL, g, g.handle_rc, RC_SUCCESS,
+                          f"nvmlDeviceGetHandleByIndex_v2: {g.handle_rc}"))
+        elif lost:
+            out.append(_r("gpu_lost", FAIL, g, RC_GPU_IS_LOST, RC_SUCCESS,
+                          "GPU_IS_LOST from " + ", ".join(sorted({g.values[k].source for k in lost}))))
+        elif g.handle_rc == RC_SUCCESS:
+            out.append(_r("gpu_lost", PASS, g, RC_SUCCESS))
+    return out
+
+
+def _bool_check(check: str, key: str, bad: bool, status: str, msg: str):
+    def fn(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+        out = []
+        for g in _usable(state):
+            v = g.get(key)
+            if v is None:
+                continue
+            out.append(_r(check, status if v is bad else PASS, g, v, not bad, msg if v is bad else ""))
+        return out
+    fn.__name__ = f"check_{check}"
+    fn.__doc__ = f"``{key}`` is {bad} -> {status}: {msg}."
+    return fn
+
+
+check_reset_required = _bool_check("reset_required", "reset_required", True, FAIL, "GPU reset required")
+check_inforom = _bool_check("inforom", "inforom_valid", False, FAIL, "InfoROM corrupted")
+check_persistence_mode = _bool_check("persistence_mode", "persistence_mode", False, WARN,
+                                     "persistence mode is off")
+check_retired_pages_pending = _bool_check("retired_pages_pending", "retired_pages_pending", True, FAIL,
+                                          "page retirement pending: reset the GPU")
+check_row_remap_failure = _bool_check("row_remap_failure", "remap_failure", True, FAIL,
+                                      "row remapping failed: RMA")
+
+
+def _threshold_check(check: str, key: str, tname: str | None, op: str, status: str, msg: str):
+    ops: dict[str, Callable[[Any, Any], bool]] = {
+        ">": lambda v, t: v > t, ">=": lambda v, t: v >= t}
+
+    def fn(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+        limit = cfg.t(tname) if tname else 0
+        out = []
+        for g in _usable(state):
+            v = g.get(key)
+            if v is None:
+                continue
+            bad = ops[op](v, limit)
+            out.append(_r(check, status if bad else PASS, g, v, limit, msg if bad else ""))
+        return out
+    fn.__name__ = f"check_{check}"
+    fn.__doc__ = f"``{key}`` {op} {tname or 0} -> {status}."
+    return fn
+
+
+check_ecc_volatile_uncorrectable = _threshold_check(
+    "ecc_volatile_uncorrectable", "ecc_volatile_uncorrectable", None, ">", FAIL,
+    "uncorrectable ECC errors since boot")
+check_ecc_sram_correctable = _threshold_check(
+    "ecc_sram_correctable", "ecc_aggregate_sram_correctable", "ecc_sram_correctable_warn", ">", WARN,
+    "many SRAM correctable errors")
+check_ecc_aggregate_uncorrectable = _threshold_check(
+    "ecc_aggregate_uncorrectable", "ecc_aggregate_uncorrectable", "ecc_aggregate_uncorrectable_warn", ">=",
+    WARN, "lifetime uncorrectable ECC errors: RMA candidate")
+check_row_remap_uncorrectable = _threshold_check(
+    "row_remap_uncorrectable", "remap_uncorrectable_rows", "remap_uncorrectable_fail", ">=", FAIL,
+    "remapped rows for uncorrectable errors at the RMA limit")
+
+
+def check_retired_pages_count(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """Retired pages SBE + DBE >= ``retired_pages_fail`` -> fail."""
+    limit = cfg.t("retired_pages_fail")
+    out = []
+    for g in _usable(state):
+        sbe, dbe = g.get("retired_pages_sbe"), g.get("retired_pages_dbe")
+        if sbe is None and dbe is None:
+            continue
+        total = (sbe or 0) + (dbe or 0)
+        st = FAIL if total >= limit else PASS
+        out.append(_r("retired_pages_count", st, g, total, limit,
+                      f"{sbe or 0} SBE + {dbe or 0} DBE retired pages" if st == FAIL else ""))
+    return out
+
+
+def check_row_remap_pending(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """Pending remap: with uncorrectable rows or volatile DBE -> fail; else warn (reboot when idle)."""
+    out = []
+    for g in _usable(state):
+        pending = g.get("remap_pending")
+        if pending is None:
+            continue
+        if not pending:
+            out.append(_r("row_remap_pending", PASS, g, False, False))
+            continue
+        unc = g.get("remap_uncorrectable_rows") or 0
+        dbe = g.get("ecc_volatile_uncorrectable") or 0
+        if unc > 0 or dbe > 0:
+            out.append(_r("row_remap_pending", FAIL, g, f"pending, {unc} uncorrectable rows, {dbe} volatile DBE",
+                          False, "row remap pending after uncorrectable errors: drain and reset the GPU"))
+        else:
+            out.append(_r("row_remap_pending", WARN, g, "pending, correctable only", False,
+                          "row remap pending from correctable errors: reboot when idle"))
+    return out
+
+
+def check_clock_events(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """HW slowdown / thermal / power brake bits. Live: when a bit is set the source takes more
+    samples 100 ms apart; set in every one of >= ``clock_event_samples`` -> fail, only in some ->
+    warn. A single sample (a replayed capture) -> warn naming the bits. SW power cap ignored."""
+    bits = cfg.clock_event_bits
+    need = int(cfg.t("clock_event_samples"))
+    out = []
+    for g in _usable(state):
+        samples = g.get("clock_event_samples")
+        if samples is None:
+            first = g.get("clock_event_reasons")
+            if first is None:
+                continue
+            samples = [first]
+        names_first = [n for n, b in bits.items() if samples[0] & b]
+        if not names_first:
+            out.append(_r("clock_events", PASS, g, "none", None))
+            continue
+        always = [n for n, b in bits.items() if all(s & b for s in samples)]
+        label = ",".join(always or names_first)
+        if len(samples) >= need and always:
+            out.append(_r("clock_events", FAIL, g, label, f"set in {len(samples)} of {len(samples)} samples",
+                          f"{label} active in every sample"))
+        elif len(samples) == 1:
+            out.append(_r("clock_events", WARN, g, label, "single sample",
+                          f"{label} active in a single sample (replay: not confirmed)"))
+        else:
+            out.append(_r("clock_events", WARN, g, label, f"{need} samples",
+                          f"{label} active in some samples only"))
+    return out
+
+
+def check_app_clocks(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """Application clocks vs ``[health] app_clock_*_mhz`` (else the GPU's default) -> warn."""
+    out = []
+    for g in _usable(state):
+        for kind in ("graphics", "mem"):
+            v = g.get(f"app_clock_{kind}_mhz")
+            want = cfg.expect.get(f"app_clock_{kind}_mhz", g.get(f"default_app_clock_{kind}_mhz"))
+            if v is None or want is None:
+                continue
+            st = PASS if v == want else WARN
+            out.append(_r("app_clocks", st, g, f"{kind} {v} MHz", f"{want} MHz",
+                          "application clocks changed (the epilog resets them)" if st == WARN else ""))
+    return out
+
+
+def check_power_limit(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """Power limit (W) vs ``[health] power_limit_w`` (else the default limit) -> warn."""
+    tol = cfg.t("power_limit_tolerance_w")
+    out = []
+    for g in _usable(state):
+        v = g.get("power_limit_w")
+        want = cfg.expect.get("power_limit_w", g.get("default_power_limit_w"))
+        if v is None or want is None:
+            continue
+        st = WARN if abs(v - want) > tol else PASS
+        out.append(_r("power_limit", st, g, v, want,
+                      "power limit changed (the epilog resets it)" if st == WARN else ""))
+    return out
+
+
+def check_temperature_margin(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """Degrees C left before HW slowdown <= ``temperature_margin_min_c`` -> fail."""
+    limit = cfg.t("temperature_margin_min_c")
+    out = []
+    for g in _usable(state):
+        m = g.get("slowdown_margin_c")
+        if m is None:
+            continue
+        st = FAIL if m <= limit else PASS
+        out.append(_r("temperature_margin", st, g, m, limit, "at the HW slowdown temperature" if st == FAIL else ""))
+    return out
+
+
+def _idle(g: GpuState) -> bool:
+    procs = g.get("processes")
+    util = g.get("utilization_gpu_pct")
+    return not procs and (util is None or util == 0)
+
+
+def check_temperature_idle(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """An idle GPU (no compute process, 0 % utilization) hotter than ``temperature_idle_max_c``."""
+    limit = cfg.t("temperature_idle_max_c")
+    out = []
+    for g in _usable(state):
+        t = g.get("temperature_c")
+        if t is None or not _idle(g):
+            continue
+        st = FAIL if t > limit else PASS
+        out.append(_r("temperature_idle", st, g, t, limit, "idle GPU too hot (cooling?)" if st == FAIL else ""))
+    return out
+
+
+def check_mig_mode(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """MIG current != pending (a reset is due) or != ``[health] mig`` -> fail."""
+    want = cfg.expect.get("mig")
+    out = []
+    for g in _usable(state):
+        cur, pend = g.get("mig_current"), g.get("mig_pending")
+        if cur is None:
+            continue
+        if pend is not None and cur != pend:
+            out.append(_r("mig_mode", FAIL, g, f"current {cur}, pending {pend}", "current == pending",
+                          "MIG mode change pending a GPU reset"))
+        elif want is not None and cur != want:
+            out.append(_r("mig_mode", FAIL, g, cur, want, "MIG mode differs from the profile"))
+        else:
+            out.append(_r("mig_mode", PASS, g, cur, want))
+    return out
+
+
+def _busy_samples(g: GpuState) -> list[dict] | None:
+    s = g.get("busy_samples")
+    if s:
+        return s
+    used, procs = g.get("memory_used_mib"), g.get("processes")
+    if used is None and procs is None:
+        return None
+    return [{"memory_used_mib": used, "pids": [p["pid"] for p in procs or []]}]
+
+
+def check_leftover_processes(state: NodeState, cfg: HealthConfig, before_job: bool = False, **_):
+    """Before a job only: compute processes present in every one of the busy samples -> fail."""
+    if not before_job:
+        return []
+    out = []
+    for g in _usable(state):
+        samples = _busy_samples(g)
+        if samples is None:
+            continue
+        stuck = all(s.get("pids") for s in samples)
+        pids = samples[-1].get("pids") or []
+        out.append(_r("leftover_processes", FAIL if stuck else PASS, g, len(pids), 0,
+                      f"pids {pids} after {len(samples)} tries" if stuck else ""))
+    return out
+
+
+def check_memory_used(state: NodeState, cfg: HealthConfig, before_job: bool = False, **_):
+    """Before a job only: memory used (v2, reserved excluded) > ``memory_used_max_mib`` in every
+    busy sample -> fail. ~500 MiB *reserved* on an idle GPU is normal and not counted."""
+    if not before_job:
+        return []
+    limit = cfg.t("memory_used_max_mib")
+    out = []
+    for g in _usable(state):
+        samples = _busy_samples(g)
+        if samples is None or samples[-1].get("memory_used_mib") is None:
+            continue
+        used = [s.get("memory_used_mib") or 0 for s in samples]
+        bad = all(u > limit for u in used)
+        out.append(_r("memory_used", FAIL if bad else PASS, g, used[-1], limit,
+                      f"{used[-1]} MiB used after {len(used)} tries" if bad else ""))
+    return out
+
+
+def check_pcie_width(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """Link width below its max -> fail; in a VM guest (pass-through) -> warn: the width the
+    guest sees is set by the host's slot, not a fault the node can fix."""
+    out = []
+    for g in _usable(state):
+        w, wmax = g.get("pcie_link_width"), g.get("pcie_link_width_max")
+        if w is None or wmax is None:
+            continue
+        if w >= wmax:
+            out.append(_r("pcie_width", PASS, g, w, wmax))
+            continue
+        vm = g.get("virtualization_mode") not in (None, "None")
+        out.append(_r("pcie_width", WARN if vm else FAIL, g, w, wmax,
+                      f"PCIe x{w} of x{wmax}" + (" (VM guest)" if vm else "")))
+    return out
+
+
+def check_pcie_gen(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """Link generation below its max while the GPU is busy (idle GPUs downshift to save power)."""
+    load = cfg.t("pcie_gen_load_pct")
+    out = []
+    for g in _usable(state):
+        gen, gmax, util = g.get("pcie_link_gen"), g.get("pcie_link_gen_max"), g.get("utilization_gpu_pct")
+        if gen is None or gmax is None or util is None or util < load:
+            continue
+        st = FAIL if gen < gmax else PASS
+        out.append(_r("pcie_gen", st, g, gen, gmax, f"PCIe gen {gen} of {gmax} at {util} % load" if st == FAIL else ""))
+    return out
+
+
+def check_nvlink_down(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """Active NVLinks per GPU below ``[health] nvlink_active_links``; without a pin, below the
+    most any GPU of this node has active (a GPU that lost links its peers have)."""
+    counts = {}
+    for g in _usable(state):
+        links = g.get("nvlink_active")
+        if links is not None:
+            counts[g.index] = sum(1 for x in links if x)
+    if not counts:
+        return []
+    want = cfg.expect.get("nvlink_active_links", max(counts.values()))
+    out = []
+    for g in _usable(state):
+        if g.index not in counts:
+            continue
+        n = counts[g.index]
+        st = FAIL if n < want else PASS
+        out.append(_r("nvlink_down", st, g, n, want, f"{want - n} NVLink(s) down" if st == FAIL else ""))
+    return out
+
+
+def check_fabric_state(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """NVSwitch fabric registration: state must be Completed and status Success."""
+    out = []
+    for g in _usable(state):
+        st_, status = g.get("fabric_state"), g.get("fabric_status")
+        if st_ is None or st_ in ("N/A", "Not Supported"):
+            continue
+        ok = st_ == "Completed" and (status in (None, "Success"))
+        out.append(_r("fabric_state", PASS if ok else FAIL, g, f"{st_}/{status}", "Completed/Success",
+                      "" if ok else "GPU not registered with the NVSwitch fabric"))
+    return out
+
+
+def check_vbios_version(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """VBIOS vs the pinned ``[health] vbios_version`` (warn)."""
+    pin = cfg.expect.get("vbios_version")
+    if not pin:
+        return []
+    out = []
+    for g in _usable(state):
+        v = g.get("vbios_version")
+        if v is not None:
+            out.append(_r("vbios_version", PASS if v == pin else WARN, g, v, pin))
+    return out
+
+
+CHECKS: dict[str, Callable[..., list[CheckResult]]] = {
+    "gpu_count": check_gpu_count,
+    "nvml_init": check_nvml_init,
+    "gpu_lost": check_gpu_lost,
+    "reset_required": check_reset_required,
+    "inforom": check_inforom,
+    "ecc_volatile_uncorrectable": check_ecc_volatile_uncorrectable,
+    "ecc_sram_correctable": check_ecc_sram_correctable,
+    "ecc_aggregate_uncorrectable": check_ecc_aggregate_uncorrectable,
+    "retired_pages_pending": check_retired_pages_pending,
+    "retired_pages_count": check_retired_pages_count,
+    "row_remap_failure": check_row_remap_failure,
+    "row_remap_uncorrectable": check_row_remap_uncorrectable,
+    "row_remap_pending": check_row_remap_pending,
+    "xid": check_xid,
+    "clock_events": check_clock_events,
+    "app_clocks": check_app_clocks,
+    "power_limit": check_power_limit,
+    "temperature_margin": check_temperature_margin,
+    "temperature_idle": check_temperature_idle,
+    "persistence_mode": check_persistence_mode,
+    "mig_mode": check_mig_mode,
+    "leftover_processes": check_leftover_processes,
+    "memory_used": check_memory_used,
+    "pcie_width": check_pcie_width,
+    "pcie_gen": check_pcie_gen,
+    "nvlink_down": check_nvlink_down,
+    "fabric_state": check_fabric_state,
+    "driver_version": check_driver_version,
+    "vbios_version": check_vbios_version,
+}
+
+
+def run_checks(state: NodeState, config: HealthConfig, *, before_job: bool = False) -> list[CheckResult]:
+    """Run every enabled check. ``before_job`` (the prolog) adds the leftover-process and
+    memory-used checks, which judge ``busy_samples`` (3 reads 2 s apart live)."""
+    out: list[CheckResult] = []
+    for cid, fn in CHECKS.items():
+        if config.enabled.get(cid, True):
+            out.extend(fn(state, config, before_job=before_job))
+    return out
+
+
+def own_trouble(state: NodeState, config: HealthConfig) -> list[str]:
+    """slurmkit's own trouble in ``state`` (never drains): recorded errors, and an NVML init
+    failure on a node that is not expected to have GPUs (e.g. library absent on a CPU node)."""
+    errs = list(state.errors)
+    if state.init_rc != RC_SUCCESS and not (config.expect.get("expected_gpu_count") or 0):
+        what = "NVML library not found" if state.init_rc == RC_LIBRARY_NOT_FOUND else f"nvmlInit: {state.init_rc}"
+        errs.append(f"{what} (no GPUs expected on this node)")
+    for g in state.gpus:
+        if g.handle_rc not in (RC_SUCCESS, RC_GPU_IS_LOST, RC_UNKNOWN):
+            errs.append(f"GPU{g.index}: nvmlDeviceGetHandleByIndex_v2: {g.handle_rc}")
+    return errs
+
+
+def overall(results: list[CheckResult], errors: list[str] = ()) -> str:
+    """``fail`` > ``error`` > ``warn`` > ``pass``."""
+    worst = PASS
+    for r in results:
+        if _RANK[r.status] > _RANK[worst]:
+            worst = r.status
+    if errors and _RANK[ERROR] > _RANK[worst]:
+        worst = ERROR
+    return worst
+
+
+def evaluate(state: NodeState, config: HealthConfig, *, before_job: bool = False) -> dict:
+    """Run the checks and return the report dict:
+    ``{"node", "source", "status", "results": [{check, status, gpu_index, uuid, pci_bus_id,
+    value, limit, message}], "errors": [...]}``."""
+    results = run_checks(state, config, before_job=before_job)
+    errors = own_trouble(state, config)
+    return {
+        "node": state.node,
+        "source": state.source,
+        "status": overall(results, errors),
+        "results": [asdict(r) for r in results],
+        "errors": errors,
+    }

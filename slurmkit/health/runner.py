@@ -1,0 +1,146 @@
+"""Deadline runner: read a node's GPU state with NVML in a worker process that is killed when a
+call or the whole read overruns.
+
+:func:`read_state` is what the hooks and ``slurmkit health check`` call. For ``"live"`` it starts
+``python -m slurmkit.health.worker`` (own session, so the whole process group can be killed),
+follows its progress lines (one per NVML call) and raises :class:`NvmlTimeout` naming the call
+in flight when a call exceeds ``per_call_deadline_s`` or the read exceeds ``total_deadline_s``.
+A replay spec (a file path) is read in-process: nothing on the host is touched.
+
+Worker protocol (stdout, one line each): ``CALL <nvml function>``, ``SLEEP <seconds>``
+(a deliberate pause, exempt from the per-call deadline), and finally ``STATE <json>`` /
+``ACTED <json list of log lines>`` or ``ERROR <json message>``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from slurmkit.health.source import Action, NvmlTimeout, SnapshotSource, SourceError
+from slurmkit.health.state import NodeState
+
+LIVE = "live"
+
+
+def source_for(spec: str | Path, node: str | None = None):
+    """``"live"`` -> LiveNvmlSource (in this process: only for the worker itself); a path ->
+    SnapshotSource."""
+    if str(spec) == LIVE:
+        from slurmkit.health.nvml_source import LiveNvmlSource
+
+        return LiveNvmlSource(node=node)
+    return SnapshotSource(spec, node=node)
+
+
+def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = 8.0,
+               per_call_deadline_s: float = 3.0, *, before_job: bool = False,
+               thresholds: dict | None = None, node: str | None = None,
+               kmsg_cursor: str | Path | None = None, env: dict | None = None) -> NodeState:
+    """Read the node's GPU state from ``source_spec`` (``"live"`` or a capture path).
+
+    Live: NVML runs in a worker process; raises :class:`NvmlTimeout` at the deadlines (the worker
+    is killed, so the caller returns in time) and :class:`SourceError` for slurmkit's own
+    trouble (worker crashed, bad output). NVML init failures and per-value return codes are *not*
+    exceptions: they are recorded in the state for the checks. ``kmsg_cursor`` is the file that
+    keeps the /dev/kmsg position between runs (None: XIDs are not read).
+    """
+    if str(source_spec) != LIVE:
+        return SnapshotSource(source_spec, node=node).read(before_job=before_job, thresholds=thresholds)
+    args = ["--json-thresholds", json.dumps(thresholds or {})]
+    if before_job:
+        args.append("--before-job")
+    if node:
+        args += ["--node", node]
+    if kmsg_cursor:
+        args += ["--kmsg-cursor", str(kmsg_cursor)]
+    out = _run_worker(args, total_deadline_s, per_call_deadline_s, env)
+    kind, payload = out
+    if kind != "STATE":
+        raise SourceError(f"NVML worker: unexpected reply {kind}")
+    try:
+        return NodeState.from_json(payload, source=LIVE, replay=False)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SourceError(f"NVML worker returned a bad state: {exc}") from None
+
+
+def run_actions(actions: list[Action], source_spec: str | Path = LIVE, total_deadline_s: float = 8.0,
+                per_call_deadline_s: float = 3.0, env: dict | None = None) -> list[str]:
+    """Carry out ``actions`` through the source (live: in a worker under the deadlines; replay:
+    logged as "would ..."). Returns one log line per action."""
+    if str(source_spec) != LIVE:
+        src = SnapshotSource(source_spec)
+        return [src.act(a) for a in actions]
+    payload = json.dumps([a.__dict__ for a in actions])
+    kind, lines = _run_worker(["--actions", payload, "--no-read"], total_deadline_s, per_call_deadline_s, env)
+    if kind != "ACTED":
+        raise SourceError(f"NVML worker: unexpected reply {kind}")
+    return lines
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _run_worker(args: list[str], total_s: float, per_call_s: float, env: dict | None):
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "slurmkit.health.worker", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=env, start_new_session=True)
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    buf = b""
+    call, call_t0, in_sleep = "worker start", t0, False
+    result = None
+    try:
+        while result is None:
+            now = time.monotonic()
+            left_total = total_s - (now - t0)
+            left_call = float("inf") if in_sleep else per_call_s - (now - call_t0)
+            wait = min(left_total, left_call)
+            if wait <= 0:
+                _kill(proc)
+                raise NvmlTimeout(call, time.monotonic() - t0,
+                                  total_s if left_total <= left_call else per_call_s)
+            if not sel.select(timeout=wait):
+                continue
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                proc.wait()
+                err = proc.stderr.read().decode(errors="replace").strip().splitlines()
+                raise SourceError(f"NVML worker exited with {proc.returncode} during {call}: "
+                                  + (err[-1] if err else "no output"))
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                tag, _, rest = line.decode(errors="replace").partition(" ")
+                if tag == "CALL":
+                    call, call_t0, in_sleep = rest, time.monotonic(), False
+                elif tag == "SLEEP":
+                    in_sleep = True
+                elif tag in ("STATE", "ACTED"):
+                    result = (tag, json.loads(rest))
+                elif tag == "ERROR":
+                    _kill(proc)
+                    raise SourceError(json.loads(rest))
+    finally:
+        sel.close()
+        if proc.poll() is None:
+            # result received: let the worker shut NVML down, but never wait past the deadline
+            try:
+                proc.wait(timeout=max(0.05, total_s - (time.monotonic() - t0)))
+            except subprocess.TimeoutExpired:
+                _kill(proc)
+        proc.stdout.close()
+        proc.stderr.close()
+    return result

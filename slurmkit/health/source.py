@@ -1,0 +1,217 @@
+"""The one small interface every GPU state source implements, the replay sources, and the
+errors that separate slurmkit's own trouble from hardware evidence.
+
+A source gives a :class:`~slurmkit.health.state.NodeState` (:meth:`GpuSource.read`) and carries
+out the actions a hook takes (:meth:`GpuSource.act`): kill a pid, reset application / locked
+clocks, set the power limit, enable accounting mode. Replay sources (:class:`SnapshotSource`:
+slurmkit snapshot JSON, ``nvidia-smi -q -x`` XML or ``nvidia-smi -q`` text) read nothing from the
+host and only log actions as "would ...". The live source is
+:class:`slurmkit.health.nvml_source.LiveNvmlSource` (the only module that imports pynvml).
+
+:meth:`GpuSource.read` adds the re-sampling the checks rely on:
+
+* clock event reasons: when a HW bit is set, ``clock_event_samples - 1`` more samples
+  ``clock_event_interval_s`` apart (live only; a replay keeps its single sample);
+* before a job: when a GPU has a compute process or memory used above the limit, re-read
+  processes and memory up to ``busy_tries`` times ``busy_interval_s`` apart (``sleep`` is
+  injectable; a replay re-reads the same capture without sleeping).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from slurmkit.health.state import RC_SUCCESS, GpuState, NodeState
+
+log = logging.getLogger("slurmkit.health")
+
+
+class SourceError(Exception):
+    """slurmkit's own trouble reading GPU state (bad snapshot, NVML absent or NOT_SUPPORTED where
+    needed, a bug): never hardware evidence. ``file``/``line`` locate bad input when known."""
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None):
+        self.file, self.line, self.detail = file, line, message
+        where = f"{file}:{line}: " if file and line else (f"{file}: " if file else "")
+        super().__init__(f"{where}{message}")
+
+
+class NvmlTimeout(Exception):
+    """NVML did not answer in time: hardware evidence (the hooks drain with reason
+    ``slurmkit: nvml-timeout``). ``call`` is the NVML call in flight, ``elapsed_s`` seconds."""
+
+    def __init__(self, call: str, elapsed_s: float, deadline_s: float):
+        self.call, self.elapsed_s, self.deadline_s = call, elapsed_s, deadline_s
+        super().__init__(f"NVML call {call} did not return within {deadline_s:g} s "
+                         f"(killed after {elapsed_s:.1f} s)")
+
+
+@dataclass(frozen=True)
+class Action:
+    """Something a hook does to a GPU. ``kind``: ``kill`` (``pid``), ``reset_app_clocks``,
+    ``reset_locked_clocks``, ``set_power_limit`` (``power_limit_w``, W), ``enable_accounting``.
+    ``gpu_index`` is the NVML index."""
+
+    kind: str
+    gpu_index: int | None = None
+    pid: int | None = None
+    power_limit_w: float | None = None
+
+    def describe(self) -> str:
+        what = {
+            "kill": f"kill pid {self.pid}",
+            "reset_app_clocks": "reset application clocks",
+            "reset_locked_clocks": "reset locked clocks",
+            "set_power_limit": f"set power limit to {self.power_limit_w} W",
+            "enable_accounting": "enable accounting mode",
+        }.get(self.kind)
+        if what is None:
+            raise ValueError(f"unknown action {self.kind!r}")
+        return what + (f" on GPU{self.gpu_index}" if self.gpu_index is not None and self.kind != "kill" else "")
+
+
+ACTION_KINDS = ("kill", "reset_app_clocks", "reset_locked_clocks", "set_power_limit", "enable_accounting")
+
+
+class GpuSource:
+    """Base class: subclasses implement :meth:`read_once`, :meth:`sample_clock_events`,
+    :meth:`sample_busy` and (live) :meth:`_do`."""
+
+    replay = True
+    name = "?"
+
+    def read_once(self) -> NodeState:
+        raise NotImplementedError
+
+    def sample_clock_events(self, gpu: GpuState) -> int | None:
+        """One fresh clock-event-reasons bitmask for ``gpu`` (None: unavailable)."""
+        return gpu.get("clock_event_reasons")
+
+    def sample_busy(self, gpu: GpuState) -> dict:
+        """One fresh ``{"memory_used_mib": MiB, "pids": [...]}`` for ``gpu``."""
+        return {"memory_used_mib": gpu.get("memory_used_mib"),
+                "pids": [p["pid"] for p in gpu.get("processes") or []]}
+
+    def read(self, *, before_job: bool = False, thresholds: dict | None = None,
+             sleep: Callable[[float], None] = time.sleep, progress: Callable[[str], None] | None = None
+             ) -> NodeState:
+        """:meth:`read_once` plus the re-sampling described in the module docstring.
+        ``thresholds`` defaults to checks.toml's."""
+        if thresholds is None:
+            from slurmkit.health.config import defaults
+
+            thresholds = defaults()["thresholds"]
+        state = self.read_once()
+        from slurmkit.health.config import defaults as _d
+
+        hw_mask = sum(_d()["clock_event_bits"].values())
+        # clock event reasons
+        for g in state.gpus:
+            first = g.get("clock_event_reasons")
+            if first is None or g.handle_rc != RC_SUCCESS:
+                continue
+            samples = [first]
+            if (first & hw_mask) and not self.replay:
+                for _ in range(int(thresholds["clock_event_samples"]) - 1):
+                    sleep(float(thresholds["clock_event_interval_s"]))
+                    s = self.sample_clock_events(g)
+                    if s is None:
+                        break
+                    samples.append(s)
+            g.put("clock_event_samples", samples)
+        if before_job:
+            limit = thresholds["memory_used_max_mib"]
+            for g in state.gpus:
+                if g.handle_rc != RC_SUCCESS:
+                    continue
+                first = self.sample_busy(g)
+                if first.get("memory_used_mib") is None and not first.get("pids"):
+                    continue
+                samples = [first]
+                while (len(samples) < int(thresholds["busy_tries"])
+                       and (samples[-1].get("pids") or (samples[-1].get("memory_used_mib") or 0) > limit)):
+                    if not self.replay:
+                        sleep(float(thresholds["busy_interval_s"]))
+                    samples.append(self.sample_busy(g))
+                g.put("busy_samples", samples)
+        return state
+
+    def act(self, action: Action) -> str:
+        """Carry out ``action`` (live) or log it as "would ..." (replay). Returns the log line."""
+        text = action.describe()
+        if self.replay:
+            line = f"would {text} (replay of {self.name})"
+            log.info(line)
+            return line
+        self._do(action)
+        log.info(text)
+        return text
+
+    def _do(self, action: Action) -> None:
+        raise NotImplementedError
+
+
+def _hostname() -> str:
+    return socket.gethostname().split(".")[0]
+
+
+class SnapshotSource(GpuSource):
+    """Replay of a recorded file: slurmkit snapshot JSON, ``nvidia-smi -q -x`` XML or
+    ``nvidia-smi -q`` text (detected from the content). Raises :class:`SourceError` naming the
+    file (and line where known) for unreadable or malformed input."""
+
+    replay = True
+
+    def __init__(self, path: str | Path, node: str | None = None):
+        self.path = Path(path)
+        self.name = str(self.path)
+        self.node = node
+        self._state: NodeState | None = None
+
+    def read_once(self) -> NodeState:
+        if self._state is None:
+            self._state = load_capture(self.path, node=self.node)
+        # hand out a fresh copy so callers can annotate it
+        return NodeState.from_json(self._state.to_json(), source=self._state.source, replay=True)
+
+
+def load_capture(path: str | Path, node: str | None = None) -> NodeState:
+    """Read any supported capture into a NodeState (see :class:`SnapshotSource`)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8", errors="strict")
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"not UTF-8 text (byte {exc.start})", str(path)) from None
+    except OSError as exc:
+        raise SourceError(exc.strerror or str(exc), str(path)) from None
+    head = text.lstrip()[:200]
+    if head.startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SourceError(f"bad JSON: {exc.msg} (column {exc.colno})", str(path), exc.lineno) from None
+        try:
+            state = NodeState.from_json(data, source=f"snapshot:{path}", replay=True)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise SourceError(f"not a valid slurmkit snapshot: {exc}", str(path)) from None
+    elif head.startswith("<?xml") or head.startswith("<nvidia_smi_log"):
+        from slurmkit.health.nvsmi import parse_xml
+
+        state = parse_xml(text, str(path))
+    elif "NVSMI LOG" in head or head.startswith("Timestamp"):
+        from slurmkit.health.nvsmi import parse_text
+
+        state = parse_text(text, str(path))
+    else:
+        raise SourceError("not a slurmkit snapshot, nvidia-smi -q -x XML or nvidia-smi -q text", str(path), 1)
+    if node:
+        state.node = node
+    elif not state.node:
+        state.node = path.stem
+    return state
