@@ -1,0 +1,149 @@
+"""The hooks' own configuration: ``<slurm.conf dir>/slurmkit-hooks.toml``, written by
+``slurmkit hooks install`` and read by every hook run.
+
+Keys (all optional except ``slurm_conf``)::
+
+    slurm_conf = "/etc/slurm/slurm.conf"  # used when the hook's environment has no SLURM_CONF
+                                          # (HealthCheckProgram runs with none)
+    gres_conf = "/etc/slurm/gres.conf"    # expected GPUs and Slurm's GPU index -> device file
+    profile = "/etc/slurm/site.toml"      # site profile: [health] thresholds, mode, clocks, power
+    mode = "enforce"                      # enforce | observe (overrides the profile's [health].mode)
+    deadline_s = 8.0                      # total NVML deadline per hook run (seconds)
+    resume_after = 3                      # clean health checks in a row before slurmkit resumes a
+                                          # node it drained
+    scontrol_timeout_s = 5.0              # drain / resume / show node deadline (seconds)
+    state_dir = "/var/lib/slurmkit/hooks" # per-node state (clean-run counter, prolog energy)
+    spool_dir = "/var/spool/slurmkit"     # per-job energy spool (root only)
+    textfile_dir = "/var/lib/prometheus/node-exporter"  # node_exporter textfile collector dir
+    [nodes.n3]                            # per node: where its GPU state comes from
+    snapshot = "/path/to/n3.json"         # replay a recorded snapshot (default: live NVML)
+
+Only ``tomllib`` is imported (a hook reads this on every job).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FILE_NAME = "slurmkit-hooks.toml"
+
+DEFAULTS = {
+    "mode": "enforce", "deadline_s": 8.0, "resume_after": 3, "scontrol_timeout_s": 5.0,
+    "state_dir": "/var/lib/slurmkit/hooks", "spool_dir": "/var/spool/slurmkit",
+    "textfile_dir": "/var/lib/prometheus/node-exporter",
+}
+
+
+class HookConfigError(ValueError):
+    """The hooks config cannot be read: ``file`` and ``message`` (the TOML error carries the line)."""
+
+    def __init__(self, file, message: str):
+        super().__init__(f"{file}: {message}")
+        self.file = str(file)
+        self.message = message
+
+
+@dataclass(frozen=True)
+class HookConfig:
+    """Parsed ``slurmkit-hooks.toml``: paths as :class:`Path`, ``nodes`` {node: {"snapshot": Path}}."""
+
+    path: Path
+    slurm_conf: Path
+    gres_conf: Path | None = None
+    profile: Path | None = None
+    mode: str = "enforce"
+    deadline_s: float = 8.0
+    resume_after: int = 3
+    scontrol_timeout_s: float = 5.0
+    state_dir: Path = Path(DEFAULTS["state_dir"])
+    spool_dir: Path = Path(DEFAULTS["spool_dir"])
+    textfile_dir: Path = Path(DEFAULTS["textfile_dir"])
+    nodes: dict = field(default_factory=dict)
+
+    def snapshot_for(self, node: str) -> Path | None:
+        """The snapshot file node ``node`` replays, or None for live NVML."""
+        return self.nodes.get(node, {}).get("snapshot")
+
+
+_TYPES = {"slurm_conf": str, "gres_conf": str, "profile": str, "mode": str, "deadline_s": (int, float),
+          "resume_after": int, "scontrol_timeout_s": (int, float), "state_dir": str, "spool_dir": str,
+          "textfile_dir": str, "nodes": dict}
+
+
+def parse(text: str, path) -> HookConfig:
+    """Parse the TOML ``text`` of ``path``. Raises :class:`HookConfigError` naming the file and
+    the line (TOML syntax) or the key (unknown key, wrong type, bad mode)."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise HookConfigError(path, f"not valid TOML: {exc}") from None
+    for key, value in data.items():
+        want = _TYPES.get(key)
+        if want is None:
+            raise HookConfigError(path, f"unknown key {key!r} (known: {', '.join(_TYPES)})")
+        if isinstance(value, bool) or not isinstance(value, want):
+            raise HookConfigError(path, f"{key}: wrong type {type(value).__name__}")
+    if "slurm_conf" not in data:
+        raise HookConfigError(path, "slurm_conf is missing (the path of slurm.conf)")
+    mode = data.get("mode", DEFAULTS["mode"])
+    if mode not in ("enforce", "observe"):
+        raise HookConfigError(path, f"mode: want enforce or observe, got {mode!r}")
+    if int(data.get("resume_after", 3)) < 1:
+        raise HookConfigError(path, "resume_after: want 1 or more")
+    base = Path(path).parent
+    nodes = {}
+    for name, table in data.get("nodes", {}).items():
+        if not isinstance(table, dict) or set(table) - {"snapshot"}:
+            raise HookConfigError(path, f"nodes.{name}: want a table with only 'snapshot'")
+        entry = {}
+        if "snapshot" in table:
+            if not isinstance(table["snapshot"], str):
+                raise HookConfigError(path, f"nodes.{name}.snapshot: want a path string")
+            entry["snapshot"] = base / table["snapshot"]
+        nodes[name] = entry
+
+    def p(key):
+        v = data.get(key, DEFAULTS.get(key))
+        return None if v is None else base / v
+
+    return HookConfig(
+        path=Path(path), slurm_conf=p("slurm_conf"), gres_conf=p("gres_conf"), profile=p("profile"),
+        mode=mode, deadline_s=float(data.get("deadline_s", DEFAULTS["deadline_s"])),
+        resume_after=int(data.get("resume_after", DEFAULTS["resume_after"])),
+        scontrol_timeout_s=float(data.get("scontrol_timeout_s", DEFAULTS["scontrol_timeout_s"])),
+        state_dir=p("state_dir"), spool_dir=p("spool_dir"), textfile_dir=p("textfile_dir"), nodes=nodes)
+
+
+def load(path) -> HookConfig:
+    """Read and parse the config file ``path`` (:class:`HookConfigError` when unreadable)."""
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HookConfigError(path, f"cannot read: {exc.strerror if isinstance(exc, OSError) else exc}") from None
+    return parse(text, path)
+
+
+def render(slurm_conf, *, gres_conf=None, profile=None, mode="enforce", state_dir=None, spool_dir=None,
+           textfile_dir=None, resume_after=3, deadline_s=8.0, snapshots: dict | None = None) -> str:
+    """The TOML text install writes (absolute paths; ``snapshots`` {node: path})."""
+    def q(v):
+        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = ["# slurmkit hooks configuration, written by `slurmkit hooks install` (see",
+             "# slurmkit/hooks/config.py for every key). Hooks read it on every run.",
+             f"slurm_conf = {q(os.path.abspath(slurm_conf))}"]
+    if gres_conf:
+        lines.append(f"gres_conf = {q(os.path.abspath(gres_conf))}")
+    if profile:
+        lines.append(f"profile = {q(os.path.abspath(profile))}")
+    lines += [f"mode = {q(mode)}", f"deadline_s = {float(deadline_s)}", f"resume_after = {int(resume_after)}",
+              f"state_dir = {q(os.path.abspath(state_dir or DEFAULTS['state_dir']))}",
+              f"spool_dir = {q(os.path.abspath(spool_dir or DEFAULTS['spool_dir']))}",
+              f"textfile_dir = {q(os.path.abspath(textfile_dir or DEFAULTS['textfile_dir']))}"]
+    for node, snap in sorted((snapshots or {}).items()):
+        lines += ["", f"[nodes.{node}]", f"snapshot = {q(os.path.abspath(snap))}"]
+    return "\n".join(lines) + "\n"

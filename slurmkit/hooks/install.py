@@ -1,0 +1,396 @@
+"""``slurmkit hooks install`` / ``uninstall``: add the hooks to slurm.conf without taking anything away.
+
+Rules (issue 5, section 6):
+
+- a site's existing ``Prolog=X`` / ``Epilog=X`` becomes a glob ``<dir>/prolog.d/*`` holding a link
+  ``00-site`` -> X (the site script keeps running, first) and our shim ``90-slurmkit``; an existing
+  glob ``D/*`` is kept and our shim is added to ``D``;
+- ``PrologFlags`` gains ``Alloc`` (the prolog runs at allocation, so a failing node is seen before
+  the job starts; ``Contain`` and other flags are kept); ``SchedulerParameters`` gains
+  ``nohold_on_prolog_fail`` (a job whose prolog failed is requeued, not held);
+- ``HealthCheckProgram`` (a foreign one only with ``replace``), ``HealthCheckInterval`` and
+  ``PrologEpilogTimeout`` (a foreign value only with ``replace``; a site value is kept) are set;
+- a key is edited in the file that defines it (``Include``s are followed); a new key replaces the
+  template slot comment ``#Key=`` when there is one, else goes before the first node definition;
+- every line we add or change carries the trailing comment ``# slurmkit-hooks: added`` or
+  ``# slurmkit-hooks: was "<original line>"`` so :func:`plan_uninstall` can undo exactly that;
+- writes are atomic (temp file + rename) after a timestamped backup ``<file>.slurmkit-<UTC>``;
+  the manifest ``<conf dir>/slurmkit-hooks.install.json`` records backups and the SHA-256 of what
+  was written, so uninstall restores a backup byte for byte only when the file is unchanged since.
+
+Planning is pure (:func:`plan_install`, :func:`plan_uninstall` over parsed files); :func:`apply`
+does the I/O.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import difflib
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slurmkit.slurm import conf as sconf
+
+MARK = "slurmkit-hooks:"
+MANIFEST = "slurmkit-hooks.install.json"
+CONFIG = "slurmkit-hooks.toml"
+SITE_LINK = "00-site"
+OUR_SHIM = "90-slurmkit"
+HEALTHCHECK_SHIM = "slurmkit-healthcheck"
+DEFAULT_INTERVAL_S = 300
+DEFAULT_TIMEOUT_S = 60
+
+
+class InstallError(RuntimeError):
+    """Install or uninstall cannot proceed; the message says why and what to do."""
+
+
+@dataclass
+class NewFile:
+    """A file the install creates: ``path``; ``text`` (its content) or ``link`` (a symlink target);
+    ``mode`` (permission bits)."""
+
+    path: Path
+    text: str | None = None
+    link: str | None = None
+    mode: int = 0o755
+
+
+@dataclass
+class Plan:
+    """What an install or uninstall will do: ``texts`` {path: (old text, new text)} for
+    slurm.conf-syntax files, ``new_files`` (:class:`NewFile`), ``remove_files`` (paths),
+    ``restore`` {path: backup path} (byte-for-byte restores), ``notes`` (lines for the admin)."""
+
+    texts: dict = field(default_factory=dict)
+    new_files: list = field(default_factory=list)
+    remove_files: list = field(default_factory=list)
+    restore: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(any(o != n for o, n in self.texts.values()) or self.new_files or self.remove_files
+                    or self.restore)
+
+    def diff(self) -> str:
+        """A unified diff of every slurm.conf-syntax change (restores shown as whole-file diffs)."""
+        out = []
+        for path, (old, new) in self.texts.items():
+            if old != new:
+                out.extend(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
+                                                f"{path} (now)", f"{path} (after)"))
+        for path, backup in self.restore.items():
+            out.append(f"restore {path} from {backup} (unchanged since install)\n")
+        for f in self.new_files:
+            out.append(f"create {f.path}" + (f" -> {f.link}" if f.link else "") + "\n")
+        for p in self.remove_files:
+            out.append(f"remove {p}\n")
+        return "".join(out)
+
+
+@dataclass(frozen=True)
+class InstallSpec:
+    """Inputs of an install: ``python`` (absolute interpreter the shims run with), ``config`` (the
+    hooks config TOML text to write), ``interval_s`` (HealthCheckInterval, seconds),
+    ``timeout_s`` (PrologEpilogTimeout, seconds), ``replace`` (take over a foreign
+    HealthCheckProgram / PrologEpilogTimeout)."""
+
+    python: str = sys.executable
+    config: str = ""
+    interval_s: int = DEFAULT_INTERVAL_S
+    timeout_s: int = DEFAULT_TIMEOUT_S
+    replace: bool = False
+
+
+def shim_text(kind: str, python: str, config_path: Path) -> str:
+    """The executable shim Slurm runs for ``kind`` (prolog | epilog | healthcheck): the template
+    ``prolog_epilog/hook.py.in`` with the absolute interpreter and config path filled in. It calls
+    :func:`slurmkit.hooks.main.main` directly (no click) to keep the per-job cost low."""
+    template = (Path(__file__).resolve().parent.parent.parent / "prolog_epilog" / "hook.py.in")
+    if not template.exists():  # installed package layout
+        import slurmkit.prolog_epilog as pe
+
+        template = Path(pe.__file__).parent / "hook.py.in"
+    return (template.read_text().replace("@PYTHON@", python).replace("@KIND@", kind)
+            .replace("@CONFIG@", str(config_path)))
+
+
+def _marked(line: str, was: str | None) -> str:
+    tag = "added" if was is None else "was " + json.dumps(was)
+    return f"{line}  # {MARK} {tag}"
+
+
+def _is_ours(conf: sconf.ConfFile, entry: sconf.Entry) -> bool:
+    return entry.comment.strip().startswith(MARK)
+
+
+def _slot(conf: sconf.ConfFile, key: str):
+    for e in conf.entries:
+        if not e.pairs and not e.include:
+            body = conf.raw(e).strip()
+            if body.startswith("#") and body[1:].strip().lower().split("=", 1)[0].strip() == key.lower() \
+                    and "=" in body and not body[1:].split("=", 1)[1].strip():
+                return e
+    return None
+
+
+class _Editor:
+    """Edits over an include tree, keeping the old texts for the diff."""
+
+    def __init__(self, tree):
+        self.tree = tree
+        self.old = {c.path: c.text() for c in tree}
+
+    def get(self, key):
+        return sconf.find_effective(self.tree, key)
+
+    def set(self, key: str, value: str, owner_key_found=None):
+        """Set ``key=value``: in place (marked with the old line) or as a new marked line."""
+        found = owner_key_found or self.get(key)
+        if found:
+            conf, entry = found
+            if len(entry.pairs) != 1:
+                raise InstallError(f"{conf.path}:{entry.lineno}: {key} shares its line with other keys; "
+                                   f"put it on a line of its own and run install again")
+            was = conf.raw(entry)
+            if _is_ours(conf, entry):
+                was = _original(entry)
+            conf.replace(entry, _marked(f"{entry.pairs[0][0]}={value}", was))
+            return
+        main = self.tree[0]
+        slot = _slot(main, key)
+        if slot is not None:
+            main.replace(slot, _marked(f"{key}={value}", main.raw(slot)))
+        else:
+            main.insert(main.global_end(), _marked(f"{key}={value}", None))
+
+    def texts(self):
+        return {c.path: (self.old[c.path], c.text()) for c in self.tree}
+
+
+def _original(entry: sconf.Entry) -> str | None:
+    """The original line recorded in one of our markers (None when the line was added)."""
+    tag = entry.comment.strip()[len(MARK):].strip()
+    if tag.startswith("was "):
+        return json.loads(tag[4:])
+    return None
+
+
+def _glob_dir(value: str) -> Path | None:
+    v = value.strip('"')
+    if v.endswith("/*"):
+        return Path(v[:-2])
+    return None
+
+
+def plan_install(tree: list, spec: InstallSpec) -> Plan:
+    """Plan an install into the include tree ``tree`` (:func:`slurmkit.slurm.conf.load_tree`, main
+    file first). Pure: returns a :class:`Plan`; raises :class:`InstallError` when a value cannot be
+    merged (e.g. a foreign HealthCheckProgram without ``replace``)."""
+    main = tree[0]
+    conf_dir = main.path.parent.absolute()
+    cfg_path = conf_dir / CONFIG
+    ed = _Editor(tree)
+    plan = Plan()
+    existing_files = set()
+
+    for key, kind in (("Prolog", "prolog"), ("Epilog", "epilog")):
+        found = ed.get(key)
+        value = found[1].get(key) if found else None
+        gdir = _glob_dir(value) if value else None
+        if gdir is None:
+            gdir = conf_dir / f"{kind}.d"
+            if value:
+                if not os.path.isabs(value):
+                    raise InstallError(f"{found[0].path}:{found[1].lineno}: {key}={value} is not an absolute path")
+                plan.new_files.append(NewFile(gdir / SITE_LINK, link=value))
+                plan.notes.append(f"the site's {key} {value} keeps running first as {gdir / SITE_LINK}")
+            ed.set(key, f"{gdir}/*", found)
+        elif (gdir / OUR_SHIM).exists():
+            existing_files.add(gdir / OUR_SHIM)
+        plan.new_files.append(NewFile(gdir / OUR_SHIM, text=shim_text(kind, spec.python, cfg_path)))
+
+    found = ed.get("PrologFlags")
+    flags = [f for f in (found[1].get("PrologFlags") if found else "").split(",") if f]
+    if "alloc" not in {f.lower() for f in flags}:
+        ed.set("PrologFlags", ",".join(flags + ["Alloc"]), found)
+
+    found = ed.get("SchedulerParameters")
+    params = [p for p in (found[1].get("SchedulerParameters") if found else "").split(",") if p]
+    if "nohold_on_prolog_fail" not in {p.lower() for p in params}:
+        ed.set("SchedulerParameters", ",".join(params + ["nohold_on_prolog_fail"]), found)
+
+    hc_path = conf_dir / HEALTHCHECK_SHIM
+    found = ed.get("HealthCheckProgram")
+    current = found[1].get("HealthCheckProgram") if found else None
+    if current and current.strip('"') != str(hc_path) and not spec.replace:
+        raise InstallError(f"{found[0].path}:{found[1].lineno}: HealthCheckProgram={current} belongs to "
+                           f"the site; run install with --replace to use slurmkit's health check instead "
+                           f"(the old line is kept in a comment and restored by uninstall)")
+    if current != str(hc_path):
+        ed.set("HealthCheckProgram", str(hc_path), found)
+    plan.new_files.append(NewFile(hc_path, text=shim_text("healthcheck", spec.python, cfg_path)))
+
+    for key, want in (("HealthCheckInterval", spec.interval_s), ("PrologEpilogTimeout", spec.timeout_s)):
+        found = ed.get(key)
+        cur = found[1].get(key) if found else None
+        if cur == str(want):
+            continue
+        if not found or _is_ours(*found) or spec.replace:
+            ed.set(key, str(want), found)
+        else:
+            plan.notes.append(f"kept the site's {key}={cur} ({found[0].path}:{found[1].lineno}); "
+                              f"--replace sets {want}")
+
+    if spec.config and not cfg_path.exists():
+        plan.new_files.append(NewFile(cfg_path, text=spec.config, mode=0o644))
+    plan.texts = ed.texts()
+    # idempotence: files already present with the same content are not re-created
+    plan.new_files = [f for f in plan.new_files if not _same(f)]
+    plan.notes.append("run 'scontrol reconfigure' for Slurm to pick up the change")
+    return plan
+
+
+def _same(f: NewFile) -> bool:
+    try:
+        if f.link is not None:
+            return os.readlink(f.path) == f.link
+        return f.path.read_text() == f.text and not f.path.is_symlink()
+    except OSError:
+        return False
+
+
+def plan_uninstall(tree: list, manifest: dict | None) -> Plan:
+    """Plan undoing an install: files whose SHA-256 still equals what install wrote are restored
+    from their backup byte for byte; in others every marked line is put back as it was (or removed
+    when added). Files install created are removed. Pure."""
+    plan = Plan()
+    manifest = manifest or {}
+    written = manifest.get("written", {})
+    for conf in tree:
+        old = conf.text()
+        rec = written.get(str(conf.path))
+        if rec and rec.get("backup") and _sha(old) == rec.get("sha256") and Path(rec["backup"]).exists():
+            plan.restore[conf.path] = Path(rec["backup"])
+            continue
+        while True:
+            entry = next((e for e in conf.entries if _is_ours(conf, e)), None)
+            if entry is None:
+                break
+            was = _original(entry)
+            if was is None:
+                conf.delete(entry)
+            else:
+                conf.replace(entry, was)
+        plan.texts[conf.path] = (old, conf.text())
+    for p in manifest.get("created", []):
+        if os.path.lexists(p):
+            plan.remove_files.append(Path(p))
+    if any(o != n for o, n in plan.texts.values()) or plan.restore:
+        plan.notes.append("run 'scontrol reconfigure' for Slurm to pick up the change")
+    return plan
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def atomic_write(path: Path, data: bytes | str, mode: int | None = None) -> None:
+    """Write ``path`` atomically: a temp file in the same directory, fsync, rename over."""
+    path = Path(path)
+    if isinstance(data, str):
+        data = data.encode()
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if mode is None:
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o644
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def manifest_path(slurm_conf: Path) -> Path:
+    return Path(slurm_conf).absolute().parent / MANIFEST
+
+
+def read_manifest(slurm_conf: Path) -> dict | None:
+    """The install manifest beside ``slurm_conf`` (None when there is none)."""
+    try:
+        return json.loads(manifest_path(slurm_conf).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise InstallError(f"{manifest_path(slurm_conf)}: unreadable install manifest: {exc}") from None
+
+
+def apply(plan: Plan, slurm_conf: Path, installing: bool, now: _dt.datetime | None = None) -> list[str]:
+    """Carry out ``plan``: back up and atomically rewrite changed files, create / remove files,
+    update the manifest. Returns the backup paths written."""
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    stamp = now.strftime("%Y%m%dT%H%M%SZ")
+    manifest = read_manifest(slurm_conf) or {"written": {}, "created": []}
+    backups = []
+    for path, (old, new) in plan.texts.items():
+        if old == new:
+            continue
+        backup = path.with_name(f"{path.name}.slurmkit-{stamp}")
+        backup.write_bytes(path.read_bytes())
+        backups.append(str(backup))
+        atomic_write(path, new)
+        rec = manifest["written"].get(str(path))
+        if installing:
+            # keep the oldest backup: it is the site's own file
+            first = rec["backup"] if rec and rec.get("backup") else str(backup)
+            manifest["written"][str(path)] = {"backup": first, "sha256": _sha(new)}
+        else:
+            manifest["written"].pop(str(path), None)
+    for path, backup in plan.restore.items():
+        atomic_write(path, Path(backup).read_bytes())
+        manifest["written"].pop(str(path), None)
+    manifest.setdefault("created_dirs", [])
+    for f in plan.new_files:
+        if not f.path.parent.exists():
+            f.path.parent.mkdir(parents=True)
+            manifest["created_dirs"].append(str(f.path.parent))
+        if f.link is not None:
+            if os.path.lexists(f.path):
+                os.unlink(f.path)
+            os.symlink(f.link, f.path)
+        else:
+            atomic_write(f.path, f.text, f.mode)
+        if str(f.path) not in manifest["created"]:
+            manifest["created"].append(str(f.path))
+    for p in plan.remove_files:
+        if os.path.lexists(p):
+            os.unlink(p)
+        if str(p) in manifest["created"]:
+            manifest["created"].remove(str(p))
+    if not installing:
+        for d in list(manifest.get("created_dirs", [])):
+            try:
+                os.rmdir(d)  # prolog.d / epilog.d that install made, once empty
+                manifest["created_dirs"].remove(d)
+            except FileNotFoundError:
+                manifest["created_dirs"].remove(d)
+            except OSError:
+                pass
+    mpath = manifest_path(slurm_conf)
+    if installing:
+        atomic_write(mpath, json.dumps(manifest, indent=1) + "\n", 0o644)
+    elif not manifest["written"] and not manifest["created"] and not manifest["created_dirs"]:
+        mpath.unlink(missing_ok=True)
+    else:
+        atomic_write(mpath, json.dumps(manifest, indent=1) + "\n", 0o644)
+    return backups

@@ -1,0 +1,204 @@
+"""`slurmkit hooks install` / `uninstall` on realistic slurm.conf files (no Slurm needed)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurmkit.hooks import install as inst
+from slurmkit.hooks.config import load as load_config, render as render_config
+from slurmkit.slurm import conf as sconf
+
+NHC_SITE = """\
+# Production-like slurm.conf: NHC prolog, pam_slurm_adopt, Include'd scheduling settings
+ClusterName=alpha
+SlurmctldHost=ctl1(127.0.0.1)
+Prolog=/usr/sbin/nhc-prolog   # LBNL Node Health Check
+Epilog=/etc/slurm/site-epilog.sh
+PrologFlags=Contain,X11
+HealthCheckInterval=600
+Include sched.conf
+#HealthCheckProgram=
+NodeName=gpu[01-16] CPUs=64 Gres=gpu:a100:8 State=UNKNOWN
+PartitionName=gpu Nodes=gpu[01-16] Default=YES
+"""
+SCHED = """\
+SchedulerType=sched/backfill
+SchedulerParameters=bf_continue,defer
+PrologEpilogTimeout=120
+"""
+
+
+def _site(tmp_path, main=NHC_SITE, sched=SCHED):
+    d = tmp_path / "etc"
+    d.mkdir()
+    (d / "slurm.conf").write_text(main)
+    if sched is not None:
+        (d / "sched.conf").write_text(sched)
+    return d / "slurm.conf"
+
+
+def _install(path, **kw):
+    spec = inst.InstallSpec(python=sys.executable, config=render_config(path), **kw)
+    plan = inst.plan_install(sconf.load_tree(path), spec)
+    inst.apply(plan, path, installing=True)
+    return plan
+
+
+def _uninstall(path):
+    plan = inst.plan_uninstall(sconf.load_tree(path), inst.read_manifest(path))
+    inst.apply(plan, path, installing=False)
+    return plan
+
+
+def _value(path, key):
+    found = sconf.find_effective(sconf.load_tree(path), key)
+    return (found[0].path.name, found[1].get(key)) if found else None
+
+
+def test_install_merges_with_site_values(tmp_path):
+    path = _site(tmp_path)
+    plan = _install(path)
+    d = path.parent
+    assert _value(path, "Prolog") == ("slurm.conf", f"{d}/prolog.d/*")
+    assert _value(path, "Epilog") == ("slurm.conf", f"{d}/epilog.d/*")
+    # the site's scripts stay, first in glob order, next to our shim
+    assert os.readlink(d / "prolog.d" / "00-site") == "/usr/sbin/nhc-prolog"
+    assert os.readlink(d / "epilog.d" / "00-site") == "/etc/slurm/site-epilog.sh"
+    assert sorted(os.listdir(d / "prolog.d")) == ["00-site", "90-slurmkit"]
+    assert _value(path, "PrologFlags") == ("slurm.conf", "Contain,X11,Alloc")
+    # SchedulerParameters lives in the Include'd file: edited there
+    assert _value(path, "SchedulerParameters") == ("sched.conf", "bf_continue,defer,nohold_on_prolog_fail")
+    assert _value(path, "HealthCheckProgram") == ("slurm.conf", f"{d}/slurmkit-healthcheck")
+    # foreign values are kept without --replace, and the admin is told
+    assert _value(path, "HealthCheckInterval") == ("slurm.conf", "600")
+    assert _value(path, "PrologEpilogTimeout") == ("sched.conf", "120")
+    assert any("HealthCheckInterval=600" in n for n in plan.notes)
+    assert any("scontrol reconfigure" in n for n in plan.notes)
+    text = path.read_text()
+    # the template slot comment was used, the comment on the Prolog line kept in the marker
+    assert "#HealthCheckProgram=\n" not in text
+    assert "LBNL Node Health Check" in text
+    # every other line kept
+    for line in ("ClusterName=alpha", "NodeName=gpu[01-16] CPUs=64 Gres=gpu:a100:8 State=UNKNOWN"):
+        assert line in text.splitlines()
+    # backups of both edited files, byte for byte the originals
+    backups = sorted(p.name for p in d.iterdir() if ".slurmkit-" in p.name)
+    assert len(backups) == 2
+    assert (d / backups[0]).read_text() in (NHC_SITE, SCHED)
+    # shims run our interpreter directly, not through the click CLI
+    shim = (d / "prolog.d" / "90-slurmkit").read_text()
+    assert shim.startswith(f"#!{sys.executable} -I\n") and "slurmkit.hooks.main" in shim
+    assert "import click" not in shim and "slurmkit.cli" not in shim and str(d / "slurmkit-hooks.toml") in shim
+    assert os.access(d / "prolog.d" / "90-slurmkit", os.X_OK)
+    cfg = load_config(d / "slurmkit-hooks.toml")
+    assert cfg.slurm_conf == path
+
+
+def test_install_is_idempotent(tmp_path):
+    path = _site(tmp_path)
+    _install(path)
+    before = {p.name: p.read_bytes() for p in path.parent.iterdir() if p.is_file()}
+    plan = inst.plan_install(sconf.load_tree(path), inst.InstallSpec(python=sys.executable,
+                                                                        config=render_config(path)))
+    assert not plan.changed and plan.diff() == ""
+    inst.apply(plan, path, installing=True)
+    after = {p.name: p.read_bytes() for p in path.parent.iterdir() if p.is_file()}
+    assert after == before
+
+
+def test_uninstall_restores_byte_for_byte_when_unchanged(tmp_path):
+    path = _site(tmp_path)
+    _install(path)
+    plan = _uninstall(path)
+    assert set(plan.restore) == {path, path.parent / "sched.conf"}
+    assert path.read_text() == NHC_SITE and (path.parent / "sched.conf").read_text() == SCHED
+    assert not (path.parent / "prolog.d").exists() and not (path.parent / "slurmkit-healthcheck").exists()
+    assert not (path.parent / "slurmkit-hooks.toml").exists()
+    assert not inst.manifest_path(path).exists()
+
+
+def test_uninstall_after_admin_edit_removes_only_our_lines(tmp_path):
+    path = _site(tmp_path)
+    _install(path)
+    edited = path.read_text().replace("ClusterName=alpha", "ClusterName=alpha\nMaxJobCount=50000")
+    path.write_text(edited)
+    plan = _uninstall(path)
+    assert path not in plan.restore
+    assert path.read_text() == NHC_SITE.replace("ClusterName=alpha", "ClusterName=alpha\nMaxJobCount=50000")
+    assert (path.parent / "sched.conf").read_text() == SCHED  # unchanged one restored
+
+
+def test_replace_takes_over_foreign_healthcheck_and_uninstall_gives_it_back(tmp_path):
+    main = NHC_SITE.replace("#HealthCheckProgram=", "HealthCheckProgram=/usr/sbin/nhc")
+    path = _site(tmp_path, main)
+    with pytest.raises(inst.InstallError) as info:
+        inst.plan_install(sconf.load_tree(path), inst.InstallSpec(python=sys.executable))
+    assert "slurm.conf:9" in str(info.value) and "--replace" in str(info.value)
+    _install(path, replace=True)
+    assert _value(path, "HealthCheckProgram")[1].endswith("slurmkit-healthcheck")
+    assert _value(path, "HealthCheckInterval")[1] == str(inst.DEFAULT_INTERVAL_S)
+    assert _value(path, "PrologEpilogTimeout")[1] == str(inst.DEFAULT_TIMEOUT_S)
+    path.write_text(path.read_text() + "# admin note\n")  # changed since: line-wise undo
+    _uninstall(path)
+    assert path.read_text() == main + "# admin note\n"
+
+
+def test_minimal_conf_gets_new_lines_before_nodes(tmp_path):
+    main = "ClusterName=c\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n"
+    path = _site(tmp_path, main, sched=None)
+    _install(path)
+    lines = path.read_text().splitlines()
+    node_at = next(i for i, l in enumerate(lines) if l.startswith("NodeName="))
+    for key in ("Prolog=", "Epilog=", "PrologFlags=Alloc", "SchedulerParameters=nohold_on_prolog_fail",
+                "HealthCheckProgram=", "HealthCheckInterval=", "PrologEpilogTimeout="):
+        at = next(i for i, l in enumerate(lines) if l.startswith(key))
+        assert at < node_at and lines[at].endswith("# slurmkit-hooks: added")
+    assert sorted(os.listdir(path.parent / "prolog.d")) == ["90-slurmkit"]
+    _uninstall(path)
+    assert path.read_text() == main
+
+
+def test_existing_glob_is_kept(tmp_path):
+    (tmp_path / "site.d").mkdir()
+    main = f"Prolog={tmp_path}/site.d/*\nNodeName=n1\n"
+    path = _site(tmp_path, main, sched=None)
+    _install(path)
+    assert _value(path, "Prolog")[1] == f"{tmp_path}/site.d/*"
+    assert (tmp_path / "site.d" / "90-slurmkit").exists()
+    _uninstall(path)
+    assert path.read_text() == main and (tmp_path / "site.d").is_dir()
+    assert not (tmp_path / "site.d" / "90-slurmkit").exists()
+
+
+def test_shared_line_is_refused(tmp_path):
+    path = _site(tmp_path, "PrologFlags=Contain SchedulerParameters=x\nNodeName=n1\n", sched=None)
+    with pytest.raises(inst.InstallError) as info:
+        inst.plan_install(sconf.load_tree(path), inst.InstallSpec(python=sys.executable))
+    assert "slurm.conf:1" in str(info.value)
+
+
+def _cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "slurmkit", "hooks", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=60)
+
+
+def test_cli_install_dry_run_diff_and_errors(tmp_path):
+    path = _site(tmp_path)
+    r = _cli("install", "--slurm-conf", str(path), "--dry-run", "--state-dir", str(tmp_path / "st"))
+    assert r.returncode == 0, r.stderr
+    assert "+PrologFlags=Contain,X11,Alloc" in r.stdout and "scontrol reconfigure" in r.stdout
+    assert path.read_text() == NHC_SITE and not (path.parent / "prolog.d").exists()
+    r = _cli("install", "--slurm-conf", str(path), "--state-dir", str(tmp_path / "st"))
+    assert r.returncode == 0, r.stderr
+    assert _value(path, "PrologFlags")[1] == "Contain,X11,Alloc"
+    r = _cli("uninstall", "--slurm-conf", str(path))
+    assert r.returncode == 0, r.stderr
+    assert path.read_text() == NHC_SITE
+    bad = _site(tmp_path / "b", "ClusterName=c\nnot a line\n", sched=None) if (tmp_path / "b").mkdir() is None else None
+    r = _cli("install", "--slurm-conf", str(bad))
+    assert r.returncode == 2 and f"{bad}:2:" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("install", "--slurm-conf", str(tmp_path / "missing.conf"))
+    assert r.returncode == 2 and "missing.conf" in r.stderr and "Traceback" not in r.stderr
