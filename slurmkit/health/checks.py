@@ -21,6 +21,9 @@ from slurmkit.health.state import (RC_GPU_IS_LOST, RC_LIBRARY_NOT_FOUND, RC_SUCC
                                    GpuState, NodeState)
 
 PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
+#: nvmlInit results that are slurmkit's own trouble even on a GPU node (the hook runs without
+#: the rights it needs): reported as errors, never drained.
+OWN_INIT_RCS = frozenset({"NO_PERMISSION"})
 _RANK = {PASS: 0, WARN: 1, ERROR: 2, FAIL: 3}
 
 
@@ -82,7 +85,7 @@ def check_nvml_init(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResul
     if state.init_rc == RC_SUCCESS:
         return [_r("nvml_init", PASS, None, RC_SUCCESS)]
     expected = cfg.expect.get("expected_gpu_count") or 0
-    if expected > 0:
+    if expected > 0 and state.init_rc not in OWN_INIT_RCS:
         return [_r("nvml_init", FAIL, None, state.init_rc, expected,
                    f"nvmlInit failed ({state.init_rc}) on a node with {expected} GPUs in gres")]
     return []
@@ -511,9 +514,10 @@ def own_trouble(state: NodeState, config: HealthConfig) -> list[str]:
     """slurmkit's own trouble in ``state`` (never drains): recorded errors, and an NVML init
     failure on a node that is not expected to have GPUs (e.g. library absent on a CPU node)."""
     errs = list(state.errors)
-    if state.init_rc != RC_SUCCESS and not (config.expect.get("expected_gpu_count") or 0):
+    if state.init_rc != RC_SUCCESS and (state.init_rc in OWN_INIT_RCS
+                                        or not (config.expect.get("expected_gpu_count") or 0)):
         what = "NVML library not found" if state.init_rc == RC_LIBRARY_NOT_FOUND else f"nvmlInit: {state.init_rc}"
-        errs.append(f"{what} (no GPUs expected on this node)")
+        errs.append(f"{what}" + ("" if state.init_rc in OWN_INIT_RCS else " (no GPUs expected on this node)"))
     for g in state.gpus:
         if g.handle_rc not in (RC_SUCCESS, RC_GPU_IS_LOST, RC_UNKNOWN):
             errs.append(f"GPU{g.index}: nvmlDeviceGetHandleByIndex_v2: {g.handle_rc}")

@@ -1,0 +1,290 @@
+"""The live source: NVML through ``pynvml`` (nvidia-ml-py), NVIDIA PCI functions from sysfs and
+Xids from ``/dev/kmsg``. The only module in slurmkit that imports pynvml.
+
+Every value is recorded with the NVML call it came from and that call's return code, so a
+NOT_SUPPORTED value is kept as such (not a failure) and GPU_IS_LOST reaches the ``gpu_lost``
+check. ``nvmlInit`` failing (library absent, no permission) is recorded in ``init_rc``, not
+raised: the checks decide whether that is hardware evidence (a GPU node) or slurmkit's trouble.
+
+Normally used inside the worker process started by :func:`slurmkit.health.runner.read_state`,
+which kills it at the deadline; ``progress`` is called with each NVML call's name before the
+call so the runner can name a hung call.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+from slurmkit.health.source import Action, GpuSource, SourceError, _hostname
+from slurmkit.health.state import RC_SUCCESS, GpuState, NodeState, normalise_bus_id
+
+_FABRIC_STATES = {0: "Not Supported", 1: "Not Started", 2: "In Progress", 3: "Completed"}
+_VIRT = {0: "None", 1: "Pass-Through", 2: "VGPU", 3: "Host VGPU", 4: "Host VSGA"}
+MIB = 1 << 20
+
+
+def nvidia_pci_functions(sysfs: str | Path = "/sys") -> list[str] | None:
+    """Bus ids (``0000:9b:00.0``) of NVIDIA (vendor 0x10de) display/3D controllers (class
+    0x0300/0x0302) in ``<sysfs>/bus/pci/devices``; None when that directory is unreadable or
+    shows no NVIDIA GPU at all (e.g. in a container): then the PCI count is unknown."""
+    root = Path(sysfs) / "bus" / "pci" / "devices"
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        return None
+    out = []
+    for name in entries:
+        try:
+            vendor = (root / name / "vendor").read_text().strip()
+            cls = (root / name / "class").read_text().strip()
+        except OSError:
+            continue
+        if vendor == "0x10de" and cls[:6] in ("0x0300", "0x0302"):
+            try:
+                out.append(normalise_bus_id(name))
+            except ValueError:
+                continue
+    return out or None
+
+
+class LiveNvmlSource(GpuSource):
+    """Reads this node through NVML. ``kmsg_cursor``: cursor file for :func:`read_kmsg` (None:
+    Xids not read). ``sysfs``: root of sysfs (``/sys``)."""
+
+    replay = False
+    name = "live"
+
+    def __init__(self, node: str | None = None, *, kmsg_cursor: str | Path | None = None,
+                 kmsg_device: str | Path = "/dev/kmsg", sysfs: str | Path = "/sys",
+                 progress: Callable[[str], None] | None = None):
+        self.node = node or _hostname()
+        self.kmsg_cursor, self.kmsg_device, self.sysfs = kmsg_cursor, kmsg_device, sysfs
+        self.progress = progress or (lambda call: None)
+        self._nvml = None
+        self._handles: dict[int, object] = {}
+
+    # ---- plumbing ------------------------------------------------------------------------
+    def _lib(self):
+        if self._nvml is None:
+            try:
+                import pynvml
+            except ImportError as exc:  # nvidia-ml-py not installed: slurmkit's own trouble
+                raise SourceError(f"pynvml (nvidia-ml-py) is not importable: {exc}") from None
+            self._nvml = pynvml
+            self._rc_names = {getattr(pynvml, k): k[len("NVML_ERROR_"):]
+                              for k in dir(pynvml) if k.startswith("NVML_ERROR_")}
+        return self._nvml
+
+    def _rc(self, exc) -> str:
+        return self._rc_names.get(getattr(exc, "value", None), "UNKNOWN")
+
+    def _call(self, name: str, *args):
+        """Call ``pynvml.<name>(*args)``; returns (value, rc name)."""
+        nv = self._lib()
+        self.progress(name)
+        try:
+            return getattr(nv, name)(*args), RC_SUCCESS
+        except nv.NVMLError as exc:
+            return None, self._rc(exc)
+
+    def _put(self, g: GpuState, key: str, name: str, *args, conv=None) -> object:
+        v, rc = self._call(name, *args)
+        if rc == RC_SUCCESS and conv is not None:
+            v = conv(v)
+        g.put(key, v, source=name, rc=rc)
+        return v
+
+    def close(self) -> None:
+        """nvmlShutdown (when nvmlInit succeeded)."""
+        if self._nvml is not None and self._handles is not None and getattr(self, "_inited", False):
+            self._call("nvmlShutdown")
+            self._inited = False
+
+    # ---- reading -------------------------------------------------------------------------
+    def read_once(self) -> NodeState:
+        state = NodeState(node=self.node, source="live", replay=False)
+        import time as _t
+
+        state.timestamp = _t.strftime("%Y-%m-%dT%H:%M:%S%z")
+        state.pci_devices = nvidia_pci_functions(self.sysfs)
+        if self.kmsg_cursor is not None:
+            from slurmkit.health.kmsg import read_kmsg
+
+            self.progress("read /dev/kmsg")
+            try:
+                state.xids = read_kmsg(self.kmsg_cursor, self.kmsg_device)
+            except OSError as exc:
+                state.errors.append(f"kernel log {self.kmsg_device}: {exc.strerror or exc}")
+        nv = self._lib()
+        _, rc = self._call("nvmlInit")
+        state.init_rc = rc
+        if rc != RC_SUCCESS:
+            return state
+        self._inited = True
+        state.driver_version, _ = self._call("nvmlSystemGetDriverVersion")
+        count, rc = self._call("nvmlDeviceGetCount")
+        if rc != RC_SUCCESS:
+            state.errors.append(f"nvmlDeviceGetCount_v2: {rc}")
+            return state
+        state.gpu_count = count
+        for i in range(count):
+            state.gpus.append(self._read_gpu(nv, i))
+        return state
+
+    def _read_gpu(self, nv, i: int) -> GpuState:
+        g = GpuState(index=i)
+        h, rc = self._call("nvmlDeviceGetHandleByIndex", i)
+        g.handle_rc = rc
+        if rc != RC_SUCCESS:
+            return g
+        self._handles[i] = h
+        g.uuid, _ = self._call("nvmlDeviceGetUUID", h)
+        pci, rc = self._call("nvmlDeviceGetPciInfo", h)
+        if rc == RC_SUCCESS:
+            raw = pci.busId.decode() if isinstance(pci.busId, bytes) else pci.busId
+            g.pci_bus_id = normalise_bus_id(raw)
+        g.minor_number, _ = self._call("nvmlDeviceGetMinorNumber", h)
+        self._put(g, "name", "nvmlDeviceGetName", h)
+        self._put(g, "serial", "nvmlDeviceGetSerial", h)
+        self._put(g, "vbios_version", "nvmlDeviceGetVbiosVersion", h)
+        _, rc = self._call("nvmlDeviceValidateInforom", h)
+        g.put("inforom_valid", rc == RC_SUCCESS if rc in (RC_SUCCESS, "CORRUPTED_INFOROM") else None,
+              source="nvmlDeviceValidateInforom",
+              rc=RC_SUCCESS if rc in (RC_SUCCESS, "CORRUPTED_INFOROM") else rc)
+        self._put(g, "persistence_mode", "nvmlDeviceGetPersistenceMode", h, conv=bool)
+        self._put(g, "accounting_mode", "nvmlDeviceGetAccountingMode", h, conv=bool)
+        mig, rc = self._call("nvmlDeviceGetMigMode", h)
+        g.put("mig_current", bool(mig[0]) if mig else None, source="nvmlDeviceGetMigMode", rc=rc)
+        g.put("mig_pending", bool(mig[1]) if mig else None, source="nvmlDeviceGetMigMode", rc=rc)
+        ecc, rc = self._call("nvmlDeviceGetEccMode", h)
+        g.put("ecc_enabled", bool(ecc[0]) if ecc else None, source="nvmlDeviceGetEccMode", rc=rc)
+        U, C = nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_MEMORY_ERROR_TYPE_CORRECTED
+        self._put(g, "ecc_volatile_uncorrectable", "nvmlDeviceGetTotalEccErrors", h, U, nv.NVML_VOLATILE_ECC)
+        self._put(g, "ecc_volatile_correctable", "nvmlDeviceGetTotalEccErrors", h, C, nv.NVML_VOLATILE_ECC)
+        self._put(g, "ecc_aggregate_uncorrectable", "nvmlDeviceGetTotalEccErrors", h, U, nv.NVML_AGGREGATE_ECC)
+        self._put(g, "ecc_aggregate_sram_correctable", "nvmlDeviceGetMemoryErrorCounter", h, C,
+                  nv.NVML_AGGREGATE_ECC, nv.NVML_MEMORY_LOCATION_SRAM)
+        self._put(g, "retired_pages_sbe", "nvmlDeviceGetRetiredPages", h,
+                  nv.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, conv=len)
+        self._put(g, "retired_pages_dbe", "nvmlDeviceGetRetiredPages", h,
+                  nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, conv=len)
+        self._put(g, "retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus", h, conv=bool)
+        rows, rc = self._call("nvmlDeviceGetRemappedRows", h)
+        for k, pos, conv in (("remap_correctable_rows", 0, int), ("remap_uncorrectable_rows", 1, int),
+                             ("remap_pending", 2, bool), ("remap_failure", 3, bool)):
+            g.put(k, conv(rows[pos]) if rows else None, source="nvmlDeviceGetRemappedRows", rc=rc)
+        self._put(g, "clock_event_reasons", "nvmlDeviceGetCurrentClocksEventReasons", h, conv=int)
+        self._put(g, "app_clock_graphics_mhz", "nvmlDeviceGetApplicationsClock", h, nv.NVML_CLOCK_GRAPHICS)
+        self._put(g, "app_clock_mem_mhz", "nvmlDeviceGetApplicationsClock", h, nv.NVML_CLOCK_MEM)
+        self._put(g, "default_app_clock_graphics_mhz", "nvmlDeviceGetDefaultApplicationsClock", h,
+                  nv.NVML_CLOCK_GRAPHICS)
+        self._put(g, "default_app_clock_mem_mhz", "nvmlDeviceGetDefaultApplicationsClock", h, nv.NVML_CLOCK_MEM)
+        mw = lambda v: v / 1000.0  # noqa: E731  NVML power values are mW
+        self._put(g, "power_limit_w", "nvmlDeviceGetPowerManagementLimit", h, conv=mw)
+        self._put(g, "default_power_limit_w", "nvmlDeviceGetPowerManagementDefaultLimit", h, conv=mw)
+        self._put(g, "power_draw_w", "nvmlDeviceGetPowerUsage", h, conv=mw)
+        t = self._put(g, "temperature_c", "nvmlDeviceGetTemperature", h, nv.NVML_TEMPERATURE_GPU)
+        slow = self._put(g, "slowdown_temperature_c", "nvmlDeviceGetTemperatureThreshold", h,
+                         nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)
+        if t is not None and slow is not None:
+            g.put("slowdown_margin_c", slow - t, source="nvmlDeviceGetTemperatureThreshold")
+        else:
+            g.put("slowdown_margin_c", None, source="nvmlDeviceGetTemperatureThreshold",
+                  rc=g.rc("slowdown_temperature_c") if slow is None else g.rc("temperature_c"))
+        self._put(g, "utilization_gpu_pct", "nvmlDeviceGetUtilizationRates", h, conv=lambda u: int(u.gpu))
+        self._put(g, "pcie_link_gen", "nvmlDeviceGetCurrPcieLinkGeneration", h)
+        self._put(g, "pcie_link_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration", h)
+        self._put(g, "pcie_link_width", "nvmlDeviceGetCurrPcieLinkWidth", h)
+        self._put(g, "pcie_link_width_max", "nvmlDeviceGetMaxPcieLinkWidth", h)
+        self._put(g, "virtualization_mode", "nvmlDeviceGetVirtualizationMode", h,
+                  conv=lambda m: _VIRT.get(int(m), str(m)))
+        links, first_rc = [], None
+        for link in range(nv.NVML_NVLINK_MAX_LINKS):
+            v, rc = self._call("nvmlDeviceGetNvLinkState", h, link)
+            if rc != RC_SUCCESS:
+                first_rc = first_rc or rc
+                if rc in ("INVALID_ARGUMENT", "NOT_SUPPORTED"):
+                    break  # links are numbered from 0: the first invalid one ends the list
+                continue
+            links.append(bool(v))
+        g.put("nvlink_active", links if links else None, source="nvmlDeviceGetNvLinkState",
+              rc=RC_SUCCESS if links else (first_rc or "NOT_SUPPORTED"))
+        info = nv.c_nvmlGpuFabricInfo_t()
+        _, rc = self._call("nvmlDeviceGetGpuFabricInfo", h, nv.byref(info))
+        if rc == RC_SUCCESS:
+            g.put("fabric_state", _FABRIC_STATES.get(int(info.state), str(info.state)),
+                  source="nvmlDeviceGetGpuFabricInfo")
+            g.put("fabric_status", "Success" if int(info.status) == 0 else
+                  self._rc_names.get(int(info.status), str(info.status)), source="nvmlDeviceGetGpuFabricInfo")
+        else:
+            g.put("fabric_state", None, source="nvmlDeviceGetGpuFabricInfo", rc=rc)
+            g.put("fabric_status", None, source="nvmlDeviceGetGpuFabricInfo", rc=rc)
+        self._read_memory(g, h)
+        self._put(g, "total_energy_mj", "nvmlDeviceGetTotalEnergyConsumption", h, conv=int)
+        return g
+
+    def _read_memory(self, g: GpuState, h) -> None:
+        nv = self._nvml
+        mem, rc = self._call("nvmlDeviceGetMemoryInfo", h, nv.nvmlMemory_v2)
+        for k, attr in (("memory_total_mib", "total"), ("memory_reserved_mib", "reserved"),
+                        ("memory_used_mib", "used")):
+            g.put(k, getattr(mem, attr) // MIB if mem is not None else None,
+                  source="nvmlDeviceGetMemoryInfo_v2", rc=rc)
+        procs, rc = self._call("nvmlDeviceGetComputeRunningProcesses", h)
+        g.put("processes", [{"pid": int(p.pid), "used_mib": None if p.usedGpuMemory is None
+                             else int(p.usedGpuMemory) // MIB} for p in procs] if procs is not None else None,
+              source="nvmlDeviceGetComputeRunningProcesses_v3", rc=rc)
+
+    def sample_clock_events(self, gpu: GpuState) -> int | None:
+        h = self._handles.get(gpu.index)
+        if h is None:
+            return None
+        v, rc = self._call("nvmlDeviceGetCurrentClocksEventReasons", h)
+        return int(v) if rc == RC_SUCCESS else None
+
+    def sample_busy(self, gpu: GpuState) -> dict:
+        h = self._handles.get(gpu.index)
+        if h is None:
+            return {"memory_used_mib": None, "pids": []}
+        fresh = GpuState(index=gpu.index)
+        self._read_memory(fresh, h)
+        return {"memory_used_mib": fresh.get("memory_used_mib"),
+                "pids": [p["pid"] for p in fresh.get("processes") or []]}
+
+    # ---- actions -------------------------------------------------------------------------
+    def _do(self, action: Action) -> None:
+        if action.kind == "kill":
+            import signal
+
+            try:
+                os.kill(int(action.pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            return
+        nv = self._lib()
+        if not getattr(self, "_inited", False):
+            _, rc = self._call("nvmlInit")
+            if rc != RC_SUCCESS:
+                raise SourceError(f"nvmlInit: {rc}")
+            self._inited = True
+        h = self._handles.get(action.gpu_index)
+        if h is None:
+            h, rc = self._call("nvmlDeviceGetHandleByIndex", action.gpu_index)
+            if rc != RC_SUCCESS:
+                raise SourceError(f"GPU{action.gpu_index}: nvmlDeviceGetHandleByIndex_v2: {rc}")
+            self._handles[action.gpu_index] = h
+        if action.kind == "reset_app_clocks":
+            call, args = "nvmlDeviceResetApplicationsClocks", ()
+        elif action.kind == "reset_locked_clocks":
+            call, args = "nvmlDeviceResetGpuLockedClocks", ()
+        elif action.kind == "set_power_limit":
+            call, args = "nvmlDeviceSetPowerManagementLimit", (int(round(action.power_limit_w * 1000)),)
+        elif action.kind == "enable_accounting":
+            call, args = "nvmlDeviceSetAccountingMode", (nv.NVML_FEATURE_ENABLED,)
+        else:
+            raise SourceError(f"unknown action {action.kind!r}")
+        _, rc = self._call(call, h, *args)
+        if rc != RC_SUCCESS:
+            raise SourceError(f"{call} on GPU{action.gpu_index}: {rc}")

@@ -1,0 +1,390 @@
+"""Importers for ``nvidia-smi -q -x`` (XML, DTD v10-v13) and ``nvidia-smi -q`` (text) captures.
+
+Both produce the same :class:`~slurmkit.health.state.NodeState` as a live read (so a capture
+replays through the same checks and can be saved as snapshot JSON). Each value's ``source`` is
+``nvidia-smi:<field path>``; a field printed as ``N/A`` / absent is recorded as
+``NOT_AVAILABLE`` (never as zero). A value that is present but cannot be parsed raises
+:class:`~slurmkit.health.source.SourceError` naming the file and line.
+
+Only the standard library is used (``xml.parsers.expat`` keeps line numbers).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from slurmkit.health.source import SourceError
+from slurmkit.health.state import RC_NOT_AVAILABLE, GpuState, NodeState, normalise_bus_id
+
+# nvmlClocksEventReason* bits by nvidia-smi's text label / XML element suffix
+_CLOCK_BITS_TEXT = {
+    "Idle": 0x1, "Applications Clocks Setting": 0x2, "SW Power Cap": 0x4, "HW Slowdown": 0x8,
+    "Sync Boost": 0x10, "SW Thermal Slowdown": 0x20, "HW Thermal Slowdown": 0x40,
+    "HW Power Brake Slowdown": 0x80, "Display Clock Setting": 0x100,
+}
+_CLOCK_BITS_XML = {
+    "gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
+    "sync_boost": 0x10, "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80, "display_clocks_setting": 0x100,
+}
+
+_NA = {"N/A", "", "Unknown Error", "Not Supported", "[N/A]", "Requested functionality has been deprecated"}
+
+
+class _Bad(ValueError):
+    pass
+
+
+def _num(v: str) -> int:
+    m = re.fullmatch(r"\s*(-?\d+)\s*(MiB|C|x|%|MHz|KB/s)?\s*", v)
+    if not m:
+        raise _Bad(f"want a number, got {v!r}")
+    return int(m.group(1))
+
+
+def _float(v: str) -> float:
+    m = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*(W|mV)?\s*", v)
+    if not m:
+        raise _Bad(f"want a number, got {v!r}")
+    return float(m.group(1))
+
+
+def _yesno(v: str) -> bool:
+    if v in ("Yes", "Active"):
+        return True
+    if v in ("No", "Not Active"):
+        return False
+    raise _Bad(f"want Yes/No, got {v!r}")
+
+
+def _enabled(v: str) -> bool:
+    if v == "Enabled":
+        return True
+    if v == "Disabled":
+        return False
+    raise _Bad(f"want Enabled/Disabled, got {v!r}")
+
+
+def _str(v: str) -> str:
+    return v
+
+
+# key -> (converter, text paths, xml paths); first path present wins
+_MAP: dict[str, tuple[Callable, tuple[str, ...], tuple[str, ...]]] = {
+    "name": (_str, ("Product Name",), ("product_name",)),
+    "serial": (_str, ("Serial Number",), ("serial",)),
+    "vbios_version": (_str, ("VBIOS Version",), ("vbios_version",)),
+    "persistence_mode": (_enabled, ("Persistence Mode",), ("persistence_mode",)),
+    "accounting_mode": (_enabled, ("Accounting Mode",), ("accounting_mode",)),
+    "mig_current": (_enabled, ("MIG Mode/Current",), ("mig_mode/current_mig",)),
+    "mig_pending": (_enabled, ("MIG Mode/Pending",), ("mig_mode/pending_mig",)),
+    "ecc_enabled": (_enabled, ("ECC Mode/Current",), ("ecc_mode/current_ecc",)),
+    "ecc_aggregate_sram_correctable": (_num, ("ECC Errors/Aggregate/SRAM Correctable",),
+                                       ("ecc_errors/aggregate/sram_correctable",)),
+    "retired_pages_sbe": (_num, ("Retired Pages/Single Bit ECC",),
+                          ("retired_pages/multiple_single_bit_retirement/retired_count",)),
+    "retired_pages_dbe": (_num, ("Retired Pages/Double Bit ECC",),
+                          ("retired_pages/double_bit_retirement/retired_count",)),
+    "retired_pages_pending": (_yesno, ("Retired Pages/Pending Page Blacklist", "Retired Pages/Pending Page Retirement"),
+                              ("retired_pages/pending_retirement", "retired_pages/pending_blacklist")),
+    "remap_correctable_rows": (_num, ("Remapped Rows/Correctable Error",), ("remapped_rows/remapped_row_corr",)),
+    "remap_uncorrectable_rows": (_num, ("Remapped Rows/Uncorrectable Error",), ("remapped_rows/remapped_row_unc",)),
+    "remap_pending": (_yesno, ("Remapped Rows/Pending",), ("remapped_rows/remapped_row_pending",)),
+    "remap_failure": (_yesno, ("Remapped Rows/Remapping Failure Occurred",), ("remapped_rows/remapped_row_failure",)),
+    "app_clock_graphics_mhz": (_num, ("Applications Clocks/Graphics",), ("applications_clocks/graphics_clock",)),
+    "app_clock_mem_mhz": (_num, ("Applications Clocks/Memory",), ("applications_clocks/mem_clock",)),
+    "default_app_clock_graphics_mhz": (_num, ("Default Applications Clocks/Graphics",),
+                                       ("default_applications_clocks/graphics_clock",)),
+    "default_app_clock_mem_mhz": (_num, ("Default Applications Clocks/Memory",),
+                                  ("default_applications_clocks/mem_clock",)),
+    "power_limit_w": (_float, ("GPU Power Readings/Current Power Limit", "Power Readings/Power Limit"),
+                      ("gpu_power_readings/current_power_limit", "power_readings/power_limit")),
+    "default_power_limit_w": (_float, ("GPU Power Readings/Default Power Limit", "Power Readings/Default Power Limit"),
+                              ("gpu_power_readings/default_power_limit", "power_readings/default_power_limit")),
+    "power_draw_w": (_float, ("GPU Power Readings/Power Draw", "Power Readings/Power Draw"),
+                     ("gpu_power_readings/power_draw", "power_readings/power_draw")),
+    "temperature_c": (_num, ("Temperature/GPU Current Temp",), ("temperature/gpu_temp",)),
+    "slowdown_temperature_c": (_num, ("Temperature/GPU Slowdown Temp",), ("temperature/gpu_temp_slow_threshold",)),
+    "utilization_gpu_pct": (_num, ("Utilization/Gpu",), ("utilization/gpu_util",)),
+    "pcie_link_gen": (_num, ("PCI/GPU Link Info/PCIe Generation/Current",),
+                      ("pci/pci_gpu_link_info/pcie_gen/current_link_gen",)),
+    "pcie_link_gen_max": (_num, ("PCI/GPU Link Info/PCIe Generation/Max",),
+                          ("pci/pci_gpu_link_info/pcie_gen/max_link_gen",)),
+    "pcie_link_width": (_num, ("PCI/GPU Link Info/Link Width/Current",),
+                        ("pci/pci_gpu_link_info/link_widths/current_link_width",)),
+    "pcie_link_width_max": (_num, ("PCI/GPU Link Info/Link Width/Max",),
+                            ("pci/pci_gpu_link_info/link_widths/max_link_width",)),
+    "virtualization_mode": (_str, ("GPU Virtualization Mode/Virtualization Mode",),
+                            ("gpu_virtualization_mode/virtualization_mode",)),
+    "fabric_state": (_str, ("Fabric/State",), ("fabric/state",)),
+    "fabric_status": (_str, ("Fabric/Status",), ("fabric/status",)),
+    "memory_total_mib": (_num, ("FB Memory Usage/Total",), ("fb_memory_usage/total",)),
+    "memory_reserved_mib": (_num, ("FB Memory Usage/Reserved",), ("fb_memory_usage/reserved",)),
+    "memory_used_mib": (_num, ("FB Memory Usage/Used",), ("fb_memory_usage/used",)),
+}
+
+
+class _Fields:
+    """A GPU section flattened to ``path -> [(value, line), ...]`` (in file order)."""
+
+    def __init__(self, file: str):
+        self.file = file
+        self.items: list[tuple[str, str, int]] = []
+        self.first: dict[str, tuple[str, int]] = {}
+
+    def add(self, path: str, value: str, line: int) -> None:
+        self.items.append((path, value, line))
+        self.first.setdefault(path, (value, line))
+
+    def get(self, paths) -> tuple[str, int, str] | None:
+        for p in paths:
+            if p in self.first:
+                v, line = self.first[p]
+                return v, line, p
+        return None
+
+    def conv(self, fn, v: str, line: int, path: str):
+        try:
+            return fn(v)
+        except _Bad as exc:
+            raise SourceError(f"{path}: {exc}", self.file, line) from None
+
+
+def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
+    for key, (fn, tpaths, xpaths) in _MAP.items():
+        hit = f.get(xpaths if xml else tpaths)
+        if hit is None:
+            g.put(key, None, source="nvidia-smi:" + (xpaths if xml else tpaths)[0], rc=RC_NOT_AVAILABLE)
+            continue
+        v, line, path = hit
+        if v.strip() in _NA:
+            g.put(key, None, source=f"nvidia-smi:{path}", rc=RC_NOT_AVAILABLE)
+        else:
+            g.put(key, f.conv(fn, v.strip(), line, path), source=f"nvidia-smi:{path}")
+    # ECC totals: sum every uncorrectable / correctable counter of the section (DRAM + SRAM forms)
+    for scope in ("volatile", "aggregate"):
+        for kind in ("uncorrectable", "correctable"):
+            key = f"ecc_{scope}_{kind}"
+            if key not in ("ecc_volatile_uncorrectable", "ecc_volatile_correctable", "ecc_aggregate_uncorrectable"):
+                continue
+            prefix = f"ecc_errors/{scope}/" if xml else f"ECC Errors/{scope.capitalize()}/"
+            total, seen = 0, False
+            for path, v, line in f.items:
+                if not path.startswith(prefix):
+                    continue
+                leaf = path[len(prefix):].lower().replace(" ", "_")
+                if "/" in leaf or not (leaf.startswith("sram_" + kind) or leaf.startswith("dram_" + kind)
+                                       or leaf.startswith("device_memory") and kind in leaf):
+                    continue
+                if kind == "correctable" and "uncorrectable" in leaf:
+                    continue
+                if v.strip() in _NA:
+                    continue
+                total += f.conv(_num, v.strip(), line, path)
+                seen = True
+            g.put(key, total if seen else None, source=f"nvidia-smi:{prefix}*{kind}",
+                  rc="SUCCESS" if seen else RC_NOT_AVAILABLE)
+    # reset required: text "GPU Reset Status/Reset Required", XML v12 gpu_reset_status or v13 recovery action
+    hit = f.get(("gpu_reset_status/reset_required", "gpu_recovery_action") if xml else
+                ("GPU Reset Status/Reset Required", "GPU Recovery Action"))
+    if hit and hit[0].strip() not in _NA:
+        v, line, path = hit
+        v = v.strip()
+        val = (v not in ("None",)) if path.endswith("recovery_action") or path.endswith("Recovery Action") \
+            else f.conv(_yesno, v, line, path)
+        g.put("reset_required", val, source=f"nvidia-smi:{path}")
+    else:
+        g.put("reset_required", None, source="nvidia-smi:reset", rc=RC_NOT_AVAILABLE)
+    # clock event reasons bitmask
+    mask, seen = 0, False
+    for path, v, line in f.items:
+        if xml:
+            m = re.fullmatch(r"clocks_(?:event|throttle)_reasons/clocks_(?:event|throttle)_reason_(\w+)", path)
+            bit = _CLOCK_BITS_XML.get(m.group(1)) if m else None
+        else:
+            m = re.fullmatch(r"Clocks (?:Event|Throttle) Reasons/(?:HW Slowdown/)?(.+)", path)
+            bit = _CLOCK_BITS_TEXT.get(m.group(1)) if m else None
+        if bit is None or v.strip() in _NA:
+            continue
+        seen = True
+        if f.conv(_yesno, v.strip(), line, path):
+            mask |= bit
+    g.put("clock_event_reasons", mask if seen else None,
+          source="nvidia-smi:" + ("clocks_event_reasons" if xml else "Clocks Event Reasons"),
+          rc="SUCCESS" if seen else RC_NOT_AVAILABLE)
+    # temperature margin to HW slowdown
+    t, slow = g.get("temperature_c"), g.get("slowdown_temperature_c")
+    if t is not None and slow is not None:
+        g.put("slowdown_margin_c", slow - t, source="nvidia-smi:slowdown temp - current temp")
+    else:
+        tl = f.get(("temperature/gpu_temp_tlimit",) if xml else ("Temperature/GPU T.Limit Temp",))
+        sl = f.get(("temperature/gpu_temp_slow_tlimit_threshold",) if xml else ("Temperature/GPU Slowdown T.Limit Temp",))
+        if tl and sl and tl[0].strip() not in _NA and sl[0].strip() not in _NA:
+            # T.Limit form: the reading is degrees below T.Limit; slowdown when it drops below `sl`
+            margin = f.conv(_num, tl[0].strip(), tl[1], tl[2]) - f.conv(_num, sl[0].strip(), sl[1], sl[2])
+            g.put("slowdown_margin_c", margin, source=f"nvidia-smi:{tl[2]} - {sl[2]}")
+        else:
+            g.put("slowdown_margin_c", None, source="nvidia-smi:temperature", rc=RC_NOT_AVAILABLE)
+    # processes (compute: type C or C+G)
+    procs, cur = [], None
+    pid_path = "processes/process_info/pid" if xml else None
+    for path, v, line in f.items:
+        if xml:
+            if path == pid_path:
+                cur = {"pid": f.conv(_num, v.strip(), line, path), "type": "", "used_mib": None}
+                procs.append(cur)
+            elif cur is not None and path == "processes/process_info/type":
+                cur["type"] = v.strip()
+            elif cur is not None and path == "processes/process_info/used_memory" and v.strip() not in _NA:
+                cur["used_mib"] = f.conv(_num, v.strip(), line, path)
+        else:
+            if not path.startswith("Processes/"):
+                continue
+            leaf = path.rsplit("/", 1)[-1]
+            if leaf == "Process ID":
+                cur = {"pid": f.conv(_num, v.strip(), line, path), "type": "", "used_mib": None}
+                procs.append(cur)
+            elif cur is not None and leaf == "Type":
+                cur["type"] = v.strip()
+            elif cur is not None and leaf == "Used GPU Memory" and v.strip() not in _NA:
+                cur["used_mib"] = f.conv(_num, v.strip(), line, path)
+    compute = [{"pid": p["pid"], "used_mib": p["used_mib"]} for p in procs if "C" in p["type"] or not p["type"]]
+    g.put("processes", compute, source="nvidia-smi:" + ("processes" if xml else "Processes"))
+
+
+def _identity(g: GpuState, f: _Fields, xml: bool) -> None:
+    uuid = f.get(("uuid",) if xml else ("GPU UUID",))
+    if uuid and uuid[0].strip() not in _NA:
+        g.uuid = uuid[0].strip()
+    minor = f.get(("minor_number",) if xml else ("Minor Number",))
+    if minor and minor[0].strip() not in _NA:
+        g.minor_number = f.conv(_num, minor[0].strip(), minor[1], minor[2])
+
+
+# ---- XML -------------------------------------------------------------------------------------
+
+def parse_xml(text: str, file: str = "<xml>") -> NodeState:
+    """Parse ``nvidia-smi -q -x`` output. Raises SourceError(file, line) on malformed XML or
+    values; GPUs are indexed in file order (nvidia-smi's order = NVML's)."""
+    from xml.parsers import expat
+
+    parser = expat.ParserCreate()
+    stack: list[str] = []
+    texts: list[list[str]] = []
+    top: dict[str, tuple[str, int]] = {}
+    gpus: list[tuple[str, int, _Fields]] = []
+    cur: list = [None]
+
+    def start(name, attrs):
+        stack.append(name)
+        texts.append([])
+        if stack == ["nvidia_smi_log", "gpu"]:
+            cur[0] = _Fields(file)
+            gpus.append((attrs.get("id", ""), parser.CurrentLineNumber, cur[0]))
+
+    def end(name):
+        body = "".join(texts.pop()).strip()
+        line = parser.CurrentLineNumber
+        if len(stack) == 2 and stack[0] == "nvidia_smi_log" and name != "gpu":
+            top[name] = (body, line)
+        elif len(stack) > 2 and stack[1] == "gpu" and cur[0] is not None:
+            cur[0].add("/".join(stack[2:]), body, line)
+        stack.pop()
+
+    def chars(data):
+        if texts:
+            texts[-1].append(data)
+
+    parser.StartElementHandler, parser.EndElementHandler, parser.CharacterDataHandler = start, end, chars
+    try:
+        parser.Parse(text, True)
+    except expat.ExpatError as exc:
+        raise SourceError(f"malformed XML: {expat.ErrorString(exc.code)}", file, exc.lineno) from None
+    if not top and not gpus:
+        raise SourceError("no <nvidia_smi_log> document", file, 1)
+    state = NodeState(node="", source=f"nvidia-smi-xml:{file}", replay=True)
+    state.driver_version = top.get("driver_version", ("", 0))[0] or None
+    state.timestamp = top.get("timestamp", ("", 0))[0]
+    if "attached_gpus" in top:
+        v, line = top["attached_gpus"]
+        try:
+            state.gpu_count = int(v)
+        except ValueError:
+            raise SourceError(f"attached_gpus: want a number, got {v!r}", file, line) from None
+    for i, (bus, line, f) in enumerate(gpus):
+        g = GpuState(index=i)
+        raw = f.get(("pci/pci_bus_id",))
+        try:
+            g.pci_bus_id = normalise_bus_id(raw[0] if raw else bus)
+        except ValueError as exc:
+            raise SourceError(str(exc), file, raw[1] if raw else line) from None
+        _identity(g, f, True)
+        _fill(g, f, True)
+        state.gpus.append(g)
+    return state
+
+
+# ---- text ------------------------------------------------------------------------------------
+
+_KV = re.compile(r"^(?P<ind>\s*)(?P<key>\S.*?)\s+:(?:\s(?P<val>.*))?$")
+_GPU = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
+
+
+def parse_text(text: str, file: str = "<text>") -> NodeState:
+    """Parse ``nvidia-smi -q`` output (indentation gives the section path). Raises
+    SourceError(file, line) on a line that is neither ``key : value`` nor a section title."""
+    state = NodeState(node="", source=f"nvidia-smi-text:{file}", replay=True)
+    cur: _Fields | None = None
+    sections: list[tuple[int, str]] = []  # (indent, title) inside the current GPU
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.rstrip()
+        if not line.strip() or set(line.strip()) <= set("=") or line.strip() == "==============NVSMI LOG==============":
+            continue
+        if "\t" in line[: len(line) - len(line.lstrip())]:
+            raise SourceError("tab in indentation (want spaces as nvidia-smi prints)", file, n)
+        m = _GPU.match(line)
+        if m:
+            cur = _Fields(file)
+            g = GpuState(index=len(state.gpus))
+            g.pci_bus_id = normalise_bus_id(m.group(1))
+            state.gpus.append(g)
+            g._fields = cur  # type: ignore[attr-defined]
+            sections = []
+            continue
+        ind = len(line) - len(line.lstrip())
+        kv = _KV.match(line)
+        if cur is None:
+            if ind == 0 and kv:
+                key, val = kv.group("key"), (kv.group("val") or "").strip()
+                if key == "Driver Version":
+                    state.driver_version = val
+                elif key == "Timestamp":
+                    state.timestamp = val
+                elif key == "Attached GPUs":
+                    try:
+                        state.gpu_count = int(val)
+                    except ValueError:
+                        raise SourceError(f"Attached GPUs: want a number, got {val!r}", file, n) from None
+                continue
+            raise SourceError(f"unexpected line before the first GPU section: {line.strip()[:60]!r}", file, n)
+        while sections and sections[-1][0] >= ind:
+            sections.pop()
+        prefix = "/".join(t for _, t in sections)
+        if kv:
+            key = kv.group("key")
+            path = f"{prefix}/{key}" if prefix else key
+            cur.add(path, (kv.group("val") or "").strip(), n)
+            # a key with a value can still own children (e.g. "HW Slowdown : Active")
+            sections.append((ind, key))
+        elif ":" not in line:
+            sections.append((ind, line.strip()))
+        else:
+            raise SourceError(f"want 'key : value' or a section title, got {line.strip()[:60]!r}", file, n)
+    if not state.gpus:
+        raise SourceError("no 'GPU <bus id>' section found (not nvidia-smi -q output?)", file, 1)
+    for g in state.gpus:
+        f = g.__dict__.pop("_fields")
+        _identity(g, f, False)
+        _fill(g, f, False)
+    return state
