@@ -12,6 +12,7 @@ Keys (all optional except ``slurm_conf``)::
     resume_after = 3                      # clean health checks in a row before slurmkit resumes a
                                           # node it drained
     scontrol_timeout_s = 5.0              # drain / resume / show node deadline (seconds)
+    slurm_bin_dir = "/usr/bin"            # where scontrol is (Slurm gives hooks no PATH)
     state_dir = "/var/lib/slurmkit/hooks" # per-node state (clean-run counter, prolog energy)
     spool_dir = "/var/spool/slurmkit"     # per-job energy spool (root only)
     textfile_dir = "/var/lib/prometheus/node-exporter"  # node_exporter textfile collector dir
@@ -57,6 +58,7 @@ class HookConfig:
     deadline_s: float = 8.0
     resume_after: int = 3
     scontrol_timeout_s: float = 5.0
+    slurm_bin_dir: str | None = None
     state_dir: Path = Path(DEFAULTS["state_dir"])
     spool_dir: Path = Path(DEFAULTS["spool_dir"])
     textfile_dir: Path = Path(DEFAULTS["textfile_dir"])
@@ -68,7 +70,7 @@ class HookConfig:
 
 
 _TYPES = {"slurm_conf": str, "gres_conf": str, "profile": str, "mode": str, "deadline_s": (int, float),
-          "resume_after": int, "scontrol_timeout_s": (int, float), "state_dir": str, "spool_dir": str,
+          "resume_after": int, "scontrol_timeout_s": (int, float), "slurm_bin_dir": str, "state_dir": str, "spool_dir": str,
           "textfile_dir": str, "nodes": dict}
 
 
@@ -115,7 +117,7 @@ def parse(text: str, path) -> HookConfig:
         mode=mode, deadline_s=float(data.get("deadline_s", DEFAULTS["deadline_s"])),
         resume_after=int(data.get("resume_after", DEFAULTS["resume_after"])),
         scontrol_timeout_s=float(data.get("scontrol_timeout_s", DEFAULTS["scontrol_timeout_s"])),
-        state_dir=p("state_dir"), spool_dir=p("spool_dir"), textfile_dir=p("textfile_dir"), nodes=nodes)
+        slurm_bin_dir=data.get("slurm_bin_dir"), state_dir=p("state_dir"), spool_dir=p("spool_dir"), textfile_dir=p("textfile_dir"), nodes=nodes)
 
 
 def load(path) -> HookConfig:
@@ -128,7 +130,8 @@ def load(path) -> HookConfig:
 
 
 def render(slurm_conf, *, gres_conf=None, profile=None, mode="enforce", state_dir=None, spool_dir=None,
-           textfile_dir=None, resume_after=3, deadline_s=8.0, snapshots: dict | None = None) -> str:
+           textfile_dir=None, resume_after=3, deadline_s=8.0, snapshots: dict | None = None,
+           slurm_bin_dir=None) -> str:
     """The TOML text install writes (absolute paths; ``snapshots`` {node: path})."""
     def q(v):
         return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -144,6 +147,8 @@ def render(slurm_conf, *, gres_conf=None, profile=None, mode="enforce", state_di
               f"state_dir = {q(os.path.abspath(state_dir or DEFAULTS['state_dir']))}",
               f"spool_dir = {q(os.path.abspath(spool_dir or DEFAULTS['spool_dir']))}",
               f"textfile_dir = {q(os.path.abspath(textfile_dir or DEFAULTS['textfile_dir']))}"]
+    if slurm_bin_dir:
+        lines.append(f"slurm_bin_dir = {q(slurm_bin_dir)}")
     for node, snap in sorted((snapshots or {}).items()):
         lines += ["", f"[nodes.{node}]", f"snapshot = {q(os.path.abspath(snap))}"]
     return "\n".join(lines) + "\n"

@@ -1,0 +1,144 @@
+"""``slurmkit hooks``: run a hook by hand, and install / uninstall the hooks into slurm.conf.
+
+Slurm itself runs the shims written by ``install`` (they skip click for speed); ``prolog``,
+``epilog`` and ``healthcheck`` here run the same code for an admin at a shell.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import click
+
+
+def _run_hook(kind: str, config: str | None) -> None:
+    from slurmkit.hooks.main import main
+
+    sys.exit(main(kind, config))
+
+
+_config_opt = click.option("--config", "config", type=click.Path(dir_okay=False),
+                           help="Hooks config (default: $SLURMKIT_HOOKS_CONFIG).")
+
+
+@click.group("hooks")
+def cli():
+    """Prolog / epilog / healthcheck hooks and their slurm.conf install."""
+
+
+@cli.command("prolog")
+@_config_opt
+def prolog_cmd(config):
+    """Run the prolog now (exit 1: hardware evidence, the node was drained)."""
+    _run_hook("prolog", config)
+
+
+@cli.command("epilog")
+@_config_opt
+def epilog_cmd(config):
+    """Run the epilog now (cleanup, energy spool)."""
+    _run_hook("epilog", config)
+
+
+@cli.command("healthcheck")
+@_config_opt
+def healthcheck_cmd(config):
+    """Run the periodic health check now (drain / resume)."""
+    _run_hook("healthcheck", config)
+
+
+def _fail(msg: str):
+    click.echo(f"slurmkit hooks: error: {msg}", err=True)
+    sys.exit(2)
+
+
+@cli.command("install")
+@click.option("--slurm-conf", "slurm_conf", required=True, type=click.Path(dir_okay=False),
+              help="The cluster's slurm.conf (Include'd files are followed).")
+@click.option("--dry-run", is_flag=True, help="Show the diff and the files to create; change nothing.")
+@click.option("--replace", is_flag=True, help="Take over a foreign HealthCheckProgram / PrologEpilogTimeout / "
+                                              "HealthCheckInterval (the old lines are kept for uninstall).")
+@click.option("--profile", type=click.Path(dir_okay=False), help="Site profile TOML ([health] thresholds).")
+@click.option("--mode", type=click.Choice(["enforce", "observe"]), default="enforce", show_default=True)
+@click.option("--state-dir", default="/var/lib/slurmkit/hooks", show_default=True)
+@click.option("--spool-dir", default="/var/spool/slurmkit", show_default=True)
+@click.option("--textfile-dir", default="/var/lib/prometheus/node-exporter", show_default=True)
+@click.option("--snapshot", "snapshots", multiple=True, metavar="NODE=FILE",
+              help="Replay a recorded GPU snapshot on NODE instead of live NVML (repeatable).")
+@click.option("--interval", default=300, show_default=True, help="HealthCheckInterval (seconds).")
+@click.option("--timeout", default=60, show_default=True, help="PrologEpilogTimeout (seconds).")
+@click.option("--resume-after", default=3, show_default=True, help="Clean health checks before resuming.")
+def install_cmd(slurm_conf, dry_run, replace, profile, mode, state_dir, spool_dir, textfile_dir, snapshots,
+                interval, timeout, resume_after):
+    """Add the hooks to slurm.conf without overwriting site values (see slurmkit/hooks/install.py)."""
+    from slurmkit.hooks import install as inst
+    from slurmkit.hooks.config import render
+    from slurmkit.slurm import conf as sconf
+
+    snaps = {}
+    for item in snapshots:
+        node, eq, path = item.partition("=")
+        if not eq or not node or not path:
+            _fail(f"--snapshot {item!r}: want NODE=FILE")
+        snaps[node] = path
+    path = Path(slurm_conf).absolute()
+    scontrol = shutil.which("scontrol")
+    try:
+        tree = sconf.load_tree(path)
+        text = render(path, gres_conf=path.parent / "gres.conf", profile=profile, mode=mode, state_dir=state_dir,
+                      spool_dir=spool_dir, textfile_dir=textfile_dir, resume_after=resume_after,
+                      snapshots=snaps, slurm_bin_dir=str(Path(scontrol).parent) if scontrol else None)
+        spec = inst.InstallSpec(python=sys.executable, config=text, interval_s=interval, timeout_s=timeout,
+                                replace=replace)
+        plan = inst.plan_install(tree, spec)
+    except (sconf.ConfError, inst.InstallError) as exc:
+        _fail(str(exc))
+    click.echo(plan.diff() or "nothing to change: the hooks are already installed", nl=False)
+    if plan.diff():
+        click.echo("")
+    if dry_run:
+        for note in plan.notes:
+            click.echo(note)
+        click.echo("dry run: nothing written")
+        return
+    try:
+        backups = inst.apply(plan, path, installing=True)
+        for d in (state_dir, spool_dir):
+            Path(d).mkdir(parents=True, exist_ok=True, mode=0o700)
+        Path(textfile_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _fail(f"{getattr(exc, 'filename', '') or path}: {exc.strerror or exc}")
+    for b in backups:
+        click.echo(f"backup: {b}")
+    for note in plan.notes:
+        click.echo(note)
+
+
+@cli.command("uninstall")
+@click.option("--slurm-conf", "slurm_conf", required=True, type=click.Path(dir_okay=False))
+@click.option("--dry-run", is_flag=True, help="Show what would be undone; change nothing.")
+def uninstall_cmd(slurm_conf, dry_run):
+    """Remove exactly what install added (backups restored byte for byte when unchanged since)."""
+    from slurmkit.hooks import install as inst
+    from slurmkit.slurm import conf as sconf
+
+    path = Path(slurm_conf).absolute()
+    try:
+        manifest = inst.read_manifest(path)
+        plan = inst.plan_uninstall(sconf.load_tree(path), manifest)
+    except (sconf.ConfError, inst.InstallError) as exc:
+        _fail(str(exc))
+    click.echo(plan.diff() or "nothing to undo: the hooks are not installed", nl=False)
+    if plan.diff():
+        click.echo("")
+    if dry_run:
+        click.echo("dry run: nothing written")
+        return
+    try:
+        inst.apply(plan, path, installing=False)
+    except OSError as exc:
+        _fail(f"{getattr(exc, 'filename', '') or path}: {exc.strerror or exc}")
+    for note in plan.notes:
+        click.echo(note)

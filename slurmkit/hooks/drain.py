@@ -1,0 +1,94 @@
+"""Drain and resume with reason ownership.
+
+slurmkit drains a node only when its current reason is empty, Slurm's own ``Prolog error`` (set
+when a prolog exits non-zero), or one of ours (``slurmkit: ...``); a reason an admin or another
+tool set is never overwritten, and slurmkit resumes only nodes whose reason is its own. Reasons
+read ``slurmkit: <check> GPU<i> <uuid>: <value>`` (``slurmkit: nvml-timeout`` for a hang).
+
+:func:`parse_show_node` and :func:`may_take_over` are pure; :func:`drain` / :func:`resume` run
+``scontrol`` (through :func:`slurmkit.slurm.commands.run`, with a timeout) and are only called on
+the unhealthy path or to resume a node slurmkit drained.
+"""
+
+from __future__ import annotations
+
+import re
+
+PREFIX = "slurmkit:"
+SLURM_PROLOG_REASON = "Prolog error"
+MAX_REASON = 200
+
+
+def sanitize(reason: str) -> str:
+    """One printable line of at most :data:`MAX_REASON` characters."""
+    text = re.sub(r"[^\x20-\x7e]", " ", reason).strip()
+    return text[:MAX_REASON]
+
+
+def parse_show_node(text: str) -> dict:
+    """``scontrol show node -o NAME`` -> ``{"state": "IDLE+DRAIN", "reason": str | None}``.
+
+    The reason is what follows ``Reason=`` minus Slurm's ``[user@time]`` suffix.
+    """
+    state = re.search(r"\bState=(\S+)", text)
+    m = re.search(r"\bReason=(.*?)(?: \[[^\]]*@[^\]]*\])?(?=\s+\w+=|\s*$)", text)
+    reason = m.group(1).strip() if m else None
+    if reason in ("", "(null)", "None"):
+        reason = None
+    return {"state": state.group(1) if state else "", "reason": reason}
+
+
+def is_ours(reason: str | None) -> bool:
+    """True for a reason slurmkit set."""
+    return bool(reason) and reason.startswith(PREFIX)
+
+
+def may_take_over(reason: str | None) -> bool:
+    """True when slurmkit may (re)set the reason: none, Slurm's "Prolog error", or ours."""
+    return not reason or reason.strip() == SLURM_PROLOG_REASON or is_ours(reason)
+
+
+def show_node(node: str, timeout: float, slurm_conf: str | None = None, bin_dir: str | None = None) -> dict:
+    """The node's state and reason (``scontrol show node -o``); raises ``SlurmError``."""
+    from slurmkit.slurm.commands import run
+
+    res = run([_exe("scontrol", bin_dir), "show", "node", "-o", node], timeout=timeout, slurm_conf=slurm_conf)
+    return parse_show_node(res.stdout)
+
+
+def _exe(name: str, bin_dir: str | None) -> str:
+    import os
+
+    return os.path.join(bin_dir, name) if bin_dir else name
+
+
+def drain(node: str, reason: str, timeout: float, slurm_conf: str | None = None,
+          bin_dir: str | None = None) -> str:
+    """Drain ``node`` with ``reason`` unless another party owns its current reason.
+
+    Returns ``"drained"`` or ``"kept <their reason>"``. Raises ``SlurmError`` (scontrol missing,
+    timed out, refused).
+    """
+    from slurmkit.slurm.commands import run
+
+    current = show_node(node, timeout, slurm_conf, bin_dir)
+    if not may_take_over(current["reason"]):
+        return f"kept {current['reason']}"
+    run([_exe("scontrol", bin_dir), "update", f"nodename={node}", "state=drain", f"reason={sanitize(reason)}"],
+        timeout=timeout, slurm_conf=slurm_conf)
+    return "drained"
+
+
+def resume(node: str, timeout: float, slurm_conf: str | None = None, bin_dir: str | None = None) -> str:
+    """Resume ``node`` when its reason is slurmkit's (or Slurm's "Prolog error" left by a failed
+    prolog of ours). Returns ``"resumed"``, ``"not drained"`` or ``"kept <their reason>"``."""
+    from slurmkit.slurm.commands import run
+
+    current = show_node(node, timeout, slurm_conf, bin_dir)
+    if "DRAIN" not in current["state"].upper():
+        return "not drained"
+    if not may_take_over(current["reason"]):
+        return f"kept {current['reason']}"
+    run([_exe("scontrol", bin_dir), "update", f"nodename={node}", "state=resume"], timeout=timeout,
+        slurm_conf=slurm_conf)
+    return "resumed"

@@ -1,0 +1,344 @@
+"""The prolog, epilog and healthcheck flows (issue 5, sections 3-5).
+
+Contract every flow keeps:
+
+- exit 0 or 1 only; 1 only from the prolog on hardware evidence in ``enforce`` mode (Slurm
+  requeues the job: install sets ``nohold_on_prolog_fail``), or from the epilog when the evidence
+  could not be recorded by a drain of our own;
+- hardware evidence (a check ``fail``, or NVML hanging: :class:`NvmlTimeout`) drains the node
+  with ``slurmkit: <check> GPU<i> <uuid>: <value>`` / ``slurmkit: nvml-timeout``, unless another
+  party owns its reason (:mod:`slurmkit.hooks.drain`); ``observe`` mode logs what it would drain;
+- slurmkit's own trouble (unreadable config, bad snapshot, NVML library absent where no GPU is
+  expected, scontrol missing or hanging, spool disk full, a bug) is logged and counted
+  (``slurmkit_hook_own_errors_total``), never a drain, and never a non-zero exit by itself;
+- a healthy run makes no Slurm RPC: expected GPUs come from the local gres.conf; scontrol runs
+  only to drain, or to resume a node slurmkit drained.
+
+Outcomes of the fault matrix (tested in tests/test_hooks_faults.py):
+
+====================================  =====================================================
+NVML library missing, GPU node        ``nvml_init`` fails -> drain, prolog exit 1
+NVML library missing, CPU-only node   own trouble -> exit 0, counted, no drain
+NVML hangs                            worker killed at the deadline -> drain ``nvml-timeout``
+permission denied (config, state)     own trouble -> exit 0 (counted where the state dir works)
+corrupt snapshot                      own trouble -> exit 0, counted, no drain
+scontrol missing / hanging            drain impossible: logged + counted; prolog still exits 1
+                                      on evidence (Slurm then drains with "Prolog error");
+                                      bounded by ``scontrol_timeout_s``
+spool disk full                       own trouble -> exit 0, counted; no partial line left
+====================================  =====================================================
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from slurmkit.hooks import nodestate
+from slurmkit.hooks.config import HookConfig
+
+PROLOG, EPILOG, HEALTHCHECK = "prolog", "epilog", "healthcheck"
+NVML_TIMEOUT_REASON = "slurmkit: nvml-timeout"
+
+
+class Run:
+    """One hook run: its inputs (``hook``, ``node``, ``env``, ``cfg``, ``log``) and what it found
+    (``results``: CheckResult list, ``own_errors``: messages, ``drained``: reason or None)."""
+
+    def __init__(self, hook: str, node: str, env, cfg: HookConfig, log):
+        self.hook, self.node, self.env, self.cfg, self.log = hook, node, env, cfg, log
+        self.results: list = []
+        self.own_errors: list[str] = []
+        self.drain_reason: str | None = None
+        self.drained = False
+        self.state = None
+        self.hc = None
+        self.gres_files: list[str] | None = None
+
+    # ---- helpers -----------------------------------------------------------------------------
+    def own_error(self, msg: str) -> None:
+        self.own_errors.append(msg)
+        self.log.error(f"slurmkit's own trouble (no drain): {msg}")
+
+    @property
+    def slurm_conf(self) -> str:
+        return self.env.get("SLURM_CONF") or str(self.cfg.slurm_conf)
+
+    @property
+    def source_spec(self) -> str:
+        snap = self.cfg.snapshot_for(self.node)
+        return str(snap) if snap else "live"
+
+    def setup(self) -> bool:
+        """Load gres.conf and the health config. False (own trouble logged) when unusable."""
+        from slurmkit.hooks import gres
+
+        path = self.cfg.gres_conf or self.cfg.slurm_conf.parent / "gres.conf"
+        try:
+            text = open(path).read() if os.path.exists(path) else ""
+            self.gres_files = gres.node_gpu_files(gres.parse_gres_conf(text, path), self.node, path)
+        except (OSError, gres.GresError) as exc:
+            self.own_error(str(exc))
+            return False
+        health = {}
+        if self.cfg.profile:
+            import tomllib
+
+            try:
+                with open(self.cfg.profile, "rb") as fh:
+                    health = dict(tomllib.load(fh).get("health", {}))
+            except (OSError, tomllib.TOMLDecodeError) as exc:
+                self.own_error(f"{self.cfg.profile}: {exc}")
+                return False
+        health.pop("mode", None)  # the hooks config decides the mode
+        from slurmkit.health.config import ConfigError, load_config
+
+        try:
+            self.hc = load_config(health, gpu_count=len(self.gres_files or []), file=str(self.cfg.profile))
+        except ConfigError as exc:
+            self.own_error(str(exc))
+            return False
+        return True
+
+    def read(self, before_job: bool) -> bool:
+        """Read the GPU state and run the checks. Returns False when nothing can be judged (own
+        trouble logged); an NVML hang sets :attr:`drain_reason`."""
+        from slurmkit.health.checks import own_trouble, run_checks
+        from slurmkit.health.runner import read_state
+        from slurmkit.health.source import NvmlTimeout, SourceError
+
+        spec = self.source_spec
+        try:
+            self.state = read_state(spec, total_deadline_s=self.cfg.deadline_s,
+                                    per_call_deadline_s=min(self.hc.per_call_deadline_s, self.cfg.deadline_s),
+                                    before_job=before_job, thresholds=self.hc.thresholds, node=self.node,
+                                    kmsg_cursor=nodestate.kmsg_cursor(self.cfg.state_dir, self.node)
+                                    if spec == "live" else None)
+        except NvmlTimeout as exc:
+            self.log.error(f"hardware evidence: {exc}")
+            self.drain_reason = NVML_TIMEOUT_REASON
+            return False
+        except SourceError as exc:
+            self.own_error(str(exc))
+            return False
+        self.results = run_checks(self.state, self.hc, before_job=before_job)
+        for msg in own_trouble(self.state, self.hc):
+            self.own_error(msg)
+        fails = [r for r in self.results if r.status == "fail"]
+        for r in self.results:
+            if r.status != "pass":
+                self.log.warning(f"{r.status}: {r.reason()[len('slurmkit: '):]} (limit {r.limit}) {r.message}".rstrip())
+        if fails:
+            extra = f" (+{len(fails) - 1} more)" if len(fails) > 1 else ""
+            self.drain_reason = fails[0].reason() + extra
+        return True
+
+    def apply_verdict(self) -> None:
+        """Drain for :attr:`drain_reason` (enforce) or log it (observe)."""
+        if not self.drain_reason:
+            return
+        if self.cfg.mode == "observe":
+            self.log.warning(f"observe mode: would drain {self.node}: {self.drain_reason}")
+            return
+        from slurmkit.hooks.drain import drain
+        from slurmkit.slurm.commands import SlurmError
+
+        try:
+            outcome = drain(self.node, self.drain_reason, self.cfg.scontrol_timeout_s, self.slurm_conf,
+                            self.cfg.slurm_bin_dir)
+        except SlurmError as exc:
+            self.own_error(f"could not drain {self.node} ({self.drain_reason}): {exc}")
+            return
+        if outcome == "drained":
+            self.drained = True
+            self.log.warning(f"drained {self.node}: {self.drain_reason}")
+            h = nodestate.load_health(self.cfg.state_dir, self.node)
+            h["drained_reason"], h["clean_runs"] = self.drain_reason, 0
+            nodestate.save_health(self.cfg.state_dir, self.node, h)
+        else:
+            self.log.warning(f"not draining {self.node}: its reason belongs to someone else ({outcome[5:]}); "
+                             f"slurmkit would have drained with: {self.drain_reason}")
+
+    def job_gpus(self):
+        """The job's GPUs mapped to NVML (``gres.JobGpu`` list); [] when unknown (logged)."""
+        from slurmkit.hooks import gres
+
+        try:
+            idx = gres.parse_job_gpus(self.env.get("SLURM_JOB_GPUS"))
+            if idx and not self.gres_files:
+                raise ValueError("SLURM_JOB_GPUS is set but gres.conf lists no GPU for this node")
+            return gres.map_job_gpus(idx, self.gres_files or [], self.state)
+        except ValueError as exc:
+            self.own_error(str(exc))
+            return []
+
+
+def _energy_of(state, nvml_index):
+    if state is None or nvml_index is None:
+        return None
+    g = next((g for g in state.gpus if g.index == nvml_index), None)
+    return g.get("total_energy_mj") if g else None
+
+
+def prolog(run: Run) -> int:
+    """Check the node before the job; drain and return 1 on hardware evidence (enforce)."""
+    if not run.setup():
+        return 0
+    ok = run.read(before_job=True)
+    run.apply_verdict()
+    if run.drain_reason and run.cfg.mode == "enforce":
+        return 1
+    if not ok:
+        return 0
+    job_id = run.env.get("SLURM_JOB_ID")
+    gpus = run.job_gpus()
+    for g in gpus:
+        run.log.info(f"job GPU{g.index}: {g.file} minor {g.minor} -> NVML GPU{g.nvml_index} {g.uuid} {g.pci_bus_id}")
+    if job_id:
+        rows = [{"index": g.index, "nvml_index": g.nvml_index, "minor": g.minor, "uuid": g.uuid,
+                 "pci_bus_id": g.pci_bus_id, "start_energy_mj": _energy_of(run.state, g.nvml_index)} for g in gpus]
+        try:
+            nodestate.save_job(run.cfg.state_dir, run.node, job_id,
+                               {"start_s": time.time(), "state_source": run.state.source, "gpus": rows})
+        except OSError as exc:
+            run.own_error(f"cannot record the job's starting energy: {exc}")
+    _act(run, [("enable_accounting", g.nvml_index, None, None) for g in gpus
+               if g.nvml_index is not None and not _gpu(run.state, g.nvml_index).get("accounting_mode", False)])
+    return 0
+
+
+def _gpu(state, nvml_index):
+    return next(g for g in state.gpus if g.index == nvml_index)
+
+
+def _act(run: Run, specs) -> None:
+    """Carry out actions through the state source (replay: logged as "would ...")."""
+    if not specs:
+        return
+    from slurmkit.health.runner import run_actions
+    from slurmkit.health.source import Action, NvmlTimeout, SourceError
+
+    actions = [Action(kind, gpu_index=gi, pid=pid, power_limit_w=pw) for kind, gi, pid, pw in specs]
+    try:
+        for line in run_actions(actions, run.source_spec, total_deadline_s=run.cfg.deadline_s,
+                                per_call_deadline_s=min(run.hc.per_call_deadline_s, run.cfg.deadline_s)):
+            run.log.info(line)
+    except NvmlTimeout as exc:
+        run.log.error(f"hardware evidence: {exc}")
+        run.drain_reason = run.drain_reason or NVML_TIMEOUT_REASON
+    except SourceError as exc:
+        run.own_error(str(exc))
+
+
+def _owner(run: Run, proc: dict) -> int | None:
+    if run.state.replay:
+        return proc.get("uid")
+    try:
+        return os.stat(f"/proc/{int(proc['pid'])}").st_uid
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def epilog(run: Run) -> int:
+    """Clean up after the job (leftover processes of the job's user, clocks, power limit),
+    record its GPU energy in the spool, and drain on hardware evidence."""
+    from slurmkit.hooks import spool
+
+    job_id = run.env.get("SLURM_JOB_ID")
+    user = run.env.get("SLURM_JOB_USER")
+    uid = run.env.get("SLURM_JOB_UID")
+    uid = int(uid) if uid and uid.isdigit() else None
+    end_s = time.time()
+    started = nodestate.pop_job(run.cfg.state_dir, run.node, job_id) if job_id else None
+    if not run.setup():
+        return 0
+    ok = run.read(before_job=False)
+    gpus = run.job_gpus() if ok else []
+    actions = []
+    for g in gpus:
+        if g.nvml_index is None:
+            continue
+        gs = _gpu(run.state, g.nvml_index)
+        for proc in gs.get("processes") or []:
+            owner = _owner(run, proc)
+            if uid is not None and owner == uid:
+                actions.append(("kill", g.nvml_index, int(proc["pid"]), None))
+            else:
+                run.log.info(f"leaving pid {proc.get('pid')} on GPU{g.index}: owner {owner} is not the job's user {uid}")
+        actions.append(("reset_app_clocks", g.nvml_index, None, None))
+        actions.append(("reset_locked_clocks", g.nvml_index, None, None))
+        want = run.hc.expect.get("power_limit_w") or gs.get("default_power_limit_w")
+        if want is not None and gs.get("power_limit_w") != want:
+            actions.append(("set_power_limit", g.nvml_index, None, float(want)))
+    _act(run, actions)
+    run.apply_verdict()
+    if job_id:
+        by_index = {r["index"]: r for r in (started or {}).get("gpus", [])}
+        rows = []
+        for g in gpus:
+            start = by_index.get(g.index, {})
+            rows.append({"index": g.index, "nvml_index": g.nvml_index, "minor": g.minor, "uuid": g.uuid,
+                         "pci_bus_id": g.pci_bus_id, "start_energy_mj": start.get("start_energy_mj"),
+                         "end_energy_mj": _energy_of(run.state, g.nvml_index)})
+        reason = None
+        if not ok:
+            reason = "GPU state unreadable at epilog" + (" (NVML timed out)" if run.drain_reason else "")
+        elif started is None:
+            reason = "no prolog record for this job on this node (prolog did not run or failed)"
+        job_nvml = {g.nvml_index for g in gpus}
+        events = [{"check": r.check, "status": r.status, "gpu_index": r.gpu_index, "value": r.value}
+                  for r in run.results if r.status != "pass" and (r.gpu_index is None or r.gpu_index in job_nvml)
+                  and r.check in ("xid", "ecc_volatile_uncorrectable", "ecc_aggregate_uncorrectable",
+                                  "ecc_sram_correctable", "retired_pages_pending", "row_remap_pending",
+                                  "row_remap_uncorrectable", "row_remap_failure")]
+        rec = spool.record(job_id, run.node, user, uid, (started or {}).get("start_s"), end_s, rows,
+                           run.state.source if run.state else run.source_spec, reason=reason, accounting=None,
+                           accounting_reason="per-process NVML accounting stats are not read by this version")
+        rec["events"] = events
+        try:
+            spool.append(run.cfg.spool_dir, rec)
+        except OSError as exc:
+            run.own_error(f"energy spool {run.cfg.spool_dir}: {exc.strerror or exc}")
+    if run.drain_reason and run.cfg.mode == "enforce" and not run.drained:
+        return 1
+    return 0
+
+
+def healthcheck(run: Run) -> int:
+    """Periodic check (HealthCheckProgram): drain on evidence; resume a node slurmkit drained
+    after ``resume_after`` clean runs in a row. Always exits 0."""
+    if not run.setup():
+        return 0
+    ok = run.read(before_job=False)
+    run.apply_verdict()
+    if run.drain_reason:
+        if run.cfg.mode == "enforce" and not run.drained:
+            h = nodestate.load_health(run.cfg.state_dir, run.node)
+            if h.get("drained_reason"):
+                h["clean_runs"] = 0
+                nodestate.save_health(run.cfg.state_dir, run.node, h)
+        return 0
+    if not ok:
+        return 0
+    h = nodestate.load_health(run.cfg.state_dir, run.node)
+    if not h.get("drained_reason"):
+        return 0  # healthy, nothing of ours to undo: no RPC
+    h["clean_runs"] = int(h.get("clean_runs", 0)) + 1
+    run.log.info(f"clean run {h['clean_runs']} of {run.cfg.resume_after} since slurmkit drained {run.node}")
+    if h["clean_runs"] >= run.cfg.resume_after:
+        from slurmkit.hooks.drain import resume
+        from slurmkit.slurm.commands import SlurmError
+
+        try:
+            outcome = resume(run.node, run.cfg.scontrol_timeout_s, run.slurm_conf, run.cfg.slurm_bin_dir)
+        except SlurmError as exc:
+            run.own_error(f"could not resume {run.node}: {exc}")
+            nodestate.save_health(run.cfg.state_dir, run.node, h)
+            return 0
+        run.log.warning(f"{outcome} {run.node} after {h['clean_runs']} clean health checks")
+        h["drained_reason"], h["clean_runs"] = None, 0
+    nodestate.save_health(run.cfg.state_dir, run.node, h)
+    return 0
+
+
+FLOWS = {PROLOG: prolog, EPILOG: epilog, HEALTHCHECK: healthcheck}

@@ -1,0 +1,149 @@
+"""GPU identity: Slurm's GPU index -> gres.conf ``File=`` path -> device minor -> NVML GPU.
+
+Slurm numbers a node's GPUs by their position in its gres.conf ``File=`` list (ranges such as
+``/dev/nvidia[0-3]`` expanded with python-hostlist, lines in file order); ``SLURM_JOB_GPUS`` in
+the prolog / epilog environment holds those positions. The device file's minor number
+(``os.stat(path).st_rdev``) is what NVML reports as ``nvmlDeviceGetMinorNumber``; from that we
+find the NVML GPU and its PCI bus id and UUID. Index, minor and NVML order are never assumed
+equal (the sandbox makes all three differ).
+
+Pure parsing (:func:`parse_gres_conf`, :func:`node_gpu_files`); :func:`device_minor` and
+:func:`map_job_gpus` touch the device files (stat only).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+class GresError(ValueError):
+    """gres.conf cannot be used: ``file``, ``line`` (1-based, 0 when not about a line), ``message``."""
+
+    def __init__(self, file, line: int, message: str):
+        super().__init__(f"{file}:{line}: {message}" if line else f"{file}: {message}")
+        self.file = str(file)
+        self.line = line
+        self.message = message
+
+
+@dataclass(frozen=True)
+class GresLine:
+    """One gres.conf line: ``lineno``, ``fields`` {lower-case key: value as written}."""
+
+    lineno: int
+    fields: dict
+
+
+def parse_gres_conf(text: str, path="gres.conf") -> list[GresLine]:
+    """Every ``Key=Value ...`` line of a gres.conf (comments and blank lines skipped).
+
+    Raises :class:`GresError` naming the line for a token that is not ``Key=Value``.
+    """
+    out = []
+    for no, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = {}
+        for tok in line.split():
+            key, eq, value = tok.partition("=")
+            if not eq or not key:
+                raise GresError(path, no, f"expected Key=Value, found {tok!r}")
+            fields[key.lower()] = value
+        out.append(GresLine(no, fields))
+    return out
+
+
+def _expand(expr: str) -> list[str]:
+    import hostlist
+
+    return hostlist.expand_hostlist(expr)
+
+
+def node_gpu_files(lines: list[GresLine], node: str, path="gres.conf") -> list[str] | None:
+    """Device files of the GPUs of ``node``, in Slurm's index order (index = position).
+
+    Lines with ``NodeName=`` apply to the nodes their hostlist names, others to every node;
+    only ``Name=gpu`` lines count. Returns None when no line gives this node GPUs (a CPU-only
+    node); raises :class:`GresError` for an ``AutoDetect`` GPU line without ``File=`` (the
+    mapping would have to be guessed) or a bad hostlist.
+    """
+    files: list[str] = []
+    found = False
+    for gl in lines:
+        f = gl.fields
+        if f.get("name", "").lower() != "gpu":
+            continue
+        if "nodename" in f:
+            try:
+                if node not in _expand(f["nodename"]):
+                    continue
+            except Exception as exc:  # hostlist.BadHostlist
+                raise GresError(path, gl.lineno, f"bad NodeName hostlist {f['nodename']!r}: {exc}") from None
+        found = True
+        if "file" not in f:
+            raise GresError(path, gl.lineno, "GPU line without File= (AutoDetect): the hooks need File= "
+                                             "paths to map Slurm's GPU indexes to devices")
+        try:
+            files.extend(_expand(f["file"]))
+        except Exception as exc:
+            raise GresError(path, gl.lineno, f"bad File= range {f['file']!r}: {exc}") from None
+    return files if found else None
+
+
+def device_minor(path: str) -> int:
+    """Minor number of a character device file (``os.stat().st_rdev``); OSError when absent."""
+    return os.minor(os.stat(path).st_rdev)
+
+
+def parse_job_gpus(value: str | None) -> list[int]:
+    """``SLURM_JOB_GPUS`` (``"0,2"``; empty / unset when the job has no GPU) -> ``[0, 2]``.
+
+    Raises ValueError for anything but comma-separated non-negative integers.
+    """
+    if not value or not value.strip():
+        return []
+    out = []
+    for part in value.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            raise ValueError(f"SLURM_JOB_GPUS={value!r}: {part!r} is not a GPU index")
+        out.append(int(part))
+    return out
+
+
+@dataclass(frozen=True)
+class JobGpu:
+    """One of the job's GPUs: Slurm ``index`` (gres position), ``file`` (device path),
+    ``minor`` (device minor), and from NVML: ``nvml_index``, ``uuid``, ``pci_bus_id``
+    (None when no NVML GPU has that minor number)."""
+
+    index: int
+    file: str
+    minor: int | None
+    nvml_index: int | None
+    uuid: str | None
+    pci_bus_id: str | None
+
+
+def map_job_gpus(indexes: list[int], files: list[str], state, minor_of=device_minor) -> list[JobGpu]:
+    """Map Slurm GPU ``indexes`` to NVML GPUs of ``state`` (a health ``NodeState``).
+
+    ``files`` from :func:`node_gpu_files`; ``minor_of(path)`` reads a device's minor number.
+    Raises ValueError when an index is beyond the gres.conf list (slurmkit's own trouble: the
+    config and Slurm disagree).
+    """
+    out = []
+    for i in indexes:
+        if i >= len(files):
+            raise ValueError(f"GPU index {i} is not in gres.conf (the node has {len(files)} GPU files)")
+        path = files[i]
+        try:
+            minor = minor_of(path)
+        except OSError:
+            minor = None
+        g = state.gpu_by_minor(minor) if minor is not None and state is not None else None
+        out.append(JobGpu(i, path, minor, g.index if g else None, g.uuid if g else None,
+                          g.pci_bus_id if g else None))
+    return out

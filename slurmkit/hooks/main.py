@@ -1,0 +1,123 @@
+"""Entry point of the hook shims: ``main(hook, config_path) -> exit status`` (0 or 1).
+
+The shims in ``prolog_epilog/`` call this directly (no click). It finds the node name
+(``SLURMD_NODENAME``, else the host name), loads the hooks config (``config_path``, else
+``SLURMKIT_HOOKS_CONFIG``), runs the flow (:mod:`slurmkit.hooks.flows`), writes the Prometheus
+textfile and turns any exception into logged, counted own trouble with exit 0.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from slurmkit.hooks.log import HookLog
+
+
+def node_name(env) -> str:
+    """The Slurm node name: ``SLURMD_NODENAME`` (prolog / epilog), else the short host name
+    (HealthCheckProgram gets no Slurm variables; slurmd runs it on its own host)."""
+    return env.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
+
+
+def main(hook: str, config_path: str | None = None, env=None) -> int:
+    """Run ``hook`` (prolog | epilog | healthcheck). Never raises; returns 0 or 1."""
+    t0 = time.monotonic()
+    env = os.environ if env is None else env
+    node = node_name(env)
+    log = HookLog(hook, node, env.get("SLURM_JOB_ID"))
+    try:
+        from slurmkit.hooks import flows
+        from slurmkit.hooks.config import HookConfigError, load
+
+        if hook not in flows.FLOWS:
+            log.error(f"unknown hook {hook!r} (want prolog, epilog or healthcheck)")
+            return 0
+        path = config_path or env.get("SLURMKIT_HOOKS_CONFIG")
+        if not path:
+            log.error("slurmkit's own trouble (no drain): no hooks config (run 'slurmkit hooks install')")
+            return 0
+        try:
+            cfg = load(path)
+        except HookConfigError as exc:
+            log.error(f"slurmkit's own trouble (no drain): {exc}")
+            return 0
+    except Exception as exc:  # a bug or a broken install: never block jobs for it
+        log.error(f"slurmkit's own trouble (no drain): internal error: {type(exc).__name__}: {exc}")
+        return 0
+    run = flows.Run(hook, node, env, cfg, log)
+    code = 0
+    try:
+        code = flows.FLOWS[hook](run)
+    except Exception as exc:
+        import traceback
+
+        run.own_error(f"internal error: {type(exc).__name__}: {exc}")
+        for line in traceback.format_exc().splitlines():
+            log.error(line)
+        code = 0
+    code = 1 if code == 1 else 0
+    duration = time.monotonic() - t0
+    total = 0
+    if run.own_errors:
+        from slurmkit.hooks.nodestate import count_own_error
+
+        total = count_own_error(cfg.state_dir, node, hook)
+    else:
+        try:
+            from slurmkit.hooks.nodestate import load_health
+
+            total = int(load_health(cfg.state_dir, node)["own_errors"].get(hook, 0))
+        except (OSError, ValueError, TypeError):
+            total = 0
+    try:
+        write_textfile(run, code, duration, total)
+    except OSError as exc:
+        log.error(f"slurmkit's own trouble (no drain): textfile {cfg.textfile_dir}: {exc.strerror or exc}")
+    log.info(f"{hook} done in {duration:.3f} s, exit {code}"
+             + (f", drain reason: {run.drain_reason}" if run.drain_reason else ""))
+    return code
+
+
+_STATUS = {"pass": 0, "warn": 1, "fail": 2}
+
+
+def textfile_path(cfg, node: str, hook: str) -> str:
+    """``<textfile_dir>/slurmkit_<node>_<hook>.prom``."""
+    return os.path.join(os.fspath(cfg.textfile_dir), f"slurmkit_{node}_{hook}.prom")
+
+
+def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> str:
+    """Write the run's metrics (see :mod:`slurmkit.hooks.textfile`); returns the path."""
+    from slurmkit.hooks import textfile
+
+    node, hook = run.node, run.hook
+    base = {"node": node, "hook": hook}
+    checks = [({**base, "check": r.check, "gpu": "" if r.gpu_index is None else str(r.gpu_index)},
+               _STATUS.get(r.status, 2)) for r in run.results]
+    if run.drain_reason == "slurmkit: nvml-timeout":
+        checks.append(({**base, "check": "nvml_timeout", "gpu": ""}, 2))
+    drained = 1 if run.drained else 0
+    if not run.drained:
+        try:
+            from slurmkit.hooks.nodestate import load_health
+
+            drained = 1 if load_health(run.cfg.state_dir, node).get("drained_reason") else 0
+        except OSError:
+            drained = 0
+    families = [
+        ("slurmkit_health_check_status", "gauge", "Last result per check and GPU: 0 pass, 1 warn, 2 fail.", checks),
+        ("slurmkit_hook_duration_seconds", "gauge", "Wall time of the last hook run in seconds.",
+         [(base, round(duration_s, 6))]),
+        ("slurmkit_hook_last_run_timestamp_seconds", "gauge", "Unix time of the last hook run.",
+         [(base, round(time.time(), 3))]),
+        ("slurmkit_hook_exit_code", "gauge", "Exit status of the last hook run (0 or 1).", [(base, code)]),
+        ("slurmkit_hook_own_errors_total", "counter",
+         "Hook runs that hit slurmkit's own trouble (logged, never a drain).", [(base, own_errors_total)]),
+        ("slurmkit_node_drained_by_slurmkit", "gauge", "1 while a drain set by slurmkit is in force.",
+         [({"node": node}, drained)]),
+    ]
+    os.makedirs(run.cfg.textfile_dir, exist_ok=True)
+    path = textfile_path(run.cfg, node, hook)
+    textfile.write(path, textfile.render(families))
+    return path
