@@ -1,0 +1,96 @@
+"""Data-quality accounting: every sacct row read is either counted or skipped with a reason.
+
+A :class:`DataQuality` travels from the reader (rows that do not split into the expected
+fields, bad UTF-8, comment lines) through the frame builder (unparsable job ids, duplicate
+keys) to the report (rows outside the window). The invariant
+``rows_read == rows_counted + rows_skipped`` holds at every stage (:meth:`check`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+#: How many individual problem rows are listed (counts by reason are always complete).
+MAX_LISTED = 200
+
+
+@dataclass
+class Problem:
+    """One listed row: ``source`` (file name or ``sacct <day>``), ``line`` (1-based physical
+    line, or None when not known), ``reason`` (short key), ``detail`` (text, at most 200
+    characters of the row), ``counted`` (True: kept after a repair, False: skipped)."""
+
+    source: str
+    line: int | None
+    reason: str
+    detail: str
+    counted: bool = False
+
+    def as_dict(self) -> dict:
+        return {"source": self.source, "line": self.line, "reason": self.reason,
+                "detail": self.detail, "counted": self.counted}
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line else self.source
+        return f"{where}: {self.reason}: {self.detail}"
+
+
+@dataclass
+class DataQuality:
+    """Row counts and reasons. ``rows_read``: data rows the reader saw (a physical line that is
+    not a header, comment or blank); ``rows_counted``: rows used by the model (allocations,
+    steps, pending array records); ``rows_skipped``: the rest, by reason in ``skipped``;
+    ``repaired``: counted rows that needed a fix (reason -> count); ``ignored_lines``: comment
+    and blank lines (not rows); ``problems``: up to :data:`MAX_LISTED` rows with file and line."""
+
+    rows_read: int = 0
+    rows_skipped: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    repaired: Counter = field(default_factory=Counter)
+    ignored_lines: Counter = field(default_factory=Counter)
+    problems: list = field(default_factory=list)
+
+    @property
+    def rows_counted(self) -> int:
+        return self.rows_read - self.rows_skipped
+
+    def skip(self, reason: str, n: int = 1, source: str = "", line: int | None = None,
+             detail: str = "") -> None:
+        """Record ``n`` skipped rows for ``reason``; with ``source``, also list one row (``n=0``
+        lists a row already counted in a bulk call)."""
+        if n > 0:
+            self.rows_skipped += n
+            self.skipped[reason] += n
+        if source and len(self.problems) < MAX_LISTED:
+            self.problems.append(Problem(source, line, reason, detail[:200], False))
+
+    def repair(self, reason: str, source: str = "", line: int | None = None, detail: str = "",
+               n: int = 1) -> None:
+        """Record a counted row that needed a fix (bad UTF-8 replaced, delimiter in a name)."""
+        self.repaired[reason] += n
+        if source and len(self.problems) < MAX_LISTED:
+            self.problems.append(Problem(source, line, reason, detail[:200], True))
+
+    def merge(self, other: "DataQuality") -> None:
+        """Add another source's counts into this one."""
+        self.rows_read += other.rows_read
+        self.rows_skipped += other.rows_skipped
+        self.skipped.update(other.skipped)
+        self.repaired.update(other.repaired)
+        self.ignored_lines.update(other.ignored_lines)
+        room = MAX_LISTED - len(self.problems)
+        self.problems.extend(other.problems[:max(room, 0)])
+
+    def check(self) -> None:
+        """Raise AssertionError when the counts do not add up (a bug, never bad input)."""
+        assert self.rows_skipped == sum(self.skipped.values()), (self.rows_skipped, self.skipped)
+        assert 0 <= self.rows_skipped <= self.rows_read, (self.rows_skipped, self.rows_read)
+
+    def as_dict(self) -> dict:
+        """The JSON ``data_quality`` section."""
+        return {"rows_read": self.rows_read, "rows_counted": self.rows_counted,
+                "rows_skipped": self.rows_skipped, "skipped_reasons": dict(sorted(self.skipped.items())),
+                "repaired_reasons": dict(sorted(self.repaired.items())),
+                "ignored_lines": dict(sorted(self.ignored_lines.items())),
+                "problems": [p.as_dict() for p in self.problems]}

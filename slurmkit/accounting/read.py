@@ -1,0 +1,208 @@
+"""Split sacct text into a table of strings (pyarrow), counting every row it cannot split.
+
+Input: the bytes sacct printed (live ingest) or a captured file: with or without a header line,
+``|`` or any other delimiter (one or more characters, e.g. ``☃``), ``--parsable``'s trailing
+delimiter, ``#`` comment lines, blank lines, and a field list given separately when there is no
+header. Output: a ``pyarrow.Table`` with one string column per field (canonical names from
+:mod:`slurmkit.accounting.fields`) and a :class:`~slurmkit.accounting.quality.DataQuality`.
+
+Rows that do not split into the expected number of fields are skipped with a reason and line;
+when JobName is the last field, extra delimiters are a delimiter inside the job name and are
+joined back (counted, listed as repaired); a short line after a good one is the tail of a name
+with an embedded newline (skipped: ``newline in a field``). Bad UTF-8 is replaced by U+FFFD and
+the rows are listed as repaired.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from slurmkit.accounting.fields import DELIMITER, canonical, looks_like_header
+from slurmkit.accounting.quality import DataQuality
+
+_CANDIDATES = (DELIMITER, "|", "\u2603", "\t", ";", ",")
+_SEP = DELIMITER.encode()
+
+
+class AccountingInputError(ValueError):
+    """sacct input that cannot be read at all: ``file``, ``line`` (1-based or None) and what is
+    wrong. The CLI prints ``file:line: message`` and exits 2."""
+
+    def __init__(self, file, line, message):
+        self.file, self.line, self.message = str(file), line, message
+        super().__init__(f"{file}:{line}: {message}" if line else f"{file}: {message}")
+
+
+def read_field_list(text: str) -> list[str]:
+    """A field list as given to ``sacct -o`` or saved beside a capture: comma, ``|``, tab or
+    whitespace separated; ``%N`` width suffixes are dropped. Returns canonical names."""
+    parts = [p for p in re.split(r"[,|\s]+", text.strip()) if p]
+    return [canonical(p.split("%")[0]) for p in parts]
+
+
+def _line_no(data: bytes, pos: int) -> int:
+    return data.count(b"\n", 0, pos) + 1
+
+
+def _locate(data: bytes, text: bytes, start_hint: int = 0) -> int | None:
+    pos = data.find(text, start_hint)
+    if pos < 0:
+        pos = data.find(text)
+    return _line_no(data, pos) if pos >= 0 else None
+
+
+def _guess_delimiter(line: str, nfields: int | None) -> str:
+    best, best_n = "|", -1
+    for cand in _CANDIDATES:
+        n = line.count(cand)
+        if n == 0:
+            continue
+        if nfields is not None and n + 1 in (nfields, nfields + 1):
+            return cand
+        if n > best_n:
+            best, best_n = cand, n
+    return best
+
+
+def read_sacct_bytes(data: bytes, source: str = "<sacct>", fields: list[str] | None = None,
+                     delimiter: str | None = None) -> tuple[pa.Table, DataQuality]:
+    """Split sacct output into string columns. See the module docstring.
+
+    ``fields``: the field list when the text has no header (a header line wins when both are
+    there and agree in length). ``delimiter``: None to detect from the first line. Raises
+    :class:`AccountingInputError` (naming ``source`` and the line) when no field list is known
+    or no row matches it.
+    """
+    dq = DataQuality()
+    # 1. comment and blank lines (pyarrow has no comment support): drop, count, keep line map
+    line_offset = 0  # physical lines dropped before the first data line (header, comments)
+    if data.startswith(b"#") or b"\n#" in data or data.startswith(b"\n") or b"\r\n" in data:
+        kept, first_seen = [], False
+        lines = data.replace(b"\r\n", b"\n").split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        for raw in lines:
+            if raw.startswith(b"#") or not raw.strip():
+                dq.ignored_lines["comment" if raw.startswith(b"#") else "blank"] += 1
+                if not first_seen:
+                    line_offset += 1
+                continue
+            first_seen = True
+            kept.append(raw)
+        data = b"\n".join(kept) + b"\n"
+    if not data.strip():
+        return pa.table({n: pa.array([], pa.string()) for n in (fields or ["JobID"])}), dq
+
+    # 2. bad UTF-8: replace, list the rows
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="surrogateescape")
+        for m in re.finditer(r"[^\n]*[\udc80-\udcff][^\n]*", text):
+            line = text.count("\n", 0, m.start()) + 1 + line_offset
+            dq.repair("bad UTF-8 (replaced by U+FFFD)", source, line,
+                      m.group(0).encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+        data = re.sub("[\udc80-\udcff]+", "\ufffd", text).encode("utf-8")
+
+    # 3. header / field list / delimiter
+    nl = data.find(b"\n")
+    first = data[:nl if nl >= 0 else len(data)].decode("utf-8")
+    delim = delimiter or _guess_delimiter(first, len(fields) if fields else None)
+    first_fields = first.split(delim)
+    header = looks_like_header(first_fields)
+    if header:
+        names = [canonical(f) for f in first_fields]
+        if names and names[-1] == "":
+            names = names[:-1]
+        data = data[nl + 1:] if nl >= 0 else b""
+        line_offset += 1
+    elif fields:
+        names = [canonical(f) for f in fields]
+    else:
+        raise AccountingInputError(source, line_offset + 1,
+                                   "no header line and no field list (give the sacct -o fields, "
+                                   "e.g. --sacct-fields FILE)")
+    if len(set(names)) != len(names):
+        raise AccountingInputError(source, line_offset, f"repeated field in the field list: {names}")
+    if "JobID" not in names:
+        raise AccountingInputError(source, line_offset or None, "the field list has no JobID")
+    if delim != DELIMITER:
+        if DELIMITER.encode() in data:
+            data = data.replace(_SEP, b" ")
+        data = data.replace(delim.encode(), _SEP)
+
+    # --parsable: every line ends with the delimiter -> one extra empty column
+    nl = data.find(b"\n")
+    sample = data[:nl if nl >= 0 else len(data)]
+    ncols_first = sample.count(_SEP) + 1
+    trailing = sample.endswith(_SEP) and ncols_first == len(names) + 1
+    col_names = names + (["_trailing"] if trailing else [])
+    expected = len(col_names)
+
+    bad: list[tuple[int, str]] = []
+
+    def on_invalid(row):
+        bad.append((row.actual_columns, row.text))
+        return "skip"
+
+    try:
+        table = pacsv.read_csv(
+            pa.py_buffer(data),
+            read_options=pacsv.ReadOptions(column_names=col_names, block_size=1 << 24),
+            parse_options=pacsv.ParseOptions(delimiter=DELIMITER, quote_char=False,
+                                              double_quote=False, escape_char=False,
+                                              newlines_in_values=False, ignore_empty_lines=True,
+                                              invalid_row_handler=on_invalid),
+            convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in col_names},
+                                                 strings_can_be_null=False, quoted_strings_can_be_null=False))
+    except pa.ArrowInvalid as exc:  # pragma: no cover - pyarrow reports row problems via the handler
+        raise AccountingInputError(source, None, f"cannot split the text: {exc}") from None
+    if trailing:
+        table = table.drop_columns(["_trailing"])
+
+    dq.rows_read = table.num_rows + len(bad)
+    if table.num_rows == 0 and bad:
+        ncols = bad[0][0] - (1 if trailing else 0)
+        raise AccountingInputError(source, _locate(data, bad[0][1].encode()) + line_offset,
+                                   f"rows have {ncols} fields but the field list has {len(names)} "
+                                   f"({','.join(names)}); give the field list the file was written with")
+
+    # 4. rows that did not split: repair a delimiter in a trailing JobName, else skip
+    repaired_rows = []
+    name_last = names[-1] == "JobName"
+    prev_ok = True
+    for ncols, text in bad:
+        line = _locate(data, text.encode())
+        line = line + line_offset if line else None
+        if ncols > expected and name_last and not trailing:
+            parts = text.split(DELIMITER)
+            parts = parts[:len(names) - 1] + [delim.join(parts[len(names) - 1:])]
+            repaired_rows.append(parts)
+            dq.repair("delimiter inside JobName (joined)", source, line, text.replace(DELIMITER, delim))
+            continue
+        if ncols < expected and prev_ok:
+            dq.skip("newline in a field (continuation line)", 1, source, line,
+                    text.replace(DELIMITER, delim))
+        else:
+            dq.skip(f"wrong number of fields ({ncols - (1 if trailing else 0)} for {len(names)})", 1,
+                    source, line, text.replace(DELIMITER, delim))
+    if repaired_rows:
+        extra = pa.table({n: pa.array([r[i] for r in repaired_rows], pa.string())
+                          for i, n in enumerate(names)})
+        table = pa.concat_tables([table, extra])
+    return table, dq
+
+
+def read_sacct_file(path, fields: list[str] | None = None, delimiter: str | None = None
+                    ) -> tuple[pa.Table, DataQuality]:
+    """:func:`read_sacct_bytes` on a file (``source`` = the path as given)."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise AccountingInputError(path, None, exc.strerror or str(exc)) from None
+    return read_sacct_bytes(data, str(path), fields, delimiter)
