@@ -1,0 +1,243 @@
+"""``slurmkit submit`` against the real Slurm sandbox (4 nodes x 4 fake GPUs, two leaves).
+
+Each job's ranks write what they saw (rank, world size, GPU, NCCL_IB_HCA, CPU affinity) and the
+test compares it with the sandbox's rendered site profile.
+"""
+
+import json
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from slurmkit.slurm.commands import run
+from slurmkit.submit import api
+from slurmkit.submit.backend import CliBackend
+
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
+
+REPORT = """
+import json, os, sys
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+t = torch.tensor([float(rank + 1)])
+dist.all_reduce(t)
+rep = {"rank": rank, "world_size": world, "local_rank": int(os.environ["LOCAL_RANK"]),
+       "gpu": int(os.environ["LOCAL_RANK"]), "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+       "hca": os.environ.get("NCCL_IB_HCA"), "affinity": sorted(os.sched_getaffinity(0)),
+       "node": os.environ["SLURMD_NODENAME"], "sum": t.item()}
+with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as fh:
+    json.dump(rep, fh)
+dist.destroy_process_group()
+"""
+
+CHECKPOINT = """
+import json, os, signal, sys, time
+out, rank = sys.argv[1], os.environ.get("RANK", "0")
+restart = int(os.environ["SLURMKIT_RESTART_COUNT"])
+ck = os.path.join(out, f"ckpt-{rank}.json")
+state = json.load(open(ck)) if os.path.exists(ck) else None
+step = state["step"] if state else 0
+def on_usr2(sig, frame):
+    with open(ck + ".tmp", "w") as fh:
+        json.dump({"step": step, "restart": restart}, fh)
+    os.replace(ck + ".tmp", ck)
+    sys.exit(0)
+signal.signal(signal.SIGUSR2, on_usr2)
+with open(os.path.join(out, f"start-{rank}-{restart}.json"), "w") as fh:
+    json.dump({"restart": restart, "loaded": state}, fh)
+while restart == 0:
+    step += 1
+    time.sleep(0.1)
+"""
+
+
+@pytest.fixture(scope="module")
+def backend(sandbox):
+    return CliBackend(env=sandbox.env())
+
+
+@pytest.fixture(scope="module")
+def profile(sandbox):
+    with open(sandbox.profile_path, "rb") as fh:
+        raw = tomllib.load(fh)
+    part = next(p for p in raw["partitions"].values() if p.get("default"))
+    return raw, raw["node_types"][part["node_type"]]
+
+
+def submit(sandbox, backend, tmp_path, template, command, **kw):
+    kw.setdefault("output", str(tmp_path / "job-%j.out"))
+    return api.submit(template, [str(c) for c in command], site=str(sandbox.profile_path),
+                      backend=backend, chdir=str(tmp_path), **kw)
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def finish(job, tmp_path, timeout=180):
+    state = job.wait(timeout=timeout, poll_s=2)
+    logs = "\n".join(p.read_text(errors="replace")[-3000:] for p in tmp_path.glob("job-*.out"))
+    assert state == "COMPLETED", f"job {job.id} ended {state}:\n{logs}"
+
+
+def check_ranks(tmp_path, profile, nodes, gpus_per_node):
+    raw, nt = profile
+    reports = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("rank*.json"))]
+    world = nodes * gpus_per_node
+    assert sorted(r["rank"] for r in reports) == list(range(world))
+    compute = [n["device"] for n in nt["nics"] if n["role"] == "compute"]
+    by_node = {}
+    for r in reports:
+        assert r["world_size"] == world
+        assert r["sum"] == world * (world + 1) / 2          # the all_reduce really ran
+        assert r["gpu"] == r["local_rank"]
+        if r["visible"] is not None:                        # device LOCAL_RANK must be visible
+            assert len(r["visible"].split(",")) > r["local_rank"]
+        assert r["hca"] == "=" + ",".join(compute)           # same HCA list for every rank
+        assert r["affinity"] == sorted(nt["gpus"][r["gpu"]]["cpus"])   # NUMA-local CPUs of its GPU
+        by_node.setdefault(r["node"], []).append(r["local_rank"])
+    assert len(by_node) == nodes
+    assert all(sorted(v) == list(range(gpus_per_node)) for v in by_node.values())
+
+
+def test_torchrun_two_nodes_all_reduce(sandbox, backend, profile, tmp_path):
+    gpn = profile[1]["gpu_count"]
+    job = submit(sandbox, backend, tmp_path, "torchrun", [sys.executable, "-c", REPORT, tmp_path],
+                 nodes=2, params={"python": sys.executable}, time="5:00")
+    finish(job, tmp_path)
+    check_ranks(tmp_path, profile, 2, gpn)
+    info = job.info()
+    assert len(info.nodes) == 2 and info.gpus == 2 * gpn
+    # one torchrun per node wrote per-rank logs
+    assert len(list((tmp_path / "slurmkit-logs" / job.id).glob("torchrun-*-restart0"))) == 2
+
+
+def test_srun_one_task_per_gpu(sandbox, backend, profile, tmp_path):
+    gpn = profile[1]["gpu_count"]
+    job = submit(sandbox, backend, tmp_path, "srun", [sys.executable, "-c", REPORT, tmp_path],
+                 nodes=2, time="5:00")
+    finish(job, tmp_path)
+    check_ranks(tmp_path, profile, 2, gpn)
+    assert len(list((tmp_path / "slurmkit-logs" / job.id).glob("rank-*-restart0.out"))) == 2 * gpn
+
+
+def test_preemption_checkpoint_requeue_restart(sandbox, backend, tmp_path):
+    job = submit(sandbox, backend, tmp_path, "torchrun", [sys.executable, "-c", CHECKPOINT, tmp_path],
+                 nodes=1, gpus_per_node=2, params={"python": sys.executable}, time="10:00")
+    wait_for(lambda: all((tmp_path / f"start-{r}-0.json").exists() for r in (0, 1)), 60, "first start")
+    # what --signal=B:USR2@<s> does before the time limit: USR2 to the batch shell only
+    run(["scancel", "--batch", "--signal=USR2", job.id], env=sandbox.env())
+    finish(job, tmp_path, timeout=180)
+    for rank in (0, 1):
+        saved = json.loads((tmp_path / f"ckpt-{rank}.json").read_text())
+        assert saved["restart"] == 0 and saved["step"] > 0
+        second = json.loads((tmp_path / f"start-{rank}-1.json").read_text())
+        assert second == {"restart": 1, "loaded": saved}
+    out = run(["scontrol", "show", "job", job.id], env=sandbox.env()).stdout
+    assert "Restarts=1" in out
+
+
+def _show_job(sandbox, job_id) -> dict:
+    text = run(["scontrol", "show", "job", job_id], env=sandbox.env()).stdout
+    fields = {}
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("JobId="):
+            fields["JobName"] = s.split(" JobName=", 1)[1]
+        for key in ("Comment", "StdOut"):
+            if s.startswith(key + "="):
+                value = line.split("=", 1)[1]
+                fields[key] = value[:-1] if value.endswith(" ") else value  # scontrol adds one space
+    return fields
+
+
+# Output paths are Slurm filename patterns (%j expands; a backslash turns expansion off and is
+# dropped), so backslashes are exercised in names and comments only.
+VALUES = [
+    ("it's \"quoted\" #1 $HOME `id` \\n", "a # b \\\\ ' \" packjob ✓", "dir with space #1/o-'q'-%j.out"),
+    ("ünïcødé ☃ $(id) ; | & <x>", "hetjob \\\"x\\\" #", "$HOME `x` ; ü/out.log"),
+]
+
+
+def test_escaping_matches_real_sbatch(sandbox, backend, tmp_path):
+    jobs = []
+    for name, comment, out in VALUES:
+        (tmp_path / out).parent.mkdir(parents=True, exist_ok=True)
+        job = submit(sandbox, backend, tmp_path, "single-gpu", ["true"], name=name, comment=comment,
+                     output=str(tmp_path / out), signal_s=0)
+        jobs.append((job, name, comment, str(tmp_path / out)))
+    api.wait_all([j for j, *_ in jobs], timeout=120, poll_s=1)
+    for job, name, comment, out in jobs:
+        seen = _show_job(sandbox, job.id)
+        assert seen["JobName"] == name
+        assert seen["Comment"] == comment
+        assert seen["StdOut"] == out.replace("%j", job.id)
+        assert Path(out.replace("%j", job.id)).exists()
+
+
+def _blockers(sandbox, nodes):
+    ids = [run(["sbatch", "--parsable", "--exclusive", "-w", n, "-o", "/dev/null", "--wrap", "sleep 300"],
+               env=sandbox.env()).stdout.strip() for n in nodes]
+    wait_for(lambda: all(v.state == "RUNNING" for v in CliBackend(sandbox.env()).states(ids).values()),
+             30, "blockers running")
+    return ids
+
+
+def test_switches_keep_a_job_under_one_leaf(sandbox, backend, profile, tmp_path):
+    raw, _ = profile
+    leaves = {leaf["name"]: leaf["nodes"] for leaf in raw["fabric"]["leaves"]}
+    assert set(leaves) == {"leaf1", "leaf2"}
+    blockers = _blockers(sandbox, ["n1", "n3"])           # one node held under each leaf
+    try:
+        job = submit(sandbox, backend, tmp_path, "single-gpu", ["true"], signal_s=0)  # warm the scheduler
+        job.wait(timeout=60, poll_s=1)
+        plan = api.prepare(api._request("srun", ["sleep", "60"], {"site": str(sandbox.profile_path),
+                                                                    "nodes": 2, "prefer_locality": True}),
+                           backend)
+        assert not any(o.name == "nodelist" for o in plan.options)   # no leaf has 2 idle nodes
+        pinned = submit(sandbox, backend, tmp_path, "srun", ["sleep", "60"], nodes=2, gpus_per_node=1,
+                        switch_wait="5:00", output="/dev/null")
+        assert "Switches=1@00:05:00" in run(["scontrol", "show", "job", pinned.id], env=sandbox.env()).stdout
+        time.sleep(10)
+        assert pinned.state() == "PENDING"                  # n2 and n4 are free, but under two leaves
+        pinned.cancel()
+        free = submit(sandbox, backend, tmp_path, "srun", ["sleep", "60"], nodes=2, gpus_per_node=1,
+                      switches=False, output="/dev/null")
+        wait_for(lambda: free.state() == "RUNNING", 30, "job without --switches to start")
+        assert sorted(free.info().nodes) == ["n2", "n4"]    # across both leaves
+        free.cancel()
+    finally:
+        run(["scancel", *blockers], env=sandbox.env())
+
+
+def test_prefer_locality_picks_idle_nodes_under_one_leaf(sandbox, backend, tmp_path):
+    blockers = _blockers(sandbox, ["n1"])
+    try:
+        plan = api.prepare(api._request("torchrun", ["x"], {"site": str(sandbox.profile_path), "nodes": 2,
+                                                            "prefer_locality": True}), backend)
+        nodelist = {o.name: o.value for o in plan.options}["nodelist"]
+        assert nodelist == "n3,n4"                          # leaf2 is the only leaf with 2 idle nodes
+    finally:
+        run(["scancel", *blockers], env=sandbox.env())
+
+
+def test_status_cli_json(sandbox, backend, tmp_path):
+    import subprocess
+
+    job = submit(sandbox, backend, tmp_path, "single-gpu", ["true"], signal_s=0)
+    job.wait(timeout=60, poll_s=1)
+    proc = subprocess.run([sys.executable, "-m", "slurmkit", "status", job.id, "--json"], capture_output=True,
+                          text=True, env={**__import__("os").environ, **sandbox.env()})
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got == {"job_id": job.id, "state": "COMPLETED", "nodes": got["nodes"], "gpus": 1}
+    assert len(got["nodes"]) == 1 and got["nodes"][0] in sandbox.node_names
