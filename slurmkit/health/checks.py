@@ -107,7 +107,7 @@ def check_xid(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
         msg = f"Xid {xid}" + (f" ({name})" if name else "") + f" x{n}"
         if status == PASS:
             msg += ": application error, ignored"
-        r = _r("xid", status, g, xid, sorted(cfg.xid_fail) if status == FAIL else None, msg)
+        r = _r("xid", status, g, xid, "checks.toml [xid] fail" if status == FAIL else None, msg)
         if g is None and bus:
             r.pci_bus_id = bus
         out.append(r)
@@ -533,6 +533,13 @@ def overall(results: list[CheckResult], errors: list[str] = ()) -> str:
     if errors and _RANK[ERROR] > _RANK[worst]:
         worst = ERROR
     return worst
+
+
+def timeout_report(node: str, source: str, exc) -> dict:
+    """The report for an NVML hang (a :class:`~slurmkit.health.source.NvmlTimeout`): status
+    ``fail`` with one ``nvml-timeout`` result naming the call in flight."""
+    r = CheckResult("nvml-timeout", FAIL, value=exc.call, limit=f"{exc.deadline_s:g} s", message=str(exc))
+    return {"node": node, "source": source, "status": FAIL, "results": [asdict(r)], "errors": []}
 
 
 def evaluate(state: NodeState, config: HealthConfig, *, before_job: bool = False) -> dict:

@@ -1,0 +1,156 @@
+"""``slurmkit health``: check this node's GPUs (live or from a capture), record snapshots, import
+``nvidia-smi -q -x`` / ``-q`` captures.
+
+Exit codes of ``health check``: 0 pass or warn, 1 fail (hardware evidence, NVML timeout),
+2 unreadable input or slurmkit's own trouble.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from slurmkit.cli import want_json
+
+
+def _config(profile: str | None, expect_gpus: int | None):
+    from slurmkit.health.config import ConfigError, load_config
+
+    health = {}
+    if profile:
+        import tomllib
+
+        try:
+            with open(profile, "rb") as fh:
+                health = dict(tomllib.load(fh).get("health", {}))
+        except OSError as exc:
+            raise click.UsageError(f"{profile}: {exc.strerror}")
+        except tomllib.TOMLDecodeError as exc:
+            _die(f"{profile}: {exc}")
+    try:
+        return load_config(health, gpu_count=expect_gpus, file=profile)
+    except ConfigError as exc:
+        _die(str(exc))
+
+
+def _die(msg: str, code: int = 2):
+    click.echo(f"slurmkit health: {msg}", err=True)
+    sys.exit(code)
+
+
+@click.group("health")
+def cli():
+    """GPU health checks, snapshots and imports."""
+
+
+@cli.command("check")
+@click.option("--from", "source", metavar="FILE",
+              help="Replay a capture (slurmkit snapshot JSON, nvidia-smi -q -x XML or -q text) instead of live NVML.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--before-job", is_flag=True, help="Also run the prolog's idle checks (leftover processes, memory used).")
+@click.option("--profile", type=click.Path(dir_okay=False), help="Site profile TOML whose [health] table to use.")
+@click.option("--expect-gpus", type=int, help="GPUs this node should have (gres count).")
+@click.option("--kernel-log", type=click.Path(dir_okay=False, exists=True),
+              help="Also judge the NVRM Xids in this saved kernel log (dmesg / journalctl -k text).")
+@click.option("--deadline", type=float, default=None, help="Total NVML deadline in seconds (live).")
+@click.option("-v", "--verbose", is_flag=True, help="Also list passing results.")
+@click.pass_context
+def check(ctx, source, as_json, before_job, profile, expect_gpus, kernel_log, deadline, verbose):
+    """Run the health checks and print the verdict (exit 0 pass/warn, 1 fail, 2 unreadable input)."""
+    from slurmkit.health.checks import evaluate, timeout_report
+    from slurmkit.health.runner import read_state
+    from slurmkit.health.source import NvmlTimeout, SourceError
+
+    as_json = want_json(ctx, as_json)
+    cfg = _config(profile, expect_gpus)
+    try:
+        state = read_state(source or "live", total_deadline_s=deadline or cfg.deadline_s,
+                           per_call_deadline_s=min(cfg.per_call_deadline_s, deadline or cfg.deadline_s),
+                           before_job=before_job, thresholds=cfg.thresholds)
+        if kernel_log:
+            from slurmkit.health.kmsg import parse_log
+
+            try:
+                text = Path(kernel_log).read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:
+                raise SourceError(exc.strerror or str(exc), kernel_log) from None
+            state.xids.extend(parse_log(text, kernel_log))
+        report = evaluate(state, cfg, before_job=before_job)
+    except NvmlTimeout as exc:
+        import socket
+
+        report = timeout_report(socket.gethostname().split(".")[0], "live", exc)
+    except SourceError as exc:
+        if as_json:
+            click.echo(json.dumps({"node": None, "source": source or "live", "status": "error",
+                                   "results": [], "errors": [str(exc)]}, indent=2))
+        _die(str(exc))
+    if as_json:
+        click.echo(json.dumps(report, indent=2, default=str))
+    else:
+        _print_report(report, verbose)
+    status = report["status"]
+    sys.exit({"pass": 0, "warn": 0, "fail": 1}.get(status, 2))
+
+
+def _print_report(report: dict, verbose: bool) -> None:
+    shown = [r for r in report["results"] if verbose or r["status"] != "pass"]
+    for r in shown:
+        where = f"GPU{r['gpu_index']} {r['pci_bus_id']}" if r["gpu_index"] is not None else (r["pci_bus_id"] or "node")
+        limit = f" (limit {r['limit']})" if r["limit"] not in (None, "") else ""
+        msg = f"  {r['message']}" if r["message"] else ""
+        click.echo(f"{r['status'].upper():5} {r['check']:28} {where:22} {r['value']}{limit}{msg}")
+    for e in report.get("errors", []):
+        click.echo(f"ERROR {e}")
+    n = {s: sum(1 for r in report["results"] if r["status"] == s) for s in ("pass", "warn", "fail")}
+    click.echo(f"{report['node']}: {report['status']} ({n['pass']} pass, {n['warn']} warn, {n['fail']} fail) "
+               f"from {report['source']}")
+
+
+@cli.command("snapshot")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Snapshot JSON to write.")
+@click.option("--from", "source", metavar="FILE", help="Convert a capture instead of reading live NVML.")
+@click.option("--node", help="Node name to record (default: this host).")
+@click.option("--deadline", type=float, default=8.0, show_default=True, help="Total NVML deadline (s).")
+def snapshot(output, source, node, deadline):
+    """Record this node's GPU state (every value with the NVML call it came from) as JSON."""
+    from slurmkit.health.runner import read_state
+    from slurmkit.health.source import NvmlTimeout, SourceError
+
+    try:
+        state = read_state(source or "live", total_deadline_s=deadline, per_call_deadline_s=deadline, node=node)
+    except (SourceError, NvmlTimeout) as exc:
+        _die(str(exc), 1 if isinstance(exc, NvmlTimeout) else 2)
+    _write(state, output)
+
+
+@cli.command("import")
+@click.argument("capture", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Snapshot JSON to write.")
+@click.option("--node", help="Node name to record (default: the file's stem).")
+def import_(capture, output, node):
+    """Convert an nvidia-smi -q -x (XML) or -q (text) capture into a snapshot."""
+    from slurmkit.health.source import SourceError, load_capture
+
+    try:
+        state = load_capture(capture, node=node)
+    except SourceError as exc:
+        _die(str(exc))
+    _write(state, output)
+
+
+def _write(state, output: str) -> None:
+    import os
+
+    data = json.dumps(state.to_json(), indent=1) + "\n"
+    tmp = f"{output}.tmp"
+    try:
+        with open(tmp, "w") as fh:
+            fh.write(data)
+        os.replace(tmp, output)
+    except OSError as exc:
+        _die(f"{output}: {exc.strerror}")
+    click.echo(f"wrote {output}: {len(state.gpus)} GPUs of {state.node or '?'} from {state.source}")

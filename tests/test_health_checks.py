@@ -1,0 +1,308 @@
+"""Unit tests: one per check and per threshold edge, over states built here (our own fixtures)."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurmkit.health import checks as C
+from slurmkit.health.config import ConfigError, check_ids, defaults, load_config
+from slurmkit.health.state import GpuState, NodeState, Xid
+
+DEFAULTS = defaults()["thresholds"]
+
+
+def node(*gpus: GpuState, **kw) -> NodeState:
+    s = NodeState(node="n1", source="test", gpus=list(gpus), gpu_count=len(gpus))
+    for k, v in kw.items():
+        setattr(s, k, v)
+    return s
+
+
+def gpu(i=0, **values) -> GpuState:
+    g = GpuState(index=i, uuid=f"GPU-{i:04d}", pci_bus_id=f"0000:{0x19 + i:02x}:00.0", minor_number=7 - i)
+    for k, v in values.items():
+        g.put(k, v)
+    return g
+
+
+def only(results, check):
+    out = [r for r in results if r.check == check]
+    return out
+
+
+def status_of(fn, state, cfg=None, **kw):
+    res = fn(state, cfg or load_config(), **kw)
+    return [r.status for r in res]
+
+
+# ---- data file / config -------------------------------------------------------------------
+
+def test_every_check_id_in_the_data_file_has_a_function_and_back():
+    ids = set(check_ids())
+    assert set(C.CHECKS) == ids - {"nvml-timeout"}
+
+
+def test_xid_table_from_data_file():
+    cfg = load_config()
+    assert cfg.xid_ignore == {13, 31, 43, 45, 68}
+    assert {48, 79, 119, 154} <= cfg.xid_fail
+    assert not cfg.xid_fail & cfg.xid_ignore
+
+
+@pytest.mark.parametrize("table,key", [
+    ({"thresholds": {"nope": 1}}, "health.thresholds.nope"),
+    ({"thresholds": {"retired_pages_fail": "sixty"}}, "health.thresholds.retired_pages_fail"),
+    ({"checks": {"ecc_typo": False}}, "health.checks.ecc_typo"),
+    ({"checks": {"xid": "no"}}, "health.checks.xid"),
+    ({"power_limit_w": "700"}, "health.power_limit_w"),
+    ({"mode": "loud"}, "health.mode"),
+    ({"colour": 1}, "health.colour"),
+])
+def test_bad_config_names_the_key(table, key):
+    with pytest.raises(ConfigError) as ei:
+        load_config(table, file="site.toml")
+    assert ei.value.key == key and "site.toml" in str(ei.value)
+
+
+def test_disabled_check_does_not_run():
+    s = node(gpu(persistence_mode=False))
+    assert only(C.run_checks(s, load_config()), "persistence_mode")[0].status == "warn"
+    assert not only(C.run_checks(s, load_config({"checks": {"persistence_mode": False}})), "persistence_mode")
+
+
+# ---- node level -----------------------------------------------------------------------------
+
+def test_gpu_count_vs_gres_and_pci():
+    s = node(gpu(0), gpu(1))
+    assert status_of(C.check_gpu_count, s, load_config(gpu_count=2)) == ["pass"]
+    assert status_of(C.check_gpu_count, s, load_config(gpu_count=3)) == ["fail"]
+    s.pci_devices = ["0000:19:00.0", "0000:1a:00.0", "0000:1b:00.0"]  # one on the bus, not in NVML
+    r = C.check_gpu_count(s, load_config())
+    assert [x.status for x in r] == ["fail"] and r[0].value == 2 and r[0].limit == 3
+
+
+def test_nvml_init_failure_gpu_node_vs_cpu_node():
+    s = node(init_rc="DRIVER_NOT_LOADED", gpu_count=None)
+    assert status_of(C.check_nvml_init, s, load_config(gpu_count=4)) == ["fail"]
+    assert status_of(C.check_nvml_init, s, load_config()) == []
+    rep = C.evaluate(node(init_rc="LIBRARY_NOT_FOUND", gpu_count=None), load_config())
+    assert rep["status"] == "error" and "NVML library not found" in rep["errors"][0]
+    # no permission is our own trouble even on a GPU node
+    rep = C.evaluate(node(init_rc="NO_PERMISSION", gpu_count=None), load_config(gpu_count=4))
+    assert rep["status"] == "error"
+
+
+def test_xid_table_ignore_fail_warn_and_gpu_attribution():
+    s = node(gpu(0), gpu(1))
+    s.xids = [Xid(13, "0000:19:00.0", "app"), Xid(79, "0000:1a:00.0", "off the bus"),
+              Xid(79, "0000:1a:00.0", "again"), Xid(92, "0000:19:00.0", "sbe rate")]
+    res = C.check_xid(s, load_config())
+    by = {(r.value, r.gpu_index): r for r in res}
+    assert by[(13, 0)].status == "pass"
+    assert by[(79, 1)].status == "fail" and "x2" in by[(79, 1)].message and by[(79, 1)].uuid == "GPU-0001"
+    assert by[(92, 0)].status == "warn"
+
+
+def test_driver_pin():
+    s = node(gpu(), driver_version="535.161.08")
+    assert status_of(C.check_driver_version, s, load_config({"driver_version": "535.161.08"})) == ["pass"]
+    assert status_of(C.check_driver_version, s, load_config({"driver_version": "550.54.15"})) == ["warn"]
+    assert status_of(C.check_driver_version, s) == []
+
+
+# ---- per GPU --------------------------------------------------------------------------------
+
+def test_gpu_lost_and_unknown_error():
+    lost = GpuState(index=1, handle_rc="GPU_IS_LOST")
+    unk = GpuState(index=2, handle_rc="UNKNOWN")
+    g = gpu(0)
+    g.put("temperature_c", None, rc="GPU_IS_LOST")
+    res = C.check_gpu_lost(node(g, lost, unk), load_config())
+    assert [(r.gpu_index, r.status, r.value) for r in res] == [
+        (0, "fail", "GPU_IS_LOST"), (1, "fail", "GPU_IS_LOST"), (2, "fail", "UNKNOWN")]
+
+
+def test_reset_required_inforom_persistence():
+    assert status_of(C.check_reset_required, node(gpu(reset_required=True))) == ["fail"]
+    assert status_of(C.check_reset_required, node(gpu(reset_required=False))) == ["pass"]
+    assert status_of(C.check_inforom, node(gpu(inforom_valid=False))) == ["fail"]
+    assert status_of(C.check_inforom, node(gpu(inforom_valid=True))) == ["pass"]
+    assert status_of(C.check_persistence_mode, node(gpu(persistence_mode=False))) == ["warn"]
+
+
+def test_not_supported_values_give_no_verdict():
+    g = gpu()
+    g.put("ecc_volatile_uncorrectable", None, rc="NOT_SUPPORTED")
+    g.put("remap_pending", None, rc="NOT_SUPPORTED")
+    s = node(g)
+    assert C.check_ecc_volatile_uncorrectable(s, load_config()) == []
+    assert C.check_row_remap_pending(s, load_config()) == []
+    assert C.evaluate(s, load_config())["status"] == "pass"
+
+
+def test_ecc_volatile_uncorrectable_edge():
+    assert status_of(C.check_ecc_volatile_uncorrectable, node(gpu(ecc_volatile_uncorrectable=0))) == ["pass"]
+    assert status_of(C.check_ecc_volatile_uncorrectable, node(gpu(ecc_volatile_uncorrectable=1))) == ["fail"]
+
+
+def test_ecc_sram_correctable_threshold_edge():
+    t = DEFAULTS["ecc_sram_correctable_warn"]
+    assert status_of(C.check_ecc_sram_correctable, node(gpu(ecc_aggregate_sram_correctable=t))) == ["pass"]
+    assert status_of(C.check_ecc_sram_correctable, node(gpu(ecc_aggregate_sram_correctable=t + 1))) == ["warn"]
+    cfg = load_config({"thresholds": {"ecc_sram_correctable_warn": t + 1}})
+    assert status_of(C.check_ecc_sram_correctable, node(gpu(ecc_aggregate_sram_correctable=t + 1)), cfg) == ["pass"]
+
+
+def test_ecc_aggregate_uncorrectable_rma_warn():
+    t = DEFAULTS["ecc_aggregate_uncorrectable_warn"]
+    assert status_of(C.check_ecc_aggregate_uncorrectable, node(gpu(ecc_aggregate_uncorrectable=t - 1))) == ["pass"]
+    assert status_of(C.check_ecc_aggregate_uncorrectable, node(gpu(ecc_aggregate_uncorrectable=t))) == ["warn"]
+
+
+def test_retired_pages_pending_and_count_edge():
+    assert status_of(C.check_retired_pages_pending, node(gpu(retired_pages_pending=True))) == ["fail"]
+    t = DEFAULTS["retired_pages_fail"]
+    assert status_of(C.check_retired_pages_count, node(gpu(retired_pages_sbe=t - 2, retired_pages_dbe=1))) == ["pass"]
+    r = C.check_retired_pages_count(node(gpu(retired_pages_sbe=t - 1, retired_pages_dbe=1)), load_config())
+    assert r[0].status == "fail" and r[0].value == t and r[0].limit == t
+
+
+def test_row_remap_failure_uncorrectable_edge():
+    assert status_of(C.check_row_remap_failure, node(gpu(remap_failure=True))) == ["fail"]
+    t = DEFAULTS["remap_uncorrectable_fail"]
+    assert status_of(C.check_row_remap_uncorrectable, node(gpu(remap_uncorrectable_rows=t - 1))) == ["pass"]
+    assert status_of(C.check_row_remap_uncorrectable, node(gpu(remap_uncorrectable_rows=t))) == ["fail"]
+
+
+@pytest.mark.parametrize("unc,dbe,status", [(0, 0, "warn"), (1, 0, "fail"), (0, 2, "fail")])
+def test_row_remap_pending(unc, dbe, status):
+    g = gpu(remap_pending=True, remap_uncorrectable_rows=unc, ecc_volatile_uncorrectable=dbe, remap_correctable_rows=3)
+    r = C.check_row_remap_pending(node(g), load_config())
+    assert r[0].status == status
+    if status == "warn":
+        assert "reboot when idle" in r[0].message
+
+
+def test_clock_events_single_sample_warns_naming_the_bit():
+    r = C.check_clock_events(node(gpu(clock_event_reasons=0x40)), load_config())
+    assert r[0].status == "warn" and r[0].value == "hw_thermal_slowdown"
+
+
+def test_clock_events_three_of_three_fails_some_warns_sw_cap_ignored():
+    g = gpu(clock_event_reasons=0x88, clock_event_samples=[0x88, 0x88, 0x80])
+    r = C.check_clock_events(node(g), load_config())[0]
+    assert r.status == "fail" and r.value == "hw_power_brake_slowdown"
+    g = gpu(clock_event_reasons=0x08, clock_event_samples=[0x08, 0x00, 0x00])
+    assert C.check_clock_events(node(g), load_config())[0].status == "warn"
+    g = gpu(clock_event_reasons=0x04, clock_event_samples=[0x04])  # SW power cap only
+    assert C.check_clock_events(node(g), load_config())[0].status == "pass"
+
+
+def test_app_clocks_vs_profile_else_default():
+    g = gpu(app_clock_graphics_mhz=1755, app_clock_mem_mhz=2619,
+            default_app_clock_graphics_mhz=1980, default_app_clock_mem_mhz=2619)
+    assert status_of(C.check_app_clocks, node(g)) == ["warn", "pass"]
+    cfg = load_config({"app_clock_graphics_mhz": 1755})
+    assert status_of(C.check_app_clocks, node(g), cfg) == ["pass", "pass"]
+
+
+def test_power_limit_tolerance_edge():
+    tol = DEFAULTS["power_limit_tolerance_w"]
+    assert status_of(C.check_power_limit, node(gpu(power_limit_w=700 - tol, default_power_limit_w=700))) == ["pass"]
+    assert status_of(C.check_power_limit, node(gpu(power_limit_w=600.0, default_power_limit_w=700))) == ["warn"]
+    assert status_of(C.check_power_limit, node(gpu(power_limit_w=600.0, default_power_limit_w=700)),
+                     load_config({"power_limit_w": 600})) == ["pass"]
+
+
+def test_temperature_margin_edge():
+    assert status_of(C.check_temperature_margin, node(gpu(slowdown_margin_c=1))) == ["pass"]
+    assert status_of(C.check_temperature_margin, node(gpu(slowdown_margin_c=0))) == ["fail"]
+
+
+def test_temperature_idle_edge_and_busy_gpu_skipped():
+    t = DEFAULTS["temperature_idle_max_c"]
+    assert status_of(C.check_temperature_idle, node(gpu(temperature_c=t, processes=[], utilization_gpu_pct=0))) == ["pass"]
+    assert status_of(C.check_temperature_idle, node(gpu(temperature_c=t + 1, processes=[], utilization_gpu_pct=0))) == ["fail"]
+    assert status_of(C.check_temperature_idle, node(gpu(temperature_c=t + 1, processes=[], utilization_gpu_pct=90))) == []
+
+
+def test_mig_pending_and_profile():
+    assert status_of(C.check_mig_mode, node(gpu(mig_current=False, mig_pending=True))) == ["fail"]
+    assert status_of(C.check_mig_mode, node(gpu(mig_current=True, mig_pending=True))) == ["pass"]
+    assert status_of(C.check_mig_mode, node(gpu(mig_current=True, mig_pending=True)), load_config({"mig": False})) == ["fail"]
+
+
+def test_leftover_processes_and_memory_only_before_a_job():
+    g = gpu(memory_used_mib=500, processes=[{"pid": 42, "used_mib": 490}])
+    assert C.check_leftover_processes(node(g), load_config()) == []
+    assert status_of(C.check_leftover_processes, node(g), before_job=True) == ["fail"]
+    assert status_of(C.check_memory_used, node(g), before_job=True) == ["fail"]
+
+
+def test_busy_samples_clear_on_a_later_try_pass():
+    g = gpu(busy_samples=[{"memory_used_mib": 900, "pids": [42]}, {"memory_used_mib": 0, "pids": []}])
+    assert status_of(C.check_leftover_processes, node(g), before_job=True) == ["pass"]
+    assert status_of(C.check_memory_used, node(g), before_job=True) == ["pass"]
+
+
+def test_memory_used_edge_reserved_not_counted():
+    t = DEFAULTS["memory_used_max_mib"]
+    ok = gpu(memory_used_mib=t, memory_reserved_mib=551, processes=[])
+    bad = gpu(memory_used_mib=t + 1, memory_reserved_mib=0, processes=[])
+    assert status_of(C.check_memory_used, node(ok), before_job=True) == ["pass"]
+    assert status_of(C.check_memory_used, node(bad), before_job=True) == ["fail"]
+
+
+def test_pcie_width_bare_metal_fails_vm_warns():
+    assert status_of(C.check_pcie_width, node(gpu(pcie_link_width=16, pcie_link_width_max=16))) == ["pass"]
+    assert status_of(C.check_pcie_width, node(gpu(pcie_link_width=8, pcie_link_width_max=16,
+                                                  virtualization_mode="None"))) == ["fail"]
+    assert status_of(C.check_pcie_width, node(gpu(pcie_link_width=8, pcie_link_width_max=16,
+                                                  virtualization_mode="Pass-Through"))) == ["warn"]
+
+
+def test_pcie_gen_only_under_load():
+    t = DEFAULTS["pcie_gen_load_pct"]
+    assert status_of(C.check_pcie_gen, node(gpu(pcie_link_gen=1, pcie_link_gen_max=4, utilization_gpu_pct=0))) == []
+    assert status_of(C.check_pcie_gen, node(gpu(pcie_link_gen=1, pcie_link_gen_max=4, utilization_gpu_pct=t))) == ["fail"]
+    assert status_of(C.check_pcie_gen, node(gpu(pcie_link_gen=4, pcie_link_gen_max=4, utilization_gpu_pct=99))) == ["pass"]
+
+
+def test_nvlink_down_vs_peers_and_pin():
+    a = gpu(0, nvlink_active=[True] * 18)
+    b = gpu(1, nvlink_active=[True] * 17 + [False])
+    r = C.check_nvlink_down(node(a, b), load_config())
+    assert [(x.gpu_index, x.status, x.value, x.limit) for x in r] == [(0, "pass", 18, 18), (1, "fail", 17, 18)]
+    r = C.check_nvlink_down(node(a, b), load_config({"nvlink_active_links": 12}))
+    assert [x.status for x in r] == ["pass", "pass"]
+
+
+@pytest.mark.parametrize("state,status,verdict", [("Completed", "Success", "pass"), ("In Progress", "Success", "fail"),
+                                                   ("Completed", "UNKNOWN", "fail")])
+def test_fabric_state(state, status, verdict):
+    assert status_of(C.check_fabric_state, node(gpu(fabric_state=state, fabric_status=status))) == [verdict]
+    assert status_of(C.check_fabric_state, node(gpu(fabric_state="Not Supported"))) == []
+
+
+def test_vbios_pin():
+    assert status_of(C.check_vbios_version, node(gpu(vbios_version="96.00.74.00.0D")),
+                     load_config({"vbios_version": "96.00.74.00.0D"})) == ["pass"]
+    assert status_of(C.check_vbios_version, node(gpu(vbios_version="96.00.74.00.0D")),
+                     load_config({"vbios_version": "96.00.89.00.01"})) == ["warn"]
+
+
+# ---- evaluate ---------------------------------------------------------------------------------
+
+def test_evaluate_shape_and_precedence():
+    g = gpu(ecc_volatile_uncorrectable=3, persistence_mode=False)
+    rep = C.evaluate(node(g), load_config())
+    assert set(rep) == {"node", "source", "status", "results", "errors"}
+    assert rep["status"] == "fail"
+    bad = [r for r in rep["results"] if r["status"] == "fail"][0]
+    assert set(bad) >= {"check", "status", "gpu_index", "uuid", "pci_bus_id", "value", "limit"}
+    assert (bad["check"], bad["gpu_index"], bad["uuid"], bad["pci_bus_id"], bad["value"], bad["limit"]) == \
+        ("ecc_volatile_uncorrectable", 0, "GPU-0000", "0000:19:00.0", 3, 0)
+    assert C.CheckResult(**bad).reason() == "slurmkit: ecc_volatile_uncorrectable GPU0 GPU-0000: 3"
+    assert C.overall([], ["oops"]) == "error"
+    assert C.overall([C.CheckResult("x", "fail")], ["oops"]) == "fail"
+    assert C.overall([C.CheckResult("x", "warn")]) == "warn"
