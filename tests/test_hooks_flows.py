@@ -1,0 +1,159 @@
+"""The hook flows run through the installed shims, on snapshots recorded from the fake NVML."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fake_nvml import fake_nvml  # noqa: F401  (session fixture)
+from test_hooks_env import Node, record_snapshot, set_value
+
+from slurmkit.hooks import spool
+
+
+@pytest.fixture
+def node(tmp_path):
+    return Node(tmp_path / "node")
+
+
+@pytest.fixture(scope="module")
+def healthy(fake_nvml, tmp_path_factory):  # noqa: F811
+    path = tmp_path_factory.mktemp("snap") / "healthy.json"
+    return path, record_snapshot(fake_nvml, path)
+
+
+def _nvml_gpu_of(node, snapshot, slurm_index):
+    minor = os.minor(os.stat(node.dev / f"nvidia{slurm_index}").st_rdev)
+    return next(g for g in snapshot["gpus"] if g["minor_number"] == minor)
+
+
+def test_healthy_prolog_maps_gpus_and_makes_no_rpc(node, healthy):
+    path, snap = healthy
+    node.write_config({"n1": path})
+    r = node.run(node.prolog)
+    assert r.returncode == 0, r.stderr
+    assert "own trouble" not in r.stderr  # scontrol is unreachable here: any RPC would show
+    rec = json.loads((node.state_dir / "n1" / "job-101.json").read_text())
+    for row in rec["gpus"]:
+        g = _nvml_gpu_of(node, snap, row["index"])
+        assert row["uuid"] == g["uuid"] and row["pci_bus_id"] == g["pci_bus_id"]
+        assert row["nvml_index"] == g["index"] and row["minor"] == g["minor_number"]
+        assert row["start_energy_mj"] == g["values"]["total_energy_mj"]["value"]
+    assert [row["index"] for row in rec["gpus"]] == [0, 2]
+    # index, minor and NVML order all differ in this layout
+    assert any(row["index"] != row["minor"] != row["nvml_index"] for row in rec["gpus"])
+    assert node.metric("n1", "prolog", "slurmkit_hook_exit_code") == 0
+    assert node.metric("n1", "prolog", "slurmkit_hook_own_errors_total") == 0
+    checks = {k for k in node.textfile("n1", "prolog") if k[0] == "slurmkit_health_check_status"}
+    assert len(checks) > 20
+    assert "would enable accounting mode" in r.stderr
+
+
+def test_epilog_spools_energy_delta_and_kills_only_the_users_processes(node, healthy, fake_nvml, tmp_path):  # noqa: F811
+    path, snap = healthy
+    node.write_config({"n1": path})
+    assert node.run(node.prolog).returncode == 0
+    later = record_snapshot(fake_nvml, tmp_path / "later.json", energy_mj=snap["gpus"][0]["values"]
+                            ["total_energy_mj"]["value"] + 5_000_000)
+    job_gpu = _nvml_gpu_of(node, later, 2)["index"]
+    later["gpus"][job_gpu]["values"]["processes"] = {
+        "value": [{"pid": 4242, "used_mib": 100, "uid": 1000}, {"pid": 4343, "used_mib": 100, "uid": 2000}],
+        "source": "nvmlDeviceGetComputeRunningProcesses_v3", "rc": "SUCCESS"}
+    (tmp_path / "later.json").write_text(json.dumps(later))
+    node.write_config({"n1": tmp_path / "later.json"})
+    r = node.run(node.epilog)
+    assert r.returncode == 0, r.stderr
+    assert "would kill pid 4242" in r.stderr and "would kill pid 4343" not in r.stderr
+    assert "leaving pid 4343" in r.stderr
+    assert "would reset application clocks" in r.stderr
+    recs, problems = spool.read(node.spool_dir / spool.FILE_NAME)
+    assert problems == [] and len(recs) == 1
+    rec = recs[0]
+    assert rec["job_id"] == "101" and rec["node"] == "n1" and rec["user"] == "alice" and rec["uid"] == 1000
+    assert rec["source"] == "measured" and rec["end_s"] >= rec["start_s"]
+    total = 0
+    for row in rec["gpus"]:
+        before = _nvml_gpu_of(node, snap, row["index"])["values"]["total_energy_mj"]["value"]
+        after = _nvml_gpu_of(node, later, row["index"])["values"]["total_energy_mj"]["value"]
+        assert row["energy_mj"] == after - before and not row["counter_reset"]
+        total += after - before
+    assert rec["energy_mj_total"] == total > 0
+    assert oct(os.stat(node.spool_dir).st_mode & 0o777) == "0o700"
+    assert oct(os.stat(node.spool_dir / spool.FILE_NAME).st_mode & 0o777) == "0o600"
+    assert not (node.state_dir / "n1" / "job-101.json").exists()
+
+
+def test_energy_counter_reset_is_flagged(node, healthy, fake_nvml, tmp_path):  # noqa: F811
+    path, snap = healthy
+    node.write_config({"n1": path})
+    assert node.run(node.prolog).returncode == 0
+    reset = record_snapshot(fake_nvml, tmp_path / "reset.json", energy_mj=1000)
+    node.write_config({"n1": tmp_path / "reset.json"})
+    assert node.run(node.epilog).returncode == 0
+    rec = spool.read(node.spool_dir / spool.FILE_NAME)[0][0]
+    for row in rec["gpus"]:
+        assert row["counter_reset"] is True
+        assert row["energy_mj"] == _nvml_gpu_of(node, reset, row["index"])["values"]["total_energy_mj"]["value"]
+    assert "lower bound" in rec["reason"]
+
+
+def test_epilog_without_prolog_record_says_unavailable(node, healthy):
+    path, _ = healthy
+    node.write_config({"n1": path})
+    assert node.run(node.epilog, job_id="555").returncode == 0
+    rec = spool.read(node.spool_dir / spool.FILE_NAME)[0][0]
+    assert rec["source"] == "unavailable" and "no prolog record" in rec["reason"]
+    assert rec["energy_mj_total"] is None
+
+
+def _failing(node, snap, tmp_path, slurm_index=2, errors=3):
+    g = _nvml_gpu_of(node, snap, slurm_index)
+    bad = set_value(snap, g["index"], "ecc_volatile_uncorrectable", errors)
+    p = tmp_path / "failing.json"
+    p.write_text(json.dumps(bad))
+    return p, g
+
+
+def test_observe_mode_logs_what_it_would_drain(node, healthy, tmp_path):
+    path, snap = healthy
+    p, g = _failing(node, snap, tmp_path)
+    node.write_config({"n1": p}, mode="observe")
+    r = node.run(node.prolog)
+    assert r.returncode == 0
+    assert f"would drain n1: slurmkit: ecc_volatile_uncorrectable GPU{g['index']} {g['uuid']}: 3" in r.stderr
+    assert node.metric("n1", "prolog", "slurmkit_health_check_status", check="ecc_volatile_uncorrectable",
+                       gpu=str(g["index"])) == 2
+
+
+def test_other_node_uses_its_own_source(node, healthy, tmp_path):
+    path, snap = healthy
+    p, _ = _failing(node, snap, tmp_path)
+    node.write_config({"n1": p, "n2": path}, mode="observe")
+    r = node.run(node.prolog, node="n2")
+    assert r.returncode == 0 and "would drain" not in r.stderr
+
+
+def test_hook_import_path_stays_light(node, healthy):
+    path, _ = healthy
+    node.write_config({"n1": path})
+    code = ("import sys, runpy; sys.argv=[sys.argv[1]]\n"
+            "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+            "except SystemExit as e:\n    code = e.code\n"
+            "heavy = [m for m in ('pandas', 'matplotlib', 'jinja2', 'click', 'prometheus_client') if m in sys.modules]\n"
+            "print('HEAVY', heavy, 'EXIT', code)\n")
+    env = {"SLURMD_NODENAME": "n1", "SLURM_JOB_ID": "7", "SLURM_JOB_GPUS": "1", "SLURM_JOB_UID": "0",
+           "SLURM_JOB_USER": "root"}
+    for shim in (node.prolog, node.epilog, node.healthcheck):
+        r = subprocess.run([sys.executable, "-I", "-c", code, str(shim)], env=env, capture_output=True, text=True,
+                           timeout=60)
+        assert "HEAVY [] EXIT 0" in r.stdout, (shim, r.stdout, r.stderr)
+
+
+def test_bad_job_gpus_is_own_trouble(node, healthy):
+    path, _ = healthy
+    node.write_config({"n1": path})
+    r = node.run(node.prolog, gpus="0,x")
+    assert r.returncode == 0 and "not a GPU index" in r.stderr
+    assert node.metric("n1", "prolog", "slurmkit_hook_own_errors_total") == 1
