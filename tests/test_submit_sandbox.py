@@ -241,3 +241,15 @@ def test_status_cli_json(sandbox, backend, tmp_path):
     got = json.loads(proc.stdout)
     assert got == {"job_id": job.id, "state": "COMPLETED", "nodes": got["nodes"], "gpus": 1}
     assert len(got["nodes"]) == 1 and got["nodes"][0] in sandbox.node_names
+
+
+def test_api_test_only_and_batched_poll(sandbox, backend, tmp_path):
+    import slurmkit
+
+    estimate = slurmkit.submit("single-gpu", ["true"], site=str(sandbox.profile_path), env=sandbox.env(),
+                               test_only=True)
+    assert "to start at" in estimate and "partition gpu" in estimate
+    jobs = [submit(sandbox, backend, tmp_path, "single-gpu", ["true"], signal_s=0) for _ in range(3)]
+    states = api.wait_all(jobs, timeout=90, poll_s=1)
+    assert states == {j.id: "COMPLETED" for j in jobs}
+    assert set(api.poll(jobs)) == {j.id for j in jobs}

@@ -1,0 +1,57 @@
+"""Job-state parsing for the CLI backend, on lines captured from the Slurm 22.05 sandbox."""
+
+import pytest
+
+from slurmkit.slurm.commands import SlurmError
+from slurmkit.submit.backend import CliBackend, get_backend, gpus_from_tres, parse_sacct, parse_squeue
+
+# squeue -h -t all -j 3,4 -o '%i|%T|%N|%D|%b'
+SQUEUE = "3|COMPLETED|n[1-2]|2|gres:gpu:h100:4\n2|PENDING||1|N/A\n"
+# sacct -X -n -P -j 2,3 -o JobID,State,NodeList,AllocTRES,ReqTRES
+SACCT = ("2|CANCELLED by 0|None assigned||billing=1,cpu=1,mem=256M,node=1\n"
+         "3|COMPLETED|n[1-2]|billing=8,cpu=8,gres/gpu:h100=8,gres/gpu=8,mem=2G,node=2|"
+         "billing=2,cpu=2,gres/gpu:h100=8,gres/gpu=8,mem=512M,node=2\n")
+
+
+def test_squeue_lines():
+    jobs = parse_squeue(SQUEUE)
+    assert jobs["3"].as_dict() == {"job_id": "3", "state": "COMPLETED", "nodes": ["n1", "n2"], "gpus": 8}
+    assert jobs["2"].nodes == () and jobs["2"].gpus == 0 and jobs["2"].state == "PENDING"
+
+
+def test_sacct_lines():
+    jobs = parse_sacct(SACCT)
+    assert jobs["3"].nodes == ("n1", "n2") and jobs["3"].gpus == 8
+    assert jobs["2"].state == "CANCELLED" and jobs["2"].nodes == ()
+
+
+@pytest.mark.parametrize("tres,gpus", [("gres/gpu:a100=2,gres/gpu=2", 2), ("gres/gpu:a100=3", 3),
+                                       ("gres:gpu:h100:4", 4), ("gres:gpu:2", 2), ("cpu=4,mem=1G", 0), ("N/A", 0)])
+def test_gpus_from_tres(tres, gpus):
+    assert gpus_from_tres(tres) == gpus
+
+
+def test_malformed_lines_raise_slurm_error():
+    with pytest.raises(SlurmError, match="squeue"):
+        parse_squeue("3|RUNNING\n")
+    with pytest.raises(SlurmError, match="sacct"):
+        parse_sacct("3|RUNNING|n1\n")
+
+
+def test_cli_backend_is_the_default_without_pyslurm():
+    pytest.importorskip("click")
+    try:
+        import pyslurm  # noqa: F401
+        pytest.skip("pyslurm installed")
+    except ImportError:
+        pass
+    assert isinstance(get_backend(), CliBackend)
+    assert isinstance(get_backend(prefer="cli"), CliBackend)
+
+
+def test_slurmkit_submit_stays_callable_after_the_package_is_imported():
+    import slurmkit
+    import slurmkit.submit.render  # noqa: F401  (binds the package as slurmkit.submit)
+
+    assert callable(slurmkit.submit)
+    assert slurmkit.Job.__name__ == "Job"
