@@ -85,7 +85,7 @@ class Node:
         text = hconfig.render(self.slurm_conf, gres_conf=self.gres_conf, mode=mode, state_dir=self.state_dir,
                               spool_dir=self.spool_dir, textfile_dir=self.textfile_dir, snapshots=snapshots,
                               slurm_bin_dir=bin_dir or str(self.empty_bin))
-        self.cfg_path.write_text(text + extra)
+        self.cfg_path.write_text(extra + text)  # top-level keys go before the [nodes.*] tables
 
     def run(self, shim: Path, node: str = "n1", job_id: str | None = "101", gpus: str | None = "0,2",
             env: dict | None = None, user: tuple = ("alice", 1000), timeout: float = 60, prefix=()):
