@@ -197,3 +197,15 @@ def test_worker_crash_is_own_trouble(fake_nvml, tmp_path):
     with pytest.raises(SourceError) as ei:
         read_state("live", env=env)
     assert "broken install" in str(ei.value)
+
+
+def test_accounting_stats_per_process_when_accounting_is_on(fake_nvml):
+    s = read_state("live", env=fake_nvml.env("healthy", gpus=2, accounting="1:4242:87:40:30000:65000,1:4243:5:1:100:20"))
+    assert s.gpus[0].get("accounting_mode") is False and s.gpus[0].get("accounting") is None
+    assert s.gpus[1].get("accounting_mode") is True
+    assert s.gpus[1].get("accounting") == [
+        {"pid": 4242, "gpu_util_pct": 87, "memory_util_pct": 40, "max_memory_mib": 30000, "time_ms": 65000,
+         "start_time_us": 1700000000000000, "running": False},
+        {"pid": 4243, "gpu_util_pct": 5, "memory_util_pct": 1, "max_memory_mib": 100, "time_ms": 20,
+         "start_time_us": 1700000000000000, "running": False}]
+    assert s.gpus[1].values["accounting"].source == "nvmlDeviceGetAccountingStats"

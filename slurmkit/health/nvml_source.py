@@ -222,6 +222,7 @@ class LiveNvmlSource(GpuSource):
             g.put("fabric_state", None, source="nvmlDeviceGetGpuFabricInfo", rc=rc)
             g.put("fabric_status", None, source="nvmlDeviceGetGpuFabricInfo", rc=rc)
         self._read_memory(g, h)
+        self._read_accounting(g, h)
         self._put(g, "total_energy_mj", "nvmlDeviceGetTotalEnergyConsumption", h, conv=int)
         return g
 
@@ -236,6 +237,28 @@ class LiveNvmlSource(GpuSource):
         g.put("processes", [{"pid": int(p.pid), "used_mib": None if p.usedGpuMemory is None
                              else int(p.usedGpuMemory) // MIB} for p in procs] if procs is not None else None,
               source="nvmlDeviceGetComputeRunningProcesses_v3", rc=rc)
+
+    def _read_accounting(self, g: GpuState, h) -> None:
+        """Per-process accounting records (only when accounting mode is on)."""
+        if g.get("accounting_mode") is not True:
+            g.put("accounting", None, source="nvmlDeviceGetAccountingStats",
+                  rc=g.rc("accounting_mode") if g.get("accounting_mode") is None else "NOT_AVAILABLE")
+            return
+        pids, rc = self._call("nvmlDeviceGetAccountingPids", h)
+        if rc != RC_SUCCESS:
+            g.put("accounting", None, source="nvmlDeviceGetAccountingPids", rc=rc)
+            return
+        recs = []
+        for pid in pids:
+            st, rc = self._call("nvmlDeviceGetAccountingStats", h, pid)
+            if rc != RC_SUCCESS:
+                continue  # the record aged out of the driver's buffer between the two calls
+            recs.append({"pid": int(pid), "gpu_util_pct": int(st.gpuUtilization),
+                         "memory_util_pct": int(st.memoryUtilization),
+                         "max_memory_mib": None if st.maxMemoryUsage is None else int(st.maxMemoryUsage) // MIB,
+                         "time_ms": int(st.time), "start_time_us": int(st.startTime),
+                         "running": bool(st.isRunning)})
+        g.put("accounting", recs, source="nvmlDeviceGetAccountingStats")
 
     def sample_clock_events(self, gpu: GpuState) -> int | None:
         h = self._handles.get(gpu.index)

@@ -85,6 +85,9 @@ FIELDS: dict[str, tuple[str, str]] = {
                   "list of {pid, used_mib} compute processes"),
     "busy_samples": ("nvmlDeviceGetMemoryInfo_v2",
                      "list of {memory_used_mib, pids} re-read 2 s apart before a job"),
+    "accounting": ("nvmlDeviceGetAccountingStats",
+                   "list of {pid, gpu_util_pct, memory_util_pct, max_memory_mib, time_ms, start_time_us,"
+                   " running} (accounting mode on only)"),
     "total_energy_mj": ("nvmlDeviceGetTotalEnergyConsumption", "mJ since driver load"),
 }
 

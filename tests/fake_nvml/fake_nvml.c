@@ -12,6 +12,8 @@
  *   SLURMKIT_FAKE_NVML_PROCS  compute processes "gpu:pid:MiB,..." (default none)
  *   SLURMKIT_FAKE_NVML_CLOCK_REASONS  clock event reasons bitmask for every GPU (default 0x1 idle)
  *   SLURMKIT_FAKE_NVML_ENERGY_MJ      total energy counter base in mJ (GPU i adds i*1000)
+ *   SLURMKIT_FAKE_NVML_ACCOUNTING  accounting records "gpu:pid:gpu%:mem%:maxMiB:time_ms,..." (also
+ *                             turns accounting mode on for those GPUs)
  *   SLURMKIT_FAKE_NVML_LOG    file that actions (resets, set power limit, accounting) append to
  */
 #include <stdio.h>
@@ -144,7 +146,57 @@ nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t d, char *buf, unsigned int l
 }
 nvmlReturn_t nvmlDeviceValidateInforom(nvmlDevice_t d) { GUARD(d); return OK; }
 nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t d, int *m) { GUARD(d); *m = 1; return OK; }
-nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t d, int *m) { GUARD(d); *m = accounting[d->index]; return OK; }
+typedef struct {
+    unsigned int gpuUtilization, memoryUtilization;
+    unsigned long long maxMemoryUsage, time, startTime;
+    unsigned int isRunning, reserved[5];
+} nvmlAccountingStats_t;
+/* Accounting record k of GPU `index` from SLURMKIT_FAKE_NVML_ACCOUNTING; returns the count. */
+static int acct_of(int index, int want_k, unsigned int *pid, nvmlAccountingStats_t *st) {
+    const char *s = getenv("SLURMKIT_FAKE_NVML_ACCOUNTING");
+    int n = 0;
+    while (s && *s) {
+        int gpu, p, gu, mu, mib, ms, used = 0;
+        if (sscanf(s, "%d:%d:%d:%d:%d:%d%n", &gpu, &p, &gu, &mu, &mib, &ms, &used) != 6) break;
+        if (gpu == index) {
+            if (n == want_k) {
+                if (pid) *pid = (unsigned)p;
+                if (st) {
+                    memset(st, 0, sizeof *st);
+                    st->gpuUtilization = (unsigned)gu; st->memoryUtilization = (unsigned)mu;
+                    st->maxMemoryUsage = (unsigned long long)mib << 20; st->time = (unsigned long long)ms;
+                    st->startTime = 1700000000000000ULL; st->isRunning = 0;
+                }
+            }
+            n++;
+        }
+        s += used;
+        if (*s == ',') s++;
+    }
+    return n;
+}
+nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t d, int *m) {
+    GUARD(d); *m = accounting[d->index] || acct_of(d->index, -1, NULL, NULL) > 0; return OK;
+}
+nvmlReturn_t nvmlDeviceGetAccountingBufferSize(nvmlDevice_t d, unsigned int *n) { GUARD(d); *n = 4000; return OK; }
+nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t d, unsigned int *count, unsigned int *pids) {
+    GUARD(d);
+    int n = acct_of(d->index, -1, NULL, NULL);
+    if (*count < (unsigned)n) { *count = (unsigned)n; return E_INSUFFICIENT; }
+    for (int k = 0; k < n; k++) acct_of(d->index, k, &pids[k], NULL);
+    *count = (unsigned)n;
+    return OK;
+}
+nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t d, unsigned int pid, nvmlAccountingStats_t *st) {
+    GUARD(d);
+    int n = acct_of(d->index, -1, NULL, NULL);
+    for (int k = 0; k < n; k++) {
+        unsigned int p = 0;
+        acct_of(d->index, k, &p, NULL);
+        if (p == pid) { acct_of(d->index, k, NULL, st); return OK; }
+    }
+    return 6; /* NVML_ERROR_NOT_FOUND */
+}
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *cur, unsigned int *pend) {
     GUARD(d); *cur = 0; *pend = 0; return OK;
 }
