@@ -1,0 +1,139 @@
+"""Pure pieces of the hooks: reason ownership, scontrol parsing, gres.conf mapping, textfile, spool."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from slurmkit.health.state import GpuState, NodeState
+from slurmkit.hooks import drain, gres, spool, textfile
+from slurmkit.hooks.config import HookConfigError, parse as parse_config
+
+@pytest.mark.parametrize("reason, ours, take", [
+    (None, False, True),
+    ("", False, True),
+    ("Prolog error", False, True),
+    ("slurmkit: xid GPU0 GPU-1: 79", True, True),
+    ("slurmkit: nvml-timeout", True, True),
+    ("maintenance: PSU swap", False, False),
+    ("NHC: check_fs_mount: /scratch", False, False),
+    ("not slurmkit: x", False, False),
+])
+def test_reason_ownership(reason, ours, take):
+    assert drain.is_ours(reason) is ours
+    assert drain.may_take_over(reason) is take
+
+
+def test_parse_show_node():
+    line = ("NodeName=n3 Arch=x86_64 CoresPerSocket=4 CPUAlloc=0 State=IDLE+DRAIN ThreadsPerCore=1 "
+            "Partitions=gpu Reason=slurmkit: ecc_volatile_uncorrectable GPU2 GPU-abc: 3 [root@2026-11-30T20:00:00]")
+    assert drain.parse_show_node(line) == {"state": "IDLE+DRAIN",
+                                           "reason": "slurmkit: ecc_volatile_uncorrectable GPU2 GPU-abc: 3"}
+    assert drain.parse_show_node("NodeName=n1 State=IDLE Partitions=gpu")["reason"] is None
+    mid = "NodeName=n1 State=DOWN+DRAIN Reason=Prolog error [slurm@2026-11-30T20:00:00] Comment=(null)"
+    assert drain.parse_show_node(mid)["reason"] == "Prolog error"
+
+
+def test_sanitize_reason():
+    assert drain.sanitize("a\nb\tc" + "x" * 300) == ("a b c" + "x" * 300)[:drain.MAX_REASON]
+
+
+GRES = """\
+# gres.conf
+AutoDetect=off
+NodeName=n[1-2] Name=gpu Type=h100 File=/dev/nvidia[0-3] Cores=0-3
+NodeName=n3 Name=gpu Type=a100 File=/dev/nvidia1
+NodeName=n3 Name=gpu Type=a100 File=/dev/nvidia0
+Name=mps Count=100
+"""
+
+
+def test_gres_files_per_node_in_index_order():
+    lines = gres.parse_gres_conf(GRES)
+    assert gres.node_gpu_files(lines, "n2") == [f"/dev/nvidia{i}" for i in range(4)]
+    # position, not the number in the name, is Slurm's index
+    assert gres.node_gpu_files(lines, "n3") == ["/dev/nvidia1", "/dev/nvidia0"]
+    assert gres.node_gpu_files(lines, "cpu1") is None
+
+
+def test_gres_corpus_dgx1(corpus):
+    lines = gres.parse_gres_conf((corpus / "slurm" / "gres.conf.dgx1").read_text())
+    files = gres.node_gpu_files(lines, "anynode")
+    assert files == [f"/dev/nvidia{i}" for i in range(8)]
+
+
+def test_gres_errors_name_the_line():
+    with pytest.raises(gres.GresError) as info:
+        gres.parse_gres_conf("Name=gpu File=/dev/nvidia0\nbogus\n", "/etc/slurm/gres.conf")
+    assert info.value.line == 2 and "/etc/slurm/gres.conf:2:" in str(info.value)
+    with pytest.raises(gres.GresError) as info:
+        gres.node_gpu_files(gres.parse_gres_conf("NodeName=n1 Name=gpu AutoDetect=nvml\n"), "n1")
+    assert "File=" in str(info.value) and info.value.line == 1
+
+
+def test_job_gpus_and_mapping():
+    assert gres.parse_job_gpus("0,2") == [0, 2] and gres.parse_job_gpus("") == [] and gres.parse_job_gpus(None) == []
+    with pytest.raises(ValueError):
+        gres.parse_job_gpus("0,gpu1")
+    state = NodeState(node="n1", source="test", gpus=[
+        GpuState(index=0, uuid="GPU-a", pci_bus_id="0000:19:00.0", minor_number=7),
+        GpuState(index=1, uuid="GPU-b", pci_bus_id="0000:3b:00.0", minor_number=5)])
+    minors = {"/dev/nvidia0": 5, "/dev/nvidia1": 7}
+    got = gres.map_job_gpus([1, 0], ["/dev/nvidia0", "/dev/nvidia1"], state, minor_of=minors.__getitem__)
+    assert [(g.index, g.minor, g.nvml_index, g.uuid) for g in got] == [(1, 7, 0, "GPU-a"), (0, 5, 1, "GPU-b")]
+    with pytest.raises(ValueError):
+        gres.map_job_gpus([4], ["/dev/nvidia0"], state)
+
+
+def test_textfile_parses_with_prometheus_client(tmp_path):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    fams = [("x_status", "gauge", "help with \\ backslash", [({"check": 'we"ird\nname', "gpu": "0"}, 2)]),
+            ("x_errors_total", "counter", "c", [({"node": "n1"}, 3)]),
+            ("x_seconds", "gauge", "s", [({}, 0.125)])]
+    path = tmp_path / "m.prom"
+    textfile.write(path, textfile.render(fams))
+    parsed = {f.name: f for f in text_string_to_metric_families(path.read_text())}
+    s = parsed["x_status"].samples[0]
+    assert s.labels == {"check": 'we"ird\nname', "gpu": "0"} and s.value == 2
+    assert parsed["x_errors"].type == "counter" and parsed["x_errors"].samples[0].value == 3
+    assert parsed["x_seconds"].samples[0].value == 0.125
+    assert not [p for p in os.listdir(tmp_path) if ".tmp" in p]
+
+
+def test_energy_delta():
+    assert spool.energy_delta(1000, 5000) == (4000, False)
+    assert spool.energy_delta(5000, 1200) == (1200, True)
+    assert spool.energy_delta(None, 5) == (None, False)
+
+
+def test_spool_read_reports_bad_lines(tmp_path):
+    p = tmp_path / "energy.jsonl"
+    good = spool.record("9", "n1", "u", 1, 1.0, 2.0, [{"index": 0, "start_energy_mj": 1, "end_energy_mj": 4}], "live")
+    import json
+
+    p.write_text(json.dumps(good) + "\n{broken\n" + json.dumps({"v": 99}) + "\n")
+    recs, problems = spool.read(p)
+    assert [r["energy_mj_total"] for r in recs] == [3]
+    assert [x.split(":")[1] for x in problems] == ["2", "3"]
+
+
+@pytest.mark.parametrize("text, words", [
+    ('slurm_conf = "/x"\nfoo = 1\n', "unknown key 'foo'"),
+    ('slurm_conf = "/x"\nresume_after = 0\n', "resume_after"),
+    ('slurm_conf = "/x"\ndeadline_s = "8"\n', "deadline_s: wrong type"),
+    ('mode = "enforce"\n', "slurm_conf is missing"),
+    ('slurm_conf = "/x"\n[nodes.n1]\nsnapshot = 3\n', "nodes.n1.snapshot"),
+    ('slurm_conf = "/x"\n[nodes.n1]\nlive = true\n', "nodes.n1"),
+])
+def test_hook_config_errors(text, words):
+    with pytest.raises(HookConfigError) as info:
+        parse_config(text, "/etc/slurm/slurmkit-hooks.toml")
+    assert words in str(info.value) and str(info.value).startswith("/etc/slurm/slurmkit-hooks.toml: ")
+
+
+def test_hook_config_relative_paths_and_defaults():
+    cfg = parse_config('slurm_conf = "slurm.conf"\n[nodes.n3]\nsnapshot = "snaps/n3.json"\n', "/etc/slurm/h.toml")
+    assert cfg.slurm_conf == Path("/etc/slurm/slurm.conf")
+    assert cfg.snapshot_for("n3") == Path("/etc/slurm/snaps/n3.json") and cfg.snapshot_for("n1") is None
+    assert cfg.mode == "enforce" and cfg.resume_after == 3 and cfg.deadline_s == 8.0
