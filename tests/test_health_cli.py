@@ -141,3 +141,20 @@ def test_health_modules_import_nothing_heavy():
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out.replace("'", '"')) == []
+
+
+def test_old_schema_ecc_totals_and_n_a_values(tmp_path):
+    f = tmp_path / "v100.xml"  # the pre-Ampere ECC layout (single_bit / double_bit totals), our own fixture
+    f.write_text("<?xml version='1.0'?>\n<nvidia_smi_log><driver_version>470.1</driver_version>"
+                 "<attached_gpus>1</attached_gpus>\n<gpu id='00000000:3B:00.0'><uuid>GPU-v</uuid>"
+                 "<minor_number>0</minor_number><ecc_errors><volatile>"
+                 "<single_bit><device_memory>5</device_memory><total>7</total></single_bit>"
+                 "<double_bit><device_memory>2</device_memory><total>2</total></double_bit></volatile>"
+                 "</ecc_errors><temperature><gpu_temp>N/A</gpu_temp></temperature></gpu></nvidia_smi_log>\n")
+    s = load_capture(f)
+    g = s.gpus[0]
+    assert (g.pci_bus_id, g.get("ecc_volatile_uncorrectable"), g.get("ecc_volatile_correctable")) == ("0000:3b:00.0", 2, 7)
+    assert g.rc("temperature_c") == "NOT_AVAILABLE" and g.get("temperature_c") is None
+    r = run("--json", "health", "check", "--from", str(f))
+    assert r.exit_code == 1
+    assert [x["check"] for x in json.loads(r.output)["results"] if x["status"] == "fail"] == ["ecc_volatile_uncorrectable"]

@@ -209,3 +209,31 @@ def test_accounting_stats_per_process_when_accounting_is_on(fake_nvml):
         {"pid": 4243, "gpu_util_pct": 5, "memory_util_pct": 1, "max_memory_mib": 100, "time_ms": 20,
          "start_time_us": 1700000000000000, "running": False}]
     assert s.gpus[1].values["accounting"].source == "nvmlDeviceGetAccountingStats"
+
+
+def _sysfs(root, functions):
+    """A sysfs tree with PCI functions: {bus_id: (vendor, class, numa_node)} (our own fixture)."""
+    for bus, (vendor, cls, numa) in functions.items():
+        d = root / "bus" / "pci" / "devices" / bus
+        d.mkdir(parents=True)
+        (d / "vendor").write_text(vendor + "\n")
+        (d / "class").write_text(cls + "\n")
+        (d / "numa_node").write_text(f"{numa}\n")
+    return root
+
+
+def test_pci_functions_and_numa_from_sysfs(fake_nvml, tmp_path):
+    fns = {"0000:19:00.0": ("0x10de", "0x030200", 0), "0000:3b:00.0": ("0x10de", "0x030200", 1),
+           "0000:4c:00.0": ("0x10de", "0x030200", 1), "0000:5d:00.0": ("0x10de", "0x030200", -1),
+           "0000:5e:00.0": ("0x15b3", "0x020700", 1)}  # a NIC: not counted
+    root = _sysfs(tmp_path / "sys", fns)
+    s = read_state("live", env=fake_nvml.env("healthy", gpus=4), sysfs=root)
+    assert s.pci_devices == sorted(b for b, f in fns.items() if f[0] == "0x10de")
+    assert [g.get("numa_node") for g in s.gpus] == [fns[g.pci_bus_id][2] if fns[g.pci_bus_id][2] >= 0 else None
+                                                    for g in s.gpus]
+    assert evaluate(s, load_config(gpu_count=4))["status"] == "pass"
+    # one GPU still on the bus but gone from NVML
+    s = read_state("live", env=fake_nvml.env("healthy", gpus=3), sysfs=root)
+    rep = evaluate(s, load_config(gpu_count=4))
+    counts = [r for r in rep["results"] if r["check"] == "gpu_count"]
+    assert [(r["status"], r["value"], r["limit"]) for r in counts] == [("fail", 3, 4), ("fail", 3, 4)]

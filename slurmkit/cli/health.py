@@ -55,10 +55,12 @@ def cli():
 @click.option("--expect-gpus", type=int, help="GPUs this node should have (gres count).")
 @click.option("--kernel-log", type=click.Path(dir_okay=False, exists=True),
               help="Also judge the NVRM Xids in this saved kernel log (dmesg / journalctl -k text).")
+@click.option("--kmsg-cursor", type=click.Path(dir_okay=False),
+              help="Live: judge the Xids in /dev/kmsg since the position saved in this file (and update it).")
 @click.option("--deadline", type=float, default=None, help="Total NVML deadline in seconds (live).")
 @click.option("-v", "--verbose", is_flag=True, help="Also list passing results.")
 @click.pass_context
-def check(ctx, source, as_json, before_job, profile, expect_gpus, kernel_log, deadline, verbose):
+def check(ctx, source, as_json, before_job, profile, expect_gpus, kernel_log, kmsg_cursor, deadline, verbose):
     """Run the health checks and print the verdict (exit 0 pass/warn, 1 fail, 2 unreadable input)."""
     from slurmkit.health.checks import evaluate, timeout_report
     from slurmkit.health.runner import read_state
@@ -69,7 +71,8 @@ def check(ctx, source, as_json, before_job, profile, expect_gpus, kernel_log, de
     try:
         state = read_state(source or "live", total_deadline_s=deadline or cfg.deadline_s,
                            per_call_deadline_s=min(cfg.per_call_deadline_s, deadline or cfg.deadline_s),
-                           before_job=before_job, thresholds=cfg.thresholds)
+                           before_job=before_job, thresholds=cfg.thresholds,
+                           kmsg_cursor=kmsg_cursor if not source else None)
         if kernel_log:
             from slurmkit.health.kmsg import parse_log
 

@@ -146,6 +146,7 @@ class LiveNvmlSource(GpuSource):
             raw = pci.busId.decode() if isinstance(pci.busId, bytes) else pci.busId
             g.pci_bus_id = normalise_bus_id(raw)
         g.minor_number, _ = self._call("nvmlDeviceGetMinorNumber", h)
+        g.put("numa_node", *self._numa(g.pci_bus_id))
         self._put(g, "name", "nvmlDeviceGetName", h)
         self._put(g, "serial", "nvmlDeviceGetSerial", h)
         self._put(g, "vbios_version", "nvmlDeviceGetVbiosVersion", h)
@@ -237,6 +238,17 @@ class LiveNvmlSource(GpuSource):
         g.put("processes", [{"pid": int(p.pid), "used_mib": None if p.usedGpuMemory is None
                              else int(p.usedGpuMemory) // MIB} for p in procs] if procs is not None else None,
               source="nvmlDeviceGetComputeRunningProcesses_v3", rc=rc)
+
+    def _numa(self, bus_id: str | None):
+        """(NUMA node, source, rc) from ``<sysfs>/bus/pci/devices/<bus>/numa_node`` (-1 -> None)."""
+        src = "sysfs:bus/pci/devices/*/numa_node"
+        if not bus_id:
+            return None, src, "NOT_AVAILABLE"
+        try:
+            n = int((Path(self.sysfs) / "bus" / "pci" / "devices" / bus_id / "numa_node").read_text().strip())
+        except (OSError, ValueError):
+            return None, src, "NOT_AVAILABLE"
+        return (n if n >= 0 else None), src, ("SUCCESS" if n >= 0 else "NOT_AVAILABLE")
 
     def _read_accounting(self, g: GpuState, h) -> None:
         """Per-process accounting records (only when accounting mode is on)."""

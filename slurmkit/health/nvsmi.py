@@ -174,7 +174,10 @@ def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
                 if not path.startswith(prefix):
                     continue
                 leaf = path[len(prefix):].lower().replace(" ", "_")
-                if "/" in leaf or not (leaf.startswith("sram_" + kind) or leaf.startswith("dram_" + kind)
+                # older schemas (Volta and before): single_bit/total and double_bit/total
+                if leaf == ("double_bit/total" if kind == "uncorrectable" else "single_bit/total"):
+                    pass
+                elif "/" in leaf or not (leaf.startswith("sram_" + kind) or leaf.startswith("dram_" + kind)
                                        or leaf.startswith("device_memory") and kind in leaf):
                     continue
                 if kind == "correctable" and "uncorrectable" in leaf:

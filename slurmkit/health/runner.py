@@ -42,14 +42,16 @@ def source_for(spec: str | Path, node: str | None = None):
 def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = 8.0,
                per_call_deadline_s: float = 3.0, *, before_job: bool = False,
                thresholds: dict | None = None, node: str | None = None,
-               kmsg_cursor: str | Path | None = None, env: dict | None = None) -> NodeState:
+               kmsg_cursor: str | Path | None = None, sysfs: str | Path | None = None,
+               env: dict | None = None) -> NodeState:
     """Read the node's GPU state from ``source_spec`` (``"live"`` or a capture path).
 
     Live: NVML runs in a worker process; raises :class:`NvmlTimeout` at the deadlines (the worker
     is killed, so the caller returns in time) and :class:`SourceError` for slurmkit's own
     trouble (worker crashed, bad output). NVML init failures and per-value return codes are *not*
     exceptions: they are recorded in the state for the checks. ``kmsg_cursor`` is the file that
-    keeps the /dev/kmsg position between runs (None: XIDs are not read).
+    keeps the /dev/kmsg position between runs (None: XIDs are not read); ``sysfs`` the sysfs root
+    for PCI functions and NUMA nodes (default ``/sys``).
     """
     if str(source_spec) != LIVE:
         return SnapshotSource(source_spec, node=node).read(before_job=before_job, thresholds=thresholds)
@@ -60,6 +62,8 @@ def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = 8.0,
         args += ["--node", node]
     if kmsg_cursor:
         args += ["--kmsg-cursor", str(kmsg_cursor)]
+    if sysfs:
+        args += ["--sysfs", str(sysfs)]
     out = _run_worker(args, total_deadline_s, per_call_deadline_s, env)
     kind, payload = out
     if kind != "STATE":

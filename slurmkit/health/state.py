@@ -34,6 +34,7 @@ ABSENT_RCS = frozenset({RC_NOT_SUPPORTED, RC_NOT_AVAILABLE, RC_FUNCTION_NOT_FOUN
 # key -> (NVML call it comes from live, unit / meaning)
 FIELDS: dict[str, tuple[str, str]] = {
     "name": ("nvmlDeviceGetName", "product name"),
+    "numa_node": ("sysfs:bus/pci/devices/*/numa_node", "NUMA node of the GPU (None: unknown)"),
     "serial": ("nvmlDeviceGetSerial", "board serial"),
     "vbios_version": ("nvmlDeviceGetVbiosVersion", "VBIOS version string"),
     "inforom_valid": ("nvmlDeviceValidateInforom", "bool: InfoROM checksum valid"),
