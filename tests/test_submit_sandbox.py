@@ -26,7 +26,7 @@ rank, world = dist.get_rank(), dist.get_world_size()
 t = torch.tensor([float(rank + 1)])
 dist.all_reduce(t)
 rep = {"rank": rank, "world_size": world, "local_rank": int(os.environ["LOCAL_RANK"]),
-       "gpu": int(os.environ["LOCAL_RANK"]), "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+       "gpu": int(os.environ["SLURMKIT_GPU"]), "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
        "hca": os.environ.get("NCCL_IB_HCA"), "affinity": sorted(os.sched_getaffinity(0)),
        "node": os.environ["SLURMD_NODENAME"], "sum": t.item()}
 with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as fh:
@@ -89,7 +89,7 @@ def finish(job, tmp_path, timeout=180):
     assert state == "COMPLETED", f"job {job.id} ended {state}:\n{logs}"
 
 
-def check_ranks(tmp_path, profile, nodes, gpus_per_node):
+def check_ranks(tmp_path, profile, nodes, gpus_per_node, node_gpus=None):
     raw, nt = profile
     reports = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("rank*.json"))]
     world = nodes * gpus_per_node
@@ -99,14 +99,16 @@ def check_ranks(tmp_path, profile, nodes, gpus_per_node):
     for r in reports:
         assert r["world_size"] == world
         assert r["sum"] == world * (world + 1) / 2          # the all_reduce really ran
-        assert r["gpu"] == r["local_rank"]
-        if r["visible"] is not None:                        # device LOCAL_RANK must be visible
-            assert len(r["visible"].split(",")) > r["local_rank"]
+        assert r["visible"] is not None and len(r["visible"].split(",")) == gpus_per_node  # device LOCAL_RANK exists
         assert r["hca"] == "=" + ",".join(compute)           # same HCA list for every rank
         assert r["affinity"] == sorted(nt["gpus"][r["gpu"]]["cpus"])   # NUMA-local CPUs of its GPU
-        by_node.setdefault(r["node"], []).append(r["local_rank"])
+        by_node.setdefault(r["node"], []).append((r["local_rank"], r["gpu"]))
     assert len(by_node) == nodes
-    assert all(sorted(v) == list(range(gpus_per_node)) for v in by_node.values())
+    for pairs in by_node.values():
+        assert sorted(lr for lr, _ in pairs) == list(range(gpus_per_node))
+        gpus = [g for _, g in sorted(pairs)]                # device order follows Slurm's GPU order
+        assert gpus == sorted(gpus) and len(set(gpus)) == gpus_per_node
+        assert node_gpus is None or gpus == node_gpus
 
 
 def test_torchrun_two_nodes_all_reduce(sandbox, backend, profile, tmp_path):
@@ -128,6 +130,24 @@ def test_srun_one_task_per_gpu(sandbox, backend, profile, tmp_path):
     finish(job, tmp_path)
     check_ranks(tmp_path, profile, 2, gpn)
     assert len(list((tmp_path / "slurmkit-logs" / job.id).glob("rank-*-restart0.out"))) == 2 * gpn
+
+
+def test_partial_node_ranks_bind_to_the_gpus_slurm_gave(sandbox, backend, profile, tmp_path):
+    gpn = profile[1]["gpu_count"]
+    blocker = run(["sbatch", "--parsable", "-w", "n4", f"--gpus-per-node={gpn // 2}", "-o", "/dev/null",
+                   "--wrap", "sleep 300"], env=sandbox.env()).stdout.strip()
+    try:
+        wait_for(lambda: backend.states([blocker])[blocker].state == "RUNNING", 30, "blocker running")
+        detail = run(["scontrol", "show", "job", "-d", blocker], env=sandbox.env()).stdout
+        import hostlist
+
+        held = {int(i) for i in hostlist.expand_hostlist("[" + detail.split("(IDX:")[1].split(")")[0] + "]")}
+        job = submit(sandbox, backend, tmp_path, "srun", [sys.executable, "-c", REPORT, tmp_path],
+                     nodes=1, gpus_per_node=gpn // 2, nodelist="n4", time="5:00")
+        finish(job, tmp_path)
+        check_ranks(tmp_path, profile, 1, gpn // 2, node_gpus=sorted(set(range(gpn)) - held))
+    finally:
+        run(["scancel", blocker], env=sandbox.env())
 
 
 def test_preemption_checkpoint_requeue_restart(sandbox, backend, tmp_path):

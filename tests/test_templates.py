@@ -55,10 +55,10 @@ def test_torchrun_one_task_per_node_and_c10d_at_first_node_addr():
     assert "#SBATCH --switches=1@5:00" in text
 
 
-def test_srun_one_task_per_gpu_with_gpu_bind_none():
+def test_srun_one_task_per_gpu_seeing_all_node_gpus():
     p = plan_for("srun", nodes=2, gpus_per_node=3)
     text = render.render(p)
-    assert "#SBATCH --ntasks-per-node=3" in text and "#SBATCH --gpu-bind=none" in text
+    assert "#SBATCH --ntasks-per-node=3" in text and "#SBATCH --gpu-bind" not in text
     assert "RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS" in text
 
 

@@ -54,6 +54,7 @@ def _parse_sets(values) -> dict:
 @click.option("--output", "-o", help="Batch output path (sbatch --output).")
 @click.option("--error", "-e", help="Batch error path (sbatch --error).")
 @click.option("--chdir", "-D", help="Working directory of the job (sbatch --chdir).")
+@click.option("--nodelist", "-w", help="Run on these nodes (Slurm hostlist; overrides --prefer-locality).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A template parameter (see 'slurmkit templates show').")
 @click.option("--prefer-locality", is_flag=True, help="Pick a --nodelist of idle nodes under one leaf switch (sinfo + profile).")
 @click.option("--no-switches", is_flag=True, help="Do not ask Slurm for --switches.")
@@ -65,7 +66,7 @@ def _parse_sets(values) -> dict:
 @click.option("--explain", is_flag=True, help="Print where every #SBATCH option and variable comes from.")
 @click.option("--test-only", is_flag=True, help="sbatch --test-only: print Slurm's start estimate, queue nothing.")
 def cli(template, command, site, partition, nodes, gpus_per_node, time_, name, comment, output, error, chdir,
-        sets, prefer_locality, no_switches, switch_wait, nccl_debug, signal_s, dry_run, explain, test_only):
+        nodelist, sets, prefer_locality, no_switches, switch_wait, nccl_debug, signal_s, dry_run, explain, test_only):
     """Render job TEMPLATE for the site and submit it; prints the job id.
 
     Everything after '--' is the command each rank runs.
@@ -77,7 +78,7 @@ def cli(template, command, site, partition, nodes, gpus_per_node, time_, name, c
     req = render.SubmitRequest(
         template=template, command=tuple(command), site=site, partition=partition, nodes=nodes,
         gpus_per_node=gpus_per_node, time=time_, name=name, comment=comment, output=output, error=error,
-        chdir=chdir, sets=_parse_sets(sets), prefer_locality=prefer_locality, switches=not no_switches,
+        chdir=chdir, nodelist=nodelist, sets=_parse_sets(sets), prefer_locality=prefer_locality, switches=not no_switches,
         switch_wait=switch_wait, nccl_debug=nccl_debug, signal_s=signal_s, test_only=test_only)
     try:
         backend = get_backend()

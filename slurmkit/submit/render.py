@@ -44,6 +44,7 @@ class SubmitRequest:
     output: str | None = None
     error: str | None = None
     chdir: str | None = None
+    nodelist: str | None = None
     sets: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)
     prefer_locality: bool = False
@@ -111,13 +112,13 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
     add("gpus-per-node", gres, _src(req.gpus_per_node, "CLI --gpus-per-node",
                                     f"profile node_types.{facts.node_type}.gpu_count")
         + f", type from node_types.{facts.node_type}.gpu_model")
-    if template.tasks == "per-gpu":
-        add("gpu-bind", "none", "slurmkit: every rank sees its peers (NVLink P2P); rank uses GPU LOCAL_RANK")
     add("cpus-per-gpu", int(facts.submit_setting("cpus_per_gpu", 1)), "profile submit.cpus_per_gpu")
     if req.time:
         add("time", req.time, "CLI --time")
     nodelist = None
-    if req.prefer_locality and req.nodes > 1:
+    if req.nodelist:
+        add("nodelist", req.nodelist, "CLI --nodelist")
+    elif req.prefer_locality and req.nodes > 1:
         picked = placement.pick_nodelist(facts, req.nodes, idle_nodes or [])
         if picked:
             leaf, nodelist = picked
@@ -170,7 +171,7 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         "argv": list(req.command),
         "nodes": req.nodes,
         "gpus_per_node": gpn,
-        "gpu_cpus": " ".join(placement.gpu_cpu_map(facts, gpn)),
+        "gpu_cpus": " ".join(placement.gpu_cpu_map(facts, facts.gpu_count)),
         "rendezvous_interface": str(facts.submit_setting("rendezvous_interface", "")),
         "port_base": PORT_BASE,
         "port_span": PORT_SPAN,
