@@ -196,7 +196,8 @@ def prolog(run: Run) -> int:
         run.log.info(f"job GPU{g.index}: {g.file} minor {g.minor} -> NVML GPU{g.nvml_index} {g.uuid} {g.pci_bus_id}")
     if job_id:
         rows = [{"index": g.index, "nvml_index": g.nvml_index, "minor": g.minor, "uuid": g.uuid,
-                 "pci_bus_id": g.pci_bus_id, "start_energy_mj": _energy_of(run.state, g.nvml_index)} for g in gpus]
+                 "pci_bus_id": g.pci_bus_id, "start_energy_mj": _energy_of(run.state, g.nvml_index),
+                 "acct_seen": _acct_keys(run.state, g.nvml_index)} for g in gpus]
         try:
             nodestate.save_job(run.cfg.state_dir, run.node, job_id,
                                {"start_s": time.time(), "state_source": run.state.source, "gpus": rows})
@@ -205,6 +206,15 @@ def prolog(run: Run) -> int:
     _act(run, [("enable_accounting", g.nvml_index, None, None) for g in gpus
                if g.nvml_index is not None and not _gpu(run.state, g.nvml_index).get("accounting_mode", False)])
     return 0
+
+
+def _acct_keys(state, nvml_index) -> list:
+    """``[[pid, start_time_us], ...]`` of the accounting records already on a GPU (so the epilog
+    counts only the job's own processes)."""
+    if nvml_index is None:
+        return []
+    recs = _gpu(state, nvml_index).get("accounting") or []
+    return [[r.get("pid"), r.get("start_time_us")] for r in recs]
 
 
 def _gpu(state, nvml_index):
@@ -291,9 +301,11 @@ def epilog(run: Run) -> int:
                   and r.check in ("xid", "ecc_volatile_uncorrectable", "ecc_aggregate_uncorrectable",
                                   "ecc_sram_correctable", "retired_pages_pending", "row_remap_pending",
                                   "row_remap_uncorrectable", "row_remap_failure")]
+        seen = {r["index"]: r.get("acct_seen", []) for r in (started or {}).get("gpus", [])}
+        accounting, acc_reason = job_accounting(run.state, gpus, seen if started else None)
         rec = spool.record(job_id, run.node, user, uid, (started or {}).get("start_s"), end_s, rows,
-                           run.state.source if run.state else run.source_spec, reason=reason, accounting=None,
-                           accounting_reason="per-process NVML accounting stats are not read by this version")
+                           run.state.source if run.state else run.source_spec, reason=reason,
+                           accounting=accounting, accounting_reason=acc_reason)
         rec["events"] = events
         try:
             spool.append(run.cfg.spool_dir, rec)
@@ -302,6 +314,38 @@ def epilog(run: Run) -> int:
     if run.drain_reason and run.cfg.mode == "enforce" and not run.drained:
         return 1
     return 0
+
+
+def job_accounting(state, gpus, seen: dict | None) -> tuple[dict | None, str | None]:
+    """Per job GPU figures from NVML accounting (``nvmlDeviceGetAccountingStats`` records, read
+    by the state source; the prolog enables accounting mode): ``({"<slurm index>":
+    {"gpu_util_pct": time-weighted mean %, "max_memory_mib": MiB, "processes": n}}, reason)``
+    over the records that were not there at the prolog (``seen``: {slurm index: [[pid,
+    start_time_us]]}), or ``(None, reason)``."""
+    if state is None or not gpus:
+        return None, "no GPU state or no GPU for this job"
+    if seen is None:
+        return None, "no prolog record for this job (records of earlier jobs cannot be told apart)"
+    out, reasons = {}, []
+    for g in gpus:
+        gs = next((x for x in state.gpus if x.index == g.nvml_index), None) if g.nvml_index is not None else None
+        if gs is None:
+            reasons.append(f"GPU{g.index}: not found in NVML")
+            continue
+        recs = gs.get("accounting")
+        if recs is None:
+            reasons.append(f"GPU{g.index}: accounting {gs.rc('accounting')}")
+            continue
+        before = {tuple(k) for k in seen.get(g.index, [])}
+        mine = [r for r in recs if (r.get("pid"), r.get("start_time_us")) not in before]
+        t = sum(r.get("time_ms") or 0 for r in mine)
+        util = (sum((r.get("gpu_util_pct") or 0) * (r.get("time_ms") or 0) for r in mine) / t) if t else None
+        mem = max((r.get("max_memory_mib") or 0 for r in mine), default=None)
+        out[str(g.index)] = {"gpu_util_pct": None if util is None else round(util, 1),
+                             "max_memory_mib": mem if mine else None, "processes": len(mine)}
+    if not out:
+        return None, "; ".join(reasons)
+    return out, ("; ".join(reasons) or None)
 
 
 def healthcheck(run: Run) -> int:

@@ -25,8 +25,17 @@ Line format (JSON object, keys always present)::
                "start_energy_mj": 100, "end_energy_mj": 61828,
                "counter_reset": false}],    # end < start: the counter restarted (driver reload);
                                             # energy_mj is then the end reading (a lower bound)
-     "accounting": null,          # NVML accounting stats per GPU, or null ...
-     "accounting_reason": "..."}  # ... with the reason they are unavailable
+     "accounting": {"0": {"gpu_util_pct": 87.5, "max_memory_mib": 30000, "processes": 1}},
+                                  # per Slurm GPU index, from nvmlDeviceGetAccountingStats records
+                                  # of processes started during the job (time-weighted mean
+                                  # utilization %, peak memory MiB); null when unavailable ...
+     "accounting_reason": "...",  # ... and why (also set when only some GPUs lack records)
+     "events": [{"check": "xid", "status": "fail", "gpu_index": 2, "value": 79}]}
+                                  # XID / ECC / retired-page / row-remap results other than pass
+                                  # seen at the epilog on the job's GPUs (or node-wide)
+
+``source`` says whether energy figures exist; ``state_source`` whether they were read live or
+replayed from a snapshot (a replay's figures describe the snapshot, not this job).
 """
 
 from __future__ import annotations
@@ -72,7 +81,7 @@ def record(job_id, node, user, uid, start_s, end_s, gpus: list, state_source: st
         "reason": reason, "state_source": state_source,
         "energy_mj_total": sum(r["energy_mj"] for r in rows) if measured else None,
         "gpus": rows, "accounting": accounting,
-        "accounting_reason": accounting_reason if accounting is None else None,
+        "accounting_reason": accounting_reason,
     }
 
 

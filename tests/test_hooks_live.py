@@ -1,0 +1,75 @@
+"""Prolog + epilog on the live path: real pynvml against the fake libnvidia-ml, real processes."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from fake_nvml import fake_nvml  # noqa: F401  (session fixture)
+from test_hooks_env import Node
+
+from slurmkit.hooks import spool
+
+
+@pytest.fixture
+def node(tmp_path):
+    return Node(tmp_path / "node")
+
+
+def _nvml_index_of(node, slurm_index, gpus=4):
+    # the fake library's default minors are reversed NVML order: NVML i has minor gpus-1-i
+    minor = os.minor(os.stat(node.dev / f"nvidia{slurm_index}").st_rdev)
+    return gpus - 1 - minor
+
+
+def test_live_prolog_epilog_cleanup_energy_and_accounting(node, fake_nvml, tmp_path):  # noqa: F811
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) missing")
+    acts = tmp_path / "actions.log"
+    node.write_config()  # live NVML for every node
+    r = node.run(node.prolog, gpus="0", user=("root", 0), env=fake_nvml.env("healthy", log=acts, base={}))
+    assert r.returncode == 0, r.stderr
+    nv = _nvml_index_of(node, 0)
+    assert f"set_accounting_mode {nv}" in acts.read_text().replace(":", " ")
+
+    mine = subprocess.Popen(["sleep", "300"])
+    theirs = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "300"])
+    try:
+        env = fake_nvml.env("healthy", log=acts, base={}, energy_mj=123456789 + 9_000_000,
+                            procs=f"{nv}:{mine.pid}:100,{nv}:{theirs.pid}:100",
+                            accounting=f"{nv}:{mine.pid}:80:40:2000:10000")
+        r = node.run(node.epilog, gpus="0", user=("root", 0), env=env)
+        assert r.returncode == 0, r.stderr
+        assert mine.wait(timeout=10) == -9           # the job user's leftover process was killed
+        assert theirs.poll() is None                 # another user's process was left alone
+        assert f"leaving pid {theirs.pid}" in r.stderr
+    finally:
+        for p in (mine, theirs):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    log = acts.read_text()
+    assert "reset_app_clocks" in log and "reset_locked_clocks" in log
+    rec = spool.read(node.spool_dir / spool.FILE_NAME)[0][0]
+    assert rec["state_source"] == "live" and rec["source"] == "measured"
+    assert rec["gpus"][0]["nvml_index"] == nv and rec["gpus"][0]["energy_mj"] == 9_000_000
+    assert rec["accounting"] == {"0": {"gpu_util_pct": 80.0, "max_memory_mib": 2000, "processes": 1}}
+
+
+def test_live_gpu_lost_drains_in_observe_reports(node, fake_nvml):  # noqa: F811
+    node.write_config(mode="observe")
+    r = node.run(node.prolog, env=fake_nvml.env("gpu_is_lost", lost=2, base={}))
+    assert r.returncode == 0
+    assert "would drain n1: slurmkit: gpu_lost GPU2" in r.stderr
+    assert node.metric("n1", "prolog", "slurmkit_health_check_status", check="gpu_lost", gpu="2") == 2
+
+
+def test_live_not_supported_is_not_evidence(node, fake_nvml):  # noqa: F811
+    r = node.run(node.prolog, env=fake_nvml.env("not_supported", base={}))
+    assert r.returncode == 0, r.stderr
+    assert "drain" not in r.stderr.replace("no drain", "")
+    # the energy counter is one of the NOT_SUPPORTED values: recorded as unknown, not as 0
+    rows = json.loads((node.state_dir / "n1" / "job-101.json").read_text())["gpus"]
+    assert [r["start_energy_mj"] for r in rows] == [None, None]
