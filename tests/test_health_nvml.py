@@ -237,3 +237,12 @@ def test_pci_functions_and_numa_from_sysfs(fake_nvml, tmp_path):
     rep = evaluate(s, load_config(gpu_count=4))
     counts = [r for r in rep["results"] if r["check"] == "gpu_count"]
     assert [(r["status"], r["value"], r["limit"]) for r in counts] == [("fail", 3, 4), ("fail", 3, 4)]
+
+
+def test_worker_stuck_before_nvml_is_own_trouble_not_a_timeout(fake_nvml, tmp_path):
+    env = fake_nvml.env("healthy")
+    env["PYTHONPATH"] = str(tmp_path)  # an import that never finishes: slurmkit's trouble, no drain
+    (tmp_path / "pynvml.py").write_text("import time\nwhile True:\n    time.sleep(1)\n")
+    with pytest.raises(SourceError) as ei:
+        read_state("live", total_deadline_s=2.0, per_call_deadline_s=0.5, env=env)
+    assert "did not start within 2 s" in str(ei.value)

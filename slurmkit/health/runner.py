@@ -27,6 +27,7 @@ from slurmkit.health.source import Action, NvmlTimeout, SnapshotSource, SourceEr
 from slurmkit.health.state import NodeState
 
 LIVE = "live"
+STARTUP = "worker start-up"
 
 
 def source_for(spec: str | Path, node: str | None = None):
@@ -104,7 +105,9 @@ def _run_worker(args: list[str], total_s: float, per_call_s: float, env: dict | 
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
     buf = b""
-    call, call_t0, in_sleep = "worker start", t0, False
+    # interpreter start-up is exempt from the per-call deadline, and overrunning the total
+    # before the first NVML call is our own trouble (slow node / filesystem), not NVML's
+    call, call_t0, in_sleep = STARTUP, t0, True
     result = None
     try:
         while result is None:
@@ -114,6 +117,8 @@ def _run_worker(args: list[str], total_s: float, per_call_s: float, env: dict | 
             wait = min(left_total, left_call)
             if wait <= 0:
                 _kill(proc)
+                if call == STARTUP:
+                    raise SourceError(f"NVML worker did not start within {total_s:g} s")
                 raise NvmlTimeout(call, time.monotonic() - t0,
                                   total_s if left_total <= left_call else per_call_s)
             if not sel.select(timeout=wait):
