@@ -55,3 +55,15 @@ def test_slurmkit_submit_stays_callable_after_the_package_is_imported():
 
     assert callable(slurmkit.submit)
     assert slurmkit.Job.__name__ == "Job"
+
+
+def test_array_tasks_aggregate_under_the_array_id():
+    from slurmkit.submit.backend import aggregate_arrays
+
+    rows = parse_squeue("7_0|COMPLETED|n1|1|gres:gpu:h100:1\n7_1|RUNNING|n2|1|gres:gpu:h100:1\n"
+                        "7_[2-3]|PENDING||1|gres:gpu:h100:1\n")
+    agg = aggregate_arrays(["7"], rows)["7"]
+    assert agg.state == "RUNNING" and agg.nodes == ("n1", "n2") and agg.gpus == 3
+    done = parse_sacct("8_0|COMPLETED|n1|gres/gpu=1|gres/gpu=1\n8_1|FAILED|n2|gres/gpu=1|gres/gpu=1\n")
+    assert aggregate_arrays(["8"], done)["8"].state == "FAILED"
+    assert aggregate_arrays(["9"], done) == {}

@@ -273,3 +273,22 @@ def test_api_test_only_and_batched_poll(sandbox, backend, tmp_path):
     states = api.wait_all(jobs, timeout=90, poll_s=1)
     assert states == {j.id: "COMPLETED" for j in jobs}
     assert set(api.poll(jobs)) == {j.id for j in jobs}
+
+
+def test_array_runs_one_task_per_parameter_set(sandbox, backend, tmp_path):
+    sets = [{"lr": 0.1}, {"lr": 0.01}, {"lr": 0.001}]
+    job = submit(sandbox, backend, tmp_path, "array",
+                 ["bash", "-c", 'echo "$SLURMKIT_PARAM_LR $SLURM_ARRAY_TASK_ID" > lr-{lr}.txt'],
+                 sets={"sets": json.dumps(sets), "throttle": "2"}, signal_s=0)
+    assert "ArrayTaskThrottle=2" in run(["scontrol", "show", "job", job.id], env=sandbox.env()).stdout
+    finish(job, tmp_path, timeout=90)
+    for i, s in enumerate(sets):
+        assert (tmp_path / f"lr-{s['lr']}.txt").read_text().split() == [str(s["lr"]), str(i)]
+
+
+def test_nccl_tests_says_clearly_when_the_binary_is_absent(sandbox, backend, tmp_path):
+    job = submit(sandbox, backend, tmp_path, "nccl-tests", [], nodes=1, gpus_per_node=1,
+                 sets={"binary": "/nonexistent/all_reduce_perf"}, signal_s=0)
+    assert job.wait(timeout=60, poll_s=1) == "FAILED"
+    out = (tmp_path / f"job-{job.id}.out").read_text()
+    assert "nccl-tests binary /nonexistent/all_reduce_perf not found" in out

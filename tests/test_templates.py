@@ -138,3 +138,20 @@ def test_templates_list_and_show():
     assert all(name in res.output for name in EXPECTED)
     res = run_cli("templates", "show", "torchrun")
     assert "shutdown_timeout = 60" in res.output and "MASTER_ADDR" in res.output
+
+
+def test_container_and_rendezvous_interface_when_the_site_sets_them():
+    import tomllib
+    from pathlib import Path
+
+    with open(Path(__file__).resolve().parent.parent / "site" / "sandbox.toml", "rb") as fh:
+        prof = tomllib.load(fh)
+    prof["submit"] = {**prof.get("submit", {}), "container": True, "rendezvous_interface": "ib0"}
+    facts = site.site_facts(prof, source="sandbox")
+    req = render.SubmitRequest(template="torchrun", command=("python3", "t.py"), nodes=2,
+                               sets={"container_image": "nvcr.io#nvidia/pytorch:24.01-py3",
+                                     "container_mounts": "/data:/data"})
+    text = render.render(render.plan(req, facts, templates.get("torchrun")))
+    assert ("srun --ntasks-per-node=1 --kill-on-bad-exit=1 '--container-image=nvcr.io#nvidia/pytorch:24.01-py3'"
+            " --container-mounts=/data:/data bash -c slurmkit_node") in text
+    assert "ip -4 -o addr show dev ib0" in text

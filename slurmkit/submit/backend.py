@@ -93,6 +93,33 @@ def parse_sacct(text: str) -> dict[str, JobInfo]:
     return out
 
 
+_STATE_ORDER = ("RUNNING", "REQUEUED", "PENDING", "SUSPENDED", "COMPLETING")
+
+
+def aggregate_arrays(ids, rows: dict[str, JobInfo]) -> dict[str, JobInfo]:
+    """For requested ids that are array jobs (rows ``ID_0``, ``ID_[1-3]``... but no ``ID``), one
+    :class:`JobInfo` for the whole array: RUNNING/PENDING while any task is, else COMPLETED
+    when all completed, else the first other final state; nodes and GPUs summed over tasks."""
+    out = {}
+    for j in ids:
+        if j in rows:
+            continue
+        tasks = [info for key, info in rows.items() if key.startswith(f"{j}_")]
+        if not tasks:
+            continue
+        states = [t.state for t in tasks]
+        live = [s for s in _STATE_ORDER if s in states]
+        if live:
+            state = live[0]
+        elif all(s == "COMPLETED" for s in states):
+            state = "COMPLETED"
+        else:
+            state = next(s for s in states if s != "COMPLETED")
+        nodes = tuple(dict.fromkeys(n for t in tasks for n in t.nodes))
+        out[j] = JobInfo(j, state, nodes, sum(t.gpus for t in tasks), tasks[0].source)
+    return out
+
+
 class CliBackend:
     """Slurm through its command-line tools. ``env``: extra environment for every command
     (e.g. ``{"SLURM_CONF": ...}``); ``timeout`` in seconds per command."""
@@ -129,11 +156,13 @@ class CliBackend:
             found = parse_squeue(res.stdout) if res.returncode == 0 else {}
         except SlurmError:
             found = {}
+        found.update(aggregate_arrays(ids, found))
         missing = [j for j in ids if j not in found]
         if missing:
             res = self._run(["sacct", "-X", "-n", "-P", "-j", ",".join(missing),
                              "-o", "JobID,State,NodeList,AllocTRES,ReqTRES"])
             acct = parse_sacct(res.stdout)
+            acct.update(aggregate_arrays(missing, acct))
             found.update({j: acct[j] for j in missing if j in acct})
         return {j: found[j] for j in ids if j in found}
 
