@@ -1,0 +1,177 @@
+"""Energy per allocation with its provenance, and the money / CO2e it implies.
+
+Sources, in order of preference, kept apart per job (``energy_source`` column):
+
+1. ``measured``: the hook spool (``slurmkit.hooks.spool``): NVML
+   ``nvmlDeviceGetTotalEnergyConsumption`` deltas in mJ, one record per job and node; a job is
+   measured when every spool record for it says ``source == "measured"``.
+2. ``slurm``: sacct ``ConsumedEnergyRaw`` (joules, from Slurm's acct_gather_energy plugin),
+   only where non-zero and the site trusts it (``trust_slurm``).
+3. ``modelled``: GPUs × hours × GPU TDP (W) from the profile (``node_types.<t>.gpu_tdp_w``
+   matched by ``gpu_model``) or ``--gpu-tdp-w``; GPU board power only.
+4. ``none``: no source (a CPU job without Slurm energy, or an unknown TDP).
+
+Each job's energy is scaled by the share of its run inside the window. Facility kWh = kWh ×
+PUE; CO2e kg = facility kWh × carbon (g/kWh) / 1000; cost = facility kWh × price per kWh +
+GPU-hours × price per GPU-hour. Every assumption is returned with where it came from.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+MJ_PER_KWH = 3.6e9   # millijoules per kWh
+J_PER_KWH = 3.6e6    # joules per kWh
+
+
+@dataclass
+class Assumptions:
+    """Energy and cost assumptions and where each came from (``origin``: key -> "profile
+    <path>", "--option" or "not set"). ``gpu_tdp_w``: GPU type (lower case) -> watts;
+    ``default_tdp_w``: for GPUs of unknown type (None: not modelled)."""
+
+    pue: float | None = None
+    carbon_g_per_kwh: float | None = None
+    price_per_kwh: float | None = None
+    price_per_gpu_hour: float | None = None
+    currency: str = ""
+    gpu_tdp_w: dict = field(default_factory=dict)
+    default_tdp_w: float | None = None
+    trust_slurm: bool = True
+    origin: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {"pue": self.pue, "carbon_g_per_kwh": self.carbon_g_per_kwh,
+                "price_per_kwh": self.price_per_kwh, "price_per_gpu_hour": self.price_per_gpu_hour,
+                "currency": self.currency, "gpu_tdp_w": dict(self.gpu_tdp_w),
+                "default_tdp_w": self.default_tdp_w, "trust_slurm_energy": self.trust_slurm,
+                "origin": dict(self.origin)}
+
+
+def assumptions_from_profile(profile, path: str = "") -> Assumptions:
+    """Read ``[report]`` and ``node_types.*.gpu_tdp_w`` / ``gpu_model`` from a loaded profile:
+    a ``slurmkit.profile.Profile`` or a plain dict (the TOML as read). Missing keys stay None."""
+    a = Assumptions()
+    where = f"profile {path}" if path else "profile"
+
+    def get(obj, key, default=None):
+        if obj is None:
+            return default
+        if isinstance(obj, dict):
+            return obj.get(key, default)
+        return getattr(obj, key, default)
+
+    rep = get(profile, "report")
+    for key in ("pue", "carbon_g_per_kwh", "price_per_kwh", "price_per_gpu_hour"):
+        val = get(rep, key)
+        if val is not None:
+            setattr(a, key, float(val))
+            a.origin[key] = where
+    cur = get(rep, "currency")
+    if cur:
+        a.currency, a.origin["currency"] = str(cur), where
+    nts = get(profile, "node_types") or {}
+    items = nts.items() if isinstance(nts, dict) else []
+    for _name, nt in items:
+        model, tdp = get(nt, "gpu_model"), get(nt, "gpu_tdp_w")
+        if model and tdp:
+            a.gpu_tdp_w[str(model).lower()] = float(tdp)
+    if a.gpu_tdp_w:
+        a.origin["gpu_tdp_w"] = where
+        if len(set(a.gpu_tdp_w.values())) == 1:
+            a.default_tdp_w = next(iter(a.gpu_tdp_w.values()))
+            a.origin["default_tdp_w"] = where + " (the only GPU TDP in it)"
+    return a
+
+
+def read_spool(path) -> tuple[pd.DataFrame, list[str]]:
+    """Hook spool -> DataFrame(job_id, node, energy_mj, measured, gpu_util_pct) and problems.
+
+    ``path``: a spool file (``energy.jsonl``) or a directory of ``*.jsonl`` files. Lines that
+    do not parse are listed as ``file:line: why``. ``gpu_util_pct`` comes from the record's
+    NVML accounting stats (``accounting[*].gpu_utilization``) when present."""
+    files = sorted(glob.glob(os.path.join(path, "*.jsonl"))) if os.path.isdir(path) else [path]
+    recs, problems = [], []
+    for f in files:
+        try:
+            fh = open(f, encoding="utf-8", errors="replace")
+        except OSError as exc:
+            problems.append(f"{f}: {exc.strerror}")
+            continue
+        with fh:
+            for no, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    r = json.loads(line)
+                    if not isinstance(r, dict) or "job_id" not in r:
+                        raise ValueError("not a spool record (no job_id)")
+                    e = r.get("energy_mj_total")
+                    util = None
+                    acc = r.get("accounting")
+                    if isinstance(acc, list):
+                        vals = [g.get("gpu_utilization") for g in acc if isinstance(g, dict)
+                                and isinstance(g.get("gpu_utilization"), (int, float))]
+                        util = float(np.mean(vals)) if vals else None
+                    recs.append({"job_id": str(r["job_id"]), "node": str(r.get("node", "")),
+                                 "energy_mj": float(e) if isinstance(e, (int, float)) else np.nan,
+                                 "measured": r.get("source") == "measured" and isinstance(e, (int, float)),
+                                 "gpu_util_pct": util})
+                except ValueError as exc:
+                    problems.append(f"{f}:{no}: {exc}")
+    df = pd.DataFrame(recs, columns=["job_id", "node", "energy_mj", "measured", "gpu_util_pct"])
+    return df, problems
+
+
+def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | None = None
+                  ) -> pd.DataFrame:
+    """Add ``energy_kwh`` (in the window) and ``energy_source`` (measured | slurm | modelled |
+    none) to the allocation frame, plus ``spool_gpu_util_pct``. Spool records are matched on
+    the raw job id (``key_id``); a requeued job's attempts share it, so spool energy goes to its
+    last attempt (``REQUEUED`` attempts fall back to Slurm or the model)."""
+    out = allocs.copy()
+    share = (out["in_window_s"] / out["run_s"]).where(out["run_s"] > 0, 0.0).fillna(0.0)
+    kwh = pd.Series(np.nan, index=out.index, dtype="float64")
+    src = pd.Series("none", index=out.index, dtype="object")
+    out["spool_gpu_util_pct"] = np.nan
+    if spool is not None and not spool.empty:
+        per_job = spool.groupby("job_id").agg(mj=("energy_mj", "sum"), ok=("measured", "all"),
+                                              util=("gpu_util_pct", "mean"))
+        m = out["key_id"].map(per_job["mj"].where(per_job["ok"]))
+        m = m.where(out["state"] != "REQUEUED")
+        has = m.notna()
+        kwh[has] = m[has] / MJ_PER_KWH * share[has]
+        src[has] = "measured"
+        out["spool_gpu_util_pct"] = out["key_id"].map(per_job["util"]).astype("float64")
+    if a.trust_slurm:
+        sl = (out["energy_j"] > 0) & kwh.isna()
+        kwh[sl] = out.loc[sl, "energy_j"] / J_PER_KWH * share[sl]
+        src[sl] = "slurm"
+    tdp = out["gpu_type"].str.lower().map(a.gpu_tdp_w).astype("float64")
+    if a.default_tdp_w:
+        tdp = tdp.fillna(a.default_tdp_w)
+    mo = kwh.isna() & (out["gpus"] > 0) & tdp.notna()
+    kwh[mo] = out.loc[mo, "gpus"] * tdp[mo] * out.loc[mo, "in_window_s"] / 3600.0 / 1000.0
+    src[mo] = "modelled"
+    out["energy_kwh"] = kwh.fillna(0.0)
+    out["energy_source"] = src.astype("str")
+    return out
+
+
+def costs(kwh: float, gpu_hours: float, a: Assumptions) -> dict:
+    """Facility kWh, CO2e (kg) and cost from IT energy ``kwh`` and ``gpu_hours``; a figure is
+    None when its assumption is not set."""
+    fac = kwh * a.pue if a.pue is not None else None
+    base = fac if fac is not None else None
+    co2 = base * a.carbon_g_per_kwh / 1000.0 if base is not None and a.carbon_g_per_kwh is not None else None
+    cost_e = base * a.price_per_kwh if base is not None and a.price_per_kwh is not None else None
+    cost_g = gpu_hours * a.price_per_gpu_hour if a.price_per_gpu_hour is not None else None
+    cost = None if cost_e is None and cost_g is None else (cost_e or 0.0) + (cost_g or 0.0)
+    return {"facility_kwh": fac, "co2e_kg": co2, "cost_energy": cost_e, "cost_gpu_hours": cost_g,
+            "cost_total": cost, "currency": a.currency}

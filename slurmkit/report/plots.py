@@ -1,0 +1,72 @@
+"""Report plots drawn with matplotlib (Agg) and returned as PNG bytes, for inlining as
+``data:image/png;base64`` in the HTML report (no external files, readable in a mail client)."""
+
+from __future__ import annotations
+
+import io
+
+
+def _fig(w=7.5, h=2.8):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(w, h), dpi=100)
+    return plt, fig, ax
+
+
+def _png(plt, fig) -> bytes:
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def hourly_png(report: dict) -> bytes:
+    """GPUs in use per hour over the window (the ``hourly`` section), peak and p95 marked;
+    capacity drawn when known."""
+    import datetime as dt
+
+    plt, fig, ax = _fig()
+    h = report["hourly"]
+    xs = [dt.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in h["hours"]]
+    ys = [v or 0.0 for v in h["gpus_in_use"]]
+    ax.fill_between(xs, ys, step="post", alpha=0.35, color="#1f77b4")
+    ax.step(xs, ys, where="post", color="#1f77b4", lw=1, label="GPUs in use (hourly mean)")
+    if h.get("p95") is not None:
+        ax.axhline(h["p95"], color="#ff7f0e", lw=1, ls="--", label=f"p95 {h['p95']:.1f}")
+    cap = report.get("utilization", {}).get("capacity_gpus")
+    if cap:
+        ax.axhline(cap, color="#2ca02c", lw=1, label=f"capacity {cap:g}")
+    ax.set_ylabel("GPUs")
+    ax.set_xlabel("UTC")
+    ax.legend(loc="upper right", fontsize=8)
+    fig.autofmt_xdate()
+    return _png(plt, fig)
+
+
+def top_users_png(report: dict, n: int = 10) -> bytes:
+    """Horizontal bars: GPU-hours of the top ``n`` users, wasted GPU-hours stacked."""
+    plt, fig, ax = _fig(7.5, 0.35 * min(n, max(len(report["by_user"]), 1)) + 1.2)
+    rows = report["by_user"][:n][::-1]
+    names = [r["user"] or "(none)" for r in rows]
+    used = [(r["gpu_hours"] or 0) - (r["wasted_gpu_hours"] or 0) for r in rows]
+    waste = [r["wasted_gpu_hours"] or 0 for r in rows]
+    ax.barh(names, used, color="#1f77b4", label="GPU-hours")
+    ax.barh(names, waste, left=used, color="#d62728", label="wasted")
+    ax.set_xlabel("GPU-hours")
+    ax.legend(loc="lower right", fontsize=8)
+    return _png(plt, fig)
+
+
+def energy_png(report: dict) -> bytes:
+    """Energy (kWh) by provenance: measured, Slurm, modelled."""
+    plt, fig, ax = _fig(5.0, 2.4)
+    src = report["totals"]["energy_kwh_by_source"]
+    keys = ["measured", "slurm", "modelled"]
+    vals = [src.get(k) or 0.0 for k in keys]
+    ax.bar(keys, vals, color=["#2ca02c", "#9467bd", "#7f7f7f"])
+    ax.set_ylabel("kWh")
+    return _png(plt, fig)

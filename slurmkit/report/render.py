@@ -1,0 +1,183 @@
+"""Render the weekly report dict (:func:`slurmkit.report.weekly.build_report`) to files.
+
+- :func:`to_html`: one self-contained HTML page (jinja2 template ``templates/weekly.html.j2``,
+  plots as inline base64 PNG, no scripts, fonts or external URLs)
+- :func:`to_markdown`: the same tables as Markdown
+- :func:`write_outputs`: ``weekly.html``, ``weekly.md``, ``weekly.json``, CSV tables
+  (``by_user.csv``, ``by_account.csv``, ``by_partition.csv``, ``by_qos.csv``,
+  ``by_gpu_type.csv``, ``outcomes.csv``, ``queue_wait.csv``, ``hourly.csv``, ``jobs.csv``,
+  ``data_quality.csv``) and ``jobs.parquet`` (the per-allocation frame)
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import math
+from pathlib import Path
+
+FORMATS = ("html", "md", "csv", "json", "parquet")
+_GROUPS = [("user", "by_user", "user"), ("account", "by_account", "account"),
+           ("partition", "by_partition", "partition"), ("QOS", "by_qos", "qos"),
+           ("GPU type", "by_gpu_type", "gpu_type")]
+
+
+def fmt(x, nd: int = 1) -> str:
+    """A number for people: thousands separators, ``nd`` decimals; "–" for None."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if isinstance(x, int):
+        return f"{x:,}"
+    return f"{x:,.{nd}f}"
+
+
+def pct(x) -> str:
+    """A ratio as a percentage ("–" for None)."""
+    return "–" if x is None else f"{100.0 * x:.1f} %"
+
+
+def dur(s) -> str:
+    """Seconds as ``1d 02:03`` / ``02:03:04`` ("–" for None)."""
+    if s is None:
+        return "–"
+    s = int(round(s))
+    d, rem = divmod(s, 86400)
+    h, rem = divmod(rem, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{d}d {h:02d}:{m:02d}" if d else f"{h:02d}:{m:02d}:{sec:02d}"
+
+
+def signed(x) -> str:
+    return "–" if x is None else f"{x:+,.1f}"
+
+
+def title(report: dict) -> str:
+    c = f" — {report['cluster']}" if report.get("cluster") else ""
+    return f"GPU cluster weekly report{c}: {report['window']['start'][:10]} to {report['window']['end'][:10]}"
+
+
+def to_html(report: dict, limit: int = 25) -> str:
+    """Self-contained HTML (str) with inline PNG plots."""
+    import jinja2
+
+    from slurmkit import __version__
+    from slurmkit.report import plots
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("slurmkit.report", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined)
+    img = {"hourly": plots.hourly_png(report), "users": plots.top_users_png(report),
+           "energy": plots.energy_png(report)}
+    img = {k: base64.b64encode(v).decode("ascii") for k, v in img.items()}
+    return env.get_template("weekly.html.j2").render(
+        r=report, img=img, f=fmt, pct=pct, dur=dur, signed=signed, title=title(report),
+        groups=_GROUPS, limit=limit, version=__version__)
+
+
+def _md_table(headers, rows) -> str:
+    def cell(v):
+        return str(v).replace("|", "\\|").replace("\n", " ")
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def to_markdown(report: dict, limit: int = 25) -> str:
+    """The report as Markdown (tables, no images)."""
+    r, t = report, report["totals"]
+    lines = [f"# {title(r)}", "",
+             f"Window {r['window']['start']} – {r['window']['end']} (UTC, end exclusive).", "",
+             "## Totals", "",
+             _md_table(["jobs", "GPU-hours", "CPU-hours", "wasted GPU-h", "utilization",
+                        "kWh", "kWh measured", "kWh slurm", "kWh modelled", "facility kWh",
+                        "CO2e kg", "cost"],
+                       [[t["jobs"], fmt(t["gpu_hours"]), fmt(t["cpu_hours"]), fmt(t["wasted_gpu_hours"]),
+                         pct(r["utilization"]["utilization"]), fmt(t["energy_kwh"]),
+                         fmt(t["energy_kwh_by_source"]["measured"]), fmt(t["energy_kwh_by_source"]["slurm"]),
+                         fmt(t["energy_kwh_by_source"]["modelled"]), fmt(t["facility_kwh"]),
+                         fmt(t["co2e_kg"]), f"{fmt(t['cost_total'])} {t['currency']}".strip()]]), "",
+             f"GPUs in use per hour: peak {fmt(r['hourly']['peak'])}, p95 {fmt(r['hourly']['p95'])}.", ""]
+    if r.get("reconciliation"):
+        rc = r["reconciliation"]
+        lines += [f"Reconciliation: jobs {fmt(rc['jobs_gpu_hours'])} GPU-h vs sreport "
+                  f"{fmt(rc['sreport_gpu_hours'])} ({pct(rc['relative'])} apart"
+                  f"{', FLAGGED' if rc['flagged'] else ''}).", ""]
+    for name, key, col in _GROUPS:
+        lines += [f"## By {name}", "", _md_table(
+            [name, "jobs", "GPU-hours", "CPU-hours", "kWh", "wasted GPU-h"],
+            [[g[col] or "(none)", g["jobs"], fmt(g["gpu_hours"]), fmt(g["cpu_hours"]),
+              fmt(g["energy_kwh"]), fmt(g["wasted_gpu_hours"])] for g in r[key][:limit]]), ""]
+    lines += ["## Outcomes", "", _md_table(
+        ["state", "jobs", "rows", "GPU-hours", "wasted GPU-h"],
+        [[o["state"], o["jobs"], o["rows"], fmt(o["gpu_hours"]), fmt(o["wasted_gpu_hours"])]
+         for o in r["outcomes"]]), "",
+        "## Queue wait (Start − Eligible)", "", _md_table(
+        ["partition", "GPUs", "jobs", "p50", "p90", "p95"],
+        [[q["partition"] or "(none)", q["gpu_bucket"], q["n"], dur(q["p50_s"]), dur(q["p90_s"]),
+          dur(q["p95_s"])] for q in r["queue_wait"]["by_partition_gpus"]]), ""]
+    e = r["efficiency"]
+    lines += ["## Efficiency", "",
+              f"CPU {pct(e['cpu_efficiency'])}, median memory {pct(e['memory_efficiency_median'])}, "
+              f"GPU utilization {fmt(e['gpu_util_pct_weighted'])} %, GPU-hours at ~0 % utilization "
+              f"{fmt(e['gpu_hours_near_zero_util'])}.", "", "## Assumptions", "",
+              _md_table(["assumption", "value", "from"],
+                        [[k, v if v is not None else "not set", r["assumptions"]["origin"].get(k, "")]
+                         for k, v in r["assumptions"].items() if k != "origin"]), ""]
+    dq = r["data_quality"]
+    lines += ["## Data quality", "",
+              f"Rows read {dq['rows_read']} = counted {dq['rows_counted']} + skipped {dq['rows_skipped']}.", ""]
+    reasons = [[k, v, "skipped"] for k, v in dq["skipped_reasons"].items()]
+    reasons += [[k, v, "counted, repaired"] for k, v in dq["repaired_reasons"].items()]
+    if reasons:
+        lines += [_md_table(["reason", "rows", "kind"], reasons), ""]
+    return "\n".join(lines) + "\n"
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    keys = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=keys or ["empty"])
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: ("" if v is None else v) for k, v in r.items()})
+
+
+def write_outputs(report: dict, allocs, outdir, formats=FORMATS) -> list[Path]:
+    """Write the chosen formats into ``outdir`` (created); returns the paths written."""
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    if "html" in formats:
+        p = out / "weekly.html"
+        p.write_text(to_html(report), encoding="utf-8")
+        written.append(p)
+    if "md" in formats:
+        p = out / "weekly.md"
+        p.write_text(to_markdown(report), encoding="utf-8")
+        written.append(p)
+    if "json" in formats:
+        p = out / "weekly.json"
+        p.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+        written.append(p)
+    if "csv" in formats:
+        for _n, key, _c in _GROUPS:
+            _write_csv(out / f"{key}.csv", report[key])
+            written.append(out / f"{key}.csv")
+        tables = {"outcomes.csv": report["outcomes"],
+                  "queue_wait.csv": report["queue_wait"]["by_partition_gpus"],
+                  "hourly.csv": [{"hour": h, "gpus_in_use": g} for h, g in
+                                 zip(report["hourly"]["hours"], report["hourly"]["gpus_in_use"])],
+                  "data_quality.csv": report["data_quality"]["problems"]}
+        for name, rows in tables.items():
+            _write_csv(out / name, rows)
+            written.append(out / name)
+        p = out / "jobs.csv"
+        allocs.to_csv(p, index=False)
+        written.append(p)
+    if "parquet" in formats:
+        p = out / "jobs.parquet"
+        allocs.to_parquet(p, index=False)
+        written.append(p)
+    return written

@@ -1,0 +1,190 @@
+"""The weekly report model: one plain dict (the JSON output) from rows + window + assumptions.
+
+:func:`build_report` is pure: it takes the typed row frame (sacct), the spool frame, the
+assumptions and optional capacity / down-time / sreport figures, and returns
+
+``{"window", "totals", "by_user", "by_account", "by_partition", "by_qos", "by_gpu_type",
+"outcomes", "queue_wait", "efficiency", "hourly", "utilization", "reconciliation",
+"assumptions", "energy_sources", "data_quality", "deltas"}`` — keys of the issue's JSON
+contract plus extras. Hours are GPU-hours / CPU-hours inside the window; energy in kWh.
+The per-allocation frame (for CSV / Parquet) is returned beside it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from slurmkit.accounting.quality import DataQuality
+from slurmkit.report import energy as E
+from slurmkit.report.usage import allocations, hourly_gpus
+from slurmkit.report.window import Window, iso_z
+
+#: How far apart per-job GPU-hours and sreport may be before the reconciliation is flagged.
+RECONCILE_TOLERANCE = 0.01
+
+
+def _num(x):
+    if x is None:
+        return None
+    x = float(x)
+    return None if math.isnan(x) else round(x, 6)
+
+
+def _group(a: pd.DataFrame, col: str, name: str) -> list[dict]:
+    if a.empty:
+        return []
+    g = a.assign(_k=a["cluster"] + "\x00" + a["key_id"]).groupby(col, sort=False)
+    t = g.agg(jobs=("_k", "nunique"), gpu_hours=("gpu_hours", "sum"), cpu_hours=("cpu_hours", "sum"),
+              energy_kwh=("energy_kwh", "sum"),
+              wasted_gpu_hours=("waste_gpu_hours", "sum")).reset_index()
+    t = t.sort_values(["gpu_hours", "cpu_hours", col], ascending=[False, False, True])
+    return [{name: r[col], "jobs": int(r["jobs"]), "gpu_hours": _num(r["gpu_hours"]),
+             "cpu_hours": _num(r["cpu_hours"]), "energy_kwh": _num(r["energy_kwh"]),
+             "wasted_gpu_hours": _num(r["wasted_gpu_hours"])} for _, r in t.iterrows()]
+
+
+def _quantiles(x: pd.Series) -> dict:
+    x = x.dropna()
+    if x.empty:
+        return {"n": 0, "p50_s": None, "p90_s": None, "p95_s": None}
+    q = x.quantile([0.5, 0.9, 0.95]).to_numpy()
+    return {"n": int(len(x)), "p50_s": _num(q[0]), "p90_s": _num(q[1]), "p95_s": _num(q[2])}
+
+
+def build_report(rows: pd.DataFrame, dq: DataQuality, window: Window, assumptions: E.Assumptions,
+                 spool: pd.DataFrame | None = None, capacity_gpus: float | None = None,
+                 down_gpu_hours: float | None = None, sreport_gpu_hours: float | None = None,
+                 previous: dict | None = None, now=None, source: str = "",
+                 cluster: str = "") -> tuple[dict, pd.DataFrame]:
+    """``(report dict, per-allocation frame)``. See the module docstring.
+
+    ``capacity_gpus``: GPUs in the cluster (profile or scontrol); ``down_gpu_hours``: from node
+    events; ``sreport_gpu_hours``: sreport's figure over the window's whole hours (after a
+    rollup); ``previous``: the previous window's ``totals`` for week-over-week deltas."""
+    a = allocations(rows, window.start, window.end, dq, now=now, source=source)
+    a = E.attach_energy(a, assumptions, spool)
+    a["waste_gpu_hours"] = a["gpu_hours"].where(a["wasted"], 0.0)
+    dq.check()
+    waiting = (a["pending_tasks"] > 0) | ((a["state"] == "PENDING") & a["start"].isna())
+    runs = a[~waiting]
+    backlog = int(a["pending_tasks"].sum())
+    pending_jobs = int(((a["pending_tasks"] == 0) & waiting).sum())
+    keys = runs["cluster"] + "\x00" + runs["key_id"]
+    gpu_h, cpu_h = float(runs["gpu_hours"].sum()), float(runs["cpu_hours"].sum())
+    kwh_src = {s: float(runs.loc[runs["energy_source"] == s, "energy_kwh"].sum())
+               for s in ("measured", "slurm", "modelled")}
+    kwh = sum(kwh_src.values())
+    money = E.costs(kwh, gpu_h, assumptions)
+    totals = {
+        "jobs": int(keys.nunique()), "gpu_jobs": int(keys[runs["gpus"] > 0].nunique()),
+        "allocation_rows": int(len(runs)), "requeued_attempts": int(runs["requeued_attempt"].sum()),
+        "gpu_hours": _num(gpu_h), "cpu_hours": _num(cpu_h), "energy_kwh": _num(kwh),
+        "energy_kwh_by_source": {k: _num(v) for k, v in kwh_src.items()},
+        "wasted_gpu_hours": _num(runs["waste_gpu_hours"].sum()),
+        "pending_array_tasks": backlog, "pending_jobs": pending_jobs,
+        "provisional_jobs": int(keys[runs["provisional"]].nunique()),
+        **{k: (_num(v) if isinstance(v, float) else v) for k, v in money.items()},
+    }
+    jobs_by_src = {s: int(keys[runs["energy_source"] == s].nunique())
+                   for s in ("measured", "slurm", "modelled", "none")}
+
+    # outcomes
+    outcomes = []
+    for state, g in runs.groupby("state", sort=True):
+        outcomes.append({"state": state, "rows": int(len(g)),
+                         "jobs": int((g["cluster"] + "\x00" + g["key_id"]).nunique()),
+                         "gpu_hours": _num(g["gpu_hours"].sum()),
+                         "wasted_gpu_hours": _num(g["waste_gpu_hours"].sum())})
+
+    # queue wait by partition x GPU bucket
+    waits = []
+    w = runs[runs["wait_s"].notna()]
+    for (part, bucket), g in w.groupby(["partition", "gpu_bucket"], sort=True):
+        waits.append({"partition": part, "gpu_bucket": bucket, **_quantiles(g["wait_s"])})
+    wait_all = _quantiles(w["wait_s"])
+
+    # efficiency
+    done = runs[runs["end"].notna() & (runs["run_s"] > 0)]
+    cpu_den = (done["run_s"] * done["ncpus"]).where(done["cpu_eff"].notna()).sum()
+    cpu_num = (done["cpu_eff"] * done["run_s"] * done["ncpus"]).sum()
+    gu = runs["step_gpu_util_pct"].fillna(runs["spool_gpu_util_pct"])
+    gpu_runs = runs[runs["gpus"] > 0]
+    gu_g = gu[runs["gpus"] > 0]
+    idle = gpu_runs["gpu_hours"][gu_g < 1.0].sum()
+    known = gpu_runs["gpu_hours"][gu_g.notna()].sum()
+    efficiency = {
+        "cpu_efficiency": _num(cpu_num / cpu_den) if cpu_den > 0 else None,
+        "memory_efficiency_median": _num(done["mem_eff"].median()) if done["mem_eff"].notna().any() else None,
+        "gpu_util_pct_weighted": _num((gu_g * gpu_runs["gpu_hours"]).sum() / known) if known > 0 else None,
+        "gpu_hours_with_util": _num(known),
+        "gpu_hours_near_zero_util": _num(idle),
+        "by_user": [],
+    }
+    for user, g in done.groupby("user", sort=True):
+        den = (g["run_s"] * g["ncpus"]).where(g["cpu_eff"].notna()).sum()
+        efficiency["by_user"].append({
+            "user": user, "cpu_efficiency": _num((g["cpu_eff"] * g["run_s"] * g["ncpus"]).sum() / den) if den > 0 else None,
+            "memory_efficiency_median": _num(g["mem_eff"].median()) if g["mem_eff"].notna().any() else None})
+
+    # hourly curve
+    curve = hourly_gpus(runs, window.start, window.end, now=now)
+    hourly = {"hours": [iso_z(t) for t in curve.index], "gpus_in_use": [_num(v) for v in curve],
+              "peak": _num(curve.max()) if len(curve) else None,
+              "p95": _num(curve.quantile(0.95)) if len(curve) else None}
+
+    # utilization
+    util = {"capacity_gpus": _num(capacity_gpus), "capacity_gpu_hours": None,
+            "down_gpu_hours": _num(down_gpu_hours), "available_gpu_hours": None, "utilization": None}
+    if capacity_gpus:
+        cap = capacity_gpus * window.hours
+        avail = cap - (down_gpu_hours or 0.0)
+        util.update(capacity_gpu_hours=_num(cap), available_gpu_hours=_num(avail),
+                    utilization=_num(gpu_h / avail) if avail > 0 else None)
+
+    recon = None
+    if sreport_gpu_hours is not None:
+        diff = gpu_h - sreport_gpu_hours
+        rel = abs(diff) / max(sreport_gpu_hours, 1e-9) if sreport_gpu_hours else (0.0 if gpu_h == 0 else math.inf)
+        recon = {"jobs_gpu_hours": _num(gpu_h), "sreport_gpu_hours": _num(sreport_gpu_hours),
+                 "difference": _num(diff), "relative": _num(rel) if math.isfinite(rel) else None,
+                 "flagged": bool(rel > RECONCILE_TOLERANCE),
+                 "jobs_provisional_or_clipped": sorted(
+                     runs.loc[runs["provisional"] | (runs["in_window_s"] < runs["run_s"]) & (runs["gpus"] > 0),
+                              "job_id"].astype(str).tolist())[:50]}
+
+    deltas = None
+    if previous:
+        deltas = {}
+        for k in ("jobs", "gpu_hours", "cpu_hours", "energy_kwh", "wasted_gpu_hours"):
+            cur, prev = totals.get(k), previous.get(k)
+            if cur is not None and prev is not None:
+                deltas[k] = {"previous": prev, "change": _num(cur - prev),
+                             "relative": _num((cur - prev) / prev) if prev else None}
+
+    report = {
+        "window": window.as_dict(),
+        "cluster": cluster or ",".join(sorted(set(runs["cluster"]) - {""})),
+        "totals": totals,
+        "by_user": _group(runs, "user", "user"),
+        "by_account": _group(runs, "account", "account"),
+        "by_partition": _group(runs, "partition", "partition"),
+        "by_qos": _group(runs, "qos", "qos"),
+        "by_gpu_type": _group(runs[runs["gpus"] > 0], "gpu_type", "gpu_type"),
+        "outcomes": outcomes,
+        "queue_wait": {"all": wait_all, "by_partition_gpus": waits},
+        "efficiency": efficiency,
+        "hourly": hourly,
+        "utilization": util,
+        "reconciliation": recon,
+        "energy_sources": {"jobs": jobs_by_src,
+                           "order": ["measured (hook spool, NVML energy counters)",
+                                     "slurm (ConsumedEnergyRaw, non-zero and trusted)",
+                                     "modelled (GPUs x hours x GPU TDP)"]},
+        "assumptions": assumptions.as_dict(),
+        "deltas": deltas,
+        "data_quality": dq.as_dict(),
+    }
+    return report, a
