@@ -58,7 +58,7 @@ def build_report(rows: pd.DataFrame, dq: DataQuality, window: Window, assumption
                  spool: pd.DataFrame | None = None, capacity_gpus: float | None = None,
                  down_gpu_hours: float | None = None, sreport_gpu_hours: float | None = None,
                  previous: dict | None = None, now=None, source: str = "",
-                 cluster: str = "") -> tuple[dict, pd.DataFrame]:
+                 cluster: str = "", recon_window: Window | None = None) -> tuple[dict, pd.DataFrame]:
     """``(report dict, per-allocation frame)``. See the module docstring.
 
     ``capacity_gpus``: GPUs in the cluster (profile or scontrol); ``down_gpu_hours``: from node
@@ -146,9 +146,17 @@ def build_report(rows: pd.DataFrame, dq: DataQuality, window: Window, assumption
 
     recon = None
     if sreport_gpu_hours is not None:
-        diff = gpu_h - sreport_gpu_hours
-        rel = abs(diff) / max(sreport_gpu_hours, 1e-9) if sreport_gpu_hours else (0.0 if gpu_h == 0 else math.inf)
-        recon = {"jobs_gpu_hours": _num(gpu_h), "sreport_gpu_hours": _num(sreport_gpu_hours),
+        rw = recon_window or window
+        if rw != window:
+            ra = allocations(rows, rw.start, rw.end, DataQuality(rows_read=len(rows)), now=now)
+            ra = ra[(ra["pending_tasks"] == 0) & ~((ra["state"] == "PENDING") & ra["start"].isna())]
+            rec_h = float(ra["gpu_hours"].sum())
+        else:
+            rec_h = gpu_h
+        diff = rec_h - sreport_gpu_hours
+        rel = abs(diff) / max(sreport_gpu_hours, 1e-9) if sreport_gpu_hours else (0.0 if rec_h == 0 else math.inf)
+        recon = {"window": rw.as_dict(), "jobs_gpu_hours": _num(rec_h),
+                 "sreport_gpu_hours": _num(sreport_gpu_hours),
                  "difference": _num(diff), "relative": _num(rel) if math.isfinite(rel) else None,
                  "flagged": bool(rel > RECONCILE_TOLERANCE),
                  "jobs_provisional_or_clipped": sorted(

@@ -1,0 +1,87 @@
+"""Live inputs of the weekly report: sacct per day into the store, node capacity and events,
+sreport — every Slurm command through :func:`slurmkit.slurm.commands.run`.
+
+Kept apart from the pure model (:mod:`slurmkit.report.weekly`) so that the model is testable
+from captured text. ``progress``: a callable ``(done_days, total_days)`` or None.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import pandas as pd
+
+from slurmkit.accounting.ingest import SACCT_ENV, pull_day
+from slurmkit.accounting.quality import DataQuality
+from slurmkit.accounting.store import KEY, Store
+from slurmkit.report import capacity as C
+
+
+def ingest_window(days, cluster: str | None, store: Store | None, progress=None,
+                  timeout: float = 300.0) -> tuple[pd.DataFrame, DataQuality, int]:
+    """Rows of ``days`` (list of ``(day_start, day_end)``): pulls the days the store lacks or
+    holds provisionally (all days when ``store`` is None) and returns ``(rows, dq, pulled)``."""
+    pulled = 0
+    frames, dq = [], DataQuality()
+    for i, (d0, d1) in enumerate(days):
+        midnight = d0.replace(hour=0, minute=0, second=0, microsecond=0)
+        if store is None or store.needs_pull(midnight):
+            full = (midnight, midnight + dt.timedelta(days=1))
+            rows, ddq = pull_day(*full, cluster=cluster, timeout=timeout)
+            pulled += 1
+            if store is not None:
+                store.save_day(midnight, rows, ddq)
+            else:
+                frames.append(rows)
+                dq.merge(ddq)
+        if progress:
+            progress(i + 1, len(days))
+    if store is not None:
+        return (*store.load([d0.replace(hour=0, minute=0, second=0, microsecond=0) for d0, _ in days]), pulled)
+    if not frames:
+        return pd.DataFrame(), dq, pulled
+    rows = pd.concat(frames, ignore_index=True)
+    dup = rows.duplicated(KEY, keep="last")
+    dq.skip("same row in another day's pull", int(dup.sum()))
+    return rows[~dup].reset_index(drop=True), dq, pulled
+
+
+def live_capacity(start, end, timeout: float = 60.0) -> tuple[float, float]:
+    """``(GPUs in the cluster, down GPU-hours in [start, end))`` from ``scontrol show -o
+    nodes`` and ``sacctmgr show event`` (node events only)."""
+    from slurmkit.slurm.commands import run
+
+    nodes = C.gpus_per_node_scontrol(run(["scontrol", "show", "-o", "nodes"], timeout=timeout).stdout)
+    fmt = "%Y-%m-%dT%H:%M:%S"
+    ev = run(["sacctmgr", "-n", "-P", "show", "event", "Nodes=" + ",".join(nodes) if nodes else "All",
+              f"Start={start:{fmt}}", f"End={end:{fmt}}", "format=NodeName,TimeStart,TimeEnd,State"],
+             timeout=timeout, env=dict(SACCT_ENV)).stdout
+    down = C.down_gpu_hours(C.node_events(ev), nodes, start, end)
+    return float(sum(nodes.values())), down
+
+
+def whole_hours(start: dt.datetime, end: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
+    """The whole hours inside ``[start, end)`` (sreport rounds to whole hours)."""
+    s = start.replace(minute=0, second=0, microsecond=0)
+    if s < start:
+        s += dt.timedelta(hours=1)
+    e = end.replace(minute=0, second=0, microsecond=0)
+    return s, max(s, e)
+
+
+def sreport_gpu_hours(start, end, cluster: str | None = None, rollup: bool = False,
+                      timeout: float = 120.0) -> float:
+    """GPU-hours sreport reports for ``[start, end)`` (whole hours), optionally after
+    ``sacctmgr -i rollup`` (root) so that the hourly tables are current."""
+    from slurmkit.slurm.commands import run
+
+    fmt = "%Y-%m-%dT%H:%M:%S"
+    if rollup:
+        run(["sacctmgr", "-i", "rollup", f"{start:{fmt}}", f"{end:{fmt}}"], timeout=timeout,
+            env=dict(SACCT_ENV))
+    argv = ["sreport", "-n", "-P", "-t", "Hours", "cluster", "AccountUtilizationByUser",
+            f"start={start:{fmt}}", f"end={end:{fmt}}", "--tres=gres/gpu",
+            "format=Cluster,Account,Login,Used"]
+    if cluster:
+        argv[5:5] = ["-M", cluster]
+    out = run(argv, timeout=timeout, env=dict(SACCT_ENV)).stdout
+    return C.sreport_gpu_hours(out)
