@@ -130,7 +130,12 @@ def _shim_load(name: str) -> dict:  # TEMPORARY (see load)
 
 
 def site_facts(profile, partition: str | None = None, source: str = "") -> SiteFacts:
-    """:class:`SiteFacts` for ``partition`` (None: the profile's default partition)."""
+    """:class:`SiteFacts` for ``partition`` (None: the profile's default partition).
+
+    ``profile``: a ``slurmkit.profile.Profile`` (or the same tree as plain TOML dicts);
+    ``source``: the file name used in messages when the profile does not carry its own.
+    """
+    source = str(_get(profile, "source", "") or source or "")
     parts = _get(profile, "partitions") or {}
     if not parts:
         raise SiteError(f"{source}: profile has no [partitions.*] table")
@@ -158,7 +163,7 @@ def site_facts(profile, partition: str | None = None, source: str = "") -> SiteF
                    for leaf in (_get(fabric, "leaves") or ()))
     cluster = _get(profile, "cluster")
     return SiteFacts(
-        source=str(source or _get(profile, "source", "") or ""),
+        source=source,
         cluster=str(_get(cluster, "name", "")),
         partition=partition, node_type=nt_name,
         partition_nodes=_expand(_get(part, "nodes")),
