@@ -1,0 +1,149 @@
+"""The hooks in the real Slurm sandbox: install, drain on a failing GPU, requeue, resume.
+
+Every node replays a healthy snapshot recorded from the fake NVML (through the real pynvml);
+n3 is switched to a failing one (a volatile uncorrectable ECC error on one GPU) right after a
+periodic health check ran, with n1, n2 and n4 busy, so the next job lands on n3 and its prolog
+catches the fault: n3 is drained with slurmkit's reason, the job is requeued (not held) and runs
+elsewhere once a node frees up. Switched back, the periodic health check resumes n3 after
+``resume_after`` clean runs.
+"""
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fake_nvml import fake_nvml  # noqa: F401  (session fixture)
+from test_hooks_env import record_snapshot, set_value
+
+from slurmkit.hooks import drain, install as inst, spool
+from slurmkit.hooks.config import render as render_config
+from slurmkit.slurm import conf as sconf
+from slurmkit.slurm.commands import run
+
+pytestmark = pytest.mark.slurm
+
+INTERVAL_S = 5
+RESUME_AFTER = 2
+
+
+def _wait(what, predicate, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = predicate()
+        if got:
+            return got
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture
+def hooked(sandbox, fake_nvml, tmp_path):  # noqa: F811
+    """Hooks installed into the sandbox's slurm.conf (uninstalled afterwards)."""
+    conf = Path(sandbox.slurm_conf)
+    work = Path(sandbox.dir) / "hooks-test"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    snaps = {}
+    for n in sandbox.node_names:
+        snaps[n] = work / f"{n}.json"
+        record_snapshot(fake_nvml, snaps[n], node=n)
+    failing = work / "n3-failing.json"
+    snap3 = json.loads(snaps["n3"].read_text())
+    failing.write_text(json.dumps(set_value(snap3, 1, "ecc_volatile_uncorrectable", 4)))
+    dirs = {k: work / k for k in ("state", "spool", "textfile")}
+
+    def config(overrides=None):
+        s = dict(snaps, **(overrides or {}))
+        return render_config(conf, gres_conf=conf.parent / "gres.conf", profile=sandbox.profile_path,
+                             state_dir=dirs["state"], spool_dir=dirs["spool"], textfile_dir=dirs["textfile"],
+                             resume_after=RESUME_AFTER, snapshots=s,
+                             slurm_bin_dir=os.path.dirname(shutil.which("scontrol")))
+
+    spec = inst.InstallSpec(python=sys.executable, config=config(), interval_s=INTERVAL_S, timeout_s=60)
+    plan = inst.plan_install(sconf.load_tree(conf), spec)
+    inst.apply(plan, conf, installing=True)
+    cfg_path = conf.parent / inst.CONFIG
+    cfg_path.write_text(config())
+    run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+    yield {"conf": conf, "cfg_path": cfg_path, "config": config, "failing": failing, **dirs}
+    for n in sandbox.node_names:
+        run(["scontrol", "update", f"nodename={n}", "state=resume"], slurm_conf=str(conf), timeout=30, check=False)
+    inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, installing=False)
+    run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+
+
+def _node(conf, name):
+    return drain.parse_show_node(run(["scontrol", "show", "node", "-o", name], slurm_conf=str(conf), timeout=30).stdout)
+
+
+def _job(conf, job_id):
+    out = run(["scontrol", "show", "job", "-o", str(job_id)], slurm_conf=str(conf), timeout=30).stdout
+    return dict(tok.split("=", 1) for tok in out.split() if "=" in tok)
+
+
+def _sbatch(conf, *args):
+    return run(["sbatch", "--parsable", "-o", "/dev/null", *args], slurm_conf=str(conf), timeout=30).stdout.strip()
+
+
+def test_failing_gpu_drains_requeues_and_resumes(sandbox, hooked):
+    conf = hooked["conf"]
+    hc3 = hooked["textfile"] / "slurmkit_n3_healthcheck.prom"
+    # the periodic health check runs on every node, healthy, without draining anything
+    _wait("a health check on n3", hc3.exists, 60)
+    assert all(_node(conf, n)["reason"] is None for n in sandbox.node_names)
+    blockers = [_sbatch(conf, "-w", n, "--exclusive", "-t", "5", "--wrap", "sleep 300") for n in ("n1", "n2", "n4")]
+    try:
+        _wait("blockers running", lambda: all(_job(conf, b)["JobState"] == "RUNNING" for b in blockers), 60)
+        # switch n3 right after a health check so that the job's prolog is first to see it
+        last = hc3.stat().st_mtime
+        _wait("the next health check on n3", lambda: hc3.stat().st_mtime != last, 30)
+        hooked["cfg_path"].write_text(hooked["config"]({"n3": hooked["failing"]}))
+        job = _sbatch(conf, "-N1", "--gres=gpu:1", "-t", "2", "--requeue", "--wrap", "hostname")
+        bad = json.loads(hooked["failing"].read_text())["gpus"][1]
+        want = f"slurmkit: ecc_volatile_uncorrectable GPU1 {bad['uuid']}: 4"
+        got = _wait("n3 drained by slurmkit", lambda: (_node(conf, "n3")["reason"] or "").startswith("slurmkit:")
+                    and _node(conf, "n3"), 60)
+        assert got["reason"] == want and "DRAIN" in got["state"]
+        info = _wait("the job requeued", lambda: _job(conf, job)["JobState"] == "PENDING" and _job(conf, job), 30)
+        assert int(info["Restarts"]) >= 1  # it was started on n3 and requeued, not held
+        assert info.get("Reason") != "JobHeldAdmin" and info.get("Priority") != "0"
+        prolog3 = (hooked["textfile"] / "slurmkit_n3_prolog.prom").read_text()
+        assert 'slurmkit_hook_exit_code{node="n3",hook="prolog"} 1' in prolog3
+    finally:
+        run(["scancel", *blockers], slurm_conf=str(conf), timeout=30)
+    done = _wait("the job to finish elsewhere", lambda: _job(conf, job)["JobState"] == "COMPLETED" and _job(conf, job), 90)
+    assert done["NodeList"] in ("n1", "n2", "n4")
+    # its epilog spooled a record for the node it ran on
+    recs, problems = spool.read(hooked["spool"] / spool.FILE_NAME)
+    assert problems == [] and any(r["job_id"] == job and r["node"] == done["NodeList"] for r in recs)
+    # still failing: the health check keeps n3 drained with our reason
+    time.sleep(INTERVAL_S * 2 + 1)
+    assert _node(conf, "n3")["reason"] == want
+    # switched back: resumed after RESUME_AFTER clean health checks
+    hooked["cfg_path"].write_text(hooked["config"]())
+    t0 = time.monotonic()
+    _wait("n3 resumed", lambda: "DRAIN" not in _node(conf, "n3")["state"], INTERVAL_S * (RESUME_AFTER + 4) + 30)
+    assert time.monotonic() - t0 >= INTERVAL_S * (RESUME_AFTER - 1) - 1  # not on the first clean run
+    assert _node(conf, "n3")["reason"] is None
+    state = json.loads((hooked["state"] / "n3" / "health.json").read_text())
+    assert state["drained_reason"] is None
+
+
+def test_foreign_reason_is_never_overwritten_or_resumed(sandbox, hooked):
+    conf = hooked["conf"]
+    run(["scontrol", "update", "nodename=n4", "state=drain", "reason=admin: PSU swap"], slurm_conf=str(conf),
+        timeout=30)
+    hooked["cfg_path"].write_text(hooked["config"]({"n4": hooked["failing"]}))
+    tf = hooked["textfile"] / "slurmkit_n4_healthcheck.prom"
+    last = tf.stat().st_mtime if tf.exists() else 0
+    _wait("two health checks on n4", lambda: tf.exists() and tf.stat().st_mtime > last + INTERVAL_S, 60)
+    assert _node(conf, "n4")["reason"] == "admin: PSU swap"
+    hooked["cfg_path"].write_text(hooked["config"]())
+    time.sleep(INTERVAL_S * (RESUME_AFTER + 1))
+    got = _node(conf, "n4")
+    assert got["reason"] == "admin: PSU swap" and "DRAIN" in got["state"]
