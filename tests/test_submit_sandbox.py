@@ -169,10 +169,10 @@ def test_preemption_checkpoint_requeue_restart(sandbox, backend, tmp_path):
 def _show_job(sandbox, job_id) -> dict:
     text = run(["scontrol", "show", "job", job_id], env=sandbox.env()).stdout
     fields = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):
         s = line.strip()
         if s.startswith("JobId="):
-            fields["JobName"] = s.split(" JobName=", 1)[1]
+            fields["JobName"] = line.split(" JobName=", 1)[1]
         for key in ("Comment", "StdOut"):
             if s.startswith(key + "="):
                 value = line.split("=", 1)[1]
@@ -292,3 +292,27 @@ def test_nccl_tests_says_clearly_when_the_binary_is_absent(sandbox, backend, tmp
     assert job.wait(timeout=60, poll_s=1) == "FAILED"
     out = (tmp_path / f"job-{job.id}.out").read_text()
     assert "nccl-tests binary /nonexistent/all_reduce_perf not found" in out
+
+
+def test_random_names_and_comments_read_back_exactly(sandbox, backend):
+    """Property check against the real parser: seeded random strings over the troublesome
+    characters, submitted held (nothing runs), read back with scontrol."""
+    import random
+
+    rng = random.Random(4)
+    pool = list(" \t#\\\"'$`;|&()<>*?~!{}[]%=,:@") + list("aZ09-_./") + ["ü", "☃", "€", "packjob", "HetJob"]
+    values = ["".join(rng.choice(pool) for _ in range(rng.randint(1, 24))) for _ in range(24)]
+    ids = []
+    try:
+        for i in range(0, len(values) - 1, 2):
+            name, comment = values[i], values[i + 1]
+            script = api.render_script("single-gpu", ["true"], site=str(sandbox.profile_path), name=name,
+                                       comment=comment, signal_s=0, output="/dev/null")
+            script = script.replace("#!/bin/bash\n", "#!/bin/bash\n#SBATCH --hold\n", 1)
+            job_id = backend.submit(script)
+            ids.append(job_id)
+            seen = _show_job(sandbox, job_id)
+            assert (seen["JobName"], seen["Comment"]) == (name, comment)
+    finally:
+        if ids:
+            run(["scancel", *ids], env=sandbox.env())
