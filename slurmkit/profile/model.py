@@ -1,0 +1,314 @@
+"""The site profile as a frozen dataclass tree (schema: ``docs/site-profile.md``).
+
+Built by :func:`slurmkit.profile.validate.build` from layered TOML; read by ``submit`` (placement,
+NCCL presets), the hooks (expected GPUs, health thresholds), ``report`` (TDP, PUE, prices) and
+the gres.conf / topology.conf generators. Hostlist expressions are kept as written
+(``nodes``) and also expanded with python-hostlist (``node_names``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """``[cluster]``: ``name`` (Slurm ClusterName), ``device_dir`` (where the ``nvidiaN`` device
+    files live; gres.conf ``File=``), ``sources`` (where the profile's values come from)."""
+
+    name: str
+    device_dir: str = "/dev"
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Partition:
+    """``[partitions.<name>]``: ``nodes`` (Slurm hostlist expression as written), ``node_names``
+    (expanded, in hostlist order), ``node_type`` (key of ``node_types``), ``default``."""
+
+    name: str
+    nodes: str
+    node_names: tuple[str, ...]
+    node_type: str
+    default: bool = False
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """What slurm.conf tells Slurm about a node when it differs from the hardware
+    (``node_types.<t>.slurm_node``; the sandbox only): CPUs, Sockets, CoresPerSocket, ThreadsPerCore."""
+
+    cpus: int
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU of a node type, in nvidia-smi order.
+
+    ``index``: GPU<index>; ``cpus``: OS CPU ids local to it (nvidia-smi ``CPU Affinity``,
+    expanded; () when unknown); ``numa_node``: nvidia-smi ``NUMA Affinity`` (None when unknown);
+    ``nearest_nics``: device names of the nearest compute NIC(s); ``links``: raw nvidia-smi
+    matrix tokens by column label (``{"GPU1": "NV12", "NIC0": "PXB"}``), self omitted.
+    """
+
+    index: int
+    cpus: tuple[int, ...] = ()
+    numa_node: int | None = None
+    nearest_nics: tuple[str, ...] = ()
+    links: dict[str, str] = field(default_factory=dict)
+
+    def nvlinks_to(self, other: int) -> int:
+        """Number of NVLinks to GPU ``other`` (``NV<n>`` -> n, anything else -> 0)."""
+        tok = self.links.get(f"GPU{other}", "")
+        if tok.startswith("NV") and tok[2:].isdigit():
+            return int(tok[2:])
+        return 0
+
+
+@dataclass(frozen=True)
+class Nic:
+    """One NIC of a node type: ``device`` (``mlx5_0``, ``rdmap79s0``, ``eth0``), ``link_layer``
+    (InfiniBand | RoCE | Ethernet | EFA), ``rate_gbps`` (Gbit/s), ``role`` (compute | other),
+    ``numa_node`` (None when unknown)."""
+
+    device: str
+    link_layer: str
+    rate_gbps: float = 0.0
+    role: str = "compute"
+    numa_node: int | None = None
+
+
+@dataclass(frozen=True)
+class NodeType:
+    """``[node_types.<name>]``: one kind of GPU node.
+
+    ``gpu_model``: gres type (``Gres=gpu:<gpu_model>:<gpu_count>``); ``sockets``,
+    ``cores_per_socket``, ``threads_per_core``: the hardware; ``cpu_numbering``: how the OS
+    numbers CPUs ("linear" | "interleaved" | "unknown"); ``memory_mib``: RealMemory (MiB);
+    ``gpu_tdp_w``: board power (W, reports' modelled energy); ``p2p``: GPU peer-to-peer works;
+    ``slurm_node``: what slurm.conf says when it differs from the hardware (else None).
+    """
+
+    name: str
+    gpu_model: str
+    gpu_count: int
+    sockets: int = 1
+    cores_per_socket: int = 1
+    threads_per_core: int = 1
+    cpu_numbering: str = "linear"
+    memory_mib: int = 0
+    gpu_tdp_w: float = 0.0
+    p2p: bool = True
+    slurm_node: SlurmNode | None = None
+    gpus: tuple[Gpu, ...] = ()
+    nics: tuple[Nic, ...] = ()
+
+    @property
+    def cpu_count(self) -> int:
+        """OS CPUs of the node: sockets x cores_per_socket x threads_per_core."""
+        return self.sockets * self.cores_per_socket * self.threads_per_core
+
+    def gpu(self, index: int) -> Gpu:
+        """The GPU with nvidia-smi index ``index`` (KeyError when absent)."""
+        for g in self.gpus:
+            if g.index == index:
+                return g
+        raise KeyError(f"node type {self.name!r} has no GPU{index}")
+
+    def gpu_cpus(self, index: int) -> tuple[int, ...]:
+        """NUMA-local OS CPU ids of GPU ``index`` (from ``gpus[].cpus``; () when unknown)."""
+        return self.gpu(index).cpus
+
+    def compute_nics(self) -> tuple[Nic, ...]:
+        """NICs with ``role = "compute"``, in profile order."""
+        return tuple(n for n in self.nics if n.role == "compute")
+
+    def nic(self, device: str) -> Nic:
+        """The NIC named ``device`` (KeyError when absent)."""
+        for n in self.nics:
+            if n.device == device:
+                return n
+        raise KeyError(f"node type {self.name!r} has no NIC {device!r}")
+
+    def cpu_map(self) -> dict[int, tuple[int, int]] | None:
+        """OS CPU id -> (socket, core within socket), from sockets / cores / threads and
+        ``cpu_numbering``; None when the numbering is "unknown"."""
+        from slurmkit.topology.cores import cpu_map
+
+        return cpu_map(self.sockets, self.cores_per_socket, self.threads_per_core, self.cpu_numbering)
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """A leaf switch (``[[fabric.leaves]]``): ``name``, ``nodes`` (hostlist as written),
+    ``node_names`` (expanded)."""
+
+    name: str
+    nodes: str
+    node_names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Spine:
+    """A spine switch (``[[fabric.spines]]``): ``name`` and the leaf/spine ``switches`` under it."""
+
+    name: str
+    switches: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Block:
+    """A block for Slurm's topology/block (``[[fabric.blocks]]``): ``name``, ``nodes``, ``node_names``."""
+
+    name: str
+    nodes: str
+    node_names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """``[fabric]``: a tree (``leaves`` under ``spines``) or ``blocks``; all empty when flat."""
+
+    leaves: tuple[Leaf, ...] = ()
+    spines: tuple[Spine, ...] = ()
+    blocks: tuple[Block, ...] = ()
+
+
+@dataclass(frozen=True)
+class Nccl:
+    """``[nccl]``: ``fabric`` (infiniband | roce | efa | tcp | pcie), ``version`` of NCCL on the
+    nodes ("" unknown), ``gdr_level`` (NCCL_NET_GDR_LEVEL), ``gid_index`` (RoCE, NCCL < 2.21;
+    None when unset), ``socket_ifname`` (NCCL_SOCKET_IFNAME names), ``efa_plugin_version``
+    (aws-ofi-nccl), ``extra`` (further variables exported verbatim)."""
+
+    fabric: str = "infiniband"
+    version: str = ""
+    gdr_level: str = ""
+    gid_index: int | None = None
+    socket_ifname: tuple[str, ...] = ()
+    efa_plugin_version: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Submit:
+    """``[submit]``: ``container`` (pyxis enabled), ``switch_wait`` (max wait for ``--switches``,
+    Slurm time string), ``rendezvous_interface`` ("" = NodeAddr), ``cpus_per_gpu``."""
+
+    container: bool = False
+    switch_wait: str = "5:00"
+    rendezvous_interface: str = ""
+    cpus_per_gpu: int = 1
+
+
+@dataclass(frozen=True)
+class Health:
+    """``[health]``: ``mode`` (enforce | observe), ``deadline_s`` (seconds a hook may run) and
+    every other key of the table as written in ``settings`` (thresholds, pins, check switches;
+    interpreted by ``slurmkit.health``)."""
+
+    mode: str = "enforce"
+    deadline_s: float = 8.0
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, key: str, default=None):
+        """``[health].<key>``: ``mode``/``deadline_s`` or a key of ``settings``, else ``default``."""
+        if key in ("mode", "deadline_s"):
+            return getattr(self, key)
+        return self.settings.get(key, default)
+
+
+@dataclass(frozen=True)
+class Report:
+    """``[report]``: ``pue`` (facility power / IT power), ``carbon_g_per_kwh`` (gCO2e per kWh),
+    ``price_per_kwh`` and ``price_per_gpu_hour`` (in ``currency``)."""
+
+    pue: float = 1.0
+    carbon_g_per_kwh: float = 0.0
+    price_per_kwh: float = 0.0
+    price_per_gpu_hour: float = 0.0
+    currency: str = "EUR"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A validated site profile. ``source``: the profile file (str path, "" for in-memory data);
+    ``layers``: every file merged, in order (preset, site file, overrides)."""
+
+    source: str
+    cluster: Cluster
+    partitions: dict[str, Partition]
+    node_types: dict[str, NodeType]
+    fabric: Fabric = Fabric()
+    nccl: Nccl = Nccl()
+    submit: Submit = Submit()
+    health: Health = Health()
+    report: Report = Report()
+    layers: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The cluster name (``[cluster].name``)."""
+        return self.cluster.name
+
+    @property
+    def default_partition(self) -> Partition:
+        """The partition with ``default = true``, else the first one written."""
+        for p in self.partitions.values():
+            if p.default:
+                return p
+        return next(iter(self.partitions.values()))
+
+    def partition(self, name: str | None = None) -> Partition:
+        """Partition ``name`` (None: the default partition). KeyError names the known ones."""
+        if name is None:
+            return self.default_partition
+        try:
+            return self.partitions[name]
+        except KeyError:
+            raise KeyError(f"partition {name!r} is not in profile {self.source or self.name} "
+                           f"(known: {', '.join(self.partitions)})") from None
+
+    def node_type_for(self, partition: str | None = None) -> NodeType:
+        """The node type of partition ``partition`` (None: the default partition)."""
+        return self.node_types[self.partition(partition).node_type]
+
+    def nodes(self, partition: str | None = None) -> tuple[str, ...]:
+        """Node names of ``partition`` (None: every partition's nodes, deduplicated, in order)."""
+        if partition is not None:
+            return self.partition(partition).node_names
+        seen: dict[str, None] = {}
+        for p in self.partitions.values():
+            for n in p.node_names:
+                seen.setdefault(n, None)
+        return tuple(seen)
+
+    def node_type_of(self, node: str) -> NodeType:
+        """The node type of node ``node`` (first partition listing it; KeyError when none)."""
+        for p in self.partitions.values():
+            if node in p.node_names:
+                return self.node_types[p.node_type]
+        raise KeyError(f"node {node!r} is in no partition of profile {self.source or self.name}")
+
+    def leaf_of(self, node: str) -> str | None:
+        """Name of the leaf switch above ``node`` (``fabric.leaves``), None when not under one."""
+        for leaf in self.fabric.leaves:
+            if node in leaf.node_names:
+                return leaf.name
+        return None
+
+    def leaves(self) -> dict[str, tuple[str, ...]]:
+        """Leaf switch name -> node names under it, in profile order."""
+        return {leaf.name: leaf.node_names for leaf in self.fabric.leaves}
+
+    def compute_nics(self, node_type: str) -> tuple[Nic, ...]:
+        """Compute NICs (``role = "compute"``) of node type ``node_type``."""
+        return self.node_types[node_type].compute_nics()
+
+    def gpu_cpus(self, node_type: str, gpu: int) -> tuple[int, ...]:
+        """NUMA-local OS CPU ids of GPU ``gpu`` of node type ``node_type``."""
+        return self.node_types[node_type].gpu_cpus(gpu)

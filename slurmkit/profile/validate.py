@@ -1,0 +1,346 @@
+"""Turn a merged profile dict (TOML tables) into the :class:`~slurmkit.profile.model.Profile`
+tree, checking every key: types, allowed values, cross references (partition -> node type,
+nearest NIC -> NIC, spine -> leaf), hostlists, CPU ids within the node. The first problem
+raises :class:`ProfileError` naming the file, dotted key and (best effort) line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slurmkit.profile.errors import ProfileError
+from slurmkit.profile.lines import key_line
+from slurmkit.profile.model import (Block, Cluster, Fabric, Gpu, Health, Leaf, Nccl, Nic, NodeType,
+                                    Partition, Profile, Report, SlurmNode, Spine, Submit)
+
+LINK_LAYERS = ("InfiniBand", "RoCE", "Ethernet", "EFA")
+NIC_ROLES = ("compute", "other")
+NCCL_FABRICS = ("infiniband", "roce", "efa", "tcp", "pcie")
+HEALTH_MODES = ("enforce", "observe")
+CPU_NUMBERINGS = ("linear", "interleaved", "unknown")
+TOP_LEVEL = ("cluster", "partitions", "node_types", "fabric", "nccl", "submit", "health", "report",
+             "extends")
+_MISSING = object()
+
+
+class _Ctx:
+    """Where errors point: the file whose text is searched for the key's line."""
+
+    def __init__(self, file: str, text: str):
+        self.file, self.text = file, text
+
+    def fail(self, key: str, message: str):
+        raise ProfileError(self.file, key, message, key_line(self.text, key))
+
+    def table(self, data, key: str) -> dict:
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            self.fail(key, f"expected a table, got {_tname(data)}")
+        return data
+
+    def known(self, data: dict, key: str, allowed) -> None:
+        for k in data:
+            if k not in allowed:
+                self.fail(f"{key}.{k}" if key else k,
+                          f"unknown key (expected one of: {', '.join(allowed)})")
+
+    def get(self, data: dict, key: str, name: str, kind, default=_MISSING, choices=None,
+            minimum=None):
+        full = f"{key}.{name}" if key else name
+        value = data.get(name, _MISSING)
+        if value is _MISSING or value is None and default is not _MISSING:
+            if default is _MISSING:
+                self.fail(full, "required key is missing")
+            return default
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if kind is int and isinstance(value, bool) or not isinstance(value, kind):
+            want = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+            self.fail(full, f"expected {_TYPE_WORDS.get(want, want)}, got {_tname(value)} {value!r}")
+        if choices is not None and value not in choices:
+            self.fail(full, f"{value!r} is not one of: {', '.join(map(str, choices))}")
+        if minimum is not None and value < minimum:
+            self.fail(full, f"must be >= {minimum}, got {value!r}")
+        return value
+
+    def str_list(self, data: dict, key: str, name: str) -> tuple[str, ...]:
+        value = data.get(name, [])
+        full = f"{key}.{name}"
+        if isinstance(value, str):
+            return (value,)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self.fail(full, f"expected a list of strings, got {value!r}")
+        return tuple(value)
+
+    def hostlist(self, expr, key: str) -> tuple[str, ...]:
+        import hostlist
+
+        if isinstance(expr, list) and all(isinstance(v, str) for v in expr):
+            expr = ",".join(expr)
+        if not isinstance(expr, str) or not expr.strip():
+            self.fail(key, f"expected a Slurm hostlist expression such as \"n[1-4]\", got {expr!r}")
+        try:
+            names = hostlist.expand_hostlist(expr)
+        except hostlist.BadHostlist as exc:
+            self.fail(key, f"bad hostlist {expr!r}: {exc}")
+        if not names:
+            self.fail(key, f"hostlist {expr!r} names no node")
+        return tuple(names)
+
+
+_TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true/false",
+               "dict": "a table", "list": "an array"}
+
+
+def _tname(v) -> str:
+    return {str: "string", int: "integer", float: "float", bool: "boolean", dict: "table",
+            list: "array"}.get(type(v), type(v).__name__)
+
+
+def build(data: dict, file: str = "", text: str = "", layers: tuple[str, ...] = ()) -> Profile:
+    """Validate merged profile ``data`` (dict as from tomllib, layered) into a :class:`Profile`.
+    ``file``/``text``: the site file and its text, for error locations."""
+    c = _Ctx(file, text)
+    c.known(data, "", TOP_LEVEL)
+    cluster = _cluster(c, c.table(data.get("cluster"), "cluster"))
+    node_types = _node_types(c, c.table(data.get("node_types"), "node_types"))
+    partitions = _partitions(c, c.table(data.get("partitions"), "partitions"), node_types)
+    fabric = _fabric(c, c.table(data.get("fabric"), "fabric"), partitions)
+    return Profile(
+        source=str(file), cluster=cluster, partitions=partitions, node_types=node_types,
+        fabric=fabric, nccl=_nccl(c, c.table(data.get("nccl"), "nccl")),
+        submit=_submit(c, c.table(data.get("submit"), "submit")),
+        health=_health(c, c.table(data.get("health"), "health")),
+        report=_report(c, c.table(data.get("report"), "report")), layers=tuple(layers))
+
+
+def _cluster(c: _Ctx, t: dict) -> Cluster:
+    if not t:
+        c.fail("cluster", "required table [cluster] is missing")
+    c.known(t, "cluster", ("name", "device_dir", "sources"))
+    name = c.get(t, "cluster", "name", str)
+    if not name.strip() or any(ch.isspace() for ch in name):
+        c.fail("cluster.name", f"cluster name must be one word, got {name!r}")
+    device_dir = c.get(t, "cluster", "device_dir", str, "/dev")
+    if not device_dir.startswith("/"):
+        c.fail("cluster.device_dir", f"must be an absolute path, got {device_dir!r}")
+    return Cluster(name=name, device_dir=device_dir.rstrip("/") or "/",
+                   sources=c.str_list(t, "cluster", "sources"))
+
+
+def _partitions(c: _Ctx, t: dict, node_types: dict[str, NodeType]) -> dict[str, Partition]:
+    if not t:
+        c.fail("partitions", "at least one [partitions.<name>] table is required")
+    out = {}
+    defaults = []
+    for name, p in t.items():
+        key = f"partitions.{name}"
+        p = c.table(p, key)
+        c.known(p, key, ("nodes", "node_type", "default"))
+        nt = c.get(p, key, "node_type", str)
+        if nt not in node_types:
+            c.fail(f"{key}.node_type", f"{nt!r} is not a node type (known: {', '.join(node_types) or 'none'})")
+        nodes_expr = p.get("nodes")
+        names = c.hostlist(nodes_expr, f"{key}.nodes")
+        default = c.get(p, key, "default", bool, False)
+        if default:
+            defaults.append(name)
+        out[name] = Partition(name=name, nodes=nodes_expr if isinstance(nodes_expr, str) else ",".join(nodes_expr),
+                              node_names=names, node_type=nt, default=default)
+    if len(defaults) > 1:
+        c.fail(f"partitions.{defaults[1]}.default",
+               f"more than one default partition ({', '.join(defaults)})")
+    return out
+
+
+def _node_types(c: _Ctx, t: dict) -> dict[str, NodeType]:
+    if not t:
+        c.fail("node_types", "at least one [node_types.<name>] table is required")
+    return {name: _node_type(c, name, c.table(nt, f"node_types.{name}")) for name, nt in t.items()}
+
+
+def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
+    key = f"node_types.{name}"
+    c.known(t, key, ("gpu_model", "gpu_count", "sockets", "cores_per_socket", "threads_per_core",
+                     "cpu_numbering", "memory_mib", "gpu_tdp_w", "p2p", "slurm_node", "gpus", "nics",
+                     "sources"))
+    model = c.get(t, key, "gpu_model", str)
+    if not model or any(ch in model for ch in " :,=\t"):
+        c.fail(f"{key}.gpu_model", f"gres type must be one word without ':' or ',', got {model!r}")
+    gpu_count = c.get(t, key, "gpu_count", int, minimum=1)
+    sockets = c.get(t, key, "sockets", int, 1, minimum=1)
+    cores = c.get(t, key, "cores_per_socket", int, 1, minimum=1)
+    threads = c.get(t, key, "threads_per_core", int, 1, minimum=1)
+    numbering = c.get(t, key, "cpu_numbering", str, "linear", choices=CPU_NUMBERINGS)
+    ncpu = sockets * cores * threads
+    slurm_node = None
+    if "slurm_node" in t:
+        sk = f"{key}.slurm_node"
+        sn = c.table(t["slurm_node"], sk)
+        c.known(sn, sk, ("cpus", "sockets", "cores_per_socket", "threads_per_core"))
+        slurm_node = SlurmNode(
+            cpus=c.get(sn, sk, "cpus", int, minimum=1), sockets=c.get(sn, sk, "sockets", int, minimum=1),
+            cores_per_socket=c.get(sn, sk, "cores_per_socket", int, minimum=1),
+            threads_per_core=c.get(sn, sk, "threads_per_core", int, 1, minimum=1))
+        if slurm_node.sockets * slurm_node.cores_per_socket * slurm_node.threads_per_core != slurm_node.cpus:
+            c.fail(f"{sk}.cpus", f"cpus = {slurm_node.cpus} but sockets x cores_per_socket x "
+                   f"threads_per_core = {slurm_node.sockets * slurm_node.cores_per_socket * slurm_node.threads_per_core}")
+    nics = []
+    raw_nics = t.get("nics", [])
+    if not isinstance(raw_nics, list):
+        c.fail(f"{key}.nics", "expected an array of tables [[...nics]]")
+    for i, n in enumerate(raw_nics):
+        nk = f"{key}.nics[{i}]"
+        n = c.table(n, nk)
+        c.known(n, nk, ("device", "link_layer", "rate_gbps", "role", "numa_node"))
+        dev = c.get(n, nk, "device", str)
+        if any(x.device == dev for x in nics):
+            c.fail(f"{nk}.device", f"NIC {dev!r} is listed twice")
+        nics.append(Nic(device=dev, link_layer=c.get(n, nk, "link_layer", str, choices=LINK_LAYERS),
+                        rate_gbps=c.get(n, nk, "rate_gbps", float, 0.0, minimum=0),
+                        role=c.get(n, nk, "role", str, "compute", choices=NIC_ROLES),
+                        numa_node=c.get(n, nk, "numa_node", int, None, minimum=0)))
+    nic_names = {n.device for n in nics}
+    gpus = []
+    raw_gpus = t.get("gpus", [])
+    if not isinstance(raw_gpus, list):
+        c.fail(f"{key}.gpus", "expected an array of tables [[...gpus]]")
+    for i, g in enumerate(raw_gpus):
+        gk = f"{key}.gpus[{i}]"
+        g = c.table(g, gk)
+        c.known(g, gk, ("index", "cpus", "numa_node", "nearest_nics", "links", "gpu_numa_id"))
+        index = c.get(g, gk, "index", int, i, minimum=0)
+        if index != i:
+            c.fail(f"{gk}.index", f"GPUs must be listed in nvidia-smi order: expected index {i}, got {index}")
+        cpus = g.get("cpus", [])
+        if not isinstance(cpus, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in cpus):
+            c.fail(f"{gk}.cpus", f"expected a list of OS CPU ids, got {cpus!r}")
+        bad = [x for x in cpus if x < 0 or x >= ncpu]
+        if bad:
+            c.fail(f"{gk}.cpus", f"CPU {bad[0]} is outside the node's {ncpu} CPUs "
+                   f"({sockets} sockets x {cores} cores x {threads} threads)")
+        nearest = c.str_list(g, gk, "nearest_nics")
+        for dev in nearest:
+            if dev not in nic_names:
+                c.fail(f"{gk}.nearest_nics", f"{dev!r} is not one of the node type's NICs "
+                       f"({', '.join(sorted(nic_names)) or 'none'})")
+        links = c.table(g.get("links", {}), f"{gk}.links")
+        for lk, lv in links.items():
+            if not isinstance(lv, str):
+                c.fail(f"{gk}.links.{lk}", f"expected a raw nvidia-smi token such as \"NV12\" or \"SYS\", got {lv!r}")
+        gpus.append(Gpu(index=index, cpus=tuple(sorted(set(cpus))),
+                        numa_node=c.get(g, gk, "numa_node", int, None, minimum=0),
+                        nearest_nics=nearest, links=dict(links)))
+    if gpus and len(gpus) != gpu_count:
+        c.fail(f"{key}.gpu_count", f"gpu_count = {gpu_count} but {len(gpus)} [[gpus]] tables are listed")
+    for g in gpus:
+        for lk in g.links:
+            if lk.startswith("GPU") and lk[3:].isdigit() and int(lk[3:]) >= gpu_count:
+                c.fail(f"{key}.gpus[{g.index}].links.{lk}", f"there are only {gpu_count} GPUs")
+    return NodeType(name=name, gpu_model=model, gpu_count=gpu_count, sockets=sockets,
+                    cores_per_socket=cores, threads_per_core=threads, cpu_numbering=numbering,
+                    memory_mib=c.get(t, key, "memory_mib", int, 0, minimum=0),
+                    gpu_tdp_w=c.get(t, key, "gpu_tdp_w", float, 0.0, minimum=0),
+                    p2p=c.get(t, key, "p2p", bool, True), slurm_node=slurm_node,
+                    gpus=tuple(gpus), nics=tuple(nics))
+
+
+def _fabric(c: _Ctx, t: dict, partitions: dict[str, Partition]) -> Fabric:
+    c.known(t, "fabric", ("leaves", "spines", "blocks"))
+    all_nodes = {n for p in partitions.values() for n in p.node_names}
+
+    def node_sets(name: str, cls):
+        out = []
+        raw = t.get(name, [])
+        if not isinstance(raw, list):
+            c.fail(f"fabric.{name}", f"expected an array of tables [[fabric.{name}]]")
+        for i, s in enumerate(raw):
+            k = f"fabric.{name}[{i}]"
+            s = c.table(s, k)
+            c.known(s, k, ("name", "nodes"))
+            nm = c.get(s, k, "name", str)
+            names = c.hostlist(s.get("nodes"), f"{k}.nodes")
+            stray = [n for n in names if n not in all_nodes]
+            if stray:
+                c.fail(f"{k}.nodes", f"node {stray[0]} is in no partition")
+            for prev in out:
+                if prev.name == nm:
+                    c.fail(f"{k}.name", f"{name[:-1] if name != 'leaves' else 'leaf'} {nm!r} is listed twice")
+                both = set(prev.node_names) & set(names)
+                if both:
+                    c.fail(f"{k}.nodes", f"node {sorted(both)[0]} is also under {prev.name!r}")
+            out.append(cls(name=nm, nodes=s["nodes"] if isinstance(s["nodes"], str) else ",".join(s["nodes"]),
+                           node_names=names))
+        return tuple(out)
+
+    leaves = node_sets("leaves", Leaf)
+    blocks = node_sets("blocks", Block)
+    if leaves and blocks:
+        c.fail("fabric.blocks", "use either a tree (leaves/spines) or blocks, not both")
+    spines = []
+    known = {leaf.name for leaf in leaves}
+    raw = t.get("spines", [])
+    if not isinstance(raw, list):
+        c.fail("fabric.spines", "expected an array of tables [[fabric.spines]]")
+    for i, s in enumerate(raw):
+        k = f"fabric.spines[{i}]"
+        s = c.table(s, k)
+        c.known(s, k, ("name", "switches"))
+        nm = c.get(s, k, "name", str)
+        sw = c.str_list(s, k, "switches")
+        if not sw:
+            c.fail(f"{k}.switches", "a spine needs at least one switch under it")
+        for x in sw:
+            if x not in known:
+                c.fail(f"{k}.switches", f"{x!r} is not a leaf or an earlier spine ({', '.join(sorted(known))})")
+        if nm in known:
+            c.fail(f"{k}.name", f"switch name {nm!r} is already used")
+        known.add(nm)
+        spines.append(Spine(name=nm, switches=sw))
+    if spines and not leaves:
+        c.fail("fabric.spines", "spines need [[fabric.leaves]] under them")
+    return Fabric(leaves=leaves, spines=tuple(spines), blocks=blocks)
+
+
+def _nccl(c: _Ctx, t: dict) -> Nccl:
+    k = "nccl"
+    c.known(t, k, ("fabric", "version", "gdr_level", "gid_index", "socket_ifname", "efa_plugin_version", "extra"))
+    extra = c.table(t.get("extra", {}), "nccl.extra")
+    for ek, ev in extra.items():
+        if not isinstance(ev, (str, int, float)) or isinstance(ev, bool):
+            c.fail(f"nccl.extra.{ek}", f"expected a string or number, got {ev!r}")
+    return Nccl(fabric=c.get(t, k, "fabric", str, "infiniband", choices=NCCL_FABRICS),
+                version=c.get(t, k, "version", str, ""), gdr_level=c.get(t, k, "gdr_level", str, ""),
+                gid_index=c.get(t, k, "gid_index", int, None, minimum=0),
+                socket_ifname=c.str_list(t, k, "socket_ifname"),
+                efa_plugin_version=c.get(t, k, "efa_plugin_version", str, ""),
+                extra={ek: str(ev) for ek, ev in extra.items()})
+
+
+def _submit(c: _Ctx, t: dict) -> Submit:
+    k = "submit"
+    c.known(t, k, ("container", "switch_wait", "rendezvous_interface", "cpus_per_gpu"))
+    return Submit(container=c.get(t, k, "container", bool, False),
+                  switch_wait=c.get(t, k, "switch_wait", str, "5:00"),
+                  rendezvous_interface=c.get(t, k, "rendezvous_interface", str, ""),
+                  cpus_per_gpu=c.get(t, k, "cpus_per_gpu", int, 1, minimum=0))
+
+
+def _health(c: _Ctx, t: dict) -> Health:
+    k = "health"
+    settings = {kk: v for kk, v in t.items() if kk not in ("mode", "deadline_s")}
+    return Health(mode=c.get(t, k, "mode", str, "enforce", choices=HEALTH_MODES),
+                  deadline_s=c.get(t, k, "deadline_s", float, 8.0, minimum=0), settings=settings)
+
+
+def _report(c: _Ctx, t: dict) -> Report:
+    k = "report"
+    c.known(t, k, ("pue", "carbon_g_per_kwh", "price_per_kwh", "price_per_gpu_hour", "currency"))
+    pue = c.get(t, k, "pue", float, 1.0)
+    if pue < 1.0:
+        c.fail("report.pue", f"PUE is facility power / IT power and cannot be below 1.0, got {pue}")
+    return Report(pue=pue, carbon_g_per_kwh=c.get(t, k, "carbon_g_per_kwh", float, 0.0, minimum=0),
+                  price_per_kwh=c.get(t, k, "price_per_kwh", float, 0.0, minimum=0),
+                  price_per_gpu_hour=c.get(t, k, "price_per_gpu_hour", float, 0.0, minimum=0),
+                  currency=c.get(t, k, "currency", str, "EUR"))
