@@ -125,6 +125,7 @@ def test_cli_dry_run_prints_script_and_explain_names_sources():
     (["submit", "torchrun", "--partition", "cpu", "--", "x"], "partition 'cpu'"),
     (["submit", "torchrun", "--dry-run"], "needs a command"),
     (["templates", "show", "nosuch"], "unknown template"),
+    (["submit", "torchrun", "--site", "/nonexistent/x.toml", "--dry-run", "--", "x"], "/nonexistent/x.toml"),
     (["status", "abc"], "not a job id"),
 ])
 def test_cli_bad_input_exits_2_with_message(args, needle):
@@ -155,3 +156,11 @@ def test_container_and_rendezvous_interface_when_the_site_sets_them():
     assert ("srun --ntasks-per-node=1 --kill-on-bad-exit=1 '--container-image=nvcr.io#nvidia/pytorch:24.01-py3'"
             " --container-mounts=/data:/data bash -c slurmkit_node") in text
     assert "ip -4 -o addr show dev ib0" in text
+
+
+def test_cli_broken_profile_names_the_file(tmp_path):
+    bad = tmp_path / "broken.toml"
+    bad.write_text('[cluster]\nname = "x"\n[partitions.gpu\n')
+    proc = subprocess.run([sys.executable, "-m", "slurmkit", "submit", "torchrun", "--site", str(bad),
+                           "--dry-run", "--", "x"], capture_output=True, text=True)
+    assert proc.returncode == 2 and str(bad) in proc.stderr and "Traceback" not in proc.stderr
