@@ -64,10 +64,10 @@ def test_install_merges_with_site_values(tmp_path):
     d = path.parent
     assert _value(path, "Prolog") == ("slurm.conf", f"{d}/prolog.d/*")
     assert _value(path, "Epilog") == ("slurm.conf", f"{d}/epilog.d/*")
-    # the site's scripts stay, first in glob order, next to our shim
-    assert os.readlink(d / "prolog.d" / "00-site") == "/usr/sbin/nhc-prolog"
-    assert os.readlink(d / "epilog.d" / "00-site") == "/etc/slurm/site-epilog.sh"
-    assert sorted(os.listdir(d / "prolog.d")) == ["00-site", "90-slurmkit"]
+    # the site's scripts stay, next to our shim, first in slurmd's (reverse alphabetical) order
+    assert os.readlink(d / "prolog.d" / "90-site") == "/usr/sbin/nhc-prolog"
+    assert os.readlink(d / "epilog.d" / "90-site") == "/etc/slurm/site-epilog.sh"
+    assert sorted(os.listdir(d / "prolog.d")) == ["10-slurmkit", "90-site"]
     assert _value(path, "PrologFlags") == ("slurm.conf", "Contain,X11,Alloc")
     # SchedulerParameters lives in the Include'd file: edited there
     assert _value(path, "SchedulerParameters") == ("sched.conf", "bf_continue,defer,nohold_on_prolog_fail")
@@ -89,10 +89,10 @@ def test_install_merges_with_site_values(tmp_path):
     assert len(backups) == 2
     assert (d / backups[0]).read_text() in (NHC_SITE, SCHED)
     # shims run our interpreter directly, not through the click CLI
-    shim = (d / "prolog.d" / "90-slurmkit").read_text()
+    shim = (d / "prolog.d" / "10-slurmkit").read_text()
     assert shim.startswith(f"#!{sys.executable} -I\n") and "slurmkit.hooks.main" in shim
     assert "import click" not in shim and "slurmkit.cli" not in shim and str(d / "slurmkit-hooks.toml") in shim
-    assert os.access(d / "prolog.d" / "90-slurmkit", os.X_OK)
+    assert os.access(d / "prolog.d" / "10-slurmkit", os.X_OK)
     cfg = load_config(d / "slurmkit-hooks.toml")
     assert cfg.slurm_conf == path
 
@@ -156,7 +156,7 @@ def test_minimal_conf_gets_new_lines_before_nodes(tmp_path):
                 "HealthCheckProgram=", "HealthCheckInterval=", "PrologEpilogTimeout="):
         at = next(i for i, l in enumerate(lines) if l.startswith(key))
         assert at < node_at and lines[at].endswith("# slurmkit-hooks: added")
-    assert sorted(os.listdir(path.parent / "prolog.d")) == ["90-slurmkit"]
+    assert sorted(os.listdir(path.parent / "prolog.d")) == ["10-slurmkit"]
     _uninstall(path)
     assert path.read_text() == main
 
@@ -167,10 +167,10 @@ def test_existing_glob_is_kept(tmp_path):
     path = _site(tmp_path, main, sched=None)
     _install(path)
     assert _value(path, "Prolog")[1] == f"{tmp_path}/site.d/*"
-    assert (tmp_path / "site.d" / "90-slurmkit").exists()
+    assert (tmp_path / "site.d" / "10-slurmkit").exists()
     _uninstall(path)
     assert path.read_text() == main and (tmp_path / "site.d").is_dir()
-    assert not (tmp_path / "site.d" / "90-slurmkit").exists()
+    assert not (tmp_path / "site.d" / "10-slurmkit").exists()
 
 
 def test_shared_line_is_refused(tmp_path):

@@ -147,3 +147,43 @@ def test_foreign_reason_is_never_overwritten_or_resumed(sandbox, hooked):
     time.sleep(INTERVAL_S * (RESUME_AFTER + 1))
     got = _node(conf, "n4")
     assert got["reason"] == "admin: PSU swap" and "DRAIN" in got["state"]
+
+
+def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path):  # noqa: F811
+    """A site Prolog stays in place: it runs, before slurmkit's, and uninstall gives it back."""
+    conf = Path(sandbox.slurm_conf)
+    original = conf.read_bytes()
+    work = Path(sandbox.dir) / "hooks-site-test"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    site, log = work / "site-prolog.sh", work / "site.log"
+    state = work / "state"
+    # the site script notes whether slurmkit's prolog already recorded the job on this node
+    site.write_text(f'#!/bin/sh\nif [ -e "{state}/$SLURMD_NODENAME/job-$SLURM_JOB_ID.json" ]; then o=after; '
+                    f'else o=before; fi\necho "$SLURM_JOB_ID $o" >> "{log}"\n')
+    site.chmod(0o755)
+    text = original.decode()
+    assert "\n#Prolog=\n" in text
+    conf.write_text(text.replace("\n#Prolog=\n", f"\nProlog={site}\n"))
+    with_site = conf.read_bytes()
+    snaps = {n: work / f"{n}.json" for n in sandbox.node_names}
+    for n, p in snaps.items():
+        record_snapshot(fake_nvml, p, node=n)
+    cfg = render_config(conf, gres_conf=conf.parent / "gres.conf", state_dir=state, spool_dir=work / "spool",
+                        textfile_dir=work / "textfile", snapshots=snaps,
+                        slurm_bin_dir=os.path.dirname(shutil.which("scontrol")))
+    try:
+        inst.apply(inst.plan_install(sconf.load_tree(conf), inst.InstallSpec(python=sys.executable, config=cfg,
+                                                                             interval_s=300)), conf, True)
+        run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+        out = run(["srun", "-N1", "--gres=gpu:1", "-t", "1", "sh", "-c", "echo $SLURM_JOB_ID"],
+                  slurm_conf=str(conf), timeout=60).stdout.strip()
+        assert log.read_text().split() == [out, "before"]
+        recs, _ = _wait("the epilog's spool record", lambda: (work / "spool" / spool.FILE_NAME).exists()
+                        and spool.read(work / "spool" / spool.FILE_NAME), 30)
+        assert [r["job_id"] for r in recs] == [out]
+        inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, False)
+        assert conf.read_bytes() == with_site
+    finally:
+        conf.write_bytes(original)
+        run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)

@@ -3,8 +3,10 @@
 Rules (issue 5, section 6):
 
 - a site's existing ``Prolog=X`` / ``Epilog=X`` becomes a glob ``<dir>/prolog.d/*`` holding a link
-  ``00-site`` -> X (the site script keeps running, first) and our shim ``90-slurmkit``; an existing
-  glob ``D/*`` is kept and our shim is added to ``D``;
+  ``90-site`` -> X (the site script keeps running, first) and our shim ``10-slurmkit``; an existing
+  glob ``D/*`` is kept and our shim is added to ``D``. slurmd runs a glob's scripts in *reverse*
+  alphabetical order (seen in the sandbox with Slurm 22.05, and as slurm.conf(5) of later
+  releases documents), hence the names;
 - ``PrologFlags`` gains ``Alloc`` (the prolog runs at allocation, so a failing node is seen before
   the job starts; ``Contain`` and other flags are kept); ``SchedulerParameters`` gains
   ``nohold_on_prolog_fail`` (a job whose prolog failed is requeued, not held);
@@ -38,8 +40,8 @@ from slurmkit.slurm import conf as sconf
 MARK = "slurmkit-hooks:"
 MANIFEST = "slurmkit-hooks.install.json"
 CONFIG = "slurmkit-hooks.toml"
-SITE_LINK = "00-site"
-OUR_SHIM = "90-slurmkit"
+SITE_LINK = "90-site"  # runs first: slurmd runs prolog.d/* in reverse alphabetical order
+OUR_SHIM = "10-slurmkit"
 HEALTHCHECK_SHIM = "slurmkit-healthcheck"
 DEFAULT_INTERVAL_S = 300
 DEFAULT_TIMEOUT_S = 60
