@@ -157,3 +157,15 @@ def test_bad_job_gpus_is_own_trouble(node, healthy):
     r = node.run(node.prolog, gpus="0,x")
     assert r.returncode == 0 and "not a GPU index" in r.stderr
     assert node.metric("n1", "prolog", "slurmkit_hook_own_errors_total") == 1
+
+
+def test_per_check_switch_in_hooks_config(node, healthy, tmp_path):
+    path, snap = healthy
+    p, g = _failing(node, snap, tmp_path)
+    node.write_config({"n1": p}, mode="observe", extra="checks = {ecc_volatile_uncorrectable = false}\n")
+    r = node.run(node.prolog)
+    assert r.returncode == 0 and "would drain" not in r.stderr
+    assert not any(k[1] and ("check", "ecc_volatile_uncorrectable") in k[1] for k in node.textfile("n1", "prolog"))
+    node.write_config({"n1": p}, mode="observe", extra="checks = {no_such_check = false}\n")
+    r = node.run(node.prolog)
+    assert r.returncode == 0 and "health.checks.no_such_check: unknown check id" in r.stderr

@@ -16,6 +16,8 @@ Keys (all optional except ``slurm_conf``)::
     state_dir = "/var/lib/slurmkit/hooks" # per-node state (clean-run counter, prolog energy)
     spool_dir = "/var/spool/slurmkit"     # per-job energy spool (root only)
     textfile_dir = "/var/lib/prometheus/node-exporter"  # node_exporter textfile collector dir
+    [checks]                              # per-check switches over the profile's [health.checks]
+    pcie_width = false                    # (check ids: slurmkit/health/checks.toml)
     [nodes.n3]                            # per node: where its GPU state comes from
     snapshot = "/path/to/n3.json"         # replay a recorded snapshot (default: live NVML)
 
@@ -63,6 +65,7 @@ class HookConfig:
     spool_dir: Path = Path(DEFAULTS["spool_dir"])
     textfile_dir: Path = Path(DEFAULTS["textfile_dir"])
     nodes: dict = field(default_factory=dict)
+    checks: dict = field(default_factory=dict)
 
     def snapshot_for(self, node: str) -> Path | None:
         """The snapshot file node ``node`` replays, or None for live NVML."""
@@ -71,7 +74,7 @@ class HookConfig:
 
 _TYPES = {"slurm_conf": str, "gres_conf": str, "profile": str, "mode": str, "deadline_s": (int, float),
           "resume_after": int, "scontrol_timeout_s": (int, float), "slurm_bin_dir": str, "state_dir": str, "spool_dir": str,
-          "textfile_dir": str, "nodes": dict}
+          "textfile_dir": str, "nodes": dict, "checks": dict}
 
 
 def parse(text: str, path) -> HookConfig:
@@ -96,6 +99,9 @@ def parse(text: str, path) -> HookConfig:
         raise HookConfigError(path, f"mode: want enforce or observe, got {mode!r}")
     if int(data.get("resume_after", 3)) < 1:
         raise HookConfigError(path, "resume_after: want 1 or more")
+    for cid, on in data.get("checks", {}).items():
+        if not isinstance(on, bool):
+            raise HookConfigError(path, f"checks.{cid}: want true or false")
     base = Path(path).parent
     nodes = {}
     for name, table in data.get("nodes", {}).items():
@@ -117,7 +123,8 @@ def parse(text: str, path) -> HookConfig:
         mode=mode, deadline_s=float(data.get("deadline_s", DEFAULTS["deadline_s"])),
         resume_after=int(data.get("resume_after", DEFAULTS["resume_after"])),
         scontrol_timeout_s=float(data.get("scontrol_timeout_s", DEFAULTS["scontrol_timeout_s"])),
-        slurm_bin_dir=data.get("slurm_bin_dir"), state_dir=p("state_dir"), spool_dir=p("spool_dir"), textfile_dir=p("textfile_dir"), nodes=nodes)
+        slurm_bin_dir=data.get("slurm_bin_dir"), state_dir=p("state_dir"), spool_dir=p("spool_dir"), textfile_dir=p("textfile_dir"), nodes=nodes,
+        checks=dict(data.get("checks", {})))
 
 
 def load(path) -> HookConfig:

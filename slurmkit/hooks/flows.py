@@ -91,10 +91,13 @@ class Run:
                 self.own_error(f"{self.cfg.profile}: {exc}")
                 return False
         health.pop("mode", None)  # the hooks config decides the mode
+        if self.cfg.checks:
+            health["checks"] = {**health.get("checks", {}), **self.cfg.checks}
         from slurmkit.health.config import ConfigError, load_config
 
         try:
-            self.hc = load_config(health, gpu_count=len(self.gres_files or []), file=str(self.cfg.profile))
+            self.hc = load_config(health, gpu_count=len(self.gres_files or []),
+                                  file=str(self.cfg.profile or self.cfg.path))
         except ConfigError as exc:
             self.own_error(str(exc))
             return False
