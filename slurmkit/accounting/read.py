@@ -185,7 +185,7 @@ def read_sacct_bytes(data: bytes, source: str = "<sacct>", fields: list[str] | N
             dq.repair("delimiter inside JobName (joined)", source, line, text.replace(DELIMITER, delim))
             continue
         if ncols < expected and prev_ok:
-            dq.skip("newline in a field (continuation line)", 1, source, line,
+            dq.skip("too few fields (continuation of a field with a newline?)", 1, source, line,
                     text.replace(DELIMITER, delim))
         else:
             dq.skip(f"wrong number of fields ({ncols - (1 if trailing else 0)} for {len(names)})", 1,

@@ -131,7 +131,8 @@ def build_report(rows: pd.DataFrame, dq: DataQuality, window: Window, assumption
 
     # hourly curve
     curve = hourly_gpus(runs, window.start, window.end, now=now)
-    hourly = {"hours": [iso_z(t) for t in curve.index], "gpus_in_use": [_num(v) for v in curve],
+    hourly = {"hours": list(curve.index.strftime("%Y-%m-%dT%H:%M:%SZ")),
+              "gpus_in_use": [round(float(v), 6) for v in curve.to_numpy()],
               "peak": _num(curve.max()) if len(curve) else None,
               "p95": _num(curve.quantile(0.95)) if len(curve) else None}
 

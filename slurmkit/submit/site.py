@@ -107,26 +107,9 @@ def load(site: str | None):
     (``site`` None: the ``SLURMKIT_SITE`` environment variable, else ``"sandbox"``)."""
     import os
 
-    name = site or os.environ.get("SLURMKIT_SITE") or "sandbox"
-    try:
-        from slurmkit.profile import load_profile
-    except ImportError:  # TEMPORARY shim until slurmkit.profile.load_profile lands; delete then
-        return _shim_load(name)
-    return load_profile(name)
+    from slurmkit.profile import load_profile
 
-
-def _shim_load(name: str) -> dict:  # TEMPORARY (see load)
-    import tomllib
-    from pathlib import Path
-
-    path = Path(name)
-    if not path.suffix:
-        path = Path(__file__).resolve().parents[2] / "site" / f"{name}.toml"
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise SiteError(f"{path}: {exc}") from None
+    return load_profile(site or os.environ.get("SLURMKIT_SITE") or "sandbox")
 
 
 def site_facts(profile, partition: str | None = None, source: str = "") -> SiteFacts:

@@ -1,0 +1,281 @@
+"""One test per semantic rule of issue 6 section 2, on tiny sacct inputs written here."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pandas as pd
+import pytest
+
+from slurmkit.accounting import parse as P
+from slurmkit.accounting.fields import FIELDS
+from slurmkit.accounting.frame import jobs_frame
+from slurmkit.accounting.read import AccountingInputError, read_sacct_bytes
+from slurmkit.report.energy import Assumptions
+from slurmkit.report.weekly import build_report
+from slurmkit.report.window import Window
+
+T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
+WEEK = Window(dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(2026, 1, 8, tzinfo=dt.timezone.utc))
+
+
+def row(**kw) -> dict:
+    base = {"Cluster": "c1", "JobID": "100", "JobIDRaw": "", "State": "COMPLETED", "User": "alice",
+            "Account": "acct", "Partition": "gpu", "QOS": "normal", "Submit": str(T0),
+            "Eligible": str(T0), "Start": str(T0 + 600), "End": str(T0 + 600 + 3600),
+            "ElapsedRaw": "3600", "Suspended": "00:00:00", "TimelimitRaw": "120", "NCPUS": "4",
+            "NNodes": "1", "NodeList": "n1", "ReqMem": "8G",
+            "AllocTRES": "billing=4,cpu=4,gres/gpu=2,mem=8G,node=1", "TotalCPU": "01:00:00",
+            "TRESUsageInTot": "", "TRESUsageInAve": "", "ConsumedEnergyRaw": "0", "ExitCode": "0:0",
+            "JobName": "train"}
+    base.update({k: str(v) for k, v in kw.items()})
+    if not base["JobIDRaw"]:
+        base["JobIDRaw"] = base["JobID"]
+    return base
+
+
+def text(rows, delim="|", header=True) -> bytes:
+    lines = [delim.join(FIELDS)] if header else []
+    lines += [delim.join(r[f] for f in FIELDS) for r in rows]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def report(rows, window=WEEK, now=None, **kw):
+    table, dq = read_sacct_bytes(text(rows), "tiny.psv")
+    frame = jobs_frame(table, dq, "tiny.psv")
+    rep, allocs = build_report(frame, dq, window, kw.pop("assumptions", Assumptions()),
+                               now=now or pd.Timestamp(T0 + 30 * 86400, unit="s", tz="UTC"), **kw)
+    dq_ = rep["data_quality"]
+    assert dq_["rows_read"] == dq_["rows_counted"] + dq_["rows_skipped"]
+    return rep, allocs
+
+
+# --- GPUs from AllocTRES -------------------------------------------------------------------
+
+def test_untyped_gpu_count_wins_over_typed_entries():
+    g, t = P.gpus_from_tres(pd.Series(["cpu=8,gres/gpu:a100=2,gres/gpu=2,mem=10G"]))
+    assert g[0] == 2 and t[0] == "a100"
+
+
+def test_typed_gpu_counts_are_summed_when_untyped_absent():
+    g, _ = P.gpus_from_tres(pd.Series(["gres/gpu:a100=2,gres/gpu:v100=3,node=1"]))
+    assert g[0] == 5
+
+
+def test_gpumem_and_gpuutil_are_never_gpus():
+    g, _ = P.gpus_from_tres(pd.Series(["cpu=1,gres/gpumem=20500736K,gres/gpuutil=90,mem=1G"]))
+    assert g[0] == 0
+
+
+def test_mig_slices_weighted_by_share_of_a_gpu():
+    g, t = P.gpus_from_tres(pd.Series(["gres/gpu:1g.10gb=2,gres/gpu=2", "gres/gpu:3g.40gb=1"]))
+    assert g[0] == pytest.approx(2 / 7) and g[1] == pytest.approx(3 / 7)
+    assert t[0] == "1g.10gb"
+
+
+# --- allocation vs step rows, arrays, het, requeue ------------------------------------------
+
+def test_allocation_rows_give_hours_and_steps_only_usage():
+    rows = [row(TRESUsageInTot="mem=2G"),
+            row(JobID="100.batch", User="", TRESUsageInTot="cpu=00:50:00,mem=3G,gres/gpuutil=40"),
+            row(JobID="100.extern", User="", TRESUsageInTot="mem=1M,gres/gpuutil=0"),
+            row(JobID="100.0", User="", TRESUsageInTot="mem=6G,gres/gpuutil=80")]
+    rep, allocs = report(rows)
+    assert rep["totals"]["jobs"] == 1
+    assert rep["totals"]["gpu_hours"] == pytest.approx(2.0)   # 2 GPUs x 1 h, steps add nothing
+    assert rep["data_quality"]["rows_counted"] == 4
+    # memory efficiency from the largest step (6 GiB of 8 GiB), as seff does
+    assert allocs.loc[0, "mem_eff"] == pytest.approx(6 / 8)
+    assert allocs.loc[0, "step_gpu_util_pct"] == pytest.approx(60.0)  # extern excluded
+
+
+def test_array_tasks_are_jobs_and_pending_range_is_backlog():
+    rows = [row(JobID="200_1", JobIDRaw="201"), row(JobID="200_2", JobIDRaw="202"),
+            row(JobID="200_[5-9]", JobIDRaw="200", State="PENDING", Start="Unknown", End="Unknown",
+                ElapsedRaw="0")]
+    rep, _ = report(rows)
+    assert rep["totals"]["jobs"] == 2
+    assert rep["totals"]["pending_array_tasks"] == 5
+    assert rep["totals"]["gpu_hours"] == pytest.approx(4.0)
+
+
+def test_het_components_each_count():
+    rows = [row(JobID="900+0", JobIDRaw="900"), row(JobID="900+1", JobIDRaw="901",
+                                                    AllocTRES="cpu=2,gres/gpu=1,node=1")]
+    rep, _ = report(rows)
+    assert rep["totals"]["jobs"] == 2
+    assert rep["totals"]["gpu_hours"] == pytest.approx(3.0)
+
+
+def test_requeued_attempts_count_as_used_and_wasted_and_the_job_once():
+    first = row(JobID="300", State="REQUEUED", Start=T0 + 100, End=T0 + 100 + 1800, ElapsedRaw=1800)
+    final = row(JobID="300", Submit=T0 + 2000, Eligible=T0 + 2000, Start=T0 + 2100,
+                End=T0 + 2100 + 3600, ElapsedRaw=3600)
+    rep, _ = report([first, final])
+    t = rep["totals"]
+    assert t["jobs"] == 1 and t["requeued_attempts"] == 1
+    assert t["gpu_hours"] == pytest.approx(2 * 0.5 + 2 * 1.0)
+    assert t["wasted_gpu_hours"] == pytest.approx(2 * 0.5)
+
+
+@pytest.mark.parametrize("state", ["FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED"])
+def test_failed_outcomes_are_waste(state):
+    rep, _ = report([row(State=state), row(JobID="101")])
+    assert rep["totals"]["wasted_gpu_hours"] == pytest.approx(2.0)
+    assert {o["state"]: o["wasted_gpu_hours"] for o in rep["outcomes"]}[state] == pytest.approx(2.0)
+
+
+# --- times -------------------------------------------------------------------------------
+
+def test_intervals_are_clipped_to_the_window():
+    # 4 h job starting 1 h before the window: 3 h inside
+    rep, _ = report([row(Start=T0 - 3600, End=T0 + 3 * 3600, ElapsedRaw=4 * 3600, Submit=T0 - 7200,
+                         Eligible=T0 - 7200)])
+    assert rep["totals"]["gpu_hours"] == pytest.approx(2 * 3.0)
+    assert rep["totals"]["cpu_hours"] == pytest.approx(4 * 3.0)
+
+
+def test_suspended_job_uses_elapsedraw_not_end_minus_start():
+    # ran 2 h wall, 30 min suspended: ElapsedRaw 5400
+    rep, _ = report([row(Start=T0, End=T0 + 7200, ElapsedRaw=5400, Suspended="00:30:00")])
+    assert rep["totals"]["gpu_hours"] == pytest.approx(2 * 1.5)
+
+
+def test_unknown_and_none_times():
+    s = P.parse_times(pd.Series(["Unknown", "None", "", str(T0), "2026-01-01T00:00:00"]))
+    assert s[:3].isna().all()
+    assert s[3] == s[4] == pd.Timestamp(T0, unit="s", tz="UTC")
+
+
+def test_running_job_is_provisional_and_ends_at_now():
+    now = pd.Timestamp(T0 + 600 + 1800, unit="s", tz="UTC")
+    rep, _ = report([row(State="RUNNING", End="Unknown", ElapsedRaw=1800)], now=now)
+    assert rep["totals"]["provisional_jobs"] == 1
+    assert rep["totals"]["gpu_hours"] == pytest.approx(1.0)
+
+
+def test_cancelled_by_uid_is_split():
+    st, by = P.parse_states(pd.Series(["CANCELLED by 10290820", "COMPLETED"]))
+    assert list(st) == ["CANCELLED", "COMPLETED"] and list(by) == ["10290820", ""]
+    rep, _ = report([row(State="CANCELLED by 1000")])
+    assert [o["state"] for o in rep["outcomes"]] == ["CANCELLED"]
+
+
+def test_timelimit_unlimited_and_partition_limit():
+    tl = P.parse_timelimit_s(pd.Series(["UNLIMITED", "Partition_Limit", "1-00:00:00", "30:00", ""]))
+    assert tl[0] == tl[1] == float("inf")
+    assert tl[2] == 86400 and tl[3] == 1800 and pd.isna(tl[4])
+    assert P.parse_timelimit_s(pd.Series(["120"]), raw_minutes=True)[0] == 7200
+
+
+def test_memory_suffixes_and_old_per_cpu_per_node_reqmem():
+    mib, per = P.parse_mem_mib(pd.Series(["199G", "32000M", "356K", "2T", "4000Mc", "2Gn"]))
+    assert list(mib) == [199 * 1024, 32000, 356 / 1024, 2 * 1024 * 1024, 4000, 2048]
+    assert list(per) == ["", "", "", "", "cpu", "node"]
+    rows = [row(AllocTRES="cpu=4,node=2", ReqMem="1000Mc"),
+            row(JobID="101", AllocTRES="cpu=4,node=2", ReqMem="3000Mn", NNodes=2)]
+    table, dq = read_sacct_bytes(text(rows), "t")
+    f = jobs_frame(table, dq)
+    assert list(f["alloc_mem_mib"]) == [4000, 6000]
+
+
+# --- bad rows: every row counted or listed --------------------------------------------------
+
+def test_bad_utf8_is_replaced_and_listed():
+    data = text([row(JobName="ok"), row(JobID="101", JobName="XX")]).replace(b"XX", b"caf\xe9")
+    table, dq = read_sacct_bytes(data, "bad.psv")
+    f = jobs_frame(table, dq)
+    assert f.loc[1, "job_name"] == "caf\ufffd"
+    assert dq.repaired == {"bad UTF-8 (replaced by U+FFFD)": 1}
+    assert dq.problems[0].line == 3 and dq.problems[0].source == "bad.psv"
+    assert dq.rows_read == 2 and dq.rows_skipped == 0
+
+
+def test_delimiter_inside_the_last_field_jobname_is_joined():
+    data = text([row(JobName="a|b|c"), row(JobID="101")])
+    table, dq = read_sacct_bytes(data, "d.psv")
+    f = jobs_frame(table, dq)
+    assert sorted(f["job_name"]) == ["a|b|c", "train"]
+    assert dq.repaired["delimiter inside JobName (joined)"] == 1
+    assert dq.rows_read == 2 and dq.rows_counted == 2
+
+
+def test_embedded_newline_in_jobname_lists_the_continuation_line():
+    data = text([row(JobName="first\nsecond"), row(JobID="101")])
+    table, dq = read_sacct_bytes(data, "n.psv")
+    assert table.num_rows == 2
+    assert dq.skipped == {"too few fields (continuation of a field with a newline?)": 1}
+    assert dq.problems[0].line == 3 and "second" in dq.problems[0].detail
+    assert dq.rows_read == 3 == dq.rows_counted + dq.rows_skipped
+
+
+def test_malformed_line_is_skipped_with_reason_and_line():
+    data = text([row(), row(JobID="101")]) + b"garbage|line\n" + text([row(JobID="102")], header=False)
+    table, dq = read_sacct_bytes(data, "m.psv")
+    assert table.num_rows == 3
+    assert dq.rows_skipped == 1 and dq.problems[0].line == 4
+    assert dq.problems[0].reason.startswith("too few fields")
+    assert dq.problems[0].detail == "garbage|line"
+
+
+def test_too_many_fields_when_jobname_is_not_last_is_skipped():
+    fields = ["JobName"] + [f for f in FIELDS if f != "JobName"]
+    good = [row(), row(JobID="101")]
+    lines = ["|".join(r[f] for f in fields) for r in good] + ["|".join(row(JobID="102", JobName="x|y")[f] for f in fields)]
+    table, dq = read_sacct_bytes(("\n".join(lines) + "\n").encode(), "j.psv", fields=fields)
+    assert table.num_rows == 2
+    assert dq.skipped == {f"wrong number of fields ({len(FIELDS) + 1} for {len(FIELDS)})": 1}
+    assert dq.problems[0].line == 3
+
+
+def test_bad_job_id_is_skipped_and_counted():
+    rep, _ = report([row(), row(JobID="abc")])
+    assert rep["data_quality"]["skipped_reasons"] == {"bad JobID": 1}
+    assert rep["totals"]["jobs"] == 1
+
+
+def test_step_without_allocation_row_is_listed():
+    rep, _ = report([row(JobID="555.interactive")])
+    assert rep["data_quality"]["skipped_reasons"] == {"step row without its allocation row": 1}
+
+
+def test_rows_outside_the_window_are_skipped_with_their_steps():
+    far = T0 + 60 * 86400
+    rep, _ = report([row(), row(JobID="101", Submit=far, Eligible=far, Start=far, End=far + 60),
+                     row(JobID="101.batch", Submit=far, Eligible=far, Start=far, End=far + 60)])
+    assert rep["data_quality"]["skipped_reasons"] == {"outside the window": 2}
+    assert rep["totals"]["jobs"] == 1
+
+
+def test_no_header_and_no_field_list_names_file_and_line():
+    with pytest.raises(AccountingInputError) as err:
+        read_sacct_bytes(text([row()], header=False), "cap.txt")
+    assert err.value.file == "cap.txt" and err.value.line == 1
+
+
+def test_any_delimiter_and_trailing_delimiter_with_separate_field_list():
+    rows = [row(), row(JobID="101")]
+    data = "\n".join("\u2603".join(r[f] for f in FIELDS) + "\u2603" for r in rows).encode() + b"\n"
+    table, dq = read_sacct_bytes(data, "snow.txt", fields=list(FIELDS))
+    assert table.num_rows == 2 and table.column_names == list(FIELDS)
+    assert dq.rows_skipped == 0
+
+
+def test_queue_wait_quantiles_by_partition_and_gpu_bucket():
+    rows = [row(JobID=str(100 + i), Eligible=T0, Start=T0 + 60 * (i + 1), End=T0 + 7200) for i in range(10)]
+    rep, _ = report(rows)
+    q = rep["queue_wait"]["by_partition_gpus"]
+    assert len(q) == 1 and q[0]["gpu_bucket"] == "2-4" and q[0]["n"] == 10
+    waits = pd.Series([60.0 * (i + 1) for i in range(10)])
+    assert q[0]["p50_s"] == pytest.approx(waits.quantile(0.5))
+    assert q[0]["p95_s"] == pytest.approx(waits.quantile(0.95))
+
+
+def test_hourly_curve_integrates_to_gpu_hours():
+    rows = [row(Start=T0 + 1800, End=T0 + 1800 + 3 * 3600, ElapsedRaw=3 * 3600),
+            row(JobID="101", AllocTRES="gres/gpu=4", Start=T0 + 3600, End=T0 + 7200)]
+    rep, _ = report(rows)
+    h = rep["hourly"]
+    assert sum(h["gpus_in_use"]) == pytest.approx(rep["totals"]["gpu_hours"])
+    assert h["gpus_in_use"][0] == pytest.approx(1.0)   # half an hour of 2 GPUs
+    assert h["peak"] == pytest.approx(6.0)
