@@ -18,15 +18,23 @@ _GRES = re.compile(r"(?:^|[\s,])(?:Gres=)?gpu(?::[^:,\s(]+)?:(\d+)")
 
 
 def gpus_per_node_scontrol(text: str) -> dict[str, int]:
-    """``scontrol show -o nodes`` text -> {NodeName: GPUs from Gres=gpu[:type]:N}; nodes
-    without GPU gres -> 0."""
+    """``scontrol show -o nodes`` text -> {NodeName: GPUs from Gres=gpu[:type]:N, else from
+    CfgTRES gres/gpu=N (typed entries summed when the untyped one is absent)}; nodes without
+    GPUs -> 0."""
     out = {}
     for line in text.splitlines():
         m = re.search(r"NodeName=(\S+)", line)
         if not m:
             continue
         gm = re.search(r"\bGres=(\S+)", line)
+        tm = re.search(r"\bCfgTRES=(\S+)", line)
         n = 0
+        if tm and not gm:
+            tres = dict(e.split("=", 1) for e in tm.group(1).split(",") if "=" in e)
+            if "gres/gpu" in tres:
+                n = int(tres["gres/gpu"])
+            else:
+                n = sum(int(v) for k, v in tres.items() if k.startswith("gres/gpu:"))
         if gm:
             for part in gm.group(1).split(","):
                 pm = re.match(r"gpu(?::[^:(]+)?:(\d+)", part)

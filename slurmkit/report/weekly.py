@@ -30,7 +30,7 @@ def _num(x):
     if x is None:
         return None
     x = float(x)
-    return None if math.isnan(x) else round(x, 6)
+    return None if math.isnan(x) else round(x, 9)
 
 
 def _group(a: pd.DataFrame, col: str, name: str) -> list[dict]:

