@@ -1,0 +1,107 @@
+"""A :class:`~slurmkit.topology.matrix.Topology` as a site-profile node-type section.
+
+:func:`node_type_table` builds the ``[node_types.<name>]`` dict (the schema of
+``docs/site-profile.md``); :func:`render_node_type` writes it as TOML in the same layout as the
+shipped profiles (``gpus``/``nics`` as arrays of tables, ``links`` inline), which tomllib reads
+back to the same dict. The layout is fixed, so a small writer is used rather than a generic
+TOML dumper (tomllib cannot write, and generic dumpers cannot emit inline tables).
+"""
+
+from __future__ import annotations
+
+import json
+
+from slurmkit.topology.matrix import Topology
+
+_LINK_LAYER_GUESS = {"mlx": "InfiniBand", "ib": "InfiniBand", "rdmap": "EFA", "efa": "EFA",
+                     "bnxt_re": "RoCE", "irdma": "RoCE", "qedr": "RoCE", "erdma": "RoCE", "rxe": "RoCE"}
+
+
+def guess_link_layer(device: str) -> str:
+    """Link layer from a device name prefix (``mlx5_0`` -> InfiniBand, ``rdmap*`` -> EFA,
+    ``bnxt_re*`` -> RoCE); Ethernet otherwise. A guess: edit the imported section when the
+    mlx5 port runs RoCE (sysfs ``ports/1/link_layer`` says which, see ``topo discover``)."""
+    for prefix, layer in _LINK_LAYER_GUESS.items():
+        if device.startswith(prefix):
+            return layer
+    return "Ethernet"
+
+
+def node_type_table(topo: Topology, gpu_model: str, *, sockets: int | None = None,
+                    cores_per_socket: int | None = None, threads_per_core: int | None = None,
+                    cpu_numbering: str | None = None, link_layers: dict[str, str] | None = None,
+                    rates_gbps: dict[str, float] | None = None) -> dict:
+    """The ``[node_types.<name>]`` table for ``topo``.
+
+    CPU topology: the arguments, else the topology's own (live discovery), else
+    ``cpu_numbering = "unknown"`` with one socket and as many cores as CPUs seen (gres.conf
+    ``Cores=`` is then omitted). NICs: ``device`` (legend name or label), ``role`` from the
+    matrix, ``link_layer`` from ``link_layers`` or :func:`guess_link_layer`, ``rate_gbps`` from
+    ``rates_gbps`` (0 when unknown). GPU links keep the raw tokens, self omitted; NVLink between
+    every GPU pair sets ``p2p = true``, a PCIe-only box also ``p2p = true`` unless told.
+    """
+    link_layers, rates_gbps = link_layers or {}, rates_gbps or {}
+    sockets = sockets or topo.sockets
+    cores = cores_per_socket or topo.cores_per_socket
+    threads = threads_per_core or topo.threads_per_core
+    numbering = cpu_numbering or ("linear" if sockets and cores and threads else "unknown")
+    if not (sockets and cores and threads):
+        ncpu = max((max(g.cpus) + 1 for g in topo.gpus if g.cpus), default=1)
+        sockets, cores, threads = 1, ncpu, 1
+        numbering = cpu_numbering or "unknown"
+    table: dict = {"gpu_model": gpu_model, "gpu_count": len(topo.gpus), "sockets": sockets,
+                   "cores_per_socket": cores, "threads_per_core": threads, "cpu_numbering": numbering}
+    gpus = []
+    for g in topo.gpus:
+        row: dict = {"index": g.index, "cpus": list(g.cpus)}
+        if g.numa_node is not None:
+            row["numa_node"] = g.numa_node
+        row["nearest_nics"] = list(g.nearest_nics)
+        row["links"] = dict(g.links)
+        gpus.append(row)
+    nics = []
+    for n in topo.nics:
+        dev = n.device or n.name
+        row = {"device": dev, "link_layer": link_layers.get(dev, guess_link_layer(dev)),
+               "rate_gbps": rates_gbps.get(dev, 0), "role": n.role}
+        if n.numa_node is not None:
+            row["numa_node"] = n.numa_node
+        nics.append(row)
+    table["gpus"] = gpus
+    table["nics"] = nics
+    return table
+
+
+def _value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)  # a JSON string is a valid TOML basic string
+    if isinstance(v, list):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items()) + " }" if v else "{}"
+    raise TypeError(f"cannot write {type(v).__name__} as TOML")
+
+
+def _key(k: str) -> str:
+    return k if k and all(c.isalnum() or c in "-_" for c in k) else json.dumps(k)
+
+
+def render_node_type(name: str, table: dict, comments: list[str] = ()) -> str:
+    """TOML text of ``[node_types.<name>]`` from :func:`node_type_table` (``comments``: lines
+    written above it, e.g. where it came from)."""
+    out = [f"# {c}" for c in comments]
+    head = f"node_types.{_key(name)}"
+    out.append(f"[{head}]")
+    for k, v in table.items():
+        if k not in ("gpus", "nics"):
+            out.append(f"{_key(k)} = {_value(v)}")
+    for arr in ("gpus", "nics"):
+        for row in table.get(arr, []):
+            out.append("")
+            out.append(f"  [[{head}.{arr}]]")
+            out += [f"  {_key(k)} = {_value(v)}" for k, v in row.items()]
+    return "\n".join(out) + "\n"
