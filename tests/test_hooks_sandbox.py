@@ -95,7 +95,8 @@ def test_failing_gpu_drains_requeues_and_resumes(sandbox, hooked):
     hc3 = hooked["textfile"] / "slurmkit_n3_healthcheck.prom"
     # the periodic health check runs on every node, healthy, without draining anything
     _wait("a health check on n3", hc3.exists, 60)
-    assert all(_node(conf, n)["reason"] is None for n in sandbox.node_names)
+    reasons = {n: _node(conf, n)["reason"] for n in sandbox.node_names}
+    assert all(r is None for r in reasons.values()), reasons
     blockers = [_sbatch(conf, "-w", n, "--exclusive", "-t", "5", "--wrap", "sleep 300") for n in ("n1", "n2", "n4")]
     try:
         _wait("blockers running", lambda: all(_job(conf, b)["JobState"] == "RUNNING" for b in blockers), 60)
