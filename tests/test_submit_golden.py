@@ -28,13 +28,38 @@ def request_for(name: str) -> render.SubmitRequest:
         comment="it's a \"test\" $HOME", output="logs/%x-%j.out", sets=sets)
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-@pytest.mark.parametrize("name", templates.names())
-def test_golden_script(name, profile):
-    facts = site.site_facts(site.load(profile), source=profile)
-    text = render.render(render.plan(request_for(name), facts, templates.get(name)))
+#: Fabric variants of the sandbox profile (load_profile overrides), for the launchers.
+VARIANTS = {
+    "sandbox+roce-nccl2.18": {"nccl": {"fabric": "roce", "version": "2.18.3", "gid_index": 3}},
+    "sandbox+tcp": {"nccl": {"fabric": "tcp", "socket_ifname": ["eth0", "eth1"]}},
+    "sandbox+efa": {"nccl": {"fabric": "efa", "efa_plugin_version": "1.6.0"}},
+    "sandbox+pcie-nop2p": {"nccl": {"fabric": "pcie"}, "node_types": {"sandbox-h100x4": {"p2p": False}},
+                           "submit": {"container": True, "rendezvous_interface": "ib0"}},
+}
+
+
+def _check(name, profile, overrides=()):
+    from slurmkit.profile import load_profile
+
+    facts = site.site_facts(load_profile(profile.split("+")[0], overrides=overrides))
+    sets = {"container_image": "nvcr.io#nvidia/pytorch:24.01-py3"} if "pcie" in profile else {}
+    req = request_for(name)
+    req = render.SubmitRequest(**{**req.__dict__, "sets": {**req.sets, **sets}})
+    text = render.render(render.plan(req, facts, templates.get(name)))
     path = GOLDEN / f"{name}--{profile}.sbatch"
     if REGEN:
         path.write_text(text, encoding="utf-8")
     assert path.is_file(), f"{path} missing: regenerate with SLURMKIT_REGEN_GOLDEN=1"
     assert text == path.read_text(encoding="utf-8"), f"{path} differs (review, then SLURMKIT_REGEN_GOLDEN=1)"
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("name", templates.names())
+def test_golden_script(name, profile):
+    _check(name, profile)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("name", ["torchrun", "srun"])
+def test_golden_fabric_variant(name, variant):
+    _check(name, variant, (VARIANTS[variant],))
