@@ -43,10 +43,16 @@ def _header_tokens(line: str) -> list[tuple[int, str]]:
     return [(m.start(), m.group(0)) for m in _HEADER_TOKEN.finditer(line)]
 
 
+def _is_label(tok: str) -> bool:
+    return bool(_GPU.match(tok) or re.match(r"^NIC\d+$", tok) or _DEVICE_LABEL.match(tok))
+
+
 def _find_header(lines: list[str]) -> int | None:
+    """Index of the first line that names a GPU and whose first two fields are column labels
+    (or one label and an affinity column: a one-GPU box)."""
     for i, line in enumerate(lines):
         toks = [t for _, t in _header_tokens(line)]
-        if toks and toks[0] == "GPU0" or (len(toks) > 1 and _GPU.match(toks[0]) and _GPU.match(toks[1])):
+        if len(toks) > 1 and _is_label(toks[0]) and (_is_label(toks[1]) or toks[1] in AFFINITY_COLUMNS) and any(_GPU.match(t) for t in toks):
             return i
     return None
 
