@@ -150,9 +150,12 @@ def test_partial_node_ranks_bind_to_the_gpus_slurm_gave(sandbox, backend, profil
         run(["scancel", blocker], env=sandbox.env())
 
 
-def test_preemption_checkpoint_requeue_restart(sandbox, backend, tmp_path):
-    job = submit(sandbox, backend, tmp_path, "torchrun", [sys.executable, "-c", CHECKPOINT, tmp_path],
-                 nodes=1, gpus_per_node=2, params={"python": sys.executable}, time="10:00")
+@pytest.mark.parametrize("template", ["torchrun", "srun"])
+def test_preemption_checkpoint_requeue_restart(sandbox, backend, tmp_path, template):
+    # torchrun forwards USR2 to its workers (--signals-to-handle); srun ranks get it from Slurm
+    params = {"python": sys.executable} if template == "torchrun" else {}
+    job = submit(sandbox, backend, tmp_path, template, [sys.executable, "-c", CHECKPOINT, tmp_path],
+                 nodes=1, gpus_per_node=2, params=params, time="10:00")
     wait_for(lambda: all((tmp_path / f"start-{r}-0.json").exists() for r in (0, 1)), 60, "first start")
     # what --signal=B:USR2@<s> does before the time limit: USR2 to the batch shell only
     run(["scancel", "--batch", "--signal=USR2", job.id], env=sandbox.env())
