@@ -1,0 +1,147 @@
+"""``slurmkit site check|gres-conf|topology-conf|list``: validate a site profile and generate
+Slurm's gres.conf and topology.conf from it (byte-stable output)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from slurmkit.cli import want_json
+
+CTX = {"help_option_names": ["-h", "--help"]}
+
+
+def _fail(message: str, code: int = 2):
+    click.echo(f"slurmkit: error: {message}", err=True)
+    sys.exit(code)
+
+
+def _load(profile: str, overrides):
+    from slurmkit.profile import ProfileError, load_profile
+
+    try:
+        return load_profile(profile, overrides=tuple(overrides))
+    except ProfileError as exc:
+        _fail(str(exc))
+
+
+def _write(text: str, output: str | None):
+    if not output:
+        click.echo(text, nl=False)
+        return
+    try:
+        with open(output, "w") as fh:
+            fh.write(text)
+    except OSError as exc:
+        _fail(f"{output}: {exc.strerror or exc}")
+
+
+def _warn(msg: str):
+    click.echo(f"slurmkit: warning: {msg}", err=True)
+
+
+_set = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                    help="Override a profile key (TOML value), e.g. --set cluster.device_dir=/dev. Repeatable.")
+_out = click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
+
+
+@click.group("site", context_settings=CTX)
+def cli():
+    """Site profiles: check, and generate gres.conf / topology.conf."""
+
+
+@cli.command("gres-conf", context_settings=CTX)
+@click.argument("profile")
+@click.option("--device-dir", help="Directory of the nvidiaN device files (default: [cluster].device_dir).")
+@_set
+@_out
+def gres_conf(profile, device_dir, overrides, output):
+    """gres.conf for PROFILE (a shipped name such as dgx-a100, or a TOML file)."""
+    from slurmkit.topology.slurmconf import render_gres_conf
+
+    p = _load(profile, overrides)
+    _write(render_gres_conf(p, device_dir=device_dir, warn=_warn), output)
+
+
+@cli.command("topology-conf", context_settings=CTX)
+@click.argument("profile")
+@_set
+@_out
+def topology_conf(profile, overrides, output):
+    """topology.conf for PROFILE ([fabric] leaves/spines or blocks)."""
+    from slurmkit.topology.slurmconf import render_topology_conf
+
+    _write(render_topology_conf(_load(profile, overrides)), output)
+
+
+def check_profile(p) -> list[str]:
+    """Warnings about a valid profile ``p``: what the generators or placement will lack
+    (GPUs without CPU affinity or NUMA node, Cores= omitted, node types without compute NICs
+    on an RDMA fabric, GPUs whose nearest NIC is not a compute NIC, nodes under no leaf)."""
+    from slurmkit.topology.slurmconf import render_gres_conf
+
+    warns: list[str] = []
+    render_gres_conf(p, warn=warns.append)
+    for nt in p.node_types.values():
+        if not nt.gpus:
+            warns.append(f"node type {nt.name}: no [[gpus]] tables (no Cores=, Links= or NIC placement)")
+        for g in nt.gpus:
+            if g.numa_node is None:
+                warns.append(f"node type {nt.name} GPU{g.index}: NUMA node unknown")
+            for dev in g.nearest_nics:
+                if nt.nic(dev).role != "compute":
+                    warns.append(f"node type {nt.name} GPU{g.index}: nearest NIC {dev} has role {nt.nic(dev).role}")
+        if p.nccl.fabric in ("infiniband", "roce", "efa") and not nt.compute_nics():
+            warns.append(f"node type {nt.name}: nccl.fabric = {p.nccl.fabric} but no NIC has role compute")
+    if p.fabric.leaves:
+        for n in p.nodes():
+            if p.leaf_of(n) is None:
+                warns.append(f"node {n} is under no leaf switch")
+    return warns
+
+
+@cli.command("check", context_settings=CTX)
+@click.argument("profile")
+@_set
+@click.option("--json", "as_json", is_flag=True, help="JSON summary: cluster, partitions, node types, warnings.")
+@click.option("--strict", is_flag=True, help="Exit 1 when there are warnings.")
+@click.pass_context
+def check(ctx, profile, overrides, as_json, strict):
+    """Load and validate PROFILE; print a summary and warnings (exit 2 when invalid)."""
+    p = _load(profile, overrides)
+    warns = check_profile(p)
+    summary = {
+        "profile": p.source, "cluster": p.name, "layers": list(p.layers),
+        "partitions": {k: {"nodes": len(v.node_names), "node_type": v.node_type, "default": v.default}
+                       for k, v in p.partitions.items()},
+        "node_types": {k: {"gpu_model": v.gpu_model, "gpu_count": v.gpu_count, "cpus": v.cpu_count,
+                           "compute_nics": [n.device for n in v.compute_nics()]}
+                       for k, v in p.node_types.items()},
+        "leaves": len(p.fabric.leaves), "spines": len(p.fabric.spines), "blocks": len(p.fabric.blocks),
+        "warnings": warns,
+    }
+    if want_json(ctx, as_json):
+        click.echo(json.dumps(summary, indent=1))
+    else:
+        click.echo(f"{p.source}: cluster {p.name}: valid")
+        for k, v in summary["partitions"].items():
+            click.echo(f"  partition {k}{' (default)' if v['default'] else ''}: {v['nodes']} nodes of {v['node_type']}")
+        for k, v in summary["node_types"].items():
+            click.echo(f"  node type {k}: {v['gpu_count']}x {v['gpu_model']}, {v['cpus']} CPUs, "
+                       f"compute NICs: {', '.join(v['compute_nics']) or '-'}")
+        for w in warns:
+            _warn(w)
+    if strict and warns:
+        sys.exit(1)
+
+
+@cli.command("list", context_settings=CTX)
+def list_cmd():
+    """List the shipped profiles (usable by name)."""
+    from slurmkit.profile import load_profile, shipped_names
+
+    for name in shipped_names():
+        p = load_profile(name)
+        click.echo(f"{name:<20} {p.cluster.sources[0] if p.cluster.sources else ''}")
