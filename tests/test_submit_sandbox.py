@@ -256,6 +256,13 @@ def test_prefer_locality_picks_idle_nodes_under_one_leaf(sandbox, backend, tmp_p
 def test_status_cli_json(sandbox, backend, tmp_path):
     import subprocess
 
+    from slurmkit.submit.backend import slurm_version
+
+    dpkg = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "slurm-client"], capture_output=True, text=True)
+    if dpkg.returncode == 0:   # the version pyslurm must match is the running Slurm's
+        major, minor = dpkg.stdout.split(".")[:2]
+        assert slurm_version(sandbox.env()) == (int(major), int(minor))
+
     job = submit(sandbox, backend, tmp_path, "single-gpu", ["true"], signal_s=0)
     job.wait(timeout=60, poll_s=1)
     proc = subprocess.run([sys.executable, "-m", "slurmkit", "status", job.id, "--json"], capture_output=True,
