@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Scale benchmark of the weekly report (issue 6, section 7). Run by hand:
+
+    .venv/bin/python bench/report_scale.py [--rows 1000000] [--keep FILE]
+
+Generates (seeded) ``--rows`` realistic allocation rows plus 3 steps each (``.batch``,
+``.extern``, ``.0``) in the sacct format the live ingest reads (``FIELDS``, ``|``-delimited,
+epoch times), then times, each in a fresh child process:
+
+1. baseline: pyarrow's plain CSV read of the same file, every column as a string;
+2. slurmkit: ingest (read + typed frame) + the weekly report model + JSON render.
+
+Prints both wall times, the peak RSS of each child (ru_maxrss), and last the ratio
+slurmkit / baseline. Target: within 3x, under 2 GiB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+WEEK_START = 1_795_392_000  # 2026-11-23T00:00:00Z (ISO week 2026-W48)
+
+
+def generate(path: str, rows: int, seed: int = 48) -> None:
+    """Write ``rows`` allocations + 3 steps each to ``path`` (no header, ``|``)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
+    from slurmkit.accounting.fields import FIELDS
+
+    rng = np.random.default_rng(seed)
+    n = rows
+    jid = np.arange(1_000_000, 1_000_000 + n)
+    submit = WEEK_START - 86400 + rng.integers(0, 8 * 86400, n)
+    wait = rng.exponential(900, n).astype(np.int64)
+    start = submit + wait
+    run = np.minimum(rng.exponential(3 * 3600, n).astype(np.int64) + 30, 2 * 86400)
+    end = start + run
+    gpus = rng.choice([0, 1, 2, 4, 8], n, p=[0.3, 0.3, 0.15, 0.15, 0.1])
+    ncpus = np.maximum(gpus * 8, rng.choice([1, 2, 4, 16], n))
+    states = rng.choice(["COMPLETED", "FAILED", "TIMEOUT", "CANCELLED by 1000", "OUT_OF_MEMORY", "RUNNING"],
+                        n, p=[0.72, 0.1, 0.05, 0.08, 0.03, 0.02])
+    running = states == "RUNNING"
+    gtype = rng.choice(["h100", "a100"], n)
+    users = np.char.add("user", rng.integers(0, 500, n).astype(str))
+    accts = np.char.add("proj", rng.integers(0, 50, n).astype(str))
+    parts = rng.choice(["gpu", "gpu-long", "cpu", "debug"], n, p=[0.5, 0.2, 0.25, 0.05])
+    mem_g = ncpus * 8
+
+    def s(a):
+        return pa.array(np.asarray(a).astype(str))
+
+    tres = pc.binary_join_element_wise(
+        "billing=", s(ncpus), ",cpu=", s(ncpus),
+        pc.if_else(pa.array(gpus > 0), pc.binary_join_element_wise(",gres/gpu:", s(gtype), "=", s(gpus), ",gres/gpu=", s(gpus), ""), ""),
+        ",mem=", s(mem_g), "G,node=1", "")
+    end_s = pc.if_else(pa.array(running), "Unknown", s(end))
+    elapsed = np.where(running, WEEK_START + 7 * 86400 - start, run)
+    alloc = {
+        "Cluster": pa.array(["bench"] * n), "JobID": s(jid), "JobIDRaw": s(jid), "State": s(states),
+        "User": s(users), "Account": s(accts), "Partition": s(parts), "QOS": pa.array(["normal"] * n),
+        "Submit": s(submit), "Eligible": s(submit), "Start": s(start), "End": end_s,
+        "ElapsedRaw": s(elapsed), "Suspended": pa.array(["00:00:00"] * n), "TimelimitRaw": pa.array(["2880"] * n),
+        "NCPUS": s(ncpus), "NNodes": pa.array(["1"] * n), "NodeList": pc.binary_join_element_wise("node", s(jid % 4000), ""),
+        "ReqMem": pc.binary_join_element_wise(s(mem_g), "G", ""), "AllocTRES": tres,
+        "TotalCPU": pa.array(["01:02:03"] * n), "TRESUsageInTot": pa.array([""] * n),
+        "TRESUsageInAve": pa.array([""] * n), "ConsumedEnergyRaw": pa.array(["0"] * n),
+        "ExitCode": pa.array(["0:0"] * n), "JobName": pc.binary_join_element_wise("train-", s(jid % 977), ""),
+    }
+    tables = [pa.table(alloc)]
+    util = rng.integers(0, 100, n)
+    usage = pc.binary_join_element_wise("cpu=00:40:00,mem=", s(rng.integers(1, 64 * 1024 * 1024, n)),
+                                        "K,gres/gpuutil=", s(util), "")
+    for step in ("batch", "extern", "0"):
+        st = dict(alloc)
+        st["JobID"] = pc.binary_join_element_wise(s(jid), "." + step, "")
+        st["JobIDRaw"] = st["JobID"]
+        st["User"] = pa.array([""] * n)
+        st["JobName"] = pa.array([step] * n)
+        st["TRESUsageInTot"] = usage
+        tables.append(pa.table(st))
+    table = pa.concat_tables(tables).select(list(FIELDS))
+    pacsv.write_csv(table, path, write_options=pacsv.WriteOptions(
+        include_header=False, delimiter="|", quoting_style="none"))
+
+
+def _child(mode: str, path: str) -> None:
+    t0 = time.perf_counter()
+    if mode == "baseline":
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
+        from slurmkit.accounting.fields import FIELDS
+
+        t = pacsv.read_csv(path, read_options=pacsv.ReadOptions(column_names=list(FIELDS)),
+                           parse_options=pacsv.ParseOptions(delimiter="|"),
+                           convert_options=pacsv.ConvertOptions(column_types={f: pa.string() for f in FIELDS}))
+        n = t.num_rows
+    else:
+        import pandas as pd
+
+        from slurmkit.accounting.fields import FIELDS
+        from slurmkit.accounting.frame import jobs_frame
+        from slurmkit.accounting.read import read_sacct_file
+        from slurmkit.report.energy import Assumptions
+        from slurmkit.report.weekly import build_report
+        from slurmkit.report.window import parse_week
+
+        table, dq = read_sacct_file(path, list(FIELDS), "|")
+        rows = jobs_frame(table, dq, path)
+        del table
+        rep, _ = build_report(rows, dq, parse_week("2026-W48"), Assumptions(default_tdp_w=700.0),
+                              now=pd.Timestamp(WEEK_START + 7 * 86400, unit="s", tz="UTC"))
+        json.dumps(rep)
+        n = rep["data_quality"]["rows_read"]
+    wall = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB
+    print(json.dumps({"wall_s": wall, "rss_mib": rss, "rows": n}))
+
+
+def _measure(mode: str, path: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", mode, path], capture_output=True,
+                         text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--keep", help="write the generated file here and keep it")
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        _child(*args.child)
+        return
+    path = args.keep or os.path.join(tempfile.mkdtemp(prefix="sk-bench-"), "sacct.psv")
+    t0 = time.perf_counter()
+    generate(path, args.rows)
+    size = os.path.getsize(path)
+    print(f"generated {args.rows:,} allocations + {3 * args.rows:,} steps: {size / 2**20:.0f} MiB "
+          f"in {time.perf_counter() - t0:.1f} s -> {path}")
+    try:
+        base = _measure("baseline", path)
+        print(f"pyarrow plain read (all strings): {base['wall_s']:.2f} s, peak RSS {base['rss_mib']:.0f} MiB, "
+              f"{base['rows']:,} rows")
+        sk = _measure("slurmkit", path)
+        print(f"slurmkit ingest + weekly report:  {sk['wall_s']:.2f} s, peak RSS {sk['rss_mib']:.0f} MiB, "
+              f"{sk['rows']:,} rows")
+        print(f"ratio {sk['wall_s'] / base['wall_s']:.2f}")
+    finally:
+        if not args.keep:
+            os.unlink(path)
+
+
+if __name__ == "__main__":
+    main()
