@@ -95,6 +95,9 @@ def test_pcie_box_without_p2p_disables_p2p(raw):
 
 def test_extra_is_verbatim_and_bad_fabric_is_named(raw):
     assert env_of(facts_with(raw, extra={"NCCL_CROSS_NIC": "1"}))["NCCL_CROSS_NIC"] == "1"
+    efa = nccl.nccl_env(facts_with(raw, fabric="efa", extra={"FI_PROVIDER": "efa"}))
+    assert [v.name for v in efa].count("FI_PROVIDER") == 1
+    assert next(v for v in efa if v.name == "FI_PROVIDER").source == "profile nccl.extra.FI_PROVIDER"
     with pytest.raises(SiteError, match="nccl.fabric"):
         env_of(facts_with(raw, fabric="myrinet"))
 

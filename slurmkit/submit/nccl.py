@@ -18,7 +18,7 @@ it came from (shown by ``slurmkit submit --explain``). Rules:
 * tcp: ``NCCL_IB_DISABLE=1`` and an include list of interfaces (an empty list is an error:
   an exclusion-only list would leave docker/virtual bridges eligible);
 * node types without GPU peer-to-peer (``p2p = false``, PCIe boxes): ``NCCL_P2P_DISABLE=1``;
-* ``nccl.extra``: exported verbatim.
+* ``nccl.extra``: exported verbatim, replacing a preset variable of the same name.
 """
 
 from __future__ import annotations
@@ -88,6 +88,8 @@ def nccl_env(facts: SiteFacts, debug: str | None = None) -> list[EnvVar]:
     if not facts.p2p:
         out.append(EnvVar("NCCL_P2P_DISABLE", "1", f"profile node_types.{facts.node_type}.p2p = false"))
     for key, value in (n.get("extra") or {}).items():
+        # the profile's word wins over a preset of the same name (one export per variable)
+        out = [v for v in out if v.name != str(key)]
         out.append(EnvVar(str(key), str(value), f"profile nccl.extra.{key}"))
     if debug:
         out.append(EnvVar("NCCL_DEBUG", str(debug), "CLI --nccl-debug"))
