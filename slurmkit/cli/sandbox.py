@@ -105,10 +105,10 @@ def env(directory):
 def demo(directory, no_install):
     """Run slurmkit's main job end to end on the sandbox (starts it when needed)."""
     from slurmkit.sandbox import SandboxError
-    from slurmkit.sandbox.demo import run_demo
+    from slurmkit.sandbox.demo import DemoError, run_demo
 
     try:
         code = run_demo(directory, install=not no_install)
-    except SandboxError as exc:
+    except (SandboxError, DemoError) as exc:
         raise click.ClickException(str(exc)) from None
     raise SystemExit(code)

@@ -1,65 +1,228 @@
 """The main job, end to end on the sandbox (``slurmkit sandbox demo``; the README's first command).
 
-Each step prints what it does; the whole run is re-runnable.
+1. the sandbox (4 nodes x 4 GPUs, two leaf switches) starts with gres.conf / topology.conf
+   generated from its site profile;
+2. the slurmkit hooks are installed into its slurm.conf; every node replays a snapshot of its
+   GPUs (kept current by :class:`~slurmkit.sandbox.gpus.GpuSimulator`), one node's GPU has a
+   pending row remap with uncorrectable rows;
+3. the health check drains that node with slurmkit's reason;
+4. jobs go through ``slurmkit submit``: an nccl-tests preflight, a 2-node torchrun job that
+   trains a tiny model, is preempted with USR2, requeued and resumes from its checkpoint, an
+   array sweep and a job that fails; the multi-node job lands under one leaf switch;
+5. the weekly report (HTML, CSV, JSON) is written from the sandbox's real accounting, with
+   per-job GPU energy from the hooks' spool.
+
+Every step prints what it does; the demo is re-runnable (it reuses a running sandbox).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from slurmkit.sandbox.cluster import Sandbox
+from slurmkit.sandbox.gpus import GpuSimulator
+
+SICK_NODE = "n2"
+FAULT = "row-remap"
+HEALTHCHECK_INTERVAL_S = 5
 
 
-def _step(msg: str) -> None:
-    print(f"\n\033[1m==> {msg}\033[0m", flush=True)
+class DemoError(RuntimeError):
+    """A demo step did not have the outcome it should; the message says which and why."""
 
 
-def _run(sb: Sandbox, *argv, check=True, **kw) -> subprocess.CompletedProcess:
-    env = dict(os.environ, **sb.env())
-    return subprocess.run([str(a) for a in argv], env=env, text=True, capture_output=True, check=check, **kw)
+def _step(n: int, msg: str) -> None:
+    print(f"\n\033[1m==> [{n}/7] {msg}\033[0m", flush=True)
 
 
-def _wait_accounted(sb: Sandbox, job: str, timeout: float = 60.0) -> str:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        out = _run(sb, "sacct", "-n", "-X", "-P", "-j", job, "-o", "State", check=False).stdout.strip()
-        if out and out not in ("PENDING", "RUNNING", "REQUEUED"):
-            return out
-        time.sleep(0.5)
-    raise RuntimeError(f"job {job} not finished in accounting after {timeout:g} s")
+def _info(msg: str) -> None:
+    print(f"    {msg}", flush=True)
+
+
+class Demo:
+    def __init__(self, sb: Sandbox):
+        self.sb = sb
+        self.out = sb.dir / "demo"
+        self.hooks = sb.dir / "hooks"
+        self.env = dict(os.environ, **sb.env())
+        # jobs run the same interpreter (and torch) as this process
+        self.env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")])
+
+    # ------------------------------------------------------------------ helpers
+    def run(self, *argv, check=True, show=False) -> subprocess.CompletedProcess:
+        argv = [str(a) for a in argv]
+        if show:
+            _info("$ " + " ".join(shlex.quote(a) for a in argv))
+        res = subprocess.run(argv, env=self.env, text=True, capture_output=True)
+        if check and res.returncode != 0:
+            raise DemoError(f"{' '.join(argv[:3])} failed (exit {res.returncode}): {res.stderr.strip()}")
+        return res
+
+    def slurmkit(self, *args, **kw) -> subprocess.CompletedProcess:
+        return self.run(sys.executable, "-m", "slurmkit", *args, **kw)
+
+    def submit(self, template: str, *args) -> str:
+        res = self.slurmkit("submit", template, "--site", self.sb.profile_path, "-D", self.out, *args, show=True)
+        job = res.stdout.strip().splitlines()[-1]
+        _info(f"job {job}")
+        return job
+
+    def wait(self, what: str, predicate, timeout: float, period: float = 0.5):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            got = predicate()
+            if got:
+                return got
+            time.sleep(period)
+        raise DemoError(f"timed out after {timeout:g} s waiting for {what}")
+
+    def job_state(self, job: str) -> str:
+        res = self.run("sacct", "-n", "-X", "-P", "-j", job, "-o", "State", check=False)
+        states = [s.split()[0] for s in res.stdout.split("\n") if s.strip()]
+        return states[-1] if states else "UNKNOWN"
+
+    def wait_done(self, job: str, timeout: float = 300) -> str:
+        final = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL")
+        return self.wait(f"job {job} to finish", lambda: (s := self.job_state(job)) in final and s, timeout)
+
+    def node_reason(self, node: str) -> tuple[str, str]:
+        res = self.run("sinfo", "-h", "-N", "-n", node, "-o", "%T|%E", check=False)
+        state, _, reason = res.stdout.strip().partition("|")
+        return state, reason
+
+    # ------------------------------------------------------------------ steps
+    def install_hooks(self) -> None:
+        conf = self.sb.slurm_conf
+        snaps = [f"--snapshot={n}={self.hooks / 'gpus' / f'{n}.json'}" for n in self.sb.node_names]
+        args = ["hooks", "install", "--slurm-conf", conf, "--profile", self.sb.profile_path,
+                "--state-dir", self.hooks / "state", "--spool-dir", self.hooks / "spool",
+                "--textfile-dir", self.hooks / "textfile", "--interval", HEALTHCHECK_INTERVAL_S,
+                "--resume-after", 2, *snaps]
+        res = self.slurmkit(*args, check=False)
+        if res.returncode != 0:
+            raise DemoError(f"slurmkit hooks install failed: {res.stderr.strip()}")
+        _info(f"installed into {conf}: Prolog, Epilog and HealthCheckProgram (every {HEALTHCHECK_INTERVAL_S} s)")
+        self.run("scontrol", "reconfigure")
+
+    def train(self) -> str:
+        ckpt = self.out / "ckpt"
+        if ckpt.exists():
+            for f in ckpt.iterdir():
+                f.unlink()
+        job = self.submit("torchrun", "-N", 2, "-t", "15", "-J", "tiny-train",
+                          "-o", self.out / "tiny-train-%j.out", "--",
+                          sys.executable, "-m", "slurmkit.sandbox.train_tiny", "--ckpt", ckpt, "--steps", 60)
+        out = self.out / f"tiny-train-{job}.out"
+        self.wait("the first checkpoint", lambda: (ckpt / "model.pt").exists(), 180)
+        _info("first checkpoint written; preempting: USR2 to the batch shell (what --signal=B:USR2@<s> does)")
+        self.run("scancel", "--batch", "--signal=USR2", job, show=True)
+        self.wait("the job to be requeued and restarted",
+                  lambda: out.exists() and "resumed from checkpoint" in out.read_text(errors="replace"), 240)
+        state = self.wait_done(job, 300)
+        text = out.read_text(errors="replace")
+        for line in text.splitlines():
+            if any(k in line for k in ("preempted", "resumed", "training done", "USR2 received")):
+                _info("| " + line.strip())
+        if state != "COMPLETED" or "training done" not in text:
+            raise DemoError(f"training job {job} ended {state}; see {out}")
+        return job
+
+    def placement(self, jobs: dict[str, str]) -> None:
+        from slurmkit.profile import load_profile
+
+        profile = load_profile(self.sb.profile_path)
+        res = self.run("sacct", "-n", "-P", "-X", "-j", ",".join(jobs.values()), "-o", "JobID,NodeList,State")
+        import hostlist
+
+        for line in res.stdout.splitlines():
+            jid, nodelist, state = line.split("|")
+            if nodelist in ("None assigned", ""):
+                continue
+            nodes = hostlist.expand_hostlist(nodelist)
+            name = next((k for k, v in jobs.items() if jid.split("_")[0] == v), jid)
+            leaves = sorted({profile.leaf_of(n) or "?" for n in nodes})
+            _info(f"{name:<12} job {jid:<8} {state:<10} on {nodelist:<10} leaf switch(es): {', '.join(leaves)}")
+            if SICK_NODE in nodes and state != "REQUEUED":
+                raise DemoError(f"job {jid} ran on the drained node {SICK_NODE}")
+
+    def report(self) -> Path:
+        now = datetime.now(timezone.utc)
+        start = (now - timedelta(days=1)).strftime("%Y-%m-%d")
+        end = (now + timedelta(days=1)).strftime("%Y-%m-%d")
+        out = self.out / "report"
+        self.slurmkit("report", "weekly", "--start", start, "--end", end, "--cluster", self.sb.spec.cluster,
+                      "--profile", self.sb.profile_path, "--spool", self.hooks / "spool",
+                      "--store", self.sb.dir / "report-store", "--format", "html,csv,json", "-o", out, show=True)
+        return out
 
 
 def run_demo(directory: Path | None = None, install: bool = True) -> int:
-    """Bring the sandbox up and run the demo jobs; returns a process exit code."""
+    """Bring the sandbox up and run the whole main job; returns a process exit code."""
     sb = Sandbox(directory)
-    _step(f"starting the sandbox cluster in {sb.dir}")
-    sb.up(install=install, progress=lambda m: print(f"    {m}", flush=True))
-    out_dir = sb.dir / "demo"
-    out_dir.mkdir(exist_ok=True)
+    _step(1, f"starting the sandbox cluster in {sb.dir}")
+    sb.up(install=install, progress=_info)
+    _info(f"gres.conf and topology.conf generated from its site profile {sb.profile_path}")
+    demo = Demo(sb)
+    demo.out.mkdir(parents=True, exist_ok=True)
 
-    _step("submitting a 2-node job with 2 GPUs per node; each node prints its GPU binding")
-    script = out_dir / "gpu-binding.sbatch"
-    script.write_text(
-        "#!/bin/bash\n#SBATCH --job-name=gpu-binding\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n"
-        "#SBATCH --gpus-per-node=2\n#SBATCH --time=2\n"
-        f"#SBATCH --output={out_dir}/gpu-binding-%j.out\n"
-        "set -euo pipefail\n"
-        "srun bash -c 'echo \"node=$SLURMD_NODENAME hostname=$(hostname) SLURM_JOB_GPUS=$SLURM_JOB_GPUS "
-        "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES\"'\n")
-    job = _run(sb, "sbatch", "--parsable", "--wait", script).stdout.strip().split(";")[0]
-    print((out_dir / f"gpu-binding-{job}.out").read_text(), end="")
-    _wait_accounted(sb, job)
+    _step(2, f"installing the slurmkit hooks; every node replays its GPUs' snapshot, {SICK_NODE}'s GPU1 has "
+             "a pending row remap with uncorrectable rows")
+    with GpuSimulator(demo.hooks / "gpus", sb.node_names, sb.spec.gpus_per_node, sb.spec.gpu_type,
+                      faults={SICK_NODE: FAULT}):
+        # a previous run left the node drained by us: resume it so the health check finds it again
+        if "slurmkit" in demo.node_reason(SICK_NODE)[1]:
+            demo.run("scontrol", "update", f"nodename={SICK_NODE}", "state=resume", check=False)
+        demo.install_hooks()
 
-    _step(f"its accounting record (sacct -j {job})")
-    print(_run(sb, "sacct", "-j", job, "-o", "JobID,JobName%12,State,NodeList,AllocTRES%60,Elapsed").stdout, end="")
+        _step(3, f"waiting for the health check to drain {SICK_NODE}")
+        reason = demo.wait(f"{SICK_NODE} drained by slurmkit",
+                           lambda: (r := demo.node_reason(SICK_NODE))[0].startswith("drain") and "slurmkit" in r[1] and r[1],
+                           6 * HEALTHCHECK_INTERVAL_S + 30)
+        _info(f"{SICK_NODE} drained, reason: {reason}")
+        print(demo.run("sinfo", "-N", "-o", "%N %T %G %E").stdout, end="")
 
-    _step("done")
-    print(f"    outputs: {out_dir}\n    use the cluster:  eval \"$(slurmkit sandbox env --dir {sb.dir})\"\n"
-          f"    stop it:          slurmkit sandbox down --dir {sb.dir} --purge")
+        _step(4, "submitting jobs through `slurmkit submit`")
+        jobs = {"nccl-tests": demo.submit("nccl-tests", "-N", 2, "-t", "5", "-J", "nccl-preflight",
+                                          "-o", demo.out / "nccl-preflight-%j.out")}
+        demo.wait_done(jobs["nccl-tests"], 120)
+        _info("| " + (demo.out / f"nccl-preflight-{jobs['nccl-tests']}.out").read_text(errors="replace").strip()
+              .splitlines()[-1])
+        jobs["tiny-train"] = demo.train()
+        jobs["sweep"] = demo.submit("array", "-t", "5", "-J", "lr-sweep", "-o", demo.out / "lr-sweep-%A_%a.out",
+                                    "--set", 'sets=[{"lr": 0.1}, {"lr": 0.03}, {"lr": 0.01}]', "--set", "throttle=2",
+                                    "--", "bash", "-c", "echo lr={lr} on $SLURMD_NODENAME; sleep 2")
+        jobs["will-fail"] = demo.submit("single-gpu", "-t", "5", "-J", "will-fail", "-o", demo.out / "will-fail-%j.out",
+                                        "--", sys.executable, "-c", "import sys; sys.exit('loss is NaN')")
+        demo.wait("the sweep and the failing job to finish",
+                  lambda: all(demo.job_state(j) not in ("PENDING", "RUNNING", "REQUEUED", "UNKNOWN")
+                              for j in (jobs["sweep"], jobs["will-fail"])), 180)
+        _info(f"will-fail ended {demo.job_state(jobs['will-fail'])}")
+
+    _step(5, "where the jobs ran: the drained node is avoided, the 2-node jobs stay under one leaf switch")
+    _info(f"{SICK_NODE}: {' / '.join(demo.node_reason(SICK_NODE))}")
+    demo.placement(jobs)
+
+    _step(6, "writing the weekly report from the sandbox's accounting, energy from the hooks' spool")
+    time.sleep(2)  # the last job's epilog and accounting record
+    report = demo.report()
+    data = json.loads((report / "weekly.json").read_text())
+    t = data["totals"]
+    _info(f"jobs {t['jobs']}, GPU-hours {t['gpu_hours']:.3f}, CPU-hours {t['cpu_hours']:.3f}, "
+          f"energy {t['energy_kwh']:.4f} kWh (by source: {t['energy_kwh_by_source']})")
+
+    _step(7, "done")
+    _info(f"report:        {report}/weekly.html (weekly.json and CSV tables beside it)")
+    _info(f"job outputs:   {demo.out}")
+    _info(f"hooks:         spool {demo.hooks / 'spool'}, metrics {demo.hooks / 'textfile'}")
+    _info(f"use the cluster:  eval \"$({sys.executable} -m slurmkit sandbox env --dir {sb.dir})\"")
+    _info(f"stop it:          slurmkit sandbox down --dir {sb.dir} --purge")
     return 0
 
 
