@@ -113,8 +113,9 @@ def check_ranks(tmp_path, profile, nodes, gpus_per_node, node_gpus=None):
 
 def test_torchrun_two_nodes_all_reduce(sandbox, backend, profile, tmp_path):
     gpn = profile[1]["gpu_count"]
+    # torchrun runs in the command's own interpreter (the venv's) by default
     job = submit(sandbox, backend, tmp_path, "torchrun", [sys.executable, "-c", REPORT, tmp_path],
-                 nodes=2, params={"python": sys.executable}, time="5:00")
+                 nodes=2, time="5:00")
     finish(job, tmp_path)
     check_ranks(tmp_path, profile, 2, gpn)
     info = job.info()

@@ -164,3 +164,12 @@ def test_cli_broken_profile_names_the_file(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "slurmkit", "submit", "torchrun", "--site", str(bad),
                            "--dry-run", "--", "x"], capture_output=True, text=True)
     assert proc.returncode == 2 and str(bad) in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_torchrun_runs_in_the_commands_python_unless_told():
+    text = render.render(plan_for("torchrun", command=("/opt/venv/bin/python3.11", "t.py"), nodes=2))
+    assert "exec /opt/venv/bin/python3.11 -m torch.distributed.run" in text
+    text = render.render(plan_for("torchrun", command=("./train.sh",), nodes=2))
+    assert "exec python3 -m torch.distributed.run" in text
+    text = render.render(plan_for("torchrun", nodes=2, sets={"python": "/usr/bin/python3"}))
+    assert "exec /usr/bin/python3 -m torch.distributed.run" in text

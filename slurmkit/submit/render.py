@@ -169,6 +169,7 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         "exports": [f"export {v.name}={shell_quote(v.value, v.name)}" for v in env],
         "command": shell_join(req.command),
         "argv": list(req.command),
+        "command_python": _python_of(req.command),
         "nodes": req.nodes,
         "gpus_per_node": gpn,
         "gpu_cpus": " ".join(placement.gpu_cpu_map(facts, facts.gpu_count)),
@@ -184,6 +185,17 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         ctx["array_env"] = [[f"export SLURMKIT_PARAM_{_env_name(k)}={shell_quote(str(v))}" for k, v in s.items()]
                             for s in params["sets"]]
     return Plan(template, tuple(opts), tuple(env), params, ctx)
+
+
+def _python_of(argv) -> str:
+    """The command's interpreter when it is a Python (``/venv/bin/python3.11`` -> itself), else
+    ``python3``: a launcher such as torchrun must run in the same environment as the training."""
+    import os
+    import re
+
+    if argv and re.fullmatch(r"python(\d+(\.\d+)?)?", os.path.basename(argv[0])):
+        return argv[0]
+    return "python3"
 
 
 def _env_name(key: str) -> str:
