@@ -52,7 +52,9 @@ class Gpu:
     ``index``: GPU<index>; ``cpus``: OS CPU ids local to it (nvidia-smi ``CPU Affinity``,
     expanded; () when unknown); ``numa_node``: nvidia-smi ``NUMA Affinity`` (None when unknown);
     ``nearest_nics``: device names of the nearest compute NIC(s); ``links``: raw nvidia-smi
-    matrix tokens by column label (``{"GPU1": "NV12", "NIC0": "PXB"}``), self omitted.
+    matrix tokens by column label (``{"GPU1": "NV12", "NIC0": "PXB"}``), self omitted;
+    ``gpu_numa_id``: nvidia-smi ``GPU NUMA ID`` (the GPU memory's own NUMA node on coherent
+    systems such as Grace Hopper; None when absent).
     """
 
     index: int
@@ -60,6 +62,7 @@ class Gpu:
     numa_node: int | None = None
     nearest_nics: tuple[str, ...] = ()
     links: dict[str, str] = field(default_factory=dict)
+    gpu_numa_id: int | None = None
 
     def nvlinks_to(self, other: int) -> int:
         """Number of NVLinks to GPU ``other`` (``NV<n>`` -> n, anything else -> 0)."""
@@ -90,7 +93,8 @@ class NodeType:
     ``cores_per_socket``, ``threads_per_core``: the hardware; ``cpu_numbering``: how the OS
     numbers CPUs ("linear" | "interleaved" | "unknown"); ``memory_mib``: RealMemory (MiB);
     ``gpu_tdp_w``: board power (W, reports' modelled energy); ``p2p``: GPU peer-to-peer works;
-    ``slurm_node``: what slurm.conf says when it differs from the hardware (else None).
+    ``slurm_node``: what slurm.conf says when it differs from the hardware (else None);
+    ``sources``: where this node type's values come from.
     """
 
     name: str
@@ -106,6 +110,7 @@ class NodeType:
     slurm_node: SlurmNode | None = None
     gpus: tuple[Gpu, ...] = ()
     nics: tuple[Nic, ...] = ()
+    sources: tuple[str, ...] = ()
 
     @property
     def cpu_count(self) -> int:

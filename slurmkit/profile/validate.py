@@ -231,7 +231,8 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
                 c.fail(f"{gk}.links.{lk}", f"expected a raw nvidia-smi token such as \"NV12\" or \"SYS\", got {lv!r}")
         gpus.append(Gpu(index=index, cpus=tuple(sorted(set(cpus))),
                         numa_node=c.get(g, gk, "numa_node", int, None, minimum=0),
-                        nearest_nics=nearest, links=dict(links)))
+                        nearest_nics=nearest, links=dict(links),
+                        gpu_numa_id=c.get(g, gk, "gpu_numa_id", int, None, minimum=0)))
     if gpus and len(gpus) != gpu_count:
         c.fail(f"{key}.gpu_count", f"gpu_count = {gpu_count} but {len(gpus)} [[gpus]] tables are listed")
     for g in gpus:
@@ -243,7 +244,7 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
                     memory_mib=c.get(t, key, "memory_mib", int, 0, minimum=0),
                     gpu_tdp_w=c.get(t, key, "gpu_tdp_w", float, 0.0, minimum=0),
                     p2p=c.get(t, key, "p2p", bool, True), slurm_node=slurm_node,
-                    gpus=tuple(gpus), nics=tuple(nics))
+                    gpus=tuple(gpus), nics=tuple(nics), sources=c.str_list(t, key, "sources"))
 
 
 def _fabric(c: _Ctx, t: dict, partitions: dict[str, Partition]) -> Fabric:

@@ -37,8 +37,8 @@ def node_type_table(topo: Topology, gpu_model: str, *, sockets: int | None = Non
     ``cpu_numbering = "unknown"`` with one socket and as many cores as CPUs seen (gres.conf
     ``Cores=`` is then omitted). NICs: ``device`` (legend name or label), ``role`` from the
     matrix, ``link_layer`` from ``link_layers`` or :func:`guess_link_layer`, ``rate_gbps`` from
-    ``rates_gbps`` (0 when unknown). GPU links keep the raw tokens, self omitted; NVLink between
-    every GPU pair sets ``p2p = true``, a PCIe-only box also ``p2p = true`` unless told.
+    ``rates_gbps`` (0 when unknown). GPU links keep the raw tokens, self omitted. ``p2p`` is not
+    in a matrix (GeForce boards print PIX/PHB yet have P2P disabled): add it by hand.
     """
     link_layers, rates_gbps = link_layers or {}, rates_gbps or {}
     sockets = sockets or topo.sockets
@@ -56,6 +56,8 @@ def node_type_table(topo: Topology, gpu_model: str, *, sockets: int | None = Non
         row: dict = {"index": g.index, "cpus": list(g.cpus)}
         if g.numa_node is not None:
             row["numa_node"] = g.numa_node
+        if g.gpu_numa_id is not None:
+            row["gpu_numa_id"] = g.gpu_numa_id
         row["nearest_nics"] = list(g.nearest_nics)
         row["links"] = dict(g.links)
         gpus.append(row)
