@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REGEN = os.environ.get("SLURMKIT_REGEN_GOLDEN") == "1"
 #: Shipped profiles with golden scripts (those present in site/; sandbox always).
-PROFILES = [p for p in ("sandbox", "dgx-a100", "dgx-h100", "hgx-h100", "aws-p5")
+PROFILES = [p for p in ("sandbox", "dgx-a100", "dgx-h100", "aws-p5", "rtx4090-8x")
             if (REPO / "site" / f"{p}.toml").is_file()]
 
 
