@@ -1,0 +1,85 @@
+"""`slurmkit topo import`: a captured matrix becomes a node-type section that a profile loads and
+that the gres.conf generator turns into the right Cores= and Links=."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from slurmkit.profile import load_profile
+from slurmkit.topology.cores import parse_ranges
+from slurmkit.topology.slurmconf import gres_lines
+from slurmkit.topology.smi import read_topo_file
+
+SITE = Path(__file__).resolve().parents[1] / "site"
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-c", "from slurmkit.cli import main; main()", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def _profile_with(section: str, name: str, tmp_path: Path) -> Path:
+    text = f'''[cluster]
+name = "imp"
+[partitions.gpu]
+nodes = "g[01-02]"
+node_type = "{name}"
+default = true
+''' + section
+    p = tmp_path / "imp.toml"
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.corpus
+def test_import_dgx_a100_round_trip(corpus, tmp_path):
+    src = corpus / "topo" / "dgx_a100_12nic.txt"
+    r = _cli("topo", "import", str(src), "--name", "a100node", "--gpu-model", "a100",
+             "--sockets", "2", "--cores-per-socket", "64", "--threads-per-core", "2")
+    assert r.returncode == 0, r.stderr
+    nt_raw = tomllib.loads(r.stdout)["node_types"]["a100node"]
+    topo = read_topo_file(src)
+    assert nt_raw["gpu_count"] == len(topo.gpus)
+    assert [n["device"] for n in nt_raw["nics"] if n["role"] == "compute"] == \
+        [n.device for n in topo.nics if n.role == "compute"]
+    p = load_profile(_profile_with(r.stdout, "a100node", tmp_path))
+    nt = p.node_type_for()
+    assert nt.gpu(5).numa_node == topo.gpu(5).numa_node
+    lines = gres_lines(p)
+    f0 = dict(x.split("=", 1) for x in lines[0].split())
+    assert f0["NodeName"] == "g[01-02]" and f0["Type"] == "a100"
+    assert parse_ranges(f0["Cores"]) == list(range(48, 64))  # 48-63,176-191 on 2 x 64 x 2
+    assert f0["Links"] == "-1," + ",".join(["12"] * 7)
+
+
+@pytest.mark.corpus
+def test_import_without_cpu_topology_warns_and_omits_cores(corpus, tmp_path):
+    out = tmp_path / "nt.toml"
+    r = _cli("topo", "import", str(corpus / "topo" / "8xH20_hgx_2nic.txt"), "--name", "h20", "-o", str(out))
+    assert r.returncode == 0 and "CPU topology unknown" in r.stderr
+    text = out.read_text()
+    assert "# missing in the input: NIC Legend" in text
+    warns = []
+    p = load_profile(_profile_with(text, "h20", tmp_path))
+    lines = gres_lines(p, warn=warns.append)
+    assert len(lines) == 8 and all("Cores=" not in l for l in lines)
+    assert warns == ["node type h20: CPU numbering unknown, Cores= omitted"]
+    assert p.node_type_for().gpu(6).nearest_nics == ("NIC0", "NIC1")
+
+
+def test_import_bad_input_exit_2(tmp_path):
+    bad = tmp_path / "x.txt"
+    bad.write_text("not a matrix\n")
+    r = _cli("topo", "import", str(bad), "--name", "x")
+    assert r.returncode == 2 and f"{bad}:1:" in r.stderr and "Traceback" not in r.stderr
+    good = tmp_path / "g.txt"
+    good.write_text("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV4\t0-3\nGPU1\tNV4\t X \t0-3\n")
+    r = _cli("topo", "import", str(good), "--name", "a.b")
+    assert r.returncode == 2 and "--name" in r.stderr
+    r = _cli("topo", "import", str(good), "--name", "ok", "-o", str(tmp_path / "no" / "dir.toml"))
+    assert r.returncode == 2 and "No such file" in r.stderr
