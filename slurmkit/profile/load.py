@@ -49,8 +49,11 @@ def read_toml(path: Path) -> tuple[dict, str]:
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None)
-        msg = str(exc).split(" (at line")[0]
+        import re
+
+        m = re.search(r"\(at line (\d+)", str(exc))
+        line = getattr(exc, "lineno", None) or (int(m.group(1)) if m else None)
+        msg = str(exc).split(" (at line")[0].split(" (at end of document")[0]
         raise ProfileError(str(path), "", f"TOML syntax error: {msg}", line) from None
 
 
