@@ -35,30 +35,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from slurmkit.accounting import parse as P
 from slurmkit.accounting.quality import DataQuality
-
-
-def _col(df: pd.DataFrame, *names: str) -> pd.Series | None:
-    for n in names:
-        if n in df.columns:
-            return df[n]
-    return None
-
-
-def _str(df, *names) -> pd.Series:
-    c = _col(df, *names)
-    if c is None:
-        return pd.Series("", index=df.index, dtype="str")
-    return c.astype("str").str.strip()
-
-
-def _num(df, *names) -> pd.Series:
-    c = _col(df, *names)
-    if c is None:
-        return pd.Series(np.nan, index=df.index, dtype="float64")
-    return pd.to_numeric(c, errors="coerce").astype("float64")
 
 
 def jobs_frame(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
@@ -66,68 +46,100 @@ def jobs_frame(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
     """Typed frame (see the module docstring) from the reader's string table.
 
     Rows whose JobID does not parse are dropped and recorded in ``dq`` (``bad JobID``); so are
-    repeated keys (same cluster, JobIDRaw, Submit and Start: a step row printed without its
-    suffix, or the same row from two captures), keeping the first.
+    repeated keys (same cluster, JobIDRaw, step, Submit and Start: a step row printed without
+    its suffix, or the same row twice), keeping the first.
     """
-    raw = table.to_pandas(types_mapper=lambda t: pd.StringDtype("pyarrow") if t == pa.string() else None)
-    out = pd.DataFrame(index=raw.index)
-    ids = P.parse_job_ids(_str(raw, "JobID"))
-    bad = ~ids["valid"]
-    if bad.any():
-        for jid in _str(raw, "JobID")[bad].head(20):
-            dq.skip("bad JobID", 0, source, None, f"JobID {jid!r}")
-        dq.skip("bad JobID", int(bad.sum()))
-        raw, ids = raw[~bad], ids[~bad]
-        out = out[~bad]
-    out["cluster"] = _str(raw, "Cluster").replace("", cluster) if cluster else _str(raw, "Cluster")
-    out["job_id"] = _str(raw, "JobID")
+    names = set(table.column_names)
+    n = table.num_rows
+
+    def col(*fields):
+        for f in fields:
+            if f in names:
+                return table.column(f)
+        return None
+
+    def text(*fields) -> pd.Series:
+        c = col(*fields)
+        return P._str_series(c) if c is not None else pd.Series([""] * n, dtype="str")
+
+    def num(*fields) -> pd.Series:
+        c = col(*fields)
+        if c is None:
+            return pd.Series(np.full(n, np.nan))
+        return pd.Series(P._num_np(pc.utf8_trim_whitespace(c), r"^-?[0-9]+(\.[0-9]+)?$"))
+
+    empty = pa.chunked_array([pa.array([""] * n, pa.string())])
+    out = pd.DataFrame(index=pd.RangeIndex(n))
+    jid = col("JobID")
+    ids = P.parse_job_ids(jid)
+    out["cluster"] = text("Cluster")
+    if cluster:
+        out["cluster"] = out["cluster"].replace("", cluster)
+    out["job_id"] = P._str_series(jid)
     out["alloc_id"] = ids["alloc_id"]
-    rawid = _str(raw, "JobIDRaw")
-    raw_alloc = rawid.str.replace(r"\..*$", "", regex=True)
-    out["key_id"] = raw_alloc.where(raw_alloc != "", ids["alloc_id"])
+    rawid = col("JobIDRaw")
+    if rawid is not None:
+        raw_alloc = P._str_series(pc.replace_substring_regex(rawid, r"\..*$", ""))
+        out["key_id"] = raw_alloc.where(raw_alloc != "", ids["alloc_id"])
+    else:
+        out["key_id"] = ids["alloc_id"]
     out["step"] = ids["step"]
-    out["is_step"] = ids["step"] != ""
+    out["is_step"] = (ids["step"] != "").to_numpy(dtype=bool)
     out["array_task"] = ids["array_task"]
     out["pending_tasks"] = P.pending_task_count(ids["array_task"])
     out["het"] = ids["het"]
-    state, by = P.parse_states(_str(raw, "State"))
+    state, by = P.parse_states(col("State") if col("State") is not None else empty)
     out["state"], out["cancelled_by"] = state, by
     for name, field in (("user", "User"), ("account", "Account"), ("partition", "Partition"),
                         ("qos", "QOS"), ("nodelist", "NodeList"), ("job_name", "JobName"),
                         ("exit_code", "ExitCode")):
-        out[name] = _str(raw, field)
+        out[name] = text(field)
     for name, field in (("submit", "Submit"), ("eligible", "Eligible"), ("start", "Start"),
                         ("end", "End")):
-        out[name] = P.parse_times(_str(raw, field), tz) if field in raw.columns else \
-            pd.Series(pd.NaT, index=raw.index, dtype="datetime64[ns, UTC]")
-    el = _num(raw, "ElapsedRaw")
-    if "Elapsed" in raw.columns:
-        el = el.fillna(P.parse_duration_s(_str(raw, "Elapsed")))
+        c = col(field)
+        out[name] = P.parse_times(c if c is not None else empty, tz)
+    el = num("ElapsedRaw")
+    if "Elapsed" in names:
+        el = el.fillna(P.parse_duration_s(col("Elapsed")))
     out["elapsed_s"] = el
-    out["suspended_s"] = P.parse_duration_s(_str(raw, "Suspended")).fillna(0.0)
-    if "TimelimitRaw" in raw.columns:
-        out["timelimit_s"] = P.parse_timelimit_s(_str(raw, "TimelimitRaw"), raw_minutes=True)
+    out["suspended_s"] = P.parse_duration_s(col("Suspended")).fillna(0.0) if "Suspended" in names else 0.0
+    if "TimelimitRaw" in names:
+        out["timelimit_s"] = P.parse_timelimit_s(col("TimelimitRaw"), raw_minutes=True)
     else:
-        out["timelimit_s"] = P.parse_timelimit_s(_str(raw, "Timelimit"))
-    out["ncpus"] = _num(raw, "NCPUS", "AllocCPUS")
-    out["nnodes"] = _num(raw, "NNodes", "AllocNodes")
-    tres = _str(raw, "AllocTRES")
-    tres_mem, _ = P.parse_mem_mib(P.tres_value(tres, "mem").fillna(""), bare="M")
-    req_mem, per = P.parse_mem_mib(_str(raw, "ReqMem"), bare="M")
-    req_mem = req_mem.where(per != "cpu", req_mem * out["ncpus"])
-    req_mem = req_mem.where(per != "node", req_mem * out["nnodes"].fillna(1.0))
-    out["alloc_mem_mib"] = tres_mem.fillna(req_mem)
+        out["timelimit_s"] = P.parse_timelimit_s(col("Timelimit") if "Timelimit" in names else empty)
+    out["ncpus"] = num("NCPUS", "AllocCPUS")
+    out["nnodes"] = num("NNodes", "AllocNodes")
+    tres = col("AllocTRES")
+    tres = tres if tres is not None else empty
+    tres_mem = P.tres_mem_mib(tres, "mem", bare="M")
+    if "ReqMem" in names:
+        req_mem, per = P.parse_mem_mib(col("ReqMem"), bare="M")
+        req_mem = req_mem.where(per != "cpu", req_mem * out["ncpus"])
+        req_mem = req_mem.where(per != "node", req_mem * out["nnodes"].fillna(1.0))
+        out["alloc_mem_mib"] = tres_mem.fillna(req_mem)
+    else:
+        out["alloc_mem_mib"] = tres_mem
     gpus, gtype = P.gpus_from_tres(tres)
     out["gpus"], out["gpu_type"] = gpus, gtype
-    out["total_cpu_s"] = P.parse_duration_s(_str(raw, "TotalCPU"))
-    usage = _str(raw, "TRESUsageInTot")
-    used, _ = P.parse_mem_mib(P.tres_value(usage, "mem").fillna(""), bare="B")
-    rss, _ = P.parse_mem_mib(_str(raw, "MaxRSS"), bare="B")
-    out["mem_used_mib"] = used.fillna(rss)
-    util = pd.to_numeric(P.tres_value(_str(raw, "TRESUsageInAve"), "gres/gpuutil"), errors="coerce")
-    util = util.fillna(pd.to_numeric(P.tres_value(usage, "gres/gpuutil"), errors="coerce"))
+    out["total_cpu_s"] = P.parse_duration_s(col("TotalCPU")) if "TotalCPU" in names else np.nan
+    usage = col("TRESUsageInTot")
+    used = P.tres_mem_mib(usage, "mem", bare="B") if usage is not None else pd.Series(np.full(n, np.nan))
+    if "MaxRSS" in names:
+        rss, _ = P.parse_mem_mib(col("MaxRSS"), bare="B")
+        used = used.fillna(rss)
+    out["mem_used_mib"] = used
+    util = P.tres_number(col("TRESUsageInAve"), "gres/gpuutil") if "TRESUsageInAve" in names else pd.Series(np.full(n, np.nan))
+    if usage is not None:
+        util = util.fillna(P.tres_number(usage, "gres/gpuutil"))
     out["gpu_util_pct"] = util.astype("float64")
-    out["energy_j"] = _num(raw, "ConsumedEnergyRaw")
+    out["energy_j"] = num("ConsumedEnergyRaw")
+
+    bad = ~ids["valid"].to_numpy(dtype=bool)
+    if bad.any():
+        for j in out.loc[bad, "job_id"].head(20):
+            dq.skip("bad JobID", 0, source, None, f"JobID {j!r}")
+        dq.skip("bad JobID", int(bad.sum()))
+        out = out[~bad]
 
     # repeated keys: keep the first
     key = ["cluster", "key_id", "step", "submit", "start"]

@@ -1,9 +1,10 @@
-"""Pure, vectorised parsers for sacct's text values (pandas Series of str in, typed Series out).
+"""Pure, vectorised parsers for sacct's text values (string columns in, typed Series out).
 
-Every function takes the raw column as sacct printed it and returns plain numbers with units
-in the name: seconds, MiB, GPUs. Values that do not parse become NaN / NaT / "" and callers
-decide (and record in the data-quality section) what that means. No per-row Python on the
-common paths: pandas' Arrow-backed string methods and ``pd.to_datetime`` do the work.
+Every function takes the raw column as sacct printed it (a pandas Series of str or a pyarrow
+string array) and returns plain numbers with units in the name: seconds, MiB, GPUs, as a pandas
+Series (index kept when a Series came in). Values that do not parse become NaN / NaT / "" and
+callers decide (and record in the data-quality section) what that means. The work is done by
+pyarrow.compute kernels (RE2 regular expressions, casts): no per-row Python on any common path.
 """
 
 from __future__ import annotations
@@ -12,14 +13,44 @@ import re
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 #: Markers sacct prints for a time that is not set.
 NO_TIME = ("Unknown", "None", "", "N/A", "INVALID")
+_NULL = pa.scalar(None, pa.string())
 
-_ISO_FIX = re.compile(r"^(\d{4}-\d\d-\d\d)[-T ](\d\d:\d\d:\d\d)$")
+
+def _arrow(s) -> pa.ChunkedArray:
+    if isinstance(s, pa.ChunkedArray):
+        return s if s.type == pa.string() else s.cast(pa.string())
+    if isinstance(s, pa.Array):
+        return pa.chunked_array([s.cast(pa.string()) if s.type != pa.string() else s])
+    arr = pa.array(s, type=pa.string(), from_pandas=True)
+    return pa.chunked_array([arr]) if isinstance(arr, pa.Array) else arr
 
 
-def parse_times(s: pd.Series, tz: str = "UTC") -> pd.Series:
+def _index(s):
+    return s.index if isinstance(s, pd.Series) else None
+
+
+def _num_np(a: pa.ChunkedArray, pattern=r"^[0-9]+(\.[0-9]+)?$") -> np.ndarray:
+    """Strings -> float64 numpy (NaN where not a plain number)."""
+    ok = pc.match_substring_regex(a, pattern)
+    vals = pc.cast(pc.if_else(ok, a, _NULL), pa.float64())
+    return vals.to_numpy(zero_copy_only=False).astype("float64", copy=False)
+
+
+def _str_series(a, index=None) -> pd.Series:
+    a = pc.fill_null(_arrow(a), "")
+    return pd.Series(pd.arrays.ArrowStringArray(a), index=index, copy=False).astype("str")
+
+
+def _field(struct: pa.ChunkedArray, name: str) -> pa.ChunkedArray:
+    return pc.struct_field(struct, name)
+
+
+def parse_times(s, tz: str = "UTC") -> pd.Series:
     """sacct Submit/Eligible/Start/End -> ``datetime64[ns, UTC]``.
 
     Accepts epoch seconds (``SLURM_TIME_FORMAT=%s``, what the ingest asks for), ISO
@@ -27,70 +58,85 @@ def parse_times(s: pd.Series, tz: str = "UTC") -> pd.Series:
     without a zone are read in ``tz`` (sacct prints local time; the ingest runs it with
     TZ=UTC). ``Unknown`` / ``None`` / empty -> NaT.
     """
-    s = s.astype("str").str.strip()
-    digits = s.str.fullmatch(r"\d{1,12}").fillna(False).astype(bool)
-    out = pd.Series(pd.NaT, index=s.index, dtype="datetime64[ns, UTC]")
-    if digits.any():
-        secs = pd.to_numeric(s[digits], errors="coerce")
-        out[digits] = pd.to_datetime(secs, unit="s", utc=True)
-    rest = ~digits & ~s.isin(NO_TIME)
-    if rest.any():
-        txt = s[rest].str.replace(_ISO_FIX.pattern, r"\1T\2", regex=True)
-        ts = pd.to_datetime(txt, format="%Y-%m-%dT%H:%M:%S", errors="coerce")
-        if tz == "UTC":
-            ts = ts.dt.tz_localize("UTC")
-        else:
-            ts = ts.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT").dt.tz_convert("UTC")
-        out[rest] = ts
+    a = pc.utf8_trim_whitespace(_arrow(s))
+    digits = pc.fill_null(pc.match_substring_regex(a, r"^[0-9]{1,12}$"), False)
+    epoch = pc.cast(pc.if_else(digits, a, _NULL), pa.int64())
+    secs = epoch.to_numpy(zero_copy_only=False)
+    secs = np.where(pd.isna(secs), np.nan, secs).astype("float64")
+    other = pc.and_(pc.invert(digits), pc.invert(pc.is_in(a, pa.array(NO_TIME))))
+    if pc.any(other).as_py():
+        fixed = pc.replace_substring_regex(a, r"^([0-9]{4}-[0-9]{2}-[0-9]{2})[-T ]([0-9]{2}:[0-9]{2}:[0-9]{2})$",
+                                           r"\1T\2")
+        fixed = pc.if_else(other, fixed, _NULL)
+        iso = pc.strptime(fixed, format="%Y-%m-%dT%H:%M:%S", unit="s", error_is_null=True)
+        iso_s = pc.cast(iso, pa.int64()).to_numpy(zero_copy_only=False)
+        iso_s = np.where(pd.isna(iso_s), np.nan, iso_s).astype("float64")
+        if tz != "UTC":
+            local = pd.to_datetime(iso_s, unit="s").tz_localize(tz, ambiguous="NaT", nonexistent="NaT")
+            iso_s = np.where(local.isna(), np.nan, local.tz_convert("UTC").asi8 / 1e9)
+        secs = np.where(np.isnan(secs), iso_s, secs)
+    ns = np.where(np.isnan(secs), np.iinfo(np.int64).min, secs * 1e9).astype("int64")
+    out = pd.Series(ns.view("datetime64[ns]"), index=_index(s)).dt.tz_localize("UTC")
     return out
 
 
-_DUR = r"^(?:(?P<d>\d+)-)?(?:(?P<h>\d+):)?(?P<m>\d+):(?P<s>\d+(?:\.\d+)?)$"
+_DUR = r"^(?:(?P<d>[0-9]+)-)?(?:(?P<h>[0-9]+):)?(?P<m>[0-9]+):(?P<s>[0-9]+(?:\.[0-9]+)?)$"
 
 
-def parse_duration_s(s: pd.Series) -> pd.Series:
+def _parse_duration_np(a: pa.ChunkedArray) -> np.ndarray:
+    out = _num_np(a)
+    has_sep = pc.fill_null(pc.match_substring_regex(a, r"[:\-]"), False)
+    if pc.any(has_sep).as_py():
+        b = pc.replace_substring_regex(a, r"^([0-9]+)-([0-9]+)$", r"\1-\2:00:00")
+        b = pc.replace_substring_regex(b, r"^([0-9]+)-([0-9]+):([0-9]+)$", r"\1-\2:\3:00")
+        b = pc.if_else(has_sep, b, _NULL)
+        parts = pc.extract_regex(b, _DUR)
+        d = np.nan_to_num(_num_np(_field(parts, "d")))
+        h = np.nan_to_num(_num_np(_field(parts, "h")))
+        m = _num_np(_field(parts, "m"))
+        sec = _num_np(_field(parts, "s"))
+        val = d * 86400 + h * 3600 + m * 60 + sec
+        out = np.where(np.isnan(out), val, out)
+    return out
+
+
+def parse_duration_s(s) -> pd.Series:
     """sacct durations -> float seconds.
 
     ``[D-]HH:MM:SS``, ``MM:SS``, ``MM:SS.mmm`` (TotalCPU under an hour), ``D-HH`` and
-    ``D-HH:MM`` (Timelimit), or a bare integer (seconds, as the ``*Raw`` fields print).
+    ``D-HH:MM`` (Timelimit), or a bare number (seconds, as the ``*Raw`` fields print).
     ``UNLIMITED``, ``Partition_Limit``, ``INVALID``, empty -> NaN.
     """
-    s = s.astype("str").str.strip()
-    out = pd.to_numeric(s.where(s.str.fullmatch(r"\d+(?:\.\d+)?").fillna(False).astype(bool)),
-                        errors="coerce")
-    need = out.isna() & s.str.contains(r"[:\-]", regex=True).fillna(False).astype(bool)
-    if need.any():
-        sub = s[need]
-        # Timelimit forms "D-HH" / "D-HH:MM" -> normalise to D-HH:MM:SS
-        sub = sub.str.replace(r"^(\d+)-(\d+)$", r"\1-\2:00:00", regex=True)
-        sub = sub.str.replace(r"^(\d+)-(\d+):(\d+)$", r"\1-\2:\3:00", regex=True)
-        parts = sub.str.extract(_DUR)
-        val = (pd.to_numeric(parts["d"], errors="coerce").fillna(0) * 86400
-               + pd.to_numeric(parts["h"], errors="coerce").fillna(0) * 3600
-               + pd.to_numeric(parts["m"], errors="coerce") * 60
-               + pd.to_numeric(parts["s"], errors="coerce"))
-        out[need] = val
-    return out.astype("float64")
+    a = pc.utf8_trim_whitespace(_arrow(s))
+    return pd.Series(_parse_duration_np(a), index=_index(s), dtype="float64")
 
 
-def parse_timelimit_s(s: pd.Series, raw_minutes: bool = False) -> pd.Series:
+def parse_timelimit_s(s, raw_minutes: bool = False) -> pd.Series:
     """Timelimit -> float seconds; ``UNLIMITED`` and ``Partition_Limit`` -> +inf (no limit
     known to the job); empty / ``INVALID`` -> NaN. ``raw_minutes``: the TimelimitRaw field
     (whole minutes)."""
-    s = s.astype("str").str.strip()
-    if raw_minutes:
-        out = pd.to_numeric(s, errors="coerce") * 60.0
-    else:
-        out = parse_duration_s(s)
-    unlimited = s.isin(("UNLIMITED", "Partition_Limit", "4294967295"))
-    return out.mask(unlimited, np.inf).astype("float64")
+    a = pc.utf8_trim_whitespace(_arrow(s))
+    out = _num_np(a) * 60.0 if raw_minutes else _parse_duration_np(a)
+    unlimited = pc.fill_null(pc.is_in(a, pa.array(["UNLIMITED", "Partition_Limit", "4294967295"])), False)
+    out = np.where(unlimited.to_numpy(zero_copy_only=False), np.inf, out)
+    return pd.Series(out, index=_index(s), dtype="float64")
 
 
-_MEM_UNIT_MIB = {"": None, "B": 1 / 1048576, "K": 1 / 1024, "M": 1.0, "G": 1024.0,
-                 "T": 1048576.0, "P": 1073741824.0}
+_MEM_UNIT_MIB = {"B": 1 / 1048576, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1048576.0,
+                 "P": 1073741824.0}
 
 
-def parse_mem_mib(s: pd.Series, bare: str = "M") -> tuple[pd.Series, pd.Series]:
+def _mem_np(a: pa.ChunkedArray, bare: str) -> tuple[np.ndarray, pa.ChunkedArray]:
+    parts = pc.extract_regex(a, r"^(?P<n>[0-9]+(?:\.[0-9]+)?)(?P<u>[KMGTPB]?)(?P<p>[cn]?)$")
+    num = _num_np(_field(parts, "n"))
+    unit = pc.fill_null(_field(parts, "u"), "")
+    factor = np.full(len(a), _MEM_UNIT_MIB[bare])
+    for u, f in _MEM_UNIT_MIB.items():
+        factor[pc.equal(unit, u).to_numpy(zero_copy_only=False).astype(bool)] = f
+    return num * factor, _field(parts, "p")
+
+
+def parse_mem_mib(s, bare: str = "M") -> tuple[pd.Series, pd.Series]:
     """Memory strings -> ``(MiB float, per)``.
 
     ``199G``, ``32000M``, ``356K``, ``2T``, ``1.5G``; old ReqMem forms ``4000Mc`` (per CPU) and
@@ -98,22 +144,37 @@ def parse_mem_mib(s: pd.Series, bare: str = "M") -> tuple[pd.Series, pd.Series]:
     is in unit ``bare`` (``"M"`` for ReqMem and TRES ``mem=``, ``"B"`` for usage fields printed
     with ``--noconvert``). Unparsable -> NaN.
     """
-    s = s.astype("str").str.strip()
-    parts = s.str.extract(r"^(?P<n>\d+(?:\.\d+)?)(?P<u>[KMGTPB]?)(?P<p>[cn]?)$")
-    num = pd.to_numeric(parts["n"], errors="coerce")
-    unit = parts["u"].fillna("").replace("", bare)
-    factor = unit.map({k: v for k, v in _MEM_UNIT_MIB.items() if v is not None}).astype("float64")
-    per = parts["p"].fillna("").map({"c": "cpu", "n": "node", "": ""}).fillna("")
-    return (num * factor).astype("float64"), per
+    a = pc.utf8_trim_whitespace(_arrow(s))
+    mib, p = _mem_np(a, bare)
+    per = pc.if_else(pc.equal(p, "c"), "cpu", pc.if_else(pc.equal(p, "n"), "node", ""))
+    return pd.Series(mib, index=_index(s), dtype="float64"), _str_series(per, _index(s))
 
 
-def tres_value(s: pd.Series, key: str) -> pd.Series:
-    """The value of ``key`` in a TRES string (``cpu=8,gres/gpu=2,mem=10G``) or NaN/None.
+def _tres_arrow(a: pa.ChunkedArray, key: str) -> pa.ChunkedArray:
+    pat = r"(?:^|,)" + re.escape(key).replace("\\/", "/") + r"=(?P<v>[^,]*)"
+    return _field(pc.extract_regex(a, pat), "v")
+
+
+def tres_value(s, key: str) -> pd.Series:
+    """The value of ``key`` in a TRES string (``cpu=8,gres/gpu=2,mem=10G``), NaN when absent.
 
     ``key`` must match exactly: ``gres/gpu`` never matches ``gres/gpumem``, ``gres/gpuutil``
     or the typed ``gres/gpu:a100``."""
-    pat = r"(?:^|,)" + re.escape(key) + r"=([^,]*)"
-    return s.astype("str").str.extract(pat, expand=False)
+    v = _tres_arrow(_arrow(s), key)
+    out = pd.Series(pd.arrays.ArrowStringArray(pc.cast(v, pa.string())), index=_index(s))
+    return out.astype("str")
+
+
+def tres_number(s, key: str) -> pd.Series:
+    """:func:`tres_value` as float (NaN when absent or not a number)."""
+    return pd.Series(_num_np(_tres_arrow(_arrow(s), key)), index=_index(s), dtype="float64")
+
+
+def tres_mem_mib(s, key: str = "mem", bare: str = "M") -> pd.Series:
+    """A memory TRES value (``mem=199G``, ``mem=1294440K``) in MiB (NaN when absent)."""
+    v = _tres_arrow(_arrow(s), key)
+    mib, _ = _mem_np(pc.fill_null(v, ""), bare)
+    return pd.Series(mib, index=_index(s), dtype="float64")
 
 
 _MIG = r"(\d+)g\.\d+gb"
@@ -127,7 +188,7 @@ def mig_weight(gpu_type: str) -> float:
     return min(int(m.group(1)), 7) / 7.0 if m else 1.0
 
 
-def gpus_from_tres(s: pd.Series) -> tuple[pd.Series, pd.Series]:
+def gpus_from_tres(s) -> tuple[pd.Series, pd.Series]:
     """AllocTRES -> ``(gpus float, gpu_type str)``.
 
     The untyped ``gres/gpu=N`` when present, else the sum of the typed ``gres/gpu:<type>=N``;
@@ -135,36 +196,44 @@ def gpus_from_tres(s: pd.Series) -> tuple[pd.Series, pd.Series]:
     their share of a GPU (:func:`mig_weight`), also when an untyped count is present.
     ``gpu_type`` is the first typed entry's type ("" when only the untyped count is given).
     """
-    s = s.astype("str").fillna("")
-    untyped = pd.to_numeric(tres_value(s, "gres/gpu"), errors="coerce")
-    gpu_type = s.str.extract(r"(?:^|,)gres/gpu:([^=,]+)=", expand=False).fillna("")
-    has_typed = gpu_type != ""
-    is_mig = gpu_type.str.contains(r"\d+g\.\d+gb", regex=True).fillna(False).astype(bool)
-    gpus = untyped.fillna(0.0).astype("float64")
-    need = has_typed & (untyped.isna() | is_mig)
+    a = pc.fill_null(_arrow(s), "")
+    idx = _index(s)
+    untyped = _num_np(_tres_arrow(a, "gres/gpu"))
+    gtype = pc.fill_null(_field(pc.extract_regex(a, r"(?:^|,)gres/gpu:(?P<t>[^=,]+)="), "t"), "")
+    has_typed = pc.not_equal(gtype, "").to_numpy(zero_copy_only=False).astype(bool)
+    is_mig = pc.match_substring_regex(gtype, r"[0-9]+g\.[0-9]+gb").to_numpy(zero_copy_only=False).astype(bool)
+    gpus = np.nan_to_num(untyped)
+    need = has_typed & (np.isnan(untyped) | is_mig)
     if need.any():
-        found = s[need].str.extractall(r"(?:^|,)gres/gpu:(?P<t>[^=,]+)=(?P<n>\d+)")
+        sub = pd.Series(a.to_numpy(zero_copy_only=False)[need]).astype(object)
+        found = sub.str.extractall(r"(?:^|,)gres/gpu:(?P<t>[^=,]+)=(?P<n>\d+)")
         weights = found["t"].map(mig_weight).astype("float64")
         counts = pd.to_numeric(found["n"]) * weights
-        gpus[need] = counts.groupby(level=0).sum().reindex(s[need].index).fillna(0.0)
-    return gpus, gpu_type
+        gpus[need] = counts.groupby(level=0).sum().reindex(range(len(sub))).fillna(0.0).to_numpy()
+    return pd.Series(gpus, index=idx, dtype="float64"), _str_series(gtype, idx)
 
 
-_JOBID = (r"^(?P<base>\d+)(?:_(?P<task>\d+|\[[^\]]*\]))?(?:\+(?P<het>\d+))?"
+_JOBID = (r"^(?P<base>[0-9]+)(?:_(?P<task>[0-9]+|\[[^\]]*\]))?(?:\+(?P<het>[0-9]+))?"
           r"(?:\.(?P<step>[A-Za-z0-9_\-]+))?$")
 
 
-def parse_job_ids(s: pd.Series) -> pd.DataFrame:
+def parse_job_ids(s) -> pd.DataFrame:
     """JobID -> DataFrame with ``base`` (str), ``array_task`` (str: ``4``, ``[5-9%2]`` or ""),
     ``het`` (str offset or ""), ``step`` (``batch``, ``extern``, ``0``, ``interactive`` or ""),
     ``alloc_id`` (the JobID without its step: ``123_4``, ``900+0``), ``valid`` (bool)."""
-    s = s.astype("str").str.strip()
-    parts = s.str.extract(_JOBID)
-    valid = parts["base"].notna()
-    parts = parts.fillna("")
-    alloc = s.str.replace(r"\.[^.]*$", "", regex=True).where(parts["step"] != "", s)
-    return pd.DataFrame({"base": parts["base"], "array_task": parts["task"], "het": parts["het"],
-                         "step": parts["step"], "alloc_id": alloc, "valid": valid})
+    a = pc.utf8_trim_whitespace(_arrow(s))
+    idx = _index(s)
+    parts = pc.extract_regex(a, _JOBID)
+    valid = pc.fill_null(pc.is_valid(parts), False)
+    step = pc.fill_null(_field(parts, "step"), "")
+    alloc = pc.if_else(pc.not_equal(step, ""), pc.replace_substring_regex(a, r"\.[^.]*$", ""), a)
+    return pd.DataFrame({
+        "base": _str_series(_field(parts, "base"), idx),
+        "array_task": _str_series(_field(parts, "task"), idx),
+        "het": _str_series(_field(parts, "het"), idx),
+        "step": _str_series(step, idx),
+        "alloc_id": _str_series(alloc, idx),
+        "valid": pd.Series(valid.to_numpy(zero_copy_only=False).astype(bool), index=idx)})
 
 
 def pending_task_count(task: pd.Series) -> pd.Series:
@@ -173,25 +242,23 @@ def pending_task_count(task: pd.Series) -> pd.Series:
     import hostlist
 
     def count(expr: str) -> int:
-        if not expr.startswith("["):
-            return 0
         body = expr[1:-1].split("%")[0]
         try:
             return len(hostlist.expand_hostlist(f"t[{body}]"))
         except hostlist.BadHostlist:
             return 0
 
-    out = pd.Series(0, index=task.index, dtype="int64")
-    pend = task.str.startswith("[").fillna(False).astype(bool)
+    out = np.zeros(len(task), dtype="int64")
+    pend = task.str.startswith("[").fillna(False).to_numpy(dtype=bool)
     if pend.any():
-        out[pend] = task[pend].map(count).astype("int64")
-    return out
+        out[pend] = [count(x) for x in task[pend]]
+    return pd.Series(out, index=task.index)
 
 
-def parse_states(s: pd.Series) -> tuple[pd.Series, pd.Series]:
+def parse_states(s) -> tuple[pd.Series, pd.Series]:
     """State -> ``(state, cancelled_by)``: ``CANCELLED by 1234`` -> (``CANCELLED``, ``1234``);
     other states unchanged with "" (``RUNNING``, ``REQUEUED``, ``OUT_OF_MEMORY``, ...)."""
-    s = s.astype("str").str.strip()
-    parts = s.str.extract(r"^(?P<st>[A-Z_]+)(?:\s+by\s+(?P<by>\S+))?")
-    state = parts["st"].fillna(s.str.upper())
-    return state, parts["by"].fillna("")
+    a = pc.utf8_trim_whitespace(_arrow(s))
+    parts = pc.extract_regex(a, r"^(?P<st>[A-Z_]+)(?:\s+by\s+(?P<by>\S+))?")
+    st = pc.coalesce(_field(parts, "st"), pc.utf8_upper(a))
+    return _str_series(st, _index(s)), _str_series(_field(parts, "by"), _index(s))

@@ -68,6 +68,16 @@ def _guess_delimiter(line: str, nfields: int | None) -> str:
     return best
 
 
+def _repair_utf8(data: bytes, dq: DataQuality, source: str, line_offset: int) -> bytes:
+    """Replace invalid UTF-8 by U+FFFD; each row touched is listed as repaired."""
+    text = data.decode("utf-8", errors="surrogateescape")
+    for m in re.finditer(r"[^\n]*[\udc80-\udcff][^\n]*", text):
+        line = text.count("\n", 0, m.start()) + 1 + line_offset
+        dq.repair("bad UTF-8 (replaced by U+FFFD)", source, line,
+                  m.group(0).encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+    return re.sub("[\udc80-\udcff]+", "\ufffd", text).encode("utf-8")
+
+
 def read_sacct_bytes(data: bytes, source: str = "<sacct>", fields: list[str] | None = None,
                      delimiter: str | None = None) -> tuple[pa.Table, DataQuality]:
     """Split sacct output into string columns. See the module docstring.
@@ -97,20 +107,9 @@ def read_sacct_bytes(data: bytes, source: str = "<sacct>", fields: list[str] | N
     if not data.strip():
         return pa.table({n: pa.array([], pa.string()) for n in (fields or ["JobID"])}), dq
 
-    # 2. bad UTF-8: replace, list the rows
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = data.decode("utf-8", errors="surrogateescape")
-        for m in re.finditer(r"[^\n]*[\udc80-\udcff][^\n]*", text):
-            line = text.count("\n", 0, m.start()) + 1 + line_offset
-            dq.repair("bad UTF-8 (replaced by U+FFFD)", source, line,
-                      m.group(0).encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
-        data = re.sub("[\udc80-\udcff]+", "\ufffd", text).encode("utf-8")
-
     # 3. header / field list / delimiter
     nl = data.find(b"\n")
-    first = data[:nl if nl >= 0 else len(data)].decode("utf-8")
+    first = data[:nl if nl >= 0 else len(data)].decode("utf-8", errors="replace")
     delim = delimiter or _guess_delimiter(first, len(fields) if fields else None)
     first_fields = first.split(delim)
     header = looks_like_header(first_fields)
@@ -130,16 +129,20 @@ def read_sacct_bytes(data: bytes, source: str = "<sacct>", fields: list[str] | N
         raise AccountingInputError(source, line_offset, f"repeated field in the field list: {names}")
     if "JobID" not in names:
         raise AccountingInputError(source, line_offset or None, "the field list has no JobID")
-    if delim != DELIMITER:
-        if DELIMITER.encode() in data:
+    if len(delim.encode()) == 1 and delim not in ('"', "\n", "\r"):
+        sep = delim              # pyarrow splits on it directly: no copy of the text
+    else:
+        sep = DELIMITER
+        if _SEP in data:
             data = data.replace(_SEP, b" ")
         data = data.replace(delim.encode(), _SEP)
+    bsep = sep.encode()
 
     # --parsable: every line ends with the delimiter -> one extra empty column
     nl = data.find(b"\n")
     sample = data[:nl if nl >= 0 else len(data)]
-    ncols_first = sample.count(_SEP) + 1
-    trailing = sample.endswith(_SEP) and ncols_first == len(names) + 1
+    ncols_first = sample.count(bsep) + 1
+    trailing = sample.endswith(bsep) and ncols_first == len(names) + 1
     col_names = names + (["_trailing"] if trailing else [])
     expected = len(col_names)
 
@@ -149,18 +152,26 @@ def read_sacct_bytes(data: bytes, source: str = "<sacct>", fields: list[str] | N
         bad.append((row.actual_columns, row.text))
         return "skip"
 
-    try:
-        table = pacsv.read_csv(
-            pa.py_buffer(data),
+    def read(buf):
+        return pacsv.read_csv(
+            pa.py_buffer(buf),
             read_options=pacsv.ReadOptions(column_names=col_names, block_size=1 << 24),
-            parse_options=pacsv.ParseOptions(delimiter=DELIMITER, quote_char=False,
+            parse_options=pacsv.ParseOptions(delimiter=sep, quote_char=False,
                                               double_quote=False, escape_char=False,
                                               newlines_in_values=False, ignore_empty_lines=True,
                                               invalid_row_handler=on_invalid),
             convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in col_names},
-                                                 strings_can_be_null=False, quoted_strings_can_be_null=False))
-    except pa.ArrowInvalid as exc:  # pragma: no cover - pyarrow reports row problems via the handler
-        raise AccountingInputError(source, None, f"cannot split the text: {exc}") from None
+                                                 check_utf8=True, strings_can_be_null=False,
+                                                 quoted_strings_can_be_null=False))
+
+    try:
+        table = read(data)
+    except pa.ArrowInvalid as exc:
+        if "UTF8" not in str(exc).upper().replace("-", ""):
+            raise AccountingInputError(source, None, f"cannot split the text: {exc}") from None
+        bad.clear()
+        data = _repair_utf8(data, dq, source, line_offset)
+        table = read(data)
     if trailing:
         table = table.drop_columns(["_trailing"])
 
@@ -179,17 +190,17 @@ def read_sacct_bytes(data: bytes, source: str = "<sacct>", fields: list[str] | N
         line = _locate(data, text.encode())
         line = line + line_offset if line else None
         if ncols > expected and name_last and not trailing:
-            parts = text.split(DELIMITER)
+            parts = text.split(sep)
             parts = parts[:len(names) - 1] + [delim.join(parts[len(names) - 1:])]
             repaired_rows.append(parts)
-            dq.repair("delimiter inside JobName (joined)", source, line, text.replace(DELIMITER, delim))
+            dq.repair("delimiter inside JobName (joined)", source, line, text.replace(sep, delim))
             continue
         if ncols < expected and prev_ok:
             dq.skip("too few fields (continuation of a field with a newline?)", 1, source, line,
-                    text.replace(DELIMITER, delim))
+                    text.replace(sep, delim))
         else:
             dq.skip(f"wrong number of fields ({ncols - (1 if trailing else 0)} for {len(names)})", 1,
-                    source, line, text.replace(DELIMITER, delim))
+                    source, line, text.replace(sep, delim))
     if repaired_rows:
         extra = pa.table({n: pa.array([r[i] for r in repaired_rows], pa.string())
                           for i, n in enumerate(names)})

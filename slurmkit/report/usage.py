@@ -125,6 +125,7 @@ def allocations(rows: pd.DataFrame, start, end, dq: DataQuality, now=None,
     allocs = allocs.merge(_step_usage(steps), on=["cluster", "key_id"], how="left")
     for c in ("step_mem_mib", "step_gpu_util_pct", "step_cpu_s"):
         allocs[c] = pd.to_numeric(allocs[c], errors="coerce").astype("float64")
+    allocs["job_code"] = allocs.groupby(["cluster", "key_id"], sort=False).ngroup()
     allocs["gpu_hours"] = allocs["gpus"] * allocs["in_window_s"] / 3600.0
     allocs["cpu_hours"] = allocs["ncpus"].fillna(0) * allocs["in_window_s"] / 3600.0
     allocs["wasted"] = allocs["state"].isin(WASTE_STATES)

@@ -36,8 +36,8 @@ def _num(x):
 def _group(a: pd.DataFrame, col: str, name: str) -> list[dict]:
     if a.empty:
         return []
-    g = a.assign(_k=a["cluster"] + "\x00" + a["key_id"]).groupby(col, sort=False)
-    t = g.agg(jobs=("_k", "nunique"), gpu_hours=("gpu_hours", "sum"), cpu_hours=("cpu_hours", "sum"),
+    g = a.groupby(col, sort=False)
+    t = g.agg(jobs=("job_code", "nunique"), gpu_hours=("gpu_hours", "sum"), cpu_hours=("cpu_hours", "sum"),
               energy_kwh=("energy_kwh", "sum"),
               wasted_gpu_hours=("waste_gpu_hours", "sum")).reset_index()
     t = t.sort_values(["gpu_hours", "cpu_hours", col], ascending=[False, False, True])
@@ -72,7 +72,7 @@ def build_report(rows: pd.DataFrame, dq: DataQuality, window: Window, assumption
     runs = a[~waiting]
     backlog = int(a["pending_tasks"].sum())
     pending_jobs = int(((a["pending_tasks"] == 0) & waiting).sum())
-    keys = runs["cluster"] + "\x00" + runs["key_id"]
+    keys = runs["job_code"]
     gpu_h, cpu_h = float(runs["gpu_hours"].sum()), float(runs["cpu_hours"].sum())
     kwh_src = {s: float(runs.loc[runs["energy_source"] == s, "energy_kwh"].sum())
                for s in ("measured", "slurm", "modelled")}
@@ -95,7 +95,7 @@ def build_report(rows: pd.DataFrame, dq: DataQuality, window: Window, assumption
     outcomes = []
     for state, g in runs.groupby("state", sort=True):
         outcomes.append({"state": state, "rows": int(len(g)),
-                         "jobs": int((g["cluster"] + "\x00" + g["key_id"]).nunique()),
+                         "jobs": int(g["job_code"].nunique()),
                          "gpu_hours": _num(g["gpu_hours"].sum()),
                          "wasted_gpu_hours": _num(g["waste_gpu_hours"].sum())})
 
@@ -123,11 +123,13 @@ def build_report(rows: pd.DataFrame, dq: DataQuality, window: Window, assumption
         "gpu_hours_near_zero_util": _num(idle),
         "by_user": [],
     }
-    for user, g in done.groupby("user", sort=True):
-        den = (g["run_s"] * g["ncpus"]).where(g["cpu_eff"].notna()).sum()
+    den = (done["run_s"] * done["ncpus"]).where(done["cpu_eff"].notna())
+    per_user = done.assign(_num=done["cpu_eff"] * den, _den=den).groupby("user", sort=True).agg(
+        num=("_num", "sum"), den=("_den", "sum"), mem=("mem_eff", "median"))
+    for user, r in per_user.iterrows():
         efficiency["by_user"].append({
-            "user": user, "cpu_efficiency": _num((g["cpu_eff"] * g["run_s"] * g["ncpus"]).sum() / den) if den > 0 else None,
-            "memory_efficiency_median": _num(g["mem_eff"].median()) if g["mem_eff"].notna().any() else None})
+            "user": user, "cpu_efficiency": _num(r["num"] / r["den"]) if r["den"] > 0 else None,
+            "memory_efficiency_median": _num(r["mem"])})
 
     # hourly curve
     curve = hourly_gpus(runs, window.start, window.end, now=now)
