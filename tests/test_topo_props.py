@@ -32,7 +32,7 @@ def matrices(draw):
     return labels, cell, cpus, numa
 
 
-def render(labels, cell, cpus, numa, order, tabs, pad):
+def render(labels, cell, cpus, numa, order, tabs, pad, trail=""):
     cols = [labels[i] for i in order]
     aff = ["CPU Affinity", "NUMA Affinity"]
     def val(lab, c):
@@ -60,15 +60,16 @@ def render(labels, cell, cpus, numa, order, tabs, pad):
             lines.append(s.rstrip())
     nics = [l for l in labels if l.startswith("NIC")]
     legend = ["", "NIC Legend:", ""] + [f"  {n}: mlx5_{n[3:]}" for n in nics] if nics else []
-    return "\n".join(lines + legend) + "\n"
+    return "\n".join(l + trail for l in lines + legend) + "\n"
 
 
 @settings(max_examples=60, deadline=None)
-@given(m=matrices(), data=st.data(), tabs=st.booleans(), pad=st.integers(0, 6))
-def test_same_topology_whatever_the_layout(m, data, tabs, pad):
+@given(m=matrices(), data=st.data(), tabs=st.booleans(), pad=st.integers(0, 6),
+       trail=st.sampled_from(["", " ", "   ", "\r", "\t"]))
+def test_same_topology_whatever_the_layout(m, data, tabs, pad, trail):
     labels, cell, cpus, numa = m
     order = data.draw(st.permutations(range(len(labels))))
-    t = parse_topo(render(labels, cell, cpus, numa, order, tabs, pad))
+    t = parse_topo(render(labels, cell, cpus, numa, order, tabs, pad, trail))
     assert t.missing == []
     assert sorted(g.name for g in t.gpus) == sorted(l for l in labels if l.startswith("GPU"))
     for g in t.gpus:

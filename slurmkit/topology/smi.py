@@ -28,7 +28,9 @@ AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 
 
 def _clean(line: str) -> str:
-    return _ANSI.sub("", line).rstrip("\r\n")
+    """The line without ANSI escapes and trailing whitespace (trailing empty tab fields carry
+    nothing: cells are never empty, and an affinity cell left out reads as empty)."""
+    return _ANSI.sub("", line).rstrip()
 
 
 def _header_tokens(line: str) -> list[tuple[int, str]]:
