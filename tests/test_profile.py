@@ -164,3 +164,26 @@ def test_in_memory_data():
     data["cluster"]["name"] = "two words"
     with pytest.raises(ProfileError, match="one word"):
         load_profile_data(data)
+
+
+def test_node_with_two_node_types(tmp_path):
+    text = _sandbox_text().replace("[node_types.sandbox-h100x4]", """[partitions.big]
+nodes = "n[4-5]"
+node_type = "other"
+
+[node_types.other]
+gpu_model = "a100"
+gpu_count = 1
+
+[node_types.sandbox-h100x4]""")
+    with pytest.raises(ProfileError) as ei:
+        load_profile(_write(tmp_path, text))
+    assert ei.value.key == "partitions.big.nodes" and "node n4" in ei.value.message
+    assert "n[4-5]" in text.splitlines()[ei.value.line - 1]
+
+
+def test_partition_overlap_same_type_is_fine(tmp_path):
+    text = _sandbox_text() + '\n[partitions.debug]\nnodes = "n1"\nnode_type = "sandbox-h100x4"\n'
+    p = load_profile(_write(tmp_path, text))
+    assert p.nodes() == ("n1", "n2", "n3", "n4") and p.nodes("debug") == ("n1",)
+    assert p.default_partition.name == "gpu"

@@ -134,6 +134,7 @@ def _partitions(c: _Ctx, t: dict, node_types: dict[str, NodeType]) -> dict[str, 
         c.fail("partitions", "at least one [partitions.<name>] table is required")
     out = {}
     defaults = []
+    type_of: dict[str, tuple[str, str]] = {}  # node -> (node type, partition)
     for name, p in t.items():
         key = f"partitions.{name}"
         p = c.table(p, key)
@@ -143,6 +144,11 @@ def _partitions(c: _Ctx, t: dict, node_types: dict[str, NodeType]) -> dict[str, 
             c.fail(f"{key}.node_type", f"{nt!r} is not a node type (known: {', '.join(node_types) or 'none'})")
         nodes_expr = p.get("nodes")
         names = c.hostlist(nodes_expr, f"{key}.nodes")
+        for n in names:
+            prev = type_of.setdefault(n, (nt, name))
+            if prev[0] != nt:
+                c.fail(f"{key}.nodes", f"node {n} is node type {nt!r} here but {prev[0]!r} in "
+                       f"partition {prev[1]!r}: a node has one node type")
         default = c.get(p, key, "default", bool, False)
         if default:
             defaults.append(name)
