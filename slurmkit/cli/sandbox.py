@@ -101,14 +101,16 @@ def env(directory):
 
 @cli.command()
 @_dir_option
+@click.option("--port-base", type=int, default=None,
+              help="Ports of a sandbox this starts (default 6817; a running one keeps its own).")
 @click.option("--no-install", is_flag=True, help="Do not apt-get missing Debian packages.")
-def demo(directory, no_install):
+def demo(directory, port_base, no_install):
     """Run slurmkit's main job end to end on the sandbox (starts it when needed)."""
     from slurmkit.sandbox import SandboxError
     from slurmkit.sandbox.demo import DemoError, run_demo
 
     try:
-        code = run_demo(directory, install=not no_install)
+        code = run_demo(directory, install=not no_install, port_base=port_base)
     except (SandboxError, DemoError) as exc:
         raise click.ClickException(str(exc)) from None
     raise SystemExit(code)

@@ -23,6 +23,7 @@ import shlex
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -163,9 +164,15 @@ class Demo:
         return out
 
 
-def run_demo(directory: Path | None = None, install: bool = True) -> int:
-    """Bring the sandbox up and run the whole main job; returns a process exit code."""
+def run_demo(directory: Path | None = None, install: bool = True, port_base: int | None = None) -> int:
+    """Bring the sandbox up and run the whole main job; returns a process exit code.
+
+    ``port_base``: ports of a sandbox that is not running yet (see ``sandbox up --port-base``).
+    Raises :class:`DemoError` (or ``SandboxError``) naming the step that went wrong.
+    """
     sb = Sandbox(directory)
+    if port_base is not None and not sb.is_up():
+        sb = Sandbox(directory, replace(sb.spec, port_base=port_base))
     _step(1, f"starting the sandbox cluster in {sb.dir}")
     sb.up(install=install, progress=_info)
     _info(f"gres.conf and topology.conf generated from its site profile {sb.profile_path}")

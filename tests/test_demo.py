@@ -1,0 +1,51 @@
+"""The README's main job: `slurmkit sandbox demo` end to end on its own sandbox."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
+
+
+def test_demo_end_to_end(sandbox):
+    # its own sandbox (the demo installs hooks into its slurm.conf), on ports next to the session one
+    root = Path(tempfile.mkdtemp(prefix="slurmkit-demo-"))
+    cli = [sys.executable, "-m", "slurmkit", "sandbox"]
+    try:
+        res = subprocess.run(cli + ["demo", "--dir", str(root), "--no-install",
+                                    "--port-base", str(sandbox.spec.port_base + 70)],
+                             capture_output=True, text=True, timeout=840)
+        out = res.stdout
+        assert res.returncode == 0, out[-3000:] + res.stderr[-3000:]
+        # the sick node is drained with slurmkit's reason
+        assert re.search(r"n2 drained, reason: slurmkit: row_remap_pending GPU1 GPU-[0-9a-f-]+: pending, "
+                         r"2 uncorrectable rows", out)
+        # training preempted, requeued, resumed from its checkpoint, finished
+        assert "USR2 received: checkpoint and requeue (restart 0)" in out
+        step = int(re.search(r"preempted \(SIGUSR2\) at step (\d+)", out).group(1))
+        assert f"restart 1: resumed from checkpoint at step {step}" in out
+        assert "training done: 60 steps" in out
+        assert "all_reduce_perf not found" in out
+        # placement: never on n2; the 2-node jobs under one leaf
+        rows = re.findall(r"^\s+(\S+)\s+job (\S+)\s+(\S+)\s+on (\S+)\s+leaf switch\(es\): (.+)$", out, re.M)
+        assert {r[0] for r in rows} == {"nccl-tests", "tiny-train", "sweep", "will-fail"}
+        for name, _job, state, nodes, leaves in rows:
+            assert "n2" not in nodes and "," not in leaves, (name, nodes, leaves)
+        assert dict((r[0], r[2]) for r in rows)["will-fail"] == "FAILED"
+        # the report: real accounting, measured energy from the hooks' spool
+        report = json.loads((root / "demo" / "report" / "weekly.json").read_text())
+        totals = report["totals"]
+        assert totals["jobs"] >= 6 and totals["gpu_hours"] > 0
+        assert totals["energy_kwh_by_source"]["measured"] > 0
+        users = {u["user"] for u in report["by_user"]}
+        assert "root" in users
+        assert (root / "demo" / "report" / "weekly.html").stat().st_size > 10_000
+    finally:
+        subprocess.run(cli + ["down", "--dir", str(root), "--purge"], capture_output=True, timeout=120)
