@@ -55,9 +55,15 @@ def test_unknown_partition_names_known_ones():
 
 
 def test_preset_fills_defaults(tmp_path):
-    text = "\n".join(l for l in _sandbox_text().splitlines() if not l.startswith("price_per_gpu_hour"))
+    drop = ("price_per_gpu_hour", "switch_wait", "deadline_s")
+    text = "\n".join(l for l in _sandbox_text().splitlines() if not l.startswith(drop))
     p = load_profile(_write(tmp_path, text))
-    assert p.report.price_per_gpu_hour == 0.0  # preset value
+    assert p.report.price_per_gpu_hour is None  # no preset invents a price
+    assert p.report.pue == tomllib.loads(text)["report"]["pue"]
+    from slurmkit.profile.layers import PRESET
+
+    assert p.submit.switch_wait == PRESET["submit"]["switch_wait"]
+    assert p.health.deadline_s == PRESET["health"]["deadline_s"]
     assert p.layers[0] == "preset"
 
 

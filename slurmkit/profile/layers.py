@@ -20,8 +20,7 @@ PRESET: dict = {
              "efa_plugin_version": "", "extra": {}},
     "submit": {"container": False, "switch_wait": "5:00", "rendezvous_interface": "", "cpus_per_gpu": 1},
     "health": {"mode": "enforce", "deadline_s": 8.0},
-    "report": {"pue": 1.0, "carbon_g_per_kwh": 0.0, "price_per_kwh": 0.0, "price_per_gpu_hour": 0.0,
-               "currency": "EUR"},
+    # no [report] defaults: energy and cost assumptions come from the site or stay unknown
 }
 
 

@@ -91,8 +91,9 @@ class NodeType:
 
     ``gpu_model``: gres type (``Gres=gpu:<gpu_model>:<gpu_count>``); ``sockets``,
     ``cores_per_socket``, ``threads_per_core``: the hardware; ``cpu_numbering``: how the OS
-    numbers CPUs ("linear" | "interleaved" | "unknown"); ``memory_mib``: RealMemory (MiB);
-    ``gpu_tdp_w``: board power (W, reports' modelled energy); ``p2p``: GPU peer-to-peer works;
+    numbers CPUs ("linear" | "interleaved" | "unknown"); ``memory_mib``: RealMemory (MiB;
+    None when not given); ``gpu_tdp_w``: board power (W, reports' modelled energy; None when
+    not given); ``p2p``: GPU peer-to-peer works;
     ``slurm_node``: what slurm.conf says when it differs from the hardware (else None);
     ``sources``: where this node type's values come from.
     """
@@ -104,8 +105,8 @@ class NodeType:
     cores_per_socket: int = 1
     threads_per_core: int = 1
     cpu_numbering: str = "linear"
-    memory_mib: int = 0
-    gpu_tdp_w: float = 0.0
+    memory_mib: int | None = None
+    gpu_tdp_w: float | None = None
     p2p: bool = True
     slurm_node: SlurmNode | None = None
     gpus: tuple[Gpu, ...] = ()
@@ -230,13 +231,14 @@ class Health:
 @dataclass(frozen=True)
 class Report:
     """``[report]``: ``pue`` (facility power / IT power), ``carbon_g_per_kwh`` (gCO2e per kWh),
-    ``price_per_kwh`` and ``price_per_gpu_hour`` (in ``currency``)."""
+    ``price_per_kwh`` and ``price_per_gpu_hour`` (in ``currency``). Each is None when the
+    profile does not give it (no preset invents energy or cost assumptions: reports say so)."""
 
-    pue: float = 1.0
-    carbon_g_per_kwh: float = 0.0
-    price_per_kwh: float = 0.0
-    price_per_gpu_hour: float = 0.0
-    currency: str = "EUR"
+    pue: float | None = None
+    carbon_g_per_kwh: float | None = None
+    price_per_kwh: float | None = None
+    price_per_gpu_hour: float | None = None
+    currency: str | None = None
 
 
 @dataclass(frozen=True)

@@ -247,8 +247,8 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
                 c.fail(f"{key}.gpus[{g.index}].links.{lk}", f"there are only {gpu_count} GPUs")
     return NodeType(name=name, gpu_model=model, gpu_count=gpu_count, sockets=sockets,
                     cores_per_socket=cores, threads_per_core=threads, cpu_numbering=numbering,
-                    memory_mib=c.get(t, key, "memory_mib", int, 0, minimum=0),
-                    gpu_tdp_w=c.get(t, key, "gpu_tdp_w", float, 0.0, minimum=0),
+                    memory_mib=c.get(t, key, "memory_mib", int, None, minimum=0),
+                    gpu_tdp_w=c.get(t, key, "gpu_tdp_w", float, None, minimum=0),
                     p2p=c.get(t, key, "p2p", bool, True), slurm_node=slurm_node,
                     gpus=tuple(gpus), nics=tuple(nics), sources=c.str_list(t, key, "sources"))
 
@@ -344,10 +344,10 @@ def _health(c: _Ctx, t: dict) -> Health:
 def _report(c: _Ctx, t: dict) -> Report:
     k = "report"
     c.known(t, k, ("pue", "carbon_g_per_kwh", "price_per_kwh", "price_per_gpu_hour", "currency"))
-    pue = c.get(t, k, "pue", float, 1.0)
-    if pue < 1.0:
+    pue = c.get(t, k, "pue", float, None)
+    if pue is not None and pue < 1.0:
         c.fail("report.pue", f"PUE is facility power / IT power and cannot be below 1.0, got {pue}")
-    return Report(pue=pue, carbon_g_per_kwh=c.get(t, k, "carbon_g_per_kwh", float, 0.0, minimum=0),
-                  price_per_kwh=c.get(t, k, "price_per_kwh", float, 0.0, minimum=0),
-                  price_per_gpu_hour=c.get(t, k, "price_per_gpu_hour", float, 0.0, minimum=0),
-                  currency=c.get(t, k, "currency", str, "EUR"))
+    return Report(pue=pue, carbon_g_per_kwh=c.get(t, k, "carbon_g_per_kwh", float, None, minimum=0),
+                  price_per_kwh=c.get(t, k, "price_per_kwh", float, None, minimum=0),
+                  price_per_gpu_hour=c.get(t, k, "price_per_gpu_hour", float, None, minimum=0),
+                  currency=c.get(t, k, "currency", str, None))
