@@ -203,8 +203,10 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
                     cap = cap or live_cap
                 except SlurmError as exc:
                     click.echo(f"slurmkit: warning: capacity not known: {exc}", err=True)
-            if use_sreport:
-                recon_w = Window(*live.whole_hours(window.start, window.end))
+            # sreport never reports the current hour: reconcile the whole hours before it
+            hour_now = (now or pd.Timestamp.now(tz="UTC")).floor("h").to_pydatetime()
+            recon_w = Window(*live.whole_hours(window.start, min(window.end, hour_now)))
+            if use_sreport and recon_w.end > recon_w.start:
                 try:
                     sreport_h = live.sreport_gpu_hours(recon_w.start, recon_w.end, cluster, rollup)
                 except SlurmError as exc:

@@ -4,8 +4,9 @@
 - :func:`node_events`: ``sacctmgr -n -P show event ... format=NodeName,TimeStart,TimeEnd,State``
   -> intervals; :func:`down_gpu_hours` merges each node's overlapping intervals (a drained node's
   time counts once, however many events cover it) and clips them to the window
-- :func:`sreport_gpu_hours`: ``sreport -n -P -t Hours cluster AccountUtilizationByUser
-  --tres=gres/gpu format=Cluster,Account,Login,Used`` -> GPU-hours (user rows summed)
+- :func:`sreport_gpu_hours`: ``sreport -n -P cluster AccountUtilizationByUser
+  --tres=gres/gpu format=Cluster,Account,Login,Used`` -> Used of the user rows summed (in
+  sreport's ``-t`` unit)
 """
 
 from __future__ import annotations
@@ -113,8 +114,8 @@ def down_gpu_hours(events: pd.DataFrame, gpus: dict[str, int], start, end, now=N
 
 
 def sreport_gpu_hours(text: str) -> float:
-    """``sreport -n -P -t Hours cluster AccountUtilizationByUser --tres=gres/gpu
-    format=Cluster,Account,Login,Used`` -> the sum of the user rows' Used (GPU-hours).
+    """``sreport -n -P -t <unit> cluster AccountUtilizationByUser --tres=gres/gpu
+    format=Cluster,Account,Login,Used`` -> the sum of the user rows' Used (in ``<unit>``).
     Account rows (empty Login) are the users' sums and are not added again."""
     total = 0.0
     for ln in text.splitlines():

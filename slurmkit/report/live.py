@@ -69,19 +69,22 @@ def whole_hours(start: dt.datetime, end: dt.datetime) -> tuple[dt.datetime, dt.d
 
 
 def sreport_gpu_hours(start, end, cluster: str | None = None, rollup: bool = False,
-                      timeout: float = 120.0) -> float:
+                      timeout: float = 120.0, wrapper: tuple = ()) -> float:
     """GPU-hours sreport reports for ``[start, end)`` (whole hours), optionally after
-    ``sacctmgr -i rollup`` (root) so that the hourly tables are current."""
+    ``sacctmgr -i rollup`` (root) so that the hourly tables are current. sreport is asked for
+    GPU-seconds (``-t seconds``: ``-t hours`` rounds to whole hours) and divided by 3600.
+    ``wrapper``: a command prefix for sreport (tests use ``faketime`` to see the current hour,
+    which sreport never reports)."""
     from slurmkit.slurm.commands import run
 
     fmt = "%Y-%m-%dT%H:%M:%S"
     if rollup:
         run(["sacctmgr", "-i", "rollup", f"{start:{fmt}}", f"{end:{fmt}}"], timeout=timeout,
             env=dict(SACCT_ENV))
-    argv = ["sreport", "-n", "-P", "-t", "Hours", "cluster", "AccountUtilizationByUser",
+    argv = ["sreport", "-n", "-P", "-t", "seconds", "cluster", "AccountUtilizationByUser",
             f"start={start:{fmt}}", f"end={end:{fmt}}", "--tres=gres/gpu",
             "format=Cluster,Account,Login,Used"]
     if cluster:
         argv[5:5] = ["-M", cluster]
-    out = run(argv, timeout=timeout, env=dict(SACCT_ENV)).stdout
-    return C.sreport_gpu_hours(out)
+    out = run([*wrapper, *argv], timeout=timeout, env=dict(SACCT_ENV)).stdout
+    return C.sreport_gpu_hours(out) / 3600.0
