@@ -30,12 +30,12 @@ def _fields(line: str) -> dict:
 
 
 def _expected_core(cpu: int, nt: dict) -> int:
-    """Slurm logical core of OS CPU ``cpu``, computed here from the raw TOML node type."""
+    """Slurm logical core of OS CPU ``cpu``, computed here from the raw TOML node type: socket-major
+    by the CoresPerSocket Slurm is given (``slurm_node`` when it differs from the hardware)."""
     s, c = nt["sockets"], nt["cores_per_socket"]
     k = cpu % (s * c)
-    if nt.get("cpu_numbering", "linear") == "linear":
-        return k
-    return (k % s) * c + k // s
+    socket, core = (k // c, k % c) if nt.get("cpu_numbering", "linear") == "linear" else (k % s, k // s)
+    return socket * nt.get("slurm_node", {}).get("cores_per_socket", c) + core
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -62,7 +62,9 @@ def test_shipped_profile_gres_conf_matches_profile(name):
         assert f["File"] == f"{raw['cluster'].get('device_dir', '/dev')}/nvidia{idx}"
         want = sorted({_expected_core(c, nt) for c in g["cpus"]})
         assert parse_ranges(f["Cores"]) == want
-        assert all(0 <= c < nt["sockets"] * nt["cores_per_socket"] for c in want)
+        slurm = nt.get("slurm_node", {})
+        assert all(0 <= c < slurm.get("sockets", nt["sockets"]) * slurm.get("cores_per_socket", nt["cores_per_socket"])
+                   for c in want)
         links = [int(x) for x in f["Links"].split(",")]
         assert len(links) == nt["gpu_count"] and links[idx] == -1
         for j, n in enumerate(links):
@@ -109,8 +111,9 @@ def test_sandbox_gres_uses_device_dir_and_real_map(tmp_path):
     for g, line in zip(nt.gpus, gl):
         f = _fields(line)
         assert f["File"] == f"{tmp_path}/dev/nvidia{g.index}"
-        # real map (2 sockets x 1 core), not slurm_node's 2 x 4: cpu c is core c
-        assert parse_ranges(f["Cores"]) == sorted(g.cpus)
+        # the real map places cpu c on socket c (2 sockets x 1 core); Slurm is told 4 cores per
+        # socket (slurm_node), so socket s's first core is Slurm core 4*s: GPUs of NUMA 1 -> Cores=4
+        assert parse_ranges(f["Cores"]) == [4 * c for c in g.cpus]
         assert max(parse_ranges(f["Cores"])) < nt.slurm_node.cpus
     assert f["NodeName"] == p.partition().nodes
 

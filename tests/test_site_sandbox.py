@@ -39,6 +39,9 @@ def test_scontrol_show_node_gres_matches_profile(sandbox):
         out = _scontrol(sandbox, "-o", "show", "node", node)
         gres = re.search(r"\bGres=(\S+)", out).group(1)
         assert re.sub(r"\(.*\)$", "", gres) == f"gpu:{nt.gpu_model}:{nt.gpu_count}"
+        # the sockets Slurm places the GPUs on (from gres.conf Cores=) are the profile's NUMA nodes
+        numa = sorted({g.numa_node for g in nt.gpus})
+        assert gres.endswith(f"(S:{numa[0]}-{numa[-1]})" if len(numa) > 1 else f"(S:{numa[0]})"), gres
         assert f"gres/gpu:{nt.gpu_model}={nt.gpu_count}" in out  # CfgTRES counts the typed GPUs
 
 

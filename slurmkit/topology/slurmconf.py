@@ -57,7 +57,10 @@ def gres_lines(profile, device_dir: str | None = None,
             g = gpus.get(i)
             if g is not None and g.cpus and cmap is not None:
                 try:
-                    cores = logical_cores(g.cpus, cmap, nt.cores_per_socket)
+                    # Slurm numbers cores socket-major by the CoresPerSocket slurm.conf gives it
+                    # (slurm_node, when it differs from the hardware as in the sandbox)
+                    per_socket = nt.slurm_node.cores_per_socket if nt.slurm_node else nt.cores_per_socket
+                    cores = logical_cores(g.cpus, cmap, per_socket)
                 except KeyError as exc:
                     warn(f"node type {nt.name} GPU{i}: {exc.args[0]}; Cores= omitted")
                 else:
