@@ -157,3 +157,14 @@ def test_cli_up_down_up_leaves_nothing_behind(sandbox):
     finally:
         subprocess.run(cli + ["down", "--dir", str(root), "--purge"], capture_output=True, timeout=120)
     assert not root.exists()
+
+
+def test_profile_of_a_host_whose_usable_cpus_do_not_start_at_zero_loads(tmp_path):
+    from slurmkit.profile import load_profile
+
+    ctx = config.context(config.SandboxSpec(host_cpus=(2, 3)), tmp_path, "host")
+    path = tmp_path / "site.toml"
+    path.write_text(config.render("site.toml", ctx))
+    nt = load_profile(path).node_type_for()
+    assert [list(g.cpus) for g in nt.gpus] == [[2], [2], [3], [3]]
+    assert [g.numa_node for g in nt.gpus] == [1, 1, 1, 1]

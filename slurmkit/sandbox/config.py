@@ -111,22 +111,25 @@ def device_minors(gpus: int) -> list[int]:
 
 
 def _layout(spec: SandboxSpec) -> dict:
-    """The node type's hardware model: GPU -> CPUs / NUMA node / nearest NIC, and NIC list."""
+    """The node type's hardware model: GPU -> CPUs / NUMA node / nearest NIC, and NIC list.
+
+    The CPU layout covers OS CPU ids 0..max(host_cpus) (two sockets, linear numbering), so that
+    a host whose usable CPUs are, say, {2, 3} still gets a valid map; GPUs are spread in order
+    over the CPUs this process may really use, and each GPU's NUMA node is its CPUs' socket.
+    """
     cpus = sorted(spec.host_cpus)
-    ncpu, gpus = len(cpus), spec.gpus_per_node
-    sockets = 2 if ncpu >= 2 else 1
-    per_socket = ncpu // sockets
-    cpus = cpus[: per_socket * sockets]
+    gpus = spec.gpus_per_node
+    total = cpus[-1] + 1
+    sockets = 2 if total >= 2 else 1
+    per_socket = -(-total // sockets)
     gpu_rows = []
     for g in range(gpus):
-        numa = min(g * sockets // gpus, sockets - 1)
-        socket_cpus = cpus[numa * per_socket:(numa + 1) * per_socket]
-        # GPUs of one socket share its CPUs out in order; each gets at least one
-        same = [h for h in range(gpus) if min(h * sockets // gpus, sockets - 1) == numa]
-        pos, share = same.index(g), max(1, len(socket_cpus) // len(same))
-        start = min(pos * share, len(socket_cpus) - 1)
-        gpu_rows.append({"index": g, "numa_node": numa, "cpus": socket_cpus[start:start + share],
-                         "nic": f"mlx5_{g}"})
+        if len(cpus) >= gpus:
+            share = len(cpus) // gpus
+            mine = cpus[g * share:(g + 1) * share]
+        else:
+            mine = [cpus[g * len(cpus) // gpus]]
+        gpu_rows.append({"index": g, "numa_node": mine[0] // per_socket, "cpus": mine, "nic": f"mlx5_{g}"})
     nics = [{"device": f"mlx5_{g}", "link_layer": "InfiniBand", "rate_gbps": 400, "role": "compute",
              "numa_node": gpu_rows[g]["numa_node"]} for g in range(gpus)]
     nics.append({"device": f"mlx5_{gpus}", "link_layer": "Ethernet", "rate_gbps": 100, "role": "other",
@@ -143,7 +146,7 @@ def _layout(spec: SandboxSpec) -> dict:
                 tok = "NODE" if nic["numa_node"] == row["numa_node"] else "SYS"
             links.append((f"NIC{n}", tok))
         row["links"] = links
-    slurm_cpus = max(2 * gpus, ncpu, 2)
+    slurm_cpus = max(2 * gpus, sockets * per_socket, 2)
     slurm_cpus += slurm_cpus % 2
     slurm_node = {"cpus": slurm_cpus, "sockets": 2, "cores_per_socket": slurm_cpus // 2, "threads_per_core": 1}
     return {"gpus": gpu_rows, "nics": nics, "sockets": sockets, "cores_per_socket": per_socket,
