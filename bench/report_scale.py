@@ -112,15 +112,12 @@ def _child(mode: str, path: str) -> None:
         import pandas as pd
 
         from slurmkit.accounting.fields import FIELDS
-        from slurmkit.accounting.frame import jobs_frame
-        from slurmkit.accounting.read import read_sacct_file
+        from slurmkit.accounting.frame import load_sacct
         from slurmkit.report.energy import Assumptions
         from slurmkit.report.weekly import build_report
         from slurmkit.report.window import parse_week
 
-        table, dq = read_sacct_file(path, list(FIELDS), "|")
-        rows = jobs_frame(table, dq, path)
-        del table
+        rows, dq = load_sacct(path, None, list(FIELDS), "|")
         rep, _ = build_report(rows, dq, parse_week("2026-W48"), Assumptions(default_tdp_w=700.0),
                               now=pd.Timestamp(WEEK_START + 7 * 86400, unit="s", tz="UTC"))
         json.dumps(rep)

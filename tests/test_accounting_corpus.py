@@ -202,3 +202,19 @@ def test_cli_wrong_field_list_exits_2(corpus):
                                    str(corpus / "sacct" / "pcluster_header_fields.txt"), "-o", "/tmp/unused"])
     assert res.exit_code == 2
     assert "pcluster_multi_node.psv:4:" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("name,fields,delim,nrows", CASES, ids=[c[0] for c in CASES])
+def test_block_reader_agrees_with_whole_file_reader(corpus, name, fields, delim, nrows):
+    from slurmkit.accounting.frame import load_sacct
+
+    path = corpus / "sacct" / name
+    if isinstance(fields, int):
+        fields = _pcluster_fields(corpus, fields)
+    elif fields:
+        fields = _fields(corpus, fields)
+    table, dq1 = read_sacct_file(path, fields)
+    a = jobs_frame(table, dq1, str(path))
+    b, dq2 = load_sacct(path, None, fields)
+    pd.testing.assert_frame_equal(a, b)
+    assert dq1.as_dict() == dq2.as_dict()

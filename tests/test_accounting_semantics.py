@@ -279,3 +279,17 @@ def test_hourly_curve_integrates_to_gpu_hours():
     assert sum(h["gpus_in_use"]) == pytest.approx(rep["totals"]["gpu_hours"])
     assert h["gpus_in_use"][0] == pytest.approx(1.0)   # half an hour of 2 GPUs
     assert h["peak"] == pytest.approx(6.0)
+
+
+def test_block_reader_repairs_and_lists_like_the_whole_file_reader(tmp_path):
+    from slurmkit.accounting.frame import load_sacct
+
+    data = (text([row(JobName="a|b"), row(JobID="101", JobName="XX"), row(JobID="102", JobName="x\ny")])
+            .replace(b"XX", b"caf\xe9") + b"junk\n")
+    p = tmp_path / "mixed.psv"
+    p.write_bytes(data)
+    rows, dq = load_sacct(p)
+    assert sorted(rows["job_name"]) == ["a|b", "caf\ufffd", "x"]
+    assert dq.rows_read == 5 and dq.rows_skipped == 2
+    assert dq.repaired == {"delimiter inside JobName (joined)": 1, "bad UTF-8 (replaced by U+FFFD)": 1}
+    assert {p_.line for p_ in dq.problems if not p_.counted} == {5, 6}

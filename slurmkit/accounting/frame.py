@@ -49,6 +49,12 @@ def jobs_frame(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
     repeated keys (same cluster, JobIDRaw, step, Submit and Start: a step row printed without
     its suffix, or the same row twice), keeping the first.
     """
+    return drop_repeats(_typed(table, dq, source, cluster, tz), dq, source)
+
+
+def _typed(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
+           cluster: str = "", tz: str = "UTC") -> pd.DataFrame:
+    """:func:`jobs_frame` without the repeated-key check (one block of a larger input)."""
     names = set(table.column_names)
     n = table.num_rows
 
@@ -141,7 +147,12 @@ def jobs_frame(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
         dq.skip("bad JobID", int(bad.sum()))
         out = out[~bad]
 
-    # repeated keys: keep the first
+    return out.reset_index(drop=True)
+
+
+def drop_repeats(out: pd.DataFrame, dq: DataQuality, source: str = "<sacct>") -> pd.DataFrame:
+    """Drop rows whose key (cluster, JobIDRaw, step, Submit, Start) repeats an earlier row
+    (a step row printed without its suffix, or the same row twice), recording them in ``dq``."""
     key = ["cluster", "key_id", "step", "submit", "start"]
     dup = out.duplicated(key, keep="first")
     if dup.any():
@@ -151,3 +162,23 @@ def jobs_frame(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
         dq.skip("repeated JobID/Submit/Start (step row without suffix or duplicate)", int(dup.sum()))
         out = out[~dup]
     return out.reset_index(drop=True)
+
+
+def load_sacct(path, dq: DataQuality | None = None, fields=None, delimiter=None, cluster: str = "",
+               tz: str = "UTC") -> tuple[pd.DataFrame, DataQuality]:
+    """A captured sacct file -> ``(typed frame, DataQuality)``, read block by block
+    (:func:`slurmkit.accounting.read.stream_sacct_file`) so that the raw text is never held
+    whole: each block becomes a typed frame at once."""
+    from slurmkit.accounting.read import stream_sacct_file
+
+    batches, fdq = stream_sacct_file(path, fields, delimiter)
+    scratch = DataQuality()
+    frames = [_typed(t, scratch, str(path), cluster, tz) for t in batches]
+    fdq.merge(scratch)
+    rows = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    del frames
+    rows = drop_repeats(rows, fdq, str(path))
+    if dq is not None:
+        dq.merge(fdq)
+        return rows, dq
+    return rows, fdq

@@ -49,9 +49,16 @@ def _line_no(data: bytes, pos: int) -> int:
 
 
 def _locate(data: bytes, text: bytes, start_hint: int = 0) -> int | None:
-    pos = data.find(text, start_hint)
-    if pos < 0:
-        pos = data.find(text)
+    """1-based line of the first line of ``data`` that is exactly ``text`` (else that contains
+    it); None when not found."""
+    if data.startswith(text + b"\n") or data == text:
+        return 1
+    pos = data.find(b"\n" + text + b"\n")
+    if pos < 0 and data.endswith(b"\n" + text):
+        pos = len(data) - len(text) - 1
+    if pos >= 0:
+        return _line_no(data, pos + 1)
+    pos = data.find(text)
     return _line_no(data, pos) if pos >= 0 else None
 
 
@@ -217,3 +224,122 @@ def read_sacct_file(path, fields: list[str] | None = None, delimiter: str | None
     except OSError as exc:
         raise AccountingInputError(path, None, exc.strerror or str(exc)) from None
     return read_sacct_bytes(data, str(path), fields, delimiter)
+
+
+def _repair_column(col: pa.ChunkedArray) -> tuple[pa.ChunkedArray, list[int]]:
+    """Binary column -> string column; invalid UTF-8 values decoded with U+FFFD. Returns the
+    column and the positions that needed it."""
+    try:
+        return col.cast(pa.string()), []
+    except pa.ArrowInvalid:
+        vals = col.to_pylist()
+        fixed, bad = [], []
+        for i, v in enumerate(vals):
+            try:
+                fixed.append(v.decode("utf-8") if v is not None else None)
+            except UnicodeDecodeError:
+                fixed.append(v.decode("utf-8", errors="replace"))
+                bad.append(i)
+        return pa.chunked_array([pa.array(fixed, pa.string())]), bad
+
+
+def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | None = None,
+                      block_bytes: int = 32 << 20):
+    """Read a sacct file in blocks: ``(iterator of pyarrow string Tables, DataQuality)``.
+
+    Same rules and data-quality accounting as :func:`read_sacct_bytes`, but the text is never
+    held whole in memory (large captures, the benchmark). Files that need rewriting first
+    (``#`` comments or blank lines at the top, CRLF, a delimiter of more than one byte) are read
+    with :func:`read_sacct_file` and come as one table. The ``DataQuality`` is complete once
+    the iterator is exhausted.
+    """
+    p = Path(path)
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(1 << 20)
+    except OSError as exc:
+        raise AccountingInputError(path, None, exc.strerror or str(exc)) from None
+    nl = head.find(b"\n")
+    first = head[:nl if nl >= 0 else len(head)].decode("utf-8", errors="replace")
+    delim = delimiter or _guess_delimiter(first, len(fields) if fields else None)
+    simple = (head and not head.startswith((b"#", b"\n")) and b"\n#" not in head and b"\r" not in head
+              and len(delim.encode()) == 1 and delim not in ('"', "\n", "\r"))
+    if not simple:
+        table, dq = read_sacct_file(path, fields, delimiter)
+        return iter([table]), dq
+    first_fields = first.split(delim)
+    header = looks_like_header(first_fields)
+    if header:
+        names = [canonical(f) for f in first_fields]
+        if names and names[-1] == "":
+            names = names[:-1]
+    elif fields:
+        names = [canonical(f) for f in fields]
+    else:
+        raise AccountingInputError(path, 1, "no header line and no field list (give the sacct -o "
+                                            "fields, e.g. --sacct-fields FILE)")
+    if "JobID" not in names or len(set(names)) != len(names):
+        raise AccountingInputError(path, 1 if header else None,
+                                   f"the field list needs JobID once and no repeats: {names}")
+    start = nl + 1 if header else 0
+    second_end = head.find(b"\n", start)
+    sample = head[start:second_end if second_end >= 0 else len(head)]
+    bsep = delim.encode()
+    trailing = sample.endswith(bsep) and sample.count(bsep) + 1 == len(names) + 1
+    col_names = names + (["_trailing"] if trailing else [])
+    expected = len(col_names)
+    dq = DataQuality()
+    bad: list[tuple[int, str]] = []
+
+    def on_invalid(row):
+        bad.append((row.actual_columns, row.text))
+        return "skip"
+
+    def gen():
+        reader = pacsv.open_csv(
+            p, read_options=pacsv.ReadOptions(column_names=col_names, skip_rows=1 if header else 0,
+                                               block_size=block_bytes),
+            parse_options=pacsv.ParseOptions(delimiter=delim, quote_char=False, double_quote=False,
+                                             escape_char=False, newlines_in_values=False,
+                                             ignore_empty_lines=True, invalid_row_handler=on_invalid),
+            convert_options=pacsv.ConvertOptions(column_types={n: pa.binary() for n in col_names},
+                                                 strings_can_be_null=False))
+        nrows = 0
+        repaired: list[str] = []
+        for batch in reader:
+            t = pa.Table.from_batches([batch])
+            if trailing:
+                t = t.drop_columns(["_trailing"])
+            cols = []
+            for name in t.column_names:
+                col, badpos = _repair_column(t.column(name))
+                cols.append(col)
+                repaired += [f"{name}={col[i].as_py()}" for i in badpos]
+            nrows += t.num_rows
+            yield pa.table(dict(zip(t.column_names, cols)))
+        dq.rows_read = nrows + len(bad)
+        if nrows == 0 and bad:
+            raise AccountingInputError(path, None, f"rows have {bad[0][0] - (1 if trailing else 0)} fields "
+                                                   f"but the field list has {len(names)} ({','.join(names)})")
+        for detail in repaired:
+            dq.repair("bad UTF-8 (replaced by U+FFFD)", str(path), None, detail)
+        if not bad:
+            return
+        data = p.read_bytes()
+        extra = []
+        prev_ok = True
+        for ncols, text in bad:
+            line = _locate(data, text.encode("utf-8", errors="surrogateescape"))
+            if ncols > expected and names[-1] == "JobName" and not trailing:
+                parts = text.split(delim)
+                extra.append(parts[:len(names) - 1] + [delim.join(parts[len(names) - 1:])])
+                dq.repair("delimiter inside JobName (joined)", str(path), line, text)
+            elif ncols < expected and prev_ok:
+                dq.skip("too few fields (continuation of a field with a newline?)", 1, str(path), line, text)
+            else:
+                dq.skip(f"wrong number of fields ({ncols - (1 if trailing else 0)} for {len(names)})", 1,
+                        str(path), line, text)
+        if extra:
+            yield pa.table({n: pa.array([r[i] for r in extra], pa.string()) for i, n in enumerate(names)})
+
+    return gen(), dq

@@ -104,8 +104,8 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
     import pandas as pd
 
     from slurmkit.accounting.quality import DataQuality
-    from slurmkit.accounting.read import AccountingInputError, read_field_list, read_sacct_file
-    from slurmkit.accounting.frame import jobs_frame
+    from slurmkit.accounting.frame import jobs_frame, load_sacct
+    from slurmkit.accounting.read import AccountingInputError, read_field_list
     from slurmkit.report import energy as E
     from slurmkit.report import render
     from slurmkit.report.capacity import gpus_per_node_profile
@@ -163,8 +163,8 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
                 fields = read_field_list(text)
             rows_l, dq = [], DataQuality()
             for f in from_sacct:
-                table, fdq = read_sacct_file(f, fields, delimiter)
-                rows_l.append(jobs_frame(table, fdq, f, cluster=cluster or "", tz=tz))
+                frows, fdq = load_sacct(f, None, fields, delimiter, cluster=cluster or "", tz=tz)
+                rows_l.append(frows)
                 dq.merge(fdq)
             rows = pd.concat(rows_l, ignore_index=True)
             if not (week or start or end):
