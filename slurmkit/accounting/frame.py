@@ -6,8 +6,7 @@ their names. Columns (absent sacct fields give the stated default):
 =================  =================================================================
 cluster            Cluster ("" when not in the input; the caller may set a default)
 job_id             JobID as printed (``123_4``, ``900+0``, ``123.batch``)
-alloc_id           JobID without the step (``123_4``)
-key_id             JobIDRaw without the step when present, else ``alloc_id``: the
+key_id             JobIDRaw without the step when present, else the JobID without it: the
                    allocation identity (array tasks and het components each their own)
 step               step name (``batch``, ``extern``, ``0``, ``interactive``) or ""
 is_step            bool: a step row (usage only, never hours)
@@ -49,7 +48,30 @@ def jobs_frame(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
     repeated keys (same cluster, JobIDRaw, step, Submit and Start: a step row printed without
     its suffix, or the same row twice), keeping the first.
     """
-    return drop_repeats(_typed(table, dq, source, cluster, tz), dq, source)
+    return drop_repeats(_compact(_typed(table, dq, source, cluster, tz)), dq, source)
+
+
+#: Columns with few distinct values: stored as pandas categoricals (a code per row).
+CATEGORICAL = ("cluster", "state", "cancelled_by", "user", "account", "partition", "qos", "step",
+               "gpu_type", "exit_code", "het", "array_task", "nodelist")
+
+
+def _compact(frame: pd.DataFrame) -> pd.DataFrame:
+    for c in CATEGORICAL:
+        frame[c] = frame[c].astype("category")
+    return frame
+
+
+def _concat_columns(frames: list) -> pd.DataFrame:
+    """Concatenate block frames column by column, freeing each block's column as it goes and
+    turning :data:`CATEGORICAL` columns into categoricals (peak memory ~ one copy)."""
+    cols = {}
+    for c in list(frames[0].columns):
+        parts = [f.pop(c) for f in frames]
+        col = pd.concat(parts, ignore_index=True)
+        del parts
+        cols[c] = col.astype("category") if c in CATEGORICAL else col
+    return pd.DataFrame(cols)
 
 
 def _typed(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
@@ -82,7 +104,6 @@ def _typed(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
     if cluster:
         out["cluster"] = out["cluster"].replace("", cluster)
     out["job_id"] = P._str_series(jid)
-    out["alloc_id"] = ids["alloc_id"]
     rawid = col("JobIDRaw")
     if rawid is not None:
         raw_alloc = P._str_series(pc.replace_substring_regex(rawid, r"\..*$", ""))
@@ -175,7 +196,7 @@ def load_sacct(path, dq: DataQuality | None = None, fields=None, delimiter=None,
     scratch = DataQuality()
     frames = [_typed(t, scratch, str(path), cluster, tz) for t in batches]
     fdq.merge(scratch)
-    rows = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    rows = _concat_columns(frames)
     del frames
     rows = drop_repeats(rows, fdq, str(path))
     if dq is not None:

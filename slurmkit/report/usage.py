@@ -40,21 +40,31 @@ def gpu_bucket(gpus: pd.Series) -> pd.Series:
     return pd.Series(out, index=gpus.index, dtype="str")
 
 
-def _step_usage(steps: pd.DataFrame) -> pd.DataFrame:
-    key = ["cluster", "key_id"]
-    if steps.empty:
-        return pd.DataFrame(columns=key + ["step_mem_mib", "step_gpu_util_pct", "step_cpu_s"])
-    s = steps[["cluster", "key_id", "step", "mem_used_mib", "gpu_util_pct", "elapsed_s",
-               "total_cpu_s"]].copy()
-    util_ok = s["gpu_util_pct"].notna() & (s["step"] != "extern")
-    w = s["elapsed_s"].fillna(0).clip(lower=1.0)
-    s["uw"] = (s["gpu_util_pct"] * w).where(util_ok)
-    s["w"] = w.where(util_ok)
-    g = s.groupby(key, sort=False)
-    out = g.agg(step_mem_mib=("mem_used_mib", "max"), uw=("uw", "sum"), w=("w", "sum"),
-                step_cpu_s=("total_cpu_s", "sum"))
-    out["step_gpu_util_pct"] = (out["uw"] / out["w"]).where(out["w"] > 0)
-    return out.drop(columns=["uw", "w"]).reset_index()
+def _step_usage(code: np.ndarray, steps: pd.DataFrame, ncodes: int) -> dict:
+    """Per-allocation step aggregates indexed by job code: largest step memory (MiB), the
+    elapsed-weighted mean gres/gpuutil of non-extern steps (percent), summed TotalCPU (s)."""
+    mem = np.full(ncodes, np.nan)
+    uw = np.zeros(ncodes)
+    w = np.zeros(ncodes)
+    cpu = np.zeros(ncodes)
+    has_cpu = np.zeros(ncodes, bool)
+    if len(code):
+        m = steps["mem_used_mib"].to_numpy(float)
+        ok = ~np.isnan(m)
+        np.fmax.at(mem, code[ok], m[ok])
+        util = steps["gpu_util_pct"].to_numpy(float)
+        util_ok = ~np.isnan(util) & (steps["step"] != "extern").to_numpy(bool)
+        ww = np.clip(np.nan_to_num(steps["elapsed_s"].to_numpy(float)), 1.0, None)
+        np.add.at(uw, code[util_ok], util[util_ok] * ww[util_ok])
+        np.add.at(w, code[util_ok], ww[util_ok])
+        c = steps["total_cpu_s"].to_numpy(float)
+        cok = ~np.isnan(c)
+        np.add.at(cpu, code[cok], c[cok])
+        has_cpu[code[cok]] = True
+    with np.errstate(invalid="ignore", divide="ignore"):
+        util_mean = np.where(w > 0, uw / w, np.nan)
+    return {"step_mem_mib": mem, "step_gpu_util_pct": util_mean,
+            "step_cpu_s": np.where(has_cpu, cpu, np.nan)}
 
 
 def utc(t) -> pd.Timestamp:
@@ -71,18 +81,24 @@ def allocations(rows: pd.DataFrame, start, end, dq: DataQuality, now=None,
     start, end = utc(start), utc(end)
     now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
     is_step = rows["is_step"].to_numpy(bool)
+    # one integer code per allocation identity (cluster, key_id), shared by its steps
+    codes = rows.groupby(["cluster", "key_id"], sort=False, observed=True).ngroup().to_numpy()
+    ncodes = int(codes.max()) + 1 if len(codes) else 0
     allocs = rows[~is_step].copy()
-    steps = rows[is_step]
+    allocs["job_code"] = codes[~is_step]
+    step_cols = ["job_id", "step", "mem_used_mib", "gpu_util_pct", "elapsed_s", "total_cpu_s"]
+    steps = rows.loc[is_step, step_cols]
+    scode = codes[is_step]
 
     # steps whose allocation row is not in the input
-    known = pd.MultiIndex.from_frame(allocs[["cluster", "key_id"]])
-    skey = pd.MultiIndex.from_frame(steps[["cluster", "key_id"]])
-    orphan = ~skey.isin(known)
+    has_alloc = np.zeros(ncodes, bool)
+    has_alloc[allocs["job_code"].to_numpy()] = True
+    orphan = ~has_alloc[scode]
     if orphan.any():
         for jid in steps.loc[orphan, "job_id"].head(10):
             dq.skip("step row without its allocation row", 0, source or "input", None, f"JobID {jid}")
         dq.skip("step row without its allocation row", int(orphan.sum()))
-        steps = steps[~orphan]
+        steps, scode = steps[~orphan], scode[~orphan]
 
     ran = allocs["start"].notna()
     stop = allocs["end"].fillna(now)
@@ -112,20 +128,16 @@ def allocations(rows: pd.DataFrame, start, end, dq: DataQuality, now=None,
             dq.skip("no Submit/Start/End time", 0, source or "input", None, f"JobID {jid}")
         dq.skip("no Submit/Start/End time", n_unknown)
     n_out = int((~keep & ~unknown).sum())
-    outside = allocs.loc[~keep, ["cluster", "key_id"]]
     allocs = allocs[keep]
     # steps of allocations outside the window go with them
-    skey = pd.MultiIndex.from_frame(steps[["cluster", "key_id"]])
-    inside = pd.MultiIndex.from_frame(allocs[["cluster", "key_id"]])
-    step_in = skey.isin(inside)
+    inside = np.zeros(ncodes, bool)
+    inside[allocs["job_code"].to_numpy()] = True
+    step_in = inside[scode]
     dq.skip("outside the window", n_out + int((~step_in).sum()))
-    steps = steps[step_in]
-    del outside
-
-    allocs = allocs.merge(_step_usage(steps), on=["cluster", "key_id"], how="left")
-    for c in ("step_mem_mib", "step_gpu_util_pct", "step_cpu_s"):
-        allocs[c] = pd.to_numeric(allocs[c], errors="coerce").astype("float64")
-    allocs["job_code"] = allocs.groupby(["cluster", "key_id"], sort=False).ngroup()
+    agg = _step_usage(scode[step_in], steps[step_in], ncodes)
+    jc = allocs["job_code"].to_numpy()
+    for name, arr in agg.items():
+        allocs[name] = arr[jc]
     allocs["gpu_hours"] = allocs["gpus"] * allocs["in_window_s"] / 3600.0
     allocs["cpu_hours"] = allocs["ncpus"].fillna(0) * allocs["in_window_s"] / 3600.0
     allocs["wasted"] = allocs["state"].isin(WASTE_STATES)
