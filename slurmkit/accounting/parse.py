@@ -41,6 +41,35 @@ def _num_np(a: pa.ChunkedArray, pattern=r"^[0-9]+(\.[0-9]+)?$") -> np.ndarray:
     return vals.to_numpy(zero_copy_only=False).astype("float64", copy=False)
 
 
+def _dict_apply(a: pa.ChunkedArray, fn, max_share: float = 0.5):
+    """Apply ``fn`` (Arrow string array -> tuple of numpy float arrays / Arrow arrays) to the
+    distinct values of ``a`` only and expand the results back by index: sacct columns repeat
+    their values (states, TRES strings, durations), so this parses each value once. Falls back
+    to ``fn(a)`` when more than ``max_share`` of the values are distinct."""
+    arr = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+    enc = pc.dictionary_encode(arr)
+    uniq = enc.dictionary
+    if len(uniq) > max_share * max(len(arr), 1):
+        return fn(pa.chunked_array([arr]))
+    idx = enc.indices.to_numpy(zero_copy_only=False)
+    nulls = pd.isna(idx)
+    idx = np.where(nulls, 0, idx).astype(np.int64)
+    out = []
+    for r in fn(pa.chunked_array([uniq]) if len(uniq) else pa.chunked_array([pa.array([""])])):
+        if isinstance(r, np.ndarray):
+            v = r[idx] if len(uniq) else np.full(len(idx), np.nan)
+            if nulls.any():
+                v = np.where(nulls, np.nan, v)
+            out.append(v)
+        else:
+            r = r.combine_chunks() if isinstance(r, pa.ChunkedArray) else r
+            v = pc.take(r, pa.array(idx)) if len(uniq) else pa.array([""] * len(idx))
+            if nulls.any():
+                v = pc.if_else(pa.array(nulls), pa.scalar(None, v.type), v)
+            out.append(v)
+    return tuple(out)
+
+
 def _str_series(a, index=None) -> pd.Series:
     a = pc.fill_null(_arrow(a), "")
     return pd.Series(pd.arrays.ArrowStringArray(a), index=index, copy=False).astype("str")
@@ -108,7 +137,8 @@ def parse_duration_s(s) -> pd.Series:
     ``UNLIMITED``, ``Partition_Limit``, ``INVALID``, empty -> NaN.
     """
     a = pc.utf8_trim_whitespace(_arrow(s))
-    return pd.Series(_parse_duration_np(a), index=_index(s), dtype="float64")
+    (out,) = _dict_apply(a, lambda x: (_parse_duration_np(x),))
+    return pd.Series(out, index=_index(s), dtype="float64")
 
 
 def parse_timelimit_s(s, raw_minutes: bool = False) -> pd.Series:
@@ -116,9 +146,13 @@ def parse_timelimit_s(s, raw_minutes: bool = False) -> pd.Series:
     known to the job); empty / ``INVALID`` -> NaN. ``raw_minutes``: the TimelimitRaw field
     (whole minutes)."""
     a = pc.utf8_trim_whitespace(_arrow(s))
-    out = _num_np(a) * 60.0 if raw_minutes else _parse_duration_np(a)
-    unlimited = pc.fill_null(pc.is_in(a, pa.array(["UNLIMITED", "Partition_Limit", "4294967295"])), False)
-    out = np.where(unlimited.to_numpy(zero_copy_only=False), np.inf, out)
+
+    def one(x):
+        out = _num_np(x) * 60.0 if raw_minutes else _parse_duration_np(x)
+        unlimited = pc.fill_null(pc.is_in(x, pa.array(["UNLIMITED", "Partition_Limit", "4294967295"])), False)
+        return (np.where(unlimited.to_numpy(zero_copy_only=False), np.inf, out),)
+
+    (out,) = _dict_apply(a, one)
     return pd.Series(out, index=_index(s), dtype="float64")
 
 
@@ -145,8 +179,12 @@ def parse_mem_mib(s, bare: str = "M") -> tuple[pd.Series, pd.Series]:
     with ``--noconvert``). Unparsable -> NaN.
     """
     a = pc.utf8_trim_whitespace(_arrow(s))
-    mib, p = _mem_np(a, bare)
-    per = pc.if_else(pc.equal(p, "c"), "cpu", pc.if_else(pc.equal(p, "n"), "node", ""))
+
+    def one(x):
+        mib, p = _mem_np(x, bare)
+        return mib, pc.if_else(pc.equal(p, "c"), "cpu", pc.if_else(pc.equal(p, "n"), "node", ""))
+
+    mib, per = _dict_apply(a, one)
     return pd.Series(mib, index=_index(s), dtype="float64"), _str_series(per, _index(s))
 
 
@@ -167,13 +205,16 @@ def tres_value(s, key: str) -> pd.Series:
 
 def tres_number(s, key: str) -> pd.Series:
     """:func:`tres_value` as float (NaN when absent or not a number)."""
-    return pd.Series(_num_np(_tres_arrow(_arrow(s), key)), index=_index(s), dtype="float64")
+    (out,) = _dict_apply(_arrow(s), lambda x: (_num_np(_tres_arrow(x, key)),))
+    return pd.Series(out, index=_index(s), dtype="float64")
 
 
 def tres_mem_mib(s, key: str = "mem", bare: str = "M") -> pd.Series:
     """A memory TRES value (``mem=199G``, ``mem=1294440K``) in MiB (NaN when absent)."""
-    v = _tres_arrow(_arrow(s), key)
-    mib, _ = _mem_np(pc.fill_null(v, ""), bare)
+    def one(x):
+        return (_mem_np(pc.fill_null(_tres_arrow(x, key), ""), bare)[0],)
+
+    (mib,) = _dict_apply(_arrow(s), one)
     return pd.Series(mib, index=_index(s), dtype="float64")
 
 
@@ -197,7 +238,11 @@ def gpus_from_tres(s) -> tuple[pd.Series, pd.Series]:
     ``gpu_type`` is the first typed entry's type ("" when only the untyped count is given).
     """
     a = pc.fill_null(_arrow(s), "")
-    idx = _index(s)
+    gpus, gtype = _dict_apply(a, _gpus_arrow)
+    return pd.Series(gpus, index=_index(s), dtype="float64"), _str_series(gtype, _index(s))
+
+
+def _gpus_arrow(a: pa.ChunkedArray):
     untyped = _num_np(_tres_arrow(a, "gres/gpu"))
     gtype = pc.fill_null(_field(pc.extract_regex(a, r"(?:^|,)gres/gpu:(?P<t>[^=,]+)="), "t"), "")
     has_typed = pc.not_equal(gtype, "").to_numpy(zero_copy_only=False).astype(bool)
@@ -205,12 +250,12 @@ def gpus_from_tres(s) -> tuple[pd.Series, pd.Series]:
     gpus = np.nan_to_num(untyped)
     need = has_typed & (np.isnan(untyped) | is_mig)
     if need.any():
-        sub = pd.Series(a.to_numpy(zero_copy_only=False)[need]).astype(object)
+        sub = pd.Series(a.to_numpy()[need]).astype(object)
         found = sub.str.extractall(r"(?:^|,)gres/gpu:(?P<t>[^=,]+)=(?P<n>\d+)")
         weights = found["t"].map(mig_weight).astype("float64")
         counts = pd.to_numeric(found["n"]) * weights
         gpus[need] = counts.groupby(level=0).sum().reindex(range(len(sub))).fillna(0.0).to_numpy()
-    return pd.Series(gpus, index=idx, dtype="float64"), _str_series(gtype, idx)
+    return gpus, gtype
 
 
 _JOBID = (r"^(?P<base>[0-9]+)(?:_(?P<task>[0-9]+|\[[^\]]*\]))?(?:\+(?P<het>[0-9]+))?"
@@ -259,6 +304,10 @@ def parse_states(s) -> tuple[pd.Series, pd.Series]:
     """State -> ``(state, cancelled_by)``: ``CANCELLED by 1234`` -> (``CANCELLED``, ``1234``);
     other states unchanged with "" (``RUNNING``, ``REQUEUED``, ``OUT_OF_MEMORY``, ...)."""
     a = pc.utf8_trim_whitespace(_arrow(s))
-    parts = pc.extract_regex(a, r"^(?P<st>[A-Z_]+)(?:\s+by\s+(?P<by>\S+))?")
-    st = pc.coalesce(_field(parts, "st"), pc.utf8_upper(a))
-    return _str_series(st, _index(s)), _str_series(_field(parts, "by"), _index(s))
+
+    def one(x):
+        parts = pc.extract_regex(x, r"^(?P<st>[A-Z_]+)(?:\s+by\s+(?P<by>\S+))?")
+        return pc.coalesce(_field(parts, "st"), pc.utf8_upper(x)), _field(parts, "by")
+
+    st, by = _dict_apply(a, one)
+    return _str_series(st, _index(s)), _str_series(by, _index(s))
