@@ -152,12 +152,27 @@ class Sandbox:
         files.update({f"slurmd-{n}": self.run_dir / f"slurmd-{n}.pid" for n in self.node_names})
         return files
 
+    def _ours(self, pid: int | None) -> bool:
+        """True when ``pid`` is alive and one of this sandbox's processes (its command line or
+        environment names this sandbox's directory): a stale pid file whose pid the kernel has
+        since given to another process is never signalled."""
+        if not _alive(pid):
+            return False
+        mark = str(self.dir).encode()
+        for part in ("cmdline", "environ"):
+            try:
+                if mark in Path(f"/proc/{pid}/{part}").read_bytes():
+                    return True
+            except OSError:
+                continue
+        return False
+
     def daemons(self) -> list[dict]:
         """Each daemon this sandbox runs: ``[{"name", "pid" (int|None), "alive" (bool)}]``."""
         out = []
         for name, path in self._pidfiles().items():
             pid = _read_pid(path)
-            out.append({"name": name, "pid": pid, "alive": _alive(pid)})
+            out.append({"name": name, "pid": pid, "alive": self._ours(pid)})
         return out
 
     def is_up(self) -> bool:
@@ -298,7 +313,7 @@ class Sandbox:
                                f"{(proc.stderr or proc.stdout).strip()}")
 
     def _running(self, name: str) -> bool:
-        return _alive(_read_pid(self._pidfiles()[name]))
+        return self._ours(_read_pid(self._pidfiles()[name]))
 
     def _start_munge(self) -> None:
         key = self.var / "munge" / "munge.key"
@@ -423,12 +438,11 @@ class Sandbox:
             shutil.rmtree(self.dir)
             say(f"removed {self.dir}")
 
-    @staticmethod
-    def _stop(pidfiles: list[Path], timeout: float) -> list[str]:
+    def _stop(self, pidfiles: list[Path], timeout: float) -> list[str]:
         pids = {}
         for path in pidfiles:
             pid = _read_pid(path)
-            if _alive(pid):
+            if self._ours(pid):
                 os.kill(pid, signal.SIGTERM)
                 pids[pid] = path
         end = time.monotonic() + timeout
