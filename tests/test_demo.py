@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(1800)]
 
 
 def test_demo_end_to_end(sandbox):
@@ -21,7 +21,7 @@ def test_demo_end_to_end(sandbox):
     try:
         res = subprocess.run(cli + ["demo", "--dir", str(root), "--no-install",
                                     "--port-base", str(sandbox.spec.port_base + 70)],
-                             capture_output=True, text=True, timeout=840)
+                             capture_output=True, text=True, timeout=1700)
         out = res.stdout
         assert res.returncode == 0, out[-3000:] + res.stderr[-3000:]
         # the sick node is drained with slurmkit's reason

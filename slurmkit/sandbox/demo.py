@@ -121,12 +121,12 @@ class Demo:
                           "-o", self.out / "tiny-train-%j.out", "--",
                           sys.executable, "-m", "slurmkit.sandbox.train_tiny", "--ckpt", ckpt, "--steps", 60)
         out = self.out / f"tiny-train-{job}.out"
-        self.wait("the first checkpoint", lambda: (ckpt / "model.pt").exists(), 180)
+        self.wait("the first checkpoint", lambda: (ckpt / "model.pt").exists(), 480)
         _info("first checkpoint written; preempting: USR2 to the batch shell (what --signal=B:USR2@<s> does)")
         self.run("scancel", "--batch", "--signal=USR2", job, show=True)
         self.wait("the job to be requeued and restarted",
-                  lambda: out.exists() and "resumed from checkpoint" in out.read_text(errors="replace"), 240)
-        state = self.wait_done(job, 300)
+                  lambda: out.exists() and "resumed from checkpoint" in out.read_text(errors="replace"), 480)
+        state = self.wait_done(job, 600)
         text = out.read_text(errors="replace")
         for line in text.splitlines():
             if any(k in line for k in ("preempted", "resumed", "training done", "USR2 received")):
