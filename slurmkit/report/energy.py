@@ -134,8 +134,9 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
     """Add ``energy_kwh`` (in the window) and ``energy_source`` (measured | slurm | modelled |
     none) to the allocation frame, plus ``spool_gpu_util_pct``. Spool records are matched on
     the raw job id (``key_id``); a requeued job's attempts share it, so spool energy goes to its
-    last attempt (``REQUEUED`` attempts fall back to Slurm or the model)."""
-    out = allocs.copy()
+    last attempt (``REQUEUED`` attempts fall back to Slurm or the model). Adds the columns in
+    place and returns the same frame."""
+    out = allocs  # columns are added in place (the frame is the caller's working copy)
     share = (out["in_window_s"] / out["run_s"]).where(out["run_s"] > 0, 0.0).fillna(0.0)
     kwh = pd.Series(np.nan, index=out.index, dtype="float64")
     src = pd.Series("none", index=out.index, dtype="object")

@@ -67,6 +67,19 @@ def _step_usage(code: np.ndarray, steps: pd.DataFrame, ncodes: int) -> dict:
             "step_cpu_s": np.where(has_cpu, cpu, np.nan)}
 
 
+def job_codes(rows: pd.DataFrame) -> tuple[np.ndarray, int]:
+    """``(codes, n)``: one integer per allocation identity (cluster, key_id), shared by its
+    steps and by a requeued job's attempts (``pd.factorize``, no string concatenation)."""
+    kcodes, kuniq = pd.factorize(rows["key_id"], sort=False)
+    cl = rows["cluster"]
+    ccodes, cuniq = pd.factorize(cl, sort=False)
+    if len(cuniq) <= 1:
+        return kcodes.astype(np.int64), len(kuniq)
+    combined = ccodes.astype(np.int64) * max(len(kuniq), 1) + kcodes
+    codes, uniq = pd.factorize(combined, sort=False)
+    return codes.astype(np.int64), len(uniq)
+
+
 def utc(t) -> pd.Timestamp:
     """A timestamp as an aware UTC ``pd.Timestamp`` (naive values are taken as UTC)."""
     t = pd.Timestamp(t)
@@ -82,8 +95,7 @@ def allocations(rows: pd.DataFrame, start, end, dq: DataQuality, now=None,
     now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
     is_step = rows["is_step"].to_numpy(bool)
     # one integer code per allocation identity (cluster, key_id), shared by its steps
-    codes = rows.groupby(["cluster", "key_id"], sort=False, observed=True).ngroup().to_numpy()
-    ncodes = int(codes.max()) + 1 if len(codes) else 0
+    codes, ncodes = job_codes(rows)
     allocs = rows[~is_step].copy()
     allocs["job_code"] = codes[~is_step]
     step_cols = ["job_id", "step", "mem_used_mib", "gpu_util_pct", "elapsed_s", "total_cpu_s"]
