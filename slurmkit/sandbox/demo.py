@@ -228,8 +228,10 @@ def run_demo(directory: Path | None = None, install: bool = True, port_base: int
     _info(f"report:        {report}/weekly.html (weekly.json and CSV tables beside it)")
     _info(f"job outputs:   {demo.out}")
     _info(f"hooks:         spool {demo.hooks / 'spool'}, metrics {demo.hooks / 'textfile'}")
-    _info(f"use the cluster:  eval \"$({sys.executable} -m slurmkit sandbox env --dir {sb.dir})\"")
-    _info(f"stop it:          slurmkit sandbox down --dir {sb.dir} --purge")
+    exe = Path(sys.executable).parent / "slurmkit"
+    cmd = str(exe) if exe.exists() else f"{sys.executable} -m slurmkit"
+    _info(f"use the cluster:  eval \"$({cmd} sandbox env --dir {sb.dir})\"")
+    _info(f"stop it:          {cmd} sandbox down --dir {sb.dir} --purge")
     return 0
 
 
