@@ -517,7 +517,7 @@ def own_trouble(state: NodeState, config: HealthConfig) -> list[str]:
     if state.init_rc != RC_SUCCESS and (state.init_rc in OWN_INIT_RCS
                                         or not (config.expect.get("expected_gpu_count") or 0)):
         what = "NVML library not found" if state.init_rc == RC_LIBRARY_NOT_FOUND else f"nvmlInit: {state.init_rc}"
-        errs.append(f"{what}" + ("" if state.init_rc in OWN_INIT_RCS else " (no GPUs expected on this node)"))
+        errs.append(f"{what}" + ("" if state.init_rc in OWN_INIT_RCS else " (not a fault: no GPUs are expected on this node)"))
     for g in state.gpus:
         if g.handle_rc not in (RC_SUCCESS, RC_GPU_IS_LOST, RC_UNKNOWN):
             errs.append(f"GPU{g.index}: nvmlDeviceGetHandleByIndex_v2: {g.handle_rc}")
