@@ -63,14 +63,19 @@ def _compact(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _concat_columns(frames: list) -> pd.DataFrame:
-    """Concatenate block frames column by column, freeing each block's column as it goes and
-    turning :data:`CATEGORICAL` columns into categoricals (peak memory ~ one copy)."""
+    """Concatenate block frames column by column, freeing each block's column as it goes;
+    :data:`CATEGORICAL` columns are merged with ``union_categoricals`` (they stay codes)."""
+    from pandas.api.types import union_categoricals
+
     cols = {}
     for c in list(frames[0].columns):
         parts = [f.pop(c) for f in frames]
-        col = pd.concat(parts, ignore_index=True)
+        if c in CATEGORICAL:
+            col = pd.Series(union_categoricals([p.astype("category") for p in parts]))
+        else:
+            col = pd.concat(parts, ignore_index=True)
         del parts
-        cols[c] = col.astype("category") if c in CATEGORICAL else col
+        cols[c] = col
     return pd.DataFrame(cols)
 
 
@@ -194,11 +199,17 @@ def load_sacct(path, dq: DataQuality | None = None, fields=None, delimiter=None,
 
     batches, fdq = stream_sacct_file(path, fields, delimiter)
     scratch = DataQuality()
-    frames = [_typed(t, scratch, str(path), cluster, tz) for t in batches]
+    pool = pa.default_memory_pool()
+    frames = []
+    for t in batches:
+        frames.append(_compact(_typed(t, scratch, str(path), cluster, tz)))
+        del t
+        pool.release_unused()  # hand the block's text back to the OS (jemalloc/mimalloc keep it)
     fdq.merge(scratch)
     rows = _concat_columns(frames)
     del frames
     rows = drop_repeats(rows, fdq, str(path))
+    pool.release_unused()
     if dq is not None:
         dq.merge(fdq)
         return rows, dq

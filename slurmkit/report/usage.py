@@ -96,9 +96,9 @@ def allocations(rows: pd.DataFrame, start, end, dq: DataQuality, now=None,
     is_step = rows["is_step"].to_numpy(bool)
     # one integer code per allocation identity (cluster, key_id), shared by its steps
     codes, ncodes = job_codes(rows)
-    allocs = rows[~is_step].copy()
-    allocs["job_code"] = codes[~is_step]
-    step_cols = ["job_id", "step", "mem_used_mib", "gpu_util_pct", "elapsed_s", "total_cpu_s"]
+    allocs = rows[~is_step]
+    allocs.insert(len(allocs.columns), "job_code", codes[~is_step])
+    step_cols = ["step", "mem_used_mib", "gpu_util_pct", "elapsed_s", "total_cpu_s"]
     steps = rows.loc[is_step, step_cols]
     scode = codes[is_step]
 
@@ -107,7 +107,7 @@ def allocations(rows: pd.DataFrame, start, end, dq: DataQuality, now=None,
     has_alloc[allocs["job_code"].to_numpy()] = True
     orphan = ~has_alloc[scode]
     if orphan.any():
-        for jid in steps.loc[orphan, "job_id"].head(10):
+        for jid in rows.loc[steps.index[orphan][:10], "job_id"]:
             dq.skip("step row without its allocation row", 0, source or "input", None, f"JobID {jid}")
         dq.skip("step row without its allocation row", int(orphan.sum()))
         steps, scode = steps[~orphan], scode[~orphan]
@@ -140,7 +140,8 @@ def allocations(rows: pd.DataFrame, start, end, dq: DataQuality, now=None,
             dq.skip("no Submit/Start/End time", 0, source or "input", None, f"JobID {jid}")
         dq.skip("no Submit/Start/End time", n_unknown)
     n_out = int((~keep & ~unknown).sum())
-    allocs = allocs[keep]
+    if not keep.all():
+        allocs = allocs[keep]
     # steps of allocations outside the window go with them
     inside = np.zeros(ncodes, bool)
     inside[allocs["job_code"].to_numpy()] = True

@@ -69,7 +69,7 @@ def build_report(rows: pd.DataFrame, dq: DataQuality, window: Window, assumption
     a["waste_gpu_hours"] = a["gpu_hours"].where(a["wasted"], 0.0)
     dq.check()
     waiting = (a["pending_tasks"] > 0) | ((a["state"] == "PENDING") & a["start"].isna())
-    runs = a[~waiting]
+    runs = a[~waiting] if waiting.any() else a
     backlog = int(a["pending_tasks"].sum())
     pending_jobs = int(((a["pending_tasks"] == 0) & waiting).sum())
     keys = runs["job_code"]
