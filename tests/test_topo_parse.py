@@ -214,6 +214,8 @@ def test_nic_rows_trailing_empty_fields():
     ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV2\t0-3\nGPU1\tNV2\n", 3, "1 matrix cells"),
     ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV2\t0-3\nGPU1\tNV2\t X \tzero\n", 3, "not a CPU list"),
     ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tnv?\t0-3\n", 2, "not a topology token"),
+    ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV2\t0-3\nGPU1\tZZZ\t X \t0-3\n", 3, "'ZZZ' is not a topology token"),
+    ("  GPU0 GPU1 CPU Affinity\nGPU0  X   PIXX 0-3\n", 2, "'PIXX' is not a topology token"),
     ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV2\t0-3\nGPU7\tNV2\t X \t0-3\n", 3, "not a column"),
     ("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV2\t0-3\tnode0\n", 2, "not a NUMA node"),
     ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV2\t0-3\t4\t5\n", 2, "more field"),
@@ -259,3 +261,24 @@ def test_cli_parse_json_and_errors(tmp_path):
     assert r.returncode == 2 and f"{bad}:3:" in r.stderr and "Traceback" not in r.stderr
     r = _cli("--json", "topo", "parse", "-", stdin=IN_JOB)
     assert r.returncode == 0 and json.loads(r.stdout)["gpus"][1]["nearest_nics"] == ["mlx5_5"]
+
+
+def test_every_nvidia_smi_link_token_is_read_raw():
+    # SOC: the name older drivers print for SYS; N/A: a link nvidia-smi cannot tell
+    for tok in ("NV1", "NV18", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC", "N/A"):
+        t = parse_topo(f"\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \t{tok}\t0-3\nGPU1\t{tok}\t X \t4-7\n")
+        assert t.gpu(0).links == {"GPU1": tok} and t.gpu(1).links == {"GPU0": tok}
+
+
+def test_cli_unknown_token_is_an_error_and_a_truncated_matrix_a_warning(tmp_path):
+    garbled = tmp_path / "garbled.txt"
+    garbled.write_text(TOPO_MP.replace("GPU2\tSYS\tSYS\t X \tPIX", "GPU2\tSYS\tZZZ\t X \tPIX"))
+    r = _cli("topo", "parse", str(garbled))
+    assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
+    assert f"{garbled}:4:" in r.stderr and "'ZZZ'" in r.stderr
+    truncated = tmp_path / "truncated.txt"
+    truncated.write_text(TOPO_MP)          # row GPU3 absent
+    r = _cli("topo", "parse", str(truncated))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0].startswith("GPU") and "GPU2   12-23" in r.stdout
+    assert f"slurmkit: warning: {truncated}: missing row GPU3" in r.stderr.splitlines()

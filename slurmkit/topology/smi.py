@@ -21,7 +21,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 # header tokens: multi-word column names ("CPU Affinity", "GPU NUMA ID") or single labels
 _HEADER_TOKEN = re.compile(r"\b[A-Za-z]+(?: [A-Za-z]+)+\b|\S+")
 _GPU = re.compile(r"^GPU(\d+)$")
-_CELL = re.compile(r"^(X|NV\d+|[A-Z][A-Z0-9]*|N/A)$")
+#: link tokens nvidia-smi prints (legend of ``topo -m``); SOC is the pre-2017 name of SYS
+_CELL = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|N/A)$")
 _LEGEND_ENTRY = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 _DEVICE_LABEL = re.compile(r"^(mlx\d+_\w+|ib\w+|hfi\d+_\d+|rdmap\w+|efa\w*|bnxt_re\d+|irdma\w*|qedr\d+|erdma\w*|rxe\w*)$")
 AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
@@ -63,8 +64,9 @@ def parse_topo(text: str, source: str = "") -> Topology:
     """Parse ``nvidia-smi topo -m`` output ``text`` into a :class:`Topology`.
 
     ``source``: file name used in errors and the result. Raises :class:`TopoError` (file, line)
-    when there is no ``GPU0 ...`` header, a row has the wrong number of cells, or a cell or
-    CPU list cannot be read. Rows or legend entries absent from the text are listed in
+    when there is no ``GPU0 ...`` header, a row has the wrong number of cells, a cell is not a
+    link token nvidia-smi prints (X, NV<n>, PIX, PXB, PHB, NODE, SYS, SOC, N/A), or a CPU list
+    cannot be read. Rows or legend entries absent from the text are listed in
     ``missing`` instead.
     """
     if "\x00" in text:
@@ -188,7 +190,8 @@ def _split_row(raw: str, ncol: int, aff, source: str, lineno: int):
         raise TopoError(source, lineno, f"row {label} has {len(cells)} matrix cells, the header has {ncol} columns")
     for c in cells:
         if not _CELL.match(c):
-            raise TopoError(source, lineno, f"row {label}: {c!r} is not a topology token (X, NV#, PIX, PXB, PHB, NODE, SYS)")
+            raise TopoError(source, lineno, f"row {label}: {c!r} is not a topology token "
+                            "(X, NV#, PIX, PXB, PHB, NODE, SYS, SOC, N/A)")
     return label, cells, affinity
 
 
