@@ -136,3 +136,54 @@ def test_pick_nodelist_best_fit_under_one_leaf(raw):
     assert placement.pick_nodelist(f, 1, ["n1", "n3", "n4"]) == ("leaf1", ["n1"])
     assert placement.pick_nodelist(f, 2, ["n1", "n3"]) is None
     assert placement.parse_sinfo_nodes("n1\nn3\nn3\n\n") == ["n1", "n3"]
+
+
+def _explained(raw, template, **req):
+    """{#SBATCH option or parameter name: its explained source} from render.explain."""
+    from slurmkit.submit import render, templates
+
+    facts = site_facts(copy.deepcopy(raw), source=str(SANDBOX))
+    text = render.explain(render.plan(render.SubmitRequest(template=template, command=("x",), **req),
+                                      facts, templates.get(template)))
+    out = {}
+    for line in text.splitlines():
+        if "  <- " in line:
+            left, src = line.split("  <- ", 1)
+            key = left.strip().removeprefix("#SBATCH --").split("=", 1)[0]
+            out[key] = (left.strip(), src)
+    return out
+
+
+def test_explain_credits_the_real_source_of_the_gpu_count(raw):
+    nt_name = raw["partitions"]["gpu"]["node_type"]
+    gpu_count = raw["node_types"][nt_name]["gpu_count"]
+    assert gpu_count > 1
+    # single-GPU template: the 1 is the template's default, not the profile's gpu_count
+    line, src = _explained(raw, "single-gpu")["gpus-per-node"]
+    assert line.endswith(":1") and src.startswith("template single-gpu") and "gpu_count" not in src
+    # multi-GPU template: all GPUs of the node type, from the profile
+    line, src = _explained(raw, "torchrun", nodes=2)["gpus-per-node"]
+    assert line.endswith(f":{gpu_count}") and src.startswith(f"profile node_types.{nt_name}.gpu_count")
+    line, src = _explained(raw, "single-gpu", gpus_per_node=2)["gpus-per-node"]
+    assert line.endswith(":2") and src.startswith("CLI --gpus-per-node")
+    # no gpu_model: no gres type, and no claim that one came from the profile
+    bare = copy.deepcopy(raw)
+    bare["node_types"][nt_name]["gpu_model"] = ""
+    line, src = _explained(bare, "torchrun")["gpus-per-node"]
+    assert line.endswith(f"={gpu_count}") and "gpu_model" not in src
+
+
+def test_explain_credits_partition_name_and_parameters(raw):
+    got = _explained(raw, "single-gpu")
+    assert got["partition"][1] == "profile partitions.gpu (default = true)"
+    nodefault = copy.deepcopy(raw)
+    for p in nodefault["partitions"].values():
+        p.pop("default", None)
+    first = next(iter(nodefault["partitions"]))
+    assert _explained(nodefault, "single-gpu")["partition"][1] == \
+        f"profile partitions.{first} (first listed; none has default = true)"
+    assert _explained(raw, "single-gpu", name="")["job-name"] == ("#SBATCH --job-name=single-gpu", "template name")
+    # a parameter given with --set or by the API is credited so, even when it equals the default
+    got = _explained(raw, "single-gpu", sets={"log_dir": "slurmkit-logs"}, params={"container_mounts": ""})
+    assert got["log_dir"][1] == "--set" and got["container_mounts"][1] == "API params"
+    assert got["container_image"][1] == "template default"

@@ -67,13 +67,16 @@ class Option:
 @dataclass(frozen=True)
 class Plan:
     """Everything the script says: ``options``, ``env`` (exported by the script, with sources),
-    ``params`` (resolved template parameters), ``context`` (values the template reads)."""
+    ``params`` (resolved template parameters), ``context`` (values the template reads),
+    ``param_sources`` (where each parameter's value came from)."""
 
     template: Template
     options: tuple[Option, ...]
     env: tuple[EnvVar, ...]
     params: dict
     context: dict
+    #: parameter name -> where its value came from ("--set", "API params", "template default")
+    param_sources: dict = field(default_factory=dict)
 
 
 def _src(user_value, cli: str, fallback: str) -> str:
@@ -102,16 +105,21 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
             check_line_safe(f"--{name}", str(value))
         opts.append(Option(name, None if value is True else (None if value is None else str(value)), source))
 
-    add("job-name", req.name or template.name, _src(req.name, "CLI --name", "template name"))
+    add("job-name", req.name or template.name, "CLI --name" if req.name else "template name")
     add("partition", facts.partition, _src(req.partition, "CLI --partition",
-                                           f"profile partitions.{facts.partition} (default = true)"))
+                                           f"profile partitions.{facts.partition} ({facts.partition_source})"))
     add("nodes", req.nodes, "CLI --nodes" if req.nodes != 1 else "default (1)")
     ntasks = {"per-node": 1, "per-gpu": gpn, "single": 1}[template.tasks]
     add("ntasks-per-node", ntasks, f"template {template.name} (tasks = {template.tasks})")
     gres = f"{facts.gpu_model}:{gpn}" if facts.gpu_model else str(gpn)
-    add("gpus-per-node", gres, _src(req.gpus_per_node, "CLI --gpus-per-node",
-                                    f"profile node_types.{facts.node_type}.gpu_count")
-        + f", type from node_types.{facts.node_type}.gpu_model")
+    if req.gpus_per_node is not None:
+        gpn_src = "CLI --gpus-per-node"
+    elif template.tasks == "single":
+        gpn_src = f"template {template.name} (tasks = single: 1 GPU)"
+    else:
+        gpn_src = f"profile node_types.{facts.node_type}.gpu_count (all GPUs of the node type)"
+    add("gpus-per-node", gres, gpn_src + (f", type from node_types.{facts.node_type}.gpu_model"
+                                          if facts.gpu_model else ""))
     add("cpus-per-gpu", int(facts.submit_setting("cpus_per_gpu", 1)), "profile submit.cpus_per_gpu")
     if req.time:
         add("time", req.time, "CLI --time")
@@ -184,7 +192,9 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         ctx["array_commands"] = [shell_join(_fill(req.command, s)) for s in params["sets"]]
         ctx["array_env"] = [[f"export SLURMKIT_PARAM_{_env_name(k)}={shell_quote(str(v))}" for k, v in s.items()]
                             for s in params["sets"]]
-    return Plan(template, tuple(opts), tuple(env), params, ctx)
+    param_sources = {name: "--set" if name in req.sets else "API params" if name in req.params else "template default"
+                     for name in params}
+    return Plan(template, tuple(opts), tuple(env), params, ctx, param_sources)
 
 
 def _python_of(argv) -> str:
@@ -250,6 +260,6 @@ def explain(p: Plan) -> str:
         lines.append(f"{name:<{width}}  <- run time: {how}")
     lines.append("# template parameters")
     for name, value in p.params.items():
-        src = "--set" if name in p.template.params and value != p.template.params[name].default else "template default"
+        src = p.param_sources.get(name, "template default")
         lines.append(f"{name + '=' + repr(value):<{width}}  <- {src}")
     return "\n".join(lines) + "\n"

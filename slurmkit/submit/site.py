@@ -58,6 +58,8 @@ class SiteFacts:
     leaves: tuple[tuple[str, tuple[str, ...]], ...]
     nccl: dict = field(default_factory=dict)
     submit: dict = field(default_factory=dict)
+    #: why this partition: "named", "default = true", or "first listed; none has default = true"
+    partition_source: str = "named"
 
     @property
     def compute_hcas(self) -> tuple[str, ...]:
@@ -122,9 +124,11 @@ def site_facts(profile, partition: str | None = None, source: str = "") -> SiteF
     parts = _get(profile, "partitions") or {}
     if not parts:
         raise SiteError(f"{source}: profile has no [partitions.*] table")
+    partition_source = "named"
     if partition is None:
         defaults = [name for name, p in parts.items() if _get(p, "default", False)]
         partition = defaults[0] if defaults else next(iter(parts))
+        partition_source = "default = true" if defaults else "first listed; none has default = true"
     if partition not in parts:
         raise SiteError(f"{source}: partition {partition!r} is not in the profile "
                         f"(known: {', '.join(sorted(parts))})")
@@ -154,4 +158,5 @@ def site_facts(profile, partition: str | None = None, source: str = "") -> SiteF
         gpus=tuple(sorted(gpus, key=lambda g: g.index)), nics=nics,
         p2p=bool(_get(nt, "p2p", True)), leaves=leaves,
         nccl=_as_dict(_get(profile, "nccl")), submit=_as_dict(_get(profile, "submit")),
+        partition_source=partition_source,
     )
