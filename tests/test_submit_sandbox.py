@@ -295,6 +295,10 @@ def test_array_runs_one_task_per_parameter_set(sandbox, backend, tmp_path):
     finish(job, tmp_path, timeout=90)
     for i, s in enumerate(sets):
         assert (tmp_path / f"lr-{s['lr']}.txt").read_text().split() == [str(s["lr"]), str(i)]
+    # every task logs under the array job's id (job.id), whatever its own job id
+    assert [p.name for p in (tmp_path / "slurmkit-logs").iterdir()] == [job.id]
+    assert sorted(p.name for p in (tmp_path / "slurmkit-logs" / job.id).iterdir()) == \
+        [f"task-{i}-restart0.out" for i in range(len(sets))]
 
 
 def test_nccl_tests_says_clearly_when_the_binary_is_absent(sandbox, backend, tmp_path):
