@@ -165,3 +165,42 @@ def test_html_is_self_contained_and_renders_in_chromium(capture, tmp_path):
     assert hi - lo > 100                       # text and plots, not a blank page
     dark = sum(im.histogram()[:128])
     assert dark > 0.002 * im.size[0] * im.size[1]
+
+
+def test_mail_to_sends_html_with_sendmail(capture, tmp_path, monkeypatch):
+    """--mail-to pipes one MIME message (Markdown text + the HTML page) to ``sendmail -t``; a
+    stand-in sendmail on PATH records what it was given."""
+    import email
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    got = tmp_path / "mail.eml"
+    (bindir / "sendmail").write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path / 'argv'}\ncat > {got}\n")
+    (bindir / "sendmail").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    res = run_cli(["report", "weekly", "--from-sacct", str(capture), "--week", "2026-W01",
+                   "-o", str(tmp_path / "o"), "--format", "html", "--mail-to", "admins@example.org"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "argv").read_text().split() == ["-t", "-oi"]
+    msg = email.message_from_bytes(got.read_bytes())
+    assert msg["To"] == "admins@example.org" and "weekly report" in msg["Subject"]
+    parts = {p.get_content_type(): p for p in msg.walk()}
+    assert "text/html" in parts and "text/plain" in parts
+    assert "data:image/png;base64," in parts["text/html"].get_payload(decode=True).decode()
+
+
+def test_week_over_week_deltas():
+    from slurmkit.accounting.frame import jobs_frame
+    from slurmkit.accounting.read import read_sacct_bytes
+    from slurmkit.report.energy import Assumptions
+    from slurmkit.report.weekly import build_report
+    from test_accounting_semantics import WEEK
+
+    table, dq = read_sacct_bytes(text([row(), row(JobID="101")]), "t")
+    rep, _ = build_report(jobs_frame(table, dq), dq, WEEK, Assumptions(),
+                          previous={"jobs": 4, "gpu_hours": 8.0, "cpu_hours": 4.0},
+                          now=WEEK.end)
+    d = rep["deltas"]
+    assert d["jobs"] == {"previous": 4, "change": -2, "relative": -0.5}
+    assert d["gpu_hours"]["change"] == pytest.approx(4.0 - 8.0)
+    assert d["cpu_hours"]["relative"] == pytest.approx((8.0 - 4.0) / 4.0)
