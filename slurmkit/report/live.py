@@ -51,8 +51,10 @@ def live_capacity(start, end, timeout: float = 60.0) -> tuple[float, float]:
     from slurmkit.slurm.commands import run
 
     nodes = C.gpus_per_node_scontrol(run(["scontrol", "show", "-o", "nodes"], timeout=timeout).stdout)
+    if not nodes:
+        return 0.0, 0.0
     fmt = "%Y-%m-%dT%H:%M:%S"
-    ev = run(["sacctmgr", "-n", "-P", "show", "event", "Nodes=" + ",".join(nodes) if nodes else "All",
+    ev = run(["sacctmgr", "-n", "-P", "show", "event", "Nodes=" + ",".join(nodes),
               f"Start={start:{fmt}}", f"End={end:{fmt}}", "format=NodeName,TimeStart,TimeEnd,State"],
              timeout=timeout, env=dict(SACCT_ENV)).stdout
     down = C.down_gpu_hours(C.node_events(ev), nodes, start, end)
