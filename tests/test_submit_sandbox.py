@@ -29,6 +29,7 @@ rep = {"rank": rank, "world_size": world, "local_rank": int(os.environ["LOCAL_RA
        "gpu": int(os.environ["SLURMKIT_GPU"]), "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
        "hca": os.environ.get("NCCL_IB_HCA"), "affinity": sorted(os.sched_getaffinity(0)),
        "node": os.environ["SLURMD_NODENAME"], "sum": t.item()}
+print(f"rank {rank} of {world} reporting", flush=True)
 with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as fh:
     json.dump(rep, fh)
 dist.destroy_process_group()
@@ -122,6 +123,8 @@ def test_torchrun_two_nodes_all_reduce(sandbox, backend, profile, tmp_path):
     assert len(info.nodes) == 2 and info.gpus == 2 * gpn
     # one torchrun per node wrote per-rank logs
     assert len(list((tmp_path / "slurmkit-logs" / job.id).glob("torchrun-*-restart0"))) == 2
+    # and the job's output (-o) shows what the ranks printed (torchrun --tee prefixes the rank)
+    assert f"rank 0 of {2 * gpn} reporting" in (tmp_path / f"job-{job.id}.out").read_text()
 
 
 def test_srun_one_task_per_gpu(sandbox, backend, profile, tmp_path):
@@ -130,7 +133,14 @@ def test_srun_one_task_per_gpu(sandbox, backend, profile, tmp_path):
                  nodes=2, time="5:00")
     finish(job, tmp_path)
     check_ranks(tmp_path, profile, 2, gpn)
-    assert len(list((tmp_path / "slurmkit-logs" / job.id).glob("rank-*-restart0.out"))) == 2 * gpn
+    logs = tmp_path / "slurmkit-logs" / job.id
+    assert len(list(logs.glob("rank-*-restart0.out"))) == 2 * gpn
+    world = 2 * gpn
+    for rank in range(world):
+        assert f"rank {rank} of {world} reporting" in (logs / f"rank-{rank}-restart0.out").read_text()
+    # the job's output (-o) shows rank 0's output (and only rank 0's)
+    out = (tmp_path / f"job-{job.id}.out").read_text()
+    assert f"rank 0 of {world} reporting" in out and f"rank 1 of {world} reporting" not in out
 
 
 def test_partial_node_ranks_bind_to_the_gpus_slurm_gave(sandbox, backend, profile, tmp_path):
@@ -151,17 +161,19 @@ def test_partial_node_ranks_bind_to_the_gpus_slurm_gave(sandbox, backend, profil
         run(["scancel", blocker], env=sandbox.env())
 
 
-@pytest.mark.parametrize("template", ["torchrun", "srun"])
+@pytest.mark.parametrize("template", ["torchrun", "srun", "single-gpu"])
 def test_preemption_checkpoint_requeue_restart(sandbox, backend, tmp_path, template):
-    # torchrun forwards USR2 to its workers (--signals-to-handle); srun ranks get it from Slurm
+    # torchrun forwards USR2 to its workers (--signals-to-handle); srun ranks get it from Slurm;
+    # single-gpu's one process too (its output is piped through tee, which gets no signal)
     params = {"python": sys.executable} if template == "torchrun" else {}
+    ranks = (0,) if template == "single-gpu" else (0, 1)
     job = submit(sandbox, backend, tmp_path, template, [sys.executable, "-c", CHECKPOINT, tmp_path],
-                 nodes=1, gpus_per_node=2, params=params, time="10:00")
-    wait_for(lambda: all((tmp_path / f"start-{r}-0.json").exists() for r in (0, 1)), 60, "first start")
+                 nodes=1, gpus_per_node=len(ranks), params=params, time="10:00")
+    wait_for(lambda: all((tmp_path / f"start-{r}-0.json").exists() for r in ranks), 60, "first start")
     # what --signal=B:USR2@<s> does before the time limit: USR2 to the batch shell only
     run(["scancel", "--batch", "--signal=USR2", job.id], env=sandbox.env())
     finish(job, tmp_path, timeout=180)
-    for rank in (0, 1):
+    for rank in ranks:
         saved = json.loads((tmp_path / f"ckpt-{rank}.json").read_text())
         assert saved["restart"] == 0 and saved["step"] > 0
         second = json.loads((tmp_path / f"start-{rank}-1.json").read_text())
@@ -289,7 +301,8 @@ def test_api_test_only_and_batched_poll(sandbox, backend, tmp_path):
 def test_array_runs_one_task_per_parameter_set(sandbox, backend, tmp_path):
     sets = [{"lr": 0.1}, {"lr": 0.01}, {"lr": 0.001}]
     job = submit(sandbox, backend, tmp_path, "array",
-                 ["bash", "-c", 'echo "$SLURMKIT_PARAM_LR $SLURM_ARRAY_TASK_ID" > lr-{lr}.txt'],
+                 ["bash", "-c", 'echo "$SLURMKIT_PARAM_LR $SLURM_ARRAY_TASK_ID" > lr-{lr}.txt; '
+                  'echo "task $SLURM_ARRAY_TASK_ID trains with lr={lr}"'],
                  sets={"sets": json.dumps(sets), "throttle": "2"}, signal_s=0)
     assert "ArrayTaskThrottle=2" in run(["scontrol", "show", "job", job.id], env=sandbox.env()).stdout
     finish(job, tmp_path, timeout=90)
@@ -299,6 +312,14 @@ def test_array_runs_one_task_per_parameter_set(sandbox, backend, tmp_path):
     assert [p.name for p in (tmp_path / "slurmkit-logs").iterdir()] == [job.id]
     assert sorted(p.name for p in (tmp_path / "slurmkit-logs" / job.id).iterdir()) == \
         [f"task-{i}-restart0.out" for i in range(len(sets))]
+    # each task's output (-o, one file per task: %j is the task's own job id) shows what it
+    # printed, as does its task log
+    outs = [p.read_text() for p in tmp_path.glob("job-*.out")]
+    assert len(outs) == len(sets)
+    for i, s in enumerate(sets):
+        line = f"task {i} trains with lr={s['lr']}"
+        assert sum(line in o for o in outs) == 1
+        assert line in (tmp_path / "slurmkit-logs" / job.id / f"task-{i}-restart0.out").read_text()
 
 
 def test_nccl_tests_says_clearly_when_the_binary_is_absent(sandbox, backend, tmp_path):
@@ -331,3 +352,20 @@ def test_random_names_and_comments_read_back_exactly(sandbox, backend):
     finally:
         if ids:
             run(["scancel", *ids], env=sandbox.env())
+
+
+@pytest.mark.parametrize("signal_s", [120, 0])   # with and without the preemption trap
+def test_single_gpu_output_reaches_the_job_output(sandbox, backend, tmp_path, signal_s):
+    job = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "print('hello from the job')"],
+                 signal_s=signal_s)
+    finish(job, tmp_path, timeout=60)
+    assert "hello from the job" in (tmp_path / f"job-{job.id}.out").read_text()
+    assert "hello from the job" in (tmp_path / "slurmkit-logs" / job.id / "rank-0-restart0.out").read_text()
+    # a failing program: its message is in the job's output and its exit status is the job's
+    bad = submit(sandbox, backend, tmp_path, "single-gpu",
+                 [sys.executable, "-c", "import sys; print('step 1', flush=True); sys.exit('loss is NaN')"],
+                 signal_s=signal_s)
+    assert bad.wait(timeout=60, poll_s=1) == "FAILED"
+    out = (tmp_path / f"job-{bad.id}.out").read_text()
+    assert "step 1" in out and "loss is NaN" in out
+    assert "ExitCode=1:0" in run(["scontrol", "show", "job", bad.id], env=sandbox.env()).stdout
