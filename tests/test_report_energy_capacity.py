@@ -153,3 +153,42 @@ def test_store_keeps_latest_pull_and_final_days(tmp_path):
     assert dq.rows_read == 2 and dq.skipped == {"same row in another day's pull": 1}
     rep, _ = build_report(rows, dq, WEEK, Assumptions(), now=NOW)
     assert rep["totals"]["jobs"] == 1 and rep["totals"]["gpu_hours"] == pytest.approx(2.0)
+
+
+def test_spool_records_go_to_the_requeued_attempt_that_holds_them(tmp_path):
+    # attempt 1 (REQUEUED) [T0+100, T0+1900], attempt 2 back to back [T0+1902, T0+5502]
+    first = row(JobID="300", State="REQUEUED", Start=T0 + 100, End=T0 + 1900, ElapsedRaw=1800)
+    final = row(JobID="300", Submit=T0 + 1901, Eligible=T0 + 1901, Start=T0 + 1902,
+                End=T0 + 5502, ElapsedRaw=3600)
+    spool = _spool(tmp_path, [
+        # attempt 1 on two nodes: 0.05 + 0.05 kWh
+        {"v": 1, "job_id": "300", "node": "n1", "start_s": T0 + 101, "end_s": T0 + 1901,
+         "source": "measured", "energy_mj_total": 180_000_000},
+        {"v": 1, "job_id": "300", "node": "n2", "start_s": T0 + 102, "end_s": T0 + 1901,
+         "source": "measured", "energy_mj_total": 180_000_000},
+        # attempt 2: its prolog read lies within a few seconds of attempt 1's End too
+        {"v": 1, "job_id": "300", "node": "n3", "start_s": T0 + 1903, "end_s": T0 + 5503,
+         "source": "measured", "energy_mj_total": 720_000_000},
+        # another job's record never matches
+        {"v": 1, "job_id": "999", "node": "n1", "start_s": T0 + 101, "end_s": T0 + 200,
+         "source": "measured", "energy_mj_total": 3_600_000_000}])
+    sp, _ = read_spool(str(spool))
+    f, dq = _frame([first, final])
+    rep, allocs = build_report(f, dq, WEEK, Assumptions(default_tdp_w=700.0), spool=sp, now=NOW)
+    by_state = allocs.set_index("state")
+    assert by_state.loc["REQUEUED", "energy_source"] == "measured"
+    assert by_state.loc["REQUEUED", "energy_kwh"] == pytest.approx(0.1)
+    assert by_state.loc["COMPLETED", "energy_source"] == "measured"
+    assert by_state.loc["COMPLETED", "energy_kwh"] == pytest.approx(0.2)
+    by = rep["totals"]["energy_kwh_by_source"]
+    assert by["measured"] == pytest.approx(0.3) and by["modelled"] == 0.0
+    assert rep["totals"]["energy_kwh"] == pytest.approx(0.3)
+
+
+def test_spool_record_outside_every_attempt_is_not_measured(tmp_path):
+    spool = _spool(tmp_path, [{"v": 1, "job_id": "100", "node": "n1", "start_s": T0 + 9000,
+                               "end_s": T0 + 9900, "source": "measured", "energy_mj_total": 1}])
+    sp, _ = read_spool(str(spool))
+    f, dq = _frame([row()])   # ran [T0+600, T0+4200]: the record is a different (older id) job
+    _, allocs = build_report(f, dq, WEEK, Assumptions(default_tdp_w=700.0), spool=sp, now=NOW)
+    assert allocs.loc[0, "energy_source"] == "modelled"

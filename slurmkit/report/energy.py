@@ -3,8 +3,11 @@
 Sources, in order of preference, kept apart per job (``energy_source`` column):
 
 1. ``measured``: the hook spool (``slurmkit.hooks.spool``): NVML
-   ``nvmlDeviceGetTotalEnergyConsumption`` deltas in mJ, one record per job and node; a job is
-   measured when every spool record for it says ``source == "measured"``.
+   ``nvmlDeviceGetTotalEnergyConsumption`` deltas in mJ, one record per job attempt and node
+   (a requeued job has one record per attempt and node, all under the same job id). Each record
+   goes to the allocation attempt whose [Start, End] holds its ``start_s`` (± a few seconds,
+   :data:`SPOOL_MATCH_TOLERANCE_S`); an attempt is measured when every record matched to it
+   says ``source == "measured"``.
 2. ``slurm``: sacct ``ConsumedEnergyRaw`` (joules, from Slurm's acct_gather_energy plugin),
    only where non-zero and the site trusts it (``trust_slurm``).
 3. ``modelled``: GPUs × hours × GPU TDP (W) from the profile (``node_types.<t>.gpu_tdp_w``
@@ -27,6 +30,9 @@ import numpy as np
 import pandas as pd
 
 MJ_PER_KWH = 3.6e9   # millijoules per kWh
+#: Seconds a spool record's ``start_s`` (the prolog's energy read) may lie outside its
+#: attempt's sacct [Start, End] (prolog / epilog run just after Start / End).
+SPOOL_MATCH_TOLERANCE_S = 5.0
 J_PER_KWH = 3.6e6    # joules per kWh
 
 
@@ -91,7 +97,9 @@ def assumptions_from_profile(profile, path: str = "") -> Assumptions:
 
 
 def read_spool(path) -> tuple[pd.DataFrame, list[str]]:
-    """Hook spool -> DataFrame(job_id, node, energy_mj, measured, gpu_util_pct) and problems.
+    """Hook spool -> DataFrame(job_id, node, start_s, end_s, energy_mj, measured, gpu_util_pct)
+    and problems. ``start_s`` / ``end_s``: epoch seconds of the prolog's / epilog's energy
+    read (NaN when the record has none).
 
     ``path``: a spool file (``energy.jsonl``) or a directory of ``*.jsonl`` files. Lines that
     do not parse are listed as ``file:line: why``. ``gpu_util_pct`` comes from the record's
@@ -119,37 +127,81 @@ def read_spool(path) -> tuple[pd.DataFrame, list[str]]:
                         vals = [g.get("gpu_utilization") for g in acc if isinstance(g, dict)
                                 and isinstance(g.get("gpu_utilization"), (int, float))]
                         util = float(np.mean(vals)) if vals else None
+                    t0, t1 = r.get("start_s"), r.get("end_s")
                     recs.append({"job_id": str(r["job_id"]), "node": str(r.get("node", "")),
+                                 "start_s": float(t0) if isinstance(t0, (int, float)) else np.nan,
+                                 "end_s": float(t1) if isinstance(t1, (int, float)) else np.nan,
                                  "energy_mj": float(e) if isinstance(e, (int, float)) else np.nan,
                                  "measured": r.get("source") == "measured" and isinstance(e, (int, float)),
                                  "gpu_util_pct": util})
                 except ValueError as exc:
                     problems.append(f"{f}:{no}: {exc}")
-    df = pd.DataFrame(recs, columns=["job_id", "node", "energy_mj", "measured", "gpu_util_pct"])
+    df = pd.DataFrame(recs, columns=["job_id", "node", "start_s", "end_s", "energy_mj", "measured",
+                                     "gpu_util_pct"])
     return df, problems
+
+
+def match_spool(allocs: pd.DataFrame, spool: pd.DataFrame,
+                tolerance_s: float = SPOOL_MATCH_TOLERANCE_S) -> np.ndarray:
+    """For each spool record, the row position in ``allocs`` of the allocation attempt it
+    belongs to (-1: none). A record belongs to the attempt with the same raw job id
+    (``key_id``) whose sacct [Start, End] (a running attempt: open-ended) holds its ``start_s``
+    within ``tolerance_s`` seconds; when two back-to-back attempts both hold it, the one that
+    started later. A record without ``start_s`` goes to the job's only attempt (none when the
+    job has several). Vectorised: one merge of the records with the attempts of their job ids."""
+    out = np.full(len(spool), -1, dtype=np.int64)
+    if spool.empty or allocs.empty:
+        return out
+    ids = spool["job_id"].astype(str)
+    sel = np.flatnonzero(allocs["key_id"].isin(pd.unique(ids)).to_numpy())
+    if not len(sel):
+        return out
+    epoch = pd.Timestamp(0, tz="UTC")
+    sub = allocs.iloc[sel]
+    right = pd.DataFrame({"job_id": sub["key_id"].astype(str).to_numpy(), "pos": sel,
+                          "s": (sub["start"] - epoch).dt.total_seconds().to_numpy(float),
+                          "e": (sub["end"] - epoch).dt.total_seconds().fillna(np.inf).to_numpy(float)})
+    left = pd.DataFrame({"job_id": ids.to_numpy(), "rec": np.arange(len(spool)),
+                         "t": spool["start_s"].to_numpy(float)})
+    m = left.merge(right, on="job_id", how="inner")
+    attempts = m.groupby("rec")["pos"].transform("size")
+    inside = (m["t"] >= m["s"] - tolerance_s) & (m["t"] <= m["e"] + tolerance_s)
+    m = m[inside | (m["t"].isna() & (attempts == 1))]
+    m = m.sort_values(["rec", "s"]).drop_duplicates("rec", keep="last")
+    out[m["rec"].to_numpy()] = m["pos"].to_numpy()
+    return out
 
 
 def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | None = None
                   ) -> pd.DataFrame:
     """Add ``energy_kwh`` (in the window) and ``energy_source`` (measured | slurm | modelled |
-    none) to the allocation frame, plus ``spool_gpu_util_pct``. Spool records are matched on
-    the raw job id (``key_id``); a requeued job's attempts share it, so spool energy goes to its
-    last attempt (``REQUEUED`` attempts fall back to Slurm or the model). Adds the columns in
-    place and returns the same frame."""
+    none) to the allocation frame, plus ``spool_gpu_util_pct``. Spool records go to the
+    allocation attempt that holds them in time (:func:`match_spool`), so each attempt of a
+    requeued job gets its own measured energy; an attempt without (all-measured) records falls
+    back to Slurm or the model — never both measured and modelled. Adds the columns in place
+    and returns the same frame."""
     out = allocs  # columns are added in place (the frame is the caller's working copy)
     share = (out["in_window_s"] / out["run_s"]).where(out["run_s"] > 0, 0.0).fillna(0.0)
     kwh = pd.Series(np.nan, index=out.index, dtype="float64")
     src = pd.Series("none", index=out.index, dtype="object")
     out["spool_gpu_util_pct"] = np.nan
     if spool is not None and not spool.empty:
-        per_job = spool.groupby("job_id").agg(mj=("energy_mj", "sum"), ok=("measured", "all"),
-                                              util=("gpu_util_pct", "mean"))
-        m = out["key_id"].map(per_job["mj"].where(per_job["ok"]))
-        m = m.where(out["state"] != "REQUEUED")
+        pos = match_spool(out, spool)
+        hit = pos >= 0
+        recs = pd.DataFrame({"pos": pos[hit], "mj": spool["energy_mj"].to_numpy(float)[hit],
+                             "ok": spool["measured"].to_numpy(bool)[hit],
+                             "util": pd.to_numeric(spool["gpu_util_pct"], errors="coerce")
+                             .to_numpy(float)[hit]})
+        per = recs.groupby("pos").agg(mj=("mj", "sum"), ok=("ok", "all"), util=("util", "mean"))
+        m = pd.Series(np.nan, index=out.index, dtype="float64")
+        idx = out.index[per.index.to_numpy()]
+        m[idx] = per["mj"].where(per["ok"]).to_numpy(float)
+        util = np.full(len(out), np.nan)
+        util[per.index.to_numpy()] = per["util"].to_numpy(float)
+        out["spool_gpu_util_pct"] = util
         has = m.notna()
         kwh[has] = m[has] / MJ_PER_KWH * share[has]
         src[has] = "measured"
-        out["spool_gpu_util_pct"] = out["key_id"].map(per_job["util"]).astype("float64")
     if a.trust_slurm:
         sl = (out["energy_j"] > 0) & kwh.isna()
         kwh[sl] = out.loc[sl, "energy_j"] / J_PER_KWH * share[sl]
