@@ -192,3 +192,45 @@ def test_spool_record_outside_every_attempt_is_not_measured(tmp_path):
     f, dq = _frame([row()])   # ran [T0+600, T0+4200]: the record is a different (older id) job
     _, allocs = build_report(f, dq, WEEK, Assumptions(default_tdp_w=700.0), spool=sp, now=NOW)
     assert allocs.loc[0, "energy_source"] == "modelled"
+
+
+def _html_md(rep):
+    from slurmkit.report.render import to_html, to_markdown
+    return to_html(rep), to_markdown(rep)
+
+
+def test_reconciliation_when_the_jobs_ran_after_sreports_last_hour():
+    from slurmkit.report.window import Window
+    # the job ran [T0+600, T0+4200); sreport covers the whole hours up to T0 (none of it)
+    f, dq = _frame([row()])
+    span = Window(WEEK.start - dt.timedelta(days=1), WEEK.start)
+    rep, _ = build_report(f, dq, WEEK, Assumptions(), sreport_gpu_hours=0.0, recon_window=span, now=NOW)
+    rc = rep["reconciliation"]
+    assert rc["status"] == "not_reconciled" and rc["flagged"] is False
+    assert rc["jobs_gpu_hours"] == 0.0
+    assert rc["note"] == "sreport covers up to 2026-01-01 00:00 UTC, the jobs ran after"
+    html, md = _html_md(rep)
+    for out in (html, md):
+        assert "not reconciled: sreport covers up to 2026-01-01 00:00 UTC, the jobs ran after" in out
+        assert "check )" not in out and "(– apart" not in out
+
+
+def test_reconciliation_is_clipped_to_sreports_span_and_names_the_jobs():
+    from slurmkit.report.window import Window
+    # job 100: 2 GPUs [T0+600, T0+4200); job 101: 1 GPU [T0+7200, T0+10800)
+    f, dq = _frame([row(), row(JobID="101", Start=T0 + 7200, End=T0 + 10800,
+                               AllocTRES="cpu=4,gres/gpu=1,node=1")])
+    span = Window(WEEK.start, WEEK.start + dt.timedelta(hours=2))   # sreport's hours 00:00-02:00
+    rep, _ = build_report(f, dq, WEEK, Assumptions(), sreport_gpu_hours=2.0, recon_window=span, now=NOW)
+    rc = rep["reconciliation"]
+    assert rc["jobs_gpu_hours"] == pytest.approx(2.0) and rc["status"] == "reconciled"
+    f, dq = _frame([row(), row(JobID="101", Start=T0 + 3600, End=T0 + 10800,
+                               AllocTRES="cpu=4,gres/gpu=1,node=1", ElapsedRaw=7200)])
+    rep, _ = build_report(f, dq, WEEK, Assumptions(), sreport_gpu_hours=2.0, recon_window=span, now=NOW)
+    rc = rep["reconciliation"]
+    assert rc["jobs_gpu_hours"] == pytest.approx(3.0) and rc["flagged"] is True
+    assert rc["jobs_to_check"][0].startswith("101 (1 GPU-h, cut by the span")
+    html, md = _html_md(rep)
+    for out in (html, md):
+        assert "over 1 %: check jobs 101 (1 GPU-h, cut by the span), 100 (2 GPU-h)" in out
+        assert "(50.0 % apart" in out or "(50 % apart" in out

@@ -52,6 +52,27 @@ def signed(x) -> str:
     return "–" if x is None else f"{x:+,.1f}"
 
 
+def recon_text(rc: dict | None) -> str:
+    """The reconciliation line (plain text; "" when there is none): per-job GPU-hours vs
+    sreport over the whole hours sreport covers, the jobs to check when flagged, or why it was
+    not reconciled."""
+    if not rc:
+        return ""
+    if rc.get("status") == "not_reconciled":
+        return f"Reconciliation with sreport: not reconciled: {rc.get('note') or 'no GPU time to compare'}."
+    span = f"{rc['window']['start']} – {rc['window']['end']}"
+    head = (f"Reconciliation over {span}: jobs {fmt(rc['jobs_gpu_hours'])} GPU-hours vs sreport "
+            f"{fmt(rc['sreport_gpu_hours'])}")
+    if not rc["flagged"]:
+        return f"{head} ({pct(rc['relative'])} apart)."
+    apart = f"{pct(rc['relative'])} apart" if rc.get("relative") is not None else "sreport reports none"
+    jobs = rc.get("jobs_to_check") or []
+    check = (f"check jobs {', '.join(jobs)}" if jobs
+             else "no job here has GPU time in these hours: check sreport's accounts and users")
+    note = f" {rc['note']}" if rc.get("note") else ""
+    return f"{head} ({apart}, over 1 %: {check}).{note}"
+
+
 def title(report: dict) -> str:
     c = f" — {report['cluster']}" if report.get("cluster") else ""
     return f"GPU cluster weekly report{c}: {report['window']['start'][:10]} to {report['window']['end'][:10]}"
@@ -71,6 +92,7 @@ def to_html(report: dict, limit: int = 25) -> str:
     img = {k: base64.b64encode(v).decode("ascii") for k, v in img.items()}
     return env.get_template("weekly.html.j2").render(
         r=report, img=img, f=fmt, pct=pct, dur=dur, signed=signed, title=title(report),
+        recon=recon_text(report.get("reconciliation")),
         groups=_GROUPS, limit=limit, version=__version__)
 
 
@@ -99,9 +121,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
              f"GPUs in use per hour: peak {fmt(r['hourly']['peak'])}, p95 {fmt(r['hourly']['p95'])}.", ""]
     if r.get("reconciliation"):
         rc = r["reconciliation"]
-        lines += [f"Reconciliation: jobs {fmt(rc['jobs_gpu_hours'])} GPU-h vs sreport "
-                  f"{fmt(rc['sreport_gpu_hours'])} ({pct(rc['relative'])} apart"
-                  f"{', FLAGGED' if rc['flagged'] else ''}).", ""]
+        lines += [("**FLAGGED** " if rc["flagged"] else "") + recon_text(rc), ""]
     for name, key, col in _GROUPS:
         lines += [f"## By {name}", "", _md_table(
             [name, "jobs", "GPU-hours", "CPU-hours", "kWh", "wasted GPU-h"],

@@ -54,6 +54,56 @@ def _quantiles(x: pd.Series) -> dict:
     return {"n": int(len(x)), "p50_s": _num(q[0]), "p90_s": _num(q[1]), "p95_s": _num(q[2])}
 
 
+def reconcile(rows: pd.DataFrame, runs: pd.DataFrame, span: Window, sreport_gpu_hours: float,
+              now=None, limit: int = 20) -> dict:
+    """Per-job GPU-hours clipped to exactly ``span`` (the whole hours sreport covers: up to its
+    last rollup, never the current hour) vs ``sreport_gpu_hours`` over the same span.
+
+    ``status``: ``reconciled`` (within :data:`RECONCILE_TOLERANCE`), ``flagged`` (further apart;
+    ``jobs_to_check`` names the jobs with GPU time in the span, those cut by its edges or still
+    running first, then by GPU-hours) or ``not_reconciled`` (the span is empty or holds no GPU
+    time on either side; ``note`` says why, e.g. the jobs ran after sreport's last hour).
+    ``runs``: the report's allocation frame (for the jobs after the span)."""
+    out = {"window": span.as_dict(), "jobs_gpu_hours": None, "sreport_gpu_hours": _num(sreport_gpu_hours),
+           "difference": None, "relative": None, "flagged": False, "status": "not_reconciled",
+           "note": "", "jobs_to_check": []}
+    upto = f"{span.end:%Y-%m-%d %H:00} UTC"
+    if span.end > span.start:
+        ra = allocations(rows, span.start, span.end, DataQuality(rows_read=len(rows)), now=now)
+        ra = ra[(ra["pending_tasks"] == 0) & ~((ra["state"] == "PENDING") & ra["start"].isna())
+                & (ra["gpus"] > 0)]
+        rec_h = float(ra["gpu_hours"].sum())
+    else:
+        ra, rec_h = None, 0.0
+    out["jobs_gpu_hours"] = _num(rec_h)
+    if rec_h <= 0 and sreport_gpu_hours <= 0:
+        later = runs[(runs["gpus"] > 0) & (runs["gpu_hours"] > 0)]
+        if span.end <= span.start:
+            out["note"] = "sreport covers no whole hour of the window yet"
+        elif len(later):
+            out["note"] = f"sreport covers up to {upto}, the jobs ran after"
+        else:
+            out["note"] = "no GPU job time in the window"
+        return out
+    diff = rec_h - sreport_gpu_hours
+    rel = abs(diff) / sreport_gpu_hours if sreport_gpu_hours > 0 else None
+    flagged = rel is None or rel > RECONCILE_TOLERANCE
+    out.update(difference=_num(diff), relative=_num(rel) if rel is not None else None,
+               flagged=bool(flagged), status="flagged" if flagged else "reconciled")
+    if flagged and ra is not None and len(ra):
+        s0 = pd.Timestamp(span.start)
+        s1 = pd.Timestamp(span.end)
+        cut = ra["provisional"] | (ra["start"] < s0) | ra["end"].isna() | (ra["end"] > s1)
+        order = ra.assign(_cut=cut).sort_values(["_cut", "gpu_hours"], ascending=[False, False])
+        out["jobs_to_check"] = [f"{j} ({g:.3g} GPU-h{', cut by the span' if c else ''})"
+                                for j, g, c in zip(order["job_id"].astype(str), order["gpu_hours"],
+                                                   order["_cut"])][:limit]
+    if flagged and sreport_gpu_hours <= 0:
+        out["note"] = (f"sreport reports no GPU time up to {upto}: has slurmdbd rolled these hours "
+                       f"up (sacctmgr -i rollup, or --rollup)?")
+    return out
+
+
 def build_report(rows: pd.DataFrame, dq: DataQuality, window: Window, assumptions: E.Assumptions,
                  spool: pd.DataFrame | None = None, capacity_gpus: float | None = None,
                  down_gpu_hours: float | None = None, sreport_gpu_hours: float | None = None,
@@ -149,23 +199,7 @@ def build_report(rows: pd.DataFrame, dq: DataQuality, window: Window, assumption
 
     recon = None
     if sreport_gpu_hours is not None:
-        rw = recon_window or window
-        if rw != window:
-            ra = allocations(rows, rw.start, rw.end, DataQuality(rows_read=len(rows)), now=now)
-            ra = ra[(ra["pending_tasks"] == 0) & ~((ra["state"] == "PENDING") & ra["start"].isna())]
-            rec_h = float(ra["gpu_hours"].sum())
-        else:
-            rec_h = gpu_h
-        diff = rec_h - sreport_gpu_hours
-        rel = abs(diff) / max(sreport_gpu_hours, 1e-9) if sreport_gpu_hours else (0.0 if rec_h == 0 else math.inf)
-        recon = {"window": rw.as_dict(), "jobs_gpu_hours": _num(rec_h),
-                 "sreport_gpu_hours": _num(sreport_gpu_hours),
-                 "difference": _num(diff), "relative": _num(rel) if math.isfinite(rel) else None,
-                 "flagged": bool(rel > RECONCILE_TOLERANCE),
-                 "jobs_provisional_or_clipped": sorted(
-                     runs.loc[runs["provisional"] | (runs["in_window_s"] < runs["run_s"]) & (runs["gpus"] > 0),
-                              "job_id"].astype(str).tolist())[:50]}
-
+        recon = reconcile(rows, runs, recon_window or window, float(sreport_gpu_hours), now=now)
     deltas = None
     if previous:
         deltas = {}
