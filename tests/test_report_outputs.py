@@ -204,3 +204,31 @@ def test_week_over_week_deltas():
     assert d["jobs"] == {"previous": 4, "change": -2, "relative": -0.5}
     assert d["gpu_hours"]["change"] == pytest.approx(4.0 - 8.0)
     assert d["cpu_hours"]["relative"] == pytest.approx((8.0 - 4.0) / 4.0)
+
+
+def test_energy_without_any_source_reads_unknown_not_zero(tmp_path):
+    # GPU and CPU jobs, no spool, ConsumedEnergyRaw 0, no TDP: nothing says how much energy
+    p = tmp_path / "noenergy.psv"
+    p.write_bytes(text([row(), row(JobID="102", AllocTRES="cpu=2,mem=1G")]))
+    out = tmp_path / "o"
+    res = run_cli(["report", "weekly", "--from-sacct", str(p), "--start", "2026-01-01", "-o", str(out),
+                   "--format", "json,md,html", "--pue", "1.5", "--price-per-kwh", "0.2"])
+    assert res.exit_code == 0, res.output
+    assert "energy unknown" in res.output and "0.00 kWh" not in res.output
+    rep = json.loads((out / "weekly.json").read_text())
+    t = rep["totals"]
+    assert t["energy_known"] is False
+    assert t["energy_kwh"] == 0.0 and set(t["energy_kwh_by_source"]) >= {"measured", "slurm", "modelled"}
+    assert t["energy_jobs_by_source"] == {"measured": 0, "slurm": 0, "modelled": 0, "none": 2}
+    assert t["facility_kwh"] is None and t["cost_total"] is None and t["co2e_kg"] is None
+    why = "unknown (no measurement, no Slurm energy, no GPU TDP in the profile)"
+    md, html = (out / "weekly.md").read_text(), (out / "weekly.html").read_text()
+    assert why in md and why in html
+    assert "0.0 kWh" not in html and "0 kWh" not in html
+    # one Slurm energy figure makes the energy known again
+    p.write_bytes(text([row(), row(JobID="102", AllocTRES="cpu=2,mem=1G", ConsumedEnergyRaw="3600000")]))
+    res = run_cli(["report", "weekly", "--from-sacct", str(p), "--start", "2026-01-01", "-o", str(out),
+                   "--format", "json", "--json"])
+    t = json.loads(res.output)["totals"]
+    assert t["energy_known"] is True and t["energy_kwh"] == pytest.approx(1.0)
+    assert t["energy_jobs_by_source"]["none"] == 1

@@ -52,6 +52,23 @@ def signed(x) -> str:
     return "–" if x is None else f"{x:+,.1f}"
 
 
+#: What the energy figures read when no job has any energy source.
+ENERGY_UNKNOWN = "unknown (no measurement, no Slurm energy, no GPU TDP in the profile)"
+
+
+def energy_known(report: dict) -> bool:
+    """False when no job in the report has an energy source (its 0 kWh is not a measurement)."""
+    return bool(report["totals"].get("energy_known", True))
+
+
+def kwh(report: dict, x, long: bool = False) -> str:
+    """An energy figure in kWh (unit included), or "unknown" when the report's energy is
+    unknown (``long``: with the reason)."""
+    if not energy_known(report):
+        return ENERGY_UNKNOWN if long else "unknown"
+    return "–" if x is None else f"{fmt(x)} kWh"
+
+
 def recon_text(rc: dict | None) -> str:
     """The reconciliation line (plain text; "" when there is none): per-job GPU-hours vs
     sreport over the whole hours sreport covers, the jobs to check when flagged, or why it was
@@ -92,7 +109,7 @@ def to_html(report: dict, limit: int = 25) -> str:
     img = {k: base64.b64encode(v).decode("ascii") for k, v in img.items()}
     return env.get_template("weekly.html.j2").render(
         r=report, img=img, f=fmt, pct=pct, dur=dur, signed=signed, title=title(report),
-        recon=recon_text(report.get("reconciliation")),
+        recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long),
         groups=_GROUPS, limit=limit, version=__version__)
 
 
@@ -111,13 +128,14 @@ def to_markdown(report: dict, limit: int = 25) -> str:
              f"Window {r['window']['start']} – {r['window']['end']} (UTC, end exclusive).", "",
              "## Totals", "",
              _md_table(["jobs", "GPU-hours", "CPU-hours", "wasted GPU-h", "utilization",
-                        "kWh", "kWh measured", "kWh slurm", "kWh modelled", "facility kWh",
+                        "energy", "measured", "slurm", "modelled", "facility energy",
                         "CO2e kg", "cost"],
                        [[t["jobs"], fmt(t["gpu_hours"]), fmt(t["cpu_hours"]), fmt(t["wasted_gpu_hours"]),
-                         pct(r["utilization"]["utilization"]), fmt(t["energy_kwh"]),
-                         fmt(t["energy_kwh_by_source"]["measured"]), fmt(t["energy_kwh_by_source"]["slurm"]),
-                         fmt(t["energy_kwh_by_source"]["modelled"]), fmt(t["facility_kwh"]),
+                         pct(r["utilization"]["utilization"]), kwh(r, t["energy_kwh"]),
+                         kwh(r, t["energy_kwh_by_source"]["measured"]), kwh(r, t["energy_kwh_by_source"]["slurm"]),
+                         kwh(r, t["energy_kwh_by_source"]["modelled"]), kwh(r, t["facility_kwh"]),
                          fmt(t["co2e_kg"]), f"{fmt(t['cost_total'])} {t['currency']}".strip()]]), "",
+             *([f"Energy: {ENERGY_UNKNOWN}.", ""] if not energy_known(r) else []),
              f"GPUs in use per hour: peak {fmt(r['hourly']['peak'])}, p95 {fmt(r['hourly']['p95'])}.", ""]
     if r.get("reconciliation"):
         rc = r["reconciliation"]
@@ -126,7 +144,8 @@ def to_markdown(report: dict, limit: int = 25) -> str:
         lines += [f"## By {name}", "", _md_table(
             [name, "jobs", "GPU-hours", "CPU-hours", "kWh", "wasted GPU-h"],
             [[g[col] or "(none)", g["jobs"], fmt(g["gpu_hours"]), fmt(g["cpu_hours"]),
-              fmt(g["energy_kwh"]), fmt(g["wasted_gpu_hours"])] for g in r[key][:limit]]), ""]
+              fmt(g["energy_kwh"]) if energy_known(r) else "unknown", fmt(g["wasted_gpu_hours"])]
+             for g in r[key][:limit]]), ""]
     lines += ["## Outcomes", "", _md_table(
         ["state", "jobs", "rows", "GPU-hours", "wasted GPU-h"],
         [[o["state"], o["jobs"], o["rows"], fmt(o["gpu_hours"]), fmt(o["wasted_gpu_hours"])]

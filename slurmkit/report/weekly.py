@@ -3,6 +3,9 @@
 :func:`build_report` is pure: it takes the typed row frame (sacct), the spool frame, the
 assumptions and optional capacity / down-time / sreport figures, and returns
 
+``totals.energy_known`` is False when no job has any energy source (``energy_kwh`` then reads
+0 but is unknown; facility kWh, CO2e and energy cost are None).
+
 ``{"window", "totals", "by_user", "by_account", "by_partition", "by_qos", "by_gpu_type",
 "outcomes", "queue_wait", "efficiency", "hourly", "utilization", "reconciliation",
 "assumptions", "energy_sources", "data_quality", "deltas"}`` — keys of the issue's JSON
@@ -127,19 +130,23 @@ def build_report(rows: pd.DataFrame, dq: DataQuality, window: Window, assumption
     kwh_src = {s: float(runs.loc[runs["energy_source"] == s, "energy_kwh"].sum())
                for s in ("measured", "slurm", "modelled")}
     kwh = sum(kwh_src.values())
-    money = E.costs(kwh, gpu_h, assumptions)
+    jobs_by_src = {s: int(keys[runs["energy_source"] == s].nunique())
+                   for s in ("measured", "slurm", "modelled", "none")}
+    # no job has any source (no spool record, no trusted ConsumedEnergyRaw, no TDP): the 0 kWh
+    # is not a measurement, so the figures built on it are unknown
+    energy_known = bool((runs["energy_source"] != "none").any())
+    money = E.costs(kwh if energy_known else None, gpu_h, assumptions)
     totals = {
         "jobs": int(keys.nunique()), "gpu_jobs": int(keys[runs["gpus"] > 0].nunique()),
         "allocation_rows": int(len(runs)), "requeued_attempts": int(runs["requeued_attempt"].sum()),
         "gpu_hours": _num(gpu_h), "cpu_hours": _num(cpu_h), "energy_kwh": _num(kwh),
         "energy_kwh_by_source": {k: _num(v) for k, v in kwh_src.items()},
+        "energy_known": energy_known, "energy_jobs_by_source": dict(jobs_by_src),
         "wasted_gpu_hours": _num(runs["waste_gpu_hours"].sum()),
         "pending_array_tasks": backlog, "pending_jobs": pending_jobs,
         "provisional_jobs": int(keys[runs["provisional"]].nunique()),
         **{k: (_num(v) if isinstance(v, float) else v) for k, v in money.items()},
     }
-    jobs_by_src = {s: int(keys[runs["energy_source"] == s].nunique())
-                   for s in ("measured", "slurm", "modelled", "none")}
 
     # outcomes
     outcomes = []
