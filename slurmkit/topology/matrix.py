@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 # PCIe distance, best first (nvidia-smi legend): a single bridge, several bridges, a host
 # bridge, between host bridges of one NUMA node, across the SMP interconnect.
-PCIE_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
+PCIE_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4, "SOC": 4}  # SOC: old drivers' name for SYS
 
 
 @dataclass
