@@ -293,3 +293,33 @@ def test_block_reader_repairs_and_lists_like_the_whole_file_reader(tmp_path):
     assert dq.rows_read == 5 and dq.rows_skipped == 2
     assert dq.repaired == {"delimiter inside JobName (joined)": 1, "bad UTF-8 (replaced by U+FFFD)": 1}
     assert {p_.line for p_ in dq.problems if not p_.counted} == {5, 6}
+
+
+def test_outcomes_count_each_job_once_by_final_state_and_requeued_attempts_apart():
+    rows = [row(JobID="300", State="REQUEUED", Start=T0 + 100, End=T0 + 1900, ElapsedRaw=1800),
+            row(JobID="300", Submit=T0 + 2000, Eligible=T0 + 2000, Start=T0 + 2100, End=T0 + 5700),
+            # preempted after a checkpoint, requeued, then completed: the attempt is waste
+            row(JobID="301", State="PREEMPTED", Start=T0 + 100, End=T0 + 1900, ElapsedRaw=1800),
+            row(JobID="301", Submit=T0 + 2000, Eligible=T0 + 2000, Start=T0 + 2100, End=T0 + 5700),
+            row(JobID="302", State="FAILED"),
+            row(JobID="303"),
+            # requeued, its next attempt still pending: the job is only its requeued attempt
+            row(JobID="304", State="REQUEUED", Start=T0 + 100, End=T0 + 1900, ElapsedRaw=1800),
+            row(JobID="304", State="PENDING", Submit=T0 + 2000, Eligible=T0 + 2000, Start="Unknown",
+                End="Unknown", ElapsedRaw=0)]
+    rep, _ = report(rows)
+    out = {o["state"]: o for o in rep["outcomes"]}
+    assert rep["totals"]["jobs"] == 5
+    assert sum(o["jobs"] for o in rep["outcomes"]) == rep["totals"]["jobs"]
+    assert out["COMPLETED"]["jobs"] == 3 and out["COMPLETED"]["attempts"] == 3
+    assert out["FAILED"]["jobs"] == 1
+    req = out["requeued attempts"]
+    assert req["attempts"] == 3 and req["jobs"] == 1
+    assert req["states"] == {"PREEMPTED": 1, "REQUEUED": 2}
+    assert req["gpu_hours"] == pytest.approx(3 * 2 * 0.5) == req["wasted_gpu_hours"]
+    assert "REQUEUED" not in out and "PREEMPTED" not in out
+    assert rep["totals"]["requeued_attempts"] == 3
+    assert rep["totals"]["wasted_gpu_hours"] == pytest.approx(3 * 2 * 0.5 + 2 * 1.0)
+    from slurmkit.report.render import to_html, to_markdown
+    assert "| requeued attempts (PREEMPTED 1, REQUEUED 2) | 1 | 3 |" in to_markdown(rep)
+    assert "requeued attempts (PREEMPTED 1, REQUEUED 2)</td><td>1</td><td>3</td>" in to_html(rep)

@@ -90,6 +90,13 @@ def recon_text(rc: dict | None) -> str:
     return f"{head} ({apart}, over 1 %: {check}).{note}"
 
 
+def outcome_label(o: dict) -> str:
+    """An outcomes line's name: the final state, or "requeued attempts (REQUEUED 1, PREEMPTED 1)"."""
+    if o.get("states"):
+        return f"{o['state']} ({', '.join(f'{k} {v}' for k, v in o['states'].items())})"
+    return o["state"]
+
+
 def title(report: dict) -> str:
     c = f" — {report['cluster']}" if report.get("cluster") else ""
     return f"GPU cluster weekly report{c}: {report['window']['start'][:10]} to {report['window']['end'][:10]}"
@@ -109,7 +116,7 @@ def to_html(report: dict, limit: int = 25) -> str:
     img = {k: base64.b64encode(v).decode("ascii") for k, v in img.items()}
     return env.get_template("weekly.html.j2").render(
         r=report, img=img, f=fmt, pct=pct, dur=dur, signed=signed, title=title(report),
-        recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long),
+        outcome_label=outcome_label, recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long),
         groups=_GROUPS, limit=limit, version=__version__)
 
 
@@ -147,9 +154,11 @@ def to_markdown(report: dict, limit: int = 25) -> str:
               fmt(g["energy_kwh"]) if energy_known(r) else "unknown", fmt(g["wasted_gpu_hours"])]
              for g in r[key][:limit]]), ""]
     lines += ["## Outcomes", "", _md_table(
-        ["state", "jobs", "rows", "GPU-hours", "wasted GPU-h"],
-        [[o["state"], o["jobs"], o["rows"], fmt(o["gpu_hours"]), fmt(o["wasted_gpu_hours"])]
-         for o in r["outcomes"]]), "",
+        ["outcome", "jobs", "attempts", "GPU-hours", "wasted GPU-h"],
+        [[outcome_label(o), o["jobs"], o.get("attempts", o["rows"]), fmt(o["gpu_hours"]),
+          fmt(o["wasted_gpu_hours"])] for o in r["outcomes"]]), "",
+        "Jobs by final state (they sum to the total); requeued attempts are the earlier attempts "
+        "of requeued jobs, all wasted.", "",
         "## Queue wait (Start − Eligible)", "", _md_table(
         ["partition", "GPUs", "jobs", "p50", "p90", "p95"],
         [[q["partition"] or "(none)", q["gpu_bucket"], q["n"], dur(q["p50_s"]), dur(q["p90_s"]),

@@ -8,7 +8,8 @@ row per attempt; ``jobs`` counts distinct ``(cluster, key_id)``) with
 - ``in_window_s``: ``run_s`` scaled by the share of [Start, End) inside the window
   (a running job's End is ``now``)
 - ``gpu_hours`` = gpus × in_window_s / 3600, ``cpu_hours`` = NCPUS × in_window_s / 3600
-- ``wasted``: bool, outcome wastes its GPU-hours (:data:`WASTE_STATES`)
+- ``wasted``: bool, outcome wastes its GPU-hours (:data:`WASTE_STATES`, or a requeued attempt)
+- ``final_attempt`` / ``requeued_attempt``: the job's last attempt (by Start) / an earlier one
 - ``wait_s``: Start − Eligible (Submit when Eligible is unknown), for jobs started in the window
 - ``step_mem_mib``: the largest step's memory use (TRESUsageInTot mem / MaxRSS), as seff does
 - ``step_gpu_util_pct``: elapsed-weighted mean of the steps' gres/gpuutil (extern excluded)
@@ -153,8 +154,18 @@ def allocations(rows: pd.DataFrame, start, end, dq: DataQuality, now=None,
         allocs[name] = arr[jc]
     allocs["gpu_hours"] = allocs["gpus"] * allocs["in_window_s"] / 3600.0
     allocs["cpu_hours"] = allocs["ncpus"].fillna(0) * allocs["in_window_s"] / 3600.0
-    allocs["wasted"] = allocs["state"].isin(WASTE_STATES)
-    allocs["requeued_attempt"] = allocs["state"] == "REQUEUED"
+    # a requeued job has one row per attempt (same job code): all but the last (by Start, a
+    # pending attempt last) are requeued attempts, whatever their state (REQUEUED, PREEMPTED
+    # with a checkpoint, NODE_FAIL): their GPU-hours are waste
+    final = np.ones(len(allocs), bool)
+    dup = allocs["job_code"].duplicated(keep=False).to_numpy()
+    if dup.any():
+        d = allocs[dup].sort_values(["job_code", "start", "submit"], na_position="last", kind="stable")
+        last = ~d["job_code"].duplicated(keep="last").to_numpy()
+        final[allocs.index.get_indexer(d.index)] = last
+    allocs["final_attempt"] = final
+    allocs["requeued_attempt"] = ~final
+    allocs["wasted"] = allocs["state"].isin(WASTE_STATES) | ~final
     ready = allocs["eligible"].fillna(allocs["submit"])
     started_in = allocs["start"].notna() & (allocs["start"] >= start) & (allocs["start"] < end)
     allocs["wait_s"] = (allocs["start"] - ready).dt.total_seconds().clip(lower=0).where(started_in)

@@ -25,6 +25,10 @@ from slurmkit.report import energy as E
 from slurmkit.report.usage import allocations, hourly_gpus
 from slurmkit.report.window import Window, iso_z
 
+#: The outcomes line of earlier attempts of requeued jobs (their ``attempts``; ``jobs`` only
+#: counts a job whose later attempt is not in the window).
+REQUEUED_LINE = "requeued attempts"
+
 #: How far apart per-job GPU-hours and sreport may be before the reconciliation is flagged.
 RECONCILE_TOLERANCE = 0.01
 
@@ -148,13 +152,22 @@ def build_report(rows: pd.DataFrame, dq: DataQuality, window: Window, assumption
         **{k: (_num(v) if isinstance(v, float) else v) for k, v in money.items()},
     }
 
-    # outcomes
+    # outcomes: each job once, on the line of its last attempt in the window (by final state);
+    # earlier attempts of requeued jobs on their own line, counted as attempts
     outcomes = []
-    for state, g in runs.groupby("state", sort=True):
-        outcomes.append({"state": state, "rows": int(len(g)),
-                         "jobs": int(g["job_code"].nunique()),
-                         "gpu_hours": _num(g["gpu_hours"].sum()),
-                         "wasted_gpu_hours": _num(g["waste_gpu_hours"].sum())})
+    last = ~runs.sort_values(["job_code", "start"], na_position="last", kind="stable")[
+        "job_code"].duplicated(keep="last")
+    last = last.reindex(runs.index)
+    line = runs["state"].astype(str).where(~runs["requeued_attempt"], REQUEUED_LINE)
+    for state, g in runs.assign(_line=line, _last=last).groupby("_line", sort=True):
+        o = {"state": state, "jobs": int(g.loc[g["_last"], "job_code"].nunique()),
+             "attempts": int(len(g)), "rows": int(len(g)),
+             "gpu_hours": _num(g["gpu_hours"].sum()),
+             "wasted_gpu_hours": _num(g["waste_gpu_hours"].sum())}
+        if state == REQUEUED_LINE:
+            o["states"] = {str(k): int(v) for k, v in g["state"].astype(str).value_counts().sort_index().items()}
+        outcomes.append(o)
+    outcomes.sort(key=lambda o: o["state"] == REQUEUED_LINE)
 
     # queue wait by partition x GPU bucket
     waits = []
