@@ -75,7 +75,7 @@ def test_json_keys_and_values(capture, tmp_path):
     with open(out / "by_user.csv") as fh:
         csv_users = {r["user"]: r for r in csv.DictReader(fh)}
     assert float(csv_users["bob"]["gpu_hours"]) == pytest.approx(4.0)
-    assert "| bob | 2 | 4.0 |" in (out / "weekly.md").read_text()
+    assert "| bob | 2 | 4.00 |" in (out / "weekly.md").read_text()
     assert len(pd.read_parquet(out / "jobs.parquet")) == 3
 
 
@@ -232,3 +232,21 @@ def test_energy_without_any_source_reads_unknown_not_zero(tmp_path):
     t = json.loads(res.output)["totals"]
     assert t["energy_known"] is True and t["energy_kwh"] == pytest.approx(1.0)
     assert t["energy_jobs_by_source"]["none"] == 1
+
+
+def test_small_and_large_numbers_stay_readable(tmp_path):
+    from slurmkit.report.render import fmt, pct
+    assert [fmt(v) for v in (0.229, 0.0451, 0.000382, 4.0, 12.345, 242.1, 12345.6, 1234567)] == \
+        ["0.229", "0.0451", "0.000382", "4.00", "12.3", "242", "12,346", "1,234,567"]
+    assert (pct(0.1526), pct(1.0), pct(0.00045), pct(12.5)) == ("15.3 %", "100 %", "0.0450 %", "1,250 %")
+    # a small cluster's week: one 1-GPU job of 825 s -> 0.229 GPU-hours, 0.0451 kWh (Slurm)
+    p = tmp_path / "small.psv"
+    p.write_bytes(text([row(AllocTRES="cpu=1,gres/gpu=1,node=1", NCPUS=1, ElapsedRaw=825,
+                            End=T0 + 600 + 825, ConsumedEnergyRaw=str(round(0.0451 * 3.6e6)))]))
+    out = tmp_path / "o"
+    res = run_cli(["report", "weekly", "--from-sacct", str(p), "--start", "2026-01-01", "-o", str(out),
+                   "--format", "md,html"])
+    assert res.exit_code == 0, res.output
+    md, html = (out / "weekly.md").read_text(), (out / "weekly.html").read_text()
+    assert "| alice | 1 | 0.229 | 0.229 | 0.0451 | 0 |" in md
+    assert "<td>0.229</td>" in html and "0.0451 kWh" in html

@@ -23,18 +23,33 @@ _GROUPS = [("user", "by_user", "user"), ("account", "by_account", "account"),
            ("GPU type", "by_gpu_type", "gpu_type")]
 
 
-def fmt(x, nd: int = 1) -> str:
-    """A number for people: thousands separators, ``nd`` decimals; "–" for None."""
+def fmt(x, sig: int = 3) -> str:
+    """A number for people: ``sig`` significant digits for small values (0.229, 0.0451, 4.00,
+    12.3), whole numbers with thousands separators from 100 up (242, 12,345); "–" for None/NaN.
+    Integers are printed exactly (1,234)."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
+    if isinstance(x, (bool,)):
+        return str(x)
     if isinstance(x, int):
         return f"{x:,}"
-    return f"{x:,.{nd}f}"
+    x = float(x)
+    if x == 0:
+        return "0"
+    if math.isinf(x):
+        return "∞" if x > 0 else "-∞"
+    r = float(f"{x:.{sig}g}")          # rounded first: 99.96 -> 100, not 100.0
+    digits = sig - 1 - math.floor(math.log10(abs(r)))
+    if digits <= 0:
+        return f"{x:,.0f}"
+    if digits > 9:
+        return f"{x:.{sig}g}"
+    return f"{r:,.{digits}f}"
 
 
 def pct(x) -> str:
-    """A ratio as a percentage ("–" for None)."""
-    return "–" if x is None else f"{100.0 * x:.1f} %"
+    """A ratio as a percentage with the same digits as :func:`fmt` ("–" for None)."""
+    return "–" if x is None else f"{fmt(100.0 * float(x))} %"
 
 
 def dur(s) -> str:
@@ -49,7 +64,10 @@ def dur(s) -> str:
 
 
 def signed(x) -> str:
-    return "–" if x is None else f"{x:+,.1f}"
+    """A change with its sign (+0.229, -1,234) ("–" for None)."""
+    if x is None:
+        return "–"
+    return ("+" if float(x) >= 0 else "") + fmt(x)
 
 
 #: What the energy figures read when no job has any energy source.
