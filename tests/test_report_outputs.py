@@ -250,3 +250,14 @@ def test_small_and_large_numbers_stay_readable(tmp_path):
     md, html = (out / "weekly.md").read_text(), (out / "weekly.html").read_text()
     assert "| alice | 1 | 0.229 | 0.229 | 0.0451 | 0 |" in md
     assert "<td>0.229</td>" in html and "0.0451 kWh" in html
+
+
+@pytest.mark.parametrize("flag,origin", [([], "default"), (["--trust-slurm-energy"], "--trust-slurm-energy"),
+                                         (["--no-trust-slurm-energy"], "--no-trust-slurm-energy")])
+def test_trust_slurm_energy_origin_says_default_unless_given(capture, tmp_path, flag, origin):
+    res = run_cli(["report", "weekly", "--json", "--from-sacct", str(capture), "--start", "2026-01-01",
+                   "-o", str(tmp_path / "o"), "--format", "json", *flag])
+    assert res.exit_code == 0, res.output
+    a = json.loads(res.output)["assumptions"]
+    assert a["origin"]["trust_slurm_energy"] == origin
+    assert a["trust_slurm_energy"] is (flag != ["--no-trust-slurm-energy"])

@@ -140,7 +140,14 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
             setattr(a, key, val)
             a.origin[key] = "--" + key.replace("_", "-").replace("default-tdp-w", "gpu-tdp-w")
     a.trust_slurm = trust_slurm_energy
-    a.origin["trust_slurm_energy"] = "--trust-slurm-energy" if trust_slurm_energy else "--no-trust-slurm-energy"
+    from click.core import ParameterSource
+
+    if ctx.get_parameter_source("trust_slurm_energy") in (ParameterSource.COMMANDLINE,
+                                                          ParameterSource.ENVIRONMENT):
+        a.origin["trust_slurm_energy"] = ("--trust-slurm-energy" if trust_slurm_energy
+                                          else "--no-trust-slurm-energy")
+    else:
+        a.origin["trust_slurm_energy"] = "default"
 
     spool_df, spool_problems = None, []
     spool_path = spool or ("/var/spool/slurmkit" if os.path.isdir("/var/spool/slurmkit") else None)
