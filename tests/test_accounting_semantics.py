@@ -323,3 +323,29 @@ def test_outcomes_count_each_job_once_by_final_state_and_requeued_attempts_apart
     from slurmkit.report.render import to_html, to_markdown
     assert "| requeued attempts (PREEMPTED 1, REQUEUED 2) | 1 | 3 |" in to_markdown(rep)
     assert "requeued attempts (PREEMPTED 1, REQUEUED 2)</td><td>1</td><td>3</td>" in to_html(rep)
+
+
+def test_memory_and_cpu_efficiency_of_each_requeued_attempt_use_its_own_steps():
+    alloc = dict(AllocTRES="cpu=4,gres/gpu=2,mem=2048M,node=2", NNodes=2, TotalCPU="00:00:00")
+    rows = [row(JobID="300", State="REQUEUED", Start=T0 + 100, End=T0 + 1900, ElapsedRaw=1800, **alloc),
+            row(JobID="300.0", User="", Start=T0 + 101, End=T0 + 1900, ElapsedRaw=1799,
+                TRESUsageInTot="cpu=00:10:00,mem=1900M", TotalCPU="00:10:00"),
+            row(JobID="300", Submit=T0 + 2000, Eligible=T0 + 2000, Start=T0 + 2100, End=T0 + 5700, **alloc),
+            row(JobID="300.0", User="", Start=T0 + 2101, End=T0 + 5700, ElapsedRaw=3599,
+                TRESUsageInTot="cpu=00:20:00,mem=1000M", TotalCPU="00:20:00")]
+    rep, allocs = report(rows)
+    a = allocs.set_index("state")
+    # the largest step of each attempt against the attempt's 2 x 1024 MiB (seff's rule)
+    assert a.loc["REQUEUED", "mem_eff"] == pytest.approx(1900 / 2048)
+    assert a.loc["COMPLETED", "mem_eff"] == pytest.approx(1000 / 2048)
+    assert a.loc["COMPLETED", "cpu_eff"] == pytest.approx(1200 / (3600 * 4))
+    assert a.loc["REQUEUED", "cpu_eff"] == pytest.approx(600 / (1800 * 4))
+    assert rep["efficiency"]["memory_efficiency_median"] == pytest.approx((1900 + 1000) / 2 / 2048)
+    assert rep["data_quality"]["rows_skipped"] == 0
+    assert rep["efficiency"]["allocations_over_memory"] == 0
+    over, _ = report([row(AllocTRES="cpu=4,gres/gpu=2,mem=1024M,node=1"),
+                      row(JobID="100.0", User="", TRESUsageInTot="mem=1536M")])
+    assert over["efficiency"]["memory_efficiency_median"] == pytest.approx(1.5)
+    assert over["efficiency"]["allocations_over_memory"] == 1
+    from slurmkit.report.render import to_markdown
+    assert "1 allocation(s) used more memory than allocated" in to_markdown(over)

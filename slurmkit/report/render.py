@@ -108,6 +108,16 @@ def recon_text(rc: dict | None) -> str:
     return f"{head} ({apart}, over 1 %: {check}).{note}"
 
 
+def memory_note(e: dict) -> str:
+    """Why memory efficiency can exceed 100 % ("" when no allocation did)."""
+    n = e.get("allocations_over_memory") or 0
+    if not n:
+        return ""
+    return (f"{n} allocation(s) used more memory than allocated (largest step's TRESUsageInTot "
+            f"mem vs AllocTRES mem): the limit was not enforced (no cgroup ConstrainRAMSpace), "
+            f"and jobacct_gather/linux counts shared pages in every process's RSS.")
+
+
 def outcome_label(o: dict) -> str:
     """An outcomes line's name: the final state, or "requeued attempts (REQUEUED 1, PREEMPTED 1)"."""
     if o.get("states"):
@@ -134,7 +144,7 @@ def to_html(report: dict, limit: int = 25) -> str:
     img = {k: base64.b64encode(v).decode("ascii") for k, v in img.items()}
     return env.get_template("weekly.html.j2").render(
         r=report, img=img, f=fmt, pct=pct, dur=dur, signed=signed, title=title(report),
-        outcome_label=outcome_label, recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long),
+        outcome_label=outcome_label, memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long),
         groups=_GROUPS, limit=limit, version=__version__)
 
 
@@ -185,7 +195,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
     lines += ["## Efficiency", "",
               f"CPU {pct(e['cpu_efficiency'])}, median memory {pct(e['memory_efficiency_median'])}, "
               f"GPU utilization {fmt(e['gpu_util_pct_weighted'])} %, GPU-hours at ~0 % utilization "
-              f"{fmt(e['gpu_hours_near_zero_util'])}.", "", "## Assumptions", "",
+              f"{fmt(e['gpu_hours_near_zero_util'])}. {memory_note(e)}".rstrip(), "", "## Assumptions", "",
               _md_table(["assumption", "value", "from"],
                         [[k, v if v is not None else "not set", r["assumptions"]["origin"].get(k, "")]
                          for k, v in r["assumptions"].items() if k != "origin"]), ""]

@@ -42,7 +42,7 @@ def gpu_bucket(gpus: pd.Series) -> pd.Series:
 
 
 def _step_usage(code: np.ndarray, steps: pd.DataFrame, ncodes: int) -> dict:
-    """Per-allocation step aggregates indexed by job code: largest step memory (MiB), the
+    """Per-allocation step aggregates indexed by ``code`` (the attempt's position): largest step memory (MiB), the
     elapsed-weighted mean gres/gpuutil of non-extern steps (percent), summed TotalCPU (s)."""
     mem = np.full(ncodes, np.nan)
     uw = np.zeros(ncodes)
@@ -66,6 +66,35 @@ def _step_usage(code: np.ndarray, steps: pd.DataFrame, ncodes: int) -> dict:
         util_mean = np.where(w > 0, uw / w, np.nan)
     return {"step_mem_mib": mem, "step_gpu_util_pct": util_mean,
             "step_cpu_s": np.where(has_cpu, cpu, np.nan)}
+
+
+def attempt_of_steps(alloc_code: np.ndarray, alloc_start: pd.Series, step_code: np.ndarray,
+                     step_start: pd.Series, tolerance_s: int = 5) -> np.ndarray:
+    """For each step row, the position of its allocation attempt among the allocation rows:
+    the attempt of the same job code that started last at or before the step's Start (+
+    ``tolerance_s``); a step without Start goes to the job's last attempt, one that starts
+    before every attempt to the first. Vectorised (one sort, one ``searchsorted``): a requeued
+    job's attempts share the job code, but each attempt's steps are its own (memory and CPU of
+    attempt 1 are not attempt 2's)."""
+    big = np.int64(1) << 33   # epoch seconds fit below 2**33 until the year 2242
+
+    def key(code, start, add=0):
+        t = start.to_numpy(dtype="datetime64[s]", na_value=np.datetime64("NaT")).astype(np.int64)
+        sec = np.where(start.isna().to_numpy(), big - 1, np.clip(t + add, 0, big - 2))
+        return code.astype(np.int64) * big + sec
+
+    if not len(step_code):
+        return np.zeros(0, np.int64)
+    ak = key(alloc_code, alloc_start)
+    order = np.argsort(ak, kind="stable")
+    aks = ak[order]
+    i = np.searchsorted(aks, key(step_code, step_start, tolerance_s), side="right") - 1
+    pos = order[np.clip(i, 0, None)]
+    bad = (i < 0) | (alloc_code[pos] != step_code)
+    if bad.any():
+        first = np.searchsorted(aks, step_code[bad].astype(np.int64) * big, side="left")
+        pos[bad] = order[np.clip(first, 0, len(order) - 1)]
+    return pos
 
 
 def job_codes(rows: pd.DataFrame) -> tuple[np.ndarray, int]:
@@ -99,7 +128,7 @@ def allocations(rows: pd.DataFrame, start, end, dq: DataQuality, now=None,
     codes, ncodes = job_codes(rows)
     allocs = rows[~is_step]
     allocs.insert(len(allocs.columns), "job_code", codes[~is_step])
-    step_cols = ["step", "mem_used_mib", "gpu_util_pct", "elapsed_s", "total_cpu_s"]
+    step_cols = ["step", "start", "mem_used_mib", "gpu_util_pct", "elapsed_s", "total_cpu_s"]
     steps = rows.loc[is_step, step_cols]
     scode = codes[is_step]
 
@@ -141,17 +170,18 @@ def allocations(rows: pd.DataFrame, start, end, dq: DataQuality, now=None,
             dq.skip("no Submit/Start/End time", 0, source or "input", None, f"JobID {jid}")
         dq.skip("no Submit/Start/End time", n_unknown)
     n_out = int((~keep & ~unknown).sum())
-    if not keep.all():
-        allocs = allocs[keep]
+    # each step belongs to one attempt (a requeued job's attempts share the job code)
+    spos = attempt_of_steps(allocs["job_code"].to_numpy(), allocs["start"], scode, steps["start"])
+    keep_a = keep.to_numpy(bool)
+    if not keep_a.all():
+        allocs = allocs[keep_a]
     # steps of allocations outside the window go with them
-    inside = np.zeros(ncodes, bool)
-    inside[allocs["job_code"].to_numpy()] = True
-    step_in = inside[scode]
+    step_in = keep_a[spos]
     dq.skip("outside the window", n_out + int((~step_in).sum()))
-    agg = _step_usage(scode[step_in], steps[step_in], ncodes)
-    jc = allocs["job_code"].to_numpy()
+    agg = _step_usage(spos[step_in], steps[step_in], len(keep_a))
+    kept = np.flatnonzero(keep_a)
     for name, arr in agg.items():
-        allocs[name] = arr[jc]
+        allocs[name] = arr[kept]
     allocs["gpu_hours"] = allocs["gpus"] * allocs["in_window_s"] / 3600.0
     allocs["cpu_hours"] = allocs["ncpus"].fillna(0) * allocs["in_window_s"] / 3600.0
     # a requeued job has one row per attempt (same job code): all but the last (by Start, a

@@ -188,6 +188,7 @@ def build_report(rows: pd.DataFrame, dq: DataQuality, window: Window, assumption
     efficiency = {
         "cpu_efficiency": _num(cpu_num / cpu_den) if cpu_den > 0 else None,
         "memory_efficiency_median": _num(done["mem_eff"].median()) if done["mem_eff"].notna().any() else None,
+        "allocations_over_memory": int((done["mem_eff"] > 1.0).sum()),
         "gpu_util_pct_weighted": _num((gu_g * gpu_runs["gpu_hours"]).sum() / known) if known > 0 else None,
         "gpu_hours_with_util": _num(known),
         "gpu_hours_near_zero_util": _num(idle),
