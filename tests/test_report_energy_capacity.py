@@ -234,3 +234,15 @@ def test_reconciliation_is_clipped_to_sreports_span_and_names_the_jobs():
     for out in (html, md):
         assert "over 1 %: check jobs 101 (1 GPU-h, cut by the span), 100 (2 GPU-h)" in out
         assert "(50.0 % apart" in out or "(50 % apart" in out
+
+
+def test_measured_energy_of_a_job_that_ran_under_a_second_counts(tmp_path):
+    # sacct says ElapsedRaw 0 (Start == End); its prolog/epilog still measured 0.5 kWh
+    spool = _spool(tmp_path, [{"v": 1, "job_id": "100", "node": "n1", "start_s": T0 + 600.2,
+                               "end_s": T0 + 600.6, "source": "measured",
+                               "energy_mj_total": 1_800_000_000}])
+    sp, _ = read_spool(str(spool))
+    f, dq = _frame([row(State="FAILED", End=T0 + 600, ElapsedRaw=0)])
+    rep, allocs = build_report(f, dq, WEEK, Assumptions(default_tdp_w=700.0), spool=sp, now=NOW)
+    assert allocs.loc[0, "energy_source"] == "measured"
+    assert rep["totals"]["energy_kwh_by_source"]["measured"] == pytest.approx(0.5)

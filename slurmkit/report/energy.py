@@ -181,7 +181,9 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
     back to Slurm or the model — never both measured and modelled. Adds the columns in place
     and returns the same frame."""
     out = allocs  # columns are added in place (the frame is the caller's working copy)
-    share = (out["in_window_s"] / out["run_s"]).where(out["run_s"] > 0, 0.0).fillna(0.0)
+    # share of the run inside the window; a job that ran under a second (ElapsedRaw 0) and is in
+    # the frame lies in the window: all of its measured / Slurm energy counts
+    share = (out["in_window_s"] / out["run_s"]).where(out["run_s"] > 0, 1.0).fillna(0.0)
     kwh = pd.Series(np.nan, index=out.index, dtype="float64")
     src = pd.Series("none", index=out.index, dtype="object")
     out["spool_gpu_util_pct"] = np.nan
