@@ -41,12 +41,22 @@ def _num_np(a: pa.ChunkedArray, pattern=r"^[0-9]+(\.[0-9]+)?$") -> np.ndarray:
     return vals.to_numpy(zero_copy_only=False).astype("float64", copy=False)
 
 
+#: Values :func:`_dict_apply` looks at (at each end of a column) before hashing all of it.
+_SAMPLE = 8192
+
+
 def _dict_apply(a: pa.ChunkedArray, fn, max_share: float = 0.5):
     """Apply ``fn`` (Arrow string array -> tuple of numpy float arrays / Arrow arrays) to the
     distinct values of ``a`` only and expand the results back by index: sacct columns repeat
     their values (states, TRES strings, durations), so this parses each value once. Falls back
     to ``fn(a)`` when more than ``max_share`` of the values are distinct."""
     arr = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+    if len(arr) > 4 * _SAMPLE:
+        # mostly distinct values (step usage strings): skip the hash table over the whole column
+        head = pc.dictionary_encode(arr.slice(0, _SAMPLE)).dictionary
+        tail = pc.dictionary_encode(arr.slice(len(arr) - _SAMPLE)).dictionary
+        if max(len(head), len(tail)) > max_share * _SAMPLE:
+            return fn(pa.chunked_array([arr]))
     enc = pc.dictionary_encode(arr)
     uniq = enc.dictionary
     if len(uniq) > max_share * max(len(arr), 1):
@@ -88,7 +98,7 @@ def parse_times(s, tz: str = "UTC") -> pd.Series:
     TZ=UTC). ``Unknown`` / ``None`` / empty -> NaT.
     """
     a = pc.utf8_trim_whitespace(_arrow(s))
-    digits = pc.fill_null(pc.match_substring_regex(a, r"^[0-9]{1,12}$"), False)
+    digits = pc.fill_null(pc.and_(pc.ascii_is_decimal(a), pc.less_equal(pc.binary_length(a), 12)), False)
     epoch = pc.cast(pc.if_else(digits, a, _NULL), pa.int64())
     secs = epoch.to_numpy(zero_copy_only=False)
     secs = np.where(pd.isna(secs), np.nan, secs).astype("float64")
@@ -189,8 +199,19 @@ def parse_mem_mib(s, bare: str = "M") -> tuple[pd.Series, pd.Series]:
 
 
 def _tres_arrow(a: pa.ChunkedArray, key: str) -> pa.ChunkedArray:
-    pat = r"(?:^|,)" + re.escape(key).replace("\\/", "/") + r"=(?P<v>[^,]*)"
-    return _field(pc.extract_regex(a, pat), "v")
+    """The value after ``key=`` of the first comma-separated entry that starts with it (null
+    when none): split on commas, no regular expression (TRES usage strings are mostly distinct,
+    so this runs over every row)."""
+    arr = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+    lists = pc.split_pattern(arr, ",")
+    flat = pc.list_flatten(lists)
+    prefix = key + "="
+    hit = pc.starts_with(flat, prefix)
+    parent = pc.filter(pc.list_parent_indices(lists), hit).to_numpy(zero_copy_only=False)
+    vals = pc.utf8_slice_codeunits(pc.filter(flat, hit), len(prefix))
+    pick = np.full(len(arr), -1, dtype=np.int64)
+    pick[parent[::-1]] = np.arange(len(parent) - 1, -1, -1)  # the first entry wins
+    return pa.chunked_array([pc.take(vals, pa.array(pick, mask=pick < 0))], pa.string())
 
 
 def tres_value(s, key: str) -> pd.Series:
