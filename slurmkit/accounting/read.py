@@ -295,28 +295,67 @@ def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | No
         bad.append((row.actual_columns, row.text))
         return "skip"
 
-    def gen():
-        reader = pacsv.open_csv(
-            p, read_options=pacsv.ReadOptions(column_names=col_names, skip_rows=1 if header else 0,
-                                               block_size=block_bytes),
+    def read_block(buf, typ):
+        return pacsv.read_csv(
+            pa.py_buffer(buf),
+            read_options=pacsv.ReadOptions(column_names=col_names, block_size=4 << 20),
             parse_options=pacsv.ParseOptions(delimiter=delim, quote_char=False, double_quote=False,
                                              escape_char=False, newlines_in_values=False,
                                              ignore_empty_lines=True, invalid_row_handler=on_invalid),
-            convert_options=pacsv.ConvertOptions(column_types={n: pa.binary() for n in col_names},
-                                                 strings_can_be_null=False))
+            convert_options=pacsv.ConvertOptions(column_types={n: typ for n in col_names},
+                                                 check_utf8=True, strings_can_be_null=False))
+
+    def blocks():
+        """The file's bytes in blocks of about ``block_bytes`` that end at a newline (the
+        header line dropped)."""
+        with open(p, "rb") as fh:
+            if header:
+                fh.readline()
+            rest = b""
+            while True:
+                buf = fh.read(block_bytes)
+                if not buf:
+                    if rest:
+                        yield rest
+                    return
+                buf = rest + buf if rest else buf
+                cut = buf.rfind(b"\n") + 1
+                if cut == 0:
+                    rest = buf
+                    continue
+                rest = buf[cut:]
+                yield memoryview(buf)[:cut]
+
+    def gen():
         nrows = 0
         repaired: list[str] = []
-        for batch in reader:
-            t = pa.Table.from_batches([batch])
+        for buf in blocks():
+            # each block is split by pyarrow's multithreaded reader straight into UTF-8
+            # strings; a block with bad UTF-8 is split again as bytes and repaired per value
+            nbad = len(bad)
+            try:
+                t = read_block(buf, pa.string())
+            except pa.ArrowInvalid as exc:
+                if "UTF8" not in str(exc).upper().replace("-", ""):
+                    raise AccountingInputError(path, None, f"cannot split the text: {exc}") from None
+                del bad[nbad:]
+                t = read_block(buf, pa.binary())
+                cols = []
+                for name in t.column_names:
+                    col, badpos = _repair_column(t.column(name))
+                    cols.append(col)
+                    repaired += [f"{name}={col[i].as_py()}" for i in badpos]
+                t = pa.table(dict(zip(t.column_names, cols)))
+            if len(bad) > nbad + 1:
+                # the multithreaded reader reports bad rows in any order: keep the file's order
+                data = buf.obj
+                bad[nbad:] = sorted(bad[nbad:], key=lambda b: data.find(
+                    b[1].encode("utf-8", errors="surrogateescape")))
+            del buf
             if trailing:
                 t = t.drop_columns(["_trailing"])
-            cols = []
-            for name in t.column_names:
-                col, badpos = _repair_column(t.column(name))
-                cols.append(col)
-                repaired += [f"{name}={col[i].as_py()}" for i in badpos]
             nrows += t.num_rows
-            yield pa.table(dict(zip(t.column_names, cols)))
+            yield t
         dq.rows_read = nrows + len(bad)
         if nrows == 0 and bad:
             raise AccountingInputError(path, None, f"rows have {bad[0][0] - (1 if trailing else 0)} fields "
