@@ -99,7 +99,8 @@ def _typed(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
         c = col(*fields)
         if c is None:
             return pd.Series(np.full(n, np.nan))
-        return pd.Series(P._num_np(pc.utf8_trim_whitespace(c), r"^-?[0-9]+(\.[0-9]+)?$"))
+        (v,) = P._dict_apply(c, lambda x: (P._num_np(pc.utf8_trim_whitespace(x), r"^-?[0-9]+(\.[0-9]+)?$"),))
+        return pd.Series(v)
 
     empty = pa.chunked_array([pa.array([""] * n, pa.string())])
     out = pd.DataFrame(index=pd.RangeIndex(n))
@@ -111,7 +112,7 @@ def _typed(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
     out["job_id"] = P._str_series(jid)
     rawid = col("JobIDRaw")
     if rawid is not None:
-        raw_alloc = P._str_series(pc.replace_substring_regex(rawid, r"\..*$", ""))
+        raw_alloc = P._str_series(P.before_dot(rawid))
         out["key_id"] = raw_alloc.where(raw_alloc != "", ids["alloc_id"])
     else:
         out["key_id"] = ids["alloc_id"]

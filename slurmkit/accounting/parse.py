@@ -279,6 +279,13 @@ def _gpus_arrow(a: pa.ChunkedArray):
     return gpus, gtype
 
 
+def before_dot(s, last: bool = False) -> pa.ChunkedArray:
+    """The text before the first (``last``: the last) ``.`` of each value (the whole value when
+    it has none): a JobID without its step. A split, not a regular expression."""
+    parts = pc.split_pattern(_arrow(s), ".", max_splits=1, reverse=last)
+    return pc.list_element(parts, 0)
+
+
 _JOBID = (r"^(?P<base>[0-9]+)(?:_(?P<task>[0-9]+|\[[^\]]*\]))?(?:\+(?P<het>[0-9]+))?"
           r"(?:\.(?P<step>[A-Za-z0-9_\-]+))?$")
 
@@ -292,7 +299,7 @@ def parse_job_ids(s) -> pd.DataFrame:
     parts = pc.extract_regex(a, _JOBID)
     valid = pc.fill_null(pc.is_valid(parts), False)
     step = pc.fill_null(_field(parts, "step"), "")
-    alloc = pc.if_else(pc.not_equal(step, ""), pc.replace_substring_regex(a, r"\.[^.]*$", ""), a)
+    alloc = pc.if_else(pc.not_equal(step, ""), before_dot(a, last=True), a)
     return pd.DataFrame({
         "base": _str_series(_field(parts, "base"), idx),
         "array_task": _str_series(_field(parts, "task"), idx),
