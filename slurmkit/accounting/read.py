@@ -311,19 +311,20 @@ def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | No
         with open(p, "rb") as fh:
             if header:
                 fh.readline()
-            rest = b""
             while True:
                 buf = fh.read(block_bytes)
+                while len(buf) >= block_bytes and b"\n" not in buf:
+                    more = fh.read(block_bytes)   # a line longer than a block (rare)
+                    if not more:
+                        break
+                    buf += more
                 if not buf:
-                    if rest:
-                        yield rest
                     return
-                buf = rest + buf if rest else buf
                 cut = buf.rfind(b"\n") + 1
-                if cut == 0:
-                    rest = buf
+                if cut == 0 or cut == len(buf):
+                    yield buf
                     continue
-                rest = buf[cut:]
+                fh.seek(cut - len(buf), 1)  # the unfinished last line starts the next block
                 yield memoryview(buf)[:cut]
 
     def gen():
@@ -348,7 +349,7 @@ def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | No
                 t = pa.table(dict(zip(t.column_names, cols)))
             if len(bad) > nbad + 1:
                 # the multithreaded reader reports bad rows in any order: keep the file's order
-                data = buf.obj
+                data = buf.obj if isinstance(buf, memoryview) else buf
                 bad[nbad:] = sorted(bad[nbad:], key=lambda b: data.find(
                     b[1].encode("utf-8", errors="surrogateescape")))
             del buf
