@@ -113,3 +113,17 @@ class Node:
         want = {"node": node, "hook": hook, **labels} if name != "slurmkit_node_drained_by_slurmkit" \
             else {"node": node}
         return self.textfile(node, hook)[(name, tuple(sorted(want.items())))]
+
+
+# Fixtures shared by the hook tests (imported by name into each test module).
+@pytest.fixture
+def node(tmp_path):
+    """A fresh node directory with the hooks installed."""
+    return Node(tmp_path / "node")
+
+
+@pytest.fixture(scope="module")
+def healthy(fake_nvml, tmp_path_factory):
+    """``(path, snapshot)``: a healthy snapshot recorded from the fake NVML."""
+    path = tmp_path_factory.mktemp("snap") / "healthy.json"
+    return path, record_snapshot(fake_nvml, path)

@@ -9,20 +9,9 @@ import threading
 import pytest
 
 from fake_nvml import fake_nvml  # noqa: F401  (session fixture)
-from test_hooks_env import Node, record_snapshot, set_value
+from test_hooks_env import Node, healthy, node, record_snapshot, set_value  # noqa: F401  (fixtures)
 
 from slurmkit.hooks import spool
-
-
-@pytest.fixture
-def node(tmp_path):
-    return Node(tmp_path / "node")
-
-
-@pytest.fixture(scope="module")
-def healthy(fake_nvml, tmp_path_factory):  # noqa: F811
-    path = tmp_path_factory.mktemp("snap") / "healthy.json"
-    return path, record_snapshot(fake_nvml, path)
 
 
 def _failing(snap, tmp_path):

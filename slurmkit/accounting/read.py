@@ -37,6 +37,13 @@ class AccountingInputError(ValueError):
         super().__init__(f"{file}:{line}: {message}" if line else f"{file}: {message}")
 
 
+
+def _header_names(first_fields: list[str]) -> list[str]:
+    """Canonical field names of a header line split on the delimiter (a trailing delimiter's
+    empty last field dropped)."""
+    names = [canonical(f) for f in first_fields]
+    return names[:-1] if names and names[-1] == "" else names
+
 def read_field_list(text: str) -> list[str]:
     """A field list as given to ``sacct -o`` or saved beside a capture: comma, ``|``, tab or
     whitespace separated; ``%N`` width suffixes are dropped. Returns canonical names."""
@@ -121,9 +128,7 @@ def read_sacct_bytes(data: bytes, source: str = "<sacct>", fields: list[str] | N
     first_fields = first.split(delim)
     header = looks_like_header(first_fields)
     if header:
-        names = [canonical(f) for f in first_fields]
-        if names and names[-1] == "":
-            names = names[:-1]
+        names = _header_names(first_fields)
         data = data[nl + 1:] if nl >= 0 else b""
         line_offset += 1
     elif fields:
@@ -270,9 +275,7 @@ def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | No
     first_fields = first.split(delim)
     header = looks_like_header(first_fields)
     if header:
-        names = [canonical(f) for f in first_fields]
-        if names and names[-1] == "":
-            names = names[:-1]
+        names = _header_names(first_fields)
     elif fields:
         names = [canonical(f) for f in fields]
     else:

@@ -59,16 +59,23 @@ def gpus_from_tres(tres: str) -> int:
     return sum(int(x) for x in found)
 
 
-def parse_squeue(text: str) -> dict[str, JobInfo]:
-    """``squeue -h -t all -o '%i|%T|%N|%D|%b'`` output -> job id -> :class:`JobInfo`
-    (GPUs = per-node count from %b x node count %D)."""
-    out = {}
+def _rows(text: str, tool: str, width: int):
+    """The non-blank lines of ``tool``'s ``|``-separated output, split into ``width`` fields;
+    raises SlurmError naming the line otherwise."""
     for line in text.splitlines():
         if not line.strip():
             continue
         parts = line.split("|")
-        if len(parts) != 5:
-            raise SlurmError(f"squeue: unexpected line {line!r} (want 5 '|'-separated fields)")
+        if len(parts) != width:
+            raise SlurmError(f"{tool}: unexpected line {line!r} (want {width} '|'-separated fields)")
+        yield parts
+
+
+def parse_squeue(text: str) -> dict[str, JobInfo]:
+    """``squeue -h -t all -o '%i|%T|%N|%D|%b'`` output -> job id -> :class:`JobInfo`
+    (GPUs = per-node count from %b x node count %D)."""
+    out = {}
+    for parts in _rows(text, "squeue", 5):
         job_id, state, nodelist, count, tres = (p.strip() for p in parts)
         per_node = gpus_from_tres(tres)
         n = int(count) if count.isdigit() else 0
@@ -81,12 +88,7 @@ def parse_sacct(text: str) -> dict[str, JobInfo]:
     :class:`JobInfo` (GPUs from AllocTRES, else ReqTRES). A requeued job has several rows;
     the last one wins."""
     out = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parts = line.split("|")
-        if len(parts) != 5:
-            raise SlurmError(f"sacct: unexpected line {line!r} (want 5 '|'-separated fields)")
+    for parts in _rows(text, "sacct", 5):
         job_id, state, nodelist, alloc, req = parts
         out[job_id] = JobInfo(job_id, state.split()[0], _expand(nodelist),
                               gpus_from_tres(alloc) or gpus_from_tres(req), "sacct")
