@@ -20,6 +20,7 @@ import pytest
 from fake_nvml import fake_nvml  # noqa: F401  (session fixture)
 from test_hooks_env import record_snapshot, set_value
 
+from slurmkit.atomicfile import atomic_write
 from slurmkit.hooks import drain, install as inst, spool
 from slurmkit.hooks.config import render as render_config
 from slurmkit.slurm import conf as sconf
@@ -165,7 +166,8 @@ def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path):  # noqa:
     site.chmod(0o755)
     text = original.decode()
     assert "\n#Prolog=\n" in text
-    conf.write_text(text.replace("\n#Prolog=\n", f"\nProlog={site}\n"))
+    # atomically: a slurmd may still be re-reading slurm.conf after the last reconfigure
+    atomic_write(conf, text.replace("\n#Prolog=\n", f"\nProlog={site}\n"))
     with_site = conf.read_bytes()
     snaps = {n: work / f"{n}.json" for n in sandbox.node_names}
     for n, p in snaps.items():
@@ -186,5 +188,5 @@ def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path):  # noqa:
         inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, False)
         assert conf.read_bytes() == with_site
     finally:
-        conf.write_bytes(original)
+        atomic_write(conf, original)
         run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)

@@ -143,8 +143,25 @@ def test_cli_up_down_up_leaves_nothing_behind(sandbox):
         res = subprocess.run(up, capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, res.stderr
         assert f"export SLURM_CONF={root}/etc/slurm.conf" in res.stdout
-        pids = [d["pid"] for d in __import__("slurmkit.sandbox", fromlist=["Sandbox"]).Sandbox(root).daemons()]
+        from slurmkit.sandbox import Sandbox
+        small = Sandbox(root)
+        pids = [d["pid"] for d in small.daemons()]
         assert len(pids) == 6 and all(pids)
+        # a slurmd dies: up restarts only it and keeps the running configuration (with what was
+        # added to it, e.g. installed hooks)
+        conf = root / "etc" / "slurm.conf"
+        conf.write_text(conf.read_text() + "# added after up\n")
+        dead = {d["name"]: d["pid"] for d in small.daemons()}["slurmd-n2"]
+        os.kill(dead, 9)
+        wait_until(lambda: not small.is_up(), 10, "slurmd-n2 seen dead")
+        res = subprocess.run(up, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        assert "restarting slurmd-n2" in res.stdout + res.stderr
+        assert conf.read_text().endswith("# added after up\n")
+        again = {d["name"]: d for d in small.daemons()}
+        assert all(d["alive"] for d in again.values()) and again["slurmd-n2"]["pid"] != dead
+        assert [d["pid"] for n, d in again.items() if n != "slurmd-n2"] == [p for p in pids if p != dead]
+        pids = [d["pid"] for d in again.values()]
         status = subprocess.run(cli + ["status", "--dir", str(root), "--json"], capture_output=True, text=True)
         assert status.returncode == 0 and '"up": true' in status.stdout
         subprocess.run(cli + ["down", "--dir", str(root)], check=True, capture_output=True, timeout=120)

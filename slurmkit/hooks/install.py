@@ -35,6 +35,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slurmkit.atomicfile import atomic_write
 from slurmkit.slurm import conf as sconf
 
 MARK = "slurmkit-hooks:"
@@ -300,27 +301,6 @@ def plan_uninstall(tree: list, manifest: dict | None) -> Plan:
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def atomic_write(path: Path, data: bytes | str, mode: int | None = None) -> None:
-    """Write ``path`` atomically: a temp file in the same directory, fsync, rename over."""
-    path = Path(path)
-    if isinstance(data, str):
-        data = data.encode()
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    if mode is None:
-        try:
-            mode = path.stat().st_mode & 0o7777
-        except FileNotFoundError:
-            mode = 0o644
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
 
 
 def manifest_path(slurm_conf: Path) -> Path:

@@ -21,6 +21,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from slurmkit.atomicfile import atomic_write
 from slurmkit.sandbox import config
 from slurmkit.slurm import commands
 
@@ -246,8 +247,18 @@ class Sandbox:
         if self.is_up():
             say(f"sandbox already up in {self.dir}")
             return
-        self._write_configs()
-        say(f"configuration written to {self.etc}")
+        daemons = self.daemons()
+        partly = any(d["alive"] for d in daemons)
+        if partly:
+            # a daemon died: restart what is missing with the configuration the running daemons
+            # use (it may carry installed hooks); rewriting it under a slurmd that re-reads it
+            # could hand that slurmd a different file
+            self._write_configs(keep_existing=True)
+            say(f"sandbox partly up in {self.dir}: restarting "
+                + ", ".join(d["name"] for d in daemons if not d["alive"]))
+        else:
+            self._write_configs()
+            say(f"configuration written to {self.etc}")
         self._start_munge()
         self._start_mariadb()
         say("munge and MariaDB up")
@@ -255,6 +266,11 @@ class Sandbox:
         self._start_slurmctld()
         say("slurmdbd and slurmctld up")
         self._start_slurmds()
+        if partly:
+            # nodes may be drained or running jobs: wait for every slurmd to answer, no warm-up
+            self._wait_responding(60)
+            say(f"sandbox ready in {time.monotonic() - t0:.1f} s")
+            return
         self._wait_idle(60)
         say(f"{len(self.node_names)} nodes idle")
         if warmup:
@@ -263,7 +279,10 @@ class Sandbox:
             say("warm-up job ran on every node")
         say(f"sandbox ready in {time.monotonic() - t0:.1f} s")
 
-    def _write_configs(self) -> None:
+    def _write_configs(self, keep_existing: bool = False) -> None:
+        """Write sandbox.json, site.toml, slurm.conf, cgroup.conf, gres.conf, topology.conf and
+        slurmdbd.conf under the sandbox directory (each atomically), and make the GPU device
+        nodes. ``keep_existing``: leave files that exist as they are."""
         from slurmkit.profile import load_profile
         from slurmkit.topology.slurmconf import render_gres_conf, render_topology_conf
 
@@ -273,23 +292,20 @@ class Sandbox:
         for n in self.node_names:
             (self.var / "spool" / f"d-{n}").mkdir(parents=True, exist_ok=True)
         (self.var / "munge").chmod(0o700)
-        (self.dir / "sandbox.json").write_text(json.dumps(asdict(self.spec), indent=1) + "\n")
-        (self.dir / "sandbox.json").chmod(0o600)
+        def write(path: Path, text: str, mode: int = 0o644) -> None:
+            if not (keep_existing and path.exists()):
+                atomic_write(path, text, mode)
+
+        write(self.dir / "sandbox.json", json.dumps(asdict(self.spec), indent=1) + "\n", 0o600)
         ctx = config.context(self.spec, self.dir, socket.gethostname().split(".")[0])
-        self.profile_path.write_text(config.render("site.toml", ctx))
+        write(self.profile_path, config.render("site.toml", ctx))
         profile = load_profile(self.profile_path)
-        files = {
-            "slurm.conf": config.render("slurm.conf", ctx),
-            "cgroup.conf": config.render("cgroup.conf", ctx),
-            "gres.conf": render_gres_conf(profile, device_dir=str(self.device_dir)),
-            "topology.conf": render_topology_conf(profile),
-        }
-        for name, text in files.items():
-            (self.etc / name).write_text(text)
-        dbd = self.etc / "slurmdbd.conf"
-        dbd.touch(mode=0o600)
-        dbd.chmod(0o600)  # slurmdbd refuses a world-readable file
-        dbd.write_text(config.render("slurmdbd.conf", ctx))
+        write(self.etc / "slurm.conf", config.render("slurm.conf", ctx))
+        write(self.etc / "cgroup.conf", config.render("cgroup.conf", ctx))
+        write(self.etc / "gres.conf", render_gres_conf(profile, device_dir=str(self.device_dir)))
+        write(self.etc / "topology.conf", render_topology_conf(profile))
+        # slurmdbd refuses a world-readable file
+        write(self.etc / "slurmdbd.conf", config.render("slurmdbd.conf", ctx), 0o600)
         self._make_devices()
 
     def _make_devices(self) -> None:
@@ -394,6 +410,18 @@ class Sandbox:
         if res.returncode != 0:
             return {}
         return dict(line.split(None, 1) for line in res.stdout.splitlines() if line.strip())
+
+    def _wait_responding(self, timeout: float) -> None:
+        def responding():
+            states = self._node_states()
+            return len(states) == len(self.node_names) and not any(
+                s.endswith("*") or s.startswith(("down", "unknown", "not_responding")) for s in states.values())
+
+        try:
+            _wait_for("every slurmd answering", responding, timeout)
+        except SandboxError:
+            raise SandboxError(f"nodes not answering after {timeout:g} s: {self._node_states()}; "
+                               f"see {self.var / 'log'}/slurmd-*.log") from None
 
     def _wait_idle(self, timeout: float) -> None:
         def all_idle():
