@@ -176,7 +176,7 @@ def test_memory_suffixes_and_old_per_cpu_per_node_reqmem():
             row(JobID="101", AllocTRES="cpu=4,node=2", ReqMem="3000Mn", NNodes=2)]
     table, dq = read_sacct_bytes(text(rows), "t")
     f = jobs_frame(table, dq)
-    assert list(f["alloc_mem_mib"]) == [4000, 6000]
+    assert list(f.allocs["alloc_mem_mib"]) == [4000, 6000]
 
 
 # --- bad rows: every row counted or listed --------------------------------------------------
@@ -185,7 +185,7 @@ def test_bad_utf8_is_replaced_and_listed():
     data = text([row(JobName="ok"), row(JobID="101", JobName="XX")]).replace(b"XX", b"caf\xe9")
     table, dq = read_sacct_bytes(data, "bad.psv")
     f = jobs_frame(table, dq)
-    assert f.loc[1, "job_name"] == "caf\ufffd"
+    assert f.allocs.loc[1, "job_name"] == "caf\ufffd"
     assert dq.repaired == {"bad UTF-8 (replaced by U+FFFD)": 1}
     assert dq.problems[0].line == 3 and dq.problems[0].source == "bad.psv"
     assert dq.rows_read == 2 and dq.rows_skipped == 0
@@ -195,7 +195,7 @@ def test_delimiter_inside_the_last_field_jobname_is_joined():
     data = text([row(JobName="a|b|c"), row(JobID="101")])
     table, dq = read_sacct_bytes(data, "d.psv")
     f = jobs_frame(table, dq)
-    assert sorted(f["job_name"]) == ["a|b|c", "train"]
+    assert sorted(f.allocs["job_name"]) == ["a|b|c", "train"]
     assert dq.repaired["delimiter inside JobName (joined)"] == 1
     assert dq.rows_read == 2 and dq.rows_counted == 2
 
@@ -232,6 +232,20 @@ def test_bad_job_id_is_skipped_and_counted():
     rep, _ = report([row(), row(JobID="abc")])
     assert rep["data_quality"]["skipped_reasons"] == {"bad JobID": 1}
     assert rep["totals"]["jobs"] == 1
+
+
+def test_step_job_ids_split_at_the_last_dot_and_follow_the_job_id_grammar():
+    ids = P.parse_step_ids(pd.Series(["123_4.batch", "900+0.0", " 7.extern ", "123_[5-9].interactive",
+                                      "abc.batch", "12.ba d", "1.2.3", "."]))
+    assert list(ids["alloc_id"][:4]) == ["123_4", "900+0", "7", "123_[5-9]"]
+    assert list(ids["step"][:3]) == ["batch", "0", "extern"]
+    assert list(ids["valid"]) == [True, True, True, True, False, False, False, False]
+
+
+def test_bad_step_job_id_is_skipped_and_counted():
+    rep, _ = report([row(), row(JobID="100.batch"), row(JobID="10x.batch")])
+    assert rep["data_quality"]["skipped_reasons"] == {"bad JobID": 1}
+    assert rep["data_quality"]["rows_counted"] == 2
 
 
 def test_step_without_allocation_row_is_listed():
@@ -289,7 +303,7 @@ def test_block_reader_repairs_and_lists_like_the_whole_file_reader(tmp_path):
     p = tmp_path / "mixed.psv"
     p.write_bytes(data)
     rows, dq = load_sacct(p)
-    assert sorted(rows["job_name"]) == ["a|b", "caf\ufffd", "x"]
+    assert sorted(rows.allocs["job_name"]) == ["a|b", "caf\ufffd", "x"]
     assert dq.rows_read == 5 and dq.rows_skipped == 2
     assert dq.repaired == {"delimiter inside JobName (joined)": 1, "bad UTF-8 (replaced by U+FFFD)": 1}
     assert {p_.line for p_ in dq.problems if not p_.counted} == {5, 6}

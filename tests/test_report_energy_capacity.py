@@ -142,17 +142,19 @@ def test_store_keeps_latest_pull_and_final_days(tmp_path):
     running, dq1 = _frame([row(State="RUNNING", End="Unknown")])
     store.save_day(day, running, dq1, now=T0 + 86400 + 7200)
     assert store.needs_pull(day)                       # a running job: provisional
-    done, dq2 = _frame([row()])
+    done, dq2 = _frame([row(), row(JobID="100.batch", TRESUsageInTot="cpu=00:50:00,mem=6G,gres/gpuutil=40")])
     store.save_day(day, done, dq2, now=T0 + 86400 + 7300)
     assert not store.needs_pull(day)                   # settled and closed: final
     day2 = day + dt.timedelta(days=1)
     store.save_day(day2, done, dq2, now=T0 + 2 * 86400 + 100)   # same job in the next day's pull
     assert store.needs_pull(day2)                      # pulled too soon after the day ended
     rows, dq = store.load([day, day2])
-    assert len(rows) == 1 and rows.loc[0, "state"] == "COMPLETED"
-    assert dq.rows_read == 2 and dq.skipped == {"same row in another day's pull": 1}
-    rep, _ = build_report(rows, dq, WEEK, Assumptions(), now=NOW)
+    assert len(rows.allocs) == 1 and rows.allocs.loc[0, "state"] == "COMPLETED"
+    assert len(rows.steps) == 1 and rows.steps.loc[0, "mem_used_mib"] == 6 * 1024   # steps kept too
+    assert dq.rows_read == 4 and dq.skipped == {"same row in another day's pull": 2}
+    rep, allocs = build_report(rows, dq, WEEK, Assumptions(), now=NOW)
     assert rep["totals"]["jobs"] == 1 and rep["totals"]["gpu_hours"] == pytest.approx(2.0)
+    assert allocs.loc[0, "step_mem_mib"] == 6 * 1024 and allocs.loc[0, "step_gpu_util_pct"] == 40
 
 
 def test_spool_records_go_to_the_requeued_attempt_that_holds_them(tmp_path):

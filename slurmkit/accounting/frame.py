@@ -1,15 +1,18 @@
-"""Typed job-row frame from sacct's string table (one row per sacct row: allocations and steps).
+"""Typed job rows from sacct's string table: allocation rows and step rows apart.
 
-:func:`jobs_frame` turns the reader's string columns into typed pandas columns with units in
-their names. Columns (absent sacct fields give the stated default):
+:func:`jobs_frame` turns the reader's string columns into a :class:`JobRows`: ``allocs``, one
+row per allocation row (a job, an array task, a het component, a requeued attempt) with every
+column below, and ``steps``, one row per step row (``.batch``, ``.extern``, ``.0``,
+``.interactive``) with only what a step contributes, its usage (:data:`STEP_COLUMNS`). Steps
+are three rows in four of a large capture, so they are never typed or held as wide rows.
+
+Allocation columns (absent sacct fields give the stated default):
 
 =================  =================================================================
 cluster            Cluster ("" when not in the input; the caller may set a default)
-job_id             JobID as printed (``123_4``, ``900+0``, ``123.batch``)
-key_id             JobIDRaw without the step when present, else the JobID without it: the
-                   allocation identity (array tasks and het components each their own)
-step               step name (``batch``, ``extern``, ``0``, ``interactive``) or ""
-is_step            bool: a step row (usage only, never hours)
+job_id             JobID as printed (``123_4``, ``900+0``)
+key_id             JobIDRaw when present, else the JobID: the allocation identity (array
+                   tasks and het components each their own)
 array_task         ``4``, ``[5-9]`` (pending tasks) or ""
 pending_tasks      number of tasks in a pending array record (backlog), else 0
 het                het component offset or ""
@@ -23,13 +26,20 @@ ncpus, nnodes      NCPUS / AllocCPUS, NNodes / AllocNodes (float, NaN when absen
 alloc_mem_mib      AllocTRES mem=, else ReqMem (``Mc`` x NCPUS, ``Mn`` x NNodes)
 gpus, gpu_type     from AllocTRES (:func:`~slurmkit.accounting.parse.gpus_from_tres`)
 total_cpu_s        TotalCPU (seconds of user+system CPU)
-mem_used_mib       TRESUsageInTot mem=, else MaxRSS (steps: the step's usage)
+mem_used_mib       TRESUsageInTot mem=, else MaxRSS (MiB)
 gpu_util_pct       TRESUsageInAve, else TRESUsageInTot ``gres/gpuutil`` (percent)
 energy_j           ConsumedEnergyRaw (joules; NaN when absent)
 =================  =================================================================
+
+Step columns: ``cluster``, ``job_id`` (``123_4.batch``), ``key_id`` (JobIDRaw without the
+step, else the JobID without it: the allocation's ``key_id``), ``step`` (``batch``, ``extern``,
+``0``, ``interactive``), ``submit``, ``start``, ``elapsed_s``, ``total_cpu_s``,
+``mem_used_mib``, ``gpu_util_pct``, as above. A row is a step row when its JobID has a ``.``.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -39,37 +49,145 @@ import pyarrow.compute as pc
 from slurmkit.accounting import parse as P
 from slurmkit.accounting.quality import DataQuality
 
-
-def jobs_frame(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
-               cluster: str = "", tz: str = "UTC") -> pd.DataFrame:
-    """Typed frame (see the module docstring) from the reader's string table.
-
-    Rows whose JobID does not parse are dropped and recorded in ``dq`` (``bad JobID``); so are
-    repeated keys (same cluster, JobIDRaw, step, Submit and Start: a step row printed without
-    its suffix, or the same row twice), keeping the first.
-    """
-    return drop_repeats(_compact(_typed(table, dq, source, cluster, tz)), dq, source)
-
-
+#: Columns of a step row (see the module docstring).
+STEP_COLUMNS = ("cluster", "job_id", "key_id", "step", "submit", "start", "elapsed_s", "total_cpu_s",
+                "mem_used_mib", "gpu_util_pct")
+#: The identity of a row: sacct prints a row once per (cluster, JobIDRaw, Submit, Start); a step
+#: adds its name. A second row with the same key is a repeat (or a step printed without suffix).
+ALLOC_KEY = ["cluster", "key_id", "submit", "start"]
+STEP_KEY = ["cluster", "key_id", "step", "submit", "start"]
 #: Columns with few distinct values: stored as pandas categoricals (a code per row).
 CATEGORICAL = ("cluster", "state", "cancelled_by", "user", "account", "partition", "qos", "step",
                "gpu_type", "exit_code", "het", "array_task", "nodelist")
+_REPEAT = "repeated JobID/Submit/Start (step row without suffix or duplicate)"
+
+
+@dataclass
+class JobRows:
+    """Typed sacct rows: ``allocs`` (one row per allocation row, every column of the module
+    docstring) and ``steps`` (one row per step row, :data:`STEP_COLUMNS`)."""
+
+    allocs: pd.DataFrame
+    steps: pd.DataFrame
+
+    def __len__(self) -> int:
+        return len(self.allocs) + len(self.steps)
+
+    @property
+    def empty(self) -> bool:
+        return len(self) == 0
+
+    @classmethod
+    def concat(cls, parts: list[JobRows]) -> JobRows:
+        """The rows of ``parts`` one after the other (categoricals stay codes); ``parts`` are
+        left as they were."""
+        if not parts:
+            return jobs_frame(pa.table({"JobID": pa.array([], pa.string())}), DataQuality())
+        return cls(_concat_columns([p.allocs for p in parts], consume=False),
+                   _concat_columns([p.steps for p in parts], consume=False))
+
+    def drop_repeats(self, dq: DataQuality, source: str = "<sacct>", keep: str = "first",
+                     reason: str = _REPEAT, list_rows: bool = True) -> JobRows:
+        """Without the rows whose key (:data:`ALLOC_KEY`, :data:`STEP_KEY`) repeats another
+        row's (``keep``: ``"first"`` or ``"last"`` stays), the dropped rows counted in ``dq``
+        under ``reason`` (``list_rows``: the first 20 listed by JobID)."""
+        return JobRows(_drop(self.allocs, ALLOC_KEY, dq, source, keep, reason, list_rows),
+                       _drop(self.steps, STEP_KEY, dq, source, keep, reason, list_rows))
+
+
+def identity_codes(*frames: pd.DataFrame) -> list[np.ndarray]:
+    """One int64 array per frame: a code per row for its (cluster, key_id), equal across the
+    frames exactly when the identity is (dense: 0 .. distinct-1). JobIDRaw is a number in
+    sacct's output, so the key is usually cast to an integer (no string hashing); other keys
+    (``123_4`` when there is no JobIDRaw) are hashed as text."""
+    sizes = [len(f) for f in frames]
+    if not sum(sizes):
+        return [np.zeros(0, np.int64) for _ in frames]
+    keys = pa.chunked_array([c for f in frames for c in _arrow_chunks(f["key_id"])], pa.large_string())
+    try:
+        kcodes = pc.cast(keys, pa.int64()).to_numpy()
+        if kcodes.min() < 0 or kcodes.max() >= 1 << 40:
+            raise pa.ArrowInvalid("out of range")
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        kcodes = pc.dictionary_encode(keys).combine_chunks().indices.to_numpy(zero_copy_only=False)
+        kcodes = kcodes.astype(np.int64)
+    ccodes, names = _shared_codes([f["cluster"] for f in frames])
+    combined = kcodes if len(names) <= 1 else (ccodes << 40) + kcodes
+    codes, _ = pd.factorize(combined)
+    return list(np.split(codes.astype(np.int64), np.cumsum(sizes)[:-1]))
+
+
+def _shared_codes(cols: list[pd.Series]) -> tuple[np.ndarray, list[str]]:
+    """Concatenated int64 codes of string / categorical columns in one code space (categorical
+    columns by their categories, without a string per row), and the distinct values seen."""
+    names: dict[str, int] = {}
+    out = []
+    for c in cols:
+        cat = c if isinstance(c.dtype, pd.CategoricalDtype) else c.astype("category")
+        remap = np.array([names.setdefault(str(v), len(names)) for v in cat.cat.categories] + [-1], np.int64)
+        out.append(remap[cat.cat.codes.to_numpy()])
+    return np.concatenate(out) if out else np.zeros(0, np.int64), list(names)
+
+
+def _arrow_chunks(s: pd.Series) -> list:
+    arr = pa.array(s.array) if not isinstance(s.dtype, pd.CategoricalDtype) else pa.array(s.astype(str).array)
+    arr = arr.cast(pa.large_string()) if arr.type != pa.large_string() else arr
+    return arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
+
+
+def _time_ints(s: pd.Series) -> np.ndarray:
+    return s.to_numpy(dtype="datetime64[ns]", na_value=np.datetime64("NaT")).view(np.int64)
+
+
+def _drop(frame: pd.DataFrame, key: list[str], dq: DataQuality, source: str, keep: str,
+          reason: str, list_rows: bool) -> pd.DataFrame:
+    if len(frame) < 2:
+        return frame
+    (code,) = identity_codes(frame)
+    cols = {"identity": code}
+    for k in key:
+        if k in ("cluster", "key_id"):
+            continue
+        cols[k] = (frame[k].cat.codes.to_numpy() if isinstance(frame[k].dtype, pd.CategoricalDtype)
+                   else _time_ints(frame[k]))
+    dup = pd.DataFrame(cols).duplicated(keep=keep).to_numpy()
+    if dup.any():
+        for jid in frame.loc[dup, "job_id"].head(20 if list_rows else 0):
+            dq.skip(reason, 0, source, None, f"JobID {jid}")
+        dq.skip(reason, int(dup.sum()))
+        frame = frame[~dup].reset_index(drop=True)
+    return frame
+
+
+def jobs_frame(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
+               cluster: str = "", tz: str = "UTC") -> JobRows:
+    """Typed :class:`JobRows` (see the module docstring) from the reader's string table.
+
+    Rows whose JobID does not parse are dropped and recorded in ``dq`` (``bad JobID``); so are
+    repeated keys (:meth:`JobRows.drop_repeats`), keeping the first.
+    """
+    allocs, steps = _typed(table, dq, source, cluster, tz)
+    return JobRows(allocs, steps).drop_repeats(dq, source)
 
 
 def _compact(frame: pd.DataFrame) -> pd.DataFrame:
     for c in CATEGORICAL:
-        frame[c] = frame[c].astype("category")
+        if c in frame.columns:
+            frame[c] = frame[c].astype("category")
     return frame
 
 
-def _concat_columns(frames: list) -> pd.DataFrame:
-    """Concatenate block frames column by column, freeing each block's column as it goes;
-    :data:`CATEGORICAL` columns are merged with ``union_categoricals`` (they stay codes)."""
+def _concat_columns(frames: list, consume: bool = True) -> pd.DataFrame:
+    """Concatenate frames with the same columns column by column (``consume``: popping each
+    frame's column as it goes, so that memory is freed on the way); :data:`CATEGORICAL`
+    columns are merged with ``union_categoricals`` (they stay codes)."""
     from pandas.api.types import union_categoricals
 
+    if len(frames) == 1 and not consume:
+        return frames[0]
     cols = {}
     for c in list(frames[0].columns):
-        parts = [f.pop(c) for f in frames]
+        parts = [f.pop(c) if consume else f[c] for f in frames]
         if c in CATEGORICAL:
             col = pd.Series(union_categoricals([p.astype("category") for p in parts]))
         else:
@@ -79,74 +197,151 @@ def _concat_columns(frames: list) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
-def _typed(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
-           cluster: str = "", tz: str = "UTC") -> pd.DataFrame:
-    """:func:`jobs_frame` without the repeated-key check (one block of a larger input)."""
-    names = set(table.column_names)
-    n = table.num_rows
+def _typed(table: pa.Table, dq: DataQuality, source: str = "<sacct>", cluster: str = "",
+           tz: str = "UTC") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(allocs, steps)`` frames of one table (one block of a larger input), without the
+    repeated-key check. Step rows (a ``.`` in JobID) are split off first and typed apart."""
+    jid = table.column("JobID") if "JobID" in table.column_names else None
+    if jid is None:
+        raise ValueError("sacct table without a JobID column")
+    is_step = pc.fill_null(pc.match_substring(jid, "."), False)
+    nsteps = pc.sum(is_step).as_py() or 0
+    if nsteps == 0:
+        steps_t, allocs_t = table.slice(0, 0), table
+    elif nsteps == table.num_rows:
+        steps_t, allocs_t = table, table.slice(0, 0)
+    else:
+        steps_t, allocs_t = table.filter(is_step), table.filter(pc.invert(is_step))
+    return (_compact(_typed_allocs(allocs_t, dq, source, cluster, tz)),
+            _compact(_typed_steps(steps_t, dq, source, cluster, tz)))
 
-    def col(*fields):
+
+class _Cols:
+    """Typed access to a string table's columns by sacct field name (first one present)."""
+
+    def __init__(self, table: pa.Table):
+        self.table, self.names, self.n = table, set(table.column_names), table.num_rows
+        self.empty = pa.chunked_array([pa.array([""] * self.n, pa.string())])
+
+    def col(self, *fields):
         for f in fields:
-            if f in names:
-                return table.column(f)
+            if f in self.names:
+                return self.table.column(f)
         return None
 
-    def text(*fields) -> pd.Series:
-        c = col(*fields)
-        return P._str_series(c) if c is not None else pd.Series([""] * n, dtype="str")
+    def text(self, *fields) -> pd.Series:
+        c = self.col(*fields)
+        return P._str_series(c) if c is not None else pd.Series([""] * self.n, dtype="str")
 
-    def num(*fields) -> pd.Series:
-        c = col(*fields)
+    def num(self, *fields) -> pd.Series:
+        c = self.col(*fields)
         if c is None:
-            return pd.Series(np.full(n, np.nan))
+            return pd.Series(np.full(self.n, np.nan))
         (v,) = P._dict_apply(c, lambda x: (P._num_np(pc.utf8_trim_whitespace(x), r"^-?[0-9]+(\.[0-9]+)?$"),))
         return pd.Series(v)
 
-    empty = pa.chunked_array([pa.array([""] * n, pa.string())])
-    out = pd.DataFrame(index=pd.RangeIndex(n))
-    jid = col("JobID")
-    ids = P.parse_job_ids(jid)
-    out["cluster"] = text("Cluster")
-    if cluster:
-        out["cluster"] = out["cluster"].replace("", cluster)
-    out["job_id"] = P._str_series(jid)
-    rawid = col("JobIDRaw")
-    if rawid is not None:
+    def times(self, field: str, tz: str) -> pd.Series:
+        c = self.col(field)
+        return P.parse_times(c if c is not None else self.empty, tz)
+
+    def elapsed_s(self) -> pd.Series:
+        el = self.num("ElapsedRaw")
+        if "Elapsed" in self.names:
+            el = el.fillna(P.parse_duration_s(self.col("Elapsed")))
+        return el
+
+    def total_cpu_s(self):
+        return P.parse_duration_s(self.col("TotalCPU")) if "TotalCPU" in self.names else np.nan
+
+    def usage(self) -> tuple[pd.Series, pd.Series]:
+        """``(mem_used_mib, gpu_util_pct)`` from TRESUsageInTot / MaxRSS / TRESUsageInAve."""
+        usage = self.col("TRESUsageInTot")
+        nan = pd.Series(np.full(self.n, np.nan))
+        used = P.tres_mem_mib(usage, "mem", bare="B") if usage is not None else nan
+        if "MaxRSS" in self.names:
+            rss, _ = P.parse_mem_mib(self.col("MaxRSS"), bare="B")
+            used = used.fillna(rss)
+        util = P.tres_number(self.col("TRESUsageInAve"), "gres/gpuutil") if "TRESUsageInAve" in self.names else nan
+        if usage is not None:
+            util = util.fillna(P.tres_number(usage, "gres/gpuutil"))
+        return used, util.astype("float64")
+
+    def cluster(self, default: str) -> pd.Series:
+        out = self.text("Cluster")
+        return out.replace("", default) if default else out
+
+    def key_id(self, alloc_id: pd.Series) -> pd.Series:
+        """JobIDRaw without a step, else ``alloc_id`` (where JobIDRaw is absent or empty)."""
+        rawid = self.col("JobIDRaw")
+        if rawid is None:
+            return alloc_id
         raw_alloc = P._str_series(P.before_dot(rawid))
-        out["key_id"] = raw_alloc.where(raw_alloc != "", ids["alloc_id"])
-    else:
-        out["key_id"] = ids["alloc_id"]
+        return raw_alloc.where(raw_alloc != "", alloc_id)
+
+
+def _bad_ids(out: pd.DataFrame, valid: np.ndarray, dq: DataQuality, source: str) -> pd.DataFrame:
+    bad = ~valid
+    if bad.any():
+        for j in out.loc[bad, "job_id"].head(20):
+            dq.skip("bad JobID", 0, source, None, f"JobID {j!r}")
+        dq.skip("bad JobID", int(bad.sum()))
+        out = out[~bad]
+    return out.reset_index(drop=True)
+
+
+def _typed_steps(table: pa.Table, dq: DataQuality, source: str, cluster: str, tz: str) -> pd.DataFrame:
+    """The :data:`STEP_COLUMNS` frame of step rows (every JobID has a ``.``)."""
+    c = _Cols(table)
+    jid = c.col("JobID")
+    ids = P.parse_step_ids(jid)
+    out = pd.DataFrame(index=pd.RangeIndex(c.n))
+    out["cluster"] = c.cluster(cluster)
+    out["job_id"] = P._str_series(jid)
+    out["key_id"] = c.key_id(ids["alloc_id"])
     out["step"] = ids["step"]
-    out["is_step"] = (ids["step"] != "").to_numpy(dtype=bool)
+    out["submit"] = c.times("Submit", tz)
+    out["start"] = c.times("Start", tz)
+    out["elapsed_s"] = c.elapsed_s()
+    out["total_cpu_s"] = c.total_cpu_s()
+    out["mem_used_mib"], out["gpu_util_pct"] = c.usage()
+    return _bad_ids(out, ids["valid"].to_numpy(dtype=bool), dq, source)
+
+
+def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, tz: str) -> pd.DataFrame:
+    """The allocation frame (module docstring) of allocation rows (no JobID has a ``.``)."""
+    c = _Cols(table)
+    names, n = c.names, c.n
+    jid = c.col("JobID")
+    ids = P.parse_job_ids(jid)
+    out = pd.DataFrame(index=pd.RangeIndex(n))
+    out["cluster"] = c.cluster(cluster)
+    out["job_id"] = P._str_series(jid)
+    out["key_id"] = c.key_id(ids["alloc_id"])
     out["array_task"] = ids["array_task"]
     out["pending_tasks"] = P.pending_task_count(ids["array_task"])
     out["het"] = ids["het"]
-    state, by = P.parse_states(col("State") if col("State") is not None else empty)
+    state, by = P.parse_states(c.col("State") if c.col("State") is not None else c.empty)
     out["state"], out["cancelled_by"] = state, by
     for name, field in (("user", "User"), ("account", "Account"), ("partition", "Partition"),
                         ("qos", "QOS"), ("nodelist", "NodeList"), ("job_name", "JobName"),
                         ("exit_code", "ExitCode")):
-        out[name] = text(field)
+        out[name] = c.text(field)
     for name, field in (("submit", "Submit"), ("eligible", "Eligible"), ("start", "Start"),
                         ("end", "End")):
-        c = col(field)
-        out[name] = P.parse_times(c if c is not None else empty, tz)
-    el = num("ElapsedRaw")
-    if "Elapsed" in names:
-        el = el.fillna(P.parse_duration_s(col("Elapsed")))
-    out["elapsed_s"] = el
-    out["suspended_s"] = P.parse_duration_s(col("Suspended")).fillna(0.0) if "Suspended" in names else 0.0
+        out[name] = c.times(field, tz)
+    out["elapsed_s"] = c.elapsed_s()
+    out["suspended_s"] = P.parse_duration_s(c.col("Suspended")).fillna(0.0) if "Suspended" in names else 0.0
     if "TimelimitRaw" in names:
-        out["timelimit_s"] = P.parse_timelimit_s(col("TimelimitRaw"), raw_minutes=True)
+        out["timelimit_s"] = P.parse_timelimit_s(c.col("TimelimitRaw"), raw_minutes=True)
     else:
-        out["timelimit_s"] = P.parse_timelimit_s(col("Timelimit") if "Timelimit" in names else empty)
-    out["ncpus"] = num("NCPUS", "AllocCPUS")
-    out["nnodes"] = num("NNodes", "AllocNodes")
-    tres = col("AllocTRES")
-    tres = tres if tres is not None else empty
+        out["timelimit_s"] = P.parse_timelimit_s(c.col("Timelimit") if "Timelimit" in names else c.empty)
+    out["ncpus"] = c.num("NCPUS", "AllocCPUS")
+    out["nnodes"] = c.num("NNodes", "AllocNodes")
+    tres = c.col("AllocTRES")
+    tres = tres if tres is not None else c.empty
     tres_mem = P.tres_mem_mib(tres, "mem", bare="M")
     if "ReqMem" in names:
-        req_mem, per = P.parse_mem_mib(col("ReqMem"), bare="M")
+        req_mem, per = P.parse_mem_mib(c.col("ReqMem"), bare="M")
         req_mem = req_mem.where(per != "cpu", req_mem * out["ncpus"])
         req_mem = req_mem.where(per != "node", req_mem * out["nnodes"].fillna(1.0))
         out["alloc_mem_mib"] = tres_mem.fillna(req_mem)
@@ -154,62 +349,37 @@ def _typed(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
         out["alloc_mem_mib"] = tres_mem
     gpus, gtype = P.gpus_from_tres(tres)
     out["gpus"], out["gpu_type"] = gpus, gtype
-    out["total_cpu_s"] = P.parse_duration_s(col("TotalCPU")) if "TotalCPU" in names else np.nan
-    usage = col("TRESUsageInTot")
-    used = P.tres_mem_mib(usage, "mem", bare="B") if usage is not None else pd.Series(np.full(n, np.nan))
-    if "MaxRSS" in names:
-        rss, _ = P.parse_mem_mib(col("MaxRSS"), bare="B")
-        used = used.fillna(rss)
-    out["mem_used_mib"] = used
-    util = P.tres_number(col("TRESUsageInAve"), "gres/gpuutil") if "TRESUsageInAve" in names else pd.Series(np.full(n, np.nan))
-    if usage is not None:
-        util = util.fillna(P.tres_number(usage, "gres/gpuutil"))
-    out["gpu_util_pct"] = util.astype("float64")
-    out["energy_j"] = num("ConsumedEnergyRaw")
-
-    bad = ~ids["valid"].to_numpy(dtype=bool)
-    if bad.any():
-        for j in out.loc[bad, "job_id"].head(20):
-            dq.skip("bad JobID", 0, source, None, f"JobID {j!r}")
-        dq.skip("bad JobID", int(bad.sum()))
-        out = out[~bad]
-
-    return out.reset_index(drop=True)
-
-
-def drop_repeats(out: pd.DataFrame, dq: DataQuality, source: str = "<sacct>") -> pd.DataFrame:
-    """Drop rows whose key (cluster, JobIDRaw, step, Submit, Start) repeats an earlier row
-    (a step row printed without its suffix, or the same row twice), recording them in ``dq``."""
-    key = ["cluster", "key_id", "step", "submit", "start"]
-    dup = out.duplicated(key, keep="first")
-    if dup.any():
-        for jid in out.loc[dup, "job_id"].head(20):
-            dq.skip("repeated JobID/Submit/Start (step row without suffix or duplicate)", 0, source,
-                    None, f"JobID {jid}")
-        dq.skip("repeated JobID/Submit/Start (step row without suffix or duplicate)", int(dup.sum()))
-        out = out[~dup]
-    return out.reset_index(drop=True)
+    out["total_cpu_s"] = c.total_cpu_s()
+    out["mem_used_mib"], out["gpu_util_pct"] = c.usage()
+    out["energy_j"] = c.num("ConsumedEnergyRaw")
+    return _bad_ids(out, ids["valid"].to_numpy(dtype=bool), dq, source)
 
 
 def load_sacct(path, dq: DataQuality | None = None, fields=None, delimiter=None, cluster: str = "",
-               tz: str = "UTC") -> tuple[pd.DataFrame, DataQuality]:
-    """A captured sacct file -> ``(typed frame, DataQuality)``, read block by block
+               tz: str = "UTC") -> tuple[JobRows, DataQuality]:
+    """A captured sacct file -> ``(JobRows, DataQuality)``, read block by block
     (:func:`slurmkit.accounting.read.stream_sacct_file`) so that the raw text is never held
-    whole: each block becomes a typed frame at once."""
+    whole: each block is typed at once. Gives what :func:`jobs_frame` gives on the whole
+    file."""
     from slurmkit.accounting.read import stream_sacct_file
 
     batches, fdq = stream_sacct_file(path, fields, delimiter)
     scratch = DataQuality()
     pool = pa.default_memory_pool()
-    frames = []
+    allocs, steps = [], []
     for t in batches:
-        frames.append(_compact(_typed(t, scratch, str(path), cluster, tz)))
-        del t
+        a, s = _typed(t, scratch, str(path), cluster, tz)
+        allocs.append(a)
+        steps.append(s)
+        del t, a, s
         pool.release_unused()  # hand the block's text back to the OS (jemalloc/mimalloc keep it)
     fdq.merge(scratch)
-    rows = _concat_columns(frames)
-    del frames
-    rows = drop_repeats(rows, fdq, str(path))
+    if not allocs:
+        rows = jobs_frame(pa.table({n: pa.array([], pa.string()) for n in (fields or ["JobID"])}), fdq)
+    else:
+        rows = JobRows(_concat_columns(allocs), _concat_columns(steps))
+    del allocs, steps
+    rows = rows.drop_repeats(fdq, str(path))
     pool.release_unused()
     if dq is not None:
         dq.merge(fdq)

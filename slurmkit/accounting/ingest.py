@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-import pandas as pd
 
 from slurmkit.accounting.fields import DELIMITER, FIELDS
-from slurmkit.accounting.frame import jobs_frame
+from slurmkit.accounting.frame import JobRows, jobs_frame
 from slurmkit.accounting.quality import DataQuality
 from slurmkit.accounting.read import read_sacct_bytes
 
@@ -37,7 +36,7 @@ SACCT_ENV = {"TZ": "UTC", "SLURM_TIME_FORMAT": "%s"}
 
 def pull_day(start: dt.datetime, end: dt.datetime, cluster: str | None = None,
              timeout: float = 300.0, slurm_conf: str | None = None
-             ) -> tuple[pd.DataFrame, DataQuality]:
+             ) -> tuple[JobRows, DataQuality]:
     """Run one day's sacct call and parse it: ``(typed rows, data quality)``. Raises
     :class:`slurmkit.slurm.commands.SlurmError` when sacct fails."""
     from slurmkit.slurm.commands import run

@@ -309,6 +309,29 @@ def parse_job_ids(s) -> pd.DataFrame:
         "valid": pd.Series(valid.to_numpy(zero_copy_only=False).astype(bool), index=idx)})
 
 
+_STEP_ALLOC = r"^[0-9]+(?:_(?:[0-9]+|\[[^\]]*\]))?(?:\+[0-9]+)?$"
+_STEP_NAME = r"^[A-Za-z0-9_\-]+$"
+
+
+def parse_step_ids(s) -> pd.DataFrame:
+    """Step JobIDs (each with a ``.``: ``123_4.batch``, ``900+0.0``) -> DataFrame with
+    ``alloc_id`` (before the last ``.``), ``step`` (after it) and ``valid`` (bool: the grammar of
+    :func:`parse_job_ids` with a step). A split and two matches, no capture groups: step rows
+    are most of a large capture."""
+    a = pc.utf8_trim_whitespace(_arrow(s))
+    idx = _index(s)
+    parts = pc.split_pattern(a, ".", max_splits=1, reverse=True)
+    two = pc.fill_null(pc.equal(pc.list_value_length(parts), 2), False)
+    parts = pc.if_else(two, parts, pa.scalar(["", ""], parts.type))
+    alloc, step = pc.list_element(parts, 0), pc.list_element(parts, 1)
+    (step_ok,) = _dict_apply(step, lambda x: (
+        pc.match_substring_regex(x, _STEP_NAME).to_numpy(zero_copy_only=False).astype("float64"),))
+    valid = (pc.match_substring_regex(alloc, _STEP_ALLOC).to_numpy(zero_copy_only=False).astype(bool)
+             & (step_ok == 1.0) & two.to_numpy(zero_copy_only=False).astype(bool))
+    return pd.DataFrame({"alloc_id": _str_series(alloc, idx), "step": _str_series(step, idx),
+                         "valid": pd.Series(valid, index=idx)})
+
+
 def pending_task_count(task: pd.Series) -> pd.Series:
     """Tasks in a pending array expression (``[5-9]`` -> 5, ``[1,3,7-8%2]`` -> 4); 0 for a plain
     task id or "". Uses python-hostlist to expand the ranges."""

@@ -1,13 +1,14 @@
 """Incremental Parquet store of sacct rows, one file per cluster and UTC day pulled.
 
-Layout: ``<root>/<cluster>/<YYYY-MM-DD>.parquet`` (the typed rows of that day's sacct call,
-written with pyarrow) and ``<root>/<cluster>/manifest.json``: day -> ``{"pulled_at": epoch s,
+Layout: ``<root>/<cluster>/<YYYY-MM-DD>.parquet`` and ``<YYYY-MM-DD>.steps.parquet`` (the typed
+allocation and step rows of that day's sacct call, written with pyarrow) and
+``<root>/<cluster>/manifest.json``: day -> ``{"pulled_at": epoch s,
 "final": bool, "dq": {...}}``. A day is final once it was pulled more than ``SETTLE_S`` after
 it ended and none of its rows is still running or pending; only non-final days are pulled
 again, so a weekly run re-reads only recent days. Running jobs are provisional and re-pulled.
 
-Rows are keyed by (cluster, JobIDRaw, step, Submit, Start); when several days (or pulls) hold
-the same key, :meth:`Store.load` keeps the copy from the latest pull.
+Rows are keyed by (cluster, JobIDRaw, Submit, Start), a step row also by its step name; when
+several days (or pulls) hold the same key, :meth:`Store.load` keeps the copy from the latest pull.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from slurmkit.accounting.frame import JobRows
 from slurmkit.accounting.quality import DataQuality
 
 #: Seconds after a day's end before its pull can be final (accounting reaches slurmdbd late).
 SETTLE_S = 3600
-KEY = ["cluster", "key_id", "step", "submit", "start"]
 OPEN_STATES = ("RUNNING", "PENDING", "REQUEUED", "SUSPENDED", "COMPLETING", "CONFIGURING",
                "RESIZING", "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT")
 
@@ -56,20 +57,22 @@ class Store:
         entry = self.manifest().get(f"{day:%Y-%m-%d}")
         return not (entry and entry.get("final"))
 
-    def save_day(self, day: dt.datetime, rows: pd.DataFrame, dq: DataQuality,
+    def save_day(self, day: dt.datetime, rows: JobRows, dq: DataQuality,
                  now: float | None = None) -> Path:
-        """Write one day's rows (replacing an earlier pull) and update the manifest."""
+        """Write one day's rows (replacing an earlier pull) and update the manifest. Returns
+        the allocation rows' file."""
         now = time.time() if now is None else now
         self.dir.mkdir(parents=True, exist_ok=True)
         name = f"{day:%Y-%m-%d}"
-        path = self.dir / f"{name}.parquet"
-        tmp = path.with_suffix(".parquet.tmp")
-        out = rows.copy()
-        out["pulled_at"] = pd.Timestamp(now, unit="s", tz="UTC")
-        pq.write_table(pa.Table.from_pandas(out, preserve_index=False), tmp)
-        os.replace(tmp, path)
+        pulled = pd.Timestamp(now, unit="s", tz="UTC")
+        for frame, path in ((rows.steps, self._path(name, "steps")), (rows.allocs, self._path(name))):
+            tmp = path.with_suffix(".parquet.tmp")
+            pq.write_table(pa.Table.from_pandas(frame.assign(pulled_at=pulled), preserve_index=False), tmp)
+            os.replace(tmp, path)
+        path = self._path(name)
+        allocs = rows.allocs
         day_end = day.replace(hour=0, minute=0, second=0, microsecond=0) + dt.timedelta(days=1)
-        open_rows = bool(rows["state"].isin(OPEN_STATES).any() or rows["end"].isna().any()) if len(rows) else False
+        open_rows = bool(allocs["state"].isin(OPEN_STATES).any() or allocs["end"].isna().any()) if len(allocs) else False
         final = (now - day_end.timestamp()) > SETTLE_S and not open_rows
         man = self.manifest()
         man[name] = {"pulled_at": now, "final": final, "rows": int(len(rows)),
@@ -80,31 +83,37 @@ class Store:
         os.replace(tmpm, self._manifest_path())
         return path
 
-    def load(self, days: list[dt.datetime]) -> tuple[pd.DataFrame, DataQuality]:
+    def _path(self, name: str, kind: str = "") -> Path:
+        return self.dir / (f"{name}.{kind}.parquet" if kind else f"{name}.parquet")
+
+    def load(self, days: list[dt.datetime]) -> tuple[JobRows, DataQuality]:
         """Rows of the given days (one copy per key, the latest pull) and their data quality
         (repeats across days are counted as skipped: ``same row in another day's pull``).
         Days not in the store are ignored."""
         man = self.manifest()
-        frames, dq = [], DataQuality()
+        parts, dq = [], DataQuality()
+
+        def read(path):
+            return pq.read_table(path).to_pandas(
+                types_mapper=lambda t: pd.StringDtype("pyarrow") if t in (pa.string(), pa.large_string()) else None)
+
         for day in days:
             name = f"{day:%Y-%m-%d}"
-            path = self.dir / f"{name}.parquet"
-            if name not in man or not path.exists():
+            if name not in man or not self._path(name).exists() or not self._path(name, "steps").exists():
                 continue
-            frames.append(pq.read_table(path).to_pandas(
-                types_mapper=lambda t: pd.StringDtype("pyarrow") if t in (pa.string(), pa.large_string()) else None))
+            parts.append(JobRows(read(self._path(name)), read(self._path(name, "steps"))))
             d = man[name].get("dq", {})
             dq.rows_read += int(d.get("rows_read", 0))
             for k, v in d.get("skipped", {}).items():
                 dq.skip(k, int(v))
             dq.repaired.update(Counter({k: int(v) for k, v in d.get("repaired", {}).items()}))
-        if not frames:
-            return pd.DataFrame(), dq
-        rows = pd.concat(frames, ignore_index=True).sort_values("pulled_at", kind="stable")
-        dup = rows.duplicated(KEY, keep="last")
-        dq.skip("same row in another day's pull", int(dup.sum()))
-        rows = rows[~dup].drop(columns=["pulled_at"]).reset_index(drop=True)
-        return rows, dq
+        rows = JobRows.concat(parts)
+        rows = JobRows(rows.allocs.sort_values("pulled_at", kind="stable"),
+                       rows.steps.sort_values("pulled_at", kind="stable")) if parts else rows
+        rows = rows.drop_repeats(dq, str(self.dir), keep="last", reason="same row in another day's pull",
+                                 list_rows=False)
+        return JobRows(rows.allocs.drop(columns=["pulled_at"], errors="ignore").reset_index(drop=True),
+                       rows.steps.drop(columns=["pulled_at"], errors="ignore").reset_index(drop=True)), dq
 
     def has_days(self, days: list[dt.datetime]) -> bool:
         """True when every day is in the store (week-over-week deltas need the whole week)."""

@@ -104,7 +104,7 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
     import pandas as pd
 
     from slurmkit.accounting.quality import DataQuality
-    from slurmkit.accounting.frame import jobs_frame, load_sacct
+    from slurmkit.accounting.frame import JobRows, load_sacct
     from slurmkit.accounting.read import AccountingInputError, read_field_list
     from slurmkit.report import energy as E
     from slurmkit.report import render
@@ -173,9 +173,10 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
                 frows, fdq = load_sacct(f, None, fields, delimiter, cluster=cluster or "", tz=tz)
                 rows_l.append(frows)
                 dq.merge(fdq)
-            rows = pd.concat(rows_l, ignore_index=True)
+            rows = JobRows.concat(rows_l)
             if not (week or start or end):
-                t = pd.concat([rows["submit"], rows["start"], rows["end"]]).dropna()
+                a_ = rows.allocs
+                t = pd.concat([a_["submit"], a_["start"], a_["end"]]).dropna()
                 if t.empty:
                     raise _Bad(f"{from_sacct[0]}: no times in the input; give --week or --start")
                 window = Window(t.min().floor("D").to_pydatetime(),
@@ -222,8 +223,6 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
         raise _Bad(str(exc)) from None
     except SlurmError as exc:
         raise click.ClickException(str(exc)) from None
-    if rows.empty:
-        rows = jobs_frame(__import__("pyarrow").table({"JobID": []}), dq)
     report, allocs = build_report(rows, dq, window, a, spool_df, capacity_gpus=cap,
                                   down_gpu_hours=down, sreport_gpu_hours=sreport_h,
                                   previous=previous, now=now, cluster=cluster or "",

@@ -8,16 +8,16 @@ from captured text. ``progress``: a callable ``(done_days, total_days)`` or None
 from __future__ import annotations
 
 import datetime as dt
-import pandas as pd
 
 from slurmkit.accounting.ingest import SACCT_ENV, pull_day
 from slurmkit.accounting.quality import DataQuality
-from slurmkit.accounting.store import KEY, Store
+from slurmkit.accounting.frame import JobRows
+from slurmkit.accounting.store import Store
 from slurmkit.report import capacity as C
 
 
 def ingest_window(days, cluster: str | None, store: Store | None, progress=None,
-                  timeout: float = 300.0) -> tuple[pd.DataFrame, DataQuality, int]:
+                  timeout: float = 300.0) -> tuple[JobRows, DataQuality, int]:
     """Rows of ``days`` (list of ``(day_start, day_end)``): pulls the days the store lacks or
     holds provisionally (all days when ``store`` is None) and returns ``(rows, dq, pulled)``."""
     pulled = 0
@@ -37,12 +37,9 @@ def ingest_window(days, cluster: str | None, store: Store | None, progress=None,
             progress(i + 1, len(days))
     if store is not None:
         return (*store.load([d0.replace(hour=0, minute=0, second=0, microsecond=0) for d0, _ in days]), pulled)
-    if not frames:
-        return pd.DataFrame(), dq, pulled
-    rows = pd.concat(frames, ignore_index=True)
-    dup = rows.duplicated(KEY, keep="last")
-    dq.skip("same row in another day's pull", int(dup.sum()))
-    return rows[~dup].reset_index(drop=True), dq, pulled
+    rows = JobRows.concat(frames).drop_repeats(
+        dq, "sacct", keep="last", reason="same row in another day's pull", list_rows=False)
+    return rows, dq, pulled
 
 
 def live_capacity(start, end, timeout: float = 60.0) -> tuple[float, float]:

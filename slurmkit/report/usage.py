@@ -1,7 +1,8 @@
 """Per-allocation usage in a window: clipped hours, GPU-hours, waste, queue wait, efficiency.
 
-Input: the typed row frame of :func:`slurmkit.accounting.frame.jobs_frame` (allocation and
-step rows). Output of :func:`allocations`: one row per allocation row (a requeued job has one
+Input: the typed rows of :func:`slurmkit.accounting.frame.jobs_frame` (allocation and step
+rows, a :class:`~slurmkit.accounting.frame.JobRows`). Output of :func:`allocations`: one row
+per allocation row (a requeued job has one
 row per attempt; ``jobs`` counts distinct ``(cluster, key_id)``) with
 
 - ``run_s``: seconds it ran (ElapsedRaw, which excludes suspended time; End − Start when absent)
@@ -97,17 +98,16 @@ def attempt_of_steps(alloc_code: np.ndarray, alloc_start: pd.Series, step_code: 
     return pos
 
 
-def job_codes(rows: pd.DataFrame) -> tuple[np.ndarray, int]:
-    """``(codes, n)``: one integer per allocation identity (cluster, key_id), shared by its
-    steps and by a requeued job's attempts (``pd.factorize``, no string concatenation)."""
-    kcodes, kuniq = pd.factorize(rows["key_id"], sort=False)
-    cl = rows["cluster"]
-    ccodes, cuniq = pd.factorize(cl, sort=False)
-    if len(cuniq) <= 1:
-        return kcodes.astype(np.int64), len(kuniq)
-    combined = ccodes.astype(np.int64) * max(len(kuniq), 1) + kcodes
-    codes, uniq = pd.factorize(combined, sort=False)
-    return codes.astype(np.int64), len(uniq)
+def job_codes(allocs: pd.DataFrame, steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """``(alloc codes, step codes)``: one integer per allocation identity (cluster, key_id)
+    of ``allocs``, shared by a requeued job's attempts; a step gets its allocation's code, or
+    -1 when no allocation row has its identity."""
+    from slurmkit.accounting.frame import identity_codes
+
+    acodes, scodes = identity_codes(allocs, steps)
+    has_alloc = np.zeros(int(max(acodes.max(initial=-1), scodes.max(initial=-1))) + 1, bool)
+    has_alloc[acodes] = True
+    return acodes, np.where(has_alloc[scodes], scodes, -1) if len(scodes) else scodes
 
 
 def utc(t) -> pd.Timestamp:
@@ -116,28 +116,23 @@ def utc(t) -> pd.Timestamp:
     return t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
 
 
-def allocations(rows: pd.DataFrame, start, end, dq: DataQuality, now=None,
+def allocations(rows, start, end, dq: DataQuality, now=None,
                 source: str = "") -> pd.DataFrame:
-    """Allocation rows in ``[start, end)`` (aware UTC timestamps) with the usage columns of the
-    module docstring. Records unused rows in ``dq`` (so ``dq.rows_counted`` is exactly the rows
+    """Allocation rows of ``rows`` (a :class:`~slurmkit.accounting.frame.JobRows`) in
+    ``[start, end)`` (aware UTC timestamps) with the usage columns of the module docstring. Records unused rows in ``dq`` (so ``dq.rows_counted`` is exactly the rows
     used). ``now``: the time a running job's End is taken as (default: the current time)."""
     start, end = utc(start), utc(end)
     now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
-    is_step = rows["is_step"].to_numpy(bool)
     # one integer code per allocation identity (cluster, key_id), shared by its steps
-    codes, ncodes = job_codes(rows)
-    allocs = rows[~is_step]
-    allocs.insert(len(allocs.columns), "job_code", codes[~is_step])
-    step_cols = ["step", "start", "mem_used_mib", "gpu_util_pct", "elapsed_s", "total_cpu_s"]
-    steps = rows.loc[is_step, step_cols]
-    scode = codes[is_step]
+    acodes, scode = job_codes(rows.allocs, rows.steps)
+    allocs = rows.allocs.copy(deep=False)
+    allocs["job_code"] = acodes
+    steps = rows.steps
 
     # steps whose allocation row is not in the input
-    has_alloc = np.zeros(ncodes, bool)
-    has_alloc[allocs["job_code"].to_numpy()] = True
-    orphan = ~has_alloc[scode]
+    orphan = scode < 0
     if orphan.any():
-        for jid in rows.loc[steps.index[orphan][:10], "job_id"]:
+        for jid in steps.loc[orphan, "job_id"].head(10):
             dq.skip("step row without its allocation row", 0, source or "input", None, f"JobID {jid}")
         dq.skip("step row without its allocation row", int(orphan.sum()))
         steps, scode = steps[~orphan], scode[~orphan]

@@ -1,6 +1,6 @@
 """The weekly report model: one plain dict (the JSON output) from rows + window + assumptions.
 
-:func:`build_report` is pure: it takes the typed row frame (sacct), the spool frame, the
+:func:`build_report` is pure: it takes the typed sacct rows (:class:`~slurmkit.accounting.frame.JobRows`), the spool frame, the
 assumptions and optional capacity / down-time / sreport figures, and returns
 
 ``totals.energy_known`` is False when no job has any energy source (``energy_kwh`` then reads
@@ -61,7 +61,7 @@ def _quantiles(x: pd.Series) -> dict:
     return {"n": int(len(x)), "p50_s": _num(q[0]), "p90_s": _num(q[1]), "p95_s": _num(q[2])}
 
 
-def reconcile(rows: pd.DataFrame, runs: pd.DataFrame, span: Window, sreport_gpu_hours: float,
+def reconcile(rows, runs: pd.DataFrame, span: Window, sreport_gpu_hours: float,
               now=None, limit: int = 20) -> dict:
     """Per-job GPU-hours clipped to exactly ``span`` (the whole hours sreport covers: up to its
     last rollup, never the current hour) vs ``sreport_gpu_hours`` over the same span.
@@ -111,7 +111,7 @@ def reconcile(rows: pd.DataFrame, runs: pd.DataFrame, span: Window, sreport_gpu_
     return out
 
 
-def build_report(rows: pd.DataFrame, dq: DataQuality, window: Window, assumptions: E.Assumptions,
+def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptions,
                  spool: pd.DataFrame | None = None, capacity_gpus: float | None = None,
                  down_gpu_hours: float | None = None, sreport_gpu_hours: float | None = None,
                  previous: dict | None = None, now=None, source: str = "",
