@@ -35,38 +35,44 @@ GPU_BUCKETS = [(0, 0, "0"), (1, 1, "1"), (2, 4, "2-4"), (5, 8, "5-8"), (9, np.in
 
 def gpu_bucket(gpus: pd.Series) -> pd.Series:
     """GPU-count bucket label: ``0``, ``1``, ``2-4``, ``5-8``, ``9+`` (fractions round up)."""
-    g = np.ceil(gpus.fillna(0).to_numpy())
-    out = np.full(len(g), "9+", dtype=object)
-    for lo, hi, label in reversed(GPU_BUCKETS):
-        out[(g >= lo) & (g <= hi)] = label
-    return pd.Series(out, index=gpus.index, dtype="str")
+    g = np.ceil(gpus.fillna(0).to_numpy(float))
+    labels = [label for _, _, label in GPU_BUCKETS]
+    code = np.full(len(g), len(labels) - 1, dtype=np.int8)
+    for i, (lo, hi, _) in reversed(list(enumerate(GPU_BUCKETS))):
+        code[(g >= lo) & (g <= hi)] = i
+    return pd.Series(pd.Categorical.from_codes(code, labels).astype(str), index=gpus.index, dtype="str")
 
 
-def _step_usage(code: np.ndarray, steps: pd.DataFrame, ncodes: int) -> dict:
-    """Per-allocation step aggregates indexed by ``code`` (the attempt's position): largest step memory (MiB), the
+def _step_usage(pos: np.ndarray, steps: pd.DataFrame, keep: np.ndarray, n: int) -> dict:
+    """Per-allocation step aggregates indexed by ``pos`` (each step's attempt position among
+    ``n`` allocation rows; only steps where ``keep``): largest step memory (MiB), the
     elapsed-weighted mean gres/gpuutil of non-extern steps (percent), summed TotalCPU (s)."""
-    mem = np.full(ncodes, np.nan)
-    uw = np.zeros(ncodes)
-    w = np.zeros(ncodes)
-    cpu = np.zeros(ncodes)
-    has_cpu = np.zeros(ncodes, bool)
-    if len(code):
-        m = steps["mem_used_mib"].to_numpy(float)
-        ok = ~np.isnan(m)
-        np.fmax.at(mem, code[ok], m[ok])
-        util = steps["gpu_util_pct"].to_numpy(float)
-        util_ok = ~np.isnan(util) & (steps["step"] != "extern").to_numpy(bool)
-        ww = np.clip(np.nan_to_num(steps["elapsed_s"].to_numpy(float)), 1.0, None)
-        np.add.at(uw, code[util_ok], util[util_ok] * ww[util_ok])
-        np.add.at(w, code[util_ok], ww[util_ok])
-        c = steps["total_cpu_s"].to_numpy(float)
-        cok = ~np.isnan(c)
-        np.add.at(cpu, code[cok], c[cok])
-        has_cpu[code[cok]] = True
-    with np.errstate(invalid="ignore", divide="ignore"):
-        util_mean = np.where(w > 0, uw / w, np.nan)
-    return {"step_mem_mib": mem, "step_gpu_util_pct": util_mean,
-            "step_cpu_s": np.where(has_cpu, cpu, np.nan)}
+    mem = np.full(n, np.nan)
+    cpu = np.full(n, np.nan)
+    util_mean = np.full(n, np.nan)
+    if not keep.any():
+        return {"step_mem_mib": mem, "step_gpu_util_pct": util_mean, "step_cpu_s": cpu}
+    m = steps["mem_used_mib"].to_numpy(float)
+    ok = keep & ~np.isnan(m)
+    if ok.any():
+        top = pd.Series(m[ok]).groupby(pos[ok], sort=False).max()
+        mem[top.index.to_numpy()] = top.to_numpy()
+    util = steps["gpu_util_pct"].to_numpy(float)
+    uok = keep & ~np.isnan(util)
+    if uok.any():
+        uok &= (steps["step"] != "extern").to_numpy(bool)
+        ww = np.clip(np.nan_to_num(steps["elapsed_s"].to_numpy(float)[uok]), 1.0, None)
+        w = np.bincount(pos[uok], weights=ww, minlength=n)
+        uw = np.bincount(pos[uok], weights=util[uok] * ww, minlength=n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            util_mean = np.where(w > 0, uw / w, np.nan)
+    c = steps["total_cpu_s"].to_numpy(float)
+    cok = keep & ~np.isnan(c)
+    if cok.any():
+        total = np.bincount(pos[cok], weights=c[cok], minlength=n)
+        has = np.bincount(pos[cok], minlength=n) > 0
+        cpu = np.where(has, total, np.nan)
+    return {"step_mem_mib": mem, "step_gpu_util_pct": util_mean, "step_cpu_s": cpu}
 
 
 def attempt_of_steps(alloc_code: np.ndarray, alloc_start: pd.Series, step_code: np.ndarray,
@@ -76,7 +82,24 @@ def attempt_of_steps(alloc_code: np.ndarray, alloc_start: pd.Series, step_code: 
     ``tolerance_s``); a step without Start goes to the job's last attempt, one that starts
     before every attempt to the first. Vectorised (one sort, one ``searchsorted``): a requeued
     job's attempts share the job code, but each attempt's steps are its own (memory and CPU of
-    attempt 1 are not attempt 2's)."""
+    attempt 1 are not attempt 2's). Every ``step_code`` must be among ``alloc_code``."""
+    if not len(step_code):
+        return np.zeros(0, np.int64)
+    # a job with one attempt (most of them): its steps are that attempt's, no search
+    ncodes = int(max(alloc_code.max(initial=-1), step_code.max())) + 1
+    count = np.bincount(alloc_code, minlength=ncodes)
+    where = np.zeros(ncodes, np.int64)
+    where[alloc_code] = np.arange(len(alloc_code))
+    out = where[step_code]
+    multi = count[step_code] > 1
+    if multi.any():
+        sub = np.flatnonzero(count[alloc_code] > 1)  # the attempts of requeued jobs
+        out[multi] = sub[_search_attempts(alloc_code[sub], alloc_start.iloc[sub], step_code[multi],
+                                          step_start[multi], tolerance_s)]
+    return out
+
+
+def _search_attempts(alloc_code, alloc_start, step_code, step_start, tolerance_s):
     big = np.int64(1) << 33   # epoch seconds fit below 2**33 until the year 2242
 
     def key(code, start, add=0):
@@ -84,8 +107,6 @@ def attempt_of_steps(alloc_code: np.ndarray, alloc_start: pd.Series, step_code: 
         sec = np.where(start.isna().to_numpy(), big - 1, np.clip(t + add, 0, big - 2))
         return code.astype(np.int64) * big + sec
 
-    if not len(step_code):
-        return np.zeros(0, np.int64)
     ak = key(alloc_code, alloc_start)
     order = np.argsort(ak, kind="stable")
     aks = ak[order]
@@ -173,7 +194,7 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     # steps of allocations outside the window go with them
     step_in = keep_a[spos]
     dq.skip("outside the window", n_out + int((~step_in).sum()))
-    agg = _step_usage(spos[step_in], steps[step_in], len(keep_a))
+    agg = _step_usage(spos, steps, step_in, len(keep_a))
     kept = np.flatnonzero(keep_a)
     for name, arr in agg.items():
         allocs[name] = arr[kept]
@@ -202,6 +223,12 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     return allocs.reset_index(drop=True)
 
 
+def _epoch_s(t: pd.Series) -> np.ndarray:
+    """Aware timestamps -> float epoch seconds (NaN for NaT)."""
+    ns = t.to_numpy(dtype="datetime64[ns]", na_value=np.datetime64("NaT")).view(np.int64)
+    return np.where(ns == np.iinfo(np.int64).min, np.nan, ns / 1e9)
+
+
 def hourly_gpus(allocs: pd.DataFrame, start, end, now=None) -> pd.Series:
     """Average GPUs in use in each hour of ``[start, end)``: a Series indexed by the hour's
     start (UTC). Exact piecewise-linear integration, O(n log n) with numpy; running jobs end
@@ -211,13 +238,13 @@ def hourly_gpus(allocs: pd.DataFrame, start, end, now=None) -> pd.Series:
     hours = pd.date_range(start.floor("h"), end, freq="h", inclusive="left")
     epoch = pd.Timestamp(0, tz="UTC")
     edges = np.append((hours - epoch).total_seconds().to_numpy(), (end - epoch).total_seconds())
-    a = allocs[allocs["start"].notna() & (allocs["gpus"] > 0)]
-    if a.empty:
+    sel = (allocs["start"].notna() & (allocs["gpus"] > 0)).to_numpy()
+    if not sel.any():
         return pd.Series(0.0, index=hours)
-    s = (a["start"] - epoch).dt.total_seconds().to_numpy()
-    e = (a["end"].fillna(now) - epoch).dt.total_seconds().to_numpy()
+    s = _epoch_s(allocs["start"])[sel]
+    e = _epoch_s(allocs["end"].fillna(now))[sel]
     e = np.maximum(e, s)
-    g = a["gpus"].to_numpy(float)
+    g = allocs["gpus"].to_numpy(float)[sel]
 
     def integral(times, weights, at):
         order = np.argsort(times)

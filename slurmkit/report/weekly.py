@@ -40,17 +40,32 @@ def _num(x):
     return None if math.isnan(x) else round(x, 9)
 
 
-def _group(a: pd.DataFrame, col: str, name: str) -> list[dict]:
-    if a.empty:
+def _distinct_per_group(codes: np.ndarray, job_code: np.ndarray, n: int) -> np.ndarray:
+    """Distinct ``job_code`` values per group ``codes`` (0 .. n-1; -1 is no group): a requeued
+    job's attempts count once."""
+    ok = codes >= 0
+    width = np.int64(job_code.max(initial=0)) + 1
+    pairs = pd.unique(codes[ok].astype(np.int64) * width + job_code[ok])
+    return np.bincount(pairs // width, minlength=n)
+
+
+def _group(a: pd.DataFrame, col: str, name: str, mask=None) -> list[dict]:
+    """Per value of ``col`` (rows in ``mask`` only): distinct jobs, GPU-, CPU-hours, kWh and
+    wasted GPU-hours, largest GPU-hours first."""
+    cols = [col, "gpu_hours", "cpu_hours", "energy_kwh", "waste_gpu_hours"]
+    sel = a.loc[mask, cols + ["job_code"]] if mask is not None else a[cols + ["job_code"]]
+    if sel.empty:
         return []
-    g = a.groupby(col, sort=False)
-    t = g.agg(jobs=("job_code", "nunique"), gpu_hours=("gpu_hours", "sum"), cpu_hours=("cpu_hours", "sum"),
-              energy_kwh=("energy_kwh", "sum"),
-              wasted_gpu_hours=("waste_gpu_hours", "sum")).reset_index()
+    codes, uniq = pd.factorize(sel[col], sort=False)
+    t = sel[cols[1:]].groupby(codes, sort=False).sum()
+    t = t[t.index >= 0]
+    t["jobs"] = _distinct_per_group(codes, sel["job_code"].to_numpy(), len(uniq))[t.index]
+    t[col] = np.asarray(uniq)[t.index]
     t = t.sort_values(["gpu_hours", "cpu_hours", col], ascending=[False, False, True])
-    return [{name: r[col], "jobs": int(r["jobs"]), "gpu_hours": _num(r["gpu_hours"]),
-             "cpu_hours": _num(r["cpu_hours"]), "energy_kwh": _num(r["energy_kwh"]),
-             "wasted_gpu_hours": _num(r["wasted_gpu_hours"])} for _, r in t.iterrows()]
+    return [{name: k, "jobs": int(j), "gpu_hours": _num(g), "cpu_hours": _num(c), "energy_kwh": _num(e),
+             "wasted_gpu_hours": _num(w)}
+            for k, j, g, c, e, w in zip(t[col], t["jobs"], t["gpu_hours"], t["cpu_hours"],
+                                        t["energy_kwh"], t["waste_gpu_hours"])]
 
 
 def _quantiles(x: pd.Series) -> dict:
@@ -155,41 +170,58 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     # outcomes: each job once, on the line of its last attempt in the window (by final state);
     # earlier attempts of requeued jobs on their own line, counted as attempts
     outcomes = []
-    last = ~runs.sort_values(["job_code", "start"], na_position="last", kind="stable")[
-        "job_code"].duplicated(keep="last")
-    last = last.reindex(runs.index)
-    line = runs["state"].astype(str).where(~runs["requeued_attempt"], REQUEUED_LINE)
-    for state, g in runs.assign(_line=line, _last=last).groupby("_line", sort=True):
-        o = {"state": state, "jobs": int(g.loc[g["_last"], "job_code"].nunique()),
-             "attempts": int(len(g)), "rows": int(len(g)),
-             "gpu_hours": _num(g["gpu_hours"].sum()),
-             "wasted_gpu_hours": _num(g["waste_gpu_hours"].sum())}
-        if state == REQUEUED_LINE:
-            o["states"] = {str(k): int(v) for k, v in g["state"].astype(str).value_counts().sort_index().items()}
+    code = runs["job_code"].to_numpy()
+    if pd.Series(code).duplicated().any():
+        last = ~runs.sort_values(["job_code", "start"], na_position="last", kind="stable")[
+            "job_code"].duplicated(keep="last")
+        last = last.reindex(runs.index).to_numpy(bool)
+    else:
+        last = np.ones(len(runs), bool)
+    scode, states = pd.factorize(runs["state"], sort=False)
+    names = [str(x) for x in states] + [REQUEUED_LINE]
+    requeued = runs["requeued_attempt"].to_numpy(bool)
+    line = np.where(requeued, len(names) - 1, scode)
+    nlines = len(names)
+    attempts = np.bincount(line, minlength=nlines)
+    # pandas' sums (compensated, as the totals'), not bincount's
+    sums = runs[["gpu_hours", "waste_gpu_hours"]].groupby(line).sum().reindex(range(nlines), fill_value=0.0)
+    gh, wh = sums["gpu_hours"].to_numpy(), sums["waste_gpu_hours"].to_numpy()
+    jobs = _distinct_per_group(np.where(last, line, -1), code, nlines)
+    for i in sorted(np.flatnonzero(attempts), key=lambda i: names[i]):
+        o = {"state": names[i], "jobs": int(jobs[i]), "attempts": int(attempts[i]), "rows": int(attempts[i]),
+             "gpu_hours": _num(gh[i]), "wasted_gpu_hours": _num(wh[i])}
+        if names[i] == REQUEUED_LINE:
+            o["states"] = {str(k): int(v) for k, v in
+                           runs.loc[requeued, "state"].astype(str).value_counts().sort_index().items()}
         outcomes.append(o)
     outcomes.sort(key=lambda o: o["state"] == REQUEUED_LINE)
 
     # queue wait by partition x GPU bucket
     waits = []
-    w = runs[runs["wait_s"].notna()]
-    for (part, bucket), g in w.groupby(["partition", "gpu_bucket"], sort=True):
-        waits.append({"partition": part, "gpu_bucket": bucket, **_quantiles(g["wait_s"])})
+    w = runs.loc[runs["wait_s"].notna(), ["partition", "gpu_bucket", "wait_s"]]
+    if len(w):
+        by = w.groupby(["partition", "gpu_bucket"], sort=True, observed=True)["wait_s"]
+        q = by.quantile([0.5, 0.9, 0.95]).unstack()
+        for (part, bucket), n in by.size().items():
+            qs = q.loc[(part, bucket)]
+            waits.append({"partition": part, "gpu_bucket": bucket, "n": int(n), "p50_s": _num(qs[0.5]),
+                          "p90_s": _num(qs[0.9]), "p95_s": _num(qs[0.95])})
     wait_all = _quantiles(w["wait_s"])
 
     # efficiency
-    done = runs[runs["end"].notna() & (runs["run_s"] > 0)]
+    done = runs.loc[runs["end"].notna() & (runs["run_s"] > 0), ["user", "run_s", "ncpus", "cpu_eff", "mem_eff"]]
     cpu_den = (done["run_s"] * done["ncpus"]).where(done["cpu_eff"].notna()).sum()
     cpu_num = (done["cpu_eff"] * done["run_s"] * done["ncpus"]).sum()
-    gu = runs["step_gpu_util_pct"].fillna(runs["spool_gpu_util_pct"])
-    gpu_runs = runs[runs["gpus"] > 0]
-    gu_g = gu[runs["gpus"] > 0]
-    idle = gpu_runs["gpu_hours"][gu_g < 1.0].sum()
-    known = gpu_runs["gpu_hours"][gu_g.notna()].sum()
+    gpu = (runs["gpus"] > 0).to_numpy()
+    gu_g = runs["step_gpu_util_pct"].fillna(runs["spool_gpu_util_pct"]).to_numpy(float)[gpu]
+    gh_g = runs["gpu_hours"].to_numpy(float)[gpu]
+    idle = gh_g[gu_g < 1.0].sum()
+    known = gh_g[~np.isnan(gu_g)].sum()
     efficiency = {
         "cpu_efficiency": _num(cpu_num / cpu_den) if cpu_den > 0 else None,
         "memory_efficiency_median": _num(done["mem_eff"].median()) if done["mem_eff"].notna().any() else None,
         "allocations_over_memory": int((done["mem_eff"] > 1.0).sum()),
-        "gpu_util_pct_weighted": _num((gu_g * gpu_runs["gpu_hours"]).sum() / known) if known > 0 else None,
+        "gpu_util_pct_weighted": _num(np.nansum(gu_g * gh_g) / known) if known > 0 else None,
         "gpu_hours_with_util": _num(known),
         "gpu_hours_near_zero_util": _num(idle),
         "by_user": [],
@@ -238,7 +270,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "by_account": _group(runs, "account", "account"),
         "by_partition": _group(runs, "partition", "partition"),
         "by_qos": _group(runs, "qos", "qos"),
-        "by_gpu_type": _group(runs[runs["gpus"] > 0], "gpu_type", "gpu_type"),
+        "by_gpu_type": _group(runs, "gpu_type", "gpu_type", runs["gpus"] > 0),
         "outcomes": outcomes,
         "queue_wait": {"all": wait_all, "by_partition_gpus": waits},
         "efficiency": efficiency,
