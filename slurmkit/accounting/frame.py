@@ -39,6 +39,9 @@ step, else the JobID without it: the allocation's ``key_id``), ``step`` (``batch
 
 from __future__ import annotations
 
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -139,6 +142,24 @@ def _time_ints(s: pd.Series) -> np.ndarray:
     return s.to_numpy(dtype="datetime64[ns]", na_value=np.datetime64("NaT")).view(np.int64)
 
 
+def _duplicated(cols: list[np.ndarray], keep: str) -> np.ndarray:
+    """``DataFrame.duplicated`` over integer columns, by way of one 64-bit mix of each row:
+    rows whose mix repeats are the candidates, and only they are compared column by column
+    (so a collision of the mix never drops a row)."""
+    h = np.zeros(len(cols[0]), np.uint64)
+    with np.errstate(over="ignore"):
+        for c in cols:
+            h ^= c.astype(np.int64).view(np.uint64)
+            h *= np.uint64(0x9E3779B97F4A7C15)
+            h ^= h >> np.uint64(29)
+    cand = pd.Series(h).duplicated(keep=False).to_numpy()
+    out = np.zeros(len(h), bool)
+    if cand.any():
+        sub = pd.DataFrame({i: c[cand] for i, c in enumerate(cols)})
+        out[np.flatnonzero(cand)] = sub.duplicated(keep=keep).to_numpy()
+    return out
+
+
 def _drop(frame: pd.DataFrame, key: list[str], dq: DataQuality, source: str, keep: str,
           reason: str, list_rows: bool) -> pd.DataFrame:
     if len(frame) < 2:
@@ -150,7 +171,7 @@ def _drop(frame: pd.DataFrame, key: list[str], dq: DataQuality, source: str, kee
             continue
         cols[k] = (frame[k].cat.codes.to_numpy() if isinstance(frame[k].dtype, pd.CategoricalDtype)
                    else _time_ints(frame[k]))
-    dup = pd.DataFrame(cols).duplicated(keep=keep).to_numpy()
+    dup = _duplicated(list(cols.values()), keep)
     if dup.any():
         for jid in frame.loc[dup, "job_id"].head(20 if list_rows else 0):
             dq.skip(reason, 0, source, None, f"JobID {jid}")
@@ -178,23 +199,33 @@ def _compact(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _concat_columns(frames: list, consume: bool = True) -> pd.DataFrame:
-    """Concatenate frames with the same columns column by column (``consume``: popping each
-    frame's column as it goes, so that memory is freed on the way); :data:`CATEGORICAL`
-    columns are merged with ``union_categoricals`` (they stay codes)."""
+    """Concatenate frames with the same columns column by column (``consume``: emptying
+    ``frames`` so that each block's memory is freed once its columns are copied);
+    :data:`CATEGORICAL` columns are merged with ``union_categoricals`` (they stay codes)."""
     from pandas.api.types import union_categoricals
 
     if len(frames) == 1 and not consume:
         return frames[0]
+    # columns as Series (views into each frame's blocks: no copy, unlike DataFrame.pop)
+    names = list(frames[0].columns)
+    split = [{c: f[c] for c in names} for f in frames]
+    if consume:
+        frames.clear()
     cols = {}
-    for c in list(frames[0].columns):
-        parts = [f.pop(c) if consume else f[c] for f in frames]
+    for c in names:
+        parts = [d.pop(c) for d in split]
         if c in CATEGORICAL:
             col = pd.Series(union_categoricals([p.astype("category") for p in parts]))
         else:
             col = pd.concat(parts, ignore_index=True)
         del parts
         cols[c] = col
-    return pd.DataFrame(cols)
+    # column by column: a frame built from the dict would stack the float columns into one
+    # 2-D block (a copy of all of them)
+    out = pd.DataFrame(index=pd.RangeIndex(len(next(iter(cols.values()))) if cols else 0))
+    for c, col in cols.items():
+        out[c] = col.to_numpy() if col.dtype.kind in "fib" else col
+    return out
 
 
 def _typed(table: pa.Table, dq: DataQuality, source: str = "<sacct>", cluster: str = "",
@@ -367,12 +398,28 @@ def load_sacct(path, dq: DataQuality | None = None, fields=None, delimiter=None,
     scratch = DataQuality()
     pool = pa.default_memory_pool()
     allocs, steps = [], []
-    for t in batches:
-        a, s = _typed(t, scratch, str(path), cluster, tz)
+    # blocks are typed in worker threads while the next one is read (the pyarrow kernels run
+    # without the GIL); at most ``workers`` blocks wait, and results are taken in file order
+    workers = max(1, min(4, os.cpu_count() or 1))
+    waiting: deque = deque()
+
+    def collect():
+        fut, bdq = waiting.popleft()
+        a, s = fut.result()
         allocs.append(a)
         steps.append(s)
-        del t, a, s
+        scratch.merge(bdq)
         pool.release_unused()  # hand the block's text back to the OS (jemalloc/mimalloc keep it)
+
+    with ThreadPoolExecutor(workers, thread_name_prefix="sacct-block") as ex:
+        for t in batches:
+            bdq = DataQuality()
+            waiting.append((ex.submit(_typed, t, bdq, str(path), cluster, tz), bdq))
+            del t
+            while len(waiting) > workers:
+                collect()
+        while waiting:
+            collect()
     fdq.merge(scratch)
     if not allocs:
         rows = jobs_frame(pa.table({n: pa.array([], pa.string()) for n in (fields or ["JobID"])}), fdq)
