@@ -252,7 +252,11 @@ class _Cols:
 
     def __init__(self, table: pa.Table):
         self.table, self.names, self.n = table, set(table.column_names), table.num_rows
-        self.empty = pa.chunked_array([pa.array([""] * self.n, pa.string())])
+
+    @property
+    def empty(self) -> pa.ChunkedArray:
+        """A column of "" (for a field the input lacks)."""
+        return pa.chunked_array([pc.cast(pa.repeat("", self.n), pa.string())])
 
     def col(self, *fields):
         for f in fields:
@@ -262,7 +266,7 @@ class _Cols:
 
     def text(self, *fields) -> pd.Series:
         c = self.col(*fields)
-        return P._str_series(c) if c is not None else pd.Series([""] * self.n, dtype="str")
+        return P._str_series(c) if c is not None else P._str_series(self.empty)
 
     def num(self, *fields) -> pd.Series:
         c = self.col(*fields)
@@ -288,14 +292,12 @@ class _Cols:
         """``(mem_used_mib, gpu_util_pct)`` from TRESUsageInTot / MaxRSS / TRESUsageInAve."""
         usage = self.col("TRESUsageInTot")
         nan = pd.Series(np.full(self.n, np.nan))
-        used = P.tres_mem_mib(usage, "mem", bare="B") if usage is not None else nan
+        used, tot_util = P.tres_usage(usage) if usage is not None else (nan, nan)
         if "MaxRSS" in self.names:
             rss, _ = P.parse_mem_mib(self.col("MaxRSS"), bare="B")
             used = used.fillna(rss)
         util = P.tres_number(self.col("TRESUsageInAve"), "gres/gpuutil") if "TRESUsageInAve" in self.names else nan
-        if usage is not None:
-            util = util.fillna(P.tres_number(usage, "gres/gpuutil"))
-        return used, util.astype("float64")
+        return used, util.fillna(tot_util).astype("float64")
 
     def cluster(self, default: str) -> pd.Series:
         out = self.text("Cluster")

@@ -34,8 +34,16 @@ def _index(s):
     return s.index if isinstance(s, pd.Series) else None
 
 
+def _all_digits(a) -> bool:
+    """True when every non-null value is a non-empty run of ASCII digits (no regex)."""
+    return bool(pc.all(pc.ascii_is_decimal(a)).as_py())
+
+
 def _num_np(a: pa.ChunkedArray, pattern=r"^[0-9]+(\.[0-9]+)?$") -> np.ndarray:
-    """Strings -> float64 numpy (NaN where not a plain number)."""
+    """Strings -> float64 numpy (NaN where not a plain number). All digits (counts, epoch
+    seconds, usage figures): a cast, no regular expression."""
+    if _all_digits(a):
+        return pc.cast(a, pa.float64()).to_numpy(zero_copy_only=False).astype("float64", copy=False)
     ok = pc.match_substring_regex(a, pattern)
     vals = pc.cast(pc.if_else(ok, a, _NULL), pa.float64())
     return vals.to_numpy(zero_copy_only=False).astype("float64", copy=False)
@@ -171,13 +179,24 @@ _MEM_UNIT_MIB = {"B": 1 / 1048576, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 10
 
 
 def _mem_np(a: pa.ChunkedArray, bare: str) -> tuple[np.ndarray, pa.ChunkedArray]:
-    parts = pc.extract_regex(a, r"^(?P<n>[0-9]+(?:\.[0-9]+)?)(?P<u>[KMGTPB]?)(?P<p>[cn]?)$")
-    num = _num_np(_field(parts, "n"))
-    unit = pc.fill_null(_field(parts, "u"), "")
+    a = pc.if_else(pc.equal(a, ""), _NULL, a)
+    last = pc.utf8_slice_codeunits(a, -1)
+    has_unit = pc.fill_null(pc.is_in(last, pa.array(list(_MEM_UNIT_MIB))), False)
+    body = pc.if_else(has_unit, pc.utf8_slice_codeunits(a, 0, -1), a)
+    if _all_digits(body):
+        # digits and at most a unit letter (usage figures, most AllocTRES / ReqMem): no regex
+        num = _num_np(body)
+        unit = pc.if_else(has_unit, last, "")
+        per = pa.chunked_array([pa.nulls(len(a), pa.string())])
+    else:
+        parts = pc.extract_regex(a, r"^(?P<n>[0-9]+(?:\.[0-9]+)?)(?P<u>[KMGTPB]?)(?P<p>[cn]?)$")
+        num = _num_np(_field(parts, "n"))
+        unit = pc.fill_null(_field(parts, "u"), "")
+        per = _field(parts, "p")
     factor = np.full(len(a), _MEM_UNIT_MIB[bare])
     for u, f in _MEM_UNIT_MIB.items():
-        factor[pc.equal(unit, u).to_numpy(zero_copy_only=False).astype(bool)] = f
-    return num * factor, _field(parts, "p")
+        factor[pc.fill_null(pc.equal(unit, u), False).to_numpy(zero_copy_only=False).astype(bool)] = f
+    return num * factor, per
 
 
 def parse_mem_mib(s, bare: str = "M") -> tuple[pd.Series, pd.Series]:
@@ -198,20 +217,40 @@ def parse_mem_mib(s, bare: str = "M") -> tuple[pd.Series, pd.Series]:
     return pd.Series(mib, index=_index(s), dtype="float64"), _str_series(per, _index(s))
 
 
-def _tres_arrow(a: pa.ChunkedArray, key: str) -> pa.ChunkedArray:
-    """The value after ``key=`` of the first comma-separated entry that starts with it (null
-    when none): split on commas, no regular expression (TRES usage strings are mostly distinct,
-    so this runs over every row)."""
+def _tres_arrows(a: pa.ChunkedArray, keys: tuple[str, ...]) -> list[pa.ChunkedArray]:
+    """For each of ``keys``, the value after ``key=`` of the first comma-separated entry that
+    starts with it (null when none): one split on commas for all keys, no regular expression
+    (TRES usage strings are mostly distinct, so this runs over every row)."""
     arr = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
     lists = pc.split_pattern(arr, ",")
     flat = pc.list_flatten(lists)
-    prefix = key + "="
-    hit = pc.starts_with(flat, prefix)
-    parent = pc.filter(pc.list_parent_indices(lists), hit).to_numpy(zero_copy_only=False)
-    vals = pc.utf8_slice_codeunits(pc.filter(flat, hit), len(prefix))
-    pick = np.full(len(arr), -1, dtype=np.int64)
-    pick[parent[::-1]] = np.arange(len(parent) - 1, -1, -1)  # the first entry wins
-    return pa.chunked_array([pc.take(vals, pa.array(pick, mask=pick < 0))], pa.string())
+    parents = pc.list_parent_indices(lists)
+    out = []
+    for key in keys:
+        prefix = key + "="
+        hit = pc.starts_with(flat, prefix)
+        parent = pc.filter(parents, hit).to_numpy(zero_copy_only=False)
+        vals = pc.utf8_slice_codeunits(pc.filter(flat, hit), len(prefix))
+        pick = np.full(len(arr), -1, dtype=np.int64)
+        pick[parent[::-1]] = np.arange(len(parent) - 1, -1, -1)  # the first entry wins
+        out.append(pa.chunked_array([pc.take(vals, pa.array(pick, mask=pick < 0))], pa.string()))
+    return out
+
+
+def _tres_arrow(a: pa.ChunkedArray, key: str) -> pa.ChunkedArray:
+    """:func:`_tres_arrows` for one key."""
+    return _tres_arrows(a, (key,))[0]
+
+
+def tres_usage(s) -> tuple[pd.Series, pd.Series]:
+    """A TRES usage string (TRESUsageInTot, printed with ``--noconvert``) -> ``(mem MiB, gres/
+    gpuutil percent)``, NaN where absent; a bare ``mem=`` number is bytes. One split."""
+    def one(x):
+        mem, util = _tres_arrows(x, ("mem", "gres/gpuutil"))
+        return _mem_np(mem, "B")[0], _num_np(util)
+
+    mem, util = _dict_apply(_arrow(s), one)
+    return pd.Series(mem, index=_index(s), dtype="float64"), pd.Series(util, index=_index(s), dtype="float64")
 
 
 def tres_value(s, key: str) -> pd.Series:
@@ -296,6 +335,12 @@ def parse_job_ids(s) -> pd.DataFrame:
     ``alloc_id`` (the JobID without its step: ``123_4``, ``900+0``), ``valid`` (bool)."""
     a = pc.utf8_trim_whitespace(_arrow(s))
     idx = _index(s)
+    if _all_digits(a):   # plain job ids (no array task, het component or step): no regex
+        empty = _str_series(pc.cast(pa.repeat("", len(a)), pa.string()), idx)
+        valid = pc.fill_null(pc.is_valid(a), False)
+        return pd.DataFrame({"base": _str_series(a, idx), "array_task": empty, "het": empty, "step": empty,
+                             "alloc_id": _str_series(a, idx),
+                             "valid": pd.Series(valid.to_numpy(zero_copy_only=False).astype(bool), index=idx)})
     parts = pc.extract_regex(a, _JOBID)
     valid = pc.fill_null(pc.is_valid(parts), False)
     step = pc.fill_null(_field(parts, "step"), "")
@@ -326,8 +371,9 @@ def parse_step_ids(s) -> pd.DataFrame:
     alloc, step = pc.list_element(parts, 0), pc.list_element(parts, 1)
     (step_ok,) = _dict_apply(step, lambda x: (
         pc.match_substring_regex(x, _STEP_NAME).to_numpy(zero_copy_only=False).astype("float64"),))
-    valid = (pc.match_substring_regex(alloc, _STEP_ALLOC).to_numpy(zero_copy_only=False).astype(bool)
-             & (step_ok == 1.0) & two.to_numpy(zero_copy_only=False).astype(bool))
+    alloc_ok = (np.ones(len(alloc), bool) if _all_digits(alloc) else
+                pc.match_substring_regex(alloc, _STEP_ALLOC).to_numpy(zero_copy_only=False).astype(bool))
+    valid = alloc_ok & (step_ok == 1.0) & two.to_numpy(zero_copy_only=False).astype(bool)
     return pd.DataFrame({"alloc_id": _str_series(alloc, idx), "step": _str_series(step, idx),
                          "valid": pd.Series(valid, index=idx)})
 
