@@ -42,7 +42,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -65,13 +65,21 @@ CATEGORICAL = ("cluster", "state", "cancelled_by", "user", "account", "partition
 _REPEAT = "repeated JobID/Submit/Start (step row without suffix or duplicate)"
 
 
-@dataclass
+@dataclass(frozen=True)
 class JobRows:
     """Typed sacct rows: ``allocs`` (one row per allocation row, every column of the module
     docstring) and ``steps`` (one row per step row, :data:`STEP_COLUMNS`)."""
 
     allocs: pd.DataFrame
     steps: pd.DataFrame
+    _codes: tuple | None = field(default=None, repr=False, compare=False)
+
+    def identity(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(alloc codes, step codes)``: :func:`identity_codes` of both frames in one code
+        space (computed once)."""
+        if self._codes is None:
+            object.__setattr__(self, "_codes", tuple(identity_codes(self.allocs, self.steps)))
+        return self._codes
 
     def __len__(self) -> int:
         return len(self.allocs) + len(self.steps)
@@ -94,8 +102,11 @@ class JobRows:
         """Without the rows whose key (:data:`ALLOC_KEY`, :data:`STEP_KEY`) repeats another
         row's (``keep``: ``"first"`` or ``"last"`` stays), the dropped rows counted in ``dq``
         under ``reason`` (``list_rows``: the first 20 listed by JobID)."""
-        return JobRows(_drop(self.allocs, ALLOC_KEY, dq, source, keep, reason, list_rows),
-                       _drop(self.steps, STEP_KEY, dq, source, keep, reason, list_rows))
+        acode, scode = self.identity()
+        allocs, akeep = _drop(self.allocs, acode, ALLOC_KEY, dq, source, keep, reason, list_rows)
+        steps, skeep = _drop(self.steps, scode, STEP_KEY, dq, source, keep, reason, list_rows)
+        return JobRows(allocs, steps, (acode if akeep is None else acode[akeep],
+                                       scode if skeep is None else scode[skeep]))
 
 
 def identity_codes(*frames: pd.DataFrame) -> list[np.ndarray]:
@@ -152,19 +163,22 @@ def _duplicated(cols: list[np.ndarray], keep: str) -> np.ndarray:
             h ^= c.astype(np.int64).view(np.uint64)
             h *= np.uint64(0x9E3779B97F4A7C15)
             h ^= h >> np.uint64(29)
-    cand = pd.Series(h).duplicated(keep=False).to_numpy()
     out = np.zeros(len(h), bool)
+    srt = np.sort(h)
+    if not (srt[1:] == srt[:-1]).any():   # the usual case: no mix repeats, no row repeats
+        return out
+    cand = pd.Series(h).duplicated(keep=False).to_numpy()
     if cand.any():
         sub = pd.DataFrame({i: c[cand] for i, c in enumerate(cols)})
         out[np.flatnonzero(cand)] = sub.duplicated(keep=keep).to_numpy()
     return out
 
 
-def _drop(frame: pd.DataFrame, key: list[str], dq: DataQuality, source: str, keep: str,
-          reason: str, list_rows: bool) -> pd.DataFrame:
+def _drop(frame: pd.DataFrame, code: np.ndarray, key: list[str], dq: DataQuality, source: str,
+          keep: str, reason: str, list_rows: bool) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """``(frame without repeats, mask of the rows kept or None when all are)``."""
     if len(frame) < 2:
-        return frame
-    (code,) = identity_codes(frame)
+        return frame, None
     cols = {"identity": code}
     for k in key:
         if k in ("cluster", "key_id"):
@@ -176,8 +190,8 @@ def _drop(frame: pd.DataFrame, key: list[str], dq: DataQuality, source: str, kee
         for jid in frame.loc[dup, "job_id"].head(20 if list_rows else 0):
             dq.skip(reason, 0, source, None, f"JobID {jid}")
         dq.skip(reason, int(dup.sum()))
-        frame = frame[~dup].reset_index(drop=True)
-    return frame
+        return frame[~dup].reset_index(drop=True), ~dup
+    return frame, None
 
 
 def jobs_frame(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
@@ -224,7 +238,7 @@ def _concat_columns(frames: list, consume: bool = True) -> pd.DataFrame:
     # 2-D block (a copy of all of them)
     out = pd.DataFrame(index=pd.RangeIndex(len(next(iter(cols.values()))) if cols else 0))
     for c, col in cols.items():
-        out[c] = col.to_numpy() if col.dtype.kind in "fib" else col
+        out[c] = col  # a Series: kept by reference (copy on write), not copied
     return out
 
 

@@ -119,13 +119,11 @@ def _search_attempts(alloc_code, alloc_start, step_code, step_start, tolerance_s
     return pos
 
 
-def job_codes(allocs: pd.DataFrame, steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def job_codes(rows) -> tuple[np.ndarray, np.ndarray]:
     """``(alloc codes, step codes)``: one integer per allocation identity (cluster, key_id)
-    of ``allocs``, shared by a requeued job's attempts; a step gets its allocation's code, or
-    -1 when no allocation row has its identity."""
-    from slurmkit.accounting.frame import identity_codes
-
-    acodes, scodes = identity_codes(allocs, steps)
+    of ``rows.allocs``, shared by a requeued job's attempts; a step gets its allocation's code,
+    or -1 when no allocation row has its identity."""
+    acodes, scodes = rows.identity()
     has_alloc = np.zeros(int(max(acodes.max(initial=-1), scodes.max(initial=-1))) + 1, bool)
     has_alloc[acodes] = True
     return acodes, np.where(has_alloc[scodes], scodes, -1) if len(scodes) else scodes
@@ -145,7 +143,7 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     start, end = utc(start), utc(end)
     now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
     # one integer code per allocation identity (cluster, key_id), shared by its steps
-    acodes, scode = job_codes(rows.allocs, rows.steps)
+    acodes, scode = job_codes(rows)
     allocs = rows.allocs.copy(deep=False)
     allocs["job_code"] = acodes
     steps = rows.steps
