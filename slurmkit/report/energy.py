@@ -172,6 +172,10 @@ def match_spool(allocs: pd.DataFrame, spool: pd.DataFrame,
     return out
 
 
+#: The values of ``energy_source`` (a categorical): no source, then the sources in order of preference.
+SOURCES = ("none", "measured", "slurm", "modelled")
+
+
 def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | None = None
                   ) -> pd.DataFrame:
     """Add ``energy_kwh`` (in the window) and ``energy_source`` (measured | slurm | modelled |
@@ -185,7 +189,7 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
     # the frame lies in the window: all of its measured / Slurm energy counts
     share = (out["in_window_s"] / out["run_s"]).where(out["run_s"] > 0, 1.0).fillna(0.0)
     kwh = pd.Series(np.nan, index=out.index, dtype="float64")
-    src = pd.Series("none", index=out.index, dtype="object")
+    src = np.zeros(len(out), np.int8)   # index into SOURCES
     out["spool_gpu_util_pct"] = np.nan
     if spool is not None and not spool.empty:
         pos = match_spool(out, spool)
@@ -203,19 +207,19 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
         out["spool_gpu_util_pct"] = util
         has = m.notna()
         kwh[has] = m[has] / MJ_PER_KWH * share[has]
-        src[has] = "measured"
+        src[has.to_numpy()] = 1
     if a.trust_slurm:
         sl = (out["energy_j"] > 0) & kwh.isna()
         kwh[sl] = out.loc[sl, "energy_j"] / J_PER_KWH * share[sl]
-        src[sl] = "slurm"
+        src[sl.to_numpy()] = 2
     tdp = out["gpu_type"].str.lower().map(a.gpu_tdp_w).astype("float64")
     if a.default_tdp_w:
         tdp = tdp.fillna(a.default_tdp_w)
     mo = kwh.isna() & (out["gpus"] > 0) & tdp.notna()
     kwh[mo] = out.loc[mo, "gpus"] * tdp[mo] * out.loc[mo, "in_window_s"] / 3600.0 / 1000.0
-    src[mo] = "modelled"
+    src[mo.to_numpy()] = 3
     out["energy_kwh"] = kwh.fillna(0.0)
-    out["energy_source"] = src.astype("str")
+    out["energy_source"] = pd.Categorical.from_codes(src, SOURCES)
     return out
 
 

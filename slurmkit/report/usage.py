@@ -34,13 +34,14 @@ GPU_BUCKETS = [(0, 0, "0"), (1, 1, "1"), (2, 4, "2-4"), (5, 8, "5-8"), (9, np.in
 
 
 def gpu_bucket(gpus: pd.Series) -> pd.Series:
-    """GPU-count bucket label: ``0``, ``1``, ``2-4``, ``5-8``, ``9+`` (fractions round up)."""
+    """GPU-count bucket label: ``0``, ``1``, ``2-4``, ``5-8``, ``9+`` (fractions round up), as a
+    categorical."""
     g = np.ceil(gpus.fillna(0).to_numpy(float))
     labels = [label for _, _, label in GPU_BUCKETS]
     code = np.full(len(g), len(labels) - 1, dtype=np.int8)
     for i, (lo, hi, _) in reversed(list(enumerate(GPU_BUCKETS))):
         code[(g >= lo) & (g <= hi)] = i
-    return pd.Series(pd.Categorical.from_codes(code, labels).astype(str), index=gpus.index, dtype="str")
+    return pd.Series(pd.Categorical.from_codes(code, labels), index=gpus.index)
 
 
 def _step_usage(pos: np.ndarray, steps: pd.DataFrame, keep: np.ndarray, n: int) -> dict:
@@ -55,8 +56,7 @@ def _step_usage(pos: np.ndarray, steps: pd.DataFrame, keep: np.ndarray, n: int) 
     m = steps["mem_used_mib"].to_numpy(float)
     ok = keep & ~np.isnan(m)
     if ok.any():
-        top = pd.Series(m[ok]).groupby(pos[ok], sort=False).max()
-        mem[top.index.to_numpy()] = top.to_numpy()
+        np.fmax.at(mem, pos[ok], m[ok])
     util = steps["gpu_util_pct"].to_numpy(float)
     uok = keep & ~np.isnan(util)
     if uok.any():

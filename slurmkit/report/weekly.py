@@ -44,6 +44,9 @@ def _distinct_per_group(codes: np.ndarray, job_code: np.ndarray, n: int) -> np.n
     """Distinct ``job_code`` values per group ``codes`` (0 .. n-1; -1 is no group): a requeued
     job's attempts count once."""
     ok = codes >= 0
+    srt = np.sort(job_code)
+    if not (srt[1:] == srt[:-1]).any():   # no requeued job: one row per job
+        return np.bincount(codes[ok], minlength=n)
     width = np.int64(job_code.max(initial=0)) + 1
     pairs = pd.unique(codes[ok].astype(np.int64) * width + job_code[ok])
     return np.bincount(pairs // width, minlength=n)
@@ -264,7 +267,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
 
     report = {
         "window": window.as_dict(),
-        "cluster": cluster or ",".join(sorted(set(runs["cluster"]) - {""})),
+        "cluster": cluster or ",".join(sorted(set(map(str, runs["cluster"].unique())) - {""})),
         "totals": totals,
         "by_user": _group(runs, "user", "user"),
         "by_account": _group(runs, "account", "account"),
