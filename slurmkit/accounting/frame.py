@@ -229,7 +229,11 @@ def _concat_columns(frames: list, consume: bool = True) -> pd.DataFrame:
     for c in names:
         parts = [d.pop(c) for d in split]
         if c in CATEGORICAL:
-            col = pd.Series(union_categoricals([p.astype("category") for p in parts]))
+            cats = [p.astype("category") for p in parts]
+            try:
+                col = pd.Series(union_categoricals(cats))
+            except TypeError:  # categories of different dtypes (an empty day's part): as text
+                col = pd.concat([p.astype(str) for p in parts], ignore_index=True).astype("category")
         else:
             col = pd.concat(parts, ignore_index=True)
         del parts
