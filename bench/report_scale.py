@@ -11,7 +11,8 @@ epoch times), then times, each in a fresh child process:
 2. slurmkit: ingest (read + typed frame) + the weekly report model + JSON render.
 
 Each side runs ``--repeat`` times (default 3, interleaved) and the best wall time counts.
-Prints each run, both best wall times, the peak RSS of the children (ru_maxrss), and last the
+Prints each run (wall and CPU seconds: the CPU figure is steadier on a busy machine), both best
+wall times, the peak RSS of the children (ru_maxrss), and last the
 ratio slurmkit / baseline. Target: within 3x, under 2 GiB.
 """
 
@@ -112,6 +113,9 @@ def _child(mode: str, path: str) -> None:
     else:
         import pandas as pd
 
+        from slurmkit.heap import keep_freed_memory
+
+        keep_freed_memory()   # as `slurmkit report weekly` does
         from slurmkit.accounting.fields import FIELDS
         from slurmkit.accounting.frame import load_sacct
         from slurmkit.report.energy import Assumptions
@@ -124,8 +128,9 @@ def _child(mode: str, path: str) -> None:
         json.dumps(rep)
         n = rep["data_quality"]["rows_read"]
     wall = time.perf_counter() - t0
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB
-    print(json.dumps({"wall_s": wall, "rss_mib": rss, "rows": n}))
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    rss = ru.ru_maxrss / 1024  # MiB
+    print(json.dumps({"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "rss_mib": rss, "rows": n}))
 
 
 def _measure(mode: str, path: str) -> dict:
@@ -157,7 +162,8 @@ def main() -> None:
             for mode in runs:
                 r = _measure(mode, path)
                 runs[mode].append(r)
-                print(f"  run {i + 1} {mode}: {r['wall_s']:.2f} s, peak RSS {r['rss_mib']:.0f} MiB", flush=True)
+                print(f"  run {i + 1} {mode}: {r['wall_s']:.2f} s ({r['cpu_s']:.1f} s CPU), "
+                      f"peak RSS {r['rss_mib']:.0f} MiB", flush=True)
         base = min(runs["baseline"], key=lambda r: r["wall_s"])
         sk = min(runs["slurmkit"], key=lambda r: r["wall_s"])
         print(f"pyarrow plain read (all strings): {base['wall_s']:.2f} s best of {args.repeat}, "

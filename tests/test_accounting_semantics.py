@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from slurmkit.accounting import parse as P
 from slurmkit.accounting.fields import FIELDS
 from slurmkit.accounting.frame import jobs_frame
+from slurmkit.accounting.quality import DataQuality
 from slurmkit.accounting.read import AccountingInputError, read_sacct_bytes
 from slurmkit.report.energy import Assumptions
 from slurmkit.report.weekly import build_report
@@ -179,6 +181,17 @@ def test_memory_suffixes_and_old_per_cpu_per_node_reqmem():
     assert list(f.allocs["alloc_mem_mib"]) == [4000, 6000]
 
 
+def test_memory_text_that_is_not_a_size_is_nan_and_usage_takes_the_first_mem_entry():
+    mib, _ = P.parse_mem_mib(pd.Series(["12\u00e9", "\u00e9", "1.5G", "5KK", "", "100"]), bare="B")
+    assert np.isnan(mib[:2]).all() and mib[2] == 1536 and np.isnan(mib[3:5]).all()
+    assert mib[5] == 100 / 2**20
+    mem, util = P.tres_usage(pd.Series(["cpu=00:01:00,vmem=9,mem=2048,gres/gpuutil=40",
+                                        "mem=1048576,mem=5,gres/gpumem=3", "gres/gpuutil=7,x=\u00e9",
+                                        "vmem=1K", ""]))
+    assert list(mem[:2]) == [2048 / 2**20, 1.0] and np.isnan(mem[2:]).all()
+    assert util[0] == 40 and np.isnan(util[1]) and util[2] == 7 and np.isnan(util[3:]).all()
+
+
 # --- bad rows: every row counted or listed --------------------------------------------------
 
 def test_bad_utf8_is_replaced_and_listed():
@@ -307,6 +320,35 @@ def test_block_reader_repairs_and_lists_like_the_whole_file_reader(tmp_path):
     assert dq.rows_read == 5 and dq.rows_skipped == 2
     assert dq.repaired == {"delimiter inside JobName (joined)": 1, "bad UTF-8 (replaced by U+FFFD)": 1}
     assert {p_.line for p_ in dq.problems if not p_.counted} == {5, 6}
+
+
+def test_block_reader_int_columns_fall_back_to_text_per_block(tmp_path):
+    """The file reader hands epoch times and counts over as int64 where a block holds only
+    integers and the no-time words; a block with an ISO time or an energy figure past int64 is
+    read as text: either way the typed rows equal the whole-file (text) reader's."""
+    from slurmkit.accounting.frame import INT_FIELDS, _typed
+    from slurmkit.accounting.read import stream_sacct_file
+
+    rows = [row(JobID=str(100 + i)) for i in range(40)]
+    rows[3].update(End="Unknown", ElapsedRaw="", NCPUS="")
+    rows[17].update(Start="2026-01-01T00:20:00", End="None")       # ISO time: a text block
+    rows[31].update(ConsumedEnergyRaw="18446744073709551614")     # Slurm's overflowed counter
+    rows.append(row(JobID="140.batch", JobIDRaw="140.batch", TRESUsageInTot="mem=1024,gres/gpuutil=7"))
+    p = tmp_path / "blocks.psv"
+    p.write_bytes(text(rows, header=False))
+    batches, dq = stream_sacct_file(p, list(FIELDS), "|", block_bytes=2000, int_fields=INT_FIELDS)
+    tables = list(batches)
+    kinds = {str(t.schema.field("Start").type) for t in tables}
+    assert len(tables) > 3 and kinds == {"int64", "string"}
+    got = [_typed(t, DataQuality()) for t in tables]
+    want = jobs_frame(read_sacct_bytes(text(rows, header=False), "x", list(FIELDS))[0], DataQuality())
+    allocs = pd.concat([g[0] for g in got], ignore_index=True)
+    for col in ("submit", "start", "end", "elapsed_s", "ncpus", "energy_j"):
+        pd.testing.assert_series_equal(allocs[col], want.allocs[col], check_names=False)
+    assert allocs.loc[17, "start"] == pd.Timestamp(T0 + 1200, unit="s", tz="UTC")
+    assert pd.isna(allocs.loc[3, "end"]) and np.isnan(allocs.loc[3, "ncpus"])
+    assert allocs.loc[31, "energy_j"] == 18446744073709551614.0
+    assert dq.rows_read == 41
 
 
 def test_outcomes_count_each_job_once_by_final_state_and_requeued_attempts_apart():

@@ -62,6 +62,13 @@ STEP_KEY = ["cluster", "key_id", "step", "submit", "start"]
 #: Columns with few distinct values: stored as pandas categoricals (a code per row).
 CATEGORICAL = ("cluster", "state", "cancelled_by", "user", "account", "partition", "qos", "step",
                "gpu_type", "exit_code", "het", "array_task", "nodelist")
+#: sacct fields the file reader may hand over as int64 (nulls for Unknown / None / ""): the
+#: typed columns below take either that or text.
+INT_FIELDS = ("Submit", "Eligible", "Start", "End", "ElapsedRaw", "NCPUS", "AllocCPUS", "NNodes",
+              "AllocNodes", "ConsumedEnergyRaw")
+#: The sacct fields a step row is typed from (:func:`_typed_steps`).
+_STEP_FIELDS = frozenset(("Cluster", "JobID", "JobIDRaw", "Submit", "Start", "ElapsedRaw", "Elapsed",
+                          "TotalCPU", "TRESUsageInTot", "TRESUsageInAve", "MaxRSS"))
 _REPEAT = "repeated JobID/Submit/Start (step row without suffix or duplicate)"
 
 
@@ -255,12 +262,14 @@ def _typed(table: pa.Table, dq: DataQuality, source: str = "<sacct>", cluster: s
         raise ValueError("sacct table without a JobID column")
     is_step = pc.fill_null(pc.match_substring(jid, "."), False)
     nsteps = pc.sum(is_step).as_py() or 0
+    # a step row is typed from a few fields: the others are not copied for it
+    step_fields = table.select([n for n in table.column_names if n in _STEP_FIELDS])
     if nsteps == 0:
-        steps_t, allocs_t = table.slice(0, 0), table
+        steps_t, allocs_t = step_fields.slice(0, 0), table
     elif nsteps == table.num_rows:
-        steps_t, allocs_t = table, table.slice(0, 0)
+        steps_t, allocs_t = step_fields, table.slice(0, 0)
     else:
-        steps_t, allocs_t = table.filter(is_step), table.filter(pc.invert(is_step))
+        steps_t, allocs_t = step_fields.filter(is_step), table.filter(pc.invert(is_step))
     return (_compact(_typed_allocs(allocs_t, dq, source, cluster, tz)),
             _compact(_typed_steps(steps_t, dq, source, cluster, tz)))
 
@@ -290,6 +299,8 @@ class _Cols:
         c = self.col(*fields)
         if c is None:
             return pd.Series(np.full(self.n, np.nan))
+        if pa.types.is_integer(c.type):
+            return pd.Series(P.int_column_np(c))
         (v,) = P._dict_apply(c, lambda x: (P._num_np(pc.utf8_trim_whitespace(x), r"^-?[0-9]+(\.[0-9]+)?$"),))
         return pd.Series(v)
 
@@ -326,6 +337,9 @@ class _Cols:
         rawid = self.col("JobIDRaw")
         if rawid is None:
             return alloc_id
+        jid = self.col("JobID")
+        if self.n and jid is not None and pc.all(pc.equal(rawid, jid)).as_py():
+            return alloc_id   # no array task or het job in this block: JobIDRaw is the JobID
         raw_alloc = P._str_series(P.before_dot(rawid))
         return raw_alloc.where(raw_alloc != "", alloc_id)
 
@@ -414,7 +428,7 @@ def load_sacct(path, dq: DataQuality | None = None, fields=None, delimiter=None,
     file."""
     from slurmkit.accounting.read import stream_sacct_file
 
-    batches, fdq = stream_sacct_file(path, fields, delimiter)
+    batches, fdq = stream_sacct_file(path, fields, delimiter, int_fields=INT_FIELDS)
     scratch = DataQuality()
     pool = pa.default_memory_pool()
     allocs, steps = [], []
@@ -429,7 +443,6 @@ def load_sacct(path, dq: DataQuality | None = None, fields=None, delimiter=None,
         allocs.append(a)
         steps.append(s)
         scratch.merge(bdq)
-        pool.release_unused()  # hand the block's text back to the OS (jemalloc/mimalloc keep it)
 
     with ThreadPoolExecutor(workers, thread_name_prefix="sacct-block") as ex:
         for t in batches:
@@ -447,6 +460,8 @@ def load_sacct(path, dq: DataQuality | None = None, fields=None, delimiter=None,
         rows = JobRows(_concat_columns(allocs), _concat_columns(steps))
     del allocs, steps
     rows = rows.drop_repeats(fdq, str(path))
+    # the blocks' text goes back to the OS once, here: freeing it block by block made every
+    # next block fault its pages in again (slower, and no lower peak)
     pool.release_unused()
     if dq is not None:
         dq.merge(fdq)

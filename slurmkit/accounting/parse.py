@@ -103,8 +103,11 @@ def parse_times(s, tz: str = "UTC") -> pd.Series:
     Accepts epoch seconds (``SLURM_TIME_FORMAT=%s``, what the ingest asks for), ISO
     ``2023-08-31T12:29:47`` and the ``2024-03-15-20:24:16`` form some sites configure. Times
     without a zone are read in ``tz`` (sacct prints local time; the ingest runs it with
-    TZ=UTC). ``Unknown`` / ``None`` / empty -> NaT.
+    TZ=UTC). ``Unknown`` / ``None`` / empty -> NaT. An integer column (the reader's
+    ``int_fields``: epoch seconds, nulls for the no-time words) is taken as epoch seconds.
     """
+    if isinstance(s, (pa.Array, pa.ChunkedArray)) and pa.types.is_integer(s.type):
+        return _epoch_times(s, _index(s))
     a = pc.utf8_trim_whitespace(_arrow(s))
     digits = pc.fill_null(pc.and_(pc.ascii_is_decimal(a), pc.less_equal(pc.binary_length(a), 12)), False)
     epoch = pc.cast(pc.if_else(digits, a, _NULL), pa.int64())
@@ -125,6 +128,21 @@ def parse_times(s, tz: str = "UTC") -> pd.Series:
     ns = np.where(np.isnan(secs), np.iinfo(np.int64).min, secs * 1e9).astype("int64")
     out = pd.Series(ns.view("datetime64[ns]"), index=_index(s)).dt.tz_localize("UTC")
     return out
+
+
+def _epoch_times(a, index) -> pd.Series:
+    """Integer epoch seconds (nulls) -> ``datetime64[ns, UTC]``; like the text path, only
+    0 .. 10**12 - 1 (at most 12 digits) are times, anything else NaT."""
+    secs = pc.cast(a, pa.int64()).to_numpy(zero_copy_only=False)
+    secs = np.asarray(secs, dtype="float64")  # nulls -> NaN
+    secs[(secs < 0) | (secs >= 1e12)] = np.nan
+    ns = np.where(np.isnan(secs), np.iinfo(np.int64).min, secs * 1e9).astype("int64")
+    return pd.Series(ns.view("datetime64[ns]"), index=index).dt.tz_localize("UTC")
+
+
+def int_column_np(a) -> np.ndarray:
+    """An integer Arrow column (the reader's ``int_fields``) -> float64 numpy, NaN for nulls."""
+    return np.asarray(pc.cast(a, pa.float64()).to_numpy(zero_copy_only=False), dtype="float64")
 
 
 _DUR = r"^(?:(?P<d>[0-9]+)-)?(?:(?P<h>[0-9]+):)?(?P<m>[0-9]+):(?P<s>[0-9]+(?:\.[0-9]+)?)$"
@@ -178,25 +196,38 @@ _MEM_UNIT_MIB = {"B": 1 / 1048576, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 10
                  "P": 1073741824.0}
 
 
+#: ``binary_slice``'s stop for "to the end": pyarrow 26 fails ("Negative buffer resize") on
+#: some arrays when the stop is left out.
+_TO_END = 2**31 - 1
+_UNITS = list(_MEM_UNIT_MIB)
+_UNITS_BIN = pa.array([u.encode() for u in _UNITS], pa.binary())
+
+
+def _unit_index(unit) -> np.ndarray:
+    """Index of each unit letter in ``_UNITS`` (``len(_UNITS)`` for none / another)."""
+    values = _UNITS_BIN if pa.types.is_binary(unit.type) else pa.array(_UNITS)
+    return pc.fill_null(pc.index_in(unit, values), len(_UNITS)).to_numpy(zero_copy_only=False)
+
+
 def _mem_np(a: pa.ChunkedArray, bare: str) -> tuple[np.ndarray, pa.ChunkedArray]:
     a = pc.if_else(pc.equal(a, ""), _NULL, a)
-    last = pc.utf8_slice_codeunits(a, -1)
-    has_unit = pc.fill_null(pc.is_in(last, pa.array(list(_MEM_UNIT_MIB))), False)
-    body = pc.if_else(has_unit, pc.utf8_slice_codeunits(a, 0, -1), a)
+    # byte slices: the unit letters are ASCII, so cutting one off leaves valid UTF-8
+    raw = a.cast(pa.binary())
+    last = pc.binary_slice(raw, -1)
+    uidx = _unit_index(last)
+    has_unit = pa.array(uidx < len(_UNITS))
+    body = pc.if_else(has_unit, pc.binary_slice(raw, 0, -1), raw).cast(pa.string())
     if _all_digits(body):
         # digits and at most a unit letter (usage figures, most AllocTRES / ReqMem): no regex
         num = _num_np(body)
-        unit = pc.if_else(has_unit, last, "")
         per = pa.chunked_array([pa.nulls(len(a), pa.string())])
     else:
         parts = pc.extract_regex(a, r"^(?P<n>[0-9]+(?:\.[0-9]+)?)(?P<u>[KMGTPB]?)(?P<p>[cn]?)$")
         num = _num_np(_field(parts, "n"))
-        unit = pc.fill_null(_field(parts, "u"), "")
+        uidx = _unit_index(_field(parts, "u"))
         per = _field(parts, "p")
-    factor = np.full(len(a), _MEM_UNIT_MIB[bare])
-    for u, f in _MEM_UNIT_MIB.items():
-        factor[pc.fill_null(pc.equal(unit, u), False).to_numpy(zero_copy_only=False).astype(bool)] = f
-    return num * factor, per
+    factor = np.array([_MEM_UNIT_MIB[u] for u in _UNITS] + [_MEM_UNIT_MIB[bare]])
+    return num * factor[uidx], per
 
 
 def parse_mem_mib(s, bare: str = "M") -> tuple[pd.Series, pd.Series]:
@@ -217,22 +248,47 @@ def parse_mem_mib(s, bare: str = "M") -> tuple[pd.Series, pd.Series]:
     return pd.Series(mib, index=_index(s), dtype="float64"), _str_series(per, _index(s))
 
 
-def _tres_arrows(a: pa.ChunkedArray, keys: tuple[str, ...]) -> list[pa.ChunkedArray]:
-    """For each of ``keys``, the value after ``key=`` of the first comma-separated entry that
-    starts with it (null when none): one split on commas for all keys, no regular expression
-    (TRES usage strings are mostly distinct, so this runs over every row)."""
+def _tres_entries(a: pa.ChunkedArray, keys: tuple[str, ...]) -> tuple[int, list]:
+    """``(rows, [(values, row) for each key])``: the value after ``key=`` of the first
+    comma-separated entry of a row that starts with it, as a compact string array, and the row
+    it came from (int64 numpy, increasing); rows without the key have no entry. One split on
+    commas for all keys, no regular expression (TRES usage strings are mostly distinct, so this
+    runs over every row)."""
     arr = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
     lists = pc.split_pattern(arr, ",")
     flat = pc.list_flatten(lists)
-    parents = pc.list_parent_indices(lists)
+    parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
     out = []
     for key in keys:
         prefix = key + "="
-        hit = pc.starts_with(flat, prefix)
-        parent = pc.filter(parents, hit).to_numpy(zero_copy_only=False)
-        vals = pc.utf8_slice_codeunits(pc.filter(flat, hit), len(prefix))
-        pick = np.full(len(arr), -1, dtype=np.int64)
-        pick[parent[::-1]] = np.arange(len(parent) - 1, -1, -1)  # the first entry wins
+        hit = pc.starts_with(flat, prefix).to_numpy(zero_copy_only=False)
+        where = np.flatnonzero(hit)
+        row = parents[where]
+        first = np.ones(len(row), bool)   # parents increase: the first entry of a row wins
+        first[1:] = row[1:] != row[:-1]
+        if not first.all():
+            where, row = where[first], row[first]
+        # a byte slice (the prefix is ASCII)
+        vals = pc.binary_slice(pc.take(flat, pa.array(where)).cast(pa.binary()), len(prefix),
+                               _TO_END).cast(pa.string())
+        out.append((vals, row))
+    return len(arr), out
+
+
+def _scatter(n: int, row: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """A float64 array of ``n`` NaN with ``values`` at ``row``."""
+    out = np.full(n, np.nan)
+    out[row] = values
+    return out
+
+
+def _tres_arrows(a: pa.ChunkedArray, keys: tuple[str, ...]) -> list[pa.ChunkedArray]:
+    """:func:`_tres_entries` as one string column per key (null where the row lacks it)."""
+    n, entries = _tres_entries(a, keys)
+    out = []
+    for vals, row in entries:
+        pick = np.full(n, -1, dtype=np.int64)
+        pick[row] = np.arange(len(row))
         out.append(pa.chunked_array([pc.take(vals, pa.array(pick, mask=pick < 0))], pa.string()))
     return out
 
@@ -246,8 +302,9 @@ def tres_usage(s) -> tuple[pd.Series, pd.Series]:
     """A TRES usage string (TRESUsageInTot, printed with ``--noconvert``) -> ``(mem MiB, gres/
     gpuutil percent)``, NaN where absent; a bare ``mem=`` number is bytes. One split."""
     def one(x):
-        mem, util = _tres_arrows(x, ("mem", "gres/gpuutil"))
-        return _mem_np(mem, "B")[0], _num_np(util)
+        n, ((mem, mrow), (util, urow)) = _tres_entries(x, ("mem", "gres/gpuutil"))
+        return (_scatter(n, mrow, _mem_np(pa.chunked_array([mem], pa.string()), "B")[0]),
+                _scatter(n, urow, _num_np(pa.chunked_array([util], pa.string()))))
 
     mem, util = _dict_apply(_arrow(s), one)
     return pd.Series(mem, index=_index(s), dtype="float64"), pd.Series(util, index=_index(s), dtype="float64")

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from slurmkit.accounting.fields import DELIMITER, canonical, looks_like_header
+from slurmkit.accounting.parse import NO_TIME
 from slurmkit.accounting.quality import DataQuality
 
 _CANDIDATES = (DELIMITER, "|", "\u2603", "\t", ";", ",")
@@ -249,7 +250,7 @@ def _repair_column(col: pa.ChunkedArray) -> tuple[pa.ChunkedArray, list[int]]:
 
 
 def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | None = None,
-                      block_bytes: int = 32 << 20):
+                      block_bytes: int = 32 << 20, int_fields=()):
     """Read a sacct file in blocks: ``(iterator of pyarrow string Tables, DataQuality)``.
 
     Same rules and data-quality accounting as :func:`read_sacct_bytes`, but the text is never
@@ -257,6 +258,11 @@ def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | No
     (``#`` comments or blank lines at the top, CRLF, a delimiter of more than one byte) are read
     with :func:`read_sacct_file` and come as one table. The ``DataQuality`` is complete once
     the iterator is exhausted.
+
+    ``int_fields``: fields the CSV reader converts to int64 itself (epoch times, counts), with
+    :data:`~slurmkit.accounting.parse.NO_TIME` (``Unknown``, ``None``, "" ...) as null; a block
+    where one of them holds anything else (an ISO time, a sign-less overflow, spaces) is read
+    again with every column as a string, so a block's column is int64 or string.
     """
     p = Path(path)
     try:
@@ -298,15 +304,30 @@ def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | No
         bad.append((row.actual_columns, row.text))
         return "skip"
 
-    def read_block(buf, typ):
+    ints = [n for n in int_fields if n in col_names]
+
+    def read_block(buf, typ, as_int=()):
         return pacsv.read_csv(
             pa.py_buffer(buf),
             read_options=pacsv.ReadOptions(column_names=col_names, block_size=4 << 20),
             parse_options=pacsv.ParseOptions(delimiter=delim, quote_char=False, double_quote=False,
                                              escape_char=False, newlines_in_values=False,
                                              ignore_empty_lines=True, invalid_row_handler=on_invalid),
-            convert_options=pacsv.ConvertOptions(column_types={n: typ for n in col_names},
-                                                 check_utf8=True, strings_can_be_null=False))
+            convert_options=pacsv.ConvertOptions(
+                column_types={n: pa.int64() if n in as_int else typ for n in col_names},
+                # null_values apply to the int64 columns only (strings are never null)
+                check_utf8=True, strings_can_be_null=False, null_values=list(NO_TIME)))
+
+    def read_text(buf):
+        nbad = len(bad)
+        if ints:
+            try:
+                return read_block(buf, pa.string(), ints)
+            except pa.ArrowInvalid as exc:
+                if "conversion error to int64" not in str(exc):
+                    raise
+                del bad[nbad:]   # read again: its bad rows are reported again
+        return read_block(buf, pa.string())
 
     def blocks():
         """The file's bytes in blocks of about ``block_bytes`` that end at a newline (the
@@ -338,7 +359,7 @@ def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | No
             # strings; a block with bad UTF-8 is split again as bytes and repaired per value
             nbad = len(bad)
             try:
-                t = read_block(buf, pa.string())
+                t = read_text(buf)
             except pa.ArrowInvalid as exc:
                 if "UTF8" not in str(exc).upper().replace("-", ""):
                     raise AccountingInputError(path, None, f"cannot split the text: {exc}") from None

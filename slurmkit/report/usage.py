@@ -187,13 +187,13 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     # each step belongs to one attempt (a requeued job's attempts share the job code)
     spos = attempt_of_steps(allocs["job_code"].to_numpy(), allocs["start"], scode, steps["start"])
     keep_a = keep.to_numpy(bool)
-    if not keep_a.all():
-        allocs = allocs[keep_a]
+    kept = np.flatnonzero(keep_a)
+    if len(kept) < len(keep_a):
+        allocs = allocs.take(kept)   # (a take is cheaper than a mask on a wide frame)
     # steps of allocations outside the window go with them
     step_in = keep_a[spos]
     dq.skip("outside the window", n_out + int((~step_in).sum()))
     agg = _step_usage(spos, steps, step_in, len(keep_a))
-    kept = np.flatnonzero(keep_a)
     for name, arr in agg.items():
         allocs[name] = arr[kept]
     allocs["gpu_hours"] = allocs["gpus"] * allocs["in_window_s"] / 3600.0
