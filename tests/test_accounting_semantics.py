@@ -351,6 +351,25 @@ def test_block_reader_int_columns_fall_back_to_text_per_block(tmp_path):
     assert dq.rows_read == 41
 
 
+@pytest.mark.parametrize("ids", [["105", "100", "105", "101", "100"],            # a narrow range
+                                 ["105", "9000000000", "105", "100", "9000000000"],  # a wide one
+                                 ["105", "12_3", "105", "12_3", "100"]])        # text keys
+@pytest.mark.parametrize("other", ["a", "b"])   # one cluster / two
+def test_identity_codes_are_equal_exactly_where_cluster_and_key_are(ids, other):
+    from slurmkit.accounting.frame import identity_codes
+
+    clusters = ["a", "a", other, "a", "a"]
+    allocs = pd.DataFrame({"cluster": clusters, "key_id": ids})
+    steps = pd.DataFrame({"cluster": ["a", other], "key_id": [ids[0], ids[0]]})
+    acode, scode = identity_codes(allocs, steps)
+    keys = list(zip(clusters, ids))
+    for i, ki in enumerate(keys):
+        assert [acode[i] == acode[j] for j in range(5)] == [ki == kj for kj in keys]
+    assert scode[0] == acode[0] and scode[1] == acode[2]
+    assert (scode[0] == scode[1]) == (other == "a")
+    assert sorted(set(acode) | set(scode)) == list(range(len(set(keys))))
+
+
 def test_outcomes_count_each_job_once_by_final_state_and_requeued_attempts_apart():
     rows = [row(JobID="300", State="REQUEUED", Start=T0 + 100, End=T0 + 1900, ElapsedRaw=1800),
             row(JobID="300", Submit=T0 + 2000, Eligible=T0 + 2000, Start=T0 + 2100, End=T0 + 5700),

@@ -56,6 +56,19 @@ def test_measured_beats_slurm_beats_modelled(tmp_path):
     assert rep["energy_sources"]["jobs"] == {"measured": 1, "slurm": 1, "modelled": 1, "none": 1}
 
 
+def test_modelled_energy_uses_the_tdp_of_each_gpu_type_whatever_its_case():
+    rows = [row(JobID="5", AllocTRES="cpu=4,gres/gpu:A100=1"),       # 1 x 400 W x 1 h
+            row(JobID="6", AllocTRES="cpu=4,gres/gpu:h100=2"),       # 2 x 700 W x 1 h
+            row(JobID="7", AllocTRES="cpu=4,gres/gpu:l4=1"),         # no TDP, no default
+            row(JobID="8", AllocTRES="cpu=4,gres/gpu=1")]            # untyped: no TDP
+    f, dq = _frame(rows)
+    _, allocs = build_report(f, dq, WEEK, Assumptions(gpu_tdp_w={"a100": 400.0, "h100": 700.0}), now=NOW)
+    kwh = dict(zip(allocs["key_id"], allocs["energy_kwh"]))
+    src = dict(zip(allocs["key_id"], allocs["energy_source"]))
+    assert kwh["5"] == pytest.approx(0.4) and kwh["6"] == pytest.approx(1.4)
+    assert src == {"5": "modelled", "6": "modelled", "7": "none", "8": "none"}
+
+
 def test_partly_unavailable_spool_falls_back_and_bad_lines_are_listed(tmp_path):
     spool = _spool(tmp_path, [
         {"v": 1, "job_id": "3", "node": "n1", "source": "measured", "energy_mj_total": 5},

@@ -120,7 +120,8 @@ def identity_codes(*frames: pd.DataFrame) -> list[np.ndarray]:
     """One int64 array per frame: a code per row for its (cluster, key_id), equal across the
     frames exactly when the identity is (dense: 0 .. distinct-1). JobIDRaw is a number in
     sacct's output, so the key is usually cast to an integer (no string hashing); other keys
-    (``123_4`` when there is no JobIDRaw) are hashed as text."""
+    (``123_4`` when there is no JobIDRaw) are hashed as text. Cast keys that differ only by
+    leading zeros (``012``, ``12``) are one identity: sacct never prints JobIDRaw with them."""
     sizes = [len(f) for f in frames]
     if not sum(sizes):
         return [np.zeros(0, np.int64) for _ in frames]
@@ -134,8 +135,20 @@ def identity_codes(*frames: pd.DataFrame) -> list[np.ndarray]:
         kcodes = kcodes.astype(np.int64)
     ccodes, names = _shared_codes([f["cluster"] for f in frames])
     combined = kcodes if len(names) <= 1 else (ccodes << 40) + kcodes
-    codes, _ = pd.factorize(combined)
+    codes = _dense_codes(combined)
     return list(np.split(codes.astype(np.int64), np.cumsum(sizes)[:-1]))
+
+
+def _dense_codes(keys: np.ndarray) -> np.ndarray:
+    """Codes 0 .. distinct-1 of int64 ``keys``, equal exactly where the keys are: by a table
+    over the keys' range when it is small (job ids of a capture are near-consecutive), else
+    by hashing (``pd.factorize``)."""
+    lo, hi = int(keys.min()), int(keys.max())
+    if hi - lo <= 4 * len(keys) + 1024:
+        seen = np.zeros(hi - lo + 1, bool)
+        seen[keys - lo] = True
+        return (np.cumsum(seen) - 1)[keys - lo]
+    return pd.factorize(keys)[0]
 
 
 def _shared_codes(cols: list[pd.Series]) -> tuple[np.ndarray, list[str]]:

@@ -176,6 +176,16 @@ def match_spool(allocs: pd.DataFrame, spool: pd.DataFrame,
 SOURCES = ("none", "measured", "slurm", "modelled")
 
 
+def _tdp_w(gpu_type: pd.Series, table: dict) -> pd.Series:
+    """The profile's TDP (W) of each row's GPU type (matched lower-case), NaN when not listed;
+    a categorical column is looked up once per category."""
+    if isinstance(gpu_type.dtype, pd.CategoricalDtype):
+        per_cat = pd.Series(gpu_type.cat.categories, dtype="str").str.lower().map(table)
+        per_cat = np.append(per_cat.to_numpy(dtype="float64", na_value=np.nan), np.nan)
+        return pd.Series(per_cat[gpu_type.cat.codes.to_numpy()], index=gpu_type.index)  # code -1: NaN
+    return gpu_type.str.lower().map(table).astype("float64")
+
+
 def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | None = None
                   ) -> pd.DataFrame:
     """Add ``energy_kwh`` (in the window) and ``energy_source`` (measured | slurm | modelled |
@@ -212,11 +222,11 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
         sl = (out["energy_j"] > 0) & kwh.isna()
         kwh[sl] = out.loc[sl, "energy_j"] / J_PER_KWH * share[sl]
         src[sl.to_numpy()] = 2
-    tdp = out["gpu_type"].str.lower().map(a.gpu_tdp_w).astype("float64")
+    tdp = _tdp_w(out["gpu_type"], a.gpu_tdp_w)
     if a.default_tdp_w:
         tdp = tdp.fillna(a.default_tdp_w)
     mo = kwh.isna() & (out["gpus"] > 0) & tdp.notna()
-    kwh[mo] = out.loc[mo, "gpus"] * tdp[mo] * out.loc[mo, "in_window_s"] / 3600.0 / 1000.0
+    kwh[mo] = (out["gpus"] * tdp * out["in_window_s"] / 3600.0 / 1000.0)[mo]
     src[mo.to_numpy()] = 3
     out["energy_kwh"] = kwh.fillna(0.0)
     out["energy_source"] = pd.Categorical.from_codes(src, SOURCES)
