@@ -419,19 +419,24 @@ def parse_step_ids(s) -> pd.DataFrame:
     """Step JobIDs (each with a ``.``: ``123_4.batch``, ``900+0.0``) -> DataFrame with
     ``alloc_id`` (before the last ``.``), ``step`` (after it) and ``valid`` (bool: the grammar of
     :func:`parse_job_ids` with a step). A split and two matches, no capture groups: step rows
-    are most of a large capture."""
+    are most of a large capture. ``step`` is a categorical (few names, many rows)."""
     a = pc.utf8_trim_whitespace(_arrow(s))
     idx = _index(s)
     parts = pc.split_pattern(a, ".", max_splits=1, reverse=True)
     two = pc.fill_null(pc.equal(pc.list_value_length(parts), 2), False)
-    parts = pc.if_else(two, parts, pa.scalar(["", ""], parts.type))
+    if not pc.all(two).as_py():
+        parts = pc.if_else(two, parts, pa.scalar(["", ""], parts.type))
     alloc, step = pc.list_element(parts, 0), pc.list_element(parts, 1)
-    (step_ok,) = _dict_apply(step, lambda x: (
-        pc.match_substring_regex(x, _STEP_NAME).to_numpy(zero_copy_only=False).astype("float64"),))
+    # the step names are encoded once: checked per name, and kept as the categorical's codes
+    enc = pc.dictionary_encode(pc.fill_null(step, "").combine_chunks())
+    codes = enc.indices.to_numpy(zero_copy_only=False)
+    names = enc.dictionary
+    step_ok = pc.match_substring_regex(names, _STEP_NAME).to_numpy(zero_copy_only=False).astype(bool)[codes]
     alloc_ok = (np.ones(len(alloc), bool) if _all_digits(alloc) else
                 pc.match_substring_regex(alloc, _STEP_ALLOC).to_numpy(zero_copy_only=False).astype(bool))
-    valid = alloc_ok & (step_ok == 1.0) & two.to_numpy(zero_copy_only=False).astype(bool)
-    return pd.DataFrame({"alloc_id": _str_series(alloc, idx), "step": _str_series(step, idx),
+    valid = alloc_ok & step_ok & two.to_numpy(zero_copy_only=False).astype(bool)
+    steps = pd.Categorical.from_codes(codes, pd.Index(names.to_pylist(), dtype="str"))
+    return pd.DataFrame({"alloc_id": _str_series(alloc, idx), "step": pd.Series(steps, index=idx),
                          "valid": pd.Series(valid, index=idx)})
 
 
