@@ -44,6 +44,11 @@ def gpu_bucket(gpus: pd.Series) -> pd.Series:
     return pd.Series(pd.Categorical.from_codes(code, labels), index=gpus.index)
 
 
+def _where(mask: np.ndarray, *arrays: np.ndarray) -> tuple:
+    """``arrays`` at ``mask`` (the arrays themselves, not copies, when the mask is all True)."""
+    return arrays if mask.all() else tuple(a[mask] for a in arrays)
+
+
 def _step_usage(pos: np.ndarray, steps: pd.DataFrame, keep: np.ndarray, n: int) -> dict:
     """Per-allocation step aggregates indexed by ``pos`` (each step's attempt position among
     ``n`` allocation rows; only steps where ``keep``): largest step memory (MiB), the
@@ -56,21 +61,25 @@ def _step_usage(pos: np.ndarray, steps: pd.DataFrame, keep: np.ndarray, n: int) 
     m = steps["mem_used_mib"].to_numpy(float)
     ok = keep & ~np.isnan(m)
     if ok.any():
-        np.fmax.at(mem, pos[ok], m[ok])
+        p, v = _where(ok, pos, m)
+        np.fmax.at(mem, p, v)
     util = steps["gpu_util_pct"].to_numpy(float)
     uok = keep & ~np.isnan(util)
     if uok.any():
         uok &= (steps["step"] != "extern").to_numpy(bool)
-        ww = np.clip(np.nan_to_num(steps["elapsed_s"].to_numpy(float)[uok]), 1.0, None)
-        w = np.bincount(pos[uok], weights=ww, minlength=n)
-        uw = np.bincount(pos[uok], weights=util[uok] * ww, minlength=n)
+        p, u, el = _where(uok, pos, util, steps["elapsed_s"].to_numpy(float))
+        ww = np.clip(np.nan_to_num(el), 1.0, None)
+        w = np.bincount(p, weights=ww, minlength=n)
+        uw = np.bincount(p, weights=u * ww, minlength=n)
         with np.errstate(invalid="ignore", divide="ignore"):
             util_mean = np.where(w > 0, uw / w, np.nan)
     c = steps["total_cpu_s"].to_numpy(float)
     cok = keep & ~np.isnan(c)
     if cok.any():
-        total = np.bincount(pos[cok], weights=c[cok], minlength=n)
-        has = np.bincount(pos[cok], minlength=n) > 0
+        p, v = _where(cok, pos, c)
+        total = np.bincount(p, weights=v, minlength=n)
+        has = np.zeros(n, bool)
+        has[p] = True
         cpu = np.where(has, total, np.nan)
     return {"step_mem_mib": mem, "step_gpu_util_pct": util_mean, "step_cpu_s": cpu}
 
