@@ -8,7 +8,8 @@ Generates (seeded) ``--rows`` realistic allocation rows plus 3 steps each (``.ba
 epoch times), then times, each in a fresh child process:
 
 1. baseline: pyarrow's plain CSV read of the same file, every column as a string;
-2. slurmkit: ingest (read + typed frame) + the weekly report model + JSON render.
+2. slurmkit: ingest (read + typed frame) + the weekly report model + JSON render, with the
+   heap setting ``slurmkit report weekly`` makes (:func:`slurmkit.heap.keep_freed_memory`).
 
 Each side runs ``--repeat`` times (default 3, interleaved) and the best wall time counts.
 Prints each run (wall and CPU seconds: the CPU figure is steadier on a busy machine), both best

@@ -333,6 +333,7 @@ def test_block_reader_int_columns_fall_back_to_text_per_block(tmp_path):
     rows[3].update(End="Unknown", ElapsedRaw="", NCPUS="")
     rows[17].update(Start="2026-01-01T00:20:00", End="None")       # ISO time: a text block
     rows[31].update(ConsumedEnergyRaw="18446744073709551614")     # Slurm's overflowed counter
+    rows[5].update(Eligible="99999999999")                        # past what datetime64[ns] holds
     rows.append(row(JobID="140.batch", JobIDRaw="140.batch", TRESUsageInTot="mem=1024,gres/gpuutil=7"))
     p = tmp_path / "blocks.psv"
     p.write_bytes(text(rows, header=False))
@@ -343,10 +344,11 @@ def test_block_reader_int_columns_fall_back_to_text_per_block(tmp_path):
     got = [_typed(t, DataQuality()) for t in tables]
     want = jobs_frame(read_sacct_bytes(text(rows, header=False), "x", list(FIELDS))[0], DataQuality())
     allocs = pd.concat([g[0] for g in got], ignore_index=True)
-    for col in ("submit", "start", "end", "elapsed_s", "ncpus", "energy_j"):
+    for col in ("submit", "eligible", "start", "end", "elapsed_s", "ncpus", "energy_j"):
         pd.testing.assert_series_equal(allocs[col], want.allocs[col], check_names=False)
     assert allocs.loc[17, "start"] == pd.Timestamp(T0 + 1200, unit="s", tz="UTC")
     assert pd.isna(allocs.loc[3, "end"]) and np.isnan(allocs.loc[3, "ncpus"])
+    assert pd.isna(allocs.loc[5, "eligible"]) and allocs.loc[5, "submit"] == pd.Timestamp(T0, unit="s", tz="UTC")
     assert allocs.loc[31, "energy_j"] == 18446744073709551614.0
     assert dq.rows_read == 41
 

@@ -44,7 +44,7 @@ def test_live_report_matches_the_jobs(slurm_env, tmp_path):
     from slurmkit.slurm.commands import run
 
     def sbatch(*args):
-        return run(["sbatch", "--parsable", "-N1", *args], timeout=60).stdout.strip().split(";")[0]
+        return run(["sbatch", "--parsable", "-N1", "-o", "/dev/null", *args], timeout=60).stdout.strip().split(";")[0]
 
     t_begin = dt.datetime.now(dt.timezone.utc)
     gpu = sbatch("--gres=gpu:2", "-c", "2", "--wrap", "sleep 6")
@@ -120,7 +120,7 @@ def test_sreport_reconciliation_after_rollup(slurm_env, tmp_path):
     from slurmkit.report.window import Window
     from slurmkit.slurm.commands import run
 
-    jid = run(["sbatch", "--parsable", "-N1", "--gres=gpu:3", "--wrap", "sleep 5"], timeout=60).stdout.strip()
+    jid = run(["sbatch", "--parsable", "-N1", "-o", "/dev/null", "--gres=gpu:3", "--wrap", "sleep 5"], timeout=60).stdout.strip()
     _wait(lambda: (a := _sacct_attempts(run, jid)) and a[-1][0] == "COMPLETED", 120, 1.0, f"job {jid}")
     _wait(lambda: run(["squeue", "-h"], timeout=30).stdout.strip() == "", 120, 2.0, "an idle queue")
     now = dt.datetime.now(dt.timezone.utc)

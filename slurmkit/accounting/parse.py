@@ -125,17 +125,25 @@ def parse_times(s, tz: str = "UTC") -> pd.Series:
             local = pd.to_datetime(iso_s, unit="s").tz_localize(tz, ambiguous="NaT", nonexistent="NaT")
             iso_s = np.where(local.isna(), np.nan, local.tz_convert("UTC").asi8 / 1e9)
         secs = np.where(np.isnan(secs), iso_s, secs)
-    ns = np.where(np.isnan(secs), np.iinfo(np.int64).min, secs * 1e9).astype("int64")
-    out = pd.Series(ns.view("datetime64[ns]"), index=_index(s)).dt.tz_localize("UTC")
-    return out
+    return _utc_series(secs, _index(s))
 
 
 def _epoch_times(a, index) -> pd.Series:
-    """Integer epoch seconds (nulls) -> ``datetime64[ns, UTC]``; like the text path, only
-    0 .. 10**12 - 1 (at most 12 digits) are times, anything else NaT."""
-    secs = pc.cast(a, pa.int64()).to_numpy(zero_copy_only=False)
-    secs = np.asarray(secs, dtype="float64")  # nulls -> NaN
-    secs[(secs < 0) | (secs >= 1e12)] = np.nan
+    """Integer epoch seconds (nulls) -> ``datetime64[ns, UTC]`` (negative: NaT, as the text
+    path, which takes digits only)."""
+    secs = np.asarray(pc.cast(a, pa.int64()).to_numpy(zero_copy_only=False), dtype="float64")
+    secs[secs < 0] = np.nan   # (nulls are NaN already)
+    return _utc_series(secs, index)
+
+
+#: The last epoch second a ``datetime64[ns]`` holds (2262-04-11T23:47:16Z).
+_MAX_EPOCH_S = (2**63 - 1) // 10**9
+
+
+def _utc_series(secs: np.ndarray, index) -> pd.Series:
+    """Float epoch seconds (NaN: none) -> ``datetime64[ns, UTC]``; NaT past 2262 (what
+    nanoseconds in an int64 hold) instead of an overflowed time."""
+    secs = np.where(secs > _MAX_EPOCH_S, np.nan, secs)
     ns = np.where(np.isnan(secs), np.iinfo(np.int64).min, secs * 1e9).astype("int64")
     return pd.Series(ns.view("datetime64[ns]"), index=index).dt.tz_localize("UTC")
 

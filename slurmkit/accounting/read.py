@@ -251,7 +251,8 @@ def _repair_column(col: pa.ChunkedArray) -> tuple[pa.ChunkedArray, list[int]]:
 
 def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | None = None,
                       block_bytes: int = 32 << 20, int_fields=()):
-    """Read a sacct file in blocks: ``(iterator of pyarrow string Tables, DataQuality)``.
+    """Read a sacct file in blocks: ``(iterator of pyarrow Tables, DataQuality)``: string
+    columns, except ``int_fields`` (below).
 
     Same rules and data-quality accounting as :func:`read_sacct_bytes`, but the text is never
     held whole in memory (large captures, the benchmark). Files that need rewriting first
@@ -323,10 +324,10 @@ def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | No
         if ints:
             try:
                 return read_block(buf, pa.string(), ints)
-            except pa.ArrowInvalid as exc:
-                if "conversion error to int64" not in str(exc):
-                    raise
-                del bad[nbad:]   # read again: its bad rows are reported again
+            except pa.ArrowInvalid:
+                # not all integers (or bad UTF-8, which the text read reports): read as text;
+                # its bad rows are reported again
+                del bad[nbad:]
         return read_block(buf, pa.string())
 
     def blocks():
