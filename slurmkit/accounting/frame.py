@@ -466,11 +466,14 @@ def load_sacct(path, dq: DataQuality | None = None, fields=None, delimiter=None,
                 collect()
         while waiting:
             collect()
+        rows = None
+        if allocs:
+            # the two concatenations copy memory with the GIL released: side by side
+            done = ex.submit(_concat_columns, steps)
+            rows = JobRows(_concat_columns(allocs), done.result())
     fdq.merge(scratch)
-    if not allocs:
+    if rows is None:
         rows = jobs_frame(pa.table({n: pa.array([], pa.string()) for n in (fields or ["JobID"])}), fdq)
-    else:
-        rows = JobRows(_concat_columns(allocs), _concat_columns(steps))
     del allocs, steps
     rows = rows.drop_repeats(fdq, str(path))
     # the blocks' text goes back to the OS once, here: freeing it block by block made every
