@@ -225,11 +225,6 @@ def jobs_frame(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
     return JobRows(allocs, steps).drop_repeats(dq, source)
 
 
-def _compact(frame: pd.DataFrame) -> pd.DataFrame:
-    for c in CATEGORICAL:
-        if c in frame.columns:
-            frame[c] = frame[c].astype("category")
-    return frame
 
 
 def _concat_columns(frames: list, consume: bool = True) -> pd.DataFrame:
@@ -283,8 +278,8 @@ def _typed(table: pa.Table, dq: DataQuality, source: str = "<sacct>", cluster: s
         steps_t, allocs_t = step_fields, table.slice(0, 0)
     else:
         steps_t, allocs_t = step_fields.filter(is_step), table.filter(pc.invert(is_step))
-    return (_compact(_typed_allocs(allocs_t, dq, source, cluster, tz)),
-            _compact(_typed_steps(steps_t, dq, source, cluster, tz)))
+    return (_typed_allocs(allocs_t, dq, source, cluster, tz),
+            _typed_steps(steps_t, dq, source, cluster, tz))
 
 
 class _Cols:
@@ -357,14 +352,22 @@ class _Cols:
         return raw_alloc.where(raw_alloc != "", alloc_id)
 
 
-def _bad_ids(out: pd.DataFrame, valid: np.ndarray, dq: DataQuality, source: str) -> pd.DataFrame:
+def _frame(cols: dict, valid: np.ndarray, dq: DataQuality, source: str) -> pd.DataFrame:
+    """The typed frame of a block's columns (name -> Series or scalar, in column order): rows
+    whose JobID did not parse (not ``valid``) dropped and recorded in ``dq`` (``bad JobID``),
+    :data:`CATEGORICAL` columns as categoricals. Built in one go (inserting column by column
+    costs more than the typing of a small block)."""
     bad = ~valid
     if bad.any():
-        for j in out.loc[bad, "job_id"].head(20):
+        for j in cols["job_id"][bad].head(20):
             dq.skip("bad JobID", 0, source, None, f"JobID {j!r}")
         dq.skip("bad JobID", int(bad.sum()))
-        out = out[~bad]
-    return out.reset_index(drop=True)
+        cols = {k: v[valid].reset_index(drop=True) if isinstance(v, pd.Series) else v
+                for k, v in cols.items()}
+    for c in CATEGORICAL:
+        if c in cols and not isinstance(cols[c].dtype, pd.CategoricalDtype):
+            cols[c] = cols[c].astype("category")
+    return pd.DataFrame(cols, index=pd.RangeIndex(int(valid.sum())), copy=False)
 
 
 def _typed_steps(table: pa.Table, dq: DataQuality, source: str, cluster: str, tz: str) -> pd.DataFrame:
@@ -372,7 +375,7 @@ def _typed_steps(table: pa.Table, dq: DataQuality, source: str, cluster: str, tz
     c = _Cols(table)
     jid = c.col("JobID")
     ids = P.parse_step_ids(jid)
-    out = pd.DataFrame(index=pd.RangeIndex(c.n))
+    out: dict = {}
     out["cluster"] = c.cluster(cluster)
     out["job_id"] = P._str_series(jid)
     out["key_id"] = c.key_id(ids["alloc_id"])
@@ -382,7 +385,7 @@ def _typed_steps(table: pa.Table, dq: DataQuality, source: str, cluster: str, tz
     out["elapsed_s"] = c.elapsed_s()
     out["total_cpu_s"] = c.total_cpu_s()
     out["mem_used_mib"], out["gpu_util_pct"] = c.usage()
-    return _bad_ids(out, ids["valid"].to_numpy(dtype=bool), dq, source)
+    return _frame(out, ids["valid"].to_numpy(dtype=bool), dq, source)
 
 
 def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, tz: str) -> pd.DataFrame:
@@ -391,7 +394,7 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
     names, n = c.names, c.n
     jid = c.col("JobID")
     ids = P.parse_job_ids(jid)
-    out = pd.DataFrame(index=pd.RangeIndex(n))
+    out: dict = {}
     out["cluster"] = c.cluster(cluster)
     out["job_id"] = P._str_series(jid)
     out["key_id"] = c.key_id(ids["alloc_id"])
@@ -430,7 +433,7 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
     out["total_cpu_s"] = c.total_cpu_s()
     out["mem_used_mib"], out["gpu_util_pct"] = c.usage()
     out["energy_j"] = c.num("ConsumedEnergyRaw")
-    return _bad_ids(out, ids["valid"].to_numpy(dtype=bool), dq, source)
+    return _frame(out, ids["valid"].to_numpy(dtype=bool), dq, source)
 
 
 def load_sacct(path, dq: DataQuality | None = None, fields=None, delimiter=None, cluster: str = "",

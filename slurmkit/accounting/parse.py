@@ -88,9 +88,13 @@ def _dict_apply(a: pa.ChunkedArray, fn, max_share: float = 0.5):
     return tuple(out)
 
 
+#: pandas' default string dtype ("str": Arrow storage, NaN as the missing value).
+_STR = pd.StringDtype("pyarrow", na_value=np.nan)
+
+
 def _str_series(a, index=None) -> pd.Series:
     a = pc.fill_null(_arrow(a), "")
-    return pd.Series(pd.arrays.ArrowStringArray(a), index=index, copy=False).astype("str")
+    return pd.Series(pd.arrays.ArrowStringArray(a, dtype=_STR), index=index, copy=False)
 
 
 def _field(struct: pa.ChunkedArray, name: str) -> pa.ChunkedArray:

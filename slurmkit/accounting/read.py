@@ -250,7 +250,7 @@ def _repair_column(col: pa.ChunkedArray) -> tuple[pa.ChunkedArray, list[int]]:
 
 
 def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | None = None,
-                      block_bytes: int = 32 << 20, int_fields=()):
+                      block_bytes: int = 64 << 20, int_fields=()):
     """Read a sacct file in blocks: ``(iterator of pyarrow Tables, DataQuality)``: string
     columns, except ``int_fields`` (below).
 
@@ -259,6 +259,9 @@ def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | No
     (``#`` comments or blank lines at the top, CRLF, a delimiter of more than one byte) are read
     with :func:`read_sacct_file` and come as one table. The ``DataQuality`` is complete once
     the iterator is exhausted.
+
+    ``block_bytes``: the size of a block (64 MiB: each block has a fixed cost in the typing
+    that follows, about 30 ms; a 1M-job capture is ~15 blocks).
 
     ``int_fields``: fields the CSV reader converts to int64 itself (epoch times, counts), with
     :data:`~slurmkit.accounting.parse.NO_TIME` (``Unknown``, ``None``, "" ...) as null; a block
