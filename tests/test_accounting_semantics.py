@@ -259,6 +259,9 @@ def test_bad_step_job_id_is_skipped_and_counted():
     rep, _ = report([row(), row(JobID="100.batch"), row(JobID="10x.batch")])
     assert rep["data_quality"]["skipped_reasons"] == {"bad JobID": 1}
     assert rep["data_quality"]["rows_counted"] == 2
+    table, dq = read_sacct_bytes(text([row(), row(JobID="100.batch"), row(JobID="100.ba d")]), "t")
+    steps = jobs_frame(table, dq).steps
+    assert list(steps["job_id"]) == ["100.batch"] and list(steps["step"].cat.categories) == ["batch"]
 
 
 def test_step_without_allocation_row_is_listed():

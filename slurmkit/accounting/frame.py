@@ -365,8 +365,12 @@ def _frame(cols: dict, valid: np.ndarray, dq: DataQuality, source: str) -> pd.Da
         cols = {k: v[valid].reset_index(drop=True) if isinstance(v, pd.Series) else v
                 for k, v in cols.items()}
     for c in CATEGORICAL:
-        if c in cols and not isinstance(cols[c].dtype, pd.CategoricalDtype):
+        if c not in cols:
+            continue
+        if not isinstance(cols[c].dtype, pd.CategoricalDtype):
             cols[c] = cols[c].astype("category")
+        elif bad.any():   # (a step name seen only on a dropped row is not a category)
+            cols[c] = cols[c].cat.remove_unused_categories()
     return pd.DataFrame(cols, index=pd.RangeIndex(int(valid.sum())), copy=False)
 
 
