@@ -225,8 +225,6 @@ def jobs_frame(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
     return JobRows(allocs, steps).drop_repeats(dq, source)
 
 
-
-
 def _concat_columns(frames: list, consume: bool = True) -> pd.DataFrame:
     """Concatenate frames with the same columns column by column (``consume``: emptying
     ``frames`` so that each block's memory is freed once its columns are copied);

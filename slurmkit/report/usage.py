@@ -147,8 +147,9 @@ def utc(t) -> pd.Timestamp:
 def allocations(rows, start, end, dq: DataQuality, now=None,
                 source: str = "") -> pd.DataFrame:
     """Allocation rows of ``rows`` (a :class:`~slurmkit.accounting.frame.JobRows`) in
-    ``[start, end)`` (aware UTC timestamps) with the usage columns of the module docstring. Records unused rows in ``dq`` (so ``dq.rows_counted`` is exactly the rows
-    used). ``now``: the time a running job's End is taken as (default: the current time)."""
+    ``[start, end)`` (aware UTC timestamps) with the usage columns of the module docstring.
+    Records unused rows in ``dq`` (so ``dq.rows_counted`` is exactly the rows used). ``now``:
+    the time a running job's End is taken as (default: the current time)."""
     start, end = utc(start), utc(end)
     now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
     # one integer code per allocation identity (cluster, key_id), shared by its steps
