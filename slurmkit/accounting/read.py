@@ -83,14 +83,35 @@ def _guess_delimiter(line: str, nfields: int | None) -> str:
     return best
 
 
+def _is_utf8(data) -> bool:
+    """True when ``data`` (bytes or a memoryview of bytes) is valid UTF-8: ASCII is checked
+    without decoding (the usual case), anything else by decoding."""
+    raw = data.obj if isinstance(data, memoryview) else data
+    if raw.isascii():   # (the whole underlying buffer: a superset of the view)
+        return True
+    try:
+        str(data, "utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _fix_utf8(data: bytes) -> bytes:
+    """``data`` with each run of invalid UTF-8 bytes replaced by one U+FFFD."""
+    text = data.decode("utf-8", errors="surrogateescape")
+    return re.sub("[\udc80-\udcff]+", "\ufffd", text).encode("utf-8")
+
+
 def _repair_utf8(data: bytes, dq: DataQuality, source: str, line_offset: int) -> bytes:
-    """Replace invalid UTF-8 by U+FFFD; each row touched is listed as repaired."""
+    """:func:`_fix_utf8`; each row touched is listed as repaired (its line: ``line_offset`` +
+    its line in ``data``). Done before splitting: pyarrow cannot hand a row with bad UTF-8 and
+    the wrong number of fields to the bad-row handler (it fails decoding it)."""
     text = data.decode("utf-8", errors="surrogateescape")
     for m in re.finditer(r"[^\n]*[\udc80-\udcff][^\n]*", text):
         line = text.count("\n", 0, m.start()) + 1 + line_offset
         dq.repair("bad UTF-8 (replaced by U+FFFD)", source, line,
                   m.group(0).encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
-    return re.sub("[\udc80-\udcff]+", "\ufffd", text).encode("utf-8")
+    return _fix_utf8(data)
 
 
 def read_sacct_bytes(data: bytes, source: str = "<sacct>", fields: list[str] | None = None,
@@ -173,18 +194,17 @@ def read_sacct_bytes(data: bytes, source: str = "<sacct>", fields: list[str] | N
                                               double_quote=False, escape_char=False,
                                               newlines_in_values=False, ignore_empty_lines=True,
                                               invalid_row_handler=on_invalid),
+            # (valid UTF-8: checked, or repaired, below)
             convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in col_names},
-                                                 check_utf8=True, strings_can_be_null=False,
+                                                 check_utf8=False, strings_can_be_null=False,
                                                  quoted_strings_can_be_null=False))
 
+    if not _is_utf8(data):
+        data = _repair_utf8(data, dq, source, line_offset)
     try:
         table = read(data)
     except pa.ArrowInvalid as exc:
-        if "UTF8" not in str(exc).upper().replace("-", ""):
-            raise AccountingInputError(source, None, f"cannot split the text: {exc}") from None
-        bad.clear()
-        data = _repair_utf8(data, dq, source, line_offset)
-        table = read(data)
+        raise AccountingInputError(source, None, f"cannot split the text: {exc}") from None
     if trailing:
         table = table.drop_columns(["_trailing"])
 
@@ -230,23 +250,6 @@ def read_sacct_file(path, fields: list[str] | None = None, delimiter: str | None
     except OSError as exc:
         raise AccountingInputError(path, None, exc.strerror or str(exc)) from None
     return read_sacct_bytes(data, str(path), fields, delimiter)
-
-
-def _repair_column(col: pa.ChunkedArray) -> tuple[pa.ChunkedArray, list[int]]:
-    """Binary column -> string column; invalid UTF-8 values decoded with U+FFFD. Returns the
-    column and the positions that needed it."""
-    try:
-        return col.cast(pa.string()), []
-    except pa.ArrowInvalid:
-        vals = col.to_pylist()
-        fixed, bad = [], []
-        for i, v in enumerate(vals):
-            try:
-                fixed.append(v.decode("utf-8") if v is not None else None)
-            except UnicodeDecodeError:
-                fixed.append(v.decode("utf-8", errors="replace"))
-                bad.append(i)
-        return pa.chunked_array([pa.array(fixed, pa.string())]), bad
 
 
 def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | None = None,
@@ -319,8 +322,9 @@ def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | No
                                              ignore_empty_lines=True, invalid_row_handler=on_invalid),
             convert_options=pacsv.ConvertOptions(
                 column_types={n: pa.int64() if n in as_int else typ for n in col_names},
-                # null_values apply to the int64 columns only (strings are never null)
-                check_utf8=True, strings_can_be_null=False, null_values=list(NO_TIME)))
+                # null_values apply to the int64 columns only (strings are never null); the
+                # block is valid UTF-8 (checked, or repaired, before)
+                check_utf8=False, strings_can_be_null=False, null_values=list(NO_TIME)))
 
     def read_text(buf):
         nbad = len(bad)
@@ -328,18 +332,18 @@ def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | No
             try:
                 return read_block(buf, pa.string(), ints)
             except pa.ArrowInvalid:
-                # not all integers (or bad UTF-8, which the text read reports): read as text;
-                # its bad rows are reported again
+                # not all integers: read as text; its bad rows are reported again
                 del bad[nbad:]
         return read_block(buf, pa.string())
 
     def blocks():
-        """The file's bytes in blocks of about ``block_bytes`` that end at a newline (the
-        header line dropped)."""
+        """``(file offset, bytes)`` of the file in blocks of about ``block_bytes`` that end at
+        a newline (the header line dropped)."""
         with open(p, "rb") as fh:
             if header:
                 fh.readline()
             while True:
+                offset = fh.tell()
                 buf = fh.read(block_bytes)
                 while len(buf) >= block_bytes and b"\n" not in buf:
                     more = fh.read(block_bytes)   # a line longer than a block (rare)
@@ -350,31 +354,30 @@ def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | No
                     return
                 cut = buf.rfind(b"\n") + 1
                 if cut == 0 or cut == len(buf):
-                    yield buf
+                    yield offset, buf
                     continue
                 fh.seek(cut - len(buf), 1)  # the unfinished last line starts the next block
-                yield memoryview(buf)[:cut]
+                yield offset, memoryview(buf)[:cut]
+
+    def lines_before(offset: int) -> int:
+        """Lines of the file before byte ``offset`` (only for a block that needs repair)."""
+        with open(p, "rb") as fh:
+            return fh.read(offset).count(b"\n")
 
     def gen():
         nrows = 0
-        repaired: list[str] = []
-        for buf in blocks():
-            # each block is split by pyarrow's multithreaded reader straight into UTF-8
-            # strings; a block with bad UTF-8 is split again as bytes and repaired per value
+        any_repaired = False
+        for offset, buf in blocks():
+            # each block is split by pyarrow's multithreaded reader straight into strings; a
+            # block with bad UTF-8 is repaired first (its rows listed with their lines)
             nbad = len(bad)
+            if not _is_utf8(buf):
+                buf = _repair_utf8(bytes(buf), dq, str(path), lines_before(offset))
+                any_repaired = True
             try:
                 t = read_text(buf)
             except pa.ArrowInvalid as exc:
-                if "UTF8" not in str(exc).upper().replace("-", ""):
-                    raise AccountingInputError(path, None, f"cannot split the text: {exc}") from None
-                del bad[nbad:]
-                t = read_block(buf, pa.binary())
-                cols = []
-                for name in t.column_names:
-                    col, badpos = _repair_column(t.column(name))
-                    cols.append(col)
-                    repaired += [f"{name}={col[i].as_py()}" for i in badpos]
-                t = pa.table(dict(zip(t.column_names, cols)))
+                raise AccountingInputError(path, None, f"cannot split the text: {exc}") from None
             if len(bad) > nbad + 1:
                 # the multithreaded reader reports bad rows in any order: keep the file's order
                 data = buf.obj if isinstance(buf, memoryview) else buf
@@ -389,11 +392,11 @@ def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | No
         if nrows == 0 and bad:
             raise AccountingInputError(path, None, f"rows have {bad[0][0] - (1 if trailing else 0)} fields "
                                                    f"but the field list has {len(names)} ({','.join(names)})")
-        for detail in repaired:
-            dq.repair("bad UTF-8 (replaced by U+FFFD)", str(path), None, detail)
         if not bad:
             return
         data = p.read_bytes()
+        if any_repaired:   # the bad rows' text is the repaired text
+            data = _fix_utf8(data)
         extra = []
         prev_ok = True
         for ncols, text in bad:
