@@ -178,6 +178,7 @@ def main() -> None:
     finally:
         if not (args.keep or args.reuse):
             os.unlink(path)
+            os.rmdir(os.path.dirname(path))
 
 
 if __name__ == "__main__":

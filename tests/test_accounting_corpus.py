@@ -80,7 +80,12 @@ def _expected(rows):
         if r.get("Start") in (None, "", "None", "Unknown"):
             continue
         if r.get("End") in ("Unknown", ""):
+            # still running: up to NOW, but not past its time limit
             run = (NOW - _ts(r["Start"])).total_seconds()
+            if r.get("TimelimitRaw", "").isdigit():
+                run = min(run, int(r["TimelimitRaw"]) * 60)
+            elif r.get("Timelimit") and r["Timelimit"][0].isdigit():
+                run = min(run, _secs(r["Timelimit"]))
         elif "ElapsedRaw" in r:
             run = float(r["ElapsedRaw"])
         else:

@@ -156,6 +156,18 @@ def test_running_job_is_provisional_and_ends_at_now():
     assert rep["totals"]["gpu_hours"] == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("limit,hours", [("60", 1.0),                       # its 1 h time limit
+                                         ("UNLIMITED", 7 * 24 - 600 / 3600)])  # the window's end
+def test_running_job_read_long_after_the_capture_stops_at_its_time_limit(limit, hours):
+    # a capture read 30 days later: the job cannot have run past Start + Timelimit
+    now = pd.Timestamp(T0 + 30 * 86400, unit="s", tz="UTC")
+    rep, allocs = report([row(State="RUNNING", End="Unknown", ElapsedRaw=1800, TimelimitRaw=limit)],
+                         now=now)
+    assert rep["totals"]["provisional_jobs"] == 1
+    assert rep["totals"]["gpu_hours"] == pytest.approx(2 * hours)
+    assert sum(rep["hourly"]["gpus_in_use"]) == pytest.approx(2 * hours)
+
+
 def test_cancelled_by_uid_is_split():
     st, by = P.parse_states(pd.Series(["CANCELLED by 10290820", "COMPLETED"]))
     assert list(st) == ["CANCELLED", "COMPLETED"] and list(by) == ["10290820", ""]

@@ -7,7 +7,7 @@ row per attempt; ``jobs`` counts distinct ``(cluster, key_id)``) with
 
 - ``run_s``: seconds it ran (ElapsedRaw, which excludes suspended time; End − Start when absent)
 - ``in_window_s``: ``run_s`` scaled by the share of [Start, End) inside the window
-  (a running job's End is ``now``)
+  (a running job's End is ``now``, at most Start + Timelimit: :func:`end_or_now`)
 - ``gpu_hours`` = gpus × in_window_s / 3600, ``cpu_hours`` = NCPUS × in_window_s / 3600
 - ``wasted``: bool, outcome wastes its GPU-hours (:data:`WASTE_STATES`, or a requeued attempt)
 - ``final_attempt`` / ``requeued_attempt``: the job's last attempt (by Start) / an earlier one
@@ -138,6 +138,18 @@ def job_codes(rows) -> tuple[np.ndarray, np.ndarray]:
     return acodes, np.where(has_alloc[scodes], scodes, -1) if len(scodes) else scodes
 
 
+def end_or_now(allocs: pd.DataFrame, now: pd.Timestamp) -> pd.Series:
+    """Each allocation's End (sacct End); for one still running (End unknown) ``now``, but
+    never past Start + Timelimit (``timelimit_s``; UNLIMITED: no cap): a job cannot run
+    longer, and a capture read long after it was taken would otherwise count its running jobs
+    up to today. Aware UTC timestamps; NaT where neither End nor ``now`` applies."""
+    end = allocs["end"]
+    tl = allocs["timelimit_s"]
+    limit = allocs["start"] + pd.to_timedelta(tl.where(np.isfinite(tl)), unit="s")
+    stop = end.fillna(now)
+    return stop.where(~(end.isna() & (limit < stop)), limit)
+
+
 def utc(t) -> pd.Timestamp:
     """A timestamp as an aware UTC ``pd.Timestamp`` (naive values are taken as UTC)."""
     t = pd.Timestamp(t)
@@ -167,7 +179,7 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
         steps, scode = steps[~orphan], scode[~orphan]
 
     ran = allocs["start"].notna()
-    stop = allocs["end"].fillna(now)
+    stop = end_or_now(allocs, now)
     stop = stop.where(~ran | (stop >= allocs["start"]), allocs["start"])
     lo = allocs["start"].clip(lower=start)
     hi = stop.clip(upper=end)
@@ -183,7 +195,7 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     # which allocation rows belong to the window
     pending = allocs["pending_tasks"] > 0
     t_lo = allocs["start"].fillna(allocs["submit"]).fillna(allocs["end"])
-    t_hi = allocs["end"].fillna(now)
+    t_hi = end_or_now(allocs, now)
     touches = (t_lo < end) & (t_hi >= start)
     touches |= pending & (allocs["submit"].isna() | (allocs["submit"] < end))
     unknown = t_lo.isna() & ~pending
@@ -240,7 +252,8 @@ def _epoch_s(t: pd.Series) -> np.ndarray:
 def hourly_gpus(allocs: pd.DataFrame, start, end, now=None) -> pd.Series:
     """Average GPUs in use in each hour of ``[start, end)``: a Series indexed by the hour's
     start (UTC). Exact piecewise-linear integration, O(n log n) with numpy; running jobs end
-    at ``now``. Suspended time is not subtracted (Slurm keeps the GPUs allocated)."""
+    as :func:`end_or_now` says. Suspended time is not subtracted (Slurm keeps the GPUs
+    allocated)."""
     start, end = utc(start), utc(end)
     now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
     hours = pd.date_range(start.floor("h"), end, freq="h", inclusive="left")
@@ -250,7 +263,7 @@ def hourly_gpus(allocs: pd.DataFrame, start, end, now=None) -> pd.Series:
     if not sel.any():
         return pd.Series(0.0, index=hours)
     s = _epoch_s(allocs["start"])[sel]
-    e = _epoch_s(allocs["end"].fillna(now))[sel]
+    e = _epoch_s(end_or_now(allocs, now))[sel]
     e = np.maximum(e, s)
     g = allocs["gpus"].to_numpy(float)[sel]
 
