@@ -75,6 +75,8 @@ def test_json_keys_and_values(capture, tmp_path):
     with open(out / "by_user.csv") as fh:
         csv_users = {r["user"]: r for r in csv.DictReader(fh)}
     assert float(csv_users["bob"]["gpu_hours"]) == pytest.approx(4.0)
+    assert dq["problems"] == []   # no row listed: the CSV still has its header
+    assert (out / "data_quality.csv").read_text().splitlines() == ["source,line,reason,detail,counted"]
     assert "| bob | 2 | 4.00 |" in (out / "weekly.md").read_text()
     assert len(pd.read_parquet(out / "jobs.parquet")) == 3
 

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import base64
 import csv
+import dataclasses
 import json
 import math
 from pathlib import Path
+
+from slurmkit.accounting.quality import Problem
 
 FORMATS = ("html", "md", "csv", "json", "parquet")
 _GROUPS = [("user", "by_user", "user"), ("account", "by_account", "account"),
@@ -209,12 +212,17 @@ def to_markdown(report: dict, limit: int = 25) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write_csv(path: Path, rows: list[dict]) -> None:
+#: data_quality.csv's header (the fields of a listed problem), also when none was listed.
+_PROBLEM_COLUMNS = [f.name for f in dataclasses.fields(Problem)]
+
+
+def _write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) -> None:
+    """``rows`` as CSV; ``columns``: the header when there are no rows (else just "empty")."""
     keys = []
     for r in rows:
         keys += [k for k in r if k not in keys]
     with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=keys or ["empty"])
+        w = csv.DictWriter(fh, fieldnames=keys or columns or ["empty"])
         w.writeheader()
         for r in rows:
             w.writerow({k: ("" if v is None else v) for k, v in r.items()})
@@ -247,7 +255,7 @@ def write_outputs(report: dict, allocs, outdir, formats=FORMATS) -> list[Path]:
                                  zip(report["hourly"]["hours"], report["hourly"]["gpus_in_use"])],
                   "data_quality.csv": report["data_quality"]["problems"]}
         for name, rows in tables.items():
-            _write_csv(out / name, rows)
+            _write_csv(out / name, rows, _PROBLEM_COLUMNS if name == "data_quality.csv" else None)
             written.append(out / name)
         p = out / "jobs.csv"
         allocs.to_csv(p, index=False)
