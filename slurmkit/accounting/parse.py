@@ -294,20 +294,12 @@ def _scatter(n: int, row: np.ndarray, values: np.ndarray) -> np.ndarray:
     return out
 
 
-def _tres_arrows(a: pa.ChunkedArray, keys: tuple[str, ...]) -> list[pa.ChunkedArray]:
-    """:func:`_tres_entries` as one string column per key (null where the row lacks it)."""
-    n, entries = _tres_entries(a, keys)
-    out = []
-    for vals, row in entries:
-        pick = np.full(n, -1, dtype=np.int64)
-        pick[row] = np.arange(len(row))
-        out.append(pa.chunked_array([pc.take(vals, pa.array(pick, mask=pick < 0))], pa.string()))
-    return out
-
-
 def _tres_arrow(a: pa.ChunkedArray, key: str) -> pa.ChunkedArray:
-    """:func:`_tres_arrows` for one key."""
-    return _tres_arrows(a, (key,))[0]
+    """:func:`_tres_entries` of one key as a string column (null where the row lacks it)."""
+    n, ((vals, row),) = _tres_entries(a, (key,))
+    pick = np.full(n, -1, dtype=np.int64)
+    pick[row] = np.arange(len(row))
+    return pa.chunked_array([pc.take(vals, pa.array(pick, mask=pick < 0))], pa.string())
 
 
 def tres_usage(s) -> tuple[pd.Series, pd.Series]:
@@ -406,9 +398,9 @@ def parse_job_ids(s) -> pd.DataFrame:
     idx = _index(s)
     if _all_digits(a):   # plain job ids (no array task, het component or step): no regex
         empty = _str_series(pc.cast(pa.repeat("", len(a)), pa.string()), idx)
+        ids = _str_series(a, idx)
         valid = pc.fill_null(pc.is_valid(a), False)
-        return pd.DataFrame({"base": _str_series(a, idx), "array_task": empty, "het": empty, "step": empty,
-                             "alloc_id": _str_series(a, idx),
+        return pd.DataFrame({"base": ids, "array_task": empty, "het": empty, "step": empty, "alloc_id": ids,
                              "valid": pd.Series(valid.to_numpy(zero_copy_only=False).astype(bool), index=idx)})
     parts = pc.extract_regex(a, _JOBID)
     valid = pc.fill_null(pc.is_valid(parts), False)

@@ -71,12 +71,19 @@ def _group(a: pd.DataFrame, col: str, name: str, mask=None) -> list[dict]:
                                         t["energy_kwh"], t["waste_gpu_hours"])]
 
 
+_QUANTILES = [0.5, 0.9, 0.95]
+
+
+def _wait_dict(n: int, q) -> dict:
+    """``{"n", "p50_s", "p90_s", "p95_s"}`` from a count and the :data:`_QUANTILES` values."""
+    return {"n": int(n), "p50_s": _num(q[0]), "p90_s": _num(q[1]), "p95_s": _num(q[2])}
+
+
 def _quantiles(x: pd.Series) -> dict:
     x = x.dropna()
     if x.empty:
         return {"n": 0, "p50_s": None, "p90_s": None, "p95_s": None}
-    q = x.quantile([0.5, 0.9, 0.95]).to_numpy()
-    return {"n": int(len(x)), "p50_s": _num(q[0]), "p90_s": _num(q[1]), "p95_s": _num(q[2])}
+    return _wait_dict(len(x), x.quantile(_QUANTILES).to_numpy())
 
 
 def reconcile(rows, runs: pd.DataFrame, span: Window, sreport_gpu_hours: float,
@@ -204,11 +211,10 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     w = runs.loc[runs["wait_s"].notna(), ["partition", "gpu_bucket", "wait_s"]]
     if len(w):
         by = w.groupby(["partition", "gpu_bucket"], sort=True, observed=True)["wait_s"]
-        q = by.quantile([0.5, 0.9, 0.95]).unstack()
+        q = by.quantile(_QUANTILES).unstack()
         for (part, bucket), n in by.size().items():
-            qs = q.loc[(part, bucket)]
-            waits.append({"partition": part, "gpu_bucket": bucket, "n": int(n), "p50_s": _num(qs[0.5]),
-                          "p90_s": _num(qs[0.9]), "p95_s": _num(qs[0.95])})
+            waits.append({"partition": part, "gpu_bucket": bucket,
+                          **_wait_dict(n, q.loc[(part, bucket), _QUANTILES].to_numpy())})
     wait_all = _quantiles(w["wait_s"])
 
     # efficiency
