@@ -119,10 +119,10 @@ def test_spool_read_reports_bad_lines(tmp_path):
 
 
 @pytest.mark.parametrize("text, words", [
-    ('slurm_conf = "/x"\nfoo = 1\n', "unknown key 'foo'"),
+    ('slurm_conf = "/x"\nfoo = 1\n', "foo: unknown key"),
     ('slurm_conf = "/x"\nresume_after = 0\n', "resume_after"),
     ('slurm_conf = "/x"\ndeadline_s = "8"\n', "deadline_s: wrong type"),
-    ('mode = "enforce"\n', "slurm_conf is missing"),
+    ('mode = "enforce"\n', "slurm_conf: missing"),
     ('slurm_conf = "/x"\n[nodes.n1]\nsnapshot = 3\n', "nodes.n1.snapshot"),
     ('slurm_conf = "/x"\n[nodes.n1]\nlive = true\n', "nodes.n1"),
 ])

@@ -15,6 +15,8 @@ the rows are listed as repaired.
 
 from __future__ import annotations
 
+from slurmkit.errors import InputError
+
 import re
 from pathlib import Path
 
@@ -29,13 +31,9 @@ _CANDIDATES = (DELIMITER, "|", "\u2603", "\t", ";", ",")
 _SEP = DELIMITER.encode()
 
 
-class AccountingInputError(ValueError):
+class AccountingInputError(InputError):
     """sacct input that cannot be read at all: ``file``, ``line`` (1-based or None) and what is
     wrong. The CLI prints ``file:line: message`` and exits 2."""
-
-    def __init__(self, file, line, message):
-        self.file, self.line, self.message = str(file), line, message
-        super().__init__(f"{file}:{line}: {message}" if line else f"{file}: {message}")
 
 
 

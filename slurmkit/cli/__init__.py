@@ -15,6 +15,7 @@ import sys
 import click
 
 from slurmkit import __version__
+from slurmkit.errors import SlurmkitError
 
 # name -> (module, one-line help shown by ``slurmkit --help`` without importing the module)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -30,8 +31,23 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def fail(exc: SlurmkitError) -> None:
+    """The one CLI error handler: print ``slurmkit: error: <exc>`` (one line) to stderr and exit
+    with ``exc.exit_code`` (2 for :class:`~slurmkit.errors.InputError`, 1 otherwise)."""
+    message = " ".join(str(exc).split("\n")).strip() or type(exc).__name__
+    click.echo(f"slurmkit: error: {message}", err=True)
+    raise click.exceptions.Exit(exc.exit_code)
+
+
 class LazyGroup(click.Group):
-    """A click group that imports a subcommand's module only when that subcommand runs."""
+    """A click group that imports a subcommand's module only when that subcommand runs, and
+    turns every :class:`~slurmkit.errors.SlurmkitError` a command raises into :func:`fail`."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except SlurmkitError as exc:
+            fail(exc)
 
     def list_commands(self, ctx):
         return sorted(COMMANDS)

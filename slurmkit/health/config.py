@@ -22,6 +22,8 @@ Pure: :func:`load_config` takes plain dicts; :func:`defaults` reads the package 
 
 from __future__ import annotations
 
+from slurmkit.errors import InputError
+
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -37,13 +39,9 @@ _EXPECT_KEYS = {
 _OTHER_KEYS = {"mode", "deadline_s", "per_call_deadline_s", "thresholds", "checks"}
 
 
-class ConfigError(ValueError):
-    """A bad ``[health]`` value: ``key`` is the dotted key (``health.thresholds.x``)."""
-
-    def __init__(self, key: str, message: str, file: str | None = None):
-        self.key, self.file = key, file
-        where = f"{file}: " if file else ""
-        super().__init__(f"{where}{key}: {message}")
+class ConfigError(InputError):
+    """A bad ``[health]`` value: ``file`` (the profile), ``line`` (None), ``message``, ``key``
+    (the dotted key, ``health.thresholds.x``)."""
 
 
 @lru_cache(maxsize=1)
@@ -94,32 +92,32 @@ def load_config(health: Mapping | None = None, *, gpu_count: int | None = None,
     thresholds = dict(base["thresholds"])
     for k, v in (health.get("thresholds") or {}).items():
         if k not in thresholds:
-            raise ConfigError(f"health.thresholds.{k}", f"unknown threshold (known: {', '.join(thresholds)})", file)
+            raise ConfigError(file, None, f"unknown threshold (known: {', '.join(thresholds)})", f"health.thresholds.{k}")
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ConfigError(f"health.thresholds.{k}", f"want a number, got {v!r}", file)
+            raise ConfigError(file, None, f"want a number, got {v!r}", f"health.thresholds.{k}")
         thresholds[k] = v
     enabled = {cid: True for cid in base["checks"]}
     for k, v in (health.get("checks") or {}).items():
         if k not in enabled:
-            raise ConfigError(f"health.checks.{k}", "unknown check id", file)
+            raise ConfigError(file, None, "unknown check id", f"health.checks.{k}")
         if not isinstance(v, bool):
-            raise ConfigError(f"health.checks.{k}", f"want true or false, got {v!r}", file)
+            raise ConfigError(file, None, f"want true or false, got {v!r}", f"health.checks.{k}")
         enabled[k] = v
     expect: dict[str, Any] = {}
     for k, v in health.items():
         if k in _OTHER_KEYS:
             continue
         if k not in _EXPECT_KEYS:
-            raise ConfigError(f"health.{k}", "unknown key", file)
+            raise ConfigError(file, None, "unknown key", f"health.{k}")
         want = _EXPECT_KEYS[k]
         if (isinstance(v, bool) and want is not bool) or not isinstance(v, want):
-            raise ConfigError(f"health.{k}", f"wrong type: {v!r}", file)
+            raise ConfigError(file, None, f"wrong type: {v!r}", f"health.{k}")
         expect[k] = v
     if "expected_gpu_count" not in expect and gpu_count is not None:
         expect["expected_gpu_count"] = int(gpu_count)
     mode = health.get("mode", "enforce")
     if mode not in ("enforce", "observe"):
-        raise ConfigError("health.mode", f"want enforce or observe, got {mode!r}", file)
+        raise ConfigError(file, None, f"want enforce or observe, got {mode!r}", "health.mode")
     xid = base["xid"]
     return HealthConfig(
         thresholds=thresholds, enabled=enabled, expect=expect, mode=mode,

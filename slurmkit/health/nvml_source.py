@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from slurmkit.health.source import Action, GpuSource, SourceError, _hostname
+from slurmkit.health.source import Action, GpuSource, SourceError, hostname
 from slurmkit.health.state import RC_SUCCESS, GpuState, NodeState, normalise_bus_id
 
 _FABRIC_STATES = {0: "Not Supported", 1: "Not Started", 2: "In Progress", 3: "Completed"}
@@ -59,7 +59,7 @@ class LiveNvmlSource(GpuSource):
     def __init__(self, node: str | None = None, *, kmsg_cursor: str | Path | None = None,
                  kmsg_device: str | Path = "/dev/kmsg", sysfs: str | Path = "/sys",
                  progress: Callable[[str], None] | None = None):
-        self.node = node or _hostname()
+        self.node = node or hostname()
         self.kmsg_cursor, self.kmsg_device, self.sysfs = kmsg_cursor, kmsg_device, sysfs
         self.progress = progress or (lambda call: None)
         self._nvml = None

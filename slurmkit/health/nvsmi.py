@@ -4,7 +4,7 @@ Both produce the same :class:`~slurmkit.health.state.NodeState` as a live read (
 replays through the same checks and can be saved as snapshot JSON). Each value's ``source`` is
 ``nvidia-smi:<field path>``; a field printed as ``N/A`` / absent is recorded as
 ``NOT_AVAILABLE`` (never as zero). A value that is present but cannot be parsed raises
-:class:`~slurmkit.health.source.SourceError` naming the file and line.
+:class:`~slurmkit.health.errors.CaptureError` naming the file and line.
 
 Only the standard library is used (``xml.parsers.expat`` keeps line numbers).
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from slurmkit.health.source import SourceError
+from slurmkit.health.errors import CaptureError
 from slurmkit.health.state import RC_NOT_AVAILABLE, GpuState, NodeState, normalise_bus_id
 
 # nvmlClocksEventReason* bits by nvidia-smi's text label / XML element suffix
@@ -148,7 +148,7 @@ class _Fields:
         try:
             return fn(v)
         except _Bad as exc:
-            raise SourceError(f"{path}: {exc}", self.file, line) from None
+            raise CaptureError(self.file, line, f"{path}: {exc}") from None
 
 
 def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
@@ -268,7 +268,7 @@ def _identity(g: GpuState, f: _Fields, xml: bool) -> None:
 # ---- XML -------------------------------------------------------------------------------------
 
 def parse_xml(text: str, file: str = "<xml>") -> NodeState:
-    """Parse ``nvidia-smi -q -x`` output. Raises SourceError(file, line) on malformed XML or
+    """Parse ``nvidia-smi -q -x`` output. Raises CaptureError(file, line) on malformed XML or
     values; GPUs are indexed in file order (nvidia-smi's order = NVML's)."""
     from xml.parsers import expat
 
@@ -303,9 +303,9 @@ def parse_xml(text: str, file: str = "<xml>") -> NodeState:
     try:
         parser.Parse(text, True)
     except expat.ExpatError as exc:
-        raise SourceError(f"malformed XML: {expat.ErrorString(exc.code)}", file, exc.lineno) from None
+        raise CaptureError(file, exc.lineno, f"malformed XML: {expat.ErrorString(exc.code)}") from None
     if not top and not gpus:
-        raise SourceError("no <nvidia_smi_log> document", file, 1)
+        raise CaptureError(file, 1, "no <nvidia_smi_log> document")
     state = NodeState(node="", source=f"nvidia-smi-xml:{file}", replay=True)
     state.driver_version = top.get("driver_version", ("", 0))[0] or None
     state.timestamp = top.get("timestamp", ("", 0))[0]
@@ -314,14 +314,14 @@ def parse_xml(text: str, file: str = "<xml>") -> NodeState:
         try:
             state.gpu_count = int(v)
         except ValueError:
-            raise SourceError(f"attached_gpus: want a number, got {v!r}", file, line) from None
+            raise CaptureError(file, line, f"attached_gpus: want a number, got {v!r}") from None
     for i, (bus, line, f) in enumerate(gpus):
         g = GpuState(index=i)
         raw = f.get(("pci/pci_bus_id",))
         try:
             g.pci_bus_id = normalise_bus_id(raw[0] if raw else bus)
         except ValueError as exc:
-            raise SourceError(str(exc), file, raw[1] if raw else line) from None
+            raise CaptureError(file, raw[1] if raw else line, str(exc)) from None
         _identity(g, f, True)
         _fill(g, f, True)
         state.gpus.append(g)
@@ -336,7 +336,7 @@ _GPU = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7
 
 def parse_text(text: str, file: str = "<text>") -> NodeState:
     """Parse ``nvidia-smi -q`` output (indentation gives the section path). Raises
-    SourceError(file, line) on a line that is neither ``key : value`` nor a section title."""
+    CaptureError(file, line) on a line that is neither ``key : value`` nor a section title."""
     state = NodeState(node="", source=f"nvidia-smi-text:{file}", replay=True)
     cur: _Fields | None = None
     sections: list[tuple[int, str]] = []  # (indent, title) inside the current GPU
@@ -345,7 +345,7 @@ def parse_text(text: str, file: str = "<text>") -> NodeState:
         if not line.strip() or set(line.strip()) <= set("=") or line.strip() == "==============NVSMI LOG==============":
             continue
         if "\t" in line[: len(line) - len(line.lstrip())]:
-            raise SourceError("tab in indentation (want spaces as nvidia-smi prints)", file, n)
+            raise CaptureError(file, n, "tab in indentation (want spaces as nvidia-smi prints)")
         m = _GPU.match(line)
         if m:
             cur = _Fields(file)
@@ -368,9 +368,9 @@ def parse_text(text: str, file: str = "<text>") -> NodeState:
                     try:
                         state.gpu_count = int(val)
                     except ValueError:
-                        raise SourceError(f"Attached GPUs: want a number, got {val!r}", file, n) from None
+                        raise CaptureError(file, n, f"Attached GPUs: want a number, got {val!r}") from None
                 continue
-            raise SourceError(f"unexpected line before the first GPU section: {line.strip()[:60]!r}", file, n)
+            raise CaptureError(file, n, f"unexpected line before the first GPU section: {line.strip()[:60]!r}")
         while sections and sections[-1][0] >= ind:
             sections.pop()
         prefix = "/".join(t for _, t in sections)
@@ -383,9 +383,9 @@ def parse_text(text: str, file: str = "<text>") -> NodeState:
         elif ":" not in line:
             sections.append((ind, line.strip()))
         else:
-            raise SourceError(f"want 'key : value' or a section title, got {line.strip()[:60]!r}", file, n)
+            raise CaptureError(file, n, f"want 'key : value' or a section title, got {line.strip()[:60]!r}")
     if not state.gpus:
-        raise SourceError("no 'GPU <bus id>' section found (not nvidia-smi -q output?)", file, 1)
+        raise CaptureError(file, 1, "no 'GPU <bus id>' section found (not nvidia-smi -q output?)")
     for g in state.gpus:
         f = g.__dict__.pop("_fields")
         _identity(g, f, False)

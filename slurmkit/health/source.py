@@ -27,29 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from slurmkit.health.errors import CaptureError, NvmlTimeout, SourceError
 from slurmkit.health.state import RC_SUCCESS, GpuState, NodeState
 
+__all__ = ["Action", "CaptureError", "GpuSource", "NvmlTimeout", "SnapshotSource", "SourceError", "load_capture"]
+
 log = logging.getLogger("slurmkit.health")
-
-
-class SourceError(Exception):
-    """slurmkit's own trouble reading GPU state (bad snapshot, NVML absent or NOT_SUPPORTED where
-    needed, a bug): never hardware evidence. ``file``/``line`` locate bad input when known."""
-
-    def __init__(self, message: str, file: str | None = None, line: int | None = None):
-        self.file, self.line, self.detail = file, line, message
-        where = f"{file}:{line}: " if file and line else (f"{file}: " if file else "")
-        super().__init__(f"{where}{message}")
-
-
-class NvmlTimeout(Exception):
-    """NVML did not answer in time: hardware evidence (the hooks drain with reason
-    ``slurmkit: nvml-timeout``). ``call`` is the NVML call in flight, ``elapsed_s`` seconds."""
-
-    def __init__(self, call: str, elapsed_s: float, deadline_s: float):
-        self.call, self.elapsed_s, self.deadline_s = call, elapsed_s, deadline_s
-        super().__init__(f"NVML call {call} did not return within {deadline_s:g} s "
-                         f"(killed after {elapsed_s:.1f} s)")
 
 
 @dataclass(frozen=True)
@@ -157,7 +140,8 @@ class GpuSource:
         raise NotImplementedError
 
 
-def _hostname() -> str:
+def hostname() -> str:
+    """This node's short host name (``socket.gethostname()`` up to the first dot)."""
     return socket.gethostname().split(".")[0]
 
 
@@ -187,19 +171,19 @@ def load_capture(path: str | Path, node: str | None = None) -> NodeState:
     try:
         text = path.read_text(encoding="utf-8", errors="strict")
     except UnicodeDecodeError as exc:
-        raise SourceError(f"not UTF-8 text (byte {exc.start})", str(path)) from None
+        raise CaptureError(str(path), None, f"not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
-        raise SourceError(exc.strerror or str(exc), str(path)) from None
+        raise CaptureError(str(path), None, exc.strerror or str(exc)) from None
     head = text.lstrip()[:200]
     if head.startswith("{"):
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise SourceError(f"bad JSON: {exc.msg} (column {exc.colno})", str(path), exc.lineno) from None
+            raise CaptureError(str(path), exc.lineno, f"bad JSON: {exc.msg} (column {exc.colno})") from None
         try:
             state = NodeState.from_json(data, source=f"snapshot:{path}", replay=True)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise SourceError(f"not a valid slurmkit snapshot: {exc}", str(path)) from None
+            raise CaptureError(str(path), None, f"not a valid slurmkit snapshot: {exc}") from None
     elif head.startswith("<?xml") or head.startswith("<nvidia_smi_log"):
         from slurmkit.health.nvsmi import parse_xml
 
@@ -209,7 +193,7 @@ def load_capture(path: str | Path, node: str | None = None) -> NodeState:
 
         state = parse_text(text, str(path))
     else:
-        raise SourceError("not a slurmkit snapshot, nvidia-smi -q -x XML or nvidia-smi -q text", str(path), 1)
+        raise CaptureError(str(path), 1, "not a slurmkit snapshot, nvidia-smi -q -x XML or nvidia-smi -q text")
     if node:
         state.node = node
     elif not state.node:

@@ -26,6 +26,8 @@ Only ``tomllib`` is imported (a hook reads this on every job).
 
 from __future__ import annotations
 
+from slurmkit.errors import InputError
+
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,13 +41,9 @@ DEFAULTS = {
 }
 
 
-class HookConfigError(ValueError):
-    """The hooks config cannot be read: ``file`` and ``message`` (the TOML error carries the line)."""
-
-    def __init__(self, file, message: str):
-        super().__init__(f"{file}: {message}")
-        self.file = str(file)
-        self.message = message
+class HookConfigError(InputError):
+    """The hooks config cannot be read: ``file``, ``line`` (TOML syntax errors), ``message``,
+    ``key`` (the key that is wrong)."""
 
 
 @dataclass(frozen=True)
@@ -85,32 +83,32 @@ def parse(text: str, path) -> HookConfig:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise HookConfigError(path, f"not valid TOML: {exc}") from None
+        raise HookConfigError(path, getattr(exc, "lineno", None), f"not valid TOML: {exc}") from None
     for key, value in data.items():
         want = _TYPES.get(key)
         if want is None:
-            raise HookConfigError(path, f"unknown key {key!r} (known: {', '.join(_TYPES)})")
+            raise HookConfigError(path, None, f"unknown key (known: {', '.join(_TYPES)})", key)
         if isinstance(value, bool) or not isinstance(value, want):
-            raise HookConfigError(path, f"{key}: wrong type {type(value).__name__}")
+            raise HookConfigError(path, None, f"wrong type {type(value).__name__}", key)
     if "slurm_conf" not in data:
-        raise HookConfigError(path, "slurm_conf is missing (the path of slurm.conf)")
+        raise HookConfigError(path, None, "missing (the path of slurm.conf)", "slurm_conf")
     mode = data.get("mode", DEFAULTS["mode"])
     if mode not in ("enforce", "observe"):
-        raise HookConfigError(path, f"mode: want enforce or observe, got {mode!r}")
+        raise HookConfigError(path, None, f"want enforce or observe, got {mode!r}", "mode")
     if int(data.get("resume_after", 3)) < 1:
-        raise HookConfigError(path, "resume_after: want 1 or more")
+        raise HookConfigError(path, None, "want 1 or more", "resume_after")
     for cid, on in data.get("checks", {}).items():
         if not isinstance(on, bool):
-            raise HookConfigError(path, f"checks.{cid}: want true or false")
+            raise HookConfigError(path, None, "want true or false", f"checks.{cid}")
     base = Path(path).parent
     nodes = {}
     for name, table in data.get("nodes", {}).items():
         if not isinstance(table, dict) or set(table) - {"snapshot"}:
-            raise HookConfigError(path, f"nodes.{name}: want a table with only 'snapshot'")
+            raise HookConfigError(path, None, "want a table with only 'snapshot'", f"nodes.{name}")
         entry = {}
         if "snapshot" in table:
             if not isinstance(table["snapshot"], str):
-                raise HookConfigError(path, f"nodes.{name}.snapshot: want a path string")
+                raise HookConfigError(path, None, "want a path string", f"nodes.{name}.snapshot")
             entry["snapshot"] = base / table["snapshot"]
         nodes[name] = entry
 
@@ -132,7 +130,7 @@ def load(path) -> HookConfig:
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise HookConfigError(path, f"cannot read: {exc.strerror if isinstance(exc, OSError) else exc}") from None
+        raise HookConfigError(path, None, f"cannot read: {exc.strerror if isinstance(exc, OSError) else exc}") from None
     return parse(text, path)
 
 

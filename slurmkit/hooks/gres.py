@@ -13,18 +13,14 @@ Pure parsing (:func:`parse_gres_conf`, :func:`node_gpu_files`); :func:`device_mi
 
 from __future__ import annotations
 
+from slurmkit.errors import InputError
+
 import os
 from dataclasses import dataclass
 
 
-class GresError(ValueError):
-    """gres.conf cannot be used: ``file``, ``line`` (1-based, 0 when not about a line), ``message``."""
-
-    def __init__(self, file, line: int, message: str):
-        super().__init__(f"{file}:{line}: {message}" if line else f"{file}: {message}")
-        self.file = str(file)
-        self.line = line
-        self.message = message
+class GresError(InputError):
+    """gres.conf cannot be used: ``file``, ``line`` (1-based, None when not about a line), ``message``."""
 
 
 @dataclass(frozen=True)

@@ -39,12 +39,12 @@ def parse_override(item: str) -> dict:
     """``a.b.c=value`` -> ``{"a": {"b": {"c": value}}}`` (value parsed as TOML, else a string).
     ProfileError when there is no ``=`` or the key is empty."""
     if "=" not in item:
-        raise ProfileError("", item, "override must look like dotted.key=value")
+        raise ProfileError("", None, "override must look like dotted.key=value", item)
     key, raw = item.split("=", 1)
     key = key.strip()
     parts = [p.strip() for p in key.split(".")]
     if not key or not all(parts):
-        raise ProfileError("", key or item, "override key is empty")
+        raise ProfileError("", None, "override key is empty", key or item)
     try:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
     except tomllib.TOMLDecodeError:

@@ -34,7 +34,7 @@ def resolve(path_or_name) -> Path:
     shipped = site_dir() / f"{path_or_name}.toml"
     if shipped.exists():
         return shipped
-    raise ProfileError(str(path_or_name), "", "no such profile file, and not a shipped profile "
+    raise ProfileError(str(path_or_name), None, "no such profile file, and not a shipped profile "
                        f"(shipped: {', '.join(shipped_names())})")
 
 
@@ -43,9 +43,9 @@ def read_toml(path: Path) -> tuple[dict, str]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ProfileError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+        raise ProfileError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
-        raise ProfileError(str(path), "", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise ProfileError(str(path), None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as exc:
@@ -54,7 +54,7 @@ def read_toml(path: Path) -> tuple[dict, str]:
         m = re.search(r"\(at line (\d+)", str(exc))
         line = getattr(exc, "lineno", None) or (int(m.group(1)) if m else None)
         msg = str(exc).split(" (at line")[0].split(" (at end of document")[0]
-        raise ProfileError(str(path), "", f"TOML syntax error: {msg}", line) from None
+        raise ProfileError(str(path), line, f"TOML syntax error: {msg}") from None
 
 
 def _site_layers(path: Path, seen: tuple[str, ...] = ()) -> list[tuple[str, dict, str]]:
@@ -66,10 +66,10 @@ def _site_layers(path: Path, seen: tuple[str, ...] = ()) -> list[tuple[str, dict
     if not isinstance(base, str):
         from slurmkit.profile.lines import key_line
 
-        raise ProfileError(str(path), "extends", f"expected a profile name or path, got {base!r}",
-                           key_line(text, "extends"))
+        raise ProfileError(str(path), key_line(text, "extends"),
+                           f"expected a profile name or path, got {base!r}", "extends")
     if str(path.resolve()) in seen:
-        raise ProfileError(str(path), "extends", "profiles extend each other in a loop")
+        raise ProfileError(str(path), None, "profiles extend each other in a loop", "extends")
     base_path = resolve(base) if not base.startswith(".") else (path.parent / base)
     return _site_layers(base_path, seen + (str(path.resolve()),)) + [(str(path), data, text)]
 
@@ -101,20 +101,20 @@ def load_profile(path_or_name, overrides=()) -> Profile:
         elif isinstance(ov, str):
             layer, name, text = parse_override(ov), f"<override {ov}>", ""
         else:
-            raise ProfileError("", "", f"override {ov!r}: expected a TOML path, a dict or key=value")
+            raise ProfileError("", None, f"override {ov!r}: expected a TOML path, a dict or key=value")
         data = merge(data, layer)
         names.append(name)
     try:
         return build(data, err_file, err_text, tuple(names))
     except ProfileError as exc:
-        if exc.line is None and len(layers) > 1:
+        if exc.line is None and exc.key and len(layers) > 1:
             # the key may be written in a profile this one extends
             from slurmkit.profile.lines import key_line
 
             for file, _layer, text in reversed(layers[:-1]):
                 line = key_line(text, exc.key)
                 if line:
-                    raise ProfileError(file, exc.key, exc.message, line) from None
+                    raise ProfileError(file, line, exc.message, exc.key) from None
         raise
 
 

@@ -30,7 +30,7 @@ class _Ctx:
         self.file, self.text = file, text
 
     def fail(self, key: str, message: str):
-        raise ProfileError(self.file, key, message, key_line(self.text, key))
+        raise ProfileError(self.file, key_line(self.text, key), message, key)
 
     def table(self, data, key: str) -> dict:
         if data is None:

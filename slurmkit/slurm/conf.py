@@ -20,6 +20,8 @@ understand.
 
 from __future__ import annotations
 
+from slurmkit.errors import InputError
+
 import glob
 import os
 import re
@@ -32,14 +34,8 @@ SECTION_KEYS = ("nodename", "partitionname", "nodeset", "downnodes", "frontendna
 _PAIR = re.compile(r'\s*([A-Za-z][A-Za-z0-9_]*)=("(?:[^"\\]|\\.)*"|(?:[^\s"\\]|\\.)*)')
 
 
-class ConfError(ValueError):
+class ConfError(InputError):
     """A slurm.conf line that cannot be parsed. ``file`` (str), ``line`` (1-based int), ``message``."""
-
-    def __init__(self, file, line: int, message: str):
-        super().__init__(f"{file}:{line}: {message}")
-        self.file = str(file)
-        self.line = line
-        self.message = message
 
 
 @dataclass

@@ -1,0 +1,68 @@
+"""slurmkit's error types: every error it raises on purpose is a :class:`SlurmkitError`.
+
+- :class:`InputError` — input that cannot be used (a file, a line of it, an option value): one
+  argument order ``(file, line, message, key=None)`` and one rendering ``file:line: key: message``.
+  Each reader's own error (``ProfileError``, ``TopoError``, ``AccountingInputError``, ...) is a
+  subclass, so callers may catch the specific one or this.
+- Any other :class:`SlurmkitError` is trouble met while working (a Slurm command failed, the
+  sandbox cannot start): its message says what failed.
+
+The command line turns either into one line on stderr, ``slurmkit: <message>``, and the exit
+status :attr:`SlurmkitError.exit_code` (2 for bad input, 1 otherwise); see
+:func:`slurmkit.cli.errors.handle`. Nothing here imports anything: hooks import it on every job.
+"""
+
+from __future__ import annotations
+
+
+class SlurmkitError(Exception):
+    """Base of the errors slurmkit raises on purpose. ``exit_code``: the CLI's exit status (1)."""
+
+    exit_code = 1
+
+
+class InputError(SlurmkitError, ValueError):
+    """Input that cannot be used.
+
+    ``file``: where the input came from (a path, an option such as ``--week``, "" when in
+    memory); ``line``: 1-based line in ``file`` (None or 0 when not about one line);
+    ``message``: what is wrong and, where it helps, what was expected; ``key``: the dotted key or
+    field that is wrong (``node_types.dgx.gpus[3].cpus``, ``JobID``), None when not about one.
+    ``str(err)`` is ``file:line: key: message`` (absent parts left out; ``<input>`` stands for
+    an unnamed file when there is no key). CLI exit status 2.
+    """
+
+    exit_code = 2
+
+    def __init__(self, file, line: int | None, message: str, key: str | None = None):
+        self.file = "" if file is None else str(file)
+        self.line = line or None
+        self.message = str(message)
+        self.key = key or None
+        super().__init__(self.__str__())
+
+    @property
+    def where(self) -> str:
+        """``file:line`` (or ``file``; ``<input>`` when the input has no name)."""
+        where = self.file or "<input>"
+        return f"{where}:{self.line}" if self.line else where
+
+    def __str__(self) -> str:
+        parts = [self.where] if (self.file or self.line or not self.key) else []
+        if self.key:
+            parts.append(self.key)
+        return ": ".join(parts + [self.message])
+
+    def __reduce__(self):  # picklable across the NVML worker's process boundary
+        return (type(self), (self.file, self.line, self.message, self.key))
+
+
+class UsageError(InputError):
+    """A command-line or API argument that cannot be used: ``file`` names the option or
+    parameter (``--week``, ``-t``), ``line`` is None. CLI exit status 2."""
+
+    def __init__(self, option: str, message: str, key: str | None = None):
+        super().__init__(option, None, message, key)
+
+    def __reduce__(self):
+        return (type(self), (self.file, self.message, self.key))

@@ -1,0 +1,40 @@
+"""The health package's errors: slurmkit's own trouble reading GPU state (:class:`SourceError`),
+an unreadable capture (:class:`CaptureError`) and an NVML hang (:class:`NvmlTimeout`).
+
+Apart from the sources so that every parser (``nvsmi``, ``source``) imports them without
+importing each other.
+"""
+
+from __future__ import annotations
+
+from slurmkit.errors import InputError, SlurmkitError
+
+
+class SourceError(SlurmkitError):
+    """slurmkit's own trouble reading GPU state (NVML absent or NOT_SUPPORTED where needed, a
+    worker that answered nonsense, a bug; :class:`CaptureError` for a bad snapshot or capture):
+    never hardware evidence. ``detail``: the message."""
+
+    def __init__(self, message: str):
+        self.detail = message
+        super().__init__(message)
+
+
+class CaptureError(SourceError, InputError):
+    """A snapshot or ``nvidia-smi -q`` capture that cannot be read: ``file``, ``line`` (1-based,
+    None when not about one line), ``message``. slurmkit's own trouble for a hook (never
+    hardware evidence); exit 2 for ``health check --from``."""
+
+    def __init__(self, file, line: int | None, message: str, key: str | None = None):
+        self.detail = message
+        InputError.__init__(self, file, line, message, key)
+
+
+class NvmlTimeout(SlurmkitError):
+    """NVML did not answer in time: hardware evidence (the hooks drain with reason
+    ``slurmkit: nvml-timeout``). ``call`` is the NVML call in flight, ``elapsed_s`` seconds."""
+
+    def __init__(self, call: str, elapsed_s: float, deadline_s: float):
+        self.call, self.elapsed_s, self.deadline_s = call, elapsed_s, deadline_s
+        super().__init__(f"NVML call {call} did not return within {deadline_s:g} s "
+                         f"(killed after {elapsed_s:.1f} s)")
