@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from slurmkit.health import checks as C
-from slurmkit.health.config import ConfigError, check_ids, defaults, load_config
+from slurmkit.health.config import check_ids, defaults, load_config
 from slurmkit.health.state import GpuState, NodeState, Xid
+from slurmkit.profile.health import Health
 
 DEFAULTS = defaults()["thresholds"]
 
@@ -49,25 +50,56 @@ def test_xid_table_from_data_file():
     assert not cfg.xid_fail & cfg.xid_ignore
 
 
-@pytest.mark.parametrize("table,key", [
-    ({"thresholds": {"nope": 1}}, "health.thresholds.nope"),
-    ({"thresholds": {"retired_pages_fail": "sixty"}}, "health.thresholds.retired_pages_fail"),
-    ({"checks": {"ecc_typo": False}}, "health.checks.ecc_typo"),
-    ({"checks": {"xid": "no"}}, "health.checks.xid"),
-    ({"power_limit_w": "700"}, "health.power_limit_w"),
-    ({"mode": "loud"}, "health.mode"),
-    ({"colour": 1}, "health.colour"),
+SITE = """[cluster]
+name = "c"
+[node_types.t]
+gpu_model = "h100"
+gpu_count = 2
+[partitions.gpu]
+nodes = "n[1-2]"
+node_type = "t"
+"""
+
+
+@pytest.mark.parametrize("health,key,line", [
+    ('[health.thresholds]\nnope = 1', "health.thresholds.nope", 11),
+    ('[health.thresholds]\nretired_pages_fail = "sixty"', "health.thresholds.retired_pages_fail", 11),
+    ('[health.checks]\necc_typo = false', "health.checks.ecc_typo", 11),
+    ('[health.checks]\nxid = "no"', "health.checks.xid", 11),
+    ('[health]\npower_limit_w = "700"', "health.power_limit_w", 11),
+    ('[health]\nmode = "loud"', "health.mode", 11),
+    ('[health]\ncolour = 1', "health.colour", 11),
+    ('[health]\nmig = false\nper_call_deadline_s = "3"', "health.per_call_deadline_s", 12),
 ])
-def test_bad_config_names_the_key(table, key):
-    with pytest.raises(ConfigError) as ei:
-        load_config(table, file="site.toml")
-    assert ei.value.key == key and "site.toml" in str(ei.value)
+def test_bad_health_value_fails_at_profile_load_with_file_line_key(tmp_path, health, key, line):
+    from slurmkit.profile import ProfileError, load_profile
+
+    site = tmp_path / "site.toml"
+    site.write_text(SITE + "\n" + health + "\n")
+    with pytest.raises(ProfileError) as ei:
+        load_profile(site)
+    assert (ei.value.file, ei.value.line, ei.value.key) == (str(site), line, key)
+    assert str(ei.value).startswith(f"{site}:{line}: {key}: ")
+
+
+def test_profile_health_section_reaches_the_checks(tmp_path):
+    from slurmkit.profile import load_profile
+
+    site = tmp_path / "site.toml"
+    site.write_text(SITE + '[health]\npower_limit_w = 600\ndeadline_s = 2.5\n'
+                    '[health.thresholds]\nretired_pages_fail = 7\n[health.checks]\nxid = false\n')
+    cfg = load_config(load_profile(site).health, gpu_count=2)
+    assert cfg.t("retired_pages_fail") == 7 and cfg.deadline_s == 2.5
+    assert cfg.expect == {"power_limit_w": 600, "expected_gpu_count": 2}
+    assert cfg.enabled["xid"] is False and cfg.enabled["persistence_mode"] is True
+    # the hooks config's [checks] switches come last
+    assert load_config(load_profile(site).health, checks={"xid": True}).enabled["xid"] is True
 
 
 def test_disabled_check_does_not_run():
     s = node(gpu(persistence_mode=False))
     assert only(C.run_checks(s, load_config()), "persistence_mode")[0].status == "warn"
-    assert not only(C.run_checks(s, load_config({"checks": {"persistence_mode": False}})), "persistence_mode")
+    assert not only(C.run_checks(s, load_config(Health(**{"checks": {"persistence_mode": False}}))), "persistence_mode")
 
 
 # ---- node level -----------------------------------------------------------------------------
@@ -105,8 +137,8 @@ def test_xid_table_ignore_fail_warn_and_gpu_attribution():
 
 def test_driver_pin():
     s = node(gpu(), driver_version="535.161.08")
-    assert status_of(C.check_driver_version, s, load_config({"driver_version": "535.161.08"})) == ["pass"]
-    assert status_of(C.check_driver_version, s, load_config({"driver_version": "550.54.15"})) == ["warn"]
+    assert status_of(C.check_driver_version, s, load_config(Health(**{"driver_version": "535.161.08"}))) == ["pass"]
+    assert status_of(C.check_driver_version, s, load_config(Health(**{"driver_version": "550.54.15"}))) == ["warn"]
     assert status_of(C.check_driver_version, s) == []
 
 
@@ -149,7 +181,7 @@ def test_ecc_sram_correctable_threshold_edge():
     t = DEFAULTS["ecc_sram_correctable_warn"]
     assert status_of(C.check_ecc_sram_correctable, node(gpu(ecc_aggregate_sram_correctable=t))) == ["pass"]
     assert status_of(C.check_ecc_sram_correctable, node(gpu(ecc_aggregate_sram_correctable=t + 1))) == ["warn"]
-    cfg = load_config({"thresholds": {"ecc_sram_correctable_warn": t + 1}})
+    cfg = load_config(Health(**{"thresholds": {"ecc_sram_correctable_warn": t + 1}}))
     assert status_of(C.check_ecc_sram_correctable, node(gpu(ecc_aggregate_sram_correctable=t + 1)), cfg) == ["pass"]
 
 
@@ -202,7 +234,7 @@ def test_app_clocks_vs_profile_else_default():
     g = gpu(app_clock_graphics_mhz=1755, app_clock_mem_mhz=2619,
             default_app_clock_graphics_mhz=1980, default_app_clock_mem_mhz=2619)
     assert status_of(C.check_app_clocks, node(g)) == ["warn", "pass"]
-    cfg = load_config({"app_clock_graphics_mhz": 1755})
+    cfg = load_config(Health(**{"app_clock_graphics_mhz": 1755}))
     assert status_of(C.check_app_clocks, node(g), cfg) == ["pass", "pass"]
 
 
@@ -211,7 +243,7 @@ def test_power_limit_tolerance_edge():
     assert status_of(C.check_power_limit, node(gpu(power_limit_w=700 - tol, default_power_limit_w=700))) == ["pass"]
     assert status_of(C.check_power_limit, node(gpu(power_limit_w=600.0, default_power_limit_w=700))) == ["warn"]
     assert status_of(C.check_power_limit, node(gpu(power_limit_w=600.0, default_power_limit_w=700)),
-                     load_config({"power_limit_w": 600})) == ["pass"]
+                     load_config(Health(**{"power_limit_w": 600}))) == ["pass"]
 
 
 def test_temperature_margin_edge():
@@ -229,7 +261,7 @@ def test_temperature_idle_edge_and_busy_gpu_skipped():
 def test_mig_pending_and_profile():
     assert status_of(C.check_mig_mode, node(gpu(mig_current=False, mig_pending=True))) == ["fail"]
     assert status_of(C.check_mig_mode, node(gpu(mig_current=True, mig_pending=True))) == ["pass"]
-    assert status_of(C.check_mig_mode, node(gpu(mig_current=True, mig_pending=True)), load_config({"mig": False})) == ["fail"]
+    assert status_of(C.check_mig_mode, node(gpu(mig_current=True, mig_pending=True)), load_config(Health(**{"mig": False}))) == ["fail"]
 
 
 def test_leftover_processes_and_memory_only_before_a_job():
@@ -273,7 +305,7 @@ def test_nvlink_down_vs_peers_and_pin():
     b = gpu(1, nvlink_active=[True] * 17 + [False])
     r = C.check_nvlink_down(node(a, b), load_config())
     assert [(x.gpu_index, x.status, x.value, x.limit) for x in r] == [(0, "pass", 18, 18), (1, "fail", 17, 18)]
-    r = C.check_nvlink_down(node(a, b), load_config({"nvlink_active_links": 12}))
+    r = C.check_nvlink_down(node(a, b), load_config(Health(**{"nvlink_active_links": 12})))
     assert [x.status for x in r] == ["pass", "pass"]
 
 
@@ -286,9 +318,9 @@ def test_fabric_state(state, status, verdict):
 
 def test_vbios_pin():
     assert status_of(C.check_vbios_version, node(gpu(vbios_version="96.00.74.00.0D")),
-                     load_config({"vbios_version": "96.00.74.00.0D"})) == ["pass"]
+                     load_config(Health(**{"vbios_version": "96.00.74.00.0D"}))) == ["pass"]
     assert status_of(C.check_vbios_version, node(gpu(vbios_version="96.00.74.00.0D")),
-                     load_config({"vbios_version": "96.00.89.00.01"})) == ["warn"]
+                     load_config(Health(**{"vbios_version": "96.00.89.00.01"}))) == ["warn"]
 
 
 # ---- evaluate ---------------------------------------------------------------------------------

@@ -87,12 +87,15 @@ def test_unreadable_files_exit_2(tmp_path):
 @pytest.mark.corpus
 def test_bad_profile_health_table_exit_2(tmp_path, corpus):
     p = tmp_path / "site.toml"
-    p.write_text("[health]\nmode = 'enforce'\n[health.thresholds]\nretired_pages_fail = 'x'\n")
-    r = run("health", "check", "--from", str(corpus / "nvidia-smi-q" / "tesla-t4.xml"), "--profile", str(p))
-    assert r.exit_code == 2 and "health.thresholds.retired_pages_fail" in r.output and str(p) in r.output
+    p.write_text("extends = 'sandbox'\n[health]\nmode = 'enforce'\n[health.thresholds]\nretired_pages_fail = 'x'\n")
+    r = run("health", "check", "--from", str(corpus / "nvidia-smi-q" / "tesla-t4.xml"), "--site", str(p))
+    assert r.exit_code == 2 and f"{p}:5: health.thresholds.retired_pages_fail: expected a number" in r.output
     p.write_text("[health\n")
+    r = run("health", "check", "--from", str(corpus / "nvidia-smi-q" / "tesla-t4.xml"), "--site", str(p))
+    assert r.exit_code == 2 and f"{p}:1: TOML syntax error" in r.output
+    # the old option name still works
     r = run("health", "check", "--from", str(corpus / "nvidia-smi-q" / "tesla-t4.xml"), "--profile", str(p))
-    assert r.exit_code == 2 and "line 1" in r.output
+    assert r.exit_code == 2 and f"{p}:1: TOML syntax error" in r.output
 
 
 @pytest.mark.corpus
@@ -100,8 +103,8 @@ def test_profile_pins_change_the_verdict(tmp_path, corpus):
     t4 = corpus / "nvidia-smi-q" / "tesla-t4.xml"
     drv = load_capture(t4).driver_version
     p = tmp_path / "site.toml"
-    p.write_text(f"[health]\ndriver_version = '{drv}'\n[health.checks]\npersistence_mode = false\npcie_width = false\n")
-    r = run("--json", "health", "check", "--from", str(t4), "--profile", str(p))
+    p.write_text(f"extends = 'sandbox'\n[health]\ndriver_version = '{drv}'\n[health.checks]\npersistence_mode = false\npcie_width = false\n")
+    r = run("--json", "health", "check", "--from", str(t4), "--site", str(p))
     rep = json.loads(r.output)
     assert rep["status"] == "pass" and ["pass"] == [x["status"] for x in rep["results"] if x["check"] == "driver_version"]
 

@@ -157,4 +157,45 @@ def test_per_check_switch_in_hooks_config(node, healthy, tmp_path):
     assert not any(k[1] and ("check", "ecc_volatile_uncorrectable") in k[1] for k in node.textfile("n1", "prolog"))
     node.write_config({"n1": p}, mode="observe", extra="checks = {no_such_check = false}\n")
     r = node.run(node.prolog)
-    assert r.returncode == 0 and "health.checks.no_such_check: unknown check id" in r.stderr
+    assert r.returncode == 0 and "checks.no_such_check: unknown check id" in r.stderr
+
+
+def test_profile_health_reaches_the_hooks_and_health_check_alike(node, healthy, tmp_path):
+    """One site file: its [health] mode, deadline, pin and threshold are what the hook flow and
+    `health check --site` use; an edit to the file reaches the next hook run (no stale cache)."""
+    from click.testing import CliRunner
+
+    from slurmkit.cli import cli as cli_main
+    from slurmkit.hooks import config as hconfig, flows
+    from slurmkit.hooks.log import HookLog
+
+    path, snap = healthy
+    site = tmp_path / "site.toml"
+    site.write_text('extends = "sandbox"\n[health]\nmode = "observe"\ndeadline_s = 2.5\n'
+                    'expected_gpu_count = 9\n[health.thresholds]\nretired_pages_fail = 7\n')
+    node.write_config({"n1": path}, mode=None, extra=f'profile = "{site}"\n')
+    r = node.run(node.prolog)
+    assert r.returncode == 0 and "own trouble" not in r.stderr, r.stderr
+    assert "observe mode: would drain n1: slurmkit: gpu_count" in r.stderr  # the profile's mode
+    assert (node.state_dir / "profile-health.json").exists()
+    run = flows.Run("prolog", "n1", {}, hconfig.load(node.cfg_path), HookLog("prolog", "n1", None))
+    assert run.setup()
+    assert (run.cfg.mode, run.cfg.deadline_s) == ("observe", 2.5)
+    assert run.hc.t("retired_pages_fail") == 7 and run.hc.expect["expected_gpu_count"] == 9
+
+    res = CliRunner().invoke(cli_main, ["--json", "health", "check", "--from", str(path), "--site", str(site)])
+    rep = json.loads(res.output)
+    assert res.exit_code == 1 and rep["status"] == "fail"
+    assert [(x["value"], x["limit"]) for x in rep["results"] if x["check"] == "gpu_count" and x["status"] == "fail"] \
+        == [(len(snap["gpus"]), 9)]
+    env = CliRunner(env={"SLURMKIT_SITE": str(site)}).invoke(
+        cli_main, ["--json", "health", "check", "--from", str(path)])
+    assert env.exit_code == 1 and json.loads(env.output)["results"] == rep["results"]
+
+    site.write_text(site.read_text().replace('mode = "observe"', 'mode = "enforce"'))
+    r = node.run(node.prolog)
+    assert r.returncode == 1 and "would drain" not in r.stderr  # the edit reached the hook
+
+    site.write_text(site.read_text() + "[health.checks]\nno_such = false\n")
+    r = node.run(node.prolog)
+    assert r.returncode == 0 and f"{site}:" in r.stderr and "health.checks.no_such: unknown check id" in r.stderr

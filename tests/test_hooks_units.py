@@ -136,4 +136,11 @@ def test_hook_config_relative_paths_and_defaults():
     cfg = parse_config('slurm_conf = "slurm.conf"\n[nodes.n3]\nsnapshot = "snaps/n3.json"\n', "/etc/slurm/h.toml")
     assert cfg.slurm_conf == Path("/etc/slurm/slurm.conf")
     assert cfg.snapshot_for("n3") == Path("/etc/slurm/snaps/n3.json") and cfg.snapshot_for("n1") is None
-    assert cfg.mode == "enforce" and cfg.resume_after == 3 and cfg.deadline_s == 8.0
+    assert cfg.mode is None and cfg.deadline_s is None  # unset: the profile's [health] values
+    assert cfg.resume_after == 3 and cfg.scontrol_timeout_s == 5.0
+    from slurmkit.profile.health import Health
+
+    over = cfg.over_profile(Health(mode="observe", deadline_s=2.5))
+    assert (over.mode, over.deadline_s) == ("observe", 2.5)
+    set_ = parse_config('slurm_conf = "s"\nmode = "enforce"\ndeadline_s = 4\n', "/h.toml")
+    assert (set_.over_profile(Health(mode="observe", deadline_s=2.5)).mode, set_.deadline_s) == ("enforce", 4.0)

@@ -60,10 +60,8 @@ def test_preset_fills_defaults(tmp_path):
     p = load_profile(_write(tmp_path, text))
     assert p.report.price_per_gpu_hour is None  # no preset invents a price
     assert p.report.pue == tomllib.loads(text)["report"]["pue"]
-    from slurmkit.profile.layers import PRESET
-
-    assert p.submit.switch_wait == PRESET["submit"]["switch_wait"]
-    assert p.health.deadline_s == PRESET["health"]["deadline_s"]
+    assert p.submit.switch_wait == "5:00"  # the model's defaults (docs/site-profile.md)
+    assert p.health.deadline_s == 8.0 and p.health.per_call_deadline_s == 3.0
     assert p.layers[0] == "preset"
 
 

@@ -14,26 +14,21 @@ from pathlib import Path
 import click
 
 from slurmkit.cli import want_json
+from slurmkit.cli.options import site_option
+from slurmkit.profile.health import Health
 
 
-def _config(profile: str | None, expect_gpus: int | None):
-    from slurmkit.health.config import ConfigError, load_config
+def _config(site: str | None, expect_gpus: int | None):
+    """The checks' configuration from the ``[health]`` section of profile ``site`` (None: the
+    defaults). A bad profile raises ProfileError (file:line: key), exit 2."""
+    from slurmkit.health.config import load_config
 
-    health = {}
-    if profile:
-        import tomllib
+    health = None
+    if site:
+        from slurmkit.profile import load_profile
 
-        try:
-            with open(profile, "rb") as fh:
-                health = dict(tomllib.load(fh).get("health", {}))
-        except OSError as exc:
-            raise click.UsageError(f"{profile}: {exc.strerror}")
-        except tomllib.TOMLDecodeError as exc:
-            _die(f"{profile}: {exc}")
-    try:
-        return load_config(health, gpu_count=expect_gpus, file=profile)
-    except ConfigError as exc:
-        _die(str(exc))
+        health = load_profile(site).health
+    return load_config(health, gpu_count=expect_gpus)
 
 
 def _die(msg: str, code: int = 2):
@@ -51,23 +46,24 @@ def cli():
               help="Replay a capture (slurmkit snapshot JSON, nvidia-smi -q -x XML or -q text) instead of live NVML.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--before-job", is_flag=True, help="Also run the prolog's idle checks (leftover processes, memory used).")
-@click.option("--profile", type=click.Path(dir_okay=False), help="Site profile TOML whose [health] table to use.")
+@site_option(help="Site profile (file or shipped name) whose [health] section to use.")
 @click.option("--expect-gpus", type=int, help="GPUs this node should have (gres count).")
 @click.option("--kernel-log", type=click.Path(dir_okay=False, exists=True),
               help="Also judge the NVRM Xids in this saved kernel log (dmesg / journalctl -k text).")
 @click.option("--kmsg-cursor", type=click.Path(dir_okay=False),
               help="Live: judge the Xids in /dev/kmsg since the position saved in this file (and update it).")
-@click.option("--deadline", type=float, default=None, help="Total NVML deadline in seconds (live).")
+@click.option("--deadline", type=float, default=None,
+              help="Total NVML deadline in seconds (live; default: the profile's [health] deadline_s).")
 @click.option("-v", "--verbose", is_flag=True, help="Also list passing results.")
 @click.pass_context
-def check(ctx, source, as_json, before_job, profile, expect_gpus, kernel_log, kmsg_cursor, deadline, verbose):
+def check(ctx, source, as_json, before_job, site, expect_gpus, kernel_log, kmsg_cursor, deadline, verbose):
     """Run the health checks and print the verdict (exit 0 pass/warn, 1 fail, 2 unreadable input)."""
     from slurmkit.health.checks import evaluate, timeout_report
     from slurmkit.health.runner import read_state
     from slurmkit.health.source import NvmlTimeout, SourceError
 
     as_json = want_json(ctx, as_json)
-    cfg = _config(profile, expect_gpus)
+    cfg = _config(site, expect_gpus)
     try:
         state = read_state(source or "live", total_deadline_s=deadline or cfg.deadline_s,
                            per_call_deadline_s=min(cfg.per_call_deadline_s, deadline or cfg.deadline_s),
@@ -117,7 +113,7 @@ def _print_report(report: dict, verbose: bool) -> None:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Snapshot JSON to write.")
 @click.option("--from", "source", metavar="FILE", help="Convert a capture instead of reading live NVML.")
 @click.option("--node", help="Node name to record (default: this host).")
-@click.option("--deadline", type=float, default=8.0, show_default=True, help="Total NVML deadline (s).")
+@click.option("--deadline", type=float, default=Health.deadline_s, show_default=True, help="Total NVML deadline (s).")
 def snapshot(output, source, node, deadline):
     """Record this node's GPU state (every value with the NVML call it came from) as JSON."""
     from slurmkit.health.runner import read_state

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import click
 
+from slurmkit.cli.options import site_option
+from slurmkit.hooks.config import DEFAULTS
+
 
 def _run_hook(kind: str, config: str | None) -> None:
     from slurmkit.hooks.main import main
@@ -60,17 +63,20 @@ def _fail(msg: str):
 @click.option("--dry-run", is_flag=True, help="Show the diff and the files to create; change nothing.")
 @click.option("--replace", is_flag=True, help="Take over a foreign HealthCheckProgram / PrologEpilogTimeout / "
                                               "HealthCheckInterval (the old lines are kept for uninstall).")
-@click.option("--profile", type=click.Path(dir_okay=False), help="Site profile TOML ([health] thresholds).")
-@click.option("--mode", type=click.Choice(["enforce", "observe"]), default="enforce", show_default=True)
-@click.option("--state-dir", default="/var/lib/slurmkit/hooks", show_default=True)
-@click.option("--spool-dir", default="/var/spool/slurmkit", show_default=True)
-@click.option("--textfile-dir", default="/var/lib/prometheus/node-exporter", show_default=True)
+@site_option(help="Site profile (file or shipped name): [health] mode, deadline, thresholds, pins.")
+@click.option("--mode", type=click.Choice(["enforce", "observe"]),
+              help="Drain, or only log what would be drained (default: the profile's [health] mode, "
+                   "else enforce).")
+@click.option("--state-dir", default=DEFAULTS["state_dir"], show_default=True)
+@click.option("--spool-dir", default=DEFAULTS["spool_dir"], show_default=True)
+@click.option("--textfile-dir", default=DEFAULTS["textfile_dir"], show_default=True)
 @click.option("--snapshot", "snapshots", multiple=True, metavar="NODE=FILE",
               help="Replay a recorded GPU snapshot on NODE instead of live NVML (repeatable).")
 @click.option("--interval", default=300, show_default=True, help="HealthCheckInterval (seconds).")
 @click.option("--timeout", default=60, show_default=True, help="PrologEpilogTimeout (seconds).")
-@click.option("--resume-after", default=3, show_default=True, help="Clean health checks before resuming.")
-def install_cmd(slurm_conf, dry_run, replace, profile, mode, state_dir, spool_dir, textfile_dir, snapshots,
+@click.option("--resume-after", default=DEFAULTS["resume_after"], show_default=True,
+              help="Clean health checks before resuming.")
+def install_cmd(slurm_conf, dry_run, replace, site, mode, state_dir, spool_dir, textfile_dir, snapshots,
                 interval, timeout, resume_after):
     """Add the hooks to slurm.conf without overwriting site values (see slurmkit/hooks/install.py)."""
     from slurmkit.hooks import install as inst
@@ -83,6 +89,11 @@ def install_cmd(slurm_conf, dry_run, replace, profile, mode, state_dir, spool_di
         if not eq or not node or not path:
             _fail(f"--snapshot {item!r}: want NODE=FILE")
         snaps[node] = path
+    profile = None
+    if site:  # checked now (a bad profile would be own trouble on every job), written as a path
+        from slurmkit.profile import load_profile
+
+        profile = load_profile(site).source
     path = Path(slurm_conf).absolute()
     scontrol = shutil.which("scontrol")
     try:

@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from slurmkit.cli import want_json
+from slurmkit.cli.options import site_option
 
 
 def _default_store() -> str:
@@ -23,29 +24,12 @@ def _default_store() -> str:
 
 
 def _load_profile(spec: str):
-    """``(profile, path)``: through ``slurmkit.profile.load_profile`` when it exists, else the
-    TOML read as a dict (a shipped name resolves to ``site/<name>.toml``)."""
-    try:
-        from slurmkit.profile import load_profile  # type: ignore[attr-defined]
-    except ImportError:
-        load_profile = None
-    if load_profile is not None:
-        prof = load_profile(spec)
-        return prof, getattr(prof, "source", spec)
-    import tomllib
+    """``(profile, path)`` through ``slurmkit.profile.load_profile``, the one reader (a shipped
+    name resolves to ``site/<name>.toml``; ProfileError names file, line and key)."""
+    from slurmkit.profile import load_profile
 
-    path = Path(spec)
-    if not path.exists():
-        import slurmkit.site as site_pkg
-
-        path = Path(site_pkg.__file__).parent / f"{spec}.toml"
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh), str(path)
-    except OSError as exc:
-        raise click.UsageError(f"{spec}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise click.UsageError(f"{path}: {exc}") from None
+    prof = load_profile(spec)
+    return prof, prof.source
 
 
 class _Bad(click.ClickException):
@@ -72,8 +56,8 @@ def cli():
 @click.option("--sacct-fields", help="Field list of a capture without header: a file or a comma list.")
 @click.option("--delimiter", help="Delimiter of the capture (default: detected).")
 @click.option("--tz", default="UTC", show_default=True, help="Zone of the capture's times when they carry none.")
-@click.option("--profile", "profile_spec", envvar="SLURMKIT_PROFILE",
-              help="Site profile (file or shipped name) for TDP, PUE, carbon, prices, capacity.")
+@site_option("profile_spec", help="Site profile (file or shipped name) for TDP, PUE, carbon, prices, capacity.",
+             alias_envvar="SLURMKIT_PROFILE")
 @click.option("--spool", type=click.Path(), help="Hook energy spool (energy.jsonl or a folder of *.jsonl).")
 @click.option("--store", "store_dir", type=click.Path(file_okay=False), help="Parquet store folder.")
 @click.option("--no-store", is_flag=True, help="Pull every day from sacct; keep nothing.")

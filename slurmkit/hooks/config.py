@@ -7,8 +7,9 @@ Keys (all optional except ``slurm_conf``)::
                                           # (HealthCheckProgram runs with none)
     gres_conf = "/etc/slurm/gres.conf"    # expected GPUs and Slurm's GPU index -> device file
     profile = "/etc/slurm/site.toml"      # site profile: [health] thresholds, mode, clocks, power
-    mode = "enforce"                      # enforce | observe (overrides the profile's [health].mode)
-    deadline_s = 8.0                      # total NVML deadline per hook run (seconds)
+    mode = "observe"                      # enforce | observe; unset: the profile's [health].mode
+    deadline_s = 8.0                      # total NVML deadline per hook run (seconds); unset: the
+                                          # profile's [health].deadline_s
     resume_after = 3                      # clean health checks in a row before slurmkit resumes a
                                           # node it drained
     scontrol_timeout_s = 5.0              # drain / resume / show node deadline (seconds)
@@ -21,7 +22,10 @@ Keys (all optional except ``slurm_conf``)::
     [nodes.n3]                            # per node: where its GPU state comes from
     snapshot = "/path/to/n3.json"         # replay a recorded snapshot (default: live NVML)
 
-Only ``tomllib`` is imported (a hook reads this on every job).
+Only ``tomllib`` is imported (a hook reads this on every job). Hook-only values have their one
+default in :data:`DEFAULTS`; ``mode`` and ``deadline_s`` override profile values, so theirs is
+"unset" and :meth:`HookConfig.over_profile` takes the profile's (defaults:
+:class:`slurmkit.profile.health.Health`).
 """
 
 from __future__ import annotations
@@ -34,8 +38,9 @@ from pathlib import Path
 
 FILE_NAME = "slurmkit-hooks.toml"
 
+#: The one default of each hook-only value (``slurmkit hooks install`` shows these too).
 DEFAULTS = {
-    "mode": "enforce", "deadline_s": 8.0, "resume_after": 3, "scontrol_timeout_s": 5.0,
+    "resume_after": 3, "scontrol_timeout_s": 5.0,
     "state_dir": "/var/lib/slurmkit/hooks", "spool_dir": "/var/spool/slurmkit",
     "textfile_dir": "/var/lib/prometheus/node-exporter",
 }
@@ -48,16 +53,19 @@ class HookConfigError(InputError):
 
 @dataclass(frozen=True)
 class HookConfig:
-    """Parsed ``slurmkit-hooks.toml``: paths as :class:`Path`, ``nodes`` {node: {"snapshot": Path}}."""
+    """Parsed ``slurmkit-hooks.toml``: paths as :class:`Path`, ``nodes`` {node: {"snapshot": Path}}.
+
+    ``mode`` / ``deadline_s`` (s): None when the file does not set them, until
+    :meth:`over_profile` fills them from the profile's ``[health]``."""
 
     path: Path
     slurm_conf: Path
     gres_conf: Path | None = None
     profile: Path | None = None
-    mode: str = "enforce"
-    deadline_s: float = 8.0
-    resume_after: int = 3
-    scontrol_timeout_s: float = 5.0
+    mode: str | None = None
+    deadline_s: float | None = None
+    resume_after: int = DEFAULTS["resume_after"]
+    scontrol_timeout_s: float = DEFAULTS["scontrol_timeout_s"]
     slurm_bin_dir: str | None = None
     state_dir: Path = Path(DEFAULTS["state_dir"])
     spool_dir: Path = Path(DEFAULTS["spool_dir"])
@@ -68,6 +76,14 @@ class HookConfig:
     def snapshot_for(self, node: str) -> Path | None:
         """The snapshot file node ``node`` replays, or None for live NVML."""
         return self.nodes.get(node, {}).get("snapshot")
+
+    def over_profile(self, health) -> "HookConfig":
+        """This config with ``mode`` / ``deadline_s`` taken from ``health`` (the profile's
+        :class:`~slurmkit.profile.health.Health`) where this file leaves them unset."""
+        from dataclasses import replace
+
+        return replace(self, mode=self.mode if self.mode is not None else health.mode,
+                       deadline_s=self.deadline_s if self.deadline_s is not None else float(health.deadline_s))
 
 
 _TYPES = {"slurm_conf": str, "gres_conf": str, "profile": str, "mode": str, "deadline_s": (int, float),
@@ -92,14 +108,20 @@ def parse(text: str, path) -> HookConfig:
             raise HookConfigError(path, None, f"wrong type {type(value).__name__}", key)
     if "slurm_conf" not in data:
         raise HookConfigError(path, None, "missing (the path of slurm.conf)", "slurm_conf")
-    mode = data.get("mode", DEFAULTS["mode"])
-    if mode not in ("enforce", "observe"):
+    mode = data.get("mode")
+    if mode not in (None, "enforce", "observe"):
         raise HookConfigError(path, None, f"want enforce or observe, got {mode!r}", "mode")
-    if int(data.get("resume_after", 3)) < 1:
+    if int(data.get("resume_after", DEFAULTS["resume_after"])) < 1:
         raise HookConfigError(path, None, "want 1 or more", "resume_after")
-    for cid, on in data.get("checks", {}).items():
-        if not isinstance(on, bool):
-            raise HookConfigError(path, None, "want true or false", f"checks.{cid}")
+    if data.get("checks"):
+        from slurmkit.health.config import check_ids
+
+        known = check_ids()
+        for cid, on in data["checks"].items():
+            if cid not in known:
+                raise HookConfigError(path, None, f"unknown check id (known: {', '.join(known)})", f"checks.{cid}")
+            if not isinstance(on, bool):
+                raise HookConfigError(path, None, "want true or false", f"checks.{cid}")
     base = Path(path).parent
     nodes = {}
     for name, table in data.get("nodes", {}).items():
@@ -118,7 +140,7 @@ def parse(text: str, path) -> HookConfig:
 
     return HookConfig(
         path=Path(path), slurm_conf=p("slurm_conf"), gres_conf=p("gres_conf"), profile=p("profile"),
-        mode=mode, deadline_s=float(data.get("deadline_s", DEFAULTS["deadline_s"])),
+        mode=mode, deadline_s=float(data["deadline_s"]) if "deadline_s" in data else None,
         resume_after=int(data.get("resume_after", DEFAULTS["resume_after"])),
         scontrol_timeout_s=float(data.get("scontrol_timeout_s", DEFAULTS["scontrol_timeout_s"])),
         slurm_bin_dir=data.get("slurm_bin_dir"), state_dir=p("state_dir"), spool_dir=p("spool_dir"), textfile_dir=p("textfile_dir"), nodes=nodes,
@@ -134,10 +156,11 @@ def load(path) -> HookConfig:
     return parse(text, path)
 
 
-def render(slurm_conf, *, gres_conf=None, profile=None, mode="enforce", state_dir=None, spool_dir=None,
-           textfile_dir=None, resume_after=3, deadline_s=8.0, snapshots: dict | None = None,
-           slurm_bin_dir=None) -> str:
-    """The TOML text install writes (absolute paths; ``snapshots`` {node: path})."""
+def render(slurm_conf, *, gres_conf=None, profile=None, mode=None, state_dir=None, spool_dir=None,
+           textfile_dir=None, resume_after=DEFAULTS["resume_after"], deadline_s=None,
+           snapshots: dict | None = None, slurm_bin_dir=None) -> str:
+    """The TOML text install writes (absolute paths; ``snapshots`` {node: path}). ``mode`` /
+    ``deadline_s`` None: not written, so the hooks take the profile's ``[health]`` values."""
     def q(v):
         return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -148,7 +171,11 @@ def render(slurm_conf, *, gres_conf=None, profile=None, mode="enforce", state_di
         lines.append(f"gres_conf = {q(os.path.abspath(gres_conf))}")
     if profile:
         lines.append(f"profile = {q(os.path.abspath(profile))}")
-    lines += [f"mode = {q(mode)}", f"deadline_s = {float(deadline_s)}", f"resume_after = {int(resume_after)}",
+    if mode is not None:
+        lines.append(f"mode = {q(mode)}")
+    if deadline_s is not None:
+        lines.append(f"deadline_s = {float(deadline_s)}")
+    lines += [f"resume_after = {int(resume_after)}",
               f"state_dir = {q(os.path.abspath(state_dir or DEFAULTS['state_dir']))}",
               f"spool_dir = {q(os.path.abspath(spool_dir or DEFAULTS['spool_dir']))}",
               f"textfile_dir = {q(os.path.abspath(textfile_dir or DEFAULTS['textfile_dir']))}"]

@@ -80,27 +80,22 @@ class Run:
         except (OSError, gres.GresError) as exc:
             self.own_error(str(exc))
             return False
-        health = {}
+        from slurmkit.profile.health import Health
+
+        health = Health()
         if self.cfg.profile:
-            import tomllib
+            from slurmkit.errors import InputError
+            from slurmkit.profile.cache import load_health
 
-            try:
-                with open(self.cfg.profile, "rb") as fh:
-                    health = dict(tomllib.load(fh).get("health", {}))
-            except (OSError, tomllib.TOMLDecodeError) as exc:
-                self.own_error(f"{self.cfg.profile}: {exc}")
+            try:  # cached by file stamps in the state dir; any change reloads through load_profile
+                health = load_health(self.cfg.profile, self.cfg.state_dir)
+            except InputError as exc:
+                self.own_error(str(exc))
                 return False
-        health.pop("mode", None)  # the hooks config decides the mode
-        if self.cfg.checks:
-            health["checks"] = {**health.get("checks", {}), **self.cfg.checks}
-        from slurmkit.health.config import ConfigError, load_config
+        self.cfg = self.cfg.over_profile(health)  # the hooks config's mode / deadline_s win when set
+        from slurmkit.health.config import load_config
 
-        try:
-            self.hc = load_config(health, gpu_count=len(self.gres_files or []),
-                                  file=str(self.cfg.profile or self.cfg.path))
-        except ConfigError as exc:
-            self.own_error(str(exc))
-            return False
+        self.hc = load_config(health, gpu_count=len(self.gres_files or []), checks=self.cfg.checks)
         return True
 
     def read(self, before_job: bool) -> bool:

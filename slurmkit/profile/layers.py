@@ -13,15 +13,10 @@ import tomllib
 
 from slurmkit.profile.errors import ProfileError
 
-# The built-in preset every profile starts from (docs/site-profile.md defaults).
-PRESET: dict = {
-    "cluster": {"device_dir": "/dev", "sources": []},
-    "nccl": {"fabric": "infiniband", "version": "", "gdr_level": "", "socket_ifname": [],
-             "efa_plugin_version": "", "extra": {}},
-    "submit": {"container": False, "switch_wait": "5:00", "rendezvous_interface": "", "cpus_per_gpu": 1},
-    "health": {"mode": "enforce", "deadline_s": 8.0},
-    # no [report] defaults: energy and cost assumptions come from the site or stay unknown
-}
+#: The built-in preset every profile starts from: empty, because every default lives in the
+#: model's dataclasses (:mod:`slurmkit.profile.model`, :mod:`slurmkit.profile.health`) and the
+#: validator fills what a profile leaves out from there. Kept as the first layer's name.
+PRESET: dict = {}
 
 
 def merge(base: dict, top: dict) -> dict:

@@ -9,7 +9,8 @@ the gres.conf / topology.conf generators. Hostlist expressions are kept as writt
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+from slurmkit.profile.health import Health  # noqa: F401  (re-exported: the [health] section)
 
 
 @dataclass(frozen=True)
@@ -209,23 +210,6 @@ class Submit:
     switch_wait: str = "5:00"
     rendezvous_interface: str = ""
     cpus_per_gpu: int = 1
-
-
-@dataclass(frozen=True)
-class Health:
-    """``[health]``: ``mode`` (enforce | observe), ``deadline_s`` (seconds a hook may run) and
-    every other key of the table as written in ``settings`` (thresholds, pins, check switches;
-    interpreted by ``slurmkit.health``)."""
-
-    mode: str = "enforce"
-    deadline_s: float = 8.0
-    settings: dict[str, Any] = field(default_factory=dict)
-
-    def get(self, key: str, default=None):
-        """``[health].<key>``: ``mode``/``deadline_s`` or a key of ``settings``, else ``default``."""
-        if key in ("mode", "deadline_s"):
-            return getattr(self, key)
-        return self.settings.get(key, default)
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,8 @@ raises :class:`ProfileError` naming the file, dotted key and (best effort) line.
 
 from __future__ import annotations
 
-from typing import Any
-
 from slurmkit.profile.errors import ProfileError
+from slurmkit.profile.health import EXPECT_KEYS
 from slurmkit.profile.lines import key_line
 from slurmkit.profile.model import (Block, Cluster, Fabric, Gpu, Health, Leaf, Nccl, Nic, NodeType,
                                     Partition, Profile, Report, SlurmNode, Spine, Submit)
@@ -89,6 +88,14 @@ class _Ctx:
         return tuple(names)
 
 
+def _default(cls, name: str):
+    """The model's default of field ``name`` of dataclass ``cls`` (its one home)."""
+    import dataclasses
+
+    f = cls.__dataclass_fields__[name]
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default
+
+
 _TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true/false",
                "dict": "a table", "list": "an array"}
 
@@ -122,7 +129,7 @@ def _cluster(c: _Ctx, t: dict) -> Cluster:
     name = c.get(t, "cluster", "name", str)
     if not name.strip() or any(ch.isspace() for ch in name):
         c.fail("cluster.name", f"cluster name must be one word, got {name!r}")
-    device_dir = c.get(t, "cluster", "device_dir", str, "/dev")
+    device_dir = c.get(t, "cluster", "device_dir", str, _default(Cluster, "device_dir"))
     if not device_dir.startswith("/"):
         c.fail("cluster.device_dir", f"must be an absolute path, got {device_dir!r}")
     return Cluster(name=name, device_dir=device_dir.rstrip("/") or "/",
@@ -175,10 +182,10 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
     if not model or any(ch in model for ch in " :,=\t"):
         c.fail(f"{key}.gpu_model", f"gres type must be one word without ':' or ',', got {model!r}")
     gpu_count = c.get(t, key, "gpu_count", int, minimum=1)
-    sockets = c.get(t, key, "sockets", int, 1, minimum=1)
-    cores = c.get(t, key, "cores_per_socket", int, 1, minimum=1)
-    threads = c.get(t, key, "threads_per_core", int, 1, minimum=1)
-    numbering = c.get(t, key, "cpu_numbering", str, "linear", choices=CPU_NUMBERINGS)
+    sockets = c.get(t, key, "sockets", int, _default(NodeType, "sockets"), minimum=1)
+    cores = c.get(t, key, "cores_per_socket", int, _default(NodeType, "cores_per_socket"), minimum=1)
+    threads = c.get(t, key, "threads_per_core", int, _default(NodeType, "threads_per_core"), minimum=1)
+    numbering = c.get(t, key, "cpu_numbering", str, _default(NodeType, "cpu_numbering"), choices=CPU_NUMBERINGS)
     ncpu = sockets * cores * threads
     slurm_node = None
     if "slurm_node" in t:
@@ -204,8 +211,8 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
         if any(x.device == dev for x in nics):
             c.fail(f"{nk}.device", f"NIC {dev!r} is listed twice")
         nics.append(Nic(device=dev, link_layer=c.get(n, nk, "link_layer", str, choices=LINK_LAYERS),
-                        rate_gbps=c.get(n, nk, "rate_gbps", float, 0.0, minimum=0),
-                        role=c.get(n, nk, "role", str, "compute", choices=NIC_ROLES),
+                        rate_gbps=c.get(n, nk, "rate_gbps", float, _default(Nic, "rate_gbps"), minimum=0),
+                        role=c.get(n, nk, "role", str, _default(Nic, "role"), choices=NIC_ROLES),
                         numa_node=c.get(n, nk, "numa_node", int, None, minimum=0)))
     nic_names = {n.device for n in nics}
     gpus = []
@@ -249,7 +256,7 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
                     cores_per_socket=cores, threads_per_core=threads, cpu_numbering=numbering,
                     memory_mib=c.get(t, key, "memory_mib", int, None, minimum=0),
                     gpu_tdp_w=c.get(t, key, "gpu_tdp_w", float, None, minimum=0),
-                    p2p=c.get(t, key, "p2p", bool, True), slurm_node=slurm_node,
+                    p2p=c.get(t, key, "p2p", bool, _default(NodeType, "p2p")), slurm_node=slurm_node,
                     gpus=tuple(gpus), nics=tuple(nics), sources=c.str_list(t, key, "sources"))
 
 
@@ -317,28 +324,57 @@ def _nccl(c: _Ctx, t: dict) -> Nccl:
     for ek, ev in extra.items():
         if not isinstance(ev, (str, int, float)) or isinstance(ev, bool):
             c.fail(f"nccl.extra.{ek}", f"expected a string or number, got {ev!r}")
-    return Nccl(fabric=c.get(t, k, "fabric", str, "infiniband", choices=NCCL_FABRICS),
-                version=c.get(t, k, "version", str, ""), gdr_level=c.get(t, k, "gdr_level", str, ""),
+    return Nccl(fabric=c.get(t, k, "fabric", str, _default(Nccl, "fabric"), choices=NCCL_FABRICS),
+                version=c.get(t, k, "version", str, _default(Nccl, "version")),
+                gdr_level=c.get(t, k, "gdr_level", str, _default(Nccl, "gdr_level")),
                 gid_index=c.get(t, k, "gid_index", int, None, minimum=0),
                 socket_ifname=c.str_list(t, k, "socket_ifname"),
-                efa_plugin_version=c.get(t, k, "efa_plugin_version", str, ""),
+                efa_plugin_version=c.get(t, k, "efa_plugin_version", str, _default(Nccl, "efa_plugin_version")),
                 extra={ek: str(ev) for ek, ev in extra.items()})
 
 
 def _submit(c: _Ctx, t: dict) -> Submit:
     k = "submit"
     c.known(t, k, ("container", "switch_wait", "rendezvous_interface", "cpus_per_gpu"))
-    return Submit(container=c.get(t, k, "container", bool, False),
-                  switch_wait=c.get(t, k, "switch_wait", str, "5:00"),
-                  rendezvous_interface=c.get(t, k, "rendezvous_interface", str, ""),
-                  cpus_per_gpu=c.get(t, k, "cpus_per_gpu", int, 1, minimum=0))
+    return Submit(container=c.get(t, k, "container", bool, _default(Submit, "container")),
+                  switch_wait=c.get(t, k, "switch_wait", str, _default(Submit, "switch_wait")),
+                  rendezvous_interface=c.get(t, k, "rendezvous_interface", str, _default(Submit, "rendezvous_interface")),
+                  cpus_per_gpu=c.get(t, k, "cpus_per_gpu", int, _default(Submit, "cpus_per_gpu"), minimum=0))
 
 
 def _health(c: _Ctx, t: dict) -> Health:
+    from slurmkit.health.config import defaults as check_data  # checks.toml: check ids, thresholds
+
     k = "health"
-    settings = {kk: v for kk, v in t.items() if kk not in ("mode", "deadline_s")}
-    return Health(mode=c.get(t, k, "mode", str, "enforce", choices=HEALTH_MODES),
-                  deadline_s=c.get(t, k, "deadline_s", float, 8.0, minimum=0), settings=settings)
+    c.known(t, k, ("mode", "deadline_s", "per_call_deadline_s", *EXPECT_KEYS, "thresholds", "checks"))
+    known = check_data()
+    thresholds = c.table(t.get("thresholds"), "health.thresholds")
+    for name, v in thresholds.items():
+        if name not in known["thresholds"]:
+            c.fail(f"health.thresholds.{name}", f"unknown threshold (known: {', '.join(known['thresholds'])})")
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            c.fail(f"health.thresholds.{name}", f"expected a number, got {_tname(v)} {v!r}")
+    checks = c.table(t.get("checks"), "health.checks")
+    for cid, on in checks.items():
+        if cid not in known["checks"]:
+            c.fail(f"health.checks.{cid}", f"unknown check id (known: {', '.join(known['checks'])})")
+        if not isinstance(on, bool):
+            c.fail(f"health.checks.{cid}", f"expected true/false, got {_tname(on)} {on!r}")
+    power = t.get("power_limit_w")  # kept as written (int or float): messages show it so
+    if power is not None and (isinstance(power, bool) or not isinstance(power, (int, float)) or power < 0):
+        c.fail("health.power_limit_w", f"expected a number of watts >= 0, got {_tname(power)} {power!r}")
+    return Health(mode=c.get(t, k, "mode", str, _default(Health, "mode"), choices=HEALTH_MODES),
+                  deadline_s=c.get(t, k, "deadline_s", float, _default(Health, "deadline_s"), minimum=0),
+                  per_call_deadline_s=c.get(t, k, "per_call_deadline_s", float,
+                                            _default(Health, "per_call_deadline_s"), minimum=0),
+                  expected_gpu_count=c.get(t, k, "expected_gpu_count", int, None, minimum=0),
+                  driver_version=c.get(t, k, "driver_version", str, None),
+                  vbios_version=c.get(t, k, "vbios_version", str, None),
+                  app_clock_graphics_mhz=c.get(t, k, "app_clock_graphics_mhz", int, None, minimum=0),
+                  app_clock_mem_mhz=c.get(t, k, "app_clock_mem_mhz", int, None, minimum=0),
+                  power_limit_w=power, mig=c.get(t, k, "mig", bool, None),
+                  nvlink_active_links=c.get(t, k, "nvlink_active_links", int, None, minimum=0),
+                  thresholds=dict(thresholds), checks=dict(checks))
 
 
 def _report(c: _Ctx, t: dict) -> Report:

@@ -46,20 +46,13 @@ def gpus_per_node_scontrol(text: str) -> dict[str, int]:
 
 
 def gpus_per_node_profile(profile) -> dict[str, int]:
-    """Site profile (``Profile`` or dict) -> {node: gpu_count} from partitions' hostlists and
-    their node type's ``gpu_count`` (python-hostlist expands ``n[1-4]``)."""
-    import hostlist
-
-    def get(o, k, d=None):
-        return o.get(k, d) if isinstance(o, dict) else getattr(o, k, d)
-
+    """Site profile (a loaded ``slurmkit.profile.Profile``) -> {node: GPUs}: every partition's
+    nodes (``partitions.<p>.nodes``, expanded by the loader) with their node type's ``gpu_count``.
+    A node in several partitions is counted once."""
     out = {}
-    nts = get(profile, "node_types") or {}
-    for _name, part in (get(profile, "partitions") or {}).items():
-        nt = nts.get(get(part, "node_type")) if isinstance(nts, dict) else None
-        count = int(get(nt, "gpu_count", 0) or 0) if nt is not None else 0
-        nodes = get(part, "nodes") or ""
-        for node in hostlist.expand_hostlist(nodes) if nodes else []:
+    for part in profile.partitions.values():
+        count = profile.node_types[part.node_type].gpu_count
+        for node in part.node_names:
             out[node] = count
     return out
 

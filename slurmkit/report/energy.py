@@ -61,33 +61,24 @@ class Assumptions:
 
 
 def assumptions_from_profile(profile, path: str = "") -> Assumptions:
-    """Read ``[report]`` and ``node_types.*.gpu_tdp_w`` / ``gpu_model`` from a loaded profile:
-    a ``slurmkit.profile.Profile`` or a plain dict (the TOML as read). Missing keys stay None."""
+    """Energy and cost assumptions of a loaded ``slurmkit.profile.Profile``: its ``.report``
+    section (PUE, gCO2e/kWh, prices, currency; None stays unset) and each node type's
+    ``gpu_tdp_w`` (W) by ``gpu_model`` (lower case). ``path``: the name in ``origin`` (default
+    the profile's ``source``)."""
     a = Assumptions()
+    path = path or profile.source
     where = f"profile {path}" if path else "profile"
-
-    def get(obj, key, default=None):
-        if obj is None:
-            return default
-        if isinstance(obj, dict):
-            return obj.get(key, default)
-        return getattr(obj, key, default)
-
-    rep = get(profile, "report")
+    rep = profile.report
     for key in ("pue", "carbon_g_per_kwh", "price_per_kwh", "price_per_gpu_hour"):
-        val = get(rep, key)
+        val = getattr(rep, key)
         if val is not None:
             setattr(a, key, float(val))
             a.origin[key] = where
-    cur = get(rep, "currency")
-    if cur:
-        a.currency, a.origin["currency"] = str(cur), where
-    nts = get(profile, "node_types") or {}
-    items = nts.items() if isinstance(nts, dict) else []
-    for _name, nt in items:
-        model, tdp = get(nt, "gpu_model"), get(nt, "gpu_tdp_w")
-        if model and tdp:
-            a.gpu_tdp_w[str(model).lower()] = float(tdp)
+    if rep.currency:
+        a.currency, a.origin["currency"] = rep.currency, where
+    for nt in profile.node_types.values():
+        if nt.gpu_tdp_w:
+            a.gpu_tdp_w[nt.gpu_model.lower()] = float(nt.gpu_tdp_w)
     if a.gpu_tdp_w:
         a.origin["gpu_tdp_w"] = where
         if len(set(a.gpu_tdp_w.values())) == 1:

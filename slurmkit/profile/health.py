@@ -1,0 +1,64 @@
+"""The ``[health]`` section of a site profile as one frozen record: :class:`Health`.
+
+Its own module so that the hooks can read it (through :mod:`slurmkit.profile.cache`) without
+importing the rest of the profile model and its validator: only ``dataclasses`` is imported.
+Validated by :func:`slurmkit.profile.validate.build`; interpreted by
+:func:`slurmkit.health.config.load_config` (thresholds and check ids: ``health/checks.toml``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+#: The ``[health]`` keys that pin an expected value of the node (None: not pinned).
+EXPECT_KEYS = ("expected_gpu_count", "driver_version", "vbios_version", "app_clock_graphics_mhz",
+               "app_clock_mem_mhz", "power_limit_w", "mig", "nvlink_active_links")
+
+
+@dataclass(frozen=True)
+class Health:
+    """``[health]``: how the health checks judge a node. Every default here is the one default.
+
+    - ``mode``: enforce | observe (the hooks drain, or only log what they would drain; the hooks
+      config's ``mode`` overrides it when set)
+    - ``deadline_s``: total NVML deadline of one read (s; the hooks config's ``deadline_s``
+      overrides it when set); ``per_call_deadline_s``: one NVML call's deadline (s)
+    - ``expected_gpu_count``: GPUs the node must show (None: the node type's / gres.conf's count)
+    - ``driver_version``, ``vbios_version``: pins (``nvmlSystemGetDriverVersion``,
+      ``nvmlDeviceGetVbiosVersion``); a different value warns
+    - ``app_clock_graphics_mhz``, ``app_clock_mem_mhz``: expected application clocks (MHz; None:
+      the GPU's defaults, ``nvmlDeviceGetDefaultApplicationsClock``)
+    - ``power_limit_w``: expected power limit (W; None: the GPU's default limit)
+    - ``mig``: expected MIG mode (None: not checked); ``nvlink_active_links``: expected active
+      NVLinks per GPU (None: the most any GPU of the node has)
+    - ``thresholds``: overrides of ``checks.toml`` ``[thresholds]`` (name -> number)
+    - ``checks``: check id -> false switches a check off (true: on)
+    """
+
+    mode: str = "enforce"
+    deadline_s: float = 8.0
+    per_call_deadline_s: float = 3.0
+    expected_gpu_count: int | None = None
+    driver_version: str | None = None
+    vbios_version: str | None = None
+    app_clock_graphics_mhz: int | None = None
+    app_clock_mem_mhz: int | None = None
+    power_limit_w: int | float | None = None
+    mig: bool | None = None
+    nvlink_active_links: int | None = None
+    thresholds: dict[str, int | float] = field(default_factory=dict)
+    checks: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def expect(self) -> dict:
+        """The pinned expected values: {key of :data:`EXPECT_KEYS`: value} for those set."""
+        return {k: getattr(self, k) for k in EXPECT_KEYS if getattr(self, k) is not None}
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict of every field (the hooks' profile cache)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Health":
+        """The :class:`Health` written by :meth:`to_json` (unknown keys: TypeError)."""
+        return cls(**data)
