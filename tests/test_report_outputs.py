@@ -81,16 +81,23 @@ def test_json_keys_and_values(capture, tmp_path):
     assert len(pd.read_parquet(out / "jobs.parquet")) == 3
 
 
-def test_profile_assumptions_are_used_and_printed(capture, tmp_path):
+@pytest.mark.parametrize("how", ["--site", "SLURMKIT_SITE", "--profile", "SLURMKIT_PROFILE"])
+def test_profile_assumptions_are_used_and_printed(capture, tmp_path, how):
+    """The site profile named by --site or $SLURMKIT_SITE (the old --profile / $SLURMKIT_PROFILE
+    still work) gives the report its energy and cost assumptions and its capacity."""
     prof = tmp_path / "p.toml"
     prof.write_text('[cluster]\nname = "t"\n[partitions.gpu]\nnodes = "n[1-2]"\nnode_type = "x"\n'
                     '[node_types.x]\ngpu_model = "h100"\ngpu_count = 4\ngpu_tdp_w = 500\n'
                     '[report]\npue = 1.2\ncarbon_g_per_kwh = 100\nprice_per_kwh = 0.1\n'
                     'price_per_gpu_hour = 1.0\ncurrency = "CHF"\n')
-    res = run_cli(["report", "weekly", "--json", "--from-sacct", str(capture), "--week", "2026-W01",
-                   "--profile", str(prof), "-o", str(tmp_path / "o"), "--format", "json"])
-    if res.exit_code == 2 and "profile" in res.output.lower():
-        pytest.skip(f"profile loader rejects the minimal profile: {res.output.strip()}")
+    args = ["report", "weekly", "--json", "--from-sacct", str(capture), "--week", "2026-W01",
+            "-o", str(tmp_path / "o"), "--format", "json"]
+    env = {"SLURMKIT_SITE": None, "SLURMKIT_PROFILE": None}
+    if how.startswith("--"):
+        args += [how, str(prof)]
+    else:
+        env[how] = str(prof)
+    res = CliRunner(env=env).invoke(cli, args, catch_exceptions=False)
     assert res.exit_code == 0, res.output
     rep = json.loads(res.output)
     assert rep["window"]["start"] == "2025-12-29T00:00:00Z"
@@ -100,6 +107,18 @@ def test_profile_assumptions_are_used_and_printed(capture, tmp_path):
     assert rep["totals"]["energy_kwh_by_source"]["modelled"] == pytest.approx(6 * 0.5)
     assert rep["utilization"]["capacity_gpus"] == 8
     assert rep["utilization"]["utilization"] == pytest.approx(6 / (8 * 168))
+    assert rep["assumptions"]["origin"]["pue"] == f"profile {prof}"
+
+
+def test_site_option_wins_over_the_environment_and_a_bad_site_exits_2(capture, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[cluster]\nname = "t"\n[report]\npue = 0.5\n')
+    args = ["report", "weekly", "--json", "--from-sacct", str(capture), "--week", "2026-W01",
+            "-o", str(tmp_path / "o"), "--format", "json"]
+    res = CliRunner(env={"SLURMKIT_SITE": "no-such-site"}).invoke(cli, args + ["--site", str(bad)])
+    assert res.exit_code == 2 and f"{bad}" in res.output and "no-such-site" not in res.output
+    res = CliRunner(env={"SLURMKIT_SITE": str(bad)}).invoke(cli, args)
+    assert res.exit_code == 2 and f"{bad}" in res.output
 
 
 @pytest.mark.parametrize("args,needle", [

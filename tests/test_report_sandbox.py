@@ -70,7 +70,7 @@ def test_live_report_matches_the_jobs(slurm_env, tmp_path):
     today = t_begin.date()
     res = CliRunner().invoke(cli, [
         "report", "weekly", "--start", today.isoformat(), "--end", (today + dt.timedelta(days=1)).isoformat(),
-        "--store", str(tmp_path / "store"), "--profile", str(slurm_env.profile_path),
+        "--store", str(tmp_path / "store"), "--site", str(slurm_env.profile_path),
         "--format", "json,parquet,html", "-o", str(out), "--json", "--no-sreport"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     rep = json.loads(res.output)

@@ -102,7 +102,7 @@ class Demo:
     def install_hooks(self) -> None:
         conf = self.sb.slurm_conf
         snaps = [f"--snapshot={n}={self.hooks / 'gpus' / f'{n}.json'}" for n in self.sb.node_names]
-        args = ["hooks", "install", "--slurm-conf", conf, "--profile", self.sb.profile_path,
+        args = ["hooks", "install", "--slurm-conf", conf, "--site", self.sb.profile_path,
                 "--state-dir", self.hooks / "state", "--spool-dir", self.hooks / "spool",
                 "--textfile-dir", self.hooks / "textfile", "--interval", HEALTHCHECK_INTERVAL_S,
                 "--resume-after", 2, *snaps]
@@ -159,7 +159,7 @@ class Demo:
         end = (now + timedelta(days=1)).strftime("%Y-%m-%d")
         out = self.out / "report"
         self.slurmkit("report", "weekly", "--start", start, "--end", end, "--cluster", self.sb.spec.cluster,
-                      "--profile", self.sb.profile_path, "--spool", self.hooks / "spool",
+                      "--site", self.sb.profile_path, "--spool", self.hooks / "spool",
                       "--store", self.sb.dir / "report-store", "--format", "html,csv,json", "-o", out, show=True)
         return out
 
