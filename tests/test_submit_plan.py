@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from slurmkit.profile import ProfileError, load_profile_data
 from slurmkit.submit import nccl, placement
-from slurmkit.submit.site import SiteError, site_facts
+from slurmkit.submit.site import SiteError
+from slurmkit.submit.site import site_facts as _site_facts
 
 SANDBOX = Path(__file__).resolve().parent.parent / "site" / "sandbox.toml"
 
@@ -16,6 +18,12 @@ SANDBOX = Path(__file__).resolve().parent.parent / "site" / "sandbox.toml"
 def raw():
     with open(SANDBOX, "rb") as fh:
         return tomllib.load(fh)
+
+
+def site_facts(raw, *args, source=str(SANDBOX)):
+    """The facts of the sandbox profile's TOML ``raw`` as edited by a test, through the loader
+    (the one reader of a profile: it validates the edit)."""
+    return _site_facts(load_profile_data(raw, source), *args)
 
 
 def facts_with(raw, **nccl_table):
@@ -98,8 +106,9 @@ def test_extra_is_verbatim_and_bad_fabric_is_named(raw):
     efa = nccl.nccl_env(facts_with(raw, fabric="efa", extra={"FI_PROVIDER": "efa"}))
     assert [v.name for v in efa].count("FI_PROVIDER") == 1
     assert next(v for v in efa if v.name == "FI_PROVIDER").source == "profile nccl.extra.FI_PROVIDER"
-    with pytest.raises(SiteError, match="nccl.fabric"):
-        env_of(facts_with(raw, fabric="myrinet"))
+    with pytest.raises(ProfileError, match="nccl.fabric") as ei:  # refused by the loader already
+        facts_with(raw, fabric="myrinet")
+    assert ei.value.key == "nccl.fabric" and ei.value.file == str(SANDBOX)
 
 
 def test_version_parse():
@@ -138,11 +147,14 @@ def test_pick_nodelist_best_fit_under_one_leaf(raw):
     assert placement.parse_sinfo_nodes("n1\nn3\nn3\n\n") == ["n1", "n3"]
 
 
-def _explained(raw, template, **req):
-    """{#SBATCH option or parameter name: its explained source} from render.explain."""
+def _explained(raw, template, facts_edit=None, **req):
+    """{#SBATCH option or parameter name: its explained source} from render.explain
+    (``facts_edit``: fields of the facts replaced, for what no valid profile says)."""
+    import dataclasses
+
     from slurmkit.submit import render, templates
 
-    facts = site_facts(copy.deepcopy(raw), source=str(SANDBOX))
+    facts = dataclasses.replace(site_facts(copy.deepcopy(raw), source=str(SANDBOX)), **(facts_edit or {}))
     text = render.explain(render.plan(render.SubmitRequest(template=template, command=("x",), **req),
                                       facts, templates.get(template)))
     out = {}
@@ -166,10 +178,9 @@ def test_explain_credits_the_real_source_of_the_gpu_count(raw):
     assert line.endswith(f":{gpu_count}") and src.startswith(f"profile node_types.{nt_name}.gpu_count")
     line, src = _explained(raw, "single-gpu", gpus_per_node=2)["gpus-per-node"]
     assert line.endswith(":2") and src.startswith("CLI --gpus-per-node")
-    # no gpu_model: no gres type, and no claim that one came from the profile
-    bare = copy.deepcopy(raw)
-    bare["node_types"][nt_name]["gpu_model"] = ""
-    line, src = _explained(bare, "torchrun")["gpus-per-node"]
+    # no gpu_model (the loader requires one; facts built otherwise): no gres type, and no
+    # claim that one came from the profile
+    line, src = _explained(raw, "torchrun", facts_edit={"gpu_model": ""})["gpus-per-node"]
     assert line.endswith(f"={gpu_count}") and "gpu_model" not in src
 
 

@@ -148,7 +148,9 @@ def test_container_and_rendezvous_interface_when_the_site_sets_them():
     with open(Path(__file__).resolve().parent.parent / "site" / "sandbox.toml", "rb") as fh:
         prof = tomllib.load(fh)
     prof["submit"] = {**prof.get("submit", {}), "container": True, "rendezvous_interface": "ib0"}
-    facts = site.site_facts(prof, source="sandbox")
+    from slurmkit.profile import load_profile_data
+
+    facts = site.site_facts(load_profile_data(prof, "sandbox"))
     req = render.SubmitRequest(template="torchrun", command=("python3", "t.py"), nodes=2,
                                sets={"container_image": "nvcr.io#nvidia/pytorch:24.01-py3",
                                      "container_mounts": "/data:/data"})

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from slurmkit.errors import InputError
 
-class SiteError(ValueError):
-    """The profile lacks something ``submit`` needs (message names the profile key)."""
+
+class SiteError(InputError):
+    """The profile lacks something ``submit`` needs: ``file`` (the profile), ``line`` (None),
+    ``message`` (names the profile key), ``key``. CLI exit status 2."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,8 @@ class SiteFacts:
     """What placement and the templates need, for one partition of one profile.
 
     ``source`` is the profile file; ``leaves`` maps leaf switch name -> node names (from
-    ``fabric.leaves``, hostlists expanded); ``nccl`` and ``submit`` are the raw tables as dicts.
+    ``fabric.leaves``, hostlists expanded); ``nccl`` and ``submit``: the profile's typed ``[nccl]``
+    / ``[submit]`` sections as dicts (every key present, defaults from the profile model).
     """
 
     source: str
@@ -73,37 +77,6 @@ class SiteFacts:
         return default if value is None else value
 
 
-def _get(obj, key, default=None):
-    """Attribute or mapping access, so the facts read a dataclass tree or a plain TOML dict."""
-    if obj is None:
-        return default
-    if isinstance(obj, dict):
-        return obj.get(key, default)
-    return getattr(obj, key, default)
-
-
-def _as_dict(obj) -> dict:
-    if obj is None:
-        return {}
-    if isinstance(obj, dict):
-        return dict(obj)
-    import dataclasses
-
-    if dataclasses.is_dataclass(obj):
-        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-    return dict(vars(obj))
-
-
-def _expand(hostlist_expr) -> tuple[str, ...]:
-    if not hostlist_expr:
-        return ()
-    if isinstance(hostlist_expr, (list, tuple)):
-        return tuple(hostlist_expr)
-    import hostlist
-
-    return tuple(hostlist.expand_hostlist(hostlist_expr))
-
-
 def load(site: str | None):
     """Load a profile by shipped name or path with ``slurmkit.profile.load_profile``
     (``site`` None: the ``SLURMKIT_SITE`` environment variable, else ``"sandbox"``)."""
@@ -117,46 +90,34 @@ def load(site: str | None):
 def site_facts(profile, partition: str | None = None, source: str = "") -> SiteFacts:
     """:class:`SiteFacts` for ``partition`` (None: the profile's default partition).
 
-    ``profile``: a ``slurmkit.profile.Profile`` (or the same tree as plain TOML dicts);
-    ``source``: the file name used in messages when the profile does not carry its own.
+    ``profile``: a loaded ``slurmkit.profile.Profile`` (validated: partitions name node types,
+    hostlists expanded); ``source``: the file name used in messages when the profile carries
+    none. Raises :class:`SiteError` for a partition the profile does not have.
     """
-    source = str(_get(profile, "source", "") or source or "")
-    parts = _get(profile, "partitions") or {}
-    if not parts:
-        raise SiteError(f"{source}: profile has no [partitions.*] table")
+    import dataclasses
+
+    source = str(profile.source or source or "")
+    parts = profile.partitions
     partition_source = "named"
     if partition is None:
-        defaults = [name for name, p in parts.items() if _get(p, "default", False)]
+        defaults = [name for name, p in parts.items() if p.default]
         partition = defaults[0] if defaults else next(iter(parts))
         partition_source = "default = true" if defaults else "first listed; none has default = true"
     if partition not in parts:
-        raise SiteError(f"{source}: partition {partition!r} is not in the profile "
+        raise SiteError(source, None, f"partition {partition!r} is not in the profile "
                         f"(known: {', '.join(sorted(parts))})")
     part = parts[partition]
-    nt_name = _get(part, "node_type")
-    node_types = _get(profile, "node_types") or {}
-    if nt_name not in node_types:
-        raise SiteError(f"{source}: partitions.{partition}.node_type = {nt_name!r} is not a node type")
-    nt = node_types[nt_name]
-    gpus = tuple(GpuFacts(index=int(_get(g, "index")), cpus=tuple(int(c) for c in (_get(g, "cpus") or ())),
-                          numa_node=_get(g, "numa_node"),
-                          nearest_nics=tuple(_get(g, "nearest_nics") or ()))
-                 for g in (_get(nt, "gpus") or ()))
-    nics = tuple(NicFacts(device=_get(n, "device"), link_layer=_get(n, "link_layer", ""),
-                          role=_get(n, "role", "compute"), rate_gbps=float(_get(n, "rate_gbps", 0) or 0))
-                 for n in (_get(nt, "nics") or ()))
-    fabric = _get(profile, "fabric")
-    leaves = tuple((_get(leaf, "name"), _expand(_get(leaf, "nodes")))
-                   for leaf in (_get(fabric, "leaves") or ()))
-    cluster = _get(profile, "cluster")
+    nt = profile.node_types[part.node_type]
+    gpus = tuple(GpuFacts(index=g.index, cpus=tuple(g.cpus), numa_node=g.numa_node,
+                          nearest_nics=tuple(g.nearest_nics)) for g in nt.gpus)
+    nics = tuple(NicFacts(device=n.device, link_layer=n.link_layer, role=n.role, rate_gbps=float(n.rate_gbps))
+                 for n in nt.nics)
+    leaves = tuple((leaf.name, leaf.node_names) for leaf in profile.fabric.leaves)
     return SiteFacts(
-        source=source,
-        cluster=str(_get(cluster, "name", "")),
-        partition=partition, node_type=nt_name,
-        partition_nodes=_expand(_get(part, "nodes")),
-        gpu_model=str(_get(nt, "gpu_model", "")), gpu_count=int(_get(nt, "gpu_count", len(gpus)) or 0),
-        gpus=tuple(sorted(gpus, key=lambda g: g.index)), nics=nics,
-        p2p=bool(_get(nt, "p2p", True)), leaves=leaves,
-        nccl=_as_dict(_get(profile, "nccl")), submit=_as_dict(_get(profile, "submit")),
+        source=source, cluster=profile.cluster.name,
+        partition=partition, node_type=nt.name, partition_nodes=part.node_names,
+        gpu_model=nt.gpu_model, gpu_count=nt.gpu_count,
+        gpus=tuple(sorted(gpus, key=lambda g: g.index)), nics=nics, p2p=nt.p2p, leaves=leaves,
+        nccl=dataclasses.asdict(profile.nccl), submit=dataclasses.asdict(profile.submit),
         partition_source=partition_source,
     )
