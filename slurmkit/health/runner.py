@@ -25,6 +25,7 @@ from pathlib import Path
 
 from slurmkit.health.source import Action, NvmlTimeout, SnapshotSource, SourceError
 from slurmkit.health.state import NodeState
+from slurmkit.profile.health import Health  # the deadlines' one default
 
 LIVE = "live"
 STARTUP = "worker start-up"
@@ -40,8 +41,8 @@ def source_for(spec: str | Path, node: str | None = None):
     return SnapshotSource(spec, node=node)
 
 
-def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = 8.0,
-               per_call_deadline_s: float = 3.0, *, before_job: bool = False,
+def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.deadline_s,
+               per_call_deadline_s: float = Health.per_call_deadline_s, *, before_job: bool = False,
                thresholds: dict | None = None, node: str | None = None,
                kmsg_cursor: str | Path | None = None, sysfs: str | Path | None = None,
                env: dict | None = None) -> NodeState:
@@ -75,8 +76,8 @@ def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = 8.0,
         raise SourceError(f"NVML worker returned a bad state: {exc}") from None
 
 
-def run_actions(actions: list[Action], source_spec: str | Path = LIVE, total_deadline_s: float = 8.0,
-                per_call_deadline_s: float = 3.0, env: dict | None = None) -> list[str]:
+def run_actions(actions: list[Action], source_spec: str | Path = LIVE, total_deadline_s: float = Health.deadline_s,
+                per_call_deadline_s: float = Health.per_call_deadline_s, env: dict | None = None) -> list[str]:
     """Carry out ``actions`` through the source (live: in a worker under the deadlines; replay:
     logged as "would ..."). Returns one log line per action."""
     if str(source_spec) != LIVE:
