@@ -55,7 +55,7 @@ def nccl_env(facts: SiteFacts, debug: str | None = None) -> list[EnvVar]:
     n = facts.nccl
     fabric = str(n.get("fabric") or "infiniband").lower()
     if fabric not in FABRICS:
-        raise SiteError(f"{facts.source}: nccl.fabric = {fabric!r}; expected one of {', '.join(FABRICS)}")
+        raise SiteError(facts.source, None, f"nccl.fabric = {fabric!r}; expected one of {', '.join(FABRICS)}")
     out = [EnvVar("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1", "slurmkit preset (all fabrics)")]
     ifnames = [str(i) for i in (n.get("socket_ifname") or [])]
     if ifnames:
@@ -65,7 +65,7 @@ def nccl_env(facts: SiteFacts, debug: str | None = None) -> list[EnvVar]:
     if fabric in ("infiniband", "roce"):
         hcas = facts.compute_hcas
         if not hcas:
-            raise SiteError(f"{facts.source}: nccl.fabric = {fabric!r} but node_types.{facts.node_type}"
+            raise SiteError(facts.source, None, f"nccl.fabric = {fabric!r} but node_types.{facts.node_type}"
                             f".nics has no compute InfiniBand/RoCE NIC")
         out.append(EnvVar("NCCL_IB_HCA", "=" + ",".join(hcas),
                           f"profile node_types.{facts.node_type}.nics (role=compute)"))
@@ -82,7 +82,7 @@ def nccl_env(facts: SiteFacts, debug: str | None = None) -> list[EnvVar]:
                               "slurmkit preset (efa, aws-ofi-nccl < 1.7 per nccl.efa_plugin_version)"))
     elif fabric == "tcp":
         if not ifnames:
-            raise SiteError(f"{facts.source}: nccl.fabric = 'tcp' needs nccl.socket_ifname "
+            raise SiteError(facts.source, None, f"nccl.fabric = 'tcp' needs nccl.socket_ifname "
                             "(an include list of interfaces)")
         out.append(EnvVar("NCCL_IB_DISABLE", "1", "slurmkit preset (tcp)"))
     if not facts.p2p:

@@ -28,12 +28,12 @@ def gpu_cpu_map(facts: SiteFacts, gpus_per_node: int) -> list[str]:
     (``node_types.<t>.gpus[].cpus``, nvidia-smi's CPU Affinity). Rank LOCAL_RANK uses GPU
     LOCAL_RANK and is bound to entry LOCAL_RANK."""
     if gpus_per_node > len(facts.gpus):
-        raise SiteError(f"{facts.source}: {gpus_per_node} GPUs per node requested but node type "
+        raise SiteError(facts.source, None, f"{gpus_per_node} GPUs per node requested but node type "
                         f"{facts.node_type} lists {len(facts.gpus)} GPUs")
     out = []
     for gpu in facts.gpus[:gpus_per_node]:
         if not gpu.cpus:
-            raise SiteError(f"{facts.source}: node_types.{facts.node_type}.gpus[{gpu.index}].cpus is empty")
+            raise SiteError(facts.source, None, f"node_types.{facts.node_type}.gpus[{gpu.index}].cpus is empty")
         out.append(cpu_list(gpu.cpus))
     return out
 

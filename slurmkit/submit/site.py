@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from slurmkit.errors import InputError
 
-class SiteError(ValueError):
-    """The profile lacks something ``submit`` needs (message names the profile key)."""
+
+class SiteError(InputError):
+    """The profile lacks something ``submit`` needs: ``file`` is the profile, the message names
+    the profile key. CLI exit status 2."""
 
 
 @dataclass(frozen=True)
@@ -123,20 +126,20 @@ def site_facts(profile, partition: str | None = None, source: str = "") -> SiteF
     source = str(_get(profile, "source", "") or source or "")
     parts = _get(profile, "partitions") or {}
     if not parts:
-        raise SiteError(f"{source}: profile has no [partitions.*] table")
+        raise SiteError(source, None, f"profile has no [partitions.*] table")
     partition_source = "named"
     if partition is None:
         defaults = [name for name, p in parts.items() if _get(p, "default", False)]
         partition = defaults[0] if defaults else next(iter(parts))
         partition_source = "default = true" if defaults else "first listed; none has default = true"
     if partition not in parts:
-        raise SiteError(f"{source}: partition {partition!r} is not in the profile "
+        raise SiteError(source, None, f"partition {partition!r} is not in the profile "
                         f"(known: {', '.join(sorted(parts))})")
     part = parts[partition]
     nt_name = _get(part, "node_type")
     node_types = _get(profile, "node_types") or {}
     if nt_name not in node_types:
-        raise SiteError(f"{source}: partitions.{partition}.node_type = {nt_name!r} is not a node type")
+        raise SiteError(source, None, f"partitions.{partition}.node_type = {nt_name!r} is not a node type")
     nt = node_types[nt_name]
     gpus = tuple(GpuFacts(index=int(_get(g, "index")), cpus=tuple(int(c) for c in (_get(g, "cpus") or ())),
                           numa_node=_get(g, "numa_node"),
