@@ -21,6 +21,11 @@ PROFILE = ('[cluster]\nname = "t"\n[partitions.gpu]\nnodes = "n[1-2]"\nnode_type
            '[report]\npue = 1.2\ncurrency = "CHF"\n')
 
 
+@pytest.fixture(autouse=True)
+def _no_site_from_the_shell(monkeypatch):
+    monkeypatch.delenv("SLURMKIT_SITE", raising=False)   # report weekly reads it (--site)
+
+
 @pytest.fixture()
 def capture(tmp_path):
     rows = [row(),                                                     # 2 GPUs x 1 h, alice
@@ -97,7 +102,6 @@ def test_cli_site_option_and_env_load_the_profile(capture, tmp_path, monkeypatch
     prof.write_text(PROFILE)
     args = ["report", "weekly", "--json", "--from-sacct", str(capture), "--week", "2026-W01",
             "-o", str(tmp_path / "o"), "--format", "json"]
-    monkeypatch.delenv("SLURMKIT_SITE", raising=False)
     base = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert base.exit_code == 0, base.output
     assert json.loads(base.output)["assumptions"]["pue"] is None
