@@ -35,11 +35,15 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from slurmkit.errors import InputError, UsageError
 from slurmkit.report.window import Window, last_full_week
+
+if TYPE_CHECKING:
+    from slurmkit.profile import Profile
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +116,7 @@ class WeeklyOptions:
     spool: str | Path | None = None
     store_dir: str | Path | None = None
     use_store: bool = True
-    profile: object | None = None
+    profile: "Profile | None" = None
     pue: float | None = None
     carbon_g_per_kwh: float | None = None
     price_per_kwh: float | None = None
