@@ -18,6 +18,12 @@ from slurmkit.cli import cli
 from test_accounting_semantics import T0, FIELDS, row, text  # tiny-input helpers
 
 
+@pytest.fixture(autouse=True)
+def _no_site_from_the_shell(monkeypatch):
+    # `eval "$(slurmkit sandbox env)"` exports SLURMKIT_SITE, which report weekly reads
+    monkeypatch.delenv("SLURMKIT_SITE", raising=False)
+
+
 @pytest.fixture()
 def capture(tmp_path):
     rows = [row(), row(JobID="101", User="bob", Account="phys", AllocTRES="cpu=8,gres/gpu:h100=4,gres/gpu=4",

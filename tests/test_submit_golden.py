@@ -66,3 +66,37 @@ def test_golden_script(name, profile):
 @pytest.mark.parametrize("name", ["torchrun", "srun"])
 def test_golden_fabric_variant(name, variant):
     _check(name, variant, (VARIANTS[variant],))
+
+
+def _cli_args(name: str, profile: str) -> list[str]:
+    """``slurmkit submit`` flags giving :func:`request_for`'s request."""
+    req = request_for(name)
+    args = ["submit", name, "--site", profile, "-N", str(req.nodes), "-t", req.time, "-J", req.name,
+            "--comment", req.comment, "-o", req.output]
+    for k, v in req.sets.items():
+        args += ["--set", f"{k}={v}"]
+    return args + ["--", *req.command]
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("name", templates.names())
+def test_cli_dry_run_prints_the_golden_script_and_the_api_agrees(name, profile):
+    from click.testing import CliRunner
+
+    from slurmkit.cli import cli
+    from slurmkit.submit import api
+
+    path = GOLDEN / f"{name}--{profile}.sbatch"
+    if not path.is_file():
+        pytest.skip(f"{path.name}: no golden script")
+    args = _cli_args(name, profile)
+    res = CliRunner().invoke(cli, args[:2] + ["--dry-run"] + args[2:], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert res.output == path.read_text(encoding="utf-8")
+    req = request_for(name)
+    kw = dict(site=profile, nodes=req.nodes, time=req.time, name=req.name, comment=req.comment,
+              output=req.output, sets=req.sets)
+    assert api.render_script(name, req.command, **kw) == res.output
+    res = CliRunner().invoke(cli, args[:2] + ["--explain"] + args[2:], catch_exceptions=False)
+    assert res.exit_code == 0 and res.output == api.explain(name, req.command, **kw)
+    assert "<- CLI --name" in res.output

@@ -132,6 +132,16 @@ def test_cli_bad_input_exits_2_with_message(args, needle):
     proc = subprocess.run([sys.executable, "-m", "slurmkit", *args], capture_output=True, text=True)
     assert proc.returncode == 2, proc.stderr
     assert needle in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("slurmkit: error: ") and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_cli_slurm_trouble_exits_1_with_one_line():
+    # no Slurm here: squeue fails; with one, the id is unknown: either way exit 1, one line
+    proc = subprocess.run([sys.executable, "-m", "slurmkit", "status", "999999999"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("slurmkit: error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stdout == ""
 
 
 def test_templates_list_and_show():

@@ -16,20 +16,16 @@ from slurmkit.cli import want_json
 @click.pass_context
 def cli(ctx, job_ids, as_json):
     """Show jobs' state, nodes and GPUs."""
-    from slurmkit.cli.submit import fail
-    from slurmkit.slurm.commands import SlurmError
+    from slurmkit.errors import SlurmkitError, UsageError
     from slurmkit.submit.backend import get_backend
 
     for j in job_ids:
         if not j.replace("_", "").isdigit():
-            fail(f"{j!r} is not a job id (digits, or ARRAYID_TASK)")
-    try:
-        infos = get_backend().states(job_ids)
-    except SlurmError as exc:
-        fail(str(exc), 1)
+            raise UsageError("JOBID", f"{j!r} is not a job id (digits, or ARRAYID_TASK)")
+    infos = get_backend().states(job_ids)   # SlurmError: exit 1
     unknown = [j for j in job_ids if j not in infos]
     if unknown:
-        fail(f"unknown job id(s): {', '.join(unknown)} (not in squeue or sacct)", 1)
+        raise SlurmkitError(f"unknown job id(s): {', '.join(unknown)} (not in squeue or sacct)")
     rows = [infos[j].as_dict() for j in job_ids]
     if want_json(ctx, as_json):
         click.echo(json.dumps(rows[0] if len(rows) == 1 else rows))

@@ -1,41 +1,22 @@
 """``slurmkit submit TEMPLATE [options] -- COMMAND [ARGS...]``: render a job template for the
 site and submit it (prints only the job id), or print the script (``--dry-run``) or where
-every option comes from (``--explain``)."""
+every option comes from (``--explain``). Everything goes through the Python API
+(:mod:`slurmkit.submit.api`); its errors reach the root group's one handler (exit 2 for bad
+input, 1 when Slurm fails)."""
 
 from __future__ import annotations
-
-import sys
 
 import click
 
 
-def bad_input_errors() -> tuple[type, ...]:
-    """Exception types that mean bad input (exit 2 with the message, never a traceback)."""
-    from slurmkit.submit.escape import EscapeError
-    from slurmkit.submit.site import SiteError
-    from slurmkit.submit.templates import TemplateError
-
-    errors = [EscapeError, SiteError, TemplateError]
-    try:
-        from slurmkit.profile import ProfileError
-
-        errors.append(ProfileError)
-    except ImportError:
-        pass
-    return tuple(errors)
-
-
-def fail(message: str, code: int = 2):
-    """Print ``slurmkit: error: message`` to stderr and exit with ``code``."""
-    click.echo(f"slurmkit: error: {message}", err=True)
-    sys.exit(code)
-
-
 def _parse_sets(values) -> dict:
+    """``--set KEY=VALUE`` items -> {key: text value}; raises UsageError for an item without '='."""
+    from slurmkit.errors import UsageError
+
     out = {}
     for item in values:
         if "=" not in item:
-            fail(f"--set {item!r}: expected key=value")
+            raise UsageError(f"--set {item!r}", "expected key=value")
         key, value = item.split("=", 1)
         out[key.strip()] = value
     return out
@@ -71,28 +52,16 @@ def cli(template, command, site, partition, nodes, gpus_per_node, time_, name, c
 
     Everything after '--' is the command each rank runs.
     """
-    from slurmkit.slurm.commands import SlurmError
-    from slurmkit.submit import api, render
-    from slurmkit.submit.backend import get_backend
+    from slurmkit.submit import api
 
-    req = render.SubmitRequest(
-        template=template, command=tuple(command), site=site, partition=partition, nodes=nodes,
-        gpus_per_node=gpus_per_node, time=time_, name=name, comment=comment, output=output, error=error,
-        chdir=chdir, nodelist=nodelist, sets=_parse_sets(sets), prefer_locality=prefer_locality, switches=not no_switches,
-        switch_wait=switch_wait, nccl_debug=nccl_debug, signal_s=signal_s, test_only=test_only)
-    try:
-        backend = get_backend()
-        plan = api.prepare(req, backend)
-        if explain:
-            click.echo(render.explain(plan), nl=False)
-            return
-        script = render.render(plan)
-        if dry_run:
-            click.echo(script, nl=False)
-            return
-        result = backend.submit(script, test_only=test_only)
-    except bad_input_errors() as exc:
-        fail(str(exc))
-    except SlurmError as exc:
-        fail(str(exc), 1)
-    click.echo(result)
+    kw = dict(site=site, partition=partition, nodes=nodes, gpus_per_node=gpus_per_node, time=time_,
+              name=name, comment=comment, output=output, error=error, chdir=chdir, nodelist=nodelist,
+              sets=_parse_sets(sets), prefer_locality=prefer_locality, switches=not no_switches,
+              switch_wait=switch_wait, nccl_debug=nccl_debug, signal_s=signal_s, test_only=test_only)
+    if explain:
+        click.echo(api.explain(template, command, **kw), nl=False)
+    elif dry_run:
+        click.echo(api.render_script(template, command, **kw), nl=False)
+    else:
+        result = api.submit(template, command, **kw)
+        click.echo(result if test_only else result.id)

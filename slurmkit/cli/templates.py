@@ -38,13 +38,9 @@ def list_(ctx, as_json):
 @click.pass_context
 def show(ctx, name, source, as_json):
     """A template's parameters (with defaults) and run-time variables."""
-    from slurmkit.cli.submit import fail
     from slurmkit.submit import templates
 
-    try:
-        t = templates.get(name)
-    except templates.TemplateError as exc:
-        fail(str(exc))
+    t = templates.get(name)   # TemplateError (unknown name): exit 2
     if source:
         click.echo(t.source, nl=False)
         return

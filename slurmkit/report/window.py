@@ -6,9 +6,12 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
+from slurmkit.errors import UsageError
 
-class WindowError(ValueError):
-    """A window option that does not parse (the CLI exits 2 with this message)."""
+
+class WindowError(UsageError):
+    """A window option that does not parse: ``option`` names it (``--week``, ``--start``,
+    ``--end``); the CLI exits 2 with ``option: message``."""
 
 
 @dataclass(frozen=True)
@@ -50,17 +53,17 @@ def iso_z(t) -> str:
     return t.isoformat() + "Z"
 
 
-def parse_when(text: str) -> dt.datetime:
+def parse_when(text: str, option: str = "--start") -> dt.datetime:
     """``2026-11-23``, ``2026-11-23T12:00``, ``2026-11-23 12:00:00+01:00`` or ``...Z`` -> aware
-    UTC datetime; UTC unless a zone is given."""
+    UTC datetime; UTC unless a zone is given. Raises :class:`WindowError` naming ``option``."""
     s = text.strip()
     if s.endswith(("Z", "z")):
         s = s[:-1] + "+00:00"
     try:
         t = dt.datetime.fromisoformat(s)
     except ValueError:
-        raise WindowError(f"not an ISO date or datetime: {text!r} (e.g. 2026-11-23 or "
-                          f"2026-11-23T08:00Z)") from None
+        raise WindowError(option, f"not an ISO date or datetime: {text!r} (e.g. 2026-11-23 or "
+                                  f"2026-11-23T08:00Z)") from None
     if t.tzinfo is None:
         t = t.replace(tzinfo=dt.timezone.utc)
     return t.astimezone(dt.timezone.utc)
@@ -70,11 +73,11 @@ def parse_week(text: str) -> Window:
     """ISO week ``2026-W48`` -> Monday 00:00 UTC to the next Monday 00:00 UTC."""
     m = re.fullmatch(r"(\d{4})-?W(\d{1,2})", text.strip(), re.I)
     if not m:
-        raise WindowError(f"not an ISO week: {text!r} (expected e.g. 2026-W48)")
+        raise WindowError("--week", f"not an ISO week: {text!r} (expected e.g. 2026-W48)")
     try:
         monday = dt.date.fromisocalendar(int(m.group(1)), int(m.group(2)), 1)
     except ValueError as exc:
-        raise WindowError(f"not an ISO week: {text!r} ({exc})") from None
+        raise WindowError("--week", f"not an ISO week: {text!r} ({exc})") from None
     start = dt.datetime.combine(monday, dt.time(), dt.timezone.utc)
     return Window(start, start + dt.timedelta(days=7))
 
@@ -92,16 +95,16 @@ def make_window(week: str | None, start: str | None, end: str | None,
     """From the CLI options: ``--week`` or ``--start``/``--end`` (end defaults to start + 7
     days); neither: the last full week. Raises :class:`WindowError`."""
     if week and (start or end):
-        raise WindowError("give either --week or --start/--end, not both")
+        raise WindowError("--week", "give either --week or --start/--end, not both")
     if week:
         return parse_week(week)
     if start:
-        s = parse_when(start)
-        e = parse_when(end) if end else s + dt.timedelta(days=7)
+        s = parse_when(start, "--start")
+        e = parse_when(end, "--end") if end else s + dt.timedelta(days=7)
         if e <= s:
-            raise WindowError(f"--end ({iso_z(e)}) is not after --start ({iso_z(s)})")
+            raise WindowError("--end", f"{iso_z(e)} is not after --start ({iso_z(s)})")
         return Window(s, e)
     if end:
-        e = parse_when(end)
+        e = parse_when(end, "--end")
         return Window(e - dt.timedelta(days=7), e)
     return last_full_week(now)

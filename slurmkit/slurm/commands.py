@@ -11,6 +11,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from slurmkit.errors import SlurmkitError
+
 #: Environment variables that change what Slurm's clients print; overridden or removed so that
 #: parsers always see the same format whatever the user's shell has set.
 _FORMAT_VARS = (
@@ -19,8 +21,8 @@ _FORMAT_VARS = (
 )
 
 
-class SlurmError(RuntimeError):
-    """A Slurm command failed, timed out or is not installed.
+class SlurmError(SlurmkitError, RuntimeError):
+    """A Slurm command failed, timed out or is not installed (CLI exit status 1).
 
     Attributes: ``argv`` (list[str]), ``returncode`` (int, or None when it did not run or timed
     out), ``stderr`` (str), ``timed_out`` (bool), ``missing`` (bool: the binary is not on PATH).

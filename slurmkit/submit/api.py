@@ -18,23 +18,39 @@ from slurmkit.submit import templates as _templates
 from slurmkit.submit.backend import TERMINAL, JobInfo, get_backend
 
 
-def prepare(req: _render.SubmitRequest, backend=None, profile=None) -> _render.Plan:
-    """Load the site profile (``req.site``), the template, query idle nodes when
-    ``prefer_locality``, and return the :class:`~slurmkit.submit.render.Plan`."""
+def prepare(req: _render.SubmitRequest, backend=None, profile=None, env: dict | None = None) -> _render.Plan:
+    """Load the site profile (``req.site``; ``profile``: an already loaded
+    ``slurmkit.profile.Profile`` instead), the template, query idle nodes when
+    ``prefer_locality`` (through ``backend``, else :func:`get_backend` with ``env``), and
+    return the :class:`~slurmkit.submit.render.Plan`. Raises ``ProfileError``, ``SiteError``,
+    ``TemplateError`` or ``EscapeError`` (all :class:`~slurmkit.errors.InputError`) for bad
+    input, ``SlurmError`` when sinfo fails."""
     prof = profile if profile is not None else _site.load(req.site)
     facts = _site.site_facts(prof, req.partition, source=str(req.site or "sandbox"))
     tpl = _templates.get(req.template)
     idle = None
     if req.prefer_locality and req.nodes > 1:
-        idle = (backend or get_backend()).idle_nodes(facts.partition)
+        idle = (backend or get_backend(env)).idle_nodes(facts.partition)
     return _render.plan(req, facts, tpl, idle)
 
 
+def plan(template: str, command=(), *, backend=None, env: dict | None = None, profile=None,
+         **kw) -> _render.Plan:
+    """The :class:`~slurmkit.submit.render.Plan` :func:`submit` would render (same keywords),
+    without submitting: every ``#SBATCH`` option and exported variable with its source."""
+    return prepare(_request(template, command, kw), backend, profile, env)
+
+
 def render_script(template: str, command=(), **kw) -> str:
-    """The sbatch script ``submit`` would send (same keywords as :func:`submit`), without submitting."""
-    backend = kw.pop("backend", None)
-    kw.pop("env", None)
-    return _render.render(prepare(_request(template, command, kw), backend))
+    """The sbatch script :func:`submit` would send (same keywords), without submitting: what
+    ``slurmkit submit --dry-run`` prints."""
+    return _render.render(plan(template, command, **kw))
+
+
+def explain(template: str, command=(), **kw) -> str:
+    """Where every ``#SBATCH`` option and exported variable of the script :func:`submit` would
+    send comes from (same keywords), one per line: what ``slurmkit submit --explain`` prints."""
+    return _render.explain(plan(template, command, **kw))
 
 
 def _request(template, command, kw) -> _render.SubmitRequest:
@@ -74,19 +90,22 @@ class Job:
         self.backend.cancel(self.id)
 
 
-def submit(template: str, command=(), *, backend=None, env: dict | None = None, **kw):
+def submit(template: str, command=(), *, backend=None, env: dict | None = None, profile=None, **kw):
     """Render ``template`` for the site and submit it; return a :class:`Job`.
 
     Keywords are :class:`~slurmkit.submit.render.SubmitRequest`'s fields (``site``,
     ``partition``, ``nodes``, ``gpus_per_node``, ``time``, ``name``, ``sets`` (text values, as
     ``--set``), ``params`` (typed values), ``comment``, ``output``, ``error``, ``chdir``,
-    ``prefer_locality``, ``switches``, ``switch_wait``, ``nccl_debug``, ``signal_s``).
-    ``env``: extra environment for the Slurm commands (e.g. ``{"SLURM_CONF": ...}``).
-    With ``test_only=True`` nothing is queued; Slurm's start estimate (str) is returned.
+    ``nodelist``, ``prefer_locality``, ``switches``, ``switch_wait``, ``nccl_debug``,
+    ``signal_s``). ``env``: extra environment for the Slurm commands (e.g.
+    ``{"SLURM_CONF": ...}``); ``profile``: a loaded ``slurmkit.profile.Profile`` used instead of
+    loading ``site``. With ``test_only=True`` nothing is queued; Slurm's start estimate (str,
+    what ``sbatch --test-only`` printed) is returned. Raises what :func:`prepare` raises, and
+    ``SlurmError`` when sbatch fails.
     """
     backend = backend or get_backend(env)
     req = _request(template, command, kw)
-    script = _render.render(prepare(req, backend))
+    script = _render.render(prepare(req, backend, profile))
     if req.test_only:
         return backend.submit(script, test_only=True)
     return Job(backend.submit(script), backend)

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 import shlex
 
+from slurmkit.errors import UsageError
+
 #: Values made only of these characters are written bare (``--nodes=2``); others are quoted.
 _BARE = re.compile(r"[A-Za-z0-9_.,:@%/=+\-\[\]]+")
 #: sbatch blanks these words (case-insensitive) anywhere on an #SBATCH line: they mark
@@ -24,16 +26,24 @@ _BARE = re.compile(r"[A-Za-z0-9_.,:@%/=+\-\[\]]+")
 _HET_WORDS = re.compile(r"(?i)(p)(ackjob)|(h)(etjob)")
 
 
-class EscapeError(ValueError):
+class EscapeError(UsageError):
     """A value cannot be written into a batch script (it holds a newline, CR or NUL).
 
-    ``what`` names the option or variable the value was for.
+    ``option`` (also ``.what``): the option or variable the value was for (``--comment``);
+    ``message``: why, with the value's repr; ``value``: the value itself. CLI exit status 2.
     """
 
-    def __init__(self, what: str, value: str, reason: str):
-        super().__init__(f"{what}: {reason}: {value!r}")
-        self.what = what
+    def __init__(self, option: str, message: str, key: str | None = None, value: str | None = None):
+        super().__init__(option, message, key)
+        self.what = option
         self.value = value
+
+    def __reduce__(self):
+        return (type(self), (self.file, self.message, self.key, self.value))
+
+
+def _refuse(what: str, value: str, reason: str) -> EscapeError:
+    return EscapeError(what, f"{reason}: {value!r}", value=value)
 
 
 _C_SPACE = " \t\n\v\f\r"  # C isspace() in the C locale (sbatch reads bytes)
@@ -44,7 +54,7 @@ def check_line_safe(what: str, value: str) -> str:
     """Return ``value`` unchanged, or raise :class:`EscapeError` if it holds a newline, CR or NUL."""
     for ch, name in _FORBIDDEN.items():
         if ch in value:
-            raise EscapeError(what, value, f"a {name} cannot be written into a batch script line")
+            raise _refuse(what, value, f"a {name} cannot be written into a batch script line")
     return value
 
 
@@ -58,7 +68,7 @@ def sbatch_quote(value: str, what: str = "value") -> str:
     """
     check_line_safe(what, value)
     if value == "":
-        raise EscapeError(what, value, "an empty value cannot be written (sbatch drops it); leave the option out")
+        raise _refuse(what, value, "an empty value cannot be written (sbatch drops it); leave the option out")
     if _BARE.fullmatch(value) and not _HET_WORDS.search(value):
         return value
     body = value.replace("\\", "\\\\").replace('"', '\\"')
@@ -117,7 +127,7 @@ def shell_quote(value: str, what: str = "value") -> str:
     bash, a NUL cannot be passed in argv and is refused."""
     value = str(value)
     if "\0" in value:
-        raise EscapeError(what, value, "a NUL byte cannot be passed to a command")
+        raise _refuse(what, value, "a NUL byte cannot be passed to a command")
     return shlex.quote(value)
 
 

@@ -88,16 +88,16 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
     for bad input."""
     params = template.resolve(req.sets, req.params)
     if req.nodes < 1:
-        raise TemplateError(f"--nodes must be >= 1 (got {req.nodes})")
+        raise TemplateError("--nodes", None, f"must be >= 1 (got {req.nodes})")
     if template.tasks == "single" and req.nodes != 1:
-        raise TemplateError(f"template {template.name!r} runs on one node (got --nodes {req.nodes})")
+        raise TemplateError("--nodes", None, f"template {template.name!r} runs on one node (got --nodes {req.nodes})")
     if not req.command and template.name != "nccl-tests":
-        raise TemplateError(f"template {template.name!r} needs a command after '--'")
+        raise TemplateError(template.name, None, "the template needs a command after '--'")
     gpn = req.gpus_per_node
     if gpn is None:
         gpn = 1 if template.tasks == "single" else facts.gpu_count
     if gpn < 1 or gpn > facts.gpu_count:
-        raise TemplateError(f"--gpus-per-node {gpn}: node type {facts.node_type} has {facts.gpu_count} GPUs")
+        raise TemplateError(f"--gpus-per-node {gpn}", None, f"node type {facts.node_type} has {facts.gpu_count} GPUs")
     opts: list[Option] = []
 
     def add(name, value, source):
@@ -139,7 +139,7 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
     if "sets" in template.params:
         sets = params["sets"]
         if not isinstance(sets, list) or not sets or not all(isinstance(s, dict) for s in sets):
-            raise TemplateError(f"template {template.name!r}: --set sets=... must be a non-empty JSON list of objects")
+            raise TemplateError("--set sets", None, f"template {template.name!r}: must be a non-empty JSON list of objects")
         throttle = int(params.get("throttle", 0))
         add("array", f"0-{len(sets) - 1}" + (f"%{throttle}" if throttle > 0 else ""),
             "template param sets (one array task each)" + (", % throttle from param throttle" if throttle else ""))
@@ -166,7 +166,7 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
     container_args = []
     if image:
         if not facts.submit_setting("container", False):
-            raise TemplateError(f"--set container_image: the site ({facts.source}) does not enable containers "
+            raise TemplateError("--set container_image", None, f"the site ({facts.source}) does not enable containers "
                                 "(submit.container = false)")
         container_args = [f"--container-image={image}"] + ([f"--container-mounts={mounts}"] if mounts else [])
 
@@ -240,7 +240,7 @@ def render(p: Plan) -> str:
     try:
         text = _jinja_env().from_string(p.template.source).render(**p.context)
     except jinja2.UndefinedError as exc:
-        raise TemplateError(f"{p.template.path}: {exc}") from None
+        raise TemplateError(p.template.path, None, str(exc)) from None
     return text
 
 

@@ -24,13 +24,17 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 
+from slurmkit.errors import InputError
+
 SUFFIX = ".sbatch.j2"
 _HEADER = re.compile(r"\A\{#-?\s*slurmkit\s*\n(.*?)\n\s*-?#\}", re.S)
 TASK_SHAPES = ("per-node", "per-gpu", "single")
 
 
-class TemplateError(ValueError):
-    """A template is unknown or malformed, or a ``--set`` is invalid (message says which)."""
+class TemplateError(InputError):
+    """A template is unknown or malformed, or a ``--set`` is invalid: ``file`` is the template
+    file (``line`` in it), the option (``--set``, ``--nodes``) or the template name, and the
+    message says what is wrong. CLI exit status 2."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,7 @@ class Param:
                     raise ValueError(f"expected a JSON {type(d).__name__}")
                 return value
         except ValueError as exc:
-            raise TemplateError(f"--set {self.name}={text!r}: {exc}") from None
+            raise TemplateError(f"--set {self.name}={text!r}", None, str(exc)) from None
         return text
 
 
@@ -83,10 +87,13 @@ class Template:
         """Parameter values: defaults, then ``values`` (typed, from the API), then ``sets``
         (text from ``--set``). An undeclared name raises :class:`TemplateError` naming the valid ones."""
         out = {name: p.default for name, p in self.params.items()}
-        for key, value in list((values or {}).items()) + list((sets or {}).items()):
+        given = [("params", k, v) for k, v in (values or {}).items()]
+        given += [("--set", k, v) for k, v in (sets or {}).items()]
+        for where, key, value in given:
             if key not in self.params:
                 valid = ", ".join(sorted(self.params)) or "(none)"
-                raise TemplateError(f"template {self.name!r} has no parameter {key!r}; valid: {valid}")
+                raise TemplateError(where, None, f"template {self.name!r} has no such parameter; "
+                                                 f"valid: {valid}", key)
             out[key] = self.params[key].convert(value) if isinstance(value, str) else value
         return out
 
@@ -95,18 +102,18 @@ def parse_header(name: str, text: str, path: str = "") -> Template:
     """A :class:`Template` from a template's source text (header as in the module docstring)."""
     m = _HEADER.match(text)
     if not m:
-        raise TemplateError(f"{path or name}:1: template lacks the '{{#- slurmkit' TOML header")
+        raise TemplateError(path or name, 1, "template lacks the '{#- slurmkit' TOML header")
     try:
         meta = tomllib.loads(m.group(1))
     except tomllib.TOMLDecodeError as exc:
-        raise TemplateError(f"{path or name}: header: {exc}") from None
+        raise TemplateError(path or name, None, f"header: {exc}") from None
     tasks = meta.get("tasks", "single")
     if tasks not in TASK_SHAPES:
-        raise TemplateError(f"{path or name}: header: tasks = {tasks!r}; expected one of {TASK_SHAPES}")
+        raise TemplateError(path or name, None, f"header: tasks = {tasks!r}; expected one of {TASK_SHAPES}")
     params = {}
     for pname, spec in (meta.get("params") or {}).items():
         if not isinstance(spec, dict) or "default" not in spec:
-            raise TemplateError(f"{path or name}: header: params.{pname} needs a default")
+            raise TemplateError(path or name, None, f"header: params.{pname} needs a default")
         params[pname] = Param(pname, spec["default"], str(spec.get("help", "")))
     return Template(name=name, path=path, description=str(meta.get("description", "")), tasks=tasks,
                     params=params, runtime_env=dict(meta.get("runtime_env") or {}), source=text)
@@ -124,6 +131,6 @@ def names() -> list[str]:
 def get(name: str) -> Template:
     """The shipped template ``name``; unknown names raise :class:`TemplateError` listing the known."""
     if name not in names():
-        raise TemplateError(f"unknown template {name!r}; known: {', '.join(names())}")
+        raise TemplateError(name, None, f"unknown template; known: {', '.join(names())}")
     res = _dir() / f"{name}{SUFFIX}"
     return parse_header(name, res.read_text(encoding="utf-8"), str(res))
