@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from slurmkit.sandbox import config
+from slurmkit.sandbox.errors import SpecError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -69,11 +70,16 @@ def test_slurm_conf_uses_loopback_only_and_has_hook_slots():
     assert addrs and all(a.startswith("127.") for a in addrs)
 
 
-def test_bad_counts_are_refused():
+def test_bad_counts_are_refused(tmp_path):
     with pytest.raises(ValueError, match="--nodes"):
         config.SandboxSpec(nodes=0).validate()
-    with pytest.raises(ValueError, match="--gpu-type"):
+    with pytest.raises(SpecError, match="--gpu-type"):
         config.SandboxSpec(gpu_type="h100 x").validate()
+    # the CLI: one line, exit 1, before anything is started or installed
+    r = subprocess.run([sys.executable, "-m", "slurmkit", "sandbox", "up", "--nodes", "0", "--dir", str(tmp_path / "sb")],
+                       capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == "slurmkit: error: --nodes must be between 1 and 64, not 0\n"
 
 
 # ----------------------------------------------------------------- real Slurm

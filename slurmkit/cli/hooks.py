@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from slurmkit.errors import UsageError
+
 
 def _run_hook(kind: str, config: str | None) -> None:
     from slurmkit.hooks.main import main
@@ -49,9 +51,11 @@ def healthcheck_cmd(config):
     _run_hook("healthcheck", config)
 
 
-def _fail(msg: str):
-    click.echo(f"slurmkit hooks: error: {msg}", err=True)
-    sys.exit(2)
+def _write_error(exc: OSError, path: Path):
+    """An OSError met while writing the install -> :class:`InstallError` naming the file."""
+    from slurmkit.hooks.install import InstallError
+
+    return InstallError(getattr(exc, "filename", None) or path, None, exc.strerror or str(exc))
 
 
 @cli.command("install")
@@ -81,20 +85,17 @@ def install_cmd(slurm_conf, dry_run, replace, profile, mode, state_dir, spool_di
     for item in snapshots:
         node, eq, path = item.partition("=")
         if not eq or not node or not path:
-            _fail(f"--snapshot {item!r}: want NODE=FILE")
+            raise UsageError("--snapshot", f"{item!r}: want NODE=FILE")
         snaps[node] = path
     path = Path(slurm_conf).absolute()
     scontrol = shutil.which("scontrol")
-    try:
-        tree = sconf.load_tree(path)
-        text = render(path, gres_conf=path.parent / "gres.conf", profile=profile, mode=mode, state_dir=state_dir,
-                      spool_dir=spool_dir, textfile_dir=textfile_dir, resume_after=resume_after,
-                      snapshots=snaps, slurm_bin_dir=str(Path(scontrol).parent) if scontrol else None)
-        spec = inst.InstallSpec(python=sys.executable, config=text, interval_s=interval, timeout_s=timeout,
-                                replace=replace)
-        plan = inst.plan_install(tree, spec)
-    except (sconf.ConfError, inst.InstallError) as exc:
-        _fail(str(exc))
+    tree = sconf.load_tree(path)
+    text = render(path, gres_conf=path.parent / "gres.conf", profile=profile, mode=mode, state_dir=state_dir,
+                  spool_dir=spool_dir, textfile_dir=textfile_dir, resume_after=resume_after,
+                  snapshots=snaps, slurm_bin_dir=str(Path(scontrol).parent) if scontrol else None)
+    spec = inst.InstallSpec(python=sys.executable, config=text, interval_s=interval, timeout_s=timeout,
+                            replace=replace)
+    plan = inst.plan_install(tree, spec)
     click.echo(plan.diff() or "nothing to change: the hooks are already installed", nl=False)
     if plan.diff():
         click.echo("")
@@ -109,7 +110,7 @@ def install_cmd(slurm_conf, dry_run, replace, profile, mode, state_dir, spool_di
             Path(d).mkdir(parents=True, exist_ok=True, mode=0o700)
         Path(textfile_dir).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        _fail(f"{getattr(exc, 'filename', '') or path}: {exc.strerror or exc}")
+        raise _write_error(exc, path) from None
     for b in backups:
         click.echo(f"backup: {b}")
     for note in plan.notes:
@@ -125,11 +126,8 @@ def uninstall_cmd(slurm_conf, dry_run):
     from slurmkit.slurm import conf as sconf
 
     path = Path(slurm_conf).absolute()
-    try:
-        manifest = inst.read_manifest(path)
-        plan = inst.plan_uninstall(sconf.load_tree(path), manifest)
-    except (sconf.ConfError, inst.InstallError) as exc:
-        _fail(str(exc))
+    manifest = inst.read_manifest(path)
+    plan = inst.plan_uninstall(sconf.load_tree(path), manifest)
     click.echo(plan.diff() or "nothing to undo: the hooks are not installed", nl=False)
     if plan.diff():
         click.echo("")
@@ -139,6 +137,6 @@ def uninstall_cmd(slurm_conf, dry_run):
     try:
         inst.apply(plan, path, installing=False)
     except OSError as exc:
-        _fail(f"{getattr(exc, 'filename', '') or path}: {exc.strerror or exc}")
+        raise _write_error(exc, path) from None
     for note in plan.notes:
         click.echo(note)

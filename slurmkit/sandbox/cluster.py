@@ -23,6 +23,7 @@ from pathlib import Path
 
 from slurmkit.atomicfile import atomic_write
 from slurmkit.sandbox import config
+from slurmkit.sandbox.errors import SandboxError
 from slurmkit.slurm import commands
 
 log = logging.getLogger("slurmkit.sandbox")
@@ -36,10 +37,6 @@ BINARIES = {"munged": "munge", "mungekey": "munge", "munge": "munge", "mariadbd"
             "slurmd": "slurm-wlm", "sacctmgr": "slurm-wlm", "scontrol": "slurm-wlm",
             "sinfo": "slurm-wlm", "srun": "slurm-wlm", "unshare": "util-linux"}
 NVIDIA_MAJOR = 195
-
-
-class SandboxError(RuntimeError):
-    """The sandbox cannot be started or stopped; the message says why and what to do."""
 
 
 def default_dir() -> Path:

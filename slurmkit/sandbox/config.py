@@ -14,6 +14,8 @@ from pathlib import Path
 
 import jinja2
 
+from slurmkit.sandbox.errors import SpecError
+
 PARTITION = "gpu"
 
 
@@ -84,15 +86,16 @@ class SandboxSpec:
         return "n1" if self.nodes == 1 else f"n[1-{self.nodes}]"
 
     def validate(self) -> None:
-        """Raise ValueError for counts the sandbox cannot lay out."""
+        """Raise :class:`~slurmkit.sandbox.errors.SpecError` (a ValueError) for counts the
+        sandbox cannot lay out."""
         if not 1 <= self.nodes <= 64:
-            raise ValueError(f"--nodes must be between 1 and 64, not {self.nodes}")
+            raise SpecError(f"--nodes must be between 1 and 64, not {self.nodes}")
         if not 1 <= self.gpus_per_node <= 16:
-            raise ValueError(f"--gpus-per-node must be between 1 and 16, not {self.gpus_per_node}")
+            raise SpecError(f"--gpus-per-node must be between 1 and 16, not {self.gpus_per_node}")
         if not self.gpu_type.replace("_", "").replace("-", "").isalnum():
-            raise ValueError(f"--gpu-type must be a plain name such as h100, not {self.gpu_type!r}")
+            raise SpecError(f"--gpu-type must be a plain name such as h100, not {self.gpu_type!r}")
         if not self.host_cpus:
-            raise ValueError("no usable CPU on this host")
+            raise SpecError("no usable CPU on this host")
 
 
 def device_minors(gpus: int) -> list[int]:

@@ -28,15 +28,12 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from slurmkit.sandbox.cluster import Sandbox
+from slurmkit.sandbox.errors import DemoError
 from slurmkit.sandbox.gpus import GpuSimulator
 
 SICK_NODE = "n2"
 FAULT = "row-remap"
 HEALTHCHECK_INTERVAL_S = 5
-
-
-class DemoError(RuntimeError):
-    """A demo step did not have the outcome it should; the message says which and why."""
 
 
 def _step(n: int, msg: str) -> None:
