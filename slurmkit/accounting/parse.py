@@ -446,8 +446,8 @@ def parse_step_ids(s) -> pd.DataFrame:
 
 def pending_task_count(task: pd.Series) -> pd.Series:
     """Tasks in a pending array expression (``[5-9]`` -> 5, ``[1,3,7-8%2]`` -> 4); 0 for a plain
-    task id or "". Uses python-hostlist to expand the ranges."""
-    import hostlist
+    task id or "". Uses :mod:`slurmkit.hostlist` to expand the ranges."""
+    from slurmkit import hostlist
 
     def count(expr: str) -> int:
         body = expr[1:-1].split("%")[0]

@@ -48,7 +48,7 @@ def gpus_per_node_scontrol(text: str) -> dict[str, int]:
 def gpus_per_node_profile(profile) -> dict[str, int]:
     """Site profile (``Profile`` or dict) -> {node: gpu_count} from partitions' hostlists and
     their node type's ``gpu_count`` (python-hostlist expands ``n[1-4]``)."""
-    import hostlist
+    from slurmkit import hostlist
 
     def get(o, k, d=None):
         return o.get(k, d) if isinstance(o, dict) else getattr(o, k, d)
@@ -82,7 +82,7 @@ def down_gpu_hours(events: pd.DataFrame, gpus: dict[str, int], start, end, now=N
     """GPU-hours lost to down/drained nodes in ``[start, end)``: per node, the union of its
     event intervals (ongoing ones end at ``now``) clipped to the window, × that node's GPUs.
     A node listed by several events (hostlist entries in one event are expanded) counts once."""
-    import hostlist
+    from slurmkit import hostlist
 
     start, end = pd.Timestamp(start), pd.Timestamp(end)
     now = pd.Timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import jinja2
 
+from slurmkit.hostlist import collect_hostlist
 from slurmkit.sandbox.errors import SpecError
 
 PARTITION = "gpu"
@@ -83,7 +84,7 @@ class SandboxSpec:
 
     @property
     def nodeset(self) -> str:
-        return "n1" if self.nodes == 1 else f"n[1-{self.nodes}]"
+        return collect_hostlist(f"n{i}" for i in range(1, self.nodes + 1))
 
     def validate(self) -> None:
         """Raise :class:`~slurmkit.sandbox.errors.SpecError` (a ValueError) for counts the
@@ -164,7 +165,7 @@ def _leaves(spec: SandboxSpec) -> list[dict]:
     h = n // 2
 
     def rng(a, b):
-        return f"n{a}" if a == b else f"n[{a}-{b}]"
+        return collect_hostlist(f"n{i}" for i in range(a, b + 1))
 
     return [{"name": "leaf1", "nodes": rng(1, h)}, {"name": "leaf2", "nodes": rng(h + 1, n)}]
 

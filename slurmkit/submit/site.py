@@ -99,7 +99,7 @@ def _expand(hostlist_expr) -> tuple[str, ...]:
         return ()
     if isinstance(hostlist_expr, (list, tuple)):
         return tuple(hostlist_expr)
-    import hostlist
+    from slurmkit import hostlist
 
     return tuple(hostlist.expand_hostlist(hostlist_expr))
 
