@@ -171,8 +171,8 @@ def test_cli_up_down_up_leaves_nothing_behind(sandbox):
         status = subprocess.run(cli + ["status", "--dir", str(root), "--json"], capture_output=True, text=True)
         assert status.returncode == 0 and '"up": true' in status.stdout
         subprocess.run(cli + ["down", "--dir", str(root)], check=True, capture_output=True, timeout=120)
-        from slurmkit.sandbox.cluster import _alive
-        assert [p for p in pids if _alive(p)] == []  # (a zombie awaiting its reaper is not alive)
+        from slurmkit.sandbox.cluster import pid_alive
+        assert [p for p in pids if pid_alive(p)] == []  # (a zombie awaiting its reaper is not alive)
         stray = subprocess.run(["pgrep", "-f", str(root)], capture_output=True, text=True).stdout.split()
         assert stray == []
         status = subprocess.run(cli + ["status", "--dir", str(root)], capture_output=True, text=True)
