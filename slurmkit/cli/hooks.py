@@ -51,11 +51,31 @@ def healthcheck_cmd(config):
     _run_hook("healthcheck", config)
 
 
-def _write_error(exc: OSError, path: Path):
-    """An OSError met while writing the install -> :class:`InstallError` naming the file."""
-    from slurmkit.hooks.install import InstallError
+def _show(plan, nothing: str, dry_run: bool, notes: bool) -> bool:
+    """Print ``plan``'s diff (or ``nothing``); on a dry run also its notes (when ``notes``) and
+    say nothing was written. Returns ``dry_run``."""
+    click.echo(plan.diff() or nothing, nl=False)
+    if plan.diff():
+        click.echo("")
+    if dry_run:
+        for note in plan.notes if notes else ():
+            click.echo(note)
+        click.echo("dry run: nothing written")
+    return dry_run
 
-    return InstallError(getattr(exc, "filename", None) or path, None, exc.strerror or str(exc))
+
+def _apply(plan, path: Path, installing: bool, dirs=()) -> list[str]:
+    """:func:`slurmkit.hooks.install.apply`, then create ``dirs`` (``(path, mode)`` pairs);
+    returns the backups written. An OSError becomes :class:`InstallError` naming the file."""
+    from slurmkit.hooks import install as inst
+
+    try:
+        backups = inst.apply(plan, path, installing=installing)
+        for d, mode in dirs:
+            Path(d).mkdir(parents=True, exist_ok=True, mode=mode)
+    except OSError as exc:
+        raise inst.InstallError(getattr(exc, "filename", None) or path, None, exc.strerror or str(exc)) from None
+    return backups
 
 
 @cli.command("install")
@@ -96,21 +116,9 @@ def install_cmd(slurm_conf, dry_run, replace, profile, mode, state_dir, spool_di
     spec = inst.InstallSpec(python=sys.executable, config=text, interval_s=interval, timeout_s=timeout,
                             replace=replace)
     plan = inst.plan_install(tree, spec)
-    click.echo(plan.diff() or "nothing to change: the hooks are already installed", nl=False)
-    if plan.diff():
-        click.echo("")
-    if dry_run:
-        for note in plan.notes:
-            click.echo(note)
-        click.echo("dry run: nothing written")
+    if _show(plan, "nothing to change: the hooks are already installed", dry_run, notes=True):
         return
-    try:
-        backups = inst.apply(plan, path, installing=True)
-        for d in (state_dir, spool_dir):
-            Path(d).mkdir(parents=True, exist_ok=True, mode=0o700)
-        Path(textfile_dir).mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise _write_error(exc, path) from None
+    backups = _apply(plan, path, True, dirs=((state_dir, 0o700), (spool_dir, 0o700), (textfile_dir, 0o777)))
     for b in backups:
         click.echo(f"backup: {b}")
     for note in plan.notes:
@@ -128,15 +136,8 @@ def uninstall_cmd(slurm_conf, dry_run):
     path = Path(slurm_conf).absolute()
     manifest = inst.read_manifest(path)
     plan = inst.plan_uninstall(sconf.load_tree(path), manifest)
-    click.echo(plan.diff() or "nothing to undo: the hooks are not installed", nl=False)
-    if plan.diff():
-        click.echo("")
-    if dry_run:
-        click.echo("dry run: nothing written")
+    if _show(plan, "nothing to undo: the hooks are not installed", dry_run, notes=False):
         return
-    try:
-        inst.apply(plan, path, installing=False)
-    except OSError as exc:
-        raise _write_error(exc, path) from None
+    _apply(plan, path, False)
     for note in plan.notes:
         click.echo(note)
