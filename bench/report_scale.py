@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scale benchmark of the weekly report (issue 6, section 7). Run by hand:
+"""Scale benchmark of the weekly report. Run by hand:
 
     .venv/bin/python bench/report_scale.py [--rows 1000000] [--keep FILE | --reuse FILE] [--repeat 3]
 

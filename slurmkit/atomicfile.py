@@ -1,31 +1,97 @@
-"""Atomic file replacement: a reader (slurmd re-reading slurm.conf, node_exporter, a hook)
-sees the old file or the new one, never a truncated or half-written one."""
+"""Atomic file replacement: a reader (slurmd re-reading slurm.conf, node_exporter, a hook, the
+report) sees the old file or the new one, never a truncated or half-written one, and after a
+crash the new one is either wholly there or not at all.
+
+Every file slurmkit replaces in place goes through here: hook state, textfile metrics, the
+kmsg cursor, the accounting store's Parquet files and manifest, snapshots, slurm.conf and the
+hooks config written by install, the sandbox's configuration.
+
+How: the data goes to a hidden temp file in the same directory (``.<name>.tmp<pid>``, so a
+reader globbing ``*.prom`` or ``*.parquet`` never picks it up), which is fsync'ed, given its
+mode and renamed over ``path``; then the directory is fsync'ed so that the rename itself
+survives a crash. Standard library only: the hooks import this on every job.
+"""
+
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
+from typing import Callable, Iterator
 
 
-def atomic_write(path: Path | str, data: bytes | str, mode: int | None = None) -> None:
-    """Write ``data`` (str is UTF-8 encoded) to ``path`` atomically: a temp file in the same
-    directory, fsync, chmod, rename over. ``mode`` defaults to the replaced file's mode, else
-    0644. Raises ``OSError`` (the temp file is removed; ``path`` is left as it was)."""
-    path = Path(path)
-    if isinstance(data, str):
-        data = data.encode()
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+def _fsync_dir(directory: str) -> None:
+    """fsync ``directory`` (makes a rename in it durable). Filesystems that cannot (some
+    network and FUSE mounts answer EINVAL) are let be: the rename has still happened."""
     try:
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _replacing(path: Path | str, mode: int | None) -> Iterator[str]:
+    """Yield the temp path to fill (and fsync); on a clean exit chmod it, rename it over
+    ``path`` and fsync the directory; on any exception remove it and re-raise."""
+    path = os.fspath(path)
+    directory, name = os.path.split(path)
+    tmp = os.path.join(directory, f".{name}.tmp{os.getpid()}")
+    try:
+        yield tmp
         if mode is None:
             try:
-                mode = path.stat().st_mode & 0o7777
+                mode = os.stat(path).st_mode & 0o7777
             except FileNotFoundError:
                 mode = 0o644
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
         raise
+    _fsync_dir(directory or ".")
+
+
+def atomic_write(path: Path | str, data: bytes | str, mode: int | None = None) -> None:
+    """Replace ``path`` atomically with ``data`` (bytes, or str written as UTF-8).
+
+    ``mode``: permission bits of the new file; None keeps the replaced file's mode, else 0644.
+    Raises ``OSError`` (the temp file is removed; ``path`` is left as it was).
+    """
+    if isinstance(data, str):
+        data = data.encode()
+    with _replacing(path, mode) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write_with(path: Path | str, write: Callable[[str], None], mode: int | None = None) -> None:
+    """Replace ``path`` atomically with the file that ``write(tmp_path)`` writes at the temp
+    path it is given (for writers that want a path, such as ``pyarrow.parquet.write_table``);
+    the temp file is then fsync'ed, chmod'ed and renamed over ``path``.
+
+    ``mode``: as for :func:`atomic_write`. Raises ``OSError`` and whatever ``write`` raises
+    (the temp file is removed; ``path`` is left as it was); ``FileNotFoundError`` when
+    ``write`` wrote nothing.
+    """
+    with _replacing(path, mode) as tmp:
+        write(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

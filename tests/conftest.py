@@ -35,11 +35,11 @@ def corpus() -> Path:
 
 
 def _free_port_base() -> int:
-    from slurmkit.sandbox.cluster import _port_free
+    from slurmkit.sandbox.cluster import port_free
 
     for base in range(7600, 9600, 100):
-        if all(_port_free(base + off) for off in (0, 2, 4)) and all(
-                _port_free(base + 10 + i, f"127.0.1.{i}") for i in range(1, 5)):
+        if all(port_free(base + off) for off in (0, 2, 4)) and all(
+                port_free(base + 10 + i, f"127.0.1.{i}") for i in range(1, 5)):
             return base
     raise RuntimeError("no free port range for a test sandbox")
 

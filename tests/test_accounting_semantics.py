@@ -1,4 +1,4 @@
-"""One test per semantic rule of issue 6 section 2, on tiny sacct inputs written here."""
+"""One test per semantic rule of the accounting reader and the weekly aggregation, on tiny sacct inputs written here."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from slurmkit.cli import cli
+from slurmkit.health.errors import CaptureError
 from slurmkit.health.kmsg import read_kmsg
 from slurmkit.health.source import SourceError, load_capture
 
@@ -161,3 +162,13 @@ def test_old_schema_ecc_totals_and_n_a_values(tmp_path):
     r = run("--json", "health", "check", "--from", str(f))
     assert r.exit_code == 1
     assert [x["check"] for x in json.loads(r.output)["results"] if x["status"] == "fail"] == ["ecc_volatile_uncorrectable"]
+
+
+def test_bad_capture_value_names_its_field(tmp_path):
+    f = tmp_path / "bad.xml"
+    f.write_text("<?xml version='1.0'?>\n<nvidia_smi_log><attached_gpus>1</attached_gpus>\n<gpu id='00000000:01:00.0'>\n"
+                 "<fb_memory_usage><used>lots</used></fb_memory_usage></gpu></nvidia_smi_log>\n")
+    with pytest.raises(CaptureError) as ei:
+        load_capture(f)
+    assert (ei.value.file, ei.value.line, ei.value.key) == (str(f), 4, "fb_memory_usage/used")
+    assert str(ei.value) == f"{f}:4: fb_memory_usage/used: want a number, got 'lots'"

@@ -1,4 +1,4 @@
-"""The fault matrix (issue 5, section 7), each with the outcome documented in slurmkit/hooks/flows.py."""
+"""The fault matrix of docs/hooks.md, each with the outcome documented in slurmkit/hooks/flows.py."""
 
 import json
 import os

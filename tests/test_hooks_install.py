@@ -200,5 +200,12 @@ def test_cli_install_dry_run_diff_and_errors(tmp_path):
     bad = _site(tmp_path / "b", "ClusterName=c\nnot a line\n", sched=None) if (tmp_path / "b").mkdir() is None else None
     r = _cli("install", "--slurm-conf", str(bad))
     assert r.returncode == 2 and f"{bad}:2:" in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.startswith(f"slurmkit: error: {bad}:2:") and r.stderr.count("\n") == 1
     r = _cli("install", "--slurm-conf", str(tmp_path / "missing.conf"))
     assert r.returncode == 2 and "missing.conf" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("install", "--slurm-conf", str(path), "--snapshot", "n1")
+    assert r.returncode == 2 and r.stderr == "slurmkit: error: --snapshot: 'n1': want NODE=FILE\n"
+    path.write_text(NHC_SITE.replace("#HealthCheckProgram=", "HealthCheckProgram=/usr/sbin/nhc"))
+    r = _cli("install", "--slurm-conf", str(path))
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1
+    assert r.stderr.startswith(f"slurmkit: error: {path}:9: HealthCheckProgram=/usr/sbin/nhc belongs to the site")

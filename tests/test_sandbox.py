@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from slurmkit.sandbox import config
+from slurmkit.sandbox.errors import SpecError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -69,11 +70,16 @@ def test_slurm_conf_uses_loopback_only_and_has_hook_slots():
     assert addrs and all(a.startswith("127.") for a in addrs)
 
 
-def test_bad_counts_are_refused():
+def test_bad_counts_are_refused(tmp_path):
     with pytest.raises(ValueError, match="--nodes"):
         config.SandboxSpec(nodes=0).validate()
-    with pytest.raises(ValueError, match="--gpu-type"):
+    with pytest.raises(SpecError, match="--gpu-type"):
         config.SandboxSpec(gpu_type="h100 x").validate()
+    # the CLI: one line, exit 1, before anything is started or installed
+    r = subprocess.run([sys.executable, "-m", "slurmkit", "sandbox", "up", "--nodes", "0", "--dir", str(tmp_path / "sb")],
+                       capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == "slurmkit: error: --nodes must be between 1 and 64, not 0\n"
 
 
 # ----------------------------------------------------------------- real Slurm
@@ -165,8 +171,8 @@ def test_cli_up_down_up_leaves_nothing_behind(sandbox):
         status = subprocess.run(cli + ["status", "--dir", str(root), "--json"], capture_output=True, text=True)
         assert status.returncode == 0 and '"up": true' in status.stdout
         subprocess.run(cli + ["down", "--dir", str(root)], check=True, capture_output=True, timeout=120)
-        from slurmkit.sandbox.cluster import _alive
-        assert [p for p in pids if _alive(p)] == []  # (a zombie awaiting its reaper is not alive)
+        from slurmkit.sandbox.cluster import pid_alive
+        assert [p for p in pids if pid_alive(p)] == []  # (a zombie awaiting its reaper is not alive)
         stray = subprocess.run(["pgrep", "-f", str(root)], capture_output=True, text=True).stdout.split()
         assert stray == []
         status = subprocess.run(cli + ["status", "--dir", str(root)], capture_output=True, text=True)

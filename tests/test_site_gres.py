@@ -157,7 +157,7 @@ def test_cli_site_bad_profile_exit_2(tmp_path):
         r = _cli("site", cmd, str(bad))
         assert r.returncode == 2 and "Traceback" not in r.stderr
         line = next(i for i, l in enumerate(bad.read_text().splitlines(), 1) if "gpu_count = four" in l)
-        assert f"{bad}:{line}: TOML syntax error" in r.stderr
+        assert r.stderr.startswith(f"slurmkit: error: {bad}:{line}: TOML syntax error") and r.stderr.count("\n") == 1
     bad.write_text((SITE / "sandbox.toml").read_text().replace('role = "other"', 'role = "storage"'))
     r = _cli("site", "check", str(bad))
     assert r.returncode == 2 and "node_types.sandbox-h100x4.nics[4].role" in r.stderr

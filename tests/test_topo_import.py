@@ -3,6 +3,7 @@ that the gres.conf generator turns into the right Cores= and Links=."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -80,6 +81,12 @@ def test_import_bad_input_exit_2(tmp_path):
     good = tmp_path / "g.txt"
     good.write_text("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV4\t0-3\nGPU1\tNV4\t X \t0-3\n")
     r = _cli("topo", "import", str(good), "--name", "a.b")
-    assert r.returncode == 2 and "--name" in r.stderr
+    assert r.returncode == 2
+    assert r.stderr == "slurmkit: error: --name: 'a.b': use one word without dots or brackets\n"
     r = _cli("topo", "import", str(good), "--name", "ok", "-o", str(tmp_path / "no" / "dir.toml"))
-    assert r.returncode == 2 and "No such file" in r.stderr
+    assert r.returncode == 2
+    assert r.stderr.splitlines()[-1] == f"slurmkit: error: {tmp_path / 'no' / 'dir.toml'}: No such file or directory"
+    out = tmp_path / "ok.toml"
+    r = _cli("topo", "import", str(good), "--name", "ok", "-o", str(out))
+    assert r.returncode == 0 and r.stdout == "" and out.read_text().count("[node_types.ok]") == 1
+    assert sorted(os.listdir(tmp_path)) == ["g.txt", "ok.toml", "x.txt"]  # no temp file left beside it

@@ -299,7 +299,7 @@ class _Cols:
 
     def text(self, *fields) -> pd.Series:
         c = self.col(*fields)
-        return P._str_series(c) if c is not None else P._str_series(self.empty)
+        return P.str_series(c) if c is not None else P.str_series(self.empty)
 
     def num(self, *fields) -> pd.Series:
         c = self.col(*fields)
@@ -307,7 +307,7 @@ class _Cols:
             return pd.Series(np.full(self.n, np.nan))
         if pa.types.is_integer(c.type):
             return pd.Series(P.int_column_np(c))
-        (v,) = P._dict_apply(c, lambda x: (P._num_np(pc.utf8_trim_whitespace(x), r"^-?[0-9]+(\.[0-9]+)?$"),))
+        (v,) = P.dict_apply(c, lambda x: (P.num_np(pc.utf8_trim_whitespace(x), r"^-?[0-9]+(\.[0-9]+)?$"),))
         return pd.Series(v)
 
     def times(self, field: str, tz: str) -> pd.Series:
@@ -346,7 +346,7 @@ class _Cols:
         jid = self.col("JobID")
         if self.n and jid is not None and pc.all(pc.equal(rawid, jid)).as_py():
             return alloc_id   # no array task or het job in this block: JobIDRaw is the JobID
-        raw_alloc = P._str_series(P.before_dot(rawid))
+        raw_alloc = P.str_series(P.before_dot(rawid))
         return raw_alloc.where(raw_alloc != "", alloc_id)
 
 
@@ -379,7 +379,7 @@ def _typed_steps(table: pa.Table, dq: DataQuality, source: str, cluster: str, tz
     ids = P.parse_step_ids(jid)
     out: dict = {}
     out["cluster"] = c.cluster(cluster)
-    out["job_id"] = P._str_series(jid)
+    out["job_id"] = P.str_series(jid)
     out["key_id"] = c.key_id(ids["alloc_id"])
     out["step"] = ids["step"]
     out["submit"] = c.times("Submit", tz)
@@ -398,7 +398,7 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
     ids = P.parse_job_ids(jid)
     out: dict = {}
     out["cluster"] = c.cluster(cluster)
-    out["job_id"] = P._str_series(jid)
+    out["job_id"] = P.str_series(jid)
     out["key_id"] = c.key_id(ids["alloc_id"])
     out["array_task"] = ids["array_task"]
     out["pending_tasks"] = P.pending_task_count(ids["array_task"])

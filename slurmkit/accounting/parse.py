@@ -39,7 +39,7 @@ def _all_digits(a) -> bool:
     return bool(pc.all(pc.ascii_is_decimal(a)).as_py())
 
 
-def _num_np(a: pa.ChunkedArray, pattern=r"^[0-9]+(\.[0-9]+)?$") -> np.ndarray:
+def num_np(a: pa.ChunkedArray, pattern=r"^[0-9]+(\.[0-9]+)?$") -> np.ndarray:
     """Strings -> float64 numpy (NaN where not a plain number). All digits (counts, epoch
     seconds, usage figures): a cast, no regular expression."""
     if _all_digits(a):
@@ -49,11 +49,11 @@ def _num_np(a: pa.ChunkedArray, pattern=r"^[0-9]+(\.[0-9]+)?$") -> np.ndarray:
     return vals.to_numpy(zero_copy_only=False).astype("float64", copy=False)
 
 
-#: Values :func:`_dict_apply` looks at (at each end of a column) before hashing all of it.
+#: Values :func:`dict_apply` looks at (at each end of a column) before hashing all of it.
 _SAMPLE = 8192
 
 
-def _dict_apply(a: pa.ChunkedArray, fn, max_share: float = 0.5):
+def dict_apply(a: pa.ChunkedArray, fn, max_share: float = 0.5):
     """Apply ``fn`` (Arrow string array -> tuple of numpy float arrays / Arrow arrays) to the
     distinct values of ``a`` only and expand the results back by index: sacct columns repeat
     their values (states, TRES strings, durations), so this parses each value once. Falls back
@@ -92,7 +92,10 @@ def _dict_apply(a: pa.ChunkedArray, fn, max_share: float = 0.5):
 _STR = pd.StringDtype("pyarrow", na_value=np.nan)
 
 
-def _str_series(a, index=None) -> pd.Series:
+def str_series(a, index=None) -> pd.Series:
+    """Arrow strings (array, chunked array or anything :func:`pyarrow.array` takes) -> a pandas
+    ``str`` Series backed by the same Arrow memory (no copy), nulls as ""; ``index``: the
+    Series' index (default a RangeIndex)."""
     a = pc.fill_null(_arrow(a), "")
     return pd.Series(pd.arrays.ArrowStringArray(a, dtype=_STR), index=index, copy=False)
 
@@ -161,17 +164,17 @@ _DUR = r"^(?:(?P<d>[0-9]+)-)?(?:(?P<h>[0-9]+):)?(?P<m>[0-9]+):(?P<s>[0-9]+(?:\.[
 
 
 def _parse_duration_np(a: pa.ChunkedArray) -> np.ndarray:
-    out = _num_np(a)
+    out = num_np(a)
     has_sep = pc.fill_null(pc.match_substring_regex(a, r"[:\-]"), False)
     if pc.any(has_sep).as_py():
         b = pc.replace_substring_regex(a, r"^([0-9]+)-([0-9]+)$", r"\1-\2:00:00")
         b = pc.replace_substring_regex(b, r"^([0-9]+)-([0-9]+):([0-9]+)$", r"\1-\2:\3:00")
         b = pc.if_else(has_sep, b, _NULL)
         parts = pc.extract_regex(b, _DUR)
-        d = np.nan_to_num(_num_np(_field(parts, "d")))
-        h = np.nan_to_num(_num_np(_field(parts, "h")))
-        m = _num_np(_field(parts, "m"))
-        sec = _num_np(_field(parts, "s"))
+        d = np.nan_to_num(num_np(_field(parts, "d")))
+        h = np.nan_to_num(num_np(_field(parts, "h")))
+        m = num_np(_field(parts, "m"))
+        sec = num_np(_field(parts, "s"))
         val = d * 86400 + h * 3600 + m * 60 + sec
         out = np.where(np.isnan(out), val, out)
     return out
@@ -185,7 +188,7 @@ def parse_duration_s(s) -> pd.Series:
     ``UNLIMITED``, ``Partition_Limit``, ``INVALID``, empty -> NaN.
     """
     a = pc.utf8_trim_whitespace(_arrow(s))
-    (out,) = _dict_apply(a, lambda x: (_parse_duration_np(x),))
+    (out,) = dict_apply(a, lambda x: (_parse_duration_np(x),))
     return pd.Series(out, index=_index(s), dtype="float64")
 
 
@@ -196,11 +199,11 @@ def parse_timelimit_s(s, raw_minutes: bool = False) -> pd.Series:
     a = pc.utf8_trim_whitespace(_arrow(s))
 
     def one(x):
-        out = _num_np(x) * 60.0 if raw_minutes else _parse_duration_np(x)
+        out = num_np(x) * 60.0 if raw_minutes else _parse_duration_np(x)
         unlimited = pc.fill_null(pc.is_in(x, pa.array(["UNLIMITED", "Partition_Limit", "4294967295"])), False)
         return (np.where(unlimited.to_numpy(zero_copy_only=False), np.inf, out),)
 
-    (out,) = _dict_apply(a, one)
+    (out,) = dict_apply(a, one)
     return pd.Series(out, index=_index(s), dtype="float64")
 
 
@@ -231,11 +234,11 @@ def _mem_np(a: pa.ChunkedArray, bare: str) -> tuple[np.ndarray, pa.ChunkedArray]
     body = pc.if_else(has_unit, pc.binary_slice(raw, 0, -1), raw).cast(pa.string())
     if _all_digits(body):
         # digits and at most a unit letter (usage figures, most AllocTRES / ReqMem): no regex
-        num = _num_np(body)
+        num = num_np(body)
         per = pa.chunked_array([pa.nulls(len(a), pa.string())])
     else:
         parts = pc.extract_regex(a, r"^(?P<n>[0-9]+(?:\.[0-9]+)?)(?P<u>[KMGTPB]?)(?P<p>[cn]?)$")
-        num = _num_np(_field(parts, "n"))
+        num = num_np(_field(parts, "n"))
         uidx = _unit_index(_field(parts, "u"))
         per = _field(parts, "p")
     factor = np.array([_MEM_UNIT_MIB[u] for u in _UNITS] + [_MEM_UNIT_MIB[bare]])
@@ -256,8 +259,8 @@ def parse_mem_mib(s, bare: str = "M") -> tuple[pd.Series, pd.Series]:
         mib, p = _mem_np(x, bare)
         return mib, pc.if_else(pc.equal(p, "c"), "cpu", pc.if_else(pc.equal(p, "n"), "node", ""))
 
-    mib, per = _dict_apply(a, one)
-    return pd.Series(mib, index=_index(s), dtype="float64"), _str_series(per, _index(s))
+    mib, per = dict_apply(a, one)
+    return pd.Series(mib, index=_index(s), dtype="float64"), str_series(per, _index(s))
 
 
 def _tres_entries(a: pa.ChunkedArray, keys: tuple[str, ...]) -> tuple[int, list]:
@@ -308,9 +311,9 @@ def tres_usage(s) -> tuple[pd.Series, pd.Series]:
     def one(x):
         n, ((mem, mrow), (util, urow)) = _tres_entries(x, ("mem", "gres/gpuutil"))
         return (_scatter(n, mrow, _mem_np(pa.chunked_array([mem], pa.string()), "B")[0]),
-                _scatter(n, urow, _num_np(pa.chunked_array([util], pa.string()))))
+                _scatter(n, urow, num_np(pa.chunked_array([util], pa.string()))))
 
-    mem, util = _dict_apply(_arrow(s), one)
+    mem, util = dict_apply(_arrow(s), one)
     return pd.Series(mem, index=_index(s), dtype="float64"), pd.Series(util, index=_index(s), dtype="float64")
 
 
@@ -326,7 +329,7 @@ def tres_value(s, key: str) -> pd.Series:
 
 def tres_number(s, key: str) -> pd.Series:
     """:func:`tres_value` as float (NaN when absent or not a number)."""
-    (out,) = _dict_apply(_arrow(s), lambda x: (_num_np(_tres_arrow(x, key)),))
+    (out,) = dict_apply(_arrow(s), lambda x: (num_np(_tres_arrow(x, key)),))
     return pd.Series(out, index=_index(s), dtype="float64")
 
 
@@ -335,7 +338,7 @@ def tres_mem_mib(s, key: str = "mem", bare: str = "M") -> pd.Series:
     def one(x):
         return (_mem_np(pc.fill_null(_tres_arrow(x, key), ""), bare)[0],)
 
-    (mib,) = _dict_apply(_arrow(s), one)
+    (mib,) = dict_apply(_arrow(s), one)
     return pd.Series(mib, index=_index(s), dtype="float64")
 
 
@@ -359,12 +362,12 @@ def gpus_from_tres(s) -> tuple[pd.Series, pd.Series]:
     ``gpu_type`` is the first typed entry's type ("" when only the untyped count is given).
     """
     a = pc.fill_null(_arrow(s), "")
-    gpus, gtype = _dict_apply(a, _gpus_arrow)
-    return pd.Series(gpus, index=_index(s), dtype="float64"), _str_series(gtype, _index(s))
+    gpus, gtype = dict_apply(a, _gpus_arrow)
+    return pd.Series(gpus, index=_index(s), dtype="float64"), str_series(gtype, _index(s))
 
 
 def _gpus_arrow(a: pa.ChunkedArray):
-    untyped = _num_np(_tres_arrow(a, "gres/gpu"))
+    untyped = num_np(_tres_arrow(a, "gres/gpu"))
     gtype = pc.fill_null(_field(pc.extract_regex(a, r"(?:^|,)gres/gpu:(?P<t>[^=,]+)="), "t"), "")
     has_typed = pc.not_equal(gtype, "").to_numpy(zero_copy_only=False).astype(bool)
     is_mig = pc.match_substring_regex(gtype, r"[0-9]+g\.[0-9]+gb").to_numpy(zero_copy_only=False).astype(bool)
@@ -397,8 +400,8 @@ def parse_job_ids(s) -> pd.DataFrame:
     a = pc.utf8_trim_whitespace(_arrow(s))
     idx = _index(s)
     if _all_digits(a):   # plain job ids (no array task, het component or step): no regex
-        empty = _str_series(pc.cast(pa.repeat("", len(a)), pa.string()), idx)
-        ids = _str_series(a, idx)
+        empty = str_series(pc.cast(pa.repeat("", len(a)), pa.string()), idx)
+        ids = str_series(a, idx)
         valid = pc.fill_null(pc.is_valid(a), False)
         return pd.DataFrame({"base": ids, "array_task": empty, "het": empty, "step": empty, "alloc_id": ids,
                              "valid": pd.Series(valid.to_numpy(zero_copy_only=False).astype(bool), index=idx)})
@@ -407,11 +410,11 @@ def parse_job_ids(s) -> pd.DataFrame:
     step = pc.fill_null(_field(parts, "step"), "")
     alloc = pc.if_else(pc.not_equal(step, ""), before_dot(a, last=True), a)
     return pd.DataFrame({
-        "base": _str_series(_field(parts, "base"), idx),
-        "array_task": _str_series(_field(parts, "task"), idx),
-        "het": _str_series(_field(parts, "het"), idx),
-        "step": _str_series(step, idx),
-        "alloc_id": _str_series(alloc, idx),
+        "base": str_series(_field(parts, "base"), idx),
+        "array_task": str_series(_field(parts, "task"), idx),
+        "het": str_series(_field(parts, "het"), idx),
+        "step": str_series(step, idx),
+        "alloc_id": str_series(alloc, idx),
         "valid": pd.Series(valid.to_numpy(zero_copy_only=False).astype(bool), index=idx)})
 
 
@@ -440,14 +443,14 @@ def parse_step_ids(s) -> pd.DataFrame:
                 pc.match_substring_regex(alloc, _STEP_ALLOC).to_numpy(zero_copy_only=False).astype(bool))
     valid = alloc_ok & step_ok & two.to_numpy(zero_copy_only=False).astype(bool)
     steps = pd.Categorical.from_codes(codes, pd.Index(names.to_pylist(), dtype="str"))
-    return pd.DataFrame({"alloc_id": _str_series(alloc, idx), "step": pd.Series(steps, index=idx),
+    return pd.DataFrame({"alloc_id": str_series(alloc, idx), "step": pd.Series(steps, index=idx),
                          "valid": pd.Series(valid, index=idx)})
 
 
 def pending_task_count(task: pd.Series) -> pd.Series:
     """Tasks in a pending array expression (``[5-9]`` -> 5, ``[1,3,7-8%2]`` -> 4); 0 for a plain
-    task id or "". Uses python-hostlist to expand the ranges."""
-    import hostlist
+    task id or "". Uses :mod:`slurmkit.hostlist` to expand the ranges."""
+    from slurmkit import hostlist
 
     def count(expr: str) -> int:
         body = expr[1:-1].split("%")[0]
@@ -472,5 +475,5 @@ def parse_states(s) -> tuple[pd.Series, pd.Series]:
         parts = pc.extract_regex(x, r"^(?P<st>[A-Z_]+)(?:\s+by\s+(?P<by>\S+))?")
         return pc.coalesce(_field(parts, "st"), pc.utf8_upper(x)), _field(parts, "by")
 
-    st, by = _dict_apply(a, one)
-    return _str_series(st, _index(s)), _str_series(by, _index(s))
+    st, by = dict_apply(a, one)
+    return str_series(st, _index(s)), str_series(by, _index(s))

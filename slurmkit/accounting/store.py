@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -26,6 +25,7 @@ import pyarrow.parquet as pq
 
 from slurmkit.accounting.frame import JobRows
 from slurmkit.accounting.quality import DataQuality
+from slurmkit.atomicfile import atomic_write, atomic_write_with
 
 #: Seconds after a day's end before its pull can be final (accounting reaches slurmdbd late).
 SETTLE_S = 3600
@@ -66,9 +66,8 @@ class Store:
         name = f"{day:%Y-%m-%d}"
         pulled = pd.Timestamp(now, unit="s", tz="UTC")
         for frame, path in ((rows.steps, self._path(name, "steps")), (rows.allocs, self._path(name))):
-            tmp = path.with_suffix(".parquet.tmp")
-            pq.write_table(pa.Table.from_pandas(frame.assign(pulled_at=pulled), preserve_index=False), tmp)
-            os.replace(tmp, path)
+            table = pa.Table.from_pandas(frame.assign(pulled_at=pulled), preserve_index=False)
+            atomic_write_with(path, lambda tmp, table=table: pq.write_table(table, tmp))
         path = self._path(name)
         allocs = rows.allocs
         day_end = day.replace(hour=0, minute=0, second=0, microsecond=0) + dt.timedelta(days=1)
@@ -78,9 +77,7 @@ class Store:
         man[name] = {"pulled_at": now, "final": final, "rows": int(len(rows)),
                      "dq": {"rows_read": dq.rows_read, "skipped": dict(dq.skipped),
                             "repaired": dict(dq.repaired)}}
-        tmpm = self._manifest_path().with_suffix(".tmp")
-        tmpm.write_text(json.dumps(man, indent=1, sort_keys=True))
-        os.replace(tmpm, self._manifest_path())
+        atomic_write(self._manifest_path(), json.dumps(man, indent=1, sort_keys=True))
         return path
 
     def _path(self, name: str, kind: str = "") -> Path:

@@ -142,14 +142,10 @@ def import_(capture, output, node):
 
 
 def _write(state, output: str) -> None:
-    import os
+    from slurmkit.atomicfile import atomic_write
 
-    data = json.dumps(state.to_json(), indent=1) + "\n"
-    tmp = f"{output}.tmp"
     try:
-        with open(tmp, "w") as fh:
-            fh.write(data)
-        os.replace(tmp, output)
+        atomic_write(output, json.dumps(state.to_json(), indent=1) + "\n")
     except OSError as exc:
         _die(f"{output}: {exc.strerror}")
     click.echo(f"wrote {output}: {len(state.gpus)} GPUs of {state.node or '?'} from {state.source}")

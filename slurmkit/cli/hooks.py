@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from slurmkit.cli.options import site_option
+from slurmkit.errors import UsageError
 from slurmkit.hooks.config import DEFAULTS
 
 
@@ -52,9 +53,31 @@ def healthcheck_cmd(config):
     _run_hook("healthcheck", config)
 
 
-def _fail(msg: str):
-    click.echo(f"slurmkit hooks: error: {msg}", err=True)
-    sys.exit(2)
+def _show(plan, nothing: str, dry_run: bool, notes: bool) -> bool:
+    """Print ``plan``'s diff (or ``nothing``); on a dry run also its notes (when ``notes``) and
+    say nothing was written. Returns ``dry_run``."""
+    click.echo(plan.diff() or nothing, nl=False)
+    if plan.diff():
+        click.echo("")
+    if dry_run:
+        for note in plan.notes if notes else ():
+            click.echo(note)
+        click.echo("dry run: nothing written")
+    return dry_run
+
+
+def _apply(plan, path: Path, installing: bool, dirs=()) -> list[str]:
+    """:func:`slurmkit.hooks.install.apply`, then create ``dirs`` (``(path, mode)`` pairs);
+    returns the backups written. An OSError becomes :class:`InstallError` naming the file."""
+    from slurmkit.hooks import install as inst
+
+    try:
+        backups = inst.apply(plan, path, installing=installing)
+        for d, mode in dirs:
+            Path(d).mkdir(parents=True, exist_ok=True, mode=mode)
+    except OSError as exc:
+        raise inst.InstallError(getattr(exc, "filename", None) or path, None, exc.strerror or str(exc)) from None
+    return backups
 
 
 @cli.command("install")
@@ -87,7 +110,7 @@ def install_cmd(slurm_conf, dry_run, replace, site, mode, state_dir, spool_dir, 
     for item in snapshots:
         node, eq, path = item.partition("=")
         if not eq or not node or not path:
-            _fail(f"--snapshot {item!r}: want NODE=FILE")
+            raise UsageError("--snapshot", f"{item!r}: want NODE=FILE")
         snaps[node] = path
     profile = None
     if site:  # checked now (a bad profile would be own trouble on every job), written as a path
@@ -96,31 +119,16 @@ def install_cmd(slurm_conf, dry_run, replace, site, mode, state_dir, spool_dir, 
         profile = load_profile(site).source
     path = Path(slurm_conf).absolute()
     scontrol = shutil.which("scontrol")
-    try:
-        tree = sconf.load_tree(path)
-        text = render(path, gres_conf=path.parent / "gres.conf", profile=profile, mode=mode, state_dir=state_dir,
-                      spool_dir=spool_dir, textfile_dir=textfile_dir, resume_after=resume_after,
-                      snapshots=snaps, slurm_bin_dir=str(Path(scontrol).parent) if scontrol else None)
-        spec = inst.InstallSpec(python=sys.executable, config=text, interval_s=interval, timeout_s=timeout,
-                                replace=replace)
-        plan = inst.plan_install(tree, spec)
-    except (sconf.ConfError, inst.InstallError) as exc:
-        _fail(str(exc))
-    click.echo(plan.diff() or "nothing to change: the hooks are already installed", nl=False)
-    if plan.diff():
-        click.echo("")
-    if dry_run:
-        for note in plan.notes:
-            click.echo(note)
-        click.echo("dry run: nothing written")
+    tree = sconf.load_tree(path)
+    text = render(path, gres_conf=path.parent / "gres.conf", profile=profile, mode=mode, state_dir=state_dir,
+                  spool_dir=spool_dir, textfile_dir=textfile_dir, resume_after=resume_after,
+                  snapshots=snaps, slurm_bin_dir=str(Path(scontrol).parent) if scontrol else None)
+    spec = inst.InstallSpec(python=sys.executable, config=text, interval_s=interval, timeout_s=timeout,
+                            replace=replace)
+    plan = inst.plan_install(tree, spec)
+    if _show(plan, "nothing to change: the hooks are already installed", dry_run, notes=True):
         return
-    try:
-        backups = inst.apply(plan, path, installing=True)
-        for d in (state_dir, spool_dir):
-            Path(d).mkdir(parents=True, exist_ok=True, mode=0o700)
-        Path(textfile_dir).mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        _fail(f"{getattr(exc, 'filename', '') or path}: {exc.strerror or exc}")
+    backups = _apply(plan, path, True, dirs=((state_dir, 0o700), (spool_dir, 0o700), (textfile_dir, 0o777)))
     for b in backups:
         click.echo(f"backup: {b}")
     for note in plan.notes:
@@ -136,20 +144,10 @@ def uninstall_cmd(slurm_conf, dry_run):
     from slurmkit.slurm import conf as sconf
 
     path = Path(slurm_conf).absolute()
-    try:
-        manifest = inst.read_manifest(path)
-        plan = inst.plan_uninstall(sconf.load_tree(path), manifest)
-    except (sconf.ConfError, inst.InstallError) as exc:
-        _fail(str(exc))
-    click.echo(plan.diff() or "nothing to undo: the hooks are not installed", nl=False)
-    if plan.diff():
-        click.echo("")
-    if dry_run:
-        click.echo("dry run: nothing written")
+    manifest = inst.read_manifest(path)
+    plan = inst.plan_uninstall(sconf.load_tree(path), manifest)
+    if _show(plan, "nothing to undo: the hooks are not installed", dry_run, notes=False):
         return
-    try:
-        inst.apply(plan, path, installing=False)
-    except OSError as exc:
-        _fail(f"{getattr(exc, 'filename', '') or path}: {exc.strerror or exc}")
+    _apply(plan, path, False)
     for note in plan.notes:
         click.echo(note)

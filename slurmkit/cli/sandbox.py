@@ -44,17 +44,15 @@ def cli():
 @click.option("--install", is_flag=True, help="apt-get the Debian packages when missing (daemons not started by apt).")
 @click.option("--no-warmup", is_flag=True, help="Skip the warm-up job.")
 def up(nodes, gpus_per_node, gpu_type, port_base, directory, install, no_warmup):
-    """Start the cluster (idempotent); prints the shell exports to use it."""
-    from slurmkit.sandbox import SandboxError
+    """Start the cluster (idempotent); prints the shell exports to use it.
+
+    Exit 1 (``slurmkit: error: ...``) when it cannot start or an option cannot be laid out."""
     from slurmkit.sandbox.config import SandboxSpec
 
     spec = SandboxSpec(nodes=nodes, gpus_per_node=gpus_per_node, gpu_type=gpu_type, port_base=port_base,
                        host_cpus=tuple(sorted(os.sched_getaffinity(0))))
-    try:
-        sb = _sandbox(directory, spec)
-        sb.up(install=install, warmup=not no_warmup, progress=lambda m: click.echo(f"sandbox: {m}", err=True))
-    except (SandboxError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
+    sb = _sandbox(directory, spec)
+    sb.up(install=install, warmup=not no_warmup, progress=lambda m: click.echo(f"sandbox: {m}", err=True))
     click.echo(_exports(sb))
 
 
@@ -105,12 +103,9 @@ def env(directory):
               help="Ports of a sandbox this starts (default 6817; a running one keeps its own).")
 @click.option("--no-install", is_flag=True, help="Do not apt-get missing Debian packages.")
 def demo(directory, port_base, no_install):
-    """Run slurmkit's main job end to end on the sandbox (starts it when needed)."""
-    from slurmkit.sandbox import SandboxError
-    from slurmkit.sandbox.demo import DemoError, run_demo
+    """Run slurmkit's main job end to end on the sandbox (starts it when needed).
 
-    try:
-        code = run_demo(directory, install=not no_install, port_base=port_base)
-    except (SandboxError, DemoError) as exc:
-        raise click.ClickException(str(exc)) from None
-    raise SystemExit(code)
+    Exit 1 (``slurmkit: error: ...``) naming the step that went wrong."""
+    from slurmkit.sandbox.demo import run_demo
+
+    raise SystemExit(run_demo(directory, install=not no_install, port_base=port_base))

@@ -9,33 +9,15 @@ import sys
 import click
 
 from slurmkit.cli import want_json
+from slurmkit.cli.output import write_output
 
 CTX = {"help_option_names": ["-h", "--help"]}
 
 
-def _fail(message: str, code: int = 2):
-    click.echo(f"slurmkit: error: {message}", err=True)
-    sys.exit(code)
-
-
 def _load(profile: str, overrides):
-    from slurmkit.profile import ProfileError, load_profile
+    from slurmkit.profile import load_profile
 
-    try:
-        return load_profile(profile, overrides=tuple(overrides))
-    except ProfileError as exc:
-        _fail(str(exc))
-
-
-def _write(text: str, output: str | None):
-    if not output:
-        click.echo(text, nl=False)
-        return
-    try:
-        with open(output, "w") as fh:
-            fh.write(text)
-    except OSError as exc:
-        _fail(f"{output}: {exc.strerror or exc}")
+    return load_profile(profile, overrides=tuple(overrides))
 
 
 def _warn(msg: str):
@@ -62,7 +44,7 @@ def gres_conf(profile, device_dir, overrides, output):
     from slurmkit.topology.slurmconf import render_gres_conf
 
     p = _load(profile, overrides)
-    _write(render_gres_conf(p, device_dir=device_dir, warn=_warn), output)
+    write_output(render_gres_conf(p, device_dir=device_dir, warn=_warn), output)
 
 
 @cli.command("topology-conf", context_settings=CTX)
@@ -73,7 +55,7 @@ def topology_conf(profile, overrides, output):
     """topology.conf for PROFILE ([fabric] leaves/spines or blocks)."""
     from slurmkit.topology.slurmconf import render_topology_conf
 
-    _write(render_topology_conf(_load(profile, overrides)), output)
+    write_output(render_topology_conf(_load(profile, overrides)), output)
 
 
 def check_profile(p) -> list[str]:

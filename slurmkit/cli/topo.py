@@ -10,25 +10,20 @@ import sys
 import click
 
 from slurmkit.cli import want_json
+from slurmkit.cli.output import write_output
+from slurmkit.errors import UsageError
+from slurmkit.topology.errors import TopoError
 
 CTX = {"help_option_names": ["-h", "--help"]}
 
 
-def _fail(message: str, code: int = 2):
-    click.echo(f"slurmkit: error: {message}", err=True)
-    sys.exit(code)
-
-
 def _read(file: str):
-    from slurmkit.topology.errors import TopoError
+    """The topology in ``file`` ('-': stdin); raises TopoError (exit 2) naming file and line."""
     from slurmkit.topology.smi import parse_topo, read_topo_file
 
-    try:
-        if file == "-":
-            return parse_topo(sys.stdin.read(), "<stdin>")
-        return read_topo_file(file)
-    except TopoError as exc:
-        _fail(str(exc))
+    if file == "-":
+        return parse_topo(sys.stdin.read(), "<stdin>")
+    return read_topo_file(file)
 
 
 def _human(topo) -> str:
@@ -90,14 +85,7 @@ def _emit_section(topo, name, gpu_model, output, comments, **cpu):
         click.echo("slurmkit: warning: CPU topology unknown (give --sockets, --cores-per-socket, "
                    "--threads-per-core): gres.conf Cores= will be omitted for this node type", err=True)
     text = render_node_type(name, table, comments + [f"missing in the input: {m}" for m in topo.missing])
-    if output:
-        try:
-            with open(output, "w") as fh:
-                fh.write(text)
-        except OSError as exc:
-            _fail(f"{output}: {exc.strerror or exc}")
-    else:
-        click.echo(text, nl=False)
+    write_output(text, output)
 
 
 @cli.command("import", context_settings=CTX)
@@ -109,10 +97,10 @@ def _emit_section(topo, name, gpu_model, output, comments, **cpu):
 def import_cmd(file, name, gpu_model, sockets, cores_per_socket, threads_per_core, cpu_numbering, output):
     """Turn a captured `nvidia-smi topo -m` FILE into a [node_types.NAME] profile section."""
     if not name or any(c.isspace() or c in ".[]\"'" for c in name):
-        _fail(f"--name {name!r}: use one word without dots or brackets")
+        raise UsageError("--name", f"{name!r}: use one word without dots or brackets")
     topo = _read(file)
     if not topo.gpus:
-        _fail(f"{file}: no GPU rows or columns to import")
+        raise TopoError(file, None, "no GPU rows or columns to import")
     _emit_section(topo, name, gpu_model, output, [f"imported by slurmkit topo import from {file}"],
                   sockets=sockets, cores_per_socket=cores_per_socket,
                   threads_per_core=threads_per_core, cpu_numbering=cpu_numbering)
@@ -128,12 +116,8 @@ def import_cmd(file, name, gpu_model, sockets, cores_per_socket, threads_per_cor
 def discover_cmd(ctx, as_json, output, name, gpu_model, sysfs):
     """Read this node's topology live from NVML and sysfs."""
     from slurmkit.topology.discover import discover
-    from slurmkit.topology.errors import TopoError
 
-    try:
-        topo, model = discover(sysfs)
-    except TopoError as exc:
-        _fail(str(exc))
+    topo, model = discover(sysfs)
     if want_json(ctx, as_json) and not output:
         data = topo.to_json()
         data["gpu_model"] = model

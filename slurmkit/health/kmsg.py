@@ -18,6 +18,7 @@ import os
 import re
 from pathlib import Path
 
+from slurmkit.atomicfile import atomic_write
 from slurmkit.health.state import Xid, normalise_bus_id
 
 XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)\):"
@@ -95,7 +96,5 @@ def read_kmsg(cursor_file: str | Path | None, device: str | Path = "/dev/kmsg") 
         if x is not None:
             out.append(x)
     if cursor_file is not None and records:
-        tmp = Path(f"{cursor_file}.tmp")
-        tmp.write_text(f"{records[-1][0]}\n")
-        os.replace(tmp, cursor_file)
+        atomic_write(cursor_file, f"{records[-1][0]}\n")
     return out

@@ -32,21 +32,17 @@ _CLOCK_BITS_XML = {
 _NA = {"N/A", "", "Unknown Error", "Not Supported", "[N/A]", "Requested functionality has been deprecated"}
 
 
-class _Bad(ValueError):
-    pass
-
-
 def _num(v: str) -> int:
     m = re.fullmatch(r"\s*(-?\d+)\s*(MiB|C|x|%|MHz|KB/s)?\s*", v)
     if not m:
-        raise _Bad(f"want a number, got {v!r}")
+        raise ValueError(f"want a number, got {v!r}")
     return int(m.group(1))
 
 
 def _float(v: str) -> float:
     m = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*(W|mV)?\s*", v)
     if not m:
-        raise _Bad(f"want a number, got {v!r}")
+        raise ValueError(f"want a number, got {v!r}")
     return float(m.group(1))
 
 
@@ -55,7 +51,7 @@ def _yesno(v: str) -> bool:
         return True
     if v in ("No", "Not Active"):
         return False
-    raise _Bad(f"want Yes/No, got {v!r}")
+    raise ValueError(f"want Yes/No, got {v!r}")
 
 
 def _enabled(v: str) -> bool:
@@ -63,7 +59,7 @@ def _enabled(v: str) -> bool:
         return True
     if v == "Disabled":
         return False
-    raise _Bad(f"want Enabled/Disabled, got {v!r}")
+    raise ValueError(f"want Enabled/Disabled, got {v!r}")
 
 
 def _str(v: str) -> str:
@@ -147,8 +143,8 @@ class _Fields:
     def conv(self, fn, v: str, line: int, path: str):
         try:
             return fn(v)
-        except _Bad as exc:
-            raise CaptureError(self.file, line, f"{path}: {exc}") from None
+        except ValueError as exc:  # the converters above: "want a number, got 'x'"
+            raise CaptureError(self.file, line, str(exc), key=path) from None
 
 
 def _fill(g: GpuState, f: _Fields, xml: bool) -> None:

@@ -1,4 +1,4 @@
-"""The prolog, epilog and healthcheck flows (issue 5, sections 3-5).
+"""The prolog, epilog and healthcheck flows.
 
 Contract every flow keeps:
 

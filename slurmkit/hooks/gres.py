@@ -1,7 +1,7 @@
 """GPU identity: Slurm's GPU index -> gres.conf ``File=`` path -> device minor -> NVML GPU.
 
 Slurm numbers a node's GPUs by their position in its gres.conf ``File=`` list (ranges such as
-``/dev/nvidia[0-3]`` expanded with python-hostlist, lines in file order); ``SLURM_JOB_GPUS`` in
+``/dev/nvidia[0-3]`` expanded by :mod:`slurmkit.hostlist`, lines in file order); ``SLURM_JOB_GPUS`` in
 the prolog / epilog environment holds those positions. The device file's minor number
 (``os.stat(path).st_rdev``) is what NVML reports as ``nvmlDeviceGetMinorNumber``; from that we
 find the NVML GPU and its PCI bus id and UUID. Index, minor and NVML order are never assumed
@@ -51,12 +51,6 @@ def parse_gres_conf(text: str, path="gres.conf") -> list[GresLine]:
     return out
 
 
-def _expand(expr: str) -> list[str]:
-    import hostlist
-
-    return hostlist.expand_hostlist(expr)
-
-
 def node_gpu_files(lines: list[GresLine], node: str, path="gres.conf") -> list[str] | None:
     """Device files of the GPUs of ``node``, in Slurm's index order (index = position).
 
@@ -65,6 +59,8 @@ def node_gpu_files(lines: list[GresLine], node: str, path="gres.conf") -> list[s
     node); raises :class:`GresError` for an ``AutoDetect`` GPU line without ``File=`` (the
     mapping would have to be guessed) or a bad hostlist.
     """
+    from slurmkit.hostlist import BadHostlist, expand_hostlist
+
     files: list[str] = []
     found = False
     for gl in lines:
@@ -73,17 +69,17 @@ def node_gpu_files(lines: list[GresLine], node: str, path="gres.conf") -> list[s
             continue
         if "nodename" in f:
             try:
-                if node not in _expand(f["nodename"]):
+                if node not in expand_hostlist(f["nodename"]):
                     continue
-            except Exception as exc:  # hostlist.BadHostlist
+            except BadHostlist as exc:
                 raise GresError(path, gl.lineno, f"bad NodeName hostlist {f['nodename']!r}: {exc}") from None
         found = True
         if "file" not in f:
             raise GresError(path, gl.lineno, "GPU line without File= (AutoDetect): the hooks need File= "
                                              "paths to map Slurm's GPU indexes to devices")
         try:
-            files.extend(_expand(f["file"]))
-        except Exception as exc:
+            files.extend(expand_hostlist(f["file"]))
+        except BadHostlist as exc:
             raise GresError(path, gl.lineno, f"bad File= range {f['file']!r}: {exc}") from None
     return files if found else None
 

@@ -1,6 +1,6 @@
 """``slurmkit hooks install`` / ``uninstall``: add the hooks to slurm.conf without taking anything away.
 
-Rules (issue 5, section 6):
+Rules:
 
 - a site's existing ``Prolog=X`` / ``Epilog=X`` becomes a glob ``<dir>/prolog.d/*`` holding a link
   ``90-site`` -> X (the site script keeps running, first) and our shim ``10-slurmkit``; an existing
@@ -16,7 +16,8 @@ Rules (issue 5, section 6):
   template slot comment ``#Key=`` when there is one, else goes before the first node definition;
 - every line we add or change carries the trailing comment ``# slurmkit-hooks: added`` or
   ``# slurmkit-hooks: was "<original line>"`` so :func:`plan_uninstall` can undo exactly that;
-- writes are atomic (temp file + rename) after a timestamped backup ``<file>.slurmkit-<UTC>``;
+- writes are atomic (:func:`slurmkit.atomicfile.atomic_write`: temp file, fsync, rename) after a
+  timestamped backup ``<file>.slurmkit-<UTC>`` (itself written atomically);
   the manifest ``<conf dir>/slurmkit-hooks.install.json`` records backups and the SHA-256 of what
   was written, so uninstall restores a backup byte for byte only when the file is unchanged since.
 
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slurmkit.atomicfile import atomic_write
+from slurmkit.errors import InputError
 from slurmkit.slurm import conf as sconf
 
 MARK = "slurmkit-hooks:"
@@ -48,8 +50,10 @@ DEFAULT_INTERVAL_S = 300
 DEFAULT_TIMEOUT_S = 60
 
 
-class InstallError(RuntimeError):
-    """Install or uninstall cannot proceed; the message says why and what to do."""
+class InstallError(InputError):
+    """Install or uninstall cannot proceed: ``file`` and ``line`` name what stops it (a
+    slurm.conf line, the manifest, a file that cannot be written), the message says why and what
+    to do. CLI exit status 2."""
 
 
 @dataclass
@@ -158,7 +162,7 @@ class _Editor:
         if found:
             conf, entry = found
             if len(entry.pairs) != 1:
-                raise InstallError(f"{conf.path}:{entry.lineno}: {key} shares its line with other keys; "
+                raise InstallError(conf.path, entry.lineno, f"{key} shares its line with other keys; "
                                    f"put it on a line of its own and run install again")
             was = conf.raw(entry)
             if _is_ours(conf, entry):
@@ -210,7 +214,7 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
             gdir = conf_dir / f"{kind}.d"
             if value:
                 if not os.path.isabs(value):
-                    raise InstallError(f"{found[0].path}:{found[1].lineno}: {key}={value} is not an absolute path")
+                    raise InstallError(found[0].path, found[1].lineno, f"{key}={value} is not an absolute path")
                 plan.new_files.append(NewFile(gdir / SITE_LINK, link=value))
                 plan.notes.append(f"the site's {key} {value} keeps running first as {gdir / SITE_LINK}")
             ed.set(key, f"{gdir}/*", found)
@@ -232,7 +236,7 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
     found = ed.get("HealthCheckProgram")
     current = found[1].get("HealthCheckProgram") if found else None
     if current and current.strip('"') != str(hc_path) and not spec.replace:
-        raise InstallError(f"{found[0].path}:{found[1].lineno}: HealthCheckProgram={current} belongs to "
+        raise InstallError(found[0].path, found[1].lineno, f"HealthCheckProgram={current} belongs to "
                            f"the site; run install with --replace to use slurmkit's health check instead "
                            f"(the old line is kept in a comment and restored by uninstall)")
     if current != str(hc_path):
@@ -314,7 +318,7 @@ def read_manifest(slurm_conf: Path) -> dict | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise InstallError(f"{manifest_path(slurm_conf)}: unreadable install manifest: {exc}") from None
+        raise InstallError(manifest_path(slurm_conf), None, f"unreadable install manifest: {exc}") from None
 
 
 def apply(plan: Plan, slurm_conf: Path, installing: bool, now: _dt.datetime | None = None) -> list[str]:
@@ -328,7 +332,7 @@ def apply(plan: Plan, slurm_conf: Path, installing: bool, now: _dt.datetime | No
         if old == new:
             continue
         backup = path.with_name(f"{path.name}.slurmkit-{stamp}")
-        backup.write_bytes(path.read_bytes())
+        atomic_write(backup, path.read_bytes())
         backups.append(str(backup))
         atomic_write(path, new)
         rec = manifest["written"].get(str(path))

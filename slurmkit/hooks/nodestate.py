@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 
+from slurmkit.atomicfile import atomic_write
+
 
 def node_dir(state_dir, node: str) -> str:
     d = os.path.join(os.fspath(state_dir), node)
@@ -24,10 +26,7 @@ def node_dir(state_dir, node: str) -> str:
 
 
 def _write(path: str, data: dict) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump(data, fh)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data))
 
 
 def _read(path: str, default: dict) -> dict:

@@ -3,7 +3,7 @@
 Our own (about 40 lines) because importing prometheus_client costs ~130 ms per hook run. Output
 follows the text exposition format 0.0.4: ``# HELP`` / ``# TYPE`` per family, one sample per
 line, label values escaped (backslash, double quote, newline). Files are written atomically
-(temp file in the same directory + rename) so node_exporter never reads half a file.
+(:func:`slurmkit.atomicfile.atomic_write`) so node_exporter never reads half a file.
 
 Metrics written by the hooks (file ``<textfile_dir>/slurmkit_<node>_<hook>.prom``):
 
@@ -17,7 +17,7 @@ Metrics written by the hooks (file ``<textfile_dir>/slurmkit_<node>_<hook>.prom`
 
 from __future__ import annotations
 
-import os
+from slurmkit.atomicfile import atomic_write
 
 
 def _esc(value) -> str:
@@ -50,18 +50,6 @@ def render(families: list) -> str:
 
 
 def write(path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (mode 0644: node_exporter reads it)."""
-    path = os.fspath(path)
-    tmp = f"{path}.tmp{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        data = text.encode()
-        while data:
-            n = os.write(fd, data)
-            data = data[n:]
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
+    """Write ``text`` to ``path`` atomically, mode 0644 (node_exporter reads it). Raises
+    ``OSError``; ``path`` is then left as it was."""
+    atomic_write(path, text, 0o644)

@@ -73,7 +73,7 @@ class _Ctx:
         return tuple(value)
 
     def hostlist(self, expr, key: str) -> tuple[str, ...]:
-        import hostlist
+        from slurmkit import hostlist
 
         if isinstance(expr, list) and all(isinstance(v, str) for v in expr):
             expr = ",".join(expr)

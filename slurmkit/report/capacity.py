@@ -75,7 +75,7 @@ def down_gpu_hours(events: pd.DataFrame, gpus: dict[str, int], start, end, now=N
     """GPU-hours lost to down/drained nodes in ``[start, end)``: per node, the union of its
     event intervals (ongoing ones end at ``now``) clipped to the window, × that node's GPUs.
     A node listed by several events (hostlist entries in one event are expanded) counts once."""
-    import hostlist
+    from slurmkit import hostlist
 
     start, end = pd.Timestamp(start), pd.Timestamp(end)
     now = pd.Timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")

@@ -8,8 +8,8 @@ assumptions and optional capacity / down-time / sreport figures, and returns
 
 ``{"window", "totals", "by_user", "by_account", "by_partition", "by_qos", "by_gpu_type",
 "outcomes", "queue_wait", "efficiency", "hourly", "utilization", "reconciliation",
-"assumptions", "energy_sources", "data_quality", "deltas"}`` — keys of the issue's JSON
-contract plus extras. Hours are GPU-hours / CPU-hours inside the window; energy in kWh.
+"assumptions", "energy_sources", "data_quality", "deltas"}`` — the keys of ``weekly.json``.
+Hours are GPU-hours / CPU-hours inside the window; energy in kWh.
 The per-allocation frame (for CSV / Parquet) is returned beside it.
 """
 

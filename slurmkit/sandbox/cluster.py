@@ -23,6 +23,7 @@ from pathlib import Path
 
 from slurmkit.atomicfile import atomic_write
 from slurmkit.sandbox import config
+from slurmkit.sandbox.errors import SandboxError
 from slurmkit.slurm import commands
 
 log = logging.getLogger("slurmkit.sandbox")
@@ -38,17 +39,15 @@ BINARIES = {"munged": "munge", "mungekey": "munge", "munge": "munge", "mariadbd"
 NVIDIA_MAJOR = 195
 
 
-class SandboxError(RuntimeError):
-    """The sandbox cannot be started or stopped; the message says why and what to do."""
-
-
 def default_dir() -> Path:
     """Per-user state directory: $XDG_STATE_HOME/slurmkit/sandbox (~/.local/state/...)."""
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(base) / "slurmkit" / "sandbox"
 
 
-def _alive(pid: int | None) -> bool:
+def pid_alive(pid: int | None) -> bool:
+    """True when process ``pid`` exists and is not a zombie (``kill(pid, 0)`` and
+    ``/proc/<pid>/stat``); False for None / 0."""
     if not pid:
         return False
     try:
@@ -72,7 +71,9 @@ def _read_pid(path: Path) -> int | None:
         return None
 
 
-def _port_free(port: int, host: str = "127.0.0.1") -> bool:
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when a TCP socket can bind ``host:port`` now (SO_REUSEADDR, as the daemons do);
+    raises OSError for a failure other than EADDRINUSE."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -157,7 +158,7 @@ class Sandbox:
         """True when ``pid`` is alive and one of this sandbox's processes (its command line or
         environment names this sandbox's directory): a stale pid file whose pid the kernel has
         since given to another process is never signalled."""
-        if not _alive(pid):
+        if not pid_alive(pid):
             return False
         mark = str(self.dir).encode()
         for part in ("cmdline", "environ"):
@@ -199,7 +200,7 @@ class Sandbox:
             host = "127.0.0.1"
             if name.startswith("slurmd-"):
                 host = self.node_addr(name.split("-", 1)[1])
-            if not _port_free(port, host) or not _port_free(port, "127.0.0.1"):
+            if not port_free(port, host) or not port_free(port, "127.0.0.1"):
                 raise SandboxError(
                     f"port {port} ({name}) is already in use: another sandbox or Slurm is running on "
                     f"these ports. Stop it ('slurmkit sandbox down --dir DIR') or pick other ports "
@@ -474,11 +475,11 @@ class Sandbox:
                 os.kill(pid, signal.SIGTERM)
                 pids[pid] = path
         end = time.monotonic() + timeout
-        while pids and time.monotonic() < end and any(_alive(p) for p in pids):
+        while pids and time.monotonic() < end and any(pid_alive(p) for p in pids):
             time.sleep(0.1)
         names = []
         for pid, path in pids.items():
-            if _alive(pid):
+            if pid_alive(pid):
                 os.kill(pid, signal.SIGKILL)
             names.append(f"{path.stem}({pid})")
         for path in pidfiles:

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import jinja2
 
+from slurmkit.hostlist import collect_hostlist
+from slurmkit.sandbox.errors import SpecError
+
 PARTITION = "gpu"
 
 
@@ -81,18 +84,19 @@ class SandboxSpec:
 
     @property
     def nodeset(self) -> str:
-        return "n1" if self.nodes == 1 else f"n[1-{self.nodes}]"
+        return collect_hostlist(f"n{i}" for i in range(1, self.nodes + 1))
 
     def validate(self) -> None:
-        """Raise ValueError for counts the sandbox cannot lay out."""
+        """Raise :class:`~slurmkit.sandbox.errors.SpecError` (a ValueError) for counts the
+        sandbox cannot lay out."""
         if not 1 <= self.nodes <= 64:
-            raise ValueError(f"--nodes must be between 1 and 64, not {self.nodes}")
+            raise SpecError(f"--nodes must be between 1 and 64, not {self.nodes}")
         if not 1 <= self.gpus_per_node <= 16:
-            raise ValueError(f"--gpus-per-node must be between 1 and 16, not {self.gpus_per_node}")
+            raise SpecError(f"--gpus-per-node must be between 1 and 16, not {self.gpus_per_node}")
         if not self.gpu_type.replace("_", "").replace("-", "").isalnum():
-            raise ValueError(f"--gpu-type must be a plain name such as h100, not {self.gpu_type!r}")
+            raise SpecError(f"--gpu-type must be a plain name such as h100, not {self.gpu_type!r}")
         if not self.host_cpus:
-            raise ValueError("no usable CPU on this host")
+            raise SpecError("no usable CPU on this host")
 
 
 def device_minors(gpus: int) -> list[int]:
@@ -161,7 +165,7 @@ def _leaves(spec: SandboxSpec) -> list[dict]:
     h = n // 2
 
     def rng(a, b):
-        return f"n{a}" if a == b else f"n[{a}-{b}]"
+        return collect_hostlist(f"n{i}" for i in range(a, b + 1))
 
     return [{"name": "leaf1", "nodes": rng(1, h)}, {"name": "leaf2", "nodes": rng(h + 1, n)}]
 

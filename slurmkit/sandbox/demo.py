@@ -28,15 +28,12 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from slurmkit.sandbox.cluster import Sandbox
+from slurmkit.sandbox.errors import DemoError
 from slurmkit.sandbox.gpus import GpuSimulator
 
 SICK_NODE = "n2"
 FAULT = "row-remap"
 HEALTHCHECK_INTERVAL_S = 5
-
-
-class DemoError(RuntimeError):
-    """A demo step did not have the outcome it should; the message says which and why."""
 
 
 def _step(n: int, msg: str) -> None:
@@ -140,13 +137,13 @@ class Demo:
 
         profile = load_profile(self.sb.profile_path)
         res = self.run("sacct", "-n", "-P", "-X", "-j", ",".join(jobs.values()), "-o", "JobID,NodeList,State")
-        import hostlist
+        from slurmkit.hostlist import expand_nodelist
 
         for line in res.stdout.splitlines():
             jid, nodelist, state = line.split("|")
-            if nodelist in ("None assigned", ""):
+            nodes = expand_nodelist(nodelist)
+            if not nodes:
                 continue
-            nodes = hostlist.expand_hostlist(nodelist)
             name = next((k for k, v in jobs.items() if jid.split("_")[0] == v), jid)
             leaves = sorted({profile.leaf_of(n) or "?" for n in nodes})
             _info(f"{name:<12} job {jid:<8} {state:<10} on {nodelist:<10} leaf switch(es): {', '.join(leaves)}")

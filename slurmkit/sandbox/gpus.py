@@ -15,7 +15,6 @@ epilog measures a real per-job energy delta.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import uuid
@@ -94,9 +93,7 @@ def node_state(node: str, gpus: int, gpu_type: str = "h100", energy_mj: dict[int
 
 def write_snapshot(path: Path, state: NodeState) -> None:
     """Write ``state`` as snapshot JSON, atomically (a reader never sees half a file)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(state.to_json(), indent=1) + "\n")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(state.to_json(), indent=1) + "\n")
 
 
 class GpuSimulator:

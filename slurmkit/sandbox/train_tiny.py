@@ -28,6 +28,8 @@ def main(argv=None) -> int:
     import torch
     import torch.distributed as dist
 
+    from slurmkit.atomicfile import atomic_write_with
+
     preempted = {"flag": False}
     signal.signal(signal.SIGUSR2, lambda *_: preempted.update(flag=True))
 
@@ -55,9 +57,8 @@ def main(argv=None) -> int:
     def save(step):
         dist.barrier()
         if rank == 0:
-            tmp = path + ".tmp"
-            torch.save({"model": model.module.state_dict(), "opt": opt.state_dict(), "step": step}, tmp)
-            os.replace(tmp, path)
+            ckpt = {"model": model.module.state_dict(), "opt": opt.state_dict(), "step": step}
+            atomic_write_with(path, lambda tmp: torch.save(ckpt, tmp))
             print(f"checkpoint at step {step}", flush=True)
         dist.barrier()
 

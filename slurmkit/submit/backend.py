@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from slurmkit.hostlist import expand_nodelist
 from slurmkit.slurm.commands import SlurmError, run
 
 #: States after which a job will not run again by itself (squeue/sacct base state names).
@@ -34,15 +35,6 @@ class JobInfo:
     def as_dict(self) -> dict:
         """``{"job_id", "state", "nodes", "gpus"}`` for ``--json``."""
         return {"job_id": self.job_id, "state": self.state, "nodes": list(self.nodes), "gpus": self.gpus}
-
-
-def _expand(nodelist: str) -> tuple[str, ...]:
-    nodelist = nodelist.strip()
-    if not nodelist or nodelist in ("(null)", "None assigned") or nodelist.startswith("("):
-        return ()
-    import hostlist
-
-    return tuple(hostlist.expand_hostlist(nodelist))
 
 
 _GPU_TRES = re.compile(r"gres[/:]gpu(?::[^,=:]+)?[:=](\d+)")
@@ -79,7 +71,7 @@ def parse_squeue(text: str) -> dict[str, JobInfo]:
         job_id, state, nodelist, count, tres = (p.strip() for p in parts)
         per_node = gpus_from_tres(tres)
         n = int(count) if count.isdigit() else 0
-        out[job_id] = JobInfo(job_id, state.split()[0], _expand(nodelist), per_node * max(n, 1), "squeue")
+        out[job_id] = JobInfo(job_id, state.split()[0], expand_nodelist(nodelist), per_node * max(n, 1), "squeue")
     return out
 
 
@@ -90,7 +82,7 @@ def parse_sacct(text: str) -> dict[str, JobInfo]:
     out = {}
     for parts in _rows(text, "sacct", 5):
         job_id, state, nodelist, alloc, req = parts
-        out[job_id] = JobInfo(job_id, state.split()[0], _expand(nodelist),
+        out[job_id] = JobInfo(job_id, state.split()[0], expand_nodelist(nodelist),
                               gpus_from_tres(alloc) or gpus_from_tres(req), "sacct")
     return out
 
@@ -212,7 +204,7 @@ class PyslurmBackend(CliBackend):
                 job = self.pyslurm.Job.load(int(j))
             except Exception:  # pyslurm raises RPCError for unknown/finished jobs
                 continue
-            out[str(j)] = JobInfo(str(j), str(job.state), _expand(job.nodes or ""),
+            out[str(j)] = JobInfo(str(j), str(job.state), expand_nodelist(job.nodes or ""),
                                   int((job.gres_per_node or {}).get("gpu", 0) or 0) * int(job.num_nodes or 1),
                                   "pyslurm")
         missing = [j for j in map(str, job_ids) if j not in out]

@@ -225,9 +225,9 @@ def _fill(argv, values: dict) -> list[str]:
 def _jinja_env():
     import jinja2
 
-    from slurmkit.submit.templates import _dir
+    from slurmkit.submit.templates import templates_dir
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_dir())), undefined=jinja2.StrictUndefined,
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
     env.filters["q"] = lambda v: shell_quote(str(v))
     return env

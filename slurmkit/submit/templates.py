@@ -119,18 +119,20 @@ def parse_header(name: str, text: str, path: str = "") -> Template:
                     params=params, runtime_env=dict(meta.get("runtime_env") or {}), source=text)
 
 
-def _dir():
+def templates_dir():
+    """The shipped job templates' directory (``slurmkit/job_templates``, an importlib
+    resources Traversable)."""
     return resources.files("slurmkit.job_templates")
 
 
 def names() -> list[str]:
     """Names of the shipped templates (``torchrun``, ``srun``, ...), sorted."""
-    return sorted(p.name[: -len(SUFFIX)] for p in _dir().iterdir() if p.name.endswith(SUFFIX))
+    return sorted(p.name[: -len(SUFFIX)] for p in templates_dir().iterdir() if p.name.endswith(SUFFIX))
 
 
 def get(name: str) -> Template:
     """The shipped template ``name``; unknown names raise :class:`TemplateError` listing the known."""
     if name not in names():
         raise TemplateError(name, None, f"unknown template; known: {', '.join(names())}")
-    res = _dir() / f"{name}{SUFFIX}"
+    res = templates_dir() / f"{name}{SUFFIX}"
     return parse_header(name, res.read_text(encoding="utf-8"), str(res))

@@ -31,7 +31,8 @@ class TopoGpu:
     links: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        """The issue's JSON shape for one GPU."""
+        """One GPU as ``topo parse --json`` prints it: ``{"name", "index", "cpus", "numa_node",
+        "gpu_numa_id", "nearest_nics", "links"}``."""
         return {"name": self.name, "index": self.index, "cpus": list(self.cpus),
                 "numa_node": self.numa_node, "gpu_numa_id": self.gpu_numa_id,
                 "nearest_nics": list(self.nearest_nics), "links": dict(self.links)}
@@ -56,7 +57,7 @@ class TopoNic:
         return self.device or self.name
 
     def to_json(self) -> dict:
-        """The issue's JSON shape for one NIC."""
+        """One NIC as ``topo parse --json`` prints it: ``{"name", "device", "role", "links"}``."""
         return {"name": self.name, "device": self.device, "role": self.role, "links": dict(self.links)}
 
 
@@ -92,7 +93,7 @@ class Topology:
         raise KeyError(name)
 
     def to_json(self) -> dict:
-        """``{"gpus": [...], "nics": [...], "missing": [...], "source": ...}`` (issue 3 shape)."""
+        """``{"gpus": [...], "nics": [...], "missing": [...], "source": ...}`` (what ``topo parse --json`` prints)."""
         return {"source": self.source, "gpus": [g.to_json() for g in self.gpus],
                 "nics": [n.to_json() for n in self.nics], "missing": list(self.missing)}
 

@@ -17,15 +17,10 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+from slurmkit.hostlist import collect_hostlist
 from slurmkit.topology.cores import format_ranges, logical_cores
 
 log = logging.getLogger(__name__)
-
-
-def _collect(names) -> str:
-    import hostlist
-
-    return hostlist.collect_hostlist(list(names))
 
 
 def gres_lines(profile, device_dir: str | None = None,
@@ -46,7 +41,7 @@ def gres_lines(profile, device_dir: str | None = None,
                     nodes.setdefault(n, None)
         if not nodes:
             continue
-        host_expr = _collect(nodes)
+        host_expr = collect_hostlist(nodes)
         cmap = nt.cpu_map()
         if cmap is None and any(g.cpus for g in nt.gpus):
             warn(f"node type {nt.name}: CPU numbering unknown, Cores= omitted")
@@ -87,9 +82,9 @@ def render_gres_conf(profile, device_dir: str | None = None,
 def topology_lines(profile) -> list[str]:
     """topology.conf lines: tree (leaves then spines, profile order) or blocks; [] when flat."""
     f = profile.fabric
-    out = [f"SwitchName={leaf.name} Nodes={_collect(leaf.node_names)}" for leaf in f.leaves]
+    out = [f"SwitchName={leaf.name} Nodes={collect_hostlist(leaf.node_names)}" for leaf in f.leaves]
     out += [f"SwitchName={s.name} Switches={','.join(s.switches)}" for s in f.spines]
-    out += [f"BlockName={b.name} Nodes={_collect(b.node_names)}" for b in f.blocks]
+    out += [f"BlockName={b.name} Nodes={collect_hostlist(b.node_names)}" for b in f.blocks]
     return out
 
 
