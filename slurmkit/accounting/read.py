@@ -419,6 +419,8 @@ def _stream(opener, source: str, fields, delimiter, block_bytes: int, int_fields
             for offset, buf in _blocks(fh, layout.start, block_bytes):
                 data, kept = _prepare(buf, layout, dq)
                 del buf
+                if not data:
+                    continue   # comment lines only
                 line_of = _BlockLines(counter, offset, kept)
                 if not _is_utf8(data):
                     data = _repair_utf8(bytes(data), dq, source, line_of)
