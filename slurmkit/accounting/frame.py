@@ -338,6 +338,12 @@ class _Cols:
         out = self.text("Cluster")
         return out.replace("", default) if default else out
 
+    def identity(self, ids: pd.DataFrame, cluster: str) -> dict:
+        """The first columns of a typed frame, allocation or step: ``cluster``, ``job_id``
+        (JobID as printed) and ``key_id``, from ``ids`` (the JobID parser's frame)."""
+        return {"cluster": self.cluster(cluster), "job_id": P._str_series(self.col("JobID")),
+                "key_id": self.key_id(ids["alloc_id"])}
+
     def key_id(self, alloc_id: pd.Series) -> pd.Series:
         """JobIDRaw without a step, else ``alloc_id`` (where JobIDRaw is absent or empty)."""
         rawid = self.col("JobIDRaw")
@@ -375,12 +381,8 @@ def _frame(cols: dict, valid: np.ndarray, dq: DataQuality, source: str) -> pd.Da
 def _typed_steps(table: pa.Table, dq: DataQuality, source: str, cluster: str, tz: str) -> pd.DataFrame:
     """The :data:`STEP_COLUMNS` frame of step rows (every JobID has a ``.``)."""
     c = _Cols(table)
-    jid = c.col("JobID")
-    ids = P.parse_step_ids(jid)
-    out: dict = {}
-    out["cluster"] = c.cluster(cluster)
-    out["job_id"] = P._str_series(jid)
-    out["key_id"] = c.key_id(ids["alloc_id"])
+    ids = P.parse_step_ids(c.col("JobID"))
+    out = c.identity(ids, cluster)
     out["step"] = ids["step"]
     out["submit"] = c.times("Submit", tz)
     out["start"] = c.times("Start", tz)
@@ -394,12 +396,8 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
     """The allocation frame (module docstring) of allocation rows (no JobID has a ``.``)."""
     c = _Cols(table)
     names, n = c.names, c.n
-    jid = c.col("JobID")
-    ids = P.parse_job_ids(jid)
-    out: dict = {}
-    out["cluster"] = c.cluster(cluster)
-    out["job_id"] = P._str_series(jid)
-    out["key_id"] = c.key_id(ids["alloc_id"])
+    ids = P.parse_job_ids(c.col("JobID"))
+    out = c.identity(ids, cluster)
     out["array_task"] = ids["array_task"]
     out["pending_tasks"] = P.pending_task_count(ids["array_task"])
     out["het"] = ids["het"]

@@ -90,14 +90,13 @@ class _Layout:
     given or detected; ``sep``: the one byte pyarrow splits on (``delim`` itself, or
     :data:`DELIMITER` that a longer delimiter is rewritten to); ``trailing``: every row ends
     with the delimiter (``--parsable``); ``start``: byte offset of the first line after the
-    header (or of the first row when there is none); ``start_line``: physical lines before it."""
+    header (or of the first row when there is none)."""
 
     names: list
     delim: str
     sep: str
     trailing: bool
     start: int
-    start_line: int
 
     @property
     def col_names(self) -> list:
@@ -131,7 +130,7 @@ def _layout(fh, source: str, fields, delimiter, dq: DataQuality) -> _Layout | No
         if names and names[-1] == "":
             names.pop()   # a trailing delimiter's empty last field
         header_line = skipped + 1
-        start, start_line = offset + len(raw), skipped + 1
+        start = offset + len(raw)
         sample = b""
         while True:   # the first row after the header (comments are the blocks' to count)
             raw = fh.readline()
@@ -141,7 +140,7 @@ def _layout(fh, source: str, fields, delimiter, dq: DataQuality) -> _Layout | No
     elif fields:
         names = [canonical(f) for f in fields]
         header_line = None
-        start, start_line, sample = offset, skipped, line
+        start, sample = offset, line
     else:
         raise AccountingInputError(source, skipped + 1, _NO_HEADER)
     if len(set(names)) != len(names):
@@ -151,7 +150,7 @@ def _layout(fh, source: str, fields, delimiter, dq: DataQuality) -> _Layout | No
     bdelim = delim.encode()
     trailing = sample.endswith(bdelim) and sample.count(bdelim) == len(names)
     direct = len(bdelim) == 1 and delim not in ('"', "\n", "\r")
-    return _Layout(names, delim, delim if direct else DELIMITER, trailing, start, start_line)
+    return _Layout(names, delim, delim if direct else DELIMITER, trailing, start)
 
 
 # --- blocks --------------------------------------------------------------------------------
