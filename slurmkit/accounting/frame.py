@@ -338,6 +338,12 @@ class _Cols:
         out = self.text("Cluster")
         return out.replace("", default) if default else out
 
+    def identity(self, ids: pd.DataFrame, cluster: str) -> dict:
+        """The first columns of a typed frame, allocation or step: ``cluster``, ``job_id``
+        (JobID as printed) and ``key_id``, from ``ids`` (the JobID parser's frame)."""
+        return {"cluster": self.cluster(cluster), "job_id": P.str_series(self.col("JobID")),
+                "key_id": self.key_id(ids["alloc_id"])}
+
     def key_id(self, alloc_id: pd.Series) -> pd.Series:
         """JobIDRaw without a step, else ``alloc_id`` (where JobIDRaw is absent or empty)."""
         rawid = self.col("JobIDRaw")
@@ -375,12 +381,8 @@ def _frame(cols: dict, valid: np.ndarray, dq: DataQuality, source: str) -> pd.Da
 def _typed_steps(table: pa.Table, dq: DataQuality, source: str, cluster: str, tz: str) -> pd.DataFrame:
     """The :data:`STEP_COLUMNS` frame of step rows (every JobID has a ``.``)."""
     c = _Cols(table)
-    jid = c.col("JobID")
-    ids = P.parse_step_ids(jid)
-    out: dict = {}
-    out["cluster"] = c.cluster(cluster)
-    out["job_id"] = P.str_series(jid)
-    out["key_id"] = c.key_id(ids["alloc_id"])
+    ids = P.parse_step_ids(c.col("JobID"))
+    out = c.identity(ids, cluster)
     out["step"] = ids["step"]
     out["submit"] = c.times("Submit", tz)
     out["start"] = c.times("Start", tz)
@@ -394,12 +396,8 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
     """The allocation frame (module docstring) of allocation rows (no JobID has a ``.``)."""
     c = _Cols(table)
     names, n = c.names, c.n
-    jid = c.col("JobID")
-    ids = P.parse_job_ids(jid)
-    out: dict = {}
-    out["cluster"] = c.cluster(cluster)
-    out["job_id"] = P.str_series(jid)
-    out["key_id"] = c.key_id(ids["alloc_id"])
+    ids = P.parse_job_ids(c.col("JobID"))
+    out = c.identity(ids, cluster)
     out["array_task"] = ids["array_task"]
     out["pending_tasks"] = P.pending_task_count(ids["array_task"])
     out["het"] = ids["het"]
@@ -443,10 +441,30 @@ def load_sacct(path, dq: DataQuality | None = None, fields=None, delimiter=None,
     """A captured sacct file -> ``(JobRows, DataQuality)``, read block by block
     (:func:`slurmkit.accounting.read.stream_sacct_file`) so that the raw text is never held
     whole: each block is typed at once. Gives what :func:`jobs_frame` gives on the whole
-    file."""
+    file. ``dq``: merged into and returned when given. Raises
+    :class:`~slurmkit.accounting.read.AccountingInputError` (file, line) for input that cannot
+    be read at all."""
     from slurmkit.accounting.read import stream_sacct_file
 
     batches, fdq = stream_sacct_file(path, fields, delimiter, int_fields=INT_FIELDS)
+    return _load(batches, fdq, dq, str(path), fields, cluster, tz)
+
+
+def load_sacct_bytes(data: bytes, source: str = "<sacct>", fields=None, delimiter=None,
+                     cluster: str = "", tz: str = "UTC") -> tuple[JobRows, DataQuality]:
+    """:func:`load_sacct` over sacct output in memory (the live ingest's bytes), named
+    ``source`` in the data-quality list and in messages: the same reader
+    (:func:`slurmkit.accounting.read.stream_sacct_bytes`, one block) and the same typing."""
+    from slurmkit.accounting.read import stream_sacct_bytes
+
+    batches, fdq = stream_sacct_bytes(data, source, fields, delimiter, int_fields=INT_FIELDS)
+    return _load(batches, fdq, None, source, fields, cluster, tz)
+
+
+def _load(batches, fdq: DataQuality, dq: DataQuality | None, source: str, fields, cluster: str,
+          tz: str) -> tuple[JobRows, DataQuality]:
+    """Type the reader's tables (``batches``, whose counts ``fdq`` holds once they are read)
+    into :class:`JobRows`, as :func:`jobs_frame` does on their concatenation."""
     scratch = DataQuality()
     pool = pa.default_memory_pool()
     allocs, steps = [], []
@@ -465,7 +483,7 @@ def load_sacct(path, dq: DataQuality | None = None, fields=None, delimiter=None,
     with ThreadPoolExecutor(workers, thread_name_prefix="sacct-block") as ex:
         for t in batches:
             bdq = DataQuality()
-            waiting.append((ex.submit(_typed, t, bdq, str(path), cluster, tz), bdq))
+            waiting.append((ex.submit(_typed, t, bdq, source, cluster, tz), bdq))
             del t
             while len(waiting) > workers:
                 collect()
@@ -480,7 +498,7 @@ def load_sacct(path, dq: DataQuality | None = None, fields=None, delimiter=None,
     if rows is None:
         rows = jobs_frame(pa.table({n: pa.array([], pa.string()) for n in (fields or ["JobID"])}), fdq)
     del allocs, steps
-    rows = rows.drop_repeats(fdq, str(path))
+    rows = rows.drop_repeats(fdq, source)
     # the blocks' text goes back to the OS once, here: freeing it block by block made every
     # next block fault its pages in again (slower, and no lower peak)
     pool.release_unused()

@@ -1,34 +1,53 @@
-"""Split sacct text into a table of strings (pyarrow), counting every row it cannot split.
+"""Split sacct text into tables of strings (pyarrow), counting every row it cannot split.
 
-Input: the bytes sacct printed (live ingest) or a captured file: with or without a header line,
-``|`` or any other delimiter (one or more characters, e.g. ``☃``), ``--parsable``'s trailing
-delimiter, ``#`` comment lines, blank lines, and a field list given separately when there is no
-header. Output: a ``pyarrow.Table`` with one string column per field (canonical names from
-:mod:`slurmkit.accounting.fields`) and a :class:`~slurmkit.accounting.quality.DataQuality`.
+One reader for every input: the bytes the live ingest gets from ``sacct`` and captured files
+(``report weekly --from-sacct``). :func:`stream_sacct_file` and :func:`stream_sacct_bytes`
+read their input in blocks that end at a newline; :func:`read_sacct_bytes` and
+:func:`read_sacct_file` are the one-block case, gathered into one table. Either way there is
+one header detection (:func:`_layout`), one block reader and one bad-row path
+(:func:`_bad_rows`), so the same text gives the same rows, the same listed problems and the
+same messages, with the same line numbers, whichever way it comes.
 
-Rows that do not split into the expected number of fields are skipped with a reason and line;
-when JobName is the last field, extra delimiters are a delimiter inside the job name and are
-joined back (counted, listed as repaired); a short line after a good one is the tail of a name
-with an embedded newline (skipped: ``newline in a field``). Bad UTF-8 is replaced by U+FFFD and
-the rows are listed as repaired.
+Input: with or without a header line, ``|`` or any other delimiter (one or more characters,
+e.g. ``☃``), ``--parsable``'s trailing delimiter, ``#`` comment lines, blank lines, CRLF line
+ends, and a field list given separately when there is no header. Output: ``pyarrow.Table`` s
+with one string column per field (canonical names from :mod:`slurmkit.accounting.fields`) and
+a :class:`~slurmkit.accounting.quality.DataQuality`.
+
+Rows that do not split into the expected number of fields are skipped with a reason and their
+physical line (1-based, in the input as given: comment lines and the header count); when
+JobName is the last field, extra delimiters are a delimiter inside the job name and are joined
+back (counted, listed as repaired); a short row is most likely the tail of a name with an
+embedded newline (``too few fields (continuation of a field with a newline?)``). Bad UTF-8 is
+replaced by U+FFFD and the rows are listed as repaired. Comment and blank (or whitespace-only)
+lines are counted in ``ignored_lines``, not as rows.
 """
 
 from __future__ import annotations
 
-from slurmkit.errors import InputError
-
+import io
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from slurmkit.accounting.fields import DELIMITER, canonical, looks_like_header
 from slurmkit.accounting.parse import NO_TIME
 from slurmkit.accounting.quality import DataQuality
+from slurmkit.errors import InputError
 
 _CANDIDATES = (DELIMITER, "|", "\u2603", "\t", ";", ",")
 _SEP = DELIMITER.encode()
+#: Block size of :func:`stream_sacct_file` (64 MiB: each block has a fixed cost in the typing
+#: that follows, about 30 ms; a 1M-job capture is ~15 blocks).
+BLOCK_BYTES = 64 << 20
+#: pyarrow's own block size inside one of ours (its threads split on these).
+_ARROW_BLOCK = 4 << 20
+
+_NO_HEADER = "no header line and no field list (give the sacct -o fields, e.g. --sacct-fields FILE)"
 
 
 class AccountingInputError(InputError):
@@ -36,36 +55,11 @@ class AccountingInputError(InputError):
     wrong. The CLI prints ``file:line: message`` and exits 2."""
 
 
-
-def _header_names(first_fields: list[str]) -> list[str]:
-    """Canonical field names of a header line split on the delimiter (a trailing delimiter's
-    empty last field dropped)."""
-    names = [canonical(f) for f in first_fields]
-    return names[:-1] if names and names[-1] == "" else names
-
 def read_field_list(text: str) -> list[str]:
     """A field list as given to ``sacct -o`` or saved beside a capture: comma, ``|``, tab or
     whitespace separated; ``%N`` width suffixes are dropped. Returns canonical names."""
     parts = [p for p in re.split(r"[,|\s]+", text.strip()) if p]
     return [canonical(p.split("%")[0]) for p in parts]
-
-
-def _line_no(data: bytes, pos: int) -> int:
-    return data.count(b"\n", 0, pos) + 1
-
-
-def _locate(data: bytes, text: bytes, start_hint: int = 0) -> int | None:
-    """1-based line of the first line of ``data`` that is exactly ``text`` (else that contains
-    it); None when not found."""
-    if data.startswith(text + b"\n") or data == text:
-        return 1
-    pos = data.find(b"\n" + text + b"\n")
-    if pos < 0 and data.endswith(b"\n" + text):
-        pos = len(data) - len(text) - 1
-    if pos >= 0:
-        return _line_no(data, pos + 1)
-    pos = data.find(text)
-    return _line_no(data, pos) if pos >= 0 else None
 
 
 def _guess_delimiter(line: str, nfields: int | None) -> str:
@@ -81,6 +75,182 @@ def _guess_delimiter(line: str, nfields: int | None) -> str:
     return best
 
 
+def _is_ignored(line: bytes) -> str | None:
+    """``"comment"`` or ``"blank"`` for a line that is not a row (no line end), else None."""
+    if line.startswith(b"#"):
+        return "comment"
+    return None if line.strip() else "blank"
+
+
+# --- the layout: header, field names, delimiter --------------------------------------------
+
+@dataclass(frozen=True)
+class _Layout:
+    """How an input splits. ``names``: canonical field names; ``delim``: the delimiter as
+    given or detected; ``sep``: the one byte pyarrow splits on (``delim`` itself, or
+    :data:`DELIMITER` that a longer delimiter is rewritten to); ``trailing``: every row ends
+    with the delimiter (``--parsable``); ``start``: byte offset of the first line after the
+    header (or of the first row when there is none)."""
+
+    names: list
+    delim: str
+    sep: str
+    trailing: bool
+    start: int
+
+    @property
+    def col_names(self) -> list:
+        return self.names + (["_trailing"] if self.trailing else [])
+
+
+def _layout(fh, source: str, fields, delimiter, dq: DataQuality) -> _Layout | None:
+    """Read the head of ``fh`` (a binary file at offset 0): comment and blank lines before the
+    first row or header (counted in ``dq``), the header when the first line is one, and the
+    first row (the trailing delimiter). None when the input holds no row or header at all.
+
+    Raises :class:`AccountingInputError`: no header and no field list (the first line), a
+    repeated field or no JobID in the field list (the header line, or None for ``fields``)."""
+    offset = skipped = 0
+    while True:
+        raw = fh.readline()
+        if not raw:
+            return None
+        line = raw.rstrip(b"\r\n")
+        kind = _is_ignored(line)
+        if kind is None:
+            break
+        dq.ignored_lines[kind] += 1
+        offset += len(raw)
+        skipped += 1
+    first = line.decode("utf-8", errors="replace")
+    delim = delimiter or _guess_delimiter(first, len(fields) if fields else None)
+    first_fields = first.split(delim)
+    if looks_like_header(first_fields):
+        names = [canonical(f) for f in first_fields]
+        if names and names[-1] == "":
+            names.pop()   # a trailing delimiter's empty last field
+        header_line = skipped + 1
+        start = offset + len(raw)
+        sample = b""
+        while True:   # the first row after the header (comments are the blocks' to count)
+            raw = fh.readline()
+            if not raw or _is_ignored(raw.rstrip(b"\r\n")) is None:
+                sample = raw.rstrip(b"\r\n")
+                break
+    elif fields:
+        names = [canonical(f) for f in fields]
+        header_line = None
+        start, sample = offset, line
+    else:
+        raise AccountingInputError(source, skipped + 1, _NO_HEADER)
+    if len(set(names)) != len(names):
+        raise AccountingInputError(source, header_line, f"repeated field in the field list: {names}")
+    if "JobID" not in names:
+        raise AccountingInputError(source, header_line, "the field list has no JobID")
+    bdelim = delim.encode()
+    trailing = sample.endswith(bdelim) and sample.count(bdelim) == len(names)
+    direct = len(bdelim) == 1 and delim not in ('"', "\n", "\r")
+    return _Layout(names, delim, delim if direct else DELIMITER, trailing, start)
+
+
+# --- blocks --------------------------------------------------------------------------------
+
+def _blocks(fh, start: int, block_bytes: int):
+    """``(offset, bytes or memoryview)`` of ``fh`` from ``start`` in blocks of about
+    ``block_bytes`` that end at a newline (a line longer than a block makes a longer one)."""
+    fh.seek(start)
+    while True:
+        offset = fh.tell()
+        buf = fh.read(block_bytes)
+        while len(buf) >= block_bytes and b"\n" not in buf:
+            more = fh.read(block_bytes)
+            if not more:
+                break
+            buf += more
+        if not buf:
+            return
+        cut = buf.rfind(b"\n") + 1
+        if cut == 0 or cut == len(buf):
+            yield offset, buf
+            continue
+        fh.seek(cut - len(buf), 1)  # the unfinished last line starts the next block
+        yield offset, memoryview(buf)[:cut]
+
+
+class _LineCounter:
+    """Physical lines of the input before a byte offset, counted on demand (only a block with
+    a problem needs its first line) and incrementally (offsets come in increasing order)."""
+
+    def __init__(self, opener):
+        self.opener, self.offset, self.lines = opener, 0, 0
+
+    def before(self, offset: int) -> int:
+        if offset < self.offset:
+            self.offset, self.lines = 0, 0
+        if offset > self.offset:
+            with self.opener() as fh:
+                fh.seek(self.offset)
+                left = offset - self.offset
+                while left > 0:
+                    chunk = fh.read(min(left, BLOCK_BYTES))
+                    if not chunk:
+                        break
+                    self.lines += chunk.count(b"\n")
+                    left -= len(chunk)
+            self.offset = offset
+        return self.lines
+
+
+class _BlockLines:
+    """Line numbers of one block: its line ``k`` (1-based, after comment lines were taken out)
+    -> physical line of the input."""
+
+    def __init__(self, counter: _LineCounter, offset: int, kept: list | None):
+        self.counter, self.offset, self.kept, self._base = counter, offset, kept, None
+
+    def __call__(self, k: int | None) -> int | None:
+        if k is None:
+            return None
+        if self._base is None:
+            self._base = self.counter.before(self.offset)
+        if self.kept is not None:
+            k = self.kept[k - 1] + 1 if 0 < k <= len(self.kept) else None
+        return None if k is None else self._base + k
+
+
+def _prepare(buf, layout: _Layout, dq: DataQuality) -> tuple[bytes, list | None]:
+    """A block made ready for pyarrow: CRLF -> LF, ``#`` comment lines taken out (counted;
+    ``kept``: the block's 0-based line of each line left, None when none was taken out) and a
+    delimiter pyarrow cannot split on rewritten to :data:`DELIMITER`. The checks look at the
+    block's whole buffer (a memoryview's too): cheap scans for one byte, no copy when clean."""
+    whole = buf.obj if isinstance(buf, memoryview) else buf
+    data, kept = buf, None
+    if b"\r" in whole:
+        data = bytes(data).replace(b"\r\n", b"\n")
+    if b"#" in whole:
+        data = bytes(data)
+        if data.startswith(b"#") or b"\n#" in data:
+            lines = data.split(b"\n")
+            if lines and lines[-1] == b"":
+                lines.pop()
+            out, kept = [], []
+            for i, raw in enumerate(lines):
+                if raw.startswith(b"#"):
+                    dq.ignored_lines["comment"] += 1
+                else:
+                    out.append(raw)
+                    kept.append(i)
+            data = b"\n".join(out) + b"\n" if out else b""
+    if layout.sep != layout.delim:
+        data = bytes(data)
+        if _SEP in data:
+            data = data.replace(_SEP, b" ")
+        data = data.replace(layout.delim.encode(), _SEP)
+    return data, kept
+
+
+# --- UTF-8 ---------------------------------------------------------------------------------
+
 def _is_utf8(data) -> bool:
     """True when ``data`` (bytes or a memoryview of bytes) is valid UTF-8: ASCII is checked
     without decoding (the usual case), anything else by decoding."""
@@ -94,321 +264,258 @@ def _is_utf8(data) -> bool:
     return True
 
 
-def _fix_utf8(data: bytes) -> bytes:
-    """``data`` with each run of invalid UTF-8 bytes replaced by one U+FFFD."""
+def _repair_utf8(data: bytes, dq: DataQuality, source: str, line_of) -> bytes:
+    """``data`` with each run of invalid UTF-8 bytes replaced by one U+FFFD; each row touched is
+    listed as repaired (its line: ``line_of(line in data)``). Done before splitting: pyarrow
+    cannot hand a row with bad UTF-8 and the wrong number of fields to the bad-row handler (it
+    fails decoding it)."""
     text = data.decode("utf-8", errors="surrogateescape")
+    line, pos = 1, 0
+    for m in re.finditer(r"[^\n]*[\udc80-\udcff][^\n]*", text):
+        line += text.count("\n", pos, m.start())
+        pos = m.start()
+        dq.repair("bad UTF-8 (replaced by U+FFFD)", source, line_of(line),
+                  m.group(0).encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
     return re.sub("[\udc80-\udcff]+", "\ufffd", text).encode("utf-8")
 
 
-def _repair_utf8(data: bytes, dq: DataQuality, source: str, line_offset: int) -> bytes:
-    """:func:`_fix_utf8`; each row touched is listed as repaired (its line: ``line_offset`` +
-    its line in ``data``). Done before splitting: pyarrow cannot hand a row with bad UTF-8 and
-    the wrong number of fields to the bad-row handler (it fails decoding it)."""
-    text = data.decode("utf-8", errors="surrogateescape")
-    for m in re.finditer(r"[^\n]*[\udc80-\udcff][^\n]*", text):
-        line = text.count("\n", 0, m.start()) + 1 + line_offset
-        dq.repair("bad UTF-8 (replaced by U+FFFD)", source, line,
-                  m.group(0).encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
-    return _fix_utf8(data)
+# --- bad rows ------------------------------------------------------------------------------
+
+def _find_line(data: bytes, text: bytes, start: int) -> int | None:
+    """Byte offset, at or after ``start``, of the first line of ``data`` that is exactly
+    ``text`` (else of the first place that contains it); None when not found."""
+    if start == 0 and (data.startswith(text + b"\n") or data == text):
+        return 0
+    pos = data.find(b"\n" + text + b"\n", max(start - 1, 0))
+    if pos >= 0:
+        return pos + 1
+    if data.endswith(b"\n" + text) and len(data) - len(text) >= start:
+        return len(data) - len(text)
+    pos = data.find(text, start)
+    return pos if pos >= 0 else None
 
 
-def read_sacct_bytes(data: bytes, source: str = "<sacct>", fields: list[str] | None = None,
-                     delimiter: str | None = None) -> tuple[pa.Table, DataQuality]:
-    """Split sacct output into string columns. See the module docstring.
+def _locate(data: bytes, texts: list[bytes]) -> list[tuple[int, int | None]]:
+    """``(sort key, 1-based line in data or None)`` of each of ``texts`` (rows pyarrow could
+    not split, in any order): a row repeated in the data gets each of its lines in turn."""
+    found, nxt = [], {}
+    for t in texts:
+        pos = _find_line(data, t, nxt.get(t, 0))
+        if pos is None and nxt.get(t):
+            pos = _find_line(data, t, 0)
+        if pos is not None:
+            nxt[t] = pos + 1
+        found.append(pos)
+    order = sorted(p for p in found if p is not None)
+    lines, line, prev = {}, 1, 0
+    for p in order:
+        line += data.count(b"\n", prev, p)
+        prev = p
+        lines[p] = line
+    end = len(data) + 1
+    return [(end, None) if p is None else (p, lines[p]) for p in found]
 
-    ``fields``: the field list when the text has no header (a header line wins when both are
-    there and agree in length). ``delimiter``: None to detect from the first line. Raises
-    :class:`AccountingInputError` (naming ``source`` and the line) when no field list is known
-    or no row matches it.
-    """
+
+def _bad_rows(bad: list, data, layout: _Layout, dq: DataQuality, source: str, line_of
+              ) -> tuple[list, int, tuple | None]:
+    """Rows of one block that pyarrow did not split (``(columns, text)`` pairs), in the
+    block's order: whitespace-only lines counted as blank, a delimiter in a trailing JobName
+    joined (listed as repaired), every other row skipped with its reason and line. Returns
+    ``(repaired rows as lists of fields, rows read, (columns, line) of the first row)``."""
+    rows = [(n, t) for n, t in bad if t.strip()]
+    if len(rows) < len(bad):
+        dq.ignored_lines["blank"] += len(bad) - len(rows)
+    if not rows:
+        return [], 0, None
+    data = bytes(data)
+    names, delim, sep = layout.names, layout.delim, layout.sep
+    expected = len(layout.col_names)
+    extra_col = 1 if layout.trailing else 0
+    where = _locate(data, [t.encode() for _, t in rows])
+    placed = sorted(zip(where, rows), key=lambda x: x[0][0])
+    repaired = []
+    first = None
+    for (_, k), (ncols, text) in placed:
+        line = line_of(k)
+        if first is None:
+            first = (ncols - extra_col, line)
+        shown = text.replace(sep, delim) if sep != delim else text
+        if ncols > expected and names[-1] == "JobName" and not layout.trailing:
+            parts = text.split(sep)
+            repaired.append(parts[:len(names) - 1] + [delim.join(parts[len(names) - 1:])])
+            dq.repair("delimiter inside JobName (joined)", source, line, shown)
+        elif ncols < expected:
+            dq.skip("too few fields (continuation of a field with a newline?)", 1, source, line, shown)
+        else:
+            dq.skip(f"wrong number of fields ({ncols - extra_col} for {len(names)})", 1, source, line, shown)
+    return repaired, len(rows), first
+
+
+def _drop_blank_rows(t: pa.Table, dq: DataQuality) -> pa.Table:
+    """Without the rows pyarrow made of empty lines (every field empty; ``ignore_empty_lines``
+    would drop them uncounted), counted as blank lines. A cheap test of JobID first: it is
+    empty on no real row (that row is a bad JobID later, and stays)."""
+    jid = t.column("JobID")
+    empty = pc.equal(jid, "")
+    if not pc.any(empty).as_py():
+        return t
+    for name in t.column_names:
+        col = t.column(name)
+        empty = pc.and_(empty, pc.is_null(col) if pa.types.is_integer(col.type) else pc.equal(col, ""))
+    n = pc.sum(empty).as_py() or 0
+    if n == 0:
+        return t
+    dq.ignored_lines["blank"] += n
+    return t.filter(pc.invert(empty))
+
+
+# --- the reader ----------------------------------------------------------------------------
+
+def _stream(opener, source: str, fields, delimiter, block_bytes: int, int_fields):
+    """The reader behind every entry point: ``(iterator of Tables, DataQuality, field names)``
+    over the binary file ``opener()`` opens. See :func:`stream_sacct_file`."""
     dq = DataQuality()
-    # 1. comment and blank lines (pyarrow has no comment support): drop, count, keep line map
-    line_offset = 0  # physical lines dropped before the first data line (header, comments)
-    if data.startswith(b"#") or b"\n#" in data or data.startswith(b"\n") or b"\r\n" in data:
-        kept, first_seen = [], False
-        lines = data.replace(b"\r\n", b"\n").split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
-        for raw in lines:
-            if raw.startswith(b"#") or not raw.strip():
-                dq.ignored_lines["comment" if raw.startswith(b"#") else "blank"] += 1
-                if not first_seen:
-                    line_offset += 1
-                continue
-            first_seen = True
-            kept.append(raw)
-        data = b"\n".join(kept) + b"\n"
-    if not data.strip():
-        return pa.table({n: pa.array([], pa.string()) for n in (fields or ["JobID"])}), dq
+    with opener() as fh:
+        layout = _layout(fh, source, fields, delimiter, dq)
+    if layout is None:
+        return iter(()), dq, [canonical(f) for f in (fields or ["JobID"])]
+    col_names = layout.col_names
+    ints = [n for n in int_fields if n in col_names]
+    counter = _LineCounter(opener)
 
-    # 3. header / field list / delimiter
-    nl = data.find(b"\n")
-    first = data[:nl if nl >= 0 else len(data)].decode("utf-8", errors="replace")
-    delim = delimiter or _guess_delimiter(first, len(fields) if fields else None)
-    first_fields = first.split(delim)
-    header = looks_like_header(first_fields)
-    if header:
-        names = _header_names(first_fields)
-        data = data[nl + 1:] if nl >= 0 else b""
-        line_offset += 1
-    elif fields:
-        names = [canonical(f) for f in fields]
-    else:
-        raise AccountingInputError(source, line_offset + 1,
-                                   "no header line and no field list (give the sacct -o fields, "
-                                   "e.g. --sacct-fields FILE)")
-    if len(set(names)) != len(names):
-        raise AccountingInputError(source, line_offset, f"repeated field in the field list: {names}")
-    if "JobID" not in names:
-        raise AccountingInputError(source, line_offset or None, "the field list has no JobID")
-    if len(delim.encode()) == 1 and delim not in ('"', "\n", "\r"):
-        sep = delim              # pyarrow splits on it directly: no copy of the text
-    else:
-        sep = DELIMITER
-        if _SEP in data:
-            data = data.replace(_SEP, b" ")
-        data = data.replace(delim.encode(), _SEP)
-    bsep = sep.encode()
+    def read_block(buf, bad, as_int=()):
+        def on_invalid(row):
+            bad.append((row.actual_columns, row.text))
+            return "skip"
 
-    # --parsable: every line ends with the delimiter -> one extra empty column
-    nl = data.find(b"\n")
-    sample = data[:nl if nl >= 0 else len(data)]
-    ncols_first = sample.count(bsep) + 1
-    trailing = sample.endswith(bsep) and ncols_first == len(names) + 1
-    col_names = names + (["_trailing"] if trailing else [])
-    expected = len(col_names)
-
-    bad: list[tuple[int, str]] = []
-
-    def on_invalid(row):
-        bad.append((row.actual_columns, row.text))
-        return "skip"
-
-    def read(buf):
         return pacsv.read_csv(
             pa.py_buffer(buf),
-            read_options=pacsv.ReadOptions(column_names=col_names, block_size=1 << 24),
-            parse_options=pacsv.ParseOptions(delimiter=sep, quote_char=False,
-                                              double_quote=False, escape_char=False,
-                                              newlines_in_values=False, ignore_empty_lines=True,
-                                              invalid_row_handler=on_invalid),
-            # (valid UTF-8: checked, or repaired, below)
-            convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in col_names},
-                                                 check_utf8=False, strings_can_be_null=False,
-                                                 quoted_strings_can_be_null=False))
+            read_options=pacsv.ReadOptions(column_names=col_names, block_size=_ARROW_BLOCK),
+            parse_options=pacsv.ParseOptions(delimiter=layout.sep, quote_char=False, double_quote=False,
+                                             escape_char=False, newlines_in_values=False,
+                                             ignore_empty_lines=False, invalid_row_handler=on_invalid),
+            convert_options=pacsv.ConvertOptions(
+                column_types={n: pa.int64() if n in as_int else pa.string() for n in col_names},
+                # null_values apply to the int64 columns only (strings are never null); the
+                # block is valid UTF-8 (checked, or repaired, before)
+                check_utf8=False, strings_can_be_null=False, quoted_strings_can_be_null=False,
+                null_values=list(NO_TIME)))
 
-    if not _is_utf8(data):
-        data = _repair_utf8(data, dq, source, line_offset)
-    try:
-        table = read(data)
-    except pa.ArrowInvalid as exc:
-        raise AccountingInputError(source, None, f"cannot split the text: {exc}") from None
-    if trailing:
-        table = table.drop_columns(["_trailing"])
+    def read_text(buf):
+        if ints:
+            bad = []
+            try:
+                return read_block(buf, bad, ints), bad
+            except pa.ArrowInvalid:
+                pass   # not all integers: read as text (its bad rows are reported again)
+        bad = []
+        return read_block(buf, bad), bad
 
-    dq.rows_read = table.num_rows + len(bad)
-    if table.num_rows == 0 and bad:
-        ncols = bad[0][0] - (1 if trailing else 0)
-        raise AccountingInputError(source, _locate(data, bad[0][1].encode()) + line_offset,
-                                   f"rows have {ncols} fields but the field list has {len(names)} "
-                                   f"({','.join(names)}); give the field list the file was written with")
+    def gen():
+        good = nread = 0
+        first_bad = None
+        with opener() as fh:
+            for offset, buf in _blocks(fh, layout.start, block_bytes):
+                data, kept = _prepare(buf, layout, dq)
+                del buf
+                if not data:
+                    continue   # comment lines only
+                line_of = _BlockLines(counter, offset, kept)
+                if not _is_utf8(data):
+                    data = _repair_utf8(bytes(data), dq, source, line_of)
+                try:
+                    t, bad = read_text(data)
+                except pa.ArrowInvalid as exc:
+                    raise AccountingInputError(source, None, f"cannot split the text: {exc}") from None
+                if layout.trailing:
+                    t = t.drop_columns(["_trailing"])
+                t = _drop_blank_rows(t, dq)
+                good += t.num_rows
+                nread += t.num_rows
+                if t.num_rows:
+                    yield t
+                del t
+                if bad:
+                    extra, n, first = _bad_rows(bad, data, layout, dq, source, line_of)
+                    nread += n
+                    first_bad = first_bad or first
+                    if extra:
+                        yield pa.table({c: pa.array([r[i] for r in extra], pa.string())
+                                        for i, c in enumerate(layout.names)})
+                del data
+        dq.rows_read = nread
+        if good == 0 and first_bad:
+            ncols, line = first_bad
+            raise AccountingInputError(
+                source, line, f"rows have {ncols} fields but the field list has {len(layout.names)} "
+                              f"({','.join(layout.names)}); give the field list the file was written with")
 
-    # 4. rows that did not split: repair a delimiter in a trailing JobName, else skip
-    repaired_rows = []
-    name_last = names[-1] == "JobName"
-    prev_ok = True
-    for ncols, text in bad:
-        line = _locate(data, text.encode())
-        line = line + line_offset if line else None
-        if ncols > expected and name_last and not trailing:
-            parts = text.split(sep)
-            parts = parts[:len(names) - 1] + [delim.join(parts[len(names) - 1:])]
-            repaired_rows.append(parts)
-            dq.repair("delimiter inside JobName (joined)", source, line, text.replace(sep, delim))
-            continue
-        if ncols < expected and prev_ok:
-            dq.skip("too few fields (continuation of a field with a newline?)", 1, source, line,
-                    text.replace(sep, delim))
-        else:
-            dq.skip(f"wrong number of fields ({ncols - (1 if trailing else 0)} for {len(names)})", 1,
-                    source, line, text.replace(sep, delim))
-    if repaired_rows:
-        extra = pa.table({n: pa.array([r[i] for r in repaired_rows], pa.string())
-                          for i, n in enumerate(names)})
-        table = pa.concat_tables([table, extra])
-    return table, dq
+    return gen(), dq, layout.names
 
 
-def read_sacct_file(path, fields: list[str] | None = None, delimiter: str | None = None
-                    ) -> tuple[pa.Table, DataQuality]:
-    """:func:`read_sacct_bytes` on a file (``source`` = the path as given)."""
+def _file_opener(path):
     p = Path(path)
     try:
-        data = p.read_bytes()
+        p.open("rb").close()
     except OSError as exc:
-        raise AccountingInputError(path, None, exc.strerror or str(exc)) from None
-    return read_sacct_bytes(data, str(path), fields, delimiter)
+        raise AccountingInputError(str(path), None, exc.strerror or str(exc)) from None
+    return lambda: p.open("rb")
 
 
 def stream_sacct_file(path, fields: list[str] | None = None, delimiter: str | None = None,
-                      block_bytes: int = 64 << 20, int_fields=()):
+                      block_bytes: int = BLOCK_BYTES, int_fields=()):
     """Read a sacct file in blocks: ``(iterator of pyarrow Tables, DataQuality)``: string
-    columns, except ``int_fields`` (below).
+    columns, except ``int_fields`` (below). ``source`` in messages: the path as given.
 
-    Same rules and data-quality accounting as :func:`read_sacct_bytes`, but the text is never
-    held whole in memory (large captures, the benchmark). Files that need rewriting first
-    (``#`` comments or blank lines at the top, CRLF, a delimiter of more than one byte) are read
-    with :func:`read_sacct_file` and come as one table. The ``DataQuality`` is complete once
-    the iterator is exhausted.
-
-    ``block_bytes``: the size of a block (64 MiB: each block has a fixed cost in the typing
-    that follows, about 30 ms; a 1M-job capture is ~15 blocks).
+    The text is never held whole in memory (large captures, the benchmark). The
+    ``DataQuality`` is complete once the iterator is exhausted. ``fields``: the field list when
+    the text has no header (a header line wins). ``delimiter``: None to detect it from the
+    first line. ``block_bytes``: the size of a block (:data:`BLOCK_BYTES`).
 
     ``int_fields``: fields the CSV reader converts to int64 itself (epoch times, counts), with
     :data:`~slurmkit.accounting.parse.NO_TIME` (``Unknown``, ``None``, "" ...) as null; a block
     where one of them holds anything else (an ISO time, a sign-less overflow, spaces) is read
     again with every column as a string, so a block's column is int64 or string.
+
+    Raises :class:`AccountingInputError` (the path, the line): the file cannot be opened, no
+    field list is known, the field list repeats a field or lacks JobID (at once); no row
+    matches the field list (when the iterator ends).
     """
-    p = Path(path)
+    batches, dq, _ = _stream(_file_opener(path), str(path), fields, delimiter, block_bytes, int_fields)
+    return batches, dq
+
+
+def stream_sacct_bytes(data: bytes, source: str = "<sacct>", fields: list[str] | None = None,
+                       delimiter: str | None = None, block_bytes: int | None = None, int_fields=()):
+    """:func:`stream_sacct_file` over bytes already in memory (what the live ingest gets from
+    ``sacct``), named ``source`` in messages; one block unless ``block_bytes`` is given."""
+    batches, dq, _ = _stream(lambda: io.BytesIO(data), source, fields, delimiter,
+                             block_bytes or max(len(data), 1), int_fields)
+    return batches, dq
+
+
+def _gather(batches, names) -> pa.Table:
+    tables = list(batches)
+    if not tables:
+        return pa.table({n: pa.array([], pa.string()) for n in names})
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def read_sacct_bytes(data: bytes, source: str = "<sacct>", fields: list[str] | None = None,
+                     delimiter: str | None = None) -> tuple[pa.Table, DataQuality]:
+    """Split sacct output into one table of string columns (the one-block case of
+    :func:`stream_sacct_bytes`; see the module docstring). Raises
+    :class:`AccountingInputError` as :func:`stream_sacct_file` does, naming ``source``."""
+    batches, dq, names = _stream(lambda: io.BytesIO(data), source, fields, delimiter,
+                                 max(len(data), 1), ())
+    return _gather(batches, names), dq
+
+
+def read_sacct_file(path, fields: list[str] | None = None, delimiter: str | None = None
+                    ) -> tuple[pa.Table, DataQuality]:
+    """:func:`read_sacct_bytes` on a file (``source`` = the path as given)."""
     try:
-        with open(p, "rb") as fh:
-            head = fh.read(1 << 20)
+        data = Path(path).read_bytes()
     except OSError as exc:
-        raise AccountingInputError(path, None, exc.strerror or str(exc)) from None
-    nl = head.find(b"\n")
-    first = head[:nl if nl >= 0 else len(head)].decode("utf-8", errors="replace")
-    delim = delimiter or _guess_delimiter(first, len(fields) if fields else None)
-    simple = (head and not head.startswith((b"#", b"\n")) and b"\n#" not in head and b"\r" not in head
-              and len(delim.encode()) == 1 and delim not in ('"', "\n", "\r"))
-    if not simple:
-        table, dq = read_sacct_file(path, fields, delimiter)
-        return iter([table]), dq
-    first_fields = first.split(delim)
-    header = looks_like_header(first_fields)
-    if header:
-        names = _header_names(first_fields)
-    elif fields:
-        names = [canonical(f) for f in fields]
-    else:
-        raise AccountingInputError(path, 1, "no header line and no field list (give the sacct -o "
-                                            "fields, e.g. --sacct-fields FILE)")
-    if "JobID" not in names or len(set(names)) != len(names):
-        raise AccountingInputError(path, 1 if header else None,
-                                   f"the field list needs JobID once and no repeats: {names}")
-    start = nl + 1 if header else 0
-    second_end = head.find(b"\n", start)
-    sample = head[start:second_end if second_end >= 0 else len(head)]
-    bsep = delim.encode()
-    trailing = sample.endswith(bsep) and sample.count(bsep) + 1 == len(names) + 1
-    col_names = names + (["_trailing"] if trailing else [])
-    expected = len(col_names)
-    dq = DataQuality()
-    bad: list[tuple[int, str]] = []
-
-    def on_invalid(row):
-        bad.append((row.actual_columns, row.text))
-        return "skip"
-
-    ints = [n for n in int_fields if n in col_names]
-
-    def read_block(buf, typ, as_int=()):
-        return pacsv.read_csv(
-            pa.py_buffer(buf),
-            read_options=pacsv.ReadOptions(column_names=col_names, block_size=4 << 20),
-            parse_options=pacsv.ParseOptions(delimiter=delim, quote_char=False, double_quote=False,
-                                             escape_char=False, newlines_in_values=False,
-                                             ignore_empty_lines=True, invalid_row_handler=on_invalid),
-            convert_options=pacsv.ConvertOptions(
-                column_types={n: pa.int64() if n in as_int else typ for n in col_names},
-                # null_values apply to the int64 columns only (strings are never null); the
-                # block is valid UTF-8 (checked, or repaired, before)
-                check_utf8=False, strings_can_be_null=False, null_values=list(NO_TIME)))
-
-    def read_text(buf):
-        nbad = len(bad)
-        if ints:
-            try:
-                return read_block(buf, pa.string(), ints)
-            except pa.ArrowInvalid:
-                # not all integers: read as text; its bad rows are reported again
-                del bad[nbad:]
-        return read_block(buf, pa.string())
-
-    def blocks():
-        """``(file offset, bytes)`` of the file in blocks of about ``block_bytes`` that end at
-        a newline (the header line dropped)."""
-        with open(p, "rb") as fh:
-            if header:
-                fh.readline()
-            while True:
-                offset = fh.tell()
-                buf = fh.read(block_bytes)
-                while len(buf) >= block_bytes and b"\n" not in buf:
-                    more = fh.read(block_bytes)   # a line longer than a block (rare)
-                    if not more:
-                        break
-                    buf += more
-                if not buf:
-                    return
-                cut = buf.rfind(b"\n") + 1
-                if cut == 0 or cut == len(buf):
-                    yield offset, buf
-                    continue
-                fh.seek(cut - len(buf), 1)  # the unfinished last line starts the next block
-                yield offset, memoryview(buf)[:cut]
-
-    def lines_before(offset: int) -> int:
-        """Lines of the file before byte ``offset`` (only for a block that needs repair)."""
-        with open(p, "rb") as fh:
-            return fh.read(offset).count(b"\n")
-
-    def gen():
-        nrows = 0
-        any_repaired = False
-        for offset, buf in blocks():
-            # each block is split by pyarrow's multithreaded reader straight into strings; a
-            # block with bad UTF-8 is repaired first (its rows listed with their lines)
-            nbad = len(bad)
-            if not _is_utf8(buf):
-                buf = _repair_utf8(bytes(buf), dq, str(path), lines_before(offset))
-                any_repaired = True
-            try:
-                t = read_text(buf)
-            except pa.ArrowInvalid as exc:
-                raise AccountingInputError(path, None, f"cannot split the text: {exc}") from None
-            if len(bad) > nbad + 1:
-                # the multithreaded reader reports bad rows in any order: keep the file's order
-                data = buf.obj if isinstance(buf, memoryview) else buf
-                bad[nbad:] = sorted(bad[nbad:], key=lambda b: data.find(
-                    b[1].encode("utf-8", errors="surrogateescape")))
-            del buf
-            if trailing:
-                t = t.drop_columns(["_trailing"])
-            nrows += t.num_rows
-            yield t
-        dq.rows_read = nrows + len(bad)
-        if nrows == 0 and bad:
-            raise AccountingInputError(path, None, f"rows have {bad[0][0] - (1 if trailing else 0)} fields "
-                                                   f"but the field list has {len(names)} ({','.join(names)})")
-        if not bad:
-            return
-        data = p.read_bytes()
-        if any_repaired:   # the bad rows' text is the repaired text
-            data = _fix_utf8(data)
-        extra = []
-        prev_ok = True
-        for ncols, text in bad:
-            line = _locate(data, text.encode("utf-8", errors="surrogateescape"))
-            if ncols > expected and names[-1] == "JobName" and not trailing:
-                parts = text.split(delim)
-                extra.append(parts[:len(names) - 1] + [delim.join(parts[len(names) - 1:])])
-                dq.repair("delimiter inside JobName (joined)", str(path), line, text)
-            elif ncols < expected and prev_ok:
-                dq.skip("too few fields (continuation of a field with a newline?)", 1, str(path), line, text)
-            else:
-                dq.skip(f"wrong number of fields ({ncols - (1 if trailing else 0)} for {len(names)})", 1,
-                        str(path), line, text)
-        if extra:
-            yield pa.table({n: pa.array([r[i] for r in extra], pa.string()) for i, n in enumerate(names)})
-
-    return gen(), dq
+        raise AccountingInputError(str(path), None, exc.strerror or str(exc)) from None
+    return read_sacct_bytes(data, str(path), fields, delimiter)
