@@ -106,7 +106,7 @@ class Run:
     def read(self, before_job: bool) -> bool:
         """Read the GPU state and run the checks. Returns False when nothing can be judged (own
         trouble logged); an NVML hang sets :attr:`drain_reason`."""
-        from slurmkit.health.checks import own_trouble, run_checks
+        from slurmkit.health.checks import CheckStatus, own_trouble, run_checks
         from slurmkit.health.runner import read_state
         from slurmkit.health.source import NvmlTimeout, SourceError
 
@@ -127,9 +127,9 @@ class Run:
         self.results = run_checks(self.state, self.hc, before_job=before_job)
         for msg in own_trouble(self.state, self.hc):
             self.own_error(msg)
-        fails = [r for r in self.results if r.status == "fail"]
+        fails = [r for r in self.results if r.status is CheckStatus.FAIL]
         for r in self.results:
-            if r.status != "pass":
+            if r.status is not CheckStatus.PASS:
                 self.log.warning(f"{r.status}: {r.reason()[len('slurmkit: '):]} (limit {r.limit}) {r.message}".rstrip())
         if fails:
             extra = f" (+{len(fails) - 1} more)" if len(fails) > 1 else ""

@@ -79,9 +79,6 @@ def main(hook: str, config_path: str | None = None, env=None) -> int:
     return code
 
 
-_STATUS = {"pass": 0, "warn": 1, "fail": 2}
-
-
 def textfile_path(cfg, node: str, hook: str) -> str:
     """``<textfile_dir>/slurmkit_<node>_<hook>.prom``."""
     return os.path.join(os.fspath(cfg.textfile_dir), f"slurmkit_{node}_{hook}.prom")
@@ -93,8 +90,13 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
 
     node, hook = run.node, run.hook
     base = {"node": node, "hook": hook}
-    checks = [({**base, "check": r.check, "gpu": "" if r.gpu_index is None else str(r.gpu_index)},
-               _STATUS.get(r.status, 2)) for r in run.results]
+    checks = []
+    if run.results:
+        from slurmkit.health.checks import CheckStatus
+
+        value = {CheckStatus.PASS: 0, CheckStatus.WARN: 1}   # 2: fail
+        checks = [({**base, "check": r.check, "gpu": "" if r.gpu_index is None else str(r.gpu_index)},
+                   value.get(r.status, 2)) for r in run.results]
     if run.drain_reason == "slurmkit: nvml-timeout":
         checks.append(({**base, "check": "nvml_timeout", "gpu": ""}, 2))
     drained = 1 if run.drained else 0
