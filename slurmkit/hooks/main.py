@@ -67,8 +67,8 @@ def main(hook: str, config_path: str | None = None, env=None) -> int:
         try:
             from slurmkit.hooks.nodestate import load_health
 
-            total = int(load_health(cfg.state_dir, node)["own_errors"].get(hook, 0))
-        except (OSError, ValueError, TypeError):
+            total = load_health(cfg.state_dir, node).own_errors.get(hook, 0)
+        except OSError:
             total = 0
     try:
         write_textfile(run, code, duration, total)
@@ -104,7 +104,7 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
         try:
             from slurmkit.hooks.nodestate import load_health
 
-            drained = 1 if load_health(run.cfg.state_dir, node).get("drained_reason") else 0
+            drained = 1 if load_health(run.cfg.state_dir, node).drained_reason else 0
         except OSError:
             drained = 0
     families = [
