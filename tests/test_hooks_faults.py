@@ -176,7 +176,7 @@ def test_spool_append_truncates_a_failed_write(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert (d / spool.FILE_NAME).read_bytes() == before
     recs, problems = spool.read(d / spool.FILE_NAME)
-    assert [r["job_id"] for r in recs] == ["1"] and problems == []
+    assert [r.job_id for r in recs] == ["1"] and problems == []
 
 
 def test_unreadable_hooks_config_and_bad_toml(node):

@@ -60,15 +60,15 @@ def test_epilog_spools_energy_delta_and_kills_only_the_users_processes(node, hea
     recs, problems = spool.read(node.spool_dir / spool.FILE_NAME)
     assert problems == [] and len(recs) == 1
     rec = recs[0]
-    assert rec["job_id"] == "101" and rec["node"] == "n1" and rec["user"] == "alice" and rec["uid"] == 1000
-    assert rec["source"] == "measured" and rec["end_s"] >= rec["start_s"]
+    assert rec.job_id == "101" and rec.node == "n1" and rec.user == "alice" and rec.uid == 1000
+    assert rec.source == "measured" and rec.end_s >= rec.start_s
     total = 0
-    for row in rec["gpus"]:
-        before = _nvml_gpu_of(node, snap, row["index"])["values"]["total_energy_mj"]["value"]
-        after = _nvml_gpu_of(node, later, row["index"])["values"]["total_energy_mj"]["value"]
-        assert row["energy_mj"] == after - before and not row["counter_reset"]
+    for row in rec.gpus:
+        before = _nvml_gpu_of(node, snap, row.index)["values"]["total_energy_mj"]["value"]
+        after = _nvml_gpu_of(node, later, row.index)["values"]["total_energy_mj"]["value"]
+        assert row.energy_mj == after - before and not row.counter_reset
         total += after - before
-    assert rec["energy_mj_total"] == total > 0
+    assert rec.energy_mj_total == total > 0
     assert oct(os.stat(node.spool_dir).st_mode & 0o777) == "0o700"
     assert oct(os.stat(node.spool_dir / spool.FILE_NAME).st_mode & 0o777) == "0o600"
     assert not (node.state_dir / "n1" / "job-101.json").exists()
@@ -82,10 +82,10 @@ def test_energy_counter_reset_is_flagged(node, healthy, fake_nvml, tmp_path):  #
     node.write_config({"n1": tmp_path / "reset.json"})
     assert node.run(node.epilog).returncode == 0
     rec = spool.read(node.spool_dir / spool.FILE_NAME)[0][0]
-    for row in rec["gpus"]:
-        assert row["counter_reset"] is True
-        assert row["energy_mj"] == _nvml_gpu_of(node, reset, row["index"])["values"]["total_energy_mj"]["value"]
-    assert "lower bound" in rec["reason"]
+    for row in rec.gpus:
+        assert row.counter_reset is True
+        assert row.energy_mj == _nvml_gpu_of(node, reset, row.index)["values"]["total_energy_mj"]["value"]
+    assert "lower bound" in rec.reason
 
 
 def test_epilog_without_prolog_record_says_unavailable(node, healthy):
@@ -93,8 +93,8 @@ def test_epilog_without_prolog_record_says_unavailable(node, healthy):
     node.write_config({"n1": path})
     assert node.run(node.epilog, job_id="555").returncode == 0
     rec = spool.read(node.spool_dir / spool.FILE_NAME)[0][0]
-    assert rec["source"] == "unavailable" and "no prolog record" in rec["reason"]
-    assert rec["energy_mj_total"] is None
+    assert rec.source == "unavailable" and "no prolog record" in rec.reason
+    assert rec.energy_mj_total is None
 
 
 def _failing(node, snap, tmp_path, slurm_index=2, errors=3):

@@ -122,7 +122,7 @@ def test_failing_gpu_drains_requeues_and_resumes(sandbox, hooked):
     assert done["NodeList"] in ("n1", "n2", "n4")
     # its epilog spooled a record for the node it ran on
     recs, problems = spool.read(hooked["spool"] / spool.FILE_NAME)
-    assert problems == [] and any(r["job_id"] == job and r["node"] == done["NodeList"] for r in recs)
+    assert problems == [] and any(r.job_id == job and r.node == done["NodeList"] for r in recs)
     # still failing: the health check keeps n3 drained with our reason
     time.sleep(INTERVAL_S * 2 + 1)
     assert _node(conf, "n3")["reason"] == want
@@ -184,7 +184,7 @@ def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path):  # noqa:
         assert log.read_text().split() == [out, "before"]
         recs, _ = _wait("the epilog's spool record", lambda: (work / "spool" / spool.FILE_NAME).exists()
                         and spool.read(work / "spool" / spool.FILE_NAME), 30)
-        assert [r["job_id"] for r in recs] == [out]
+        assert [r.job_id for r in recs] == [out]
         inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, False)
         assert conf.read_bytes() == with_site
     finally:

@@ -109,12 +109,12 @@ def test_energy_delta():
 
 def test_spool_read_reports_bad_lines(tmp_path):
     p = tmp_path / "energy.jsonl"
-    good = spool.record("9", "n1", "u", 1, 1.0, 2.0, [{"index": 0, "start_energy_mj": 1, "end_energy_mj": 4}], "live")
+    good = spool.record("9", "n1", "u", 1, 1.0, 2.0, [spool.GpuEnergy(0, start_energy_mj=1, end_energy_mj=4)], "live")
     import json
 
-    p.write_text(json.dumps(good) + "\n{broken\n" + json.dumps({"v": 99}) + "\n")
+    p.write_text(json.dumps(good.to_json()) + "\n{broken\n" + json.dumps({"v": 99, "job_id": "8"}) + "\n")
     recs, problems = spool.read(p)
-    assert [r["energy_mj_total"] for r in recs] == [3]
+    assert [r.energy_mj_total for r in recs] == [3]
     assert [x.split(":")[1] for x in problems] == ["2", "3"]
 
 

@@ -14,13 +14,25 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import Any, Callable
 
 from slurmkit.health.config import HealthConfig
 from slurmkit.health.state import (RC_GPU_IS_LOST, RC_LIBRARY_NOT_FOUND, RC_SUCCESS, RC_UNKNOWN,
                                    GpuState, NodeState)
 
-PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
+
+class CheckStatus(StrEnum):
+    """A check's verdict, and a node's overall status (:func:`overall`). The values are the words
+    the JSON, the CLI and the hooks' logs show; ``error`` is only ever an overall status."""
+
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    ERROR = "error"
+
+
+PASS, WARN, FAIL, ERROR = CheckStatus.PASS, CheckStatus.WARN, CheckStatus.FAIL, CheckStatus.ERROR
 #: nvmlInit results that are slurmkit's own trouble even on a GPU node (the hook runs without
 #: the rights it needs): reported as errors, never drained.
 OWN_INIT_RCS = frozenset({"NO_PERMISSION"})
@@ -30,10 +42,11 @@ _RANK = {PASS: 0, WARN: 1, ERROR: 2, FAIL: 3}
 @dataclass
 class CheckResult:
     """One verdict. ``value`` is what was seen, ``limit`` the threshold or expected value it was
-    compared with (both JSON-able); GPU fields are None for node-level results."""
+    compared with (both JSON-able); GPU fields are None for node-level results. ``status`` is
+    a :class:`CheckStatus` (its word is accepted and converted; ValueError for another)."""
 
     check: str
-    status: str
+    status: CheckStatus
     gpu_index: int | None = None
     uuid: str | None = None
     pci_bus_id: str | None = None
@@ -41,13 +54,17 @@ class CheckResult:
     limit: Any = None
     message: str = ""
 
+    def __post_init__(self) -> None:
+        if type(self.status) is not CheckStatus:
+            self.status = CheckStatus(self.status)
+
     def reason(self) -> str:
         """The drain reason: ``slurmkit: <check> GPU<i> <uuid>: <value>``."""
         where = f" GPU{self.gpu_index} {self.uuid or '?'}" if self.gpu_index is not None else ""
         return f"slurmkit: {self.check}{where}: {self.value}"
 
 
-def _r(check: str, status: str, g: GpuState | None, value=None, limit=None, message="") -> CheckResult:
+def _r(check: str, status: CheckStatus, g: GpuState | None, value=None, limit=None, message="") -> CheckResult:
     if g is None:
         return CheckResult(check, status, None, None, None, value, limit, message)
     return CheckResult(check, status, g.index, g.uuid, g.pci_bus_id, value, limit, message)
@@ -141,7 +158,7 @@ def check_gpu_lost(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult
     return out
 
 
-def _bool_check(check: str, key: str, bad: bool, status: str, msg: str):
+def _bool_check(check: str, key: str, bad: bool, status: CheckStatus, msg: str):
     def fn(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
         out = []
         for g in _usable(state):
@@ -165,7 +182,7 @@ check_row_remap_failure = _bool_check("row_remap_failure", "remap_failure", True
                                       "row remapping failed: RMA")
 
 
-def _threshold_check(check: str, key: str, tname: str | None, op: str, status: str, msg: str):
+def _threshold_check(check: str, key: str, tname: str | None, op: str, status: CheckStatus, msg: str):
     ops: dict[str, Callable[[Any, Any], bool]] = {
         ">": lambda v, t: v > t, ">=": lambda v, t: v >= t}
 
@@ -524,7 +541,7 @@ def own_trouble(state: NodeState, config: HealthConfig) -> list[str]:
     return errs
 
 
-def overall(results: list[CheckResult], errors: list[str] = ()) -> str:
+def overall(results: list[CheckResult], errors: list[str] = ()) -> CheckStatus:
     """``fail`` > ``error`` > ``warn`` > ``pass``."""
     worst = PASS
     for r in results:

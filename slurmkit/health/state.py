@@ -92,7 +92,10 @@ FIELDS: dict[str, tuple[str, str]] = {
     "total_energy_mj": ("nvmlDeviceGetTotalEnergyConsumption", "mJ since driver load"),
 }
 
-_BUS_RE = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})(?:\.([0-7]))?$")
+# compiled on first use (re caches it): a hook replaying or reading ids already in sysfs form
+# never pays for the compile
+_BUS_RE = r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})(?:\.([0-7]))?$"
+_LOWER_HEX = frozenset("0123456789abcdef")
 
 
 def normalise_bus_id(raw: str) -> str:
@@ -102,9 +105,12 @@ def normalise_bus_id(raw: str) -> str:
     ``PCI:0000:9b:00`` without the function. Raises ``ValueError`` for anything else.
     """
     text = raw.strip()
+    if (len(text) == 12 and text[4] == ":" and text[7] == ":" and text[10] == "." and text[11] in "01234567"
+            and _LOWER_HEX.issuperset(text[:4] + text[5:7] + text[8:10])):
+        return text  # already the sysfs form
     if text.upper().startswith("PCI:"):
         text = text[4:]
-    m = _BUS_RE.match(text)
+    m = re.match(_BUS_RE, text)
     if not m:
         raise ValueError(f"not a PCI bus id: {raw!r}")
     domain, bus, dev, fn = m.groups()

@@ -7,16 +7,40 @@ read ``slurmkit: <check> GPU<i> <uuid>: <value>`` (``slurmkit: nvml-timeout`` fo
 
 :func:`parse_show_node` and :func:`may_take_over` are pure; :func:`drain` / :func:`resume` run
 ``scontrol`` (through :func:`slurmkit.slurm.commands.run`, with a timeout) and are only called on
-the unhealthy path or to resume a node slurmkit drained.
+the unhealthy path or to resume a node slurmkit drained; they return a :class:`DrainResult`.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from enum import StrEnum
 
 PREFIX = "slurmkit:"
 SLURM_PROLOG_REASON = "Prolog error"
 MAX_REASON = 200
+
+
+class DrainOutcome(StrEnum):
+    """What :func:`drain` / :func:`resume` did."""
+
+    DRAINED = "drained"
+    RESUMED = "resumed"
+    NOT_DRAINED = "not drained"   # resume: the node is not draining
+    KEPT = "kept"                 # another party owns the node's reason: left alone
+
+
+@dataclass(frozen=True)
+class DrainResult:
+    """``outcome`` and, when it is :attr:`DrainOutcome.KEPT`, ``their_reason`` (the node's
+    current reason, from ``scontrol show node``). ``str()`` reads ``drained`` / ``resumed`` /
+    ``not drained`` / ``kept <their reason>`` (the words the hooks log)."""
+
+    outcome: DrainOutcome
+    their_reason: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.outcome} {self.their_reason}" if self.outcome is DrainOutcome.KEPT else str(self.outcome)
 
 
 def sanitize(reason: str) -> str:
@@ -63,32 +87,34 @@ def _exe(name: str, bin_dir: str | None) -> str:
 
 
 def drain(node: str, reason: str, timeout: float, slurm_conf: str | None = None,
-          bin_dir: str | None = None) -> str:
+          bin_dir: str | None = None) -> DrainResult:
     """Drain ``node`` with ``reason`` unless another party owns its current reason.
 
-    Returns ``"drained"`` or ``"kept <their reason>"``. Raises ``SlurmError`` (scontrol missing,
-    timed out, refused).
+    Returns DRAINED, or KEPT with their reason. Raises ``SlurmError`` (scontrol missing, timed
+    out, refused).
     """
     from slurmkit.slurm.commands import run
 
     current = show_node(node, timeout, slurm_conf, bin_dir)
     if not may_take_over(current["reason"]):
-        return f"kept {current['reason']}"
+        return DrainResult(DrainOutcome.KEPT, current["reason"])
     run([_exe("scontrol", bin_dir), "update", f"nodename={node}", "state=drain", f"reason={sanitize(reason)}"],
         timeout=timeout, slurm_conf=slurm_conf)
-    return "drained"
+    return DrainResult(DrainOutcome.DRAINED)
 
 
-def resume(node: str, timeout: float, slurm_conf: str | None = None, bin_dir: str | None = None) -> str:
+def resume(node: str, timeout: float, slurm_conf: str | None = None,
+           bin_dir: str | None = None) -> DrainResult:
     """Resume ``node`` when its reason is slurmkit's (or Slurm's "Prolog error" left by a failed
-    prolog of ours). Returns ``"resumed"``, ``"not drained"`` or ``"kept <their reason>"``."""
+    prolog of ours). Returns RESUMED, NOT_DRAINED, or KEPT with their reason. Raises
+    ``SlurmError``."""
     from slurmkit.slurm.commands import run
 
     current = show_node(node, timeout, slurm_conf, bin_dir)
     if "DRAIN" not in current["state"].upper():
-        return "not drained"
+        return DrainResult(DrainOutcome.NOT_DRAINED)
     if not may_take_over(current["reason"]):
-        return f"kept {current['reason']}"
+        return DrainResult(DrainOutcome.KEPT, current["reason"])
     run([_exe("scontrol", bin_dir), "update", f"nodename={node}", "state=resume"], timeout=timeout,
         slurm_conf=slurm_conf)
-    return "resumed"
+    return DrainResult(DrainOutcome.RESUMED)

@@ -101,7 +101,7 @@ class Run:
     def read(self, before_job: bool) -> bool:
         """Read the GPU state and run the checks. Returns False when nothing can be judged (own
         trouble logged); an NVML hang sets :attr:`drain_reason`."""
-        from slurmkit.health.checks import own_trouble, run_checks
+        from slurmkit.health.checks import CheckStatus, own_trouble, run_checks
         from slurmkit.health.runner import read_state
         from slurmkit.health.source import NvmlTimeout, SourceError
 
@@ -122,9 +122,9 @@ class Run:
         self.results = run_checks(self.state, self.hc, before_job=before_job)
         for msg in own_trouble(self.state, self.hc):
             self.own_error(msg)
-        fails = [r for r in self.results if r.status == "fail"]
+        fails = [r for r in self.results if r.status is CheckStatus.FAIL]
         for r in self.results:
-            if r.status != "pass":
+            if r.status is not CheckStatus.PASS:
                 self.log.warning(f"{r.status}: {r.reason()[len('slurmkit: '):]} (limit {r.limit}) {r.message}".rstrip())
         if fails:
             extra = f" (+{len(fails) - 1} more)" if len(fails) > 1 else ""
@@ -138,7 +138,7 @@ class Run:
         if self.cfg.mode == "observe":
             self.log.warning(f"observe mode: would drain {self.node}: {self.drain_reason}")
             return
-        from slurmkit.hooks.drain import drain
+        from slurmkit.hooks.drain import DrainOutcome, drain
         from slurmkit.slurm.commands import SlurmError
 
         try:
@@ -147,14 +147,14 @@ class Run:
         except SlurmError as exc:
             self.own_error(f"could not drain {self.node} ({self.drain_reason}): {exc}")
             return
-        if outcome == "drained":
+        if outcome.outcome is DrainOutcome.DRAINED:
             self.drained = True
             self.log.warning(f"drained {self.node}: {self.drain_reason}")
             h = nodestate.load_health(self.cfg.state_dir, self.node)
-            h["drained_reason"], h["clean_runs"] = self.drain_reason, 0
+            h.drained_reason, h.clean_runs = self.drain_reason, 0
             nodestate.save_health(self.cfg.state_dir, self.node, h)
         else:
-            self.log.warning(f"not draining {self.node}: its reason belongs to someone else ({outcome[5:]}); "
+            self.log.warning(f"not draining {self.node}: its reason belongs to someone else ({outcome.their_reason}); "
                              f"slurmkit would have drained with: {self.drain_reason}")
 
     def job_gpus(self):
@@ -193,12 +193,12 @@ def prolog(run: Run) -> int:
     for g in gpus:
         run.log.info(f"job GPU{g.index}: {g.file} minor {g.minor} -> NVML GPU{g.nvml_index} {g.uuid} {g.pci_bus_id}")
     if job_id:
-        rows = [{"index": g.index, "nvml_index": g.nvml_index, "minor": g.minor, "uuid": g.uuid,
-                 "pci_bus_id": g.pci_bus_id, "start_energy_mj": _energy_of(run.state, g.nvml_index),
-                 "acct_seen": _acct_keys(run.state, g.nvml_index)} for g in gpus]
+        rows = [nodestate.JobGpuStart(g.index, g.nvml_index, g.minor, g.uuid, g.pci_bus_id,
+                                      start_energy_mj=_energy_of(run.state, g.nvml_index),
+                                      acct_seen=_acct_keys(run.state, g.nvml_index)) for g in gpus]
         try:
             nodestate.save_job(run.cfg.state_dir, run.node, job_id,
-                               {"start_s": time.time(), "state_source": run.state.source, "gpus": rows})
+                               nodestate.JobStart(time.time(), run.state.source, rows))
         except OSError as exc:
             run.own_error(f"cannot record the job's starting energy: {exc}")
     _act(run, [("enable_accounting", g.nvml_index, None, None) for g in gpus
@@ -206,13 +206,13 @@ def prolog(run: Run) -> int:
     return 0
 
 
-def _acct_keys(state, nvml_index) -> list:
-    """``[[pid, start_time_us], ...]`` of the accounting records already on a GPU (so the epilog
+def _acct_keys(state, nvml_index) -> list[tuple]:
+    """``[(pid, start_time_us), ...]`` of the accounting records already on a GPU (so the epilog
     counts only the job's own processes)."""
     if nvml_index is None:
         return []
     recs = _gpu(state, nvml_index).get("accounting") or []
-    return [[r.get("pid"), r.get("start_time_us")] for r in recs]
+    return [(r.get("pid"), r.get("start_time_us")) for r in recs]
 
 
 def _gpu(state, nvml_index):
@@ -281,30 +281,31 @@ def epilog(run: Run) -> int:
     _act(run, actions)
     run.apply_verdict()
     if job_id:
-        by_index = {r["index"]: r for r in (started or {}).get("gpus", [])}
+        by_index = {r.index: r for r in started.gpus} if started else {}
         rows = []
         for g in gpus:
-            start = by_index.get(g.index, {})
-            rows.append({"index": g.index, "nvml_index": g.nvml_index, "minor": g.minor, "uuid": g.uuid,
-                         "pci_bus_id": g.pci_bus_id, "start_energy_mj": start.get("start_energy_mj"),
-                         "end_energy_mj": _energy_of(run.state, g.nvml_index)})
+            start = by_index.get(g.index)
+            rows.append(spool.GpuEnergy(g.index, g.nvml_index, g.minor, g.uuid, g.pci_bus_id,
+                                        start_energy_mj=start.start_energy_mj if start else None,
+                                        end_energy_mj=_energy_of(run.state, g.nvml_index)))
         reason = None
         if not ok:
             reason = "GPU state unreadable at epilog" + (" (NVML timed out)" if run.drain_reason else "")
         elif started is None:
             reason = "no prolog record for this job on this node (prolog did not run or failed)"
+        from slurmkit.health.checks import CheckStatus
+
         job_nvml = {g.nvml_index for g in gpus}
-        events = [{"check": r.check, "status": r.status, "gpu_index": r.gpu_index, "value": r.value}
-                  for r in run.results if r.status != "pass" and (r.gpu_index is None or r.gpu_index in job_nvml)
+        events = [spool.SpoolEvent(r.check, r.status, r.gpu_index, r.value)
+                  for r in run.results if r.status is not CheckStatus.PASS and (r.gpu_index is None or r.gpu_index in job_nvml)
                   and r.check in ("xid", "ecc_volatile_uncorrectable", "ecc_aggregate_uncorrectable",
                                   "ecc_sram_correctable", "retired_pages_pending", "row_remap_pending",
                                   "row_remap_uncorrectable", "row_remap_failure")]
-        seen = {r["index"]: r.get("acct_seen", []) for r in (started or {}).get("gpus", [])}
-        accounting, acc_reason = job_accounting(run.state, gpus, seen if started else None)
-        rec = spool.record(job_id, run.node, user, uid, (started or {}).get("start_s"), end_s, rows,
+        seen = {r.index: r.acct_seen for r in started.gpus} if started else None
+        accounting, acc_reason = job_accounting(run.state, gpus, seen)
+        rec = spool.record(job_id, run.node, user, uid, started.start_s if started else None, end_s, rows,
                            run.state.source if run.state else run.source_spec, reason=reason,
-                           accounting=accounting, accounting_reason=acc_reason)
-        rec["events"] = events
+                           accounting=accounting, accounting_reason=acc_reason, events=events)
         try:
             spool.append(run.cfg.spool_dir, rec)
         except OSError as exc:
@@ -314,12 +315,14 @@ def epilog(run: Run) -> int:
     return 0
 
 
-def job_accounting(state, gpus, seen: dict | None) -> tuple[dict | None, str | None]:
+def job_accounting(state, gpus, seen: dict | None):
     """Per job GPU figures from NVML accounting (``nvmlDeviceGetAccountingStats`` records, read
-    by the state source; the prolog enables accounting mode): ``({"<slurm index>":
-    {"gpu_util_pct": time-weighted mean %, "max_memory_mib": MiB, "processes": n}}, reason)``
-    over the records that were not there at the prolog (``seen``: {slurm index: [[pid,
-    start_time_us]]}), or ``(None, reason)``."""
+    by the state source; the prolog enables accounting mode): ``({slurm index:
+    spool.GpuAccounting(gpu_util_pct=time-weighted mean %, max_memory_mib=MiB, processes=n)},
+    reason)`` over the records that were not there at the prolog (``seen``: {slurm index:
+    [(pid, start_time_us)]}), or ``(None, reason)``."""
+    from slurmkit.hooks.spool import GpuAccounting
+
     if state is None or not gpus:
         return None, "no GPU state or no GPU for this job"
     if seen is None:
@@ -339,8 +342,8 @@ def job_accounting(state, gpus, seen: dict | None) -> tuple[dict | None, str | N
         t = sum(r.get("time_ms") or 0 for r in mine)
         util = (sum((r.get("gpu_util_pct") or 0) * (r.get("time_ms") or 0) for r in mine) / t) if t else None
         mem = max((r.get("max_memory_mib") or 0 for r in mine), default=None)
-        out[str(g.index)] = {"gpu_util_pct": None if util is None else round(util, 1),
-                             "max_memory_mib": mem if mine else None, "processes": len(mine)}
+        out[g.index] = GpuAccounting(gpu_util_pct=None if util is None else round(util, 1),
+                                     max_memory_mib=mem if mine else None, processes=len(mine))
     if not out:
         return None, "; ".join(reasons)
     return out, ("; ".join(reasons) or None)
@@ -356,18 +359,18 @@ def healthcheck(run: Run) -> int:
     if run.drain_reason:
         if run.cfg.mode == "enforce" and not run.drained:
             h = nodestate.load_health(run.cfg.state_dir, run.node)
-            if h.get("drained_reason"):
-                h["clean_runs"] = 0
+            if h.drained_reason:
+                h.clean_runs = 0
                 nodestate.save_health(run.cfg.state_dir, run.node, h)
         return 0
     if not ok:
         return 0
     h = nodestate.load_health(run.cfg.state_dir, run.node)
-    if not h.get("drained_reason"):
+    if not h.drained_reason:
         return 0  # healthy, nothing of ours to undo: no RPC
-    h["clean_runs"] = int(h.get("clean_runs", 0)) + 1
-    run.log.info(f"clean run {h['clean_runs']} of {run.cfg.resume_after} since slurmkit drained {run.node}")
-    if h["clean_runs"] >= run.cfg.resume_after:
+    h.clean_runs += 1
+    run.log.info(f"clean run {h.clean_runs} of {run.cfg.resume_after} since slurmkit drained {run.node}")
+    if h.clean_runs >= run.cfg.resume_after:
         from slurmkit.hooks.drain import resume
         from slurmkit.slurm.commands import SlurmError
 
@@ -377,8 +380,8 @@ def healthcheck(run: Run) -> int:
             run.own_error(f"could not resume {run.node}: {exc}")
             nodestate.save_health(run.cfg.state_dir, run.node, h)
             return 0
-        run.log.warning(f"{outcome} {run.node} after {h['clean_runs']} clean health checks")
-        h["drained_reason"], h["clean_runs"] = None, 0
+        run.log.warning(f"{outcome} {run.node} after {h.clean_runs} clean health checks")
+        h.drained_reason, h.clean_runs = None, 0
     nodestate.save_health(run.cfg.state_dir, run.node, h)
     return 0
 

@@ -67,8 +67,8 @@ def main(hook: str, config_path: str | None = None, env=None) -> int:
         try:
             from slurmkit.hooks.nodestate import load_health
 
-            total = int(load_health(cfg.state_dir, node)["own_errors"].get(hook, 0))
-        except (OSError, ValueError, TypeError):
+            total = load_health(cfg.state_dir, node).own_errors.get(hook, 0)
+        except OSError:
             total = 0
     try:
         write_textfile(run, code, duration, total)
@@ -77,9 +77,6 @@ def main(hook: str, config_path: str | None = None, env=None) -> int:
     log.info(f"{hook} done in {duration:.3f} s, exit {code}"
              + (f", drain reason: {run.drain_reason}" if run.drain_reason else ""))
     return code
-
-
-_STATUS = {"pass": 0, "warn": 1, "fail": 2}
 
 
 def textfile_path(cfg, node: str, hook: str) -> str:
@@ -93,8 +90,13 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
 
     node, hook = run.node, run.hook
     base = {"node": node, "hook": hook}
-    checks = [({**base, "check": r.check, "gpu": "" if r.gpu_index is None else str(r.gpu_index)},
-               _STATUS.get(r.status, 2)) for r in run.results]
+    checks = []
+    if run.results:
+        from slurmkit.health.checks import CheckStatus
+
+        value = {CheckStatus.PASS: 0, CheckStatus.WARN: 1}   # 2: fail
+        checks = [({**base, "check": r.check, "gpu": "" if r.gpu_index is None else str(r.gpu_index)},
+                   value.get(r.status, 2)) for r in run.results]
     if run.drain_reason == "slurmkit: nvml-timeout":
         checks.append(({**base, "check": "nvml_timeout", "gpu": ""}, 2))
     drained = 1 if run.drained else 0
@@ -102,7 +104,7 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
         try:
             from slurmkit.hooks.nodestate import load_health
 
-            drained = 1 if load_health(run.cfg.state_dir, node).get("drained_reason") else 0
+            drained = 1 if load_health(run.cfg.state_dir, node).drained_reason else 0
         except OSError:
             drained = 0
     families = [

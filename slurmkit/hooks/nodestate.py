@@ -1,11 +1,13 @@
 """What the hooks remember between runs on one node, under ``<state_dir>/<node>/``.
 
-- ``health.json``: ``{"drained_reason": str | null`` (the reason slurmkit drained the node with,
-  null when it has not), ``"clean_runs": int`` (health checks in a row without a fail since),
-  ``"own_errors": {hook: int}`` (runs that hit slurmkit's own trouble: the textfile counter)};
-- ``job-<id>.json``: the prolog's energy readings for a job (``{"start_s": epoch s,
-  "state_source": str, "gpus": [{index, nvml_index, minor, uuid, pci_bus_id, start_energy_mj}]}``),
-  removed by the epilog;
+- ``health.json``: a :class:`NodeHealth`, ``{"drained_reason": str | null`` (the reason
+  slurmkit drained the node with, null when it has not), ``"clean_runs": int`` (health checks in
+  a row without a fail since), ``"own_errors": {hook: int}`` (runs that hit slurmkit's own
+  trouble: the textfile counter)}``; written and read by the hooks (:mod:`slurmkit.hooks.flows`,
+  :mod:`slurmkit.hooks.main`);
+- ``job-<id>.json``: a :class:`JobStart`, the prolog's energy readings for a job (``{"start_s":
+  epoch s, "state_source": str, "gpus": [{index, nvml_index, minor, uuid, pci_bus_id,
+  start_energy_mj, acct_seen}]}``), written by the prolog and removed by the epilog;
 - ``kmsg.cursor``: the kernel-log position the XID reader keeps.
 
 Files are replaced atomically; the directory is created 0700.
@@ -15,6 +17,112 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field
+
+
+def _num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _int(v, default=None):
+    return int(v) if _num(v) else default
+
+
+class _Record:
+    """Equality and repr of the records below from their :meth:`to_json`. Every hook run loads
+    this module, so its dataclasses are made with ``eq=False, repr=False``: each method a
+    dataclass generates is compiled at import, which the prolog would pay on every job."""
+
+    __hash__ = None
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other.to_json() == self.to_json()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.to_json()!r})"
+
+
+@dataclass(eq=False, repr=False)
+class NodeHealth(_Record):
+    """``health.json``: ``drained_reason`` (the reason slurmkit drained the node with; None
+    when it has not), ``clean_runs`` (health checks in a row without a fail since that drain),
+    ``own_errors`` (hook name -> runs that hit slurmkit's own trouble, a Prometheus counter)."""
+
+    drained_reason: str | None = None
+    clean_runs: int = 0
+    own_errors: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"drained_reason": self.drained_reason, "clean_runs": self.clean_runs,
+                "own_errors": dict(self.own_errors)}
+
+    @classmethod
+    def from_json(cls, d) -> "NodeHealth":
+        """Tolerant: a missing or mistyped key reads as its default (a file from an older
+        version, or edited by hand, never stops a hook)."""
+        if not isinstance(d, dict):
+            return cls()
+        reason = d.get("drained_reason")
+        errs = d.get("own_errors")
+        return cls(drained_reason=str(reason) if reason else None, clean_runs=_int(d.get("clean_runs"), 0),
+                   own_errors={str(k): _int(v, 0) for k, v in errs.items()} if isinstance(errs, dict) else {})
+
+
+@dataclass(eq=False, repr=False)
+class JobGpuStart(_Record):
+    """One of the job's GPUs as the prolog saw it: ``index`` (Slurm GPU index), ``nvml_index``,
+    ``minor``, ``uuid``, ``pci_bus_id`` (the NVML device it maps to; None when unknown),
+    ``start_energy_mj`` (``nvmlDeviceGetTotalEnergyConsumption``, mJ; None when not read),
+    ``acct_seen``: ``[(pid, start_time_us)]`` of the ``nvmlDeviceGetAccountingStats`` records
+    already on the GPU (earlier jobs' processes, which the epilog leaves out)."""
+
+    index: int
+    nvml_index: int | None = None
+    minor: int | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    start_energy_mj: int | None = None
+    acct_seen: list[tuple] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "nvml_index": self.nvml_index, "minor": self.minor, "uuid": self.uuid,
+                "pci_bus_id": self.pci_bus_id, "start_energy_mj": self.start_energy_mj,
+                "acct_seen": [list(k) for k in self.acct_seen]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "JobGpuStart":
+        """Raises ValueError when ``d`` has no integer ``index``."""
+        if not isinstance(d, dict) or _int(d.get("index")) is None:
+            raise ValueError("gpus: want objects with an integer index")
+        seen = d.get("acct_seen") if isinstance(d.get("acct_seen"), list) else []
+        return cls(index=_int(d["index"]), nvml_index=_int(d.get("nvml_index")), minor=_int(d.get("minor")),
+                   uuid=d.get("uuid"), pci_bus_id=d.get("pci_bus_id"),
+                   start_energy_mj=_int(d.get("start_energy_mj")),
+                   acct_seen=[tuple(k) for k in seen if isinstance(k, list) and len(k) == 2])
+
+
+@dataclass(eq=False, repr=False)
+class JobStart(_Record):
+    """``job-<id>.json``: what the prolog leaves for the epilog. ``start_s``: epoch seconds of
+    the prolog's energy read; ``state_source``: where the GPU state came from (``live``,
+    ``snapshot:PATH``...); ``gpus``: the job's GPUs on this node."""
+
+    start_s: float | None = None
+    state_source: str = ""
+    gpus: list[JobGpuStart] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"start_s": self.start_s, "state_source": self.state_source,
+                "gpus": [g.to_json() for g in self.gpus]}
+
+    @classmethod
+    def from_json(cls, d) -> "JobStart":
+        """Raises ValueError for something that is not a prolog record."""
+        if not isinstance(d, dict) or not isinstance(d.get("gpus", []), list):
+            raise ValueError("not a prolog job record")
+        t = d.get("start_s")
+        return cls(start_s=float(t) if _num(t) else None, state_source=str(d.get("state_source") or ""),
+                   gpus=[JobGpuStart.from_json(g) for g in d.get("gpus", [])])
 
 from slurmkit.atomicfile import atomic_write
 
@@ -38,45 +146,49 @@ def _read(path: str, default: dict) -> dict:
         return dict(default)
 
 
-def load_health(state_dir, node: str) -> dict:
-    """``health.json`` (defaults when absent or unreadable)."""
-    d = _read(os.path.join(node_dir(state_dir, node), "health.json"),
-              {"drained_reason": None, "clean_runs": 0, "own_errors": {}})
-    d.setdefault("drained_reason", None)
-    d.setdefault("clean_runs", 0)
-    d.setdefault("own_errors", {})
-    return d
+def load_health(state_dir, node: str) -> NodeHealth:
+    """``health.json`` (defaults when absent or unreadable). Raises OSError only when the state
+    directory cannot be made."""
+    return NodeHealth.from_json(_read(os.path.join(node_dir(state_dir, node), "health.json"), {}))
 
 
-def save_health(state_dir, node: str, data: dict) -> None:
-    _write(os.path.join(node_dir(state_dir, node), "health.json"), data)
+def save_health(state_dir, node: str, health: NodeHealth) -> None:
+    """Replace ``health.json``; raises OSError."""
+    _write(os.path.join(node_dir(state_dir, node), "health.json"), health.to_json())
 
 
 def count_own_error(state_dir, node: str, hook: str) -> int:
     """Add one to the own-trouble counter of ``hook``; returns the new total (0 when the state
     directory itself cannot be written)."""
     try:
-        d = load_health(state_dir, node)
-        d["own_errors"][hook] = int(d["own_errors"].get(hook, 0)) + 1
-        save_health(state_dir, node, d)
-        return d["own_errors"][hook]
+        h = load_health(state_dir, node)
+        h.own_errors[hook] = h.own_errors.get(hook, 0) + 1
+        save_health(state_dir, node, h)
+        return h.own_errors[hook]
     except OSError:
         return 0
 
 
-def save_job(state_dir, node: str, job_id: str, data: dict) -> None:
-    _write(os.path.join(node_dir(state_dir, node), f"job-{job_id}.json"), data)
+def save_job(state_dir, node: str, job_id: str, job: JobStart) -> None:
+    """Write ``job-<id>.json`` (the prolog); raises OSError."""
+    _write(os.path.join(node_dir(state_dir, node), f"job-{job_id}.json"), job.to_json())
 
 
-def pop_job(state_dir, node: str, job_id: str) -> dict | None:
-    """The prolog's record for ``job_id`` (removed), or None."""
+def pop_job(state_dir, node: str, job_id: str) -> JobStart | None:
+    """The prolog's record for ``job_id`` (removed), or None when there is none or it does not
+    parse."""
     path = os.path.join(node_dir(state_dir, node), f"job-{job_id}.json")
     data = _read(path, {})
     try:
         os.unlink(path)
     except OSError:
         pass
-    return data or None
+    if not data:
+        return None
+    try:
+        return JobStart.from_json(data)
+    except ValueError:
+        return None
 
 
 def kmsg_cursor(state_dir, node: str) -> str:

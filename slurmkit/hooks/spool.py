@@ -4,8 +4,9 @@ Path: ``<spool_dir>/energy.jsonl`` (``spool_dir`` from the hooks config, default
 ``/var/spool/slurmkit``; the directory is created mode 0700 and the file 0600: root only). Each
 line is written with one ``write(2)`` on an ``O_APPEND`` descriptor under ``flock``; when the
 write fails part way (disk full) the file is truncated back to its previous length, so readers
-only ever see whole lines. Readers (``slurmkit report``) should skip a line that does not parse
-and say so.
+only ever see whole lines. A line is a :class:`SpoolRecord` (``to_json`` / ``from_json``);
+:func:`read` is the one reader (``slurmkit report`` reads through it): it skips a line that does
+not parse and says so.
 
 Line format (JSON object, keys always present)::
 
@@ -42,9 +43,207 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
 
 FILE_NAME = "energy.jsonl"
 VERSION = 1
+
+
+class EnergySource(StrEnum):
+    """Whether a record has energy figures (``source``): ``measured`` when every GPU of the job
+    on the node has a prolog and an epilog reading, else ``unavailable`` (``reason`` says why)."""
+
+    MEASURED = "measured"
+    UNAVAILABLE = "unavailable"
+
+
+def _num(v):
+    """``v`` when it is a JSON number (not a bool), else None (a bad value reads as unknown)."""
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _int(v):
+    v = _num(v)
+    return int(v) if v is not None else None
+
+
+def _str(v):
+    return None if v is None else str(v)
+
+
+def _list(d: dict, key: str) -> list:
+    v = d.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise ValueError(f"{key}: want a list")
+    return v
+
+
+@dataclass
+class GpuEnergy:
+    """One of the job's GPUs in a spool record. ``index``: Slurm GPU index (position in
+    gres.conf); ``nvml_index`` / ``minor`` / ``uuid`` / ``pci_bus_id``: the NVML device it maps to
+    (None when unknown). ``start_energy_mj`` / ``end_energy_mj``: the prolog's / epilog's
+    ``nvmlDeviceGetTotalEnergyConsumption`` readings (mJ since driver load); ``energy_mj`` their
+    delta (mJ, :func:`energy_delta`); ``counter_reset``: the counter restarted in between."""
+
+    index: int
+    nvml_index: int | None = None
+    minor: int | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    start_energy_mj: int | None = None
+    end_energy_mj: int | None = None
+    energy_mj: int | None = None
+    counter_reset: bool = False
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "nvml_index": self.nvml_index, "minor": self.minor,
+                "uuid": self.uuid, "pci_bus_id": self.pci_bus_id,
+                "start_energy_mj": self.start_energy_mj, "end_energy_mj": self.end_energy_mj,
+                "energy_mj": self.energy_mj, "counter_reset": self.counter_reset}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "GpuEnergy":
+        """Raises ValueError when ``d`` is not an object with an integer ``index``."""
+        if not isinstance(d, dict) or _int(d.get("index")) is None:
+            raise ValueError("gpus: want objects with an integer index")
+        return cls(index=_int(d["index"]), nvml_index=_int(d.get("nvml_index")), minor=_int(d.get("minor")),
+                   uuid=_str(d.get("uuid")), pci_bus_id=_str(d.get("pci_bus_id")),
+                   start_energy_mj=_int(d.get("start_energy_mj")), end_energy_mj=_int(d.get("end_energy_mj")),
+                   energy_mj=_int(d.get("energy_mj")), counter_reset=d.get("counter_reset") is True)
+
+
+@dataclass
+class GpuAccounting:
+    """One GPU's figures from ``nvmlDeviceGetAccountingStats`` over the processes the job
+    started on it: ``gpu_util_pct`` time-weighted mean utilization (%, weights: each process's
+    ``time`` in ms; None when no process ran), ``max_memory_mib`` peak memory (MiB),
+    ``processes`` how many accounting records counted."""
+
+    gpu_util_pct: float | None = None
+    max_memory_mib: int | None = None
+    processes: int = 0
+
+    def to_json(self) -> dict:
+        return {"gpu_util_pct": self.gpu_util_pct, "max_memory_mib": self.max_memory_mib,
+                "processes": self.processes}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "GpuAccounting":
+        if not isinstance(d, dict):
+            raise ValueError("accounting: want an object per GPU")
+        util = _num(d.get("gpu_util_pct"))
+        return cls(gpu_util_pct=None if util is None else float(util),
+                   max_memory_mib=_int(d.get("max_memory_mib")), processes=_int(d.get("processes")) or 0)
+
+
+@dataclass
+class SpoolEvent:
+    """A health-check result other than pass seen at the epilog on the job's GPUs (or
+    node-wide): ``check`` id, ``status`` (a :class:`slurmkit.health.checks.CheckStatus` value),
+    ``gpu_index`` (NVML index, None: node-wide), ``value`` what was seen."""
+
+    check: str
+    status: str
+    gpu_index: int | None = None
+    value: Any = None
+
+    def to_json(self) -> dict:
+        return {"check": self.check, "status": self.status, "gpu_index": self.gpu_index, "value": self.value}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "SpoolEvent":
+        if not isinstance(d, dict) or not isinstance(d.get("check"), str):
+            raise ValueError("events: want objects with a check")
+        return cls(check=d["check"], status=str(d.get("status", "")), gpu_index=_int(d.get("gpu_index")),
+                   value=d.get("value"))
+
+
+@dataclass
+class SpoolRecord:
+    """One spool line (see the module docstring for the JSON): the epilog writes it
+    (:func:`append`), ``slurmkit report`` reads it (:func:`read`, then
+    :func:`slurmkit.report.energy.read_spool`).
+
+    ``start_s`` / ``end_s``: epoch seconds of the prolog's / epilog's energy read;
+    ``energy_mj_total``: mJ over the GPUs (None unless ``source`` is measured); ``accounting``:
+    per Slurm GPU index (None when unavailable, ``accounting_reason`` says why)."""
+
+    job_id: str
+    node: str = ""
+    user: str | None = None
+    uid: int | None = None
+    start_s: float | None = None
+    end_s: float | None = None
+    source: EnergySource = EnergySource.UNAVAILABLE
+    reason: str | None = None
+    state_source: str = ""
+    energy_mj_total: int | None = None
+    gpus: list[GpuEnergy] = field(default_factory=list)
+    accounting: dict[int, GpuAccounting] | None = None
+    accounting_reason: str | None = None
+    events: list[SpoolEvent] = field(default_factory=list)
+
+    @property
+    def measured(self) -> bool:
+        """True when the record carries an energy figure (``source`` measured and a total)."""
+        return self.source == EnergySource.MEASURED and self.energy_mj_total is not None
+
+    @property
+    def gpu_util_pct(self) -> float | None:
+        """Mean of the GPUs' accounting utilization (%) over the GPUs that have one; None when
+        none has (no accounting, or no process of the job ran)."""
+        vals = [a.gpu_util_pct for a in (self.accounting or {}).values() if a.gpu_util_pct is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    def to_json(self) -> dict:
+        """The spool line's object (every key present; ``accounting`` keyed by the GPU index as a
+        string, as JSON objects are)."""
+        return {
+            "v": VERSION, "job_id": self.job_id, "node": self.node, "user": self.user, "uid": self.uid,
+            "start_s": self.start_s, "end_s": self.end_s, "source": self.source, "reason": self.reason,
+            "state_source": self.state_source, "energy_mj_total": self.energy_mj_total,
+            "gpus": [g.to_json() for g in self.gpus],
+            "accounting": None if self.accounting is None else
+            {str(k): a.to_json() for k, a in sorted(self.accounting.items())},
+            "accounting_reason": self.accounting_reason,
+            "events": [e.to_json() for e in self.events],
+        }
+
+    @classmethod
+    def from_json(cls, d) -> "SpoolRecord":
+        """Inverse of :meth:`to_json`. Keys left out read as their defaults (lines written by
+        hand or by older tools); a value of the wrong type as unknown. Raises ValueError for
+        something that is not a version-1 record with a ``job_id``."""
+        if not isinstance(d, dict) or "job_id" not in d:
+            raise ValueError("not a spool record (no job_id)")
+        if d.get("v", VERSION) != VERSION:
+            raise ValueError(f"not a version {VERSION} record (v={d.get('v')!r})")
+        src = d.get("source")
+        acc = d.get("accounting")
+        accounting = None
+        if isinstance(acc, dict):
+            accounting = {}
+            for k, a in acc.items():
+                try:
+                    accounting[int(k)] = GpuAccounting.from_json(a)
+                except (TypeError, ValueError):
+                    raise ValueError(f"accounting: {k!r} is not a GPU index with an object") from None
+        start, end = _num(d.get("start_s")), _num(d.get("end_s"))
+        return cls(
+            job_id=str(d["job_id"]), node=str(d.get("node") or ""), user=_str(d.get("user")),
+            uid=_int(d.get("uid")), start_s=None if start is None else float(start),
+            end_s=None if end is None else float(end),
+            source=EnergySource(src) if src in EnergySource._value2member_map_ else EnergySource.UNAVAILABLE,
+            reason=_str(d.get("reason")), state_source=str(d.get("state_source") or ""),
+            energy_mj_total=_int(d.get("energy_mj_total")),
+            gpus=[GpuEnergy.from_json(g) for g in _list(d, "gpus")],
+            accounting=accounting, accounting_reason=_str(d.get("accounting_reason")),
+            events=[SpoolEvent.from_json(e) for e in _list(d, "events")])
 
 
 def energy_delta(start_mj: int | None, end_mj: int | None) -> tuple[int | None, bool]:
@@ -58,34 +257,34 @@ def energy_delta(start_mj: int | None, end_mj: int | None) -> tuple[int | None, 
     return int(end_mj - start_mj), False
 
 
-def record(job_id, node, user, uid, start_s, end_s, gpus: list, state_source: str,
-           reason: str | None = None, accounting=None, accounting_reason: str | None = None) -> dict:
-    """Build one spool record (see the module docstring). ``gpus``: dicts with index, nvml_index,
-    minor, uuid, pci_bus_id, start_energy_mj, end_energy_mj; ``energy_mj`` and
-    ``counter_reset`` are computed here. ``source`` is ``measured`` when every GPU has a delta."""
+def record(job_id, node, user, uid, start_s, end_s, gpus: list[GpuEnergy], state_source: str,
+           reason: str | None = None, accounting: dict[int, GpuAccounting] | None = None,
+           accounting_reason: str | None = None, events: list[SpoolEvent] | None = None) -> SpoolRecord:
+    """Build one spool record. ``gpus``: the job's GPUs with their ``start_energy_mj`` /
+    ``end_energy_mj`` readings; their ``energy_mj`` and ``counter_reset`` are computed here.
+    ``source`` is measured when every GPU has a delta; ``reason`` defaults to why not (or to a
+    note on a counter reset)."""
     rows = []
     for g in gpus:
-        delta, reset = energy_delta(g.get("start_energy_mj"), g.get("end_energy_mj"))
-        rows.append({**g, "energy_mj": delta, "counter_reset": reset})
-    measured = bool(rows) and all(r["energy_mj"] is not None for r in rows)
+        delta, reset = energy_delta(g.start_energy_mj, g.end_energy_mj)
+        rows.append(GpuEnergy(g.index, g.nvml_index, g.minor, g.uuid, g.pci_bus_id,
+                              g.start_energy_mj, g.end_energy_mj, delta, reset))
+    measured = bool(rows) and all(r.energy_mj is not None for r in rows)
     if not rows and reason is None:
         reason = "the job has no GPU on this node"
     if rows and not measured and reason is None:
         reason = "no energy reading at prolog or epilog for " + ", ".join(
-            f"GPU{r['index']}" for r in rows if r["energy_mj"] is None)
-    if measured and any(r["counter_reset"] for r in rows) and reason is None:
+            f"GPU{r.index}" for r in rows if r.energy_mj is None)
+    if measured and any(r.counter_reset for r in rows) and reason is None:
         reason = "energy counter restarted during the job: lower bound"
-    return {
-        "v": VERSION, "job_id": str(job_id), "node": node, "user": user, "uid": uid,
-        "start_s": start_s, "end_s": end_s, "source": "measured" if measured else "unavailable",
-        "reason": reason, "state_source": state_source,
-        "energy_mj_total": sum(r["energy_mj"] for r in rows) if measured else None,
-        "gpus": rows, "accounting": accounting,
-        "accounting_reason": accounting_reason,
-    }
+    return SpoolRecord(
+        job_id=str(job_id), node=node, user=user, uid=uid, start_s=start_s, end_s=end_s,
+        source=EnergySource.MEASURED if measured else EnergySource.UNAVAILABLE, reason=reason,
+        state_source=state_source, energy_mj_total=sum(r.energy_mj for r in rows) if measured else None,
+        gpus=rows, accounting=accounting, accounting_reason=accounting_reason, events=list(events or []))
 
 
-def append(spool_dir, rec: dict) -> str:
+def append(spool_dir, rec: SpoolRecord) -> str:
     """Append ``rec`` as one line to ``<spool_dir>/energy.jsonl``; returns the file path.
 
     Raises OSError (e.g. ENOSPC) after truncating away any partial line.
@@ -95,7 +294,7 @@ def append(spool_dir, rec: dict) -> str:
     spool_dir = os.fspath(spool_dir)
     os.makedirs(spool_dir, mode=0o700, exist_ok=True)
     path = os.path.join(spool_dir, FILE_NAME)
-    data = (json.dumps(rec, separators=(",", ":"), sort_keys=True) + "\n").encode()
+    data = (json.dumps(rec.to_json(), separators=(",", ":"), sort_keys=True) + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -116,19 +315,17 @@ def append(spool_dir, rec: dict) -> str:
     return path
 
 
-def read(path) -> tuple[list[dict], list[str]]:
+def read(path) -> tuple[list[SpoolRecord], list[str]]:
     """Read a spool file: ``(records, problems)``; a line that does not parse is reported as
-    ``"<path>:<line>: ..."`` in ``problems`` and skipped."""
+    ``"<path>:<line>: why"`` in ``problems`` and skipped. Raises OSError when the file cannot be
+    opened."""
     recs, problems = [], []
     with open(path, encoding="utf-8", errors="replace") as fh:
         for no, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
-                if not isinstance(rec, dict) or rec.get("v") != VERSION:
-                    raise ValueError(f"not a version {VERSION} record")
-                recs.append(rec)
+                recs.append(SpoolRecord.from_json(json.loads(line)))
             except ValueError as exc:
                 problems.append(f"{path}:{no}: {exc}")
     return recs, problems

@@ -22,7 +22,6 @@ GPU-hours × price per GPU-hour. Every assumption is returned with where it came
 from __future__ import annotations
 
 import glob
-import json
 import os
 from dataclasses import dataclass, field
 
@@ -89,44 +88,33 @@ def assumptions_from_profile(profile, path: str = "") -> Assumptions:
 
 def read_spool(path) -> tuple[pd.DataFrame, list[str]]:
     """Hook spool -> DataFrame(job_id, node, start_s, end_s, energy_mj, measured, gpu_util_pct)
-    and problems. ``start_s`` / ``end_s``: epoch seconds of the prolog's / epilog's energy
-    read (NaN when the record has none).
+    and problems, one row per :class:`slurmkit.hooks.spool.SpoolRecord` (read by the hooks' own
+    reader, :func:`slurmkit.hooks.spool.read`). ``start_s`` / ``end_s``: epoch seconds of the
+    prolog's / epilog's energy read; ``energy_mj``: the record's ``energy_mj_total`` (mJ);
+    NaN when the record has none. ``gpu_util_pct``: the mean over the record's GPUs of their
+    NVML accounting utilization (``nvmlDeviceGetAccountingStats``, %; NaN when the record has
+    no accounting figure).
 
     ``path``: a spool file (``energy.jsonl``) or a directory of ``*.jsonl`` files. Lines that
-    do not parse are listed as ``file:line: why``. ``gpu_util_pct`` comes from the record's
-    NVML accounting stats (``accounting[*].gpu_utilization``) when present."""
+    do not parse are listed as ``file:line: why``, a file that cannot be opened as ``file: why``."""
+    from slurmkit.hooks.spool import read
+
     files = sorted(glob.glob(os.path.join(path, "*.jsonl"))) if os.path.isdir(path) else [path]
     recs, problems = [], []
     for f in files:
         try:
-            fh = open(f, encoding="utf-8", errors="replace")
+            got, bad = read(f)
         except OSError as exc:
             problems.append(f"{f}: {exc.strerror}")
             continue
-        with fh:
-            for no, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    r = json.loads(line)
-                    if not isinstance(r, dict) or "job_id" not in r:
-                        raise ValueError("not a spool record (no job_id)")
-                    e = r.get("energy_mj_total")
-                    util = None
-                    acc = r.get("accounting")
-                    if isinstance(acc, list):
-                        vals = [g.get("gpu_utilization") for g in acc if isinstance(g, dict)
-                                and isinstance(g.get("gpu_utilization"), (int, float))]
-                        util = float(np.mean(vals)) if vals else None
-                    t0, t1 = r.get("start_s"), r.get("end_s")
-                    recs.append({"job_id": str(r["job_id"]), "node": str(r.get("node", "")),
-                                 "start_s": float(t0) if isinstance(t0, (int, float)) else np.nan,
-                                 "end_s": float(t1) if isinstance(t1, (int, float)) else np.nan,
-                                 "energy_mj": float(e) if isinstance(e, (int, float)) else np.nan,
-                                 "measured": r.get("source") == "measured" and isinstance(e, (int, float)),
-                                 "gpu_util_pct": util})
-                except ValueError as exc:
-                    problems.append(f"{f}:{no}: {exc}")
+        problems.extend(bad)
+        nan = np.nan
+        recs.extend({"job_id": r.job_id, "node": r.node,
+                     "start_s": nan if r.start_s is None else r.start_s,
+                     "end_s": nan if r.end_s is None else r.end_s,
+                     "energy_mj": nan if r.energy_mj_total is None else float(r.energy_mj_total),
+                     "measured": r.measured,
+                     "gpu_util_pct": nan if r.gpu_util_pct is None else r.gpu_util_pct} for r in got)
     df = pd.DataFrame(recs, columns=["job_id", "node", "start_s", "end_s", "energy_mj", "measured",
                                      "gpu_util_pct"])
     return df, problems
