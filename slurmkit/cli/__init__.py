@@ -65,7 +65,7 @@ class LazyGroup(click.Group):
             @click.command(name, short_help=short_help, context_settings={"ignore_unknown_options": True})
             @click.argument("args", nargs=-1, type=click.UNPROCESSED)
             def missing(args):
-                raise click.ClickException(f"'slurmkit {name}' is not available in this build")
+                raise SlurmkitError(f"'slurmkit {name}' is not available in this build")
 
             return missing
         cmd = module.cli

@@ -15,6 +15,7 @@ import click
 
 from slurmkit.cli import want_json
 from slurmkit.cli.options import site_option
+from slurmkit.errors import InputError
 from slurmkit.profile.health import Health
 
 
@@ -29,11 +30,6 @@ def _config(site: str | None, expect_gpus: int | None):
 
         health = load_profile(site).health
     return load_config(health, gpu_count=expect_gpus)
-
-
-def _die(msg: str, code: int = 2):
-    click.echo(f"slurmkit health: {msg}", err=True)
-    sys.exit(code)
 
 
 @click.group("health")
@@ -60,7 +56,7 @@ def check(ctx, source, as_json, before_job, site, expect_gpus, kernel_log, kmsg_
     """Run the health checks and print the verdict (exit 0 pass/warn, 1 fail, 2 unreadable input)."""
     from slurmkit.health.checks import evaluate, timeout_report
     from slurmkit.health.runner import read_state
-    from slurmkit.health.source import NvmlTimeout, SourceError
+    from slurmkit.health.errors import CaptureError, NvmlTimeout, SourceError
 
     as_json = want_json(ctx, as_json)
     cfg = _config(site, expect_gpus)
@@ -75,7 +71,7 @@ def check(ctx, source, as_json, before_job, site, expect_gpus, kernel_log, kmsg_
             try:
                 text = Path(kernel_log).read_text(encoding="utf-8", errors="replace")
             except OSError as exc:
-                raise SourceError(exc.strerror or str(exc), kernel_log) from None
+                raise CaptureError(kernel_log, None, exc.strerror or str(exc)) from None
             state.xids.extend(parse_log(text, kernel_log))
         report = evaluate(state, cfg, before_job=before_job)
     except NvmlTimeout as exc:
@@ -86,7 +82,7 @@ def check(ctx, source, as_json, before_job, site, expect_gpus, kernel_log, kmsg_
         if as_json:
             click.echo(json.dumps({"node": None, "source": source or "live", "status": "error",
                                    "results": [], "errors": [str(exc)]}, indent=2))
-        _die(str(exc))
+        raise
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))
     else:
@@ -117,12 +113,9 @@ def _print_report(report: dict, verbose: bool) -> None:
 def snapshot(output, source, node, deadline):
     """Record this node's GPU state (every value with the NVML call it came from) as JSON."""
     from slurmkit.health.runner import read_state
-    from slurmkit.health.source import NvmlTimeout, SourceError
 
-    try:
-        state = read_state(source or "live", total_deadline_s=deadline, per_call_deadline_s=deadline, node=node)
-    except (SourceError, NvmlTimeout) as exc:
-        _die(str(exc), 1 if isinstance(exc, NvmlTimeout) else 2)
+    # SourceError (exit 2) and NvmlTimeout (exit 1) reach the one CLI handler
+    state = read_state(source or "live", total_deadline_s=deadline, per_call_deadline_s=deadline, node=node)
     _write(state, output)
 
 
@@ -132,13 +125,9 @@ def snapshot(output, source, node, deadline):
 @click.option("--node", help="Node name to record (default: the file's stem).")
 def import_(capture, output, node):
     """Convert an nvidia-smi -q -x (XML) or -q (text) capture into a snapshot."""
-    from slurmkit.health.source import SourceError, load_capture
+    from slurmkit.health.source import load_capture
 
-    try:
-        state = load_capture(capture, node=node)
-    except SourceError as exc:
-        _die(str(exc))
-    _write(state, output)
+    _write(load_capture(capture, node=node), output)  # CaptureError: exit 2
 
 
 def _write(state, output: str) -> None:
@@ -147,5 +136,5 @@ def _write(state, output: str) -> None:
     try:
         atomic_write(output, json.dumps(state.to_json(), indent=1) + "\n")
     except OSError as exc:
-        _die(f"{output}: {exc.strerror}")
+        raise InputError(output, None, f"cannot write: {exc.strerror or exc}") from None
     click.echo(f"wrote {output}: {len(state.gpus)} GPUs of {state.node or '?'} from {state.source}")

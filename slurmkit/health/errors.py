@@ -13,7 +13,10 @@ from slurmkit.errors import InputError, SlurmkitError
 class SourceError(SlurmkitError):
     """slurmkit's own trouble reading GPU state (NVML absent or NOT_SUPPORTED where needed, a
     worker that answered nonsense, a bug; :class:`CaptureError` for a bad snapshot or capture):
-    never hardware evidence. ``detail``: the message."""
+    never hardware evidence. ``detail``: the message. CLI exit status 2 (``health check``:
+    "unreadable input or slurmkit's own trouble")."""
+
+    exit_code = 2
 
     def __init__(self, message: str):
         self.detail = message
@@ -32,7 +35,8 @@ class CaptureError(SourceError, InputError):
 
 class NvmlTimeout(SlurmkitError):
     """NVML did not answer in time: hardware evidence (the hooks drain with reason
-    ``slurmkit: nvml-timeout``). ``call`` is the NVML call in flight, ``elapsed_s`` seconds."""
+    ``slurmkit: nvml-timeout``). ``call`` is the NVML call in flight, ``elapsed_s`` seconds.
+    CLI exit status 1 (a failed check)."""
 
     def __init__(self, call: str, elapsed_s: float, deadline_s: float):
         self.call, self.elapsed_s, self.deadline_s = call, elapsed_s, deadline_s

@@ -53,15 +53,15 @@ def nccl_env(facts: SiteFacts, debug: str | None = None) -> list[EnvVar]:
     ``debug``: a ``NCCL_DEBUG`` level (``INFO``, ``WARN``...) or None for none.
     """
     n = facts.nccl
-    fabric = str(n.get("fabric") or "infiniband").lower()
+    fabric = n.fabric.lower()
     if fabric not in FABRICS:
         raise SiteError(facts.source, None, f"nccl.fabric = {fabric!r}; expected one of {', '.join(FABRICS)}")
     out = [EnvVar("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1", "slurmkit preset (all fabrics)")]
-    ifnames = [str(i) for i in (n.get("socket_ifname") or [])]
+    ifnames = list(n.socket_ifname)
     if ifnames:
         out.append(EnvVar("NCCL_SOCKET_IFNAME", "=" + ",".join(ifnames), "profile nccl.socket_ifname"))
         out.append(EnvVar("GLOO_SOCKET_IFNAME", ",".join(ifnames), "profile nccl.socket_ifname"))
-    version = parse_version(n.get("version"))
+    version = parse_version(n.version)
     if fabric in ("infiniband", "roce"):
         hcas = facts.compute_hcas
         if not hcas:
@@ -69,14 +69,14 @@ def nccl_env(facts: SiteFacts, debug: str | None = None) -> list[EnvVar]:
                             f".nics has no compute InfiniBand/RoCE NIC")
         out.append(EnvVar("NCCL_IB_HCA", "=" + ",".join(hcas),
                           f"profile node_types.{facts.node_type}.nics (role=compute)"))
-        if n.get("gdr_level"):
-            out.append(EnvVar("NCCL_NET_GDR_LEVEL", str(n["gdr_level"]), "profile nccl.gdr_level"))
-        if fabric == "roce" and n.get("gid_index") is not None and version is not None and version < (2, 21):
-            out.append(EnvVar("NCCL_IB_GID_INDEX", str(n["gid_index"]),
+        if n.gdr_level:
+            out.append(EnvVar("NCCL_NET_GDR_LEVEL", n.gdr_level, "profile nccl.gdr_level"))
+        if fabric == "roce" and n.gid_index is not None and version is not None and version < (2, 21):
+            out.append(EnvVar("NCCL_IB_GID_INDEX", str(n.gid_index),
                               "profile nccl.gid_index (NCCL < 2.21 per nccl.version)"))
     elif fabric == "efa":
         out.append(EnvVar("FI_PROVIDER", "efa", "slurmkit preset (efa)"))
-        plugin = parse_version(n.get("efa_plugin_version"))
+        plugin = parse_version(n.efa_plugin_version)
         if plugin is not None and plugin < (1, 7):
             out.append(EnvVar("FI_EFA_USE_DEVICE_RDMA", "1",
                               "slurmkit preset (efa, aws-ofi-nccl < 1.7 per nccl.efa_plugin_version)"))
@@ -87,7 +87,7 @@ def nccl_env(facts: SiteFacts, debug: str | None = None) -> list[EnvVar]:
         out.append(EnvVar("NCCL_IB_DISABLE", "1", "slurmkit preset (tcp)"))
     if not facts.p2p:
         out.append(EnvVar("NCCL_P2P_DISABLE", "1", f"profile node_types.{facts.node_type}.p2p = false"))
-    for key, value in (n.get("extra") or {}).items():
+    for key, value in n.extra.items():
         # the profile's word wins over a preset of the same name (one export per variable)
         out = [v for v in out if v.name != str(key)]
         out.append(EnvVar(str(key), str(value), f"profile nccl.extra.{key}"))

@@ -60,7 +60,7 @@ def switches_option(facts: SiteFacts, nodes: int, wait: str | None = None) -> st
     count = leaves_needed(facts, nodes)
     if count is None:
         return None
-    wait = wait or str(facts.submit_setting("switch_wait", "5:00"))
+    wait = wait or facts.submit.switch_wait
     return f"{count}@{wait}"
 
 

@@ -120,7 +120,7 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         gpn_src = f"profile node_types.{facts.node_type}.gpu_count (all GPUs of the node type)"
     add("gpus-per-node", gres, gpn_src + (f", type from node_types.{facts.node_type}.gpu_model"
                                           if facts.gpu_model else ""))
-    add("cpus-per-gpu", int(facts.submit_setting("cpus_per_gpu", 1)), "profile submit.cpus_per_gpu")
+    add("cpus-per-gpu", facts.submit.cpus_per_gpu, "profile submit.cpus_per_gpu")
     if req.time:
         add("time", req.time, "CLI --time")
     nodelist = None
@@ -165,7 +165,7 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
     mounts = params.get("container_mounts") or ""
     container_args = []
     if image:
-        if not facts.submit_setting("container", False):
+        if not facts.submit.container:
             raise TemplateError("--set container_image", None, f"the site ({facts.source}) does not enable containers "
                                 "(submit.container = false)")
         container_args = [f"--container-image={image}"] + ([f"--container-mounts={mounts}"] if mounts else [])
@@ -181,7 +181,7 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         "nodes": req.nodes,
         "gpus_per_node": gpn,
         "gpu_cpus": " ".join(placement.gpu_cpu_map(facts, facts.gpu_count)),
-        "rendezvous_interface": str(facts.submit_setting("rendezvous_interface", "")),
+        "rendezvous_interface": facts.submit.rendezvous_interface,
         "port_base": PORT_BASE,
         "port_span": PORT_SPAN,
         "preempt": req.signal_s > 0,

@@ -8,9 +8,10 @@ downstream (placement, NCCL presets, rendering) is a pure function of these fact
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from slurmkit.errors import InputError
+from slurmkit.profile.model import Nccl, Submit
 
 
 class SiteError(InputError):
@@ -46,7 +47,8 @@ class SiteFacts:
 
     ``source`` is the profile file; ``leaves`` maps leaf switch name -> node names (from
     ``fabric.leaves``, hostlists expanded); ``nccl`` and ``submit``: the profile's typed ``[nccl]``
-    / ``[submit]`` sections as dicts (every key present, defaults from the profile model).
+    / ``[submit]`` sections (:class:`slurmkit.profile.model.Nccl` / ``Submit``; defaults from
+    the profile model).
     """
 
     source: str
@@ -60,8 +62,8 @@ class SiteFacts:
     nics: tuple[NicFacts, ...]
     p2p: bool
     leaves: tuple[tuple[str, tuple[str, ...]], ...]
-    nccl: dict = field(default_factory=dict)
-    submit: dict = field(default_factory=dict)
+    nccl: Nccl = Nccl()
+    submit: Submit = Submit()
     #: why this partition: "named", "default = true", or "first listed; none has default = true"
     partition_source: str = "named"
 
@@ -70,11 +72,6 @@ class SiteFacts:
         """RDMA NICs with ``role = "compute"`` (InfiniBand or RoCE), in profile order."""
         return tuple(n.device for n in self.nics
                      if n.role == "compute" and n.link_layer in ("InfiniBand", "RoCE"))
-
-    def submit_setting(self, key: str, default):
-        """``[submit].<key>`` from the profile, or ``default`` when absent."""
-        value = self.submit.get(key)
-        return default if value is None else value
 
 
 def load(site: str | None):
@@ -94,8 +91,6 @@ def site_facts(profile, partition: str | None = None, source: str = "") -> SiteF
     hostlists expanded); ``source``: the file name used in messages when the profile carries
     none. Raises :class:`SiteError` for a partition the profile does not have.
     """
-    import dataclasses
-
     source = str(profile.source or source or "")
     parts = profile.partitions
     partition_source = "named"
@@ -118,6 +113,6 @@ def site_facts(profile, partition: str | None = None, source: str = "") -> SiteF
         partition=partition, node_type=nt.name, partition_nodes=part.node_names,
         gpu_model=nt.gpu_model, gpu_count=nt.gpu_count,
         gpus=tuple(sorted(gpus, key=lambda g: g.index)), nics=nics, p2p=nt.p2p, leaves=leaves,
-        nccl=dataclasses.asdict(profile.nccl), submit=dataclasses.asdict(profile.submit),
+        nccl=profile.nccl, submit=profile.submit,
         partition_source=partition_source,
     )
