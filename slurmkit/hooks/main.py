@@ -97,14 +97,6 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
                _STATUS.get(r.status, 2)) for r in run.results]
     if run.drain_reason == "slurmkit: nvml-timeout":
         checks.append(({**base, "check": "nvml_timeout", "gpu": ""}, 2))
-    drained = 1 if run.drained else 0
-    if not run.drained:
-        try:
-            from slurmkit.hooks.nodestate import load_health
-
-            drained = 1 if load_health(run.cfg.state_dir, node).get("drained_reason") else 0
-        except OSError:
-            drained = 0
     families = [
         ("slurmkit_health_check_status", "gauge", "Last result per check and GPU: 0 pass, 1 warn, 2 fail.", checks),
         ("slurmkit_hook_duration_seconds", "gauge", "Wall time of the last hook run in seconds.",
@@ -114,10 +106,13 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
         ("slurmkit_hook_exit_code", "gauge", "Exit status of the last hook run (0 or 1).", [(base, code)]),
         ("slurmkit_hook_own_errors_total", "counter",
          "Hook runs that hit slurmkit's own trouble (logged, never a drain).", [(base, own_errors_total)]),
-        ("slurmkit_node_drained_by_slurmkit", "gauge", "1 while a drain set by slurmkit is in force.",
-         [({"node": node}, drained)]),
+        ("slurmkit_hook_deadline_seconds", "gauge", "NVML deadline of a hook run in seconds (deadline_s).",
+         [(base, float(run.cfg.deadline_s))]),
     ]
     os.makedirs(run.cfg.textfile_dir, exist_ok=True)
     path = textfile_path(run.cfg, node, hook)
     textfile.write(path, textfile.render(families))
+    from slurmkit.hooks.metrics import write_node_files
+
+    write_node_files(run)  # node-level and GPU series: one file per node (slurmkit.hooks.metrics)
     return path
