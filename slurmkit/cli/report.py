@@ -75,6 +75,8 @@ def cli():
 @click.option("--profile", "profile_spec", envvar="SLURMKIT_PROFILE",
               help="Site profile (file or shipped name) for TDP, PUE, carbon, prices, capacity.")
 @click.option("--spool", type=click.Path(), help="Hook energy spool (energy.jsonl or a folder of *.jsonl).")
+@click.option("--prometheus", "prometheus_url", metavar="URL",
+              help="Prometheus with the hooks' metrics: measured energy and GPU utilization per job where the spool has none.")
 @click.option("--store", "store_dir", type=click.Path(file_okay=False), help="Parquet store folder.")
 @click.option("--no-store", is_flag=True, help="Pull every day from sacct; keep nothing.")
 @click.option("--pue", type=float, help="Power usage effectiveness (overrides the profile).")
@@ -93,7 +95,7 @@ def cli():
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report to stdout.")
 @click.pass_context
 def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct, sacct_fields,
-           delimiter, tz, profile_spec, spool, store_dir, no_store, pue, carbon_g_per_kwh,
+           delimiter, tz, profile_spec, spool, prometheus_url, store_dir, no_store, pue, carbon_g_per_kwh,
            price_per_kwh, price_per_gpu_hour, currency, gpu_tdp_w, trust_slurm_energy,
            capacity_gpus, use_sreport, rollup, now_s, as_json):
     """Weekly GPU/CPU-hours, utilization, waste, queue wait, efficiency and energy.
@@ -226,6 +228,10 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
         raise _Bad(str(exc)) from None
     except SlurmError as exc:
         raise click.ClickException(str(exc)) from None
+    if prometheus_url:  # per-job GPU figures the spool lacks, measured through Prometheus
+        from slurmkit.report import prometheus as P
+
+        spool_df = P.fill_spool(spool_df, P.read_jobs(prometheus_url, window.start.timestamp(), window.end.timestamp()))
     report, allocs = build_report(rows, dq, window, a, spool_df, capacity_gpus=cap,
                                   down_gpu_hours=down, sreport_gpu_hours=sreport_h,
                                   previous=previous, now=now, cluster=cluster or "",

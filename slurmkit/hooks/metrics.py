@@ -271,10 +271,13 @@ def _write_node_files(run) -> list[str]:
         counters = count_run({k: {} for k in ("drains", "observed_drains", "resumes", "xids")}, run)
         drained, jobs = (run.drain_reason if run.drained else None), []
     os.makedirs(cfg.textfile_dir, exist_ok=True)
-    paths = [os.path.join(os.fspath(cfg.textfile_dir), NODE_FILE.format(node=node))]
-    textfile.write(paths[0], textfile.render(node_families(node, drained, counters, jobs)))
+    paths = []
+    # GPU readings first: a scrape between the two renames then sees a job's info series only
+    # with the readings taken at its prolog (and the epilog's readings before it goes)
     if run.state is not None:
         expected = None if run.gres_files is None else len(run.gres_files)
         paths.append(os.path.join(os.fspath(cfg.textfile_dir), GPUS_FILE.format(node=node)))
-        textfile.write(paths[1], textfile.render(gpu_families(node, run.state, run.results, expected)))
+        textfile.write(paths[-1], textfile.render(gpu_families(node, run.state, run.results, expected)))
+    paths.append(os.path.join(os.fspath(cfg.textfile_dir), NODE_FILE.format(node=node)))
+    textfile.write(paths[-1], textfile.render(node_families(node, drained, counters, jobs)))
     return paths
