@@ -4,7 +4,8 @@
   null when it has not), ``"clean_runs": int`` (health checks in a row without a fail since),
   ``"own_errors": {hook: int}`` (runs that hit slurmkit's own trouble: the textfile counter)};
 - ``job-<id>.json``: the prolog's energy readings for a job (``{"start_s": epoch s,
-  "state_source": str, "gpus": [{index, nvml_index, minor, uuid, pci_bus_id, start_energy_mj}]}``),
+  "state_source": str, "gpus": [{index, nvml_index, minor, uuid, pci_bus_id, start_energy_mj}],
+  "user": SLURM_JOB_USER}``; its presence is what ``slurmkit_gpu_job_info`` lists),
   removed by the epilog;
 - ``kmsg.cursor``: the kernel-log position the XID reader keeps.
 
