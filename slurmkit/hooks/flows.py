@@ -51,6 +51,7 @@ class Run:
         self.own_errors: list[str] = []
         self.drain_reason: str | None = None
         self.drained = False
+        self.resumed: str | None = None  # the drain reason of a node this run resumed
         self.state = None
         self.hc = None
         self.gres_files: list[str] | None = None
@@ -198,7 +199,8 @@ def prolog(run: Run) -> int:
                                       acct_seen=_acct_keys(run.state, g.nvml_index)) for g in gpus]
         try:
             nodestate.save_job(run.cfg.state_dir, run.node, job_id,
-                               nodestate.JobStart(time.time(), run.state.source, rows))
+                               nodestate.JobStart(time.time(), run.state.source, rows,
+                                                  user=run.env.get("SLURM_JOB_USER")))
         except OSError as exc:
             run.own_error(f"cannot record the job's starting energy: {exc}")
     _act(run, [("enable_accounting", g.nvml_index, None, None) for g in gpus
@@ -381,6 +383,7 @@ def healthcheck(run: Run) -> int:
             nodestate.save_health(run.cfg.state_dir, run.node, h)
             return 0
         run.log.warning(f"{outcome} {run.node} after {h.clean_runs} clean health checks")
+        run.resumed = h.drained_reason
         h.drained_reason, h.clean_runs = None, 0
     nodestate.save_health(run.cfg.state_dir, run.node, h)
     return 0

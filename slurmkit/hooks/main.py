@@ -74,6 +74,8 @@ def main(hook: str, config_path: str | None = None, env=None) -> int:
         write_textfile(run, code, duration, total)
     except OSError as exc:
         log.error(f"slurmkit's own trouble (no drain): textfile {cfg.textfile_dir}: {exc.strerror or exc}")
+    except Exception as exc:  # a bug in the metrics must not fail the job either
+        log.error(f"slurmkit's own trouble (no drain): textfile: internal error: {type(exc).__name__}: {exc}")
     log.info(f"{hook} done in {duration:.3f} s, exit {code}"
              + (f", drain reason: {run.drain_reason}" if run.drain_reason else ""))
     return code
@@ -87,6 +89,7 @@ def textfile_path(cfg, node: str, hook: str) -> str:
 def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> str:
     """Write the run's metrics (see :mod:`slurmkit.hooks.textfile`); returns the path."""
     from slurmkit.hooks import textfile
+    from slurmkit.profile.health import Health
 
     node, hook = run.node, run.hook
     base = {"node": node, "hook": hook}
@@ -99,14 +102,6 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
                    value.get(r.status, 2)) for r in run.results]
     if run.drain_reason == "slurmkit: nvml-timeout":
         checks.append(({**base, "check": "nvml_timeout", "gpu": ""}, 2))
-    drained = 1 if run.drained else 0
-    if not run.drained:
-        try:
-            from slurmkit.hooks.nodestate import load_health
-
-            drained = 1 if load_health(run.cfg.state_dir, node).drained_reason else 0
-        except OSError:
-            drained = 0
     families = [
         ("slurmkit_health_check_status", "gauge", "Last result per check and GPU: 0 pass, 1 warn, 2 fail.", checks),
         ("slurmkit_hook_duration_seconds", "gauge", "Wall time of the last hook run in seconds.",
@@ -116,10 +111,13 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
         ("slurmkit_hook_exit_code", "gauge", "Exit status of the last hook run (0 or 1).", [(base, code)]),
         ("slurmkit_hook_own_errors_total", "counter",
          "Hook runs that hit slurmkit's own trouble (logged, never a drain).", [(base, own_errors_total)]),
-        ("slurmkit_node_drained_by_slurmkit", "gauge", "1 while a drain set by slurmkit is in force.",
-         [({"node": node}, drained)]),
+        ("slurmkit_hook_deadline_seconds", "gauge", "NVML deadline of a hook run in seconds (deadline_s).",
+         [(base, float(run.cfg.deadline_s if run.cfg.deadline_s is not None else Health.deadline_s))]),
     ]
     os.makedirs(run.cfg.textfile_dir, exist_ok=True)
     path = textfile_path(run.cfg, node, hook)
     textfile.write(path, textfile.render(families))
+    from slurmkit.hooks.metrics import write_node_files
+
+    write_node_files(run)  # node-level and GPU series: one file per node (slurmkit.hooks.metrics)
     return path

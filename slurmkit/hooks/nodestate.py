@@ -7,7 +7,8 @@
   :mod:`slurmkit.hooks.main`);
 - ``job-<id>.json``: a :class:`JobStart`, the prolog's energy readings for a job (``{"start_s":
   epoch s, "state_source": str, "gpus": [{index, nvml_index, minor, uuid, pci_bus_id,
-  start_energy_mj, acct_seen}]}``), written by the prolog and removed by the epilog;
+  start_energy_mj, acct_seen}], "user": SLURM_JOB_USER}``), written by the prolog and removed by
+  the epilog; its presence is what ``slurmkit_gpu_job_info`` lists;
 - ``kmsg.cursor``: the kernel-log position the XID reader keeps.
 
 Files are replaced atomically; the directory is created 0700.
@@ -105,15 +106,17 @@ class JobGpuStart(_Record):
 class JobStart(_Record):
     """``job-<id>.json``: what the prolog leaves for the epilog. ``start_s``: epoch seconds of
     the prolog's energy read; ``state_source``: where the GPU state came from (``live``,
-    ``snapshot:PATH``...); ``gpus``: the job's GPUs on this node."""
+    ``snapshot:PATH``...); ``gpus``: the job's GPUs on this node; ``user``: SLURM_JOB_USER
+    (the ``user`` label of ``slurmkit_gpu_job_info``; None when Slurm gave none)."""
 
     start_s: float | None = None
     state_source: str = ""
     gpus: list[JobGpuStart] = field(default_factory=list)
+    user: str | None = None
 
     def to_json(self) -> dict:
         return {"start_s": self.start_s, "state_source": self.state_source,
-                "gpus": [g.to_json() for g in self.gpus]}
+                "gpus": [g.to_json() for g in self.gpus], "user": self.user}
 
     @classmethod
     def from_json(cls, d) -> "JobStart":
@@ -122,7 +125,8 @@ class JobStart(_Record):
             raise ValueError("not a prolog job record")
         t = d.get("start_s")
         return cls(start_s=float(t) if _num(t) else None, state_source=str(d.get("state_source") or ""),
-                   gpus=[JobGpuStart.from_json(g) for g in d.get("gpus", [])])
+                   gpus=[JobGpuStart.from_json(g) for g in d.get("gpus", [])],
+                   user=d["user"] if isinstance(d.get("user"), str) else None)
 
 from slurmkit.atomicfile import atomic_write
 

@@ -12,7 +12,10 @@ Metrics written by the hooks (file ``<textfile_dir>/slurmkit_<node>_<hook>.prom`
 - ``slurmkit_hook_last_run_timestamp_seconds{node,hook}`` gauge: Unix time of the last run;
 - ``slurmkit_hook_exit_code{node,hook}`` gauge: 0 or 1;
 - ``slurmkit_hook_own_errors_total{node,hook}`` counter: runs that hit slurmkit's own trouble;
-- ``slurmkit_node_drained_by_slurmkit{node}`` gauge: 1 while slurmkit's drain is in force.
+- ``slurmkit_hook_deadline_seconds{node,hook}`` gauge: the run's NVML deadline (``deadline_s``).
+
+Node-level and per-GPU series (drains, Xids, ECC, energy, running jobs, ...) go to the node's
+own files, one per node, so no series is in two files: see :mod:`slurmkit.hooks.metrics`.
 """
 
 from __future__ import annotations

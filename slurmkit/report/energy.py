@@ -151,8 +151,11 @@ def match_spool(allocs: pd.DataFrame, spool: pd.DataFrame,
     return out
 
 
-#: The values of ``energy_source`` (a categorical): no source, then the sources in order of preference.
-SOURCES = ("none", "measured", "slurm", "modelled")
+#: The values of ``energy_source`` (a categorical): no source, then the sources in order of
+#: preference; ``prometheus`` (measured by the hooks, read through Prometheus where the spool has
+#: no record: :mod:`slurmkit.report.prometheus`) ranks with ``measured`` and comes last only to keep
+#: the codes of the others.
+SOURCES = ("none", "measured", "slurm", "modelled", "prometheus")
 
 
 def _tdp_w(gpu_type: pd.Series, table: dict) -> pd.Series:
@@ -186,8 +189,11 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
         recs = pd.DataFrame({"pos": pos[hit], "mj": spool["energy_mj"].to_numpy(float)[hit],
                              "ok": spool["measured"].to_numpy(bool)[hit],
                              "util": pd.to_numeric(spool["gpu_util_pct"], errors="coerce")
-                             .to_numpy(float)[hit]})
-        per = recs.groupby("pos").agg(mj=("mj", "sum"), ok=("ok", "all"), util=("util", "mean"))
+                             .to_numpy(float)[hit],
+                             "prom": (spool["provenance"] == "prometheus").to_numpy(bool)[hit]
+                             if "provenance" in spool else np.zeros(int(hit.sum()), bool)})
+        per = recs.groupby("pos").agg(mj=("mj", "sum"), ok=("ok", "all"), util=("util", "mean"),
+                                      prom=("prom", "any"))
         m = pd.Series(np.nan, index=out.index, dtype="float64")
         idx = out.index[per.index.to_numpy()]
         m[idx] = per["mj"].where(per["ok"]).to_numpy(float)
@@ -197,6 +203,9 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
         has = m.notna()
         kwh[has] = m[has] / MJ_PER_KWH * share[has]
         src[has.to_numpy()] = 1
+        prom = np.zeros(len(out), bool)
+        prom[per.index.to_numpy()] = per["prom"].to_numpy(bool)
+        src[has.to_numpy() & prom] = SOURCES.index("prometheus")
     if a.trust_slurm:
         sl = (out["energy_j"] > 0) & kwh.isna()
         kwh[sl] = out.loc[sl, "energy_j"] / J_PER_KWH * share[sl]

@@ -81,6 +81,9 @@ class WeeklyOptions:
     - ``cluster``: the Slurm cluster (``sacct -M``, sreport ``-M``); also names the store's folder.
     - ``spool``: the hooks' energy spool (``energy.jsonl`` or a folder of ``*.jsonl``); None:
       :func:`default_spool_dir` when it exists.
+    - ``prometheus_url``: a Prometheus holding the hooks' metrics (``http://host:9090``): per-job
+      measured energy and GPU utilization for jobs the spool has no record of, with
+      ``prometheus`` as their provenance (:mod:`slurmkit.report.prometheus`); None: not asked.
     - ``store_dir``: the Parquet store folder (None: :func:`default_store_dir`);
       ``use_store``: False pulls every day from sacct and keeps nothing (live only).
 
@@ -114,6 +117,7 @@ class WeeklyOptions:
     tz: str = "UTC"
     cluster: str | None = None
     spool: str | Path | None = None
+    prometheus_url: str | None = None
     store_dir: str | Path | None = None
     use_store: bool = True
     profile: "Profile | None" = None
@@ -195,6 +199,11 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
         window = opts.window or last_full_week()
         rows, dq, live = _live(opts, window, assumptions, spool_df, now, cap, _warn, progress)
         cap = live.pop("capacity_gpus")
+    if opts.prometheus_url:  # per-job GPU figures the spool lacks, measured through Prometheus
+        from slurmkit.report import prometheus
+
+        spool_df = prometheus.fill_spool(spool_df, prometheus.read_jobs(
+            opts.prometheus_url, window.start.timestamp(), window.end.timestamp()))
     report, allocs = build_report(rows, dq, window, assumptions, spool_df, capacity_gpus=cap,
                                   now=now, cluster=opts.cluster or "",
                                   source=",".join(map(str, opts.captures)) if opts.captures else "sacct",

@@ -157,10 +157,10 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     keys = runs["job_code"]
     gpu_h, cpu_h = float(runs["gpu_hours"].sum()), float(runs["cpu_hours"].sum())
     kwh_src = {s: float(runs.loc[runs["energy_source"] == s, "energy_kwh"].sum())
-               for s in ("measured", "slurm", "modelled")}
+               for s in ("measured", "prometheus", "slurm", "modelled")}
     kwh = sum(kwh_src.values())
     jobs_by_src = {s: int(keys[runs["energy_source"] == s].nunique())
-                   for s in ("measured", "slurm", "modelled", "none")}
+                   for s in ("measured", "prometheus", "slurm", "modelled", "none")}
     # no job has any source (no spool record, no trusted ConsumedEnergyRaw, no TDP): the 0 kWh
     # is not a measurement, so the figures built on it are unknown
     energy_known = bool((runs["energy_source"] != "none").any())
@@ -288,6 +288,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "reconciliation": recon,
         "energy_sources": {"jobs": jobs_by_src,
                            "order": ["measured (hook spool, NVML energy counters)",
+                                     "prometheus (the hooks' NVML energy counters read through Prometheus)",
                                      "slurm (ConsumedEnergyRaw, non-zero and trusted)",
                                      "modelled (GPUs x hours x GPU TDP)"]},
         "assumptions": assumptions.as_dict(),

@@ -1,0 +1,282 @@
+"""The per-node metric families the hooks write for node_exporter's textfile collector.
+
+Each hook run writes its own file ``slurmkit_<node>_<hook>.prom`` (:func:`slurmkit.hooks.main.
+write_textfile`: check status, run time, deadline, exit code, own-trouble count) and, through
+:func:`write_node_files`, two per-node files that every hook run replaces, so a series exists in
+exactly one file (node_exporter refuses a series that two files both carry):
+
+``slurmkit_<node>_node.prom`` (rewritten by every run)
+
+- ``slurmkit_node_drained_by_slurmkit{node}`` gauge: 1 while a drain set by slurmkit is in force;
+- ``slurmkit_node_drain_info{node,check,reason}`` gauge 1, only while slurmkit's drain is in
+  force (``reason``: the drain reason as Slurm shows it);
+- ``slurmkit_drains_total{node,check}`` counter: drains slurmkit set, by the check that failed;
+- ``slurmkit_observed_drains_total{node,check}`` counter: drains observe mode would have set;
+- ``slurmkit_resumes_total{node,check}`` counter: resumes of a node slurmkit drained, by the
+  check it had been drained for;
+- ``slurmkit_gpu_xid_errors_total{node,gpu,pci_bus_id,xid,class}`` counter: NVRM Xid events seen
+  in the kernel log (``class``: hardware | application | other, from checks.toml [xid]);
+- ``slurmkit_gpu_job_info{node,gpu,pci_bus_id,job_id,user}`` gauge 1, one per GPU of a running
+  job: written by the prolog, gone after the epilog (it lists the prolog records in the state
+  directory), so job ids never pile up as series.
+
+``slurmkit_<node>_gpus.prom`` (rewritten by every run that read the GPUs; kept otherwise)
+
+- ``slurmkit_gpus_expected{node}`` / ``slurmkit_gpus_visible{node}`` gauges: GPUs in gres.conf /
+  GPUs NVML enumerates with a usable handle (a lost GPU does not count);
+- per GPU (labels ``node``, ``gpu`` = NVML index, ``pci_bus_id``): ``slurmkit_gpu_info`` (1, plus
+  ``uuid``), ``slurmkit_gpu_status{status}`` (state set: 1 for the worst verdict of the last
+  check, pass | warn | fail), ``slurmkit_gpu_energy_joules_total`` (counter since the driver
+  loaded, nvmlDeviceGetTotalEnergyConsumption / 1000), ``slurmkit_gpu_power_watts``,
+  ``slurmkit_gpu_temperature_celsius``, ``slurmkit_gpu_utilization_ratio`` (0..1),
+  ``slurmkit_gpu_ecc_errors_total{scope,error_type}`` (volatile | aggregate; correctable |
+  uncorrectable | sram_correctable), ``slurmkit_gpu_retired_pages{cause}`` (sbe | dbe),
+  ``slurmkit_gpu_retired_pages_pending``, ``slurmkit_gpu_remapped_rows{cause}`` (correctable |
+  uncorrectable), ``slurmkit_gpu_row_remap_pending``, ``slurmkit_gpu_row_remap_failure`` (0/1),
+  ``slurmkit_gpu_clock_event_reason_active{reason}`` (0/1 per nvmlClocksEventReason bit).
+
+A value NVML did not give (NOT_SUPPORTED, an error) is left out, never written as 0. The counters
+(drains, resumes, Xids) live in ``<state_dir>/<node>/counters.json``. Only the standard library
+and :mod:`slurmkit.hooks.textfile` are imported (a hook runs this on every job).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+NODE_FILE = "slurmkit_{node}_node.prom"
+GPUS_FILE = "slurmkit_{node}_gpus.prom"
+COUNTERS_FILE = "counters.json"
+
+#: nvmlClocksEventReason* bits (nvml.h) -> the ``reason`` label.
+CLOCK_EVENT_REASONS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
+}
+_XID_CLASS = {"fail": "hardware", "pass": "application", "warn": "other"}
+_RANK = {"pass": 0, "warn": 1, "fail": 2}
+
+
+def check_of(reason: str | None) -> str:
+    """The check id of a slurmkit drain reason (``slurmkit: row_remap_pending GPU1 ...: ...`` ->
+    ``row_remap_pending``; ``slurmkit: nvml-timeout`` -> ``nvml_timeout``); "" for None."""
+    if not reason:
+        return ""
+    body = reason.split(":", 1)[1] if reason.startswith("slurmkit:") else reason
+    word = body.strip().split(" ", 1)[0].rstrip(":")
+    return word.replace("-", "_")
+
+
+# ---- counters ------------------------------------------------------------------------------
+
+def load_counters(state_dir, node: str) -> dict:
+    """``counters.json``: ``{"drains": {check: n}, "observed_drains": {...}, "resumes": {...},
+    "xids": {"<xid>|<gpu>|<pci_bus_id>|<class>": n}}`` (zeros when absent or unreadable)."""
+    from slurmkit.hooks.nodestate import node_dir
+
+    path = os.path.join(node_dir(state_dir, node), COUNTERS_FILE)
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    return {k: dict(data.get(k) or {}) for k in ("drains", "observed_drains", "resumes", "xids")}
+
+
+def save_counters(state_dir, node: str, data: dict) -> None:
+    from slurmkit.hooks.nodestate import node_dir
+
+    path = os.path.join(node_dir(state_dir, node), COUNTERS_FILE)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(data, fh, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def count_run(counters: dict, run) -> dict:
+    """Add what ``run`` (a :class:`slurmkit.hooks.flows.Run`) did to ``counters`` (in place,
+    returned): a drain it set, a drain observe mode would have set, a resume, each Xid result."""
+    def bump(kind, key, n=1):
+        counters[kind][key] = int(counters[kind].get(key, 0)) + n
+
+    if run.drained:
+        bump("drains", check_of(run.drain_reason))
+    elif run.drain_reason and run.cfg.mode == "observe":
+        bump("observed_drains", check_of(run.drain_reason))
+    resumed = getattr(run, "resumed", None)
+    if resumed:
+        bump("resumes", check_of(resumed))
+    state = run.state
+    for r in run.results:
+        if r.check != "xid":
+            continue
+        n = 1
+        if state is not None:
+            n = sum(1 for x in state.xids if x.xid == r.value and (x.pci_bus_id or None) == (r.pci_bus_id or None)) or 1
+        gpu = "" if r.gpu_index is None else str(r.gpu_index)
+        bump("xids", f"{r.value}|{gpu}|{r.pci_bus_id or ''}|{_XID_CLASS.get(r.status, 'other')}", n)
+    return counters
+
+
+# ---- families ------------------------------------------------------------------------------
+
+def running_jobs(state_dir, node: str) -> list[tuple[str, "JobStart"]]:
+    """``[(job id, prolog record), ...]`` of the jobs whose prolog ran on ``node`` and whose
+    epilog has not (``<state_dir>/<node>/job-<id>.json``, read as
+    :class:`~slurmkit.hooks.nodestate.JobStart`; unreadable ones left out), sorted by job id."""
+    from slurmkit.hooks.nodestate import JobStart, node_dir
+
+    out = []
+    for path in sorted(glob.glob(os.path.join(node_dir(state_dir, node), "job-*.json"))):
+        job_id = os.path.basename(path)[len("job-"):-len(".json")]
+        try:
+            with open(path) as fh:
+                out.append((job_id, JobStart.from_json(json.load(fh))))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def node_families(node: str, drained_reason: str | None, counters: dict, jobs: list) -> list:
+    """Families of ``slurmkit_<node>_node.prom`` (see the module docstring) in
+    :func:`slurmkit.hooks.textfile.render`'s shape."""
+    base = {"node": node}
+    xids = []
+    for key, n in sorted(counters["xids"].items()):
+        xid, gpu, bus, cls = (key.split("|") + ["", "", "", ""])[:4]
+        xids.append(({**base, "gpu": gpu, "pci_bus_id": bus, "xid": xid, "class": cls}, int(n)))
+    info = []
+    for job_id, rec in jobs:
+        for g in rec.gpus:
+            gpu = "" if g.nvml_index is None else str(g.nvml_index)
+            info.append(({**base, "gpu": gpu, "pci_bus_id": g.pci_bus_id or "", "job_id": job_id,
+                          "user": rec.user or ""}, 1))
+    return [
+        ("slurmkit_node_drained_by_slurmkit", "gauge", "1 while a drain set by slurmkit is in force.",
+         [(base, 1 if drained_reason else 0)]),
+        ("slurmkit_node_drain_info", "gauge", "1 while slurmkit's drain is in force, with its check and reason.",
+         [({**base, "check": check_of(drained_reason), "reason": drained_reason}, 1)] if drained_reason else []),
+        ("slurmkit_drains_total", "counter", "Drains set by slurmkit, by the check that failed.",
+         [({**base, "check": c}, int(n)) for c, n in sorted(counters["drains"].items())]),
+        ("slurmkit_observed_drains_total", "counter", "Drains observe mode would have set, by check.",
+         [({**base, "check": c}, int(n)) for c, n in sorted(counters["observed_drains"].items())]),
+        ("slurmkit_resumes_total", "counter", "Resumes of a node slurmkit drained, by the check it was drained for.",
+         [({**base, "check": c}, int(n)) for c, n in sorted(counters["resumes"].items())]),
+        ("slurmkit_gpu_xid_errors_total", "counter", "NVRM Xid events seen in the kernel log, by Xid code.", xids),
+        ("slurmkit_gpu_job_info", "gauge", "1 for each GPU of a running job (prolog ran, epilog not yet).", info),
+    ]
+
+
+def gpu_families(node: str, state, results: list, expected_gpus: int | None) -> list:
+    """Families of ``slurmkit_<node>_gpus.prom`` from a ``NodeState`` and the run's
+    ``CheckResult`` list (see the module docstring)."""
+    base = {"node": node}
+    worst: dict[int, str] = {}
+    for r in results:
+        if r.gpu_index is not None and _RANK.get(r.status, 2) > _RANK.get(worst.get(r.gpu_index, "pass"), 0):
+            worst[r.gpu_index] = r.status if r.status in _RANK else "fail"
+    fam: dict[str, list] = {}
+
+    def add(name, labels, value):
+        if value is None or isinstance(value, (list, dict, str)):
+            return
+        fam.setdefault(name, []).append((labels, value))
+
+    for g in state.gpus:
+        lab = {**base, "gpu": str(g.index), "pci_bus_id": g.pci_bus_id or ""}
+        add("slurmkit_gpu_info", {**lab, "uuid": g.uuid or ""}, 1)
+        st = worst.get(g.index, "pass")
+        for s in ("pass", "warn", "fail"):
+            add("slurmkit_gpu_status", {**lab, "status": s}, 1 if s == st else 0)
+        e = g.get("total_energy_mj")
+        add("slurmkit_gpu_energy_joules_total", lab, None if e is None else e / 1000.0)
+        add("slurmkit_gpu_power_watts", lab, g.get("power_draw_w"))
+        add("slurmkit_gpu_temperature_celsius", lab, g.get("temperature_c"))
+        u = g.get("utilization_gpu_pct")
+        add("slurmkit_gpu_utilization_ratio", lab, None if u is None else u / 100.0)
+        for scope, etype, key in (("volatile", "correctable", "ecc_volatile_correctable"),
+                                  ("volatile", "uncorrectable", "ecc_volatile_uncorrectable"),
+                                  ("aggregate", "uncorrectable", "ecc_aggregate_uncorrectable"),
+                                  ("aggregate", "sram_correctable", "ecc_aggregate_sram_correctable")):
+            add("slurmkit_gpu_ecc_errors_total", {**lab, "scope": scope, "error_type": etype}, g.get(key))
+        for cause in ("sbe", "dbe"):
+            add("slurmkit_gpu_retired_pages", {**lab, "cause": cause}, g.get(f"retired_pages_{cause}"))
+        add("slurmkit_gpu_retired_pages_pending", lab, g.get("retired_pages_pending"))
+        for cause in ("correctable", "uncorrectable"):
+            add("slurmkit_gpu_remapped_rows", {**lab, "cause": cause}, g.get(f"remap_{cause}_rows"))
+        add("slurmkit_gpu_row_remap_pending", lab, g.get("remap_pending"))
+        add("slurmkit_gpu_row_remap_failure", lab, g.get("remap_failure"))
+        bits = g.get("clock_event_reasons")
+        if isinstance(bits, int) and not isinstance(bits, bool):
+            for bit, reason in CLOCK_EVENT_REASONS.items():
+                add("slurmkit_gpu_clock_event_reason_active", {**lab, "reason": reason}, 1 if bits & bit else 0)
+    visible = sum(1 for g in state.gpus if g.handle_rc == "SUCCESS") if state.init_rc == "SUCCESS" else 0
+    out = [("slurmkit_gpus_visible", "gauge", "GPUs NVML enumerates with a usable handle.", [(base, visible)])]
+    if expected_gpus is not None:
+        out.append(("slurmkit_gpus_expected", "gauge", "GPUs gres.conf lists for the node.", [(base, expected_gpus)]))
+    for name, mtype, help_text in _GPU_HELP:
+        out.append((name, mtype, help_text, fam.get(name, [])))
+    return out
+
+
+_GPU_HELP = [
+    ("slurmkit_gpu_info", "gauge", "1 per GPU, with its UUID (gpu is the NVML index)."),
+    ("slurmkit_gpu_status", "gauge", "1 for the worst verdict of the GPU's last check (pass, warn, fail)."),
+    ("slurmkit_gpu_energy_joules_total", "counter", "Energy since the driver loaded, in joules (NVML)."),
+    ("slurmkit_gpu_power_watts", "gauge", "Power draw in watts at the last check."),
+    ("slurmkit_gpu_temperature_celsius", "gauge", "GPU temperature in degrees Celsius at the last check."),
+    ("slurmkit_gpu_utilization_ratio", "gauge", "GPU utilization at the last check, 0 to 1."),
+    ("slurmkit_gpu_ecc_errors_total", "counter", "ECC error counts (volatile: since boot; aggregate: lifetime)."),
+    ("slurmkit_gpu_retired_pages", "gauge", "Retired memory pages by cause."),
+    ("slurmkit_gpu_retired_pages_pending", "gauge", "1 while a page retirement waits for a reset."),
+    ("slurmkit_gpu_remapped_rows", "gauge", "Remapped memory rows by cause."),
+    ("slurmkit_gpu_row_remap_pending", "gauge", "1 while a row remap waits for a GPU reset."),
+    ("slurmkit_gpu_row_remap_failure", "gauge", "1 when a row remap failed."),
+    ("slurmkit_gpu_clock_event_reason_active", "gauge", "1 while the clock event (throttle) reason is active."),
+]
+
+
+# ---- files ---------------------------------------------------------------------------------
+
+def write_node_files(run) -> list[str]:
+    """Count ``run`` into the node's counters and write ``slurmkit_<node>_node.prom`` (always)
+    and ``slurmkit_<node>_gpus.prom`` (when the run read the GPUs). Returns the paths written.
+    Raises OSError when the textfile directory cannot be written (the caller logs it as own
+    trouble); a counters file that cannot be written only loses the counts."""
+    try:
+        return _write_node_files(run)
+    except OSError:
+        raise
+    except Exception as exc:  # a bug here must not fail the hook: the caller logs it as own trouble
+        raise OSError(f"internal error writing the node metrics: {type(exc).__name__}: {exc}") from exc
+
+
+def _write_node_files(run) -> list[str]:
+    from slurmkit.hooks import textfile
+    from slurmkit.hooks.nodestate import load_health
+
+    cfg, node = run.cfg, run.node
+    try:
+        counters = count_run(load_counters(cfg.state_dir, node), run)
+        save_counters(cfg.state_dir, node, counters)
+        drained = load_health(cfg.state_dir, node).drained_reason
+        jobs = running_jobs(cfg.state_dir, node)
+    except OSError:
+        counters = count_run({k: {} for k in ("drains", "observed_drains", "resumes", "xids")}, run)
+        drained, jobs = (run.drain_reason if run.drained else None), []
+    os.makedirs(cfg.textfile_dir, exist_ok=True)
+    paths = []
+    # GPU readings first: a scrape between the two renames then sees a job's info series only
+    # with the readings taken at its prolog (and the epilog's readings before it goes)
+    if run.state is not None:
+        expected = None if run.gres_files is None else len(run.gres_files)
+        paths.append(os.path.join(os.fspath(cfg.textfile_dir), GPUS_FILE.format(node=node)))
+        textfile.write(paths[-1], textfile.render(gpu_families(node, run.state, run.results, expected)))
+    paths.append(os.path.join(os.fspath(cfg.textfile_dir), NODE_FILE.format(node=node)))
+    textfile.write(paths[-1], textfile.render(node_families(node, drained, counters, jobs)))
+    return paths

@@ -1,0 +1,141 @@
+"""The hooks' per-node metric files (slurmkit.hooks.metrics), written by the real shims on
+snapshots recorded from the fake NVML, parsed with prometheus_client's parser."""
+
+import json
+import os
+
+import pytest
+
+from fake_nvml import fake_nvml  # noqa: F401  (session fixture)
+from test_hooks_env import healthy, node, set_value  # noqa: F401  (fixtures)
+
+from slurmkit.hooks import metrics
+
+
+def _samples(path) -> dict:
+    """{(name, labels tuple): value} of one textfile (the parser fails on invalid text)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = {}
+    for fam in text_string_to_metric_families(path.read_text()):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def _named(samples: dict, name: str) -> dict:
+    return {dict(k[1]).get("gpu", "") + "|" + "|".join(f"{a}={b}" for a, b in k[1] if a not in ("node", "gpu")): v
+            for k, v in samples.items() if k[0] == name}
+
+
+def _nvml_gpu_of(node, snapshot, slurm_index):
+    minor = os.minor(os.stat(node.dev / f"nvidia{slurm_index}").st_rdev)
+    return next(g for g in snapshot["gpus"] if g["minor_number"] == minor)
+
+
+def test_prolog_exposes_the_jobs_gpus_and_epilog_removes_them(node, healthy):  # noqa: F811
+    path, snap = healthy
+    node.write_config({"n1": path})
+    assert node.run(node.prolog).returncode == 0
+    nf = _samples(node.textfile_dir / "slurmkit_n1_node.prom")
+    info = {dict(k[1])["pci_bus_id"]: dict(k[1]) for k, v in nf.items() if k[0] == "slurmkit_gpu_job_info" and v == 1}
+    want = [_nvml_gpu_of(node, snap, i) for i in (0, 2)]
+    assert sorted(info) == sorted(g["pci_bus_id"] for g in want)
+    for g in want:
+        assert info[g["pci_bus_id"]] == {"node": "n1", "gpu": str(g["index"]), "pci_bus_id": g["pci_bus_id"],
+                                         "job_id": "101", "user": "alice"}
+    assert nf[("slurmkit_node_drained_by_slurmkit", (("node", "n1"),))] == 0
+    # a second job on the other two GPUs: both listed
+    assert node.run(node.prolog, job_id="102", gpus="1,3").returncode == 0
+    nf = _samples(node.textfile_dir / "slurmkit_n1_node.prom")
+    jobs = sorted(dict(k[1])["job_id"] for k in nf if k[0] == "slurmkit_gpu_job_info")
+    assert jobs == ["101", "101", "102", "102"]
+    # the epilog of 101: only 102's series remain (series do not pile up)
+    assert node.run(node.epilog).returncode == 0
+    nf = _samples(node.textfile_dir / "slurmkit_n1_node.prom")
+    assert sorted(dict(k[1])["job_id"] for k in nf if k[0] == "slurmkit_gpu_job_info") == ["102", "102"]
+    # the drained gauge is in the node's file only, never in a hook's (node_exporter refuses a
+    # series that two files carry)
+    for hook in ("prolog", "epilog"):
+        assert "slurmkit_node_drained_by_slurmkit" not in (node.textfile_dir / f"slurmkit_n1_{hook}.prom").read_text()
+
+
+def test_gpu_file_carries_readings_in_base_units(node, healthy):  # noqa: F811
+    path, snap = healthy
+    node.write_config({"n1": path})
+    assert node.run(node.healthcheck, job_id=None, gpus=None).returncode == 0
+    gf = _samples(node.textfile_dir / "slurmkit_n1_gpus.prom")
+    assert gf[("slurmkit_gpus_visible", (("node", "n1"),))] == 4
+    assert gf[("slurmkit_gpus_expected", (("node", "n1"),))] == 4
+    for g in snap["gpus"]:
+        lab = (("gpu", str(g["index"])), ("node", "n1"), ("pci_bus_id", g["pci_bus_id"]))
+        v = g["values"]
+        assert gf[("slurmkit_gpu_energy_joules_total", lab)] == v["total_energy_mj"]["value"] / 1000
+        assert gf[("slurmkit_gpu_power_watts", lab)] == v["power_draw_w"]["value"]
+        assert gf[("slurmkit_gpu_utilization_ratio", lab)] == v["utilization_gpu_pct"]["value"] / 100
+        assert gf[("slurmkit_gpu_info", tuple(sorted(lab + (("uuid", g["uuid"]),))))] == 1
+        status = {s: gf[("slurmkit_gpu_status", tuple(sorted(lab + (("status", s),))))] for s in ("pass", "warn", "fail")}
+        assert status == {"pass": 1, "warn": 0, "fail": 0}
+        bits = v["clock_event_reasons"]["value"]
+        for bit, reason in metrics.CLOCK_EVENT_REASONS.items():
+            key = ("slurmkit_gpu_clock_event_reason_active", tuple(sorted(lab + (("reason", reason),))))
+            assert gf[key] == (1 if bits & bit else 0)
+    # the hook's own file: its deadline, for the "near its deadline" alert
+    assert node.metric("n1", "healthcheck", "slurmkit_hook_deadline_seconds") == 8.0
+
+
+def _failing(snap, tmp_path, bus):
+    bad = set_value(snap, 1, "remap_pending", True)
+    bad = set_value(bad, 1, "remap_uncorrectable_rows", 2)
+    bad["xids"] = [{"xid": 79, "pci_bus_id": bus, "message": "GPU has fallen off the bus.", "origin": "kmsg",
+                    "line": 1, "timestamp": ""},
+                   {"xid": 13, "pci_bus_id": bus, "message": "Graphics Exception", "origin": "kmsg", "line": 2,
+                    "timestamp": ""}]
+    p = tmp_path / "failing.json"
+    p.write_text(json.dumps(bad))
+    return p
+
+
+def test_failing_gpu_counts_xids_by_code_and_observed_drains(node, healthy, tmp_path):  # noqa: F811
+    path, snap = healthy
+    g1 = next(g for g in snap["gpus"] if g["index"] == 1)
+    node.write_config({"n1": _failing(snap, tmp_path, g1["pci_bus_id"])}, mode="observe")
+    for _ in range(2):
+        assert node.run(node.healthcheck, job_id=None, gpus=None).returncode == 0
+    nf = _samples(node.textfile_dir / "slurmkit_n1_node.prom")
+    xids = {(dict(k[1])["xid"], dict(k[1])["class"], dict(k[1])["gpu"]): v
+            for k, v in nf.items() if k[0] == "slurmkit_gpu_xid_errors_total"}
+    assert xids == {("79", "hardware", "1"): 2, ("13", "application", "1"): 2}
+    observed = {dict(k[1])["check"]: v for k, v in nf.items() if k[0] == "slurmkit_observed_drains_total"}
+    assert list(observed.values()) == [2] and list(observed)[0] in ("xid", "row_remap_pending")
+    assert not any(k[0] == "slurmkit_drains_total" for k in nf)  # observe mode drains nothing
+    assert nf[("slurmkit_node_drained_by_slurmkit", (("node", "n1"),))] == 0
+    gf = _samples(node.textfile_dir / "slurmkit_n1_gpus.prom")
+    lab = (("gpu", "1"), ("node", "n1"), ("pci_bus_id", g1["pci_bus_id"]))
+    assert gf[("slurmkit_gpu_row_remap_pending", lab)] == 1
+    assert gf[("slurmkit_gpu_remapped_rows", tuple(sorted(lab + (("cause", "uncorrectable"),))))] == 2
+    assert gf[("slurmkit_gpu_status", tuple(sorted(lab + (("status", "fail"),))))] == 1
+
+
+def test_unreadable_gpu_state_keeps_the_last_gpu_file(node, healthy, tmp_path):  # noqa: F811
+    path, snap = healthy
+    node.write_config({"n1": path})
+    assert node.run(node.healthcheck, job_id=None, gpus=None).returncode == 0
+    before = (node.textfile_dir / "slurmkit_n1_gpus.prom").read_text()
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    node.write_config({"n1": broken})
+    r = node.run(node.healthcheck, job_id=None, gpus=None)
+    assert r.returncode == 0 and "own trouble" in r.stderr
+    assert (node.textfile_dir / "slurmkit_n1_gpus.prom").read_text() == before
+    assert node.metric("n1", "healthcheck", "slurmkit_hook_own_errors_total") == 1
+
+
+@pytest.mark.parametrize("reason,check", [
+    ("slurmkit: row_remap_pending GPU1 GPU-abc: pending, 2 uncorrectable rows", "row_remap_pending"),
+    ("slurmkit: nvml-timeout", "nvml_timeout"),
+    ("slurmkit: gpu_count: 3 (+1 more)", "gpu_count"),
+    (None, ""),
+])
+def test_check_of_a_drain_reason(reason, check):
+    assert metrics.check_of(reason) == check

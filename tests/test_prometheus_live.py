@@ -1,0 +1,226 @@
+"""The monitoring layer against the real programs: promtool checks and unit-tests the alert
+rules; a real node_exporter reads the textfiles the real hook shims write and a real Prometheus
+scrapes it; the report's Prometheus client reads a job's energy and utilization back.
+
+(The drained node, the alerts firing and every dashboard query run in the Slurm sandbox:
+tests/test_prometheus_sandbox.py.)
+"""
+
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from fake_nvml import fake_nvml  # noqa: F401  (session fixture)
+from prometheus_env import PromStack, need
+from test_accounting_semantics import row, text
+from test_hooks_env import healthy, node, set_value  # noqa: F401  (fixtures)
+
+from slurmkit.cli import cli
+from slurmkit.report import prometheus as P
+
+from conftest import REPO
+
+RULES = REPO / "contrib" / "prometheus" / "slurmkit.rules.yml"
+RULES_TEST = REPO / "contrib" / "prometheus" / "slurmkit.rules_test.yml"
+DASHBOARD = REPO / "contrib" / "grafana" / "slurmkit-gpu-health.json"
+
+
+def test_promtool_checks_the_rules():
+    tool = need("promtool")["promtool"]
+    r = subprocess.run([tool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SUCCESS: 8 rules found" in r.stdout
+
+
+def test_promtool_unit_tests_every_rule():
+    tool = need("promtool")["promtool"]
+    tested = set(re.findall(r"^\s+alertname: (\w+)$", RULES_TEST.read_text(), re.M))
+    rules = set(re.findall(r"^\s+- alert: (\w+)$", RULES.read_text(), re.M))
+    assert len(rules) == 8 and tested == rules
+    r = subprocess.run([tool, "test", "rules", str(RULES_TEST)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SUCCESS" in r.stdout
+
+
+def test_promtool_catches_a_broken_rule(tmp_path):
+    """The check above can fail: a rule with bad PromQL is refused."""
+    tool = need("promtool")["promtool"]
+    bad = tmp_path / "bad.yml"
+    bad.write_text(RULES.read_text().replace("slurmkit_gpu_row_remap_pending == 1", "slurmkit_gpu_row_remap_pending == ("))
+    r = subprocess.run([tool, "check", "rules", str(bad)], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    """``[(panel title, PromQL), ...]`` of every target of the dashboard."""
+    dash = json.loads(DASHBOARD.read_text())
+    out = []
+    for p in dash["panels"]:
+        if p["type"] == "row":
+            continue
+        assert p["targets"], p["title"]
+        out += [(p["title"], t["expr"]) for t in p["targets"]]
+    return out
+
+
+def test_dashboard_json_loads_and_every_panel_has_a_query():
+    dash = json.loads(DASHBOARD.read_text())
+    assert dash["uid"] == "slurmkit-gpu-health"
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids))
+    titles = {t for t, _ in dashboard_queries()}
+    for want in ("Drained nodes by check", "GPUs by status", "Xid events by code", "ECC errors",
+                 "Hook run time and deadline", "Energy per GPU in the range"):
+        assert want in titles
+    names = {v["name"] for v in dash["templating"]["list"]}
+    assert names == {"datasource", "node"}
+
+
+# ---- node_exporter + Prometheus on the hooks' textfiles ----------------------------------------
+
+def _with(snap, energy_j: float, util_pct: int):
+    s = snap
+    for g in snap["gpus"]:
+        s = set_value(s, g["index"], "total_energy_mj", int(energy_j * 1000))
+        s = set_value(s, g["index"], "utilization_gpu_pct", util_pct)
+    return s
+
+
+@pytest.fixture
+def stack(node, tmp_path):  # noqa: F811
+    node.textfile_dir.mkdir(exist_ok=True)
+    s = PromStack(tmp_path / "prom", node.textfile_dir)
+    yield s
+    s.stop()
+
+
+def _kill_while_writing(path, where: str):
+    """A process that dies by SIGKILL in the middle of replacing ``path`` with the hooks' writer:
+    ``where`` = "write" (half the bytes written) or "rename" (all written, not renamed)."""
+    code = f"""
+import os, signal, sys
+from slurmkit.hooks import textfile
+real_write = os.write
+def half(fd, data):
+    real_write(fd, data[:len(data) // 2]); os.kill(os.getpid(), signal.SIGKILL)
+def die(*a):
+    os.kill(os.getpid(), signal.SIGKILL)
+if {where!r} == "write":
+    os.write = half
+else:
+    os.replace = die
+textfile.write(sys.argv[1], "# TYPE slurmkit_node_drained_by_slurmkit gauge\\n" * 500 + "slurmkit_node_drained_by_slurmkit 7\\n")
+"""
+    p = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == -signal.SIGKILL, p.stderr
+
+
+def test_real_prometheus_reads_the_hooks_and_a_jobs_energy(node, healthy, stack, tmp_path):  # noqa: F811
+    path, snap = healthy
+    base_j = 1_000_000.0
+    snaps = {}
+    for name, e, u in (("prolog", base_j, 50), ("mid", base_j + 5_000, 50), ("end", base_j + 9_000, 50)):
+        snaps[name] = tmp_path / f"{name}.json"
+        snaps[name].write_text(json.dumps(_with(snap, e, u)))
+    t_begin = time.time()
+    node.write_config({"n1": snaps["prolog"]})
+    assert node.run(node.prolog).returncode == 0
+    info = stack.wait("the job's info series", 'slurmkit_gpu_job_info{job_id="101"}', predicate=lambda r: len(r) == 2)
+    job_gpus = sorted(r["metric"]["gpu"] for r in info)
+    assert {r["metric"]["user"] for r in info} == {"alice"} and all(r["metric"]["node"] == "n1" for r in info)
+    got = stack.query('slurmkit_gpu_energy_joules_total{node="n1"}')
+    assert sorted(float(r["value"][1]) for r in got) == [base_j] * 4
+    assert stack.query("node_textfile_scrape_error")[0]["value"][1] == "0"
+    # the periodic health check during the job: a higher energy reading
+    node.write_config({"n1": snaps["mid"]})
+    assert node.run(node.healthcheck, job_id=None, gpus=None).returncode == 0
+    stack.wait("the mid-job reading", f'slurmkit_gpu_energy_joules_total{{node="n1",gpu="{job_gpus[0]}"}} == {base_j + 5000}')
+
+    # a hook killed in the middle of replacing a file: the old file stays whole and readable
+    node_file = node.textfile_dir / "slurmkit_n1_node.prom"
+    before = node_file.read_text()
+    for where in ("write", "rename"):
+        _kill_while_writing(node_file, where)
+        assert node_file.read_text() == before
+    leftovers = [f for f in os.listdir(node.textfile_dir) if ".tmp" in f]
+    assert leftovers and not any(f.endswith(".prom") for f in leftovers)  # node_exporter reads *.prom only
+    text_now = stack.node_exporter_text()
+    assert "node_textfile_scrape_error 0" in text_now and 'job_id="101"' in text_now
+
+    node.write_config({"n1": snaps["end"]})
+    assert node.run(node.epilog).returncode == 0
+    stack.wait("the info series to go", 'slurmkit_gpu_job_info{job_id="101"}', predicate=lambda r: r == [])
+    t_end = time.time()
+
+    rows = P.read_jobs(stack.url, t_begin - 5, t_end + 5, step_s=1)
+    job = rows[rows["job_id"] == "101"]
+    assert len(job) == 1
+    r = job.iloc[0]
+    assert r["node"] == "n1" and bool(r["measured"]) and r["provenance"] == "prometheus"
+    # the counter rose 9000 J on each of the job's 2 GPUs between the prolog and the epilog
+    assert r["energy_mj"] == pytest.approx(2 * 9_000 * 1000)
+    assert r["gpu_util_pct"] == pytest.approx(50.0)
+    assert t_begin - 1 <= r["start_s"] <= r["end_s"] <= t_end + 1
+
+    # the report takes them where the spool has none, with "prometheus" as provenance
+    cap = tmp_path / "job.psv"
+    cap.write_bytes(text([row(JobID="101", NodeList="n1", Start=str(int(r["start_s"]) - 1),
+                              End=str(math.ceil(r["end_s"]) + 1), ElapsedRaw=str(math.ceil(r["end_s"]) - int(r["start_s"]) + 2),
+                              Submit=str(int(t_begin) - 60), Eligible=str(int(t_begin) - 60))]))
+    empty_spool = tmp_path / "spool.jsonl"
+    empty_spool.write_text("")
+    iso = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))  # noqa: E731
+    window = ["--start", iso(int(t_begin) - 120), "--end", iso(int(t_end) + 120)]  # 1 s steps
+    res = CliRunner().invoke(cli, ["report", "weekly", *window, "--from-sacct", str(cap), "--spool", str(empty_spool),
+                                   "--prometheus", stack.url, "--format", "json", "-o", str(tmp_path / "out"),
+                                   "--json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output[res.output.index("{"):])
+    assert rep["energy_sources"]["jobs"]["prometheus"] == 1 and rep["energy_sources"]["jobs"]["measured"] == 0
+    assert rep["totals"]["energy_kwh_by_source"]["prometheus"] == pytest.approx(2 * 9_000 / 3.6e6)
+    assert rep["efficiency"]["gpu_util_pct_weighted"] == pytest.approx(50.0)
+
+
+def test_report_prometheus_errors_are_one_line(tmp_path):
+    cap = tmp_path / "job.psv"
+    cap.write_bytes(text([row()]))
+    args = ["report", "weekly", "--from-sacct", str(cap), "--format", "json", "-o", str(tmp_path / "out")]
+    res = CliRunner().invoke(cli, args + ["--prometheus", "prometheus:9090"])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == ("slurmkit: error: --prometheus: want an http(s) URL of Prometheus such as "
+                                  "http://prometheus:9090, got 'prometheus:9090'")
+    from prometheus_env import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    res = CliRunner().invoke(cli, args + ["--prometheus", url])
+    assert res.exit_code == 1
+    err = res.stderr.strip()
+    assert err.startswith(f"slurmkit: error: Prometheus {url}: cannot reach it:") and "\n" not in err
+
+
+def test_job_figures_join_is_exact_and_counts_a_counter_reset():
+    info = [{"metric": {"node": "n1", "gpu": "0", "job_id": "7", "user": "u"}, "values": [[100, "1"], [110, "1"]]},
+            {"metric": {"node": "n1", "gpu": "2", "job_id": "7", "user": "u"}, "values": [[100, "1"], [110, "1"]]}]
+    energy = [{"metric": {"node": "n1", "gpu": "0"}, "values": [[95, "10"], [100, "10"], [105, "30"], [110, "40"], [115, "45"]]},
+              # the driver reloaded at 105: the counter restarted from 0
+              {"metric": {"node": "n1", "gpu": "2"}, "values": [[100, "500"], [105, "5"], [110, "8"], [115, "9"]]},
+              {"metric": {"node": "n1", "gpu": "1"}, "values": [[100, "0"], [115, "999"]]}]
+    util = [{"metric": {"node": "n1", "gpu": "0"}, "values": [[100, "1"], [105, "0.5"], [110, "0"], [115, "1"]]},
+            {"metric": {"node": "n1", "gpu": "2"}, "values": [[100, "0.5"]]}]
+    rows = P.job_figures(info, energy, util)
+    assert len(rows) == 1
+    r = rows[0]
+    assert (r["job_id"], r["node"], r["start_s"], r["end_s"]) == ("7", "n1", 100.0, 110.0)
+    assert r["energy_mj"] == (35 + 9) * 1000.0 and r["measured"]
+    assert r["gpu_util_pct"] == pytest.approx(100 * (1 + 0.5 + 0 + 0.5) / 4)
+    # a GPU without energy readings: not measured
+    r = P.job_figures(info, energy[:1], util)[0]
+    assert not r["measured"] and math.isnan(r["energy_mj"])
