@@ -73,10 +73,13 @@ _SSH_FAILURES = (
 )
 
 
-def explain_ssh_failure(stderr: str) -> str:
-    """One line saying why ssh (exit 255) failed, from its stderr; its last line when unknown."""
-    if "UNKNOWN port 65535" in stderr and "timed out" in stderr:
-        return "the jump host (ProxyJump) did not answer (timed out during the SSH banner exchange)"
+def explain_ssh_failure(stderr: str, jump: str | None = None) -> str:
+    """One line saying why ssh (exit 255) failed, from its stderr; its last line when unknown.
+    ``jump``: the host's ProxyJump (``ssh -G``), named when the failure is the jump's."""
+    if jump and re.search(r"banner exchange|UNKNOWN port 65535", stderr) and "timed out" in stderr:
+        return f"the jump host {jump} (ProxyJump) did not answer (timed out during the SSH banner exchange)"
+    if jump and re.search(r"connect to host \S+ port \d+: Connection refused", stderr) and "UNKNOWN" in stderr:
+        return f"the jump host {jump} (ProxyJump) refused the connection"
     for pattern, text in _SSH_FAILURES:
         m = pattern.search(stderr)
         if m:
@@ -137,6 +140,19 @@ class Remote:
             argv += ["-o", opt]
         return argv
 
+    def jump(self) -> str | None:
+        """The host's ``ProxyJump`` as ssh resolves it from the config (``ssh -G``); None when none."""
+        try:
+            argv = [shutil.which("ssh") or "ssh", *(["-F", self.ssh_config] if self.ssh_config else []), "-G", self.host]
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        for line in out.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "proxyjump" and value.strip() not in ("", "none"):
+                return value.strip()
+        return None
+
     def rsh(self) -> str:
         """The ``-e`` value for rsync: the same ssh, options and shared connection."""
         return shlex.join(self.ssh_argv())
@@ -170,7 +186,7 @@ class Remote:
         proc = self._exec(argv, step, input=input, timeout=timeout)
         if proc.returncode == 255:
             raise RemoteError(self.host, step if step != "connect" else "connect",
-                              _connect_reason(proc.stderr, step), argv=argv, returncode=255,
+                              _connect_reason(proc.stderr, step, self), argv=argv, returncode=255,
                               stderr=proc.stderr, connection=True)
         result = Result(argv, proc.stdout, proc.stderr, proc.returncode)
         if check and proc.returncode != 0:
@@ -214,7 +230,7 @@ class Remote:
             proc.wait()
             raise
         if rc == 255:
-            raise RemoteError(self.host, step, _connect_reason(err, step), argv=argv, returncode=255, stderr=err,
+            raise RemoteError(self.host, step, _connect_reason(err, step, self), argv=argv, returncode=255, stderr=err,
                               connection=True)
         return rc
 
@@ -249,13 +265,13 @@ def _kill_group(proc):
         proc.kill()
 
 
-def _connect_reason(stderr: str, step: str) -> str:
-    reason = explain_ssh_failure(stderr)
+def _connect_reason(stderr: str, step: str, remote: Remote) -> str:
+    reason = explain_ssh_failure(stderr, remote.jump())
     return reason if step == "connect" else f"connection failed: {reason}"
 
 
 def _rsync_reason(proc, dest) -> str:
-    err = proc.stderr
+    err, dest = proc.stderr, dest.rstrip("/") or "/"
     if "No space left on device" in err:
         return f"the remote disk is full (No space left on device) writing {dest}"
     if "Disk quota exceeded" in err:
