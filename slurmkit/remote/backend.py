@@ -9,7 +9,6 @@ behind that the caller does not know of: see the method.
 
 from __future__ import annotations
 
-import shlex
 import uuid
 from dataclasses import dataclass
 
@@ -161,7 +160,3 @@ def exit_codes(backend, job_ids) -> dict[str, str]:
             out[j] = next((c for c in codes if c != "0:0"), codes[-1])
     return out
 
-
-def quote(text: str) -> str:
-    """Shell-quote ``text`` for a remote command line."""
-    return shlex.quote(text)

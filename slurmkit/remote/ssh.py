@@ -3,7 +3,7 @@
 A :class:`Remote` names a host of the user's SSH configuration (``~/.ssh/config``, or the file
 given as ``ssh_config``), so ``ProxyJump``, ports, users and keys come from the user's own setup.
 Every command shares one connection: ``ControlMaster=auto`` with a private ``ControlPath``
-(``%C``, a hash, so the path stays short) that persists ``control_persist`` seconds, so a
+(a hash of the config file and alias, then ``%C``, so the path stays short) that persists ``control_persist`` seconds, so a
 submit (probe, rsync, sbatch) costs one authentication. ``BatchMode=yes``: never a prompt.
 
 Every step has a timeout (seconds); on expiry the whole process group (ssh and its ProxyJump
@@ -185,8 +185,7 @@ class Remote:
         argv = [*self.ssh_argv(), self.host, "--", script]
         proc = self._exec(argv, step, input=input, timeout=timeout)
         if proc.returncode == 255:
-            raise RemoteError(self.host, step if step != "connect" else "connect",
-                              _connect_reason(proc.stderr, step, self), argv=argv, returncode=255,
+            raise RemoteError(self.host, step, _connect_reason(proc.stderr, step, self), argv=argv, returncode=255,
                               stderr=proc.stderr, connection=True)
         result = Result(argv, proc.stdout, proc.stderr, proc.returncode)
         if check and proc.returncode != 0:
