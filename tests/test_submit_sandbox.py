@@ -282,7 +282,7 @@ def test_status_cli_json(sandbox, backend, tmp_path):
                           text=True, env={**__import__("os").environ, **sandbox.env()})
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
-    assert got == {"job_id": job.id, "state": "COMPLETED", "nodes": got["nodes"], "gpus": 1}
+    assert got == {"job_id": job.id, "state": "COMPLETED", "nodes": got["nodes"], "gpus": 1, "exit_code": "0:0"}
     assert len(got["nodes"]) == 1 and got["nodes"][0] in sandbox.node_names
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import click
 
+from slurmkit.cli.remote import submit_options
+
 
 def _parse_sets(values) -> dict:
     """``--set KEY=VALUE`` items -> {key: text value}; raises UsageError for an item without '='."""
@@ -46,8 +48,10 @@ def _parse_sets(values) -> dict:
 @click.option("--dry-run", is_flag=True, help="Print the script instead of submitting it.")
 @click.option("--explain", is_flag=True, help="Print where every #SBATCH option and variable comes from.")
 @click.option("--test-only", is_flag=True, help="sbatch --test-only: print Slurm's start estimate, queue nothing.")
+@submit_options
 def cli(template, command, site, partition, nodes, gpus_per_node, time_, name, comment, output, error, chdir,
-        nodelist, sets, prefer_locality, no_switches, switch_wait, nccl_debug, signal_s, dry_run, explain, test_only):
+        nodelist, sets, prefer_locality, no_switches, switch_wait, nccl_debug, signal_s, dry_run, explain, test_only,
+        **remote):
     """Render job TEMPLATE for the site and submit it; prints the job id.
 
     Everything after '--' is the command each rank runs.
@@ -58,6 +62,12 @@ def cli(template, command, site, partition, nodes, gpus_per_node, time_, name, c
               name=name, comment=comment, output=output, error=error, chdir=chdir, nodelist=nodelist,
               sets=_parse_sets(sets), prefer_locality=prefer_locality, switches=not no_switches,
               switch_wait=switch_wait, nccl_debug=nccl_debug, signal_s=signal_s, test_only=test_only)
+    if remote["remote"] or any(remote.values()):
+        from slurmkit.cli.remote import run_submit
+        from slurmkit.submit.render import SubmitRequest
+
+        req = SubmitRequest(template=template, command=tuple(command), **kw)
+        return run_submit(req, explain=explain, dry_run=dry_run, test_only=test_only, **remote)
     if explain:
         click.echo(api.explain(template, command, **kw), nl=False)
     elif dry_run:

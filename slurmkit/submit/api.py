@@ -62,12 +62,19 @@ def _request(template, command, kw) -> _render.SubmitRequest:
 
 @dataclass
 class Job:
-    """A submitted job: ``id`` (str, as sbatch printed it) and the backend that submitted it."""
+    """A submitted job: ``id`` (str, as sbatch printed it) and the backend that submitted it.
+    ``remote``: a host of the SSH config (or a ``slurmkit.remote.Remote``) whose login node
+    Slurm's commands run on, when no backend is given."""
 
     id: str
     backend: object = field(repr=False, default=None)
+    remote: object = field(repr=False, default=None)
 
     def __post_init__(self):
+        if self.backend is None and self.remote is not None:
+            from slurmkit.remote.backend import RemoteBackend, as_remote
+
+            self.backend = RemoteBackend(as_remote(self.remote))
         if self.backend is None:
             self.backend = get_backend()
 
@@ -90,7 +97,8 @@ class Job:
         self.backend.cancel(self.id)
 
 
-def submit(template: str, command=(), *, backend=None, env: dict | None = None, profile=None, **kw):
+def submit(template: str, command=(), *, backend=None, env: dict | None = None, profile=None,
+           remote=None, **kw):
     """Render ``template`` for the site and submit it; return a :class:`Job`.
 
     Keywords are :class:`~slurmkit.submit.render.SubmitRequest`'s fields (``site``,
@@ -102,7 +110,13 @@ def submit(template: str, command=(), *, backend=None, env: dict | None = None, 
     loading ``site``. With ``test_only=True`` nothing is queued; Slurm's start estimate (str,
     what ``sbatch --test-only`` printed) is returned. Raises what :func:`prepare` raises, and
     ``SlurmError`` when sbatch fails.
+    ``remote``: submit on that host's login node through ssh (``slurmkit.remote.submit``:
+    extra keywords ``ssh_config``, ``sync_dir``, ``remote_dir``, ``sync``, ``excludes``, ``timeout``).
     """
+    if remote is not None:
+        from slurmkit.remote.submit import submit_remote
+
+        return submit_remote(template, command, remote=remote, **kw)
     backend = backend or get_backend(env)
     req = _request(template, command, kw)
     script = _render.render(prepare(req, backend, profile))

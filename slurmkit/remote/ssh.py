@@ -1,0 +1,283 @@
+"""The one place that runs ``ssh`` and ``rsync`` for remote submission.
+
+A :class:`Remote` names a host of the user's SSH configuration (``~/.ssh/config``, or the file
+given as ``ssh_config``), so ``ProxyJump``, ports, users and keys come from the user's own setup.
+Every command shares one connection: ``ControlMaster=auto`` with a private ``ControlPath``
+(a hash of the config file and alias, then ``%C``, so the path stays short) that persists ``control_persist`` seconds, so a
+submit (probe, rsync, sbatch) costs one authentication. ``BatchMode=yes``: never a prompt.
+
+Every step has a timeout (seconds); on expiry the whole process group (ssh and its ProxyJump
+child) is killed. Failures raise :class:`RemoteError` naming the host and the step
+(``connect``, ``sync``, ``submit``, ``status``, ``cancel``, ``logs``) with one line saying what
+went wrong (unknown host, key refused, host not answering, ...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+from slurmkit.errors import SlurmkitError
+from slurmkit.slurm.commands import Result, SlurmError
+
+#: Steps a remote failure can be about, in the order a submit runs them.
+STEPS = ("connect", "sync", "submit", "status", "cancel", "logs")
+
+#: Variables that change what Slurm's clients print; unset on the remote side too
+#: (same list as :mod:`slurmkit.slurm.commands`).
+FORMAT_VARS = ("SACCT_FORMAT", "SQUEUE_FORMAT", "SQUEUE_FORMAT2", "SINFO_FORMAT", "SLURM_TIME_FORMAT",
+               "SQUEUE_SORT", "SLURM_CLUSTERS", "SACCT_FEDERATION", "SQUEUE_FEDERATION")
+
+
+class RemoteError(SlurmError, SlurmkitError):
+    """A remote step failed. ``str()``: ``<host>: <step>: <what>`` (one line).
+
+    Attributes: ``host``, ``step`` (one of :data:`STEPS`), ``reason`` (the one-line cause),
+    ``returncode`` (ssh's or the remote command's exit status, None on timeout),
+    ``timed_out`` (bool), ``connection`` (True when ssh itself failed: the command may not have
+    run, or its end was not seen). CLI exit status 1.
+    """
+
+    exit_code = 1
+
+    def __init__(self, host: str, step: str, reason: str, *, argv=(), returncode=None, stderr="",
+                 timed_out=False, connection=False):
+        self.host, self.step, self.reason = host, step, " ".join(str(reason).split())
+        self.connection = connection
+        SlurmError.__init__(self, f"{host}: {step}: {self.reason}", argv, returncode=returncode,
+                            stderr=stderr, timed_out=timed_out)
+
+
+# ssh's own messages (exit 255) -> what they mean, for the connect step's one line.
+_SSH_FAILURES = (
+    (re.compile(r"Could not resolve hostname ([^:\s]+)"),
+     "unknown host {0} (not a Host of the SSH config, and its name does not resolve)"),
+    (re.compile(r"Permission denied \(([^)]*)\)"), "the key was refused ({0}): check IdentityFile and authorized_keys"),
+    (re.compile(r"Host key verification failed"), "host key verification failed (known_hosts)"),
+    (re.compile(r"connect to host (\S+) port (\d+): Connection refused"), "{0} port {1} refused the connection"),
+    (re.compile(r"connect to host (\S+) port (\d+): (Connection timed out|No route to host|Network is unreachable)"),
+     "{0} port {1} did not answer ({2})"),
+    (re.compile(r"(?:Connection timed out during banner exchange|banner exchange: .*timed out)"),
+     "no SSH answer (timed out during banner exchange)"),
+    (re.compile(r"(?:kex_exchange_identification|Connection closed by UNKNOWN)"),
+     "the jump host could not reach it (connection closed during the SSH handshake)"),
+    (re.compile(r"Can't open user config file ([^:]+)"), "cannot read SSH config {0}"),
+    (re.compile(r"Bad configuration option: (\S+)"), "bad SSH config option {0}"),
+)
+
+
+def explain_ssh_failure(stderr: str, jump: str | None = None) -> str:
+    """One line saying why ssh (exit 255) failed, from its stderr; its last line when unknown.
+    ``jump``: the host's ProxyJump (``ssh -G``), named when the failure is the jump's."""
+    if jump and re.search(r"banner exchange|UNKNOWN port 65535", stderr) and "timed out" in stderr:
+        return f"the jump host {jump} (ProxyJump) did not answer (timed out during the SSH banner exchange)"
+    if jump and re.search(r"connect to host \S+ port \d+: Connection refused", stderr) and "UNKNOWN" in stderr:
+        return f"the jump host {jump} (ProxyJump) refused the connection"
+    for pattern, text in _SSH_FAILURES:
+        m = pattern.search(stderr)
+        if m:
+            return text.format(*m.groups())
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip() and not ln.startswith("Warning: Permanently")]
+    return lines[-1] if lines else "ssh failed without a message"
+
+
+def _control_dir() -> str:
+    path = os.path.join(tempfile.gettempdir(), f"slurmkit-ssh-{os.getuid()}")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+@dataclass
+class Remote:
+    """A cluster login node reached with ssh.
+
+    ``host``: a Host of the SSH config (or any name ssh accepts); ``ssh_config``: the config
+    file (None: ssh's default, ``~/.ssh/config``); ``timeout``: seconds each step may take
+    (the connection is opened within ``connect_timeout`` seconds); ``control_persist``:
+    seconds the shared connection stays open after the last command; ``control_dir``: where
+    the ControlMaster socket lives (default ``$TMPDIR/slurmkit-ssh-<uid>``, mode 700).
+    """
+
+    host: str
+    ssh_config: str | None = None
+    timeout: float = 60.0
+    connect_timeout: float = 15.0
+    control_persist: int = 60
+    control_dir: str | None = None
+
+    def __post_init__(self):
+        if not self.host or self.host.startswith("-") or any(c.isspace() for c in self.host):
+            raise RemoteError(str(self.host), "connect", "not a host name")
+        if self.ssh_config is not None:
+            self.ssh_config = os.path.abspath(os.path.expanduser(str(self.ssh_config)))
+            if not os.path.isfile(self.ssh_config):
+                raise RemoteError(self.host, "connect", f"SSH config {self.ssh_config} does not exist")
+
+    # -- argv -------------------------------------------------------------------------------
+    def ssh_argv(self) -> list[str]:
+        """``ssh`` and its options (without the host): ``-F``, BatchMode, ConnectTimeout,
+        the shared ControlMaster connection and keep-alives that bound a dead link."""
+        exe = shutil.which("ssh")
+        if exe is None:
+            raise RemoteError(self.host, "connect", "ssh is not installed here (Debian: openssh-client)")
+        argv = [exe]
+        if self.ssh_config:
+            argv += ["-F", self.ssh_config]
+        # %C (user, host, port) does not tell two aliases with different jump hosts or keys
+        # apart: the config file and the alias key the socket too.
+        key = hashlib.sha1(f"{self.ssh_config}\0{self.host}".encode()).hexdigest()[:10]
+        control = os.path.join(self.control_dir or _control_dir(), f"{key}-%C")
+        for opt in ("BatchMode=yes", f"ConnectTimeout={max(1, int(self.connect_timeout))}",
+                    "ControlMaster=auto", f"ControlPath={control}", f"ControlPersist={int(self.control_persist)}",
+                    "ServerAliveInterval=15", "ServerAliveCountMax=3", "LogLevel=ERROR"):
+            argv += ["-o", opt]
+        return argv
+
+    def jump(self) -> str | None:
+        """The host's ``ProxyJump`` as ssh resolves it from the config (``ssh -G``); None when none."""
+        try:
+            argv = [shutil.which("ssh") or "ssh", *(["-F", self.ssh_config] if self.ssh_config else []), "-G", self.host]
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        for line in out.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "proxyjump" and value.strip() not in ("", "none"):
+                return value.strip()
+        return None
+
+    def rsh(self) -> str:
+        """The ``-e`` value for rsync: the same ssh, options and shared connection."""
+        return shlex.join(self.ssh_argv())
+
+    # -- running ----------------------------------------------------------------------------
+    def _exec(self, argv, step, input=None, timeout=None) -> subprocess.CompletedProcess:
+        timeout = self.timeout if timeout is None else timeout
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            out, err = proc.communicate(None if input is None else input.encode(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # a shared master may hold copies of our pipes: do not wait for their end
+            _kill_group(proc)
+            proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+            raise RemoteError(self.host, step, f"timed out after {timeout:g} s (no answer from the host, "
+                              "or the command did not finish)", argv=argv, timed_out=True, connection=True) from None
+        return subprocess.CompletedProcess(argv, proc.returncode, out.decode(errors="replace"),
+                                           err.decode(errors="replace"))
+
+    def shell(self, script: str, step: str, *, input: str | None = None, check: bool = True,
+              timeout: float | None = None) -> Result:
+        """Run ``script`` (a POSIX shell command line) on the host; its :class:`Result`.
+
+        Raises :class:`RemoteError` for ``step`` when ssh fails (exit 255: connection, key,
+        host), on timeout, or with ``check`` when the command exits non-zero (its stderr).
+        """
+        argv = [*self.ssh_argv(), self.host, "--", script]
+        proc = self._exec(argv, step, input=input, timeout=timeout)
+        if proc.returncode == 255:
+            raise RemoteError(self.host, step, _connect_reason(proc.stderr, step, self), argv=argv, returncode=255,
+                              stderr=proc.stderr, connection=True)
+        result = Result(argv, proc.stdout, proc.stderr, proc.returncode)
+        if check and proc.returncode != 0:
+            msg = proc.stderr.strip().splitlines()[-1:] or proc.stdout.strip().splitlines()[-1:] or ["no output"]
+            raise RemoteError(self.host, step, f"exit {proc.returncode}: {msg[0]}", argv=argv,
+                              returncode=proc.returncode, stderr=proc.stderr)
+        return result
+
+    def run(self, argv, step: str, *, input: str | None = None, check: bool = True,
+            timeout: float | None = None) -> Result:
+        """Run one command (``argv``, never a shell string) on the host with Slurm's format
+        variables unset (``env -u ...``); as :meth:`shell`. Exit 127 (not found) is reported as
+        ``<command> not found on the host's PATH``."""
+        words = ["env", *[w for v in FORMAT_VARS for w in ("-u", v)], *[str(a) for a in argv]]
+        result = self.shell(shlex.join(words), step, input=input, check=False, timeout=timeout)
+        if result.returncode == 127:
+            raise RemoteError(self.host, step, f"{argv[0]} not found on the host's PATH "
+                              "(Slurm's client commands must be installed on the login node)",
+                              argv=result.argv, returncode=127, stderr=result.stderr)
+        if check and result.returncode != 0:
+            msg = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()[-1]
+            raise RemoteError(self.host, step, f"{' '.join(map(str, argv[:2]))} failed (exit {result.returncode}): {msg}",
+                              argv=result.argv, returncode=result.returncode, stderr=result.stderr)
+        return result
+
+    def stream(self, script: str, step: str, out) -> int:
+        """Run ``script`` on the host and copy its stdout to the binary file ``out`` as it
+        comes (for ``logs --follow``); its exit status. No overall timeout: the keep-alives
+        (45 s) end a dead connection. Raises :class:`RemoteError` when ssh fails."""
+        argv = [*self.ssh_argv(), self.host, "--", script]
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        try:
+            for chunk in iter(lambda: proc.stdout.read1(65536), b""):
+                out.write(chunk)
+                out.flush()
+            err = proc.stderr.read().decode(errors="replace")
+            rc = proc.wait()
+        except BaseException:
+            _kill_group(proc)
+            proc.wait()
+            raise
+        if rc == 255:
+            raise RemoteError(self.host, step, _connect_reason(err, step, self), argv=argv, returncode=255, stderr=err,
+                              connection=True)
+        return rc
+
+    def rsync(self, src: str, dest: str, options=(), step: str = "sync", timeout: float | None = None) -> Result:
+        """``rsync -a [options] src HOST:dest`` over the shared ssh connection.
+
+        Raises :class:`RemoteError` (``step``) when rsync is missing here or there, the disk
+        there is full, the destination cannot be written, or the connection fails."""
+        exe = shutil.which("rsync")
+        if exe is None:
+            raise RemoteError(self.host, step, "rsync is not installed here (Debian: rsync)")
+        argv = [exe, "-a", "-e", self.rsh(), *options, src, f"{self.host}:{dest}"]
+        proc = self._exec(argv, step, timeout=timeout)
+        if proc.returncode != 0:
+            raise RemoteError(self.host, step, _rsync_reason(proc, dest), argv=argv, returncode=proc.returncode,
+                              stderr=proc.stderr, connection=proc.returncode == 255)
+        return Result(argv, proc.stdout, proc.stderr, proc.returncode)
+
+    def close(self) -> None:
+        """Close the shared connection (``ssh -O exit``); nothing when none is open."""
+        try:
+            argv = [*self.ssh_argv(), "-O", "exit", self.host]
+            subprocess.run(argv, capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+        except (RemoteError, subprocess.TimeoutExpired):
+            pass
+
+
+def _kill_group(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+def _connect_reason(stderr: str, step: str, remote: Remote) -> str:
+    reason = explain_ssh_failure(stderr, remote.jump())
+    return reason if step == "connect" else f"connection failed: {reason}"
+
+
+def _rsync_reason(proc, dest) -> str:
+    err, dest = proc.stderr, dest.rstrip("/") or "/"
+    if "No space left on device" in err:
+        return f"the remote disk is full (No space left on device) writing {dest}"
+    if "Disk quota exceeded" in err:
+        return f"the remote disk quota is exceeded writing {dest}"
+    if re.search(r"rsync: (?:command )?not found|rsync: not found|command not found", err):
+        return "rsync is not installed on the remote host"
+    if proc.returncode == 255 or "connection unexpectedly closed" in err and "ssh" in err.lower():
+        return "connection failed: " + explain_ssh_failure(err)
+    lines = [ln.strip() for ln in err.splitlines() if ln.strip().startswith("rsync") or "failed" in ln]
+    return f"rsync failed (exit {proc.returncode}): " + (lines[0] if lines else explain_ssh_failure(err))

@@ -1,0 +1,151 @@
+"""The SSH adapter and the remote submit's failures against two real sshd (a jump host and a
+login node behind it, ``tests/sshpair.py``): every failure is one line naming the host and the
+step, and nothing is synced or queued after a failed step. No Slurm needed here."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sshpair
+from conftest import _unavailable
+from slurmkit.errors import UsageError
+from slurmkit.remote import Remote, RemoteError
+from slurmkit.remote.submit import submit_remote
+
+
+@pytest.fixture(scope="module")
+def pair():
+    reason = sshpair.missing_reason()
+    if reason:
+        _unavailable(reason)
+    p = sshpair.start()
+    yield p
+    for host in ("login", "nosbatch", "stranger", "deadjump"):
+        Remote(host, str(p.config)).close()
+    p.stop()
+
+
+def slurmkit(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "slurmkit", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd)
+
+
+@pytest.mark.parametrize("host,says", [
+    ("nosuchhost", "nosuchhost: connect: unknown host nosuchhost"),
+    ("stranger", "stranger: connect: the key was refused (publickey)"),
+    ("deadjump", "deadjump: connect: the jump host deadjump-gw (ProxyJump) did not answer"),
+    ("closedport", "closedport: connect: 127.0.0.6 port"),
+])
+def test_connect_failures_are_one_line_naming_the_step(pair, host, says):
+    remote = Remote(host, str(pair.config), timeout=20, connect_timeout=3)
+    with pytest.raises(RemoteError) as err:
+        remote.shell("true", "connect")
+    assert str(err.value).startswith(says) and err.value.step == "connect"
+    proc = slurmkit("status", "--remote", host, "--ssh-config", str(pair.config), "1")
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("slurmkit: error: " + says.split(":")[0] + ": ")
+
+
+def test_commands_run_on_the_login_node_through_the_jump_host(pair):
+    remote = Remote("login", str(pair.config))
+    remote.close()
+    before = (pair.accepted("jump"), pair.accepted("login"))
+    # a quoted argument survives the remote shell word for word
+    assert remote.run(["printf", "%s|", "a b", "$HOME", "it's"], "status").stdout == "a b|$HOME|it's|"
+    assert remote.shell("echo $SSH_CONNECTION", "status").stdout.split()[2] == "127.0.0.6"
+    assert remote.run(["cat"], "status", input="via stdin\n").stdout == "via stdin\n"
+    # three commands, one authentication on each server (the ControlMaster connection is shared)
+    assert (pair.accepted("jump"), pair.accepted("login")) == (before[0] + 1, before[1] + 1)
+    with pytest.raises(RemoteError, match=r"^login: status: false failed \(exit 1\)"):
+        remote.run(["false"], "status")
+    with pytest.raises(RemoteError, match="no-such-command not found on the host's PATH"):
+        remote.run(["no-such-command"], "submit")
+
+
+def _project(tmp_path: Path) -> Path:
+    proj = tmp_path / "proj"
+    (proj / "data").mkdir(parents=True)
+    (proj / "src").mkdir()
+    (proj / ".git").mkdir()
+    (proj / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (proj / ".gitignore").write_text("data/\n*.ckpt\n")
+    (proj / "train.py").write_text("print('train')\n")
+    (proj / "src" / "model.py").write_text("x = 1\n")
+    (proj / "src" / "model.ckpt").write_text("weights")
+    (proj / "data" / "big.bin").write_bytes(b"0" * 1000)
+    (proj / "notes.tmp").write_text("scratch")
+    return proj
+
+
+def test_sync_honours_gitignore_and_never_sends_git(pair, tmp_path):
+    from slurmkit.remote.sync import sync
+
+    proj = _project(tmp_path)
+    dest = tmp_path / "remote" / "proj"
+    remote = Remote("login", str(pair.config))
+    sync(remote, str(proj), str(dest), excludes=["*.tmp"])
+    sent = sorted(str(p.relative_to(dest)) for p in dest.rglob("*"))
+    assert sent == [".gitignore", "src", "src/model.py", "train.py"]
+    # jobs' outputs in the remote directory survive the next sync
+    (dest / "job-1.out").write_text("output")
+    sync(remote, str(proj), str(dest))
+    assert (dest / "job-1.out").read_text() == "output"
+
+
+def test_a_full_remote_disk_fails_the_sync_step(pair, tmp_path):
+    dest = tmp_path / "full"
+    dest.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(dest)], capture_output=True).returncode:
+        _unavailable("cannot mount a small tmpfs to fill (needs CAP_SYS_ADMIN)")
+    try:
+        proj = tmp_path / "big"
+        proj.mkdir()
+        (proj / "blob.bin").write_bytes(os.urandom(512 * 1024))
+        with pytest.raises(RemoteError) as err:
+            submit_remote("single-gpu", ["true"], remote=Remote("login", str(pair.config)), site="sandbox",
+                          sync_dir=str(proj), remote_dir=str(dest))
+        assert err.value.step == "sync"
+        assert str(err.value) == f"login: sync: the remote disk is full (No space left on device) writing {dest}"
+    finally:
+        subprocess.run(["umount", str(dest)], check=True)
+
+
+def test_no_sbatch_on_the_login_node_fails_submit_before_syncing(pair, tmp_path):
+    proj = _project(tmp_path)
+    dest = tmp_path / "never"
+    with pytest.raises(RemoteError) as err:
+        submit_remote("single-gpu", ["true"], remote=Remote("nosbatch", str(pair.config)), site="sandbox",
+                      sync_dir=str(proj), remote_dir=str(dest))
+    assert err.value.step == "submit"
+    assert "sbatch not found on the login node's PATH" in str(err.value) and "nothing was submitted" in str(err.value)
+    assert not dest.exists()
+    proc = slurmkit("submit", "single-gpu", "--remote", "nosbatch", "--ssh-config", str(pair.config),
+                    "--site", "sandbox", "--sync-dir", str(proj), "--remote-dir", str(dest), "--", "true")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith("slurmkit: error: nosbatch: submit: sbatch not found") and proc.stderr.count("\n") == 1
+
+
+def test_no_site_profile_anywhere_is_bad_input(pair, tmp_path):
+    # this login node sets no SLURMKIT_SITE and no --site is given
+    with pytest.raises(UsageError, match="no site profile for login: pass --site, or set SLURMKIT_SITE"):
+        submit_remote("single-gpu", ["true"], remote=Remote("login", str(pair.config)), sync_dir=str(tmp_path))
+    proc = slurmkit("submit", "single-gpu", "--remote", "login", "--ssh-config", str(pair.config), "--explain",
+                    "--", "true", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("slurmkit: error: --site: no site profile for login")
+
+
+def test_no_sync_needs_an_existing_remote_dir(pair, tmp_path):
+    with pytest.raises(RemoteError, match=r"^login: sync: .*/gone does not exist there \(--no-sync"):
+        submit_remote("single-gpu", ["true"], remote=Remote("login", str(pair.config)), site="sandbox",
+                      sync=False, remote_dir=str(tmp_path / "gone"))
+
+
+def test_a_missing_ssh_config_is_named(tmp_path):
+    with pytest.raises(RemoteError, match=r"^login: connect: SSH config .*/nope does not exist"):
+        Remote("login", str(tmp_path / "nope"))
