@@ -41,7 +41,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=21)
     ap.add_argument("--snapshot", help="a recorded healthy snapshot to replay (default: record 8 fake GPUs)")
     args = ap.parse_args()
-    from test_hooks_env import Node, record_snapshot
+    from nodeenv import Node, record_snapshot
 
     work = Path(tempfile.mkdtemp(prefix="slurmkit-bench-"))
     if args.snapshot:

@@ -1,5 +1,9 @@
 """Shared pytest fixtures.
 
+Tests live in ``tests/<package>/`` beside the package they test (``tests/hooks/`` for
+``slurmkit/hooks``); helpers shared across folders are modules here (``nodeenv``, ``sacct_rows``,
+``ranks``, ``fake_nvml``), importable by name because this folder is on ``sys.path``.
+
 ``sandbox`` (session): one real Slurm cluster for every test marked ``slurm``. Outside CI the
 tests skip with the reason when not root or Slurm's Debian packages are missing; under
 ``CI=true`` they fail instead, so CI never passes by skipping them.
@@ -16,6 +20,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+SITE = REPO / "site"
 CORPUS = REPO.parent / "shared" / "corpus"
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -75,3 +80,30 @@ def sandbox():
     yield sb
     sb.down(purge=True)
     shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def fake_nvml(tmp_path_factory):
+    """The fake libnvidia-ml.so.1 (tests/fake_nvml), built once per session with gcc."""
+    from fake_nvml import build
+
+    if shutil.which("gcc") is None:
+        _unavailable("gcc is not installed (Debian package gcc, listed in .ci/apt-packages.txt)")
+    return build(tmp_path_factory.mktemp("fake_nvml"))
+
+
+@pytest.fixture
+def node(tmp_path):
+    """A fresh node directory with the hooks installed (:class:`nodeenv.Node`)."""
+    from nodeenv import Node
+
+    return Node(tmp_path / "node")
+
+
+@pytest.fixture(scope="module")
+def healthy(fake_nvml, tmp_path_factory):
+    """``(path, snapshot)``: a healthy snapshot recorded from the fake NVML."""
+    from nodeenv import record_snapshot
+
+    path = tmp_path_factory.mktemp("snap") / "healthy.json"
+    return path, record_snapshot(fake_nvml, path)

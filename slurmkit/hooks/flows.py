@@ -14,7 +14,7 @@ Contract every flow keeps:
 - a healthy run makes no Slurm RPC: expected GPUs come from the local gres.conf; scontrol runs
   only to drain, or to resume a node slurmkit drained.
 
-Outcomes of the fault matrix (tested in tests/test_hooks_faults.py):
+Outcomes of the fault matrix (tested in tests/hooks/test_hooks_faults.py):
 
 ====================================  =====================================================
 NVML library missing, GPU node        ``nvml_init`` fails -> drain, prolog exit 1

@@ -1,7 +1,6 @@
 """A test-built fake ``libnvidia-ml.so.1`` used through the real pynvml.
 
-``fake_nvml`` (session fixture; import it into a test module with
-``from fake_nvml import fake_nvml``) compiles ``fake_nvml.c`` with gcc once per session and
+``fake_nvml`` (session fixture in tests/conftest.py) compiles ``fake_nvml.c`` with gcc once per session and
 returns a :class:`FakeNvml`; ``fake.env(mode, **extra)`` gives an environment (for the NVML
 worker subprocess or a hook) whose ``LD_LIBRARY_PATH`` finds the fake library first. Modes and
 knobs are documented at the top of ``fake_nvml.c``. Outside CI the tests skip when gcc is missing;
@@ -11,11 +10,9 @@ under ``CI=true`` they fail instead.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 
 SOURCE = Path(__file__).with_name("fake_nvml.c")
 
@@ -53,14 +50,3 @@ def build(out_dir: Path) -> FakeNvml:
     subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-Wall", "-o", str(out_dir / "libnvidia-ml.so.1"),
                     str(SOURCE)], check=True, capture_output=True, text=True)
     return FakeNvml(out_dir)
-
-
-@pytest.fixture(scope="session")
-def fake_nvml(tmp_path_factory) -> FakeNvml:
-    """The fake libnvidia-ml.so.1, built once per session."""
-    if shutil.which("gcc") is None:
-        msg = "gcc is not installed (Debian package gcc, listed in .ci/apt-packages.txt)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true but {msg}", pytrace=False)
-        pytest.skip(msg)
-    return build(tmp_path_factory.mktemp("fake_nvml"))

@@ -11,7 +11,7 @@ from slurmkit.submit import nccl, placement
 from slurmkit.submit.site import SiteError
 from slurmkit.submit.site import site_facts as _site_facts
 
-SANDBOX = Path(__file__).resolve().parent.parent / "site" / "sandbox.toml"
+SANDBOX = Path(__file__).resolve().parents[2] / "site" / "sandbox.toml"
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,7 @@ import subprocess
 
 import pytest
 
-from fake_nvml import fake_nvml  # noqa: F401  (session fixture)
-from test_hooks_env import Node
-
+from nodeenv import Node
 from slurmkit.hooks import spool
 
 

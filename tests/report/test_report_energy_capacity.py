@@ -16,7 +16,7 @@ from slurmkit.report.energy import Assumptions, read_spool
 from slurmkit.report.weekly import build_report
 from slurmkit.report.window import WindowError, make_window, parse_when, parse_week
 
-from test_accounting_semantics import T0, WEEK, row, text
+from sacct_rows import T0, WEEK, row, text
 
 NOW = pd.Timestamp(T0 + 30 * 86400, unit="s", tz="UTC")
 

@@ -17,9 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_nvml import fake_nvml  # noqa: F401  (session fixture)
-from test_hooks_env import record_snapshot, set_value
-
+from nodeenv import record_snapshot, set_value
 from slurmkit.atomicfile import atomic_write
 from slurmkit.hooks import drain, install as inst, spool
 from slurmkit.hooks.config import render as render_config

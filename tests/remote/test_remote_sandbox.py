@@ -15,7 +15,7 @@ import sshpair
 from conftest import _unavailable
 from slurmkit.remote import Remote
 from slurmkit.submit import api
-from test_submit_sandbox import REPORT, check_ranks, profile  # noqa: F401  (profile: a fixture)
+from ranks import REPORT, check_ranks, profile  # noqa: F401  (profile: a fixture)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(400)]
 

@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fake_nvml import fake_nvml  # noqa: F401  (session fixture)
 from prometheus_env import PromStack
-from test_hooks_env import record_snapshot, set_value
+from nodeenv import record_snapshot, set_value
 from test_prometheus_live import RULES, dashboard_queries
 
 from slurmkit.atomicfile import atomic_write

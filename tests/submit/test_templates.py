@@ -155,7 +155,7 @@ def test_container_and_rendezvous_interface_when_the_site_sets_them():
     import tomllib
     from pathlib import Path
 
-    with open(Path(__file__).resolve().parent.parent / "site" / "sandbox.toml", "rb") as fh:
+    with open(Path(__file__).resolve().parents[2] / "site" / "sandbox.toml", "rb") as fh:
         prof = tomllib.load(fh)
     prof["submit"] = {**prof.get("submit", {}), "container": True, "rendezvous_interface": "ib0"}
     from slurmkit.profile import load_profile_data

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,31 +13,8 @@ from slurmkit.accounting.quality import DataQuality
 from slurmkit.accounting.read import AccountingInputError, read_sacct_bytes
 from slurmkit.report.energy import Assumptions
 from slurmkit.report.weekly import build_report
-from slurmkit.report.window import Window
 
-T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
-WEEK = Window(dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(2026, 1, 8, tzinfo=dt.timezone.utc))
-
-
-def row(**kw) -> dict:
-    base = {"Cluster": "c1", "JobID": "100", "JobIDRaw": "", "State": "COMPLETED", "User": "alice",
-            "Account": "acct", "Partition": "gpu", "QOS": "normal", "Submit": str(T0),
-            "Eligible": str(T0), "Start": str(T0 + 600), "End": str(T0 + 600 + 3600),
-            "ElapsedRaw": "3600", "Suspended": "00:00:00", "TimelimitRaw": "120", "NCPUS": "4",
-            "NNodes": "1", "NodeList": "n1", "ReqMem": "8G",
-            "AllocTRES": "billing=4,cpu=4,gres/gpu=2,mem=8G,node=1", "TotalCPU": "01:00:00",
-            "TRESUsageInTot": "", "TRESUsageInAve": "", "ConsumedEnergyRaw": "0", "ExitCode": "0:0",
-            "JobName": "train"}
-    base.update({k: str(v) for k, v in kw.items()})
-    if not base["JobIDRaw"]:
-        base["JobIDRaw"] = base["JobID"]
-    return base
-
-
-def text(rows, delim="|", header=True) -> bytes:
-    lines = [delim.join(FIELDS)] if header else []
-    lines += [delim.join(r[f] for f in FIELDS) for r in rows]
-    return ("\n".join(lines) + "\n").encode()
+from sacct_rows import T0, WEEK, row, text
 
 
 def report(rows, window=WEEK, now=None, **kw):

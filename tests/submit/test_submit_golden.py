@@ -1,7 +1,7 @@
 """Golden scripts: every template x a few shipped profiles, rendered with a fixed request.
 
-A change to generated scripts shows up as a diff under tests/golden/ in review. Regenerate with
-``SLURMKIT_REGEN_GOLDEN=1 .venv/bin/pytest tests/test_submit_golden.py``.
+A change to generated scripts shows up as a diff under tests/submit/golden/ in review. Regenerate with
+``SLURMKIT_REGEN_GOLDEN=1 .venv/bin/pytest tests/submit/test_submit_golden.py``.
 """
 
 import os
@@ -11,7 +11,7 @@ import pytest
 
 from slurmkit.submit import render, site, templates
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REGEN = os.environ.get("SLURMKIT_REGEN_GOLDEN") == "1"
 #: Shipped profiles with golden scripts (those present in site/; sandbox always).

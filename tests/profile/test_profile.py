@@ -10,7 +10,7 @@ import pytest
 from slurmkit.profile import ProfileError, load_profile, load_profile_data
 from slurmkit.profile.layers import merge, parse_override
 
-SITE = Path(__file__).resolve().parents[1] / "site"
+SITE = Path(__file__).resolve().parents[2] / "site"
 
 
 def _sandbox_text() -> str:

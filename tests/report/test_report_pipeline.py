@@ -14,7 +14,7 @@ from slurmkit.errors import InputError, UsageError
 from slurmkit.report import WeeklyOptions, weekly_report
 from slurmkit.report.window import parse_week
 
-from test_accounting_semantics import T0, WEEK, row, text
+from sacct_rows import T0, WEEK, row, text
 
 PROFILE = ('[cluster]\nname = "t"\n[partitions.gpu]\nnodes = "n[1-2]"\nnode_type = "x"\n'
            '[node_types.x]\ngpu_model = "h100"\ngpu_count = 4\ngpu_tdp_w = 500\n'

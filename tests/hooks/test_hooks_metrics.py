@@ -6,8 +6,7 @@ import os
 
 import pytest
 
-from fake_nvml import fake_nvml  # noqa: F401  (session fixture)
-from test_hooks_env import healthy, node, set_value  # noqa: F401  (fixtures)
+from nodeenv import set_value
 
 from slurmkit.hooks import metrics
 

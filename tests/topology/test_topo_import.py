@@ -16,7 +16,7 @@ from slurmkit.topology.cores import parse_ranges
 from slurmkit.topology.slurmconf import gres_lines
 from slurmkit.topology.smi import read_topo_file
 
-SITE = Path(__file__).resolve().parents[1] / "site"
+SITE = Path(__file__).resolve().parents[2] / "site"
 
 
 def _cli(*args):

@@ -14,7 +14,7 @@ import pytest
 from slurmkit.sandbox import config
 from slurmkit.sandbox.errors import SpecError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def wait_until(predicate, timeout=30.0, what="condition"):

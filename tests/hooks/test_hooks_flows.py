@@ -7,8 +7,7 @@ import sys
 
 import pytest
 
-from fake_nvml import fake_nvml  # noqa: F401  (session fixture)
-from test_hooks_env import Node, healthy, node, record_snapshot, set_value  # noqa: F401  (fixtures)
+from nodeenv import Node, record_snapshot, set_value
 
 from slurmkit.hooks import spool
 

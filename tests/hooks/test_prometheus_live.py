@@ -3,7 +3,7 @@ rules; a real node_exporter reads the textfiles the real hook shims write and a 
 scrapes it; the report's Prometheus client reads a job's energy and utilization back.
 
 (The drained node, the alerts firing and every dashboard query run in the Slurm sandbox:
-tests/test_prometheus_sandbox.py.)
+tests/hooks/test_prometheus_sandbox.py.)
 """
 
 import json
@@ -18,10 +18,9 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from fake_nvml import fake_nvml  # noqa: F401  (session fixture)
 from prometheus_env import PromStack, need
-from test_accounting_semantics import row, text
-from test_hooks_env import healthy, node, set_value  # noqa: F401  (fixtures)
+from sacct_rows import row, text
+from nodeenv import set_value
 
 from slurmkit.cli import cli
 from slurmkit.report import prometheus as P

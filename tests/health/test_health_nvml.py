@@ -10,7 +10,6 @@ import sys
 import textwrap
 
 import pytest
-from fake_nvml import fake_nvml  # noqa: F401  (session fixture)
 
 from slurmkit.health.checks import evaluate
 from slurmkit.health.config import load_config

@@ -16,24 +16,10 @@ from slurmkit.slurm.commands import run
 from slurmkit.submit import api
 from slurmkit.submit.backend import CliBackend
 
+from ranks import REPORT, check_ranks, profile  # noqa: F401  (profile: a fixture)
+
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 
-REPORT = """
-import json, os, sys
-import torch, torch.distributed as dist
-dist.init_process_group("gloo")
-rank, world = dist.get_rank(), dist.get_world_size()
-t = torch.tensor([float(rank + 1)])
-dist.all_reduce(t)
-rep = {"rank": rank, "world_size": world, "local_rank": int(os.environ["LOCAL_RANK"]),
-       "gpu": int(os.environ["SLURMKIT_GPU"]), "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
-       "hca": os.environ.get("NCCL_IB_HCA"), "affinity": sorted(os.sched_getaffinity(0)),
-       "node": os.environ["SLURMD_NODENAME"], "sum": t.item()}
-print(f"rank {rank} of {world} reporting", flush=True)
-with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as fh:
-    json.dump(rep, fh)
-dist.destroy_process_group()
-"""
 
 CHECKPOINT = """
 import json, os, signal, sys, time
@@ -61,14 +47,6 @@ def backend(sandbox):
     return CliBackend(env=sandbox.env())
 
 
-@pytest.fixture(scope="module")
-def profile(sandbox):
-    with open(sandbox.profile_path, "rb") as fh:
-        raw = tomllib.load(fh)
-    part = next(p for p in raw["partitions"].values() if p.get("default"))
-    return raw, raw["node_types"][part["node_type"]]
-
-
 def submit(sandbox, backend, tmp_path, template, command, **kw):
     kw.setdefault("output", str(tmp_path / "job-%j.out"))
     return api.submit(template, [str(c) for c in command], site=str(sandbox.profile_path),
@@ -88,28 +66,6 @@ def finish(job, tmp_path, timeout=180):
     state = job.wait(timeout=timeout, poll_s=2)
     logs = "\n".join(p.read_text(errors="replace")[-3000:] for p in tmp_path.glob("job-*.out"))
     assert state == "COMPLETED", f"job {job.id} ended {state}:\n{logs}"
-
-
-def check_ranks(tmp_path, profile, nodes, gpus_per_node, node_gpus=None):
-    raw, nt = profile
-    reports = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("rank*.json"))]
-    world = nodes * gpus_per_node
-    assert sorted(r["rank"] for r in reports) == list(range(world))
-    compute = [n["device"] for n in nt["nics"] if n["role"] == "compute"]
-    by_node = {}
-    for r in reports:
-        assert r["world_size"] == world
-        assert r["sum"] == world * (world + 1) / 2          # the all_reduce really ran
-        assert r["visible"] is not None and len(r["visible"].split(",")) == gpus_per_node  # device LOCAL_RANK exists
-        assert r["hca"] == "=" + ",".join(compute)           # same HCA list for every rank
-        assert r["affinity"] == sorted(nt["gpus"][r["gpu"]]["cpus"])   # NUMA-local CPUs of its GPU
-        by_node.setdefault(r["node"], []).append((r["local_rank"], r["gpu"]))
-    assert len(by_node) == nodes
-    for pairs in by_node.values():
-        assert sorted(lr for lr, _ in pairs) == list(range(gpus_per_node))
-        gpus = [g for _, g in sorted(pairs)]                # device order follows Slurm's GPU order
-        assert gpus == sorted(gpus) and len(set(gpus)) == gpus_per_node
-        assert node_gpus is None or gpus == node_gpus
 
 
 def test_torchrun_two_nodes_all_reduce(sandbox, backend, profile, tmp_path):

@@ -10,9 +10,8 @@ import os
 import pandas as pd
 import pytest
 
-from fake_nvml import fake_nvml  # noqa: F401  (session fixture)
-from test_accounting_semantics import T0, row, text
-from test_hooks_env import healthy, node, record_snapshot  # noqa: F401  (fixtures)
+from sacct_rows import T0, row, text
+from nodeenv import record_snapshot
 
 from slurmkit.accounting.frame import jobs_frame
 from slurmkit.accounting.read import read_sacct_bytes

@@ -2,7 +2,8 @@
 GPU device files with minor numbers that differ from their names, hooks installed by the real
 installer) and GPU snapshots recorded through the real pynvml from the fake libnvidia-ml.
 
-Imported by tests/test_hooks_*.py (this module holds no tests itself).
+Imported by the hook tests and ``bench/prolog_latency.py`` (no pytest needed: the fixtures
+``node`` and ``healthy`` built from it are in tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from slurmkit.hooks import config as hconfig
 from slurmkit.hooks import install as inst
@@ -49,6 +49,8 @@ class Node:
     def __init__(self, root: Path, slurm_conf_text: str = "ClusterName=t\nNodeName=n[1-2] CPUs=2 Gres=gpu:h100:4\n",
                  gpus: int = 4):
         if os.geteuid() != 0:
+            import pytest
+
             pytest.skip("making GPU device files (mknod) needs root")
         from slurmkit.sandbox.config import device_minors
 
@@ -113,17 +115,3 @@ class Node:
         want = {"node": node, "hook": hook, **labels} if name != "slurmkit_node_drained_by_slurmkit" \
             else {"node": node}
         return self.textfile(node, hook)[(name, tuple(sorted(want.items())))]
-
-
-# Fixtures shared by the hook tests (imported by name into each test module).
-@pytest.fixture
-def node(tmp_path):
-    """A fresh node directory with the hooks installed."""
-    return Node(tmp_path / "node")
-
-
-@pytest.fixture(scope="module")
-def healthy(fake_nvml, tmp_path_factory):
-    """``(path, snapshot)``: a healthy snapshot recorded from the fake NVML."""
-    path = tmp_path_factory.mktemp("snap") / "healthy.json"
-    return path, record_snapshot(fake_nvml, path)

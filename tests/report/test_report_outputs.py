@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from slurmkit.cli import cli
 
-from test_accounting_semantics import T0, FIELDS, row, text  # tiny-input helpers
+from sacct_rows import T0, FIELDS, row, text  # tiny-input helpers
 
 
 @pytest.fixture(autouse=True)
@@ -221,7 +221,7 @@ def test_week_over_week_deltas():
     from slurmkit.accounting.read import read_sacct_bytes
     from slurmkit.report.energy import Assumptions
     from slurmkit.report.weekly import build_report
-    from test_accounting_semantics import WEEK
+    from sacct_rows import WEEK
 
     table, dq = read_sacct_bytes(text([row(), row(JobID="101")]), "t")
     rep, _ = build_report(jobs_frame(table, dq), dq, WEEK, Assumptions(),
