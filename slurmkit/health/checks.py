@@ -516,6 +516,10 @@ CHECKS: dict[str, Callable[..., list[CheckResult]]] = {
     "vbios_version": check_vbios_version,
 }
 
+from slurmkit.health import fabric as _fabric  # noqa: E402  (its checks use CheckResult above)
+
+CHECKS.update(ib_port=_fabric.check_ib_port, ib_rate=_fabric.check_ib_rate, ib_counters=_fabric.check_ib_counters)
+
 
 def run_checks(state: NodeState, config: HealthConfig, *, before_job: bool = False) -> list[CheckResult]:
     """Run every enabled check. ``before_job`` (the prolog) adds the leftover-process and

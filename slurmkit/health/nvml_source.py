@@ -51,15 +51,17 @@ def nvidia_pci_functions(sysfs: str | Path = "/sys") -> list[str] | None:
 
 class LiveNvmlSource(GpuSource):
     """Reads this node through NVML. ``kmsg_cursor``: cursor file for :func:`read_kmsg` (None:
-    Xids not read). ``sysfs``: root of sysfs (``/sys``)."""
+    Xids not read). ``sysfs``: root of sysfs (``/sys``). ``hcas``: the InfiniBand / RoCE HCAs
+    whose ports are read from sysfs (:func:`slurmkit.health.fabric.read_ib_ports`)."""
 
     replay = False
     name = "live"
 
     def __init__(self, node: str | None = None, *, kmsg_cursor: str | Path | None = None,
                  kmsg_device: str | Path = "/dev/kmsg", sysfs: str | Path = "/sys",
-                 progress: Callable[[str], None] | None = None):
+                 progress: Callable[[str], None] | None = None, hcas: list[dict] | None = None):
         self.node = node or hostname()
+        self.hcas = hcas or []
         self.kmsg_cursor, self.kmsg_device, self.sysfs = kmsg_cursor, kmsg_device, sysfs
         self.progress = progress or (lambda call: None)
         self._nvml = None
@@ -109,6 +111,12 @@ class LiveNvmlSource(GpuSource):
 
         state.timestamp = _t.strftime("%Y-%m-%dT%H:%M:%S%z")
         state.pci_devices = nvidia_pci_functions(self.sysfs)
+        if self.hcas:
+            from slurmkit.health.fabric import read_ib_ports
+
+            self.progress("read sysfs class/infiniband")
+            state.ib_ports, errors = read_ib_ports(self.sysfs, self.hcas)
+            state.errors.extend(errors)
         if self.kmsg_cursor is not None:
             from slurmkit.health.kmsg import read_kmsg
 

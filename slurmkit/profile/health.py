@@ -31,6 +31,8 @@ class Health:
     - ``power_limit_w``: expected power limit (W; None: the GPU's default limit)
     - ``mig``: expected MIG mode (None: not checked); ``nvlink_active_links``: expected active
       NVLinks per GPU (None: the most any GPU of the node has)
+    - ``ib_judge_other_nics``: also judge InfiniBand / RoCE NICs whose role is not ``compute``
+      (storage, management); default: compute HCAs only
     - ``thresholds``: overrides of ``checks.toml`` ``[thresholds]`` (name -> number)
     - ``checks``: check id -> false switches a check off (true: on)
     """
@@ -46,6 +48,7 @@ class Health:
     power_limit_w: int | float | None = None
     mig: bool | None = None
     nvlink_active_links: int | None = None
+    ib_judge_other_nics: bool = False
     thresholds: dict[str, int | float] = field(default_factory=dict)
     checks: dict[str, bool] = field(default_factory=dict)
 

@@ -346,7 +346,8 @@ def _health(c: _Ctx, t: dict) -> Health:
     from slurmkit.health.config import defaults as check_data  # checks.toml: check ids, thresholds
 
     k = "health"
-    c.known(t, k, ("mode", "deadline_s", "per_call_deadline_s", *EXPECT_KEYS, "thresholds", "checks"))
+    c.known(t, k, ("mode", "deadline_s", "per_call_deadline_s", *EXPECT_KEYS, "ib_judge_other_nics",
+                   "thresholds", "checks"))
     known = check_data()
     thresholds = c.table(t.get("thresholds"), "health.thresholds")
     for name, v in thresholds.items():
@@ -374,6 +375,8 @@ def _health(c: _Ctx, t: dict) -> Health:
                   app_clock_mem_mhz=c.get(t, k, "app_clock_mem_mhz", int, None, minimum=0),
                   power_limit_w=power, mig=c.get(t, k, "mig", bool, None),
                   nvlink_active_links=c.get(t, k, "nvlink_active_links", int, None, minimum=0),
+                  ib_judge_other_nics=c.get(t, k, "ib_judge_other_nics", bool,
+                                            _default(Health, "ib_judge_other_nics")),
                   thresholds=dict(thresholds), checks=dict(checks))
 
 

@@ -1,0 +1,39 @@
+"""Fake sysfs trees for the checks that read sysfs (InfiniBand / RoCE ports): laid out like
+``/sys/class/infiniband/<hca>/ports/<n>/`` on a real node (files as the kernel prints them).
+
+Imported by tests/health and tests/hooks; no pytest needed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from slurmkit.health.fabric import COUNTERS
+
+STATES = {"ACTIVE": "4: ACTIVE", "DOWN": "1: DOWN", "INIT": "2: INIT", "ARMED": "3: ARMED"}
+PHYS = {"LinkUp": "5: LinkUp", "Polling": "2: Polling", "Disabled": "3: Disabled"}
+RATES = {400: "400 Gb/sec (4X NDR)", 200: "200 Gb/sec (4X HDR)", 100: "100 Gb/sec (4X EDR)",
+         25: "25 Gb/sec (1X EDR)"}
+
+
+def set_port(root: Path, hca: str, port: int = 1, *, state: str = "ACTIVE", phys: str = "LinkUp",
+             rate: int = 400, link_layer: str = "InfiniBand", counters: dict | None = None) -> Path:
+    """Write (or rewrite) one port under ``<root>/class/infiniband/<hca>/ports/<port>``; every
+    counter of :data:`COUNTERS` is written (0 unless ``counters`` gives it). Returns the port dir."""
+    d = root / "class" / "infiniband" / hca / "ports" / str(port)
+    (d / "counters").mkdir(parents=True, exist_ok=True)
+    (d / "state").write_text(STATES[state] + "\n")
+    (d / "phys_state").write_text(PHYS[phys] + "\n")
+    (d / "rate").write_text(RATES[rate] + "\n")
+    (d / "link_layer").write_text(link_layer + "\n")
+    for c in COUNTERS:
+        (d / "counters" / c).write_text(f"{(counters or {}).get(c, 0)}\n")
+    return d
+
+
+def healthy_tree(root: Path, hcas=("mlx5_0", "mlx5_1"), rate: int = 400, link_layer: str = "InfiniBand") -> Path:
+    """A sysfs root with every HCA of ``hcas`` ACTIVE / LinkUp at ``rate`` Gb/s on port 1."""
+    (root / "class").mkdir(parents=True, exist_ok=True)
+    for h in hcas:
+        set_port(root, h, rate=rate, link_layer=link_layer)
+    return root
