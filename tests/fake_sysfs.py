@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from slurmkit.atomicfile import atomic_write
 from slurmkit.health.fabric import COUNTERS
 
 STATES = {"ACTIVE": "4: ACTIVE", "DOWN": "1: DOWN", "INIT": "2: INIT", "ARMED": "3: ARMED"}
@@ -19,15 +20,16 @@ RATES = {400: "400 Gb/sec (4X NDR)", 200: "200 Gb/sec (4X HDR)", 100: "100 Gb/se
 def set_port(root: Path, hca: str, port: int = 1, *, state: str = "ACTIVE", phys: str = "LinkUp",
              rate: int = 400, link_layer: str = "InfiniBand", counters: dict | None = None) -> Path:
     """Write (or rewrite) one port under ``<root>/class/infiniband/<hca>/ports/<port>``; every
-    counter of :data:`COUNTERS` is written (0 unless ``counters`` gives it). Returns the port dir."""
+    counter of :data:`COUNTERS` is written (0 unless ``counters`` gives it), each file replaced
+    atomically (a hook may be reading the tree). Returns the port dir."""
     d = root / "class" / "infiniband" / hca / "ports" / str(port)
     (d / "counters").mkdir(parents=True, exist_ok=True)
-    (d / "state").write_text(STATES[state] + "\n")
-    (d / "phys_state").write_text(PHYS[phys] + "\n")
-    (d / "rate").write_text(RATES[rate] + "\n")
-    (d / "link_layer").write_text(link_layer + "\n")
+    atomic_write(d / "state", STATES[state] + "\n")
+    atomic_write(d / "phys_state", PHYS[phys] + "\n")
+    atomic_write(d / "rate", RATES[rate] + "\n")
+    atomic_write(d / "link_layer", link_layer + "\n")
     for c in COUNTERS:
-        (d / "counters" / c).write_text(f"{(counters or {}).get(c, 0)}\n")
+        atomic_write(d / "counters" / c, f"{(counters or {}).get(c, 0)}\n")
     return d
 
 

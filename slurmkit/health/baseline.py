@@ -1,4 +1,4 @@
-"""The error counters one run leaves for the next: ``<state_dir>/<node>/counters.json``.
+"""The error counters one run leaves for the next: ``<state_dir>/<node>/port-counters.json``.
 
 Counters that only mean something as a rise (InfiniBand ``symbol_error``, ``link_downed`` ...)
 are judged against the previous run's values. :func:`swap` gives the state the previous values
@@ -18,7 +18,7 @@ VERSION = 1
 
 @dataclass
 class Counters:
-    """``counters.json``: ``{"slurmkit_counters": 1, "ib": {"mlx5_0/1": {counter: int}}}``
+    """``port-counters.json``: ``{"slurmkit_counters": 1, "ib": {"mlx5_0/1": {counter: int}}}``
     (``ib``: :func:`slurmkit.health.fabric.ib_baseline`)."""
 
     ib: dict[str, dict[str, int]] = field(default_factory=dict)

@@ -33,6 +33,10 @@ class Health:
       NVLinks per GPU (None: the most any GPU of the node has)
     - ``ib_judge_other_nics``: also judge InfiniBand / RoCE NICs whose role is not ``compute``
       (storage, management); default: compute HCAs only
+    - ``active_check``: run the active check (DCGM ``dcgmi diag``) before slurmkit resumes a
+      node it drained; the node comes back only when it passes (skipped where DCGM is absent)
+    - ``dcgm_diag_level``: ``dcgmi diag -r`` level (1: seconds; 2-4 take minutes to hours)
+    - ``active_timeout_s``: the active check's deadline (s); overrunning it is a fail
     - ``thresholds``: overrides of ``checks.toml`` ``[thresholds]`` (name -> number)
     - ``checks``: check id -> false switches a check off (true: on)
     """
@@ -49,6 +53,9 @@ class Health:
     mig: bool | None = None
     nvlink_active_links: int | None = None
     ib_judge_other_nics: bool = False
+    active_check: bool = True
+    dcgm_diag_level: int = 1
+    active_timeout_s: float = 120.0
     thresholds: dict[str, int | float] = field(default_factory=dict)
     checks: dict[str, bool] = field(default_factory=dict)
 

@@ -347,7 +347,7 @@ def _health(c: _Ctx, t: dict) -> Health:
 
     k = "health"
     c.known(t, k, ("mode", "deadline_s", "per_call_deadline_s", *EXPECT_KEYS, "ib_judge_other_nics",
-                   "thresholds", "checks"))
+                   "active_check", "dcgm_diag_level", "active_timeout_s", "thresholds", "checks"))
     known = check_data()
     thresholds = c.table(t.get("thresholds"), "health.thresholds")
     for name, v in thresholds.items():
@@ -377,6 +377,11 @@ def _health(c: _Ctx, t: dict) -> Health:
                   nvlink_active_links=c.get(t, k, "nvlink_active_links", int, None, minimum=0),
                   ib_judge_other_nics=c.get(t, k, "ib_judge_other_nics", bool,
                                             _default(Health, "ib_judge_other_nics")),
+                  active_check=c.get(t, k, "active_check", bool, _default(Health, "active_check")),
+                  dcgm_diag_level=c.get(t, k, "dcgm_diag_level", int, _default(Health, "dcgm_diag_level"),
+                                        choices=(1, 2, 3, 4)),
+                  active_timeout_s=c.get(t, k, "active_timeout_s", float, _default(Health, "active_timeout_s"),
+                                         minimum=1),
                   thresholds=dict(thresholds), checks=dict(checks))
 
 
