@@ -49,7 +49,8 @@ def swap(path, state) -> str | None:
     """Set ``state.baseline`` from ``path`` (``{"ib": {...}}``; None when there is no usable
     previous run) and replace ``path`` with ``state``'s counters. Returns an own-trouble
     message when the file could not be written, else None. Nothing is written (and the old
-    file is kept) when ``state`` has no counters at all (e.g. the ports were not read)."""
+    file is kept) when ``state`` has no counters at all (e.g. the ports were not read) or they
+    equal the previous run's."""
     try:
         with open(path, encoding="utf-8") as fh:
             prev = Counters.from_json(json.load(fh))
@@ -57,8 +58,8 @@ def swap(path, state) -> str | None:
         prev = None
     state.baseline = {"ib": prev.ib} if prev is not None else None
     now = of_state(state)
-    if not now.ib:
-        return None
+    if not now.ib or (prev is not None and prev.ib == now.ib):
+        return None  # nothing read, or nothing changed: no write (and no fsync) on the prolog's path
     from slurmkit.atomicfile import atomic_write
 
     try:
