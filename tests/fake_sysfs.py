@@ -39,3 +39,18 @@ def healthy_tree(root: Path, hcas=("mlx5_0", "mlx5_1"), rate: int = 400, link_la
     for h in hcas:
         set_port(root, h, rate=rate, link_layer=link_layer)
     return root
+
+
+def load_module(root: Path, name: str) -> None:
+    """``<root>/module/<name>/`` as the kernel shows a loaded module (refcnt file included)."""
+    d = root / "module" / name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "refcnt").write_text("0\n")
+
+
+def start_process(root: Path, pid: int, comm: str) -> None:
+    """``<root>/../proc/<pid>/comm`` (``proc`` beside the sysfs root, as /proc beside /sys),
+    cut to the kernel's 15 characters."""
+    d = root.parent / "proc" / str(pid)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "comm").write_text(comm[:15] + "\n")

@@ -70,7 +70,8 @@ def judged_hcas(nics, other_roles: bool = False) -> list[dict]:
 
 
 def load_config(health: Health | None = None, *, gpu_count: int | None = None,
-                checks: Mapping[str, bool] | None = None, nics=None) -> HealthConfig:
+                checks: Mapping[str, bool] | None = None, nics=None,
+                nvswitch: bool | None = None) -> HealthConfig:
     """The checks' configuration: ``checks.toml`` with the profile's ``[health]`` section over it.
 
     ``health``: the validated section (``load_profile(...).health``; None: every default).
@@ -79,7 +80,9 @@ def load_config(health: Health | None = None, *, gpu_count: int | None = None,
     config's ``[checks]``; ids checked by their reader). Raises nothing: the section and the
     switches were validated where they were read. ``nics``: the node type's NICs (profile
     ``NodeType.nics``); the InfiniBand / RoCE ones :func:`judged_hcas` keeps become
-    ``expect["hcas"]`` (None: no HCA is judged).
+    ``expect["hcas"]`` (None: no HCA is judged). ``nvswitch`` (the node type has NVSwitches:
+    :func:`slurmkit.health.services.has_nvswitch`) fills ``expect["fabric_manager"]`` when the
+    section does not set it.
     """
     base = defaults()
     health = health if health is not None else Health()
@@ -90,6 +93,8 @@ def load_config(health: Health | None = None, *, gpu_count: int | None = None,
     expect = health.expect
     if "expected_gpu_count" not in expect and gpu_count is not None:
         expect["expected_gpu_count"] = int(gpu_count)
+    if "fabric_manager" not in expect and nvswitch is not None:
+        expect["fabric_manager"] = bool(nvswitch)
     if nics is not None:
         expect["hcas"] = judged_hcas(nics, health.ib_judge_other_nics)
     xid = base["xid"]

@@ -122,6 +122,31 @@ def _read_port(d: str, hca: str, n: int, expect: dict, errors: list[str]) -> dic
     return port
 
 
+def spec_of(expect: dict) -> dict | None:
+    """What :func:`read_node_fabric` reads for a config's ``expect``: ``{"hcas": [...],
+    "fabric_manager": bool, "gpudirect_rdma": bool}``; None when there is nothing to read."""
+    spec = {"hcas": list(expect.get("hcas") or []), "fabric_manager": bool(expect.get("fabric_manager")),
+            "gpudirect_rdma": bool(expect.get("gpudirect_rdma"))}
+    return spec if spec["hcas"] or spec["fabric_manager"] or spec["gpudirect_rdma"] else None
+
+
+def read_node_fabric(state, sysfs, spec: dict | None) -> None:
+    """Fill ``state.ib_ports`` (:func:`read_ib_ports`) and ``state.services``
+    (:func:`slurmkit.health.services.read_services`) for ``spec`` (:func:`spec_of`), adding
+    what could not be read to ``state.errors``. Nothing is read for a None spec."""
+    if not spec:
+        return
+    if spec.get("hcas"):
+        state.ib_ports, errors = read_ib_ports(sysfs, spec["hcas"])
+        state.errors.extend(errors)
+    if spec.get("fabric_manager") or spec.get("gpudirect_rdma"):
+        from slurmkit.health.services import read_services
+
+        state.services, errors = read_services(sysfs, fabric_manager=bool(spec.get("fabric_manager")),
+                                               gpudirect_rdma=bool(spec.get("gpudirect_rdma")))
+        state.errors.extend(errors)
+
+
 def where(port: dict) -> str:
     """``mlx5_0 port 1`` (``mlx5_0`` when the port is not known): the words drain reasons use."""
     return port["hca"] + (f" port {port['port']}" if port.get("port") is not None else "")

@@ -51,17 +51,17 @@ def nvidia_pci_functions(sysfs: str | Path = "/sys") -> list[str] | None:
 
 class LiveNvmlSource(GpuSource):
     """Reads this node through NVML. ``kmsg_cursor``: cursor file for :func:`read_kmsg` (None:
-    Xids not read). ``sysfs``: root of sysfs (``/sys``). ``hcas``: the InfiniBand / RoCE HCAs
-    whose ports are read from sysfs (:func:`slurmkit.health.fabric.read_ib_ports`)."""
+    Xids not read). ``sysfs``: root of sysfs (``/sys``). ``fabric``: what is read beside NVML
+    (InfiniBand ports, fabric manager, GPUDirect module: :func:`slurmkit.health.fabric.spec_of`)."""
 
     replay = False
     name = "live"
 
     def __init__(self, node: str | None = None, *, kmsg_cursor: str | Path | None = None,
                  kmsg_device: str | Path = "/dev/kmsg", sysfs: str | Path = "/sys",
-                 progress: Callable[[str], None] | None = None, hcas: list[dict] | None = None):
+                 progress: Callable[[str], None] | None = None, fabric: dict | None = None):
         self.node = node or hostname()
-        self.hcas = hcas or []
+        self.fabric = fabric
         self.kmsg_cursor, self.kmsg_device, self.sysfs = kmsg_cursor, kmsg_device, sysfs
         self.progress = progress or (lambda call: None)
         self._nvml = None
@@ -111,12 +111,11 @@ class LiveNvmlSource(GpuSource):
 
         state.timestamp = _t.strftime("%Y-%m-%dT%H:%M:%S%z")
         state.pci_devices = nvidia_pci_functions(self.sysfs)
-        if self.hcas:
-            from slurmkit.health.fabric import read_ib_ports
+        if self.fabric:
+            from slurmkit.health.fabric import read_node_fabric
 
-            self.progress("read sysfs class/infiniband")
-            state.ib_ports, errors = read_ib_ports(self.sysfs, self.hcas)
-            state.errors.extend(errors)
+            self.progress("read sysfs class/infiniband, module, proc")
+            read_node_fabric(state, self.sysfs, self.fabric)
         if self.kmsg_cursor is not None:
             from slurmkit.health.kmsg import read_kmsg
 

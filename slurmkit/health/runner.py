@@ -45,7 +45,7 @@ def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.
                per_call_deadline_s: float = Health.per_call_deadline_s, *, before_job: bool = False,
                thresholds: dict | None = None, node: str | None = None,
                kmsg_cursor: str | Path | None = None, sysfs: str | Path | None = None,
-               env: dict | None = None, hcas: list[dict] | None = None,
+               env: dict | None = None, fabric: dict | None = None,
                counters_file: str | Path | None = None) -> NodeState:
     """Read the node's GPU state from ``source_spec`` (``"live"`` or a capture path).
 
@@ -56,19 +56,18 @@ def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.
     keeps the /dev/kmsg position between runs (None: XIDs are not read); ``sysfs`` the sysfs root
     for PCI functions, NUMA nodes and InfiniBand ports (default ``/sys``).
 
-    ``hcas`` (``HealthConfig.expect["hcas"]``): the InfiniBand / RoCE HCAs whose ports are read
-    (:func:`slurmkit.health.fabric.read_ib_ports`; None or []: none). Live, the worker reads them;
-    a replay keeps the ports its capture recorded unless ``sysfs`` is given, then they are read
-    from that root. ``counters_file``: where the error counters are kept between runs
+    ``fabric`` (:func:`slurmkit.health.fabric.spec_of` of the config's ``expect``): what is read
+    beside NVML — the InfiniBand / RoCE HCAs' ports, the fabric manager process, the GPUDirect
+    module (None: nothing). Live, the worker reads them; a replay keeps what its capture recorded
+    unless ``sysfs`` is given, then they are read from that root. ``counters_file``: where the error counters are kept between runs
     (:func:`slurmkit.health.baseline.swap`; None: rises are not judged).
     """
     if str(source_spec) != LIVE:
         state = SnapshotSource(source_spec, node=node).read(before_job=before_job, thresholds=thresholds)
-        if hcas and sysfs is not None:
-            from slurmkit.health.fabric import read_ib_ports
+        if fabric and sysfs is not None:
+            from slurmkit.health.fabric import read_node_fabric
 
-            state.ib_ports, errors = read_ib_ports(sysfs, hcas)
-            state.errors.extend(errors)
+            read_node_fabric(state, sysfs, fabric)
         return _with_baseline(state, counters_file)
     args = ["--json-thresholds", json.dumps(thresholds or {})]
     if before_job:
@@ -79,8 +78,8 @@ def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.
         args += ["--kmsg-cursor", str(kmsg_cursor)]
     if sysfs:
         args += ["--sysfs", str(sysfs)]
-    if hcas:
-        args += ["--hcas", json.dumps(hcas)]
+    if fabric:
+        args += ["--fabric", json.dumps(fabric)]
     out = _run_worker(args, total_deadline_s, per_call_deadline_s, env)
     kind, payload = out
     if kind != "STATE":

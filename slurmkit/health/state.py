@@ -205,6 +205,9 @@ class NodeState:
     #: InfiniBand / RoCE ports of the profile's HCAs (:func:`slurmkit.health.fabric.read_ib_ports`;
     #: None: not read, so not judged).
     ib_ports: list[dict] | None = None
+    #: node services (:func:`slurmkit.health.services.read_services`: ``{"fabric_manager":
+    #: {"running", "pids"}, "peermem": {"module"}}``; None: not read).
+    services: dict | None = None
     #: the previous run's error counters (:mod:`slurmkit.health.baseline`; None: no previous
     #: run). Not part of the snapshot.
     baseline: dict | None = None
@@ -231,6 +234,7 @@ class NodeState:
             "xids": [x.__dict__ for x in self.xids],
             "errors": list(self.errors),
             "ib_ports": self.ib_ports,
+            "services": self.services,
             "gpus": [{
                 "index": g.index, "uuid": g.uuid, "pci_bus_id": g.pci_bus_id,
                 "minor_number": g.minor_number, "handle_rc": g.handle_rc,
@@ -259,7 +263,8 @@ class NodeState:
                    init_rc=str(data.get("init_rc", RC_SUCCESS)), driver_version=data.get("driver_version"),
                    gpu_count=data.get("gpu_count"), gpus=gpus, pci_devices=data.get("pci_devices"),
                    xids=xids, errors=list(data.get("errors", [])), timestamp=str(data.get("timestamp", "")),
-                   ib_ports=_ports(data.get("ib_ports")))
+                   ib_ports=_ports(data.get("ib_ports")),
+                   services=data["services"] if isinstance(data.get("services"), dict) else None)
 
 
 def _ports(v) -> list[dict] | None:

@@ -84,13 +84,13 @@ class Run:
             return False
         from slurmkit.profile.health import Health
 
-        health, nics = Health(), None
+        health, facts = Health(), None
         if self.cfg.profile:
             from slurmkit.errors import InputError
             from slurmkit.profile.cache import load_for_node
 
             try:  # cached by file stamps in the state dir; any change reloads through load_profile
-                health, nics = load_for_node(self.cfg.profile, self.cfg.state_dir, self.node)
+                health, facts = load_for_node(self.cfg.profile, self.cfg.state_dir, self.node)
             except InputError as exc:
                 self.own_error(str(exc))
                 return False
@@ -98,13 +98,15 @@ class Run:
         self.cfg = self.cfg.over_profile(health)  # the hooks config's mode / deadline_s win when set
         from slurmkit.health.config import load_config
 
-        self.hc = load_config(health, gpu_count=len(self.gres_files or []), checks=self.cfg.checks, nics=nics)
+        self.hc = load_config(health, gpu_count=len(self.gres_files or []), checks=self.cfg.checks,
+                              nics=facts and facts["nics"], nvswitch=facts and facts["nvswitch"])
         return True
 
     def read(self, before_job: bool) -> bool:
         """Read the GPU state and run the checks. Returns False when nothing can be judged (own
         trouble logged); an NVML hang sets :attr:`drain_reason`."""
         from slurmkit.health.checks import CheckStatus, own_trouble, run_checks
+        from slurmkit.health.fabric import spec_of
         from slurmkit.health.runner import read_state
         from slurmkit.health.source import NvmlTimeout, SourceError
 
@@ -115,7 +117,7 @@ class Run:
                                     before_job=before_job, thresholds=self.hc.thresholds, node=self.node,
                                     kmsg_cursor=nodestate.kmsg_cursor(self.cfg.state_dir, self.node)
                                     if spec == "live" else None,
-                                    hcas=self.hc.expect.get("hcas"), sysfs=self.cfg.sysfs_for(self.node),
+                                    fabric=spec_of(self.hc.expect), sysfs=self.cfg.sysfs_for(self.node),
                                     counters_file=nodestate.counters_path(self.cfg.state_dir, self.node))
         except NvmlTimeout as exc:
             self.log.error(f"hardware evidence: {exc}")

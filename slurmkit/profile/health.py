@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, fields
 
 #: The ``[health]`` keys that pin an expected value of the node (None: not pinned).
 EXPECT_KEYS = ("expected_gpu_count", "driver_version", "vbios_version", "app_clock_graphics_mhz",
-               "app_clock_mem_mhz", "power_limit_w", "mig", "nvlink_active_links")
+               "app_clock_mem_mhz", "power_limit_w", "mig", "nvlink_active_links", "fabric_manager",
+               "gpudirect_rdma")
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,10 @@ class Health:
     - ``power_limit_w``: expected power limit (W; None: the GPU's default limit)
     - ``mig``: expected MIG mode (None: not checked); ``nvlink_active_links``: expected active
       NVLinks per GPU (None: the most any GPU of the node has)
+    - ``fabric_manager``: the nodes have NVSwitches, so ``nv-fabricmanager`` must run (None: 8 or
+      more GPUs all NVLinked to each other in the node type's matrix)
+    - ``gpudirect_rdma``: GPUDirect RDMA is used, so ``nvidia_peermem`` (or ``nv_peer_mem``)
+      must be loaded
     - ``ib_judge_other_nics``: also judge InfiniBand / RoCE NICs whose role is not ``compute``
       (storage, management); default: compute HCAs only
     - ``active_check``: run the active check (DCGM ``dcgmi diag``) before slurmkit resumes a
@@ -52,6 +57,8 @@ class Health:
     power_limit_w: int | float | None = None
     mig: bool | None = None
     nvlink_active_links: int | None = None
+    fabric_manager: bool | None = None
+    gpudirect_rdma: bool | None = None
     ib_judge_other_nics: bool = False
     active_check: bool = True
     dcgm_diag_level: int = 1

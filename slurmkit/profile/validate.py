@@ -375,6 +375,8 @@ def _health(c: _Ctx, t: dict) -> Health:
                   app_clock_mem_mhz=c.get(t, k, "app_clock_mem_mhz", int, None, minimum=0),
                   power_limit_w=power, mig=c.get(t, k, "mig", bool, None),
                   nvlink_active_links=c.get(t, k, "nvlink_active_links", int, None, minimum=0),
+                  fabric_manager=c.get(t, k, "fabric_manager", bool, None),
+                  gpudirect_rdma=c.get(t, k, "gpudirect_rdma", bool, None),
                   ib_judge_other_nics=c.get(t, k, "ib_judge_other_nics", bool,
                                             _default(Health, "ib_judge_other_nics")),
                   active_check=c.get(t, k, "active_check", bool, _default(Health, "active_check")),

@@ -172,7 +172,7 @@ def test_live_worker_reads_the_ports_and_the_snapshot_keeps_them(fake_nvml, tmp_
     root = healthy_tree(tmp_path / "sys")
     set_port(root, "mlx5_1", rate=200)
     hcas = judged_hcas(NICS)
-    s = read_state("live", env=fake_nvml.env("healthy", gpus=2), sysfs=root, hcas=hcas)
+    s = read_state("live", env=fake_nvml.env("healthy", gpus=2), sysfs=root, fabric={"hcas": hcas})
     assert [(p["hca"], p["rate_gbps"]) for p in s.ib_ports] == [("mlx5_0", 400.0), ("mlx5_1", 200.0)]
     snap = tmp_path / "n1.json"
     snap.write_text(json.dumps(s.to_json()))
@@ -186,6 +186,6 @@ def test_replay_with_a_sysfs_root_reads_the_ports_there(healthy, tmp_path):
     path, _ = healthy
     root = healthy_tree(tmp_path / "sys")
     set_port(root, "mlx5_0", state="DOWN", phys="Polling")
-    s = read_state(path, sysfs=root, hcas=judged_hcas(NICS))
+    s = read_state(path, sysfs=root, fabric={"hcas": judged_hcas(NICS)})
     assert s.ib_ports[0]["state"] == "DOWN"
-    assert read_state(path, hcas=judged_hcas(NICS)).ib_ports is None  # no root: the capture's (none)
+    assert read_state(path, fabric={"hcas": judged_hcas(NICS)}).ib_ports is None  # no root: the capture's (none)
