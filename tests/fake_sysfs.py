@@ -54,3 +54,15 @@ def start_process(root: Path, pid: int, comm: str) -> None:
     d = root.parent / "proc" / str(pid)
     d.mkdir(parents=True, exist_ok=True)
     (d / "comm").write_text(comm[:15] + "\n")
+
+
+def set_aer(root: Path, bus_id: str, correctable: int = 0, nonfatal: int = 0, fatal: int = 0) -> None:
+    """``<root>/bus/pci/devices/<bus_id>/aer_dev_{correctable,nonfatal,fatal}`` as the kernel
+    prints them (one line per error type, then the ``TOTAL_ERR_*`` line)."""
+    d = root / "bus" / "pci" / "devices" / bus_id
+    d.mkdir(parents=True, exist_ok=True)
+    atomic_write(d / "aer_dev_correctable", f"RxErr {correctable}\nBadTLP 0\nBadDLLP 0\nRollover 0\nTimeout 0\n"
+                 f"NonFatalErr 0\nCorrIntErr 0\nHeaderOF 0\nTOTAL_ERR_COR {correctable}\n")
+    atomic_write(d / "aer_dev_nonfatal", f"Undefined 0\nDLP 0\nSDES 0\nTLP 0\nFCP 0\nCmpltTO {nonfatal}\n"
+                 f"TOTAL_ERR_NONFATAL {nonfatal}\n")
+    atomic_write(d / "aer_dev_fatal", f"Undefined 0\nDLP {fatal}\nSDES 0\nTOTAL_ERR_FATAL {fatal}\n")

@@ -18,31 +18,42 @@ VERSION = 1
 
 @dataclass
 class Counters:
-    """``port-counters.json``: ``{"slurmkit_counters": 1, "ib": {"mlx5_0/1": {counter: int}}}``
-    (``ib``: :func:`slurmkit.health.fabric.ib_baseline`)."""
+    """``port-counters.json``: ``{"slurmkit_counters": 1, "ib": {"mlx5_0/1": {counter: int}},
+    "gpu": {uuid: {counter: int}}}`` (``ib``: :func:`slurmkit.health.fabric.ib_baseline`;
+    ``gpu``: NVLink and PCIe counters, :func:`slurmkit.health.nvlink.gpu_counters`)."""
 
     ib: dict[str, dict[str, int]] = field(default_factory=dict)
+    gpu: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {"slurmkit_counters": VERSION, "ib": self.ib}
+        return {"slurmkit_counters": VERSION, "ib": self.ib, "gpu": self.gpu}
 
     @classmethod
     def from_json(cls, data) -> "Counters | None":
         """None for anything that is not a counters document of this version."""
         if not isinstance(data, dict) or data.get("slurmkit_counters") != VERSION:
             return None
-        ib = data.get("ib")
-        if not isinstance(ib, dict):
+        ib, gpu = data.get("ib"), data.get("gpu", {})
+        if not isinstance(ib, dict) or not isinstance(gpu, dict):
             return None
-        return cls(ib={str(k): {str(c): int(n) for c, n in v.items() if isinstance(n, int)}
-                       for k, v in ib.items() if isinstance(v, dict)})
+
+        def table(t):
+            return {str(k): {str(c): int(n) for c, n in v.items() if isinstance(n, int)}
+                    for k, v in t.items() if isinstance(v, dict)}
+        return cls(ib=table(ib), gpu=table(gpu))
 
 
 def of_state(state) -> Counters:
     """The counters of ``state`` worth keeping."""
     from slurmkit.health.fabric import ib_baseline
+    from slurmkit.health.nvlink import gpu_counters
 
-    return Counters(ib=ib_baseline(state))
+    gpu = {}
+    for g in state.gpus:
+        c = gpu_counters(g)
+        if c:
+            gpu[g.uuid or f"index{g.index}"] = c
+    return Counters(ib=ib_baseline(state), gpu=gpu)
 
 
 def swap(path, state) -> str | None:
@@ -56,9 +67,9 @@ def swap(path, state) -> str | None:
             prev = Counters.from_json(json.load(fh))
     except (OSError, ValueError):
         prev = None
-    state.baseline = {"ib": prev.ib} if prev is not None else None
+    state.baseline = {"ib": prev.ib, "gpu": prev.gpu} if prev is not None else None
     now = of_state(state)
-    if not now.ib or (prev is not None and prev.ib == now.ib):
+    if not (now.ib or now.gpu) or (prev is not None and (prev.ib, prev.gpu) == (now.ib, now.gpu)):
         return None  # nothing read, or nothing changed: no write (and no fsync) on the prolog's path
     from slurmkit.atomicfile import atomic_write
 

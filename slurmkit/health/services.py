@@ -69,6 +69,20 @@ def has_nvswitch(node_type) -> bool:
     return all(g.nvlinks_to(o.index) > 0 for g in gpus for o in gpus if o.index != g.index)
 
 
+def expected_nvlinks(node_type) -> int | None:
+    """Active NVLinks each GPU of ``node_type`` should have, from its matrix (``NV<n>`` tokens):
+    behind NVSwitches (:func:`has_nvswitch`) every pair shows all of a GPU's links, so the most
+    to any peer; direct links add up over the peers. The fewest over the GPUs; None when the
+    matrix shows no NVLink."""
+    gpus = getattr(node_type, "gpus", ()) or ()
+    switch = has_nvswitch(node_type)
+    per = []
+    for g in gpus:
+        links = [g.nvlinks_to(o.index) for o in gpus if o.index != g.index]
+        per.append(max(links, default=0) if switch else sum(links))
+    return min(per) if per and min(per) > 0 else None
+
+
 def check_fabric_manager(state, cfg, **_) -> list:
     """Fabric manager expected and not running -> fail; running -> pass."""
     from slurmkit.health.checks import FAIL, PASS, CheckResult

@@ -99,7 +99,8 @@ class Run:
         from slurmkit.health.config import load_config
 
         self.hc = load_config(health, gpu_count=len(self.gres_files or []), checks=self.cfg.checks,
-                              nics=facts and facts["nics"], nvswitch=facts and facts["nvswitch"])
+                              nics=facts and facts["nics"], nvswitch=facts and facts["nvswitch"],
+                              nvlinks=facts and facts["nvlinks"])
         return True
 
     def read(self, before_job: bool) -> bool:

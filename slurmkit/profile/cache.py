@@ -39,15 +39,17 @@ def load_health(profile, cache_dir=None) -> Health:
 def load_for_node(profile, cache_dir=None, node: str | None = None) -> tuple[Health, dict | None]:
     """``(health, node_type)``: the ``[health]`` section (as :func:`load_health`) and what the
     checks need of ``node``'s node type: ``{"nics": [{"device", "link_layer", "rate_gbps"
-    (Gbit/s), "role"}], "nvswitch": bool}`` (profile ``node_types.<t>.nics``;
-    :func:`slurmkit.health.services.has_nvswitch`); None when ``node`` is None or in no
+    (Gbit/s), "role"}], "nvswitch": bool, "nvlinks": int | None}`` (profile
+    ``node_types.<t>.nics``; :func:`slurmkit.health.services.has_nvswitch`,
+    :func:`~slurmkit.health.services.expected_nvlinks`); None when ``node`` is None or in no
     partition. Same cache and errors as :func:`load_health`."""
     data = _cached(profile, cache_dir)
     facts = None
     if node is not None:
         for nt, names in data["nodes"].items():
             if node in names:
-                facts = {"nics": data["nics"].get(nt, []), "nvswitch": bool(data["nvswitch"].get(nt))}
+                facts = {"nics": data["nics"].get(nt, []), "nvswitch": bool(data["nvswitch"].get(nt)),
+                         "nvlinks": data["nvlinks"].get(nt)}
                 break
     return Health.from_json(data["health"]), facts
 
@@ -58,12 +60,12 @@ def _cached(profile, cache_dir) -> dict:
         try:
             with open(cache, encoding="utf-8") as fh:
                 data = json.load(fh)
-            if data["profile"] == os.fspath(profile) and data["layers"] and "nvswitch" in data and "nodes" in data \
+            if data["profile"] == os.fspath(profile) and data["layers"] and "nvlinks" in data and "nodes" in data \
                     and all(_stamp(f) == [f, ns, size] for f, ns, size in data["layers"]):
                 return data
         except (OSError, ValueError, KeyError, TypeError):
             pass
-    from slurmkit.health.services import has_nvswitch
+    from slurmkit.health.services import expected_nvlinks, has_nvswitch
     from slurmkit.profile.load import load_profile
 
     prof = load_profile(profile)
@@ -74,7 +76,8 @@ def _cached(profile, cache_dir) -> dict:
     data = {"profile": os.fspath(profile), "health": prof.health.to_json(),
             "nics": {name: [{"device": n.device, "link_layer": n.link_layer, "rate_gbps": n.rate_gbps,
                              "role": n.role} for n in nt.nics] for name, nt in prof.node_types.items()},
-            "nodes": nodes, "nvswitch": {name: has_nvswitch(nt) for name, nt in prof.node_types.items()}}
+            "nodes": nodes, "nvswitch": {name: has_nvswitch(nt) for name, nt in prof.node_types.items()},
+            "nvlinks": {name: expected_nvlinks(nt) for name, nt in prof.node_types.items()}}
     if cache is not None:
         try:
             data["layers"] = [_stamp(f) for f in prof.layers if f != "preset"]
