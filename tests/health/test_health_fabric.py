@@ -189,3 +189,22 @@ def test_replay_with_a_sysfs_root_reads_the_ports_there(healthy, tmp_path):
     s = read_state(path, sysfs=root, fabric={"hcas": judged_hcas(NICS)})
     assert s.ib_ports[0]["state"] == "DOWN"
     assert read_state(path, fabric={"hcas": judged_hcas(NICS)}).ib_ports is None  # no root: the capture's (none)
+
+
+def test_health_check_cli_judges_the_ports_of_the_nodes_type(healthy, tmp_path):
+    from click.testing import CliRunner
+
+    from slurmkit.cli import cli as cli_main
+
+    path, _ = healthy
+    root = healthy_tree(tmp_path / "sys", hcas=("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"))
+    args = ["--json", "health", "check", "--from", str(path), "--site", "sandbox", "--node", "n2", "--sysfs", str(root)]
+    res = CliRunner().invoke(cli_main, args)
+    rep = json.loads(res.output)
+    assert res.exit_code == 0 and len(results(rep, "ib_port")) == 4, res.output
+    set_port(root, "mlx5_3", rate=100)
+    res = CliRunner().invoke(cli_main, args)
+    assert res.exit_code == 1
+    assert results(json.loads(res.output), "ib_rate")[3] == ("fail", "mlx5_3 port 1: 100 Gb/s instead of 400 Gb/s")
+    res = CliRunner().invoke(cli_main, args[:-4] + ["--node", "not-in-the-profile", "--sysfs", str(root)])
+    assert res.exit_code == 0 and results(json.loads(res.output), "ib_port") == []
