@@ -376,7 +376,10 @@ def healthcheck(run: Run) -> int:
         return 0
     h = nodestate.load_health(run.cfg.state_dir, run.node)
     if not h.drained_reason:
-        return 0  # healthy, nothing of ours to undo: no RPC
+        from slurmkit.hooks.gate import idle_check
+
+        idle_check(run)  # the active check on an idle node, when [health] active_interval_s is set
+        return 0  # healthy, nothing of ours to undo: no RPC (unless the active check fails)
     h.clean_runs += 1
     run.log.info(f"clean run {h.clean_runs} of {run.cfg.resume_after} since slurmkit drained {run.node}")
     if h.clean_runs >= run.cfg.resume_after:

@@ -59,3 +59,29 @@ def test_unreadable_sysfs_is_own_trouble_not_a_drain(node, healthy, tmp_path):
     assert r.returncode == 0 and "would drain" not in r.stderr
     assert "own trouble (no drain): sysfs" in r.stderr
     assert node.metric("n1", "healthcheck", "slurmkit_hook_own_errors_total") == 1
+
+
+def test_active_check_on_an_idle_node_at_its_interval(node, healthy, tmp_path):
+    from pathlib import Path
+
+    dcgmi = Path(__file__).resolve().parent.parent / "health" / "dcgmi"
+    path, _ = healthy
+    site = tmp_path / "site.toml"
+    site.write_text('extends = "sandbox"\n[health]\nmode = "observe"\nactive_interval_s = 3600\n')
+    diag = tmp_path / "diag.json"
+    diag.write_text((dcgmi / "dcgm3-fail-memory.json").read_text())
+    node.write_config({"n1": path}, mode=None, extra=f'profile = "{site}"\n', dcgm_diag={"n1": diag})
+    (node.state_dir / "n1").mkdir(parents=True)
+    (node.state_dir / "n1" / "job-55.json").write_text('{"gpus": []}')  # a job is running here
+    r = node.run(node.healthcheck, job_id=None, gpus=None)
+    assert "node is busy" in r.stderr and "would drain" not in r.stderr
+    (node.state_dir / "n1" / "job-55.json").unlink()
+    r = node.run(node.healthcheck, job_id=None, gpus=None)
+    assert "would drain n1: slurmkit: dcgm_diag: GPU1 GPU Memory: fail (" in r.stderr, r.stderr
+    assert json.loads((node.state_dir / "n1" / "active.json").read_text())["status"] == "fail"
+    r = node.run(node.healthcheck, job_id=None, gpus=None)
+    assert "dcgm_diag" not in r.stderr  # not again before active_interval_s
+    site.write_text(site.read_text().replace("3600", "0"))
+    (node.state_dir / "n1" / "active.json").unlink()
+    r = node.run(node.healthcheck, job_id=None, gpus=None)
+    assert "dcgm_diag" not in r.stderr  # 0: only before a resume
