@@ -1,4 +1,6 @@
-"""The active check: a short GPU self-test with DCGM (``dcgmi diag -r 1 -j``).
+"""The active check: a short GPU self-test with DCGM (``dcgmi diag -r 1 -j``) and, optionally, a
+node-local NCCL all-reduce bandwidth floor (nccl-tests ``all_reduce_perf``,
+``[health] nccl_busbw_min_gbps``).
 
 Heavier than reading counters (``-r 1`` takes seconds to a minute and uses the GPUs), so it
 never runs inside a job's prolog: the healthcheck hook runs it before slurmkit resumes a node it
@@ -56,14 +58,16 @@ class DiagReport:
     message: str = ""
     source: str = ""
 
+    check: str = "dcgm_diag"
+
     def reason(self) -> str:
         """The drain reason: ``slurmkit: dcgm_diag: GPU1 Memory: fail (...)`` (the first failing
-        test; ``+N more`` when several failed)."""
+        test; ``+N more`` when several failed; ``nccl_allreduce`` for the bandwidth floor)."""
         bad = [t for t in self.tests if t.status == "fail"]
         if not bad:
-            return f"slurmkit: dcgm_diag: {self.message}"
+            return f"slurmkit: {self.check}: {self.message}"
         extra = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
-        return f"slurmkit: dcgm_diag: {bad[0].describe()}{extra}"
+        return f"slurmkit: {self.check}: {bad[0].describe()}{extra}"
 
 
 def _warnings(r: dict) -> list[str]:
@@ -169,3 +173,96 @@ def dcgm_diag(level: int = 1, timeout_s: float = 120.0, *, dcgmi: str | os.PathL
     except ValueError as exc:
         return DiagReport(ERROR, message=str(exc), source=source)
     return verdict(tests, source)
+
+
+# ---- node-local NCCL all-reduce bandwidth floor --------------------------------------------
+
+def parse_allreduce(text: str, origin: str = "all_reduce_perf") -> tuple[float, int]:
+    """``(average bus bandwidth in GB/s, wrong results)`` from nccl-tests ``all_reduce_perf``
+    output (its ``# Avg bus bandwidth : X`` line and the ``#wrong`` columns of the result rows).
+    Raises ValueError naming ``origin`` when there is no average line."""
+    avg, wrong = None, 0
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("# Avg bus bandwidth"):
+            try:
+                avg = float(s.split(":", 1)[1])
+            except (IndexError, ValueError):
+                raise ValueError(f"{origin}: unreadable line {s!r}") from None
+        elif s and not s.startswith("#"):
+            cols = s.split()
+            # size count type redop root time algbw busbw #wrong time algbw busbw #wrong
+            if len(cols) >= 13 and cols[0].isdigit():
+                wrong += sum(int(c) for c in (cols[8], cols[12]) if c.isdigit())
+    if avg is None:
+        raise ValueError(f"{origin}: no '# Avg bus bandwidth' line: {' '.join(text.split())[-160:]!r}")
+    return avg, wrong
+
+
+def nccl_allreduce(floor_gbps: float, gpus: int, timeout_s: float = 120.0, *,
+                   exe: str | os.PathLike = "/usr/bin/all_reduce_perf",
+                   capture: str | os.PathLike | None = None) -> DiagReport:
+    """Node-local all-reduce over ``gpus`` GPUs (``<exe> -b 1G -e 1G -g <gpus> -c 1``, at most
+    ``timeout_s`` s) or a recorded output (``capture``): ``fail`` when the average bus bandwidth
+    is below ``floor_gbps`` (GB/s, nccl-tests' busbw) or any result was wrong, or it overran;
+    ``skip`` when nccl-tests is not installed; ``error`` for output without a result."""
+    source = str(capture) if capture is not None else f"{exe} -b 1G -e 1G -g {int(gpus)} -c 1"
+    if capture is not None:
+        try:
+            text = Path(capture).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            return DiagReport(ERROR, message=f"recorded all_reduce_perf output {capture}: {exc.strerror or exc}",
+                              source=source)
+    else:
+        if not os.access(exe, os.X_OK):
+            return DiagReport(SKIP, message=f"{exe} not installed (nccl-tests absent): bandwidth floor skipped",
+                              source=source)
+        text, timed_out = _run_killable([os.fspath(exe), "-b", "1G", "-e", "1G", "-g", str(int(gpus)), "-c", "1"],
+                                        timeout_s)
+        if timed_out:
+            return DiagReport("fail", message=f"all_reduce_perf did not finish within {timeout_s:g} s", source=source,
+                              check="nccl_allreduce")
+        if text is None:
+            return DiagReport(ERROR, message=f"{exe}: could not be started", source=source)
+    try:
+        avg, wrong = parse_allreduce(text, source)
+    except ValueError as exc:
+        return DiagReport(ERROR, message=str(exc), source=source)
+    test = DiagTest("nccl all_reduce busbw", "*", "pass", [])
+    if wrong:
+        test.status, test.warnings = "fail", [f"{wrong} wrong results"]
+    elif avg < floor_gbps:
+        test.status, test.warnings = "fail", [f"{avg:g} GB/s below {floor_gbps:g} GB/s"]
+    return DiagReport(test.status, [test], check="nccl_allreduce", message=f"{avg:g} GB/s busbw (floor {floor_gbps:g} GB/s)"
+                      + (f", {wrong} wrong" if wrong else ""), source=source)
+
+
+def _run_killable(argv: list[str], timeout_s: float) -> tuple[str | None, bool]:
+    """(stdout + stderr, timed out) of ``argv`` run in its own session, the group killed at
+    ``timeout_s``; (None, False) when it cannot start."""
+    import signal
+
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                text=True, errors="replace", start_new_session=True)
+    except OSError:
+        return None, False
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+        return out, False
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        return None, True
+
+
+def worst(reports: list[DiagReport]) -> DiagReport:
+    """The report that decides: fail > error > warn > pass > skip (the first of its kind)."""
+    for st in ("fail", ERROR, "warn", "pass", SKIP):
+        for r in reports:
+            if r.status == st:
+                return r
+    raise ValueError("no report")

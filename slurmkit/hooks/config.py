@@ -15,6 +15,7 @@ Keys (all optional except ``slurm_conf``)::
     scontrol_timeout_s = 5.0              # drain / resume / show node deadline (seconds)
     slurm_bin_dir = "/usr/bin"            # where scontrol is (Slurm gives hooks no PATH)
     dcgmi = "/usr/bin/dcgmi"              # DCGM's CLI for the active check (absent: skipped)
+    all_reduce_perf = "/usr/bin/all_reduce_perf"  # nccl-tests, for [health] nccl_busbw_min_gbps
     state_dir = "/var/lib/slurmkit/hooks" # per-node state (clean-run counter, prolog energy)
     spool_dir = "/var/spool/slurmkit"     # per-job energy spool (root only)
     textfile_dir = "/var/lib/prometheus/node-exporter"  # node_exporter textfile collector dir
@@ -24,6 +25,7 @@ Keys (all optional except ``slurm_conf``)::
     snapshot = "/path/to/n3.json"         # replay a recorded snapshot (default: live NVML)
     sysfs = "/path/to/n3-sys"             # with a snapshot: read InfiniBand ports under this root
     dcgm_diag = "/path/to/n3-diag.json"   # replay a recorded `dcgmi diag -j` output
+    nccl_allreduce = "/path/to/n3-ar.txt" # replay a recorded `all_reduce_perf` output
 
 Only ``tomllib`` is imported (a hook reads this on every job). Hook-only values have their one
 default in :data:`DEFAULTS`; ``mode`` and ``deadline_s`` override profile values, so theirs is
@@ -46,7 +48,12 @@ DEFAULTS = {
     "resume_after": 3, "scontrol_timeout_s": 5.0,
     "state_dir": "/var/lib/slurmkit/hooks", "spool_dir": "/var/spool/slurmkit",
     "textfile_dir": "/var/lib/prometheus/node-exporter", "dcgmi": "/usr/bin/dcgmi",
+    "all_reduce_perf": "/usr/bin/all_reduce_perf",
 }
+
+
+#: The keys of a ``[nodes.<n>]`` table (each a path).
+NODE_KEYS = ("snapshot", "sysfs", "dcgm_diag", "nccl_allreduce")
 
 
 class HookConfigError(InputError):
@@ -71,6 +78,7 @@ class HookConfig:
     scontrol_timeout_s: float = DEFAULTS["scontrol_timeout_s"]
     slurm_bin_dir: str | None = None
     dcgmi: str = DEFAULTS["dcgmi"]
+    all_reduce_perf: str = DEFAULTS["all_reduce_perf"]
     state_dir: Path = Path(DEFAULTS["state_dir"])
     spool_dir: Path = Path(DEFAULTS["spool_dir"])
     textfile_dir: Path = Path(DEFAULTS["textfile_dir"])
@@ -91,6 +99,11 @@ class HookConfig:
         (``[nodes.<n>] dcgm_diag``; None: run ``dcgmi``)."""
         return self.nodes.get(node, {}).get("dcgm_diag")
 
+    def nccl_capture_for(self, node: str) -> Path | None:
+        """The recorded ``all_reduce_perf`` output the bandwidth floor replays (``[nodes.<n>]
+        nccl_allreduce``; None: run it)."""
+        return self.nodes.get(node, {}).get("nccl_allreduce")
+
     def over_profile(self, health) -> "HookConfig":
         """This config with ``mode`` / ``deadline_s`` taken from ``health`` (the profile's
         :class:`~slurmkit.profile.health.Health`) where this file leaves them unset."""
@@ -101,7 +114,7 @@ class HookConfig:
 
 
 _TYPES = {"slurm_conf": str, "gres_conf": str, "profile": str, "mode": str, "deadline_s": (int, float),
-          "resume_after": int, "scontrol_timeout_s": (int, float), "slurm_bin_dir": str, "dcgmi": str, "state_dir": str, "spool_dir": str,
+          "resume_after": int, "scontrol_timeout_s": (int, float), "slurm_bin_dir": str, "dcgmi": str, "all_reduce_perf": str, "state_dir": str, "spool_dir": str,
           "textfile_dir": str, "nodes": dict, "checks": dict}
 
 
@@ -139,11 +152,10 @@ def parse(text: str, path) -> HookConfig:
     base = Path(path).parent
     nodes = {}
     for name, table in data.get("nodes", {}).items():
-        if not isinstance(table, dict) or set(table) - {"snapshot", "sysfs", "dcgm_diag"}:
-            raise HookConfigError(path, None, "want a table with only 'snapshot', 'sysfs' and 'dcgm_diag'",
-                                  f"nodes.{name}")
+        if not isinstance(table, dict) or set(table) - set(NODE_KEYS):
+            raise HookConfigError(path, None, f"want a table with only {', '.join(NODE_KEYS)}", f"nodes.{name}")
         entry = {}
-        for key in ("snapshot", "sysfs", "dcgm_diag"):
+        for key in NODE_KEYS:
             if key in table:
                 if not isinstance(table[key], str):
                     raise HookConfigError(path, None, "want a path string", f"nodes.{name}.{key}")
@@ -159,7 +171,8 @@ def parse(text: str, path) -> HookConfig:
         mode=mode, deadline_s=float(data["deadline_s"]) if "deadline_s" in data else None,
         resume_after=int(data.get("resume_after", DEFAULTS["resume_after"])),
         scontrol_timeout_s=float(data.get("scontrol_timeout_s", DEFAULTS["scontrol_timeout_s"])),
-        slurm_bin_dir=data.get("slurm_bin_dir"), dcgmi=data.get("dcgmi", DEFAULTS["dcgmi"]), state_dir=p("state_dir"), spool_dir=p("spool_dir"), textfile_dir=p("textfile_dir"), nodes=nodes,
+        slurm_bin_dir=data.get("slurm_bin_dir"), dcgmi=data.get("dcgmi", DEFAULTS["dcgmi"]),
+        all_reduce_perf=data.get("all_reduce_perf", DEFAULTS["all_reduce_perf"]), state_dir=p("state_dir"), spool_dir=p("spool_dir"), textfile_dir=p("textfile_dir"), nodes=nodes,
         checks=dict(data.get("checks", {})))
 
 
@@ -175,7 +188,7 @@ def load(path) -> HookConfig:
 def render(slurm_conf, *, gres_conf=None, profile=None, mode=None, state_dir=None, spool_dir=None,
            textfile_dir=None, resume_after=DEFAULTS["resume_after"], deadline_s=None,
            snapshots: dict | None = None, slurm_bin_dir=None, sysfs: dict | None = None,
-           dcgm_diag: dict | None = None) -> str:
+           dcgm_diag: dict | None = None, nccl_allreduce: dict | None = None) -> str:
     """The TOML text install writes (absolute paths; ``snapshots`` {node: path}, ``sysfs``
     {node: sysfs root}, ``dcgm_diag`` {node: recorded dcgmi output}). ``mode`` /
     ``deadline_s`` None: not written, so the hooks take the profile's ``[health]`` values."""
@@ -199,7 +212,8 @@ def render(slurm_conf, *, gres_conf=None, profile=None, mode=None, state_dir=Non
               f"textfile_dir = {q(os.path.abspath(textfile_dir or DEFAULTS['textfile_dir']))}"]
     if slurm_bin_dir:
         lines.append(f"slurm_bin_dir = {q(slurm_bin_dir)}")
-    per_node = {"snapshot": snapshots or {}, "sysfs": sysfs or {}, "dcgm_diag": dcgm_diag or {}}
+    per_node = {"snapshot": snapshots or {}, "sysfs": sysfs or {}, "dcgm_diag": dcgm_diag or {},
+                "nccl_allreduce": nccl_allreduce or {}}
     for node in sorted(set().union(*per_node.values())):
         lines += ["", f"[nodes.{node}]"]
         for key, paths in per_node.items():

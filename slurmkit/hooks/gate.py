@@ -24,11 +24,21 @@ from __future__ import annotations
 
 
 def _diag(run):
-    from slurmkit.health.active import dcgm_diag
+    """The DCGM diag and, when ``[health] nccl_busbw_min_gbps`` is set and the diag did not fail,
+    the all-reduce floor: the deciding report (:func:`slurmkit.health.active.worst`)."""
+    from slurmkit.health.active import dcgm_diag, nccl_allreduce, worst
 
     health = run.health
-    return dcgm_diag(health.dcgm_diag_level, health.active_timeout_s, dcgmi=run.cfg.dcgmi,
-                     capture=run.cfg.dcgm_capture_for(run.node))
+    reps = [dcgm_diag(health.dcgm_diag_level, health.active_timeout_s, dcgmi=run.cfg.dcgmi,
+                      capture=run.cfg.dcgm_capture_for(run.node))]
+    if health.nccl_busbw_min_gbps is not None and reps[0].status != "fail":
+        gpus = run.hc.expect.get("expected_gpu_count") or len(run.gres_files or []) or 1
+        reps.append(nccl_allreduce(float(health.nccl_busbw_min_gbps), int(gpus), health.active_timeout_s,
+                                   exe=run.cfg.all_reduce_perf, capture=run.cfg.nccl_capture_for(run.node)))
+        for r in reps:
+            if r.status not in ("fail", "error"):
+                run.log.info(f"active check part {r.check}: {r.status}: {r.message}")
+    return worst(reps)
 
 
 def idle_check(run, now: float | None = None) -> None:

@@ -42,6 +42,8 @@ class Health:
       node it drained; the node comes back only when it passes (skipped where DCGM is absent)
     - ``dcgm_diag_level``: ``dcgmi diag -r`` level (1: seconds; 2-4 take minutes to hours)
     - ``active_timeout_s``: the active check's deadline (s); overrunning it is a fail
+    - ``nccl_busbw_min_gbps``: with the active check, a node-local ``all_reduce_perf`` over the
+      node's GPUs must reach this average bus bandwidth (GB/s; None: not run)
     - ``active_interval_s``: also run it on an idle, healthy node at most this often (s; 0: only
       before a resume)
     - ``thresholds``: overrides of ``checks.toml`` ``[thresholds]`` (name -> number)
@@ -66,6 +68,7 @@ class Health:
     dcgm_diag_level: int = 1
     active_timeout_s: float = 120.0
     active_interval_s: float = 0.0
+    nccl_busbw_min_gbps: float | None = None
     thresholds: dict[str, int | float] = field(default_factory=dict)
     checks: dict[str, bool] = field(default_factory=dict)
 

@@ -347,7 +347,8 @@ def _health(c: _Ctx, t: dict) -> Health:
 
     k = "health"
     c.known(t, k, ("mode", "deadline_s", "per_call_deadline_s", *EXPECT_KEYS, "ib_judge_other_nics",
-                   "active_check", "dcgm_diag_level", "active_timeout_s", "active_interval_s", "thresholds",
+                   "active_check", "dcgm_diag_level", "active_timeout_s", "active_interval_s",
+                   "nccl_busbw_min_gbps", "thresholds",
                    "checks"))
     known = check_data()
     thresholds = c.table(t.get("thresholds"), "health.thresholds")
@@ -385,6 +386,7 @@ def _health(c: _Ctx, t: dict) -> Health:
                                         choices=(1, 2, 3, 4)),
                   active_timeout_s=c.get(t, k, "active_timeout_s", float, _default(Health, "active_timeout_s"),
                                          minimum=1),
+                  nccl_busbw_min_gbps=c.get(t, k, "nccl_busbw_min_gbps", float, None, minimum=0),
                   active_interval_s=c.get(t, k, "active_interval_s", float, _default(Health, "active_interval_s"),
                                           minimum=0),
                   thresholds=dict(thresholds), checks=dict(checks))

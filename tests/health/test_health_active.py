@@ -71,3 +71,31 @@ def test_the_diag_runs_dcgmi_and_a_hang_is_a_fail_within_the_deadline(tmp_path):
         del os.environ["DELAY"]
     assert rep.status == "fail" and "did not finish within 1 s" in rep.message
     assert time.monotonic() - t0 < 10
+
+
+NCCL = Path(__file__).with_name("nccl")
+
+
+def test_allreduce_floor_pass_slow_and_wrong():
+    from slurmkit.health.active import nccl_allreduce
+
+    rep = nccl_allreduce(350, 8, capture=NCCL / "h100x8-ok.txt")
+    assert rep.status == "pass" and rep.message == "406.92 GB/s busbw (floor 350 GB/s)"
+    rep = nccl_allreduce(350, 8, capture=NCCL / "h100x8-slow.txt")
+    assert rep.status == "fail"
+    assert rep.reason() == "slurmkit: nccl_allreduce: nccl all_reduce busbw: fail (191.69 GB/s below 350 GB/s)"
+    rep = nccl_allreduce(100, 8, capture=NCCL / "h100x8-wrong.txt")
+    assert rep.status == "fail" and rep.reason().endswith("(5 wrong results)")  # fast but corrupt
+
+
+def test_allreduce_absent_skips_and_a_truncated_output_is_own_trouble(tmp_path):
+    from slurmkit.health.active import nccl_allreduce, worst
+
+    assert nccl_allreduce(350, 8, exe=tmp_path / "all_reduce_perf").status == "skip"
+    cut = tmp_path / "cut.txt"
+    cut.write_text("\n".join((NCCL / "h100x8-ok.txt").read_text().splitlines()[:12]))
+    rep = nccl_allreduce(350, 8, capture=cut)
+    assert rep.status == "error" and "Avg bus bandwidth" in rep.message
+    diag = dcgm_diag(capture=DATA / "dcgm3-pass.txt")
+    assert worst([diag, nccl_allreduce(350, 8, capture=NCCL / "h100x8-slow.txt")]).check == "nccl_allreduce"
+    assert worst([diag, nccl_allreduce(350, 8, exe=tmp_path / "none")]) is diag

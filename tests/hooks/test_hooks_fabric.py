@@ -85,3 +85,21 @@ def test_active_check_on_an_idle_node_at_its_interval(node, healthy, tmp_path):
     (node.state_dir / "n1" / "active.json").unlink()
     r = node.run(node.healthcheck, job_id=None, gpus=None)
     assert "dcgm_diag" not in r.stderr  # 0: only before a resume
+
+
+def test_bandwidth_floor_joins_the_active_check(node, healthy, tmp_path):
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parent.parent / "health"
+    path, _ = healthy
+    site = tmp_path / "site.toml"
+    site.write_text('extends = "sandbox"\n[health]\nmode = "observe"\nactive_interval_s = 60\n'
+                    'nccl_busbw_min_gbps = 350\n')
+    node.write_config({"n1": path}, mode=None, extra=f'profile = "{site}"\n',
+                      dcgm_diag={"n1": data / "dcgmi" / "dcgm3-pass.txt"})
+    text = node.cfg_path.read_text() + f'nccl_allreduce = "{data / "nccl" / "h100x8-slow.txt"}"\n'
+    node.cfg_path.write_text(text)  # appended to the [nodes.n1] table, which comes last
+    r = node.run(node.healthcheck, job_id=None, gpus=None)
+    assert "would drain n1: slurmkit: nccl_allreduce: nccl all_reduce busbw: fail (191.69 GB/s below 350 GB/s)" \
+        in r.stderr, r.stderr
+    assert "active check part dcgm_diag: pass" in r.stderr
