@@ -3,8 +3,9 @@
 
 Sets up a node directory like the hook tests do (slurm.conf, gres.conf, 8 GPU device files,
 hooks installed by the real installer), records a healthy 8-GPU snapshot through the real
-pynvml from the test-built fake libnvidia-ml (needs gcc; or pass ``--snapshot FILE``), then runs
-the prolog shim and a bare interpreter alternately, fresh process each time, and prints the
+pynvml from the test-built fake libnvidia-ml (needs gcc; or pass ``--snapshot FILE``), with the
+checks beyond NVML on (a site profile extending the sandbox's, whose node type lists 4 compute
+InfiniBand HCAs, read from a fake sysfs tree; ``--no-fabric``: without), then runs the prolog shim and a bare interpreter alternately, fresh process each time, and prints the
 medians. Last line: the ratio (target: within 5x).
 
     .venv/bin/python bench/prolog_latency.py [--runs 21] [--snapshot FILE]
@@ -40,6 +41,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=21)
     ap.add_argument("--snapshot", help="a recorded healthy snapshot to replay (default: record 8 fake GPUs)")
+    ap.add_argument("--no-fabric", action="store_true", help="no profile, so no InfiniBand port checks")
     args = ap.parse_args()
     from nodeenv import Node, record_snapshot
 
@@ -53,7 +55,15 @@ def main() -> None:
         snap = work / "healthy8.json"
         record_snapshot(fake, snap, gpus=8)
     node = Node(work / "node", slurm_conf_text="ClusterName=b\nNodeName=n[1-2] CPUs=2 Gres=gpu:h100:8\n", gpus=8)
-    node.write_config({"n1": snap})
+    if args.no_fabric:
+        node.write_config({"n1": snap})
+    else:
+        from fake_sysfs import healthy_tree
+
+        site = work / "site.toml"
+        site.write_text('extends = "sandbox"\n[health]\nexpected_gpu_count = 8\n')
+        root = healthy_tree(work / "sys", hcas=("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"))
+        node.write_config({"n1": snap}, extra=f'profile = "{site}"\n', sysfs={"n1": root})
     env = {"SLURMD_NODENAME": "n1", "SLURM_CONF": str(node.slurm_conf), "SLURM_JOB_ID": "1",
            "SLURM_JOB_USER": "root", "SLURM_JOB_UID": "0", "SLURM_JOB_GPUS": "0,1,2,3,4,5,6,7"}
     bare, prolog = [], []
@@ -64,6 +74,7 @@ def main() -> None:
     b, p = statistics.median(bare), statistics.median(prolog)
     shutil.rmtree(work, ignore_errors=True)
     print(f"snapshot: {'--snapshot ' + str(snap) if args.snapshot else 'recorded from the fake NVML'} (8 GPUs, replay)")
+    print("InfiniBand checks: " + ("off (--no-fabric)" if args.no_fabric else "on, 4 HCAs from a fake sysfs tree"))
     print(f"runs: {args.runs} each, alternating, fresh interpreter per run")
     print(f"python -c pass: median {b * 1000:.1f} ms")
     print(f"prolog (shim + checks + textfile): median {p * 1000:.1f} ms")

@@ -19,17 +19,28 @@ from slurmkit.errors import InputError
 from slurmkit.profile.health import Health
 
 
-def _config(site: str | None, expect_gpus: int | None):
+def _config(site: str | None, expect_gpus: int | None, node: str | None = None):
     """The checks' configuration from the ``[health]`` section of profile ``site`` (None: the
-    defaults). A bad profile raises ProfileError (file:line: key), exit 2."""
+    defaults) and, when ``node`` is in one of its partitions, its node type's HCAs, NVSwitches and
+    NVLink count. A bad profile raises ProfileError (file:line: key), exit 2."""
     from slurmkit.health.config import load_config
 
-    health = None
+    health, nt = None, None
     if site:
         from slurmkit.profile import load_profile
 
-        health = load_profile(site).health
-    return load_config(health, gpu_count=expect_gpus)
+        prof = load_profile(site)
+        health = prof.health
+        try:
+            nt = prof.node_type_of(node) if node else None
+        except KeyError:
+            nt = None
+    if nt is None:
+        return load_config(health, gpu_count=expect_gpus)
+    from slurmkit.health.services import expected_nvlinks, has_nvswitch
+
+    return load_config(health, gpu_count=expect_gpus, nics=nt.nics, nvswitch=has_nvswitch(nt),
+                       nvlinks=expected_nvlinks(nt))
 
 
 @click.group("health")
@@ -50,21 +61,31 @@ def cli():
               help="Live: judge the Xids in /dev/kmsg since the position saved in this file (and update it).")
 @click.option("--deadline", type=float, default=None,
               help="Total NVML deadline in seconds (live; default: the profile's [health] deadline_s).")
+@click.option("--node", help="Node name whose node type's HCAs, NVSwitches and NVLinks to expect "
+              "(default: this host's short name).")
+@click.option("--sysfs", type=click.Path(file_okay=False), default=None,
+              help="sysfs root for InfiniBand ports, modules and PCIe AER (live default /sys; with --from: "
+                   "read there instead of the capture's).")
 @click.option("-v", "--verbose", is_flag=True, help="Also list passing results.")
 @click.pass_context
-def check(ctx, source, as_json, before_job, site, expect_gpus, kernel_log, kmsg_cursor, deadline, verbose):
+def check(ctx, source, as_json, before_job, site, expect_gpus, kernel_log, kmsg_cursor, deadline, node, sysfs,
+          verbose):
     """Run the health checks and print the verdict (exit 0 pass/warn, 1 fail, 2 unreadable input)."""
     from slurmkit.health.checks import evaluate, timeout_report
     from slurmkit.health.runner import read_state
     from slurmkit.health.errors import CaptureError, NvmlTimeout, SourceError
 
     as_json = want_json(ctx, as_json)
-    cfg = _config(site, expect_gpus)
+    from slurmkit.health.fabric import spec_of
+    from slurmkit.health.source import hostname
+
+    cfg = _config(site, expect_gpus, node or hostname())
     try:
         state = read_state(source or "live", total_deadline_s=deadline or cfg.deadline_s,
                            per_call_deadline_s=min(cfg.per_call_deadline_s, deadline or cfg.deadline_s),
                            before_job=before_job, thresholds=cfg.thresholds,
-                           kmsg_cursor=kmsg_cursor if not source else None)
+                           kmsg_cursor=kmsg_cursor if not source else None, node=node,
+                           fabric=spec_of(cfg.expect), sysfs=sysfs)
         if kernel_log:
             from slurmkit.health.kmsg import parse_log
 

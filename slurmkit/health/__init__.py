@@ -12,4 +12,10 @@ on every job):
 * :mod:`slurmkit.health.runner`  read_state(): NVML in a worker process under deadlines
 * :mod:`slurmkit.health.config`  thresholds / switches / expected values (checks.toml + profile)
 * :mod:`slurmkit.health.checks`  one function per check, run_checks(), evaluate()
+* :mod:`slurmkit.health.fabric`  InfiniBand / RoCE ports from sysfs (ib_port, ib_rate, ib_counters)
+* :mod:`slurmkit.health.nvlink`  NVLink error counters (nvlink_errors)
+* :mod:`slurmkit.health.pcie`    PCIe AER (sysfs) and replay (NVML) counters (pcie_errors)
+* :mod:`slurmkit.health.services`  fabric manager and GPUDirect RDMA module checks
+* :mod:`slurmkit.health.baseline`  counters kept between runs (for the "rose since" checks)
+* :mod:`slurmkit.health.active`  the active check: ``dcgmi diag`` (run or replayed)
 """

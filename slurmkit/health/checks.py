@@ -516,6 +516,12 @@ CHECKS: dict[str, Callable[..., list[CheckResult]]] = {
     "vbios_version": check_vbios_version,
 }
 
+from slurmkit.health import fabric as _fabric, nvlink as _nvlink, pcie as _pcie, services as _services  # noqa: E402,I001
+
+CHECKS.update(ib_port=_fabric.check_ib_port, ib_rate=_fabric.check_ib_rate, ib_counters=_fabric.check_ib_counters,
+              fabric_manager=_services.check_fabric_manager, gpudirect_rdma=_services.check_gpudirect_rdma,
+              nvlink_errors=_nvlink.check_nvlink_errors, pcie_errors=_pcie.check_pcie_errors)
+
 
 def run_checks(state: NodeState, config: HealthConfig, *, before_job: bool = False) -> list[CheckResult]:
     """Run every enabled check. ``before_job`` (the prolog) adds the leftover-process and

@@ -55,15 +55,38 @@ class HealthConfig:
         return self.thresholds[name]
 
 
+def judged_hcas(nics, other_roles: bool = False) -> list[dict]:
+    """The HCAs the ``ib_*`` checks judge: of ``nics`` (the node type's NICs, as
+    :class:`~slurmkit.profile.model.Nic` or ``{"device", "link_layer", "rate_gbps", "role"}``
+    dicts), those with link layer InfiniBand or RoCE and role ``compute`` (every role when
+    ``other_roles``). Returns ``[{"device", "link_layer", "rate_gbps" (Gbit/s), "role"}]``."""
+    out = []
+    for n in nics or ():
+        d = n if isinstance(n, dict) else {"device": n.device, "link_layer": n.link_layer,
+                                           "rate_gbps": n.rate_gbps, "role": n.role}
+        if d.get("link_layer") in ("InfiniBand", "RoCE") and (other_roles or d.get("role", "compute") == "compute"):
+            out.append({k: d.get(k) for k in ("device", "link_layer", "rate_gbps", "role")})
+    return out
+
+
 def load_config(health: Health | None = None, *, gpu_count: int | None = None,
-                checks: Mapping[str, bool] | None = None) -> HealthConfig:
+                checks: Mapping[str, bool] | None = None, nics=None,
+                nvswitch: bool | None = None, nvlinks: int | None = None) -> HealthConfig:
     """The checks' configuration: ``checks.toml`` with the profile's ``[health]`` section over it.
 
     ``health``: the validated section (``load_profile(...).health``; None: every default).
     ``gpu_count`` (the node type's / gres.conf's GPU count) fills ``expected_gpu_count`` when the
-    section does not set it. ``checks``: check id -> on/off switches applied last (the hooks
+    section does not set it; ``nvlinks`` (active NVLinks per GPU from the node type's matrix:
+    :func:`slurmkit.health.services.expected_nvlinks`) fills ``expect["nvlink_active_links"]``
+    likewise (the ``nvlink_down`` check). ``checks``: check id -> on/off switches applied last (the hooks
     config's ``[checks]``; ids checked by their reader). Raises nothing: the section and the
-    switches were validated where they were read.
+    switches were validated where they were read. ``nics``: the node type's NICs (profile
+    ``NodeType.nics``); the InfiniBand / RoCE ones :func:`judged_hcas` keeps become
+    ``expect["hcas"]`` (None: no HCA is judged). ``nvswitch`` (the node type has NVSwitches:
+    :func:`slurmkit.health.services.has_nvswitch`) fills ``expect["fabric_manager"]`` when the
+    section does not set it; ``nvlinks`` (active NVLinks per GPU from the node type's matrix:
+    :func:`slurmkit.health.services.expected_nvlinks`) fills ``expect["nvlink_active_links"]``
+    likewise (the ``nvlink_down`` check).
     """
     base = defaults()
     health = health if health is not None else Health()
@@ -74,6 +97,12 @@ def load_config(health: Health | None = None, *, gpu_count: int | None = None,
     expect = health.expect
     if "expected_gpu_count" not in expect and gpu_count is not None:
         expect["expected_gpu_count"] = int(gpu_count)
+    if "nvlink_active_links" not in expect and nvlinks is not None:
+        expect["nvlink_active_links"] = int(nvlinks)
+    if "fabric_manager" not in expect and nvswitch is not None:
+        expect["fabric_manager"] = bool(nvswitch)
+    if nics is not None:
+        expect["hcas"] = judged_hcas(nics, health.ib_judge_other_nics)
     xid = base["xid"]
     return HealthConfig(
         thresholds=thresholds, enabled=enabled, expect=expect, mode=health.mode,

@@ -51,15 +51,17 @@ def nvidia_pci_functions(sysfs: str | Path = "/sys") -> list[str] | None:
 
 class LiveNvmlSource(GpuSource):
     """Reads this node through NVML. ``kmsg_cursor``: cursor file for :func:`read_kmsg` (None:
-    Xids not read). ``sysfs``: root of sysfs (``/sys``)."""
+    Xids not read). ``sysfs``: root of sysfs (``/sys``). ``fabric``: what is read beside NVML
+    (InfiniBand ports, fabric manager, GPUDirect module: :func:`slurmkit.health.fabric.spec_of`)."""
 
     replay = False
     name = "live"
 
     def __init__(self, node: str | None = None, *, kmsg_cursor: str | Path | None = None,
                  kmsg_device: str | Path = "/dev/kmsg", sysfs: str | Path = "/sys",
-                 progress: Callable[[str], None] | None = None):
+                 progress: Callable[[str], None] | None = None, fabric: dict | None = None):
         self.node = node or hostname()
+        self.fabric = fabric
         self.kmsg_cursor, self.kmsg_device, self.sysfs = kmsg_cursor, kmsg_device, sysfs
         self.progress = progress or (lambda call: None)
         self._nvml = None
@@ -109,6 +111,11 @@ class LiveNvmlSource(GpuSource):
 
         state.timestamp = _t.strftime("%Y-%m-%dT%H:%M:%S%z")
         state.pci_devices = nvidia_pci_functions(self.sysfs)
+        if self.fabric:
+            from slurmkit.health.fabric import read_node_fabric
+
+            self.progress("read sysfs class/infiniband, module, proc")
+            read_node_fabric(state, self.sysfs, self.fabric)
         if self.kmsg_cursor is not None:
             from slurmkit.health.kmsg import read_kmsg
 
@@ -212,6 +219,12 @@ class LiveNvmlSource(GpuSource):
             links.append(bool(v))
         g.put("nvlink_active", links if links else None, source="nvmlDeviceGetNvLinkState",
               rc=RC_SUCCESS if links else (first_rc or "NOT_SUPPORTED"))
+        self._read_nvlink_errors(nv, g, h, links)
+        self._put(g, "pcie_replay_counter", "nvmlDeviceGetPcieReplayCounter", h, conv=int)
+        from slurmkit.health.pcie import read_aer
+
+        for key, (v, src, rc) in read_aer(self.sysfs, g.pci_bus_id).items():
+            g.put(key, v, source=src, rc=rc)
         info = nv.c_nvmlGpuFabricInfo_t()
         _, rc = self._call("nvmlDeviceGetGpuFabricInfo", h, nv.byref(info))
         if rc == RC_SUCCESS:
@@ -226,6 +239,26 @@ class LiveNvmlSource(GpuSource):
         self._read_accounting(g, h)
         self._put(g, "total_energy_mj", "nvmlDeviceGetTotalEnergyConsumption", h, conv=int)
         return g
+
+    def _read_nvlink_errors(self, nv, g: GpuState, h, links: list[bool]) -> None:
+        """``nvlink_errors``: {link: {replay, recovery, crc_flit, crc_data}} of the active links."""
+        from slurmkit.health.nvlink import NVLINK_COUNTERS
+
+        errs, rc_seen = {}, None
+        for link, up in enumerate(links):
+            if not up:
+                continue
+            row = {}
+            for name, const in NVLINK_COUNTERS.items():
+                v, rc = self._call("nvmlDeviceGetNvLinkErrorCounter", h, link, getattr(nv, const))
+                if rc == RC_SUCCESS:
+                    row[name] = int(v)
+                else:
+                    rc_seen = rc_seen or rc
+            if row:
+                errs[str(link)] = row
+        g.put("nvlink_errors", errs or None, source="nvmlDeviceGetNvLinkErrorCounter",
+              rc=RC_SUCCESS if errs else (rc_seen or "NOT_SUPPORTED"))
 
     def _read_memory(self, g: GpuState, h) -> None:
         nv = self._nvml

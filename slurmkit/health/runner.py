@@ -45,7 +45,8 @@ def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.
                per_call_deadline_s: float = Health.per_call_deadline_s, *, before_job: bool = False,
                thresholds: dict | None = None, node: str | None = None,
                kmsg_cursor: str | Path | None = None, sysfs: str | Path | None = None,
-               env: dict | None = None) -> NodeState:
+               env: dict | None = None, fabric: dict | None = None,
+               counters_file: str | Path | None = None) -> NodeState:
     """Read the node's GPU state from ``source_spec`` (``"live"`` or a capture path).
 
     Live: NVML runs in a worker process; raises :class:`NvmlTimeout` at the deadlines (the worker
@@ -53,10 +54,21 @@ def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.
     trouble (worker crashed, bad output). NVML init failures and per-value return codes are *not*
     exceptions: they are recorded in the state for the checks. ``kmsg_cursor`` is the file that
     keeps the /dev/kmsg position between runs (None: XIDs are not read); ``sysfs`` the sysfs root
-    for PCI functions and NUMA nodes (default ``/sys``).
+    for PCI functions, NUMA nodes and InfiniBand ports (default ``/sys``).
+
+    ``fabric`` (:func:`slurmkit.health.fabric.spec_of` of the config's ``expect``): what is read
+    beside NVML — the InfiniBand / RoCE HCAs' ports, the fabric manager process, the GPUDirect
+    module (None: nothing). Live, the worker reads them; a replay keeps what its capture recorded
+    unless ``sysfs`` is given, then they are read from that root. ``counters_file``: where the error counters are kept between runs
+    (:func:`slurmkit.health.baseline.swap`; None: rises are not judged).
     """
     if str(source_spec) != LIVE:
-        return SnapshotSource(source_spec, node=node).read(before_job=before_job, thresholds=thresholds)
+        state = SnapshotSource(source_spec, node=node).read(before_job=before_job, thresholds=thresholds)
+        if fabric and sysfs is not None:
+            from slurmkit.health.fabric import read_node_fabric
+
+            read_node_fabric(state, sysfs, fabric)
+        return _with_baseline(state, counters_file)
     args = ["--json-thresholds", json.dumps(thresholds or {})]
     if before_job:
         args.append("--before-job")
@@ -66,14 +78,27 @@ def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.
         args += ["--kmsg-cursor", str(kmsg_cursor)]
     if sysfs:
         args += ["--sysfs", str(sysfs)]
+    if fabric:
+        args += ["--fabric", json.dumps(fabric)]
     out = _run_worker(args, total_deadline_s, per_call_deadline_s, env)
     kind, payload = out
     if kind != "STATE":
         raise SourceError(f"NVML worker: unexpected reply {kind}")
     try:
-        return NodeState.from_json(payload, source=LIVE, replay=False)
+        state = NodeState.from_json(payload, source=LIVE, replay=False)
     except (KeyError, TypeError, ValueError) as exc:
         raise SourceError(f"NVML worker returned a bad state: {exc}") from None
+    return _with_baseline(state, counters_file)
+
+
+def _with_baseline(state: NodeState, counters_file) -> NodeState:
+    if counters_file is not None:
+        from slurmkit.health.baseline import swap
+
+        trouble = swap(counters_file, state)
+        if trouble:
+            state.errors.append(trouble)
+    return state
 
 
 def run_actions(actions: list[Action], source_spec: str | Path = LIVE, total_deadline_s: float = Health.deadline_s,

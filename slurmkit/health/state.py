@@ -77,6 +77,12 @@ FIELDS: dict[str, tuple[str, str]] = {
     "pcie_link_width_max": ("nvmlDeviceGetMaxPcieLinkWidth", "lanes"),
     "virtualization_mode": ("nvmlDeviceGetVirtualizationMode", "None | Pass-Through | ..."),
     "nvlink_active": ("nvmlDeviceGetNvLinkState", "list of bool per link (supported links)"),
+    "nvlink_errors": ("nvmlDeviceGetNvLinkErrorCounter",
+                      "{link: {replay, recovery, crc_flit, crc_data}} counts of the active links"),
+    "pcie_replay_counter": ("nvmlDeviceGetPcieReplayCounter", "PCIe replays since boot"),
+    "pcie_aer_correctable": ("sysfs:bus/pci/devices/*/aer_dev_correctable", "TOTAL_ERR_COR since boot"),
+    "pcie_aer_nonfatal": ("sysfs:bus/pci/devices/*/aer_dev_nonfatal", "TOTAL_ERR_NONFATAL since boot"),
+    "pcie_aer_fatal": ("sysfs:bus/pci/devices/*/aer_dev_fatal", "TOTAL_ERR_FATAL since boot"),
     "fabric_state": ("nvmlDeviceGetGpuFabricInfo", "Not Supported | Not Started | In Progress | Completed"),
     "fabric_status": ("nvmlDeviceGetGpuFabricInfo", "Success or an NVML error name"),
     "memory_total_mib": ("nvmlDeviceGetMemoryInfo_v2", "MiB"),
@@ -202,6 +208,15 @@ class NodeState:
     xids: list[Xid] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     timestamp: str = ""
+    #: InfiniBand / RoCE ports of the profile's HCAs (:func:`slurmkit.health.fabric.read_ib_ports`;
+    #: None: not read, so not judged).
+    ib_ports: list[dict] | None = None
+    #: node services (:func:`slurmkit.health.services.read_services`: ``{"fabric_manager":
+    #: {"running", "pids"}, "peermem": {"module"}}``; None: not read).
+    services: dict | None = None
+    #: the previous run's error counters (:mod:`slurmkit.health.baseline`; None: no previous
+    #: run). Not part of the snapshot.
+    baseline: dict | None = None
 
     def gpu_by_bus_id(self, bus_id: str) -> GpuState | None:
         want = normalise_bus_id(bus_id)
@@ -224,6 +239,8 @@ class NodeState:
             "pci_devices": self.pci_devices,
             "xids": [x.__dict__ for x in self.xids],
             "errors": list(self.errors),
+            "ib_ports": self.ib_ports,
+            "services": self.services,
             "gpus": [{
                 "index": g.index, "uuid": g.uuid, "pci_bus_id": g.pci_bus_id,
                 "minor_number": g.minor_number, "handle_rc": g.handle_rc,
@@ -251,4 +268,14 @@ class NodeState:
         return cls(node=str(data.get("node", "")), source=source, replay=replay,
                    init_rc=str(data.get("init_rc", RC_SUCCESS)), driver_version=data.get("driver_version"),
                    gpu_count=data.get("gpu_count"), gpus=gpus, pci_devices=data.get("pci_devices"),
-                   xids=xids, errors=list(data.get("errors", [])), timestamp=str(data.get("timestamp", "")))
+                   xids=xids, errors=list(data.get("errors", [])), timestamp=str(data.get("timestamp", "")),
+                   ib_ports=_ports(data.get("ib_ports")),
+                   services=data["services"] if isinstance(data.get("services"), dict) else None)
+
+
+def _ports(v) -> list[dict] | None:
+    if v is None:
+        return None
+    if not isinstance(v, list) or not all(isinstance(p, dict) and "hca" in p for p in v):
+        raise TypeError("ib_ports: want a list of objects with an hca")
+    return v

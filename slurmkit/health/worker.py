@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kmsg-cursor")
     p.add_argument("--sysfs", default="/sys")
     p.add_argument("--json-thresholds", default="{}")
+    p.add_argument("--fabric", default="null")
     p.add_argument("--actions")
     p.add_argument("--no-read", action="store_true")
     a = p.parse_args(argv)
@@ -42,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
             _emit("SLEEP", str(s))
             time.sleep(s)
 
-        src = LiveNvmlSource(node=a.node, kmsg_cursor=a.kmsg_cursor, sysfs=a.sysfs, progress=lambda c: _emit("CALL", c))
+        src = LiveNvmlSource(node=a.node, kmsg_cursor=a.kmsg_cursor, sysfs=a.sysfs, progress=lambda c: _emit("CALL", c),
+                             fabric=json.loads(a.fabric))
         if not a.no_read:
             state = src.read(before_job=a.before_job, thresholds=thresholds, sleep=sleep)
         acted = []

@@ -14,6 +14,8 @@ Keys (all optional except ``slurm_conf``)::
                                           # node it drained
     scontrol_timeout_s = 5.0              # drain / resume / show node deadline (seconds)
     slurm_bin_dir = "/usr/bin"            # where scontrol is (Slurm gives hooks no PATH)
+    dcgmi = "/usr/bin/dcgmi"              # DCGM's CLI for the active check (absent: skipped)
+    all_reduce_perf = "/usr/bin/all_reduce_perf"  # nccl-tests, for [health] nccl_busbw_min_gbps
     state_dir = "/var/lib/slurmkit/hooks" # per-node state (clean-run counter, prolog energy)
     spool_dir = "/var/spool/slurmkit"     # per-job energy spool (root only)
     textfile_dir = "/var/lib/prometheus/node-exporter"  # node_exporter textfile collector dir
@@ -21,6 +23,9 @@ Keys (all optional except ``slurm_conf``)::
     pcie_width = false                    # (check ids: slurmkit/health/checks.toml)
     [nodes.n3]                            # per node: where its GPU state comes from
     snapshot = "/path/to/n3.json"         # replay a recorded snapshot (default: live NVML)
+    sysfs = "/path/to/n3-sys"             # with a snapshot: read InfiniBand ports under this root
+    dcgm_diag = "/path/to/n3-diag.json"   # replay a recorded `dcgmi diag -j` output
+    nccl_allreduce = "/path/to/n3-ar.txt" # replay a recorded `all_reduce_perf` output
 
 Only ``tomllib`` is imported (a hook reads this on every job). Hook-only values have their one
 default in :data:`DEFAULTS`; ``mode`` and ``deadline_s`` override profile values, so theirs is
@@ -42,8 +47,13 @@ FILE_NAME = "slurmkit-hooks.toml"
 DEFAULTS = {
     "resume_after": 3, "scontrol_timeout_s": 5.0,
     "state_dir": "/var/lib/slurmkit/hooks", "spool_dir": "/var/spool/slurmkit",
-    "textfile_dir": "/var/lib/prometheus/node-exporter",
+    "textfile_dir": "/var/lib/prometheus/node-exporter", "dcgmi": "/usr/bin/dcgmi",
+    "all_reduce_perf": "/usr/bin/all_reduce_perf",
 }
+
+
+#: The keys of a ``[nodes.<n>]`` table (each a path).
+NODE_KEYS = ("snapshot", "sysfs", "dcgm_diag", "nccl_allreduce")
 
 
 class HookConfigError(InputError):
@@ -67,6 +77,8 @@ class HookConfig:
     resume_after: int = DEFAULTS["resume_after"]
     scontrol_timeout_s: float = DEFAULTS["scontrol_timeout_s"]
     slurm_bin_dir: str | None = None
+    dcgmi: str = DEFAULTS["dcgmi"]
+    all_reduce_perf: str = DEFAULTS["all_reduce_perf"]
     state_dir: Path = Path(DEFAULTS["state_dir"])
     spool_dir: Path = Path(DEFAULTS["spool_dir"])
     textfile_dir: Path = Path(DEFAULTS["textfile_dir"])
@@ -76,6 +88,21 @@ class HookConfig:
     def snapshot_for(self, node: str) -> Path | None:
         """The snapshot file node ``node`` replays, or None for live NVML."""
         return self.nodes.get(node, {}).get("snapshot")
+
+    def sysfs_for(self, node: str) -> Path | None:
+        """The sysfs root node ``node``'s InfiniBand ports are read from when it replays a
+        snapshot (``[nodes.<n>] sysfs``; None: live reads ``/sys``, a replay keeps its capture's)."""
+        return self.nodes.get(node, {}).get("sysfs")
+
+    def dcgm_capture_for(self, node: str) -> Path | None:
+        """The recorded ``dcgmi diag -j`` output node ``node``'s active check replays
+        (``[nodes.<n>] dcgm_diag``; None: run ``dcgmi``)."""
+        return self.nodes.get(node, {}).get("dcgm_diag")
+
+    def nccl_capture_for(self, node: str) -> Path | None:
+        """The recorded ``all_reduce_perf`` output the bandwidth floor replays (``[nodes.<n>]
+        nccl_allreduce``; None: run it)."""
+        return self.nodes.get(node, {}).get("nccl_allreduce")
 
     def over_profile(self, health) -> "HookConfig":
         """This config with ``mode`` / ``deadline_s`` taken from ``health`` (the profile's
@@ -87,7 +114,7 @@ class HookConfig:
 
 
 _TYPES = {"slurm_conf": str, "gres_conf": str, "profile": str, "mode": str, "deadline_s": (int, float),
-          "resume_after": int, "scontrol_timeout_s": (int, float), "slurm_bin_dir": str, "state_dir": str, "spool_dir": str,
+          "resume_after": int, "scontrol_timeout_s": (int, float), "slurm_bin_dir": str, "dcgmi": str, "all_reduce_perf": str, "state_dir": str, "spool_dir": str,
           "textfile_dir": str, "nodes": dict, "checks": dict}
 
 
@@ -125,13 +152,14 @@ def parse(text: str, path) -> HookConfig:
     base = Path(path).parent
     nodes = {}
     for name, table in data.get("nodes", {}).items():
-        if not isinstance(table, dict) or set(table) - {"snapshot"}:
-            raise HookConfigError(path, None, "want a table with only 'snapshot'", f"nodes.{name}")
+        if not isinstance(table, dict) or set(table) - set(NODE_KEYS):
+            raise HookConfigError(path, None, f"want a table with only {', '.join(NODE_KEYS)}", f"nodes.{name}")
         entry = {}
-        if "snapshot" in table:
-            if not isinstance(table["snapshot"], str):
-                raise HookConfigError(path, None, "want a path string", f"nodes.{name}.snapshot")
-            entry["snapshot"] = base / table["snapshot"]
+        for key in NODE_KEYS:
+            if key in table:
+                if not isinstance(table[key], str):
+                    raise HookConfigError(path, None, "want a path string", f"nodes.{name}.{key}")
+                entry[key] = base / table[key]
         nodes[name] = entry
 
     def p(key):
@@ -143,7 +171,8 @@ def parse(text: str, path) -> HookConfig:
         mode=mode, deadline_s=float(data["deadline_s"]) if "deadline_s" in data else None,
         resume_after=int(data.get("resume_after", DEFAULTS["resume_after"])),
         scontrol_timeout_s=float(data.get("scontrol_timeout_s", DEFAULTS["scontrol_timeout_s"])),
-        slurm_bin_dir=data.get("slurm_bin_dir"), state_dir=p("state_dir"), spool_dir=p("spool_dir"), textfile_dir=p("textfile_dir"), nodes=nodes,
+        slurm_bin_dir=data.get("slurm_bin_dir"), dcgmi=data.get("dcgmi", DEFAULTS["dcgmi"]),
+        all_reduce_perf=data.get("all_reduce_perf", DEFAULTS["all_reduce_perf"]), state_dir=p("state_dir"), spool_dir=p("spool_dir"), textfile_dir=p("textfile_dir"), nodes=nodes,
         checks=dict(data.get("checks", {})))
 
 
@@ -158,8 +187,10 @@ def load(path) -> HookConfig:
 
 def render(slurm_conf, *, gres_conf=None, profile=None, mode=None, state_dir=None, spool_dir=None,
            textfile_dir=None, resume_after=DEFAULTS["resume_after"], deadline_s=None,
-           snapshots: dict | None = None, slurm_bin_dir=None) -> str:
-    """The TOML text install writes (absolute paths; ``snapshots`` {node: path}). ``mode`` /
+           snapshots: dict | None = None, slurm_bin_dir=None, sysfs: dict | None = None,
+           dcgm_diag: dict | None = None, nccl_allreduce: dict | None = None) -> str:
+    """The TOML text install writes (absolute paths; ``snapshots`` {node: path}, ``sysfs``
+    {node: sysfs root}, ``dcgm_diag`` {node: recorded dcgmi output}). ``mode`` /
     ``deadline_s`` None: not written, so the hooks take the profile's ``[health]`` values."""
     def q(v):
         return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -181,6 +212,11 @@ def render(slurm_conf, *, gres_conf=None, profile=None, mode=None, state_dir=Non
               f"textfile_dir = {q(os.path.abspath(textfile_dir or DEFAULTS['textfile_dir']))}"]
     if slurm_bin_dir:
         lines.append(f"slurm_bin_dir = {q(slurm_bin_dir)}")
-    for node, snap in sorted((snapshots or {}).items()):
-        lines += ["", f"[nodes.{node}]", f"snapshot = {q(os.path.abspath(snap))}"]
+    per_node = {"snapshot": snapshots or {}, "sysfs": sysfs or {}, "dcgm_diag": dcgm_diag or {},
+                "nccl_allreduce": nccl_allreduce or {}}
+    for node in sorted(set().union(*per_node.values())):
+        lines += ["", f"[nodes.{node}]"]
+        for key, paths in per_node.items():
+            if node in paths:
+                lines.append(f"{key} = {q(os.path.abspath(paths[node]))}")
     return "\n".join(lines) + "\n"

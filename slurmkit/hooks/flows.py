@@ -54,6 +54,7 @@ class Run:
         self.resumed: str | None = None  # the drain reason of a node this run resumed
         self.state = None
         self.hc = None
+        self.health = None
         self.gres_files: list[str] | None = None
 
     # ---- helpers -----------------------------------------------------------------------------
@@ -83,26 +84,30 @@ class Run:
             return False
         from slurmkit.profile.health import Health
 
-        health = Health()
+        health, facts = Health(), None
         if self.cfg.profile:
             from slurmkit.errors import InputError
-            from slurmkit.profile.cache import load_health
+            from slurmkit.profile.cache import load_for_node
 
             try:  # cached by file stamps in the state dir; any change reloads through load_profile
-                health = load_health(self.cfg.profile, self.cfg.state_dir)
+                health, facts = load_for_node(self.cfg.profile, self.cfg.state_dir, self.node)
             except InputError as exc:
                 self.own_error(str(exc))
                 return False
+        self.health = health
         self.cfg = self.cfg.over_profile(health)  # the hooks config's mode / deadline_s win when set
         from slurmkit.health.config import load_config
 
-        self.hc = load_config(health, gpu_count=len(self.gres_files or []), checks=self.cfg.checks)
+        self.hc = load_config(health, gpu_count=len(self.gres_files or []), checks=self.cfg.checks,
+                              nics=facts and facts["nics"], nvswitch=facts and facts["nvswitch"],
+                              nvlinks=facts and facts["nvlinks"])
         return True
 
     def read(self, before_job: bool) -> bool:
         """Read the GPU state and run the checks. Returns False when nothing can be judged (own
         trouble logged); an NVML hang sets :attr:`drain_reason`."""
         from slurmkit.health.checks import CheckStatus, own_trouble, run_checks
+        from slurmkit.health.fabric import spec_of
         from slurmkit.health.runner import read_state
         from slurmkit.health.source import NvmlTimeout, SourceError
 
@@ -112,7 +117,9 @@ class Run:
                                     per_call_deadline_s=min(self.hc.per_call_deadline_s, self.cfg.deadline_s),
                                     before_job=before_job, thresholds=self.hc.thresholds, node=self.node,
                                     kmsg_cursor=nodestate.kmsg_cursor(self.cfg.state_dir, self.node)
-                                    if spec == "live" else None)
+                                    if spec == "live" else None,
+                                    fabric=spec_of(self.hc.expect), sysfs=self.cfg.sysfs_for(self.node),
+                                    counters_file=nodestate.counters_path(self.cfg.state_dir, self.node))
         except NvmlTimeout as exc:
             self.log.error(f"hardware evidence: {exc}")
             self.drain_reason = NVML_TIMEOUT_REASON
@@ -369,10 +376,19 @@ def healthcheck(run: Run) -> int:
         return 0
     h = nodestate.load_health(run.cfg.state_dir, run.node)
     if not h.drained_reason:
-        return 0  # healthy, nothing of ours to undo: no RPC
+        from slurmkit.hooks.gate import idle_check
+
+        idle_check(run)  # the active check on an idle node, when [health] active_interval_s is set
+        return 0  # healthy, nothing of ours to undo: no RPC (unless the active check fails)
     h.clean_runs += 1
     run.log.info(f"clean run {h.clean_runs} of {run.cfg.resume_after} since slurmkit drained {run.node}")
     if h.clean_runs >= run.cfg.resume_after:
+        from slurmkit.hooks.gate import resume_gate
+
+        if not resume_gate(run):  # the active check (dcgmi diag) must pass first
+            if not run.drained:
+                nodestate.save_health(run.cfg.state_dir, run.node, h)
+            return 0
         from slurmkit.hooks.drain import resume
         from slurmkit.slurm.commands import SlurmError
 

@@ -98,8 +98,11 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
         from slurmkit.health.checks import CheckStatus
 
         value = {CheckStatus.PASS: 0, CheckStatus.WARN: 1}   # 2: fail
-        checks = [({**base, "check": r.check, "gpu": "" if r.gpu_index is None else str(r.gpu_index)},
-                   value.get(r.status, 2)) for r in run.results]
+        worst: dict[tuple, int] = {}  # one series per (check, gpu): the worst of its results
+        for r in run.results:   # (node-level checks give several: IB ports, gpu_count's two counts)
+            key = (r.check, "" if r.gpu_index is None else str(r.gpu_index))
+            worst[key] = max(worst.get(key, 0), value.get(r.status, 2))
+        checks = [({**base, "check": c, "gpu": g}, v) for (c, g), v in worst.items()]
     if run.drain_reason == "slurmkit: nvml-timeout":
         checks.append(({**base, "check": "nvml_timeout", "gpu": ""}, 2))
     families = [

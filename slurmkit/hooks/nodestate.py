@@ -9,7 +9,9 @@
   epoch s, "state_source": str, "gpus": [{index, nvml_index, minor, uuid, pci_bus_id,
   start_energy_mj, acct_seen}], "user": SLURM_JOB_USER}``), written by the prolog and removed by
   the epilog; its presence is what ``slurmkit_gpu_job_info`` lists;
-- ``kmsg.cursor``: the kernel-log position the XID reader keeps.
+- ``kmsg.cursor``: the kernel-log position the XID reader keeps;
+- ``port-counters.json``: error counters (InfiniBand ports) the next run compares with, written by
+  :func:`slurmkit.health.baseline.swap`.
 
 Files are replaced atomically; the directory is created 0700.
 """
@@ -197,3 +199,8 @@ def pop_job(state_dir, node: str, job_id: str) -> JobStart | None:
 
 def kmsg_cursor(state_dir, node: str) -> str:
     return os.path.join(node_dir(state_dir, node), "kmsg.cursor")
+
+
+def counters_path(state_dir, node: str) -> str:
+    """``port-counters.json``: error counters kept between runs (:mod:`slurmkit.health.baseline`)."""
+    return os.path.join(node_dir(state_dir, node), "port-counters.json")

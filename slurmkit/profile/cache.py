@@ -1,4 +1,5 @@
-"""The hooks' fast path to a profile's ``[health]`` section: :func:`load_health`.
+"""The hooks' fast path to a profile's ``[health]`` section and the node's NICs:
+:func:`load_health`, :func:`load_for_node`.
 
 A hook runs on every job; loading, layering and validating the whole profile (and importing the
 model and validator) costs more than the checks themselves. So the section that
@@ -32,27 +33,58 @@ def load_health(profile, cache_dir=None) -> Health:
     profile is rebuilt; failing to write it is not an error (the next run loads again).
     Raises :class:`~slurmkit.profile.errors.ProfileError` (file, line, key) for a bad profile.
     """
+    return load_for_node(profile, cache_dir)[0]
+
+
+def load_for_node(profile, cache_dir=None, node: str | None = None) -> tuple[Health, dict | None]:
+    """``(health, node_type)``: the ``[health]`` section (as :func:`load_health`) and what the
+    checks need of ``node``'s node type: ``{"nics": [{"device", "link_layer", "rate_gbps"
+    (Gbit/s), "role"}], "nvswitch": bool, "nvlinks": int | None}`` (profile
+    ``node_types.<t>.nics``; :func:`slurmkit.health.services.has_nvswitch`,
+    :func:`~slurmkit.health.services.expected_nvlinks`); None when ``node`` is None or in no
+    partition. Same cache and errors as :func:`load_health`."""
+    data = _cached(profile, cache_dir)
+    facts = None
+    if node is not None:
+        for nt, names in data["nodes"].items():
+            if node in names:
+                facts = {"nics": data["nics"].get(nt, []), "nvswitch": bool(data["nvswitch"].get(nt)),
+                         "nvlinks": data["nvlinks"].get(nt)}
+                break
+    return Health.from_json(data["health"]), facts
+
+
+def _cached(profile, cache_dir) -> dict:
     cache = os.path.join(os.fspath(cache_dir), CACHE_NAME) if cache_dir is not None else None
     if cache is not None:
         try:
             with open(cache, encoding="utf-8") as fh:
                 data = json.load(fh)
-            if data["profile"] == os.fspath(profile) and data["layers"] \
+            if data["profile"] == os.fspath(profile) and data["layers"] and "nvlinks" in data and "nodes" in data \
                     and all(_stamp(f) == [f, ns, size] for f, ns, size in data["layers"]):
-                return Health.from_json(data["health"])
+                return data
         except (OSError, ValueError, KeyError, TypeError):
             pass
+    from slurmkit.health.services import expected_nvlinks, has_nvswitch
     from slurmkit.profile.load import load_profile
 
     prof = load_profile(profile)
+    nodes: dict[str, list[str]] = {}
+    for part in prof.partitions.values():
+        nodes.setdefault(part.node_type, [])
+        nodes[part.node_type].extend(n for n in part.node_names if n not in nodes[part.node_type])
+    data = {"profile": os.fspath(profile), "health": prof.health.to_json(),
+            "nics": {name: [{"device": n.device, "link_layer": n.link_layer, "rate_gbps": n.rate_gbps,
+                             "role": n.role} for n in nt.nics] for name, nt in prof.node_types.items()},
+            "nodes": nodes, "nvswitch": {name: has_nvswitch(nt) for name, nt in prof.node_types.items()},
+            "nvlinks": {name: expected_nvlinks(nt) for name, nt in prof.node_types.items()}}
     if cache is not None:
         try:
-            layers = [_stamp(f) for f in prof.layers if f != "preset"]
+            data["layers"] = [_stamp(f) for f in prof.layers if f != "preset"]
             from slurmkit.atomicfile import atomic_write
 
             os.makedirs(cache_dir, mode=0o700, exist_ok=True)
-            atomic_write(cache, json.dumps({"profile": os.fspath(profile), "layers": layers,
-                                            "health": prof.health.to_json()}) + "\n", 0o600)
+            atomic_write(cache, json.dumps(data) + "\n", 0o600)
         except (OSError, TypeError, ValueError):
             pass
-    return prof.health
+    return data

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, fields
 
 #: The ``[health]`` keys that pin an expected value of the node (None: not pinned).
 EXPECT_KEYS = ("expected_gpu_count", "driver_version", "vbios_version", "app_clock_graphics_mhz",
-               "app_clock_mem_mhz", "power_limit_w", "mig", "nvlink_active_links")
+               "app_clock_mem_mhz", "power_limit_w", "mig", "nvlink_active_links", "fabric_manager",
+               "gpudirect_rdma")
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,20 @@ class Health:
     - ``power_limit_w``: expected power limit (W; None: the GPU's default limit)
     - ``mig``: expected MIG mode (None: not checked); ``nvlink_active_links``: expected active
       NVLinks per GPU (None: the most any GPU of the node has)
+    - ``fabric_manager``: the nodes have NVSwitches, so ``nv-fabricmanager`` must run (None: 8 or
+      more GPUs all NVLinked to each other in the node type's matrix)
+    - ``gpudirect_rdma``: GPUDirect RDMA is used, so ``nvidia_peermem`` (or ``nv_peer_mem``)
+      must be loaded
+    - ``ib_judge_other_nics``: also judge InfiniBand / RoCE NICs whose role is not ``compute``
+      (storage, management); default: compute HCAs only
+    - ``active_check``: run the active check (DCGM ``dcgmi diag``) before slurmkit resumes a
+      node it drained; the node comes back only when it passes (skipped where DCGM is absent)
+    - ``dcgm_diag_level``: ``dcgmi diag -r`` level (1: seconds; 2-4 take minutes to hours)
+    - ``active_timeout_s``: the active check's deadline (s); overrunning it is a fail
+    - ``nccl_busbw_min_gbps``: with the active check, a node-local ``all_reduce_perf`` over the
+      node's GPUs must reach this average bus bandwidth (GB/s; None: not run)
+    - ``active_interval_s``: also run it on an idle, healthy node at most this often (s; 0: only
+      before a resume)
     - ``thresholds``: overrides of ``checks.toml`` ``[thresholds]`` (name -> number)
     - ``checks``: check id -> false switches a check off (true: on)
     """
@@ -46,6 +61,14 @@ class Health:
     power_limit_w: int | float | None = None
     mig: bool | None = None
     nvlink_active_links: int | None = None
+    fabric_manager: bool | None = None
+    gpudirect_rdma: bool | None = None
+    ib_judge_other_nics: bool = False
+    active_check: bool = True
+    dcgm_diag_level: int = 1
+    active_timeout_s: float = 120.0
+    active_interval_s: float = 0.0
+    nccl_busbw_min_gbps: float | None = None
     thresholds: dict[str, int | float] = field(default_factory=dict)
     checks: dict[str, bool] = field(default_factory=dict)
 

@@ -346,7 +346,10 @@ def _health(c: _Ctx, t: dict) -> Health:
     from slurmkit.health.config import defaults as check_data  # checks.toml: check ids, thresholds
 
     k = "health"
-    c.known(t, k, ("mode", "deadline_s", "per_call_deadline_s", *EXPECT_KEYS, "thresholds", "checks"))
+    c.known(t, k, ("mode", "deadline_s", "per_call_deadline_s", *EXPECT_KEYS, "ib_judge_other_nics",
+                   "active_check", "dcgm_diag_level", "active_timeout_s", "active_interval_s",
+                   "nccl_busbw_min_gbps", "thresholds",
+                   "checks"))
     known = check_data()
     thresholds = c.table(t.get("thresholds"), "health.thresholds")
     for name, v in thresholds.items():
@@ -374,6 +377,18 @@ def _health(c: _Ctx, t: dict) -> Health:
                   app_clock_mem_mhz=c.get(t, k, "app_clock_mem_mhz", int, None, minimum=0),
                   power_limit_w=power, mig=c.get(t, k, "mig", bool, None),
                   nvlink_active_links=c.get(t, k, "nvlink_active_links", int, None, minimum=0),
+                  fabric_manager=c.get(t, k, "fabric_manager", bool, None),
+                  gpudirect_rdma=c.get(t, k, "gpudirect_rdma", bool, None),
+                  ib_judge_other_nics=c.get(t, k, "ib_judge_other_nics", bool,
+                                            _default(Health, "ib_judge_other_nics")),
+                  active_check=c.get(t, k, "active_check", bool, _default(Health, "active_check")),
+                  dcgm_diag_level=c.get(t, k, "dcgm_diag_level", int, _default(Health, "dcgm_diag_level"),
+                                        choices=(1, 2, 3, 4)),
+                  active_timeout_s=c.get(t, k, "active_timeout_s", float, _default(Health, "active_timeout_s"),
+                                         minimum=1),
+                  nccl_busbw_min_gbps=c.get(t, k, "nccl_busbw_min_gbps", float, None, minimum=0),
+                  active_interval_s=c.get(t, k, "active_interval_s", float, _default(Health, "active_interval_s"),
+                                          minimum=0),
                   thresholds=dict(thresholds), checks=dict(checks))
 
 

@@ -1,0 +1,268 @@
+"""The active check: a short GPU self-test with DCGM (``dcgmi diag -r 1 -j``) and, optionally, a
+node-local NCCL all-reduce bandwidth floor (nccl-tests ``all_reduce_perf``,
+``[health] nccl_busbw_min_gbps``).
+
+Heavier than reading counters (``-r 1`` takes seconds to a minute and uses the GPUs), so it
+never runs inside a job's prolog: the healthcheck hook runs it before slurmkit resumes a node it
+drained, and the node comes back only when it passes (:mod:`slurmkit.hooks.gate`).
+
+:func:`parse_diag` reads both shapes ``dcgmi diag -j`` prints: DCGM 3.x (``{"DCGM GPU
+Diagnostic": {"test_categories": [{"category", "tests": [{"name", "results": [{"gpu_ids" |
+"gpu_id", "status": "Pass|Fail|Warn|Skip", "warnings": [...]}]}]}]}}``) and DCGM 4.x
+(``{"tests": [{"name", "results": [{"entity_group": "GPU", "entity_id", "status": "pass|fail|
+..."}]}]}``), with any text ``dcgmi`` prints before the JSON. :func:`dcgm_diag` runs ``dcgmi``
+(or reads a recorded output, for replay and tests) under a timeout and folds the results into a
+:class:`DiagReport`. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The status words of a :class:`DiagReport` beyond the checks' pass / warn / fail.
+SKIP, ERROR = "skip", "error"
+_STATUS = {"pass": "pass", "fail": "fail", "warn": "warn", "warning": "warn", "skip": SKIP, "skipped": SKIP,
+           "not run": SKIP}
+
+
+@dataclass
+class DiagTest:
+    """One test result: ``name`` (``GPU Memory``, ``PCIe``, ``software``...), ``entity``
+    (``GPU1``, ``NvSwitch0``: DCGM's entity ids; ``*`` for a result about every GPU),
+    ``status`` (pass | warn | fail | skip) and the ``warnings`` dcgmi gave (text)."""
+
+    name: str
+    entity: str
+    status: str
+    warnings: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        where = f"{self.entity} " if self.entity != "*" else ""
+        text = f"{where}{self.name}: {self.status}"
+        return text + (f" ({self.warnings[0]})" if self.warnings else "")
+
+
+@dataclass
+class DiagReport:
+    """The active check's verdict: ``status`` pass | warn | fail (hardware evidence) | skip (DCGM
+    not installed: documented, not a gate) | error (slurmkit's own trouble: dcgmi could not reach
+    its host engine, printed no JSON); ``tests`` the parsed results; ``message`` one line;
+    ``source`` where the results came from (the command or the recorded file)."""
+
+    status: str
+    tests: list[DiagTest] = field(default_factory=list)
+    message: str = ""
+    source: str = ""
+
+    check: str = "dcgm_diag"
+
+    def reason(self) -> str:
+        """The drain reason: ``slurmkit: dcgm_diag: GPU1 Memory: fail (...)`` (the first failing
+        test; ``+N more`` when several failed; ``nccl_allreduce`` for the bandwidth floor)."""
+        bad = [t for t in self.tests if t.status == "fail"]
+        if not bad:
+            return f"slurmkit: {self.check}: {self.message}"
+        extra = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+        return f"slurmkit: {self.check}: {bad[0].describe()}{extra}"
+
+
+def _warnings(r: dict) -> list[str]:
+    out = []
+    for w in r.get("warnings") or []:
+        if isinstance(w, dict):
+            w = w.get("warning") or w.get("message") or json.dumps(w)
+        out.append(" ".join(str(w).split()))
+    return out
+
+
+def parse_diag(text: str, origin: str = "dcgmi") -> list[DiagTest]:
+    """The test results in ``dcgmi diag -j`` output ``text``. Raises ValueError naming
+    ``origin`` when there is no JSON document of either shape in it."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        raise ValueError(f"{origin}: no JSON in the output: {' '.join(text.split())[:160]!r}")
+    try:
+        doc = json.loads(text[start:end + 1])
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{origin}: bad JSON: {exc.msg} (line {exc.lineno})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{origin}: want a JSON object")
+    tests = []
+    if isinstance(doc.get("DCGM GPU Diagnostic"), dict):
+        for cat in doc["DCGM GPU Diagnostic"].get("test_categories") or []:
+            tests.extend(cat.get("tests") or [])
+    elif isinstance(doc.get("tests"), list):
+        tests = doc["tests"]
+    else:
+        raise ValueError(f"{origin}: not dcgmi diag output (no 'DCGM GPU Diagnostic' or 'tests')")
+    out = []
+    for t in tests:
+        for r in t.get("results") or []:
+            if "entity_id" in r:
+                entity = f"{r.get('entity_group', 'GPU')}{r['entity_id']}"
+            else:
+                ids = str(r.get("gpu_ids", r.get("gpu_id", "*")))
+                entity = f"GPU{ids}" if ids.isdigit() else "*"
+            status = _STATUS.get(str(r.get("status", "")).strip().lower())
+            if status is None:
+                raise ValueError(f"{origin}: test {t.get('name')!r}: unknown status {r.get('status')!r}")
+            out.append(DiagTest(str(t.get("name", "?")), entity, status, _warnings(r)))
+    return out
+
+
+def verdict(tests: list[DiagTest], source: str) -> DiagReport:
+    """Fold test results: any fail -> fail, else any warn -> warn, else pass (skipped tests do
+    not count; no result at all is own trouble)."""
+    judged = [t for t in tests if t.status != SKIP]
+    if not judged:
+        return DiagReport(ERROR, tests, "dcgmi diag reported no test result", source)
+    for st in ("fail", "warn"):
+        hits = [t for t in judged if t.status == st]
+        if hits:
+            return DiagReport(st, tests, "; ".join(t.describe() for t in hits), source)
+    return DiagReport("pass", tests, f"{len(judged)} results passed", source)
+
+
+def dcgm_diag(level: int = 1, timeout_s: float = 120.0, *, dcgmi: str | os.PathLike = "/usr/bin/dcgmi",
+              capture: str | os.PathLike | None = None) -> DiagReport:
+    """Run ``<dcgmi> diag -r <level> -j`` (at most ``timeout_s`` s; the process is killed then)
+    or, when ``capture`` is given, read that recorded output instead (nothing runs).
+
+    Returns a :class:`DiagReport`: ``skip`` when ``dcgmi`` is not installed; ``fail`` when a test
+    failed or the diag overran ``timeout_s`` (a GPU that hangs a self-test); ``error`` (own
+    trouble) when dcgmi ran but gave no parseable result (host engine not running, bad output).
+    Raises nothing.
+    """
+    if capture is not None:
+        try:
+            text = Path(capture).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            return DiagReport(ERROR, message=f"recorded dcgmi output {capture}: {exc.strerror or exc}",
+                              source=str(capture))
+        source = str(capture)
+    else:
+        source = f"{dcgmi} diag -r {int(level)} -j"
+        if not os.access(dcgmi, os.X_OK):
+            return DiagReport(SKIP, message=f"{dcgmi} not installed (DCGM absent): active check skipped",
+                              source=source)
+        try:  # own session: at the deadline the whole group (dcgmi and the nvvs it starts) is killed
+            proc = subprocess.Popen([os.fspath(dcgmi), "diag", "-r", str(int(level)), "-j"], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, errors="replace",
+                                    start_new_session=True)
+        except OSError as exc:
+            return DiagReport(ERROR, message=f"{dcgmi}: {exc.strerror or exc}", source=source)
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            import signal
+
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate()
+            return DiagReport("fail", message=f"dcgmi diag -r {int(level)} did not finish within {timeout_s:g} s",
+                              source=source)
+        text = out + ("\n" + err if "{" not in out else "")
+    try:
+        tests = parse_diag(text, source)
+    except ValueError as exc:
+        return DiagReport(ERROR, message=str(exc), source=source)
+    return verdict(tests, source)
+
+
+# ---- node-local NCCL all-reduce bandwidth floor --------------------------------------------
+
+def parse_allreduce(text: str, origin: str = "all_reduce_perf") -> tuple[float, int]:
+    """``(average bus bandwidth in GB/s, wrong results)`` from nccl-tests ``all_reduce_perf``
+    output (its ``# Avg bus bandwidth : X`` line and the ``#wrong`` columns of the result rows).
+    Raises ValueError naming ``origin`` when there is no average line."""
+    avg, wrong = None, 0
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("# Avg bus bandwidth"):
+            try:
+                avg = float(s.split(":", 1)[1])
+            except (IndexError, ValueError):
+                raise ValueError(f"{origin}: unreadable line {s!r}") from None
+        elif s and not s.startswith("#"):
+            cols = s.split()
+            # size count type redop root time algbw busbw #wrong time algbw busbw #wrong
+            if len(cols) >= 13 and cols[0].isdigit():
+                wrong += sum(int(c) for c in (cols[8], cols[12]) if c.isdigit())
+    if avg is None:
+        raise ValueError(f"{origin}: no '# Avg bus bandwidth' line: {' '.join(text.split())[-160:]!r}")
+    return avg, wrong
+
+
+def nccl_allreduce(floor_gbps: float, gpus: int, timeout_s: float = 120.0, *,
+                   exe: str | os.PathLike = "/usr/bin/all_reduce_perf",
+                   capture: str | os.PathLike | None = None) -> DiagReport:
+    """Node-local all-reduce over ``gpus`` GPUs (``<exe> -b 1G -e 1G -g <gpus> -c 1``, at most
+    ``timeout_s`` s) or a recorded output (``capture``): ``fail`` when the average bus bandwidth
+    is below ``floor_gbps`` (GB/s, nccl-tests' busbw) or any result was wrong, or it overran;
+    ``skip`` when nccl-tests is not installed; ``error`` for output without a result."""
+    source = str(capture) if capture is not None else f"{exe} -b 1G -e 1G -g {int(gpus)} -c 1"
+    if capture is not None:
+        try:
+            text = Path(capture).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            return DiagReport(ERROR, message=f"recorded all_reduce_perf output {capture}: {exc.strerror or exc}",
+                              source=source)
+    else:
+        if not os.access(exe, os.X_OK):
+            return DiagReport(SKIP, message=f"{exe} not installed (nccl-tests absent): bandwidth floor skipped",
+                              source=source)
+        text, timed_out = _run_killable([os.fspath(exe), "-b", "1G", "-e", "1G", "-g", str(int(gpus)), "-c", "1"],
+                                        timeout_s)
+        if timed_out:
+            return DiagReport("fail", message=f"all_reduce_perf did not finish within {timeout_s:g} s", source=source,
+                              check="nccl_allreduce")
+        if text is None:
+            return DiagReport(ERROR, message=f"{exe}: could not be started", source=source)
+    try:
+        avg, wrong = parse_allreduce(text, source)
+    except ValueError as exc:
+        return DiagReport(ERROR, message=str(exc), source=source)
+    test = DiagTest("nccl all_reduce busbw", "*", "pass", [])
+    if wrong:
+        test.status, test.warnings = "fail", [f"{wrong} wrong results"]
+    elif avg < floor_gbps:
+        test.status, test.warnings = "fail", [f"{avg:g} GB/s below {floor_gbps:g} GB/s"]
+    return DiagReport(test.status, [test], check="nccl_allreduce", message=f"{avg:g} GB/s busbw (floor {floor_gbps:g} GB/s)"
+                      + (f", {wrong} wrong" if wrong else ""), source=source)
+
+
+def _run_killable(argv: list[str], timeout_s: float) -> tuple[str | None, bool]:
+    """(stdout + stderr, timed out) of ``argv`` run in its own session, the group killed at
+    ``timeout_s``; (None, False) when it cannot start."""
+    import signal
+
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                text=True, errors="replace", start_new_session=True)
+    except OSError:
+        return None, False
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+        return out, False
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        return None, True
+
+
+def worst(reports: list[DiagReport]) -> DiagReport:
+    """The report that decides: fail > error > warn > pass > skip (the first of its kind)."""
+    for st in ("fail", ERROR, "warn", "pass", SKIP):
+        for r in reports:
+            if r.status == st:
+                return r
+    raise ValueError("no report")

@@ -1,0 +1,110 @@
+"""Node services the GPUs depend on: the NVIDIA fabric manager (NVSwitch systems) and the
+GPUDirect RDMA kernel module (``nvidia_peermem``, or the older ``nv_peer_mem``).
+
+Read (:func:`read_services`) from the same filesystem root as sysfs: ``<sysfs>/module/<name>``
+exists while a kernel module is loaded; the fabric manager is a process whose ``comm`` (in
+``<proc>/<pid>/comm``, ``<proc>`` being ``proc`` beside the sysfs root: ``/proc`` for ``/sys``)
+is ``nv-fabricmanager`` (the kernel keeps 15 characters: ``nv-fabricmanage``).
+
+Judged (checks, NHC style):
+
+* ``fabric_manager``: the node type has NVSwitches (``[health] fabric_manager = true``; unset:
+  8 or more GPUs all NVLinked to each other in the node type's matrix) and no fabric manager
+  process runs -> fail. NVML's own view, the GPU's fabric registration
+  (``nvmlDeviceGetGpuFabricInfo``, Hopper and later), is the ``fabric_state`` check; on A100
+  NVML does not report it, so this process check is what catches a stopped fabric manager there.
+* ``gpudirect_rdma``: ``[health] gpudirect_rdma = true`` and neither ``nvidia_peermem`` nor
+  ``nv_peer_mem`` is loaded -> fail (NCCL would silently stage through host memory).
+
+A root that cannot be listed is slurmkit's own trouble. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+
+PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
+FM_COMM = "nv-fabricmanage"  # "nv-fabricmanager" cut to the kernel's 15-character comm
+
+
+def read_services(sysfs: str | os.PathLike, *, fabric_manager: bool = False,
+                  gpudirect_rdma: bool = False) -> tuple[dict, list[str]]:
+    """``({"fabric_manager": {"running": bool, "pids": [int]} (only when asked),
+    "peermem": {"module": name | None} (only when asked)}, errors)``."""
+    out: dict = {}
+    errors: list[str] = []
+    root = os.fspath(sysfs)
+    if gpudirect_rdma:
+        mod = os.path.join(root, "module")
+        if not os.path.isdir(mod):
+            errors.append(f"sysfs {mod} is not readable (no sysfs at {root})")
+        else:
+            out["peermem"] = {"module": next((m for m in PEERMEM_MODULES if os.path.isdir(os.path.join(mod, m))),
+                                             None)}
+    if fabric_manager:
+        proc = os.path.join(os.path.dirname(os.path.abspath(root)), "proc")
+        try:
+            pids = [p for p in os.listdir(proc) if p.isdigit()]
+        except OSError as exc:
+            errors.append(f"{proc}: {exc.strerror or exc}")
+        else:
+            running = []
+            for pid in pids:
+                try:
+                    with open(os.path.join(proc, pid, "comm"), encoding="ascii", errors="replace") as fh:
+                        if fh.read().strip().startswith(FM_COMM):
+                            running.append(int(pid))
+                except OSError:
+                    continue  # the process ended while we looked
+            out["fabric_manager"] = {"running": bool(running), "pids": sorted(running)}
+    return out, errors
+
+
+def has_nvswitch(node_type) -> bool:
+    """The derived default of ``[health] fabric_manager``: ``node_type`` (a profile NodeType) has
+    8 or more GPUs, each NVLinked (``NV<n>`` in the matrix) to every other one."""
+    gpus = getattr(node_type, "gpus", ()) or ()
+    if len(gpus) < 8:
+        return False
+    return all(g.nvlinks_to(o.index) > 0 for g in gpus for o in gpus if o.index != g.index)
+
+
+def expected_nvlinks(node_type) -> int | None:
+    """Active NVLinks each GPU of ``node_type`` should have, from its matrix (``NV<n>`` tokens):
+    behind NVSwitches (:func:`has_nvswitch`) every pair shows all of a GPU's links, so the most
+    to any peer; direct links add up over the peers. The fewest over the GPUs; None when the
+    matrix shows no NVLink."""
+    gpus = getattr(node_type, "gpus", ()) or ()
+    switch = has_nvswitch(node_type)
+    per = []
+    for g in gpus:
+        links = [g.nvlinks_to(o.index) for o in gpus if o.index != g.index]
+        per.append(max(links, default=0) if switch else sum(links))
+    return min(per) if per and min(per) > 0 else None
+
+
+def check_fabric_manager(state, cfg, **_) -> list:
+    """Fabric manager expected and not running -> fail; running -> pass."""
+    from slurmkit.health.checks import FAIL, PASS, CheckResult
+
+    fm = (state.services or {}).get("fabric_manager")
+    if fm is None:
+        return []
+    if fm["running"]:
+        return [CheckResult("fabric_manager", PASS, value=f"nv-fabricmanager running (pid {fm['pids'][0]})",
+                            limit="running")]
+    return [CheckResult("fabric_manager", FAIL, value="nv-fabricmanager not running", limit="running",
+                        message="NVSwitch node without the fabric manager: CUDA cannot use its GPUs")]
+
+
+def check_gpudirect_rdma(state, cfg, **_) -> list:
+    """GPUDirect RDMA expected and no ``nvidia_peermem`` / ``nv_peer_mem`` module -> fail."""
+    from slurmkit.health.checks import FAIL, PASS, CheckResult
+
+    pm = (state.services or {}).get("peermem")
+    if pm is None:
+        return []
+    if pm["module"]:
+        return [CheckResult("gpudirect_rdma", PASS, value=f"{pm['module']} loaded", limit="nvidia_peermem")]
+    return [CheckResult("gpudirect_rdma", FAIL, value="nvidia_peermem not loaded", limit="nvidia_peermem",
+                        message="GPUDirect RDMA off: NCCL stages through host memory")]

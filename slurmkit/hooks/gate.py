@@ -1,0 +1,115 @@
+"""The resume gate: before slurmkit resumes a node it drained, the node must pass the active
+check (:func:`slurmkit.health.active.dcgm_diag`, ``dcgmi diag -r <[health] dcgm_diag_level>``).
+
+Run by the healthcheck hook only (never in a job's prolog), once the node has had
+``resume_after`` clean periodic checks. Outcomes of :func:`resume_gate`:
+
+=========================  ==========================================================
+pass / warn                resume (a warn is logged)
+fail (or the diag hangs)   the node stays drained; its reason becomes the failing test,
+                           ``slurmkit: dcgm_diag: GPU1 Memory: fail (...)``
+skip (DCGM not installed,  resume as before: the gate is documented as skipped (logged)
+or ``active_check=false``)
+error (own trouble)        the node stays drained this run (counted, logged); the next
+                           clean run tries again
+=========================  ==========================================================
+
+:func:`idle_check` runs the same diag on a healthy node that slurmkit has not drained, when
+``[health] active_interval_s`` is set and that long has passed since the last one
+(``<state_dir>/<node>/active.json``), and only while the node is idle: no job of this node has a
+prolog record (``job-<id>.json``) and no GPU has a compute process. A fail drains.
+"""
+
+from __future__ import annotations
+
+
+def _diag(run):
+    """The DCGM diag and, when ``[health] nccl_busbw_min_gbps`` is set and the diag did not fail,
+    the all-reduce floor: the deciding report (:func:`slurmkit.health.active.worst`)."""
+    from slurmkit.health.active import dcgm_diag, nccl_allreduce, worst
+
+    health = run.health
+    reps = [dcgm_diag(health.dcgm_diag_level, health.active_timeout_s, dcgmi=run.cfg.dcgmi,
+                      capture=run.cfg.dcgm_capture_for(run.node))]
+    if health.nccl_busbw_min_gbps is not None and reps[0].status != "fail":
+        gpus = run.hc.expect.get("expected_gpu_count") or len(run.gres_files or []) or 1
+        reps.append(nccl_allreduce(float(health.nccl_busbw_min_gbps), int(gpus), health.active_timeout_s,
+                                   exe=run.cfg.all_reduce_perf, capture=run.cfg.nccl_capture_for(run.node)))
+        for r in reps:
+            if r.status not in ("fail", "error"):
+                run.log.info(f"active check part {r.check}: {r.status}: {r.message}")
+    return worst(reps)
+
+
+def idle_check(run, now: float | None = None) -> None:
+    """The periodic active check on an idle, healthy node (see the module docstring). Never
+    raises for an unwritable state directory (own trouble)."""
+    import json
+    import os
+    import time
+
+    from slurmkit.health.active import ERROR, SKIP
+    from slurmkit.hooks import nodestate
+
+    health = run.health
+    if not health.active_check or not health.active_interval_s:
+        return
+    now = time.time() if now is None else now
+    d = nodestate.node_dir(run.cfg.state_dir, run.node)
+    path = os.path.join(d, "active.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            last = float(json.load(fh).get("last_s", 0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        last = 0.0
+    if now - last < health.active_interval_s:
+        return
+    if any(n.startswith("job-") for n in os.listdir(d)) or \
+            any(g.get("processes") for g in (run.state.gpus if run.state else [])):
+        run.log.info("active check due but the node is busy: next health check")
+        return
+    rep = _diag(run)
+    try:
+        from slurmkit.atomicfile import atomic_write
+
+        atomic_write(path, json.dumps({"last_s": now, "status": rep.status, "message": rep.message}))
+    except OSError as exc:
+        run.own_error(f"active check record {path}: {exc.strerror or exc}")
+    if rep.status == SKIP:
+        run.log.info(rep.message)
+    elif rep.status == ERROR:
+        run.own_error(f"active check: {rep.message}")
+    elif rep.status == "fail":
+        run.log.error(f"active check failed on an idle node ({rep.source}): {rep.message}")
+        run.drain_reason = rep.reason()
+        run.apply_verdict()
+    else:
+        run.log.info(f"active check {rep.status} on an idle node ({rep.source}): {rep.message}")
+
+
+def resume_gate(run) -> bool:
+    """True when ``run``'s node may be resumed (see the module docstring). ``run`` is a
+    :class:`slurmkit.hooks.flows.Run` after :meth:`~slurmkit.hooks.flows.Run.setup`; a fail sets
+    ``run.drain_reason`` and drains through :meth:`~slurmkit.hooks.flows.Run.apply_verdict`."""
+    from slurmkit.health.active import ERROR, SKIP
+
+    if not run.health.active_check:
+        run.log.info("active check off ([health] active_check = false): resuming on clean runs alone")
+        return True
+    rep = _diag(run)
+    if rep.status == SKIP:
+        run.log.info(rep.message)
+        return True
+    if rep.status == ERROR:
+        run.own_error(f"active check: {rep.message}; {run.node} stays drained until it passes")
+        return False
+    if rep.status == "fail":
+        run.log.error(f"active check failed ({rep.source}): {rep.message}")
+        run.drain_reason = rep.reason()
+        run.apply_verdict()
+        return False
+    if rep.status == "warn":
+        run.log.warning(f"active check warned ({rep.source}): {rep.message}")
+    else:
+        run.log.info(f"active check passed ({rep.source}): {rep.message}")
+    return True
