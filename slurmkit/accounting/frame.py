@@ -70,6 +70,9 @@ INT_FIELDS = ("Submit", "Eligible", "Start", "End", "ElapsedRaw", "NCPUS", "Allo
 _STEP_FIELDS = frozenset(("Cluster", "JobID", "JobIDRaw", "Submit", "Start", "ElapsedRaw", "Elapsed",
                           "TotalCPU", "TRESUsageInTot", "TRESUsageInAve", "MaxRSS"))
 _REPEAT = "repeated JobID/Submit/Start (step row without suffix or duplicate)"
+#: Data-quality reasons of local times a DST change makes ambiguous or skips.
+DST_FOLD = "local time in a DST fold (read as the first, summer-time occurrence)"
+DST_GAP = "local time in a DST gap (read as the first instant after the gap)"
 
 
 @dataclass(frozen=True)
@@ -285,6 +288,7 @@ class _Cols:
 
     def __init__(self, table: pa.Table):
         self.table, self.names, self.n = table, set(table.column_names), table.num_rows
+        self.dst = {"fold": 0, "gap": 0}   # local times in a DST fold / gap (:meth:`times`)
 
     @property
     def empty(self) -> pa.ChunkedArray:
@@ -312,7 +316,14 @@ class _Cols:
 
     def times(self, field: str, tz: str) -> pd.Series:
         c = self.col(field)
-        return P.parse_times(c if c is not None else self.empty, tz)
+        return P.parse_times(c if c is not None else self.empty, tz, self.dst)
+
+    def note_dst(self, dq: DataQuality, source: str, tz: str) -> None:
+        """Record the local times read in a DST fold or gap (counted as repaired)."""
+        if self.dst["fold"]:
+            dq.repair(f"{DST_FOLD} ({tz})", source, None, f"{self.dst['fold']} time(s)", n=self.dst["fold"])
+        if self.dst["gap"]:
+            dq.repair(f"{DST_GAP} ({tz})", source, None, f"{self.dst['gap']} time(s)", n=self.dst["gap"])
 
     def elapsed_s(self) -> pd.Series:
         el = self.num("ElapsedRaw")
@@ -389,6 +400,7 @@ def _typed_steps(table: pa.Table, dq: DataQuality, source: str, cluster: str, tz
     out["elapsed_s"] = c.elapsed_s()
     out["total_cpu_s"] = c.total_cpu_s()
     out["mem_used_mib"], out["gpu_util_pct"] = c.usage()
+    c.note_dst(dq, source, tz)
     return _frame(out, ids["valid"].to_numpy(dtype=bool), dq, source)
 
 
@@ -433,6 +445,7 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
     out["total_cpu_s"] = c.total_cpu_s()
     out["mem_used_mib"], out["gpu_util_pct"] = c.usage()
     out["energy_j"] = c.num("ConsumedEnergyRaw")
+    c.note_dst(dq, source, tz)
     return _frame(out, ids["valid"].to_numpy(dtype=bool), dq, source)
 
 

@@ -184,6 +184,7 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
         (warn or log.warning)(msg)
 
     fmts = _formats(opts.formats)
+    _check_zone(opts.tz)
     now = _timestamp(opts.now)
     assumptions = _assumptions(opts)
     spool_df, spool_problems = _read_spool(opts, _warn)
@@ -228,6 +229,16 @@ def _formats(formats) -> list[str]:
     if bad:
         raise UsageError("--format", f"unknown {', '.join(bad)} (choose from {', '.join(FORMATS)})")
     return fmts
+
+
+def _check_zone(tz: str) -> None:
+    """Raise :class:`UsageError` (``--tz``) when ``tz`` is not an IANA zone name."""
+    import zoneinfo
+
+    try:
+        zoneinfo.ZoneInfo(tz)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError):
+        raise UsageError("--tz", f"unknown time zone {tz!r} (an IANA name, e.g. Europe/Zurich or UTC)") from None
 
 
 def _timestamp(now) -> pd.Timestamp | None:

@@ -1,0 +1,89 @@
+"""The weekly report's headline numbers on the inputs real captures bring: local time zones,
+running jobs as of the capture, overlapping captures, sacct's own headers, bad values, and
+never losing last week's report. Tiny inputs written here."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from slurmkit.cli import cli
+from slurmkit.errors import InputError, UsageError
+from slurmkit.report import weekly_report
+from slurmkit.report.window import Window
+
+from sacct_rows import FIELDS, T0, WEEK, row, text
+
+
+@pytest.fixture(autouse=True)
+def _no_site_from_the_shell(monkeypatch):
+    monkeypatch.delenv("SLURMKIT_SITE", raising=False)
+
+
+def _iso(epoch: int, tz: str) -> str:
+    """Epoch seconds as sacct prints them with TZ=tz (no zone)."""
+    return pd.Timestamp(epoch, unit="s", tz="UTC").tz_convert(tz).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _run(tmp_path, rows, name="c.psv", **kw):
+    p = tmp_path / name
+    p.write_bytes(rows if isinstance(rows, bytes) else text(rows))
+    kw.setdefault("window", WEEK)
+    kw.setdefault("formats", ["json"])
+    kw.setdefault("outdir", tmp_path / "out")
+    kw.setdefault("spool", tmp_path / "no-spool")
+    return weekly_report(captures=[p], **kw)
+
+
+# --- time zones ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("tz", ["Europe/Zurich", "America/New_York", "Asia/Kolkata"])
+def test_local_times_give_the_same_jobs_as_utc(tmp_path, tz):
+    def rows(zone):
+        out = []
+        for i, (sub, st, en) in enumerate([(T0, T0 + 600, T0 + 4200), (T0 + 86400, T0 + 90000, T0 + 97200)]):
+            out.append(row(JobID=str(100 + i), Submit=_iso(sub, zone), Eligible=_iso(sub, zone),
+                           Start=_iso(st, zone), End=_iso(en, zone), ElapsedRaw=str(en - st)))
+        return out
+
+    utc = _run(tmp_path, rows("UTC"), "utc.psv", outdir=tmp_path / "u").report
+    local = _run(tmp_path, rows(tz), "local.psv", tz=tz, outdir=tmp_path / "l").report
+    assert utc["totals"]["jobs"] == local["totals"]["jobs"] == 2
+    assert local["totals"]["gpu_hours"] == pytest.approx(utc["totals"]["gpu_hours"]) == pytest.approx(2 * 1 + 2 * 2)
+    assert local["queue_wait"]["all"] == utc["queue_wait"]["all"]
+    assert local["data_quality"]["rows_skipped"] == 0
+
+
+def test_times_in_a_dst_fold_and_gap_get_a_reading_and_a_data_quality_line(tmp_path):
+    # Europe/Zurich: 2026-03-29 02:00-03:00 does not exist, 2026-10-25 02:00-03:00 happens twice
+    window = Window(dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc), dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc))
+    rows = [row(JobID="1", Submit="2026-03-29T01:50:00", Eligible="2026-03-29T01:50:00",
+                Start="2026-03-29T02:30:00", End="2026-03-29T04:00:00", ElapsedRaw="3600"),
+            row(JobID="2", Submit="2026-10-25T01:00:00", Eligible="2026-10-25T01:00:00",
+                Start="2026-10-25T02:30:00", End="2026-10-25T03:30:00", ElapsedRaw="7200")]
+    rep = _run(tmp_path, rows, tz="Europe/Zurich", window=window).report
+    assert rep["totals"]["jobs"] == 2
+    a = rep["data_quality"]["repaired_reasons"]
+    assert a == {"local time in a DST gap (read as the first instant after the gap) (Europe/Zurich)": 1,
+                 "local time in a DST fold (read as the first, summer-time occurrence) (Europe/Zurich)": 1}
+    # the gap's 02:30 reads as 03:00 CEST = 01:00Z; job 2's fold 02:30 as 02:30 CEST = 00:30Z
+    assert rep["queue_wait"]["all"]["n"] == 2
+    from slurmkit.accounting.parse import parse_times
+    counts = {"fold": 0, "gap": 0}
+    t = parse_times(pd.Series(["2026-03-29T02:30:00", "2026-10-25T02:30:00", "2026-10-25T03:30:00"]),
+                    "Europe/Zurich", counts)
+    assert list(t.dt.strftime("%H:%M")) == ["01:00", "00:30", "02:30"] and counts == {"fold": 1, "gap": 1}
+
+
+def test_unknown_zone_is_a_one_line_error(tmp_path):
+    with pytest.raises(UsageError, match="unknown time zone 'Mars/Olympus'"):
+        _run(tmp_path, [row()], tz="Mars/Olympus")
+    p = tmp_path / "c.psv"
+    res = CliRunner().invoke(cli, ["report", "weekly", "--from-sacct", str(p), "--tz", "Mars/Olympus",
+                                   "-o", str(tmp_path / "o2")])
+    assert res.exit_code == 2 and res.output.strip().count("\n") == 0
+    assert "--tz" in res.output and "Mars/Olympus" in res.output
