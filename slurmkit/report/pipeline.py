@@ -100,7 +100,10 @@ class WeeklyOptions:
     - ``use_sreport``: reconcile with sreport (live only); ``rollup``: run
       ``sacctmgr -i rollup`` first (root).
     - ``now``: the time running jobs are taken to end (a datetime, pandas Timestamp or ISO
-      str, UTC unless it has a zone; None: the current time).
+      str, UTC unless it has a zone; None: ``as_of`` for captures, the current time live).
+    - ``as_of``: when the captures were taken (same forms as ``now``): a job RUNNING in a
+      capture counts up to then, provisionally; None: the latest Submit/Eligible/Start/End
+      that appears in the captures.
 
     Outputs:
 
@@ -132,6 +135,7 @@ class WeeklyOptions:
     use_sreport: bool = True
     rollup: bool = False
     now: object | None = None
+    as_of: object | None = None
     formats: Sequence[str] = ("html", "md", "csv", "json")
     outdir: str | Path | None = None
     mail_to: Sequence[str] = ()
@@ -195,7 +199,9 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
         cap = float(sum(gpus_per_node_profile(opts.profile).values())) or None
     live = {}
     if opts.captures:
-        rows, dq, window = _captured(opts)
+        rows, dq, window, as_of = _captured(opts)
+        if now is None:   # a capture's running jobs count up to when it was taken
+            now = as_of
     else:
         window = opts.window or last_full_week()
         rows, dq, live = _live(opts, window, assumptions, spool_df, now, cap, _warn, progress)
@@ -295,8 +301,14 @@ def _field_list(spec) -> list[str] | None:
 
 
 def _captured(opts: WeeklyOptions):
-    """``(rows, data quality, window)`` from the captured files; with no window, the whole UTC
-    days their submit/start/end times span (InputError when they hold none)."""
+    """``(rows, data quality, window, as of)`` from the captured files; with no window, the
+    whole UTC days their submit/start/end times span (InputError when they hold none).
+
+    Several captures (daily dumps of one week) overlap: each row key (:data:`~slurmkit.
+    accounting.frame.ALLOC_KEY`, the store's) is counted once, the copy of the capture taken
+    last kept (the files are ordered by their latest time); two finished copies that disagree
+    are listed; a job pending in an earlier capture and started in a later one counts as the
+    started job only. ``as of``: ``opts.as_of``, else the latest time in the captures."""
     from slurmkit.accounting.frame import JobRows, load_sacct
     from slurmkit.accounting.quality import DataQuality
 
@@ -304,9 +316,17 @@ def _captured(opts: WeeklyOptions):
     parts, dq = [], DataQuality()
     for f in opts.captures:
         frows, fdq = load_sacct(f, None, fields, opts.delimiter, cluster=opts.cluster or "", tz=opts.tz)
-        parts.append(frows)
+        parts.append((latest_time(frows), len(parts), frows))
         dq.merge(fdq)
-    rows = JobRows.concat(parts)
+    parts.sort(key=lambda p: (pd.Timestamp.min.tz_localize("UTC") if p[0] is None else p[0], p[1]))
+    rows = JobRows.concat([p[2] for p in parts])
+    if len(parts) > 1:
+        source = ",".join(map(str, opts.captures))
+        _list_conflicts(rows, dq, source)
+        rows = rows.drop_repeats(dq, source, keep="last", reason=SAME_ROW, list_rows=False)
+        rows = _drop_started_later(rows, dq, source)
+    stamps = [p[0] for p in parts if p[0] is not None]
+    as_of = _timestamp(opts.as_of) if opts.as_of is not None else (max(stamps) if stamps else None)
     window = opts.window
     if window is None:
         a = rows.allocs
@@ -315,7 +335,72 @@ def _captured(opts: WeeklyOptions):
             raise InputError(opts.captures[0], None, "no times in the input; give --week or --start")
         window = Window(t.min().floor("D").to_pydatetime(),
                         (t.max().floor("D") + pd.Timedelta(days=1)).to_pydatetime())
-    return rows, dq, window
+    return rows, dq, window, as_of
+
+
+#: Data-quality reasons of overlapping captures.
+SAME_ROW = "same row in another capture (the later capture's copy kept)"
+COPIES_DIFFER = "copies of a finished row differ between captures (the later capture's kept)"
+STARTED_LATER = "pending in an earlier capture, started in a later one"
+
+
+def latest_time(rows) -> pd.Timestamp | None:
+    """The latest Submit / Eligible / Start / End in ``rows`` (allocations and steps): when a
+    capture was taken, as near as its rows tell (None when they hold no time)."""
+    cols = [rows.allocs[c] for c in ("submit", "eligible", "start", "end") if c in rows.allocs]
+    cols += [rows.steps[c] for c in ("submit", "start") if c in rows.steps]
+    best = [c.max() for c in cols if len(c)]
+    best = [b for b in best if not pd.isna(b)]
+    return max(best) if best else None
+
+
+def _alloc_keys(rows) -> pd.DataFrame:
+    acode, _ = rows.identity()
+    a = rows.allocs
+    return pd.DataFrame({"code": acode, "submit": a["submit"].to_numpy(), "start": a["start"].to_numpy()})
+
+
+def _list_conflicts(rows, dq, source: str, limit: int = 20) -> None:
+    """List (as repaired: the later copy is the one counted) each row key held by two finished
+    copies (End known) whose State, End, ElapsedRaw or GPUs differ."""
+    a = rows.allocs
+    keys = _alloc_keys(rows)
+    dup = keys.duplicated(keep=False).to_numpy() & a["end"].notna().to_numpy()
+    if not dup.any():
+        return
+    cols = {"State": a["state"].astype(str), "End": a["end"], "ElapsedRaw": a["elapsed_s"], "GPUs": a["gpus"]}
+    sub = keys[dup].assign(**{k: v[dup].to_numpy() for k, v in cols.items()})
+    grouped = sub.groupby(["code", "submit", "start"], dropna=False, sort=False)
+    differ = grouped[list(cols)].nunique(dropna=False)
+    differ = differ[(differ > 1).any(axis=1)]
+    if differ.empty:
+        return
+    jid = a["job_id"].astype(str).to_numpy()
+    listed = 0
+    for key, g in grouped:
+        if key not in differ.index:
+            continue
+        which = [c for c in cols if differ.loc[key, c] > 1]
+        what = "; ".join(f"{c} " + " vs ".join(str(v) for v in g[c]) for c in which)
+        dq.repair(COPIES_DIFFER, source if listed < limit else "", None, f"JobID {jid[g.index[0]]}: {what}")
+        listed += 1
+
+
+def _drop_started_later(rows, dq, source: str):
+    """Without the PENDING rows (no Start) of jobs that another, later capture shows started."""
+    from slurmkit.accounting.frame import JobRows
+
+    a = rows.allocs
+    acode, scode = rows.identity()
+    waiting = (a["start"].isna() & (a["state"].astype(str) == "PENDING") & (a["pending_tasks"] == 0)).to_numpy()
+    if not waiting.any():
+        return rows
+    started = set(acode[a["start"].notna().to_numpy()].tolist())
+    drop = waiting & pd.Series(acode).isin(started).to_numpy()
+    if not drop.any():
+        return rows
+    dq.skip(STARTED_LATER, int(drop.sum()))
+    return JobRows(a[~drop].reset_index(drop=True), rows.steps, (acode[~drop], scode))
 
 
 def _live(opts: WeeklyOptions, window: Window, assumptions, spool_df, now, cap, warn, progress):

@@ -164,6 +164,9 @@ def to_markdown(report: dict, limit: int = 25) -> str:
     r, t = report, report["totals"]
     lines = [f"# {title(r)}", "",
              f"Window {r['window']['start']} – {r['window']['end']} (UTC, end exclusive).", "",
+             *([f"Provisional: {t['provisional_jobs']} job(s) still running as of {r.get('as_of')}; "
+                f"{fmt(t.get('provisional_gpu_hours'))} of the GPU-hours count up to then and will grow "
+                f"(marked * below).", ""] if t.get("provisional_jobs") else []),
              "## Totals", "",
              _md_table(["jobs", "GPU-hours", "CPU-hours", "wasted GPU-h", "utilization",
                         "energy", "measured", "slurm", "modelled", "facility energy",
@@ -181,7 +184,8 @@ def to_markdown(report: dict, limit: int = 25) -> str:
     for name, key, col in _GROUPS:
         lines += [f"## By {name}", "", _md_table(
             [name, "jobs", "GPU-hours", "CPU-hours", "kWh", "wasted GPU-h"],
-            [[g[col] or "(none)", g["jobs"], fmt(g["gpu_hours"]), fmt(g["cpu_hours"]),
+            [[g[col] or "(none)", g["jobs"], fmt(g["gpu_hours"]) + ("*" if g.get("provisional_gpu_hours") else ""),
+              fmt(g["cpu_hours"]),
               fmt(g["energy_kwh"]) if energy_known(r) else "unknown", fmt(g["wasted_gpu_hours"])]
              for g in r[key][:limit]]), ""]
     lines += ["## Outcomes", "", _md_table(

@@ -22,7 +22,7 @@ import pandas as pd
 
 from slurmkit.accounting.quality import DataQuality
 from slurmkit.report import energy as E
-from slurmkit.report.usage import allocations, hourly_gpus
+from slurmkit.report.usage import allocations, hourly_gpus, utc
 from slurmkit.report.window import Window, iso_z
 
 #: The outcomes line of earlier attempts of requeued jobs (their ``attempts``; ``jobs`` only
@@ -55,7 +55,7 @@ def _distinct_per_group(codes: np.ndarray, job_code: np.ndarray, n: int) -> np.n
 def _group(a: pd.DataFrame, col: str, name: str, mask=None) -> list[dict]:
     """Per value of ``col`` (rows in ``mask`` only): distinct jobs, GPU-, CPU-hours, kWh and
     wasted GPU-hours, largest GPU-hours first."""
-    cols = [col, "gpu_hours", "cpu_hours", "energy_kwh", "waste_gpu_hours"]
+    cols = [col, "gpu_hours", "cpu_hours", "energy_kwh", "waste_gpu_hours", "provisional_gpu_hours"]
     sel = a.loc[mask, cols + ["job_code"]] if mask is not None else a[cols + ["job_code"]]
     if sel.empty:
         return []
@@ -66,9 +66,9 @@ def _group(a: pd.DataFrame, col: str, name: str, mask=None) -> list[dict]:
     t[col] = np.asarray(uniq)[t.index]
     t = t.sort_values(["gpu_hours", "cpu_hours", col], ascending=[False, False, True])
     return [{name: k, "jobs": int(j), "gpu_hours": _num(g), "cpu_hours": _num(c), "energy_kwh": _num(e),
-             "wasted_gpu_hours": _num(w)}
-            for k, j, g, c, e, w in zip(t[col], t["jobs"], t["gpu_hours"], t["cpu_hours"],
-                                        t["energy_kwh"], t["waste_gpu_hours"])]
+             "wasted_gpu_hours": _num(w), "provisional_gpu_hours": _num(p)}
+            for k, j, g, c, e, w, p in zip(t[col], t["jobs"], t["gpu_hours"], t["cpu_hours"],
+                                           t["energy_kwh"], t["waste_gpu_hours"], t["provisional_gpu_hours"])]
 
 
 _QUANTILES = [0.5, 0.9, 0.95]
@@ -149,6 +149,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     a = allocations(rows, window.start, window.end, dq, now=now, source=source)
     a = E.attach_energy(a, assumptions, spool)
     a["waste_gpu_hours"] = a["gpu_hours"].where(a["wasted"], 0.0)
+    a["provisional_gpu_hours"] = a["gpu_hours"].where(a["provisional"], 0.0)
     dq.check()
     waiting = (a["pending_tasks"] > 0) | ((a["state"] == "PENDING") & a["start"].isna())
     runs = a[~waiting] if waiting.any() else a
@@ -174,6 +175,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "wasted_gpu_hours": _num(runs["waste_gpu_hours"].sum()),
         "pending_array_tasks": backlog, "pending_jobs": pending_jobs,
         "provisional_jobs": int(keys[runs["provisional"]].nunique()),
+        "provisional_gpu_hours": _num(runs.loc[runs["provisional"], "gpu_hours"].sum()),
         **{k: (_num(v) if isinstance(v, float) else v) for k, v in money.items()},
     }
 
@@ -273,6 +275,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
 
     report = {
         "window": window.as_dict(),
+        "as_of": iso_z(utc(now) if now is not None else pd.Timestamp.now(tz="UTC")),
         "cluster": cluster or ",".join(sorted(set(map(str, runs["cluster"].unique())) - {""})),
         "totals": totals,
         "by_user": _group(runs, "user", "user"),

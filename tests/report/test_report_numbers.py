@@ -87,3 +87,58 @@ def test_unknown_zone_is_a_one_line_error(tmp_path):
                                    "-o", str(tmp_path / "o2")])
     assert res.exit_code == 2 and res.output.strip().count("\n") == 0
     assert "--tz" in res.output and "Mars/Olympus" in res.output
+
+
+# --- running jobs as of the capture ----------------------------------------------------------
+
+def test_running_job_counts_up_to_the_capture_time_not_today(tmp_path):
+    # the capture's latest time: job 101 submitted at T0 + 3 h; job 100 running since T0 + 600 s
+    rows = [row(State="RUNNING", End="Unknown", ElapsedRaw="0", TimelimitRaw="UNLIMITED"),
+            row(JobID="101", Submit=str(T0 + 3 * 3600), Eligible=str(T0 + 3 * 3600), State="PENDING",
+                Start="Unknown", End="Unknown", ElapsedRaw="0")]
+    rep = _run(tmp_path, rows, formats=["json", "md"]).report
+    t = rep["totals"]
+    assert rep["as_of"] == "2026-01-01T03:00:00Z"
+    assert t["gpu_hours"] == pytest.approx(2 * (3 * 3600 - 600) / 3600)
+    assert t["provisional_jobs"] == 1 and t["provisional_gpu_hours"] == pytest.approx(t["gpu_hours"])
+    assert rep["by_user"][0]["provisional_gpu_hours"] == pytest.approx(t["gpu_hours"])
+    md = (tmp_path / "out" / "weekly.md").read_text()
+    assert "still running as of 2026-01-01T03:00:00Z" in md and "| alice | 1 | 5.67* |" in md
+    # --as-of names the capture time
+    rep = _run(tmp_path, rows, as_of="2026-01-01T10:00:00Z", outdir=tmp_path / "o2").report
+    assert rep["totals"]["gpu_hours"] == pytest.approx(2 * (10 * 3600 - 600) / 3600)
+    res = CliRunner().invoke(cli, ["report", "weekly", "--from-sacct", str(tmp_path / "c.psv"), "--week", "2026-W01",
+                                   "--as-of", "2026-01-01T02:00", "--format", "json", "-o", str(tmp_path / "o3"),
+                                   "--spool", str(tmp_path / "none")])
+    assert res.exit_code == 0, res.output
+    rep = json.loads((tmp_path / "o3" / "weekly.json").read_text())
+    assert rep["totals"]["gpu_hours"] == pytest.approx(2 * (2 * 3600 - 600) / 3600)
+
+
+# --- several captures --------------------------------------------------------------------------
+
+def test_overlapping_daily_captures_count_each_job_once_and_list_conflicts(tmp_path):
+    day1 = [row(), row(JobID="101", State="RUNNING", End="Unknown", ElapsedRaw="0"),
+            row(JobID="102", State="PENDING", Start="Unknown", End="Unknown", ElapsedRaw="0"),
+            row(JobID="103", State="COMPLETED")]
+    day2 = [row(), row(JobID="101", End=str(T0 + 600 + 7200), ElapsedRaw="7200"),
+            row(JobID="102", Start=str(T0 + 7200), End=str(T0 + 10800), ElapsedRaw="3600"),
+            row(JobID="103", State="FAILED", ExitCode="1:0"),
+            row(JobID="104", Submit=str(T0 + 86400), Start=str(T0 + 86400), End=str(T0 + 90000))]
+    for name, rows in (("d1.psv", day1), ("d2.psv", day2)):
+        (tmp_path / name).write_bytes(text(rows))
+    res = weekly_report(captures=[tmp_path / "d2.psv", tmp_path / "d1.psv"], window=WEEK, formats=["json", "csv"],
+                        outdir=tmp_path / "out", spool=tmp_path / "none")
+    t = res.report["totals"]
+    assert t["jobs"] == 5 and t["pending_jobs"] == 0 and t["provisional_jobs"] == 0
+    # 100: 1 h, 101: 2 h (finished in day 2), 102: 1 h, 103: 1 h, 104: 1 h; 2 GPUs each
+    assert t["gpu_hours"] == pytest.approx(2 * 6)
+    dq = res.report["data_quality"]
+    assert dq["rows_read"] == 9 and dq["rows_counted"] == 5
+    assert dq["skipped_reasons"] == {"same row in another capture (the later capture's copy kept)": 3,
+                                     "pending in an earlier capture, started in a later one": 1}
+    conflict = [p for p in dq["problems"] if p["reason"].startswith("copies of a finished row differ")]
+    assert len(conflict) == 1 and "JobID 103" in conflict[0]["detail"]
+    assert "COMPLETED vs FAILED" in conflict[0]["detail"]
+    assert {o["state"]: o["jobs"] for o in res.report["outcomes"]} == {"COMPLETED": 4, "FAILED": 1}
+    assert "JobID 103" in (tmp_path / "out" / "data_quality.csv").read_text()
