@@ -50,7 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from slurmkit.accounting import parse as P
-from slurmkit.accounting.quality import DataQuality
+from slurmkit.accounting.quality import MAX_LISTED, DataQuality
 
 #: Columns of a step row (see the module docstring).
 STEP_COLUMNS = ("cluster", "job_id", "key_id", "step", "submit", "start", "elapsed_s", "total_cpu_s",
@@ -374,7 +374,7 @@ def _frame(cols: dict, valid: np.ndarray, dq: DataQuality, source: str) -> pd.Da
     costs more than the typing of a small block)."""
     bad = ~valid
     if bad.any():
-        for j in cols["job_id"][bad].head(20):
+        for j in cols["job_id"][bad].head(MAX_LISTED):
             dq.skip("bad JobID", 0, source, None, f"JobID {j!r}")
         dq.skip("bad JobID", int(bad.sum()))
         cols = {k: v[valid].reset_index(drop=True) if isinstance(v, pd.Series) else v

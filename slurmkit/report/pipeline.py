@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from slurmkit.errors import InputError, UsageError
+from slurmkit.errors import InputError, SlurmkitError, UsageError
 from slurmkit.report.window import Window, last_full_week
 
 if TYPE_CHECKING:
@@ -105,6 +105,11 @@ class WeeklyOptions:
       capture counts up to then, provisionally; None: the latest Submit/Eligible/Start/End
       that appears in the captures.
 
+    - ``max_rejected_share``: the share of rows (0..1) that may be skipped for a problem with
+      them (not rows of another window or second copies) before the report is flagged: a
+      banner on top of the HTML and Markdown, and :class:`TooManyRejected` once written,
+      unless ``allow_rejected`` (``--allow-skipped``).
+
     Outputs:
 
     - ``formats``: any of ``html``, ``md``, ``csv``, ``json``, ``parquet``.
@@ -136,9 +141,20 @@ class WeeklyOptions:
     rollup: bool = False
     now: object | None = None
     as_of: object | None = None
+    max_rejected_share: float = 0.01
+    allow_rejected: bool = False
     formats: Sequence[str] = ("html", "md", "csv", "json")
     outdir: str | Path | None = None
     mail_to: Sequence[str] = ()
+
+
+class TooManyRejected(SlurmkitError):
+    """More rows were skipped for a problem than ``max_rejected_share`` allows (the report was
+    written, with a banner saying so). ``result``: the :class:`WeeklyResult`. Exit status 1."""
+
+    def __init__(self, message: str, result: "WeeklyResult"):
+        super().__init__(message)
+        self.result = result
 
 
 @dataclass
@@ -217,6 +233,10 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
                                   **live)
     if spool_problems:
         report["spool_problems"] = spool_problems[:200]
+    dqd = report["data_quality"]
+    dqd["rejected_limit"] = opts.max_rejected_share
+    over = dqd["rejected_share"] > opts.max_rejected_share
+    dqd["rejected_over_limit"] = bool(over)
     out = Path(opts.outdir or f"slurmkit-report-{window.start:%Y-%m-%d}")
     written = render.write_outputs(report, allocs, out, fmts)
     if opts.mail_to:
@@ -224,7 +244,15 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
 
         for addr in opts.mail_to:
             mail_report(report, out / "weekly.html" if "html" in fmts else None, addr)
-    return WeeklyResult(report, allocs, window, out, written, warnings)
+    res = WeeklyResult(report, allocs, window, out, written, warnings)
+    if over:
+        msg = (f"{dqd['rows_rejected']} of {dqd['rows_read']} rows skipped "
+               f"({100 * dqd['rejected_share']:.3g} %, over {100 * opts.max_rejected_share:.3g} %): "
+               f"see {out / 'data_quality.csv' if 'csv' in fmts else 'the data-quality section'}")
+        if not opts.allow_rejected:
+            raise TooManyRejected(msg + "; --allow-skipped accepts them", res)
+        _warn(msg)
+    return res
 
 
 def _formats(formats) -> list[str]:
@@ -310,7 +338,7 @@ def _captured(opts: WeeklyOptions):
     are listed; a job pending in an earlier capture and started in a later one counts as the
     started job only. ``as of``: ``opts.as_of``, else the latest time in the captures."""
     from slurmkit.accounting.frame import JobRows, load_sacct
-    from slurmkit.accounting.quality import DataQuality
+    from slurmkit.accounting.quality import SAME_ROW_CAPTURE, DataQuality
 
     fields = _field_list(opts.sacct_fields)
     parts, dq = [], DataQuality()
@@ -320,10 +348,16 @@ def _captured(opts: WeeklyOptions):
         dq.merge(fdq)
     parts.sort(key=lambda p: (pd.Timestamp.min.tz_localize("UTC") if p[0] is None else p[0], p[1]))
     rows = JobRows.concat([p[2] for p in parts])
+    names = ", ".join(map(str, opts.captures))
+    if dq.rows_read == 0:
+        raise InputError(names, None, "no sacct rows (empty or header only): nothing to report")
+    if rows.empty:
+        why = ", ".join(f"{k} ({v})" for k, v in dq.skipped.most_common(3))
+        raise InputError(names, None, f"every one of the {dq.rows_read} rows was rejected: {why}")
     if len(parts) > 1:
         source = ",".join(map(str, opts.captures))
         _list_conflicts(rows, dq, source)
-        rows = rows.drop_repeats(dq, source, keep="last", reason=SAME_ROW, list_rows=False)
+        rows = rows.drop_repeats(dq, source, keep="last", reason=SAME_ROW_CAPTURE, list_rows=False)
         rows = _drop_started_later(rows, dq, source)
     stamps = [p[0] for p in parts if p[0] is not None]
     as_of = _timestamp(opts.as_of) if opts.as_of is not None else (max(stamps) if stamps else None)
@@ -338,10 +372,8 @@ def _captured(opts: WeeklyOptions):
     return rows, dq, window, as_of
 
 
-#: Data-quality reasons of overlapping captures.
-SAME_ROW = "same row in another capture (the later capture's copy kept)"
+#: Data-quality reason of overlapping captures that disagree.
 COPIES_DIFFER = "copies of a finished row differ between captures (the later capture's kept)"
-STARTED_LATER = "pending in an earlier capture, started in a later one"
 
 
 def latest_time(rows) -> pd.Timestamp | None:
@@ -389,6 +421,7 @@ def _list_conflicts(rows, dq, source: str, limit: int = 20) -> None:
 def _drop_started_later(rows, dq, source: str):
     """Without the PENDING rows (no Start) of jobs that another, later capture shows started."""
     from slurmkit.accounting.frame import JobRows
+    from slurmkit.accounting.quality import STARTED_LATER
 
     a = rows.allocs
     acode, scode = rows.identity()
@@ -445,4 +478,4 @@ def _live(opts: WeeklyOptions, window: Window, assumptions, spool_df, now, cap, 
                       "recon_window": recon_w, "capacity_gpus": cap}
 
 
-__all__ = ["WeeklyOptions", "WeeklyResult", "weekly_report", "default_store_dir", "default_spool_dir"]
+__all__ = ["TooManyRejected", "WeeklyOptions", "WeeklyResult", "weekly_report", "default_store_dir", "default_spool_dir"]

@@ -162,7 +162,12 @@ def _md_table(headers, rows) -> str:
 def to_markdown(report: dict, limit: int = 25) -> str:
     """The report as Markdown (tables, no images)."""
     r, t = report, report["totals"]
-    lines = [f"# {title(r)}", "",
+    dq0 = r["data_quality"]
+    banner = ([f"> **Warning:** {dq0['rows_rejected']} of {dq0['rows_read']} input rows "
+               f"({pct(dq0['rejected_share'])}) were skipped for a problem, over the "
+               f"{pct(dq0['rejected_limit'])} allowed: the figures below miss them. Every skipped row "
+               f"is in data_quality.csv.", ""] if dq0.get("rejected_over_limit") else [])
+    lines = [f"# {title(r)}", "", *banner,
              f"Window {r['window']['start']} – {r['window']['end']} (UTC, end exclusive).", "",
              *([f"Provisional: {t['provisional_jobs']} job(s) still running as of {r.get('as_of')}; "
                 f"{fmt(t.get('provisional_gpu_hours'))} of the GPU-hours count up to then and will grow "
@@ -233,26 +238,46 @@ def _write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) -
 
 
 def write_outputs(report: dict, allocs, outdir, formats=FORMATS) -> list[Path]:
-    """Write the chosen formats into ``outdir`` (created); returns the paths written."""
+    """Write the chosen formats into ``outdir``; returns the paths written (in ``outdir``).
+
+    Every file is first written into a temporary folder beside ``outdir``
+    (``.<name>.tmp<pid>``, same filesystem); only when all of them are complete are they moved
+    into ``outdir`` (created), each by an atomic rename. A failure on the way (a rendering
+    error, a full disk) leaves ``outdir`` as it was: last week's report is never lost to a
+    half-written one. Files of ``outdir`` this run does not write are left alone."""
+    import os
+    import shutil
+
     out = Path(outdir)
-    out.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        names = _write_all(report, allocs, tmp, formats)
+        out.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            os.replace(tmp / name, out / name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return [out / n for n in names]
+
+
+def _write_all(report: dict, allocs, out: Path, formats) -> list[str]:
+    """Write the chosen formats into ``out`` (an empty folder); returns the file names."""
     written = []
     if "html" in formats:
-        p = out / "weekly.html"
-        p.write_text(to_html(report), encoding="utf-8")
-        written.append(p)
+        (out / "weekly.html").write_text(to_html(report), encoding="utf-8")
+        written.append("weekly.html")
     if "md" in formats:
-        p = out / "weekly.md"
-        p.write_text(to_markdown(report), encoding="utf-8")
-        written.append(p)
+        (out / "weekly.md").write_text(to_markdown(report), encoding="utf-8")
+        written.append("weekly.md")
     if "json" in formats:
-        p = out / "weekly.json"
-        p.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
-        written.append(p)
+        (out / "weekly.json").write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+        written.append("weekly.json")
     if "csv" in formats:
         for _n, key, _c in _GROUPS:
             _write_csv(out / f"{key}.csv", report[key])
-            written.append(out / f"{key}.csv")
+            written.append(f"{key}.csv")
         tables = {"outcomes.csv": report["outcomes"],
                   "queue_wait.csv": report["queue_wait"]["by_partition_gpus"],
                   "hourly.csv": [{"hour": h, "gpus_in_use": g} for h, g in
@@ -260,12 +285,10 @@ def write_outputs(report: dict, allocs, outdir, formats=FORMATS) -> list[Path]:
                   "data_quality.csv": report["data_quality"]["problems"]}
         for name, rows in tables.items():
             _write_csv(out / name, rows, _PROBLEM_COLUMNS if name == "data_quality.csv" else None)
-            written.append(out / name)
-        p = out / "jobs.csv"
-        allocs.to_csv(p, index=False)
-        written.append(p)
+            written.append(name)
+        allocs.to_csv(out / "jobs.csv", index=False)
+        written.append("jobs.csv")
     if "parquet" in formats:
-        p = out / "jobs.parquet"
-        allocs.to_parquet(p, index=False)
-        written.append(p)
+        allocs.to_parquet(out / "jobs.parquet", index=False)
+        written.append("jobs.parquet")
     return written

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from slurmkit.accounting.quality import DataQuality
+from slurmkit.accounting.quality import MAX_LISTED, OUTSIDE_WINDOW, DataQuality
 
 #: Outcomes whose GPU-hours are waste. REQUEUED rows are earlier attempts of a requeued job.
 WASTE_STATES = ("FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "REQUEUED",
@@ -173,7 +173,7 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     # steps whose allocation row is not in the input
     orphan = scode < 0
     if orphan.any():
-        for jid in steps.loc[orphan, "job_id"].head(10):
+        for jid in steps.loc[orphan, "job_id"].head(MAX_LISTED):
             dq.skip("step row without its allocation row", 0, source or "input", None, f"JobID {jid}")
         dq.skip("step row without its allocation row", int(orphan.sum()))
         steps, scode = steps[~orphan], scode[~orphan]
@@ -202,7 +202,7 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     keep = touches & ~unknown
     n_unknown = int(unknown.sum())
     if n_unknown:
-        for jid in allocs.loc[unknown, "job_id"].head(10):
+        for jid in allocs.loc[unknown, "job_id"].head(MAX_LISTED):
             dq.skip("no Submit/Start/End time", 0, source or "input", None, f"JobID {jid}")
         dq.skip("no Submit/Start/End time", n_unknown)
     n_out = int((~keep & ~unknown).sum())
@@ -214,7 +214,7 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
         allocs = allocs.take(kept)   # (a take is cheaper than a mask on a wide frame)
     # steps of allocations outside the window go with them
     step_in = keep_a[spos]
-    dq.skip("outside the window", n_out + int((~step_in).sum()))
+    dq.skip(OUTSIDE_WINDOW, n_out + int((~step_in).sum()))
     agg = _step_usage(spos, steps, step_in, len(keep_a))
     for name, arr in agg.items():
         allocs[name] = arr[kept]

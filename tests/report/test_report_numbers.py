@@ -29,13 +29,20 @@ def _iso(epoch: int, tz: str) -> str:
     return pd.Timestamp(epoch, unit="s", tz="UTC").tz_convert(tz).strftime("%Y-%m-%dT%H:%M:%S")
 
 
+def _spool(tmp_path):
+    """An empty spool folder (no energy records, no warning)."""
+    d = tmp_path / "spool"
+    d.mkdir(exist_ok=True)
+    return d
+
+
 def _run(tmp_path, rows, name="c.psv", **kw):
     p = tmp_path / name
     p.write_bytes(rows if isinstance(rows, bytes) else text(rows))
     kw.setdefault("window", WEEK)
     kw.setdefault("formats", ["json"])
     kw.setdefault("outdir", tmp_path / "out")
-    kw.setdefault("spool", tmp_path / "no-spool")
+    kw.setdefault("spool", _spool(tmp_path))
     return weekly_report(captures=[p], **kw)
 
 
@@ -109,7 +116,7 @@ def test_running_job_counts_up_to_the_capture_time_not_today(tmp_path):
     assert rep["totals"]["gpu_hours"] == pytest.approx(2 * (10 * 3600 - 600) / 3600)
     res = CliRunner().invoke(cli, ["report", "weekly", "--from-sacct", str(tmp_path / "c.psv"), "--week", "2026-W01",
                                    "--as-of", "2026-01-01T02:00", "--format", "json", "-o", str(tmp_path / "o3"),
-                                   "--spool", str(tmp_path / "none")])
+                                   "--spool", str(_spool(tmp_path))])
     assert res.exit_code == 0, res.output
     rep = json.loads((tmp_path / "o3" / "weekly.json").read_text())
     assert rep["totals"]["gpu_hours"] == pytest.approx(2 * (2 * 3600 - 600) / 3600)
@@ -142,3 +149,70 @@ def test_overlapping_daily_captures_count_each_job_once_and_list_conflicts(tmp_p
     assert "COMPLETED vs FAILED" in conflict[0]["detail"]
     assert {o["state"]: o["jobs"] for o in res.report["outcomes"]} == {"COMPLETED": 4, "FAILED": 1}
     assert "JobID 103" in (tmp_path / "out" / "data_quality.csv").read_text()
+
+
+# --- never lose last week's report -------------------------------------------------------------
+
+def _last_week(tmp_path):
+    out = tmp_path / "out"
+    _run(tmp_path, [row()], "last.psv", formats=["json", "md", "csv"], outdir=out)
+    return out, {p.name: p.read_bytes() for p in out.iterdir()}
+
+
+@pytest.mark.parametrize("data", [b"", text([]), b"# sacct ran out of disk\n",
+                                  text([row(JobID="x!"), row(JobID="y?")])],
+                         ids=["empty", "header-only", "comment-only", "all-rejected"])
+def test_empty_or_wholly_rejected_input_exits_non_zero_and_leaves_the_output_as_it_was(tmp_path, data):
+    out, before = _last_week(tmp_path)
+    bad = tmp_path / "bad.psv"
+    bad.write_bytes(data)
+    res = CliRunner().invoke(cli, ["report", "weekly", "--from-sacct", str(bad), "--sacct-fields", ",".join(FIELDS),
+                                   "--week", "2026-W01", "-o", str(out), "--spool", str(_spool(tmp_path))])
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith("slurmkit: error: ") and res.output.count("\n") == 1
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_failure_while_writing_leaves_the_output_as_it_was(tmp_path, monkeypatch):
+    from slurmkit.report import render
+
+    out, before = _last_week(tmp_path)
+
+    def broken(report, limit=25):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(render, "to_markdown", broken)
+    with pytest.raises(RuntimeError):
+        _run(tmp_path, [row(), row(JobID="101")], formats=["json", "md", "csv"], outdir=out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_skipped_rows_over_the_limit_get_a_banner_and_a_non_zero_exit(tmp_path):
+    rows = [row(JobID=str(100 + i)) for i in range(60)] + [row(JobID="bad!")]   # 1 of 61: 1.6 %
+    p = tmp_path / "c.psv"
+    p.write_bytes(text(rows))
+    args = ["report", "weekly", "--from-sacct", str(p), "--week", "2026-W01", "--format", "html,md,csv,json",
+            "--spool", str(_spool(tmp_path))]
+    res = CliRunner().invoke(cli, args + ["-o", str(tmp_path / "o1")])
+    assert res.exit_code == 1
+    assert "1 of 61 rows skipped (1.64 %, over 1 %)" in res.output and "--allow-skipped" in res.output
+    md = (tmp_path / "o1" / "weekly.md").read_text()
+    assert md.splitlines()[2].startswith("> **Warning:** 1 of 61 input rows (1.64 %) were skipped")
+    html = (tmp_path / "o1" / "weekly.html").read_text()
+    assert html.index('class="banner"') < html.index("<h2>Totals</h2>")
+    assert "bad!" in (tmp_path / "o1" / "data_quality.csv").read_text()
+    res = CliRunner().invoke(cli, args + ["-o", str(tmp_path / "o2"), "--allow-skipped"])
+    assert res.exit_code == 0, res.output
+    assert "warning: 1 of 61 rows skipped" in res.output
+    res = CliRunner().invoke(cli, args + ["-o", str(tmp_path / "o3"), "--max-skipped", "2"])
+    assert res.exit_code == 0, res.output
+    assert "Warning" not in (tmp_path / "o3" / "weekly.md").read_text()
+
+
+def test_every_skipped_row_is_listed_in_data_quality_csv(tmp_path):
+    rows = [row(JobID=f"bad{i}!") for i in range(300)] + [row()]
+    res = _run(tmp_path, rows, formats=["csv"], allow_rejected=True)
+    dq = pd.read_csv(tmp_path / "out" / "data_quality.csv")
+    assert (dq["reason"] == "bad JobID").sum() == 300 == res.report["data_quality"]["skipped_reasons"]["bad JobID"]
