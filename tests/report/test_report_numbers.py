@@ -216,3 +216,38 @@ def test_every_skipped_row_is_listed_in_data_quality_csv(tmp_path):
     res = _run(tmp_path, rows, formats=["csv"], allow_rejected=True)
     dq = pd.read_csv(tmp_path / "out" / "data_quality.csv")
     assert (dq["reason"] == "bad JobID").sum() == 300 == res.report["data_quality"]["skipped_reasons"]["bad JobID"]
+
+
+# --- headers as sacct prints them ------------------------------------------------------------------
+
+#: ``sacct -l -P``'s header (Slurm 22.05), then fields slurmkit reads that -l lacks
+LONG = ("JobID|JobIDRaw|JobName|Partition|MaxVMSize|MaxVMSizeNode|MaxVMSizeTask|AveVMSize|MaxRSS|MaxRSSNode|"
+        "MaxRSSTask|AveRSS|MaxPages|MaxPagesNode|MaxPagesTask|AvePages|MinCPU|MinCPUNode|MinCPUTask|AveCPU|"
+        "NTasks|AllocCPUS|Elapsed|State|ExitCode|AveCPUFreq|ReqCPUFreqMin|ReqCPUFreqMax|ReqCPUFreqGov|ReqMem|"
+        "ConsumedEnergy|MaxDiskRead|MaxDiskReadNode|MaxDiskReadTask|AveDiskRead|MaxDiskWrite|MaxDiskWriteNode|"
+        "MaxDiskWriteTask|AveDiskWrite|ReqTRES|AllocTRES|TRESUsageInAve|TRESUsageInMax|TRESUsageInMaxNode|"
+        "TRESUsageInMaxTask|TRESUsageInMin|TRESUsageInMinNode|TRESUsageInMinTask|TRESUsageInTot|TRESUsageOutMax|"
+        "TRESUsageOutMaxNode|TRESUsageOutMaxTask|TRESUsageOutAve|TRESUsageOutTot|Submit|Start|End|User|"
+        "SomeFieldOfSlurm25").split("|")
+
+
+def test_sacct_long_header_is_read_and_its_extra_fields_ignored(tmp_path):
+    base = row()
+    vals = {f: base.get(f, "") for f in LONG}
+    vals.update(Elapsed="01:00:00", AllocCPUS="4", AveCPU="00:59:00", MinCPU="00:59:00", NTasks="1",
+                SomeFieldOfSlurm25="x|y".replace("|", "/"))
+    data = ("|".join(LONG) + "\n" + "|".join(vals[f] for f in LONG) + "\n").encode()
+    rep = _run(tmp_path, data).report
+    t = rep["totals"]
+    assert (t["jobs"], t["gpu_hours"], t["cpu_hours"]) == (1, pytest.approx(2.0), pytest.approx(4.0))
+    assert rep["data_quality"]["rows_skipped"] == 0
+
+
+def test_a_field_listed_twice_is_read_once_and_differing_copies_noted(tmp_path):
+    fields = list(FIELDS) + ["State", "User"]
+    rows = [row(), row(JobID="101")]
+    lines = ["|".join(fields)] + ["|".join([r[f] for f in FIELDS] + [r["State"], "alice" if r["JobID"] == "100" else "eve"])
+                                  for r in rows]
+    rep = _run(tmp_path, ("\n".join(lines) + "\n").encode()).report
+    assert rep["totals"]["jobs"] == 2 and [u["user"] for u in rep["by_user"]] == ["alice"]
+    assert rep["data_quality"]["repaired_reasons"] == {"field User listed twice, copies differ (the first read)": 1}
