@@ -113,10 +113,16 @@ def parse_times(s, tz: str = "UTC", counts: dict | None = None) -> pd.Series:
     TZ=UTC). ``Unknown`` / ``None`` / empty -> NaT. An integer column (the reader's
     ``int_fields``: epoch seconds, nulls for the no-time words) is taken as epoch seconds.
     A local time in a DST fold or gap is read as :func:`local_to_epoch` says; ``counts``
-    (a dict with ``"fold"`` and ``"gap"``), when given, is increased by how many there were.
+    (a dict with ``"fold"`` and ``"gap"``), when given, is increased by how many there were,
+    and ``counts["bad"]`` (a list) gets the positions of the values that are a time sacct
+    cannot have printed (``2026-13-45T99:00:00``, past 2262, negative, text): NaT, not silently.
     """
     if isinstance(s, (pa.Array, pa.ChunkedArray)) and pa.types.is_integer(s.type):
-        return _epoch_times(s, _index(s))
+        out = _epoch_times(s, _index(s))
+        if counts is not None:
+            given = pc.is_valid(s).to_numpy(zero_copy_only=False)
+            _note_bad(counts, given & out.isna().to_numpy())
+        return out
     a = pc.utf8_trim_whitespace(_arrow(s))
     digits = pc.fill_null(pc.and_(pc.ascii_is_decimal(a), pc.less_equal(pc.binary_length(a), 12)), False)
     epoch = pc.cast(pc.if_else(digits, a, _NULL), pa.int64())
@@ -136,7 +142,16 @@ def parse_times(s, tz: str = "UTC", counts: dict | None = None) -> pd.Series:
                 counts["fold"] += fold
                 counts["gap"] += gap
         secs = np.where(np.isnan(secs), iso_s, secs)
-    return _utc_series(secs, _index(s))
+    out = _utc_series(secs, _index(s))
+    if counts is not None:
+        given = pc.invert(pc.fill_null(pc.is_in(a, pa.array(NO_TIME)), True)).to_numpy(zero_copy_only=False)
+        _note_bad(counts, given & out.isna().to_numpy())
+    return out
+
+
+def _note_bad(counts: dict, bad: np.ndarray) -> None:
+    if bad.any():
+        counts.setdefault("bad", []).append(np.flatnonzero(bad))
 
 
 def local_to_epoch(wall_s: np.ndarray, tz: str) -> tuple[np.ndarray, int, int]:

@@ -58,6 +58,9 @@ class DataQuality:
     repaired: Counter = field(default_factory=Counter)
     ignored_lines: Counter = field(default_factory=Counter)
     problems: list = field(default_factory=list)
+    #: GPU-hours of jobs whose steps are in the input but whose allocation row is not (not
+    #: counted: the largest step's AllocTRES GPUs x its ElapsedRaw, per job)
+    gpu_hours_at_stake: float = 0.0
 
     @property
     def rows_counted(self) -> int:
@@ -87,6 +90,7 @@ class DataQuality:
         self.skipped.update(other.skipped)
         self.repaired.update(other.repaired)
         self.ignored_lines.update(other.ignored_lines)
+        self.gpu_hours_at_stake += other.gpu_hours_at_stake
         room = MAX_LISTED - len(self.problems)
         self.problems.extend(other.problems[:max(room, 0)])
 
@@ -113,4 +117,5 @@ class DataQuality:
                 "rejected_share": round(self.rejected_share, 9), "skipped_reasons": dict(sorted(self.skipped.items())),
                 "repaired_reasons": dict(sorted(self.repaired.items())),
                 "ignored_lines": dict(sorted(self.ignored_lines.items())),
+                "gpu_hours_at_stake": round(self.gpu_hours_at_stake, 9),
                 "problems": [p.as_dict() for p in self.problems]}

@@ -17,8 +17,13 @@ a :class:`~slurmkit.accounting.quality.DataQuality`.
 Rows that do not split into the expected number of fields are skipped with a reason and their
 physical line (1-based, in the input as given: comment lines and the header count); when
 JobName is the last field, extra delimiters are a delimiter inside the job name and are joined
-back (counted, listed as repaired); a short row is most likely the tail of a name with an
-embedded newline (``too few fields (continuation of a field with a newline?)``). Bad UTF-8 is
+back (counted, listed as repaired); two consecutive short lines whose fields add up to one
+row, split inside JobName, are joined (``newline inside JobName (two lines joined)``); a short
+row that starts with a JobID lacks its last fields (``too few fields (short by its last N:
+...)``), any other short line is most likely the tail of a value with an embedded newline
+(``too few fields (continuation of a field with a newline?)``). A field listed twice in the
+header is read once (differing copies counted as repaired). Binary input and sacct's
+fixed-width table are refused (:data:`NOT_PARSABLE`). Bad UTF-8 is
 replaced by U+FFFD and the rows are listed as repaired. Comment and blank (or whitespace-only)
 lines are counted in ``ignored_lines``, not as rows.
 """
@@ -385,20 +390,43 @@ def _bad_rows(bad: list, data, layout: _Layout, dq: DataQuality, source: str, li
     placed = sorted(zip(where, rows), key=lambda x: x[0][0])
     repaired = []
     first = None
-    for (_, k), (ncols, text) in placed:
+    nrows = len(rows)
+    jcol = names.index("JobID")
+    ncol = names.index("JobName") if "JobName" in names else -1
+    i = 0
+    while i < len(placed):
+        (_, k), (ncols, text) = placed[i]
         line = line_of(k)
+        shown = text.replace(sep, delim) if sep != delim else text
+        if ncols < expected and i + 1 < len(placed) and k is not None:
+            (_, k2), (ncols2, text2) = placed[i + 1]
+            if k2 == k + 1 and ncols + ncols2 - 1 == expected and ncols - 1 == ncol:
+                # a newline inside JobName (not the last field): the two lines are one row
+                p1, p2 = text.split(sep), text2.split(sep)
+                repaired.append((p1[:-1] + [p1[-1] + "\n" + p2[0]] + p2[1:])[:len(names)])
+                dq.repair("newline inside JobName (two lines joined)", source, line, shown)
+                nrows -= 1
+                i += 2
+                continue
+        i += 1
         if first is None:
             first = (ncols - extra_col, line)
-        shown = text.replace(sep, delim) if sep != delim else text
         if ncols > expected and names[-1] == "JobName" and not layout.trailing:
             parts = text.split(sep)
             repaired.append(parts[:len(names) - 1] + [delim.join(parts[len(names) - 1:])])
             dq.repair("delimiter inside JobName (joined)", source, line, shown)
         elif ncols < expected:
-            dq.skip("too few fields (continuation of a field with a newline?)", 1, source, line, shown)
+            parts = text.split(sep)
+            looks_like_row = len(parts) > jcol and re.fullmatch(r"[0-9]+[0-9_+.\[\]%\-A-Za-z]*", parts[jcol].strip())
+            if looks_like_row:
+                missing = names[ncols - extra_col:]
+                dq.skip(f"too few fields (short by its last {len(missing)}: {','.join(missing[:3])}"
+                        f"{',...' if len(missing) > 3 else ''})", 1, source, line, shown)
+            else:
+                dq.skip("too few fields (continuation of a field with a newline?)", 1, source, line, shown)
         else:
             dq.skip(f"wrong number of fields ({ncols - extra_col} for {len(names)})", 1, source, line, shown)
-    return repaired, len(rows), first
+    return repaired, nrows, first
 
 
 def _drop_blank_rows(t: pa.Table, dq: DataQuality) -> pa.Table:
@@ -504,6 +532,36 @@ def _stream(opener, source: str, fields, delimiter, block_bytes: int, int_fields
                               f"({','.join(layout.names)}); give the field list the file was written with")
 
     return gen(), dq, [n for n in layout.names if n not in (layout.dups or {})]
+
+
+def locate_job_ids(path, job_ids, fields: list[str] | None = None, delimiter: str | None = None
+                   ) -> dict[str, list[int]]:
+    """The physical lines (1-based, in order) of the rows whose JobID is one of ``job_ids``
+    in the sacct file ``path`` (read as :func:`stream_sacct_file` reads it): how the report
+    names the line of a row whose value was repaired or skipped after splitting. One pass over
+    the file, only when such rows exist; ids not found are absent."""
+    want = set(job_ids)
+    out: dict[str, list[int]] = {}
+    if not want:
+        return out
+    opener = _file_opener(path)
+    with opener() as fh:
+        layout = _layout(fh, str(path), fields, delimiter, DataQuality())
+    if layout is None:
+        return out
+    col = layout.names.index("JobID")
+    delim = layout.delim.encode()
+    with opener() as fh:
+        head = fh.read(layout.start)
+        line = head.count(b"\n")
+        for raw in fh:
+            line += 1
+            parts = raw.rstrip(b"\r\n").split(delim, col + 1)
+            if len(parts) > col:
+                jid = parts[col].decode("utf-8", "replace").strip()
+                if jid in want:
+                    out.setdefault(jid, []).append(line)
+    return out
 
 
 def _file_opener(path):

@@ -344,6 +344,7 @@ def _captured(opts: WeeklyOptions):
     parts, dq = [], DataQuality()
     for f in opts.captures:
         frows, fdq = load_sacct(f, None, fields, opts.delimiter, cluster=opts.cluster or "", tz=opts.tz)
+        _find_lines(fdq, f, fields, opts.delimiter)
         parts.append((latest_time(frows), len(parts), frows))
         dq.merge(fdq)
     parts.sort(key=lambda p: (pd.Timestamp.min.tz_localize("UTC") if p[0] is None else p[0], p[1]))
@@ -370,6 +371,30 @@ def _captured(opts: WeeklyOptions):
         window = Window(t.min().floor("D").to_pydatetime(),
                         (t.max().floor("D") + pd.Timedelta(days=1)).to_pydatetime())
     return rows, dq, window, as_of
+
+
+def _find_lines(dq, path, fields, delimiter) -> None:
+    """Give the listed problems of ``path`` that name a JobID but no line (values repaired or
+    rows skipped after splitting) their physical line: a row's nth listing gets its nth line."""
+    from slurmkit.accounting.read import locate_job_ids
+
+    todo = [p for p in dq.problems if p.line is None and p.source == str(path) and p.detail.startswith("JobID ")]
+    if not todo:
+        return
+
+    def jid(p):
+        j = p.detail[len("JobID "):].split(":")[0].strip()
+        return j[1:-1] if len(j) >= 2 and j[0] == j[-1] and j[0] in "'\"" else j
+
+    lines = locate_job_ids(path, {jid(p) for p in todo}, fields, delimiter)
+    used: dict = {}
+    for p in todo:
+        j = jid(p)
+        found = lines.get(j, [])
+        if found:
+            k = used.get((j, p.reason), 0)
+            p.line = found[min(k, len(found) - 1)]
+            used[(j, p.reason)] = k + 1
 
 
 #: Data-quality reason of overlapping captures that disagree.

@@ -213,7 +213,11 @@ def to_markdown(report: dict, limit: int = 25) -> str:
                          for k, v in r["assumptions"].items() if k != "origin"]), ""]
     dq = r["data_quality"]
     lines += ["## Data quality", "",
-              f"Rows read {dq['rows_read']} = counted {dq['rows_counted']} + skipped {dq['rows_skipped']}.", ""]
+              f"Rows read {dq['rows_read']} = counted {dq['rows_counted']} + skipped {dq['rows_skipped']}"
+              + (f" ({dq['rows_rejected']} of them for a problem)" if dq.get("rows_rejected") else "") + ".", "",
+              *([f"Jobs whose steps are in the input but whose allocation row is not: "
+                 f"{fmt(dq['gpu_hours_at_stake'])} GPU-hours at stake, not counted.", ""]
+                if dq.get("gpu_hours_at_stake") else [])]
     reasons = [[k, v, "skipped"] for k, v in dq["skipped_reasons"].items()]
     reasons += [[k, v, "counted, repaired"] for k, v in dq["repaired_reasons"].items()]
     if reasons:

@@ -173,8 +173,15 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     # steps whose allocation row is not in the input
     orphan = scode < 0
     if orphan.any():
-        for jid in steps.loc[orphan, "job_id"].head(MAX_LISTED):
-            dq.skip("step row without its allocation row", 0, source or "input", None, f"JobID {jid}")
+        lost = steps.loc[orphan]
+        gh = (lost["gpus"] * lost["elapsed_s"] / 3600.0) if "gpus" in lost else pd.Series(0.0, index=lost.index)
+        # per job: its largest step (the steps of one allocation share its GPUs)
+        per_job = gh.groupby(lost["key_id"].astype(str).to_numpy()).max().fillna(0.0)
+        dq.gpu_hours_at_stake += float(per_job.sum())
+        for jid, key in zip(lost["job_id"].head(MAX_LISTED), lost["key_id"].astype(str).head(MAX_LISTED)):
+            at = per_job.get(key, 0.0)
+            dq.skip("step row without its allocation row", 0, source or "input", None,
+                    f"JobID {jid}" + (f": its job's {at:.3g} GPU-hours not counted" if at > 0 else ""))
         dq.skip("step row without its allocation row", int(orphan.sum()))
         steps, scode = steps[~orphan], scode[~orphan]
 

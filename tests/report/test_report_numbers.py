@@ -251,3 +251,64 @@ def test_a_field_listed_twice_is_read_once_and_differing_copies_noted(tmp_path):
     rep = _run(tmp_path, ("\n".join(lines) + "\n").encode()).report
     assert rep["totals"]["jobs"] == 2 and [u["user"] for u in rep["by_user"]] == ["alice"]
     assert rep["data_quality"]["repaired_reasons"] == {"field User listed twice, copies differ (the first read)": 1}
+
+
+# --- bad values ------------------------------------------------------------------------------------
+
+def _problems(rep, reason):
+    return sorted((p["line"], p["detail"]) for p in rep["data_quality"]["problems"] if p["reason"] == reason)
+
+
+def test_bad_values_are_repaired_with_a_line_naming_file_and_line(tmp_path):
+    rows = [row(),                                                          # line 2: fine
+            row(JobID="101", NCPUS="-4"),                                   # 3
+            row(JobID="102", End=str(T0 + 300), ElapsedRaw="1800"),         # 4: End before Start
+            row(JobID="103", Start="2026-13-45T99:00:00", End="Unknown", State="PENDING"),   # 5
+            row(JobID="104", ElapsedRaw="1h"),                              # 6
+            row(JobID="104.batch", ElapsedRaw="-5", User="")]               # 7
+    rep = _run(tmp_path, rows, now=pd.Timestamp(T0 + 86400, unit="s", tz="UTC")).report
+    dq = rep["data_quality"]
+    assert dq["repaired_reasons"] == {"NCPUS negative (read as unknown)": 1,
+                                      "End before Start (End = Start + ElapsedRaw)": 1,
+                                      "Start is not a time (read as Unknown)": 1,
+                                      "ElapsedRaw not a number (read as unknown)": 1,
+                                      "ElapsedRaw negative (read as unknown)": 1}
+    assert _problems(rep, "NCPUS negative (read as unknown)") == [(3, "JobID 101")]
+    assert _problems(rep, "End before Start (End = Start + ElapsedRaw)") == [(4, "JobID 102")]
+    assert _problems(rep, "Start is not a time (read as Unknown)") == [(5, "JobID 103")]
+    assert _problems(rep, "ElapsedRaw negative (read as unknown)") == [(7, "JobID 104.batch")]
+    assert all(p["source"] == str(tmp_path / "c.psv") for p in dq["problems"])
+    t = rep["totals"]
+    # 100: 2 GPU x 1 h; 101: 1 h (its CPUs unknown); 102: 30 min from its Start; 104: End - Start
+    assert t["gpu_hours"] == pytest.approx(2 * (1 + 1 + 0.5 + 1))
+    assert t["cpu_hours"] == pytest.approx(4 * (1 + 0.5 + 1))
+    assert t["pending_jobs"] == 1
+
+
+def test_short_rows_say_which_fields_they_lack_and_a_split_jobname_is_rejoined(tmp_path):
+    fields = ["JobID", "JobName", "State", "Start", "End", "ElapsedRaw", "AllocTRES", "NCPUS"]
+    lines = ["|".join(fields),
+             f"200|train|COMPLETED|{T0}|{T0 + 3600}|3600|gres/gpu=1|2",
+             f"201|two-line|COMPLETED|{T0}",                                           # short by 4
+             f"202|first part",                                                        # JobName with a newline
+             f"second part|COMPLETED|{T0}|{T0 + 7200}|7200|gres/gpu=1|2"]
+    rep = _run(tmp_path, ("\n".join(lines) + "\n").encode(), allow_rejected=True).report
+    dq = rep["data_quality"]
+    assert dq["skipped_reasons"] == {"too few fields (short by its last 4: End,ElapsedRaw,AllocTRES,...)": 1}
+    assert _problems(rep, "too few fields (short by its last 4: End,ElapsedRaw,AllocTRES,...)")[0][0] == 3
+    assert [p["line"] for p in dq["problems"] if p["reason"] == "newline inside JobName (two lines joined)"] == [4]
+    assert dq["rows_read"] == 3 and rep["totals"]["jobs"] == 2 and rep["totals"]["gpu_hours"] == pytest.approx(3.0)
+    res = _run(tmp_path, ("\n".join(lines) + "\n").encode(), formats=["csv"], outdir=tmp_path / "o2",
+               allow_rejected=True)
+    assert "first part\nsecond part" in set(res.allocations["job_name"])
+
+
+def test_steps_without_their_allocation_row_show_the_gpu_hours_at_stake(tmp_path):
+    rows = [row(),
+            row(JobID="300.batch", User="", AllocTRES="cpu=4,gres/gpu=4,mem=8G", ElapsedRaw="7200"),
+            row(JobID="300.0", User="", AllocTRES="cpu=4,gres/gpu=4,mem=8G", ElapsedRaw="3600")]
+    rep = _run(tmp_path, rows, formats=["json", "md"], allow_rejected=True).report
+    dq = rep["data_quality"]
+    assert dq["gpu_hours_at_stake"] == pytest.approx(8.0)
+    assert any("its job's 8 GPU-hours not counted" in p["detail"] for p in dq["problems"])
+    assert "8.00 GPU-hours at stake" in (tmp_path / "out" / "weekly.md").read_text()
