@@ -27,7 +27,8 @@ alloc_mem_mib      AllocTRES mem=, else ReqMem (``Mc`` x NCPUS, ``Mn`` x NNodes)
 gpus, gpu_type     from AllocTRES (:func:`~slurmkit.accounting.parse.gpus_from_tres`)
 total_cpu_s        TotalCPU (seconds of user+system CPU)
 mem_used_mib       TRESUsageInTot mem=, else MaxRSS (MiB)
-gpu_util_pct       TRESUsageInAve, else TRESUsageInTot ``gres/gpuutil`` (percent)
+gpu_util_pct       TRESUsageInAve, else TRESUsageInTot / NTasks ``gres/gpuutil`` (percent
+                   per task; TRESUsageInTot sums the tasks)
 energy_j           ConsumedEnergyRaw (joules; NaN when absent)
 =================  =================================================================
 
@@ -69,7 +70,8 @@ INT_FIELDS = ("Submit", "Eligible", "Start", "End", "ElapsedRaw", "NCPUS", "Allo
               "AllocNodes", "ConsumedEnergyRaw")
 #: The sacct fields a step row is typed from (:func:`_typed_steps`).
 _STEP_FIELDS = frozenset(("Cluster", "JobID", "JobIDRaw", "Submit", "Start", "ElapsedRaw", "Elapsed",
-                          "TotalCPU", "TRESUsageInTot", "TRESUsageInAve", "MaxRSS", "AllocTRES"))
+                          "TotalCPU", "TRESUsageInTot", "TRESUsageInAve", "MaxRSS", "AllocTRES",
+                          "NTasks"))
 _REPEAT = "repeated JobID/Submit/Start (step row without suffix or duplicate)"
 #: Data-quality reasons of local times a DST change makes ambiguous or skips.
 DST_FOLD = "local time in a DST fold (read as the first, summer-time occurrence)"
@@ -392,6 +394,10 @@ class _Cols:
             rss, _ = P.parse_mem_mib(self.col("MaxRSS"), bare="B")
             used = used.fillna(rss)
         util = P.tres_number(self.col("TRESUsageInAve"), "gres/gpuutil") if "TRESUsageInAve" in self.names else nan
+        if "NTasks" in self.names:
+            # TRESUsageInTot sums over the step's tasks: per task, as TRESUsageInAve gives it
+            tasks = self.num("NTasks")
+            tot_util = tot_util / tasks.where(tasks > 0, 1.0).fillna(1.0)
         return used, util.fillna(tot_util).astype("float64")
 
     def cluster(self, default: str) -> pd.Series:

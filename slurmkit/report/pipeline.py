@@ -234,6 +234,8 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     if spool_problems:
         report["spool_problems"] = spool_problems[:200]
     dqd = report["data_quality"]
+    if opts.captures:
+        _find_lines(dqd["problems"], opts.captures, _field_list(opts.sacct_fields), opts.delimiter)
     dqd["rejected_limit"] = opts.max_rejected_share
     over = dqd["rejected_share"] > opts.max_rejected_share
     dqd["rejected_over_limit"] = bool(over)
@@ -344,7 +346,6 @@ def _captured(opts: WeeklyOptions):
     parts, dq = [], DataQuality()
     for f in opts.captures:
         frows, fdq = load_sacct(f, None, fields, opts.delimiter, cluster=opts.cluster or "", tz=opts.tz)
-        _find_lines(fdq, f, fields, opts.delimiter)
         parts.append((latest_time(frows), len(parts), frows))
         dq.merge(fdq)
     parts.sort(key=lambda p: (pd.Timestamp.min.tz_localize("UTC") if p[0] is None else p[0], p[1]))
@@ -373,28 +374,37 @@ def _captured(opts: WeeklyOptions):
     return rows, dq, window, as_of
 
 
-def _find_lines(dq, path, fields, delimiter) -> None:
-    """Give the listed problems of ``path`` that name a JobID but no line (values repaired or
-    rows skipped after splitting) their physical line: a row's nth listing gets its nth line."""
+def _find_lines(problems: list[dict], captures, fields, delimiter) -> None:
+    """Give the listed problems (the report's ``data_quality.problems``) that name a JobID but
+    no line (values repaired or rows skipped after splitting) their capture's physical line: a
+    row's nth listing for a reason gets its nth line; a problem found across several captures
+    (its source names them all) gets the first capture that holds the row as its source."""
     from slurmkit.accounting.read import locate_job_ids
 
-    todo = [p for p in dq.problems if p.line is None and p.source == str(path) and p.detail.startswith("JobID ")]
+    paths = [str(c) for c in captures]
+    todo = [p for p in problems if p.get("line") is None and str(p.get("detail", "")).startswith("JobID ")]
     if not todo:
         return
 
     def jid(p):
-        j = p.detail[len("JobID "):].split(":")[0].strip()
+        j = p["detail"][len("JobID "):].split(":")[0].strip()
         return j[1:-1] if len(j) >= 2 and j[0] == j[-1] and j[0] in "'\"" else j
 
-    lines = locate_job_ids(path, {jid(p) for p in todo}, fields, delimiter)
+    want: dict = {}
+    for p in todo:
+        for path in ([p["source"]] if p["source"] in paths else paths):
+            want.setdefault(path, set()).add(jid(p))
+    lines = {path: locate_job_ids(path, ids, fields, delimiter) for path, ids in want.items()}
     used: dict = {}
     for p in todo:
         j = jid(p)
-        found = lines.get(j, [])
-        if found:
-            k = used.get((j, p.reason), 0)
-            p.line = found[min(k, len(found) - 1)]
-            used[(j, p.reason)] = k + 1
+        for path in ([p["source"]] if p["source"] in paths else paths):
+            found = lines[path].get(j)
+            if found:
+                k = used.get((path, j, p["reason"]), 0)
+                p["line"], p["source"] = found[min(k, len(found) - 1)], path
+                used[(path, j, p["reason"])] = k + 1
+                break
 
 
 #: Data-quality reason of overlapping captures that disagree.

@@ -312,3 +312,35 @@ def test_steps_without_their_allocation_row_show_the_gpu_hours_at_stake(tmp_path
     assert dq["gpu_hours_at_stake"] == pytest.approx(8.0)
     assert any("its job's 8 GPU-hours not counted" in p["detail"] for p in dq["problems"])
     assert "8.00 GPU-hours at stake" in (tmp_path / "out" / "weekly.md").read_text()
+
+
+# --- GPU utilization within 0-100 % ----------------------------------------------------------------
+
+def test_gpu_utilization_is_per_task_weighted_by_gpus_and_time_and_never_over_100(tmp_path):
+    fields = ["JobID", "State", "Submit", "Start", "End", "ElapsedRaw", "AllocTRES", "NCPUS", "NTasks",
+              "TRESUsageInTot"]
+
+    def line(jid, elapsed, tres, tasks, usage):
+        return "|".join([jid, "COMPLETED", str(T0), str(T0), str(T0 + 3600), str(elapsed), tres, "8", str(tasks), usage])
+
+    four, none_ = "cpu=8,gres/gpu=4", "cpu=8"
+    lines = ["|".join(fields),
+             line("400", 3600, four, "", ""),
+             line("400.batch", 3600, "cpu=1,gres/gpu=4", 1, "gres/gpuutil=10"),
+             line("400.extern", 3600, four, 1, "gres/gpuutil=0"),
+             # 4 tasks on 4 GPUs, each 80 %: TRESUsageInTot sums them to 320
+             line("400.0", 1800, four, 4, "gres/gpuutil=320"),
+             line("400.1", 1800, none_, 1, "gres/gpuutil=0"),           # a CPU-only step: not weighed
+             line("401", 3600, "cpu=8,gres/gpu=1", "", ""),
+             line("401.0", 3600, "cpu=8,gres/gpu=1", 1, "gres/gpuutil=250")]   # impossible: capped
+    res = _run(tmp_path, ("\n".join(lines) + "\n").encode(), formats=["csv"])
+    a = res.allocations.set_index("job_id")
+    # 400: batch 10 % x 4 GPUs x 3600 s and step 0 80 % x 4 GPUs x 1800 s
+    assert a.loc["400", "step_gpu_util_pct"] == pytest.approx((10 * 3600 + 80 * 1800) / (3600 + 1800))
+    assert a.loc["401", "step_gpu_util_pct"] == 100.0
+    assert (a["step_gpu_util_pct"] <= 100).all()
+    dq = res.report["data_quality"]
+    assert dq["repaired_reasons"] == {"GPU utilization over 100 % (capped at 100 %)": 1}
+    assert [(p["line"], p["detail"]) for p in dq["problems"]] == [(8, "JobID 401.0: gres/gpuutil 250")]
+    e = res.report["efficiency"]
+    assert 0 <= e["gpu_util_pct_weighted"] <= 100
