@@ -227,8 +227,9 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
 
         spool_df = prometheus.fill_spool(spool_df, prometheus.read_jobs(
             opts.prometheus_url, window.start.timestamp(), window.end.timestamp()))
+    horizon = _timestamp(opts.as_of) if opts.as_of is not None else _timestamp(opts.now)
     report, allocs = build_report(rows, dq, window, assumptions, spool_df, capacity_gpus=cap,
-                                  now=now, cluster=opts.cluster or "",
+                                  now=now, cluster=opts.cluster or "", horizon=horizon,
                                   source=",".join(map(str, opts.captures)) if opts.captures else "sacct",
                                   **live)
     if spool_problems:

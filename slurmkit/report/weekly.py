@@ -29,6 +29,13 @@ from slurmkit.report.window import Window, iso_z
 #: counts a job whose later attempt is not in the window).
 REQUEUED_LINE = "requeued attempts"
 
+#: A job under this GPU utilization (percent) held its GPUs idle; the report lists the top ones.
+IDLE_UTIL_PCT = 5.0
+IDLE_JOBS = 20
+
+#: Windows longer than this many days get daily, not hourly, GPUs-in-use buckets.
+DAILY_AFTER_DAYS = 31
+
 #: How far apart per-job GPU-hours and sreport may be before the reconciliation is flagged.
 RECONCILE_TOLERANCE = 0.01
 
@@ -86,6 +93,32 @@ def _quantiles(x: pd.Series) -> dict:
     return _wait_dict(len(x), x.quantile(_QUANTILES).to_numpy())
 
 
+def most_at_once(allocs: pd.DataFrame, start, end, now=None) -> float:
+    """The most GPUs allocated at one instant in ``[start, end)``: a sweep over the jobs'
+    Start (+GPUs) and End (-GPUs, running jobs as :func:`~slurmkit.report.usage.end_or_now`
+    says), clipped to the window; 0.0 when no GPU job ran in it."""
+    from slurmkit.report.usage import _epoch_s, end_or_now
+
+    start, end = utc(start), utc(end)
+    if end <= start:
+        return 0.0
+    sel = (allocs["start"].notna() & (allocs["gpus"] > 0)).to_numpy()
+    if not sel.any():
+        return 0.0
+    now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
+    s0, s1 = start.timestamp(), end.timestamp()
+    st = np.clip(_epoch_s(allocs["start"])[sel], s0, s1)
+    en = np.clip(_epoch_s(end_or_now(allocs, now))[sel], s0, s1)
+    g = allocs["gpus"].to_numpy(float)[sel]
+    live = en > st
+    if not live.any():
+        return 0.0
+    t = np.concatenate([st[live], en[live]])
+    w = np.concatenate([g[live], -g[live]])
+    order = np.lexsort((w, t))   # at one instant, ends before starts
+    return float(np.cumsum(w[order]).max())
+
+
 def reconcile(rows, runs: pd.DataFrame, span: Window, sreport_gpu_hours: float,
               now=None, limit: int = 20) -> dict:
     """Per-job GPU-hours clipped to exactly ``span`` (the whole hours sreport covers: up to its
@@ -140,12 +173,15 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
                  spool: pd.DataFrame | None = None, capacity_gpus: float | None = None,
                  down_gpu_hours: float | None = None, sreport_gpu_hours: float | None = None,
                  previous: dict | None = None, now=None, source: str = "",
-                 cluster: str = "", recon_window: Window | None = None) -> tuple[dict, pd.DataFrame]:
+                 cluster: str = "", recon_window: Window | None = None,
+                 horizon=None) -> tuple[dict, pd.DataFrame]:
     """``(report dict, per-allocation frame)``. See the module docstring.
 
     ``capacity_gpus``: GPUs in the cluster (profile or scontrol); ``down_gpu_hours``: from node
     events; ``sreport_gpu_hours``: sreport's figure over the window's whole hours (after a
-    rollup); ``previous``: the previous window's ``totals`` for week-over-week deltas."""
+    rollup); ``previous``: the previous window's ``totals`` for week-over-week deltas;
+    ``horizon``: hours after it are in the future (no use, no capacity yet; default the current
+    time): the GPUs-in-use curve and the capacity stop there."""
     a = allocations(rows, window.start, window.end, dq, now=now, source=source)
     a = E.attach_energy(a, assumptions, spool)
     a["waste_gpu_hours"] = a["gpu_hours"].where(a["wasted"], 0.0)
@@ -218,6 +254,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
             waits.append({"partition": part, "gpu_bucket": bucket,
                           **_wait_dict(n, q.loc[(part, bucket), _QUANTILES].to_numpy())})
     wait_all = _quantiles(w["wait_s"])
+    wait_from = "Eligible" if runs["eligible"].notna().any() else "Submit"
 
     # efficiency
     done = runs.loc[runs["end"].notna() & (runs["run_s"] > 0), ["user", "run_s", "ncpus", "cpu_eff", "mem_eff"]]
@@ -230,6 +267,8 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     known = gh_g[~np.isnan(gu_g)].sum()
     efficiency = {
         "cpu_efficiency": _num(cpu_num / cpu_den) if cpu_den > 0 else None,
+        "cpu_hours_share": _num(float(runs.loc[done.index[done["cpu_eff"].notna()], "cpu_hours"].sum())
+                                / float(runs["cpu_hours"].sum())) if runs["cpu_hours"].sum() > 0 else None,
         "memory_efficiency_median": _num(done["mem_eff"].median()) if done["mem_eff"].notna().any() else None,
         "allocations_over_memory": int((done["mem_eff"] > 1.0).sum()),
         "gpu_util_pct_weighted": _num(np.nansum(gu_g * gh_g) / known) if known > 0 else None,
@@ -240,23 +279,55 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     den = (done["run_s"] * done["ncpus"]).where(done["cpu_eff"].notna())
     per_user = done.assign(_num=done["cpu_eff"] * den, _den=den).groupby("user", sort=True).agg(
         num=("_num", "sum"), den=("_den", "sum"), mem=("mem_eff", "median"))
-    for user, r in per_user.iterrows():
+    # per user: GPU utilization (GPU-hour weighted, where known) and GPU-hours at ~0 %
+    g = runs.loc[gpu, ["user", "job_id", "gpus", "gpu_hours"]].assign(_u=gu_g)
+    g["_known"] = g["gpu_hours"].where(g["_u"].notna(), 0.0)
+    g["_uw"] = (g["_u"] * g["gpu_hours"]).fillna(0.0)
+    g["_idle"] = g["gpu_hours"].where(g["_u"] < 1.0, 0.0)
+    gu = g.groupby("user", sort=True).agg(gh=("gpu_hours", "sum"), known=("_known", "sum"),
+                                          uw=("_uw", "sum"), idle=("_idle", "sum"))
+    for user in sorted(set(per_user.index) | set(gu.index), key=str):
+        r = per_user.loc[user] if user in per_user.index else None
+        q = gu.loc[user] if user in gu.index else None
         efficiency["by_user"].append({
-            "user": user, "cpu_efficiency": _num(r["num"] / r["den"]) if r["den"] > 0 else None,
-            "memory_efficiency_median": _num(r["mem"])})
+            "user": user,
+            "cpu_efficiency": _num(r["num"] / r["den"]) if r is not None and r["den"] > 0 else None,
+            "memory_efficiency_median": _num(r["mem"]) if r is not None else None,
+            "gpu_hours": _num(q["gh"]) if q is not None else 0.0,
+            "gpu_util_pct": _num(q["uw"] / q["known"]) if q is not None and q["known"] > 0 else None,
+            "gpu_hours_near_zero_util": _num(q["idle"]) if q is not None else 0.0})
+    # worst offenders first: GPU-hours held at ~0 %, then the lowest GPU utilization, then the
+    # lowest CPU efficiency
+    efficiency["by_user"].sort(key=lambda u: (-(u["gpu_hours_near_zero_util"] or 0.0),
+                                              u["gpu_util_pct"] if u["gpu_util_pct"] is not None else 1e9,
+                                              u["cpu_efficiency"] if u["cpu_efficiency"] is not None else 2.0,
+                                              str(u["user"])))
+    idle_jobs = g[g["_u"] < IDLE_UTIL_PCT].sort_values(["gpu_hours", "job_id"], ascending=[False, True]).head(IDLE_JOBS)
+    efficiency["idle_jobs"] = [{"job_id": str(j), "user": str(u), "gpus": _num(n), "gpu_hours": _num(h),
+                                "gpu_util_pct": _num(x)}
+                               for j, u, n, h, x in zip(idle_jobs["job_id"], idle_jobs["user"], idle_jobs["gpus"],
+                                                        idle_jobs["gpu_hours"], idle_jobs["_u"])]
 
-    # hourly curve
-    curve = hourly_gpus(runs, window.start, window.end, now=now)
-    hourly = {"hours": list(curve.index.strftime("%Y-%m-%dT%H:%M:%SZ")),
+    # GPUs in use: hourly means (daily past DAILY_AFTER_DAYS), the most at once, never a future hour
+    horizon = utc(horizon) if horizon is not None else pd.Timestamp.now(tz="UTC")
+    upto = min(utc(window.end), max(horizon, utc(window.start)))
+    curve = hourly_gpus(runs, window.start, upto, now=now) if upto > utc(window.start) else pd.Series(dtype=float)
+    bucket = "hour"
+    if window.hours > DAILY_AFTER_DAYS * 24 and len(curve):
+        bucket = "day"
+        curve = curve.resample("D").mean()
+    hourly = {"bucket": bucket, "hours": list(curve.index.strftime("%Y-%m-%dT%H:%M:%SZ")),
               "gpus_in_use": [round(float(v), 6) for v in curve.to_numpy()],
               "peak": _num(curve.max()) if len(curve) else None,
-              "p95": _num(curve.quantile(0.95)) if len(curve) else None}
+              "p95": _num(curve.quantile(0.95)) if len(curve) else None,
+              "peak_at_once": _num(most_at_once(runs, window.start, upto, now))}
 
     # utilization
     util = {"capacity_gpus": _num(capacity_gpus), "capacity_gpu_hours": None,
             "down_gpu_hours": _num(down_gpu_hours), "available_gpu_hours": None, "utilization": None}
     if capacity_gpus:
-        cap = capacity_gpus * window.hours
+        # capacity only up to the capture / now: an hour in the future holds no use yet
+        cap = capacity_gpus * max((upto - utc(window.start)).total_seconds(), 0.0) / 3600.0
         avail = cap - (down_gpu_hours or 0.0)
         util.update(capacity_gpu_hours=_num(cap), available_gpu_hours=_num(avail),
                     utilization=_num(gpu_h / avail) if avail > 0 else None)
@@ -284,7 +355,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "by_qos": _group(runs, "qos", "qos"),
         "by_gpu_type": _group(runs, "gpu_type", "gpu_type", runs["gpus"] > 0),
         "outcomes": outcomes,
-        "queue_wait": {"all": wait_all, "by_partition_gpus": waits},
+        "queue_wait": {"all": wait_all, "by_partition_gpus": waits, "from": wait_from},
         "efficiency": efficiency,
         "hourly": hourly,
         "utilization": util,

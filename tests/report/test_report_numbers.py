@@ -344,3 +344,101 @@ def test_gpu_utilization_is_per_task_weighted_by_gpus_and_time_and_never_over_10
     assert [(p["line"], p["detail"]) for p in dq["problems"]] == [(8, "JobID 401.0: gres/gpuutil 250")]
     e = res.report["efficiency"]
     assert 0 <= e["gpu_util_pct_weighted"] <= 100
+
+
+# --- what the readers ask for ------------------------------------------------------------------------
+
+def test_most_gpus_at_once_is_the_instant_peak_not_a_peak_of_hourly_means(tmp_path):
+    # two 4-GPU jobs of 30 min in the same hour, back to back, and one overlapping both halves
+    rows = [row(JobID="1", AllocTRES="gres/gpu=4", Start=str(T0), End=str(T0 + 1800), ElapsedRaw="1800"),
+            row(JobID="2", AllocTRES="gres/gpu=4", Start=str(T0 + 1800), End=str(T0 + 3600), ElapsedRaw="1800"),
+            row(JobID="3", AllocTRES="gres/gpu=2", Start=str(T0 + 900), End=str(T0 + 2700), ElapsedRaw="1800")]
+    rep = _run(tmp_path, rows, formats=["json", "md"]).report
+    h = rep["hourly"]
+    assert h["bucket"] == "hour" and h["peak"] == pytest.approx(5.0)   # (4 + 4 + 2) / 2 in hour 0
+    assert h["peak_at_once"] == 6.0                                    # job 1 or 2 with job 3
+    assert "most at once 6.00" in (tmp_path / "out" / "weekly.md").read_text()
+
+
+def test_long_windows_get_daily_buckets(tmp_path):
+    window = Window(dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(2026, 1, 8, tzinfo=dt.timezone.utc))
+    rep = _run(tmp_path, [row()], window=window, formats=["json", "csv"]).report
+    h = rep["hourly"]
+    assert h["bucket"] == "day" and len(h["hours"]) == 372
+    assert h["hours"][-7] == "2026-01-01T00:00:00Z" and h["gpus_in_use"][-7] == pytest.approx(2 / 24, abs=1e-6)
+    assert len((tmp_path / "out" / "hourly.csv").read_text().splitlines()) == 373
+
+
+def test_queue_wait_says_submit_when_the_capture_has_no_eligible(tmp_path):
+    fields = [f for f in FIELDS if f != "Eligible"]
+    r = row(Submit=str(T0), Start=str(T0 + 120))
+    data = ("|".join(fields) + "\n" + "|".join(r[f] for f in fields) + "\n").encode()
+    rep = _run(tmp_path, data, formats=["json", "md"]).report
+    assert rep["queue_wait"]["from"] == "Submit" and rep["queue_wait"]["all"]["p50_s"] == 120
+    assert "## Queue wait (Start − Submit)" in (tmp_path / "out" / "weekly.md").read_text()
+    rep = _run(tmp_path, [row()], formats=["json"], outdir=tmp_path / "o2").report
+    assert rep["queue_wait"]["from"] == "Eligible"
+
+
+def test_efficiency_by_user_worst_first_and_idle_jobs_listed(tmp_path):
+    rows = [row(JobID="1", User="alice", AllocTRES="cpu=4,gres/gpu=2"),
+            row(JobID="1.0", User="", AllocTRES="cpu=4,gres/gpu=2", TRESUsageInAve="gres/gpuutil=90"),
+            row(JobID="2", User="bob", AllocTRES="cpu=4,gres/gpu=4", TotalCPU="00:10:00"),
+            row(JobID="2.0", User="", AllocTRES="cpu=4,gres/gpu=4", TRESUsageInAve="gres/gpuutil=0"),
+            row(JobID="3", User="carol", AllocTRES="cpu=4,gres/gpu=1"),
+            row(JobID="3.0", User="", AllocTRES="cpu=4,gres/gpu=1", TRESUsageInAve="gres/gpuutil=3")]
+    rep = _run(tmp_path, rows, formats=["json", "csv", "md"]).report
+    e = rep["efficiency"]
+    assert [u["user"] for u in e["by_user"]] == ["bob", "carol", "alice"]
+    assert e["by_user"][0]["gpu_hours_near_zero_util"] == pytest.approx(4.0)
+    assert e["by_user"][2]["gpu_util_pct"] == pytest.approx(90.0)
+    assert [(j["job_id"], j["user"], j["gpus"], j["gpu_hours"]) for j in e["idle_jobs"]] == [
+        ("2", "bob", 4.0, pytest.approx(4.0)), ("3", "carol", 1.0, pytest.approx(1.0))]
+    assert e["cpu_hours_share"] == pytest.approx(1.0)
+    idle = pd.read_csv(tmp_path / "out" / "idle_jobs.csv")
+    assert list(idle["job_id"]) == [2, 3]
+    assert "### Jobs that held GPUs idle" in (tmp_path / "out" / "weekly.md").read_text()
+
+
+def test_energy_totals_name_prometheus_and_modelled_and_unknown_energy_draws_no_chart(tmp_path):
+    rep = _run(tmp_path, [row()], formats=["md", "html"], gpu_tdp_w=500.0).report
+    md = (tmp_path / "out" / "weekly.md").read_text()
+    assert "| measured (spool) | measured (Prometheus) | Slurm | modelled (TDP) |" in md
+    html = (tmp_path / "out" / "weekly.html").read_text()
+    assert "100 % modelled from TDP" in html and "<td class=\"l\">prometheus</td>" in html
+    _run(tmp_path, [row()], formats=["html"], outdir=tmp_path / "o2")
+    html = (tmp_path / "o2" / "weekly.html").read_text()
+    assert 'alt="Energy by source"' not in html and html.count("<img") == 2
+
+
+def test_html_shows_the_new_sections_in_chromium_and_each_image_decodes(tmp_path):
+    import base64
+    import io
+    import re
+    import shutil
+    import subprocess
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        pytest.skip("Debian package chromium is not installed (.ci/apt-packages.txt lists it)")
+    rows = [row(JobID="1", State="RUNNING", End="Unknown", ElapsedRaw="0"),
+            row(JobID="1.0", User="", TRESUsageInAve="gres/gpuutil=0", End="Unknown"),
+            row(JobID="2", Submit=str(T0 + 7200), Start=str(T0 + 7200), End=str(T0 + 10800)),
+            row(JobID="bad!")]
+    _run(tmp_path, rows, formats=["html"], gpu_tdp_w=400.0, allow_rejected=True)
+    page = tmp_path / "out" / "weekly.html"
+    html = page.read_text()
+    from PIL import Image
+
+    srcs = re.findall(r'<img[^>]*src="([^"]+)"', html)
+    assert len(srcs) == 3
+    for src in srcs:
+        Image.open(io.BytesIO(base64.b64decode(src.split(",", 1)[1]))).load()
+    proc = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                           "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    dom = proc.stdout
+    assert "Warning: 1 of 4 input rows" in dom, proc.stderr[-2000:]
+    for needle in ("Provisional: 1 job(s) still running as of 2026-01-01T03:00:00Z", "Most GPUs in use at once",
+                   "Efficiency by user", "Jobs that held GPUs idle", "of the CPU-hours", "Queue wait (Start − Eligible)", "prometheus"):
+        assert needle in dom, needle
