@@ -7,6 +7,8 @@ inside a job name can only spill into the last column). Captured files may carry
 
 from __future__ import annotations
 
+import re
+
 #: The ``sacct -o`` list of :func:`slurmkit.accounting.ingest.sacct_argv`. JobName stays last.
 FIELDS: tuple[str, ...] = (
     "Cluster", "JobID", "JobIDRaw", "State", "User", "Account", "Partition", "QOS",
@@ -30,7 +32,31 @@ KNOWN: tuple[str, ...] = FIELDS + (
     "MaxDiskWriteTask", "Reason", "WCKey", "Priority", "Reserved", "Planned", "AveRSS",
 )
 
-_CANON = {name.lower(): name for name in KNOWN}
+#: Every field ``sacct --helpformat`` lists (Slurm 22.05 to 24.11), which ``sacct -l``, ``-o ALL``
+#: and site format strings print: recognised in a header, and the ones not used ignored.
+SACCT_FIELDS: tuple[str, ...] = (
+    "Account", "AdminComment", "AllocCPUS", "AllocGRES", "AllocNodes", "AllocTRES", "AssocID", "AveCPU",
+    "AveCPUFreq", "AveDiskRead", "AveDiskWrite", "AvePages", "AveRSS", "AveVMSize", "BlockID", "Cluster",
+    "Comment", "Constraints", "ConsumedEnergy", "ConsumedEnergyRaw", "Container", "CPUTime", "CPUTimeRAW",
+    "DBIndex", "DerivedExitCode", "Elapsed", "ElapsedRaw", "Eligible", "End", "ExitCode", "Extra",
+    "FailedNode", "Flags", "GID", "Group", "JobID", "JobIDRaw", "JobName", "Layout", "Licenses",
+    "MaxDiskRead", "MaxDiskReadNode", "MaxDiskReadTask", "MaxDiskWrite", "MaxDiskWriteNode",
+    "MaxDiskWriteTask", "MaxPages", "MaxPagesNode", "MaxPagesTask", "MaxRSS", "MaxRSSNode", "MaxRSSTask",
+    "MaxVMSize", "MaxVMSizeNode", "MaxVMSizeTask", "McsLabel", "MinCPU", "MinCPUNode", "MinCPUTask",
+    "NCPUS", "NNodes", "NodeList", "NTasks", "Partition", "Planned", "PlannedCPU", "PlannedCPURAW",
+    "Priority", "QOS", "QOSRAW", "QOSREQ", "Reason", "ReqCPUFreq", "ReqCPUFreqGov", "ReqCPUFreqMax",
+    "ReqCPUFreqMin", "ReqCPUS", "ReqGRES", "ReqMem", "ReqNodes", "ReqTRES", "Reservation",
+    "ReservationId", "Reserved", "ResvCPU", "ResvCPURAW", "Restarts", "Start", "State", "StdErr", "StdIn",
+    "StdOut", "Submit", "SubmitLine", "Suspended", "SystemComment", "SystemCPU", "Timelimit",
+    "TimelimitRaw", "TotalCPU", "TRESUsageInAve", "TRESUsageInMax", "TRESUsageInMaxNode",
+    "TRESUsageInMaxTask", "TRESUsageInMin", "TRESUsageInMinNode", "TRESUsageInMinTask", "TRESUsageInTot",
+    "TRESUsageOutAve", "TRESUsageOutMax", "TRESUsageOutMaxNode", "TRESUsageOutMaxTask", "TRESUsageOutMin",
+    "TRESUsageOutMinNode", "TRESUsageOutMinTask", "TRESUsageOutTot", "UID", "User", "UserCPU", "WCKey",
+    "WCKeyID", "WorkDir",
+)
+
+_CANON = {name.lower(): name for name in SACCT_FIELDS}
+_CANON.update({name.lower(): name for name in KNOWN})
 
 
 def canonical(name: str) -> str:
@@ -42,7 +68,16 @@ def canonical(name: str) -> str:
     return _CANON.get(name.lower(), name)
 
 
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
 def looks_like_header(fields: list[str]) -> bool:
-    """True when every entry of a first line is a sacct field name we know (a header line)."""
-    names = [f.strip().lower() for f in fields if f.strip()]
-    return bool(names) and all(n in _CANON for n in names) and "jobid" in names
+    """True when a first line is a header: it names JobID, every entry looks like a field name,
+    and at least half of them are sacct fields (:data:`SACCT_FIELDS`; a newer Slurm's few
+    fields unknown here do not stop it)."""
+    names = [f.strip() for f in fields if f.strip()]
+    if not names or "jobid" not in {n.lower() for n in names}:
+        return False
+    if not all(_NAME.match(n) for n in names):
+        return False
+    return 2 * sum(n.lower() in _CANON for n in names) >= len(names)

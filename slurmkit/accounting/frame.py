@@ -27,14 +27,16 @@ alloc_mem_mib      AllocTRES mem=, else ReqMem (``Mc`` x NCPUS, ``Mn`` x NNodes)
 gpus, gpu_type     from AllocTRES (:func:`~slurmkit.accounting.parse.gpus_from_tres`)
 total_cpu_s        TotalCPU (seconds of user+system CPU)
 mem_used_mib       TRESUsageInTot mem=, else MaxRSS (MiB)
-gpu_util_pct       TRESUsageInAve, else TRESUsageInTot ``gres/gpuutil`` (percent)
+gpu_util_pct       TRESUsageInAve, else TRESUsageInTot / NTasks ``gres/gpuutil`` (percent
+                   per task; TRESUsageInTot sums the tasks)
 energy_j           ConsumedEnergyRaw (joules; NaN when absent)
 =================  =================================================================
 
 Step columns: ``cluster``, ``job_id`` (``123_4.batch``), ``key_id`` (JobIDRaw without the
 step, else the JobID without it: the allocation's ``key_id``), ``step`` (``batch``, ``extern``,
 ``0``, ``interactive``), ``submit``, ``start``, ``elapsed_s``, ``total_cpu_s``,
-``mem_used_mib``, ``gpu_util_pct``, as above. A row is a step row when its JobID has a ``.``.
+``mem_used_mib``, ``gpu_util_pct``, as above, and ``gpus`` (the step's AllocTRES GPUs; NaN when
+the input has no AllocTRES). A row is a step row when its JobID has a ``.``.
 """
 
 from __future__ import annotations
@@ -50,11 +52,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from slurmkit.accounting import parse as P
-from slurmkit.accounting.quality import DataQuality
+from slurmkit.accounting.quality import MAX_LISTED, DataQuality
 
 #: Columns of a step row (see the module docstring).
 STEP_COLUMNS = ("cluster", "job_id", "key_id", "step", "submit", "start", "elapsed_s", "total_cpu_s",
-                "mem_used_mib", "gpu_util_pct")
+                "mem_used_mib", "gpu_util_pct", "gpus")
 #: The identity of a row: sacct prints a row once per (cluster, JobIDRaw, Submit, Start); a step
 #: adds its name. A second row with the same key is a repeat (or a step printed without suffix).
 ALLOC_KEY = ["cluster", "key_id", "submit", "start"]
@@ -68,8 +70,12 @@ INT_FIELDS = ("Submit", "Eligible", "Start", "End", "ElapsedRaw", "NCPUS", "Allo
               "AllocNodes", "ConsumedEnergyRaw")
 #: The sacct fields a step row is typed from (:func:`_typed_steps`).
 _STEP_FIELDS = frozenset(("Cluster", "JobID", "JobIDRaw", "Submit", "Start", "ElapsedRaw", "Elapsed",
-                          "TotalCPU", "TRESUsageInTot", "TRESUsageInAve", "MaxRSS"))
+                          "TotalCPU", "TRESUsageInTot", "TRESUsageInAve", "MaxRSS", "AllocTRES",
+                          "NTasks"))
 _REPEAT = "repeated JobID/Submit/Start (step row without suffix or duplicate)"
+#: Data-quality reasons of local times a DST change makes ambiguous or skips.
+DST_FOLD = "local time in a DST fold (read as the first, summer-time occurrence)"
+DST_GAP = "local time in a DST gap (read as the first instant after the gap)"
 
 
 @dataclass(frozen=True)
@@ -234,8 +240,10 @@ def _concat_columns(frames: list, consume: bool = True) -> pd.DataFrame:
     if len(frames) == 1 and not consume:
         return frames[0]
     # columns as Series (views into each frame's blocks: no copy, unlike DataFrame.pop)
-    names = list(frames[0].columns)
-    split = [{c: f[c] for c in names} for f in frames]
+    names = list(dict.fromkeys(c for f in frames for c in f.columns))
+    # a column some parts lack (a store written before it existed) is NaN there
+    split = [{c: f[c] if c in f.columns else pd.Series(np.full(len(f), np.nan)) for c in names}
+             for f in frames]
     if consume:
         frames.clear()
     cols = {}
@@ -285,6 +293,8 @@ class _Cols:
 
     def __init__(self, table: pa.Table):
         self.table, self.names, self.n = table, set(table.column_names), table.num_rows
+        self.dst = {"fold": 0, "gap": 0}   # local times in a DST fold / gap (:meth:`times`)
+        self.flags: list = []               # (row positions, reason) of repaired values
 
     @property
     def empty(self) -> pa.ChunkedArray:
@@ -310,12 +320,64 @@ class _Cols:
         (v,) = P.dict_apply(c, lambda x: (P.num_np(pc.utf8_trim_whitespace(x), r"^-?[0-9]+(\.[0-9]+)?$"),))
         return pd.Series(v)
 
+    def count(self, *fields) -> pd.Series:
+        """:meth:`num` of a count or duration sacct never prints negative (NCPUS, NNodes,
+        ElapsedRaw, ConsumedEnergyRaw): a negative value or text that is not a number (nor
+        empty / Unknown) is NaN, and the row is flagged (:meth:`note_flags`)."""
+        v = self.num(*fields)
+        arr = v.to_numpy()
+        name = next((f for f in fields if f in self.names), None)
+        if name is None:
+            return v
+        neg = arr < 0
+        if neg.any():
+            self.flag(np.flatnonzero(neg), f"{name} negative (read as unknown)")
+            v = v.where(~neg)
+        c = self.col(name)
+        if not pa.types.is_integer(c.type):
+            nan = np.isnan(arr)
+            if nan.any():
+                t = pc.utf8_trim_whitespace(c)
+                given = pc.invert(pc.fill_null(pc.is_in(t, pa.array(P.NO_TIME)), True)).to_numpy(zero_copy_only=False)
+                bad = nan & given
+                if bad.any():
+                    self.flag(np.flatnonzero(bad), f"{name} not a number (read as unknown)")
+        return v
+
     def times(self, field: str, tz: str) -> pd.Series:
         c = self.col(field)
-        return P.parse_times(c if c is not None else self.empty, tz)
+        counts = {"fold": 0, "gap": 0}
+        out = P.parse_times(c if c is not None else self.empty, tz, counts)
+        self.dst["fold"] += counts["fold"]
+        self.dst["gap"] += counts["gap"]
+        for pos in counts.get("bad", ()):
+            self.flag(pos, f"{field} is not a time (read as Unknown)")
+        return out
+
+    def flag(self, pos: np.ndarray, reason: str) -> None:
+        """Note rows (positions in this block) whose value was repaired for ``reason``."""
+        self.flags.append((np.asarray(pos), reason))
+
+    def note_dst(self, dq: DataQuality, source: str, tz: str) -> None:
+        """Record the local times read in a DST fold or gap (counted as repaired)."""
+        if self.dst["fold"]:
+            dq.repair(f"{DST_FOLD} ({tz})", source, None, f"{self.dst['fold']} time(s)", n=self.dst["fold"])
+        if self.dst["gap"]:
+            dq.repair(f"{DST_GAP} ({tz})", source, None, f"{self.dst['gap']} time(s)", n=self.dst["gap"])
+
+    def note_flags(self, dq: DataQuality, source: str) -> None:
+        """Record each flagged row as repaired, listed by JobID (the report finds its line)."""
+        if not self.flags:
+            return
+        jid = self.col("JobID")
+        for pos, reason in self.flags:
+            ids = pc.take(jid, pa.array(pos[:MAX_LISTED])).to_pylist() if jid is not None else []
+            for j in ids:
+                dq.repair(reason, source, None, f"JobID {j}", n=0)
+            dq.repaired[reason] += len(pos)
 
     def elapsed_s(self) -> pd.Series:
-        el = self.num("ElapsedRaw")
+        el = self.count("ElapsedRaw")
         if "Elapsed" in self.names:
             el = el.fillna(P.parse_duration_s(self.col("Elapsed")))
         return el
@@ -332,6 +394,10 @@ class _Cols:
             rss, _ = P.parse_mem_mib(self.col("MaxRSS"), bare="B")
             used = used.fillna(rss)
         util = P.tres_number(self.col("TRESUsageInAve"), "gres/gpuutil") if "TRESUsageInAve" in self.names else nan
+        if "NTasks" in self.names:
+            # TRESUsageInTot sums over the step's tasks: per task, as TRESUsageInAve gives it
+            tasks = self.num("NTasks")
+            tot_util = tot_util / tasks.where(tasks > 0, 1.0).fillna(1.0)
         return used, util.fillna(tot_util).astype("float64")
 
     def cluster(self, default: str) -> pd.Series:
@@ -363,7 +429,7 @@ def _frame(cols: dict, valid: np.ndarray, dq: DataQuality, source: str) -> pd.Da
     costs more than the typing of a small block)."""
     bad = ~valid
     if bad.any():
-        for j in cols["job_id"][bad].head(20):
+        for j in cols["job_id"][bad].head(MAX_LISTED):
             dq.skip("bad JobID", 0, source, None, f"JobID {j!r}")
         dq.skip("bad JobID", int(bad.sum()))
         cols = {k: v[valid].reset_index(drop=True) if isinstance(v, pd.Series) else v
@@ -389,6 +455,10 @@ def _typed_steps(table: pa.Table, dq: DataQuality, source: str, cluster: str, tz
     out["elapsed_s"] = c.elapsed_s()
     out["total_cpu_s"] = c.total_cpu_s()
     out["mem_used_mib"], out["gpu_util_pct"] = c.usage()
+    tres = c.col("AllocTRES")
+    out["gpus"] = P.gpus_from_tres(tres)[0] if tres is not None else pd.Series(np.full(c.n, np.nan))
+    c.note_dst(dq, source, tz)
+    c.note_flags(dq, source)
     return _frame(out, ids["valid"].to_numpy(dtype=bool), dq, source)
 
 
@@ -416,8 +486,8 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
         out["timelimit_s"] = P.parse_timelimit_s(c.col("TimelimitRaw"), raw_minutes=True)
     else:
         out["timelimit_s"] = P.parse_timelimit_s(c.col("Timelimit") if "Timelimit" in names else c.empty)
-    out["ncpus"] = c.num("NCPUS", "AllocCPUS")
-    out["nnodes"] = c.num("NNodes", "AllocNodes")
+    out["ncpus"] = c.count("NCPUS", "AllocCPUS")
+    out["nnodes"] = c.count("NNodes", "AllocNodes")
     tres = c.col("AllocTRES")
     tres = tres if tres is not None else c.empty
     tres_mem = P.tres_mem_mib(tres, "mem", bare="M")
@@ -432,7 +502,16 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
     out["gpus"], out["gpu_type"] = gpus, gtype
     out["total_cpu_s"] = c.total_cpu_s()
     out["mem_used_mib"], out["gpu_util_pct"] = c.usage()
-    out["energy_j"] = c.num("ConsumedEnergyRaw")
+    out["energy_j"] = c.count("ConsumedEnergyRaw")
+    # an End before the Start: sacct's clock went back, or the row was edited; the job ran
+    # ElapsedRaw from its Start (0 s when that is not known either)
+    back = (out["end"] < out["start"]).to_numpy()
+    if back.any():
+        c.flag(np.flatnonzero(back), "End before Start (End = Start + ElapsedRaw)")
+        fixed = out["start"] + pd.to_timedelta(out["elapsed_s"].clip(lower=0).fillna(0.0), unit="s")
+        out["end"] = out["end"].where(~back, fixed)
+    c.note_dst(dq, source, tz)
+    c.note_flags(dq, source)
     return _frame(out, ids["valid"].to_numpy(dtype=bool), dq, source)
 
 

@@ -104,7 +104,7 @@ def _field(struct: pa.ChunkedArray, name: str) -> pa.ChunkedArray:
     return pc.struct_field(struct, name)
 
 
-def parse_times(s, tz: str = "UTC") -> pd.Series:
+def parse_times(s, tz: str = "UTC", counts: dict | None = None) -> pd.Series:
     """sacct Submit/Eligible/Start/End -> ``datetime64[ns, UTC]``.
 
     Accepts epoch seconds (``SLURM_TIME_FORMAT=%s``, what the ingest asks for), ISO
@@ -112,9 +112,17 @@ def parse_times(s, tz: str = "UTC") -> pd.Series:
     without a zone are read in ``tz`` (sacct prints local time; the ingest runs it with
     TZ=UTC). ``Unknown`` / ``None`` / empty -> NaT. An integer column (the reader's
     ``int_fields``: epoch seconds, nulls for the no-time words) is taken as epoch seconds.
+    A local time in a DST fold or gap is read as :func:`local_to_epoch` says; ``counts``
+    (a dict with ``"fold"`` and ``"gap"``), when given, is increased by how many there were,
+    and ``counts["bad"]`` (a list) gets the positions of the values that are a time sacct
+    cannot have printed (``2026-13-45T99:00:00``, past 2262, negative, text): NaT, not silently.
     """
     if isinstance(s, (pa.Array, pa.ChunkedArray)) and pa.types.is_integer(s.type):
-        return _epoch_times(s, _index(s))
+        out = _epoch_times(s, _index(s))
+        if counts is not None:
+            given = pc.is_valid(s).to_numpy(zero_copy_only=False)
+            _note_bad(counts, given & out.isna().to_numpy())
+        return out
     a = pc.utf8_trim_whitespace(_arrow(s))
     digits = pc.fill_null(pc.and_(pc.ascii_is_decimal(a), pc.less_equal(pc.binary_length(a), 12)), False)
     epoch = pc.cast(pc.if_else(digits, a, _NULL), pa.int64())
@@ -129,10 +137,43 @@ def parse_times(s, tz: str = "UTC") -> pd.Series:
         iso_s = pc.cast(iso, pa.int64()).to_numpy(zero_copy_only=False)
         iso_s = np.where(pd.isna(iso_s), np.nan, iso_s).astype("float64")
         if tz != "UTC":
-            local = pd.to_datetime(iso_s, unit="s").tz_localize(tz, ambiguous="NaT", nonexistent="NaT")
-            iso_s = np.where(local.isna(), np.nan, local.tz_convert("UTC").asi8 / 1e9)
+            iso_s, fold, gap = local_to_epoch(iso_s, tz)
+            if counts is not None:
+                counts["fold"] += fold
+                counts["gap"] += gap
         secs = np.where(np.isnan(secs), iso_s, secs)
-    return _utc_series(secs, _index(s))
+    out = _utc_series(secs, _index(s))
+    if counts is not None:
+        given = pc.invert(pc.fill_null(pc.is_in(a, pa.array(NO_TIME)), True)).to_numpy(zero_copy_only=False)
+        _note_bad(counts, given & out.isna().to_numpy())
+    return out
+
+
+def _note_bad(counts: dict, bad: np.ndarray) -> None:
+    if bad.any():
+        counts.setdefault("bad", []).append(np.flatnonzero(bad))
+
+
+def local_to_epoch(wall_s: np.ndarray, tz: str) -> tuple[np.ndarray, int, int]:
+    """Wall-clock times in zone ``tz`` (float seconds since 1970-01-01 00:00 *local*, NaN: none)
+    -> ``(epoch seconds UTC, times in a fold, times in a gap)``.
+
+    A time a DST change makes ambiguous (the repeated hour in autumn: the *fold*) is read as its
+    first occurrence (summer time), as ``localtime`` gives it for the earlier of the two
+    instants; a time that does not exist (the skipped hour in spring: the *gap*) is read as the
+    first instant after the gap. Neither becomes NaT; the callers list how many there were.
+    Raises ``zoneinfo.ZoneInfoNotFoundError`` for an unknown zone."""
+    ok = ~np.isnan(wall_s)
+    out = np.full(len(wall_s), np.nan)
+    if not ok.any():
+        return out, 0, 0
+    naive = pd.DatetimeIndex(wall_s[ok].astype("int64").astype("datetime64[s]"))
+    first = np.ones(len(naive), bool)
+    no_fold = naive.tz_localize(tz, ambiguous="NaT", nonexistent="shift_forward")
+    no_gap = naive.tz_localize(tz, ambiguous=first, nonexistent="NaT")
+    local = naive.tz_localize(tz, ambiguous=first, nonexistent="shift_forward")
+    out[ok] = local.tz_convert("UTC").as_unit("s").asi8.astype("float64")
+    return out, int(no_fold.isna().sum()), int(no_gap.isna().sum())
 
 
 def _epoch_times(a, index) -> pd.Series:

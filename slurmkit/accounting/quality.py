@@ -12,7 +12,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 #: How many individual problem rows are listed (counts by reason are always complete).
-MAX_LISTED = 200
+MAX_LISTED = 10_000
+
+#: Skip reasons that are not a problem with the input: a row of another window, or a second
+#: copy of a row already counted (overlapping captures, the store's daily pulls).
+OUTSIDE_WINDOW = "outside the window"
+SAME_ROW_CAPTURE = "same row in another capture (the later capture's copy kept)"
+SAME_ROW_PULL = "same row in another day's pull"
+STARTED_LATER = "pending in an earlier capture, started in a later one"
+NOT_PROBLEMS = frozenset((OUTSIDE_WINDOW, SAME_ROW_CAPTURE, SAME_ROW_PULL, STARTED_LATER))
 
 
 @dataclass
@@ -50,6 +58,9 @@ class DataQuality:
     repaired: Counter = field(default_factory=Counter)
     ignored_lines: Counter = field(default_factory=Counter)
     problems: list = field(default_factory=list)
+    #: GPU-hours of jobs whose steps are in the input but whose allocation row is not (not
+    #: counted: the largest step's AllocTRES GPUs x its ElapsedRaw, per job)
+    gpu_hours_at_stake: float = 0.0
 
     @property
     def rows_counted(self) -> int:
@@ -79,8 +90,20 @@ class DataQuality:
         self.skipped.update(other.skipped)
         self.repaired.update(other.repaired)
         self.ignored_lines.update(other.ignored_lines)
+        self.gpu_hours_at_stake += other.gpu_hours_at_stake
         room = MAX_LISTED - len(self.problems)
         self.problems.extend(other.problems[:max(room, 0)])
+
+    @property
+    def rows_rejected(self) -> int:
+        """Rows skipped because of a problem with them (every reason but :data:`NOT_PROBLEMS`)."""
+        return self.rows_skipped - sum(self.skipped[r] for r in NOT_PROBLEMS)
+
+    @property
+    def rejected_share(self) -> float:
+        """:attr:`rows_rejected` over the rows that were the window's to count (0.0 when none)."""
+        base = self.rows_read - (self.rows_skipped - self.rows_rejected)
+        return self.rows_rejected / base if base > 0 else 0.0
 
     def check(self) -> None:
         """Raise AssertionError when the counts do not add up (a bug, never bad input)."""
@@ -90,7 +113,9 @@ class DataQuality:
     def as_dict(self) -> dict:
         """The JSON ``data_quality`` section."""
         return {"rows_read": self.rows_read, "rows_counted": self.rows_counted,
-                "rows_skipped": self.rows_skipped, "skipped_reasons": dict(sorted(self.skipped.items())),
+                "rows_skipped": self.rows_skipped, "rows_rejected": self.rows_rejected,
+                "rejected_share": round(self.rejected_share, 9), "skipped_reasons": dict(sorted(self.skipped.items())),
                 "repaired_reasons": dict(sorted(self.repaired.items())),
                 "ignored_lines": dict(sorted(self.ignored_lines.items())),
+                "gpu_hours_at_stake": round(self.gpu_hours_at_stake, 9),
                 "problems": [p.as_dict() for p in self.problems]}

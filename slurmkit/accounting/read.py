@@ -17,8 +17,13 @@ a :class:`~slurmkit.accounting.quality.DataQuality`.
 Rows that do not split into the expected number of fields are skipped with a reason and their
 physical line (1-based, in the input as given: comment lines and the header count); when
 JobName is the last field, extra delimiters are a delimiter inside the job name and are joined
-back (counted, listed as repaired); a short row is most likely the tail of a name with an
-embedded newline (``too few fields (continuation of a field with a newline?)``). Bad UTF-8 is
+back (counted, listed as repaired); two consecutive short lines whose fields add up to one
+row, split inside JobName, are joined (``newline inside JobName (two lines joined)``); a short
+row that starts with a JobID lacks its last fields (``too few fields (short by its last N:
+...)``), any other short line is most likely the tail of a value with an embedded newline
+(``too few fields (continuation of a field with a newline?)``). A field listed twice in the
+header is read once (differing copies counted as repaired). Binary input and sacct's
+fixed-width table are refused (:data:`NOT_PARSABLE`). Bad UTF-8 is
 replaced by U+FFFD and the rows are listed as repaired. Comment and blank (or whitespace-only)
 lines are counted in ``ignored_lines``, not as rows.
 """
@@ -97,6 +102,7 @@ class _Layout:
     sep: str
     trailing: bool
     start: int
+    dups: dict = None
 
     @property
     def col_names(self) -> list:
@@ -106,10 +112,12 @@ class _Layout:
 def _layout(fh, source: str, fields, delimiter, dq: DataQuality) -> _Layout | None:
     """Read the head of ``fh`` (a binary file at offset 0): comment and blank lines before the
     first row or header (counted in ``dq``), the header when the first line is one, and the
-    first row (the trailing delimiter). None when the input holds no row or header at all.
+    first row (the trailing delimiter). None when the input holds no row or header at all. A
+    field listed twice gets a second column ``<name>#2`` (:func:`_drop_duplicate_fields`).
 
-    Raises :class:`AccountingInputError`: no header and no field list (the first line), a
-    repeated field or no JobID in the field list (the header line, or None for ``fields``)."""
+    Raises :class:`AccountingInputError`: no header and no field list (the first line), no
+    JobID in the field list (the header line, or None for ``fields``), output that is not
+    parsable (binary, sacct's fixed-width table, no delimiter: :data:`NOT_PARSABLE`)."""
     offset = skipped = 0
     while True:
         raw = fh.readline()
@@ -122,9 +130,13 @@ def _layout(fh, source: str, fields, delimiter, dq: DataQuality) -> _Layout | No
         dq.ignored_lines[kind] += 1
         offset += len(raw)
         skipped += 1
+    if b"\x00" in raw or _mostly_binary(raw):
+        raise AccountingInputError(source, skipped + 1, NOT_PARSABLE)
     first = line.decode("utf-8", errors="replace")
     delim = delimiter or _guess_delimiter(first, len(fields) if fields else None)
     first_fields = first.split(delim)
+    if len(first_fields) == 1 and looks_like_header(first.split()):
+        raise AccountingInputError(source, skipped + 1, NOT_PARSABLE + " (this is sacct's fixed-width table)")
     if looks_like_header(first_fields):
         names = [canonical(f) for f in first_fields]
         if names and names[-1] == "":
@@ -137,20 +149,63 @@ def _layout(fh, source: str, fields, delimiter, dq: DataQuality) -> _Layout | No
             if not raw or _is_ignored(raw.rstrip(b"\r\n")) is None:
                 sample = raw.rstrip(b"\r\n")
                 break
+        if re.fullmatch(rb"[-|+ \t]*-{3,}[-|+ \t]*", sample):
+            raise AccountingInputError(source, header_line + 1, NOT_PARSABLE + " (this is sacct's fixed-width table)")
     elif fields:
         names = [canonical(f) for f in fields]
         header_line = None
         start, sample = offset, line
+        if len(names) > 1 and not delimiter and delim.encode() not in line:
+            raise AccountingInputError(source, skipped + 1, NOT_PARSABLE + " (no delimiter in the first row)")
     else:
         raise AccountingInputError(source, skipped + 1, _NO_HEADER)
-    if len(set(names)) != len(names):
-        raise AccountingInputError(source, header_line, f"repeated field in the field list: {names}")
     if "JobID" not in names:
         raise AccountingInputError(source, header_line, "the field list has no JobID")
+    dups, seen = {}, {}
+    for i, n in enumerate(names):
+        if n in seen:
+            seen[n] += 1
+            dups[f"{n}#{seen[n]}"] = n
+            names[i] = f"{n}#{seen[n]}"
+        else:
+            seen[n] = 1
     bdelim = delim.encode()
     trailing = sample.endswith(bdelim) and sample.count(bdelim) == len(names)
     direct = len(bdelim) == 1 and delim not in ('"', "\n", "\r")
-    return _Layout(names, delim, delim if direct else DELIMITER, trailing, start)
+    return _Layout(names, delim, delim if direct else DELIMITER, trailing, start, dups)
+
+
+#: The message for output that is not sacct's parsable form.
+NOT_PARSABLE = "not parsable output: run sacct with -P / --parsable2"
+
+
+def _mostly_binary(raw: bytes) -> bool:
+    """True when a first line is not text: more than a tenth control bytes (tab, the unit
+    separator and line ends aside), or not UTF-8 with more than a third of its bytes non-ASCII
+    (a Latin-1 name here and there is still text)."""
+    control = sum(c < 0x20 and c not in (9, 10, 13, 0x1f) for c in raw)
+    if control > len(raw) // 10:
+        return True
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return sum(c >= 0x80 for c in raw) > len(raw) // 3
+    return False
+
+
+def _drop_duplicate_fields(t: pa.Table, dups: dict, dq: DataQuality, source: str) -> pa.Table:
+    """Without the second copies of a field the header lists twice (the first is read); the
+    rows where the copies differ are counted (repaired: ``field X listed twice, copies differ``)."""
+    for dup, name in dups.items():
+        a, b = t.column(name), t.column(dup)
+        if a.type != b.type:
+            a, b = a.cast(pa.string()), b.cast(pa.string())
+        differ = pc.sum(pc.fill_null(pc.not_equal(a, b), False)).as_py() or 0
+        if differ:
+            dq.repair(f"field {name} listed twice, copies differ (the first read)", source, None,
+                      f"{differ} row(s)", n=differ)
+        t = t.drop_columns([dup])
+    return t
 
 
 # --- blocks --------------------------------------------------------------------------------
@@ -335,20 +390,43 @@ def _bad_rows(bad: list, data, layout: _Layout, dq: DataQuality, source: str, li
     placed = sorted(zip(where, rows), key=lambda x: x[0][0])
     repaired = []
     first = None
-    for (_, k), (ncols, text) in placed:
+    nrows = len(rows)
+    jcol = names.index("JobID")
+    ncol = names.index("JobName") if "JobName" in names else -1
+    i = 0
+    while i < len(placed):
+        (_, k), (ncols, text) = placed[i]
         line = line_of(k)
+        shown = text.replace(sep, delim) if sep != delim else text
+        if ncols < expected and i + 1 < len(placed) and k is not None:
+            (_, k2), (ncols2, text2) = placed[i + 1]
+            if k2 == k + 1 and ncols + ncols2 - 1 == expected and ncols - 1 == ncol:
+                # a newline inside JobName (not the last field): the two lines are one row
+                p1, p2 = text.split(sep), text2.split(sep)
+                repaired.append((p1[:-1] + [p1[-1] + "\n" + p2[0]] + p2[1:])[:len(names)])
+                dq.repair("newline inside JobName (two lines joined)", source, line, shown)
+                nrows -= 1
+                i += 2
+                continue
+        i += 1
         if first is None:
             first = (ncols - extra_col, line)
-        shown = text.replace(sep, delim) if sep != delim else text
         if ncols > expected and names[-1] == "JobName" and not layout.trailing:
             parts = text.split(sep)
             repaired.append(parts[:len(names) - 1] + [delim.join(parts[len(names) - 1:])])
             dq.repair("delimiter inside JobName (joined)", source, line, shown)
         elif ncols < expected:
-            dq.skip("too few fields (continuation of a field with a newline?)", 1, source, line, shown)
+            parts = text.split(sep)
+            looks_like_row = len(parts) > jcol and re.fullmatch(r"[0-9]+[0-9_+.\[\]%\-A-Za-z]*", parts[jcol].strip())
+            if looks_like_row:
+                missing = names[ncols - extra_col:]
+                dq.skip(f"too few fields (short by its last {len(missing)}: {','.join(missing[:3])}"
+                        f"{',...' if len(missing) > 3 else ''})", 1, source, line, shown)
+            else:
+                dq.skip("too few fields (continuation of a field with a newline?)", 1, source, line, shown)
         else:
             dq.skip(f"wrong number of fields ({ncols - extra_col} for {len(names)})", 1, source, line, shown)
-    return repaired, len(rows), first
+    return repaired, nrows, first
 
 
 def _drop_blank_rows(t: pa.Table, dq: DataQuality) -> pa.Table:
@@ -429,6 +507,8 @@ def _stream(opener, source: str, fields, delimiter, block_bytes: int, int_fields
                     raise AccountingInputError(source, None, f"cannot split the text: {exc}") from None
                 if layout.trailing:
                     t = t.drop_columns(["_trailing"])
+                if layout.dups:
+                    t = _drop_duplicate_fields(t, layout.dups, dq, source)
                 t = _drop_blank_rows(t, dq)
                 good += t.num_rows
                 nread += t.num_rows
@@ -440,8 +520,9 @@ def _stream(opener, source: str, fields, delimiter, block_bytes: int, int_fields
                     nread += n
                     first_bad = first_bad or first
                     if extra:
-                        yield pa.table({c: pa.array([r[i] for r in extra], pa.string())
-                                        for i, c in enumerate(layout.names)})
+                        t = pa.table({c: pa.array([r[i] for r in extra], pa.string())
+                                      for i, c in enumerate(layout.names)})
+                        yield _drop_duplicate_fields(t, layout.dups, DataQuality(), source) if layout.dups else t
                 del data
         dq.rows_read = nread
         if good == 0 and first_bad:
@@ -450,7 +531,37 @@ def _stream(opener, source: str, fields, delimiter, block_bytes: int, int_fields
                 source, line, f"rows have {ncols} fields but the field list has {len(layout.names)} "
                               f"({','.join(layout.names)}); give the field list the file was written with")
 
-    return gen(), dq, layout.names
+    return gen(), dq, [n for n in layout.names if n not in (layout.dups or {})]
+
+
+def locate_job_ids(path, job_ids, fields: list[str] | None = None, delimiter: str | None = None
+                   ) -> dict[str, list[int]]:
+    """The physical lines (1-based, in order) of the rows whose JobID is one of ``job_ids``
+    in the sacct file ``path`` (read as :func:`stream_sacct_file` reads it): how the report
+    names the line of a row whose value was repaired or skipped after splitting. One pass over
+    the file, only when such rows exist; ids not found are absent."""
+    want = set(job_ids)
+    out: dict[str, list[int]] = {}
+    if not want:
+        return out
+    opener = _file_opener(path)
+    with opener() as fh:
+        layout = _layout(fh, str(path), fields, delimiter, DataQuality())
+    if layout is None:
+        return out
+    col = layout.names.index("JobID")
+    delim = layout.delim.encode()
+    with opener() as fh:
+        head = fh.read(layout.start)
+        line = head.count(b"\n")
+        for raw in fh:
+            line += 1
+            parts = raw.rstrip(b"\r\n").split(delim, col + 1)
+            if len(parts) > col:
+                jid = parts[col].decode("utf-8", "replace").strip()
+                if jid in want:
+                    out.setdefault(jid, []).append(line)
+    return out
 
 
 def _file_opener(path):

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from slurmkit.accounting.frame import JobRows
-from slurmkit.accounting.quality import DataQuality
+from slurmkit.accounting.quality import SAME_ROW_PULL, DataQuality
 from slurmkit.atomicfile import atomic_write, atomic_write_with
 
 #: Seconds after a day's end before its pull can be final (accounting reaches slurmdbd late).
@@ -107,7 +107,7 @@ class Store:
         rows = JobRows.concat(parts)
         rows = JobRows(rows.allocs.sort_values("pulled_at", kind="stable"),
                        rows.steps.sort_values("pulled_at", kind="stable")) if parts else rows
-        rows = rows.drop_repeats(dq, str(self.dir), keep="last", reason="same row in another day's pull",
+        rows = rows.drop_repeats(dq, str(self.dir), keep="last", reason=SAME_ROW_PULL,
                                  list_rows=False)
         return JobRows(rows.allocs.drop(columns=["pulled_at"], errors="ignore").reset_index(drop=True),
                        rows.steps.drop(columns=["pulled_at"], errors="ignore").reset_index(drop=True)), dq

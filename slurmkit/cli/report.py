@@ -56,13 +56,20 @@ def cli():
 @click.option("--sreport/--no-sreport", "use_sreport", default=True, show_default=True,
               help="Reconcile with sreport (live only).")
 @click.option("--rollup", is_flag=True, help="Run 'sacctmgr -i rollup' before sreport (root).")
+@click.option("--as-of", "as_of", metavar="TIME",
+              help="When the captures were taken (ISO, UTC unless a zone is given): running jobs count up to then "
+                   "(default: the latest time in the captures).")
+@click.option("--allow-skipped", is_flag=True,
+              help="Exit 0 even when more rows were skipped for a problem than --max-skipped allows.")
+@click.option("--max-skipped", type=click.FloatRange(0, 100), default=1.0, show_default=True,
+              help="Percent of rows that may be skipped for a problem before the report is flagged.")
 @click.option("--now", "now_s", hidden=True, help="Time running jobs are taken to end (tests).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report to stdout.")
 @click.pass_context
 def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct, sacct_fields,
            delimiter, tz, site_spec, spool, prometheus_url, store_dir, no_store, pue, carbon_g_per_kwh,
            price_per_kwh, price_per_gpu_hour, currency, gpu_tdp_w, trust_slurm_energy,
-           capacity_gpus, use_sreport, rollup, now_s, as_json):
+           capacity_gpus, use_sreport, rollup, as_of, allow_skipped, max_skipped, now_s, as_json):
     """Weekly GPU/CPU-hours, utilization, waste, queue wait, efficiency and energy.
 
     Live: one sacct call per day of the window (kept in a Parquet store, so a weekly run only
@@ -73,7 +80,7 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
     from slurmkit.heap import keep_freed_memory
     from slurmkit.report import render, weekly_report
     from slurmkit.report.pipeline import WeeklyOptions
-    from slurmkit.report.window import make_window
+    from slurmkit.report.window import make_window, parse_when
 
     keep_freed_memory()   # a one-shot command: reuse freed memory (fewer page faults)
     window = make_window(week, start, end) if (week or start or end) else None
@@ -93,7 +100,7 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
         pue=pue, carbon_g_per_kwh=carbon_g_per_kwh, price_per_kwh=price_per_kwh,
         price_per_gpu_hour=price_per_gpu_hour, currency=currency, gpu_tdp_w=gpu_tdp_w,
         trust_slurm_energy=trust, capacity_gpus=capacity_gpus, use_sreport=use_sreport, rollup=rollup,
-        now=now_s or None, formats=formats.split(","), outdir=outdir, mail_to=tuple(mail_to))
+        now=now_s or None, as_of=parse_when(as_of, "--as-of") if as_of else None, max_rejected_share=max_skipped / 100.0, allow_rejected=allow_skipped, formats=formats.split(","), outdir=outdir, mail_to=tuple(mail_to))
     bar = None
 
     def progress(done, total):

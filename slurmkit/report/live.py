@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 
 from slurmkit.accounting.ingest import SACCT_ENV, pull_day
-from slurmkit.accounting.quality import DataQuality
+from slurmkit.accounting.quality import SAME_ROW_PULL, DataQuality
 from slurmkit.accounting.frame import JobRows
 from slurmkit.accounting.store import Store
 from slurmkit.report import capacity as C
@@ -38,7 +38,7 @@ def ingest_window(days, cluster: str | None, store: Store | None, progress=None,
     if store is not None:
         return (*store.load([d0.replace(hour=0, minute=0, second=0, microsecond=0) for d0, _ in days]), pulled)
     rows = JobRows.concat(frames).drop_repeats(
-        dq, "sacct", keep="last", reason="same row in another day's pull", list_rows=False)
+        dq, "sacct", keep="last", reason=SAME_ROW_PULL, list_rows=False)
     return rows, dq, pulled
 
 

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from slurmkit.errors import InputError, UsageError
+from slurmkit.errors import InputError, SlurmkitError, UsageError
 from slurmkit.report.window import Window, last_full_week
 
 if TYPE_CHECKING:
@@ -100,7 +100,15 @@ class WeeklyOptions:
     - ``use_sreport``: reconcile with sreport (live only); ``rollup``: run
       ``sacctmgr -i rollup`` first (root).
     - ``now``: the time running jobs are taken to end (a datetime, pandas Timestamp or ISO
-      str, UTC unless it has a zone; None: the current time).
+      str, UTC unless it has a zone; None: ``as_of`` for captures, the current time live).
+    - ``as_of``: when the captures were taken (same forms as ``now``): a job RUNNING in a
+      capture counts up to then, provisionally; None: the latest Submit/Eligible/Start/End
+      that appears in the captures.
+
+    - ``max_rejected_share``: the share of rows (0..1) that may be skipped for a problem with
+      them (not rows of another window or second copies) before the report is flagged: a
+      banner on top of the HTML and Markdown, and :class:`TooManyRejected` once written,
+      unless ``allow_rejected`` (``--allow-skipped``).
 
     Outputs:
 
@@ -132,9 +140,21 @@ class WeeklyOptions:
     use_sreport: bool = True
     rollup: bool = False
     now: object | None = None
+    as_of: object | None = None
+    max_rejected_share: float = 0.01
+    allow_rejected: bool = False
     formats: Sequence[str] = ("html", "md", "csv", "json")
     outdir: str | Path | None = None
     mail_to: Sequence[str] = ()
+
+
+class TooManyRejected(SlurmkitError):
+    """More rows were skipped for a problem than ``max_rejected_share`` allows (the report was
+    written, with a banner saying so). ``result``: the :class:`WeeklyResult`. Exit status 1."""
+
+    def __init__(self, message: str, result: "WeeklyResult"):
+        super().__init__(message)
+        self.result = result
 
 
 @dataclass
@@ -184,6 +204,7 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
         (warn or log.warning)(msg)
 
     fmts = _formats(opts.formats)
+    _check_zone(opts.tz)
     now = _timestamp(opts.now)
     assumptions = _assumptions(opts)
     spool_df, spool_problems = _read_spool(opts, _warn)
@@ -194,7 +215,9 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
         cap = float(sum(gpus_per_node_profile(opts.profile).values())) or None
     live = {}
     if opts.captures:
-        rows, dq, window = _captured(opts)
+        rows, dq, window, as_of = _captured(opts)
+        if now is None:   # a capture's running jobs count up to when it was taken
+            now = as_of
     else:
         window = opts.window or last_full_week()
         rows, dq, live = _live(opts, window, assumptions, spool_df, now, cap, _warn, progress)
@@ -204,12 +227,19 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
 
         spool_df = prometheus.fill_spool(spool_df, prometheus.read_jobs(
             opts.prometheus_url, window.start.timestamp(), window.end.timestamp()))
+    horizon = _timestamp(opts.as_of) if opts.as_of is not None else _timestamp(opts.now)
     report, allocs = build_report(rows, dq, window, assumptions, spool_df, capacity_gpus=cap,
-                                  now=now, cluster=opts.cluster or "",
+                                  now=now, cluster=opts.cluster or "", horizon=horizon,
                                   source=",".join(map(str, opts.captures)) if opts.captures else "sacct",
                                   **live)
     if spool_problems:
         report["spool_problems"] = spool_problems[:200]
+    dqd = report["data_quality"]
+    if opts.captures:
+        _find_lines(dqd["problems"], opts.captures, _field_list(opts.sacct_fields), opts.delimiter)
+    dqd["rejected_limit"] = opts.max_rejected_share
+    over = dqd["rejected_share"] > opts.max_rejected_share
+    dqd["rejected_over_limit"] = bool(over)
     out = Path(opts.outdir or f"slurmkit-report-{window.start:%Y-%m-%d}")
     written = render.write_outputs(report, allocs, out, fmts)
     if opts.mail_to:
@@ -217,7 +247,15 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
 
         for addr in opts.mail_to:
             mail_report(report, out / "weekly.html" if "html" in fmts else None, addr)
-    return WeeklyResult(report, allocs, window, out, written, warnings)
+    res = WeeklyResult(report, allocs, window, out, written, warnings)
+    if over:
+        msg = (f"{dqd['rows_rejected']} of {dqd['rows_read']} rows skipped "
+               f"({100 * dqd['rejected_share']:.3g} %, over {100 * opts.max_rejected_share:.3g} %): "
+               f"see {out / 'data_quality.csv' if 'csv' in fmts else 'the data-quality section'}")
+        if not opts.allow_rejected:
+            raise TooManyRejected(msg + "; --allow-skipped accepts them", res)
+        _warn(msg)
+    return res
 
 
 def _formats(formats) -> list[str]:
@@ -228,6 +266,16 @@ def _formats(formats) -> list[str]:
     if bad:
         raise UsageError("--format", f"unknown {', '.join(bad)} (choose from {', '.join(FORMATS)})")
     return fmts
+
+
+def _check_zone(tz: str) -> None:
+    """Raise :class:`UsageError` (``--tz``) when ``tz`` is not an IANA zone name."""
+    import zoneinfo
+
+    try:
+        zoneinfo.ZoneInfo(tz)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError):
+        raise UsageError("--tz", f"unknown time zone {tz!r} (an IANA name, e.g. Europe/Zurich or UTC)") from None
 
 
 def _timestamp(now) -> pd.Timestamp | None:
@@ -284,18 +332,38 @@ def _field_list(spec) -> list[str] | None:
 
 
 def _captured(opts: WeeklyOptions):
-    """``(rows, data quality, window)`` from the captured files; with no window, the whole UTC
-    days their submit/start/end times span (InputError when they hold none)."""
+    """``(rows, data quality, window, as of)`` from the captured files; with no window, the
+    whole UTC days their submit/start/end times span (InputError when they hold none).
+
+    Several captures (daily dumps of one week) overlap: each row key (:data:`~slurmkit.
+    accounting.frame.ALLOC_KEY`, the store's) is counted once, the copy of the capture taken
+    last kept (the files are ordered by their latest time); two finished copies that disagree
+    are listed; a job pending in an earlier capture and started in a later one counts as the
+    started job only. ``as of``: ``opts.as_of``, else the latest time in the captures."""
     from slurmkit.accounting.frame import JobRows, load_sacct
-    from slurmkit.accounting.quality import DataQuality
+    from slurmkit.accounting.quality import SAME_ROW_CAPTURE, DataQuality
 
     fields = _field_list(opts.sacct_fields)
     parts, dq = [], DataQuality()
     for f in opts.captures:
         frows, fdq = load_sacct(f, None, fields, opts.delimiter, cluster=opts.cluster or "", tz=opts.tz)
-        parts.append(frows)
+        parts.append((latest_time(frows), len(parts), frows))
         dq.merge(fdq)
-    rows = JobRows.concat(parts)
+    parts.sort(key=lambda p: (pd.Timestamp.min.tz_localize("UTC") if p[0] is None else p[0], p[1]))
+    rows = JobRows.concat([p[2] for p in parts])
+    names = ", ".join(map(str, opts.captures))
+    if dq.rows_read == 0:
+        raise InputError(names, None, "no sacct rows (empty or header only): nothing to report")
+    if rows.empty:
+        why = ", ".join(f"{k} ({v})" for k, v in dq.skipped.most_common(3))
+        raise InputError(names, None, f"every one of the {dq.rows_read} rows was rejected: {why}")
+    if len(parts) > 1:
+        source = ",".join(map(str, opts.captures))
+        _list_conflicts(rows, dq, source)
+        rows = rows.drop_repeats(dq, source, keep="last", reason=SAME_ROW_CAPTURE, list_rows=False)
+        rows = _drop_started_later(rows, dq, source)
+    stamps = [p[0] for p in parts if p[0] is not None]
+    as_of = _timestamp(opts.as_of) if opts.as_of is not None else (max(stamps) if stamps else None)
     window = opts.window
     if window is None:
         a = rows.allocs
@@ -304,7 +372,104 @@ def _captured(opts: WeeklyOptions):
             raise InputError(opts.captures[0], None, "no times in the input; give --week or --start")
         window = Window(t.min().floor("D").to_pydatetime(),
                         (t.max().floor("D") + pd.Timedelta(days=1)).to_pydatetime())
-    return rows, dq, window
+    return rows, dq, window, as_of
+
+
+def _find_lines(problems: list[dict], captures, fields, delimiter) -> None:
+    """Give the listed problems (the report's ``data_quality.problems``) that name a JobID but
+    no line (values repaired or rows skipped after splitting) their capture's physical line: a
+    row's nth listing for a reason gets its nth line; a problem found across several captures
+    (its source names them all) gets the first capture that holds the row as its source."""
+    from slurmkit.accounting.read import locate_job_ids
+
+    paths = [str(c) for c in captures]
+    todo = [p for p in problems if p.get("line") is None and str(p.get("detail", "")).startswith("JobID ")]
+    if not todo:
+        return
+
+    def jid(p):
+        j = p["detail"][len("JobID "):].split(":")[0].strip()
+        return j[1:-1] if len(j) >= 2 and j[0] == j[-1] and j[0] in "'\"" else j
+
+    want: dict = {}
+    for p in todo:
+        for path in ([p["source"]] if p["source"] in paths else paths):
+            want.setdefault(path, set()).add(jid(p))
+    lines = {path: locate_job_ids(path, ids, fields, delimiter) for path, ids in want.items()}
+    used: dict = {}
+    for p in todo:
+        j = jid(p)
+        for path in ([p["source"]] if p["source"] in paths else paths):
+            found = lines[path].get(j)
+            if found:
+                k = used.get((path, j, p["reason"]), 0)
+                p["line"], p["source"] = found[min(k, len(found) - 1)], path
+                used[(path, j, p["reason"])] = k + 1
+                break
+
+
+#: Data-quality reason of overlapping captures that disagree.
+COPIES_DIFFER = "copies of a finished row differ between captures (the later capture's kept)"
+
+
+def latest_time(rows) -> pd.Timestamp | None:
+    """The latest Submit / Eligible / Start / End in ``rows`` (allocations and steps): when a
+    capture was taken, as near as its rows tell (None when they hold no time)."""
+    cols = [rows.allocs[c] for c in ("submit", "eligible", "start", "end") if c in rows.allocs]
+    cols += [rows.steps[c] for c in ("submit", "start") if c in rows.steps]
+    best = [c.max() for c in cols if len(c)]
+    best = [b for b in best if not pd.isna(b)]
+    return max(best) if best else None
+
+
+def _alloc_keys(rows) -> pd.DataFrame:
+    acode, _ = rows.identity()
+    a = rows.allocs
+    return pd.DataFrame({"code": acode, "submit": a["submit"].to_numpy(), "start": a["start"].to_numpy()})
+
+
+def _list_conflicts(rows, dq, source: str, limit: int = 20) -> None:
+    """List (as repaired: the later copy is the one counted) each row key held by two finished
+    copies (End known) whose State, End, ElapsedRaw or GPUs differ."""
+    a = rows.allocs
+    keys = _alloc_keys(rows)
+    dup = keys.duplicated(keep=False).to_numpy() & a["end"].notna().to_numpy()
+    if not dup.any():
+        return
+    cols = {"State": a["state"].astype(str), "End": a["end"], "ElapsedRaw": a["elapsed_s"], "GPUs": a["gpus"]}
+    sub = keys[dup].assign(**{k: v[dup].to_numpy() for k, v in cols.items()})
+    grouped = sub.groupby(["code", "submit", "start"], dropna=False, sort=False)
+    differ = grouped[list(cols)].nunique(dropna=False)
+    differ = differ[(differ > 1).any(axis=1)]
+    if differ.empty:
+        return
+    jid = a["job_id"].astype(str).to_numpy()
+    listed = 0
+    for key, g in grouped:
+        if key not in differ.index:
+            continue
+        which = [c for c in cols if differ.loc[key, c] > 1]
+        what = "; ".join(f"{c} " + " vs ".join(str(v) for v in g[c]) for c in which)
+        dq.repair(COPIES_DIFFER, source if listed < limit else "", None, f"JobID {jid[g.index[0]]}: {what}")
+        listed += 1
+
+
+def _drop_started_later(rows, dq, source: str):
+    """Without the PENDING rows (no Start) of jobs that another, later capture shows started."""
+    from slurmkit.accounting.frame import JobRows
+    from slurmkit.accounting.quality import STARTED_LATER
+
+    a = rows.allocs
+    acode, scode = rows.identity()
+    waiting = (a["start"].isna() & (a["state"].astype(str) == "PENDING") & (a["pending_tasks"] == 0)).to_numpy()
+    if not waiting.any():
+        return rows
+    started = set(acode[a["start"].notna().to_numpy()].tolist())
+    drop = waiting & pd.Series(acode).isin(started).to_numpy()
+    if not drop.any():
+        return rows
+    dq.skip(STARTED_LATER, int(drop.sum()))
+    return JobRows(a[~drop].reset_index(drop=True), rows.steps, (acode[~drop], scode))
 
 
 def _live(opts: WeeklyOptions, window: Window, assumptions, spool_df, now, cap, warn, progress):
@@ -349,4 +514,4 @@ def _live(opts: WeeklyOptions, window: Window, assumptions, spool_df, now, cap, 
                       "recon_window": recon_w, "capacity_gpus": cap}
 
 
-__all__ = ["WeeklyOptions", "WeeklyResult", "weekly_report", "default_store_dir", "default_spool_dir"]
+__all__ = ["TooManyRejected", "WeeklyOptions", "WeeklyResult", "weekly_report", "default_store_dir", "default_spool_dir"]

@@ -34,7 +34,8 @@ def hourly_png(report: dict) -> bytes:
     xs = [dt.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in h["hours"]]
     ys = [v or 0.0 for v in h["gpus_in_use"]]
     ax.fill_between(xs, ys, step="post", alpha=0.35, color="#1f77b4")
-    ax.step(xs, ys, where="post", color="#1f77b4", lw=1, label="GPUs in use (hourly mean)")
+    per = "daily" if h.get("bucket") == "day" else "hourly"
+    ax.step(xs, ys, where="post", color="#1f77b4", lw=1, label=f"GPUs in use ({per} mean)")
     if h.get("p95") is not None:
         ax.axhline(h["p95"], color="#ff7f0e", lw=1, ls="--", label=f"p95 {h['p95']:.1f}")
     cap = report.get("utilization", {}).get("capacity_gpus")
@@ -54,19 +55,26 @@ def top_users_png(report: dict, n: int = 10) -> bytes:
     names = [r["user"] or "(none)" for r in rows]
     used = [(r["gpu_hours"] or 0) - (r["wasted_gpu_hours"] or 0) for r in rows]
     waste = [r["wasted_gpu_hours"] or 0 for r in rows]
-    ax.barh(names, used, color="#1f77b4", label="GPU-hours")
-    ax.barh(names, waste, left=used, color="#d62728", label="wasted")
+    ax.barh(names, used, color="#1f77b4", label="GPU-hours not wasted")
+    ax.barh(names, waste, left=used, color="#d62728", label="GPU-hours wasted (failed, timed out, requeued ...)")
     ax.set_xlabel("GPU-hours")
     ax.legend(loc="lower right", fontsize=8)
     return _png(plt, fig)
 
 
-def energy_png(report: dict) -> bytes:
-    """Energy (kWh) by provenance: measured, Slurm, modelled."""
+#: Energy provenances in their order of preference, as the report names them.
+ENERGY_SOURCES = ("measured", "prometheus", "slurm", "modelled")
+
+
+def energy_png(report: dict) -> bytes | None:
+    """Energy (kWh) by provenance: measured, Prometheus, Slurm, modelled; None when the report's
+    energy is unknown (no empty chart)."""
+    if not report["totals"].get("energy_known", True):
+        return None
     plt, fig, ax = _fig(5.0, 2.4)
     src = report["totals"]["energy_kwh_by_source"]
-    keys = ["measured", "slurm", "modelled"]
+    keys = list(ENERGY_SOURCES)
     vals = [src.get(k) or 0.0 for k in keys]
-    ax.bar(keys, vals, color=["#2ca02c", "#9467bd", "#7f7f7f"])
+    ax.bar(keys, vals, color=["#2ca02c", "#17becf", "#9467bd", "#7f7f7f"])
     ax.set_ylabel("kWh")
     return _png(plt, fig)

@@ -5,8 +5,8 @@
 - :func:`to_markdown`: the same tables as Markdown
 - :func:`write_outputs`: ``weekly.html``, ``weekly.md``, ``weekly.json``, CSV tables
   (``by_user.csv``, ``by_account.csv``, ``by_partition.csv``, ``by_qos.csv``,
-  ``by_gpu_type.csv``, ``outcomes.csv``, ``queue_wait.csv``, ``hourly.csv``, ``jobs.csv``,
-  ``data_quality.csv``) and ``jobs.parquet`` (the per-allocation frame)
+  ``by_gpu_type.csv``, ``outcomes.csv``, ``queue_wait.csv``, ``hourly.csv``,
+  ``efficiency_by_user.csv``, ``idle_jobs.csv``, ``jobs.csv``, ``data_quality.csv``) and ``jobs.parquet`` (the per-allocation frame)
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def to_html(report: dict, limit: int = 25) -> str:
                              autoescape=True, undefined=jinja2.StrictUndefined)
     img = {"hourly": plots.hourly_png(report), "users": plots.top_users_png(report),
            "energy": plots.energy_png(report)}
-    img = {k: base64.b64encode(v).decode("ascii") for k, v in img.items()}
+    img = {k: base64.b64encode(v).decode("ascii") for k, v in img.items() if v is not None}
     return env.get_template("weekly.html.j2").render(
         r=report, img=img, f=fmt, pct=pct, dur=dur, signed=signed, title=title(report),
         outcome_label=outcome_label, memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long),
@@ -162,26 +162,39 @@ def _md_table(headers, rows) -> str:
 def to_markdown(report: dict, limit: int = 25) -> str:
     """The report as Markdown (tables, no images)."""
     r, t = report, report["totals"]
-    lines = [f"# {title(r)}", "",
+    dq0 = r["data_quality"]
+    banner = ([f"> **Warning:** {dq0['rows_rejected']} of {dq0['rows_read']} input rows "
+               f"({pct(dq0['rejected_share'])}) were skipped for a problem, over the "
+               f"{pct(dq0['rejected_limit'])} allowed: the figures below miss them. Every skipped row "
+               f"is in data_quality.csv.", ""] if dq0.get("rejected_over_limit") else [])
+    lines = [f"# {title(r)}", "", *banner,
              f"Window {r['window']['start']} – {r['window']['end']} (UTC, end exclusive).", "",
+             *([f"Provisional: {t['provisional_jobs']} job(s) still running as of {r.get('as_of')}; "
+                f"{fmt(t.get('provisional_gpu_hours'))} of the GPU-hours count up to then and will grow "
+                f"(marked * below).", ""] if t.get("provisional_jobs") else []),
              "## Totals", "",
              _md_table(["jobs", "GPU-hours", "CPU-hours", "wasted GPU-h", "utilization",
-                        "energy", "measured", "slurm", "modelled", "facility energy",
-                        "CO2e kg", "cost"],
+                        "energy", "measured (spool)", "measured (Prometheus)", "Slurm", "modelled (TDP)",
+                        "facility energy", "CO2e kg", "cost"],
                        [[t["jobs"], fmt(t["gpu_hours"]), fmt(t["cpu_hours"]), fmt(t["wasted_gpu_hours"]),
                          pct(r["utilization"]["utilization"]), kwh(r, t["energy_kwh"]),
-                         kwh(r, t["energy_kwh_by_source"]["measured"]), kwh(r, t["energy_kwh_by_source"]["slurm"]),
+                         kwh(r, t["energy_kwh_by_source"]["measured"]),
+                         kwh(r, t["energy_kwh_by_source"].get("prometheus")),
+                         kwh(r, t["energy_kwh_by_source"]["slurm"]),
                          kwh(r, t["energy_kwh_by_source"]["modelled"]), kwh(r, t["facility_kwh"]),
                          fmt(t["co2e_kg"]), f"{fmt(t['cost_total'])} {t['currency']}".strip()]]), "",
              *([f"Energy: {ENERGY_UNKNOWN}.", ""] if not energy_known(r) else []),
-             f"GPUs in use per hour: peak {fmt(r['hourly']['peak'])}, p95 {fmt(r['hourly']['p95'])}.", ""]
+             f"GPUs in use: most at once {fmt(r['hourly'].get('peak_at_once'))}; "
+             f"{'daily' if r['hourly'].get('bucket') == 'day' else 'hourly'} mean peak {fmt(r['hourly']['peak'])}, "
+             f"p95 {fmt(r['hourly']['p95'])}.", ""]
     if r.get("reconciliation"):
         rc = r["reconciliation"]
         lines += [("**FLAGGED** " if rc["flagged"] else "") + recon_text(rc), ""]
     for name, key, col in _GROUPS:
         lines += [f"## By {name}", "", _md_table(
             [name, "jobs", "GPU-hours", "CPU-hours", "kWh", "wasted GPU-h"],
-            [[g[col] or "(none)", g["jobs"], fmt(g["gpu_hours"]), fmt(g["cpu_hours"]),
+            [[g[col] or "(none)", g["jobs"], fmt(g["gpu_hours"]) + ("*" if g.get("provisional_gpu_hours") else ""),
+              fmt(g["cpu_hours"]),
               fmt(g["energy_kwh"]) if energy_known(r) else "unknown", fmt(g["wasted_gpu_hours"])]
              for g in r[key][:limit]]), ""]
     lines += ["## Outcomes", "", _md_table(
@@ -190,21 +203,36 @@ def to_markdown(report: dict, limit: int = 25) -> str:
           fmt(o["wasted_gpu_hours"])] for o in r["outcomes"]]), "",
         "Jobs by final state (they sum to the total); requeued attempts are the earlier attempts "
         "of requeued jobs, all wasted.", "",
-        "## Queue wait (Start − Eligible)", "", _md_table(
+        f"## Queue wait (Start − {r['queue_wait'].get('from', 'Eligible')})", "", _md_table(
         ["partition", "GPUs", "jobs", "p50", "p90", "p95"],
         [[q["partition"] or "(none)", q["gpu_bucket"], q["n"], dur(q["p50_s"]), dur(q["p90_s"]),
           dur(q["p95_s"])] for q in r["queue_wait"]["by_partition_gpus"]]), ""]
     e = r["efficiency"]
     lines += ["## Efficiency", "",
-              f"CPU {pct(e['cpu_efficiency'])}, median memory {pct(e['memory_efficiency_median'])}, "
+              f"CPU {pct(e['cpu_efficiency'])} (over {pct(e.get('cpu_hours_share'))} of the CPU-hours: "
+              f"finished jobs with a TotalCPU), median memory {pct(e['memory_efficiency_median'])}, "
               f"GPU utilization {fmt(e['gpu_util_pct_weighted'])} %, GPU-hours at ~0 % utilization "
-              f"{fmt(e['gpu_hours_near_zero_util'])}. {memory_note(e)}".rstrip(), "", "## Assumptions", "",
+              f"{fmt(e['gpu_hours_near_zero_util'])}. {memory_note(e)}".rstrip(), "",
+              "### Efficiency by user (most GPU-hours at ~0 % utilization first)", "",
+              _md_table(["user", "GPU-hours", "GPU util %", "GPU-h at ~0 %", "CPU eff", "median mem eff"],
+                        [[u["user"] or "(none)", fmt(u.get("gpu_hours")), fmt(u.get("gpu_util_pct")),
+                          fmt(u.get("gpu_hours_near_zero_util")), pct(u["cpu_efficiency"]),
+                          pct(u["memory_efficiency_median"])] for u in e["by_user"][:limit]]), "",
+              "### Jobs that held GPUs idle (utilization under 5 %)", "",
+              _md_table(["job", "user", "GPUs", "GPU-hours", "GPU util %"],
+                        [[j["job_id"], j["user"] or "(none)", fmt(j["gpus"]), fmt(j["gpu_hours"]),
+                          fmt(j["gpu_util_pct"])] for j in e.get("idle_jobs", [])]), "",
+              "## Assumptions", "",
               _md_table(["assumption", "value", "from"],
                         [[k, v if v is not None else "not set", r["assumptions"]["origin"].get(k, "")]
                          for k, v in r["assumptions"].items() if k != "origin"]), ""]
     dq = r["data_quality"]
     lines += ["## Data quality", "",
-              f"Rows read {dq['rows_read']} = counted {dq['rows_counted']} + skipped {dq['rows_skipped']}.", ""]
+              f"Rows read {dq['rows_read']} = counted {dq['rows_counted']} + skipped {dq['rows_skipped']}"
+              + (f" ({dq['rows_rejected']} of them for a problem)" if dq.get("rows_rejected") else "") + ".", "",
+              *([f"Jobs whose steps are in the input but whose allocation row is not: "
+                 f"{fmt(dq['gpu_hours_at_stake'])} GPU-hours at stake, not counted.", ""]
+                if dq.get("gpu_hours_at_stake") else [])]
     reasons = [[k, v, "skipped"] for k, v in dq["skipped_reasons"].items()]
     reasons += [[k, v, "counted, repaired"] for k, v in dq["repaired_reasons"].items()]
     if reasons:
@@ -229,39 +257,59 @@ def _write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) -
 
 
 def write_outputs(report: dict, allocs, outdir, formats=FORMATS) -> list[Path]:
-    """Write the chosen formats into ``outdir`` (created); returns the paths written."""
+    """Write the chosen formats into ``outdir``; returns the paths written (in ``outdir``).
+
+    Every file is first written into a temporary folder beside ``outdir``
+    (``.<name>.tmp<pid>``, same filesystem); only when all of them are complete are they moved
+    into ``outdir`` (created), each by an atomic rename. A failure on the way (a rendering
+    error, a full disk) leaves ``outdir`` as it was: last week's report is never lost to a
+    half-written one. Files of ``outdir`` this run does not write are left alone."""
+    import os
+    import shutil
+
     out = Path(outdir)
-    out.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        names = _write_all(report, allocs, tmp, formats)
+        out.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            os.replace(tmp / name, out / name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return [out / n for n in names]
+
+
+def _write_all(report: dict, allocs, out: Path, formats) -> list[str]:
+    """Write the chosen formats into ``out`` (an empty folder); returns the file names."""
     written = []
     if "html" in formats:
-        p = out / "weekly.html"
-        p.write_text(to_html(report), encoding="utf-8")
-        written.append(p)
+        (out / "weekly.html").write_text(to_html(report), encoding="utf-8")
+        written.append("weekly.html")
     if "md" in formats:
-        p = out / "weekly.md"
-        p.write_text(to_markdown(report), encoding="utf-8")
-        written.append(p)
+        (out / "weekly.md").write_text(to_markdown(report), encoding="utf-8")
+        written.append("weekly.md")
     if "json" in formats:
-        p = out / "weekly.json"
-        p.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
-        written.append(p)
+        (out / "weekly.json").write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+        written.append("weekly.json")
     if "csv" in formats:
         for _n, key, _c in _GROUPS:
             _write_csv(out / f"{key}.csv", report[key])
-            written.append(out / f"{key}.csv")
+            written.append(f"{key}.csv")
         tables = {"outcomes.csv": report["outcomes"],
                   "queue_wait.csv": report["queue_wait"]["by_partition_gpus"],
                   "hourly.csv": [{"hour": h, "gpus_in_use": g} for h, g in
                                  zip(report["hourly"]["hours"], report["hourly"]["gpus_in_use"])],
+                  "efficiency_by_user.csv": report["efficiency"]["by_user"],
+                  "idle_jobs.csv": report["efficiency"].get("idle_jobs", []),
                   "data_quality.csv": report["data_quality"]["problems"]}
         for name, rows in tables.items():
             _write_csv(out / name, rows, _PROBLEM_COLUMNS if name == "data_quality.csv" else None)
-            written.append(out / name)
-        p = out / "jobs.csv"
-        allocs.to_csv(p, index=False)
-        written.append(p)
+            written.append(name)
+        allocs.to_csv(out / "jobs.csv", index=False)
+        written.append("jobs.csv")
     if "parquet" in formats:
-        p = out / "jobs.parquet"
-        allocs.to_parquet(p, index=False)
-        written.append(p)
+        allocs.to_parquet(out / "jobs.parquet", index=False)
+        written.append("jobs.parquet")
     return written

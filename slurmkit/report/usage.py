@@ -13,7 +13,9 @@ row per attempt; ``jobs`` counts distinct ``(cluster, key_id)``) with
 - ``final_attempt`` / ``requeued_attempt``: the job's last attempt (by Start) / an earlier one
 - ``wait_s``: Start − Eligible (Submit when Eligible is unknown), for jobs started in the window
 - ``step_mem_mib``: the largest step's memory use (TRESUsageInTot mem / MaxRSS), as seff does
-- ``step_gpu_util_pct``: elapsed-weighted mean of the steps' gres/gpuutil (extern excluded)
+- ``step_gpu_util_pct``: mean of the steps' gres/gpuutil (per task: TRESUsageInAve, or
+  TRESUsageInTot / NTasks), weighted by each step's GPUs x ElapsedRaw, over the steps that hold
+  GPUs (extern excluded); within 0-100 %: a higher value is capped and listed
 
 The data-quality counts get every row that is not used: outside the window, steps without an
 allocation row.
@@ -24,11 +26,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from slurmkit.accounting.quality import DataQuality
+from slurmkit.accounting.quality import MAX_LISTED, OUTSIDE_WINDOW, DataQuality
 
 #: Outcomes whose GPU-hours are waste. REQUEUED rows are earlier attempts of a requeued job.
 WASTE_STATES = ("FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "REQUEUED",
                 "BOOT_FAIL", "DEADLINE")
+
+#: Data-quality reason of a step utilization above 100 %.
+GPU_UTIL_OVER = "GPU utilization over 100 % (capped at 100 %)"
 
 GPU_BUCKETS = [(0, 0, "0"), (1, 1, "1"), (2, 4, "2-4"), (5, 8, "5-8"), (9, np.inf, "9+")]
 
@@ -51,8 +56,9 @@ def _where(mask: np.ndarray, *arrays: np.ndarray) -> tuple:
 
 def _step_usage(pos: np.ndarray, steps: pd.DataFrame, keep: np.ndarray, n: int) -> dict:
     """Per-allocation step aggregates indexed by ``pos`` (each step's attempt position among
-    ``n`` allocation rows; only steps where ``keep``): largest step memory (MiB), the
-    elapsed-weighted mean gres/gpuutil of non-extern steps (percent), summed TotalCPU (s)."""
+    ``n`` allocation rows; only steps where ``keep``): largest step memory (MiB), the mean
+    gres/gpuutil of the non-extern steps that hold GPUs, weighted by their GPUs x ElapsedRaw
+    (percent), summed TotalCPU (s)."""
     mem = np.full(n, np.nan)
     cpu = np.full(n, np.nan)
     util_mean = np.full(n, np.nan)
@@ -67,8 +73,11 @@ def _step_usage(pos: np.ndarray, steps: pd.DataFrame, keep: np.ndarray, n: int) 
     uok = keep & ~np.isnan(util)
     if uok.any():
         uok &= (steps["step"] != "extern").to_numpy(bool)
-        p, u, el = _where(uok, pos, util, steps["elapsed_s"].to_numpy(float))
-        ww = np.clip(np.nan_to_num(el), 1.0, None)
+        sg = steps["gpus"].to_numpy(float) if "gpus" in steps else np.full(len(steps), np.nan)
+        uok &= ~(sg == 0)   # a step without GPUs used none of them
+        p, u, el, g = _where(uok, pos, util, steps["elapsed_s"].to_numpy(float), sg)
+        # weighted by each step's GPUs (1 where its AllocTRES is not known) and its time
+        ww = np.clip(np.nan_to_num(el), 1.0, None) * np.where(np.isnan(g), 1.0, g)
         w = np.bincount(p, weights=ww, minlength=n)
         uw = np.bincount(p, weights=u * ww, minlength=n)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -173,10 +182,26 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     # steps whose allocation row is not in the input
     orphan = scode < 0
     if orphan.any():
-        for jid in steps.loc[orphan, "job_id"].head(10):
-            dq.skip("step row without its allocation row", 0, source or "input", None, f"JobID {jid}")
+        lost = steps.loc[orphan]
+        gh = (lost["gpus"] * lost["elapsed_s"] / 3600.0) if "gpus" in lost else pd.Series(0.0, index=lost.index)
+        # per job: its largest step (the steps of one allocation share its GPUs)
+        per_job = gh.groupby(lost["key_id"].astype(str).to_numpy()).max().fillna(0.0)
+        dq.gpu_hours_at_stake += float(per_job.sum())
+        for jid, key in zip(lost["job_id"].head(MAX_LISTED), lost["key_id"].astype(str).head(MAX_LISTED)):
+            at = per_job.get(key, 0.0)
+            dq.skip("step row without its allocation row", 0, source or "input", None,
+                    f"JobID {jid}" + (f": its job's {at:.3g} GPU-hours not counted" if at > 0 else ""))
         dq.skip("step row without its allocation row", int(orphan.sum()))
         steps, scode = steps[~orphan], scode[~orphan]
+
+    # a utilization over 100 % is a sum (over tasks or GPUs) sacct did not average: capped
+    su = steps["gpu_util_pct"]
+    over = (su > 100.0).to_numpy()
+    if over.any():
+        for jid, v in zip(steps.loc[over, "job_id"].head(MAX_LISTED), su[over].head(MAX_LISTED)):
+            dq.repair(GPU_UTIL_OVER, source or "input", None, f"JobID {jid}: gres/gpuutil {v:g}", n=0)
+        dq.repaired[GPU_UTIL_OVER] += int(over.sum())
+        steps = steps.assign(gpu_util_pct=su.clip(upper=100.0))
 
     ran = allocs["start"].notna()
     stop = end_or_now(allocs, now)
@@ -202,7 +227,7 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     keep = touches & ~unknown
     n_unknown = int(unknown.sum())
     if n_unknown:
-        for jid in allocs.loc[unknown, "job_id"].head(10):
+        for jid in allocs.loc[unknown, "job_id"].head(MAX_LISTED):
             dq.skip("no Submit/Start/End time", 0, source or "input", None, f"JobID {jid}")
         dq.skip("no Submit/Start/End time", n_unknown)
     n_out = int((~keep & ~unknown).sum())
@@ -214,7 +239,7 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
         allocs = allocs.take(kept)   # (a take is cheaper than a mask on a wide frame)
     # steps of allocations outside the window go with them
     step_in = keep_a[spos]
-    dq.skip("outside the window", n_out + int((~step_in).sum()))
+    dq.skip(OUTSIDE_WINDOW, n_out + int((~step_in).sum()))
     agg = _step_usage(spos, steps, step_in, len(keep_a))
     for name, arr in agg.items():
         allocs[name] = arr[kept]

@@ -22,12 +22,19 @@ import pandas as pd
 
 from slurmkit.accounting.quality import DataQuality
 from slurmkit.report import energy as E
-from slurmkit.report.usage import allocations, hourly_gpus
+from slurmkit.report.usage import allocations, hourly_gpus, utc
 from slurmkit.report.window import Window, iso_z
 
 #: The outcomes line of earlier attempts of requeued jobs (their ``attempts``; ``jobs`` only
 #: counts a job whose later attempt is not in the window).
 REQUEUED_LINE = "requeued attempts"
+
+#: A job under this GPU utilization (percent) held its GPUs idle; the report lists the top ones.
+IDLE_UTIL_PCT = 5.0
+IDLE_JOBS = 20
+
+#: Windows longer than this many days get daily, not hourly, GPUs-in-use buckets.
+DAILY_AFTER_DAYS = 31
 
 #: How far apart per-job GPU-hours and sreport may be before the reconciliation is flagged.
 RECONCILE_TOLERANCE = 0.01
@@ -55,7 +62,7 @@ def _distinct_per_group(codes: np.ndarray, job_code: np.ndarray, n: int) -> np.n
 def _group(a: pd.DataFrame, col: str, name: str, mask=None) -> list[dict]:
     """Per value of ``col`` (rows in ``mask`` only): distinct jobs, GPU-, CPU-hours, kWh and
     wasted GPU-hours, largest GPU-hours first."""
-    cols = [col, "gpu_hours", "cpu_hours", "energy_kwh", "waste_gpu_hours"]
+    cols = [col, "gpu_hours", "cpu_hours", "energy_kwh", "waste_gpu_hours", "provisional_gpu_hours"]
     sel = a.loc[mask, cols + ["job_code"]] if mask is not None else a[cols + ["job_code"]]
     if sel.empty:
         return []
@@ -66,9 +73,9 @@ def _group(a: pd.DataFrame, col: str, name: str, mask=None) -> list[dict]:
     t[col] = np.asarray(uniq)[t.index]
     t = t.sort_values(["gpu_hours", "cpu_hours", col], ascending=[False, False, True])
     return [{name: k, "jobs": int(j), "gpu_hours": _num(g), "cpu_hours": _num(c), "energy_kwh": _num(e),
-             "wasted_gpu_hours": _num(w)}
-            for k, j, g, c, e, w in zip(t[col], t["jobs"], t["gpu_hours"], t["cpu_hours"],
-                                        t["energy_kwh"], t["waste_gpu_hours"])]
+             "wasted_gpu_hours": _num(w), "provisional_gpu_hours": _num(p)}
+            for k, j, g, c, e, w, p in zip(t[col], t["jobs"], t["gpu_hours"], t["cpu_hours"],
+                                           t["energy_kwh"], t["waste_gpu_hours"], t["provisional_gpu_hours"])]
 
 
 _QUANTILES = [0.5, 0.9, 0.95]
@@ -84,6 +91,32 @@ def _quantiles(x: pd.Series) -> dict:
     if x.empty:
         return {"n": 0, "p50_s": None, "p90_s": None, "p95_s": None}
     return _wait_dict(len(x), x.quantile(_QUANTILES).to_numpy())
+
+
+def most_at_once(allocs: pd.DataFrame, start, end, now=None) -> float:
+    """The most GPUs allocated at one instant in ``[start, end)``: a sweep over the jobs'
+    Start (+GPUs) and End (-GPUs, running jobs as :func:`~slurmkit.report.usage.end_or_now`
+    says), clipped to the window; 0.0 when no GPU job ran in it."""
+    from slurmkit.report.usage import _epoch_s, end_or_now
+
+    start, end = utc(start), utc(end)
+    if end <= start:
+        return 0.0
+    sel = (allocs["start"].notna() & (allocs["gpus"] > 0)).to_numpy()
+    if not sel.any():
+        return 0.0
+    now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
+    s0, s1 = start.timestamp(), end.timestamp()
+    st = np.clip(_epoch_s(allocs["start"])[sel], s0, s1)
+    en = np.clip(_epoch_s(end_or_now(allocs, now))[sel], s0, s1)
+    g = allocs["gpus"].to_numpy(float)[sel]
+    live = en > st
+    if not live.any():
+        return 0.0
+    t = np.concatenate([st[live], en[live]])
+    w = np.concatenate([g[live], -g[live]])
+    order = np.lexsort((w, t))   # at one instant, ends before starts
+    return float(np.cumsum(w[order]).max())
 
 
 def reconcile(rows, runs: pd.DataFrame, span: Window, sreport_gpu_hours: float,
@@ -140,15 +173,19 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
                  spool: pd.DataFrame | None = None, capacity_gpus: float | None = None,
                  down_gpu_hours: float | None = None, sreport_gpu_hours: float | None = None,
                  previous: dict | None = None, now=None, source: str = "",
-                 cluster: str = "", recon_window: Window | None = None) -> tuple[dict, pd.DataFrame]:
+                 cluster: str = "", recon_window: Window | None = None,
+                 horizon=None) -> tuple[dict, pd.DataFrame]:
     """``(report dict, per-allocation frame)``. See the module docstring.
 
     ``capacity_gpus``: GPUs in the cluster (profile or scontrol); ``down_gpu_hours``: from node
     events; ``sreport_gpu_hours``: sreport's figure over the window's whole hours (after a
-    rollup); ``previous``: the previous window's ``totals`` for week-over-week deltas."""
+    rollup); ``previous``: the previous window's ``totals`` for week-over-week deltas;
+    ``horizon``: hours after it are in the future (no use, no capacity yet; default the current
+    time): the GPUs-in-use curve and the capacity stop there."""
     a = allocations(rows, window.start, window.end, dq, now=now, source=source)
     a = E.attach_energy(a, assumptions, spool)
     a["waste_gpu_hours"] = a["gpu_hours"].where(a["wasted"], 0.0)
+    a["provisional_gpu_hours"] = a["gpu_hours"].where(a["provisional"], 0.0)
     dq.check()
     waiting = (a["pending_tasks"] > 0) | ((a["state"] == "PENDING") & a["start"].isna())
     runs = a[~waiting] if waiting.any() else a
@@ -174,6 +211,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "wasted_gpu_hours": _num(runs["waste_gpu_hours"].sum()),
         "pending_array_tasks": backlog, "pending_jobs": pending_jobs,
         "provisional_jobs": int(keys[runs["provisional"]].nunique()),
+        "provisional_gpu_hours": _num(runs.loc[runs["provisional"], "gpu_hours"].sum()),
         **{k: (_num(v) if isinstance(v, float) else v) for k, v in money.items()},
     }
 
@@ -216,6 +254,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
             waits.append({"partition": part, "gpu_bucket": bucket,
                           **_wait_dict(n, q.loc[(part, bucket), _QUANTILES].to_numpy())})
     wait_all = _quantiles(w["wait_s"])
+    wait_from = "Eligible" if runs["eligible"].notna().any() else "Submit"
 
     # efficiency
     done = runs.loc[runs["end"].notna() & (runs["run_s"] > 0), ["user", "run_s", "ncpus", "cpu_eff", "mem_eff"]]
@@ -228,6 +267,8 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     known = gh_g[~np.isnan(gu_g)].sum()
     efficiency = {
         "cpu_efficiency": _num(cpu_num / cpu_den) if cpu_den > 0 else None,
+        "cpu_hours_share": _num(float(runs.loc[done.index[done["cpu_eff"].notna()], "cpu_hours"].sum())
+                                / float(runs["cpu_hours"].sum())) if runs["cpu_hours"].sum() > 0 else None,
         "memory_efficiency_median": _num(done["mem_eff"].median()) if done["mem_eff"].notna().any() else None,
         "allocations_over_memory": int((done["mem_eff"] > 1.0).sum()),
         "gpu_util_pct_weighted": _num(np.nansum(gu_g * gh_g) / known) if known > 0 else None,
@@ -238,23 +279,55 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     den = (done["run_s"] * done["ncpus"]).where(done["cpu_eff"].notna())
     per_user = done.assign(_num=done["cpu_eff"] * den, _den=den).groupby("user", sort=True).agg(
         num=("_num", "sum"), den=("_den", "sum"), mem=("mem_eff", "median"))
-    for user, r in per_user.iterrows():
+    # per user: GPU utilization (GPU-hour weighted, where known) and GPU-hours at ~0 %
+    g = runs.loc[gpu, ["user", "job_id", "gpus", "gpu_hours"]].assign(_u=gu_g)
+    g["_known"] = g["gpu_hours"].where(g["_u"].notna(), 0.0)
+    g["_uw"] = (g["_u"] * g["gpu_hours"]).fillna(0.0)
+    g["_idle"] = g["gpu_hours"].where(g["_u"] < 1.0, 0.0)
+    gu = g.groupby("user", sort=True).agg(gh=("gpu_hours", "sum"), known=("_known", "sum"),
+                                          uw=("_uw", "sum"), idle=("_idle", "sum"))
+    for user in sorted(set(per_user.index) | set(gu.index), key=str):
+        r = per_user.loc[user] if user in per_user.index else None
+        q = gu.loc[user] if user in gu.index else None
         efficiency["by_user"].append({
-            "user": user, "cpu_efficiency": _num(r["num"] / r["den"]) if r["den"] > 0 else None,
-            "memory_efficiency_median": _num(r["mem"])})
+            "user": user,
+            "cpu_efficiency": _num(r["num"] / r["den"]) if r is not None and r["den"] > 0 else None,
+            "memory_efficiency_median": _num(r["mem"]) if r is not None else None,
+            "gpu_hours": _num(q["gh"]) if q is not None else 0.0,
+            "gpu_util_pct": _num(q["uw"] / q["known"]) if q is not None and q["known"] > 0 else None,
+            "gpu_hours_near_zero_util": _num(q["idle"]) if q is not None else 0.0})
+    # worst offenders first: GPU-hours held at ~0 %, then the lowest GPU utilization, then the
+    # lowest CPU efficiency
+    efficiency["by_user"].sort(key=lambda u: (-(u["gpu_hours_near_zero_util"] or 0.0),
+                                              u["gpu_util_pct"] if u["gpu_util_pct"] is not None else 1e9,
+                                              u["cpu_efficiency"] if u["cpu_efficiency"] is not None else 2.0,
+                                              str(u["user"])))
+    idle_jobs = g[g["_u"] < IDLE_UTIL_PCT].sort_values(["gpu_hours", "job_id"], ascending=[False, True]).head(IDLE_JOBS)
+    efficiency["idle_jobs"] = [{"job_id": str(j), "user": str(u), "gpus": _num(n), "gpu_hours": _num(h),
+                                "gpu_util_pct": _num(x)}
+                               for j, u, n, h, x in zip(idle_jobs["job_id"], idle_jobs["user"], idle_jobs["gpus"],
+                                                        idle_jobs["gpu_hours"], idle_jobs["_u"])]
 
-    # hourly curve
-    curve = hourly_gpus(runs, window.start, window.end, now=now)
-    hourly = {"hours": list(curve.index.strftime("%Y-%m-%dT%H:%M:%SZ")),
+    # GPUs in use: hourly means (daily past DAILY_AFTER_DAYS), the most at once, never a future hour
+    horizon = utc(horizon) if horizon is not None else pd.Timestamp.now(tz="UTC")
+    upto = min(utc(window.end), max(horizon, utc(window.start)))
+    curve = hourly_gpus(runs, window.start, upto, now=now) if upto > utc(window.start) else pd.Series(dtype=float)
+    bucket = "hour"
+    if window.hours > DAILY_AFTER_DAYS * 24 and len(curve):
+        bucket = "day"
+        curve = curve.resample("D").mean()
+    hourly = {"bucket": bucket, "hours": list(curve.index.strftime("%Y-%m-%dT%H:%M:%SZ")),
               "gpus_in_use": [round(float(v), 6) for v in curve.to_numpy()],
               "peak": _num(curve.max()) if len(curve) else None,
-              "p95": _num(curve.quantile(0.95)) if len(curve) else None}
+              "p95": _num(curve.quantile(0.95)) if len(curve) else None,
+              "peak_at_once": _num(most_at_once(runs, window.start, upto, now))}
 
     # utilization
     util = {"capacity_gpus": _num(capacity_gpus), "capacity_gpu_hours": None,
             "down_gpu_hours": _num(down_gpu_hours), "available_gpu_hours": None, "utilization": None}
     if capacity_gpus:
-        cap = capacity_gpus * window.hours
+        # capacity only up to the capture / now: an hour in the future holds no use yet
+        cap = capacity_gpus * max((upto - utc(window.start)).total_seconds(), 0.0) / 3600.0
         avail = cap - (down_gpu_hours or 0.0)
         util.update(capacity_gpu_hours=_num(cap), available_gpu_hours=_num(avail),
                     utilization=_num(gpu_h / avail) if avail > 0 else None)
@@ -273,6 +346,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
 
     report = {
         "window": window.as_dict(),
+        "as_of": iso_z(utc(now) if now is not None else pd.Timestamp.now(tz="UTC")),
         "cluster": cluster or ",".join(sorted(set(map(str, runs["cluster"].unique())) - {""})),
         "totals": totals,
         "by_user": _group(runs, "user", "user"),
@@ -281,7 +355,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "by_qos": _group(runs, "qos", "qos"),
         "by_gpu_type": _group(runs, "gpu_type", "gpu_type", runs["gpus"] > 0),
         "outcomes": outcomes,
-        "queue_wait": {"all": wait_all, "by_partition_gpus": waits},
+        "queue_wait": {"all": wait_all, "by_partition_gpus": waits, "from": wait_from},
         "efficiency": efficiency,
         "hourly": hourly,
         "utilization": util,

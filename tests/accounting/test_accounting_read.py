@@ -145,7 +145,14 @@ def _error(fn):
 @pytest.mark.parametrize("data,fields,line,msg", [
     (b"# c\n\n100|COMPLETED\n", None, 3, "no header line and no field list"),
     (b"\n" + HEADER.encode() + b"\n# c\n1|2|3\n4|5|6\n", None, 4, "rows have 3 fields but the field list has 7"),
-    (b"1|2\n", ["JobID", "State", "jobid"], None, "repeated field in the field list"),
+    (b"PAR1\x15\x04\x15\x00\x00\x8c\x02\n\x00\x01", None, 1, "not parsable output: run sacct with -P / --parsable2"),
+    (b"       JobID    JobName  Partition      State \n------------ ---------- ---------- ---------- \n"
+     b"       12345      train        gpu  COMPLETED \n", None, 1,
+     "not parsable output: run sacct with -P / --parsable2 (this is sacct's fixed-width table)"),
+    (b"JobID|State\n------------|----------\n12345|COMPLETED\n", None, 2,
+     "not parsable output: run sacct with -P / --parsable2 (this is sacct's fixed-width table)"),
+    (b"       12345      train        gpu  COMPLETED \n", ["JobID", "JobName", "Partition", "State"], 1,
+     "not parsable output: run sacct with -P / --parsable2 (no delimiter in the first row)"),
     (b"1|2\n", ["State", "User"], None, "the field list has no JobID"),
 ])
 def test_file_and_bytes_fail_with_the_same_file_line_and_message(tmp_path, data, fields, line, msg):

@@ -94,7 +94,7 @@ def test_bad_input_raises_input_errors_naming_what(capture, tmp_path):
     empty.write_bytes(text([]))
     with pytest.raises(InputError) as err:
         weekly_report(captures=[empty], formats=["json"], outdir=tmp_path / "o")
-    assert err.value.file == str(empty) and "no times in the input" in err.value.message
+    assert err.value.file == str(empty) and "no sacct rows (empty or header only)" in err.value.message
 
 
 def test_cli_site_option_and_env_load_the_profile(capture, tmp_path, monkeypatch):
