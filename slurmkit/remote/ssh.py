@@ -163,7 +163,8 @@ class Remote:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         try:
-            out, err = proc.communicate(None if input is None else input.encode(), timeout=timeout)
+            data = input.encode() if isinstance(input, str) else input
+            out, err = proc.communicate(data, timeout=timeout)
         except subprocess.TimeoutExpired:
             # a shared master may hold copies of our pipes: do not wait for their end
             _kill_group(proc)
@@ -233,8 +234,10 @@ class Remote:
                               connection=True)
         return rc
 
-    def rsync(self, src: str, dest: str, options=(), step: str = "sync", timeout: float | None = None) -> Result:
-        """``rsync -a [options] src HOST:dest`` over the shared ssh connection.
+    def rsync(self, src: str, dest: str, options=(), step: str = "sync", timeout: float | None = None,
+              input: bytes | None = None) -> Result:
+        """``rsync -a [options] src HOST:dest`` over the shared ssh connection (``input``: its
+        stdin, e.g. a ``--files-from=-`` list).
 
         Raises :class:`RemoteError` (``step``) when rsync is missing here or there, the disk
         there is full, the destination cannot be written, or the connection fails."""
@@ -242,7 +245,7 @@ class Remote:
         if exe is None:
             raise RemoteError(self.host, step, "rsync is not installed here (Debian: rsync)")
         argv = [exe, "-a", "-e", self.rsh(), *options, src, f"{self.host}:{dest}"]
-        proc = self._exec(argv, step, timeout=timeout)
+        proc = self._exec(argv, step, input=input, timeout=timeout)
         if proc.returncode != 0:
             raise RemoteError(self.host, step, _rsync_reason(proc, dest), argv=argv, returncode=proc.returncode,
                               stderr=proc.stderr, connection=proc.returncode == 255)
