@@ -91,7 +91,7 @@ def run_remote(rp: RemotePlan, test_only: bool = False) -> str:
     if rp.sync:
         _sync.sync(remote, rp.source, rp.remote_dir, rp.excludes, run_id=rp.run_id)
     else:
-        _sync.check_exists(remote, rp.remote_dir, rp.source)
+        _sync.check_exists(remote, rp.remote_dir)   # nothing is sent: any project may reuse it
     _sync.finish_run(remote, rp.remote_dir, rp.run_id, copy_tree=not rp.sync)
     return rp.backend.submit(render.render(rp.plan), test_only=test_only)
 

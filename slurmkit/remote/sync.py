@@ -267,12 +267,12 @@ def finish_run_script(dest: str, run_id: str, copy_tree: bool, keep: int = KEEP_
         f"done; exit 0")
 
 
-def finish_run(remote: Remote, dest: str, run_id: str, copy_tree: bool = False) -> str:
+def finish_run(remote: Remote, dest: str, run_id: str, copy_tree: bool = False, keep: int = KEEP_RUNS) -> str:
     """Complete run ``run_id``'s folder in ``dest`` and clean old runs' code
     (:func:`finish_run_script`; ``copy_tree``: make the folder from the synced tree there, for
     ``--no-sync``); the run folder's absolute path. Raises :class:`RemoteError` (step
     ``sync``) when it cannot be made (disk full, no permission)."""
-    res = remote.shell(finish_run_script(dest, run_id, copy_tree), "sync", check=False)
+    res = remote.shell(finish_run_script(dest, run_id, copy_tree, keep), "sync", check=False)
     if res.returncode != 0:
         msg = (res.stderr.strip() or res.stdout.strip() or "no output").splitlines()[-1]
         if "No space left on device" in msg:

@@ -5,6 +5,7 @@ step, and nothing is synced or queued after a failed step. No Slurm needed here.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,46 @@ def test_connect_failures_are_one_line_naming_the_step(pair, host, says):
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("slurmkit: error: " + says.split(":")[0] + ": ")
+
+
+@pytest.mark.parametrize("jump,says", [
+    ("downjump", r"the jump host downjump \(ProxyJump\) refused the connection \(127\.0\.0\.5 port \d+: is its sshd running\?\)"),
+    ("jmup", r"the jump host jmup \(ProxyJump\) is not a Host of the SSH config and its name does not resolve"),
+    ("badjump", r"the jump host badjump \(ProxyJump\): its HostName nosuch\.invalid does not resolve"),
+    ("strangerjump", r"the jump host strangerjump \(ProxyJump\) refused the key \(publickey\) for root@127\.0\.0\.5"),
+    ("strictjump", r"the jump host strictjump \(ProxyJump\): host key verification failed: its host key "
+                   r"\(\[127\.0\.0\.5\]:\d+\) is not in known_hosts"),
+])
+def test_each_jump_host_failure_gets_its_own_line(pair, jump, says):
+    host = f"via-{jump}"
+    with pytest.raises(RemoteError) as err:
+        Remote(host, str(pair.config), timeout=20, connect_timeout=3).shell("true", "connect")
+    assert re.match(rf"^{host}: connect: {says}", str(err.value)), str(err.value)
+    # the CLI: the same line, whichever command connects
+    for args in (["status", "1"], ["logs", "1"]):
+        proc = slurmkit(args[0], "--remote", host, "--ssh-config", str(pair.config), *args[1:])
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1
+        assert re.match(rf"^slurmkit: error: {host}: connect: {says}", proc.stderr), proc.stderr
+
+
+def test_a_long_tmpdir_keeps_the_control_socket_path_short(pair, tmp_path):
+    # macOS: $TMPDIR is /var/folders/xx/yyyyyyyy/T/ (about 49 characters); here longer still
+    long = Path("/tmp") / ("t" * 60) / "var-folders-T"
+    long.mkdir(parents=True)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "slurmkit", "status", "--remote", "login", "--ssh-config",
+                               str(pair.config), "999999"], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "TMPDIR": str(long)})
+        # connected (the job id is unknown to the login node's Slurm, or Slurm is not set up there)
+        assert "connect:" not in proc.stderr and "ControlPath" not in proc.stderr, proc.stderr
+        assert not list(long.iterdir())               # the socket went to /tmp/slurmkit-ssh-<uid>
+        assert os.path.isdir(f"/tmp/slurmkit-ssh-{os.getuid()}")
+    finally:
+        import shutil
+        Remote("login", str(pair.config)).close()
+        shutil.rmtree(Path("/tmp") / ("t" * 60), ignore_errors=True)
+    with pytest.raises(RemoteError, match=r"^login: connect: the SSH control socket path /tmp/x+/[0-9a-f]{16} is too long"):
+        Remote("login", str(pair.config), control_dir="/tmp/" + "x" * 90).ssh_argv()
 
 
 def test_commands_run_on_the_login_node_through_the_jump_host(pair):

@@ -140,7 +140,7 @@ def test_two_projects_with_one_name_do_not_share_a_remote_dir(pair, tmp_path):
     assert (dest / "train.py").read_text() == str(a)                  # nothing of b was sent
     proc = subprocess.run([sys.executable, "-m", "slurmkit", "submit", "single-gpu", "--remote", "login",
                            "--ssh-config", str(pair.config), "--site", "sandbox", "--remote-dir", str(dest),
-                           "--no-sync", "--", "true"], capture_output=True, text=True, cwd=b, timeout=120)
+                           "--", "true"], capture_output=True, text=True, cwd=b, timeout=120)
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "holds another project" in proc.stderr
 
 
