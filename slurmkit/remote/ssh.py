@@ -388,7 +388,29 @@ def _connect_reason(stderr: str, remote: Remote) -> str:
     jump = remote.jump()
     if jump and _JUMP_CLOSED.search(stderr) and not explain_jump_failure_detail(stderr):
         stderr = remote.diagnose() or stderr
-    return explain_ssh_failure(stderr, jump)
+    return no_config_hint(explain_ssh_failure(stderr, jump), remote.ssh_config, default_ssh_config())
+
+
+def default_ssh_config() -> str:
+    """The SSH config ssh reads without ``-F``: ``~/.ssh/config`` of the user's passwd home
+    (ssh takes it from the passwd entry, not from ``$HOME``)."""
+    import pwd
+
+    try:
+        home = pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        home = os.path.expanduser("~")
+    return os.path.join(home, ".ssh", "config")
+
+
+def no_config_hint(reason: str, ssh_config: str | None, default: str) -> str:
+    """``reason`` for an unknown host, saying so when no ``--ssh-config`` was given and the
+    default config ``default`` does not exist (so no Host of it could have matched)."""
+    if ssh_config is None and reason.startswith("unknown host ") and not os.path.exists(default):
+        host = reason.split()[2]
+        return (f"unknown host {host} (its name does not resolve, and there is no SSH config to name it: "
+                f"{default} does not exist; pass --ssh-config FILE)")
+    return reason
 
 
 def explain_jump_failure_detail(stderr: str) -> bool:

@@ -151,11 +151,33 @@ def origin_of(source: SyncSource) -> str:
     return f"{socket.gethostname()}:{source.root}"
 
 
+def _rsync_version() -> tuple[int, ...]:
+    try:
+        out = subprocess.run(["rsync", "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    words = out.split()
+    if len(words) > 2 and words[1] == "version":
+        try:
+            return tuple(int(x) for x in words[2].split(".")[:3] if x.isdigit())
+        except ValueError:
+            return ()
+    return ()
+
+
+def change_check() -> str:
+    """How rsync tells a changed file: ``--modify-window=-1`` (size and mtime to the
+    nanosecond; rsync >= 3.1.3) so that a file rewritten within the same second with the same
+    size (a config edited and resubmitted at once, a sweep writing configs in a loop) is sent;
+    ``--checksum`` with an older local rsync (macOS's 2.6.9)."""
+    return "--modify-window=-1" if _rsync_version() >= (3, 1, 3) else "--checksum"
+
+
 def rsync_options(excludes=(), files: bool = False) -> list[str]:
-    """rsync options for a sync: compress; with ``files`` (a git file list on stdin, NUL
-    separated) ``--files-from=- --from0``, else the ``.gitignore`` filter; never ``.git`` or
-    ``slurmkit-runs``; plus each pattern of ``excludes``."""
-    opts = ["--compress"]
+    """rsync options for a sync: compress, :func:`change_check`; with ``files`` (a git file
+    list on stdin, NUL separated) ``--files-from=- --from0``, else the ``.gitignore`` filter;
+    never ``.git`` or ``slurmkit-runs``; plus each pattern of ``excludes``."""
+    opts = ["--compress", change_check()]
     opts += ["--files-from=-", "--from0"] if files else ["--filter=:- .gitignore"]
     opts += ["--exclude=/.git", f"--exclude=/{RUNS}", "--exclude=/.slurmkit"]
     opts += [f"--exclude={pattern}" for pattern in excludes]

@@ -188,6 +188,67 @@ def test_no_sync_needs_an_existing_remote_dir(pair, tmp_path):
                       sync=False, remote_dir=str(tmp_path / "gone"))
 
 
+def test_an_unknown_host_without_any_ssh_config_says_the_file_does_not_exist(tmp_path):
+    from slurmkit.remote.ssh import explain_ssh_failure, no_config_hint
+
+    reason = explain_ssh_failure("ssh: Could not resolve hostname mycluster: Name or service not known\n")
+    missing = str(tmp_path / ".ssh" / "config")
+    assert no_config_hint(reason, None, missing) == (
+        f"unknown host mycluster (its name does not resolve, and there is no SSH config to name it: {missing} "
+        "does not exist; pass --ssh-config FILE)")
+    (tmp_path / ".ssh").mkdir()
+    Path(missing).write_text("Host other\n")
+    assert no_config_hint(reason, None, missing) == reason == (
+        "unknown host mycluster (not a Host of the SSH config, and its name does not resolve)")
+    assert no_config_hint(reason, "/etc/cfg", str(tmp_path / "nope")) == reason
+
+
 def test_a_missing_ssh_config_is_named(tmp_path):
     with pytest.raises(RemoteError, match=r"^login: connect: SSH config .*/nope does not exist"):
         Remote("login", str(tmp_path / "nope"))
+
+
+def _procs_mentioning(text: str) -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmd:
+            found.append(f"{pid}: {cmd[:120]}")
+    return found
+
+
+def test_ctrl_c_during_sync_stops_rsync_and_ssh_and_queues_nothing(pair, tmp_path):
+    import signal
+    import time
+
+    proj = tmp_path / "big"
+    proj.mkdir()
+    with open(proj / "weights.bin", "wb") as fh:       # incompressible: the sync takes a while
+        for _ in range(48):
+            fh.write(os.urandom(8 << 20))
+    dest = tmp_path / "remote-upload-target"
+    cli = subprocess.Popen([sys.executable, "-m", "slurmkit", "submit", "single-gpu", "--remote", "login",
+                            "--ssh-config", str(pair.config), "--site", "sandbox", "--sync-dir", str(proj),
+                            "--remote-dir", str(dest), "--", "true"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    deadline = time.monotonic() + 60
+    while not any("rsync" in p for p in _procs_mentioning(str(dest))) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert any("rsync" in p for p in _procs_mentioning(str(dest))), "the sync never started"
+    time.sleep(0.5)
+    cli.send_signal(signal.SIGINT)                     # what Ctrl-C sends to the foreground process
+    out, err = cli.communicate(timeout=60)
+    assert cli.returncode != 0 and out == "" and "Aborted" in err
+    # nothing of the step survives here or on the login node (the same machine)
+    deadline = time.monotonic() + 15
+    while _procs_mentioning(str(dest)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _procs_mentioning(str(dest)) == []
+    assert not (dest / "weights.bin").exists()
+    # the run folder was never completed, so nothing was submitted
+    assert not list((dest / ".slurmkit").glob("snapshots/*"))

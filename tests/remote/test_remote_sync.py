@@ -149,9 +149,12 @@ def test_each_run_folder_keeps_what_was_synced_for_it(pair, tmp_path, git_env):
     remote = Remote("login", str(pair.config))
     dest = tmp_path / "r"
     src = rsync_.find_source(str(proj))
+    t = 1_700_000_000_500_000_000           # both versions in the same second, the same size
+    os.utime(proj / "config.yaml", ns=(t, t))
     rsync_.sync(remote, src, str(dest), run_id="A")
     run_a = Path(rsync_.finish_run(remote, str(dest), "A"))
     (proj / "config.yaml").write_text("lr: 2\n")
+    os.utime(proj / "config.yaml", ns=(t, t + 1000))
     (proj / "new.py").write_text("n")
     rsync_.sync(remote, src, str(dest), run_id="B")
     run_b = Path(rsync_.finish_run(remote, str(dest), "B"))
