@@ -21,11 +21,17 @@ pytestmark = [pytest.mark.slurm, pytest.mark.timeout(400)]
 
 
 @pytest.fixture(scope="module")
-def pair(sandbox):
+def login_home(tmp_path_factory):
+    """The login sessions' $HOME: not the folder sshd starts them in (the passwd home)."""
+    return tmp_path_factory.mktemp("login-home")
+
+
+@pytest.fixture(scope="module")
+def pair(sandbox, login_home):
     reason = sshpair.missing_reason()
     if reason:
         _unavailable(reason)
-    p = sshpair.start(login_env=sandbox.env())
+    p = sshpair.start(login_env={**sandbox.env(), "HOME": str(login_home)})
     yield p
     Remote("login", str(p.config)).close()
     p.stop()
@@ -121,7 +127,7 @@ print("config", open("../config.yaml").read().strip())
 """
 
 
-def test_a_queued_job_runs_the_code_it_was_submitted_with(sandbox, pair, profile, tmp_path):  # noqa: F811
+def test_a_queued_job_runs_the_code_it_was_submitted_with(sandbox, pair, profile, tmp_path, login_home):  # noqa: F811
     """Submit A behind a blocker, edit the config, submit B: A still reads the old config, from
     its own run folder; the job keeps the login shell's umask; the cleanup of old runs leaves
     a queued job's code and every run's outputs alone."""
@@ -179,3 +185,6 @@ def test_a_queued_job_runs_the_code_it_was_submitted_with(sandbox, pair, profile
     assert out_b[2] == "config version: B"
     done = slurmkit("status", "--remote", "login", "--ssh-config", cfg, job_a)
     assert "exit=0:0" in done.stdout
+    # the submitted scripts were kept under the login shell's $HOME, each with its job id
+    jobids = {f.read_text().split()[1] for f in (login_home / ".slurmkit" / "remote-submit").glob("*.jobid")}
+    assert {job_a, job_b.id, blocker.id} <= jobids

@@ -252,3 +252,19 @@ def test_ctrl_c_during_sync_stops_rsync_and_ssh_and_queues_nothing(pair, tmp_pat
     assert not (dest / "weights.bin").exists()
     # the run folder was never completed, so nothing was submitted
     assert not list((dest / ".slurmkit").glob("snapshots/*"))
+
+
+def test_the_submit_spool_keeps_a_bounded_number_of_scripts(pair, tmp_path):
+    from slurmkit.remote.backend import SPOOL_KEEP, prune_script, spool_dir
+
+    spool = Path(spool_dir(str(tmp_path)))
+    assert spool == tmp_path / ".slurmkit" / "remote-submit"
+    spool.mkdir(parents=True)
+    for i in range(SPOOL_KEEP + 5):
+        for ext in ("sbatch", "jobid"):
+            f = spool / f"tok{i:03d}.{ext}"
+            f.write_text(f"0 {i}\n")
+            os.utime(f, (1_700_000_000 + i, 1_700_000_000 + i))
+    Remote("login", str(pair.config)).shell(prune_script(str(spool)), "submit")
+    left = sorted(p.name for p in spool.iterdir())
+    assert len(left) == 2 * SPOOL_KEEP and left[0] == "tok005.jobid" and left[-1] == f"tok{SPOOL_KEEP + 4:03d}.sbatch"
