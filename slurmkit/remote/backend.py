@@ -101,7 +101,9 @@ class RemoteBackend(CliBackend):
         """Submit ``script`` (text) on the login node; return the job id (``test_only``:
         Slurm's start estimate).
 
-        The script is written to ``~/.slurmkit/remote-submit/<token>.sbatch`` there and
+        The script is written to ``$HOME/.slurmkit/remote-submit/<token>.sbatch`` there
+        (mode 600; sbatch itself runs with the login shell's umask, which Slurm gives the
+        job; the newest :data:`SPOOL_KEEP` submits are kept) and
         ``sbatch --parsable`` runs in the background of a remote shell that records sbatch's pid
         and then the job id in ``<token>.jobid``. When the step times out or the connection
         drops, a new connection stops an sbatch still running and cancels the job it may have

@@ -213,7 +213,8 @@ def claim(remote: Remote, dest: str, source: SyncSource, must_exist: bool = Fals
     if res.returncode == 75:
         other = res.stdout.strip()
         raise RemoteError(remote.host, "sync", f"{dest} holds another project (synced from {other}; this is {who}): "
-                          "pass --remote-dir to use another directory")
+                          f"pass --remote-dir to use another directory (or remove {dest}/.slurmkit/origin "
+                          "there if it is this project, moved or renamed)")
     if res.returncode != 0:
         msg = (res.stderr.strip() or "no output").splitlines()[-1]
         raise RemoteError(remote.host, "sync", f"cannot create {dest}: {msg}")

@@ -186,5 +186,6 @@ def test_a_queued_job_runs_the_code_it_was_submitted_with(sandbox, pair, profile
     done = slurmkit("status", "--remote", "login", "--ssh-config", cfg, job_a)
     assert "exit=0:0" in done.stdout
     # the submitted scripts were kept under the login shell's $HOME, each with its job id
-    jobids = {f.read_text().split()[1] for f in (login_home / ".slurmkit" / "remote-submit").glob("*.jobid")}
+    markers = [f.read_text().split() for f in (login_home / ".slurmkit" / "remote-submit").glob("*.jobid")]
+    jobids = {w[1] for w in markers if len(w) > 1}
     assert {job_a, job_b.id, blocker.id} <= jobids
