@@ -268,3 +268,11 @@ def test_the_submit_spool_keeps_a_bounded_number_of_scripts(pair, tmp_path):
     Remote("login", str(pair.config)).shell(prune_script(str(spool)), "submit")
     left = sorted(p.name for p in spool.iterdir())
     assert len(left) == 2 * SPOOL_KEEP and left[0] == "tok005.jobid" and left[-1] == f"tok{SPOOL_KEEP + 4:03d}.sbatch"
+
+
+def test_a_job_handle_names_its_ssh_config(pair):
+    from slurmkit.submit import api
+
+    job = api.Job("1", remote="login", ssh_config=str(pair.config))
+    assert job.backend.remote.host == "login" and job.backend.remote.ssh_config == str(pair.config)
+    assert job.backend.remote.shell("echo $SSH_CONNECTION", "status").stdout.split()[2] == "127.0.0.6"
