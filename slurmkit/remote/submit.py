@@ -13,7 +13,6 @@ submit, so a failure never leaves a job queued.
 from __future__ import annotations
 
 import dataclasses
-import os
 import posixpath
 
 from slurmkit.remote import sync as _sync

@@ -117,13 +117,6 @@ def file_list(source: SyncSource) -> list[str] | None:
     return out
 
 
-def project_name(sync_dir: str) -> str:
-    """The project name of ``sync_dir``: its git work tree's folder name when inside one, else
-    its own folder name."""
-    top = git_toplevel(sync_dir) if os.path.isdir(sync_dir) else None
-    return os.path.basename((top or os.path.abspath(sync_dir)).rstrip("/")) or "root"
-
-
 def resolve_remote_dir(remote_dir: str | None, name: str, home: str) -> str:
     """The absolute remote directory: ``remote_dir`` (``~`` = the remote ``home``; relative =
     under ``home``) or ``~/slurmkit-remote/<name>`` (``name``: the project name)."""
