@@ -19,8 +19,8 @@ def submit_options(f):
                      help="With --remote: do not sync files matching PATTERN (.gitignore files are honoured too).")(f)
     f = click.option("--no-sync", is_flag=True, help="With --remote: do not sync; the remote directory must exist.")(f)
     f = click.option("--remote-dir", metavar="DIR",
-                     help="With --remote: the job's directory there (default ~/slurmkit-remote/<project name>).")(f)
-    f = click.option("--sync-dir", metavar="DIR", help="With --remote: the local directory to sync (default: .).")(f)
+                     help="With --remote: where the project is synced there (default ~/slurmkit-remote/<project name>); each submit runs in its own snapshot slurmkit-runs/<run id>/ under it.")(f)
+    f = click.option("--sync-dir", metavar="DIR", help="With --remote: the local project root to sync (default: the git work tree of ., else .).")(f)
     return host_options(f)
 
 

@@ -22,6 +22,7 @@ def cli(ctx, job_ids, as_json, remote, ssh_config):
     from slurmkit.cli.remote import backend_for
     from slurmkit.errors import SlurmkitError, UsageError
     from slurmkit.remote.backend import exit_codes
+    from slurmkit.submit.backend import TERMINAL
 
     for j in job_ids:
         if not j.replace("_", "").isdigit():
@@ -32,7 +33,9 @@ def cli(ctx, job_ids, as_json, remote, ssh_config):
     unknown = [j for j in job_ids if j not in infos]
     if unknown:
         raise SlurmkitError(f"unknown job id(s): {', '.join(unknown)} (not in squeue or sacct)")
-    rows = [{**infos[j].as_dict(), "exit_code": codes.get(j)} for j in job_ids]
+    # sacct reports 0:0 for jobs that have not ended: an exit code only for finished jobs
+    rows = [{**infos[j].as_dict(), "exit_code": codes.get(j) if infos[j].state in TERMINAL else None}
+            for j in job_ids]
     if want_json(ctx, as_json):
         click.echo(json.dumps(rows[0] if len(rows) == 1 else rows))
         return

@@ -9,6 +9,7 @@ behind that the caller does not know of: see the method.
 
 from __future__ import annotations
 
+import shlex
 import uuid
 from dataclasses import dataclass
 
@@ -17,6 +18,24 @@ from slurmkit.submit.backend import CliBackend
 
 #: Where submitted scripts and their job-id markers are kept on the login node (under $HOME).
 SPOOL = ".slurmkit/remote-submit"
+
+#: How many submitted scripts (with their job-id markers) are kept there; older ones are removed.
+SPOOL_KEEP = 50
+
+
+def spool_dir(home: str) -> str:
+    """The absolute spool directory on the login node: ``<home>/.slurmkit/remote-submit``
+    (``home``: the login node's ``$HOME``, read by the connect step; never relative to the
+    directory an ssh session starts in)."""
+    return f"{home.rstrip('/')}/{SPOOL}"
+
+
+def prune_script(spool: str, keep: int = SPOOL_KEEP) -> str:
+    """POSIX shell that removes all but the newest ``keep`` submits' files
+    (``<token>.sbatch``/``.jobid``/...) in ``spool``."""
+    q = shlex.quote(spool)
+    return (f"cd {q} 2>/dev/null && ls -1t -- *.sbatch 2>/dev/null | tail -n +{int(keep) + 1} | "
+            "while read -r f; do rm -f -- \"${f%.sbatch}\".*; done; true")
 
 _STEP = {"sbatch": "submit", "scancel": "cancel", "squeue": "status", "sacct": "status", "sinfo": "submit",
          "scontrol": "status"}
@@ -66,6 +85,9 @@ class RemoteBackend(CliBackend):
             if "slurmkit-home" not in seen:
                 raise RemoteError(self.remote.host, "connect", "the login shell did not run a command "
                                   f"(exit {res.returncode}): {(res.stderr.strip().splitlines() or ['no output'])[-1]}")
+            if not seen["slurmkit-home"].startswith("/"):
+                raise RemoteError(self.remote.host, "connect", "the login shell's $HOME is not an absolute path "
+                                  f"({seen['slurmkit-home']!r})")
             self._facts = LoginFacts(seen["slurmkit-home"], seen.get("slurmkit-site", ""), seen.get("slurmkit-sbatch", ""))
         return self._facts
 
@@ -79,7 +101,9 @@ class RemoteBackend(CliBackend):
         """Submit ``script`` (text) on the login node; return the job id (``test_only``:
         Slurm's start estimate).
 
-        The script is written to ``~/.slurmkit/remote-submit/<token>.sbatch`` there and
+        The script is written to ``$HOME/.slurmkit/remote-submit/<token>.sbatch`` there
+        (mode 600; sbatch itself runs with the login shell's umask, which Slurm gives the
+        job; the newest :data:`SPOOL_KEEP` submits are kept) and
         ``sbatch --parsable`` runs in the background of a remote shell that records sbatch's pid
         and then the job id in ``<token>.jobid``. When the step times out or the connection
         drops, a new connection stops an sbatch still running and cancels the job it may have
@@ -88,13 +112,17 @@ class RemoteBackend(CliBackend):
         if test_only:
             return super().submit(script, test_only=True)
         token = uuid.uuid4().hex[:16]
-        base = f"{SPOOL}/{token}"
+        spool = spool_dir(self.probe().home)
+        base = f"{spool}/{token}"
+        q = shlex.quote
         unset = " ".join(f"-u {v}" for v in FORMAT_VARS)
-        wrapper = (f"umask 077; mkdir -p {SPOOL} && cat > {base}.sbatch || exit 90; "
-                   f"env {unset} sbatch --parsable {base}.sbatch > {base}.out 2> {base}.err & "
-                   f"echo $! > {base}.pid; wait $!; rc=$?; "
-                   f"echo \"$rc $(cat {base}.out)\" > {base}.jobid; "
-                   f"cat {base}.out; cat {base}.err >&2; exit $rc")
+        # only the script is private (umask 077 in a subshell): sbatch, and so the job, keep the
+        # login shell's umask (Slurm propagates the submitting umask to the job)
+        wrapper = (f"(umask 077; mkdir -p {q(spool)} && cat > {q(base + '.sbatch')}) || exit 90; "
+                   f"env {unset} sbatch --parsable {q(base + '.sbatch')} > {q(base + '.out')} 2> {q(base + '.err')} & "
+                   f"echo $! > {q(base + '.pid')}; wait $!; rc=$?; "
+                   f"echo \"$rc $(cat {q(base + '.out')})\" > {q(base + '.jobid')}; "
+                   f"cat {q(base + '.out')}; cat {q(base + '.err')} >&2; exit $rc")
         try:
             res = self.remote.shell(wrapper, "submit", input=script, check=False)
         except RemoteError as exc:
@@ -103,7 +131,7 @@ class RemoteBackend(CliBackend):
             raise RemoteError(self.remote.host, "submit", f"{exc.reason}; {self._recover(base)}",
                               timed_out=exc.timed_out, connection=True) from None
         if res.returncode == 90:
-            raise RemoteError(self.remote.host, "submit", "could not write the script under ~/" + SPOOL
+            raise RemoteError(self.remote.host, "submit", f"could not write the script under {spool}"
                               + ": " + (res.stderr.strip().splitlines() or ["?"])[-1] + "; nothing was submitted")
         if res.returncode != 0:
             msg = (res.stderr.strip() or res.stdout.strip() or "no output").splitlines()[-1]
@@ -113,7 +141,8 @@ class RemoteBackend(CliBackend):
         if not job_id.isdigit():
             raise RemoteError(self.remote.host, "submit", f"sbatch --parsable printed {res.stdout.strip()!r}, "
                               "not a job id")
-        self.remote.shell(f"rm -f {base}.out {base}.err {base}.pid", "submit", check=False)
+        self.remote.shell(f"rm -f {q(base)}.out {q(base)}.err {q(base)}.pid; {prune_script(spool)}", "submit",
+                          check=False)
         return job_id
 
     def _recover(self, base: str) -> str:
@@ -122,14 +151,15 @@ class RemoteBackend(CliBackend):
         fresh = Remote(self.remote.host, self.remote.ssh_config, timeout=self.remote.timeout,
                        connect_timeout=self.remote.connect_timeout, control_persist=0,
                        control_dir=self.remote.control_dir)
-        script = (f"b={base}; if [ ! -s $b.jobid ] && [ -s $b.pid ]; then kill $(cat $b.pid) 2>/dev/null; "
-                  f"i=0; while [ ! -s $b.jobid ] && [ $i -lt 20 ]; do sleep 0.5; i=$((i+1)); done; fi; "
-                  f"cat $b.jobid 2>/dev/null")
+        script = (f"b={shlex.quote(base)}; if [ ! -s \"$b.jobid\" ] && [ -s \"$b.pid\" ]; then "
+                  f"kill $(cat \"$b.pid\") 2>/dev/null; "
+                  f"i=0; while [ ! -s \"$b.jobid\" ] && [ $i -lt 20 ]; do sleep 0.5; i=$((i+1)); done; fi; "
+                  f"cat \"$b.jobid\" 2>/dev/null")
         try:
             fresh.close()
             res = fresh.shell(script, "submit", check=False)
         except RemoteError:
-            return (f"could not reconnect to check: a job may be queued there (see ~/{base}.jobid on "
+            return (f"could not reconnect to check: a job may be queued there (see {base}.jobid on "
                     f"{self.remote.host})")
         words = res.stdout.split()
         job_id = words[1].split(";")[0] if len(words) > 1 else ""

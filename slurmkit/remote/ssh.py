@@ -3,13 +3,18 @@
 A :class:`Remote` names a host of the user's SSH configuration (``~/.ssh/config``, or the file
 given as ``ssh_config``), so ``ProxyJump``, ports, users and keys come from the user's own setup.
 Every command shares one connection: ``ControlMaster=auto`` with a private ``ControlPath``
-(a hash of the config file and alias, then ``%C``, so the path stays short) that persists ``control_persist`` seconds, so a
-submit (probe, rsync, sbatch) costs one authentication. ``BatchMode=yes``: never a prompt.
+(``<control dir>/<16 hex of a hash of the config file and alias>``, kept within a Unix
+socket's path limit whatever ``$TMPDIR`` is: :func:`control_dir`) that persists
+``control_persist`` seconds, so a submit (probe, rsync, sbatch) costs one authentication.
+``BatchMode=yes``: never a prompt. A failed connect through a jump host is diagnosed with one
+more attempt without the master, whose stderr names the jump host's own failure.
 
-Every step has a timeout (seconds); on expiry the whole process group (ssh and its ProxyJump
-child) is killed. Failures raise :class:`RemoteError` naming the host and the step
-(``connect``, ``sync``, ``submit``, ``status``, ``cancel``, ``logs``) with one line saying what
-went wrong (unknown host, key refused, host not answering, ...).
+Every step has a timeout (seconds); on expiry, on Ctrl-C or any other exception the whole
+process group (ssh and its ProxyJump child, rsync and its ssh) is killed. Failures raise
+:class:`RemoteError` naming the host and the step (``connect`` whenever ssh itself could not
+connect, whatever the command was for; ``sync``, ``submit``, ``status``, ``cancel``, ``logs``
+for the command's own failures) with one line saying what went wrong (unknown host, key
+refused, host not answering, ...).
 """
 
 from __future__ import annotations
@@ -73,13 +78,51 @@ _SSH_FAILURES = (
 )
 
 
+#: What ssh prints when the ProxyJump process ended before the login node's handshake: the
+#: jump's own error, if any, comes in the lines before it.
+_JUMP_CLOSED = re.compile(r"kex_exchange_identification: Connection closed by remote host|Connection closed by UNKNOWN")
+
+
+def explain_jump_failure(stderr: str, jump: str) -> str | None:
+    """One line naming the jump host ``jump`` and the cause, from the stderr of an ssh run
+    without a control master (the jump process's errors come first); None when the stderr
+    does not show a jump-host failure."""
+    m = _JUMP_CLOSED.search(stderr)
+    before = stderr[:m.start()] if m else ""
+    j = f"the jump host {jump} (ProxyJump)"
+    if re.search(r"banner exchange|UNKNOWN port 65535", stderr) and "timed out" in stderr:
+        return f"{j} did not answer (timed out during the SSH banner exchange)"
+    if not m:
+        return None
+    if r := re.search(r"Could not resolve hostname ([^:\s]+)", before):
+        name = r.group(1)
+        if name == jump.split("@")[-1].split(":")[0]:
+            return (f"{j} is not a Host of the SSH config and its name does not resolve "
+                    "(a typo in ProxyJump?)")
+        return f"{j}: its HostName {name} does not resolve"
+    if r := re.search(r"connect to host (\S+) port (\d+): Connection refused", before):
+        return f"{j} refused the connection ({r.group(1)} port {r.group(2)}: is its sshd running?)"
+    if r := re.search(r"connect to host (\S+) port (\d+): (Connection timed out|No route to host|Network is unreachable)",
+                      before):
+        return f"{j} did not answer ({r.group(1)} port {r.group(2)}: {r.group(3)})"
+    if r := re.search(r"(\S+@\S+): Permission denied \(([^)]*)\)", before):
+        return f"{j} refused the key ({r.group(2)}) for {r.group(1)}: check its IdentityFile and authorized_keys"
+    if re.search(r"No \S+ host key is known for (\S+)", before) or "Host key verification failed" in before:
+        r = re.search(r"No \S+ host key is known for (\S+)", before)
+        what = f"its host key ({r.group(1)}) is not in known_hosts" if r else "its host key does not match known_hosts"
+        return f"{j}: host key verification failed: {what} (StrictHostKeyChecking)"
+    if before.strip():
+        return f"{j} failed: {before.strip().splitlines()[-1]}"
+    return f"{j} could not reach the login node (connection closed during the SSH handshake)"
+
+
 def explain_ssh_failure(stderr: str, jump: str | None = None) -> str:
     """One line saying why ssh (exit 255) failed, from its stderr; its last line when unknown.
     ``jump``: the host's ProxyJump (``ssh -G``), named when the failure is the jump's."""
-    if jump and re.search(r"banner exchange|UNKNOWN port 65535", stderr) and "timed out" in stderr:
-        return f"the jump host {jump} (ProxyJump) did not answer (timed out during the SSH banner exchange)"
-    if jump and re.search(r"connect to host \S+ port \d+: Connection refused", stderr) and "UNKNOWN" in stderr:
-        return f"the jump host {jump} (ProxyJump) refused the connection"
+    if jump:
+        reason = explain_jump_failure(stderr, jump)
+        if reason:
+            return reason
     for pattern, text in _SSH_FAILURES:
         m = pattern.search(stderr)
         if m:
@@ -88,9 +131,57 @@ def explain_ssh_failure(stderr: str, jump: str | None = None) -> str:
     return lines[-1] if lines else "ssh failed without a message"
 
 
-def _control_dir() -> str:
-    path = os.path.join(tempfile.gettempdir(), f"slurmkit-ssh-{os.getuid()}")
-    os.makedirs(path, mode=0o700, exist_ok=True)
+#: The longest ControlPath a Unix socket takes everywhere (sun_path: 104 bytes on macOS and
+#: the BSDs, 108 on Linux; one for the NUL) ...
+SOCKET_PATH_MAX = 103
+#: ... less what ssh appends while it binds the master's socket ("." and 16 random characters).
+_SSH_TMP_SUFFIX = 17
+#: Characters of the socket's name (hex of a hash of the SSH config and the host alias).
+_KEY_LEN = 16
+
+
+def _private_dir(path: str) -> str | None:
+    """``path`` made (mode 700) and checked to be our own private directory; None when it is
+    not (another user's, a symlink, group/world-accessible) or cannot be made."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return None
+    import stat
+
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return None
+    return path
+
+
+def control_dir(host: str = "?") -> str:
+    """Where the ControlMaster sockets live: ``$TMPDIR/slurmkit-ssh-<uid>`` when a socket path
+    there fits :data:`SOCKET_PATH_MAX` (macOS's ``/var/folders/.../T/`` may not), else
+    ``/tmp/slurmkit-ssh-<uid>``; mode 700, ours. Raises :class:`RemoteError` (connect) when
+    neither fits or is usable."""
+    name = f"slurmkit-ssh-{os.getuid()}"
+    tried = []
+    for parent in dict.fromkeys((tempfile.gettempdir(), "/tmp")):
+        path = os.path.join(parent, name)
+        tried.append(path)
+        if len(path) + 1 + _KEY_LEN + _SSH_TMP_SUFFIX <= SOCKET_PATH_MAX and _private_dir(path):
+            return path
+    raise RemoteError(host, "connect", f"no usable directory for the SSH control socket ({' or '.join(tried)}: "
+                      f"too long for a Unix socket path of {SOCKET_PATH_MAX} characters, or not a private "
+                      "directory of this user)")
+
+
+def control_path(directory: str, ssh_config: str | None, host: str) -> str:
+    """The ControlPath for ``host`` of ``ssh_config``: ``<directory>/<16 hex>`` (a hash of
+    both: two aliases with different jump hosts or keys get different sockets). Raises
+    :class:`RemoteError` (connect) when the path would be too long for a Unix socket."""
+    key = hashlib.sha256(f"{ssh_config}\0{host}".encode()).hexdigest()[:_KEY_LEN]
+    path = os.path.join(directory, key)
+    if len(path) + _SSH_TMP_SUFFIX > SOCKET_PATH_MAX:
+        raise RemoteError(host, "connect", f"the SSH control socket path {path} is too long "
+                          f"({len(path)} + {_SSH_TMP_SUFFIX} > {SOCKET_PATH_MAX} characters): use a shorter "
+                          "control_dir")
     return path
 
 
@@ -102,7 +193,8 @@ class Remote:
     file (None: ssh's default, ``~/.ssh/config``); ``timeout``: seconds each step may take
     (the connection is opened within ``connect_timeout`` seconds); ``control_persist``:
     seconds the shared connection stays open after the last command; ``control_dir``: where
-    the ControlMaster socket lives (default ``$TMPDIR/slurmkit-ssh-<uid>``, mode 700).
+    the ControlMaster socket lives (default :func:`control_dir`: ``$TMPDIR/slurmkit-ssh-<uid>``,
+    or ``/tmp/slurmkit-ssh-<uid>`` when that is too long for a socket path; mode 700).
     """
 
     host: str
@@ -121,21 +213,22 @@ class Remote:
                 raise RemoteError(self.host, "connect", f"SSH config {self.ssh_config} does not exist")
 
     # -- argv -------------------------------------------------------------------------------
-    def ssh_argv(self) -> list[str]:
+    def ssh_argv(self, master: bool = True) -> list[str]:
         """``ssh`` and its options (without the host): ``-F``, BatchMode, ConnectTimeout,
-        the shared ControlMaster connection and keep-alives that bound a dead link."""
+        the shared ControlMaster connection (none with ``master=False``) and keep-alives that
+        bound a dead link."""
         exe = shutil.which("ssh")
         if exe is None:
             raise RemoteError(self.host, "connect", "ssh is not installed here (Debian: openssh-client)")
         argv = [exe]
         if self.ssh_config:
             argv += ["-F", self.ssh_config]
-        # %C (user, host, port) does not tell two aliases with different jump hosts or keys
-        # apart: the config file and the alias key the socket too.
-        key = hashlib.sha1(f"{self.ssh_config}\0{self.host}".encode()).hexdigest()[:10]
-        control = os.path.join(self.control_dir or _control_dir(), f"{key}-%C")
-        for opt in ("BatchMode=yes", f"ConnectTimeout={max(1, int(self.connect_timeout))}",
-                    "ControlMaster=auto", f"ControlPath={control}", f"ControlPersist={int(self.control_persist)}",
+        if master:
+            control = control_path(self.control_dir or control_dir(self.host), self.ssh_config, self.host)
+            shared = ("ControlMaster=auto", f"ControlPath={control}", f"ControlPersist={int(self.control_persist)}")
+        else:
+            shared = ("ControlMaster=no", "ControlPath=none")
+        for opt in ("BatchMode=yes", f"ConnectTimeout={max(1, int(self.connect_timeout))}", *shared,
                     "ServerAliveInterval=15", "ServerAliveCountMax=3", "LogLevel=ERROR"):
             argv += ["-o", opt]
         return argv
@@ -163,7 +256,8 @@ class Remote:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         try:
-            out, err = proc.communicate(None if input is None else input.encode(), timeout=timeout)
+            data = input.encode() if isinstance(input, str) else input
+            out, err = proc.communicate(data, timeout=timeout)
         except subprocess.TimeoutExpired:
             # a shared master may hold copies of our pipes: do not wait for their end
             _kill_group(proc)
@@ -172,6 +266,12 @@ class Remote:
             proc.stderr.close()
             raise RemoteError(self.host, step, f"timed out after {timeout:g} s (no answer from the host, "
                               "or the command did not finish)", argv=argv, timed_out=True, connection=True) from None
+        except BaseException:
+            # Ctrl-C (KeyboardInterrupt) or any other exception: the step's processes run in
+            # their own session, so the terminal's SIGINT never reached them; stop them all
+            _kill_group(proc)
+            proc.wait()
+            raise
         return subprocess.CompletedProcess(argv, proc.returncode, out.decode(errors="replace"),
                                            err.decode(errors="replace"))
 
@@ -185,7 +285,7 @@ class Remote:
         argv = [*self.ssh_argv(), self.host, "--", script]
         proc = self._exec(argv, step, input=input, timeout=timeout)
         if proc.returncode == 255:
-            raise RemoteError(self.host, step, _connect_reason(proc.stderr, step, self), argv=argv, returncode=255,
+            raise RemoteError(self.host, "connect", _connect_reason(proc.stderr, self), argv=argv, returncode=255,
                               stderr=proc.stderr, connection=True)
         result = Result(argv, proc.stdout, proc.stderr, proc.returncode)
         if check and proc.returncode != 0:
@@ -229,12 +329,14 @@ class Remote:
             proc.wait()
             raise
         if rc == 255:
-            raise RemoteError(self.host, step, _connect_reason(err, step, self), argv=argv, returncode=255, stderr=err,
+            raise RemoteError(self.host, "connect", _connect_reason(err, self), argv=argv, returncode=255, stderr=err,
                               connection=True)
         return rc
 
-    def rsync(self, src: str, dest: str, options=(), step: str = "sync", timeout: float | None = None) -> Result:
-        """``rsync -a [options] src HOST:dest`` over the shared ssh connection.
+    def rsync(self, src: str, dest: str, options=(), step: str = "sync", timeout: float | None = None,
+              input: bytes | None = None) -> Result:
+        """``rsync -a [options] src HOST:dest`` over the shared ssh connection (``input``: its
+        stdin, e.g. a ``--files-from=-`` list).
 
         Raises :class:`RemoteError` (``step``) when rsync is missing here or there, the disk
         there is full, the destination cannot be written, or the connection fails."""
@@ -242,11 +344,25 @@ class Remote:
         if exe is None:
             raise RemoteError(self.host, step, "rsync is not installed here (Debian: rsync)")
         argv = [exe, "-a", "-e", self.rsh(), *options, src, f"{self.host}:{dest}"]
-        proc = self._exec(argv, step, timeout=timeout)
+        proc = self._exec(argv, step, input=input, timeout=timeout)
+        if proc.returncode == 255:
+            raise RemoteError(self.host, "connect", _connect_reason(proc.stderr, self), argv=argv, returncode=255,
+                              stderr=proc.stderr, connection=True)
         if proc.returncode != 0:
             raise RemoteError(self.host, step, _rsync_reason(proc, dest), argv=argv, returncode=proc.returncode,
                               stderr=proc.stderr, connection=proc.returncode == 255)
         return Result(argv, proc.stdout, proc.stderr, proc.returncode)
+
+    def diagnose(self) -> str:
+        """The stderr of one ``ssh HOST true`` without the control master (``ControlMaster=no
+        -o ControlPath=none``, otherwise the same options, BatchMode), for a failed connect
+        whose master lost the jump host's message; "" when it could not run."""
+        argv = [*self.ssh_argv(master=False), self.host, "true"]
+        try:
+            proc = self._exec(argv, "connect", timeout=max(5.0, self.connect_timeout * 2 + 5))
+        except RemoteError:
+            return ""
+        return proc.stderr if proc.returncode == 255 else ""
 
     def close(self) -> None:
         """Close the shared connection (``ssh -O exit``); nothing when none is open."""
@@ -264,9 +380,44 @@ def _kill_group(proc):
         proc.kill()
 
 
-def _connect_reason(stderr: str, step: str, remote: Remote) -> str:
-    reason = explain_ssh_failure(stderr, remote.jump())
-    return reason if step == "connect" else f"connection failed: {reason}"
+def _connect_reason(stderr: str, remote: Remote) -> str:
+    """The one line for a failed connection (ssh exit 255). A control master that failed to
+    come up loses its ProxyJump process's stderr (only "connection closed during the
+    handshake" is left): then one diagnostic attempt without the master (same options,
+    BatchMode) says why."""
+    jump = remote.jump()
+    if jump and _JUMP_CLOSED.search(stderr) and not explain_jump_failure_detail(stderr):
+        stderr = remote.diagnose() or stderr
+    return no_config_hint(explain_ssh_failure(stderr, jump), remote.ssh_config, default_ssh_config())
+
+
+def default_ssh_config() -> str:
+    """The SSH config ssh reads without ``-F``: ``~/.ssh/config`` of the user's passwd home
+    (ssh takes it from the passwd entry, not from ``$HOME``)."""
+    import pwd
+
+    try:
+        home = pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        home = os.path.expanduser("~")
+    return os.path.join(home, ".ssh", "config")
+
+
+def no_config_hint(reason: str, ssh_config: str | None, default: str) -> str:
+    """``reason`` for an unknown host, saying so when no ``--ssh-config`` was given and the
+    default config ``default`` does not exist (so no Host of it could have matched)."""
+    if ssh_config is None and reason.startswith("unknown host ") and not os.path.exists(default):
+        host = reason.split()[2]
+        return (f"unknown host {host} (its name does not resolve, and there is no SSH config to name it: "
+                f"{default} does not exist; pass --ssh-config FILE)")
+    return reason
+
+
+def explain_jump_failure_detail(stderr: str) -> bool:
+    """True when ``stderr`` already carries the jump process's own error before the
+    handshake failure (then no diagnostic attempt is needed)."""
+    m = _JUMP_CLOSED.search(stderr)
+    return bool(m and stderr[:m.start()].strip())
 
 
 def _rsync_reason(proc, dest) -> str:
@@ -277,7 +428,7 @@ def _rsync_reason(proc, dest) -> str:
         return f"the remote disk quota is exceeded writing {dest}"
     if re.search(r"rsync: (?:command )?not found|rsync: not found|command not found", err):
         return "rsync is not installed on the remote host"
-    if proc.returncode == 255 or "connection unexpectedly closed" in err and "ssh" in err.lower():
-        return "connection failed: " + explain_ssh_failure(err)
+    if "connection unexpectedly closed" in err and "ssh" in err.lower():
+        return "the connection was lost: " + explain_ssh_failure(err)
     lines = [ln.strip() for ln in err.splitlines() if ln.strip().startswith("rsync") or "failed" in ln]
     return f"rsync failed (exit {proc.returncode}): " + (lines[0] if lines else explain_ssh_failure(err))

@@ -64,17 +64,19 @@ def _request(template, command, kw) -> _render.SubmitRequest:
 class Job:
     """A submitted job: ``id`` (str, as sbatch printed it) and the backend that submitted it.
     ``remote``: a host of the SSH config (or a ``slurmkit.remote.Remote``) whose login node
-    Slurm's commands run on, when no backend is given."""
+    Slurm's commands run on, when no backend is given; ``ssh_config``: the SSH config file
+    naming that host (None: ssh's default ``~/.ssh/config``, as the CLI's ``--ssh-config``)."""
 
     id: str
     backend: object = field(repr=False, default=None)
     remote: object = field(repr=False, default=None)
+    ssh_config: str | None = field(repr=False, default=None)
 
     def __post_init__(self):
         if self.backend is None and self.remote is not None:
             from slurmkit.remote.backend import RemoteBackend, as_remote
 
-            self.backend = RemoteBackend(as_remote(self.remote))
+            self.backend = RemoteBackend(as_remote(self.remote, self.ssh_config))
         if self.backend is None:
             self.backend = get_backend()
 

@@ -3,7 +3,8 @@
 :func:`start` makes, in a fresh temporary directory: host keys for both daemons, one user key,
 ``authorized_keys``, an sshd_config per daemon and a client SSH config (``Host jump``,
 ``Host login`` with ``ProxyJump jump``, ``Host nosbatch``: the login node with an empty PATH,
-``Host deadjump``: the login node behind a jump host that accepts TCP and never speaks).
+``Host deadjump``: the login node behind a jump host that accepts TCP and never speaks;
+``Host via-<jump>``: the login node behind a broken jump host, for each of :data:`BROKEN_JUMPS`).
 Nothing of the machine's own SSH configuration or ``~/.ssh`` is read or written: the client
 always runs with ``-F <dir>/client/config``, the daemons with ``-f <dir>/<name>/sshd_config``.
 """
@@ -20,6 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SSHD = "/usr/sbin/sshd"
+
+#: Broken jump hosts (``Host via-<name>`` reaches the login node through each): ``downjump``
+#: (no sshd on its port), ``jmup`` (a typo: no such Host, no such name), ``badjump`` (its
+#: HostName does not resolve), ``strangerjump`` (our key is refused there), ``strictjump``
+#: (its host key is not in known_hosts, strict checking).
+BROKEN_JUMPS = ("downjump", "jmup", "badjump", "strangerjump", "strictjump")
 
 
 def missing_reason() -> str | None:
@@ -152,6 +159,16 @@ def start(login_env: dict | None = None) -> SshPair:
                         f"  IdentityFile {root}/client/id_ed25519",
                         f"Host stranger\n  HostName 127.0.0.6\n  Port {login_port}\n  User root\n"
                         f"  IdentityFile {root}/client/stranger")
+    (root / "client" / "empty_known_hosts").write_text("")
+    key = f"  User {user}\n  IdentitiesOnly yes\n"
+    text += (f"Host downjump\n  HostName 127.0.0.5\n  Port {free_port('127.0.0.5')}\n{key}"
+             f"Host badjump\n  HostName nosuch.invalid\n{key}"
+             f"Host strangerjump\n  HostName 127.0.0.5\n  Port {jump_port}\n{key}  IdentityFile {root}/client/stranger\n"
+             f"  StrictHostKeyChecking accept-new\n  UserKnownHostsFile {root}/client/known_hosts\n"
+             f"Host strictjump\n  HostName 127.0.0.5\n  Port {jump_port}\n{key}  IdentityFile {root}/client/id_ed25519\n"
+             f"  StrictHostKeyChecking yes\n  UserKnownHostsFile {root}/client/empty_known_hosts\n")
+    text += "".join(CLIENT_HOST.format(name=f"via-{j}", addr="127.0.0.6", port=login_port, user=user, root=root,
+                                       extra=f"  ProxyJump {j}\n") for j in BROKEN_JUMPS)
     pair.config.write_text(text)
     for pid in pair.pids:       # sshd daemonizes after binding; its pid file says it is up
         deadline = time.monotonic() + 10

@@ -5,6 +5,7 @@ step, and nothing is synced or queued after a failed step. No Slurm needed here.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,46 @@ def test_connect_failures_are_one_line_naming_the_step(pair, host, says):
     assert len(lines) == 1 and lines[0].startswith("slurmkit: error: " + says.split(":")[0] + ": ")
 
 
+@pytest.mark.parametrize("jump,says", [
+    ("downjump", r"the jump host downjump \(ProxyJump\) refused the connection \(127\.0\.0\.5 port \d+: is its sshd running\?\)"),
+    ("jmup", r"the jump host jmup \(ProxyJump\) is not a Host of the SSH config and its name does not resolve"),
+    ("badjump", r"the jump host badjump \(ProxyJump\): its HostName nosuch\.invalid does not resolve"),
+    ("strangerjump", r"the jump host strangerjump \(ProxyJump\) refused the key \(publickey\) for root@127\.0\.0\.5"),
+    ("strictjump", r"the jump host strictjump \(ProxyJump\): host key verification failed: its host key "
+                   r"\(\[127\.0\.0\.5\]:\d+\) is not in known_hosts"),
+])
+def test_each_jump_host_failure_gets_its_own_line(pair, jump, says):
+    host = f"via-{jump}"
+    with pytest.raises(RemoteError) as err:
+        Remote(host, str(pair.config), timeout=20, connect_timeout=3).shell("true", "connect")
+    assert re.match(rf"^{host}: connect: {says}", str(err.value)), str(err.value)
+    # the CLI: the same line, whichever command connects
+    for args in (["status", "1"], ["logs", "1"]):
+        proc = slurmkit(args[0], "--remote", host, "--ssh-config", str(pair.config), *args[1:])
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1
+        assert re.match(rf"^slurmkit: error: {host}: connect: {says}", proc.stderr), proc.stderr
+
+
+def test_a_long_tmpdir_keeps_the_control_socket_path_short(pair, tmp_path):
+    # macOS: $TMPDIR is /var/folders/xx/yyyyyyyy/T/ (about 49 characters); here longer still
+    long = Path("/tmp") / ("t" * 60) / "var-folders-T"
+    long.mkdir(parents=True)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "slurmkit", "status", "--remote", "login", "--ssh-config",
+                               str(pair.config), "999999"], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "TMPDIR": str(long)})
+        # connected (the job id is unknown to the login node's Slurm, or Slurm is not set up there)
+        assert "connect:" not in proc.stderr and "ControlPath" not in proc.stderr, proc.stderr
+        assert not list(long.iterdir())               # the socket went to /tmp/slurmkit-ssh-<uid>
+        assert os.path.isdir(f"/tmp/slurmkit-ssh-{os.getuid()}")
+    finally:
+        import shutil
+        Remote("login", str(pair.config)).close()
+        shutil.rmtree(Path("/tmp") / ("t" * 60), ignore_errors=True)
+    with pytest.raises(RemoteError, match=r"^login: connect: the SSH control socket path /tmp/x+/[0-9a-f]{16} is too long"):
+        Remote("login", str(pair.config), control_dir="/tmp/" + "x" * 90).ssh_argv()
+
+
 def test_commands_run_on_the_login_node_through_the_jump_host(pair):
     remote = Remote("login", str(pair.config))
     remote.close()
@@ -90,7 +131,8 @@ def test_sync_honours_gitignore_and_never_sends_git(pair, tmp_path):
     dest = tmp_path / "remote" / "proj"
     remote = Remote("login", str(pair.config))
     sync(remote, str(proj), str(dest), excludes=["*.tmp"])
-    sent = sorted(str(p.relative_to(dest)) for p in dest.rglob("*"))
+    sent = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if not p.relative_to(dest).parts[0]
+                  in (".slurmkit", "slurmkit-runs"))
     assert sent == [".gitignore", "src", "src/model.py", "train.py"]
     # jobs' outputs in the remote directory survive the next sync
     (dest / "job-1.out").write_text("output")
@@ -146,6 +188,91 @@ def test_no_sync_needs_an_existing_remote_dir(pair, tmp_path):
                       sync=False, remote_dir=str(tmp_path / "gone"))
 
 
+def test_an_unknown_host_without_any_ssh_config_says_the_file_does_not_exist(tmp_path):
+    from slurmkit.remote.ssh import explain_ssh_failure, no_config_hint
+
+    reason = explain_ssh_failure("ssh: Could not resolve hostname mycluster: Name or service not known\n")
+    missing = str(tmp_path / ".ssh" / "config")
+    assert no_config_hint(reason, None, missing) == (
+        f"unknown host mycluster (its name does not resolve, and there is no SSH config to name it: {missing} "
+        "does not exist; pass --ssh-config FILE)")
+    (tmp_path / ".ssh").mkdir()
+    Path(missing).write_text("Host other\n")
+    assert no_config_hint(reason, None, missing) == reason == (
+        "unknown host mycluster (not a Host of the SSH config, and its name does not resolve)")
+    assert no_config_hint(reason, "/etc/cfg", str(tmp_path / "nope")) == reason
+
+
 def test_a_missing_ssh_config_is_named(tmp_path):
     with pytest.raises(RemoteError, match=r"^login: connect: SSH config .*/nope does not exist"):
         Remote("login", str(tmp_path / "nope"))
+
+
+def _procs_mentioning(text: str) -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmd:
+            found.append(f"{pid}: {cmd[:120]}")
+    return found
+
+
+def test_ctrl_c_during_sync_stops_rsync_and_ssh_and_queues_nothing(pair, tmp_path):
+    import signal
+    import time
+
+    proj = tmp_path / "big"
+    proj.mkdir()
+    with open(proj / "weights.bin", "wb") as fh:       # incompressible: the sync takes a while
+        for _ in range(48):
+            fh.write(os.urandom(8 << 20))
+    dest = tmp_path / "remote-upload-target"
+    cli = subprocess.Popen([sys.executable, "-m", "slurmkit", "submit", "single-gpu", "--remote", "login",
+                            "--ssh-config", str(pair.config), "--site", "sandbox", "--sync-dir", str(proj),
+                            "--remote-dir", str(dest), "--", "true"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    deadline = time.monotonic() + 60
+    while not any("rsync" in p for p in _procs_mentioning(str(dest))) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert any("rsync" in p for p in _procs_mentioning(str(dest))), "the sync never started"
+    time.sleep(0.5)
+    cli.send_signal(signal.SIGINT)                     # what Ctrl-C sends to the foreground process
+    out, err = cli.communicate(timeout=60)
+    assert cli.returncode != 0 and out == "" and "Aborted" in err
+    # nothing of the step survives here or on the login node (the same machine)
+    deadline = time.monotonic() + 15
+    while _procs_mentioning(str(dest)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _procs_mentioning(str(dest)) == []
+    assert not (dest / "weights.bin").exists()
+    # the run folder was never completed, so nothing was submitted
+    assert not list((dest / ".slurmkit").glob("snapshots/*"))
+
+
+def test_the_submit_spool_keeps_a_bounded_number_of_scripts(pair, tmp_path):
+    from slurmkit.remote.backend import SPOOL_KEEP, prune_script, spool_dir
+
+    spool = Path(spool_dir(str(tmp_path)))
+    assert spool == tmp_path / ".slurmkit" / "remote-submit"
+    spool.mkdir(parents=True)
+    for i in range(SPOOL_KEEP + 5):
+        for ext in ("sbatch", "jobid"):
+            f = spool / f"tok{i:03d}.{ext}"
+            f.write_text(f"0 {i}\n")
+            os.utime(f, (1_700_000_000 + i, 1_700_000_000 + i))
+    Remote("login", str(pair.config)).shell(prune_script(str(spool)), "submit")
+    left = sorted(p.name for p in spool.iterdir())
+    assert len(left) == 2 * SPOOL_KEEP and left[0] == "tok005.jobid" and left[-1] == f"tok{SPOOL_KEEP + 4:03d}.sbatch"
+
+
+def test_a_job_handle_names_its_ssh_config(pair):
+    from slurmkit.submit import api
+
+    job = api.Job("1", remote="login", ssh_config=str(pair.config))
+    assert job.backend.remote.host == "login" and job.backend.remote.ssh_config == str(pair.config)
+    assert job.backend.remote.shell("echo $SSH_CONNECTION", "status").stdout.split()[2] == "127.0.0.6"
