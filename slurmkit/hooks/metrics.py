@@ -70,6 +70,23 @@ def check_of(reason: str | None) -> str:
     return word.replace("-", "_")
 
 
+def check_samples(base: dict, results: list, nvml_timeout: bool = False) -> list:
+    """Samples of ``slurmkit_health_check_status``: one per (check, GPU) with the worst status of
+    the run's ``CheckResult`` list (``results``; a check may judge one GPU twice, e.g.
+    ``app_clocks`` for the graphics and the memory clock): 0 pass, 1 warn, 2 fail (an own-trouble
+    ``error`` result counts as 2). Labels: ``base`` (node, hook) plus ``check`` and ``gpu`` (NVML
+    index, "" for a node-level check; ``slurmkit_gpu_info`` maps it to ``pci_bus_id`` and
+    ``uuid``). ``nvml_timeout`` adds ``check="nvml_timeout"`` at 2 (the run's NVML hang)."""
+    worst: dict[tuple, int] = {}
+    for r in results:
+        v = {"pass": 0, "warn": 1}.get(getattr(r.status, "value", r.status), 2)
+        key = (r.check, "" if r.gpu_index is None else str(r.gpu_index))
+        worst[key] = max(v, worst.get(key, 0))
+    if nvml_timeout:
+        worst[("nvml_timeout", "")] = 2
+    return [({**base, "check": c, "gpu": g}, v) for (c, g), v in worst.items()]
+
+
 # ---- counters ------------------------------------------------------------------------------
 
 def load_counters(state_dir, node: str) -> dict:

@@ -138,3 +138,28 @@ def test_unreadable_gpu_state_keeps_the_last_gpu_file(node, healthy, tmp_path): 
 ])
 def test_check_of_a_drain_reason(reason, check):
     assert metrics.check_of(reason) == check
+
+
+def test_writer_refuses_a_duplicate_series():
+    from slurmkit.hooks import textfile
+
+    fam = [("slurmkit_x", "gauge", "x", [({"node": "n1", "gpu": "0"}, 0), ({"gpu": "0", "node": "n1"}, 2)])]
+    with pytest.raises(ValueError, match=r"duplicate series slurmkit_x\{gpu='0', node='n1'\}"):
+        textfile.render(fam)
+    with pytest.raises(ValueError, match="slurmkit_y given twice"):
+        textfile.render([("slurmkit_y", "gauge", "y", []), ("slurmkit_y", "gauge", "y", [])])
+    assert textfile.render([("slurmkit_x", "gauge", "x", fam[0][3][:1])]) == (
+        '# HELP slurmkit_x x\n# TYPE slurmkit_x gauge\nslurmkit_x{node="n1",gpu="0"} 0\n')
+
+
+def test_check_status_is_one_series_per_check_and_gpu_with_the_worst():
+    from slurmkit.health.checks import CheckResult
+
+    results = [CheckResult("app_clocks", "warn", 1), CheckResult("app_clocks", "pass", 1),
+               CheckResult("app_clocks", "pass", 0), CheckResult("app_clocks", "pass", 0),
+               CheckResult("gpu_count", "pass"), CheckResult("gpu_count", "fail"),
+               CheckResult("xid", "fail", 2), CheckResult("xid", "pass", 2)]
+    got = metrics.check_samples({"node": "n1", "hook": "healthcheck"}, results)
+    assert {(lab["check"], lab["gpu"]): v for lab, v in got} == {
+        ("app_clocks", "1"): 1, ("app_clocks", "0"): 0, ("gpu_count", ""): 2, ("xid", "2"): 2}
+    assert len(got) == 4

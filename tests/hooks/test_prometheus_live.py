@@ -223,3 +223,50 @@ def test_job_figures_join_is_exact_and_counts_a_counter_reset():
     # a GPU without energy readings: not measured
     r = P.job_figures(info, energy[:1], util)[0]
     assert not r["measured"] and math.isnan(r["energy_mj"])
+
+
+def _exposed(text: str) -> dict:
+    """{(name, labels tuple): value} of node_exporter's /metrics (prometheus_client's parser)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            key = (s.name, tuple(sorted(s.labels.items())))
+            assert key not in out, f"node_exporter serves {key} twice"
+            out[key] = s.value
+    return out
+
+
+def test_real_node_exporter_gathers_every_hook_series_without_error(node, healthy, tmp_path):  # noqa: F811
+    """Every hook's file at once, with a check that judges a GPU twice (app_clocks: graphics and
+    memory clock) and warns on one of them: node_exporter keeps each series once, with the warn."""
+    path, snap = healthy
+    g1 = next(g for g in snap["gpus"] if g["index"] == 1)
+    mem = g1["values"]["app_clock_mem_mhz"]["value"]
+    warned = tmp_path / "memclock.json"
+    warned.write_text(json.dumps(set_value(snap, 1, "app_clock_mem_mhz", mem - 100)))
+    node.write_config({"n1": warned})
+    assert node.run(node.prolog).returncode == 0
+    assert node.run(node.healthcheck, job_id=None, gpus=None).returncode == 0
+    assert node.run(node.epilog).returncode == 0
+    assert node.run(node.prolog, job_id="102", gpus="1,3").returncode == 0
+    stack = PromStack(tmp_path / "ne", node.textfile_dir, prometheus=False)
+    try:
+        stack.node_exporter_text()
+        time.sleep(0.5)
+        got = _exposed(stack.node_exporter_text())  # the second scrape counts the first one's errors
+        log = stack.node_exporter_log()
+    finally:
+        stack.stop()
+    assert got[("promhttp_metric_handler_errors_total", (("cause", "gathering"),))] == 0, log
+    assert "collected before" not in log
+    assert got[("node_textfile_scrape_error", ())] == 0
+    status = {k: v for k, v in got.items() if k[0] == "slurmkit_health_check_status"}
+    for hook in ("prolog", "healthcheck", "epilog"):
+        app = {dict(k[1])["gpu"]: v for k, v in status.items()
+               if dict(k[1])["check"] == "app_clocks" and dict(k[1])["hook"] == hook}
+        assert app == {"0": 0, "1": 1, "2": 0, "3": 0}, hook
+    # the node-level series are there once too (one job on GPUs 1,3 running)
+    jobs = sorted((dict(k[1])["job_id"], dict(k[1])["gpu"]) for k in got if k[0] == "slurmkit_gpu_job_info")
+    assert [j for j, _ in jobs] == ["102", "102"]
