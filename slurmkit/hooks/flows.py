@@ -8,8 +8,7 @@ Contract every flow keeps:
 - hardware evidence (a check ``fail``, or NVML hanging: :class:`NvmlTimeout`) drains the node
   with ``slurmkit: <check> GPU<i> <uuid>: <value>`` / ``slurmkit: nvml-timeout``, unless another
   party owns its reason (:mod:`slurmkit.hooks.drain`); ``observe`` mode logs what it would drain;
-- slurmkit's own trouble (unreadable config, bad snapshot, NVML library absent where no GPU is
-  expected, scontrol missing or hanging, spool disk full, a bug) is logged and counted
+- slurmkit's own trouble (unreadable config, bad snapshot, scontrol missing or hanging, spool disk full, a bug) is logged and counted
   (``slurmkit_hook_own_errors_total``), never a drain, and never a non-zero exit by itself;
 - a healthy run makes no Slurm RPC: expected GPUs come from the local gres.conf; scontrol runs
   only to drain, or to resume a node slurmkit drained.
@@ -18,7 +17,7 @@ Outcomes of the fault matrix (tested in tests/hooks/test_hooks_faults.py):
 
 ====================================  =====================================================
 NVML library missing, GPU node        ``nvml_init`` fails -> drain, prolog exit 1
-NVML library missing, CPU-only node   own trouble -> exit 0, counted, no drain
+no GPUs expected (CPU-only node)      GPU checks skipped: an info line, exit 0, not counted
 NVML hangs                            worker killed at the deadline -> drain ``nvml-timeout``
 permission denied (config, state)     own trouble -> exit 0 (counted where the state dir works)
 corrupt snapshot                      own trouble -> exit 0, counted, no drain
@@ -55,6 +54,7 @@ class Run:
         self.state = None
         self.hc = None
         self.gres_files: list[str] | None = None
+        self.gpuless = False  # no GPUs expected on the node: the GPU checks were skipped
 
     # ---- helpers -----------------------------------------------------------------------------
     def own_error(self, msg: str) -> None:
@@ -106,6 +106,10 @@ class Run:
         from slurmkit.health.runner import read_state
         from slurmkit.health.source import NvmlTimeout, SourceError
 
+        if not (self.hc.expect.get("expected_gpu_count") or 0):
+            self.gpuless = True   # a CPU-only node: nothing to judge, and not our trouble either
+            self.log.info(f"no GPUs expected on {self.node} (gres.conf lists none): GPU checks skipped")
+            return False
         spec = self.source_spec
         try:
             self.state = read_state(spec, total_deadline_s=self.cfg.deadline_s,
@@ -282,7 +286,7 @@ def epilog(run: Run) -> int:
             actions.append(("set_power_limit", g.nvml_index, None, float(want)))
     _act(run, actions)
     run.apply_verdict()
-    if job_id:
+    if job_id and not run.gpuless:  # a job on a CPU-only node has no GPU energy to record
         by_index = {r.index: r for r in started.gpus} if started else {}
         rows = []
         for g in gpus:
