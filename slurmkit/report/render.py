@@ -205,6 +205,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
     dq = r["data_quality"]
     lines += ["## Data quality", "",
               f"Rows read {dq['rows_read']} = counted {dq['rows_counted']} + skipped {dq['rows_skipped']}.", ""]
+    lines += [f"Warning: {w}" for w in dq.get("warnings") or []] + ([""] if dq.get("warnings") else [])
     reasons = [[k, v, "skipped"] for k, v in dq["skipped_reasons"].items()]
     reasons += [[k, v, "counted, repaired"] for k, v in dq["repaired_reasons"].items()]
     if reasons:
