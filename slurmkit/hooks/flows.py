@@ -55,6 +55,7 @@ class Run:
         self.hc = None
         self.gres_files: list[str] | None = None
         self.gpuless = False  # no GPUs expected on the node: the GPU checks were skipped
+        self.gres_shared = False  # gres/shard or MPS on the node: jobs share GPUs by design
 
     # ---- helpers -----------------------------------------------------------------------------
     def own_error(self, msg: str) -> None:
@@ -77,7 +78,9 @@ class Run:
         path = self.cfg.gres_conf or self.cfg.slurm_conf.parent / "gres.conf"
         try:
             text = open(path).read() if os.path.exists(path) else ""
-            self.gres_files = gres.node_gpu_files(gres.parse_gres_conf(text, path), self.node, path)
+            lines = gres.parse_gres_conf(text, path)
+            self.gres_files = gres.node_gpu_files(lines, self.node, path)
+            self.gres_shared = gres.node_shares_gpus(lines, self.node)
         except (OSError, gres.GresError) as exc:
             self.own_error(str(exc))
             return False
@@ -202,9 +205,13 @@ def prolog(run: Run) -> int:
                                       start_energy_mj=_energy_of(run.state, g.nvml_index),
                                       acct_seen=_acct_keys(run.state, g.nvml_index)) for g in gpus]
         try:
+            if not run.gres_shared:  # a job still listed on these GPUs is gone (its epilog never ran)
+                for old in nodestate.drop_jobs_on_gpus(run.cfg.state_dir, run.node, job_id, [g.index for g in gpus]):
+                    run.log.warning(f"dropped job {old}'s prolog record: its GPUs are job {job_id}'s now")
             nodestate.save_job(run.cfg.state_dir, run.node, job_id,
                                nodestate.JobStart(time.time(), run.state.source, rows,
-                                                  user=run.env.get("SLURM_JOB_USER")))
+                                                  user=run.env.get("SLURM_JOB_USER"),
+                                                  end_by_s=nodestate.slurm_end_time(run.env)))
         except OSError as exc:
             run.own_error(f"cannot record the job's starting energy: {exc}")
     _act(run, [("enable_accounting", g.nvml_index, None, None) for g in gpus
@@ -360,6 +367,8 @@ def healthcheck(run: Run) -> int:
     after ``resume_after`` clean runs in a row. Always exits 0."""
     if not run.setup():
         return 0
+    for old in nodestate.drop_stale_jobs(run.cfg.state_dir, run.node, time.time()):
+        run.log.warning(f"dropped job {old}'s prolog record: past its end time, its epilog never ran")
     ok = run.read(before_job=False)
     run.apply_verdict()
     if run.drain_reason:

@@ -221,3 +221,48 @@ def test_observed_drains_count_once_per_would_be_reason():
     assert c["observed_drains"] == {"ecc_volatile_uncorrectable": 1, "row_remap_pending": 2}
     assert c["drains"] == {}
     assert metrics._would_be("slurmkit: nvml-timeout") == "slurmkit: nvml-timeout"
+
+
+def _jobs_listed(node) -> list[tuple[str, str]]:
+    nf = _samples(node.textfile_dir / "slurmkit_n1_node.prom")
+    return sorted((dict(k[1])["job_id"], dict(k[1])["gpu"]) for k in nf if k[0] == "slurmkit_gpu_job_info")
+
+
+def test_a_new_prolog_on_the_same_gpus_drops_a_ghost_job(node, healthy):  # noqa: F811
+    """Job 101's epilog never ran (the node crashed); Slurm gives GPU 2 to job 102: 101 is gone."""
+    path, snap = healthy
+    node.write_config({"n1": path})
+    assert node.run(node.prolog, job_id="101", gpus="0,2").returncode == 0
+    assert node.run(node.prolog, job_id="103", gpus="1").returncode == 0   # other GPUs: kept
+    r = node.run(node.prolog, job_id="102", gpus="2,3")
+    assert r.returncode == 0 and "dropped job 101's prolog record: its GPUs are job 102's now" in r.stderr
+    jobs = _jobs_listed(node)
+    assert [j for j, _ in jobs] == ["102", "102", "103"]   # one job per GPU
+    assert not (node.state_dir / "n1" / "job-101.json").exists()
+
+
+def test_gpus_shared_by_design_keep_every_job(node, healthy):  # noqa: F811
+    path, snap = healthy
+    node.gres_conf.write_text(node.gres_conf.read_text() + "NodeName=n[1-2] Name=shard Count=8\n")
+    node.write_config({"n1": path})
+    assert node.run(node.prolog, job_id="101", gpus="0,2").returncode == 0
+    r = node.run(node.prolog, job_id="102", gpus="2")
+    assert r.returncode == 0 and "dropped" not in r.stderr
+    assert [j for j, _ in _jobs_listed(node)] == ["101", "101", "102"]
+
+
+def test_health_check_drops_records_past_their_jobs_end(node, healthy):  # noqa: F811
+    """Job 101 should have ended two hours ago (SLURM_JOB_END_TIME) and its epilog never ran;
+    job 102 runs until tomorrow; job 104 has no end time (an older prolog) but is recent."""
+    path, snap = healthy
+    node.write_config({"n1": path})
+    now = time.time()
+    assert node.run(node.prolog, job_id="101", gpus="0", env={"SLURM_JOB_END_TIME": str(int(now - 7200))}).returncode == 0
+    assert node.run(node.prolog, job_id="102", gpus="1", env={"SLURM_JOB_END_TIME": str(int(now + 86400))}).returncode == 0
+    assert node.run(node.prolog, job_id="104", gpus="3").returncode == 0
+    assert json.loads((node.state_dir / "n1" / "job-102.json").read_text())["end_by_s"] == int(now + 86400)
+    assert [j for j, _ in _jobs_listed(node)] == ["101", "102", "104"]
+    r = node.run(node.healthcheck, job_id=None, gpus=None)
+    assert r.returncode == 0 and "dropped job 101's prolog record: past its end time" in r.stderr
+    assert [j for j, _ in _jobs_listed(node)] == ["102", "104"]
+    assert "own trouble" not in r.stderr
