@@ -83,6 +83,29 @@ def test_dashboard_json_loads_and_every_panel_has_a_query():
     assert names == {"datasource", "node"}
 
 
+def _seconds(window: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    return sum(float(n) * units[u] for n, u in re.findall(r"(\d+)([smhd])", window))
+
+
+def test_dashboard_counter_windows_span_two_hook_runs():
+    """The hooks rewrite their counters when they run (HealthCheckInterval, default 300 s): a
+    rate or increase over less than two runs alternates spikes and zeros. Every such window on a
+    slurmkit counter is the panel's whole range or spans two default intervals; Xids are shown
+    from when they were last counted (increase() misses a series' first appearance)."""
+    from slurmkit.hooks.install import DEFAULT_INTERVAL_S
+
+    windows = []
+    for title, expr in dashboard_queries():
+        for fn, metric, window in re.findall(r"\b(rate|increase|irate|delta)\((slurmkit_\w+)(?:\{[^}]*\})?\[([^\]]+)\]", expr):
+            windows.append((title, metric, window))
+            assert window == "$__range" or _seconds(window) >= 2 * DEFAULT_INTERVAL_S + 60, (title, expr)
+        assert "slurmkit_gpu_xid_errors_total" not in expr or "increase(" not in expr, (title, expr)
+    assert ("Mean power from the energy counter (15 min)", "slurmkit_gpu_energy_joules_total", "15m") in windows
+    xid = dict(dashboard_queries())["Xid events by code"]
+    assert "slurmkit_gpu_xid_last_timestamp_seconds" in xid
+
+
 # ---- node_exporter + Prometheus on the hooks' textfiles ----------------------------------------
 
 def _with(snap, energy_j: float, util_pct: int):
