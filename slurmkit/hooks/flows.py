@@ -8,8 +8,7 @@ Contract every flow keeps:
 - hardware evidence (a check ``fail``, or NVML hanging: :class:`NvmlTimeout`) drains the node
   with ``slurmkit: <check> GPU<i> <uuid>: <value>`` / ``slurmkit: nvml-timeout``, unless another
   party owns its reason (:mod:`slurmkit.hooks.drain`); ``observe`` mode logs what it would drain;
-- slurmkit's own trouble (unreadable config, bad snapshot, NVML library absent where no GPU is
-  expected, scontrol missing or hanging, spool disk full, a bug) is logged and counted
+- slurmkit's own trouble (unreadable config, bad snapshot, scontrol missing or hanging, spool disk full, a bug) is logged and counted
   (``slurmkit_hook_own_errors_total``), never a drain, and never a non-zero exit by itself;
 - a healthy run makes no Slurm RPC: expected GPUs come from the local gres.conf; scontrol runs
   only to drain, or to resume a node slurmkit drained.
@@ -18,7 +17,7 @@ Outcomes of the fault matrix (tested in tests/hooks/test_hooks_faults.py):
 
 ====================================  =====================================================
 NVML library missing, GPU node        ``nvml_init`` fails -> drain, prolog exit 1
-NVML library missing, CPU-only node   own trouble -> exit 0, counted, no drain
+no GPUs expected (CPU-only node)      GPU checks skipped: an info line, exit 0, not counted
 NVML hangs                            worker killed at the deadline -> drain ``nvml-timeout``
 permission denied (config, state)     own trouble -> exit 0 (counted where the state dir works)
 corrupt snapshot                      own trouble -> exit 0, counted, no drain
@@ -56,6 +55,8 @@ class Run:
         self.hc = None
         self.health = None
         self.gres_files: list[str] | None = None
+        self.gpuless = False  # no GPUs expected on the node: the GPU checks were skipped
+        self.gres_shared = False  # gres/shard or MPS on the node: jobs share GPUs by design
 
     # ---- helpers -----------------------------------------------------------------------------
     def own_error(self, msg: str) -> None:
@@ -78,7 +79,9 @@ class Run:
         path = self.cfg.gres_conf or self.cfg.slurm_conf.parent / "gres.conf"
         try:
             text = open(path).read() if os.path.exists(path) else ""
-            self.gres_files = gres.node_gpu_files(gres.parse_gres_conf(text, path), self.node, path)
+            lines = gres.parse_gres_conf(text, path)
+            self.gres_files = gres.node_gpu_files(lines, self.node, path)
+            self.gres_shared = gres.node_shares_gpus(lines, self.node)
         except (OSError, gres.GresError) as exc:
             self.own_error(str(exc))
             return False
@@ -111,6 +114,10 @@ class Run:
         from slurmkit.health.runner import read_state
         from slurmkit.health.source import NvmlTimeout, SourceError
 
+        if not (self.hc.expect.get("expected_gpu_count") or 0):
+            self.gpuless = True   # a CPU-only node: nothing to judge, and not our trouble either
+            self.log.info(f"no GPUs expected on {self.node} (gres.conf lists none): GPU checks skipped")
+            return False
         spec = self.source_spec
         try:
             self.state = read_state(spec, total_deadline_s=self.cfg.deadline_s,
@@ -205,9 +212,13 @@ def prolog(run: Run) -> int:
                                       start_energy_mj=_energy_of(run.state, g.nvml_index),
                                       acct_seen=_acct_keys(run.state, g.nvml_index)) for g in gpus]
         try:
+            if not run.gres_shared:  # a job still listed on these GPUs is gone (its epilog never ran)
+                for old in nodestate.drop_jobs_on_gpus(run.cfg.state_dir, run.node, job_id, [g.index for g in gpus]):
+                    run.log.warning(f"dropped job {old}'s prolog record: its GPUs are job {job_id}'s now")
             nodestate.save_job(run.cfg.state_dir, run.node, job_id,
                                nodestate.JobStart(time.time(), run.state.source, rows,
-                                                  user=run.env.get("SLURM_JOB_USER")))
+                                                  user=run.env.get("SLURM_JOB_USER"),
+                                                  end_by_s=nodestate.slurm_end_time(run.env)))
         except OSError as exc:
             run.own_error(f"cannot record the job's starting energy: {exc}")
     _act(run, [("enable_accounting", g.nvml_index, None, None) for g in gpus
@@ -289,7 +300,7 @@ def epilog(run: Run) -> int:
             actions.append(("set_power_limit", g.nvml_index, None, float(want)))
     _act(run, actions)
     run.apply_verdict()
-    if job_id:
+    if job_id and not run.gpuless:  # a job on a CPU-only node has no GPU energy to record
         by_index = {r.index: r for r in started.gpus} if started else {}
         rows = []
         for g in gpus:
@@ -363,6 +374,8 @@ def healthcheck(run: Run) -> int:
     after ``resume_after`` clean runs in a row. Always exits 0."""
     if not run.setup():
         return 0
+    for old in nodestate.drop_stale_jobs(run.cfg.state_dir, run.node, time.time()):
+        run.log.warning(f"dropped job {old}'s prolog record: past its end time, its epilog never ran")
     ok = run.read(before_job=False)
     run.apply_verdict()
     if run.drain_reason:

@@ -84,6 +84,24 @@ def node_gpu_files(lines: list[GresLine], node: str, path="gres.conf") -> list[s
     return files if found else None
 
 
+def node_shares_gpus(lines: list[GresLine], node: str) -> bool:
+    """True when gres.conf gives ``node`` GPUs that jobs share by design (``Name=shard`` or
+    ``Name=mps`` lines for it): several jobs may then hold one GPU at once. A bad hostlist reads
+    as not naming the node (:func:`node_gpu_files` reports it)."""
+    from slurmkit.hostlist import BadHostlist, expand_hostlist
+
+    for gl in lines:
+        f = gl.fields
+        if f.get("name", "").lower() not in ("shard", "mps"):
+            continue
+        try:
+            if "nodename" not in f or node in expand_hostlist(f["nodename"]):
+                return True
+        except BadHostlist:
+            continue
+    return False
+
+
 def device_minor(path: str) -> int:
     """Minor number of a character device file (``os.stat().st_rdev``); OSError when absent."""
     return os.minor(os.stat(path).st_rdev)

@@ -93,20 +93,12 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
 
     node, hook = run.node, run.hook
     base = {"node": node, "hook": hook}
-    checks = []
-    if run.results:
-        from slurmkit.health.checks import CheckStatus
+    from slurmkit.hooks.metrics import check_samples
 
-        value = {CheckStatus.PASS: 0, CheckStatus.WARN: 1}   # 2: fail
-        worst: dict[tuple, int] = {}  # one series per (check, gpu): the worst of its results
-        for r in run.results:   # (node-level checks give several: IB ports, gpu_count's two counts)
-            key = (r.check, "" if r.gpu_index is None else str(r.gpu_index))
-            worst[key] = max(worst.get(key, 0), value.get(r.status, 2))
-        checks = [({**base, "check": c, "gpu": g}, v) for (c, g), v in worst.items()]
-    if run.drain_reason == "slurmkit: nvml-timeout":
-        checks.append(({**base, "check": "nvml_timeout", "gpu": ""}, 2))
+    checks = check_samples(base, run.results, nvml_timeout=run.drain_reason == "slurmkit: nvml-timeout")
     families = [
-        ("slurmkit_health_check_status", "gauge", "Last result per check and GPU: 0 pass, 1 warn, 2 fail.", checks),
+        ("slurmkit_health_check_status", "gauge",
+         "Worst result of the last run per check and GPU: 0 pass, 1 warn, 2 fail.", checks),
         ("slurmkit_hook_duration_seconds", "gauge", "Wall time of the last hook run in seconds.",
          [(base, round(duration_s, 6))]),
         ("slurmkit_hook_last_run_timestamp_seconds", "gauge", "Unix time of the last hook run.",

@@ -10,12 +10,19 @@ exactly one file (node_exporter refuses a series that two files both carry):
 - ``slurmkit_node_drained_by_slurmkit{node}`` gauge: 1 while a drain set by slurmkit is in force;
 - ``slurmkit_node_drain_info{node,check,reason}`` gauge 1, only while slurmkit's drain is in
   force (``reason``: the drain reason as Slurm shows it);
-- ``slurmkit_drains_total{node,check}`` counter: drains slurmkit set, by the check that failed;
-- ``slurmkit_observed_drains_total{node,check}`` counter: drains observe mode would have set;
+- ``slurmkit_drains_total{node,check}`` counter: times the node became drained by slurmkit, by
+  the check that failed (a health check that finds the drained node still failing re-asserts
+  the drain but does not count it again);
+- ``slurmkit_observed_drains_total{node,check}`` counter: would-be drains slurmkit did not set
+  (observe mode, or the node's reason belongs to someone else), once per distinct would-be
+  reason until a clean run;
 - ``slurmkit_resumes_total{node,check}`` counter: resumes of a node slurmkit drained, by the
   check it had been drained for;
 - ``slurmkit_gpu_xid_errors_total{node,gpu,pci_bus_id,xid,class}`` counter: NVRM Xid events seen
   in the kernel log (``class``: hardware | application | other, from checks.toml [xid]);
+- ``slurmkit_gpu_xid_last_timestamp_seconds{node,gpu,pci_bus_id,xid,class}`` gauge: Unix time
+  of the hook run that last counted that Xid; the alert fires on a recent time, so a series that
+  reappears after a gap in the data (Prometheus restart, node_exporter down) does not re-fire;
 - ``slurmkit_gpu_job_info{node,gpu,pci_bus_id,job_id,user}`` gauge 1, one per GPU of a running
   job: written by the prolog, gone after the epilog (it lists the prolog records in the state
   directory), so job ids never pile up as series.
@@ -45,6 +52,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import time
 
 NODE_FILE = "slurmkit_{node}_node.prom"
 GPUS_FILE = "slurmkit_{node}_gpus.prom"
@@ -70,11 +78,34 @@ def check_of(reason: str | None) -> str:
     return word.replace("-", "_")
 
 
+def check_samples(base: dict, results: list, nvml_timeout: bool = False) -> list:
+    """Samples of ``slurmkit_health_check_status``: one per (check, GPU) with the worst status of
+    the run's ``CheckResult`` list (``results``; a check may judge one GPU twice, e.g.
+    ``app_clocks`` for the graphics and the memory clock): 0 pass, 1 warn, 2 fail (an own-trouble
+    ``error`` result counts as 2). Labels: ``base`` (node, hook) plus ``check`` and ``gpu`` (NVML
+    index, "" for a node-level check; ``slurmkit_gpu_info`` maps it to ``pci_bus_id`` and
+    ``uuid``). ``nvml_timeout`` adds ``check="nvml_timeout"`` at 2 (the run's NVML hang)."""
+    worst: dict[tuple, int] = {}
+    for r in results:
+        v = {"pass": 0, "warn": 1}.get(getattr(r.status, "value", r.status), 2)
+        key = (r.check, "" if r.gpu_index is None else str(r.gpu_index))
+        worst[key] = max(v, worst.get(key, 0))
+    if nvml_timeout:
+        worst[("nvml_timeout", "")] = 2
+    return [({**base, "check": c, "gpu": g}, v) for (c, g), v in worst.items()]
+
+
 # ---- counters ------------------------------------------------------------------------------
+
+_KINDS = ("drains", "observed_drains", "resumes", "xids", "xid_last")
+
 
 def load_counters(state_dir, node: str) -> dict:
     """``counters.json``: ``{"drains": {check: n}, "observed_drains": {...}, "resumes": {...},
-    "xids": {"<xid>|<gpu>|<pci_bus_id>|<class>": n}}`` (zeros when absent or unreadable)."""
+    "xids": {"<xid>|<gpu>|<pci_bus_id>|<class>": n}, "xid_last": {same key: epoch s of the run
+    that last counted it}, "drain_open": the slurmkit drain reason already counted (None),
+    "observed_open": the would-be drain already counted (None)}`` (zeros when absent or
+    unreadable)."""
     from slurmkit.hooks.nodestate import node_dir
 
     path = os.path.join(node_dir(state_dir, node), COUNTERS_FILE)
@@ -85,7 +116,10 @@ def load_counters(state_dir, node: str) -> dict:
         data = {}
     if not isinstance(data, dict):
         data = {}
-    return {k: dict(data.get(k) or {}) for k in ("drains", "observed_drains", "resumes", "xids")}
+    out = {k: dict(data.get(k) or {}) if isinstance(data.get(k) or {}, dict) else {} for k in _KINDS}
+    for k in ("drain_open", "observed_open"):
+        out[k] = data.get(k) if isinstance(data.get(k), str) else None
+    return out
 
 
 def save_counters(state_dir, node: str, data: dict) -> None:
@@ -98,16 +132,43 @@ def save_counters(state_dir, node: str, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def count_run(counters: dict, run) -> dict:
+def _would_be(reason: str) -> str:
+    """A would-be drain reason without its value and ``(+N more)``: ``slurmkit: <check>
+    GPU<i> <uuid>`` (one observed drain per such reason, however its value moves)."""
+    head, sep, _ = reason.partition(": ")
+    body, sep2, _ = reason[len(head) + len(sep):].partition(": ")
+    return f"{head}: {body}" if sep and sep2 else reason.split(" (+", 1)[0]
+
+
+def count_run(counters: dict, run, drained_reason: str | None = None, now: float | None = None) -> dict:
     """Add what ``run`` (a :class:`slurmkit.hooks.flows.Run`) did to ``counters`` (in place,
-    returned): a drain it set, a drain observe mode would have set, a resume, each Xid result."""
+    returned). ``drained_reason``: slurmkit's drain in force after the run (``health.json``).
+
+    - a drain counts once, when the node becomes drained by slurmkit (``drained_reason`` set and
+      none counted yet), not on every run that finds the drained node still failing;
+    - an observed drain (a would-be drain slurmkit did not set: observe mode, or a reason that
+      belongs to someone else) counts once per distinct would-be reason (:func:`_would_be`),
+      until a run that judged the GPUs finds none;
+    - a resume, and each Xid result (by code, GPU and class; ``xid_last`` = ``now``).
+    """
+    now = time.time() if now is None else now
+
     def bump(kind, key, n=1):
         counters[kind][key] = int(counters[kind].get(key, 0)) + n
 
-    if run.drained:
-        bump("drains", check_of(run.drain_reason))
-    elif run.drain_reason and run.cfg.mode == "observe":
-        bump("observed_drains", check_of(run.drain_reason))
+    if drained_reason:
+        if not counters.get("drain_open"):
+            bump("drains", check_of(drained_reason))
+        counters["drain_open"] = drained_reason
+    else:
+        counters["drain_open"] = None
+    if run.drain_reason and not run.drained and not drained_reason:
+        key = _would_be(run.drain_reason)
+        if counters.get("observed_open") != key:
+            bump("observed_drains", check_of(run.drain_reason))
+        counters["observed_open"] = key
+    elif not run.drain_reason and run.state is not None:
+        counters["observed_open"] = None   # judged and healthy: a later failure counts again
     resumed = getattr(run, "resumed", None)
     if resumed:
         bump("resumes", check_of(resumed))
@@ -119,7 +180,9 @@ def count_run(counters: dict, run) -> dict:
         if state is not None:
             n = sum(1 for x in state.xids if x.xid == r.value and (x.pci_bus_id or None) == (r.pci_bus_id or None)) or 1
         gpu = "" if r.gpu_index is None else str(r.gpu_index)
-        bump("xids", f"{r.value}|{gpu}|{r.pci_bus_id or ''}|{_XID_CLASS.get(r.status, 'other')}", n)
+        key = f"{r.value}|{gpu}|{r.pci_bus_id or ''}|{_XID_CLASS.get(r.status, 'other')}"
+        bump("xids", key, n)
+        counters["xid_last"][key] = round(now, 3)
     return counters
 
 
@@ -150,6 +213,11 @@ def node_families(node: str, drained_reason: str | None, counters: dict, jobs: l
     for key, n in sorted(counters["xids"].items()):
         xid, gpu, bus, cls = (key.split("|") + ["", "", "", ""])[:4]
         xids.append(({**base, "gpu": gpu, "pci_bus_id": bus, "xid": xid, "class": cls}, int(n)))
+    xid_last = []
+    for key, t in sorted(counters.get("xid_last", {}).items()):
+        xid, gpu, bus, cls = (key.split("|") + ["", "", "", ""])[:4]
+        if isinstance(t, (int, float)) and not isinstance(t, bool):
+            xid_last.append(({**base, "gpu": gpu, "pci_bus_id": bus, "xid": xid, "class": cls}, t))
     info = []
     for job_id, rec in jobs:
         for g in rec.gpus:
@@ -168,6 +236,9 @@ def node_families(node: str, drained_reason: str | None, counters: dict, jobs: l
         ("slurmkit_resumes_total", "counter", "Resumes of a node slurmkit drained, by the check it was drained for.",
          [({**base, "check": c}, int(n)) for c, n in sorted(counters["resumes"].items())]),
         ("slurmkit_gpu_xid_errors_total", "counter", "NVRM Xid events seen in the kernel log, by Xid code.", xids),
+        ("slurmkit_gpu_xid_last_timestamp_seconds", "gauge",
+         "Unix time of the hook run that last counted the Xid (alert on a recent one, not on a counter).",
+         xid_last),
         ("slurmkit_gpu_job_info", "gauge", "1 for each GPU of a running job (prolog ran, epilog not yet).", info),
     ]
 
@@ -262,13 +333,13 @@ def _write_node_files(run) -> list[str]:
 
     cfg, node = run.cfg, run.node
     try:
-        counters = count_run(load_counters(cfg.state_dir, node), run)
-        save_counters(cfg.state_dir, node, counters)
         drained = load_health(cfg.state_dir, node).drained_reason
+        counters = count_run(load_counters(cfg.state_dir, node), run, drained)
+        save_counters(cfg.state_dir, node, counters)
         jobs = running_jobs(cfg.state_dir, node)
     except OSError:
-        counters = count_run({k: {} for k in ("drains", "observed_drains", "resumes", "xids")}, run)
         drained, jobs = (run.drain_reason if run.drained else None), []
+        counters = count_run({**{k: {} for k in _KINDS}, "drain_open": None, "observed_open": None}, run, drained)
     os.makedirs(cfg.textfile_dir, exist_ok=True)
     paths = []
     # GPU readings first: a scrape between the two renames then sees a job's info series only

@@ -7,8 +7,12 @@
   :mod:`slurmkit.hooks.main`);
 - ``job-<id>.json``: a :class:`JobStart`, the prolog's energy readings for a job (``{"start_s":
   epoch s, "state_source": str, "gpus": [{index, nvml_index, minor, uuid, pci_bus_id,
-  start_energy_mj, acct_seen}], "user": SLURM_JOB_USER}``), written by the prolog and removed by
-  the epilog; its presence is what ``slurmkit_gpu_job_info`` lists;
+  start_energy_mj, acct_seen}], "user": SLURM_JOB_USER, "end_by_s": SLURM_JOB_END_TIME}``),
+  written by the prolog and removed by the epilog; its presence is what
+  ``slurmkit_gpu_job_info`` lists. A record whose epilog never ran (node crash, epilog killed at
+  PrologEpilogTimeout) goes when a new prolog gives its GPUs to another job
+  (:func:`drop_jobs_on_gpus`; not on GPUs shared by design) or when the health check finds it
+  past its job's end (:func:`drop_stale_jobs`);
 - ``kmsg.cursor``: the kernel-log position the XID reader keeps;
 - ``port-counters.json``: error counters (InfiniBand ports) the next run compares with, written by
   :func:`slurmkit.health.baseline.swap`.
@@ -109,16 +113,19 @@ class JobStart(_Record):
     """``job-<id>.json``: what the prolog leaves for the epilog. ``start_s``: epoch seconds of
     the prolog's energy read; ``state_source``: where the GPU state came from (``live``,
     ``snapshot:PATH``...); ``gpus``: the job's GPUs on this node; ``user``: SLURM_JOB_USER
-    (the ``user`` label of ``slurmkit_gpu_job_info``; None when Slurm gave none)."""
+    (the ``user`` label of ``slurmkit_gpu_job_info``; None when Slurm gave none); ``end_by_s``:
+    the job's projected end (SLURM_JOB_END_TIME, epoch s; None when Slurm gave none or the job
+    has no time limit): past it and :data:`STALE_GRACE_S` the record is a ghost."""
 
     start_s: float | None = None
     state_source: str = ""
     gpus: list[JobGpuStart] = field(default_factory=list)
     user: str | None = None
+    end_by_s: float | None = None
 
     def to_json(self) -> dict:
         return {"start_s": self.start_s, "state_source": self.state_source,
-                "gpus": [g.to_json() for g in self.gpus], "user": self.user}
+                "gpus": [g.to_json() for g in self.gpus], "user": self.user, "end_by_s": self.end_by_s}
 
     @classmethod
     def from_json(cls, d) -> "JobStart":
@@ -128,7 +135,8 @@ class JobStart(_Record):
         t = d.get("start_s")
         return cls(start_s=float(t) if _num(t) else None, state_source=str(d.get("state_source") or ""),
                    gpus=[JobGpuStart.from_json(g) for g in d.get("gpus", [])],
-                   user=d["user"] if isinstance(d.get("user"), str) else None)
+                   user=d["user"] if isinstance(d.get("user"), str) else None,
+                   end_by_s=float(d["end_by_s"]) if _num(d.get("end_by_s")) else None)
 
 from slurmkit.atomicfile import atomic_write
 
@@ -204,3 +212,72 @@ def kmsg_cursor(state_dir, node: str) -> str:
 def counters_path(state_dir, node: str) -> str:
     """``port-counters.json``: error counters kept between runs (:mod:`slurmkit.health.baseline`)."""
     return os.path.join(node_dir(state_dir, node), "port-counters.json")
+
+
+#: Seconds past a job's projected end (SLURM_JOB_END_TIME) after which its prolog record is
+#: taken for a ghost (the node crashed, or the epilog was killed at PrologEpilogTimeout): the
+#: time limit plus Slurm's OverTimeLimit and a slow epilog fit in it.
+STALE_GRACE_S = 3600.0
+#: The bound for a record without ``end_by_s`` (a job without a time limit, an older prolog).
+MAX_RECORD_AGE_S = 30 * 86400.0
+
+
+def slurm_end_time(env) -> float | None:
+    """``SLURM_JOB_END_TIME`` (epoch s, the job's start plus its time limit, in the prolog's
+    environment) or None when absent, not a number or 0 (no limit)."""
+    try:
+        v = float(env.get("SLURM_JOB_END_TIME") or 0)
+    except ValueError:
+        return None
+    return v if v > 0 else None
+
+
+def _job_records(state_dir, node: str):
+    d = node_dir(state_dir, node)
+    for name in sorted(os.listdir(d)):
+        if name.startswith("job-") and name.endswith(".json"):
+            path = os.path.join(d, name)
+            try:
+                rec = JobStart.from_json(_read(path, {"gpus": None}))
+            except ValueError:
+                rec = None
+            yield name[len("job-"):-len(".json")], path, rec
+
+
+def _unlink(path: str) -> bool:
+    try:
+        os.unlink(path)
+        return True
+    except OSError:
+        return False
+
+
+def drop_jobs_on_gpus(state_dir, node: str, job_id: str, indexes: list[int]) -> list[str]:
+    """Remove the prolog records of other jobs that hold any of the Slurm GPU ``indexes`` (a job
+    that still seems to hold a GPU Slurm gives to a new job is gone: its epilog never ran).
+    Returns their job ids. Only for GPUs that are not shared by design (gres/shard, MPS)."""
+    want = set(indexes)
+    if not want:
+        return []
+    return [j for j, path, rec in _job_records(state_dir, node)
+            if j != str(job_id) and rec is not None and want & {g.index for g in rec.gpus} and _unlink(path)]
+
+
+def drop_stale_jobs(state_dir, node: str, now: float, grace_s: float = STALE_GRACE_S,
+                    max_age_s: float = MAX_RECORD_AGE_S) -> list[str]:
+    """Remove the prolog records past their job's projected end by more than ``grace_s``
+    (without one: older than ``max_age_s``), and unreadable ones older than that. Returns their
+    job ids; never raises (a state directory that cannot be read drops nothing)."""
+    try:
+        out = []
+        for j, path, rec in _job_records(state_dir, node):
+            if rec is not None and rec.end_by_s is not None:
+                stale = now > rec.end_by_s + grace_s
+            else:
+                started = rec.start_s if rec is not None and rec.start_s is not None else os.stat(path).st_mtime
+                stale = now > started + max_age_s
+            if stale and _unlink(path):
+                out.append(j)
+        return out
+    except OSError:
+        return []

@@ -7,7 +7,9 @@ line, label values escaped (backslash, double quote, newline). Files are written
 
 Metrics written by the hooks (file ``<textfile_dir>/slurmkit_<node>_<hook>.prom``):
 
-- ``slurmkit_health_check_status{node,hook,check,gpu}`` gauge: 0 pass, 1 warn, 2 fail;
+- ``slurmkit_health_check_status{node,hook,check,gpu}`` gauge: the worst result of the run per
+  check and GPU, 0 pass, 1 warn, 2 fail (one series each:
+  :func:`slurmkit.hooks.metrics.check_samples`);
 - ``slurmkit_hook_duration_seconds{node,hook}`` gauge: wall time of the last run (s);
 - ``slurmkit_hook_last_run_timestamp_seconds{node,hook}`` gauge: Unix time of the last run;
 - ``slurmkit_hook_exit_code{node,hook}`` gauge: 0 or 1;
@@ -40,13 +42,25 @@ def _fmt(v: float) -> str:
 def render(families: list) -> str:
     """``families``: ``[(name, type, help, [(labels dict, value), ...]), ...]`` -> exposition text.
 
-    ``type`` is ``gauge`` or ``counter``; values are numbers.
+    ``type`` is ``gauge`` or ``counter``; values are numbers. Raises ValueError for a family
+    named twice or a series (name and label set) given twice: node_exporter would keep one of
+    them and drop the other on every scrape (a lost ``fail``), logging "was collected before with
+    the same name and label values".
     """
     out = []
+    names = set()
     for name, mtype, help_text, samples in families:
+        if name in names:
+            raise ValueError(f"metric family {name} given twice")
+        names.add(name)
         out.append(f"# HELP {name} {help_text.replace(chr(92), chr(92) * 2).replace(chr(10), ' ')}")
         out.append(f"# TYPE {name} {mtype}")
+        seen = set()
         for labels, value in samples:
+            key = tuple(sorted((str(k), str(v)) for k, v in labels.items()))
+            if key in seen:
+                raise ValueError(f"duplicate series {name}{{{', '.join(f'{k}={v!r}' for k, v in key)}}}")
+            seen.add(key)
             lab = ",".join(f'{k}="{_esc(v)}"' for k, v in labels.items())
             out.append(f"{name}{{{lab}}} {_fmt(value)}" if lab else f"{name} {_fmt(value)}")
     return "\n".join(out) + "\n"

@@ -84,6 +84,8 @@ class WeeklyOptions:
     - ``prometheus_url``: a Prometheus holding the hooks' metrics (``http://host:9090``): per-job
       measured energy and GPU utilization for jobs the spool has no record of, with
       ``prometheus`` as their provenance (:mod:`slurmkit.report.prometheus`); None: not asked.
+      Unreachable (or no answer within ``prometheus_timeout_s`` seconds for all its queries):
+      a warning (stderr and ``data_quality.warnings``), and the report goes on without it.
     - ``store_dir``: the Parquet store folder (None: :func:`default_store_dir`);
       ``use_store``: False pulls every day from sacct and keeps nothing (live only).
 
@@ -126,6 +128,7 @@ class WeeklyOptions:
     cluster: str | None = None
     spool: str | Path | None = None
     prometheus_url: str | None = None
+    prometheus_timeout_s: float = 120.0
     store_dir: str | Path | None = None
     use_store: bool = True
     profile: "Profile | None" = None
@@ -222,11 +225,17 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
         window = opts.window or last_full_week()
         rows, dq, live = _live(opts, window, assumptions, spool_df, now, cap, _warn, progress)
         cap = live.pop("capacity_gpus")
+    prom_warnings = []
     if opts.prometheus_url:  # per-job GPU figures the spool lacks, measured through Prometheus
         from slurmkit.report import prometheus
 
-        spool_df = prometheus.fill_spool(spool_df, prometheus.read_jobs(
-            opts.prometheus_url, window.start.timestamp(), window.end.timestamp()))
+        try:
+            spool_df = prometheus.fill_spool(spool_df, prometheus.read_jobs(
+                opts.prometheus_url, window.start.timestamp(), window.end.timestamp(),
+                attempts=prometheus.attempts_of(rows.allocs), deadline_s=opts.prometheus_timeout_s))
+        except prometheus.PrometheusError as exc:  # the report goes out with spool / modelled energy
+            prom_warnings.append(f"{exc}; energy and GPU utilization from the spool, Slurm or the model instead")
+            _warn(prom_warnings[-1])
     horizon = _timestamp(opts.as_of) if opts.as_of is not None else _timestamp(opts.now)
     report, allocs = build_report(rows, dq, window, assumptions, spool_df, capacity_gpus=cap,
                                   now=now, cluster=opts.cluster or "", horizon=horizon,
@@ -240,6 +249,7 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     dqd["rejected_limit"] = opts.max_rejected_share
     over = dqd["rejected_share"] > opts.max_rejected_share
     dqd["rejected_over_limit"] = bool(over)
+    report["data_quality"]["warnings"] = prom_warnings
     out = Path(opts.outdir or f"slurmkit-report-{window.start:%Y-%m-%d}")
     written = render.write_outputs(report, allocs, out, fmts)
     if opts.mail_to:

@@ -7,12 +7,14 @@ the prolog, gone after the epilog) next to each GPU's readings
 :mod:`slurmkit.hooks.metrics`). A range query of each over the report window, joined here on
 ``(node, gpu)``, gives per job and node:
 
-- ``start_s`` / ``end_s``: the first / last step at which the job's info series was seen (epoch s);
+- ``start_s`` / ``end_s``: the first / last step at which the job's info series was seen (epoch s),
+  per attempt of a requeued job (they share the job id: split by the attempts' sacct Start);
 - ``energy_mj``: the rise of each GPU's energy counter from ``start_s`` to the first reading
   after ``end_s`` (the epilog's, which removes the info series in the same write), summed over the
   job's GPUs, in mJ; a counter that goes down (driver reload) restarts the sum, as Prometheus'
   ``increase()`` does. NaN when a GPU of the job has no energy reading;
-- ``gpu_util_pct``: the mean of the job's GPUs' utilization samples while it ran, in %.
+- ``gpu_util_pct``: the mean of the job's GPUs' utilization samples while it ran, in % (the
+  reading in force at its start when none fell inside).
 
 A job shorter than a step or a scrape is not seen. The hooks write readings when they run
 (prolog, epilog, periodic health check), so the figures have the hooks' time resolution.
@@ -111,30 +113,66 @@ def _rise(points: list, t0: float, t1: float) -> float | None:
     return total
 
 
-def job_figures(info: list, energy: list, util: list) -> list[dict]:
+def _segments(times: list[float], starts: list[float] | None, gap_s: float) -> list[list[float]]:
+    """Split the sorted step times at which a job's info series was seen into its attempts:
+    by the attempts' sacct Start times (``starts``, sorted epoch s: a time goes to the latest
+    attempt that started at or before it, a time before the first to the first), else at gaps
+    longer than ``gap_s`` (the epilog removed the series, a requeued attempt's prolog brought it
+    back)."""
+    out: list[list[float]] = []
+    if starts:
+        import bisect
+
+        by: dict[int, list[float]] = {}
+        for t in times:
+            by.setdefault(max(0, bisect.bisect_right(starts, t) - 1), []).append(t)
+        return [by[k] for k in sorted(by)]
+    for t in times:
+        if out and t - out[-1][-1] <= gap_s:
+            out[-1].append(t)
+        else:
+            out.append([t])
+    return out
+
+
+def job_figures(info: list, energy: list, util: list, step_s: float | None = None,
+                attempts: dict | None = None) -> list[dict]:
     """Join the three range results (:func:`query_range` of :data:`INFO`, :data:`ENERGY`,
-    :data:`UTIL`) into one row per (job, node) with :data:`COLUMNS` (see the module docstring).
-    Pure: no I/O."""
-    jobs: dict = {}
+    :data:`UTIL`) into one row per job attempt and node with :data:`COLUMNS` (see the module
+    docstring). A requeued job's attempts share its id: ``attempts`` (``{job id: [sacct Start,
+    epoch s, ...]}``, the report's allocation rows) splits its info series into attempts, so
+    each attempt gets the energy of its own span and none is counted twice; a job without
+    them is split where its series was absent for more than two steps (``step_s``; default: the
+    smallest spacing seen). ``gpu_util_pct``: the mean of the job's GPUs' utilization samples
+    within the attempt, else the reading in force at its start (the prolog's). Pure: no I/O."""
+    seen: dict = {}
     for s in info:
         m = s.get("metric", {})
         ts = [float(t) for t, v in s.get("values", []) if float(v) > 0]
         if not ts or not m.get("job_id"):
             continue
-        key = (str(m["job_id"]), m.get("node", ""))
-        j = jobs.setdefault(key, {"gpus": set(), "t0": math.inf, "t1": -math.inf})
-        j["gpus"].add(m.get("gpu", ""))
-        j["t0"], j["t1"] = min(j["t0"], ts[0]), max(j["t1"], ts[-1])
+        seen.setdefault((str(m["job_id"]), m.get("node", "")), {}).setdefault(m.get("gpu", ""), set()).update(ts)
     e_by, u_by = _series(energy), _series(util)
     rows = []
-    for (job_id, node), j in sorted(jobs.items()):
-        rises = [_rise(e_by.get((node, g), []), j["t0"], j["t1"]) for g in sorted(j["gpus"])]
-        measured = bool(rises) and all(r is not None for r in rises)
-        samples = [v for g in j["gpus"] for t, v in u_by.get((node, g), []) if j["t0"] <= t <= j["t1"]]
-        rows.append({"job_id": job_id, "node": node, "start_s": j["t0"], "end_s": j["t1"],
-                     "energy_mj": sum(rises) * 1000.0 if measured else math.nan, "measured": measured,
-                     "gpu_util_pct": 100.0 * sum(samples) / len(samples) if samples else None,
-                     "provenance": PROVENANCE})
+    for (job_id, node), by_gpu in sorted(seen.items()):
+        times = sorted(set().union(*by_gpu.values()))
+        step = step_s or min((b - a for a, b in zip(times, times[1:])), default=1.0)
+        starts = sorted((attempts or {}).get(job_id) or []) or None
+        for seg in _segments(times, starts, 2 * step):
+            t0, t1 = seg[0], seg[-1]
+            gpus = sorted(g for g, ts in by_gpu.items() if any(t0 <= t <= t1 for t in ts))
+            rises = [_rise(e_by.get((node, g), []), t0, t1) for g in gpus]
+            measured = bool(rises) and all(r is not None for r in rises)
+            samples = []
+            for g in gpus:
+                pts = u_by.get((node, g), [])
+                inside = [v for t, v in pts if t0 <= t <= t1]
+                before = [v for t, v in pts if t < t0]
+                samples += inside or before[-1:]
+            rows.append({"job_id": job_id, "node": node, "start_s": t0, "end_s": t1,
+                         "energy_mj": sum(rises) * 1000.0 if measured else math.nan, "measured": measured,
+                         "gpu_util_pct": 100.0 * sum(samples) / len(samples) if samples else None,
+                         "provenance": PROVENANCE})
     return rows
 
 
@@ -146,18 +184,48 @@ def step_for(start_s: float, end_s: float) -> float:
     return float(max(1, math.ceil((end_s - start_s) / MAX_POINTS)))
 
 
-def read_jobs(url: str, start_s: float, end_s: float, step_s: float | None = None):
-    """Per (job, node) GPU figures measured through Prometheus at ``url`` over [start_s, end_s]
-    (epoch s): a DataFrame with :data:`COLUMNS`. Raises :class:`PrometheusError`."""
+def read_jobs(url: str, start_s: float, end_s: float, step_s: float | None = None,
+              attempts: dict | None = None, deadline_s: float = 120.0):
+    """Per job attempt and node GPU figures measured through Prometheus at ``url`` over
+    [start_s, end_s] (epoch s): a DataFrame with :data:`COLUMNS`. ``attempts``: see
+    :func:`job_figures`. The three queries together take at most ``deadline_s`` seconds.
+    Raises :class:`PrometheusError` (unreachable, refused, past the deadline) and
+    :class:`~slurmkit.errors.UsageError` for a malformed URL."""
+    import time
+
     import pandas as pd
 
     url = check_url(url)
     step = step_s or step_for(start_s, end_s)
+    end_at = time.monotonic() + deadline_s
+
+    def q(expr, t1):
+        left = end_at - time.monotonic()
+        if left <= 0:
+            raise PrometheusError(f"Prometheus {url}: no answer within {deadline_s:g} s in all")
+        return query_range(url, expr, start_s, t1, step, timeout=left)
+
     # the epilog's reading lands just after the info series goes: look one step past the end
-    info = query_range(url, INFO, start_s, end_s, step)
-    energy = query_range(url, ENERGY, start_s, end_s + step, step)
-    util = query_range(url, UTIL, start_s, end_s, step)
-    return pd.DataFrame(job_figures(info, energy, util), columns=COLUMNS)
+    info = q(INFO, end_s)
+    energy = q(ENERGY, end_s + step)
+    util = q(UTIL, end_s)
+    return pd.DataFrame(job_figures(info, energy, util, step, attempts), columns=COLUMNS)
+
+
+def attempts_of(allocs) -> dict:
+    """``{job id: [sacct Start, epoch s, ...]}`` of an allocation frame (``key_id``, ``start``:
+    :class:`slurmkit.accounting.frame.JobRows` ``allocs``); attempts without a Start left out."""
+    import pandas as pd
+
+    if allocs is None or len(allocs) == 0 or "start" not in allocs:
+        return {}
+    t = allocs["start"]
+    ok = t.notna().to_numpy()
+    secs = (t[ok] - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(float)
+    out: dict = {}
+    for k, v in zip(allocs["key_id"].astype(str).to_numpy()[ok], secs):
+        out.setdefault(k, []).append(float(v))
+    return out
 
 
 def fill_spool(spool, prom):

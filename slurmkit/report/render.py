@@ -233,6 +233,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
               *([f"Jobs whose steps are in the input but whose allocation row is not: "
                  f"{fmt(dq['gpu_hours_at_stake'])} GPU-hours at stake, not counted.", ""]
                 if dq.get("gpu_hours_at_stake") else [])]
+    lines += [f"Warning: {w}" for w in dq.get("warnings") or []] + ([""] if dq.get("warnings") else [])
     reasons = [[k, v, "skipped"] for k, v in dq["skipped_reasons"].items()]
     reasons += [[k, v, "counted, repaired"] for k, v in dq["repaired_reasons"].items()]
     if reasons:

@@ -41,8 +41,9 @@ class PromStack:
     """node_exporter reading ``textfile_dir`` and a Prometheus scraping it every second, with
     ``rule_files`` loaded; both under ``root``. :attr:`url` is Prometheus' base URL."""
 
-    def __init__(self, root: Path, textfile_dir: Path, rule_files=()):
-        bins = need("prometheus", "prometheus-node-exporter")
+    def __init__(self, root: Path, textfile_dir: Path, rule_files=(), prometheus: bool = True):
+        """``prometheus=False``: node_exporter alone (:meth:`node_exporter_text`)."""
+        bins = need(*(("prometheus",) if prometheus else ()), "prometheus-node-exporter")
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         ne_port, prom_port = free_port(), free_port()
@@ -62,6 +63,8 @@ class PromStack:
              "--collector.disable-defaults", "--collector.textfile",
              f"--collector.textfile.directory={textfile_dir}"],
             stdout=self.logs["node_exporter"], stderr=subprocess.STDOUT))
+        if not prometheus:
+            return
         self.logs["prometheus"] = open(self.root / "prometheus.log", "w")
         self.procs.append(subprocess.Popen(
             [bins["prometheus"], f"--config.file={self.root / 'prom.yml'}",
@@ -80,10 +83,21 @@ class PromStack:
         for f in self.logs.values():
             f.close()
 
-    def node_exporter_text(self) -> str:
-        """What node_exporter serves on /metrics now."""
-        with urllib.request.urlopen(f"http://{self.node_exporter_addr}/metrics", timeout=10) as r:
-            return r.read().decode()
+    def node_exporter_text(self, timeout: float = 30) -> str:
+        """What node_exporter serves on /metrics now (waits for it to listen)."""
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://{self.node_exporter_addr}/metrics", timeout=10) as r:
+                    return r.read().decode()
+            except OSError:
+                if time.monotonic() > end:
+                    raise
+                time.sleep(0.2)
+
+    def node_exporter_log(self) -> str:
+        self.logs["node_exporter"].flush()
+        return (self.root / "node_exporter.log").read_text()
 
     def api(self, path: str, **params) -> dict:
         """GET ``/api/v1/<path>`` -> its ``data`` (raises AssertionError on an error status)."""

@@ -55,10 +55,18 @@ def test_nvml_missing_on_gpu_node_is_evidence_on_cpu_node_is_not(node):
         pytest.skip("this machine has a real NVML")
     r = node.run(node.prolog, timeout=60)
     assert r.returncode == 0 and "would drain n1: slurmkit: nvml_init" in r.stderr
-    r = node.run(node.prolog, node="cpu1", gpus=None, timeout=60)  # not in gres.conf: no GPU expected
-    assert r.returncode == 0 and "would drain" not in r.stderr
-    assert "NVML library not found" in r.stderr and "own trouble" in r.stderr
-    assert node.metric("cpu1", "prolog", "slurmkit_hook_own_errors_total") == 1
+    # a CPU-only node (not in gres.conf: no GPU expected) skips the GPU checks on every run:
+    # an info line, never own trouble (SlurmkitHookOwnTrouble would fire forever on every CPU node)
+    for shim, hook, env in ((node.prolog, "prolog", {}), (node.healthcheck, "healthcheck", {"job_id": None}),
+                            (node.epilog, "epilog", {}), (node.healthcheck, "healthcheck", {"job_id": None})):
+        r = node.run(shim, node="cpu1", gpus=None, timeout=60, **env)
+        assert r.returncode == 0 and "would drain" not in r.stderr, r.stderr
+        assert "own trouble" not in r.stderr and "NVML library not found" not in r.stderr, r.stderr
+        assert "no GPUs expected on cpu1 (gres.conf lists none): GPU checks skipped" in r.stderr
+        assert node.metric("cpu1", hook, "slurmkit_hook_own_errors_total") == 0
+        assert node.metric("cpu1", hook, "slurmkit_hook_exit_code") == 0
+    assert not (node.textfile_dir / "slurmkit_cpu1_gpus.prom").exists()
+    assert not (node.spool_dir / spool.FILE_NAME).exists()  # a CPU job has no GPU energy to record
 
 
 def test_nvml_no_permission_is_own_trouble(node, fake_nvml):  # noqa: F811

@@ -3,6 +3,7 @@ snapshots recorded from the fake NVML, parsed with prometheus_client's parser.""
 
 import json
 import os
+import time
 
 import pytest
 
@@ -98,15 +99,27 @@ def _failing(snap, tmp_path, bus):
 def test_failing_gpu_counts_xids_by_code_and_observed_drains(node, healthy, tmp_path):  # noqa: F811
     path, snap = healthy
     g1 = next(g for g in snap["gpus"] if g["index"] == 1)
-    node.write_config({"n1": _failing(snap, tmp_path, g1["pci_bus_id"])}, mode="observe")
-    for _ in range(2):
+    failing = _failing(snap, tmp_path, g1["pci_bus_id"])
+    node.write_config({"n1": failing}, mode="observe")
+    t0 = time.time()
+    for _ in range(3):  # the same would-be drain on every health check: one observed drain
         assert node.run(node.healthcheck, job_id=None, gpus=None).returncode == 0
+    t1 = time.time()
     nf = _samples(node.textfile_dir / "slurmkit_n1_node.prom")
     xids = {(dict(k[1])["xid"], dict(k[1])["class"], dict(k[1])["gpu"]): v
             for k, v in nf.items() if k[0] == "slurmkit_gpu_xid_errors_total"}
-    assert xids == {("79", "hardware", "1"): 2, ("13", "application", "1"): 2}
+    assert xids == {("79", "hardware", "1"): 3, ("13", "application", "1"): 3}
+    last = {dict(k[1])["xid"]: v for k, v in nf.items() if k[0] == "slurmkit_gpu_xid_last_timestamp_seconds"}
+    assert set(last) == {"79", "13"} and all(t0 <= t <= t1 for t in last.values())
     observed = {dict(k[1])["check"]: v for k, v in nf.items() if k[0] == "slurmkit_observed_drains_total"}
-    assert list(observed.values()) == [2] and list(observed)[0] in ("xid", "row_remap_pending")
+    assert list(observed.values()) == [1] and list(observed)[0] in ("xid", "row_remap_pending")
+    # a clean run clears it; the same failure afterwards is a new observed drain
+    node.write_config({"n1": path}, mode="observe")
+    assert node.run(node.healthcheck, job_id=None, gpus=None).returncode == 0
+    node.write_config({"n1": failing}, mode="observe")
+    assert node.run(node.healthcheck, job_id=None, gpus=None).returncode == 0
+    nf = _samples(node.textfile_dir / "slurmkit_n1_node.prom")
+    assert [v for k, v in nf.items() if k[0] == "slurmkit_observed_drains_total"] == [2]
     assert not any(k[0] == "slurmkit_drains_total" for k in nf)  # observe mode drains nothing
     assert nf[("slurmkit_node_drained_by_slurmkit", (("node", "n1"),))] == 0
     gf = _samples(node.textfile_dir / "slurmkit_n1_gpus.prom")
@@ -138,3 +151,118 @@ def test_unreadable_gpu_state_keeps_the_last_gpu_file(node, healthy, tmp_path): 
 ])
 def test_check_of_a_drain_reason(reason, check):
     assert metrics.check_of(reason) == check
+
+
+def test_writer_refuses_a_duplicate_series():
+    from slurmkit.hooks import textfile
+
+    fam = [("slurmkit_x", "gauge", "x", [({"node": "n1", "gpu": "0"}, 0), ({"gpu": "0", "node": "n1"}, 2)])]
+    with pytest.raises(ValueError, match=r"duplicate series slurmkit_x\{gpu='0', node='n1'\}"):
+        textfile.render(fam)
+    with pytest.raises(ValueError, match="slurmkit_y given twice"):
+        textfile.render([("slurmkit_y", "gauge", "y", []), ("slurmkit_y", "gauge", "y", [])])
+    assert textfile.render([("slurmkit_x", "gauge", "x", fam[0][3][:1])]) == (
+        '# HELP slurmkit_x x\n# TYPE slurmkit_x gauge\nslurmkit_x{node="n1",gpu="0"} 0\n')
+
+
+def test_check_status_is_one_series_per_check_and_gpu_with_the_worst():
+    from slurmkit.health.checks import CheckResult
+
+    results = [CheckResult("app_clocks", "warn", 1), CheckResult("app_clocks", "pass", 1),
+               CheckResult("app_clocks", "pass", 0), CheckResult("app_clocks", "pass", 0),
+               CheckResult("gpu_count", "pass"), CheckResult("gpu_count", "fail"),
+               CheckResult("xid", "fail", 2), CheckResult("xid", "pass", 2)]
+    got = metrics.check_samples({"node": "n1", "hook": "healthcheck"}, results)
+    assert {(lab["check"], lab["gpu"]): v for lab, v in got} == {
+        ("app_clocks", "1"): 1, ("app_clocks", "0"): 0, ("gpu_count", ""): 2, ("xid", "2"): 2}
+    assert len(got) == 4
+
+
+class _Run:
+    """What :func:`metrics.count_run` reads of a hook run (the flows' ``Run``)."""
+
+    def __init__(self, drain_reason=None, drained=False, judged=True, resumed=None):
+        self.drain_reason, self.drained, self.resumed = drain_reason, drained, resumed
+        self.state = object() if judged else None
+        self.results = []
+
+
+def test_a_drain_counts_once_when_the_node_becomes_drained():
+    reason = "slurmkit: row_remap_pending GPU1 GPU-abc: pending, 2 uncorrectable rows"
+    c = {**{k: {} for k in metrics._KINDS}, "drain_open": None, "observed_open": None}
+    # the drain, then 11 health checks that find it still failing (each re-asserts the drain)
+    metrics.count_run(c, _Run(reason, drained=True), drained_reason=reason)
+    for _ in range(11):
+        metrics.count_run(c, _Run(reason, drained=True), drained_reason=reason)
+    assert c["drains"] == {"row_remap_pending": 1}
+    # a run that could not read the GPUs while drained changes nothing
+    metrics.count_run(c, _Run(judged=False), drained_reason=reason)
+    # resumed: the next drain counts again
+    metrics.count_run(c, _Run(resumed=reason), drained_reason=None)
+    metrics.count_run(c, _Run(reason, drained=True), drained_reason=reason)
+    assert c["drains"] == {"row_remap_pending": 2} and c["resumes"] == {"row_remap_pending": 1}
+    assert c["observed_drains"] == {}
+
+
+def test_observed_drains_count_once_per_would_be_reason():
+    c = {**{k: {} for k in metrics._KINDS}, "drain_open": None, "observed_open": None}
+    a1 = "slurmkit: ecc_volatile_uncorrectable GPU0 GPU-a: 3"
+    a2 = "slurmkit: ecc_volatile_uncorrectable GPU0 GPU-a: 5 (+1 more)"   # same reason, value moved
+    b = "slurmkit: row_remap_pending GPU2 GPU-c: pending"
+    for r in (a1, a2, a1):
+        metrics.count_run(c, _Run(r))  # observe mode, or someone else's drain reason: not drained
+    assert c["observed_drains"] == {"ecc_volatile_uncorrectable": 1}
+    metrics.count_run(c, _Run(judged=False))   # unreadable: not a clean run
+    metrics.count_run(c, _Run(a1))
+    metrics.count_run(c, _Run(b))
+    assert c["observed_drains"] == {"ecc_volatile_uncorrectable": 1, "row_remap_pending": 1}
+    metrics.count_run(c, _Run())               # clean
+    metrics.count_run(c, _Run(b))
+    assert c["observed_drains"] == {"ecc_volatile_uncorrectable": 1, "row_remap_pending": 2}
+    assert c["drains"] == {}
+    assert metrics._would_be("slurmkit: nvml-timeout") == "slurmkit: nvml-timeout"
+
+
+def _jobs_listed(node) -> list[tuple[str, str]]:
+    nf = _samples(node.textfile_dir / "slurmkit_n1_node.prom")
+    return sorted((dict(k[1])["job_id"], dict(k[1])["gpu"]) for k in nf if k[0] == "slurmkit_gpu_job_info")
+
+
+def test_a_new_prolog_on_the_same_gpus_drops_a_ghost_job(node, healthy):  # noqa: F811
+    """Job 101's epilog never ran (the node crashed); Slurm gives GPU 2 to job 102: 101 is gone."""
+    path, snap = healthy
+    node.write_config({"n1": path})
+    assert node.run(node.prolog, job_id="101", gpus="0,2").returncode == 0
+    assert node.run(node.prolog, job_id="103", gpus="1").returncode == 0   # other GPUs: kept
+    r = node.run(node.prolog, job_id="102", gpus="2,3")
+    assert r.returncode == 0 and "dropped job 101's prolog record: its GPUs are job 102's now" in r.stderr
+    jobs = _jobs_listed(node)
+    assert [j for j, _ in jobs] == ["102", "102", "103"]   # one job per GPU
+    assert not (node.state_dir / "n1" / "job-101.json").exists()
+
+
+def test_gpus_shared_by_design_keep_every_job(node, healthy):  # noqa: F811
+    path, snap = healthy
+    node.gres_conf.write_text(node.gres_conf.read_text() + "NodeName=n[1-2] Name=shard Count=8\n")
+    node.write_config({"n1": path})
+    assert node.run(node.prolog, job_id="101", gpus="0,2").returncode == 0
+    r = node.run(node.prolog, job_id="102", gpus="2")
+    assert r.returncode == 0 and "dropped" not in r.stderr
+    assert [j for j, _ in _jobs_listed(node)] == ["101", "101", "102"]
+
+
+def test_health_check_drops_records_past_their_jobs_end(node, healthy):  # noqa: F811
+    """Job 101 should have ended two hours ago (SLURM_JOB_END_TIME) and its epilog never ran;
+    job 102 runs until tomorrow; job 104 has no end time (an older prolog) but is recent."""
+    path, snap = healthy
+    node.write_config({"n1": path})
+    now = time.time()
+    assert node.run(node.prolog, job_id="101", gpus="0", env={"SLURM_JOB_END_TIME": str(int(now - 7200))}).returncode == 0
+    assert node.run(node.prolog, job_id="102", gpus="1", env={"SLURM_JOB_END_TIME": str(int(now + 86400))}).returncode == 0
+    assert node.run(node.prolog, job_id="104", gpus="3").returncode == 0
+    assert json.loads((node.state_dir / "n1" / "job-102.json").read_text())["end_by_s"] == int(now + 86400)
+    assert [j for j, _ in _jobs_listed(node)] == ["101", "102", "104"]
+    r = node.run(node.healthcheck, job_id=None, gpus=None)
+    assert r.returncode == 0 and "dropped job 101's prolog record: past its end time" in r.stderr
+    assert [j for j, _ in _jobs_listed(node)] == ["102", "104"]
+    assert "own trouble" not in r.stderr

@@ -9,6 +9,7 @@ report takes the job's energy from Prometheus; every dashboard query returns ser
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -69,7 +70,11 @@ def monitored(sandbox, fake_nvml, tmp_path):  # noqa: F811
     cfg = render_config(conf, gres_conf=conf.parent / "gres.conf", profile=sandbox.profile_path,
                         state_dir=dirs["state"], spool_dir=dirs["spool"], textfile_dir=dirs["textfile"],
                         resume_after=1, snapshots=snaps, slurm_bin_dir=os.path.dirname(shutil.which("scontrol")))
-    stack = PromStack(work / "prom", dirs["textfile"], rule_files=[RULES])
+    # the rules as shipped, but with every `for:` cut to 2 s (promtool tests the real durations)
+    rules = work / "slurmkit.rules.yml"
+    rules.write_text(re.sub(r"(\n\s+for: )\d+m\n", r"\g<1>2s\n", RULES.read_text()))
+    assert "for: 5m" not in rules.read_text() and "for: 2s" in rules.read_text()
+    stack = PromStack(work / "prom", dirs["textfile"], rule_files=[rules])
     spec = inst.InstallSpec(python=sys.executable, config=cfg, interval_s=INTERVAL_S, timeout_s=60)
     inst.apply(inst.plan_install(sconf.load_tree(conf), spec), conf, installing=True)
     (conf.parent / inst.CONFIG).write_text(cfg)
@@ -108,7 +113,13 @@ def test_drain_xid_job_energy_and_dashboard_through_prometheus(sandbox, monitore
     xid = stack.query('slurmkit_gpu_xid_errors_total{node="n2",xid="79"}')
     assert [(x["metric"]["gpu"], x["metric"]["pci_bus_id"], x["metric"]["class"]) for x in xid] == [("1", bus, "hardware")]
     assert float(xid[0]["value"][1]) >= 1
-    assert float(stack.query(f'slurmkit_drains_total{{node="n2",check="{labels["check"]}"}}')[0]["value"][1]) >= 1
+    # n2 stays drained while health checks keep finding the fault: still one drain
+    runs = lambda: float(stack.query('slurmkit_hook_last_run_timestamp_seconds{node="n2",hook="healthcheck"}')[0]["value"][1])  # noqa: E731
+    first = runs()
+    _wait("two more health checks on n2", lambda: runs() >= first + 2 * INTERVAL_S - 1, 60)
+    time.sleep(2)
+    drains = stack.query('slurmkit_drains_total{node="n2"}')
+    assert [(d["metric"]["check"], d["value"][1]) for d in drains] == [(labels["check"], "1")]
     assert stack.query(f'slurmkit_gpu_row_remap_pending{{node="n2",pci_bus_id="{bus}"}}')[0]["value"][1] == "1"
     # the rules loaded into the same Prometheus fire for n2, and for n2 only
     firing = _wait("the alerts to fire", lambda: (a := _alerts(stack)) and {"SlurmkitNodeDrained", "SlurmkitGpuHardwareXid",
