@@ -117,7 +117,9 @@ class InstallSpec:
 def shim_text(kind: str, python: str, config_path: Path) -> str:
     """The executable shim Slurm runs for ``kind`` (prolog | epilog | healthcheck): the template
     ``prolog_epilog/hook.py.in`` with the absolute interpreter and config path filled in. It calls
-    :func:`slurmkit.hooks.main.main` directly (no click) to keep the per-job cost low."""
+    :func:`slurmkit.hooks.main.main` directly (no click) to keep the per-job cost low, behind a
+    ``/bin/sh`` guard that turns a missing interpreter or a failed ``import slurmkit`` into a
+    syslog line and exit 0 (never Slurm's "Prolog error" drain)."""
     template = (Path(__file__).resolve().parent.parent.parent / "prolog_epilog" / "hook.py.in")
     if not template.exists():  # installed package layout
         import slurmkit.prolog_epilog as pe

@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import sys
 import socket
 import threading
 
@@ -79,7 +80,9 @@ def test_permission_denied_on_config_is_own_trouble(node, healthy):
     try:
         os.chmod(pub, 0o755)
         shim = shutil.copy(node.prolog, pub)
-        r = node.run(shim, prefix=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"))
+        # the shim's Python part straight from setpriv (nobody could not exec root's interpreter from
+        # the shim's /bin/sh guard; slurmd runs hooks as root)
+        r = node.run(shim, prefix=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-I"))
     finally:
         shutil.rmtree(pub)
     assert r.returncode == 0

@@ -88,9 +88,9 @@ def test_install_merges_with_site_values(tmp_path):
     backups = sorted(p.name for p in d.iterdir() if ".slurmkit-" in p.name)
     assert len(backups) == 2
     assert (d / backups[0]).read_text() in (NHC_SITE, SCHED)
-    # shims run our interpreter directly, not through the click CLI
+    # shims run our interpreter directly (behind a /bin/sh fail-safe guard), not through the click CLI
     shim = (d / "prolog.d" / "10-slurmkit").read_text()
-    assert shim.startswith(f"#!{sys.executable} -I\n") and "slurmkit.hooks.main" in shim
+    assert shim.startswith("#!/bin/sh\n") and f"py='{sys.executable}'" in shim and "slurmkit.hooks.main" in shim
     assert "import click" not in shim and "slurmkit.cli" not in shim and str(d / "slurmkit-hooks.toml") in shim
     assert os.access(d / "prolog.d" / "10-slurmkit", os.X_OK)
     cfg = load_config(d / "slurmkit-hooks.toml")
