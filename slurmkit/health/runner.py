@@ -5,6 +5,9 @@ call or the whole read overruns.
 ``python -m slurmkit.health.worker`` (own session, so the whole process group can be killed),
 follows its progress lines (one per NVML call) and raises :class:`NvmlTimeout` naming the call
 in flight when a call exceeds ``per_call_deadline_s`` or the read exceeds ``total_deadline_s``.
+The worker is then SIGKILLed and given :data:`KILL_GRACE_S`; one that still does not exit (stuck
+in the driver in uninterruptible sleep) is abandoned, so the caller returns by the deadline plus
+that grace whatever the driver does.
 A replay spec (a file path) is read in-process: nothing on the host is touched.
 
 Worker protocol (stdout, one line each): ``CALL <nvml function>``, ``SLEEP <seconds>``
@@ -90,17 +93,33 @@ def run_actions(actions: list[Action], source_spec: str | Path = LIVE, total_dea
     return lines
 
 
-def _kill(proc: subprocess.Popen) -> None:
+#: Seconds to wait for a SIGKILLed worker to exit before abandoning it (a worker stuck in the
+#: driver in uninterruptible sleep does not die until the driver lets go, maybe never).
+KILL_GRACE_S = 0.5
+#: The worker's command line (the arguments follow).
+WORKER_ARGV = (sys.executable, "-m", "slurmkit.health.worker")
+
+
+def _kill(proc: subprocess.Popen) -> bool:
+    """SIGKILL the worker's process group and wait at most :data:`KILL_GRACE_S` for it.
+
+    Returns True when it exited; False when it did not (uninterruptible sleep in the driver, or
+    not ours to kill): it is abandoned, never waited on without bound."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except OSError:  # gone already, or not ours (EPERM): the bounded wait below decides
         pass
-    proc.wait()
+    try:
+        proc.wait(timeout=KILL_GRACE_S)
+        return True
+    except subprocess.TimeoutExpired:
+        proc.returncode = -signal.SIGKILL  # abandoned: no later wait() on it (Popen.__del__ neither)
+        return False
 
 
 def _run_worker(args: list[str], total_s: float, per_call_s: float, env: dict | None):
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "slurmkit.health.worker", *args],
+    proc = subprocess.Popen([*WORKER_ARGV, *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                             env=env, start_new_session=True)
     sel = selectors.DefaultSelector()
@@ -117,16 +136,20 @@ def _run_worker(args: list[str], total_s: float, per_call_s: float, env: dict | 
             left_call = float("inf") if in_sleep else per_call_s - (now - call_t0)
             wait = min(left_total, left_call)
             if wait <= 0:
-                _kill(proc)
+                died = _kill(proc)
                 if call == STARTUP:
                     raise SourceError(f"NVML worker did not start within {total_s:g} s")
                 raise NvmlTimeout(call, time.monotonic() - t0,
-                                  total_s if left_total <= left_call else per_call_s)
+                                  total_s if left_total <= left_call else per_call_s,
+                                  abandoned_pid=None if died else proc.pid)
             if not sel.select(timeout=wait):
                 continue
             chunk = os.read(proc.stdout.fileno(), 65536)
             if not chunk:
-                proc.wait()
+                try:  # stdout closed: it is exiting; bounded all the same
+                    proc.wait(timeout=max(KILL_GRACE_S, total_s - (time.monotonic() - t0)))
+                except subprocess.TimeoutExpired:
+                    _kill(proc)
                 err = proc.stderr.read().decode(errors="replace").strip().splitlines()
                 raise SourceError(f"NVML worker exited with {proc.returncode} during {call}: "
                                   + (err[-1] if err else "no output"))
