@@ -158,6 +158,21 @@ def check_gpu_lost(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult
     return out
 
 
+def check_nvsmi_error(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """An error nvidia-smi printed in a GPU's section of a capture (``Unknown Error``, ``ERR!``,
+    ``GPU requires reset``, ``Unable to determine the device handle``; see
+    :mod:`slurmkit.health.nvsmi`): fail, with that text (and the field) as the value. Live NVML
+    reads have no such value: no result."""
+    out = []
+    for g in state.gpus:
+        if "nvsmi_error" not in g.values:
+            continue
+        v = g.get("nvsmi_error")
+        out.append(_r("nvsmi_error", FAIL if v else PASS, g, v or "", "",
+                      "nvidia-smi printed an error for this GPU" if v else ""))
+    return out
+
+
 def _bool_check(check: str, key: str, bad: bool, status: CheckStatus, msg: str):
     def fn(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
         out = []
@@ -499,6 +514,7 @@ CHECKS: dict[str, Callable[..., list[CheckResult]]] = {
     "row_remap_uncorrectable": check_row_remap_uncorrectable,
     "row_remap_pending": check_row_remap_pending,
     "xid": check_xid,
+    "nvsmi_error": check_nvsmi_error,
     "clock_events": check_clock_events,
     "app_clocks": check_app_clocks,
     "power_limit": check_power_limit,

@@ -31,7 +31,7 @@ def test_check_exit_codes_and_json_shape(corpus):
     fail = [x for x in rep["results"] if x["status"] == "fail"][0]
     assert set(fail) >= {"check", "status", "gpu_index", "uuid", "pci_bus_id", "value", "limit"}
     assert fail["pci_bus_id"] == "0000:07:00.0"
-    r = run("health", "check", "--from", str(q / "a100-sxm4-v12.xml"), "--kernel-log", str(corpus / "logs" / "dmesg_xid119.log"))
+    r = run("health", "check", "--from", str(q / "dual_a5000-v13.xml"), "--kernel-log", str(corpus / "logs" / "dmesg_xid119.log"))
     assert r.exit_code == 1 and "xid" in r.output and "119" in r.output
 
 
