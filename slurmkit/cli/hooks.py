@@ -87,9 +87,9 @@ def _apply(plan, path: Path, installing: bool, dirs=()) -> list[str]:
 @click.option("--replace", is_flag=True, help="Take over a foreign HealthCheckProgram / PrologEpilogTimeout / "
                                               "HealthCheckInterval (the old lines are kept for uninstall).")
 @site_option(help="Site profile (file or shipped name): [health] mode, deadline, thresholds, pins.")
-@click.option("--mode", type=click.Choice(["enforce", "observe"]),
-              help="Drain, or only log what would be drained (default: the profile's [health] mode, "
-                   "else enforce).")
+@click.option("--mode", type=click.Choice(["enforce", "observe"]), default="observe", show_default=True,
+              help="observe: log and count what the hooks would drain, kill or reset, change nothing on the "
+                   "node; enforce: do it. Start in observe; switch once the log shows only what you agree with.")
 @click.option("--state-dir", default=DEFAULTS["state_dir"], show_default=True)
 @click.option("--spool-dir", default=DEFAULTS["spool_dir"], show_default=True)
 @click.option("--textfile-dir", default=DEFAULTS["textfile_dir"], show_default=True)

@@ -52,6 +52,8 @@ class Run:
         self.drain_reason: str | None = None
         self.drained = False
         self.resumed: str | None = None  # the drain reason of a node this run resumed
+        self.kept: str | None = None     # another party's current reason this run left alone
+        self.observed: dict[str, int] = {}  # observe mode: action kind -> how many it would have done
         self.state = None
         self.hc = None
         self.gres_files: list[str] | None = None
@@ -155,8 +157,13 @@ class Run:
             h.drained_reason, h.clean_runs = self.drain_reason, 0
             nodestate.save_health(self.cfg.state_dir, self.node, h)
         else:
+            self.kept = outcome.their_reason
             self.log.warning(f"not draining {self.node}: its reason belongs to someone else ({outcome.their_reason}); "
                              f"slurmkit would have drained with: {self.drain_reason}")
+            h = nodestate.load_health(self.cfg.state_dir, self.node)
+            if h.drained_reason:  # the node is theirs now: forget our old drain
+                h.drained_reason, h.clean_runs = None, 0
+                nodestate.save_health(self.cfg.state_dir, self.node, h)
 
     def job_gpus(self):
         """The job's GPUs mapped to NVML (``gres.JobGpu`` list); [] when unknown (logged)."""
@@ -221,9 +228,26 @@ def _gpu(state, nvml_index):
     return next(g for g in state.gpus if g.index == nvml_index)
 
 
+def _describe(kind: str, gpu_index, pid, power_w) -> str:
+    if kind == "kill":
+        what = f"kill pid {pid}"
+    elif kind == "set_power_limit":
+        what = f"set the power limit to {power_w:g} W"
+    else:
+        what = kind.replace("_", " ")
+    return f"{what} on NVML GPU{gpu_index}"
+
+
 def _act(run: Run, specs) -> None:
-    """Carry out actions through the state source (replay: logged as "would ...")."""
+    """Carry out actions through the state source (replay: logged as "would ..."). In observe
+    mode nothing is carried out: each is logged as "observe mode: would ..." and counted in
+    :attr:`Run.observed` (no process kill, no clock, power-limit or accounting-mode change)."""
     if not specs:
+        return
+    if run.cfg.mode == "observe":
+        for kind, gi, pid, pw in specs:
+            run.log.info(f"observe mode: would {_describe(kind, gi, pid, pw)}")
+            run.observed[kind] = run.observed.get(kind, 0) + 1
         return
     from slurmkit.health.runner import run_actions
     from slurmkit.health.source import Action, NvmlTimeout, SourceError
@@ -312,9 +336,9 @@ def epilog(run: Run) -> int:
             spool.append(run.cfg.spool_dir, rec)
         except OSError as exc:
             run.own_error(f"energy spool {run.cfg.spool_dir}: {exc.strerror or exc}")
-    if run.drain_reason and run.cfg.mode == "enforce" and not run.drained:
-        return 1
-    return 0
+    if run.drain_reason and run.cfg.mode == "enforce" and not run.drained and run.kept is None:
+        return 1  # the evidence could not be recorded by a drain: Slurm's "Epilog error" drain does
+    return 0      # (a node someone else drained stays theirs: exit 0, no new reason)
 
 
 def job_accounting(state, gpus, seen: dict | None):
@@ -353,7 +377,8 @@ def job_accounting(state, gpus, seen: dict | None):
 
 def healthcheck(run: Run) -> int:
     """Periodic check (HealthCheckProgram): drain on evidence; resume a node slurmkit drained
-    after ``resume_after`` clean runs in a row. Always exits 0."""
+    after ``resume_after`` clean runs in a row, while its current Slurm reason is still ours (an
+    admin's resume, or their own reason, makes slurmkit forget its drain). Always exits 0."""
     if not run.setup():
         return 0
     ok = run.read(before_job=False)
@@ -370,6 +395,23 @@ def healthcheck(run: Run) -> int:
     h = nodestate.load_health(run.cfg.state_dir, run.node)
     if not h.drained_reason:
         return 0  # healthy, nothing of ours to undo: no RPC
+    # ownership is Slurm's current reason, not what we remember: an admin may have resumed the
+    # node (or drained it for a reason of their own) since
+    from slurmkit.hooks.drain import is_ours, show_node
+    from slurmkit.slurm.commands import SlurmError
+
+    try:
+        current = show_node(run.node, run.cfg.scontrol_timeout_s, run.slurm_conf, run.cfg.slurm_bin_dir)
+    except SlurmError as exc:
+        run.own_error(f"could not read {run.node}'s drain reason: {exc}")
+        return 0
+    if "DRAIN" not in current["state"].upper() or not is_ours(current["reason"]):
+        how = ("was resumed" if "DRAIN" not in current["state"].upper()
+               else f"is drained by someone else ({current['reason'] or 'no reason'})")
+        run.log.info(f"forgetting slurmkit's drain of {run.node} ({h.drained_reason}): the node {how} since")
+        h.drained_reason, h.clean_runs = None, 0
+        nodestate.save_health(run.cfg.state_dir, run.node, h)
+        return 0
     h.clean_runs += 1
     run.log.info(f"clean run {h.clean_runs} of {run.cfg.resume_after} since slurmkit drained {run.node}")
     if h.clean_runs >= run.cfg.resume_after:

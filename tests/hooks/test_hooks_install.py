@@ -194,6 +194,8 @@ def test_cli_install_dry_run_diff_and_errors(tmp_path):
     r = _cli("install", "--slurm-conf", str(path), "--state-dir", str(tmp_path / "st"))
     assert r.returncode == 0, r.stderr
     assert _value(path, "PrologFlags")[1] == "Contain,X11,Alloc"
+    # observe mode unless asked for enforce: the hooks log what they would do and change nothing
+    assert load_config(path.parent / "slurmkit-hooks.toml").mode == "observe"
     r = _cli("uninstall", "--slurm-conf", str(path))
     assert r.returncode == 0, r.stderr
     assert path.read_text() == NHC_SITE

@@ -73,3 +73,31 @@ def test_live_not_supported_is_not_evidence(node, fake_nvml):  # noqa: F811
     # the energy counter is one of the NOT_SUPPORTED values: recorded as unknown, not as 0
     rows = json.loads((node.state_dir / "n1" / "job-101.json").read_text())["gpus"]
     assert [r["start_energy_mj"] for r in rows] == [None, None]
+
+
+def test_observe_mode_changes_nothing_on_the_node(node, fake_nvml, tmp_path):  # noqa: F811
+    """Observe mode on the live path: no kill, no clock / power-limit / accounting-mode change
+    reaches NVML (the fake library logs every setter); each is logged and counted instead."""
+    acts = tmp_path / "actions.log"
+    node.write_config(mode="observe")
+    nv = _nvml_index_of(node, 0)
+    r = node.run(node.prolog, gpus="0", user=("alice", 1000), env=fake_nvml.env("healthy", log=acts, base={}))
+    assert r.returncode == 0, r.stderr
+    assert f"observe mode: would enable accounting on NVML GPU{nv}" in r.stderr
+    assert node.metric("n1", "prolog", "slurmkit_hook_observed_actions", action="enable_accounting") == 1
+    leftover = subprocess.Popen(["sleep", "300"])
+    try:
+        env = fake_nvml.env("healthy", log=acts, base={}, procs=f"{nv}:{leftover.pid}:100")
+        r = node.run(node.epilog, gpus="0", user=("root", 0), env=env)
+        assert r.returncode == 0, r.stderr
+        assert leftover.poll() is None  # not killed
+        assert f"observe mode: would kill pid {leftover.pid} on NVML GPU{nv}" in r.stderr
+        assert "observe mode: would reset app clocks" in r.stderr
+        assert node.metric("n1", "epilog", "slurmkit_hook_observed_actions", action="kill") == 1
+    finally:
+        leftover.kill()
+        leftover.wait()
+    # nothing reached NVML's setters
+    log = acts.read_text() if acts.exists() else ""
+    for setter in ("set_accounting_mode", "reset_app_clocks", "reset_locked_clocks", "set_power_limit", "kill"):
+        assert setter not in log, log

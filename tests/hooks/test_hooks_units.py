@@ -12,7 +12,9 @@ from slurmkit.hooks.config import HookConfigError, parse as parse_config
 @pytest.mark.parametrize("reason, ours, take", [
     (None, False, True),
     ("", False, True),
-    ("Prolog error", False, True),
+    ("Prolog error", False, False),
+    ("Epilog error", False, False),
+    ("Kill task failed", False, False),
     ("slurmkit: xid GPU0 GPU-1: 79", True, True),
     ("slurmkit: nvml-timeout", True, True),
     ("maintenance: PSU swap", False, False),
