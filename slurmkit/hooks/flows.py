@@ -334,6 +334,8 @@ def epilog(run: Run) -> int:
                            accounting=accounting, accounting_reason=acc_reason, events=events)
         try:
             spool.append(run.cfg.spool_dir, rec)
+        except ValueError as exc:
+            run.own_error(f"energy spool {run.cfg.spool_dir}: {exc}")
         except OSError as exc:
             run.own_error(f"energy spool {run.cfg.spool_dir}: {exc.strerror or exc}")
     if run.drain_reason and run.cfg.mode == "enforce" and not run.drained and run.kept is None:

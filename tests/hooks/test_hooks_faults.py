@@ -156,7 +156,7 @@ def test_spool_disk_full_leaves_no_partial_line(node, healthy):
     node.write_config({"n1": path})
     assert node.run(node.prolog).returncode == 0
     node.spool_dir.mkdir(mode=0o700)
-    os.symlink("/dev/full", node.spool_dir / spool.FILE_NAME)  # every write: ENOSPC
+    os.symlink("/dev/full", node.spool_dir / spool.file_name("n1"))  # every write: ENOSPC
     r = node.run(node.epilog)
     assert r.returncode == 0
     assert "energy spool" in r.stderr and "No space left on device" in r.stderr
@@ -166,7 +166,7 @@ def test_spool_disk_full_leaves_no_partial_line(node, healthy):
 def test_spool_append_truncates_a_failed_write(tmp_path, monkeypatch):
     d = tmp_path / "spool"
     spool.append(d, spool.record("1", "n1", "u", 1, 0.0, 1.0, [], "live"))
-    before = (d / spool.FILE_NAME).read_bytes()
+    before = (d / spool.file_name("n1")).read_bytes()
     real_write = os.write
 
     def short_write(fd, data):
@@ -176,8 +176,8 @@ def test_spool_append_truncates_a_failed_write(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         spool.append(d, spool.record("2", "n1", "u", 1, 0.0, 1.0, [], "live"))
     monkeypatch.undo()
-    assert (d / spool.FILE_NAME).read_bytes() == before
-    recs, problems = spool.read(d / spool.FILE_NAME)
+    assert (d / spool.file_name("n1")).read_bytes() == before
+    recs, problems = spool.read(d / spool.file_name("n1"))
     assert [r.job_id for r in recs] == ["1"] and problems == []
 
 

@@ -56,7 +56,7 @@ def test_epilog_spools_energy_delta_and_kills_only_the_users_processes(node, hea
     assert "would kill pid 4242" in r.stderr and "would kill pid 4343" not in r.stderr
     assert "leaving pid 4343" in r.stderr
     assert "would reset application clocks" in r.stderr
-    recs, problems = spool.read(node.spool_dir / spool.FILE_NAME)
+    recs, problems = spool.read(node.spool_dir / spool.file_name("n1"))
     assert problems == [] and len(recs) == 1
     rec = recs[0]
     assert rec.job_id == "101" and rec.node == "n1" and rec.user == "alice" and rec.uid == 1000
@@ -69,7 +69,7 @@ def test_epilog_spools_energy_delta_and_kills_only_the_users_processes(node, hea
         total += after - before
     assert rec.energy_mj_total == total > 0
     assert oct(os.stat(node.spool_dir).st_mode & 0o777) == "0o700"
-    assert oct(os.stat(node.spool_dir / spool.FILE_NAME).st_mode & 0o777) == "0o600"
+    assert oct(os.stat(node.spool_dir / spool.file_name("n1")).st_mode & 0o777) == "0o600"
     assert not (node.state_dir / "n1" / "job-101.json").exists()
 
 
@@ -80,7 +80,7 @@ def test_energy_counter_reset_is_flagged(node, healthy, fake_nvml, tmp_path):  #
     reset = record_snapshot(fake_nvml, tmp_path / "reset.json", energy_mj=1000)
     node.write_config({"n1": tmp_path / "reset.json"})
     assert node.run(node.epilog).returncode == 0
-    rec = spool.read(node.spool_dir / spool.FILE_NAME)[0][0]
+    rec = spool.read(node.spool_dir / spool.file_name("n1"))[0][0]
     for row in rec.gpus:
         assert row.counter_reset is True
         assert row.energy_mj == _nvml_gpu_of(node, reset, row.index)["values"]["total_energy_mj"]["value"]
@@ -91,7 +91,7 @@ def test_epilog_without_prolog_record_says_unavailable(node, healthy):
     path, _ = healthy
     node.write_config({"n1": path})
     assert node.run(node.epilog, job_id="555").returncode == 0
-    rec = spool.read(node.spool_dir / spool.FILE_NAME)[0][0]
+    rec = spool.read(node.spool_dir / spool.file_name("n1"))[0][0]
     assert rec.source == "unavailable" and "no prolog record" in rec.reason
     assert rec.energy_mj_total is None
 

@@ -50,11 +50,11 @@ def test_live_prolog_epilog_cleanup_energy_and_accounting(node, fake_nvml, tmp_p
                 p.wait()
     log = acts.read_text()
     assert "reset_app_clocks" in log and "reset_locked_clocks" in log
-    rec = spool.read(node.spool_dir / spool.FILE_NAME)[0][0]
+    rec = spool.read(node.spool_dir / spool.file_name("n1"))[0][0]
     assert rec.state_source == "live" and rec.source == "measured"
     assert rec.gpus[0].nvml_index == nv and rec.gpus[0].energy_mj == 9_000_000
     assert rec.accounting == {0: spool.GpuAccounting(gpu_util_pct=80.0, max_memory_mib=2000, processes=1)}
-    line = json.loads((node.spool_dir / spool.FILE_NAME).read_text())
+    line = json.loads((node.spool_dir / spool.file_name("n1")).read_text())
     assert line["accounting"] == {"0": {"gpu_util_pct": 80.0, "max_memory_mib": 2000, "processes": 1}}
 
 

@@ -119,7 +119,7 @@ def test_failing_gpu_drains_requeues_and_resumes(sandbox, hooked):
     done = _wait("the job to finish elsewhere", lambda: _job(conf, job)["JobState"] == "COMPLETED" and _job(conf, job), 90)
     assert done["NodeList"] in ("n1", "n2", "n4")
     # its epilog spooled a record for the node it ran on
-    recs, problems = spool.read(hooked["spool"] / spool.FILE_NAME)
+    recs, problems = spool.read(hooked["spool"] / spool.file_name(done["NodeList"]))
     assert problems == [] and any(r.job_id == job and r.node == done["NodeList"] for r in recs)
     # still failing: the health check keeps n3 drained with our reason
     time.sleep(INTERVAL_S * 2 + 1)
@@ -180,8 +180,9 @@ def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path):  # noqa:
         out = run(["srun", "-N1", "--gres=gpu:1", "-t", "1", "sh", "-c", "echo $SLURM_JOB_ID"],
                   slurm_conf=str(conf), timeout=60).stdout.strip()
         assert log.read_text().split() == [out, "before"]
-        recs, _ = _wait("the epilog's spool record", lambda: (work / "spool" / spool.FILE_NAME).exists()
-                        and spool.read(work / "spool" / spool.FILE_NAME), 30)
+        files = _wait("the epilog's spool record", lambda: list((work / "spool").glob("*.jsonl")), 30)
+        assert [f.name for f in files] == [spool.file_name(_job(conf, out)["NodeList"])]  # its node's own file
+        recs, _ = spool.read(files[0])
         assert [r.job_id for r in recs] == [out]
         inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, False)
         assert conf.read_bytes() == with_site
