@@ -58,10 +58,69 @@ class CheckResult:
         if type(self.status) is not CheckStatus:
             self.status = CheckStatus(self.status)
 
+    def meaning(self) -> str:
+        """What was seen, in words, short enough for ``sinfo -R`` ("x8 of x16", "Xid 79 GPU fell
+        off the bus", "2 uncorrectable rows pending remap"); :data:`MEANINGS` per check,
+        else the message or the value."""
+        fn = MEANINGS.get(self.check)
+        try:
+            text = fn(self) if fn else None
+        except (TypeError, ValueError, AttributeError):
+            text = None
+        return text or self.message or str(self.value)
+
     def reason(self) -> str:
-        """The drain reason: ``slurmkit: <check> GPU<i> <uuid>: <value>``."""
-        where = f" GPU{self.gpu_index} {self.uuid or '?'}" if self.gpu_index is not None else ""
-        return f"slurmkit: {self.check}{where}: {self.value}"
+        """The drain reason: ``slurmkit: <check> GPU<i> <PCI bus id>: <meaning>`` (node-level
+        results: ``slurmkit: <check>: <meaning>``; a GPU without a bus id shows its UUID). The
+        UUID goes to the hooks' log, not the reason (``sinfo -R`` shows ~60 characters)."""
+        where = (f" GPU{self.gpu_index} {self.pci_bus_id or self.uuid or '?'}"
+                 if self.gpu_index is not None else (f" {self.pci_bus_id}" if self.pci_bus_id else ""))
+        return f"slurmkit: {self.check}{where}: {self.meaning()}"
+
+
+def _xid_meaning(r: CheckResult) -> str:
+    import re
+
+    m = re.fullmatch(r"Xid (\d+)(?: \((.*)\))? x(\d+)(:.*)?", r.message)
+    if not m:
+        return f"Xid {r.value}"
+    return f"Xid {m.group(1)}" + (f" {m.group(2)}" if m.group(2) else "") + (f" (x{m.group(3)})" if m.group(3) != "1" else "")
+
+
+def _remap_meaning(r: CheckResult) -> str:
+    import re
+
+    m = re.search(r"(\d+) uncorrectable rows, (\d+) volatile DBE", str(r.value))
+    if not m:
+        return "correctable rows pending remap" if r.status is WARN else ""
+    unc, dbe = int(m.group(1)), int(m.group(2))
+    return f"{unc} uncorrectable rows pending remap" + (f", {dbe} volatile DBE" if dbe else "")
+
+
+#: check id -> the meaning of a result in words (:meth:`CheckResult.meaning`).
+MEANINGS: dict[str, Callable[[CheckResult], str]] = {
+    "xid": _xid_meaning,
+    "row_remap_pending": _remap_meaning,
+    "pcie_width": lambda r: f"x{r.value} of x{r.limit}" + (" (VM guest)" if "VM" in r.message else ""),
+    "pcie_gen": lambda r: f"PCIe Gen{r.value} of Gen{r.limit} under load",
+    "gpu_lost": lambda r: f"GPU fell off the bus ({r.value})" if r.status is not PASS else "",
+    "gpu_count": lambda r: f"{r.value} of {r.limit} GPUs visible",
+    "nvml_init": lambda r: f"nvmlInit {r.value}",
+    "ecc_volatile_uncorrectable": lambda r: f"{r.value} uncorrectable ECC errors since boot",
+    "ecc_aggregate_uncorrectable": lambda r: f"{r.value} lifetime uncorrectable ECC errors",
+    "ecc_sram_correctable": lambda r: f"{r.value} SRAM correctable ECC errors",
+    "retired_pages_pending": lambda r: "page retirement pending (reset the GPU)",
+    "row_remap_uncorrectable": lambda r: f"{r.value} rows remapped for uncorrectable errors",
+    "row_remap_failure": lambda r: "row remapping failed (RMA)",
+    "reset_required": lambda r: "GPU reset required",
+    "inforom": lambda r: "InfoROM corrupted",
+    "clock_events": lambda r: f"{r.value} in every sample" if r.status is FAIL else r.message,
+    "temperature_margin": lambda r: f"{r.value} C to HW slowdown",
+    "temperature_idle": lambda r: f"idle at {r.value} C (max {r.limit} C)",
+    "leftover_processes": lambda r: f"{r.value} leftover processes",
+    "memory_used": lambda r: f"{r.value} MiB used before the job",
+    "nvsmi_error": lambda r: str(r.value),
+}
 
 
 def _r(check: str, status: CheckStatus, g: GpuState | None, value=None, limit=None, message="") -> CheckResult:

@@ -6,7 +6,7 @@ Contract every flow keeps:
   requeues the job: install sets ``nohold_on_prolog_fail``), or from the epilog when the evidence
   could not be recorded by a drain of our own;
 - hardware evidence (a check ``fail``, or NVML hanging: :class:`NvmlTimeout`) drains the node
-  with ``slurmkit: <check> GPU<i> <uuid>: <value>`` / ``slurmkit: nvml-timeout``, unless another
+  with ``slurmkit: <check> GPU<i> <PCI bus id>: <meaning>`` / ``slurmkit: nvml-timeout``, unless another
   party owns its reason (:mod:`slurmkit.hooks.drain`); ``observe`` mode logs what it would drain;
 - slurmkit's own trouble (unreadable config, bad snapshot, NVML library absent where no GPU is
   expected, scontrol missing or hanging, spool disk full, a bug) is logged and counted
@@ -128,7 +128,8 @@ class Run:
         fails = [r for r in self.results if r.status is CheckStatus.FAIL]
         for r in self.results:
             if r.status is not CheckStatus.PASS:
-                self.log.warning(f"{r.status}: {r.reason()[len('slurmkit: '):]} (limit {r.limit}) {r.message}".rstrip())
+                self.log.warning(f"{r.status}: {r.reason()[len('slurmkit: '):]} (value {r.value}, limit {r.limit}"
+                                 + (f", {r.uuid}" if r.uuid else "") + f") {r.message}".rstrip())
         if fails:
             extra = f" (+{len(fails) - 1} more)" if len(fails) > 1 else ""
             self.drain_reason = fails[0].reason() + extra

@@ -334,7 +334,37 @@ def test_evaluate_shape_and_precedence():
     assert set(bad) >= {"check", "status", "gpu_index", "uuid", "pci_bus_id", "value", "limit"}
     assert (bad["check"], bad["gpu_index"], bad["uuid"], bad["pci_bus_id"], bad["value"], bad["limit"]) == \
         ("ecc_volatile_uncorrectable", 0, "GPU-0000", "0000:19:00.0", 3, 0)
-    assert C.CheckResult(**bad).reason() == "slurmkit: ecc_volatile_uncorrectable GPU0 GPU-0000: 3"
+    assert C.CheckResult(**bad).reason() == \
+        "slurmkit: ecc_volatile_uncorrectable GPU0 0000:19:00.0: 3 uncorrectable ECC errors since boot"
     assert C.overall([], ["oops"]) == "error"
     assert C.overall([C.CheckResult("x", "fail")], ["oops"]) == "fail"
     assert C.overall([C.CheckResult("x", "warn")]) == "warn"
+
+
+@pytest.mark.parametrize("result, want", [
+    (C.CheckResult("pcie_width", "fail", 3, "GPU-u", "0000:3b:00.0", 8, 16, "PCIe x8 of x16"),
+     "slurmkit: pcie_width GPU3 0000:3b:00.0: x8 of x16"),
+    (C.CheckResult("xid", "fail", 1, "GPU-u", "0000:9b:00.0", 79, None, "Xid 79 (GPU fell off the bus) x1"),
+     "slurmkit: xid GPU1 0000:9b:00.0: Xid 79 GPU fell off the bus"),
+    (C.CheckResult("xid", "fail", 1, "GPU-u", "0000:9b:00.0", 119, None, "Xid 119 (GSP RPC timeout) x3"),
+     "slurmkit: xid GPU1 0000:9b:00.0: Xid 119 GSP RPC timeout (x3)"),
+    (C.CheckResult("row_remap_pending", "fail", 1, "GPU-u", "0000:07:00.0",
+                   "pending, 2 uncorrectable rows, 0 volatile DBE", False, "drain and reset"),
+     "slurmkit: row_remap_pending GPU1 0000:07:00.0: 2 uncorrectable rows pending remap"),
+])
+def test_drain_reason_reads_in_sinfo_R(result, want):
+    """``slurmkit: <check> GPU<i> <PCI bus id>: <meaning>``, the meaning in words within the first
+    ~60 characters ``sinfo -R`` shows; the UUID is not in it (the hooks log it)."""
+    got = result.reason()
+    assert got == want
+    assert "GPU-u" not in got
+    assert got.index(result.meaning()) < 60  # sinfo -R's reason column shows the meaning
+
+
+def test_drain_reason_from_a_real_capture_names_the_bus_and_the_rows(corpus):
+    from slurmkit.health.source import load_capture
+
+    state = load_capture(corpus / "nvidia-smi-q" / "a10_row_remap_pending.txt")
+    bad = [r for r in C.run_checks(state, load_config()) if r.check == "row_remap_pending"]
+    unc = state.gpus[0].get("remap_uncorrectable_rows")
+    assert bad[0].reason() == f"slurmkit: row_remap_pending GPU0 0000:07:00.0: {unc} uncorrectable rows pending remap"

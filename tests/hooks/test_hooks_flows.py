@@ -110,7 +110,7 @@ def test_observe_mode_logs_what_it_would_drain(node, healthy, tmp_path):
     node.write_config({"n1": p}, mode="observe")
     r = node.run(node.prolog)
     assert r.returncode == 0
-    assert f"would drain n1: slurmkit: ecc_volatile_uncorrectable GPU{g['index']} {g['uuid']}: 3" in r.stderr
+    assert f"would drain n1: slurmkit: ecc_volatile_uncorrectable GPU{g['index']} {g['pci_bus_id']}: 3 uncorrectable ECC errors since boot" in r.stderr
     assert node.metric("n1", "prolog", "slurmkit_health_check_status", check="ecc_volatile_uncorrectable",
                        gpu=str(g["index"])) == 2
 

@@ -105,7 +105,7 @@ def test_failing_gpu_drains_requeues_and_resumes(sandbox, hooked):
         hooked["cfg_path"].write_text(hooked["config"]({"n3": hooked["failing"]}))
         job = _sbatch(conf, "-N1", "--gres=gpu:1", "-t", "2", "--requeue", "--wrap", "hostname")
         bad = json.loads(hooked["failing"].read_text())["gpus"][1]
-        want = f"slurmkit: ecc_volatile_uncorrectable GPU1 {bad['uuid']}: 4"
+        want = f"slurmkit: ecc_volatile_uncorrectable GPU1 {bad['pci_bus_id']}: 4 uncorrectable ECC errors since boot"
         got = _wait("n3 drained by slurmkit", lambda: (_node(conf, "n3")["reason"] or "").startswith("slurmkit:")
                     and _node(conf, "n3"), 60)
         assert got["reason"] == want and "DRAIN" in got["state"]
