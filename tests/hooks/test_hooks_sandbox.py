@@ -10,6 +10,7 @@ elsewhere once a node frees up. Switched back, the periodic health check resumes
 
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -189,3 +190,86 @@ def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path):  # noqa:
     finally:
         atomic_write(conf, original)
         run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+
+
+def _health_runs(hooked, node, n):
+    """Wait for ``n`` more health checks on ``node`` (its textfile rewritten n times)."""
+    tf = hooked["textfile"] / f"slurmkit_{node}_healthcheck.prom"
+    for _ in range(n):
+        last = tf.stat().st_mtime if tf.exists() else 0
+        _wait(f"a health check on {node}", lambda: tf.exists() and tf.stat().st_mtime != last, INTERVAL_S * 4 + 10)
+
+
+def test_broken_install_never_drains_with_prolog_error(sandbox, hooked):
+    """A half-finished upgrade (the hooks' interpreter has no slurmkit): jobs still run, the node
+    is not drained by Slurm's "Prolog error" / "Epilog error"."""
+    conf = hooked["conf"]
+    shims = [conf.parent / "prolog.d" / inst.OUR_SHIM, conf.parent / "epilog.d" / inst.OUR_SHIM]
+    saved = {p: p.read_text() for p in shims}
+    try:
+        for p, kind in zip(shims, ("prolog", "epilog")):
+            atomic_write(p, inst.shim_text(kind, "/usr/bin/python3", hooked["cfg_path"]), 0o755)
+        out = run(["srun", "-w", "n1", "--gres=gpu:1", "-t", "1", "sh", "-c", "echo ran $SLURM_JOB_ID"],
+                  slurm_conf=str(conf), timeout=90).stdout.strip()
+        assert out.startswith("ran ")
+        job = out.split()[1]
+        _wait("the job to complete", lambda: _job(conf, job)["JobState"] == "COMPLETED", 30)
+        time.sleep(2)  # the epilog runs after the job is complete
+        got = _node(conf, "n1")
+        assert got["reason"] is None and "DRAIN" not in got["state"], got
+    finally:
+        for p, text in saved.items():
+            atomic_write(p, text, 0o755)
+
+
+def test_observe_mode_on_a_failing_node_changes_nothing(sandbox, hooked):
+    conf = hooked["conf"]
+    text = hooked["config"]({"n2": hooked["failing"]})
+    hooked["cfg_path"].write_text('mode = "observe"\n' + text)
+    out = run(["srun", "-w", "n2", "--gres=gpu:1", "-t", "1", "sh", "-c", "echo $SLURM_JOB_ID"],
+              slurm_conf=str(conf), timeout=90).stdout.strip()
+    _wait("the job's epilog", lambda: (hooked["spool"] / spool.file_name("n2")).exists()
+          and any(r.job_id == out for r in spool.read(hooked["spool"] / spool.file_name("n2"))[0]), 30)
+    got = _node(conf, "n2")
+    assert got["reason"] is None and "DRAIN" not in got["state"], got
+    prolog = (hooked["textfile"] / "slurmkit_n2_prolog.prom").read_text()
+    assert 'slurmkit_hook_exit_code{node="n2",hook="prolog"} 0' in prolog
+    assert 'slurmkit_hook_observed_actions{node="n2",hook="prolog",action="enable_accounting"} 1' in prolog
+    epilog = (hooked["textfile"] / "slurmkit_n2_epilog.prom").read_text()
+    assert 'slurmkit_hook_observed_actions{node="n2",hook="epilog",action="reset_app_clocks"} 1' in epilog
+    node_prom = (hooked["textfile"] / "slurmkit_n2_node.prom").read_text()
+    assert re.search(r'slurmkit_observed_drains_total\{node="n2",check="ecc_volatile_uncorrectable"\} [1-9]', node_prom)
+
+
+def test_drain_ownership_follows_slurms_current_reason(sandbox, hooked):
+    conf = hooked["conf"]
+
+    def update(node, *args):
+        run(["scontrol", "update", f"nodename={node}", *args], slurm_conf=str(conf), timeout=30)
+
+    # slurmkit drains n3 ...
+    hooked["cfg_path"].write_text(hooked["config"]({"n3": hooked["failing"]}))
+    _wait("n3 drained by slurmkit", lambda: drain.is_ours(_node(conf, "n3")["reason"]), INTERVAL_S * 4 + 30)
+    # ... the fault is fixed and an admin resumes n3 by hand: slurmkit forgets its drain
+    hooked["cfg_path"].write_text(hooked["config"]())
+    update("n3", "state=resume")
+    _health_runs(hooked, "n3", 1)
+    assert json.loads((hooked["state"] / "n3" / "health.json").read_text())["drained_reason"] is None
+    # Slurm's own reason is never resumed (nor overwritten) by slurmkit
+    update("n3", "state=drain", "reason=Prolog error")
+    _health_runs(hooked, "n3", RESUME_AFTER + 1)
+    got = _node(conf, "n3")
+    assert got["reason"] == "Prolog error" and "DRAIN" in got["state"]
+    update("n3", "state=resume")
+    # the epilog on a node someone else drained exits 0 and adds no reason
+    job = _sbatch(conf, "-w", "n4", "--gres=gpu:1", "-t", "2", "--wrap", "sleep 6")
+    _wait("the job running on n4", lambda: _job(conf, job)["JobState"] == "RUNNING", 60)
+    update("n4", "state=drain", "reason=admin: PSU swap")
+    hooked["cfg_path"].write_text(hooked["config"]({"n4": hooked["failing"]}))
+    ep = hooked["textfile"] / "slurmkit_n4_epilog.prom"
+    before = ep.stat().st_mtime if ep.exists() else 0
+    _wait("the job's epilog on n4", lambda: ep.exists() and ep.stat().st_mtime != before, 60)
+    assert 'slurmkit_hook_exit_code{node="n4",hook="epilog"} 0' in ep.read_text()
+    got = _node(conf, "n4")
+    assert got["reason"] == "admin: PSU swap", got
+    hooked["cfg_path"].write_text(hooked["config"]())
