@@ -265,18 +265,24 @@ def _act(run: Run, specs) -> None:
         run.own_error(str(exc))
 
 
-def _owner(run: Run, proc: dict) -> int | None:
+def _leftover_verdict(run: Run, proc: dict, job_id, uid, min_uid):
+    """:func:`slurmkit.hooks.jobproc.verdict` for a GPU process; a replayed snapshot's process
+    carries its ``uid`` and ``job_id`` (nothing on this host is looked at)."""
+    from slurmkit.hooks import jobproc
+
+    pid = proc.get("pid")
     if run.state.replay:
-        return proc.get("uid")
-    try:
-        return os.stat(f"/proc/{int(proc['pid'])}").st_uid
-    except (OSError, KeyError, ValueError):
-        return None
+        owner, proc_job = proc.get("uid"), proc.get("job_id")
+        proc_job = None if proc_job is None else str(proc_job)
+    else:
+        owner, proc_job = jobproc.owner_of(pid), jobproc.job_of(pid)
+    return jobproc.verdict(pid, owner, proc_job, job_id, uid, min_uid)
 
 
 def epilog(run: Run) -> int:
-    """Clean up after the job (leftover processes of the job's user, clocks, power limit),
-    record its GPU energy in the spool, and drain on hardware evidence."""
+    """Clean up after the job (leftover processes that are the job's own:
+    :mod:`slurmkit.hooks.jobproc`; clocks, power limit), record its GPU energy in the spool, and
+    drain on hardware evidence."""
     from slurmkit.hooks import spool
 
     job_id = run.env.get("SLURM_JOB_ID")
@@ -290,16 +296,20 @@ def epilog(run: Run) -> int:
     ok = run.read(before_job=False)
     gpus = run.job_gpus() if ok else []
     actions = []
+    from slurmkit.hooks.jobproc import uid_min
+
+    min_uid = uid_min()
     for g in gpus:
         if g.nvml_index is None:
             continue
         gs = _gpu(run.state, g.nvml_index)
         for proc in gs.get("processes") or []:
-            owner = _owner(run, proc)
-            if uid is not None and owner == uid:
+            v = _leftover_verdict(run, proc, job_id, uid, min_uid)
+            if v.kill:
+                run.log.info(f"killing {v.why} (GPU{g.index})")
                 actions.append(("kill", g.nvml_index, int(proc["pid"]), None))
             else:
-                run.log.info(f"leaving pid {proc.get('pid')} on GPU{g.index}: owner {owner} is not the job's user {uid}")
+                run.log.info(f"leaving {v.why} (GPU{g.index})")
         actions.append(("reset_app_clocks", g.nvml_index, None, None))
         actions.append(("reset_locked_clocks", g.nvml_index, None, None))
         want = run.hc.expect.get("power_limit_w") or gs.get("default_power_limit_w")

@@ -47,14 +47,22 @@ def test_epilog_spools_energy_delta_and_kills_only_the_users_processes(node, hea
                             ["total_energy_mj"]["value"] + 5_000_000)
     job_gpu = _nvml_gpu_of(node, later, 2)["index"]
     later["gpus"][job_gpu]["values"]["processes"] = {
-        "value": [{"pid": 4242, "used_mib": 100, "uid": 1000}, {"pid": 4343, "used_mib": 100, "uid": 2000}],
+        "value": [{"pid": 4242, "used_mib": 100, "uid": 1000, "job_id": "101"},
+                  {"pid": 4343, "used_mib": 100, "uid": 2000, "job_id": "102"},
+                  {"pid": 4444, "used_mib": 100, "uid": 1000, "job_id": "103"},   # the user's other job
+                  {"pid": 4545, "used_mib": 100, "uid": 1000},                    # job unknown
+                  {"pid": 4646, "used_mib": 100, "uid": 0, "job_id": "101"}],     # root's
         "source": "nvmlDeviceGetComputeRunningProcesses_v3", "rc": "SUCCESS"}
     (tmp_path / "later.json").write_text(json.dumps(later))
     node.write_config({"n1": tmp_path / "later.json"})
     r = node.run(node.epilog)
     assert r.returncode == 0, r.stderr
-    assert "would kill pid 4242" in r.stderr and "would kill pid 4343" not in r.stderr
-    assert "leaving pid 4343" in r.stderr
+    assert "would kill pid 4242" in r.stderr
+    for pid in (4343, 4444, 4545, 4646):
+        assert f"would kill pid {pid}" not in r.stderr and f"leaving pid {pid}" in r.stderr
+    assert "pid 4444 belongs to job 103, not 101: left alone" in r.stderr
+    assert "pid 4545 of uid 1000: its job is unknown" in r.stderr
+    assert "pid 4646 belongs to root: never killed" in r.stderr
     assert "would reset application clocks" in r.stderr
     recs, problems = spool.read(node.spool_dir / spool.file_name("n1"))
     assert problems == [] and len(recs) == 1

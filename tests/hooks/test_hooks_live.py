@@ -27,24 +27,40 @@ def test_live_prolog_epilog_cleanup_energy_and_accounting(node, fake_nvml, tmp_p
         pytest.skip("setpriv (util-linux) missing")
     acts = tmp_path / "actions.log"
     node.write_config()  # live NVML for every node
-    r = node.run(node.prolog, gpus="0", user=("root", 0), env=fake_nvml.env("healthy", log=acts, base={}))
+    r = node.run(node.prolog, gpus="0", user=("alice", 1000), env=fake_nvml.env("healthy", log=acts, base={}))
     assert r.returncode == 0, r.stderr
     nv = _nvml_index_of(node, 0)
     assert f"set_accounting_mode {nv}" in acts.read_text().replace(":", " ")
 
-    mine = subprocess.Popen(["sleep", "300"])
-    theirs = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "300"])
+    def spawn(uid, job=None):
+        env = {"PATH": "/usr/bin:/bin", **({"SLURM_JOB_ID": job} if job else {})}
+        prefix = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"] if uid else []
+        return subprocess.Popen([*prefix, "sleep", "300"], env=env)
+
+    mine = spawn(1000, "101")          # the job's own leftover
+    theirs = spawn(65534, "101")       # another user's
+    second = spawn(1000, "202")        # the same user's other job sharing the GPU (shard / MPS)
+    unknown = spawn(1000)              # the user's, job unknown
+    rooted = spawn(0, "101")           # root's, with the job's id
+    procs = [mine, theirs, second, unknown, rooted]
     try:
         env = fake_nvml.env("healthy", log=acts, base={}, energy_mj=123456789 + 9_000_000,
-                            procs=f"{nv}:{mine.pid}:100,{nv}:{theirs.pid}:100",
+                            procs=",".join(f"{nv}:{p.pid}:100" for p in procs),
                             accounting=f"{nv}:{mine.pid}:80:40:2000:10000")
-        r = node.run(node.epilog, gpus="0", user=("root", 0), env=env)
+        r = node.run(node.epilog, gpus="0", user=("alice", 1000), env=env)
         assert r.returncode == 0, r.stderr
-        assert mine.wait(timeout=10) == -9           # the job user's leftover process was killed
-        assert theirs.poll() is None                 # another user's process was left alone
-        assert f"leaving pid {theirs.pid}" in r.stderr
+        assert mine.wait(timeout=10) == -9           # the job's own leftover process was killed
+        for p in procs[1:]:
+            assert p.poll() is None, r.stderr        # everything else was left alone, and said so
+            assert f"leaving pid {p.pid}" in r.stderr
+        assert f"pid {second.pid} belongs to job 202, not 101" in r.stderr
+        assert f"pid {unknown.pid} of uid 1000: its job is unknown" in r.stderr
+        assert f"pid {rooted.pid} belongs to root: never killed" in r.stderr
+        # a job run as root: its root-owned processes are never killed either
+        r = node.run(node.epilog, job_id="101", gpus="0", user=("root", 0), env=env)
+        assert rooted.poll() is None and f"pid {rooted.pid} belongs to root" in r.stderr
     finally:
-        for p in (mine, theirs):
+        for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
@@ -54,7 +70,7 @@ def test_live_prolog_epilog_cleanup_energy_and_accounting(node, fake_nvml, tmp_p
     assert rec.state_source == "live" and rec.source == "measured"
     assert rec.gpus[0].nvml_index == nv and rec.gpus[0].energy_mj == 9_000_000
     assert rec.accounting == {0: spool.GpuAccounting(gpu_util_pct=80.0, max_memory_mib=2000, processes=1)}
-    line = json.loads((node.spool_dir / spool.file_name("n1")).read_text())
+    line = json.loads((node.spool_dir / spool.file_name("n1")).read_text().splitlines()[0])
     assert line["accounting"] == {"0": {"gpu_util_pct": 80.0, "max_memory_mib": 2000, "processes": 1}}
 
 
@@ -85,10 +101,11 @@ def test_observe_mode_changes_nothing_on_the_node(node, fake_nvml, tmp_path):  #
     assert r.returncode == 0, r.stderr
     assert f"observe mode: would enable accounting on NVML GPU{nv}" in r.stderr
     assert node.metric("n1", "prolog", "slurmkit_hook_observed_actions", action="enable_accounting") == 1
-    leftover = subprocess.Popen(["sleep", "300"])
+    leftover = subprocess.Popen(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "sleep", "300"],
+                                env={"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "101"})  # the job's own
     try:
         env = fake_nvml.env("healthy", log=acts, base={}, procs=f"{nv}:{leftover.pid}:100")
-        r = node.run(node.epilog, gpus="0", user=("root", 0), env=env)
+        r = node.run(node.epilog, gpus="0", user=("alice", 1000), env=env)
         assert r.returncode == 0, r.stderr
         assert leftover.poll() is None  # not killed
         assert f"observe mode: would kill pid {leftover.pid} on NVML GPU{nv}" in r.stderr

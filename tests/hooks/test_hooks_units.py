@@ -146,3 +146,29 @@ def test_hook_config_relative_paths_and_defaults():
     assert (over.mode, over.deadline_s) == ("observe", 2.5)
     set_ = parse_config('slurm_conf = "s"\nmode = "enforce"\ndeadline_s = 4\n', "/h.toml")
     assert (set_.over_profile(Health(mode="observe", deadline_s=2.5)).mode, set_.deadline_s) == ("enforce", 4.0)
+
+
+def test_job_of_a_process_from_its_slurm_cgroup_or_environment(tmp_path):
+    from slurmkit.hooks import jobproc
+
+    def proc(pid, cgroup, environ=b""):
+        d = tmp_path / str(pid)
+        d.mkdir()
+        (d / "cgroup").write_text(cgroup)
+        (d / "environ").write_bytes(environ)
+
+    # cgroup v2 (Slurm 22.05+ cgroup/v2) and v1 (freezer / memory hierarchies)
+    proc(1, "0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0\n")
+    proc(2, "12:memory:/slurm/uid_1000/job_77/step_batch\n4:freezer:/slurm/uid_1000/job_77/step_batch\n")
+    proc(3, "0::/user.slice/user-1000.slice/session-3.scope\n", b"HOME=/home/a\0SLURM_JOB_ID=991\0")
+    proc(4, "0::/user.slice/user-1000.slice/session-3.scope\n", b"HOME=/home/a\0")
+    assert [jobproc.job_of(p, str(tmp_path)) for p in (1, 2, 3, 4, 5)] == ["4242", "77", "991", None, None]
+    defs = tmp_path / "login.defs"
+    defs.write_text("# comment\nUID_MIN\t\t\t 2000\nUID_MAX 60000\n")
+    assert jobproc.uid_min(str(defs)) == 2000 and jobproc.uid_min(str(tmp_path / "none")) == 1000
+    v = jobproc.verdict
+    assert v(9, 1000, "5", "5", 1000).kill
+    assert not v(9, 0, "5", "5", 0).kill and "root" in v(9, 0, "5", "5", 0).why
+    assert not v(9, 999, "5", "5", 999).kill and "system uid 999" in v(9, 999, "5", "5", 999).why
+    assert not v(9, 1000, "6", "5", 1000).kill and not v(9, 1000, None, "5", 1000).kill
+    assert not v(9, 1001, "5", "5", 1000).kill and not v(9, None, "5", "5", 1000).kill
