@@ -447,12 +447,18 @@ def _busy_samples(g: GpuState) -> list[dict] | None:
     return [{"memory_used_mib": used, "pids": [p["pid"] for p in procs or []]}]
 
 
-def check_leftover_processes(state: NodeState, cfg: HealthConfig, before_job: bool = False, **_):
-    """Before a job only: compute processes present in every one of the busy samples -> fail."""
+def _job_gpus(state: NodeState, job_gpus):
+    return [g for g in _usable(state) if job_gpus is None or g.index in job_gpus]
+
+
+def check_leftover_processes(state: NodeState, cfg: HealthConfig, before_job: bool = False, job_gpus=None, **_):
+    """Before a job only, on the job's GPUs only (``job_gpus``: NVML indexes; None: all): compute
+    processes present in every one of the busy samples -> fail. Other jobs' processes on other
+    GPUs of a shared node are normal."""
     if not before_job:
         return []
     out = []
-    for g in _usable(state):
+    for g in _job_gpus(state, job_gpus):
         samples = _busy_samples(g)
         if samples is None:
             continue
@@ -463,14 +469,15 @@ def check_leftover_processes(state: NodeState, cfg: HealthConfig, before_job: bo
     return out
 
 
-def check_memory_used(state: NodeState, cfg: HealthConfig, before_job: bool = False, **_):
-    """Before a job only: memory used (v2, reserved excluded) > ``memory_used_max_mib`` in every
-    busy sample -> fail. ~500 MiB *reserved* on an idle GPU is normal and not counted."""
+def check_memory_used(state: NodeState, cfg: HealthConfig, before_job: bool = False, job_gpus=None, **_):
+    """Before a job only, on the job's GPUs only (``job_gpus`` as for leftover processes): memory
+    used (v2, reserved excluded) > ``memory_used_max_mib`` in every busy sample -> fail. ~500 MiB
+    *reserved* on an idle GPU is normal and not counted."""
     if not before_job:
         return []
     limit = cfg.t("memory_used_max_mib")
     out = []
-    for g in _usable(state):
+    for g in _job_gpus(state, job_gpus):
         samples = _busy_samples(g)
         if samples is None or samples[-1].get("memory_used_mib") is None:
             continue
@@ -592,13 +599,15 @@ CHECKS: dict[str, Callable[..., list[CheckResult]]] = {
 }
 
 
-def run_checks(state: NodeState, config: HealthConfig, *, before_job: bool = False) -> list[CheckResult]:
+def run_checks(state: NodeState, config: HealthConfig, *, before_job: bool = False,
+               job_gpus: set[int] | None = None) -> list[CheckResult]:
     """Run every enabled check. ``before_job`` (the prolog) adds the leftover-process and
-    memory-used checks, which judge ``busy_samples`` (3 reads 2 s apart live)."""
+    memory-used checks, which judge ``busy_samples`` (3 reads 2 s apart live), on ``job_gpus``
+    (NVML indexes of the job's GPUs; None: every GPU, a whole-node check)."""
     out: list[CheckResult] = []
     for cid, fn in CHECKS.items():
         if config.enabled.get(cid, True):
-            out.extend(fn(state, config, before_job=before_job))
+            out.extend(fn(state, config, before_job=before_job, job_gpus=job_gpus))
     return out
 
 

@@ -48,7 +48,7 @@ def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.
                per_call_deadline_s: float = Health.per_call_deadline_s, *, before_job: bool = False,
                thresholds: dict | None = None, node: str | None = None,
                kmsg_cursor: str | Path | None = None, sysfs: str | Path | None = None,
-               env: dict | None = None) -> NodeState:
+               env: dict | None = None, job_minors: set[int] | None = None) -> NodeState:
     """Read the node's GPU state from ``source_spec`` (``"live"`` or a capture path).
 
     Live: NVML runs in a worker process; raises :class:`NvmlTimeout` at the deadlines (the worker
@@ -56,13 +56,17 @@ def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.
     trouble (worker crashed, bad output). NVML init failures and per-value return codes are *not*
     exceptions: they are recorded in the state for the checks. ``kmsg_cursor`` is the file that
     keeps the /dev/kmsg position between runs (None: XIDs are not read); ``sysfs`` the sysfs root
-    for PCI functions and NUMA nodes (default ``/sys``).
+    for PCI functions and NUMA nodes (default ``/sys``). ``job_minors``: before a job, only
+    these GPUs (device minor numbers) are re-sampled for leftover processes (None: all).
     """
     if str(source_spec) != LIVE:
-        return SnapshotSource(source_spec, node=node).read(before_job=before_job, thresholds=thresholds)
+        return SnapshotSource(source_spec, node=node).read(before_job=before_job, thresholds=thresholds,
+                                                           job_minors=job_minors)
     args = ["--json-thresholds", json.dumps(thresholds or {})]
     if before_job:
         args.append("--before-job")
+    if job_minors is not None:
+        args += ["--job-minors", ",".join(str(m) for m in sorted(job_minors))]
     if node:
         args += ["--node", node]
     if kmsg_cursor:

@@ -82,10 +82,12 @@ class GpuSource:
                 "pids": [p["pid"] for p in gpu.get("processes") or []]}
 
     def read(self, *, before_job: bool = False, thresholds: dict | None = None,
-             sleep: Callable[[float], None] = time.sleep, progress: Callable[[str], None] | None = None
-             ) -> NodeState:
+             sleep: Callable[[float], None] = time.sleep, progress: Callable[[str], None] | None = None,
+             job_minors: set[int] | None = None) -> NodeState:
         """:meth:`read_once` plus the re-sampling described in the module docstring.
-        ``thresholds`` defaults to checks.toml's."""
+        ``thresholds`` defaults to checks.toml's. ``job_minors``: before a job, only the GPUs
+        with these device minor numbers (the job's) are re-sampled for processes and memory;
+        None: every GPU (a whole-node check)."""
         if thresholds is None:
             from slurmkit.health.config import defaults
 
@@ -111,7 +113,7 @@ class GpuSource:
         if before_job:
             limit = thresholds["memory_used_max_mib"]
             for g in state.gpus:
-                if g.handle_rc != RC_SUCCESS:
+                if g.handle_rc != RC_SUCCESS or (job_minors is not None and g.minor_number not in job_minors):
                     continue
                 first = self.sample_busy(g)
                 if first.get("memory_used_mib") is None and not first.get("pids"):

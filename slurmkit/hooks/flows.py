@@ -101,9 +101,30 @@ class Run:
         self.hc = load_config(health, gpu_count=len(self.gres_files or []), checks=self.cfg.checks)
         return True
 
-    def read(self, before_job: bool) -> bool:
+    def job_minors(self) -> set[int]:
+        """Device minors of the job's GPUs (``SLURM_JOB_GPUS`` positions -> gres.conf ``File=`` ->
+        ``st_rdev``); empty when the job has none or they cannot be told (:meth:`job_gpus` logs
+        why). Before a job only these GPUs are judged for leftovers: a shared node's other GPUs
+        belong to other jobs."""
+        from slurmkit.hooks import gres
+
+        try:
+            idx = gres.parse_job_gpus(self.env.get("SLURM_JOB_GPUS"))
+        except ValueError:
+            return set()
+        out = set()
+        for i in idx:
+            if self.gres_files and i < len(self.gres_files):
+                try:
+                    out.add(gres.device_minor(self.gres_files[i]))
+                except OSError as exc:
+                    self.own_error(f"job GPU{i}: {self.gres_files[i]}: {exc.strerror or exc}")
+        return out
+
+    def read(self, before_job: bool, job_minors: set[int] | None = None) -> bool:
         """Read the GPU state and run the checks. Returns False when nothing can be judged (own
-        trouble logged); an NVML hang sets :attr:`drain_reason`."""
+        trouble logged); an NVML hang sets :attr:`drain_reason`. ``job_minors`` (the prolog:
+        :meth:`job_minors`): the GPUs judged for leftover processes and memory."""
         from slurmkit.health.checks import CheckStatus, own_trouble, run_checks
         from slurmkit.health.runner import read_state
         from slurmkit.health.source import NvmlTimeout, SourceError
@@ -113,6 +134,7 @@ class Run:
             self.state = read_state(spec, total_deadline_s=self.cfg.deadline_s,
                                     per_call_deadline_s=min(self.hc.per_call_deadline_s, self.cfg.deadline_s),
                                     before_job=before_job, thresholds=self.hc.thresholds, node=self.node,
+                                    job_minors=job_minors,
                                     kmsg_cursor=nodestate.kmsg_cursor(self.cfg.state_dir, self.node)
                                     if spec == "live" else None)
         except NvmlTimeout as exc:
@@ -122,7 +144,8 @@ class Run:
         except SourceError as exc:
             self.own_error(str(exc))
             return False
-        self.results = run_checks(self.state, self.hc, before_job=before_job)
+        job_gpus = None if job_minors is None else {g.index for g in self.state.gpus if g.minor_number in job_minors}
+        self.results = run_checks(self.state, self.hc, before_job=before_job, job_gpus=job_gpus)
         for msg in own_trouble(self.state, self.hc):
             self.own_error(msg)
         fails = [r for r in self.results if r.status is CheckStatus.FAIL]
@@ -191,7 +214,7 @@ def prolog(run: Run) -> int:
     """Check the node before the job; drain and return 1 on hardware evidence (enforce)."""
     if not run.setup():
         return 0
-    ok = run.read(before_job=True)
+    ok = run.read(before_job=True, job_minors=run.job_minors())
     run.apply_verdict()
     if run.drain_reason and run.cfg.mode == "enforce":
         return 1

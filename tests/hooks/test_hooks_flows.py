@@ -206,3 +206,34 @@ def test_profile_health_reaches_the_hooks_and_health_check_alike(node, healthy, 
     site.write_text(site.read_text() + "[health.checks]\nno_such = false\n")
     r = node.run(node.prolog)
     assert r.returncode == 0 and f"{site}:" in r.stderr and "health.checks.no_such: unknown check id" in r.stderr
+
+
+def _busy(snapshot, nvml_index, pid):
+    """A copy of ``snapshot`` with a compute process (20 GiB) on one GPU."""
+    snap = json.loads(json.dumps(snapshot))
+    g = next(x for x in snap["gpus"] if x["index"] == nvml_index)
+    g["values"]["processes"] = {"value": [{"pid": pid, "used_mib": 20480, "uid": 1000, "job_id": "99"}],
+                                "source": "nvmlDeviceGetComputeRunningProcesses_v3", "rc": "SUCCESS"}
+    g["values"]["memory_used_mib"] = {"value": 20480, "source": "nvmlDeviceGetMemoryInfo_v2", "rc": "SUCCESS"}
+    return snap
+
+
+def test_shared_node_prolog_judges_only_the_jobs_gpus(node, healthy, tmp_path):
+    """Another job busy on GPU1 of a shared node: a 1-GPU job on GPU0 passes; a process left on
+    the job's own GPU still fails it."""
+    path, snap = healthy
+    other = _nvml_gpu_of(node, snap, 1)["index"]
+    p = tmp_path / "busy.json"
+    p.write_text(json.dumps(_busy(snap, other, 7777)))
+    node.write_config({"n1": p})
+    r = node.run(node.prolog, gpus="0")
+    assert r.returncode == 0 and "leftover_processes" not in r.stderr and "memory_used" not in r.stderr, r.stderr
+    # the same busy GPU is the job's own: fails
+    r = node.run(node.prolog, job_id="102", gpus="1")
+    assert r.returncode == 1
+    assert f"leftover_processes GPU{other} " in r.stderr and "memory_used" in r.stderr
+    # the periodic health check never takes a busy GPU for a leftover
+    r = node.run(node.healthcheck, job_id=None, gpus=None)
+    assert r.returncode == 0 and "leftover_processes" not in r.stderr and "would drain" not in r.stderr
+    # a job with no GPU on a GPU node judges none of them
+    assert node.run(node.prolog, job_id="103", gpus="").returncode == 0

@@ -70,7 +70,7 @@ def hooked(sandbox, fake_nvml, tmp_path):  # noqa: F811
     cfg_path = conf.parent / inst.CONFIG
     cfg_path.write_text(config())
     run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
-    yield {"conf": conf, "cfg_path": cfg_path, "config": config, "failing": failing, **dirs}
+    yield {"conf": conf, "cfg_path": cfg_path, "config": config, "failing": failing, "snaps": snaps, **dirs}
     for n in sandbox.node_names:
         run(["scontrol", "update", f"nodename={n}", "state=resume"], slurm_conf=str(conf), timeout=30, check=False)
     inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, installing=False)
@@ -273,3 +273,52 @@ def test_drain_ownership_follows_slurms_current_reason(sandbox, hooked):
     got = _node(conf, "n4")
     assert got["reason"] == "admin: PSU swap", got
     hooked["cfg_path"].write_text(hooked["config"]())
+
+
+def _busy_snapshot(path_in, path_out, nvml_indexes, pid=424242):
+    snap = json.loads(Path(path_in).read_text())
+    for g in snap["gpus"]:
+        if g["index"] in nvml_indexes:
+            g["values"]["processes"] = {"value": [{"pid": pid, "used_mib": 20480, "uid": 1000}],
+                                        "source": "nvmlDeviceGetComputeRunningProcesses_v3", "rc": "SUCCESS"}
+            g["values"]["memory_used_mib"] = {"value": 20480, "source": "nvmlDeviceGetMemoryInfo_v2", "rc": "SUCCESS"}
+    Path(path_out).write_text(json.dumps(snap))
+    return path_out
+
+
+def test_shared_node_two_one_gpu_jobs(sandbox, hooked):
+    """Two 1-GPU jobs on one node at once: the first job's GPU is busy in the node's state, and
+    the second job's prolog passes; a process left on the job's own GPU still fails it."""
+    conf = hooked["conf"]
+    first = _sbatch(conf, "-w", "n1", "--gres=gpu:1", "-t", "3", "--wrap", "sleep 120")
+    jobs = [first]
+    try:
+        rec = _wait("the first job's prolog record", lambda: (hooked["state"] / "n1" / f"job-{first}.json").exists()
+                    and json.loads((hooked["state"] / "n1" / f"job-{first}.json").read_text()), 60)
+        busy = {g["nvml_index"] for g in rec["gpus"]}
+        assert len(busy) == 1
+        work = hooked["cfg_path"].parent
+        snap_n1 = hooked["snaps"]["n1"]
+        shared = _busy_snapshot(snap_n1, work / "n1-shared.json", busy)
+        hooked["cfg_path"].write_text(hooked["config"]({"n1": shared}))
+        out = run(["srun", "-w", "n1", "--gres=gpu:1", "-t", "1", "sh", "-c", "echo ok $SLURM_JOB_ID"],
+                  slurm_conf=str(conf), timeout=90).stdout.split()
+        assert out[0] == "ok"
+        second = out[1]
+        prolog = (hooked["textfile"] / "slurmkit_n1_prolog.prom").read_text()
+        assert 'slurmkit_hook_exit_code{node="n1",hook="prolog"} 0' in prolog
+        assert _node(conf, "n1")["reason"] is None
+        # now a process is left on every GPU but the first job's: the next job's own GPU is busy
+        all_gpus = {g["index"] for g in json.loads(Path(snap_n1).read_text())["gpus"]}
+        stuck = _busy_snapshot(snap_n1, work / "n1-stuck.json", all_gpus)
+        hooked["cfg_path"].write_text(hooked["config"]({"n1": stuck}))
+        third = _sbatch(conf, "-w", "n1", "--gres=gpu:1", "-t", "1", "--requeue", "--wrap", "true")
+        jobs.append(third)
+        got = _wait("n1 drained for a leftover process", lambda: drain.is_ours(_node(conf, "n1")["reason"])
+                    and _node(conf, "n1"), 60)
+        m = re.match(r"slurmkit: (leftover_processes|memory_used) GPU(\d+) ", got["reason"])
+        assert m and int(m.group(2)) not in busy, got  # the third job's own GPU, not the first job's
+        assert str(second) != str(third)
+    finally:
+        run(["scancel", *jobs], slurm_conf=str(conf), timeout=30)
+        hooked["cfg_path"].write_text(hooked["config"]())
