@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any, Callable
 
 from slurmkit.health.config import HealthConfig
+from slurmkit.health.nvml_returns import HARDWARE, OWN, RETURN_CODES, kind as rc_kind
 from slurmkit.health.state import (RC_GPU_IS_LOST, RC_LIBRARY_NOT_FOUND, RC_SUCCESS, RC_UNKNOWN,
                                    GpuState, NodeState)
 
@@ -34,8 +35,9 @@ class CheckStatus(StrEnum):
 
 PASS, WARN, FAIL, ERROR = CheckStatus.PASS, CheckStatus.WARN, CheckStatus.FAIL, CheckStatus.ERROR
 #: nvmlInit results that are slurmkit's own trouble even on a GPU node (the hook runs without
-#: the rights it needs): reported as errors, never drained.
-OWN_INIT_RCS = frozenset({"NO_PERMISSION"})
+#: the rights it needs, a bug, a busy host): reported as errors, never drained. The class of
+#: every NVML return code: :mod:`slurmkit.health.nvml_returns`.
+OWN_INIT_RCS = frozenset(rc for rc, k in RETURN_CODES.items() if k == OWN and rc != RC_LIBRARY_NOT_FOUND)
 _RANK = {PASS: 0, WARN: 1, ERROR: 2, FAIL: 3}
 
 
@@ -120,6 +122,7 @@ MEANINGS: dict[str, Callable[[CheckResult], str]] = {
     "leftover_processes": lambda r: f"{r.value} leftover processes",
     "memory_used": lambda r: f"{r.value} MiB used before the job",
     "nvsmi_error": lambda r: str(r.value),
+    "nvml_error": lambda r: r.message,
 }
 
 
@@ -215,6 +218,24 @@ def check_gpu_lost(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult
         elif g.handle_rc == RC_SUCCESS:
             out.append(_r("gpu_lost", PASS, g, RC_SUCCESS))
     return out
+
+
+def check_nvml_error(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """A GPU whose handle or any value read returned a *hardware* NVML return code other than
+    the ``gpu_lost`` ones (INSUFFICIENT_POWER, IRQ_ISSUE, RESET_REQUIRED, TIMEOUT, ...; the table
+    in :mod:`slurmkit.health.nvml_returns`): fail, naming the call and the code."""
+    out = []
+    for g in state.gpus:
+        if g.handle_rc in (RC_GPU_IS_LOST, RC_UNKNOWN):
+            continue  # gpu_lost's
+        bad = [] if rc_kind(g.handle_rc) != HARDWARE else [("nvmlDeviceGetHandleByIndex_v2", g.handle_rc)]
+        bad += sorted({(r.source, r.rc) for r in g.values.values()
+                       if r.rc != RC_GPU_IS_LOST and rc_kind(r.rc) == HARDWARE})
+        if bad:
+            call, rc = bad[0]
+            more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+            out.append(_r("nvml_error", FAIL, g, rc, RC_SUCCESS, f"{call}: {rc}{more}"))
+    return out  # no pass results: the other checks speak for a GPU that answers
 
 
 def check_nvsmi_error(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
@@ -581,6 +602,7 @@ CHECKS: dict[str, Callable[..., list[CheckResult]]] = {
     "row_remap_pending": check_row_remap_pending,
     "xid": check_xid,
     "nvsmi_error": check_nvsmi_error,
+    "nvml_error": check_nvml_error,
     "clock_events": check_clock_events,
     "app_clocks": check_app_clocks,
     "power_limit": check_power_limit,
@@ -620,7 +642,7 @@ def own_trouble(state: NodeState, config: HealthConfig) -> list[str]:
         what = "NVML library not found" if state.init_rc == RC_LIBRARY_NOT_FOUND else f"nvmlInit: {state.init_rc}"
         errs.append(f"{what}" + ("" if state.init_rc in OWN_INIT_RCS else " (not a fault: no GPUs are expected on this node)"))
     for g in state.gpus:
-        if g.handle_rc not in (RC_SUCCESS, RC_GPU_IS_LOST, RC_UNKNOWN):
+        if g.handle_rc != RC_SUCCESS and rc_kind(g.handle_rc) == OWN:
             errs.append(f"GPU{g.index}: nvmlDeviceGetHandleByIndex_v2: {g.handle_rc}")
     return errs
 

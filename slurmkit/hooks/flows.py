@@ -56,7 +56,8 @@ class Run:
         self.observed: dict[str, int] = {}  # observe mode: action kind -> how many it would have done
         self.state = None
         self.hc = None
-        self.gres_files: list[str] | None = None
+        self.gres_files: list[str | None] | None = None
+        self._job_gpus = None
 
     # ---- helpers -----------------------------------------------------------------------------
     def own_error(self, msg: str) -> None:
@@ -96,16 +97,21 @@ class Run:
                 self.own_error(str(exc))
                 return False
         self.cfg = self.cfg.over_profile(health)  # the hooks config's mode / deadline_s win when set
+        from dataclasses import replace
+
         from slurmkit.health.config import load_config
 
-        self.hc = load_config(health, gpu_count=len(self.gres_files or []), checks=self.cfg.checks)
+        gpus = len(self.gres_files or [])
+        if not gpus:  # a node whose gres.conf lists no GPU expects none, whatever the site-wide value
+            health = replace(health, expected_gpu_count=None)
+        self.hc = load_config(health, gpu_count=gpus, checks=self.cfg.checks)
         return True
 
-    def job_minors(self) -> set[int]:
+    def job_minors(self) -> set[int] | None:
         """Device minors of the job's GPUs (``SLURM_JOB_GPUS`` positions -> gres.conf ``File=`` ->
-        ``st_rdev``); empty when the job has none or they cannot be told (:meth:`job_gpus` logs
-        why). Before a job only these GPUs are judged for leftovers: a shared node's other GPUs
-        belong to other jobs."""
+        ``st_rdev``), the GPUs re-sampled for leftovers before a job; empty when the job has none
+        or they cannot be told (:meth:`job_gpus` logs why); None (re-sample all) when one is an
+        AutoDetect GPU, known only once NVML is read."""
         from slurmkit.hooks import gres
 
         try:
@@ -114,6 +120,8 @@ class Run:
             return set()
         out = set()
         for i in idx:
+            if self.gres_files and i < len(self.gres_files) and self.gres_files[i] is None:
+                return None
             if self.gres_files and i < len(self.gres_files):
                 try:
                     out.add(gres.device_minor(self.gres_files[i]))
@@ -123,8 +131,9 @@ class Run:
 
     def read(self, before_job: bool, job_minors: set[int] | None = None) -> bool:
         """Read the GPU state and run the checks. Returns False when nothing can be judged (own
-        trouble logged); an NVML hang sets :attr:`drain_reason`. ``job_minors`` (the prolog:
-        :meth:`job_minors`): the GPUs judged for leftover processes and memory."""
+        trouble logged); an NVML hang sets :attr:`drain_reason`. ``before_job`` (the prolog):
+        only the job's GPUs (:meth:`job_gpus`) are judged for leftover processes and memory;
+        ``job_minors`` (:meth:`job_minors`) are the ones the read re-samples."""
         from slurmkit.health.checks import CheckStatus, own_trouble, run_checks
         from slurmkit.health.runner import read_state
         from slurmkit.health.source import NvmlTimeout, SourceError
@@ -144,7 +153,7 @@ class Run:
         except SourceError as exc:
             self.own_error(str(exc))
             return False
-        job_gpus = None if job_minors is None else {g.index for g in self.state.gpus if g.minor_number in job_minors}
+        job_gpus = {g.nvml_index for g in self.job_gpus() if g.nvml_index is not None} if before_job else None
         self.results = run_checks(self.state, self.hc, before_job=before_job, job_gpus=job_gpus)
         for msg in own_trouble(self.state, self.hc):
             self.own_error(msg)
@@ -190,17 +199,21 @@ class Run:
                 nodestate.save_health(self.cfg.state_dir, self.node, h)
 
     def job_gpus(self):
-        """The job's GPUs mapped to NVML (``gres.JobGpu`` list); [] when unknown (logged)."""
+        """The job's GPUs mapped to NVML (``gres.JobGpu`` list, worked out once per run); []
+        when unknown (logged)."""
         from slurmkit.hooks import gres
 
+        if self._job_gpus is not None:
+            return self._job_gpus
         try:
             idx = gres.parse_job_gpus(self.env.get("SLURM_JOB_GPUS"))
             if idx and not self.gres_files:
                 raise ValueError("SLURM_JOB_GPUS is set but gres.conf lists no GPU for this node")
-            return gres.map_job_gpus(idx, self.gres_files or [], self.state)
+            self._job_gpus = gres.map_job_gpus(idx, self.gres_files or [], self.state)
         except ValueError as exc:
             self.own_error(str(exc))
-            return []
+            self._job_gpus = []
+        return self._job_gpus
 
 
 def _energy_of(state, nvml_index):

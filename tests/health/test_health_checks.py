@@ -368,3 +368,34 @@ def test_drain_reason_from_a_real_capture_names_the_bus_and_the_rows(corpus):
     bad = [r for r in C.run_checks(state, load_config()) if r.check == "row_remap_pending"]
     unc = state.gpus[0].get("remap_uncorrectable_rows")
     assert bad[0].reason() == f"slurmkit: row_remap_pending GPU0 0000:07:00.0: {unc} uncorrectable rows pending remap"
+
+
+def test_every_nvml_return_code_is_classified():
+    import pynvml
+
+    from slurmkit.health.nvml_returns import RETURN_CODES
+
+    names = {k[len("NVML_ERROR_"):] for k in dir(pynvml) if k.startswith("NVML_ERROR_")}
+    assert names - set(RETURN_CODES) == set()
+    assert {RETURN_CODES[n] for n in ("INSUFFICIENT_POWER", "IRQ_ISSUE", "GPU_IS_LOST", "RESET_REQUIRED")} == {"hardware"}
+    assert RETURN_CODES["NO_PERMISSION"] == "own" and RETURN_CODES["NOT_SUPPORTED"] == "absent"
+
+
+def _gpu(i, handle_rc="SUCCESS"):
+    g = GpuState(index=i, uuid=f"GPU-{i}", pci_bus_id=f"0000:{0x19 + i:02x}:00.0", handle_rc=handle_rc)
+    return g
+
+
+def test_hardware_return_codes_fail_that_gpu_own_ones_are_own_trouble():
+    st = NodeState(node="n1", source="t", init_rc="SUCCESS")
+    g0, g1, g2, g3 = _gpu(0), _gpu(1), _gpu(2, "IRQ_ISSUE"), _gpu(3, "NO_PERMISSION")
+    g0.put("power_draw_w", 300.0, source="nvmlDeviceGetPowerUsage")
+    g1.put("power_draw_w", None, source="nvmlDeviceGetPowerUsage", rc="INSUFFICIENT_POWER")
+    g1.put("ecc_volatile_uncorrectable", None, source="nvmlDeviceGetTotalEccErrors", rc="NOT_SUPPORTED")
+    st.gpus = [g0, g1, g2, g3]
+    cfg = load_config(gpu_count=4)
+    fails = [r for r in C.run_checks(st, cfg) if r.status == "fail"]
+    assert [(r.check, r.gpu_index, r.value) for r in fails] == [("nvml_error", 1, "INSUFFICIENT_POWER"),
+                                                               ("nvml_error", 2, "IRQ_ISSUE")]
+    assert fails[0].reason() == "slurmkit: nvml_error GPU1 0000:1a:00.0: nvmlDeviceGetPowerUsage: INSUFFICIENT_POWER"
+    assert C.own_trouble(st, cfg) == ["GPU3: nvmlDeviceGetHandleByIndex_v2: NO_PERMISSION"]

@@ -199,3 +199,17 @@ def test_bad_gres_conf_is_own_trouble(node, healthy):
     node.gres_conf.write_text("Name=gpu File=/dev/nvidia0\nthis-is-bad\n")
     r = node.run(node.prolog)
     assert r.returncode == 0 and f"{node.gres_conf}:2:" in r.stderr
+
+
+def test_site_wide_gpu_count_never_drains_a_cpu_only_node(node, tmp_path):
+    """[health] expected_gpu_count = 8 in the site profile: the GPU nodes expect 8, a node whose
+    gres.conf lists no GPU expects none (no drain for a missing NVML there)."""
+    if any(os.path.exists(p) for p in ("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "/usr/lib64/libnvidia-ml.so.1")):
+        pytest.skip("this machine has a real NVML")
+    site = tmp_path / "site.toml"
+    site.write_text('extends = "sandbox"\n[health]\nexpected_gpu_count = 8\n')
+    node.write_config(mode="observe", extra=f'profile = "{site}"\n')
+    r = node.run(node.prolog, node="cpu1", gpus=None, timeout=60)
+    assert r.returncode == 0 and "would drain" not in r.stderr, r.stderr
+    r = node.run(node.prolog, timeout=60)  # a GPU node: NVML missing is evidence
+    assert "would drain n1: slurmkit: nvml_init" in r.stderr

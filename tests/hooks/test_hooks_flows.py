@@ -237,3 +237,29 @@ def test_shared_node_prolog_judges_only_the_jobs_gpus(node, healthy, tmp_path):
     assert r.returncode == 0 and "leftover_processes" not in r.stderr and "would drain" not in r.stderr
     # a job with no GPU on a GPU node judges none of them
     assert node.run(node.prolog, job_id="103", gpus="").returncode == 0
+
+
+def test_autodetect_gres_conf_still_gets_every_check(node, healthy, tmp_path):
+    """gres.conf for AutoDetect=nvml (Name=gpu Type=h100 Count=4, no File=): the GPUs are matched
+    through NVML (Slurm index k = k-th smallest minor), every check runs and the count is expected."""
+    path, snap = healthy
+    node.gres_conf.write_text("AutoDetect=nvml\nNodeName=n[1-2] Name=gpu Type=h100 Count=4\n")
+    node.write_config({"n1": path})
+    r = node.run(node.prolog, gpus="0,2")
+    assert r.returncode == 0 and "own trouble" not in r.stderr, r.stderr
+    rec = json.loads((node.state_dir / "n1" / "job-101.json").read_text())
+    minors = sorted(g["minor_number"] for g in snap["gpus"])
+    by_minor = {g["minor_number"]: g for g in snap["gpus"]}
+    assert [(row["index"], row["minor"], row["uuid"]) for row in rec["gpus"]] == \
+        [(0, minors[0], by_minor[minors[0]]["uuid"]), (2, minors[2], by_minor[minors[2]]["uuid"])]
+    # a fault is still caught: the checks did not fail open
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(set_value(snap, 1, "ecc_volatile_uncorrectable", 2)))
+    node.write_config({"n1": bad})
+    r = node.run(node.prolog, job_id="102")
+    assert r.returncode == 1 and "slurmkit: ecc_volatile_uncorrectable GPU1 " in r.stderr
+    # fewer GPUs than Count= fails gpu_count
+    node.gres_conf.write_text("AutoDetect=nvml\nNodeName=n[1-2] Name=gpu Type=h100 Count=8\n")
+    node.write_config({"n1": path})
+    r = node.run(node.prolog, job_id="103", gpus="0")
+    assert r.returncode == 1 and "slurmkit: gpu_count: 4 of 8 GPUs visible" in r.stderr

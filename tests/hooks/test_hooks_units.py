@@ -69,8 +69,22 @@ def test_gres_errors_name_the_line():
         gres.parse_gres_conf("Name=gpu File=/dev/nvidia0\nbogus\n", "/etc/slurm/gres.conf")
     assert info.value.line == 2 and "/etc/slurm/gres.conf:2:" in str(info.value)
     with pytest.raises(gres.GresError) as info:
-        gres.node_gpu_files(gres.parse_gres_conf("NodeName=n1 Name=gpu AutoDetect=nvml\n"), "n1")
-    assert "File=" in str(info.value) and info.value.line == 1
+        gres.node_gpu_files(gres.parse_gres_conf("AutoDetect=nvml\nNodeName=n1 Name=gpu Count=eight\n"), "n1")
+    assert "Count=" in str(info.value) and info.value.line == 2
+
+
+def test_gres_autodetect_gpus_are_matched_through_nvml():
+    """``AutoDetect=nvml`` with ``Name=gpu Type=h100 Count=4`` and no File=: Slurm's index k is
+    the GPU with the k-th smallest NVML minor number."""
+    lines = gres.parse_gres_conf("AutoDetect=nvml\nNodeName=n[1-2] Name=gpu Type=h100 Count=4\n")
+    files = gres.node_gpu_files(lines, "n2")
+    assert files == [None] * 4 and gres.node_gpu_files(lines, "cpu1") is None
+    st = NodeState(node="n2", source="t")
+    for nvml_index, minor in enumerate([3, 1, 0, 2]):  # NVML order != minor order
+        st.gpus.append(GpuState(index=nvml_index, uuid=f"GPU-{nvml_index}", pci_bus_id=f"0000:0{nvml_index}:00.0",
+                                minor_number=minor))
+    got = gres.map_job_gpus([0, 3], files, st)
+    assert [(g.minor, g.nvml_index, g.file) for g in got] == [(0, 2, "/dev/nvidia0"), (3, 0, "/dev/nvidia3")]
 
 
 def test_job_gpus_and_mapping():
