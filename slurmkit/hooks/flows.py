@@ -39,6 +39,7 @@ from slurmkit.hooks.config import HookConfig
 
 PROLOG, EPILOG, HEALTHCHECK = "prolog", "epilog", "healthcheck"
 NVML_TIMEOUT_REASON = "slurmkit: nvml-timeout"
+XID_REASON = "slurmkit: xid "  # a hardware-XID drain: it lasts until the node reboots
 
 
 class Run:
@@ -144,7 +145,7 @@ class Run:
                                     per_call_deadline_s=min(self.hc.per_call_deadline_s, self.cfg.deadline_s),
                                     before_job=before_job, thresholds=self.hc.thresholds, node=self.node,
                                     job_minors=job_minors,
-                                    kmsg_cursor=nodestate.kmsg_cursor(self.cfg.state_dir, self.node)
+                                    kmsg_cursor=nodestate.kmsg_cursor(self.cfg.state_dir, self.node, self.hook)
                                     if spec == "live" else None)
         except NvmlTimeout as exc:
             self.log.error(f"hardware evidence: {exc}")
@@ -187,7 +188,7 @@ class Run:
             self.drained = True
             self.log.warning(f"drained {self.node}: {self.drain_reason}")
             h = nodestate.load_health(self.cfg.state_dir, self.node)
-            h.drained_reason, h.clean_runs = self.drain_reason, 0
+            h.drained_reason, h.clean_runs, h.drained_boot_id = self.drain_reason, 0, nodestate.boot_id()
             nodestate.save_health(self.cfg.state_dir, self.node, h)
         else:
             self.kept = outcome.their_reason
@@ -427,7 +428,8 @@ def job_accounting(state, gpus, seen: dict | None):
 def healthcheck(run: Run) -> int:
     """Periodic check (HealthCheckProgram): drain on evidence; resume a node slurmkit drained
     after ``resume_after`` clean runs in a row, while its current Slurm reason is still ours (an
-    admin's resume, or their own reason, makes slurmkit forget its drain). Always exits 0."""
+    admin's resume, or their own reason, makes slurmkit forget its drain). A hardware-XID drain
+    is resumed only after a reboot (a new boot id), never after clean runs. Always exits 0."""
     if not run.setup():
         return 0
     ok = run.read(before_job=False)
@@ -460,6 +462,11 @@ def healthcheck(run: Run) -> int:
         run.log.info(f"forgetting slurmkit's drain of {run.node} ({h.drained_reason}): the node {how} since")
         h.drained_reason, h.clean_runs = None, 0
         nodestate.save_health(run.cfg.state_dir, run.node, h)
+        return 0
+    if h.drained_reason.startswith(XID_REASON) and h.drained_boot_id and h.drained_boot_id == nodestate.boot_id():
+        # a hardware XID: clean runs are no evidence of a reset; the node stays drained until
+        # it reboots (a new boot id) or an admin, having reset the GPU, resumes it
+        run.log.info(f"{run.node} stays drained until it reboots or an admin resumes it: {h.drained_reason}")
         return 0
     h.clean_runs += 1
     run.log.info(f"clean run {h.clean_runs} of {run.cfg.resume_after} since slurmkit drained {run.node}")

@@ -68,12 +68,13 @@ def test_unavailable_spool_record_round_trips():
 
 
 def test_node_health_round_trips_and_reads_bad_files_as_defaults(tmp_path):
-    h = nodestate.NodeHealth("slurmkit: xid GPU1 GPU-b: 79", 2, {"prolog": 3, "epilog": 1})
+    h = nodestate.NodeHealth("slurmkit: xid GPU1 GPU-b: 79", 2, {"prolog": 3, "epilog": 1}, "b00t")
     assert _through_json(h) == h
     nodestate.save_health(tmp_path, "n1", h)
     assert nodestate.load_health(tmp_path, "n1") == h
     assert json.loads((tmp_path / "n1" / "health.json").read_text()) == {
-        "drained_reason": "slurmkit: xid GPU1 GPU-b: 79", "clean_runs": 2, "own_errors": {"prolog": 3, "epilog": 1}}
+        "drained_reason": "slurmkit: xid GPU1 GPU-b: 79", "clean_runs": 2, "own_errors": {"prolog": 3, "epilog": 1},
+        "drained_boot_id": "b00t"}
     (tmp_path / "n1" / "health.json").write_text('{"clean_runs": "x", "own_errors": [1]}')
     assert nodestate.load_health(tmp_path, "n1") == nodestate.NodeHealth(None, 0, {})
     assert nodestate.count_own_error(tmp_path, "n1", "healthcheck") == 1

@@ -322,3 +322,29 @@ def test_shared_node_two_one_gpu_jobs(sandbox, hooked):
     finally:
         run(["scancel", *jobs], slurm_conf=str(conf), timeout=30)
         hooked["cfg_path"].write_text(hooked["config"]())
+
+
+def test_hardware_xid_drain_lasts_until_reboot(sandbox, hooked):
+    """Xid 79 drains n3; clean health checks afterwards do not resume it (no reset or reboot
+    seen); once the boot id differs from the drain's (a reboot) it is resumed."""
+    conf = hooked["conf"]
+    snap = json.loads(Path(hooked["snaps"]["n3"]).read_text())
+    g1 = next(g for g in snap["gpus"] if g["index"] == 1)
+    snap["xids"] = [{"xid": 79, "pci_bus_id": g1["pci_bus_id"], "message": "GPU has fallen off the bus.",
+                     "origin": "/dev/kmsg", "line": 7, "timestamp": ""}]
+    xid_snap = hooked["cfg_path"].parent / "n3-xid79.json"
+    xid_snap.write_text(json.dumps(snap))
+    hooked["cfg_path"].write_text(hooked["config"]({"n3": xid_snap}))
+    want = f"slurmkit: xid GPU1 {g1['pci_bus_id']}: Xid 79 GPU fell off the bus"
+    _wait("n3 drained for Xid 79", lambda: _node(conf, "n3")["reason"] == want, INTERVAL_S * 4 + 30)
+    hooked["cfg_path"].write_text(hooked["config"]())  # the kernel log has nothing new: clean runs
+    _health_runs(hooked, "n3", RESUME_AFTER + 2)
+    got = _node(conf, "n3")
+    assert got["reason"] == want and "DRAIN" in got["state"]
+    # a reboot: the boot id slurmkit recorded at the drain is no longer the current one
+    hp = hooked["state"] / "n3" / "health.json"
+    h = json.loads(hp.read_text())
+    assert h["drained_boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    atomic_write(hp, json.dumps({**h, "drained_boot_id": "boot-before-the-reboot"}))
+    _wait("n3 resumed after the reboot", lambda: "DRAIN" not in _node(conf, "n3")["state"],
+          INTERVAL_S * (RESUME_AFTER + 4) + 30)
