@@ -150,14 +150,22 @@ def test_foreign_reason_is_never_overwritten_or_resumed(sandbox, hooked):
     assert got["reason"] == "admin: PSU swap" and "DRAIN" in got["state"]
 
 
-def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path):  # noqa: F811
-    """A site Prolog stays in place: it runs, before slurmkit's, and uninstall gives it back."""
+@pytest.mark.parametrize("layout", ["file", "glob", "include"])
+def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path, layout):  # noqa: F811
+    """A site Prolog stays in place: it runs, before slurmkit's, and uninstall gives it back;
+    whether slurm.conf names one script, a glob (``Prolog=<dir>/*``) or has the line in an
+    ``Include``d file."""
     conf = Path(sandbox.slurm_conf)
     original = conf.read_bytes()
     work = Path(sandbox.dir) / "hooks-site-test"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
-    site, log = work / "site-prolog.sh", work / "site.log"
+    if layout == "glob":
+        (work / "site-prolog.d").mkdir()
+        site = work / "site-prolog.d" / "50-site.sh"
+    else:
+        site = work / "site-prolog.sh"
+    log = work / "site.log"
     state = work / "state"
     # the site script notes whether slurmkit's prolog already recorded the job on this node
     site.write_text(f'#!/bin/sh\nif [ -e "{state}/$SLURMD_NODENAME/job-$SLURM_JOB_ID.json" ]; then o=after; '
@@ -166,8 +174,15 @@ def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path):  # noqa:
     text = original.decode()
     assert "\n#Prolog=\n" in text
     # atomically: a slurmd may still be re-reading slurm.conf after the last reconfigure
-    atomic_write(conf, text.replace("\n#Prolog=\n", f"\nProlog={site}\n"))
+    included = work / "site-prolog.conf"
+    if layout == "include":
+        included.write_text(f"# the site's prolog settings\nProlog={site}\n")
+        atomic_write(conf, text.replace("\n#Prolog=\n", f"\nInclude {included}\n"))
+    else:
+        value = f"{site.parent}/*" if layout == "glob" else str(site)
+        atomic_write(conf, text.replace("\n#Prolog=\n", f"\nProlog={value}\n"))
     with_site = conf.read_bytes()
+    included_text = included.read_bytes() if layout == "include" else None
     snaps = {n: work / f"{n}.json" for n in sandbox.node_names}
     for n, p in snaps.items():
         record_snapshot(fake_nvml, p, node=n)
@@ -185,8 +200,14 @@ def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path):  # noqa:
         assert [f.name for f in files] == [spool.file_name(_job(conf, out)["NodeList"])]  # its node's own file
         recs, _ = spool.read(files[0])
         assert [r.job_id for r in recs] == [out]
+        if layout == "include":
+            assert "prolog.d/*" in included.read_text()  # the key is edited where it is defined
         inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, False)
         assert conf.read_bytes() == with_site
+        if layout == "include":
+            assert included.read_bytes() == included_text
+        if layout == "glob":
+            assert sorted(p.name for p in site.parent.iterdir()) == ["50-site.sh"]
     finally:
         atomic_write(conf, original)
         run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
