@@ -123,6 +123,7 @@ MEANINGS: dict[str, Callable[[CheckResult], str]] = {
     "memory_used": lambda r: f"{r.value} MiB used before the job",
     "nvsmi_error": lambda r: str(r.value),
     "nvml_error": lambda r: r.message,
+    "ecc_mode": lambda r: f"ECC mode change pending a reset ({r.value})" if r.status is FAIL else f"ECC {r.value}",
 }
 
 
@@ -256,6 +257,25 @@ def check_nvsmi_error(state: NodeState, cfg: HealthConfig, **_) -> list[CheckRes
         v = g.get("nvsmi_error")
         out.append(_r("nvsmi_error", FAIL if v else PASS, g, v or "", "",
                       "nvidia-smi printed an error for this GPU" if v else ""))
+    return out
+
+
+def check_ecc_mode(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """ECC mode (``nvmlDeviceGetEccMode``, where the GPU has ECC): a pending change (current !=
+    pending: it takes effect at the next GPU reset, under a job) -> fail; ECC off -> warn (a
+    choice some sites make on workstation cards; switch the check off there)."""
+    out = []
+    for g in _usable(state):
+        cur, pend = g.get("ecc_enabled"), g.get("ecc_pending")
+        if cur is None:
+            continue
+        if pend is not None and pend != cur:
+            out.append(_r("ecc_mode", FAIL, g, f"current {'on' if cur else 'off'}, pending {'on' if pend else 'off'}",
+                          "current == pending", "ECC mode change pending a GPU reset"))
+        elif not cur:
+            out.append(_r("ecc_mode", WARN, g, "off", "on", "ECC is off on a GPU that has it"))
+        else:
+            out.append(_r("ecc_mode", PASS, g, "on", "on"))
     return out
 
 
@@ -510,6 +530,11 @@ def check_memory_used(state: NodeState, cfg: HealthConfig, before_job: bool = Fa
             continue
         used = [s.get("memory_used_mib") or 0 for s in samples]
         bad = all(u > limit for u in used)
+        if bad and not any(s.get("pids") for s in samples):
+            # memory held without any compute process: a display (X / Wayland) GPU, not a leftover
+            out.append(_r("memory_used", WARN, g, used[-1], limit,
+                          f"{used[-1]} MiB used with no compute process (display?)"))
+            continue
         out.append(_r("memory_used", FAIL if bad else PASS, g, used[-1], limit,
                       f"{used[-1]} MiB used after {len(used)} tries" if bad else ""))
     return out
@@ -609,6 +634,7 @@ CHECKS: dict[str, Callable[..., list[CheckResult]]] = {
     "xid": check_xid,
     "nvsmi_error": check_nvsmi_error,
     "nvml_error": check_nvml_error,
+    "ecc_mode": check_ecc_mode,
     "clock_events": check_clock_events,
     "app_clocks": check_app_clocks,
     "power_limit": check_power_limit,

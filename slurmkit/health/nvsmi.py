@@ -98,6 +98,7 @@ _MAP: dict[str, tuple[Callable, tuple[str, ...], tuple[str, ...]]] = {
     "mig_current": (_enabled, ("MIG Mode/Current",), ("mig_mode/current_mig",)),
     "mig_pending": (_enabled, ("MIG Mode/Pending",), ("mig_mode/pending_mig",)),
     "ecc_enabled": (_enabled, ("ECC Mode/Current",), ("ecc_mode/current_ecc",)),
+    "ecc_pending": (_enabled, ("ECC Mode/Pending",), ("ecc_mode/pending_ecc",)),
     "ecc_aggregate_sram_correctable": (_num, ("ECC Errors/Aggregate/SRAM Correctable",),
                                        ("ecc_errors/aggregate/sram_correctable",)),
     "retired_pages_sbe": (_num, ("Retired Pages/Single Bit ECC",),

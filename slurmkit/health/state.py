@@ -45,6 +45,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     "mig_current": ("nvmlDeviceGetMigMode", "bool: MIG enabled now"),
     "mig_pending": ("nvmlDeviceGetMigMode", "bool: MIG enabled after reset"),
     "ecc_enabled": ("nvmlDeviceGetEccMode", "bool: ECC mode current"),
+    "ecc_pending": ("nvmlDeviceGetEccMode", "bool: ECC mode pending (takes effect at the next reset)"),
     "ecc_volatile_uncorrectable": ("nvmlDeviceGetTotalEccErrors", "count, UNCORRECTED/VOLATILE"),
     "ecc_volatile_correctable": ("nvmlDeviceGetTotalEccErrors", "count, CORRECTED/VOLATILE"),
     "ecc_aggregate_uncorrectable": ("nvmlDeviceGetTotalEccErrors", "count, UNCORRECTED/AGGREGATE"),

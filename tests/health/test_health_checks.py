@@ -280,8 +280,10 @@ def test_busy_samples_clear_on_a_later_try_pass():
 def test_memory_used_edge_reserved_not_counted():
     t = DEFAULTS["memory_used_max_mib"]
     ok = gpu(memory_used_mib=t, memory_reserved_mib=551, processes=[])
-    bad = gpu(memory_used_mib=t + 1, memory_reserved_mib=0, processes=[])
+    display = gpu(memory_used_mib=t + 1, memory_reserved_mib=0, processes=[])
+    bad = gpu(memory_used_mib=t + 1, memory_reserved_mib=0, processes=[{"pid": 42, "used_mib": t + 1}])
     assert status_of(C.check_memory_used, node(ok), before_job=True) == ["pass"]
+    assert status_of(C.check_memory_used, node(display), before_job=True) == ["warn"]  # no compute process
     assert status_of(C.check_memory_used, node(bad), before_job=True) == ["fail"]
 
 
@@ -399,3 +401,26 @@ def test_hardware_return_codes_fail_that_gpu_own_ones_are_own_trouble():
                                                                ("nvml_error", 2, "IRQ_ISSUE")]
     assert fails[0].reason() == "slurmkit: nvml_error GPU1 0000:1a:00.0: nvmlDeviceGetPowerUsage: INSUFFICIENT_POWER"
     assert C.own_trouble(st, cfg) == ["GPU3: nvmlDeviceGetHandleByIndex_v2: NO_PERMISSION"]
+
+
+def test_ecc_mode_pending_change_fails_off_warns():
+    st = NodeState(node="n1", source="t", init_rc="SUCCESS")
+    on, off, pending = _gpu(0), _gpu(1), _gpu(2)
+    for g, (cur, pend) in ((on, (True, True)), (off, (False, False)), (pending, (True, False))):
+        g.put("ecc_enabled", cur, source="nvmlDeviceGetEccMode")
+        g.put("ecc_pending", pend, source="nvmlDeviceGetEccMode")
+    st.gpus = [on, off, pending, _gpu(3)]  # GPU3: no ECC mode (not supported): no result
+    got = [(r.gpu_index, r.status) for r in C.run_checks(st, load_config()) if r.check == "ecc_mode"]
+    assert got == [(0, "pass"), (1, "warn"), (2, "fail")]
+    bad = next(r for r in C.run_checks(st, load_config()) if r.check == "ecc_mode" and r.status == "fail")
+    assert bad.reason() == "slurmkit: ecc_mode GPU2 0000:1b:00.0: ECC mode change pending a reset (current on, pending off)"
+
+
+def test_memory_used_without_a_compute_process_warns_not_fails():
+    st = NodeState(node="n1", source="t", init_rc="SUCCESS")
+    display, leftover = _gpu(0), _gpu(1)
+    display.put("busy_samples", [{"memory_used_mib": 300, "pids": []}] * 3, source="t")
+    leftover.put("busy_samples", [{"memory_used_mib": 300, "pids": [42]}] * 3, source="t")
+    st.gpus = [display, leftover]
+    got = {r.gpu_index: r.status for r in C.run_checks(st, load_config(), before_job=True) if r.check == "memory_used"}
+    assert got == {0: "warn", 1: "fail"}
