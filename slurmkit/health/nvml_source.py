@@ -313,6 +313,9 @@ class LiveNvmlSource(GpuSource):
             self._handles[action.gpu_index] = h
         if action.kind == "reset_app_clocks":
             call, args = "nvmlDeviceResetApplicationsClocks", ()
+        elif action.kind == "set_app_clocks":
+            mem, graphics = (int(x) for x in action.clocks_mhz)
+            call, args = "nvmlDeviceSetApplicationsClocks", (mem, graphics)
         elif action.kind == "reset_locked_clocks":
             call, args = "nvmlDeviceResetGpuLockedClocks", ()
         elif action.kind == "set_power_limit":

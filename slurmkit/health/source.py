@@ -38,18 +38,21 @@ log = logging.getLogger("slurmkit.health")
 @dataclass(frozen=True)
 class Action:
     """Something a hook does to a GPU. ``kind``: ``kill`` (``pid``), ``reset_app_clocks``,
-    ``reset_locked_clocks``, ``set_power_limit`` (``power_limit_w``, W), ``enable_accounting``.
-    ``gpu_index`` is the NVML index."""
+    ``set_app_clocks`` (``clocks_mhz``: ``[memory MHz, graphics MHz]``,
+    ``nvmlDeviceSetApplicationsClocks``), ``reset_locked_clocks``, ``set_power_limit``
+    (``power_limit_w``, W), ``enable_accounting``. ``gpu_index`` is the NVML index."""
 
     kind: str
     gpu_index: int | None = None
     pid: int | None = None
     power_limit_w: float | None = None
+    clocks_mhz: list | None = None
 
     def describe(self) -> str:
         what = {
             "kill": f"kill pid {self.pid}",
             "reset_app_clocks": "reset application clocks",
+            "set_app_clocks": f"set application clocks to {self.clocks_mhz} MHz (memory, graphics)",
             "reset_locked_clocks": "reset locked clocks",
             "set_power_limit": f"set power limit to {self.power_limit_w} W",
             "enable_accounting": "enable accounting mode",
@@ -59,7 +62,8 @@ class Action:
         return what + (f" on GPU{self.gpu_index}" if self.gpu_index is not None and self.kind != "kill" else "")
 
 
-ACTION_KINDS = ("kill", "reset_app_clocks", "reset_locked_clocks", "set_power_limit", "enable_accounting")
+ACTION_KINDS = ("kill", "reset_app_clocks", "set_app_clocks", "reset_locked_clocks", "set_power_limit",
+                "enable_accounting")
 
 
 class GpuSource:

@@ -266,11 +266,13 @@ def _gpu(state, nvml_index):
     return next(g for g in state.gpus if g.index == nvml_index)
 
 
-def _describe(kind: str, gpu_index, pid, power_w) -> str:
+def _describe(kind: str, gpu_index, pid, value) -> str:
     if kind == "kill":
         what = f"kill pid {pid}"
     elif kind == "set_power_limit":
-        what = f"set the power limit to {power_w:g} W"
+        what = f"set the power limit to {value:g} W"
+    elif kind == "set_app_clocks":
+        what = f"set application clocks to {value[0]} MHz memory, {value[1]} MHz graphics"
     else:
         what = kind.replace("_", " ")
     return f"{what} on NVML GPU{gpu_index}"
@@ -290,7 +292,8 @@ def _act(run: Run, specs) -> None:
     from slurmkit.health.runner import run_actions
     from slurmkit.health.source import Action, NvmlTimeout, SourceError
 
-    actions = [Action(kind, gpu_index=gi, pid=pid, power_limit_w=pw) for kind, gi, pid, pw in specs]
+    actions = [Action(kind, gpu_index=gi, pid=pid, power_limit_w=v if kind == "set_power_limit" else None,
+                      clocks_mhz=list(v) if kind == "set_app_clocks" else None) for kind, gi, pid, v in specs]
     try:
         for line in run_actions(actions, run.source_spec, total_deadline_s=run.cfg.deadline_s,
                                 per_call_deadline_s=min(run.hc.per_call_deadline_s, run.cfg.deadline_s)):
@@ -318,7 +321,9 @@ def _leftover_verdict(run: Run, proc: dict, job_id, uid, min_uid):
 
 def epilog(run: Run) -> int:
     """Clean up after the job (leftover processes that are the job's own:
-    :mod:`slurmkit.hooks.jobproc`; clocks, power limit), record its GPU energy in the spool, and
+    :mod:`slurmkit.hooks.jobproc`; application clocks back to the site's ``[health]
+    app_clock_*_mhz`` when set, else the GPU's defaults; locked clocks reset; the power limit back
+    to ``[health] power_limit_w``, else the default), record its GPU energy in the spool, and
     drain on hardware evidence."""
     from slurmkit.hooks import spool
 
@@ -347,7 +352,12 @@ def epilog(run: Run) -> int:
                 actions.append(("kill", g.nvml_index, int(proc["pid"]), None))
             else:
                 run.log.info(f"leaving {v.why} (GPU{g.index})")
-        actions.append(("reset_app_clocks", g.nvml_index, None, None))
+        # the site's clock policy, never NVML's defaults over it: [health] app_clock_*_mhz when set
+        site_clocks = (run.hc.expect.get("app_clock_mem_mhz"), run.hc.expect.get("app_clock_graphics_mhz"))
+        if all(c is not None for c in site_clocks):
+            actions.append(("set_app_clocks", g.nvml_index, None, tuple(int(c) for c in site_clocks)))
+        else:
+            actions.append(("reset_app_clocks", g.nvml_index, None, None))
         actions.append(("reset_locked_clocks", g.nvml_index, None, None))
         want = run.hc.expect.get("power_limit_w") or gs.get("default_power_limit_w")
         if want is not None and gs.get("power_limit_w") != want:

@@ -118,3 +118,21 @@ def test_observe_mode_changes_nothing_on_the_node(node, fake_nvml, tmp_path):  #
     log = acts.read_text() if acts.exists() else ""
     for setter in ("set_accounting_mode", "reset_app_clocks", "reset_locked_clocks", "set_power_limit", "kill"):
         assert setter not in log, log
+
+
+def test_epilog_restores_the_sites_clock_policy_not_nvmls_defaults(node, fake_nvml, tmp_path):  # noqa: F811
+    """[health] app_clock_*_mhz and power_limit_w: the epilog sets those (never resets the GPU to
+    NVML's defaults over the site's values)."""
+    acts = tmp_path / "actions.log"
+    site = tmp_path / "site.toml"
+    site.write_text('extends = "sandbox"\n[health]\napp_clock_mem_mhz = 2619\napp_clock_graphics_mhz = 1755\n'
+                    'power_limit_w = 500\n')
+    node.write_config(extra=f'profile = "{site}"\n')
+    nv = _nvml_index_of(node, 0)
+    r = node.run(node.epilog, gpus="0", env=fake_nvml.env("healthy", log=acts, base={}))
+    assert r.returncode == 0, r.stderr
+    log = acts.read_text().splitlines()
+    assert f"set_app_clocks_mem {nv} 2619" in log and f"set_app_clocks_graphics {nv} 1755" in log
+    assert "reset_app_clocks" not in acts.read_text()
+    assert f"set_power_limit_mw {nv} 500000" in log
+    assert f"reset_locked_clocks {nv} 0" in log
