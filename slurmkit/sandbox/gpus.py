@@ -20,6 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
+from slurmkit.atomicfile import atomic_write
 from slurmkit.health.state import RC_NOT_SUPPORTED, GpuState, NodeState, Reading
 
 # DGX H100-like PCI bus ids, in NVML (bus) order.
