@@ -84,12 +84,16 @@ def _apply(plan, path: Path, installing: bool, dirs=()) -> list[str]:
 @click.option("--slurm-conf", "slurm_conf", required=True, type=click.Path(dir_okay=False),
               help="The cluster's slurm.conf (Include'd files are followed).")
 @click.option("--dry-run", is_flag=True, help="Show the diff and the files to create; change nothing.")
+@click.option("--chain", is_flag=True, help="Keep a foreign HealthCheckProgram (NHC) and run it first, then "
+                                            "slurmkit's check (uninstall gives the line back).")
+@click.option("--configless", is_flag=True, help="Go ahead on a configless cluster: copy the files install lists "
+                                                 "to every node.")
 @click.option("--replace", is_flag=True, help="Take over a foreign HealthCheckProgram / PrologEpilogTimeout / "
                                               "HealthCheckInterval (the old lines are kept for uninstall).")
 @site_option(help="Site profile (file or shipped name): [health] mode, deadline, thresholds, pins.")
-@click.option("--mode", type=click.Choice(["enforce", "observe"]),
-              help="Drain, or only log what would be drained (default: the profile's [health] mode, "
-                   "else enforce).")
+@click.option("--mode", type=click.Choice(["enforce", "observe"]), default="observe", show_default=True,
+              help="observe: log and count what the hooks would drain, kill or reset, change nothing on the "
+                   "node; enforce: do it. Start in observe; switch once the log shows only what you agree with.")
 @click.option("--state-dir", default=DEFAULTS["state_dir"], show_default=True)
 @click.option("--spool-dir", default=DEFAULTS["spool_dir"], show_default=True)
 @click.option("--textfile-dir", default=DEFAULTS["textfile_dir"], show_default=True)
@@ -99,7 +103,7 @@ def _apply(plan, path: Path, installing: bool, dirs=()) -> list[str]:
 @click.option("--timeout", default=60, show_default=True, help="PrologEpilogTimeout (seconds).")
 @click.option("--resume-after", default=DEFAULTS["resume_after"], show_default=True,
               help="Clean health checks before resuming.")
-def install_cmd(slurm_conf, dry_run, replace, site, mode, state_dir, spool_dir, textfile_dir, snapshots,
+def install_cmd(slurm_conf, dry_run, chain, configless, replace, site, mode, state_dir, spool_dir, textfile_dir, snapshots,
                 interval, timeout, resume_after):
     """Add the hooks to slurm.conf without overwriting site values (see slurmkit/hooks/install.py)."""
     from slurmkit.hooks import install as inst
@@ -124,7 +128,7 @@ def install_cmd(slurm_conf, dry_run, replace, site, mode, state_dir, spool_dir, 
                   spool_dir=spool_dir, textfile_dir=textfile_dir, resume_after=resume_after,
                   snapshots=snaps, slurm_bin_dir=str(Path(scontrol).parent) if scontrol else None)
     spec = inst.InstallSpec(python=sys.executable, config=text, interval_s=interval, timeout_s=timeout,
-                            replace=replace)
+                            replace=replace, chain=chain, configless=configless)
     plan = inst.plan_install(tree, spec)
     if _show(plan, "nothing to change: the hooks are already installed", dry_run, notes=True):
         return

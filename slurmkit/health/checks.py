@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any, Callable
 
 from slurmkit.health.config import HealthConfig
+from slurmkit.health.nvml_returns import HARDWARE, OWN, RETURN_CODES, kind as rc_kind
 from slurmkit.health.state import (RC_GPU_IS_LOST, RC_LIBRARY_NOT_FOUND, RC_SUCCESS, RC_UNKNOWN,
                                    GpuState, NodeState)
 
@@ -34,8 +35,9 @@ class CheckStatus(StrEnum):
 
 PASS, WARN, FAIL, ERROR = CheckStatus.PASS, CheckStatus.WARN, CheckStatus.FAIL, CheckStatus.ERROR
 #: nvmlInit results that are slurmkit's own trouble even on a GPU node (the hook runs without
-#: the rights it needs): reported as errors, never drained.
-OWN_INIT_RCS = frozenset({"NO_PERMISSION"})
+#: the rights it needs, a bug, a busy host): reported as errors, never drained. The class of
+#: every NVML return code: :mod:`slurmkit.health.nvml_returns`.
+OWN_INIT_RCS = frozenset(rc for rc, k in RETURN_CODES.items() if k == OWN and rc != RC_LIBRARY_NOT_FOUND)
 _RANK = {PASS: 0, WARN: 1, ERROR: 2, FAIL: 3}
 
 
@@ -58,10 +60,76 @@ class CheckResult:
         if type(self.status) is not CheckStatus:
             self.status = CheckStatus(self.status)
 
+    def meaning(self) -> str:
+        """What was seen, in words, short enough for ``sinfo -R`` ("x8 of x16", "Xid 79 GPU fell
+        off the bus", "2 uncorrectable rows pending remap"); :data:`MEANINGS` per check,
+        else the message or the value."""
+        fn = MEANINGS.get(self.check)
+        try:
+            text = fn(self) if fn else None
+        except (TypeError, ValueError, AttributeError):
+            text = None
+        return text or self.message or str(self.value)
+
     def reason(self) -> str:
-        """The drain reason: ``slurmkit: <check> GPU<i> <uuid>: <value>``."""
-        where = f" GPU{self.gpu_index} {self.uuid or '?'}" if self.gpu_index is not None else ""
-        return f"slurmkit: {self.check}{where}: {self.value}"
+        """The drain reason: ``slurmkit: <check> GPU<i> <PCI bus id>: <meaning>`` (node-level
+        results: ``slurmkit: <check>: <meaning>``; a GPU without a bus id shows its UUID). The
+        UUID goes to the hooks' log, not the reason (``sinfo -R`` shows ~60 characters)."""
+        where = (f" GPU{self.gpu_index} {self.pci_bus_id or self.uuid or '?'}"
+                 if self.gpu_index is not None else (f" {self.pci_bus_id}" if self.pci_bus_id else ""))
+        return f"slurmkit: {self.check}{where}: {self.meaning()}"
+
+
+def _xid_meaning(r: CheckResult) -> str:
+    import re
+
+    m = re.fullmatch(r"Xid (\d+)(?: \((.*)\))? x(\d+)(:.*)?", r.message)
+    if not m:
+        return f"Xid {r.value}"
+    return f"Xid {m.group(1)}" + (f" {m.group(2)}" if m.group(2) else "") + (f" (x{m.group(3)})" if m.group(3) != "1" else "")
+
+
+def _remap_meaning(r: CheckResult) -> str:
+    import re
+
+    m = re.search(r"(\d+) uncorrectable rows, (\d+) volatile DBE", str(r.value))
+    if not m:
+        return "correctable rows pending remap" if r.status is WARN else ""
+    unc, dbe = int(m.group(1)), int(m.group(2))
+    return f"{unc} uncorrectable rows pending remap" + (f", {dbe} volatile DBE" if dbe else "")
+
+
+#: check id -> the meaning of a result in words (:meth:`CheckResult.meaning`).
+MEANINGS: dict[str, Callable[[CheckResult], str]] = {
+    "xid": _xid_meaning,
+    "row_remap_pending": _remap_meaning,
+    "pcie_width": lambda r: f"x{r.value} of x{r.limit}" + (" (VM guest)" if "VM" in r.message else ""),
+    "pcie_gen": lambda r: f"PCIe Gen{r.value} of Gen{r.limit} under load",
+    "gpu_lost": lambda r: f"GPU fell off the bus ({r.value})" if r.status is not PASS else "",
+    "gpu_count": lambda r: f"{r.value} of {r.limit} GPUs visible",
+    "nvml_init": lambda r: f"nvmlInit {r.value}",
+    "ecc_volatile_uncorrectable": lambda r: f"{r.value} uncorrectable ECC errors since boot",
+    "ecc_aggregate_uncorrectable": lambda r: f"{r.value} lifetime uncorrectable ECC errors",
+    "ecc_sram_correctable": lambda r: f"{r.value} SRAM correctable ECC errors",
+    "retired_pages_pending": lambda r: "page retirement pending (reset the GPU)",
+    "row_remap_uncorrectable": lambda r: f"{r.value} rows remapped for uncorrectable errors",
+    "row_remap_failure": lambda r: "row remapping failed (RMA)",
+    "reset_required": lambda r: "GPU reset required",
+    "inforom": lambda r: "InfoROM corrupted",
+    "clock_events": lambda r: f"{r.value} in every sample" if r.status is FAIL else r.message,
+    "temperature_margin": lambda r: f"{r.value} C to HW slowdown",
+    "temperature_idle": lambda r: f"idle at {r.value} C (max {r.limit} C)",
+    "leftover_processes": lambda r: f"{r.value} leftover processes",
+    "memory_used": lambda r: f"{r.value} MiB used before the job",
+    "nvsmi_error": lambda r: str(r.value),
+    "nvml_error": lambda r: r.message,
+    "ecc_mode": lambda r: f"ECC mode change pending a reset ({r.value})" if r.status is FAIL else f"ECC {r.value}",
+}
+# checks beyond NVML: their value already names the HCA / port, link or counter in words
+# ("mlx5_1 port 1: DOWN/Polling", "aer_correctable +2", "nv-fabricmanager not running")
+for _check in ("ib_port", "ib_rate", "ib_counters", "nvlink_errors", "pcie_errors", "fabric_manager",
+               "gpudirect_rdma"):
+    MEANINGS[_check] = lambda r: str(r.value) if r.value not in (None, "") else r.message
 
 
 def _r(check: str, status: CheckStatus, g: GpuState | None, value=None, limit=None, message="") -> CheckResult:
@@ -109,12 +177,16 @@ def check_nvml_init(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResul
 
 
 def check_xid(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
-    """One result per distinct (Xid, GPU) seen in the kernel log since the last check."""
-    counts = Counter((x.xid, x.pci_bus_id) for x in state.xids)
+    """One result per distinct (Xid, GPU) seen in the kernel log since the last check. XIDs of
+    the first read after install (``origin`` ``baseline:...``: the current boot's old ones) warn
+    at most: a baseline, not a drain."""
+    counts = Counter((x.xid, x.pci_bus_id, x.origin.startswith("baseline:")) for x in state.xids)
     out = []
-    for (xid, bus), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+    for (xid, bus, baseline), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2])):
         if xid in cfg.xid_ignore:
             status = PASS
+        elif baseline:
+            status = WARN
         elif xid in cfg.xid_fail:
             status = FAIL
         else:
@@ -124,6 +196,8 @@ def check_xid(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
         msg = f"Xid {xid}" + (f" ({name})" if name else "") + f" x{n}"
         if status == PASS:
             msg += ": application error, ignored"
+        elif baseline:
+            msg += ": before slurmkit's first run this boot (baseline, not a drain)"
         r = _r("xid", status, g, xid, "checks.toml [xid] fail" if status == FAIL else None, msg)
         if g is None and bus:
             r.pci_bus_id = bus
@@ -155,6 +229,58 @@ def check_gpu_lost(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult
                           "GPU_IS_LOST from " + ", ".join(sorted({g.values[k].source for k in lost}))))
         elif g.handle_rc == RC_SUCCESS:
             out.append(_r("gpu_lost", PASS, g, RC_SUCCESS))
+    return out
+
+
+def check_nvml_error(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """A GPU whose handle or any value read returned a *hardware* NVML return code other than
+    the ``gpu_lost`` ones (INSUFFICIENT_POWER, IRQ_ISSUE, RESET_REQUIRED, TIMEOUT, ...; the table
+    in :mod:`slurmkit.health.nvml_returns`): fail, naming the call and the code."""
+    out = []
+    for g in state.gpus:
+        if g.handle_rc in (RC_GPU_IS_LOST, RC_UNKNOWN):
+            continue  # gpu_lost's
+        bad = [] if rc_kind(g.handle_rc) != HARDWARE else [("nvmlDeviceGetHandleByIndex_v2", g.handle_rc)]
+        bad += sorted({(r.source, r.rc) for r in g.values.values()
+                       if r.rc != RC_GPU_IS_LOST and rc_kind(r.rc) == HARDWARE})
+        if bad:
+            call, rc = bad[0]
+            more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+            out.append(_r("nvml_error", FAIL, g, rc, RC_SUCCESS, f"{call}: {rc}{more}"))
+    return out  # no pass results: the other checks speak for a GPU that answers
+
+
+def check_nvsmi_error(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """An error nvidia-smi printed in a GPU's section of a capture (``Unknown Error``, ``ERR!``,
+    ``GPU requires reset``, ``Unable to determine the device handle``; see
+    :mod:`slurmkit.health.nvsmi`): fail, with that text (and the field) as the value. Live NVML
+    reads have no such value: no result."""
+    out = []
+    for g in state.gpus:
+        if "nvsmi_error" not in g.values:
+            continue
+        v = g.get("nvsmi_error")
+        out.append(_r("nvsmi_error", FAIL if v else PASS, g, v or "", "",
+                      "nvidia-smi printed an error for this GPU" if v else ""))
+    return out
+
+
+def check_ecc_mode(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """ECC mode (``nvmlDeviceGetEccMode``, where the GPU has ECC): a pending change (current !=
+    pending: it takes effect at the next GPU reset, under a job) -> fail; ECC off -> warn (a
+    choice some sites make on workstation cards; switch the check off there)."""
+    out = []
+    for g in _usable(state):
+        cur, pend = g.get("ecc_enabled"), g.get("ecc_pending")
+        if cur is None:
+            continue
+        if pend is not None and pend != cur:
+            out.append(_r("ecc_mode", FAIL, g, f"current {'on' if cur else 'off'}, pending {'on' if pend else 'off'}",
+                          "current == pending", "ECC mode change pending a GPU reset"))
+        elif not cur:
+            out.append(_r("ecc_mode", WARN, g, "off", "on", "ECC is off on a GPU that has it"))
+        else:
+            out.append(_r("ecc_mode", PASS, g, "on", "on"))
     return out
 
 
@@ -373,12 +499,18 @@ def _busy_samples(g: GpuState) -> list[dict] | None:
     return [{"memory_used_mib": used, "pids": [p["pid"] for p in procs or []]}]
 
 
-def check_leftover_processes(state: NodeState, cfg: HealthConfig, before_job: bool = False, **_):
-    """Before a job only: compute processes present in every one of the busy samples -> fail."""
+def _job_gpus(state: NodeState, job_gpus):
+    return [g for g in _usable(state) if job_gpus is None or g.index in job_gpus]
+
+
+def check_leftover_processes(state: NodeState, cfg: HealthConfig, before_job: bool = False, job_gpus=None, **_):
+    """Before a job only, on the job's GPUs only (``job_gpus``: NVML indexes; None: all): compute
+    processes present in every one of the busy samples -> fail. Other jobs' processes on other
+    GPUs of a shared node are normal."""
     if not before_job:
         return []
     out = []
-    for g in _usable(state):
+    for g in _job_gpus(state, job_gpus):
         samples = _busy_samples(g)
         if samples is None:
             continue
@@ -389,19 +521,25 @@ def check_leftover_processes(state: NodeState, cfg: HealthConfig, before_job: bo
     return out
 
 
-def check_memory_used(state: NodeState, cfg: HealthConfig, before_job: bool = False, **_):
-    """Before a job only: memory used (v2, reserved excluded) > ``memory_used_max_mib`` in every
-    busy sample -> fail. ~500 MiB *reserved* on an idle GPU is normal and not counted."""
+def check_memory_used(state: NodeState, cfg: HealthConfig, before_job: bool = False, job_gpus=None, **_):
+    """Before a job only, on the job's GPUs only (``job_gpus`` as for leftover processes): memory
+    used (v2, reserved excluded) > ``memory_used_max_mib`` in every busy sample -> fail. ~500 MiB
+    *reserved* on an idle GPU is normal and not counted."""
     if not before_job:
         return []
     limit = cfg.t("memory_used_max_mib")
     out = []
-    for g in _usable(state):
+    for g in _job_gpus(state, job_gpus):
         samples = _busy_samples(g)
         if samples is None or samples[-1].get("memory_used_mib") is None:
             continue
         used = [s.get("memory_used_mib") or 0 for s in samples]
         bad = all(u > limit for u in used)
+        if bad and not any(s.get("pids") for s in samples):
+            # memory held without any compute process: a display (X / Wayland) GPU, not a leftover
+            out.append(_r("memory_used", WARN, g, used[-1], limit,
+                          f"{used[-1]} MiB used with no compute process (display?)"))
+            continue
         out.append(_r("memory_used", FAIL if bad else PASS, g, used[-1], limit,
                       f"{used[-1]} MiB used after {len(used)} tries" if bad else ""))
     return out
@@ -499,6 +637,9 @@ CHECKS: dict[str, Callable[..., list[CheckResult]]] = {
     "row_remap_uncorrectable": check_row_remap_uncorrectable,
     "row_remap_pending": check_row_remap_pending,
     "xid": check_xid,
+    "nvsmi_error": check_nvsmi_error,
+    "nvml_error": check_nvml_error,
+    "ecc_mode": check_ecc_mode,
     "clock_events": check_clock_events,
     "app_clocks": check_app_clocks,
     "power_limit": check_power_limit,
@@ -523,13 +664,15 @@ CHECKS.update(ib_port=_fabric.check_ib_port, ib_rate=_fabric.check_ib_rate, ib_c
               nvlink_errors=_nvlink.check_nvlink_errors, pcie_errors=_pcie.check_pcie_errors)
 
 
-def run_checks(state: NodeState, config: HealthConfig, *, before_job: bool = False) -> list[CheckResult]:
+def run_checks(state: NodeState, config: HealthConfig, *, before_job: bool = False,
+               job_gpus: set[int] | None = None) -> list[CheckResult]:
     """Run every enabled check. ``before_job`` (the prolog) adds the leftover-process and
-    memory-used checks, which judge ``busy_samples`` (3 reads 2 s apart live)."""
+    memory-used checks, which judge ``busy_samples`` (3 reads 2 s apart live), on ``job_gpus``
+    (NVML indexes of the job's GPUs; None: every GPU, a whole-node check)."""
     out: list[CheckResult] = []
     for cid, fn in CHECKS.items():
         if config.enabled.get(cid, True):
-            out.extend(fn(state, config, before_job=before_job))
+            out.extend(fn(state, config, before_job=before_job, job_gpus=job_gpus))
     return out
 
 
@@ -542,7 +685,7 @@ def own_trouble(state: NodeState, config: HealthConfig) -> list[str]:
         what = "NVML library not found" if state.init_rc == RC_LIBRARY_NOT_FOUND else f"nvmlInit: {state.init_rc}"
         errs.append(f"{what}" + ("" if state.init_rc in OWN_INIT_RCS else " (not a fault: no GPUs are expected on this node)"))
     for g in state.gpus:
-        if g.handle_rc not in (RC_SUCCESS, RC_GPU_IS_LOST, RC_UNKNOWN):
+        if g.handle_rc != RC_SUCCESS and rc_kind(g.handle_rc) == OWN:
             errs.append(f"GPU{g.index}: nvmlDeviceGetHandleByIndex_v2: {g.handle_rc}")
     return errs
 

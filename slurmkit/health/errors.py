@@ -35,10 +35,14 @@ class CaptureError(SourceError, InputError):
 
 class NvmlTimeout(SlurmkitError):
     """NVML did not answer in time: hardware evidence (the hooks drain with reason
-    ``slurmkit: nvml-timeout``). ``call`` is the NVML call in flight, ``elapsed_s`` seconds.
+    ``slurmkit: nvml-timeout``). ``call`` is the NVML call in flight, ``elapsed_s`` seconds,
+    ``abandoned_pid`` the worker left behind when SIGKILL did not end it (else None).
     CLI exit status 1 (a failed check)."""
 
-    def __init__(self, call: str, elapsed_s: float, deadline_s: float):
+    def __init__(self, call: str, elapsed_s: float, deadline_s: float, abandoned_pid: int | None = None):
         self.call, self.elapsed_s, self.deadline_s = call, elapsed_s, deadline_s
-        super().__init__(f"NVML call {call} did not return within {deadline_s:g} s "
-                         f"(killed after {elapsed_s:.1f} s)")
+        self.abandoned_pid = abandoned_pid
+        fate = (f"killed after {elapsed_s:.1f} s" if abandoned_pid is None else
+                f"worker pid {abandoned_pid} did not exit when killed after {elapsed_s:.1f} s "
+                f"(uninterruptible sleep in the driver?): abandoned")
+        super().__init__(f"NVML call {call} did not return within {deadline_s:g} s ({fate})")

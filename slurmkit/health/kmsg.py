@@ -8,7 +8,16 @@ Two inputs, one parser:
 * :func:`parse_log` parses saved text (``dmesg``, ``dmesg -T``, ``journalctl -k`` lines), as in
   ``../shared/corpus/logs/``; each :class:`~slurmkit.health.state.Xid` keeps its line number.
 
-The line format is the driver's: ``NVRM: Xid (PCI:0000:9b:00): 119, pid=..., <text>``.
+The line format is the driver's: ``NVRM: Xid (PCI:0000:9b:00): 119, pid=..., <text>``. A
+GPU that fell off the bus may be logged without an Xid number (``NVRM: GPU at PCI:0000:3b:00:
+GPU has fallen off the bus.``, ``NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.``): such a
+line counts as Xid 79 on that GPU.
+
+The first read with no cursor file (the first run after install) takes what the kernel still
+buffers from the current boot as a *baseline*: those XIDs come back with ``origin``
+``baseline:<device>`` (logged and shown, not a drain: :func:`slurmkit.health.checks.check_xid`).
+Each consumer (prolog, epilog, health check) keeps its own cursor file, so one does not hide
+another's XIDs.
 """
 
 from __future__ import annotations
@@ -24,13 +33,27 @@ from slurmkit.health.state import Xid, normalise_bus_id
 XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)\):"
                     r"\s*(?P<xid>\d+),?\s*(?P<msg>.*)$")
 _TS_RE = re.compile(r"^\[(?P<ts>[^\]]+)\]\s*")
+OFF_BUS_RE = re.compile(r"NVRM: GPU (?:at )?(?:PCI:)?(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?):?"
+                        r"\s*(?P<msg>.*fallen off the bus.*)$", re.IGNORECASE)
+OFF_BUS_XID = 79
+BASELINE = "baseline:"
 
 
 def parse_line(line: str, origin: str = "", lineno: int = 0) -> Xid | None:
-    """One log line -> Xid, or None when it is not an NVRM Xid line."""
+    """One log line -> Xid, or None when it is not an NVRM Xid line (a "fallen off the bus" line
+    without a number: Xid 79)."""
     m = XID_RE.search(line)
     if not m:
-        return None
+        off = OFF_BUS_RE.search(line)
+        if not off:
+            return None
+        ts = _TS_RE.match(line)
+        try:
+            bus = normalise_bus_id(off.group("bus"))
+        except ValueError:
+            bus = None
+        return Xid(xid=OFF_BUS_XID, pci_bus_id=bus, message=off.group("msg").strip(), origin=origin, line=lineno,
+                   timestamp=ts.group("ts") if ts else "")
     ts = _TS_RE.match(line)
     try:
         bus = normalise_bus_id(m.group("bus"))
@@ -52,9 +75,11 @@ def parse_log(text: str, origin: str = "") -> list[Xid]:
 
 def read_kmsg(cursor_file: str | Path | None, device: str | Path = "/dev/kmsg") -> list[Xid]:
     """Xids logged since the sequence number saved in ``cursor_file`` (all buffered ones when the
-    file is absent or the kernel's sequence restarted, e.g. after a reboot). Updates the cursor.
+    kernel's sequence restarted, e.g. after a reboot; when the file is absent, all buffered ones
+    as the baseline, ``origin`` ``baseline:<device>``). Updates the cursor.
     Raises OSError when ``device`` cannot be opened (e.g. not root): slurmkit's own trouble."""
     last = -1
+    first_run = cursor_file is not None and not os.path.exists(cursor_file)
     if cursor_file is not None:
         try:
             last = int(Path(cursor_file).read_text().strip() or -1)
@@ -92,7 +117,7 @@ def read_kmsg(cursor_file: str | Path | None, device: str | Path = "/dev/kmsg") 
     for seq, msg in records:
         if seq <= last:
             continue
-        x = parse_line(msg, str(device), seq)
+        x = parse_line(msg, (BASELINE if first_run else "") + str(device), seq)
         if x is not None:
             out.append(x)
     if cursor_file is not None and records:

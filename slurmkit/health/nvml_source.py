@@ -168,6 +168,7 @@ class LiveNvmlSource(GpuSource):
         g.put("mig_pending", bool(mig[1]) if mig else None, source="nvmlDeviceGetMigMode", rc=rc)
         ecc, rc = self._call("nvmlDeviceGetEccMode", h)
         g.put("ecc_enabled", bool(ecc[0]) if ecc else None, source="nvmlDeviceGetEccMode", rc=rc)
+        g.put("ecc_pending", bool(ecc[1]) if ecc else None, source="nvmlDeviceGetEccMode", rc=rc)
         U, C = nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_MEMORY_ERROR_TYPE_CORRECTED
         self._put(g, "ecc_volatile_uncorrectable", "nvmlDeviceGetTotalEccErrors", h, U, nv.NVML_VOLATILE_ECC)
         self._put(g, "ecc_volatile_correctable", "nvmlDeviceGetTotalEccErrors", h, C, nv.NVML_VOLATILE_ECC)
@@ -345,6 +346,9 @@ class LiveNvmlSource(GpuSource):
             self._handles[action.gpu_index] = h
         if action.kind == "reset_app_clocks":
             call, args = "nvmlDeviceResetApplicationsClocks", ()
+        elif action.kind == "set_app_clocks":
+            mem, graphics = (int(x) for x in action.clocks_mhz)
+            call, args = "nvmlDeviceSetApplicationsClocks", (mem, graphics)
         elif action.kind == "reset_locked_clocks":
             call, args = "nvmlDeviceResetGpuLockedClocks", ()
         elif action.kind == "set_power_limit":

@@ -6,6 +6,13 @@ replays through the same checks and can be saved as snapshot JSON). Each value's
 ``NOT_AVAILABLE`` (never as zero). A value that is present but cannot be parsed raises
 :class:`~slurmkit.health.errors.CaptureError` naming the file and line.
 
+Captures are read strictly: fewer GPU sections than the capture's ``Attached GPUs`` is
+unreadable (CaptureError), never a pass; an error nvidia-smi printed in a GPU's section
+(:data:`ERROR_TEXTS`: ``Unknown Error``, ``ERR!``, ``GPU requires reset``, ...) or a ``Unable to
+determine the device handle for GPU <bus id>: <error>`` line in place of a section is recorded
+as that GPU's ``nvsmi_error`` (``"<text> (<field path>)"``), which the ``nvsmi_error`` check
+fails with that text in the reason.
+
 Only the standard library is used (``xml.parsers.expat`` keeps line numbers).
 """
 
@@ -15,7 +22,7 @@ import re
 from typing import Callable
 
 from slurmkit.health.errors import CaptureError
-from slurmkit.health.state import RC_NOT_AVAILABLE, GpuState, NodeState, normalise_bus_id
+from slurmkit.health.state import RC_GPU_IS_LOST, RC_NOT_AVAILABLE, RC_UNKNOWN, GpuState, NodeState, normalise_bus_id
 
 # nvmlClocksEventReason* bits by nvidia-smi's text label / XML element suffix
 _CLOCK_BITS_TEXT = {
@@ -29,7 +36,22 @@ _CLOCK_BITS_XML = {
     "hw_power_brake_slowdown": 0x80, "display_clocks_setting": 0x100,
 }
 
-_NA = {"N/A", "", "Unknown Error", "Not Supported", "[N/A]", "Requested functionality has been deprecated"}
+_NA = {"N/A", "", "Not Supported", "[N/A]", "Requested functionality has been deprecated"}
+#: Texts nvidia-smi prints in a GPU's section when NVML failed in a way that is the GPU's (not
+#: "not supported"): each makes that GPU's ``nvsmi_error`` (matched as a substring, in order).
+ERROR_TEXTS = ("Unable to determine the device handle", "GPU requires reset", "[Unknown Error]", "Unknown Error",
+               "ERR!", "GPU is lost")
+_HANDLE = re.compile(r"^Unable to determine the device handle for (?:GPU\s*)?"
+                     r"(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*:\s*(?P<err>.*)$")
+
+
+def _error_text(v: str) -> str | None:
+    """The :data:`ERROR_TEXTS` entry ``v`` contains, else None."""
+    return next((t for t in ERROR_TEXTS if t in v), None)
+
+
+def _is_na(v: str) -> bool:
+    return v in _NA or _error_text(v) is not None
 
 
 def _num(v: str) -> int:
@@ -76,6 +98,7 @@ _MAP: dict[str, tuple[Callable, tuple[str, ...], tuple[str, ...]]] = {
     "mig_current": (_enabled, ("MIG Mode/Current",), ("mig_mode/current_mig",)),
     "mig_pending": (_enabled, ("MIG Mode/Pending",), ("mig_mode/pending_mig",)),
     "ecc_enabled": (_enabled, ("ECC Mode/Current",), ("ecc_mode/current_ecc",)),
+    "ecc_pending": (_enabled, ("ECC Mode/Pending",), ("ecc_mode/pending_ecc",)),
     "ecc_aggregate_sram_correctable": (_num, ("ECC Errors/Aggregate/SRAM Correctable",),
                                        ("ecc_errors/aggregate/sram_correctable",)),
     "retired_pages_sbe": (_num, ("Retired Pages/Single Bit ECC",),
@@ -148,13 +171,20 @@ class _Fields:
 
 
 def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
+    errs = [(path, v.strip()) for path, v, _ in f.items if _error_text(v.strip())]
+    if errs:  # "" when nvidia-smi printed no error for this GPU
+        path, v = errs[0]
+        more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""
+        g.put("nvsmi_error", f"{_error_text(v)} ({path}){more}", source=f"nvidia-smi:{path}")
+    else:
+        g.put("nvsmi_error", "", source="nvidia-smi")
     for key, (fn, tpaths, xpaths) in _MAP.items():
         hit = f.get(xpaths if xml else tpaths)
         if hit is None:
             g.put(key, None, source="nvidia-smi:" + (xpaths if xml else tpaths)[0], rc=RC_NOT_AVAILABLE)
             continue
         v, line, path = hit
-        if v.strip() in _NA:
+        if _is_na(v.strip()):
             g.put(key, None, source=f"nvidia-smi:{path}", rc=RC_NOT_AVAILABLE)
         else:
             g.put(key, f.conv(fn, v.strip(), line, path), source=f"nvidia-smi:{path}")
@@ -178,7 +208,7 @@ def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
                     continue
                 if kind == "correctable" and "uncorrectable" in leaf:
                     continue
-                if v.strip() in _NA:
+                if _is_na(v.strip()):
                     continue
                 total += f.conv(_num, v.strip(), line, path)
                 seen = True
@@ -187,7 +217,7 @@ def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
     # reset required: text "GPU Reset Status/Reset Required", XML v12 gpu_reset_status or v13 recovery action
     hit = f.get(("gpu_reset_status/reset_required", "gpu_recovery_action") if xml else
                 ("GPU Reset Status/Reset Required", "GPU Recovery Action"))
-    if hit and hit[0].strip() not in _NA:
+    if hit and not _is_na(hit[0].strip()):
         v, line, path = hit
         v = v.strip()
         val = (v not in ("None",)) if path.endswith("recovery_action") or path.endswith("Recovery Action") \
@@ -204,7 +234,7 @@ def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
         else:
             m = re.fullmatch(r"Clocks (?:Event|Throttle) Reasons/(?:HW Slowdown/)?(.+)", path)
             bit = _CLOCK_BITS_TEXT.get(m.group(1)) if m else None
-        if bit is None or v.strip() in _NA:
+        if bit is None or _is_na(v.strip()):
             continue
         seen = True
         if f.conv(_yesno, v.strip(), line, path):
@@ -219,7 +249,7 @@ def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
     else:
         tl = f.get(("temperature/gpu_temp_tlimit",) if xml else ("Temperature/GPU T.Limit Temp",))
         sl = f.get(("temperature/gpu_temp_slow_tlimit_threshold",) if xml else ("Temperature/GPU Slowdown T.Limit Temp",))
-        if tl and sl and tl[0].strip() not in _NA and sl[0].strip() not in _NA:
+        if tl and sl and not _is_na(tl[0].strip()) and not _is_na(sl[0].strip()):
             # T.Limit form: the reading is degrees below T.Limit; slowdown when it drops below `sl`
             margin = f.conv(_num, tl[0].strip(), tl[1], tl[2]) - f.conv(_num, sl[0].strip(), sl[1], sl[2])
             g.put("slowdown_margin_c", margin, source=f"nvidia-smi:{tl[2]} - {sl[2]}")
@@ -235,7 +265,7 @@ def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
                 procs.append(cur)
             elif cur is not None and path == "processes/process_info/type":
                 cur["type"] = v.strip()
-            elif cur is not None and path == "processes/process_info/used_memory" and v.strip() not in _NA:
+            elif cur is not None and path == "processes/process_info/used_memory" and not _is_na(v.strip()):
                 cur["used_mib"] = f.conv(_num, v.strip(), line, path)
         else:
             if not path.startswith("Processes/"):
@@ -246,7 +276,7 @@ def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
                 procs.append(cur)
             elif cur is not None and leaf == "Type":
                 cur["type"] = v.strip()
-            elif cur is not None and leaf == "Used GPU Memory" and v.strip() not in _NA:
+            elif cur is not None and leaf == "Used GPU Memory" and not _is_na(v.strip()):
                 cur["used_mib"] = f.conv(_num, v.strip(), line, path)
     compute = [{"pid": p["pid"], "used_mib": p["used_mib"]} for p in procs if "C" in p["type"] or not p["type"]]
     g.put("processes", compute, source="nvidia-smi:" + ("processes" if xml else "Processes"))
@@ -254,10 +284,10 @@ def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
 
 def _identity(g: GpuState, f: _Fields, xml: bool) -> None:
     uuid = f.get(("uuid",) if xml else ("GPU UUID",))
-    if uuid and uuid[0].strip() not in _NA:
+    if uuid and not _is_na(uuid[0].strip()):
         g.uuid = uuid[0].strip()
     minor = f.get(("minor_number",) if xml else ("Minor Number",))
-    if minor and minor[0].strip() not in _NA:
+    if minor and not _is_na(minor[0].strip()):
         g.minor_number = f.conv(_num, minor[0].strip(), minor[1], minor[2])
 
 
@@ -311,6 +341,8 @@ def parse_xml(text: str, file: str = "<xml>") -> NodeState:
             state.gpu_count = int(v)
         except ValueError:
             raise CaptureError(file, line, f"attached_gpus: want a number, got {v!r}") from None
+    if state.gpu_count is not None and len(gpus) < state.gpu_count:
+        raise CaptureError(file, top["attached_gpus"][1], _too_few(len(gpus), state.gpu_count))
     for i, (bus, line, f) in enumerate(gpus):
         g = GpuState(index=i)
         raw = f.get(("pci/pci_bus_id",))
@@ -324,6 +356,11 @@ def parse_xml(text: str, file: str = "<xml>") -> NodeState:
     return state
 
 
+def _too_few(sections: int, attached: int) -> str:
+    return (f"{sections} GPU section{'s' if sections != 1 else ''} but Attached GPUs is {attached} "
+            f"(a cut-off capture, or nvidia-smi -i: capture the whole node with nvidia-smi -q)")
+
+
 # ---- text ------------------------------------------------------------------------------------
 
 _KV = re.compile(r"^(?P<ind>\s*)(?P<key>\S.*?)\s+:(?:\s(?P<val>.*))?$")
@@ -335,6 +372,7 @@ def parse_text(text: str, file: str = "<text>") -> NodeState:
     CaptureError(file, line) on a line that is neither ``key : value`` nor a section title."""
     state = NodeState(node="", source=f"nvidia-smi-text:{file}", replay=True)
     cur: _Fields | None = None
+    attached_line = 1
     sections: list[tuple[int, str]] = []  # (indent, title) inside the current GPU
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.rstrip()
@@ -342,6 +380,16 @@ def parse_text(text: str, file: str = "<text>") -> NodeState:
             continue
         if "\t" in line[: len(line) - len(line.lstrip())]:
             raise CaptureError(file, n, "tab in indentation (want spaces as nvidia-smi prints)")
+        h = _HANDLE.match(line.strip())
+        if h:  # nvidia-smi could not open this GPU: it prints this line instead of its section
+            cur = None
+            g = GpuState(index=len(state.gpus))
+            g.pci_bus_id = normalise_bus_id(h.group("bus"))
+            err = h.group("err").strip()
+            g.handle_rc = RC_GPU_IS_LOST if "lost" in err.lower() else RC_UNKNOWN
+            g.put("nvsmi_error", f"Unable to determine the device handle: {err}"[:120], source="nvidia-smi")
+            state.gpus.append(g)
+            continue
         m = _GPU.match(line)
         if m:
             cur = _Fields(file)
@@ -361,6 +409,7 @@ def parse_text(text: str, file: str = "<text>") -> NodeState:
                 elif key == "Timestamp":
                     state.timestamp = val
                 elif key == "Attached GPUs":
+                    attached_line = n
                     try:
                         state.gpu_count = int(val)
                     except ValueError:
@@ -382,8 +431,12 @@ def parse_text(text: str, file: str = "<text>") -> NodeState:
             raise CaptureError(file, n, f"want 'key : value' or a section title, got {line.strip()[:60]!r}")
     if not state.gpus:
         raise CaptureError(file, 1, "no 'GPU <bus id>' section found (not nvidia-smi -q output?)")
+    if state.gpu_count is not None and len(state.gpus) < state.gpu_count:
+        raise CaptureError(file, attached_line, _too_few(len(state.gpus), state.gpu_count))
     for g in state.gpus:
-        f = g.__dict__.pop("_fields")
+        f = g.__dict__.pop("_fields", None)
+        if f is None:  # a device-handle error line: no section to read
+            continue
         _identity(g, f, False)
         _fill(g, f, False)
     return state

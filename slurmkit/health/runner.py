@@ -5,6 +5,9 @@ call or the whole read overruns.
 ``python -m slurmkit.health.worker`` (own session, so the whole process group can be killed),
 follows its progress lines (one per NVML call) and raises :class:`NvmlTimeout` naming the call
 in flight when a call exceeds ``per_call_deadline_s`` or the read exceeds ``total_deadline_s``.
+The worker is then SIGKILLed and given :data:`KILL_GRACE_S`; one that still does not exit (stuck
+in the driver in uninterruptible sleep) is abandoned, so the caller returns by the deadline plus
+that grace whatever the driver does.
 A replay spec (a file path) is read in-process: nothing on the host is touched.
 
 Worker protocol (stdout, one line each): ``CALL <nvml function>``, ``SLEEP <seconds>``
@@ -46,7 +49,7 @@ def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.
                thresholds: dict | None = None, node: str | None = None,
                kmsg_cursor: str | Path | None = None, sysfs: str | Path | None = None,
                env: dict | None = None, fabric: dict | None = None,
-               counters_file: str | Path | None = None) -> NodeState:
+               counters_file: str | Path | None = None, job_minors: set[int] | None = None) -> NodeState:
     """Read the node's GPU state from ``source_spec`` (``"live"`` or a capture path).
 
     Live: NVML runs in a worker process; raises :class:`NvmlTimeout` at the deadlines (the worker
@@ -54,7 +57,8 @@ def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.
     trouble (worker crashed, bad output). NVML init failures and per-value return codes are *not*
     exceptions: they are recorded in the state for the checks. ``kmsg_cursor`` is the file that
     keeps the /dev/kmsg position between runs (None: XIDs are not read); ``sysfs`` the sysfs root
-    for PCI functions, NUMA nodes and InfiniBand ports (default ``/sys``).
+    for PCI functions, NUMA nodes and InfiniBand ports (default ``/sys``). ``job_minors``: before a
+    job, only these GPUs (device minor numbers) are re-sampled for leftover processes (None: all).
 
     ``fabric`` (:func:`slurmkit.health.fabric.spec_of` of the config's ``expect``): what is read
     beside NVML — the InfiniBand / RoCE HCAs' ports, the fabric manager process, the GPUDirect
@@ -63,7 +67,8 @@ def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.
     (:func:`slurmkit.health.baseline.swap`; None: rises are not judged).
     """
     if str(source_spec) != LIVE:
-        state = SnapshotSource(source_spec, node=node).read(before_job=before_job, thresholds=thresholds)
+        state = SnapshotSource(source_spec, node=node).read(before_job=before_job, thresholds=thresholds,
+                                                            job_minors=job_minors)
         if fabric and sysfs is not None:
             from slurmkit.health.fabric import read_node_fabric
 
@@ -72,6 +77,8 @@ def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.
     args = ["--json-thresholds", json.dumps(thresholds or {})]
     if before_job:
         args.append("--before-job")
+    if job_minors is not None:
+        args += ["--job-minors", ",".join(str(m) for m in sorted(job_minors))]
     if node:
         args += ["--node", node]
     if kmsg_cursor:
@@ -115,17 +122,33 @@ def run_actions(actions: list[Action], source_spec: str | Path = LIVE, total_dea
     return lines
 
 
-def _kill(proc: subprocess.Popen) -> None:
+#: Seconds to wait for a SIGKILLed worker to exit before abandoning it (a worker stuck in the
+#: driver in uninterruptible sleep does not die until the driver lets go, maybe never).
+KILL_GRACE_S = 0.5
+#: The worker's command line (the arguments follow).
+WORKER_ARGV = (sys.executable, "-m", "slurmkit.health.worker")
+
+
+def _kill(proc: subprocess.Popen) -> bool:
+    """SIGKILL the worker's process group and wait at most :data:`KILL_GRACE_S` for it.
+
+    Returns True when it exited; False when it did not (uninterruptible sleep in the driver, or
+    not ours to kill): it is abandoned, never waited on without bound."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except OSError:  # gone already, or not ours (EPERM): the bounded wait below decides
         pass
-    proc.wait()
+    try:
+        proc.wait(timeout=KILL_GRACE_S)
+        return True
+    except subprocess.TimeoutExpired:
+        proc.returncode = -signal.SIGKILL  # abandoned: no later wait() on it (Popen.__del__ neither)
+        return False
 
 
 def _run_worker(args: list[str], total_s: float, per_call_s: float, env: dict | None):
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "slurmkit.health.worker", *args],
+    proc = subprocess.Popen([*WORKER_ARGV, *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                             env=env, start_new_session=True)
     sel = selectors.DefaultSelector()
@@ -142,16 +165,20 @@ def _run_worker(args: list[str], total_s: float, per_call_s: float, env: dict | 
             left_call = float("inf") if in_sleep else per_call_s - (now - call_t0)
             wait = min(left_total, left_call)
             if wait <= 0:
-                _kill(proc)
+                died = _kill(proc)
                 if call == STARTUP:
                     raise SourceError(f"NVML worker did not start within {total_s:g} s")
                 raise NvmlTimeout(call, time.monotonic() - t0,
-                                  total_s if left_total <= left_call else per_call_s)
+                                  total_s if left_total <= left_call else per_call_s,
+                                  abandoned_pid=None if died else proc.pid)
             if not sel.select(timeout=wait):
                 continue
             chunk = os.read(proc.stdout.fileno(), 65536)
             if not chunk:
-                proc.wait()
+                try:  # stdout closed: it is exiting; bounded all the same
+                    proc.wait(timeout=max(KILL_GRACE_S, total_s - (time.monotonic() - t0)))
+                except subprocess.TimeoutExpired:
+                    _kill(proc)
                 err = proc.stderr.read().decode(errors="replace").strip().splitlines()
                 raise SourceError(f"NVML worker exited with {proc.returncode} during {call}: "
                                   + (err[-1] if err else "no output"))

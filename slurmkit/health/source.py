@@ -38,18 +38,21 @@ log = logging.getLogger("slurmkit.health")
 @dataclass(frozen=True)
 class Action:
     """Something a hook does to a GPU. ``kind``: ``kill`` (``pid``), ``reset_app_clocks``,
-    ``reset_locked_clocks``, ``set_power_limit`` (``power_limit_w``, W), ``enable_accounting``.
-    ``gpu_index`` is the NVML index."""
+    ``set_app_clocks`` (``clocks_mhz``: ``[memory MHz, graphics MHz]``,
+    ``nvmlDeviceSetApplicationsClocks``), ``reset_locked_clocks``, ``set_power_limit``
+    (``power_limit_w``, W), ``enable_accounting``. ``gpu_index`` is the NVML index."""
 
     kind: str
     gpu_index: int | None = None
     pid: int | None = None
     power_limit_w: float | None = None
+    clocks_mhz: list | None = None
 
     def describe(self) -> str:
         what = {
             "kill": f"kill pid {self.pid}",
             "reset_app_clocks": "reset application clocks",
+            "set_app_clocks": f"set application clocks to {self.clocks_mhz} MHz (memory, graphics)",
             "reset_locked_clocks": "reset locked clocks",
             "set_power_limit": f"set power limit to {self.power_limit_w} W",
             "enable_accounting": "enable accounting mode",
@@ -59,7 +62,8 @@ class Action:
         return what + (f" on GPU{self.gpu_index}" if self.gpu_index is not None and self.kind != "kill" else "")
 
 
-ACTION_KINDS = ("kill", "reset_app_clocks", "reset_locked_clocks", "set_power_limit", "enable_accounting")
+ACTION_KINDS = ("kill", "reset_app_clocks", "set_app_clocks", "reset_locked_clocks", "set_power_limit",
+                "enable_accounting")
 
 
 class GpuSource:
@@ -82,10 +86,12 @@ class GpuSource:
                 "pids": [p["pid"] for p in gpu.get("processes") or []]}
 
     def read(self, *, before_job: bool = False, thresholds: dict | None = None,
-             sleep: Callable[[float], None] = time.sleep, progress: Callable[[str], None] | None = None
-             ) -> NodeState:
+             sleep: Callable[[float], None] = time.sleep, progress: Callable[[str], None] | None = None,
+             job_minors: set[int] | None = None) -> NodeState:
         """:meth:`read_once` plus the re-sampling described in the module docstring.
-        ``thresholds`` defaults to checks.toml's."""
+        ``thresholds`` defaults to checks.toml's. ``job_minors``: before a job, only the GPUs
+        with these device minor numbers (the job's) are re-sampled for processes and memory;
+        None: every GPU (a whole-node check)."""
         if thresholds is None:
             from slurmkit.health.config import defaults
 
@@ -111,7 +117,7 @@ class GpuSource:
         if before_job:
             limit = thresholds["memory_used_max_mib"]
             for g in state.gpus:
-                if g.handle_rc != RC_SUCCESS:
+                if g.handle_rc != RC_SUCCESS or (job_minors is not None and g.minor_number not in job_minors):
                     continue
                 first = self.sample_busy(g)
                 if first.get("memory_used_mib") is None and not first.get("pids"):

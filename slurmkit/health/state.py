@@ -33,6 +33,7 @@ ABSENT_RCS = frozenset({RC_NOT_SUPPORTED, RC_NOT_AVAILABLE, RC_FUNCTION_NOT_FOUN
 
 # key -> (NVML call it comes from live, unit / meaning)
 FIELDS: dict[str, tuple[str, str]] = {
+    "nvsmi_error": ("nvidia-smi", "an error text nvidia-smi printed in the GPU's section of a capture (\"\": none)"),
     "name": ("nvmlDeviceGetName", "product name"),
     "numa_node": ("sysfs:bus/pci/devices/*/numa_node", "NUMA node of the GPU (None: unknown)"),
     "serial": ("nvmlDeviceGetSerial", "board serial"),
@@ -44,6 +45,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     "mig_current": ("nvmlDeviceGetMigMode", "bool: MIG enabled now"),
     "mig_pending": ("nvmlDeviceGetMigMode", "bool: MIG enabled after reset"),
     "ecc_enabled": ("nvmlDeviceGetEccMode", "bool: ECC mode current"),
+    "ecc_pending": ("nvmlDeviceGetEccMode", "bool: ECC mode pending (takes effect at the next reset)"),
     "ecc_volatile_uncorrectable": ("nvmlDeviceGetTotalEccErrors", "count, UNCORRECTED/VOLATILE"),
     "ecc_volatile_correctable": ("nvmlDeviceGetTotalEccErrors", "count, CORRECTED/VOLATILE"),
     "ecc_aggregate_uncorrectable": ("nvmlDeviceGetTotalEccErrors", "count, UNCORRECTED/AGGREGATE"),

@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m slurmkit.health.worker")
     p.add_argument("--before-job", action="store_true")
     p.add_argument("--node")
+    p.add_argument("--job-minors", help="comma-separated device minors of the job's GPUs ('' : none)")
     p.add_argument("--kmsg-cursor")
     p.add_argument("--sysfs", default="/sys")
     p.add_argument("--json-thresholds", default="{}")
@@ -46,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         src = LiveNvmlSource(node=a.node, kmsg_cursor=a.kmsg_cursor, sysfs=a.sysfs, progress=lambda c: _emit("CALL", c),
                              fabric=json.loads(a.fabric))
         if not a.no_read:
-            state = src.read(before_job=a.before_job, thresholds=thresholds, sleep=sleep)
+            minors = None if a.job_minors is None else {int(m) for m in a.job_minors.split(",") if m}
+            state = src.read(before_job=a.before_job, thresholds=thresholds, sleep=sleep, job_minors=minors)
         acted = []
         if a.actions:
             for spec in json.loads(a.actions):

@@ -1,9 +1,12 @@
 """Drain and resume with reason ownership.
 
-slurmkit drains a node only when its current reason is empty, Slurm's own ``Prolog error`` (set
-when a prolog exits non-zero), or one of ours (``slurmkit: ...``); a reason an admin or another
-tool set is never overwritten, and slurmkit resumes only nodes whose reason is its own. Reasons
-read ``slurmkit: <check> GPU<i> <uuid>: <value>`` (``slurmkit: nvml-timeout`` for a hang).
+Ownership is read from Slurm's *current* reason (``scontrol show node``), never from what the
+hooks remember: slurmkit drains a node only when its current reason is empty or one of ours
+(``slurmkit: ...``), and resumes only a node whose current reason is its own. Any other reason
+(an admin's, another tool's such as NHC, Slurm's own ``Prolog error`` / ``Epilog error`` /
+``Kill task failed``) is never overwritten nor resumed: the party that set it owns the node.
+Reasons read ``slurmkit: <check> GPU<i> <PCI bus id>: <meaning>`` (``slurmkit: nvml-timeout``
+for a hang).
 
 :func:`parse_show_node` and :func:`may_take_over` are pure; :func:`drain` / :func:`resume` run
 ``scontrol`` (through :func:`slurmkit.slurm.commands.run`, with a timeout) and are only called on
@@ -17,7 +20,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 PREFIX = "slurmkit:"
-SLURM_PROLOG_REASON = "Prolog error"
 MAX_REASON = 200
 
 
@@ -68,8 +70,9 @@ def is_ours(reason: str | None) -> bool:
 
 
 def may_take_over(reason: str | None) -> bool:
-    """True when slurmkit may (re)set the reason: none, Slurm's "Prolog error", or ours."""
-    return not reason or reason.strip() == SLURM_PROLOG_REASON or is_ours(reason)
+    """True when slurmkit may (re)set the reason: none, or ours. Slurm's own reasons
+    (:data:`SLURM_REASONS`), an admin's or another tool's: False."""
+    return not reason or is_ours(reason)
 
 
 def show_node(node: str, timeout: float, slurm_conf: str | None = None, bin_dir: str | None = None) -> dict:
@@ -105,15 +108,15 @@ def drain(node: str, reason: str, timeout: float, slurm_conf: str | None = None,
 
 def resume(node: str, timeout: float, slurm_conf: str | None = None,
            bin_dir: str | None = None) -> DrainResult:
-    """Resume ``node`` when its reason is slurmkit's (or Slurm's "Prolog error" left by a failed
-    prolog of ours). Returns RESUMED, NOT_DRAINED, or KEPT with their reason. Raises
-    ``SlurmError``."""
+    """Resume ``node`` when its current reason is slurmkit's. Returns RESUMED, NOT_DRAINED (not
+    draining, or draining with no reason), or KEPT with their reason (anyone else's, Slurm's
+    "Prolog error" included). Raises ``SlurmError``."""
     from slurmkit.slurm.commands import run
 
     current = show_node(node, timeout, slurm_conf, bin_dir)
-    if "DRAIN" not in current["state"].upper():
+    if "DRAIN" not in current["state"].upper() or not current["reason"]:
         return DrainResult(DrainOutcome.NOT_DRAINED)
-    if not may_take_over(current["reason"]):
+    if not is_ours(current["reason"]):
         return DrainResult(DrainOutcome.KEPT, current["reason"])
     run([_exe("scontrol", bin_dir), "update", f"nodename={node}", "state=resume"], timeout=timeout,
         slurm_conf=slurm_conf)

@@ -6,7 +6,7 @@ Contract every flow keeps:
   requeues the job: install sets ``nohold_on_prolog_fail``), or from the epilog when the evidence
   could not be recorded by a drain of our own;
 - hardware evidence (a check ``fail``, or NVML hanging: :class:`NvmlTimeout`) drains the node
-  with ``slurmkit: <check> GPU<i> <uuid>: <value>`` / ``slurmkit: nvml-timeout``, unless another
+  with ``slurmkit: <check> GPU<i> <PCI bus id>: <meaning>`` / ``slurmkit: nvml-timeout``, unless another
   party owns its reason (:mod:`slurmkit.hooks.drain`); ``observe`` mode logs what it would drain;
 - slurmkit's own trouble (unreadable config, bad snapshot, scontrol missing or hanging, spool disk full, a bug) is logged and counted
   (``slurmkit_hook_own_errors_total``), never a drain, and never a non-zero exit by itself;
@@ -38,6 +38,7 @@ from slurmkit.hooks.config import HookConfig
 
 PROLOG, EPILOG, HEALTHCHECK = "prolog", "epilog", "healthcheck"
 NVML_TIMEOUT_REASON = "slurmkit: nvml-timeout"
+XID_REASON = "slurmkit: xid "  # a hardware-XID drain: it lasts until the node reboots
 
 
 class Run:
@@ -51,10 +52,13 @@ class Run:
         self.drain_reason: str | None = None
         self.drained = False
         self.resumed: str | None = None  # the drain reason of a node this run resumed
+        self.kept: str | None = None     # another party's current reason this run left alone
+        self.observed: dict[str, int] = {}  # observe mode: action kind -> how many it would have done
         self.state = None
         self.hc = None
         self.health = None
-        self.gres_files: list[str] | None = None
+        self.gres_files: list[str | None] | None = None
+        self._job_gpus = None
         self.gpuless = False  # no GPUs expected on the node: the GPU checks were skipped
         self.gres_shared = False  # gres/shard or MPS on the node: jobs share GPUs by design
 
@@ -99,16 +103,45 @@ class Run:
                 return False
         self.health = health
         self.cfg = self.cfg.over_profile(health)  # the hooks config's mode / deadline_s win when set
+        from dataclasses import replace
+
         from slurmkit.health.config import load_config
 
-        self.hc = load_config(health, gpu_count=len(self.gres_files or []), checks=self.cfg.checks,
+        gpus = len(self.gres_files or [])
+        if not gpus:  # a node whose gres.conf lists no GPU expects none, whatever the site-wide value
+            health = replace(health, expected_gpu_count=None)
+        self.hc = load_config(health, gpu_count=gpus, checks=self.cfg.checks,
                               nics=facts and facts["nics"], nvswitch=facts and facts["nvswitch"],
                               nvlinks=facts and facts["nvlinks"])
         return True
 
-    def read(self, before_job: bool) -> bool:
+    def job_minors(self) -> set[int] | None:
+        """Device minors of the job's GPUs (``SLURM_JOB_GPUS`` positions -> gres.conf ``File=`` ->
+        ``st_rdev``), the GPUs re-sampled for leftovers before a job; empty when the job has none
+        or they cannot be told (:meth:`job_gpus` logs why); None (re-sample all) when one is an
+        AutoDetect GPU, known only once NVML is read."""
+        from slurmkit.hooks import gres
+
+        try:
+            idx = gres.parse_job_gpus(self.env.get("SLURM_JOB_GPUS"))
+        except ValueError:
+            return set()
+        out = set()
+        for i in idx:
+            if self.gres_files and i < len(self.gres_files) and self.gres_files[i] is None:
+                return None
+            if self.gres_files and i < len(self.gres_files):
+                try:
+                    out.add(gres.device_minor(self.gres_files[i]))
+                except OSError as exc:
+                    self.own_error(f"job GPU{i}: {self.gres_files[i]}: {exc.strerror or exc}")
+        return out
+
+    def read(self, before_job: bool, job_minors: set[int] | None = None) -> bool:
         """Read the GPU state and run the checks. Returns False when nothing can be judged (own
-        trouble logged); an NVML hang sets :attr:`drain_reason`."""
+        trouble logged); an NVML hang sets :attr:`drain_reason`. ``before_job`` (the prolog):
+        only the job's GPUs (:meth:`job_gpus`) are judged for leftover processes and memory;
+        ``job_minors`` (:meth:`job_minors`) are the ones the read re-samples."""
         from slurmkit.health.checks import CheckStatus, own_trouble, run_checks
         from slurmkit.health.fabric import spec_of
         from slurmkit.health.runner import read_state
@@ -123,7 +156,8 @@ class Run:
             self.state = read_state(spec, total_deadline_s=self.cfg.deadline_s,
                                     per_call_deadline_s=min(self.hc.per_call_deadline_s, self.cfg.deadline_s),
                                     before_job=before_job, thresholds=self.hc.thresholds, node=self.node,
-                                    kmsg_cursor=nodestate.kmsg_cursor(self.cfg.state_dir, self.node)
+                                    job_minors=job_minors,
+                                    kmsg_cursor=nodestate.kmsg_cursor(self.cfg.state_dir, self.node, self.hook)
                                     if spec == "live" else None,
                                     fabric=spec_of(self.hc.expect), sysfs=self.cfg.sysfs_for(self.node),
                                     counters_file=nodestate.counters_path(self.cfg.state_dir, self.node))
@@ -134,13 +168,15 @@ class Run:
         except SourceError as exc:
             self.own_error(str(exc))
             return False
-        self.results = run_checks(self.state, self.hc, before_job=before_job)
+        job_gpus = {g.nvml_index for g in self.job_gpus() if g.nvml_index is not None} if before_job else None
+        self.results = run_checks(self.state, self.hc, before_job=before_job, job_gpus=job_gpus)
         for msg in own_trouble(self.state, self.hc):
             self.own_error(msg)
         fails = [r for r in self.results if r.status is CheckStatus.FAIL]
         for r in self.results:
             if r.status is not CheckStatus.PASS:
-                self.log.warning(f"{r.status}: {r.reason()[len('slurmkit: '):]} (limit {r.limit}) {r.message}".rstrip())
+                self.log.warning(f"{r.status}: {r.reason()[len('slurmkit: '):]} (value {r.value}, limit {r.limit}"
+                                 + (f", {r.uuid}" if r.uuid else "") + f") {r.message}".rstrip())
         if fails:
             extra = f" (+{len(fails) - 1} more)" if len(fails) > 1 else ""
             self.drain_reason = fails[0].reason() + extra
@@ -166,24 +202,33 @@ class Run:
             self.drained = True
             self.log.warning(f"drained {self.node}: {self.drain_reason}")
             h = nodestate.load_health(self.cfg.state_dir, self.node)
-            h.drained_reason, h.clean_runs = self.drain_reason, 0
+            h.drained_reason, h.clean_runs, h.drained_boot_id = self.drain_reason, 0, nodestate.boot_id()
             nodestate.save_health(self.cfg.state_dir, self.node, h)
         else:
+            self.kept = outcome.their_reason
             self.log.warning(f"not draining {self.node}: its reason belongs to someone else ({outcome.their_reason}); "
                              f"slurmkit would have drained with: {self.drain_reason}")
+            h = nodestate.load_health(self.cfg.state_dir, self.node)
+            if h.drained_reason:  # the node is theirs now: forget our old drain
+                h.drained_reason, h.clean_runs = None, 0
+                nodestate.save_health(self.cfg.state_dir, self.node, h)
 
     def job_gpus(self):
-        """The job's GPUs mapped to NVML (``gres.JobGpu`` list); [] when unknown (logged)."""
+        """The job's GPUs mapped to NVML (``gres.JobGpu`` list, worked out once per run); []
+        when unknown (logged)."""
         from slurmkit.hooks import gres
 
+        if self._job_gpus is not None:
+            return self._job_gpus
         try:
             idx = gres.parse_job_gpus(self.env.get("SLURM_JOB_GPUS"))
             if idx and not self.gres_files:
                 raise ValueError("SLURM_JOB_GPUS is set but gres.conf lists no GPU for this node")
-            return gres.map_job_gpus(idx, self.gres_files or [], self.state)
+            self._job_gpus = gres.map_job_gpus(idx, self.gres_files or [], self.state)
         except ValueError as exc:
             self.own_error(str(exc))
-            return []
+            self._job_gpus = []
+        return self._job_gpus
 
 
 def _energy_of(state, nvml_index):
@@ -197,7 +242,7 @@ def prolog(run: Run) -> int:
     """Check the node before the job; drain and return 1 on hardware evidence (enforce)."""
     if not run.setup():
         return 0
-    ok = run.read(before_job=True)
+    ok = run.read(before_job=True, job_minors=run.job_minors())
     run.apply_verdict()
     if run.drain_reason and run.cfg.mode == "enforce":
         return 1
@@ -239,14 +284,34 @@ def _gpu(state, nvml_index):
     return next(g for g in state.gpus if g.index == nvml_index)
 
 
+def _describe(kind: str, gpu_index, pid, value) -> str:
+    if kind == "kill":
+        what = f"kill pid {pid}"
+    elif kind == "set_power_limit":
+        what = f"set the power limit to {value:g} W"
+    elif kind == "set_app_clocks":
+        what = f"set application clocks to {value[0]} MHz memory, {value[1]} MHz graphics"
+    else:
+        what = kind.replace("_", " ")
+    return f"{what} on NVML GPU{gpu_index}"
+
+
 def _act(run: Run, specs) -> None:
-    """Carry out actions through the state source (replay: logged as "would ...")."""
+    """Carry out actions through the state source (replay: logged as "would ..."). In observe
+    mode nothing is carried out: each is logged as "observe mode: would ..." and counted in
+    :attr:`Run.observed` (no process kill, no clock, power-limit or accounting-mode change)."""
     if not specs:
+        return
+    if run.cfg.mode == "observe":
+        for kind, gi, pid, pw in specs:
+            run.log.info(f"observe mode: would {_describe(kind, gi, pid, pw)}")
+            run.observed[kind] = run.observed.get(kind, 0) + 1
         return
     from slurmkit.health.runner import run_actions
     from slurmkit.health.source import Action, NvmlTimeout, SourceError
 
-    actions = [Action(kind, gpu_index=gi, pid=pid, power_limit_w=pw) for kind, gi, pid, pw in specs]
+    actions = [Action(kind, gpu_index=gi, pid=pid, power_limit_w=v if kind == "set_power_limit" else None,
+                      clocks_mhz=list(v) if kind == "set_app_clocks" else None) for kind, gi, pid, v in specs]
     try:
         for line in run_actions(actions, run.source_spec, total_deadline_s=run.cfg.deadline_s,
                                 per_call_deadline_s=min(run.hc.per_call_deadline_s, run.cfg.deadline_s)):
@@ -258,18 +323,26 @@ def _act(run: Run, specs) -> None:
         run.own_error(str(exc))
 
 
-def _owner(run: Run, proc: dict) -> int | None:
+def _leftover_verdict(run: Run, proc: dict, job_id, uid, min_uid):
+    """:func:`slurmkit.hooks.jobproc.verdict` for a GPU process; a replayed snapshot's process
+    carries its ``uid`` and ``job_id`` (nothing on this host is looked at)."""
+    from slurmkit.hooks import jobproc
+
+    pid = proc.get("pid")
     if run.state.replay:
-        return proc.get("uid")
-    try:
-        return os.stat(f"/proc/{int(proc['pid'])}").st_uid
-    except (OSError, KeyError, ValueError):
-        return None
+        owner, proc_job = proc.get("uid"), proc.get("job_id")
+        proc_job = None if proc_job is None else str(proc_job)
+    else:
+        owner, proc_job = jobproc.owner_of(pid), jobproc.job_of(pid)
+    return jobproc.verdict(pid, owner, proc_job, job_id, uid, min_uid)
 
 
 def epilog(run: Run) -> int:
-    """Clean up after the job (leftover processes of the job's user, clocks, power limit),
-    record its GPU energy in the spool, and drain on hardware evidence."""
+    """Clean up after the job (leftover processes that are the job's own:
+    :mod:`slurmkit.hooks.jobproc`; application clocks back to the site's ``[health]
+    app_clock_*_mhz`` when set, else the GPU's defaults; locked clocks reset; the power limit back
+    to ``[health] power_limit_w``, else the default), record its GPU energy in the spool, and
+    drain on hardware evidence."""
     from slurmkit.hooks import spool
 
     job_id = run.env.get("SLURM_JOB_ID")
@@ -283,17 +356,26 @@ def epilog(run: Run) -> int:
     ok = run.read(before_job=False)
     gpus = run.job_gpus() if ok else []
     actions = []
+    from slurmkit.hooks.jobproc import uid_min
+
+    min_uid = uid_min()
     for g in gpus:
         if g.nvml_index is None:
             continue
         gs = _gpu(run.state, g.nvml_index)
         for proc in gs.get("processes") or []:
-            owner = _owner(run, proc)
-            if uid is not None and owner == uid:
+            v = _leftover_verdict(run, proc, job_id, uid, min_uid)
+            if v.kill:
+                run.log.info(f"killing {v.why} (GPU{g.index})")
                 actions.append(("kill", g.nvml_index, int(proc["pid"]), None))
             else:
-                run.log.info(f"leaving pid {proc.get('pid')} on GPU{g.index}: owner {owner} is not the job's user {uid}")
-        actions.append(("reset_app_clocks", g.nvml_index, None, None))
+                run.log.info(f"leaving {v.why} (GPU{g.index})")
+        # the site's clock policy, never NVML's defaults over it: [health] app_clock_*_mhz when set
+        site_clocks = (run.hc.expect.get("app_clock_mem_mhz"), run.hc.expect.get("app_clock_graphics_mhz"))
+        if all(c is not None for c in site_clocks):
+            actions.append(("set_app_clocks", g.nvml_index, None, tuple(int(c) for c in site_clocks)))
+        else:
+            actions.append(("reset_app_clocks", g.nvml_index, None, None))
         actions.append(("reset_locked_clocks", g.nvml_index, None, None))
         want = run.hc.expect.get("power_limit_w") or gs.get("default_power_limit_w")
         if want is not None and gs.get("power_limit_w") != want:
@@ -328,11 +410,13 @@ def epilog(run: Run) -> int:
                            accounting=accounting, accounting_reason=acc_reason, events=events)
         try:
             spool.append(run.cfg.spool_dir, rec)
+        except ValueError as exc:
+            run.own_error(f"energy spool {run.cfg.spool_dir}: {exc}")
         except OSError as exc:
             run.own_error(f"energy spool {run.cfg.spool_dir}: {exc.strerror or exc}")
-    if run.drain_reason and run.cfg.mode == "enforce" and not run.drained:
-        return 1
-    return 0
+    if run.drain_reason and run.cfg.mode == "enforce" and not run.drained and run.kept is None:
+        return 1  # the evidence could not be recorded by a drain: Slurm's "Epilog error" drain does
+    return 0      # (a node someone else drained stays theirs: exit 0, no new reason)
 
 
 def job_accounting(state, gpus, seen: dict | None):
@@ -371,7 +455,9 @@ def job_accounting(state, gpus, seen: dict | None):
 
 def healthcheck(run: Run) -> int:
     """Periodic check (HealthCheckProgram): drain on evidence; resume a node slurmkit drained
-    after ``resume_after`` clean runs in a row. Always exits 0."""
+    after ``resume_after`` clean runs in a row, while its current Slurm reason is still ours (an
+    admin's resume, or their own reason, makes slurmkit forget its drain). A hardware-XID drain
+    is resumed only after a reboot (a new boot id), never after clean runs. Always exits 0."""
     if not run.setup():
         return 0
     for old in nodestate.drop_stale_jobs(run.cfg.state_dir, run.node, time.time()):
@@ -393,6 +479,28 @@ def healthcheck(run: Run) -> int:
 
         idle_check(run)  # the active check on an idle node, when [health] active_interval_s is set
         return 0  # healthy, nothing of ours to undo: no RPC (unless the active check fails)
+    # ownership is Slurm's current reason, not what we remember: an admin may have resumed the
+    # node (or drained it for a reason of their own) since
+    from slurmkit.hooks.drain import is_ours, show_node
+    from slurmkit.slurm.commands import SlurmError
+
+    try:
+        current = show_node(run.node, run.cfg.scontrol_timeout_s, run.slurm_conf, run.cfg.slurm_bin_dir)
+    except SlurmError as exc:
+        run.own_error(f"could not read {run.node}'s drain reason: {exc}")
+        return 0
+    if "DRAIN" not in current["state"].upper() or not is_ours(current["reason"]):
+        how = ("was resumed" if "DRAIN" not in current["state"].upper()
+               else f"is drained by someone else ({current['reason'] or 'no reason'})")
+        run.log.info(f"forgetting slurmkit's drain of {run.node} ({h.drained_reason}): the node {how} since")
+        h.drained_reason, h.clean_runs = None, 0
+        nodestate.save_health(run.cfg.state_dir, run.node, h)
+        return 0
+    if h.drained_reason.startswith(XID_REASON) and h.drained_boot_id and h.drained_boot_id == nodestate.boot_id():
+        # a hardware XID: clean runs are no evidence of a reset; the node stays drained until
+        # it reboots (a new boot id) or an admin, having reset the GPU, resumes it
+        run.log.info(f"{run.node} stays drained until it reboots or an admin resumes it: {h.drained_reason}")
+        return 0
     h.clean_runs += 1
     run.log.info(f"clean run {h.clean_runs} of {run.cfg.resume_after} since slurmkit drained {run.node}")
     if h.clean_runs >= run.cfg.resume_after:

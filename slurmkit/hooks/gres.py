@@ -7,6 +7,11 @@ the prolog / epilog environment holds those positions. The device file's minor n
 find the NVML GPU and its PCI bus id and UUID. Index, minor and NVML order are never assumed
 equal (the sandbox makes all three differ).
 
+A gres.conf written for ``AutoDetect=nvml`` names no files (``Name=gpu Type=h100 Count=8``):
+Slurm then numbers the GPUs NVML finds in the order of their device files ``/dev/nvidia<minor>``,
+so Slurm's index ``k`` among those lines is the GPU with the ``k``-th smallest NVML minor number;
+such an entry is None in :func:`node_gpu_files` and mapped through NVML by :func:`map_job_gpus`.
+
 Pure parsing (:func:`parse_gres_conf`, :func:`node_gpu_files`); :func:`device_minor` and
 :func:`map_job_gpus` touch the device files (stat only).
 """
@@ -51,13 +56,14 @@ def parse_gres_conf(text: str, path="gres.conf") -> list[GresLine]:
     return out
 
 
-def node_gpu_files(lines: list[GresLine], node: str, path="gres.conf") -> list[str] | None:
-    """Device files of the GPUs of ``node``, in Slurm's index order (index = position).
+def node_gpu_files(lines: list[GresLine], node: str, path="gres.conf") -> list[str | None] | None:
+    """Device files of the GPUs of ``node``, in Slurm's index order (index = position); None
+    entries: GPUs of a line without ``File=`` (``AutoDetect=nvml``: ``Count=`` of them, default
+    1), matched through NVML.
 
     Lines with ``NodeName=`` apply to the nodes their hostlist names, others to every node;
     only ``Name=gpu`` lines count. Returns None when no line gives this node GPUs (a CPU-only
-    node); raises :class:`GresError` for an ``AutoDetect`` GPU line without ``File=`` (the
-    mapping would have to be guessed) or a bad hostlist.
+    node); raises :class:`GresError` for a bad hostlist, ``File=`` range or ``Count=``.
     """
     from slurmkit.hostlist import BadHostlist, expand_hostlist
 
@@ -74,9 +80,12 @@ def node_gpu_files(lines: list[GresLine], node: str, path="gres.conf") -> list[s
             except BadHostlist as exc:
                 raise GresError(path, gl.lineno, f"bad NodeName hostlist {f['nodename']!r}: {exc}") from None
         found = True
-        if "file" not in f:
-            raise GresError(path, gl.lineno, "GPU line without File= (AutoDetect): the hooks need File= "
-                                             "paths to map Slurm's GPU indexes to devices")
+        if "file" not in f:  # AutoDetect: Slurm finds the files through NVML
+            count = f.get("count", "1")
+            if not count.isdigit():
+                raise GresError(path, gl.lineno, f"Count={count!r}: want a whole number of GPUs")
+            files.extend([None] * int(count))
+            continue
         try:
             files.extend(expand_hostlist(f["file"]))
         except BadHostlist as exc:
@@ -137,18 +146,29 @@ class JobGpu:
     pci_bus_id: str | None
 
 
-def map_job_gpus(indexes: list[int], files: list[str], state, minor_of=device_minor) -> list[JobGpu]:
+def map_job_gpus(indexes: list[int], files: list[str | None], state, minor_of=device_minor) -> list[JobGpu]:
     """Map Slurm GPU ``indexes`` to NVML GPUs of ``state`` (a health ``NodeState``).
 
-    ``files`` from :func:`node_gpu_files`; ``minor_of(path)`` reads a device's minor number.
-    Raises ValueError when an index is beyond the gres.conf list (slurmkit's own trouble: the
-    config and Slurm disagree).
+    ``files`` from :func:`node_gpu_files`; ``minor_of(path)`` reads a device's minor number. An
+    AutoDetect entry (None) is the GPU with the k-th smallest NVML minor number (k: its place
+    among the None entries), its file ``/dev/nvidia<minor>``. Raises ValueError when an index
+    is beyond the gres.conf list (slurmkit's own trouble: the config and Slurm disagree).
     """
     out = []
+    nvml_minors = sorted(g.minor_number for g in (state.gpus if state is not None else [])
+                         if g.minor_number is not None)
     for i in indexes:
         if i >= len(files):
             raise ValueError(f"GPU index {i} is not in gres.conf (the node has {len(files)} GPU files)")
         path = files[i]
+        if path is None:
+            k = sum(1 for f in files[:i] if f is None)
+            minor = nvml_minors[k] if k < len(nvml_minors) else None
+            path = f"/dev/nvidia{minor}" if minor is not None else f"(AutoDetect GPU {k}: not seen by NVML)"
+            g = state.gpu_by_minor(minor) if minor is not None else None
+            out.append(JobGpu(i, path, minor, g.index if g else None, g.uuid if g else None,
+                              g.pci_bus_id if g else None))
+            continue
         try:
             minor = minor_of(path)
         except OSError:

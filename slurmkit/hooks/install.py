@@ -105,26 +105,38 @@ class InstallSpec:
     """Inputs of an install: ``python`` (absolute interpreter the shims run with), ``config`` (the
     hooks config TOML text to write), ``interval_s`` (HealthCheckInterval, seconds),
     ``timeout_s`` (PrologEpilogTimeout, seconds), ``replace`` (take over a foreign
-    HealthCheckProgram / PrologEpilogTimeout)."""
+    HealthCheckProgram / HealthCheckInterval / PrologEpilogTimeout; a timeout is only ever
+    raised), ``chain`` (keep a foreign HealthCheckProgram such as NHC and run it first, then
+    slurmkit's), ``configless`` (go ahead on a configless cluster: the admin copies the files
+    install creates to every node)."""
 
     python: str = sys.executable
     config: str = ""
     interval_s: int = DEFAULT_INTERVAL_S
     timeout_s: int = DEFAULT_TIMEOUT_S
     replace: bool = False
+    chain: bool = False
+    configless: bool = False
 
 
-def shim_text(kind: str, python: str, config_path: Path) -> str:
+def shim_text(kind: str, python: str, config_path: Path, chain: str | None = None) -> str:
     """The executable shim Slurm runs for ``kind`` (prolog | epilog | healthcheck): the template
     ``prolog_epilog/hook.py.in`` with the absolute interpreter and config path filled in. It calls
-    :func:`slurmkit.hooks.main.main` directly (no click) to keep the per-job cost low."""
+    :func:`slurmkit.hooks.main.main` directly (no click) to keep the per-job cost low, behind a
+    ``/bin/sh`` guard that turns a missing interpreter or a failed ``import slurmkit`` into a
+    syslog line and exit 0 (never Slurm's "Prolog error" drain)."""
     template = (Path(__file__).resolve().parent.parent.parent / "prolog_epilog" / "hook.py.in")
     if not template.exists():  # installed package layout
         import slurmkit.prolog_epilog as pe
 
         template = Path(pe.__file__).parent / "hook.py.in"
+    first = ""
+    if chain:  # the site's HealthCheckProgram (NHC) runs first; its own drains are its business
+        q = "'" + chain.replace("'", "'\\''") + "'"
+        first = (f'{q} || echo "slurmkit-{kind}: info: the site\'s health check {chain} exited $?" >&2  '
+                 f'# {MARK} chained')
     return (template.read_text().replace("@PYTHON@", python).replace("@KIND@", kind)
-            .replace("@CONFIG@", str(config_path)))
+            .replace("@CONFIG@", str(config_path)).replace("@FIRST@", first))
 
 
 def _marked(line: str, was: str | None) -> str:
@@ -205,6 +217,17 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
     ed = _Editor(tree)
     plan = Plan()
     existing_files = set()
+    found = ed.get("SlurmctldParameters")
+    if found and "enable_configless" in found[1].get("SlurmctldParameters").lower():
+        if not spec.configless:
+            raise InstallError(found[0].path, found[1].lineno,
+                               "configless cluster (SlurmctldParameters=enable_configless): slurmd fetches slurm.conf "
+                               "from slurmctld, but the prolog.d/ and epilog.d/ scripts, the shims and "
+                               f"{CONFIG} must exist on every node at the paths slurm.conf names; run install with "
+                               "--configless and copy the files it lists to every node (or install on each node "
+                               "with its own --slurm-conf) before 'scontrol reconfigure'")
+        plan.notes.append("configless: copy these to every node, same paths, before 'scontrol reconfigure': "
+                          f"{conf_dir}/prolog.d/, {conf_dir}/epilog.d/, {conf_dir / HEALTHCHECK_SHIM}, {cfg_path}")
 
     for key, kind in (("Prolog", "prolog"), ("Epilog", "epilog")):
         found = ed.get(key)
@@ -235,18 +258,33 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
     hc_path = conf_dir / HEALTHCHECK_SHIM
     found = ed.get("HealthCheckProgram")
     current = found[1].get("HealthCheckProgram") if found else None
-    if current and current.strip('"') != str(hc_path) and not spec.replace:
-        raise InstallError(found[0].path, found[1].lineno, f"HealthCheckProgram={current} belongs to "
-                           f"the site; run install with --replace to use slurmkit's health check instead "
-                           f"(the old line is kept in a comment and restored by uninstall)")
+    chained = None
+    if found and _is_ours(*found):  # reinstall: what we chained before is in our marker
+        was = _original(found[1])
+        if was and "=" in was and spec.chain:
+            chained = was.split("=", 1)[1].split("#", 1)[0].strip().strip('"') or None
+    if current and current.strip('"') != str(hc_path):
+        if spec.chain:
+            chained = current.strip('"')
+            plan.notes.append(f"the site's HealthCheckProgram {chained} keeps running, first, from {hc_path}")
+        elif not spec.replace:
+            raise InstallError(found[0].path, found[1].lineno, f"HealthCheckProgram={current} belongs to "
+                               f"the site; run install with --chain to run it first and then slurmkit's check, "
+                               f"or --replace to use slurmkit's instead (the old line is kept in a comment "
+                               f"and restored by uninstall)")
     if current != str(hc_path):
         ed.set("HealthCheckProgram", str(hc_path), found)
-    plan.new_files.append(NewFile(hc_path, text=shim_text("healthcheck", spec.python, cfg_path)))
+    plan.new_files.append(NewFile(hc_path, text=shim_text("healthcheck", spec.python, cfg_path, chain=chained)))
 
     for key, want in (("HealthCheckInterval", spec.interval_s), ("PrologEpilogTimeout", spec.timeout_s)):
         found = ed.get(key)
         cur = found[1].get(key) if found else None
         if cur == str(want):
+            continue
+        if found and key == "PrologEpilogTimeout" and not _is_ours(*found) and cur and cur.isdigit() \
+                and int(cur) >= want:
+            plan.notes.append(f"kept the site's {key}={cur} ({found[0].path}:{found[1].lineno}): "
+                              f"never lowered (slurmkit needs {want})")
             continue
         if not found or _is_ours(*found) or spec.replace:
             ed.set(key, str(want), found)

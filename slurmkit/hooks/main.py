@@ -108,6 +108,9 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
          "Hook runs that hit slurmkit's own trouble (logged, never a drain).", [(base, own_errors_total)]),
         ("slurmkit_hook_deadline_seconds", "gauge", "NVML deadline of a hook run in seconds (deadline_s).",
          [(base, float(run.cfg.deadline_s if run.cfg.deadline_s is not None else Health.deadline_s))]),
+        ("slurmkit_hook_observed_actions", "gauge",
+         "Observe mode: actions the last hook run would have carried out (kill, clocks, power, accounting).",
+         [({**base, "action": kind}, n) for kind, n in sorted(getattr(run, "observed", {}).items())]),
     ]
     os.makedirs(run.cfg.textfile_dir, exist_ok=True)
     path = textfile_path(run.cfg, node, hook)

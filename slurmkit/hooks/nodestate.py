@@ -13,7 +13,7 @@
   PrologEpilogTimeout) goes when a new prolog gives its GPUs to another job
   (:func:`drop_jobs_on_gpus`; not on GPUs shared by design) or when the health check finds it
   past its job's end (:func:`drop_stale_jobs`);
-- ``kmsg.cursor``: the kernel-log position the XID reader keeps;
+- ``kmsg-<hook>.cursor``: the kernel-log position the XID reader keeps, one per hook;
 - ``port-counters.json``: error counters (InfiniBand ports) the next run compares with, written by
   :func:`slurmkit.health.baseline.swap`.
 
@@ -53,15 +53,18 @@ class _Record:
 class NodeHealth(_Record):
     """``health.json``: ``drained_reason`` (the reason slurmkit drained the node with; None
     when it has not), ``clean_runs`` (health checks in a row without a fail since that drain),
-    ``own_errors`` (hook name -> runs that hit slurmkit's own trouble, a Prometheus counter)."""
+    ``own_errors`` (hook name -> runs that hit slurmkit's own trouble, a Prometheus counter),
+    ``drained_boot_id`` (the kernel's boot id, ``/proc/sys/kernel/random/boot_id``, when slurmkit
+    drained: a hardware-XID drain lasts until it changes)."""
 
     drained_reason: str | None = None
     clean_runs: int = 0
     own_errors: dict[str, int] = field(default_factory=dict)
+    drained_boot_id: str | None = None
 
     def to_json(self) -> dict:
         return {"drained_reason": self.drained_reason, "clean_runs": self.clean_runs,
-                "own_errors": dict(self.own_errors)}
+                "own_errors": dict(self.own_errors), "drained_boot_id": self.drained_boot_id}
 
     @classmethod
     def from_json(cls, d) -> "NodeHealth":
@@ -71,8 +74,10 @@ class NodeHealth(_Record):
             return cls()
         reason = d.get("drained_reason")
         errs = d.get("own_errors")
+        boot = d.get("drained_boot_id")
         return cls(drained_reason=str(reason) if reason else None, clean_runs=_int(d.get("clean_runs"), 0),
-                   own_errors={str(k): _int(v, 0) for k, v in errs.items()} if isinstance(errs, dict) else {})
+                   own_errors={str(k): _int(v, 0) for k, v in errs.items()} if isinstance(errs, dict) else {},
+                   drained_boot_id=str(boot) if isinstance(boot, str) and boot else None)
 
 
 @dataclass(eq=False, repr=False)
@@ -205,8 +210,20 @@ def pop_job(state_dir, node: str, job_id: str) -> JobStart | None:
         return None
 
 
-def kmsg_cursor(state_dir, node: str) -> str:
-    return os.path.join(node_dir(state_dir, node), "kmsg.cursor")
+def boot_id(path: str = "/proc/sys/kernel/random/boot_id") -> str | None:
+    """This boot's id (a new one after every reboot), None when unreadable."""
+    try:
+        with open(path) as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
+
+
+def kmsg_cursor(state_dir, node: str, hook: str) -> str:
+    """``<state_dir>/<node>/kmsg-<hook>.cursor``: each consumer (prolog, epilog, healthcheck)
+    keeps its own kernel-log position, so a health check during a job does not hide the job's
+    XIDs from its epilog."""
+    return os.path.join(node_dir(state_dir, node), f"kmsg-{hook}.cursor")
 
 
 def counters_path(state_dir, node: str) -> str:

@@ -1,7 +1,10 @@
 """Per-job GPU energy spool: one JSON line per job and node, appended by the epilog.
 
-Path: ``<spool_dir>/energy.jsonl`` (``spool_dir`` from the hooks config, default
+Path: ``<spool_dir>/<node>.jsonl`` (``spool_dir`` from the hooks config, default
 ``/var/spool/slurmkit``; the directory is created mode 0700 and the file 0600: root only). Each
+node appends only to its own file, so a spool folder on a shared filesystem (NFS, Lustre, where
+``O_APPEND`` and ``flock`` across clients are not to be relied on) never sees two nodes append
+to one file; the report reads the folder's ``*.jsonl``. Each
 line is written with one ``write(2)`` on an ``O_APPEND`` descriptor under ``flock``; when the
 write fails part way (disk full) the file is truncated back to its previous length, so readers
 only ever see whole lines. A line is a :class:`SpoolRecord` (``to_json`` / ``from_json``);
@@ -47,7 +50,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-FILE_NAME = "energy.jsonl"
+def file_name(node: str) -> str:
+    """``<node>.jsonl``: the spool file one node appends to (ValueError for a name that is not a
+    plain Slurm node name, e.g. with a ``/``)."""
+    if not node or "/" in node or node.startswith(".") or "\0" in node:
+        raise ValueError(f"node name {node!r} cannot name a spool file")
+    return f"{node}.jsonl"
 VERSION = 1
 
 
@@ -285,15 +293,17 @@ def record(job_id, node, user, uid, start_s, end_s, gpus: list[GpuEnergy], state
 
 
 def append(spool_dir, rec: SpoolRecord) -> str:
-    """Append ``rec`` as one line to ``<spool_dir>/energy.jsonl``; returns the file path.
+    """Append ``rec`` as one line to ``<spool_dir>/<rec.node>.jsonl`` (:func:`file_name`);
+    returns the file path.
 
-    Raises OSError (e.g. ENOSPC) after truncating away any partial line.
+    Raises OSError (e.g. ENOSPC) after truncating away any partial line; ValueError for a node
+    name that cannot name a file.
     """
     import fcntl
 
     spool_dir = os.fspath(spool_dir)
     os.makedirs(spool_dir, mode=0o700, exist_ok=True)
-    path = os.path.join(spool_dir, FILE_NAME)
+    path = os.path.join(spool_dir, file_name(rec.node))
     data = (json.dumps(rec.to_json(), separators=(",", ":"), sort_keys=True) + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:

@@ -102,7 +102,7 @@ class Demo:
         args = ["hooks", "install", "--slurm-conf", conf, "--site", self.sb.profile_path,
                 "--state-dir", self.hooks / "state", "--spool-dir", self.hooks / "spool",
                 "--textfile-dir", self.hooks / "textfile", "--interval", HEALTHCHECK_INTERVAL_S,
-                "--resume-after", 2, *snaps]
+                "--resume-after", 2, "--mode", "enforce", *snaps]  # the demo shows a drain: enforce
         res = self.slurmkit(*args, check=False)
         if res.returncode != 0:
             raise DemoError(f"slurmkit hooks install failed: {res.stderr.strip()}")

@@ -300,6 +300,10 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long l
 /* actions */
 nvmlReturn_t nvmlDeviceResetApplicationsClocks(nvmlDevice_t d) { GUARD(d); act_log("reset_app_clocks", d->index, 0); return OK; }
 nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t d) { GUARD(d); act_log("reset_locked_clocks", d->index, 0); return OK; }
+nvmlReturn_t nvmlDeviceSetApplicationsClocks(nvmlDevice_t d, unsigned int mem, unsigned int graphics) {
+    GUARD(d); act_log("set_app_clocks_mem", d->index, (long)mem); act_log("set_app_clocks_graphics", d->index, (long)graphics);
+    return OK;
+}
 nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t d, unsigned int mw) {
     GUARD(d); power_limit_mw[d->index] = mw; act_log("set_power_limit_mw", d->index, (long)mw); return OK;
 }

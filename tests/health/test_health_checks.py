@@ -280,8 +280,10 @@ def test_busy_samples_clear_on_a_later_try_pass():
 def test_memory_used_edge_reserved_not_counted():
     t = DEFAULTS["memory_used_max_mib"]
     ok = gpu(memory_used_mib=t, memory_reserved_mib=551, processes=[])
-    bad = gpu(memory_used_mib=t + 1, memory_reserved_mib=0, processes=[])
+    display = gpu(memory_used_mib=t + 1, memory_reserved_mib=0, processes=[])
+    bad = gpu(memory_used_mib=t + 1, memory_reserved_mib=0, processes=[{"pid": 42, "used_mib": t + 1}])
     assert status_of(C.check_memory_used, node(ok), before_job=True) == ["pass"]
+    assert status_of(C.check_memory_used, node(display), before_job=True) == ["warn"]  # no compute process
     assert status_of(C.check_memory_used, node(bad), before_job=True) == ["fail"]
 
 
@@ -334,7 +336,91 @@ def test_evaluate_shape_and_precedence():
     assert set(bad) >= {"check", "status", "gpu_index", "uuid", "pci_bus_id", "value", "limit"}
     assert (bad["check"], bad["gpu_index"], bad["uuid"], bad["pci_bus_id"], bad["value"], bad["limit"]) == \
         ("ecc_volatile_uncorrectable", 0, "GPU-0000", "0000:19:00.0", 3, 0)
-    assert C.CheckResult(**bad).reason() == "slurmkit: ecc_volatile_uncorrectable GPU0 GPU-0000: 3"
+    assert C.CheckResult(**bad).reason() == \
+        "slurmkit: ecc_volatile_uncorrectable GPU0 0000:19:00.0: 3 uncorrectable ECC errors since boot"
     assert C.overall([], ["oops"]) == "error"
     assert C.overall([C.CheckResult("x", "fail")], ["oops"]) == "fail"
     assert C.overall([C.CheckResult("x", "warn")]) == "warn"
+
+
+@pytest.mark.parametrize("result, want", [
+    (C.CheckResult("pcie_width", "fail", 3, "GPU-u", "0000:3b:00.0", 8, 16, "PCIe x8 of x16"),
+     "slurmkit: pcie_width GPU3 0000:3b:00.0: x8 of x16"),
+    (C.CheckResult("xid", "fail", 1, "GPU-u", "0000:9b:00.0", 79, None, "Xid 79 (GPU fell off the bus) x1"),
+     "slurmkit: xid GPU1 0000:9b:00.0: Xid 79 GPU fell off the bus"),
+    (C.CheckResult("xid", "fail", 1, "GPU-u", "0000:9b:00.0", 119, None, "Xid 119 (GSP RPC timeout) x3"),
+     "slurmkit: xid GPU1 0000:9b:00.0: Xid 119 GSP RPC timeout (x3)"),
+    (C.CheckResult("row_remap_pending", "fail", 1, "GPU-u", "0000:07:00.0",
+                   "pending, 2 uncorrectable rows, 0 volatile DBE", False, "drain and reset"),
+     "slurmkit: row_remap_pending GPU1 0000:07:00.0: 2 uncorrectable rows pending remap"),
+])
+def test_drain_reason_reads_in_sinfo_R(result, want):
+    """``slurmkit: <check> GPU<i> <PCI bus id>: <meaning>``, the meaning in words within the first
+    ~60 characters ``sinfo -R`` shows; the UUID is not in it (the hooks log it)."""
+    got = result.reason()
+    assert got == want
+    assert "GPU-u" not in got
+    assert got.index(result.meaning()) < 60  # sinfo -R's reason column shows the meaning
+
+
+def test_drain_reason_from_a_real_capture_names_the_bus_and_the_rows(corpus):
+    from slurmkit.health.source import load_capture
+
+    state = load_capture(corpus / "nvidia-smi-q" / "a10_row_remap_pending.txt")
+    bad = [r for r in C.run_checks(state, load_config()) if r.check == "row_remap_pending"]
+    unc = state.gpus[0].get("remap_uncorrectable_rows")
+    assert bad[0].reason() == f"slurmkit: row_remap_pending GPU0 0000:07:00.0: {unc} uncorrectable rows pending remap"
+
+
+def test_every_nvml_return_code_is_classified():
+    import pynvml
+
+    from slurmkit.health.nvml_returns import RETURN_CODES
+
+    names = {k[len("NVML_ERROR_"):] for k in dir(pynvml) if k.startswith("NVML_ERROR_")}
+    assert names - set(RETURN_CODES) == set()
+    assert {RETURN_CODES[n] for n in ("INSUFFICIENT_POWER", "IRQ_ISSUE", "GPU_IS_LOST", "RESET_REQUIRED")} == {"hardware"}
+    assert RETURN_CODES["NO_PERMISSION"] == "own" and RETURN_CODES["NOT_SUPPORTED"] == "absent"
+
+
+def _gpu(i, handle_rc="SUCCESS"):
+    g = GpuState(index=i, uuid=f"GPU-{i}", pci_bus_id=f"0000:{0x19 + i:02x}:00.0", handle_rc=handle_rc)
+    return g
+
+
+def test_hardware_return_codes_fail_that_gpu_own_ones_are_own_trouble():
+    st = NodeState(node="n1", source="t", init_rc="SUCCESS")
+    g0, g1, g2, g3 = _gpu(0), _gpu(1), _gpu(2, "IRQ_ISSUE"), _gpu(3, "NO_PERMISSION")
+    g0.put("power_draw_w", 300.0, source="nvmlDeviceGetPowerUsage")
+    g1.put("power_draw_w", None, source="nvmlDeviceGetPowerUsage", rc="INSUFFICIENT_POWER")
+    g1.put("ecc_volatile_uncorrectable", None, source="nvmlDeviceGetTotalEccErrors", rc="NOT_SUPPORTED")
+    st.gpus = [g0, g1, g2, g3]
+    cfg = load_config(gpu_count=4)
+    fails = [r for r in C.run_checks(st, cfg) if r.status == "fail"]
+    assert [(r.check, r.gpu_index, r.value) for r in fails] == [("nvml_error", 1, "INSUFFICIENT_POWER"),
+                                                               ("nvml_error", 2, "IRQ_ISSUE")]
+    assert fails[0].reason() == "slurmkit: nvml_error GPU1 0000:1a:00.0: nvmlDeviceGetPowerUsage: INSUFFICIENT_POWER"
+    assert C.own_trouble(st, cfg) == ["GPU3: nvmlDeviceGetHandleByIndex_v2: NO_PERMISSION"]
+
+
+def test_ecc_mode_pending_change_fails_off_warns():
+    st = NodeState(node="n1", source="t", init_rc="SUCCESS")
+    on, off, pending = _gpu(0), _gpu(1), _gpu(2)
+    for g, (cur, pend) in ((on, (True, True)), (off, (False, False)), (pending, (True, False))):
+        g.put("ecc_enabled", cur, source="nvmlDeviceGetEccMode")
+        g.put("ecc_pending", pend, source="nvmlDeviceGetEccMode")
+    st.gpus = [on, off, pending, _gpu(3)]  # GPU3: no ECC mode (not supported): no result
+    got = [(r.gpu_index, r.status) for r in C.run_checks(st, load_config()) if r.check == "ecc_mode"]
+    assert got == [(0, "pass"), (1, "warn"), (2, "fail")]
+    bad = next(r for r in C.run_checks(st, load_config()) if r.check == "ecc_mode" and r.status == "fail")
+    assert bad.reason() == "slurmkit: ecc_mode GPU2 0000:1b:00.0: ECC mode change pending a reset (current on, pending off)"
+
+
+def test_memory_used_without_a_compute_process_warns_not_fails():
+    st = NodeState(node="n1", source="t", init_rc="SUCCESS")
+    display, leftover = _gpu(0), _gpu(1)
+    display.put("busy_samples", [{"memory_used_mib": 300, "pids": []}] * 3, source="t")
+    leftover.put("busy_samples", [{"memory_used_mib": 300, "pids": [42]}] * 3, source="t")
+    st.gpus = [display, leftover]
+    got = {r.gpu_index: r.status for r in C.run_checks(st, load_config(), before_job=True) if r.check == "memory_used"}
+    assert got == {0: "warn", 1: "fail"}

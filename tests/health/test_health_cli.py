@@ -31,7 +31,7 @@ def test_check_exit_codes_and_json_shape(corpus):
     fail = [x for x in rep["results"] if x["status"] == "fail"][0]
     assert set(fail) >= {"check", "status", "gpu_index", "uuid", "pci_bus_id", "value", "limit"}
     assert fail["pci_bus_id"] == "0000:07:00.0"
-    r = run("health", "check", "--from", str(q / "a100-sxm4-v12.xml"), "--kernel-log", str(corpus / "logs" / "dmesg_xid119.log"))
+    r = run("health", "check", "--from", str(q / "dual_a5000-v13.xml"), "--kernel-log", str(corpus / "logs" / "dmesg_xid119.log"))
     assert r.exit_code == 1 and "xid" in r.output and "119" in r.output
 
 
@@ -172,3 +172,43 @@ def test_bad_capture_value_names_its_field(tmp_path):
         load_capture(f)
     assert (ei.value.file, ei.value.line, ei.value.key) == (str(f), 4, "fb_memory_usage/used")
     assert str(ei.value) == f"{f}:4: fb_memory_usage/used: want a number, got 'lots'"
+
+
+def test_first_kmsg_read_is_a_baseline_then_new_xids_are_judged(tmp_path):
+    from slurmkit.health.checks import run_checks
+    from slurmkit.health.config import load_config
+    from slurmkit.health.state import GpuState, NodeState
+
+    dev = tmp_path / "kmsg"
+    dev.write_text(KMSG)
+    cur = tmp_path / "kmsg-healthcheck.cursor"
+    st = NodeState(node="n1", source="t")
+    st.gpus = [GpuState(index=0, uuid="GPU-0", pci_bus_id="0000:3b:00.0")]
+    st.xids = read_kmsg(cur, dev)  # first run after install: this boot's old XIDs
+    assert all(x.origin.startswith("baseline:") for x in st.xids)
+    xr = [r for r in run_checks(st, load_config()) if r.check == "xid"]
+    assert [(r.value, r.status) for r in xr] == [(13, "pass"), (79, "warn")]
+    assert "baseline, not a drain" in xr[1].message
+    # the next XID is judged; an NVRM line saying a GPU fell off the bus counts without a number
+    dev.write_text(KMSG + "3,103,4000,-;NVRM: GPU at PCI:0000:3b:00: GPU has fallen off the bus.\n")
+    st.xids = read_kmsg(cur, dev)
+    assert [(x.xid, x.pci_bus_id, x.origin) for x in st.xids] == [(79, "0000:3b:00.0", str(dev))]
+    xr = [r for r in run_checks(st, load_config()) if r.check == "xid"]
+    assert [(r.value, r.status, r.gpu_index) for r in xr] == [(79, "fail", 0)]
+    assert xr[0].reason() == "slurmkit: xid GPU0 0000:3b:00.0: Xid 79 GPU fell off the bus"
+
+
+def test_each_hook_keeps_its_own_kmsg_cursor(tmp_path):
+    """A health check during a job does not hide the job's XIDs from its epilog."""
+    from slurmkit.hooks import nodestate
+
+    dev = tmp_path / "kmsg"
+    dev.write_text(KMSG)
+    cursors = {h: nodestate.kmsg_cursor(tmp_path, "n1", h) for h in ("prolog", "epilog", "healthcheck")}
+    assert len(set(cursors.values())) == 3
+    (tmp_path / "n1").mkdir(exist_ok=True)
+    for c in cursors.values():
+        read_kmsg(c, dev)  # each consumer's baseline
+    dev.write_text(KMSG + "3,103,4000,-;NVRM: Xid (PCI:0000:3b:00): 48, DBE\n")
+    assert [x.xid for x in read_kmsg(cursors["healthcheck"], dev)] == [48]   # during the job
+    assert [x.xid for x in read_kmsg(cursors["epilog"], dev)] == [48]        # still seen at its end

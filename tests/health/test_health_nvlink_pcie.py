@@ -88,7 +88,7 @@ def test_aer_read_from_sysfs_by_the_live_worker(fake_nvml, tmp_path):
     again = read_state("live", env=env, sysfs=root, counters_file=counters)
     res = [r for r in C.run_checks(again, load_config()) if r.check == "pcie_errors"]
     assert [(r.gpu_index, r.status, r.value) for r in res] == [(1, C.WARN, "aer_correctable +2")]
-    assert res[0].reason() == f"slurmkit: pcie_errors GPU1 {g.uuid}: aer_correctable +2"
+    assert res[0].reason() == f"slurmkit: pcie_errors GPU1 {g.pci_bus_id}: aer_correctable +2"
 
 
 def test_nvlink_down_against_the_node_types_matrix(healthy):

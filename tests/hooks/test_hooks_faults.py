@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import sys
 import socket
 import threading
 
@@ -66,7 +67,7 @@ def test_nvml_missing_on_gpu_node_is_evidence_on_cpu_node_is_not(node):
         assert node.metric("cpu1", hook, "slurmkit_hook_own_errors_total") == 0
         assert node.metric("cpu1", hook, "slurmkit_hook_exit_code") == 0
     assert not (node.textfile_dir / "slurmkit_cpu1_gpus.prom").exists()
-    assert not (node.spool_dir / spool.FILE_NAME).exists()  # a CPU job has no GPU energy to record
+    assert not list(node.spool_dir.glob("*.jsonl"))  # a CPU job has no GPU energy to record
 
 
 def test_nvml_no_permission_is_own_trouble(node, fake_nvml):  # noqa: F811
@@ -87,7 +88,9 @@ def test_permission_denied_on_config_is_own_trouble(node, healthy):
     try:
         os.chmod(pub, 0o755)
         shim = shutil.copy(node.prolog, pub)
-        r = node.run(shim, prefix=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"))
+        # the shim's Python part straight from setpriv (nobody could not exec root's interpreter from
+        # the shim's /bin/sh guard; slurmd runs hooks as root)
+        r = node.run(shim, prefix=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-I"))
     finally:
         shutil.rmtree(pub)
     assert r.returncode == 0
@@ -100,7 +103,7 @@ def test_scontrol_missing_prolog_still_exits_1_on_evidence(node, healthy, tmp_pa
     node.write_config({"n1": bad})
     r = node.run(node.prolog)
     assert r.returncode == 1
-    assert f"slurmkit: retired_pages_pending GPU1 {g['uuid']}: True" in r.stderr
+    assert f"slurmkit: retired_pages_pending GPU1 {g['pci_bus_id']}: page retirement pending" in r.stderr
     assert "could not drain" in r.stderr and "not found" in r.stderr
     assert node.metric("n1", "prolog", "slurmkit_hook_own_errors_total") == 1
     assert node.metric("n1", "prolog", "slurmkit_hook_exit_code") == 1
@@ -161,7 +164,7 @@ def test_spool_disk_full_leaves_no_partial_line(node, healthy):
     node.write_config({"n1": path})
     assert node.run(node.prolog).returncode == 0
     node.spool_dir.mkdir(mode=0o700)
-    os.symlink("/dev/full", node.spool_dir / spool.FILE_NAME)  # every write: ENOSPC
+    os.symlink("/dev/full", node.spool_dir / spool.file_name("n1"))  # every write: ENOSPC
     r = node.run(node.epilog)
     assert r.returncode == 0
     assert "energy spool" in r.stderr and "No space left on device" in r.stderr
@@ -171,7 +174,7 @@ def test_spool_disk_full_leaves_no_partial_line(node, healthy):
 def test_spool_append_truncates_a_failed_write(tmp_path, monkeypatch):
     d = tmp_path / "spool"
     spool.append(d, spool.record("1", "n1", "u", 1, 0.0, 1.0, [], "live"))
-    before = (d / spool.FILE_NAME).read_bytes()
+    before = (d / spool.file_name("n1")).read_bytes()
     real_write = os.write
 
     def short_write(fd, data):
@@ -181,8 +184,8 @@ def test_spool_append_truncates_a_failed_write(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         spool.append(d, spool.record("2", "n1", "u", 1, 0.0, 1.0, [], "live"))
     monkeypatch.undo()
-    assert (d / spool.FILE_NAME).read_bytes() == before
-    recs, problems = spool.read(d / spool.FILE_NAME)
+    assert (d / spool.file_name("n1")).read_bytes() == before
+    recs, problems = spool.read(d / spool.file_name("n1"))
     assert [r.job_id for r in recs] == ["1"] and problems == []
 
 
@@ -204,3 +207,17 @@ def test_bad_gres_conf_is_own_trouble(node, healthy):
     node.gres_conf.write_text("Name=gpu File=/dev/nvidia0\nthis-is-bad\n")
     r = node.run(node.prolog)
     assert r.returncode == 0 and f"{node.gres_conf}:2:" in r.stderr
+
+
+def test_site_wide_gpu_count_never_drains_a_cpu_only_node(node, tmp_path):
+    """[health] expected_gpu_count = 8 in the site profile: the GPU nodes expect 8, a node whose
+    gres.conf lists no GPU expects none (no drain for a missing NVML there)."""
+    if any(os.path.exists(p) for p in ("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "/usr/lib64/libnvidia-ml.so.1")):
+        pytest.skip("this machine has a real NVML")
+    site = tmp_path / "site.toml"
+    site.write_text('extends = "sandbox"\n[health]\nexpected_gpu_count = 8\n')
+    node.write_config(mode="observe", extra=f'profile = "{site}"\n')
+    r = node.run(node.prolog, node="cpu1", gpus=None, timeout=60)
+    assert r.returncode == 0 and "would drain" not in r.stderr, r.stderr
+    r = node.run(node.prolog, timeout=60)  # a GPU node: NVML missing is evidence
+    assert "would drain n1: slurmkit: nvml_init" in r.stderr

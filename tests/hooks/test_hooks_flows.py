@@ -47,16 +47,24 @@ def test_epilog_spools_energy_delta_and_kills_only_the_users_processes(node, hea
                             ["total_energy_mj"]["value"] + 5_000_000)
     job_gpu = _nvml_gpu_of(node, later, 2)["index"]
     later["gpus"][job_gpu]["values"]["processes"] = {
-        "value": [{"pid": 4242, "used_mib": 100, "uid": 1000}, {"pid": 4343, "used_mib": 100, "uid": 2000}],
+        "value": [{"pid": 4242, "used_mib": 100, "uid": 1000, "job_id": "101"},
+                  {"pid": 4343, "used_mib": 100, "uid": 2000, "job_id": "102"},
+                  {"pid": 4444, "used_mib": 100, "uid": 1000, "job_id": "103"},   # the user's other job
+                  {"pid": 4545, "used_mib": 100, "uid": 1000},                    # job unknown
+                  {"pid": 4646, "used_mib": 100, "uid": 0, "job_id": "101"}],     # root's
         "source": "nvmlDeviceGetComputeRunningProcesses_v3", "rc": "SUCCESS"}
     (tmp_path / "later.json").write_text(json.dumps(later))
     node.write_config({"n1": tmp_path / "later.json"})
     r = node.run(node.epilog)
     assert r.returncode == 0, r.stderr
-    assert "would kill pid 4242" in r.stderr and "would kill pid 4343" not in r.stderr
-    assert "leaving pid 4343" in r.stderr
+    assert "would kill pid 4242" in r.stderr
+    for pid in (4343, 4444, 4545, 4646):
+        assert f"would kill pid {pid}" not in r.stderr and f"leaving pid {pid}" in r.stderr
+    assert "pid 4444 belongs to job 103, not 101: left alone" in r.stderr
+    assert "pid 4545 of uid 1000: its job is unknown" in r.stderr
+    assert "pid 4646 belongs to root: never killed" in r.stderr
     assert "would reset application clocks" in r.stderr
-    recs, problems = spool.read(node.spool_dir / spool.FILE_NAME)
+    recs, problems = spool.read(node.spool_dir / spool.file_name("n1"))
     assert problems == [] and len(recs) == 1
     rec = recs[0]
     assert rec.job_id == "101" and rec.node == "n1" and rec.user == "alice" and rec.uid == 1000
@@ -69,7 +77,7 @@ def test_epilog_spools_energy_delta_and_kills_only_the_users_processes(node, hea
         total += after - before
     assert rec.energy_mj_total == total > 0
     assert oct(os.stat(node.spool_dir).st_mode & 0o777) == "0o700"
-    assert oct(os.stat(node.spool_dir / spool.FILE_NAME).st_mode & 0o777) == "0o600"
+    assert oct(os.stat(node.spool_dir / spool.file_name("n1")).st_mode & 0o777) == "0o600"
     assert not (node.state_dir / "n1" / "job-101.json").exists()
 
 
@@ -80,7 +88,7 @@ def test_energy_counter_reset_is_flagged(node, healthy, fake_nvml, tmp_path):  #
     reset = record_snapshot(fake_nvml, tmp_path / "reset.json", energy_mj=1000)
     node.write_config({"n1": tmp_path / "reset.json"})
     assert node.run(node.epilog).returncode == 0
-    rec = spool.read(node.spool_dir / spool.FILE_NAME)[0][0]
+    rec = spool.read(node.spool_dir / spool.file_name("n1"))[0][0]
     for row in rec.gpus:
         assert row.counter_reset is True
         assert row.energy_mj == _nvml_gpu_of(node, reset, row.index)["values"]["total_energy_mj"]["value"]
@@ -91,7 +99,7 @@ def test_epilog_without_prolog_record_says_unavailable(node, healthy):
     path, _ = healthy
     node.write_config({"n1": path})
     assert node.run(node.epilog, job_id="555").returncode == 0
-    rec = spool.read(node.spool_dir / spool.FILE_NAME)[0][0]
+    rec = spool.read(node.spool_dir / spool.file_name("n1"))[0][0]
     assert rec.source == "unavailable" and "no prolog record" in rec.reason
     assert rec.energy_mj_total is None
 
@@ -110,7 +118,7 @@ def test_observe_mode_logs_what_it_would_drain(node, healthy, tmp_path):
     node.write_config({"n1": p}, mode="observe")
     r = node.run(node.prolog)
     assert r.returncode == 0
-    assert f"would drain n1: slurmkit: ecc_volatile_uncorrectable GPU{g['index']} {g['uuid']}: 3" in r.stderr
+    assert f"would drain n1: slurmkit: ecc_volatile_uncorrectable GPU{g['index']} {g['pci_bus_id']}: 3 uncorrectable ECC errors since boot" in r.stderr
     assert node.metric("n1", "prolog", "slurmkit_health_check_status", check="ecc_volatile_uncorrectable",
                        gpu=str(g["index"])) == 2
 
@@ -198,3 +206,60 @@ def test_profile_health_reaches_the_hooks_and_health_check_alike(node, healthy, 
     site.write_text(site.read_text() + "[health.checks]\nno_such = false\n")
     r = node.run(node.prolog)
     assert r.returncode == 0 and f"{site}:" in r.stderr and "health.checks.no_such: unknown check id" in r.stderr
+
+
+def _busy(snapshot, nvml_index, pid):
+    """A copy of ``snapshot`` with a compute process (20 GiB) on one GPU."""
+    snap = json.loads(json.dumps(snapshot))
+    g = next(x for x in snap["gpus"] if x["index"] == nvml_index)
+    g["values"]["processes"] = {"value": [{"pid": pid, "used_mib": 20480, "uid": 1000, "job_id": "99"}],
+                                "source": "nvmlDeviceGetComputeRunningProcesses_v3", "rc": "SUCCESS"}
+    g["values"]["memory_used_mib"] = {"value": 20480, "source": "nvmlDeviceGetMemoryInfo_v2", "rc": "SUCCESS"}
+    return snap
+
+
+def test_shared_node_prolog_judges_only_the_jobs_gpus(node, healthy, tmp_path):
+    """Another job busy on GPU1 of a shared node: a 1-GPU job on GPU0 passes; a process left on
+    the job's own GPU still fails it."""
+    path, snap = healthy
+    other = _nvml_gpu_of(node, snap, 1)["index"]
+    p = tmp_path / "busy.json"
+    p.write_text(json.dumps(_busy(snap, other, 7777)))
+    node.write_config({"n1": p})
+    r = node.run(node.prolog, gpus="0")
+    assert r.returncode == 0 and "leftover_processes" not in r.stderr and "memory_used" not in r.stderr, r.stderr
+    # the same busy GPU is the job's own: fails
+    r = node.run(node.prolog, job_id="102", gpus="1")
+    assert r.returncode == 1
+    assert f"leftover_processes GPU{other} " in r.stderr and "memory_used" in r.stderr
+    # the periodic health check never takes a busy GPU for a leftover
+    r = node.run(node.healthcheck, job_id=None, gpus=None)
+    assert r.returncode == 0 and "leftover_processes" not in r.stderr and "would drain" not in r.stderr
+    # a job with no GPU on a GPU node judges none of them
+    assert node.run(node.prolog, job_id="103", gpus="").returncode == 0
+
+
+def test_autodetect_gres_conf_still_gets_every_check(node, healthy, tmp_path):
+    """gres.conf for AutoDetect=nvml (Name=gpu Type=h100 Count=4, no File=): the GPUs are matched
+    through NVML (Slurm index k = k-th smallest minor), every check runs and the count is expected."""
+    path, snap = healthy
+    node.gres_conf.write_text("AutoDetect=nvml\nNodeName=n[1-2] Name=gpu Type=h100 Count=4\n")
+    node.write_config({"n1": path})
+    r = node.run(node.prolog, gpus="0,2")
+    assert r.returncode == 0 and "own trouble" not in r.stderr, r.stderr
+    rec = json.loads((node.state_dir / "n1" / "job-101.json").read_text())
+    minors = sorted(g["minor_number"] for g in snap["gpus"])
+    by_minor = {g["minor_number"]: g for g in snap["gpus"]}
+    assert [(row["index"], row["minor"], row["uuid"]) for row in rec["gpus"]] == \
+        [(0, minors[0], by_minor[minors[0]]["uuid"]), (2, minors[2], by_minor[minors[2]]["uuid"])]
+    # a fault is still caught: the checks did not fail open
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(set_value(snap, 1, "ecc_volatile_uncorrectable", 2)))
+    node.write_config({"n1": bad})
+    r = node.run(node.prolog, job_id="102")
+    assert r.returncode == 1 and "slurmkit: ecc_volatile_uncorrectable GPU1 " in r.stderr
+    # fewer GPUs than Count= fails gpu_count
+    node.gres_conf.write_text("AutoDetect=nvml\nNodeName=n[1-2] Name=gpu Type=h100 Count=8\n")
+    node.write_config({"n1": path})
+    r = node.run(node.prolog, job_id="103", gpus="0")
+    assert r.returncode == 1 and "slurmkit: gpu_count: 4 of 8 GPUs visible" in r.stderr

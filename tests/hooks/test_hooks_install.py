@@ -88,9 +88,9 @@ def test_install_merges_with_site_values(tmp_path):
     backups = sorted(p.name for p in d.iterdir() if ".slurmkit-" in p.name)
     assert len(backups) == 2
     assert (d / backups[0]).read_text() in (NHC_SITE, SCHED)
-    # shims run our interpreter directly, not through the click CLI
+    # shims run our interpreter directly (behind a /bin/sh fail-safe guard), not through the click CLI
     shim = (d / "prolog.d" / "10-slurmkit").read_text()
-    assert shim.startswith(f"#!{sys.executable} -I\n") and "slurmkit.hooks.main" in shim
+    assert shim.startswith("#!/bin/sh\n") and f"py='{sys.executable}'" in shim and "slurmkit.hooks.main" in shim
     assert "import click" not in shim and "slurmkit.cli" not in shim and str(d / "slurmkit-hooks.toml") in shim
     assert os.access(d / "prolog.d" / "10-slurmkit", os.X_OK)
     cfg = load_config(d / "slurmkit-hooks.toml")
@@ -140,7 +140,8 @@ def test_replace_takes_over_foreign_healthcheck_and_uninstall_gives_it_back(tmp_
     _install(path, replace=True)
     assert _value(path, "HealthCheckProgram")[1].endswith("slurmkit-healthcheck")
     assert _value(path, "HealthCheckInterval")[1] == str(inst.DEFAULT_INTERVAL_S)
-    assert _value(path, "PrologEpilogTimeout")[1] == str(inst.DEFAULT_TIMEOUT_S)
+    # --replace never lowers the site's PrologEpilogTimeout (120 s > slurmkit's 60 s)
+    assert _value(path, "PrologEpilogTimeout") == ("sched.conf", "120")
     path.write_text(path.read_text() + "# admin note\n")  # changed since: line-wise undo
     _uninstall(path)
     assert path.read_text() == main + "# admin note\n"
@@ -194,6 +195,8 @@ def test_cli_install_dry_run_diff_and_errors(tmp_path):
     r = _cli("install", "--slurm-conf", str(path), "--state-dir", str(tmp_path / "st"))
     assert r.returncode == 0, r.stderr
     assert _value(path, "PrologFlags")[1] == "Contain,X11,Alloc"
+    # observe mode unless asked for enforce: the hooks log what they would do and change nothing
+    assert load_config(path.parent / "slurmkit-hooks.toml").mode == "observe"
     r = _cli("uninstall", "--slurm-conf", str(path))
     assert r.returncode == 0, r.stderr
     assert path.read_text() == NHC_SITE
@@ -209,3 +212,48 @@ def test_cli_install_dry_run_diff_and_errors(tmp_path):
     r = _cli("install", "--slurm-conf", str(path))
     assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1
     assert r.stderr.startswith(f"slurmkit: error: {path}:9: HealthCheckProgram=/usr/sbin/nhc belongs to the site")
+
+
+def test_replace_raises_a_short_prolog_epilog_timeout_only(tmp_path):
+    path = _site(tmp_path, sched=SCHED.replace("PrologEpilogTimeout=120", "PrologEpilogTimeout=20"))
+    plan = _install(path)
+    assert _value(path, "PrologEpilogTimeout") == ("sched.conf", "20")  # without --replace: kept, said so
+    assert any("PrologEpilogTimeout=20" in n and "--replace" in n for n in plan.notes)
+    _uninstall(path)
+    _install(path, replace=True)
+    assert _value(path, "PrologEpilogTimeout") == ("sched.conf", str(inst.DEFAULT_TIMEOUT_S))
+
+
+def test_chain_keeps_nhc_first_and_uninstall_gives_it_back(tmp_path):
+    main = NHC_SITE.replace("#HealthCheckProgram=", "HealthCheckProgram=/usr/sbin/nhc")
+    path = _site(tmp_path, main)
+    log = tmp_path / "nhc.log"
+    nhc = tmp_path / "nhc"
+    nhc.write_text(f"#!/bin/sh\necho nhc ran >> {log}\nexit 1\n")  # NHC found a problem (and drained itself)
+    nhc.chmod(0o755)
+    path.write_text(main.replace("/usr/sbin/nhc", str(nhc)))
+    # the hooks' own folders in the test's directory, not the host's /var/lib
+    (path.parent / inst.CONFIG).write_text(render_config(
+        path, state_dir=tmp_path / "state", spool_dir=tmp_path / "spool", textfile_dir=tmp_path / "textfile"))
+    plan = _install(path, chain=True)
+    hc = path.parent / inst.HEALTHCHECK_SHIM
+    assert _value(path, "HealthCheckProgram")[1] == str(hc)
+    assert any(f"{nhc} keeps running, first" in n for n in plan.notes)
+    r = subprocess.run([str(hc)], env={"SLURMD_NODENAME": "n1"}, capture_output=True, text=True, timeout=60)
+    assert log.read_text() == "nhc ran\n"          # NHC ran ...
+    assert "slurmkit-healthcheck" in r.stderr and r.returncode == 0  # ... then slurmkit's check
+    assert "exited 1" in r.stderr
+    _install(path, chain=True)  # idempotent: still chained
+    assert str(nhc) in hc.read_text()
+    _uninstall(path)
+    assert path.read_text() == main.replace("/usr/sbin/nhc", str(nhc))
+
+
+def test_configless_cluster_is_refused_with_what_to_do(tmp_path):
+    path = _site(tmp_path, NHC_SITE.replace("ClusterName=alpha\n", "ClusterName=alpha\nSlurmctldParameters=enable_configless\n"))
+    with pytest.raises(inst.InstallError) as info:
+        inst.plan_install(sconf.load_tree(path), inst.InstallSpec(python=sys.executable))
+    msg = str(info.value)
+    assert "slurm.conf:3" in msg and "configless" in msg and "every node" in msg and "--configless" in msg
+    plan = _install(path, configless=True)
+    assert any("copy these to every node" in n for n in plan.notes)

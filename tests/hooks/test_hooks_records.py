@@ -68,12 +68,13 @@ def test_unavailable_spool_record_round_trips():
 
 
 def test_node_health_round_trips_and_reads_bad_files_as_defaults(tmp_path):
-    h = nodestate.NodeHealth("slurmkit: xid GPU1 GPU-b: 79", 2, {"prolog": 3, "epilog": 1})
+    h = nodestate.NodeHealth("slurmkit: xid GPU1 GPU-b: 79", 2, {"prolog": 3, "epilog": 1}, "b00t")
     assert _through_json(h) == h
     nodestate.save_health(tmp_path, "n1", h)
     assert nodestate.load_health(tmp_path, "n1") == h
     assert json.loads((tmp_path / "n1" / "health.json").read_text()) == {
-        "drained_reason": "slurmkit: xid GPU1 GPU-b: 79", "clean_runs": 2, "own_errors": {"prolog": 3, "epilog": 1}}
+        "drained_reason": "slurmkit: xid GPU1 GPU-b: 79", "clean_runs": 2, "own_errors": {"prolog": 3, "epilog": 1},
+        "drained_boot_id": "b00t"}
     (tmp_path / "n1" / "health.json").write_text('{"clean_runs": "x", "own_errors": [1]}')
     assert nodestate.load_health(tmp_path, "n1") == nodestate.NodeHealth(None, 0, {})
     assert nodestate.count_own_error(tmp_path, "n1", "healthcheck") == 1
@@ -192,3 +193,20 @@ def test_epilog_spool_record_reaches_the_report(node, healthy, fake_nvml, tmp_pa
     rep, allocs = _report(rows, window, sp, pd.Timestamp(t + 86400, unit="s", tz="UTC"))
     assert allocs.loc[0, "energy_source"] == "measured"
     assert rep["efficiency"]["gpu_util_pct_weighted"] == pytest.approx(60.0)
+
+
+def test_each_node_appends_to_its_own_spool_file_and_the_report_reads_them_all(tmp_path):
+    """A spool folder on a shared filesystem: every node writes <node>.jsonl, never another's."""
+    d = tmp_path / "spool"
+    for job, node in (("11", "gpu01"), ("12", "gpu02"), ("13", "gpu01")):
+        rec = spool.record(job, node, "alice", 1000, 100.0, 200.0,
+                           [spool.GpuEnergy(0, 0, 0, "GPU-x", "0000:01:00.0", 1_000, 61_000)], "live")
+        assert spool.append(d, rec) == str(d / f"{node}.jsonl")
+    assert sorted(p.name for p in d.iterdir()) == ["gpu01.jsonl", "gpu02.jsonl"]
+    assert [r.job_id for r in spool.read(d / "gpu01.jsonl")[0]] == ["11", "13"]
+    assert {r.node for r in spool.read(d / "gpu02.jsonl")[0]} == {"gpu02"}
+    df, problems = read_spool(str(d))
+    assert problems == [] and sorted(df["job_id"]) == ["11", "12", "13"]
+    assert set(df["energy_mj"]) == {60_000}
+    with pytest.raises(ValueError):
+        spool.file_name("../etc/passwd")

@@ -10,6 +10,7 @@ elsewhere once a node frees up. Switched back, the periodic health check resumes
 
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -69,7 +70,7 @@ def hooked(sandbox, fake_nvml, tmp_path):  # noqa: F811
     cfg_path = conf.parent / inst.CONFIG
     cfg_path.write_text(config())
     run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
-    yield {"conf": conf, "cfg_path": cfg_path, "config": config, "failing": failing, **dirs}
+    yield {"conf": conf, "cfg_path": cfg_path, "config": config, "failing": failing, "snaps": snaps, **dirs}
     for n in sandbox.node_names:
         run(["scontrol", "update", f"nodename={n}", "state=resume"], slurm_conf=str(conf), timeout=30, check=False)
     inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, installing=False)
@@ -105,7 +106,7 @@ def test_failing_gpu_drains_requeues_and_resumes(sandbox, hooked):
         hooked["cfg_path"].write_text(hooked["config"]({"n3": hooked["failing"]}))
         job = _sbatch(conf, "-N1", "--gres=gpu:1", "-t", "2", "--requeue", "--wrap", "hostname")
         bad = json.loads(hooked["failing"].read_text())["gpus"][1]
-        want = f"slurmkit: ecc_volatile_uncorrectable GPU1 {bad['uuid']}: 4"
+        want = f"slurmkit: ecc_volatile_uncorrectable GPU1 {bad['pci_bus_id']}: 4 uncorrectable ECC errors since boot"
         got = _wait("n3 drained by slurmkit", lambda: (_node(conf, "n3")["reason"] or "").startswith("slurmkit:")
                     and _node(conf, "n3"), 60)
         assert got["reason"] == want and "DRAIN" in got["state"]
@@ -119,7 +120,7 @@ def test_failing_gpu_drains_requeues_and_resumes(sandbox, hooked):
     done = _wait("the job to finish elsewhere", lambda: _job(conf, job)["JobState"] == "COMPLETED" and _job(conf, job), 90)
     assert done["NodeList"] in ("n1", "n2", "n4")
     # its epilog spooled a record for the node it ran on
-    recs, problems = spool.read(hooked["spool"] / spool.FILE_NAME)
+    recs, problems = spool.read(hooked["spool"] / spool.file_name(done["NodeList"]))
     assert problems == [] and any(r.job_id == job and r.node == done["NodeList"] for r in recs)
     # still failing: the health check keeps n3 drained with our reason
     time.sleep(INTERVAL_S * 2 + 1)
@@ -149,14 +150,22 @@ def test_foreign_reason_is_never_overwritten_or_resumed(sandbox, hooked):
     assert got["reason"] == "admin: PSU swap" and "DRAIN" in got["state"]
 
 
-def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path):  # noqa: F811
-    """A site Prolog stays in place: it runs, before slurmkit's, and uninstall gives it back."""
+@pytest.mark.parametrize("layout", ["file", "glob", "include"])
+def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path, layout):  # noqa: F811
+    """A site Prolog stays in place: it runs, before slurmkit's, and uninstall gives it back;
+    whether slurm.conf names one script, a glob (``Prolog=<dir>/*``) or has the line in an
+    ``Include``d file."""
     conf = Path(sandbox.slurm_conf)
     original = conf.read_bytes()
     work = Path(sandbox.dir) / "hooks-site-test"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
-    site, log = work / "site-prolog.sh", work / "site.log"
+    if layout == "glob":
+        (work / "site-prolog.d").mkdir()
+        site = work / "site-prolog.d" / "50-site.sh"
+    else:
+        site = work / "site-prolog.sh"
+    log = work / "site.log"
     state = work / "state"
     # the site script notes whether slurmkit's prolog already recorded the job on this node
     site.write_text(f'#!/bin/sh\nif [ -e "{state}/$SLURMD_NODENAME/job-$SLURM_JOB_ID.json" ]; then o=after; '
@@ -165,8 +174,15 @@ def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path):  # noqa:
     text = original.decode()
     assert "\n#Prolog=\n" in text
     # atomically: a slurmd may still be re-reading slurm.conf after the last reconfigure
-    atomic_write(conf, text.replace("\n#Prolog=\n", f"\nProlog={site}\n"))
+    included = work / "site-prolog.conf"
+    if layout == "include":
+        included.write_text(f"# the site's prolog settings\nProlog={site}\n")
+        atomic_write(conf, text.replace("\n#Prolog=\n", f"\nInclude {included}\n"))
+    else:
+        value = f"{site.parent}/*" if layout == "glob" else str(site)
+        atomic_write(conf, text.replace("\n#Prolog=\n", f"\nProlog={value}\n"))
     with_site = conf.read_bytes()
+    included_text = included.read_bytes() if layout == "include" else None
     snaps = {n: work / f"{n}.json" for n in sandbox.node_names}
     for n, p in snaps.items():
         record_snapshot(fake_nvml, p, node=n)
@@ -180,11 +196,176 @@ def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path):  # noqa:
         out = run(["srun", "-N1", "--gres=gpu:1", "-t", "1", "sh", "-c", "echo $SLURM_JOB_ID"],
                   slurm_conf=str(conf), timeout=60).stdout.strip()
         assert log.read_text().split() == [out, "before"]
-        recs, _ = _wait("the epilog's spool record", lambda: (work / "spool" / spool.FILE_NAME).exists()
-                        and spool.read(work / "spool" / spool.FILE_NAME), 30)
+        files = _wait("the epilog's spool record", lambda: list((work / "spool").glob("*.jsonl")), 30)
+        assert [f.name for f in files] == [spool.file_name(_job(conf, out)["NodeList"])]  # its node's own file
+        recs, _ = spool.read(files[0])
         assert [r.job_id for r in recs] == [out]
+        if layout == "include":
+            assert "prolog.d/*" in included.read_text()  # the key is edited where it is defined
         inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, False)
         assert conf.read_bytes() == with_site
+        if layout == "include":
+            assert included.read_bytes() == included_text
+        if layout == "glob":
+            assert sorted(p.name for p in site.parent.iterdir()) == ["50-site.sh"]
     finally:
         atomic_write(conf, original)
         run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+
+
+def _health_runs(hooked, node, n):
+    """Wait for ``n`` more health checks on ``node`` (its textfile rewritten n times)."""
+    tf = hooked["textfile"] / f"slurmkit_{node}_healthcheck.prom"
+    for _ in range(n):
+        last = tf.stat().st_mtime if tf.exists() else 0
+        _wait(f"a health check on {node}", lambda: tf.exists() and tf.stat().st_mtime != last, INTERVAL_S * 4 + 10)
+
+
+def test_broken_install_never_drains_with_prolog_error(sandbox, hooked):
+    """A half-finished upgrade (the hooks' interpreter has no slurmkit): jobs still run, the node
+    is not drained by Slurm's "Prolog error" / "Epilog error"."""
+    conf = hooked["conf"]
+    shims = [conf.parent / "prolog.d" / inst.OUR_SHIM, conf.parent / "epilog.d" / inst.OUR_SHIM]
+    saved = {p: p.read_text() for p in shims}
+    try:
+        for p, kind in zip(shims, ("prolog", "epilog")):
+            atomic_write(p, inst.shim_text(kind, "/usr/bin/python3", hooked["cfg_path"]), 0o755)
+        out = run(["srun", "-w", "n1", "--gres=gpu:1", "-t", "1", "sh", "-c", "echo ran $SLURM_JOB_ID"],
+                  slurm_conf=str(conf), timeout=90).stdout.strip()
+        assert out.startswith("ran ")
+        job = out.split()[1]
+        _wait("the job to complete", lambda: _job(conf, job)["JobState"] == "COMPLETED", 30)
+        time.sleep(2)  # the epilog runs after the job is complete
+        got = _node(conf, "n1")
+        assert got["reason"] is None and "DRAIN" not in got["state"], got
+    finally:
+        for p, text in saved.items():
+            atomic_write(p, text, 0o755)
+
+
+def test_observe_mode_on_a_failing_node_changes_nothing(sandbox, hooked):
+    conf = hooked["conf"]
+    text = hooked["config"]({"n2": hooked["failing"]})
+    hooked["cfg_path"].write_text('mode = "observe"\n' + text)
+    out = run(["srun", "-w", "n2", "--gres=gpu:1", "-t", "1", "sh", "-c", "echo $SLURM_JOB_ID"],
+              slurm_conf=str(conf), timeout=90).stdout.strip()
+    _wait("the job's epilog", lambda: (hooked["spool"] / spool.file_name("n2")).exists()
+          and any(r.job_id == out for r in spool.read(hooked["spool"] / spool.file_name("n2"))[0]), 30)
+    got = _node(conf, "n2")
+    assert got["reason"] is None and "DRAIN" not in got["state"], got
+    prolog = (hooked["textfile"] / "slurmkit_n2_prolog.prom").read_text()
+    assert 'slurmkit_hook_exit_code{node="n2",hook="prolog"} 0' in prolog
+    assert 'slurmkit_hook_observed_actions{node="n2",hook="prolog",action="enable_accounting"} 1' in prolog
+    epilog = (hooked["textfile"] / "slurmkit_n2_epilog.prom").read_text()
+    assert 'slurmkit_hook_observed_actions{node="n2",hook="epilog",action="reset_app_clocks"} 1' in epilog
+    node_prom = (hooked["textfile"] / "slurmkit_n2_node.prom").read_text()
+    assert re.search(r'slurmkit_observed_drains_total\{node="n2",check="ecc_volatile_uncorrectable"\} [1-9]', node_prom)
+
+
+def test_drain_ownership_follows_slurms_current_reason(sandbox, hooked):
+    conf = hooked["conf"]
+
+    def update(node, *args):
+        run(["scontrol", "update", f"nodename={node}", *args], slurm_conf=str(conf), timeout=30)
+
+    # slurmkit drains n3 ...
+    hooked["cfg_path"].write_text(hooked["config"]({"n3": hooked["failing"]}))
+    _wait("n3 drained by slurmkit", lambda: drain.is_ours(_node(conf, "n3")["reason"]), INTERVAL_S * 4 + 30)
+    # ... the fault is fixed and an admin resumes n3 by hand: slurmkit forgets its drain
+    hooked["cfg_path"].write_text(hooked["config"]())
+    update("n3", "state=resume")
+    _health_runs(hooked, "n3", 1)
+    assert json.loads((hooked["state"] / "n3" / "health.json").read_text())["drained_reason"] is None
+    # Slurm's own reason is never resumed (nor overwritten) by slurmkit
+    update("n3", "state=drain", "reason=Prolog error")
+    _health_runs(hooked, "n3", RESUME_AFTER + 1)
+    got = _node(conf, "n3")
+    assert got["reason"] == "Prolog error" and "DRAIN" in got["state"]
+    update("n3", "state=resume")
+    # the epilog on a node someone else drained exits 0 and adds no reason
+    job = _sbatch(conf, "-w", "n4", "--gres=gpu:1", "-t", "2", "--wrap", "sleep 6")
+    _wait("the job running on n4", lambda: _job(conf, job)["JobState"] == "RUNNING", 60)
+    update("n4", "state=drain", "reason=admin: PSU swap")
+    hooked["cfg_path"].write_text(hooked["config"]({"n4": hooked["failing"]}))
+    ep = hooked["textfile"] / "slurmkit_n4_epilog.prom"
+    before = ep.stat().st_mtime if ep.exists() else 0
+    _wait("the job's epilog on n4", lambda: ep.exists() and ep.stat().st_mtime != before, 60)
+    assert 'slurmkit_hook_exit_code{node="n4",hook="epilog"} 0' in ep.read_text()
+    got = _node(conf, "n4")
+    assert got["reason"] == "admin: PSU swap", got
+    hooked["cfg_path"].write_text(hooked["config"]())
+
+
+def _busy_snapshot(path_in, path_out, nvml_indexes, pid=424242):
+    snap = json.loads(Path(path_in).read_text())
+    for g in snap["gpus"]:
+        if g["index"] in nvml_indexes:
+            g["values"]["processes"] = {"value": [{"pid": pid, "used_mib": 20480, "uid": 1000}],
+                                        "source": "nvmlDeviceGetComputeRunningProcesses_v3", "rc": "SUCCESS"}
+            g["values"]["memory_used_mib"] = {"value": 20480, "source": "nvmlDeviceGetMemoryInfo_v2", "rc": "SUCCESS"}
+    Path(path_out).write_text(json.dumps(snap))
+    return path_out
+
+
+def test_shared_node_two_one_gpu_jobs(sandbox, hooked):
+    """Two 1-GPU jobs on one node at once: the first job's GPU is busy in the node's state, and
+    the second job's prolog passes; a process left on the job's own GPU still fails it."""
+    conf = hooked["conf"]
+    first = _sbatch(conf, "-w", "n1", "--gres=gpu:1", "-t", "3", "--wrap", "sleep 120")
+    jobs = [first]
+    try:
+        rec = _wait("the first job's prolog record", lambda: (hooked["state"] / "n1" / f"job-{first}.json").exists()
+                    and json.loads((hooked["state"] / "n1" / f"job-{first}.json").read_text()), 60)
+        busy = {g["nvml_index"] for g in rec["gpus"]}
+        assert len(busy) == 1
+        work = hooked["cfg_path"].parent
+        snap_n1 = hooked["snaps"]["n1"]
+        shared = _busy_snapshot(snap_n1, work / "n1-shared.json", busy)
+        hooked["cfg_path"].write_text(hooked["config"]({"n1": shared}))
+        out = run(["srun", "-w", "n1", "--gres=gpu:1", "-t", "1", "sh", "-c", "echo ok $SLURM_JOB_ID"],
+                  slurm_conf=str(conf), timeout=90).stdout.split()
+        assert out[0] == "ok"
+        second = out[1]
+        prolog = (hooked["textfile"] / "slurmkit_n1_prolog.prom").read_text()
+        assert 'slurmkit_hook_exit_code{node="n1",hook="prolog"} 0' in prolog
+        assert _node(conf, "n1")["reason"] is None
+        # now a process is left on every GPU but the first job's: the next job's own GPU is busy
+        all_gpus = {g["index"] for g in json.loads(Path(snap_n1).read_text())["gpus"]}
+        stuck = _busy_snapshot(snap_n1, work / "n1-stuck.json", all_gpus)
+        hooked["cfg_path"].write_text(hooked["config"]({"n1": stuck}))
+        third = _sbatch(conf, "-w", "n1", "--gres=gpu:1", "-t", "1", "--requeue", "--wrap", "true")
+        jobs.append(third)
+        got = _wait("n1 drained for a leftover process", lambda: drain.is_ours(_node(conf, "n1")["reason"])
+                    and _node(conf, "n1"), 60)
+        m = re.match(r"slurmkit: (leftover_processes|memory_used) GPU(\d+) ", got["reason"])
+        assert m and int(m.group(2)) not in busy, got  # the third job's own GPU, not the first job's
+        assert str(second) != str(third)
+    finally:
+        run(["scancel", *jobs], slurm_conf=str(conf), timeout=30)
+        hooked["cfg_path"].write_text(hooked["config"]())
+
+
+def test_hardware_xid_drain_lasts_until_reboot(sandbox, hooked):
+    """Xid 79 drains n3; clean health checks afterwards do not resume it (no reset or reboot
+    seen); once the boot id differs from the drain's (a reboot) it is resumed."""
+    conf = hooked["conf"]
+    snap = json.loads(Path(hooked["snaps"]["n3"]).read_text())
+    g1 = next(g for g in snap["gpus"] if g["index"] == 1)
+    snap["xids"] = [{"xid": 79, "pci_bus_id": g1["pci_bus_id"], "message": "GPU has fallen off the bus.",
+                     "origin": "/dev/kmsg", "line": 7, "timestamp": ""}]
+    xid_snap = hooked["cfg_path"].parent / "n3-xid79.json"
+    xid_snap.write_text(json.dumps(snap))
+    hooked["cfg_path"].write_text(hooked["config"]({"n3": xid_snap}))
+    want = f"slurmkit: xid GPU1 {g1['pci_bus_id']}: Xid 79 GPU fell off the bus"
+    _wait("n3 drained for Xid 79", lambda: _node(conf, "n3")["reason"] == want, INTERVAL_S * 4 + 30)
+    hooked["cfg_path"].write_text(hooked["config"]())  # the kernel log has nothing new: clean runs
+    _health_runs(hooked, "n3", RESUME_AFTER + 2)
+    got = _node(conf, "n3")
+    assert got["reason"] == want and "DRAIN" in got["state"]
+    # a reboot: the boot id slurmkit recorded at the drain is no longer the current one
+    hp = hooked["state"] / "n3" / "health.json"
+    h = json.loads(hp.read_text())
+    assert h["drained_boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    atomic_write(hp, json.dumps({**h, "drained_boot_id": "boot-before-the-reboot"}))
+    _wait("n3 resumed after the reboot", lambda: "DRAIN" not in _node(conf, "n3")["state"],
+          INTERVAL_S * (RESUME_AFTER + 4) + 30)

@@ -12,7 +12,9 @@ from slurmkit.hooks.config import HookConfigError, parse as parse_config
 @pytest.mark.parametrize("reason, ours, take", [
     (None, False, True),
     ("", False, True),
-    ("Prolog error", False, True),
+    ("Prolog error", False, False),
+    ("Epilog error", False, False),
+    ("Kill task failed", False, False),
     ("slurmkit: xid GPU0 GPU-1: 79", True, True),
     ("slurmkit: nvml-timeout", True, True),
     ("maintenance: PSU swap", False, False),
@@ -67,8 +69,22 @@ def test_gres_errors_name_the_line():
         gres.parse_gres_conf("Name=gpu File=/dev/nvidia0\nbogus\n", "/etc/slurm/gres.conf")
     assert info.value.line == 2 and "/etc/slurm/gres.conf:2:" in str(info.value)
     with pytest.raises(gres.GresError) as info:
-        gres.node_gpu_files(gres.parse_gres_conf("NodeName=n1 Name=gpu AutoDetect=nvml\n"), "n1")
-    assert "File=" in str(info.value) and info.value.line == 1
+        gres.node_gpu_files(gres.parse_gres_conf("AutoDetect=nvml\nNodeName=n1 Name=gpu Count=eight\n"), "n1")
+    assert "Count=" in str(info.value) and info.value.line == 2
+
+
+def test_gres_autodetect_gpus_are_matched_through_nvml():
+    """``AutoDetect=nvml`` with ``Name=gpu Type=h100 Count=4`` and no File=: Slurm's index k is
+    the GPU with the k-th smallest NVML minor number."""
+    lines = gres.parse_gres_conf("AutoDetect=nvml\nNodeName=n[1-2] Name=gpu Type=h100 Count=4\n")
+    files = gres.node_gpu_files(lines, "n2")
+    assert files == [None] * 4 and gres.node_gpu_files(lines, "cpu1") is None
+    st = NodeState(node="n2", source="t")
+    for nvml_index, minor in enumerate([3, 1, 0, 2]):  # NVML order != minor order
+        st.gpus.append(GpuState(index=nvml_index, uuid=f"GPU-{nvml_index}", pci_bus_id=f"0000:0{nvml_index}:00.0",
+                                minor_number=minor))
+    got = gres.map_job_gpus([0, 3], files, st)
+    assert [(g.minor, g.nvml_index, g.file) for g in got] == [(0, 2, "/dev/nvidia0"), (3, 0, "/dev/nvidia3")]
 
 
 def test_job_gpus_and_mapping():
@@ -144,3 +160,29 @@ def test_hook_config_relative_paths_and_defaults():
     assert (over.mode, over.deadline_s) == ("observe", 2.5)
     set_ = parse_config('slurm_conf = "s"\nmode = "enforce"\ndeadline_s = 4\n', "/h.toml")
     assert (set_.over_profile(Health(mode="observe", deadline_s=2.5)).mode, set_.deadline_s) == ("enforce", 4.0)
+
+
+def test_job_of_a_process_from_its_slurm_cgroup_or_environment(tmp_path):
+    from slurmkit.hooks import jobproc
+
+    def proc(pid, cgroup, environ=b""):
+        d = tmp_path / str(pid)
+        d.mkdir()
+        (d / "cgroup").write_text(cgroup)
+        (d / "environ").write_bytes(environ)
+
+    # cgroup v2 (Slurm 22.05+ cgroup/v2) and v1 (freezer / memory hierarchies)
+    proc(1, "0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0\n")
+    proc(2, "12:memory:/slurm/uid_1000/job_77/step_batch\n4:freezer:/slurm/uid_1000/job_77/step_batch\n")
+    proc(3, "0::/user.slice/user-1000.slice/session-3.scope\n", b"HOME=/home/a\0SLURM_JOB_ID=991\0")
+    proc(4, "0::/user.slice/user-1000.slice/session-3.scope\n", b"HOME=/home/a\0")
+    assert [jobproc.job_of(p, str(tmp_path)) for p in (1, 2, 3, 4, 5)] == ["4242", "77", "991", None, None]
+    defs = tmp_path / "login.defs"
+    defs.write_text("# comment\nUID_MIN\t\t\t 2000\nUID_MAX 60000\n")
+    assert jobproc.uid_min(str(defs)) == 2000 and jobproc.uid_min(str(tmp_path / "none")) == 1000
+    v = jobproc.verdict
+    assert v(9, 1000, "5", "5", 1000).kill
+    assert not v(9, 0, "5", "5", 0).kill and "root" in v(9, 0, "5", "5", 0).why
+    assert not v(9, 999, "5", "5", 999).kill and "system uid 999" in v(9, 999, "5", "5", 999).why
+    assert not v(9, 1000, "6", "5", 1000).kill and not v(9, 1000, None, "5", 1000).kill
+    assert not v(9, 1001, "5", "5", 1000).kill and not v(9, None, "5", "5", 1000).kill

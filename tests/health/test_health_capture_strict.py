@@ -1,0 +1,83 @@
+"""Captures are read strictly: a GPU section that shows an nvidia-smi error fails that GPU with
+the text in the reason; a capture with fewer GPU sections than ``Attached GPUs`` is unreadable.
+Inputs are the real captures of ../shared/corpus/nvidia-smi-q/ with one line changed the way
+nvidia-smi prints these errors."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from slurmkit.cli import cli
+from slurmkit.health.checks import evaluate
+from slurmkit.health.config import load_config
+from slurmkit.health.errors import CaptureError
+from slurmkit.health.source import load_capture
+
+pytestmark = pytest.mark.corpus
+
+H100 = "8xH100_hw_slowdown_power_brake.txt"
+
+
+def _edited(corpus, tmp_path, name, pattern, repl, count=1):
+    text = (corpus / "nvidia-smi-q" / name).read_text()
+    new, n = re.subn(pattern, repl, text, count=count, flags=re.M)
+    assert n == count
+    path = tmp_path / name
+    path.write_text(new)
+    return path
+
+
+def _gpu_fails(path):
+    rep = evaluate(load_capture(path), load_config())
+    return rep, [r for r in rep["results"] if r["check"] == "nvsmi_error" and r["status"] == "fail"]
+
+
+@pytest.mark.parametrize("text", ["Unknown Error", "[Unknown Error]", "ERR!", "GPU requires reset"])
+def test_error_text_in_a_gpu_section_fails_that_gpu(corpus, tmp_path, text):
+    # the second GPU's power draw (line 376 of the capture) as nvidia-smi prints a failed read
+    path = _edited(corpus, tmp_path, H100, r"^(        Power Draw\s+: )69\.52 W$", rf"\g<1>{text}")
+    rep, fails = _gpu_fails(path)
+    assert [(r["gpu_index"], r["pci_bus_id"]) for r in fails] == [(1, "0000:3b:00.0")]
+    assert fails[0]["value"].startswith(text)
+    assert "Power Draw" in fails[0]["value"]
+    from slurmkit.health.checks import CheckResult
+
+    reason = CheckResult(**fails[0]).reason()
+    assert text in reason and reason.startswith("slurmkit: nvsmi_error GPU1 ")
+    assert rep["status"] == "fail"
+    # the other seven sections are clean
+    clean = [r for r in rep["results"] if r["check"] == "nvsmi_error" and r["status"] == "pass"]
+    assert sorted(r["gpu_index"] for r in clean) == [0, 2, 3, 4, 5, 6, 7]
+
+
+def test_unable_to_determine_the_device_handle_fails_that_gpu(corpus, tmp_path):
+    # GPU 0000:3B:00.0 replaced by the line nvidia-smi prints when it cannot open the GPU
+    text = (corpus / "nvidia-smi-q" / H100).read_text()
+    start = text.index("GPU 00000000:3B:00.0\n")
+    end = text.index("\nGPU 0000", start + 1) + 1
+    path = tmp_path / "lost.txt"
+    path.write_text(text[:start] + "Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error\n\n"
+                    + text[end:])
+    state = load_capture(path)
+    assert len(state.gpus) == 8 and state.gpus[1].pci_bus_id == "0000:3b:00.0"
+    rep, fails = _gpu_fails(path)
+    assert [r["gpu_index"] for r in fails] == [1]
+    assert "Unable to determine the device handle: Unknown Error" in fails[0]["value"]
+    lost = [r for r in rep["results"] if r["check"] == "gpu_lost" and r["status"] == "fail"]
+    assert [r["gpu_index"] for r in lost] == [1]
+
+
+def test_missing_gpu_section_is_unreadable_exit_2(corpus, tmp_path):
+    text = (corpus / "nvidia-smi-q" / H100).read_text()
+    cut = text[: text.index("GPU 00000000:3B:00.0\n")]  # a capture cut off after the first GPU
+    path = tmp_path / "cut.txt"
+    path.write_text(cut)
+    with pytest.raises(CaptureError) as ei:
+        load_capture(path)
+    line = next(i for i, t in enumerate(cut.splitlines(), 1) if t.startswith("Attached GPUs"))
+    assert ei.value.line == line and "1 GPU section but Attached GPUs is 8" in str(ei.value)
+    r = CliRunner().invoke(cli, ["health", "check", "--from", str(path)])
+    assert r.exit_code == 2 and "Attached GPUs is 8" in r.output and "Traceback" not in r.output
