@@ -78,3 +78,37 @@ def energy_png(report: dict) -> bytes | None:
     ax.bar(keys, vals, color=["#2ca02c", "#17becf", "#9467bd", "#7f7f7f"])
     ax.set_ylabel("kWh")
     return _png(plt, fig)
+
+
+def queue_wait_png(report: dict, n: int = 12) -> bytes | None:
+    """Queue wait as a distribution per partition and GPU-count bucket: one horizontal box per
+    group (the ``n`` groups with most jobs), box p25-p75, median line, whiskers p5-p95, the
+    longest wait a dot; log time axis in hours. None when no job started in the window."""
+    groups = [q for q in report["queue_wait"]["by_partition_gpus"] if q["n"] and q["p50_s"] is not None]
+    if not groups:
+        return None
+    groups = sorted(groups, key=lambda q: -q["n"])[:n][::-1]
+    plt, fig, ax = _fig(7.5, 0.38 * len(groups) + 1.3)
+    floor = 1.0 / 3600   # 1 s: a log axis holds no 0
+
+    def h(v):
+        return max((v or 0.0) / 3600.0, floor)
+
+    stats = [{"label": f"{q['partition'] or '(none)'} · {q['gpu_bucket']} GPU · n={q['n']}",
+              "med": h(q["p50_s"]), "q1": h(q.get("p25_s")), "q3": h(q.get("p75_s")),
+              "whislo": h(q.get("p5_s")), "whishi": h(q["p95_s"]), "fliers": [h(q.get("max_s"))]}
+             for q in groups]
+    import matplotlib
+
+    # matplotlib 3.10 names it orientation= (vert= deprecated); 3.7-3.9 only know vert=
+    horizontal = ({"orientation": "horizontal"} if tuple(map(int, matplotlib.__version__.split(".")[:2])) >= (3, 10)
+                  else {"vert": False})
+    ax.bxp(stats, **horizontal, showfliers=True, patch_artist=True,
+           boxprops={"facecolor": "#c6dbef", "edgecolor": "#1f77b4"},
+           medianprops={"color": "#d62728"}, flierprops={"marker": ".", "markersize": 4})
+    ax.set_xscale("log")
+    ax.set_xlabel(f"wait, hours (Start − {report['queue_wait'].get('from', 'Eligible')}); "
+                  "box p25-p75, red median, whiskers p5-p95, dot the longest")
+    ax.tick_params(axis="y", labelsize=8)
+    ax.xaxis.label.set_size(8)
+    return _png(plt, fig)

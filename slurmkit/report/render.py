@@ -5,7 +5,7 @@
 - :func:`to_markdown`: the same tables as Markdown
 - :func:`write_outputs`: ``weekly.html``, ``weekly.md``, ``weekly.json``, CSV tables
   (``by_user.csv``, ``by_account.csv``, ``by_partition.csv``, ``by_qos.csv``,
-  ``by_gpu_type.csv``, ``outcomes.csv``, ``queue_wait.csv``, ``hourly.csv``,
+  ``by_gpu_type.csv``, ``outcomes.csv``, ``queue_wait.csv``, ``queue_wait_hist.csv``, ``backlog.csv``, ``hourly.csv``,
   ``efficiency_by_user.csv``, ``idle_jobs.csv``, ``jobs.csv``, ``data_quality.csv``) and ``jobs.parquet`` (the per-allocation frame)
 """
 
@@ -128,6 +128,39 @@ def outcome_label(o: dict) -> str:
     return o["state"]
 
 
+def backlog_text(t: dict) -> str:
+    """The pending backlog line: jobs (array tasks each) waiting at the capture / now, GPUs and
+    GPU-hours they request (requested GPUs × time limit, an upper bound)."""
+    jobs = (t.get("pending_jobs") or 0) + (t.get("pending_array_tasks") or 0)
+    if not jobs:
+        return "Pending backlog: no job waiting."
+    nolimit = t.get("pending_without_time_limit") or 0
+    return (f"Pending backlog: {jobs:,} job(s) waiting ({t.get('pending_array_tasks') or 0:,} of them array "
+            f"tasks), requesting {fmt(t.get('pending_gpus_requested'))} GPUs and "
+            f"{fmt(t.get('pending_gpu_hours_requested'))} GPU-hours (requested GPUs × time limit, at most)"
+            + (f"; {nolimit:,} GPU job(s) without a time limit not in the GPU-hours" if nolimit else "") + ".")
+
+
+def wait_histogram_rows(qw: dict) -> list[dict]:
+    """``queue_wait_hist.csv``: one row per partition x GPU bucket (and ``(all)``), jobs per
+    wait bin (columns named by :data:`slurmkit.report.weekly.WAIT_BIN_LABELS`)."""
+    bins = qw.get("bins") or []
+    out = [{"partition": "(all)", "gpu_bucket": "(all)", **dict(zip(bins, qw.get("histogram") or []))}] if bins else []
+    out += [{"partition": q["partition"], "gpu_bucket": q["gpu_bucket"], **dict(zip(bins, q.get("histogram") or []))}
+            for q in qw["by_partition_gpus"]]
+    return out
+
+
+def _md_wait_histogram(qw: dict) -> list[str]:
+    rows = wait_histogram_rows(qw)
+    if not rows:
+        return []
+    bins = qw["bins"]
+    return ["Jobs by wait:", "", _md_table(["partition", "GPUs", *bins],
+                                          [[h["partition"] or "(none)", h["gpu_bucket"], *[h.get(b, 0) for b in bins]]
+                                           for h in rows]), ""]
+
+
 def title(report: dict) -> str:
     c = f" — {report['cluster']}" if report.get("cluster") else ""
     return f"GPU cluster weekly report{c}: {report['window']['start'][:10]} to {report['window']['end'][:10]}"
@@ -143,11 +176,11 @@ def to_html(report: dict, limit: int = 25) -> str:
     env = jinja2.Environment(loader=jinja2.PackageLoader("slurmkit.report", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     img = {"hourly": plots.hourly_png(report), "users": plots.top_users_png(report),
-           "energy": plots.energy_png(report)}
+           "energy": plots.energy_png(report), "queue_wait": plots.queue_wait_png(report)}
     img = {k: base64.b64encode(v).decode("ascii") for k, v in img.items() if v is not None}
     return env.get_template("weekly.html.j2").render(
         r=report, img=img, f=fmt, pct=pct, dur=dur, signed=signed, title=title(report),
-        outcome_label=outcome_label, memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long),
+        outcome_label=outcome_label, backlog=backlog_text(report["totals"]), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long),
         groups=_GROUPS, limit=limit, version=__version__)
 
 
@@ -175,14 +208,15 @@ def to_markdown(report: dict, limit: int = 25) -> str:
              "## Totals", "",
              _md_table(["jobs", "GPU-hours", "CPU-hours", "wasted GPU-h", "utilization",
                         "energy", "measured (spool)", "measured (Prometheus)", "Slurm", "modelled (TDP)",
-                        "facility energy", "CO2e kg", "cost"],
+                        "facility energy", "CO2e kg", "cost", "pending jobs", "pending GPU-h requested"],
                        [[t["jobs"], fmt(t["gpu_hours"]), fmt(t["cpu_hours"]), fmt(t["wasted_gpu_hours"]),
                          pct(r["utilization"]["utilization"]), kwh(r, t["energy_kwh"]),
                          kwh(r, t["energy_kwh_by_source"]["measured"]),
                          kwh(r, t["energy_kwh_by_source"].get("prometheus")),
                          kwh(r, t["energy_kwh_by_source"]["slurm"]),
                          kwh(r, t["energy_kwh_by_source"]["modelled"]), kwh(r, t["facility_kwh"]),
-                         fmt(t["co2e_kg"]), f"{fmt(t['cost_total'])} {t['currency']}".strip()]]), "",
+                         fmt(t["co2e_kg"]), f"{fmt(t['cost_total'])} {t['currency']}".strip(),
+                         t["pending_jobs"] + t["pending_array_tasks"], fmt(t.get("pending_gpu_hours_requested"))]]), "",
              *([f"Energy: {ENERGY_UNKNOWN}.", ""] if not energy_known(r) else []),
              f"GPUs in use: most at once {fmt(r['hourly'].get('peak_at_once'))}; "
              f"{'daily' if r['hourly'].get('bucket') == 'day' else 'hourly'} mean peak {fmt(r['hourly']['peak'])}, "
@@ -204,9 +238,11 @@ def to_markdown(report: dict, limit: int = 25) -> str:
         "Jobs by final state (they sum to the total); requeued attempts are the earlier attempts "
         "of requeued jobs, all wasted.", "",
         f"## Queue wait (Start − {r['queue_wait'].get('from', 'Eligible')})", "", _md_table(
-        ["partition", "GPUs", "jobs", "p50", "p90", "p95"],
-        [[q["partition"] or "(none)", q["gpu_bucket"], q["n"], dur(q["p50_s"]), dur(q["p90_s"]),
-          dur(q["p95_s"])] for q in r["queue_wait"]["by_partition_gpus"]]), ""]
+        ["partition", "GPUs", "jobs", "p25", "p50", "p75", "p90", "p95", "longest"],
+        [[q["partition"] or "(none)", q["gpu_bucket"], q["n"], dur(q.get("p25_s")), dur(q["p50_s"]),
+          dur(q.get("p75_s")), dur(q["p90_s"]), dur(q["p95_s"]), dur(q.get("max_s"))]
+         for q in r["queue_wait"]["by_partition_gpus"]]), "",
+        *_md_wait_histogram(r["queue_wait"]), backlog_text(r["totals"]), ""]
     e = r["efficiency"]
     lines += ["## Efficiency", "",
               f"CPU {pct(e['cpu_efficiency'])} (over {pct(e.get('cpu_hours_share'))} of the CPU-hours: "
@@ -298,7 +334,10 @@ def _write_all(report: dict, allocs, out: Path, formats) -> list[str]:
             _write_csv(out / f"{key}.csv", report[key])
             written.append(f"{key}.csv")
         tables = {"outcomes.csv": report["outcomes"],
-                  "queue_wait.csv": report["queue_wait"]["by_partition_gpus"],
+                  "queue_wait.csv": [{k: v for k, v in q.items() if k != "histogram"}
+                                     for q in report["queue_wait"]["by_partition_gpus"]],
+                  "queue_wait_hist.csv": wait_histogram_rows(report["queue_wait"]),
+                  "backlog.csv": [report["queue_wait"].get("backlog") or {}],
                   "hourly.csv": [{"hour": h, "gpus_in_use": g} for h, g in
                                  zip(report["hourly"]["hours"], report["hourly"]["gpus_in_use"])],
                   "efficiency_by_user.csv": report["efficiency"]["by_user"],
