@@ -39,6 +39,9 @@ def cli():
 @click.option("--tz", default="UTC", show_default=True, help="Zone of the capture's times when they carry none.")
 @site_option("site_spec", help="Site profile (file or shipped name) for TDP, PUE, carbon, prices, capacity.",
              alias_envvar="SLURMKIT_PROFILE")
+@click.option("--events", "events", type=click.Path(dir_okay=False),
+              help="Captured 'sacctmgr -P show event' output: node downtime and drains with their reasons "
+                   "(live: sacctmgr is asked).")
 @click.option("--spool", type=click.Path(), help="Hook energy spool (energy.jsonl or a folder of *.jsonl).")
 @click.option("--prometheus", "prometheus_url", metavar="URL",
               help="Prometheus with the hooks' metrics: measured energy and GPU utilization per job where the spool has none.")
@@ -67,7 +70,7 @@ def cli():
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report to stdout.")
 @click.pass_context
 def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct, sacct_fields,
-           delimiter, tz, site_spec, spool, prometheus_url, store_dir, no_store, pue, carbon_g_per_kwh,
+           delimiter, tz, site_spec, events, spool, prometheus_url, store_dir, no_store, pue, carbon_g_per_kwh,
            price_per_kwh, price_per_gpu_hour, currency, gpu_tdp_w, trust_slurm_energy,
            capacity_gpus, use_sreport, rollup, as_of, allow_skipped, max_skipped, now_s, as_json):
     """Weekly GPU/CPU-hours, utilization, waste, queue wait, efficiency and energy.
@@ -96,7 +99,7 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
         trust = trust_slurm_energy
     opts = WeeklyOptions(
         window=window, captures=tuple(from_sacct), sacct_fields=sacct_fields, delimiter=delimiter, tz=tz,
-        cluster=cluster, spool=spool, prometheus_url=prometheus_url, store_dir=store_dir, use_store=not no_store, profile=profile,
+        cluster=cluster, events=events, spool=spool, prometheus_url=prometheus_url, store_dir=store_dir, use_store=not no_store, profile=profile,
         pue=pue, carbon_g_per_kwh=carbon_g_per_kwh, price_per_kwh=price_per_kwh,
         price_per_gpu_hour=price_per_gpu_hour, currency=currency, gpu_tdp_w=gpu_tdp_w,
         trust_slurm_energy=trust, capacity_gpus=capacity_gpus, use_sreport=use_sreport, rollup=rollup,

@@ -84,6 +84,9 @@ class WeeklyOptions:
     - ``prometheus_url``: a Prometheus holding the hooks' metrics (``http://host:9090``): per-job
       measured energy and GPU utilization for jobs the spool has no record of, with
       ``prometheus`` as their provenance (:mod:`slurmkit.report.prometheus`); None: not asked.
+    - ``events``: a captured ``sacctmgr -P show event`` output file (node downtime and drains
+      with their reasons; live, sacctmgr is asked); its times are in ``tz`` when they carry no
+      zone. GPUs per node come from ``profile``.
     - ``store_dir``: the Parquet store folder (None: :func:`default_store_dir`);
       ``use_store``: False pulls every day from sacct and keeps nothing (live only).
 
@@ -125,6 +128,7 @@ class WeeklyOptions:
     tz: str = "UTC"
     cluster: str | None = None
     spool: str | Path | None = None
+    events: str | Path | None = None
     prometheus_url: str | None = None
     store_dir: str | Path | None = None
     use_store: bool = True
@@ -218,6 +222,10 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
         rows, dq, window, as_of = _captured(opts)
         if now is None:   # a capture's running jobs count up to when it was taken
             now = as_of
+        if opts.events:
+            live["downtime"] = _captured_downtime(opts, window, now)
+            if live["downtime"]["down_gpu_hours"] is not None:
+                live["down_gpu_hours"] = live["downtime"]["down_gpu_hours"]
     else:
         window = opts.window or last_full_week()
         rows, dq, live = _live(opts, window, assumptions, spool_df, now, cap, _warn, progress)
@@ -375,6 +383,25 @@ def _captured(opts: WeeklyOptions):
     return rows, dq, window, as_of
 
 
+def _captured_downtime(opts: WeeklyOptions, window: Window, now) -> dict:
+    """The downtime timeline (:func:`slurmkit.report.capacity.downtime`) of the ``events``
+    file, up to the capture time (ongoing events end there); GPUs per node from the profile
+    (None without one: node-hours only). InputError for a file that cannot be read."""
+    from slurmkit.report import capacity as C
+
+    path = str(opts.events)
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    events = C.node_events(text, opts.tz, source=path)
+    gpus = C.gpus_per_node_profile(opts.profile) if opts.profile is not None else None
+    upto = min(pd.Timestamp(window.end), now) if now is not None else pd.Timestamp(window.end)
+    down = C.downtime(events, gpus, window.start, max(upto, pd.Timestamp(window.start)), now)
+    down["source"] = path
+    return down
+
+
 def _find_lines(problems: list[dict], captures, fields, delimiter) -> None:
     """Give the listed problems (the report's ``data_quality.problems``) that name a JobID but
     no line (values repaired or rows skipped after splitting) their capture's physical line: a
@@ -495,9 +522,11 @@ def _live(opts: WeeklyOptions, window: Window, assumptions, spool_df, now, cap, 
             if len(prows):
                 prep, _ = build_report(prows, pdq, prev, assumptions, spool_df, now=now)
                 previous = prep["totals"]
-    down = None
+    down, downtime = None, None
     try:
-        live_cap, down = live.live_capacity(window.start, window.end)
+        t_now = now if now is not None else pd.Timestamp.now(tz="UTC")
+        upto = max(min(pd.Timestamp(window.end), t_now), pd.Timestamp(window.start))   # no future hour
+        live_cap, down, downtime = live.live_capacity(window.start, upto, now=t_now)
         cap = cap or live_cap
     except SlurmError as exc:
         warn(f"capacity not known: {exc}")
@@ -510,7 +539,7 @@ def _live(opts: WeeklyOptions, window: Window, assumptions, spool_df, now, cap, 
             sreport_h = live.sreport_gpu_hours(recon_w.start, recon_w.end, opts.cluster, opts.rollup)
         except SlurmError as exc:
             warn(f"sreport: {exc}")
-    return rows, dq, {"previous": previous, "down_gpu_hours": down, "sreport_gpu_hours": sreport_h,
+    return rows, dq, {"previous": previous, "down_gpu_hours": down, "downtime": downtime, "sreport_gpu_hours": sreport_h,
                       "recon_window": recon_w, "capacity_gpus": cap}
 
 

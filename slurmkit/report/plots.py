@@ -112,3 +112,52 @@ def queue_wait_png(report: dict, n: int = 12) -> bytes | None:
     ax.tick_params(axis="y", labelsize=8)
     ax.xaxis.label.set_size(8)
     return _png(plt, fig)
+
+
+def downtime_png(report: dict, n_nodes: int = 30, n_reasons: int = 8) -> bytes | None:
+    """Downtime and drains as a timeline: one row per node (the ``n_nodes`` most down), a bar
+    per event over its time in the window, coloured by reason (the ``n_reasons`` with most
+    down time by name, the rest "other reasons"); an ongoing event is hatched. None when no
+    node was down in the window."""
+    import datetime as dt
+
+    d = report.get("downtime") or {}
+    events = d.get("events") or []
+    if not events:
+        return None
+    w0 = dt.datetime.fromisoformat(report["window"]["start"].replace("Z", "+00:00"))
+    w1 = dt.datetime.fromisoformat(report["window"]["end"].replace("Z", "+00:00"))
+    upto = dt.datetime.fromisoformat(report["as_of"].replace("Z", "+00:00")) if report.get("as_of") else w1
+    per_node: dict[str, float] = {}
+    for e in events:
+        per_node[e["node"]] = per_node.get(e["node"], 0.0) + e["hours"]
+    nodes = sorted(sorted(per_node, key=lambda k: -per_node[k])[:n_nodes])[::-1]
+    reasons = [b["reason"] for b in d.get("by_reason", [])][:n_reasons]
+    colors = ["#d62728", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#1f77b4"]
+    color = {r: colors[i % len(colors)] for i, r in enumerate(reasons)}
+    plt, fig, ax = _fig(7.5, 0.3 * len(nodes) + 0.25 * ((min(len(reasons) + 1, n_reasons + 1) + 1) // 2) + 1.6)
+    import matplotlib.dates as mdates
+
+    seen = set()
+    for e in events:
+        if e["node"] not in nodes:
+            continue
+        lo = max(dt.datetime.fromisoformat(e["start"].replace("Z", "+00:00")), w0)
+        hi = min(dt.datetime.fromisoformat(e["end"].replace("Z", "+00:00")) if e["end"] else upto, w1)
+        if hi <= lo:
+            continue
+        label = e["reason"] if e["reason"] in color else "other reasons"
+        c = color.get(e["reason"], "#7f7f7f")
+        ax.broken_barh([(mdates.date2num(lo), mdates.date2num(hi) - mdates.date2num(lo))],
+                       (nodes.index(e["node"]) - 0.35, 0.7), facecolors=c, hatch="//" if e["ongoing"] else None,
+                       label=None if label in seen else (label[:60] + ("…" if len(label) > 60 else "")))
+        seen.add(label)
+    ax.set_yticks(range(len(nodes)), nodes, fontsize=8)
+    ax.set_xlim(mdates.date2num(w0), mdates.date2num(w1))
+    ax.xaxis_date()
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d"))
+    ax.tick_params(axis="x", labelsize=8)
+    ax.set_title("UTC; hatched: still down at the capture / now", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=7, ncol=2, title="reason",
+              title_fontsize=7)
+    return _png(plt, fig)

@@ -5,7 +5,7 @@
 - :func:`to_markdown`: the same tables as Markdown
 - :func:`write_outputs`: ``weekly.html``, ``weekly.md``, ``weekly.json``, CSV tables
   (``by_user.csv``, ``by_account.csv``, ``by_partition.csv``, ``by_qos.csv``,
-  ``by_gpu_type.csv``, ``outcomes.csv``, ``queue_wait.csv``, ``queue_wait_hist.csv``, ``backlog.csv``, ``hourly.csv``,
+  ``by_gpu_type.csv``, ``outcomes.csv``, ``queue_wait.csv``, ``queue_wait_hist.csv``, ``backlog.csv``, ``downtime.csv``, ``down_by_reason.csv``, ``hourly.csv``,
   ``efficiency_by_user.csv``, ``idle_jobs.csv``, ``jobs.csv``, ``data_quality.csv``) and ``jobs.parquet`` (the per-allocation frame)
 """
 
@@ -161,6 +161,39 @@ def _md_wait_histogram(qw: dict) -> list[str]:
                                            for h in rows]), ""]
 
 
+def downtime_text(report: dict) -> str:
+    """The downtime line: nodes down or drained in the window, node-hours and GPU-hours, and
+    where the events came from ("" when the report has no event source)."""
+    d = report.get("downtime")
+    if not d:
+        return ""
+    if not d.get("events_total"):
+        return f"No node was down or drained in the window ({d.get('source', 'node events')})."
+    gh = (f"{fmt(d['down_gpu_hours'])} GPU-hours" if d.get("down_gpu_hours") is not None
+          else "GPU-hours unknown (no GPUs per node: give --site)")
+    more = (f"; the {d['events_listed']} longest of {d['events_total']} events listed"
+            if d.get("events_listed", 0) < d["events_total"] else "")
+    return (f"{d['nodes']} node(s) down or drained for {fmt(d['node_hours'])} node-hours, {gh} "
+            f"(from {d.get('source', 'node events')}; overlapping events count once{more}).")
+
+
+def _md_downtime(r: dict, limit: int) -> list[str]:
+    d = r.get("downtime")
+    if not d:
+        return []
+    out = ["## Downtime and drains", "", downtime_text(r), ""]
+    if d.get("by_reason"):
+        out += ["### Down GPU-hours by reason", "", _md_table(
+            ["reason", "events", "nodes", "node-hours", "GPU-hours"],
+            [[b["reason"], b["events"], b["nodes"], fmt(b["node_hours"]), fmt(b["gpu_hours"])]
+             for b in d["by_reason"][:limit]]), "",
+            "### Timeline by node", "", _md_table(
+            ["node", "from", "to", "state", "reason", "hours in window", "GPU-hours"],
+            [[e["node"], e["start"], e["end"] or "still down", e["state"], e["reason"], fmt(e["hours"]),
+              fmt(e["gpu_hours"])] for e in d["events"][:4 * limit]]), ""]
+    return out
+
+
 def title(report: dict) -> str:
     c = f" — {report['cluster']}" if report.get("cluster") else ""
     return f"GPU cluster weekly report{c}: {report['window']['start'][:10]} to {report['window']['end'][:10]}"
@@ -176,11 +209,12 @@ def to_html(report: dict, limit: int = 25) -> str:
     env = jinja2.Environment(loader=jinja2.PackageLoader("slurmkit.report", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     img = {"hourly": plots.hourly_png(report), "users": plots.top_users_png(report),
-           "energy": plots.energy_png(report), "queue_wait": plots.queue_wait_png(report)}
+           "energy": plots.energy_png(report), "queue_wait": plots.queue_wait_png(report),
+           "downtime": plots.downtime_png(report)}
     img = {k: base64.b64encode(v).decode("ascii") for k, v in img.items() if v is not None}
     return env.get_template("weekly.html.j2").render(
         r=report, img=img, f=fmt, pct=pct, dur=dur, signed=signed, title=title(report),
-        outcome_label=outcome_label, backlog=backlog_text(report["totals"]), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long),
+        outcome_label=outcome_label, backlog=backlog_text(report["totals"]), downtime=downtime_text(report), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long),
         groups=_GROUPS, limit=limit, version=__version__)
 
 
@@ -242,7 +276,8 @@ def to_markdown(report: dict, limit: int = 25) -> str:
         [[q["partition"] or "(none)", q["gpu_bucket"], q["n"], dur(q.get("p25_s")), dur(q["p50_s"]),
           dur(q.get("p75_s")), dur(q["p90_s"]), dur(q["p95_s"]), dur(q.get("max_s"))]
          for q in r["queue_wait"]["by_partition_gpus"]]), "",
-        *_md_wait_histogram(r["queue_wait"]), backlog_text(r["totals"]), ""]
+        *_md_wait_histogram(r["queue_wait"]), backlog_text(r["totals"]), "",
+        *_md_downtime(r, limit)]
     e = r["efficiency"]
     lines += ["## Efficiency", "",
               f"CPU {pct(e['cpu_efficiency'])} (over {pct(e.get('cpu_hours_share'))} of the CPU-hours: "
@@ -338,6 +373,8 @@ def _write_all(report: dict, allocs, out: Path, formats) -> list[str]:
                                      for q in report["queue_wait"]["by_partition_gpus"]],
                   "queue_wait_hist.csv": wait_histogram_rows(report["queue_wait"]),
                   "backlog.csv": [report["queue_wait"].get("backlog") or {}],
+                  "downtime.csv": (report.get("downtime") or {}).get("events", []),
+                  "down_by_reason.csv": (report.get("downtime") or {}).get("by_reason", []),
                   "hourly.csv": [{"hour": h, "gpus_in_use": g} for h, g in
                                  zip(report["hourly"]["hours"], report["hourly"]["gpus_in_use"])],
                   "efficiency_by_user.csv": report["efficiency"]["by_user"],

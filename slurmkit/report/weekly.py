@@ -7,7 +7,7 @@ assumptions and optional capacity / down-time / sreport figures, and returns
 0 but is unknown; facility kWh, CO2e and energy cost are None).
 
 ``{"window", "totals", "by_user", "by_account", "by_partition", "by_qos", "by_gpu_type",
-"outcomes", "queue_wait", "efficiency", "hourly", "utilization", "reconciliation",
+"outcomes", "queue_wait", "efficiency", "hourly", "utilization", "downtime", "reconciliation",
 "assumptions", "energy_sources", "data_quality", "deltas"}`` — the keys of ``weekly.json``.
 Hours are GPU-hours / CPU-hours inside the window; energy in kWh.
 The per-allocation frame (for CSV / Parquet) is returned beside it.
@@ -209,12 +209,14 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
                  down_gpu_hours: float | None = None, sreport_gpu_hours: float | None = None,
                  previous: dict | None = None, now=None, source: str = "",
                  cluster: str = "", recon_window: Window | None = None,
-                 horizon=None) -> tuple[dict, pd.DataFrame]:
+                 horizon=None, downtime: dict | None = None) -> tuple[dict, pd.DataFrame]:
     """``(report dict, per-allocation frame)``. See the module docstring.
 
     ``capacity_gpus``: GPUs in the cluster (profile or scontrol); ``down_gpu_hours``: from node
     events; ``sreport_gpu_hours``: sreport's figure over the window's whole hours (after a
     rollup); ``previous``: the previous window's ``totals`` for week-over-week deltas;
+    ``downtime``: the node timeline of :func:`slurmkit.report.capacity.downtime` (live
+    ``sacctmgr show event``, or a captured events file), reported as is;
     ``horizon``: hours after it are in the future (no use, no capacity yet; default the current
     time): the GPUs-in-use curve and the capacity stop there."""
     a = allocations(rows, window.start, window.end, dq, now=now, source=source)
@@ -401,6 +403,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "efficiency": efficiency,
         "hourly": hourly,
         "utilization": util,
+        "downtime": downtime,
         "reconciliation": recon,
         "energy_sources": {"jobs": jobs_by_src,
                            "order": ["measured (hook spool, NVML energy counters)",

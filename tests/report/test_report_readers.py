@@ -88,3 +88,71 @@ def test_no_job_started_draws_no_queue_wait_plot(tmp_path):
     html = (tmp_path / "out" / "weekly.html").read_text()
     assert "Queue wait distribution" not in html and "Pending backlog: 1 job(s) waiting" in html
     assert res.report["totals"]["pending_gpu_hours_requested"] == pytest.approx(2 * 2.0)   # 2 GPUs x 120 min
+
+
+# --- downtime and drains ---------------------------------------------------------------------
+
+PROFILE = ('[cluster]\nname = "t"\n[partitions.gpu]\nnodes = "n[1-3]"\nnode_type = "x"\n'
+           '[node_types.x]\ngpu_model = "h100"\ngpu_count = 4\ngpu_tdp_w = 500\n')
+
+
+def _iso(epoch):
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _events(tmp_path, header=True):
+    """sacctmgr -P show event as it prints by default (local time; here UTC): n1 drained 2 h
+    for a row remap, then down 1 h overlapping its last hour; n[2-3] down since day 6 with a
+    reason holding the delimiter, still ongoing; a cluster event."""
+    lines = (["Cluster|NodeName|TimeStart|TimeEnd|State|Reason|User"] if header else []) + [
+        f"c1|n1|{_iso(T0)}|{_iso(T0 + 7200)}|DRAIN|slurmkit: row_remap_pending GPU1|root(0)",
+        f"c1|n1|{_iso(T0 + 3600)}|{_iso(T0 + 3 * 3600)}|DOWN|Not responding|slurm(64030)",
+        f"c1|n[2-3]|{_iso(T0 + 6 * 86400)}|Unknown|DOWN*|psu failed | replaced Monday|root(0)",
+        f"c1||{_iso(T0)}|{_iso(T0 + 60)}||Cluster Registered TRES|"]
+    p = tmp_path / "events.txt"
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def test_downtime_is_a_timeline_by_node_with_reasons_and_down_gpu_hours_by_reason(tmp_path):
+    from slurmkit.profile import load_profile
+
+    site = tmp_path / "site.toml"
+    site.write_text(PROFILE)
+    res = _run(tmp_path, [row(NodeList="n1")], events=_events(tmp_path), profile=load_profile(str(site)),
+               formats=["json", "csv", "md"], as_of="2026-01-07T12:00:00Z")
+    d = res.report["downtime"]
+    assert d["source"] == str(tmp_path / "events.txt")
+    ev = [(e["node"], e["state"], e["reason"], e["hours"], e["gpu_hours"], e["ongoing"]) for e in d["events"]]
+    assert ev == [("n1", "DRAIN", "slurmkit: row_remap_pending GPU1", 2.0, 8.0, False),
+                  ("n1", "DOWN", "Not responding", 2.0, 4.0, False),           # its first hour overlaps the drain
+                  ("n2", "DOWN*", "psu failed | replaced Monday", 12.0, 48.0, True),
+                  ("n3", "DOWN*", "psu failed | replaced Monday", 12.0, 48.0, True)]
+    assert [(b["reason"], b["events"], b["nodes"], b["gpu_hours"]) for b in d["by_reason"]] == [
+        ("psu failed | replaced Monday", 2, 2, 96.0), ("slurmkit: row_remap_pending GPU1", 1, 1, 8.0),
+        ("Not responding", 1, 1, 4.0)]
+    # overlapping events count once: the down GPU-hours are the union, and utilization uses them
+    assert d["down_gpu_hours"] == pytest.approx(108.0) == res.report["utilization"]["down_gpu_hours"]
+    assert res.report["utilization"]["available_gpu_hours"] == pytest.approx(12 * (6 * 24 + 12) - 108.0)
+    out = tmp_path / "out"
+    assert [r["reason"] for r in _csv(out / "down_by_reason.csv")][0] == "psu failed | replaced Monday"
+    assert len(_csv(out / "downtime.csv")) == 4
+    md = (out / "weekly.md").read_text()
+    assert "3 node(s) down or drained for 27.0 node-hours, 108 GPU-hours" in md
+    assert "| n2 | 2026-01-07T00:00:00Z | still down | DOWN* | psu failed \\| replaced Monday |" in md
+
+
+def test_events_without_a_profile_give_node_hours_and_a_bad_events_file_is_a_one_line_error(tmp_path):
+    from slurmkit.errors import InputError
+
+    res = _run(tmp_path, [row()], events=_events(tmp_path, header=False), as_of="2026-01-07T12:00:00Z")
+    d = res.report["downtime"]
+    assert d["node_hours"] == pytest.approx(3 + 12 + 12) and d["down_gpu_hours"] is None
+    assert d["by_reason"][0]["gpu_hours"] is None
+    bad = tmp_path / "bad.txt"
+    bad.write_text("n1|2026-01-01T00:00:00|DOWN\n")
+    with pytest.raises(InputError) as exc:
+        _run(tmp_path, [row()], events=bad, outdir=tmp_path / "o2")
+    assert str(exc.value).startswith(f"{bad}:1: 3 columns: not sacctmgr -P show event output")
