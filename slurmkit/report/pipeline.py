@@ -108,6 +108,11 @@ class WeeklyOptions:
       capture counts up to then, provisionally; None: the latest Submit/Eligible/Start/End
       that appears in the captures.
 
+    - ``trend_weeks``: per-account and per-partition trends over this many ISO weeks (ending
+      with the report's), read from the weekly aggregates kept in the store; a report whose
+      window is one ISO week stores its own. Live with the store, or captures with
+      ``store_dir`` given; 0: no trends.
+
     - ``max_rejected_share``: the share of rows (0..1) that may be skipped for a problem with
       them (not rows of another window or second copies) before the report is flagged: a
       banner on top of the HTML and Markdown, and :class:`TooManyRejected` once written,
@@ -145,6 +150,7 @@ class WeeklyOptions:
     rollup: bool = False
     now: object | None = None
     as_of: object | None = None
+    trend_weeks: int = 8
     max_rejected_share: float = 0.01
     allow_rejected: bool = False
     formats: Sequence[str] = ("html", "md", "csv", "json")
@@ -248,6 +254,7 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     dqd["rejected_limit"] = opts.max_rejected_share
     over = dqd["rejected_share"] > opts.max_rejected_share
     dqd["rejected_over_limit"] = bool(over)
+    report["trends"] = _trends(opts, window, report, keep=not over or opts.allow_rejected)
     out = Path(opts.outdir or f"slurmkit-report-{window.start:%Y-%m-%d}")
     written = render.write_outputs(report, allocs, out, fmts)
     if opts.mail_to:
@@ -400,6 +407,24 @@ def _captured_downtime(opts: WeeklyOptions, window: Window, now) -> dict:
     down = C.downtime(events, gpus, window.start, max(upto, pd.Timestamp(window.start)), now)
     down["source"] = path
     return down
+
+
+def _trends(opts: WeeklyOptions, window: Window, report: dict, keep: bool) -> dict | None:
+    """Store this report's weekly aggregate when its window is one ISO week (and ``keep``: not
+    flagged for skipped rows), then the trends over the ``trend_weeks`` weeks ending with it
+    (:func:`slurmkit.report.trends.trends`); None without a store or with ``trend_weeks`` 0."""
+    from slurmkit.accounting.store import Store
+    from slurmkit.report import trends as T
+
+    if opts.trend_weeks <= 0 or not (opts.store_dir or (not opts.captures and opts.use_store)):
+        return None
+    store = Store(opts.store_dir or default_store_dir(), opts.cluster or "")
+    week = T.iso_week_of_window(window.start, window.end)
+    if week and keep:
+        store.save_week(week, T.week_table(report))
+    last = week or T.iso_week((pd.Timestamp(window.end) - pd.Timedelta(seconds=1)).to_pydatetime())
+    weeks = T.weeks_ending(last, opts.trend_weeks)
+    return T.trends(store.load_weeks(weeks), weeks)
 
 
 def _find_lines(problems: list[dict], captures, fields, delimiter) -> None:

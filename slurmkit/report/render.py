@@ -5,7 +5,7 @@
 - :func:`to_markdown`: the same tables as Markdown
 - :func:`write_outputs`: ``weekly.html``, ``weekly.md``, ``weekly.json``, CSV tables
   (``by_user.csv``, ``by_account.csv``, ``by_partition.csv``, ``by_qos.csv``,
-  ``by_gpu_type.csv``, ``outcomes.csv``, ``queue_wait.csv``, ``queue_wait_hist.csv``, ``backlog.csv``, ``downtime.csv``, ``down_by_reason.csv``, ``hourly.csv``,
+  ``by_gpu_type.csv``, ``outcomes.csv``, ``queue_wait.csv``, ``queue_wait_hist.csv``, ``backlog.csv``, ``downtime.csv``, ``down_by_reason.csv``, ``trends.csv``, ``hourly.csv``,
   ``efficiency_by_user.csv``, ``idle_jobs.csv``, ``jobs.csv``, ``data_quality.csv``) and ``jobs.parquet`` (the per-allocation frame)
 """
 
@@ -194,6 +194,44 @@ def _md_downtime(r: dict, limit: int) -> list[str]:
     return out
 
 
+def trend_rows(t: dict | None) -> list[dict]:
+    """``trends.csv``: one row per kind (account / partition), name and ISO week, with its
+    GPU-hours and jobs (empty for a week not in the store)."""
+    if not t:
+        return []
+    out = []
+    for kind, key in (("account", "by_account"), ("partition", "by_partition")):
+        for r in t.get(key) or []:
+            for w, g, j in zip(t["weeks"], r["gpu_hours"], r["jobs"]):
+                out.append({"kind": kind, "name": r[kind], "week": w, "gpu_hours": g, "jobs": j,
+                            "provisional": w in (t.get("provisional_weeks") or [])})
+    return out
+
+
+def trends_text(t: dict | None) -> str:
+    """What the trends cover: the weeks, how many of them the store holds."""
+    if not t:
+        return ""
+    missing = len(t["weeks"]) - len(t["weeks_known"])
+    return (f"GPU-hours per ISO week, {t['weeks'][0]} to {t['weeks'][-1]}, from the weekly aggregates in the store"
+            + (f"; {missing} week(s) not in the store (–)" if missing else "")
+            + (f"; provisional (running jobs): {', '.join(t['provisional_weeks'])}" if t.get("provisional_weeks") else "")
+            + ".")
+
+
+def _md_trends(r: dict) -> list[str]:
+    t = r.get("trends")
+    if not t:
+        return []
+    out = [f"## Trends over the last {len(t['weeks'])} weeks", "", trends_text(t), ""]
+    for kind, key in (("account", "by_account"), ("partition", "by_partition")):
+        out += [f"### GPU-hours by {kind}", "", _md_table(
+            [kind, *[w[-3:] for w in t["weeks"]], "total"],
+            [[row[kind] or "(none)", *[fmt(v) for v in row["gpu_hours"]], fmt(row["total_gpu_hours"])]
+             for row in t.get(key) or []]), ""]
+    return out
+
+
 def title(report: dict) -> str:
     c = f" — {report['cluster']}" if report.get("cluster") else ""
     return f"GPU cluster weekly report{c}: {report['window']['start'][:10]} to {report['window']['end'][:10]}"
@@ -210,11 +248,11 @@ def to_html(report: dict, limit: int = 25) -> str:
                              autoescape=True, undefined=jinja2.StrictUndefined)
     img = {"hourly": plots.hourly_png(report), "users": plots.top_users_png(report),
            "energy": plots.energy_png(report), "queue_wait": plots.queue_wait_png(report),
-           "downtime": plots.downtime_png(report)}
+           "downtime": plots.downtime_png(report), "trends": plots.trends_png(report)}
     img = {k: base64.b64encode(v).decode("ascii") for k, v in img.items() if v is not None}
     return env.get_template("weekly.html.j2").render(
         r=report, img=img, f=fmt, pct=pct, dur=dur, signed=signed, title=title(report),
-        outcome_label=outcome_label, backlog=backlog_text(report["totals"]), downtime=downtime_text(report), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long),
+        outcome_label=outcome_label, backlog=backlog_text(report["totals"]), downtime=downtime_text(report), trends=trends_text(report.get("trends")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long),
         groups=_GROUPS, limit=limit, version=__version__)
 
 
@@ -277,7 +315,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
           dur(q.get("p75_s")), dur(q["p90_s"]), dur(q["p95_s"]), dur(q.get("max_s"))]
          for q in r["queue_wait"]["by_partition_gpus"]]), "",
         *_md_wait_histogram(r["queue_wait"]), backlog_text(r["totals"]), "",
-        *_md_downtime(r, limit)]
+        *_md_downtime(r, limit), *_md_trends(r)]
     e = r["efficiency"]
     lines += ["## Efficiency", "",
               f"CPU {pct(e['cpu_efficiency'])} (over {pct(e.get('cpu_hours_share'))} of the CPU-hours: "
@@ -375,6 +413,7 @@ def _write_all(report: dict, allocs, out: Path, formats) -> list[str]:
                   "backlog.csv": [report["queue_wait"].get("backlog") or {}],
                   "downtime.csv": (report.get("downtime") or {}).get("events", []),
                   "down_by_reason.csv": (report.get("downtime") or {}).get("by_reason", []),
+                  "trends.csv": trend_rows(report.get("trends")),
                   "hourly.csv": [{"hour": h, "gpus_in_use": g} for h, g in
                                  zip(report["hourly"]["hours"], report["hourly"]["gpus_in_use"])],
                   "efficiency_by_user.csv": report["efficiency"]["by_user"],

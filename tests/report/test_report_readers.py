@@ -156,3 +156,113 @@ def test_events_without_a_profile_give_node_hours_and_a_bad_events_file_is_a_one
     with pytest.raises(InputError) as exc:
         _run(tmp_path, [row()], events=bad, outdir=tmp_path / "o2")
     assert str(exc.value).startswith(f"{bad}:1: 3 columns: not sacctmgr -P show event output")
+
+
+# --- trends over the last weeks --------------------------------------------------------------
+
+def _week_rows(week_start: int, gpus_a1: int, gpus_a2: int, running=False):
+    """Two 1-hour jobs in the ISO week starting at ``week_start`` (epoch s): account a1 on
+    partition gpu, account a2 on partition big (its job still running when ``running``)."""
+    t = week_start + 86400
+    a2 = dict(State="RUNNING", End="Unknown", ElapsedRaw="0") if running else dict(End=str(t + 3600), ElapsedRaw="3600")
+    return [row(JobID=str(week_start // 1000), Account="a1", Partition="gpu", AllocTRES=f"cpu=4,gres/gpu={gpus_a1}",
+                Submit=str(t), Eligible=str(t), Start=str(t), End=str(t + 3600)),
+            row(JobID=str(week_start // 1000 + 1), Account="a2", Partition="big", AllocTRES=f"cpu=4,gres/gpu={gpus_a2}",
+                Submit=str(t), Eligible=str(t), Start=str(t), **a2)]
+
+
+def test_trends_over_the_last_weeks_come_from_the_weekly_aggregates_in_the_store(tmp_path):
+    from slurmkit.accounting.store import Store
+    from slurmkit.report.window import parse_week
+
+    store = tmp_path / "store"
+    w01 = int(parse_week("2026-W01").start.timestamp())
+    wk = 7 * 86400
+    for k, (g1, g2) in {0: (1, 2), 1: (2, 2), 3: (4, 1)}.items():       # W03 is never built
+        res = _run(tmp_path, _week_rows(w01 + k * wk, g1, g2), name=f"w{k}.psv", window=parse_week(f"2026-W{k + 1:02d}"),
+                   store_dir=store, trend_weeks=4, outdir=tmp_path / f"out{k}", formats=["json", "csv", "md", "html"])
+    t = res.report["trends"]
+    assert t["weeks"] == ["2026-W01", "2026-W02", "2026-W03", "2026-W04"]
+    assert t["weeks_known"] == ["2026-W01", "2026-W02", "2026-W04"] and t["provisional_weeks"] == []
+    acc = {r["account"]: r["gpu_hours"] for r in t["by_account"]}
+    assert acc == {"a1": [1.0, 2.0, None, 4.0], "a2": [2.0, 2.0, None, 1.0]}
+    part = {r["partition"]: (r["jobs"], r["total_gpu_hours"]) for r in t["by_partition"]}
+    assert part == {"gpu": ([1, 1, None, 1], 7.0), "big": ([1, 1, None, 1], 5.0)}
+    # one small table per week, nothing else: the trends read these, not the rows
+    weeks_dir = store / "_default" / "weeks"
+    assert sorted(p.name for p in weeks_dir.iterdir()) == ["2026-W01.parquet", "2026-W02.parquet", "2026-W04.parquet"]
+    assert len(Store(store).load_weeks(["2026-W02"])) == 4          # 2 accounts + 2 partitions
+    out = tmp_path / "out3"
+    rows = [r for r in _csv(out / "trends.csv") if r["kind"] == "account" and r["name"] == "a1"]
+    assert [(r["week"], r["gpu_hours"]) for r in rows] == [("2026-W01", "1.0"), ("2026-W02", "2.0"),
+                                                            ("2026-W03", ""), ("2026-W04", "4.0")]
+    md = (out / "weekly.md").read_text()
+    assert "## Trends over the last 4 weeks" in md and "| a1 | 1.00 | 2.00 | – | 4.00 | 7.00 |" in md
+    assert "1 week(s) not in the store (–)" in md
+    # W02 built again from a capture taken while a job still ran: its table is replaced, marked provisional
+    res = _run(tmp_path, _week_rows(w01 + wk, 3, 2, running=True), name="w1b.psv", window=parse_week("2026-W02"),
+               store_dir=store, trend_weeks=2, outdir=tmp_path / "again", as_of=pd_ts(w01 + wk + 86400 + 1800))
+    t = res.report["trends"]
+    assert t["weeks"] == ["2026-W01", "2026-W02"] and t["provisional_weeks"] == ["2026-W02"]
+    assert {r["account"]: r["gpu_hours"] for r in t["by_account"]} == {"a1": [1.0, 3.0], "a2": [2.0, 1.0]}
+
+
+def pd_ts(epoch):
+    import pandas as pd
+
+    return pd.Timestamp(epoch, unit="s", tz="UTC")
+
+
+def test_no_store_no_trends_and_a_window_that_is_not_an_iso_week_stores_nothing(tmp_path):
+    res = _run(tmp_path, [row()])
+    assert res.report["trends"] is None
+    res = _run(tmp_path, [row()], store_dir=tmp_path / "store", outdir=tmp_path / "o2")   # Thursday to Thursday
+    assert not (tmp_path / "store" / "_default" / "weeks").exists()
+    assert res.report["trends"]["weeks"][-1] == "2026-W02" and res.report["trends"]["weeks_known"] == []
+
+
+# --- the HTML, as a browser shows it -------------------------------------------------------------
+
+def test_html_shows_queue_wait_backlog_downtime_and_trends_in_chromium_and_each_image_decodes(tmp_path):
+    import base64
+    import io
+    import re
+    import shutil
+    import subprocess
+
+    from PIL import Image
+
+    from slurmkit.profile import load_profile
+    from slurmkit.report.window import parse_week
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        pytest.skip("Debian package chromium is not installed (.ci/apt-packages.txt lists it)")
+    site = tmp_path / "site.toml"
+    site.write_text(PROFILE)
+    w01 = int(parse_week("2026-W01").start.timestamp())
+    _run(tmp_path, _week_rows(w01, 1, 2), name="w0.psv", window=parse_week("2026-W01"), store_dir=tmp_path / "store",
+         outdir=tmp_path / "o0")
+    rows = _week_rows(w01 + 7 * 86400, 2, 2) + _waits_and_backlog()
+    _run(tmp_path, rows, name="w1.psv", window=parse_week("2026-W02"), store_dir=tmp_path / "store",
+         events=_events(tmp_path), profile=load_profile(str(site)), formats=["html"], as_of="2026-01-07T12:00:00Z")
+    page = tmp_path / "out" / "weekly.html"
+    html = page.read_text()
+    alts = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([^"]+)"', html)
+    names = [a for a, _ in alts]
+    for want in ("Queue wait distribution by partition and GPUs", "Downtime and drains by node",
+                 "GPU-hours per week by partition and account"):
+        assert want in names
+    for _, b64 in alts:
+        img = Image.open(io.BytesIO(base64.b64decode(b64)))
+        img.load()
+        assert img.size[0] > 300 and img.size[1] > 100
+    proc = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                           "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    dom = proc.stdout
+    assert "Downtime and drains" in dom, proc.stderr[-2000:]
+    for needle in ("Pending GPU-hours requested", "Pending backlog: 6 job(s) waiting", "longest",
+                   "Down GPU-hours by reason", "psu failed | replaced Monday", "still down", "Timeline by node",
+                   "Trends over the last 8 weeks", "GPU-hours by account", "2026-W01"):
+        assert needle in dom, needle
