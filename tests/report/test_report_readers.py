@@ -266,3 +266,43 @@ def test_html_shows_queue_wait_backlog_downtime_and_trends_in_chromium_and_each_
                    "Down GPU-hours by reason", "psu failed | replaced Monday", "still down", "Timeline by node",
                    "Trends over the last 8 weeks", "GPU-hours by account", "2026-W01"):
         assert needle in dom, needle
+
+
+# --- a job name with a newline, as the last field -----------------------------------------------
+
+def test_a_trailing_jobname_with_newlines_is_rejoined_and_lines_stay_the_real_lines(tmp_path):
+    fields = ["JobID", "State", "Start", "End", "ElapsedRaw", "AllocTRES", "NCPUS", "JobName"]
+    lines = ["|".join(fields),
+             f"200|COMPLETED|{T0}|{T0 + 3600}|3600|gres/gpu=1|2|train",
+             f"201|COMPLETED|{T0}|{T0 + 3600}|3600|gres/gpu=1|2|first part",        # line 3
+             "second part",                                                          # its continuation
+             f"202|COMPLETED|{T0}|{T0 + 7200}|7200|gres/gpu=2|2|three",              # line 5
+             "line",
+             "name",
+             f"203|COMPLETED|{T0}|{T0 + 3600}|3600|gres/gpu=1|2|ok",
+             "orphan text",                                                          # line 9: rest of 203's name
+             f"204|COMPLETED|{T0}",                                                  # line 10: short by 5
+             "not a continuation"]                                                   # after a skipped row
+    res = _run(tmp_path, ("\n".join(lines) + "\n").encode(), formats=["json"], allow_rejected=True)
+    names = dict(zip(res.allocations["job_id"], res.allocations["job_name"]))
+    assert names == {"200": "train", "201": "first part\nsecond part", "202": "three\nline\nname",
+                     "203": "ok\norphan text"}
+    dq = res.report["data_quality"]
+    joined = [p["line"] for p in dq["problems"] if p["reason"] == "newline inside JobName (two lines joined)"]
+    assert joined == [3, 5, 8]
+    short = [(p["line"], p["reason"]) for p in dq["problems"] if p["reason"].startswith("too few fields")]
+    assert short == [(10, "too few fields (short by its last 5: End,ElapsedRaw,AllocTRES,...)"),
+                     (11, "too few fields (continuation of a field with a newline?)")]
+    # 6 rows (200-204 and the stray line), every one either counted or skipped
+    assert dq["rows_read"] == 6 and dq["rows_counted"] == 4 and dq["rows_skipped"] == 2
+    assert res.report["totals"]["gpu_hours"] == pytest.approx(1 + 1 + 4 + 1)
+
+
+def test_a_slurm_message_after_a_row_is_not_taken_for_the_rest_of_its_job_name(tmp_path):
+    fields = ["JobID", "State", "Start", "End", "ElapsedRaw", "AllocTRES", "NCPUS", "JobName"]
+    lines = ["|".join(fields), f"200|COMPLETED|{T0}|{T0 + 3600}|3600|gres/gpu=1|2|train",
+             "sacct: error: slurmdbd: Connection refused"]
+    res = _run(tmp_path, ("\n".join(lines) + "\n").encode(), allow_rejected=True)
+    assert list(res.allocations["job_name"]) == ["train"]
+    assert [(p["line"], p["reason"]) for p in res.report["data_quality"]["problems"]] == [
+        (3, "too few fields (continuation of a field with a newline?)")]
