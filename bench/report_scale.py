@@ -80,7 +80,7 @@ def generate(path: str, rows: int, seed: int = 48) -> None:
         "ReqMem": pc.binary_join_element_wise(s(mem_g), "G", ""), "AllocTRES": tres,
         "TotalCPU": pa.array(["01:02:03"] * n), "TRESUsageInTot": pa.array([""] * n),
         "TRESUsageInAve": pa.array([""] * n), "ConsumedEnergyRaw": pa.array(["0"] * n),
-        "ExitCode": pa.array(["0:0"] * n), "JobName": pc.binary_join_element_wise("train-", s(jid % 977), ""),
+        "ExitCode": pa.array(["0:0"] * n), "ReqTRES": tres, "JobName": pc.binary_join_element_wise("train-", s(jid % 977), ""),
     }
     tables = [pa.table(alloc)]
     util = rng.integers(0, 100, n)

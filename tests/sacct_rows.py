@@ -24,7 +24,7 @@ def row(**kw) -> dict:
             "NNodes": "1", "NodeList": "n1", "ReqMem": "8G",
             "AllocTRES": "billing=4,cpu=4,gres/gpu=2,mem=8G,node=1", "TotalCPU": "01:00:00",
             "TRESUsageInTot": "", "TRESUsageInAve": "", "ConsumedEnergyRaw": "0", "ExitCode": "0:0",
-            "JobName": "train"}
+            "ReqTRES": "billing=4,cpu=4,gres/gpu=2,mem=8G,node=1", "JobName": "train"}
     base.update({k: str(v) for k, v in kw.items()})
     if not base["JobIDRaw"]:
         base["JobIDRaw"] = base["JobID"]

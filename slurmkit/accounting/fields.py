@@ -14,7 +14,7 @@ FIELDS: tuple[str, ...] = (
     "Cluster", "JobID", "JobIDRaw", "State", "User", "Account", "Partition", "QOS",
     "Submit", "Eligible", "Start", "End", "ElapsedRaw", "Suspended", "TimelimitRaw",
     "NCPUS", "NNodes", "NodeList", "ReqMem", "AllocTRES", "TotalCPU", "TRESUsageInTot",
-    "TRESUsageInAve", "ConsumedEnergyRaw", "ExitCode", "JobName",
+    "TRESUsageInAve", "ConsumedEnergyRaw", "ExitCode", "ReqTRES", "JobName",
 )
 
 #: Delimiter for the ingest call: a byte no job name or user name realistically holds

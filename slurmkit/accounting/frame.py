@@ -25,6 +25,8 @@ timelimit_s        TimelimitRaw x 60 or Timelimit; +inf for UNLIMITED / Partitio
 ncpus, nnodes      NCPUS / AllocCPUS, NNodes / AllocNodes (float, NaN when absent)
 alloc_mem_mib      AllocTRES mem=, else ReqMem (``Mc`` x NCPUS, ``Mn`` x NNodes)
 gpus, gpu_type     from AllocTRES (:func:`~slurmkit.accounting.parse.gpus_from_tres`)
+req_gpus           GPUs requested, from ReqTRES, for rows that have not started (a pending
+                   job has no AllocTRES yet); NaN for started rows or without ReqTRES
 total_cpu_s        TotalCPU (seconds of user+system CPU)
 mem_used_mib       TRESUsageInTot mem=, else MaxRSS (MiB)
 gpu_util_pct       TRESUsageInAve, else TRESUsageInTot / NTasks ``gres/gpuutil`` (percent
@@ -500,6 +502,7 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
         out["alloc_mem_mib"] = tres_mem
     gpus, gtype = P.gpus_from_tres(tres)
     out["gpus"], out["gpu_type"] = gpus, gtype
+    out["req_gpus"] = _requested_gpus(c.col("ReqTRES"), out["start"])
     out["total_cpu_s"] = c.total_cpu_s()
     out["mem_used_mib"], out["gpu_util_pct"] = c.usage()
     out["energy_j"] = c.count("ConsumedEnergyRaw")
@@ -513,6 +516,20 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
     c.note_dst(dq, source, tz)
     c.note_flags(dq, source)
     return _frame(out, ids["valid"].to_numpy(dtype=bool), dq, source)
+
+
+def _requested_gpus(req_tres, start: pd.Series) -> pd.Series:
+    """ReqTRES GPUs (:func:`~slurmkit.accounting.parse.gpus_from_tres`) of the rows without a
+    Start (the pending backlog), NaN elsewhere and when the input has no ReqTRES. Only those
+    rows are parsed: the started ones, most of a capture, have their AllocTRES."""
+    out = np.full(len(start), np.nan)
+    if req_tres is None:
+        return pd.Series(out, index=start.index)
+    idx = np.flatnonzero(start.isna().to_numpy())
+    if len(idx):
+        sub = req_tres.take(pa.array(idx))
+        out[idx] = P.gpus_from_tres(sub)[0].to_numpy(float)
+    return pd.Series(out, index=start.index)
 
 
 def load_sacct(path, dq: DataQuality | None = None, fields=None, delimiter=None, cluster: str = "",

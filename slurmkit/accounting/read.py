@@ -371,12 +371,21 @@ def _locate(data: bytes, texts: list[bytes]) -> list[tuple[int, int | None]]:
     return [(end, None) if p is None else (p, lines[p]) for p in found]
 
 
+#: A line a Slurm command or the shell printed into a capture (``sacct: error: ...``): never
+#: the rest of a job name.
+_MESSAGE = re.compile(r"^\s*[\w./-]+: (?:error|warning|fatal|debug\w*|info):", re.I)
+
+
 def _bad_rows(bad: list, data, layout: _Layout, dq: DataQuality, source: str, line_of
-              ) -> tuple[list, int, tuple | None]:
+              ) -> tuple[list, int, tuple | None, list]:
     """Rows of one block that pyarrow did not split (``(columns, text)`` pairs), in the
     block's order: whitespace-only lines counted as blank, a delimiter in a trailing JobName
-    joined (listed as repaired), every other row skipped with its reason and line. Returns
-    ``(repaired rows as lists of fields, rows read, (columns, line) of the first row)``."""
+    joined (listed as repaired), a line without a delimiter right after a whole row whose last
+    field is JobName taken as the rest of that job name (a newline inside it), every other row
+    skipped with its reason and line. Returns ``(repaired rows as lists of fields, rows read,
+    (columns, line) of the first row, continuations)``: ``continuations`` are ``(JobID,
+    JobName as split, text to append after a newline)`` of the block's good rows to patch
+    (:func:`_join_continuations`)."""
     rows = [(n, t) for n, t in bad if t.strip()]
     if len(rows) < len(bad):
         dq.ignored_lines["blank"] += len(bad) - len(rows)
@@ -393,11 +402,32 @@ def _bad_rows(bad: list, data, layout: _Layout, dq: DataQuality, source: str, li
     nrows = len(rows)
     jcol = names.index("JobID")
     ncol = names.index("JobName") if "JobName" in names else -1
+    tail_name = names[-1] == "JobName" and not layout.trailing and len(names) > 1
+    bad_lines = {k for (_, k), _ in placed if k is not None}
+    conts: list = []       # [JobID, JobName, appended text] of good rows to patch
+    cont_at: dict = {}     # block line of a continuation -> its entry in conts
     i = 0
     while i < len(placed):
-        (_, k), (ncols, text) = placed[i]
+        (pos, k), (ncols, text) = placed[i]
         line = line_of(k)
         shown = text.replace(sep, delim) if sep != delim else text
+        if tail_name and ncols == 1 and k is not None and k > 1 and not _MESSAGE.match(text):
+            # a newline inside a trailing JobName: this line is the rest of the row above
+            target = cont_at.get(k - 1)
+            if target is None and (k - 1) not in bad_lines:
+                lo = data.rfind(b"\n", 0, max(pos - 1, 0)) + 1
+                prev = data[lo:max(pos - 1, 0)].decode("utf-8", "replace").rstrip("\r").split(sep)
+                if len(prev) == len(names) and re.fullmatch(r"[0-9]+[0-9_+.\[\]%\-A-Za-z]*", prev[jcol].strip()):
+                    conts.append([prev[jcol], prev[-1], ""])
+                    target = len(conts) - 1
+                    dq.repair("newline inside JobName (two lines joined)", source, line_of(k - 1),
+                              f"JobID {prev[jcol]}: JobName {prev[-1]!r} + newline + {text.rstrip(chr(13))!r}")
+            if target is not None:
+                conts[target][2] += ("\n" if conts[target][2] else "") + text.rstrip("\r")
+                cont_at[k] = target
+                nrows -= 1
+                i += 1
+                continue
         if ncols < expected and i + 1 < len(placed) and k is not None:
             (_, k2), (ncols2, text2) = placed[i + 1]
             if k2 == k + 1 and ncols + ncols2 - 1 == expected and ncols - 1 == ncol:
@@ -426,7 +456,22 @@ def _bad_rows(bad: list, data, layout: _Layout, dq: DataQuality, source: str, li
                 dq.skip("too few fields (continuation of a field with a newline?)", 1, source, line, shown)
         else:
             dq.skip(f"wrong number of fields ({ncols - extra_col} for {len(names)})", 1, source, line, shown)
-    return repaired, nrows, first
+    return repaired, nrows, first, [tuple(c) for c in conts]
+
+
+def _join_continuations(t: pa.Table, conts: list) -> pa.Table:
+    """``t`` with each ``(JobID, JobName, rest)`` of ``conts`` applied: the rows with that
+    JobID and JobName get ``JobName + "\\n" + rest`` (the job name a newline had split)."""
+    if not conts or "JobName" not in t.column_names:
+        return t
+    jid, name = t.column("JobID"), t.column("JobName")
+    if not pa.types.is_string(jid.type):
+        jid = pc.cast(jid, pa.string())
+    new = name
+    for j, n, rest in conts:
+        hit = pc.and_(pc.equal(jid, j), pc.equal(name, n))
+        new = pc.if_else(hit, pa.scalar(n + "\n" + rest, pa.string()), new)
+    return t.set_column(t.column_names.index("JobName"), "JobName", new)
 
 
 def _drop_blank_rows(t: pa.Table, dq: DataQuality) -> pa.Table:
@@ -510,13 +555,15 @@ def _stream(opener, source: str, fields, delimiter, block_bytes: int, int_fields
                 if layout.dups:
                     t = _drop_duplicate_fields(t, layout.dups, dq, source)
                 t = _drop_blank_rows(t, dq)
+                extra, n, first, conts = _bad_rows(bad, data, layout, dq, source, line_of) if bad else ([], 0, None, [])
+                if conts:
+                    t = _join_continuations(t, conts)
                 good += t.num_rows
                 nread += t.num_rows
                 if t.num_rows:
                     yield t
                 del t
                 if bad:
-                    extra, n, first = _bad_rows(bad, data, layout, dq, source, line_of)
                     nread += n
                     first_bad = first_bad or first
                     if extra:

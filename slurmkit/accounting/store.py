@@ -9,6 +9,12 @@ again, so a weekly run re-reads only recent days. Running jobs are provisional a
 
 Rows are keyed by (cluster, JobIDRaw, Submit, Start), a step row also by its step name; when
 several days (or pulls) hold the same key, :meth:`Store.load` keeps the copy from the latest pull.
+
+Weekly aggregates: ``<root>/<cluster>/weeks/<YYYY-Www>.parquet``, one small table per ISO week
+whose report was built (:meth:`Store.save_week`): a row per account and per partition with
+its jobs, GPU-, CPU-hours, wasted and provisional GPU-hours and kWh (:data:`WEEK_COLUMNS`).
+Trends over N weeks read N such tables (:meth:`Store.load_weeks`), never the rows again. A
+week built again (a later run, its running jobs since finished) replaces its table.
 """
 
 from __future__ import annotations
@@ -31,6 +37,13 @@ from slurmkit.atomicfile import atomic_write, atomic_write_with
 SETTLE_S = 3600
 OPEN_STATES = ("RUNNING", "PENDING", "REQUEUED", "SUSPENDED", "COMPLETING", "CONFIGURING",
                "RESIZING", "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT")
+
+
+#: The columns of a weekly aggregate table (:meth:`Store.save_week`): ``kind`` is ``account``
+#: or ``partition``, ``name`` its value; hours are inside the ISO week; ``provisional`` is True
+#: when the week's report still had running jobs.
+WEEK_COLUMNS = ("week", "kind", "name", "jobs", "gpu_hours", "cpu_hours", "wasted_gpu_hours",
+                "provisional_gpu_hours", "energy_kwh", "provisional", "built_at")
 
 
 class Store:
@@ -116,3 +129,26 @@ class Store:
         """True when every day is in the store (week-over-week deltas need the whole week)."""
         man = self.manifest()
         return all(f"{d:%Y-%m-%d}" in man for d in days)
+
+    def _week_path(self, week: str) -> Path:
+        return self.dir / "weeks" / f"{week}.parquet"
+
+    def save_week(self, week: str, table: pd.DataFrame, now: float | None = None) -> Path:
+        """Write ISO week ``week`` (``2026-W01``)'s aggregate table (columns
+        :data:`WEEK_COLUMNS` but ``week`` and ``built_at``, which are set here), replacing an
+        earlier one. Returns its path."""
+        now = time.time() if now is None else now
+        path = self._week_path(week)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        t = table.assign(week=week, built_at=float(now))
+        t = t[[c for c in WEEK_COLUMNS]]
+        atomic_write_with(path, lambda tmp: pq.write_table(pa.Table.from_pandas(t, preserve_index=False), tmp))
+        return path
+
+    def load_weeks(self, weeks: list[str]) -> pd.DataFrame:
+        """The aggregate tables of ``weeks`` that are in the store, one after the other
+        (:data:`WEEK_COLUMNS`); weeks never built are absent."""
+        parts = [pq.read_table(self._week_path(w)).to_pandas() for w in weeks if self._week_path(w).exists()]
+        if not parts:
+            return pd.DataFrame({c: pd.Series(dtype=object) for c in WEEK_COLUMNS})
+        return pd.concat(parts, ignore_index=True)

@@ -39,6 +39,9 @@ def cli():
 @click.option("--tz", default="UTC", show_default=True, help="Zone of the capture's times when they carry none.")
 @site_option("site_spec", help="Site profile (file or shipped name) for TDP, PUE, carbon, prices, capacity.",
              alias_envvar="SLURMKIT_PROFILE")
+@click.option("--events", "events", type=click.Path(dir_okay=False),
+              help="Captured 'sacctmgr -P show event' output: node downtime and drains with their reasons "
+                   "(live: sacctmgr is asked).")
 @click.option("--spool", type=click.Path(), help="Hook energy spool (energy.jsonl or a folder of *.jsonl).")
 @click.option("--prometheus", "prometheus_url", metavar="URL",
               help="Prometheus with the hooks' metrics: measured energy and GPU utilization per job where the spool has none.")
@@ -59,6 +62,9 @@ def cli():
 @click.option("--as-of", "as_of", metavar="TIME",
               help="When the captures were taken (ISO, UTC unless a zone is given): running jobs count up to then "
                    "(default: the latest time in the captures).")
+@click.option("--trend-weeks", type=click.IntRange(0, 520), default=8, show_default=True,
+              help="Per-account and per-partition trends over the last N ISO weeks, from the weekly "
+                   "aggregates kept in the store (0: none).")
 @click.option("--allow-skipped", is_flag=True,
               help="Exit 0 even when more rows were skipped for a problem than --max-skipped allows.")
 @click.option("--max-skipped", type=click.FloatRange(0, 100), default=1.0, show_default=True,
@@ -67,9 +73,9 @@ def cli():
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report to stdout.")
 @click.pass_context
 def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct, sacct_fields,
-           delimiter, tz, site_spec, spool, prometheus_url, store_dir, no_store, pue, carbon_g_per_kwh,
+           delimiter, tz, site_spec, events, spool, prometheus_url, store_dir, no_store, pue, carbon_g_per_kwh,
            price_per_kwh, price_per_gpu_hour, currency, gpu_tdp_w, trust_slurm_energy,
-           capacity_gpus, use_sreport, rollup, as_of, allow_skipped, max_skipped, now_s, as_json):
+           capacity_gpus, use_sreport, rollup, as_of, trend_weeks, allow_skipped, max_skipped, now_s, as_json):
     """Weekly GPU/CPU-hours, utilization, waste, queue wait, efficiency and energy.
 
     Live: one sacct call per day of the window (kept in a Parquet store, so a weekly run only
@@ -96,11 +102,11 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
         trust = trust_slurm_energy
     opts = WeeklyOptions(
         window=window, captures=tuple(from_sacct), sacct_fields=sacct_fields, delimiter=delimiter, tz=tz,
-        cluster=cluster, spool=spool, prometheus_url=prometheus_url, store_dir=store_dir, use_store=not no_store, profile=profile,
+        cluster=cluster, events=events, spool=spool, prometheus_url=prometheus_url, store_dir=store_dir, use_store=not no_store, profile=profile,
         pue=pue, carbon_g_per_kwh=carbon_g_per_kwh, price_per_kwh=price_per_kwh,
         price_per_gpu_hour=price_per_gpu_hour, currency=currency, gpu_tdp_w=gpu_tdp_w,
         trust_slurm_energy=trust, capacity_gpus=capacity_gpus, use_sreport=use_sreport, rollup=rollup,
-        now=now_s or None, as_of=parse_when(as_of, "--as-of") if as_of else None, max_rejected_share=max_skipped / 100.0, allow_rejected=allow_skipped, formats=formats.split(","), outdir=outdir, mail_to=tuple(mail_to))
+        now=now_s or None, as_of=parse_when(as_of, "--as-of") if as_of else None, trend_weeks=trend_weeks, max_rejected_share=max_skipped / 100.0, allow_rejected=allow_skipped, formats=formats.split(","), outdir=outdir, mail_to=tuple(mail_to))
     bar = None
 
     def progress(done, total):

@@ -1,8 +1,9 @@
 """GPU capacity, node down time and the sreport reconciliation (pure functions over text).
 
 - :func:`gpus_per_node_scontrol`: ``scontrol show -o nodes`` -> {node: GPUs} (``Gres=gpu:h100:4``)
-- :func:`node_events`: ``sacctmgr -n -P show event ... format=NodeName,TimeStart,TimeEnd,State``
-  -> intervals; :func:`down_gpu_hours` merges each node's overlapping intervals (a drained node's
+- :func:`node_events`: ``sacctmgr -P show event ... format=NodeName,TimeStart,TimeEnd,State,Reason``
+  (or its default format, with or without header) -> intervals with their reasons;
+  :func:`downtime`: the timeline by node and the down GPU-hours by reason; :func:`down_gpu_hours` merges each node's overlapping intervals (a drained node's
   time counts once, however many events cover it) and clips them to the window
 - :func:`sreport_gpu_hours`: ``sreport -n -P cluster AccountUtilizationByUser
   --tres=gres/gpu format=Cluster,Account,Login,Used`` -> Used of the user rows summed (in
@@ -57,18 +58,130 @@ def gpus_per_node_profile(profile) -> dict[str, int]:
     return out
 
 
-def node_events(text: str) -> pd.DataFrame:
-    """sacctmgr event lines ``NodeName|TimeStart|TimeEnd|State`` (epoch seconds or ISO;
-    TimeEnd ``Unknown`` while ongoing) -> DataFrame(node, start, end, state). Cluster-wide
-    events (empty NodeName) are dropped."""
-    from slurmkit.accounting.parse import parse_times
+#: sacctmgr's event columns (``format=`` names and the headers ``-P`` prints for them) -> ours.
+_EVENT_COLUMNS = {"nodename": "node", "timestart": "start", "start": "start", "timeend": "end",
+                  "end": "end", "state": "state", "reason": "reason", "cluster": "cluster",
+                  "user": "user", "duration": "duration", "event": "event", "eventraw": "event_raw",
+                  "clusternodes": "cluster_nodes", "stateraw": "state_raw", "tres": "tres"}
+#: ``sacctmgr -n -P show event`` without ``format=``: its default columns.
+DEFAULT_EVENT_FORMAT = ("Cluster", "NodeName", "TimeStart", "TimeEnd", "State", "Reason", "User")
+#: The live call's ``format=`` (:func:`slurmkit.report.live.node_events_text`): Reason last, so a
+#: reason holding the delimiter only spills into its own column.
+EVENT_FORMAT = ("NodeName", "TimeStart", "TimeEnd", "State", "Reason")
 
-    rows = [ln.split("|") for ln in text.splitlines() if ln.strip()]
-    rows = [r + [""] * (4 - len(r)) for r in rows if r[0].strip()]
-    df = pd.DataFrame([r[:4] for r in rows], columns=["node", "start", "end", "state"], dtype="str")
-    df["start"] = parse_times(df["start"])
-    df["end"] = parse_times(df["end"])
+
+def _event_columns(first: list[str]) -> list[str] | None:
+    """The columns a header line names, or None when ``first`` is not a header."""
+    names = [f.strip().lower() for f in first]
+    if "nodename" in names and all(n in _EVENT_COLUMNS for n in names if n):
+        return [_EVENT_COLUMNS.get(n, n) for n in names]
+    return None
+
+
+def node_events(text: str, tz: str = "UTC", source: str = "events") -> pd.DataFrame:
+    """sacctmgr's ``-P`` event output -> DataFrame(node, start, end, state, reason): with its
+    header (any ``format=``), or without one (``-n``) in :data:`EVENT_FORMAT` (4 columns: no
+    Reason) or sacctmgr's default :data:`DEFAULT_EVENT_FORMAT`. Times are epoch seconds or ISO
+    (local times in ``tz``, as sacctmgr prints them); TimeEnd ``Unknown`` while ongoing (NaT).
+    A reason holding ``|`` is rejoined. Cluster-wide events (empty NodeName) are dropped.
+    Raises :class:`~slurmkit.errors.InputError` (``source`` and line) for a line whose columns
+    fit no known format."""
+    from slurmkit.accounting.parse import parse_times
+    from slurmkit.errors import InputError
+
+    lines = [(i, ln.rstrip("\r")) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+    cols = _event_columns(lines[0][1].split("|")) if lines else None
+    if cols is not None:
+        lines = lines[1:]
+    recs = []
+    for i, ln in lines:
+        parts = ln.split("|")
+        if cols is None:
+            n = len(parts)
+            cols_here = (["node", "start", "end", "state"] if n == 4 else
+                         ["node", "start", "end", "state", "reason"] if n == 5 else
+                         [_EVENT_COLUMNS[c.lower()] for c in DEFAULT_EVENT_FORMAT] if n >= 7 else None)
+            if cols_here is None:
+                raise InputError(source, i, f"{n} columns: not sacctmgr -P show event output "
+                                            f"(format={','.join(EVENT_FORMAT)} or sacctmgr's default)")
+        else:
+            cols_here = cols
+        k = cols_here.index("reason") if "reason" in cols_here else -1
+        extra = len(parts) - len(cols_here)
+        if extra > 0 and k >= 0:     # the delimiter inside a reason
+            parts = parts[:k] + ["|".join(parts[k:k + extra + 1])] + parts[k + extra + 1:]
+        elif extra != 0:
+            raise InputError(source, i, f"{len(parts)} columns for {len(cols_here)}")
+        r = dict(zip(cols_here, parts))
+        if r.get("node", "").strip():
+            recs.append({"node": r["node"].strip(), "start": r.get("start", ""), "end": r.get("end", ""),
+                         "state": r.get("state", "").strip(), "reason": r.get("reason", "").strip()})
+    df = pd.DataFrame(recs, columns=["node", "start", "end", "state", "reason"], dtype="str")
+    df["start"] = parse_times(df["start"], tz)
+    df["end"] = parse_times(df["end"], tz)
     return df
+
+
+def downtime(events: pd.DataFrame, gpus: dict[str, int] | None, start, end, now=None,
+             limit: int = 500) -> dict:
+    """Downtime and drains in ``[start, end)`` by node, with their reasons.
+
+    ``events``: :func:`node_events` (a hostlist ``n[1-3]`` is expanded: one entry per node);
+    ``gpus``: {node: GPUs} (scontrol's Gres, or the profile's node types), None when not known
+    (GPU-hours are then None); an ongoing event ends at ``now`` (the capture time, or the
+    current time). Each instant of a node's down time is given to the event that began first,
+    so the events' ``gpu_hours`` add up to :func:`down_gpu_hours` (overlapping events count
+    once). Returns ``{"events": [{"node", "state", "reason", "start", "end" (ISO, None while
+    ongoing), "ongoing", "hours" (the event's time in the window, h), "gpus", "gpu_hours" (the
+    GPU-hours it alone takes: its disjoint share × the node's GPUs)}], "by_reason": [{"reason",
+    "events", "nodes", "node_hours", "gpu_hours"}] (most first), "nodes", "node_hours",
+    "down_gpu_hours", "events_listed", "events_total"}``; the first ``limit`` events, longest
+    first, are listed."""
+    from slurmkit import hostlist
+    from slurmkit.report.window import iso_z
+
+    start, end = pd.Timestamp(start), pd.Timestamp(end)
+    now = pd.Timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")
+    items = []
+    for ev in events.itertuples():
+        if pd.isna(ev.start):
+            continue
+        stop = ev.end if not pd.isna(ev.end) else now
+        lo, hi = max(ev.start, start), min(stop, end)
+        if hi <= lo:
+            continue
+        for node in hostlist.expand_hostlist(ev.node):
+            items.append({"node": node, "lo": lo, "hi": hi, "state": ev.state, "reason": ev.reason or "(none)",
+                          "start": iso_z(ev.start), "end": None if pd.isna(ev.end) else iso_z(ev.end),
+                          "ongoing": bool(pd.isna(ev.end))})
+    items.sort(key=lambda x: (x["node"], x["lo"], x["hi"]))
+    covered: dict[str, pd.Timestamp] = {}
+    for it in items:
+        own_lo = max(it["lo"], covered.get(it["node"], it["lo"]))
+        own_s = max((it["hi"] - own_lo).total_seconds(), 0.0)
+        covered[it["node"]] = max(covered.get(it["node"], it["hi"]), it["hi"])
+        g = None if gpus is None else gpus.get(it["node"], 0)
+        it.update(hours=(it["hi"] - it["lo"]).total_seconds() / 3600.0, own_hours=own_s / 3600.0,
+                  gpus=g, gpu_hours=None if g is None else g * own_s / 3600.0)
+    by: dict[str, dict] = {}
+    for it in items:
+        b = by.setdefault(it["reason"], {"reason": it["reason"], "events": 0, "nodes": set(),
+                                         "node_hours": 0.0, "gpu_hours": None if gpus is None else 0.0})
+        b["events"] += 1
+        b["nodes"].add(it["node"])
+        b["node_hours"] += it["own_hours"]
+        if gpus is not None:
+            b["gpu_hours"] += it["gpu_hours"]
+    by_reason = sorted(({**b, "nodes": len(b["nodes"])} for b in by.values()),
+                       key=lambda b: (-(b["gpu_hours"] or 0.0), -b["node_hours"], b["reason"]))
+    listed = sorted(items, key=lambda x: -x["hours"])[:limit]
+    listed.sort(key=lambda x: (x["node"], x["lo"]))
+    return {"events": [{k: it[k] for k in ("node", "state", "reason", "start", "end", "ongoing", "hours",
+                                           "gpus", "gpu_hours")} for it in listed],
+            "by_reason": by_reason, "nodes": len({it["node"] for it in items}),
+            "node_hours": sum(it["own_hours"] for it in items),
+            "down_gpu_hours": None if gpus is None else sum(it["gpu_hours"] for it in items),
+            "events_listed": len(listed), "events_total": len(items)}
 
 
 def down_gpu_hours(events: pd.DataFrame, gpus: dict[str, int], start, end, now=None) -> float:

@@ -42,20 +42,34 @@ def ingest_window(days, cluster: str | None, store: Store | None, progress=None,
     return rows, dq, pulled
 
 
-def live_capacity(start, end, timeout: float = 60.0) -> tuple[float, float]:
-    """``(GPUs in the cluster, down GPU-hours in [start, end))`` from ``scontrol show -o
-    nodes`` and ``sacctmgr show event`` (node events only)."""
+def node_events_text(start, end, nodes=(), timeout: float = 60.0) -> str:
+    """``sacctmgr -n -P show event`` of the nodes ``nodes`` (all when empty) overlapping
+    ``[start, end)``, columns :data:`slurmkit.report.capacity.EVENT_FORMAT` (NodeName,
+    TimeStart, TimeEnd, State, Reason), epoch times (``SLURM_TIME_FORMAT=%s``): the text
+    :func:`slurmkit.report.capacity.node_events` reads. Raises ``SlurmError``."""
+    from slurmkit.slurm.commands import run
+
+    fmt = "%Y-%m-%dT%H:%M:%S"
+    argv = ["sacctmgr", "-n", "-P", "show", "event", "Event=Node", f"Start={start:{fmt}}", f"End={end:{fmt}}",
+            "format=" + ",".join(C.EVENT_FORMAT)]
+    if nodes:
+        argv.insert(5, "Nodes=" + ",".join(nodes))
+    return run(argv, timeout=timeout, env=dict(SACCT_ENV)).stdout
+
+
+def live_capacity(start, end, timeout: float = 60.0, now=None) -> tuple[float, float, dict]:
+    """``(GPUs in the cluster, down GPU-hours in [start, end), downtime)`` from ``scontrol
+    show -o nodes`` (GPUs per node) and ``sacctmgr show event`` (node events with their
+    reasons): ``downtime`` is :func:`slurmkit.report.capacity.downtime`'s timeline by node."""
     from slurmkit.slurm.commands import run
 
     nodes = C.gpus_per_node_scontrol(run(["scontrol", "show", "-o", "nodes"], timeout=timeout).stdout)
     if not nodes:
-        return 0.0, 0.0
-    fmt = "%Y-%m-%dT%H:%M:%S"
-    ev = run(["sacctmgr", "-n", "-P", "show", "event", "Nodes=" + ",".join(nodes),
-              f"Start={start:{fmt}}", f"End={end:{fmt}}", "format=NodeName,TimeStart,TimeEnd,State"],
-             timeout=timeout, env=dict(SACCT_ENV)).stdout
-    down = C.down_gpu_hours(C.node_events(ev), nodes, start, end)
-    return float(sum(nodes.values())), down
+        return 0.0, 0.0, C.downtime(C.node_events(""), {}, start, end, now)
+    events = C.node_events(node_events_text(start, end, list(nodes), timeout), source="sacctmgr show event")
+    down = C.downtime(events, nodes, start, end, now)
+    down["source"] = "sacctmgr show event"
+    return float(sum(nodes.values())), float(down["down_gpu_hours"]), down
 
 
 def whole_hours(start: dt.datetime, end: dt.datetime) -> tuple[dt.datetime, dt.datetime]:

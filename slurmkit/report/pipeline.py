@@ -86,6 +86,9 @@ class WeeklyOptions:
       ``prometheus`` as their provenance (:mod:`slurmkit.report.prometheus`); None: not asked.
       Unreachable (or no answer within ``prometheus_timeout_s`` seconds for all its queries):
       a warning (stderr and ``data_quality.warnings``), and the report goes on without it.
+    - ``events``: a captured ``sacctmgr -P show event`` output file (node downtime and drains
+      with their reasons; live, sacctmgr is asked); its times are in ``tz`` when they carry no
+      zone. GPUs per node come from ``profile``.
     - ``store_dir``: the Parquet store folder (None: :func:`default_store_dir`);
       ``use_store``: False pulls every day from sacct and keeps nothing (live only).
 
@@ -107,6 +110,11 @@ class WeeklyOptions:
       capture counts up to then, provisionally; None: the latest Submit/Eligible/Start/End
       that appears in the captures.
 
+    - ``trend_weeks``: per-account and per-partition trends over this many ISO weeks (ending
+      with the report's), read from the weekly aggregates kept in the store; a report whose
+      window is one ISO week stores its own. Live with the store, or captures with
+      ``store_dir`` given; 0: no trends.
+
     - ``max_rejected_share``: the share of rows (0..1) that may be skipped for a problem with
       them (not rows of another window or second copies) before the report is flagged: a
       banner on top of the HTML and Markdown, and :class:`TooManyRejected` once written,
@@ -127,6 +135,7 @@ class WeeklyOptions:
     tz: str = "UTC"
     cluster: str | None = None
     spool: str | Path | None = None
+    events: str | Path | None = None
     prometheus_url: str | None = None
     prometheus_timeout_s: float = 120.0
     store_dir: str | Path | None = None
@@ -144,6 +153,7 @@ class WeeklyOptions:
     rollup: bool = False
     now: object | None = None
     as_of: object | None = None
+    trend_weeks: int = 8
     max_rejected_share: float = 0.01
     allow_rejected: bool = False
     formats: Sequence[str] = ("html", "md", "csv", "json")
@@ -221,6 +231,10 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
         rows, dq, window, as_of = _captured(opts)
         if now is None:   # a capture's running jobs count up to when it was taken
             now = as_of
+        if opts.events:
+            live["downtime"] = _captured_downtime(opts, window, now)
+            if live["downtime"]["down_gpu_hours"] is not None:
+                live["down_gpu_hours"] = live["downtime"]["down_gpu_hours"]
     else:
         window = opts.window or last_full_week()
         rows, dq, live = _live(opts, window, assumptions, spool_df, now, cap, _warn, progress)
@@ -250,6 +264,7 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     over = dqd["rejected_share"] > opts.max_rejected_share
     dqd["rejected_over_limit"] = bool(over)
     report["data_quality"]["warnings"] = prom_warnings
+    report["trends"] = _trends(opts, window, report, keep=not over or opts.allow_rejected)
     out = Path(opts.outdir or f"slurmkit-report-{window.start:%Y-%m-%d}")
     written = render.write_outputs(report, allocs, out, fmts)
     if opts.mail_to:
@@ -385,6 +400,43 @@ def _captured(opts: WeeklyOptions):
     return rows, dq, window, as_of
 
 
+def _captured_downtime(opts: WeeklyOptions, window: Window, now) -> dict:
+    """The downtime timeline (:func:`slurmkit.report.capacity.downtime`) of the ``events``
+    file, up to the capture time (ongoing events end there); GPUs per node from the profile
+    (None without one: node-hours only). InputError for a file that cannot be read."""
+    from slurmkit.report import capacity as C
+
+    path = str(opts.events)
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    events = C.node_events(text, opts.tz, source=path)
+    gpus = C.gpus_per_node_profile(opts.profile) if opts.profile is not None else None
+    upto = min(pd.Timestamp(window.end), now) if now is not None else pd.Timestamp(window.end)
+    down = C.downtime(events, gpus, window.start, max(upto, pd.Timestamp(window.start)), now)
+    down["source"] = path
+    return down
+
+
+def _trends(opts: WeeklyOptions, window: Window, report: dict, keep: bool) -> dict | None:
+    """Store this report's weekly aggregate when its window is one ISO week (and ``keep``: not
+    flagged for skipped rows), then the trends over the ``trend_weeks`` weeks ending with it
+    (:func:`slurmkit.report.trends.trends`); None without a store or with ``trend_weeks`` 0."""
+    from slurmkit.accounting.store import Store
+    from slurmkit.report import trends as T
+
+    if opts.trend_weeks <= 0 or not (opts.store_dir or (not opts.captures and opts.use_store)):
+        return None
+    store = Store(opts.store_dir or default_store_dir(), opts.cluster or "")
+    week = T.iso_week_of_window(window.start, window.end)
+    if week and keep:
+        store.save_week(week, T.week_table(report))
+    last = week or T.iso_week((pd.Timestamp(window.end) - pd.Timedelta(seconds=1)).to_pydatetime())
+    weeks = T.weeks_ending(last, opts.trend_weeks)
+    return T.trends(store.load_weeks(weeks), weeks)
+
+
 def _find_lines(problems: list[dict], captures, fields, delimiter) -> None:
     """Give the listed problems (the report's ``data_quality.problems``) that name a JobID but
     no line (values repaired or rows skipped after splitting) their capture's physical line: a
@@ -505,9 +557,11 @@ def _live(opts: WeeklyOptions, window: Window, assumptions, spool_df, now, cap, 
             if len(prows):
                 prep, _ = build_report(prows, pdq, prev, assumptions, spool_df, now=now)
                 previous = prep["totals"]
-    down = None
+    down, downtime = None, None
     try:
-        live_cap, down = live.live_capacity(window.start, window.end)
+        t_now = now if now is not None else pd.Timestamp.now(tz="UTC")
+        upto = max(min(pd.Timestamp(window.end), t_now), pd.Timestamp(window.start))   # no future hour
+        live_cap, down, downtime = live.live_capacity(window.start, upto, now=t_now)
         cap = cap or live_cap
     except SlurmError as exc:
         warn(f"capacity not known: {exc}")
@@ -520,7 +574,7 @@ def _live(opts: WeeklyOptions, window: Window, assumptions, spool_df, now, cap, 
             sreport_h = live.sreport_gpu_hours(recon_w.start, recon_w.end, opts.cluster, opts.rollup)
         except SlurmError as exc:
             warn(f"sreport: {exc}")
-    return rows, dq, {"previous": previous, "down_gpu_hours": down, "sreport_gpu_hours": sreport_h,
+    return rows, dq, {"previous": previous, "down_gpu_hours": down, "downtime": downtime, "sreport_gpu_hours": sreport_h,
                       "recon_window": recon_w, "capacity_gpus": cap}
 
 

@@ -78,3 +78,120 @@ def energy_png(report: dict) -> bytes | None:
     ax.bar(keys, vals, color=["#2ca02c", "#17becf", "#9467bd", "#7f7f7f"])
     ax.set_ylabel("kWh")
     return _png(plt, fig)
+
+
+def queue_wait_png(report: dict, n: int = 12) -> bytes | None:
+    """Queue wait as a distribution per partition and GPU-count bucket: one horizontal box per
+    group (the ``n`` groups with most jobs), box p25-p75, median line, whiskers p5-p95, the
+    longest wait a dot; log time axis in hours. None when no job started in the window."""
+    groups = [q for q in report["queue_wait"]["by_partition_gpus"] if q["n"] and q["p50_s"] is not None]
+    if not groups:
+        return None
+    groups = sorted(groups, key=lambda q: -q["n"])[:n][::-1]
+    plt, fig, ax = _fig(7.5, 0.38 * len(groups) + 1.3)
+    floor = 1.0 / 3600   # 1 s: a log axis holds no 0
+
+    def h(v):
+        return max((v or 0.0) / 3600.0, floor)
+
+    stats = [{"label": f"{q['partition'] or '(none)'} · {q['gpu_bucket']} GPU · n={q['n']}",
+              "med": h(q["p50_s"]), "q1": h(q.get("p25_s")), "q3": h(q.get("p75_s")),
+              "whislo": h(q.get("p5_s")), "whishi": h(q["p95_s"]), "fliers": [h(q.get("max_s"))]}
+             for q in groups]
+    import matplotlib
+
+    # matplotlib 3.10 names it orientation= (vert= deprecated); 3.7-3.9 only know vert=
+    horizontal = ({"orientation": "horizontal"} if tuple(map(int, matplotlib.__version__.split(".")[:2])) >= (3, 10)
+                  else {"vert": False})
+    ax.bxp(stats, **horizontal, showfliers=True, patch_artist=True,
+           boxprops={"facecolor": "#c6dbef", "edgecolor": "#1f77b4"},
+           medianprops={"color": "#d62728"}, flierprops={"marker": ".", "markersize": 4})
+    ax.set_xscale("log")
+    ax.set_xlabel(f"wait, hours (Start − {report['queue_wait'].get('from', 'Eligible')}); "
+                  "box p25-p75, red median, whiskers p5-p95, dot the longest")
+    ax.tick_params(axis="y", labelsize=8)
+    ax.xaxis.label.set_size(8)
+    return _png(plt, fig)
+
+
+def downtime_png(report: dict, n_nodes: int = 30, n_reasons: int = 8) -> bytes | None:
+    """Downtime and drains as a timeline: one row per node (the ``n_nodes`` most down), a bar
+    per event over its time in the window, coloured by reason (the ``n_reasons`` with most
+    down time by name, the rest "other reasons"); an ongoing event is hatched. None when no
+    node was down in the window."""
+    import datetime as dt
+
+    d = report.get("downtime") or {}
+    events = d.get("events") or []
+    if not events:
+        return None
+    w0 = dt.datetime.fromisoformat(report["window"]["start"].replace("Z", "+00:00"))
+    w1 = dt.datetime.fromisoformat(report["window"]["end"].replace("Z", "+00:00"))
+    upto = dt.datetime.fromisoformat(report["as_of"].replace("Z", "+00:00")) if report.get("as_of") else w1
+    per_node: dict[str, float] = {}
+    for e in events:
+        per_node[e["node"]] = per_node.get(e["node"], 0.0) + e["hours"]
+    nodes = sorted(sorted(per_node, key=lambda k: -per_node[k])[:n_nodes])[::-1]
+    reasons = [b["reason"] for b in d.get("by_reason", [])][:n_reasons]
+    colors = ["#d62728", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#1f77b4"]
+    color = {r: colors[i % len(colors)] for i, r in enumerate(reasons)}
+    plt, fig, ax = _fig(7.5, 0.3 * len(nodes) + 0.25 * ((min(len(reasons) + 1, n_reasons + 1) + 1) // 2) + 1.6)
+    import matplotlib.dates as mdates
+
+    seen = set()
+    for e in events:
+        if e["node"] not in nodes:
+            continue
+        lo = max(dt.datetime.fromisoformat(e["start"].replace("Z", "+00:00")), w0)
+        hi = min(dt.datetime.fromisoformat(e["end"].replace("Z", "+00:00")) if e["end"] else upto, w1)
+        if hi <= lo:
+            continue
+        label = e["reason"] if e["reason"] in color else "other reasons"
+        c = color.get(e["reason"], "#7f7f7f")
+        ax.broken_barh([(mdates.date2num(lo), mdates.date2num(hi) - mdates.date2num(lo))],
+                       (nodes.index(e["node"]) - 0.35, 0.7), facecolors=c, hatch="//" if e["ongoing"] else None,
+                       label=None if label in seen else (label[:60] + ("…" if len(label) > 60 else "")))
+        seen.add(label)
+    ax.set_yticks(range(len(nodes)), nodes, fontsize=8)
+    ax.set_xlim(mdates.date2num(w0), mdates.date2num(w1))
+    ax.xaxis_date()
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d"))
+    ax.tick_params(axis="x", labelsize=8)
+    ax.set_title("UTC; hatched: still down at the capture / now", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=7, ncol=2, title="reason",
+              title_fontsize=7)
+    return _png(plt, fig)
+
+
+def trends_png(report: dict, n: int = 8) -> bytes | None:
+    """GPU-hours per ISO week over the trend weeks: one line per partition (left) and per
+    account (right), the ``n`` with most GPU-hours; a week not in the store is a gap, a
+    provisional week (running jobs) an open marker. None without trends or with no week known."""
+    t = report.get("trends") or {}
+    if not t.get("weeks_known"):
+        return None
+    import math
+
+    weeks = t["weeks"]
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt2
+
+    fig, axes = plt2.subplots(1, 2, figsize=(7.5, 3.0), dpi=100, sharey=True)
+    prov = set(t.get("provisional_weeks") or [])
+    xs = list(range(len(weeks)))
+    for ax, key, kind in ((axes[0], "by_partition", "partition"), (axes[1], "by_account", "account")):
+        for r in (t.get(key) or [])[:n]:
+            ys = [math.nan if v is None else v for v in r["gpu_hours"]]
+            line, = ax.plot(xs, ys, marker="o", ms=3, lw=1.2, label=str(r[kind] or "(none)")[:24])
+            px = [x for x, w in zip(xs, weeks) if w in prov and not math.isnan(ys[x])]
+            if px:
+                ax.plot(px, [ys[x] for x in px], "o", mfc="white", mec=line.get_color(), ms=6)
+        ax.set_title(f"GPU-hours per week by {kind}", fontsize=9)
+        ax.set_xticks(xs, [w[-3:] for w in weeks], fontsize=7)
+        ax.legend(fontsize=6, loc="upper left")
+    axes[0].set_ylabel("GPU-hours")
+    fig.text(0.5, 0.01, f"ISO weeks {weeks[0]} to {weeks[-1]}; open marker: provisional (running jobs)",
+             ha="center", fontsize=7)
+    return _png(plt2, fig)

@@ -5,7 +5,7 @@
 - :func:`to_markdown`: the same tables as Markdown
 - :func:`write_outputs`: ``weekly.html``, ``weekly.md``, ``weekly.json``, CSV tables
   (``by_user.csv``, ``by_account.csv``, ``by_partition.csv``, ``by_qos.csv``,
-  ``by_gpu_type.csv``, ``outcomes.csv``, ``queue_wait.csv``, ``hourly.csv``,
+  ``by_gpu_type.csv``, ``outcomes.csv``, ``queue_wait.csv``, ``queue_wait_hist.csv``, ``backlog.csv``, ``downtime.csv``, ``down_by_reason.csv``, ``trends.csv``, ``hourly.csv``,
   ``efficiency_by_user.csv``, ``idle_jobs.csv``, ``jobs.csv``, ``data_quality.csv``) and ``jobs.parquet`` (the per-allocation frame)
 """
 
@@ -128,6 +128,110 @@ def outcome_label(o: dict) -> str:
     return o["state"]
 
 
+def backlog_text(t: dict) -> str:
+    """The pending backlog line: jobs (array tasks each) waiting at the capture / now, GPUs and
+    GPU-hours they request (requested GPUs × time limit, an upper bound)."""
+    jobs = (t.get("pending_jobs") or 0) + (t.get("pending_array_tasks") or 0)
+    if not jobs:
+        return "Pending backlog: no job waiting."
+    nolimit = t.get("pending_without_time_limit") or 0
+    return (f"Pending backlog: {jobs:,} job(s) waiting ({t.get('pending_array_tasks') or 0:,} of them array "
+            f"tasks), requesting {fmt(t.get('pending_gpus_requested'))} GPUs and "
+            f"{fmt(t.get('pending_gpu_hours_requested'))} GPU-hours (requested GPUs × time limit, at most)"
+            + (f"; {nolimit:,} GPU job(s) without a time limit not in the GPU-hours" if nolimit else "") + ".")
+
+
+def wait_histogram_rows(qw: dict) -> list[dict]:
+    """``queue_wait_hist.csv``: one row per partition x GPU bucket (and ``(all)``), jobs per
+    wait bin (columns named by :data:`slurmkit.report.weekly.WAIT_BIN_LABELS`)."""
+    bins = qw.get("bins") or []
+    out = [{"partition": "(all)", "gpu_bucket": "(all)", **dict(zip(bins, qw.get("histogram") or []))}] if bins else []
+    out += [{"partition": q["partition"], "gpu_bucket": q["gpu_bucket"], **dict(zip(bins, q.get("histogram") or []))}
+            for q in qw["by_partition_gpus"]]
+    return out
+
+
+def _md_wait_histogram(qw: dict) -> list[str]:
+    rows = wait_histogram_rows(qw)
+    if not rows:
+        return []
+    bins = qw["bins"]
+    return ["Jobs by wait:", "", _md_table(["partition", "GPUs", *bins],
+                                          [[h["partition"] or "(none)", h["gpu_bucket"], *[h.get(b, 0) for b in bins]]
+                                           for h in rows]), ""]
+
+
+def downtime_text(report: dict) -> str:
+    """The downtime line: nodes down or drained in the window, node-hours and GPU-hours, and
+    where the events came from ("" when the report has no event source)."""
+    d = report.get("downtime")
+    if not d:
+        return ""
+    if not d.get("events_total"):
+        return f"No node was down or drained in the window ({d.get('source', 'node events')})."
+    gh = (f"{fmt(d['down_gpu_hours'])} GPU-hours" if d.get("down_gpu_hours") is not None
+          else "GPU-hours unknown (no GPUs per node: give --site)")
+    more = (f"; the {d['events_listed']} longest of {d['events_total']} events listed"
+            if d.get("events_listed", 0) < d["events_total"] else "")
+    return (f"{d['nodes']} node(s) down or drained for {fmt(d['node_hours'])} node-hours, {gh} "
+            f"(from {d.get('source', 'node events')}; overlapping events count once{more}).")
+
+
+def _md_downtime(r: dict, limit: int) -> list[str]:
+    d = r.get("downtime")
+    if not d:
+        return []
+    out = ["## Downtime and drains", "", downtime_text(r), ""]
+    if d.get("by_reason"):
+        out += ["### Down GPU-hours by reason", "", _md_table(
+            ["reason", "events", "nodes", "node-hours", "GPU-hours"],
+            [[b["reason"], b["events"], b["nodes"], fmt(b["node_hours"]), fmt(b["gpu_hours"])]
+             for b in d["by_reason"][:limit]]), "",
+            "### Timeline by node", "", _md_table(
+            ["node", "from", "to", "state", "reason", "hours in window", "GPU-hours"],
+            [[e["node"], e["start"], e["end"] or "still down", e["state"], e["reason"], fmt(e["hours"]),
+              fmt(e["gpu_hours"])] for e in d["events"][:4 * limit]]), ""]
+    return out
+
+
+def trend_rows(t: dict | None) -> list[dict]:
+    """``trends.csv``: one row per kind (account / partition), name and ISO week, with its
+    GPU-hours and jobs (empty for a week not in the store)."""
+    if not t:
+        return []
+    out = []
+    for kind, key in (("account", "by_account"), ("partition", "by_partition")):
+        for r in t.get(key) or []:
+            for w, g, j in zip(t["weeks"], r["gpu_hours"], r["jobs"]):
+                out.append({"kind": kind, "name": r[kind], "week": w, "gpu_hours": g, "jobs": j,
+                            "provisional": w in (t.get("provisional_weeks") or [])})
+    return out
+
+
+def trends_text(t: dict | None) -> str:
+    """What the trends cover: the weeks, how many of them the store holds."""
+    if not t:
+        return ""
+    missing = len(t["weeks"]) - len(t["weeks_known"])
+    return (f"GPU-hours per ISO week, {t['weeks'][0]} to {t['weeks'][-1]}, from the weekly aggregates in the store"
+            + (f"; {missing} week(s) not in the store (–)" if missing else "")
+            + (f"; provisional (running jobs): {', '.join(t['provisional_weeks'])}" if t.get("provisional_weeks") else "")
+            + ".")
+
+
+def _md_trends(r: dict) -> list[str]:
+    t = r.get("trends")
+    if not t:
+        return []
+    out = [f"## Trends over the last {len(t['weeks'])} weeks", "", trends_text(t), ""]
+    for kind, key in (("account", "by_account"), ("partition", "by_partition")):
+        out += [f"### GPU-hours by {kind}", "", _md_table(
+            [kind, *[w[-3:] for w in t["weeks"]], "total"],
+            [[row[kind] or "(none)", *[fmt(v) for v in row["gpu_hours"]], fmt(row["total_gpu_hours"])]
+             for row in t.get(key) or []]), ""]
+    return out
+
+
 def title(report: dict) -> str:
     c = f" — {report['cluster']}" if report.get("cluster") else ""
     return f"GPU cluster weekly report{c}: {report['window']['start'][:10]} to {report['window']['end'][:10]}"
@@ -143,11 +247,12 @@ def to_html(report: dict, limit: int = 25) -> str:
     env = jinja2.Environment(loader=jinja2.PackageLoader("slurmkit.report", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     img = {"hourly": plots.hourly_png(report), "users": plots.top_users_png(report),
-           "energy": plots.energy_png(report)}
+           "energy": plots.energy_png(report), "queue_wait": plots.queue_wait_png(report),
+           "downtime": plots.downtime_png(report), "trends": plots.trends_png(report)}
     img = {k: base64.b64encode(v).decode("ascii") for k, v in img.items() if v is not None}
     return env.get_template("weekly.html.j2").render(
         r=report, img=img, f=fmt, pct=pct, dur=dur, signed=signed, title=title(report),
-        outcome_label=outcome_label, memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long),
+        outcome_label=outcome_label, backlog=backlog_text(report["totals"]), downtime=downtime_text(report), trends=trends_text(report.get("trends")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long),
         groups=_GROUPS, limit=limit, version=__version__)
 
 
@@ -175,14 +280,15 @@ def to_markdown(report: dict, limit: int = 25) -> str:
              "## Totals", "",
              _md_table(["jobs", "GPU-hours", "CPU-hours", "wasted GPU-h", "utilization",
                         "energy", "measured (spool)", "measured (Prometheus)", "Slurm", "modelled (TDP)",
-                        "facility energy", "CO2e kg", "cost"],
+                        "facility energy", "CO2e kg", "cost", "pending jobs", "pending GPU-h requested"],
                        [[t["jobs"], fmt(t["gpu_hours"]), fmt(t["cpu_hours"]), fmt(t["wasted_gpu_hours"]),
                          pct(r["utilization"]["utilization"]), kwh(r, t["energy_kwh"]),
                          kwh(r, t["energy_kwh_by_source"]["measured"]),
                          kwh(r, t["energy_kwh_by_source"].get("prometheus")),
                          kwh(r, t["energy_kwh_by_source"]["slurm"]),
                          kwh(r, t["energy_kwh_by_source"]["modelled"]), kwh(r, t["facility_kwh"]),
-                         fmt(t["co2e_kg"]), f"{fmt(t['cost_total'])} {t['currency']}".strip()]]), "",
+                         fmt(t["co2e_kg"]), f"{fmt(t['cost_total'])} {t['currency']}".strip(),
+                         t["pending_jobs"] + t["pending_array_tasks"], fmt(t.get("pending_gpu_hours_requested"))]]), "",
              *([f"Energy: {ENERGY_UNKNOWN}.", ""] if not energy_known(r) else []),
              f"GPUs in use: most at once {fmt(r['hourly'].get('peak_at_once'))}; "
              f"{'daily' if r['hourly'].get('bucket') == 'day' else 'hourly'} mean peak {fmt(r['hourly']['peak'])}, "
@@ -204,9 +310,12 @@ def to_markdown(report: dict, limit: int = 25) -> str:
         "Jobs by final state (they sum to the total); requeued attempts are the earlier attempts "
         "of requeued jobs, all wasted.", "",
         f"## Queue wait (Start − {r['queue_wait'].get('from', 'Eligible')})", "", _md_table(
-        ["partition", "GPUs", "jobs", "p50", "p90", "p95"],
-        [[q["partition"] or "(none)", q["gpu_bucket"], q["n"], dur(q["p50_s"]), dur(q["p90_s"]),
-          dur(q["p95_s"])] for q in r["queue_wait"]["by_partition_gpus"]]), ""]
+        ["partition", "GPUs", "jobs", "p25", "p50", "p75", "p90", "p95", "longest"],
+        [[q["partition"] or "(none)", q["gpu_bucket"], q["n"], dur(q.get("p25_s")), dur(q["p50_s"]),
+          dur(q.get("p75_s")), dur(q["p90_s"]), dur(q["p95_s"]), dur(q.get("max_s"))]
+         for q in r["queue_wait"]["by_partition_gpus"]]), "",
+        *_md_wait_histogram(r["queue_wait"]), backlog_text(r["totals"]), "",
+        *_md_downtime(r, limit), *_md_trends(r)]
     e = r["efficiency"]
     lines += ["## Efficiency", "",
               f"CPU {pct(e['cpu_efficiency'])} (over {pct(e.get('cpu_hours_share'))} of the CPU-hours: "
@@ -299,7 +408,13 @@ def _write_all(report: dict, allocs, out: Path, formats) -> list[str]:
             _write_csv(out / f"{key}.csv", report[key])
             written.append(f"{key}.csv")
         tables = {"outcomes.csv": report["outcomes"],
-                  "queue_wait.csv": report["queue_wait"]["by_partition_gpus"],
+                  "queue_wait.csv": [{k: v for k, v in q.items() if k != "histogram"}
+                                     for q in report["queue_wait"]["by_partition_gpus"]],
+                  "queue_wait_hist.csv": wait_histogram_rows(report["queue_wait"]),
+                  "backlog.csv": [report["queue_wait"].get("backlog") or {}],
+                  "downtime.csv": (report.get("downtime") or {}).get("events", []),
+                  "down_by_reason.csv": (report.get("downtime") or {}).get("by_reason", []),
+                  "trends.csv": trend_rows(report.get("trends")),
                   "hourly.csv": [{"hour": h, "gpus_in_use": g} for h, g in
                                  zip(report["hourly"]["hours"], report["hourly"]["gpus_in_use"])],
                   "efficiency_by_user.csv": report["efficiency"]["by_user"],

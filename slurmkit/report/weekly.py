@@ -7,7 +7,7 @@ assumptions and optional capacity / down-time / sreport figures, and returns
 0 but is unknown; facility kWh, CO2e and energy cost are None).
 
 ``{"window", "totals", "by_user", "by_account", "by_partition", "by_qos", "by_gpu_type",
-"outcomes", "queue_wait", "efficiency", "hourly", "utilization", "reconciliation",
+"outcomes", "queue_wait", "efficiency", "hourly", "utilization", "downtime", "reconciliation",
 "assumptions", "energy_sources", "data_quality", "deltas"}`` — the keys of ``weekly.json``.
 Hours are GPU-hours / CPU-hours inside the window; energy in kWh.
 The per-allocation frame (for CSV / Parquet) is returned beside it.
@@ -78,19 +78,54 @@ def _group(a: pd.DataFrame, col: str, name: str, mask=None) -> list[dict]:
                                            t["energy_kwh"], t["waste_gpu_hours"], t["provisional_gpu_hours"])]
 
 
-_QUANTILES = [0.5, 0.9, 0.95]
+_QUANTILES = [0.5, 0.9, 0.95, 0.05, 0.25, 0.75, 1.0]
+_QNAMES = ["p50_s", "p90_s", "p95_s", "p5_s", "p25_s", "p75_s", "max_s"]
+
+#: Queue-wait histogram bins (seconds, ``[lo, hi)``) and their labels.
+WAIT_BINS = (0, 60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, math.inf)
+WAIT_BIN_LABELS = ("<1 min", "1-5 min", "5-15 min", "15 min-1 h", "1-4 h", "4-12 h", "12 h-1 d",
+                   "1-3 d", "3 d+")
 
 
 def _wait_dict(n: int, q) -> dict:
-    """``{"n", "p50_s", "p90_s", "p95_s"}`` from a count and the :data:`_QUANTILES` values."""
-    return {"n": int(n), "p50_s": _num(q[0]), "p90_s": _num(q[1]), "p95_s": _num(q[2])}
+    """``{"n", "p50_s", "p90_s", "p95_s", "p5_s", "p25_s", "p75_s", "max_s"}`` from a count and
+    the :data:`_QUANTILES` values (seconds)."""
+    return {"n": int(n), **{k: _num(v) for k, v in zip(_QNAMES, q)}}
 
 
 def _quantiles(x: pd.Series) -> dict:
     x = x.dropna()
     if x.empty:
-        return {"n": 0, "p50_s": None, "p90_s": None, "p95_s": None}
+        return {"n": 0, **{k: None for k in _QNAMES}}
     return _wait_dict(len(x), x.quantile(_QUANTILES).to_numpy())
+
+
+def wait_histogram(wait_s) -> list[int]:
+    """Jobs per :data:`WAIT_BINS` bin of their queue wait (seconds; NaN not counted)."""
+    x = np.asarray(wait_s, float)
+    x = x[~np.isnan(x)]
+    return [int(v) for v in np.histogram(np.clip(x, 0, 1e12), bins=np.array(WAIT_BINS[:-1] + (1e12 + 1,)))[0]]
+
+
+def pending_backlog(waiting: pd.DataFrame) -> dict:
+    """The pending backlog from the rows that have not started (PENDING jobs and pending array
+    records): ``jobs`` (an array record counts its pending tasks), ``gpus_requested`` (ReqTRES
+    GPUs, AllocTRES when no ReqTRES, × tasks), ``gpu_hours_requested`` (those GPUs × each job's
+    time limit, TimelimitRaw, h: what the queue asks for, at most), and ``without_time_limit``
+    (jobs whose limit is UNLIMITED or unknown: not in the GPU-hours)."""
+    if waiting.empty:
+        return {"jobs": 0, "gpu_jobs": 0, "gpus_requested": 0.0, "gpu_hours_requested": 0.0,
+                "without_time_limit": 0}
+    tasks = waiting["pending_tasks"].where(waiting["pending_tasks"] > 0, 1).to_numpy(float)
+    req = waiting["req_gpus"] if "req_gpus" in waiting else pd.Series(np.nan, index=waiting.index)
+    g = req.fillna(waiting["gpus"]).fillna(0.0).to_numpy(float)
+    tl = waiting["timelimit_s"].to_numpy(float)
+    limited = np.isfinite(tl)
+    gpu_jobs = g > 0
+    return {"jobs": int(tasks.sum()), "gpu_jobs": int(tasks[gpu_jobs].sum()),
+            "gpus_requested": _num((g * tasks).sum()),
+            "gpu_hours_requested": _num((g * tasks * np.where(limited, tl, 0.0)).sum() / 3600.0),
+            "without_time_limit": int(tasks[gpu_jobs & ~limited].sum())}
 
 
 def most_at_once(allocs: pd.DataFrame, start, end, now=None) -> float:
@@ -174,12 +209,14 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
                  down_gpu_hours: float | None = None, sreport_gpu_hours: float | None = None,
                  previous: dict | None = None, now=None, source: str = "",
                  cluster: str = "", recon_window: Window | None = None,
-                 horizon=None) -> tuple[dict, pd.DataFrame]:
+                 horizon=None, downtime: dict | None = None) -> tuple[dict, pd.DataFrame]:
     """``(report dict, per-allocation frame)``. See the module docstring.
 
     ``capacity_gpus``: GPUs in the cluster (profile or scontrol); ``down_gpu_hours``: from node
     events; ``sreport_gpu_hours``: sreport's figure over the window's whole hours (after a
     rollup); ``previous``: the previous window's ``totals`` for week-over-week deltas;
+    ``downtime``: the node timeline of :func:`slurmkit.report.capacity.downtime` (live
+    ``sacctmgr show event``, or a captured events file), reported as is;
     ``horizon``: hours after it are in the future (no use, no capacity yet; default the current
     time): the GPUs-in-use curve and the capacity stop there."""
     a = allocations(rows, window.start, window.end, dq, now=now, source=source)
@@ -191,6 +228,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     runs = a[~waiting] if waiting.any() else a
     backlog = int(a["pending_tasks"].sum())
     pending_jobs = int(((a["pending_tasks"] == 0) & waiting).sum())
+    queue = pending_backlog(a[waiting])
     keys = runs["job_code"]
     gpu_h, cpu_h = float(runs["gpu_hours"].sum()), float(runs["cpu_hours"].sum())
     kwh_src = {s: float(runs.loc[runs["energy_source"] == s, "energy_kwh"].sum())
@@ -210,6 +248,9 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "energy_known": energy_known, "energy_jobs_by_source": dict(jobs_by_src),
         "wasted_gpu_hours": _num(runs["waste_gpu_hours"].sum()),
         "pending_array_tasks": backlog, "pending_jobs": pending_jobs,
+        "pending_gpus_requested": queue["gpus_requested"],
+        "pending_gpu_hours_requested": queue["gpu_hours_requested"],
+        "pending_without_time_limit": queue["without_time_limit"],
         "provisional_jobs": int(keys[runs["provisional"]].nunique()),
         "provisional_gpu_hours": _num(runs.loc[runs["provisional"], "gpu_hours"].sum()),
         **{k: (_num(v) if isinstance(v, float) else v) for k, v in money.items()},
@@ -250,9 +291,10 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     if len(w):
         by = w.groupby(["partition", "gpu_bucket"], sort=True, observed=True)["wait_s"]
         q = by.quantile(_QUANTILES).unstack()
-        for (part, bucket), n in by.size().items():
+        for (part, bucket), grp in by:
             waits.append({"partition": part, "gpu_bucket": bucket,
-                          **_wait_dict(n, q.loc[(part, bucket), _QUANTILES].to_numpy())})
+                          **_wait_dict(len(grp), q.loc[(part, bucket), _QUANTILES].to_numpy()),
+                          "histogram": wait_histogram(grp.to_numpy())})
     wait_all = _quantiles(w["wait_s"])
     wait_from = "Eligible" if runs["eligible"].notna().any() else "Submit"
 
@@ -355,10 +397,13 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "by_qos": _group(runs, "qos", "qos"),
         "by_gpu_type": _group(runs, "gpu_type", "gpu_type", runs["gpus"] > 0),
         "outcomes": outcomes,
-        "queue_wait": {"all": wait_all, "by_partition_gpus": waits, "from": wait_from},
+        "queue_wait": {"all": wait_all, "by_partition_gpus": waits, "from": wait_from,
+                       "bins": list(WAIT_BIN_LABELS), "histogram": wait_histogram(w["wait_s"].to_numpy()),
+                       "backlog": queue},
         "efficiency": efficiency,
         "hourly": hourly,
         "utilization": util,
+        "downtime": downtime,
         "reconciliation": recon,
         "energy_sources": {"jobs": jobs_by_src,
                            "order": ["measured (hook spool, NVML energy counters)",

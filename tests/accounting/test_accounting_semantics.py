@@ -200,13 +200,13 @@ def test_delimiter_inside_the_last_field_jobname_is_joined():
     assert dq.rows_read == 2 and dq.rows_counted == 2
 
 
-def test_embedded_newline_in_jobname_lists_the_continuation_line():
+def test_embedded_newline_in_a_trailing_jobname_is_rejoined_and_listed_at_its_line():
     data = text([row(JobName="first\nsecond"), row(JobID="101")])
     table, dq = read_sacct_bytes(data, "n.psv")
-    assert table.num_rows == 2
-    assert dq.skipped == {"too few fields (continuation of a field with a newline?)": 1}
-    assert dq.problems[0].line == 3 and "second" in dq.problems[0].detail
-    assert dq.rows_read == 3 == dq.rows_counted + dq.rows_skipped
+    assert table.num_rows == 2 and table.column("JobName").to_pylist() == ["first\nsecond", "train"]
+    assert dq.skipped == {} and dq.repaired == {"newline inside JobName (two lines joined)": 1}
+    assert dq.problems[0].line == 2 and "second" in dq.problems[0].detail
+    assert dq.rows_read == 2 == dq.rows_counted + dq.rows_skipped
 
 
 def test_malformed_line_is_skipped_with_reason_and_line():
@@ -302,14 +302,15 @@ def test_block_reader_repairs_and_lists_like_the_whole_file_reader(tmp_path):
     from slurmkit.accounting.frame import load_sacct
 
     data = (text([row(JobName="a|b"), row(JobID="101", JobName="XX"), row(JobID="102", JobName="x\ny")])
-            .replace(b"XX", b"caf\xe9") + b"junk\n")
+            .replace(b"XX", b"caf\xe9") + b"junk|line\n")
     p = tmp_path / "mixed.psv"
     p.write_bytes(data)
     rows, dq = load_sacct(p)
-    assert sorted(rows.allocs["job_name"]) == ["a|b", "caf\ufffd", "x"]
-    assert dq.rows_read == 5 and dq.rows_skipped == 2
-    assert dq.repaired == {"delimiter inside JobName (joined)": 1, "bad UTF-8 (replaced by U+FFFD)": 1}
-    assert {p_.line for p_ in dq.problems if not p_.counted} == {5, 6}
+    assert sorted(rows.allocs["job_name"]) == ["a|b", "caf\ufffd", "x\ny"]
+    assert dq.rows_read == 4 and dq.rows_skipped == 1
+    assert dq.repaired == {"delimiter inside JobName (joined)": 1, "bad UTF-8 (replaced by U+FFFD)": 1,
+                           "newline inside JobName (two lines joined)": 1}
+    assert {p_.line for p_ in dq.problems if not p_.counted} == {6}
 
 
 def test_block_reader_int_columns_fall_back_to_text_per_block(tmp_path):

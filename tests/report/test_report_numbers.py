@@ -408,7 +408,7 @@ def test_energy_totals_name_prometheus_and_modelled_and_unknown_energy_draws_no_
     assert "100 % modelled from TDP" in html and "<td class=\"l\">prometheus</td>" in html
     _run(tmp_path, [row()], formats=["html"], outdir=tmp_path / "o2")
     html = (tmp_path / "o2" / "weekly.html").read_text()
-    assert 'alt="Energy by source"' not in html and html.count("<img") == 2
+    assert 'alt="Energy by source"' not in html and html.count("<img") == 3   # GPUs in use, users, queue wait
 
 
 def test_html_shows_the_new_sections_in_chromium_and_each_image_decodes(tmp_path):
@@ -431,7 +431,7 @@ def test_html_shows_the_new_sections_in_chromium_and_each_image_decodes(tmp_path
     from PIL import Image
 
     srcs = re.findall(r'<img[^>]*src="([^"]+)"', html)
-    assert len(srcs) == 3
+    assert len(srcs) == 4
     for src in srcs:
         Image.open(io.BytesIO(base64.b64decode(src.split(",", 1)[1]))).load()
     proc = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -175,7 +175,7 @@ def test_html_is_self_contained_and_renders_in_chromium(capture, tmp_path):
     from PIL import Image
 
     srcs = re.findall(r'<img[^>]*src="([^"]+)"', html)
-    assert len(srcs) == 3
+    assert len(srcs) == 4   # GPUs in use, users, queue wait, energy
     for src in srcs:
         assert src.startswith("data:image/png;base64,")
         img = Image.open(io.BytesIO(base64.b64decode(src.split(",", 1)[1])))
