@@ -204,12 +204,15 @@ class Nccl:
 @dataclass(frozen=True)
 class Submit:
     """``[submit]``: ``container`` (pyxis enabled), ``switch_wait`` (max wait for ``--switches``,
-    Slurm time string), ``rendezvous_interface`` ("" = NodeAddr), ``cpus_per_gpu``."""
+    Slurm time string), ``rendezvous_interface`` ("" = NodeAddr), ``cpus_per_gpu``,
+    ``max_restarts`` (how many times a job requeues itself before the time limit or after a
+    node failure; ``--set max_restarts=N`` per job)."""
 
     container: bool = False
     switch_wait: str = "5:00"
     rendezvous_interface: str = ""
     cpus_per_gpu: int = 1
+    max_restarts: int = 3
 
 
 @dataclass(frozen=True)

@@ -335,11 +335,12 @@ def _nccl(c: _Ctx, t: dict) -> Nccl:
 
 def _submit(c: _Ctx, t: dict) -> Submit:
     k = "submit"
-    c.known(t, k, ("container", "switch_wait", "rendezvous_interface", "cpus_per_gpu"))
+    c.known(t, k, ("container", "switch_wait", "rendezvous_interface", "cpus_per_gpu", "max_restarts"))
     return Submit(container=c.get(t, k, "container", bool, _default(Submit, "container")),
                   switch_wait=c.get(t, k, "switch_wait", str, _default(Submit, "switch_wait")),
                   rendezvous_interface=c.get(t, k, "rendezvous_interface", str, _default(Submit, "rendezvous_interface")),
-                  cpus_per_gpu=c.get(t, k, "cpus_per_gpu", int, _default(Submit, "cpus_per_gpu"), minimum=0))
+                  cpus_per_gpu=c.get(t, k, "cpus_per_gpu", int, _default(Submit, "cpus_per_gpu"), minimum=0),
+                  max_restarts=c.get(t, k, "max_restarts", int, _default(Submit, "max_restarts"), minimum=0))
 
 
 def _health(c: _Ctx, t: dict) -> Health:

@@ -50,8 +50,10 @@ def test_torchrun_one_task_per_node_and_c10d_at_first_node_addr():
     text = render.render(plan_for("torchrun", nodes=2))
     assert "#SBATCH --ntasks-per-node=1" in text
     assert "--rdzv-backend=c10d" in text and '--local-addr="$addr"' in text
-    assert "SIGUSR2" in text and "--no-python" in text
-    assert "MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 ))" in text
+    # the agent neither forwards nor dies of USR2/TERM (Slurm signals every worker itself)
+    assert "--signals-to-handle=SIGINT,SIGHUP,SIGQUIT " in text and "trap '' USR2 TERM" in text
+    assert "--no-python" in text
+    assert "MASTER_PORT=$(( 12000 + SLURM_JOB_ID % 20000 ))" in text
     assert "#SBATCH --switches=1@5:00" in text
 
 
