@@ -199,7 +199,10 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         add("nodelist", req.nodelist, "CLI --nodelist")
         nodelist = req.nodelist
     elif req.prefer_locality and req.nodes > 1:
-        picked = placement.pick_nodelist(facts, req.nodes, idle_nodes or [])
+        from slurmkit.hostlist import expand_nodelist
+
+        picked = placement.pick_nodelist(facts, req.nodes, idle_nodes or [],
+                                         expand_nodelist(req.exclude) if req.exclude else ())
         if picked:
             leaf, chosen = picked
             nodelist = ",".join(chosen)

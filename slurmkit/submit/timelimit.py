@@ -16,7 +16,7 @@ _PLAIN = re.compile(r"(\d+)(?::(\d+))?(?::(\d+))?")
 
 def parse_seconds(text: str, option: str = "--time", minimum: int = 1) -> int | None:
     """Seconds of a Slurm time string (``"1:00"`` -> 60, ``"1-12"`` -> 129600, ``"90"`` -> 5400);
-    None for ``UNLIMITED`` / ``INFINITE``. ``minimum``: the least seconds accepted (0 for a
+    None for no limit (``UNLIMITED``, ``INFINITE``, or 0 where ``minimum`` > 0, as sbatch reads it). ``minimum``: the least seconds accepted (0 for a
     ``--switches`` wait). Raises :class:`~slurmkit.errors.UsageError` naming
     ``option`` for anything sbatch would not read as a time."""
     s = str(text).strip()
@@ -37,6 +37,8 @@ def parse_seconds(text: str, option: str = "--time", minimum: int = 1) -> int | 
             total = int(a) * 60 + int(b)
         else:
             total = int(a) * 60
+    if total == 0 and minimum > 0:
+        return None                       # sbatch(1): "A time limit of zero requests that no time limit be imposed"
     if total < minimum:
         raise UsageError(f"{option} {text!r}", f"must be at least {minimum} s")
     return total
