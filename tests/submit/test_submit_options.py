@@ -67,6 +67,7 @@ def test_requeues_are_capped_by_max_restarts_from_profile_set_or_api():
 def test_slurm_preemption_sigterm_is_trapped_and_torchrun_does_not_forward_signals():
     text = render.render(plan_for("torchrun", nodes=2))
     assert "trap slurmkit_on_term TERM" in text and "trap slurmkit_on_usr2 USR2" in text
+    assert 'grep -q "PreemptTime=[0-9]"' in text          # a preempted job whose ranks exited requeues
     # the agent neither dies of nor forwards USR2/TERM: Slurm signals every worker itself
     assert "--signals-to-handle=SIGINT,SIGHUP,SIGQUIT " in text and "SIGUSR2" not in text.split("SLURMKIT_DEFAULT")[0]
     assert "trap '' USR2 TERM" in text
