@@ -259,7 +259,8 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         if not facts.submit.container:
             raise TemplateError("--set container_image", None, f"the site ({facts.source}) does not enable containers "
                                 "(submit.container = false)")
-        container_args = [f"--container-image={image}"] + ([f"--container-mounts={mounts}"] if mounts else [])
+        check_line_safe("--set container_mounts", mounts)
+        container_args = [f"--container-image={image}"]
 
     ctx = {
         "template": template.name,
@@ -277,7 +278,11 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         "port_span": PORT_SPAN,
         "preempt": signal_s > 0,
         "max_restarts": max_restarts,
-        "container": shell_join(container_args) if container_args else "",
+        # pyxis: the job's directory (the batch shell's working directory, -D) mounted at the same
+        # path and used as the container's working directory, so relative paths mean the same
+        "container": (shell_join(container_args) + " --container-mounts="
+                      + (shell_quote(mounts + ",") if mounts else "") + '"$PWD:$PWD" --container-workdir="$PWD"')
+                     if container_args else "",
         "p": params,
     }
     if "sets" in template.params:

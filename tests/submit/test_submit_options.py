@@ -209,6 +209,41 @@ def test_master_port_stays_below_the_ephemeral_range():
         render.render(plan_for("srun", nodes=2))
 
 
+# -- launchers as their tools expect ----------------------------------------------------------
+
+def _container_facts():
+    """The sandbox profile with pyxis enabled (submit.container = true)."""
+    import tomllib
+    from pathlib import Path
+
+    from slurmkit.profile import load_profile_data
+
+    with open(Path(__file__).resolve().parents[2] / "site" / "sandbox.toml", "rb") as fh:
+        prof = tomllib.load(fh)
+    prof["submit"] = {**prof.get("submit", {}), "container": True}
+    return site.site_facts(load_profile_data(prof, "sandbox"))
+
+
+def test_nccl_tests_looks_for_its_binary_inside_the_container():
+    req = render.SubmitRequest(template="nccl-tests", nodes=2,
+                               sets={"container_image": "nvcr.io#nvidia/pytorch:24.01-py3"})
+    text = render.render(render.plan(req, _container_facts(), templates.get("nccl-tests")))
+    check = text.split("# Where the ranks run")[1].split("slurmkit_rank()")[0]
+    assert ("srun --nodes=1 --ntasks=1 '--container-image=nvcr.io#nvidia/pytorch:24.01-py3' "
+            '--container-mounts="$PWD:$PWD" --container-workdir="$PWD" bash -c \'command -v "$1"\' '
+            "slurmkit-check all_reduce_perf") in check
+    assert "not found in container image nvcr.io#nvidia/pytorch:24.01-py3" in check
+    assert "if ! command -v" not in check
+    # without a container: on the node, as before
+    plain = render.render(plan_for("nccl-tests", command=(), nodes=2))
+    assert "if ! command -v all_reduce_perf >/dev/null 2>&1; then" in plain
+
+
+def test_deepspeed_launcher_passes_no_local_rank_argument():
+    text = render.render(plan_for("deepspeed", nodes=2))
+    assert "--no_local_rank --no_python bash -c" in text
+
+
 # -- the bind wrapper under a restricted affinity (real taskset, real bash) -----------------------
 
 def _bind_env(script: str) -> dict:
