@@ -212,3 +212,39 @@ def test_cli_keeps_the_programs_options_without_dashdash(sandbox, tmp_path):
     assert job.wait(timeout=60, poll_s=1) == "COMPLETED"
     assert job.exit_code == "0:0"
     assert '["-o", "foo", "-N", "2"]' in (tmp_path / f"j-{job.id}.out").read_text()
+
+
+def test_torchrun_job_exits_with_the_failing_ranks_status(sandbox, backend, tmp_path):
+    fail = ("import os, sys, time\n"
+            "if os.environ['RANK'] == '1':\n    sys.exit(7)\n"
+            "time.sleep(30)\n")
+    job = submit(sandbox, backend, tmp_path, "torchrun", [sys.executable, "-c", fail], nodes=2,
+                 gpus_per_node=1, params={"python": sys.executable}, time="5:00", signal_s=0)
+    assert job.wait(timeout=120, poll_s=1) == "FAILED"
+    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    assert "ExitCode=7:0" in scontrol_job(sandbox, job.id), out[-3000:]
+    assert job.exit_code == "7:0"
+    assert "slurmkit: rank 1 on " in out and "exited with status 7" in out
+
+
+def test_a_node_that_cannot_take_part_is_excluded_and_the_job_requeued(sandbox, backend, tmp_path):
+    """Node n2's Python environment is broken (its torchrun cannot start): the job is requeued
+    with n2 in ExcNodeList and runs on two other nodes; its output says which node and why."""
+    from ranks import REPORT
+
+    python = tmp_path / "python-broken-on-n2"
+    python.write_text(f'#!/bin/bash\nif [ "$(hostname)" = n2 ]; then echo "n2: ImportError: libcuda" >&2; exit 1; fi\n'
+                      f'exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    job = submit(sandbox, backend, tmp_path, "torchrun", [sys.executable, "-c", REPORT, tmp_path], nodes=2,
+                 gpus_per_node=1, params={"python": str(python)}, time="5:00", switches=False,
+                 exclude="n3")                   # first run on n1,n2 (lowest idle), then n1,n4
+    state = job.wait(timeout=180, poll_s=1)
+    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    assert state == "COMPLETED", out[-3000:]
+    info = scontrol_job(sandbox, job.id)
+    assert "Restarts=1" in info and "ExcNodeList=n3,n2" in info, info
+    assert f"slurmkit: node n2 failed: could not start torchrun with {python} (exit status 1)" in out
+    assert "slurmkit: requeued without n2 (ExcNodeList=n3,n2), restart 1 of at most 3" in out
+    nodes = {json.loads(p.read_text())["node"] for p in tmp_path.glob("rank*.json")}
+    assert nodes == {"n1", "n4"}
