@@ -66,7 +66,7 @@ def test_srun_one_task_per_gpu_seeing_all_node_gpus():
 
 def test_preemption_off_removes_signal_and_trap():
     text = render.render(plan_for("single-gpu", signal_s=0))
-    assert "--signal" not in text and "trap " not in text and "--requeue" not in text
+    assert "--signal" not in text and "trap slurmkit_on" not in text and "--requeue" not in text
 
 
 def test_array_sets_become_array_with_throttle_and_filled_commands():
@@ -183,8 +183,9 @@ def test_cli_broken_profile_names_the_file(tmp_path):
 
 def test_torchrun_runs_in_the_commands_python_unless_told():
     text = render.render(plan_for("torchrun", command=("/opt/venv/bin/python3.11", "t.py"), nodes=2))
-    assert "exec /opt/venv/bin/python3.11 -m torch.distributed.run" in text
+    assert '  /opt/venv/bin/python3.11 -c "$SLURMKIT_TORCHRUN"' in text
     text = render.render(plan_for("torchrun", command=("./train.sh",), nodes=2))
-    assert "exec python3 -m torch.distributed.run" in text
+    assert '  python3 -c "$SLURMKIT_TORCHRUN"' in text
     text = render.render(plan_for("torchrun", nodes=2, sets={"python": "/usr/bin/python3"}))
-    assert "exec /usr/bin/python3 -m torch.distributed.run" in text
+    assert '  /usr/bin/python3 -c "$SLURMKIT_TORCHRUN"' in text
+    assert "from torch.distributed.run import main" in text
