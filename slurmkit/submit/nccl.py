@@ -10,8 +10,9 @@ it came from (shown by ``slurmkit submit --explain``). Rules:
 * infiniband / roce: ``NCCL_IB_HCA`` = ``=`` + the node type's compute HCAs (exact names, never
   storage or management ports), the same for every rank so NCCL pairs each GPU with its
   nearest NIC itself; ``NCCL_NET_GDR_LEVEL`` from ``gdr_level``;
-* roce: ``NCCL_IB_GID_INDEX`` only for NCCL older than 2.21 (2.21 picks the GID itself) and
-  left out when ``nccl.version`` is unknown;
+* roce: ``NCCL_IB_GID_INDEX`` from ``gid_index`` unless ``nccl.version`` says NCCL 2.21 or
+  later (which picks the RoCE v2 GID itself): when the version is unknown it is set, since an
+  older NCCL would otherwise use GID 0 (RoCE v1 / link-local) and a newer one accepts the index;
 * efa: ``FI_PROVIDER=efa``; ``FI_EFA_USE_DEVICE_RDMA=1`` only for aws-ofi-nccl older than
   1.7 (later plugins set it themselves), left out when the plugin version is unknown;
   ``NCCL_IB_DISABLE`` is not touched (EFA goes through the net plugin);
@@ -71,9 +72,10 @@ def nccl_env(facts: SiteFacts, debug: str | None = None) -> list[EnvVar]:
                           f"profile node_types.{facts.node_type}.nics (role=compute)"))
         if n.gdr_level:
             out.append(EnvVar("NCCL_NET_GDR_LEVEL", n.gdr_level, "profile nccl.gdr_level"))
-        if fabric == "roce" and n.gid_index is not None and version is not None and version < (2, 21):
+        if fabric == "roce" and n.gid_index is not None and (version is None or version < (2, 21)):
+            why = "nccl.version unknown" if version is None else "NCCL < 2.21 per nccl.version"
             out.append(EnvVar("NCCL_IB_GID_INDEX", str(n.gid_index),
-                              "profile nccl.gid_index (NCCL < 2.21 per nccl.version)"))
+                              f"profile nccl.gid_index ({why}; rule: set unless NCCL >= 2.21, which picks the GID itself)"))
     elif fabric == "efa":
         out.append(EnvVar("FI_PROVIDER", "efa", "slurmkit preset (efa)"))
         plugin = parse_version(n.efa_plugin_version)

@@ -229,7 +229,7 @@ def test_nccl_tests_looks_for_its_binary_inside_the_container():
                                sets={"container_image": "nvcr.io#nvidia/pytorch:24.01-py3"})
     text = render.render(render.plan(req, _container_facts(), templates.get("nccl-tests")))
     check = text.split("# Where the ranks run")[1].split("slurmkit_rank()")[0]
-    assert ("srun --nodes=1 --ntasks=1 '--container-image=nvcr.io#nvidia/pytorch:24.01-py3' "
+    assert ("srun --job-name=nccl-tests-check --nodes=1 --ntasks=1 '--container-image=nvcr.io#nvidia/pytorch:24.01-py3' "
             '--container-mounts="$PWD:$PWD" --container-workdir="$PWD" bash -c \'command -v "$1"\' '
             "slurmkit-check all_reduce_perf") in check
     assert "not found in container image nvcr.io#nvidia/pytorch:24.01-py3" in check
@@ -283,3 +283,32 @@ def test_bind_wrapper_intersects_with_the_tasks_cpus_and_never_widens():
     assert f"slurmkit-bind: rank 0: GPU 0 CPUs ({a}) are not among this task CPUs ({b}): keeping {b}" in log
     # Slurm gave this step GPUs 2 and 3: LOCAL_RANK 0 is GPU 2, bound by GPU 2's CPUs
     assert _run_rank(env, f"{a},{b}", 0, step_gpus="2,3")[0] == [a, b]
+
+
+# -- profiles that say what they mean --------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["torchrun", "srun", "deepspeed", "nccl-tests", "single-gpu", "array"])
+def test_every_job_step_is_named_for_what_it_runs(name):
+    import re
+
+    kw = {"sets": {"sets": '[{"lr": 0.1}]'}} if name == "array" else {}
+    nodes = 1 if templates.get(name).tasks == "single" else 2
+    text = render.render(plan_for(name, nodes=nodes, **kw))
+    steps = [line for line in text.splitlines() if re.search(r"(^|\$\(|! )\s*srun ", line.strip())]
+    assert steps
+    for line in steps:
+        assert re.search(r"srun --job-name=[a-z0-9-]+ ", line), line
+
+
+def test_shipped_efa_profile_extras_agree_with_the_plugin_rule():
+    p = plan_for("srun", profile="aws-p5", nodes=2)
+    env = {v.name: (v.value, v.source) for v in p.env}
+    assert env["FI_PROVIDER"] == ("efa", "slurmkit preset (efa)")
+    assert "FI_EFA_USE_DEVICE_RDMA" not in env            # aws-ofi-nccl 1.11 sets it itself
+
+
+@pytest.mark.parametrize("profile", ["aws-p5", "azure-ndh100v5", "dgx-a100", "dgx-h100", "rtx4090-8x", "sandbox",
+                                     "workstation-2gpu"])
+def test_shipped_profiles_set_no_nccl_debugging_variables(profile):
+    names = {v.name for v in plan_for("single-gpu", profile=profile).env}
+    assert "NCCL_NET_GDR_LEVEL" not in names and "NCCL_DEBUG" not in names
