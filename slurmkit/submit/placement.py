@@ -24,9 +24,10 @@ def cpu_list(cpus) -> str:
 
 
 def gpu_cpu_map(facts: SiteFacts, gpus_per_node: int) -> list[str]:
-    """Per local GPU index 0..gpus_per_node-1, the cpuset list of its NUMA-local CPUs
-    (``node_types.<t>.gpus[].cpus``, nvidia-smi's CPU Affinity). Rank LOCAL_RANK uses GPU
-    LOCAL_RANK and is bound to entry LOCAL_RANK."""
+    """Per Slurm GPU index 0..gpus_per_node-1 (Slurm's gres order: ``facts.gpus``, by device
+    minor when the profile records minors, else nvidia-smi order), the cpuset list of that GPU's
+    NUMA-local CPUs (``node_types.<t>.gpus[].cpus``, nvidia-smi's CPU Affinity). The bind
+    wrapper takes entry ``SLURM_STEP_GPUS[LOCAL_RANK]``."""
     if gpus_per_node > len(facts.gpus):
         raise SiteError(facts.source, None, f"{gpus_per_node} GPUs per node requested but node type "
                         f"{facts.node_type} lists {len(facts.gpus)} GPUs")
