@@ -312,3 +312,18 @@ def test_shipped_efa_profile_extras_agree_with_the_plugin_rule():
 def test_shipped_profiles_set_no_nccl_debugging_variables(profile):
     names = {v.name for v in plan_for("single-gpu", profile=profile).env}
     assert "NCCL_NET_GDR_LEVEL" not in names and "NCCL_DEBUG" not in names
+
+
+@pytest.mark.parametrize("template", ["single-gpu", "srun", "torchrun"])
+@pytest.mark.parametrize("signal_s", [0, 120])
+def test_the_job_exits_with_the_payloads_status_when_no_rank_recorded_one(tmp_path, template, signal_s):
+    """The end of every script (slurmkit_finish) run for real with bash: a payload failing with 3
+    and no launcher record ends the job with 3 (pipefail and set -e must not turn it into 2)."""
+    text = render.render(plan_for(template, nodes=1, signal_s=signal_s))
+    finish = text.split("slurmkit_finish() {", 1)[1].split("\n}\n", 1)[0]
+    script = (f"set -euo pipefail\nSLURMKIT_LOG_DIR={tmp_path}\nSLURMKIT_RESTART_COUNT=0\n"
+              f"slurmkit_finish() {{{finish}\n}}\nslurmkit_rc=0\n(exit 3) || slurmkit_rc=$?\nslurmkit_finish \"$slurmkit_rc\"\n")
+    assert subprocess.run(["bash", "-c", script]).returncode == 3
+    (tmp_path / "failed-n2-restart0").write_text("7\n")
+    assert subprocess.run(["bash", "-c", script]).returncode == 7
+    assert subprocess.run(["bash", "-c", script.replace("(exit 3)", "true")]).returncode == 0
