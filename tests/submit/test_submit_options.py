@@ -327,3 +327,12 @@ def test_the_job_exits_with_the_payloads_status_when_no_rank_recorded_one(tmp_pa
     (tmp_path / "failed-n2-restart0").write_text("7\n")
     assert subprocess.run(["bash", "-c", script]).returncode == 7
     assert subprocess.run(["bash", "-c", script.replace("(exit 3)", "true")]).returncode == 0
+
+
+@pytest.mark.parametrize("profile, net", [("aws-p5", "AWS Libfabric"), ("dgx-h100", "IB"), ("rtx4090-8x", "IB"),
+                                          ("workstation-2gpu", None)])
+def test_a_missing_network_fails_at_nccl_init_instead_of_falling_back_to_sockets(profile, net):
+    env = {v.name: v.value for v in plan_for("srun", profile=profile).env}
+    assert env.get("NCCL_NET") == net
+    if net:
+        assert f"export NCCL_NET={api._render.shell_quote(net)}\n" in render.render(plan_for("srun", profile=profile))
