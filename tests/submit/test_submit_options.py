@@ -336,3 +336,11 @@ def test_a_missing_network_fails_at_nccl_init_instead_of_falling_back_to_sockets
     assert env.get("NCCL_NET") == net
     if net:
         assert f"export NCCL_NET={api._render.shell_quote(net)}\n" in render.render(plan_for("srun", profile=profile))
+
+
+def test_azure_ndv5_exports_what_azures_own_nccl_conf_has():
+    # azhpc-images components/customizations/ndv5.sh writes these three to /etc/nccl.conf
+    env = {v.name: v.value for v in plan_for("srun", profile="azure-ndh100v5", nodes=2).env}
+    assert env["NCCL_IB_PCI_RELAXED_ORDERING"] == "1"
+    assert env["NCCL_TOPO_FILE"] == "/opt/microsoft/ndv5/topo.xml"
+    assert env["NCCL_IGNORE_CPU_AFFINITY"] == "1"
