@@ -344,3 +344,12 @@ def test_azure_ndv5_exports_what_azures_own_nccl_conf_has():
     assert env["NCCL_IB_PCI_RELAXED_ORDERING"] == "1"
     assert env["NCCL_TOPO_FILE"] == "/opt/microsoft/ndv5/topo.xml"
     assert env["NCCL_IGNORE_CPU_AFFINITY"] == "1"
+
+
+def test_dgx_h100_scalable_unit_is_one_leaf_as_the_reference_architecture_cables_it():
+    from slurmkit.profile import load_profile
+
+    prof = load_profile("dgx-h100")
+    assert [(leaf.name, len(leaf.node_names)) for leaf in prof.fabric.leaves] == [("su1", 32)]
+    # a 32-node job fits under one (rail-optimised) leaf: --switches=1
+    assert options(plan_for("srun", profile="dgx-h100", nodes=32))["switches"].startswith("1@")
