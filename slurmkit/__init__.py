@@ -7,12 +7,15 @@ needs them is first used.
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "submit", "Job"]
+#: the Python API (``slurmkit.submit.api``): submit, inspect and wait for jobs
+_API = ("submit", "Job", "JobNotFound", "render_script", "explain", "plan", "poll", "wait_all")
+
+__all__ = ["__version__", *_API]
 
 
 def __getattr__(name):
     # Lazy re-exports: ``slurmkit.submit(...)`` / ``slurmkit.Job`` pull in jinja2 only when used.
-    if name in ("submit", "Job"):
+    if name in _API:
         from slurmkit.submit import api
 
         return getattr(api, name)

@@ -14,8 +14,8 @@ def host_options(f):
 
 
 def submit_options(f):
-    """``host_options`` plus ``--sync-dir``, ``--remote-dir``, ``--no-sync``, ``--exclude``."""
-    f = click.option("--exclude", "excludes", multiple=True, metavar="PATTERN",
+    """``host_options`` plus ``--sync-dir``, ``--remote-dir``, ``--no-sync``, ``--sync-exclude`` (``--exclude`` is sbatch's node exclusion)."""
+    f = click.option("--sync-exclude", "excludes", multiple=True, metavar="PATTERN",
                      help="With --remote: do not sync files matching PATTERN (.gitignore files are honoured too).")(f)
     f = click.option("--no-sync", is_flag=True, help="With --remote: do not sync; the remote directory must exist.")(f)
     f = click.option("--remote-dir", metavar="DIR",
@@ -48,7 +48,7 @@ def run_submit(req, *, remote, ssh_config, sync_dir, remote_dir, no_sync, exclud
 
     if not remote:
         given = [o for o, v in (("--ssh-config", ssh_config), ("--sync-dir", sync_dir), ("--remote-dir", remote_dir),
-                                ("--no-sync", no_sync), ("--exclude", excludes)) if v]
+                                ("--no-sync", no_sync), ("--sync-exclude", excludes)) if v]
         raise UsageError(given[0], "only with --remote HOST")
     # bad input (InputError, exit 2) and a failed step (RemoteError, exit 1) reach the one CLI handler
     rp = rs.prepare_remote(req, remote, ssh_config=ssh_config, sync_dir=sync_dir, remote_dir=remote_dir,

@@ -24,7 +24,39 @@ def _parse_sets(values) -> dict:
     return out
 
 
-@click.command("submit", context_settings={"help_option_names": ["-h", "--help"]})
+class _ProgramArgs(click.Command):
+    """A command whose second positional argument starts the program: from there on every
+    argument is the program's (``slurmkit submit torchrun python train.py -o x`` keeps ``-o x``
+    for train.py), as if ``--`` had been written before it."""
+
+    def parse_args(self, ctx, args):
+        if "--" not in args:
+            takes_value = {}
+            for param in self.params:
+                if isinstance(param, click.Option):
+                    for opt in param.opts + param.secondary_opts:
+                        takes_value[opt] = not (param.is_flag or param.count)
+            positionals, i = 0, 0
+            while i < len(args):
+                arg = args[i]
+                if arg.startswith("-") and arg != "-":
+                    name = arg.split("=", 1)[0]
+                    if name in takes_value:
+                        if takes_value[name] and "=" not in arg:
+                            i += 1
+                    elif not arg.startswith("--") and arg[:2] in takes_value and takes_value[arg[:2]]:
+                        pass                       # -N2: value attached
+                    i += 1
+                    continue
+                positionals += 1
+                if positionals == 2:
+                    args = args[:i] + ["--"] + args[i:]
+                    break
+                i += 1
+        return super().parse_args(ctx, args)
+
+
+@click.command("submit", cls=_ProgramArgs, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("template")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.option("--site", help="Site profile: shipped name (site/NAME.toml) or a TOML path. Default: $SLURMKIT_SITE or sandbox.")
@@ -44,24 +76,43 @@ def _parse_sets(values) -> dict:
 @click.option("--switch-wait", help="Max wait for --switches (default: profile submit.switch_wait).")
 @click.option("--nccl-debug", metavar="LEVEL", help="Export NCCL_DEBUG=LEVEL (none by default).")
 @click.option("--preempt-warning", "signal_s", type=int, default=120, show_default=True,
-              help="Seconds before the time limit the job is told to checkpoint (USR2) and requeue; 0: off.")
+              help="Seconds before the time limit the job is told to checkpoint (USR2) and requeue; 0: off. "
+                   "Clamped to half of --time when not shorter; requeues capped by --set max_restarts=N.")
+@click.option("--account", "-A", help="Account to charge (sbatch --account).")
+@click.option("--qos", "-q", help="Quality of service (sbatch --qos).")
+@click.option("--mem", help="Memory per node, Slurm size (e.g. 200G; 0: all of it).")
+@click.option("--mem-per-gpu", help="Memory per allocated GPU, Slurm size (e.g. 64G).")
+@click.option("--exclusive", is_flag=True, help="Whole nodes only (sbatch --exclusive).")
+@click.option("--constraint", "-C", help="Node features (sbatch --constraint, e.g. 'h100&ib').")
+@click.option("--exclude", "-x", help="Never run on these nodes (Slurm hostlist).")
+@click.option("--reservation", help="Run in this reservation.")
+@click.option("--dependency", "-d", help="Slurm dependency, e.g. afterok:1234.")
+@click.option("--mail-type", help="Mail events (e.g. END,FAIL).")
+@click.option("--mail-user", help="Mail address.")
+@click.option("--sbatch", "sbatch_args", multiple=True, metavar="OPTION",
+              help="Any other sbatch option, passed through as its own escaped #SBATCH line (e.g. --sbatch=--gres-flags=enforce-binding).")
 @click.option("--dry-run", is_flag=True, help="Print the script instead of submitting it.")
 @click.option("--explain", is_flag=True, help="Print where every #SBATCH option and variable comes from.")
 @click.option("--test-only", is_flag=True, help="sbatch --test-only: print Slurm's start estimate, queue nothing.")
 @submit_options
 def cli(template, command, site, partition, nodes, gpus_per_node, time_, name, comment, output, error, chdir,
-        nodelist, sets, prefer_locality, no_switches, switch_wait, nccl_debug, signal_s, dry_run, explain, test_only,
-        **remote):
+        nodelist, sets, prefer_locality, no_switches, switch_wait, nccl_debug, signal_s, account, qos, mem,
+        mem_per_gpu, exclusive, constraint, exclude, reservation, dependency, mail_type, mail_user, sbatch_args,
+        dry_run, explain, test_only, **remote):
     """Render job TEMPLATE for the site and submit it; prints the job id.
 
-    Everything after '--' is the command each rank runs.
+    The command each rank runs starts at the first word after TEMPLATE that is not an option
+    (or after '--'): every argument from there on is the program's.
     """
     from slurmkit.submit import api
 
     kw = dict(site=site, partition=partition, nodes=nodes, gpus_per_node=gpus_per_node, time=time_,
               name=name, comment=comment, output=output, error=error, chdir=chdir, nodelist=nodelist,
               sets=_parse_sets(sets), prefer_locality=prefer_locality, switches=not no_switches,
-              switch_wait=switch_wait, nccl_debug=nccl_debug, signal_s=signal_s, test_only=test_only)
+              switch_wait=switch_wait, nccl_debug=nccl_debug, signal_s=signal_s, test_only=test_only,
+              account=account, qos=qos, mem=mem, mem_per_gpu=mem_per_gpu, exclusive=exclusive,
+              constraint=constraint, exclude=exclude, reservation=reservation, dependency=dependency,
+              mail_type=mail_type, mail_user=mail_user, sbatch_args=tuple(sbatch_args))
     if remote["remote"] or any(remote.values()):
         from slurmkit.cli.remote import run_submit
         from slurmkit.submit.render import SubmitRequest

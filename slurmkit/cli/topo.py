@@ -93,14 +93,20 @@ def _emit_section(topo, name, gpu_model, output, comments, **cpu):
 @click.option("--name", "name", required=True, help="Node type name (the TOML key under node_types).")
 @click.option("--gpu-model", help="gres type, e.g. a100 (default: the node type name).")
 @_cpu_opts
+@click.option("--smi-q", "smi_q", metavar="CAPTURE",
+              help="`nvidia-smi -q` (text or -x XML) of the same node: each GPU's Minor Number (gres.conf File=).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the section here instead of stdout.")
-def import_cmd(file, name, gpu_model, sockets, cores_per_socket, threads_per_core, cpu_numbering, output):
+def import_cmd(file, name, gpu_model, sockets, cores_per_socket, threads_per_core, cpu_numbering, smi_q, output):
     """Turn a captured `nvidia-smi topo -m` FILE into a [node_types.NAME] profile section."""
     if not name or any(c.isspace() or c in ".[]\"'" for c in name):
         raise UsageError("--name", f"{name!r}: use one word without dots or brackets")
     topo = _read(file)
     if not topo.gpus:
         raise TopoError(file, None, "no GPU rows or columns to import")
+    if smi_q:
+        from slurmkit.topology.nodetype import add_minors
+
+        add_minors(topo, smi_q)
     _emit_section(topo, name, gpu_model, output, [f"imported by slurmkit topo import from {file}"],
                   sockets=sockets, cores_per_socket=cores_per_socket,
                   threads_per_core=threads_per_core, cpu_numbering=cpu_numbering)

@@ -55,7 +55,10 @@ class Gpu:
     ``nearest_nics``: device names of the nearest compute NIC(s); ``links``: raw nvidia-smi
     matrix tokens by column label (``{"GPU1": "NV12", "NIC0": "PXB"}``), self omitted;
     ``gpu_numa_id``: nvidia-smi ``GPU NUMA ID`` (the GPU memory's own NUMA node on coherent
-    systems such as Grace Hopper; None when absent).
+    systems such as Grace Hopper; None when absent); ``minor``: the device minor number
+    (``nvidia-smi -q`` "Minor Number", NVML ``nvmlDeviceGetMinorNumber``; the driver's device
+    file is ``/dev/nvidia<minor>``; None when not recorded). nvidia-smi's index is PCI bus
+    order; the minor often differs (e.g. on AMD EPYC hosts).
     """
 
     index: int
@@ -64,6 +67,7 @@ class Gpu:
     nearest_nics: tuple[str, ...] = ()
     links: dict[str, str] = field(default_factory=dict)
     gpu_numa_id: int | None = None
+    minor: int | None = None
 
     def nvlinks_to(self, other: int) -> int:
         """Number of NVLinks to GPU ``other`` (``NV<n>`` -> n, anything else -> 0)."""
@@ -125,6 +129,14 @@ class NodeType:
             if g.index == index:
                 return g
         raise KeyError(f"node type {self.name!r} has no GPU{index}")
+
+    def gres_order(self) -> tuple[Gpu, ...]:
+        """The GPUs in Slurm's gres order: the order of gres.conf's lines, which slurmkit writes
+        by device minor number (``File=/dev/nvidia<minor>``) when every GPU records one, else in
+        nvidia-smi order. Slurm's GPU index (``SLURM_STEP_GPUS``, ``IDX:``) is a position in it."""
+        if self.gpus and all(g.minor is not None for g in self.gpus):
+            return tuple(sorted(self.gpus, key=lambda g: g.minor))
+        return tuple(sorted(self.gpus, key=lambda g: g.index))
 
     def gpu_cpus(self, index: int) -> tuple[int, ...]:
         """NUMA-local OS CPU ids of GPU ``index`` (from ``gpus[].cpus``; () when unknown)."""
@@ -204,12 +216,15 @@ class Nccl:
 @dataclass(frozen=True)
 class Submit:
     """``[submit]``: ``container`` (pyxis enabled), ``switch_wait`` (max wait for ``--switches``,
-    Slurm time string), ``rendezvous_interface`` ("" = NodeAddr), ``cpus_per_gpu``."""
+    Slurm time string), ``rendezvous_interface`` ("" = NodeAddr), ``cpus_per_gpu``,
+    ``max_restarts`` (how many times a job requeues itself before the time limit or after a
+    node failure; ``--set max_restarts=N`` per job)."""
 
     container: bool = False
     switch_wait: str = "5:00"
     rendezvous_interface: str = ""
     cpus_per_gpu: int = 1
+    max_restarts: int = 3
 
 
 @dataclass(frozen=True)

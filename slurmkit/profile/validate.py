@@ -222,7 +222,7 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
     for i, g in enumerate(raw_gpus):
         gk = f"{key}.gpus[{i}]"
         g = c.table(g, gk)
-        c.known(g, gk, ("index", "cpus", "numa_node", "nearest_nics", "links", "gpu_numa_id"))
+        c.known(g, gk, ("index", "cpus", "numa_node", "nearest_nics", "links", "gpu_numa_id", "minor"))
         index = c.get(g, gk, "index", int, i, minimum=0)
         if index != i:
             c.fail(f"{gk}.index", f"GPUs must be listed in nvidia-smi order: expected index {i}, got {index}")
@@ -245,7 +245,13 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
         gpus.append(Gpu(index=index, cpus=tuple(sorted(set(cpus))),
                         numa_node=c.get(g, gk, "numa_node", int, None, minimum=0),
                         nearest_nics=nearest, links=dict(links),
-                        gpu_numa_id=c.get(g, gk, "gpu_numa_id", int, None, minimum=0)))
+                        gpu_numa_id=c.get(g, gk, "gpu_numa_id", int, None, minimum=0),
+                        minor=c.get(g, gk, "minor", int, None, minimum=0)))
+    minors = [g.minor for g in gpus if g.minor is not None]
+    if len(set(minors)) != len(minors):
+        c.fail(f"{key}.gpus", f"two GPUs have the same minor number ({sorted(minors)})")
+    if minors and len(minors) != len(gpus):
+        c.fail(f"{key}.gpus", "minor is given for some GPUs only: record it for every GPU or none")
     if gpus and len(gpus) != gpu_count:
         c.fail(f"{key}.gpu_count", f"gpu_count = {gpu_count} but {len(gpus)} [[gpus]] tables are listed")
     for g in gpus:
@@ -335,11 +341,12 @@ def _nccl(c: _Ctx, t: dict) -> Nccl:
 
 def _submit(c: _Ctx, t: dict) -> Submit:
     k = "submit"
-    c.known(t, k, ("container", "switch_wait", "rendezvous_interface", "cpus_per_gpu"))
+    c.known(t, k, ("container", "switch_wait", "rendezvous_interface", "cpus_per_gpu", "max_restarts"))
     return Submit(container=c.get(t, k, "container", bool, _default(Submit, "container")),
                   switch_wait=c.get(t, k, "switch_wait", str, _default(Submit, "switch_wait")),
                   rendezvous_interface=c.get(t, k, "rendezvous_interface", str, _default(Submit, "rendezvous_interface")),
-                  cpus_per_gpu=c.get(t, k, "cpus_per_gpu", int, _default(Submit, "cpus_per_gpu"), minimum=0))
+                  cpus_per_gpu=c.get(t, k, "cpus_per_gpu", int, _default(Submit, "cpus_per_gpu"), minimum=0),
+                  max_restarts=c.get(t, k, "max_restarts", int, _default(Submit, "max_restarts"), minimum=0))
 
 
 def _health(c: _Ctx, t: dict) -> Health:

@@ -9,8 +9,11 @@ Example::
 
 from __future__ import annotations
 
+import os
 import time as _time
 from dataclasses import dataclass, field
+
+from slurmkit.errors import SlurmkitError
 
 from slurmkit.submit import render as _render
 from slurmkit.submit import site as _site
@@ -53,11 +56,97 @@ def explain(template: str, command=(), **kw) -> str:
     return _render.explain(plan(template, command, **kw))
 
 
+#: SubmitRequest field -> (accepted types, what to say): checked before anything is rendered.
+_TYPES = {
+    "site": ((str, os.PathLike), "a profile name or path"), "partition": ((str,), "a partition name"),
+    "nodes": ((int,), "a node count (int)"), "gpus_per_node": ((int,), "a GPU count (int)"),
+    "time": ((str,), "a Slurm time string such as '1:00:00'"), "name": ((str,), "a job name"),
+    "comment": ((str,), "text"), "output": ((str, os.PathLike), "a path"), "error": ((str, os.PathLike), "a path"),
+    "chdir": ((str, os.PathLike), "a path"), "nodelist": ((str,), "a Slurm hostlist such as 'n[1-2]'"),
+    "prefer_locality": ((bool,), "True or False"), "switches": ((bool,), "True or False"),
+    "switch_wait": ((str,), "a Slurm time string"), "nccl_debug": ((str,), "an NCCL_DEBUG level"),
+    "signal_s": ((int,), "seconds (int)"), "test_only": ((bool,), "True or False"),
+    "account": ((str,), "an account name"), "qos": ((str,), "a QOS name"), "mem": ((str,), "a Slurm size such as '200G'"),
+    "mem_per_gpu": ((str,), "a Slurm size such as '64G'"), "exclusive": ((bool,), "True or False"),
+    "constraint": ((str,), "a feature expression"), "exclude": ((str,), "a Slurm hostlist"),
+    "reservation": ((str,), "a reservation name"), "dependency": ((str,), "a Slurm dependency such as 'afterok:123'"),
+    "mail_type": ((str,), "Slurm mail types such as 'END,FAIL'"), "mail_user": ((str,), "an address"),
+    "max_restarts": ((int,), "a count (int)"), "sets": ((dict,), "a dict of --set text values"),
+    "params": ((dict,), "a dict of typed template parameters"),
+}
+
+
+def _check_type(name, value):
+    types, what = _TYPES[name]
+    bad_bool = isinstance(value, bool) and bool not in types
+    if value is None and name not in ("nodes", "prefer_locality", "switches", "signal_s", "test_only", "exclusive"):
+        return
+    if bad_bool or not isinstance(value, types):
+        raise TypeError(f"slurmkit.submit(): {name} must be {what}, not {type(value).__name__} ({value!r})")
+
+
+def _command_argv(command) -> tuple[str, ...]:
+    """``command`` as argv: a list/tuple of str (or paths, numbers) as is, a str split like a
+    shell would (``shlex.split``: quotes kept together, no expansion)."""
+    import shlex
+
+    if isinstance(command, str):
+        try:
+            return tuple(shlex.split(command))
+        except ValueError as exc:
+            from slurmkit.errors import UsageError
+
+            raise UsageError("command", f"cannot split {command!r} like a shell would: {exc}") from None
+    if isinstance(command, (list, tuple)):
+        for i, word in enumerate(command):
+            if not isinstance(word, (str, os.PathLike, int, float)) or isinstance(word, bool):
+                raise TypeError(f"slurmkit.submit(): command[{i}] must be a str (or path), not "
+                                f"{type(word).__name__} ({word!r})")
+        return tuple(os.fspath(w) if isinstance(w, os.PathLike) else str(w) for w in command)
+    raise TypeError(f"slurmkit.submit(): command must be a list of arguments or a str, not "
+                    f"{type(command).__name__} ({command!r})")
+
+
+def _dependency(after, dependency):
+    """``after`` (a :class:`Job`, a job id, or a list of them) as ``afterok:<id>[:<id>...]``,
+    joined to an explicit ``dependency`` with ``,`` (all must hold)."""
+    if after is None:
+        return dependency
+    items = after if isinstance(after, (list, tuple)) else [after]
+    ids = []
+    for item in items:
+        job_id = item.id if isinstance(item, Job) else item
+        if isinstance(job_id, int) and not isinstance(job_id, bool):
+            job_id = str(job_id)
+        if not isinstance(job_id, str) or not job_id.replace("_", "").isdigit():
+            raise TypeError(f"slurmkit.submit(): after must be a Job, a job id or a list of them, not {item!r}")
+        ids.append(job_id)
+    dep = "afterok:" + ":".join(ids)
+    return f"{dependency},{dep}" if dependency else dep
+
+
 def _request(template, command, kw) -> _render.SubmitRequest:
+    if not isinstance(template, str):
+        raise TypeError(f"slurmkit.submit(): template must be a template name (str), not "
+                        f"{type(template).__name__} ({template!r})")
+    for key in kw:
+        if key not in _TYPES and key not in ("after", "sbatch_args"):
+            raise TypeError(f"slurmkit.submit(): unexpected keyword {key!r}")
+        if key in _TYPES:
+            _check_type(key, kw[key])
+    kw = dict(kw)
+    kw["dependency"] = _dependency(kw.pop("after", None), kw.get("dependency"))
     sets = kw.pop("sets", None) or {}
     params = kw.pop("params", None) or {}
-    return _render.SubmitRequest(template=template, command=tuple(str(c) for c in command),
-                                 sets=dict(sets), params=dict(params), **kw)
+    for key in ("site", "output", "error", "chdir"):
+        if isinstance(kw.get(key), os.PathLike):
+            kw[key] = os.fspath(kw[key])
+    sbatch_args = kw.pop("sbatch_args", None) or ()
+    if isinstance(sbatch_args, str):
+        sbatch_args = (sbatch_args,)
+    return _render.SubmitRequest(template=template, command=_command_argv(command),
+                                 sets={str(k): str(v) for k, v in dict(sets).items()}, params=dict(params),
+                                 sbatch_args=tuple(str(a) for a in sbatch_args), **kw)
 
 
 @dataclass
@@ -84,6 +173,14 @@ class Job:
         """The job's :class:`~slurmkit.submit.backend.JobInfo` (None when Slurm does not know it)."""
         return self.backend.states([self.id]).get(self.id)
 
+    @property
+    def exit_code(self) -> str | None:
+        """Slurm's ``ExitCode`` of the job (``"status:signal"``, e.g. ``"0:0"``, ``"7:0"``; sacct
+        ``ExitCode`` of the allocation); None while sacct does not know it yet."""
+        from slurmkit.remote.backend import exit_codes
+
+        return exit_codes(self.backend, [self.id]).get(self.id)
+
     def state(self) -> str:
         """Base state name (``PENDING``, ``RUNNING``, ``COMPLETED``...; ``UNKNOWN`` if not found)."""
         info = self.info()
@@ -91,7 +188,8 @@ class Job:
 
     def wait(self, timeout: float | None = None, poll_s: float = 2.0, until=TERMINAL) -> str:
         """Poll every ``poll_s`` seconds until the state is in ``until`` (default: terminal);
-        return it. Raises ``TimeoutError`` after ``timeout`` seconds."""
+        return it. Raises ``TimeoutError`` after ``timeout`` seconds and :class:`JobNotFound`
+        when neither squeue nor sacct knows the job."""
         return wait_all([self], timeout=timeout, poll_s=poll_s, until=until)[self.id]
 
     def cancel(self) -> None:
@@ -103,11 +201,17 @@ def submit(template: str, command=(), *, backend=None, env: dict | None = None, 
            remote=None, **kw):
     """Render ``template`` for the site and submit it; return a :class:`Job`.
 
-    Keywords are :class:`~slurmkit.submit.render.SubmitRequest`'s fields (``site``,
-    ``partition``, ``nodes``, ``gpus_per_node``, ``time``, ``name``, ``sets`` (text values, as
-    ``--set``), ``params`` (typed values), ``comment``, ``output``, ``error``, ``chdir``,
-    ``nodelist``, ``prefer_locality``, ``switches``, ``switch_wait``, ``nccl_debug``,
-    ``signal_s``). ``env``: extra environment for the Slurm commands (e.g.
+    ``command``: the program and its arguments, a list (``["python", "train.py"]``) or a str
+    split like a shell would (``"python train.py --lr 0.1"``). Keywords are
+    :class:`~slurmkit.submit.render.SubmitRequest`'s fields (``site``, ``partition``, ``nodes``,
+    ``gpus_per_node``, ``time``, ``name``, ``sets`` (text values, as ``--set``), ``params``
+    (typed values), ``comment``, ``output``, ``error``, ``chdir``, ``nodelist``,
+    ``prefer_locality``, ``switches``, ``switch_wait``, ``nccl_debug``, ``signal_s``,
+    ``max_restarts``, ``account``, ``qos``, ``mem``, ``mem_per_gpu``, ``exclusive``,
+    ``constraint``, ``exclude``, ``reservation``, ``dependency``, ``mail_type``, ``mail_user``,
+    ``sbatch_args``) plus ``after``: a :class:`Job` (or job id, or a list) this job starts after
+    once it completed (``--dependency=afterok:<id>``). A keyword of the wrong type raises
+    ``TypeError`` naming it. ``env``: extra environment for the Slurm commands (e.g.
     ``{"SLURM_CONF": ...}``); ``profile``: a loaded ``slurmkit.profile.Profile`` used instead of
     loading ``site``. With ``test_only=True`` nothing is queued; Slurm's start estimate (str,
     what ``sbatch --test-only`` printed) is returned. Raises what :func:`prepare` raises, and
@@ -127,6 +231,15 @@ def submit(template: str, command=(), *, backend=None, env: dict | None = None, 
     return Job(backend.submit(script), backend)
 
 
+class JobNotFound(SlurmkitError, LookupError):
+    """Neither squeue nor sacct knows the job (a wrong id, or accounting purged it)."""
+
+
+#: polls in a row a job may be unknown before :func:`wait_all` gives up on it (sacct can lag
+#: a moment behind squeue for a job that just ended)
+_UNKNOWN_POLLS = 3
+
+
 def poll(jobs) -> dict[str, JobInfo]:
     """States of many jobs in one backend call per backend (one squeue, plus one sacct for jobs
     squeue has forgotten): job id -> :class:`~slurmkit.submit.backend.JobInfo`."""
@@ -141,14 +254,20 @@ def poll(jobs) -> dict[str, JobInfo]:
 
 def wait_all(jobs, timeout: float | None = None, poll_s: float = 2.0, until=TERMINAL) -> dict[str, str]:
     """Wait until every job's state is in ``until``; job id -> final state. One batched
-    :func:`poll` per ``poll_s`` seconds. Raises ``TimeoutError`` after ``timeout`` seconds."""
+    :func:`poll` per ``poll_s`` seconds. Raises ``TimeoutError`` after ``timeout`` seconds,
+    :class:`JobNotFound` when a job stays unknown to squeue and sacct for 3 polls in a row."""
     jobs = list(jobs)
     deadline = None if timeout is None else _time.monotonic() + timeout
+    unknown: dict[str, int] = {}
     while True:
         infos = poll(jobs)
         states = {j.id: (infos[j.id].state if j.id in infos else "UNKNOWN") for j in jobs}
         if all(s in until for s in states.values()):
             return states
+        for job_id, state in states.items():
+            unknown[job_id] = unknown.get(job_id, 0) + 1 if state == "UNKNOWN" else 0
+            if unknown[job_id] >= _UNKNOWN_POLLS and "UNKNOWN" not in until:
+                raise JobNotFound(f"job {job_id}: Slurm does not know it (squeue and sacct)")
         if deadline is not None and _time.monotonic() > deadline:
             raise TimeoutError(f"jobs not done after {timeout:g} s: {states}")
         _time.sleep(poll_s)

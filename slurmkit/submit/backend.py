@@ -165,10 +165,11 @@ class CliBackend:
         self._run(["scancel", *([f"--signal={signal}"] if signal else []), str(job_id)])
 
     def idle_nodes(self, partition: str) -> list[str]:
-        """Idle node names of ``partition`` (``sinfo -h -N -t idle -o %N``)."""
+        """Idle node names of ``partition``: ``sinfo -h -N -o '%N|%T'``, keeping only nodes in
+        state ``idle`` (never drained, draining, down, reserved or in maintenance)."""
         from slurmkit.submit.placement import parse_sinfo_nodes
 
-        res = self._run(["sinfo", "-h", "-N", "-p", partition, "-t", "idle", "-o", "%N"])
+        res = self._run(["sinfo", "-h", "-N", "-p", partition, "-o", "%N|%T"])
         return parse_sinfo_nodes(res.stdout)
 
 

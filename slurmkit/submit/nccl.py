@@ -10,11 +10,16 @@ it came from (shown by ``slurmkit submit --explain``). Rules:
 * infiniband / roce: ``NCCL_IB_HCA`` = ``=`` + the node type's compute HCAs (exact names, never
   storage or management ports), the same for every rank so NCCL pairs each GPU with its
   nearest NIC itself; ``NCCL_NET_GDR_LEVEL`` from ``gdr_level``;
-* roce: ``NCCL_IB_GID_INDEX`` only for NCCL older than 2.21 (2.21 picks the GID itself) and
-  left out when ``nccl.version`` is unknown;
+* roce: ``NCCL_IB_GID_INDEX`` from ``gid_index`` unless ``nccl.version`` says NCCL 2.21 or
+  later (which picks the RoCE v2 GID itself): when the version is unknown it is set, since an
+  older NCCL would otherwise use GID 0 (RoCE v1 / link-local) and a newer one accepts the index;
 * efa: ``FI_PROVIDER=efa``; ``FI_EFA_USE_DEVICE_RDMA=1`` only for aws-ofi-nccl older than
   1.7 (later plugins set it themselves), left out when the plugin version is unknown;
   ``NCCL_IB_DISABLE`` is not touched (EFA goes through the net plugin);
+* ``NCCL_NET`` names the network the fabric means, so a node whose HCA or plugin is missing
+  fails at NCCL init instead of silently falling back to TCP sockets: ``IB`` for infiniband /
+  roce, ``AWS Libfabric`` for efa (aws-ofi-nccl's name up to 1.11.0; later versions call
+  themselves ``Libfabric`` and accept ``AWS Libfabric`` through NCCL_NET, so it works for all);
 * tcp: ``NCCL_IB_DISABLE=1`` and an include list of interfaces (an empty list is an error:
   an exclusion-only list would leave docker/virtual bridges eligible);
 * node types without GPU peer-to-peer (``p2p = false``, PCIe boxes): ``NCCL_P2P_DISABLE=1``;
@@ -69,13 +74,17 @@ def nccl_env(facts: SiteFacts, debug: str | None = None) -> list[EnvVar]:
                             f".nics has no compute InfiniBand/RoCE NIC")
         out.append(EnvVar("NCCL_IB_HCA", "=" + ",".join(hcas),
                           f"profile node_types.{facts.node_type}.nics (role=compute)"))
+        out.append(EnvVar("NCCL_NET", "IB", f"slurmkit preset ({fabric}: fail at init, never fall back to sockets)"))
         if n.gdr_level:
             out.append(EnvVar("NCCL_NET_GDR_LEVEL", n.gdr_level, "profile nccl.gdr_level"))
-        if fabric == "roce" and n.gid_index is not None and version is not None and version < (2, 21):
+        if fabric == "roce" and n.gid_index is not None and (version is None or version < (2, 21)):
+            why = "nccl.version unknown" if version is None else "NCCL < 2.21 per nccl.version"
             out.append(EnvVar("NCCL_IB_GID_INDEX", str(n.gid_index),
-                              "profile nccl.gid_index (NCCL < 2.21 per nccl.version)"))
+                              f"profile nccl.gid_index ({why}; rule: set unless NCCL >= 2.21, which picks the GID itself)"))
     elif fabric == "efa":
         out.append(EnvVar("FI_PROVIDER", "efa", "slurmkit preset (efa)"))
+        out.append(EnvVar("NCCL_NET", "AWS Libfabric", "slurmkit preset (efa: the aws-ofi-nccl plugin or fail at "
+                          "init, never fall back to sockets)"))
         plugin = parse_version(n.efa_plugin_version)
         if plugin is not None and plugin < (1, 7):
             out.append(EnvVar("FI_EFA_USE_DEVICE_RDMA", "1",

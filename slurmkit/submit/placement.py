@@ -24,9 +24,10 @@ def cpu_list(cpus) -> str:
 
 
 def gpu_cpu_map(facts: SiteFacts, gpus_per_node: int) -> list[str]:
-    """Per local GPU index 0..gpus_per_node-1, the cpuset list of its NUMA-local CPUs
-    (``node_types.<t>.gpus[].cpus``, nvidia-smi's CPU Affinity). Rank LOCAL_RANK uses GPU
-    LOCAL_RANK and is bound to entry LOCAL_RANK."""
+    """Per Slurm GPU index 0..gpus_per_node-1 (Slurm's gres order: ``facts.gpus``, by device
+    minor when the profile records minors, else nvidia-smi order), the cpuset list of that GPU's
+    NUMA-local CPUs (``node_types.<t>.gpus[].cpus``, nvidia-smi's CPU Affinity). The bind
+    wrapper takes entry ``SLURM_STEP_GPUS[LOCAL_RANK]``."""
     if gpus_per_node > len(facts.gpus):
         raise SiteError(facts.source, None, f"{gpus_per_node} GPUs per node requested but node type "
                         f"{facts.node_type} lists {len(facts.gpus)} GPUs")
@@ -65,22 +66,31 @@ def switches_option(facts: SiteFacts, nodes: int, wait: str | None = None) -> st
 
 
 def parse_sinfo_nodes(text: str) -> list[str]:
-    """Node names from ``sinfo -h -N -o %N`` output (one per line; duplicates dropped)."""
-    seen = []
+    """Node names from ``sinfo -h -N -o %N`` output (one per line; duplicates dropped).
+    With ``-o '%N|%T'`` lines, only nodes whose every state is exactly ``idle`` (sinfo's long
+    state: ``drained``, ``draining``, ``down``, ``reserved``, ``maint``, ``idle+cloud``... are
+    not free to pick; a node listed in several partitions must be idle in each)."""
+    seen, bad = [], set()
     for line in text.splitlines():
-        name = line.strip()
-        if name and name not in seen:
+        name, sep, state = line.strip().partition("|")
+        name = name.strip()
+        if not name:
+            continue
+        if sep and state.strip().lower() != "idle":
+            bad.add(name)
+        if name not in seen:
             seen.append(name)
-    return seen
+    return [n for n in seen if n not in bad]
 
 
-def pick_nodelist(facts: SiteFacts, nodes: int, idle: list[str]) -> tuple[str, list[str]] | None:
-    """``(leaf name, node names)`` for ``nodes`` idle nodes under one leaf, or None.
+def pick_nodelist(facts: SiteFacts, nodes: int, idle: list[str], exclude=()) -> tuple[str, list[str]] | None:
+    """``(leaf name, node names)`` for ``nodes`` idle nodes under one leaf, or None; nodes in
+    ``exclude`` (the user's ``--exclude``, expanded) are never picked.
 
     Of the leaves with enough idle partition nodes, the one with the fewest idle nodes wins
     (best fit keeps bigger free blocks for bigger jobs); nodes are taken in leaf order.
     """
-    idle_set = set(idle) & set(facts.partition_nodes)
+    idle_set = (set(idle) & set(facts.partition_nodes)) - set(exclude)
     fits = []
     for name, members in facts.leaves:
         free = [n for n in members if n in idle_set]

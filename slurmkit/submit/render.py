@@ -10,15 +10,37 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from slurmkit.submit import nccl, placement
+from slurmkit.errors import UsageError
+from slurmkit.submit import nccl, placement, timelimit
 from slurmkit.submit.escape import check_line_safe, sbatch_line, shell_join, shell_quote
 from slurmkit.submit.nccl import EnvVar
 from slurmkit.submit.site import SiteFacts
 from slurmkit.submit.templates import Template, TemplateError
 
-#: MASTER_PORT = PORT_BASE + job id % PORT_SPAN: distinct for concurrent jobs sharing a node,
-#: clear of the ephemeral range and of Slurm's own ports.
-PORT_BASE, PORT_SPAN = 20000, 20000
+#: MASTER_PORT = PORT_BASE + job id % PORT_SPAN (12000-31999): distinct for concurrent jobs
+#: sharing a node, below Linux's ephemeral range (net.ipv4.ip_local_port_range 32768-60999, where
+#: another connection's local port could already hold it) and clear of Slurm's 6817-6819.
+PORT_BASE, PORT_SPAN = 12000, 20000
+
+#: #SBATCH options slurmkit computes itself: ``sbatch_args`` may not set them (say which flag does).
+OWN_OPTIONS = {"job-name": "--name", "partition": "--partition", "nodes": "--nodes",
+               "ntasks-per-node": "the template", "ntasks": "the template", "gpus-per-node": "--gpus-per-node",
+               "gpus": "--gpus-per-node", "gres": "--gpus-per-node", "cpus-per-gpu": "profile submit.cpus_per_gpu",
+               "time": "--time", "nodelist": "--nodelist", "switches": "--switch-wait / --no-switches",
+               "array": "--set sets", "comment": "--comment", "output": "--output", "error": "--error",
+               "chdir": "--chdir", "signal": "--preempt-warning", "requeue": "--preempt-warning",
+               "no-requeue": "--preempt-warning 0", "open-mode": "--preempt-warning", "account": "--account",
+               "qos": "--qos", "mem": "--mem", "mem-per-gpu": "--mem-per-gpu", "mem-per-cpu": "--mem-per-gpu",
+               "exclusive": "--exclusive", "constraint": "--constraint", "exclude": "--exclude",
+               "reservation": "--reservation", "dependency": "--dependency / after=", "mail-type": "--mail-type",
+               "mail-user": "--mail-user"}
+
+#: sbatch's short options -> long names (for ``sbatch_args`` given as ``-A acct``).
+_SHORT = {"A": "account", "q": "qos", "C": "constraint", "x": "exclude", "d": "dependency", "w": "nodelist",
+          "N": "nodes", "n": "ntasks", "p": "partition", "t": "time", "J": "job-name", "o": "output",
+          "e": "error", "D": "chdir", "a": "array", "G": "gpus", "c": "cpus-per-task", "S": "core-spec",
+          "L": "licenses", "M": "clusters", "k": "no-kill", "s": "oversubscribe", "Q": "quiet", "W": "wait",
+          "H": "hold", "I": "immediate", "F": "nodefile", "b": "begin", "i": "input"}
 
 
 @dataclass(frozen=True)
@@ -29,7 +51,16 @@ class SubmitRequest:
     single-GPU templates); ``time``: Slurm time string; ``sets``: ``--set`` text values;
     ``params``: typed parameter values (API); ``command``: argv run by every rank;
     ``signal_s``: seconds before the time limit the batch shell gets USR2 (0: no preemption
-    handling); ``switch_wait``: max wait for ``--switches`` (None: profile ``submit.switch_wait``).
+    handling; clamped to half of ``time`` when not shorter than it); ``switch_wait``: max wait
+    for ``--switches`` (None: profile ``submit.switch_wait``); ``max_restarts``: self-requeues
+    allowed (None: ``--set max_restarts`` or profile ``submit.max_restarts``).
+
+    The options every job needs map one to one onto sbatch's: ``account`` (``--account``),
+    ``qos``, ``mem`` (per node, Slurm size such as ``200G``), ``mem_per_gpu``, ``exclusive``,
+    ``constraint`` (node features), ``exclude`` (hostlist), ``reservation``, ``dependency``
+    (Slurm syntax, e.g. ``afterok:123``), ``mail_type`` / ``mail_user``; ``sbatch_args``: any
+    other sbatch options (``("--gres-flags=enforce-binding", "--begin=now+1hour")``), each
+    written as its own escaped ``#SBATCH`` line.
     """
 
     template: str
@@ -53,6 +84,19 @@ class SubmitRequest:
     nccl_debug: str | None = None
     signal_s: int = 120
     test_only: bool = False
+    account: str | None = None
+    qos: str | None = None
+    mem: str | None = None
+    mem_per_gpu: str | None = None
+    exclusive: bool = False
+    constraint: str | None = None
+    exclude: str | None = None
+    reservation: str | None = None
+    dependency: str | None = None
+    mail_type: str | None = None
+    mail_user: str | None = None
+    sbatch_args: tuple[str, ...] = ()
+    max_restarts: int | None = None
 
 
 @dataclass(frozen=True)
@@ -86,18 +130,45 @@ def _src(user_value, cli: str, fallback: str) -> str:
 def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: list[str] | None = None) -> Plan:
     """Compute the plan (pure). Raises :class:`TemplateError` / ``SiteError`` / ``EscapeError``
     for bad input."""
-    params = template.resolve(req.sets, req.params)
+    sets = dict(req.sets)
+    max_restarts, restarts_src = facts.submit.max_restarts, "profile submit.max_restarts"
+    if "max_restarts" in sets:
+        text = sets.pop("max_restarts")
+        try:
+            max_restarts, restarts_src = int(text), "--set max_restarts"
+        except ValueError:
+            raise UsageError(f"--set max_restarts={text!r}", "expected a whole number") from None
+    if req.max_restarts is not None:
+        max_restarts, restarts_src = req.max_restarts, "API max_restarts"
+    if max_restarts < 0:
+        raise UsageError("max_restarts", f"must be >= 0 (got {max_restarts})")
+    params = template.resolve(sets, req.params)
     if req.nodes < 1:
         raise TemplateError("--nodes", None, f"must be >= 1 (got {req.nodes})")
     if template.tasks == "single" and req.nodes != 1:
         raise TemplateError("--nodes", None, f"template {template.name!r} runs on one node (got --nodes {req.nodes})")
+    if facts.partition_nodes and req.nodes > len(facts.partition_nodes):
+        raise TemplateError("--nodes", None, f"partition {facts.partition} has {len(facts.partition_nodes)} nodes "
+                            f"(profile partitions.{facts.partition}.nodes); got --nodes {req.nodes}")
     if not req.command and template.name != "nccl-tests":
         raise TemplateError(template.name, None, "the template needs a command after '--'")
     gpn = req.gpus_per_node
     if gpn is None:
         gpn = 1 if template.tasks == "single" else facts.gpu_count
     if gpn < 1 or gpn > facts.gpu_count:
-        raise TemplateError(f"--gpus-per-node {gpn}", None, f"node type {facts.node_type} has {facts.gpu_count} GPUs")
+        raise TemplateError(f"--gpus-per-node {gpn}", None, f"node type {facts.node_type} has {facts.gpu_count} GPUs "
+                            f"(profile node_types.{facts.node_type}.gpu_count); the most per node is {facts.gpu_count}")
+    if req.signal_s < 0:
+        raise UsageError("--preempt-warning", f"must be >= 0 s (got {req.signal_s}; 0 turns preemption handling off)")
+    limit_s = timelimit.parse_seconds(req.time, "--time") if req.time else None
+    if req.switch_wait is not None:
+        timelimit.parse_seconds(req.switch_wait, "--switch-wait", minimum=0)
+    signal_s, signal_src = int(req.signal_s), "CLI --preempt-warning" if req.signal_s != 120 else "default --preempt-warning 120"
+    if signal_s and limit_s is not None and signal_s >= limit_s:
+        # USR2 at or before the start would checkpoint and requeue at once, forever
+        signal_s = max(1, limit_s // 2)
+        signal_src = (f"clamped to half of --time {req.time} ({limit_s} s): the {req.signal_s} s warning "
+                      "is not shorter than the time limit")
     opts: list[Option] = []
 
     def add(name, value, source):
@@ -126,12 +197,19 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
     nodelist = None
     if req.nodelist:
         add("nodelist", req.nodelist, "CLI --nodelist")
+        nodelist = req.nodelist
     elif req.prefer_locality and req.nodes > 1:
-        picked = placement.pick_nodelist(facts, req.nodes, idle_nodes or [])
+        from slurmkit.hostlist import expand_nodelist
+
+        picked = placement.pick_nodelist(facts, req.nodes, idle_nodes or [],
+                                         expand_nodelist(req.exclude) if req.exclude else ())
         if picked:
-            leaf, nodelist = picked
-            add("nodelist", ",".join(nodelist), f"--prefer-locality: idle nodes (sinfo) under {leaf} (profile fabric.leaves)")
-    if req.switches:
+            leaf, chosen = picked
+            nodelist = ",".join(chosen)
+            add("nodelist", nodelist, f"--prefer-locality: idle nodes (sinfo, not drained/down/reserved) under "
+                f"{leaf} (profile fabric.leaves)")
+    if req.switches and not nodelist:
+        # a nodelist fixes the nodes: --switches could only keep the job pending
         sw = placement.switches_option(facts, req.nodes, req.switch_wait)
         if sw:
             add("switches", sw, "profile fabric.leaves (fewest leaves that hold the job), wait "
@@ -151,9 +229,22 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         add("error", req.error, "CLI --error")
     if req.chdir is not None:
         add("chdir", req.chdir, "CLI --chdir")
-    if req.signal_s > 0:
-        add("signal", f"B:USR2@{int(req.signal_s)}", "slurmkit preemption: batch shell warned before the time limit")
-        add("requeue", True, "slurmkit preemption: requeue after checkpoint")
+    for name in ("account", "qos", "mem", "mem_per_gpu", "constraint", "exclude", "reservation", "dependency",
+                 "mail_type", "mail_user"):
+        value = getattr(req, name)
+        if value is not None and value != "":
+            flag = name.replace("_", "-")
+            add(flag, value, f"CLI --{flag}")
+    if req.mem and req.mem_per_gpu:
+        raise UsageError("--mem", "give --mem (per node) or --mem-per-gpu, not both (sbatch refuses both)")
+    if req.exclusive:
+        add("exclusive", True, "CLI --exclusive")
+    for arg in req.sbatch_args:
+        name, value = _sbatch_arg(arg)
+        add(name, value, "CLI --sbatch (passed through)")
+    if signal_s > 0:
+        add("signal", f"B:USR2@{signal_s}", f"slurmkit preemption: batch shell warned before the time limit ({signal_src})")
+        add("requeue", True, "slurmkit preemption: requeue after checkpoint (also lets Slurm's PreemptMode=REQUEUE requeue)")
         add("open-mode", "append", "slurmkit preemption: a requeued run appends to the same log")
 
     env = [EnvVar("CUDA_DEVICE_ORDER", "PCI_BUS_ID", "slurmkit preset (GPU index = nvidia-smi order)")]
@@ -168,7 +259,8 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         if not facts.submit.container:
             raise TemplateError("--set container_image", None, f"the site ({facts.source}) does not enable containers "
                                 "(submit.container = false)")
-        container_args = [f"--container-image={image}"] + ([f"--container-mounts={mounts}"] if mounts else [])
+        check_line_safe("--set container_mounts", mounts)
+        container_args = [f"--container-image={image}"]
 
     ctx = {
         "template": template.name,
@@ -184,8 +276,13 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         "rendezvous_interface": facts.submit.rendezvous_interface,
         "port_base": PORT_BASE,
         "port_span": PORT_SPAN,
-        "preempt": req.signal_s > 0,
-        "container": shell_join(container_args) if container_args else "",
+        "preempt": signal_s > 0,
+        "max_restarts": max_restarts,
+        # pyxis: the job's directory (the batch shell's working directory, -D) mounted at the same
+        # path and used as the container's working directory, so relative paths mean the same
+        "container": (shell_join(container_args) + " --container-mounts="
+                      + (shell_quote(mounts + ",") if mounts else "") + '"$PWD:$PWD" --container-workdir="$PWD"')
+                     if container_args else "",
         "p": params,
     }
     if "sets" in template.params:
@@ -194,7 +291,31 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
                             for s in params["sets"]]
     param_sources = {name: "--set" if name in req.sets else "API params" if name in req.params else "template default"
                      for name in params}
+    params = {**params, "max_restarts": max_restarts}
+    param_sources["max_restarts"] = restarts_src
     return Plan(template, tuple(opts), tuple(env), params, ctx, param_sources)
+
+
+def _sbatch_arg(arg: str) -> tuple[str, str | None]:
+    """One pass-through sbatch option -> (long name, value or None for a flag):
+    ``"--gres-flags=enforce-binding"`` -> ``("gres-flags", "enforce-binding")``, ``"-b now"`` ->
+    ``("begin", "now")``. Raises :class:`UsageError` for a non-option or one slurmkit sets itself."""
+    text = str(arg).strip()
+    if text.startswith("--") and len(text) > 2:
+        name, eq, value = text[2:].partition("=")
+        if not eq and " " in name:
+            name, _, value = name.partition(" ")
+            eq = " "
+    elif text.startswith("-") and len(text) >= 2 and text[1] in _SHORT:
+        name = _SHORT[text[1]]
+        value = text[2:].lstrip(" =")
+        eq = "=" if value else ""
+    else:
+        raise UsageError(f"--sbatch {arg!r}", "expected an sbatch option such as --gres-flags=enforce-binding")
+    name = name.strip()
+    if name in OWN_OPTIONS:
+        raise UsageError(f"--sbatch {arg!r}", f"slurmkit sets --{name} itself; use {OWN_OPTIONS[name]}")
+    return name, (value.strip() if eq else None)
 
 
 def _python_of(argv) -> str:

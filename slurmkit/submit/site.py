@@ -22,12 +22,14 @@ class SiteError(InputError):
 @dataclass(frozen=True)
 class GpuFacts:
     """One GPU of the node type: ``index`` (nvidia-smi order), ``cpus`` (OS CPU ids, from
-    ``node_types.<t>.gpus[].cpus``), ``numa_node`` (None when unknown), ``nearest_nics``."""
+    ``node_types.<t>.gpus[].cpus``), ``numa_node`` (None when unknown), ``nearest_nics``,
+    ``minor`` (device minor number, None when not recorded)."""
 
     index: int
     cpus: tuple[int, ...]
     numa_node: int | None = None
     nearest_nics: tuple[str, ...] = ()
+    minor: int | None = None
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,8 @@ class NicFacts:
 class SiteFacts:
     """What placement and the templates need, for one partition of one profile.
 
-    ``source`` is the profile file; ``leaves`` maps leaf switch name -> node names (from
+    ``source`` is the profile file; ``gpus`` are in Slurm's gres order (position = Slurm's GPU
+    index on the node); ``leaves`` maps leaf switch name -> node names (from
     ``fabric.leaves``, hostlists expanded); ``nccl`` and ``submit``: the profile's typed ``[nccl]``
     / ``[submit]`` sections (:class:`slurmkit.profile.model.Nccl` / ``Submit``; defaults from
     the profile model).
@@ -103,8 +106,10 @@ def site_facts(profile, partition: str | None = None, source: str = "") -> SiteF
                         f"(known: {', '.join(sorted(parts))})")
     part = parts[partition]
     nt = profile.node_types[part.node_type]
+    # in Slurm's gres order (gres.conf lines; by minor number when recorded): the bind wrapper
+    # indexes this list by Slurm's GPU index (SLURM_STEP_GPUS)
     gpus = tuple(GpuFacts(index=g.index, cpus=tuple(g.cpus), numa_node=g.numa_node,
-                          nearest_nics=tuple(g.nearest_nics)) for g in nt.gpus)
+                          nearest_nics=tuple(g.nearest_nics), minor=g.minor) for g in nt.gres_order())
     nics = tuple(NicFacts(device=n.device, link_layer=n.link_layer, role=n.role, rate_gbps=float(n.rate_gbps))
                  for n in nt.nics)
     leaves = tuple((leaf.name, leaf.node_names) for leaf in profile.fabric.leaves)
@@ -112,7 +117,7 @@ def site_facts(profile, partition: str | None = None, source: str = "") -> SiteF
         source=source, cluster=profile.cluster.name,
         partition=partition, node_type=nt.name, partition_nodes=part.node_names,
         gpu_model=nt.gpu_model, gpu_count=nt.gpu_count,
-        gpus=tuple(sorted(gpus, key=lambda g: g.index)), nics=nics, p2p=nt.p2p, leaves=leaves,
+        gpus=gpus, nics=nics, p2p=nt.p2p, leaves=leaves,
         nccl=profile.nccl, submit=profile.submit,
         partition_source=partition_source,
     )

@@ -45,7 +45,8 @@ def build_topology(gpus: list[dict], nics: list[dict], paths: dict[str, list[str
     nic_objs = [TopoNic(name=n["device"], device=n["device"], numa_node=n.get("numa_node")) for n in nics]
     for g in gpus:
         i = g["index"]
-        t = TopoGpu(name=f"GPU{i}", index=i, cpus=sorted(g.get("cpus") or []), numa_node=numa.get(g["bdf"]))
+        t = TopoGpu(name=f"GPU{i}", index=i, cpus=sorted(g.get("cpus") or []), numa_node=numa.get(g["bdf"]),
+                    minor=g.get("minor"))
         for h in gpus:
             j = h["index"]
             if j == i:

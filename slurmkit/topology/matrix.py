@@ -20,7 +20,8 @@ class TopoGpu:
     the ``CPU Affinity`` cell, [] when empty), ``numa_node`` (``NUMA Affinity``; None when absent
     or N/A), ``gpu_numa_id`` (``GPU NUMA ID`` column; None when absent or N/A), ``nearest_nics``
     (NIC devices, else labels, at the best PCIe distance), ``links`` (column label -> raw token,
-    self omitted)."""
+    self omitted), ``minor`` (device minor number: NVML ``nvmlDeviceGetMinorNumber`` or
+    ``nvidia-smi -q`` "Minor Number"; None when unknown, as in a matrix capture)."""
 
     name: str
     index: int
@@ -29,13 +30,17 @@ class TopoGpu:
     gpu_numa_id: int | None = None
     nearest_nics: list[str] = field(default_factory=list)
     links: dict[str, str] = field(default_factory=dict)
+    minor: int | None = None
 
     def to_json(self) -> dict:
         """One GPU as ``topo parse --json`` prints it: ``{"name", "index", "cpus", "numa_node",
         "gpu_numa_id", "nearest_nics", "links"}``."""
-        return {"name": self.name, "index": self.index, "cpus": list(self.cpus),
-                "numa_node": self.numa_node, "gpu_numa_id": self.gpu_numa_id,
-                "nearest_nics": list(self.nearest_nics), "links": dict(self.links)}
+        out = {"name": self.name, "index": self.index, "cpus": list(self.cpus),
+               "numa_node": self.numa_node, "gpu_numa_id": self.gpu_numa_id,
+               "nearest_nics": list(self.nearest_nics), "links": dict(self.links)}
+        if self.minor is not None:
+            out["minor"] = self.minor
+        return out
 
 
 @dataclass

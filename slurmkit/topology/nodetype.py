@@ -54,6 +54,8 @@ def node_type_table(topo: Topology, gpu_model: str, *, sockets: int | None = Non
     gpus = []
     for g in topo.gpus:
         row: dict = {"index": g.index, "cpus": list(g.cpus)}
+        if all(h.minor is not None for h in topo.gpus):
+            row["minor"] = g.minor                 # gres.conf File=/dev/nvidia<minor>
         if g.numa_node is not None:
             row["numa_node"] = g.numa_node
         if g.gpu_numa_id is not None:
@@ -72,6 +74,25 @@ def node_type_table(topo: Topology, gpu_model: str, *, sockets: int | None = Non
     table["gpus"] = gpus
     table["nics"] = nics
     return table
+
+
+def add_minors(topo: Topology, capture: str) -> None:
+    """Set each GPU's ``minor`` from an ``nvidia-smi -q`` capture (text or ``-x`` XML) of the
+    same node: its GPUs are listed in nvidia-smi order (PCI bus id), GPU ``i`` of the matrix is
+    the capture's ``i``-th GPU, whose "Minor Number" (``minor_number``) is the device file's
+    minor. Raises :class:`~slurmkit.topology.errors.TopoError` when the GPU counts differ or a
+    minor is missing."""
+    from slurmkit.health.source import load_capture
+    from slurmkit.topology.errors import TopoError
+
+    state = load_capture(capture)
+    if len(state.gpus) != len(topo.gpus):
+        raise TopoError(capture, None, f"{len(state.gpus)} GPUs, but the matrix has {len(topo.gpus)}: "
+                        "capture both on the same node")
+    for g, s in zip(sorted(topo.gpus, key=lambda g: g.index), state.gpus):
+        if s.minor_number is None:
+            raise TopoError(capture, None, f"GPU {s.pci_bus_id or g.index} has no Minor Number")
+        g.minor = int(s.minor_number)
 
 
 def _value(v) -> str:

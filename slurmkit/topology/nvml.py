@@ -33,7 +33,8 @@ def _bits(masks, word_bits=64) -> list[int]:
 
 
 def read_gpus(ncpus: int) -> list[dict]:
-    """One record per GPU in NVML index order: ``{"index", "name", "bdf", "cpus" (OS CPU ids,
+    """One record per GPU in NVML index order: ``{"index", "name", "bdf", "minor" (device minor,
+    nvmlDeviceGetMinorNumber; None when NVML cannot say), "cpus" (OS CPU ids,
     nvmlDeviceGetCpuAffinity), "nvlink_remote" (sysfs bus ids of the far end of each active
     NVLink), "ancestor" ({other index: PIX/PXB/PHB/NODE/SYS})}``. ``ncpus``: CPUs of the node
     (sizes the affinity mask). TopoError when NVML cannot be loaded or there is no GPU."""
@@ -57,7 +58,11 @@ def read_gpus(ncpus: int) -> list[dict]:
             name = pynvml.nvmlDeviceGetName(h)
             name = name.decode() if isinstance(name, bytes) else name
             rec = {"index": i, "name": name, "bdf": sysfs_bdf(pynvml.nvmlDeviceGetPciInfo(h).busId),
-                   "cpus": [], "nvlink_remote": [], "ancestor": {}}
+                   "minor": None, "cpus": [], "nvlink_remote": [], "ancestor": {}}
+            try:
+                rec["minor"] = int(pynvml.nvmlDeviceGetMinorNumber(h))
+            except pynvml.NVMLError:
+                pass
             try:
                 rec["cpus"] = _bits(pynvml.nvmlDeviceGetCpuAffinity(h, words))
             except pynvml.NVMLError:

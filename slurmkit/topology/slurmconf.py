@@ -25,7 +25,12 @@ log = logging.getLogger(__name__)
 
 def gres_lines(profile, device_dir: str | None = None,
                warn: Callable[[str], None] | None = None) -> list[str]:
-    """The GPU lines of gres.conf (no header), node types in profile order, GPUs in index order.
+    """The GPU lines of gres.conf (no header), node types in profile order, GPUs in Slurm's gres
+    order (:meth:`~slurmkit.profile.model.NodeType.gres_order`: by device minor when recorded).
+
+    Each line is one GPU: ``File=<device_dir>/nvidia<minor>`` (nvidia<index> when the profile
+    records no minors, as for the sandbox's own device files), and that GPU's ``Cores=`` and
+    ``Links=`` (NVLinks to every GPU of the node, columns in the same gres order).
 
     ``device_dir``: directory of the ``nvidiaN`` files (None: ``[cluster].device_dir``).
     ``warn``: called with a message when ``Cores=`` must be omitted (default: logging warning).
@@ -45,11 +50,14 @@ def gres_lines(profile, device_dir: str | None = None,
         cmap = nt.cpu_map()
         if cmap is None and any(g.cpus for g in nt.gpus):
             warn(f"node type {nt.name}: CPU numbering unknown, Cores= omitted")
-        gpus = {g.index: g for g in nt.gpus}
+        order = list(nt.gres_order())
         have_links = any(g.links for g in nt.gpus)
-        for i in range(nt.gpu_count):
-            fields = [f"NodeName={host_expr}", "Name=gpu", f"Type={nt.gpu_model}", f"File={ddir}/nvidia{i}"]
-            g = gpus.get(i)
+        if len(order) != nt.gpu_count:
+            order = [next((g for g in nt.gpus if g.index == i), None) for i in range(nt.gpu_count)]
+        for pos, g in enumerate(order):
+            i = g.index if g is not None else pos
+            dev = g.minor if g is not None and g.minor is not None else i
+            fields = [f"NodeName={host_expr}", "Name=gpu", f"Type={nt.gpu_model}", f"File={ddir}/nvidia{dev}"]
             if g is not None and g.cpus and cmap is not None:
                 try:
                     # Slurm numbers cores socket-major by the CoresPerSocket slurm.conf gives it
@@ -63,7 +71,7 @@ def gres_lines(profile, device_dir: str | None = None,
             elif g is not None and not g.cpus:
                 warn(f"node type {nt.name} GPU{i}: no CPU affinity known, Cores= omitted")
             if g is not None and have_links:
-                links = [-1 if j == i else g.nvlinks_to(j) for j in range(nt.gpu_count)]
+                links = [-1 if h is g else (g.nvlinks_to(h.index) if h is not None else 0) for h in order]
                 fields.append("Links=" + ",".join(map(str, links)))
             lines.append(" ".join(fields))
     return lines

@@ -59,7 +59,9 @@ def test_infiniband_hca_list_is_exact_compute_only_and_same_for_all(raw):
     other = [n["device"] for n in nics if n["role"] != "compute"]
     assert env["NCCL_IB_HCA"] == "=" + ",".join(compute)
     assert not any(o in env["NCCL_IB_HCA"] for o in other)
-    assert env["NCCL_NET_GDR_LEVEL"] == raw["nccl"]["gdr_level"]
+    # shipped profiles leave NCCL_NET_GDR_LEVEL to NCCL (a debugging variable in NCCL's docs)
+    assert "NCCL_NET_GDR_LEVEL" not in env
+    assert env_of(facts_with(raw, gdr_level="PHB"))["NCCL_NET_GDR_LEVEL"] == "PHB"
     assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
     assert env["NCCL_SOCKET_IFNAME"] == "=" + ",".join(raw["nccl"]["socket_ifname"])
     assert "NCCL_DEBUG" not in env
@@ -67,12 +69,16 @@ def test_infiniband_hca_list_is_exact_compute_only_and_same_for_all(raw):
 
 
 @pytest.mark.parametrize("version,expect", [("2.18.3", True), ("2.20.5", True), ("2.21.5", False),
-                                            ("2.23.4", False), ("", False)])
-def test_roce_gid_index_only_for_old_known_nccl(raw, version, expect):
-    env = env_of(facts_with(raw, fabric="roce", version=version, gid_index=3))
+                                            ("2.23.4", False), ("", True)])
+def test_roce_gid_index_unless_nccl_is_known_to_pick_it(raw, version, expect):
+    f = facts_with(raw, fabric="roce", version=version, gid_index=3)
+    env = env_of(f)
     assert ("NCCL_IB_GID_INDEX" in env) is expect
     if expect:
         assert env["NCCL_IB_GID_INDEX"] == "3"
+        source = {v.name: v.source for v in nccl.nccl_env(f)}["NCCL_IB_GID_INDEX"]
+        assert "rule: set unless NCCL >= 2.21" in source
+        assert ("nccl.version unknown" in source) is (version == "")
 
 
 @pytest.mark.parametrize("plugin,expect", [("1.6.0", True), ("1.7.4", False), ("", False)])

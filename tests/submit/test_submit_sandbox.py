@@ -212,6 +212,10 @@ def test_switches_keep_a_job_under_one_leaf(sandbox, backend, profile, tmp_path)
 
 
 def test_prefer_locality_picks_idle_nodes_under_one_leaf(sandbox, backend, tmp_path):
+    # only nodes in state idle are picked (not completing: a node stuck completing stays so):
+    # let the previous tests' jobs finish completing
+    wait_for(lambda: run(["sinfo", "-h", "-N", "-o", "%T"], env=sandbox.env()).stdout.split() == ["idle"] * 4,
+             60, "all nodes idle")
     blockers = _blockers(sandbox, ["n1"])
     try:
         plan = api.prepare(api._request("torchrun", ["x"], {"site": str(sandbox.profile_path), "nodes": 2,

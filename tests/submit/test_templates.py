@@ -50,8 +50,10 @@ def test_torchrun_one_task_per_node_and_c10d_at_first_node_addr():
     text = render.render(plan_for("torchrun", nodes=2))
     assert "#SBATCH --ntasks-per-node=1" in text
     assert "--rdzv-backend=c10d" in text and '--local-addr="$addr"' in text
-    assert "SIGUSR2" in text and "--no-python" in text
-    assert "MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 ))" in text
+    # the agent neither forwards nor dies of USR2/TERM (Slurm signals every worker itself)
+    assert "--signals-to-handle=SIGINT,SIGHUP,SIGQUIT " in text and "trap '' USR2 TERM" in text
+    assert "--no-python" in text
+    assert "MASTER_PORT=$(( 12000 + SLURM_JOB_ID % 20000 ))" in text
     assert "#SBATCH --switches=1@5:00" in text
 
 
@@ -64,7 +66,7 @@ def test_srun_one_task_per_gpu_seeing_all_node_gpus():
 
 def test_preemption_off_removes_signal_and_trap():
     text = render.render(plan_for("single-gpu", signal_s=0))
-    assert "--signal" not in text and "trap " not in text and "--requeue" not in text
+    assert "--signal" not in text and "trap slurmkit_on" not in text and "--requeue" not in text
 
 
 def test_array_sets_become_array_with_throttle_and_filled_commands():
@@ -165,8 +167,9 @@ def test_container_and_rendezvous_interface_when_the_site_sets_them():
                                sets={"container_image": "nvcr.io#nvidia/pytorch:24.01-py3",
                                      "container_mounts": "/data:/data"})
     text = render.render(render.plan(req, facts, templates.get("torchrun")))
-    assert ("srun --ntasks-per-node=1 --kill-on-bad-exit=1 '--container-image=nvcr.io#nvidia/pytorch:24.01-py3'"
-            " --container-mounts=/data:/data bash -c slurmkit_node") in text
+    # the job's directory is mounted and is the container's working directory
+    assert ("srun --job-name=torchrun --ntasks-per-node=1 --kill-on-bad-exit=1 '--container-image=nvcr.io#nvidia/pytorch:24.01-py3'"
+            ' --container-mounts=/data:/data,"$PWD:$PWD" --container-workdir="$PWD" bash -c slurmkit_node') in text
     assert "ip -4 -o addr show dev ib0" in text
 
 
@@ -180,8 +183,9 @@ def test_cli_broken_profile_names_the_file(tmp_path):
 
 def test_torchrun_runs_in_the_commands_python_unless_told():
     text = render.render(plan_for("torchrun", command=("/opt/venv/bin/python3.11", "t.py"), nodes=2))
-    assert "exec /opt/venv/bin/python3.11 -m torch.distributed.run" in text
+    assert '  /opt/venv/bin/python3.11 -c "$SLURMKIT_TORCHRUN"' in text
     text = render.render(plan_for("torchrun", command=("./train.sh",), nodes=2))
-    assert "exec python3 -m torch.distributed.run" in text
+    assert '  python3 -c "$SLURMKIT_TORCHRUN"' in text
     text = render.render(plan_for("torchrun", nodes=2, sets={"python": "/usr/bin/python3"}))
-    assert "exec /usr/bin/python3 -m torch.distributed.run" in text
+    assert '  /usr/bin/python3 -c "$SLURMKIT_TORCHRUN"' in text
+    assert "from torch.distributed.run import main" in text

@@ -1,0 +1,355 @@
+"""What a production job needs from ``slurmkit submit`` before Slurm sees it (no Slurm needed):
+time limits and preemption that cannot loop, placement limits, the options every job needs,
+the program's own arguments, the Python API's types, and the bind wrapper under a restricted
+CPU affinity (run for real with taskset)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import slurmkit
+from slurmkit.errors import UsageError
+from slurmkit.submit import api, placement, render, site, templates, timelimit
+from slurmkit.submit.templates import TemplateError
+
+
+def plan_for(name, command=("python3", "train.py"), profile="sandbox", **kw):
+    facts = site.site_facts(site.load(profile), source=profile)
+    return render.plan(render.SubmitRequest(template=name, command=command, **kw), facts, templates.get(name))
+
+
+def options(p):
+    return {o.name: o.value for o in p.options}
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "slurmkit", *args], capture_output=True, text=True)
+
+
+# -- time limits and preemption ------------------------------------------------------------
+
+@pytest.mark.parametrize("text, seconds", [
+    ("90", 5400), ("1:00", 60), ("1:30", 90), ("2:00:00", 7200), ("1-0", 86400), ("1-2:30", 95400),
+    ("0-0:0:45", 45), ("UNLIMITED", None), ("infinite", None), ("0", None)])
+def test_slurm_time_strings(text, seconds):
+    assert timelimit.parse_seconds(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["1h", "1:2:3:4", "", "-5", "1-", "1:-1", "ten"])
+def test_malformed_time_is_refused_naming_the_option(text):
+    with pytest.raises(UsageError, match="--time"):
+        timelimit.parse_seconds(text)
+
+
+def test_a_time_limit_shorter_than_the_warning_clamps_the_warning():
+    # -t 1:00 with the 120 s default: USR2 would come at the start and requeue forever
+    p = plan_for("srun", time="1:00")
+    assert options(p)["signal"] == "B:USR2@30"
+    assert "clamped to half of --time 1:00" in render.explain(p)
+    assert options(plan_for("srun", time="10:00"))["signal"] == "B:USR2@120"
+    assert options(plan_for("srun", time="2:00", signal_s=120))["signal"] == "B:USR2@60"
+
+
+def test_requeues_are_capped_by_max_restarts_from_profile_set_or_api():
+    text = render.render(plan_for("torchrun", nodes=2))
+    assert 'if [ "$SLURMKIT_RESTART_COUNT" -ge 3 ]; then' in text          # profile default (model)
+    assert "max_restarts = 3" in text and "scontrol requeue" in text
+    p = plan_for("srun", sets={"max_restarts": "1"})
+    assert p.params["max_restarts"] == 1 and p.param_sources["max_restarts"] == "--set max_restarts"
+    assert 'if [ "$SLURMKIT_RESTART_COUNT" -ge 1 ]; then' in render.render(p)
+    assert plan_for("srun", max_restarts=0).params["max_restarts"] == 0
+    with pytest.raises(UsageError, match="max_restarts"):
+        plan_for("srun", sets={"max_restarts": "many"})
+
+
+def test_slurm_preemption_sigterm_is_trapped_and_torchrun_does_not_forward_signals():
+    text = render.render(plan_for("torchrun", nodes=2))
+    assert "trap slurmkit_on_term TERM" in text and "trap slurmkit_on_usr2 USR2" in text
+    assert 'grep -q "PreemptTime=[0-9]"' in text          # a preempted job whose ranks exited requeues
+    # the agent neither dies of nor forwards USR2/TERM: Slurm signals every worker itself
+    assert "--signals-to-handle=SIGINT,SIGHUP,SIGQUIT " in text and "SIGUSR2" not in text.split("SLURMKIT_DEFAULT")[0]
+    assert "trap '' USR2 TERM" in text
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["-t", "1h"], "--time '1h': not a Slurm time"),
+    (["--switch-wait", "soon", "-N", "2"], "--switch-wait 'soon': not a Slurm time"),
+    (["--preempt-warning", "-5"], "--preempt-warning: must be >= 0 s"),
+    (["-N", "5"], "partition gpu has 4 nodes (profile partitions.gpu.nodes)"),
+    (["--gpus-per-node", "8"], "node type sandbox-h100x4 has 4 GPUs (profile node_types.sandbox-h100x4.gpu_count)"),
+    (["--mem", "10G", "--mem-per-gpu", "2G"], "give --mem (per node) or --mem-per-gpu, not both"),
+    (["--sbatch=--nodes=3"], "slurmkit sets --nodes itself; use --nodes"),
+    (["--sbatch=gres-flags"], "expected an sbatch option"),
+])
+def test_bad_limits_are_refused_at_dry_run_with_one_line(args, needle):
+    proc = cli("submit", "srun", "--site", "sandbox", "--dry-run", *args, "--", "python3", "x.py")
+    assert proc.returncode == 2, proc.stdout[-500:]
+    assert proc.stderr.count("\n") == 1 and needle in proc.stderr, proc.stderr
+
+
+# -- placement -------------------------------------------------------------------------------
+
+def test_a_users_nodelist_drops_switches():
+    assert "switches" in options(plan_for("srun", nodes=2))
+    assert "switches" not in options(plan_for("srun", nodes=2, nodelist="n1,n3"))
+    assert options(plan_for("srun", nodes=2, nodelist="n1,n3"))["nodelist"] == "n1,n3"
+
+
+def test_prefer_locality_takes_only_nodes_in_state_idle():
+    sinfo = "n1|idle\nn2|drained\nn3|idle\nn4|reserved\nn5|down\nn6|draining\nn7|idle\n"
+    assert placement.parse_sinfo_nodes(sinfo) == ["n1", "n3", "n7"]
+    # n2 is drained: leaf1 (n1-n2) has one free node, leaf2 (n3-n4) none once n4 is reserved
+    facts = site.site_facts(site.load("sandbox"), source="sandbox")
+    assert placement.pick_nodelist(facts, 2, placement.parse_sinfo_nodes(sinfo)) is None
+    assert placement.pick_nodelist(facts, 2, ["n1", "n2", "n3", "n4"], exclude=["n3"]) == ("leaf1", ["n1", "n2"])
+
+
+def test_prefer_locality_never_picks_excluded_nodes():
+    facts = site.site_facts(site.load("sandbox"), source="sandbox")
+    req = render.SubmitRequest(template="srun", command=("x",), nodes=2, prefer_locality=True, exclude="n[1-2]")
+    p = render.plan(req, facts, templates.get("srun"), ["n1", "n2", "n3", "n4"])
+    assert options(p)["nodelist"] == "n3,n4" and options(p)["exclude"] == "n[1-2]"
+
+
+# -- the options every job needs ---------------------------------------------------------------
+
+EVERY = ["-A", "proj-a", "--qos", "high", "--mem-per-gpu", "64G", "--exclusive", "-C", "h100&ib",
+         "-x", "n[3-4]", "--reservation", "maint window", "-d", "afterok:17", "--mail-type", "END,FAIL",
+         "--mail-user", "me@example.org", "--sbatch=--gres-flags=enforce-binding", "--sbatch", "--begin=now+1hour"]
+
+
+def test_every_job_option_reaches_the_script_and_explain():
+    script = cli("submit", "srun", "--site", "sandbox", "--dry-run", *EVERY, "--", "python3", "x.py")
+    assert script.returncode == 0, script.stderr
+    lines = [line for line in script.stdout.splitlines() if line.startswith("#SBATCH")]
+    for want in ["--account=proj-a", "--qos=high", "--mem-per-gpu=64G", "--exclusive", '--constraint="h100&ib"',
+                 "--exclude=n[3-4]", '--reservation="maint window"', "--dependency=afterok:17",
+                 "--mail-type=END,FAIL", "--mail-user=me@example.org", "--gres-flags=enforce-binding",
+                 "--begin=now+1hour"]:
+        assert f"#SBATCH {want}" in lines
+    explain = cli("submit", "srun", "--site", "sandbox", "--explain", *EVERY, "--", "python3", "x.py").stdout
+    assert "#SBATCH --account=proj-a" in explain and "<- CLI --account" in explain
+    assert "<- CLI --sbatch (passed through)" in explain
+    # the same through the API
+    text = api.render_script("srun", ["python3", "x.py"], site="sandbox", account="proj-a", mem="200G",
+                             sbatch_args=["--gres-flags=enforce-binding"])
+    assert "#SBATCH --account=proj-a\n" in text and "#SBATCH --mem=200G\n" in text
+    assert "#SBATCH --gres-flags=enforce-binding\n" in text
+
+
+def test_pass_through_values_are_escaped_and_newlines_refused():
+    p = plan_for("srun", sbatch_args=("--comment-x=a # b",))
+    assert 'a # b' in render.render(p).split("#SBATCH --comment-x=")[1].split("\n")[0]
+    with pytest.raises(Exception, match="newline"):
+        plan_for("srun", sbatch_args=("--begin=now\n#SBATCH --nodes=9",))
+
+
+def test_the_programs_own_options_stay_the_programs_without_dashdash():
+    proc = cli("submit", "srun", "--site", "sandbox", "-N", "2", "--dry-run", "python3", "train.py",
+               "-o", "foo", "-N", "3", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "#SBATCH --output" not in proc.stdout and "#SBATCH --nodes=2" in proc.stdout
+    assert "slurmkit-rank python3 train.py -o foo -N 3 --dry-run &" in proc.stdout
+    # options between the template and the program still belong to slurmkit
+    proc = cli("submit", "srun", "--site", "sandbox", "--dry-run", "-o", "out-%j.txt", "python3", "t.py")
+    assert "#SBATCH --output=out-%j.txt" in proc.stdout
+
+
+# -- the Python API ------------------------------------------------------------------------------
+
+def test_command_as_string_is_split_like_a_shell():
+    a = api.render_script("srun", "python3 train.py --name 'a b' \"c#d\"", site="sandbox")
+    b = api.render_script("srun", ["python3", "train.py", "--name", "a b", "c#d"], site="sandbox")
+    assert a == b
+
+
+@pytest.mark.parametrize("kw, needle", [
+    ({"nodes": "2"}, "nodes must be a node count (int), not str"),
+    ({"nodes": True}, "nodes must be a node count (int), not bool"),
+    ({"time": 3600}, "time must be a Slurm time string"),
+    ({"exclusive": "yes"}, "exclusive must be True or False"),
+    ({"sets": ["a=b"]}, "sets must be a dict"),
+    ({"nodez": 2}, "unexpected keyword 'nodez'"),
+    ({"after": 1.5}, "after must be a Job, a job id or a list of them"),
+])
+def test_wrong_types_name_the_parameter(kw, needle):
+    with pytest.raises(TypeError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        api.render_script("srun", ["x"], site="sandbox", **kw)
+
+
+def test_wrong_command_and_template_types():
+    with pytest.raises(TypeError, match="command must be a list of arguments or a str"):
+        api.render_script("srun", 42, site="sandbox")
+    with pytest.raises(TypeError, match=r"command\[1\] must be a str"):
+        api.render_script("srun", ["python3", None], site="sandbox")
+    with pytest.raises(TypeError, match="template must be a template name"):
+        api.render_script(["srun"], ["x"], site="sandbox")
+
+
+def test_after_chains_jobs_with_afterok():
+    first = api.Job("101", backend=object())
+    text = api.render_script("srun", ["x"], site="sandbox", after=first)
+    assert "#SBATCH --dependency=afterok:101\n" in text
+    text = api.render_script("srun", ["x"], site="sandbox", after=[first, "102"], dependency="singleton")
+    assert "#SBATCH --dependency=singleton,afterok:101:102\n" in text
+
+
+def test_all_lists_the_api():
+    assert {"submit", "Job", "JobNotFound", "render_script", "explain", "poll", "wait_all"} <= set(slurmkit.__all__)
+    for name in slurmkit.__all__:
+        assert getattr(slurmkit, name) is not None
+
+
+def test_master_port_stays_below_the_ephemeral_range():
+    assert render.PORT_BASE >= 1024 and render.PORT_BASE + render.PORT_SPAN - 1 < 32768
+    assert f"MASTER_PORT=$(( {render.PORT_BASE} + SLURM_JOB_ID % {render.PORT_SPAN} ))" in \
+        render.render(plan_for("srun", nodes=2))
+
+
+# -- launchers as their tools expect ----------------------------------------------------------
+
+def _container_facts():
+    """The sandbox profile with pyxis enabled (submit.container = true)."""
+    import tomllib
+    from pathlib import Path
+
+    from slurmkit.profile import load_profile_data
+
+    with open(Path(__file__).resolve().parents[2] / "site" / "sandbox.toml", "rb") as fh:
+        prof = tomllib.load(fh)
+    prof["submit"] = {**prof.get("submit", {}), "container": True}
+    return site.site_facts(load_profile_data(prof, "sandbox"))
+
+
+def test_nccl_tests_looks_for_its_binary_inside_the_container():
+    req = render.SubmitRequest(template="nccl-tests", nodes=2,
+                               sets={"container_image": "nvcr.io#nvidia/pytorch:24.01-py3"})
+    text = render.render(render.plan(req, _container_facts(), templates.get("nccl-tests")))
+    check = text.split("# Where the ranks run")[1].split("slurmkit_rank()")[0]
+    assert ("srun --job-name=nccl-tests-check --nodes=1 --ntasks=1 '--container-image=nvcr.io#nvidia/pytorch:24.01-py3' "
+            '--container-mounts="$PWD:$PWD" --container-workdir="$PWD" bash -c \'command -v "$1"\' '
+            "slurmkit-check all_reduce_perf") in check
+    assert "not found in container image nvcr.io#nvidia/pytorch:24.01-py3" in check
+    assert "if ! command -v" not in check
+    # without a container: on the node, as before
+    plain = render.render(plan_for("nccl-tests", command=(), nodes=2))
+    assert "if ! command -v all_reduce_perf >/dev/null 2>&1; then" in plain
+
+
+def test_deepspeed_launcher_passes_no_local_rank_argument():
+    text = render.render(plan_for("deepspeed", nodes=2))
+    assert "--no_local_rank --no_python bash -c" in text
+
+
+# -- the bind wrapper under a restricted affinity (real taskset, real bash) -----------------------
+
+def _bind_env(script: str) -> dict:
+    """SLURMKIT_GPU_CPUS and SLURMKIT_BIND exactly as the rendered script exports them."""
+    code = "\n".join(line for line in script.splitlines()) + "\n"
+    head = code.split("# NodeName=NodeAddr")[0].split("mkdir -p")[1]
+    out = subprocess.run(["bash", "-c", head.split("\n", 1)[1] + '\nprintf "%s\\0%s" "$SLURMKIT_GPU_CPUS" "$SLURMKIT_BIND"'],
+                         capture_output=True, text=True, check=True).stdout
+    cpus, bind = out.split("\0")
+    return {"SLURMKIT_GPU_CPUS": cpus, "SLURMKIT_BIND": bind}
+
+
+def _run_rank(env, affinity, local_rank, step_gpus="0,1,2,3"):
+    proc = subprocess.run(["taskset", "-c", affinity, "bash", "-c", env["SLURMKIT_BIND"], "slurmkit-bind",
+                           sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                          env={**os.environ, **env, "LOCAL_RANK": str(local_rank), "RANK": str(local_rank),
+                               "SLURM_STEP_GPUS": step_gpus}, capture_output=True, text=True, check=True)
+    return eval(proc.stdout), proc.stderr
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to restrict an affinity")
+def test_bind_wrapper_intersects_with_the_tasks_cpus_and_never_widens():
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    a, b = cpus
+    # GPU0 and GPU1 local to CPU a, GPU2 and GPU3 to CPU b (the sandbox profile's shape)
+    env = _bind_env(render.render(plan_for("srun")))
+    env["SLURMKIT_GPU_CPUS"] = f"{a} {a} {a},{b} {b}"
+    # the task may use both: bound to the GPU's CPUs
+    assert _run_rank(env, f"{a},{b}", 0)[0] == [a]
+    assert _run_rank(env, f"{a},{b}", 3)[0] == [b]
+    assert _run_rank(env, f"{a},{b}", 2)[0] == [a, b]
+    # the task was given CPU b only (a cgroup / Slurm binding): GPU2's CPUs narrowed to b
+    assert _run_rank(env, str(b), 2) == ([b], "")
+    # GPU0's CPU a is not the task's: keep b, and say so in the rank's log (stderr)
+    got, log = _run_rank(env, str(b), 0)
+    assert got == [b]
+    assert f"slurmkit-bind: rank 0: GPU 0 CPUs ({a}) are not among this task CPUs ({b}): keeping {b}" in log
+    # Slurm gave this step GPUs 2 and 3: LOCAL_RANK 0 is GPU 2, bound by GPU 2's CPUs
+    assert _run_rank(env, f"{a},{b}", 0, step_gpus="2,3")[0] == [a, b]
+
+
+# -- profiles that say what they mean --------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["torchrun", "srun", "deepspeed", "nccl-tests", "single-gpu", "array"])
+def test_every_job_step_is_named_for_what_it_runs(name):
+    import re
+
+    kw = {"sets": {"sets": '[{"lr": 0.1}]'}} if name == "array" else {}
+    nodes = 1 if templates.get(name).tasks == "single" else 2
+    text = render.render(plan_for(name, nodes=nodes, **kw))
+    steps = [line for line in text.splitlines() if re.search(r"(^|\$\(|! )\s*srun ", line.strip())]
+    assert steps
+    for line in steps:
+        assert re.search(r"srun --job-name=[a-z0-9-]+ ", line), line
+
+
+def test_shipped_efa_profile_extras_agree_with_the_plugin_rule():
+    p = plan_for("srun", profile="aws-p5", nodes=2)
+    env = {v.name: (v.value, v.source) for v in p.env}
+    assert env["FI_PROVIDER"] == ("efa", "slurmkit preset (efa)")
+    assert "FI_EFA_USE_DEVICE_RDMA" not in env            # aws-ofi-nccl 1.11 sets it itself
+
+
+@pytest.mark.parametrize("profile", ["aws-p5", "azure-ndh100v5", "dgx-a100", "dgx-h100", "rtx4090-8x", "sandbox",
+                                     "workstation-2gpu"])
+def test_shipped_profiles_set_no_nccl_debugging_variables(profile):
+    names = {v.name for v in plan_for("single-gpu", profile=profile).env}
+    assert "NCCL_NET_GDR_LEVEL" not in names and "NCCL_DEBUG" not in names
+
+
+@pytest.mark.parametrize("template", ["single-gpu", "srun", "torchrun"])
+@pytest.mark.parametrize("signal_s", [0, 120])
+def test_the_job_exits_with_the_payloads_status_when_no_rank_recorded_one(tmp_path, template, signal_s):
+    """The end of every script (slurmkit_finish) run for real with bash: a payload failing with 3
+    and no launcher record ends the job with 3 (pipefail and set -e must not turn it into 2)."""
+    text = render.render(plan_for(template, nodes=1, signal_s=signal_s))
+    finish = text.split("slurmkit_finish() {", 1)[1].split("\n}\n", 1)[0]
+    script = (f"set -euo pipefail\nSLURMKIT_LOG_DIR={tmp_path}\nSLURMKIT_RESTART_COUNT=0\n"
+              f"slurmkit_finish() {{{finish}\n}}\nslurmkit_rc=0\n(exit 3) || slurmkit_rc=$?\nslurmkit_finish \"$slurmkit_rc\"\n")
+    assert subprocess.run(["bash", "-c", script]).returncode == 3
+    (tmp_path / "failed-n2-restart0").write_text("7\n")
+    assert subprocess.run(["bash", "-c", script]).returncode == 7
+    assert subprocess.run(["bash", "-c", script.replace("(exit 3)", "true")]).returncode == 0
+
+
+@pytest.mark.parametrize("profile, net", [("aws-p5", "AWS Libfabric"), ("dgx-h100", "IB"), ("rtx4090-8x", "IB"),
+                                          ("workstation-2gpu", None)])
+def test_a_missing_network_fails_at_nccl_init_instead_of_falling_back_to_sockets(profile, net):
+    env = {v.name: v.value for v in plan_for("srun", profile=profile).env}
+    assert env.get("NCCL_NET") == net
+    if net:
+        assert f"export NCCL_NET={api._render.shell_quote(net)}\n" in render.render(plan_for("srun", profile=profile))
+
+
+def test_azure_ndv5_exports_what_azures_own_nccl_conf_has():
+    # azhpc-images components/customizations/ndv5.sh writes these three to /etc/nccl.conf
+    env = {v.name: v.value for v in plan_for("srun", profile="azure-ndh100v5", nodes=2).env}
+    assert env["NCCL_IB_PCI_RELAXED_ORDERING"] == "1"
+    assert env["NCCL_TOPO_FILE"] == "/opt/microsoft/ndv5/topo.xml"
+    assert env["NCCL_IGNORE_CPU_AFFINITY"] == "1"
+
+
+def test_dgx_h100_scalable_unit_is_one_leaf_as_the_reference_architecture_cables_it():
+    from slurmkit.profile import load_profile
+
+    prof = load_profile("dgx-h100")
+    assert [(leaf.name, len(leaf.node_names)) for leaf in prof.fabric.leaves] == [("su1", 32)]
+    # a 32-node job fits under one (rail-optimised) leaf: --switches=1
+    assert options(plan_for("srun", profile="dgx-h100", nodes=32))["switches"].startswith("1@")

@@ -1,0 +1,250 @@
+"""Production conditions for ``slurmkit submit`` on the real Slurm sandbox: requeues that stop,
+each rank signalled once, planned requeues with clean output, placement around drained and
+reserved nodes, a user's nodelist without --switches, and the options every job needs read
+back from slurmctld."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from slurmkit.slurm.commands import run
+from slurmkit.submit import api
+from slurmkit.submit.backend import CliBackend
+
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
+
+#: Counts the signals it gets (USR2 from slurmkit's trap, TERM from Slurm's preemption); on the
+#: first it keeps listening 3 s for a duplicate, writes the count and exits 0 (a checkpoint).
+#: The run after a requeue exits at once, unless a second argument says every run waits.
+COUNTER = """
+import json, os, signal, sys, time
+out, rank, loop = sys.argv[1], os.environ.get("RANK", "0"), len(sys.argv) > 2
+restart = int(os.environ["SLURMKIT_RESTART_COUNT"])
+got = []
+signal.signal(signal.SIGUSR2, lambda s, f: got.append("USR2"))
+signal.signal(signal.SIGTERM, lambda s, f: got.append("TERM"))
+open(os.path.join(out, f"start-{rank}-{restart}"), "w").close()
+if restart == 0 or loop:
+    while not got:
+        time.sleep(0.1)
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+    with open(os.path.join(out, f"signals-{rank}-{restart}.json"), "w") as fh:
+        json.dump(got, fh)
+"""
+
+
+@pytest.fixture(scope="module")
+def backend(sandbox):
+    return CliBackend(env=sandbox.env())
+
+
+def submit(sandbox, backend, tmp_path, template, command, **kw):
+    kw.setdefault("output", str(tmp_path / "job-%j.out"))
+    return api.submit(template, [str(c) for c in command], site=str(sandbox.profile_path),
+                      backend=backend, chdir=str(tmp_path), **kw)
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def scontrol_job(sandbox, job_id) -> str:
+    return run(["scontrol", "show", "job", job_id], env=sandbox.env()).stdout
+
+
+def started(tmp_path, ranks, restart):
+    return lambda: all((tmp_path / f"start-{r}-{restart}").exists() for r in ranks)
+
+
+@pytest.mark.parametrize("template", ["torchrun", "srun"])
+def test_each_rank_gets_the_warning_once_and_a_planned_requeue_is_clean(sandbox, backend, tmp_path, template):
+    ranks = (0, 1)
+    params = {"python": sys.executable} if template == "torchrun" else {}
+    job = submit(sandbox, backend, tmp_path, template, [sys.executable, "-c", COUNTER, tmp_path],
+                 nodes=1, gpus_per_node=2, params=params, time="10:00")
+    wait_for(started(tmp_path, ranks, 0), 90, "first start")
+    time.sleep(1)
+    # what --signal=B:USR2@<s> does before the time limit: USR2 to the batch shell only
+    run(["scancel", "--batch", "--signal=USR2", job.id], env=sandbox.env())
+    state = job.wait(timeout=150, poll_s=1)
+    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    assert state == "COMPLETED", out[-3000:]
+    for r in ranks:
+        assert json.loads((tmp_path / f"signals-{r}-0.json").read_text()) == ["USR2"], out[-3000:]
+        assert (tmp_path / f"start-{r}-1").exists()
+    assert "Restarts=1" in scontrol_job(sandbox, job.id)
+    assert "checkpoint and requeue (restart 1 of at most 3)" in out
+    assert "Traceback" not in out and "srun: error" not in out, out[-3000:]
+
+
+def test_requeues_stop_at_max_restarts_with_a_clear_message(sandbox, backend, tmp_path):
+    # every run waits for its warning (a job that never finishes within its limit)
+    job = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", COUNTER, tmp_path, "loop"],
+                 time="10:00", sets={"max_restarts": "1"})
+    for restart in (0, 1):
+        wait_for(started(tmp_path, (0,), restart), 90, f"start {restart}")
+        time.sleep(1)
+        run(["scancel", "--batch", "--signal=USR2", job.id], env=sandbox.env())
+        if restart == 0:
+            wait_for(lambda: (tmp_path / "start-0-1").exists(), 90, "requeued start")
+    assert job.wait(timeout=90, poll_s=1) == "FAILED"
+    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    assert "not requeued: the job was requeued 1 times already (max_restarts = 1)" in out
+    info = scontrol_job(sandbox, job.id)
+    assert "Restarts=1" in info and "ExitCode=1:0" in info
+    assert json.loads((tmp_path / "signals-0-1.json").read_text()) == ["USR2"]   # the last run checkpointed
+
+
+@pytest.mark.parametrize("template", ["torchrun", "srun"])
+def test_slurm_preemption_sigterm_lets_every_rank_checkpoint(sandbox, backend, tmp_path, template):
+    """Slurm's preemption (PreemptMode=REQUEUE, GraceTime) sends SIGTERM to the job steps'
+    tasks (``job_signal(job, SIGTERM, 0)``: not the batch step, as ``scancel --signal=TERM``
+    without ``--batch``/``--full``): every rank checkpoints on it, once, and nothing is killed."""
+    ranks = (0, 1)
+    params = {"python": sys.executable} if template == "torchrun" else {}
+    job = submit(sandbox, backend, tmp_path, template, [sys.executable, "-c", COUNTER, tmp_path],
+                 nodes=1, gpus_per_node=2, params=params, time="10:00")
+    wait_for(started(tmp_path, ranks, 0), 90, "first start")
+    time.sleep(1)
+    run(["scancel", "--signal=TERM", job.id], env=sandbox.env())
+    state = job.wait(timeout=120, poll_s=1)
+    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    # no PreemptTime (a plain signal, not a preemption): the job ends with its ranks' status
+    assert state == "COMPLETED", out[-3000:]
+    assert "Killed" not in out and "srun: error" not in out and "Traceback" not in out, out[-3000:]
+    for r in ranks:
+        assert json.loads((tmp_path / f"signals-{r}-0.json").read_text()) == ["TERM"], out[-3000:]
+
+
+def _blockers(sandbox, nodes):
+    ids = [run(["sbatch", "--parsable", "--exclusive", "-w", n, "-o", "/dev/null", "--wrap", "sleep 300"],
+               env=sandbox.env()).stdout.strip() for n in nodes]
+    wait_for(lambda: all(v.state == "RUNNING" for v in CliBackend(sandbox.env()).states(ids).values()),
+             30, "blockers running")
+    return ids
+
+
+def _plan_nodelist(sandbox, backend, **kw):
+    plan = api.prepare(api._request("srun", ["x"], {"site": str(sandbox.profile_path), "nodes": 2,
+                                                      "prefer_locality": True, **kw}), backend)
+    return {o.name: o.value for o in plan.options}.get("nodelist")
+
+
+def test_prefer_locality_skips_drained_and_reserved_nodes(sandbox, backend, tmp_path):
+    env = sandbox.env()
+    blockers = _blockers(sandbox, ["n1"])          # leaf1 (n1-n2) cannot hold 2 nodes
+    try:
+        assert _plan_nodelist(sandbox, backend) == "n3,n4"
+        run(["scontrol", "update", "nodename=n4", "state=drain", "reason=slurmkit test"], env=env)
+        try:
+            assert _plan_nodelist(sandbox, backend) is None
+        finally:
+            run(["scontrol", "update", "nodename=n4", "state=resume"], env=env)
+        run(["scontrol", "create", "reservation", "reservationname=skt", "nodes=n3", "users=root",
+             "starttime=now", "duration=10", "flags=ignore_jobs"], env=env)
+        try:
+            wait_for(lambda: "reserved" in run(["sinfo", "-h", "-N", "-n", "n3", "-o", "%T"], env=env).stdout,
+                     20, "n3 reserved")
+            assert _plan_nodelist(sandbox, backend) is None
+            assert _plan_nodelist(sandbox, backend, exclude="n3") is None
+        finally:
+            run(["scontrol", "delete", "reservation=skt"], env=env)
+        assert _plan_nodelist(sandbox, backend, exclude="n4") is None
+        assert _plan_nodelist(sandbox, backend) == "n3,n4"
+    finally:
+        run(["scancel", *blockers], env=env)
+
+
+def test_a_users_nodelist_across_leaves_runs_without_switches(sandbox, backend, tmp_path):
+    job = submit(sandbox, backend, tmp_path, "srun", ["sleep", "30"], nodes=2, gpus_per_node=1,
+                 nodelist="n1,n3", output="/dev/null", signal_s=0)
+    try:
+        wait_for(lambda: job.state() == "RUNNING", 60, "job on n1,n3 running")
+        info = scontrol_job(sandbox, job.id)
+        assert "Switches=1@" not in info
+        assert sorted(job.info().nodes) == ["n1", "n3"]
+    finally:
+        job.cancel()
+
+
+def test_every_job_option_reaches_slurmctld(sandbox, backend, tmp_path):
+    env = sandbox.env()
+    run(["scontrol", "create", "reservation", "reservationname=sk-opts", "nodes=n2", "users=root",
+         "starttime=now+1day", "duration=10"], env=env)
+    first = submit(sandbox, backend, tmp_path, "single-gpu", ["true"], signal_s=0,
+                   sbatch_args=["--hold"], output="/dev/null")
+    try:
+        job = submit(sandbox, backend, tmp_path, "srun", ["python3", "x.py"], nodes=1, gpus_per_node=1,
+                     account="research", qos="normal", mem_per_gpu="300M", exclusive=True, exclude="n1",
+                     reservation="sk-opts", after=first, mail_type="END,FAIL", mail_user="me@example.org",
+                     sbatch_args=["--begin=now+1hour", "--gres-flags=enforce-binding"], signal_s=0,
+                     output="/dev/null")
+        info = scontrol_job(sandbox, job.id)
+        for want in ["Account=research", "QOS=normal", "ExcNodeList=n1", "Reservation=sk-opts",
+                     f"Dependency=afterok:{first.id}", "MailUser=me@example.org", "MailType=END,FAIL",
+                     "OverSubscribe=NO", "MemPerTres=gres:gpu:300", "GresEnforceBind=Yes"]:
+            assert want in info, (want, info)
+        job.cancel()
+    finally:
+        first.cancel()
+        run(["scontrol", "delete", "reservation=sk-opts"], env=env, check=False)
+
+
+def test_cli_keeps_the_programs_options_without_dashdash(sandbox, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "slurmkit", "submit", "single-gpu", "--site",
+                           str(sandbox.profile_path), "-D", str(tmp_path), "-o", str(tmp_path / "j-%j.out"),
+                           "--preempt-warning", "0", sys.executable, "-c",
+                           "import json, sys; print(json.dumps(sys.argv[1:]))", "-o", "foo", "-N", "2"],
+                          capture_output=True, text=True, env={**os.environ, **sandbox.env()})
+    assert proc.returncode == 0, proc.stderr
+    job = api.Job(proc.stdout.strip(), backend=CliBackend(sandbox.env()))
+    assert job.wait(timeout=60, poll_s=1) == "COMPLETED"
+    assert job.exit_code == "0:0"
+    assert '["-o", "foo", "-N", "2"]' in (tmp_path / f"j-{job.id}.out").read_text()
+
+
+def test_torchrun_job_exits_with_the_failing_ranks_status(sandbox, backend, tmp_path):
+    fail = ("import os, sys, time\n"
+            "if os.environ['RANK'] == '1':\n    sys.exit(7)\n"
+            "time.sleep(30)\n")
+    job = submit(sandbox, backend, tmp_path, "torchrun", [sys.executable, "-c", fail], nodes=2,
+                 gpus_per_node=1, params={"python": sys.executable}, time="5:00", signal_s=0)
+    assert job.wait(timeout=120, poll_s=1) == "FAILED"
+    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    assert "ExitCode=7:0" in scontrol_job(sandbox, job.id), out[-3000:]
+    assert job.exit_code == "7:0"
+    assert "slurmkit: rank 1 on " in out and "exited with status 7" in out
+
+
+def test_a_node_that_cannot_take_part_is_excluded_and_the_job_requeued(sandbox, backend, tmp_path):
+    """Node n2's Python environment is broken (its torchrun cannot start): the job is requeued
+    with n2 in ExcNodeList and runs on two other nodes; its output says which node and why."""
+    from ranks import REPORT
+
+    python = tmp_path / "python-broken-on-n2"
+    python.write_text(f'#!/bin/bash\nif [ "$(hostname)" = n2 ]; then echo "n2: ImportError: libcuda" >&2; exit 1; fi\n'
+                      f'exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    job = submit(sandbox, backend, tmp_path, "torchrun", [sys.executable, "-c", REPORT, tmp_path], nodes=2,
+                 gpus_per_node=1, params={"python": str(python)}, time="5:00", switches=False,
+                 exclude="n3")                   # first run on n1,n2 (lowest idle), then n1,n4
+    state = job.wait(timeout=180, poll_s=1)
+    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    assert state == "COMPLETED", out[-3000:]
+    info = scontrol_job(sandbox, job.id)
+    assert "Restarts=1" in info and "ExcNodeList=n3,n2" in info, info
+    assert f"slurmkit: node n2 failed: could not start torchrun with {python} (exit status 1)" in out
+    assert "slurmkit: requeued without n2 (ExcNodeList=n3,n2), restart 1 of at most 3" in out
+    nodes = {json.loads(p.read_text())["node"] for p in tmp_path.glob("rank*.json")}
+    assert nodes == {"n1", "n4"}
