@@ -8,7 +8,6 @@ Pure: :func:`load_config` takes the section; :func:`defaults` reads the package 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -17,14 +16,30 @@ from slurmkit.profile.health import Health
 DATA_FILE = Path(__file__).with_name("checks.toml")
 
 
-@lru_cache(maxsize=1)
-def defaults() -> dict:
-    """The parsed ``checks.toml``: ``{"checks": {id: description}, "thresholds": {...},
-    "clock_event_bits": {...}, "xid": {"ignore": [...], "fail": [...], "names": {...}}}``."""
-    import tomllib
+_DEFAULTS: dict | None = None
 
-    with open(DATA_FILE, "rb") as fh:
-        return tomllib.load(fh)
+
+def defaults(cache_dir=None) -> dict:
+    """The parsed ``checks.toml``: ``{"checks": {id: description}, "thresholds": {...},
+    "clock_event_bits": {...}, "xid": {"ignore": [...], "fail": [...], "names": {...}}}``,
+    read once per process. ``cache_dir`` (the hooks' state directory): keep the parsed data
+    there as JSON while the file is unchanged (:mod:`slurmkit.stampcache`), so a hook need not
+    import ``tomllib`` on every job; the TOML file stays the one source."""
+    global _DEFAULTS
+    if _DEFAULTS is None:
+        from slurmkit import stampcache
+
+        cache = None if cache_dir is None else Path(cache_dir) / "checks-defaults.json"
+        data = stampcache.read(cache, str(DATA_FILE)) if cache is not None else None
+        if data is None:
+            import tomllib
+
+            with open(DATA_FILE, "rb") as fh:
+                data = tomllib.load(fh)
+            if cache is not None:
+                stampcache.write(cache, str(DATA_FILE), [DATA_FILE], data)
+        _DEFAULTS = data
+    return _DEFAULTS
 
 
 def check_ids() -> list[str]:

@@ -20,8 +20,7 @@ host and only log actions as "would ...". The live source is
 from __future__ import annotations
 
 import json
-import logging
-import socket
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,14 @@ from slurmkit.health.state import RC_SUCCESS, GpuState, NodeState
 
 __all__ = ["Action", "CaptureError", "GpuSource", "NvmlTimeout", "SnapshotSource", "SourceError", "load_capture"]
 
-log = logging.getLogger("slurmkit.health")
+
+
+def _info(text: str) -> None:
+    """Log ``text`` at INFO on ``slurmkit.health`` when the process uses :mod:`logging` (the CLI
+    configures it); a hook, which logs through :mod:`slurmkit.hooks.log`, does not import it."""
+    logging = sys.modules.get("logging")
+    if logging is not None:
+        logging.getLogger("slurmkit.health").info(text)
 
 
 @dataclass(frozen=True)
@@ -136,10 +142,10 @@ class GpuSource:
         text = action.describe()
         if self.replay:
             line = f"would {text} (replay of {self.name})"
-            log.info(line)
+            _info(line)
             return line
         self._do(action)
-        log.info(text)
+        _info(text)
         return text
 
     def _do(self, action: Action) -> None:
@@ -148,6 +154,8 @@ class GpuSource:
 
 def hostname() -> str:
     """This node's short host name (``socket.gethostname()`` up to the first dot)."""
+    import socket
+
     return socket.gethostname().split(".")[0]
 
 

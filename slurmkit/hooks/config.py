@@ -118,15 +118,78 @@ _TYPES = {"slurm_conf": str, "gres_conf": str, "profile": str, "mode": str, "dea
           "textfile_dir": str, "nodes": dict, "checks": dict}
 
 
+_SIMPLE = None  # compiled on first use: (table, pair, int, float) patterns
+
+
+def simple_toml(text: str) -> dict | None:
+    """The data of TOML ``text`` when it is written in the plain subset :func:`render` writes,
+    else None (then ``tomllib`` reads it: the judge of anything else, errors included).
+
+    The subset: blank and ``#`` comment lines, ``[a.b]`` table headers (each once), and
+    ``key = value`` lines with a bare key and a value that is a ``"string"`` without a backslash
+    or inner quote, ``true`` / ``false``, a decimal integer or a plain decimal float. Every such
+    text means the same to ``tomllib``. It exists because a hook reads the config on every job
+    and importing ``tomllib`` costs several milliseconds of the prolog's start-up.
+    """
+    global _SIMPLE
+    if _SIMPLE is None:
+        import re
+
+        _SIMPLE = (re.compile(r"\[([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)\]"),
+                   re.compile(r"([A-Za-z0-9_-]+)[ \t]*=[ \t]*(.*?)"),
+                   re.compile(r"-?(?:0|[1-9][0-9]*)"), re.compile(r"-?(?:0|[1-9][0-9]*)\.[0-9]+"))
+    table_re, pair_re, int_re, float_re = _SIMPLE
+    data: dict = {}
+    table, seen = data, set()
+    for raw in text.split("\n"):
+        line = raw.strip(" \t\r")
+        if not line or line.startswith("#"):
+            continue
+        m = table_re.fullmatch(line)
+        if m:
+            if m.group(1) in seen:
+                return None
+            seen.add(m.group(1))
+            table = data
+            for part in m.group(1).split("."):
+                table = table.setdefault(part, {})
+                if not isinstance(table, dict):
+                    return None
+            continue
+        m = pair_re.fullmatch(line)
+        if not m or m.group(1) in table:
+            return None
+        v = m.group(2)
+        if len(v) >= 2 and v[0] == v[-1] == '"' and '"' not in v[1:-1] and "\\" not in v \
+                and all(c >= " " or c == "\t" for c in v) and "\x7f" not in v:
+            table[m.group(1)] = v[1:-1]
+        elif v in ("true", "false"):
+            table[m.group(1)] = v == "true"
+        elif int_re.fullmatch(v):
+            table[m.group(1)] = int(v)
+        elif float_re.fullmatch(v):
+            table[m.group(1)] = float(v)
+        else:
+            return None
+    return data
+
+
 def parse(text: str, path) -> HookConfig:
     """Parse the TOML ``text`` of ``path``. Raises :class:`HookConfigError` naming the file and
-    the line (TOML syntax) or the key (unknown key, wrong type, bad mode)."""
-    import tomllib
+    the line (TOML syntax) or the key (unknown key, wrong type, bad mode). The plain subset that
+    ``hooks install`` writes is read without importing ``tomllib`` (:func:`simple_toml`)."""
+    data = simple_toml(text)
+    if data is None:
+        import tomllib
 
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise HookConfigError(path, getattr(exc, "lineno", None), f"not valid TOML: {exc}") from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            import re
+
+            m = re.search(r"\(at line (\d+)", str(exc))  # Python < 3.14 has no exc.lineno
+            line = getattr(exc, "lineno", None) or (int(m.group(1)) if m else None)
+            raise HookConfigError(path, line, f"not valid TOML: {exc}") from None
     for key, value in data.items():
         want = _TYPES.get(key)
         if want is None:

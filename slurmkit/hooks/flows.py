@@ -105,7 +105,9 @@ class Run:
         self.cfg = self.cfg.over_profile(health)  # the hooks config's mode / deadline_s win when set
         from dataclasses import replace
 
-        from slurmkit.health.config import load_config
+        from slurmkit.health.config import defaults, load_config
+
+        defaults(self.cfg.state_dir)  # checks.toml, kept as JSON in the state dir while unchanged
 
         gpus = len(self.gres_files or [])
         if not gpus:  # a node whose gres.conf lists no GPU expects none, whatever the site-wide value

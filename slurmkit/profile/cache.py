@@ -12,17 +12,14 @@ through ``load_profile``, the one reader, with its full validation.
 
 from __future__ import annotations
 
-import json
 import os
 
+from slurmkit import stampcache
 from slurmkit.profile.health import Health
 
 CACHE_NAME = "profile-health.json"
-
-
-def _stamp(path: str) -> list:
-    st = os.stat(path)
-    return [path, st.st_mtime_ns, st.st_size]
+#: Bumped when the cached JSON's shape changes (an older cache is then rebuilt).
+SHAPE = 2
 
 
 def load_health(profile, cache_dir=None) -> Health:
@@ -56,15 +53,11 @@ def load_for_node(profile, cache_dir=None, node: str | None = None) -> tuple[Hea
 
 def _cached(profile, cache_dir) -> dict:
     cache = os.path.join(os.fspath(cache_dir), CACHE_NAME) if cache_dir is not None else None
+    key = f"{SHAPE}:{os.fspath(profile)}"
     if cache is not None:
-        try:
-            with open(cache, encoding="utf-8") as fh:
-                data = json.load(fh)
-            if data["profile"] == os.fspath(profile) and data["layers"] and "nvlinks" in data and "nodes" in data \
-                    and all(_stamp(f) == [f, ns, size] for f, ns, size in data["layers"]):
-                return data
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
+        data = stampcache.read(cache, key)
+        if data is not None:
+            return data
     from slurmkit.health.services import expected_nvlinks, has_nvswitch
     from slurmkit.profile.load import load_profile
 
@@ -73,18 +66,11 @@ def _cached(profile, cache_dir) -> dict:
     for part in prof.partitions.values():
         nodes.setdefault(part.node_type, [])
         nodes[part.node_type].extend(n for n in part.node_names if n not in nodes[part.node_type])
-    data = {"profile": os.fspath(profile), "health": prof.health.to_json(),
+    data = {"health": prof.health.to_json(),
             "nics": {name: [{"device": n.device, "link_layer": n.link_layer, "rate_gbps": n.rate_gbps,
                              "role": n.role} for n in nt.nics] for name, nt in prof.node_types.items()},
             "nodes": nodes, "nvswitch": {name: has_nvswitch(nt) for name, nt in prof.node_types.items()},
             "nvlinks": {name: expected_nvlinks(nt) for name, nt in prof.node_types.items()}}
     if cache is not None:
-        try:
-            data["layers"] = [_stamp(f) for f in prof.layers if f != "preset"]
-            from slurmkit.atomicfile import atomic_write
-
-            os.makedirs(cache_dir, mode=0o700, exist_ok=True)
-            atomic_write(cache, json.dumps(data) + "\n", 0o600)
-        except (OSError, TypeError, ValueError):
-            pass
+        stampcache.write(cache, key, [f for f in prof.layers if f != "preset"], data)
     return data
