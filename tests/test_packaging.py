@@ -62,3 +62,34 @@ def test_sandbox_refuses_to_start_when_not_root(tmp_path):
                          env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert res.returncode == 1
     assert "run as root" in res.stderr and "Traceback" not in res.stderr
+
+
+# third-party module -> the distribution that provides it (what setup.cfg declares)
+DISTS = {"click": "click", "jinja2": "jinja2", "numpy": "numpy", "pandas": "pandas", "pyarrow": "pyarrow",
+         "matplotlib": "matplotlib", "pynvml": "nvidia-ml-py", "hostlist": "python-hostlist"}
+#: imported on purpose without being a requirement: an optional backend (extra ``pyslurm``) and
+#: the demo's training script, which runs inside sandbox jobs with the demo's torch
+NOT_REQUIRED = {"pyslurm", "torch"}
+
+
+def test_setup_cfg_declares_exactly_the_third_party_modules_slurmkit_imports():
+    import configparser
+    import re
+    import sys
+
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    declared = {re.split(r"[<>=!~ ]", line.strip())[0].lower()
+                for line in cfg["options"]["install_requires"].strip().splitlines()}
+    import ast
+
+    imported = set()
+    for path in (REPO / "slurmkit").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+    third = {m for m in imported if m not in sys.stdlib_module_names and m not in ("slurmkit", "__future__")}
+    assert third - NOT_REQUIRED <= set(DISTS), f"imported but not mapped to a distribution: {third - set(DISTS)}"
+    assert {DISTS[m] for m in third - NOT_REQUIRED} == declared
