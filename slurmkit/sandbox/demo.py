@@ -126,7 +126,7 @@ class Demo:
         state = self.wait_done(job, 600)
         text = out.read_text(errors="replace")
         for line in text.splitlines():
-            if any(k in line for k in ("preempted", "resumed", "training done", "USR2 received")):
+            if any(k in line for k in ("preempted", "resumed", "training done", "checkpoint and requeue")):
                 _info("| " + line.strip())
         if state != "COMPLETED" or "training done" not in text:
             raise DemoError(f"training job {job} ended {state}; see {out}")
