@@ -692,6 +692,15 @@ def locate_job_ids(path, job_ids, fields: list[str] | None = None, delimiter: st
     return out
 
 
+def field_names(path, fields: list[str] | None = None, delimiter: str | None = None) -> list[str] | None:
+    """The canonical field names the sacct file ``path`` is read with (its header, else
+    ``fields``); None when it holds no header or row. Raises :class:`AccountingInputError` as
+    :func:`stream_sacct_file` does for a head that cannot be read."""
+    with _file_opener(path)() as fh:
+        layout = _layout(fh, str(path), fields, delimiter, DataQuality())
+    return None if layout is None else [n for n in layout.names if n not in (layout.dups or {})]
+
+
 def _file_opener(path):
     p = Path(path)
     try:

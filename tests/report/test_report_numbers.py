@@ -475,3 +475,27 @@ def test_a_delimiter_in_submitline_of_an_o_all_capture_is_joined_or_the_row_skip
     assert rep["totals"]["jobs"] == 1
     assert [p["line"] for p in rep["data_quality"]["problems"]
             if p["reason"].startswith("wrong number of fields")] == [3, 4]
+
+
+def test_a_header_without_times_or_rows_all_without_times_are_refused_leaving_the_output(tmp_path):
+    out, before = _last_week(tmp_path)
+    no_times = [f for f in LONG if f not in ("Submit", "Start", "End")]   # what sacct -l -P prints
+    base = row()
+    bad = tmp_path / "l.psv"
+    args = ["report", "weekly", "--from-sacct", str(bad), "--week", "2026-W01", "-o", str(out),
+            "--spool", str(_spool(tmp_path)), "--format", "json,md,csv"]
+    bad.write_bytes(("|".join(no_times) + "\n" + "\n".join("|".join(base.get(f, "") for f in no_times)
+                                                            for _ in range(3)) + "\n").encode())
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2, res.output
+    assert res.output.count("\n") == 1 and "no Submit,Start,End" in res.output and "-o" in res.output
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    # the fields are there but no row has a time: refused as well, the folder untouched
+    bad.write_bytes(text([row(JobID=str(100 + i), Submit="Unknown", Eligible="Unknown", Start="Unknown",
+                              End="Unknown") for i in range(3)]))
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith("slurmkit: error: ") and res.output.count("\n") == 1
+    assert "every one of the 3 rows was rejected: no Submit/Start/End time (3)" in res.output
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
