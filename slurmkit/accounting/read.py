@@ -137,10 +137,12 @@ def _layout(fh, source: str, fields, delimiter, dq: DataQuality) -> _Layout | No
     first_fields = first.split(delim)
     if len(first_fields) == 1 and looks_like_header(first.split()):
         raise AccountingInputError(source, skipped + 1, NOT_PARSABLE + " (this is sacct's fixed-width table)")
+    header_trailing = False
     if looks_like_header(first_fields):
         names = [canonical(f) for f in first_fields]
         if names and names[-1] == "":
             names.pop()   # a trailing delimiter's empty last field
+            header_trailing = True   # --parsable ends its header with the delimiter too
         header_line = skipped + 1
         start = offset + len(raw)
         sample = b""
@@ -170,9 +172,30 @@ def _layout(fh, source: str, fields, delimiter, dq: DataQuality) -> _Layout | No
         else:
             seen[n] = 1
     bdelim = delim.encode()
-    trailing = sample.endswith(bdelim) and sample.count(bdelim) == len(names)
+    trailing = header_trailing or _votes_trailing(fh, sample, bdelim, len(names))
     direct = len(bdelim) == 1 and delim not in ('"', "\n", "\r")
     return _Layout(names, delim, delim if direct else DELIMITER, trailing, start, dups)
+
+
+def _votes_trailing(fh, sample: bytes, bdelim: bytes, nnames: int, lines: int = 100) -> bool:
+    """True when the rows end with ``--parsable``'s trailing delimiter: of the first row
+    (``sample``) and the next ``lines`` data lines of ``fh``, more have ``nnames`` delimiters and
+    end with one than have ``nnames - 1``. One row alone cannot tell a trailing delimiter from a
+    delimiter inside a field when the last field is empty; a few rows do."""
+    ends = whole = 0
+    line = sample
+    for _ in range(lines + 1):
+        if _is_ignored(line) is None:
+            n = line.count(bdelim)
+            if n == nnames and line.endswith(bdelim):
+                ends += 1
+            elif n == nnames - 1:
+                whole += 1
+        raw = fh.readline()
+        if not raw:
+            break
+        line = raw.rstrip(b"\r\n")
+    return ends > whole
 
 
 #: The message for output that is not sacct's parsable form.
@@ -371,6 +394,59 @@ def _locate(data: bytes, texts: list[bytes]) -> list[tuple[int, int | None]]:
     return [(end, None) if p is None else (p, lines[p]) for p in found]
 
 
+#: Free-text fields that may hold the delimiter (a job name, a command line, a path, a comment):
+#: where an extra delimiter in a row may be put back.
+FREE_TEXT = ("JobName", "SubmitLine", "WorkDir", "Comment", "AdminComment", "SystemComment",
+             "Constraints", "Extra", "StdOut", "StdErr", "StdIn")
+
+_TIME = r"|[0-9]+|[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}|Unknown|None|N/A"
+_INT = r"|-?[0-9]+"
+_LIMIT = r"|[0-9]+|UNLIMITED|Partition_Limit|INVALID|NONE"
+_DURATION = r"|([0-9]+-)?([0-9]+:)?[0-9]+:[0-9]+(\.[0-9]+)?|UNLIMITED|Partition_Limit|INVALID|NONE"
+_TRES = r"|[A-Za-z][\w/:.\-]*=[^,]*(,[A-Za-z][\w/:.\-]*=[^,]*)*"
+_MEM = r"|[0-9]+(\.[0-9]+)?[KMGTPE]?[nc]?|0"
+_JOBID = r"[0-9]+[0-9_+.\[\]%\-A-Za-z]*"
+#: What a typed field holds (a fullmatch): the check that an extra delimiter was put back in
+#: the right field (the fields after it would otherwise be shifted by one).
+_TYPED = {
+    **{f: _TIME for f in ("Submit", "Eligible", "Start", "End")},
+    **{f: _INT for f in ("ElapsedRaw", "NCPUS", "NNodes", "AllocCPUS", "ReqCPUS", "AllocNodes", "ReqNodes",
+                         "NTasks", "UID", "GID", "CPUTimeRAW", "ConsumedEnergyRaw", "DBIndex", "AssocID",
+                         "QOSRAW", "WCKeyID", "Restarts", "ResvCPURAW", "PlannedCPURAW", "Priority")},
+    "TimelimitRaw": _LIMIT,
+    **{f: _DURATION for f in ("Elapsed", "Timelimit", "Suspended", "TotalCPU", "UserCPU", "SystemCPU",
+                              "CPUTime", "AveCPU", "MinCPU", "Reserved", "Planned", "PlannedCPU", "ResvCPU")},
+    **{f: _TRES for f in ("AllocTRES", "ReqTRES", "TRESUsageInAve", "TRESUsageInMax", "TRESUsageInMaxNode",
+                          "TRESUsageInMaxTask", "TRESUsageInMin", "TRESUsageInMinNode", "TRESUsageInMinTask",
+                          "TRESUsageInTot", "TRESUsageOutAve", "TRESUsageOutMax", "TRESUsageOutMaxNode",
+                          "TRESUsageOutMaxTask", "TRESUsageOutMin", "TRESUsageOutMinNode",
+                          "TRESUsageOutMinTask", "TRESUsageOutTot")},
+    **{f: _MEM for f in ("ReqMem", "MaxRSS", "AveRSS", "MaxVMSize", "AveVMSize")},
+    "JobID": _JOBID, "JobIDRaw": _JOBID,
+    "State": r"|[A-Z_]+( by [0-9]+)?",
+    "ExitCode": r"|[0-9]+:[0-9]+", "DerivedExitCode": r"|[0-9]+:[0-9]+",
+}
+_TYPED_RE = {f: re.compile(p) for f, p in _TYPED.items()}
+
+
+def _place_extra(parts: list, names: list, delim: str) -> tuple[list, str] | None:
+    """``parts`` (a row split into more fields than ``names``) with its extra delimiters put
+    back into the one free-text field (:data:`FREE_TEXT`) where every typed field then reads as
+    its type, and that field's name; None when no field, or more than one, fits."""
+    extra = len(parts) - len(names)
+    fits = []
+    for c, name in enumerate(names):
+        if name.split("#")[0] not in FREE_TEXT:
+            continue
+        cand = parts[:c] + [delim.join(parts[c:c + extra + 1])] + parts[c + extra + 1:]
+        if all(rx.fullmatch(cand[i].strip()) for i, n in enumerate(names)
+               if (rx := _TYPED_RE.get(n.split("#")[0])) is not None):
+            fits.append((cand, name.split("#")[0]))
+            if len(fits) > 1:
+                return None
+    return fits[0] if fits else None
+
+
 #: A line a Slurm command or the shell printed into a capture (``sacct: error: ...``): never
 #: the rest of a job name.
 _MESSAGE = re.compile(r"^\s*[\w./-]+: (?:error|warning|fatal|debug\w*|info):", re.I)
@@ -441,10 +517,15 @@ def _bad_rows(bad: list, data, layout: _Layout, dq: DataQuality, source: str, li
         i += 1
         if first is None:
             first = (ncols - extra_col, line)
-        if ncols > expected and names[-1] == "JobName" and not layout.trailing:
-            parts = text.split(sep)
-            repaired.append(parts[:len(names) - 1] + [delim.join(parts[len(names) - 1:])])
-            dq.repair("delimiter inside JobName (joined)", source, line, shown)
+        parts = text.split(sep)
+        if layout.trailing and parts and parts[-1] == "":
+            parts.pop()   # --parsable's trailing delimiter
+        placed_row = _place_extra(parts, names, delim) if len(parts) > len(names) else None
+        if placed_row is not None:
+            repaired.append(placed_row[0])
+            dq.repair(f"delimiter inside {placed_row[1]} (joined)", source, line, shown)
+        elif layout.trailing and len(parts) == len(names):
+            repaired.append(parts)   # a whole row without the trailing delimiter: not short
         elif ncols < expected:
             parts = text.split(sep)
             looks_like_row = len(parts) > jcol and re.fullmatch(r"[0-9]+[0-9_+.\[\]%\-A-Za-z]*", parts[jcol].strip())
@@ -609,6 +690,15 @@ def locate_job_ids(path, job_ids, fields: list[str] | None = None, delimiter: st
                 if jid in want:
                     out.setdefault(jid, []).append(line)
     return out
+
+
+def field_names(path, fields: list[str] | None = None, delimiter: str | None = None) -> list[str] | None:
+    """The canonical field names the sacct file ``path`` is read with (its header, else
+    ``fields``); None when it holds no header or row. Raises :class:`AccountingInputError` as
+    :func:`stream_sacct_file` does for a head that cannot be read."""
+    with _file_opener(path)() as fh:
+        layout = _layout(fh, str(path), fields, delimiter, DataQuality())
+    return None if layout is None else [n for n in layout.names if n not in (layout.dups or {})]
 
 
 def _file_opener(path):

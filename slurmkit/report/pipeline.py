@@ -260,6 +260,10 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     dqd = report["data_quality"]
     if opts.captures:
         _find_lines(dqd["problems"], opts.captures, _field_list(opts.sacct_fields), opts.delimiter)
+    if opts.captures and dqd["rows_counted"] == 0 and dqd["rows_rejected"] > 0:
+        why = ", ".join(f"{k} ({v})" for k, v in sorted(dqd["skipped_reasons"].items(), key=lambda kv: -kv[1])[:3])
+        raise InputError(",".join(map(str, opts.captures)), None,
+                         f"every one of the {dqd['rows_read']} rows was rejected: {why}; the output folder is left as it was")
     dqd["rejected_limit"] = opts.max_rejected_share
     over = dqd["rejected_share"] > opts.max_rejected_share
     dqd["rejected_over_limit"] = bool(over)
@@ -356,6 +360,24 @@ def _field_list(spec) -> list[str] | None:
     return read_field_list(text)
 
 
+#: Fields a row needs to be placed in time: without every one of them in the header, every row
+#: would be skipped (``no Submit/Start/End time``).
+TIME_FIELDS = ("Submit", "Start", "End")
+
+
+def _check_time_fields(path, fields, delimiter) -> None:
+    """InputError, once, when the capture's header (or field list) has none of
+    :data:`TIME_FIELDS` (``sacct -l`` prints none of them): every row would be rejected."""
+    from slurmkit.accounting.read import field_names
+
+    names = field_names(path, fields, delimiter)
+    if names is not None and not any(n in names for n in TIME_FIELDS):
+        missing = ",".join(TIME_FIELDS)
+        raise InputError(path, None, f"the header has no {missing}, which every row needs: capture again "
+                                     f"with them, e.g. sacct -P -o JobID,{missing},... "
+                                     f"(--format=...), or add them to sacct -l's fields with -o")
+
+
 def _captured(opts: WeeklyOptions):
     """``(rows, data quality, window, as of)`` from the captured files; with no window, the
     whole UTC days their submit/start/end times span (InputError when they hold none).
@@ -371,6 +393,7 @@ def _captured(opts: WeeklyOptions):
     fields = _field_list(opts.sacct_fields)
     parts, dq = [], DataQuality()
     for f in opts.captures:
+        _check_time_fields(f, fields, opts.delimiter)
         frows, fdq = load_sacct(f, None, fields, opts.delimiter, cluster=opts.cluster or "", tz=opts.tz)
         parts.append((latest_time(frows), len(parts), frows))
         dq.merge(fdq)

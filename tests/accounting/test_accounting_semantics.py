@@ -218,10 +218,16 @@ def test_malformed_line_is_skipped_with_reason_and_line():
     assert dq.problems[0].detail == "garbage|line"
 
 
-def test_too_many_fields_when_jobname_is_not_last_is_skipped():
+def test_too_many_fields_when_jobname_is_not_last_is_joined_only_where_the_types_fit():
     fields = ["JobName"] + [f for f in FIELDS if f != "JobName"]
     good = [row(), row(JobID="101")]
     lines = ["|".join(r[f] for f in fields) for r in good] + ["|".join(row(JobID="102", JobName="x|y")[f] for f in fields)]
+    # the one free-text field is JobName and every typed field after it reads as its type
+    table, dq = read_sacct_bytes(("\n".join(lines) + "\n").encode(), "j.psv", fields=fields)
+    assert table.num_rows == 3 and table.column("JobName").to_pylist()[-1] == "x|y"
+    assert dq.repaired == {"delimiter inside JobName (joined)": 1} and dq.problems[0].line == 3
+    # an extra delimiter in a typed field (NodeList before ReqMem): no placement fits
+    lines[-1] = "|".join(row(JobID="102", ReqMem="8|G")[f] for f in fields)
     table, dq = read_sacct_bytes(("\n".join(lines) + "\n").encode(), "j.psv", fields=fields)
     assert table.num_rows == 2
     assert dq.skipped == {f"wrong number of fields ({len(FIELDS) + 1} for {len(FIELDS)})": 1}

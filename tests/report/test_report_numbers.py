@@ -442,3 +442,60 @@ def test_html_shows_the_new_sections_in_chromium_and_each_image_decodes(tmp_path
     for needle in ("Provisional: 1 job(s) still running as of 2026-01-01T03:00:00Z", "Most GPUs in use at once",
                    "Efficiency by user", "Jobs that held GPUs idle", "of the CPU-hours", "Queue wait (Start − Eligible)", "prometheus"):
         assert needle in dom, needle
+
+
+# --- a delimiter inside a free-text field ------------------------------------------------------
+
+def test_a_delimiter_in_submitline_of_an_o_all_capture_is_joined_or_the_row_skipped(tmp_path):
+    from slurmkit.accounting.fields import SACCT_FIELDS
+
+    fields = list(SACCT_FIELDS)   # sacct -o ALL: SubmitLine mid-row, WorkDir (empty here) last
+
+    def line(**kw):
+        r = row(**kw)
+        return "|".join(r.get(f, "") for f in fields)
+
+    lines = ["|".join(fields),
+             line(JobID="101", SubmitLine="sbatch --wrap=python x.py | tee log", TotalCPU="02:00:00"),  # 2
+             line(JobID="100", SubmitLine="sbatch a.sh", TotalCPU="02:00:00"),                          # 3
+             line(JobID="102", SubmitLine="sbatch b.sh", TotalCPU="02:00:00")]                          # 4
+    res = _run(tmp_path, ("\n".join(lines) + "\n").encode(), formats=["csv"])
+    dq = res.report["data_quality"]
+    assert dq["rows_skipped"] == 0 and res.report["totals"]["jobs"] == 3
+    assert _problems(res.report, "delimiter inside SubmitLine (joined)")[0][0] == 2
+    assert set(res.allocations["cpu_eff"].round(3)) == {0.5}   # 2 h CPU / (1 h x 4 CPUs)
+
+    # two free-text fields side by side: the extra delimiter could be in either -> skipped
+    f2 = ["JobID", "JobName", "Comment", "State", "Submit", "Start", "End", "ElapsedRaw", "AllocTRES", "NCPUS"]
+    good = f"200|train|c|COMPLETED|{T0}|{T0}|{T0 + 3600}|3600|gres/gpu=1|2"
+    lines = ["|".join(f2), good, f"201|a|b|c|COMPLETED|{T0}|{T0}|{T0 + 3600}|3600|gres/gpu=1|2",
+             # the extra delimiter in no free-text field: the typed fields would be shifted
+             f"202|train|c|COMPLETED|{T0}|{T0}|{T0 + 3600}|3600|gres/gpu=1|2|9"]
+    rep = _run(tmp_path, ("\n".join(lines) + "\n").encode(), outdir=tmp_path / "o2", allow_rejected=True).report
+    assert rep["totals"]["jobs"] == 1
+    assert [p["line"] for p in rep["data_quality"]["problems"]
+            if p["reason"].startswith("wrong number of fields")] == [3, 4]
+
+
+def test_a_header_without_times_or_rows_all_without_times_are_refused_leaving_the_output(tmp_path):
+    out, before = _last_week(tmp_path)
+    no_times = [f for f in LONG if f not in ("Submit", "Start", "End")]   # what sacct -l -P prints
+    base = row()
+    bad = tmp_path / "l.psv"
+    args = ["report", "weekly", "--from-sacct", str(bad), "--week", "2026-W01", "-o", str(out),
+            "--spool", str(_spool(tmp_path)), "--format", "json,md,csv"]
+    bad.write_bytes(("|".join(no_times) + "\n" + "\n".join("|".join(base.get(f, "") for f in no_times)
+                                                            for _ in range(3)) + "\n").encode())
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2, res.output
+    assert res.output.count("\n") == 1 and "no Submit,Start,End" in res.output and "-o" in res.output
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    # the fields are there but no row has a time: refused as well, the folder untouched
+    bad.write_bytes(text([row(JobID=str(100 + i), Submit="Unknown", Eligible="Unknown", Start="Unknown",
+                              End="Unknown") for i in range(3)]))
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith("slurmkit: error: ") and res.output.count("\n") == 1
+    assert "every one of the 3 rows was rejected: no Submit/Start/End time (3)" in res.output
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
