@@ -59,6 +59,7 @@ class DiagReport:
     source: str = ""
 
     check: str = "dcgm_diag"
+    timed_out: bool = False  # the diag overran its deadline (and was killed)
 
     def reason(self) -> str:
         """The drain reason: ``slurmkit: dcgm_diag: GPU1 Memory: fail (...)`` (the first failing
@@ -127,16 +128,65 @@ def verdict(tests: list[DiagTest], source: str) -> DiagReport:
     return DiagReport("pass", tests, f"{len(judged)} results passed", source)
 
 
-def dcgm_diag(level: int = 1, timeout_s: float = 120.0, *, dcgmi: str | os.PathLike = "/usr/bin/dcgmi",
-              capture: str | os.PathLike | None = None) -> DiagReport:
+def _running_diag(pidfile: Path) -> tuple[int, float] | None:
+    """(pid, started at: epoch s) of a ``dcgmi diag`` an earlier run started and recorded in
+    ``pidfile`` that is still running; None (the stale file removed) when there is none."""
+    try:
+        pid = int(pidfile.read_text().split()[0])
+        started = pidfile.stat().st_mtime
+    except (OSError, ValueError, IndexError):
+        return None
+    alive = True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        alive = False
+    except PermissionError:
+        pass
+    if alive:
+        try:  # a reused pid is not our diag
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                alive = b"diag" in fh.read()
+        except OSError:
+            pass
+    if not alive:
+        try:
+            pidfile.unlink()
+        except OSError:
+            pass
+        return None
+    return pid, started
+
+
+def _killpg(pid: int) -> None:
+    import signal
+
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def dcgm_diag(level: int = 1, timeout_s: float = 45.0, *, dcgmi: str | os.PathLike = "/usr/bin/dcgmi",
+              capture: str | os.PathLike | None = None, pidfile: str | os.PathLike | None = None) -> DiagReport:
     """Run ``<dcgmi> diag -r <level> -j`` (at most ``timeout_s`` s; the process is killed then)
     or, when ``capture`` is given, read that recorded output instead (nothing runs).
 
+    The diag runs in its own session (so the deadline kills dcgmi and the nvvs it starts). So that
+    it never outlives the hook: while it runs, SIGTERM / SIGINT / SIGHUP (slurmd ending the hook)
+    kill its process group before the hook exits; and its pid is kept in ``pidfile`` (the state
+    directory), so that a diag left by a run that was SIGKILLed is found by the next one: it is
+    not started twice (``error``, own trouble, while the earlier one is within ``timeout_s``;
+    past it, the earlier one is killed and the run is a ``fail``: the diag hung).
+
     Returns a :class:`DiagReport`: ``skip`` when ``dcgmi`` is not installed; ``fail`` when a test
-    failed or the diag overran ``timeout_s`` (a GPU that hangs a self-test); ``error`` (own
-    trouble) when dcgmi ran but gave no parseable result (host engine not running, bad output).
-    Raises nothing.
+    failed or the diag overran ``timeout_s`` (a GPU that hangs a self-test; ``timed_out``);
+    ``error`` (own trouble) when dcgmi ran but gave no parseable result (host engine not running,
+    bad output). Raises nothing.
     """
+    import signal
+    import time
+
     if capture is not None:
         try:
             text = Path(capture).read_text(encoding="utf-8", errors="replace")
@@ -149,24 +199,73 @@ def dcgm_diag(level: int = 1, timeout_s: float = 120.0, *, dcgmi: str | os.PathL
         if not os.access(dcgmi, os.X_OK):
             return DiagReport(SKIP, message=f"{dcgmi} not installed (DCGM absent): active check skipped",
                               source=source)
+        pidfile = Path(pidfile) if pidfile is not None else None
+        if pidfile is not None:
+            earlier = _running_diag(pidfile)
+            if earlier is not None:
+                pid, started = earlier
+                age = time.time() - started
+                if age < timeout_s:
+                    return DiagReport(ERROR, message=f"an earlier dcgmi diag (pid {pid}, started {age:.0f} s ago) "
+                                                     "is still running: not starting another", source=source)
+                _killpg(pid)
+                try:
+                    pidfile.unlink()
+                except OSError:
+                    pass
+                return DiagReport("fail", message=f"dcgmi diag -r {int(level)} did not finish within {timeout_s:g} s "
+                                                  f"(pid {pid}, left by an earlier health check, {age:.0f} s old: killed)",
+                                  source=source, timed_out=True)
         try:  # own session: at the deadline the whole group (dcgmi and the nvvs it starts) is killed
             proc = subprocess.Popen([os.fspath(dcgmi), "diag", "-r", str(int(level)), "-j"], stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, errors="replace",
                                     start_new_session=True)
         except OSError as exc:
             return DiagReport(ERROR, message=f"{dcgmi}: {exc.strerror or exc}", source=source)
-        try:
-            out, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            import signal
-
+        if pidfile is not None:
             try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
+                from slurmkit.atomicfile import atomic_write
+
+                atomic_write(pidfile, f"{proc.pid}\n")
+            except OSError:
                 pass
-            proc.communicate()
-            return DiagReport("fail", message=f"dcgmi diag -r {int(level)} did not finish within {timeout_s:g} s",
-                              source=source)
+        old_handlers = {}
+
+        def _on_signal(signum, frame):  # the hook is being ended: the diag goes with it
+            _killpg(proc.pid)
+            if pidfile is not None:
+                try:
+                    pidfile.unlink()
+                except OSError:
+                    pass
+            prev = old_handlers.get(signum)
+            signal.signal(signum, prev if prev not in (None, _on_signal) else signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            try:
+                old_handlers[sig] = signal.signal(sig, _on_signal)
+            except (ValueError, OSError):  # not the main thread: the pid file is the backstop
+                pass
+        try:
+            try:
+                out, err = proc.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                _killpg(proc.pid)
+                proc.communicate()
+                return DiagReport("fail", message=f"dcgmi diag -r {int(level)} did not finish within {timeout_s:g} s",
+                                  source=source, timed_out=True)
+        finally:
+            for sig, h in old_handlers.items():
+                try:
+                    signal.signal(sig, h)
+                except (ValueError, OSError, TypeError):
+                    pass
+            if pidfile is not None:
+                try:
+                    pidfile.unlink()
+                except OSError:
+                    pass
         text = out + ("\n" + err if "{" not in out else "")
     try:
         tests = parse_diag(text, source)
@@ -199,7 +298,7 @@ def parse_allreduce(text: str, origin: str = "all_reduce_perf") -> tuple[float, 
     return avg, wrong
 
 
-def nccl_allreduce(floor_gbps: float, gpus: int, timeout_s: float = 120.0, *,
+def nccl_allreduce(floor_gbps: float, gpus: int, timeout_s: float = 45.0, *,
                    exe: str | os.PathLike = "/usr/bin/all_reduce_perf",
                    capture: str | os.PathLike | None = None) -> DiagReport:
     """Node-local all-reduce over ``gpus`` GPUs (``<exe> -b 1G -e 1G -g <gpus> -c 1``, at most
@@ -221,7 +320,7 @@ def nccl_allreduce(floor_gbps: float, gpus: int, timeout_s: float = 120.0, *,
                                         timeout_s)
         if timed_out:
             return DiagReport("fail", message=f"all_reduce_perf did not finish within {timeout_s:g} s", source=source,
-                              check="nccl_allreduce")
+                              check="nccl_allreduce", timed_out=True)
         if text is None:
             return DiagReport(ERROR, message=f"{exe}: could not be started", source=source)
     try:

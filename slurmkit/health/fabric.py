@@ -137,7 +137,8 @@ def read_node_fabric(state, sysfs, spec: dict | None) -> None:
     if not spec:
         return
     if spec.get("hcas"):
-        state.ib_ports, errors = read_ib_ports(sysfs, spec["hcas"])
+        state.ib_ports, errors = _read_ib_ports_bounded(sysfs, spec["hcas"], float(spec.get("timeout_s") or
+                                                                                  FABRIC_READ_TIMEOUT_S))
         state.errors.extend(errors)
     if spec.get("fabric_manager") or spec.get("gpudirect_rdma"):
         from slurmkit.health.services import read_services
@@ -145,6 +146,43 @@ def read_node_fabric(state, sysfs, spec: dict | None) -> None:
         state.services, errors = read_services(sysfs, fabric_manager=bool(spec.get("fabric_manager")),
                                                gpudirect_rdma=bool(spec.get("gpudirect_rdma")))
         state.errors.extend(errors)
+
+
+#: How long the InfiniBand sysfs read may take (s): a file that blocks (a hung driver) is not
+#: NVML's trouble; the ports read by then are kept and the HCA in flight is marked ``timed_out``.
+FABRIC_READ_TIMEOUT_S = 2.0
+
+
+def _read_ib_ports_bounded(sysfs, hcas: list[dict], timeout_s: float) -> tuple[list[dict], list[str]]:
+    """:func:`read_ib_ports` one HCA at a time in a daemon thread, at most ``timeout_s`` in all;
+    at the deadline the HCA being read gives ``{"hca", "port": None, "timed_out": True}`` and
+    the rest are not read (the blocked thread is abandoned)."""
+    import threading
+
+    ports: list[dict] = []
+    errors: list[str] = []
+    current: dict = {}
+
+    def work():
+        for hca in hcas:
+            current["hca"] = hca
+            p, e = read_ib_ports(sysfs, [hca])
+            ports.extend(p)
+            errors.extend(e)
+            if e and not p and e[0].startswith("sysfs "):
+                break
+        current.pop("hca", None)
+
+    t = threading.Thread(target=work, name="slurmkit-sysfs", daemon=True)
+    t.start()
+    t.join(timeout_s)
+    if t.is_alive():
+        name = hca_spec(current.get("hca", {}).get("device", "?"))[0]
+        done = [p for p in list(ports) if p["hca"] != name]
+        return done + [{"hca": name, "port": None, "timed_out": True, "timeout_s": timeout_s,
+                        "state": None, "phys_state": None, "rate_gbps": None, "link_layer": None,
+                        "counters": {}}], list(errors)
+    return ports, errors
 
 
 def where(port: dict) -> str:
@@ -173,6 +211,13 @@ def check_ib_port(state, cfg, **_) -> list:
 
     out = []
     for p in state.ib_ports or []:
+        if p.get("timed_out"):
+            from slurmkit.health.checks import CheckResult
+
+            out.append(CheckResult("ib_port", FAIL, value=f"sysfs read of {p['hca']} timed out",
+                                   limit=f"{p.get('timeout_s', FABRIC_READ_TIMEOUT_S):g} s",
+                                   message="a sysfs file of the HCA blocked (hung driver or HCA): not NVML"))
+            continue
         if p.get("missing"):
             out.append(_result("ib_port", FAIL, p, "not found in /sys/class/infiniband", "present",
                                "an HCA the node type lists is absent (driver not loaded, card dead)"))
@@ -198,7 +243,7 @@ def check_ib_rate(state, cfg, **_) -> list:
     out = []
     for p in state.ib_ports or []:
         want, got = p.get("expected_rate_gbps"), p.get("rate_gbps")
-        if p.get("missing") or want is None or got is None or p.get("state") != "ACTIVE":
+        if p.get("missing") or p.get("timed_out") or want is None or got is None or p.get("state") != "ACTIVE":
             continue
         st = FAIL if got < want else PASS
         out.append(_result("ib_rate", st, p, f"{got:g} Gb/s" + (f" instead of {want:g} Gb/s" if st == FAIL else ""),
@@ -219,7 +264,7 @@ def check_ib_counters(state, cfg, **_) -> list:
     out = []
     for p in state.ib_ports or []:
         prev = prev_all.get(f"{p['hca']}/{p['port']}")
-        if p.get("missing") or not p.get("counters") or prev is None:
+        if p.get("missing") or p.get("timed_out") or not p.get("counters") or prev is None:
             continue
         rises = {}
         for name, now in p["counters"].items():

@@ -503,13 +503,15 @@ def healthcheck(run: Run) -> int:
         # it reboots (a new boot id) or an admin, having reset the GPU, resumes it
         run.log.info(f"{run.node} stays drained until it reboots or an admin resumes it: {h.drained_reason}")
         return 0
-    h.clean_runs += 1
+    h.clean_runs = min(h.clean_runs + 1, run.cfg.resume_after)  # kept at its bound while the gate waits
     run.log.info(f"clean run {h.clean_runs} of {run.cfg.resume_after} since slurmkit drained {run.node}")
     if h.clean_runs >= run.cfg.resume_after:
         from slurmkit.hooks.gate import resume_gate
 
         if not resume_gate(run):  # the active check (dcgmi diag) must pass first
             if not run.drained:
+                if not run.drain_reason:  # no new evidence: the earlier reason stands
+                    run.log.info(f"{run.node} stays drained for the earlier reason: {h.drained_reason}")
                 nodestate.save_health(run.cfg.state_dir, run.node, h)
             return 0
         from slurmkit.hooks.drain import resume

@@ -12,6 +12,8 @@ skip (DCGM not installed,  resume as before: the gate is documented as skipped (
 or ``active_check=false``)
 error (own trouble)        the node stays drained this run (counted, logged); the next
                            clean run tries again
+node busy (a job record    the diag does not run; the node stays drained ("resume waits
+or a GPU process)          for the node to be idle") until a health check finds it idle
 =========================  ==========================================================
 
 :func:`idle_check` runs the same diag on a healthy node that slurmkit has not drained, when
@@ -28,9 +30,20 @@ def _diag(run):
     the all-reduce floor: the deciding report (:func:`slurmkit.health.active.worst`)."""
     from slurmkit.health.active import dcgm_diag, nccl_allreduce, worst
 
+    import os
+
+    from slurmkit.hooks import nodestate
+
     health = run.health
+    pidfile = None
+    try:
+        d = nodestate.node_dir(run.cfg.state_dir, run.node)
+        os.makedirs(d, exist_ok=True)
+        pidfile = os.path.join(d, "dcgmi-diag.pid")  # a diag left by a killed hook is found here
+    except OSError as exc:
+        run.own_error(f"active check pid file in {run.cfg.state_dir}: {exc.strerror or exc}")
     reps = [dcgm_diag(health.dcgm_diag_level, health.active_timeout_s, dcgmi=run.cfg.dcgmi,
-                      capture=run.cfg.dcgm_capture_for(run.node))]
+                      capture=run.cfg.dcgm_capture_for(run.node), pidfile=pidfile)]
     if health.nccl_busbw_min_gbps is not None and reps[0].status != "fail":
         gpus = run.hc.expect.get("expected_gpu_count") or len(run.gres_files or []) or 1
         reps.append(nccl_allreduce(float(health.nccl_busbw_min_gbps), int(gpus), health.active_timeout_s,
@@ -38,7 +51,30 @@ def _diag(run):
         for r in reps:
             if r.status not in ("fail", "error"):
                 run.log.info(f"active check part {r.check}: {r.status}: {r.message}")
+    for r in reps:
+        if r.timed_out:
+            run.log.error(f"active check {r.check} timed out ({r.source}): {r.message}")
     return worst(reps)
+
+
+def node_busy(run) -> str | None:
+    """Why the node is not idle (a job's prolog record ``job-<id>.json`` in the state dir, or a
+    GPU compute process), or None when it is: the active check runs only on an idle node."""
+    import os
+
+    from slurmkit.hooks import nodestate
+
+    d = nodestate.node_dir(run.cfg.state_dir, run.node)
+    try:
+        jobs = sorted(n[len("job-"):-len(".json")] for n in os.listdir(d) if n.startswith("job-") and n.endswith(".json"))
+    except OSError:
+        jobs = []
+    if jobs:
+        return f"job {', '.join(jobs)} still recorded on the node"
+    busy = [g.index for g in (run.state.gpus if run.state else []) if g.get("processes")]
+    if busy:
+        return "compute processes on GPU " + ", ".join(map(str, busy))
+    return None
 
 
 def idle_check(run, now: float | None = None) -> None:
@@ -64,9 +100,9 @@ def idle_check(run, now: float | None = None) -> None:
         last = 0.0
     if now - last < health.active_interval_s:
         return
-    if any(n.startswith("job-") for n in os.listdir(d)) or \
-            any(g.get("processes") for g in (run.state.gpus if run.state else [])):
-        run.log.info("active check due but the node is busy: next health check")
+    busy = node_busy(run)
+    if busy:
+        run.log.info(f"active check due but the node is busy ({busy}): next health check")
         return
     rep = _diag(run)
     try:
@@ -96,6 +132,11 @@ def resume_gate(run) -> bool:
     if not run.health.active_check:
         run.log.info("active check off ([health] active_check = false): resuming on clean runs alone")
         return True
+    busy = node_busy(run)
+    if busy:  # never a self-test on a job's GPUs: the same rule as the idle check
+        run.log.info(f"resume waits for the node to be idle ({busy}): {run.node} stays drained, "
+                     "the active check runs at a later health check")
+        return False
     rep = _diag(run)
     if rep.status == SKIP:
         run.log.info(rep.message)

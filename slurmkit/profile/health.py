@@ -41,7 +41,8 @@ class Health:
     - ``active_check``: run the active check (DCGM ``dcgmi diag``) before slurmkit resumes a
       node it drained; the node comes back only when it passes (skipped where DCGM is absent)
     - ``dcgm_diag_level``: ``dcgmi diag -r`` level (1: seconds; 2-4 take minutes to hours)
-    - ``active_timeout_s``: the active check's deadline (s); overrunning it is a fail
+    - ``active_timeout_s``: the active check's deadline (s); overrunning it is a fail. It must
+      fit inside the 60 s slurmd allows HealthCheckProgram (below 60; default 45)
     - ``nccl_busbw_min_gbps``: with the active check, a node-local ``all_reduce_perf`` over the
       node's GPUs must reach this average bus bandwidth (GB/s; None: not run)
     - ``active_interval_s``: also run it on an idle, healthy node at most this often (s; 0: only
@@ -66,7 +67,7 @@ class Health:
     ib_judge_other_nics: bool = False
     active_check: bool = True
     dcgm_diag_level: int = 1
-    active_timeout_s: float = 120.0
+    active_timeout_s: float = 45.0
     active_interval_s: float = 0.0
     nccl_busbw_min_gbps: float | None = None
     thresholds: dict[str, int | float] = field(default_factory=dict)

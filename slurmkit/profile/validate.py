@@ -22,6 +22,10 @@ TOP_LEVEL = ("cluster", "partitions", "node_types", "fabric", "nccl", "submit", 
 _MISSING = object()
 
 
+#: slurmd kills HealthCheckProgram after this many seconds (a fixed limit in slurmd).
+SLURM_HEALTHCHECK_KILL_S = 60
+
+
 class _Ctx:
     """Where errors point: the file whose text is searched for the key's line."""
 
@@ -373,6 +377,12 @@ def _health(c: _Ctx, t: dict) -> Health:
     power = t.get("power_limit_w")  # kept as written (int or float): messages show it so
     if power is not None and (isinstance(power, bool) or not isinstance(power, (int, float)) or power < 0):
         c.fail("health.power_limit_w", f"expected a number of watts >= 0, got {_tname(power)} {power!r}")
+    active_timeout = c.get(t, k, "active_timeout_s", float, _default(Health, "active_timeout_s"), minimum=1)
+    if active_timeout >= SLURM_HEALTHCHECK_KILL_S:
+        c.fail("health.active_timeout_s",
+               f"must be below {SLURM_HEALTHCHECK_KILL_S} s, got {active_timeout!r}: slurmd kills "
+               f"HealthCheckProgram after {SLURM_HEALTHCHECK_KILL_S} s, and the diag must finish (or be "
+               f"killed by slurmkit) before that")
     return Health(mode=c.get(t, k, "mode", str, _default(Health, "mode"), choices=HEALTH_MODES),
                   deadline_s=c.get(t, k, "deadline_s", float, _default(Health, "deadline_s"), minimum=0),
                   per_call_deadline_s=c.get(t, k, "per_call_deadline_s", float,
@@ -391,8 +401,7 @@ def _health(c: _Ctx, t: dict) -> Health:
                   active_check=c.get(t, k, "active_check", bool, _default(Health, "active_check")),
                   dcgm_diag_level=c.get(t, k, "dcgm_diag_level", int, _default(Health, "dcgm_diag_level"),
                                         choices=(1, 2, 3, 4)),
-                  active_timeout_s=c.get(t, k, "active_timeout_s", float, _default(Health, "active_timeout_s"),
-                                         minimum=1),
+                  active_timeout_s=active_timeout,
                   nccl_busbw_min_gbps=c.get(t, k, "nccl_busbw_min_gbps", float, None, minimum=0),
                   active_interval_s=c.get(t, k, "active_interval_s", float, _default(Health, "active_interval_s"),
                                           minimum=0),
