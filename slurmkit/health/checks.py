@@ -132,14 +132,17 @@ for _check in ("ib_port", "ib_rate", "ib_counters", "nvlink_errors", "pcie_error
     MEANINGS[_check] = lambda r: str(r.value) if r.value not in (None, "") else r.message
 
 
-def _r(check: str, status: CheckStatus, g: GpuState | None, value=None, limit=None, message="") -> CheckResult:
+def result(check: str, status: CheckStatus, g: GpuState | None, value=None, limit=None, message="") -> CheckResult:
+    """A :class:`CheckResult` of ``check`` for GPU ``g`` (its index, UUID and PCI bus id; None:
+    a node-level result). Shared by the checks here and in ``nvlink`` / ``pcie``."""
     if g is None:
         return CheckResult(check, status, None, None, None, value, limit, message)
     return CheckResult(check, status, g.index, g.uuid, g.pci_bus_id, value, limit, message)
 
 
-def _usable(state: NodeState):
-    """GPUs whose handle could be taken (the rest are judged by ``gpu_lost`` only)."""
+def usable_gpus(state: NodeState) -> list[GpuState]:
+    """GPUs whose handle could be taken (``nvmlDeviceGetHandleByIndex_v2`` succeeded; the rest
+    are judged by ``gpu_lost`` only)."""
     return [g for g in state.gpus if g.handle_rc == RC_SUCCESS]
 
 
@@ -154,12 +157,12 @@ def check_gpu_count(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResul
     expected = cfg.expect.get("expected_gpu_count")
     if expected is not None:
         st = FAIL if seen < expected else PASS
-        out.append(_r("gpu_count", st, None, seen, expected,
+        out.append(result("gpu_count", st, None, seen, expected,
                       "NVML sees fewer GPUs than the node's gres" if st == FAIL else ""))
     if state.pci_devices is not None:
         pci = len(state.pci_devices)
         st = FAIL if pci != seen else PASS
-        out.append(_r("gpu_count", st, None, seen, pci,
+        out.append(result("gpu_count", st, None, seen, pci,
                       f"{pci} NVIDIA GPUs on the PCI bus but NVML reports {seen}" if st == FAIL else "PCI"))
     return out
 
@@ -168,10 +171,10 @@ def check_nvml_init(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResul
     """nvmlInit failed: hardware/driver evidence when the node should have GPUs; otherwise it is
     not judged here (:func:`evaluate` reports it as slurmkit's own trouble)."""
     if state.init_rc == RC_SUCCESS:
-        return [_r("nvml_init", PASS, None, RC_SUCCESS)]
+        return [result("nvml_init", PASS, None, RC_SUCCESS)]
     expected = cfg.expect.get("expected_gpu_count") or 0
     if expected > 0 and state.init_rc not in OWN_INIT_RCS:
-        return [_r("nvml_init", FAIL, None, state.init_rc, expected,
+        return [result("nvml_init", FAIL, None, state.init_rc, expected,
                    f"nvmlInit failed ({state.init_rc}) on a node with {expected} GPUs in gres")]
     return []
 
@@ -198,7 +201,7 @@ def check_xid(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
             msg += ": application error, ignored"
         elif baseline:
             msg += ": before slurmkit's first run this boot (baseline, not a drain)"
-        r = _r("xid", status, g, xid, "checks.toml [xid] fail" if status == FAIL else None, msg)
+        r = result("xid", status, g, xid, "checks.toml [xid] fail" if status == FAIL else None, msg)
         if g is None and bus:
             r.pci_bus_id = bus
         out.append(r)
@@ -211,7 +214,7 @@ def check_driver_version(state: NodeState, cfg: HealthConfig, **_) -> list[Check
     if not pin or state.driver_version is None:
         return []
     st = PASS if state.driver_version == pin else WARN
-    return [_r("driver_version", st, None, state.driver_version, pin)]
+    return [result("driver_version", st, None, state.driver_version, pin)]
 
 
 # ---- per GPU --------------------------------------------------------------------------------
@@ -222,13 +225,13 @@ def check_gpu_lost(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult
     for g in state.gpus:
         lost = [k for k, r in g.values.items() if r.rc == RC_GPU_IS_LOST]
         if g.handle_rc in (RC_GPU_IS_LOST, RC_UNKNOWN):
-            out.append(_r("gpu_lost", FAIL, g, g.handle_rc, RC_SUCCESS,
+            out.append(result("gpu_lost", FAIL, g, g.handle_rc, RC_SUCCESS,
                           f"nvmlDeviceGetHandleByIndex_v2: {g.handle_rc}"))
         elif lost:
-            out.append(_r("gpu_lost", FAIL, g, RC_GPU_IS_LOST, RC_SUCCESS,
+            out.append(result("gpu_lost", FAIL, g, RC_GPU_IS_LOST, RC_SUCCESS,
                           "GPU_IS_LOST from " + ", ".join(sorted({g.values[k].source for k in lost}))))
         elif g.handle_rc == RC_SUCCESS:
-            out.append(_r("gpu_lost", PASS, g, RC_SUCCESS))
+            out.append(result("gpu_lost", PASS, g, RC_SUCCESS))
     return out
 
 
@@ -246,7 +249,7 @@ def check_nvml_error(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResu
         if bad:
             call, rc = bad[0]
             more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
-            out.append(_r("nvml_error", FAIL, g, rc, RC_SUCCESS, f"{call}: {rc}{more}"))
+            out.append(result("nvml_error", FAIL, g, rc, RC_SUCCESS, f"{call}: {rc}{more}"))
     return out  # no pass results: the other checks speak for a GPU that answers
 
 
@@ -260,7 +263,7 @@ def check_nvsmi_error(state: NodeState, cfg: HealthConfig, **_) -> list[CheckRes
         if "nvsmi_error" not in g.values:
             continue
         v = g.get("nvsmi_error")
-        out.append(_r("nvsmi_error", FAIL if v else PASS, g, v or "", "",
+        out.append(result("nvsmi_error", FAIL if v else PASS, g, v or "", "",
                       "nvidia-smi printed an error for this GPU" if v else ""))
     return out
 
@@ -270,28 +273,28 @@ def check_ecc_mode(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult
     pending: it takes effect at the next GPU reset, under a job) -> fail; ECC off -> warn (a
     choice some sites make on workstation cards; switch the check off there)."""
     out = []
-    for g in _usable(state):
+    for g in usable_gpus(state):
         cur, pend = g.get("ecc_enabled"), g.get("ecc_pending")
         if cur is None:
             continue
         if pend is not None and pend != cur:
-            out.append(_r("ecc_mode", FAIL, g, f"current {'on' if cur else 'off'}, pending {'on' if pend else 'off'}",
+            out.append(result("ecc_mode", FAIL, g, f"current {'on' if cur else 'off'}, pending {'on' if pend else 'off'}",
                           "current == pending", "ECC mode change pending a GPU reset"))
         elif not cur:
-            out.append(_r("ecc_mode", WARN, g, "off", "on", "ECC is off on a GPU that has it"))
+            out.append(result("ecc_mode", WARN, g, "off", "on", "ECC is off on a GPU that has it"))
         else:
-            out.append(_r("ecc_mode", PASS, g, "on", "on"))
+            out.append(result("ecc_mode", PASS, g, "on", "on"))
     return out
 
 
 def _bool_check(check: str, key: str, bad: bool, status: CheckStatus, msg: str):
     def fn(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
         out = []
-        for g in _usable(state):
+        for g in usable_gpus(state):
             v = g.get(key)
             if v is None:
                 continue
-            out.append(_r(check, status if v is bad else PASS, g, v, not bad, msg if v is bad else ""))
+            out.append(result(check, status if v is bad else PASS, g, v, not bad, msg if v is bad else ""))
         return out
     fn.__name__ = f"check_{check}"
     fn.__doc__ = f"``{key}`` is {bad} -> {status}: {msg}."
@@ -315,12 +318,12 @@ def _threshold_check(check: str, key: str, tname: str | None, op: str, status: C
     def fn(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
         limit = cfg.t(tname) if tname else 0
         out = []
-        for g in _usable(state):
+        for g in usable_gpus(state):
             v = g.get(key)
             if v is None:
                 continue
             bad = ops[op](v, limit)
-            out.append(_r(check, status if bad else PASS, g, v, limit, msg if bad else ""))
+            out.append(result(check, status if bad else PASS, g, v, limit, msg if bad else ""))
         return out
     fn.__name__ = f"check_{check}"
     fn.__doc__ = f"``{key}`` {op} {tname or 0} -> {status}."
@@ -345,13 +348,13 @@ def check_retired_pages_count(state: NodeState, cfg: HealthConfig, **_) -> list[
     """Retired pages SBE + DBE >= ``retired_pages_fail`` -> fail."""
     limit = cfg.t("retired_pages_fail")
     out = []
-    for g in _usable(state):
+    for g in usable_gpus(state):
         sbe, dbe = g.get("retired_pages_sbe"), g.get("retired_pages_dbe")
         if sbe is None and dbe is None:
             continue
         total = (sbe or 0) + (dbe or 0)
         st = FAIL if total >= limit else PASS
-        out.append(_r("retired_pages_count", st, g, total, limit,
+        out.append(result("retired_pages_count", st, g, total, limit,
                       f"{sbe or 0} SBE + {dbe or 0} DBE retired pages" if st == FAIL else ""))
     return out
 
@@ -359,20 +362,20 @@ def check_retired_pages_count(state: NodeState, cfg: HealthConfig, **_) -> list[
 def check_row_remap_pending(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
     """Pending remap: with uncorrectable rows or volatile DBE -> fail; else warn (reboot when idle)."""
     out = []
-    for g in _usable(state):
+    for g in usable_gpus(state):
         pending = g.get("remap_pending")
         if pending is None:
             continue
         if not pending:
-            out.append(_r("row_remap_pending", PASS, g, False, False))
+            out.append(result("row_remap_pending", PASS, g, False, False))
             continue
         unc = g.get("remap_uncorrectable_rows") or 0
         dbe = g.get("ecc_volatile_uncorrectable") or 0
         if unc > 0 or dbe > 0:
-            out.append(_r("row_remap_pending", FAIL, g, f"pending, {unc} uncorrectable rows, {dbe} volatile DBE",
+            out.append(result("row_remap_pending", FAIL, g, f"pending, {unc} uncorrectable rows, {dbe} volatile DBE",
                           False, "row remap pending after uncorrectable errors: drain and reset the GPU"))
         else:
-            out.append(_r("row_remap_pending", WARN, g, "pending, correctable only", False,
+            out.append(result("row_remap_pending", WARN, g, "pending, correctable only", False,
                           "row remap pending from correctable errors: reboot when idle"))
     return out
 
@@ -384,7 +387,7 @@ def check_clock_events(state: NodeState, cfg: HealthConfig, **_) -> list[CheckRe
     bits = cfg.clock_event_bits
     need = int(cfg.t("clock_event_samples"))
     out = []
-    for g in _usable(state):
+    for g in usable_gpus(state):
         samples = g.get("clock_event_samples")
         if samples is None:
             first = g.get("clock_event_reasons")
@@ -393,18 +396,18 @@ def check_clock_events(state: NodeState, cfg: HealthConfig, **_) -> list[CheckRe
             samples = [first]
         names_first = [n for n, b in bits.items() if samples[0] & b]
         if not names_first:
-            out.append(_r("clock_events", PASS, g, "none", None))
+            out.append(result("clock_events", PASS, g, "none", None))
             continue
         always = [n for n, b in bits.items() if all(s & b for s in samples)]
         label = ",".join(always or names_first)
         if len(samples) >= need and always:
-            out.append(_r("clock_events", FAIL, g, label, f"set in {len(samples)} of {len(samples)} samples",
+            out.append(result("clock_events", FAIL, g, label, f"set in {len(samples)} of {len(samples)} samples",
                           f"{label} active in every sample"))
         elif len(samples) == 1:
-            out.append(_r("clock_events", WARN, g, label, "single sample",
+            out.append(result("clock_events", WARN, g, label, "single sample",
                           f"{label} active in a single sample (replay: not confirmed)"))
         else:
-            out.append(_r("clock_events", WARN, g, label, f"{need} samples",
+            out.append(result("clock_events", WARN, g, label, f"{need} samples",
                           f"{label} active in some samples only"))
     return out
 
@@ -412,14 +415,14 @@ def check_clock_events(state: NodeState, cfg: HealthConfig, **_) -> list[CheckRe
 def check_app_clocks(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
     """Application clocks vs ``[health] app_clock_*_mhz`` (else the GPU's default) -> warn."""
     out = []
-    for g in _usable(state):
+    for g in usable_gpus(state):
         for kind in ("graphics", "mem"):
             v = g.get(f"app_clock_{kind}_mhz")
             want = cfg.expect.get(f"app_clock_{kind}_mhz", g.get(f"default_app_clock_{kind}_mhz"))
             if v is None or want is None:
                 continue
             st = PASS if v == want else WARN
-            out.append(_r("app_clocks", st, g, f"{kind} {v} MHz", f"{want} MHz",
+            out.append(result("app_clocks", st, g, f"{kind} {v} MHz", f"{want} MHz",
                           "application clocks changed (the epilog resets them)" if st == WARN else ""))
     return out
 
@@ -428,13 +431,13 @@ def check_power_limit(state: NodeState, cfg: HealthConfig, **_) -> list[CheckRes
     """Power limit (W) vs ``[health] power_limit_w`` (else the default limit) -> warn."""
     tol = cfg.t("power_limit_tolerance_w")
     out = []
-    for g in _usable(state):
+    for g in usable_gpus(state):
         v = g.get("power_limit_w")
         want = cfg.expect.get("power_limit_w", g.get("default_power_limit_w"))
         if v is None or want is None:
             continue
         st = WARN if abs(v - want) > tol else PASS
-        out.append(_r("power_limit", st, g, v, want,
+        out.append(result("power_limit", st, g, v, want,
                       "power limit changed (the epilog resets it)" if st == WARN else ""))
     return out
 
@@ -443,12 +446,12 @@ def check_temperature_margin(state: NodeState, cfg: HealthConfig, **_) -> list[C
     """Degrees C left before HW slowdown <= ``temperature_margin_min_c`` -> fail."""
     limit = cfg.t("temperature_margin_min_c")
     out = []
-    for g in _usable(state):
+    for g in usable_gpus(state):
         m = g.get("slowdown_margin_c")
         if m is None:
             continue
         st = FAIL if m <= limit else PASS
-        out.append(_r("temperature_margin", st, g, m, limit, "at the HW slowdown temperature" if st == FAIL else ""))
+        out.append(result("temperature_margin", st, g, m, limit, "at the HW slowdown temperature" if st == FAIL else ""))
     return out
 
 
@@ -462,12 +465,12 @@ def check_temperature_idle(state: NodeState, cfg: HealthConfig, **_) -> list[Che
     """An idle GPU (no compute process, 0 % utilization) hotter than ``temperature_idle_max_c``."""
     limit = cfg.t("temperature_idle_max_c")
     out = []
-    for g in _usable(state):
+    for g in usable_gpus(state):
         t = g.get("temperature_c")
         if t is None or not _idle(g):
             continue
         st = FAIL if t > limit else PASS
-        out.append(_r("temperature_idle", st, g, t, limit, "idle GPU too hot (cooling?)" if st == FAIL else ""))
+        out.append(result("temperature_idle", st, g, t, limit, "idle GPU too hot (cooling?)" if st == FAIL else ""))
     return out
 
 
@@ -475,17 +478,17 @@ def check_mig_mode(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult
     """MIG current != pending (a reset is due) or != ``[health] mig`` -> fail."""
     want = cfg.expect.get("mig")
     out = []
-    for g in _usable(state):
+    for g in usable_gpus(state):
         cur, pend = g.get("mig_current"), g.get("mig_pending")
         if cur is None:
             continue
         if pend is not None and cur != pend:
-            out.append(_r("mig_mode", FAIL, g, f"current {cur}, pending {pend}", "current == pending",
+            out.append(result("mig_mode", FAIL, g, f"current {cur}, pending {pend}", "current == pending",
                           "MIG mode change pending a GPU reset"))
         elif want is not None and cur != want:
-            out.append(_r("mig_mode", FAIL, g, cur, want, "MIG mode differs from the profile"))
+            out.append(result("mig_mode", FAIL, g, cur, want, "MIG mode differs from the profile"))
         else:
-            out.append(_r("mig_mode", PASS, g, cur, want))
+            out.append(result("mig_mode", PASS, g, cur, want))
     return out
 
 
@@ -500,7 +503,7 @@ def _busy_samples(g: GpuState) -> list[dict] | None:
 
 
 def _job_gpus(state: NodeState, job_gpus):
-    return [g for g in _usable(state) if job_gpus is None or g.index in job_gpus]
+    return [g for g in usable_gpus(state) if job_gpus is None or g.index in job_gpus]
 
 
 def check_leftover_processes(state: NodeState, cfg: HealthConfig, before_job: bool = False, job_gpus=None, **_):
@@ -516,7 +519,7 @@ def check_leftover_processes(state: NodeState, cfg: HealthConfig, before_job: bo
             continue
         stuck = all(s.get("pids") for s in samples)
         pids = samples[-1].get("pids") or []
-        out.append(_r("leftover_processes", FAIL if stuck else PASS, g, len(pids), 0,
+        out.append(result("leftover_processes", FAIL if stuck else PASS, g, len(pids), 0,
                       f"pids {pids} after {len(samples)} tries" if stuck else ""))
     return out
 
@@ -537,10 +540,10 @@ def check_memory_used(state: NodeState, cfg: HealthConfig, before_job: bool = Fa
         bad = all(u > limit for u in used)
         if bad and not any(s.get("pids") for s in samples):
             # memory held without any compute process: a display (X / Wayland) GPU, not a leftover
-            out.append(_r("memory_used", WARN, g, used[-1], limit,
+            out.append(result("memory_used", WARN, g, used[-1], limit,
                           f"{used[-1]} MiB used with no compute process (display?)"))
             continue
-        out.append(_r("memory_used", FAIL if bad else PASS, g, used[-1], limit,
+        out.append(result("memory_used", FAIL if bad else PASS, g, used[-1], limit,
                       f"{used[-1]} MiB used after {len(used)} tries" if bad else ""))
     return out
 
@@ -549,15 +552,15 @@ def check_pcie_width(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResu
     """Link width below its max -> fail; in a VM guest (pass-through) -> warn: the width the
     guest sees is set by the host's slot, not a fault the node can fix."""
     out = []
-    for g in _usable(state):
+    for g in usable_gpus(state):
         w, wmax = g.get("pcie_link_width"), g.get("pcie_link_width_max")
         if w is None or wmax is None:
             continue
         if w >= wmax:
-            out.append(_r("pcie_width", PASS, g, w, wmax))
+            out.append(result("pcie_width", PASS, g, w, wmax))
             continue
         vm = g.get("virtualization_mode") not in (None, "None")
-        out.append(_r("pcie_width", WARN if vm else FAIL, g, w, wmax,
+        out.append(result("pcie_width", WARN if vm else FAIL, g, w, wmax,
                       f"PCIe x{w} of x{wmax}" + (" (VM guest)" if vm else "")))
     return out
 
@@ -566,12 +569,12 @@ def check_pcie_gen(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult
     """Link generation below its max while the GPU is busy (idle GPUs downshift to save power)."""
     load = cfg.t("pcie_gen_load_pct")
     out = []
-    for g in _usable(state):
+    for g in usable_gpus(state):
         gen, gmax, util = g.get("pcie_link_gen"), g.get("pcie_link_gen_max"), g.get("utilization_gpu_pct")
         if gen is None or gmax is None or util is None or util < load:
             continue
         st = FAIL if gen < gmax else PASS
-        out.append(_r("pcie_gen", st, g, gen, gmax, f"PCIe gen {gen} of {gmax} at {util} % load" if st == FAIL else ""))
+        out.append(result("pcie_gen", st, g, gen, gmax, f"PCIe gen {gen} of {gmax} at {util} % load" if st == FAIL else ""))
     return out
 
 
@@ -579,7 +582,7 @@ def check_nvlink_down(state: NodeState, cfg: HealthConfig, **_) -> list[CheckRes
     """Active NVLinks per GPU below ``[health] nvlink_active_links``; without a pin, below the
     most any GPU of this node has active (a GPU that lost links its peers have)."""
     counts = {}
-    for g in _usable(state):
+    for g in usable_gpus(state):
         links = g.get("nvlink_active")
         if links is not None:
             counts[g.index] = sum(1 for x in links if x)
@@ -587,24 +590,24 @@ def check_nvlink_down(state: NodeState, cfg: HealthConfig, **_) -> list[CheckRes
         return []
     want = cfg.expect.get("nvlink_active_links", max(counts.values()))
     out = []
-    for g in _usable(state):
+    for g in usable_gpus(state):
         if g.index not in counts:
             continue
         n = counts[g.index]
         st = FAIL if n < want else PASS
-        out.append(_r("nvlink_down", st, g, n, want, f"{want - n} NVLink(s) down" if st == FAIL else ""))
+        out.append(result("nvlink_down", st, g, n, want, f"{want - n} NVLink(s) down" if st == FAIL else ""))
     return out
 
 
 def check_fabric_state(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
     """NVSwitch fabric registration: state must be Completed and status Success."""
     out = []
-    for g in _usable(state):
+    for g in usable_gpus(state):
         st_, status = g.get("fabric_state"), g.get("fabric_status")
         if st_ is None or st_ in ("N/A", "Not Supported"):
             continue
         ok = st_ == "Completed" and (status in (None, "Success"))
-        out.append(_r("fabric_state", PASS if ok else FAIL, g, f"{st_}/{status}", "Completed/Success",
+        out.append(result("fabric_state", PASS if ok else FAIL, g, f"{st_}/{status}", "Completed/Success",
                       "" if ok else "GPU not registered with the NVSwitch fabric"))
     return out
 
@@ -615,10 +618,10 @@ def check_vbios_version(state: NodeState, cfg: HealthConfig, **_) -> list[CheckR
     if not pin:
         return []
     out = []
-    for g in _usable(state):
+    for g in usable_gpus(state):
         v = g.get("vbios_version")
         if v is not None:
-            out.append(_r("vbios_version", PASS if v == pin else WARN, g, v, pin))
+            out.append(result("vbios_version", PASS if v == pin else WARN, g, v, pin))
     return out
 
 

@@ -51,10 +51,10 @@ def rises(state, g) -> dict[str, int] | None:
 
 def check_nvlink_errors(state, cfg, **_) -> list:
     """NVLink error counters rising between runs (see the module docstring)."""
-    from slurmkit.health.checks import FAIL, PASS, WARN, _r, _usable
+    from slurmkit.health.checks import FAIL, PASS, WARN, result, usable_gpus
 
     out = []
-    for g in _usable(state):
+    for g in usable_gpus(state):
         if g.get("nvlink_errors") is None:
             continue
         r = rises(state, g)
@@ -68,7 +68,7 @@ def check_nvlink_errors(state, cfg, **_) -> list:
             words.append(f"link {link} {name} +{n}")
             limit = cfg.t("nvlink_recovery_rise_fail" if name == "recovery" else "nvlink_error_rise_fail")
             worst = FAIL if n >= limit else (WARN if worst == PASS else worst)
-        out.append(_r("nvlink_errors", worst, g, ", ".join(words) or "no new errors",
+        out.append(result("nvlink_errors", worst, g, ", ".join(words) or "no new errors",
                       {"nvlink_error_rise_fail": cfg.t("nvlink_error_rise_fail"),
                        "nvlink_recovery_rise_fail": cfg.t("nvlink_recovery_rise_fail")},
                       "NVLink errors rising since the last check" if words else ""))

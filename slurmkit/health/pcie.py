@@ -49,13 +49,13 @@ def read_aer(sysfs, bus_id: str | None) -> dict[str, tuple]:
 
 def check_pcie_errors(state, cfg, **_) -> list:
     """PCIe AER and replay counters rising between runs (see the module docstring)."""
-    from slurmkit.health.checks import FAIL, PASS, WARN, _r, _usable
+    from slurmkit.health.checks import FAIL, PASS, WARN, result, usable_gpus
     from slurmkit.health.nvlink import rises
 
     limits = {"aer_correctable": cfg.t("pcie_correctable_rise_fail"), "pcie_replay": cfg.t("pcie_replay_rise_fail"),
               "aer_nonfatal": 1, "aer_fatal": 1}
     out = []
-    for g in _usable(state):
+    for g in usable_gpus(state):
         if all(g.get(k) is None for k in (*AER_FILES, "pcie_replay_counter")):
             continue
         r = rises(state, g)
@@ -66,7 +66,7 @@ def check_pcie_errors(state, cfg, **_) -> list:
             if k in r:
                 words.append(f"{k} +{r[k]}")
                 worst = FAIL if r[k] >= limits[k] else (WARN if worst == PASS else worst)
-        out.append(_r("pcie_errors", worst, g, ", ".join(words) or "no new errors",
+        out.append(result("pcie_errors", worst, g, ", ".join(words) or "no new errors",
                       {"pcie_correctable_rise_fail": limits["aer_correctable"],
                        "pcie_replay_rise_fail": limits["pcie_replay"]},
                       "PCIe errors rising since the last check" if words else ""))

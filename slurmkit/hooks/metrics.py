@@ -125,11 +125,9 @@ def load_counters(state_dir, node: str) -> dict:
 def save_counters(state_dir, node: str, data: dict) -> None:
     from slurmkit.hooks.nodestate import node_dir
 
-    path = os.path.join(node_dir(state_dir, node), COUNTERS_FILE)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump(data, fh, sort_keys=True)
-    os.replace(tmp, path)
+    from slurmkit.atomicfile import atomic_write
+
+    atomic_write(os.path.join(node_dir(state_dir, node), COUNTERS_FILE), json.dumps(data, sort_keys=True), 0o600)
 
 
 def _would_be(reason: str) -> str:

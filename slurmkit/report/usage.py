@@ -268,7 +268,7 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     return allocs.reset_index(drop=True)
 
 
-def _epoch_s(t: pd.Series) -> np.ndarray:
+def epoch_s(t: pd.Series) -> np.ndarray:
     """Aware timestamps -> float epoch seconds (NaN for NaT)."""
     ns = t.to_numpy(dtype="datetime64[ns]", na_value=np.datetime64("NaT")).view(np.int64)
     return np.where(ns == np.iinfo(np.int64).min, np.nan, ns / 1e9)
@@ -287,8 +287,8 @@ def hourly_gpus(allocs: pd.DataFrame, start, end, now=None) -> pd.Series:
     sel = (allocs["start"].notna() & (allocs["gpus"] > 0)).to_numpy()
     if not sel.any():
         return pd.Series(0.0, index=hours)
-    s = _epoch_s(allocs["start"])[sel]
-    e = _epoch_s(end_or_now(allocs, now))[sel]
+    s = epoch_s(allocs["start"])[sel]
+    e = epoch_s(end_or_now(allocs, now))[sel]
     e = np.maximum(e, s)
     g = allocs["gpus"].to_numpy(float)[sel]
 

@@ -132,7 +132,7 @@ def most_at_once(allocs: pd.DataFrame, start, end, now=None) -> float:
     """The most GPUs allocated at one instant in ``[start, end)``: a sweep over the jobs'
     Start (+GPUs) and End (-GPUs, running jobs as :func:`~slurmkit.report.usage.end_or_now`
     says), clipped to the window; 0.0 when no GPU job ran in it."""
-    from slurmkit.report.usage import _epoch_s, end_or_now
+    from slurmkit.report.usage import epoch_s, end_or_now
 
     start, end = utc(start), utc(end)
     if end <= start:
@@ -142,8 +142,8 @@ def most_at_once(allocs: pd.DataFrame, start, end, now=None) -> float:
         return 0.0
     now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
     s0, s1 = start.timestamp(), end.timestamp()
-    st = np.clip(_epoch_s(allocs["start"])[sel], s0, s1)
-    en = np.clip(_epoch_s(end_or_now(allocs, now))[sel], s0, s1)
+    st = np.clip(epoch_s(allocs["start"])[sel], s0, s1)
+    en = np.clip(epoch_s(end_or_now(allocs, now))[sel], s0, s1)
     g = allocs["gpus"].to_numpy(float)[sel]
     live = en > st
     if not live.any():
