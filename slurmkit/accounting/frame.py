@@ -346,6 +346,14 @@ class _Cols:
                     self.flag(np.flatnonzero(bad), f"{name} not a number (read as unknown)")
         return v
 
+    def gpus_negative(self, tres) -> None:
+        """Flag the rows whose AllocTRES has a negative GPU count (read as unknown)."""
+        if tres is None:
+            return
+        neg = P.negative_gpus(tres)
+        if neg.any():
+            self.flag(np.flatnonzero(neg), "AllocTRES GPU count negative (read as unknown)")
+
     def times(self, field: str, tz: str) -> pd.Series:
         c = self.col(field)
         counts = {"fold": 0, "gap": 0}
@@ -459,6 +467,7 @@ def _typed_steps(table: pa.Table, dq: DataQuality, source: str, cluster: str, tz
     out["mem_used_mib"], out["gpu_util_pct"] = c.usage()
     tres = c.col("AllocTRES")
     out["gpus"] = P.gpus_from_tres(tres)[0] if tres is not None else pd.Series(np.full(c.n, np.nan))
+    c.gpus_negative(tres)
     c.note_dst(dq, source, tz)
     c.note_flags(dq, source)
     return _frame(out, ids["valid"].to_numpy(dtype=bool), dq, source)
@@ -502,6 +511,7 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
         out["alloc_mem_mib"] = tres_mem
     gpus, gtype = P.gpus_from_tres(tres)
     out["gpus"], out["gpu_type"] = gpus, gtype
+    c.gpus_negative(tres)
     out["req_gpus"] = _requested_gpus(c.col("ReqTRES"), out["start"])
     out["total_cpu_s"] = c.total_cpu_s()
     out["mem_used_mib"], out["gpu_util_pct"] = c.usage()

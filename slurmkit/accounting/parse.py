@@ -401,6 +401,7 @@ def gpus_from_tres(s) -> tuple[pd.Series, pd.Series]:
     never ``gres/gpumem`` / ``gres/gpuutil``. MIG slices (``gres/gpu:1g.10gb=2``) count by
     their share of a GPU (:func:`mig_weight`), also when an untyped count is present.
     ``gpu_type`` is the first typed entry's type ("" when only the untyped count is given).
+    A negative count (``gres/gpu=-1``) is NaN, unknown (:func:`negative_gpus`), not 0.
     """
     a = pc.fill_null(_arrow(s), "")
     gpus, gtype = dict_apply(a, _gpus_arrow)
@@ -420,7 +421,20 @@ def _gpus_arrow(a: pa.ChunkedArray):
         weights = found["t"].map(mig_weight).astype("float64")
         counts = pd.to_numeric(found["n"]) * weights
         gpus[need] = counts.groupby(level=0).sum().reindex(range(len(sub))).fillna(0.0).to_numpy()
+    neg = pc.match_substring_regex(a, _NEG_GPU).to_numpy(zero_copy_only=False).astype(bool)
+    gpus[neg] = np.nan
     return gpus, gtype
+
+
+#: A GPU count sacct cannot have printed: ``gres/gpu=-1`` / ``gres/gpu:a100=-2``.
+_NEG_GPU = r"(?:^|,)gres/gpu(?::[^=,]+)?=-"
+
+
+def negative_gpus(s) -> np.ndarray:
+    """AllocTRES -> bool numpy: the rows with a negative GPU count (their ``gpus`` are NaN,
+    unknown, in :func:`gpus_from_tres`)."""
+    a = pc.fill_null(_arrow(s), "")
+    return pc.match_substring_regex(a, _NEG_GPU).to_numpy(zero_copy_only=False).astype(bool)
 
 
 def before_dot(s, last: bool = False) -> pa.ChunkedArray:

@@ -285,6 +285,18 @@ def test_bad_values_are_repaired_with_a_line_naming_file_and_line(tmp_path):
     assert t["pending_jobs"] == 1
 
 
+def test_a_negative_gpu_count_is_unknown_with_a_line_naming_file_and_line(tmp_path):
+    rows = [row(),                                                                     # line 2
+            row(JobID="101", AllocTRES="billing=4,cpu=4,gres/gpu=-1,mem=8G,node=1"),   # 3
+            row(JobID="102", AllocTRES="cpu=4,gres/gpu:a100=-2,mem=8G,node=1")]        # 4
+    rep = _run(tmp_path, rows).report
+    reason = "AllocTRES GPU count negative (read as unknown)"
+    assert rep["data_quality"]["repaired_reasons"] == {reason: 2}
+    assert _problems(rep, reason) == [(3, "JobID 101"), (4, "JobID 102")]
+    assert all(p["source"] == str(tmp_path / "c.psv") for p in rep["data_quality"]["problems"])
+    assert rep["totals"]["gpu_hours"] == pytest.approx(2.0)
+
+
 def test_short_rows_say_which_fields_they_lack_and_a_split_jobname_is_rejoined(tmp_path):
     fields = ["JobID", "JobName", "State", "Start", "End", "ElapsedRaw", "AllocTRES", "NCPUS"]
     lines = ["|".join(fields),
