@@ -171,7 +171,7 @@ def _tdp_w(gpu_type: pd.Series, table: dict) -> pd.Series:
 def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | None = None
                   ) -> pd.DataFrame:
     """Add ``energy_kwh`` (in the window) and ``energy_source`` (measured | slurm | modelled |
-    none) to the allocation frame, plus ``spool_gpu_util_pct``. Spool records go to the
+    none; ``energy_kwh`` NaN, unknown, for none) to the allocation frame, plus ``spool_gpu_util_pct``. Spool records go to the
     allocation attempt that holds them in time (:func:`match_spool`), so each attempt of a
     requeued job gets its own measured energy; an attempt without (all-measured) records falls
     back to Slurm or the model — never both measured and modelled. Adds the columns in place
@@ -216,7 +216,7 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
     mo = kwh.isna() & (out["gpus"] > 0) & tdp.notna()
     kwh[mo] = (out["gpus"] * tdp * out["in_window_s"] / 3600.0 / 1000.0)[mo]
     src[mo.to_numpy()] = 3
-    out["energy_kwh"] = kwh.fillna(0.0)
+    out["energy_kwh"] = kwh   # NaN (unknown, blank in jobs.csv) where no source knows it
     out["energy_source"] = pd.Categorical.from_codes(src, SOURCES)
     return out
 

@@ -90,6 +90,36 @@ def kwh(report: dict, x, long: bool = False) -> str:
     return "–" if x is None else f"{fmt(x)} kWh"
 
 
+def modelled_pct(t: dict) -> str:
+    """"N % modelled" (the share of the energy modelled from TDP), "" when none is modelled or
+    the energy is unknown."""
+    m, total = (t.get("energy_kwh_by_source") or {}).get("modelled"), t.get("energy_kwh")
+    if not m or not total or not t.get("energy_known", True):
+        return ""
+    return f"{pct(m / total)} modelled"
+
+
+def no_energy_text(t: dict) -> str:
+    """How many GPU-hours have no energy figure (no source knows it), "" when none lack one."""
+    gh = t.get("gpu_hours_without_energy")
+    if not gh:
+        return ""
+    return (f"{fmt(gh)} of the {fmt(t.get('gpu_hours'))} GPU-hours have no energy figure (no measurement, "
+            f"no Slurm energy, no GPU TDP): the energy misses them.")
+
+
+def _md_energy(r: dict) -> list[str]:
+    """The Markdown energy provenance table: kWh and jobs by source, as in the HTML."""
+    t = r["totals"]
+    jobs = (r.get("energy_sources") or {}).get("jobs") or t.get("energy_jobs_by_source") or {}
+    rows = [[s, fmt(t["energy_kwh_by_source"].get(s)) if energy_known(r) else "unknown", jobs.get(s, 0)]
+            for s in ("measured", "prometheus", "slurm", "modelled")]
+    rows.append(["none", "–", jobs.get("none", 0)])
+    note = modelled_pct(t)
+    return ["## Energy and its provenance", "", _md_table(["source", "kWh", "jobs"], rows), "",
+            *([f"Energy: {note} from TDP (GPUs x hours x GPU TDP).", ""] if note else [])]
+
+
 def recon_text(rc: dict | None) -> str:
     """The reconciliation line (plain text; "" when there is none): per-job GPU-hours vs
     sreport over the whole hours sreport covers, the jobs to check when flagged, or why it was
@@ -252,7 +282,7 @@ def to_html(report: dict, limit: int = 25) -> str:
     img = {k: base64.b64encode(v).decode("ascii") for k, v in img.items() if v is not None}
     return env.get_template("weekly.html.j2").render(
         r=report, img=img, f=fmt, pct=pct, dur=dur, signed=signed, title=title(report),
-        outcome_label=outcome_label, backlog=backlog_text(report["totals"]), downtime=downtime_text(report), trends=trends_text(report.get("trends")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long),
+        outcome_label=outcome_label, backlog=backlog_text(report["totals"]), downtime=downtime_text(report), trends=trends_text(report.get("trends")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
         groups=_GROUPS, limit=limit, version=__version__)
 
 
@@ -290,6 +320,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
                          fmt(t["co2e_kg"]), f"{fmt(t['cost_total'])} {t['currency']}".strip(),
                          t["pending_jobs"] + t["pending_array_tasks"], fmt(t.get("pending_gpu_hours_requested"))]]), "",
              *([f"Energy: {ENERGY_UNKNOWN}.", ""] if not energy_known(r) else []),
+             *([no_energy_text(t), ""] if no_energy_text(t) else []),
              f"GPUs in use: most at once {fmt(r['hourly'].get('peak_at_once'))}; "
              f"{'daily' if r['hourly'].get('bucket') == 'day' else 'hourly'} mean peak {fmt(r['hourly']['peak'])}, "
              f"p95 {fmt(r['hourly']['p95'])}.", ""]
@@ -301,8 +332,10 @@ def to_markdown(report: dict, limit: int = 25) -> str:
             [name, "jobs", "GPU-hours", "CPU-hours", "kWh", "wasted GPU-h"],
             [[g[col] or "(none)", g["jobs"], fmt(g["gpu_hours"]) + ("*" if g.get("provisional_gpu_hours") else ""),
               fmt(g["cpu_hours"]),
-              fmt(g["energy_kwh"]) if energy_known(r) else "unknown", fmt(g["wasted_gpu_hours"])]
+              fmt(g["energy_kwh"]) if energy_known(r) and g["energy_kwh"] is not None else "unknown",
+              fmt(g["wasted_gpu_hours"])]
              for g in r[key][:limit]]), ""]
+    lines += _md_energy(r)
     lines += ["## Outcomes", "", _md_table(
         ["outcome", "jobs", "attempts", "GPU-hours", "wasted GPU-h"],
         [[outcome_label(o), o["jobs"], o.get("attempts", o["rows"]), fmt(o["gpu_hours"]),

@@ -68,6 +68,8 @@ def _group(a: pd.DataFrame, col: str, name: str, mask=None) -> list[dict]:
         return []
     codes, uniq = pd.factorize(sel[col], sort=False)
     t = sel[cols[1:]].groupby(codes, sort=False).sum()
+    # a group none of whose jobs has an energy figure: unknown (None), not 0 kWh
+    t["energy_kwh"] = sel["energy_kwh"].groupby(codes, sort=False).sum(min_count=1)
     t = t[t.index >= 0]
     t["jobs"] = _distinct_per_group(codes, sel["job_code"].to_numpy(), len(uniq))[t.index]
     t[col] = np.asarray(uniq)[t.index]
@@ -246,6 +248,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "gpu_hours": _num(gpu_h), "cpu_hours": _num(cpu_h), "energy_kwh": _num(kwh),
         "energy_kwh_by_source": {k: _num(v) for k, v in kwh_src.items()},
         "energy_known": energy_known, "energy_jobs_by_source": dict(jobs_by_src),
+        "gpu_hours_without_energy": _num(runs.loc[runs["energy_source"] == "none", "gpu_hours"].sum()),
         "wasted_gpu_hours": _num(runs["waste_gpu_hours"].sum()),
         "pending_array_tasks": backlog, "pending_jobs": pending_jobs,
         "pending_gpus_requested": queue["gpus_requested"],

@@ -412,6 +412,28 @@ def test_efficiency_by_user_worst_first_and_idle_jobs_listed(tmp_path):
     assert "### Jobs that held GPUs idle" in (tmp_path / "out" / "weekly.md").read_text()
 
 
+def test_energy_no_source_knows_is_blank_per_job_and_user_and_the_md_has_the_provenance(tmp_path):
+    rows = [row(ConsumedEnergyRaw="3600000"),                       # alice: 1 kWh from Slurm
+            row(JobID="101", User="bob")]                           # bob: no source, 2 GPU-h
+    rep = _run(tmp_path, rows, formats=["md", "html", "csv"]).report
+    t = rep["totals"]
+    assert t["energy_kwh"] == pytest.approx(1.0) and t["gpu_hours_without_energy"] == pytest.approx(2.0)
+    assert {u["user"]: u["energy_kwh"] for u in rep["by_user"]} == {"alice": pytest.approx(1.0), "bob": None}
+    out = tmp_path / "out"
+    jobs = pd.read_csv(out / "jobs.csv", dtype={"job_id": str})
+    kwh = dict(zip(jobs["job_id"], jobs["energy_kwh"]))
+    assert kwh["100"] == pytest.approx(1.0) and pd.isna(kwh["101"])
+    assert pd.isna(pd.read_csv(out / "by_user.csv").set_index("user").loc["bob", "energy_kwh"])
+    md = (out / "weekly.md").read_text()
+    assert "## Energy and its provenance" in md and "| source | kWh | jobs |" in md
+    assert "| slurm | 1.00 | 1 |" in md and "| none | – | 1 |" in md
+    assert "2.00 of the 4.00 GPU-hours have no energy figure" in md
+    assert "2.00 of the 4.00 GPU-hours have no energy figure" in (out / "weekly.html").read_text()
+    md2 = (_run(tmp_path, [row()], formats=["md"], outdir=tmp_path / "o2", gpu_tdp_w=500.0), tmp_path / "o2" / "weekly.md")[1]
+    assert "Energy: 100 % modelled from TDP" in md2.read_text()
+    assert "have no energy figure" not in md2.read_text()
+
+
 def test_energy_totals_name_prometheus_and_modelled_and_unknown_energy_draws_no_chart(tmp_path):
     rep = _run(tmp_path, [row()], formats=["md", "html"], gpu_tdp_w=500.0).report
     md = (tmp_path / "out" / "weekly.md").read_text()
