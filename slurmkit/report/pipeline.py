@@ -498,9 +498,15 @@ COPIES_DIFFER = "copies of a finished row differ between captures (the later cap
 
 
 def latest_time(rows) -> pd.Timestamp | None:
-    """The latest Submit / Eligible / Start / End in ``rows`` (allocations and steps): when a
-    capture was taken, as near as its rows tell (None when they hold no time)."""
-    cols = [rows.allocs[c] for c in ("submit", "eligible", "start", "end") if c in rows.allocs]
+    """The latest Submit / Eligible / Start / End in ``rows`` (allocations and steps), and
+    Start + ElapsedRaw of a RUNNING allocation (sacct printed its elapsed time when the capture
+    was taken): when a capture was taken, as near as its rows tell (None when they hold no time)."""
+    a = rows.allocs
+    cols = [a[c] for c in ("submit", "eligible", "start", "end") if c in a]
+    if {"state", "start", "elapsed_s"} <= set(a.columns) and len(a):
+        run = (a["state"].astype(str) == "RUNNING").to_numpy()
+        if run.any():
+            cols.append(a["start"][run] + pd.to_timedelta(a["elapsed_s"][run].clip(lower=0), unit="s"))
     cols += [rows.steps[c] for c in ("submit", "start") if c in rows.steps]
     best = [c.max() for c in cols if len(c)]
     best = [b for b in best if not pd.isna(b)]

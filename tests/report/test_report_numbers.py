@@ -122,6 +122,14 @@ def test_running_job_counts_up_to_the_capture_time_not_today(tmp_path):
     assert rep["totals"]["gpu_hours"] == pytest.approx(2 * (2 * 3600 - 600) / 3600)
 
 
+def test_default_as_of_includes_a_running_jobs_start_plus_elapsed(tmp_path):
+    # the latest Submit/Eligible/Start is T0 + 600 s; sacct printed 2 h elapsed for the running job
+    rows = [row(State="RUNNING", End="Unknown", ElapsedRaw="7200", TimelimitRaw="UNLIMITED")]
+    rep = _run(tmp_path, rows).report
+    assert rep["as_of"] == "2026-01-01T02:10:00Z"
+    assert rep["totals"]["gpu_hours"] == pytest.approx(2 * 2.0)
+
+
 # --- several captures --------------------------------------------------------------------------
 
 def test_overlapping_daily_captures_count_each_job_once_and_list_conflicts(tmp_path):
