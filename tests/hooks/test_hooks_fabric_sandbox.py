@@ -19,26 +19,13 @@ from slurmkit.hooks import drain, install as inst
 from slurmkit.hooks.config import render as render_config
 from slurmkit.slurm import conf as sconf
 from slurmkit.slurm.commands import run
+from sandbox_nodes import show_node as _node, wait_for as _wait
 
 pytestmark = pytest.mark.slurm
 
 INTERVAL_S = 5
 RESUME_AFTER = 2
 DCGMI = Path(__file__).resolve().parent.parent / "health" / "dcgmi"
-
-
-def _wait(what, predicate, timeout):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def _node(conf, name):
-    return drain.parse_show_node(run(["scontrol", "show", "node", "-o", name], slurm_conf=str(conf), timeout=30).stdout)
 
 
 @pytest.fixture

@@ -24,21 +24,12 @@ from slurmkit.hooks import drain, install as inst, spool
 from slurmkit.hooks.config import render as render_config
 from slurmkit.slurm import conf as sconf
 from slurmkit.slurm.commands import run
+from sandbox_nodes import show_node as _node, wait_for as _wait
 
 pytestmark = pytest.mark.slurm
 
 INTERVAL_S = 5
 RESUME_AFTER = 2
-
-
-def _wait(what, predicate, timeout):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 @pytest.fixture
@@ -75,10 +66,6 @@ def hooked(sandbox, fake_nvml, tmp_path):  # noqa: F811
         run(["scontrol", "update", f"nodename={n}", "state=resume"], slurm_conf=str(conf), timeout=30, check=False)
     inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, installing=False)
     run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
-
-
-def _node(conf, name):
-    return drain.parse_show_node(run(["scontrol", "show", "node", "-o", name], slurm_conf=str(conf), timeout=30).stdout)
 
 
 def _job(conf, job_id):

@@ -28,25 +28,12 @@ from slurmkit.hooks.config import render as render_config
 from slurmkit.hooks.metrics import check_of
 from slurmkit.slurm import conf as sconf
 from slurmkit.slurm.commands import run
+from sandbox_nodes import show_node as _node, wait_for as _wait
 
 pytestmark = pytest.mark.slurm
 
 INTERVAL_S = 5
 EXTRA_J = 7_200.0  # energy each of the job's GPUs draws during the job (J)
-
-
-def _wait(what, predicate, timeout):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def _node(conf, name):
-    return drain.parse_show_node(run(["scontrol", "show", "node", "-o", name], slurm_conf=str(conf), timeout=30).stdout)
 
 
 @pytest.fixture
