@@ -79,15 +79,19 @@ class Gpu:
 
 @dataclass(frozen=True)
 class Nic:
-    """One NIC of a node type: ``device`` (``mlx5_0``, ``rdmap79s0``, ``eth0``), ``link_layer``
+    """One NIC of a node type: ``device`` (the RDMA device of ``/sys/class/infiniband``:
+    ``mlx5_0``, ``rdmap79s0``; or a plain interface such as ``eth0``), ``link_layer``
     (InfiniBand | RoCE | Ethernet | EFA), ``rate_gbps`` (Gbit/s), ``role`` (compute | other),
-    ``numa_node`` (None when unknown)."""
+    ``numa_node`` (None when unknown), ``netdev``: the Linux network interface of that device
+    (``/sys/class/infiniband/<device>/device/net/``, e.g. ``ibp24s0``; "" when it has none or
+    it is not known) - the names NCCL_SOCKET_IFNAME can use."""
 
     device: str
     link_layer: str
     rate_gbps: float = 0.0
     role: str = "compute"
     numa_node: int | None = None
+    netdev: str = ""
 
 
 @dataclass(frozen=True)

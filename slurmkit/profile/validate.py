@@ -210,14 +210,19 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
     for i, n in enumerate(raw_nics):
         nk = f"{key}.nics[{i}]"
         n = c.table(n, nk)
-        c.known(n, nk, ("device", "link_layer", "rate_gbps", "role", "numa_node"))
+        c.known(n, nk, ("device", "link_layer", "rate_gbps", "role", "numa_node", "netdev"))
         dev = c.get(n, nk, "device", str)
         if any(x.device == dev for x in nics):
             c.fail(f"{nk}.device", f"NIC {dev!r} is listed twice")
+        netdev = c.get(n, nk, "netdev", str, _default(Nic, "netdev"))
+        if netdev and any(ch.isspace() or ch in "/,:=^" for ch in netdev):
+            c.fail(f"{nk}.netdev", f"{netdev!r} is not a Linux interface name")
+        if netdev and any(netdev in (x.netdev, x.device) for x in nics):
+            c.fail(f"{nk}.netdev", f"interface {netdev!r} is named by two NICs")
         nics.append(Nic(device=dev, link_layer=c.get(n, nk, "link_layer", str, choices=LINK_LAYERS),
                         rate_gbps=c.get(n, nk, "rate_gbps", float, _default(Nic, "rate_gbps"), minimum=0),
                         role=c.get(n, nk, "role", str, _default(Nic, "role"), choices=NIC_ROLES),
-                        numa_node=c.get(n, nk, "numa_node", int, None, minimum=0)))
+                        numa_node=c.get(n, nk, "numa_node", int, None, minimum=0), netdev=netdev))
     nic_names = {n.device for n in nics}
     gpus = []
     raw_gpus = t.get("gpus", [])

@@ -48,13 +48,15 @@ class TopoNic:
     """One NIC column: ``name`` (label as printed: ``NIC0`` or ``mlx5_0``), ``device`` (legend
     name, else the label when it is a device name, else None), ``role`` ("compute", or "other"
     when it is SYS to every GPU or nearest to none), ``links`` (its row's tokens, self omitted;
-    {} when the row is missing), ``numa_node`` (None: nvidia-smi does not print it)."""
+    {} when the row is missing), ``numa_node`` (None: nvidia-smi does not print it),
+    ``netdev`` (its network interface from sysfs; "": unknown, as in a ``topo -m`` capture)."""
 
     name: str
     device: str | None = None
     role: str = "compute"
     links: dict[str, str] = field(default_factory=dict)
     numa_node: int | None = None
+    netdev: str = ""
 
     @property
     def key(self) -> str:

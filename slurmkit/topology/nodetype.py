@@ -37,8 +37,9 @@ def node_type_table(topo: Topology, gpu_model: str, *, sockets: int | None = Non
     ``cpu_numbering = "unknown"`` with one socket and as many cores as CPUs seen (gres.conf
     ``Cores=`` is then omitted). NICs: ``device`` (legend name or label), ``role`` from the
     matrix, ``link_layer`` from ``link_layers`` or :func:`guess_link_layer`, ``rate_gbps`` from
-    ``rates_gbps`` (0 when unknown). GPU links keep the raw tokens, self omitted. ``p2p`` is not
-    in a matrix (GeForce boards print PIX/PHB yet have P2P disabled): add it by hand.
+    ``rates_gbps`` (0 when unknown), ``netdev`` when discovery read one. GPU links keep the raw
+    tokens, self omitted. ``p2p`` is not in a matrix (GeForce boards print PIX/PHB yet have P2P
+    disabled): add it by hand.
     """
     link_layers, rates_gbps = link_layers or {}, rates_gbps or {}
     sockets = sockets or topo.sockets
@@ -70,6 +71,8 @@ def node_type_table(topo: Topology, gpu_model: str, *, sockets: int | None = Non
                "rate_gbps": rates_gbps.get(dev, 0), "role": n.role}
         if n.numa_node is not None:
             row["numa_node"] = n.numa_node
+        if n.netdev:
+            row["netdev"] = n.netdev               # what NCCL_SOCKET_IFNAME can name
         nics.append(row)
     table["gpus"] = gpus
     table["nics"] = nics

@@ -104,7 +104,9 @@ def pcie_distance(a: list[str], b: list[str], numa_a: int | None, numa_b: int | 
 
 def rdma_nics(root="/sys") -> list[dict]:
     """RDMA devices of ``class/infiniband`` in name order: ``{"device", "bdf", "link_layer"
-    (InfiniBand | RoCE | EFA | Ethernet), "rate_gbps" (port 1; 0 when unknown), "numa_node"}``."""
+    (InfiniBand | RoCE | EFA | Ethernet), "rate_gbps" (port 1; 0 when unknown), "numa_node",
+    "netdev" (the first of ``<device>/device/net/*`` in name order: the PCI function's network
+    interface, e.g. ``ibp24s0``; "" when it has none, as EFA devices)}``."""
     base = Path(root) / "class/infiniband"
     out = []
     for d in sorted(base.glob("*"), key=lambda p: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p.name)]):
@@ -122,7 +124,10 @@ def rdma_nics(root="/sys") -> list[dict]:
             layer = "Ethernet"
         rate = _read(d / "ports/1/rate") or ""
         m = re.match(r"^\s*([\d.]+)\s*Gb/sec", rate)
+        net = dev_link / "net"
+        netdevs = sorted(p.name for p in net.iterdir()) if net.is_dir() else []
         out.append({"device": d.name, "bdf": bdf if _BDF.match(bdf) else "", "link_layer": layer,
                     "rate_gbps": float(m.group(1)) if m else 0.0,
-                    "numa_node": pci_numa(root, bdf) if _BDF.match(bdf) else None})
+                    "numa_node": pci_numa(root, bdf) if _BDF.match(bdf) else None,
+                    "netdev": netdevs[0] if netdevs else ""})
     return out

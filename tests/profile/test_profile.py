@@ -115,6 +115,10 @@ def test_extends_loop_is_an_error(tmp_path):
     ("p2p = true", "p2p = true\np2q = 1", "node_types.sandbox-h100x4.p2q", "unknown key"),
     ('mode = "enforce"', 'mode = "strict"', "health.mode", "not one of"),
     ("cpus = 8,", "cpus = 9,", "node_types.sandbox-h100x4.slurm_node.cpus", "threads_per_core = 8"),
+    ('device = "mlx5_0"', 'device = "mlx5_0"\n  netdev = "ib 0"', "node_types.sandbox-h100x4.nics[0].netdev",
+     "not a Linux interface name"),
+    ('device = "mlx5_1"', 'device = "mlx5_1"\n  netdev = "mlx5_0"', "node_types.sandbox-h100x4.nics[1].netdev",
+     "named by two NICs"),
 ])
 def test_validation_errors_name_file_key_and_line(tmp_path, old, new, key, msg):
     text = _sandbox_text()

@@ -53,10 +53,12 @@ def _pci(root, chain, numa=None, cpulist=None):
     return chain[-1]
 
 
-def _ib(root, name, bdf, link_layer, rate, driver=None):
+def _ib(root, name, bdf, link_layer, rate, driver=None, netdevs=()):
     d = root / "class/infiniband" / name
     (d / "ports/1").mkdir(parents=True)
     (d / "device").symlink_to(root / "bus/pci/devices" / bdf)
+    for nd in netdevs:  # the PCI function's network interfaces: <pci device>/net/<name>
+        (root / "bus/pci/devices" / bdf / "net" / nd).mkdir(parents=True)
     (d / "ports/1/link_layer").write_text(link_layer + "\n")
     (d / "ports/1/rate").write_text(rate + "\n")
     if driver:
@@ -75,8 +77,8 @@ def tree(tmp_path):
     gpu2 = _pci(tmp_path, [r1, "0000:80:01.0", "0000:81:00.0"], 1, "4-7,12-15")
     nic1 = _pci(tmp_path, [r1, "0000:80:02.0", "0000:82:00.0"], 1)
     nic2 = _pci(tmp_path, ["pci0000:40", "0000:40:01.0", "0000:41:00.0"], 0)
-    _ib(tmp_path, "mlx5_0", nic0, "InfiniBand", "400 Gb/sec (4X NDR)")
-    _ib(tmp_path, "mlx5_1", nic1, "Ethernet", "200 Gb/sec (4X HDR)")
+    _ib(tmp_path, "mlx5_0", nic0, "InfiniBand", "400 Gb/sec (4X NDR)", netdevs=["ibp4s0"])
+    _ib(tmp_path, "mlx5_1", nic1, "Ethernet", "200 Gb/sec (4X HDR)", netdevs=["enp130s0np0", "enp130s0v0"])
     _ib(tmp_path, "mlx5_10", nic2, "Ethernet", "25 Gb/sec (1X EDR)")
     _cpu_tree(tmp_path, 2, 4, 2, False, [0, 1, 2, 3])
     return tmp_path, dict(gpu0=gpu0, gpu1=gpu1, gpu2=gpu2, nic0=nic0, nic1=nic1, nic2=nic2)
@@ -87,8 +89,10 @@ def test_sysfs_pci_and_rdma(tree):
     nics = sysfs.rdma_nics(root)
     assert [n["device"] for n in nics] == ["mlx5_0", "mlx5_1", "mlx5_10"]  # natural order
     assert nics[0] == {"device": "mlx5_0", "bdf": b["nic0"], "link_layer": "InfiniBand", "rate_gbps": 400.0,
-                       "numa_node": 0}
+                       "numa_node": 0, "netdev": "ibp4s0"}
     assert nics[1]["link_layer"] == "RoCE" and nics[1]["rate_gbps"] == 200.0 and nics[1]["numa_node"] == 1
+    # the first interface of the PCI function (a VF representor sorts after it); none: ""
+    assert nics[1]["netdev"] == "enp130s0np0" and nics[2]["netdev"] == ""
     p = {k: sysfs.pci_path(root, v) for k, v in b.items()}
     assert p["gpu0"][0] == "pci0000:00" and p["gpu0"][-1] == b["gpu0"]
     d = sysfs.pcie_distance
@@ -126,6 +130,8 @@ def test_build_topology_from_records(tree):
     assert table["cpu_numbering"] == "linear" and table["gpu_model"] == "h100"
     parsed = tomllib.loads(render_node_type("live", table))["node_types"]["live"]
     assert parsed == table
+    # each NIC's network interface from sysfs goes into the section (what NCCL_SOCKET_IFNAME names)
+    assert [n.get("netdev") for n in table["nics"]] == ["ibp4s0", "enp130s0np0", None]
     # NVSwitch: links to a non-GPU far end count towards every switch-attached GPU
     sw = "0000:c0:00.0"
     for g in gpus:
