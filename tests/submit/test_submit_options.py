@@ -350,6 +350,7 @@ def test_dgx_h100_scalable_unit_is_one_leaf_as_the_reference_architecture_cables
     from slurmkit.profile import load_profile
 
     prof = load_profile("dgx-h100")
-    assert [(leaf.name, len(leaf.node_names)) for leaf in prof.fabric.leaves] == [("su1", 32)]
-    # a 32-node job fits under one (rail-optimised) leaf: --switches=1
-    assert options(plan_for("srun", profile="dgx-h100", nodes=32))["switches"].startswith("1@")
+    # the RA's one-SU SuperPOD: 31 DGX H100 (the 32nd node position carries the UFM)
+    assert [(leaf.name, len(leaf.node_names)) for leaf in prof.fabric.leaves] == [("su1", 31)]
+    # a job of the whole SU fits under one (rail-optimised) leaf: --switches=1
+    assert options(plan_for("srun", profile="dgx-h100", nodes=31))["switches"].startswith("1@")
