@@ -14,8 +14,9 @@ from slurmkit.submit import render, site, templates
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REGEN = os.environ.get("SLURMKIT_REGEN_GOLDEN") == "1"
-#: Shipped profiles with golden scripts (those present in site/; sandbox always).
-PROFILES = [p for p in ("sandbox", "dgx-a100", "dgx-h100", "aws-p5", "rtx4090-8x")
+#: Shipped profiles with golden scripts (those present in site/; sandbox always). Not the
+#: one-node workstation-2gpu: the multi-node templates are rendered for 2 nodes.
+PROFILES = [p for p in ("sandbox", "dgx-a100", "dgx-h100", "aws-p5", "azure-ndh100v5", "rtx4090-8x")
             if (REPO / "site" / f"{p}.toml").is_file()]
 
 
