@@ -49,7 +49,10 @@ class TopoNic:
     name, else the label when it is a device name, else None), ``role`` ("compute", or "other"
     when it is SYS to every GPU or nearest to none), ``links`` (its row's tokens, self omitted;
     {} when the row is missing), ``numa_node`` (None: nvidia-smi does not print it),
-    ``netdev`` (its network interface from sysfs; "": unknown, as in a ``topo -m`` capture)."""
+    ``netdev`` (its network interface from sysfs; "": unknown, as in a ``topo -m`` capture),
+    ``link_layer`` ("InfiniBand" / "RoCE" from sysfs ``ports/1/link_layer``; None: unknown) and
+    ``rate_gbps`` (sysfs ``ports/1/rate``, Gb/s; None: unknown), both known from live discovery
+    only."""
 
     name: str
     device: str | None = None
@@ -57,6 +60,8 @@ class TopoNic:
     links: dict[str, str] = field(default_factory=dict)
     numa_node: int | None = None
     netdev: str = ""
+    link_layer: str | None = None
+    rate_gbps: float | None = None
 
     @property
     def key(self) -> str:
@@ -64,8 +69,10 @@ class TopoNic:
         return self.device or self.name
 
     def to_json(self) -> dict:
-        """One NIC as ``topo parse --json`` prints it: ``{"name", "device", "role", "links"}``."""
-        return {"name": self.name, "device": self.device, "role": self.role, "links": dict(self.links)}
+        """One NIC as ``topo parse --json`` prints it: ``{"name", "device", "role", "links",
+        "netdev"}`` (``netdev`` "" when unknown, as from a ``topo -m`` capture)."""
+        return {"name": self.name, "device": self.device, "role": self.role, "links": dict(self.links),
+                "netdev": self.netdev}
 
 
 @dataclass

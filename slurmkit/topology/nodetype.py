@@ -36,8 +36,9 @@ def node_type_table(topo: Topology, gpu_model: str, *, sockets: int | None = Non
     CPU topology: the arguments, else the topology's own (live discovery), else
     ``cpu_numbering = "unknown"`` with one socket and as many cores as CPUs seen (gres.conf
     ``Cores=`` is then omitted). NICs: ``device`` (legend name or label), ``role`` from the
-    matrix, ``link_layer`` from ``link_layers`` or :func:`guess_link_layer`, ``rate_gbps`` from
-    ``rates_gbps`` (0 when unknown), ``netdev`` when discovery read one. GPU links keep the raw
+    matrix, ``link_layer`` from ``link_layers``, else the NIC's own (live discovery
+    reads sysfs), else :func:`guess_link_layer`; ``rate_gbps`` from ``rates_gbps``, else the NIC's
+    own, else 0 (unknown), ``netdev`` when discovery read one. GPU links keep the raw
     tokens, self omitted. ``p2p`` is not in a matrix (GeForce boards print PIX/PHB yet have P2P
     disabled): add it by hand.
     """
@@ -67,8 +68,9 @@ def node_type_table(topo: Topology, gpu_model: str, *, sockets: int | None = Non
     nics = []
     for n in topo.nics:
         dev = n.device or n.name
-        row = {"device": dev, "link_layer": link_layers.get(dev, guess_link_layer(dev)),
-               "rate_gbps": rates_gbps.get(dev, 0), "role": n.role}
+        layer = link_layers.get(dev) or n.link_layer or guess_link_layer(dev)
+        rate = rates_gbps.get(dev, n.rate_gbps if n.rate_gbps is not None else 0)
+        row = {"device": dev, "link_layer": layer, "rate_gbps": rate, "role": n.role}
         if n.numa_node is not None:
             row["numa_node"] = n.numa_node
         if n.netdev:

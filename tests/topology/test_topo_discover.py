@@ -132,6 +132,12 @@ def test_build_topology_from_records(tree):
     assert parsed == table
     # each NIC's network interface from sysfs goes into the section (what NCCL_SOCKET_IFNAME names)
     assert [n.get("netdev") for n in table["nics"]] == ["ibp4s0", "enp130s0np0", None]
+    # live discovery (topo discover passes no link_layers/rates): each NIC's own sysfs link layer
+    # and rate, not a guess from its name (a RoCE mlx5 port is not InfiniBand, nor 0 Gb/s)
+    bare = node_type_table(t, "h100")
+    assert [(n["device"], n["link_layer"], n["rate_gbps"]) for n in bare["nics"]] == [
+        ("mlx5_0", "InfiniBand", 400.0), ("mlx5_1", "RoCE", 200.0), ("mlx5_10", "RoCE", 25.0)]
+    assert t.nic("mlx5_1").to_json()["netdev"] == "enp130s0np0"
     # NVSwitch: links to a non-GPU far end count towards every switch-attached GPU
     sw = "0000:c0:00.0"
     for g in gpus:
