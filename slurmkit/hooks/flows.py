@@ -275,6 +275,10 @@ def prolog(run: Run) -> int:
     accounting = [("enable_accounting", g.nvml_index, None, None) for g in gpus
                   if g.nvml_index is not None and not _gpu(run.state, g.nvml_index).get("accounting_mode", False)]
     outcomes = _act(run, accounting + [spec for _, spec in plan])
+    if "TIMEOUT" in outcomes:  # NVML hung in a set call: hardware evidence, as in a read
+        run.apply_verdict()
+        if run.cfg.mode == "enforce":
+            return 1
     policy = clock_policy.job_record(run.policies, partition, plan, outcomes[len(accounting):], why)
     if policy.origin != "none":
         run.log.info(f"clock policy {policy.label} ({policy.origin})" + (f": {policy.reason}" if policy.reason else ""))

@@ -5,7 +5,7 @@
  *
  * Environment (read at every call, so one library serves every test):
  *   SLURMKIT_FAKE_NVML        healthy (default) | not_supported | gpu_is_lost | hang_init |
- *                             hang_memory | no_permission
+ *                             hang_memory | hang_set (every action hangs) | no_permission
  *   SLURMKIT_FAKE_NVML_GPUS   number of GPUs (default 4, at most 8)
  *   SLURMKIT_FAKE_NVML_LOST   NVML index of the lost GPU in gpu_is_lost mode (default 1)
  *   SLURMKIT_FAKE_NVML_MINORS comma list of minor numbers in NVML order (default reversed: N-1..0)
@@ -82,7 +82,8 @@ static nvmlReturn_t set_fail(const char *what, int index) {
     }
     return OK;
 }
-#define FAIL(what, d) do { nvmlReturn_t _r = set_fail((what), (d)->index); if (_r) return _r; } while (0)
+#define FAIL(what, d) do { if (is("hang_set")) for (;;) pause(); \
+                               nvmlReturn_t _r = set_fail((what), (d)->index); if (_r) return _r; } while (0)
 /* Common guard for a device query: initialised, valid handle, not lost, supported. */
 static nvmlReturn_t guard(nvmlDevice_t d, int identity) {
     if (!initialised) return E_UNINIT;

@@ -58,8 +58,8 @@ def _log(path):
     return path.read_text().splitlines() if path.exists() else []
 
 
-def _run(node, fake_nvml, shim, acts, *, job_id, gpus, partition, **knobs):
-    env = {**fake_nvml.env("healthy", log=acts, base={}, **knobs), "SLURM_JOB_PARTITION": partition}
+def _run(node, fake_nvml, shim, acts, *, job_id, gpus, partition, mode="healthy", **knobs):
+    env = {**fake_nvml.env(mode, log=acts, base={}, **knobs), "SLURM_JOB_PARTITION": partition}
     return node.run(shim, job_id=job_id, gpus=gpus, env=env)
 
 
@@ -201,3 +201,14 @@ def test_spool_policy_round_trip_and_older_lines_still_read(tmp_path):
 
     df, _ = read_spool(str(tmp_path))
     assert list(df["policy"]) == ["steady (partly applied)", "none recorded", "none recorded"]
+
+
+def test_nvml_hanging_in_a_set_call_drains_as_a_hanging_read_does(node, fake_nvml, tmp_path):  # noqa: F811
+    node.write_config(extra=f'profile = "{node.site}"\ndeadline_s = 2.0\n', sysfs={"n1": node.sysfs})
+    nv = _nv(node, 0)
+    # accounting already on (a record on the job's GPU): the first action is the policy's
+    r = _run(node, fake_nvml, node.prolog, tmp_path / "acts.log", job_id="101", gpus="0", partition="steady",
+             mode="hang_set", accounting=f"{nv}:1:0:0:0:0")
+    assert r.returncode == 1, r.stderr  # enforce: the job is requeued
+    assert "nvmlDeviceSetGpuLockedClocks" in r.stderr and "could not drain n1 (slurmkit: nvml-timeout)" in r.stderr
+    assert not (node.state_dir / "n1" / "job-101.json").exists()
