@@ -1,5 +1,6 @@
 """The health package's errors: slurmkit's own trouble reading GPU state (:class:`SourceError`),
-an unreadable capture (:class:`CaptureError`) and an NVML hang (:class:`NvmlTimeout`).
+an unreadable capture (:class:`CaptureError`), an NVML set call that failed
+(:class:`ActionFailed`) and an NVML hang (:class:`NvmlTimeout`).
 
 Apart from the sources so that every parser (``nvsmi``, ``source``) imports them without
 importing each other.
@@ -31,6 +32,17 @@ class CaptureError(SourceError, InputError):
     def __init__(self, file, line: int | None, message: str, key: str | None = None):
         self.detail = message
         InputError.__init__(self, file, line, message, key)
+
+
+class ActionFailed(SourceError):
+    """An action on a GPU (an NVML set or reset call) that NVML refused: ``rc`` is the NVML
+    return code's name without ``NVML_ERROR_`` (``NOT_SUPPORTED``, ``NO_PERMISSION``,
+    ``FUNCTION_NOT_FOUND`` for an older driver, ...). slurmkit's own trouble, never hardware
+    evidence: the hooks log and count it and carry on with the next action."""
+
+    def __init__(self, message: str, rc: str):
+        self.rc = rc
+        super().__init__(message)
 
 
 class NvmlTimeout(SlurmkitError):

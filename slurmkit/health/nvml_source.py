@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from slurmkit.health.source import Action, GpuSource, SourceError, hostname
+from slurmkit.health.source import Action, ActionFailed, GpuSource, SourceError, hostname
 from slurmkit.health.state import RC_SUCCESS, GpuState, NodeState, normalise_bus_id
 
 _FABRIC_STATES = {0: "Not Supported", 1: "Not Started", 2: "In Progress", 3: "Completed"}
@@ -324,6 +324,9 @@ class LiveNvmlSource(GpuSource):
 
     # ---- actions -------------------------------------------------------------------------
     def _do(self, action: Action) -> None:
+        """Carry out ``action`` through NVML (the call each kind makes: :class:`Action`). Raises
+        :class:`ActionFailed` with the NVML return code when NVML refuses it (init, handle or the
+        call itself)."""
         if action.kind == "kill":
             import signal
 
@@ -333,24 +336,31 @@ class LiveNvmlSource(GpuSource):
                 pass
             return
         nv = self._lib()
+        text = action.describe()
         if not getattr(self, "_inited", False):
             _, rc = self._call("nvmlInit")
             if rc != RC_SUCCESS:
-                raise SourceError(f"nvmlInit: {rc}")
+                raise ActionFailed(f"{text}: nvmlInit: {rc}", rc)
             self._inited = True
         h = self._handles.get(action.gpu_index)
         if h is None:
             h, rc = self._call("nvmlDeviceGetHandleByIndex", action.gpu_index)
             if rc != RC_SUCCESS:
-                raise SourceError(f"GPU{action.gpu_index}: nvmlDeviceGetHandleByIndex_v2: {rc}")
+                raise ActionFailed(f"{text}: nvmlDeviceGetHandleByIndex_v2: {rc}", rc)
             self._handles[action.gpu_index] = h
         if action.kind == "reset_app_clocks":
             call, args = "nvmlDeviceResetApplicationsClocks", ()
         elif action.kind == "set_app_clocks":
             mem, graphics = (int(x) for x in action.clocks_mhz)
             call, args = "nvmlDeviceSetApplicationsClocks", (mem, graphics)
+        elif action.kind == "set_locked_clocks":
+            call, args = "nvmlDeviceSetGpuLockedClocks", tuple(int(x) for x in action.clocks_mhz)
         elif action.kind == "reset_locked_clocks":
             call, args = "nvmlDeviceResetGpuLockedClocks", ()
+        elif action.kind == "set_mem_locked_clocks":
+            call, args = "nvmlDeviceSetMemoryLockedClocks", tuple(int(x) for x in action.clocks_mhz)
+        elif action.kind == "reset_mem_locked_clocks":
+            call, args = "nvmlDeviceResetMemoryLockedClocks", ()
         elif action.kind == "set_power_limit":
             call, args = "nvmlDeviceSetPowerManagementLimit", (int(round(action.power_limit_w * 1000)),)
         elif action.kind == "enable_accounting":
@@ -359,4 +369,4 @@ class LiveNvmlSource(GpuSource):
             raise SourceError(f"unknown action {action.kind!r}")
         _, rc = self._call(call, h, *args)
         if rc != RC_SUCCESS:
-            raise SourceError(f"{call} on GPU{action.gpu_index}: {rc}")
+            raise ActionFailed(f"{text}: {call}: {rc}", rc)

@@ -12,7 +12,7 @@ A replay spec (a file path) is read in-process: nothing on the host is touched.
 
 Worker protocol (stdout, one line each): ``CALL <nvml function>``, ``SLEEP <seconds>``
 (a deliberate pause, exempt from the per-call deadline), and finally ``STATE <json>`` /
-``ACTED <json list of log lines>`` or ``ERROR <json message>``.
+``ACTED <json list of [log line, outcome]>`` or ``ERROR <json message>``.
 """
 
 from __future__ import annotations
@@ -108,18 +108,34 @@ def _with_baseline(state: NodeState, counters_file) -> NodeState:
     return state
 
 
-def run_actions(actions: list[Action], source_spec: str | Path = LIVE, total_deadline_s: float = Health.deadline_s,
-                per_call_deadline_s: float = Health.per_call_deadline_s, env: dict | None = None) -> list[str]:
+def apply_actions(actions: list[Action], source_spec: str | Path = LIVE, total_deadline_s: float = Health.deadline_s,
+                  per_call_deadline_s: float = Health.per_call_deadline_s, env: dict | None = None
+                  ) -> list[tuple[str, str]]:
     """Carry out ``actions`` through the source (live: in a worker under the deadlines; replay:
-    logged as "would ..."). Returns one log line per action."""
+    logged as "would ..."), each whatever became of the ones before. Returns ``[(log line,
+    outcome)]``, one per action, in order; outcome as :meth:`GpuSource.apply
+    <slurmkit.health.source.GpuSource.apply>` gives it (``SUCCESS``, ``REPLAY`` or the NVML return
+    code that refused it). Raises :class:`NvmlTimeout` at the deadlines and
+    :class:`SourceError` for slurmkit's own trouble (the worker crashed)."""
     if str(source_spec) != LIVE:
         src = SnapshotSource(source_spec)
-        return [src.act(a) for a in actions]
+        return [src.apply(a) for a in actions]
     payload = json.dumps([a.__dict__ for a in actions])
-    kind, lines = _run_worker(["--actions", payload, "--no-read"], total_deadline_s, per_call_deadline_s, env)
-    if kind != "ACTED":
-        raise SourceError(f"NVML worker: unexpected reply {kind}")
-    return lines
+    kind, acted = _run_worker(["--actions", payload, "--no-read"], total_deadline_s, per_call_deadline_s, env)
+    if kind != "ACTED" or len(acted) != len(actions):
+        raise SourceError(f"NVML worker: unexpected reply {kind} ({len(acted)} results for {len(actions)} actions)")
+    return [(str(line), str(rc)) for line, rc in acted]
+
+
+def run_actions(actions: list[Action], source_spec: str | Path = LIVE, total_deadline_s: float = Health.deadline_s,
+                per_call_deadline_s: float = Health.per_call_deadline_s, env: dict | None = None) -> list[str]:
+    """:func:`apply_actions`, one log line per action; raises :class:`SourceError` naming the
+    actions NVML refused (after every action was tried)."""
+    out = apply_actions(actions, source_spec, total_deadline_s, per_call_deadline_s, env)
+    failed = [line for line, rc in out if rc not in ("SUCCESS", "REPLAY")]
+    if failed:
+        raise SourceError("; ".join(failed))
+    return [line for line, _ in out]
 
 
 #: Seconds to wait for a SIGKILLed worker to exit before abandoning it (a worker stuck in the

@@ -2,10 +2,12 @@
 errors that separate slurmkit's own trouble from hardware evidence.
 
 A source gives a :class:`~slurmkit.health.state.NodeState` (:meth:`GpuSource.read`) and carries
-out the actions a hook takes (:meth:`GpuSource.act`): kill a pid, reset application / locked
-clocks, set the power limit, enable accounting mode. Replay sources (:class:`SnapshotSource`:
-slurmkit snapshot JSON, ``nvidia-smi -q -x`` XML or ``nvidia-smi -q`` text) read nothing from the
-host and only log actions as "would ...". The live source is
+out the actions a hook takes (:meth:`GpuSource.apply`): kill a pid, set or reset application
+clocks, locked GPU clocks and locked memory clocks, set the power limit, enable accounting mode.
+Replay sources (:class:`SnapshotSource`: slurmkit snapshot JSON, ``nvidia-smi -q -x`` XML or
+``nvidia-smi -q`` text) read nothing from the host and only log actions as "would ..."; they
+keep each action in :attr:`GpuSource.acted`, so a test sees the values a hook would have set
+per GPU. The live source is
 :class:`slurmkit.health.nvml_source.LiveNvmlSource` (the only module that imports pynvml).
 
 :meth:`GpuSource.read` adds the re-sampling the checks rely on:
@@ -26,10 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from slurmkit.health.errors import CaptureError, NvmlTimeout, SourceError
+from slurmkit.health.errors import ActionFailed, CaptureError, NvmlTimeout, SourceError
 from slurmkit.health.state import RC_SUCCESS, GpuState, NodeState
 
-__all__ = ["Action", "CaptureError", "GpuSource", "NvmlTimeout", "SnapshotSource", "SourceError", "load_capture"]
+__all__ = ["Action", "ActionFailed", "CaptureError", "GpuSource", "NvmlTimeout", "SnapshotSource", "SourceError",
+           "load_capture", "RC_REPLAY"]
+
+#: The outcome :meth:`GpuSource.apply` gives an action a replay source only logged.
+RC_REPLAY = "REPLAY"
 
 
 
@@ -43,10 +49,15 @@ def _info(text: str) -> None:
 
 @dataclass(frozen=True)
 class Action:
-    """Something a hook does to a GPU. ``kind``: ``kill`` (``pid``), ``reset_app_clocks``,
-    ``set_app_clocks`` (``clocks_mhz``: ``[memory MHz, graphics MHz]``,
-    ``nvmlDeviceSetApplicationsClocks``), ``reset_locked_clocks``, ``set_power_limit``
-    (``power_limit_w``, W), ``enable_accounting``. ``gpu_index`` is the NVML index."""
+    """Something a hook does to a GPU. ``kind``: ``kill`` (``pid``), ``reset_app_clocks``
+    (``nvmlDeviceResetApplicationsClocks``), ``set_app_clocks`` (``clocks_mhz``: ``[memory MHz,
+    graphics MHz]``, ``nvmlDeviceSetApplicationsClocks``), ``set_locked_clocks`` (``clocks_mhz``:
+    ``[min MHz, max MHz]``, ``nvmlDeviceSetGpuLockedClocks``), ``reset_locked_clocks``
+    (``nvmlDeviceResetGpuLockedClocks``), ``set_mem_locked_clocks`` (``clocks_mhz``: ``[min MHz,
+    max MHz]``, ``nvmlDeviceSetMemoryLockedClocks``), ``reset_mem_locked_clocks``
+    (``nvmlDeviceResetMemoryLockedClocks``), ``set_power_limit`` (``power_limit_w``, W;
+    ``nvmlDeviceSetPowerManagementLimit``), ``enable_accounting``
+    (``nvmlDeviceSetAccountingMode``). ``gpu_index`` is the NVML index."""
 
     kind: str
     gpu_index: int | None = None
@@ -59,7 +70,10 @@ class Action:
             "kill": f"kill pid {self.pid}",
             "reset_app_clocks": "reset application clocks",
             "set_app_clocks": f"set application clocks to {self.clocks_mhz} MHz (memory, graphics)",
+            "set_locked_clocks": f"lock GPU clocks to {self.clocks_mhz} MHz (min, max)",
             "reset_locked_clocks": "reset locked clocks",
+            "set_mem_locked_clocks": f"lock memory clocks to {self.clocks_mhz} MHz (min, max)",
+            "reset_mem_locked_clocks": "reset locked memory clocks",
             "set_power_limit": f"set power limit to {self.power_limit_w} W",
             "enable_accounting": "enable accounting mode",
         }.get(self.kind)
@@ -68,8 +82,8 @@ class Action:
         return what + (f" on GPU{self.gpu_index}" if self.gpu_index is not None and self.kind != "kill" else "")
 
 
-ACTION_KINDS = ("kill", "reset_app_clocks", "set_app_clocks", "reset_locked_clocks", "set_power_limit",
-                "enable_accounting")
+ACTION_KINDS = ("kill", "reset_app_clocks", "set_app_clocks", "set_locked_clocks", "reset_locked_clocks",
+                "set_mem_locked_clocks", "reset_mem_locked_clocks", "set_power_limit", "enable_accounting")
 
 
 class GpuSource:
@@ -78,6 +92,8 @@ class GpuSource:
 
     replay = True
     name = "?"
+    #: The actions :meth:`apply` was given, in order (what a replay would have set, per GPU).
+    acted: list
 
     def read_once(self) -> NodeState:
         raise NotImplementedError
@@ -138,15 +154,31 @@ class GpuSource:
         return state
 
     def act(self, action: Action) -> str:
-        """Carry out ``action`` (live) or log it as "would ..." (replay). Returns the log line."""
+        """Carry out ``action`` (live) or log it as "would ..." (replay). Returns the log line;
+        raises :class:`ActionFailed` when NVML refuses it."""
+        line, rc = self.apply(action)
+        if rc not in (RC_SUCCESS, RC_REPLAY):
+            raise ActionFailed(line, rc)
+        return line
+
+    def apply(self, action: Action) -> tuple[str, str]:
+        """Carry out ``action`` (live) or log it as "would ..." (replay), and keep it in
+        :attr:`acted`. Returns ``(log line, outcome)``: outcome ``SUCCESS``, :data:`RC_REPLAY`, or
+        the NVML return code that refused it (``NOT_SUPPORTED``, ``NO_PERMISSION``, ...; the line
+        then says what failed). Raises :class:`SourceError` for anything else (a bug)."""
         text = action.describe()
+        self.__dict__.setdefault("acted", []).append(action)
         if self.replay:
             line = f"would {text} (replay of {self.name})"
             _info(line)
-            return line
-        self._do(action)
+            return line, RC_REPLAY
+        try:
+            self._do(action)
+        except ActionFailed as exc:
+            _info(str(exc))
+            return str(exc), exc.rc
         _info(text)
-        return text
+        return text, RC_SUCCESS
 
     def _do(self, action: Action) -> None:
         raise NotImplementedError

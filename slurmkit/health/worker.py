@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         acted = []
         if a.actions:
             for spec in json.loads(a.actions):
-                acted.append(src.act(Action(**spec)))
+                acted.append(list(src.apply(Action(**spec))))  # [line, outcome]: one refusal stops nothing
         src.close()
         if a.no_read:
             _emit("ACTED", json.dumps(acted))

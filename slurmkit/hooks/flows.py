@@ -61,6 +61,9 @@ class Run:
         self._job_gpus = None
         self.gpuless = False  # no GPUs expected on the node: the GPU checks were skipped
         self.gres_shared = False  # gres/shard or MPS on the node: jobs share GPUs by design
+        # the clock policies: the node type's resting one and the job's partition's
+        # (slurmkit.profile.cache.load_clock_policies; all None without a profile)
+        self.policies: dict = {"node_type": None, "resting": None, "job": None}
 
     # ---- helpers -----------------------------------------------------------------------------
     def own_error(self, msg: str) -> None:
@@ -91,19 +94,27 @@ class Run:
             return False
         from slurmkit.profile.health import Health
 
+        from dataclasses import replace
+
         health, facts = Health(), None
         if self.cfg.profile:
             from slurmkit.errors import InputError
-            from slurmkit.profile.cache import load_for_node
+            from slurmkit.profile.cache import load_clock_policies, load_for_node
 
             try:  # cached by file stamps in the state dir; any change reloads through load_profile
                 health, facts = load_for_node(self.cfg.profile, self.cfg.state_dir, self.node)
+                self.policies = load_clock_policies(self.cfg.profile, self.cfg.state_dir, self.node,
+                                                    self.env.get("SLURM_JOB_PARTITION"))
             except InputError as exc:
                 self.own_error(str(exc))
                 return False
+        rest = self.policies["resting"]
+        if rest is not None:  # the node type's resting policy is what its GPUs are expected to show
+            pins = {k: getattr(rest, k) for k in ("app_clock_mem_mhz", "app_clock_graphics_mhz", "power_limit_w")
+                    if getattr(rest, k) is not None}
+            health = replace(health, **pins) if pins else health
         self.health = health
         self.cfg = self.cfg.over_profile(health)  # the hooks config's mode / deadline_s win when set
-        from dataclasses import replace
 
         from slurmkit.health.config import defaults, load_config
 
@@ -254,6 +265,23 @@ def prolog(run: Run) -> int:
     gpus = run.job_gpus()
     for g in gpus:
         run.log.info(f"job GPU{g.index}: {g.file} minor {g.minor} -> NVML GPU{g.nvml_index} {g.uuid} {g.pci_bus_id}")
+    read_s = time.time()  # the starting energy was read just now (the spool's start_s)
+    from slurmkit.hooks import clock_policy
+
+    # the job's partition's clock policy, on the job's own GPUs only; what NVML refuses is own
+    # trouble (logged, counted) and never fails the prolog: the record says so
+    partition = run.env.get("SLURM_JOB_PARTITION")
+    plan, why = clock_policy.plan_job(run.policies["job"], gpus, run.gres_shared)
+    accounting = [("enable_accounting", g.nvml_index, None, None) for g in gpus
+                  if g.nvml_index is not None and not _gpu(run.state, g.nvml_index).get("accounting_mode", False)]
+    outcomes = _act(run, accounting + [spec for _, spec in plan])
+    if "TIMEOUT" in outcomes:  # NVML hung in a set call: hardware evidence, as in a read
+        run.apply_verdict()
+        if run.cfg.mode == "enforce":
+            return 1
+    policy = clock_policy.job_record(run.policies, partition, plan, outcomes[len(accounting):], why)
+    if policy.origin != "none":
+        run.log.info(f"clock policy {policy.label} ({policy.origin})" + (f": {policy.reason}" if policy.reason else ""))
     if job_id:
         rows = [nodestate.JobGpuStart(g.index, g.nvml_index, g.minor, g.uuid, g.pci_bus_id,
                                       start_energy_mj=_energy_of(run.state, g.nvml_index),
@@ -263,13 +291,12 @@ def prolog(run: Run) -> int:
                 for old in nodestate.drop_jobs_on_gpus(run.cfg.state_dir, run.node, job_id, [g.index for g in gpus]):
                     run.log.warning(f"dropped job {old}'s prolog record: its GPUs are job {job_id}'s now")
             nodestate.save_job(run.cfg.state_dir, run.node, job_id,
-                               nodestate.JobStart(time.time(), run.state.source, rows,
+                               nodestate.JobStart(read_s, run.state.source, rows,
                                                   user=run.env.get("SLURM_JOB_USER"),
-                                                  end_by_s=nodestate.slurm_end_time(run.env)))
+                                                  end_by_s=nodestate.slurm_end_time(run.env),
+                                                  policy=policy.to_json()))
         except OSError as exc:
             run.own_error(f"cannot record the job's starting energy: {exc}")
-    _act(run, [("enable_accounting", g.nvml_index, None, None) for g in gpus
-               if g.nvml_index is not None and not _gpu(run.state, g.nvml_index).get("accounting_mode", False)])
     return 0
 
 
@@ -293,36 +320,58 @@ def _describe(kind: str, gpu_index, pid, value) -> str:
         what = f"set the power limit to {value:g} W"
     elif kind == "set_app_clocks":
         what = f"set application clocks to {value[0]} MHz memory, {value[1]} MHz graphics"
+    elif kind in ("set_locked_clocks", "set_mem_locked_clocks"):
+        what = f"lock {'GPU' if kind == 'set_locked_clocks' else 'memory'} clocks to {value[0]}-{value[1]} MHz"
     else:
         what = kind.replace("_", " ")
     return f"{what} on NVML GPU{gpu_index}"
 
 
-def _act(run: Run, specs) -> None:
-    """Carry out actions through the state source (replay: logged as "would ..."). In observe
-    mode nothing is carried out: each is logged as "observe mode: would ..." and counted in
-    :attr:`Run.observed` (no process kill, no clock, power-limit or accounting-mode change)."""
+#: Resets that NVML may answer with these when the GPU or driver has no such clock lock:
+#: nothing to reset (logged, not trouble).
+_NOTHING_TO_RESET = ("NOT_SUPPORTED", "FUNCTION_NOT_FOUND")
+
+
+def _act(run: Run, specs) -> list[str]:
+    """Carry out action specs ``(kind, NVML index, pid, value)`` through the state source
+    (replay: logged as "would ..."); returns each one's outcome, in order: ``SUCCESS``,
+    ``REPLAY``, the NVML return code that refused it, ``TIMEOUT`` / ``ERROR`` (the batch did not
+    run). A refusal is slurmkit's own trouble (logged, counted: never a drain), except a reset
+    NVML answers NOT_SUPPORTED / FUNCTION_NOT_FOUND (nothing to reset); the other actions are
+    carried out all the same. In observe mode nothing is carried out (outcome ``OBSERVE``): each
+    is logged as "observe mode: would ..." and counted in :attr:`Run.observed` (no process kill,
+    no clock, power-limit or accounting-mode change)."""
     if not specs:
-        return
+        return []
     if run.cfg.mode == "observe":
         for kind, gi, pid, pw in specs:
             run.log.info(f"observe mode: would {_describe(kind, gi, pid, pw)}")
             run.observed[kind] = run.observed.get(kind, 0) + 1
-        return
-    from slurmkit.health.runner import run_actions
+        return ["OBSERVE"] * len(specs)
+    from slurmkit.health.runner import apply_actions
     from slurmkit.health.source import Action, NvmlTimeout, SourceError
 
+    clocks = ("set_app_clocks", "set_locked_clocks", "set_mem_locked_clocks")
     actions = [Action(kind, gpu_index=gi, pid=pid, power_limit_w=v if kind == "set_power_limit" else None,
-                      clocks_mhz=list(v) if kind == "set_app_clocks" else None) for kind, gi, pid, v in specs]
+                      clocks_mhz=list(v) if kind in clocks else None) for kind, gi, pid, v in specs]
     try:
-        for line in run_actions(actions, run.source_spec, total_deadline_s=run.cfg.deadline_s,
-                                per_call_deadline_s=min(run.hc.per_call_deadline_s, run.cfg.deadline_s)):
-            run.log.info(line)
+        results = apply_actions(actions, run.source_spec, total_deadline_s=run.cfg.deadline_s,
+                                per_call_deadline_s=min(run.hc.per_call_deadline_s, run.cfg.deadline_s))
     except NvmlTimeout as exc:
         run.log.error(f"hardware evidence: {exc}")
         run.drain_reason = run.drain_reason or NVML_TIMEOUT_REASON
+        return ["TIMEOUT"] * len(specs)
     except SourceError as exc:
         run.own_error(str(exc))
+        return ["ERROR"] * len(specs)
+    for (kind, _gi, _pid, _v), (line, rc) in zip(specs, results):
+        if rc in ("SUCCESS", "REPLAY"):
+            run.log.info(line)
+        elif kind.startswith("reset_") and rc in _NOTHING_TO_RESET:
+            run.log.info(f"{line} (nothing to reset)")
+        else:
+            run.own_error(line)
+    return [rc for _, rc in results]
 
 
 def _leftover_verdict(run: Run, proc: dict, job_id, uid, min_uid):
@@ -341,10 +390,9 @@ def _leftover_verdict(run: Run, proc: dict, job_id, uid, min_uid):
 
 def epilog(run: Run) -> int:
     """Clean up after the job (leftover processes that are the job's own:
-    :mod:`slurmkit.hooks.jobproc`; application clocks back to the site's ``[health]
-    app_clock_*_mhz`` when set, else the GPU's defaults; locked clocks reset; the power limit back
-    to ``[health] power_limit_w``, else the default), record its GPU energy in the spool, and
-    drain on hardware evidence."""
+    :mod:`slurmkit.hooks.jobproc`; the job's GPUs back to their resting clock policy:
+    :func:`slurmkit.hooks.clock_policy.restore_specs`), record its GPU energy and the clock policy
+    it ran under in the spool, and drain on hardware evidence."""
     from slurmkit.hooks import spool
 
     job_id = run.env.get("SLURM_JOB_ID")
@@ -358,8 +406,19 @@ def epilog(run: Run) -> int:
     ok = run.read(before_job=False)
     gpus = run.job_gpus() if ok else []
     actions = []
+    from slurmkit.hooks import clock_policy
     from slurmkit.hooks.jobproc import uid_min
 
+    # locked memory clocks are reset only after a job whose policy locked them (GPUs before
+    # Ampere have none): the policy the prolog recorded, else the job's partition's
+    try:
+        ran_under = clock_policy.JobPolicy.from_json(started.policy) if started and started.policy else None
+    except ValueError as exc:  # a hand-edited or damaged prolog record: the policy is unknown
+        run.own_error(f"job {job_id}'s prolog record: {exc}")
+        ran_under = None
+    job_policy = run.policies["job"]
+    reset_mem_locked = bool((ran_under.requested if ran_under else {}).get("locked_mem_clocks_mhz")
+                            or (job_policy is not None and job_policy.locked_mem_clocks_mhz))
     min_uid = uid_min()
     for g in gpus:
         if g.nvml_index is None:
@@ -372,16 +431,9 @@ def epilog(run: Run) -> int:
                 actions.append(("kill", g.nvml_index, int(proc["pid"]), None))
             else:
                 run.log.info(f"leaving {v.why} (GPU{g.index})")
-        # the site's clock policy, never NVML's defaults over it: [health] app_clock_*_mhz when set
-        site_clocks = (run.hc.expect.get("app_clock_mem_mhz"), run.hc.expect.get("app_clock_graphics_mhz"))
-        if all(c is not None for c in site_clocks):
-            actions.append(("set_app_clocks", g.nvml_index, None, tuple(int(c) for c in site_clocks)))
-        else:
-            actions.append(("reset_app_clocks", g.nvml_index, None, None))
-        actions.append(("reset_locked_clocks", g.nvml_index, None, None))
-        want = run.hc.expect.get("power_limit_w") or gs.get("default_power_limit_w")
-        if want is not None and gs.get("power_limit_w") != want:
-            actions.append(("set_power_limit", g.nvml_index, None, float(want)))
+        # back to the resting policy, never NVML's defaults over a site's value
+        actions += clock_policy.restore_specs(g.nvml_index, gs, run.hc.expect, run.policies["resting"],
+                                              reset_mem_locked)
     _act(run, actions)
     run.apply_verdict()
     if job_id and not run.gpuless:  # a job on a CPU-only node has no GPU energy to record
@@ -409,7 +461,8 @@ def epilog(run: Run) -> int:
         accounting, acc_reason = job_accounting(run.state, gpus, seen)
         rec = spool.record(job_id, run.node, user, uid, started.start_s if started else None, end_s, rows,
                            run.state.source if run.state else run.source_spec, reason=reason,
-                           accounting=accounting, accounting_reason=acc_reason, events=events)
+                           accounting=accounting, accounting_reason=acc_reason, events=events,
+                           policy=ran_under)
         try:
             spool.append(run.cfg.spool_dir, rec)
         except ValueError as exc:

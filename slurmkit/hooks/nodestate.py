@@ -7,7 +7,9 @@
   :mod:`slurmkit.hooks.main`);
 - ``job-<id>.json``: a :class:`JobStart`, the prolog's energy readings for a job (``{"start_s":
   epoch s, "state_source": str, "gpus": [{index, nvml_index, minor, uuid, pci_bus_id,
-  start_energy_mj, acct_seen}], "user": SLURM_JOB_USER, "end_by_s": SLURM_JOB_END_TIME}``),
+  start_energy_mj, acct_seen}], "user": SLURM_JOB_USER, "end_by_s": SLURM_JOB_END_TIME,
+  "policy": the clock policy the job runs under, :class:`slurmkit.hooks.clock_policy.JobPolicy`
+  JSON}``),
   written by the prolog and removed by the epilog; its presence is what
   ``slurmkit_gpu_job_info`` lists. A record whose epilog never ran (node crash, epilog killed at
   PrologEpilogTimeout) goes when a new prolog gives its GPUs to another job
@@ -120,17 +122,21 @@ class JobStart(_Record):
     ``snapshot:PATH``...); ``gpus``: the job's GPUs on this node; ``user``: SLURM_JOB_USER
     (the ``user`` label of ``slurmkit_gpu_job_info``; None when Slurm gave none); ``end_by_s``:
     the job's projected end (SLURM_JOB_END_TIME, epoch s; None when Slurm gave none or the job
-    has no time limit): past it and :data:`STALE_GRACE_S` the record is a ghost."""
+    has no time limit): past it and :data:`STALE_GRACE_S` the record is a ghost; ``policy``: the
+    clock policy the prolog recorded for the job (:meth:`slurmkit.hooks.clock_policy.JobPolicy.to_json`;
+    None in a record of an older version), for the epilog's spool line."""
 
     start_s: float | None = None
     state_source: str = ""
     gpus: list[JobGpuStart] = field(default_factory=list)
     user: str | None = None
     end_by_s: float | None = None
+    policy: dict | None = None
 
     def to_json(self) -> dict:
         return {"start_s": self.start_s, "state_source": self.state_source,
-                "gpus": [g.to_json() for g in self.gpus], "user": self.user, "end_by_s": self.end_by_s}
+                "gpus": [g.to_json() for g in self.gpus], "user": self.user, "end_by_s": self.end_by_s,
+                "policy": self.policy}
 
     @classmethod
     def from_json(cls, d) -> "JobStart":
@@ -141,7 +147,8 @@ class JobStart(_Record):
         return cls(start_s=float(t) if _num(t) else None, state_source=str(d.get("state_source") or ""),
                    gpus=[JobGpuStart.from_json(g) for g in d.get("gpus", [])],
                    user=d["user"] if isinstance(d.get("user"), str) else None,
-                   end_by_s=float(d["end_by_s"]) if _num(d.get("end_by_s")) else None)
+                   end_by_s=float(d["end_by_s"]) if _num(d.get("end_by_s")) else None,
+                   policy=d["policy"] if isinstance(d.get("policy"), dict) else None)
 
 from slurmkit.atomicfile import atomic_write
 

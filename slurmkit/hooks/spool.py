@@ -34,9 +34,18 @@ Line format (JSON object, keys always present)::
                                   # of processes started during the job (time-weighted mean
                                   # utilization %, peak memory MiB); null when unavailable ...
      "accounting_reason": "...",  # ... and why (also set when only some GPUs lack records)
-     "events": [{"check": "xid", "status": "fail", "gpu_index": 2, "value": 79}]}
+     "events": [{"check": "xid", "status": "fail", "gpu_index": 2, "value": 79}],
                                   # XID / ECC / retired-page / row-remap results other than pass
                                   # seen at the epilog on the job's GPUs (or node-wide)
+     "policy": {"name": "steady",           # the clock policy the job ran under
+                "origin": "partition steady",  # partition <p> | node type <t> | none
+                "status": "applied",        # resting | applied | partly applied | not applied
+                "requested": {"locked_clocks_mhz": [1215, 1410]},
+                "applied": {"0": {"locked_clocks_mhz": [1215, 1410]}},  # per Slurm GPU index:
+                "not_applied": {},          # what NVML accepted / {setting: why} it did not
+                "reason": null}}            # why not (fully) applied
+                                  # (slurmkit.hooks.clock_policy.JobPolicy); null in lines of
+                                  # older versions and when the prolog left no record
 
 ``source`` says whether energy figures exist; ``state_source`` whether they were read live or
 replayed from a snapshot (a replay's figures describe the snapshot, not this job).
@@ -49,6 +58,8 @@ import os
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from slurmkit.hooks.clock_policy import JobPolicy
 
 def file_name(node: str) -> str:
     """``<node>.jsonl``: the spool file one node appends to (ValueError for a name that is not a
@@ -179,7 +190,8 @@ class SpoolRecord:
 
     ``start_s`` / ``end_s``: epoch seconds of the prolog's / epilog's energy read;
     ``energy_mj_total``: mJ over the GPUs (None unless ``source`` is measured); ``accounting``:
-    per Slurm GPU index (None when unavailable, ``accounting_reason`` says why)."""
+    per Slurm GPU index (None when unavailable, ``accounting_reason`` says why); ``policy``: the
+    clock policy the job ran under (None: not recorded)."""
 
     job_id: str
     node: str = ""
@@ -195,6 +207,7 @@ class SpoolRecord:
     accounting: dict[int, GpuAccounting] | None = None
     accounting_reason: str | None = None
     events: list[SpoolEvent] = field(default_factory=list)
+    policy: JobPolicy | None = None
 
     @property
     def measured(self) -> bool:
@@ -220,6 +233,7 @@ class SpoolRecord:
             {str(k): a.to_json() for k, a in sorted(self.accounting.items())},
             "accounting_reason": self.accounting_reason,
             "events": [e.to_json() for e in self.events],
+            "policy": None if self.policy is None else self.policy.to_json(),
         }
 
     @classmethod
@@ -242,6 +256,10 @@ class SpoolRecord:
                 except (TypeError, ValueError):
                     raise ValueError(f"accounting: {k!r} is not a GPU index with an object") from None
         start, end = _num(d.get("start_s")), _num(d.get("end_s"))
+        try:
+            policy = JobPolicy.from_json(d["policy"]) if d.get("policy") is not None else None
+        except ValueError:
+            policy = None  # a policy that does not read is unknown; the energy record still counts
         return cls(
             job_id=str(d["job_id"]), node=str(d.get("node") or ""), user=_str(d.get("user")),
             uid=_int(d.get("uid")), start_s=None if start is None else float(start),
@@ -251,7 +269,7 @@ class SpoolRecord:
             energy_mj_total=_int(d.get("energy_mj_total")),
             gpus=[GpuEnergy.from_json(g) for g in _list(d, "gpus")],
             accounting=accounting, accounting_reason=_str(d.get("accounting_reason")),
-            events=[SpoolEvent.from_json(e) for e in _list(d, "events")])
+            events=[SpoolEvent.from_json(e) for e in _list(d, "events")], policy=policy)
 
 
 def energy_delta(start_mj: int | None, end_mj: int | None) -> tuple[int | None, bool]:
@@ -267,11 +285,12 @@ def energy_delta(start_mj: int | None, end_mj: int | None) -> tuple[int | None, 
 
 def record(job_id, node, user, uid, start_s, end_s, gpus: list[GpuEnergy], state_source: str,
            reason: str | None = None, accounting: dict[int, GpuAccounting] | None = None,
-           accounting_reason: str | None = None, events: list[SpoolEvent] | None = None) -> SpoolRecord:
+           accounting_reason: str | None = None, events: list[SpoolEvent] | None = None,
+           policy: JobPolicy | None = None) -> SpoolRecord:
     """Build one spool record. ``gpus``: the job's GPUs with their ``start_energy_mj`` /
     ``end_energy_mj`` readings; their ``energy_mj`` and ``counter_reset`` are computed here.
     ``source`` is measured when every GPU has a delta; ``reason`` defaults to why not (or to a
-    note on a counter reset)."""
+    note on a counter reset). ``policy``: the clock policy the job ran under."""
     rows = []
     for g in gpus:
         delta, reset = energy_delta(g.start_energy_mj, g.end_energy_mj)
@@ -289,7 +308,8 @@ def record(job_id, node, user, uid, start_s, end_s, gpus: list[GpuEnergy], state
         job_id=str(job_id), node=node, user=user, uid=uid, start_s=start_s, end_s=end_s,
         source=EnergySource.MEASURED if measured else EnergySource.UNAVAILABLE, reason=reason,
         state_source=state_source, energy_mj_total=sum(r.energy_mj for r in rows) if measured else None,
-        gpus=rows, accounting=accounting, accounting_reason=accounting_reason, events=list(events or []))
+        gpus=rows, accounting=accounting, accounting_reason=accounting_reason, events=list(events or []),
+        policy=policy)
 
 
 def append(spool_dir, rec: SpoolRecord) -> str:

@@ -15,14 +15,14 @@ _WHERE = {
     "ProfileError": "errors",
     "load_profile": "load", "load_profile_data": "load", "resolve": "load", "shipped_names": "load",
     "site_dir": "load",
-    "Health": "health",
+    "Health": "health", "ClockPolicy": "clock_policy",
     **{name: "model" for name in ("Block", "Cluster", "Fabric", "Gpu", "Leaf", "Nccl", "Nic", "NodeType",
                                   "Partition", "Profile", "Report", "SlurmNode", "Spine", "Submit")},
 }
 
 __all__ = ["ProfileError", "load_profile", "load_profile_data", "resolve", "shipped_names", "site_dir",
            "Profile", "Cluster", "Partition", "NodeType", "Gpu", "Nic", "SlurmNode", "Fabric", "Leaf",
-           "Spine", "Block", "Nccl", "Submit", "Health", "Report"]
+           "Spine", "Block", "Nccl", "Submit", "Health", "Report", "ClockPolicy"]
 
 
 def __getattr__(name: str):

@@ -1,5 +1,5 @@
-"""The hooks' fast path to a profile's ``[health]`` section and the node's NICs:
-:func:`load_health`, :func:`load_for_node`.
+"""The hooks' fast path to a profile's ``[health]`` section, the node's NICs and the clock
+policies: :func:`load_health`, :func:`load_for_node`, :func:`load_clock_policies`.
 
 A hook runs on every job; loading, layering and validating the whole profile (and importing the
 model and validator) costs more than the checks themselves. So the section that
@@ -19,7 +19,7 @@ from slurmkit.profile.health import Health
 
 CACHE_NAME = "profile-health.json"
 #: Bumped when the cached JSON's shape changes (an older cache is then rebuilt).
-SHAPE = 2
+SHAPE = 3
 
 
 def load_health(profile, cache_dir=None) -> Health:
@@ -51,6 +51,25 @@ def load_for_node(profile, cache_dir=None, node: str | None = None) -> tuple[Hea
     return Health.from_json(data["health"]), facts
 
 
+def load_clock_policies(profile, cache_dir=None, node: str | None = None,
+                        partition: str | None = None) -> dict:
+    """The clock policies that concern one job on one node: ``{"node_type": name of ``node``'s
+    node type (None when the node is in no partition), "resting": its ``clock_policy``
+    (:class:`~slurmkit.profile.clock_policy.ClockPolicy`, the state the epilog puts back; None
+    when it names none), "job": the ``clock_policy`` of partition ``partition``
+    (SLURM_JOB_PARTITION; None when the partition names none or is not in the profile)}``.
+    Same cache and errors as :func:`load_health`."""
+    from slurmkit.profile.clock_policy import ClockPolicy
+
+    data = _cached(profile, cache_dir)
+    node_type = next((nt for nt, names in data["nodes"].items() if node in names), None)
+    policies = data["clock_policies"]
+    rest = data["node_type_policy"].get(node_type) if node_type else None
+    job = data["partition_policy"].get(partition) if partition else None
+    return {"node_type": node_type, "resting": ClockPolicy.from_json(policies[rest]) if rest else None,
+            "job": ClockPolicy.from_json(policies[job]) if job else None}
+
+
 def _cached(profile, cache_dir) -> dict:
     cache = os.path.join(os.fspath(cache_dir), CACHE_NAME) if cache_dir is not None else None
     key = f"{SHAPE}:{os.fspath(profile)}"
@@ -70,7 +89,10 @@ def _cached(profile, cache_dir) -> dict:
             "nics": {name: [{"device": n.device, "link_layer": n.link_layer, "rate_gbps": n.rate_gbps,
                              "role": n.role} for n in nt.nics] for name, nt in prof.node_types.items()},
             "nodes": nodes, "nvswitch": {name: has_nvswitch(nt) for name, nt in prof.node_types.items()},
-            "nvlinks": {name: expected_nvlinks(nt) for name, nt in prof.node_types.items()}}
+            "nvlinks": {name: expected_nvlinks(nt) for name, nt in prof.node_types.items()},
+            "clock_policies": {name: cp.to_json() for name, cp in prof.clock_policies.items()},
+            "node_type_policy": {name: nt.clock_policy for name, nt in prof.node_types.items() if nt.clock_policy},
+            "partition_policy": {name: p.clock_policy for name, p in prof.partitions.items() if p.clock_policy}}
     if cache is not None:
         stampcache.write(cache, key, [f for f in prof.layers if f != "preset"], data)
     return data

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from slurmkit.profile.clock_policy import ClockPolicy  # noqa: F401  (re-exported: [clock_policies.*])
 from slurmkit.profile.health import Health  # noqa: F401  (re-exported: the [health] section)
 
 
@@ -26,13 +27,16 @@ class Cluster:
 @dataclass(frozen=True)
 class Partition:
     """``[partitions.<name>]``: ``nodes`` (Slurm hostlist expression as written), ``node_names``
-    (expanded, in hostlist order), ``node_type`` (key of ``node_types``), ``default``."""
+    (expanded, in hostlist order), ``node_type`` (key of ``node_types``), ``default``,
+    ``clock_policy`` (key of ``clock_policies`` the prolog applies to the partition's jobs' GPUs;
+    None: the jobs run under their node type's resting policy)."""
 
     name: str
     nodes: str
     node_names: tuple[str, ...]
     node_type: str
     default: bool = False
+    clock_policy: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,9 @@ class NodeType:
     None when not given); ``gpu_tdp_w``: board power (W, reports' modelled energy; None when
     not given); ``p2p``: GPU peer-to-peer works;
     ``slurm_node``: what slurm.conf says when it differs from the hardware (else None);
-    ``sources``: where this node type's values come from.
+    ``sources``: where this node type's values come from; ``clock_policy``: key of
+    ``clock_policies``, the GPUs' resting state the epilog puts back (None: the site's
+    ``[health]`` pins, else the GPU's defaults).
     """
 
     name: str
@@ -121,6 +127,7 @@ class NodeType:
     gpus: tuple[Gpu, ...] = ()
     nics: tuple[Nic, ...] = ()
     sources: tuple[str, ...] = ()
+    clock_policy: str | None = None
 
     @property
     def cpu_count(self) -> int:
@@ -247,7 +254,8 @@ class Report:
 @dataclass(frozen=True)
 class Profile:
     """A validated site profile. ``source``: the profile file (str path, "" for in-memory data);
-    ``layers``: every file merged, in order (preset, site file, overrides)."""
+    ``layers``: every file merged, in order (preset, site file, overrides); ``clock_policies``:
+    ``[clock_policies.<name>]`` by name."""
 
     source: str
     cluster: Cluster
@@ -259,6 +267,7 @@ class Profile:
     health: Health = Health()
     report: Report = Report()
     layers: tuple[str, ...] = ()
+    clock_policies: dict[str, ClockPolicy] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -303,6 +312,18 @@ class Profile:
             if node in p.node_names:
                 return self.node_types[p.node_type]
         raise KeyError(f"node {node!r} is in no partition of profile {self.source or self.name}")
+
+    def resting_policy(self, node: str) -> ClockPolicy | None:
+        """The resting clock policy of node ``node`` (its node type's ``clock_policy``); None
+        when its node type names none. KeyError when the node is in no partition."""
+        name = self.node_type_of(node).clock_policy
+        return self.clock_policies[name] if name else None
+
+    def partition_policy(self, partition: str) -> ClockPolicy | None:
+        """The clock policy the prolog applies to jobs of ``partition`` (its ``clock_policy``);
+        None when it names none. KeyError (naming the known ones) for an unknown partition."""
+        name = self.partition(partition).clock_policy
+        return self.clock_policies[name] if name else None
 
     def leaf_of(self, node: str) -> str | None:
         """Name of the leaf switch above ``node`` (``fabric.leaves``), None when not under one."""

@@ -6,6 +6,8 @@ raises :class:`ProfileError` naming the file, dotted key and (best effort) line.
 
 from __future__ import annotations
 
+from slurmkit.profile.clock_policy import SETTINGS as CLOCK_POLICY_SETTINGS
+from slurmkit.profile.clock_policy import ClockPolicy
 from slurmkit.profile.errors import ProfileError
 from slurmkit.profile.health import EXPECT_KEYS
 from slurmkit.profile.lines import key_line
@@ -18,7 +20,7 @@ NCCL_FABRICS = ("infiniband", "roce", "efa", "tcp", "pcie")
 HEALTH_MODES = ("enforce", "observe")
 CPU_NUMBERINGS = ("linear", "interleaved", "unknown")
 TOP_LEVEL = ("cluster", "partitions", "node_types", "fabric", "nccl", "submit", "health", "report",
-             "extends")
+             "clock_policies", "extends")
 _MISSING = object()
 
 
@@ -115,10 +117,16 @@ def build(data: dict, file: str = "", text: str = "", layers: tuple[str, ...] = 
     c = _Ctx(file, text)
     c.known(data, "", TOP_LEVEL)
     cluster = _cluster(c, c.table(data.get("cluster"), "cluster"))
+    policies = _clock_policies(c, c.table(data.get("clock_policies"), "clock_policies"))
     node_types = _node_types(c, c.table(data.get("node_types"), "node_types"))
     partitions = _partitions(c, c.table(data.get("partitions"), "partitions"), node_types)
+    for kind, table in (("node_types", node_types), ("partitions", partitions)):
+        for name, item in table.items():
+            if item.clock_policy is not None and item.clock_policy not in policies:
+                c.fail(f"{kind}.{name}.clock_policy", f"{item.clock_policy!r} is not a clock policy "
+                       f"(known: {', '.join(policies) or 'none: add [clock_policies.<name>]'})")
     fabric = _fabric(c, c.table(data.get("fabric"), "fabric"), partitions)
-    return Profile(
+    return Profile(clock_policies=policies, 
         source=str(file), cluster=cluster, partitions=partitions, node_types=node_types,
         fabric=fabric, nccl=_nccl(c, c.table(data.get("nccl"), "nccl")),
         submit=_submit(c, c.table(data.get("submit"), "submit")),
@@ -149,7 +157,7 @@ def _partitions(c: _Ctx, t: dict, node_types: dict[str, NodeType]) -> dict[str, 
     for name, p in t.items():
         key = f"partitions.{name}"
         p = c.table(p, key)
-        c.known(p, key, ("nodes", "node_type", "default"))
+        c.known(p, key, ("nodes", "node_type", "default", "clock_policy"))
         nt = c.get(p, key, "node_type", str)
         if nt not in node_types:
             c.fail(f"{key}.node_type", f"{nt!r} is not a node type (known: {', '.join(node_types) or 'none'})")
@@ -164,7 +172,8 @@ def _partitions(c: _Ctx, t: dict, node_types: dict[str, NodeType]) -> dict[str, 
         if default:
             defaults.append(name)
         out[name] = Partition(name=name, nodes=nodes_expr if isinstance(nodes_expr, str) else ",".join(nodes_expr),
-                              node_names=names, node_type=nt, default=default)
+                              node_names=names, node_type=nt, default=default,
+                              clock_policy=c.get(p, key, "clock_policy", str, None))
     if len(defaults) > 1:
         c.fail(f"partitions.{defaults[1]}.default",
                f"more than one default partition ({', '.join(defaults)})")
@@ -181,7 +190,7 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
     key = f"node_types.{name}"
     c.known(t, key, ("gpu_model", "gpu_count", "sockets", "cores_per_socket", "threads_per_core",
                      "cpu_numbering", "memory_mib", "gpu_tdp_w", "p2p", "slurm_node", "gpus", "nics",
-                     "sources"))
+                     "sources", "clock_policy"))
     model = c.get(t, key, "gpu_model", str)
     if not model or any(ch in model for ch in " :,=\t"):
         c.fail(f"{key}.gpu_model", f"gres type must be one word without ':' or ',', got {model!r}")
@@ -272,7 +281,53 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
                     memory_mib=c.get(t, key, "memory_mib", int, None, minimum=0),
                     gpu_tdp_w=c.get(t, key, "gpu_tdp_w", float, None, minimum=0),
                     p2p=c.get(t, key, "p2p", bool, _default(NodeType, "p2p")), slurm_node=slurm_node,
-                    gpus=tuple(gpus), nics=tuple(nics), sources=c.str_list(t, key, "sources"))
+                    gpus=tuple(gpus), nics=tuple(nics), sources=c.str_list(t, key, "sources"),
+                    clock_policy=c.get(t, key, "clock_policy", str, None))
+
+
+def _clock_policies(c: _Ctx, t: dict) -> dict[str, ClockPolicy]:
+    """``[clock_policies.<name>]`` tables -> {name: ClockPolicy}: known keys only, at least one
+    setting, application clocks both or neither, clock ranges ``[min, max]`` of positive MHz with
+    min <= max, a power limit of positive watts."""
+    out = {}
+    for name, p in t.items():
+        key = f"clock_policies.{name}"
+        p = c.table(p, key)
+        c.known(p, key, CLOCK_POLICY_SETTINGS)
+        if not p:
+            c.fail(key, f"a clock policy sets at least one of: {', '.join(CLOCK_POLICY_SETTINGS)}")
+        mem = c.get(p, key, "app_clock_mem_mhz", int, None, minimum=1)
+        graphics = c.get(p, key, "app_clock_graphics_mhz", int, None, minimum=1)
+        if (mem is None) != (graphics is None):
+            missing = "app_clock_graphics_mhz" if graphics is None else "app_clock_mem_mhz"
+            c.fail(f"{key}.{'app_clock_mem_mhz' if graphics is None else 'app_clock_graphics_mhz'}",
+                   f"{missing} is missing: nvmlDeviceSetApplicationsClocks sets the memory and "
+                   f"graphics clocks together, give both")
+        power = p.get("power_limit_w")  # kept as written (int or float), as [health] power_limit_w
+        if power is not None and (isinstance(power, bool) or not isinstance(power, (int, float)) or power <= 0):
+            c.fail(f"{key}.power_limit_w", f"expected a number of watts > 0, got {_tname(power)} {power!r}")
+        out[name] = ClockPolicy(name=name, app_clock_mem_mhz=mem, app_clock_graphics_mhz=graphics,
+                                locked_clocks_mhz=_mhz_range(c, p, key, "locked_clocks_mhz"),
+                                locked_mem_clocks_mhz=_mhz_range(c, p, key, "locked_mem_clocks_mhz"),
+                                power_limit_w=power)
+    return out
+
+
+def _mhz_range(c: _Ctx, t: dict, key: str, name: str) -> tuple[int, int] | None:
+    """``[min, max]`` (MHz) at ``key.name`` as a tuple; None when absent."""
+    v = t.get(name)
+    if v is None:
+        return None
+    full = f"{key}.{name}"
+    if (not isinstance(v, list) or len(v) != 2
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in v)):
+        c.fail(full, f"expected [min, max] in MHz (two integers, e.g. [1215, 1410]), got {v!r}")
+    lo, hi = v
+    if lo < 1 or hi < 1:
+        c.fail(full, f"clocks must be positive MHz, got {v!r}")
+    if lo > hi:
+        c.fail(full, f"min {lo} MHz is above max {hi} MHz")
+    return (lo, hi)
 
 
 def _fabric(c: _Ctx, t: dict, partitions: dict[str, Partition]) -> Fabric:

@@ -87,16 +87,19 @@ def assumptions_from_profile(profile, path: str = "") -> Assumptions:
 
 
 def read_spool(path) -> tuple[pd.DataFrame, list[str]]:
-    """Hook spool -> DataFrame(job_id, node, start_s, end_s, energy_mj, measured, gpu_util_pct)
-    and problems, one row per :class:`slurmkit.hooks.spool.SpoolRecord` (read by the hooks' own
-    reader, :func:`slurmkit.hooks.spool.read`). ``start_s`` / ``end_s``: epoch seconds of the
-    prolog's / epilog's energy read; ``energy_mj``: the record's ``energy_mj_total`` (mJ);
+    """Hook spool -> DataFrame(job_id, node, start_s, end_s, energy_mj, measured, gpu_util_pct,
+    policy) and problems, one row per :class:`slurmkit.hooks.spool.SpoolRecord` (read by the
+    hooks' own reader, :func:`slurmkit.hooks.spool.read`). ``start_s`` / ``end_s``: epoch seconds
+    of the prolog's / epilog's energy read; ``energy_mj``: the record's ``energy_mj_total`` (mJ);
     NaN when the record has none. ``gpu_util_pct``: the mean over the record's GPUs of their
     NVML accounting utilization (``nvmlDeviceGetAccountingStats``, %; NaN when the record has
-    no accounting figure).
+    no accounting figure). ``policy``: the clock policy the job ran under
+    (:attr:`slurmkit.hooks.clock_policy.JobPolicy.label`; ``none recorded`` when the record
+    has none).
 
     ``path``: a spool file (``energy.jsonl``) or a directory of ``*.jsonl`` files. Lines that
     do not parse are listed as ``file:line: why``, a file that cannot be opened as ``file: why``."""
+    from slurmkit.hooks.clock_policy import NONE_RECORDED
     from slurmkit.hooks.spool import read
 
     files = sorted(glob.glob(os.path.join(path, "*.jsonl"))) if os.path.isdir(path) else [path]
@@ -114,9 +117,10 @@ def read_spool(path) -> tuple[pd.DataFrame, list[str]]:
                      "end_s": nan if r.end_s is None else r.end_s,
                      "energy_mj": nan if r.energy_mj_total is None else float(r.energy_mj_total),
                      "measured": r.measured,
-                     "gpu_util_pct": nan if r.gpu_util_pct is None else r.gpu_util_pct} for r in got)
+                     "gpu_util_pct": nan if r.gpu_util_pct is None else r.gpu_util_pct,
+                     "policy": r.policy.label if r.policy is not None else NONE_RECORDED} for r in got)
     df = pd.DataFrame(recs, columns=["job_id", "node", "start_s", "end_s", "energy_mj", "measured",
-                                     "gpu_util_pct"])
+                                     "gpu_util_pct", "policy"])
     return df, problems
 
 
@@ -151,6 +155,9 @@ def match_spool(allocs: pd.DataFrame, spool: pd.DataFrame,
     return out
 
 
+#: ``clock_policy`` of an attempt whose spool records (one per node) name different policies.
+MIXED_POLICIES = "mixed"
+
 #: The values of ``energy_source`` (a categorical): no source, then the sources in order of
 #: preference; ``prometheus`` (measured by the hooks, read through Prometheus where the spool has
 #: no record: :mod:`slurmkit.report.prometheus`) ranks with ``measured`` and comes last only to keep
@@ -171,7 +178,9 @@ def _tdp_w(gpu_type: pd.Series, table: dict) -> pd.Series:
 def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | None = None
                   ) -> pd.DataFrame:
     """Add ``energy_kwh`` (in the window) and ``energy_source`` (measured | slurm | modelled |
-    none; ``energy_kwh`` NaN, unknown, for none) to the allocation frame, plus ``spool_gpu_util_pct``. Spool records go to the
+    none; ``energy_kwh`` NaN, unknown, for none) to the allocation frame, plus ``spool_gpu_util_pct``
+    and ``clock_policy`` (the spool records' ``policy``: one label, :data:`MIXED_POLICIES` when the
+    attempt's records disagree, ``none recorded`` when it has none). Spool records go to the
     allocation attempt that holds them in time (:func:`match_spool`), so each attempt of a
     requeued job gets its own measured energy; an attempt without (all-measured) records falls
     back to Slurm or the model — never both measured and modelled. Adds the columns in place
@@ -183,6 +192,9 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
     kwh = pd.Series(np.nan, index=out.index, dtype="float64")
     src = np.zeros(len(out), np.int8)   # index into SOURCES
     out["spool_gpu_util_pct"] = np.nan
+    from slurmkit.hooks.clock_policy import NONE_RECORDED
+
+    policy = np.full(len(out), NONE_RECORDED, dtype=object)
     if spool is not None and not spool.empty:
         pos = match_spool(out, spool)
         hit = pos >= 0
@@ -206,6 +218,13 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
         prom = np.zeros(len(out), bool)
         prom[per.index.to_numpy()] = per["prom"].to_numpy(bool)
         src[has.to_numpy() & prom] = SOURCES.index("prometheus")
+        if "policy" in spool:  # rows filled from Prometheus carry none
+            labels = pd.DataFrame({"pos": pos[hit], "policy": spool["policy"].fillna(NONE_RECORDED)
+                                   .astype(str).to_numpy()[hit]}).drop_duplicates()
+            first = labels.drop_duplicates("pos")
+            many = labels["pos"].value_counts().reindex(first["pos"]).to_numpy() > 1
+            policy[first["pos"].to_numpy()] = np.where(many, MIXED_POLICIES, first["policy"].to_numpy())
+    out["clock_policy"] = pd.Categorical(policy)
     if a.trust_slurm:
         sl = (out["energy_j"] > 0) & kwh.isna()
         kwh[sl] = out.loc[sl, "energy_j"] / J_PER_KWH * share[sl]

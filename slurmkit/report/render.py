@@ -5,7 +5,7 @@
 - :func:`to_markdown`: the same tables as Markdown
 - :func:`write_outputs`: ``weekly.html``, ``weekly.md``, ``weekly.json``, CSV tables
   (``by_user.csv``, ``by_account.csv``, ``by_partition.csv``, ``by_qos.csv``,
-  ``by_gpu_type.csv``, ``outcomes.csv``, ``queue_wait.csv``, ``queue_wait_hist.csv``, ``backlog.csv``, ``downtime.csv``, ``down_by_reason.csv``, ``trends.csv``, ``hourly.csv``,
+  ``by_gpu_type.csv``, ``energy_by_policy.csv``, ``outcomes.csv``, ``queue_wait.csv``, ``queue_wait_hist.csv``, ``backlog.csv``, ``downtime.csv``, ``down_by_reason.csv``, ``trends.csv``, ``hourly.csv``,
   ``efficiency_by_user.csv``, ``idle_jobs.csv``, ``jobs.csv``, ``data_quality.csv``) and ``jobs.parquet`` (the per-allocation frame)
 """
 
@@ -118,6 +118,25 @@ def _md_energy(r: dict) -> list[str]:
     note = modelled_pct(t)
     return ["## Energy and its provenance", "", _md_table(["source", "kWh", "jobs"], rows), "",
             *([f"Energy: {note} from TDP (GPUs x hours x GPU TDP).", ""] if note else [])]
+
+
+#: What the energy-by-policy table counts (HTML and Markdown).
+POLICY_NOTE = ("GPU jobs by the clock policy their spool records name (the partition's policy the "
+               "prolog set, else the node type's resting one). Energy is measured energy only (NVML "
+               "counters from the spool or Prometheus), over the GPU-hours that have it; a policy "
+               "that was not (fully) applied is listed apart; jobs without a recorded policy are "
+               "under \"none recorded\".")
+
+
+def _md_policy(r: dict) -> list[str]:
+    """The Markdown energy-per-GPU-hour-by-clock-policy table ([] when the report has no GPU job)."""
+    rows = r.get("energy_by_policy") or []
+    if not rows:
+        return []
+    return ["## Energy per GPU-hour by clock policy", "", _md_table(
+        ["policy", "jobs", "GPU-hours", "measured GPU-hours", "energy kWh", "kWh per GPU-hour"],
+        [[p["policy"], p["jobs"], fmt(p["gpu_hours"]), fmt(p["measured_gpu_hours"]), fmt(p["energy_kwh"]),
+          fmt(p["kwh_per_gpu_hour"])] for p in rows]), "", POLICY_NOTE, ""]
 
 
 def recon_text(rc: dict | None) -> str:
@@ -283,7 +302,7 @@ def to_html(report: dict, limit: int = 25) -> str:
     return env.get_template("weekly.html.j2").render(
         r=report, img=img, f=fmt, pct=pct, dur=dur, signed=signed, title=title(report),
         outcome_label=outcome_label, backlog=backlog_text(report["totals"]), downtime=downtime_text(report), trends=trends_text(report.get("trends")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
-        groups=_GROUPS, limit=limit, version=__version__)
+        groups=_GROUPS, limit=limit, version=__version__, policy_note=POLICY_NOTE)
 
 
 def _md_table(headers, rows) -> str:
@@ -336,6 +355,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
               fmt(g["wasted_gpu_hours"])]
              for g in r[key][:limit]]), ""]
     lines += _md_energy(r)
+    lines += _md_policy(r)
     lines += ["## Outcomes", "", _md_table(
         ["outcome", "jobs", "attempts", "GPU-hours", "wasted GPU-h"],
         [[outcome_label(o), o["jobs"], o.get("attempts", o["rows"]), fmt(o["gpu_hours"]),
@@ -383,6 +403,8 @@ def to_markdown(report: dict, limit: int = 25) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: energy_by_policy.csv's header, also when the report has no GPU job.
+_POLICY_COLUMNS = ["policy", "jobs", "gpu_hours", "measured_gpu_hours", "energy_kwh", "kwh_per_gpu_hour"]
 #: data_quality.csv's header (the fields of a listed problem), also when none was listed.
 _PROBLEM_COLUMNS = [f.name for f in dataclasses.fields(Problem)]
 
@@ -440,7 +462,8 @@ def _write_all(report: dict, allocs, out: Path, formats) -> list[str]:
         for _n, key, _c in _GROUPS:
             _write_csv(out / f"{key}.csv", report[key])
             written.append(f"{key}.csv")
-        tables = {"outcomes.csv": report["outcomes"],
+        tables = {"energy_by_policy.csv": report.get("energy_by_policy") or [],
+                  "outcomes.csv": report["outcomes"],
                   "queue_wait.csv": [{k: v for k, v in q.items() if k != "histogram"}
                                      for q in report["queue_wait"]["by_partition_gpus"]],
                   "queue_wait_hist.csv": wait_histogram_rows(report["queue_wait"]),
@@ -454,7 +477,8 @@ def _write_all(report: dict, allocs, out: Path, formats) -> list[str]:
                   "idle_jobs.csv": report["efficiency"].get("idle_jobs", []),
                   "data_quality.csv": report["data_quality"]["problems"]}
         for name, rows in tables.items():
-            _write_csv(out / name, rows, _PROBLEM_COLUMNS if name == "data_quality.csv" else None)
+            _write_csv(out / name, rows, _PROBLEM_COLUMNS if name == "data_quality.csv" else
+                       _POLICY_COLUMNS if name == "energy_by_policy.csv" else None)
             written.append(name)
         allocs.to_csv(out / "jobs.csv", index=False)
         written.append("jobs.csv")

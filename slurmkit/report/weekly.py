@@ -7,8 +7,9 @@ assumptions and optional capacity / down-time / sreport figures, and returns
 0 but is unknown; facility kWh, CO2e and energy cost are None).
 
 ``{"window", "totals", "by_user", "by_account", "by_partition", "by_qos", "by_gpu_type",
-"outcomes", "queue_wait", "efficiency", "hourly", "utilization", "downtime", "reconciliation",
-"assumptions", "energy_sources", "data_quality", "deltas"}`` — the keys of ``weekly.json``.
+"energy_by_policy", "outcomes", "queue_wait", "efficiency", "hourly", "utilization", "downtime",
+"reconciliation", "assumptions", "energy_sources", "data_quality", "deltas"}`` — the keys of
+``weekly.json``.
 Hours are GPU-hours / CPU-hours inside the window; energy in kWh.
 The per-allocation frame (for CSV / Parquet) is returned beside it.
 """
@@ -78,6 +79,38 @@ def _group(a: pd.DataFrame, col: str, name: str, mask=None) -> list[dict]:
              "wasted_gpu_hours": _num(w), "provisional_gpu_hours": _num(p)}
             for k, j, g, c, e, w, p in zip(t[col], t["jobs"], t["gpu_hours"], t["cpu_hours"],
                                            t["energy_kwh"], t["waste_gpu_hours"], t["provisional_gpu_hours"])]
+
+
+#: The energy sources that measure a job's GPUs (the spool's NVML counters, or the same read
+#: through Prometheus): the only ones a clock policy's effect shows in.
+MEASURED_SOURCES = ("measured", "prometheus")
+
+
+def energy_by_policy(runs: pd.DataFrame) -> list[dict]:
+    """Energy per GPU-hour by the clock policy the GPU jobs ran under: one row per
+    ``clock_policy`` label (:func:`slurmkit.report.energy.attach_energy`: the spool records'
+    policy; ``none recorded`` for jobs without one, which are counted, not dropped), most
+    GPU-hours first: ``{"policy", "jobs"`` (distinct jobs), ``"gpu_hours"`` (in the window),
+    ``"measured_gpu_hours"`` (of those, the allocations with measured energy),
+    ``"energy_kwh"`` (their measured kWh in the window; None when none is measured),
+    ``"kwh_per_gpu_hour": energy_kwh / measured_gpu_hours}`` (None without measured GPU-hours).
+    Modelled and Slurm energy are left out: a TDP model shows no policy's effect."""
+    sel = runs.loc[runs["gpus"] > 0, ["clock_policy", "gpu_hours", "energy_kwh", "energy_source", "job_code"]]
+    if sel.empty:
+        return []
+    measured = sel["energy_source"].isin(MEASURED_SOURCES).to_numpy()
+    codes, uniq = pd.factorize(sel["clock_policy"].astype(str), sort=False)
+    frame = pd.DataFrame({"gh": sel["gpu_hours"].to_numpy(float),
+                          "mgh": np.where(measured, sel["gpu_hours"].to_numpy(float), 0.0),
+                          "kwh": np.where(measured, sel["energy_kwh"].to_numpy(float), np.nan)})
+    t = frame[["gh", "mgh"]].groupby(codes).sum()
+    t["kwh"] = frame["kwh"].groupby(codes).sum(min_count=1)
+    t["jobs"] = _distinct_per_group(codes, sel["job_code"].to_numpy(), len(uniq))[t.index]
+    t["policy"] = np.asarray(uniq, dtype=object)[t.index]
+    t = t.sort_values(["gh", "policy"], ascending=[False, True])
+    return [{"policy": str(name), "jobs": int(j), "gpu_hours": _num(g), "measured_gpu_hours": _num(m),
+             "energy_kwh": _num(k), "kwh_per_gpu_hour": _num(k / m) if m > 0 and not math.isnan(k) else None}
+            for name, j, g, m, k in zip(t["policy"], t["jobs"], t["gh"], t["mgh"], t["kwh"])]
 
 
 _QUANTILES = [0.5, 0.9, 0.95, 0.05, 0.25, 0.75, 1.0]
@@ -399,6 +432,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "by_partition": _group(runs, "partition", "partition"),
         "by_qos": _group(runs, "qos", "qos"),
         "by_gpu_type": _group(runs, "gpu_type", "gpu_type", runs["gpus"] > 0),
+        "energy_by_policy": energy_by_policy(runs),
         "outcomes": outcomes,
         "queue_wait": {"all": wait_all, "by_partition_gpus": waits, "from": wait_from,
                        "bins": list(WAIT_BIN_LABELS), "histogram": wait_histogram(w["wait_s"].to_numpy()),

@@ -5,7 +5,7 @@
  *
  * Environment (read at every call, so one library serves every test):
  *   SLURMKIT_FAKE_NVML        healthy (default) | not_supported | gpu_is_lost | hang_init |
- *                             hang_memory | no_permission
+ *                             hang_memory | hang_set (every action hangs) | no_permission
  *   SLURMKIT_FAKE_NVML_GPUS   number of GPUs (default 4, at most 8)
  *   SLURMKIT_FAKE_NVML_LOST   NVML index of the lost GPU in gpu_is_lost mode (default 1)
  *   SLURMKIT_FAKE_NVML_MINORS comma list of minor numbers in NVML order (default reversed: N-1..0)
@@ -14,7 +14,11 @@
  *   SLURMKIT_FAKE_NVML_ENERGY_MJ      total energy counter base in mJ (GPU i adds i*1000)
  *   SLURMKIT_FAKE_NVML_ACCOUNTING  accounting records "gpu:pid:gpu%:mem%:maxMiB:time_ms,..." (also
  *                             turns accounting mode on for those GPUs)
- *   SLURMKIT_FAKE_NVML_LOG    file that actions (resets, set power limit, accounting) append to
+ *   SLURMKIT_FAKE_NVML_LOG    file that actions (resets, set clocks / locked clocks / power limit,
+ *                             accounting) append to, one "what index value [value]" line each
+ *   SLURMKIT_FAKE_NVML_SET_FAIL  actions refused: "what:rc[:gpu],..." (what as in the log, e.g.
+ *                             set_locked_clocks:4 = NO_PERMISSION on every GPU, set_power_limit:3:1 =
+ *                             NOT_SUPPORTED on NVML GPU1); a refused action is not logged
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +58,32 @@ static void act_log(const char *what, int index, long value) {
     fprintf(f, "%s %d %ld\n", what, index, value);
     fclose(f);
 }
+static void act_log2(const char *what, int index, long a, long b) {
+    const char *path = getenv("SLURMKIT_FAKE_NVML_LOG");
+    if (!path) return;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    fprintf(f, "%s %d %ld %ld\n", what, index, a, b);
+    fclose(f);
+}
+/* The return code SLURMKIT_FAKE_NVML_SET_FAIL gives action `what` on GPU `index` (OK: none). */
+static nvmlReturn_t set_fail(const char *what, int index) {
+    const char *s = getenv("SLURMKIT_FAKE_NVML_SET_FAIL");
+    size_t n = strlen(what);
+    while (s && *s) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        if (len > n && strncmp(s, what, n) == 0 && s[n] == ':') {
+            int rc = 0, gpu = -1;
+            int got = sscanf(s + n + 1, "%d:%d", &rc, &gpu);
+            if (got >= 1 && (got < 2 || gpu == index)) return rc;
+        }
+        s = end ? end + 1 : NULL;
+    }
+    return OK;
+}
+#define FAIL(what, d) do { if (is("hang_set")) for (;;) pause(); \
+                               nvmlReturn_t _r = set_fail((what), (d)->index); if (_r) return _r; } while (0)
 /* Common guard for a device query: initialised, valid handle, not lost, supported. */
 static nvmlReturn_t guard(nvmlDevice_t d, int identity) {
     if (!initialised) return E_UNINIT;
@@ -298,15 +328,35 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long l
     return OK;
 }
 /* actions */
-nvmlReturn_t nvmlDeviceResetApplicationsClocks(nvmlDevice_t d) { GUARD(d); act_log("reset_app_clocks", d->index, 0); return OK; }
-nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t d) { GUARD(d); act_log("reset_locked_clocks", d->index, 0); return OK; }
+nvmlReturn_t nvmlDeviceResetApplicationsClocks(nvmlDevice_t d) {
+    GUARD(d); FAIL("reset_app_clocks", d); act_log("reset_app_clocks", d->index, 0); return OK;
+}
+nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t d) {
+    GUARD(d); FAIL("reset_locked_clocks", d); act_log("reset_locked_clocks", d->index, 0); return OK;
+}
+nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t d, unsigned int lo, unsigned int hi) {
+    GUARD(d); FAIL("set_locked_clocks", d);
+    if (lo > hi) return E_INVALID;
+    act_log2("set_locked_clocks", d->index, (long)lo, (long)hi); return OK;
+}
+nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t d) {
+    GUARD(d); FAIL("reset_mem_locked_clocks", d); act_log("reset_mem_locked_clocks", d->index, 0); return OK;
+}
+nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t d, unsigned int lo, unsigned int hi) {
+    GUARD(d); FAIL("set_mem_locked_clocks", d);
+    if (lo > hi) return E_INVALID;
+    act_log2("set_mem_locked_clocks", d->index, (long)lo, (long)hi); return OK;
+}
 nvmlReturn_t nvmlDeviceSetApplicationsClocks(nvmlDevice_t d, unsigned int mem, unsigned int graphics) {
-    GUARD(d); act_log("set_app_clocks_mem", d->index, (long)mem); act_log("set_app_clocks_graphics", d->index, (long)graphics);
+    GUARD(d); FAIL("set_app_clocks", d);
+    act_log("set_app_clocks_mem", d->index, (long)mem); act_log("set_app_clocks_graphics", d->index, (long)graphics);
     return OK;
 }
 nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t d, unsigned int mw) {
-    GUARD(d); power_limit_mw[d->index] = mw; act_log("set_power_limit_mw", d->index, (long)mw); return OK;
+    GUARD(d); FAIL("set_power_limit", d);
+    power_limit_mw[d->index] = mw; act_log("set_power_limit_mw", d->index, (long)mw); return OK;
 }
 nvmlReturn_t nvmlDeviceSetAccountingMode(nvmlDevice_t d, int mode) {
-    GUARD(d); accounting[d->index] = mode; act_log("set_accounting_mode", d->index, mode); return OK;
+    GUARD(d); FAIL("set_accounting_mode", d);
+    accounting[d->index] = mode; act_log("set_accounting_mode", d->index, mode); return OK;
 }

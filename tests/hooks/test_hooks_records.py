@@ -123,13 +123,16 @@ def test_old_spool_line_is_read_with_its_gpu_utilization(tmp_path):
     assert problems == []
     assert rec.job_id == "7001" and rec.energy_mj_total == 3_600_000_000 and rec.measured
     assert rec.accounting[1] == spool.GpuAccounting(70.0, 29000, 2) and rec.gpu_util_pct == 80.0
-    # the format is unchanged: the record writes the same line again
-    assert json.dumps(rec.to_json(), separators=(",", ":"), sort_keys=True) == OLD_LINE
+    # the format is unchanged but for the clock policy, which such a line does not record: the
+    # record writes the same line again with "policy": null
+    again = rec.to_json()
+    assert rec.policy is None and again.pop("policy") is None
+    assert json.dumps(again, separators=(",", ":"), sort_keys=True) == OLD_LINE
     df, problems = read_spool(str(tmp_path))
     assert problems == []
     assert df.to_dict("records") == [{"job_id": "7001", "node": "n2", "start_s": 1767229200.25,
                                       "end_s": 1767232800.5, "energy_mj": 3.6e9, "measured": True,
-                                      "gpu_util_pct": 80.0}]
+                                      "gpu_util_pct": 80.0, "policy": "none recorded"}]
 
 
 def _report(rows, window, spool_df, now):
