@@ -80,14 +80,18 @@ class Gpu:
 @dataclass(frozen=True)
 class Nic:
     """One NIC of a node type: ``device`` (``mlx5_0``, ``rdmap79s0``, ``eth0``), ``link_layer``
-    (InfiniBand | RoCE | Ethernet | EFA), ``rate_gbps`` (Gbit/s), ``role`` (compute | other),
-    ``numa_node`` (None when unknown)."""
+    (InfiniBand | RoCE | Ethernet | EFA; RoCE: an RDMA device whose port runs Ethernet, as
+    ``topo discover`` writes it), ``rate_gbps`` (Gbit/s), ``role`` (compute | other),
+    ``numa_node`` (None when unknown), ``pci`` (the NIC's PCI address in sysfs form,
+    ``0000:0c:00.0``, the target of ``/sys/class/infiniband/<device>/device``; None: found by
+    name only; the health checks find the NIC by it when the kernel renumbers HCAs)."""
 
     device: str
     link_layer: str
     rate_gbps: float = 0.0
     role: str = "compute"
     numa_node: int | None = None
+    pci: str | None = None
 
 
 @dataclass(frozen=True)
