@@ -80,7 +80,8 @@ def judged_hcas(nics, other_roles: bool = False) -> list[dict]:
     for n in nics or ():
         d = n if isinstance(n, dict) else {"device": n.device, "link_layer": n.link_layer,
                                            "rate_gbps": n.rate_gbps, "role": n.role, "pci": n.pci}
-        if d.get("link_layer") in ("InfiniBand", "RoCE", "Ethernet") and (other_roles or d.get("role", "compute") == "compute"):
+        judged_role = other_roles or d.get("role", "compute") == "compute"
+        if d.get("link_layer") in ("InfiniBand", "RoCE", "Ethernet") and judged_role:
             out.append({k: d.get(k) for k in ("device", "link_layer", "rate_gbps", "role", "pci")})
     return out
 

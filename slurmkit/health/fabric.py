@@ -36,13 +36,16 @@ are not judged here.
 
 A file that cannot be read in a port that exists, or a sysfs root without ``class/``, is
 slurmkit's own trouble (recorded in ``NodeState.errors``), never a drain. The reads run in one
-daemon thread bounded by the hook's deadline (:func:`read_node_fabric`). Standard library only
-(plus :func:`slurmkit.topology.sysfs.class_device_pci`).
+daemon thread bounded by the hook's deadline (:func:`read_node_fabric`). Standard library only,
+plus :func:`slurmkit.topology.sysfs.class_device_pci` and the deadline's default
+(:mod:`slurmkit.profile.health`).
 """
 
 from __future__ import annotations
 
 import os
+
+from slurmkit.profile.health import Health
 
 #: The error counters read from ``ports/<n>/counters/`` (Linux ib_core names) and their width in
 #: bits: they saturate at ``2**bits - 1`` (the PortCounters attribute, 0x0012, of the InfiniBand
@@ -62,8 +65,9 @@ SYSFS_LINK_LAYER = {"InfiniBand": "InfiniBand", "RoCE": "Ethernet", "Ethernet": 
 #: NVML (ports, fabric manager, GPUDirect module) may take together: under the NVML worker they
 #: time out on their own, before the runner would take them for a hung NVML call.
 DEADLINE_SHARE = 0.75
-#: Their bound when no deadline is given (s): the share of the default per-call deadline.
-FABRIC_READ_TIMEOUT_S = 2.25
+#: Their bound when no deadline is given (s): the share of the default per-call deadline
+#: (:class:`slurmkit.profile.health.Health`, the one default: 3 s -> 2.25 s).
+FABRIC_READ_TIMEOUT_S = Health.per_call_deadline_s * DEADLINE_SHARE
 
 
 def counter_max(name: str) -> int:
@@ -485,7 +489,8 @@ def check_ib_counters(state, cfg, **_) -> list:
                 continue
             limit = limits["ib_link_downed_rise_fail" if name == "link_downed" else "ib_counter_rise_fail"]
             (failed if rise >= limit else warned).append(f"{name} +{rise}")
-        words = failed + warned + [f"{c} saturated" for c in saturated if not any(w.startswith(c + " ") for w in failed + warned)]
+        rose = {w.split(" ", 1)[0] for w in failed + warned}
+        words = failed + warned + [f"{c} saturated" for c in saturated if c not in rose]
         worst = FAIL if failed else (WARN if warned or saturated else PASS)
         msg = "error counters rising since the last check" if failed or warned else ""
         if saturated:
