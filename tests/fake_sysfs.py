@@ -1,11 +1,17 @@
 """Fake sysfs trees for the checks that read sysfs (InfiniBand / RoCE ports): laid out like
-``/sys/class/infiniband/<hca>/ports/<n>/`` on a real node (files as the kernel prints them).
+``/sys/class/infiniband/<hca>/ports/<n>/`` on a real node (files as the kernel prints them), with
+each HCA's identity where the kernel keeps it (``class/infiniband/<hca>/device`` -> the PCI
+function under ``devices/``, its ``net/<netdev>/dev_port``; ``bus/pci/devices/<bdf>`` links),
+plain netdevs (``class/net/<dev>/{operstate,speed,device}``) and the kernel renumbering HCAs
+after a card is lost (:func:`lose_card`).
 
 Imported by tests/health and tests/hooks; no pytest needed.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 from slurmkit.atomicfile import atomic_write
@@ -20,8 +26,9 @@ RATES = {400: "400 Gb/sec (4X NDR)", 200: "200 Gb/sec (4X HDR)", 100: "100 Gb/se
 def set_port(root: Path, hca: str, port: int = 1, *, state: str = "ACTIVE", phys: str = "LinkUp",
              rate: int = 400, link_layer: str = "InfiniBand", counters: dict | None = None) -> Path:
     """Write (or rewrite) one port under ``<root>/class/infiniband/<hca>/ports/<port>``; every
-    counter of :data:`COUNTERS` is written (0 unless ``counters`` gives it), each file replaced
-    atomically (a hook may be reading the tree). Returns the port dir."""
+    counter of :data:`COUNTERS` is written (0 unless ``counters`` gives it; a string such as
+    ``"N/A (no PMA)"`` is written as it is), each file replaced atomically (a hook may be
+    reading the tree). Returns the port dir."""
     d = root / "class" / "infiniband" / hca / "ports" / str(port)
     (d / "counters").mkdir(parents=True, exist_ok=True)
     atomic_write(d / "state", STATES[state] + "\n")
@@ -33,12 +40,84 @@ def set_port(root: Path, hca: str, port: int = 1, *, state: str = "ACTIVE", phys
     return d
 
 
-def healthy_tree(root: Path, hcas=("mlx5_0", "mlx5_1"), rate: int = 400, link_layer: str = "InfiniBand") -> Path:
-    """A sysfs root with every HCA of ``hcas`` ACTIVE / LinkUp at ``rate`` Gb/s on port 1."""
+def healthy_tree(root: Path, hcas=("mlx5_0", "mlx5_1"), rate: int = 400, link_layer: str = "InfiniBand",
+                 pcis: dict | None = None) -> Path:
+    """A sysfs root with every HCA of ``hcas`` ACTIVE / LinkUp at ``rate`` Gb/s on port 1;
+    ``pcis`` ({hca: PCI address}) also gives those HCAs their PCI function and netdev
+    (:func:`set_identity`)."""
     (root / "class").mkdir(parents=True, exist_ok=True)
     for h in hcas:
         set_port(root, h, rate=rate, link_layer=link_layer)
+        if pcis and h in pcis:
+            set_identity(root, h, pcis[h])
     return root
+
+
+def netdev_name(pci: str, port: int = 1, kind: str = "ib") -> str:
+    """The predictable netdev name systemd gives the PCI function ``pci`` (bus in decimal):
+    ``0000:18:00.0`` -> ``ibp24s0`` (InfiniBand), ``enp24s0f0np0`` for ``kind="en"`` (Ethernet)."""
+    bus, dev, fn = int(pci[5:7], 16), int(pci[8:10], 16), int(pci[11])
+    return f"ibp{bus}s{dev}" + (f"f{fn}" if fn else "") if kind == "ib" else f"enp{bus}s{dev}f{fn}np{port - 1}"
+
+
+def set_identity(root: Path, hca: str, pci: str, netdevs: list[str] | None = None) -> None:
+    """Give ``hca`` its PCI function: ``devices/pci0000:00/<pci>/`` (``bus/pci/devices/<pci>``
+    links to it) with ``net/<netdev>/dev_port`` (``netdevs``, port order; default one IPoIB name
+    from :func:`netdev_name`; ``[]``: none), and ``class/infiniband/<hca>/device`` -> it."""
+    fn = root / "devices" / "pci0000:00" / pci
+    fn.mkdir(parents=True, exist_ok=True)
+    for i, nd in enumerate([netdev_name(pci)] if netdevs is None else netdevs):
+        (fn / "net" / nd).mkdir(parents=True, exist_ok=True)
+        (fn / "net" / nd / "dev_port").write_text(f"{i}\n")
+    link = root / "bus" / "pci" / "devices" / pci
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not link.is_symlink():
+        link.symlink_to(fn)
+    dev = root / "class" / "infiniband" / hca / "device"
+    dev.parent.mkdir(parents=True, exist_ok=True)
+    if dev.is_symlink():
+        dev.unlink()
+    dev.symlink_to(fn)
+
+
+def lose_card(root: Path, hca: str) -> dict[str, str]:
+    """The card of ``hca`` is gone and, as after a reboot, the kernel numbers the remaining HCAs
+    of its driver (``mlx5_``) again from 0 in PCI order: their directories are renamed. Returns
+    {old name: new name} of the renamed ones."""
+    ib = root / "class" / "infiniband"
+    shutil.rmtree(ib / hca)
+    prefix = hca.rstrip("0123456789")
+    left = [d.name for d in ib.iterdir() if d.name.startswith(prefix)]
+    by_pci = sorted(left, key=lambda n: os.path.basename(os.path.realpath(ib / n / "device")))
+    moved = {}
+    tmp = {n: ib / f".renumber-{n}" for n in by_pci}
+    for n in by_pci:
+        (ib / n).rename(tmp[n])
+    for i, n in enumerate(by_pci):
+        tmp[n].rename(ib / f"{prefix}{i}")
+        if n != f"{prefix}{i}":
+            moved[n] = f"{prefix}{i}"
+    return moved
+
+
+def set_netdev(root: Path, dev: str, *, operstate: str = "up", speed_mbit: int | None = 100000,
+               pci: str | None = None) -> Path:
+    """A plain Ethernet NIC (no RDMA device): ``class/net/<dev>/operstate`` and ``speed`` (Mbit/s;
+    None: the file errors as the kernel's does while the link is down, here: absent), its
+    ``device`` link to ``pci`` when given."""
+    d = root / "class" / "net" / dev
+    d.mkdir(parents=True, exist_ok=True)
+    atomic_write(d / "operstate", operstate + "\n")
+    if speed_mbit is None:
+        (d / "speed").unlink(missing_ok=True)
+    else:
+        atomic_write(d / "speed", f"{speed_mbit}\n")
+    if pci is not None:
+        fn = root / "devices" / "pci0000:00" / pci
+        fn.mkdir(parents=True, exist_ok=True)
+        if not (d / "device").is_symlink():
+            (d / "device").symlink_to(fn)
+    return d
 
 
 def load_module(root: Path, name: str) -> None:

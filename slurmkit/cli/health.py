@@ -22,7 +22,8 @@ from slurmkit.profile.health import Health
 def _config(site: str | None, expect_gpus: int | None, node: str | None = None):
     """The checks' configuration from the ``[health]`` section of profile ``site`` (None: the
     defaults) and, when ``node`` is in one of its partitions, its node type's HCAs, NVSwitches and
-    NVLink count. A bad profile raises ProfileError (file:line: key), exit 2."""
+    NVLink count (a node in none: the ``node_type`` check warns that the checks beyond NVML are
+    skipped). A bad profile raises ProfileError (file:line: key), exit 2."""
     from slurmkit.health.config import load_config
 
     health, nt = None, None
@@ -36,11 +37,11 @@ def _config(site: str | None, expect_gpus: int | None, node: str | None = None):
         except KeyError:
             nt = None
     if nt is None:
-        return load_config(health, gpu_count=expect_gpus)
+        return load_config(health, gpu_count=expect_gpus, no_node_type=node if site and node else None)
     from slurmkit.health.services import expected_nvlinks, has_nvswitch
 
     return load_config(health, gpu_count=expect_gpus, nics=nt.nics, nvswitch=has_nvswitch(nt),
-                       nvlinks=expected_nvlinks(nt))
+                       nvlinks=expected_nvlinks(nt), node_type=nt.name)
 
 
 @click.group("health")
@@ -115,7 +116,8 @@ def check(ctx, source, as_json, before_job, site, expect_gpus, kernel_log, kmsg_
 def _print_report(report: dict, verbose: bool) -> None:
     shown = [r for r in report["results"] if verbose or r["status"] != "pass"]
     for r in shown:
-        where = f"GPU{r['gpu_index']} {r['pci_bus_id']}" if r["gpu_index"] is not None else (r["pci_bus_id"] or "node")
+        where = (f"GPU{r['gpu_index']} {r['pci_bus_id']}" if r["gpu_index"] is not None
+                 else (r.get("place") or r["pci_bus_id"] or "node"))
         limit = f" (limit {r['limit']})" if r["limit"] not in (None, "") and not isinstance(r["limit"], bool) else ""
         msg = f"  {r['message']}" if r["message"] else ""
         click.echo(f"{r['status'].upper():5} {r['check']:28} {where:22} {r['value']}{limit}{msg}")
@@ -129,14 +131,26 @@ def _print_report(report: dict, verbose: bool) -> None:
 @cli.command("snapshot")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Snapshot JSON to write.")
 @click.option("--from", "source", metavar="FILE", help="Convert a capture instead of reading live NVML.")
-@click.option("--node", help="Node name to record (default: this host).")
-@click.option("--deadline", type=float, default=Health.deadline_s, show_default=True, help="Total NVML deadline (s).")
-def snapshot(output, source, node, deadline):
+@click.option("--node", help="Node name to record (default: this host); with --site, whose node type's "
+              "HCAs, fabric manager and GPUDirect module to record.")
+@site_option(help="Site profile (file or shipped name): also record what the node type's checks beyond "
+             "NVML read (InfiniBand / RoCE ports, fabric manager, GPUDirect module).")
+@click.option("--sysfs", type=click.Path(file_okay=False), default=None,
+              help="sysfs root for InfiniBand ports, modules and PCIe AER (live default /sys; with --from: "
+                   "read there instead of the capture's, AER counters included).")
+@click.option("--deadline", type=float, default=None,
+              help="Total NVML deadline in seconds (default: the profile's [health] deadline_s).")
+def snapshot(output, source, node, site, sysfs, deadline):
     """Record this node's GPU state (every value with the NVML call it came from) as JSON."""
+    from slurmkit.health.fabric import spec_of
     from slurmkit.health.runner import read_state
+    from slurmkit.health.source import hostname
 
+    cfg = _config(site, None, node or hostname())
+    deadline = deadline or cfg.deadline_s
     # SourceError (exit 2) and NvmlTimeout (exit 1) reach the one CLI handler
-    state = read_state(source or "live", total_deadline_s=deadline, per_call_deadline_s=deadline, node=node)
+    state = read_state(source or "live", total_deadline_s=deadline, per_call_deadline_s=deadline, node=node,
+                       fabric=spec_of(cfg.expect), sysfs=sysfs)
     _write(state, output)
 
 

@@ -63,12 +63,16 @@ class DiagReport:
 
     def reason(self) -> str:
         """The drain reason: ``slurmkit: dcgm_diag: GPU1 Memory: fail (...)`` (the first failing
-        test; ``+N more`` when several failed; ``nccl_allreduce`` for the bandwidth floor)."""
+        test; ``+N more`` when several failed; ``nccl_allreduce`` for the bandwidth floor), cut
+        to :data:`slurmkit.health.checks.REASON_MAX` by the one rule
+        (:func:`~slurmkit.health.checks.fit_reason`: dcgmi's warnings run long)."""
+        from slurmkit.health.checks import fit_reason
+
         bad = [t for t in self.tests if t.status == "fail"]
         if not bad:
-            return f"slurmkit: {self.check}: {self.message}"
+            return fit_reason(f"slurmkit: {self.check}: {self.message}")
         extra = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
-        return f"slurmkit: {self.check}: {bad[0].describe()}{extra}"
+        return fit_reason(f"slurmkit: {self.check}: {bad[0].describe()}{extra}")
 
 
 def _warnings(r: dict) -> list[str]:

@@ -41,11 +41,46 @@ OWN_INIT_RCS = frozenset(rc for rc, k in RETURN_CODES.items() if k == OWN and rc
 _RANK = {PASS: 0, WARN: 1, ERROR: 2, FAIL: 3}
 
 
+#: The longest drain reason slurmkit writes (characters; ``scontrol show node`` and
+#: ``sinfo -R -o "%100E %9u %19H %N"`` show it whole). ``sinfo -R`` shows only the first
+#: :data:`REASON_LEAD` (its default ``%20E``), so every reason leads with ``slurmkit: <tag>
+#: <where>``: the check's short tag (:data:`REASON_TAGS`) and the GPU, HCA/port or link.
+REASON_MAX = 100
+REASON_LEAD = 20
+#: check id -> the short word its drain reason leads with (the checks beyond NVML; any other
+#: check leads with its id). The full check id stays in the hooks' log and the JSON report.
+REASON_TAGS = {"ib_port": "ib", "ib_rate": "ib", "ib_counters": "ib", "nvlink_errors": "nvlink",
+               "nvlink_down": "nvlink", "pcie_errors": "pcie", "fabric_state": "fabric",
+               "fabric_manager": "fabricmgr", "gpudirect_rdma": "peermem"}
+
+
+def fit_reason(text: str, limit: int = REASON_MAX) -> str:
+    """``text`` as one drain reason: one printable line (control characters become spaces) of at
+    most ``limit`` characters. A longer text is cut at the last space before the limit and ends
+    with ``...``; a trailing ``(+N more)`` is kept. The one helper for every reason slurmkit
+    gives Slurm (:meth:`CheckResult.reason`, the active check's, ``hooks.drain.sanitize``)."""
+    import re
+
+    text = re.sub(r"[^\x20-\x7e]", " ", text).strip()
+    if len(text) <= limit:
+        return text
+    m = re.search(r" \(\+\d+ more\)$", text)
+    tail = m.group(0) if m else ""
+    body = text[:len(text) - len(tail)]
+    room = limit - len(tail) - 3
+    cut = body[:room]
+    if " " in cut[REASON_LEAD:]:
+        cut = cut[:cut.rindex(" ")]
+    return cut.rstrip(" ,;:") + "..." + tail
+
+
 @dataclass
 class CheckResult:
     """One verdict. ``value`` is what was seen, ``limit`` the threshold or expected value it was
-    compared with (both JSON-able); GPU fields are None for node-level results. ``status`` is
-    a :class:`CheckStatus` (its word is accepted and converted; ValueError for another)."""
+    compared with (both JSON-able); GPU fields are None for node-level results. ``place`` names
+    a non-GPU location in words (``mlx5_0/1 ibp12s0``: HCA/port and netdev or PCI address; ""
+    for none). ``status`` is a :class:`CheckStatus` (its word is accepted and converted;
+    ValueError for another)."""
 
     check: str
     status: CheckStatus
@@ -55,6 +90,7 @@ class CheckResult:
     value: Any = None
     limit: Any = None
     message: str = ""
+    place: str = ""
 
     def __post_init__(self) -> None:
         if type(self.status) is not CheckStatus:
@@ -71,13 +107,28 @@ class CheckResult:
             text = None
         return text or self.message or str(self.value)
 
-    def reason(self) -> str:
-        """The drain reason: ``slurmkit: <check> GPU<i> <PCI bus id>: <meaning>`` (node-level
-        results: ``slurmkit: <check>: <meaning>``; a GPU without a bus id shows its UUID). The
-        UUID goes to the hooks' log, not the reason (``sinfo -R`` shows ~60 characters)."""
-        where = (f" GPU{self.gpu_index} {self.pci_bus_id or self.uuid or '?'}"
-                 if self.gpu_index is not None else (f" {self.pci_bus_id}" if self.pci_bus_id else ""))
-        return f"slurmkit: {self.check}{where}: {self.meaning()}"
+    def where(self) -> str:
+        """`` GPU<i> <PCI bus id>`` (a GPU without a bus id shows its UUID), `` <place>``, or
+        `` <PCI bus id>`` of a node-level result that has one; "" for none."""
+        if self.gpu_index is not None:
+            return f" GPU{self.gpu_index} {self.pci_bus_id or self.uuid or '?'}"
+        if self.place:
+            return f" {self.place}"
+        return f" {self.pci_bus_id}" if self.pci_bus_id else ""
+
+    def line(self) -> str:
+        """The result for the hooks' log: ``<check id><where>: <meaning>``, never cut."""
+        return f"{self.check}{self.where()}: {self.meaning()}"
+
+    def reason(self, more: int = 0) -> str:
+        """The drain reason: ``slurmkit: <tag><where>: <meaning>`` (``slurmkit: pcie_width GPU3
+        0000:3b:00.0: x8 of x16``, ``slurmkit: ib mlx5_0/1 ibp12s0: down (DOWN/Polling)``) and
+        `` (+N more)`` for ``more`` other failures, through :func:`fit_reason` (at most
+        :data:`REASON_MAX` characters). The tag is :data:`REASON_TAGS`'s word, else the check
+        id. The UUID goes to the hooks' log, not the reason."""
+        tag = REASON_TAGS.get(self.check, self.check)
+        extra = f" (+{more} more)" if more > 0 else ""
+        return fit_reason(f"slurmkit: {tag}{self.where()}: {self.meaning()}{extra}")
 
 
 def _xid_meaning(r: CheckResult) -> str:
@@ -125,11 +176,23 @@ MEANINGS: dict[str, Callable[[CheckResult], str]] = {
     "nvml_error": lambda r: r.message,
     "ecc_mode": lambda r: f"ECC mode change pending a reset ({r.value})" if r.status is FAIL else f"ECC {r.value}",
 }
-# checks beyond NVML: their value already names the HCA / port, link or counter in words
-# ("mlx5_1 port 1: DOWN/Polling", "aer_correctable +2", "nv-fabricmanager not running")
-for _check in ("ib_port", "ib_rate", "ib_counters", "nvlink_errors", "pcie_errors", "fabric_manager",
-               "gpudirect_rdma"):
+
+
+def _first_and_more(r: CheckResult) -> str:
+    """A list of rises (``link_downed +3, symbol_error +120, port_rcv_errors +5``: the deciding
+    one first) -> ``link_downed +3 and 2 more``; any other value as it is."""
+    if r.value in (None, ""):
+        return r.message
+    words = str(r.value).split(", ")
+    return words[0] + (f" and {len(words) - 1} more" if len(words) > 1 else "")
+
+
+# checks beyond NVML: their value is the meaning in words ("down (DOWN/Polling)", "200 of 400
+# Gb/s", "nv-fabricmanager not running"); the place (HCA/port, netdev or PCI) is the result's own
+for _check in ("ib_port", "ib_rate", "fabric_manager", "gpudirect_rdma", "node_type"):
     MEANINGS[_check] = lambda r: str(r.value) if r.value not in (None, "") else r.message
+for _check in ("ib_counters", "nvlink_errors", "pcie_errors"):
+    MEANINGS[_check] = _first_and_more
 
 
 def result(check: str, status: CheckStatus, g: GpuState | None, value=None, limit=None, message="") -> CheckResult:
@@ -625,7 +688,22 @@ def check_vbios_version(state: NodeState, cfg: HealthConfig, **_) -> list[CheckR
     return out
 
 
+def check_node_type(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """The site profile gives this node a node type (``expect["node_type"]``: pass naming it).
+    A profile whose partitions do not list the node (``expect["no_node_type"]``) -> warn: the
+    checks that need the node type (InfiniBand ports, fabric manager, the NVLink count from the
+    matrix) are skipped, which must be said, not passed in silence. No profile: no result."""
+    missing = cfg.expect.get("no_node_type")
+    if missing:
+        return [result("node_type", WARN, None, "no node type for this node: fabric checks skipped", None,
+                       f"the site profile's partitions do not list {missing}: ib_port, ib_rate, ib_counters, "
+                       "fabric_manager and the matrix's NVLink count are not judged")]
+    nt = cfg.expect.get("node_type")
+    return [result("node_type", PASS, None, nt, None)] if nt else []
+
+
 CHECKS: dict[str, Callable[..., list[CheckResult]]] = {
+    "node_type": check_node_type,
     "gpu_count": check_gpu_count,
     "nvml_init": check_nvml_init,
     "gpu_lost": check_gpu_lost,

@@ -71,22 +71,25 @@ class HealthConfig:
 
 
 def judged_hcas(nics, other_roles: bool = False) -> list[dict]:
-    """The HCAs the ``ib_*`` checks judge: of ``nics`` (the node type's NICs, as
-    :class:`~slurmkit.profile.model.Nic` or ``{"device", "link_layer", "rate_gbps", "role"}``
-    dicts), those with link layer InfiniBand or RoCE and role ``compute`` (every role when
-    ``other_roles``). Returns ``[{"device", "link_layer", "rate_gbps" (Gbit/s), "role"}]``."""
+    """The NICs the ``ib_*`` checks judge: of ``nics`` (the node type's NICs, as
+    :class:`~slurmkit.profile.model.Nic` or ``{"device", "link_layer", "rate_gbps", "role",
+    "pci"}`` dicts), those with link layer InfiniBand, RoCE or Ethernet (EFA is not judged) and
+    role ``compute`` (every role when ``other_roles``). Returns ``[{"device", "link_layer",
+    "rate_gbps" (Gbit/s), "role", "pci" (PCI address or None)}]``."""
     out = []
     for n in nics or ():
         d = n if isinstance(n, dict) else {"device": n.device, "link_layer": n.link_layer,
-                                           "rate_gbps": n.rate_gbps, "role": n.role}
-        if d.get("link_layer") in ("InfiniBand", "RoCE") and (other_roles or d.get("role", "compute") == "compute"):
-            out.append({k: d.get(k) for k in ("device", "link_layer", "rate_gbps", "role")})
+                                           "rate_gbps": n.rate_gbps, "role": n.role, "pci": n.pci}
+        judged_role = other_roles or d.get("role", "compute") == "compute"
+        if d.get("link_layer") in ("InfiniBand", "RoCE", "Ethernet") and judged_role:
+            out.append({k: d.get(k) for k in ("device", "link_layer", "rate_gbps", "role", "pci")})
     return out
 
 
 def load_config(health: Health | None = None, *, gpu_count: int | None = None,
                 checks: Mapping[str, bool] | None = None, nics=None,
-                nvswitch: bool | None = None, nvlinks: int | None = None) -> HealthConfig:
+                nvswitch: bool | None = None, nvlinks: int | None = None,
+                node_type: str | None = None, no_node_type: str | None = None) -> HealthConfig:
     """The checks' configuration: ``checks.toml`` with the profile's ``[health]`` section over it.
 
     ``health``: the validated section (``load_profile(...).health``; None: every default).
@@ -101,7 +104,10 @@ def load_config(health: Health | None = None, *, gpu_count: int | None = None,
     :func:`slurmkit.health.services.has_nvswitch`) fills ``expect["fabric_manager"]`` when the
     section does not set it; ``nvlinks`` (active NVLinks per GPU from the node type's matrix:
     :func:`slurmkit.health.services.expected_nvlinks`) fills ``expect["nvlink_active_links"]``
-    likewise (the ``nvlink_down`` check).
+    likewise (the ``nvlink_down`` check). ``node_type``: the name of the node's node type
+    (``expect["node_type"]``); ``no_node_type``: the node's name when the profile has no node type
+    for it (``expect["no_node_type"]``: the ``node_type`` check warns that the checks beyond NVML
+    are skipped).
     """
     base = defaults()
     health = health if health is not None else Health()
@@ -118,6 +124,10 @@ def load_config(health: Health | None = None, *, gpu_count: int | None = None,
         expect["fabric_manager"] = bool(nvswitch)
     if nics is not None:
         expect["hcas"] = judged_hcas(nics, health.ib_judge_other_nics)
+    if node_type is not None:
+        expect["node_type"] = node_type
+    if no_node_type is not None:
+        expect["no_node_type"] = no_node_type
     xid = base["xid"]
     return HealthConfig(
         thresholds=thresholds, enabled=enabled, expect=expect, mode=health.mode,

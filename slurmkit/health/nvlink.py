@@ -60,14 +60,15 @@ def check_nvlink_errors(state, cfg, **_) -> list:
         r = rises(state, g)
         if r is None:
             continue
-        words, worst = [], PASS
+        failed, warned = [], []
         for k, n in sorted(r.items()):
             if not k.startswith("nvlink:"):
                 continue
             _, link, name = k.split(":")
-            words.append(f"link {link} {name} +{n}")
             limit = cfg.t("nvlink_recovery_rise_fail" if name == "recovery" else "nvlink_error_rise_fail")
-            worst = FAIL if n >= limit else (WARN if worst == PASS else worst)
+            (failed if n >= limit else warned).append(f"link {link} {name} +{n}")
+        words = failed + warned  # the deciding rise first: the drain reason leads with it
+        worst = FAIL if failed else (WARN if warned else PASS)
         out.append(result("nvlink_errors", worst, g, ", ".join(words) or "no new errors",
                       {"nvlink_error_rise_fail": cfg.t("nvlink_error_rise_fail"),
                        "nvlink_recovery_rise_fail": cfg.t("nvlink_recovery_rise_fail")},

@@ -47,6 +47,18 @@ def read_aer(sysfs, bus_id: str | None) -> dict[str, tuple]:
     return out
 
 
+def reread_aer(state, sysfs) -> None:
+    """Replace the AER values of ``state``'s GPUs with those under the sysfs root ``sysfs`` (a
+    replay with a sysfs root: the capture's GPUs, this root's counters, so a fake tree can make
+    them rise). A GPU whose PCI function is not under ``<sysfs>/bus/pci/devices`` keeps the
+    capture's values."""
+    for g in state.gpus:
+        if not g.pci_bus_id or not os.path.isdir(os.path.join(os.fspath(sysfs), "bus", "pci", "devices", g.pci_bus_id)):
+            continue
+        for key, (v, src, rc) in read_aer(sysfs, g.pci_bus_id).items():
+            g.put(key, v, source=src, rc=rc)
+
+
 def check_pcie_errors(state, cfg, **_) -> list:
     """PCIe AER and replay counters rising between runs (see the module docstring)."""
     from slurmkit.health.checks import FAIL, PASS, WARN, result, usable_gpus
@@ -61,11 +73,12 @@ def check_pcie_errors(state, cfg, **_) -> list:
         r = rises(state, g)
         if r is None:
             continue
-        words, worst = [], PASS
+        failed, warned = [], []
         for k in ("aer_fatal", "aer_nonfatal", "aer_correctable", "pcie_replay"):
             if k in r:
-                words.append(f"{k} +{r[k]}")
-                worst = FAIL if r[k] >= limits[k] else (WARN if worst == PASS else worst)
+                (failed if r[k] >= limits[k] else warned).append(f"{k} +{r[k]}")
+        words = failed + warned  # the deciding rise first: the drain reason leads with it
+        worst = FAIL if failed else (WARN if warned else PASS)
         out.append(result("pcie_errors", worst, g, ", ".join(words) or "no new errors",
                       {"pcie_correctable_rise_fail": limits["aer_correctable"],
                        "pcie_replay_rise_fail": limits["pcie_replay"]},

@@ -62,13 +62,24 @@ def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.
 
     ``fabric`` (:func:`slurmkit.health.fabric.spec_of` of the config's ``expect``): what is read
     beside NVML — the InfiniBand / RoCE HCAs' ports, the fabric manager process, the GPUDirect
-    module (None: nothing). Live, the worker reads them; a replay keeps what its capture recorded
-    unless ``sysfs`` is given, then they are read from that root. ``counters_file``: where the error counters are kept between runs
-    (:func:`slurmkit.health.baseline.swap`; None: rises are not judged).
+    module (None: nothing), all together within :func:`slurmkit.health.fabric.read_timeout_s` of
+    ``per_call_deadline_s`` (``fabric["timeout_s"]`` when the caller sets it). Live, the worker
+    reads them; a replay keeps what its capture recorded unless ``sysfs`` is given, then they
+    are read from that root, and so are the GPUs' PCIe AER counters
+    (:func:`slurmkit.health.pcie.reread_aer`). ``counters_file``: where the error counters are
+    kept between runs (:func:`slurmkit.health.baseline.swap`; None: rises are not judged).
     """
+    if fabric:
+        from slurmkit.health.fabric import read_timeout_s
+
+        fabric = {"timeout_s": read_timeout_s(min(per_call_deadline_s, total_deadline_s)), **fabric}
     if str(source_spec) != LIVE:
         state = SnapshotSource(source_spec, node=node).read(before_job=before_job, thresholds=thresholds,
                                                             job_minors=job_minors)
+        if sysfs is not None:
+            from slurmkit.health.pcie import reread_aer
+
+            reread_aer(state, sysfs)
         if fabric and sysfs is not None:
             from slurmkit.health.fabric import read_node_fabric
 

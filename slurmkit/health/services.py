@@ -1,7 +1,9 @@
 """Node services the GPUs depend on: the NVIDIA fabric manager (NVSwitch systems) and the
 GPUDirect RDMA kernel module (``nvidia_peermem``, or the older ``nv_peer_mem``).
 
-Read (:func:`read_services`) from the same filesystem root as sysfs: ``<sysfs>/module/<name>``
+Read (:func:`read_fabric_manager`, :func:`read_peermem`; in the hooks through
+:func:`slurmkit.health.fabric.read_node_fabric`, bounded by the hook's deadline) from the same
+filesystem root as sysfs: ``<sysfs>/module/<name>``
 exists while a kernel module is loaded; the fabric manager is a process whose ``comm`` (in
 ``<proc>/<pid>/comm``, ``<proc>`` being ``proc`` beside the sysfs root: ``/proc`` for ``/sys``)
 is ``nv-fabricmanager`` (the kernel keeps 15 characters: ``nv-fabricmanage``).
@@ -27,36 +29,58 @@ PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 FM_COMM = "nv-fabricmanage"  # "nv-fabricmanager" cut to the kernel's 15-character comm
 
 
+#: What each service read gives, in words, and where it comes from (own-trouble messages).
+WHAT = {"fabric_manager": "fabric manager state", "peermem": "GPUDirect RDMA module state"}
+SOURCE = {"fabric_manager": "the /proc scan for nv-fabricmanager", "peermem": "<sysfs>/module"}
+
+
+def read_peermem(sysfs: str | os.PathLike) -> tuple[dict | None, list[str]]:
+    """``({"module": "nvidia_peermem" | "nv_peer_mem" | None}, errors)`` from
+    ``<sysfs>/module/<name>`` (present while the module is loaded); ``(None, [message])`` when
+    ``<sysfs>/module`` is not there (slurmkit's own trouble: not judged)."""
+    root = os.fspath(sysfs)
+    mod = os.path.join(root, "module")
+    if not os.path.isdir(mod):
+        return None, [f"sysfs {mod} is not readable (no sysfs at {root})"]
+    return {"module": next((m for m in PEERMEM_MODULES if os.path.isdir(os.path.join(mod, m))), None)}, []
+
+
+def read_fabric_manager(sysfs: str | os.PathLike) -> tuple[dict | None, list[str]]:
+    """``({"running": bool, "pids": [int]}, errors)``: the processes whose
+    ``<proc>/<pid>/comm`` is ``nv-fabricmanager`` (cut to 15 characters), ``<proc>`` being
+    ``proc`` beside the sysfs root. ``(None, [message])`` when ``<proc>`` cannot be listed.
+    Not ``systemctl``: a /proc scan needs no subprocess nor D-Bus, and finds the daemon however
+    it was started."""
+    proc = os.path.join(os.path.dirname(os.path.abspath(os.fspath(sysfs))), "proc")
+    try:
+        pids = [p for p in os.listdir(proc) if p.isdigit()]
+    except OSError as exc:
+        return None, [f"{proc}: {exc.strerror or exc}"]
+    running = []
+    for pid in pids:
+        try:
+            with open(os.path.join(proc, pid, "comm"), encoding="ascii", errors="replace") as fh:
+                if fh.read().strip().startswith(FM_COMM):
+                    running.append(int(pid))
+        except OSError:
+            continue  # the process ended while we looked
+    return {"running": bool(running), "pids": sorted(running)}, []
+
+
 def read_services(sysfs: str | os.PathLike, *, fabric_manager: bool = False,
                   gpudirect_rdma: bool = False) -> tuple[dict, list[str]]:
     """``({"fabric_manager": {"running": bool, "pids": [int]} (only when asked),
-    "peermem": {"module": name | None} (only when asked)}, errors)``."""
+    "peermem": {"module": name | None} (only when asked)}, errors)``, unbounded (the hooks read
+    these through :func:`slurmkit.health.fabric.read_node_fabric`, under the deadline)."""
     out: dict = {}
     errors: list[str] = []
-    root = os.fspath(sysfs)
-    if gpudirect_rdma:
-        mod = os.path.join(root, "module")
-        if not os.path.isdir(mod):
-            errors.append(f"sysfs {mod} is not readable (no sysfs at {root})")
-        else:
-            out["peermem"] = {"module": next((m for m in PEERMEM_MODULES if os.path.isdir(os.path.join(mod, m))),
-                                             None)}
-    if fabric_manager:
-        proc = os.path.join(os.path.dirname(os.path.abspath(root)), "proc")
-        try:
-            pids = [p for p in os.listdir(proc) if p.isdigit()]
-        except OSError as exc:
-            errors.append(f"{proc}: {exc.strerror or exc}")
-        else:
-            running = []
-            for pid in pids:
-                try:
-                    with open(os.path.join(proc, pid, "comm"), encoding="ascii", errors="replace") as fh:
-                        if fh.read().strip().startswith(FM_COMM):
-                            running.append(int(pid))
-                except OSError:
-                    continue  # the process ended while we looked
-            out["fabric_manager"] = {"running": bool(running), "pids": sorted(running)}
+    for asked, key, fn in ((gpudirect_rdma, "peermem", read_peermem),
+                           (fabric_manager, "fabric_manager", read_fabric_manager)):
+        if asked:
+            value, errs = fn(sysfs)
+            errors.extend(errs)
+            if value is not None:
+                out[key] = value
     return out, errors
 
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 PREFIX = "slurmkit:"
-MAX_REASON = 200
 
 
 class DrainOutcome(StrEnum):
@@ -46,9 +45,11 @@ class DrainResult:
 
 
 def sanitize(reason: str) -> str:
-    """One printable line of at most :data:`MAX_REASON` characters."""
-    text = re.sub(r"[^\x20-\x7e]", " ", reason).strip()
-    return text[:MAX_REASON]
+    """One printable line of at most :data:`slurmkit.health.checks.REASON_MAX` characters, cut
+    at a word (:func:`slurmkit.health.checks.fit_reason`: the one rule for every reason)."""
+    from slurmkit.health.checks import fit_reason
+
+    return fit_reason(reason)
 
 
 def parse_show_node(text: str) -> dict:

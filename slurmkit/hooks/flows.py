@@ -125,7 +125,8 @@ class Run:
             health = replace(health, expected_gpu_count=None)
         self.hc = load_config(health, gpu_count=gpus, checks=self.cfg.checks,
                               nics=facts and facts["nics"], nvswitch=facts and facts["nvswitch"],
-                              nvlinks=facts and facts["nvlinks"])
+                              nvlinks=facts and facts["nvlinks"], node_type=facts and facts["node_type"],
+                              no_node_type=self.node if self.cfg.profile and facts is None else None)
         return True
 
     def job_minors(self) -> set[int] | None:
@@ -188,11 +189,10 @@ class Run:
         fails = [r for r in self.results if r.status is CheckStatus.FAIL]
         for r in self.results:
             if r.status is not CheckStatus.PASS:
-                self.log.warning(f"{r.status}: {r.reason()[len('slurmkit: '):]} (value {r.value}, limit {r.limit}"
+                self.log.warning(f"{r.status}: {r.line()} (value {r.value}, limit {r.limit}"
                                  + (f", {r.uuid}" if r.uuid else "") + f") {r.message}".rstrip())
         if fails:
-            extra = f" (+{len(fails) - 1} more)" if len(fails) > 1 else ""
-            self.drain_reason = fails[0].reason() + extra
+            self.drain_reason = fails[0].reason(more=len(fails) - 1)
         return True
 
     def apply_verdict(self) -> None:

@@ -70,7 +70,9 @@ _RANK = {"pass": 0, "warn": 1, "fail": 2}
 
 def check_of(reason: str | None) -> str:
     """The check id of a slurmkit drain reason (``slurmkit: row_remap_pending GPU1 ...: ...`` ->
-    ``row_remap_pending``; ``slurmkit: nvml-timeout`` -> ``nvml_timeout``); "" for None."""
+    ``row_remap_pending``; ``slurmkit: nvml-timeout`` -> ``nvml_timeout``), or for the checks
+    beyond NVML the reason's short tag (``slurmkit: ib mlx5_0/1 ...`` -> ``ib``:
+    :data:`slurmkit.health.checks.REASON_TAGS`); "" for None."""
     if not reason:
         return ""
     body = reason.split(":", 1)[1] if reason.startswith("slurmkit:") else reason

@@ -35,8 +35,8 @@ def load_health(profile, cache_dir=None) -> Health:
 
 def load_for_node(profile, cache_dir=None, node: str | None = None) -> tuple[Health, dict | None]:
     """``(health, node_type)``: the ``[health]`` section (as :func:`load_health`) and what the
-    checks need of ``node``'s node type: ``{"nics": [{"device", "link_layer", "rate_gbps"
-    (Gbit/s), "role"}], "nvswitch": bool, "nvlinks": int | None}`` (profile
+    checks need of ``node``'s node type: ``{"node_type": name, "nics": [{"device", "link_layer",
+    "rate_gbps" (Gbit/s), "role", "pci"}], "nvswitch": bool, "nvlinks": int | None}`` (profile
     ``node_types.<t>.nics``; :func:`slurmkit.health.services.has_nvswitch`,
     :func:`~slurmkit.health.services.expected_nvlinks`); None when ``node`` is None or in no
     partition. Same cache and errors as :func:`load_health`."""
@@ -45,8 +45,8 @@ def load_for_node(profile, cache_dir=None, node: str | None = None) -> tuple[Hea
     if node is not None:
         for nt, names in data["nodes"].items():
             if node in names:
-                facts = {"nics": data["nics"].get(nt, []), "nvswitch": bool(data["nvswitch"].get(nt)),
-                         "nvlinks": data["nvlinks"].get(nt)}
+                facts = {"node_type": nt, "nics": data["nics"].get(nt, []),
+                         "nvswitch": bool(data["nvswitch"].get(nt)), "nvlinks": data["nvlinks"].get(nt)}
                 break
     return Health.from_json(data["health"]), facts
 
@@ -87,7 +87,7 @@ def _cached(profile, cache_dir) -> dict:
         nodes[part.node_type].extend(n for n in part.node_names if n not in nodes[part.node_type])
     data = {"health": prof.health.to_json(),
             "nics": {name: [{"device": n.device, "link_layer": n.link_layer, "rate_gbps": n.rate_gbps,
-                             "role": n.role} for n in nt.nics] for name, nt in prof.node_types.items()},
+                             "role": n.role, "pci": n.pci} for n in nt.nics] for name, nt in prof.node_types.items()},
             "nodes": nodes, "nvswitch": {name: has_nvswitch(nt) for name, nt in prof.node_types.items()},
             "nvlinks": {name: expected_nvlinks(nt) for name, nt in prof.node_types.items()},
             "clock_policies": {name: cp.to_json() for name, cp in prof.clock_policies.items()},

@@ -36,7 +36,7 @@ class Health:
       more GPUs all NVLinked to each other in the node type's matrix)
     - ``gpudirect_rdma``: GPUDirect RDMA is used, so ``nvidia_peermem`` (or ``nv_peer_mem``)
       must be loaded
-    - ``ib_judge_other_nics``: also judge InfiniBand / RoCE NICs whose role is not ``compute``
+    - ``ib_judge_other_nics``: also judge InfiniBand / RoCE / Ethernet NICs whose role is not ``compute``
       (storage, management); default: compute HCAs only
     - ``active_check``: run the active check (DCGM ``dcgmi diag``) before slurmkit resumes a
       node it drained; the node comes back only when it passes (skipped where DCGM is absent)

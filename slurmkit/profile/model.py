@@ -85,10 +85,13 @@ class Gpu:
 class Nic:
     """One NIC of a node type: ``device`` (the RDMA device of ``/sys/class/infiniband``:
     ``mlx5_0``, ``rdmap79s0``; or a plain interface such as ``eth0``), ``link_layer``
-    (InfiniBand | RoCE | Ethernet | EFA), ``rate_gbps`` (Gbit/s), ``role`` (compute | other),
+    (InfiniBand | RoCE | Ethernet | EFA; RoCE: an RDMA device whose port runs Ethernet, as
+    ``topo discover`` writes it), ``rate_gbps`` (Gbit/s), ``role`` (compute | other),
     ``numa_node`` (None when unknown), ``netdev``: the Linux network interface of that device
     (``/sys/class/infiniband/<device>/device/net/``, e.g. ``ibp24s0``; "" when it has none or
-    it is not known) - the names NCCL_SOCKET_IFNAME can use."""
+    it is not known) - the names NCCL_SOCKET_IFNAME can use; ``pci`` (the NIC's PCI address in
+    sysfs form, ``0000:0c:00.0``, the target of ``/sys/class/infiniband/<device>/device``; None:
+    found by name only; the health checks find the NIC by it when the kernel renumbers HCAs)."""
 
     device: str
     link_layer: str
@@ -96,6 +99,7 @@ class Nic:
     role: str = "compute"
     numa_node: int | None = None
     netdev: str = ""
+    pci: str | None = None
 
 
 @dataclass(frozen=True)

@@ -219,7 +219,7 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
     for i, n in enumerate(raw_nics):
         nk = f"{key}.nics[{i}]"
         n = c.table(n, nk)
-        c.known(n, nk, ("device", "link_layer", "rate_gbps", "role", "numa_node", "netdev"))
+        c.known(n, nk, ("device", "link_layer", "rate_gbps", "role", "numa_node", "netdev", "pci"))
         dev = c.get(n, nk, "device", str)
         if any(x.device == dev for x in nics):
             c.fail(f"{nk}.device", f"NIC {dev!r} is listed twice")
@@ -228,10 +228,22 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
             c.fail(f"{nk}.netdev", f"{netdev!r} is not a Linux interface name")
         if netdev and any(netdev in (x.netdev, x.device) for x in nics):
             c.fail(f"{nk}.netdev", f"interface {netdev!r} is named by two NICs")
+        pci = c.get(n, nk, "pci", str, None)
+        if pci is not None:
+            from slurmkit.health.state import normalise_bus_id
+
+            try:
+                pci = normalise_bus_id(pci)
+            except ValueError:
+                c.fail(f"{nk}.pci", f"expected a PCI address like \"0000:0c:00.0\" "
+                       f"(/sys/class/infiniband/<hca>/device), got {pci!r}")
+            twin = next((x.device for x in nics if x.pci == pci), None)
+            if twin is not None:
+                c.fail(f"{nk}.pci", f"PCI address {pci} is also NIC {twin!r}'s")
         nics.append(Nic(device=dev, link_layer=c.get(n, nk, "link_layer", str, choices=LINK_LAYERS),
                         rate_gbps=c.get(n, nk, "rate_gbps", float, _default(Nic, "rate_gbps"), minimum=0),
                         role=c.get(n, nk, "role", str, _default(Nic, "role"), choices=NIC_ROLES),
-                        numa_node=c.get(n, nk, "numa_node", int, None, minimum=0), netdev=netdev))
+                        numa_node=c.get(n, nk, "numa_node", int, None, minimum=0), netdev=netdev, pci=pci))
     nic_names = {n.device for n in nics}
     gpus = []
     raw_gpus = t.get("gpus", [])

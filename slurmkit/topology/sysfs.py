@@ -102,6 +102,18 @@ def pcie_distance(a: list[str], b: list[str], numa_a: int | None, numa_b: int | 
     return "PIX" if extra == 0 else "PXB"
 
 
+def class_device_pci(root, cls: str, name: str) -> str:
+    """PCI address (``0000:0c:00.0``) of device ``name`` of sysfs class ``cls`` (``infiniband``,
+    ``net``): the target of ``class/<cls>/<name>/device``; "" when there is no such link or it
+    is not a PCI function (a virtual device)."""
+    link = Path(root) / "class" / cls / name / "device"
+    try:
+        bdf = os.path.basename(os.path.realpath(link)) if link.exists() else ""
+    except OSError:
+        return ""
+    return bdf if _BDF.match(bdf) else ""
+
+
 def rdma_nics(root="/sys") -> list[dict]:
     """RDMA devices of ``class/infiniband`` in name order: ``{"device", "bdf", "link_layer"
     (InfiniBand | RoCE | EFA | Ethernet), "rate_gbps" (port 1; 0 when unknown), "numa_node",
@@ -111,7 +123,7 @@ def rdma_nics(root="/sys") -> list[dict]:
     out = []
     for d in sorted(base.glob("*"), key=lambda p: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p.name)]):
         dev_link = d / "device"
-        bdf = os.path.basename(os.path.realpath(dev_link)) if dev_link.exists() else ""
+        bdf = class_device_pci(root, "infiniband", d.name)
         driver = os.path.basename(os.path.realpath(dev_link / "driver")) if (dev_link / "driver").exists() else ""
         ll = _read(d / "ports/1/link_layer") or ""
         if driver == "efa" or d.name.startswith("efa"):
@@ -126,8 +138,8 @@ def rdma_nics(root="/sys") -> list[dict]:
         m = re.match(r"^\s*([\d.]+)\s*Gb/sec", rate)
         net = dev_link / "net"
         netdevs = sorted(p.name for p in net.iterdir()) if net.is_dir() else []
-        out.append({"device": d.name, "bdf": bdf if _BDF.match(bdf) else "", "link_layer": layer,
+        out.append({"device": d.name, "bdf": bdf, "link_layer": layer,
                     "rate_gbps": float(m.group(1)) if m else 0.0,
-                    "numa_node": pci_numa(root, bdf) if _BDF.match(bdf) else None,
+                    "numa_node": pci_numa(root, bdf) if bdf else None,
                     "netdev": netdevs[0] if netdevs else ""})
     return out

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from slurmkit.health.active import dcgm_diag, parse_diag
+from slurmkit.health.checks import REASON_MAX
 
 DATA = Path(__file__).with_name("dcgmi")
 
@@ -25,8 +26,11 @@ def test_dcgm3_pass_with_the_text_dcgmi_prints_first():
 def test_dcgm3_fail_names_the_gpu_and_the_test():
     rep = dcgm_diag(capture=DATA / "dcgm3-fail-memory.json")
     assert rep.status == "fail"
+    # dcgmi's warning runs long: the reason is cut at a word to the one cap, the test named first
     assert rep.reason() == ("slurmkit: dcgm_diag: GPU1 GPU Memory: fail (Error using CUDA API cudaMalloc: out of "
-                            "memory. Uncorrectable ECC errors detected.)")
+                            "memory....")
+    assert len(rep.reason()) <= REASON_MAX
+    assert any("Uncorrectable ECC errors detected." in w for t in rep.tests for w in t.warnings)  # kept in the report
 
 
 def test_dcgm4_shape_warn_with_entities():

@@ -105,9 +105,13 @@ def test_profile_pins_change_the_verdict(tmp_path, corpus):
     drv = load_capture(t4).driver_version
     p = tmp_path / "site.toml"
     p.write_text(f"extends = 'sandbox'\n[health]\ndriver_version = '{drv}'\n[health.checks]\npersistence_mode = false\npcie_width = false\n")
-    r = run("--json", "health", "check", "--from", str(t4), "--site", str(p))
+    r = run("--json", "health", "check", "--from", str(t4), "--site", str(p), "--node", "n1")
     rep = json.loads(r.output)
     assert rep["status"] == "pass" and ["pass"] == [x["status"] for x in rep["results"] if x["check"] == "driver_version"]
+    r = run("--json", "health", "check", "--from", str(t4), "--site", str(p), "--node", "elsewhere")
+    rep = json.loads(r.output)  # a node the profile does not list: said (warn), the exit still 0
+    assert r.exit_code == 0 and rep["status"] == "warn"
+    assert [x["status"] for x in rep["results"] if x["check"] == "node_type"] == ["warn"]
 
 
 KMSG = ("6,100,1000,-;usb 1-1: new device\n"
@@ -212,3 +216,32 @@ def test_each_hook_keeps_its_own_kmsg_cursor(tmp_path):
     dev.write_text(KMSG + "3,103,4000,-;NVRM: Xid (PCI:0000:3b:00): 48, DBE\n")
     assert [x.xid for x in read_kmsg(cursors["healthcheck"], dev)] == [48]   # during the job
     assert [x.xid for x in read_kmsg(cursors["epilog"], dev)] == [48]        # still seen at its end
+
+
+def test_snapshot_takes_site_and_sysfs_like_check(healthy, tmp_path, monkeypatch):
+    from fake_sysfs import healthy_tree, load_module, set_aer, set_port
+
+    monkeypatch.delenv("SLURMKIT_SITE", raising=False)
+    path, base = healthy
+    root = healthy_tree(tmp_path / "sys", hcas=("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"))
+    set_port(root, "mlx5_2", rate=200)
+    load_module(root, "nvidia_peermem")
+    set_aer(root, base["gpus"][1]["pci_bus_id"], correctable=12)
+    site = tmp_path / "site.toml"
+    site.write_text('extends = "sandbox"\n[health]\ngpudirect_rdma = true\n')
+    out = tmp_path / "n2.json"
+    r = run("health", "snapshot", "--from", str(path), "--site", str(site), "--node", "n2", "--sysfs", str(root),
+            "-o", str(out))
+    assert r.exit_code == 0, r.output
+    snap = json.loads(out.read_text())
+    assert [(p["hca"], p["rate_gbps"]) for p in snap["ib_ports"]] == [
+        ("mlx5_0", 400.0), ("mlx5_1", 400.0), ("mlx5_2", 200.0), ("mlx5_3", 400.0)]
+    assert snap["services"] == {"peermem": {"module": "nvidia_peermem"}}
+    assert snap["gpus"][1]["values"]["pcie_aer_correctable"]["value"] == 12  # replayed from the tree
+    # the recorded snapshot judges the same, without the tree
+    r = run("--json", "health", "check", "--from", str(out), "--site", str(site), "--node", "n2")
+    rep = json.loads(r.output)
+    assert r.exit_code == 1 and [x["place"] for x in rep["results"] if x["status"] == "fail"] == ["mlx5_2/1"]
+    # without --site nothing beside NVML is recorded, as before
+    run("health", "snapshot", "--from", str(path), "-o", str(out))
+    assert json.loads(out.read_text())["ib_ports"] is None

@@ -50,6 +50,15 @@ def test_nvlink_counters_rising_warn_then_fail(healthy, tmp_path):
     assert fails == []  # without the previous run's counters nothing is judged
     got, _ = _run(tmp_path, _with(base, nvlink_errors=errs(crc=140, replay=3, recovery=2)), counters)
     assert got["nvlink_errors"] == [(1, "fail", "link 3 recovery +2")]
+    got, _ = _run(tmp_path, _with(base, nvlink_errors=errs(crc=150, replay=200, recovery=2)), counters)
+    assert got["nvlink_errors"] == [(1, "fail", "link 3 replay +197, link 3 crc_flit +10")]  # the deciding rise first
+    fails = [r for r in C.run_checks(read_state(tmp_path / "snap.json", counters_file=tmp_path / "again.json"),
+                                     load_config()) if r.status is C.FAIL]
+    assert fails == []
+    state = read_state(tmp_path / "snap.json")
+    state.baseline = {"gpu": {state.gpus[1].uuid: {"nvlink:3:crc_flit": 140, "nvlink:3:replay": 3}}}
+    r = next(r for r in C.run_checks(state, load_config()) if r.check == "nvlink_errors" and r.gpu_index == 1)
+    assert r.reason() == f"slurmkit: nvlink GPU1 {state.gpus[1].pci_bus_id}: link 3 replay +197 and 1 more"
 
 
 def test_pcie_aer_and_replay(healthy, tmp_path):
@@ -88,7 +97,7 @@ def test_aer_read_from_sysfs_by_the_live_worker(fake_nvml, tmp_path):
     again = read_state("live", env=env, sysfs=root, counters_file=counters)
     res = [r for r in C.run_checks(again, load_config()) if r.check == "pcie_errors"]
     assert [(r.gpu_index, r.status, r.value) for r in res] == [(1, C.WARN, "aer_correctable +2")]
-    assert res[0].reason() == f"slurmkit: pcie_errors GPU1 {g.pci_bus_id}: aer_correctable +2"
+    assert res[0].reason() == f"slurmkit: pcie GPU1 {g.pci_bus_id}: aer_correctable +2"
 
 
 def test_nvlink_down_against_the_node_types_matrix(healthy):
@@ -112,3 +121,22 @@ def test_a_counters_file_from_before_gpu_counters_still_reads(tmp_path):
     p.write_text(json.dumps({"slurmkit_counters": 1, "ib": {"mlx5_0/1": {"symbol_error": 1}}}))
     s = NodeState(node="n1", source="t")
     assert swap(p, s) is None and s.baseline == {"ib": {"mlx5_0/1": {"symbol_error": 1}}, "gpu": {}}
+
+
+def test_a_replay_with_a_sysfs_root_reads_the_aer_counters_there(healthy, tmp_path):
+    _, base = healthy
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps(_with(base, pcie_aer_correctable=4)))  # the capture's GPU1 value
+    bus1, bus0 = base["gpus"][1]["pci_bus_id"], base["gpus"][0]["pci_bus_id"]
+    root = tmp_path / "sys"
+    set_aer(root, bus1, correctable=10)
+    counters = tmp_path / "c.json"
+    s = read_state(snap, sysfs=root, counters_file=counters)
+    assert s.gpus[1].get("pcie_aer_correctable") == 10
+    assert s.gpus[1].values["pcie_aer_correctable"].source == "sysfs:bus/pci/devices/*/aer_dev_correctable"
+    assert s.gpus[0].values == read_state(snap).gpus[0].values  # not in the tree: the capture's values
+    set_aer(root, bus1, correctable=25, nonfatal=1)
+    s = read_state(snap, sysfs=root, counters_file=counters)
+    res = [(r.status, r.value) for r in C.run_checks(s, load_config()) if r.check == "pcie_errors" and r.gpu_index == 1]
+    assert res == [(C.FAIL, "aer_nonfatal +1, aer_correctable +15")]
+    assert bus0 != bus1

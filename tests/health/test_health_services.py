@@ -40,11 +40,11 @@ def test_fabric_manager_running_passes_stopped_fails(tmp_path):
     res, rep = judge(root, nvswitch=True)
     assert res == [("fabric_manager", "fail", "nv-fabricmanager not running")]
     fails = [r for r in C.run_checks(*_state(root, True)) if r.status is C.FAIL]
-    assert fails[0].reason() == "slurmkit: fabric_manager: nv-fabricmanager not running"
+    assert fails[0].reason() == "slurmkit: fabricmgr: nv-fabricmanager not running"
 
 
-def _state(root, nvswitch):
-    cfg = load_config(nvswitch=nvswitch)
+def _state(root, nvswitch, health=None):
+    cfg = load_config(health, nvswitch=nvswitch)
     s = NodeState(node="n1", source="test")
     read_node_fabric(s, root, spec_of(cfg.expect))
     return s, cfg
@@ -64,6 +64,8 @@ def test_gpudirect_module_loaded_or_not(tmp_path):
     assert judge(root)[0] == []  # not asked for: not judged
     res, rep = judge(root, Health(gpudirect_rdma=True))
     assert res == [("gpudirect_rdma", "fail", "nvidia_peermem not loaded")] and rep["status"] == "fail"
+    fails = [r for r in C.run_checks(*_state(root, False, Health(gpudirect_rdma=True))) if r.status is C.FAIL]
+    assert fails[0].reason() == "slurmkit: peermem: nvidia_peermem not loaded"
     load_module(root, "nv_peer_mem")  # the older Mellanox module also enables GPUDirect RDMA
     assert judge(root, Health(gpudirect_rdma=True))[0] == [("gpudirect_rdma", "pass", "nv_peer_mem loaded")]
     load_module(root, "nvidia_peermem")

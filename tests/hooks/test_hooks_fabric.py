@@ -27,7 +27,8 @@ def test_port_down_would_drain_naming_the_port(node, healthy, tmp_path):
     assert node.metric("n1", "healthcheck", "slurmkit_health_check_status", check="ib_port", gpu="") == 0
     set_port(root, "mlx5_2", state="DOWN", phys="Polling")
     r = node.run(node.healthcheck, job_id=None, gpus=None)
-    assert "observe mode: would drain n1: slurmkit: ib_port: mlx5_2 port 1: DOWN/Polling" in r.stderr
+    assert "observe mode: would drain n1: slurmkit: ib mlx5_2/1: down (DOWN/Polling)" in r.stderr
+    assert "fail: ib_port mlx5_2/1: down (DOWN/Polling)" in r.stderr  # the log names the check id
     assert node.metric("n1", "healthcheck", "slurmkit_health_check_status", check="ib_port", gpu="") == 2
 
 
@@ -36,7 +37,7 @@ def test_prolog_fails_the_job_start_on_a_slow_port_in_enforce_mode(node, healthy
     set_port(root, "mlx5_0", rate=200)
     r = node.run(node.prolog)
     assert r.returncode == 1  # hardware evidence; the drain itself is own trouble here (no scontrol)
-    assert "could not drain n1 (slurmkit: ib_rate: mlx5_0 port 1: 200 Gb/s instead of 400 Gb/s)" in r.stderr
+    assert "could not drain n1 (slurmkit: ib mlx5_0/1: 200 of 400 Gb/s)" in r.stderr
 
 
 def test_counters_rise_between_hook_runs(node, healthy, tmp_path):
@@ -46,9 +47,25 @@ def test_counters_rise_between_hook_runs(node, healthy, tmp_path):
     assert set(kept["ib"]) == {f"{h}/1" for h in HCAS}
     set_port(root, "mlx5_3", counters={"symbol_error": 3})
     r = node.run(node.prolog)
-    assert "warn: ib_counters: mlx5_3 port 1: symbol_error +3" in r.stderr and "would drain" not in r.stderr
+    assert "warn: ib_counters mlx5_3/1: symbol_error +3" in r.stderr and "would drain" not in r.stderr
     r = node.run(node.healthcheck, job_id=None, gpus=None)
     assert "ib_counters" not in r.stderr  # no new errors since the prolog
+
+
+def test_a_node_the_profile_does_not_list_is_said_not_passed_in_silence(node, healthy, tmp_path):
+    path, _ = healthy
+    site = tmp_path / "site.toml"
+    site.write_text('extends = "sandbox"\n[health]\nmode = "observe"\n[partitions.gpu]\nnodes = "n[2-4]"\n'
+                    'node_type = "sandbox-h100x4"\ndefault = true\n[fabric]\n[[fabric.leaves]]\nname = "leaf1"\n'
+                    'nodes = "n[2-4]"\n[[fabric.spines]]\nname = "spine1"\nswitches = ["leaf1"]\n')
+    root = healthy_tree(tmp_path / "sys", hcas=HCAS)
+    set_port(root, "mlx5_2", state="DOWN", phys="Polling")  # would drain n1, were its HCAs known
+    node.write_config({"n1": path}, mode=None, extra=f'profile = "{site}"\n', sysfs={"n1": root})
+    r = node.run(node.healthcheck, job_id=None, gpus=None)
+    assert r.returncode == 0 and "would drain" not in r.stderr, r.stderr
+    assert "warn: node_type: no node type for this node: fabric checks skipped" in r.stderr
+    assert node.metric("n1", "healthcheck", "slurmkit_health_check_status", check="node_type", gpu="") == 1
+    assert not [k for k in node.textfile("n1", "healthcheck") if ("check", "ib_port") in k[1]]  # not judged
 
 
 def test_unreadable_sysfs_is_own_trouble_not_a_drain(node, healthy, tmp_path):

@@ -64,7 +64,7 @@ def test_ib_port_down_drains_naming_the_port_and_resumes_only_after_the_active_c
     assert _node(conf, "n3")["reason"] is None
     assert 'check="ib_port"' in hc3.read_text()  # the ports were judged (and passed)
     set_port(sys3, "mlx5_2", state="DOWN", phys="Polling")
-    want = "slurmkit: ib_port: mlx5_2 port 1: DOWN/Polling"
+    want = "slurmkit: ib mlx5_2/1: down (DOWN/Polling)"
     got = _wait("n3 drained by slurmkit", lambda: (_node(conf, "n3")["reason"] or "").startswith("slurmkit:")
                 and _node(conf, "n3"), 60)
     assert got["reason"] == want and "DRAIN" in got["state"]

@@ -37,7 +37,10 @@ def test_parse_show_node():
 
 
 def test_sanitize_reason():
-    assert drain.sanitize("a\nb\tc" + "x" * 300) == ("a b c" + "x" * 300)[:drain.MAX_REASON]
+    from slurmkit.health.checks import REASON_MAX
+
+    assert drain.sanitize("a\nb\tc" + "x" * 300) == ("a b c" + "x" * 300)[:REASON_MAX - 3] + "..."
+    assert drain.sanitize("slurmkit: xid GPU1 0000:9b:00.0: " + "Xid 79 " * 30).endswith("Xid 79...")
 
 
 GRES = """\

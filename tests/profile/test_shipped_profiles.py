@@ -303,8 +303,8 @@ def test_dgx_h100_rails_and_interfaces_are_the_user_guides():
                      3: ("mlx5_5", "ibp94s0"), 4: ("mlx5_6", "ibp154s0"), 5: ("mlx5_9", "ibp192s0"),
                      6: ("mlx5_10", "ibp206s0"), 7: ("mlx5_11", "ibp220s0")}
     other = {n.device: (n.link_layer, n.netdev) for n in nt.nics if n.role == "other"}
-    assert other == {"mlx5_1": ("InfiniBand", "ibp41s0f0"), "mlx5_2": ("Ethernet", "enp41s0f1np1"),
-                     "mlx5_7": ("InfiniBand", "ibp170s0f0"), "mlx5_8": ("Ethernet", "enp170s0f1np1")}
+    assert other == {"mlx5_1": ("InfiniBand", "ibp41s0f0"), "mlx5_2": ("RoCE", "enp41s0f1np1"),
+                     "mlx5_7": ("InfiniBand", "ibp170s0f0"), "mlx5_8": ("RoCE", "enp170s0f1np1")}
 
 
 def test_dgx_scalable_units_are_the_reference_architectures():
