@@ -44,7 +44,7 @@ def build_topology(gpus: list[dict], nics: list[dict], paths: dict[str, list[str
     switch_links = {g["index"]: sum(1 for r in g["nvlink_remote"] if r not in by_bdf) for g in gpus}
     nic_objs = [TopoNic(name=n["device"], device=n["device"], numa_node=n.get("numa_node"),
                         netdev=n.get("netdev") or "", link_layer=n.get("link_layer"),
-                        rate_gbps=n.get("rate_gbps")) for n in nics]
+                        rate_gbps=n.get("rate_gbps"), pci=n.get("bdf") or "") for n in nics]
     for g in gpus:
         i = g["index"]
         t = TopoGpu(name=f"GPU{i}", index=i, cpus=sorted(g.get("cpus") or []), numa_node=numa.get(g["bdf"]),

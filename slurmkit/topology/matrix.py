@@ -51,8 +51,9 @@ class TopoNic:
     {} when the row is missing), ``numa_node`` (None: nvidia-smi does not print it),
     ``netdev`` (its network interface from sysfs; "": unknown, as in a ``topo -m`` capture),
     ``link_layer`` ("InfiniBand" / "RoCE" from sysfs ``ports/1/link_layer``; None: unknown) and
-    ``rate_gbps`` (sysfs ``ports/1/rate``, Gb/s; None: unknown), both known from live discovery
-    only."""
+    ``rate_gbps`` (sysfs ``ports/1/rate``, Gb/s; None: unknown) and ``pci`` (its PCI address,
+    the target of ``/sys/class/infiniband/<device>/device``; "": unknown), known from live
+    discovery only."""
 
     name: str
     device: str | None = None
@@ -62,6 +63,7 @@ class TopoNic:
     netdev: str = ""
     link_layer: str | None = None
     rate_gbps: float | None = None
+    pci: str = ""
 
     @property
     def key(self) -> str:

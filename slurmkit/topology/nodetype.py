@@ -38,7 +38,7 @@ def node_type_table(topo: Topology, gpu_model: str, *, sockets: int | None = Non
     ``Cores=`` is then omitted). NICs: ``device`` (legend name or label), ``role`` from the
     matrix, ``link_layer`` from ``link_layers``, else the NIC's own (live discovery
     reads sysfs), else :func:`guess_link_layer`; ``rate_gbps`` from ``rates_gbps``, else the NIC's
-    own, else 0 (unknown), ``netdev`` when discovery read one. GPU links keep the raw
+    own, else 0 (unknown), ``netdev`` and ``pci`` when discovery read them. GPU links keep the raw
     tokens, self omitted. ``p2p`` is not in a matrix (GeForce boards print PIX/PHB yet have P2P
     disabled): add it by hand.
     """
@@ -75,6 +75,8 @@ def node_type_table(topo: Topology, gpu_model: str, *, sockets: int | None = Non
             row["numa_node"] = n.numa_node
         if n.netdev:
             row["netdev"] = n.netdev               # what NCCL_SOCKET_IFNAME can name
+        if n.pci:
+            row["pci"] = n.pci                     # the health checks find the card by it
         nics.append(row)
     table["gpus"] = gpus
     table["nics"] = nics

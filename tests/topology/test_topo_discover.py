@@ -138,6 +138,8 @@ def test_build_topology_from_records(tree):
     assert [(n["device"], n["link_layer"], n["rate_gbps"]) for n in bare["nics"]] == [
         ("mlx5_0", "InfiniBand", 400.0), ("mlx5_1", "RoCE", 200.0), ("mlx5_10", "RoCE", 25.0)]
     assert t.nic("mlx5_1").to_json()["netdev"] == "enp130s0np0"
+    # and each card's PCI address, by which the fabric checks find it after a renumbering
+    assert [n.get("pci") for n in bare["nics"]] == [b["nic0"], b["nic1"], b["nic2"]]
     # NVSwitch: links to a non-GPU far end count towards every switch-attached GPU
     sw = "0000:c0:00.0"
     for g in gpus:
