@@ -67,23 +67,6 @@ def read_fabric_manager(sysfs: str | os.PathLike) -> tuple[dict | None, list[str
     return {"running": bool(running), "pids": sorted(running)}, []
 
 
-def read_services(sysfs: str | os.PathLike, *, fabric_manager: bool = False,
-                  gpudirect_rdma: bool = False) -> tuple[dict, list[str]]:
-    """``({"fabric_manager": {"running": bool, "pids": [int]} (only when asked),
-    "peermem": {"module": name | None} (only when asked)}, errors)``, unbounded (the hooks read
-    these through :func:`slurmkit.health.fabric.read_node_fabric`, under the deadline)."""
-    out: dict = {}
-    errors: list[str] = []
-    for asked, key, fn in ((gpudirect_rdma, "peermem", read_peermem),
-                           (fabric_manager, "fabric_manager", read_fabric_manager)):
-        if asked:
-            value, errs = fn(sysfs)
-            errors.extend(errs)
-            if value is not None:
-                out[key] = value
-    return out, errors
-
-
 def has_nvswitch(node_type) -> bool:
     """The derived default of ``[health] fabric_manager``: ``node_type`` (a profile NodeType) has
     8 or more GPUs, each NVLinked (``NV<n>`` in the matrix) to every other one."""

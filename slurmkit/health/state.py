@@ -213,8 +213,8 @@ class NodeState:
     #: InfiniBand / RoCE ports of the profile's HCAs (:func:`slurmkit.health.fabric.read_ib_ports`;
     #: None: not read, so not judged).
     ib_ports: list[dict] | None = None
-    #: node services (:func:`slurmkit.health.services.read_services`: ``{"fabric_manager":
-    #: {"running", "pids"}, "peermem": {"module"}}``; None: not read).
+    #: node services (read under the deadline by :func:`slurmkit.health.fabric.read_node_fabric`:
+    #: ``{"fabric_manager": {"running", "pids"}, "peermem": {"module"}}``; None: not read).
     services: dict | None = None
     #: the previous run's error counters (:mod:`slurmkit.health.baseline`; None: no previous
     #: run). Not part of the snapshot.
