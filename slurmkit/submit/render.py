@@ -272,6 +272,7 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         "command_python": _python_of(req.command),
         "nodes": req.nodes,
         "gpus_per_node": gpn,
+        "node_gpus": facts.gpu_count,
         "gpu_cpus": " ".join(placement.gpu_cpu_map(facts, facts.gpu_count)),
         "rendezvous_interface": facts.submit.rendezvous_interface,
         "port_base": PORT_BASE,
