@@ -29,7 +29,8 @@ OWN_OPTIONS = {"job-name": "--name", "partition": "--partition", "nodes": "--nod
                "time": "--time", "nodelist": "--nodelist", "switches": "--switch-wait / --no-switches",
                "array": "--set sets", "comment": "--comment", "output": "--output", "error": "--error",
                "chdir": "--chdir", "signal": "--preempt-warning", "requeue": "--preempt-warning",
-               "no-requeue": "--preempt-warning 0", "open-mode": "--preempt-warning", "account": "--account",
+               "no-requeue": "--preempt-warning 0 (launchers: and --set max_restarts=0)",
+               "open-mode": "--preempt-warning", "account": "--account",
                "qos": "--qos", "mem": "--mem", "mem-per-gpu": "--mem-per-gpu", "mem-per-cpu": "--mem-per-gpu",
                "exclusive": "--exclusive", "constraint": "--constraint", "exclude": "--exclude",
                "reservation": "--reservation", "dependency": "--dependency / after=", "mail-type": "--mail-type",
@@ -246,6 +247,12 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         add("signal", f"B:USR2@{signal_s}", f"slurmkit preemption: batch shell warned before the time limit ({signal_src})")
         add("requeue", True, "slurmkit preemption: requeue after checkpoint (also lets Slurm's PreemptMode=REQUEUE requeue)")
         add("open-mode", "append", "slurmkit preemption: a requeued run appends to the same log")
+    elif template.tasks != "single" and max_restarts > 0:
+        # the launchers requeue a run without a node that could not take part (and Slurm requeues
+        # after NODE_FAIL or a prolog failure) only when the job may be requeued
+        add("requeue", True, f"slurmkit retry without a bad node (max_restarts = {max_restarts}; "
+            "also lets Slurm requeue after NODE_FAIL or a prolog failure)")
+        add("open-mode", "append", "slurmkit retry: a requeued run appends to the same log")
 
     env = [EnvVar("CUDA_DEVICE_ORDER", "PCI_BUS_ID", "slurmkit preset (GPU index = nvidia-smi order)")]
     env += nccl.nccl_env(facts, req.nccl_debug)
@@ -272,6 +279,7 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         "command_python": _python_of(req.command),
         "nodes": req.nodes,
         "gpus_per_node": gpn,
+        "node_gpus": facts.gpu_count,
         "gpu_cpus": " ".join(placement.gpu_cpu_map(facts, facts.gpu_count)),
         "rendezvous_interface": facts.submit.rendezvous_interface,
         "port_base": PORT_BASE,

@@ -294,10 +294,11 @@ def test_every_job_step_is_named_for_what_it_runs(name):
     kw = {"sets": {"sets": '[{"lr": 0.1}]'}} if name == "array" else {}
     nodes = 1 if templates.get(name).tasks == "single" else 2
     text = render.render(plan_for(name, nodes=nodes, **kw))
-    steps = [line for line in text.splitlines() if re.search(r"(^|\$\(|! )\s*srun ", line.strip())]
+    # srun directly, or through slurmkit_srun ERR (srun with its messages kept)
+    steps = [line for line in text.splitlines() if re.search(r"(^|\$\(|! )\s*(srun |slurmkit_srun \S+ )", line.strip())]
     assert steps
     for line in steps:
-        assert re.search(r"srun --job-name=[a-z0-9-]+ ", line), line
+        assert re.search(r"(srun|slurmkit_srun \S+) --job-name=[a-z0-9-]+ ", line), line
 
 
 def test_shipped_efa_profile_extras_agree_with_the_plugin_rule():

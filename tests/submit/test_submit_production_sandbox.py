@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -227,24 +228,103 @@ def test_torchrun_job_exits_with_the_failing_ranks_status(sandbox, backend, tmp_
     assert "slurmkit: rank 1 on " in out and "exited with status 7" in out
 
 
-def test_a_node_that_cannot_take_part_is_excluded_and_the_job_requeued(sandbox, backend, tmp_path):
-    """Node n2's Python environment is broken (its torchrun cannot start): the job is requeued
-    with n2 in ExcNodeList and runs on two other nodes; its output says which node and why."""
-    from ranks import REPORT
+def broken_on(tmp_path, node, name, real, message, status=1):
+    """A program ``tmp_path/name`` that fails on ``node`` as a broken node's environment would
+    (prints ``message`` on stderr, exits ``status``) and is ``real`` everywhere else."""
+    path = tmp_path / name
+    path.write_text(f'#!/bin/bash\nif [ "$(hostname)" = {node} ]; then echo "{message}" >&2; exit {status}; fi\n'
+                    f'exec {real} "$@"\n')
+    path.chmod(0o755)
+    return path
 
-    python = tmp_path / "python-broken-on-n2"
-    python.write_text(f'#!/bin/bash\nif [ "$(hostname)" = n2 ]; then echo "n2: ImportError: libcuda" >&2; exit 1; fi\n'
-                      f'exec {sys.executable} "$@"\n')
-    python.chmod(0o755)
-    job = submit(sandbox, backend, tmp_path, "torchrun", [sys.executable, "-c", REPORT, tmp_path], nodes=2,
-                 gpus_per_node=1, params={"python": str(python)}, time="5:00", switches=False,
-                 exclude="n3")                   # first run on n1,n2 (lowest idle), then n1,n4
+
+def requeued_without_n2(sandbox, job, tmp_path, why):
+    """The job (first run on n1,n2: n3 excluded) ran again without n2 and completed; its output
+    names n2 and ``why``. Returns the job's output."""
     state = job.wait(timeout=180, poll_s=1)
     out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
     assert state == "COMPLETED", out[-3000:]
     info = scontrol_job(sandbox, job.id)
     assert "Restarts=1" in info and "ExcNodeList=n3,n2" in info, info
-    assert f"slurmkit: node n2 failed: could not start torchrun with {python} (exit status 1)" in out
+    assert f"slurmkit: node n2 failed: {why}" in out, out[-3000:]
     assert "slurmkit: requeued without n2 (ExcNodeList=n3,n2), restart 1 of at most 3" in out
+    return out
+
+
+def test_a_node_that_cannot_take_part_is_excluded_and_the_job_requeued(sandbox, backend, tmp_path):
+    """Node n2's Python environment is broken (its torchrun cannot start): the job is requeued
+    with n2 in ExcNodeList and runs on two other nodes; its output says which node and why."""
+    from ranks import REPORT
+
+    python = broken_on(tmp_path, "n2", "python-broken-on-n2", sys.executable, "n2: ImportError: libcuda")
+    job = submit(sandbox, backend, tmp_path, "torchrun", [sys.executable, "-c", REPORT, tmp_path], nodes=2,
+                 gpus_per_node=1, params={"python": str(python)}, time="5:00", switches=False,
+                 exclude="n3")                   # first run on n1,n2 (lowest idle), then n1,n4
+    requeued_without_n2(sandbox, job, tmp_path, f"could not start torchrun with {python} (exit status 1)")
     nodes = {json.loads(p.read_text())["node"] for p in tmp_path.glob("rank*.json")}
     assert nodes == {"n1", "n4"}
+
+
+#: What the dynamic loader prints, and its exit status, when a program's library is missing.
+NO_LIBCUDA = "error while loading shared libraries: libcuda.so.1: cannot open shared object file: No such file or directory"
+
+
+def test_srun_ranks_that_cannot_start_on_a_node_requeue_the_job_without_it(sandbox, backend, tmp_path):
+    """srun (one task per GPU): n2's ranks cannot start the program (exit 127, as when a library
+    it needs is missing there): srun reports it for n2, the job is requeued without n2 and the
+    all_reduce runs on n1 and n4; the output names n2, why, and the loader's own line."""
+    from ranks import REPORT
+
+    python = broken_on(tmp_path, "n2", "python", sys.executable, f"{tmp_path}/python: {NO_LIBCUDA}", 127)
+    job = submit(sandbox, backend, tmp_path, "srun", [python, "-c", REPORT, tmp_path], nodes=2,
+                 gpus_per_node=2, time="5:00", switches=False, exclude="n3")
+    out = requeued_without_n2(sandbox, job, tmp_path, f"could not start {python} there (exit status 127: not found, "
+                              f"or a library it needs is missing): {tmp_path}/python: {NO_LIBCUDA}")
+    reports = [json.loads(p.read_text()) for p in tmp_path.glob("rank*.json")]
+    assert sorted(r["rank"] for r in reports) == [0, 1, 2, 3]
+    assert {r["node"] for r in reports} == {"n1", "n4"} and {r["sum"] for r in reports} == {10.0}
+    logs = tmp_path / "slurmkit-logs" / job.id
+    assert "Exited with exit code 127" in (logs / "srun-ranks-restart0.err").read_text()
+    assert not list(logs.glob("badnode-*-restart1"))
+
+
+def test_a_program_missing_on_every_node_is_not_retried(sandbox, backend, tmp_path):
+    """Every node exits 127 (a typo in the command): that is the job's fault, not the nodes':
+    no requeue, the job fails with 127 and says why."""
+    job = submit(sandbox, backend, tmp_path, "srun", [tmp_path / "no-such-program"], nodes=2,
+                 gpus_per_node=1, time="5:00", switches=False)
+    assert job.wait(timeout=120, poll_s=1) == "FAILED"
+    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    assert "slurmkit: not requeued: every node of the job failed" in out, out[-3000:]
+    info = scontrol_job(sandbox, job.id)
+    assert "Restarts=0" in info and "ExitCode=127:0" in info, info
+
+
+def test_nccl_tests_binary_missing_a_library_on_a_node_requeues_without_it(sandbox, backend, tmp_path):
+    """nccl-tests: all_reduce_perf cannot start on n2 (libnccl missing there): requeued without
+    n2; the second run prints the bus bandwidth."""
+    fake = tmp_path / "all-reduce-perf-elsewhere"
+    fake.write_text('#!/bin/bash\necho "# Avg bus bandwidth    : 12.5"\n')
+    fake.chmod(0o755)
+    binary = broken_on(tmp_path, "n2", "all_reduce_perf", fake,
+                       "all_reduce_perf: error while loading shared libraries: libnccl.so.2: cannot open shared "
+                       "object file: No such file or directory", 127)
+    job = submit(sandbox, backend, tmp_path, "nccl-tests", [], nodes=2, gpus_per_node=1, time="5:00",
+                 switches=False, exclude="n3", sets={"binary": str(binary), "mpi": "none"})
+    out = requeued_without_n2(sandbox, job, tmp_path, f"could not start {binary} there (exit status 127")
+    assert "slurmkit: all_reduce bus bandwidth 12.5 GB/s" in out
+
+
+def test_deepspeed_launcher_that_cannot_start_on_a_node_requeues_without_it(sandbox, backend, tmp_path):
+    """deepspeed (launcher once per node): n2's launcher cannot start (its Python environment is
+    broken there): requeued without n2; the ranks all_reduce on n1 and n4."""
+    pytest.importorskip("deepspeed")
+    from ranks import REPORT
+
+    launcher = broken_on(tmp_path, "n2", "deepspeed-broken-on-n2", Path(sys.executable).with_name("deepspeed"),
+                         "n2: ImportError: libcuda.so.1", 1)
+    job = submit(sandbox, backend, tmp_path, "deepspeed", [sys.executable, "-c", REPORT, tmp_path], nodes=2,
+                 gpus_per_node=1, time="5:00", switches=False, exclude="n3", params={"deepspeed": str(launcher)})
+    requeued_without_n2(sandbox, job, tmp_path, f"could not start {launcher} (exit status 1, before any rank "
+                        "started): n2: ImportError: libcuda.so.1")
+    assert {json.loads(p.read_text())["node"] for p in tmp_path.glob("rank*.json")} == {"n1", "n4"}

@@ -117,6 +117,33 @@ def test_partial_node_ranks_bind_to_the_gpus_slurm_gave(sandbox, backend, profil
         run(["scancel", blocker], env=sandbox.env())
 
 
+def test_deepspeed_workers_keep_the_gpus_slurm_gave_on_a_shared_node(sandbox, backend, profile, tmp_path):
+    """deepspeed's own launcher (runner + launch.py, installed in this environment) on a node
+    another job holds half of: each worker's CUDA_VISIBLE_DEVICES is the step's, as Slurm set it
+    (the free GPUs), not 0..G-1; ranks, world size and CPU binding as for the other launchers."""
+    pytest.importorskip("deepspeed")
+    gpn = profile[1]["gpu_count"]
+    blocker = run(["sbatch", "--parsable", "-w", "n4", f"--gpus-per-node={gpn // 2}", "-o", "/dev/null",
+                   "--wrap", "sleep 300"], env=sandbox.env()).stdout.strip()
+    try:
+        wait_for(lambda: backend.states([blocker])[blocker].state == "RUNNING", 30, "blocker running")
+        detail = run(["scontrol", "show", "job", "-d", blocker], env=sandbox.env()).stdout
+        import hostlist
+
+        held = {int(i) for i in hostlist.expand_hostlist("[" + detail.split("(IDX:")[1].split(")")[0] + "]")}
+        free = sorted(set(range(gpn)) - held)
+        assert free != list(range(gpn // 2))          # deepspeed's own default (0..G-1) would be wrong
+        job = submit(sandbox, backend, tmp_path, "deepspeed", [sys.executable, "-c", REPORT, tmp_path],
+                     nodes=1, gpus_per_node=gpn // 2, nodelist="n4", time="5:00",
+                     params={"deepspeed": str(Path(sys.executable).with_name("deepspeed"))})
+        finish(job, tmp_path)
+        check_ranks(tmp_path, profile, 1, gpn // 2, node_gpus=free)
+        for p in tmp_path.glob("rank*.json"):
+            assert json.loads(p.read_text())["visible"] == ",".join(map(str, free))
+    finally:
+        run(["scancel", blocker], env=sandbox.env())
+
+
 @pytest.mark.parametrize("template", ["torchrun", "srun", "single-gpu"])
 def test_preemption_checkpoint_requeue_restart(sandbox, backend, tmp_path, template):
     # torchrun forwards USR2 to its workers (--signals-to-handle); srun ranks get it from Slurm;

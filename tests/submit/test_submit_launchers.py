@@ -1,0 +1,175 @@
+"""The launchers' own parts of the generated scripts, run for real with bash (no Slurm):
+deepspeed's GPU assignment through deepspeed's own runner and launch.py, and the bad-node
+records read from srun's messages. The same paths run under real Slurm in
+test_submit_sandbox.py / test_submit_production_sandbox.py."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurmkit.submit import render, site, templates
+
+
+def plan_for(name, command=("python3", "train.py"), profile="sandbox", **kw):
+    from slurmkit.profile import load_profile
+
+    req = render.SubmitRequest(template=name, command=tuple(command), **kw)
+    return render.plan(req, site.site_facts(load_profile(profile)), templates.get(name))
+
+
+def function(script: str, name: str) -> str:
+    """The shell function ``name() { ... }`` exactly as the rendered script defines it."""
+    return re.search(rf"^{name}\(\) \{{\n.*?^\}}\n", script, re.M | re.S).group(0)
+
+
+# -- deepspeed keeps Slurm's GPU assignment ---------------------------------------------------------
+
+#: Each worker writes what deepspeed's launch.py gave it.
+WORKER = ("import json, os, sys; keys = ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'CUDA_VISIBLE_DEVICES'); "
+          "open(os.path.join(sys.argv[1], 'w%s.json' % os.environ['RANK']), 'w')"
+          ".write(json.dumps({k: os.environ[k] for k in keys}))")
+
+
+def run_deepspeed_node(tmp_path, node_rank, visible, gpus_per_node=2, nodes=2):
+    """``slurmkit_node`` of the rendered deepspeed script on this machine, as node ``node_rank``
+    of ``nodes`` with Slurm's ``CUDA_VISIBLE_DEVICES=visible``, running deepspeed's real launcher;
+    returns (completed process, the workers' reports)."""
+    deepspeed = Path(sys.executable).with_name("deepspeed")
+    text = render.render(plan_for("deepspeed", command=(sys.executable, "-c", WORKER, str(tmp_path)),
+                                  nodes=nodes, gpus_per_node=gpus_per_node, params={"deepspeed": str(deepspeed)}))
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("".join(f"10.0.0.{i + 1} slots=4\n" for i in range(nodes)))   # slots: the node type's GPUs
+    env = {**os.environ, "SLURM_NODEID": str(node_rank), "SLURMD_NODENAME": f"n{node_rank + 1}",
+           "SLURMKIT_LOG_DIR": str(tmp_path), "SLURMKIT_RESTART_COUNT": "0", "SLURMKIT_HOSTFILE": str(hostfile),
+           "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "12345", "SLURMKIT_BIND": 'exec "$@"'}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    if visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
+    proc = subprocess.run(["bash", "-c", function(text, "slurmkit_node") + "slurmkit_node"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    reports = {int(p.name[1:-5]): json.loads(p.read_text()) for p in tmp_path.glob("w*.json")}
+    return proc, reports
+
+
+def test_deepspeed_script_passes_each_nodes_own_gpus_not_num_gpus():
+    text = render.render(plan_for("deepspeed", nodes=2, gpus_per_node=2))
+    node = function(text, "slurmkit_node")
+    assert '--include="$include"' in node and "--num_gpus" not in node
+    assert "slots=4" in text                           # the node type's GPUs, not the job's 2
+
+
+@pytest.mark.parametrize("node_rank, visible, ranks", [(1, "2,3", [2, 3]), (0, "1,3", [0, 1])])
+def test_deepspeeds_own_launcher_gives_each_worker_slurms_gpus(tmp_path, node_rank, visible, ranks):
+    """deepspeed's runner parses the --include, launch.py decodes its world_info and sets each
+    worker's CUDA_VISIBLE_DEVICES: Slurm's numbers for this node (a shared node's GPUs 2,3; a
+    non-contiguous 1,3), ranks numbered after the other node's 2."""
+    pytest.importorskip("deepspeed")
+    proc, reports = run_deepspeed_node(tmp_path, node_rank, visible)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(reports) == ranks
+    for local, rank in enumerate(ranks):
+        assert reports[rank] == {"RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": "4",
+                                 "CUDA_VISIBLE_DEVICES": visible}
+    # the workers marked the node as started: a later failure is the program's, not the node's
+    assert (tmp_path / f"started-n{node_rank + 1}-restart0").exists()
+
+
+def test_deepspeed_refuses_gpu_ids_its_include_cannot_take(tmp_path):
+    """A CUDA_VISIBLE_DEVICES deepspeed's --include cannot express (MIG UUIDs, a wrong count) is
+    refused with exit 2 and a "failed-" record (the job's status, never a bad node)."""
+    proc, reports = run_deepspeed_node(tmp_path, 0, "MIG-5c6f8c8e-0f0a-5b7e-9c1e-3f1b2a4d5e6f,MIG-aa")
+    assert proc.returncode == 2 and not reports
+    assert "CUDA_VISIBLE_DEVICES=MIG-5c6f8c8e" in proc.stderr and "is not 2 GPU numbers" in proc.stderr
+    assert (tmp_path / "failed-n1-restart0").read_text() == "2\n"
+    proc, _ = run_deepspeed_node(tmp_path, 0, "0,1,2")
+    assert proc.returncode == 2 and "is not 2 GPU numbers" in proc.stderr
+
+
+# -- bad nodes from srun's own messages ---------------------------------------------------------------
+
+def step_failures(tmp_path, template, err_lines, logs=(), nodelist="n[1-4]", per_node="2", started=()):
+    """Run ``slurmkit_step_failures`` of ``template``'s rendered script over srun messages
+    (formats: Slurm 22.05 src/api/step_launch.c "task %u launch failed: %s", "Task launch for %ps
+    failed on node %s: %m"; src/plugins/launch/slurm/launch_slurm.c "%s: %s %s: Exited with exit
+    code %d"); returns {node: why} of the badnode records."""
+    text = render.render(plan_for(template, nodes=2))
+    body = function(text, "slurmkit_badnode") + function(text, "slurmkit_step_failures")
+    call = re.search(r"slurmkit_step_failures \"[^\n]*", function(text, "slurmkit_payload")).group(0)
+    err = tmp_path / f"srun-{template}.err"
+    err.write_text("".join(line + "\n" for line in err_lines))
+    for name, content in logs:
+        (tmp_path / name).write_text(content)
+    for node in started:
+        (tmp_path / f"started-{node}-restart0").touch()
+    call = re.sub(r'"\$SLURMKIT_LOG_DIR/srun-[a-z-]+-\$tag.err"', f'"{err}"', call).replace("$tag", "restart0")
+    env = {**os.environ, "SLURMKIT_LOG_DIR": str(tmp_path), "SLURMKIT_RESTART_COUNT": "0",
+           "SLURM_JOB_NODELIST": nodelist, "SLURM_NTASKS_PER_NODE": per_node}
+    if shutil.which("scontrol"):
+        conf = tmp_path / "slurm.conf"       # scontrol show hostnames needs a configuration to start
+        conf.write_text("ClusterName=t\nSlurmctldHost=localhost\nNodeName=n[1-4]\nPartitionName=p Nodes=ALL\n")
+        env["SLURM_CONF"] = str(conf)
+    subprocess.run(["bash", "-c", "set -euo pipefail\n" + body + call], env=env, check=True, timeout=60)
+    return {p.name[len("badnode-"):-len("-restart0")]: p.read_text().strip() for p in tmp_path.glob("badnode-*")}
+
+
+def test_srun_messages_name_the_nodes_that_could_not_start_the_program(tmp_path):
+    got = step_failures(tmp_path, "srun", [
+        "srun: error: n2: tasks 2-3: Exited with exit code 127",
+        "srun: launch/slurm: _step_signal: Terminating StepId=4.0",
+        "srun: error: n1: tasks 0-1: Terminated",           # killed after n2 failed: not n1's fault
+        "srun: error: n3: task 4: Exited with exit code 126",
+        "srun: error: n4: task 6: Exited with exit code 1",  # the program's own failure
+    ], logs=[("rank-2-restart0.out", "x: error while loading shared libraries: libcuda.so.1\n")])
+    assert got == {
+        "n2": "could not start python3 there (exit status 127: not found, or a library it needs is missing): "
+              "x: error while loading shared libraries: libcuda.so.1",
+        "n3": "could not start python3 there (exit status 126: found but not executable)"}
+
+
+@pytest.mark.skipif(shutil.which("scontrol") is None, reason="needs Slurm's scontrol (show hostnames)")
+def test_srun_launch_failures_name_the_node(tmp_path):
+    got = step_failures(tmp_path, "srun", [
+        "srun: error: Task launch for StepId=7.0 failed on node n3: Invalid job credential",
+        "srun: error: task 3 launch failed: Slurmd could not execve job",   # task 3: 2nd node (2 per node)
+    ])
+    assert got == {"n3": "Slurm could not launch its tasks: Invalid job credential",
+                   "n2": "Slurm could not launch task 3: Slurmd could not execve job"}
+
+
+def test_a_deepspeed_launcher_that_exits_before_its_ranks_started_is_the_nodes(tmp_path):
+    got = step_failures(tmp_path, "deepspeed", [
+        "srun: error: n2: task 1: Exited with exit code 1",
+        "srun: error: n1: task 0: Exited with exit code 3",   # n1's ranks had started: the program's
+    ], logs=[("node-n2-restart0.out", "Traceback ...\nImportError: libcuda.so.1\n")], per_node="1", started=["n1"])
+    assert got == {"n2": "could not start deepspeed (exit status 1, before any rank started): ImportError: libcuda.so.1"}
+    # slurmkit's own refusal on the node ("failed-" record) is not a bad node either
+    for f in tmp_path.glob("badnode-*"):
+        f.unlink()
+    (tmp_path / "failed-n2-restart0").write_text("2\n")
+    assert step_failures(tmp_path, "deepspeed", ["srun: error: n2: task 1: Exited with exit code 2"],
+                         per_node="1") == {}
+
+
+def test_nccl_tests_names_its_binary(tmp_path):
+    got = step_failures(tmp_path, "nccl-tests", ["srun: error: n4: task 7: Exited with exit code 127"])
+    assert got == {"n4": "could not start all_reduce_perf there (exit status 127: not found, or a library it "
+                         "needs is missing)"}
+
+
+# -- requeue allowed for the launchers even without preemption handling -------------------------------
+
+@pytest.mark.parametrize("name", ["torchrun", "srun", "deepspeed", "nccl-tests"])
+def test_launchers_stay_requeueable_without_preemption_handling(name):
+    opts = {o.name: o for o in plan_for(name, nodes=2, signal_s=0).options}
+    assert "signal" not in opts
+    assert opts["requeue"].source.startswith("slurmkit retry without a bad node (max_restarts = 3")
+    assert opts["open-mode"].value == "append"
+    opts = {o.name for o in plan_for(name, nodes=2, signal_s=0, max_restarts=0).options}
+    assert "requeue" not in opts and "open-mode" not in opts
+    assert "requeue" not in {o.name for o in plan_for("single-gpu", signal_s=0).options}
