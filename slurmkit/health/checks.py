@@ -115,6 +115,7 @@ MEANINGS: dict[str, Callable[[CheckResult], str]] = {
     "row_remap_uncorrectable": lambda r: f"{r.value} rows remapped for uncorrectable errors",
     "row_remap_failure": lambda r: "row remapping failed (RMA)",
     "reset_required": lambda r: "GPU reset required",
+    "gpu_recovery_action": lambda r: "no recovery action" if r.value == "NONE" else recovery_words(str(r.value)),
     "inforom": lambda r: "InfoROM corrupted",
     "clock_events": lambda r: f"{r.value} in every sample" if r.status is FAIL else r.message,
     "temperature_margin": lambda r: f"{r.value} C to HW slowdown",
@@ -302,6 +303,41 @@ def _bool_check(check: str, key: str, bad: bool, status: CheckStatus, msg: str):
 
 
 check_reset_required = _bool_check("reset_required", "reset_required", True, FAIL, "GPU reset required")
+
+#: ``nvmlDeviceGpuRecoveryAction_t`` names (``gpu_recovery_action``) -> what the driver asks for,
+#: in words for ``sinfo -R`` (NVML's ``NVML_GPU_RECOVERY_ACTION_*``, nvidia-smi's "GPU Recovery
+#: Action"). A name not listed reads as ``driver asks for recovery action <NAME>``.
+RECOVERY_ACTIONS = {
+    "GPU_RESET": "driver asks for a GPU reset",
+    "NODE_REBOOT": "driver asks for a node reboot",
+    "DRAIN_P2P": "driver asks to drain peer-to-peer work",
+    "DRAIN_AND_RESET": "driver asks to drain and reset the GPU",
+    "RECOVER_IMEX_DOMAIN": "driver asks to recover the IMEX domain",
+    "BUS_RESET": "driver asks for a PCIe bus reset",
+    "SYSTEM_REBOOT": "driver asks for a system reboot",
+}
+
+
+def recovery_words(action: str) -> str:
+    """``GPU_RESET`` -> ``driver asks for a GPU reset`` (:data:`RECOVERY_ACTIONS`)."""
+    return RECOVERY_ACTIONS.get(action, f"driver asks for recovery action {action}")
+
+
+def check_gpu_recovery_action(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """The driver's GPU recovery action (``gpu_recovery_action``: NVML field
+    ``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION``, nvidia-smi "GPU Recovery Action"): ``NONE`` passes;
+    anything else fails with the action in words (``driver asks for a GPU reset``), whatever the
+    other checks say. Not read (an older driver: NOT_SUPPORTED / an unknown field id): no result."""
+    out = []
+    for g in usable_gpus(state):
+        action = g.get("gpu_recovery_action")
+        if action is None:
+            continue
+        if action == "NONE":
+            out.append(result("gpu_recovery_action", PASS, g, action, "NONE"))
+        else:
+            out.append(result("gpu_recovery_action", FAIL, g, action, "NONE", recovery_words(action)))
+    return out
 check_inforom = _bool_check("inforom", "inforom_valid", False, FAIL, "InfoROM corrupted")
 check_persistence_mode = _bool_check("persistence_mode", "persistence_mode", False, WARN,
                                      "persistence mode is off")
@@ -630,6 +666,7 @@ CHECKS: dict[str, Callable[..., list[CheckResult]]] = {
     "nvml_init": check_nvml_init,
     "gpu_lost": check_gpu_lost,
     "reset_required": check_reset_required,
+    "gpu_recovery_action": check_gpu_recovery_action,
     "inforom": check_inforom,
     "ecc_volatile_uncorrectable": check_ecc_volatile_uncorrectable,
     "ecc_sram_correctable": check_ecc_sram_correctable,

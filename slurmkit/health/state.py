@@ -39,7 +39,10 @@ FIELDS: dict[str, tuple[str, str]] = {
     "serial": ("nvmlDeviceGetSerial", "board serial"),
     "vbios_version": ("nvmlDeviceGetVbiosVersion", "VBIOS version string"),
     "inforom_valid": ("nvmlDeviceValidateInforom", "bool: InfoROM checksum valid"),
-    "reset_required": ("nvmlDeviceGetGpuRecoveryAction", "bool: GPU reset required"),
+    "reset_required": ("nvidia-smi", "bool: GPU reset required (a capture's \"GPU Reset Status / Reset Required\")"),
+    "gpu_recovery_action": ("nvmlDeviceGetFieldValues",
+                            "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION as its nvmlDeviceGpuRecoveryAction_t name without "
+                            "NVML_GPU_RECOVERY_ACTION_: NONE | GPU_RESET | NODE_REBOOT | DRAIN_P2P | DRAIN_AND_RESET | ..."),
     "persistence_mode": ("nvmlDeviceGetPersistenceMode", "bool"),
     "accounting_mode": ("nvmlDeviceGetAccountingMode", "bool"),
     "mig_current": ("nvmlDeviceGetMigMode", "bool: MIG enabled now"),

@@ -26,7 +26,8 @@ class FakeNvml:
 
     def env(self, mode: str = "healthy", *, gpus: int | None = None, procs: str | None = None,
             clock_reasons: int | None = None, minors: str | None = None, lost: int | None = None,
-            energy_mj: int | None = None, accounting: str | None = None, log: Path | None = None, base: dict | None = None) -> dict:
+            energy_mj: int | None = None, accounting: str | None = None, log: Path | None = None,
+            recovery: str | None = None, base: dict | None = None) -> dict:
         """os.environ (or ``base``) + LD_LIBRARY_PATH and the SLURMKIT_FAKE_NVML* knobs."""
         env = dict(os.environ if base is None else base)
         for k in list(env):
@@ -37,7 +38,7 @@ class FakeNvml:
         env["SLURMKIT_FAKE_NVML"] = mode
         knobs = {"GPUS": gpus, "PROCS": procs, "MINORS": minors, "LOST": lost, "ENERGY_MJ": energy_mj, "ACCOUNTING": accounting,
                  "CLOCK_REASONS": hex(clock_reasons) if clock_reasons is not None else None,
-                 "LOG": str(log) if log is not None else None}
+                 "LOG": str(log) if log is not None else None, "RECOVERY": recovery}
         for k, v in knobs.items():
             if v is not None:
                 env[f"SLURMKIT_FAKE_NVML_{k}"] = str(v)

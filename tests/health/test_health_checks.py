@@ -424,3 +424,37 @@ def test_memory_used_without_a_compute_process_warns_not_fails():
     st.gpus = [display, leftover]
     got = {r.gpu_index: r.status for r in C.run_checks(st, load_config(), before_job=True) if r.check == "memory_used"}
     assert got == {0: "warn", 1: "fail"}
+
+
+@pytest.mark.parametrize("action, status, words", [
+    ("NONE", "pass", "no recovery action"),
+    ("GPU_RESET", "fail", "driver asks for a GPU reset"),
+    ("NODE_REBOOT", "fail", "driver asks for a node reboot"),
+    ("DRAIN_P2P", "fail", "driver asks to drain peer-to-peer work"),
+    ("DRAIN_AND_RESET", "fail", "driver asks to drain and reset the GPU"),
+    ("ACTION_9", "fail", "driver asks for recovery action ACTION_9"),  # a newer driver's value
+])
+def test_gpu_recovery_action_anything_but_none_fails_in_words(action, status, words):
+    st = node(gpu(0), gpu(1, gpu_recovery_action=action), gpu(2, persistence_mode=True))
+    st.gpus[2].put("gpu_recovery_action", None, source="nvmlDeviceGetFieldValues", rc="INVALID_ARGUMENT")
+    res = only(C.run_checks(st, load_config()), "gpu_recovery_action")
+    assert [(r.gpu_index, r.status, r.value) for r in res] == [(1, status, action)]  # GPU0 unread, GPU2 older driver
+    assert res[0].reason() == f"slurmkit: gpu_recovery_action GPU1 0000:1a:00.0: {words}"
+    assert C.own_trouble(st, load_config()) == []
+
+
+def test_field_value_return_codes_of_an_older_driver_are_absent():
+    from slurmkit.health.nvml_returns import FIELD_ABSENT_RCS, field_kind, kind
+
+    assert {"NOT_SUPPORTED", "INVALID_ARGUMENT", "FUNCTION_NOT_FOUND"} <= FIELD_ABSENT_RCS
+    assert (field_kind("INVALID_ARGUMENT"), kind("INVALID_ARGUMENT")) == ("absent", "own")
+    assert field_kind("GPU_IS_LOST") == "hardware" and field_kind("SUCCESS") == "ok"
+
+
+@pytest.mark.parametrize("text, name", [("None", "NONE"), ("Reset", "GPU_RESET"), ("GPU Reset", "GPU_RESET"),
+                                        ("Node Reboot", "NODE_REBOOT"), ("Drain P2P", "DRAIN_P2P"),
+                                        ("Drain and Reset", "DRAIN_AND_RESET"), ("Bus Reset", "BUS_RESET")])
+def test_nvidia_smi_recovery_action_words_map_to_nvml_names(text, name):
+    from slurmkit.health.nvsmi import recovery_action_name
+
+    assert recovery_action_name(text) == name
