@@ -183,13 +183,15 @@ def check_nvml_init(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResul
 def check_xid(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
     """One result per distinct (Xid, GPU) seen in the kernel log since the last check. XIDs of
     the first read after install (``origin`` ``baseline:...``: the current boot's old ones) warn
-    at most: a baseline, not a drain."""
+    at most: a baseline, not a drain; with ``[health] baseline_xids = "drain"`` they are judged
+    like new ones (a hardware XID fails, its message saying it is from the baseline)."""
+    drain_baseline = cfg.baseline_xids == "drain"
     counts = Counter((x.xid, x.pci_bus_id, x.origin.startswith("baseline:")) for x in state.xids)
     out = []
     for (xid, bus, baseline), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2])):
         if xid in cfg.xid_ignore:
             status = PASS
-        elif baseline:
+        elif baseline and not drain_baseline:
             status = WARN
         elif xid in cfg.xid_fail:
             status = FAIL
@@ -200,8 +202,10 @@ def check_xid(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
         msg = f"Xid {xid}" + (f" ({name})" if name else "") + f" x{n}"
         if status == PASS:
             msg += ": application error, ignored"
-        elif baseline:
+        elif baseline and not drain_baseline:
             msg += ": before slurmkit's first run this boot (baseline, not a drain)"
+        elif baseline:
+            msg += ": before slurmkit's first run this boot (baseline, judged: baseline_xids = drain)"
         r = result("xid", status, g, xid, "checks.toml [xid] fail" if status == FAIL else None, msg)
         if g is None and bus:
             r.pci_bus_id = bus

@@ -51,8 +51,8 @@ def check_ids() -> list[str]:
 class HealthConfig:
     """Thresholds, switches and expected values for :func:`slurmkit.health.checks.run_checks`.
 
-    ``mode``, ``deadline_s`` (s), ``per_call_deadline_s`` (s): the profile's ``[health]`` values
-    (defaults: :class:`~slurmkit.profile.health.Health`)."""
+    ``mode``, ``deadline_s`` (s), ``per_call_deadline_s`` (s), ``baseline_xids`` (``log`` |
+    ``drain``): the profile's ``[health]`` values (defaults: :class:`~slurmkit.profile.health.Health`)."""
 
     thresholds: dict[str, Any]
     enabled: dict[str, bool]
@@ -60,6 +60,7 @@ class HealthConfig:
     mode: str = Health.mode
     deadline_s: float = Health.deadline_s
     per_call_deadline_s: float = Health.per_call_deadline_s
+    baseline_xids: str = Health.baseline_xids
     xid_ignore: frozenset = frozenset()
     xid_fail: frozenset = frozenset()
     xid_names: dict[int, str] = field(default_factory=dict)
@@ -122,7 +123,7 @@ def load_config(health: Health | None = None, *, gpu_count: int | None = None,
     return HealthConfig(
         thresholds=thresholds, enabled=enabled, expect=expect, mode=health.mode,
         deadline_s=float(health.deadline_s), per_call_deadline_s=float(health.per_call_deadline_s),
-        xid_ignore=frozenset(xid["ignore"]), xid_fail=frozenset(xid["fail"]),
+        baseline_xids=health.baseline_xids, xid_ignore=frozenset(xid["ignore"]), xid_fail=frozenset(xid["fail"]),
         xid_names={int(k): v for k, v in xid.get("names", {}).items()},
         clock_event_bits=dict(base["clock_event_bits"]),
     )

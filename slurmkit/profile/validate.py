@@ -16,6 +16,7 @@ LINK_LAYERS = ("InfiniBand", "RoCE", "Ethernet", "EFA")
 NIC_ROLES = ("compute", "other")
 NCCL_FABRICS = ("infiniband", "roce", "efa", "tcp", "pcie")
 HEALTH_MODES = ("enforce", "observe")
+BASELINE_XIDS = ("log", "drain")
 CPU_NUMBERINGS = ("linear", "interleaved", "unknown")
 TOP_LEVEL = ("cluster", "partitions", "node_types", "fabric", "nccl", "submit", "health", "report",
              "extends")
@@ -359,7 +360,7 @@ def _health(c: _Ctx, t: dict) -> Health:
     k = "health"
     c.known(t, k, ("mode", "deadline_s", "per_call_deadline_s", *EXPECT_KEYS, "ib_judge_other_nics",
                    "active_check", "dcgm_diag_level", "active_timeout_s", "active_interval_s",
-                   "nccl_busbw_min_gbps", "thresholds",
+                   "nccl_busbw_min_gbps", "baseline_xids", "thresholds",
                    "checks"))
     known = check_data()
     thresholds = c.table(t.get("thresholds"), "health.thresholds")
@@ -405,6 +406,8 @@ def _health(c: _Ctx, t: dict) -> Health:
                   nccl_busbw_min_gbps=c.get(t, k, "nccl_busbw_min_gbps", float, None, minimum=0),
                   active_interval_s=c.get(t, k, "active_interval_s", float, _default(Health, "active_interval_s"),
                                           minimum=0),
+                  baseline_xids=c.get(t, k, "baseline_xids", str, _default(Health, "baseline_xids"),
+                                      choices=BASELINE_XIDS),
                   thresholds=dict(thresholds), checks=dict(checks))
 
 

@@ -70,6 +70,8 @@ node_type = "t"
     ('[health]\nmode = "loud"', "health.mode", 11),
     ('[health]\ncolour = 1', "health.colour", 11),
     ('[health]\nmig = false\nper_call_deadline_s = "3"', "health.per_call_deadline_s", 12),
+    ('[health]\nbaseline_xids = "ignore"', "health.baseline_xids", 11),
+    ('[health]\nbaseline_xids = true', "health.baseline_xids", 11),
 ])
 def test_bad_health_value_fails_at_profile_load_with_file_line_key(tmp_path, health, key, line):
     from slurmkit.profile import ProfileError, load_profile
@@ -458,3 +460,26 @@ def test_nvidia_smi_recovery_action_words_map_to_nvml_names(text, name):
     from slurmkit.health.nvsmi import recovery_action_name
 
     assert recovery_action_name(text) == name
+
+
+def test_baseline_xids_log_by_default_drain_when_configured(tmp_path):
+    """The current boot's XIDs from before slurmkit's first run: a warn by default; with
+    [health] baseline_xids = "drain" a hardware one fails (an application one still passes)."""
+    from slurmkit.profile import load_profile
+
+    bus = "0000:1a:00.0"
+    xids = [Xid(79, bus, "GPU has fallen off the bus.", origin="baseline:/dev/kmsg", line=3),
+            Xid(13, bus, "Graphics Exception", origin="baseline:/dev/kmsg", line=4)]
+    st = node(gpu(0), gpu(1), xids=xids)
+    logged = only(C.run_checks(st, load_config()), "xid")
+    assert [(r.value, r.status) for r in logged] == [(13, "pass"), (79, "warn")]
+    assert "baseline, not a drain" in logged[1].message
+    site = tmp_path / "site.toml"
+    site.write_text(SITE + '[health]\nbaseline_xids = "drain"\n')
+    health = load_profile(site).health
+    assert health.baseline_xids == "drain"
+    drained = only(C.run_checks(st, load_config(health, gpu_count=2)), "xid")
+    assert [(r.value, r.status, r.gpu_index) for r in drained] == [(13, "pass", 1), (79, "fail", 1)]
+    assert drained[1].reason() == f"slurmkit: xid GPU1 {bus}: Xid 79 GPU fell off the bus"
+    assert "baseline_xids = drain" in drained[1].message
+    assert Health().baseline_xids == "log"
