@@ -21,8 +21,9 @@ from slurmkit.profile.health import Health
 
 def _config(site: str | None, expect_gpus: int | None, node: str | None = None):
     """The checks' configuration from the ``[health]`` section of profile ``site`` (None: the
-    defaults) and, when ``node`` is in one of its partitions, its node type's HCAs, NVSwitches and
-    NVLink count. A bad profile raises ProfileError (file:line: key), exit 2."""
+    defaults) and, when ``node`` is in one of its partitions, its node type's HCAs, NVSwitches,
+    NVLink count and PCIe link width / generation. A bad profile raises ProfileError (file:line:
+    key), exit 2."""
     from slurmkit.health.config import load_config
 
     health, nt = None, None
@@ -40,7 +41,7 @@ def _config(site: str | None, expect_gpus: int | None, node: str | None = None):
     from slurmkit.health.services import expected_nvlinks, has_nvswitch
 
     return load_config(health, gpu_count=expect_gpus, nics=nt.nics, nvswitch=has_nvswitch(nt),
-                       nvlinks=expected_nvlinks(nt))
+                       nvlinks=expected_nvlinks(nt), pcie=nt.pcie_expect())
 
 
 @click.group("health")

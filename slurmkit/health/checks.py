@@ -104,7 +104,8 @@ MEANINGS: dict[str, Callable[[CheckResult], str]] = {
     "xid": _xid_meaning,
     "row_remap_pending": _remap_meaning,
     "pcie_width": lambda r: f"x{r.value} of x{r.limit}" + (" (VM guest)" if "VM" in r.message else ""),
-    "pcie_gen": lambda r: f"PCIe Gen{r.value} of Gen{r.limit} under load",
+    "pcie_gen": lambda r: (f"PCIe max Gen{r.value} of Gen{r.limit} expected" if "expected" in r.message
+                           else f"PCIe Gen{r.value} of Gen{r.limit} under load"),
     "gpu_lost": lambda r: f"GPU fell off the bus ({r.value})" if r.status is not PASS else "",
     "gpu_count": lambda r: f"{r.value} of {r.limit} GPUs visible",
     "nvml_init": lambda r: f"nvmlInit {r.value}",
@@ -588,29 +589,58 @@ def check_memory_used(state: NodeState, cfg: HealthConfig, before_job: bool = Fa
     return out
 
 
+def expected_pcie_width(cfg: HealthConfig, g: GpuState) -> int | None:
+    """The lanes GPU ``g`` should train to by the profile: its own ``pcie_width`` in the node
+    type's ``[[gpus]]`` (a x8 slot by design), else the node type's ``pcie_width``; None when the
+    profile says nothing (then ``pcie_width`` compares with the link's max)."""
+    per_gpu = cfg.expect.get("pcie_width_gpus") or {}
+    return per_gpu.get(g.index, cfg.expect.get("pcie_width"))
+
+
 def check_pcie_width(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
-    """Link width below its max -> fail; in a VM guest (pass-through) -> warn: the width the
-    guest sees is set by the host's slot, not a fault the node can fix."""
+    """The current link width (``nvmlDeviceGetCurrPcieLinkWidth``, lanes). With an expected width
+    from the profile (:func:`expected_pcie_width`): below it -> fail (``x8 of x16``), at or above
+    it -> pass, even below the link's max (a x8 slot declared x8 is no fault). Without one: below
+    the max (``nvmlDeviceGetMaxPcieLinkWidth``, what GPU and slot support) -> fail. In a VM guest
+    (pass-through) a narrow link only warns: the width the guest sees is set by the host's slot,
+    not a fault the node can fix. Width does not downshift when idle (generation does)."""
     out = []
     for g in usable_gpus(state):
         w, wmax = g.get("pcie_link_width"), g.get("pcie_link_width_max")
-        if w is None or wmax is None:
+        want = expected_pcie_width(cfg, g)
+        if w is None or (wmax is None and want is None):
+            continue
+        vm = g.get("virtualization_mode") not in (None, "None")
+        if want is not None:
+            if w >= want:
+                out.append(result("pcie_width", PASS, g, w, want))
+            else:
+                out.append(result("pcie_width", WARN if vm else FAIL, g, w, want,
+                                  f"PCIe x{w} of x{want} expected by the profile" + (" (VM guest)" if vm else "")))
             continue
         if w >= wmax:
             out.append(result("pcie_width", PASS, g, w, wmax))
             continue
-        vm = g.get("virtualization_mode") not in (None, "None")
         out.append(result("pcie_width", WARN if vm else FAIL, g, w, wmax,
                       f"PCIe x{w} of x{wmax}" + (" (VM guest)" if vm else "")))
     return out
 
 
 def check_pcie_gen(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
-    """Link generation below its max while the GPU is busy (idle GPUs downshift to save power)."""
+    """Link generation below its max while the GPU is busy (idle GPUs downshift to save power):
+    fail. With the node type's ``pcie_gen`` in the profile, also the max link generation
+    (``nvmlDeviceGetMaxPcieLinkGeneration``: what GPU and slot support, not the idle-downshifted
+    current one) below it: warn (``max Gen4 of Gen5 expected``: the slot or BIOS gives a slower
+    link; the GPU works at the lower bandwidth)."""
     load = cfg.t("pcie_gen_load_pct")
+    want_gen = cfg.expect.get("pcie_gen")
     out = []
     for g in usable_gpus(state):
         gen, gmax, util = g.get("pcie_link_gen"), g.get("pcie_link_gen_max"), g.get("utilization_gpu_pct")
+        if want_gen is not None and gmax is not None:
+            ok = gmax >= want_gen
+            out.append(result("pcie_gen", PASS if ok else WARN, g, gmax, want_gen,
+                              "" if ok else f"max link Gen{gmax} of Gen{want_gen} expected by the profile"))
         if gen is None or gmax is None or util is None or util < load:
             continue
         st = FAIL if gen < gmax else PASS

@@ -87,7 +87,8 @@ def judged_hcas(nics, other_roles: bool = False) -> list[dict]:
 
 def load_config(health: Health | None = None, *, gpu_count: int | None = None,
                 checks: Mapping[str, bool] | None = None, nics=None,
-                nvswitch: bool | None = None, nvlinks: int | None = None) -> HealthConfig:
+                nvswitch: bool | None = None, nvlinks: int | None = None,
+                pcie: Mapping | None = None) -> HealthConfig:
     """The checks' configuration: ``checks.toml`` with the profile's ``[health]`` section over it.
 
     ``health``: the validated section (``load_profile(...).health``; None: every default).
@@ -102,7 +103,11 @@ def load_config(health: Health | None = None, *, gpu_count: int | None = None,
     :func:`slurmkit.health.services.has_nvswitch`) fills ``expect["fabric_manager"]`` when the
     section does not set it; ``nvlinks`` (active NVLinks per GPU from the node type's matrix:
     :func:`slurmkit.health.services.expected_nvlinks`) fills ``expect["nvlink_active_links"]``
-    likewise (the ``nvlink_down`` check).
+    likewise (the ``nvlink_down`` check). ``pcie``: the node type's PCIe expectations
+    (:meth:`slurmkit.profile.model.NodeType.pcie_expect`: ``{"width", "gen", "gpus": {index:
+    lanes}}``, indexes as ints or JSON strings) -> ``expect["pcie_width"]``, ``["pcie_gen"]`` and
+    ``["pcie_width_gpus"]`` ({NVML index: lanes}) for the ``pcie_width`` / ``pcie_gen`` checks;
+    None or unset entries: not judged against the profile.
     """
     base = defaults()
     health = health if health is not None else Health()
@@ -119,6 +124,12 @@ def load_config(health: Health | None = None, *, gpu_count: int | None = None,
         expect["fabric_manager"] = bool(nvswitch)
     if nics is not None:
         expect["hcas"] = judged_hcas(nics, health.ib_judge_other_nics)
+    if pcie:
+        for key, name in (("width", "pcie_width"), ("gen", "pcie_gen")):
+            if pcie.get(key) is not None:
+                expect[name] = int(pcie[key])
+        if pcie.get("gpus"):
+            expect["pcie_width_gpus"] = {int(i): int(w) for i, w in pcie["gpus"].items()}
     xid = base["xid"]
     return HealthConfig(
         thresholds=thresholds, enabled=enabled, expect=expect, mode=health.mode,

@@ -114,7 +114,7 @@ class Run:
             health = replace(health, expected_gpu_count=None)
         self.hc = load_config(health, gpu_count=gpus, checks=self.cfg.checks,
                               nics=facts and facts["nics"], nvswitch=facts and facts["nvswitch"],
-                              nvlinks=facts and facts["nvlinks"])
+                              nvlinks=facts and facts["nvlinks"], pcie=facts and facts.get("pcie"))
         return True
 
     def job_minors(self) -> set[int] | None:

@@ -19,7 +19,7 @@ from slurmkit.profile.health import Health
 
 CACHE_NAME = "profile-health.json"
 #: Bumped when the cached JSON's shape changes (an older cache is then rebuilt).
-SHAPE = 2
+SHAPE = 3
 
 
 def load_health(profile, cache_dir=None) -> Health:
@@ -36,17 +36,18 @@ def load_health(profile, cache_dir=None) -> Health:
 def load_for_node(profile, cache_dir=None, node: str | None = None) -> tuple[Health, dict | None]:
     """``(health, node_type)``: the ``[health]`` section (as :func:`load_health`) and what the
     checks need of ``node``'s node type: ``{"nics": [{"device", "link_layer", "rate_gbps"
-    (Gbit/s), "role"}], "nvswitch": bool, "nvlinks": int | None}`` (profile
-    ``node_types.<t>.nics``; :func:`slurmkit.health.services.has_nvswitch`,
-    :func:`~slurmkit.health.services.expected_nvlinks`); None when ``node`` is None or in no
-    partition. Same cache and errors as :func:`load_health`."""
+    (Gbit/s), "role"}], "nvswitch": bool, "nvlinks": int | None, "pcie": {"width", "gen",
+    "gpus": {"<index>": lanes}}}`` (profile ``node_types.<t>.nics``;
+    :func:`slurmkit.health.services.has_nvswitch`, :func:`~slurmkit.health.services.expected_nvlinks`,
+    :meth:`~slurmkit.profile.model.NodeType.pcie_expect`, its GPU indexes as JSON strings); None
+    when ``node`` is None or in no partition. Same cache and errors as :func:`load_health`."""
     data = _cached(profile, cache_dir)
     facts = None
     if node is not None:
         for nt, names in data["nodes"].items():
             if node in names:
                 facts = {"nics": data["nics"].get(nt, []), "nvswitch": bool(data["nvswitch"].get(nt)),
-                         "nvlinks": data["nvlinks"].get(nt)}
+                         "nvlinks": data["nvlinks"].get(nt), "pcie": data["pcie"].get(nt)}
                 break
     return Health.from_json(data["health"]), facts
 
@@ -70,7 +71,8 @@ def _cached(profile, cache_dir) -> dict:
             "nics": {name: [{"device": n.device, "link_layer": n.link_layer, "rate_gbps": n.rate_gbps,
                              "role": n.role} for n in nt.nics] for name, nt in prof.node_types.items()},
             "nodes": nodes, "nvswitch": {name: has_nvswitch(nt) for name, nt in prof.node_types.items()},
-            "nvlinks": {name: expected_nvlinks(nt) for name, nt in prof.node_types.items()}}
+            "nvlinks": {name: expected_nvlinks(nt) for name, nt in prof.node_types.items()},
+            "pcie": {name: nt.pcie_expect() for name, nt in prof.node_types.items()}}
     if cache is not None:
         stampcache.write(cache, key, [f for f in prof.layers if f != "preset"], data)
     return data
