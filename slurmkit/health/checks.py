@@ -185,12 +185,26 @@ def check_xid(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
     """One result per distinct (Xid, GPU) seen in the kernel log since the last check. XIDs of
     the first read after install (``origin`` ``baseline:...``: the current boot's old ones) warn
     at most: a baseline, not a drain; with ``[health] baseline_xids = "drain"`` they are judged
-    like new ones (a hardware XID fails, its message saying it is from the baseline)."""
+    like new ones (a hardware XID fails, its message saying it is from the baseline). A line
+    logged before its GPU's recorded reset (``state.gpu_resets``: ``slurmkit hooks gpu-reset``,
+    placed by :func:`slurmkit.health.kmsg.logged_before`) is history: pass, said so (a consumer
+    whose cursor lags, e.g. the epilog, sees it only after the reset)."""
     drain_baseline = cfg.baseline_xids == "drain"
-    counts = Counter((x.xid, x.pci_bus_id, x.origin.startswith("baseline:")) for x in state.xids)
+    resets = state.gpu_resets or {}
+
+    def history(x) -> bool:
+        rec = resets.get(x.pci_bus_id) if x.pci_bus_id else None
+        if rec is None:
+            return False
+        from slurmkit.health.kmsg import logged_before
+
+        return logged_before(x, rec.get("kmsg_seq"), rec.get("at_s")) is True
+
+    counts = Counter((x.xid, x.pci_bus_id, x.origin.startswith("baseline:"), history(x)) for x in state.xids)
     out = []
-    for (xid, bus, baseline), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2])):
-        if xid in cfg.xid_ignore:
+    for (xid, bus, baseline, old), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2],
+                                                                                kv[0][3])):
+        if xid in cfg.xid_ignore or old:
             status = PASS
         elif baseline and not drain_baseline:
             status = WARN
@@ -201,7 +215,9 @@ def check_xid(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
         g = state.gpu_by_bus_id(bus) if bus else None
         name = cfg.xid_names.get(xid, "")
         msg = f"Xid {xid}" + (f" ({name})" if name else "") + f" x{n}"
-        if status == PASS:
+        if old and xid not in cfg.xid_ignore:
+            msg += ": logged before the GPU's recorded reset (history, not a drain)"
+        elif status == PASS:
             msg += ": application error, ignored"
         elif baseline and not drain_baseline:
             msg += ": before slurmkit's first run this boot (baseline, not a drain)"
