@@ -288,3 +288,22 @@ def test_reset_ends_the_history_of_a_lagging_consumer(node, healthy, tmp_path):
     assert f"would drain n1: slurmkit: xid GPU2 {g2['pci_bus_id']}: Xid 79 GPU fell off the bus" in r.stderr
     assert "(+1 more)" not in r.stderr  # GPU1's line is history
     assert os.path.exists(node.state_dir / "n1" / gpureset.FILE)
+
+
+@pytest.mark.parametrize("setting, drains", [("", False), ('baseline_xids = "drain"\n', True)])
+def test_baseline_xids_setting_reaches_the_hooks(node, healthy, tmp_path, setting, drains):
+    """The current boot's XIDs at slurmkit's first read (origin baseline:): logged by default, a
+    drain with [health] baseline_xids = "drain" in the site profile the hooks read."""
+    path, snap = healthy
+    g1 = next(g for g in snap["gpus"] if g["index"] == 1)
+    p = tmp_path / "baseline.json"
+    p.write_text(json.dumps(dict(snap, xids=[{"xid": 79, "pci_bus_id": g1["pci_bus_id"], "message": "fallen off",
+                                              "origin": "baseline:/dev/kmsg", "line": 4, "timestamp": ""}])))
+    site = tmp_path / "site.toml"
+    site.write_text(f'extends = "sandbox"\n[health]\nmode = "observe"\n{setting}')
+    node.write_config({"n1": p}, mode=None, extra=f'profile = "{site}"\n')
+    r = node.run(node.prolog)
+    assert r.returncode == 0 and "own trouble" not in r.stderr, r.stderr
+    want = f"would drain n1: slurmkit: xid GPU1 {g1['pci_bus_id']}: Xid 79 GPU fell off the bus"
+    assert (want in r.stderr) is drains
+    assert ("baseline, not a drain" in r.stderr) is not drains
