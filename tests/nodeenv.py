@@ -81,12 +81,14 @@ class Node:
         self.healthcheck = self.etc / inst.HEALTHCHECK_SHIM
 
     def write_config(self, snapshots: dict | None = None, mode: str = "enforce", bin_dir: str | None = None,
-                     extra: str = "", sysfs: dict | None = None, dcgm_diag: dict | None = None) -> None:
+                     extra: str = "", sysfs: dict | None = None, dcgm_diag: dict | None = None,
+                     kmsg: dict | None = None) -> None:
         """(Re)write the hooks config; by default scontrol is looked for in an empty directory, so
-        any Slurm RPC would show up as own trouble. ``sysfs`` / ``dcgm_diag``: {node: path}."""
+        any Slurm RPC would show up as own trouble. ``sysfs`` / ``dcgm_diag`` / ``kmsg``: {node: path}."""
         text = hconfig.render(self.slurm_conf, gres_conf=self.gres_conf, mode=mode, state_dir=self.state_dir,
                               spool_dir=self.spool_dir, textfile_dir=self.textfile_dir, snapshots=snapshots,
-                              slurm_bin_dir=bin_dir or str(self.empty_bin), sysfs=sysfs, dcgm_diag=dcgm_diag)
+                              slurm_bin_dir=bin_dir or str(self.empty_bin), sysfs=sysfs, dcgm_diag=dcgm_diag,
+                              kmsg=kmsg)
         self.cfg_path.write_text(extra + text)  # top-level keys go before the [nodes.*] tables
 
     def run(self, shim: Path, node: str = "n1", job_id: str | None = "101", gpus: str | None = "0,2",

@@ -21,9 +21,10 @@ from slurmkit.profile.health import Health
 
 def _config(site: str | None, expect_gpus: int | None, node: str | None = None):
     """The checks' configuration from the ``[health]`` section of profile ``site`` (None: the
-    defaults) and, when ``node`` is in one of its partitions, its node type's HCAs, NVSwitches and
-    NVLink count (a node in none: the ``node_type`` check warns that the checks beyond NVML are
-    skipped). A bad profile raises ProfileError (file:line: key), exit 2."""
+    defaults) and, when ``node`` is in one of its partitions, its node type's HCAs, NVSwitches,
+    NVLink count and PCIe link width / generation (a node in none: the ``node_type`` check warns
+    that the checks beyond NVML are skipped). A bad profile raises ProfileError (file:line: key),
+    exit 2."""
     from slurmkit.health.config import load_config
 
     health, nt = None, None
@@ -41,7 +42,7 @@ def _config(site: str | None, expect_gpus: int | None, node: str | None = None):
     from slurmkit.health.services import expected_nvlinks, has_nvswitch
 
     return load_config(health, gpu_count=expect_gpus, nics=nt.nics, nvswitch=has_nvswitch(nt),
-                       nvlinks=expected_nvlinks(nt), node_type=nt.name)
+                       nvlinks=expected_nvlinks(nt), node_type=nt.name, pcie=nt.pcie_expect())
 
 
 @click.group("health")

@@ -53,6 +53,67 @@ def healthcheck_cmd(config):
     _run_hook("healthcheck", config)
 
 
+@cli.command("gpu-reset")
+@click.argument("gpu")
+@_config_opt
+@click.option("--node", help="Slurm node name (default: this host's short name).")
+@click.option("--done", is_flag=True, help="Record a reset made another way (nvidia-smi -r by hand, a BMC, a "
+                                           "vendor tool) instead of running one.")
+@click.option("--nvidia-smi", "nvidia_smi", default="/usr/bin/nvidia-smi", show_default=True,
+              help="The nvidia-smi that resets the GPU (--gpu-reset -i <bus id>).")
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds the reset may take.")
+def gpu_reset_cmd(gpu, config, node, done, nvidia_smi, timeout):
+    """Reset one GPU and record it, so the drain its hardware XID holds ends (other GPUs' XIDs
+    stay). GPU: its PCI bus id, NVML index or UUID. Exit 1 when the reset fails (nothing
+    recorded). The driver logs nothing on a reset, hence this record: docs/hooks.md."""
+    import os
+    import time
+
+    from slurmkit.hooks import gpureset, nodestate
+    from slurmkit.hooks.config import HookConfigError, load
+    from slurmkit.hooks.main import node_name
+
+    path = config or os.environ.get("SLURMKIT_HOOKS_CONFIG")
+    if not path:
+        raise UsageError("--config", "no hooks config: pass --config or set SLURMKIT_HOOKS_CONFIG")
+    try:
+        cfg = load(path)
+    except HookConfigError as exc:
+        raise UsageError("--config", str(exc)) from None
+    node = node or node_name(os.environ)
+    spec = cfg.snapshot_for(node) or "live"
+    state = None
+    if not gpu.strip().count(":"):  # an index or a UUID: look it up in the node's GPU state
+        from slurmkit.health.runner import read_state
+
+        state = read_state(spec, node=node)
+    try:
+        bus, uuid = gpureset.resolve(gpu, state)
+    except ValueError as exc:
+        raise UsageError("GPU", str(exc)) from None
+    if done:
+        how = "recorded by hand (--done)"
+    else:
+        ok, out = gpureset.reset(bus, nvidia_smi, timeout)
+        click.echo(out)
+        if not ok:
+            click.echo(f"GPU {bus}: the reset failed; nothing recorded (its XID still holds the drain)", err=True)
+            sys.exit(1)
+        how = "nvidia-smi --gpu-reset"
+    live = str(spec) == "live"
+    try:
+        kmsg = cfg.kmsg_for(node)
+        entry = gpureset.record(cfg.state_dir, node, bus, boot_id=nodestate.boot_id(), uuid=uuid, how=how,
+                                kmsg_seq=gpureset.last_kmsg_seq(str(kmsg or "/dev/kmsg")) if live else None)
+    except OSError as exc:
+        raise UsageError("--config", f"cannot record the reset in {cfg.state_dir}: {exc.strerror or exc}") from None
+    if live and cfg.kmsg_for(node) is None:
+        gpureset.log_to_kernel(f"slurmkit: GPU {bus}{' ' + uuid if uuid else ''} reset ({how})")
+    click.echo(f"GPU {bus} reset {how} at {time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(entry['at_s']))}: "
+               f"recorded in {gpureset.path(cfg.state_dir, node)}; the next health check ends the drain its "
+               f"hardware XIDs hold (other GPUs' stay)")
+
+
 def _show(plan, nothing: str, dry_run: bool, notes: bool) -> bool:
     """Print ``plan``'s diff (or ``nothing``); on a dry run also its notes (when ``notes``) and
     say nothing was written. Returns ``dry_run``."""

@@ -155,7 +155,8 @@ MEANINGS: dict[str, Callable[[CheckResult], str]] = {
     "xid": _xid_meaning,
     "row_remap_pending": _remap_meaning,
     "pcie_width": lambda r: f"x{r.value} of x{r.limit}" + (" (VM guest)" if "VM" in r.message else ""),
-    "pcie_gen": lambda r: f"PCIe Gen{r.value} of Gen{r.limit} under load",
+    "pcie_gen": lambda r: (f"PCIe max Gen{r.value} of Gen{r.limit} expected" if "expected" in r.message
+                           else f"PCIe Gen{r.value} of Gen{r.limit} under load"),
     "gpu_lost": lambda r: f"GPU fell off the bus ({r.value})" if r.status is not PASS else "",
     "gpu_count": lambda r: f"{r.value} of {r.limit} GPUs visible",
     "nvml_init": lambda r: f"nvmlInit {r.value}",
@@ -166,6 +167,7 @@ MEANINGS: dict[str, Callable[[CheckResult], str]] = {
     "row_remap_uncorrectable": lambda r: f"{r.value} rows remapped for uncorrectable errors",
     "row_remap_failure": lambda r: "row remapping failed (RMA)",
     "reset_required": lambda r: "GPU reset required",
+    "gpu_recovery_action": lambda r: "no recovery action" if r.value == "NONE" else recovery_words(str(r.value)),
     "inforom": lambda r: "InfoROM corrupted",
     "clock_events": lambda r: f"{r.value} in every sample" if r.status is FAIL else r.message,
     "temperature_margin": lambda r: f"{r.value} C to HW slowdown",
@@ -245,13 +247,29 @@ def check_nvml_init(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResul
 def check_xid(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
     """One result per distinct (Xid, GPU) seen in the kernel log since the last check. XIDs of
     the first read after install (``origin`` ``baseline:...``: the current boot's old ones) warn
-    at most: a baseline, not a drain."""
-    counts = Counter((x.xid, x.pci_bus_id, x.origin.startswith("baseline:")) for x in state.xids)
+    at most: a baseline, not a drain; with ``[health] baseline_xids = "drain"`` they are judged
+    like new ones (a hardware XID fails, its message saying it is from the baseline). A line
+    logged before its GPU's recorded reset (``state.gpu_resets``: ``slurmkit hooks gpu-reset``,
+    placed by :func:`slurmkit.health.kmsg.logged_before`) is history: pass, said so (a consumer
+    whose cursor lags, e.g. the epilog, sees it only after the reset)."""
+    drain_baseline = cfg.baseline_xids == "drain"
+    resets = state.gpu_resets or {}
+
+    def history(x) -> bool:
+        rec = resets.get(x.pci_bus_id) if x.pci_bus_id else None
+        if rec is None:
+            return False
+        from slurmkit.health.kmsg import logged_before
+
+        return logged_before(x, rec.get("kmsg_seq"), rec.get("at_s")) is True
+
+    counts = Counter((x.xid, x.pci_bus_id, x.origin.startswith("baseline:"), history(x)) for x in state.xids)
     out = []
-    for (xid, bus, baseline), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2])):
-        if xid in cfg.xid_ignore:
+    for (xid, bus, baseline, old), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2],
+                                                                                kv[0][3])):
+        if xid in cfg.xid_ignore or old:
             status = PASS
-        elif baseline:
+        elif baseline and not drain_baseline:
             status = WARN
         elif xid in cfg.xid_fail:
             status = FAIL
@@ -260,10 +278,14 @@ def check_xid(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
         g = state.gpu_by_bus_id(bus) if bus else None
         name = cfg.xid_names.get(xid, "")
         msg = f"Xid {xid}" + (f" ({name})" if name else "") + f" x{n}"
-        if status == PASS:
+        if old and xid not in cfg.xid_ignore:
+            msg += ": logged before the GPU's recorded reset (history, not a drain)"
+        elif status == PASS:
             msg += ": application error, ignored"
-        elif baseline:
+        elif baseline and not drain_baseline:
             msg += ": before slurmkit's first run this boot (baseline, not a drain)"
+        elif baseline:
+            msg += ": before slurmkit's first run this boot (baseline, judged: baseline_xids = drain)"
         r = result("xid", status, g, xid, "checks.toml [xid] fail" if status == FAIL else None, msg)
         if g is None and bus:
             r.pci_bus_id = bus
@@ -365,6 +387,41 @@ def _bool_check(check: str, key: str, bad: bool, status: CheckStatus, msg: str):
 
 
 check_reset_required = _bool_check("reset_required", "reset_required", True, FAIL, "GPU reset required")
+
+#: ``nvmlDeviceGpuRecoveryAction_t`` names (``gpu_recovery_action``) -> what the driver asks for,
+#: in words for ``sinfo -R`` (NVML's ``NVML_GPU_RECOVERY_ACTION_*``, nvidia-smi's "GPU Recovery
+#: Action"). A name not listed reads as ``driver asks for recovery action <NAME>``.
+RECOVERY_ACTIONS = {
+    "GPU_RESET": "driver asks for a GPU reset",
+    "NODE_REBOOT": "driver asks for a node reboot",
+    "DRAIN_P2P": "driver asks to drain peer-to-peer work",
+    "DRAIN_AND_RESET": "driver asks to drain and reset the GPU",
+    "RECOVER_IMEX_DOMAIN": "driver asks to recover the IMEX domain",
+    "BUS_RESET": "driver asks for a PCIe bus reset",
+    "SYSTEM_REBOOT": "driver asks for a system reboot",
+}
+
+
+def recovery_words(action: str) -> str:
+    """``GPU_RESET`` -> ``driver asks for a GPU reset`` (:data:`RECOVERY_ACTIONS`)."""
+    return RECOVERY_ACTIONS.get(action, f"driver asks for recovery action {action}")
+
+
+def check_gpu_recovery_action(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
+    """The driver's GPU recovery action (``gpu_recovery_action``: NVML field
+    ``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION``, nvidia-smi "GPU Recovery Action"): ``NONE`` passes;
+    anything else fails with the action in words (``driver asks for a GPU reset``), whatever the
+    other checks say. Not read (an older driver: NOT_SUPPORTED / an unknown field id): no result."""
+    out = []
+    for g in usable_gpus(state):
+        action = g.get("gpu_recovery_action")
+        if action is None:
+            continue
+        if action == "NONE":
+            out.append(result("gpu_recovery_action", PASS, g, action, "NONE"))
+        else:
+            out.append(result("gpu_recovery_action", FAIL, g, action, "NONE", recovery_words(action)))
+    return out
 check_inforom = _bool_check("inforom", "inforom_valid", False, FAIL, "InfoROM corrupted")
 check_persistence_mode = _bool_check("persistence_mode", "persistence_mode", False, WARN,
                                      "persistence mode is off")
@@ -611,29 +668,58 @@ def check_memory_used(state: NodeState, cfg: HealthConfig, before_job: bool = Fa
     return out
 
 
+def expected_pcie_width(cfg: HealthConfig, g: GpuState) -> int | None:
+    """The lanes GPU ``g`` should train to by the profile: its own ``pcie_width`` in the node
+    type's ``[[gpus]]`` (a x8 slot by design), else the node type's ``pcie_width``; None when the
+    profile says nothing (then ``pcie_width`` compares with the link's max)."""
+    per_gpu = cfg.expect.get("pcie_width_gpus") or {}
+    return per_gpu.get(g.index, cfg.expect.get("pcie_width"))
+
+
 def check_pcie_width(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
-    """Link width below its max -> fail; in a VM guest (pass-through) -> warn: the width the
-    guest sees is set by the host's slot, not a fault the node can fix."""
+    """The current link width (``nvmlDeviceGetCurrPcieLinkWidth``, lanes). With an expected width
+    from the profile (:func:`expected_pcie_width`): below it -> fail (``x8 of x16``), at or above
+    it -> pass, even below the link's max (a x8 slot declared x8 is no fault). Without one: below
+    the max (``nvmlDeviceGetMaxPcieLinkWidth``, what GPU and slot support) -> fail. In a VM guest
+    (pass-through) a narrow link only warns: the width the guest sees is set by the host's slot,
+    not a fault the node can fix. Width does not downshift when idle (generation does)."""
     out = []
     for g in usable_gpus(state):
         w, wmax = g.get("pcie_link_width"), g.get("pcie_link_width_max")
-        if w is None or wmax is None:
+        want = expected_pcie_width(cfg, g)
+        if w is None or (wmax is None and want is None):
+            continue
+        vm = g.get("virtualization_mode") not in (None, "None")
+        if want is not None:
+            if w >= want:
+                out.append(result("pcie_width", PASS, g, w, want))
+            else:
+                out.append(result("pcie_width", WARN if vm else FAIL, g, w, want,
+                                  f"PCIe x{w} of x{want} expected by the profile" + (" (VM guest)" if vm else "")))
             continue
         if w >= wmax:
             out.append(result("pcie_width", PASS, g, w, wmax))
             continue
-        vm = g.get("virtualization_mode") not in (None, "None")
         out.append(result("pcie_width", WARN if vm else FAIL, g, w, wmax,
                       f"PCIe x{w} of x{wmax}" + (" (VM guest)" if vm else "")))
     return out
 
 
 def check_pcie_gen(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
-    """Link generation below its max while the GPU is busy (idle GPUs downshift to save power)."""
+    """Link generation below its max while the GPU is busy (idle GPUs downshift to save power):
+    fail. With the node type's ``pcie_gen`` in the profile, also the max link generation
+    (``nvmlDeviceGetMaxPcieLinkGeneration``: what GPU and slot support, not the idle-downshifted
+    current one) below it: warn (``max Gen4 of Gen5 expected``: the slot or BIOS gives a slower
+    link; the GPU works at the lower bandwidth)."""
     load = cfg.t("pcie_gen_load_pct")
+    want_gen = cfg.expect.get("pcie_gen")
     out = []
     for g in usable_gpus(state):
         gen, gmax, util = g.get("pcie_link_gen"), g.get("pcie_link_gen_max"), g.get("utilization_gpu_pct")
+        if want_gen is not None and gmax is not None:
+            ok = gmax >= want_gen
+            out.append(result("pcie_gen", PASS if ok else WARN, g, gmax, want_gen,
+                              "" if ok else f"max link Gen{gmax} of Gen{want_gen} expected by the profile"))
         if gen is None or gmax is None or util is None or util < load:
             continue
         st = FAIL if gen < gmax else PASS
@@ -708,6 +794,7 @@ CHECKS: dict[str, Callable[..., list[CheckResult]]] = {
     "nvml_init": check_nvml_init,
     "gpu_lost": check_gpu_lost,
     "reset_required": check_reset_required,
+    "gpu_recovery_action": check_gpu_recovery_action,
     "inforom": check_inforom,
     "ecc_volatile_uncorrectable": check_ecc_volatile_uncorrectable,
     "ecc_sram_correctable": check_ecc_sram_correctable,

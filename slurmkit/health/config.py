@@ -51,8 +51,8 @@ def check_ids() -> list[str]:
 class HealthConfig:
     """Thresholds, switches and expected values for :func:`slurmkit.health.checks.run_checks`.
 
-    ``mode``, ``deadline_s`` (s), ``per_call_deadline_s`` (s): the profile's ``[health]`` values
-    (defaults: :class:`~slurmkit.profile.health.Health`)."""
+    ``mode``, ``deadline_s`` (s), ``per_call_deadline_s`` (s), ``baseline_xids`` (``log`` |
+    ``drain``): the profile's ``[health]`` values (defaults: :class:`~slurmkit.profile.health.Health`)."""
 
     thresholds: dict[str, Any]
     enabled: dict[str, bool]
@@ -60,6 +60,7 @@ class HealthConfig:
     mode: str = Health.mode
     deadline_s: float = Health.deadline_s
     per_call_deadline_s: float = Health.per_call_deadline_s
+    baseline_xids: str = Health.baseline_xids
     xid_ignore: frozenset = frozenset()
     xid_fail: frozenset = frozenset()
     xid_names: dict[int, str] = field(default_factory=dict)
@@ -89,7 +90,8 @@ def judged_hcas(nics, other_roles: bool = False) -> list[dict]:
 def load_config(health: Health | None = None, *, gpu_count: int | None = None,
                 checks: Mapping[str, bool] | None = None, nics=None,
                 nvswitch: bool | None = None, nvlinks: int | None = None,
-                node_type: str | None = None, no_node_type: str | None = None) -> HealthConfig:
+                node_type: str | None = None, no_node_type: str | None = None,
+                pcie: Mapping | None = None) -> HealthConfig:
     """The checks' configuration: ``checks.toml`` with the profile's ``[health]`` section over it.
 
     ``health``: the validated section (``load_profile(...).health``; None: every default).
@@ -107,7 +109,11 @@ def load_config(health: Health | None = None, *, gpu_count: int | None = None,
     likewise (the ``nvlink_down`` check). ``node_type``: the name of the node's node type
     (``expect["node_type"]``); ``no_node_type``: the node's name when the profile has no node type
     for it (``expect["no_node_type"]``: the ``node_type`` check warns that the checks beyond NVML
-    are skipped).
+    are skipped). ``pcie``: the node type's PCIe expectations
+    (:meth:`slurmkit.profile.model.NodeType.pcie_expect`: ``{"width", "gen", "gpus": {index:
+    lanes}}``, indexes as ints or JSON strings) -> ``expect["pcie_width"]``, ``["pcie_gen"]`` and
+    ``["pcie_width_gpus"]`` ({NVML index: lanes}) for the ``pcie_width`` / ``pcie_gen`` checks;
+    None or unset entries: not judged against the profile.
     """
     base = defaults()
     health = health if health is not None else Health()
@@ -128,11 +134,17 @@ def load_config(health: Health | None = None, *, gpu_count: int | None = None,
         expect["node_type"] = node_type
     if no_node_type is not None:
         expect["no_node_type"] = no_node_type
+    if pcie:
+        for key, name in (("width", "pcie_width"), ("gen", "pcie_gen")):
+            if pcie.get(key) is not None:
+                expect[name] = int(pcie[key])
+        if pcie.get("gpus"):
+            expect["pcie_width_gpus"] = {int(i): int(w) for i, w in pcie["gpus"].items()}
     xid = base["xid"]
     return HealthConfig(
         thresholds=thresholds, enabled=enabled, expect=expect, mode=health.mode,
         deadline_s=float(health.deadline_s), per_call_deadline_s=float(health.per_call_deadline_s),
-        xid_ignore=frozenset(xid["ignore"]), xid_fail=frozenset(xid["fail"]),
+        baseline_xids=health.baseline_xids, xid_ignore=frozenset(xid["ignore"]), xid_fail=frozenset(xid["fail"]),
         xid_names={int(k): v for k, v in xid.get("names", {}).items()},
         clock_event_bits=dict(base["clock_event_bits"]),
     )

@@ -18,6 +18,17 @@ buffers from the current boot as a *baseline*: those XIDs come back with ``origi
 ``baseline:<device>`` (logged and shown, not a drain: :func:`slurmkit.health.checks.check_xid`).
 Each consumer (prolog, epilog, health check) keeps its own cursor file, so one does not hide
 another's XIDs.
+
+When a line was logged (``Xid.time_s``, epoch seconds, to attribute it to the job that ran on
+its GPU then): ``/dev/kmsg`` gives each record's sequence number (``Xid.seq``, exact order within
+a boot) and the kernel's timestamp in microseconds since boot, which :func:`read_kmsg` turns into
+wall-clock time as ``dmesg -T`` does (util-linux): the boot's wall-clock time is now minus
+``CLOCK_MONOTONIC`` (:func:`boot_time`; the printk clock does not count a suspend either). Like
+``dmesg -T``'s, that time can drift from the wall clock by seconds over a long uptime (the printk
+clock is not NTP-disciplined), so where both sides have a sequence number, slurmkit compares
+those (:mod:`slurmkit.hooks.attribution`). Saved ``dmesg`` text has ``[  123.456789]`` (seconds
+since boot: a time only when the boot's time is given) or ``dmesg -T``'s ``[Fri Aug 30 11:43:09
+2024]`` (local time).
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import time
 from pathlib import Path
 
 from slurmkit.atomicfile import atomic_write
@@ -39,45 +51,93 @@ OFF_BUS_XID = 79
 BASELINE = "baseline:"
 
 
-def parse_line(line: str, origin: str = "", lineno: int = 0) -> Xid | None:
+def boot_time() -> float:
+    """This boot's wall-clock time (epoch s) as ``dmesg -T`` reckons it: now minus
+    ``CLOCK_MONOTONIC`` (the kernel's printk timestamps count from boot, without suspend)."""
+    return time.time() - time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+def _time_of(ts: str, boot_time_s: float | None) -> float | None:
+    """Epoch seconds of a ``[...]`` kernel timestamp: seconds since boot (with ``boot_time_s``)
+    or ``dmesg -T``'s ``Fri Aug 30 11:43:09 2024`` (local time); None otherwise."""
+    ts = ts.strip()
+    try:
+        up = float(ts)
+    except ValueError:
+        try:
+            return time.mktime(time.strptime(" ".join(ts.split()), "%a %b %d %H:%M:%S %Y"))
+        except (ValueError, OverflowError):
+            return None
+    return boot_time_s + up if boot_time_s is not None else None
+
+
+def parse_line(line: str, origin: str = "", lineno: int = 0, boot_time_s: float | None = None) -> Xid | None:
     """One log line -> Xid, or None when it is not an NVRM Xid line (a "fallen off the bus" line
-    without a number: Xid 79)."""
+    without a number: Xid 79). ``boot_time_s``: the boot's epoch time, to turn a ``[seconds since
+    boot]`` prefix into ``Xid.time_s``."""
     m = XID_RE.search(line)
-    if not m:
+    if m:
+        xid, bus_text, msg = int(m.group("xid")), m.group("bus"), m.group("msg")
+    else:
         off = OFF_BUS_RE.search(line)
         if not off:
             return None
-        ts = _TS_RE.match(line)
-        try:
-            bus = normalise_bus_id(off.group("bus"))
-        except ValueError:
-            bus = None
-        return Xid(xid=OFF_BUS_XID, pci_bus_id=bus, message=off.group("msg").strip(), origin=origin, line=lineno,
-                   timestamp=ts.group("ts") if ts else "")
+        xid, bus_text, msg = OFF_BUS_XID, off.group("bus"), off.group("msg")
     ts = _TS_RE.match(line)
     try:
-        bus = normalise_bus_id(m.group("bus"))
+        bus = normalise_bus_id(bus_text)
     except ValueError:
         bus = None
-    return Xid(xid=int(m.group("xid")), pci_bus_id=bus, message=m.group("msg").strip(),
-               origin=origin, line=lineno, timestamp=ts.group("ts") if ts else "")
+    return Xid(xid=xid, pci_bus_id=bus, message=msg.strip(), origin=origin, line=lineno,
+               timestamp=ts.group("ts") if ts else "",
+               time_s=_time_of(ts.group("ts"), boot_time_s) if ts else None)
 
 
-def parse_log(text: str, origin: str = "") -> list[Xid]:
-    """Every Xid in a saved kernel log (dmesg / journalctl text), in order."""
+def parse_log(text: str, origin: str = "", boot_time_s: float | None = None) -> list[Xid]:
+    """Every Xid in a saved kernel log (dmesg / journalctl text), in order (``boot_time_s``: as
+    for :func:`parse_line`)."""
     out = []
     for n, line in enumerate(text.splitlines(), 1):
-        x = parse_line(line, origin, n)
+        x = parse_line(line, origin, n, boot_time_s)
         if x is not None:
             out.append(x)
     return out
 
 
-def read_kmsg(cursor_file: str | Path | None, device: str | Path = "/dev/kmsg") -> list[Xid]:
+def logged_before(x: Xid, seq: int | None, at_s: float | None) -> bool | None:
+    """Whether Xid line ``x`` was logged before (or at) a moment known by its ``/dev/kmsg``
+    sequence number ``seq`` (exact; both of this boot) or else its epoch time ``at_s`` (compared
+    with ``x.time_s``); None when neither can be compared."""
+    if x.seq is not None and seq is not None:
+        return x.seq <= seq
+    if x.time_s is not None and at_s is not None:
+        return x.time_s <= at_s
+    return None
+
+
+def cursor_seq(cursor_file: str | Path) -> int | None:
+    """The ``/dev/kmsg`` sequence number a cursor file holds (the last record read), None when
+    absent or unreadable."""
+    try:
+        return int(Path(cursor_file).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def write_cursor(cursor_file: str | Path, seq: int) -> None:
+    """Set a cursor file to sequence number ``seq`` (atomically; raises OSError)."""
+    atomic_write(cursor_file, f"{int(seq)}\n")
+
+
+def read_kmsg(cursor_file: str | Path | None, device: str | Path = "/dev/kmsg",
+              boot_time_s: float | None = None) -> list[Xid]:
     """Xids logged since the sequence number saved in ``cursor_file`` (all buffered ones when the
     kernel's sequence restarted, e.g. after a reboot; when the file is absent, all buffered ones
-    as the baseline, ``origin`` ``baseline:<device>``). Updates the cursor.
+    as the baseline, ``origin`` ``baseline:<device>``). Updates the cursor. Each Xid carries the
+    record's ``seq`` (also its ``line``), the kernel's seconds since boot as ``timestamp`` and
+    ``time_s`` = ``boot_time_s`` (default :func:`boot_time`) + that.
     Raises OSError when ``device`` cannot be opened (e.g. not root): slurmkit's own trouble."""
+    boot = boot_time() if boot_time_s is None else boot_time_s
     last = -1
     first_run = cursor_file is not None and not os.path.exists(cursor_file)
     if cursor_file is not None:
@@ -86,7 +146,7 @@ def read_kmsg(cursor_file: str | Path | None, device: str | Path = "/dev/kmsg") 
         except (OSError, ValueError):
             last = -1
     fd = os.open(str(device), os.O_RDONLY | os.O_NONBLOCK)
-    records: list[tuple[int, str]] = []
+    records: list[tuple[int, int, str]] = []
     try:
         while True:
             try:
@@ -108,18 +168,25 @@ def read_kmsg(cursor_file: str | Path | None, device: str | Path = "/dev/kmsg") 
                     seq = int(parts[1])
                 except (IndexError, ValueError):
                     continue
-                records.append((seq, msg))
+                try:
+                    usec = int(parts[2])
+                except (IndexError, ValueError):
+                    usec = None
+                records.append((seq, usec, msg))
     finally:
         os.close(fd)
     if records and last >= 0 and records[-1][0] < last:
         last = -1  # sequence restarted (reboot): everything is new
     out = []
-    for seq, msg in records:
+    for seq, usec, msg in records:
         if seq <= last:
             continue
         x = parse_line(msg, (BASELINE if first_run else "") + str(device), seq)
         if x is not None:
+            x.seq = seq
+            if usec is not None:
+                x.timestamp, x.time_s = f"{usec / 1e6:.6f}", boot + usec / 1e6
             out.append(x)
     if cursor_file is not None and records:
-        atomic_write(cursor_file, f"{records[-1][0]}\n")
+        write_cursor(cursor_file, records[-1][0])
     return out

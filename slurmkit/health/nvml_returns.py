@@ -41,6 +41,11 @@ INVALID_STATE           hardware   the GPU is in an invalid state
 UNKNOWN                 hardware   an internal driver error (nvidia-smi: "Unknown Error")
 ======================  =========  ===========================================================
 
+Field values (``nvmlDeviceGetFieldValues``, e.g. ``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION``) carry
+a return code per field in ``nvmlFieldValue_t.nvmlReturn``: a driver older than the field answers
+``NOT_SUPPORTED``, or ``INVALID_ARGUMENT`` for a field id it does not know; for a field value
+both mean *absent* (:data:`FIELD_ABSENT_RCS`, :func:`field_kind`), not slurmkit's bug.
+
 A code not in the table (a newer driver's) is ``own``: logged, never a drain. *hardware* codes
 fail the GPU that returned them (checks ``gpu_lost`` for GPU_IS_LOST / UNKNOWN handles,
 ``nvml_error`` for the rest); *own* ones are slurmkit's own trouble (logged, counted, no drain);
@@ -68,3 +73,14 @@ RETURN_CODES: dict[str, str] = {
 def kind(rc: str) -> str:
     """The class of return code ``rc``: ok | absent | own | hardware (unlisted: own)."""
     return RETURN_CODES.get(rc, OWN)
+
+
+#: Per-field return codes of ``nvmlDeviceGetFieldValues`` that mean "this driver has no such
+#: field": the table's absent codes plus ``INVALID_ARGUMENT`` (a field id newer than the driver).
+FIELD_ABSENT_RCS = frozenset({rc for rc, k in RETURN_CODES.items() if k == ABSENT} | {"INVALID_ARGUMENT"})
+
+
+def field_kind(rc: str) -> str:
+    """The class of a per-field return code of ``nvmlDeviceGetFieldValues``: as :func:`kind`,
+    except that the codes of :data:`FIELD_ABSENT_RCS` are ``absent``."""
+    return ABSENT if rc in FIELD_ABSENT_RCS else kind(rc)

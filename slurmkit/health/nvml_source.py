@@ -161,6 +161,7 @@ class LiveNvmlSource(GpuSource):
         g.put("inforom_valid", rc == RC_SUCCESS if rc in (RC_SUCCESS, "CORRUPTED_INFOROM") else None,
               source="nvmlDeviceValidateInforom",
               rc=RC_SUCCESS if rc in (RC_SUCCESS, "CORRUPTED_INFOROM") else rc)
+        self._read_recovery_action(nv, g, h)
         self._put(g, "persistence_mode", "nvmlDeviceGetPersistenceMode", h, conv=bool)
         self._put(g, "accounting_mode", "nvmlDeviceGetAccountingMode", h, conv=bool)
         mig, rc = self._call("nvmlDeviceGetMigMode", h)
@@ -240,6 +241,36 @@ class LiveNvmlSource(GpuSource):
         self._read_accounting(g, h)
         self._put(g, "total_energy_mj", "nvmlDeviceGetTotalEnergyConsumption", h, conv=int)
         return g
+
+    def _read_recovery_action(self, nv, g: GpuState, h) -> None:
+        """``gpu_recovery_action``: the field ``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`` (230) of
+        ``nvmlDeviceGetFieldValues``, an ``nvmlDeviceGpuRecoveryAction_t`` recorded by its name
+        without ``NVML_GPU_RECOVERY_ACTION_`` (``NONE`` 0, ``GPU_RESET`` 1, ``NODE_REBOOT`` 2,
+        ``DRAIN_P2P`` 3, ``DRAIN_AND_RESET`` 4, and newer ones by pynvml's names; a number pynvml
+        does not name: ``ACTION_<n>``). NVML fills each field's own ``nvmlReturn`` (the call
+        succeeds when any field was read): that code is what is recorded. A driver that predates
+        the field reports it there (``NOT_SUPPORTED``, or ``INVALID_ARGUMENT`` for a field id it
+        does not know); a pynvml or driver without the call gives ``FUNCTION_NOT_FOUND``. All of
+        these are absent values (:data:`slurmkit.health.nvml_returns.FIELD_ABSENT_RCS`): no
+        result, not slurmkit's trouble."""
+        src = "nvmlDeviceGetFieldValues"
+        field_id = getattr(nv, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", None)
+        if field_id is None:  # a pynvml older than the field
+            g.put("gpu_recovery_action", None, source=src, rc="FUNCTION_NOT_FOUND")
+            return
+        vals, rc = self._call("nvmlDeviceGetFieldValues", h, [field_id])
+        if rc != RC_SUCCESS:
+            g.put("gpu_recovery_action", None, source=src, rc=rc)
+            return
+        fv = vals[0]
+        rc = RC_SUCCESS if int(fv.nvmlReturn) == 0 else self._rc_names.get(int(fv.nvmlReturn), "UNKNOWN")
+        if rc != RC_SUCCESS:
+            g.put("gpu_recovery_action", None, source=src, rc=rc)
+            return
+        names = {getattr(nv, k): k[len("NVML_GPU_RECOVERY_ACTION_"):]
+                 for k in dir(nv) if k.startswith("NVML_GPU_RECOVERY_ACTION_")}
+        action = int(fv.value.uiVal)
+        g.put("gpu_recovery_action", names.get(action, f"ACTION_{action}"), source=src)
 
     def _read_nvlink_errors(self, nv, g: GpuState, h, links: list[bool]) -> None:
         """``nvlink_errors``: {link: {replay, recovery, crc_flit, crc_data}} of the active links."""

@@ -170,6 +170,17 @@ class _Fields:
             raise CaptureError(self.file, line, str(exc), key=path) from None
 
 
+def recovery_action_name(text: str) -> str:
+    """nvidia-smi's "GPU Recovery Action" words -> the NVML name (``None`` -> ``NONE``, ``GPU
+    Reset`` / ``Reset`` -> ``GPU_RESET``, ``Node Reboot`` / ``Reboot`` -> ``NODE_REBOOT``, ``Drain
+    P2P`` -> ``DRAIN_P2P``, ``Drain and Reset`` -> ``DRAIN_AND_RESET``); other words upper-cased
+    with ``_`` (judged as an action all the same: only ``NONE`` passes)."""
+    key = " ".join(text.replace("_", " ").split()).lower()
+    known = {"none": "NONE", "reset": "GPU_RESET", "gpu reset": "GPU_RESET", "reboot": "NODE_REBOOT",
+             "node reboot": "NODE_REBOOT", "drain p2p": "DRAIN_P2P", "drain and reset": "DRAIN_AND_RESET"}
+    return known.get(key, key.upper().replace(" ", "_"))
+
+
 def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
     errs = [(path, v.strip()) for path, v, _ in f.items if _error_text(v.strip())]
     if errs:  # "" when nvidia-smi printed no error for this GPU
@@ -214,17 +225,20 @@ def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
                 seen = True
             g.put(key, total if seen else None, source=f"nvidia-smi:{prefix}*{kind}",
                   rc="SUCCESS" if seen else RC_NOT_AVAILABLE)
-    # reset required: text "GPU Reset Status/Reset Required", XML v12 gpu_reset_status or v13 recovery action
-    hit = f.get(("gpu_reset_status/reset_required", "gpu_recovery_action") if xml else
-                ("GPU Reset Status/Reset Required", "GPU Recovery Action"))
+    # reset required: text "GPU Reset Status/Reset Required", XML v12 gpu_reset_status
+    hit = f.get(("gpu_reset_status/reset_required",) if xml else ("GPU Reset Status/Reset Required",))
     if hit and not _is_na(hit[0].strip()):
         v, line, path = hit
-        v = v.strip()
-        val = (v not in ("None",)) if path.endswith("recovery_action") or path.endswith("Recovery Action") \
-            else f.conv(_yesno, v, line, path)
-        g.put("reset_required", val, source=f"nvidia-smi:{path}")
+        g.put("reset_required", f.conv(_yesno, v.strip(), line, path), source=f"nvidia-smi:{path}")
     else:
         g.put("reset_required", None, source="nvidia-smi:reset", rc=RC_NOT_AVAILABLE)
+    # the driver's recovery action: XML v13 gpu_recovery_action, text "GPU Recovery Action"
+    path = "gpu_recovery_action" if xml else "GPU Recovery Action"
+    hit = f.get((path,))
+    if hit and not _is_na(hit[0].strip()):
+        g.put("gpu_recovery_action", recovery_action_name(hit[0].strip()), source=f"nvidia-smi:{path}")
+    else:
+        g.put("gpu_recovery_action", None, source=f"nvidia-smi:{path}", rc=RC_NOT_AVAILABLE)
     # clock event reasons bitmask
     mask, seen = 0, False
     for path, v, line in f.items:

@@ -49,14 +49,16 @@ def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.
                thresholds: dict | None = None, node: str | None = None,
                kmsg_cursor: str | Path | None = None, sysfs: str | Path | None = None,
                env: dict | None = None, fabric: dict | None = None,
-               counters_file: str | Path | None = None, job_minors: set[int] | None = None) -> NodeState:
+               counters_file: str | Path | None = None, job_minors: set[int] | None = None,
+               kmsg_device: str | Path | None = None) -> NodeState:
     """Read the node's GPU state from ``source_spec`` (``"live"`` or a capture path).
 
     Live: NVML runs in a worker process; raises :class:`NvmlTimeout` at the deadlines (the worker
     is killed, so the caller returns in time) and :class:`SourceError` for slurmkit's own
     trouble (worker crashed, bad output). NVML init failures and per-value return codes are *not*
     exceptions: they are recorded in the state for the checks. ``kmsg_cursor`` is the file that
-    keeps the /dev/kmsg position between runs (None: XIDs are not read); ``sysfs`` the sysfs root
+    keeps the /dev/kmsg position between runs (None: XIDs are not read), ``kmsg_device`` where the
+    kernel log is read from (None: ``/dev/kmsg``); ``sysfs`` the sysfs root
     for PCI functions, NUMA nodes and InfiniBand ports (default ``/sys``). ``job_minors``: before a
     job, only these GPUs (device minor numbers) are re-sampled for leftover processes (None: all).
 
@@ -94,6 +96,8 @@ def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.
         args += ["--node", node]
     if kmsg_cursor:
         args += ["--kmsg-cursor", str(kmsg_cursor)]
+        if kmsg_device:
+            args += ["--kmsg-device", str(kmsg_device)]
     if sysfs:
         args += ["--sysfs", str(sysfs)]
     if fabric:

@@ -39,7 +39,10 @@ FIELDS: dict[str, tuple[str, str]] = {
     "serial": ("nvmlDeviceGetSerial", "board serial"),
     "vbios_version": ("nvmlDeviceGetVbiosVersion", "VBIOS version string"),
     "inforom_valid": ("nvmlDeviceValidateInforom", "bool: InfoROM checksum valid"),
-    "reset_required": ("nvmlDeviceGetGpuRecoveryAction", "bool: GPU reset required"),
+    "reset_required": ("nvidia-smi", "bool: GPU reset required (a capture's \"GPU Reset Status / Reset Required\")"),
+    "gpu_recovery_action": ("nvmlDeviceGetFieldValues",
+                            "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION as its nvmlDeviceGpuRecoveryAction_t name without "
+                            "NVML_GPU_RECOVERY_ACTION_: NONE | GPU_RESET | NODE_REBOOT | DRAIN_P2P | DRAIN_AND_RESET | ..."),
     "persistence_mode": ("nvmlDeviceGetPersistenceMode", "bool"),
     "accounting_mode": ("nvmlDeviceGetAccountingMode", "bool"),
     "mig_current": ("nvmlDeviceGetMigMode", "bool: MIG enabled now"),
@@ -177,7 +180,14 @@ class GpuState:
 @dataclass
 class Xid:
     """One NVRM Xid line from the kernel log: ``xid`` number, ``pci_bus_id`` normalised,
-    ``message`` the text after the number, ``line`` its 1-based line in ``origin``."""
+    ``message`` the text after the number, ``line`` its 1-based line in ``origin`` (for
+    ``/dev/kmsg``: the record's sequence number), ``timestamp`` the kernel's time as written
+    (``dmesg``'s ``[  123.456789]`` seconds since boot, or ``dmesg -T``'s date).
+
+    ``seq``: the ``/dev/kmsg`` sequence number (None for saved text): orders the line exactly
+    against other records of the same boot. ``time_s``: when it was logged, epoch seconds
+    (None when unknown): the kernel's timestamp (``/dev/kmsg``'s microseconds since boot) plus
+    the boot's wall-clock time, as ``dmesg -T`` converts it (:mod:`slurmkit.health.kmsg`)."""
 
     xid: int
     pci_bus_id: str | None
@@ -185,6 +195,8 @@ class Xid:
     origin: str = ""
     line: int = 0
     timestamp: str = ""
+    seq: int | None = None
+    time_s: float | None = None
 
 
 @dataclass
@@ -219,6 +231,10 @@ class NodeState:
     #: the previous run's error counters (:mod:`slurmkit.health.baseline`; None: no previous
     #: run). Not part of the snapshot.
     baseline: dict | None = None
+    #: GPU resets recorded on this node this boot (``slurmkit hooks gpu-reset``:
+    #: :mod:`slurmkit.hooks.gpureset`), ``{pci bus id: {"at_s": epoch s, "kmsg_seq": int | None}}``:
+    #: an Xid logged before its GPU's reset is history, not evidence. Not part of the snapshot.
+    gpu_resets: dict | None = None
 
     def gpu_by_bus_id(self, bus_id: str) -> GpuState | None:
         want = normalise_bus_id(bus_id)

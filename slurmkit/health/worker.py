@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--node")
     p.add_argument("--job-minors", help="comma-separated device minors of the job's GPUs ('' : none)")
     p.add_argument("--kmsg-cursor")
+    p.add_argument("--kmsg-device", default="/dev/kmsg")
     p.add_argument("--sysfs", default="/sys")
     p.add_argument("--json-thresholds", default="{}")
     p.add_argument("--fabric", default="null")
@@ -44,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
             _emit("SLEEP", str(s))
             time.sleep(s)
 
-        src = LiveNvmlSource(node=a.node, kmsg_cursor=a.kmsg_cursor, sysfs=a.sysfs, progress=lambda c: _emit("CALL", c),
+        src = LiveNvmlSource(node=a.node, kmsg_cursor=a.kmsg_cursor, kmsg_device=a.kmsg_device, sysfs=a.sysfs,
+                             progress=lambda c: _emit("CALL", c),
                              fabric=json.loads(a.fabric))
         if not a.no_read:
             minors = None if a.job_minors is None else {int(m) for m in a.job_minors.split(",") if m}

@@ -26,6 +26,8 @@ Keys (all optional except ``slurm_conf``)::
     sysfs = "/path/to/n3-sys"             # with a snapshot: read InfiniBand ports under this root
     dcgm_diag = "/path/to/n3-diag.json"   # replay a recorded `dcgmi diag -j` output
     nccl_allreduce = "/path/to/n3-ar.txt" # replay a recorded `all_reduce_perf` output
+    kmsg = "/path/to/n3-kmsg"             # live: read the kernel log from this file (records in
+                                          # /dev/kmsg's format) instead of /dev/kmsg
 
 Only ``tomllib`` is imported (a hook reads this on every job). Hook-only values have their one
 default in :data:`DEFAULTS`; ``mode`` and ``deadline_s`` override profile values, so theirs is
@@ -53,7 +55,7 @@ DEFAULTS = {
 
 
 #: The keys of a ``[nodes.<n>]`` table (each a path).
-NODE_KEYS = ("snapshot", "sysfs", "dcgm_diag", "nccl_allreduce")
+NODE_KEYS = ("snapshot", "sysfs", "dcgm_diag", "nccl_allreduce", "kmsg")
 
 
 class HookConfigError(InputError):
@@ -103,6 +105,11 @@ class HookConfig:
         """The recorded ``all_reduce_perf`` output the bandwidth floor replays (``[nodes.<n>]
         nccl_allreduce``; None: run it)."""
         return self.nodes.get(node, {}).get("nccl_allreduce")
+
+    def kmsg_for(self, node: str) -> Path | None:
+        """The file node ``node``'s live reads take the kernel log from (``[nodes.<n>] kmsg``, in
+        ``/dev/kmsg``'s record format; None: ``/dev/kmsg``)."""
+        return self.nodes.get(node, {}).get("kmsg")
 
     def over_profile(self, health) -> "HookConfig":
         """This config with ``mode`` / ``deadline_s`` taken from ``health`` (the profile's
@@ -251,9 +258,10 @@ def load(path) -> HookConfig:
 def render(slurm_conf, *, gres_conf=None, profile=None, mode=None, state_dir=None, spool_dir=None,
            textfile_dir=None, resume_after=DEFAULTS["resume_after"], deadline_s=None,
            snapshots: dict | None = None, slurm_bin_dir=None, sysfs: dict | None = None,
-           dcgm_diag: dict | None = None, nccl_allreduce: dict | None = None) -> str:
+           dcgm_diag: dict | None = None, nccl_allreduce: dict | None = None, kmsg: dict | None = None) -> str:
     """The TOML text install writes (absolute paths; ``snapshots`` {node: path}, ``sysfs``
-    {node: sysfs root}, ``dcgm_diag`` {node: recorded dcgmi output}). ``mode`` /
+    {node: sysfs root}, ``dcgm_diag`` {node: recorded dcgmi output}, ``kmsg`` {node: kernel-log
+    file}). ``mode`` /
     ``deadline_s`` None: not written, so the hooks take the profile's ``[health]`` values."""
     def q(v):
         return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -276,7 +284,7 @@ def render(slurm_conf, *, gres_conf=None, profile=None, mode=None, state_dir=Non
     if slurm_bin_dir:
         lines.append(f"slurm_bin_dir = {q(slurm_bin_dir)}")
     per_node = {"snapshot": snapshots or {}, "sysfs": sysfs or {}, "dcgm_diag": dcgm_diag or {},
-                "nccl_allreduce": nccl_allreduce or {}}
+                "nccl_allreduce": nccl_allreduce or {}, "kmsg": kmsg or {}}
     for node in sorted(set().union(*per_node.values())):
         lines += ["", f"[nodes.{node}]"]
         for key, paths in per_node.items():

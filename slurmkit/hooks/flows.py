@@ -38,7 +38,6 @@ from slurmkit.hooks.config import HookConfig
 
 PROLOG, EPILOG, HEALTHCHECK = "prolog", "epilog", "healthcheck"
 NVML_TIMEOUT_REASON = "slurmkit: nvml-timeout"
-XID_REASON = "slurmkit: xid "  # a hardware-XID drain: it lasts until the node reboots
 
 
 class Run:
@@ -64,6 +63,9 @@ class Run:
         # the clock policies: the node type's resting one and the job's partition's
         # (slurmkit.profile.cache.load_clock_policies; all None without a profile)
         self.policies: dict = {"node_type": None, "resting": None, "job": None}
+        self.kmsg_cursor_path: str | None = None  # the epilog's per-job kernel-log cursor (else the hook's)
+        self.job_window = None  # the epilog's own job (attribution.JobWindow), its record already taken
+        self.xid_jobs: list[list[str]] = []  # per state.xids line: the jobs it is attributed to
 
     # ---- helpers -----------------------------------------------------------------------------
     def own_error(self, msg: str) -> None:
@@ -126,7 +128,8 @@ class Run:
         self.hc = load_config(health, gpu_count=gpus, checks=self.cfg.checks,
                               nics=facts and facts["nics"], nvswitch=facts and facts["nvswitch"],
                               nvlinks=facts and facts["nvlinks"], node_type=facts and facts["node_type"],
-                              no_node_type=self.node if self.cfg.profile and facts is None else None)
+                              no_node_type=self.node if self.cfg.profile and facts is None else None,
+                              pcie=facts and facts.get("pcie"))
         return True
 
     def job_minors(self) -> set[int] | None:
@@ -166,13 +169,15 @@ class Run:
             self.log.info(f"no GPUs expected on {self.node} (gres.conf lists none): GPU checks skipped")
             return False
         spec = self.source_spec
+        cursor = None
+        if spec == "live":
+            cursor = self.kmsg_cursor_path or nodestate.kmsg_cursor(self.cfg.state_dir, self.node, self.hook)
         try:
             self.state = read_state(spec, total_deadline_s=self.cfg.deadline_s,
                                     per_call_deadline_s=min(self.hc.per_call_deadline_s, self.cfg.deadline_s),
                                     before_job=before_job, thresholds=self.hc.thresholds, node=self.node,
                                     job_minors=job_minors,
-                                    kmsg_cursor=nodestate.kmsg_cursor(self.cfg.state_dir, self.node, self.hook)
-                                    if spec == "live" else None,
+                                    kmsg_cursor=cursor, kmsg_device=self.cfg.kmsg_for(self.node),
                                     fabric=spec_of(self.hc.expect), sysfs=self.cfg.sysfs_for(self.node),
                                     counters_file=nodestate.counters_path(self.cfg.state_dir, self.node))
         except NvmlTimeout as exc:
@@ -183,7 +188,13 @@ class Run:
             self.own_error(str(exc))
             return False
         job_gpus = {g.nvml_index for g in self.job_gpus() if g.nvml_index is not None} if before_job else None
+        if self.state.xids:  # this boot's recorded GPU resets: an Xid from before its GPU's reset is history
+            from slurmkit.hooks import gpureset
+
+            self.state.gpu_resets = gpureset.load(self.cfg.state_dir, self.node, nodestate.boot_id())
         self.results = run_checks(self.state, self.hc, before_job=before_job, job_gpus=job_gpus)
+        if self.state.xids:
+            self.attribute_xids()
         for msg in own_trouble(self.state, self.hc):
             self.own_error(msg)
         fails = [r for r in self.results if r.status is CheckStatus.FAIL]
@@ -194,6 +205,28 @@ class Run:
         if fails:
             self.drain_reason = fails[0].reason(more=len(fails) - 1)
         return True
+
+    def attribute_xids(self) -> None:
+        """Attribute each Xid line of the state to the jobs whose GPUs and run window contain it
+        (:mod:`slurmkit.hooks.attribution`: the prolog records of the node's jobs, and the
+        epilog's own job) into :attr:`xid_jobs`, and log it ("attributed to job 123" / "no
+        job")."""
+        from slurmkit.hooks import attribution
+
+        boot = nodestate.boot_id()
+        windows = [self.job_window] if self.job_window is not None else []
+        for job_id, rec in nodestate.job_records(self.cfg.state_dir, self.node):
+            w = attribution.window_of(job_id, rec, boot)
+            if w is not None and (self.job_window is None or w.job_id != self.job_window.job_id):
+                windows.append(w)
+        self.xid_jobs = [attribution.attribute(x, windows) for x in self.state.xids]
+        seen: dict[tuple, int] = {}
+        for x, jobs in zip(self.state.xids, self.xid_jobs):
+            key = (x.xid, x.pci_bus_id, tuple(jobs))
+            seen[key] = seen.get(key, 0) + 1
+        for (xid, bus, jobs), n in seen.items():
+            self.log.info(f"Xid {xid} on {bus or 'an unnamed GPU'}" + (f" (x{n})" if n > 1 else "")
+                          + f": attributed to {attribution.describe(list(jobs))}")
 
     def apply_verdict(self) -> None:
         """Drain for :attr:`drain_reason` (enforce) or log it (observe)."""
@@ -216,6 +249,10 @@ class Run:
             self.log.warning(f"drained {self.node}: {self.drain_reason}")
             h = nodestate.load_health(self.cfg.state_dir, self.node)
             h.drained_reason, h.clean_runs, h.drained_boot_id = self.drain_reason, 0, nodestate.boot_id()
+            if self.state is not None:  # the GPUs whose hardware XIDs hold the drain until a reset / reboot
+                from slurmkit.hooks import xidhold
+
+                h.xid_holds = xidhold.add(h.xid_holds, self.results, self.state.xids, time.time())
             nodestate.save_health(self.cfg.state_dir, self.node, h)
         else:
             self.kept = outcome.their_reason
@@ -223,7 +260,7 @@ class Run:
                              f"slurmkit would have drained with: {self.drain_reason}")
             h = nodestate.load_health(self.cfg.state_dir, self.node)
             if h.drained_reason:  # the node is theirs now: forget our old drain
-                h.drained_reason, h.clean_runs = None, 0
+                h.drained_reason, h.clean_runs, h.xid_holds = None, 0, {}
                 nodestate.save_health(self.cfg.state_dir, self.node, h)
 
     def job_gpus(self):
@@ -290,11 +327,17 @@ def prolog(run: Run) -> int:
             if not run.gres_shared:  # a job still listed on these GPUs is gone (its epilog never ran)
                 for old in nodestate.drop_jobs_on_gpus(run.cfg.state_dir, run.node, job_id, [g.index for g in gpus]):
                     run.log.warning(f"dropped job {old}'s prolog record: its GPUs are job {job_id}'s now")
+            seq = None
+            if run.source_spec == "live":  # the job's kernel-log window starts where this read stopped
+                from slurmkit.health.kmsg import cursor_seq
+
+                seq = cursor_seq(nodestate.kmsg_cursor(run.cfg.state_dir, run.node, run.hook))
             nodestate.save_job(run.cfg.state_dir, run.node, job_id,
                                nodestate.JobStart(read_s, run.state.source, rows,
                                                   user=run.env.get("SLURM_JOB_USER"),
                                                   end_by_s=nodestate.slurm_end_time(run.env),
-                                                  policy=policy.to_json()))
+                                                  policy=policy.to_json(),
+                                                  kmsg_seq=seq, boot_id=nodestate.boot_id()))
         except OSError as exc:
             run.own_error(f"cannot record the job's starting energy: {exc}")
     return 0
@@ -403,7 +446,10 @@ def epilog(run: Run) -> int:
     started = nodestate.pop_job(run.cfg.state_dir, run.node, job_id) if job_id else None
     if not run.setup():
         return 0
+    job_cursor = _job_kmsg_window(run, job_id, started, end_s)
     ok = run.read(before_job=False)
+    if job_cursor:
+        _end_job_kmsg_window(run, job_cursor)
     gpus = run.job_gpus() if ok else []
     actions = []
     from slurmkit.hooks import clock_policy
@@ -452,11 +498,18 @@ def epilog(run: Run) -> int:
         from slurmkit.health.checks import CheckStatus
 
         job_nvml = {g.nvml_index for g in gpus}
-        events = [spool.SpoolEvent(r.check, r.status, r.gpu_index, r.value)
-                  for r in run.results if r.status is not CheckStatus.PASS and (r.gpu_index is None or r.gpu_index in job_nvml)
-                  and r.check in ("xid", "ecc_volatile_uncorrectable", "ecc_aggregate_uncorrectable",
-                                  "ecc_sram_correctable", "retired_pages_pending", "row_remap_pending",
-                                  "row_remap_uncorrectable", "row_remap_failure")]
+        events = []
+        for r in run.results:
+            if r.status is CheckStatus.PASS or not (r.gpu_index is None or r.gpu_index in job_nvml) or r.check not in (
+                    "xid", "ecc_volatile_uncorrectable", "ecc_aggregate_uncorrectable", "ecc_sram_correctable",
+                    "retired_pages_pending", "row_remap_pending", "row_remap_uncorrectable", "row_remap_failure"):
+                continue
+            if r.check == "xid":  # only the lines attributed to this job (not a shared GPU's, nor one after it)
+                keep, whose = _xid_event_job(run, r, str(job_id))
+                if keep:
+                    events.append(spool.SpoolEvent(r.check, r.status, r.gpu_index, r.value, job_id=whose))
+            else:
+                events.append(spool.SpoolEvent(r.check, r.status, r.gpu_index, r.value))
         seen = {r.index: r.acct_seen for r in started.gpus} if started else None
         accounting, acc_reason = job_accounting(run.state, gpus, seen)
         rec = spool.record(job_id, run.node, user, uid, started.start_s if started else None, end_s, rows,
@@ -472,6 +525,59 @@ def epilog(run: Run) -> int:
     if run.drain_reason and run.cfg.mode == "enforce" and not run.drained and run.kept is None:
         return 1  # the evidence could not be recorded by a drain: Slurm's "Epilog error" drain does
     return 0      # (a node someone else drained stays theirs: exit 0, no new reason)
+
+
+def _job_kmsg_window(run: Run, job_id, started, end_s: float) -> str | None:
+    """Before the epilog's read: the job's own run window for Xid attribution, and (live, a
+    prolog record of this boot with its kernel-log position) a per-job cursor starting where
+    the prolog stopped, so that another job's epilog on a shared node, which moves the node's
+    epilog cursor, does not hide this job's XIDs. Returns that cursor's path, or None."""
+    if started is None or not job_id:
+        return None
+    from slurmkit.hooks import attribution
+
+    boot = nodestate.boot_id()
+    run.job_window = attribution.window_of(str(job_id), started, boot, end_s)
+    if run.source_spec != "live" or started.kmsg_seq is None or started.boot_id != boot:
+        return None
+    from slurmkit.health.kmsg import write_cursor
+
+    path = nodestate.job_kmsg_cursor(run.cfg.state_dir, run.node, str(job_id))
+    try:
+        write_cursor(path, started.kmsg_seq)
+    except OSError as exc:
+        run.own_error(f"kernel-log cursor {path}: {exc.strerror or exc}")
+        return None
+    run.kmsg_cursor_path = path
+    return path
+
+
+def _end_job_kmsg_window(run: Run, path: str) -> None:
+    """After the epilog's read: move the node's epilog cursor on to what the job's read reached
+    (never back) and remove the per-job cursor."""
+    from slurmkit.health.kmsg import cursor_seq, write_cursor
+
+    seq = cursor_seq(path)
+    node_cursor = nodestate.kmsg_cursor(run.cfg.state_dir, run.node, run.hook)
+    old = cursor_seq(node_cursor)
+    try:
+        if seq is not None and (old is None or seq > old):
+            write_cursor(node_cursor, seq)
+        os.unlink(path)
+    except OSError as exc:
+        run.own_error(f"kernel-log cursor {node_cursor}: {exc.strerror or exc}")
+
+
+def _xid_event_job(run: Run, r, job_id: str) -> tuple[bool, str | None]:
+    """Whether Xid result ``r`` goes into job ``job_id``'s spool record, and the job it names:
+    ``(True, job_id)`` when one of its lines is attributed to the job (:attr:`Run.xid_jobs`);
+    ``(True, None)`` for lines that name no GPU (node-wide: no job can be told); ``(False,
+    None)`` when its lines are another job's or no job's (the log says whose)."""
+    if not r.pci_bus_id:
+        return True, None
+    mine = any(job_id in jobs for x, jobs in zip(run.state.xids, run.xid_jobs)
+               if x.xid == r.value and x.pci_bus_id == r.pci_bus_id)
+    return (True, job_id) if mine else (False, None)
 
 
 def job_accounting(state, gpus, seen: dict | None):
@@ -548,13 +654,10 @@ def healthcheck(run: Run) -> int:
         how = ("was resumed" if "DRAIN" not in current["state"].upper()
                else f"is drained by someone else ({current['reason'] or 'no reason'})")
         run.log.info(f"forgetting slurmkit's drain of {run.node} ({h.drained_reason}): the node {how} since")
-        h.drained_reason, h.clean_runs = None, 0
+        h.drained_reason, h.clean_runs, h.xid_holds = None, 0, {}
         nodestate.save_health(run.cfg.state_dir, run.node, h)
         return 0
-    if h.drained_reason.startswith(XID_REASON) and h.drained_boot_id and h.drained_boot_id == nodestate.boot_id():
-        # a hardware XID: clean runs are no evidence of a reset; the node stays drained until
-        # it reboots (a new boot id) or an admin, having reset the GPU, resumes it
-        run.log.info(f"{run.node} stays drained until it reboots or an admin resumes it: {h.drained_reason}")
+    if _xid_holds_remain(run, h):
         return 0
     h.clean_runs = min(h.clean_runs + 1, run.cfg.resume_after)  # kept at its bound while the gate waits
     run.log.info(f"clean run {h.clean_runs} of {run.cfg.resume_after} since slurmkit drained {run.node}")
@@ -578,9 +681,48 @@ def healthcheck(run: Run) -> int:
             return 0
         run.log.warning(f"{outcome} {run.node} after {h.clean_runs} clean health checks")
         run.resumed = h.drained_reason
-        h.drained_reason, h.clean_runs = None, 0
+        h.drained_reason, h.clean_runs, h.xid_holds = None, 0, {}
     nodestate.save_health(run.cfg.state_dir, run.node, h)
     return 0
+
+
+def _xid_holds_remain(run: Run, h) -> bool:
+    """The hardware-XID lifetime of slurmkit's drain (:mod:`slurmkit.hooks.xidhold`): clean runs
+    are no evidence of a reset. A reboot (a boot id other than the drain's) ends every hold; a
+    GPU reset recorded after its XID (:mod:`slurmkit.hooks.gpureset`) ends that GPU's only. True
+    (saved, logged) while holds remain: the node stays drained, its reason moved to a GPU still
+    held when the one it named was reset. False: the clean runs count."""
+    from slurmkit.hooks import gpureset, xidhold
+
+    boot = nodestate.boot_id()
+    if h.drained_boot_id is None or boot is None or h.drained_boot_id != boot:
+        if h.xid_holds:
+            run.log.info(f"{run.node} rebooted since slurmkit drained it: its XIDs no longer hold the drain")
+            h.xid_holds = {}
+            nodestate.save_health(run.cfg.state_dir, run.node, h)
+        return False
+    holds = h.xid_holds or xidhold.from_reason(h.drained_reason)  # a drain recorded before holds were kept
+    if not holds:
+        return False
+    resets = gpureset.load(run.cfg.state_dir, run.node, boot)
+    remaining, released = xidhold.release(holds, resets)
+    for bus, hold in released.items():
+        rec = resets[bus]
+        at = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(rec["at_s"]))
+        run.log.warning(f"GPU {bus} was reset ({rec['how'] or 'recorded'}, {at}): "
+                        f"its Xid no longer holds the drain ({hold['reason']})")
+    if released or holds != h.xid_holds:
+        h.xid_holds = remaining
+        nodestate.save_health(run.cfg.state_dir, run.node, h)
+    if not remaining:
+        return False
+    still = "; ".join(sorted(hd["reason"] for hd in remaining.values()))
+    run.log.info(f"{run.node} stays drained until it reboots, the GPU is reset (slurmkit hooks gpu-reset) "
+                 f"or an admin resumes it: {still}")
+    if set(xidhold.from_reason(h.drained_reason)) & set(released):  # the reason named a GPU that was reset
+        run.drain_reason = next(iter(remaining.values()))["reason"]
+        run.apply_verdict()
+    return True
 
 
 FLOWS = {PROLOG: prolog, EPILOG: epilog, HEALTHCHECK: healthcheck}

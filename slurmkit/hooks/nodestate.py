@@ -3,19 +3,22 @@
 - ``health.json``: a :class:`NodeHealth`, ``{"drained_reason": str | null`` (the reason
   slurmkit drained the node with, null when it has not), ``"clean_runs": int`` (health checks in
   a row without a fail since), ``"own_errors": {hook: int}`` (runs that hit slurmkit's own
-  trouble: the textfile counter)}``; written and read by the hooks (:mod:`slurmkit.hooks.flows`,
+  trouble: the textfile counter), ``"drained_boot_id"``, ``"xid_holds"`` (the GPUs whose
+  hardware XIDs keep the node drained)}``; written and read by the hooks (:mod:`slurmkit.hooks.flows`,
   :mod:`slurmkit.hooks.main`);
 - ``job-<id>.json``: a :class:`JobStart`, the prolog's energy readings for a job (``{"start_s":
   epoch s, "state_source": str, "gpus": [{index, nvml_index, minor, uuid, pci_bus_id,
   start_energy_mj, acct_seen}], "user": SLURM_JOB_USER, "end_by_s": SLURM_JOB_END_TIME,
   "policy": the clock policy the job runs under, :class:`slurmkit.hooks.clock_policy.JobPolicy`
-  JSON}``),
+  JSON, "kmsg_seq": int | null, "boot_id": str | null}``),
   written by the prolog and removed by the epilog; its presence is what
   ``slurmkit_gpu_job_info`` lists. A record whose epilog never ran (node crash, epilog killed at
   PrologEpilogTimeout) goes when a new prolog gives its GPUs to another job
   (:func:`drop_jobs_on_gpus`; not on GPUs shared by design) or when the health check finds it
   past its job's end (:func:`drop_stale_jobs`);
-- ``kmsg-<hook>.cursor``: the kernel-log position the XID reader keeps, one per hook;
+- ``kmsg-<hook>.cursor``: the kernel-log position the XID reader keeps, one per hook (and
+  ``kmsg-epilog-<id>.cursor`` while a job's epilog reads from its prolog's position);
+- ``gpu-resets.json``: the GPU resets recorded this boot (:mod:`slurmkit.hooks.gpureset`);
 - ``port-counters.json``: error counters (InfiniBand ports) the next run compares with, written by
   :func:`slurmkit.health.baseline.swap`.
 
@@ -57,16 +60,19 @@ class NodeHealth(_Record):
     when it has not), ``clean_runs`` (health checks in a row without a fail since that drain),
     ``own_errors`` (hook name -> runs that hit slurmkit's own trouble, a Prometheus counter),
     ``drained_boot_id`` (the kernel's boot id, ``/proc/sys/kernel/random/boot_id``, when slurmkit
-    drained: a hardware-XID drain lasts until it changes)."""
+    drained: a hardware-XID drain lasts until it changes), ``xid_holds`` (the GPUs whose hardware
+    XIDs keep the node drained until a reboot or their reset: :mod:`slurmkit.hooks.xidhold`)."""
 
     drained_reason: str | None = None
     clean_runs: int = 0
     own_errors: dict[str, int] = field(default_factory=dict)
     drained_boot_id: str | None = None
+    xid_holds: dict[str, dict] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"drained_reason": self.drained_reason, "clean_runs": self.clean_runs,
-                "own_errors": dict(self.own_errors), "drained_boot_id": self.drained_boot_id}
+                "own_errors": dict(self.own_errors), "drained_boot_id": self.drained_boot_id,
+                "xid_holds": {k: dict(v) for k, v in self.xid_holds.items()}}
 
     @classmethod
     def from_json(cls, d) -> "NodeHealth":
@@ -77,9 +83,13 @@ class NodeHealth(_Record):
         reason = d.get("drained_reason")
         errs = d.get("own_errors")
         boot = d.get("drained_boot_id")
+        holds = d.get("xid_holds")
+        holds = {str(k): {"since_s": float(v["since_s"]) if _num(v.get("since_s")) else 0.0,
+                          "since_seq": _int(v.get("since_seq")), "reason": str(v.get("reason") or "")}
+                 for k, v in holds.items() if isinstance(v, dict)} if isinstance(holds, dict) else {}
         return cls(drained_reason=str(reason) if reason else None, clean_runs=_int(d.get("clean_runs"), 0),
                    own_errors={str(k): _int(v, 0) for k, v in errs.items()} if isinstance(errs, dict) else {},
-                   drained_boot_id=str(boot) if isinstance(boot, str) and boot else None)
+                   drained_boot_id=str(boot) if isinstance(boot, str) and boot else None, xid_holds=holds)
 
 
 @dataclass(eq=False, repr=False)
@@ -124,7 +134,10 @@ class JobStart(_Record):
     the job's projected end (SLURM_JOB_END_TIME, epoch s; None when Slurm gave none or the job
     has no time limit): past it and :data:`STALE_GRACE_S` the record is a ghost; ``policy``: the
     clock policy the prolog recorded for the job (:meth:`slurmkit.hooks.clock_policy.JobPolicy.to_json`;
-    None in a record of an older version), for the epilog's spool line."""
+    None in a record of an older version), for the epilog's spool line; ``kmsg_seq``: the
+    last ``/dev/kmsg`` sequence number the prolog read (None: not read live), and ``boot_id`` the
+    boot it belongs to: the job's kernel-log window starts there (its epilog reads the Xids
+    since, :mod:`slurmkit.hooks.attribution` places them in the job)."""
 
     start_s: float | None = None
     state_source: str = ""
@@ -132,11 +145,13 @@ class JobStart(_Record):
     user: str | None = None
     end_by_s: float | None = None
     policy: dict | None = None
+    kmsg_seq: int | None = None
+    boot_id: str | None = None
 
     def to_json(self) -> dict:
         return {"start_s": self.start_s, "state_source": self.state_source,
                 "gpus": [g.to_json() for g in self.gpus], "user": self.user, "end_by_s": self.end_by_s,
-                "policy": self.policy}
+                "policy": self.policy, "kmsg_seq": self.kmsg_seq, "boot_id": self.boot_id}
 
     @classmethod
     def from_json(cls, d) -> "JobStart":
@@ -148,7 +163,9 @@ class JobStart(_Record):
                    gpus=[JobGpuStart.from_json(g) for g in d.get("gpus", [])],
                    user=d["user"] if isinstance(d.get("user"), str) else None,
                    end_by_s=float(d["end_by_s"]) if _num(d.get("end_by_s")) else None,
-                   policy=d["policy"] if isinstance(d.get("policy"), dict) else None)
+                   policy=d["policy"] if isinstance(d.get("policy"), dict) else None,
+                   kmsg_seq=_int(d.get("kmsg_seq")),
+                   boot_id=d["boot_id"] if isinstance(d.get("boot_id"), str) else None)
 
 from slurmkit.atomicfile import atomic_write
 
@@ -233,6 +250,13 @@ def kmsg_cursor(state_dir, node: str, hook: str) -> str:
     return os.path.join(node_dir(state_dir, node), f"kmsg-{hook}.cursor")
 
 
+def job_kmsg_cursor(state_dir, node: str, job_id: str) -> str:
+    """``<state_dir>/<node>/kmsg-epilog-<job>.cursor``: a job's epilog reads the kernel log from
+    where its prolog stopped (``JobStart.kmsg_seq``), so on a shared node another job's epilog
+    (which moves ``kmsg-epilog.cursor``) does not hide this job's XIDs; removed after the read."""
+    return os.path.join(node_dir(state_dir, node), f"kmsg-epilog-{job_id}.cursor")
+
+
 def counters_path(state_dir, node: str) -> str:
     """``port-counters.json``: error counters kept between runs (:mod:`slurmkit.health.baseline`)."""
     return os.path.join(node_dir(state_dir, node), "port-counters.json")
@@ -266,6 +290,15 @@ def _job_records(state_dir, node: str):
             except ValueError:
                 rec = None
             yield name[len("job-"):-len(".json")], path, rec
+
+
+def job_records(state_dir, node: str) -> list[tuple[str, JobStart]]:
+    """``[(job id, JobStart)]`` of the prolog records on the node (jobs running, or whose
+    epilog has not run yet), readable ones only; [] when the state directory cannot be read."""
+    try:
+        return [(j, rec) for j, _, rec in _job_records(state_dir, node) if rec is not None]
+    except OSError:
+        return []
 
 
 def _unlink(path: str) -> bool:

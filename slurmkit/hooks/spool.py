@@ -34,9 +34,12 @@ Line format (JSON object, keys always present)::
                                   # of processes started during the job (time-weighted mean
                                   # utilization %, peak memory MiB); null when unavailable ...
      "accounting_reason": "...",  # ... and why (also set when only some GPUs lack records)
-     "events": [{"check": "xid", "status": "fail", "gpu_index": 2, "value": 79}],
+     "events": [{"check": "xid", "status": "fail", "gpu_index": 2, "value": 79, "job_id": "123"}],
                                   # XID / ECC / retired-page / row-remap results other than pass
-                                  # seen at the epilog on the job's GPUs (or node-wide)
+                                  # seen at the epilog on the job's GPUs (or node-wide); an Xid
+                                  # only when a line of it is attributed to this job (its GPU and
+                                  # run window: slurmkit.hooks.attribution), then "job_id" names
+                                  # it (absent: an Xid line naming no GPU, and every other check)
      "policy": {"name": "steady",           # the clock policy the job ran under
                 "origin": "partition steady",  # partition <p> | node type <t> | none
                 "status": "applied",        # resting | applied | partly applied | not applied
@@ -164,22 +167,28 @@ class GpuAccounting:
 class SpoolEvent:
     """A health-check result other than pass seen at the epilog on the job's GPUs (or
     node-wide): ``check`` id, ``status`` (a :class:`slurmkit.health.checks.CheckStatus` value),
-    ``gpu_index`` (NVML index, None: node-wide), ``value`` what was seen."""
+    ``gpu_index`` (NVML index, None: node-wide), ``value`` what was seen, ``job_id`` the job an
+    Xid is attributed to (:mod:`slurmkit.hooks.attribution`; None: not an Xid, or an Xid line
+    naming no GPU)."""
 
     check: str
     status: str
     gpu_index: int | None = None
     value: Any = None
+    job_id: str | None = None
 
     def to_json(self) -> dict:
-        return {"check": self.check, "status": self.status, "gpu_index": self.gpu_index, "value": self.value}
+        out = {"check": self.check, "status": self.status, "gpu_index": self.gpu_index, "value": self.value}
+        if self.job_id is not None:  # only on an Xid attributed to the job: older lines read back unchanged
+            out["job_id"] = self.job_id
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "SpoolEvent":
         if not isinstance(d, dict) or not isinstance(d.get("check"), str):
             raise ValueError("events: want objects with a check")
         return cls(check=d["check"], status=str(d.get("status", "")), gpu_index=_int(d.get("gpu_index")),
-                   value=d.get("value"))
+                   value=d.get("value"), job_id=_str(d.get("job_id")))
 
 
 @dataclass

@@ -47,6 +47,9 @@ class Health:
       node's GPUs must reach this average bus bandwidth (GB/s; None: not run)
     - ``active_interval_s``: also run it on an idle, healthy node at most this often (s; 0: only
       before a resume)
+    - ``baseline_xids``: what the XIDs of the first kernel-log read after install (the current
+      boot's old ones, :mod:`slurmkit.health.kmsg`) do: ``log`` (logged and shown as a warn,
+      never a drain) | ``drain`` (judged like new ones: a hardware XID drains)
     - ``thresholds``: overrides of ``checks.toml`` ``[thresholds]`` (name -> number)
     - ``checks``: check id -> false switches a check off (true: on)
     """
@@ -70,6 +73,7 @@ class Health:
     active_timeout_s: float = 45.0
     active_interval_s: float = 0.0
     nccl_busbw_min_gbps: float | None = None
+    baseline_xids: str = "log"
     thresholds: dict[str, int | float] = field(default_factory=dict)
     checks: dict[str, bool] = field(default_factory=dict)
 

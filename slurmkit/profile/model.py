@@ -62,7 +62,9 @@ class Gpu:
     systems such as Grace Hopper; None when absent); ``minor``: the device minor number
     (``nvidia-smi -q`` "Minor Number", NVML ``nvmlDeviceGetMinorNumber``; the driver's device
     file is ``/dev/nvidia<minor>``; None when not recorded). nvidia-smi's index is PCI bus
-    order; the minor often differs (e.g. on AMD EPYC hosts).
+    order; the minor often differs (e.g. on AMD EPYC hosts). ``pcie_width``: the PCIe link width
+    (lanes) this GPU's slot gives by design when it differs from the node type's ``pcie_width``
+    (e.g. 8 for a GPU in a x8 slot; None: the node type's).
     """
 
     index: int
@@ -72,6 +74,7 @@ class Gpu:
     links: dict[str, str] = field(default_factory=dict)
     gpu_numa_id: int | None = None
     minor: int | None = None
+    pcie_width: int | None = None
 
     def nvlinks_to(self, other: int) -> int:
         """Number of NVLinks to GPU ``other`` (``NV<n>`` -> n, anything else -> 0)."""
@@ -112,7 +115,10 @@ class NodeType:
     None when not given); ``gpu_tdp_w``: board power (W, reports' modelled energy; None when
     not given); ``p2p``: GPU peer-to-peer works;
     ``slurm_node``: what slurm.conf says when it differs from the hardware (else None);
-    ``sources``: where this node type's values come from; ``clock_policy``: key of
+    ``pcie_width``: the PCIe link width (lanes) every GPU should train to (None: not judged
+    against the profile; a GPU's own ``pcie_width`` wins); ``pcie_gen``: the PCIe generation the
+    GPUs and their slots should support (compared with NVML's max link generation; None: not
+    judged); ``sources``: where this node type's values come from; ``clock_policy``: key of
     ``clock_policies``, the GPUs' resting state the epilog puts back (None: the site's
     ``[health]`` pins, else the GPU's defaults).
     """
@@ -130,6 +136,8 @@ class NodeType:
     slurm_node: SlurmNode | None = None
     gpus: tuple[Gpu, ...] = ()
     nics: tuple[Nic, ...] = ()
+    pcie_width: int | None = None
+    pcie_gen: int | None = None
     sources: tuple[str, ...] = ()
     clock_policy: str | None = None
 
@@ -156,6 +164,13 @@ class NodeType:
     def gpu_cpus(self, index: int) -> tuple[int, ...]:
         """NUMA-local OS CPU ids of GPU ``index`` (from ``gpus[].cpus``; () when unknown)."""
         return self.gpu(index).cpus
+
+    def pcie_expect(self) -> dict:
+        """What the ``pcie_width`` / ``pcie_gen`` checks expect of this node type's GPUs:
+        ``{"width": lanes | None, "gen": generation | None, "gpus": {nvidia-smi index: lanes}}``
+        (``gpus``: the GPUs whose own ``pcie_width`` differs from the node type's)."""
+        return {"width": self.pcie_width, "gen": self.pcie_gen,
+                "gpus": {g.index: g.pcie_width for g in self.gpus if g.pcie_width is not None}}
 
     def compute_nics(self) -> tuple[Nic, ...]:
         """NICs with ``role = "compute"``, in profile order."""

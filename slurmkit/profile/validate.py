@@ -18,6 +18,10 @@ LINK_LAYERS = ("InfiniBand", "RoCE", "Ethernet", "EFA")
 NIC_ROLES = ("compute", "other")
 NCCL_FABRICS = ("infiniband", "roce", "efa", "tcp", "pcie")
 HEALTH_MODES = ("enforce", "observe")
+BASELINE_XIDS = ("log", "drain")
+#: PCIe link widths (lanes) the specification defines; generations NVML reports.
+PCIE_WIDTHS = (1, 2, 4, 8, 12, 16, 32)
+PCIE_GENS = (1, 2, 3, 4, 5, 6, 7)
 CPU_NUMBERINGS = ("linear", "interleaved", "unknown")
 TOP_LEVEL = ("cluster", "partitions", "node_types", "fabric", "nccl", "submit", "health", "report",
              "clock_policies", "extends")
@@ -190,7 +194,7 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
     key = f"node_types.{name}"
     c.known(t, key, ("gpu_model", "gpu_count", "sockets", "cores_per_socket", "threads_per_core",
                      "cpu_numbering", "memory_mib", "gpu_tdp_w", "p2p", "slurm_node", "gpus", "nics",
-                     "sources", "clock_policy"))
+                     "pcie_width", "pcie_gen", "sources", "clock_policy"))
     model = c.get(t, key, "gpu_model", str)
     if not model or any(ch in model for ch in " :,=\t"):
         c.fail(f"{key}.gpu_model", f"gres type must be one word without ':' or ',', got {model!r}")
@@ -252,7 +256,8 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
     for i, g in enumerate(raw_gpus):
         gk = f"{key}.gpus[{i}]"
         g = c.table(g, gk)
-        c.known(g, gk, ("index", "cpus", "numa_node", "nearest_nics", "links", "gpu_numa_id", "minor"))
+        c.known(g, gk, ("index", "cpus", "numa_node", "nearest_nics", "links", "gpu_numa_id", "minor",
+                        "pcie_width"))
         index = c.get(g, gk, "index", int, i, minimum=0)
         if index != i:
             c.fail(f"{gk}.index", f"GPUs must be listed in nvidia-smi order: expected index {i}, got {index}")
@@ -276,7 +281,8 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
                         numa_node=c.get(g, gk, "numa_node", int, None, minimum=0),
                         nearest_nics=nearest, links=dict(links),
                         gpu_numa_id=c.get(g, gk, "gpu_numa_id", int, None, minimum=0),
-                        minor=c.get(g, gk, "minor", int, None, minimum=0)))
+                        minor=c.get(g, gk, "minor", int, None, minimum=0),
+                        pcie_width=c.get(g, gk, "pcie_width", int, None, choices=PCIE_WIDTHS)))
     minors = [g.minor for g in gpus if g.minor is not None]
     if len(set(minors)) != len(minors):
         c.fail(f"{key}.gpus", f"two GPUs have the same minor number ({sorted(minors)})")
@@ -293,7 +299,10 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
                     memory_mib=c.get(t, key, "memory_mib", int, None, minimum=0),
                     gpu_tdp_w=c.get(t, key, "gpu_tdp_w", float, None, minimum=0),
                     p2p=c.get(t, key, "p2p", bool, _default(NodeType, "p2p")), slurm_node=slurm_node,
-                    gpus=tuple(gpus), nics=tuple(nics), sources=c.str_list(t, key, "sources"),
+                    gpus=tuple(gpus), nics=tuple(nics),
+                    pcie_width=c.get(t, key, "pcie_width", int, None, choices=PCIE_WIDTHS),
+                    pcie_gen=c.get(t, key, "pcie_gen", int, None, choices=PCIE_GENS),
+                    sources=c.str_list(t, key, "sources"),
                     clock_policy=c.get(t, key, "clock_policy", str, None))
 
 
@@ -431,7 +440,7 @@ def _health(c: _Ctx, t: dict) -> Health:
     k = "health"
     c.known(t, k, ("mode", "deadline_s", "per_call_deadline_s", *EXPECT_KEYS, "ib_judge_other_nics",
                    "active_check", "dcgm_diag_level", "active_timeout_s", "active_interval_s",
-                   "nccl_busbw_min_gbps", "thresholds",
+                   "nccl_busbw_min_gbps", "baseline_xids", "thresholds",
                    "checks"))
     known = check_data()
     thresholds = c.table(t.get("thresholds"), "health.thresholds")
@@ -477,6 +486,8 @@ def _health(c: _Ctx, t: dict) -> Health:
                   nccl_busbw_min_gbps=c.get(t, k, "nccl_busbw_min_gbps", float, None, minimum=0),
                   active_interval_s=c.get(t, k, "active_interval_s", float, _default(Health, "active_interval_s"),
                                           minimum=0),
+                  baseline_xids=c.get(t, k, "baseline_xids", str, _default(Health, "baseline_xids"),
+                                      choices=BASELINE_XIDS),
                   thresholds=dict(thresholds), checks=dict(checks))
 
 

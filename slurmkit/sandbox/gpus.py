@@ -66,8 +66,8 @@ def node_state(node: str, gpus: int, gpu_type: str = "h100", energy_mj: dict[int
                      pci_bus_id=bus_id(j), minor_number=nvml_minor(j, gpus))
         values = {
             "name": f"NVIDIA {gpu_type.upper()} (slurmkit sandbox)", "serial": f"SBX{abs(hash((node, j))) % 10**9:09d}",
-            "vbios_version": VBIOS, "inforom_valid": True, "reset_required": False, "persistence_mode": True,
-            "accounting_mode": True, "mig_current": False, "mig_pending": False, "ecc_enabled": True,
+            "vbios_version": VBIOS, "inforom_valid": True, "reset_required": False, "gpu_recovery_action": "NONE",
+            "persistence_mode": True, "accounting_mode": True, "mig_current": False, "mig_pending": False, "ecc_enabled": True,
             "ecc_volatile_uncorrectable": 0, "ecc_volatile_correctable": 0, "ecc_aggregate_uncorrectable": 0,
             "ecc_aggregate_sram_correctable": 0, "remap_correctable_rows": 0, "remap_uncorrectable_rows": 0,
             "remap_pending": False, "remap_failure": False, "clock_event_reasons": 0, "clock_event_samples": [0],

@@ -19,6 +19,10 @@
  *   SLURMKIT_FAKE_NVML_SET_FAIL  actions refused: "what:rc[:gpu],..." (what as in the log, e.g.
  *                             set_locked_clocks:4 = NO_PERMISSION on every GPU, set_power_limit:3:1 =
  *                             NOT_SUPPORTED on NVML GPU1); a refused action is not logged
+ *   SLURMKIT_FAKE_NVML_RECOVERY  field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: "gpu:action,..." (the
+ *                             nvmlDeviceGpuRecoveryAction_t number; others 0 = NONE), or "old" (a
+ *                             driver that predates the field: per-field INVALID_ARGUMENT), or
+ *                             "unsupported" (per-field NOT_SUPPORTED)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -325,6 +329,40 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long l
     GUARD(d);
     const char *s = getenv("SLURMKIT_FAKE_NVML_ENERGY_MJ");
     *mj = (s ? strtoull(s, NULL, 0) : 123456789ULL) + 1000ULL * (unsigned)d->index;
+    return OK;
+}
+/* nvmlFieldValue_t as nvml.h lays it out: the call succeeds, each field carries its own return */
+typedef struct {
+    unsigned int fieldId, scopeId; long long timestamp, latencyUsec;
+    int valueType; int nvmlReturn; union { double d; unsigned int ui; unsigned long ul; unsigned long long ull;
+                                           long long sll; int si; unsigned short us; } value;
+} nvmlFieldValue_t;
+#define FI_GPU_RECOVERY_ACTION 230
+static unsigned int recovery_of(int index, int *rc) {
+    const char *s = getenv("SLURMKIT_FAKE_NVML_RECOVERY");
+    *rc = OK;
+    if (s && strcmp(s, "old") == 0) { *rc = E_INVALID; return 0; }
+    if (s && strcmp(s, "unsupported") == 0) { *rc = E_NOT_SUPPORTED; return 0; }
+    while (s && *s) {
+        int gpu, action, used = 0;
+        if (sscanf(s, "%d:%d%n", &gpu, &action, &used) != 2) break;
+        if (gpu == index) return (unsigned)action;
+        s += used;
+        if (*s == ',') s++;
+    }
+    return 0;
+}
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_t *values) {
+    GUARD(d);
+    for (int i = 0; i < count; i++) {
+        values[i].timestamp = 0; values[i].latencyUsec = 0;
+        if (values[i].fieldId != FI_GPU_RECOVERY_ACTION) { values[i].nvmlReturn = E_NOT_SUPPORTED; continue; }
+        int rc;
+        unsigned int action = recovery_of(d->index, &rc);
+        values[i].valueType = 1; /* NVML_VALUE_TYPE_UNSIGNED_INT */
+        values[i].nvmlReturn = rc;
+        values[i].value.ull = 0; values[i].value.ui = action;
+    }
     return OK;
 }
 /* actions */

@@ -70,6 +70,8 @@ node_type = "t"
     ('[health]\nmode = "loud"', "health.mode", 11),
     ('[health]\ncolour = 1', "health.colour", 11),
     ('[health]\nmig = false\nper_call_deadline_s = "3"', "health.per_call_deadline_s", 12),
+    ('[health]\nbaseline_xids = "ignore"', "health.baseline_xids", 11),
+    ('[health]\nbaseline_xids = true', "health.baseline_xids", 11),
 ])
 def test_bad_health_value_fails_at_profile_load_with_file_line_key(tmp_path, health, key, line):
     from slurmkit.profile import ProfileError, load_profile
@@ -424,3 +426,157 @@ def test_memory_used_without_a_compute_process_warns_not_fails():
     st.gpus = [display, leftover]
     got = {r.gpu_index: r.status for r in C.run_checks(st, load_config(), before_job=True) if r.check == "memory_used"}
     assert got == {0: "warn", 1: "fail"}
+
+
+@pytest.mark.parametrize("action, status, words", [
+    ("NONE", "pass", "no recovery action"),
+    ("GPU_RESET", "fail", "driver asks for a GPU reset"),
+    ("NODE_REBOOT", "fail", "driver asks for a node reboot"),
+    ("DRAIN_P2P", "fail", "driver asks to drain peer-to-peer work"),
+    ("DRAIN_AND_RESET", "fail", "driver asks to drain and reset the GPU"),
+    ("ACTION_9", "fail", "driver asks for recovery action ACTION_9"),  # a newer driver's value
+])
+def test_gpu_recovery_action_anything_but_none_fails_in_words(action, status, words):
+    st = node(gpu(0), gpu(1, gpu_recovery_action=action), gpu(2, persistence_mode=True))
+    st.gpus[2].put("gpu_recovery_action", None, source="nvmlDeviceGetFieldValues", rc="INVALID_ARGUMENT")
+    res = only(C.run_checks(st, load_config()), "gpu_recovery_action")
+    assert [(r.gpu_index, r.status, r.value) for r in res] == [(1, status, action)]  # GPU0 unread, GPU2 older driver
+    assert res[0].reason() == f"slurmkit: gpu_recovery_action GPU1 0000:1a:00.0: {words}"
+    assert C.own_trouble(st, load_config()) == []
+
+
+def test_field_value_return_codes_of_an_older_driver_are_absent():
+    from slurmkit.health.nvml_returns import FIELD_ABSENT_RCS, field_kind, kind
+
+    assert {"NOT_SUPPORTED", "INVALID_ARGUMENT", "FUNCTION_NOT_FOUND"} <= FIELD_ABSENT_RCS
+    assert (field_kind("INVALID_ARGUMENT"), kind("INVALID_ARGUMENT")) == ("absent", "own")
+    assert field_kind("GPU_IS_LOST") == "hardware" and field_kind("SUCCESS") == "ok"
+
+
+@pytest.mark.parametrize("text, name", [("None", "NONE"), ("Reset", "GPU_RESET"), ("GPU Reset", "GPU_RESET"),
+                                        ("Node Reboot", "NODE_REBOOT"), ("Drain P2P", "DRAIN_P2P"),
+                                        ("Drain and Reset", "DRAIN_AND_RESET"), ("Bus Reset", "BUS_RESET")])
+def test_nvidia_smi_recovery_action_words_map_to_nvml_names(text, name):
+    from slurmkit.health.nvsmi import recovery_action_name
+
+    assert recovery_action_name(text) == name
+
+
+def test_baseline_xids_log_by_default_drain_when_configured(tmp_path):
+    """The current boot's XIDs from before slurmkit's first run: a warn by default; with
+    [health] baseline_xids = "drain" a hardware one fails (an application one still passes)."""
+    from slurmkit.profile import load_profile
+
+    bus = "0000:1a:00.0"
+    xids = [Xid(79, bus, "GPU has fallen off the bus.", origin="baseline:/dev/kmsg", line=3),
+            Xid(13, bus, "Graphics Exception", origin="baseline:/dev/kmsg", line=4)]
+    st = node(gpu(0), gpu(1), xids=xids)
+    logged = only(C.run_checks(st, load_config()), "xid")
+    assert [(r.value, r.status) for r in logged] == [(13, "pass"), (79, "warn")]
+    assert "baseline, not a drain" in logged[1].message
+    site = tmp_path / "site.toml"
+    site.write_text(SITE + '[health]\nbaseline_xids = "drain"\n')
+    health = load_profile(site).health
+    assert health.baseline_xids == "drain"
+    drained = only(C.run_checks(st, load_config(health, gpu_count=2)), "xid")
+    assert [(r.value, r.status, r.gpu_index) for r in drained] == [(13, "pass", 1), (79, "fail", 1)]
+    assert drained[1].reason() == f"slurmkit: xid GPU1 {bus}: Xid 79 GPU fell off the bus"
+    assert "baseline_xids = drain" in drained[1].message
+    assert Health().baseline_xids == "log"
+
+
+PCIE_SITE = """[cluster]
+name = "c"
+[node_types.t]
+gpu_model = "h100"
+gpu_count = 2
+pcie_width = 16
+pcie_gen = 5
+  [[node_types.t.gpus]]
+  index = 0
+  [[node_types.t.gpus]]
+  index = 1
+  pcie_width = 8
+[partitions.gpu]
+nodes = "n[1-2]"
+node_type = "t"
+"""
+
+
+def _pcie_cfg(tmp_path, text=PCIE_SITE):
+    from slurmkit.profile import load_profile
+
+    site = tmp_path / "site.toml"
+    site.write_text(text)
+    nt = load_profile(site).node_types["t"]
+    return load_config(gpu_count=2, pcie=nt.pcie_expect()), nt
+
+
+def test_pcie_width_judged_against_the_node_types_width_and_a_slot_declared_x8(tmp_path):
+    cfg, nt = _pcie_cfg(tmp_path)
+    assert nt.pcie_expect() == {"width": 16, "gen": 5, "gpus": {1: 8}}
+    assert (cfg.expect["pcie_width"], cfg.expect["pcie_width_gpus"]) == (16, {1: 8})
+    # GPU0 expects x16 and trained to x8 although its link could do x16: fail, "x8 of x16"
+    # GPU1 sits in a x8 slot by design: x8 (of a x16-capable link) passes
+    st = node(gpu(0, pcie_link_width=8, pcie_link_width_max=16), gpu(1, pcie_link_width=8, pcie_link_width_max=16))
+    res = C.check_pcie_width(st, cfg)
+    assert [(r.gpu_index, r.status, r.value, r.limit) for r in res] == [(0, "fail", 8, 16), (1, "pass", 8, 8)]
+    assert res[0].reason() == "slurmkit: pcie_width GPU0 0000:19:00.0: x8 of x16"
+    # a x16 GPU in a slot wired x8 (NVML's max is the slot's): the profile still expects x16
+    assert status_of(C.check_pcie_width, node(gpu(0, pcie_link_width=8, pcie_link_width_max=8)), cfg) == ["fail"]
+    # the same x8 link without any profile expectation: max 8, current 8 -> pass (the old rule)
+    assert status_of(C.check_pcie_width, node(gpu(0, pcie_link_width=8, pcie_link_width_max=8))) == ["pass"]
+    # in a VM guest the host's slot decides: warn
+    vm = node(gpu(0, pcie_link_width=8, pcie_link_width_max=16, virtualization_mode="Pass-Through"))
+    assert status_of(C.check_pcie_width, vm, cfg) == ["warn"]
+    # x16 where x16 is expected passes; the width NVML cannot read is not judged
+    assert status_of(C.check_pcie_width, node(gpu(0, pcie_link_width=16, pcie_link_width_max=16)), cfg) == ["pass"]
+    st = node(gpu(0))
+    st.gpus[0].put("pcie_link_width", None, rc="NOT_SUPPORTED")
+    assert status_of(C.check_pcie_width, st, cfg) == []
+
+
+def test_pcie_gen_max_below_the_node_types_gen_warns_idle_downshift_does_not(tmp_path):
+    cfg, _ = _pcie_cfg(tmp_path)
+    # idle: current Gen1 is the power-saving downshift, max Gen5 as expected -> pass only
+    idle = node(gpu(0, pcie_link_gen=1, pcie_link_gen_max=5, utilization_gpu_pct=0))
+    assert [(r.status, r.value, r.limit) for r in C.check_pcie_gen(idle, cfg)] == [("pass", 5, 5)]
+    # a slot / BIOS that gives Gen4 only: max link generation 4 of 5 -> warn, whatever the load
+    slow = node(gpu(0, pcie_link_gen=1, pcie_link_gen_max=4, utilization_gpu_pct=0))
+    res = C.check_pcie_gen(slow, cfg)
+    assert [(r.status, r.value, r.limit) for r in res] == [("warn", 4, 5)]
+    assert res[0].reason() == "slurmkit: pcie_gen GPU0 0000:19:00.0: PCIe max Gen4 of Gen5 expected"
+    # under load the current generation is still judged against the max: fail
+    busy = node(gpu(0, pcie_link_gen=3, pcie_link_gen_max=4, utilization_gpu_pct=90))
+    assert sorted(status_of(C.check_pcie_gen, busy, cfg)) == ["fail", "warn"]
+    # no pcie_gen in the profile: only the load rule (unchanged)
+    assert status_of(C.check_pcie_gen, slow) == []
+
+
+@pytest.mark.parametrize("line, key", [
+    ("pcie_width = 10", "node_types.t.pcie_width"),
+    ("pcie_width = \"16\"", "node_types.t.pcie_width"),
+    ("pcie_gen = 0", "node_types.t.pcie_gen"),
+])
+def test_bad_pcie_expectation_fails_at_profile_load_with_file_line_key(tmp_path, line, key):
+    from slurmkit.profile import ProfileError, load_profile
+
+    site = tmp_path / "site.toml"
+    site.write_text(SITE.replace('gpu_count = 2\n', f'gpu_count = 2\n{line}\n'))
+    with pytest.raises(ProfileError) as ei:
+        load_profile(site)
+    assert (ei.value.file, ei.value.line, ei.value.key) == (str(site), 6, key)
+
+
+def test_bad_per_gpu_pcie_width_names_the_gpu(tmp_path):
+    from slurmkit.profile import ProfileError, load_profile
+
+    site = tmp_path / "site.toml"
+    site.write_text(PCIE_SITE.replace("  pcie_width = 8\n", "  pcie_width = 7\n"))
+    with pytest.raises(ProfileError) as ei:
+        load_profile(site)
+    assert (ei.value.line, ei.value.key) == (12, "node_types.t.gpus[1].pcie_width")
+    assert "7 is not one of: 1, 2, 4, 8, 12, 16, 32" in str(ei.value)
+    unset = load_profile("sandbox").node_types["sandbox-h100x4"].pcie_expect()
+    assert unset == {"width": None, "gen": None, "gpus": {}}  # unset: not judged against the profile
+    assert "pcie_width" not in load_config(gpu_count=4, pcie=unset).expect

@@ -176,3 +176,20 @@ def test_import_round_trips_through_snapshot_json(corpus, tmp_path, name):
     assert again.to_json()["gpus"] == state.to_json()["gpus"]
     assert evaluate(again, load_config())["results"] == evaluate(state, load_config())["results"]
     assert isinstance(again, NodeState) and again.replay
+
+
+def test_v13_capture_recovery_action_read_and_judged(corpus, tmp_path):
+    """The v13 capture's <gpu_recovery_action>None</...> is NONE (pass); the same capture with the
+    driver asking for a reset fails that GPU in words."""
+    src = corpus / "nvidia-smi-q" / "dual_a5000-v13.xml"
+    state = load_capture(src)
+    assert [g.get("gpu_recovery_action") for g in state.gpus] == ["NONE", "NONE"]
+    assert [g.rc("reset_required") for g in state.gpus] == ["NOT_AVAILABLE"] * 2  # v13 has no reset status
+    text = src.read_text()
+    first = text.index("<gpu_recovery_action>None</gpu_recovery_action>")
+    sick = tmp_path / "a5000-reset.xml"
+    sick.write_text(text[:first] + "<gpu_recovery_action>Reset</gpu_recovery_action>"
+                    + text[first + len("<gpu_recovery_action>None</gpu_recovery_action>"):])
+    res = [r for r in evaluate(load_capture(sick), load_config())["results"] if r["check"] == "gpu_recovery_action"]
+    assert [(r["gpu_index"], r["status"], r["value"]) for r in res] == [(0, "fail", "GPU_RESET"), (1, "pass", "NONE")]
+    assert res[0]["message"] == "driver asks for a GPU reset"

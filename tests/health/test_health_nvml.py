@@ -245,3 +245,42 @@ def test_worker_stuck_before_nvml_is_own_trouble_not_a_timeout(fake_nvml, tmp_pa
     with pytest.raises(SourceError) as ei:
         read_state("live", total_deadline_s=2.0, per_call_deadline_s=0.5, env=env)
     assert "did not start within 2 s" in str(ei.value)
+
+
+def test_gpu_recovery_action_is_read_live_recorded_replayed_and_judged(fake_nvml, tmp_path):
+    """nvmlDeviceGetFieldValues(NVML_FI_DEV_GET_GPU_RECOVERY_ACTION) through the real pynvml:
+    NONE passes, GPU_RESET / DRAIN_AND_RESET fail that GPU with the action in words; the snapshot
+    keeps the value and its call, and its replay judges the same."""
+    env = fake_nvml.env("healthy", gpus=4, recovery="1:1,2:4")
+    out = tmp_path / "n1.json"
+    r = subprocess.run([sys.executable, "-m", "slurmkit", "health", "snapshot", "-o", str(out), "--node", "n1"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    live = read_state("live", env=env, node="n1")
+    assert [g.get("gpu_recovery_action") for g in live.gpus] == ["NONE", "GPU_RESET", "DRAIN_AND_RESET", "NONE"]
+    assert live.gpus[1].values["gpu_recovery_action"].source == "nvmlDeviceGetFieldValues"
+    recorded = json.loads(out.read_text())["gpus"][1]["values"]["gpu_recovery_action"]
+    assert recorded == {"value": "GPU_RESET", "source": "nvmlDeviceGetFieldValues", "rc": "SUCCESS"}
+    replay = SnapshotSource(out).read()
+    cfg = load_config(gpu_count=4)
+    assert evaluate(replay, cfg)["results"] == evaluate(live, cfg)["results"]
+    from slurmkit.health.checks import run_checks
+
+    got = [(r.gpu_index, r.status, r.reason()) for r in run_checks(replay, cfg) if r.check == "gpu_recovery_action"]
+    b1, b2 = replay.gpus[1].pci_bus_id, replay.gpus[2].pci_bus_id
+    assert got == [(0, "pass", f"slurmkit: gpu_recovery_action GPU0 {replay.gpus[0].pci_bus_id}: no recovery action"),
+                   (1, "fail", f"slurmkit: gpu_recovery_action GPU1 {b1}: driver asks for a GPU reset"),
+                   (2, "fail", f"slurmkit: gpu_recovery_action GPU2 {b2}: driver asks to drain and reset the GPU"),
+                   (3, "pass", f"slurmkit: gpu_recovery_action GPU3 {replay.gpus[3].pci_bus_id}: no recovery action")]
+    assert evaluate(replay, cfg)["status"] == "fail"
+
+
+@pytest.mark.parametrize("knob, rc", [("old", "INVALID_ARGUMENT"), ("unsupported", "NOT_SUPPORTED")])
+def test_driver_without_the_recovery_action_field_is_skipped_not_own_trouble(fake_nvml, knob, rc):
+    """A driver older than the field answers in the field's own nvmlReturn (an unknown field id,
+    or NOT_SUPPORTED): no result, not slurmkit's trouble, the node passes."""
+    s = read_state("live", env=fake_nvml.env("healthy", gpus=2, recovery=knob))
+    assert [(g.rc("gpu_recovery_action"), g.get("gpu_recovery_action")) for g in s.gpus] == [(rc, None)] * 2
+    rep = evaluate(s, load_config(gpu_count=2))
+    assert rep["status"] == "pass" and rep["errors"] == []
+    assert not [r for r in rep["results"] if r["check"] in ("gpu_recovery_action", "nvml_error")]

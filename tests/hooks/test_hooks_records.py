@@ -68,13 +68,18 @@ def test_unavailable_spool_record_round_trips():
 
 
 def test_node_health_round_trips_and_reads_bad_files_as_defaults(tmp_path):
-    h = nodestate.NodeHealth("slurmkit: xid GPU1 GPU-b: 79", 2, {"prolog": 3, "epilog": 1}, "b00t")
+    hold = {"since_s": 1767229200.25, "since_seq": 812, "reason": "slurmkit: xid GPU1 0000:3b:00.0: Xid 79"}
+    h = nodestate.NodeHealth("slurmkit: xid GPU1 GPU-b: 79", 2, {"prolog": 3, "epilog": 1}, "b00t",
+                             {"0000:3b:00.0": hold})
     assert _through_json(h) == h
     nodestate.save_health(tmp_path, "n1", h)
     assert nodestate.load_health(tmp_path, "n1") == h
     assert json.loads((tmp_path / "n1" / "health.json").read_text()) == {
         "drained_reason": "slurmkit: xid GPU1 GPU-b: 79", "clean_runs": 2, "own_errors": {"prolog": 3, "epilog": 1},
-        "drained_boot_id": "b00t"}
+        "drained_boot_id": "b00t", "xid_holds": {"0000:3b:00.0": hold}}
+    # a file from before holds were kept reads with none
+    (tmp_path / "n1" / "health.json").write_text('{"drained_reason": "slurmkit: xid GPU1 GPU-b: 79"}')
+    assert nodestate.load_health(tmp_path, "n1").xid_holds == {}
     (tmp_path / "n1" / "health.json").write_text('{"clean_runs": "x", "own_errors": [1]}')
     assert nodestate.load_health(tmp_path, "n1") == nodestate.NodeHealth(None, 0, {})
     assert nodestate.count_own_error(tmp_path, "n1", "healthcheck") == 1
@@ -84,8 +89,9 @@ def test_node_health_round_trips_and_reads_bad_files_as_defaults(tmp_path):
 def test_job_start_round_trips_through_its_file(tmp_path):
     job = nodestate.JobStart(1767229200.5, "live", [
         nodestate.JobGpuStart(0, 2, 2, "GPU-a", "0000:9b:00.0", 123456789, [(4242, 1700000000000000)]),
-        nodestate.JobGpuStart(2, 1, 3, "GPU-c", "0000:1c:00.0", None, [])])
+        nodestate.JobGpuStart(2, 1, 3, "GPU-c", "0000:1c:00.0", None, [])], kmsg_seq=4711, boot_id="b00t")
     assert _through_json(job) == job
+    assert (job.to_json()["kmsg_seq"], job.to_json()["boot_id"]) == (4711, "b00t")
     nodestate.save_job(tmp_path, "n1", "101", job)
     assert nodestate.pop_job(tmp_path, "n1", "101") == job
     assert not (tmp_path / "n1" / "job-101.json").exists()

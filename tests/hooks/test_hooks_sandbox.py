@@ -356,3 +356,46 @@ def test_hardware_xid_drain_lasts_until_reboot(sandbox, hooked):
     atomic_write(hp, json.dumps({**h, "drained_boot_id": "boot-before-the-reboot"}))
     _wait("n3 resumed after the reboot", lambda: "DRAIN" not in _node(conf, "n3")["state"],
           INTERVAL_S * (RESUME_AFTER + 4) + 30)
+
+
+def test_gpu_reset_ends_only_that_gpus_xid_drain(sandbox, hooked):
+    """Hardware XIDs on GPU1 (79) and GPU2 (48) drain n3. Recording GPU2's reset (``slurmkit
+    hooks gpu-reset --done``) does not resume it: GPU1's XID still holds, and the reason moves to
+    GPU1. Once GPU1 is reset too, clean health checks resume the node."""
+    from click.testing import CliRunner
+
+    from slurmkit.cli import cli as cli_main
+
+    conf = hooked["conf"]
+    snap = json.loads(Path(hooked["snaps"]["n3"]).read_text())
+    g1, g2 = (next(g for g in snap["gpus"] if g["index"] == i) for i in (1, 2))
+    logged = time.time() - 60  # the kernel's timestamps, before any reset below
+    snap["xids"] = [{"xid": 79, "pci_bus_id": g1["pci_bus_id"], "message": "GPU has fallen off the bus.",
+                     "origin": "/dev/kmsg", "line": 7, "timestamp": "", "time_s": logged},
+                    {"xid": 48, "pci_bus_id": g2["pci_bus_id"], "message": "DBE (double bit error) ECC error",
+                     "origin": "/dev/kmsg", "line": 8, "timestamp": "", "time_s": logged}]
+    xid_snap = hooked["cfg_path"].parent / "n3-xid79-48.json"
+    xid_snap.write_text(json.dumps(snap))
+    hooked["cfg_path"].write_text(hooked["config"]({"n3": xid_snap}))
+    first = f"slurmkit: xid GPU2 {g2['pci_bus_id']}: Xid 48 double bit ECC error (+1 more)"
+    _wait("n3 drained for Xids 48 and 79", lambda: _node(conf, "n3")["reason"] == first, INTERVAL_S * 4 + 30)
+    holds = json.loads((hooked["state"] / "n3" / "health.json").read_text())["xid_holds"]
+    assert sorted(holds) == sorted([g1["pci_bus_id"], g2["pci_bus_id"]])
+    hooked["cfg_path"].write_text(hooked["config"]())  # the kernel log has nothing new: clean runs
+
+    def reset(index):
+        r = CliRunner().invoke(cli_main, ["hooks", "gpu-reset", str(index), "--done", "--node", "n3",
+                                          "--config", str(hooked["cfg_path"])])
+        assert r.exit_code == 0, r.output
+        return r.output
+
+    assert f"GPU {g2['pci_bus_id']} reset recorded by hand" in reset(2)
+    then = f"slurmkit: xid GPU1 {g1['pci_bus_id']}: Xid 79 GPU fell off the bus"
+    _wait("n3's reason moved to GPU1", lambda: _node(conf, "n3")["reason"] == then, INTERVAL_S * 4 + 30)
+    _health_runs(hooked, "n3", RESUME_AFTER + 1)
+    got = _node(conf, "n3")
+    assert got["reason"] == then and "DRAIN" in got["state"]  # GPU1's XID still holds the drain
+    reset(g1["pci_bus_id"])
+    _wait("n3 resumed after GPU1's reset", lambda: "DRAIN" not in _node(conf, "n3")["state"],
+          INTERVAL_S * (RESUME_AFTER + 4) + 30)
+    assert json.loads((hooked["state"] / "n3" / "health.json").read_text())["xid_holds"] == {}

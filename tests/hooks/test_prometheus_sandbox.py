@@ -131,8 +131,14 @@ def test_drain_xid_job_energy_and_dashboard_through_prometheus(sandbox, monitore
                predicate=lambda r: r == [])
     t_end = time.time()
 
-    # n2 healthy again: the health check resumes it, counted by check
+    # n2 healthy again, and its GPU1 reset (Xid 79 holds the drain until a reset or a reboot, and
+    # the pending row remap needs one too): the health check resumes it, counted by check
     atomic_write(monitored["snaps"]["n2"], json.dumps(monitored["healthy"]["n2"]))
+    from slurmkit.cli import cli as cli_main
+
+    r = CliRunner().invoke(cli_main, ["hooks", "gpu-reset", bus, "--done", "--node", "n2",
+                                      "--config", str(conf.parent / inst.CONFIG)])
+    assert r.exit_code == 0, r.output
     stack.wait("n2's resume", f'slurmkit_resumes_total{{node="n2",check="{labels["check"]}"}} >= 1', timeout=90)
     _wait("n2 resumed in Slurm", lambda: "DRAIN" not in _node(conf, "n2")["state"], 30)
 
