@@ -532,13 +532,24 @@ def check_clock_events(state: NodeState, cfg: HealthConfig, **_) -> list[CheckRe
     return out
 
 
+def _pinned(cfg: HealthConfig, g, key: str, default):
+    """What ``key`` (``app_clock_*_mhz``, ``power_limit_w``) should read on GPU ``g``: the
+    policy a running job's prolog set on it (``expect["gpu_policy"]``: {NVML index: {setting:
+    value}}, :func:`slurmkit.hooks.clock_policy.running_expect`), else the site's resting value
+    (``expect[key]``: the node type's clock policy or ``[health]``), else ``default``."""
+    job = (cfg.expect.get("gpu_policy") or {}).get(g.index) or {}
+    return job[key] if key in job else cfg.expect.get(key, default)
+
+
 def check_app_clocks(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
-    """Application clocks vs ``[health] app_clock_*_mhz`` (else the GPU's default) -> warn."""
+    """Application clocks (MHz, ``nvmlDeviceGetApplicationsClock``) vs what the GPU should run
+    at (:func:`_pinned`: a running job's partition policy, else the node type's policy or
+    ``[health] app_clock_*_mhz``, else the GPU's default) -> warn."""
     out = []
     for g in usable_gpus(state):
         for kind in ("graphics", "mem"):
             v = g.get(f"app_clock_{kind}_mhz")
-            want = cfg.expect.get(f"app_clock_{kind}_mhz", g.get(f"default_app_clock_{kind}_mhz"))
+            want = _pinned(cfg, g, f"app_clock_{kind}_mhz", g.get(f"default_app_clock_{kind}_mhz"))
             if v is None or want is None:
                 continue
             st = PASS if v == want else WARN
@@ -548,12 +559,14 @@ def check_app_clocks(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResu
 
 
 def check_power_limit(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
-    """Power limit (W) vs ``[health] power_limit_w`` (else the default limit) -> warn."""
+    """Power limit (W, ``nvmlDeviceGetPowerManagementLimit``) vs what the GPU should have
+    (:func:`_pinned`: a running job's partition policy, else the node type's policy or
+    ``[health] power_limit_w``, else the default limit) -> warn."""
     tol = cfg.t("power_limit_tolerance_w")
     out = []
     for g in usable_gpus(state):
         v = g.get("power_limit_w")
-        want = cfg.expect.get("power_limit_w", g.get("default_power_limit_w"))
+        want = _pinned(cfg, g, "power_limit_w", g.get("default_power_limit_w"))
         if v is None or want is None:
             continue
         st = WARN if abs(v - want) > tol else PASS

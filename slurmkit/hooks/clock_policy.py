@@ -208,3 +208,30 @@ def job_record(policies: dict, partition: str | None, plan: list[tuple[int, tupl
         rec.status = PARTLY_APPLIED if rec.applied else NOT_APPLIED
         rec.reason = f"requested, {rec.status}: " + "; ".join(sorted(why))
     return rec
+
+
+#: The policy settings the health checks compare with what NVML reports (``app_clocks``,
+#: ``power_limit``); locked clocks are not read back.
+CHECKED = ("app_clock_mem_mhz", "app_clock_graphics_mhz", "power_limit_w")
+
+
+def running_expect(records) -> dict[int, dict]:
+    """What the checks should expect on the GPUs of jobs that run under a partition's policy:
+    ``{NVML index: {setting: value}}`` (settings of :data:`CHECKED`, MHz / W) from the prolog
+    records ``records`` (``[(job id, JobStart)]``, :func:`slurmkit.hooks.nodestate.job_records`),
+    the settings NVML accepted on each of the job's GPUs (``policy.applied``, by Slurm GPU index,
+    matched to the record's ``nvml_index``). A record of an older version, a damaged policy or a
+    GPU without an NVML index gives nothing: the resting values are expected there."""
+    out: dict[int, dict] = {}
+    for _job, rec in records:
+        if not isinstance(rec.policy, dict):
+            continue
+        try:
+            pol = JobPolicy.from_json(rec.policy)
+        except ValueError:
+            continue
+        for g in rec.gpus:
+            got = {k: v for k, v in pol.applied.get(g.index, {}).items() if k in CHECKED}
+            if got and g.nvml_index is not None:
+                out.setdefault(g.nvml_index, {}).update(got)
+    return out

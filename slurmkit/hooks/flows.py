@@ -130,6 +130,13 @@ class Run:
                               nvlinks=facts and facts["nvlinks"], node_type=facts and facts["node_type"],
                               no_node_type=self.node if self.cfg.profile and facts is None else None,
                               pcie=facts and facts.get("pcie"))
+        if self.cfg.profile:  # clock policies come from the profile
+            from slurmkit.hooks.clock_policy import running_expect
+
+            # a job running under its partition's policy: its GPUs show that, not the resting state
+            running = running_expect(nodestate.job_records(self.cfg.state_dir, self.node))
+            if running:
+                self.hc.expect["gpu_policy"] = running
         return True
 
     def job_minors(self) -> set[int] | None:

@@ -212,3 +212,60 @@ def test_nvml_hanging_in_a_set_call_drains_as_a_hanging_read_does(node, fake_nvm
     assert r.returncode == 1, r.stderr  # enforce: the job is requeued
     assert "nvmlDeviceSetGpuLockedClocks" in r.stderr and "could not drain n1 (slurmkit: nvml-timeout)" in r.stderr
     assert not (node.state_dir / "n1" / "job-101.json").exists()
+
+
+def test_a_running_jobs_policy_is_what_the_checks_expect_on_its_gpus(node, fake_nvml, tmp_path):  # noqa: F811
+    """Shared node: job 101 (partition steady, power limit 500 W) holds Slurm GPU0. While it
+    runs, a health check must not warn that GPU0's power limit is not the resting 650 W; the
+    other GPUs are still judged against the resting policy, and a GPU whose job's policy was
+    not applied is expected at the resting value."""
+    from slurmkit.health.checks import check_power_limit
+    from slurmkit.health.config import load_config
+    from slurmkit.health.state import GpuState, NodeState
+    from slurmkit.hooks import nodestate
+    from slurmkit.profile.health import Health
+
+    acts = tmp_path / "actions.log"
+    mine, other = _nv(node, 0), _nv(node, 1)
+    r = _run(node, fake_nvml, node.prolog, acts, job_id="101", gpus="0", partition="steady")
+    assert r.returncode == 0, r.stderr
+    records = nodestate.job_records(node.state_dir, "n1")
+    assert [j for j, _ in records] == ["101"]
+    assert cp.running_expect(records) == {mine: {"power_limit_w": 500}}
+
+    cfg = load_config(Health(power_limit_w=650))
+    cfg.expect["gpu_policy"] = cp.running_expect(records)
+    gpus = []
+    for i, watts in ((mine, 500.0), (other, 500.0)):
+        g = GpuState(index=i, uuid=f"GPU-{i}", pci_bus_id=f"0000:{0x19 + i:02x}:00.0")
+        g.put("power_limit_w", watts)
+        g.put("default_power_limit_w", 700.0)
+        gpus.append(g)
+    state = NodeState(node="n1", source="test", gpus=gpus, gpu_count=2)
+    got = {r.gpu_index: (r.status.value, r.limit) for r in check_power_limit(state, cfg)}
+    assert got == {mine: ("pass", 500), other: ("warn", 650)}
+
+    # a policy that was not applied (observe mode) leaves the resting value expected
+    rec = records[0][1]
+    rec.policy = cp.JobPolicy(name="steady", origin="partition steady", status="not applied",
+                              requested={"power_limit_w": 500},
+                              not_applied={0: {"power_limit_w": "observe mode"}}).to_json()
+    assert cp.running_expect([("101", rec)]) == {}
+    # an older record (no policy) or a damaged one: nothing
+    rec.policy = None
+    assert cp.running_expect([("101", rec)]) == {}
+    rec.policy = {"applied": "garbage"}
+    assert cp.running_expect([("101", rec)]) == {}
+
+
+def test_the_hook_gives_its_checks_the_running_jobs_policies(node, fake_nvml, tmp_path):  # noqa: F811
+    """The health check run during job 101 reads the job's record: its checks expect 500 W on
+    the job's GPU (the log's power_limit line for that GPU says so), the resting 650 W on the others."""
+    acts = tmp_path / "actions.log"
+    mine = _nv(node, 0)
+    assert _run(node, fake_nvml, node.prolog, acts, job_id="101", gpus="0", partition="steady").returncode == 0
+    env = {**fake_nvml.env("healthy", log=acts, base={})}
+    r = node.run(node.healthcheck, env=env)
+    lines = [ln for ln in r.stderr.splitlines() if "power_limit" in ln]
+    assert any(f"GPU{mine}" in ln and "500" in ln for ln in lines), r.stderr
+    assert not any(f"GPU{mine}" in ln and "650" in ln for ln in lines), r.stderr
