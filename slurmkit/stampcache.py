@@ -31,6 +31,20 @@ def read(cache_file, key: str):
     return None
 
 
+def read_last(cache_file, key: str):
+    """The value cached in ``cache_file`` under ``key`` whether or not the files it was derived
+    from changed since (the last good derivation, for when deriving it again fails), else None
+    (missing, unreadable, another key)."""
+    try:
+        with open(cache_file, encoding="utf-8") as fh:
+            data = json.load(fh)
+        if data["key"] == key:
+            return data["value"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
 def write(cache_file, key: str, files, value) -> bool:
     """Cache ``value`` (JSON-able) under ``key`` as derived from ``files`` (paths), atomically,
     the folder made 0700 and the file 0600. Returns False, raising nothing, when it cannot (the

@@ -63,6 +63,7 @@ class Run:
         # the clock policies: the node type's resting one and the job's partition's
         # (slurmkit.profile.cache.load_clock_policies; all None without a profile)
         self.policies: dict = {"node_type": None, "resting": None, "job": None}
+        self.profile_unknown = False  # the site profile is unreadable and was never read good
         self.kmsg_cursor_path: str | None = None  # the epilog's per-job kernel-log cursor (else the hook's)
         self.job_window = None  # the epilog's own job (attribution.JobWindow), its record already taken
         self.xid_jobs: list[list[str]] = []  # per state.xids line: the jobs it is attributed to
@@ -103,13 +104,22 @@ class Run:
             from slurmkit.errors import InputError
             from slurmkit.profile.cache import load_clock_policies, load_for_node
 
+            part = self.env.get("SLURM_JOB_PARTITION")
             try:  # cached by file stamps in the state dir; any change reloads through load_profile
                 health, facts = load_for_node(self.cfg.profile, self.cfg.state_dir, self.node)
-                self.policies = load_clock_policies(self.cfg.profile, self.cfg.state_dir, self.node,
-                                                    self.env.get("SLURM_JOB_PARTITION"))
+                self.policies = load_clock_policies(self.cfg.profile, self.cfg.state_dir, self.node, part)
             except InputError as exc:
-                self.own_error(str(exc))
-                return False
+                # a typo in the shared profile must not switch every node's checks off: judge
+                # with the last profile that loaded, else with the defaults (no node type)
+                try:
+                    health, facts = load_for_node(self.cfg.profile, self.cfg.state_dir, self.node, last_good=True)
+                    self.policies = load_clock_policies(self.cfg.profile, self.cfg.state_dir, self.node, part,
+                                                        last_good=True)
+                    self.own_error(f"{exc}: checking with the last site profile that loaded")
+                except LookupError:
+                    self.profile_unknown = True
+                    self.own_error(f"{exc}: no earlier good load of it: checking with the defaults "
+                                   "(no node type; clocks and power limit left as they are)")
         rest = self.policies["resting"]
         if rest is not None:  # the node type's resting policy is what its GPUs are expected to show
             pins = {k: getattr(rest, k) for k in ("app_clock_mem_mhz", "app_clock_graphics_mhz", "power_limit_w")
@@ -484,9 +494,11 @@ def epilog(run: Run) -> int:
                 actions.append(("kill", g.nvml_index, int(proc["pid"]), None))
             else:
                 run.log.info(f"leaving {v.why} (GPU{g.index})")
-        # back to the resting policy, never NVML's defaults over a site's value
-        actions += clock_policy.restore_specs(g.nvml_index, gs, run.hc.expect, run.policies["resting"],
-                                              reset_mem_locked)
+        # back to the resting policy, never NVML's defaults over a site's value (nor when the
+        # site's values cannot be known: an unreadable profile never seen good)
+        if not run.profile_unknown:
+            actions += clock_policy.restore_specs(g.nvml_index, gs, run.hc.expect, run.policies["resting"],
+                                                  reset_mem_locked)
     _act(run, actions)
     run.apply_verdict()
     if job_id and not run.gpuless:  # a job on a CPU-only node has no GPU energy to record

@@ -33,15 +33,18 @@ def load_health(profile, cache_dir=None) -> Health:
     return load_for_node(profile, cache_dir)[0]
 
 
-def load_for_node(profile, cache_dir=None, node: str | None = None) -> tuple[Health, dict | None]:
+def load_for_node(profile, cache_dir=None, node: str | None = None, *,
+                  last_good: bool = False) -> tuple[Health, dict | None]:
     """``(health, node_type)``: the ``[health]`` section (as :func:`load_health`) and what the
     checks need of ``node``'s node type: ``{"node_type": name, "nics": [{"device", "link_layer",
     "rate_gbps" (Gbit/s), "role", "pci"}], "nvswitch": bool, "nvlinks": int | None, "pcie": {"width",
     "gen", "gpus": {"<index>": lanes}}}`` (profile ``node_types.<t>.nics``;
     :func:`slurmkit.health.services.has_nvswitch`, :func:`~slurmkit.health.services.expected_nvlinks`,
     :meth:`~slurmkit.profile.model.NodeType.pcie_expect`, its GPU indexes as JSON strings); None
-    when ``node`` is None or in no partition. Same cache and errors as :func:`load_health`."""
-    data = _cached(profile, cache_dir)
+    when ``node`` is None or in no partition. Same cache and errors as :func:`load_health`;
+    ``last_good``: the values of the last profile that loaded (the cache, even when the files
+    changed since), for when loading it now fails; LookupError when there is none."""
+    data = _cached(profile, cache_dir, last_good)
     facts = None
     if node is not None:
         for nt, names in data["nodes"].items():
@@ -54,16 +57,16 @@ def load_for_node(profile, cache_dir=None, node: str | None = None) -> tuple[Hea
 
 
 def load_clock_policies(profile, cache_dir=None, node: str | None = None,
-                        partition: str | None = None) -> dict:
+                        partition: str | None = None, *, last_good: bool = False) -> dict:
     """The clock policies that concern one job on one node: ``{"node_type": name of ``node``'s
     node type (None when the node is in no partition), "resting": its ``clock_policy``
     (:class:`~slurmkit.profile.clock_policy.ClockPolicy`, the state the epilog puts back; None
     when it names none), "job": the ``clock_policy`` of partition ``partition``
     (SLURM_JOB_PARTITION; None when the partition names none or is not in the profile)}``.
-    Same cache and errors as :func:`load_health`."""
+    Same cache, errors and ``last_good`` as :func:`load_for_node`."""
     from slurmkit.profile.clock_policy import ClockPolicy
 
-    data = _cached(profile, cache_dir)
+    data = _cached(profile, cache_dir, last_good)
     node_type = next((nt for nt, names in data["nodes"].items() if node in names), None)
     policies = data["clock_policies"]
     rest = data["node_type_policy"].get(node_type) if node_type else None
@@ -72,9 +75,14 @@ def load_clock_policies(profile, cache_dir=None, node: str | None = None,
             "job": ClockPolicy.from_json(policies[job]) if job else None}
 
 
-def _cached(profile, cache_dir) -> dict:
+def _cached(profile, cache_dir, last_good: bool = False) -> dict:
     cache = os.path.join(os.fspath(cache_dir), CACHE_NAME) if cache_dir is not None else None
     key = f"{SHAPE}:{os.fspath(profile)}"
+    if last_good:
+        data = stampcache.read_last(cache, key) if cache is not None else None
+        if data is None:
+            raise LookupError(f"no earlier good load of site profile {os.fspath(profile)} is cached")
+        return data
     if cache is not None:
         data = stampcache.read(cache, key)
         if data is not None:

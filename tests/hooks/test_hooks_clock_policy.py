@@ -269,3 +269,25 @@ def test_the_hook_gives_its_checks_the_running_jobs_policies(node, fake_nvml, tm
     lines = [ln for ln in r.stderr.splitlines() if "power_limit" in ln]
     assert any(f"GPU{mine}" in ln and "500" in ln for ln in lines), r.stderr
     assert not any(f"GPU{mine}" in ln and "650" in ln for ln in lines), r.stderr
+
+
+def test_an_unreadable_profile_never_seen_good_leaves_clocks_alone(node, fake_nvml, tmp_path):  # noqa: F811
+    """A typo in the profile on a node that never loaded it: the checks still run (defaults),
+    and the epilog does not put NVML's defaults over the site's clocks it cannot know. With a
+    profile that loaded before, the epilog restores the last good resting policy."""
+    acts = tmp_path / "actions.log"
+    mine = _nv(node, 0)
+    good = node.site.read_text()
+    node.site.write_text(good.replace("[1215, 1410]", "[1410, 1215]"))
+    r = _run(node, fake_nvml, node.epilog, acts, job_id="101", gpus="0", partition="steady")
+    assert "min 1410 MHz is above max 1215 MHz" in r.stderr and "checking with the defaults" in r.stderr, r.stderr
+    assert [ln for ln in _log(acts) if "clock" in ln or "power" in ln] == []
+    assert node.metric("n1", "epilog", "slurmkit_health_check_status", check="gpu_count", gpu="") == 0  # judged
+
+    node.site.write_text(good)
+    assert _run(node, fake_nvml, node.prolog, acts, job_id="102", gpus="0", partition="gpu").returncode == 0
+    node.site.write_text(good.replace("[1215, 1410]", "[1410, 1215]"))
+    acts.unlink(missing_ok=True)
+    r = _run(node, fake_nvml, node.epilog, acts, job_id="102", gpus="0", partition="gpu")
+    assert "checking with the last site profile that loaded" in r.stderr, r.stderr
+    assert f"set_power_limit_mw {mine} 650000" in _log(acts)  # the resting policy "rest": 650 W

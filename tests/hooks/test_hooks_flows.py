@@ -203,9 +203,27 @@ def test_profile_health_reaches_the_hooks_and_health_check_alike(node, healthy, 
     r = node.run(node.prolog)
     assert r.returncode == 1 and "would drain" not in r.stderr  # the edit reached the hook
 
-    site.write_text(site.read_text() + "[health.checks]\nno_such = false\n")
+    # a typo in the shared profile is own trouble, and never switches the checks off: the node
+    # is judged with the last profile that loaded (enforce, 9 GPUs expected: still drained)
+    good = site.read_text()
+    site.write_text(good + "[health.checks]\nno_such = false\n")
     r = node.run(node.prolog)
-    assert r.returncode == 0 and f"{site}:" in r.stderr and "health.checks.no_such: unknown check id" in r.stderr
+    assert f"{site}:" in r.stderr and "health.checks.no_such: unknown check id" in r.stderr
+    assert "checking with the last site profile that loaded" in r.stderr
+    assert r.returncode == 1 and "drain reason: slurmkit: gpu_count: 4 of 9 GPUs visible" in r.stderr, r.stderr
+    assert node.metric("n1", "prolog", "slurmkit_health_check_status", check="gpu_count", gpu="") == 2
+    # never loaded good (a fresh node, a bad profile since install): the defaults judge the GPUs
+    (node.state_dir / "profile-health.json").unlink()
+    r = node.run(node.prolog)
+    assert "no earlier good load of it: checking with the defaults" in r.stderr, r.stderr
+    assert r.returncode == 0 and "drain reason" not in r.stderr, r.stderr  # 4 GPUs, as gres.conf lists
+    assert node.metric("n1", "prolog", "slurmkit_health_check_status", check="gpu_count", gpu="") == 0
+    assert node.metric("n1", "prolog", "slurmkit_hook_own_errors_total") >= 1
+    # fixed: the profile's values are back
+    site.write_text(good)
+    r = node.run(node.prolog)
+    assert "site profile" not in r.stderr and "checking with" not in r.stderr, r.stderr
+    assert r.returncode == 1 and "drain reason: slurmkit: gpu_count: 4 of 9 GPUs visible" in r.stderr, r.stderr
 
 
 def _busy(snapshot, nvml_index, pid):
