@@ -175,16 +175,24 @@ def _tdp_w(gpu_type: pd.Series, table: dict) -> pd.Series:
     return gpu_type.str.lower().map(table).astype("float64")
 
 
-def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | None = None
-                  ) -> pd.DataFrame:
+#: data-quality reason of a spool record of a job in the window that no attempt holds in time.
+UNMATCHED_REASON = "spool record outside its job's sacct Start..End"
+
+
+def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | None = None,
+                  dq=None) -> pd.DataFrame:
     """Add ``energy_kwh`` (in the window) and ``energy_source`` (measured | slurm | modelled |
     none; ``energy_kwh`` NaN, unknown, for none) to the allocation frame, plus ``spool_gpu_util_pct``
     and ``clock_policy`` (the spool records' ``policy``: one label, :data:`MIXED_POLICIES` when the
     attempt's records disagree, ``none recorded`` when it has none). Spool records go to the
     allocation attempt that holds them in time (:func:`match_spool`), so each attempt of a
     requeued job gets its own measured energy; an attempt without (all-measured) records falls
-    back to Slurm or the model — never both measured and modelled. Adds the columns in place
-    and returns the same frame."""
+    back to Slurm or the model — never both measured and modelled. A record of a job in the
+    frame that no attempt holds in time (node clock skew, sacct times read in another time zone)
+    is not used: counted in ``out.attrs["spool_unmatched"]`` and, with ``dq`` (a
+    :class:`~slurmkit.accounting.quality.DataQuality`), listed there (reason
+    :data:`UNMATCHED_REASON`; the sacct row counts are unchanged). Adds the columns in place and
+    returns the same frame."""
     out = allocs  # columns are added in place (the frame is the caller's working copy)
     # share of the run inside the window; a job that ran under a second (ElapsedRaw 0) and is in
     # the frame lies in the window: all of its measured / Slurm energy counts
@@ -195,9 +203,21 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
     from slurmkit.hooks.clock_policy import NONE_RECORDED
 
     policy = np.full(len(out), NONE_RECORDED, dtype=object)
+    unmatched = 0
     if spool is not None and not spool.empty:
         pos = match_spool(out, spool)
         hit = pos >= 0
+        lost = ~hit & spool["job_id"].astype(str).isin(pd.unique(out["key_id"].astype(str))).to_numpy()
+        unmatched = int(lost.sum())
+        if unmatched and dq is not None:
+            for i in np.flatnonzero(lost)[:20]:
+                r = spool.iloc[i]
+                when = "no start time" if pd.isna(r["start_s"]) else \
+                    pd.Timestamp(float(r["start_s"]), unit="s", tz="UTC").isoformat()
+                dq.skip(UNMATCHED_REASON, n=0, source="spool",
+                        detail=f"job {r['job_id']} node {r['node']}: prolog at {when}, outside every attempt's "
+                               f"Start..End (± {SPOOL_MATCH_TOLERANCE_S:g} s): its measured energy is not used "
+                               "(node clock skew, or sacct times in another time zone?)")
         recs = pd.DataFrame({"pos": pos[hit], "mj": spool["energy_mj"].to_numpy(float)[hit],
                              "ok": spool["measured"].to_numpy(bool)[hit],
                              "util": pd.to_numeric(spool["gpu_util_pct"], errors="coerce")
@@ -237,6 +257,7 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
     src[mo.to_numpy()] = 3
     out["energy_kwh"] = kwh   # NaN (unknown, blank in jobs.csv) where no source knows it
     out["energy_source"] = pd.Categorical.from_codes(src, SOURCES)
+    out.attrs["spool_unmatched"] = unmatched
     return out
 
 

@@ -255,7 +255,8 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     ``horizon``: hours after it are in the future (no use, no capacity yet; default the current
     time): the GPUs-in-use curve and the capacity stop there."""
     a = allocations(rows, window.start, window.end, dq, now=now, source=source)
-    a = E.attach_energy(a, assumptions, spool)
+    a = E.attach_energy(a, assumptions, spool, dq)
+    spool_unmatched = int(a.attrs.get("spool_unmatched", 0))
     a["waste_gpu_hours"] = a["gpu_hours"].where(a["wasted"], 0.0)
     a["provisional_gpu_hours"] = a["gpu_hours"].where(a["provisional"], 0.0)
     dq.check()
@@ -282,6 +283,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "energy_kwh_by_source": {k: _num(v) for k, v in kwh_src.items()},
         "energy_known": energy_known, "energy_jobs_by_source": dict(jobs_by_src),
         "gpu_hours_without_energy": _num(runs.loc[runs["energy_source"] == "none", "gpu_hours"].sum()),
+        "spool_records_unmatched": spool_unmatched,
         "wasted_gpu_hours": _num(runs["waste_gpu_hours"].sum()),
         "pending_array_tasks": backlog, "pending_jobs": pending_jobs,
         "pending_gpus_requested": queue["gpus_requested"],

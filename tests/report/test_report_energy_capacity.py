@@ -205,8 +205,32 @@ def test_spool_record_outside_every_attempt_is_not_measured(tmp_path):
                                "end_s": T0 + 9900, "source": "measured", "energy_mj_total": 1}])
     sp, _ = read_spool(str(spool))
     f, dq = _frame([row()])   # ran [T0+600, T0+4200]: the record is a different (older id) job
-    _, allocs = build_report(f, dq, WEEK, Assumptions(default_tdp_w=700.0), spool=sp, now=NOW)
+    rep, allocs = build_report(f, dq, WEEK, Assumptions(default_tdp_w=700.0), spool=sp, now=NOW)
     assert allocs.loc[0, "energy_source"] == "modelled"
+    # not silently: the report says a record of a job in the window was not used, and why
+    assert rep["totals"]["spool_records_unmatched"] == 1
+    (p,) = [p for p in rep["data_quality"]["problems"] if p["source"] == "spool"]
+    assert p["reason"] == "spool record outside its job's sacct Start..End" and p["counted"] is False
+    assert p["detail"].startswith("job 100 node n1: prolog at 2026-01-01T02:30:00+00:00, outside every attempt's")
+    assert rep["data_quality"]["rows_skipped"] == 0  # the sacct rows' counts are untouched
+
+
+def test_spool_records_of_other_jobs_are_not_data_quality_problems(tmp_path):
+    # a skewed node clock (its prolog read 90 s before the job's sacct Start) loses that record;
+    # records of jobs outside the window are normal and not listed
+    spool = _spool(tmp_path, [
+        {"v": 1, "job_id": "100", "node": "n1", "start_s": T0 + 510, "end_s": T0 + 4100,
+         "source": "measured", "energy_mj_total": 1},
+        {"v": 1, "job_id": "100", "node": "n2", "start_s": T0 + 601, "end_s": T0 + 4201,
+         "source": "measured", "energy_mj_total": 3_600_000_000},
+        {"v": 1, "job_id": "77", "node": "n1", "start_s": T0 + 100, "end_s": T0 + 200,
+         "source": "measured", "energy_mj_total": 1}])
+    sp, _ = read_spool(str(spool))
+    f, dq = _frame([row()])
+    rep, allocs = build_report(f, dq, WEEK, Assumptions(default_tdp_w=700.0), spool=sp, now=NOW)
+    assert rep["totals"]["spool_records_unmatched"] == 1
+    assert [p["detail"][:15] for p in rep["data_quality"]["problems"] if p["source"] == "spool"] == ["job 100 node n1"]
+    assert allocs.loc[0, "energy_source"] == "measured" and allocs.loc[0, "energy_kwh"] == pytest.approx(1.0)
 
 
 def _html_md(rep):
