@@ -526,9 +526,10 @@ def epilog(run: Run) -> int:
             if r.check == "xid":  # only the lines attributed to this job (not a shared GPU's, nor one after it)
                 keep, whose = _xid_event_job(run, r, str(job_id))
                 if keep:
-                    events.append(spool.SpoolEvent(r.check, r.status, r.gpu_index, r.value, job_id=whose))
+                    events.append(spool.SpoolEvent(r.check, r.status, r.gpu_index, r.value, job_id=whose,
+                                                   pci_bus_id=r.pci_bus_id))
             else:
-                events.append(spool.SpoolEvent(r.check, r.status, r.gpu_index, r.value))
+                events.append(spool.SpoolEvent(r.check, r.status, r.gpu_index, r.value, pci_bus_id=r.pci_bus_id))
         seen = {r.index: r.acct_seen for r in started.gpus} if started else None
         accounting, acc_reason = job_accounting(run.state, gpus, seen)
         rec = spool.record(job_id, run.node, user, uid, started.start_s if started else None, end_s, rows,

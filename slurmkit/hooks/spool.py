@@ -34,12 +34,14 @@ Line format (JSON object, keys always present)::
                                   # of processes started during the job (time-weighted mean
                                   # utilization %, peak memory MiB); null when unavailable ...
      "accounting_reason": "...",  # ... and why (also set when only some GPUs lack records)
-     "events": [{"check": "xid", "status": "fail", "gpu_index": 2, "value": 79, "job_id": "123"}],
+     "events": [{"check": "xid", "status": "fail", "gpu_index": 2, "value": 79, "job_id": "123",
+                 "pci_bus_id": "0000:3b:00.0"}],
                                   # XID / ECC / retired-page / row-remap results other than pass
                                   # seen at the epilog on the job's GPUs (or node-wide); an Xid
                                   # only when a line of it is attributed to this job (its GPU and
                                   # run window: slurmkit.hooks.attribution), then "job_id" names
-                                  # it (absent: an Xid line naming no GPU, and every other check)
+                                  # it (absent: an Xid line naming no GPU, and every other check);
+                                  # gpu_index is NVML's, pci_bus_id names the GPU
      "policy": {"name": "steady",           # the clock policy the job ran under
                 "origin": "partition steady",  # partition <p> | node type <t> | none
                 "status": "applied",        # resting | applied | partly applied | not applied
@@ -167,20 +169,25 @@ class GpuAccounting:
 class SpoolEvent:
     """A health-check result other than pass seen at the epilog on the job's GPUs (or
     node-wide): ``check`` id, ``status`` (a :class:`slurmkit.health.checks.CheckStatus` value),
-    ``gpu_index`` (NVML index, None: node-wide), ``value`` what was seen, ``job_id`` the job an
-    Xid is attributed to (:mod:`slurmkit.hooks.attribution`; None: not an Xid, or an Xid line
-    naming no GPU)."""
+    ``gpu_index`` (NVML index, None: node-wide; not the Slurm GPU index of the line's ``gpus``),
+    ``value`` what was seen, ``job_id`` the job an Xid is attributed to
+    (:mod:`slurmkit.hooks.attribution`; None: not an Xid, or an Xid line naming no GPU),
+    ``pci_bus_id`` the GPU's PCI bus id (``nvmlDeviceGetPciInfo``; None: node-wide or not known),
+    which names the GPU whatever the numbering."""
 
     check: str
     status: str
     gpu_index: int | None = None
     value: Any = None
     job_id: str | None = None
+    pci_bus_id: str | None = None
 
     def to_json(self) -> dict:
         out = {"check": self.check, "status": self.status, "gpu_index": self.gpu_index, "value": self.value}
         if self.job_id is not None:  # only on an Xid attributed to the job: older lines read back unchanged
             out["job_id"] = self.job_id
+        if self.pci_bus_id is not None:
+            out["pci_bus_id"] = self.pci_bus_id
         return out
 
     @classmethod
@@ -188,7 +195,7 @@ class SpoolEvent:
         if not isinstance(d, dict) or not isinstance(d.get("check"), str):
             raise ValueError("events: want objects with a check")
         return cls(check=d["check"], status=str(d.get("status", "")), gpu_index=_int(d.get("gpu_index")),
-                   value=d.get("value"), job_id=_str(d.get("job_id")))
+                   value=d.get("value"), job_id=_str(d.get("job_id")), pci_bus_id=_str(d.get("pci_bus_id")))
 
 
 @dataclass

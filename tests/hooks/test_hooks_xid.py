@@ -199,6 +199,9 @@ def test_shared_node_epilog_reports_only_its_own_jobs_xids(node, healthy, tmp_pa
     assert r.returncode == 0, r.stderr
     gpu_b = next(g["index"] for g in snap["gpus"] if g["pci_bus_id"] == bus_b)
     assert _xid_lines(node, "202") == [(79, gpu_b, "202")]
+    # the event names its GPU by PCI bus id too (gpu_index is NVML's, the line's gpus[] Slurm's)
+    recs, _ = spool.read(node.spool_dir / spool.file_name("n1"))
+    assert [e.pci_bus_id for r in recs if r.job_id == "202" for e in r.events if e.check == "xid"] == [bus_b]
 
 
 def _kmsg(path, *records):
