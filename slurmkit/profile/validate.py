@@ -260,7 +260,9 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
                         "pcie_width"))
         index = c.get(g, gk, "index", int, i, minimum=0)
         if index != i:
-            c.fail(f"{gk}.index", f"GPUs must be listed in nvidia-smi order: expected index {i}, got {index}")
+            c.fail(f"{gk}.index", f"GPUs must be listed in nvidia-smi order: expected index {i}, got {index}"
+                   + (" (a [[gpus]] list replaces the one of the profile it extends whole: list every GPU,"
+                      " not only the one that differs)" if "extends" in c.text else ""))
         cpus = g.get("cpus", [])
         if not isinstance(cpus, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in cpus):
             c.fail(f"{gk}.cpus", f"expected a list of OS CPU ids, got {cpus!r}")

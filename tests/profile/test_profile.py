@@ -195,3 +195,14 @@ def test_partition_overlap_same_type_is_fine(tmp_path):
     p = load_profile(_write(tmp_path, text))
     assert p.nodes() == ("n1", "n2", "n3", "n4") and p.nodes("debug") == ("n1",)
     assert p.default_partition.name == "gpu"
+
+
+def test_a_partial_gpu_list_over_an_extended_profile_says_lists_are_replaced(tmp_path):
+    # one GPU's slot is x8 by design: giving only that GPU replaces the base's four GPU tables
+    text = ('extends = "sandbox"\n[[node_types.sandbox-h100x4.gpus]]\nindex = 2\n'
+            'cpus = [0, 1]\npcie_width = 8\n')
+    with pytest.raises(ProfileError) as ei:
+        load_profile(_write(tmp_path, text))
+    msg = str(ei.value)
+    assert "expected index 0, got 2" in msg and "replaces the one of the profile it extends whole" in msg
+    assert "p.toml:3: node_types.sandbox-h100x4.gpus[0].index" in msg  # the file and line of the index
