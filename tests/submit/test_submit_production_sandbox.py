@@ -300,6 +300,41 @@ def test_a_program_missing_on_every_node_is_not_retried(sandbox, backend, tmp_pa
     assert "Restarts=0" in info and "ExitCode=127:0" in info, info
 
 
+def test_a_bad_node_the_job_cannot_run_without_is_not_excluded(sandbox, backend, tmp_path):
+    """n2 cannot start the program. Excluding it would leave a job that can never run: with
+    -w n1,n2 (n2 in its --nodelist), or with -N 4 on the 4-node partition. Neither is requeued
+    to pend for ever: the job fails with the program's status and says why."""
+    python = broken_on(tmp_path, "n2", "python", sys.executable, f"{tmp_path}/python: {NO_LIBCUDA}", 127)
+    pinned = submit(sandbox, backend, tmp_path, "srun", [python, "-c", "pass"], nodes=2, gpus_per_node=1,
+                    time="5:00", nodelist="n1,n2")
+    whole = submit(sandbox, backend, tmp_path, "srun", [python, "-c", "pass"], nodes=4, gpus_per_node=1,
+                   time="5:00", switches=False)
+    for job, why in ((pinned, "slurmkit: not requeued without n2: node n2 is in the job's --nodelist (n[1-2])"),
+                     (whole, "slurmkit: not requeued without n2: partition gpu would keep 3 node(s) besides "
+                             "the excluded (n2), the job needs 4")):
+        assert job.wait(timeout=150, poll_s=1) == "FAILED"
+        out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+        assert "slurmkit: node n2 failed: could not start" in out and why in out, out[-3000:]
+        info = scontrol_job(sandbox, job.id)
+        # srun's status (the highest of its tasks': 127, or 143 for a task it ended first)
+        assert "Restarts=0" in info and "ExcNodeList=(null)" in info and "ExitCode=0:0" not in info, info
+
+
+def test_deepspeed_program_missing_on_every_node_is_not_retried(sandbox, backend, tmp_path):
+    """deepspeed: the program is missing everywhere. The first node's rank exits 127 and srun
+    ends the other launcher before its own 127: a rank had started on the first node, so its 127
+    is the program's, not the node's: no node is blamed, no requeue, the job fails with 127."""
+    pytest.importorskip("deepspeed")
+    job = submit(sandbox, backend, tmp_path, "deepspeed", [tmp_path / "no-such-program", "--x"], nodes=2,
+                 gpus_per_node=1, time="5:00", switches=False,
+                 params={"deepspeed": str(Path(sys.executable).with_name("deepspeed"))})
+    assert job.wait(timeout=150, poll_s=1) == "FAILED"
+    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    assert "requeued without" not in out and "slurmkit: node " not in out, out[-3000:]
+    info = scontrol_job(sandbox, job.id)
+    assert "Restarts=0" in info and "ExcNodeList=(null)" in info, info
+
+
 def test_nccl_tests_binary_missing_a_library_on_a_node_requeues_without_it(sandbox, backend, tmp_path):
     """nccl-tests: all_reduce_perf cannot start on n2 (libnccl missing there): requeued without
     n2; the second run prints the bus bandwidth."""
