@@ -19,12 +19,8 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
-import signal
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 from slurmkit.health.source import Action, NvmlTimeout, SnapshotSource, SourceError
 from slurmkit.health.state import NodeState
@@ -34,7 +30,7 @@ LIVE = "live"
 STARTUP = "worker start-up"
 
 
-def source_for(spec: str | Path, node: str | None = None):
+def source_for(spec: str | os.PathLike, node: str | None = None):
     """``"live"`` -> LiveNvmlSource (in this process: only for the worker itself); a path ->
     SnapshotSource."""
     if str(spec) == LIVE:
@@ -44,12 +40,12 @@ def source_for(spec: str | Path, node: str | None = None):
     return SnapshotSource(spec, node=node)
 
 
-def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.deadline_s,
+def read_state(source_spec: str | os.PathLike = LIVE, total_deadline_s: float = Health.deadline_s,
                per_call_deadline_s: float = Health.per_call_deadline_s, *, before_job: bool = False,
                thresholds: dict | None = None, node: str | None = None,
-               kmsg_cursor: str | Path | None = None, sysfs: str | Path | None = None,
+               kmsg_cursor: str | os.PathLike | None = None, sysfs: str | os.PathLike | None = None,
                env: dict | None = None, fabric: dict | None = None,
-               counters_file: str | Path | None = None, job_minors: set[int] | None = None) -> NodeState:
+               counters_file: str | os.PathLike | None = None, job_minors: set[int] | None = None) -> NodeState:
     """Read the node's GPU state from ``source_spec`` (``"live"`` or a capture path).
 
     Live: NVML runs in a worker process; raises :class:`NvmlTimeout` at the deadlines (the worker
@@ -108,7 +104,7 @@ def _with_baseline(state: NodeState, counters_file) -> NodeState:
     return state
 
 
-def run_actions(actions: list[Action], source_spec: str | Path = LIVE, total_deadline_s: float = Health.deadline_s,
+def run_actions(actions: list[Action], source_spec: str | os.PathLike = LIVE, total_deadline_s: float = Health.deadline_s,
                 per_call_deadline_s: float = Health.per_call_deadline_s, env: dict | None = None) -> list[str]:
     """Carry out ``actions`` through the source (live: in a worker under the deadlines; replay:
     logged as "would ..."). Returns one log line per action."""
@@ -129,11 +125,15 @@ KILL_GRACE_S = 0.5
 WORKER_ARGV = (sys.executable, "-m", "slurmkit.health.worker")
 
 
-def _kill(proc: subprocess.Popen) -> bool:
-    """SIGKILL the worker's process group and wait at most :data:`KILL_GRACE_S` for it.
+def _kill(proc) -> bool:
+    """SIGKILL the worker's process group (``proc``: its ``subprocess.Popen``) and wait at most
+    :data:`KILL_GRACE_S` for it.
 
     Returns True when it exited; False when it did not (uninterruptible sleep in the driver, or
     not ours to kill): it is abandoned, never waited on without bound."""
+    import signal
+    import subprocess
+
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:  # gone already, or not ours (EPERM): the bounded wait below decides
@@ -147,6 +147,9 @@ def _kill(proc: subprocess.Popen) -> bool:
 
 
 def _run_worker(args: list[str], total_s: float, per_call_s: float, env: dict | None):
+    import selectors  # the live path's own imports: a replay (and the module's import) does without
+    import subprocess
+
     t0 = time.monotonic()
     proc = subprocess.Popen([*WORKER_ARGV, *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
