@@ -13,7 +13,7 @@ absent on a node without expected GPUs, unreadable state) > ``warn`` > ``pass``.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
+from slurmkit.records import asdict, record
 from enum import StrEnum
 from typing import Any, Callable
 
@@ -41,7 +41,7 @@ OWN_INIT_RCS = frozenset(rc for rc, k in RETURN_CODES.items() if k == OWN and rc
 _RANK = {PASS: 0, WARN: 1, ERROR: 2, FAIL: 3}
 
 
-@dataclass
+@record
 class CheckResult:
     """One verdict. ``value`` is what was seen, ``limit`` the threshold or expected value it was
     compared with (both JSON-able); GPU fields are None for node-level results. ``status`` is

@@ -7,7 +7,7 @@ Pure: :func:`load_config` takes the section; :func:`defaults` reads the package 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from slurmkit.records import field, record
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -47,7 +47,7 @@ def check_ids() -> list[str]:
     return list(defaults()["checks"])
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HealthConfig:
     """Thresholds, switches and expected values for :func:`slurmkit.health.checks.run_checks`.
 

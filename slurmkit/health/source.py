@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass
+from slurmkit.records import record
 from pathlib import Path
 from typing import Callable
 
@@ -41,7 +41,7 @@ def _info(text: str) -> None:
         logging.getLogger("slurmkit.health").info(text)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Action:
     """Something a hook does to a GPU. ``kind``: ``kill`` (``pid``), ``reset_app_clocks``,
     ``set_app_clocks`` (``clocks_mhz``: ``[memory MHz, graphics MHz]``,

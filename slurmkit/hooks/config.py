@@ -38,7 +38,7 @@ from __future__ import annotations
 from slurmkit.errors import InputError
 
 import os
-from dataclasses import dataclass, field
+from slurmkit.records import field, record
 from pathlib import Path
 
 FILE_NAME = "slurmkit-hooks.toml"
@@ -61,7 +61,7 @@ class HookConfigError(InputError):
     ``key`` (the key that is wrong)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HookConfig:
     """Parsed ``slurmkit-hooks.toml``: paths as :class:`Path`, ``nodes`` {node: {"snapshot": Path}}.
 
@@ -107,7 +107,7 @@ class HookConfig:
     def over_profile(self, health) -> "HookConfig":
         """This config with ``mode`` / ``deadline_s`` taken from ``health`` (the profile's
         :class:`~slurmkit.profile.health.Health`) where this file leaves them unset."""
-        from dataclasses import replace
+        from slurmkit.records import replace
 
         return replace(self, mode=self.mode if self.mode is not None else health.mode,
                        deadline_s=self.deadline_s if self.deadline_s is not None else float(health.deadline_s))

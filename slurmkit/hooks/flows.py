@@ -103,7 +103,7 @@ class Run:
                 return False
         self.health = health
         self.cfg = self.cfg.over_profile(health)  # the hooks config's mode / deadline_s win when set
-        from dataclasses import replace
+        from slurmkit.records import replace
 
         from slurmkit.health.config import defaults, load_config
 
