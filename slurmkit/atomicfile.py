@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 
 def _fsync_dir(directory: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+
 from slurmkit.records import field, record
 
 VERSION = 1

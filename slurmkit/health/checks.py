@@ -13,14 +13,18 @@ absent on a node without expected GPUs, unreadable state) > ``warn`` > ``pass``.
 from __future__ import annotations
 
 from collections import Counter
-from slurmkit.records import asdict, record
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, Callable
 
 from slurmkit.health.config import HealthConfig
 from slurmkit.health.nvml_returns import HARDWARE, OWN, RETURN_CODES, kind as rc_kind
 from slurmkit.health.state import (RC_GPU_IS_LOST, RC_LIBRARY_NOT_FOUND, RC_SUCCESS, RC_UNKNOWN,
                                    GpuState, NodeState)
+from slurmkit.records import asdict, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported when the hooks run
+    from typing import Any
 
 
 class CheckStatus(StrEnum):

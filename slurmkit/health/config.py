@@ -7,11 +7,15 @@ Pure: :func:`load_config` takes the section; :func:`defaults` reads the package 
 
 from __future__ import annotations
 
-from slurmkit.records import field, record
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
 
 from slurmkit.profile.health import Health
+from slurmkit.records import field, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported when the hooks run
+    from typing import Any
 
 DATA_FILE = Path(__file__).with_name("checks.toml")
 

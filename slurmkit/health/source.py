@@ -22,12 +22,12 @@ from __future__ import annotations
 import json
 import sys
 import time
-from slurmkit.records import record
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from slurmkit.health.errors import CaptureError, NvmlTimeout, SourceError
 from slurmkit.health.state import RC_SUCCESS, GpuState, NodeState
+from slurmkit.records import record
 
 __all__ = ["Action", "CaptureError", "GpuSource", "NvmlTimeout", "SnapshotSource", "SourceError", "load_capture"]
 

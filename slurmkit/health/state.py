@@ -15,8 +15,12 @@ Only the standard library is imported (the prolog imports this module on every j
 from __future__ import annotations
 
 import re
+
 from slurmkit.records import field, record
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported when the hooks run
+    from typing import Any
 
 SNAPSHOT_VERSION = 1
 

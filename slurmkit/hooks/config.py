@@ -38,8 +38,9 @@ from __future__ import annotations
 from slurmkit.errors import InputError
 
 import os
-from slurmkit.records import field, record
 from pathlib import Path
+
+from slurmkit.records import field, record
 
 FILE_NAME = "slurmkit-hooks.toml"
 

@@ -16,8 +16,9 @@ the unhealthy path or to resume a node slurmkit drained; they return a :class:`D
 from __future__ import annotations
 
 import re
-from slurmkit.records import record
 from enum import StrEnum
+
+from slurmkit.records import record
 
 PREFIX = "slurmkit:"
 MAX_REASON = 200

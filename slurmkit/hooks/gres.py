@@ -21,6 +21,7 @@ from __future__ import annotations
 from slurmkit.errors import InputError
 
 import os
+
 from slurmkit.records import record
 
 

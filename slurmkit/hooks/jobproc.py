@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+
 from slurmkit.records import record
 
 _JOB_CGROUP = re.compile(r"/job_(\d+)(?:/|$)")

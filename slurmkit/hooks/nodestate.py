@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+
 from slurmkit.records import field, record
 
 

@@ -46,9 +46,14 @@ from __future__ import annotations
 
 import json
 import os
-from slurmkit.records import field, record
 from enum import StrEnum
-from typing import Any
+
+from slurmkit.records import field, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported when the hooks run
+    from typing import Any
+
 
 def file_name(node: str) -> str:
     """``<node>.jsonl``: the spool file one node appends to (ValueError for a name that is not a
