@@ -20,10 +20,10 @@ host and only log actions as "would ...". The live source is
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from slurmkit.health.errors import CaptureError, NvmlTimeout, SourceError
 from slurmkit.health.state import RC_SUCCESS, GpuState, NodeState
@@ -166,9 +166,9 @@ class SnapshotSource(GpuSource):
 
     replay = True
 
-    def __init__(self, path: str | Path, node: str | None = None):
-        self.path = Path(path)
-        self.name = str(self.path)
+    def __init__(self, path: str | os.PathLike, node: str | None = None):
+        self.path = os.fspath(path)
+        self.name = self.path
         self.node = node
         self._state: NodeState | None = None
 
@@ -179,11 +179,12 @@ class SnapshotSource(GpuSource):
         return NodeState.from_json(self._state.to_json(), source=self._state.source, replay=True)
 
 
-def load_capture(path: str | Path, node: str | None = None) -> NodeState:
+def load_capture(path: str | os.PathLike, node: str | None = None) -> NodeState:
     """Read any supported capture into a NodeState (see :class:`SnapshotSource`)."""
-    path = Path(path)
+    path = os.fspath(path)
     try:
-        text = path.read_text(encoding="utf-8", errors="strict")
+        with open(path, encoding="utf-8", errors="strict") as fh:
+            text = fh.read()
     except UnicodeDecodeError as exc:
         raise CaptureError(str(path), None, f"not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
@@ -211,5 +212,5 @@ def load_capture(path: str | Path, node: str | None = None) -> NodeState:
     if node:
         state.node = node
     elif not state.node:
-        state.node = path.stem
+        state.node = os.path.splitext(os.path.basename(path))[0]
     return state

@@ -38,7 +38,6 @@ from __future__ import annotations
 from slurmkit.errors import InputError
 
 import os
-from pathlib import Path
 
 from slurmkit.records import field, record
 
@@ -64,15 +63,16 @@ class HookConfigError(InputError):
 
 @record(frozen=True)
 class HookConfig:
-    """Parsed ``slurmkit-hooks.toml``: paths as :class:`Path`, ``nodes`` {node: {"snapshot": Path}}.
+    """Parsed ``slurmkit-hooks.toml``: paths as ``str`` (a relative one in the file is taken
+    from the file's directory), ``nodes`` {node: {"snapshot": path, ...}}.
 
     ``mode`` / ``deadline_s`` (s): None when the file does not set them, until
     :meth:`over_profile` fills them from the profile's ``[health]``."""
 
-    path: Path
-    slurm_conf: Path
-    gres_conf: Path | None = None
-    profile: Path | None = None
+    path: str
+    slurm_conf: str
+    gres_conf: str | None = None
+    profile: str | None = None
     mode: str | None = None
     deadline_s: float | None = None
     resume_after: int = DEFAULTS["resume_after"]
@@ -80,27 +80,27 @@ class HookConfig:
     slurm_bin_dir: str | None = None
     dcgmi: str = DEFAULTS["dcgmi"]
     all_reduce_perf: str = DEFAULTS["all_reduce_perf"]
-    state_dir: Path = Path(DEFAULTS["state_dir"])
-    spool_dir: Path = Path(DEFAULTS["spool_dir"])
-    textfile_dir: Path = Path(DEFAULTS["textfile_dir"])
+    state_dir: str = DEFAULTS["state_dir"]
+    spool_dir: str = DEFAULTS["spool_dir"]
+    textfile_dir: str = DEFAULTS["textfile_dir"]
     nodes: dict = field(default_factory=dict)
     checks: dict = field(default_factory=dict)
 
-    def snapshot_for(self, node: str) -> Path | None:
+    def snapshot_for(self, node: str) -> str | None:
         """The snapshot file node ``node`` replays, or None for live NVML."""
         return self.nodes.get(node, {}).get("snapshot")
 
-    def sysfs_for(self, node: str) -> Path | None:
+    def sysfs_for(self, node: str) -> str | None:
         """The sysfs root node ``node``'s InfiniBand ports are read from when it replays a
         snapshot (``[nodes.<n>] sysfs``; None: live reads ``/sys``, a replay keeps its capture's)."""
         return self.nodes.get(node, {}).get("sysfs")
 
-    def dcgm_capture_for(self, node: str) -> Path | None:
+    def dcgm_capture_for(self, node: str) -> str | None:
         """The recorded ``dcgmi diag -j`` output node ``node``'s active check replays
         (``[nodes.<n>] dcgm_diag``; None: run ``dcgmi``)."""
         return self.nodes.get(node, {}).get("dcgm_diag")
 
-    def nccl_capture_for(self, node: str) -> Path | None:
+    def nccl_capture_for(self, node: str) -> str | None:
         """The recorded ``all_reduce_perf`` output the bandwidth floor replays (``[nodes.<n>]
         nccl_allreduce``; None: run it)."""
         return self.nodes.get(node, {}).get("nccl_allreduce")
@@ -213,7 +213,7 @@ def parse(text: str, path) -> HookConfig:
                 raise HookConfigError(path, None, f"unknown check id (known: {', '.join(known)})", f"checks.{cid}")
             if not isinstance(on, bool):
                 raise HookConfigError(path, None, "want true or false", f"checks.{cid}")
-    base = Path(path).parent
+    base = os.path.dirname(os.fspath(path))
     nodes = {}
     for name, table in data.get("nodes", {}).items():
         if not isinstance(table, dict) or set(table) - set(NODE_KEYS):
@@ -223,15 +223,15 @@ def parse(text: str, path) -> HookConfig:
             if key in table:
                 if not isinstance(table[key], str):
                     raise HookConfigError(path, None, "want a path string", f"nodes.{name}.{key}")
-                entry[key] = base / table[key]
+                entry[key] = os.path.join(base, table[key])
         nodes[name] = entry
 
     def p(key):
         v = data.get(key, DEFAULTS.get(key))
-        return None if v is None else base / v
+        return None if v is None else os.path.join(base, v)
 
     return HookConfig(
-        path=Path(path), slurm_conf=p("slurm_conf"), gres_conf=p("gres_conf"), profile=p("profile"),
+        path=os.fspath(path), slurm_conf=p("slurm_conf"), gres_conf=p("gres_conf"), profile=p("profile"),
         mode=mode, deadline_s=float(data["deadline_s"]) if "deadline_s" in data else None,
         resume_after=int(data.get("resume_after", DEFAULTS["resume_after"])),
         scontrol_timeout_s=float(data.get("scontrol_timeout_s", DEFAULTS["scontrol_timeout_s"])),
@@ -243,7 +243,8 @@ def parse(text: str, path) -> HookConfig:
 def load(path) -> HookConfig:
     """Read and parse the config file ``path`` (:class:`HookConfigError` when unreadable)."""
     try:
-        text = Path(path).read_text()
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise HookConfigError(path, None, f"cannot read: {exc.strerror if isinstance(exc, OSError) else exc}") from None
     return parse(text, path)
