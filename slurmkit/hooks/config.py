@@ -119,7 +119,25 @@ _TYPES = {"slurm_conf": str, "gres_conf": str, "profile": str, "mode": str, "dea
           "textfile_dir": str, "nodes": dict, "checks": dict}
 
 
-_SIMPLE = None  # compiled on first use: (table, pair, int, float) patterns
+_BARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_DIGITS = frozenset("0123456789")
+
+
+def _bare(key: str) -> bool:
+    """A TOML bare key: one or more of ``A-Za-z0-9_-``."""
+    return bool(key) and _BARE.issuperset(key)
+
+
+def _decimal(text: str) -> bool:
+    """``-?(0|[1-9][0-9]*)``: a TOML decimal integer without ``+``, ``_`` or leading zeros."""
+    digits = text[1:] if text.startswith("-") else text
+    return digits == "0" or (bool(digits) and digits[0] != "0" and _DIGITS.issuperset(digits))
+
+
+def _plain_float(text: str) -> bool:
+    """``-?(0|[1-9][0-9]*)\\.[0-9]+``: a TOML float without exponent, ``+`` or ``_``."""
+    whole, dot, frac = text.partition(".")
+    return bool(dot) and _decimal(whole) and bool(frac) and _DIGITS.issuperset(frac)
 
 
 def simple_toml(text: str) -> dict | None:
@@ -130,46 +148,41 @@ def simple_toml(text: str) -> dict | None:
     ``key = value`` lines with a bare key and a value that is a ``"string"`` without a backslash
     or inner quote, ``true`` / ``false``, a decimal integer or a plain decimal float. Every such
     text means the same to ``tomllib``. It exists because a hook reads the config on every job
-    and importing ``tomllib`` costs several milliseconds of the prolog's start-up.
+    and importing ``tomllib`` costs several milliseconds of the prolog's start-up; it uses string
+    methods only (compiling regular expressions for it cost the hook another half millisecond).
     """
-    global _SIMPLE
-    if _SIMPLE is None:
-        import re
-
-        _SIMPLE = (re.compile(r"\[([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)\]"),
-                   re.compile(r"([A-Za-z0-9_-]+)[ \t]*=[ \t]*(.*?)"),
-                   re.compile(r"-?(?:0|[1-9][0-9]*)"), re.compile(r"-?(?:0|[1-9][0-9]*)\.[0-9]+"))
-    table_re, pair_re, int_re, float_re = _SIMPLE
     data: dict = {}
     table, seen = data, set()
     for raw in text.split("\n"):
+        if "\r" in raw[:-1] or not raw.replace("\t", " ").rstrip("\r").isprintable():
+            return None  # a lone CR or a control character (in a comment too): tomllib's to judge
         line = raw.strip(" \t\r")
         if not line or line.startswith("#"):
             continue
-        m = table_re.fullmatch(line)
-        if m:
-            if m.group(1) in seen:
+        if line[0] == "[" and line[-1] == "]" and all(_bare(part) for part in line[1:-1].split(".")):
+            name = line[1:-1]
+            if name in seen:
                 return None
-            seen.add(m.group(1))
+            seen.add(name)
             table = data
-            for part in m.group(1).split("."):
+            for part in name.split("."):
                 table = table.setdefault(part, {})
                 if not isinstance(table, dict):
                     return None
             continue
-        m = pair_re.fullmatch(line)
-        if not m or m.group(1) in table:
+        key, eq, v = line.partition("=")
+        key, v = key.rstrip(" \t"), v.lstrip(" \t")
+        if not eq or not _bare(key) or key in table:
             return None
-        v = m.group(2)
         if len(v) >= 2 and v[0] == v[-1] == '"' and '"' not in v[1:-1] and "\\" not in v \
                 and all(c >= " " or c == "\t" for c in v) and "\x7f" not in v:
-            table[m.group(1)] = v[1:-1]
+            table[key] = v[1:-1]
         elif v in ("true", "false"):
-            table[m.group(1)] = v == "true"
-        elif int_re.fullmatch(v):
-            table[m.group(1)] = int(v)
-        elif float_re.fullmatch(v):
-            table[m.group(1)] = float(v)
+            table[key] = v == "true"
+        elif _decimal(v):
+            table[key] = int(v)
+        elif _plain_float(v):
+            table[key] = float(v)
         else:
             return None
     return data
