@@ -170,13 +170,11 @@ class SnapshotSource(GpuSource):
         self.path = os.fspath(path)
         self.name = self.path
         self.node = node
-        self._state: NodeState | None = None
 
     def read_once(self) -> NodeState:
-        if self._state is None:
-            self._state = load_capture(self.path, node=self.node)
-        # hand out a fresh copy so callers can annotate it
-        return NodeState.from_json(self._state.to_json(), source=self._state.source, replay=True)
+        """The capture, parsed anew on every call, so each caller gets a state of its own to
+        annotate (a hook reads once: one parse, no copy)."""
+        return load_capture(self.path, node=self.node)
 
 
 def load_capture(path: str | os.PathLike, node: str | None = None) -> NodeState:
