@@ -118,6 +118,7 @@ def run_actions(actions: list[Action], source_spec: str | os.PathLike = LIVE, to
 KILL_GRACE_S = 0.5
 #: The worker's command line when it runs as a new interpreter (its request, JSON, follows);
 #: isolated (``-I``: no current directory on its path) when this interpreter is, as the hooks' is.
+#: Set to another command (tests: a stand-in worker), it is always started, never forked.
 WORKER_ARGV = (sys.executable, *(("-I",) if sys.flags.isolated else ()), "-m", "slurmkit.health.worker")
 _DEFAULT_WORKER_ARGV = WORKER_ARGV
 
@@ -234,7 +235,10 @@ def _fork_worker(spec: dict) -> _Worker:
             except BaseException:  # noqa: BLE001
                 pass
         finally:
-            os._exit(code)
+            try:
+                sys.stderr.flush()  # a warning or traceback on its way to the runner
+            finally:
+                os._exit(code)
     os.close(out_w)
     os.close(err_w)
     return _Worker(pid, out_r, err_r)

@@ -103,9 +103,8 @@ class Run:
                 return False
         self.health = health
         self.cfg = self.cfg.over_profile(health)  # the hooks config's mode / deadline_s win when set
-        from slurmkit.records import replace
-
         from slurmkit.health.config import defaults, load_config
+        from slurmkit.records import replace
 
         defaults(self.cfg.state_dir)  # checks.toml, kept as JSON in the state dir while unchanged
 

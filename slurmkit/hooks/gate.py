@@ -86,7 +86,7 @@ def idle_check(run, now: float | None = None) -> None:
 
     health = run.health
     if not health.active_check or not health.active_interval_s:
-        return  # (before any import: every periodic health check passes here)
+        return  # most health checks end here: the active check's module is imported only when one is due
     from slurmkit.health.active import ERROR, SKIP
     from slurmkit.hooks import nodestate
 
