@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from pathlib import Path
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 
 def _fsync_dir(directory: str) -> None:
@@ -36,7 +35,7 @@ def _fsync_dir(directory: str) -> None:
 
 
 @contextlib.contextmanager
-def _replacing(path: Path | str, mode: int | None) -> Iterator[str]:
+def _replacing(path: str | os.PathLike, mode: int | None) -> Iterator[str]:
     """Yield the temp path to fill (and fsync); on a clean exit chmod it, rename it over
     ``path`` and fsync the directory; on any exception remove it and re-raise."""
     path = os.fspath(path)
@@ -60,7 +59,7 @@ def _replacing(path: Path | str, mode: int | None) -> Iterator[str]:
     _fsync_dir(directory or ".")
 
 
-def atomic_write(path: Path | str, data: bytes | str, mode: int | None = None) -> None:
+def atomic_write(path: str | os.PathLike, data: bytes | str, mode: int | None = None) -> None:
     """Replace ``path`` atomically with ``data`` (bytes, or str written as UTF-8).
 
     ``mode``: permission bits of the new file; None keeps the replaced file's mode, else 0644.
@@ -79,7 +78,7 @@ def atomic_write(path: Path | str, data: bytes | str, mode: int | None = None) -
             os.close(fd)
 
 
-def atomic_write_with(path: Path | str, write: Callable[[str], None], mode: int | None = None) -> None:
+def atomic_write_with(path: str | os.PathLike, write: Callable[[str], None], mode: int | None = None) -> None:
     """Replace ``path`` atomically with the file that ``write(tmp_path)`` writes at the temp
     path it is given (for writers that want a path, such as ``pyarrow.parquet.write_table``);
     the temp file is then fsync'ed, chmod'ed and renamed over ``path``.

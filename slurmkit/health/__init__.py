@@ -3,7 +3,7 @@
 Modules (import what you need; nothing heavy is imported here, the prolog loads this package
 on every job):
 
-* :mod:`slurmkit.health.state`   NodeState / GpuState / Reading / Xid dataclasses, snapshot JSON
+* :mod:`slurmkit.health.state`   NodeState / GpuState / Reading / Xid records, snapshot JSON
 * :mod:`slurmkit.health.source`  GpuSource interface, SnapshotSource (JSON / nvidia-smi XML /
   text replay), Action, SourceError, NvmlTimeout
 * :mod:`slurmkit.health.nvml_source`  LiveNvmlSource (the only pynvml user) + sysfs

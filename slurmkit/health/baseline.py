@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+
+from slurmkit.records import field, record
 
 VERSION = 1
 
 
-@dataclass
+@record
 class Counters:
     """``port-counters.json``: ``{"slurmkit_counters": 1, "ib": {"mlx5_0/1": {counter: int}},
     "gpu": {uuid: {counter: int}}}`` (``ib``: :func:`slurmkit.health.fabric.ib_baseline`;

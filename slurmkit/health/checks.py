@@ -13,14 +13,18 @@ absent on a node without expected GPUs, unreadable state) > ``warn`` > ``pass``.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, Callable
 
 from slurmkit.health.config import HealthConfig
 from slurmkit.health.nvml_returns import HARDWARE, OWN, RETURN_CODES, kind as rc_kind
 from slurmkit.health.state import (RC_GPU_IS_LOST, RC_LIBRARY_NOT_FOUND, RC_SUCCESS, RC_UNKNOWN,
                                    GpuState, NodeState)
+from slurmkit.records import asdict, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported when the hooks run
+    from typing import Any
 
 
 class CheckStatus(StrEnum):
@@ -74,7 +78,7 @@ def fit_reason(text: str, limit: int = REASON_MAX) -> str:
     return cut.rstrip(" ,;:") + "..." + tail
 
 
-@dataclass
+@record
 class CheckResult:
     """One verdict. ``value`` is what was seen, ``limit`` the threshold or expected value it was
     compared with (both JSON-able); GPU fields are None for node-level results. ``place`` names

@@ -7,13 +7,17 @@ Pure: :func:`load_config` takes the section; :func:`defaults` reads the package 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Mapping
+import os
+from collections.abc import Mapping
 
 from slurmkit.profile.health import Health
+from slurmkit.records import field, record
 
-DATA_FILE = Path(__file__).with_name("checks.toml")
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported when the hooks run
+    from typing import Any
+
+DATA_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checks.toml")
 
 
 _DEFAULTS: dict | None = None
@@ -29,15 +33,15 @@ def defaults(cache_dir=None) -> dict:
     if _DEFAULTS is None:
         from slurmkit import stampcache
 
-        cache = None if cache_dir is None else Path(cache_dir) / "checks-defaults.json"
-        data = stampcache.read(cache, str(DATA_FILE)) if cache is not None else None
+        cache = None if cache_dir is None else os.path.join(os.fspath(cache_dir), "checks-defaults.json")
+        data = stampcache.read(cache, DATA_FILE) if cache is not None else None
         if data is None:
             import tomllib
 
             with open(DATA_FILE, "rb") as fh:
                 data = tomllib.load(fh)
             if cache is not None:
-                stampcache.write(cache, str(DATA_FILE), [DATA_FILE], data)
+                stampcache.write(cache, DATA_FILE, [DATA_FILE], data)
         _DEFAULTS = data
     return _DEFAULTS
 
@@ -47,7 +51,7 @@ def check_ids() -> list[str]:
     return list(defaults()["checks"])
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HealthConfig:
     """Thresholds, switches and expected values for :func:`slurmkit.health.checks.run_checks`.
 

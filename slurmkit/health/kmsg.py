@@ -37,7 +37,6 @@ import errno
 import os
 import re
 import time
-from pathlib import Path
 
 from slurmkit.atomicfile import atomic_write
 from slurmkit.health.state import Xid, normalise_bus_id
@@ -115,21 +114,22 @@ def logged_before(x: Xid, seq: int | None, at_s: float | None) -> bool | None:
     return None
 
 
-def cursor_seq(cursor_file: str | Path) -> int | None:
+def cursor_seq(cursor_file: str | os.PathLike) -> int | None:
     """The ``/dev/kmsg`` sequence number a cursor file holds (the last record read), None when
     absent or unreadable."""
     try:
-        return int(Path(cursor_file).read_text().strip())
+        with open(cursor_file) as f:
+            return int(f.read().strip())
     except (OSError, ValueError):
         return None
 
 
-def write_cursor(cursor_file: str | Path, seq: int) -> None:
+def write_cursor(cursor_file: str | os.PathLike, seq: int) -> None:
     """Set a cursor file to sequence number ``seq`` (atomically; raises OSError)."""
     atomic_write(cursor_file, f"{int(seq)}\n")
 
 
-def read_kmsg(cursor_file: str | Path | None, device: str | Path = "/dev/kmsg",
+def read_kmsg(cursor_file: str | os.PathLike | None, device: str | os.PathLike = "/dev/kmsg",
               boot_time_s: float | None = None) -> list[Xid]:
     """Xids logged since the sequence number saved in ``cursor_file`` (all buffered ones when the
     kernel's sequence restarted, e.g. after a reboot; when the file is absent, all buffered ones
@@ -142,7 +142,8 @@ def read_kmsg(cursor_file: str | Path | None, device: str | Path = "/dev/kmsg",
     first_run = cursor_file is not None and not os.path.exists(cursor_file)
     if cursor_file is not None:
         try:
-            last = int(Path(cursor_file).read_text().strip() or -1)
+            with open(cursor_file) as f:
+                last = int(f.read().strip() or -1)
         except (OSError, ValueError):
             last = -1
     fd = os.open(str(device), os.O_RDONLY | os.O_NONBLOCK)

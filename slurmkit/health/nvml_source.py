@@ -14,8 +14,7 @@ call so the runner can name a hung call.
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from slurmkit.health.source import Action, ActionFailed, GpuSource, SourceError, hostname
 from slurmkit.health.state import RC_SUCCESS, GpuState, NodeState, normalise_bus_id
@@ -25,11 +24,11 @@ _VIRT = {0: "None", 1: "Pass-Through", 2: "VGPU", 3: "Host VGPU", 4: "Host VSGA"
 MIB = 1 << 20
 
 
-def nvidia_pci_functions(sysfs: str | Path = "/sys") -> list[str] | None:
+def nvidia_pci_functions(sysfs: str | os.PathLike = "/sys") -> list[str] | None:
     """Bus ids (``0000:9b:00.0``) of NVIDIA (vendor 0x10de) display/3D controllers (class
     0x0300/0x0302) in ``<sysfs>/bus/pci/devices``; None when that directory is unreadable or
     shows no NVIDIA GPU at all (e.g. in a container): then the PCI count is unknown."""
-    root = Path(sysfs) / "bus" / "pci" / "devices"
+    root = os.path.join(sysfs, "bus", "pci", "devices")
     try:
         entries = sorted(os.listdir(root))
     except OSError:
@@ -37,8 +36,10 @@ def nvidia_pci_functions(sysfs: str | Path = "/sys") -> list[str] | None:
     out = []
     for name in entries:
         try:
-            vendor = (root / name / "vendor").read_text().strip()
-            cls = (root / name / "class").read_text().strip()
+            with open(os.path.join(root, name, "vendor")) as f:
+                vendor = f.read().strip()
+            with open(os.path.join(root, name, "class")) as f:
+                cls = f.read().strip()
         except OSError:
             continue
         if vendor == "0x10de" and cls[:6] in ("0x0300", "0x0302"):
@@ -57,8 +58,8 @@ class LiveNvmlSource(GpuSource):
     replay = False
     name = "live"
 
-    def __init__(self, node: str | None = None, *, kmsg_cursor: str | Path | None = None,
-                 kmsg_device: str | Path = "/dev/kmsg", sysfs: str | Path = "/sys",
+    def __init__(self, node: str | None = None, *, kmsg_cursor: str | os.PathLike | None = None,
+                 kmsg_device: str | os.PathLike = "/dev/kmsg", sysfs: str | os.PathLike = "/sys",
                  progress: Callable[[str], None] | None = None, fabric: dict | None = None):
         self.node = node or hostname()
         self.fabric = fabric
@@ -310,7 +311,8 @@ class LiveNvmlSource(GpuSource):
         if not bus_id:
             return None, src, "NOT_AVAILABLE"
         try:
-            n = int((Path(self.sysfs) / "bus" / "pci" / "devices" / bus_id / "numa_node").read_text().strip())
+            with open(os.path.join(self.sysfs, "bus", "pci", "devices", bus_id, "numa_node")) as f:
+                n = int(f.read().strip())
         except (OSError, ValueError):
             return None, src, "NOT_AVAILABLE"
         return (n if n >= 0 else None), src, ("SUCCESS" if n >= 0 else "NOT_AVAILABLE")

@@ -2,12 +2,16 @@
 call or the whole read overruns.
 
 :func:`read_state` is what the hooks and ``slurmkit health check`` call. For ``"live"`` it starts
-``python -m slurmkit.health.worker`` (own session, so the whole process group can be killed),
-follows its progress lines (one per NVML call) and raises :class:`NvmlTimeout` naming the call
-in flight when a call exceeds ``per_call_deadline_s`` or the read exceeds ``total_deadline_s``.
-The worker is then SIGKILLed and given :data:`KILL_GRACE_S`; one that still does not exit (stuck
-in the driver in uninterruptible sleep) is abandoned, so the caller returns by the deadline plus
-that grace whatever the driver does.
+the worker (:mod:`slurmkit.health.worker`) in a session of its own, so the whole process group
+can be killed: forked from this interpreter (:func:`_fork_worker`: the hook's modules are already
+imported, so the worker only adds NVML), or as a new ``python -m slurmkit.health.worker`` where a
+fork is not safe (other threads running) or another environment is asked for (``env``: the
+dynamic loader reads ``LD_LIBRARY_PATH`` only when a program starts). It follows the worker's
+progress lines (one per NVML call) and raises :class:`NvmlTimeout` naming the call in flight when
+a call exceeds ``per_call_deadline_s`` or the read exceeds ``total_deadline_s``. The worker is
+then SIGKILLed and given :data:`KILL_GRACE_S`; one that still does not exit (stuck in the driver
+in uninterruptible sleep) is abandoned, so the caller returns by the deadline plus that grace
+whatever the driver does.
 A replay spec (a file path) is read in-process: nothing on the host is touched.
 
 Worker protocol (stdout, one line each): ``CALL <nvml function>``, ``SLEEP <seconds>``
@@ -19,12 +23,8 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
-import signal
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 from slurmkit.health.source import Action, NvmlTimeout, SnapshotSource, SourceError
 from slurmkit.health.state import NodeState
@@ -34,7 +34,7 @@ LIVE = "live"
 STARTUP = "worker start-up"
 
 
-def source_for(spec: str | Path, node: str | None = None):
+def source_for(spec: str | os.PathLike, node: str | None = None):
     """``"live"`` -> LiveNvmlSource (in this process: only for the worker itself); a path ->
     SnapshotSource."""
     if str(spec) == LIVE:
@@ -44,13 +44,13 @@ def source_for(spec: str | Path, node: str | None = None):
     return SnapshotSource(spec, node=node)
 
 
-def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.deadline_s,
+def read_state(source_spec: str | os.PathLike = LIVE, total_deadline_s: float = Health.deadline_s,
                per_call_deadline_s: float = Health.per_call_deadline_s, *, before_job: bool = False,
                thresholds: dict | None = None, node: str | None = None,
-               kmsg_cursor: str | Path | None = None, sysfs: str | Path | None = None,
+               kmsg_cursor: str | os.PathLike | None = None, sysfs: str | os.PathLike | None = None,
                env: dict | None = None, fabric: dict | None = None,
-               counters_file: str | Path | None = None, job_minors: set[int] | None = None,
-               kmsg_device: str | Path | None = None) -> NodeState:
+               counters_file: str | os.PathLike | None = None, job_minors: set[int] | None = None,
+               kmsg_device: str | os.PathLike | None = None) -> NodeState:
     """Read the node's GPU state from ``source_spec`` (``"live"`` or a capture path).
 
     Live: NVML runs in a worker process; raises :class:`NvmlTimeout` at the deadlines (the worker
@@ -87,22 +87,12 @@ def read_state(source_spec: str | Path = LIVE, total_deadline_s: float = Health.
 
             read_node_fabric(state, sysfs, fabric)
         return _with_baseline(state, counters_file)
-    args = ["--json-thresholds", json.dumps(thresholds or {})]
-    if before_job:
-        args.append("--before-job")
-    if job_minors is not None:
-        args += ["--job-minors", ",".join(str(m) for m in sorted(job_minors))]
-    if node:
-        args += ["--node", node]
-    if kmsg_cursor:
-        args += ["--kmsg-cursor", str(kmsg_cursor)]
-        if kmsg_device:
-            args += ["--kmsg-device", str(kmsg_device)]
-    if sysfs:
-        args += ["--sysfs", str(sysfs)]
-    if fabric:
-        args += ["--fabric", json.dumps(fabric)]
-    out = _run_worker(args, total_deadline_s, per_call_deadline_s, env)
+    spec = {"read": True, "before_job": bool(before_job), "node": node, "thresholds": dict(thresholds or {}),
+            "job_minors": None if job_minors is None else sorted(job_minors),
+            "kmsg_cursor": os.fspath(kmsg_cursor) if kmsg_cursor else None,
+            "kmsg_device": os.fspath(kmsg_device) if kmsg_cursor and kmsg_device else None,
+            "sysfs": os.fspath(sysfs) if sysfs else None, "fabric": fabric or None}
+    out = _run_worker(spec, total_deadline_s, per_call_deadline_s, env)
     kind, payload = out
     if kind != "STATE":
         raise SourceError(f"NVML worker: unexpected reply {kind}")
@@ -123,7 +113,7 @@ def _with_baseline(state: NodeState, counters_file) -> NodeState:
     return state
 
 
-def apply_actions(actions: list[Action], source_spec: str | Path = LIVE, total_deadline_s: float = Health.deadline_s,
+def apply_actions(actions: list[Action], source_spec: str | os.PathLike = LIVE, total_deadline_s: float = Health.deadline_s,
                   per_call_deadline_s: float = Health.per_call_deadline_s, env: dict | None = None
                   ) -> list[tuple[str, str]]:
     """Carry out ``actions`` through the source (live: in a worker under the deadlines; replay:
@@ -135,14 +125,14 @@ def apply_actions(actions: list[Action], source_spec: str | Path = LIVE, total_d
     if str(source_spec) != LIVE:
         src = SnapshotSource(source_spec)
         return [src.apply(a) for a in actions]
-    payload = json.dumps([a.__dict__ for a in actions])
-    kind, acted = _run_worker(["--actions", payload, "--no-read"], total_deadline_s, per_call_deadline_s, env)
+    spec = {"read": False, "actions": [dict(a.__dict__) for a in actions]}
+    kind, acted = _run_worker(spec, total_deadline_s, per_call_deadline_s, env)
     if kind != "ACTED" or len(acted) != len(actions):
         raise SourceError(f"NVML worker: unexpected reply {kind} ({len(acted)} results for {len(actions)} actions)")
     return [(str(line), str(rc)) for line, rc in acted]
 
 
-def run_actions(actions: list[Action], source_spec: str | Path = LIVE, total_deadline_s: float = Health.deadline_s,
+def run_actions(actions: list[Action], source_spec: str | os.PathLike = LIVE, total_deadline_s: float = Health.deadline_s,
                 per_call_deadline_s: float = Health.per_call_deadline_s, env: dict | None = None) -> list[str]:
     """:func:`apply_actions`, one log line per action; raises :class:`SourceError` naming the
     actions NVML refused (after every action was tried)."""
@@ -156,34 +146,189 @@ def run_actions(actions: list[Action], source_spec: str | Path = LIVE, total_dea
 #: Seconds to wait for a SIGKILLed worker to exit before abandoning it (a worker stuck in the
 #: driver in uninterruptible sleep does not die until the driver lets go, maybe never).
 KILL_GRACE_S = 0.5
-#: The worker's command line (the arguments follow).
-WORKER_ARGV = (sys.executable, "-m", "slurmkit.health.worker")
+#: The worker's command line when it runs as a new interpreter (its request, JSON, follows);
+#: isolated (``-I``: no current directory on its path) when this interpreter is, as the hooks' is.
+#: Set to another command (tests: a stand-in worker), it is always started, never forked.
+WORKER_ARGV = (sys.executable, *(("-I",) if sys.flags.isolated else ()), "-m", "slurmkit.health.worker")
+_DEFAULT_WORKER_ARGV = WORKER_ARGV
 
 
-def _kill(proc: subprocess.Popen) -> bool:
-    """SIGKILL the worker's process group and wait at most :data:`KILL_GRACE_S` for it.
+class _Worker:
+    """A started worker: ``pid`` (also its process group), ``out`` / ``err`` (read ends of its
+    fd 1 / fd 2), :meth:`wait` (bounded), ``returncode`` (None while it runs)."""
+
+    def __init__(self, pid: int, out: int, err: int, popen=None):
+        self.pid, self.out, self.err, self._popen = pid, out, err, popen
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """Its exit status (negative: the signal that ended it; an abandoned worker reads as
+        SIGKILLed), or None while it runs."""
+        if self.returncode is None:
+            if self._popen is not None:
+                self.returncode = self._popen.poll()
+            else:
+                try:
+                    pid, status = os.waitpid(self.pid, os.WNOHANG)
+                except ChildProcessError:
+                    pid, status = self.pid, 0
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait at most ``timeout_s`` for the worker to exit; True when it has."""
+        end = time.monotonic() + timeout_s
+        pause = 0.001
+        while self.poll() is None:
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.02)
+        return True
+
+    def abandon(self) -> None:
+        """Never wait for it again (it did not exit when killed): it reads as SIGKILLed from now
+        on, and is never reaped (``Popen.__del__`` does not wait on it either)."""
+        import signal
+
+        self.returncode = -signal.SIGKILL
+        if self._popen is not None:
+            self._popen.returncode = self.returncode
+
+    def close(self) -> None:
+        if self._popen is not None:
+            self._popen.stdout.close()
+            self._popen.stderr.close()
+            return
+        for fd in (self.out, self.err):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _can_fork(env: dict | None) -> bool:
+    """A fork of this interpreter may serve the request: the same environment is wanted, no
+    other thread runs (a thread holding a lock at the fork would leave it held in the child),
+    and the worker command was not replaced (tests put a stand-in worker there)."""
+    if env is not None or WORKER_ARGV != _DEFAULT_WORKER_ARGV or not hasattr(os, "fork"):
+        return False
+    threading = sys.modules.get("threading")
+    return threading is None or threading.active_count() == 1
+
+
+def _fork_worker(spec: dict) -> _Worker:
+    """Fork the worker: the child starts a session of its own, puts its stdin on /dev/null,
+    fd 1 / fd 2 on pipes to us, closes every other descriptor, restores the default signal
+    dispositions, serves ``spec`` (:func:`slurmkit.health.worker.serve`) and leaves with
+    ``os._exit`` (never returning into the hook's code, never running its exit handlers)."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    for stream in (sys.stdout, sys.stderr):  # nothing of ours buffered goes out twice
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    pid = os.fork()
+    if pid == 0:  # the worker
+        code = 70
+        try:
+            os.setsid()
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(out_w, 1)
+            os.dup2(err_w, 2)
+            try:
+                fds = [int(name) for name in os.listdir("/proc/self/fd")]
+            except OSError:
+                fds = range(3, 1024)
+            for fd in fds:
+                if fd > 2:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+            import signal
+
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGUSR1, signal.SIGUSR2):
+                signal.signal(sig, signal.SIG_DFL)
+            from slurmkit.health.worker import serve
+
+            serve(spec)
+            code = 0
+        except BaseException:  # noqa: BLE001 - whatever happens here ends here
+            try:
+                os.write(2, b"NVML worker (forked) failed before its reply\n")
+            except BaseException:  # noqa: BLE001
+                pass
+        finally:
+            try:
+                sys.stderr.flush()  # a warning or traceback on its way to the runner
+            finally:
+                os._exit(code)
+    os.close(out_w)
+    os.close(err_w)
+    return _Worker(pid, out_r, err_r)
+
+
+def _exec_worker(spec: dict, env: dict | None) -> _Worker:
+    """Start ``WORKER_ARGV SPEC_JSON`` as a new process in a session of its own."""
+    import subprocess
+
+    proc = subprocess.Popen([*WORKER_ARGV, json.dumps(spec)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=env, start_new_session=True)
+    return _Worker(proc.pid, proc.stdout.fileno(), proc.stderr.fileno(), popen=proc)
+
+
+def _kill(worker: _Worker) -> bool:
+    """SIGKILL the worker's process group (and the worker itself, should its ``setsid`` not have
+    happened yet) and wait at most :data:`KILL_GRACE_S` for it.
 
     Returns True when it exited; False when it did not (uninterruptible sleep in the driver, or
     not ours to kill): it is abandoned, never waited on without bound."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:  # gone already, or not ours (EPERM): the bounded wait below decides
-        pass
-    try:
-        proc.wait(timeout=KILL_GRACE_S)
+    import signal
+
+    if worker.poll() is not None:  # already exited (and reaped: its pid may be reused now)
         return True
-    except subprocess.TimeoutExpired:
-        proc.returncode = -signal.SIGKILL  # abandoned: no later wait() on it (Popen.__del__ neither)
-        return False
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(worker.pid, signal.SIGKILL)
+        except OSError:  # gone already, or not ours (EPERM): the bounded wait below decides
+            pass
+    if worker.wait(KILL_GRACE_S):
+        return True
+    worker.abandon()
+    return False
 
 
-def _run_worker(args: list[str], total_s: float, per_call_s: float, env: dict | None):
+def _stderr_tail(worker: _Worker) -> str:
+    """The last line the worker wrote to fd 2 so far (never blocks: an abandoned worker, or
+    something it started, may hold the pipe open)."""
+    chunks = []
+    try:
+        os.set_blocking(worker.err, False)
+        while True:
+            chunk = os.read(worker.err, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except OSError:  # EAGAIN: nothing more for now
+        pass
+    lines = b"".join(chunks).decode(errors="replace").strip().splitlines()
+    return lines[-1] if lines else "no output"
+
+
+def _run_worker(spec: dict, total_s: float, per_call_s: float, env: dict | None):
+    import select
+
     t0 = time.monotonic()
-    proc = subprocess.Popen([*WORKER_ARGV, *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            env=env, start_new_session=True)
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
+    worker = _fork_worker(spec) if _can_fork(env) else _exec_worker(spec, env)
+    poller = select.poll()
+    poller.register(worker.out, select.POLLIN)
     buf = b""
     # interpreter start-up is exempt from the per-call deadline, and overrunning the total
     # before the first NVML call is our own trouble (slow node / filesystem), not NVML's
@@ -196,23 +341,21 @@ def _run_worker(args: list[str], total_s: float, per_call_s: float, env: dict | 
             left_call = float("inf") if in_sleep else per_call_s - (now - call_t0)
             wait = min(left_total, left_call)
             if wait <= 0:
-                died = _kill(proc)
+                died = _kill(worker)
                 if call == STARTUP:
                     raise SourceError(f"NVML worker did not start within {total_s:g} s")
                 raise NvmlTimeout(call, time.monotonic() - t0,
                                   total_s if left_total <= left_call else per_call_s,
-                                  abandoned_pid=None if died else proc.pid)
-            if not sel.select(timeout=wait):
+                                  abandoned_pid=None if died else worker.pid)
+            if not poller.poll(max(1, int(wait * 1000 + 0.999))):
                 continue
-            chunk = os.read(proc.stdout.fileno(), 65536)
+            chunk = os.read(worker.out, 65536)
             if not chunk:
-                try:  # stdout closed: it is exiting; bounded all the same
-                    proc.wait(timeout=max(KILL_GRACE_S, total_s - (time.monotonic() - t0)))
-                except subprocess.TimeoutExpired:
-                    _kill(proc)
-                err = proc.stderr.read().decode(errors="replace").strip().splitlines()
-                raise SourceError(f"NVML worker exited with {proc.returncode} during {call}: "
-                                  + (err[-1] if err else "no output"))
+                # stdout closed: it is exiting; bounded all the same
+                if not worker.wait(max(KILL_GRACE_S, total_s - (time.monotonic() - t0))):
+                    _kill(worker)
+                raise SourceError(f"NVML worker exited with {worker.returncode} during {call}: "
+                                  + _stderr_tail(worker))
             buf += chunk
             while b"\n" in buf:
                 line, buf = buf.split(b"\n", 1)
@@ -224,16 +367,12 @@ def _run_worker(args: list[str], total_s: float, per_call_s: float, env: dict | 
                 elif tag in ("STATE", "ACTED"):
                     result = (tag, json.loads(rest))
                 elif tag == "ERROR":
-                    _kill(proc)
+                    _kill(worker)
                     raise SourceError(json.loads(rest))
     finally:
-        sel.close()
-        if proc.poll() is None:
+        if worker.poll() is None:
             # result received: let the worker shut NVML down, but never wait past the deadline
-            try:
-                proc.wait(timeout=max(0.05, total_s - (time.monotonic() - t0)))
-            except subprocess.TimeoutExpired:
-                _kill(proc)
-        proc.stdout.close()
-        proc.stderr.close()
+            if not worker.wait(max(0.05, total_s - (time.monotonic() - t0))):
+                _kill(worker)
+        worker.close()
     return result

@@ -22,14 +22,14 @@ per GPU. The live source is
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from slurmkit.health.errors import ActionFailed, CaptureError, NvmlTimeout, SourceError
 from slurmkit.health.state import RC_SUCCESS, GpuState, NodeState
+from slurmkit.records import record
 
 __all__ = ["Action", "ActionFailed", "CaptureError", "GpuSource", "NvmlTimeout", "SnapshotSource", "SourceError",
            "load_capture", "RC_REPLAY"]
@@ -47,7 +47,7 @@ def _info(text: str) -> None:
         logging.getLogger("slurmkit.health").info(text)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Action:
     """Something a hook does to a GPU. ``kind``: ``kill`` (``pid``), ``reset_app_clocks``
     (``nvmlDeviceResetApplicationsClocks``), ``set_app_clocks`` (``clocks_mhz``: ``[memory MHz,
@@ -198,24 +198,23 @@ class SnapshotSource(GpuSource):
 
     replay = True
 
-    def __init__(self, path: str | Path, node: str | None = None):
-        self.path = Path(path)
-        self.name = str(self.path)
+    def __init__(self, path: str | os.PathLike, node: str | None = None):
+        self.path = os.fspath(path)
+        self.name = self.path
         self.node = node
-        self._state: NodeState | None = None
 
     def read_once(self) -> NodeState:
-        if self._state is None:
-            self._state = load_capture(self.path, node=self.node)
-        # hand out a fresh copy so callers can annotate it
-        return NodeState.from_json(self._state.to_json(), source=self._state.source, replay=True)
+        """The capture, parsed anew on every call, so each caller gets a state of its own to
+        annotate (a hook reads once: one parse, no copy)."""
+        return load_capture(self.path, node=self.node)
 
 
-def load_capture(path: str | Path, node: str | None = None) -> NodeState:
+def load_capture(path: str | os.PathLike, node: str | None = None) -> NodeState:
     """Read any supported capture into a NodeState (see :class:`SnapshotSource`)."""
-    path = Path(path)
+    path = os.fspath(path)
     try:
-        text = path.read_text(encoding="utf-8", errors="strict")
+        with open(path, encoding="utf-8", errors="strict") as fh:
+            text = fh.read()
     except UnicodeDecodeError as exc:
         raise CaptureError(str(path), None, f"not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
@@ -243,5 +242,5 @@ def load_capture(path: str | Path, node: str | None = None) -> NodeState:
     if node:
         state.node = node
     elif not state.node:
-        state.node = path.stem
+        state.node = os.path.splitext(os.path.basename(path))[0]
     return state

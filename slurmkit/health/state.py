@@ -1,4 +1,5 @@
-"""The GPU state of one node: plain dataclasses that every source fills and every check reads.
+"""The GPU state of one node: plain records (:mod:`slurmkit.records`) that every source fills
+and every check reads.
 
 A :class:`NodeState` holds node-level facts (NVML init result, driver version, PCI devices,
 kernel-log XIDs, slurmkit's own errors) and one :class:`GpuState` per GPU in NVML order. Each GPU
@@ -14,8 +15,12 @@ Only the standard library is imported (the prolog imports this module on every j
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any
+
+from slurmkit.records import field, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported when the hooks run
+    from typing import Any
 
 SNAPSHOT_VERSION = 1
 
@@ -129,7 +134,7 @@ def normalise_bus_id(raw: str) -> str:
     return f"{domain:04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{int(fn or '0')}"
 
 
-@dataclass
+@record
 class Reading:
     """One value with its provenance: ``source`` is the NVML call (live) or the nvidia-smi field
     (imported); ``rc`` the NVML return code name (``SUCCESS``, ``NOT_SUPPORTED``, ``GPU_IS_LOST``..).
@@ -143,7 +148,7 @@ class Reading:
         return {"value": self.value, "source": self.source, "rc": self.rc}
 
 
-@dataclass
+@record
 class GpuState:
     """One GPU. ``index`` is the NVML enumeration order (not Slurm's gres index, not the minor).
 
@@ -177,7 +182,7 @@ class GpuState:
         self.values[key] = Reading(value if rc == RC_SUCCESS else None, source, rc)
 
 
-@dataclass
+@record
 class Xid:
     """One NVRM Xid line from the kernel log: ``xid`` number, ``pci_bus_id`` normalised,
     ``message`` the text after the number, ``line`` its 1-based line in ``origin`` (for
@@ -199,7 +204,7 @@ class Xid:
     time_s: float | None = None
 
 
-@dataclass
+@record
 class NodeState:
     """Everything the checks look at for one node.
 

@@ -19,10 +19,10 @@ every window is attributed to no job ("no job" in the log). Pure functions; stan
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from slurmkit.records import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class JobWindow:
     """One job's GPUs and run window on this node: ``bus_ids`` (sysfs form), ``start_s`` /
     ``end_s`` (epoch s; ``end_s`` None: still running), ``start_seq`` (the prolog's last

@@ -16,12 +16,12 @@ ran under (:class:`JobPolicy`, kept in the job's spool line).
   and why. A reset NVML answers NOT_SUPPORTED / FUNCTION_NOT_FOUND has nothing to reset (the
   GPU or driver has no such clock lock): logged only.
 
-Pure functions over plain data; only ``dataclasses`` is imported (the prolog loads this module).
+Pure functions over plain data; only :mod:`slurmkit.records` is imported (the prolog loads this module).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from slurmkit.records import field, record
 
 #: :attr:`JobPolicy.status` values.
 RESTING, APPLIED, PARTLY_APPLIED, NOT_APPLIED = "resting", "applied", "partly applied", "not applied"
@@ -120,7 +120,7 @@ def _int_keys(d, what: str) -> dict:
         raise ValueError(f"policy.{what}: keys must be GPU indexes") from None
 
 
-@dataclass
+@record
 class JobPolicy:
     """The clock policy a job ran under on one node (the ``policy`` of its spool line).
 

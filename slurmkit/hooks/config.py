@@ -40,8 +40,8 @@ from __future__ import annotations
 from slurmkit.errors import InputError
 
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
+
+from slurmkit.records import field, record
 
 FILE_NAME = "slurmkit-hooks.toml"
 
@@ -63,17 +63,18 @@ class HookConfigError(InputError):
     ``key`` (the key that is wrong)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HookConfig:
-    """Parsed ``slurmkit-hooks.toml``: paths as :class:`Path`, ``nodes`` {node: {"snapshot": Path}}.
+    """Parsed ``slurmkit-hooks.toml``: paths as ``str`` (a relative one in the file is taken
+    from the file's directory), ``nodes`` {node: {"snapshot": path, ...}}.
 
     ``mode`` / ``deadline_s`` (s): None when the file does not set them, until
     :meth:`over_profile` fills them from the profile's ``[health]``."""
 
-    path: Path
-    slurm_conf: Path
-    gres_conf: Path | None = None
-    profile: Path | None = None
+    path: str
+    slurm_conf: str
+    gres_conf: str | None = None
+    profile: str | None = None
     mode: str | None = None
     deadline_s: float | None = None
     resume_after: int = DEFAULTS["resume_after"]
@@ -81,32 +82,32 @@ class HookConfig:
     slurm_bin_dir: str | None = None
     dcgmi: str = DEFAULTS["dcgmi"]
     all_reduce_perf: str = DEFAULTS["all_reduce_perf"]
-    state_dir: Path = Path(DEFAULTS["state_dir"])
-    spool_dir: Path = Path(DEFAULTS["spool_dir"])
-    textfile_dir: Path = Path(DEFAULTS["textfile_dir"])
+    state_dir: str = DEFAULTS["state_dir"]
+    spool_dir: str = DEFAULTS["spool_dir"]
+    textfile_dir: str = DEFAULTS["textfile_dir"]
     nodes: dict = field(default_factory=dict)
     checks: dict = field(default_factory=dict)
 
-    def snapshot_for(self, node: str) -> Path | None:
+    def snapshot_for(self, node: str) -> str | None:
         """The snapshot file node ``node`` replays, or None for live NVML."""
         return self.nodes.get(node, {}).get("snapshot")
 
-    def sysfs_for(self, node: str) -> Path | None:
+    def sysfs_for(self, node: str) -> str | None:
         """The sysfs root node ``node``'s InfiniBand ports are read from when it replays a
         snapshot (``[nodes.<n>] sysfs``; None: live reads ``/sys``, a replay keeps its capture's)."""
         return self.nodes.get(node, {}).get("sysfs")
 
-    def dcgm_capture_for(self, node: str) -> Path | None:
+    def dcgm_capture_for(self, node: str) -> str | None:
         """The recorded ``dcgmi diag -j`` output node ``node``'s active check replays
         (``[nodes.<n>] dcgm_diag``; None: run ``dcgmi``)."""
         return self.nodes.get(node, {}).get("dcgm_diag")
 
-    def nccl_capture_for(self, node: str) -> Path | None:
+    def nccl_capture_for(self, node: str) -> str | None:
         """The recorded ``all_reduce_perf`` output the bandwidth floor replays (``[nodes.<n>]
         nccl_allreduce``; None: run it)."""
         return self.nodes.get(node, {}).get("nccl_allreduce")
 
-    def kmsg_for(self, node: str) -> Path | None:
+    def kmsg_for(self, node: str) -> str | None:
         """The file node ``node``'s live reads take the kernel log from (``[nodes.<n>] kmsg``, in
         ``/dev/kmsg``'s record format; None: ``/dev/kmsg``)."""
         return self.nodes.get(node, {}).get("kmsg")
@@ -114,7 +115,7 @@ class HookConfig:
     def over_profile(self, health) -> "HookConfig":
         """This config with ``mode`` / ``deadline_s`` taken from ``health`` (the profile's
         :class:`~slurmkit.profile.health.Health`) where this file leaves them unset."""
-        from dataclasses import replace
+        from slurmkit.records import replace
 
         return replace(self, mode=self.mode if self.mode is not None else health.mode,
                        deadline_s=self.deadline_s if self.deadline_s is not None else float(health.deadline_s))
@@ -125,7 +126,25 @@ _TYPES = {"slurm_conf": str, "gres_conf": str, "profile": str, "mode": str, "dea
           "textfile_dir": str, "nodes": dict, "checks": dict}
 
 
-_SIMPLE = None  # compiled on first use: (table, pair, int, float) patterns
+_BARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_DIGITS = frozenset("0123456789")
+
+
+def _bare(key: str) -> bool:
+    """A TOML bare key: one or more of ``A-Za-z0-9_-``."""
+    return bool(key) and _BARE.issuperset(key)
+
+
+def _decimal(text: str) -> bool:
+    """``-?(0|[1-9][0-9]*)``: a TOML decimal integer without ``+``, ``_`` or leading zeros."""
+    digits = text[1:] if text.startswith("-") else text
+    return digits == "0" or (bool(digits) and digits[0] != "0" and _DIGITS.issuperset(digits))
+
+
+def _plain_float(text: str) -> bool:
+    """``-?(0|[1-9][0-9]*)\\.[0-9]+``: a TOML float without exponent, ``+`` or ``_``."""
+    whole, dot, frac = text.partition(".")
+    return bool(dot) and _decimal(whole) and bool(frac) and _DIGITS.issuperset(frac)
 
 
 def simple_toml(text: str) -> dict | None:
@@ -136,46 +155,41 @@ def simple_toml(text: str) -> dict | None:
     ``key = value`` lines with a bare key and a value that is a ``"string"`` without a backslash
     or inner quote, ``true`` / ``false``, a decimal integer or a plain decimal float. Every such
     text means the same to ``tomllib``. It exists because a hook reads the config on every job
-    and importing ``tomllib`` costs several milliseconds of the prolog's start-up.
+    and importing ``tomllib`` costs several milliseconds of the prolog's start-up; it uses string
+    methods only (compiling regular expressions for it cost the hook another half millisecond).
     """
-    global _SIMPLE
-    if _SIMPLE is None:
-        import re
-
-        _SIMPLE = (re.compile(r"\[([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)\]"),
-                   re.compile(r"([A-Za-z0-9_-]+)[ \t]*=[ \t]*(.*?)"),
-                   re.compile(r"-?(?:0|[1-9][0-9]*)"), re.compile(r"-?(?:0|[1-9][0-9]*)\.[0-9]+"))
-    table_re, pair_re, int_re, float_re = _SIMPLE
     data: dict = {}
     table, seen = data, set()
     for raw in text.split("\n"):
+        if "\r" in raw[:-1] or not raw.replace("\t", " ").rstrip("\r").isprintable():
+            return None  # a lone CR or a control character (in a comment too): tomllib's to judge
         line = raw.strip(" \t\r")
         if not line or line.startswith("#"):
             continue
-        m = table_re.fullmatch(line)
-        if m:
-            if m.group(1) in seen:
+        if line[0] == "[" and line[-1] == "]" and all(_bare(part) for part in line[1:-1].split(".")):
+            name = line[1:-1]
+            if name in seen:
                 return None
-            seen.add(m.group(1))
+            seen.add(name)
             table = data
-            for part in m.group(1).split("."):
+            for part in name.split("."):
                 table = table.setdefault(part, {})
                 if not isinstance(table, dict):
                     return None
             continue
-        m = pair_re.fullmatch(line)
-        if not m or m.group(1) in table:
+        key, eq, v = line.partition("=")
+        key, v = key.rstrip(" \t"), v.lstrip(" \t")
+        if not eq or not _bare(key) or key in table:
             return None
-        v = m.group(2)
         if len(v) >= 2 and v[0] == v[-1] == '"' and '"' not in v[1:-1] and "\\" not in v \
                 and all(c >= " " or c == "\t" for c in v) and "\x7f" not in v:
-            table[m.group(1)] = v[1:-1]
+            table[key] = v[1:-1]
         elif v in ("true", "false"):
-            table[m.group(1)] = v == "true"
-        elif int_re.fullmatch(v):
-            table[m.group(1)] = int(v)
-        elif float_re.fullmatch(v):
-            table[m.group(1)] = float(v)
+            table[key] = v == "true"
+        elif _decimal(v):
+            table[key] = int(v)
+        elif _plain_float(v):
+            table[key] = float(v)
         else:
             return None
     return data
@@ -219,7 +233,7 @@ def parse(text: str, path) -> HookConfig:
                 raise HookConfigError(path, None, f"unknown check id (known: {', '.join(known)})", f"checks.{cid}")
             if not isinstance(on, bool):
                 raise HookConfigError(path, None, "want true or false", f"checks.{cid}")
-    base = Path(path).parent
+    base = os.path.dirname(os.fspath(path))
     nodes = {}
     for name, table in data.get("nodes", {}).items():
         if not isinstance(table, dict) or set(table) - set(NODE_KEYS):
@@ -229,15 +243,15 @@ def parse(text: str, path) -> HookConfig:
             if key in table:
                 if not isinstance(table[key], str):
                     raise HookConfigError(path, None, "want a path string", f"nodes.{name}.{key}")
-                entry[key] = base / table[key]
+                entry[key] = os.path.join(base, table[key])
         nodes[name] = entry
 
     def p(key):
         v = data.get(key, DEFAULTS.get(key))
-        return None if v is None else base / v
+        return None if v is None else os.path.join(base, v)
 
     return HookConfig(
-        path=Path(path), slurm_conf=p("slurm_conf"), gres_conf=p("gres_conf"), profile=p("profile"),
+        path=os.fspath(path), slurm_conf=p("slurm_conf"), gres_conf=p("gres_conf"), profile=p("profile"),
         mode=mode, deadline_s=float(data["deadline_s"]) if "deadline_s" in data else None,
         resume_after=int(data.get("resume_after", DEFAULTS["resume_after"])),
         scontrol_timeout_s=float(data.get("scontrol_timeout_s", DEFAULTS["scontrol_timeout_s"])),
@@ -249,7 +263,8 @@ def parse(text: str, path) -> HookConfig:
 def load(path) -> HookConfig:
     """Read and parse the config file ``path`` (:class:`HookConfigError` when unreadable)."""
     try:
-        text = Path(path).read_text()
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise HookConfigError(path, None, f"cannot read: {exc.strerror if isinstance(exc, OSError) else exc}") from None
     return parse(text, path)

@@ -16,8 +16,9 @@ the unhealthy path or to resume a node slurmkit drained; they return a :class:`D
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import StrEnum
+
+from slurmkit.records import record
 
 PREFIX = "slurmkit:"
 
@@ -31,7 +32,7 @@ class DrainOutcome(StrEnum):
     KEPT = "kept"                 # another party owns the node's reason: left alone
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DrainResult:
     """``outcome`` and, when it is :attr:`DrainOutcome.KEPT`, ``their_reason`` (the node's
     current reason, from ``scontrol show node``). ``str()`` reads ``drained`` / ``resumed`` /

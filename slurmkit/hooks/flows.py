@@ -86,7 +86,7 @@ class Run:
         """Load gres.conf and the health config. False (own trouble logged) when unusable."""
         from slurmkit.hooks import gres
 
-        path = self.cfg.gres_conf or self.cfg.slurm_conf.parent / "gres.conf"
+        path = self.cfg.gres_conf or os.path.join(os.path.dirname(self.cfg.slurm_conf), "gres.conf")
         try:
             text = open(path).read() if os.path.exists(path) else ""
             lines = gres.parse_gres_conf(text, path)
@@ -96,8 +96,7 @@ class Run:
             self.own_error(str(exc))
             return False
         from slurmkit.profile.health import Health
-
-        from dataclasses import replace
+        from slurmkit.records import replace
 
         health, facts = Health(), None
         if self.cfg.profile:

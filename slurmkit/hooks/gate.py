@@ -84,12 +84,12 @@ def idle_check(run, now: float | None = None) -> None:
     import os
     import time
 
+    health = run.health
+    if not health.active_check or not health.active_interval_s:
+        return  # most health checks end here: the active check's module is imported only when one is due
     from slurmkit.health.active import ERROR, SKIP
     from slurmkit.hooks import nodestate
 
-    health = run.health
-    if not health.active_check or not health.active_interval_s:
-        return
     now = time.time() if now is None else now
     d = nodestate.node_dir(run.cfg.state_dir, run.node)
     path = os.path.join(d, "active.json")

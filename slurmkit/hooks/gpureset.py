@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 
 VERSION = 1
@@ -166,6 +165,8 @@ def reset(bus_id: str, nvidia_smi: str = NVIDIA_SMI, timeout_s: float = 120.0) -
     ``(False, output)`` (nvidia-smi refuses a GPU in use, with persistence mode on, or one that
     cannot be reset alone on an NVSwitch system; its message is the output). A missing
     ``nvidia_smi`` or a run past ``timeout_s`` is ``(False, why)``."""
+    import subprocess
+
     try:
         p = subprocess.run([nvidia_smi, "--gpu-reset", "-i", nvsmi_bus_id(bus_id)], capture_output=True,
                            text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)

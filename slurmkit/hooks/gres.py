@@ -21,14 +21,15 @@ from __future__ import annotations
 from slurmkit.errors import InputError
 
 import os
-from dataclasses import dataclass
+
+from slurmkit.records import record
 
 
 class GresError(InputError):
     """gres.conf cannot be used: ``file``, ``line`` (1-based, None when not about a line), ``message``."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GresLine:
     """One gres.conf line: ``lineno``, ``fields`` {lower-case key: value as written}."""
 
@@ -132,7 +133,7 @@ def parse_job_gpus(value: str | None) -> list[int]:
     return out
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class JobGpu:
     """One of the job's GPUs: Slurm ``index`` (gres position), ``file`` (device path),
     ``minor`` (device minor), and from NVML: ``nvml_index``, ``uuid``, ``pci_bus_id``

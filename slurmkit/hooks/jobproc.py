@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+
+from slurmkit.records import record
 
 _JOB_CGROUP = re.compile(r"/job_(\d+)(?:/|$)")
 DEFAULT_UID_MIN = 1000
@@ -68,7 +69,7 @@ def uid_min(login_defs: str = "/etc/login.defs") -> int:
     return DEFAULT_UID_MIN
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Verdict:
     """``kill`` (bool) and ``why`` (the words the epilog logs)."""
 

@@ -49,7 +49,6 @@ and :mod:`slurmkit.hooks.textfile` are imported (a hook runs this on every job).
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import time
@@ -194,9 +193,14 @@ def running_jobs(state_dir, node: str) -> list[tuple[str, "JobStart"]]:
     :class:`~slurmkit.hooks.nodestate.JobStart`; unreadable ones left out), sorted by job id."""
     from slurmkit.hooks.nodestate import JobStart, node_dir
 
+    d = node_dir(state_dir, node)
+    try:  # (not glob: it would import fnmatch and compile two patterns on every hook run)
+        names = sorted(n for n in os.listdir(d) if n.startswith("job-") and n.endswith(".json"))
+    except OSError:
+        names = []
     out = []
-    for path in sorted(glob.glob(os.path.join(node_dir(state_dir, node), "job-*.json"))):
-        job_id = os.path.basename(path)[len("job-"):-len(".json")]
+    for name in names:
+        path, job_id = os.path.join(d, name), name[len("job-"):-len(".json")]
         try:
             with open(path) as fh:
                 out.append((job_id, JobStart.from_json(json.load(fh))))

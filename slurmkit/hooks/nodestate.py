@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+
+from slurmkit.records import field, record
 
 
 def _num(v) -> bool:
@@ -41,9 +42,8 @@ def _int(v, default=None):
 
 
 class _Record:
-    """Equality and repr of the records below from their :meth:`to_json`. Every hook run loads
-    this module, so its dataclasses are made with ``eq=False, repr=False``: each method a
-    dataclass generates is compiled at import, which the prolog would pay on every job."""
+    """Equality and repr of the records below from their :meth:`to_json` (what their file
+    holds), so they are made with ``record(eq=False, repr=False)``."""
 
     __hash__ = None
 
@@ -54,7 +54,7 @@ class _Record:
         return f"{type(self).__name__}({self.to_json()!r})"
 
 
-@dataclass(eq=False, repr=False)
+@record(eq=False, repr=False)
 class NodeHealth(_Record):
     """``health.json``: ``drained_reason`` (the reason slurmkit drained the node with; None
     when it has not), ``clean_runs`` (health checks in a row without a fail since that drain),
@@ -92,7 +92,7 @@ class NodeHealth(_Record):
                    drained_boot_id=str(boot) if isinstance(boot, str) and boot else None, xid_holds=holds)
 
 
-@dataclass(eq=False, repr=False)
+@record(eq=False, repr=False)
 class JobGpuStart(_Record):
     """One of the job's GPUs as the prolog saw it: ``index`` (Slurm GPU index), ``nvml_index``,
     ``minor``, ``uuid``, ``pci_bus_id`` (the NVML device it maps to; None when unknown),
@@ -125,7 +125,7 @@ class JobGpuStart(_Record):
                    acct_seen=[tuple(k) for k in seen if isinstance(k, list) and len(k) == 2])
 
 
-@dataclass(eq=False, repr=False)
+@record(eq=False, repr=False)
 class JobStart(_Record):
     """``job-<id>.json``: what the prolog leaves for the epilog. ``start_s``: epoch seconds of
     the prolog's energy read; ``state_source``: where the GPU state came from (``live``,

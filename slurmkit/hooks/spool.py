@@ -60,9 +60,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+
+from slurmkit.records import field, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported when the hooks run
+    from typing import Any
+
 
 from slurmkit.hooks.clock_policy import JobPolicy
 
@@ -106,7 +111,7 @@ def _list(d: dict, key: str) -> list:
     return v
 
 
-@dataclass
+@record
 class GpuEnergy:
     """One of the job's GPUs in a spool record. ``index``: Slurm GPU index (position in
     gres.conf); ``nvml_index`` / ``minor`` / ``uuid`` / ``pci_bus_id``: the NVML device it maps to
@@ -141,7 +146,7 @@ class GpuEnergy:
                    energy_mj=_int(d.get("energy_mj")), counter_reset=d.get("counter_reset") is True)
 
 
-@dataclass
+@record
 class GpuAccounting:
     """One GPU's figures from ``nvmlDeviceGetAccountingStats`` over the processes the job
     started on it: ``gpu_util_pct`` time-weighted mean utilization (%, weights: each process's
@@ -165,7 +170,7 @@ class GpuAccounting:
                    max_memory_mib=_int(d.get("max_memory_mib")), processes=_int(d.get("processes")) or 0)
 
 
-@dataclass
+@record
 class SpoolEvent:
     """A health-check result other than pass seen at the epilog on the job's GPUs (or
     node-wide): ``check`` id, ``status`` (a :class:`slurmkit.health.checks.CheckStatus` value),
@@ -198,7 +203,7 @@ class SpoolEvent:
                    value=d.get("value"), job_id=_str(d.get("job_id")), pci_bus_id=_str(d.get("pci_bus_id")))
 
 
-@dataclass
+@record
 class SpoolRecord:
     """One spool line (see the module docstring for the JSON): the epilog writes it
     (:func:`append`), ``slurmkit report`` reads it (:func:`read`, then

@@ -7,13 +7,13 @@ the prolog to the job's own GPUs for the job's run, over the resting state (sett
 partition's policy leaves out stay as they rest). Interpreted by :mod:`slurmkit.hooks.clock_policy`.
 
 Its own module, like :mod:`slurmkit.profile.health`, so that the hooks read it (through
-:mod:`slurmkit.profile.cache`) importing only ``dataclasses``. Validated by
+:mod:`slurmkit.profile.cache`) importing only :mod:`slurmkit.records`. Validated by
 :func:`slurmkit.profile.validate.build`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from slurmkit.records import record
 
 #: The settings a policy may give (each optional; at least one), in the order the hooks apply
 #: them. The NVML call each one becomes is in :class:`ClockPolicy`.
@@ -21,7 +21,7 @@ SETTINGS = ("app_clock_mem_mhz", "app_clock_graphics_mhz", "locked_clocks_mhz", 
             "power_limit_w")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ClockPolicy:
     """``[clock_policies.<name>]``: what a policy sets on a GPU. Every setting defaults to None
     (not set by this policy).

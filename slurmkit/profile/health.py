@@ -1,14 +1,14 @@
 """The ``[health]`` section of a site profile as one frozen record: :class:`Health`.
 
 Its own module so that the hooks can read it (through :mod:`slurmkit.profile.cache`) without
-importing the rest of the profile model and its validator: only ``dataclasses`` is imported.
+importing the rest of the profile model and its validator: only :mod:`slurmkit.records` is imported.
 Validated by :func:`slurmkit.profile.validate.build`; interpreted by
 :func:`slurmkit.health.config.load_config` (thresholds and check ids: ``health/checks.toml``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from slurmkit.records import field, fields, record
 
 #: The ``[health]`` keys that pin an expected value of the node (None: not pinned).
 EXPECT_KEYS = ("expected_gpu_count", "driver_version", "vbios_version", "app_clock_graphics_mhz",
@@ -16,7 +16,7 @@ EXPECT_KEYS = ("expected_gpu_count", "driver_version", "vbios_version", "app_clo
                "gpudirect_rdma")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Health:
     """``[health]``: how the health checks judge a node. Every default here is the one default.
 

@@ -99,11 +99,17 @@ class _Ctx:
 
 
 def _default(cls, name: str):
-    """The model's default of field ``name`` of dataclass ``cls`` (its one home)."""
+    """The model's default of field ``name`` of ``cls`` (its one home): a dataclass of the model,
+    or a :func:`slurmkit.records.record` such as :class:`~slurmkit.profile.health.Health`."""
     import dataclasses
 
-    f = cls.__dataclass_fields__[name]
-    return f.default_factory() if f.default is dataclasses.MISSING else f.default
+    from slurmkit import records
+
+    if records.is_record(cls):
+        f, missing = next(f for f in records.fields(cls) if f.name == name), records.MISSING
+    else:
+        f, missing = cls.__dataclass_fields__[name], dataclasses.MISSING
+    return f.default_factory() if f.default is missing else f.default
 
 
 _TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true/false",

@@ -5,7 +5,11 @@
  *
  * Environment (read at every call, so one library serves every test):
  *   SLURMKIT_FAKE_NVML        healthy (default) | not_supported | gpu_is_lost | hang_init |
- *                             hang_memory | hang_set (every action hangs) | no_permission
+ *                             hang_memory | hang_set (every action hangs) | stuck_memory |
+ *                             no_permission
+ *   SLURMKIT_FAKE_NVML_STUCK  stuck_memory mode: the program the memory-info call turns the
+ *                             calling process into (exec, same pid), standing for a call stuck in
+ *                             the driver; without it the call hangs like hang_memory
  *   SLURMKIT_FAKE_NVML_GPUS   number of GPUs (default 4, at most 8)
  *   SLURMKIT_FAKE_NVML_LOST   NVML index of the lost GPU in gpu_is_lost mode (default 1)
  *   SLURMKIT_FAKE_NVML_MINORS comma list of minor numbers in NVML order (default reversed: N-1..0)
@@ -309,6 +313,11 @@ static int procs_of(int index, nvmlProcessInfo_t *out, int max) {
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m) {
     GUARD(d);
     if (is("hang_memory")) for (;;) pause();
+    if (is("stuck_memory")) {
+        const char *stuck = getenv("SLURMKIT_FAKE_NVML_STUCK");
+        if (stuck) execl(stuck, stuck, (char *)NULL);
+        for (;;) pause();
+    }
     nvmlProcessInfo_t p[16];
     int n = procs_of(d->index, p, 16);
     unsigned long long used = 0;

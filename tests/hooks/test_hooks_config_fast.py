@@ -14,7 +14,7 @@ LINE = st.sampled_from(["", "# c", "[nodes]", "[nodes.n1]", "[nodes.n2]", "[a.b-
                         'mode = "observe"', 'p = "/etc/slurm/x y.toml"', "d = 8.0", "d = 8.", "n = -3", "n = 01",
                         "n = +1", "b = true", "b = True", 'q = "a\\"b"', 'q = "a', "k=2", "k = 2 # two",
                         "a.b = 1", "e = 1e3", "u = 1_000", 'w = "tab\there"', 'z = "\x01"', "=", "v = ",
-                        "n1 = 3", "\tindented = 4", "x = 1\r"])
+                        "n1 = 3", "\tindented = 4", "x = 1\r", "# c\x01", "#\x7f", "\r", "a\r= 1", "# \xa0é"])
 
 
 @settings(max_examples=400, deadline=None)

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -145,6 +146,64 @@ def test_hook_import_path_stays_light(node, healthy):
         r = subprocess.run([sys.executable, "-I", "-c", code, str(shim)], env=env, capture_output=True, text=True,
                            timeout=60)
         assert "HEAVY [] EXIT 0" in r.stdout, (shim, r.stdout, r.stderr)
+
+
+#: Standard-library modules that cost the hooks' start-up several ms each on every job
+#: (dataclasses brings inspect, ast, dis, tokenize; pathlib brings urllib.parse and ipaddress):
+#: the hook modules use slurmkit.records, os.path and collections.abc instead, tomllib only when a
+#: cache is stale, subprocess only for live NVML, scontrol or the active check.
+SLOW_STDLIB = ("dataclasses", "inspect", "ast", "typing", "pathlib", "urllib.parse", "tomllib", "subprocess",
+               "logging", "argparse")
+
+
+def test_hook_start_up_stays_off_the_slow_stdlib_modules(node, healthy, tmp_path):
+    """The real shims, as Slurm runs them (``-I``), with a site profile and the InfiniBand
+    checks on (the bench's setup), plus a partition clock policy over the node type's resting
+    one and an Xid in the kernel log (so the policy, the running job's expectations, the GPU
+    reset record and the Xid's attribution are all on the path): from the second run on
+    (caches warm) none of :data:`SLOW_STDLIB` is imported by the prolog, the epilog or the
+    health check."""
+    from fake_sysfs import healthy_tree
+
+    path, snap = healthy
+    bus = snap["gpus"][0]["pci_bus_id"]
+    capture = tmp_path / "xid.json"  # an application Xid (13: the job's own fault, no drain)
+    capture.write_text(json.dumps(dict(snap, xids=[{"xid": 13, "pci_bus_id": bus, "message": "Graphics Exception",
+                                                    "origin": "/dev/kmsg", "line": 1, "timestamp": "",
+                                                    "time_s": time.time() + 3600}])))
+    site = tmp_path / "site.toml"
+    site.write_text('extends = "sandbox"\n[health]\nexpected_gpu_count = 4\n'
+                    '[clock_policies.rest]\npower_limit_w = 650\n'
+                    '[clock_policies.steady]\nlocked_clocks_mhz = [1215, 1410]\npower_limit_w = 500\n'
+                    '[node_types.sandbox-h100x4]\nclock_policy = "rest"\n'
+                    '[partitions.steady]\nnodes = "n[1-4]"\nnode_type = "sandbox-h100x4"\nclock_policy = "steady"\n')
+    node.write_config({"n1": capture}, extra=f'profile = "{site}"\n',
+                      sysfs={"n1": healthy_tree(tmp_path / "sys", hcas=("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"))})
+    env = {"SLURMD_NODENAME": "n1", "SLURM_CONF": str(node.slurm_conf), "SLURM_JOB_ID": "7",
+           "SLURM_JOB_GPUS": "0,1", "SLURM_JOB_UID": "0", "SLURM_JOB_USER": "root",
+           "SLURM_JOB_PARTITION": "steady"}
+    logs = []
+
+    def imports(argv):
+        r = subprocess.run([sys.executable, "-I", "-X", "importtime", *argv], env=env, capture_output=True,
+                           text=True, timeout=60)
+        log = [line for line in r.stderr.splitlines() if not line.startswith("import time:")]
+        assert r.returncode == 0 and not any("own trouble" in line for line in log), log
+        logs.extend(log)
+        return {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+
+    bare = imports(["-c", "pass"])  # what the interpreter loads anyway (an editable install's finder: pathlib)
+    for warm in (False, True):
+        for shim in (node.prolog, node.epilog, node.healthcheck):
+            loaded = imports([str(shim)])
+            assert {"slurmkit.hooks.flows", "slurmkit.health.checks", "slurmkit.health.fabric",
+                    "slurmkit.hooks.clock_policy", "slurmkit.profile.clock_policy", "slurmkit.hooks.attribution",
+                    "slurmkit.hooks.gpureset"} <= loaded, shim.name
+            if warm:
+                assert sorted(m for m in SLOW_STDLIB if m in loaded - bare) == [], shim.name
+    text = "\n".join(logs)
+    assert f"Xid 13 on {bus}: attributed to" in text, text  # the attribution ran
+    assert "clock policy steady (not applied) (partition steady)" in text, text  # replayed: nothing set
 
 
 def test_bad_job_gpus_is_own_trouble(node, healthy):

@@ -94,7 +94,7 @@ def test_install_merges_with_site_values(tmp_path):
     assert "import click" not in shim and "slurmkit.cli" not in shim and str(d / "slurmkit-hooks.toml") in shim
     assert os.access(d / "prolog.d" / "10-slurmkit", os.X_OK)
     cfg = load_config(d / "slurmkit-hooks.toml")
-    assert cfg.slurm_conf == path
+    assert cfg.slurm_conf == str(path)
 
 
 def test_install_is_idempotent(tmp_path):

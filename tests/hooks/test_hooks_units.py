@@ -153,8 +153,8 @@ def test_hook_config_errors(text, words):
 
 def test_hook_config_relative_paths_and_defaults():
     cfg = parse_config('slurm_conf = "slurm.conf"\n[nodes.n3]\nsnapshot = "snaps/n3.json"\n', "/etc/slurm/h.toml")
-    assert cfg.slurm_conf == Path("/etc/slurm/slurm.conf")
-    assert cfg.snapshot_for("n3") == Path("/etc/slurm/snaps/n3.json") and cfg.snapshot_for("n1") is None
+    assert cfg.slurm_conf == "/etc/slurm/slurm.conf"
+    assert cfg.snapshot_for("n3") == "/etc/slurm/snaps/n3.json" and cfg.snapshot_for("n1") is None
     assert cfg.mode is None and cfg.deadline_s is None  # unset: the profile's [health] values
     assert cfg.resume_after == 3 and cfg.scontrol_timeout_s == 5.0
     from slurmkit.profile.health import Health
