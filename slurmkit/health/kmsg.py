@@ -129,25 +129,14 @@ def write_cursor(cursor_file: str | os.PathLike, seq: int) -> None:
     atomic_write(cursor_file, f"{int(seq)}\n")
 
 
-def read_kmsg(cursor_file: str | os.PathLike | None, device: str | os.PathLike = "/dev/kmsg",
-              boot_time_s: float | None = None) -> list[Xid]:
-    """Xids logged since the sequence number saved in ``cursor_file`` (all buffered ones when the
-    kernel's sequence restarted, e.g. after a reboot; when the file is absent, all buffered ones
-    as the baseline, ``origin`` ``baseline:<device>``). Updates the cursor. Each Xid carries the
-    record's ``seq`` (also its ``line``), the kernel's seconds since boot as ``timestamp`` and
-    ``time_s`` = ``boot_time_s`` (default :func:`boot_time`) + that.
-    Raises OSError when ``device`` cannot be opened (e.g. not root): slurmkit's own trouble."""
-    boot = boot_time() if boot_time_s is None else boot_time_s
-    last = -1
-    first_run = cursor_file is not None and not os.path.exists(cursor_file)
-    if cursor_file is not None:
-        try:
-            with open(cursor_file) as f:
-                last = int(f.read().strip() or -1)
-        except (OSError, ValueError):
-            last = -1
+def kmsg_records(device: str | os.PathLike = "/dev/kmsg") -> list[tuple[int, int | None, str]]:
+    """Every record buffered in the kernel log ``device`` (``/dev/kmsg`` format
+    ``<prio>,<seq>,<usec since boot>,<flags>;<message>``) as ``(seq, usec or None, message)``,
+    oldest first; continuation (`` KEY=value``) lines skipped, records overwritten while reading
+    (EPIPE) passed over. Keeps no cursor. Raises OSError when ``device`` cannot be opened or read
+    (e.g. not root)."""
     fd = os.open(str(device), os.O_RDONLY | os.O_NONBLOCK)
-    records: list[tuple[int, int, str]] = []
+    records: list[tuple[int, int | None, str]] = []
     try:
         while True:
             try:
@@ -176,6 +165,27 @@ def read_kmsg(cursor_file: str | os.PathLike | None, device: str | os.PathLike =
                 records.append((seq, usec, msg))
     finally:
         os.close(fd)
+    return records
+
+
+def read_kmsg(cursor_file: str | os.PathLike | None, device: str | os.PathLike = "/dev/kmsg",
+              boot_time_s: float | None = None) -> list[Xid]:
+    """Xids logged since the sequence number saved in ``cursor_file`` (all buffered ones when the
+    kernel's sequence restarted, e.g. after a reboot; when the file is absent, all buffered ones
+    as the baseline, ``origin`` ``baseline:<device>``). Updates the cursor. Each Xid carries the
+    record's ``seq`` (also its ``line``), the kernel's seconds since boot as ``timestamp`` and
+    ``time_s`` = ``boot_time_s`` (default :func:`boot_time`) + that.
+    Raises OSError when ``device`` cannot be opened (e.g. not root): slurmkit's own trouble."""
+    boot = boot_time() if boot_time_s is None else boot_time_s
+    last = -1
+    first_run = cursor_file is not None and not os.path.exists(cursor_file)
+    if cursor_file is not None:
+        try:
+            with open(cursor_file) as f:
+                last = int(f.read().strip() or -1)
+        except (OSError, ValueError):
+            last = -1
+    records = kmsg_records(device)
     if records and last >= 0 and records[-1][0] < last:
         last = -1  # sequence restarted (reboot): everything is new
     out = []

@@ -87,32 +87,14 @@ def record(state_dir, node: str, bus_id: str, *, boot_id: str | None, uuid: str 
 
 def last_kmsg_seq(device: str = "/dev/kmsg") -> int | None:
     """The sequence number of the newest record in the kernel log (None when it cannot be read:
-    not root, no ``/dev/kmsg``). Reads without keeping any cursor."""
-    import errno
+    not root, no ``/dev/kmsg``; :func:`slurmkit.health.kmsg.kmsg_records`). Keeps no cursor."""
+    from slurmkit.health.kmsg import kmsg_records
 
     try:
-        fd = os.open(device, os.O_RDONLY | os.O_NONBLOCK)
+        records = kmsg_records(device)
     except OSError:
         return None
-    last = None
-    try:
-        while True:
-            try:
-                chunk = os.read(fd, 8192)
-            except OSError as exc:
-                if exc.errno == errno.EPIPE:
-                    continue
-                break  # EAGAIN: the end
-            if not chunk:
-                break
-            for rec in chunk.decode("utf-8", errors="replace").splitlines():
-                head, sep, _ = rec.partition(";")
-                parts = head.split(",")
-                if sep and len(parts) > 1 and parts[1].isdigit():
-                    last = int(parts[1])
-    finally:
-        os.close(fd)
-    return last
+    return records[-1][0] if records else None
 
 
 def log_to_kernel(text: str, device: str = "/dev/kmsg") -> bool:

@@ -11,7 +11,7 @@ import pytest
 
 from slurmkit.health.checks import CheckResult, run_checks
 from slurmkit.health.config import load_config
-from slurmkit.health.kmsg import logged_before, parse_log, read_kmsg
+from slurmkit.health.kmsg import kmsg_records, logged_before, parse_log, read_kmsg
 from slurmkit.health.state import GpuState, NodeState, Xid
 from slurmkit.hooks import attribution, gpureset, nodestate, spool, xidhold
 
@@ -26,6 +26,14 @@ def test_kmsg_records_carry_sequence_and_wall_clock_time(tmp_path):
                    "3,101,2500000,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=0, name=x, GPU has fallen off the bus.\n")
     (x,) = read_kmsg(tmp_path / "cur", dev, boot_time_s=1_767_000_000.0)
     assert (x.seq, x.line, x.timestamp, x.time_s) == (101, 101, "2.500000", 1_767_000_002.5)
+    # the one record reader: a continuation line skipped, a record without a time kept
+    with open(dev, "a") as fh:
+        fh.write(" DEVICE=+pci:0000:3b:00.0
+6,102,-,-;slurmkit: GPU 0000:3b:00.0 reset
+")
+    assert [r[:2] for r in kmsg_records(dev)] == [(100, 1000000), (101, 2500000), (102, None)]
+    assert gpureset.last_kmsg_seq(str(dev)) == 102
+    assert gpureset.last_kmsg_seq(str(tmp_path / "no-such-kmsg")) is None
 
 
 def test_saved_dmesg_times_seconds_since_boot_and_dmesg_T():
