@@ -28,9 +28,7 @@ def test_kmsg_records_carry_sequence_and_wall_clock_time(tmp_path):
     assert (x.seq, x.line, x.timestamp, x.time_s) == (101, 101, "2.500000", 1_767_000_002.5)
     # the one record reader: a continuation line skipped, a record without a time kept
     with open(dev, "a") as fh:
-        fh.write(" DEVICE=+pci:0000:3b:00.0
-6,102,-,-;slurmkit: GPU 0000:3b:00.0 reset
-")
+        fh.write(" DEVICE=+pci:0000:3b:00.0\n6,102,-,-;slurmkit: GPU 0000:3b:00.0 reset\n")
     assert [r[:2] for r in kmsg_records(dev)] == [(100, 1000000), (101, 2500000), (102, None)]
     assert gpureset.last_kmsg_seq(str(dev)) == 102
     assert gpureset.last_kmsg_seq(str(tmp_path / "no-such-kmsg")) is None
