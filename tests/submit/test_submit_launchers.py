@@ -44,10 +44,10 @@ def run_deepspeed_node(tmp_path, node_rank, visible, gpus_per_node=2, nodes=2):
     text = render.render(plan_for("deepspeed", command=(sys.executable, "-c", WORKER, str(tmp_path)),
                                   nodes=nodes, gpus_per_node=gpus_per_node, params={"deepspeed": str(deepspeed)}))
     hostfile = tmp_path / "hostfile"
-    hostfile.write_text("".join(f"10.0.0.{i + 1} slots=4\n" for i in range(nodes)))   # slots: the node type's GPUs
+    hostfile.write_text("".join(f"127.0.1.{i + 1} slots=4\n" for i in range(nodes)))   # slots: the node type's GPUs
     env = {**os.environ, "SLURM_NODEID": str(node_rank), "SLURMD_NODENAME": f"n{node_rank + 1}",
            "SLURMKIT_LOG_DIR": str(tmp_path), "SLURMKIT_RESTART_COUNT": "0", "SLURMKIT_HOSTFILE": str(hostfile),
-           "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "12345", "SLURMKIT_BIND": 'exec "$@"'}
+           "MASTER_ADDR": "127.0.0.2", "MASTER_PORT": "12345", "SLURMKIT_BIND": 'exec "$@"'}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     if visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible

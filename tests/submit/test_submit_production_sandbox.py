@@ -16,6 +16,8 @@ from slurmkit.slurm.commands import run
 from slurmkit.submit import api
 from slurmkit.submit.backend import CliBackend
 
+from sandbox_jobs import submit, wait_for
+
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 
 #: Counts the signals it gets (USR2 from slurmkit's trap, TERM from Slurm's preemption); on the
@@ -45,19 +47,8 @@ def backend(sandbox):
     return CliBackend(env=sandbox.env())
 
 
-def submit(sandbox, backend, tmp_path, template, command, **kw):
-    kw.setdefault("output", str(tmp_path / "job-%j.out"))
-    return api.submit(template, [str(c) for c in command], site=str(sandbox.profile_path),
-                      backend=backend, chdir=str(tmp_path), **kw)
 
 
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def scontrol_job(sandbox, job_id) -> str:

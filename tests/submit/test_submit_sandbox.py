@@ -16,6 +16,8 @@ from slurmkit.slurm.commands import run
 from slurmkit.submit import api
 from slurmkit.submit.backend import CliBackend
 
+from sandbox_jobs import submit, wait_for
+
 from ranks import REPORT, check_ranks, profile  # noqa: F401  (profile: a fixture)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
@@ -47,19 +49,8 @@ def backend(sandbox):
     return CliBackend(env=sandbox.env())
 
 
-def submit(sandbox, backend, tmp_path, template, command, **kw):
-    kw.setdefault("output", str(tmp_path / "job-%j.out"))
-    return api.submit(template, [str(c) for c in command], site=str(sandbox.profile_path),
-                      backend=backend, chdir=str(tmp_path), **kw)
 
 
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def finish(job, tmp_path, timeout=180):
