@@ -4,6 +4,7 @@ Each job's ranks write what they saw (rank, world size, GPU, NCCL_IB_HCA, CPU af
 test compares it with the sandbox's rendered site profile.
 """
 
+import contextlib
 import json
 import sys
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from slurmkit.hostlist import expand_hostlist
 from slurmkit.slurm.commands import run
 from slurmkit.submit import api
 from slurmkit.submit.backend import CliBackend
@@ -90,22 +92,27 @@ def test_srun_one_task_per_gpu(sandbox, backend, profile, tmp_path):
     assert f"rank 0 of {world} reporting" in out and f"rank 1 of {world} reporting" not in out
 
 
-def test_partial_node_ranks_bind_to_the_gpus_slurm_gave(sandbox, backend, profile, tmp_path):
-    gpn = profile[1]["gpu_count"]
+@contextlib.contextmanager
+def half_of_n4_held(sandbox, backend, gpn):
+    """Another job holding half of n4's GPUs while the block runs; yields the Slurm GPU indexes
+    it holds (``scontrol show job -d``'s ``IDX:``)."""
     blocker = run(["sbatch", "--parsable", "-w", "n4", f"--gpus-per-node={gpn // 2}", "-o", "/dev/null",
                    "--wrap", "sleep 300"], env=sandbox.env()).stdout.strip()
     try:
         wait_for(lambda: backend.states([blocker])[blocker].state == "RUNNING", 30, "blocker running")
         detail = run(["scontrol", "show", "job", "-d", blocker], env=sandbox.env()).stdout
-        import hostlist
+        yield {int(i) for i in expand_hostlist("[" + detail.split("(IDX:")[1].split(")")[0] + "]")}
+    finally:
+        run(["scancel", blocker], env=sandbox.env())
 
-        held = {int(i) for i in hostlist.expand_hostlist("[" + detail.split("(IDX:")[1].split(")")[0] + "]")}
+
+def test_partial_node_ranks_bind_to_the_gpus_slurm_gave(sandbox, backend, profile, tmp_path):
+    gpn = profile[1]["gpu_count"]
+    with half_of_n4_held(sandbox, backend, gpn) as held:
         job = submit(sandbox, backend, tmp_path, "srun", [sys.executable, "-c", REPORT, tmp_path],
                      nodes=1, gpus_per_node=gpn // 2, nodelist="n4", time="5:00")
         finish(job, tmp_path)
         check_ranks(tmp_path, profile, 1, gpn // 2, node_gpus=sorted(set(range(gpn)) - held))
-    finally:
-        run(["scancel", blocker], env=sandbox.env())
 
 
 def test_deepspeed_workers_keep_the_gpus_slurm_gave_on_a_shared_node(sandbox, backend, profile, tmp_path):
@@ -114,14 +121,7 @@ def test_deepspeed_workers_keep_the_gpus_slurm_gave_on_a_shared_node(sandbox, ba
     (the free GPUs), not 0..G-1; ranks, world size and CPU binding as for the other launchers."""
     pytest.importorskip("deepspeed")
     gpn = profile[1]["gpu_count"]
-    blocker = run(["sbatch", "--parsable", "-w", "n4", f"--gpus-per-node={gpn // 2}", "-o", "/dev/null",
-                   "--wrap", "sleep 300"], env=sandbox.env()).stdout.strip()
-    try:
-        wait_for(lambda: backend.states([blocker])[blocker].state == "RUNNING", 30, "blocker running")
-        detail = run(["scontrol", "show", "job", "-d", blocker], env=sandbox.env()).stdout
-        import hostlist
-
-        held = {int(i) for i in hostlist.expand_hostlist("[" + detail.split("(IDX:")[1].split(")")[0] + "]")}
+    with half_of_n4_held(sandbox, backend, gpn) as held:
         free = sorted(set(range(gpn)) - held)
         assert free != list(range(gpn // 2))          # deepspeed's own default (0..G-1) would be wrong
         job = submit(sandbox, backend, tmp_path, "deepspeed", [sys.executable, "-c", REPORT, tmp_path],
@@ -131,8 +131,6 @@ def test_deepspeed_workers_keep_the_gpus_slurm_gave_on_a_shared_node(sandbox, ba
         check_ranks(tmp_path, profile, 1, gpn // 2, node_gpus=free)
         for p in tmp_path.glob("rank*.json"):
             assert json.loads(p.read_text())["visible"] == ",".join(map(str, free))
-    finally:
-        run(["scancel", blocker], env=sandbox.env())
 
 
 @pytest.mark.parametrize("template", ["torchrun", "srun", "single-gpu"])
