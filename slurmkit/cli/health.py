@@ -16,7 +16,6 @@ import click
 from slurmkit.cli import want_json
 from slurmkit.cli.options import site_option
 from slurmkit.errors import InputError
-from slurmkit.profile.health import Health
 
 
 def _config(site: str | None, expect_gpus: int | None, node: str | None = None):
@@ -39,7 +38,7 @@ def _config(site: str | None, expect_gpus: int | None, node: str | None = None):
             nt = None
     if nt is None:
         return load_config(health, gpu_count=expect_gpus, no_node_type=node if site and node else None)
-    from slurmkit.health.services import expected_nvlinks, has_nvswitch
+    from slurmkit.profile.health import expected_nvlinks, has_nvswitch
 
     return load_config(health, gpu_count=expect_gpus, nics=nt.nics, nvswitch=has_nvswitch(nt),
                        nvlinks=expected_nvlinks(nt), node_type=nt.name, pcie=nt.pcie_expect())

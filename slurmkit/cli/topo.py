@@ -104,9 +104,10 @@ def import_cmd(file, name, gpu_model, sockets, cores_per_socket, threads_per_cor
     if not topo.gpus:
         raise TopoError(file, None, "no GPU rows or columns to import")
     if smi_q:
+        from slurmkit.health.source import load_capture
         from slurmkit.topology.nodetype import add_minors
 
-        add_minors(topo, smi_q)
+        add_minors(topo, smi_q, load_capture(smi_q))
     _emit_section(topo, name, gpu_model, output, [f"imported by slurmkit topo import from {file}"],
                   sockets=sockets, cores_per_socket=cores_per_socket,
                   threads_per_core=threads_per_core, cpu_numbering=cpu_numbering)

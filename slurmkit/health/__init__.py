@@ -11,7 +11,9 @@ on every job):
 * :mod:`slurmkit.health.kmsg`    NVRM Xid reader (/dev/kmsg with a saved cursor, or a log file)
 * :mod:`slurmkit.health.runner`  read_state(): NVML in a worker process under deadlines
 * :mod:`slurmkit.health.config`  thresholds / switches / expected values (checks.toml + profile)
-* :mod:`slurmkit.health.checks`  one function per check, run_checks(), evaluate()
+* :mod:`slurmkit.health.result`  CheckResult / CheckStatus (PASS, WARN, FAIL, ERROR), drain reasons
+* :mod:`slurmkit.health.checks`  one function per check, the table of every check (CHECKS),
+  run_checks(), evaluate()
 * :mod:`slurmkit.health.fabric`  InfiniBand / RoCE ports from sysfs (ib_port, ib_rate, ib_counters)
 * :mod:`slurmkit.health.nvlink`  NVLink error counters (nvlink_errors)
 * :mod:`slurmkit.health.pcie`    PCIe AER (sysfs) and replay (NVML) counters (pcie_errors)

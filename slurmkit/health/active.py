@@ -64,9 +64,9 @@ class DiagReport:
     def reason(self) -> str:
         """The drain reason: ``slurmkit: dcgm_diag: GPU1 Memory: fail (...)`` (the first failing
         test; ``+N more`` when several failed; ``nccl_allreduce`` for the bandwidth floor), cut
-        to :data:`slurmkit.health.checks.REASON_MAX` by the one rule
-        (:func:`~slurmkit.health.checks.fit_reason`: dcgmi's warnings run long)."""
-        from slurmkit.health.checks import fit_reason
+        to :data:`slurmkit.health.result.REASON_MAX` by the one rule
+        (:func:`~slurmkit.health.result.fit_reason`: dcgmi's warnings run long)."""
+        from slurmkit.health.result import fit_reason
 
         bad = [t for t in self.tests if t.status == "fail"]
         if not bad:

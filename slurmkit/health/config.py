@@ -2,49 +2,21 @@
 profile's typed ``[health]`` section (:class:`slurmkit.profile.health.Health`; its keys, their
 defaults and their validation live there and in the profile loader, nothing is re-checked here).
 
-Pure: :func:`load_config` takes the section; :func:`defaults` reads the package data file once.
+Pure: :func:`load_config` takes the section; :func:`defaults` (:func:`slurmkit.profile.health.check_defaults`,
+below this package: the profile validates its ``[health]`` keys against the same file) reads the
+package data file once.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
-from slurmkit.profile.health import Health
+from slurmkit.profile.health import Health, check_defaults as defaults
 from slurmkit.records import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported when the hooks run
     from typing import Any
-
-DATA_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checks.toml")
-
-
-_DEFAULTS: dict | None = None
-
-
-def defaults(cache_dir=None) -> dict:
-    """The parsed ``checks.toml``: ``{"checks": {id: description}, "thresholds": {...},
-    "clock_event_bits": {...}, "xid": {"ignore": [...], "fail": [...], "names": {...}}}``,
-    read once per process. ``cache_dir`` (the hooks' state directory): keep the parsed data
-    there as JSON while the file is unchanged (:mod:`slurmkit.stampcache`), so a hook need not
-    import ``tomllib`` on every job; the TOML file stays the one source."""
-    global _DEFAULTS
-    if _DEFAULTS is None:
-        from slurmkit import stampcache
-
-        cache = None if cache_dir is None else os.path.join(os.fspath(cache_dir), "checks-defaults.json")
-        data = stampcache.read(cache, DATA_FILE) if cache is not None else None
-        if data is None:
-            import tomllib
-
-            with open(DATA_FILE, "rb") as fh:
-                data = tomllib.load(fh)
-            if cache is not None:
-                stampcache.write(cache, DATA_FILE, [DATA_FILE], data)
-        _DEFAULTS = data
-    return _DEFAULTS
-
 
 def check_ids() -> list[str]:
     """Every check id, in the data file's order."""
@@ -101,15 +73,15 @@ def load_config(health: Health | None = None, *, gpu_count: int | None = None,
     ``health``: the validated section (``load_profile(...).health``; None: every default).
     ``gpu_count`` (the node type's / gres.conf's GPU count) fills ``expected_gpu_count`` when the
     section does not set it; ``nvlinks`` (active NVLinks per GPU from the node type's matrix:
-    :func:`slurmkit.health.services.expected_nvlinks`) fills ``expect["nvlink_active_links"]``
+    :func:`slurmkit.profile.health.expected_nvlinks`) fills ``expect["nvlink_active_links"]``
     likewise (the ``nvlink_down`` check). ``checks``: check id -> on/off switches applied last (the hooks
     config's ``[checks]``; ids checked by their reader). Raises nothing: the section and the
     switches were validated where they were read. ``nics``: the node type's NICs (profile
     ``NodeType.nics``); the InfiniBand / RoCE ones :func:`judged_hcas` keeps become
     ``expect["hcas"]`` (None: no HCA is judged). ``nvswitch`` (the node type has NVSwitches:
-    :func:`slurmkit.health.services.has_nvswitch`) fills ``expect["fabric_manager"]`` when the
+    :func:`slurmkit.profile.health.has_nvswitch`) fills ``expect["fabric_manager"]`` when the
     section does not set it; ``nvlinks`` (active NVLinks per GPU from the node type's matrix:
-    :func:`slurmkit.health.services.expected_nvlinks`) fills ``expect["nvlink_active_links"]``
+    :func:`slurmkit.profile.health.expected_nvlinks`) fills ``expect["nvlink_active_links"]``
     likewise (the ``nvlink_down`` check). ``node_type``: the name of the node's node type
     (``expect["node_type"]``); ``no_node_type``: the node's name when the profile has no node type
     for it (``expect["no_node_type"]``: the ``node_type`` check warns that the checks beyond NVML

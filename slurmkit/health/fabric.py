@@ -46,6 +46,7 @@ from __future__ import annotations
 import os
 
 from slurmkit.profile.health import Health
+from slurmkit.health.result import FAIL, PASS, WARN, CheckResult
 
 #: The error counters read from ``ports/<n>/counters/`` (Linux ib_core names) and their width in
 #: bits: they saturate at ``2**bits - 1`` (the PortCounters attribute, 0x0012, of the InfiniBand
@@ -390,8 +391,6 @@ def ib_baseline(state) -> dict:
 # ---- checks (signature of slurmkit.health.checks.CHECKS) ---------------------------------------
 
 def _result(check, status, port, value, limit, message=""):
-    from slurmkit.health.checks import CheckResult
-
     return CheckResult(check, status, value=value, limit=limit, message=message, place=place(port))
 
 
@@ -406,8 +405,6 @@ def check_ib_port(state, cfg, **_) -> list:
     ``operstate`` up) on the expected link layer (``state``, ``phys_state``, ``link_layer`` in
     sysfs) -> else fail; one result per port. The value is the meaning in words (``down
     (DOWN/Polling)``, ``missing``, ``link layer Ethernet, not InfiniBand``)."""
-    from slurmkit.health.checks import FAIL, PASS
-
     out = []
     for p in state.ib_ports or []:
         renamed = f" (the profile's {p['profile_hca']}: the kernel renumbered the HCAs)" if p.get("profile_hca") else ""
@@ -441,8 +438,6 @@ def check_ib_rate(state, cfg, **_) -> list:
     """A port's ``rate`` (a netdev's ``speed``) below the profile's ``rate_gbps`` (trained at a
     lower speed or width: a bad cable or transceiver) -> fail. Ports that are down are judged by
     ``ib_port`` only."""
-    from slurmkit.health.checks import FAIL, PASS
-
     out = []
     for p in state.ib_ports or []:
         want, got = p.get("expected_rate_gbps"), p.get("rate_gbps")
@@ -465,8 +460,6 @@ def check_ib_counters(state, cfg, **_) -> list:
     (prolog, epilog, health check), whatever the time between them. No previous run: only
     saturation is judged. Ethernet (RoCE) ports are not judged: mlx5 fills ``counters/`` from the
     InfiniBand port counters group, which an Ethernet port does not keep."""
-    from slurmkit.health.checks import FAIL, PASS, WARN
-
     prev_all = (getattr(state, "baseline", None) or {}).get("ib")
     limits = {"ib_counter_rise_fail": cfg.t("ib_counter_rise_fail"),
               "ib_link_downed_rise_fail": cfg.t("ib_link_downed_rise_fail")}

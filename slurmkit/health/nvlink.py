@@ -11,6 +11,8 @@ Links down against the expected count are the ``nvlink_down`` check. Standard li
 
 from __future__ import annotations
 
+from slurmkit.health.result import FAIL, PASS, WARN, result, usable_gpus
+
 #: counter name -> pynvml constant name (``nvmlNvLinkErrorCounter_t``).
 NVLINK_COUNTERS = {"replay": "NVML_NVLINK_ERROR_DL_REPLAY", "recovery": "NVML_NVLINK_ERROR_DL_RECOVERY",
                    "crc_flit": "NVML_NVLINK_ERROR_DL_CRC_FLIT", "crc_data": "NVML_NVLINK_ERROR_DL_CRC_DATA"}
@@ -51,8 +53,6 @@ def rises(state, g) -> dict[str, int] | None:
 
 def check_nvlink_errors(state, cfg, **_) -> list:
     """NVLink error counters rising between runs (see the module docstring)."""
-    from slurmkit.health.checks import FAIL, PASS, WARN, result, usable_gpus
-
     out = []
     for g in usable_gpus(state):
         if g.get("nvlink_errors") is None:

@@ -13,6 +13,7 @@ without AER files (or without AER) give no value: not judged. Standard library o
 from __future__ import annotations
 
 import os
+from slurmkit.health.result import FAIL, PASS, WARN, result, usable_gpus
 
 AER_FILES = {"pcie_aer_correctable": ("aer_dev_correctable", "TOTAL_ERR_COR"),
              "pcie_aer_nonfatal": ("aer_dev_nonfatal", "TOTAL_ERR_NONFATAL"),
@@ -61,7 +62,6 @@ def reread_aer(state, sysfs) -> None:
 
 def check_pcie_errors(state, cfg, **_) -> list:
     """PCIe AER and replay counters rising between runs (see the module docstring)."""
-    from slurmkit.health.checks import FAIL, PASS, WARN, result, usable_gpus
     from slurmkit.health.nvlink import rises
 
     limits = {"aer_correctable": cfg.t("pcie_correctable_rise_fail"), "pcie_replay": cfg.t("pcie_replay_rise_fail"),

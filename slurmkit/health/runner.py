@@ -34,16 +34,6 @@ LIVE = "live"
 STARTUP = "worker start-up"
 
 
-def source_for(spec: str | os.PathLike, node: str | None = None):
-    """``"live"`` -> LiveNvmlSource (in this process: only for the worker itself); a path ->
-    SnapshotSource."""
-    if str(spec) == LIVE:
-        from slurmkit.health.nvml_source import LiveNvmlSource
-
-        return LiveNvmlSource(node=node)
-    return SnapshotSource(spec, node=node)
-
-
 def read_state(source_spec: str | os.PathLike = LIVE, total_deadline_s: float = Health.deadline_s,
                per_call_deadline_s: float = Health.per_call_deadline_s, *, before_job: bool = False,
                thresholds: dict | None = None, node: str | None = None,
@@ -259,10 +249,10 @@ def _fork_worker(spec: dict) -> _Worker:
 
             serve(spec)
             code = 0
-        except BaseException:  # noqa: BLE001 - whatever happens here ends here
+        except BaseException:
             try:
                 os.write(2, b"NVML worker (forked) failed before its reply\n")
-            except BaseException:  # noqa: BLE001
+            except BaseException:
                 pass
         finally:
             try:

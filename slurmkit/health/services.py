@@ -24,6 +24,7 @@ A root that cannot be listed is slurmkit's own trouble. Standard library only.
 from __future__ import annotations
 
 import os
+from slurmkit.health.result import FAIL, PASS, CheckResult
 
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 FM_COMM = "nv-fabricmanage"  # "nv-fabricmanager" cut to the kernel's 15-character comm
@@ -67,33 +68,8 @@ def read_fabric_manager(sysfs: str | os.PathLike) -> tuple[dict | None, list[str
     return {"running": bool(running), "pids": sorted(running)}, []
 
 
-def has_nvswitch(node_type) -> bool:
-    """The derived default of ``[health] fabric_manager``: ``node_type`` (a profile NodeType) has
-    8 or more GPUs, each NVLinked (``NV<n>`` in the matrix) to every other one."""
-    gpus = getattr(node_type, "gpus", ()) or ()
-    if len(gpus) < 8:
-        return False
-    return all(g.nvlinks_to(o.index) > 0 for g in gpus for o in gpus if o.index != g.index)
-
-
-def expected_nvlinks(node_type) -> int | None:
-    """Active NVLinks each GPU of ``node_type`` should have, from its matrix (``NV<n>`` tokens):
-    behind NVSwitches (:func:`has_nvswitch`) every pair shows all of a GPU's links, so the most
-    to any peer; direct links add up over the peers. The fewest over the GPUs; None when the
-    matrix shows no NVLink."""
-    gpus = getattr(node_type, "gpus", ()) or ()
-    switch = has_nvswitch(node_type)
-    per = []
-    for g in gpus:
-        links = [g.nvlinks_to(o.index) for o in gpus if o.index != g.index]
-        per.append(max(links, default=0) if switch else sum(links))
-    return min(per) if per and min(per) > 0 else None
-
-
 def check_fabric_manager(state, cfg, **_) -> list:
     """Fabric manager expected and not running -> fail; running -> pass."""
-    from slurmkit.health.checks import FAIL, PASS, CheckResult
-
     fm = (state.services or {}).get("fabric_manager")
     if fm is None:
         return []
@@ -106,8 +82,6 @@ def check_fabric_manager(state, cfg, **_) -> list:
 
 def check_gpudirect_rdma(state, cfg, **_) -> list:
     """GPUDirect RDMA expected and no ``nvidia_peermem`` / ``nv_peer_mem`` module -> fail."""
-    from slurmkit.health.checks import FAIL, PASS, CheckResult
-
     pm = (state.services or {}).get("peermem")
     if pm is None:
         return []

@@ -46,9 +46,9 @@ class DrainResult:
 
 
 def sanitize(reason: str) -> str:
-    """One printable line of at most :data:`slurmkit.health.checks.REASON_MAX` characters, cut
-    at a word (:func:`slurmkit.health.checks.fit_reason`: the one rule for every reason)."""
-    from slurmkit.health.checks import fit_reason
+    """One printable line of at most :data:`slurmkit.health.result.REASON_MAX` characters, cut
+    at a word (:func:`slurmkit.health.result.fit_reason`: the one rule for every reason)."""
+    from slurmkit.health.result import fit_reason
 
     return fit_reason(reason)
 

@@ -39,7 +39,7 @@ def load_for_node(profile, cache_dir=None, node: str | None = None, *,
     checks need of ``node``'s node type: ``{"node_type": name, "nics": [{"device", "link_layer",
     "rate_gbps" (Gbit/s), "role", "pci"}], "nvswitch": bool, "nvlinks": int | None, "pcie": {"width",
     "gen", "gpus": {"<index>": lanes}}}`` (profile ``node_types.<t>.nics``;
-    :func:`slurmkit.health.services.has_nvswitch`, :func:`~slurmkit.health.services.expected_nvlinks`,
+    :func:`slurmkit.profile.health.has_nvswitch`, :func:`~slurmkit.profile.health.expected_nvlinks`,
     :meth:`~slurmkit.profile.model.NodeType.pcie_expect`, its GPU indexes as JSON strings); None
     when ``node`` is None or in no partition. Same cache and errors as :func:`load_health`;
     ``last_good``: the values of the last profile that loaded (the cache, even when the files
@@ -87,7 +87,7 @@ def _cached(profile, cache_dir, last_good: bool = False) -> dict:
         data = stampcache.read(cache, key)
         if data is not None:
             return data
-    from slurmkit.health.services import expected_nvlinks, has_nvswitch
+    from slurmkit.profile.health import expected_nvlinks, has_nvswitch
     from slurmkit.profile.load import load_profile
 
     prof = load_profile(profile)

@@ -1,12 +1,15 @@
 """The ``[health]`` section of a site profile as one frozen record: :class:`Health`.
 
 Its own module so that the hooks can read it (through :mod:`slurmkit.profile.cache`) without
-importing the rest of the profile model and its validator: only :mod:`slurmkit.records` is imported.
+importing the rest of the profile model and its validator: only :mod:`slurmkit.records` is imported
+(and :mod:`slurmkit.stampcache` when ``checks.toml`` is read: :func:`check_defaults`).
 Validated by :func:`slurmkit.profile.validate.build`; interpreted by
 :func:`slurmkit.health.config.load_config` (thresholds and check ids: ``health/checks.toml``).
 """
 
 from __future__ import annotations
+
+import os
 
 from slurmkit.records import field, fields, record
 
@@ -90,3 +93,59 @@ class Health:
     def from_json(cls, data: dict) -> "Health":
         """The :class:`Health` written by :meth:`to_json` (unknown keys: TypeError)."""
         return cls(**data)
+
+
+def has_nvswitch(node_type) -> bool:
+    """The derived default of ``[health] fabric_manager``: ``node_type`` (a profile NodeType) has
+    8 or more GPUs, each NVLinked (``NV<n>`` in the matrix) to every other one."""
+    gpus = getattr(node_type, "gpus", ()) or ()
+    if len(gpus) < 8:
+        return False
+    return all(g.nvlinks_to(o.index) > 0 for g in gpus for o in gpus if o.index != g.index)
+
+
+def expected_nvlinks(node_type) -> int | None:
+    """Active NVLinks each GPU of ``node_type`` should have, from its matrix (``NV<n>`` tokens):
+    behind NVSwitches (:func:`has_nvswitch`) every pair shows all of a GPU's links, so the most
+    to any peer; direct links add up over the peers. The fewest over the GPUs; None when the
+    matrix shows no NVLink."""
+    gpus = getattr(node_type, "gpus", ()) or ()
+    switch = has_nvswitch(node_type)
+    per = []
+    for g in gpus:
+        links = [g.nvlinks_to(o.index) for o in gpus if o.index != g.index]
+        per.append(max(links, default=0) if switch else sum(links))
+    return min(per) if per and min(per) > 0 else None
+
+
+#: The shipped check ids, thresholds and XID table: ``slurmkit/health/checks.toml``, beside the
+#: checks that use them. Read here, below :mod:`slurmkit.health`, because the ``[health]``
+#: section may switch any check off and override any threshold, so the profile validator
+#: checks its keys against this file (:mod:`slurmkit.health.config` reads it through here too).
+CHECKS_TOML = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "health", "checks.toml")
+
+
+_DEFAULTS: dict | None = None
+
+
+def check_defaults(cache_dir=None) -> dict:
+    """The parsed ``checks.toml``: ``{"checks": {id: description}, "thresholds": {...},
+    "clock_event_bits": {...}, "xid": {"ignore": [...], "fail": [...], "names": {...}}}``,
+    read once per process. ``cache_dir`` (the hooks' state directory): keep the parsed data
+    there as JSON while the file is unchanged (:mod:`slurmkit.stampcache`), so a hook need not
+    import ``tomllib`` on every job; the TOML file stays the one source."""
+    global _DEFAULTS
+    if _DEFAULTS is None:
+        from slurmkit import stampcache
+
+        cache = None if cache_dir is None else os.path.join(os.fspath(cache_dir), "checks-defaults.json")
+        data = stampcache.read(cache, CHECKS_TOML) if cache is not None else None
+        if data is None:
+            import tomllib
+
+            with open(CHECKS_TOML, "rb") as fh:
+                data = tomllib.load(fh)
+            if cache is not None:
+                stampcache.write(cache, CHECKS_TOML, [CHECKS_TOML], data)
+        _DEFAULTS = data
+    return _DEFAULTS

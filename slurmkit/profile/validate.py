@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from slurmkit.profile.clock_policy import SETTINGS as CLOCK_POLICY_SETTINGS
 from slurmkit.profile.clock_policy import ClockPolicy
+from slurmkit.pci import normalise_bus_id
 from slurmkit.profile.errors import ProfileError
-from slurmkit.profile.health import EXPECT_KEYS
+from slurmkit.profile.health import EXPECT_KEYS, check_defaults
 from slurmkit.profile.lines import key_line
 from slurmkit.profile.model import (Block, Cluster, Fabric, Gpu, Health, Leaf, Nccl, Nic, NodeType,
                                     Partition, Profile, Report, SlurmNode, Spine, Submit)
@@ -136,7 +137,7 @@ def build(data: dict, file: str = "", text: str = "", layers: tuple[str, ...] = 
                 c.fail(f"{kind}.{name}.clock_policy", f"{item.clock_policy!r} is not a clock policy "
                        f"(known: {', '.join(policies) or 'none: add [clock_policies.<name>]'})")
     fabric = _fabric(c, c.table(data.get("fabric"), "fabric"), partitions)
-    return Profile(clock_policies=policies, 
+    return Profile(clock_policies=policies,
         source=str(file), cluster=cluster, partitions=partitions, node_types=node_types,
         fabric=fabric, nccl=_nccl(c, c.table(data.get("nccl"), "nccl")),
         submit=_submit(c, c.table(data.get("submit"), "submit")),
@@ -240,8 +241,6 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
             c.fail(f"{nk}.netdev", f"interface {netdev!r} is named by two NICs")
         pci = c.get(n, nk, "pci", str, None)
         if pci is not None:
-            from slurmkit.health.state import normalise_bus_id
-
             try:
                 pci = normalise_bus_id(pci)
             except ValueError:
@@ -443,14 +442,12 @@ def _submit(c: _Ctx, t: dict) -> Submit:
 
 
 def _health(c: _Ctx, t: dict) -> Health:
-    from slurmkit.health.config import defaults as check_data  # checks.toml: check ids, thresholds
-
     k = "health"
     c.known(t, k, ("mode", "deadline_s", "per_call_deadline_s", *EXPECT_KEYS, "ib_judge_other_nics",
                    "active_check", "dcgm_diag_level", "active_timeout_s", "active_interval_s",
                    "nccl_busbw_min_gbps", "baseline_xids", "thresholds",
                    "checks"))
-    known = check_data()
+    known = check_defaults()  # checks.toml: check ids, thresholds
     thresholds = c.table(t.get("thresholds"), "health.thresholds")
     for name, v in thresholds.items():
         if name not in known["thresholds"]:

@@ -83,16 +83,16 @@ def node_type_table(topo: Topology, gpu_model: str, *, sockets: int | None = Non
     return table
 
 
-def add_minors(topo: Topology, capture: str) -> None:
-    """Set each GPU's ``minor`` from an ``nvidia-smi -q`` capture (text or ``-x`` XML) of the
-    same node: its GPUs are listed in nvidia-smi order (PCI bus id), GPU ``i`` of the matrix is
-    the capture's ``i``-th GPU, whose "Minor Number" (``minor_number``) is the device file's
-    minor. Raises :class:`~slurmkit.topology.errors.TopoError` when the GPU counts differ or a
-    minor is missing."""
-    from slurmkit.health.source import load_capture
+def add_minors(topo: Topology, capture: str, state) -> None:
+    """Set each GPU's ``minor`` from ``state``, an ``nvidia-smi -q`` capture (text or ``-x``
+    XML) of the same node read by the caller (``slurmkit.health.source.load_capture(capture)``:
+    a ``NodeState``; ``capture``, its path, names it in errors): its GPUs are listed in
+    nvidia-smi order (PCI bus id), GPU ``i`` of the matrix is the capture's ``i``-th GPU, whose
+    "Minor Number" (``minor_number``) is the device file's minor. Raises
+    :class:`~slurmkit.topology.errors.TopoError` when the GPU counts differ or a minor is
+    missing."""
     from slurmkit.topology.errors import TopoError
 
-    state = load_capture(capture)
     if len(state.gpus) != len(topo.gpus):
         raise TopoError(capture, None, f"{len(state.gpus)} GPUs, but the matrix has {len(topo.gpus)}: "
                         "capture both on the same node")

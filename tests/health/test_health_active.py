@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from slurmkit.health.active import dcgm_diag, parse_diag
-from slurmkit.health.checks import REASON_MAX
+from slurmkit.health.result import REASON_MAX
 
 DATA = Path(__file__).with_name("dcgmi")
 

@@ -101,7 +101,7 @@ def test_aer_read_from_sysfs_by_the_live_worker(fake_nvml, tmp_path):
 
 
 def test_nvlink_down_against_the_node_types_matrix(healthy):
-    from slurmkit.health.services import expected_nvlinks
+    from slurmkit.profile.health import expected_nvlinks
     from slurmkit.profile.load import load_profile
 
     nt = next(iter(load_profile("dgx-h100").node_types.values()))

@@ -9,7 +9,7 @@ import pytest
 
 from fake_sysfs import healthy_tree, set_identity, set_port
 from slurmkit.health import checks as C
-from slurmkit.health.checks import REASON_LEAD, REASON_MAX, CheckResult, fit_reason
+from slurmkit.health.result import REASON_LEAD, REASON_MAX, CheckResult, fit_reason
 from slurmkit.health.config import load_config
 from slurmkit.health.fabric import COUNTERS, read_ib_ports
 from slurmkit.health.state import NodeState

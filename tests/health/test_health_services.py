@@ -93,7 +93,7 @@ def test_live_worker_and_replay_read_the_services(fake_nvml, tmp_path):
 
 
 def test_which_shipped_node_types_need_a_fabric_manager():
-    from slurmkit.health.services import has_nvswitch
+    from slurmkit.profile.health import has_nvswitch
     from slurmkit.profile.load import load_profile
 
     got = {name: has_nvswitch(nt) for p in ("dgx-a100", "dgx-h100", "rtx4090-8x", "sandbox")

@@ -1,7 +1,6 @@
 """Pure pieces of the hooks: reason ownership, scontrol parsing, gres.conf mapping, textfile, spool."""
 
 import os
-from pathlib import Path
 
 import pytest
 
@@ -37,7 +36,7 @@ def test_parse_show_node():
 
 
 def test_sanitize_reason():
-    from slurmkit.health.checks import REASON_MAX
+    from slurmkit.health.result import REASON_MAX
 
     assert drain.sanitize("a\nb\tc" + "x" * 300) == ("a b c" + "x" * 300)[:REASON_MAX - 3] + "..."
     assert drain.sanitize("slurmkit: xid GPU1 0000:9b:00.0: " + "Xid 79 " * 30).endswith("Xid 79...")
