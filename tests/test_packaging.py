@@ -67,9 +67,9 @@ def test_sandbox_refuses_to_start_when_not_root(tmp_path):
 # third-party module -> the distribution that provides it (what setup.cfg declares)
 DISTS = {"click": "click", "jinja2": "jinja2", "numpy": "numpy", "pandas": "pandas", "pyarrow": "pyarrow",
          "matplotlib": "matplotlib", "pynvml": "nvidia-ml-py", "hostlist": "python-hostlist"}
-#: imported on purpose without being a requirement: an optional backend (extra ``pyslurm``) and
-#: the demo's training script, which runs inside sandbox jobs with the demo's torch
-NOT_REQUIRED = {"pyslurm", "torch"}
+#: imported on purpose without being a requirement: the demo's training script, which runs
+#: inside sandbox jobs with the demo's torch
+NOT_REQUIRED = {"torch"}
 
 
 def test_setup_cfg_declares_exactly_the_third_party_modules_slurmkit_imports():

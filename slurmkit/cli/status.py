@@ -21,8 +21,7 @@ def cli(ctx, job_ids, as_json, remote, ssh_config):
     """Show jobs' state, nodes and GPUs."""
     from slurmkit.cli.remote import backend_for
     from slurmkit.errors import SlurmkitError, UsageError
-    from slurmkit.remote.backend import exit_codes
-    from slurmkit.submit.backend import TERMINAL
+    from slurmkit.submit.backend import TERMINAL, exit_codes
 
     for j in job_ids:
         if not j.replace("_", "").isdigit():

@@ -126,10 +126,10 @@ def shim_text(kind: str, python: str, config_path: Path, chain: str | None = Non
     ``/bin/sh`` guard that turns a missing interpreter or a failed ``import slurmkit`` into a
     syslog line and exit 0 (never Slurm's "Prolog error" drain)."""
     template = (Path(__file__).resolve().parent.parent.parent / "prolog_epilog" / "hook.py.in")
-    if not template.exists():  # installed package layout
-        import slurmkit.prolog_epilog as pe
+    if not template.exists():  # installed package layout (package data: no code in it)
+        from importlib import resources
 
-        template = Path(pe.__file__).parent / "hook.py.in"
+        template = Path(str(resources.files("slurmkit.prolog_epilog"))) / "hook.py.in"
     first = ""
     if chain:  # the site's HealthCheckProgram (NHC) runs first; its own drains are its business
         q = "'" + chain.replace("'", "'\\''") + "'"

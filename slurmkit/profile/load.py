@@ -14,10 +14,10 @@ from slurmkit.profile.validate import build
 
 def site_dir() -> Path:
     """The directory of the shipped profiles (``site/`` in the source tree, ``slurmkit/site``
-    installed)."""
-    import slurmkit.site as shipped
+    installed; found as package data, ``slurmkit.site`` holds no code)."""
+    from importlib import resources
 
-    return Path(next(iter(shipped.__path__)))
+    return Path(str(resources.files("slurmkit.site")))
 
 
 def shipped_names() -> list[str]:

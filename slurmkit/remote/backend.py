@@ -1,6 +1,7 @@
 """Slurm on a login node through ssh: the same commands as the local backend, run there.
 
-:class:`RemoteBackend` is a :class:`~slurmkit.submit.backend.CliBackend` whose commands run on
+:class:`RemoteBackend` is a :class:`~slurmkit.submit.backend.CliBackend` (so a
+:class:`~slurmkit.submit.backend.Backend`) whose commands run on
 ``remote`` (a :class:`~slurmkit.remote.ssh.Remote`), so ``Job.state()``, ``.wait()``,
 ``.cancel()`` and ``slurmkit status`` work unchanged. Only Slurm's client commands (and a POSIX
 shell) are needed on the login node. Its :meth:`~RemoteBackend.submit` never leaves a job
@@ -13,7 +14,8 @@ import shlex
 import uuid
 from dataclasses import dataclass
 
-from slurmkit.remote.ssh import FORMAT_VARS, Remote, RemoteError
+from slurmkit.remote.ssh import Remote, RemoteError
+from slurmkit.slurm.commands import FORMAT_VARS, Result
 from slurmkit.submit.backend import CliBackend
 
 #: Where submitted scripts and their job-id markers are kept on the login node (under $HOME).
@@ -60,6 +62,13 @@ def as_remote(remote, ssh_config=None, timeout=None) -> Remote:
     return Remote(str(remote), ssh_config, **kw)
 
 
+def open_backend(remote, ssh_config=None, timeout=None) -> RemoteBackend:
+    """A :class:`RemoteBackend` for ``remote`` (a host of the SSH config or a :class:`Remote`;
+    ``ssh_config``, ``timeout``: as :func:`as_remote`). Nothing is connected yet. The
+    ``remote`` provider's backend (``slurmkit.submit.backend.provider``)."""
+    return RemoteBackend(as_remote(remote, ssh_config, timeout))
+
+
 class RemoteBackend(CliBackend):
     """Slurm's command-line tools on ``remote``'s login node (``timeout``: ``remote.timeout``)."""
 
@@ -70,7 +79,10 @@ class RemoteBackend(CliBackend):
         self.remote = remote
         self._facts: LoginFacts | None = None
 
-    def _run(self, argv, check=True, input=None, **_):
+    def run(self, argv, check: bool = True, input: str | None = None) -> Result:
+        """One Slurm command on the login node (:meth:`Remote.run`, the step named after the
+        command: ``sbatch`` -> submit, ``scancel`` -> cancel, else status). Raises
+        :class:`RemoteError`."""
         argv = [str(a) for a in argv]
         return self.remote.run(argv, _STEP.get(argv[0], "status"), input=input, check=check)
 
@@ -170,23 +182,3 @@ class RemoteBackend(CliBackend):
                 return f"job {job_id} was queued and could not be cancelled: {exc.reason}"
             return f"job {job_id}, which sbatch had queued, was cancelled"
         return "no job was queued"
-
-
-def exit_codes(backend, job_ids) -> dict[str, str]:
-    """Job id -> Slurm's ``ExitCode`` (``status:signal``, e.g. ``0:0``, ``1:0``) from one
-    ``sacct -X`` call through ``backend`` (any :class:`CliBackend`); ids sacct does not know
-    (yet) are absent. Array jobs: the first non-zero task's code, else ``0:0``."""
-    ids = [str(j) for j in job_ids]
-    if not ids:
-        return {}
-    res = backend._run(["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "-o", "JobID,ExitCode"], check=False)
-    if res.returncode != 0:
-        return {}
-    rows = [line.split("|") for line in res.stdout.splitlines() if line.count("|") == 1]
-    out = {}
-    for j in ids:
-        codes = [code.strip() for jid, code in rows if jid == j or jid.startswith(f"{j}_")]
-        if codes:
-            out[j] = next((c for c in codes if c != "0:0"), codes[-1])
-    return out
-

@@ -33,12 +33,12 @@ def parse_stdout_path(scontrol_text: str) -> str | None:
 def output_path(backend, job_id: str) -> str:
     """Where job ``job_id`` writes its output, on the host the backend runs Slurm's commands
     on. Raises :class:`LogsError` when Slurm knows neither the job nor its directory."""
-    res = backend._run(["scontrol", "show", "job", str(job_id)], check=False)
+    res = backend.run(["scontrol", "show", "job", str(job_id)], check=False)
     if res.returncode == 0:
         path = parse_stdout_path(res.stdout)
         if path:
             return path
-    res = backend._run(["sacct", "-X", "-n", "-P", "-j", str(job_id), "-o", "JobID,WorkDir"], check=False)
+    res = backend.run(["sacct", "-X", "-n", "-P", "-j", str(job_id), "-o", "JobID,WorkDir"], check=False)
     rows = [ln.split("|", 1) for ln in res.stdout.splitlines() if "|" in ln]
     for jid, workdir in rows:
         if jid == str(job_id) and workdir:
@@ -80,7 +80,8 @@ def show(backend, job_id: str, follow: bool = False, out=None) -> None:
         res = remote.shell(script, "logs", check=False)
         rc, text = res.returncode, res.stdout
     else:
-        proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, errors="replace", timeout=60)
+        proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, errors="surrogateescape",
+                              timeout=60)
         rc, text = proc.returncode, proc.stdout
     if rc == 3:
         where = f" on {remote.host}" if remote is not None else ""
@@ -88,5 +89,5 @@ def show(backend, job_id: str, follow: bool = False, out=None) -> None:
                         "pending (use --follow)")
     if rc != 0:
         raise LogsError(f"job {job_id}: cannot read {path} (exit {rc})")
-    out.write(text.encode())
+    out.write(text.encode(errors="surrogateescape"))   # the file's bytes as they are, UTF-8 or not
     out.flush()

@@ -30,15 +30,11 @@ import tempfile
 from dataclasses import dataclass
 
 from slurmkit.errors import SlurmkitError
-from slurmkit.slurm.commands import Result, SlurmError
+from slurmkit.slurm.commands import FORMAT_VARS, Result, SlurmError
 
 #: Steps a remote failure can be about, in the order a submit runs them.
 STEPS = ("connect", "sync", "submit", "status", "cancel", "logs")
 
-#: Variables that change what Slurm's clients print; unset on the remote side too
-#: (same list as :mod:`slurmkit.slurm.commands`).
-FORMAT_VARS = ("SACCT_FORMAT", "SQUEUE_FORMAT", "SQUEUE_FORMAT2", "SINFO_FORMAT", "SLURM_TIME_FORMAT",
-               "SQUEUE_SORT", "SLURM_CLUSTERS", "SACCT_FEDERATION", "SQUEUE_FEDERATION")
 
 
 class RemoteError(SlurmError, SlurmkitError):
@@ -272,7 +268,10 @@ class Remote:
             _kill_group(proc)
             proc.wait()
             raise
-        return subprocess.CompletedProcess(argv, proc.returncode, out.decode(errors="replace"),
+        # stdout as the local runner reads Slurm's output (slurmkit.slurm.commands.run): bytes
+        # that are not UTF-8 (a path, a job name, a job's log) survive a round trip
+        # (``.encode(errors="surrogateescape")``); stderr is only ever shown in messages
+        return subprocess.CompletedProcess(argv, proc.returncode, out.decode(errors="surrogateescape"),
                                            err.decode(errors="replace"))
 
     def shell(self, script: str, step: str, *, input: str | None = None, check: bool = True,

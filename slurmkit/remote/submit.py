@@ -16,8 +16,9 @@ import dataclasses
 import posixpath
 
 from slurmkit.remote import sync as _sync
-from slurmkit.remote.backend import RemoteBackend, as_remote
+from slurmkit.remote.backend import RemoteBackend, open_backend
 from slurmkit.remote.site import load_remote_site
+from slurmkit.submit import api, render
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,9 +57,7 @@ def prepare_remote(req, remote, *, ssh_config=None, sync_dir=None, remote_dir=No
     folder ``<remote dir>/slurmkit-runs/<run id>/`` plus the subfolder of the root that
     ``cwd`` is in; a relative ``req.chdir`` is taken from there. Raises ``RemoteError``
     (connect), ``UsageError`` (no site profile) or the planner's input errors."""
-    from slurmkit.submit import api
-
-    backend = RemoteBackend(as_remote(remote, ssh_config, timeout))
+    backend = open_backend(remote, ssh_config, timeout)
     facts = backend.probe()
     source = _sync.find_source(sync_dir, cwd)
     rdir = _sync.resolve_remote_dir(remote_dir, source.name, facts.home)
@@ -83,8 +82,6 @@ def run_remote(rp: RemotePlan, test_only: bool = False) -> str:
     clean old runs' code, and submit ``rp``; the job id (``test_only``: Slurm's start
     estimate). sbatch's presence is checked first, so nothing is synced to a host that cannot
     submit."""
-    from slurmkit.submit import render
-
     remote = rp.backend.remote
     rp.backend.require_sbatch()
     if rp.sync:
@@ -102,9 +99,7 @@ def submit_remote(template: str, command=(), *, remote, ssh_config=None, sync_di
     whose ``state()``/``wait()``/``cancel()`` go through the same SSH connection (with
     ``test_only=True``: Slurm's start estimate, str). Keywords as
     :func:`slurmkit.submit.api.submit`; ``timeout``: seconds per step (default 60)."""
-    from slurmkit.submit import api
-
-    req = api._request(template, command, kw)
+    req = api.build_request(template, command, kw)
     rp = prepare_remote(req, remote, ssh_config=ssh_config, sync_dir=sync_dir, remote_dir=remote_dir,
                         sync=sync, excludes=excludes, timeout=timeout)
     result = run_remote(rp, test_only=req.test_only)
@@ -115,8 +110,6 @@ def explain_remote(rp: RemotePlan) -> str:
     """The ``--explain`` table of a remote submit: a header saying which host, profile and
     directories, then the plan's table with every profile-sourced value marked as coming from
     the remote cluster's profile."""
-    from slurmkit.submit import render
-
     host = rp.backend.remote.host
     src = getattr(rp.site.profile, "source", "") or rp.site.spec
     head = [f"# remote: {host}" + (f" (SSH config {rp.backend.remote.ssh_config})" if rp.backend.remote.ssh_config else ""),

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from slurmkit.errors import SlurmkitError
 
 #: Environment variables that change what Slurm's clients print; overridden or removed so that
-#: parsers always see the same format whatever the user's shell has set.
-_FORMAT_VARS = (
+#: parsers always see the same format whatever the user's shell has set (here, and on a login
+#: node through ssh: ``slurmkit.remote``).
+FORMAT_VARS = (
     "SACCT_FORMAT", "SQUEUE_FORMAT", "SQUEUE_FORMAT2", "SINFO_FORMAT", "SLURM_TIME_FORMAT",
     "SQUEUE_SORT", "SLURM_CLUSTERS", "SACCT_FEDERATION", "SQUEUE_FEDERATION",
 )
@@ -64,7 +65,7 @@ def slurm_env(extra: dict | None = None, slurm_conf: str | None = None) -> dict:
 
     ``slurm_conf`` (a path) sets SLURM_CONF; otherwise the inherited SLURM_CONF is kept.
     """
-    env = {k: v for k, v in os.environ.items() if k not in _FORMAT_VARS}
+    env = {k: v for k, v in os.environ.items() if k not in FORMAT_VARS}
     if slurm_conf:
         env["SLURM_CONF"] = str(slurm_conf)
     if "PATH" not in env:

@@ -2,8 +2,8 @@
 
 Modules: ``escape`` (#SBATCH and shell quoting), ``site`` (facts from the site profile),
 ``placement`` (CPUs per GPU, leaf switches), ``nccl`` (fabric presets), ``templates`` (catalog
-and declared parameters), ``render`` (plan, script, explain), ``backend`` (sbatch/squeue/sacct
-or pyslurm), ``api`` (``slurmkit.submit(...)`` -> ``Job``).
+and declared parameters), ``render`` (plan, script, explain), ``backend`` (the :class:`~slurmkit.submit.backend.Backend`
+interface; sbatch/squeue/sacct here), ``api`` (``slurmkit.submit(...)`` -> ``Job``).
 
 This package is callable: once ``slurmkit.submit`` (the package) has been imported it shadows
 the lazy ``slurmkit.submit`` function, so calling the package calls :func:`api.submit`.

@@ -18,7 +18,7 @@ from slurmkit.errors import SlurmkitError
 from slurmkit.submit import render as _render
 from slurmkit.submit import site as _site
 from slurmkit.submit import templates as _templates
-from slurmkit.submit.backend import TERMINAL, JobInfo, get_backend
+from slurmkit.submit.backend import TERMINAL, JobInfo, exit_codes, get_backend, provider
 
 
 def prepare(req: _render.SubmitRequest, backend=None, profile=None, env: dict | None = None) -> _render.Plan:
@@ -41,7 +41,7 @@ def plan(template: str, command=(), *, backend=None, env: dict | None = None, pr
          **kw) -> _render.Plan:
     """The :class:`~slurmkit.submit.render.Plan` :func:`submit` would render (same keywords),
     without submitting: every ``#SBATCH`` option and exported variable with its source."""
-    return prepare(_request(template, command, kw), backend, profile, env)
+    return prepare(build_request(template, command, kw), backend, profile, env)
 
 
 def render_script(template: str, command=(), **kw) -> str:
@@ -125,7 +125,11 @@ def _dependency(after, dependency):
     return f"{dependency},{dep}" if dependency else dep
 
 
-def _request(template, command, kw) -> _render.SubmitRequest:
+def build_request(template, command, kw) -> _render.SubmitRequest:
+    """The :class:`~slurmkit.submit.render.SubmitRequest` for ``template``, ``command`` and the
+    keywords ``kw`` of :func:`submit` (``after`` folded into ``dependency``, paths made str).
+    Raises ``TypeError`` naming a keyword of the wrong type or an unknown one, ``UsageError``
+    for a command string that cannot be split."""
     if not isinstance(template, str):
         raise TypeError(f"slurmkit.submit(): template must be a template name (str), not "
                         f"{type(template).__name__} ({template!r})")
@@ -163,9 +167,7 @@ class Job:
 
     def __post_init__(self):
         if self.backend is None and self.remote is not None:
-            from slurmkit.remote.backend import RemoteBackend, as_remote
-
-            self.backend = RemoteBackend(as_remote(self.remote, self.ssh_config))
+            self.backend = provider("remote").open_backend(self.remote, self.ssh_config)
         if self.backend is None:
             self.backend = get_backend()
 
@@ -176,9 +178,8 @@ class Job:
     @property
     def exit_code(self) -> str | None:
         """Slurm's ``ExitCode`` of the job (``"status:signal"``, e.g. ``"0:0"``, ``"7:0"``; sacct
-        ``ExitCode`` of the allocation); None while sacct does not know it yet."""
-        from slurmkit.remote.backend import exit_codes
-
+        ``ExitCode`` of the allocation); None while sacct does not know it yet. Raises
+        ``SlurmError`` when sacct fails."""
         return exit_codes(self.backend, [self.id]).get(self.id)
 
     def state(self) -> str:
@@ -216,15 +217,14 @@ def submit(template: str, command=(), *, backend=None, env: dict | None = None, 
     loading ``site``. With ``test_only=True`` nothing is queued; Slurm's start estimate (str,
     what ``sbatch --test-only`` printed) is returned. Raises what :func:`prepare` raises, and
     ``SlurmError`` when sbatch fails.
-    ``remote``: submit on that host's login node through ssh (``slurmkit.remote.submit``:
-    extra keywords ``ssh_config``, ``sync_dir``, ``remote_dir``, ``sync``, ``excludes``, ``timeout``).
+    ``remote``: submit on that host's login node through ssh (the ``remote`` backend provider,
+    :func:`slurmkit.submit.backend.provider`: ``slurmkit.remote.submit``; extra keywords
+    ``ssh_config``, ``sync_dir``, ``remote_dir``, ``sync``, ``excludes``, ``timeout``).
     """
     if remote is not None:
-        from slurmkit.remote.submit import submit_remote
-
-        return submit_remote(template, command, remote=remote, **kw)
+        return provider("remote").submit_remote(template, command, remote=remote, **kw)
     backend = backend or get_backend(env)
-    req = _request(template, command, kw)
+    req = build_request(template, command, kw)
     script = _render.render(prepare(req, backend, profile))
     if req.test_only:
         return backend.submit(script, test_only=True)

@@ -1,22 +1,34 @@
-"""Talking to Slurm for ``submit``: submit a script, read job states, cancel, list idle nodes.
+"""Talking to Slurm for ``submit``: submit a script, read job states and exit codes, cancel,
+list idle nodes.
 
-:class:`CliBackend` (the default, always available) uses Slurm's command-line tools through
+:class:`Backend` is the one interface the submit core talks to Slurm through;
+:class:`CliBackend` (the default) implements it with Slurm's command-line tools through
 ``slurmkit.slurm.commands.run``: ``sbatch --parsable``, ``squeue``, ``sacct``, ``scancel``,
-``sinfo``. :class:`PyslurmBackend` does the same through pyslurm; :func:`get_backend` picks it
-only when pyslurm imports and its version matches the running Slurm (``sbatch --version``).
+``sinfo``. Other backends implement the same interface: ``slurmkit.remote``'s runs the same
+commands on a login node through ssh. The core never imports them: it finds them by name among
+the ``slurmkit.backends`` entry points (:func:`provider`), so a backend may live in another
+package (docs/submit.md: why the command-line backend is the one slurmkit ships).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
+from slurmkit.errors import UsageError
 from slurmkit.hostlist import expand_nodelist
-from slurmkit.slurm.commands import SlurmError, run
+from slurmkit.slurm.commands import Result, SlurmError, run
+from slurmkit.submit.placement import parse_sinfo_nodes
 
 #: States after which a job will not run again by itself (squeue/sacct base state names).
 TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
                       "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT"})
+
+#: What squeue prints (``slurm_load_jobs error: Invalid job id specified``, exit 1) when
+#: slurmctld knows none of the ``-j`` ids: finished jobs past ``MinJobAge``. The one squeue
+#: failure that means "ask sacct"; any other is an error.
+SQUEUE_FORGOT = "Invalid job id specified"
 
 
 @dataclass(frozen=True)
@@ -114,6 +126,31 @@ def aggregate_arrays(ids, rows: dict[str, JobInfo]) -> dict[str, JobInfo]:
     return out
 
 
+class Backend(Protocol):
+    """What the submit core needs of Slurm, wherever its commands run (here, or on a login node
+    through ssh). ``name``: the backend's short name (``cli``, ``remote``)."""
+
+    name: str
+
+    def run(self, argv, check: bool = True, input: str | None = None) -> Result:
+        """Run one Slurm client command (``argv``, never a shell string) where this backend's
+        Slurm is; its :class:`~slurmkit.slurm.commands.Result`. Raises
+        :class:`~slurmkit.slurm.commands.SlurmError` (or a subclass) when it cannot run, times
+        out, or, with ``check``, exits non-zero."""
+
+    def submit(self, script: str, test_only: bool = False) -> str:
+        """Submit ``script`` (text); the job id (``test_only``: Slurm's start estimate)."""
+
+    def states(self, job_ids) -> dict[str, JobInfo]:
+        """Job id -> :class:`JobInfo`; ids Slurm does not know are absent."""
+
+    def cancel(self, job_id: str, signal: str | None = None) -> None:
+        """Cancel the job (``signal``: send it that signal instead)."""
+
+    def idle_nodes(self, partition: str) -> list[str]:
+        """Idle node names of ``partition``."""
+
+
 class CliBackend:
     """Slurm through its command-line tools. ``env``: extra environment for every command
     (e.g. ``{"SLURM_CONF": ...}``); ``timeout`` in seconds per command."""
@@ -124,16 +161,18 @@ class CliBackend:
         self.env = dict(env or {})
         self.timeout = timeout
 
-    def _run(self, argv, **kw):
-        return run(argv, timeout=self.timeout, env=self.env, **kw)
+    def run(self, argv, check: bool = True, input: str | None = None) -> Result:
+        """One Slurm command here (:func:`slurmkit.slurm.commands.run` with this backend's
+        ``env`` and ``timeout``); raises :class:`~slurmkit.slurm.commands.SlurmError`."""
+        return run(argv, timeout=self.timeout, env=self.env, check=check, input=input)
 
     def submit(self, script: str, test_only: bool = False) -> str:
         """Submit ``script`` (text, on stdin) with ``sbatch --parsable``; return the job id.
         With ``test_only``: ``sbatch --test-only``, returning Slurm's estimate line."""
         if test_only:
-            res = self._run(["sbatch", "--test-only"], input=script)
+            res = self.run(["sbatch", "--test-only"], input=script)
             return (res.stderr.strip() or res.stdout.strip()).removeprefix("sbatch: ")
-        res = self._run(["sbatch", "--parsable"], input=script)
+        res = self.run(["sbatch", "--parsable"], input=script)
         job_id = res.stdout.strip().split(";")[0]
         if not job_id.isdigit():
             raise SlurmError(f"sbatch --parsable printed {res.stdout.strip()!r}, not a job id", ["sbatch"])
@@ -141,19 +180,26 @@ class CliBackend:
 
     def states(self, job_ids) -> dict[str, JobInfo]:
         """Job id -> :class:`JobInfo` for many jobs: one ``squeue`` call, and one ``sacct`` call
-        only for jobs squeue no longer knows. Unknown ids are absent from the result."""
+        only for jobs squeue no longer knows. Unknown ids are absent from the result. Raises
+        :class:`~slurmkit.slurm.commands.SlurmError` (a ``RemoteError`` through ssh) when squeue
+        or sacct fails for any other reason than not knowing the jobs: no controller, no
+        connection, a command missing; never reads a failure as "no jobs"."""
         ids = [str(j) for j in job_ids]
         if not ids:
             return {}
-        try:
-            res = self._run(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i|%T|%N|%D|%b"], check=False)
-            found = parse_squeue(res.stdout) if res.returncode == 0 else {}
-        except SlurmError:
-            found = {}
+        res = self.run(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i|%T|%N|%D|%b"], check=False)
+        if res.returncode == 0:
+            found = parse_squeue(res.stdout)
+        elif SQUEUE_FORGOT in res.stderr:
+            found = {}   # slurmctld knows none of the ids (any more): sacct may
+        else:
+            msg = (res.stderr.strip() or res.stdout.strip() or "no output").splitlines()[-1]
+            raise SlurmError(f"squeue failed (exit {res.returncode}): {msg}", res.argv, returncode=res.returncode,
+                             stderr=res.stderr)
         found.update(aggregate_arrays(ids, found))
         missing = [j for j in ids if j not in found]
         if missing:
-            res = self._run(["sacct", "-X", "-n", "-P", "-j", ",".join(missing),
+            res = self.run(["sacct", "-X", "-n", "-P", "-j", ",".join(missing),
                              "-o", "JobID,State,NodeList,AllocTRES,ReqTRES"])
             acct = parse_sacct(res.stdout)
             acct.update(aggregate_arrays(missing, acct))
@@ -162,69 +208,54 @@ class CliBackend:
 
     def cancel(self, job_id: str, signal: str | None = None) -> None:
         """``scancel`` the job (``signal``: send that signal instead of cancelling)."""
-        self._run(["scancel", *([f"--signal={signal}"] if signal else []), str(job_id)])
+        self.run(["scancel", *([f"--signal={signal}"] if signal else []), str(job_id)])
 
     def idle_nodes(self, partition: str) -> list[str]:
         """Idle node names of ``partition``: ``sinfo -h -N -o '%N|%T'``, keeping only nodes in
         state ``idle`` (never drained, draining, down, reserved or in maintenance)."""
-        from slurmkit.submit.placement import parse_sinfo_nodes
-
-        res = self._run(["sinfo", "-h", "-N", "-p", partition, "-o", "%N|%T"])
+        res = self.run(["sinfo", "-h", "-N", "-p", partition, "-o", "%N|%T"])
         return parse_sinfo_nodes(res.stdout)
 
 
-def slurm_version(env: dict | None = None) -> tuple[int, int] | None:
-    """(major, minor) of the running Slurm from ``sbatch --version`` (``slurm 22.05.8`` -> (22, 5))."""
-    try:
-        res = run(["sbatch", "--version"], timeout=10, env=env)
-    except SlurmError:
-        return None
-    m = re.search(r"(\d+)\.(\d+)", res.stdout)
-    return (int(m.group(1)), int(m.group(2))) if m else None
+def exit_codes(backend: Backend, job_ids) -> dict[str, str]:
+    """Job id -> Slurm's ``ExitCode`` (``status:signal``, e.g. ``0:0``, ``1:0``) from one
+    ``sacct -X`` call through ``backend``; ids sacct does not know (yet) are absent. Array jobs:
+    the first non-zero task's code, else ``0:0``. Raises
+    :class:`~slurmkit.slurm.commands.SlurmError` when sacct fails."""
+    ids = [str(j) for j in job_ids]
+    if not ids:
+        return {}
+    res = backend.run(["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "-o", "JobID,ExitCode"])
+    rows = [line.split("|") for line in res.stdout.splitlines() if line.count("|") == 1]
+    out = {}
+    for j in ids:
+        codes = [code.strip() for jid, code in rows if jid == j or jid.startswith(f"{j}_")]
+        if codes:
+            out[j] = next((c for c in codes if c != "0:0"), codes[-1])
+    return out
 
 
-class PyslurmBackend(CliBackend):
-    """pyslurm (>= 23.2 API) for submit and state; cancel and sinfo stay on the CLI tools."""
-
-    name = "pyslurm"
-
-    def __init__(self, pyslurm_module, env: dict | None = None, timeout: float = 60.0):
-        super().__init__(env, timeout)
-        self.pyslurm = pyslurm_module
-
-    def submit(self, script: str, test_only: bool = False) -> str:
-        if test_only:
-            return super().submit(script, test_only=True)
-        desc = self.pyslurm.JobSubmitDescription(script=script)
-        return str(desc.submit())
-
-    def states(self, job_ids) -> dict[str, JobInfo]:
-        out = {}
-        for j in job_ids:
-            try:
-                job = self.pyslurm.Job.load(int(j))
-            except Exception:  # pyslurm raises RPCError for unknown/finished jobs
-                continue
-            out[str(j)] = JobInfo(str(j), str(job.state), expand_nodelist(job.nodes or ""),
-                                  int((job.gres_per_node or {}).get("gpu", 0) or 0) * int(job.num_nodes or 1),
-                                  "pyslurm")
-        missing = [j for j in map(str, job_ids) if j not in out]
-        if missing:
-            out.update(super().states(missing))
-        return out
-
-
-def get_backend(env: dict | None = None, prefer: str | None = None):
-    """The backend to use: pyslurm when importable and its major.minor equals the running
-    Slurm's (or ``prefer="pyslurm"`` forces the check to be made), else :class:`CliBackend`.
-    ``prefer="cli"`` always gives the CLI backend."""
-    if prefer != "cli":
-        try:
-            import pyslurm  # noqa: F401
-        except ImportError:
-            pyslurm = None
-        if pyslurm is not None:
-            m = re.match(r"(\d+)\.(\d+)", getattr(pyslurm, "__version__", "") or "")
-            if m and slurm_version(env) == (int(m.group(1)), int(m.group(2))):
-                return PyslurmBackend(pyslurm, env)
+def get_backend(env: dict | None = None) -> CliBackend:
+    """The local backend: :class:`CliBackend` with ``env`` (extra environment for Slurm's
+    commands, e.g. ``{"SLURM_CONF": ...}``)."""
     return CliBackend(env)
+
+
+#: The entry-point group backends are registered under (setup.cfg ``[options.entry_points]``):
+#: a name -> a module that provides ``open_backend(target, ssh_config=None, timeout=None)`` (a
+#: :class:`Backend` for ``target``) and ``submit_remote(template, command, *, remote, **kw)``
+#: (``slurmkit.submit(..., remote=...)``). slurmkit's own: ``remote`` (:mod:`slurmkit.remote.submit`).
+BACKENDS = "slurmkit.backends"
+
+
+def provider(name: str):
+    """The backend provider registered as ``name`` in :data:`BACKENDS`. Raises
+    :class:`~slurmkit.errors.UsageError` when none is (slurmkit not installed with pip, so its
+    entry points are missing)."""
+    from importlib.metadata import entry_points
+
+    found = list(entry_points(group=BACKENDS, name=name))
+    if not found:
+        raise UsageError("backend", f"no {name!r} backend is installed (entry point group {BACKENDS}; "
+                         "install slurmkit with pip)")
+    return found[0].load()

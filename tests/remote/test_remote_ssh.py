@@ -131,8 +131,7 @@ def test_sync_honours_gitignore_and_never_sends_git(pair, tmp_path):
     dest = tmp_path / "remote" / "proj"
     remote = Remote("login", str(pair.config))
     sync(remote, str(proj), str(dest), excludes=["*.tmp"])
-    sent = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if not p.relative_to(dest).parts[0]
-                  in (".slurmkit", "slurmkit-runs"))
+    sent = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.relative_to(dest).parts[0] not in (".slurmkit", "slurmkit-runs"))
     assert sent == [".gitignore", "src", "src/model.py", "train.py"]
     # jobs' outputs in the remote directory survive the next sync
     (dest / "job-1.out").write_text("output")
@@ -276,3 +275,26 @@ def test_a_job_handle_names_its_ssh_config(pair):
     job = api.Job("1", remote="login", ssh_config=str(pair.config))
     assert job.backend.remote.host == "login" and job.backend.remote.ssh_config == str(pair.config)
     assert job.backend.remote.shell("echo $SSH_CONNECTION", "status").stdout.split()[2] == "127.0.0.6"
+
+
+def test_a_failed_squeue_or_ssh_reaches_the_caller_of_the_job_state_query(pair):
+    from slurmkit.remote.backend import RemoteBackend
+    from slurmkit.submit import api
+
+    # nosbatch's login shell has no Slurm on its PATH: squeue's failure is the error (not sacct's
+    # after squeue's was taken for "no jobs")
+    nosbatch = RemoteBackend(Remote("nosbatch", str(pair.config)))
+    with pytest.raises(RemoteError, match=r"^nosbatch: status: squeue not found on the host's PATH") as err:
+        nosbatch.states(["1"])
+    assert err.value.returncode == 127
+    # ssh itself failing: the job's state is an error, not UNKNOWN
+    job = api.Job("1", RemoteBackend(Remote("closedport", str(pair.config), timeout=20, connect_timeout=3)))
+    with pytest.raises(RemoteError, match=r"^closedport: connect: 127\.0\.0\.6 port") as err:
+        job.state()
+    assert err.value.connection
+
+
+def test_the_login_node_s_output_keeps_bytes_that_are_not_utf8(pair):
+    remote = Remote("login", str(pair.config))
+    out = remote.shell("printf 'caf\\351 \\377\\n'", "logs").stdout   # Latin-1 é, a stray 0xff
+    assert out.encode(errors="surrogateescape") == b"caf\xe9 \xff\n"

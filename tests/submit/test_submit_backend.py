@@ -2,6 +2,7 @@
 
 import pytest
 
+from slurmkit.errors import UsageError
 from slurmkit.slurm.commands import SlurmError
 from slurmkit.submit.backend import CliBackend, get_backend, gpus_from_tres, parse_sacct, parse_squeue
 
@@ -38,20 +39,27 @@ def test_malformed_lines_raise_slurm_error():
         parse_sacct("3|RUNNING|n1\n")
 
 
-def test_cli_backend_is_the_default_without_pyslurm():
-    pytest.importorskip("click")
-    try:
-        import pyslurm  # noqa: F401
-        pytest.skip("pyslurm installed")
-    except ImportError:
-        pass
+def test_the_local_backend_is_the_command_line_one_and_remote_a_provider(tmp_path):
+    from slurmkit.remote.backend import RemoteBackend
+    from slurmkit.remote.ssh import Remote
+    from slurmkit.submit.backend import provider
+
     assert isinstance(get_backend(), CliBackend)
-    assert isinstance(get_backend(prefer="cli"), CliBackend)
+    assert get_backend({"SLURM_CONF": "/x"}).env == {"SLURM_CONF": "/x"}
+    # the core finds the ssh backend by name (setup.cfg's slurmkit.backends entry point);
+    # nothing is connected yet
+    config = tmp_path / "ssh_config"
+    config.write_text("Host login\n  HostName 127.0.0.1\n")
+    opened = provider("remote").open_backend("login", str(config), 7)
+    assert isinstance(opened, RemoteBackend) and isinstance(opened.remote, Remote)
+    assert (opened.remote.host, opened.remote.ssh_config, opened.remote.timeout) == ("login", str(config), 7.0)
+    with pytest.raises(UsageError, match="no 'pyslurm' backend is installed"):
+        provider("pyslurm")
 
 
 def test_slurmkit_submit_stays_callable_after_the_package_is_imported():
     import slurmkit
-    import slurmkit.submit.render  # noqa: F401  (binds the package as slurmkit.submit)
+    import slurmkit.submit.render  # binds the package as slurmkit.submit
 
     assert callable(slurmkit.submit)
     assert slurmkit.Job.__name__ == "Job"

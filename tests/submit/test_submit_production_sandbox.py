@@ -128,7 +128,7 @@ def _blockers(sandbox, nodes):
 
 
 def _plan_nodelist(sandbox, backend, **kw):
-    plan = api.prepare(api._request("srun", ["x"], {"site": str(sandbox.profile_path), "nodes": 2,
+    plan = api.prepare(api.build_request("srun", ["x"], {"site": str(sandbox.profile_path), "nodes": 2,
                                                       "prefer_locality": True, **kw}), backend)
     return {o.name: o.value for o in plan.options}.get("nodelist")
 
@@ -269,7 +269,7 @@ def test_srun_ranks_that_cannot_start_on_a_node_requeue_the_job_without_it(sandb
     python = broken_on(tmp_path, "n2", "python", sys.executable, f"{tmp_path}/python: {NO_LIBCUDA}", 127)
     job = submit(sandbox, backend, tmp_path, "srun", [python, "-c", REPORT, tmp_path], nodes=2,
                  gpus_per_node=2, time="5:00", switches=False, exclude="n3")
-    out = requeued_without_n2(sandbox, job, tmp_path, f"could not start {python} there (exit status 127: not found, "
+    requeued_without_n2(sandbox, job, tmp_path, f"could not start {python} there (exit status 127: not found, "
                               f"or a library it needs is missing): {tmp_path}/python: {NO_LIBCUDA}")
     reports = [json.loads(p.read_text()) for p in tmp_path.glob("rank*.json")]
     assert sorted(r["rank"] for r in reports) == [0, 1, 2, 3]
