@@ -159,7 +159,7 @@ def _frozen_delattr(self, name):
     raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
-def record(cls=None, /, *, frozen: bool = False, eq: bool = True, repr: bool = True):  # noqa: A002
+def record(cls=None, /, *, frozen: bool = False, eq: bool = True, repr: bool = True):
     """Class decorator: ``@record`` or ``@record(frozen=True, eq=False, repr=False)``.
 
     Adds ``__init__`` (the fields in order, positional or by keyword; missing or unknown ones:

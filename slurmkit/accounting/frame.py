@@ -476,7 +476,7 @@ def _typed_steps(table: pa.Table, dq: DataQuality, source: str, cluster: str, tz
 def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, tz: str) -> pd.DataFrame:
     """The allocation frame (module docstring) of allocation rows (no JobID has a ``.``)."""
     c = _Cols(table)
-    names, n = c.names, c.n
+    names = c.names
     ids = P.parse_job_ids(c.col("JobID"))
     out = c.identity(ids, cluster)
     out["array_task"] = ids["array_task"]
@@ -484,13 +484,13 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
     out["het"] = ids["het"]
     state, by = P.parse_states(c.col("State") if c.col("State") is not None else c.empty)
     out["state"], out["cancelled_by"] = state, by
-    for name, field in (("user", "User"), ("account", "Account"), ("partition", "Partition"),
-                        ("qos", "QOS"), ("nodelist", "NodeList"), ("job_name", "JobName"),
-                        ("exit_code", "ExitCode")):
-        out[name] = c.text(field)
-    for name, field in (("submit", "Submit"), ("eligible", "Eligible"), ("start", "Start"),
-                        ("end", "End")):
-        out[name] = c.times(field, tz)
+    for name, column in (("user", "User"), ("account", "Account"), ("partition", "Partition"),
+                         ("qos", "QOS"), ("nodelist", "NodeList"), ("job_name", "JobName"),
+                         ("exit_code", "ExitCode")):
+        out[name] = c.text(column)
+    for name, column in (("submit", "Submit"), ("eligible", "Eligible"), ("start", "Start"),
+                         ("end", "End")):
+        out[name] = c.times(column, tz)
     out["elapsed_s"] = c.elapsed_s()
     out["suspended_s"] = P.parse_duration_s(c.col("Suspended")).fillna(0.0) if "Suspended" in names else 0.0
     if "TimelimitRaw" in names:
@@ -603,7 +603,8 @@ def _load(batches, fdq: DataQuality, dq: DataQuality | None, source: str, fields
     fdq.merge(scratch)
     if rows is None:
         rows = jobs_frame(pa.table({n: pa.array([], pa.string()) for n in (fields or ["JobID"])}), fdq)
-    del allocs, steps
+    allocs.clear()   # the blocks' frames go now (collect() still holds the lists)
+    steps.clear()
     rows = rows.drop_repeats(fdq, source)
     # the blocks' text goes back to the OS once, here: freeing it block by block made every
     # next block fault its pages in again (slower, and no lower peak)

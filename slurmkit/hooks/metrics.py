@@ -53,6 +53,10 @@ import json
 import os
 import time
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported when the hooks run
+    from slurmkit.hooks.nodestate import JobStart
+
 NODE_FILE = "slurmkit_{node}_node.prom"
 GPUS_FILE = "slurmkit_{node}_gpus.prom"
 COUNTERS_FILE = "counters.json"
@@ -71,7 +75,7 @@ def check_of(reason: str | None) -> str:
     """The check id of a slurmkit drain reason (``slurmkit: row_remap_pending GPU1 ...: ...`` ->
     ``row_remap_pending``; ``slurmkit: nvml-timeout`` -> ``nvml_timeout``), or for the checks
     beyond NVML the reason's short tag (``slurmkit: ib mlx5_0/1 ...`` -> ``ib``:
-    :data:`slurmkit.health.checks.REASON_TAGS`); "" for None."""
+    :data:`slurmkit.health.result.REASON_TAGS`); "" for None."""
     if not reason:
         return ""
     body = reason.split(":", 1)[1] if reason.startswith("slurmkit:") else reason

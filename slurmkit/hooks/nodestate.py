@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 
+from slurmkit.atomicfile import atomic_write
 from slurmkit.records import field, record
 
 
@@ -166,8 +167,6 @@ class JobStart(_Record):
                    policy=d["policy"] if isinstance(d.get("policy"), dict) else None,
                    kmsg_seq=_int(d.get("kmsg_seq")),
                    boot_id=d["boot_id"] if isinstance(d.get("boot_id"), str) else None)
-
-from slurmkit.atomicfile import atomic_write
 
 
 def node_dir(state_dir, node: str) -> str:

@@ -62,14 +62,13 @@ import json
 import os
 from enum import StrEnum
 
+from slurmkit.hooks.clock_policy import JobPolicy
 from slurmkit.records import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported when the hooks run
     from typing import Any
 
-
-from slurmkit.hooks.clock_policy import JobPolicy
 
 def file_name(node: str) -> str:
     """``<node>.jsonl``: the spool file one node appends to (ValueError for a name that is not a
@@ -173,7 +172,7 @@ class GpuAccounting:
 @record
 class SpoolEvent:
     """A health-check result other than pass seen at the epilog on the job's GPUs (or
-    node-wide): ``check`` id, ``status`` (a :class:`slurmkit.health.checks.CheckStatus` value),
+    node-wide): ``check`` id, ``status`` (a :class:`slurmkit.health.result.CheckStatus` value),
     ``gpu_index`` (NVML index, None: node-wide; not the Slurm GPU index of the line's ``gpus``),
     ``value`` what was seen, ``job_id`` the job an Xid is attributed to
     (:mod:`slurmkit.hooks.attribution`; None: not an Xid, or an Xid line naming no GPU),

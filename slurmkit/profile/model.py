@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from slurmkit.profile.clock_policy import ClockPolicy  # noqa: F401  (re-exported: [clock_policies.*])
-from slurmkit.profile.health import Health  # noqa: F401  (re-exported: the [health] section)
+from slurmkit.profile.clock_policy import ClockPolicy  # also re-exported: [clock_policies.*]
+from slurmkit.profile.health import Health  # also re-exported: the [health] section
 
 
 @dataclass(frozen=True)

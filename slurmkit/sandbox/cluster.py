@@ -404,7 +404,7 @@ class Sandbox:
             if self._running(f"slurmd-{n}"):
                 continue
             # own UTS namespace: `hostname` inside the node (and in its jobs) is the node name
-            self._spawn(["unshare", "--uts", "sh", "-c", f'hostname "$1" && exec slurmd -N "$1"', "sh", n])
+            self._spawn(["unshare", "--uts", "sh", "-c", 'hostname "$1" && exec slurmd -N "$1"', "sh", n])
 
     def _node_states(self) -> dict[str, str]:
         res = self._slurm("sinfo", "-h", "-N", "-o", "%N %T", check=False, timeout=10)

@@ -96,7 +96,7 @@ def parse_sbatch_arguments(line: str) -> list[str]:
         if i >= n:
             return args
         out, quoted, q, esc = [], False, "", False
-        while i < n and (quoted or not line[i] in _C_SPACE) and line[i] != "\n":
+        while i < n and (quoted or line[i] not in _C_SPACE) and line[i] != "\n":
             ch = line[i]
             if esc:
                 esc = False

@@ -91,7 +91,7 @@ def nccl_env(facts: SiteFacts, debug: str | None = None) -> list[EnvVar]:
                               "slurmkit preset (efa, aws-ofi-nccl < 1.7 per nccl.efa_plugin_version)"))
     elif fabric == "tcp":
         if not ifnames:
-            raise SiteError(facts.source, None, f"nccl.fabric = 'tcp' needs nccl.socket_ifname "
+            raise SiteError(facts.source, None, "nccl.fabric = 'tcp' needs nccl.socket_ifname "
                             "(an include list of interfaces)")
         out.append(EnvVar("NCCL_IB_DISABLE", "1", "slurmkit preset (tcp)"))
     if not facts.p2p:

@@ -5,7 +5,6 @@ Pure functions over :class:`~slurmkit.submit.site.SiteFacts` and text Slurm prin
 
 from __future__ import annotations
 
-import math
 
 from slurmkit.submit.site import SiteError, SiteFacts
 

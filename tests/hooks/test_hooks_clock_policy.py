@@ -63,7 +63,7 @@ def _run(node, fake_nvml, shim, acts, *, job_id, gpus, partition, mode="healthy"
     return node.run(shim, job_id=job_id, gpus=gpus, env=env)
 
 
-def test_partition_policy_on_the_jobs_gpu_only_and_the_epilog_puts_back_the_resting_one(node, fake_nvml, tmp_path):  # noqa: F811
+def test_partition_policy_on_the_jobs_gpu_only_and_the_epilog_puts_back_the_resting_one(node, fake_nvml, tmp_path):
     """Shared node: job 102 (partition gpu, no policy) holds GPU1 and has a process on it; job
     101 (partition steady) gets GPU0. The prolog sets steady's clocks and power limit on GPU0's
     NVML device only; the epilog sets rest's application clocks and power limit, resets the
@@ -103,7 +103,7 @@ def test_partition_policy_on_the_jobs_gpu_only_and_the_epilog_puts_back_the_rest
     assert got.policy.label == "steady"
 
 
-def test_observe_mode_sets_no_policy_and_counts_what_it_would(node, fake_nvml, tmp_path):  # noqa: F811
+def test_observe_mode_sets_no_policy_and_counts_what_it_would(node, fake_nvml, tmp_path):
     acts = tmp_path / "actions.log"
     node.configure(mode="observe")
     nv = _nv(node, 0)
@@ -125,7 +125,7 @@ def test_observe_mode_sets_no_policy_and_counts_what_it_would(node, fake_nvml, t
     assert got.policy.reason == "requested, not applied: observe mode"
 
 
-def test_a_refused_set_call_is_own_trouble_and_never_fails_the_job(node, fake_nvml, tmp_path):  # noqa: F811
+def test_a_refused_set_call_is_own_trouble_and_never_fails_the_job(node, fake_nvml, tmp_path):
     """NO_PERMISSION on the locked clocks: logged and counted as slurmkit's own trouble, no
     drain (scontrol is unreachable here: a drain would show), the prolog exits 0, the other
     settings are still made and the record says what was not applied. At the epilog, a reset
@@ -203,7 +203,7 @@ def test_spool_policy_round_trip_and_older_lines_still_read(tmp_path):
     assert list(df["policy"]) == ["steady (partly applied)", "none recorded", "none recorded"]
 
 
-def test_nvml_hanging_in_a_set_call_drains_as_a_hanging_read_does(node, fake_nvml, tmp_path):  # noqa: F811
+def test_nvml_hanging_in_a_set_call_drains_as_a_hanging_read_does(node, fake_nvml, tmp_path):
     node.write_config(extra=f'profile = "{node.site}"\ndeadline_s = 2.0\n', sysfs={"n1": node.sysfs})
     nv = _nv(node, 0)
     # accounting already on (a record on the job's GPU): the first action is the policy's
@@ -214,7 +214,7 @@ def test_nvml_hanging_in_a_set_call_drains_as_a_hanging_read_does(node, fake_nvm
     assert not (node.state_dir / "n1" / "job-101.json").exists()
 
 
-def test_a_running_jobs_policy_is_what_the_checks_expect_on_its_gpus(node, fake_nvml, tmp_path):  # noqa: F811
+def test_a_running_jobs_policy_is_what_the_checks_expect_on_its_gpus(node, fake_nvml, tmp_path):
     """Shared node: job 101 (partition steady, power limit 500 W) holds Slurm GPU0. While it
     runs, a health check must not warn that GPU0's power limit is not the resting 650 W; the
     other GPUs are still judged against the resting policy, and a GPU whose job's policy was
@@ -258,7 +258,7 @@ def test_a_running_jobs_policy_is_what_the_checks_expect_on_its_gpus(node, fake_
     assert cp.running_expect([("101", rec)]) == {}
 
 
-def test_the_hook_gives_its_checks_the_running_jobs_policies(node, fake_nvml, tmp_path):  # noqa: F811
+def test_the_hook_gives_its_checks_the_running_jobs_policies(node, fake_nvml, tmp_path):
     """The health check run during job 101 reads the job's record: its checks expect 500 W on
     the job's GPU (the log's power_limit line for that GPU says so), the resting 650 W on the others."""
     acts = tmp_path / "actions.log"
@@ -271,7 +271,7 @@ def test_the_hook_gives_its_checks_the_running_jobs_policies(node, fake_nvml, tm
     assert not any(f"GPU{mine}" in ln and "650" in ln for ln in lines), r.stderr
 
 
-def test_an_unreadable_profile_never_seen_good_leaves_clocks_alone(node, fake_nvml, tmp_path):  # noqa: F811
+def test_an_unreadable_profile_never_seen_good_leaves_clocks_alone(node, fake_nvml, tmp_path):
     """A typo in the profile on a node that never loaded it: the checks still run (defaults),
     and the epilog does not put NVML's defaults over the site's clocks it cannot know. With a
     profile that loaded before, the epilog restores the last good resting policy."""

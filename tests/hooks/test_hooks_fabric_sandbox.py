@@ -7,7 +7,6 @@ as its reason."""
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from fake_sysfs import healthy_tree, set_port
 from nodeenv import record_snapshot
 from slurmkit.atomicfile import atomic_write
-from slurmkit.hooks import drain, install as inst
+from slurmkit.hooks import install as inst
 from slurmkit.hooks.config import render as render_config
 from slurmkit.slurm import conf as sconf
 from slurmkit.slurm.commands import run

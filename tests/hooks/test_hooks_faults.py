@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from nodeenv import Node, record_snapshot, set_value
+from nodeenv import set_value
 
 from slurmkit.hooks import spool
 
@@ -35,7 +35,7 @@ def test_corrupt_snapshot_is_own_trouble(node, healthy, tmp_path):
     assert node.metric("n1", "prolog", "slurmkit_hook_own_errors_total") == 2  # a counter
 
 
-def test_nvml_hang_drains_with_nvml_timeout_and_returns(node, fake_nvml):  # noqa: F811
+def test_nvml_hang_drains_with_nvml_timeout_and_returns(node, fake_nvml):
     text = node.cfg_path.read_text().replace("deadline_s = 8.0", "deadline_s = 2.0")
     node.cfg_path.write_text(text.replace('mode = "enforce"', 'mode = "observe"'))
     env = fake_nvml.env("hang_init", base={})
@@ -70,7 +70,7 @@ def test_nvml_missing_on_gpu_node_is_evidence_on_cpu_node_is_not(node):
     assert not list(node.spool_dir.glob("*.jsonl"))  # a CPU job has no GPU energy to record
 
 
-def test_nvml_no_permission_is_own_trouble(node, fake_nvml):  # noqa: F811
+def test_nvml_no_permission_is_own_trouble(node, fake_nvml):
     r = node.run(node.prolog, env=fake_nvml.env("no_permission", base={}), timeout=60)
     assert r.returncode == 0, r.stderr
     assert "NO_PERMISSION" in r.stderr and "own trouble" in r.stderr and "drain" not in r.stderr.replace("no drain", "")

@@ -6,9 +6,8 @@ import subprocess
 import sys
 import time
 
-import pytest
 
-from nodeenv import Node, record_snapshot, set_value
+from nodeenv import record_snapshot, set_value
 
 from slurmkit.hooks import spool
 
@@ -40,7 +39,7 @@ def test_healthy_prolog_maps_gpus_and_makes_no_rpc(node, healthy):
     assert "would enable accounting mode" in r.stderr
 
 
-def test_epilog_spools_energy_delta_and_kills_only_the_users_processes(node, healthy, fake_nvml, tmp_path):  # noqa: F811
+def test_epilog_spools_energy_delta_and_kills_only_the_users_processes(node, healthy, fake_nvml, tmp_path):
     path, snap = healthy
     node.write_config({"n1": path})
     assert node.run(node.prolog).returncode == 0
@@ -82,7 +81,7 @@ def test_epilog_spools_energy_delta_and_kills_only_the_users_processes(node, hea
     assert not (node.state_dir / "n1" / "job-101.json").exists()
 
 
-def test_energy_counter_reset_is_flagged(node, healthy, fake_nvml, tmp_path):  # noqa: F811
+def test_energy_counter_reset_is_flagged(node, healthy, fake_nvml, tmp_path):
     path, snap = healthy
     node.write_config({"n1": path})
     assert node.run(node.prolog).returncode == 0

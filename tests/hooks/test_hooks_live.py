@@ -23,7 +23,7 @@ def _nvml_index_of(node, slurm_index, gpus=4):
     return gpus - 1 - minor
 
 
-def test_live_prolog_epilog_cleanup_energy_and_accounting(node, fake_nvml, tmp_path):  # noqa: F811
+def test_live_prolog_epilog_cleanup_energy_and_accounting(node, fake_nvml, tmp_path):
     if shutil.which("setpriv") is None:
         pytest.skip("setpriv (util-linux) missing")
     acts = tmp_path / "actions.log"
@@ -75,7 +75,7 @@ def test_live_prolog_epilog_cleanup_energy_and_accounting(node, fake_nvml, tmp_p
     assert line["accounting"] == {"0": {"gpu_util_pct": 80.0, "max_memory_mib": 2000, "processes": 1}}
 
 
-def test_live_gpu_lost_drains_in_observe_reports(node, fake_nvml):  # noqa: F811
+def test_live_gpu_lost_drains_in_observe_reports(node, fake_nvml):
     node.write_config(mode="observe")
     r = node.run(node.prolog, env=fake_nvml.env("gpu_is_lost", lost=2, base={}))
     assert r.returncode == 0
@@ -83,7 +83,7 @@ def test_live_gpu_lost_drains_in_observe_reports(node, fake_nvml):  # noqa: F811
     assert node.metric("n1", "prolog", "slurmkit_health_check_status", check="gpu_lost", gpu="2") == 2
 
 
-def test_live_not_supported_is_not_evidence(node, fake_nvml):  # noqa: F811
+def test_live_not_supported_is_not_evidence(node, fake_nvml):
     r = node.run(node.prolog, env=fake_nvml.env("not_supported", base={}))
     assert r.returncode == 0, r.stderr
     assert "drain" not in r.stderr.replace("no drain", "")
@@ -92,7 +92,7 @@ def test_live_not_supported_is_not_evidence(node, fake_nvml):  # noqa: F811
     assert [r["start_energy_mj"] for r in rows] == [None, None]
 
 
-def test_observe_mode_changes_nothing_on_the_node(node, fake_nvml, tmp_path):  # noqa: F811
+def test_observe_mode_changes_nothing_on_the_node(node, fake_nvml, tmp_path):
     """Observe mode on the live path: no kill, no clock / power-limit / accounting-mode change
     reaches NVML (the fake library logs every setter); each is logged and counted instead."""
     acts = tmp_path / "actions.log"
@@ -121,7 +121,7 @@ def test_observe_mode_changes_nothing_on_the_node(node, fake_nvml, tmp_path):  #
         assert setter not in log, log
 
 
-def test_epilog_restores_the_sites_clock_policy_not_nvmls_defaults(node, fake_nvml, tmp_path):  # noqa: F811
+def test_epilog_restores_the_sites_clock_policy_not_nvmls_defaults(node, fake_nvml, tmp_path):
     """[health] app_clock_*_mhz and power_limit_w: the epilog sets those (never resets the GPU to
     NVML's defaults over the site's values)."""
     acts = tmp_path / "actions.log"

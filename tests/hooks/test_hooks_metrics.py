@@ -33,7 +33,7 @@ def _nvml_gpu_of(node, snapshot, slurm_index):
     return next(g for g in snapshot["gpus"] if g["minor_number"] == minor)
 
 
-def test_prolog_exposes_the_jobs_gpus_and_epilog_removes_them(node, healthy):  # noqa: F811
+def test_prolog_exposes_the_jobs_gpus_and_epilog_removes_them(node, healthy):
     path, snap = healthy
     node.write_config({"n1": path})
     assert node.run(node.prolog).returncode == 0
@@ -60,7 +60,7 @@ def test_prolog_exposes_the_jobs_gpus_and_epilog_removes_them(node, healthy):  #
         assert "slurmkit_node_drained_by_slurmkit" not in (node.textfile_dir / f"slurmkit_n1_{hook}.prom").read_text()
 
 
-def test_gpu_file_carries_readings_in_base_units(node, healthy):  # noqa: F811
+def test_gpu_file_carries_readings_in_base_units(node, healthy):
     path, snap = healthy
     node.write_config({"n1": path})
     assert node.run(node.healthcheck, job_id=None, gpus=None).returncode == 0
@@ -96,7 +96,7 @@ def _failing(snap, tmp_path, bus):
     return p
 
 
-def test_failing_gpu_counts_xids_by_code_and_observed_drains(node, healthy, tmp_path):  # noqa: F811
+def test_failing_gpu_counts_xids_by_code_and_observed_drains(node, healthy, tmp_path):
     path, snap = healthy
     g1 = next(g for g in snap["gpus"] if g["index"] == 1)
     failing = _failing(snap, tmp_path, g1["pci_bus_id"])
@@ -129,7 +129,7 @@ def test_failing_gpu_counts_xids_by_code_and_observed_drains(node, healthy, tmp_
     assert gf[("slurmkit_gpu_status", tuple(sorted(lab + (("status", "fail"),))))] == 1
 
 
-def test_unreadable_gpu_state_keeps_the_last_gpu_file(node, healthy, tmp_path):  # noqa: F811
+def test_unreadable_gpu_state_keeps_the_last_gpu_file(node, healthy, tmp_path):
     path, snap = healthy
     node.write_config({"n1": path})
     assert node.run(node.healthcheck, job_id=None, gpus=None).returncode == 0
@@ -228,7 +228,7 @@ def _jobs_listed(node) -> list[tuple[str, str]]:
     return sorted((dict(k[1])["job_id"], dict(k[1])["gpu"]) for k in nf if k[0] == "slurmkit_gpu_job_info")
 
 
-def test_a_new_prolog_on_the_same_gpus_drops_a_ghost_job(node, healthy):  # noqa: F811
+def test_a_new_prolog_on_the_same_gpus_drops_a_ghost_job(node, healthy):
     """Job 101's epilog never ran (the node crashed); Slurm gives GPU 2 to job 102: 101 is gone."""
     path, snap = healthy
     node.write_config({"n1": path})
@@ -241,7 +241,7 @@ def test_a_new_prolog_on_the_same_gpus_drops_a_ghost_job(node, healthy):  # noqa
     assert not (node.state_dir / "n1" / "job-101.json").exists()
 
 
-def test_gpus_shared_by_design_keep_every_job(node, healthy):  # noqa: F811
+def test_gpus_shared_by_design_keep_every_job(node, healthy):
     path, snap = healthy
     node.gres_conf.write_text(node.gres_conf.read_text() + "NodeName=n[1-2] Name=shard Count=8\n")
     node.write_config({"n1": path})
@@ -251,7 +251,7 @@ def test_gpus_shared_by_design_keep_every_job(node, healthy):  # noqa: F811
     assert [j for j, _ in _jobs_listed(node)] == ["101", "101", "102"]
 
 
-def test_health_check_drops_records_past_their_jobs_end(node, healthy):  # noqa: F811
+def test_health_check_drops_records_past_their_jobs_end(node, healthy):
     """Job 101 should have ended two hours ago (SLURM_JOB_END_TIME) and its epilog never ran;
     job 102 runs until tomorrow; job 104 has no end time (an older prolog) but is recent."""
     path, snap = healthy

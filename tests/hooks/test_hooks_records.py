@@ -172,7 +172,7 @@ def _nvml_index(node, snapshot, slurm_index):
     return next(g["index"] for g in snapshot["gpus"] if g["minor_number"] == minor)
 
 
-def test_epilog_spool_record_reaches_the_report(node, healthy, fake_nvml, tmp_path):  # noqa: F811
+def test_epilog_spool_record_reaches_the_report(node, healthy, fake_nvml, tmp_path):
     path, snap = healthy
     node.write_config({"n1": path})
     assert node.run(node.prolog).returncode == 0          # job 101 on Slurm GPUs 0 and 2

@@ -33,7 +33,7 @@ RESUME_AFTER = 2
 
 
 @pytest.fixture
-def hooked(sandbox, fake_nvml, tmp_path):  # noqa: F811
+def hooked(sandbox, fake_nvml, tmp_path):
     """Hooks installed into the sandbox's slurm.conf (uninstalled afterwards)."""
     conf = Path(sandbox.slurm_conf)
     work = Path(sandbox.dir) / "hooks-test"
@@ -138,7 +138,7 @@ def test_foreign_reason_is_never_overwritten_or_resumed(sandbox, hooked):
 
 
 @pytest.mark.parametrize("layout", ["file", "glob", "include"])
-def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path, layout):  # noqa: F811
+def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path, layout):
     """A site Prolog stays in place: it runs, before slurmkit's, and uninstall gives it back;
     whether slurm.conf names one script, a glob (``Prolog=<dir>/*``) or has the line in an
     ``Include``d file."""

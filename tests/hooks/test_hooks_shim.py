@@ -5,7 +5,6 @@ still comes through as exit 1."""
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from nodeenv import set_value

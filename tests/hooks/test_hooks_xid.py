@@ -199,7 +199,7 @@ def test_shared_node_epilog_reports_only_its_own_jobs_xids(node, healthy, tmp_pa
     assert f"Xid 79 on {bus_b}: attributed to job 202" in r.stderr
     assert f"Xid 79 on {bus_a}: attributed to no job" in r.stderr
     assert f"Xid 48 on {bus_a}: attributed to job 201" in r.stderr
-    assert f"would drain n1: slurmkit: xid GPU" in r.stderr and "(+2 more)" in r.stderr
+    assert "would drain n1: slurmkit: xid GPU" in r.stderr and "(+2 more)" in r.stderr
     # B's epilog: B's GPU's Xid is B's
     r = node.run(node.epilog, job_id="202", gpus="2")
     assert r.returncode == 0, r.stderr

@@ -117,7 +117,7 @@ def _with(snap, energy_j: float, util_pct: int):
 
 
 @pytest.fixture
-def stack(node, tmp_path):  # noqa: F811
+def stack(node, tmp_path):
     node.textfile_dir.mkdir(exist_ok=True)
     s = PromStack(tmp_path / "prom", node.textfile_dir)
     yield s
@@ -145,7 +145,7 @@ textfile.write(sys.argv[1], "# TYPE slurmkit_node_drained_by_slurmkit gauge\\n" 
     assert p.returncode == -signal.SIGKILL, p.stderr
 
 
-def test_real_prometheus_reads_the_hooks_and_a_jobs_energy(node, healthy, stack, tmp_path):  # noqa: F811
+def test_real_prometheus_reads_the_hooks_and_a_jobs_energy(node, healthy, stack, tmp_path):
     path, snap = healthy
     base_j = 1_000_000.0
     snaps = {}
@@ -295,7 +295,7 @@ def _exposed(text: str) -> dict:
     return out
 
 
-def test_real_node_exporter_gathers_every_hook_series_without_error(node, healthy, tmp_path):  # noqa: F811
+def test_real_node_exporter_gathers_every_hook_series_without_error(node, healthy, tmp_path):
     """Every hook's file at once, with a check that judges a GPU twice (app_clocks: graphics and
     memory clock) and warns on one of them: node_exporter keeps each series once, with the warn."""
     path, snap = healthy
@@ -350,7 +350,7 @@ def test_job_figures_split_a_requeued_jobs_attempts():
     assert sum(r["energy_mj"] for r in rows) == 520 * 1000.0
 
 
-def test_real_prometheus_gives_each_attempt_of_a_requeued_job_its_own_energy(node, healthy, stack, tmp_path):  # noqa: F811
+def test_real_prometheus_gives_each_attempt_of_a_requeued_job_its_own_energy(node, healthy, stack, tmp_path):
     """The same job id twice on the same GPUs (requeued), idle energy between the attempts; the
     report's allocation rows are its two sacct attempts: each gets its own energy, once."""
     path, snap = healthy

@@ -23,7 +23,7 @@ from nodeenv import record_snapshot, set_value
 from test_prometheus_live import RULES, dashboard_queries
 
 from slurmkit.atomicfile import atomic_write
-from slurmkit.hooks import drain, install as inst
+from slurmkit.hooks import install as inst
 from slurmkit.hooks.config import render as render_config
 from slurmkit.hooks.metrics import check_of
 from slurmkit.slurm import conf as sconf
@@ -37,7 +37,7 @@ EXTRA_J = 7_200.0  # energy each of the job's GPUs draws during the job (J)
 
 
 @pytest.fixture
-def monitored(sandbox, fake_nvml, tmp_path):  # noqa: F811
+def monitored(sandbox, fake_nvml, tmp_path):
     """Hooks installed in the sandbox (n2 failing) and a Prometheus stack on their textfiles."""
     conf = Path(sandbox.slurm_conf)
     work = Path(sandbox.dir) / "prometheus-test"

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from slurmkit.cli import cli
-from slurmkit.errors import InputError, UsageError
+from slurmkit.errors import UsageError
 from slurmkit.report import weekly_report
 from slurmkit.report.window import Window
 
@@ -310,7 +310,7 @@ def test_short_rows_say_which_fields_they_lack_and_a_split_jobname_is_rejoined(t
     lines = ["|".join(fields),
              f"200|train|COMPLETED|{T0}|{T0 + 3600}|3600|gres/gpu=1|2",
              f"201|two-line|COMPLETED|{T0}",                                           # short by 4
-             f"202|first part",                                                        # JobName with a newline
+             "202|first part",                                                        # JobName with a newline
              f"second part|COMPLETED|{T0}|{T0 + 7200}|7200|gres/gpu=1|2"]
     rep = _run(tmp_path, ("\n".join(lines) + "\n").encode(), allow_rejected=True).report
     dq = rep["data_quality"]
@@ -443,7 +443,7 @@ def test_energy_no_source_knows_is_blank_per_job_and_user_and_the_md_has_the_pro
 
 
 def test_energy_totals_name_prometheus_and_modelled_and_unknown_energy_draws_no_chart(tmp_path):
-    rep = _run(tmp_path, [row()], formats=["md", "html"], gpu_tdp_w=500.0).report
+    _run(tmp_path, [row()], formats=["md", "html"], gpu_tdp_w=500.0)
     md = (tmp_path / "out" / "weekly.md").read_text()
     assert "| measured (spool) | measured (Prometheus) | Slurm | modelled (TDP) |" in md
     html = (tmp_path / "out" / "weekly.html").read_text()

@@ -113,7 +113,6 @@ def test_sreport_reconciliation_after_rollup(slurm_env, tmp_path):
     reports the current hour, so it runs under faketime (the recipe's pitfall)."""
     if not shutil.which("faketime"):
         pytest.skip("faketime (Debian package) is not installed")
-    from slurmkit.accounting.quality import DataQuality
     from slurmkit.report import live
     from slurmkit.report.energy import Assumptions
     from slurmkit.report.weekly import build_report

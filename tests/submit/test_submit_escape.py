@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurmkit.submit.escape import (EscapeError, parse_sbatch_arguments, sbatch_line, sbatch_quote,
-                                    shell_join, shell_quote)
+from slurmkit.submit.escape import (EscapeError, parse_sbatch_arguments, sbatch_line, shell_join, shell_quote)
 
 # Any text a user may type, minus what cannot go on one line.
 line_text = st.text(st.characters(blacklist_characters="\n\r\0", blacklist_categories=("Cs",)), min_size=1)

@@ -12,7 +12,6 @@ import pytest
 import slurmkit
 from slurmkit.errors import UsageError
 from slurmkit.submit import api, placement, render, site, templates, timelimit
-from slurmkit.submit.templates import TemplateError
 
 
 def plan_for(name, command=("python3", "train.py"), profile="sandbox", **kw):
