@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from slurmkit.pci import normalise_bus_id
 from slurmkit.topology.errors import TopoError
 
 # nvmlGpuTopologyLevel_t -> nvidia-smi token
@@ -15,11 +16,11 @@ _LEVEL = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 
 
 def sysfs_bdf(bus_id) -> str:
-    """NVML busId (``00000000:18:00.0``) -> sysfs form (``0000:18:00.0``, lower case)."""
+    """NVML busId (``00000000:18:00.0``, str or bytes) -> sysfs form (``0000:18:00.0``, lower
+    case): :func:`slurmkit.pci.normalise_bus_id`. Raises ``ValueError`` for anything else."""
     if isinstance(bus_id, bytes):
         bus_id = bus_id.decode()
-    dom, rest = bus_id.split(":", 1)
-    return f"{int(dom, 16):04x}:{rest.lower()}"
+    return normalise_bus_id(bus_id)
 
 
 def _bits(masks, word_bits=64) -> list[int]:
