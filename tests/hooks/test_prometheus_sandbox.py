@@ -104,8 +104,8 @@ def test_drain_xid_job_energy_and_dashboard_through_prometheus(sandbox, monitore
     # n2 stays drained while health checks keep finding the fault: still one drain
     runs = lambda: float(stack.query('slurmkit_hook_last_run_timestamp_seconds{node="n2",hook="healthcheck"}')[0]["value"][1])  # noqa: E731
     first = runs()
+    # runs() is what Prometheus scraped: the drains counter below is from the same scrape or later
     wait_until(lambda: runs() >= first + 2 * INTERVAL_S - 1, 60, what="two more health checks on n2")
-    time.sleep(2)
     drains = stack.query('slurmkit_drains_total{node="n2"}')
     assert [(d["metric"]["check"], d["value"][1]) for d in drains] == [(labels["check"], "1")]
     assert stack.query(f'slurmkit_gpu_row_remap_pending{{node="n2",pci_bus_id="{bus}"}}')[0]["value"][1] == "1"
@@ -122,7 +122,7 @@ def test_drain_xid_job_energy_and_dashboard_through_prometheus(sandbox, monitore
     info = stack.wait("the job's GPUs", f'slurmkit_gpu_job_info{{job_id="{job}"}}', timeout=60,
                       predicate=lambda r: len(r) == 2)
     assert {r["metric"]["node"] for r in info} == {"n1"}
-    time.sleep(2)
+    time.sleep(2)  # the job runs a while before its GPUs draw EXTRA_J (a duration, not a wait)
     later = monitored["healthy"]["n1"]
     for g in later["gpus"]:
         later = set_value(later, g["index"], "total_energy_mj",
