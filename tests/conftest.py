@@ -21,7 +21,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from skip_policy import pytest_configure, pytest_runtest_makereport, pytest_terminal_summary  # noqa: F401 (hooks)
+from skip_policy import (pytest_configure, pytest_make_collect_report,  # noqa: F401 (hooks)
+                         pytest_runtest_makereport, pytest_terminal_summary)
 
 REPO = Path(__file__).resolve().parent.parent
 SITE = REPO / "site"

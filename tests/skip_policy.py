@@ -1,7 +1,8 @@
 """The suite's skip policy (a pytest plugin; tests/conftest.py registers its hooks).
 
 Under ``CI=true`` a skipped test is a failed one, whatever skipped it (``pytest.skip(...)``,
-``pytest.importorskip``, a ``skipif`` / ``skip`` mark, a fixture that skips), unless the test
+``pytest.importorskip``, a ``skipif`` / ``skip`` mark, a fixture that skips, a module skipped
+whole at collection), unless the test
 is on the allow-list ``tests/skips_allowed.toml``: one ``[[allow]]`` table per entry with
 
 - ``test``: the test's node id, or an ``fnmatch`` pattern of node ids
@@ -88,6 +89,26 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "failed"
         report.longrepr = (f"CI=true: {item.nodeid} skipped ({reason}); CI never passes by skipping: make it "
                            f"run here, or add it with a reason to tests/{ALLOWLIST.name}")
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    """A whole module skipped at collection (``pytest.importorskip`` or
+    ``pytest.skip(allow_module_level=True)`` at its top): the same policy, by its node id."""
+    report = yield
+    if not report.skipped:
+        return report
+    reason = skip_reason(report)
+    config = collector.config
+    if allowed_entry(config.stash[_entries_key], collector.nodeid, reason):
+        config.stash[_allowed_key].append((collector.nodeid, reason))
+        return report
+    config.stash[_refused_key].append((collector.nodeid, reason))
+    if IN_CI:
+        report.outcome = "failed"
+        report.longrepr = (f"CI=true: {collector.nodeid} skipped at collection ({reason}); CI never passes by "
+                           f"skipping: make it run here, or add it with a reason to tests/{ALLOWLIST.name}")
     return report
 
 

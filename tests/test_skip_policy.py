@@ -55,12 +55,15 @@ why = "the test's own example"
 
 def _run(tmp_path: Path, ci: bool, allow: str = ALLOW) -> subprocess.CompletedProcess:
     (tmp_path / "test_suite.py").write_text(SUITE)
+    (tmp_path / "test_module_skip.py").write_text('import pytest\npytest.importorskip("slurmkit_no_such_module")\n')
     (tmp_path / "conftest.py").write_text(
-        "from skip_policy import pytest_configure, pytest_runtest_makereport, pytest_terminal_summary\n")
+        "from skip_policy import (pytest_configure, pytest_make_collect_report, pytest_runtest_makereport,\n"
+        "                         pytest_terminal_summary)\n")
     (tmp_path / "allow.toml").write_text(allow)
     env = dict(os.environ, CI="true" if ci else "false", SLURMKIT_SKIPS_ALLOWED=str(tmp_path / "allow.toml"),
                PYTHONPATH=str(Path(skip_policy.__file__).parent))
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "test_suite.py"],
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
+                           "--continue-on-collection-errors", "test_suite.py", "test_module_skip.py"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -75,15 +78,17 @@ def test_ci_fails_every_kind_of_skip_outside_the_allow_list(tmp_path):
     assert "CI=true: test_suite.py::test_skipif skipped (condition holds)" in out
     assert "SKIPPED [1] test_suite.py" in out and "no NVML on this machine" in out
     assert "PASSED test_suite.py::test_passes" in out and "XFAIL test_suite.py::test_xfail" in out
-    assert "skip policy: 1 skipped on the allow-list, 5 outside it failed (CI=true)" in out
+    assert "ERROR test_module_skip.py" in out  # a module skipped at collection
+    assert "CI=true: test_module_skip.py skipped at collection (could not import 'slurmkit_no_such_module'" in out
+    assert "skip policy: 1 skipped on the allow-list, 6 outside it failed (CI=true)" in out
     assert "allowed skip: test_suite.py::test_allowed: no NVML on this machine" in out
 
 
 def test_outside_ci_skips_stay_skips_and_are_counted(tmp_path):
     r = _run(tmp_path, ci=False)
     assert r.returncode == 0, r.stdout
-    assert "1 passed, 6 skipped, 1 xfailed" in r.stdout
-    assert "skip policy: 1 skipped on the allow-list, 5 outside it skipped (not CI)" in r.stdout
+    assert "1 passed, 7 skipped, 1 xfailed" in r.stdout
+    assert "skip policy: 1 skipped on the allow-list, 6 outside it skipped (not CI)" in r.stdout
 
 
 def test_an_entry_without_a_reason_stops_the_session(tmp_path):
