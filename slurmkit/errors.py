@@ -7,9 +7,9 @@
 - Any other :class:`SlurmkitError` is trouble met while working (a Slurm command failed, the
   sandbox cannot start): its message says what failed.
 
-The command line turns either into one line on stderr, ``slurmkit: <message>``, and the exit
-status :attr:`SlurmkitError.exit_code` (2 for bad input, 1 otherwise); see
-:func:`slurmkit.cli.errors.handle`. Nothing here imports anything: hooks import it on every job.
+The command line turns either into one line on stderr, ``slurmkit: error: <message>``, and the
+exit status :attr:`SlurmkitError.exit_code` (2 for bad input, 1 otherwise); see
+:func:`slurmkit.cli.fail`. Nothing here imports anything: hooks import it on every job.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Plain records for the modules the hooks import on every job: :func:`record`, :func:`field`,
-:func:`fields`, :func:`replace`, :func:`asdict`.
+:func:`fields`, :func:`replace`, :func:`asdict`; and :class:`GpuIdentity`, the one record of
+which GPU a job's GPU is (the hooks' job GPUs, prolog records and spool lines build on it).
 
 ``@record`` reads a class body the way :func:`dataclasses.dataclass` does (annotated fields in
 order, defaults, ``field(default_factory=...)``, ``__post_init__``) and gives the class an
@@ -18,7 +19,8 @@ friends do not know these classes (use this module's).
 
 from __future__ import annotations
 
-__all__ = ["MISSING", "FrozenInstanceError", "Field", "record", "field", "fields", "replace", "asdict", "is_record"]
+__all__ = ["MISSING", "FrozenInstanceError", "Field", "record", "field", "fields", "replace", "asdict", "is_record",
+           "GpuIdentity"]
 
 
 class _Missing:
@@ -237,3 +239,49 @@ def _plain(v):
     if isinstance(v, dict):
         return {_plain(k): _plain(x) for k, x in v.items()}
     return v
+
+
+def _json_int(v):
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+@record
+class GpuIdentity:
+    """Which GPU one of a job's GPUs is, in each numbering that names it.
+
+    ``index``: Slurm's GPU index (the GPU's place in the node's gres.conf list, as in
+    ``SLURM_JOB_GPUS``); ``nvml_index``: NVML's enumeration index (``nvmlDeviceGetIndex``; it
+    differs from Slurm's when the device minors are not in bus order); ``minor``: the device's
+    minor number (``/dev/nvidia<minor>``; ``nvmlDeviceGetMinorNumber``); ``uuid``:
+    ``nvmlDeviceGetUUID`` (``GPU-...``); ``pci_bus_id``: ``nvmlDeviceGetPciInfo``'s bus id
+    (``0000:9b:00.0``). Each is None when not known (no NVML device has that minor, NVML not
+    read). Subclasses add their own fields after these five (positional order kept).
+    """
+
+    index: int
+    nvml_index: int | None = None
+    minor: int | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+
+    def identity_json(self) -> dict:
+        """The five fields as a JSON object, in their on-disk order (``index`` first)."""
+        return {"index": self.index, "nvml_index": self.nvml_index, "minor": self.minor, "uuid": self.uuid,
+                "pci_bus_id": self.pci_bus_id}
+
+    def identity(self) -> tuple:
+        """``(index, nvml_index, minor, uuid, pci_bus_id)``: the positional arguments of any
+        subclass, to carry one GPU from one record to the next."""
+        return (self.index, self.nvml_index, self.minor, self.uuid, self.pci_bus_id)
+
+    @staticmethod
+    def identity_fields(d) -> dict:
+        """The five fields read from JSON object ``d`` as keyword arguments (a number that is
+        not an integer, or a missing key, reads as None; ``uuid`` / ``pci_bus_id`` as text).
+        Raises ValueError when ``d`` is not an object with a numeric ``index``."""
+        if not isinstance(d, dict) or _json_int(d.get("index")) is None:
+            raise ValueError("gpus: want objects with an integer index")
+        uuid, bus = d.get("uuid"), d.get("pci_bus_id")
+        return {"index": _json_int(d["index"]), "nvml_index": _json_int(d.get("nvml_index")),
+                "minor": _json_int(d.get("minor")), "uuid": None if uuid is None else str(uuid),
+                "pci_bus_id": None if bus is None else str(bus)}

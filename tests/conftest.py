@@ -4,9 +4,12 @@ Tests live in ``tests/<package>/`` beside the package they test (``tests/hooks/`
 ``slurmkit/hooks``); helpers shared across folders are modules here (``nodeenv``, ``sacct_rows``,
 ``ranks``, ``fake_nvml``), importable by name because this folder is on ``sys.path``.
 
-``sandbox`` (session): one real Slurm cluster for every test marked ``slurm``. Outside CI the
-tests skip with the reason when not root or Slurm's Debian packages are missing; under
-``CI=true`` they fail instead, so CI never passes by skipping them.
+Skips follow one policy (:mod:`skip_policy`, whose hooks are registered here): under ``CI=true``
+every skip is a failure unless the test is on the reasoned allow-list ``tests/skips_allowed.toml``,
+and the session's last line counts the skips.
+
+``sandbox`` (session): one real Slurm cluster for every test marked ``slurm``; it skips with the
+reason when not root or Slurm's Debian packages are missing (a failure under ``CI=true``).
 Set ``SLURMKIT_TEST_SANDBOX_DIR`` to reuse a sandbox that is already up (it is left running).
 """
 
@@ -18,24 +21,19 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from skip_policy import (pytest_configure, pytest_make_collect_report,  # noqa: F401 (hooks)
+                         pytest_runtest_makereport, pytest_terminal_summary)
 
 REPO = Path(__file__).resolve().parent.parent
 SITE = REPO / "site"
 CORPUS = REPO.parent / "shared" / "corpus"
-IN_CI = os.environ.get("CI", "").lower() == "true"
-
-
-def _unavailable(reason: str):
-    if IN_CI:
-        pytest.fail(f"CI=true but {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
 def corpus() -> Path:
     """``../shared/corpus`` (real-world inputs; never copied into the repo)."""
     if not CORPUS.is_dir():
-        _unavailable(f"{CORPUS} is absent (the shared corpus comes with the project's workspace)")
+        pytest.skip(f"{CORPUS} is absent (the shared corpus comes with the project's workspace)")
     return CORPUS
 
 
@@ -65,10 +63,10 @@ def sandbox():
         yield sb
         return
     if os.geteuid() != 0:
-        _unavailable("the Slurm sandbox needs root")
+        pytest.skip("the Slurm sandbox needs root")
     missing = sorted({pkg for b, pkg in BINARIES.items() if which(b) is None})
     if missing:
-        _unavailable("Slurm's Debian packages are missing: " + " ".join(missing))
+        pytest.skip("Slurm's Debian packages are missing: " + " ".join(missing))
     root = Path(tempfile.mkdtemp(prefix="slurmkit-test-sandbox-"))
     spec = SandboxSpec(port_base=_free_port_base(), host_cpus=tuple(sorted(os.sched_getaffinity(0))))
     sb = Sandbox(root, spec)
@@ -88,7 +86,7 @@ def fake_nvml(tmp_path_factory):
     from fake_nvml import build
 
     if shutil.which("gcc") is None:
-        _unavailable("gcc is not installed (Debian package gcc, listed in .ci/apt-packages.txt)")
+        pytest.skip("gcc is not installed (Debian package gcc, listed in .ci/apt-packages.txt)")
     return build(tmp_path_factory.mktemp("fake_nvml"))
 
 

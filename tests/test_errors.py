@@ -97,3 +97,13 @@ def test_a_real_command_with_bad_input_exits_2_with_file_and_line(tmp_path):
     assert r.exit_code == 2
     (msg,) = r.output.strip().splitlines()
     assert msg.startswith(f"slurmkit: error: {bad}:3: health.deadline_s: ")
+
+
+def test_the_module_docstring_names_the_real_handler_and_what_it_prints():
+    import slurmkit.cli
+    import slurmkit.errors
+
+    assert ":func:`slurmkit.cli.fail`" in slurmkit.errors.__doc__ and callable(slurmkit.cli.fail)
+    res = CliRunner().invoke(slurmkit.cli.cli, ["logs", "x1"])
+    assert "``slurmkit: error: <message>``" in slurmkit.errors.__doc__
+    assert res.exit_code == 2 and res.output.startswith("slurmkit: error: JOBID: ")

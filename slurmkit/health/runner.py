@@ -29,71 +29,115 @@ import time
 from slurmkit.health.source import Action, NvmlTimeout, SnapshotSource, SourceError
 from slurmkit.health.state import NodeState
 from slurmkit.profile.health import Health  # the deadlines' one default
+from slurmkit.records import record
 
 LIVE = "live"
 STARTUP = "worker start-up"
 
 
-def read_state(source_spec: str | os.PathLike = LIVE, total_deadline_s: float = Health.deadline_s,
-               per_call_deadline_s: float = Health.per_call_deadline_s, *, before_job: bool = False,
-               thresholds: dict | None = None, node: str | None = None,
-               kmsg_cursor: str | os.PathLike | None = None, sysfs: str | os.PathLike | None = None,
-               env: dict | None = None, fabric: dict | None = None,
-               counters_file: str | os.PathLike | None = None, job_minors: set[int] | None = None,
-               kmsg_device: str | os.PathLike | None = None) -> NodeState:
-    """Read the node's GPU state from ``source_spec`` (``"live"`` or a capture path).
+@record
+class ReadRequest:
+    """What one read of the node's GPU state asks for, beside where it reads from and its
+    deadlines (the keywords of :func:`read_state`).
 
-    Live: NVML runs in a worker process; raises :class:`NvmlTimeout` at the deadlines (the worker
-    is killed, so the caller returns in time) and :class:`SourceError` for slurmkit's own
-    trouble (worker crashed, bad output). NVML init failures and per-value return codes are *not*
-    exceptions: they are recorded in the state for the checks. ``kmsg_cursor`` is the file that
-    keeps the /dev/kmsg position between runs (None: XIDs are not read), ``kmsg_device`` where the
-    kernel log is read from (None: ``/dev/kmsg``); ``sysfs`` the sysfs root
-    for PCI functions, NUMA nodes and InfiniBand ports (default ``/sys``). ``job_minors``: before a
-    job, only these GPUs (device minor numbers) are re-sampled for leftover processes (None: all).
-
-    ``fabric`` (:func:`slurmkit.health.fabric.spec_of` of the config's ``expect``): what is read
-    beside NVML — the InfiniBand / RoCE HCAs' ports, the fabric manager process, the GPUDirect
-    module (None: nothing), all together within :func:`slurmkit.health.fabric.read_timeout_s` of
-    ``per_call_deadline_s`` (``fabric["timeout_s"]`` when the caller sets it). Live, the worker
-    reads them; a replay keeps what its capture recorded unless ``sysfs`` is given, then they
-    are read from that root, and so are the GPUs' PCIe AER counters
-    (:func:`slurmkit.health.pcie.reread_aer`). ``counters_file``: where the error counters are
-    kept between runs (:func:`slurmkit.health.baseline.swap`; None: rises are not judged).
+    ``before_job`` (the prolog): only the GPUs of ``job_minors`` (device minor numbers; None:
+    all) are re-sampled for leftover processes; ``thresholds``: the checks' thresholds the read
+    needs (the ECC / retired-page sampling); ``node``: the node's name (a multi-node capture's
+    section); ``kmsg_cursor``: the file that keeps the /dev/kmsg position between runs (None:
+    XIDs are not read), ``kmsg_device`` where the kernel log is read from (None: ``/dev/kmsg``);
+    ``sysfs``: the sysfs root for PCI functions, NUMA nodes and InfiniBand ports (None: ``/sys``
+    live, the capture's own values in a replay); ``fabric``: what is read beside NVML
+    (:func:`slurmkit.health.fabric.spec_of` of the config's ``expect``; None: nothing);
+    ``counters_file``: where the error counters are kept between runs
+    (:func:`slurmkit.health.baseline.swap`; None: rises are not judged).
     """
-    if fabric:
-        from slurmkit.health.fabric import read_timeout_s
 
-        fabric = {"timeout_s": read_timeout_s(min(per_call_deadline_s, total_deadline_s)), **fabric}
+    before_job: bool = False
+    thresholds: dict | None = None
+    node: str | None = None
+    kmsg_cursor: str | os.PathLike | None = None
+    sysfs: str | os.PathLike | None = None
+    fabric: dict | None = None
+    counters_file: str | os.PathLike | None = None
+    job_minors: set | None = None
+    kmsg_device: str | os.PathLike | None = None
+
+    def worker_request(self, fabric: dict | None) -> dict:
+        """The live worker's JSON request (:mod:`slurmkit.health.worker`) for this read, with
+        ``fabric`` as :func:`_fabric_with_timeout` made it."""
+        return {"read": True, "before_job": bool(self.before_job), "node": self.node,
+                "thresholds": dict(self.thresholds or {}),
+                "job_minors": None if self.job_minors is None else sorted(self.job_minors),
+                "kmsg_cursor": os.fspath(self.kmsg_cursor) if self.kmsg_cursor else None,
+                "kmsg_device": os.fspath(self.kmsg_device) if self.kmsg_cursor and self.kmsg_device else None,
+                "sysfs": os.fspath(self.sysfs) if self.sysfs else None, "fabric": fabric or None}
+
+
+def read_state(source_spec: str | os.PathLike = LIVE, total_deadline_s: float = Health.deadline_s,
+               per_call_deadline_s: float = Health.per_call_deadline_s, *, env: dict | None = None,
+               **request) -> NodeState:
+    """Read the node's GPU state from ``source_spec`` (``"live"`` or a capture path); the other
+    keywords are a :class:`ReadRequest`'s fields (what the read asks for; an unknown one raises
+    TypeError). ``env``: the live worker's environment (a new interpreter; None: this one's).
+
+    Live (:func:`_read_live`): NVML runs in a worker process; raises :class:`NvmlTimeout` at the
+    deadlines (the worker is killed, so the caller returns in time) and :class:`SourceError` for
+    slurmkit's own trouble (worker crashed, bad output). NVML init failures and per-value return
+    codes are *not* exceptions: they are recorded in the state for the checks. A replay
+    (:func:`_read_replay`) keeps what its capture recorded beside NVML unless ``sysfs`` is
+    given, then the fabric and the GPUs' PCIe AER counters are read from that root. What is read
+    beside NVML gets :func:`slurmkit.health.fabric.read_timeout_s` of ``per_call_deadline_s``
+    in all (``fabric["timeout_s"]`` when the caller sets it). Either way the error counters are
+    then swapped with ``counters_file``'s (:func:`_with_baseline`).
+    """
+    req = ReadRequest(**request)
+    fabric = _fabric_with_timeout(req.fabric, min(per_call_deadline_s, total_deadline_s))
     if str(source_spec) != LIVE:
-        state = SnapshotSource(source_spec, node=node).read(before_job=before_job, thresholds=thresholds,
-                                                            job_minors=job_minors)
-        if sysfs is not None:
-            from slurmkit.health.pcie import reread_aer
+        state = _read_replay(source_spec, req, fabric)
+    else:
+        state = _read_live(req, fabric, total_deadline_s, per_call_deadline_s, env)
+    return _with_baseline(state, req.counters_file)
 
-            reread_aer(state, sysfs)
-        if fabric and sysfs is not None:
+
+def _fabric_with_timeout(fabric: dict | None, deadline_s: float) -> dict | None:
+    """``fabric`` with its reads' time budget (``timeout_s``, s) unless the caller set one."""
+    if not fabric:
+        return fabric
+    from slurmkit.health.fabric import read_timeout_s
+
+    return {"timeout_s": read_timeout_s(deadline_s), **fabric}
+
+
+def _read_replay(source_spec, req: ReadRequest, fabric: dict | None) -> NodeState:
+    """A capture read in this process; with ``req.sysfs`` the AER counters and the fabric re-read there."""
+    state = SnapshotSource(source_spec, node=req.node).read(before_job=req.before_job, thresholds=req.thresholds,
+                                                            job_minors=req.job_minors)
+    if req.sysfs is not None:
+        from slurmkit.health.pcie import reread_aer
+
+        reread_aer(state, req.sysfs)
+        if fabric:
             from slurmkit.health.fabric import read_node_fabric
 
-            read_node_fabric(state, sysfs, fabric)
-        return _with_baseline(state, counters_file)
-    spec = {"read": True, "before_job": bool(before_job), "node": node, "thresholds": dict(thresholds or {}),
-            "job_minors": None if job_minors is None else sorted(job_minors),
-            "kmsg_cursor": os.fspath(kmsg_cursor) if kmsg_cursor else None,
-            "kmsg_device": os.fspath(kmsg_device) if kmsg_cursor and kmsg_device else None,
-            "sysfs": os.fspath(sysfs) if sysfs else None, "fabric": fabric or None}
-    out = _run_worker(spec, total_deadline_s, per_call_deadline_s, env)
-    kind, payload = out
+            read_node_fabric(state, req.sysfs, fabric)
+    return state
+
+
+def _read_live(req: ReadRequest, fabric: dict | None, total_deadline_s: float, per_call_deadline_s: float,
+               env: dict | None) -> NodeState:
+    """NVML (and ``fabric``) read by a worker process under the deadlines; its STATE reply parsed."""
+    kind, payload = _run_worker(req.worker_request(fabric), total_deadline_s, per_call_deadline_s, env)
     if kind != "STATE":
         raise SourceError(f"NVML worker: unexpected reply {kind}")
     try:
-        state = NodeState.from_json(payload, source=LIVE, replay=False)
+        return NodeState.from_json(payload, source=LIVE, replay=False)
     except (KeyError, TypeError, ValueError) as exc:
         raise SourceError(f"NVML worker returned a bad state: {exc}") from None
-    return _with_baseline(state, counters_file)
 
 
 def _with_baseline(state: NodeState, counters_file) -> NodeState:
+    """``state`` after :func:`slurmkit.health.baseline.swap` with ``counters_file`` (None: as is);
+    the swap's own trouble is appended to ``state.errors``."""
     if counters_file is not None:
         from slurmkit.health.baseline import swap
 

@@ -22,7 +22,7 @@ from slurmkit.errors import InputError
 
 import os
 
-from slurmkit.records import record
+from slurmkit.records import GpuIdentity, record
 
 
 class GresError(InputError):
@@ -134,17 +134,12 @@ def parse_job_gpus(value: str | None) -> list[int]:
 
 
 @record(frozen=True)
-class JobGpu:
-    """One of the job's GPUs: Slurm ``index`` (gres position), ``file`` (device path),
-    ``minor`` (device minor), and from NVML: ``nvml_index``, ``uuid``, ``pci_bus_id``
-    (None when no NVML GPU has that minor number)."""
+class JobGpu(GpuIdentity):
+    """One of the job's GPUs: its :class:`~slurmkit.records.GpuIdentity` (Slurm ``index``: gres
+    position; ``minor``: the device file's minor; from NVML: ``nvml_index``, ``uuid``,
+    ``pci_bus_id``, None when no NVML GPU has that minor number), then ``file`` (device path)."""
 
-    index: int
-    file: str
-    minor: int | None
-    nvml_index: int | None
-    uuid: str | None
-    pci_bus_id: str | None
+    file: str = ""
 
 
 def map_job_gpus(indexes: list[int], files: list[str | None], state, minor_of=device_minor) -> list[JobGpu]:
@@ -167,14 +162,14 @@ def map_job_gpus(indexes: list[int], files: list[str | None], state, minor_of=de
             minor = nvml_minors[k] if k < len(nvml_minors) else None
             path = f"/dev/nvidia{minor}" if minor is not None else f"(AutoDetect GPU {k}: not seen by NVML)"
             g = state.gpu_by_minor(minor) if minor is not None else None
-            out.append(JobGpu(i, path, minor, g.index if g else None, g.uuid if g else None,
-                              g.pci_bus_id if g else None))
+            out.append(JobGpu(i, g.index if g else None, minor, g.uuid if g else None, g.pci_bus_id if g else None,
+                              path))
             continue
         try:
             minor = minor_of(path)
         except OSError:
             minor = None
         g = state.gpu_by_minor(minor) if minor is not None and state is not None else None
-        out.append(JobGpu(i, path, minor, g.index if g else None, g.uuid if g else None,
-                          g.pci_bus_id if g else None))
+        out.append(JobGpu(i, g.index if g else None, minor, g.uuid if g else None, g.pci_bus_id if g else None,
+                          path))
     return out

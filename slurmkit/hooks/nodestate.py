@@ -31,7 +31,7 @@ import json
 import os
 
 from slurmkit.atomicfile import atomic_write
-from slurmkit.records import field, record
+from slurmkit.records import GpuIdentity, field, record
 
 
 def _num(v) -> bool:
@@ -94,35 +94,26 @@ class NodeHealth(_Record):
 
 
 @record(eq=False, repr=False)
-class JobGpuStart(_Record):
-    """One of the job's GPUs as the prolog saw it: ``index`` (Slurm GPU index), ``nvml_index``,
-    ``minor``, ``uuid``, ``pci_bus_id`` (the NVML device it maps to; None when unknown),
+class JobGpuStart(_Record, GpuIdentity):
+    """One of the job's GPUs as the prolog saw it: its :class:`~slurmkit.records.GpuIdentity`
+    (``index``, ``nvml_index``, ``minor``, ``uuid``, ``pci_bus_id``), then
     ``start_energy_mj`` (``nvmlDeviceGetTotalEnergyConsumption``, mJ; None when not read),
     ``acct_seen``: ``[(pid, start_time_us)]`` of the ``nvmlDeviceGetAccountingStats`` records
     already on the GPU (earlier jobs' processes, which the epilog leaves out)."""
 
-    index: int
-    nvml_index: int | None = None
-    minor: int | None = None
-    uuid: str | None = None
-    pci_bus_id: str | None = None
     start_energy_mj: int | None = None
     acct_seen: list[tuple] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"index": self.index, "nvml_index": self.nvml_index, "minor": self.minor, "uuid": self.uuid,
-                "pci_bus_id": self.pci_bus_id, "start_energy_mj": self.start_energy_mj,
+        return {**self.identity_json(), "start_energy_mj": self.start_energy_mj,
                 "acct_seen": [list(k) for k in self.acct_seen]}
 
     @classmethod
     def from_json(cls, d: dict) -> "JobGpuStart":
         """Raises ValueError when ``d`` has no integer ``index``."""
-        if not isinstance(d, dict) or _int(d.get("index")) is None:
-            raise ValueError("gpus: want objects with an integer index")
+        ident = GpuIdentity.identity_fields(d)
         seen = d.get("acct_seen") if isinstance(d.get("acct_seen"), list) else []
-        return cls(index=_int(d["index"]), nvml_index=_int(d.get("nvml_index")), minor=_int(d.get("minor")),
-                   uuid=d.get("uuid"), pci_bus_id=d.get("pci_bus_id"),
-                   start_energy_mj=_int(d.get("start_energy_mj")),
+        return cls(**ident, start_energy_mj=_int(d.get("start_energy_mj")),
                    acct_seen=[tuple(k) for k in seen if isinstance(k, list) and len(k) == 2])
 
 

@@ -63,7 +63,7 @@ import os
 from enum import StrEnum
 
 from slurmkit.hooks.clock_policy import JobPolicy
-from slurmkit.records import field, record
+from slurmkit.records import GpuIdentity, field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported when the hooks run
@@ -111,38 +111,29 @@ def _list(d: dict, key: str) -> list:
 
 
 @record
-class GpuEnergy:
-    """One of the job's GPUs in a spool record. ``index``: Slurm GPU index (position in
-    gres.conf); ``nvml_index`` / ``minor`` / ``uuid`` / ``pci_bus_id``: the NVML device it maps to
-    (None when unknown). ``start_energy_mj`` / ``end_energy_mj``: the prolog's / epilog's
-    ``nvmlDeviceGetTotalEnergyConsumption`` readings (mJ since driver load); ``energy_mj`` their
-    delta (mJ, :func:`energy_delta`); ``counter_reset``: the counter restarted in between."""
+class GpuEnergy(GpuIdentity):
+    """One of the job's GPUs in a spool record: its :class:`~slurmkit.records.GpuIdentity`
+    (``index``: Slurm GPU index; ``nvml_index`` / ``minor`` / ``uuid`` / ``pci_bus_id``: the NVML
+    device it maps to, None when unknown), then ``start_energy_mj`` / ``end_energy_mj``: the
+    prolog's / epilog's ``nvmlDeviceGetTotalEnergyConsumption`` readings (mJ since driver
+    load); ``energy_mj`` their delta (mJ, :func:`energy_delta`); ``counter_reset``: the counter
+    restarted in between."""
 
-    index: int
-    nvml_index: int | None = None
-    minor: int | None = None
-    uuid: str | None = None
-    pci_bus_id: str | None = None
     start_energy_mj: int | None = None
     end_energy_mj: int | None = None
     energy_mj: int | None = None
     counter_reset: bool = False
 
     def to_json(self) -> dict:
-        return {"index": self.index, "nvml_index": self.nvml_index, "minor": self.minor,
-                "uuid": self.uuid, "pci_bus_id": self.pci_bus_id,
-                "start_energy_mj": self.start_energy_mj, "end_energy_mj": self.end_energy_mj,
+        return {**self.identity_json(), "start_energy_mj": self.start_energy_mj, "end_energy_mj": self.end_energy_mj,
                 "energy_mj": self.energy_mj, "counter_reset": self.counter_reset}
 
     @classmethod
     def from_json(cls, d: dict) -> "GpuEnergy":
         """Raises ValueError when ``d`` is not an object with an integer ``index``."""
-        if not isinstance(d, dict) or _int(d.get("index")) is None:
-            raise ValueError("gpus: want objects with an integer index")
-        return cls(index=_int(d["index"]), nvml_index=_int(d.get("nvml_index")), minor=_int(d.get("minor")),
-                   uuid=_str(d.get("uuid")), pci_bus_id=_str(d.get("pci_bus_id")),
-                   start_energy_mj=_int(d.get("start_energy_mj")), end_energy_mj=_int(d.get("end_energy_mj")),
-                   energy_mj=_int(d.get("energy_mj")), counter_reset=d.get("counter_reset") is True)
+        return cls(**GpuIdentity.identity_fields(d), start_energy_mj=_int(d.get("start_energy_mj")),
+                   end_energy_mj=_int(d.get("end_energy_mj")), energy_mj=_int(d.get("energy_mj")),
+                   counter_reset=d.get("counter_reset") is True)
 
 
 @record
@@ -314,8 +305,7 @@ def record(job_id, node, user, uid, start_s, end_s, gpus: list[GpuEnergy], state
     rows = []
     for g in gpus:
         delta, reset = energy_delta(g.start_energy_mj, g.end_energy_mj)
-        rows.append(GpuEnergy(g.index, g.nvml_index, g.minor, g.uuid, g.pci_bus_id,
-                              g.start_energy_mj, g.end_energy_mj, delta, reset))
+        rows.append(GpuEnergy(*g.identity(), g.start_energy_mj, g.end_energy_mj, delta, reset))
     measured = bool(rows) and all(r.energy_mj is not None for r in rows)
     if not rows and reason is None:
         reason = "the job has no GPU on this node"

@@ -3,7 +3,9 @@
 Where: ``scontrol show job`` (``StdOut=``) while slurmctld knows the job; after that, sacct's
 ``WorkDir`` and Slurm's default name ``slurm-<id>.out``. Read with ``cat`` or followed with
 ``tail -F`` until squeue no longer lists the job, on the login node through ssh
-(:class:`~slurmkit.remote.backend.RemoteBackend`) or here (a local backend).
+(:class:`~slurmkit.remote.backend.RemoteBackend`: one shell script, its squeue bounded by
+``timeout``) or here (a local backend: squeue through the backend, i.e.
+:func:`slurmkit.slurm.commands.run`, with its timeout).
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+import threading
+import time
 
 from slurmkit.errors import SlurmkitError
+from slurmkit.slurm.commands import SlurmError
 
 
 class LogsError(SlurmkitError):
@@ -46,14 +51,53 @@ def output_path(backend, job_id: str) -> str:
     raise LogsError(f"job {job_id}: unknown to scontrol and sacct, so its output file cannot be found")
 
 
+#: Seconds one squeue of the follow loop may take; every how many seconds it asks.
+SQUEUE_TIMEOUT_S = 30
+FOLLOW_POLL_S = 2
+
+
 def follow_script(path: str, job_id: str) -> str:
     """POSIX shell that prints ``path`` from its start and follows it (``tail -F``) while
-    squeue lists job ``job_id`` (pending jobs: until the file appears and the job ends)."""
+    squeue lists job ``job_id`` (pending jobs: until the file appears and the job ends); each
+    squeue is killed after :data:`SQUEUE_TIMEOUT_S` s (coreutils ``timeout``; a squeue that
+    fails or times out ends the follow like a job that left the queue)."""
     q = shlex.quote(path)
     j = shlex.quote(str(job_id))
     return (f"tail -n +1 -F {q} 2>/dev/null & t=$!; "
-            f"while env -u SQUEUE_FORMAT squeue -h -j {j} -o %T 2>/dev/null | grep -q .; do sleep 2; done; "
+            f"while timeout {SQUEUE_TIMEOUT_S} env -u SQUEUE_FORMAT -u SQUEUE_FORMAT2 squeue -h -j {j} -o %T "
+            f"2>/dev/null | grep -q .; do sleep {FOLLOW_POLL_S}; done; "
             f"sleep 1; kill $t 2>/dev/null; wait $t 2>/dev/null; exit 0")
+
+
+def _in_queue(backend, job_id: str) -> bool:
+    """Whether squeue (through the backend, with its timeout) lists job ``job_id``; a failed or
+    timed-out squeue counts as no (the follow ends, as the shell script's does)."""
+    try:
+        res = backend._run(["squeue", "-h", "-j", str(job_id), "-o", "%T"], check=False)
+    except SlurmError:
+        return False
+    return res.returncode == 0 and bool(res.stdout.strip())
+
+
+def _follow_local(backend, path: str, job_id: str, out) -> None:
+    """``tail -F path`` copied to ``out`` while squeue lists the job, then one more second."""
+    tail = subprocess.Popen(["tail", "-n", "+1", "-F", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    def copy():
+        for chunk in iter(lambda: tail.stdout.read1(65536), b""):
+            out.write(chunk)
+            out.flush()
+
+    copier = threading.Thread(target=copy, daemon=True)
+    copier.start()
+    try:
+        while _in_queue(backend, job_id):
+            time.sleep(FOLLOW_POLL_S)
+        time.sleep(1)  # the job's last lines, written as it left the queue
+    finally:
+        tail.terminate()
+        tail.wait(timeout=10)
+        copier.join(timeout=10)
 
 
 def show(backend, job_id: str, follow: bool = False, out=None) -> None:
@@ -65,29 +109,29 @@ def show(backend, job_id: str, follow: bool = False, out=None) -> None:
     path = output_path(backend, job_id)
     remote = getattr(backend, "remote", None)
     if follow:
-        script = follow_script(path, job_id)
         if remote is not None:
-            remote.stream(script, "logs", out)
+            remote.stream(follow_script(path, job_id), "logs", out)
         else:
-            proc = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE)
-            for chunk in iter(lambda: proc.stdout.read1(65536), b""):
-                out.write(chunk)
-                out.flush()
-            proc.wait()
+            _follow_local(backend, path, job_id, out)
+        return
+    if remote is None:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except FileNotFoundError:
+            raise LogsError(f"job {job_id}: its output {path} does not exist (yet): the job may still be "
+                            "pending (use --follow)") from None
+        except OSError as exc:
+            raise LogsError(f"job {job_id}: cannot read {path} ({exc.strerror})") from None
+        out.write(data)
+        out.flush()
         return
     script = f"test -r {shlex.quote(path)} || exit 3; cat -- {shlex.quote(path)}"
-    if remote is not None:
-        res = remote.shell(script, "logs", check=False)
-        rc, text = res.returncode, res.stdout
-    else:
-        proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, errors="surrogateescape",
-                              timeout=60)
-        rc, text = proc.returncode, proc.stdout
-    if rc == 3:
-        where = f" on {remote.host}" if remote is not None else ""
-        raise LogsError(f"job {job_id}: its output {path}{where} does not exist (yet): the job may still be "
-                        "pending (use --follow)")
-    if rc != 0:
-        raise LogsError(f"job {job_id}: cannot read {path} (exit {rc})")
-    out.write(text.encode(errors="surrogateescape"))   # the file's bytes as they are, UTF-8 or not
+    res = remote.shell(script, "logs", check=False)
+    if res.returncode == 3:
+        raise LogsError(f"job {job_id}: its output {path} on {remote.host} does not exist (yet): the job may "
+                        "still be pending (use --follow)")
+    if res.returncode != 0:
+        raise LogsError(f"job {job_id}: cannot read {path} on {remote.host} (exit {res.returncode})")
+    out.write(res.stdout.encode(errors="surrogateescape"))   # the file's bytes as they are, UTF-8 or not
     out.flush()

@@ -25,6 +25,7 @@ from slurmkit.atomicfile import atomic_write
 from slurmkit.sandbox import config
 from slurmkit.sandbox.errors import SandboxError
 from slurmkit.slurm import commands
+from slurmkit.waiting import WaitTimeout, wait_until
 
 log = logging.getLogger("slurmkit.sandbox")
 
@@ -93,13 +94,18 @@ def _tcp_open(port: int, host: str = "127.0.0.1") -> bool:
         return False
 
 
-def _wait_for(what: str, predicate, timeout: float, log_hint: str = "") -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise SandboxError(f"{what} did not happen within {timeout:g} s" + (f"; see {log_hint}" if log_hint else ""))
+#: Seconds a one-off setup command may take (mariadb-install-db, mungekey, a daemon forking).
+SETUP_TIMEOUT_S = 120
+#: Seconds for apt-get (update, then the install of :data:`PACKAGES`).
+APT_TIMEOUT_S = 1800
+
+
+def _wait_for(what: str, predicate, timeout: float, hint="") -> None:
+    """:func:`slurmkit.waiting.wait_until` every 0.1 s; its timeout raised as SandboxError."""
+    try:
+        wait_until(predicate, timeout, 0.1, what, hint)
+    except WaitTimeout as exc:
+        raise SandboxError(str(exc)) from None
 
 
 class Sandbox:
@@ -217,10 +223,10 @@ class Sandbox:
             created = True
         try:
             env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-            subprocess.run(["apt-get", "update", "-q"], check=True, env=env)
+            subprocess.run(["apt-get", "update", "-q"], check=True, env=env, timeout=APT_TIMEOUT_S)
             subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *PACKAGES],
-                           check=True, env=env)
-        except (OSError, subprocess.CalledProcessError) as exc:
+                           check=True, env=env, timeout=APT_TIMEOUT_S)
+        except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
             raise SandboxError(f"installing {' '.join(PACKAGES)} failed: {exc}") from None
         finally:
             if created:
@@ -324,7 +330,10 @@ class Sandbox:
 
     def _spawn(self, argv, **kw) -> None:
         env = commands.slurm_env(slurm_conf=str(self.slurm_conf))
-        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, **kw)
+        try:
+            proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=SETUP_TIMEOUT_S, **kw)
+        except subprocess.TimeoutExpired:
+            raise SandboxError(f"{argv[0]} did not return within {SETUP_TIMEOUT_S} s") from None
         if proc.returncode != 0:
             raise SandboxError(f"{argv[0]} failed to start (exit {proc.returncode}): "
                                f"{(proc.stderr or proc.stdout).strip()}")
@@ -342,8 +351,11 @@ class Sandbox:
                          f"--seed-file={self.var / 'munge' / 'munged.seed'}", "--force"])
 
     def _mariadb(self, sql: str) -> None:
-        proc = subprocess.run(["mariadb", "--no-defaults", f"--socket={self.run_dir / 'mysqld.sock'}"],
-                              input=sql, capture_output=True, text=True, timeout=60)
+        try:
+            proc = subprocess.run(["mariadb", "--no-defaults", f"--socket={self.run_dir / 'mysqld.sock'}"],
+                                  input=sql, capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            raise SandboxError("MariaDB setup did not return within 60 s") from None
         if proc.returncode != 0:
             raise SandboxError(f"MariaDB setup failed: {proc.stderr.strip()}")
 
@@ -351,12 +363,17 @@ class Sandbox:
         datadir = self.var / "mysql"
         mlog = self.var / "log" / "mysqld.log"
         if not (datadir / "mysql").is_dir():
-            with open(self.var / "log" / "mariadb-install.log", "w") as fh:
-                rc = subprocess.run(["mariadb-install-db", "--no-defaults", "--user=root", f"--datadir={datadir}",
-                                     "--auth-root-authentication-method=socket", "--skip-test-db"],
-                                    stdout=fh, stderr=subprocess.STDOUT).returncode
+            install_log = self.var / "log" / "mariadb-install.log"
+            with open(install_log, "w") as fh:
+                try:
+                    rc = subprocess.run(["mariadb-install-db", "--no-defaults", "--user=root", f"--datadir={datadir}",
+                                         "--auth-root-authentication-method=socket", "--skip-test-db"],
+                                        stdout=fh, stderr=subprocess.STDOUT, timeout=SETUP_TIMEOUT_S).returncode
+                except subprocess.TimeoutExpired:
+                    raise SandboxError(f"mariadb-install-db did not return within {SETUP_TIMEOUT_S} s; "
+                                       f"see {install_log}") from None
             if rc != 0:
-                raise SandboxError(f"mariadb-install-db failed; see {self.var / 'log' / 'mariadb-install.log'}")
+                raise SandboxError(f"mariadb-install-db failed; see {install_log}")
         if not self._running("mysqld"):
             subprocess.Popen(
                 ["mariadbd", "--no-defaults", "--user=root", f"--datadir={datadir}",
@@ -369,10 +386,14 @@ class Sandbox:
                 start_new_session=True)
 
         def ping():
-            return subprocess.run(["mariadb-admin", "--no-defaults", f"--socket={self.run_dir / 'mysqld.sock'}", "ping"],
-                                  capture_output=True).returncode == 0 and self._running("mysqld")
+            try:
+                return subprocess.run(["mariadb-admin", "--no-defaults", f"--socket={self.run_dir / 'mysqld.sock'}",
+                                       "--connect-timeout=5", "ping"], capture_output=True,
+                                      timeout=10).returncode == 0 and self._running("mysqld")
+            except subprocess.TimeoutExpired:
+                return False
 
-        _wait_for("MariaDB start", ping, 60, str(mlog))
+        _wait_for("MariaDB start", ping, 60, f"see {mlog}")
         pw = self.spec.db_password
         self._mariadb(
             "CREATE DATABASE IF NOT EXISTS slurm_acct_db;\n"
@@ -384,7 +405,7 @@ class Sandbox:
         if not self._running("slurmdbd"):
             self._spawn(["slurmdbd"])
         _wait_for("slurmdbd listening", lambda: _tcp_open(self.spec.ports.slurmdbd), 60,
-                  str(self.var / "log" / "slurmdbd.log"))
+                  f"see {self.var / 'log' / 'slurmdbd.log'}")
         clusters = self._slurm("sacctmgr", "-n", "-P", "show", "cluster", "format=cluster").stdout.split()
         if self.spec.cluster not in clusters:
             self._slurm("sacctmgr", "-i", "add", "cluster", self.spec.cluster)
@@ -397,7 +418,7 @@ class Sandbox:
             self._spawn(["slurmctld"])
         _wait_for("slurmctld answering 'scontrol ping'",
                   lambda: self._slurm("scontrol", "ping", check=False, timeout=10).returncode == 0, 60,
-                  str(self.var / "log" / "slurmctld.log"))
+                  f"see {self.var / 'log' / 'slurmctld.log'}")
 
     def _start_slurmds(self) -> None:
         for n in self.node_names:
@@ -418,22 +439,16 @@ class Sandbox:
             return len(states) == len(self.node_names) and not any(
                 s.endswith("*") or s.startswith(("down", "unknown", "not_responding")) for s in states.values())
 
-        try:
-            _wait_for("every slurmd answering", responding, timeout)
-        except SandboxError:
-            raise SandboxError(f"nodes not answering after {timeout:g} s: {self._node_states()}; "
-                               f"see {self.var / 'log'}/slurmd-*.log") from None
+        _wait_for("every slurmd answering", responding, timeout,
+                  lambda: f"nodes: {self._node_states()}; see {self.var / 'log'}/slurmd-*.log")
 
     def _wait_idle(self, timeout: float) -> None:
         def all_idle():
             states = self._node_states()
             return len(states) == len(self.node_names) and all(s == "idle" for s in states.values())
 
-        try:
-            _wait_for("every node idle", all_idle, timeout)
-        except SandboxError:
-            raise SandboxError(f"nodes not idle after {timeout:g} s: {self._node_states()}; "
-                               f"see {self.var / 'log'}/slurmd-*.log") from None
+        _wait_for("every node idle", all_idle, timeout,
+                  lambda: f"nodes: {self._node_states()}; see {self.var / 'log'}/slurmd-*.log")
 
     # ------------------------------------------------------------------ status / down
     def sinfo(self) -> str:
@@ -451,10 +466,11 @@ class Sandbox:
             jobs = self._slurm("squeue", "-h", "-o", "%i", check=False, timeout=10).stdout.split()
             if jobs:
                 self._slurm("scancel", *jobs, check=False, timeout=10)
-                end = time.monotonic() + 15
-                while time.monotonic() < end and self._slurm("squeue", "-h", "-o", "%i", check=False,
-                                                              timeout=10).stdout.strip():
-                    time.sleep(0.2)
+                try:
+                    wait_until(lambda: not self._slurm("squeue", "-h", "-o", "%i", check=False, timeout=10).stdout.strip(),
+                               15, 0.2, "the cancelled jobs to leave squeue")
+                except WaitTimeout:
+                    pass  # stopping the daemons ends them; slurmstepds left are killed below
                 say(f"cancelled jobs {' '.join(jobs)}")
         files = self._pidfiles()
         groups = [[k for k in files if k.startswith("slurmd-")] + ["slurmctld"], ["slurmdbd"], ["mysqld", "munged"]]
@@ -474,9 +490,10 @@ class Sandbox:
             if self._ours(pid):
                 os.kill(pid, signal.SIGTERM)
                 pids[pid] = path
-        end = time.monotonic() + timeout
-        while pids and time.monotonic() < end and any(pid_alive(p) for p in pids):
-            time.sleep(0.1)
+        try:
+            wait_until(lambda: not any(pid_alive(p) for p in pids), timeout, 0.1, "the daemons to exit on SIGTERM")
+        except WaitTimeout:
+            pass  # SIGKILL below
         names = []
         for pid, path in pids.items():
             if pid_alive(pid):

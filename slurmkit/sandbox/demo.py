@@ -30,6 +30,8 @@ from pathlib import Path
 from slurmkit.sandbox.cluster import Sandbox
 from slurmkit.sandbox.errors import DemoError
 from slurmkit.sandbox.gpus import GpuSimulator
+from slurmkit.slurm import commands
+from slurmkit.waiting import WaitTimeout, wait_until
 
 SICK_NODE = "n2"
 FAULT = "row-remap"
@@ -54,17 +56,33 @@ class Demo:
         self.env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")])
 
     # ------------------------------------------------------------------ helpers
-    def run(self, *argv, check=True, show=False) -> subprocess.CompletedProcess:
+    def slurm(self, *argv, check=True, show=False, timeout: float = 30) -> commands.Result:
+        """Run a Slurm client command through :func:`slurmkit.slurm.commands.run` (``timeout``
+        in s); raises DemoError when it fails (``check``), is missing or times out."""
         argv = [str(a) for a in argv]
         if show:
             _info("$ " + " ".join(shlex.quote(a) for a in argv))
-        res = subprocess.run(argv, env=self.env, text=True, capture_output=True)
+        try:
+            res = commands.run(argv, timeout=timeout, check=False, env=self.env)
+        except commands.SlurmError as exc:
+            raise DemoError(str(exc)) from None
         if check and res.returncode != 0:
             raise DemoError(f"{' '.join(argv[:3])} failed (exit {res.returncode}): {res.stderr.strip()}")
         return res
 
-    def slurmkit(self, *args, **kw) -> subprocess.CompletedProcess:
-        return self.run(sys.executable, "-m", "slurmkit", *args, **kw)
+    def slurmkit(self, *args, check=True, show=False, timeout: float = 600) -> subprocess.CompletedProcess:
+        """Run ``python -m slurmkit *args`` (``timeout`` in s); raises DemoError when it fails
+        (``check``) or times out."""
+        argv = [sys.executable, "-m", "slurmkit", *(str(a) for a in args)]
+        if show:
+            _info("$ slurmkit " + " ".join(shlex.quote(a) for a in argv[3:]))
+        try:
+            res = subprocess.run(argv, env=self.env, text=True, capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise DemoError(f"slurmkit {' '.join(argv[3:5])} did not finish within {timeout:g} s") from None
+        if check and res.returncode != 0:
+            raise DemoError(f"slurmkit {' '.join(argv[3:5])} failed (exit {res.returncode}): {res.stderr.strip()}")
+        return res
 
     def submit(self, template: str, *args) -> str:
         res = self.slurmkit("submit", template, "--site", self.sb.profile_path, "-D", self.out, *args, show=True)
@@ -73,16 +91,14 @@ class Demo:
         return job
 
     def wait(self, what: str, predicate, timeout: float, period: float = 0.5):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            got = predicate()
-            if got:
-                return got
-            time.sleep(period)
-        raise DemoError(f"timed out after {timeout:g} s waiting for {what}")
+        """:func:`slurmkit.waiting.wait_until`, its timeout raised as DemoError."""
+        try:
+            return wait_until(predicate, timeout, period, what)
+        except WaitTimeout as exc:
+            raise DemoError(str(exc)) from None
 
     def job_state(self, job: str) -> str:
-        res = self.run("sacct", "-n", "-X", "-P", "-j", job, "-o", "State", check=False)
+        res = self.slurm("sacct", "-n", "-X", "-P", "-j", job, "-o", "State", check=False)
         states = [s.split()[0] for s in res.stdout.split("\n") if s.strip()]
         return states[-1] if states else "UNKNOWN"
 
@@ -91,7 +107,7 @@ class Demo:
         return self.wait(f"job {job} to finish", lambda: (s := self.job_state(job)) in final and s, timeout)
 
     def node_reason(self, node: str) -> tuple[str, str]:
-        res = self.run("sinfo", "-h", "-N", "-n", node, "-o", "%T|%E", check=False)
+        res = self.slurm("sinfo", "-h", "-N", "-n", node, "-o", "%T|%E", check=False)
         state, _, reason = res.stdout.strip().partition("|")
         return state, reason
 
@@ -107,7 +123,7 @@ class Demo:
         if res.returncode != 0:
             raise DemoError(f"slurmkit hooks install failed: {res.stderr.strip()}")
         _info(f"installed into {conf}: Prolog, Epilog and HealthCheckProgram (every {HEALTHCHECK_INTERVAL_S} s)")
-        self.run("scontrol", "reconfigure")
+        self.slurm("scontrol", "reconfigure")
 
     def train(self) -> str:
         ckpt = self.out / "ckpt"
@@ -120,7 +136,7 @@ class Demo:
         out = self.out / f"tiny-train-{job}.out"
         self.wait("the first checkpoint", lambda: (ckpt / "model.pt").exists(), 480)
         _info("first checkpoint written; preempting: USR2 to the batch shell (what --signal=B:USR2@<s> does)")
-        self.run("scancel", "--batch", "--signal=USR2", job, show=True)
+        self.slurm("scancel", "--batch", "--signal=USR2", job, show=True)
         self.wait("the job to be requeued and restarted",
                   lambda: out.exists() and "resumed from checkpoint" in out.read_text(errors="replace"), 480)
         state = self.wait_done(job, 600)
@@ -136,7 +152,7 @@ class Demo:
         from slurmkit.profile import load_profile
 
         profile = load_profile(self.sb.profile_path)
-        res = self.run("sacct", "-n", "-P", "-X", "-j", ",".join(jobs.values()), "-o", "JobID,NodeList,State")
+        res = self.slurm("sacct", "-n", "-P", "-X", "-j", ",".join(jobs.values()), "-o", "JobID,NodeList,State")
         from slurmkit.hostlist import expand_nodelist
 
         for line in res.stdout.splitlines():
@@ -182,7 +198,7 @@ def run_demo(directory: Path | None = None, install: bool = True, port_base: int
                       faults={SICK_NODE: FAULT}):
         # a previous run left the node drained by us: resume it so the health check finds it again
         if "slurmkit" in demo.node_reason(SICK_NODE)[1]:
-            demo.run("scontrol", "update", f"nodename={SICK_NODE}", "state=resume", check=False)
+            demo.slurm("scontrol", "update", f"nodename={SICK_NODE}", "state=resume", check=False)
         demo.install_hooks()
 
         _step(3, f"waiting for the health check to drain {SICK_NODE}")
@@ -190,7 +206,7 @@ def run_demo(directory: Path | None = None, install: bool = True, port_base: int
                            lambda: (r := demo.node_reason(SICK_NODE))[0].startswith("drain") and "slurmkit" in r[1] and r[1],
                            6 * HEALTHCHECK_INTERVAL_S + 30)
         _info(f"{SICK_NODE} drained, reason: {reason}")
-        print(demo.run("sinfo", "-N", "-o", "%N %T %G %E").stdout, end="")
+        print(demo.slurm("sinfo", "-N", "-o", "%N %T %G %E").stdout, end="")
 
         _step(4, "submitting jobs through `slurmkit submit`")
         jobs = {"nccl-tests": demo.submit("nccl-tests", "-N", 2, "-t", "5", "-J", "nccl-preflight",

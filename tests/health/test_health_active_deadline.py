@@ -16,6 +16,7 @@ import pytest
 
 from slurmkit.health.active import dcgm_diag
 from slurmkit.profile.health import Health
+from slurmkit.waiting import wait_until
 
 
 def _alive(pid: int) -> bool:
@@ -28,6 +29,13 @@ def _alive(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler for ``signum`` (SigCgt of /proc/<pid>/status)."""
+    with open(f"/proc/{pid}/status") as fh:
+        mask = next(int(line.split()[1], 16) for line in fh if line.startswith("SigCgt:"))
+    return bool(mask & (1 << (signum - 1)))
 
 
 def _sleepy_dcgmi(tmp_path, marker):
@@ -63,8 +71,8 @@ def test_a_timeout_is_marked_and_kills_the_group(tmp_path):
     rep = dcgm_diag(1, 1.0, dcgmi=exe, pidfile=pidfile)
     assert time.monotonic() - t0 < 10
     assert rep.status == "fail" and rep.timed_out and "did not finish within 1 s" in rep.message
-    time.sleep(0.2)
-    assert not _alive(int(marker.read_text()))
+    child = int(marker.read_text())
+    wait_until(lambda: not _alive(child), 5, 0.05, "the diag's child to die with its group")
     assert not pidfile.exists()
 
 
@@ -77,14 +85,13 @@ def test_the_hook_ended_by_sigterm_takes_the_diag_with_it(tmp_path):
         dcgm_diag(1, 40, dcgmi={str(exe)!r}, pidfile={str(pidfile)!r})
     """)
     hook = subprocess.Popen([sys.executable, "-c", code])
-    deadline = time.monotonic() + 20
-    while not (marker.exists() and marker.read_text().strip()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    child = int(marker.read_text())
+    child = int(wait_until(lambda: marker.exists() and marker.read_text().strip(), 20, 0.05,
+                           "the diag to start its child"))
+    # the diag starts before dcgm_diag installs its handler: SIGTERM once the hook catches it
+    wait_until(lambda: _catches(hook.pid, signal.SIGTERM), 20, 0.05, "the hook to catch SIGTERM")
     hook.send_signal(signal.SIGTERM)  # slurmd ending HealthCheckProgram
     assert hook.wait(10) == -signal.SIGTERM
-    time.sleep(0.2)
-    assert not _alive(child), "the diag outlived the hook"
+    wait_until(lambda: not _alive(child), 5, 0.05, "the diag to die with the hook")
     assert not pidfile.exists()
 
 
@@ -96,8 +103,7 @@ def test_a_diag_left_by_a_killed_hook_is_not_started_twice(tmp_path):
     left = subprocess.Popen([str(exe), "diag", "-r", "1", "-j"], start_new_session=True)
     try:
         pidfile.write_text(f"{left.pid}\n")
-        while not marker.exists():
-            time.sleep(0.05)
+        wait_until(lambda: marker.exists() and marker.read_text().strip(), 20, 0.05, "the earlier diag's child")
         marker.unlink()
         rep = dcgm_diag(1, 40, dcgmi=exe, pidfile=pidfile)
         assert rep.status == "error" and f"earlier dcgmi diag (pid {left.pid}" in rep.message

@@ -1,8 +1,8 @@
 """A real node_exporter (textfile collector only) and a real Prometheus on loopback ports, for
 the tests (the recipe of ../shared/notes/loopback-services.md). Holds no tests itself.
 
-Outside CI a missing binary skips with the reason; under ``CI=true`` it fails (the packages come
-from .ci/apt-packages.txt).
+A missing binary skips with the reason, a failure under ``CI=true`` (tests/skip_policy.py; the
+packages come from .ci/apt-packages.txt).
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ import json
 import shutil
 import socket
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from conftest import _unavailable
+import pytest
+
+from slurmkit.waiting import wait_until
 
 BINARIES = {"prometheus": "prometheus", "promtool": "prometheus",
             "prometheus-node-exporter": "prometheus-node-exporter"}
@@ -27,7 +28,7 @@ def need(*names: str) -> dict:
     found = {n: shutil.which(n) for n in names}
     missing = sorted({BINARIES[n] for n, p in found.items() if p is None})
     if missing:
-        _unavailable("Debian packages missing: " + " ".join(missing))
+        pytest.skip("Debian packages missing: " + " ".join(missing))
     return found
 
 
@@ -85,15 +86,15 @@ class PromStack:
 
     def node_exporter_text(self, timeout: float = 30) -> str:
         """What node_exporter serves on /metrics now (waits for it to listen)."""
-        end = time.monotonic() + timeout
-        while True:
+        def fetch():
             try:
                 with urllib.request.urlopen(f"http://{self.node_exporter_addr}/metrics", timeout=10) as r:
                     return r.read().decode()
             except OSError:
-                if time.monotonic() > end:
-                    raise
-                time.sleep(0.2)
+                return None
+
+        return wait_until(fetch, timeout, 0.2, f"node_exporter listening on {self.node_exporter_addr}",
+                          lambda: f"log: {self.node_exporter_log()[-2000:]}")
 
     def node_exporter_log(self) -> str:
         self.logs["node_exporter"].flush()
@@ -113,15 +114,15 @@ class PromStack:
 
     def wait(self, what: str, expr: str, timeout: float = 90, predicate=bool) -> list:
         """Poll ``expr`` until ``predicate(result)`` holds (the first scrape lands after ~7 s)."""
-        end = time.monotonic() + timeout
-        got = None
-        while time.monotonic() < end:
+        seen = []
+
+        def answered():
             try:
                 got = self.query(expr)
             except OSError:  # not listening yet
-                got = None
-            if got is not None and predicate(got):
-                return got
-            time.sleep(1)
-        raise AssertionError(f"timed out after {timeout} s waiting for {what}: {expr} -> {got} "
-                             f"(logs in {self.root})")
+                return None
+            seen[:] = [got]
+            return [got] if predicate(got) else None  # a list: an empty result may be what is awaited
+
+        return wait_until(answered, timeout, 1, what,
+                          lambda: f"{expr} -> {seen[0] if seen else 'no answer'} (logs in {self.root})")[0]

@@ -162,7 +162,8 @@ def test_plan_on_shared_gpus_sets_nothing_and_says_why():
     from slurmkit.profile import ClockPolicy
 
     steady = ClockPolicy("steady", locked_clocks_mhz=(1215, 1410))
-    gpus = [JobGpu(0, "/dev/nvidia0", 2, 1, "GPU-a", "0000:19:00.0"), JobGpu(2, "/dev/nvidia2", 3, None, None, None)]
+    gpus = [JobGpu(0, nvml_index=1, minor=2, uuid="GPU-a", pci_bus_id="0000:19:00.0", file="/dev/nvidia0"),
+            JobGpu(2, minor=3, file="/dev/nvidia2")]
     plan, why = cp.plan_job(steady, gpus, shared=False)
     assert plan == [(0, ("set_locked_clocks", 1, None, (1215, 1410)))] and why is None  # GPU2: not in NVML
     plan, why = cp.plan_job(steady, gpus, shared=True)

@@ -15,7 +15,7 @@ from slurmkit.hooks import install as inst, spool
 from slurmkit.hooks.config import render as render_config
 from slurmkit.slurm import conf as sconf
 from slurmkit.slurm.commands import run
-from sandbox_nodes import wait_for as _wait
+from slurmkit.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -51,8 +51,8 @@ def test_partition_policy_is_recorded_in_the_jobs_spool_line(sandbox, policy_hoo
     job = run(["srun", "-p", "gpu", "-w", "n2", "--gres=gpu:1", "-t", "1", "sh", "-c", "echo $SLURM_JOB_ID"],
               slurm_conf=str(conf), timeout=90).stdout.strip()
     path = policy_hooked["spool"] / spool.file_name("n2")
-    rec = _wait("the job's spool line", lambda: path.exists()
-                and next((r for r in spool.read(path)[0] if r.job_id == job), None), 30)
+    rec = wait_until(lambda: path.exists()
+                and next((r for r in spool.read(path)[0] if r.job_id == job), None), 30, what="the job's spool line")
     (gpu,) = rec.gpus
     p = rec.policy
     assert (p.name, p.origin, p.status) == ("steady", "partition gpu", "not applied")

@@ -18,7 +18,8 @@ from slurmkit.hooks import install as inst
 from slurmkit.hooks.config import render as render_config
 from slurmkit.slurm import conf as sconf
 from slurmkit.slurm.commands import run
-from sandbox_nodes import show_node as _node, wait_for as _wait
+from sandbox_nodes import show_node as _node
+from slurmkit.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -59,23 +60,23 @@ def fabric_hooked(sandbox, fake_nvml):
 def test_ib_port_down_drains_naming_the_port_and_resumes_only_after_the_active_check(sandbox, fabric_hooked):
     conf, sys3, diag3 = fabric_hooked["conf"], fabric_hooked["sys3"], fabric_hooked["diag3"]
     hc3 = fabric_hooked["textfile"] / "slurmkit_n3_healthcheck.prom"
-    _wait("a health check on n3", hc3.exists, 60)
+    wait_until(hc3.exists, 60, what="a health check on n3")
     assert _node(conf, "n3")["reason"] is None
     assert 'check="ib_port"' in hc3.read_text()  # the ports were judged (and passed)
     set_port(sys3, "mlx5_2", state="DOWN", phys="Polling")
     want = "slurmkit: ib mlx5_2/1: down (DOWN/Polling)"
-    got = _wait("n3 drained by slurmkit", lambda: (_node(conf, "n3")["reason"] or "").startswith("slurmkit:")
-                and _node(conf, "n3"), 60)
+    got = wait_until(lambda: (_node(conf, "n3")["reason"] or "").startswith("slurmkit:")
+                and _node(conf, "n3"), 60, what="n3 drained by slurmkit")
     assert got["reason"] == want and "DRAIN" in got["state"]
     # the port comes back, but the GPU self-test now fails: n3 stays out, the failing test its reason
     atomic_write(diag3, (DCGMI / "dcgm3-fail-memory.json").read_text())
     set_port(sys3, "mlx5_2")
-    got = _wait("the active check's reason", lambda: "dcgm_diag" in (_node(conf, "n3")["reason"] or "")
-                and _node(conf, "n3"), INTERVAL_S * (RESUME_AFTER + 4) + 30)
+    got = wait_until(lambda: "dcgm_diag" in (_node(conf, "n3")["reason"] or "")
+                and _node(conf, "n3"), INTERVAL_S * (RESUME_AFTER + 4) + 30, what="the active check's reason")
     assert got["reason"].startswith("slurmkit: dcgm_diag: GPU1 GPU Memory: fail (") and "DRAIN" in got["state"]
     # the self-test passes: n3 returns after resume_after clean checks and a passing active check
     atomic_write(diag3, (DCGMI / "dcgm3-pass.txt").read_text())
-    _wait("n3 resumed", lambda: "DRAIN" not in _node(conf, "n3")["state"], INTERVAL_S * (RESUME_AFTER + 4) + 30)
+    wait_until(lambda: "DRAIN" not in _node(conf, "n3")["state"], INTERVAL_S * (RESUME_AFTER + 4) + 30, what="n3 resumed")
     assert _node(conf, "n3")["reason"] is None
     for n in ("n1", "n2", "n4"):
         assert _node(conf, n)["reason"] is None  # no sysfs tree: their ports are not judged

@@ -1,106 +1,126 @@
-"""The resume gate on a busy node, and what the healthcheck logs while the node stays drained
-(no Slurm: show_node / resume / drain stubbed; NVML not read). dcgmi is a script that records
-that it ran."""
+"""The resume gate on a busy node, and what the healthcheck logs while the node stays drained.
+
+The health check runs in this process (``flows.healthcheck``) against the real Slurm sandbox:
+node n1 is drained for real with a slurmkit reason, and resumed for real when the gate opens.
+The GPUs are a replay source: a snapshot recorded from the fake NVML through the real pynvml
+(``healthy``), edited for the busy case to show a compute process on one GPU (an edit of the
+recorded snapshot, as ``nodeenv.set_value`` makes it). dcgmi is a script that records that it
+ran and prints DCGM 3's recorded pass output (tests/health/dcgmi/dcgm3-pass.txt).
+"""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 
-from slurmkit.hooks import drain as hdrain
+from nodeenv import set_value
+from sandbox_nodes import show_node
+from slurmkit.hooks import config as hconfig
 from slurmkit.hooks import flows, nodestate
-from slurmkit.hooks.config import HookConfig
-from slurmkit.profile.health import Health
+from slurmkit.slurm.commands import run as slurm_run
+
+pytestmark = pytest.mark.slurm
 
 PASS = Path(__file__).resolve().parent.parent / "health" / "dcgmi" / "dcgm3-pass.txt"
-
-
-class _Gpu:
-    def __init__(self, index, processes=()):
-        self.index, self._p = index, list(processes)
-
-    def get(self, key, default=None):
-        return self._p if key == "processes" else default
-
-
-class _State:
-    def __init__(self, gpus):
-        self.gpus = gpus
+REASON = "slurmkit: ib_port: mlx5_2 port 1: DOWN/Polling"
+NODE = "n1"
 
 
 @pytest.fixture
-def hc(tmp_path, monkeypatch, caplog):
+def hc(sandbox, healthy, tmp_path, caplog):
+    conf = Path(sandbox.slurm_conf)
+    snap_path, snap = healthy
     ran = tmp_path / "dcgmi-ran"
     exe = tmp_path / "dcgmi"
     exe.write_text(f"#!/bin/sh\necho ran >> {ran}\ncat {PASS}\n")
     exe.chmod(0o755)
-    cfg = HookConfig(path=tmp_path / "h.toml", slurm_conf=tmp_path / "slurm.conf", mode="enforce",
-                     deadline_s=8.0, resume_after=2, dcgmi=str(exe), state_dir=tmp_path / "state")
-    resumed = []
-    monkeypatch.setattr(hdrain, "show_node", lambda *a, **k: {"state": "IDLE+DRAIN", "reason": "slurmkit: ib_port: mlx5_2"})
-    monkeypatch.setattr(hdrain, "resume", lambda node, *a, **k: resumed.append(node) or "resumed")
-    gpus = {"list": [_Gpu(0), _Gpu(1)]}
+    cfg_path = tmp_path / "hooks.toml"
+    state_dir = tmp_path / "state"
 
-    def setup(self):
-        self.health = Health()
-        return True
+    def configure(snapshot_path):
+        text = hconfig.render(conf, gres_conf=conf.parent / "gres.conf", profile=sandbox.profile_path,
+                              mode="enforce", state_dir=state_dir, spool_dir=tmp_path / "spool",
+                              textfile_dir=tmp_path / "textfile", resume_after=2, snapshots={NODE: snapshot_path},
+                              slurm_bin_dir=os.path.dirname(shutil.which("scontrol")))
+        cfg_path.write_text(f'dcgmi = "{exe}"\n' + text)  # top-level keys before the [nodes.*] tables
+        return hconfig.load(cfg_path)
 
-    def read(self, before_job, job_minors=None):
-        self.state = _State(gpus["list"])
-        return True
-
-    monkeypatch.setattr(flows.Run, "setup", setup)
-    monkeypatch.setattr(flows.Run, "read", read)
-    h = nodestate.load_health(cfg.state_dir, "n1")
-    h.drained_reason = "slurmkit: ib_port: mlx5_2 port 1: DOWN/Polling"
-    nodestate.save_health(cfg.state_dir, "n1", h)
+    cfgs = {"cfg": configure(snap_path)}
+    slurm_run(["scontrol", "update", f"nodename={NODE}", "state=drain", f"reason={REASON}"], slurm_conf=str(conf),
+              timeout=30)
+    h = nodestate.load_health(state_dir, NODE)
+    h.drained_reason = REASON
+    nodestate.save_health(state_dir, NODE, h)
     caplog.set_level(logging.INFO)
 
     def run_once():
         caplog.clear()
-        r = flows.Run(flows.HEALTHCHECK, "n1", {}, cfg, logging.getLogger("test-gate"))
+        r = flows.Run(flows.HEALTHCHECK, NODE, {}, cfgs["cfg"], logging.getLogger("test-gate"))
         assert flows.healthcheck(r) == 0
         return caplog.text
 
-    return {"run": run_once, "ran": ran, "resumed": resumed, "gpus": gpus, "cfg": cfg}
+    def busy_gpu(nvml_index):
+        """Replay the recorded snapshot with a compute process on GPU ``nvml_index``."""
+        busy = set_value(snap, nvml_index, "processes", [{"pid": 4242, "used_mib": 20480, "uid": 1000}])
+        path = tmp_path / f"busy-{nvml_index}.json"
+        path.write_text(json.dumps(busy))
+        cfgs["cfg"] = configure(path)
+
+    def idle():
+        cfgs["cfg"] = configure(snap_path)
+
+    def node():
+        return show_node(conf, NODE)
+
+    yield {"run": run_once, "ran": ran, "cfg": cfgs, "busy_gpu": busy_gpu, "idle": idle, "node": node,
+           "state_dir": state_dir, "exe": exe}
+    slurm_run(["scontrol", "update", f"nodename={NODE}", "state=resume"], slurm_conf=str(conf), timeout=30,
+              check=False)
 
 
 def test_no_diag_while_a_job_is_recorded_on_the_node(hc):
-    d = Path(nodestate.node_dir(hc["cfg"].state_dir, "n1"))
+    d = Path(nodestate.node_dir(hc["state_dir"], NODE))
     (d / "job-778.json").write_text('{"gpus": []}')
     hc["run"]()
     text = hc["run"]()
     assert "resume waits for the node to be idle (job 778" in text
-    assert "stays drained for the earlier reason: slurmkit: ib_port: mlx5_2" in text
-    assert not hc["ran"].exists() and hc["resumed"] == []
+    assert f"stays drained for the earlier reason: {REASON}" in text
+    assert not hc["ran"].exists()
+    assert hc["node"]()["reason"] == REASON and "DRAIN" in hc["node"]()["state"]
     text = hc["run"]()  # still busy: the count stays at its bound
     assert "clean run 2 of 2" in text and "clean run 3" not in text
     (d / "job-778.json").unlink()
     text = hc["run"]()
-    assert hc["ran"].read_text() == "ran\n" and hc["resumed"] == ["n1"]
-    assert "active check passed" in text
+    assert hc["ran"].read_text() == "ran\n" and "active check passed" in text
+    got = hc["node"]()
+    assert got["reason"] is None and "DRAIN" not in got["state"], got
 
 
 def test_no_diag_while_a_gpu_has_a_compute_process(hc):
-    hc["gpus"]["list"] = [_Gpu(0), _Gpu(1, [{"pid": 4242}])]
+    hc["busy_gpu"](1)
     hc["run"]()
     text = hc["run"]()
     assert "resume waits for the node to be idle (compute processes on GPU 1)" in text
-    assert not hc["ran"].exists() and hc["resumed"] == []
-    hc["gpus"]["list"] = [_Gpu(0), _Gpu(1)]
+    assert not hc["ran"].exists() and "DRAIN" in hc["node"]()["state"]
+    hc["idle"]()
     hc["run"]()
-    assert hc["ran"].exists() and hc["resumed"] == ["n1"]
+    assert hc["ran"].exists()
+    got = hc["node"]()
+    assert got["reason"] is None and "DRAIN" not in got["state"], got
 
 
 def test_host_engine_down_keeps_the_earlier_reason_and_says_so(hc):
-    exe = Path(hc["cfg"].dcgmi)
-    exe.write_text("#!/bin/sh\necho 'Error: unable to connect to host engine'\nexit 1\n")
+    hc["exe"].write_text("#!/bin/sh\necho 'Error: unable to connect to host engine'\nexit 1\n")
     hc["run"]()
     text = hc["run"]()
     assert "own trouble" in text
-    assert "n1 stays drained for the earlier reason: slurmkit: ib_port: mlx5_2 port 1: DOWN/Polling" in text
+    assert f"{NODE} stays drained for the earlier reason: {REASON}" in text
     text = hc["run"]()
     assert "clean run 2 of 2" in text and "clean run 3" not in text
-    assert hc["resumed"] == []
+    got = hc["node"]()
+    assert got["reason"] == REASON and "DRAIN" in got["state"]

@@ -219,3 +219,62 @@ def test_each_node_appends_to_its_own_spool_file_and_the_report_reads_them_all(t
     assert set(df["energy_mj"]) == {60_000}
     with pytest.raises(ValueError):
         spool.file_name("../etc/passwd")
+
+
+# --- one GPU identity (slurmkit.records.GpuIdentity) under the three GPU records ------------------
+
+# Written by slurmkit before the three records shared GpuIdentity (main at e6ca3e1: spool.record(...)
+# .to_json() and nodestate.save_job of the records in the round-trip tests above): the files on
+# nodes today, which must read back the same.
+OLD_SPOOL_LINE = (
+    '{"v": 1, "job_id": "42_3", "node": "n1", "user": "alice", "uid": 1000, "start_s": 10.5, "end_s": 70.25, '
+    '"source": "measured", "reason": "energy counter restarted during the job: lower bound", '
+    '"state_source": "snapshot:/x.json", "energy_mj_total": 62928, "gpus": [{"index": 0, "nvml_index": 2, '
+    '"minor": 2, "uuid": "GPU-a", "pci_bus_id": "0000:9b:00.0", "start_energy_mj": 100, "end_energy_mj": 61828, '
+    '"energy_mj": 61728, "counter_reset": false}, {"index": 1, "nvml_index": 0, "minor": 3, "uuid": "GPU-b", '
+    '"pci_bus_id": "0000:1b:00.0", "start_energy_mj": 5000, "end_energy_mj": 1200, "energy_mj": 1200, '
+    '"counter_reset": true}], "accounting": null, "accounting_reason": null, "events": [], "policy": null}')
+OLD_JOB_FILE = (
+    '{"start_s": 1767229200.5, "state_source": "live", "gpus": [{"index": 0, "nvml_index": 2, "minor": 2, '
+    '"uuid": "GPU-a", "pci_bus_id": "0000:9b:00.0", "start_energy_mj": 123456789, "acct_seen": '
+    '[[4242, 1700000000000000]]}, {"index": 2, "nvml_index": 1, "minor": 3, "uuid": "GPU-c", '
+    '"pci_bus_id": "0000:1c:00.0", "start_energy_mj": null, "acct_seen": []}], "user": null, "end_by_s": null, '
+    '"policy": null, "kmsg_seq": 4711, "boot_id": "b00t"}')
+
+
+def test_files_written_before_the_shared_identity_read_back_and_write_byte_identical(tmp_path):
+    from slurmkit.records import GpuIdentity
+
+    path = tmp_path / spool.file_name("n1")
+    path.write_text(OLD_SPOOL_LINE + "\n")
+    [rec], problems = spool.read(path)
+    assert problems == []
+    assert [(g.index, g.nvml_index, g.minor, g.uuid, g.pci_bus_id) for g in rec.gpus] == [
+        (0, 2, 2, "GPU-a", "0000:9b:00.0"), (1, 0, 3, "GPU-b", "0000:1b:00.0")]
+    assert all(isinstance(g, GpuIdentity) for g in rec.gpus) and rec.gpus[1].counter_reset is True
+    assert json.dumps(rec.to_json()) == OLD_SPOOL_LINE
+    (tmp_path / "n1").mkdir()
+    (tmp_path / "n1" / "job-101.json").write_text(OLD_JOB_FILE)
+    job = nodestate.pop_job(tmp_path, "n1", "101")
+    assert [g.identity() for g in job.gpus] == [(0, 2, 2, "GPU-a", "0000:9b:00.0"), (2, 1, 3, "GPU-c", "0000:1c:00.0")]
+    assert job.gpus[0].acct_seen == [(4242, 1700000000000000)]
+    assert json.dumps(job.to_json()) == OLD_JOB_FILE
+
+
+def test_one_gpu_carries_its_identity_from_the_job_gpus_to_the_prolog_record_and_the_spool_line():
+    from slurmkit.hooks.gres import JobGpu
+    from slurmkit.records import GpuIdentity, fields
+
+    names = [f.name for f in fields(GpuIdentity)]
+    for cls in (JobGpu, nodestate.JobGpuStart, spool.GpuEnergy):
+        assert issubclass(cls, GpuIdentity) and [f.name for f in fields(cls)][:5] == names
+    gpu = JobGpu(2, 1, 3, "GPU-c", "0000:1c:00.0", file="/dev/nvidia2")
+    start = nodestate.JobGpuStart(*gpu.identity(), start_energy_mj=1000)
+    [line] = spool.record("9", "n1", "u", 1, 1.0, 2.0, [spool.GpuEnergy(*start.identity(), 1000, 4000)], "live").gpus
+    assert line.identity() == start.identity() == gpu.identity() == (2, 1, 3, "GPU-c", "0000:1c:00.0")
+    assert line.to_json() == {"index": 2, "nvml_index": 1, "minor": 3, "uuid": "GPU-c", "pci_bus_id": "0000:1c:00.0",
+                              "start_energy_mj": 1000, "end_energy_mj": 4000, "energy_mj": 3000, "counter_reset": False}
+    with pytest.raises(ValueError, match="gpus: want objects with an integer index"):
+        spool.GpuEnergy.from_json({"index": "0"})
+    with pytest.raises(ValueError, match="gpus: want objects with an integer index"):
+        nodestate.JobGpuStart.from_json({"uuid": "GPU-a"})

@@ -24,7 +24,8 @@ from slurmkit.hooks import drain, install as inst, spool
 from slurmkit.hooks.config import render as render_config
 from slurmkit.slurm import conf as sconf
 from slurmkit.slurm.commands import run
-from sandbox_nodes import show_node as _node, wait_for as _wait
+from sandbox_nodes import show_node as _node
+from slurmkit.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -81,41 +82,41 @@ def test_failing_gpu_drains_requeues_and_resumes(sandbox, hooked):
     conf = hooked["conf"]
     hc3 = hooked["textfile"] / "slurmkit_n3_healthcheck.prom"
     # the periodic health check runs on every node, healthy, without draining anything
-    _wait("a health check on n3", hc3.exists, 60)
+    wait_until(hc3.exists, 60, what="a health check on n3")
     reasons = {n: _node(conf, n)["reason"] for n in sandbox.node_names}
     assert all(r is None for r in reasons.values()), reasons
     blockers = [_sbatch(conf, "-w", n, "--exclusive", "-t", "5", "--wrap", "sleep 300") for n in ("n1", "n2", "n4")]
     try:
-        _wait("blockers running", lambda: all(_job(conf, b)["JobState"] == "RUNNING" for b in blockers), 60)
+        wait_until(lambda: all(_job(conf, b)["JobState"] == "RUNNING" for b in blockers), 60, what="blockers running")
         # switch n3 right after a health check so that the job's prolog is first to see it
         last = hc3.stat().st_mtime
-        _wait("the next health check on n3", lambda: hc3.stat().st_mtime != last, 30)
+        wait_until(lambda: hc3.stat().st_mtime != last, 30, what="the next health check on n3")
         hooked["cfg_path"].write_text(hooked["config"]({"n3": hooked["failing"]}))
         job = _sbatch(conf, "-N1", "--gres=gpu:1", "-t", "2", "--requeue", "--wrap", "hostname")
         bad = json.loads(hooked["failing"].read_text())["gpus"][1]
         want = f"slurmkit: ecc_volatile_uncorrectable GPU1 {bad['pci_bus_id']}: 4 uncorrectable ECC errors since boot"
-        got = _wait("n3 drained by slurmkit", lambda: (_node(conf, "n3")["reason"] or "").startswith("slurmkit:")
-                    and _node(conf, "n3"), 60)
+        got = wait_until(lambda: (_node(conf, "n3")["reason"] or "").startswith("slurmkit:")
+                    and _node(conf, "n3"), 60, what="n3 drained by slurmkit")
         assert got["reason"] == want and "DRAIN" in got["state"]
-        info = _wait("the job requeued", lambda: _job(conf, job)["JobState"] == "PENDING" and _job(conf, job), 30)
+        info = wait_until(lambda: _job(conf, job)["JobState"] == "PENDING" and _job(conf, job), 30, what="the job requeued")
         assert int(info["Restarts"]) >= 1  # it was started on n3 and requeued, not held
         assert info.get("Reason") != "JobHeldAdmin" and info.get("Priority") != "0"
         prolog3 = (hooked["textfile"] / "slurmkit_n3_prolog.prom").read_text()
         assert 'slurmkit_hook_exit_code{node="n3",hook="prolog"} 1' in prolog3
     finally:
         run(["scancel", *blockers], slurm_conf=str(conf), timeout=30)
-    done = _wait("the job to finish elsewhere", lambda: _job(conf, job)["JobState"] == "COMPLETED" and _job(conf, job), 90)
+    done = wait_until(lambda: _job(conf, job)["JobState"] == "COMPLETED" and _job(conf, job), 90, what="the job to finish elsewhere")
     assert done["NodeList"] in ("n1", "n2", "n4")
     # its epilog spooled a record for the node it ran on
     recs, problems = spool.read(hooked["spool"] / spool.file_name(done["NodeList"]))
     assert problems == [] and any(r.job_id == job and r.node == done["NodeList"] for r in recs)
     # still failing: the health check keeps n3 drained with our reason
-    time.sleep(INTERVAL_S * 2 + 1)
+    _health_runs(hooked, "n3", 2)
     assert _node(conf, "n3")["reason"] == want
     # switched back: resumed after RESUME_AFTER clean health checks
     hooked["cfg_path"].write_text(hooked["config"]())
     t0 = time.monotonic()
-    _wait("n3 resumed", lambda: "DRAIN" not in _node(conf, "n3")["state"], INTERVAL_S * (RESUME_AFTER + 4) + 30)
+    wait_until(lambda: "DRAIN" not in _node(conf, "n3")["state"], INTERVAL_S * (RESUME_AFTER + 4) + 30, what="n3 resumed")
     assert time.monotonic() - t0 >= INTERVAL_S * (RESUME_AFTER - 1) - 1  # not on the first clean run
     assert _node(conf, "n3")["reason"] is None
     state = json.loads((hooked["state"] / "n3" / "health.json").read_text())
@@ -129,10 +130,10 @@ def test_foreign_reason_is_never_overwritten_or_resumed(sandbox, hooked):
     hooked["cfg_path"].write_text(hooked["config"]({"n4": hooked["failing"]}))
     tf = hooked["textfile"] / "slurmkit_n4_healthcheck.prom"
     last = tf.stat().st_mtime if tf.exists() else 0
-    _wait("two health checks on n4", lambda: tf.exists() and tf.stat().st_mtime > last + INTERVAL_S, 60)
+    wait_until(lambda: tf.exists() and tf.stat().st_mtime > last + INTERVAL_S, 60, what="two health checks on n4")
     assert _node(conf, "n4")["reason"] == "admin: PSU swap"
     hooked["cfg_path"].write_text(hooked["config"]())
-    time.sleep(INTERVAL_S * (RESUME_AFTER + 1))
+    _health_runs(hooked, "n4", RESUME_AFTER + 1)  # clean runs enough to resume a drain of ours
     got = _node(conf, "n4")
     assert got["reason"] == "admin: PSU swap" and "DRAIN" in got["state"]
 
@@ -183,7 +184,7 @@ def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path, layout):
         out = run(["srun", "-N1", "--gres=gpu:1", "-t", "1", "sh", "-c", "echo $SLURM_JOB_ID"],
                   slurm_conf=str(conf), timeout=60).stdout.strip()
         assert log.read_text().split() == [out, "before"]
-        files = _wait("the epilog's spool record", lambda: list((work / "spool").glob("*.jsonl")), 30)
+        files = wait_until(lambda: list((work / "spool").glob("*.jsonl")), 30, what="the epilog's spool record")
         assert [f.name for f in files] == [spool.file_name(_job(conf, out)["NodeList"])]  # its node's own file
         recs, _ = spool.read(files[0])
         assert [r.job_id for r in recs] == [out]
@@ -205,7 +206,7 @@ def _health_runs(hooked, node, n):
     tf = hooked["textfile"] / f"slurmkit_{node}_healthcheck.prom"
     for _ in range(n):
         last = tf.stat().st_mtime if tf.exists() else 0
-        _wait(f"a health check on {node}", lambda: tf.exists() and tf.stat().st_mtime != last, INTERVAL_S * 4 + 10)
+        wait_until(lambda: tf.exists() and tf.stat().st_mtime != last, INTERVAL_S * 4 + 10, what=f"a health check on {node}")
 
 
 def test_broken_install_never_drains_with_prolog_error(sandbox, hooked):
@@ -221,8 +222,10 @@ def test_broken_install_never_drains_with_prolog_error(sandbox, hooked):
                   slurm_conf=str(conf), timeout=90).stdout.strip()
         assert out.startswith("ran ")
         job = out.split()[1]
-        _wait("the job to complete", lambda: _job(conf, job)["JobState"] == "COMPLETED", 30)
-        time.sleep(2)  # the epilog runs after the job is complete
+        wait_until(lambda: _job(conf, job)["JobState"] == "COMPLETED", 30, what="the job to complete")
+        # the epilog's shim (no slurmkit there) exits 0 and writes nothing of ours: wait for n1 to
+        # leave COMPLETING (the epilog done and reported), then an "Epilog error" drain would show
+        wait_until(lambda: "COMPLETING" not in _node(conf, "n1")["state"], 30, what="n1 done with the job's epilog")
         got = _node(conf, "n1")
         assert got["reason"] is None and "DRAIN" not in got["state"], got
     finally:
@@ -236,8 +239,8 @@ def test_observe_mode_on_a_failing_node_changes_nothing(sandbox, hooked):
     hooked["cfg_path"].write_text('mode = "observe"\n' + text)
     out = run(["srun", "-w", "n2", "--gres=gpu:1", "-t", "1", "sh", "-c", "echo $SLURM_JOB_ID"],
               slurm_conf=str(conf), timeout=90).stdout.strip()
-    _wait("the job's epilog", lambda: (hooked["spool"] / spool.file_name("n2")).exists()
-          and any(r.job_id == out for r in spool.read(hooked["spool"] / spool.file_name("n2"))[0]), 30)
+    wait_until(lambda: (hooked["spool"] / spool.file_name("n2")).exists()
+          and any(r.job_id == out for r in spool.read(hooked["spool"] / spool.file_name("n2"))[0]), 30, what="the job's epilog")
     got = _node(conf, "n2")
     assert got["reason"] is None and "DRAIN" not in got["state"], got
     prolog = (hooked["textfile"] / "slurmkit_n2_prolog.prom").read_text()
@@ -257,7 +260,7 @@ def test_drain_ownership_follows_slurms_current_reason(sandbox, hooked):
 
     # slurmkit drains n3 ...
     hooked["cfg_path"].write_text(hooked["config"]({"n3": hooked["failing"]}))
-    _wait("n3 drained by slurmkit", lambda: drain.is_ours(_node(conf, "n3")["reason"]), INTERVAL_S * 4 + 30)
+    wait_until(lambda: drain.is_ours(_node(conf, "n3")["reason"]), INTERVAL_S * 4 + 30, what="n3 drained by slurmkit")
     # ... the fault is fixed and an admin resumes n3 by hand: slurmkit forgets its drain
     hooked["cfg_path"].write_text(hooked["config"]())
     update("n3", "state=resume")
@@ -271,12 +274,12 @@ def test_drain_ownership_follows_slurms_current_reason(sandbox, hooked):
     update("n3", "state=resume")
     # the epilog on a node someone else drained exits 0 and adds no reason
     job = _sbatch(conf, "-w", "n4", "--gres=gpu:1", "-t", "2", "--wrap", "sleep 6")
-    _wait("the job running on n4", lambda: _job(conf, job)["JobState"] == "RUNNING", 60)
+    wait_until(lambda: _job(conf, job)["JobState"] == "RUNNING", 60, what="the job running on n4")
     update("n4", "state=drain", "reason=admin: PSU swap")
     hooked["cfg_path"].write_text(hooked["config"]({"n4": hooked["failing"]}))
     ep = hooked["textfile"] / "slurmkit_n4_epilog.prom"
     before = ep.stat().st_mtime if ep.exists() else 0
-    _wait("the job's epilog on n4", lambda: ep.exists() and ep.stat().st_mtime != before, 60)
+    wait_until(lambda: ep.exists() and ep.stat().st_mtime != before, 60, what="the job's epilog on n4")
     assert 'slurmkit_hook_exit_code{node="n4",hook="epilog"} 0' in ep.read_text()
     got = _node(conf, "n4")
     assert got["reason"] == "admin: PSU swap", got
@@ -301,8 +304,8 @@ def test_shared_node_two_one_gpu_jobs(sandbox, hooked):
     first = _sbatch(conf, "-w", "n1", "--gres=gpu:1", "-t", "3", "--wrap", "sleep 120")
     jobs = [first]
     try:
-        rec = _wait("the first job's prolog record", lambda: (hooked["state"] / "n1" / f"job-{first}.json").exists()
-                    and json.loads((hooked["state"] / "n1" / f"job-{first}.json").read_text()), 60)
+        rec = wait_until(lambda: (hooked["state"] / "n1" / f"job-{first}.json").exists()
+                    and json.loads((hooked["state"] / "n1" / f"job-{first}.json").read_text()), 60, what="the first job's prolog record")
         busy = {g["nvml_index"] for g in rec["gpus"]}
         assert len(busy) == 1
         work = hooked["cfg_path"].parent
@@ -322,8 +325,8 @@ def test_shared_node_two_one_gpu_jobs(sandbox, hooked):
         hooked["cfg_path"].write_text(hooked["config"]({"n1": stuck}))
         third = _sbatch(conf, "-w", "n1", "--gres=gpu:1", "-t", "1", "--requeue", "--wrap", "true")
         jobs.append(third)
-        got = _wait("n1 drained for a leftover process", lambda: drain.is_ours(_node(conf, "n1")["reason"])
-                    and _node(conf, "n1"), 60)
+        got = wait_until(lambda: drain.is_ours(_node(conf, "n1")["reason"])
+                    and _node(conf, "n1"), 60, what="n1 drained for a leftover process")
         m = re.match(r"slurmkit: (leftover_processes|memory_used) GPU(\d+) ", got["reason"])
         assert m and int(m.group(2)) not in busy, got  # the third job's own GPU, not the first job's
         assert str(second) != str(third)
@@ -344,7 +347,7 @@ def test_hardware_xid_drain_lasts_until_reboot(sandbox, hooked):
     xid_snap.write_text(json.dumps(snap))
     hooked["cfg_path"].write_text(hooked["config"]({"n3": xid_snap}))
     want = f"slurmkit: xid GPU1 {g1['pci_bus_id']}: Xid 79 GPU fell off the bus"
-    _wait("n3 drained for Xid 79", lambda: _node(conf, "n3")["reason"] == want, INTERVAL_S * 4 + 30)
+    wait_until(lambda: _node(conf, "n3")["reason"] == want, INTERVAL_S * 4 + 30, what="n3 drained for Xid 79")
     hooked["cfg_path"].write_text(hooked["config"]())  # the kernel log has nothing new: clean runs
     _health_runs(hooked, "n3", RESUME_AFTER + 2)
     got = _node(conf, "n3")
@@ -354,8 +357,7 @@ def test_hardware_xid_drain_lasts_until_reboot(sandbox, hooked):
     h = json.loads(hp.read_text())
     assert h["drained_boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     atomic_write(hp, json.dumps({**h, "drained_boot_id": "boot-before-the-reboot"}))
-    _wait("n3 resumed after the reboot", lambda: "DRAIN" not in _node(conf, "n3")["state"],
-          INTERVAL_S * (RESUME_AFTER + 4) + 30)
+    wait_until(lambda: "DRAIN" not in _node(conf, "n3")["state"], INTERVAL_S * (RESUME_AFTER + 4) + 30, what="n3 resumed after the reboot")
 
 
 def test_gpu_reset_ends_only_that_gpus_xid_drain(sandbox, hooked):
@@ -378,7 +380,7 @@ def test_gpu_reset_ends_only_that_gpus_xid_drain(sandbox, hooked):
     xid_snap.write_text(json.dumps(snap))
     hooked["cfg_path"].write_text(hooked["config"]({"n3": xid_snap}))
     first = f"slurmkit: xid GPU2 {g2['pci_bus_id']}: Xid 48 double bit ECC error (+1 more)"
-    _wait("n3 drained for Xids 48 and 79", lambda: _node(conf, "n3")["reason"] == first, INTERVAL_S * 4 + 30)
+    wait_until(lambda: _node(conf, "n3")["reason"] == first, INTERVAL_S * 4 + 30, what="n3 drained for Xids 48 and 79")
     holds = json.loads((hooked["state"] / "n3" / "health.json").read_text())["xid_holds"]
     assert sorted(holds) == sorted([g1["pci_bus_id"], g2["pci_bus_id"]])
     hooked["cfg_path"].write_text(hooked["config"]())  # the kernel log has nothing new: clean runs
@@ -391,11 +393,10 @@ def test_gpu_reset_ends_only_that_gpus_xid_drain(sandbox, hooked):
 
     assert f"GPU {g2['pci_bus_id']} reset recorded by hand" in reset(2)
     then = f"slurmkit: xid GPU1 {g1['pci_bus_id']}: Xid 79 GPU fell off the bus"
-    _wait("n3's reason moved to GPU1", lambda: _node(conf, "n3")["reason"] == then, INTERVAL_S * 4 + 30)
+    wait_until(lambda: _node(conf, "n3")["reason"] == then, INTERVAL_S * 4 + 30, what="n3's reason moved to GPU1")
     _health_runs(hooked, "n3", RESUME_AFTER + 1)
     got = _node(conf, "n3")
     assert got["reason"] == then and "DRAIN" in got["state"]  # GPU1's XID still holds the drain
     reset(g1["pci_bus_id"])
-    _wait("n3 resumed after GPU1's reset", lambda: "DRAIN" not in _node(conf, "n3")["state"],
-          INTERVAL_S * (RESUME_AFTER + 4) + 30)
+    wait_until(lambda: "DRAIN" not in _node(conf, "n3")["state"], INTERVAL_S * (RESUME_AFTER + 4) + 30, what="n3 resumed after GPU1's reset")
     assert json.loads((hooked["state"] / "n3" / "health.json").read_text())["xid_holds"] == {}

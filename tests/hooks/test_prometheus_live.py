@@ -311,7 +311,6 @@ def test_real_node_exporter_gathers_every_hook_series_without_error(node, health
     stack = PromStack(tmp_path / "ne", node.textfile_dir, prometheus=False)
     try:
         stack.node_exporter_text()
-        time.sleep(0.5)
         got = _exposed(stack.node_exporter_text())  # the second scrape counts the first one's errors
         log = stack.node_exporter_log()
     finally:
@@ -367,7 +366,7 @@ def test_real_prometheus_gives_each_attempt_of_a_requeued_job_its_own_energy(nod
         t[attempt + "_start"] = time.time()
         assert node.run(node.prolog).returncode == 0
         stack.wait("the attempt's info series", 'slurmkit_gpu_job_info{job_id="101"}', predicate=lambda r: len(r) == 2)
-        time.sleep(2)
+        time.sleep(2)  # the attempt runs 2 s (a duration in the scenario, not a wait)
         node.write_config({"n1": snaps[epi]})
         assert node.run(node.epilog).returncode == 0
         stack.wait("the info series to go", 'slurmkit_gpu_job_info{job_id="101"}', predicate=lambda r: r == [])

@@ -28,7 +28,8 @@ from slurmkit.hooks.config import render as render_config
 from slurmkit.hooks.metrics import check_of
 from slurmkit.slurm import conf as sconf
 from slurmkit.slurm.commands import run
-from sandbox_nodes import show_node as _node, wait_for as _wait
+from sandbox_nodes import show_node as _node
+from slurmkit.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -103,14 +104,14 @@ def test_drain_xid_job_energy_and_dashboard_through_prometheus(sandbox, monitore
     # n2 stays drained while health checks keep finding the fault: still one drain
     runs = lambda: float(stack.query('slurmkit_hook_last_run_timestamp_seconds{node="n2",hook="healthcheck"}')[0]["value"][1])  # noqa: E731
     first = runs()
-    _wait("two more health checks on n2", lambda: runs() >= first + 2 * INTERVAL_S - 1, 60)
-    time.sleep(2)
+    # runs() is what Prometheus scraped: the drains counter below is from the same scrape or later
+    wait_until(lambda: runs() >= first + 2 * INTERVAL_S - 1, 60, what="two more health checks on n2")
     drains = stack.query('slurmkit_drains_total{node="n2"}')
     assert [(d["metric"]["check"], d["value"][1]) for d in drains] == [(labels["check"], "1")]
     assert stack.query(f'slurmkit_gpu_row_remap_pending{{node="n2",pci_bus_id="{bus}"}}')[0]["value"][1] == "1"
     # the rules loaded into the same Prometheus fire for n2, and for n2 only
-    firing = _wait("the alerts to fire", lambda: (a := _alerts(stack)) and {"SlurmkitNodeDrained", "SlurmkitGpuHardwareXid",
-                   "SlurmkitGpuRowRemapPending"} <= set(a) and a, 60)
+    firing = wait_until(lambda: (a := _alerts(stack)) and {"SlurmkitNodeDrained", "SlurmkitGpuHardwareXid",
+                   "SlurmkitGpuRowRemapPending"} <= set(a) and a, 60, what="the alerts to fire")
     assert [a["node"] for a in firing["SlurmkitNodeDrained"]] == ["n2"]
     assert [(a["node"], a["xid"]) for a in firing["SlurmkitGpuHardwareXid"]] == [("n2", "79")]
     assert "SlurmkitGpuMissing" not in firing and "SlurmkitHookOwnTrouble" not in firing
@@ -121,7 +122,7 @@ def test_drain_xid_job_energy_and_dashboard_through_prometheus(sandbox, monitore
     info = stack.wait("the job's GPUs", f'slurmkit_gpu_job_info{{job_id="{job}"}}', timeout=60,
                       predicate=lambda r: len(r) == 2)
     assert {r["metric"]["node"] for r in info} == {"n1"}
-    time.sleep(2)
+    time.sleep(2)  # the job runs a while before its GPUs draw EXTRA_J (a duration, not a wait)
     later = monitored["healthy"]["n1"]
     for g in later["gpus"]:
         later = set_value(later, g["index"], "total_energy_mj",
@@ -140,7 +141,7 @@ def test_drain_xid_job_energy_and_dashboard_through_prometheus(sandbox, monitore
                                       "--config", str(conf.parent / inst.CONFIG)])
     assert r.exit_code == 0, r.output
     stack.wait("n2's resume", f'slurmkit_resumes_total{{node="n2",check="{labels["check"]}"}} >= 1', timeout=90)
-    _wait("n2 resumed in Slurm", lambda: "DRAIN" not in _node(conf, "n2")["state"], 30)
+    wait_until(lambda: "DRAIN" not in _node(conf, "n2")["state"], 30, what="n2 resumed in Slurm")
 
     # every dashboard query evaluates over the test's time range and every panel has series
     t_now = time.time()
@@ -157,7 +158,7 @@ def test_drain_xid_job_energy_and_dashboard_through_prometheus(sandbox, monitore
         out = run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "State"], slurm_conf=str(conf), timeout=30).stdout
         return out.strip() == "COMPLETED"
 
-    _wait("the job in sacct", in_sacct, 120)
+    wait_until(in_sacct, 120, what="the job in sacct")
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     iso = lambda t: dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731

@@ -16,9 +16,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from slurmkit.waiting import wait_until
 
 SSHD = "/usr/sbin/sshd"
 
@@ -171,7 +172,5 @@ def start(login_env: dict | None = None) -> SshPair:
                                        extra=f"  ProxyJump {j}\n") for j in BROKEN_JUMPS)
     pair.config.write_text(text)
     for pid in pair.pids:       # sshd daemonizes after binding; its pid file says it is up
-        deadline = time.monotonic() + 10
-        while not Path(pid).exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(Path(pid).exists, 10, 0.05, f"sshd's pid file {pid}")
     return pair

@@ -6,13 +6,13 @@ and cancel through the same jump host."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
 import sshpair
-from conftest import _unavailable
 from slurmkit.remote import Remote
 from slurmkit.submit import api
 from ranks import REPORT, check_ranks, profile  # noqa: F401  (profile: a fixture)
@@ -30,7 +30,7 @@ def login_home(tmp_path_factory):
 def pair(sandbox, login_home):
     reason = sshpair.missing_reason()
     if reason:
-        _unavailable(reason)
+        pytest.skip(reason)
     p = sshpair.start(login_env={**sandbox.env(), "HOME": str(login_home)})
     yield p
     Remote("login", str(p.config)).close()
@@ -109,6 +109,24 @@ def test_api_remote_submit_follow_and_cancel(sandbox, pair, tmp_path):
     assert sleeper.wait(timeout=60, poll_s=1) == "CANCELLED"
     st = slurmkit("status", "--remote", "login", "--ssh-config", cfg, sleeper.id)
     assert st.returncode == 0 and st.stdout.split()[:2] == [sleeper.id, "CANCELLED"]
+
+
+def test_local_logs_print_and_follow_through_slurms_commands(sandbox, tmp_path):
+    """The same without --remote: squeue/scontrol/sacct through slurm.commands (local backend)."""
+    env = {**os.environ, **sandbox.env()}
+    job = api.submit("single-gpu", ["bash", "-c", "echo started; sleep 3; echo done"], env=sandbox.env(),
+                     site=str(sandbox.profile_path), chdir=str(tmp_path), output=str(tmp_path / "out-%j.txt"),
+                     signal_s=0)
+    follow = subprocess.run([sys.executable, "-m", "slurmkit", "logs", job.id, "--follow"], capture_output=True,
+                            text=True, timeout=120, env=env)
+    assert follow.returncode == 0, follow.stderr
+    assert follow.stdout.splitlines()[-2:] == ["started", "done"]
+    printed = subprocess.run([sys.executable, "-m", "slurmkit", "logs", job.id], capture_output=True, text=True,
+                             timeout=60, env=env)
+    assert printed.returncode == 0 and printed.stdout == (tmp_path / f"out-{job.id}.txt").read_text() == "started\ndone\n"
+    unknown = subprocess.run([sys.executable, "-m", "slurmkit", "logs", "999999"], capture_output=True, text=True,
+                             timeout=60, env=env)
+    assert unknown.returncode == 1 and "job 999999: unknown to scontrol and sacct" in unknown.stderr
 
 
 def test_sbatch_refusal_is_a_submit_step_error(sandbox, pair, tmp_path):

@@ -13,17 +13,17 @@ from pathlib import Path
 import pytest
 
 import sshpair
-from conftest import _unavailable
 from slurmkit.errors import UsageError
 from slurmkit.remote import Remote, RemoteError
 from slurmkit.remote.submit import submit_remote
+from slurmkit.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
 def pair():
     reason = sshpair.missing_reason()
     if reason:
-        _unavailable(reason)
+        pytest.skip(reason)
     p = sshpair.start()
     yield p
     for host in ("login", "nosbatch", "stranger", "deadjump"):
@@ -143,7 +143,7 @@ def test_a_full_remote_disk_fails_the_sync_step(pair, tmp_path):
     dest = tmp_path / "full"
     dest.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(dest)], capture_output=True).returncode:
-        _unavailable("cannot mount a small tmpfs to fill (needs CAP_SYS_ADMIN)")
+        pytest.skip("cannot mount a small tmpfs to fill (needs CAP_SYS_ADMIN)")
     try:
         proj = tmp_path / "big"
         proj.mkdir()
@@ -223,7 +223,6 @@ def _procs_mentioning(text: str) -> list[str]:
 
 def test_ctrl_c_during_sync_stops_rsync_and_ssh_and_queues_nothing(pair, tmp_path):
     import signal
-    import time
 
     proj = tmp_path / "big"
     proj.mkdir()
@@ -235,19 +234,16 @@ def test_ctrl_c_during_sync_stops_rsync_and_ssh_and_queues_nothing(pair, tmp_pat
                             "--ssh-config", str(pair.config), "--site", "sandbox", "--sync-dir", str(proj),
                             "--remote-dir", str(dest), "--", "true"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
-    deadline = time.monotonic() + 60
-    while not any("rsync" in p for p in _procs_mentioning(str(dest))) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert any("rsync" in p for p in _procs_mentioning(str(dest))), "the sync never started"
-    time.sleep(0.5)
+    wait_until(lambda: any("rsync" in p for p in _procs_mentioning(str(dest))), 60, 0.1, "the sync to start")
+    # rsync under way: some of the file has landed in its temporary file on the login side
+    wait_until(lambda: any(f.stat().st_size for f in dest.rglob("*weights.bin*") if f.is_file()), 60, 0.05,
+               "rsync to have written part of weights.bin")
     cli.send_signal(signal.SIGINT)                     # what Ctrl-C sends to the foreground process
     out, err = cli.communicate(timeout=60)
     assert cli.returncode != 0 and out == "" and "Aborted" in err
     # nothing of the step survives here or on the login node (the same machine)
-    deadline = time.monotonic() + 15
-    while _procs_mentioning(str(dest)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _procs_mentioning(str(dest)) == []
+    wait_until(lambda: _procs_mentioning(str(dest)) == [], 15, 0.2, "every process of the sync to end",
+               lambda: f"left: {_procs_mentioning(str(dest))}")
     assert not (dest / "weights.bin").exists()
     # the run folder was never completed, so nothing was submitted
     assert not list((dest / ".slurmkit").glob("snapshots/*"))

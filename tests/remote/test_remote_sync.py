@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 import sshpair
-from conftest import _unavailable
 from slurmkit.remote import Remote, RemoteError
 from slurmkit.remote import sync as rsync_
 
@@ -22,7 +21,7 @@ from slurmkit.remote import sync as rsync_
 def pair():
     reason = sshpair.missing_reason()
     if reason:
-        _unavailable(reason)
+        pytest.skip(reason)
     p = sshpair.start()
     yield p
     Remote("login", str(p.config)).close()

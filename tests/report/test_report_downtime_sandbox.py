@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from slurmkit.waiting import wait_until
+
 pytestmark = pytest.mark.slurm
 
 REASON = "slurmkit-test: fan 3 failed"
@@ -30,15 +32,14 @@ def test_a_drained_node_is_in_the_downtime_timeline_with_its_reason(slurm_env, t
     day = dt.datetime.now(dt.timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
     run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={REASON}"], timeout=30)
     try:
-        deadline = time.monotonic() + 90
-        while True:   # slurmctld sends the event to slurmdbd asynchronously
-            ev = run(["sacctmgr", "-n", "-P", "show", "event", f"Nodes={node}", "format=NodeName,Reason,TimeEnd"],
-                     timeout=30).stdout
-            if REASON in ev:
-                break
-            assert time.monotonic() < deadline, f"no event for {node} in slurmdbd: {ev!r}"
-            time.sleep(1.0)
-        time.sleep(2.0)
+        def events():
+            return run(["sacctmgr", "-n", "-P", "show", "event", f"Nodes={node}", "format=NodeName,Reason,TimeEnd"],
+                       timeout=30).stdout
+
+        # slurmctld sends the event to slurmdbd asynchronously
+        wait_until(lambda: REASON in events(), 90, 1.0, f"the drain event of {node} in slurmdbd",
+                   lambda: f"events: {events()!r}")
+        time.sleep(2.0)  # the drain lasts a while before the report reads it: its hours are > 0
         res = weekly_report(window=Window(day, day + dt.timedelta(days=1)), store_dir=tmp_path / "store",
                             use_sreport=False, formats=["json", "md"], outdir=tmp_path / "out",
                             spool=tmp_path / "nospool.jsonl")

@@ -13,17 +13,9 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from slurmkit.waiting import wait_until
+
 pytestmark = pytest.mark.slurm
-
-
-def _wait(pred, timeout=120.0, step=1.0, what="condition"):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        val = pred()
-        if val:
-            return val
-        time.sleep(step)
-    pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
 
 
 @pytest.fixture()
@@ -51,8 +43,7 @@ def test_live_report_matches_the_jobs(slurm_env, tmp_path):
     cpu = sbatch("-c", "1", "--wrap", "sleep 4")
     bad = sbatch("--gres=gpu:1", "--wrap", "sleep 2; exit 3")
     req = sbatch("--gres=gpu:1", "--wrap", "sleep 5")
-    _wait(lambda: run(["squeue", "-h", "-j", req, "-o", "%T"], timeout=30).stdout.strip() == "RUNNING",
-          60, 0.3, f"job {req} to run")
+    wait_until(lambda: run(["squeue", "-h", "-j", req, "-o", "%T"], timeout=30).stdout.strip() == "RUNNING", 60, 0.3, f"job {req} to run")
     time.sleep(2)
     run(["scontrol", "requeue", req], timeout=30)
     expect_gpus = {gpu: 2, cpu: 0, bad: 1, req: 1}
@@ -62,7 +53,7 @@ def test_live_report_matches_the_jobs(slurm_env, tmp_path):
         done = all(a and a[-1][0] in ("COMPLETED", "FAILED") for a in states.values())
         return states if done and len(states[req]) >= 2 else None
 
-    attempts = _wait(finished, 240, 2.0, "the jobs to finish and reach slurmdbd")
+    attempts = wait_until(finished, 240, 2.0, "the jobs to finish and reach slurmdbd")
     assert attempts[bad][-1][0] == "FAILED"
     assert [a[0] for a in attempts[req]][:1] == ["REQUEUED"]
 
@@ -120,8 +111,8 @@ def test_sreport_reconciliation_after_rollup(slurm_env, tmp_path):
     from slurmkit.slurm.commands import run
 
     jid = run(["sbatch", "--parsable", "-N1", "-o", "/dev/null", "--gres=gpu:3", "--wrap", "sleep 5"], timeout=60).stdout.strip()
-    _wait(lambda: (a := _sacct_attempts(run, jid)) and a[-1][0] == "COMPLETED", 120, 1.0, f"job {jid}")
-    _wait(lambda: run(["squeue", "-h"], timeout=30).stdout.strip() == "", 120, 2.0, "an idle queue")
+    wait_until(lambda: (a := _sacct_attempts(run, jid)) and a[-1][0] == "COMPLETED", 120, 1.0, f"job {jid}")
+    wait_until(lambda: run(["squeue", "-h"], timeout=30).stdout.strip() == "", 120, 2.0, "an idle queue")
     now = dt.datetime.now(dt.timezone.utc)
     start = now.replace(hour=0, minute=0, second=0, microsecond=0)
     end = now.replace(minute=0, second=0, microsecond=0) + dt.timedelta(hours=1)

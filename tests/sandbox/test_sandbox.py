@@ -6,25 +6,15 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from slurmkit.sandbox import config
 from slurmkit.sandbox.errors import SpecError
+from slurmkit.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def wait_until(predicate, timeout=30.0, what="condition"):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not reached within {timeout} s")
 
 
 # ----------------------------------------------------------------- pure parts
@@ -108,19 +98,17 @@ def test_two_node_gpu_job_sees_its_gpus_and_is_accounted(sandbox, tmp_path):
         res = _slurm(sandbox, "sacct", "-n", "-X", "-P", "-j", job, "-o", "State,AllocTRES", check=False)
         return res.stdout.strip() if "COMPLETED" in res.stdout else None
 
-    state, tres = wait_until(alloc_tres, 30, "sacct record").split("|")
+    state, tres = wait_until(alloc_tres, 30, what="sacct record").split("|")
     assert "gres/gpu=4" in tres.split(",")
 
 
 @pytest.mark.slurm
 def test_drain_and_resume_a_node(sandbox):
     _slurm(sandbox, "scontrol", "update", "nodename=n4", "state=drain", "reason=test: drain me")
-    wait_until(lambda: "n4|test: drain me" in _slurm(sandbox, "sinfo", "-h", "-R", "-o", "%N|%E").stdout,
-               10, "n4 drained")
+    wait_until(lambda: "n4|test: drain me" in _slurm(sandbox, "sinfo", "-h", "-R", "-o", "%N|%E").stdout, 10, what="n4 drained")
     _slurm(sandbox, "scontrol", "update", "nodename=n4", "state=resume")
     # back in service (idle, or running another test's job)
-    wait_until(lambda: _slurm(sandbox, "sinfo", "-h", "-n", "n4", "-o", "%T").stdout.strip() in ("idle", "mixed", "allocated"),
-               20, "n4 back in service")
+    wait_until(lambda: _slurm(sandbox, "sinfo", "-h", "-n", "n4", "-o", "%T").stdout.strip() in ("idle", "mixed", "allocated"), 20, what="n4 back in service")
     assert "n4|" not in _slurm(sandbox, "sinfo", "-h", "-R", "-o", "%N|%E").stdout
 
 
@@ -159,7 +147,7 @@ def test_cli_up_down_up_leaves_nothing_behind(sandbox):
         conf.write_text(conf.read_text() + "# added after up\n")
         dead = {d["name"]: d["pid"] for d in small.daemons()}["slurmd-n2"]
         os.kill(dead, 9)
-        wait_until(lambda: not small.is_up(), 10, "slurmd-n2 seen dead")
+        wait_until(lambda: not small.is_up(), 10, what="slurmd-n2 seen dead")
         res = subprocess.run(up, capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, res.stderr
         assert "restarting slurmd-n2" in res.stdout + res.stderr

@@ -15,8 +15,9 @@ import pytest
 from slurmkit.slurm.commands import run
 from slurmkit.submit import api
 from slurmkit.submit.backend import CliBackend
+from slurmkit.waiting import wait_until
 
-from sandbox_jobs import submit, wait_for
+from sandbox_jobs import submit
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 
@@ -65,7 +66,7 @@ def test_each_rank_gets_the_warning_once_and_a_planned_requeue_is_clean(sandbox,
     params = {"python": sys.executable} if template == "torchrun" else {}
     job = submit(sandbox, backend, tmp_path, template, [sys.executable, "-c", COUNTER, tmp_path],
                  nodes=1, gpus_per_node=2, params=params, time="10:00")
-    wait_for(started(tmp_path, ranks, 0), 90, "first start")
+    wait_until(started(tmp_path, ranks, 0), 90, what="first start")
     time.sleep(1)
     # what --signal=B:USR2@<s> does before the time limit: USR2 to the batch shell only
     run(["scancel", "--batch", "--signal=USR2", job.id], env=sandbox.env())
@@ -85,11 +86,11 @@ def test_requeues_stop_at_max_restarts_with_a_clear_message(sandbox, backend, tm
     job = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", COUNTER, tmp_path, "loop"],
                  time="10:00", sets={"max_restarts": "1"})
     for restart in (0, 1):
-        wait_for(started(tmp_path, (0,), restart), 90, f"start {restart}")
+        wait_until(started(tmp_path, (0,), restart), 90, what=f"start {restart}")
         time.sleep(1)
         run(["scancel", "--batch", "--signal=USR2", job.id], env=sandbox.env())
         if restart == 0:
-            wait_for(lambda: (tmp_path / "start-0-1").exists(), 90, "requeued start")
+            wait_until(lambda: (tmp_path / "start-0-1").exists(), 90, what="requeued start")
     assert job.wait(timeout=90, poll_s=1) == "FAILED"
     out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
     assert "not requeued: the job was requeued 1 times already (max_restarts = 1)" in out
@@ -107,7 +108,7 @@ def test_slurm_preemption_sigterm_lets_every_rank_checkpoint(sandbox, backend, t
     params = {"python": sys.executable} if template == "torchrun" else {}
     job = submit(sandbox, backend, tmp_path, template, [sys.executable, "-c", COUNTER, tmp_path],
                  nodes=1, gpus_per_node=2, params=params, time="10:00")
-    wait_for(started(tmp_path, ranks, 0), 90, "first start")
+    wait_until(started(tmp_path, ranks, 0), 90, what="first start")
     time.sleep(1)
     run(["scancel", "--signal=TERM", job.id], env=sandbox.env())
     state = job.wait(timeout=120, poll_s=1)
@@ -122,8 +123,7 @@ def test_slurm_preemption_sigterm_lets_every_rank_checkpoint(sandbox, backend, t
 def _blockers(sandbox, nodes):
     ids = [run(["sbatch", "--parsable", "--exclusive", "-w", n, "-o", "/dev/null", "--wrap", "sleep 300"],
                env=sandbox.env()).stdout.strip() for n in nodes]
-    wait_for(lambda: all(v.state == "RUNNING" for v in CliBackend(sandbox.env()).states(ids).values()),
-             30, "blockers running")
+    wait_until(lambda: all(v.state == "RUNNING" for v in CliBackend(sandbox.env()).states(ids).values()), 30, what="blockers running")
     return ids
 
 
@@ -146,8 +146,7 @@ def test_prefer_locality_skips_drained_and_reserved_nodes(sandbox, backend, tmp_
         run(["scontrol", "create", "reservation", "reservationname=skt", "nodes=n3", "users=root",
              "starttime=now", "duration=10", "flags=ignore_jobs"], env=env)
         try:
-            wait_for(lambda: "reserved" in run(["sinfo", "-h", "-N", "-n", "n3", "-o", "%T"], env=env).stdout,
-                     20, "n3 reserved")
+            wait_until(lambda: "reserved" in run(["sinfo", "-h", "-N", "-n", "n3", "-o", "%T"], env=env).stdout, 20, what="n3 reserved")
             assert _plan_nodelist(sandbox, backend) is None
             assert _plan_nodelist(sandbox, backend, exclude="n3") is None
         finally:
@@ -162,7 +161,7 @@ def test_a_users_nodelist_across_leaves_runs_without_switches(sandbox, backend, 
     job = submit(sandbox, backend, tmp_path, "srun", ["sleep", "30"], nodes=2, gpus_per_node=1,
                  nodelist="n1,n3", output="/dev/null", signal_s=0)
     try:
-        wait_for(lambda: job.state() == "RUNNING", 60, "job on n1,n3 running")
+        wait_until(lambda: job.state() == "RUNNING", 60, what="job on n1,n3 running")
         info = scontrol_job(sandbox, job.id)
         assert "Switches=1@" not in info
         assert sorted(job.info().nodes) == ["n1", "n3"]

@@ -16,8 +16,9 @@ from slurmkit.hostlist import expand_hostlist
 from slurmkit.slurm.commands import run
 from slurmkit.submit import api
 from slurmkit.submit.backend import CliBackend
+from slurmkit.waiting import wait_until
 
-from sandbox_jobs import submit, wait_for
+from sandbox_jobs import submit
 
 from ranks import REPORT, check_ranks, profile  # noqa: F401  (profile: a fixture)
 
@@ -98,7 +99,7 @@ def half_of_n4_held(sandbox, backend, gpn):
     blocker = run(["sbatch", "--parsable", "-w", "n4", f"--gpus-per-node={gpn // 2}", "-o", "/dev/null",
                    "--wrap", "sleep 300"], env=sandbox.env()).stdout.strip()
     try:
-        wait_for(lambda: backend.states([blocker])[blocker].state == "RUNNING", 30, "blocker running")
+        wait_until(lambda: backend.states([blocker])[blocker].state == "RUNNING", 30, what="blocker running")
         detail = run(["scontrol", "show", "job", "-d", blocker], env=sandbox.env()).stdout
         yield {int(i) for i in expand_hostlist("[" + detail.split("(IDX:")[1].split(")")[0] + "]")}
     finally:
@@ -140,7 +141,7 @@ def test_preemption_checkpoint_requeue_restart(sandbox, backend, tmp_path, templ
     ranks = (0,) if template == "single-gpu" else (0, 1)
     job = submit(sandbox, backend, tmp_path, template, [sys.executable, "-c", CHECKPOINT, tmp_path],
                  nodes=1, gpus_per_node=len(ranks), params=params, time="10:00")
-    wait_for(lambda: all((tmp_path / f"start-{r}-0.json").exists() for r in ranks), 60, "first start")
+    wait_until(lambda: all((tmp_path / f"start-{r}-0.json").exists() for r in ranks), 60, what="first start")
     # what --signal=B:USR2@<s> does before the time limit: USR2 to the batch shell only
     run(["scancel", "--batch", "--signal=USR2", job.id], env=sandbox.env())
     finish(job, tmp_path, timeout=180)
@@ -194,8 +195,7 @@ def test_escaping_matches_real_sbatch(sandbox, backend, tmp_path):
 def _blockers(sandbox, nodes):
     ids = [run(["sbatch", "--parsable", "--exclusive", "-w", n, "-o", "/dev/null", "--wrap", "sleep 300"],
                env=sandbox.env()).stdout.strip() for n in nodes]
-    wait_for(lambda: all(v.state == "RUNNING" for v in CliBackend(sandbox.env()).states(ids).values()),
-             30, "blockers running")
+    wait_until(lambda: all(v.state == "RUNNING" for v in CliBackend(sandbox.env()).states(ids).values()), 30, what="blockers running")
     return ids
 
 
@@ -219,7 +219,7 @@ def test_switches_keep_a_job_under_one_leaf(sandbox, backend, profile, tmp_path)
         pinned.cancel()
         free = submit(sandbox, backend, tmp_path, "srun", ["sleep", "60"], nodes=2, gpus_per_node=1,
                       switches=False, output="/dev/null")
-        wait_for(lambda: free.state() == "RUNNING", 30, "job without --switches to start")
+        wait_until(lambda: free.state() == "RUNNING", 30, what="job without --switches to start")
         assert sorted(free.info().nodes) == ["n2", "n4"]    # across both leaves
         free.cancel()
     finally:
@@ -229,8 +229,7 @@ def test_switches_keep_a_job_under_one_leaf(sandbox, backend, profile, tmp_path)
 def test_prefer_locality_picks_idle_nodes_under_one_leaf(sandbox, backend, tmp_path):
     # only nodes in state idle are picked (not completing: a node stuck completing stays so):
     # let the previous tests' jobs finish completing
-    wait_for(lambda: run(["sinfo", "-h", "-N", "-o", "%T"], env=sandbox.env()).stdout.split() == ["idle"] * 4,
-             60, "all nodes idle")
+    wait_until(lambda: run(["sinfo", "-h", "-N", "-o", "%T"], env=sandbox.env()).stdout.split() == ["idle"] * 4, 60, what="all nodes idle")
     blockers = _blockers(sandbox, ["n1"])
     try:
         plan = api.prepare(api.build_request("torchrun", ["x"], {"site": str(sandbox.profile_path), "nodes": 2,
