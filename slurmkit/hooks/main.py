@@ -59,7 +59,7 @@ def main(hook: str, config_path: str | None = None, env=None) -> int:
     code = 1 if code == 1 else 0
     duration = time.monotonic() - t0
     total = 0
-    if run.own_errors:
+    if run.verdict.own_errors:
         from slurmkit.hooks.nodestate import count_own_error
 
         total = count_own_error(cfg.state_dir, node, hook)
@@ -77,7 +77,7 @@ def main(hook: str, config_path: str | None = None, env=None) -> int:
     except Exception as exc:  # a bug in the metrics must not fail the job either
         log.error(f"slurmkit's own trouble (no drain): textfile: internal error: {type(exc).__name__}: {exc}")
     log.info(f"{hook} done in {duration:.3f} s, exit {code}"
-             + (f", drain reason: {run.drain_reason}" if run.drain_reason else ""))
+             + (f", drain reason: {run.verdict.drain_reason}" if run.verdict.drain_reason else ""))
     return code
 
 
@@ -95,7 +95,7 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
     base = {"node": node, "hook": hook}
     from slurmkit.hooks.metrics import check_samples
 
-    checks = check_samples(base, run.results, nvml_timeout=run.drain_reason == "slurmkit: nvml-timeout")
+    checks = check_samples(base, run.verdict.results, nvml_timeout=run.verdict.drain_reason == "slurmkit: nvml-timeout")
     families = [
         ("slurmkit_health_check_status", "gauge",
          "Worst result of the last run per check and GPU: 0 pass, 1 warn, 2 fail.", checks),
@@ -110,7 +110,7 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
          [(base, float(run.cfg.deadline_s if run.cfg.deadline_s is not None else Health.deadline_s))]),
         ("slurmkit_hook_observed_actions", "gauge",
          "Observe mode: actions the last hook run would have carried out (kill, clocks, power, accounting).",
-         [({**base, "action": kind}, n) for kind, n in sorted(getattr(run, "observed", {}).items())]),
+         [({**base, "action": kind}, n) for kind, n in sorted(run.verdict.observed.items())]),
     ]
     os.makedirs(run.cfg.textfile_dir, exist_ok=True)
     path = textfile_path(run.cfg, node, hook)

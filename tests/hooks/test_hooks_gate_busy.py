@@ -44,7 +44,7 @@ def hc(tmp_path, monkeypatch, caplog):
     gpus = {"list": [_Gpu(0), _Gpu(1)]}
 
     def setup(self):
-        self.health = Health()
+        self.judging.health = Health()
         return True
 
     def read(self, before_job, job_minors=None):
