@@ -2,11 +2,20 @@
 
 Rules:
 
-- a site's existing ``Prolog=X`` / ``Epilog=X`` becomes a glob ``<dir>/prolog.d/*`` holding a link
-  ``90-site`` -> X (the site script keeps running, first) and our shim ``10-slurmkit``; an existing
-  glob ``D/*`` is kept and our shim is added to ``D``. slurmd runs a glob's scripts in *reverse*
-  alphabetical order (seen in the sandbox with Slurm 22.05, and as slurm.conf(5) of later
-  releases documents), hence the names;
+- ``Prolog`` / ``Epilog`` by the site's layout (:func:`_plan_hook`), never creating a cycle and
+  keeping every site script running in its order; each install says what slurmd will run, in
+  which order (:func:`slurmd_order`: slurmd runs a glob's matches in *reverse* sorted order, stops
+  at the first failure; src/plugins/prep/script/prep_script_slurmd.c):
+  * a single script ``X`` becomes a glob ``<conf dir>/prolog.d/*`` holding a link ``90-site`` -> X
+    (runs first) and our shim ``10-slurmkit`` (``slurmkit-prolog.d`` when ``prolog.d`` already
+    holds the site's files: a glob over it would start running them);
+  * a script that runs a directory itself (``run-parts DIR``, DeepOps' ``run-parts.sh DIR``, a
+    ``for f in DIR/*.sh`` loop) is left as it is and our shim goes *into that directory*
+    (``99-slurmkit``, last in its ascending order; ``99-slurmkit.sh`` for ``*.sh``): a glob over
+    the directory with a link to the script would run the script that runs the directory;
+  * a glob ``D/*`` or ``D/*.sh`` is kept and our shim added to ``D`` under a name the pattern
+    matches and that sorts before the site's files (so it runs last), never a link to a pattern;
+    a pattern install cannot match (``D/[0-9]*``, a wildcard in the directory) is refused;
 - ``PrologFlags`` gains ``Alloc`` (the prolog runs at allocation, so a failing node is seen before
   the job starts; ``Contain`` and other flags are kept); ``SchedulerParameters`` gains
   ``nohold_on_prolog_fail`` (a job whose prolog failed is requeued, not held);
@@ -200,11 +209,155 @@ def _original(entry: sconf.Entry) -> str | None:
     return None
 
 
-def _glob_dir(value: str) -> Path | None:
+GLOB_CHARS = "*?["
+RUN_PARTS_LAST = "99-slurmkit"  # run-parts runs a directory in ascending C order: ours runs last
+
+
+def slurmd_order(paths) -> list[str]:
+    """The order slurmd runs the files a ``Prolog=`` / ``Epilog=`` glob matches: ``paths`` (the
+    matches) sorted as glob(3) sorts them (C locale: byte order), then *reversed*, because
+    slurmd's ``_script_list_create`` (src/plugins/prep/script/prep_script_slurmd.c, 22.05 and
+    later) ``list_push``es each match onto the front of its list. slurmd runs them one after
+    another with the job's environment (no PATH) and stops at the first that fails; that
+    script's status is the prolog's."""
+    return sorted(paths, key=lambda p: os.fsencode(str(p)), reverse=True)
+
+
+def _glob_parts(value: str) -> tuple[Path, str] | None:
+    """``(directory, name pattern)`` of a glob ``Prolog=`` value; None for a plain path.
+    Raises ValueError for a wildcard in the directory part."""
     v = value.strip('"')
-    if v.endswith("/*"):
-        return Path(v[:-2])
+    if not any(c in v for c in GLOB_CHARS):
+        return None
+    d, base = os.path.split(v)
+    if any(c in d for c in GLOB_CHARS):
+        raise ValueError("a wildcard in the directory part")
+    return Path(d), base
+
+
+def _name_for(pattern: str, stem: str) -> str | None:
+    """A shim name made of ``stem`` that the name pattern ``pattern`` matches (``*`` ->
+    ``stem``, ``*.sh`` -> ``stem.sh``, ``pre-*`` -> ``pre-stem``); None when the pattern has
+    other wildcards."""
+    import fnmatch
+
+    if pattern.count("*") != 1 or any(c in pattern for c in "?["):
+        return None
+    name = pattern.replace("*", stem)
+    return name if fnmatch.fnmatchcase(name, pattern) else None
+
+
+def _runs_directory(script_text: str) -> tuple[str, str, str] | None:
+    """Whether a site's prolog script runs a directory's scripts itself: ``(directory, runner,
+    name pattern)`` where runner is ``run-parts`` (``run-parts DIR``, DeepOps'
+    ``shared/bin/run-parts.sh DIR``) or ``loop`` (``for f in DIR/*``); None when it runs none.
+    Lines are read as the shell reads them, comments dropped; ``$VAR`` paths are not resolved."""
+    import re
+
+    for line in script_text.splitlines():
+        line = line.split(" #", 1)[0].strip()
+        if line.startswith("#"):
+            continue
+        m = re.search(r"run-parts(?:\.sh)?[\"']?(?:\s+--?[\w=-]+)*\s+[\"']?(/[^\s\"';|&)]+)", line)
+        if m:
+            return m.group(1).rstrip("/"), "run-parts", "*"
+        m = re.search(r"\bfor\s+\w+\s+in\s+[\"']?(/[^\s\"';*]+)/[\"']?([^\s\"';/]*\*[^\s\"';/]*)", line)
+        if m:
+            return m.group(1).rstrip("/"), "loop", m.group(2)
     return None
+
+
+def _own_dir(conf_dir: Path, kind: str) -> Path:
+    """The directory slurmkit's ``Prolog=<dir>/*`` glob uses: ``<conf dir>/<kind>.d`` unless it
+    already holds files of the site's (a glob over it would start running them), then
+    ``<conf dir>/slurmkit-<kind>.d``."""
+    for d in (conf_dir / f"{kind}.d", conf_dir / f"slurmkit-{kind}.d"):
+        try:
+            if set(os.listdir(d)) <= {SITE_LINK, OUR_SHIM}:
+                return d
+        except FileNotFoundError:
+            return d
+    raise InstallError(conf_dir, None, f"{conf_dir}/{kind}.d and slurmkit-{kind}.d both hold the site's files; "
+                       "empty one of them or set the site's Prolog/Epilog to a glob over its directory")
+
+
+def _order_note(key: str, value: str, order: list) -> str:
+    steps = "; ".join(f"{i}. {p}" for i, p in enumerate(order, 1))
+    return f"{key}={value}: slurmd will run, in this order, stopping at the first that fails: {steps}"
+
+
+def _plan_hook(plan, ed, key: str, kind: str, conf_dir: Path, shim: str) -> None:
+    """Add slurmkit's ``kind`` shim to the site's ``key`` (Prolog / Epilog) layout; see the
+    module docstring. Appends to ``plan`` (files, notes) and edits through ``ed``."""
+    found = ed.get(key)
+    value = found[1].get(key).strip('"') if found else None
+    where = (found[0].path, found[1].lineno) if found else (conf_dir, None)
+    try:
+        glob_parts = _glob_parts(value) if value else None
+    except ValueError as exc:
+        raise InstallError(*where, f"{key}={value}: {exc}: slurmd expands it with glob(3), but install "
+                           f"cannot place slurmkit's {kind} in it; use DIR/* or a single script") from None
+    if glob_parts is not None:  # the site's glob is kept: our shim becomes one more match
+        gdir, pattern = glob_parts
+        import glob as _glob
+
+        matches = [m for m in _glob.glob(str(gdir / pattern)) if os.path.basename(m) != OUR_SHIM]
+        name = None
+        for stem in ("10-slurmkit", "00-slurmkit"):  # slurmd runs the lowest name last: ours after the site's
+            cand = _name_for(pattern, stem)
+            if cand and all(os.fsencode(cand) < os.fsencode(os.path.basename(m)) for m in matches):
+                name = cand
+                break
+        name = name or _name_for(pattern, "00-slurmkit")
+        matches = [m for m in matches if os.path.basename(m) != name]
+        if name is None:
+            raise InstallError(*where, f"{key}={value}: install cannot name a file this pattern matches; "
+                               f"use DIR/* or DIR/*.sh, or add {shim} there yourself")
+        if not gdir.is_dir():
+            raise InstallError(*where, f"{key}={value}: {gdir} is not a directory here")
+        plan.new_files.append(NewFile(gdir / name, text=shim))
+        plan.notes.append(_order_note(key, value, slurmd_order(matches + [str(gdir / name)])))
+        return
+    if value and not os.path.isabs(value):
+        raise InstallError(*where, f"{key}={value} is not an absolute path")
+    text = None
+    if value:
+        try:
+            with open(value) as fh:
+                text = fh.read(1 << 20)
+        except UnicodeDecodeError:
+            text = ""  # a binary (NHC's compiled helper, a site's C program): runs no directory we can see
+        except OSError:
+            text = None
+    runs = _runs_directory(text) if text else None
+    if runs is not None:  # the site's script runs a directory itself: slurmkit goes into it, Prolog= is kept
+        d, runner, pattern = runs
+        name = _name_for(pattern, RUN_PARTS_LAST)
+        if name is None or not os.path.isdir(d):
+            raise InstallError(*where, f"{key}={value} runs the scripts of {d}/{pattern} ({runner}); install cannot "
+                               f"add slurmkit's {kind} there (not a directory here, or a pattern it cannot match): "
+                               f"add {shim} to {d} yourself, or point {key} at a glob")
+        entries = sorted({os.path.join(d, e) for e in os.listdir(d)} | {os.path.join(d, name)}, key=os.fsencode)
+        plan.new_files.append(NewFile(Path(d) / name, text=shim))
+        plan.notes.append(f"{key}={value} runs {d} itself ({runner}, ascending name order): slurmkit's {kind} is added "
+                          f"there as {name}, last, and {key} is left as it is (a {key}={d}/* glob with a link "
+                          f"to {value} would run the script that runs the directory that holds it: an endless "
+                          f"{kind}). Its exit status reaches slurmd only through {value}: it must pass a failing "
+                          "part's status on")
+        plan.notes.append(_order_note(key, value, [value] + [f"{value} -> {p}" for p in entries]))
+        return
+    gdir = _own_dir(conf_dir, kind)
+    if value:
+        if text is None:
+            plan.notes.append(f"{value} cannot be read here: it is kept as {gdir / SITE_LINK}; check that it "
+                              f"does not run {gdir} itself")
+        plan.new_files.append(NewFile(gdir / SITE_LINK, link=value))
+        plan.notes.append(f"the site's {key} {value} keeps running first as {gdir / SITE_LINK}")
+    ed.set(key, f"{gdir}/*", found)
+    plan.new_files.append(NewFile(gdir / OUR_SHIM, text=shim))
+    order = slurmd_order([str(gdir / OUR_SHIM)] + ([str(gdir / SITE_LINK)] if value else []))
+    plan.notes.append(_order_note(key, f"{gdir}/*", [p + (f" -> {value}" if p.endswith(SITE_LINK) else "")
+                                                     for p in order]))
 
 
 def plan_install(tree: list, spec: InstallSpec) -> Plan:
@@ -216,7 +369,6 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
     cfg_path = conf_dir / CONFIG
     ed = _Editor(tree)
     plan = Plan()
-    existing_files = set()
     found = ed.get("SlurmctldParameters")
     if found and "enable_configless" in found[1].get("SlurmctldParameters").lower():
         if not spec.configless:
@@ -230,20 +382,7 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
                           f"{conf_dir}/prolog.d/, {conf_dir}/epilog.d/, {conf_dir / HEALTHCHECK_SHIM}, {cfg_path}")
 
     for key, kind in (("Prolog", "prolog"), ("Epilog", "epilog")):
-        found = ed.get(key)
-        value = found[1].get(key) if found else None
-        gdir = _glob_dir(value) if value else None
-        if gdir is None:
-            gdir = conf_dir / f"{kind}.d"
-            if value:
-                if not os.path.isabs(value):
-                    raise InstallError(found[0].path, found[1].lineno, f"{key}={value} is not an absolute path")
-                plan.new_files.append(NewFile(gdir / SITE_LINK, link=value))
-                plan.notes.append(f"the site's {key} {value} keeps running first as {gdir / SITE_LINK}")
-            ed.set(key, f"{gdir}/*", found)
-        elif (gdir / OUR_SHIM).exists():
-            existing_files.add(gdir / OUR_SHIM)
-        plan.new_files.append(NewFile(gdir / OUR_SHIM, text=shim_text(kind, spec.python, cfg_path)))
+        _plan_hook(plan, ed, key, kind, conf_dir, shim_text(kind, spec.python, cfg_path))
 
     found = ed.get("PrologFlags")
     flags = [f for f in (found[1].get("PrologFlags") if found else "").split(",") if f]
