@@ -83,12 +83,13 @@ def gpu_reset_cmd(gpu, config, node, done, nvidia_smi, timeout):
     node = node or node_name(os.environ)
     spec = cfg.snapshot_for(node) or "live"
     state = None
-    if not gpu.strip().count(":"):  # an index or a UUID: look it up in the node's GPU state
+    if not gpu.strip().count(":") or str(spec) != "live":  # index / UUID, or a replayed node: read its GPUs
         from slurmkit.health.runner import read_state
 
         state = read_state(spec, node=node)
     try:
         bus, uuid = gpureset.resolve(gpu, state)
+        gpureset.check_present(bus, state)  # a bus id the node does not have is refused
     except ValueError as exc:
         raise UsageError("GPU", str(exc)) from None
     if done:
@@ -117,7 +118,7 @@ def gpu_reset_cmd(gpu, config, node, done, nvidia_smi, timeout):
 def _show(plan, nothing: str, dry_run: bool, notes: bool) -> bool:
     """Print ``plan``'s diff (or ``nothing``); on a dry run also its notes (when ``notes``) and
     say nothing was written. Returns ``dry_run``."""
-    click.echo(plan.diff() or nothing, nl=False)
+    click.echo(plan.diff() or nothing + "\n", nl=False)
     if plan.diff():
         click.echo("")
     if dry_run:

@@ -80,18 +80,21 @@ class NewFile:
 class Plan:
     """What an install or uninstall will do: ``texts`` {path: (old text, new text)} for
     slurm.conf-syntax files, ``new_files`` (:class:`NewFile`), ``remove_files`` (paths),
-    ``restore`` {path: backup path} (byte-for-byte restores), ``notes`` (lines for the admin)."""
+    ``restore`` {path: backup path} (byte-for-byte restores), ``keep`` {path: new name} (files
+    install created that an admin edited since: moved aside, not deleted), ``notes`` (lines for
+    the admin)."""
 
     texts: dict = field(default_factory=dict)
     new_files: list = field(default_factory=list)
     remove_files: list = field(default_factory=list)
     restore: dict = field(default_factory=dict)
+    keep: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
         return bool(any(o != n for o, n in self.texts.values()) or self.new_files or self.remove_files
-                    or self.restore)
+                    or self.restore or self.keep)
 
     def diff(self) -> str:
         """A unified diff of every slurm.conf-syntax change (restores shown as whole-file diffs)."""
@@ -106,6 +109,8 @@ class Plan:
             out.append(f"create {f.path}" + (f" -> {f.link}" if f.link else "") + "\n")
         for p in self.remove_files:
             out.append(f"remove {p}\n")
+        for p, new in self.keep.items():
+            out.append(f"keep {p} (edited since install) as {new}\n")
         return "".join(out)
 
 
@@ -449,10 +454,13 @@ def _same(f: NewFile) -> bool:
         return False
 
 
-def plan_uninstall(tree: list, manifest: dict | None) -> Plan:
+def plan_uninstall(tree: list, manifest: dict | None, now: _dt.datetime | None = None) -> Plan:
     """Plan undoing an install: files whose SHA-256 still equals what install wrote are restored
     from their backup byte for byte; in others every marked line is put back as it was (or removed
-    when added). Files install created are removed. Pure."""
+    when added). Files install created are removed, but the hooks config an admin edited since
+    (its SHA-256 differs from the manifest's) is kept as ``<file>.slurmkit-edited-<UTC>``
+    (``now``, default the current time). Pure but for reading the created config."""
+    stamp = (now or _dt.datetime.now(_dt.timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
     plan = Plan()
     manifest = manifest or {}
     written = manifest.get("written", {})
@@ -472,9 +480,20 @@ def plan_uninstall(tree: list, manifest: dict | None) -> Plan:
             else:
                 conf.replace(entry, was)
         plan.texts[conf.path] = (old, conf.text())
+    shas = manifest.get("created_sha256", {})
     for p in manifest.get("created", []):
-        if os.path.lexists(p):
-            plan.remove_files.append(Path(p))
+        if not os.path.lexists(p):
+            continue
+        if os.path.basename(p) == CONFIG and not os.path.islink(p):
+            try:
+                edited = _sha(Path(p).read_text()) != shas.get(p)  # no record (older install): kept too
+            except (OSError, UnicodeDecodeError):
+                edited = True
+            if edited:
+                plan.keep[Path(p)] = Path(f"{p}.slurmkit-edited-{stamp}")
+                plan.notes.append(f"{p} was edited since install: kept as {plan.keep[Path(p)]}")
+                continue
+        plan.remove_files.append(Path(p))
     if any(o != n for o, n in plan.texts.values()) or plan.restore:
         plan.notes.append("run 'scontrol reconfigure' for Slurm to pick up the change")
     return plan
@@ -533,13 +552,20 @@ def apply(plan: Plan, slurm_conf: Path, installing: bool, now: _dt.datetime | No
             os.symlink(f.link, f.path)
         else:
             atomic_write(f.path, f.text, f.mode)
+            manifest.setdefault("created_sha256", {})[str(f.path)] = _sha(f.text)
         if str(f.path) not in manifest["created"]:
             manifest["created"].append(str(f.path))
+    for p, new in plan.keep.items():
+        os.rename(p, new)
+        if str(p) in manifest["created"]:
+            manifest["created"].remove(str(p))
+        manifest.get("created_sha256", {}).pop(str(p), None)
     for p in plan.remove_files:
         if os.path.lexists(p):
             os.unlink(p)
         if str(p) in manifest["created"]:
             manifest["created"].remove(str(p))
+        manifest.get("created_sha256", {}).pop(str(p), None)
     if not installing:
         for d in list(manifest.get("created_dirs", [])):
             try:

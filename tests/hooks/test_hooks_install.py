@@ -257,3 +257,32 @@ def test_configless_cluster_is_refused_with_what_to_do(tmp_path):
     assert "slurm.conf:3" in msg and "configless" in msg and "every node" in msg and "--configless" in msg
     plan = _install(path, configless=True)
     assert any("copy these to every node" in n for n in plan.notes)
+
+
+def test_uninstall_keeps_an_admin_edited_hooks_config(tmp_path):
+    path = _site(tmp_path)
+    cfg = path.parent / inst.CONFIG
+    _install(path)
+    original = cfg.read_text()
+    cfg.write_text(original + "resume_after = 5  # admin's edit\n")
+    plan = _uninstall(path)
+    kept = [p for p in os.listdir(path.parent) if p.startswith(inst.CONFIG + ".slurmkit-edited-")]
+    assert not cfg.exists() and len(kept) == 1
+    assert (path.parent / kept[0]).read_text() == original + "resume_after = 5  # admin's edit\n"
+    assert any("was edited since install: kept as" in n for n in plan.notes)
+    assert path.read_text() == NHC_SITE and not inst.manifest_path(path).exists()
+    _install(path)  # unedited: removed, as before
+    _uninstall(path)
+    assert not cfg.exists() and len([p for p in os.listdir(path.parent) if ".slurmkit-edited-" in p]) == 1
+
+
+def test_cli_says_nothing_to_change_on_its_own_line(tmp_path):
+    path = _site(tmp_path)
+    args = ("install", "--slurm-conf", str(path), "--state-dir", str(tmp_path / "st"),
+            "--spool-dir", str(tmp_path / "sp"), "--textfile-dir", str(tmp_path / "tf"))
+    assert _cli(*args).returncode == 0
+    r = _cli(*args, "--dry-run")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "nothing to change: the hooks are already installed"
+    assert "run 'scontrol reconfigure' for Slurm to pick up the change" in lines
