@@ -118,7 +118,9 @@ class Plan:
 class InstallSpec:
     """Inputs of an install: ``python`` (absolute interpreter the shims run with), ``config`` (the
     hooks config TOML text to write), ``interval_s`` (HealthCheckInterval, seconds),
-    ``timeout_s`` (PrologEpilogTimeout, seconds), ``replace`` (take over a foreign
+    ``timeout_s`` (PrologEpilogTimeout, seconds; None: leave it as the site has it),
+    ``deadline_s`` / ``scontrol_timeout_s`` / ``resume_after`` (the hooks' NVML deadline, scontrol
+    deadline and clean runs before a resume, for the warnings of :func:`schedule_warnings`), ``replace`` (take over a foreign
     HealthCheckProgram / HealthCheckInterval / PrologEpilogTimeout; a timeout is only ever
     raised), ``chain`` (keep a foreign HealthCheckProgram such as NHC and run it first, then
     slurmkit's), ``configless`` (go ahead on a configless cluster: the admin copies the files
@@ -127,7 +129,10 @@ class InstallSpec:
     python: str = sys.executable
     config: str = ""
     interval_s: int = DEFAULT_INTERVAL_S
-    timeout_s: int = DEFAULT_TIMEOUT_S
+    timeout_s: int | None = DEFAULT_TIMEOUT_S
+    deadline_s: float = 8.0
+    scontrol_timeout_s: float = 5.0
+    resume_after: int = 3
     replace: bool = False
     chain: bool = False
     configless: bool = False
@@ -365,6 +370,64 @@ def _plan_hook(plan, ed, key: str, kind: str, conf_dir: Path, shim: str) -> None
                                                      for p in order]))
 
 
+STALE_ALERT_S = 900  # contrib/prometheus/slurmkit.rules.yml SlurmkitHooksStale: no health check for 15 min
+
+
+def hooks_need_s(deadline_s: float, scontrol_timeout_s: float) -> float:
+    """Seconds a prolog / epilog may take at worst (s): the NVML deadline, two scontrol calls
+    (show the node, drain it) and 2 s for the interpreter to start."""
+    return deadline_s + 2 * scontrol_timeout_s + 2
+
+
+SITE_SCRIPTS = ("Prolog", "Epilog", "PrologSlurmctld", "EpilogSlurmctld")
+
+
+def _timeout_added_note(site_scripts: dict, want: int) -> str:
+    bounded = [f"{k}={v}" for k, v in site_scripts.items() if v]
+    return (f"PrologEpilogTimeout={want} added (the site had none): it bounds every prolog and epilog, "
+            + (f"the site's own too ({', '.join(bounded)}); " if bounded else "")
+            + "one that runs past it is killed and Slurm drains the node (slurm.conf(5)). "
+            "'--timeout 0' leaves it unset")
+
+
+def schedule_warnings(get, spec: InstallSpec) -> list[str]:
+    """Warnings on the settings that decide whether slurmkit's verdicts reach Slurm, for the
+    effective values ``get(key)`` (:func:`slurmkit.slurm.conf.find_effective` over the tree after
+    install's edits): a PrologEpilogTimeout shorter than :func:`hooks_need_s` (an NVML hang then
+    shows as Slurm's own prolog-timeout drain, not ``slurmkit: nvml-timeout``); a
+    HealthCheckNodeState that never checks a drained idle node (never resumed); a
+    HealthCheckInterval past the stale-hook alert (:data:`STALE_ALERT_S`) or making a resume
+    slow. Pure: one line per warning, each starting with ``warning:``."""
+    out = []
+    need = hooks_need_s(spec.deadline_s, spec.scontrol_timeout_s)
+    found = get("PrologEpilogTimeout")
+    cur = found[1].get("PrologEpilogTimeout") if found else None
+    if cur and cur.isdigit() and int(cur) < need:
+        out.append(f"warning: PrologEpilogTimeout={cur} ({found[0].path}:{found[1].lineno}) is shorter than the hooks "
+                   f"may take ({need:g} s: {spec.deadline_s:g} s NVML deadline, 2 x {spec.scontrol_timeout_s:g} s "
+                   "scontrol, 2 s start): an NVML hang shows as Slurm's own prolog timeout drain, not "
+                   "'slurmkit: nvml-timeout'; --replace raises it")
+    found = get("HealthCheckNodeState")
+    states = {s.strip().upper() for s in (found[1].get("HealthCheckNodeState") if found else "ANY").split(",")}
+    states = (states - {"CYCLE"}) or {"ANY"}  # CYCLE alone only spreads the runs over the interval
+    if not states & {"ANY", "IDLE"}:
+        out.append(f"warning: HealthCheckNodeState={found[1].get('HealthCheckNodeState')} ({found[0].path}:"
+                   f"{found[1].lineno}) never runs the health check on a drained idle node, so slurmkit never "
+                   "resumes one it drained: add IDLE (or use ANY)")
+    found = get("HealthCheckInterval")
+    cur = found[1].get("HealthCheckInterval") if found else None
+    if cur and cur.isdigit() and int(cur) > 0:
+        iv = int(cur)
+        if iv > STALE_ALERT_S:
+            out.append(f"warning: HealthCheckInterval={iv} ({found[0].path}:{found[1].lineno}) is longer than the "
+                       f"stale-hook alert's {STALE_ALERT_S} s: SlurmkitHooksStale fires on every node; raise its "
+                       "threshold in slurmkit.rules.yml or lower the interval")
+        if iv * spec.resume_after > 3600:
+            out.append(f"warning: HealthCheckInterval={iv} x resume_after={spec.resume_after}: a node slurmkit "
+                       f"drained is resumed {iv * spec.resume_after / 3600:g} h after it is healthy again")
+    return out
+
+
 def plan_install(tree: list, spec: InstallSpec) -> Plan:
     """Plan an install into the include tree ``tree`` (:func:`slurmkit.slurm.conf.load_tree`, main
     file first). Pure: returns a :class:`Plan`; raises :class:`InstallError` when a value cannot be
@@ -386,6 +449,7 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
         plan.notes.append("configless: copy these to every node, same paths, before 'scontrol reconfigure': "
                           f"{conf_dir}/prolog.d/, {conf_dir}/epilog.d/, {conf_dir / HEALTHCHECK_SHIM}, {cfg_path}")
 
+    site_scripts = {k: found[1].get(k) for k in SITE_SCRIPTS if (found := ed.get(k)) and not _is_ours(*found)}
     for key, kind in (("Prolog", "prolog"), ("Epilog", "epilog")):
         _plan_hook(plan, ed, key, kind, conf_dir, shim_text(kind, spec.python, cfg_path))
 
@@ -423,6 +487,8 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
     for key, want in (("HealthCheckInterval", spec.interval_s), ("PrologEpilogTimeout", spec.timeout_s)):
         found = ed.get(key)
         cur = found[1].get(key) if found else None
+        if want is None:  # --timeout 0: leave it as the site has it
+            continue
         if cur == str(want):
             continue
         if found and key == "PrologEpilogTimeout" and not _is_ours(*found) and cur and cur.isdigit() \
@@ -432,9 +498,12 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
             continue
         if not found or _is_ours(*found) or spec.replace:
             ed.set(key, str(want), found)
+            if key == "PrologEpilogTimeout" and not found:
+                plan.notes.append(_timeout_added_note(site_scripts, want))
         else:
             plan.notes.append(f"kept the site's {key}={cur} ({found[0].path}:{found[1].lineno}); "
                               f"--replace sets {want}")
+    plan.notes.extend(schedule_warnings(ed.get, spec))
 
     if spec.config and not cfg_path.exists():
         plan.new_files.append(NewFile(cfg_path, text=spec.config, mode=0o644))

@@ -97,11 +97,27 @@ def dev_log():
     if os.path.exists("/dev/log"):
         yield
         return
+    import threading
+
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind("/dev/log")
+    sock.settimeout(0.2)
+    stop = threading.Event()
+
+    def drain():  # a unix datagram socket queues 10 messages, then its senders block: read them
+        while not stop.is_set():
+            try:
+                sock.recv(65536)
+            except OSError:
+                pass
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
     try:
         yield
     finally:
+        stop.set()
+        reader.join(timeout=5)
         sock.close()
         os.unlink("/dev/log")
 
