@@ -132,10 +132,10 @@ class Run:
         from slurmkit.hooks import gres
 
         path = self.cfg.gres_conf or os.path.join(os.path.dirname(self.cfg.slurm_conf), "gres.conf")
-        try:
-            text = open(path).read() if os.path.exists(path) else ""
-            lines = gres.parse_gres_conf(text, path)
-            self.node_gpus.files = gres.node_gpu_files(lines, self.node, path)
+        try:  # AutoDetect: how many GPUs comes from slurm.conf's Gres= (read only then)
+            lines = gres.load_gres_conf(path)
+            self.node_gpus.files = gres.node_gpu_files(lines, self.node, path,
+                                                       slurm_gres=lambda: gres.slurm_conf_gres(self.slurm_conf, self.node))
             self.node_gpus.shared = gres.node_shares_gpus(lines, self.node)
         except (OSError, gres.GresError) as exc:
             self.own_error(str(exc))
