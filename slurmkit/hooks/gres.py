@@ -18,7 +18,7 @@ to expect: a line's ``Count=``, else the node's ``Gres=gpu[:type]:N`` in slurm.c
 refuses (two ``Name=gpu`` records for one node and type with AutoDetect: ``fatal: gres.conf
 duplicate records for gpu``) is refused with that reason.
 
-gres.conf is read with Slurm's own syntax (:mod:`slurmkit.slurm.syntax`: quotes, ``\#``,
+gres.conf is read with Slurm's own syntax (:mod:`slurmkit.slurm.syntax`: quotes, ``\\#``,
 continuation lines, ``Include``, comments as slurmd reads them).
 
 Pure parsing (:func:`parse_gres_conf`, :func:`node_gpu_files`); :func:`device_minor` and
