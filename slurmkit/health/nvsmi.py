@@ -410,6 +410,18 @@ _KV = re.compile(r"^(?P<ind>\s*)(?P<key>\S.*?)\s+:(?:\s(?P<val>.*))?$")
 _GPU = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
 
 
+def _lost_gpu(state: NodeState, handle) -> None:
+    """Add the GPU an ``Unable to determine the device handle for GPU <bus>: <error>`` line
+    (``handle``: its :data:`_HANDLE` match) names to ``state``: its ``nvsmi_error`` set,
+    ``handle_rc`` GPU_IS_LOST ("GPU is lost") or UNKNOWN."""
+    g = GpuState(index=len(state.gpus))
+    g.pci_bus_id = normalise_bus_id(handle.group("bus"))
+    err = handle.group("err").strip()
+    g.handle_rc = RC_GPU_IS_LOST if "lost" in err.lower() else RC_UNKNOWN
+    g.put("nvsmi_error", f"Unable to determine the device handle: {err}"[:120], source="nvidia-smi")
+    state.gpus.append(g)
+
+
 #: nvidia-smi's whole-output error lines: printed instead of any GPU section when it finds no
 #: GPU or cannot reach the driver (NVIDIA/nvidia-docker#1553, forum and cluster-docs captures in
 #: tests/health/nvsmi_errors/README.md).
@@ -433,12 +445,7 @@ def parse_error_output(text: str, file: str = "<text>") -> NodeState | None:
     handles = [_HANDLE.match(line) for line in lines]
     if all(handles):
         for h in handles:
-            g = GpuState(index=len(state.gpus))
-            g.pci_bus_id = normalise_bus_id(h.group("bus"))
-            err = h.group("err").strip()
-            g.handle_rc = RC_GPU_IS_LOST if "lost" in err.lower() else RC_UNKNOWN
-            g.put("nvsmi_error", f"Unable to determine the device handle: {err}"[:120], source="nvidia-smi")
-            state.gpus.append(g)
+            _lost_gpu(state, h)
         return state
     if lines == [NO_DEVICES] or (lines[0].startswith(DRIVER_FAILED) and lines[1:] in ([], [_DRIVER_HINT])):
         state.gpu_count = 0
@@ -462,12 +469,7 @@ def parse_text(text: str, file: str = "<text>") -> NodeState:
         h = _HANDLE.match(line.strip())
         if h:  # nvidia-smi could not open this GPU: it prints this line instead of its section
             cur = None
-            g = GpuState(index=len(state.gpus))
-            g.pci_bus_id = normalise_bus_id(h.group("bus"))
-            err = h.group("err").strip()
-            g.handle_rc = RC_GPU_IS_LOST if "lost" in err.lower() else RC_UNKNOWN
-            g.put("nvsmi_error", f"Unable to determine the device handle: {err}"[:120], source="nvidia-smi")
-            state.gpus.append(g)
+            _lost_gpu(state, h)
             continue
         m = _GPU.match(line)
         if m:
