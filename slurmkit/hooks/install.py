@@ -457,6 +457,10 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
     flags = [f for f in (found[1].get("PrologFlags") if found else "").split(",") if f]
     if "alloc" not in {f.lower() for f in flags}:
         ed.set("PrologFlags", ",".join(flags + ["Alloc"]), found)
+    if "serial" in {f.lower() for f in flags}:
+        plan.notes.append(f"PrologFlags={','.join(flags)} keeps Serial: the node's prologs and epilogs run one at "
+                          f"a time, so slurmkit's run (up to {hooks_need_s(spec.deadline_s, spec.scontrol_timeout_s):g} "
+                          "s) adds to each job's start")
 
     found = ed.get("SchedulerParameters")
     params = [p for p in (found[1].get("SchedulerParameters") if found else "").split(",") if p]

@@ -200,6 +200,7 @@ def test_single_script_becomes_a_glob_that_runs_it_first(tmp_path):
     assert log.read_text() == "prolog.sh\n" and "slurmkit-prolog:" in err
     assert any(f"1. {d / inst.SITE_LINK} -> {site}; 2. {d / inst.OUR_SHIM}" in n for n in plan.notes)
     assert sconf.find_effective(sconf.load_tree(path), "PrologFlags")[1].get("PrologFlags") == "Serial,Alloc"
+    assert any(n.startswith("PrologFlags=Serial keeps Serial") for n in plan.notes)
     _part(site, log, rc=3)  # the site's prolog fails: slurmd stops there with its status
     status, ran, _ = run_like_slurmd(_prolog(path), slurmd_env(conf=str(path)))
     assert status == 3 and ran == [str(d / inst.SITE_LINK)]
