@@ -2,7 +2,8 @@
 (its prolog.sh template rendered, running ``shared/bin/run-parts.sh <conf dir>/prolog.d``) gets
 slurmkit's shim inside that directory; a job runs, slurmd runs prolog.sh once, the site's part and
 slurmkit's prolog each once, and no node is drained (the old install recursed until
-PrologEpilogTimeout drained every node)."""
+PrologEpilogTimeout drained every node). Then a typo in the hooks config: the next job runs and
+its prolog writes the own-trouble metric (no dark node)."""
 
 import os
 import shutil
@@ -67,6 +68,15 @@ def test_deepops_layout_runs_once_under_slurmd(sandbox, fake_nvml, dev_log):  # 
         assert sum(1 for line in lines if "slurmkit-prolog: info: node=n1 job=" + job in line and "prolog done" in line) == 1
         assert (work / "textfile" / "slurmkit_n1_prolog.prom").exists()
         assert "DRAIN" not in show_node(conf, "n1")["state"] and show_node(conf, "n1")["reason"] is None
+        # a typo in the shared hooks config: jobs still run, and the first prolog counts it
+        (conf.parent / inst.CONFIG).write_text(cfg.replace('mode = "enforce"', 'mode = "enforse"'))
+        job = run(["sbatch", "--parsable", "-o", "/dev/null", "-w", "n1", "-t", "2", "--wrap", "hostname"],
+                  slurm_conf=str(conf), timeout=30).stdout.strip()
+        assert wait_for(f"job {job} completed", lambda: state() == "COMPLETED", 90)
+        prom = (work / "textfile" / "slurmkit_n1_prolog.prom").read_text()
+        assert 'slurmkit_hook_own_errors_total{node="n1",hook="prolog"} 1' in prom, prom
+        assert 'slurmkit_hook_exit_code{node="n1",hook="prolog"} 0' in prom
+        assert any("mode: want enforce or observe" in line for line in log.read_text().splitlines())
     finally:
         inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, installing=False)
         conf.write_text(before)
