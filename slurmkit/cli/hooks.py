@@ -83,12 +83,13 @@ def gpu_reset_cmd(gpu, config, node, done, nvidia_smi, timeout):
     node = node or node_name(os.environ)
     spec = cfg.snapshot_for(node) or "live"
     state = None
-    if not gpu.strip().count(":"):  # an index or a UUID: look it up in the node's GPU state
+    if not gpu.strip().count(":") or str(spec) != "live":  # index / UUID, or a replayed node: read its GPUs
         from slurmkit.health.runner import read_state
 
         state = read_state(spec, node=node)
     try:
         bus, uuid = gpureset.resolve(gpu, state)
+        gpureset.check_present(bus, state)  # a bus id the node does not have is refused
     except ValueError as exc:
         raise UsageError("GPU", str(exc)) from None
     if done:
@@ -117,7 +118,7 @@ def gpu_reset_cmd(gpu, config, node, done, nvidia_smi, timeout):
 def _show(plan, nothing: str, dry_run: bool, notes: bool) -> bool:
     """Print ``plan``'s diff (or ``nothing``); on a dry run also its notes (when ``notes``) and
     say nothing was written. Returns ``dry_run``."""
-    click.echo(plan.diff() or nothing, nl=False)
+    click.echo(plan.diff() or nothing + "\n", nl=False)
     if plan.diff():
         click.echo("")
     if dry_run:
@@ -161,7 +162,9 @@ def _apply(plan, path: Path, installing: bool, dirs=()) -> list[str]:
 @click.option("--snapshot", "snapshots", multiple=True, metavar="NODE=FILE",
               help="Replay a recorded GPU snapshot on NODE instead of live NVML (repeatable).")
 @click.option("--interval", default=300, show_default=True, help="HealthCheckInterval (seconds).")
-@click.option("--timeout", default=60, show_default=True, help="PrologEpilogTimeout (seconds).")
+@click.option("--timeout", default=60, show_default=True,
+              help="PrologEpilogTimeout (seconds) where the site has none (it bounds the site's Prolog/Epilog "
+                   "too); 0 leaves it unset.")
 @click.option("--resume-after", default=DEFAULTS["resume_after"], show_default=True,
               help="Clean health checks before resuming.")
 def install_cmd(slurm_conf, dry_run, chain, configless, replace, site, mode, state_dir, spool_dir, textfile_dir, snapshots,
@@ -177,19 +180,22 @@ def install_cmd(slurm_conf, dry_run, chain, configless, replace, site, mode, sta
         if not eq or not node or not path:
             raise UsageError("--snapshot", f"{item!r}: want NODE=FILE")
         snaps[node] = path
-    profile = None
+    profile, deadline_s = None, 8.0
     if site:  # checked now (a bad profile would be own trouble on every job), written as a path
         from slurmkit.profile import load_profile
 
-        profile = load_profile(site).source
+        loaded = load_profile(site)
+        profile = loaded.source
+        deadline_s = loaded.health.deadline_s
     path = Path(slurm_conf).absolute()
     scontrol = shutil.which("scontrol")
     tree = sconf.load_tree(path)
     text = render(path, gres_conf=path.parent / "gres.conf", profile=profile, mode=mode, state_dir=state_dir,
                   spool_dir=spool_dir, textfile_dir=textfile_dir, resume_after=resume_after,
                   snapshots=snaps, slurm_bin_dir=str(Path(scontrol).parent) if scontrol else None)
-    spec = inst.InstallSpec(python=sys.executable, config=text, interval_s=interval, timeout_s=timeout,
-                            replace=replace, chain=chain, configless=configless)
+    spec = inst.InstallSpec(python=sys.executable, config=text, interval_s=interval, timeout_s=timeout or None,
+                            replace=replace, chain=chain, configless=configless, deadline_s=deadline_s,
+                            resume_after=resume_after)
     plan = inst.plan_install(tree, spec)
     if _show(plan, "nothing to change: the hooks are already installed", dry_run, notes=True):
         return

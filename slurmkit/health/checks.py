@@ -87,21 +87,29 @@ def check_xid(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
 
         return logged_before(x, rec.get("kmsg_seq"), rec.get("at_s")) is True
 
-    counts = Counter((x.xid, x.pci_bus_id, x.origin.startswith("baseline:"), history(x)) for x in state.xids)
+    from slurmkit.health.kmsg import judged_as
+
+    counts = Counter((x.xid, x.pci_bus_id, x.origin.startswith("baseline:"), history(x)) + judged_as(x.xid, x.message)
+                     for x in state.xids)
     out = []
-    for (xid, bus, baseline, old), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2],
-                                                                                kv[0][3])):
-        if xid in cfg.xid_ignore or old:
+    for (xid, bus, baseline, old, judged, sev), n in sorted(
+            counts.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2], kv[0][3], kv[0][4], kv[0][5] or "")):
+        hardware = sev == "fatal" or (sev is None and judged in cfg.xid_fail)
+        if (judged in cfg.xid_ignore and sev != "fatal") or old:
             status = PASS
         elif baseline and not drain_baseline:
             status = WARN
-        elif xid in cfg.xid_fail:
+        elif hardware:
             status = FAIL
         else:
             status = WARN
         g = state.gpu_by_bus_id(bus) if bus else None
         name = cfg.xid_names.get(xid, "")
         msg = f"Xid {xid}" + (f" ({name})" if name else "") + f" x{n}"
+        if judged != xid:
+            msg += f", caused by previous Xid {judged}: judged as Xid {judged}"
+        if sev:
+            msg += f", {sev} (the driver's word)"
         if old and xid not in cfg.xid_ignore:
             msg += ": logged before the GPU's recorded reset (history, not a drain)"
         elif status == PASS:
@@ -110,7 +118,8 @@ def check_xid(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
             msg += ": before slurmkit's first run this boot (baseline, not a drain)"
         elif baseline:
             msg += ": before slurmkit's first run this boot (baseline, judged: baseline_xids = drain)"
-        r = result("xid", status, g, xid, "checks.toml [xid] fail" if status == FAIL else None, msg)
+        r = result("xid", status, g, xid, (None if status != FAIL else "the driver: Fatal" if sev == "fatal"
+                                           else "checks.toml [xid] fail"), msg)
         if g is None and bus:
             r.pci_bus_id = bus
         out.append(r)

@@ -44,9 +44,21 @@ from slurmkit.health.state import Xid, normalise_bus_id
 XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)\):"
                     r"\s*(?P<xid>\d+),?\s*(?P<msg>.*)$")
 _TS_RE = re.compile(r"^\[(?P<ts>[^\]]+)\]\s*")
-OFF_BUS_RE = re.compile(r"NVRM: GPU (?:at )?(?:PCI:)?(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?):?"
+OFF_BUS_RE = re.compile(r"NVRM: (?:The NVIDIA )?GPU (?:at )?(?:PCI:)?"
+                        r"(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?):?"
                         r"\s*(?P<msg>.*fallen off the bus.*)$", re.IGNORECASE)
 OFF_BUS_XID = 79
+#: GSP (the GPU's firmware) stopped answering, logged without an Xid number: judged as Xid 119
+#: (GSP RPC timeout) on the GPU the line names, e.g. ``NVRM: Rate limiting GSP RPC error prints
+#: for GPU at PCI:0000:9b:00 (printing 1 of every 30).  The GPU likely needs to be reset.``
+GSP_RE = re.compile(r"NVRM: (?P<msg>.*\bGSP\b.*(?:timeout|heartbeat|likely needs to be reset).*)$", re.IGNORECASE)
+_BUS_IN_RE = re.compile(r"PCI:(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)")
+GSP_XID = 119
+#: NVLink Xids whose message states the severity (Blackwell, NVIDIA's Xid catalog): ``Fatal``
+#: drains and holds like other hardware Xids, ``Nonfatal`` warns.
+SEVERITY_XIDS = range(144, 151)
+_SEVERITY_RE = re.compile(r"\b(non-?fatal|fatal)\b", re.IGNORECASE)
+_CAUSED_BY_RE = re.compile(r"caused by previous Xid (\d+)")
 BASELINE = "baseline:"
 
 
@@ -70,18 +82,47 @@ def _time_of(ts: str, boot_time_s: float | None) -> float | None:
     return boot_time_s + up if boot_time_s is not None else None
 
 
+def judged_as(xid: int, message: str) -> tuple[int, str | None]:
+    """How an Xid line is judged: ``(Xid number, severity)``. A line the driver marks ``caused
+    by previous Xid N`` (an Xid 45 channel teardown after an NVLink Xid 149) is judged as Xid N;
+    for the NVLink Xids 144-150 the severity the message states (``"fatal"`` / ``"nonfatal"``,
+    None when it states none), else None."""
+    m = _CAUSED_BY_RE.search(message)
+    judged = int(m.group(1)) if m else xid
+    sev = None
+    if judged in SEVERITY_XIDS:
+        s = _SEVERITY_RE.search(message)
+        if s:
+            sev = "nonfatal" if s.group(1).lower().startswith("non") else "fatal"
+    return judged, sev
+
+
 def parse_line(line: str, origin: str = "", lineno: int = 0, boot_time_s: float | None = None) -> Xid | None:
-    """One log line -> Xid, or None when it is not an NVRM Xid line (a "fallen off the bus" line
-    without a number: Xid 79). ``boot_time_s``: the boot's epoch time, to turn a ``[seconds since
-    boot]`` prefix into ``Xid.time_s``."""
+    """One log line (a multi-line message joined first: :func:`join_continuations`) -> Xid, or
+    None when it is not an NVRM Xid line. Lines without a number count as the Xid they are: "fallen
+    off the bus" (either wording) as Xid 79, a GSP timeout / heartbeat / needs-reset line naming a
+    GPU as Xid 119. ``boot_time_s``: the boot's epoch time, to turn a ``[seconds since boot]``
+    prefix into ``Xid.time_s``."""
+    return _parse(line, origin, lineno, boot_time_s)[0]
+
+
+def _parse(line: str, origin: str, lineno: int, boot_time_s: float | None) -> tuple[Xid | None, bool]:
+    """:func:`parse_line` and whether the event was told without an Xid number (derived)."""
+    derived = False
     m = XID_RE.search(line)
     if m:
         xid, bus_text, msg = int(m.group("xid")), m.group("bus"), m.group("msg")
     else:
         off = OFF_BUS_RE.search(line)
-        if not off:
-            return None
-        xid, bus_text, msg = OFF_BUS_XID, off.group("bus"), off.group("msg")
+        gsp = None if off else GSP_RE.search(line)
+        bus_in = _BUS_IN_RE.search(line) if gsp else None
+        if off:
+            xid, bus_text, msg = OFF_BUS_XID, off.group("bus"), off.group("msg")
+        elif bus_in:
+            xid, bus_text, msg = GSP_XID, bus_in.group("bus"), gsp.group("msg")
+        else:
+            return None, False
+        derived = True
     ts = _TS_RE.match(line)
     try:
         bus = normalise_bus_id(bus_text)
@@ -89,18 +130,58 @@ def parse_line(line: str, origin: str = "", lineno: int = 0, boot_time_s: float 
         bus = None
     return Xid(xid=xid, pci_bus_id=bus, message=msg.strip(), origin=origin, line=lineno,
                timestamp=ts.group("ts") if ts else "",
-               time_s=_time_of(ts.group("ts"), boot_time_s) if ts else None)
+               time_s=_time_of(ts.group("ts"), boot_time_s) if ts else None), derived
+
+
+_CONT_RE = re.compile(r"^\s+NVRM:\s?")
+
+
+def join_continuations(lines: list[str]) -> list[tuple[int, str]]:
+    """Kernel-log text lines with each multi-line NVRM message joined into one ``(first line
+    number, text)``, as the driver printed it in one record. ``dmesg`` and ``journalctl -k`` print
+    a record's further lines indented, each starting ``NVRM:`` (NVIDIA/NVSentinel#155:
+    ``[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0`` / ``               NVRM: (PCI ID:
+    10de:26b5) installed in this system has`` / ``... NVRM: fallen off the bus and is not
+    responding to commands.``); syslog files repeat the record's prefix and ``[timestamp]`` on
+    each line, so a line with the same prefix up to ``NVRM:`` as the previous NVRM line, a
+    kernel timestamp included, continues it."""
+    out: list[tuple[int, str]] = []
+    prev_prefix = None
+    for n, line in enumerate(lines, 1):
+        if out and _CONT_RE.match(line) and out[-1][1].find("NVRM:") >= 0:
+            out[-1] = (out[-1][0], out[-1][1].rstrip() + " " + _CONT_RE.sub("", line, count=1).strip())
+            continue
+        at = line.find("NVRM:")
+        prefix = line[:at] if at > 0 else None
+        if prefix is not None and prefix == prev_prefix and _TS_IN_PREFIX.search(prefix) and out:
+            out[-1] = (out[-1][0], out[-1][1].rstrip() + " " + line[at + 5:].strip())
+            continue
+        prev_prefix = prefix
+        out.append((n, line))
+    return out
+
+
+_TS_IN_PREFIX = re.compile(r"\[\s*\d+\.\d{6}\]\s*$")
+
+
+def once(events: list[tuple[Xid, bool]]) -> list[Xid]:
+    """One event counted once: an event told without an Xid number (``derived``: a "fallen off
+    the bus" line, a GSP timeout line) on a GPU for which the same read has the numbered Xid
+    (Xid 79's own twin line, NVIDIA/NVSentinel#195) is dropped."""
+    numbered = {(x.xid, x.pci_bus_id) for x, derived in events if not derived}
+    return [x for x, derived in events if not (derived and (x.xid, x.pci_bus_id) in numbered)]
 
 
 def parse_log(text: str, origin: str = "", boot_time_s: float | None = None) -> list[Xid]:
-    """Every Xid in a saved kernel log (dmesg / journalctl text), in order (``boot_time_s``: as
+    """Every Xid in a saved kernel log (dmesg / journalctl text, multi-line messages joined:
+    :func:`join_continuations`; each event once: :func:`once`), in order (``boot_time_s``: as
     for :func:`parse_line`)."""
-    out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        x = parse_line(line, origin, n, boot_time_s)
+    events = []
+    for n, line in join_continuations(text.splitlines()):
+        x, derived = _parse(line, origin, n, boot_time_s)
         if x is not None:
-            out.append(x)
-    return out
+            events.append((x, derived))
+    return once(events)
 
 
 def logged_before(x: Xid, seq: int | None, at_s: float | None) -> bool | None:
@@ -188,16 +269,19 @@ def read_kmsg(cursor_file: str | os.PathLike | None, device: str | os.PathLike =
     records = kmsg_records(device)
     if records and last >= 0 and records[-1][0] < last:
         last = -1  # sequence restarted (reboot): everything is new
-    out = []
+    events = []
     for seq, usec, msg in records:
         if seq <= last:
             continue
-        x = parse_line(msg, (BASELINE if first_run else "") + str(device), seq)
+        if "\\x0a" in msg:  # a multi-line record: /dev/kmsg escapes its newlines
+            msg = " ".join(part.strip().removeprefix("NVRM:").strip() if i else part.rstrip()
+                           for i, part in enumerate(msg.split("\\x0a")))
+        x, derived = _parse(msg, (BASELINE if first_run else "") + str(device), seq, None)
         if x is not None:
             x.seq = seq
             if usec is not None:
                 x.timestamp, x.time_s = f"{usec / 1e6:.6f}", boot + usec / 1e6
-            out.append(x)
+            events.append((x, derived))
     if cursor_file is not None and records:
         write_cursor(cursor_file, records[-1][0])
-    return out
+    return once(events)

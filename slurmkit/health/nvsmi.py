@@ -144,6 +144,35 @@ _MAP: dict[str, tuple[Callable, tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
+#: Section and key names of ``nvidia-smi -q`` text as the readers above spell them; a capture's
+#: own spelling is mapped onto these case-insensitively (nvidia-smi's versions differ: "Retired
+#: pages" and "Retired Pages", "Gpu" and "GPU").
+_TEXT_NAMES = {n.lower(): n for n in (
+    [part for _, tpaths, _ in _MAP.values() for path in tpaths for part in path.split("/")]
+    + ["ECC Errors", "Volatile", "Aggregate", "GPU Reset Status", "Reset Required", "GPU Recovery Action",
+       "Clocks Event Reasons", "Clocks Throttle Reasons", "HW Slowdown", "GPU T.Limit Temp",
+       "GPU Slowdown T.Limit Temp", "Processes", "Process ID", "Type", "Used GPU Memory", "GPU UUID",
+       "Minor Number"] + list(_CLOCK_BITS_TEXT))}
+#: Fields whose nvidia-smi error text (``Unknown Error``, ``ERR!``) is a fault of the GPU: the
+#: ones the checks judge. Elsewhere (``Addressing Mode``, ``Product Name``, a field a driver
+#: cannot report) the text is a reading nvidia-smi could not make, like ``N/A``: not a fault.
+_JUDGED = ({p.lower() for k, (_, tp, xp) in _MAP.items()
+            if k not in ("name", "serial", "vbios_version", "virtualization_mode") for p in tp + xp}
+           | {"gpu uuid", "uuid", "minor number", "minor_number", "gpu recovery action", "gpu_recovery_action"})
+_JUDGED_PREFIXES = ("ecc errors/", "ecc_errors/", "gpu reset status/", "gpu_reset_status/", "clocks event reasons/",
+                    "clocks throttle reasons/", "clocks_event_reasons/", "clocks_throttle_reasons/", "processes/",
+                    "temperature/", "retired pages/", "retired_pages/", "remapped rows/", "remapped_rows/")
+
+
+def _judged(path: str) -> bool:
+    p = path.lower()
+    return p in _JUDGED or p.startswith(_JUDGED_PREFIXES)
+
+
+def _text_name(name: str) -> str:
+    return _TEXT_NAMES.get(name.lower(), name)
+
+
 class _Fields:
     """A GPU section flattened to ``path -> [(value, line), ...]`` (in file order)."""
 
@@ -182,7 +211,7 @@ def recovery_action_name(text: str) -> str:
 
 
 def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
-    errs = [(path, v.strip()) for path, v, _ in f.items if _error_text(v.strip())]
+    errs = [(path, v.strip()) for path, v, _ in f.items if _error_text(v.strip()) and _judged(path)]
     if errs:  # "" when nvidia-smi printed no error for this GPU
         path, v = errs[0]
         more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""
@@ -381,6 +410,49 @@ _KV = re.compile(r"^(?P<ind>\s*)(?P<key>\S.*?)\s+:(?:\s(?P<val>.*))?$")
 _GPU = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
 
 
+def _lost_gpu(state: NodeState, handle) -> None:
+    """Add the GPU an ``Unable to determine the device handle for GPU <bus>: <error>`` line
+    (``handle``: its :data:`_HANDLE` match) names to ``state``: its ``nvsmi_error`` set,
+    ``handle_rc`` GPU_IS_LOST ("GPU is lost") or UNKNOWN."""
+    g = GpuState(index=len(state.gpus))
+    g.pci_bus_id = normalise_bus_id(handle.group("bus"))
+    err = handle.group("err").strip()
+    g.handle_rc = RC_GPU_IS_LOST if "lost" in err.lower() else RC_UNKNOWN
+    g.put("nvsmi_error", f"Unable to determine the device handle: {err}"[:120], source="nvidia-smi")
+    state.gpus.append(g)
+
+
+#: nvidia-smi's whole-output error lines: printed instead of any GPU section when it finds no
+#: GPU or cannot reach the driver (NVIDIA/nvidia-docker#1553, forum and cluster-docs captures in
+#: tests/health/nvsmi_errors/README.md).
+NO_DEVICES = "No devices were found"
+DRIVER_FAILED = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"
+_DRIVER_HINT = "Make sure that the latest NVIDIA driver is installed and running."
+
+
+def parse_error_output(text: str, file: str = "<text>") -> NodeState | None:
+    """A capture that is only nvidia-smi's own error output, read as a node whose GPUs are lost:
+    ``Unable to determine the device handle for GPU <bus id>: <error>`` lines (one lost GPU
+    each: ``nvsmi_error`` set, ``handle_rc`` GPU_IS_LOST or UNKNOWN, so the ``nvsmi_error``
+    check fails it), ``No devices were found`` or ``NVIDIA-SMI has failed because it couldn't
+    communicate with the NVIDIA driver`` (no GPU visible: ``gpu_count`` 0, which the
+    ``gpu_count`` check fails wherever GPUs are expected: ``--expect-gpus``, gres.conf). None
+    when ``text`` is anything else (then it is not this kind of output)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return None
+    state = NodeState(node="", source=f"nvidia-smi-error:{file}", replay=True)
+    handles = [_HANDLE.match(line) for line in lines]
+    if all(handles):
+        for h in handles:
+            _lost_gpu(state, h)
+        return state
+    if lines == [NO_DEVICES] or (lines[0].startswith(DRIVER_FAILED) and lines[1:] in ([], [_DRIVER_HINT])):
+        state.gpu_count = 0
+        return state
+    return None
+
+
 def parse_text(text: str, file: str = "<text>") -> NodeState:
     """Parse ``nvidia-smi -q`` output (indentation gives the section path). Raises
     CaptureError(file, line) on a line that is neither ``key : value`` nor a section title."""
@@ -397,12 +469,7 @@ def parse_text(text: str, file: str = "<text>") -> NodeState:
         h = _HANDLE.match(line.strip())
         if h:  # nvidia-smi could not open this GPU: it prints this line instead of its section
             cur = None
-            g = GpuState(index=len(state.gpus))
-            g.pci_bus_id = normalise_bus_id(h.group("bus"))
-            err = h.group("err").strip()
-            g.handle_rc = RC_GPU_IS_LOST if "lost" in err.lower() else RC_UNKNOWN
-            g.put("nvsmi_error", f"Unable to determine the device handle: {err}"[:120], source="nvidia-smi")
-            state.gpus.append(g)
+            _lost_gpu(state, h)
             continue
         m = _GPU.match(line)
         if m:
@@ -434,13 +501,13 @@ def parse_text(text: str, file: str = "<text>") -> NodeState:
             sections.pop()
         prefix = "/".join(t for _, t in sections)
         if kv:
-            key = kv.group("key")
+            key = _text_name(kv.group("key"))
             path = f"{prefix}/{key}" if prefix else key
             cur.add(path, (kv.group("val") or "").strip(), n)
             # a key with a value can still own children (e.g. "HW Slowdown : Active")
             sections.append((ind, key))
         elif ":" not in line:
-            sections.append((ind, line.strip()))
+            sections.append((ind, _text_name(line.strip())))
         else:
             raise CaptureError(file, n, f"want 'key : value' or a section title, got {line.strip()[:60]!r}")
     if not state.gpus:

@@ -238,7 +238,12 @@ def load_capture(path: str | os.PathLike, node: str | None = None) -> NodeState:
 
         state = parse_text(text, str(path))
     else:
-        raise CaptureError(str(path), 1, "not a slurmkit snapshot, nvidia-smi -q -x XML or nvidia-smi -q text")
+        from slurmkit.health.nvsmi import parse_error_output
+
+        state = parse_error_output(text, str(path))  # nvidia-smi printed only its error: GPUs lost
+        if state is None:
+            raise CaptureError(str(path), 1, "not a slurmkit snapshot, nvidia-smi -q -x XML or nvidia-smi -q text "
+                               "(nor nvidia-smi's own error output)")
     if node:
         state.node = node
     elif not state.node:

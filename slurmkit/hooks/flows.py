@@ -35,42 +35,87 @@ import time
 
 from slurmkit.hooks import nodestate
 from slurmkit.hooks.config import HookConfig
+from slurmkit.records import field, record
 
 PROLOG, EPILOG, HEALTHCHECK = "prolog", "epilog", "healthcheck"
 NVML_TIMEOUT_REASON = "slurmkit: nvml-timeout"
 
 
+@record
+class Verdict:
+    """What a hook run found and did on the node: ``results`` (CheckResult list of the checks),
+    ``own_errors`` (messages of slurmkit's own trouble), ``drain_reason`` (the reason it drains
+    for, or None), ``drained`` (True once scontrol drained the node), ``resumed`` (the drain
+    reason of a node this run resumed), ``kept`` (another party's current reason this run left
+    alone), ``observed`` (observe mode: action kind -> how many it would have done)."""
+
+    results: list = field(default_factory=list)
+    own_errors: list = field(default_factory=list)
+    drain_reason: str | None = None
+    drained: bool = False
+    resumed: str | None = None
+    kept: str | None = None
+    observed: dict = field(default_factory=dict)
+
+
+@record
+class NodeGpus:
+    """The node's GPUs as gres.conf gives them: ``files`` (one ``File=`` per Slurm GPU index,
+    None for an AutoDetect GPU; None when gres.conf was not read), ``shared`` (gres/shard or MPS
+    on the node: jobs share GPUs by design), ``gpuless`` (no GPUs expected: the GPU checks were
+    skipped), ``job_gpus`` (the job's GPUs mapped to NVML, ``gres.JobGpu`` list, worked out once
+    per run by :meth:`Run.job_gpus`)."""
+
+    files: list | None = None
+    shared: bool = False
+    gpuless: bool = False
+    job_gpus: list | None = None
+
+
+@record
+class Judging:
+    """How the node is judged: ``health`` (the profile's ``[health]`` section,
+    :class:`slurmkit.profile.health.Health`), ``hc`` (the checks' config,
+    :func:`slurmkit.health.config.load_config`), ``policies`` (the clock policies: the node
+    type's resting one and the job's partition's, :func:`slurmkit.profile.cache.load_clock_policies`;
+    all None without a profile), ``profile_unknown`` (the site profile is unreadable and was
+    never read good)."""
+
+    health: object = None
+    hc: object = None
+    policies: dict = field(default_factory=lambda: {"node_type": None, "resting": None, "job": None})
+    profile_unknown: bool = False
+
+
+@record
+class KernelLogScope:
+    """Which part of the kernel log a run reads and whose its Xids are: ``cursor_path`` (the
+    epilog's per-job kernel-log cursor; None: the hook's own), ``job_window`` (the epilog's own
+    job, :class:`slurmkit.hooks.attribution.JobWindow`, its record already taken), ``xid_jobs``
+    (per ``state.xids`` line: the job ids it is attributed to)."""
+
+    cursor_path: str | None = None
+    job_window: object = None
+    xid_jobs: list = field(default_factory=list)
+
+
 class Run:
-    """One hook run: its inputs (``hook``, ``node``, ``env``, ``cfg``, ``log``) and what it found
-    (``results``: CheckResult list, ``own_errors``: messages, ``drained``: reason or None)."""
+    """One hook run: its inputs (``hook``, ``node``, ``env``, ``cfg``, ``log``), the GPU state it
+    read (``state``, None until read) and its named pieces: ``verdict`` (:class:`Verdict`: what it
+    found and did), ``node_gpus`` (:class:`NodeGpus`: gres.conf's view of the node), ``judging``
+    (:class:`Judging`: profile and checks' config), ``kmsg`` (:class:`KernelLogScope`)."""
 
     def __init__(self, hook: str, node: str, env, cfg: HookConfig, log):
         self.hook, self.node, self.env, self.cfg, self.log = hook, node, env, cfg, log
-        self.results: list = []
-        self.own_errors: list[str] = []
-        self.drain_reason: str | None = None
-        self.drained = False
-        self.resumed: str | None = None  # the drain reason of a node this run resumed
-        self.kept: str | None = None     # another party's current reason this run left alone
-        self.observed: dict[str, int] = {}  # observe mode: action kind -> how many it would have done
         self.state = None
-        self.hc = None
-        self.health = None
-        self.gres_files: list[str | None] | None = None
-        self._job_gpus = None
-        self.gpuless = False  # no GPUs expected on the node: the GPU checks were skipped
-        self.gres_shared = False  # gres/shard or MPS on the node: jobs share GPUs by design
-        # the clock policies: the node type's resting one and the job's partition's
-        # (slurmkit.profile.cache.load_clock_policies; all None without a profile)
-        self.policies: dict = {"node_type": None, "resting": None, "job": None}
-        self.profile_unknown = False  # the site profile is unreadable and was never read good
-        self.kmsg_cursor_path: str | None = None  # the epilog's per-job kernel-log cursor (else the hook's)
-        self.job_window = None  # the epilog's own job (attribution.JobWindow), its record already taken
-        self.xid_jobs: list[list[str]] = []  # per state.xids line: the jobs it is attributed to
+        self.verdict = Verdict()
+        self.node_gpus = NodeGpus()
+        self.judging = Judging()
+        self.kmsg = KernelLogScope()
 
     # ---- helpers -----------------------------------------------------------------------------
     def own_error(self, msg: str) -> None:
-        self.own_errors.append(msg)
+        self.verdict.own_errors.append(msg)
         self.log.error(f"slurmkit's own trouble (no drain): {msg}")
 
     @property
@@ -87,11 +132,11 @@ class Run:
         from slurmkit.hooks import gres
 
         path = self.cfg.gres_conf or os.path.join(os.path.dirname(self.cfg.slurm_conf), "gres.conf")
-        try:
-            text = open(path).read() if os.path.exists(path) else ""
-            lines = gres.parse_gres_conf(text, path)
-            self.gres_files = gres.node_gpu_files(lines, self.node, path)
-            self.gres_shared = gres.node_shares_gpus(lines, self.node)
+        try:  # AutoDetect: how many GPUs comes from slurm.conf's Gres= (read only then)
+            lines = gres.load_gres_conf(path)
+            self.node_gpus.files = gres.node_gpu_files(lines, self.node, path,
+                                                       slurm_gres=lambda: gres.slurm_conf_gres(self.slurm_conf, self.node))
+            self.node_gpus.shared = gres.node_shares_gpus(lines, self.node)
         except (OSError, gres.GresError) as exc:
             self.own_error(str(exc))
             return False
@@ -106,35 +151,35 @@ class Run:
             part = self.env.get("SLURM_JOB_PARTITION")
             try:  # cached by file stamps in the state dir; any change reloads through load_profile
                 health, facts = load_for_node(self.cfg.profile, self.cfg.state_dir, self.node)
-                self.policies = load_clock_policies(self.cfg.profile, self.cfg.state_dir, self.node, part)
+                self.judging.policies = load_clock_policies(self.cfg.profile, self.cfg.state_dir, self.node, part)
             except InputError as exc:
                 # a typo in the shared profile must not switch every node's checks off: judge
                 # with the last profile that loaded, else with the defaults (no node type)
                 try:
                     health, facts = load_for_node(self.cfg.profile, self.cfg.state_dir, self.node, last_good=True)
-                    self.policies = load_clock_policies(self.cfg.profile, self.cfg.state_dir, self.node, part,
+                    self.judging.policies = load_clock_policies(self.cfg.profile, self.cfg.state_dir, self.node, part,
                                                         last_good=True)
                     self.own_error(f"{exc}: checking with the last site profile that loaded")
                 except LookupError:
-                    self.profile_unknown = True
+                    self.judging.profile_unknown = True
                     self.own_error(f"{exc}: no earlier good load of it: checking with the defaults "
                                    "(no node type; clocks and power limit left as they are)")
-        rest = self.policies["resting"]
+        rest = self.judging.policies["resting"]
         if rest is not None:  # the node type's resting policy is what its GPUs are expected to show
             pins = {k: getattr(rest, k) for k in ("app_clock_mem_mhz", "app_clock_graphics_mhz", "power_limit_w")
                     if getattr(rest, k) is not None}
             health = replace(health, **pins) if pins else health
-        self.health = health
+        self.judging.health = health
         self.cfg = self.cfg.over_profile(health)  # the hooks config's mode / deadline_s win when set
 
         from slurmkit.health.config import defaults, load_config
 
         defaults(self.cfg.state_dir)  # checks.toml, kept as JSON in the state dir while unchanged
 
-        gpus = len(self.gres_files or [])
+        gpus = len(self.node_gpus.files or [])
         if not gpus:  # a node whose gres.conf lists no GPU expects none, whatever the site-wide value
             health = replace(health, expected_gpu_count=None)
-        self.hc = load_config(health, gpu_count=gpus, checks=self.cfg.checks,
+        self.judging.hc = load_config(health, gpu_count=gpus, checks=self.cfg.checks,
                               nics=facts and facts["nics"], nvswitch=facts and facts["nvswitch"],
                               nvlinks=facts and facts["nvlinks"], node_type=facts and facts["node_type"],
                               no_node_type=self.node if self.cfg.profile and facts is None else None,
@@ -145,7 +190,7 @@ class Run:
             # a job running under its partition's policy: its GPUs show that, not the resting state
             running = running_expect(nodestate.job_records(self.cfg.state_dir, self.node))
             if running:
-                self.hc.expect["gpu_policy"] = running
+                self.judging.hc.expect["gpu_policy"] = running
         return True
 
     def job_minors(self) -> set[int] | None:
@@ -161,18 +206,18 @@ class Run:
             return set()
         out = set()
         for i in idx:
-            if self.gres_files and i < len(self.gres_files) and self.gres_files[i] is None:
+            if self.node_gpus.files and i < len(self.node_gpus.files) and self.node_gpus.files[i] is None:
                 return None
-            if self.gres_files and i < len(self.gres_files):
+            if self.node_gpus.files and i < len(self.node_gpus.files):
                 try:
-                    out.add(gres.device_minor(self.gres_files[i]))
+                    out.add(gres.device_minor(self.node_gpus.files[i]))
                 except OSError as exc:
-                    self.own_error(f"job GPU{i}: {self.gres_files[i]}: {exc.strerror or exc}")
+                    self.own_error(f"job GPU{i}: {self.node_gpus.files[i]}: {exc.strerror or exc}")
         return out
 
     def read(self, before_job: bool, job_minors: set[int] | None = None) -> bool:
         """Read the GPU state and run the checks. Returns False when nothing can be judged (own
-        trouble logged); an NVML hang sets :attr:`drain_reason`. ``before_job`` (the prolog):
+        trouble logged); an NVML hang sets ``verdict.drain_reason``. ``before_job`` (the prolog):
         only the job's GPUs (:meth:`job_gpus`) are judged for leftover processes and memory;
         ``job_minors`` (:meth:`job_minors`) are the ones the read re-samples."""
         from slurmkit.health.checks import CheckStatus, own_trouble, run_checks
@@ -180,25 +225,25 @@ class Run:
         from slurmkit.health.runner import read_state
         from slurmkit.health.source import NvmlTimeout, SourceError
 
-        if not (self.hc.expect.get("expected_gpu_count") or 0):
-            self.gpuless = True   # a CPU-only node: nothing to judge, and not our trouble either
+        if not (self.judging.hc.expect.get("expected_gpu_count") or 0):
+            self.node_gpus.gpuless = True   # a CPU-only node: nothing to judge, and not our trouble either
             self.log.info(f"no GPUs expected on {self.node} (gres.conf lists none): GPU checks skipped")
             return False
         spec = self.source_spec
         cursor = None
         if spec == "live":
-            cursor = self.kmsg_cursor_path or nodestate.kmsg_cursor(self.cfg.state_dir, self.node, self.hook)
+            cursor = self.kmsg.cursor_path or nodestate.kmsg_cursor(self.cfg.state_dir, self.node, self.hook)
         try:
             self.state = read_state(spec, total_deadline_s=self.cfg.deadline_s,
-                                    per_call_deadline_s=min(self.hc.per_call_deadline_s, self.cfg.deadline_s),
-                                    before_job=before_job, thresholds=self.hc.thresholds, node=self.node,
+                                    per_call_deadline_s=min(self.judging.hc.per_call_deadline_s, self.cfg.deadline_s),
+                                    before_job=before_job, thresholds=self.judging.hc.thresholds, node=self.node,
                                     job_minors=job_minors,
                                     kmsg_cursor=cursor, kmsg_device=self.cfg.kmsg_for(self.node),
-                                    fabric=spec_of(self.hc.expect), sysfs=self.cfg.sysfs_for(self.node),
+                                    fabric=spec_of(self.judging.hc.expect), sysfs=self.cfg.sysfs_for(self.node),
                                     counters_file=nodestate.counters_path(self.cfg.state_dir, self.node))
         except NvmlTimeout as exc:
             self.log.error(f"hardware evidence: {exc}")
-            self.drain_reason = NVML_TIMEOUT_REASON
+            self.verdict.drain_reason = NVML_TIMEOUT_REASON
             return False
         except SourceError as exc:
             self.own_error(str(exc))
@@ -208,36 +253,36 @@ class Run:
             from slurmkit.hooks import gpureset
 
             self.state.gpu_resets = gpureset.load(self.cfg.state_dir, self.node, nodestate.boot_id())
-        self.results = run_checks(self.state, self.hc, before_job=before_job, job_gpus=job_gpus)
+        self.verdict.results = run_checks(self.state, self.judging.hc, before_job=before_job, job_gpus=job_gpus)
         if self.state.xids:
             self.attribute_xids()
-        for msg in own_trouble(self.state, self.hc):
+        for msg in own_trouble(self.state, self.judging.hc):
             self.own_error(msg)
-        fails = [r for r in self.results if r.status is CheckStatus.FAIL]
-        for r in self.results:
+        fails = [r for r in self.verdict.results if r.status is CheckStatus.FAIL]
+        for r in self.verdict.results:
             if r.status is not CheckStatus.PASS:
                 self.log.warning(f"{r.status}: {r.line()} (value {r.value}, limit {r.limit}"
                                  + (f", {r.uuid}" if r.uuid else "") + f") {r.message}".rstrip())
         if fails:
-            self.drain_reason = fails[0].reason(more=len(fails) - 1)
+            self.verdict.drain_reason = fails[0].reason(more=len(fails) - 1)
         return True
 
     def attribute_xids(self) -> None:
         """Attribute each Xid line of the state to the jobs whose GPUs and run window contain it
         (:mod:`slurmkit.hooks.attribution`: the prolog records of the node's jobs, and the
-        epilog's own job) into :attr:`xid_jobs`, and log it ("attributed to job 123" / "no
+        epilog's own job) into ``kmsg.xid_jobs``, and log it ("attributed to job 123" / "no
         job")."""
         from slurmkit.hooks import attribution
 
         boot = nodestate.boot_id()
-        windows = [self.job_window] if self.job_window is not None else []
+        windows = [self.kmsg.job_window] if self.kmsg.job_window is not None else []
         for job_id, rec in nodestate.job_records(self.cfg.state_dir, self.node):
             w = attribution.window_of(job_id, rec, boot)
-            if w is not None and (self.job_window is None or w.job_id != self.job_window.job_id):
+            if w is not None and (self.kmsg.job_window is None or w.job_id != self.kmsg.job_window.job_id):
                 windows.append(w)
-        self.xid_jobs = [attribution.attribute(x, windows) for x in self.state.xids]
+        self.kmsg.xid_jobs = [attribution.attribute(x, windows) for x in self.state.xids]
         seen: dict[tuple, int] = {}
-        for x, jobs in zip(self.state.xids, self.xid_jobs):
+        for x, jobs in zip(self.state.xids, self.kmsg.xid_jobs):
             key = (x.xid, x.pci_bus_id, tuple(jobs))
             seen[key] = seen.get(key, 0) + 1
         for (xid, bus, jobs), n in seen.items():
@@ -245,35 +290,35 @@ class Run:
                           + f": attributed to {attribution.describe(list(jobs))}")
 
     def apply_verdict(self) -> None:
-        """Drain for :attr:`drain_reason` (enforce) or log it (observe)."""
-        if not self.drain_reason:
+        """Drain for ``verdict.drain_reason`` (enforce) or log it (observe)."""
+        if not self.verdict.drain_reason:
             return
         if self.cfg.mode == "observe":
-            self.log.warning(f"observe mode: would drain {self.node}: {self.drain_reason}")
+            self.log.warning(f"observe mode: would drain {self.node}: {self.verdict.drain_reason}")
             return
         from slurmkit.hooks.drain import DrainOutcome, drain
         from slurmkit.slurm.commands import SlurmError
 
         try:
-            outcome = drain(self.node, self.drain_reason, self.cfg.scontrol_timeout_s, self.slurm_conf,
+            outcome = drain(self.node, self.verdict.drain_reason, self.cfg.scontrol_timeout_s, self.slurm_conf,
                             self.cfg.slurm_bin_dir)
         except SlurmError as exc:
-            self.own_error(f"could not drain {self.node} ({self.drain_reason}): {exc}")
+            self.own_error(f"could not drain {self.node} ({self.verdict.drain_reason}): {exc}")
             return
         if outcome.outcome is DrainOutcome.DRAINED:
-            self.drained = True
-            self.log.warning(f"drained {self.node}: {self.drain_reason}")
+            self.verdict.drained = True
+            self.log.warning(f"drained {self.node}: {self.verdict.drain_reason}")
             h = nodestate.load_health(self.cfg.state_dir, self.node)
-            h.drained_reason, h.clean_runs, h.drained_boot_id = self.drain_reason, 0, nodestate.boot_id()
+            h.drained_reason, h.clean_runs, h.drained_boot_id = self.verdict.drain_reason, 0, nodestate.boot_id()
             if self.state is not None:  # the GPUs whose hardware XIDs hold the drain until a reset / reboot
                 from slurmkit.hooks import xidhold
 
-                h.xid_holds = xidhold.add(h.xid_holds, self.results, self.state.xids, time.time())
+                h.xid_holds = xidhold.add(h.xid_holds, self.verdict.results, self.state.xids, time.time())
             nodestate.save_health(self.cfg.state_dir, self.node, h)
         else:
-            self.kept = outcome.their_reason
+            self.verdict.kept = outcome.their_reason
             self.log.warning(f"not draining {self.node}: its reason belongs to someone else ({outcome.their_reason}); "
-                             f"slurmkit would have drained with: {self.drain_reason}")
+                             f"slurmkit would have drained with: {self.verdict.drain_reason}")
             h = nodestate.load_health(self.cfg.state_dir, self.node)
             if h.drained_reason:  # the node is theirs now: forget our old drain
                 h.drained_reason, h.clean_runs, h.xid_holds = None, 0, {}
@@ -284,17 +329,17 @@ class Run:
         when unknown (logged)."""
         from slurmkit.hooks import gres
 
-        if self._job_gpus is not None:
-            return self._job_gpus
+        if self.node_gpus.job_gpus is not None:
+            return self.node_gpus.job_gpus
         try:
             idx = gres.parse_job_gpus(self.env.get("SLURM_JOB_GPUS"))
-            if idx and not self.gres_files:
+            if idx and not self.node_gpus.files:
                 raise ValueError("SLURM_JOB_GPUS is set but gres.conf lists no GPU for this node")
-            self._job_gpus = gres.map_job_gpus(idx, self.gres_files or [], self.state)
+            self.node_gpus.job_gpus = gres.map_job_gpus(idx, self.node_gpus.files or [], self.state)
         except ValueError as exc:
             self.own_error(str(exc))
-            self._job_gpus = []
-        return self._job_gpus
+            self.node_gpus.job_gpus = []
+        return self.node_gpus.job_gpus
 
 
 def _energy_of(state, nvml_index):
@@ -310,7 +355,7 @@ def prolog(run: Run) -> int:
         return 0
     ok = run.read(before_job=True, job_minors=run.job_minors())
     run.apply_verdict()
-    if run.drain_reason and run.cfg.mode == "enforce":
+    if run.verdict.drain_reason and run.cfg.mode == "enforce":
         return 1
     if not ok:
         return 0
@@ -324,7 +369,7 @@ def prolog(run: Run) -> int:
     # the job's partition's clock policy, on the job's own GPUs only; what NVML refuses is own
     # trouble (logged, counted) and never fails the prolog: the record says so
     partition = run.env.get("SLURM_JOB_PARTITION")
-    plan, why = clock_policy.plan_job(run.policies["job"], gpus, run.gres_shared)
+    plan, why = clock_policy.plan_job(run.judging.policies["job"], gpus, run.node_gpus.shared)
     accounting = [("enable_accounting", g.nvml_index, None, None) for g in gpus
                   if g.nvml_index is not None and not _gpu(run.state, g.nvml_index).get("accounting_mode", False)]
     outcomes = _act(run, accounting + [spec for _, spec in plan])
@@ -332,7 +377,7 @@ def prolog(run: Run) -> int:
         run.apply_verdict()
         if run.cfg.mode == "enforce":
             return 1
-    policy = clock_policy.job_record(run.policies, partition, plan, outcomes[len(accounting):], why)
+    policy = clock_policy.job_record(run.judging.policies, partition, plan, outcomes[len(accounting):], why)
     if policy.origin != "none":
         run.log.info(f"clock policy {policy.label} ({policy.origin})" + (f": {policy.reason}" if policy.reason else ""))
     if job_id:
@@ -340,7 +385,7 @@ def prolog(run: Run) -> int:
                                       start_energy_mj=_energy_of(run.state, g.nvml_index),
                                       acct_seen=_acct_keys(run.state, g.nvml_index)) for g in gpus]
         try:
-            if not run.gres_shared:  # a job still listed on these GPUs is gone (its epilog never ran)
+            if not run.node_gpus.shared:  # a job still listed on these GPUs is gone (its epilog never ran)
                 for old in nodestate.drop_jobs_on_gpus(run.cfg.state_dir, run.node, job_id, [g.index for g in gpus]):
                     run.log.warning(f"dropped job {old}'s prolog record: its GPUs are job {job_id}'s now")
             seq = None
@@ -398,14 +443,14 @@ def _act(run: Run, specs) -> list[str]:
     run). A refusal is slurmkit's own trouble (logged, counted: never a drain), except a reset
     NVML answers NOT_SUPPORTED / FUNCTION_NOT_FOUND (nothing to reset); the other actions are
     carried out all the same. In observe mode nothing is carried out (outcome ``OBSERVE``): each
-    is logged as "observe mode: would ..." and counted in :attr:`Run.observed` (no process kill,
+    is logged as "observe mode: would ..." and counted in ``run.verdict.observed`` (no process kill,
     no clock, power-limit or accounting-mode change)."""
     if not specs:
         return []
     if run.cfg.mode == "observe":
         for kind, gi, pid, pw in specs:
             run.log.info(f"observe mode: would {_describe(kind, gi, pid, pw)}")
-            run.observed[kind] = run.observed.get(kind, 0) + 1
+            run.verdict.observed[kind] = run.verdict.observed.get(kind, 0) + 1
         return ["OBSERVE"] * len(specs)
     from slurmkit.health.runner import apply_actions
     from slurmkit.health.source import Action, NvmlTimeout, SourceError
@@ -415,10 +460,10 @@ def _act(run: Run, specs) -> list[str]:
                       clocks_mhz=list(v) if kind in clocks else None) for kind, gi, pid, v in specs]
     try:
         results = apply_actions(actions, run.source_spec, total_deadline_s=run.cfg.deadline_s,
-                                per_call_deadline_s=min(run.hc.per_call_deadline_s, run.cfg.deadline_s))
+                                per_call_deadline_s=min(run.judging.hc.per_call_deadline_s, run.cfg.deadline_s))
     except NvmlTimeout as exc:
         run.log.error(f"hardware evidence: {exc}")
-        run.drain_reason = run.drain_reason or NVML_TIMEOUT_REASON
+        run.verdict.drain_reason = run.verdict.drain_reason or NVML_TIMEOUT_REASON
         return ["TIMEOUT"] * len(specs)
     except SourceError as exc:
         run.own_error(str(exc))
@@ -478,7 +523,7 @@ def epilog(run: Run) -> int:
     except ValueError as exc:  # a hand-edited or damaged prolog record: the policy is unknown
         run.own_error(f"job {job_id}'s prolog record: {exc}")
         ran_under = None
-    job_policy = run.policies["job"]
+    job_policy = run.judging.policies["job"]
     reset_mem_locked = bool((ran_under.requested if ran_under else {}).get("locked_mem_clocks_mhz")
                             or (job_policy is not None and job_policy.locked_mem_clocks_mhz))
     min_uid = uid_min()
@@ -495,12 +540,12 @@ def epilog(run: Run) -> int:
                 run.log.info(f"leaving {v.why} (GPU{g.index})")
         # back to the resting policy, never NVML's defaults over a site's value (nor when the
         # site's values cannot be known: an unreadable profile never seen good)
-        if not run.profile_unknown:
-            actions += clock_policy.restore_specs(g.nvml_index, gs, run.hc.expect, run.policies["resting"],
+        if not run.judging.profile_unknown:
+            actions += clock_policy.restore_specs(g.nvml_index, gs, run.judging.hc.expect, run.judging.policies["resting"],
                                                   reset_mem_locked)
     _act(run, actions)
     run.apply_verdict()
-    if job_id and not run.gpuless:  # a job on a CPU-only node has no GPU energy to record
+    if job_id and not run.node_gpus.gpuless:  # a job on a CPU-only node has no GPU energy to record
         by_index = {r.index: r for r in started.gpus} if started else {}
         rows = []
         for g in gpus:
@@ -510,14 +555,14 @@ def epilog(run: Run) -> int:
                                         end_energy_mj=_energy_of(run.state, g.nvml_index)))
         reason = None
         if not ok:
-            reason = "GPU state unreadable at epilog" + (" (NVML timed out)" if run.drain_reason else "")
+            reason = "GPU state unreadable at epilog" + (" (NVML timed out)" if run.verdict.drain_reason else "")
         elif started is None:
             reason = "no prolog record for this job on this node (prolog did not run or failed)"
         from slurmkit.health.checks import CheckStatus
 
         job_nvml = {g.nvml_index for g in gpus}
         events = []
-        for r in run.results:
+        for r in run.verdict.results:
             if r.status is CheckStatus.PASS or not (r.gpu_index is None or r.gpu_index in job_nvml) or r.check not in (
                     "xid", "ecc_volatile_uncorrectable", "ecc_aggregate_uncorrectable", "ecc_sram_correctable",
                     "retired_pages_pending", "row_remap_pending", "row_remap_uncorrectable", "row_remap_failure"):
@@ -541,7 +586,7 @@ def epilog(run: Run) -> int:
             run.own_error(f"energy spool {run.cfg.spool_dir}: {exc}")
         except OSError as exc:
             run.own_error(f"energy spool {run.cfg.spool_dir}: {exc.strerror or exc}")
-    if run.drain_reason and run.cfg.mode == "enforce" and not run.drained and run.kept is None:
+    if run.verdict.drain_reason and run.cfg.mode == "enforce" and not run.verdict.drained and run.verdict.kept is None:
         return 1  # the evidence could not be recorded by a drain: Slurm's "Epilog error" drain does
     return 0      # (a node someone else drained stays theirs: exit 0, no new reason)
 
@@ -556,7 +601,7 @@ def _job_kmsg_window(run: Run, job_id, started, end_s: float) -> str | None:
     from slurmkit.hooks import attribution
 
     boot = nodestate.boot_id()
-    run.job_window = attribution.window_of(str(job_id), started, boot, end_s)
+    run.kmsg.job_window = attribution.window_of(str(job_id), started, boot, end_s)
     if run.source_spec != "live" or started.kmsg_seq is None or started.boot_id != boot:
         return None
     from slurmkit.health.kmsg import write_cursor
@@ -567,7 +612,7 @@ def _job_kmsg_window(run: Run, job_id, started, end_s: float) -> str | None:
     except OSError as exc:
         run.own_error(f"kernel-log cursor {path}: {exc.strerror or exc}")
         return None
-    run.kmsg_cursor_path = path
+    run.kmsg.cursor_path = path
     return path
 
 
@@ -594,7 +639,7 @@ def _xid_event_job(run: Run, r, job_id: str) -> tuple[bool, str | None]:
     None)`` when its lines are another job's or no job's (the log says whose)."""
     if not r.pci_bus_id:
         return True, None
-    mine = any(job_id in jobs for x, jobs in zip(run.state.xids, run.xid_jobs)
+    mine = any(job_id in jobs for x, jobs in zip(run.state.xids, run.kmsg.xid_jobs)
                if x.xid == r.value and x.pci_bus_id == r.pci_bus_id)
     return (True, job_id) if mine else (False, None)
 
@@ -644,8 +689,8 @@ def healthcheck(run: Run) -> int:
         run.log.warning(f"dropped job {old}'s prolog record: past its end time, its epilog never ran")
     ok = run.read(before_job=False)
     run.apply_verdict()
-    if run.drain_reason:
-        if run.cfg.mode == "enforce" and not run.drained:
+    if run.verdict.drain_reason:
+        if run.cfg.mode == "enforce" and not run.verdict.drained:
             h = nodestate.load_health(run.cfg.state_dir, run.node)
             if h.drained_reason:
                 h.clean_runs = 0
@@ -684,8 +729,8 @@ def healthcheck(run: Run) -> int:
         from slurmkit.hooks.gate import resume_gate
 
         if not resume_gate(run):  # the active check (dcgmi diag) must pass first
-            if not run.drained:
-                if not run.drain_reason:  # no new evidence: the earlier reason stands
+            if not run.verdict.drained:
+                if not run.verdict.drain_reason:  # no new evidence: the earlier reason stands
                     run.log.info(f"{run.node} stays drained for the earlier reason: {h.drained_reason}")
                 nodestate.save_health(run.cfg.state_dir, run.node, h)
             return 0
@@ -699,7 +744,7 @@ def healthcheck(run: Run) -> int:
             nodestate.save_health(run.cfg.state_dir, run.node, h)
             return 0
         run.log.warning(f"{outcome} {run.node} after {h.clean_runs} clean health checks")
-        run.resumed = h.drained_reason
+        run.verdict.resumed = h.drained_reason
         h.drained_reason, h.clean_runs, h.xid_holds = None, 0, {}
     nodestate.save_health(run.cfg.state_dir, run.node, h)
     return 0
@@ -739,7 +784,7 @@ def _xid_holds_remain(run: Run, h) -> bool:
     run.log.info(f"{run.node} stays drained until it reboots, the GPU is reset (slurmkit hooks gpu-reset) "
                  f"or an admin resumes it: {still}")
     if set(xidhold.from_reason(h.drained_reason)) & set(released):  # the reason named a GPU that was reset
-        run.drain_reason = next(iter(remaining.values()))["reason"]
+        run.verdict.drain_reason = next(iter(remaining.values()))["reason"]
         run.apply_verdict()
     return True
 

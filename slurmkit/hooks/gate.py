@@ -34,7 +34,7 @@ def _diag(run):
 
     from slurmkit.hooks import nodestate
 
-    health = run.health
+    health = run.judging.health
     pidfile = None
     try:
         d = nodestate.node_dir(run.cfg.state_dir, run.node)
@@ -45,7 +45,7 @@ def _diag(run):
     reps = [dcgm_diag(health.dcgm_diag_level, health.active_timeout_s, dcgmi=run.cfg.dcgmi,
                       capture=run.cfg.dcgm_capture_for(run.node), pidfile=pidfile)]
     if health.nccl_busbw_min_gbps is not None and reps[0].status != "fail":
-        gpus = run.hc.expect.get("expected_gpu_count") or len(run.gres_files or []) or 1
+        gpus = run.judging.hc.expect.get("expected_gpu_count") or len(run.node_gpus.files or []) or 1
         reps.append(nccl_allreduce(float(health.nccl_busbw_min_gbps), int(gpus), health.active_timeout_s,
                                    exe=run.cfg.all_reduce_perf, capture=run.cfg.nccl_capture_for(run.node)))
         for r in reps:
@@ -84,7 +84,7 @@ def idle_check(run, now: float | None = None) -> None:
     import os
     import time
 
-    health = run.health
+    health = run.judging.health
     if not health.active_check or not health.active_interval_s:
         return  # most health checks end here: the active check's module is imported only when one is due
     from slurmkit.health.active import ERROR, SKIP
@@ -117,7 +117,7 @@ def idle_check(run, now: float | None = None) -> None:
         run.own_error(f"active check: {rep.message}")
     elif rep.status == "fail":
         run.log.error(f"active check failed on an idle node ({rep.source}): {rep.message}")
-        run.drain_reason = rep.reason()
+        run.verdict.drain_reason = rep.reason()
         run.apply_verdict()
     else:
         run.log.info(f"active check {rep.status} on an idle node ({rep.source}): {rep.message}")
@@ -126,10 +126,10 @@ def idle_check(run, now: float | None = None) -> None:
 def resume_gate(run) -> bool:
     """True when ``run``'s node may be resumed (see the module docstring). ``run`` is a
     :class:`slurmkit.hooks.flows.Run` after :meth:`~slurmkit.hooks.flows.Run.setup`; a fail sets
-    ``run.drain_reason`` and drains through :meth:`~slurmkit.hooks.flows.Run.apply_verdict`."""
+    ``run.verdict.drain_reason`` and drains through :meth:`~slurmkit.hooks.flows.Run.apply_verdict`."""
     from slurmkit.health.active import ERROR, SKIP
 
-    if not run.health.active_check:
+    if not run.judging.health.active_check:
         run.log.info("active check off ([health] active_check = false): resuming on clean runs alone")
         return True
     busy = node_busy(run)
@@ -146,7 +146,7 @@ def resume_gate(run) -> bool:
         return False
     if rep.status == "fail":
         run.log.error(f"active check failed ({rep.source}): {rep.message}")
-        run.drain_reason = rep.reason()
+        run.verdict.drain_reason = rep.reason()
         run.apply_verdict()
         return False
     if rep.status == "warn":

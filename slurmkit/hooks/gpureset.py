@@ -136,6 +136,23 @@ def resolve(gpu: str, state=None) -> tuple[str, str | None]:
     return g.pci_bus_id, g.uuid
 
 
+def check_present(bus: str, state=None, sysfs_root: str = "/") -> None:
+    """Refuse a PCI bus id the node does not have: with a recorded ``state`` (a replayed
+    snapshot) the bus id must be one of its GPUs'; live, the PCI device must exist
+    (``<sysfs_root>/sys/bus/pci/devices/<bus id>``, there even when NVML cannot list a GPU that
+    fell off the bus, as long as the kernel still has the device). Raises ValueError naming the
+    GPUs the node has."""
+    if state is not None:
+        if any(g.pci_bus_id == bus for g in state.gpus):
+            return
+        known = ", ".join(f"{g.index} {g.pci_bus_id}" for g in state.gpus) or "none read"
+        raise ValueError(f"no GPU at PCI {bus} on this node (GPUs: {known})")
+    devices = os.path.join(sysfs_root, "sys", "bus", "pci", "devices")
+    if not os.path.exists(os.path.join(devices, bus)):
+        raise ValueError(f"no PCI device {bus} on this node ({devices}/{bus} does not exist); "
+                         "give the bus id the drain reason or the Xid line names")
+
+
 def nvsmi_bus_id(bus_id: str) -> str:
     """``0000:3b:00.0`` -> ``00000000:3B:00.0``, the form ``nvidia-smi -i`` prints and takes."""
     domain, rest = bus_id.split(":", 1)

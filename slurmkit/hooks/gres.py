@@ -7,10 +7,19 @@ the prolog / epilog environment holds those positions. The device file's minor n
 find the NVML GPU and its PCI bus id and UUID. Index, minor and NVML order are never assumed
 equal (the sandbox makes all three differ).
 
-A gres.conf written for ``AutoDetect=nvml`` names no files (``Name=gpu Type=h100 Count=8``):
-Slurm then numbers the GPUs NVML finds in the order of their device files ``/dev/nvidia<minor>``,
-so Slurm's index ``k`` among those lines is the GPU with the ``k``-th smallest NVML minor number;
-such an entry is None in :func:`node_gpu_files` and mapped through NVML by :func:`map_job_gpus`.
+With ``AutoDetect=nvml`` (or ``nvidia``) slurmd finds the GPUs itself and numbers them in the order
+of their device files: it sorts the GPUs found by the number at the end of ``File``
+(``/dev/nvidia<minor>``; src/plugins/gres/gpu/gres_gpu.c ``_sort_gpu_by_file``), so Slurm's index
+``k`` among the autodetected GPUs is the GPU with the ``k``-th smallest NVML minor number; such an
+entry is None in :func:`node_gpu_files` and mapped through NVML by :func:`map_job_gpus`. How many
+to expect: a line's ``Count=``, else the node's ``Gres=gpu[:type]:N`` in slurm.conf
+(:func:`slurm_conf_gres`, the count slurmctld holds the node to), for a gres.conf that says only
+``AutoDetect=nvml`` as for ``Name=gpu Type=h100`` without a count. A gres.conf slurmd itself
+refuses (two ``Name=gpu`` records for one node and type with AutoDetect: ``fatal: gres.conf
+duplicate records for gpu``) is refused with that reason.
+
+gres.conf is read with Slurm's own syntax (:mod:`slurmkit.slurm.syntax`: quotes, ``\\#``,
+continuation lines, ``Include``, comments as slurmd reads them).
 
 Pure parsing (:func:`parse_gres_conf`, :func:`node_gpu_files`); :func:`device_minor` and
 :func:`map_job_gpus` touch the device files (stat only).
@@ -37,39 +46,136 @@ class GresLine:
     fields: dict
 
 
-def parse_gres_conf(text: str, path="gres.conf") -> list[GresLine]:
-    """Every ``Key=Value ...`` line of a gres.conf (comments and blank lines skipped).
+def _lines(entries) -> list[GresLine]:
+    return [GresLine(no, {k.lower(): v for k, v in pairs}) for _, no, pairs in entries]
 
-    Raises :class:`GresError` naming the line for a token that is not ``Key=Value``.
-    """
+
+def parse_gres_conf(text: str, path="gres.conf") -> list[GresLine]:
+    """Every ``Key=Value ...`` line of a gres.conf text (comments, blank lines skipped; no
+    ``Include`` followed: :func:`load_gres_conf` does). Raises :class:`GresError` naming the line
+    for one slurmd would not read."""
+    from slurmkit.slurm.syntax import ConfError, logical_lines, parse_logical
+
     out = []
-    for no, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        fields = {}
-        for tok in line.split():
-            key, eq, value = tok.partition("=")
-            if not eq or not key:
-                raise GresError(path, no, f"expected Key=Value, found {tok!r}")
-            fields[key.lower()] = value
-        out.append(GresLine(no, fields))
+    for start, _, logical in logical_lines(text.splitlines()):
+        try:
+            pairs, include, _ = parse_logical(logical, path, start + 1)
+        except ConfError as exc:
+            raise GresError(path, start + 1, exc.message) from None
+        if include:
+            raise GresError(path, start + 1, "Include in a gres.conf text read without its file: use load_gres_conf")
+        if pairs:
+            out.append(GresLine(start + 1, {k.lower(): v for k, v in pairs}))
     return out
 
 
-def node_gpu_files(lines: list[GresLine], node: str, path="gres.conf") -> list[str | None] | None:
+def load_gres_conf(path) -> list[GresLine]:
+    """Every line of the gres.conf at ``path`` and of the files it ``Include``s; a missing file
+    is an empty gres.conf (no GPUs configured). Raises :class:`GresError` (file and line) for a
+    line slurmd would not read or a missing included file."""
+    from slurmkit.slurm.syntax import ConfError, read_file
+
+    if not os.path.exists(path):
+        return []
+    try:
+        return _lines(read_file(path))
+    except ConfError as exc:
+        raise GresError(exc.file, exc.line, exc.message) from None
+
+
+AUTODETECT_GPU = ("nvml", "nvidia")
+
+
+def autodetect(lines: list[GresLine], node: str) -> str | None:
+    """The ``AutoDetect=`` that applies to ``node`` (lower case; the last global line or line
+    naming the node), None when none does. ``off`` is returned as is."""
+    from slurmkit.hostlist import BadHostlist, expand_hostlist
+
+    found = None
+    for gl in lines:
+        value = gl.fields.get("autodetect")
+        if value is None:
+            continue
+        try:
+            if "nodename" in gl.fields and node not in expand_hostlist(gl.fields["nodename"]):
+                continue
+        except BadHostlist:
+            continue
+        found = value.lower()
+    return found
+
+
+def slurm_conf_gres(slurm_conf, node: str) -> list[tuple[str | None, int]] | None:
+    """The GPUs slurm.conf gives ``node`` (``NodeName=... Gres=gpu:h100:4,gpu:a100:2``; a
+    ``NodeName=DEFAULT`` line's Gres applies to the lines after it): ``[(type or None, count)]``;
+    None when no NodeName line names the node. Raises :class:`GresError` for a file or ``Gres=``
+    that cannot be read."""
+    from slurmkit.hostlist import BadHostlist, expand_hostlist
+    from slurmkit.slurm.syntax import ConfError, read_file
+
+    try:
+        entries = read_file(slurm_conf)
+    except ConfError as exc:
+        raise GresError(exc.file, exc.line, exc.message) from None
+    default, found = None, None
+    for file, no, pairs in entries:
+        fields = {k.lower(): v for k, v in pairs}
+        name = fields.get("nodename")
+        if name is None:
+            continue
+        if name.upper() == "DEFAULT":
+            default = fields.get("gres", default)
+            continue
+        try:
+            if node not in expand_hostlist(name):
+                continue
+        except BadHostlist as exc:
+            raise GresError(file, no, f"bad NodeName hostlist {name!r}: {exc}") from None
+        spec = fields.get("gres", default) or ""
+        found = []
+        for item in spec.split(","):
+            parts = item.split("(", 1)[0].split(":")
+            if not parts[0] or parts[0].lower() != "gpu":
+                continue
+            count = parts[-1] if len(parts) > 1 and parts[-1].isdigit() else "1"
+            gtype = parts[1] if len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()) else None
+            found.append((gtype, int(count)))
+    return found
+
+
+def node_gpu_files(lines: list[GresLine], node: str, path="gres.conf",
+                   slurm_gres=None) -> list[str | None] | None:
     """Device files of the GPUs of ``node``, in Slurm's index order (index = position); None
-    entries: GPUs of a line without ``File=`` (``AutoDetect=nvml``: ``Count=`` of them, default
-    1), matched through NVML.
+    entries: GPUs slurmd autodetects (``AutoDetect=nvml|nvidia``, or a line without ``File=``),
+    matched through NVML.
 
     Lines with ``NodeName=`` apply to the nodes their hostlist names, others to every node;
-    only ``Name=gpu`` lines count. Returns None when no line gives this node GPUs (a CPU-only
-    node); raises :class:`GresError` for a bad hostlist, ``File=`` range or ``Count=``.
+    only ``Name=gpu`` lines count. How many autodetected GPUs: a line's ``Count=``; else, with
+    AutoDetect, the node's slurm.conf ``Gres=`` (``slurm_gres()``: :func:`slurm_conf_gres`'s
+    list, called only when needed), of the line's ``Type=`` when it has one; a line without
+    either is one GPU. Returns None when nothing gives this node GPUs (a CPU-only node).
+
+    Raises :class:`GresError` for a bad hostlist, ``File=`` range or ``Count=``, for two
+    ``Name=gpu`` records of one type for the node with AutoDetect (slurmd: ``fatal: gres.conf
+    duplicate records for gpu``), and for an AutoDetect node whose GPU count nothing gives.
     """
     from slurmkit.hostlist import BadHostlist, expand_hostlist
 
-    files: list[str] = []
+    auto = autodetect(lines, node) in AUTODETECT_GPU
+    files: list[str | None] = []
     found = False
+    seen_types: dict = {}
+    known = None
+
+    def conf_gres(line: int | None):
+        nonlocal known
+        if known is None:
+            known = slurm_gres() if slurm_gres is not None else None
+            if known is None:
+                raise GresError(path, line, f"AutoDetect: how many GPUs {node} has comes from its Gres= in "
+                                f"slurm.conf, which names no such node: GPU checks cannot run")
+        return known
+
     for gl in lines:
         f = gl.fields
         if f.get("name", "").lower() != "gpu":
@@ -82,7 +188,17 @@ def node_gpu_files(lines: list[GresLine], node: str, path="gres.conf") -> list[s
                 raise GresError(path, gl.lineno, f"bad NodeName hostlist {f['nodename']!r}: {exc}") from None
         found = True
         if "file" not in f:  # AutoDetect: Slurm finds the files through NVML
-            count = f.get("count", "1")
+            gtype = (f.get("type") or "").lower() or None
+            if auto and gtype in seen_types:
+                raise GresError(path, gl.lineno, f"a second Name=gpu{' Type=' + gtype if gtype else ''} record for "
+                                f"{node} (first on line {seen_types[gtype]}) with AutoDetect: slurmd refuses this "
+                                "file ('fatal: gres.conf duplicate records for gpu')")
+            seen_types[gtype] = gl.lineno
+            count = f.get("count")
+            if count is None and auto:
+                have = conf_gres(gl.lineno)
+                count = str(sum(n for t, n in have if gtype is None or (t or "").lower() == gtype))
+            count = count or "1"
             if not count.isdigit():
                 raise GresError(path, gl.lineno, f"Count={count!r}: want a whole number of GPUs")
             files.extend([None] * int(count))
@@ -91,6 +207,9 @@ def node_gpu_files(lines: list[GresLine], node: str, path="gres.conf") -> list[s
             files.extend(expand_hostlist(f["file"]))
         except BadHostlist as exc:
             raise GresError(path, gl.lineno, f"bad File= range {f['file']!r}: {exc}") from None
+    if not found and auto and slurm_gres is not None:  # gres.conf says only AutoDetect: slurm.conf says how many
+        n = sum(c for _, c in conf_gres(None))
+        return [None] * n if n else None  # a node slurm.conf gives no gpu: CPU-only
     return files if found else None
 
 

@@ -2,11 +2,20 @@
 
 Rules:
 
-- a site's existing ``Prolog=X`` / ``Epilog=X`` becomes a glob ``<dir>/prolog.d/*`` holding a link
-  ``90-site`` -> X (the site script keeps running, first) and our shim ``10-slurmkit``; an existing
-  glob ``D/*`` is kept and our shim is added to ``D``. slurmd runs a glob's scripts in *reverse*
-  alphabetical order (seen in the sandbox with Slurm 22.05, and as slurm.conf(5) of later
-  releases documents), hence the names;
+- ``Prolog`` / ``Epilog`` by the site's layout (:func:`_plan_hook`), never creating a cycle and
+  keeping every site script running in its order; each install says what slurmd will run, in
+  which order (:func:`slurmd_order`: slurmd runs a glob's matches in *reverse* sorted order, stops
+  at the first failure; src/plugins/prep/script/prep_script_slurmd.c):
+  * a single script ``X`` becomes a glob ``<conf dir>/prolog.d/*`` holding a link ``90-site`` -> X
+    (runs first) and our shim ``10-slurmkit`` (``slurmkit-prolog.d`` when ``prolog.d`` already
+    holds the site's files: a glob over it would start running them);
+  * a script that runs a directory itself (``run-parts DIR``, DeepOps' ``run-parts.sh DIR``, a
+    ``for f in DIR/*.sh`` loop) is left as it is and our shim goes *into that directory*
+    (``99-slurmkit``, last in its ascending order; ``99-slurmkit.sh`` for ``*.sh``): a glob over
+    the directory with a link to the script would run the script that runs the directory;
+  * a glob ``D/*`` or ``D/*.sh`` is kept and our shim added to ``D`` under a name the pattern
+    matches and that sorts before the site's files (so it runs last), never a link to a pattern;
+    a pattern install cannot match (``D/[0-9]*``, a wildcard in the directory) is refused;
 - ``PrologFlags`` gains ``Alloc`` (the prolog runs at allocation, so a failing node is seen before
   the job starts; ``Contain`` and other flags are kept); ``SchedulerParameters`` gains
   ``nohold_on_prolog_fail`` (a job whose prolog failed is requeued, not held);
@@ -71,18 +80,21 @@ class NewFile:
 class Plan:
     """What an install or uninstall will do: ``texts`` {path: (old text, new text)} for
     slurm.conf-syntax files, ``new_files`` (:class:`NewFile`), ``remove_files`` (paths),
-    ``restore`` {path: backup path} (byte-for-byte restores), ``notes`` (lines for the admin)."""
+    ``restore`` {path: backup path} (byte-for-byte restores), ``keep`` {path: new name} (files
+    install created that an admin edited since: moved aside, not deleted), ``notes`` (lines for
+    the admin)."""
 
     texts: dict = field(default_factory=dict)
     new_files: list = field(default_factory=list)
     remove_files: list = field(default_factory=list)
     restore: dict = field(default_factory=dict)
+    keep: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
         return bool(any(o != n for o, n in self.texts.values()) or self.new_files or self.remove_files
-                    or self.restore)
+                    or self.restore or self.keep)
 
     def diff(self) -> str:
         """A unified diff of every slurm.conf-syntax change (restores shown as whole-file diffs)."""
@@ -97,6 +109,8 @@ class Plan:
             out.append(f"create {f.path}" + (f" -> {f.link}" if f.link else "") + "\n")
         for p in self.remove_files:
             out.append(f"remove {p}\n")
+        for p, new in self.keep.items():
+            out.append(f"keep {p} (edited since install) as {new}\n")
         return "".join(out)
 
 
@@ -104,7 +118,9 @@ class Plan:
 class InstallSpec:
     """Inputs of an install: ``python`` (absolute interpreter the shims run with), ``config`` (the
     hooks config TOML text to write), ``interval_s`` (HealthCheckInterval, seconds),
-    ``timeout_s`` (PrologEpilogTimeout, seconds), ``replace`` (take over a foreign
+    ``timeout_s`` (PrologEpilogTimeout, seconds; None: leave it as the site has it),
+    ``deadline_s`` / ``scontrol_timeout_s`` / ``resume_after`` (the hooks' NVML deadline, scontrol
+    deadline and clean runs before a resume, for the warnings of :func:`schedule_warnings`), ``replace`` (take over a foreign
     HealthCheckProgram / HealthCheckInterval / PrologEpilogTimeout; a timeout is only ever
     raised), ``chain`` (keep a foreign HealthCheckProgram such as NHC and run it first, then
     slurmkit's), ``configless`` (go ahead on a configless cluster: the admin copies the files
@@ -113,7 +129,10 @@ class InstallSpec:
     python: str = sys.executable
     config: str = ""
     interval_s: int = DEFAULT_INTERVAL_S
-    timeout_s: int = DEFAULT_TIMEOUT_S
+    timeout_s: int | None = DEFAULT_TIMEOUT_S
+    deadline_s: float = 8.0
+    scontrol_timeout_s: float = 5.0
+    resume_after: int = 3
     replace: bool = False
     chain: bool = False
     configless: bool = False
@@ -200,11 +219,213 @@ def _original(entry: sconf.Entry) -> str | None:
     return None
 
 
-def _glob_dir(value: str) -> Path | None:
+GLOB_CHARS = "*?["
+RUN_PARTS_LAST = "99-slurmkit"  # run-parts runs a directory in ascending C order: ours runs last
+
+
+def slurmd_order(paths) -> list[str]:
+    """The order slurmd runs the files a ``Prolog=`` / ``Epilog=`` glob matches: ``paths`` (the
+    matches) sorted as glob(3) sorts them (C locale: byte order), then *reversed*, because
+    slurmd's ``_script_list_create`` (src/plugins/prep/script/prep_script_slurmd.c, 22.05 and
+    later) ``list_push``es each match onto the front of its list. slurmd runs them one after
+    another with the job's environment (no PATH) and stops at the first that fails; that
+    script's status is the prolog's."""
+    return sorted(paths, key=lambda p: os.fsencode(str(p)), reverse=True)
+
+
+def _glob_parts(value: str) -> tuple[Path, str] | None:
+    """``(directory, name pattern)`` of a glob ``Prolog=`` value; None for a plain path.
+    Raises ValueError for a wildcard in the directory part."""
     v = value.strip('"')
-    if v.endswith("/*"):
-        return Path(v[:-2])
+    if not any(c in v for c in GLOB_CHARS):
+        return None
+    d, base = os.path.split(v)
+    if any(c in d for c in GLOB_CHARS):
+        raise ValueError("a wildcard in the directory part")
+    return Path(d), base
+
+
+def _name_for(pattern: str, stem: str) -> str | None:
+    """A shim name made of ``stem`` that the name pattern ``pattern`` matches (``*`` ->
+    ``stem``, ``*.sh`` -> ``stem.sh``, ``pre-*`` -> ``pre-stem``); None when the pattern has
+    other wildcards."""
+    import fnmatch
+
+    if pattern.count("*") != 1 or any(c in pattern for c in "?["):
+        return None
+    name = pattern.replace("*", stem)
+    return name if fnmatch.fnmatchcase(name, pattern) else None
+
+
+def _runs_directory(script_text: str) -> tuple[str, str, str] | None:
+    """Whether a site's prolog script runs a directory's scripts itself: ``(directory, runner,
+    name pattern)`` where runner is ``run-parts`` (``run-parts DIR``, DeepOps'
+    ``shared/bin/run-parts.sh DIR``) or ``loop`` (``for f in DIR/*``); None when it runs none.
+    Lines are read as the shell reads them, comments dropped; ``$VAR`` paths are not resolved."""
+    import re
+
+    for line in script_text.splitlines():
+        line = line.split(" #", 1)[0].strip()
+        if line.startswith("#"):
+            continue
+        m = re.search(r"run-parts(?:\.sh)?[\"']?(?:\s+--?[\w=-]+)*\s+[\"']?(/[^\s\"';|&)]+)", line)
+        if m:
+            return m.group(1).rstrip("/"), "run-parts", "*"
+        m = re.search(r"\bfor\s+\w+\s+in\s+[\"']?(/[^\s\"';*]+)/[\"']?([^\s\"';/]*\*[^\s\"';/]*)", line)
+        if m:
+            return m.group(1).rstrip("/"), "loop", m.group(2)
     return None
+
+
+def _own_dir(conf_dir: Path, kind: str) -> Path:
+    """The directory slurmkit's ``Prolog=<dir>/*`` glob uses: ``<conf dir>/<kind>.d`` unless it
+    already holds files of the site's (a glob over it would start running them), then
+    ``<conf dir>/slurmkit-<kind>.d``."""
+    for d in (conf_dir / f"{kind}.d", conf_dir / f"slurmkit-{kind}.d"):
+        try:
+            if set(os.listdir(d)) <= {SITE_LINK, OUR_SHIM}:
+                return d
+        except FileNotFoundError:
+            return d
+    raise InstallError(conf_dir, None, f"{conf_dir}/{kind}.d and slurmkit-{kind}.d both hold the site's files; "
+                       "empty one of them or set the site's Prolog/Epilog to a glob over its directory")
+
+
+def _order_note(key: str, value: str, order: list) -> str:
+    steps = "; ".join(f"{i}. {p}" for i, p in enumerate(order, 1))
+    return f"{key}={value}: slurmd will run, in this order, stopping at the first that fails: {steps}"
+
+
+def _plan_hook(plan, ed, key: str, kind: str, conf_dir: Path, shim: str) -> None:
+    """Add slurmkit's ``kind`` shim to the site's ``key`` (Prolog / Epilog) layout; see the
+    module docstring. Appends to ``plan`` (files, notes) and edits through ``ed``."""
+    found = ed.get(key)
+    value = found[1].get(key).strip('"') if found else None
+    where = (found[0].path, found[1].lineno) if found else (conf_dir, None)
+    try:
+        glob_parts = _glob_parts(value) if value else None
+    except ValueError as exc:
+        raise InstallError(*where, f"{key}={value}: {exc}: slurmd expands it with glob(3), but install "
+                           f"cannot place slurmkit's {kind} in it; use DIR/* or a single script") from None
+    if glob_parts is not None:  # the site's glob is kept: our shim becomes one more match
+        gdir, pattern = glob_parts
+        import glob as _glob
+
+        matches = [m for m in _glob.glob(str(gdir / pattern)) if os.path.basename(m) != OUR_SHIM]
+        name = None
+        for stem in ("10-slurmkit", "00-slurmkit"):  # slurmd runs the lowest name last: ours after the site's
+            cand = _name_for(pattern, stem)
+            if cand and all(os.fsencode(cand) < os.fsencode(os.path.basename(m)) for m in matches):
+                name = cand
+                break
+        name = name or _name_for(pattern, "00-slurmkit")
+        matches = [m for m in matches if os.path.basename(m) != name]
+        if name is None:
+            raise InstallError(*where, f"{key}={value}: install cannot name a file this pattern matches; "
+                               f"use DIR/* or DIR/*.sh, or add {shim} there yourself")
+        if not gdir.is_dir():
+            raise InstallError(*where, f"{key}={value}: {gdir} is not a directory here")
+        plan.new_files.append(NewFile(gdir / name, text=shim))
+        plan.notes.append(_order_note(key, value, slurmd_order(matches + [str(gdir / name)])))
+        return
+    if value and not os.path.isabs(value):
+        raise InstallError(*where, f"{key}={value} is not an absolute path")
+    text = None
+    if value:
+        try:
+            with open(value) as fh:
+                text = fh.read(1 << 20)
+        except UnicodeDecodeError:
+            text = ""  # a binary (NHC's compiled helper, a site's C program): runs no directory we can see
+        except OSError:
+            text = None
+    runs = _runs_directory(text) if text else None
+    if runs is not None:  # the site's script runs a directory itself: slurmkit goes into it, Prolog= is kept
+        d, runner, pattern = runs
+        name = _name_for(pattern, RUN_PARTS_LAST)
+        if name is None or not os.path.isdir(d):
+            raise InstallError(*where, f"{key}={value} runs the scripts of {d}/{pattern} ({runner}); install cannot "
+                               f"add slurmkit's {kind} there (not a directory here, or a pattern it cannot match): "
+                               f"add {shim} to {d} yourself, or point {key} at a glob")
+        entries = sorted({os.path.join(d, e) for e in os.listdir(d)} | {os.path.join(d, name)}, key=os.fsencode)
+        plan.new_files.append(NewFile(Path(d) / name, text=shim))
+        plan.notes.append(f"{key}={value} runs {d} itself ({runner}, ascending name order): slurmkit's {kind} is added "
+                          f"there as {name}, last, and {key} is left as it is (a {key}={d}/* glob with a link "
+                          f"to {value} would run the script that runs the directory that holds it: an endless "
+                          f"{kind}). Its exit status reaches slurmd only through {value}: it must pass a failing "
+                          "part's status on")
+        plan.notes.append(_order_note(key, value, [value] + [f"{value} -> {p}" for p in entries]))
+        return
+    gdir = _own_dir(conf_dir, kind)
+    if value:
+        if text is None:
+            plan.notes.append(f"{value} cannot be read here: it is kept as {gdir / SITE_LINK}; check that it "
+                              f"does not run {gdir} itself")
+        plan.new_files.append(NewFile(gdir / SITE_LINK, link=value))
+        plan.notes.append(f"the site's {key} {value} keeps running first as {gdir / SITE_LINK}")
+    ed.set(key, f"{gdir}/*", found)
+    plan.new_files.append(NewFile(gdir / OUR_SHIM, text=shim))
+    order = slurmd_order([str(gdir / OUR_SHIM)] + ([str(gdir / SITE_LINK)] if value else []))
+    plan.notes.append(_order_note(key, f"{gdir}/*", [p + (f" -> {value}" if p.endswith(SITE_LINK) else "")
+                                                     for p in order]))
+
+
+STALE_ALERT_S = 900  # contrib/prometheus/slurmkit.rules.yml SlurmkitHooksStale: no health check for 15 min
+
+
+def hooks_need_s(deadline_s: float, scontrol_timeout_s: float) -> float:
+    """Seconds a prolog / epilog may take at worst (s): the NVML deadline, two scontrol calls
+    (show the node, drain it) and 2 s for the interpreter to start."""
+    return deadline_s + 2 * scontrol_timeout_s + 2
+
+
+SITE_SCRIPTS = ("Prolog", "Epilog", "PrologSlurmctld", "EpilogSlurmctld")
+
+
+def _timeout_added_note(site_scripts: dict, want: int) -> str:
+    bounded = [f"{k}={v}" for k, v in site_scripts.items() if v]
+    return (f"PrologEpilogTimeout={want} added (the site had none): it bounds every prolog and epilog, "
+            + (f"the site's own too ({', '.join(bounded)}); " if bounded else "")
+            + "one that runs past it is killed and Slurm drains the node (slurm.conf(5)). "
+            "'--timeout 0' leaves it unset")
+
+
+def schedule_warnings(get, spec: InstallSpec) -> list[str]:
+    """Warnings on the settings that decide whether slurmkit's verdicts reach Slurm, for the
+    effective values ``get(key)`` (:func:`slurmkit.slurm.conf.find_effective` over the tree after
+    install's edits): a PrologEpilogTimeout shorter than :func:`hooks_need_s` (an NVML hang then
+    shows as Slurm's own prolog-timeout drain, not ``slurmkit: nvml-timeout``); a
+    HealthCheckNodeState that never checks a drained idle node (never resumed); a
+    HealthCheckInterval past the stale-hook alert (:data:`STALE_ALERT_S`) or making a resume
+    slow. Pure: one line per warning, each starting with ``warning:``."""
+    out = []
+    need = hooks_need_s(spec.deadline_s, spec.scontrol_timeout_s)
+    found = get("PrologEpilogTimeout")
+    cur = found[1].get("PrologEpilogTimeout") if found else None
+    if cur and cur.isdigit() and int(cur) < need:
+        out.append(f"warning: PrologEpilogTimeout={cur} ({found[0].path}:{found[1].lineno}) is shorter than the hooks "
+                   f"may take ({need:g} s: {spec.deadline_s:g} s NVML deadline, 2 x {spec.scontrol_timeout_s:g} s "
+                   "scontrol, 2 s start): an NVML hang shows as Slurm's own prolog timeout drain, not "
+                   "'slurmkit: nvml-timeout'; --replace raises it")
+    found = get("HealthCheckNodeState")
+    states = {s.strip().upper() for s in (found[1].get("HealthCheckNodeState") if found else "ANY").split(",")}
+    states = (states - {"CYCLE"}) or {"ANY"}  # CYCLE alone only spreads the runs over the interval
+    if not states & {"ANY", "IDLE"}:
+        out.append(f"warning: HealthCheckNodeState={found[1].get('HealthCheckNodeState')} ({found[0].path}:"
+                   f"{found[1].lineno}) never runs the health check on a drained idle node, so slurmkit never "
+                   "resumes one it drained: add IDLE (or use ANY)")
+    found = get("HealthCheckInterval")
+    cur = found[1].get("HealthCheckInterval") if found else None
+    if cur and cur.isdigit() and int(cur) > 0:
+        iv = int(cur)
+        if iv > STALE_ALERT_S:
+            out.append(f"warning: HealthCheckInterval={iv} ({found[0].path}:{found[1].lineno}) is longer than the "
+                       f"stale-hook alert's {STALE_ALERT_S} s: SlurmkitHooksStale fires on every node; raise its "
+                       "threshold in slurmkit.rules.yml or lower the interval")
+        if iv * spec.resume_after > 3600:
+            out.append(f"warning: HealthCheckInterval={iv} x resume_after={spec.resume_after}: a node slurmkit "
+                       f"drained is resumed {iv * spec.resume_after / 3600:g} h after it is healthy again")
+    return out
 
 
 def plan_install(tree: list, spec: InstallSpec) -> Plan:
@@ -216,7 +437,6 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
     cfg_path = conf_dir / CONFIG
     ed = _Editor(tree)
     plan = Plan()
-    existing_files = set()
     found = ed.get("SlurmctldParameters")
     if found and "enable_configless" in found[1].get("SlurmctldParameters").lower():
         if not spec.configless:
@@ -229,26 +449,18 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
         plan.notes.append("configless: copy these to every node, same paths, before 'scontrol reconfigure': "
                           f"{conf_dir}/prolog.d/, {conf_dir}/epilog.d/, {conf_dir / HEALTHCHECK_SHIM}, {cfg_path}")
 
+    site_scripts = {k: found[1].get(k) for k in SITE_SCRIPTS if (found := ed.get(k)) and not _is_ours(*found)}
     for key, kind in (("Prolog", "prolog"), ("Epilog", "epilog")):
-        found = ed.get(key)
-        value = found[1].get(key) if found else None
-        gdir = _glob_dir(value) if value else None
-        if gdir is None:
-            gdir = conf_dir / f"{kind}.d"
-            if value:
-                if not os.path.isabs(value):
-                    raise InstallError(found[0].path, found[1].lineno, f"{key}={value} is not an absolute path")
-                plan.new_files.append(NewFile(gdir / SITE_LINK, link=value))
-                plan.notes.append(f"the site's {key} {value} keeps running first as {gdir / SITE_LINK}")
-            ed.set(key, f"{gdir}/*", found)
-        elif (gdir / OUR_SHIM).exists():
-            existing_files.add(gdir / OUR_SHIM)
-        plan.new_files.append(NewFile(gdir / OUR_SHIM, text=shim_text(kind, spec.python, cfg_path)))
+        _plan_hook(plan, ed, key, kind, conf_dir, shim_text(kind, spec.python, cfg_path))
 
     found = ed.get("PrologFlags")
     flags = [f for f in (found[1].get("PrologFlags") if found else "").split(",") if f]
     if "alloc" not in {f.lower() for f in flags}:
         ed.set("PrologFlags", ",".join(flags + ["Alloc"]), found)
+    if "serial" in {f.lower() for f in flags}:
+        plan.notes.append(f"PrologFlags={','.join(flags)} keeps Serial: the node's prologs and epilogs run one at "
+                          f"a time, so slurmkit's run (up to {hooks_need_s(spec.deadline_s, spec.scontrol_timeout_s):g} "
+                          "s) adds to each job's start")
 
     found = ed.get("SchedulerParameters")
     params = [p for p in (found[1].get("SchedulerParameters") if found else "").split(",") if p]
@@ -279,6 +491,8 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
     for key, want in (("HealthCheckInterval", spec.interval_s), ("PrologEpilogTimeout", spec.timeout_s)):
         found = ed.get(key)
         cur = found[1].get(key) if found else None
+        if want is None:  # --timeout 0: leave it as the site has it
+            continue
         if cur == str(want):
             continue
         if found and key == "PrologEpilogTimeout" and not _is_ours(*found) and cur and cur.isdigit() \
@@ -288,9 +502,12 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
             continue
         if not found or _is_ours(*found) or spec.replace:
             ed.set(key, str(want), found)
+            if key == "PrologEpilogTimeout" and not found:
+                plan.notes.append(_timeout_added_note(site_scripts, want))
         else:
             plan.notes.append(f"kept the site's {key}={cur} ({found[0].path}:{found[1].lineno}); "
                               f"--replace sets {want}")
+    plan.notes.extend(schedule_warnings(ed.get, spec))
 
     if spec.config and not cfg_path.exists():
         plan.new_files.append(NewFile(cfg_path, text=spec.config, mode=0o644))
@@ -310,10 +527,13 @@ def _same(f: NewFile) -> bool:
         return False
 
 
-def plan_uninstall(tree: list, manifest: dict | None) -> Plan:
+def plan_uninstall(tree: list, manifest: dict | None, now: _dt.datetime | None = None) -> Plan:
     """Plan undoing an install: files whose SHA-256 still equals what install wrote are restored
     from their backup byte for byte; in others every marked line is put back as it was (or removed
-    when added). Files install created are removed. Pure."""
+    when added). Files install created are removed, but the hooks config an admin edited since
+    (its SHA-256 differs from the manifest's) is kept as ``<file>.slurmkit-edited-<UTC>``
+    (``now``, default the current time). Pure but for reading the created config."""
+    stamp = (now or _dt.datetime.now(_dt.timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
     plan = Plan()
     manifest = manifest or {}
     written = manifest.get("written", {})
@@ -333,9 +553,20 @@ def plan_uninstall(tree: list, manifest: dict | None) -> Plan:
             else:
                 conf.replace(entry, was)
         plan.texts[conf.path] = (old, conf.text())
+    shas = manifest.get("created_sha256", {})
     for p in manifest.get("created", []):
-        if os.path.lexists(p):
-            plan.remove_files.append(Path(p))
+        if not os.path.lexists(p):
+            continue
+        if os.path.basename(p) == CONFIG and not os.path.islink(p):
+            try:
+                edited = _sha(Path(p).read_text()) != shas.get(p)  # no record (older install): kept too
+            except (OSError, UnicodeDecodeError):
+                edited = True
+            if edited:
+                plan.keep[Path(p)] = Path(f"{p}.slurmkit-edited-{stamp}")
+                plan.notes.append(f"{p} was edited since install: kept as {plan.keep[Path(p)]}")
+                continue
+        plan.remove_files.append(Path(p))
     if any(o != n for o, n in plan.texts.values()) or plan.restore:
         plan.notes.append("run 'scontrol reconfigure' for Slurm to pick up the change")
     return plan
@@ -394,13 +625,20 @@ def apply(plan: Plan, slurm_conf: Path, installing: bool, now: _dt.datetime | No
             os.symlink(f.link, f.path)
         else:
             atomic_write(f.path, f.text, f.mode)
+            manifest.setdefault("created_sha256", {})[str(f.path)] = _sha(f.text)
         if str(f.path) not in manifest["created"]:
             manifest["created"].append(str(f.path))
+    for p, new in plan.keep.items():
+        os.rename(p, new)
+        if str(p) in manifest["created"]:
+            manifest["created"].remove(str(p))
+        manifest.get("created_sha256", {}).pop(str(p), None)
     for p in plan.remove_files:
         if os.path.lexists(p):
             os.unlink(p)
         if str(p) in manifest["created"]:
             manifest["created"].remove(str(p))
+        manifest.get("created_sha256", {}).pop(str(p), None)
     if not installing:
         for d in list(manifest.get("created_dirs", [])):
             try:

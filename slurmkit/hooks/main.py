@@ -36,11 +36,13 @@ def main(hook: str, config_path: str | None = None, env=None) -> int:
         path = config_path or env.get("SLURMKIT_HOOKS_CONFIG")
         if not path:
             log.error("slurmkit's own trouble (no drain): no hooks config (run 'slurmkit hooks install')")
+            write_config_trouble(hook, node, None, time.monotonic() - t0, log)
             return 0
         try:
             cfg = load(path)
         except HookConfigError as exc:
             log.error(f"slurmkit's own trouble (no drain): {exc}")
+            write_config_trouble(hook, node, path, time.monotonic() - t0, log)
             return 0
     except Exception as exc:  # a bug or a broken install: never block jobs for it
         log.error(f"slurmkit's own trouble (no drain): internal error: {type(exc).__name__}: {exc}")
@@ -59,7 +61,7 @@ def main(hook: str, config_path: str | None = None, env=None) -> int:
     code = 1 if code == 1 else 0
     duration = time.monotonic() - t0
     total = 0
-    if run.own_errors:
+    if run.verdict.own_errors:
         from slurmkit.hooks.nodestate import count_own_error
 
         total = count_own_error(cfg.state_dir, node, hook)
@@ -77,8 +79,58 @@ def main(hook: str, config_path: str | None = None, env=None) -> int:
     except Exception as exc:  # a bug in the metrics must not fail the job either
         log.error(f"slurmkit's own trouble (no drain): textfile: internal error: {type(exc).__name__}: {exc}")
     log.info(f"{hook} done in {duration:.3f} s, exit {code}"
-             + (f", drain reason: {run.drain_reason}" if run.drain_reason else ""))
+             + (f", drain reason: {run.verdict.drain_reason}" if run.verdict.drain_reason else ""))
     return code
+
+
+def config_dirs(path: str | None) -> tuple[str, str]:
+    """``(state_dir, textfile_dir)`` for a run whose hooks config cannot be loaded: the values
+    the file gives on lines of their own (``textfile_dir = "..."``) where it can be read, else
+    :data:`slurmkit.hooks.config.DEFAULTS`'."""
+    from slurmkit.hooks.config import DEFAULTS
+
+    dirs = {"state_dir": DEFAULTS["state_dir"], "textfile_dir": DEFAULTS["textfile_dir"]}
+    try:
+        with open(path) as fh:  # type: ignore[arg-type]
+            lines = fh.read(1 << 20).splitlines()
+    except (OSError, TypeError, UnicodeDecodeError):
+        lines = []
+    for line in lines:
+        line = line.strip()
+        if line.startswith("["):
+            break  # top-level keys only
+        key, eq, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if eq and key in dirs and value.startswith('"') and '"' in value[1:]:
+            dirs[key] = value[1:value.index('"', 1)]
+    return dirs["state_dir"], dirs["textfile_dir"]
+
+
+def write_config_trouble(hook: str, node: str, path: str | None, duration_s: float, log) -> None:
+    """A run that could not load its hooks config still counts its own trouble and writes
+    ``slurmkit_<node>_<hook>.prom`` (exit code 0, ``slurmkit_hook_own_errors_total``, duration,
+    last run time), so ``SlurmkitHookOwnTrouble`` fires on the first run instead of the nodes
+    going dark; directories from :func:`config_dirs`. Logs (never raises) when it cannot."""
+    from slurmkit.hooks import textfile
+    from slurmkit.hooks.nodestate import count_own_error
+
+    state_dir, textfile_dir = config_dirs(path)
+    base = {"node": node, "hook": hook}
+    families = [
+        ("slurmkit_hook_duration_seconds", "gauge", "Wall time of the last hook run in seconds.",
+         [(base, round(duration_s, 6))]),
+        ("slurmkit_hook_last_run_timestamp_seconds", "gauge", "Unix time of the last hook run.",
+         [(base, round(time.time(), 3))]),
+        ("slurmkit_hook_exit_code", "gauge", "Exit status of the last hook run (0 or 1).", [(base, 0)]),
+        ("slurmkit_hook_own_errors_total", "counter",
+         "Hook runs that hit slurmkit's own trouble (logged, never a drain).",
+         [(base, max(1, count_own_error(state_dir, node, hook)))]),
+    ]
+    try:
+        os.makedirs(textfile_dir, exist_ok=True)
+        textfile.write(os.path.join(textfile_dir, f"slurmkit_{node}_{hook}.prom"), textfile.render(families))
+    except OSError as exc:
+        log.error(f"slurmkit's own trouble (no drain): textfile {textfile_dir}: {exc.strerror or exc}")
 
 
 def textfile_path(cfg, node: str, hook: str) -> str:
@@ -95,7 +147,7 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
     base = {"node": node, "hook": hook}
     from slurmkit.hooks.metrics import check_samples
 
-    checks = check_samples(base, run.results, nvml_timeout=run.drain_reason == "slurmkit: nvml-timeout")
+    checks = check_samples(base, run.verdict.results, nvml_timeout=run.verdict.drain_reason == "slurmkit: nvml-timeout")
     families = [
         ("slurmkit_health_check_status", "gauge",
          "Worst result of the last run per check and GPU: 0 pass, 1 warn, 2 fail.", checks),
@@ -110,7 +162,7 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
          [(base, float(run.cfg.deadline_s if run.cfg.deadline_s is not None else Health.deadline_s))]),
         ("slurmkit_hook_observed_actions", "gauge",
          "Observe mode: actions the last hook run would have carried out (kill, clocks, power, accounting).",
-         [({**base, "action": kind}, n) for kind, n in sorted(getattr(run, "observed", {}).items())]),
+         [({**base, "action": kind}, n) for kind, n in sorted(run.verdict.observed.items())]),
     ]
     os.makedirs(run.cfg.textfile_dir, exist_ok=True)
     path = textfile_path(run.cfg, node, hook)

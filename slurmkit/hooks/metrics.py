@@ -165,18 +165,18 @@ def count_run(counters: dict, run, drained_reason: str | None = None, now: float
         counters["drain_open"] = drained_reason
     else:
         counters["drain_open"] = None
-    if run.drain_reason and not run.drained and not drained_reason:
-        key = _would_be(run.drain_reason)
+    if run.verdict.drain_reason and not run.verdict.drained and not drained_reason:
+        key = _would_be(run.verdict.drain_reason)
         if counters.get("observed_open") != key:
-            bump("observed_drains", check_of(run.drain_reason))
+            bump("observed_drains", check_of(run.verdict.drain_reason))
         counters["observed_open"] = key
-    elif not run.drain_reason and run.state is not None:
+    elif not run.verdict.drain_reason and run.state is not None:
         counters["observed_open"] = None   # judged and healthy: a later failure counts again
-    resumed = getattr(run, "resumed", None)
+    resumed = run.verdict.resumed
     if resumed:
         bump("resumes", check_of(resumed))
     state = run.state
-    for r in run.results:
+    for r in run.verdict.results:
         if r.check != "xid":
             continue
         n = 1
@@ -346,16 +346,16 @@ def _write_node_files(run) -> list[str]:
         save_counters(cfg.state_dir, node, counters)
         jobs = running_jobs(cfg.state_dir, node)
     except OSError:
-        drained, jobs = (run.drain_reason if run.drained else None), []
+        drained, jobs = (run.verdict.drain_reason if run.verdict.drained else None), []
         counters = count_run({**{k: {} for k in _KINDS}, "drain_open": None, "observed_open": None}, run, drained)
     os.makedirs(cfg.textfile_dir, exist_ok=True)
     paths = []
     # GPU readings first: a scrape between the two renames then sees a job's info series only
     # with the readings taken at its prolog (and the epilog's readings before it goes)
     if run.state is not None:
-        expected = None if run.gres_files is None else len(run.gres_files)
+        expected = None if run.node_gpus.files is None else len(run.node_gpus.files)
         paths.append(os.path.join(os.fspath(cfg.textfile_dir), GPUS_FILE.format(node=node)))
-        textfile.write(paths[-1], textfile.render(gpu_families(node, run.state, run.results, expected)))
+        textfile.write(paths[-1], textfile.render(gpu_families(node, run.state, run.verdict.results, expected)))
     paths.append(os.path.join(os.fspath(cfg.textfile_dir), NODE_FILE.format(node=node)))
     textfile.write(paths[-1], textfile.render(node_families(node, drained, counters, jobs)))
     return paths

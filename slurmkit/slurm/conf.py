@@ -5,7 +5,8 @@ ending); edits replace, insert or delete whole lines, so a file written back unc
 identical to the one read. ``Include`` lines are recorded (:attr:`ConfFile.includes`) and
 followed by :func:`load_tree`, the one function here that reads files.
 
-What is understood (Slurm's ``slurm.conf(5)`` syntax):
+What is understood (Slurm's ``slurm.conf(5)`` syntax, tokenized by :mod:`slurmkit.slurm.syntax`, the
+one reader gres.conf goes through too):
 
 - ``#`` starts a comment anywhere on a line unless escaped as ``\\#``;
 - a line is blank, a comment, ``Include PATH`` (``include`` in any case; ``PATH`` relative to the
@@ -20,23 +21,18 @@ understand.
 
 from __future__ import annotations
 
-from slurmkit.errors import InputError
-
-import glob
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slurmkit.slurm import syntax
+from slurmkit.slurm.syntax import ConfError, logical_lines, parse_logical
+
+__all__ = ["ConfError", "Entry", "ConfFile", "parse", "include_paths", "load_tree", "find_effective",
+           "SECTION_KEYS"]
+
 #: Keys that open a node / partition / nodeset definition: global keys go before the first one.
 SECTION_KEYS = ("nodename", "partitionname", "nodeset", "downnodes", "frontendname", "switchname")
-
-_PAIR = re.compile(r'\s*([A-Za-z][A-Za-z0-9_]*)=("(?:[^"\\]|\\.)*"|(?:[^\s"\\]|\\.)*)')
-
-
-class ConfError(InputError):
-    """A slurm.conf line that cannot be parsed. ``file`` (str), ``line`` (1-based int), ``message``."""
-
 
 @dataclass
 class Entry:
@@ -65,49 +61,6 @@ class Entry:
     @property
     def first_key(self) -> str | None:
         return self.pairs[0][0].lower() if self.pairs else None
-
-
-def _split_comment(text: str) -> tuple[str, str]:
-    """``(content, comment)``: the comment is what follows the first unescaped ``#``."""
-    i = 0
-    in_quote = False
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == '"':
-            in_quote = not in_quote
-        elif c == "#" and not in_quote:
-            return text[:i], text[i + 1:]
-        i += 1
-    return text, ""
-
-
-def _parse_content(content: str, file, lineno: int) -> tuple[list, str | None]:
-    stripped = content.strip()
-    if not stripped:
-        return [], None
-    m = re.match(r"include\s+(\S.*)$", stripped, re.IGNORECASE)
-    if m and "=" not in stripped.split(None, 1)[0]:
-        return [], m.group(1).strip()
-    pairs = []
-    pos = 0
-    while pos < len(content):
-        if not content[pos:].strip():
-            break
-        m = _PAIR.match(content, pos)
-        if not m:
-            rest = content[pos:].strip()
-            raise ConfError(file, lineno, f"expected Key=Value or 'Include PATH', found {rest[:40]!r}")
-        value = m.group(2)
-        if value.startswith('"'):
-            value = value[1:-1]
-        pairs.append((m.group(1), value))
-        pos = m.end()
-        if pos < len(content) and not content[pos].isspace():
-            raise ConfError(file, lineno, f"unexpected {content[pos:pos + 20]!r} after {m.group(1)}=")
-    return pairs, None
 
 
 @dataclass
@@ -186,19 +139,9 @@ class ConfFile:
 
 def _entries(lines: list, path) -> list:
     entries = []
-    i = 0
-    while i < len(lines):
-        start = i
-        logical = lines[i]
-        while logical.endswith("\\") and not logical.endswith("\\\\") and i + 1 < len(lines):
-            i += 1
-            logical = logical[:-1] + " " + lines[i]
-        content, comment = _split_comment(logical)
-        if content.replace('\\"', "").count('"') % 2:
-            raise ConfError(path, start + 1, "unterminated double quote")
-        pairs, include = _parse_content(content, path, start + 1)
-        entries.append(Entry(start, i - start + 1, pairs, include, comment))
-        i += 1
+    for start, count, logical in logical_lines(lines):
+        pairs, include, comment = parse_logical(logical, path, start + 1)
+        entries.append(Entry(start, count, pairs, include, comment))
     return entries
 
 
@@ -217,14 +160,8 @@ def parse(text: str, path="slurm.conf") -> ConfFile:
 
 
 def include_paths(conf: ConfFile, raw: str) -> list[Path]:
-    """Files an ``Include`` names: relative to the including file's directory; glob patterns
-    expanded in sorted order."""
-    p = Path(raw.strip('"'))
-    if not p.is_absolute():
-        p = conf.path.parent / p
-    if any(c in str(p) for c in "*?["):
-        return [Path(x) for x in sorted(glob.glob(str(p)))]
-    return [p]
+    """Files an ``Include`` names (:func:`slurmkit.slurm.syntax.include_paths`) as Paths."""
+    return [Path(p) for p in syntax.include_paths(str(conf.path), raw)]
 
 
 def load_tree(path) -> list[ConfFile]:

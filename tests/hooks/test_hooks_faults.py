@@ -201,6 +201,24 @@ def test_unreadable_hooks_config_and_bad_toml(node):
     assert r.returncode == 0 and "No such file" in r.stderr
 
 
+def test_a_hooks_config_typo_is_counted_on_the_first_run(node, healthy):
+    """A typo in the shared hooks config lets jobs run, and every run counts it in the textfile
+    the config names (SlurmkitHookOwnTrouble fires on the first run, not after the stale alert)."""
+    path, _ = healthy
+    node.write_config({"n1": path})
+    node.cfg_path.write_text(node.cfg_path.read_text().replace('mode = "enforce"', 'mode = "enforse"'))
+    for want in (1, 2):
+        r = node.run(node.prolog)
+        assert r.returncode == 0 and "mode: want enforce or observe" in r.stderr
+        assert node.metric("n1", "prolog", "slurmkit_hook_own_errors_total") == want
+        assert node.metric("n1", "prolog", "slurmkit_hook_exit_code") == 0
+    # not TOML at all: the folders are still read from their own lines
+    node.cfg_path.write_text(f'state_dir = "{node.state_dir}"\ntextfile_dir = "{node.textfile_dir}"\nthis is not toml\n')
+    r = node.run(node.prolog)
+    assert r.returncode == 0 and "Traceback" not in r.stderr
+    assert node.metric("n1", "prolog", "slurmkit_hook_own_errors_total") == 3
+
+
 def test_bad_gres_conf_is_own_trouble(node, healthy):
     path, _ = healthy
     node.write_config({"n1": path})

@@ -246,7 +246,7 @@ def test_profile_health_reaches_the_hooks_and_health_check_alike(node, healthy, 
     run = flows.Run("prolog", "n1", {}, hconfig.load(node.cfg_path), HookLog("prolog", "n1", None))
     assert run.setup()
     assert (run.cfg.mode, run.cfg.deadline_s) == ("observe", 2.5)
-    assert run.hc.t("retired_pages_fail") == 7 and run.hc.expect["expected_gpu_count"] == 9
+    assert run.judging.hc.t("retired_pages_fail") == 7 and run.judging.hc.expect["expected_gpu_count"] == 9
 
     res = CliRunner().invoke(cli_main, ["--json", "health", "check", "--from", str(path), "--site", str(site)])
     rep = json.loads(res.output)

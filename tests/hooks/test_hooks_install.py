@@ -256,3 +256,63 @@ def test_configless_cluster_is_refused_with_what_to_do(tmp_path):
     assert "slurm.conf:3" in msg and "configless" in msg and "every node" in msg and "--configless" in msg
     plan = _install(path, configless=True)
     assert any("copy these to every node" in n for n in plan.notes)
+
+
+def test_uninstall_keeps_an_admin_edited_hooks_config(tmp_path):
+    path = _site(tmp_path)
+    cfg = path.parent / inst.CONFIG
+    _install(path)
+    original = cfg.read_text()
+    cfg.write_text(original + "resume_after = 5  # admin's edit\n")
+    plan = _uninstall(path)
+    kept = [p for p in os.listdir(path.parent) if p.startswith(inst.CONFIG + ".slurmkit-edited-")]
+    assert not cfg.exists() and len(kept) == 1
+    assert (path.parent / kept[0]).read_text() == original + "resume_after = 5  # admin's edit\n"
+    assert any("was edited since install: kept as" in n for n in plan.notes)
+    assert path.read_text() == NHC_SITE and not inst.manifest_path(path).exists()
+    _install(path)  # unedited: removed, as before
+    _uninstall(path)
+    assert not cfg.exists() and len([p for p in os.listdir(path.parent) if ".slurmkit-edited-" in p]) == 1
+
+
+def test_cli_says_nothing_to_change_on_its_own_line(tmp_path):
+    path = _site(tmp_path)
+    args = ("install", "--slurm-conf", str(path), "--state-dir", str(tmp_path / "st"),
+            "--spool-dir", str(tmp_path / "sp"), "--textfile-dir", str(tmp_path / "tf"))
+    assert _cli(*args).returncode == 0
+    r = _cli(*args, "--dry-run")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "nothing to change: the hooks are already installed"
+    assert "run 'scontrol reconfigure' for Slurm to pick up the change" in lines
+
+
+def test_a_timeout_added_is_said_out_loud_and_can_be_left_unset(tmp_path):
+    main = NHC_SITE.replace("PrologFlags=Contain,X11\n", "PrologFlags=Contain,X11\nPrologSlurmctld=/etc/slurm/ctld-prolog.sh\n")
+    path = _site(tmp_path, main, sched=SCHED.replace("PrologEpilogTimeout=120\n", ""))
+    plan = _install(path)
+    note = next(n for n in plan.notes if n.startswith("PrologEpilogTimeout=60 added (the site had none)"))
+    assert "PrologSlurmctld=/etc/slurm/ctld-prolog.sh" in note and "Prolog=/usr/sbin/nhc-prolog" in note
+    assert "drains the node" in note and "--timeout 0" in note
+    _uninstall(path)
+    plan = _install(path, timeout_s=None)
+    assert _value(path, "PrologEpilogTimeout") is None
+    assert not any("PrologEpilogTimeout" in n for n in plan.notes)
+
+
+def test_short_timeout_and_schedules_that_keep_nodes_drained_are_warned(tmp_path):
+    main = NHC_SITE.replace("HealthCheckInterval=600\n", "HealthCheckInterval=3600\nHealthCheckNodeState=ALLOC,CYCLE\n")
+    path = _site(tmp_path, main, sched=SCHED.replace("PrologEpilogTimeout=120", "PrologEpilogTimeout=5"))
+    plan = _install(path)
+    warnings = [n for n in plan.notes if n.startswith("warning:")]
+    assert len(warnings) == 4, warnings
+    assert any("PrologEpilogTimeout=5" in w and "shorter than the hooks may take (20 s" in w
+               and "nvml-timeout" in w for w in warnings)
+    assert any("HealthCheckNodeState=ALLOC,CYCLE" in w and "never resumes" in w for w in warnings)
+    assert any("HealthCheckInterval=3600" in w and "SlurmkitHooksStale" in w for w in warnings)
+    assert any("resumed 3 h after" in w for w in warnings)
+    # the defaults (ANY, 300 s, a 120 s timeout) warn about nothing
+    _uninstall(path)
+    path.write_text(NHC_SITE)
+    (path.parent / "sched.conf").write_text(SCHED)
+    assert not [n for n in _install(path).notes if n.startswith("warning:")]

@@ -9,7 +9,7 @@ import pytest
 
 from nodeenv import set_value
 
-from slurmkit.hooks import metrics
+from slurmkit.hooks import flows, metrics
 
 
 def _samples(path) -> dict:
@@ -182,9 +182,8 @@ class _Run:
     """What :func:`metrics.count_run` reads of a hook run (the flows' ``Run``)."""
 
     def __init__(self, drain_reason=None, drained=False, judged=True, resumed=None):
-        self.drain_reason, self.drained, self.resumed = drain_reason, drained, resumed
+        self.verdict = flows.Verdict(drain_reason=drain_reason, drained=drained, resumed=resumed)
         self.state = object() if judged else None
-        self.results = []
 
 
 def test_a_drain_counts_once_when_the_node_becomes_drained():

@@ -278,6 +278,17 @@ def test_gpu_reset_command_resets_records_and_refuses_on_failure(node, healthy, 
     assert (rec["uuid"], rec["how"], rec["kmsg_seq"]) == (g1["uuid"], "nvidia-smi --gpu-reset", None)  # replayed node
     r = CliRunner().invoke(cli_main, [*base, "GPU-none"])
     assert r.exit_code == 2 and "no GPU 'GPU-none' on this node" in r.output
+    # a bus id the node does not have is refused, nothing run nor recorded
+    r = CliRunner().invoke(cli_main, [*base, "0000:ee:00.0", "--nvidia-smi", str(ok)])
+    assert r.exit_code == 2 and "no GPU at PCI 0000:ee:00.0 on this node" in r.output
+    assert list(gpureset.load(node.state_dir, "n1", nodestate.boot_id())) == [g1["pci_bus_id"]]
+
+
+def test_gpu_reset_refuses_a_pci_device_the_live_node_lacks(tmp_path):
+    (tmp_path / "sys" / "bus" / "pci" / "devices" / "0000:3b:00.0").mkdir(parents=True)
+    gpureset.check_present("0000:3b:00.0", sysfs_root=str(tmp_path))
+    with pytest.raises(ValueError, match="no PCI device 0000:3c:00.0 on this node"):
+        gpureset.check_present("0000:3c:00.0", sysfs_root=str(tmp_path))
 
 
 def test_reset_ends_the_history_of_a_lagging_consumer(node, healthy, tmp_path):

@@ -1,0 +1,95 @@
+"""gres.conf read as slurmd reads it (one tokenizer: slurmkit.slurm.syntax) and AutoDetect sites
+checked: expected GPUs from the node's slurm.conf ``Gres=`` when gres.conf leaves the count to
+NVML, files slurmd refuses refused with its reason.
+
+Inputs: ../shared/corpus/sites/magic_castle-27_* (a gres.conf slurmd refused and slurmd's log
+line), dgx1x4_slurm.conf and ocotillo_slurm.conf (real sites' NodeName ... Gres= lines)."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurmkit.hooks import gres
+
+SITES = "sites"
+
+
+def test_autodetect_only_gres_conf_takes_the_count_from_slurm_conf(corpus):
+    slurm_conf = corpus / SITES / "dgx1x4_slurm.conf"
+    lines = gres.parse_gres_conf("AutoDetect=nvml\n")
+    assert gres.autodetect(lines, "dgx2") == "nvml"
+    assert gres.slurm_conf_gres(slurm_conf, "dgx2") == [(None, 8)]
+    files = gres.node_gpu_files(lines, "dgx2", slurm_gres=lambda: gres.slurm_conf_gres(slurm_conf, "dgx2"))
+    assert files == [None] * 8
+    # a node slurm.conf does not name cannot be expected: own trouble, said so
+    with pytest.raises(gres.GresError, match="names no such node"):
+        gres.node_gpu_files(lines, "gpu99", slurm_gres=lambda: gres.slurm_conf_gres(slurm_conf, "gpu99"))
+
+
+def test_typed_line_without_count_takes_that_types_count(corpus):
+    slurm_conf = corpus / SITES / "ocotillo_slurm.conf"
+    assert gres.slurm_conf_gres(slurm_conf, "visualizacion1") == [("gtx970", 1), ("gtx1060", 1)]
+    assert gres.slurm_conf_gres(slurm_conf, "ibtesla") == [("v100", 4)]
+    lines = gres.parse_gres_conf("AutoDetect=nvml\nName=gpu Type=v100\n")
+    assert gres.node_gpu_files(lines, "ibtesla", slurm_gres=lambda: gres.slurm_conf_gres(slurm_conf, "ibtesla")) \
+        == [None] * 4  # not 1: the count is slurm.conf's
+    lines = gres.parse_gres_conf("AutoDetect=nvml\nName=gpu Type=gtx970\nName=gpu Type=gtx1060\n")
+    assert gres.node_gpu_files(lines, "visualizacion1",
+                               slurm_gres=lambda: gres.slurm_conf_gres(slurm_conf, "visualizacion1")) == [None, None]
+
+
+def test_a_gres_conf_slurmd_refuses_is_refused_with_its_reason(corpus):
+    path = corpus / SITES / "magic_castle-27_gres.conf_autodetect-nvml_duplicate-Name-gpu.conf"
+    slurmd_log = (corpus / SITES / "magic_castle-27_slurmd_fatal_duplicate-records.log").read_text()
+    assert "fatal: gres.conf duplicate records for gpu" in slurmd_log
+    lines = gres.load_gres_conf(path)
+    with pytest.raises(gres.GresError) as info:
+        gres.node_gpu_files(lines, "node2", str(path), slurm_gres=lambda: [(None, 1)])
+    assert info.value.line == 8 and "fatal: gres.conf duplicate records for gpu" in str(info.value)
+    assert str(info.value).startswith(f"{path}:8:")
+
+
+def test_gres_conf_syntax_as_slurmd_reads_it(tmp_path):
+    # edit (labelled) of the slinky-101 explicit 8 x H100 gres.conf shape: a quoted File=, an
+    # escaped \\#, a continuation line and an Include
+    (tmp_path / "gres.d").mkdir()
+    (tmp_path / "gres.d" / "n2.conf").write_text("NodeName=n2 Name=gpu Type=h100 File=/dev/nvidia[0-1]\n")
+    main = tmp_path / "gres.conf"
+    main.write_text('# site gres.conf\nNodeName=n1 Name=gpu Type="h100" \\\n  File="/dev/nvidia[0-3]"  # four\n'
+                    "NodeName=n1 Name=shard Count=8 Flags=note\\#1\nInclude gres.d/*.conf\n")
+    lines = gres.load_gres_conf(main)
+    assert gres.node_gpu_files(lines, "n1", str(main)) == [f"/dev/nvidia{i}" for i in range(4)]
+    assert gres.node_gpu_files(lines, "n2", str(main)) == ["/dev/nvidia0", "/dev/nvidia1"]
+    assert gres.node_shares_gpus(lines, "n1") and not gres.node_shares_gpus(lines, "n2")
+    assert [gl.lineno for gl in lines] == [2, 4, 1]
+    main.write_text('NodeName=n1 Name=gpu File="/dev/nvidia0\n')
+    with pytest.raises(gres.GresError, match="unterminated double quote") as info:
+        gres.load_gres_conf(main)
+    assert info.value.line == 1
+    main.write_text("Include missing.conf\n")
+    with pytest.raises(gres.GresError, match="does not exist"):
+        gres.load_gres_conf(main)
+
+
+def test_autodetect_node_runs_every_check_in_the_hook(node, healthy):
+    """A node whose gres.conf says only AutoDetect=nvml: the prolog expects slurm.conf's count
+    and judges (a count slurm.conf raises past what NVML sees fails); the duplicate file is own
+    trouble with slurmd's reason, counted."""
+    path, snap = healthy
+    n = len(snap["gpus"])
+    node.write_config({"n1": path})
+    node.gres_conf.write_text("AutoDetect=nvml\n")
+    node.slurm_conf.write_text(f"ClusterName=t\nNodeName=n[1-2] CPUs=2 Gres=gpu:h100:{n}\n")
+    r = node.run(node.prolog, gpus="0")
+    assert r.returncode == 0, r.stderr
+    assert "GPU checks skipped" not in r.stderr
+    assert node.textfile("n1", "gpus")[("slurmkit_gpus_expected", (("node", "n1"),))] == n
+    assert node.metric("n1", "prolog", "slurmkit_health_check_status", check="gpu_count", gpu="") == 0
+    node.slurm_conf.write_text(f"ClusterName=t\nNodeName=n[1-2] CPUs=2 Gres=gpu:h100:{n + 1}\n")
+    r = node.run(node.prolog, gpus="0")
+    assert r.returncode == 1 and "gpu_count" in r.stderr
+    before = node.metric("n1", "prolog", "slurmkit_hook_own_errors_total")
+    node.gres_conf.write_text("AutoDetect=nvml\nName=gpu\nName=gpu\n")
+    r = node.run(node.prolog, gpus="0")
+    assert r.returncode == 0 and "fatal: gres.conf duplicate records for gpu" in r.stderr
+    assert node.metric("n1", "prolog", "slurmkit_hook_own_errors_total") == before + 1

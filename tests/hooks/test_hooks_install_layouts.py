@@ -1,0 +1,262 @@
+"""`slurmkit hooks install` on real sites' prolog layouts, each chain then run the way slurmd
+22.05+ runs it (tests/hooks/slurmd_chain.py: glob order, environment, first failure stops).
+
+Layouts: a single script; DeepOps (its prolog.sh template from ../shared/corpus/sites, rendered
+here, runs ``shared/bin/run-parts.sh <conf>/prolog.d``: the directory install used to put the
+link to prolog.sh into, an endless prolog); Debian's run-parts over the same directory; a shell
+loop over ``DIR/*.sh``; site globs ``DIR/*`` and ``DIR/*.sh``; ``PrologFlags=Serial``; configless.
+"""
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurmd_chain import run_like_slurmd, slurmd_env
+from slurmkit.hooks import install as inst
+from slurmkit.hooks.config import render as render_config
+from slurmkit.slurm import conf as sconf
+
+CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "sites"
+
+# DeepOps roles/slurm/templates/etc/slurm/shared/bin/run-parts.sh (NVIDIA/deepops), its run loop:
+# edited (labelled): the squeue look-ups for exclusive / last-user jobs are left out (no Slurm
+# here; both stay 0, so *-exclusive-* and *-lastuserjob-* parts are skipped as DeepOps does), and
+# the parts' output goes to $LOG instead of /var/log/slurm/prolog-epilog.
+DEEPOPS_RUN_PARTS = """#!/usr/bin/env bash
+set -e
+parts_dir=$1
+exclusive=0
+last_user_job=0
+failed=0
+for script in "$parts_dir"/*; do
+    if [ ! -x "$script" ]; then
+        continue
+    fi
+    if [[ "$script" == *"-exclusive-"* ]] && [ "$exclusive" = 0 ]; then
+        continue
+    fi
+    if [[ "$script" == *"-lastuserjob-"* ]] && [ "$last_user_job" = 0 ]; then
+        continue
+    fi
+    if ! $script >>@LOG@ 2>&1; then
+        failed=1
+    fi
+done
+if [ "$failed" = "1" ]; then
+    exit 1
+fi
+"""
+
+
+def _exe(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def _part(path: Path, log: Path, rc: int = 0) -> Path:
+    return _exe(path, f"#!/bin/sh\necho {path.name} >> {log}\nexit {rc}\n")
+
+
+def _conf(tmp_path, lines: str) -> Path:
+    d = tmp_path / "etc" / "slurm"
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / "slurm.conf"
+    path.write_text(f"ClusterName=test\nSlurmctldHost=ctl(127.0.0.1)\n{lines}NodeName=n1 CPUs=4\n")
+    # the hooks' own folders in the test's directory; no gres.conf: a CPU-only node, the shim exits 0
+    (d / inst.CONFIG).write_text(render_config(path, state_dir=tmp_path / "state", spool_dir=tmp_path / "spool",
+                                               textfile_dir=tmp_path / "textfile", mode="enforce"))
+    return path
+
+
+def _install(path, **kw):
+    plan = inst.plan_install(sconf.load_tree(path), inst.InstallSpec(python=sys.executable, **kw))
+    inst.apply(plan, path, installing=True)
+    return plan
+
+
+def _uninstall(path):
+    plan = inst.plan_uninstall(sconf.load_tree(path), inst.read_manifest(path))
+    inst.apply(plan, path, installing=False)
+
+
+def _prolog(path):
+    return sconf.find_effective(sconf.load_tree(path), "Prolog")[1].get("Prolog")
+
+
+@pytest.fixture
+def dev_log():
+    """A syslog socket at /dev/log for DeepOps' ``logger -s`` lines (set -e: a logger that cannot
+    reach syslog fails the prolog); a real one is used where the host has it."""
+    import socket
+
+    if os.path.exists("/dev/log"):
+        yield
+        return
+    import threading
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind("/dev/log")
+    sock.settimeout(0.2)
+    stop = threading.Event()
+
+    def drain():  # a unix datagram socket queues 10 messages, then its senders block: read them
+        while not stop.is_set():
+            try:
+                sock.recv(65536)
+            except OSError:
+                pass
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        reader.join(timeout=5)
+        sock.close()
+        os.unlink("/dev/log")
+
+
+def _deepops(tmp_path):
+    """DeepOps' layout, rendered: Prolog=<conf>/prolog.sh running <conf>/prolog.d via run-parts.sh."""
+    conf_dir = tmp_path / "etc" / "slurm"
+    log = tmp_path / "parts.log"
+    template = (CORPUS / "deepops_prolog.sh.j2.TEMPLATE").read_text()
+    prolog = _exe(conf_dir / "prolog.sh", template.replace("{{ slurm_config_dir }}", str(conf_dir)))
+    _exe(conf_dir / "shared" / "bin" / "run-parts.sh", DEEPOPS_RUN_PARTS.replace("@LOG@", str(log)))
+    # part names from DeepOps' roles/slurm/templates/etc/slurm/prolog.d
+    for name in ("50-all-enroot-dirs", "50-create-scratch", "50-exclusive-gpu", "95-all-rootless"):
+        _part(conf_dir / "prolog.d" / name, log)
+    path = _conf(tmp_path, f"Prolog={prolog}\n")
+    return path, prolog, log
+
+
+def test_deepops_prolog_gets_slurmkit_in_its_directory_not_a_cycle(tmp_path, dev_log):
+    path, prolog, log = _deepops(tmp_path)
+    before = path.read_text()
+    plan = _install(path)
+    d = path.parent / "prolog.d"
+    assert _prolog(path) == str(prolog)  # left as it is: no glob over the directory prolog.sh runs
+    assert not (d / inst.SITE_LINK).exists()
+    assert (d / "99-slurmkit").exists() and os.access(d / "99-slurmkit", os.X_OK)
+    note = next(n for n in plan.notes if n.startswith(f"Prolog={prolog}: slurmd will run"))
+    assert note.index("50-all-enroot-dirs") < note.index("95-all-rootless") < note.index("99-slurmkit")
+    assert any("endless" in n and "run-parts" in n for n in plan.notes)
+    status, ran, _ = run_like_slurmd(_prolog(path), slurmd_env(conf=str(path)), timeout=60)
+    assert status == 0 and ran == [str(prolog)]
+    lines = log.read_text().splitlines()
+    assert lines[:3] == ["50-all-enroot-dirs", "50-create-scratch", "95-all-rootless"]  # site's order kept
+    assert any(line.startswith("slurmkit-prolog:") for line in lines[3:])  # then slurmkit's, once
+    # a failing part still fails the prolog (DeepOps' run-parts.sh passes it on)
+    _part(d / "50-create-scratch", log, rc=1)
+    assert run_like_slurmd(_prolog(path), slurmd_env(conf=str(path)))[0] == 1
+    _part(d / "50-create-scratch", log)
+    _install(path)  # idempotent
+    assert sorted(os.listdir(d)).count("99-slurmkit") == 1 and _prolog(path) == str(prolog)
+    _uninstall(path)
+    assert path.read_text() == before and not (d / "99-slurmkit").exists()
+
+
+def test_debian_run_parts_over_the_conf_dirs_prolog_d(tmp_path):
+    conf_dir = tmp_path / "etc" / "slurm"
+    log = tmp_path / "parts.log"
+    site = _exe(tmp_path / "site" / "prolog", f"#!/bin/sh\nset -e\n/usr/bin/run-parts --exit-on-error {conf_dir}/prolog.d\n")
+    _part(conf_dir / "prolog.d" / "20-mounts", log)
+    path = _conf(tmp_path, f"Prolog={site}\n")
+    _install(path)
+    assert _prolog(path) == str(site) and (conf_dir / "prolog.d" / "99-slurmkit").exists()
+    status, ran, err = run_like_slurmd(_prolog(path), slurmd_env(conf=str(path)))
+    assert status == 0 and ran == [str(site)]
+    assert log.read_text() == "20-mounts\n" and "slurmkit-prolog:" in err
+
+
+def test_shell_loop_over_sh_files_gets_a_matching_name(tmp_path):
+    log = tmp_path / "parts.log"
+    parts = tmp_path / "site" / "prolog.d"
+    _part(parts / "10-a.sh", log)
+    site = _exe(tmp_path / "site" / "prolog", f'#!/bin/sh\nfor f in {parts}/*.sh; do "$f" || exit 1; done\n')
+    path = _conf(tmp_path, f"Prolog={site}\n")
+    _install(path)
+    assert (parts / "99-slurmkit.sh").exists() and _prolog(path) == str(site)
+    status, ran, err = run_like_slurmd(_prolog(path), slurmd_env(conf=str(path)))
+    assert status == 0 and log.read_text() == "10-a.sh\n" and "slurmkit-prolog:" in err
+
+
+def test_single_script_becomes_a_glob_that_runs_it_first(tmp_path):
+    log = tmp_path / "parts.log"
+    site = _part(tmp_path / "site" / "prolog.sh", log)
+    path = _conf(tmp_path, f"Prolog={site}\nPrologFlags=Serial\n")
+    before = path.read_text()
+    plan = _install(path)
+    d = path.parent / "prolog.d"
+    assert _prolog(path) == f"{d}/*"
+    status, ran, err = run_like_slurmd(_prolog(path), slurmd_env(conf=str(path)))
+    assert status == 0 and ran == [str(d / inst.SITE_LINK), str(d / inst.OUR_SHIM)]
+    assert log.read_text() == "prolog.sh\n" and "slurmkit-prolog:" in err
+    assert any(f"1. {d / inst.SITE_LINK} -> {site}; 2. {d / inst.OUR_SHIM}" in n for n in plan.notes)
+    assert sconf.find_effective(sconf.load_tree(path), "PrologFlags")[1].get("PrologFlags") == "Serial,Alloc"
+    assert any(n.startswith("PrologFlags=Serial keeps Serial") for n in plan.notes)
+    _part(site, log, rc=3)  # the site's prolog fails: slurmd stops there with its status
+    status, ran, _ = run_like_slurmd(_prolog(path), slurmd_env(conf=str(path)))
+    assert status == 3 and ran == [str(d / inst.SITE_LINK)]
+    _uninstall(path)
+    assert path.read_text() == before and not d.exists()
+
+
+@pytest.mark.parametrize("pattern,files,shim,order", [
+    ("*", ["20-a", "50-b"], "10-slurmkit", ["50-b", "20-a", "10-slurmkit"]),
+    ("*.sh", ["a.sh", "b.sh", "README"], "10-slurmkit.sh", ["b.sh", "a.sh", "10-slurmkit.sh"]),
+    ("*", ["05-early", "50-b"], "00-slurmkit", ["50-b", "05-early", "00-slurmkit"]),
+])
+def test_site_glob_is_kept_and_gets_a_matching_shim(tmp_path, pattern, files, shim, order):
+    log = tmp_path / "parts.log"
+    site_d = tmp_path / "site.d"
+    for f in files:
+        _part(site_d / f, log)
+    path = _conf(tmp_path, f"Prolog={site_d}/{pattern}\n")
+    before = path.read_text()
+    plan = _install(path)
+    assert _prolog(path) == f"{site_d}/{pattern}"  # kept as the glob: no link to a pattern
+    assert not any(os.path.islink(site_d / f) for f in os.listdir(site_d))
+    assert (site_d / shim).exists()
+    status, ran, err = run_like_slurmd(_prolog(path), slurmd_env(conf=str(path)))
+    assert status == 0 and [os.path.basename(p) for p in ran] == order
+    assert log.read_text().split() == [o for o in order if o != shim] and "slurmkit-prolog:" in err
+    assert any("; ".join(f"{i}. {site_d / o}" for i, o in enumerate(order, 1)) in n for n in plan.notes)
+    _uninstall(path)
+    assert path.read_text() == before and sorted(os.listdir(site_d)) == sorted(files)
+
+
+def test_a_glob_install_cannot_match_is_refused(tmp_path):
+    (tmp_path / "site.d").mkdir()
+    path = _conf(tmp_path, f"Prolog={tmp_path}/site.d/[0-9]*\n")
+    with pytest.raises(inst.InstallError) as info:
+        _install(path)
+    assert "slurm.conf:3" in str(info.value) and "cannot name a file this pattern matches" in str(info.value)
+
+
+def test_unreadable_site_script_never_globs_a_directory_of_the_sites(tmp_path):
+    log = tmp_path / "parts.log"
+    conf_dir = tmp_path / "etc" / "slurm"
+    _part(conf_dir / "prolog.d" / "50-site-part", log)  # the site's own prolog.d, run by a script not here
+    path = _conf(tmp_path, "Prolog=/opt/site/missing-prolog\n")
+    plan = _install(path)
+    assert _prolog(path) == f"{conf_dir}/slurmkit-prolog.d/*"
+    assert sorted(os.listdir(conf_dir / "prolog.d")) == ["50-site-part"]
+    assert any("cannot be read here" in n for n in plan.notes)
+
+
+def test_configless_deepops_site_is_refused_then_said_what_to_copy(tmp_path, dev_log):
+    path, prolog, _ = _deepops(tmp_path)
+    path.write_text(path.read_text().replace("ClusterName=test\n", "ClusterName=test\nSlurmctldParameters=enable_configless\n"))
+    with pytest.raises(inst.InstallError):
+        _install(path)
+    plan = _install(path, configless=True)
+    assert (path.parent / "prolog.d" / "99-slurmkit").exists() and _prolog(path) == str(prolog)
+    assert any("copy these to every node" in n for n in plan.notes)
+    assert stat.S_IMODE(os.stat(path.parent / "prolog.d" / "99-slurmkit").st_mode) == 0o755
