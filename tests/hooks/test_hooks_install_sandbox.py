@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from nodeenv import record_snapshot
-from sandbox_nodes import show_node, wait_for
+from sandbox_nodes import show_node
+
+from slurmkit.waiting import wait_until
 from slurmkit.hooks import install as inst
 from slurmkit.hooks.config import render as render_config
 from slurmkit.slurm import conf as sconf
@@ -62,7 +64,7 @@ def test_deepops_layout_runs_once_under_slurmd(sandbox, fake_nvml, dev_log):  # 
             out = run(["scontrol", "show", "job", "-o", job], slurm_conf=str(conf), timeout=30).stdout
             return dict(t.split("=", 1) for t in out.split() if "=" in t)["JobState"]
 
-        assert wait_for(f"job {job} completed", lambda: state() == "COMPLETED", 90)
+        assert wait_until(lambda: state() == "COMPLETED", 90, what=f"job {job} completed")
         lines = log.read_text().splitlines()
         assert lines.count(f"50-all-enroot-dirs {job}") == 1, lines
         assert sum(1 for line in lines if "slurmkit-prolog: info: node=n1 job=" + job in line and "prolog done" in line) == 1
@@ -72,7 +74,7 @@ def test_deepops_layout_runs_once_under_slurmd(sandbox, fake_nvml, dev_log):  # 
         (conf.parent / inst.CONFIG).write_text(cfg.replace('mode = "enforce"', 'mode = "enforse"'))
         job = run(["sbatch", "--parsable", "-o", "/dev/null", "-w", "n1", "-t", "2", "--wrap", "hostname"],
                   slurm_conf=str(conf), timeout=30).stdout.strip()
-        assert wait_for(f"job {job} completed", lambda: state() == "COMPLETED", 90)
+        assert wait_until(lambda: state() == "COMPLETED", 90, what=f"job {job} completed")
         prom = (work / "textfile" / "slurmkit_n1_prolog.prom").read_text()
         assert 'slurmkit_hook_own_errors_total{node="n1",hook="prolog"} 1' in prom, prom
         assert 'slurmkit_hook_exit_code{node="n1",hook="prolog"} 0' in prom

@@ -11,7 +11,9 @@ import pytest
 from slurmkit.slurm.commands import SlurmError
 from slurmkit.submit.backend import CliBackend
 
-from sandbox_jobs import submit, wait_for
+from sandbox_jobs import submit
+
+from slurmkit.waiting import wait_until
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 
@@ -39,8 +41,8 @@ def test_squeue_answers_for_a_queued_job_and_its_failure_reaches_the_caller(sand
         assert n == 1
         conf.write_text(text)
         blind = CliBackend(env={"SLURM_CONF": str(conf)})
-        wait_for(lambda: blind.run(["sacct", "-X", "-n", "-P", "-j", job.id, "-o", "JobID"]).stdout.split() == [job.id],
-                 60, f"sacct to list job {job.id}")
+        wait_until(lambda: blind.run(["sacct", "-X", "-n", "-P", "-j", job.id, "-o", "JobID"]).stdout.split() == [job.id],
+                   60, what=f"sacct to list job {job.id}")
         with pytest.raises(SlurmError, match=r"^squeue failed \(exit 1\): .*Unable to contact slurm controller") as err:
             blind.states([job.id])
         assert err.value.argv[0] == "squeue" and err.value.returncode == 1
