@@ -62,7 +62,8 @@ class Assumptions:
 def assumptions_from_profile(profile, path: str = "") -> Assumptions:
     """Energy and cost assumptions of a loaded ``slurmkit.profile.Profile``: its ``.report``
     section (PUE, gCO2e/kWh, prices, currency; None stays unset) and each node type's
-    ``gpu_tdp_w`` (W) by ``gpu_model`` (lower case). ``path``: the name in ``origin`` (default
+    GPU groups' ``tdp_w`` (W; ``gpu_tdp_w`` of the one-group form) by gres type (lower case; an
+    untyped group has none to match by). ``path``: the name in ``origin`` (default
     the profile's ``source``)."""
     a = Assumptions()
     path = path or profile.source
@@ -76,8 +77,9 @@ def assumptions_from_profile(profile, path: str = "") -> Assumptions:
     if rep.currency:
         a.currency, a.origin["currency"] = rep.currency, where
     for nt in profile.node_types.values():
-        if nt.gpu_tdp_w:
-            a.gpu_tdp_w[nt.gpu_model.lower()] = float(nt.gpu_tdp_w)
+        for grp in nt.gpu_groups:
+            if grp.tdp_w and grp.model:
+                a.gpu_tdp_w[grp.model.lower()] = float(grp.tdp_w)
     if a.gpu_tdp_w:
         a.origin["gpu_tdp_w"] = where
         if len(set(a.gpu_tdp_w.values())) == 1:
