@@ -14,7 +14,7 @@ from slurmkit.profile.errors import ProfileError
 from slurmkit.profile.health import EXPECT_KEYS
 from slurmkit.profile.lines import key_line
 from slurmkit.profile.model import (AUTODETECT, Block, Cluster, Fabric, Gpu, GpuGroup, Health, Leaf, Nccl, Nic,
-                                    NodeType, Partition, Profile, Report, SlurmNode, Spine, Submit)
+                                    NodeType, Partition, Profile, Report, SlurmNode, Spine, Submit, slurm_gpu_type)
 
 LINK_LAYERS = ("InfiniBand", "RoCE", "Ethernet", "EFA")
 NIC_ROLES = ("compute", "other")
@@ -305,6 +305,14 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
         for lk in g.links:
             if lk.startswith("GPU") and lk[3:].isdigit() and int(lk[3:]) >= gpu_count:
                 c.fail(f"{key}.gpus[{g.index}].links.{lk}", f"there are only {gpu_count} GPUs")
+    autodetect = c.get(t, key, "autodetect", str, _default(NodeType, "autodetect"), choices=AUTODETECT)
+    for i, grp in enumerate(groups):
+        if autodetect != "off" and grp.model and grp.nvml_name and not grp.mig \
+                and grp.model.lower() not in slurm_gpu_type(grp.nvml_name):
+            c.fail(f"{key}.gpu_groups[{i}].model" if "gpu_groups" in t else f"{key}.gpu_model",
+                   f"under AutoDetect Slurm keeps a gres.conf Type= only when it is part of the name it "
+                   f"detects ({slurm_gpu_type(grp.nvml_name)!r} for {grp.nvml_name!r}; gres_gpu.c "
+                   f"_normalize_sys_gres_types), got {grp.model!r}")
     features = c.str_list(t, key, "features")
     for f in features:
         if not f or any(ch.isspace() or ch in ",&|()[]*:" for ch in f):
@@ -312,7 +320,7 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
     return NodeType(name=name, gpu_groups=groups, sockets=sockets,
                     cores_per_socket=cores, threads_per_core=threads, cpu_numbering=numbering,
                     memory_mib=c.get(t, key, "memory_mib", int, None, minimum=0),
-                    autodetect=c.get(t, key, "autodetect", str, _default(NodeType, "autodetect"), choices=AUTODETECT),
+                    autodetect=autodetect,
                     features=features,
                     p2p=c.get(t, key, "p2p", bool, _default(NodeType, "p2p")), slurm_node=slurm_node,
                     gpus=tuple(gpus), nics=tuple(nics),

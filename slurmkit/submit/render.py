@@ -280,7 +280,9 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         "nodes": req.nodes,
         "gpus_per_node": gpn,
         "node_gpus": facts.gpu_count,
-        "gpu_cpus": " ".join(placement.gpu_cpu_map(facts, facts.gpu_count)),
+        # every Slurm GPU index of the node (on a mixed node the job's GPUs need not come
+        # first); empty when the profile lists no [[gpus]] (AutoDetect): the wrapper says so
+        "gpu_cpus": " ".join(placement.gpu_cpu_map(facts, len(facts.gpus))),
         "rendezvous_interface": facts.submit.rendezvous_interface,
         "port_base": PORT_BASE,
         "port_span": PORT_SPAN,
