@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from slurmkit.hostlist import BadHostlist, collect_hostlist, expand_hostlist
-from slurmkit.slurm.conf import ConfError
+from slurmkit.slurm.conf import ConfError, entries_in_order
 from slurmkit.topology.slurmconf import node_gres, node_type_nodes, slurm_node_layout
 
 
@@ -131,11 +131,10 @@ def _expand(expr: str, file: str, line: int, what: str) -> list[str]:
 
 
 def _entries(tree):
-    """``(file, entry)`` of every Key=Value line of a :func:`slurmkit.slurm.conf.load_tree`."""
-    for conf in tree:
-        for e in conf.entries:
-            if e.pairs:
-                yield str(conf.path), e
+    """``(file, entry)`` of every Key=Value line of a :func:`slurmkit.slurm.conf.load_tree`
+    result, in Slurm's reading order (``Include`` expanded in place)."""
+    for conf, e in entries_in_order(tree):
+        yield str(conf.path), e
 
 
 def slurm_nodes(tree) -> tuple[dict[str, SlurmNode], list[Disagreement]]:
@@ -321,7 +320,8 @@ def _gres_disagreements(node: SlurmNode, nt, exp: dict, have: dict) -> list[Disa
                                     "fail 'Requested node configuration is not available'"))
         elif th > te:
             out.append(Disagreement(*where, f"slurm.conf Gres={text_have} has more {name} than the profile's {text_exp}",
-                                    f"slurmd reports {te}: slurmctld sets the node INVALID_REG and drains it "
+                                    f"with the profile's gres.conf slurmd reports {te}: slurmctld sets the node "
+                                    "INVALID_REG and drains it "
                                     f"'gres/{name} count reported lower than configured ({te} < {th})'"))
         elif th < te:
             out.append(Disagreement(*where, f"slurm.conf Gres={text_have or '(none)'} has fewer {name} than the "
@@ -383,14 +383,23 @@ def _check_gres_conf(want: dict, conf_nodes: dict | None, tree) -> list[Disagree
             have = {k: v for k, v in have.items() if k[0] != "gpu"}  # Slurm detects the GPUs
         nt = want.get(n)
         if nt is not None and node_auto == "off":
-            exp = parse_gres(node_gres(nt))
-            if {k: v for k, v in exp.items() if k[0] == "gpu"} != {k: v for k, v in have.items() if k[0] == "gpu"}:
+            exp = {k: v for k, v in parse_gres(node_gres(nt)).items() if k[0] == "gpu"}
+            got = {k: v for k, v in have.items() if k[0] == "gpu"}
+            if exp != got:
                 line = next((r.line for r in mine if r.name == "gpu"), 0)
+                te, tg = sum(exp.values()), sum(got.values())
+                if tg < te:
+                    why = (f"beside the profile's slurm.conf (Gres={_gres_text(exp)}) slurmd reports {tg}: "
+                           f"'gres/gpu count reported lower than configured ({tg} < {te})', node INVALID_REG, drained")
+                elif tg > te:
+                    why = (f"beside the profile's slurm.conf (Gres={_gres_text(exp) if exp else '(none)'}) slurmd "
+                           "warns '... more configured than expected in slurm.conf. Ignoring extra GRES': "
+                           "the extra GPUs are never scheduled")
+                else:
+                    why = ("beside the profile's slurm.conf the types slurmd reports are not the configured ones: "
+                           "'gres/gpu:<type> count too low' or the type dropped; typed requests are refused")
                 out.append(Disagreement(next((r.file for r in mine), main), line, n,
-                                        f"gres.conf gives {_gres_text({k: v for k, v in have.items() if k[0] == 'gpu'})}, "
-                                        f"the profile {_gres_text({k: v for k, v in exp.items() if k[0] == 'gpu'})}",
-                                        "slurmd reports gres.conf's GPUs: what slurm.conf configures beyond them is "
-                                        "'count reported lower than configured' (node INVALID_REG, drained)"))
+                                        f"gres.conf gives {_gres_text(got)}, the profile {_gres_text(exp)}", why))
         if conf_nodes is not None and n in conf_nodes:
             node = conf_nodes[n]
             try:
