@@ -220,3 +220,22 @@ def test_sbatch_test_only_refuses_a_typed_request_on_untyped_gpus(kinds):
     """The issue's failure, as the control: a typed request where slurm.conf has Gres=gpu:8."""
     res = _test_only(kinds, "#!/bin/sh\n#SBATCH -p gpus\n#SBATCH --gpus-per-node=v100:8\nhostname\n")
     assert res.returncode != 0 and "Requested node configuration is not available" in res.stderr
+
+
+@pytest.mark.parametrize("node, gpu_type", [("visualizacion1", "gtx1060"), ("vis2", "gtx1060"), ("vis2", "gtx970")])
+def test_a_job_on_a_mixed_node_gets_the_type_it_asked_for(kinds, node, gpu_type):
+    """A real step: Slurm gives the GPU of the asked type, at the Slurm GPU index (SLURM_STEP_GPUS)
+    where :meth:`NodeType.gres_units` puts it, and submit's CPU map has that GPU's CPUs there."""
+    p = kinds.profile
+    nt = p.node_type_of(node)
+    res = subprocess.run(["srun", "-p", p.partitions[next(k for k, v in p.partitions.items() if node in v.node_names)].name,
+                          "-w", node, f"--gpus-per-node={gpu_type}:1", "-t", "1", "sh", "-c", "echo $SLURM_STEP_GPUS"],
+                         env=kinds.env(), capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    slurm_index = int(res.stdout.strip())
+    units = nt.gres_units()
+    assert units[slurm_index][1] == gpu_type, (units, slurm_index)
+    facts = site.site_facts(p, next(k for k, v in p.partitions.items() if node in v.node_names), gpu_type=gpu_type)
+    from slurmkit.submit.placement import gpu_cpu_map, cpu_list
+
+    assert gpu_cpu_map(facts, len(facts.gpus))[slurm_index] == cpu_list(nt.gpu(units[slurm_index][0]).cpus)
