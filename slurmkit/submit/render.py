@@ -70,6 +70,9 @@ class SubmitRequest:
     partition: str | None = None
     nodes: int = 1
     gpus_per_node: int | None = None
+    #: on a node type with several GPU groups (a mixed node), the gres type asked for (None:
+    #: any of its GPUs, untyped); see :func:`slurmkit.submit.site.site_facts`
+    gpu_type: str | None = None
     time: str | None = None
     name: str | None = None
     comment: str | None = None

@@ -317,3 +317,17 @@ def test_bad_line_in_a_site_file_names_file_and_line(tmp_path):
     with pytest.raises(Exception) as err:
         slurm_nodes([parse((tmp_path / "slurm.conf").read_text(), tmp_path / "slurm.conf")])
     assert "slurm.conf:1" in str(err.value) and "NodeName" in str(err.value)
+
+
+def test_submit_asks_for_the_type_on_a_mixed_node():
+    from click.testing import CliRunner
+
+    from slurmkit.cli import cli
+
+    args = ["submit", "srun", "--site", str(KINDS / "kinds.toml"), "-p", "vis", "--dry-run"]
+    res = CliRunner().invoke(cli, args + ["--gpu-type", "gtx1060", "--", "hostname"], catch_exceptions=False)
+    assert res.exit_code == 0 and "#SBATCH --gpus-per-node=gtx1060:1\n" in res.output
+    res = CliRunner().invoke(cli, args + ["--", "hostname"], catch_exceptions=False)
+    assert res.exit_code == 0 and "#SBATCH --gpus-per-node=2\n" in res.output  # any GPU: untyped, both
+    res = CliRunner().invoke(cli, args + ["--gpu-type", "v100", "--", "hostname"])
+    assert res.exit_code == 2 and "no GPU group of type 'v100' (known: gtx970, gtx1060)" in res.output
