@@ -231,8 +231,12 @@ class NodeType:
         return not self.gpu_groups
 
     def gpu_group(self, model: str | None) -> GpuGroup:
-        """The GPU group whose gres type is ``model`` (None: the untyped group); KeyError naming
-        the known ones."""
+        """The GPU group whose gres type is ``model`` (None: the untyped group; a MIG group by
+        one of its instance types, or by its ``model`` when no whole-GPU group has it); KeyError
+        naming the known ones."""
+        for g in self.gpu_groups:
+            if any(kind == model for kind, _ in g.gres_types()):
+                return g
         for g in self.gpu_groups:
             if g.model == model:
                 return g

@@ -372,9 +372,6 @@ def _gpu_groups(c: _Ctx, key: str, t: dict) -> tuple[GpuGroup, ...]:
         g = c.table(g, gk)
         c.known(g, gk, ("model", "count", "indexes", "tdp_w", "nvml_name", "mig", "shards", "mps"))
         model = _gres_type(c, f"{gk}.model", g["model"]) if "model" in g else None
-        if any(x.model == model for x in out):
-            c.fail(f"{gk}.model", f"two GPU groups of type {model!r}: a node's GPUs of one type are one group"
-                   if model else "two untyped GPU groups: give their count as one group")
         count = c.get(g, gk, "count", int, minimum=1)
         indexes = g.get("indexes", list(range(start, start + count)))
         if (not isinstance(indexes, list) or len(indexes) != count
@@ -396,9 +393,16 @@ def _gpu_groups(c: _Ctx, key: str, t: dict) -> tuple[GpuGroup, ...]:
         mps = c.get(g, gk, "mps", int, 0, minimum=0)
         if mig and (shards or mps):
             c.fail(f"{gk}.{'shards' if shards else 'mps'}", "Slurm does not share MIG instances as shards or MPS")
-        out.append(GpuGroup(model=model, count=count, indexes=tuple(indexes),
-                            tdp_w=c.get(g, gk, "tdp_w", float, None, minimum=0), nvml_name=nvml_name,
-                            mig={k: int(v) for k, v in mig.items()}, shards=shards, mps=mps))
+        group = GpuGroup(model=model, count=count, indexes=tuple(indexes),
+                         tdp_w=c.get(g, gk, "tdp_w", float, None, minimum=0), nvml_name=nvml_name,
+                         mig={k: int(v) for k, v in mig.items()}, shards=shards, mps=mps)
+        kinds = {k for k, _ in group.gres_types()}
+        twin = next((x for x in out if kinds & {k for k, _ in x.gres_types()}), None)
+        if twin is not None:
+            kind = next(iter(kinds & {k for k, _ in twin.gres_types()}))
+            c.fail(f"{gk}.model" if not mig else f"{gk}.mig", f"two GPU groups give gres type {kind!r}: a node's "
+                   "GPUs of one type are one group" if kind else "two untyped GPU groups: give their count as one group")
+        out.append(group)
     total = sum(g.count for g in out)
     seen = sorted(x for g in out for x in g.indexes)
     if seen != list(range(total)):

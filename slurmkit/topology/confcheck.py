@@ -302,8 +302,24 @@ def _check_partitions(profile, tree, conf_nodes: dict) -> list[Disagreement]:
     return out
 
 
+def _as_profile_types(have: dict, exp: dict) -> dict:
+    """slurm.conf's gres counts with each type that is not the profile's but is part of exactly
+    one of them renamed to it: Slurm matches a configured type to the one a node reports when it
+    is a substring of it (gres.shtml "MIG Management": ``a100_3g.20gb`` for the MIG profile
+    ``nvidia_a100_3g.20gb``; gres_gpu.c ``_normalize_sys_gres_types``)."""
+    out: dict = {}
+    for (name, kind), n in have.items():
+        if kind is not None and (name, kind) not in exp:
+            hits = [t for (nm, t) in exp if nm == name and t and kind.lower() in t.lower()]
+            if len(hits) == 1:
+                kind = hits[0]
+        out[(name, kind)] = out.get((name, kind), 0) + n
+    return out
+
+
 def _gres_disagreements(node: SlurmNode, nt, exp: dict, have: dict) -> list[Disagreement]:
     out = []
+    have = _as_profile_types(have, exp)
     where = (node.file, node.line, node.name)
     text_have, text_exp = _gres_text(have), _gres_text(exp)
     for name in sorted({k[0] for k in exp} | {k[0] for k in have}):

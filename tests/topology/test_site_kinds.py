@@ -78,7 +78,7 @@ def test_the_one_group_form_is_the_old_keys():
     ('gpu_groups = [{model = "a", count = 1, indexes = [0]}, {model = "b", count = 1, indexes = [0]}]\n',
      "node_types.x.gpu_groups", "GPU0 is in two groups"),
     ('gpu_groups = [{model = "a", count = 1}, {model = "a", count = 1}]\n', "node_types.x.gpu_groups[1].model",
-     "two GPU groups of type 'a'"),
+     "two GPU groups give gres type 'a'"),
     ('gpu_groups = [{model = "a", count = 1, mig = {"3g.20gb" = 2}}]\n', "node_types.x.gpu_groups[0].nvml_name",
      "Slurm names MIG types from it"),
     ('gpu_groups = [{model = "a", count = 1, nvml_name = "NVIDIA A100-SXM4-40GB", mig = {"3g" = 2}}]\n',
@@ -331,3 +331,34 @@ def test_submit_asks_for_the_type_on_a_mixed_node():
     assert res.exit_code == 0 and "#SBATCH --gpus-per-node=2\n" in res.output  # any GPU: untyped, both
     res = CliRunner().invoke(cli, args + ["--gpu-type", "v100", "--", "hostname"])
     assert res.exit_code == 2 and "no GPU group of type 'v100' (known: gtx970, gtx1060)" in res.output
+
+
+def test_slurm_docs_mig_example(tmp_path):
+    """Slurm's own example (doc/html/gres.shtml, "MIG Management", SchedMD/slurm 284c3b95f08a):
+    ``NodeName=tux[1-16] gres=gpu:a100:1,gpu:a100_3g.20gb:2``, one whole A100 and one split in
+    two 3g.20gb; its type names a substring of the MIG profile Slurm reports."""
+    p = _load(tmp_path, """[cluster]
+name = "tux"
+[partitions.p]
+nodes = "tux[1-16]"
+node_type = "a100-half-mig"
+[node_types.a100-half-mig]
+autodetect = "nvml"
+gpu_groups = [{ model = "a100", count = 1, nvml_name = "NVIDIA A100-SXM4-40GB" },
+              { model = "a100", count = 1, nvml_name = "NVIDIA A100-SXM4-40GB", mig = { "3g.20gb" = 2 } }]
+""")
+    assert node_gres(p.node_type_for()) == "gpu:a100:1,gpu:nvidia_a100_3g.20gb:2"
+    (tmp_path / "slurm.conf").write_text("AccountingStorageTRES=gres/gpu,gres/gpu:a100,gres/gpu:a100_3g.20gb\n"
+                                         "GresTypes=gpu\nNodeName=tux[1-16] gres=gpu:a100:1,gpu:a100_3g.20gb:2\n"
+                                         "PartitionName=p Nodes=tux[1-16]\n")
+    assert crosscheck(p, load_tree(tmp_path / "slurm.conf")) == []
+    (tmp_path / "slurm.conf").write_text("NodeName=tux[1-16] gres=gpu:a100:1,gpu:a100_1g.5gb:2\nPartitionName=p Nodes=ALL\n")
+    [d] = crosscheck(p, load_tree(tmp_path / "slurm.conf"))
+    assert d.nodes == "tux[1-16]" and "types differ" in d.what
+    gres = render_gres_conf(p).splitlines()
+    assert gres[3:] == ["NodeName=tux[1-16] AutoDetect=nvml", "NodeName=tux[1-16] Name=gpu Type=a100 File=/dev/nvidia0"]
+    from slurmkit.submit import site
+
+    facts = site.site_facts(p, gpu_type="nvidia_a100_3g.20gb")
+    assert (facts.gpu_model, facts.gpu_count) == ("nvidia_a100_3g.20gb", 2)
+    assert (site.site_facts(p, gpu_type="a100").gpu_model, site.site_facts(p).gpu_model) == ("a100", "")
