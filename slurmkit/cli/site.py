@@ -117,6 +117,11 @@ def check(ctx, profile, overrides, as_json, strict, slurm_conf, gres_conf):
     p = _load(profile, overrides)
     warns = check_profile(p)
     findings = []
+    if slurm_conf and not gres_conf:
+        from pathlib import Path
+
+        beside = Path(slurm_conf).parent / "gres.conf"
+        gres_conf = str(beside) if beside.is_file() else None
     if slurm_conf or gres_conf:
         from slurmkit.slurm.conf import load_tree
         from slurmkit.topology.confcheck import crosscheck
