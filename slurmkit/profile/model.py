@@ -92,6 +92,10 @@ class Gpu:
 #: out; ``nvml``: Slurm's NVML plugin, gpu_nvml.so; ``nvidia``: /proc/driver/nvidia + /dev, Slurm
 #: 24.11 and later).
 AUTODETECT = ("off", "nvml", "nvidia")
+#: gres.conf ``Flags=`` a node type may set (gres.conf(5), Slurm 22.05): the GPU environment
+#: flags go on its ``Name=gpu`` lines, the sharing ones on its ``Name=shard`` / ``Name=mps`` lines.
+GPU_ENV_FLAGS = ("nvidia_gpu_env", "amd_gpu_env", "intel_gpu_env", "opencl_env", "no_gpu_env")
+SHARING_FLAGS = ("one_sharing", "all_sharing")
 
 
 def slurm_gpu_type(nvml_name: str) -> str:
@@ -176,6 +180,8 @@ class NodeType:
     ``gpu_groups``: its GPUs, one :class:`GpuGroup` per model (a mixed node has several, an
     untyped one a group with ``model`` None, a CPU-only node none); ``autodetect``: gres.conf
     ``AutoDetect=`` for its nodes (:data:`AUTODETECT`); ``features``: slurm.conf ``Features=``;
+    ``gres_flags``: gres.conf ``Flags=`` (:data:`GPU_ENV_FLAGS` on its GPU lines, e.g. to keep
+    CUDA_VISIBLE_DEVICES under AutoDetect=off; :data:`SHARING_FLAGS` on its shard / MPS lines);
     ``sockets``,
     ``cores_per_socket``, ``threads_per_core``: the hardware; ``cpu_numbering``: how the OS
     numbers CPUs ("linear" | "interleaved" | "unknown"); ``memory_mib``: RealMemory (MiB;
@@ -208,6 +214,7 @@ class NodeType:
     clock_policy: str | None = None
     autodetect: str = "off"
     features: tuple[str, ...] = ()
+    gres_flags: tuple[str, ...] = ()
 
     @property
     def gpu_count(self) -> int:

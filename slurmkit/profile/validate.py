@@ -13,7 +13,7 @@ from slurmkit.profile.clock_policy import ClockPolicy
 from slurmkit.profile.errors import ProfileError
 from slurmkit.profile.health import EXPECT_KEYS
 from slurmkit.profile.lines import key_line
-from slurmkit.profile.model import (AUTODETECT, Block, Cluster, Fabric, Gpu, GpuGroup, Health, Leaf, Nccl, Nic,
+from slurmkit.profile.model import (AUTODETECT, GPU_ENV_FLAGS, SHARING_FLAGS, Block, Cluster, Fabric, Gpu, GpuGroup, Health, Leaf, Nccl, Nic,
                                     NodeType, Partition, Profile, Report, SlurmNode, Spine, Submit, slurm_gpu_type)
 
 LINK_LAYERS = ("InfiniBand", "RoCE", "Ethernet", "EFA")
@@ -202,7 +202,8 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
     key = f"node_types.{name}"
     c.known(t, key, ("gpu_groups", "gpu_model", "gpu_count", "sockets", "cores_per_socket", "threads_per_core",
                      "cpu_numbering", "memory_mib", "gpu_tdp_w", "p2p", "slurm_node", "gpus", "nics",
-                     "pcie_width", "pcie_gen", "sources", "clock_policy", "autodetect", "features"))
+                     "pcie_width", "pcie_gen", "sources", "clock_policy", "autodetect", "features",
+                     "gres_flags"))
     groups = _gpu_groups(c, key, t)
     gpu_count = sum(g.count for g in groups)
     sockets = c.get(t, key, "sockets", int, _default(NodeType, "sockets"), minimum=1)
@@ -313,6 +314,11 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
                    f"under AutoDetect Slurm keeps a gres.conf Type= only when it is part of the name it "
                    f"detects ({slurm_gpu_type(grp.nvml_name)!r} for {grp.nvml_name!r}; gres_gpu.c "
                    f"_normalize_sys_gres_types), got {grp.model!r}")
+    gres_flags = c.str_list(t, key, "gres_flags")
+    for f in gres_flags:
+        if f not in GPU_ENV_FLAGS + SHARING_FLAGS:
+            c.fail(f"{key}.gres_flags", f"{f!r} is not a gres.conf Flags= value slurmkit writes "
+                   f"(one of: {', '.join(GPU_ENV_FLAGS + SHARING_FLAGS)})")
     features = c.str_list(t, key, "features")
     for f in features:
         if not f or any(ch.isspace() or ch in ",&|()[]*:" for ch in f):
@@ -320,7 +326,7 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
     return NodeType(name=name, gpu_groups=groups, sockets=sockets,
                     cores_per_socket=cores, threads_per_core=threads, cpu_numbering=numbering,
                     memory_mib=c.get(t, key, "memory_mib", int, None, minimum=0),
-                    autodetect=autodetect,
+                    autodetect=autodetect, gres_flags=gres_flags,
                     features=features,
                     p2p=c.get(t, key, "p2p", bool, _default(NodeType, "p2p")), slurm_node=slurm_node,
                     gpus=tuple(gpus), nics=tuple(nics),

@@ -64,13 +64,16 @@ def gres_lines(profile, device_dir: str | None = None,
     ``shards`` / ``mps`` give ``Name=shard`` / ``Name=mps`` lines with ``Count=`` per GPU and the
     same ``File=``. AutoDetect nvml / nvidia (or a MIG group without caps): ``NodeName=..
     AutoDetect=<x>``, then only what Slurm does not detect: ``Type=`` overrides for a typed group
-    whose model is not Slurm's name for it, and the shard / MPS counts. A CPU-only node type
+    whose model is not Slurm's name for it (``File=`` lines for every GPU when ``gres_flags``
+    names a GPU environment flag, which needs a line to sit on), and the shard / MPS counts.
+    ``gres_flags`` become ``Flags=`` on the GPU lines (environment flags) and on the shard / MPS
+    lines (sharing flags). A CPU-only node type
     gives no line.
 
     ``device_dir``: directory of the ``nvidiaN`` files (None: ``[cluster].device_dir``).
     ``warn``: called with a message when ``Cores=`` must be omitted (default: logging warning).
     """
-    from slurmkit.profile.model import slurm_gpu_type
+    from slurmkit.profile.model import GPU_ENV_FLAGS, slurm_gpu_type
 
     warn = warn or log.warning
     ddir = (device_dir or profile.cluster.device_dir or "/dev").rstrip("/") or ""
@@ -85,11 +88,15 @@ def gres_lines(profile, device_dir: str | None = None,
         def dev(i: int) -> str:
             return f"{ddir}/nvidia{nt.device_number(i)}"
 
+        env = [f for f in nt.gres_flags if f in GPU_ENV_FLAGS]
+        flags = [f"Flags={','.join(env)}"] if env else []
         if auto != "off":
             lines.append(f"{host} AutoDetect={auto}")
             for grp in nt.gpu_groups:
-                if grp.model and not grp.mig and grp.model != slurm_gpu_type(grp.nvml_name or ""):
-                    lines += [f"{host} Name=gpu Type={grp.model} File={dev(i)}"
+                typed = grp.model and grp.model != slurm_gpu_type(grp.nvml_name or "")
+                if not grp.mig and (typed or env):
+                    lines += [" ".join([host, "Name=gpu"] + ([f"Type={grp.model}"] if grp.model else [])
+                                       + [f"File={dev(i)}"] + flags)
                               for i in sorted(grp.indexes, key=nt.device_number)]
             lines += _shared_lines(nt, host, dev)
             continue
@@ -128,7 +135,7 @@ def gres_lines(profile, device_dir: str | None = None,
                 # MIG instances have no NVLinks (gpu_nvml.c: "MIG does not support NVLinks")
                 links = [-1 if h == i else (g.nvlinks_to(h) if h in listed else 0) for h in link_cols]
                 fields.append("Links=" + ",".join(map(str, links)))
-            lines.append(" ".join(fields))
+            lines.append(" ".join(fields + flags))
         lines += _shared_lines(nt, host, dev)
     return lines
 
@@ -136,11 +143,15 @@ def gres_lines(profile, device_dir: str | None = None,
 def _shared_lines(nt, host: str, dev) -> list[str]:
     """``Name=shard`` / ``Name=mps`` lines: ``Count=`` per GPU with its ``File=`` (gres.conf(5):
     MPS and shards are tied to a GPU's device file)."""
+    from slurmkit.profile.model import SHARING_FLAGS
+
     out = []
+    sharing = [f for f in nt.gres_flags if f in SHARING_FLAGS]
+    flags = f" Flags={','.join(sharing)}" if sharing else ""
     for name, attr in (("shard", "shards"), ("mps", "mps")):
         for grp in nt.gpu_groups:
             if getattr(grp, attr):
-                out += [f"{host} Name={name} Count={getattr(grp, attr)} File={dev(i)}"
+                out += [f"{host} Name={name} Count={getattr(grp, attr)} File={dev(i)}{flags}"
                         for i in sorted(grp.indexes, key=nt.device_number)]
     return out
 

@@ -91,6 +91,7 @@ def test_the_one_group_form_is_the_old_keys():
      "node_types.x.gpu_groups[0].model", "part of the name it detects ('nvidia_h100_80gb_hbm3'"),
     ('gpu_count = 0\ngpu_model = "a"\n', "node_types.x.gpu_count", "CPU-only"),
     ('autodetect = "yes"\n', "node_types.x.autodetect", "not one of: off, nvml, nvidia"),
+    ('gres_flags = ["CountOnly"]\n', "node_types.x.gres_flags", "not a gres.conf Flags= value"),
 ])
 def test_bad_groups_name_the_key(tmp_path, extra, key, words):
     with pytest.raises(ProfileError) as err:
@@ -110,12 +111,13 @@ def test_gres_conf_of_each_kind(tmp_path):
     assert "NodeName=dgx1 Name=gpu File=/dev/nvidia7 Cores=30-39" in lines  # untyped: no Type=
     assert ("NodeName=mig1 Name=gpu Type=nvidia_a100_3g.20gb MultipleFiles=/dev/nvidia0,"
             "/dev/nvidia-caps/nvidia-cap30,/dev/nvidia-caps/nvidia-cap31 Cores=0-1") in lines
-    assert "NodeName=shard1 Name=shard Count=4 File=/dev/nvidia1" in lines
+    assert "NodeName=shard1 Name=shard Count=4 File=/dev/nvidia1 Flags=one_sharing" in lines
     assert "NodeName=mps1 Name=mps Count=100 File=/dev/nvidia0" in lines
     assert not [l for l in lines if "s01n31" in l]  # CPU-only: nothing
     auto = [l for l in lines if l.startswith("NodeName=auto1")]
     assert auto[0] == "NodeName=auto1 AutoDetect=nvml" and len(auto) == 9
-    assert auto[1] == "NodeName=auto1 Name=gpu Type=h100 File=/dev/nvidia0"  # no Cores/Links: NVML's
+    # no Cores/Links (NVML's); the environment flag needs a GPU line to sit on
+    assert auto[1] == "NodeName=auto1 Name=gpu Type=h100 File=/dev/nvidia0 Flags=nvidia_gpu_env"
     # a MIG group without its caps' minors: only NVML can find the instances
     p = load_profile(KINDS / "kinds.toml", overrides=({"node_types": {"a100-mig": {"gpus": [{"cpus": [0, 1]}]}}},))
     lines = render_gres_conf(p, warn=warns.append).splitlines()

@@ -182,6 +182,14 @@ def test_autodetect_node_without_nvml_runs_on_the_type_lines(kinds):
     # takes the GPUs from the Type=h100 File= lines slurmkit writes beside AutoDetect=nvml
     assert "We were configured with nvml functionality, but that lib wasn't found on the system." in log
     assert "gpu/generic: init: init: GPU Generic plugin loaded" in log
+    # Flags=nvidia_gpu_env reached slurmd: only the NVIDIA environment (default: every kind)
+    assert "Type:h100 Count:1 Cores(8):(null)  Links:(null) Flags:HAS_FILE,HAS_TYPE,ENV_NVML File:" in log
+
+
+def test_sharing_flag_reaches_slurmd(kinds):
+    log = (kinds.dir / "log" / "slurmd-shard1.log").read_text()
+    assert f"GRES[shard] Type:(null) Count:4 Cores(4):(null)  Links:(null) Flags:HAS_FILE,SHARED,ONE_SHARING " \
+           f"File:{kinds.dev}/nvidia0" in log
     assert kinds.show_node("auto1")["Gres"].startswith("gpu:h100:8")
 
 
