@@ -364,3 +364,15 @@ gpu_groups = [{ model = "a100", count = 1, nvml_name = "NVIDIA A100-SXM4-40GB" }
     facts = site.site_facts(p, gpu_type="nvidia_a100_3g.20gb")
     assert (facts.gpu_model, facts.gpu_count) == ("nvidia_a100_3g.20gb", 2)
     assert (site.site_facts(p, gpu_type="a100").gpu_model, site.site_facts(p).gpu_model) == ("a100", "")
+
+
+def test_hooks_node_facts_say_each_kind(tmp_path):
+    """What the hooks' cached node facts tell the checks: the node type's GPUs (0 on a CPU-only
+    node), and whether MIG is on (cache shape 5)."""
+    from slurmkit.profile.cache import load_for_node
+
+    prof = KINDS / "kinds.toml"
+    for node, count, mig in (("s01n31", 0, False), ("mig1", 1, True), ("visualizacion1", 2, False)):
+        _, facts = load_for_node(prof, tmp_path, node)
+        assert (facts["node_type"], facts["gpu_count"], facts["mig"]) == (
+            load_profile(prof).node_type_of(node).name, count, mig)
