@@ -39,6 +39,9 @@ KINDS = Path(__file__).resolve().parent / "kinds" / "kinds.toml"
 #: The control: ocotillo's visualizacion1 (slurm.conf line 107) with the gres.conf a one-model
 #: profile could write (its gtx970 line only): Slurm must refuse it as the issue reports.
 BAD_NODE = "badvis"
+#: A hand-written node whose gres.conf interleaves types (b, a, b on nvidia0, 1, 2), as a site's
+#: own file may: where does Slurm put the ``a`` GPU in its GPU order?
+MIX_NODE = "mix3"
 CAPS = (21, 22, 30, 31)
 
 
@@ -56,7 +59,7 @@ class Kinds:
         self.dir, self.conf = root, root / "etc" / "slurm.conf"
         self.profile = load_profile(KINDS)
         self.dev = root / "dev"
-        self.nodes = {n: f"127.0.3.{i}" for i, n in enumerate(list(self.profile.nodes()) + [BAD_NODE], 1)}
+        self.nodes = {n: f"127.0.3.{i}" for i, n in enumerate(list(self.profile.nodes()) + [BAD_NODE, MIX_NODE], 1)}
         self.base = _free_ports(len(self.nodes) + 1)
         for d in ("etc", "spool", "log", "run", "dev/nvidia-caps"):
             (root / d).mkdir(parents=True, exist_ok=True)
@@ -76,8 +79,12 @@ class Kinds:
         node_lines.insert(-len(self.profile.partitions),
                           f"NodeName={BAD_NODE} CPUs=8 SocketsPerBoard=2 CoresPerSocket=4 ThreadsPerCore=1 "
                           f"RealMemory=80385 Gres=gpu:gtx970:1,gpu:gtx1060:1 NodeAddr={self.nodes[BAD_NODE]} "
+                          f"Port={self.base + len(self.nodes) - 1}")
+        node_lines.insert(-len(self.profile.partitions),
+                          f"NodeName={MIX_NODE} CPUs=4 SocketsPerBoard=1 CoresPerSocket=4 ThreadsPerCore=1 "
+                          f"RealMemory=8000 Gres=gpu:b:2,gpu:a:1 NodeAddr={self.nodes[MIX_NODE]} "
                           f"Port={self.base + len(self.nodes)}")
-        node_lines.append(f"PartitionName=control Nodes={BAD_NODE} State=UP")
+        node_lines.append(f"PartitionName=control Nodes={BAD_NODE},{MIX_NODE} State=UP")
         self.conf.write_text("\n".join([
             "ClusterName=kinds", f"SlurmctldHost={host}(127.0.0.1)", f"SlurmctldPort={self.base}",
             "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge", "CredType=cred/munge",
@@ -91,6 +98,8 @@ class Kinds:
             "ReturnToService=2", "MessageTimeout=10", *node_lines]) + "\n")
         gres = render_gres_conf(self.profile, device_dir=str(self.dev), warn=lambda m: None)
         gres += f"NodeName={BAD_NODE} Name=gpu Type=gtx970 File={self.dev}/nvidia0\n"
+        gres += "".join(f"NodeName={MIX_NODE} Name=gpu Type={t} File={self.dev}/nvidia{i}\n"
+                        for i, t in enumerate("bab"))
         (root / "etc" / "gres.conf").write_text(gres)
 
     def env(self) -> dict:
@@ -247,3 +256,16 @@ def test_a_job_on_a_mixed_node_gets_the_type_it_asked_for(kinds, node, gpu_type)
     from slurmkit.submit.placement import gpu_cpu_map, cpu_list
 
     assert gpu_cpu_map(facts, len(facts.gpus))[slurm_index] == cpu_list(nt.gpu(units[slurm_index][0]).cpus)
+
+
+def test_slurm_gpu_order_on_interleaved_gres_conf_lines(kinds):
+    """gres.conf lines b, a, b (nvidia0, 1, 2): Slurm 22.05 orders a node's GPUs by type (the
+    first type first), not by line: the b GPUs are indexes 0 and 1, the a GPU (nvidia1, second
+    line) index 2. slurmkit's own gres.conf lists GPUs grouped by type so line order and Slurm's
+    order agree (NodeType.gres_units); a reader of a site's own file must group by type too."""
+    out = subprocess.run(["srun", "-p", "control", "-w", MIX_NODE, "--gpus-per-node=a:1", "-t", "1", "sh", "-c",
+                          "echo $SLURM_STEP_GPUS"], env=kinds.env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    b = subprocess.run(["srun", "-p", "control", "-w", MIX_NODE, "--gpus-per-node=b:2", "-t", "1", "sh", "-c",
+                        "echo $SLURM_STEP_GPUS"], env=kinds.env(), capture_output=True, text=True, timeout=60)
+    assert (out.stdout.strip(), b.stdout.strip()) == ("2", "0,1")
