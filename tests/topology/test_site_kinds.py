@@ -376,3 +376,24 @@ def test_hooks_node_facts_say_each_kind(tmp_path):
         _, facts = load_for_node(prof, tmp_path, node)
         assert (facts["node_type"], facts["gpu_count"], facts["mig"]) == (
             load_profile(prof).node_type_of(node).name, count, mig)
+
+
+def test_submit_cpu_map_and_refusal_for_each_kind():
+    """The CPU map submit exports is per Slurm GPU index of the node: a MIG instance has its
+    GPU's CPUs; an AutoDetect node type without [[gpus]] has none (the bind wrapper then keeps the
+    task's CPUs and says so); a CPU-only partition is refused with the node type named."""
+    from slurmkit.errors import InputError
+    from slurmkit.submit import render, site, templates
+
+    p = load_profile(KINDS / "kinds.toml")
+
+    def script(partition, **kw):
+        req = render.SubmitRequest(template="srun", command=("hostname",), nodes=1, **kw)
+        return render.render(render.plan(req, site.site_facts(p, partition), templates.get("srun")))
+
+    assert "export SLURMKIT_GPU_CPUS='0-1 0-1'\n" in script("mig")
+    assert "export SLURMKIT_GPU_CPUS=''\n" in script("auto")
+    assert "#SBATCH --gpus-per-node=h100:8\n" in script("auto")
+    with pytest.raises(InputError) as err:
+        script("normal")
+    assert "node type genomedk-cpu has 0 GPUs" in str(err.value)
