@@ -397,3 +397,17 @@ def test_submit_cpu_map_and_refusal_for_each_kind():
     with pytest.raises(InputError) as err:
         script("normal")
     assert "node type genomedk-cpu has 0 GPUs" in str(err.value)
+
+
+def test_report_capacity_and_tdp_by_group(tmp_path):
+    """report's readers of a node type: capacity in Name=gpu gres units (MIG instances, 0 on a
+    CPU-only node), modelled energy's TDP per GPU group's type."""
+    from slurmkit.report.capacity import gpus_per_node_profile
+    from slurmkit.report.energy import assumptions_from_profile
+
+    cap = gpus_per_node_profile(load_profile(KINDS / "kinds.toml"))
+    assert (cap["mig1"], cap["s01n31"], cap["visualizacion1"], cap["dgx1"]) == (2, 0, 2, 8)
+    p = _load(tmp_path, BASE + 'gpu_groups = [{model = "gtx970", count = 1, tdp_w = 145},'
+                               ' {model = "GTX1060", count = 1, tdp_w = 120}, {count = 2, tdp_w = 300}]\n')
+    a = assumptions_from_profile(p)
+    assert a.gpu_tdp_w == {"gtx970": 145.0, "gtx1060": 120.0} and a.default_tdp_w == 300.0
