@@ -1,5 +1,6 @@
-"""``slurmkit site check|gres-conf|topology-conf|list``: validate a site profile and generate
-Slurm's gres.conf and topology.conf from it (byte-stable output)."""
+"""``slurmkit site check|gres-conf|slurm-conf|topology-conf|list``: validate a site profile,
+generate Slurm's gres.conf, slurm.conf nodes/partitions and topology.conf from it (byte-stable
+output), and cross-check a cluster's own slurm.conf / gres.conf against it."""
 
 from __future__ import annotations
 
@@ -47,6 +48,18 @@ def gres_conf(profile, device_dir, overrides, output):
     write_output(render_gres_conf(p, device_dir=device_dir, warn=_warn), output)
 
 
+@cli.command("slurm-conf", context_settings=CTX)
+@click.argument("profile")
+@_set
+@_out
+def slurm_conf_cmd(profile, overrides, output):
+    """slurm.conf NodeName= / PartitionName= lines (and GresTypes=) for PROFILE, from the same
+    node types as gres-conf, so the two agree on every node's gres."""
+    from slurmkit.topology.slurmconf import render_slurm_conf
+
+    write_output(render_slurm_conf(_load(profile, overrides)), output)
+
+
 @cli.command("topology-conf", context_settings=CTX)
 @click.argument("profile")
 @_set
@@ -67,7 +80,7 @@ def check_profile(p) -> list[str]:
     warns: list[str] = []
     render_gres_conf(p, warn=warns.append)
     for nt in p.node_types.values():
-        if not nt.gpus:
+        if not nt.gpus and not nt.cpu_only:
             warns.append(f"node type {nt.name}: no [[gpus]] tables (no Cores=, Links= or NIC placement)")
         for g in nt.gpus:
             if g.numa_node is None:
@@ -75,7 +88,7 @@ def check_profile(p) -> list[str]:
             for dev in g.nearest_nics:
                 if nt.nic(dev).role != "compute":
                     warns.append(f"node type {nt.name} GPU{g.index}: nearest NIC {dev} has role {nt.nic(dev).role}")
-        if p.nccl.fabric in ("infiniband", "roce", "efa") and not nt.compute_nics():
+        if p.nccl.fabric in ("infiniband", "roce", "efa") and not nt.compute_nics() and not nt.cpu_only:
             warns.append(f"node type {nt.name}: nccl.fabric = {p.nccl.fabric} but no NIC has role compute")
     if p.fabric.leaves:
         for n in p.nodes():
@@ -89,20 +102,43 @@ def check_profile(p) -> list[str]:
 @_set
 @click.option("--json", "as_json", is_flag=True, help="JSON summary: cluster, partitions, node types, warnings.")
 @click.option("--strict", is_flag=True, help="Exit 1 when there are warnings.")
+@click.option("--slurm-conf", type=click.Path(dir_okay=False), help="A cluster's slurm.conf to cross-check "
+              "against the profile (Include files followed).")
+@click.option("--gres-conf", type=click.Path(dir_okay=False), help="Its gres.conf (default: gres.conf beside "
+              "--slurm-conf when it exists).")
 @click.pass_context
-def check(ctx, profile, overrides, as_json, strict):
-    """Load and validate PROFILE; print a summary and warnings (exit 2 when invalid)."""
+def check(ctx, profile, overrides, as_json, strict, slurm_conf, gres_conf):
+    """Load and validate PROFILE; print a summary and warnings (exit 2 when invalid).
+
+    With --slurm-conf (and --gres-conf): cross-check a cluster's own files against the profile;
+    each disagreement is named with file, line and what Slurm does about it (exit 1 when any)."""
+    from slurmkit.topology.slurmconf import node_gres
+
     p = _load(profile, overrides)
     warns = check_profile(p)
+    findings = []
+    if slurm_conf and not gres_conf:
+        from pathlib import Path
+
+        beside = Path(slurm_conf).parent / "gres.conf"
+        gres_conf = str(beside) if beside.is_file() else None
+    if slurm_conf or gres_conf:
+        from slurmkit.slurm.conf import load_tree
+        from slurmkit.topology.confcheck import crosscheck
+
+        findings = crosscheck(p, load_tree(slurm_conf) if slurm_conf else None,
+                              load_tree(gres_conf) if gres_conf else None)
     summary = {
         "profile": p.source, "cluster": p.name, "layers": list(p.layers),
         "partitions": {k: {"nodes": len(v.node_names), "node_type": v.node_type, "default": v.default}
                        for k, v in p.partitions.items()},
         "node_types": {k: {"gpu_model": v.gpu_model, "gpu_count": v.gpu_count, "cpus": v.cpu_count,
+                           "gres": node_gres(v), "autodetect": v.autodetect,
                            "compute_nics": [n.device for n in v.compute_nics()]}
                        for k, v in p.node_types.items()},
         "leaves": len(p.fabric.leaves), "spines": len(p.fabric.spines), "blocks": len(p.fabric.blocks),
         "warnings": warns,
+        "disagreements": [f.to_json() for f in findings],
     }
     if want_json(ctx, as_json):
         click.echo(json.dumps(summary, indent=1))
@@ -111,11 +147,15 @@ def check(ctx, profile, overrides, as_json, strict):
         for k, v in summary["partitions"].items():
             click.echo(f"  partition {k}{' (default)' if v['default'] else ''}: {v['nodes']} nodes of {v['node_type']}")
         for k, v in summary["node_types"].items():
-            click.echo(f"  node type {k}: {v['gpu_count']}x {v['gpu_model']}, {v['cpus']} CPUs, "
+            click.echo(f"  node type {k}: {'Gres=' + v['gres'] if v['gres'] else 'no GPUs'}, {v['cpus']} CPUs, "
                        f"compute NICs: {', '.join(v['compute_nics']) or '-'}")
         for w in warns:
             _warn(w)
-    if strict and warns:
+        for f in findings:
+            click.echo(str(f))
+        if slurm_conf or gres_conf:
+            click.echo(f"{len(findings)} disagreement(s) between the profile and the cluster's files")
+    if findings or strict and warns:
         sys.exit(1)
 
 

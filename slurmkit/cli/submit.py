@@ -63,6 +63,7 @@ class _ProgramArgs(click.Command):
 @click.option("--partition", "-p", help="Partition (default: the profile's default partition).")
 @click.option("--nodes", "-N", type=int, default=1, show_default=True, help="Number of nodes.")
 @click.option("--gpus-per-node", type=int, help="GPUs per node (default: all of the node type; 1 for single-GPU templates).")
+@click.option("--gpu-type", help="On a node type with several GPU models: the gres type to ask for (default: any GPU, untyped).")
 @click.option("--time", "-t", "time_", help="Time limit (Slurm format, e.g. 1:00:00).")
 @click.option("--name", "-J", help="Job name (any text except newline/NUL).")
 @click.option("--comment", help="Job comment.")
@@ -95,7 +96,7 @@ class _ProgramArgs(click.Command):
 @click.option("--explain", is_flag=True, help="Print where every #SBATCH option and variable comes from.")
 @click.option("--test-only", is_flag=True, help="sbatch --test-only: print Slurm's start estimate, queue nothing.")
 @submit_options
-def cli(template, command, site, partition, nodes, gpus_per_node, time_, name, comment, output, error, chdir,
+def cli(template, command, site, partition, nodes, gpus_per_node, gpu_type, time_, name, comment, output, error, chdir,
         nodelist, sets, prefer_locality, no_switches, switch_wait, nccl_debug, signal_s, account, qos, mem,
         mem_per_gpu, exclusive, constraint, exclude, reservation, dependency, mail_type, mail_user, sbatch_args,
         dry_run, explain, test_only, **remote):
@@ -106,7 +107,7 @@ def cli(template, command, site, partition, nodes, gpus_per_node, time_, name, c
     """
     from slurmkit.submit import api
 
-    kw = dict(site=site, partition=partition, nodes=nodes, gpus_per_node=gpus_per_node, time=time_,
+    kw = dict(site=site, partition=partition, nodes=nodes, gpus_per_node=gpus_per_node, gpu_type=gpu_type, time=time_,
               name=name, comment=comment, output=output, error=error, chdir=chdir, nodelist=nodelist,
               sets=_parse_sets(sets), prefer_locality=prefer_locality, switches=not no_switches,
               switch_wait=switch_wait, nccl_debug=nccl_debug, signal_s=signal_s, test_only=test_only,

@@ -19,7 +19,7 @@ from slurmkit.profile.health import Health
 
 CACHE_NAME = "profile-health.json"
 #: Bumped when the cached JSON's shape changes (an older cache is then rebuilt).
-SHAPE = 4
+SHAPE = 5
 
 
 def load_health(profile, cache_dir=None) -> Health:
@@ -38,7 +38,8 @@ def load_for_node(profile, cache_dir=None, node: str | None = None, *,
     """``(health, node_type)``: the ``[health]`` section (as :func:`load_health`) and what the
     checks need of ``node``'s node type: ``{"node_type": name, "nics": [{"device", "link_layer",
     "rate_gbps" (Gbit/s), "role", "pci"}], "nvswitch": bool, "nvlinks": int | None, "pcie": {"width",
-    "gen", "gpus": {"<index>": lanes}}}`` (profile ``node_types.<t>.nics``;
+    "gen", "gpus": {"<index>": lanes}}, "gpu_count": physical GPUs of the node type (0: CPU-only),
+    "mig": bool (a GPU group has MIG on)}`` (profile ``node_types.<t>.nics``, ``gpu_groups``;
     :func:`slurmkit.profile.health.has_nvswitch`, :func:`~slurmkit.profile.health.expected_nvlinks`,
     :meth:`~slurmkit.profile.model.NodeType.pcie_expect`, its GPU indexes as JSON strings); None
     when ``node`` is None or in no partition. Same cache and errors as :func:`load_health`;
@@ -51,7 +52,7 @@ def load_for_node(profile, cache_dir=None, node: str | None = None, *,
             if node in names:
                 facts = {"node_type": nt, "nics": data["nics"].get(nt, []),
                          "nvswitch": bool(data["nvswitch"].get(nt)), "nvlinks": data["nvlinks"].get(nt),
-                         "pcie": data["pcie"].get(nt)}
+                         "pcie": data["pcie"].get(nt), **data["gpus"].get(nt, {"gpu_count": 0, "mig": False})}
                 break
     return Health.from_json(data["health"]), facts
 
@@ -103,7 +104,9 @@ def _cached(profile, cache_dir, last_good: bool = False) -> dict:
             "clock_policies": {name: cp.to_json() for name, cp in prof.clock_policies.items()},
             "node_type_policy": {name: nt.clock_policy for name, nt in prof.node_types.items() if nt.clock_policy},
             "partition_policy": {name: p.clock_policy for name, p in prof.partitions.items() if p.clock_policy},
-            "pcie": {name: nt.pcie_expect() for name, nt in prof.node_types.items()}}
+            "pcie": {name: nt.pcie_expect() for name, nt in prof.node_types.items()},
+            "gpus": {name: {"gpu_count": nt.gpu_count, "mig": any(g.mig for g in nt.gpu_groups)}
+                     for name, nt in prof.node_types.items()}}
     if cache is not None:
         stampcache.write(cache, key, [f for f in prof.layers if f != "preset"], data)
     return data

@@ -64,7 +64,10 @@ class Gpu:
     file is ``/dev/nvidia<minor>``; None when not recorded). nvidia-smi's index is PCI bus
     order; the minor often differs (e.g. on AMD EPYC hosts). ``pcie_width``: the PCIe link width
     (lanes) this GPU's slot gives by design when it differs from the node type's ``pcie_width``
-    (e.g. 8 for a GPU in a x8 slot; None: the node type's).
+    (e.g. 8 for a GPU in a x8 slot; None: the node type's). ``mig_caps``: for a GPU of a MIG
+    group, the ``(GI, CI)`` minor numbers of each MIG instance's ``/dev/nvidia-caps/nvidia-cap<N>``
+    files (``/proc/driver/nvidia-caps/mig-minors``), one pair per instance in the order of the
+    group's ``mig`` table; () when not known (then gres.conf lets Slurm's NVML find them).
     """
 
     index: int
@@ -75,6 +78,7 @@ class Gpu:
     gpu_numa_id: int | None = None
     minor: int | None = None
     pcie_width: int | None = None
+    mig_caps: tuple[tuple[int, int], ...] = ()
 
     def nvlinks_to(self, other: int) -> int:
         """Number of NVLinks to GPU ``other`` (``NV<n>`` -> n, anything else -> 0)."""
@@ -82,6 +86,70 @@ class Gpu:
         if tok.startswith("NV") and tok[2:].isdigit():
             return int(tok[2:])
         return 0
+
+
+#: ``node_types.<t>.autodetect``: Slurm's gres.conf ``AutoDetect=`` (``off``: every GPU spelled
+#: out; ``nvml``: Slurm's NVML plugin, gpu_nvml.so; ``nvidia``: /proc/driver/nvidia + /dev, Slurm
+#: 24.11 and later).
+AUTODETECT = ("off", "nvml", "nvidia")
+#: gres.conf ``Flags=`` a node type may set (gres.conf(5), Slurm 22.05): the GPU environment
+#: flags go on its ``Name=gpu`` lines, the sharing ones on its ``Name=shard`` / ``Name=mps`` lines.
+GPU_ENV_FLAGS = ("nvidia_gpu_env", "amd_gpu_env", "intel_gpu_env", "opencl_env", "no_gpu_env")
+SHARING_FLAGS = ("one_sharing", "all_sharing")
+
+
+def slurm_gpu_type(nvml_name: str) -> str:
+    """The gres type Slurm's NVML autodetect gives a GPU: NVML's device name
+    (``nvmlDeviceGetName``) lower-cased with spaces as ``_`` (``"NVIDIA A100-SXM4-80GB"`` ->
+    ``"nvidia_a100-sxm4-80gb"``). Source: SchedMD/slurm ``src/plugins/gpu/nvml/gpu_nvml.c``
+    ``_nvml_get_device_name`` -> ``gpu_common_underscorify_tolower``
+    (``src/plugins/gpu/common/gpu_common.c``), commit 284c3b95f08a."""
+    return "".join("_" if ch == " " else ch.lower() for ch in nvml_name)
+
+
+def slurm_mig_type(nvml_name: str, mig_profile: str) -> str:
+    """The gres type Slurm's NVML autodetect gives a MIG instance of profile ``mig_profile``
+    (``"1g.10gb"``) on a GPU named ``nvml_name``: :func:`slurm_gpu_type` cut at its first ``-``,
+    ``_``, the profile (``"NVIDIA A100-SXM4-80GB"``, ``"1g.10gb"`` -> ``"nvidia_a100_1g.10gb"``).
+    Source: gpu_nvml.c (commit 284c3b95f08a) ``_get_system_gpu_list_nvml`` (MIG mode: the parent's
+    name is cut at the first '-') and ``_handle_mig`` (the MIG device's name from its ``mig_``
+    on, less ``mig``: ``_1g.10gb``)."""
+    return slurm_gpu_type(nvml_name).split("-", 1)[0] + "_" + mig_profile.lower()
+
+
+@dataclass(frozen=True)
+class GpuGroup:
+    """``node_types.<t>.gpu_groups[]`` (or the one group of the older ``gpu_model`` /
+    ``gpu_count`` keys): GPUs of one model on a node type.
+
+    ``model``: the gres type (``Gres=gpu:<model>:<count>``; None: untyped, ``Gres=gpu:<count>``);
+    ``count``: physical GPUs; ``indexes``: their nvidia-smi indexes (the node type's ``gpus[]``);
+    ``tdp_w``: board power (W; None when not given); ``nvml_name``: NVML's device name
+    (``nvmlDeviceGetName``, what ``nvidia-smi -L`` prints; "" when not given), from which Slurm
+    names MIG types; ``mig``: MIG profile -> instances on each GPU (``{"1g.10gb": 7}``; empty:
+    MIG off); ``shards``: Slurm shards per GPU (``Name=shard``; 0: none); ``mps``: Slurm MPS
+    share per GPU (``Name=mps Count=``, 100 = a whole GPU; 0: none)."""
+
+    model: str | None
+    count: int
+    indexes: tuple[int, ...] = ()
+    tdp_w: float | None = None
+    nvml_name: str = ""
+    mig: dict[str, int] = field(default_factory=dict)
+    shards: int = 0
+    mps: int = 0
+
+    def gres_types(self) -> tuple[tuple[str | None, int], ...]:
+        """``((type, count), ...)`` of ``Name=gpu`` gres this group gives one node: its model x
+        count, or one entry per MIG profile (:func:`slurm_mig_type`, instances x GPUs)."""
+        if self.mig:
+            return tuple((slurm_mig_type(self.nvml_name, prof), n * self.count) for prof, n in self.mig.items())
+        return ((self.model, self.count),)
+
+    @property
+    def gres_count(self) -> int:
+        """``Name=gpu`` gres units on one node: GPUs, or MIG instances when MIG is on."""
+        return sum(n for _, n in self.gres_types())
 
 
 @dataclass(frozen=True)
@@ -107,14 +175,20 @@ class Nic:
 
 @dataclass(frozen=True)
 class NodeType:
-    """``[node_types.<name>]``: one kind of GPU node.
+    """``[node_types.<name>]``: one kind of node (a node belongs to one node type).
 
-    ``gpu_model``: gres type (``Gres=gpu:<gpu_model>:<gpu_count>``); ``sockets``,
+    ``gpu_groups``: its GPUs, one :class:`GpuGroup` per model (a mixed node has several, an
+    untyped one a group with ``model`` None, a CPU-only node none); ``autodetect``: gres.conf
+    ``AutoDetect=`` for its nodes (:data:`AUTODETECT`); ``features``: slurm.conf ``Features=``;
+    ``gres_flags``: gres.conf ``Flags=`` (:data:`GPU_ENV_FLAGS` on its GPU lines, e.g. to keep
+    CUDA_VISIBLE_DEVICES under AutoDetect=off; :data:`SHARING_FLAGS` on its shard / MPS lines);
+    ``sockets``,
     ``cores_per_socket``, ``threads_per_core``: the hardware; ``cpu_numbering``: how the OS
     numbers CPUs ("linear" | "interleaved" | "unknown"); ``memory_mib``: RealMemory (MiB;
-    None when not given); ``gpu_tdp_w``: board power (W, reports' modelled energy; None when
-    not given); ``p2p``: GPU peer-to-peer works;
+    None when not given); ``p2p``: GPU peer-to-peer works;
     ``slurm_node``: what slurm.conf says when it differs from the hardware (else None);
+    ``gpus``: every GPU of the node in nvidia-smi order (node-wide indexes; each group names its
+    own by ``indexes``);
     ``pcie_width``: the PCIe link width (lanes) every GPU should train to (None: not judged
     against the profile; a GPU's own ``pcie_width`` wins); ``pcie_gen``: the PCIe generation the
     GPUs and their slots should support (compared with NVML's max link generation; None: not
@@ -124,14 +198,12 @@ class NodeType:
     """
 
     name: str
-    gpu_model: str
-    gpu_count: int
+    gpu_groups: tuple[GpuGroup, ...] = ()
     sockets: int = 1
     cores_per_socket: int = 1
     threads_per_core: int = 1
     cpu_numbering: str = "linear"
     memory_mib: int | None = None
-    gpu_tdp_w: float | None = None
     p2p: bool = True
     slurm_node: SlurmNode | None = None
     gpus: tuple[Gpu, ...] = ()
@@ -140,6 +212,50 @@ class NodeType:
     pcie_gen: int | None = None
     sources: tuple[str, ...] = ()
     clock_policy: str | None = None
+    autodetect: str = "off"
+    features: tuple[str, ...] = ()
+    gres_flags: tuple[str, ...] = ()
+
+    @property
+    def gpu_count(self) -> int:
+        """Physical GPUs of the node (every group's ``count``; 0 for a CPU-only node type)."""
+        return sum(g.count for g in self.gpu_groups)
+
+    @property
+    def gpu_model(self) -> str | None:
+        """The gres type of a node type with one GPU group (None: untyped, CPU-only, or several
+        groups: see :attr:`gpu_groups`)."""
+        return self.gpu_groups[0].model if len(self.gpu_groups) == 1 else None
+
+    @property
+    def gpu_tdp_w(self) -> float | None:
+        """Board power (W) of a node type with one GPU group (None when not given or mixed)."""
+        return self.gpu_groups[0].tdp_w if len(self.gpu_groups) == 1 else None
+
+    @property
+    def cpu_only(self) -> bool:
+        """The node type has no GPU."""
+        return not self.gpu_groups
+
+    def gpu_group(self, model: str | None) -> GpuGroup:
+        """The GPU group whose gres type is ``model`` (None: the untyped group; a MIG group by
+        one of its instance types, or by its ``model`` when no whole-GPU group has it); KeyError
+        naming the known ones."""
+        for g in self.gpu_groups:
+            if any(kind == model for kind, _ in g.gres_types()):
+                return g
+        for g in self.gpu_groups:
+            if g.model == model:
+                return g
+        raise KeyError(f"node type {self.name!r} has no GPU group of type {model!r} "
+                       f"(known: {', '.join(str(g.model) for g in self.gpu_groups) or 'none: no GPUs'})")
+
+    def group_of(self, index: int) -> GpuGroup:
+        """The GPU group holding nvidia-smi index ``index`` (KeyError when none)."""
+        for g in self.gpu_groups:
+            if index in g.indexes:
+                return g
+        raise KeyError(f"node type {self.name!r} has no GPU{index}")
 
     @property
     def cpu_count(self) -> int:
@@ -153,13 +269,40 @@ class NodeType:
                 return g
         raise KeyError(f"node type {self.name!r} has no GPU{index}")
 
-    def gres_order(self) -> tuple[Gpu, ...]:
-        """The GPUs in Slurm's gres order: the order of gres.conf's lines, which slurmkit writes
-        by device minor number (``File=/dev/nvidia<minor>``) when every GPU records one, else in
-        nvidia-smi order. Slurm's GPU index (``SLURM_STEP_GPUS``, ``IDX:``) is a position in it."""
+    def device_number(self, index: int) -> int:
+        """The ``/dev/nvidia<N>`` number of GPU ``index``: its ``minor`` when every GPU records
+        one, else the nvidia-smi index (the sandbox's own device files)."""
         if self.gpus and all(g.minor is not None for g in self.gpus):
-            return tuple(sorted(self.gpus, key=lambda g: g.minor))
-        return tuple(sorted(self.gpus, key=lambda g: g.index))
+            return self.gpu(index).minor
+        return index
+
+    def gres_units(self) -> tuple[tuple[int, str | None], ...]:
+        """``(nvidia-smi index, gres type)`` of each ``Name=gpu`` gres of the node, in Slurm's
+        gres order: slurmd groups its GPU records by type (first type first: ``slurmd -G`` on a
+        mixed node lists every ``b`` GPU before the ``a`` one whatever the File= order), and
+        within a type by device file (:meth:`device_number`); a MIG GPU gives one entry per
+        instance (types from :meth:`GpuGroup.gres_types`). gres.conf is written in this order,
+        so Slurm's GPU index (``SLURM_STEP_GPUS``, ``IDX:``) is a position in it."""
+        out: list[tuple[int, str | None]] = []
+        for grp in self.gpu_groups:
+            order = sorted(grp.indexes, key=self.device_number)
+            if grp.mig:
+                for prof, n in grp.mig.items():
+                    kind = slurm_mig_type(grp.nvml_name, prof)
+                    out += [(i, kind) for i in order for _ in range(n)]
+            else:
+                out += [(i, grp.model) for i in order]
+        return tuple(out)
+
+    def gres_order(self) -> tuple[Gpu, ...]:
+        """The node's listed GPUs (``gpus[]``) in Slurm's gres order (:meth:`gres_units`, each
+        GPU once): by group, then by device minor number when every GPU records one, else in
+        nvidia-smi order."""
+        listed = {g.index: g for g in self.gpus}
+        seen: dict[int, None] = {}
+        for i, _ in self.gres_units():
+            seen.setdefault(i, None)
+        return tuple(listed[i] for i in seen if i in listed)
 
     def gpu_cpus(self, index: int) -> tuple[int, ...]:
         """NUMA-local OS CPU ids of GPU ``index`` (from ``gpus[].cpus``; () when unknown)."""

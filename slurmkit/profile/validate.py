@@ -6,14 +6,16 @@ raises :class:`ProfileError` naming the file, dotted key and (best effort) line.
 
 from __future__ import annotations
 
+import re
+
 from slurmkit.profile.clock_policy import SETTINGS as CLOCK_POLICY_SETTINGS
 from slurmkit.profile.clock_policy import ClockPolicy
 from slurmkit.pci import normalise_bus_id
 from slurmkit.profile.errors import ProfileError
 from slurmkit.profile.health import EXPECT_KEYS, check_defaults
 from slurmkit.profile.lines import key_line
-from slurmkit.profile.model import (Block, Cluster, Fabric, Gpu, Health, Leaf, Nccl, Nic, NodeType,
-                                    Partition, Profile, Report, SlurmNode, Spine, Submit)
+from slurmkit.profile.model import (AUTODETECT, GPU_ENV_FLAGS, SHARING_FLAGS, Block, Cluster, Fabric, Gpu, GpuGroup, Health, Leaf, Nccl, Nic,
+                                    NodeType, Partition, Profile, Report, SlurmNode, Spine, Submit, slurm_gpu_type)
 
 LINK_LAYERS = ("InfiniBand", "RoCE", "Ethernet", "EFA")
 NIC_ROLES = ("compute", "other")
@@ -199,13 +201,12 @@ def _node_types(c: _Ctx, t: dict) -> dict[str, NodeType]:
 
 def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
     key = f"node_types.{name}"
-    c.known(t, key, ("gpu_model", "gpu_count", "sockets", "cores_per_socket", "threads_per_core",
+    c.known(t, key, ("gpu_groups", "gpu_model", "gpu_count", "sockets", "cores_per_socket", "threads_per_core",
                      "cpu_numbering", "memory_mib", "gpu_tdp_w", "p2p", "slurm_node", "gpus", "nics",
-                     "pcie_width", "pcie_gen", "sources", "clock_policy"))
-    model = c.get(t, key, "gpu_model", str)
-    if not model or any(ch in model for ch in " :,=\t"):
-        c.fail(f"{key}.gpu_model", f"gres type must be one word without ':' or ',', got {model!r}")
-    gpu_count = c.get(t, key, "gpu_count", int, minimum=1)
+                     "pcie_width", "pcie_gen", "sources", "clock_policy", "autodetect", "features",
+                     "gres_flags"))
+    groups = _gpu_groups(c, key, t)
+    gpu_count = sum(g.count for g in groups)
     sockets = c.get(t, key, "sockets", int, _default(NodeType, "sockets"), minimum=1)
     cores = c.get(t, key, "cores_per_socket", int, _default(NodeType, "cores_per_socket"), minimum=1)
     threads = c.get(t, key, "threads_per_core", int, _default(NodeType, "threads_per_core"), minimum=1)
@@ -262,7 +263,7 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
         gk = f"{key}.gpus[{i}]"
         g = c.table(g, gk)
         c.known(g, gk, ("index", "cpus", "numa_node", "nearest_nics", "links", "gpu_numa_id", "minor",
-                        "pcie_width"))
+                        "pcie_width", "mig_caps"))
         index = c.get(g, gk, "index", int, i, minimum=0)
         if index != i:
             c.fail(f"{gk}.index", f"GPUs must be listed in nvidia-smi order: expected index {i}, got {index}"
@@ -289,28 +290,150 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
                         nearest_nics=nearest, links=dict(links),
                         gpu_numa_id=c.get(g, gk, "gpu_numa_id", int, None, minimum=0),
                         minor=c.get(g, gk, "minor", int, None, minimum=0),
-                        pcie_width=c.get(g, gk, "pcie_width", int, None, choices=PCIE_WIDTHS)))
+                        pcie_width=c.get(g, gk, "pcie_width", int, None, choices=PCIE_WIDTHS),
+                        mig_caps=_mig_caps(c, gk, g, groups, index)))
     minors = [g.minor for g in gpus if g.minor is not None]
     if len(set(minors)) != len(minors):
         c.fail(f"{key}.gpus", f"two GPUs have the same minor number ({sorted(minors)})")
     if minors and len(minors) != len(gpus):
         c.fail(f"{key}.gpus", "minor is given for some GPUs only: record it for every GPU or none")
     if gpus and len(gpus) != gpu_count:
-        c.fail(f"{key}.gpu_count", f"gpu_count = {gpu_count} but {len(gpus)} [[gpus]] tables are listed")
+        c.fail(f"{key}.gpu_count" if "gpu_count" in t else f"{key}.gpus",
+               f"gpu_count = {gpu_count} but {len(gpus)} [[gpus]] tables are listed" if "gpu_count" in t else
+               f"the GPU groups hold {gpu_count} GPUs but {len(gpus)} [[gpus]] tables are listed")
     for g in gpus:
         for lk in g.links:
             if lk.startswith("GPU") and lk[3:].isdigit() and int(lk[3:]) >= gpu_count:
                 c.fail(f"{key}.gpus[{g.index}].links.{lk}", f"there are only {gpu_count} GPUs")
-    return NodeType(name=name, gpu_model=model, gpu_count=gpu_count, sockets=sockets,
+    autodetect = c.get(t, key, "autodetect", str, _default(NodeType, "autodetect"), choices=AUTODETECT)
+    for i, grp in enumerate(groups):
+        if autodetect != "off" and grp.model and grp.nvml_name and not grp.mig \
+                and grp.model.lower() not in slurm_gpu_type(grp.nvml_name):
+            c.fail(f"{key}.gpu_groups[{i}].model" if "gpu_groups" in t else f"{key}.gpu_model",
+                   f"under AutoDetect Slurm keeps a gres.conf Type= only when it is part of the name it "
+                   f"detects ({slurm_gpu_type(grp.nvml_name)!r} for {grp.nvml_name!r}; gres_gpu.c "
+                   f"_normalize_sys_gres_types), got {grp.model!r}")
+    gres_flags = c.str_list(t, key, "gres_flags")
+    for f in gres_flags:
+        if f not in GPU_ENV_FLAGS + SHARING_FLAGS:
+            c.fail(f"{key}.gres_flags", f"{f!r} is not a gres.conf Flags= value slurmkit writes "
+                   f"(one of: {', '.join(GPU_ENV_FLAGS + SHARING_FLAGS)})")
+    features = c.str_list(t, key, "features")
+    for f in features:
+        if not f or any(ch.isspace() or ch in ",&|()[]*:" for ch in f):
+            c.fail(f"{key}.features", f"{f!r} is not a Slurm node feature (one word, no ',&|()[]*:')")
+    return NodeType(name=name, gpu_groups=groups, sockets=sockets,
                     cores_per_socket=cores, threads_per_core=threads, cpu_numbering=numbering,
                     memory_mib=c.get(t, key, "memory_mib", int, None, minimum=0),
-                    gpu_tdp_w=c.get(t, key, "gpu_tdp_w", float, None, minimum=0),
+                    autodetect=autodetect, gres_flags=gres_flags,
+                    features=features,
                     p2p=c.get(t, key, "p2p", bool, _default(NodeType, "p2p")), slurm_node=slurm_node,
                     gpus=tuple(gpus), nics=tuple(nics),
                     pcie_width=c.get(t, key, "pcie_width", int, None, choices=PCIE_WIDTHS),
                     pcie_gen=c.get(t, key, "pcie_gen", int, None, choices=PCIE_GENS),
                     sources=c.str_list(t, key, "sources"),
                     clock_policy=c.get(t, key, "clock_policy", str, None))
+
+
+#: A MIG profile as NVML names it (``1g.10gb``, ``1c.2g.20gb``, ``1g.10gb+me``).
+_MIG_PROFILE = re.compile(r"(\d+c\.)?\d+g\.\d+gb(\+[a-z]+)?")
+_GRES_TYPE_BAD = " :,=\t()"
+
+
+def _gres_type(c: _Ctx, key: str, value) -> str:
+    if not isinstance(value, str) or not value or any(ch in value for ch in _GRES_TYPE_BAD):
+        c.fail(key, f"gres type must be one word without ':', ',' or '=', got {value!r}")
+    return value
+
+
+def _gpu_groups(c: _Ctx, key: str, t: dict) -> tuple[GpuGroup, ...]:
+    """The node type's GPU groups: ``[[gpu_groups]]``, or the one group of the older
+    ``gpu_model`` / ``gpu_count`` / ``gpu_tdp_w`` keys (``gpu_model`` absent: untyped), or none
+    (CPU-only: no GPU key, or ``gpu_count = 0``). Group ``indexes`` default to consecutive
+    nvidia-smi indexes in group order; together they must be 0..N-1, each once."""
+    old = [k for k in ("gpu_model", "gpu_count", "gpu_tdp_w") if k in t]
+    if "gpu_groups" in t:
+        if old:
+            c.fail(f"{key}.{old[0]}", "give either [[gpu_groups]] or gpu_model / gpu_count / gpu_tdp_w "
+                   "(the one-group form), not both")
+        raw = t["gpu_groups"]
+        if not isinstance(raw, list):
+            c.fail(f"{key}.gpu_groups", "expected an array of tables [[...gpu_groups]]")
+    elif old:
+        count = c.get(t, key, "gpu_count", int, minimum=0)
+        if count == 0:
+            if "gpu_model" in t or "gpu_tdp_w" in t:
+                c.fail(f"{key}.gpu_count", "gpu_count = 0 (CPU-only) but gpu_model / gpu_tdp_w is given")
+            return ()
+        model = _gres_type(c, f"{key}.gpu_model", t["gpu_model"]) if "gpu_model" in t else None
+        return (GpuGroup(model=model, count=count, indexes=tuple(range(count)),
+                         tdp_w=c.get(t, key, "gpu_tdp_w", float, None, minimum=0)),)
+    else:
+        return ()
+    out: list[GpuGroup] = []
+    start = 0
+    for i, g in enumerate(raw):
+        gk = f"{key}.gpu_groups[{i}]"
+        g = c.table(g, gk)
+        c.known(g, gk, ("model", "count", "indexes", "tdp_w", "nvml_name", "mig", "shards", "mps"))
+        model = _gres_type(c, f"{gk}.model", g["model"]) if "model" in g else None
+        count = c.get(g, gk, "count", int, minimum=1)
+        indexes = g.get("indexes", list(range(start, start + count)))
+        if (not isinstance(indexes, list) or len(indexes) != count
+                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in indexes)):
+            c.fail(f"{gk}.indexes", f"expected {count} nvidia-smi GPU indexes (count = {count}), got {indexes!r}")
+        start += count
+        mig = c.table(g.get("mig", {}), f"{gk}.mig")
+        for prof, n in mig.items():
+            if not _MIG_PROFILE.fullmatch(prof):
+                c.fail(f"{gk}.mig.{prof}", f"{prof!r} is not a MIG profile as NVML names it (e.g. \"1g.10gb\", "
+                       "\"3g.40gb\"; nvidia-smi mig -lgip)")
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                c.fail(f"{gk}.mig.{prof}", f"expected the number of {prof} instances on each GPU (>= 1), got {n!r}")
+        nvml_name = c.get(g, gk, "nvml_name", str, "")
+        if mig and not nvml_name:
+            c.fail(f"{gk}.nvml_name", "a MIG group needs the GPU's NVML name (nvidia-smi -L, e.g. "
+                   "\"NVIDIA A100-SXM4-80GB\"): Slurm names MIG types from it (nvidia_a100_1g.10gb)")
+        shards = c.get(g, gk, "shards", int, 0, minimum=0)
+        mps = c.get(g, gk, "mps", int, 0, minimum=0)
+        if mig and (shards or mps):
+            c.fail(f"{gk}.{'shards' if shards else 'mps'}", "Slurm does not share MIG instances as shards or MPS")
+        group = GpuGroup(model=model, count=count, indexes=tuple(indexes),
+                         tdp_w=c.get(g, gk, "tdp_w", float, None, minimum=0), nvml_name=nvml_name,
+                         mig={k: int(v) for k, v in mig.items()}, shards=shards, mps=mps)
+        kinds = {k for k, _ in group.gres_types()}
+        twin = next((x for x in out if kinds & {k for k, _ in x.gres_types()}), None)
+        if twin is not None:
+            kind = next(iter(kinds & {k for k, _ in twin.gres_types()}))
+            c.fail(f"{gk}.model" if not mig else f"{gk}.mig", f"two GPU groups give gres type {kind!r}: a node's "
+                   "GPUs of one type are one group" if kind else "two untyped GPU groups: give their count as one group")
+        out.append(group)
+    total = sum(g.count for g in out)
+    seen = sorted(x for g in out for x in g.indexes)
+    if seen != list(range(total)):
+        dup = next((x for x in seen if seen.count(x) > 1), None)
+        c.fail(f"{key}.gpu_groups", f"GPU{dup} is in two groups" if dup is not None else
+               f"the groups' indexes {seen} are not 0..{total - 1} (nvidia-smi indexes of the node's {total} GPUs)")
+    return tuple(out)
+
+
+def _mig_caps(c: _Ctx, gk: str, g: dict, groups, index: int) -> tuple[tuple[int, int], ...]:
+    """``gpus[].mig_caps``: ``[[gi_minor, ci_minor], ...]``, one pair per MIG instance of the
+    GPU's group (its ``mig`` table's instances, in order); () when absent."""
+    raw = g.get("mig_caps")
+    if raw is None:
+        return ()
+    group = next((x for x in groups if index in x.indexes), None)
+    if group is None or not group.mig:
+        c.fail(f"{gk}.mig_caps", f"GPU{index} is in no MIG group (a [[gpu_groups]] with mig = {{...}})")
+    want = sum(group.mig.values())
+    if (not isinstance(raw, list) or len(raw) != want
+            or not all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
+                                                                   and x >= 0 for x in p) for p in raw)):
+        c.fail(f"{gk}.mig_caps", f"expected {want} [GI minor, CI minor] pairs (one per MIG instance: "
+               f"{', '.join(f'{n}x {p}' for p, n in group.mig.items())}; /proc/driver/nvidia-caps/mig-minors), "
+               f"got {raw!r}")
+    return tuple((a, b) for a, b in raw)
 
 
 def _clock_policies(c: _Ctx, t: dict) -> dict[str, ClockPolicy]:

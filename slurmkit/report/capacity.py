@@ -48,11 +48,12 @@ def gpus_per_node_scontrol(text: str) -> dict[str, int]:
 
 def gpus_per_node_profile(profile) -> dict[str, int]:
     """Site profile (a loaded ``slurmkit.profile.Profile``) -> {node: GPUs}: every partition's
-    nodes (``partitions.<p>.nodes``, expanded by the loader) with their node type's ``gpu_count``.
-    A node in several partitions is counted once."""
+    nodes (``partitions.<p>.nodes``, expanded by the loader) with their node type's ``Name=gpu``
+    gres count (its GPUs; MIG instances where MIG is on, the units sacct's ``gres/gpu`` counts;
+    0 on a CPU-only node type). A node in several partitions is counted once."""
     out = {}
     for part in profile.partitions.values():
-        count = profile.node_types[part.node_type].gpu_count
+        count = sum(g.gres_count for g in profile.node_types[part.node_type].gpu_groups)
         for node in part.node_names:
             out[node] = count
     return out

@@ -62,7 +62,8 @@ class Assumptions:
 def assumptions_from_profile(profile, path: str = "") -> Assumptions:
     """Energy and cost assumptions of a loaded ``slurmkit.profile.Profile``: its ``.report``
     section (PUE, gCO2e/kWh, prices, currency; None stays unset) and each node type's
-    ``gpu_tdp_w`` (W) by ``gpu_model`` (lower case). ``path``: the name in ``origin`` (default
+    GPU groups' ``tdp_w`` (W; ``gpu_tdp_w`` of the one-group form) by gres type (lower case); the
+    TDP of untyped GPU groups (when they agree) is the default for GPUs sacct gives no type. ``path``: the name in ``origin`` (default
     the profile's ``source``)."""
     a = Assumptions()
     path = path or profile.source
@@ -75,12 +76,19 @@ def assumptions_from_profile(profile, path: str = "") -> Assumptions:
             a.origin[key] = where
     if rep.currency:
         a.currency, a.origin["currency"] = rep.currency, where
+    untyped = set()
     for nt in profile.node_types.values():
-        if nt.gpu_tdp_w:
-            a.gpu_tdp_w[nt.gpu_model.lower()] = float(nt.gpu_tdp_w)
+        for grp in nt.gpu_groups:
+            if grp.tdp_w and grp.model:
+                a.gpu_tdp_w[grp.model.lower()] = float(grp.tdp_w)
+            elif grp.tdp_w:
+                untyped.add(float(grp.tdp_w))
+    if len(untyped) == 1:  # untyped GPUs (gres/gpu without a type) take the default
+        a.default_tdp_w = next(iter(untyped))
+        a.origin["default_tdp_w"] = where + " (its untyped GPU group's tdp_w)"
     if a.gpu_tdp_w:
         a.origin["gpu_tdp_w"] = where
-        if len(set(a.gpu_tdp_w.values())) == 1:
+        if len(set(a.gpu_tdp_w.values())) == 1 and not untyped:
             a.default_tdp_w = next(iter(a.gpu_tdp_w.values()))
             a.origin["default_tdp_w"] = where + " (the only GPU TDP in it)"
     return a

@@ -223,6 +223,15 @@ class _View:
         return self.entry if self.entry.first_key == key.lower() else None
 
 
+def entries_in_order(tree: list[ConfFile]) -> list[tuple[ConfFile, Entry]]:
+    """Every Key=Value entry of a :func:`load_tree` result in the order Slurm reads them
+    (each ``Include`` expanded in place), with the file it is in."""
+    if not tree:
+        return []
+    by_path = {conf.path: conf for conf in tree}
+    return [(view.conf, view.entry) for view in _precise(tree[0], by_path)]
+
+
 def find_effective(tree: list[ConfFile], key: str) -> tuple[ConfFile, Entry] | None:
     """The file and entry of the definition of a global ``key`` that Slurm ends up using (the last),
     walking a :func:`load_tree` result in reading order with includes expanded in place; or None."""

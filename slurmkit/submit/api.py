@@ -29,7 +29,7 @@ def prepare(req: _render.SubmitRequest, backend=None, profile=None, env: dict | 
     ``TemplateError`` or ``EscapeError`` (all :class:`~slurmkit.errors.InputError`) for bad
     input, ``SlurmError`` when sinfo fails."""
     prof = profile if profile is not None else _site.load(req.site)
-    facts = _site.site_facts(prof, req.partition, source=str(req.site or "sandbox"))
+    facts = _site.site_facts(prof, req.partition, source=str(req.site or "sandbox"), gpu_type=req.gpu_type)
     tpl = _templates.get(req.template)
     idle = None
     if req.prefer_locality and req.nodes > 1:
@@ -60,6 +60,7 @@ def explain(template: str, command=(), **kw) -> str:
 _TYPES = {
     "site": ((str, os.PathLike), "a profile name or path"), "partition": ((str,), "a partition name"),
     "nodes": ((int,), "a node count (int)"), "gpus_per_node": ((int,), "a GPU count (int)"),
+    "gpu_type": ((str,), "a gres type of the node type's GPU groups"),
     "time": ((str,), "a Slurm time string such as '1:00:00'"), "name": ((str,), "a job name"),
     "comment": ((str,), "text"), "output": ((str, os.PathLike), "a path"), "error": ((str, os.PathLike), "a path"),
     "chdir": ((str, os.PathLike), "a path"), "nodelist": ((str,), "a Slurm hostlist such as 'n[1-2]'"),

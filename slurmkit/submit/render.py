@@ -70,6 +70,9 @@ class SubmitRequest:
     partition: str | None = None
     nodes: int = 1
     gpus_per_node: int | None = None
+    #: on a node type with several GPU groups (a mixed node), the gres type asked for (None:
+    #: any of its GPUs, untyped); see :func:`slurmkit.submit.site.site_facts`
+    gpu_type: str | None = None
     time: str | None = None
     name: str | None = None
     comment: str | None = None
@@ -280,7 +283,9 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         "nodes": req.nodes,
         "gpus_per_node": gpn,
         "node_gpus": facts.gpu_count,
-        "gpu_cpus": " ".join(placement.gpu_cpu_map(facts, facts.gpu_count)),
+        # every Slurm GPU index of the node (on a mixed node the job's GPUs need not come
+        # first); empty when the profile lists no [[gpus]] (AutoDetect): the wrapper says so
+        "gpu_cpus": " ".join(placement.gpu_cpu_map(facts, len(facts.gpus))),
         "rendezvous_interface": facts.submit.rendezvous_interface,
         "port_base": PORT_BASE,
         "port_span": PORT_SPAN,

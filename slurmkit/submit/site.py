@@ -47,8 +47,9 @@ class NicFacts:
 class SiteFacts:
     """What placement and the templates need, for one partition of one profile.
 
-    ``source`` is the profile file; ``gpus`` are in Slurm's gres order (position = Slurm's GPU
-    index on the node); ``leaves`` maps leaf switch name -> node names (from
+    ``source`` is the profile file; ``gpu_model``: the gres type the job asks for ("": untyped,
+    ``--gpus-per-node=<n>``); ``gpu_count``: the most of it one node has; ``gpus`` are in Slurm's
+    gres order (position = Slurm's GPU index on the node, every GPU of the node); ``leaves`` maps leaf switch name -> node names (from
     ``fabric.leaves``, hostlists expanded); ``nccl`` and ``submit``: the profile's typed ``[nccl]``
     / ``[submit]`` sections (:class:`slurmkit.profile.model.Nccl` / ``Submit``; defaults from
     the profile model).
@@ -87,12 +88,17 @@ def load(site: str | None):
     return load_profile(site or os.environ.get("SLURMKIT_SITE") or "sandbox")
 
 
-def site_facts(profile, partition: str | None = None, source: str = "") -> SiteFacts:
+def site_facts(profile, partition: str | None = None, source: str = "", gpu_type: str | None = None) -> SiteFacts:
     """:class:`SiteFacts` for ``partition`` (None: the profile's default partition).
 
     ``profile``: a loaded ``slurmkit.profile.Profile`` (validated: partitions name node types,
     hostlists expanded); ``source``: the file name used in messages when the profile carries
-    none. Raises :class:`SiteError` for a partition the profile does not have.
+    none; ``gpu_type``: on a node type with several GPU groups (a mixed node), the gres type
+    the job asks for (``gpu_model`` / ``gpu_count`` are then that group's; None: the node type's
+    one group, or on a mixed node an untyped request for any of its GPUs). ``gpus`` is every
+    ``Name=gpu`` gres of the node in Slurm's gres order (a MIG instance gives its GPU's facts),
+    so the CPU map covers whichever GPUs Slurm gives. Raises :class:`SiteError` for a partition
+    the profile does not have or a type its node type lacks.
     """
     source = str(profile.source or source or "")
     parts = profile.partitions
@@ -108,15 +114,26 @@ def site_facts(profile, partition: str | None = None, source: str = "") -> SiteF
     nt = profile.node_types[part.node_type]
     # in Slurm's gres order (gres.conf lines; by minor number when recorded): the bind wrapper
     # indexes this list by Slurm's GPU index (SLURM_STEP_GPUS)
-    gpus = tuple(GpuFacts(index=g.index, cpus=tuple(g.cpus), numa_node=g.numa_node,
-                          nearest_nics=tuple(g.nearest_nics), minor=g.minor) for g in nt.gres_order())
+    listed = {g.index: g for g in nt.gpus}
+    gpus = tuple(GpuFacts(index=i, cpus=tuple(listed[i].cpus), numa_node=listed[i].numa_node,
+                          nearest_nics=tuple(listed[i].nearest_nics), minor=listed[i].minor)
+                 for i, _ in nt.gres_units() if i in listed)
+    if gpu_type is not None or len(nt.gpu_groups) == 1:
+        try:
+            group = nt.gpu_group(gpu_type) if gpu_type is not None else nt.gpu_groups[0]
+        except KeyError as exc:
+            raise SiteError(source, None, exc.args[0]) from None
+        # a MIG group: the request is for one of its instance types (the first, unless named)
+        gpu_model, gpu_count = next(((k, n) for k, n in group.gres_types() if gpu_type in (None, k, group.model)))
+    else:  # CPU-only (no group) or a mixed node asked for any GPU: untyped, all of them
+        gpu_model, gpu_count = "", sum(grp.gres_count for grp in nt.gpu_groups)
     nics = tuple(NicFacts(device=n.device, link_layer=n.link_layer, role=n.role, rate_gbps=float(n.rate_gbps))
                  for n in nt.nics)
     leaves = tuple((leaf.name, leaf.node_names) for leaf in profile.fabric.leaves)
     return SiteFacts(
         source=source, cluster=profile.cluster.name,
         partition=partition, node_type=nt.name, partition_nodes=part.node_names,
-        gpu_model=nt.gpu_model, gpu_count=nt.gpu_count,
+        gpu_model=gpu_model or "", gpu_count=gpu_count,
         gpus=gpus, nics=nics, p2p=nt.p2p, leaves=leaves,
         nccl=profile.nccl, submit=profile.submit,
         partition_source=partition_source,

@@ -97,3 +97,28 @@ def test_cli_dry_run_prints_the_golden_script_and_the_api_agrees(name, profile):
     res = CliRunner().invoke(cli, args[:2] + ["--explain"] + args[2:], catch_exceptions=False)
     assert res.exit_code == 0 and res.output == api.explain(name, req.command, **kw)
     assert "<- CLI --name" in res.output
+
+
+#: Node kinds of tests/topology/kinds/kinds.toml: a node type without a GPU model (dgx1x4's
+#: ``Gres=gpu:8``) gets an untyped request (``--gpus-per-node=8``, issue 26 point 5); a mixed
+#: node (ocotillo's visualizacion1) asked for one of its types gets that type.
+KINDS = Path(__file__).resolve().parents[1] / "topology" / "kinds" / "kinds.toml"
+KIND_CASES = {"kinds-untyped": ("gpus", None), "kinds-mixed-gtx1060": ("vis", "gtx1060")}
+
+
+@pytest.mark.parametrize("case", sorted(KIND_CASES))
+@pytest.mark.parametrize("name", ["torchrun", "srun"])
+def test_golden_node_kinds(name, case):
+    from slurmkit.profile import load_profile
+
+    partition, gpu_type = KIND_CASES[case]
+    facts = site.site_facts(load_profile(KINDS), partition, gpu_type=gpu_type)
+    req = render.SubmitRequest(**{**request_for(name).__dict__, "nodes": 1})
+    text = render.render(render.plan(req, facts, templates.get(name))).replace(str(KINDS), "kinds.toml")
+    path = GOLDEN / f"{name}--{case}.sbatch"
+    if REGEN:
+        path.write_text(text, encoding="utf-8")
+    assert path.is_file(), f"{path} missing: regenerate with SLURMKIT_REGEN_GOLDEN=1"
+    assert text == path.read_text(encoding="utf-8"), f"{path} differs (review, then SLURMKIT_REGEN_GOLDEN=1)"
+    want = "--gpus-per-node=8" if gpu_type is None else f"--gpus-per-node={gpu_type}:1"
+    assert f"#SBATCH {want}\n" in text

@@ -1,0 +1,449 @@
+"""A cluster's own slurm.conf / gres.conf checked against its site profile (``slurmkit site check
+--slurm-conf FILE [--gres-conf FILE]``).
+
+Pure functions over files parsed by :mod:`slurmkit.slurm.conf` (the one Slurm config parser:
+``Include``, keys in any case such as ``Nodename=``, tabs, continuation lines); hostlists
+(``n[1-4]``, ``/dev/nvidia[0-3]``) are expanded with :mod:`slurmkit.hostlist`. Each
+:class:`Disagreement` names the file and line, the nodes, what differs and what Slurm does
+about it, quoting the message Slurm prints (SchedMD/slurm, commit 284c3b95f08a):
+
+- ``fatal: Duplicated NodeName %s in the config file`` (src/common/read_config.c);
+- ``fatal: gres.conf duplicate records for %s`` and ``some records have "File" / "Type="
+  specification while others do not`` (src/interfaces/gres.c);
+- ``A line in gres.conf for GRES %s has %d more configured than expected in slurm.conf.
+  Ignoring extra GRES.`` (src/interfaces/gres.c): gres.conf types beside an untyped slurm.conf;
+- ``%s count reported lower than configured (%d < %d)`` (src/interfaces/gres.c): slurmctld
+  sets the node INVALID_REG / drained;
+- ``Discarding the following config-only GPU due to lack of File specification``
+  (src/plugins/gres/gpu/gres_gpu.c);
+- ``Low socket*core*thread count`` / ``Low RealMemory`` (src/slurmctld/node_mgr.c).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from slurmkit.hostlist import BadHostlist, collect_hostlist, expand_hostlist
+from slurmkit.slurm.conf import ConfError, entries_in_order
+from slurmkit.topology.slurmconf import node_gres, node_type_nodes, slurm_node_layout
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """One disagreement: ``file`` and ``line`` (1-based; 0 when the file lacks something),
+    ``nodes`` (hostlist expression of the nodes concerned; "" for the whole file), ``what``
+    (the difference, with both values), ``slurm`` (what Slurm does about it)."""
+
+    file: str
+    line: int
+    nodes: str
+    what: str
+    slurm: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.nodes + ': ' if self.nodes else ''}{self.what} -> {self.slurm}"
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "line": self.line, "nodes": self.nodes, "what": self.what,
+                "slurm": self.slurm}
+
+
+@dataclass
+class SlurmNode:
+    """A node as slurm.conf defines it: ``keys`` (lower-cased key -> value, ``NodeName=DEFAULT``
+    values filled in), ``file``, ``line``."""
+
+    name: str
+    keys: dict
+    file: str
+    line: int
+
+
+@dataclass
+class GresRecord:
+    """One gres.conf line: ``nodes`` (expanded; None: every node reading the file), ``name``
+    (lower case), ``type`` (None when absent), ``files`` (expanded ``File=``; () when absent),
+    ``multiple`` (``MultipleFiles=`` given: one gres), ``count`` (``Count=``; None when absent),
+    ``keys`` (lower-cased key -> value as written), ``file``, ``line``."""
+
+    nodes: tuple[str, ...] | None
+    name: str
+    type: str | None
+    files: tuple[str, ...]
+    multiple: bool
+    count: int | None
+    keys: dict
+    file: str
+    line: int
+
+    def units(self) -> int:
+        """Gres this line gives one node: one per ``File=`` device, one for ``MultipleFiles=``,
+        else ``Count=`` (default 1)."""
+        if self.multiple:
+            return 1
+        if self.files:
+            return len(self.files)
+        return self.count if self.count is not None else 1
+
+
+_SUFFIX = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4}
+
+
+def parse_count(text: str) -> int:
+    """A Slurm gres count: digits with an optional K/M/G/T suffix (powers of 1024). ValueError."""
+    m = re.fullmatch(r"(\d+)([kmgtKMGT]?)", text.strip())
+    if not m:
+        raise ValueError(f"not a count: {text!r}")
+    return int(m.group(1)) * _SUFFIX.get(m.group(2).lower(), 1)
+
+
+def parse_gres(text: str) -> dict[tuple[str, str | None], int]:
+    """slurm.conf ``Gres=`` -> ``{(name, type or None): count}``: ``gpu:h100:8,gpu:2(S:0-1),
+    shard:16`` -> ``{("gpu", "h100"): 8, ("gpu", None): 2, ("shard", None): 16}``; a name with
+    no count counts 1; ``(null)`` / "" -> {}. ValueError on a count that is not one."""
+    out: dict[tuple[str, str | None], int] = {}
+    text = text.strip()
+    if text in ("", "(null)"):
+        return out
+    for part in re.split(r",(?![^(]*\))", text):
+        part = re.sub(r"\(.*\)$", "", part.strip())
+        if not part:
+            continue
+        bits = part.split(":")
+        name = bits[0].lower()
+        if len(bits) == 1:
+            kind, n = None, 1
+        elif len(bits) == 2:
+            kind, n = (None, parse_count(bits[1])) if re.fullmatch(r"\d+[kmgtKMGT]?", bits[1]) else (bits[1], 1)
+        else:
+            kind, n = bits[1], parse_count(bits[2])
+        out[(name, kind)] = out.get((name, kind), 0) + n
+    return out
+
+
+def _expand(expr: str, file: str, line: int, what: str) -> list[str]:
+    try:
+        return expand_hostlist(expr)
+    except BadHostlist as exc:
+        raise ConfError(file, line, f"bad {what} {expr!r}: {exc}") from None
+
+
+def _entries(tree):
+    """``(file, entry)`` of every Key=Value line of a :func:`slurmkit.slurm.conf.load_tree`
+    result, in Slurm's reading order (``Include`` expanded in place)."""
+    for conf, e in entries_in_order(tree):
+        yield str(conf.path), e
+
+
+def slurm_nodes(tree) -> tuple[dict[str, SlurmNode], list[Disagreement]]:
+    """The nodes of a slurm.conf tree, by name, and its duplicate ``NodeName=`` definitions
+    (``fatal: Duplicated NodeName``). ``NodeName=DEFAULT`` values apply to the lines after
+    them. Raises :class:`~slurmkit.slurm.conf.ConfError` for a hostlist that does not parse."""
+    nodes: dict[str, SlurmNode] = {}
+    dups: list[Disagreement] = []
+    defaults: dict = {}
+    for file, e in _entries(tree):
+        if e.first_key != "nodename":
+            continue
+        keys = {k.lower(): v for k, v in e.pairs}
+        expr = keys.pop("nodename")
+        if expr.upper() == "DEFAULT":
+            defaults.update(keys)
+            continue
+        for n in _expand(expr, file, e.lineno, "NodeName"):
+            if n in nodes:
+                first = nodes[n]
+                dups.append(Disagreement(file, e.lineno, n, f"NodeName {n} is defined again (first at "
+                                         f"{first.file}:{first.line})",
+                                         f"slurmctld and slurmd stop: 'fatal: Duplicated NodeName {n} in the config file'"))
+                continue
+            nodes[n] = SlurmNode(n, {**defaults, **keys}, file, e.lineno)
+    return nodes, dups
+
+
+def gres_records(tree) -> tuple[list[GresRecord], dict[str | None, str]]:
+    """The ``Name=`` lines of a gres.conf tree and its ``AutoDetect=`` settings (``{None:
+    global value, node: node-specific value}``). ``File=`` ranges (``/dev/nvidia[0-3]``) and
+    ``NodeName=`` hostlists are expanded. Raises ConfError for a range or count that does not
+    parse."""
+    records: list[GresRecord] = []
+    auto: dict[str | None, str] = {}
+    for file, e in _entries(tree):
+        keys = {k.lower(): v for k, v in e.pairs}
+        nodes = tuple(_expand(keys["nodename"], file, e.lineno, "NodeName")) if "nodename" in keys else None
+        if "autodetect" in keys:
+            for n in nodes or (None,):
+                auto[n] = keys["autodetect"].lower()
+        if "name" not in keys:
+            continue
+        files: tuple[str, ...] = ()
+        src = keys.get("file") or keys.get("multiplefiles")
+        if src:
+            files = tuple(f for part in re.split(r",(?![^\[]*\])", src) for f in _expand(part, file, e.lineno, "File"))
+        try:
+            count = parse_count(keys["count"]) if "count" in keys else None
+        except ValueError as exc:
+            raise ConfError(file, e.lineno, f"Count: {exc}") from None
+        records.append(GresRecord(nodes, keys["name"].lower(), keys.get("type"), files, "multiplefiles" in keys,
+                                  count, keys, file, e.lineno))
+    return records, auto
+
+
+def _gres_text(counts: dict) -> str:
+    return ",".join(f"{n}:{t}:{c}" if t else f"{n}:{c}" for (n, t), c in sorted(counts.items(), key=str)) or "(none)"
+
+
+def _layout(node: SlurmNode) -> dict:
+    """Sockets / CoresPerSocket / ThreadsPerCore / CPUs / RealMemory slurm.conf gives (ints;
+    absent keys left out). ``Sockets`` is Boards x SocketsPerBoard when given that way."""
+    k = node.keys
+    out = {}
+    try:
+        if "socketsperboard" in k:
+            out["sockets"] = int(k["socketsperboard"]) * int(k.get("boards", 1))
+        elif "sockets" in k:
+            out["sockets"] = int(k["sockets"])
+        for key, name in (("corespersocket", "cores_per_socket"), ("threadspercore", "threads_per_core"),
+                          ("cpus", "cpus"), ("procs", "cpus"), ("realmemory", "memory_mib")):
+            if key in k:
+                out.setdefault(name, int(k[key]))
+    except ValueError as exc:
+        raise ConfError(node.file, node.line, f"NodeName={node.name}: {exc}") from None
+    return out
+
+
+def crosscheck(profile, slurm_tree=None, gres_tree=None) -> list[Disagreement]:
+    """Every disagreement between ``profile`` (a loaded Profile) and a cluster's slurm.conf
+    (``slurm_tree``) and/or gres.conf (``gres_tree``), each a :func:`load_tree` result or None.
+    Nodes with the same disagreement on the same line are reported once, as a hostlist.
+    Raises :class:`~slurmkit.slurm.conf.ConfError` for a line that cannot be read."""
+    out: list[Disagreement] = []
+    want = {n: profile.node_types[t] for t, names in node_type_nodes(profile).items() for n in names}
+    conf_nodes: dict[str, SlurmNode] = {}
+    if slurm_tree is not None:
+        conf_nodes, dups = slurm_nodes(slurm_tree)
+        out += dups
+        out += _check_slurm_conf(profile, want, conf_nodes, str(slurm_tree[0].path))
+        out += _check_partitions(profile, slurm_tree, conf_nodes)
+    if gres_tree is not None:
+        out += _check_gres_conf(want, conf_nodes if slurm_tree is not None else None, gres_tree)
+    return _merge(out)
+
+
+def _check_slurm_conf(profile, want: dict, conf_nodes: dict, main: str) -> list[Disagreement]:
+    out = []
+    for n, nt in want.items():
+        node = conf_nodes.get(n)
+        if node is None:
+            out.append(Disagreement(main, 0, n, f"node of node type {nt.name} is not in slurm.conf",
+                                    "slurmctld does not know it: no job runs there"))
+            continue
+        try:
+            have = parse_gres(node.keys.get("gres", ""))
+        except ValueError as exc:
+            raise ConfError(node.file, node.line, f"Gres: {exc}") from None
+        exp = parse_gres(node_gres(nt))
+        out += _gres_disagreements(node, nt, exp, have)
+        lay = _layout(node)
+        sockets, cores, threads = slurm_node_layout(nt)
+        exp_lay = {"sockets": sockets, "cores_per_socket": cores, "threads_per_core": threads,
+                   "cpus": sockets * cores * threads}
+        diff = {k: (lay[k], v) for k, v in exp_lay.items() if k in lay and lay[k] != v}
+        if diff:
+            text = ", ".join(f"{k} {a} (profile {b})" for k, (a, b) in diff.items())
+            more = lay.get("sockets", sockets) * lay.get("cores_per_socket", cores) * lay.get("threads_per_core", threads) \
+                > sockets * cores * threads
+            out.append(Disagreement(node.file, node.line, n, f"CPU layout differs from node type {nt.name}: {text}",
+                                    "slurmd reports the node's real layout: slurmctld drains it 'Low socket*core*thread "
+                                    "count' (unless SlurmdParameters=config_overrides)" if more else
+                                    "Slurm schedules the layout slurm.conf gives; gres.conf Cores= and CPU binding "
+                                    "are computed for the profile's, so GPU-CPU affinity is off"))
+        if nt.memory_mib and lay.get("memory_mib", 0) > nt.memory_mib:
+            out.append(Disagreement(node.file, node.line, n, f"RealMemory {lay['memory_mib']} MiB is above the node "
+                                    f"type's memory_mib {nt.memory_mib}",
+                                    "slurmctld drains the node 'Low RealMemory (reported ... < configured)'"))
+        feats = set(filter(None, re.split(r"[,\s]+", node.keys.get("features", node.keys.get("feature", "")))))
+        missing = [f for f in nt.features if f not in feats]
+        if missing:
+            out.append(Disagreement(node.file, node.line, n, f"Features lack {','.join(missing)} (node type {nt.name})",
+                                    "jobs asking --constraint for them are not placed there"))
+    return out
+
+
+def slurm_partitions(tree, conf_nodes: dict) -> dict[str, tuple[str, int, tuple[str, ...]]]:
+    """``{partition: (file, line, node names)}`` of a slurm.conf tree (``Nodes=ALL``: every
+    node of ``conf_nodes``; ``PartitionName=DEFAULT`` lines skipped)."""
+    out = {}
+    for file, e in _entries(tree):
+        if e.first_key != "partitionname" or e.get("PartitionName").upper() == "DEFAULT":
+            continue
+        expr = e.get("Nodes") or ""
+        names = tuple(conf_nodes) if expr.upper() == "ALL" else tuple(_expand(expr, file, e.lineno, "Nodes")) if expr else ()
+        out[e.get("PartitionName")] = (file, e.lineno, names)
+    return out
+
+
+def _check_partitions(profile, tree, conf_nodes: dict) -> list[Disagreement]:
+    out = []
+    parts = slurm_partitions(tree, conf_nodes)
+    for name, part in profile.partitions.items():
+        if name not in parts:
+            out.append(Disagreement(str(tree[0].path), 0, "", f"partition {name} is not in slurm.conf",
+                                    f"sbatch -p {name} (what submit sends) fails 'invalid partition specified'"))
+            continue
+        file, line, names = parts[name]
+        missing = [n for n in part.node_names if n not in names]
+        if missing:
+            out.append(Disagreement(file, line, collect_hostlist(missing), f"partition {name} lacks nodes the profile "
+                                    "puts in it", "Slurm never places the partition's jobs there; submit's node counts "
+                                    "and --switches plans assume them"))
+    return out
+
+
+def _as_profile_types(have: dict, exp: dict) -> dict:
+    """slurm.conf's gres counts with each type that is not the profile's but is part of exactly
+    one of them renamed to it: Slurm matches a configured type to the one a node reports when it
+    is a substring of it (gres.shtml "MIG Management": ``a100_3g.20gb`` for the MIG profile
+    ``nvidia_a100_3g.20gb``; gres_gpu.c ``_normalize_sys_gres_types``)."""
+    out: dict = {}
+    for (name, kind), n in have.items():
+        if kind is not None and (name, kind) not in exp:
+            hits = [t for (nm, t) in exp if nm == name and t and kind.lower() in t.lower()]
+            if len(hits) == 1:
+                kind = hits[0]
+        out[(name, kind)] = out.get((name, kind), 0) + n
+    return out
+
+
+def _gres_disagreements(node: SlurmNode, nt, exp: dict, have: dict) -> list[Disagreement]:
+    out = []
+    have = _as_profile_types(have, exp)
+    where = (node.file, node.line, node.name)
+    text_have, text_exp = _gres_text(have), _gres_text(exp)
+    for name in sorted({k[0] for k in exp} | {k[0] for k in have}):
+        e = {t: c for (nm, t), c in exp.items() if nm == name}
+        h = {t: c for (nm, t), c in have.items() if nm == name}
+        if e == h:
+            continue
+        te, th = sum(e.values()), sum(h.values())
+        if h and set(h) == {None} and any(t for t in e) and te == th:
+            out.append(Disagreement(*where, f"slurm.conf Gres={text_have} is untyped, the profile's {name} are typed "
+                                    f"({text_exp})", "a gres.conf with Type= gives slurmd 'A line in gres.conf for GRES "
+                                    f"{name}:<type> has 1 more configured than expected in slurm.conf. Ignoring extra "
+                                    "GRES' per line, the type is dropped and typed requests (--gpus-per-node=<type>:N) "
+                                    "fail 'Requested node configuration is not available'"))
+        elif th > te:
+            out.append(Disagreement(*where, f"slurm.conf Gres={text_have} has more {name} than the profile's {text_exp}",
+                                    f"with the profile's gres.conf slurmd reports {te}: slurmctld sets the node "
+                                    "INVALID_REG and drains it "
+                                    f"'gres/{name} count reported lower than configured ({te} < {th})'"))
+        elif th < te:
+            out.append(Disagreement(*where, f"slurm.conf Gres={text_have or '(none)'} has fewer {name} than the "
+                                    f"profile's {text_exp}",
+                                    f"Slurm schedules {th} of the node's {te} {name}; slurmd ignores the rest "
+                                    "('... more configured than expected in slurm.conf. Ignoring extra GRES')"))
+        else:
+            out.append(Disagreement(*where, f"slurm.conf Gres={text_have} types differ from the profile's {text_exp}",
+                                    f"slurmd reports the gres.conf types: each slurm.conf type it lacks is 'gres/{name} "
+                                    "count reported lower than configured', the node INVALID_REG and drained; "
+                                    "requests for the profile's types are refused"))
+    return out
+
+
+def _check_gres_conf(want: dict, conf_nodes: dict | None, tree) -> list[Disagreement]:
+    out = []
+    records, auto = gres_records(tree)
+    main = str(tree[0].path)
+    for r in records:
+        if "cpus" in r.keys:
+            out.append(Disagreement(r.file, r.line, collect_hostlist(r.nodes) if r.nodes else "",
+                                    f"CPUs={r.keys['cpus']} is deprecated (gres.conf(5): use Cores=)",
+                                    "Slurm reads it as OS CPU ids and converts them to cores; Cores= (Slurm's logical "
+                                    "core indexes) says what is meant; `slurmkit site gres-conf` writes them"))
+    nodes = list(want) or sorted({n for r in records for n in (r.nodes or ())})
+    for n in nodes:
+        mine = [r for r in records if r.nodes is None or n in r.nodes]
+        node_auto = auto.get(n, auto.get(None, "off"))
+        for name in sorted({r.name for r in mine}):
+            recs = [r for r in mine if r.name == name]
+            has_file = [bool(r.files) for r in recs]
+            has_type = [r.type is not None for r in recs]
+            first = recs[0]
+            if len(recs) > 1 and not any(has_file) and not any(has_type):
+                out.append(Disagreement(recs[1].file, recs[1].line, n, f"{len(recs)} {name} records without File= or "
+                                        f"Type= (first at line {first.line})",
+                                        f"slurmd stops: 'fatal: gres.conf duplicate records for {name}'"))
+            elif len(set(has_file)) > 1:
+                r = recs[has_file.index(not has_file[0])]
+                out.append(Disagreement(r.file, r.line, n, f"some {name} records have File= and others not",
+                                        f"slurmd stops: 'fatal: gres.conf for {name}, some records have \"File\" "
+                                        "specification while others do not'"))
+            elif len(set(has_type)) > 1:
+                r = recs[has_type.index(not has_type[0])]
+                out.append(Disagreement(r.file, r.line, n, f"some {name} records have Type= and others not",
+                                        f"slurmd stops: 'fatal: gres.conf for {name}, some records have \"Type=\" "
+                                        "specification while others do not'"))
+            if name == "gpu":
+                for r in recs:
+                    if r.type is not None and not r.files and node_auto != "off":
+                        out.append(Disagreement(r.file, r.line, n, f"typed GPU Type={r.type} without File= under "
+                                                f"AutoDetect={node_auto}",
+                                                "slurmd: 'Discarding the following config-only GPU due to lack of File "
+                                                "specification'; the GPU is matched to no detected device"))
+        have: dict = {}
+        for r in mine:
+            have[(r.name, r.type)] = have.get((r.name, r.type), 0) + r.units()
+        if node_auto != "off":
+            have = {k: v for k, v in have.items() if k[0] != "gpu"}  # Slurm detects the GPUs
+        nt = want.get(n)
+        if nt is not None and node_auto == "off":
+            exp = {k: v for k, v in parse_gres(node_gres(nt)).items() if k[0] == "gpu"}
+            got = {k: v for k, v in have.items() if k[0] == "gpu"}
+            if exp != got:
+                line = next((r.line for r in mine if r.name == "gpu"), 0)
+                te, tg = sum(exp.values()), sum(got.values())
+                if tg < te:
+                    why = (f"beside the profile's slurm.conf (Gres={_gres_text(exp)}) slurmd reports {tg}: "
+                           f"'gres/gpu count reported lower than configured ({tg} < {te})', node INVALID_REG, drained")
+                elif tg > te:
+                    why = (f"beside the profile's slurm.conf (Gres={_gres_text(exp) if exp else '(none)'}) slurmd "
+                           "warns '... more configured than expected in slurm.conf. Ignoring extra GRES': "
+                           "the extra GPUs are never scheduled")
+                else:
+                    why = ("beside the profile's slurm.conf the types slurmd reports are not the configured ones: "
+                           "'gres/gpu:<type> count too low' or the type dropped; typed requests are refused")
+                out.append(Disagreement(next((r.file for r in mine), main), line, n,
+                                        f"gres.conf gives {_gres_text(got)}, the profile {_gres_text(exp)}", why))
+        if conf_nodes is not None and n in conf_nodes:
+            node = conf_nodes[n]
+            try:
+                conf = parse_gres(node.keys.get("gres", ""))
+            except ValueError as exc:
+                raise ConfError(node.file, node.line, f"Gres: {exc}") from None
+            for (name, kind), cnt in sorted(have.items(), key=str):
+                if kind is None or node_auto != "off":
+                    continue
+                if (name, kind) not in conf and conf.get((name, None)):
+                    r = next(r for r in mine if (r.name, r.type) == (name, kind))
+                    out.append(Disagreement(r.file, r.line, n, f"gres.conf Type={kind} beside slurm.conf "
+                                            f"Gres={_gres_text(conf)} ({node.file}:{node.line}) without the type",
+                                            f"slurmd: 'A line in gres.conf for GRES {name}:{kind} has 1 more configured "
+                                            "than expected in slurm.conf. Ignoring extra GRES'; the type is dropped "
+                                            f"and a request for {name}:{kind} is refused"))
+    return out
+
+
+def _merge(items: list[Disagreement]) -> list[Disagreement]:
+    """One disagreement per (file, line, what, slurm) with its nodes as one hostlist."""
+    groups: dict[tuple, list[str]] = {}
+    for d in items:
+        groups.setdefault((d.file, d.line, d.what.replace(d.nodes, "{node}") if d.nodes else d.what, d.slurm), []) \
+            .append(d.nodes)
+    out = []
+    for (file, line, what, slurm), nodes in groups.items():
+        names = [n for n in nodes if n]
+        expr = collect_hostlist(names) if names else ""
+        out.append(Disagreement(file, line, expr, what.replace("{node}", expr), slurm))
+    return out

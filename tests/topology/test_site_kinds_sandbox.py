@@ -1,0 +1,271 @@
+"""Every node kind through a real slurmctld and slurmd: the slurm.conf and gres.conf that
+`slurmkit site slurm-conf` / `site gres-conf` write for tests/topology/kinds/kinds.toml (a
+mixed-GPU node, untyped GPUs, MIG, shards, MPS, a CPU-only node, an AutoDetect node) run a
+second small cluster beside the sandbox (its munge; its own slurmctld and one slurmd per node,
+device files faked as the sandbox fakes them). Each node registers with the gres the profile
+says and no INVALID_REG, `slurmd -G` reports the same types and counts, and `sbatch --test-only`
+accepts what `submit` sends for each partition.
+
+What the sandbox cannot show: Debian's Slurm 22.05 has no gpu_nvml.so, so the AutoDetect=nvml
+node's GPUs come from its `Type=` override lines (slurmd logs that it could not load NVML and
+falls back to gpu/generic: the test asserts both lines), never from NVML; and the cluster runs with
+`SlurmdParameters=config_overrides` (the host has 2 CPUs, not 80), so CPU layouts are not
+judged by slurmd here (gres counts are: "count reported lower than configured" is not gated by
+config_overrides in gres.c, and the `badvis` control node below shows it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from slurmkit.profile import load_profile
+from slurmkit.sandbox.cluster import NVIDIA_MAJOR, port_free
+from slurmkit.slurm.commands import run, slurm_env
+from slurmkit.submit import render, site, templates
+from slurmkit.topology.slurmconf import render_gres_conf, render_slurm_conf
+
+pytestmark = pytest.mark.slurm
+
+KINDS = Path(__file__).resolve().parent / "kinds" / "kinds.toml"
+#: The control: ocotillo's visualizacion1 (slurm.conf line 107) with the gres.conf a one-model
+#: profile could write (its gtx970 line only): Slurm must refuse it as the issue reports.
+BAD_NODE = "badvis"
+#: A hand-written node whose gres.conf interleaves types (b, a, b on nvidia0, 1, 2), as a site's
+#: own file may: where does Slurm put the ``a`` GPU in its GPU order?
+MIX_NODE = "mix3"
+CAPS = (21, 22, 30, 31)
+
+
+def _free_ports(count: int) -> int:
+    for base in range(9700, 9990, 20):
+        if all(port_free(base + i) for i in range(count)):
+            return base
+    raise RuntimeError("no free ports for the kinds cluster")
+
+
+class Kinds:
+    """The second cluster: ``dir``, ``conf`` (slurm.conf), ``nodes`` {name: address}."""
+
+    def __init__(self, root: Path, munge_socket: Path):
+        self.dir, self.conf = root, root / "etc" / "slurm.conf"
+        self.profile = load_profile(KINDS)
+        self.dev = root / "dev"
+        self.nodes = {n: f"127.0.3.{i}" for i, n in enumerate(list(self.profile.nodes()) + [BAD_NODE, MIX_NODE], 1)}
+        self.base = _free_ports(len(self.nodes) + 1)
+        for d in ("etc", "spool", "log", "run", "dev/nvidia-caps"):
+            (root / d).mkdir(parents=True, exist_ok=True)
+        for i in range(8):
+            os.mknod(self.dev / f"nvidia{i}", 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, i))
+        for c in CAPS:  # the MIG instances' GI / CI capability files (kinds.toml mig_caps)
+            os.mknod(self.dev / "nvidia-caps" / f"nvidia-cap{c}", 0o444 | stat.S_IFCHR, os.makedev(237, c))
+        host = socket.gethostname().split(".")[0]
+        generated = render_slurm_conf(self.profile)
+        node_lines = []
+        for line in generated.splitlines():
+            m = re.match(r"NodeName=(\S+) ", line)
+            if m:  # one node per node type here: the site adds its address
+                n = m.group(1)
+                line += f" NodeAddr={self.nodes[n]} Port={self.base + 1 + list(self.nodes).index(n)}"
+            node_lines.append(line)
+        node_lines.insert(-len(self.profile.partitions),
+                          f"NodeName={BAD_NODE} CPUs=8 SocketsPerBoard=2 CoresPerSocket=4 ThreadsPerCore=1 "
+                          f"RealMemory=80385 Gres=gpu:gtx970:1,gpu:gtx1060:1 NodeAddr={self.nodes[BAD_NODE]} "
+                          f"Port={self.base + len(self.nodes) - 1}")
+        node_lines.insert(-len(self.profile.partitions),
+                          f"NodeName={MIX_NODE} CPUs=4 SocketsPerBoard=1 CoresPerSocket=4 ThreadsPerCore=1 "
+                          f"RealMemory=8000 Gres=gpu:b:2,gpu:a:1 NodeAddr={self.nodes[MIX_NODE]} "
+                          f"Port={self.base + len(self.nodes)}")
+        node_lines.append(f"PartitionName=control Nodes={BAD_NODE},{MIX_NODE} State=UP")
+        self.conf.write_text("\n".join([
+            "ClusterName=kinds", f"SlurmctldHost={host}(127.0.0.1)", f"SlurmctldPort={self.base}",
+            "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge", "CredType=cred/munge",
+            f"AuthInfo=socket={munge_socket}", f"StateSaveLocation={root}/spool/ctld",
+            f"SlurmdSpoolDir={root}/spool/d-%n", f"SlurmctldPidFile={root}/run/slurmctld.pid",
+            f"SlurmdPidFile={root}/run/slurmd-%n.pid", f"SlurmctldLogFile={root}/log/slurmctld.log",
+            f"SlurmdLogFile={root}/log/slurmd-%n.log", "SlurmdDebug=debug", "MailProg=/bin/true",
+            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core_Memory", "SlurmdParameters=config_overrides",
+            "AccountingStorageType=accounting_storage/none", "JobCompType=jobcomp/none",
+            "ReturnToService=2", "MessageTimeout=10", *node_lines]) + "\n")
+        gres = render_gres_conf(self.profile, device_dir=str(self.dev), warn=lambda m: None)
+        gres += f"NodeName={BAD_NODE} Name=gpu Type=gtx970 File={self.dev}/nvidia0\n"
+        gres += "".join(f"NodeName={MIX_NODE} Name=gpu Type={t} File={self.dev}/nvidia{i}\n"
+                        for i, t in enumerate("bab"))
+        (root / "etc" / "gres.conf").write_text(gres)
+
+    def env(self) -> dict:
+        return slurm_env(slurm_conf=str(self.conf))
+
+    def start(self) -> None:
+        subprocess.run(["slurmctld", "-i"], env=self.env(), check=True, timeout=60)
+        for n in self.nodes:
+            subprocess.run(["slurmd", "-N", n], env=self.env(), check=True, timeout=60)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            states = self.states()
+            if len(states) == len(self.nodes) and not any(s.endswith("*") or "unknown" in s for s in states.values()):
+                return
+            time.sleep(1)
+        raise AssertionError(f"kinds cluster nodes not registered: {self.states()}")
+
+    def states(self) -> dict:
+        res = run(["sinfo", "-h", "-N", "-o", "%N %T"], slurm_conf=str(self.conf), check=False, timeout=10)
+        return dict(line.split(None, 1) for line in res.stdout.splitlines() if line.strip())
+
+    def stop(self) -> None:
+        for pidfile in (self.dir / "run").glob("*.pid"):
+            try:
+                os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
+            except (ValueError, ProcessLookupError, OSError):
+                pass
+
+    def show_node(self, node: str) -> dict:
+        out = run(["scontrol", "-o", "show", "node", node], slurm_conf=str(self.conf), timeout=30).stdout
+        return dict(re.findall(r"(\w+)=(\S*)", out))
+
+
+@pytest.fixture(scope="module")
+def kinds(sandbox, tmp_path_factory):
+    k = Kinds(tmp_path_factory.mktemp("kinds"), sandbox.run_dir / "munge.sock")
+    try:
+        k.start()
+        yield k
+    finally:
+        k.stop()
+
+
+def _gres_of_G(kinds, node: str) -> tuple[dict, str]:
+    """``slurmd -G`` for ``node``: {(name, type): count} summed over its records, and its output."""
+    res = subprocess.run(["slurmd", "-G", "-N", node], env=kinds.env(), capture_output=True, text=True, timeout=60)
+    out = res.stdout + res.stderr
+    counts: dict = {}
+    for m in re.finditer(r"Gres Name=(\S+) Type=(\S+) Count=(\d+)", out):
+        key = (m.group(1), None if m.group(2) == "(null)" else m.group(2))
+        counts[key] = counts.get(key, 0) + int(m.group(3))
+    return counts, out
+
+
+@pytest.mark.parametrize("node, gres", [
+    ("visualizacion1", "gpu:gtx970:1,gpu:gtx1060:1"),      # mixed models
+    ("dgx1", "gpu:8"),                                      # untyped
+    ("mig1", "gpu:nvidia_a100_3g.20gb:2"),                  # MIG, Slurm's NVML type names
+    ("shard1", "gpu:rtx3090:2,shard:rtx3090:8"),  # slurmctld types the shards by their GPU
+    ("mps1", "gpu:rtx3090:2,mps:rtx3090:200"),
+    ("s01n31", "(null)"),                                   # CPU-only
+    ("auto1", "gpu:h100:8"),                                # AutoDetect=nvml (+ Type overrides)
+])
+def test_each_kind_registers_with_the_profiles_gres(kinds, node, gres):
+    f = kinds.show_node(node)
+    assert re.sub(r"\(S:[^)]*\)", "", f["Gres"]) == gres
+    assert "INVALID" not in f["State"] and "DRAIN" not in f["State"], (f["State"], f.get("Reason"))
+    assert kinds.states()[node] == "idle"
+
+
+def test_slurmd_reports_the_types_and_counts_slurm_conf_configures(kinds):
+    counts, out = _gres_of_G(kinds, "visualizacion1")
+    assert counts[("gpu", "gtx970")] == 1 and counts[("gpu", "gtx1060")] == 1
+    counts, _ = _gres_of_G(kinds, "dgx1")
+    assert counts == {("gpu", None): 8}
+    counts, _ = _gres_of_G(kinds, "shard1")
+    assert counts[("gpu", "rtx3090")] == 2 and counts[("shard", "rtx3090")] == 8
+    counts, _ = _gres_of_G(kinds, "mps1")
+    assert counts[("gpu", "rtx3090")] == 2 and counts[("mps", "rtx3090")] == 200
+    counts, out = _gres_of_G(kinds, "mig1")
+    # 22.05's -G prints a MultipleFiles record once per file; the node registers 2 (above)
+    assert set(k for k in counts if k[0] == "gpu") == {("gpu", "nvidia_a100_3g.20gb")}
+    assert f"{kinds.dev}/nvidia-caps/nvidia-cap21" in out and f"{kinds.dev}/nvidia-caps/nvidia-cap31" in out
+
+
+def test_autodetect_node_without_nvml_runs_on_the_type_lines(kinds):
+    log = (kinds.dir / "log" / "slurmd-auto1.log").read_text()
+    # Debian's 22.05 has no gpu_nvml.so: slurmd says so and falls back to gpu/generic, which
+    # takes the GPUs from the Type=h100 File= lines slurmkit writes beside AutoDetect=nvml
+    assert "We were configured with nvml functionality, but that lib wasn't found on the system." in log
+    assert "gpu/generic: init: init: GPU Generic plugin loaded" in log
+    # Flags=nvidia_gpu_env reached slurmd: only the NVIDIA environment (default: every kind)
+    assert "Type:h100 Count:1 Cores(8):(null)  Links:(null) Flags:HAS_FILE,HAS_TYPE,ENV_NVML File:" in log
+
+
+def test_sharing_flag_reaches_slurmd(kinds):
+    log = (kinds.dir / "log" / "slurmd-shard1.log").read_text()
+    assert f"GRES[shard] Type:(null) Count:4 Cores(4):(null)  Links:(null) Flags:HAS_FILE,SHARED,ONE_SHARING " \
+           f"File:{kinds.dev}/nvidia0" in log
+    assert kinds.show_node("auto1")["Gres"].startswith("gpu:h100:8")
+
+
+def test_control_one_model_gres_conf_on_a_mixed_node_is_invalid_reg(kinds):
+    f = kinds.show_node(BAD_NODE)
+    assert "INVALID_REG" in f["State"] or "DRAIN" in f["State"], f["State"]
+    out = run(["scontrol", "show", "node", BAD_NODE], slurm_conf=str(kinds.conf), timeout=30).stdout
+    assert "gres/gpu count reported lower than configured (1 < 2)" in out
+
+
+def _test_only(kinds, script: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["sbatch", "--test-only"], input=script, env=kinds.env(), capture_output=True,
+                          text=True, timeout=30)
+
+
+@pytest.mark.parametrize("partition, gpu_type, want", [
+    ("vis", "gtx1060", "--gpus-per-node=gtx1060:1"),
+    ("vis", "gtx970", "--gpus-per-node=gtx970:1"),
+    ("gpus", None, "--gpus-per-node=8"),
+    ("mig", None, "--gpus-per-node=nvidia_a100_3g.20gb:2"),
+    ("shard", None, "--gpus-per-node=rtx3090:2"),
+    ("mps", None, "--gpus-per-node=rtx3090:2"),
+    ("auto", None, "--gpus-per-node=h100:8"),
+])
+def test_sbatch_test_only_accepts_what_submit_sends(kinds, partition, gpu_type, want):
+    facts = site.site_facts(kinds.profile, partition, gpu_type=gpu_type)
+    req = render.SubmitRequest(template="srun", command=("hostname",), nodes=1, time="10:00")
+    text = render.render(render.plan(req, facts, templates.get("srun")))
+    assert f"#SBATCH {want}\n" in text
+    res = _test_only(kinds, text)
+    assert res.returncode == 0 and "to start at" in res.stderr, res.stderr
+    assert re.search(r"on nodes? " + kinds.profile.partition(partition).node_names[0], res.stderr), res.stderr
+
+
+def test_sbatch_test_only_refuses_a_typed_request_on_untyped_gpus(kinds):
+    """The issue's failure, as the control: a typed request where slurm.conf has Gres=gpu:8."""
+    res = _test_only(kinds, "#!/bin/sh\n#SBATCH -p gpus\n#SBATCH --gpus-per-node=v100:8\nhostname\n")
+    assert res.returncode != 0 and "Requested node configuration is not available" in res.stderr
+
+
+@pytest.mark.parametrize("node, gpu_type", [("visualizacion1", "gtx1060"), ("vis2", "gtx1060"), ("vis2", "gtx970")])
+def test_a_job_on_a_mixed_node_gets_the_type_it_asked_for(kinds, node, gpu_type):
+    """A real step: Slurm gives the GPU of the asked type, at the Slurm GPU index (SLURM_STEP_GPUS)
+    where :meth:`NodeType.gres_units` puts it, and submit's CPU map has that GPU's CPUs there."""
+    p = kinds.profile
+    nt = p.node_type_of(node)
+    res = subprocess.run(["srun", "-p", p.partitions[next(k for k, v in p.partitions.items() if node in v.node_names)].name,
+                          "-w", node, f"--gpus-per-node={gpu_type}:1", "-t", "1", "sh", "-c", "echo $SLURM_STEP_GPUS"],
+                         env=kinds.env(), capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    slurm_index = int(res.stdout.strip())
+    units = nt.gres_units()
+    assert units[slurm_index][1] == gpu_type, (units, slurm_index)
+    facts = site.site_facts(p, next(k for k, v in p.partitions.items() if node in v.node_names), gpu_type=gpu_type)
+    from slurmkit.submit.placement import gpu_cpu_map, cpu_list
+
+    assert gpu_cpu_map(facts, len(facts.gpus))[slurm_index] == cpu_list(nt.gpu(units[slurm_index][0]).cpus)
+
+
+def test_slurm_gpu_order_on_interleaved_gres_conf_lines(kinds):
+    """gres.conf lines b, a, b (nvidia0, 1, 2): Slurm 22.05 orders a node's GPUs by type (the
+    first type first), not by line: the b GPUs are indexes 0 and 1, the a GPU (nvidia1, second
+    line) index 2. slurmkit's own gres.conf lists GPUs grouped by type so line order and Slurm's
+    order agree (NodeType.gres_units); a reader of a site's own file must group by type too."""
+    out = subprocess.run(["srun", "-p", "control", "-w", MIX_NODE, "--gpus-per-node=a:1", "-t", "1", "sh", "-c",
+                          "echo $SLURM_STEP_GPUS"], env=kinds.env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    b = subprocess.run(["srun", "-p", "control", "-w", MIX_NODE, "--gpus-per-node=b:2", "-t", "1", "sh", "-c",
+                        "echo $SLURM_STEP_GPUS"], env=kinds.env(), capture_output=True, text=True, timeout=60)
+    assert (out.stdout.strip(), b.stdout.strip()) == ("2", "0,1")
