@@ -206,3 +206,45 @@ def test_the_job_resolves_gloo_on_this_machine():
     assert _resolve(rule).stdout == "lo\n"
     r = _resolve("^lo")
     assert r.stdout == (others[0] + "\n" if others else "") and r.returncode == (0 if others else 1)
+
+
+def test_site_check_fails_where_submit_fails_with_the_same_words(tmp_path):
+    """A RoCE fabric over the sandbox's InfiniBand NICs: `site check` and `submit` both exit 2
+    and name the same file, line and key."""
+    import sys
+
+    text = (Path(__file__).resolve().parents[2] / "site" / "sandbox.toml").read_text()
+    bad = tmp_path / "roce.toml"
+    bad.write_text(text.replace('fabric = "infiniband"', 'fabric = "roce"'))
+    line = next(i for i, x in enumerate(bad.read_text().splitlines(), 1) if x.strip() == 'link_layer = "InfiniBand"')
+    want = (f"{bad}:{line}: node_types.sandbox-h100x4.nics[0].link_layer: compute NIC mlx5_0 is InfiniBand, "
+            f"but nccl.fabric = 'roce' runs over RoCE ports")
+    run = [sys.executable, "-m", "slurmkit"]
+    chk = subprocess.run(run + ["site", "check", str(bad)], capture_output=True, text=True, timeout=60)
+    sub = subprocess.run(run + ["submit", "srun", "--site", str(bad), "--dry-run", "--", "true"],
+                         capture_output=True, text=True, timeout=60)
+    assert chk.returncode == 2 and sub.returncode == 2
+    assert f"slurmkit: error: {want}" in chk.stderr and "Traceback" not in chk.stderr
+    assert sub.stderr.startswith(f"slurmkit: error: {want}") and sub.stdout == ""
+    assert "INVALID for submit" in chk.stdout
+    ok = subprocess.run(run + ["site", "check", "sandbox"], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert "NCCL_SOCKET_IFNAME: lo (interfaces starting with lo)" in ok.stdout
+    assert "GLOO_SOCKET_IFNAME: resolved on each node at job start" in ok.stdout
+
+
+@pytest.mark.parametrize("table, key, words", [
+    ({"socket_ifname": "=eth0,=eth1"}, "nccl.socket_ifname", "only at the start of the whole list"),
+    ({"gloo_socket_ifname": "^docker"}, "nccl.gloo_socket_ifname", "gloo takes exact names"),
+    ({"net_plugin": "ib"}, "nccl.net_plugin", "matched by name"),
+    ({"ib_sl": 16}, "nccl.ib_sl", "must be 0..15"),
+])
+def test_the_loader_refuses_what_nccl_or_gloo_would_misread(tmp_path, table, key, words):
+    from slurmkit.profile import ProfileError
+
+    body = "\n".join(f"{k} = {v!r}" if isinstance(v, int) else f'{k} = "{v}"' for k, v in table.items())
+    site_file = tmp_path / "s.toml"
+    site_file.write_text(f'extends = "sandbox"\n[nccl]\n{body}\n')
+    with pytest.raises(ProfileError, match=words) as ei:
+        load_profile(str(site_file))
+    assert ei.value.key == key and ei.value.line == 3
