@@ -90,7 +90,8 @@ def check_profile(p):
 @cli.command("check", context_settings=CTX)
 @click.argument("profile")
 @_set
-@click.option("--json", "as_json", is_flag=True, help="JSON summary: cluster, partitions, node types, errors, warnings.")
+@click.option("--json", "as_json", is_flag=True,
+              help="JSON summary: cluster, partitions, node types, errors, warnings.")
 @click.option("--strict", is_flag=True, help="Exit 1 when there are warnings.")
 @click.pass_context
 def check(ctx, profile, overrides, as_json, strict):

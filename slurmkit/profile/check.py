@@ -89,7 +89,7 @@ def _node_type_findings(p, nt, rule: IfnameRule | None) -> list[Finding]:
     out: list[Finding] = []
     n, key = p.nccl, f"node_types.{nt.name}"
     want = FABRIC_LINK_LAYER.get(n.fabric)
-    if want is not None:
+    if want is not None and nt.gpu_count:             # NCCL runs only where there are GPUs
         compute = [(i, nic) for i, nic in enumerate(nt.nics) if nic.role == "compute"]
         for i, nic in compute:
             if nic.link_layer in RDMA_LINK_LAYERS and nic.link_layer != want:

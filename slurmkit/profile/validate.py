@@ -13,6 +13,7 @@ from slurmkit.profile.health import EXPECT_KEYS
 from slurmkit.profile.lines import key_line
 from slurmkit.profile.model import (Block, Cluster, Fabric, Gpu, Health, Leaf, Nccl, Nic, NodeType,
                                     Partition, Profile, Report, SlurmNode, Spine, Submit)
+from slurmkit.profile.nccl import KNOWN_NETS, IfnameRule, socket_ifname_text
 
 LINK_LAYERS = ("InfiniBand", "RoCE", "Ethernet", "EFA")
 NIC_ROLES = ("compute", "other")
@@ -417,8 +418,6 @@ def _fabric(c: _Ctx, t: dict, partitions: dict[str, Partition]) -> Fabric:
 
 
 def _nccl(c: _Ctx, t: dict) -> Nccl:
-    from slurmkit.profile.nccl import KNOWN_NETS, IfnameRule, socket_ifname_text
-
     k = "nccl"
     c.known(t, k, ("fabric", "version", "gdr_level", "gid_index", "socket_ifname", "gloo_socket_ifname",
                    "net_plugin", "collnet", "ib_tc", "ib_sl", "efa_plugin_version", "extra"))

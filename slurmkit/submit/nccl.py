@@ -77,7 +77,8 @@ def nccl_env(facts: SiteFacts, debug: str | None = None) -> list[EnvVar]:
         raise SiteError(facts.source, None, f"nccl.fabric = {fabric!r}; expected one of {', '.join(FABRICS)}")
     out = [EnvVar("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1", "slurmkit preset (all fabrics)")]
     if n.socket_ifname:
-        out.append(EnvVar("NCCL_SOCKET_IFNAME", n.socket_ifname, "profile nccl.socket_ifname (NCCL's syntax, unchanged)"))
+        out.append(EnvVar("NCCL_SOCKET_IFNAME", n.socket_ifname,
+                          "profile nccl.socket_ifname (NCCL's syntax, unchanged)"))
     if n.gloo_socket_ifname:
         out.append(EnvVar("GLOO_SOCKET_IFNAME", n.gloo_socket_ifname, "profile nccl.gloo_socket_ifname"))
     elif n.socket_ifname:
@@ -87,7 +88,8 @@ def nccl_env(facts: SiteFacts, debug: str | None = None) -> list[EnvVar]:
     if not net and fabric == "efa":
         net, net_src = "AWS Libfabric", "slurmkit preset (efa: aws-ofi-nccl, every version answers to this name)"
     if net:
-        out.append(EnvVar("NCCL_NET", net, net_src + ": fail at NCCL init without the plugin, never fall back to sockets"))
+        out.append(EnvVar("NCCL_NET", net,
+                          net_src + ": fail at NCCL init without the plugin, never fall back to sockets"))
     if n.collnet:
         out.append(EnvVar("NCCL_COLLNET_ENABLE", "1", "profile nccl.collnet (SHARP in-network reductions)"))
     version = parse_version(n.version)
