@@ -147,7 +147,10 @@ def _resolve(rule: str, sysfs: Path | None = None, path: str | None = None) -> s
 #: writes them: "0x1003" = IFF_UP|IFF_BROADCAST|IFF_MULTICAST, lo "0x9", a down port "0x1002").
 FAKE_NET = [("lo", 1, "0x9"), ("enp170s0f1np1", 2, "0x1003"), ("ibp24s0", 3, "0x1003"),
             ("ibp41s0f0", 4, "0x1002"), ("docker0", 5, "0x1003"), ("veth1234", 6, "0x1003"),
-            ("eth0", 7, "0x1003"), ("bond0", 8, "0x1003")]
+            ("eth0", 7, "0x1003"), ("bond0", 8, "0x1003"), ("ibp64s0", 9, "0x1003")]
+#: operstate (sysfs): the loopback "unknown", a port administratively down "down", one up with
+#: no link "lowerlayerdown" (IFF_UP but not running), the rest "up"
+OPERSTATE = {"lo": "unknown", "ibp41s0f0": "down", "ibp64s0": "lowerlayerdown"}
 
 
 @pytest.fixture
@@ -157,6 +160,7 @@ def fake_sysfs(tmp_path):
         d.mkdir(parents=True)
         (d / "ifindex").write_text(f"{idx}\n")
         (d / "flags").write_text(f"{flags}\n")
+        (d / "operstate").write_text(OPERSTATE.get(name, "up") + "\n")
     return tmp_path
 
 
@@ -168,6 +172,7 @@ def fake_sysfs(tmp_path):
     ("=eth0,eth1", "eth0"),
     ("=eth0:1234", "eth0"),
     ("bond", "bond0"),
+    ("=ibp64s0,bond0", "bond0"),                   # ibp64s0 is up but has no link (not running)
 ])
 def test_the_job_resolves_gloo_from_the_rule_on_a_fake_tree(fake_sysfs, tmp_path, rule, want):
     # no `ip` on PATH: the sysfs order and up flag alone (bash builtins only)
@@ -175,7 +180,8 @@ def test_the_job_resolves_gloo_from_the_rule_on_a_fake_tree(fake_sysfs, tmp_path
     assert (r.returncode, r.stdout, r.stderr) == (0, want + "\n", "")
     # the Python rule agrees: the first up interface by ifindex it allows
     py = IfnameRule.parse(rule)
-    assert want == next(n for n, _, f in sorted(FAKE_NET, key=lambda x: x[1]) if int(f, 16) & 1 and py.allows(n))
+    assert want == next(n for n, _, f in sorted(FAKE_NET, key=lambda x: x[1])
+                        if int(f, 16) & 1 and OPERSTATE.get(n, "up") in ("up", "unknown") and py.allows(n))
 
 
 def test_no_allowed_interface_says_so_and_fails(fake_sysfs, tmp_path):
@@ -186,13 +192,14 @@ def test_no_allowed_interface_says_so_and_fails(fake_sysfs, tmp_path):
 
 
 def _live_interfaces() -> list[str]:
-    """This machine's interfaces NCCL could use: up (sysfs flags), with an address (`ip -o addr`),
-    in ifindex order."""
+    """This machine's interfaces NCCL could use: up and running (sysfs flags, operstate), with an
+    address (`ip -o addr`), in ifindex order."""
     out = subprocess.run(["ip", "-o", "addr", "show"], capture_output=True, text=True, check=True).stdout
     with_addr = {line.split()[1] for line in out.splitlines() if line.strip()}
     net = Path("/sys/class/net")
     up = [(int((d / "ifindex").read_text()), d.name) for d in net.iterdir()
-          if int((d / "flags").read_text(), 16) & 1 and d.name in with_addr]
+          if int((d / "flags").read_text(), 16) & 1 and d.name in with_addr
+          and (d / "operstate").read_text().strip() in ("up", "unknown")]
     return [n for _, n in sorted(up)]
 
 
