@@ -2,7 +2,7 @@
 
 ``REPORT``: a Python program (``python -c REPORT OUTDIR``) every rank runs: it all_reduces with
 torch.distributed (gloo) and writes ``rank<N>.json`` (rank, world size, GPU, CUDA_VISIBLE_DEVICES,
-NCCL_IB_HCA, CPU affinity, node). ``check_ranks`` compares those files with the profile;
+NCCL_IB_HCA, CPU affinity, node, GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME). ``check_ranks`` compares those files with the profile;
 ``profile`` (module fixture): ``(raw profile dict, the default partition's node type dict)``.
 Shared by the submit and remote sandbox tests.
 """
@@ -22,7 +22,8 @@ dist.all_reduce(t)
 rep = {"rank": rank, "world_size": world, "local_rank": int(os.environ["LOCAL_RANK"]),
        "gpu": int(os.environ["SLURMKIT_GPU"]), "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
        "hca": os.environ.get("NCCL_IB_HCA"), "affinity": sorted(os.sched_getaffinity(0)),
-       "node": os.environ["SLURMD_NODENAME"], "sum": t.item()}
+       "node": os.environ["SLURMD_NODENAME"], "sum": t.item(),
+       "gloo_ifname": os.environ.get("GLOO_SOCKET_IFNAME"), "nccl_ifname": os.environ.get("NCCL_SOCKET_IFNAME")}
 print(f"rank {rank} of {world} reporting", flush=True)
 with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as fh:
     json.dump(rep, fh)

@@ -71,12 +71,17 @@ def topology_conf(profile, overrides, output):
     write_output(render_topology_conf(_load(profile, overrides)), output)
 
 
-def check_profile(p) -> list[str]:
-    """Warnings about a valid profile ``p``: what the generators or placement will lack
-    (GPUs without CPU affinity or NUMA node, Cores= omitted, node types without compute NICs
-    on an RDMA fabric, GPUs whose nearest NIC is not a compute NIC, nodes under no leaf)."""
+def check_profile(p):
+    """Findings about a valid profile ``p`` (:class:`slurmkit.profile.check.Finding`, errors
+    first): the one validation ``submit`` also runs (:func:`slurmkit.submit.check.check`: what
+    submit would refuse, and its warnings), then what the generators or placement will lack
+    (GPUs without NUMA node, Cores= omitted, GPUs whose nearest NIC is not a compute NIC, nodes
+    under no leaf)."""
+    from slurmkit.profile.check import Finding
+    from slurmkit.submit.check import check
     from slurmkit.topology.slurmconf import render_gres_conf
 
+    found = check(p)
     warns: list[str] = []
     render_gres_conf(p, warn=warns.append)
     for nt in p.node_types.values():
@@ -88,19 +93,18 @@ def check_profile(p) -> list[str]:
             for dev in g.nearest_nics:
                 if nt.nic(dev).role != "compute":
                     warns.append(f"node type {nt.name} GPU{g.index}: nearest NIC {dev} has role {nt.nic(dev).role}")
-        if p.nccl.fabric in ("infiniband", "roce", "efa") and not nt.compute_nics() and not nt.cpu_only:
-            warns.append(f"node type {nt.name}: nccl.fabric = {p.nccl.fabric} but no NIC has role compute")
     if p.fabric.leaves:
         for n in p.nodes():
             if p.leaf_of(n) is None:
                 warns.append(f"node {n} is under no leaf switch")
-    return warns
+    return found + [Finding("warning", "", w) for w in warns]
 
 
 @cli.command("check", context_settings=CTX)
 @click.argument("profile")
 @_set
-@click.option("--json", "as_json", is_flag=True, help="JSON summary: cluster, partitions, node types, warnings.")
+@click.option("--json", "as_json", is_flag=True,
+              help="JSON summary: cluster, partitions, node types, errors, warnings.")
 @click.option("--strict", is_flag=True, help="Exit 1 when there are warnings.")
 @click.option("--slurm-conf", type=click.Path(dir_okay=False), help="A cluster's slurm.conf to cross-check "
               "against the profile (Include files followed).")
@@ -108,14 +112,18 @@ def check_profile(p) -> list[str]:
               "--slurm-conf when it exists).")
 @click.pass_context
 def check(ctx, profile, overrides, as_json, strict, slurm_conf, gres_conf):
-    """Load and validate PROFILE; print a summary and warnings (exit 2 when invalid).
+    """Load and validate PROFILE; print a summary and warnings. Exit 2 when it is invalid or
+    when `slurmkit submit` would refuse it (the same checks: errors name file, line and key).
 
     With --slurm-conf (and --gres-conf): cross-check a cluster's own files against the profile;
     each disagreement is named with file, line and what Slurm does about it (exit 1 when any)."""
+    from slurmkit.submit.check import error_of
     from slurmkit.topology.slurmconf import node_gres
 
     p = _load(profile, overrides)
-    warns = check_profile(p)
+    found = check_profile(p)
+    errors = [str(error_of(p, f)) for f in found if f.level == "error"]
+    warns = [str(f) for f in found if f.level == "warning"]
     findings = []
     if slurm_conf and not gres_conf:
         from pathlib import Path
@@ -137,26 +145,53 @@ def check(ctx, profile, overrides, as_json, strict, slurm_conf, gres_conf):
                            "compute_nics": [n.device for n in v.compute_nics()]}
                        for k, v in p.node_types.items()},
         "leaves": len(p.fabric.leaves), "spines": len(p.fabric.spines), "blocks": len(p.fabric.blocks),
-        "warnings": warns,
+        "nccl": _nccl_summary(p),
+        "errors": errors, "warnings": warns,
         "disagreements": [f.to_json() for f in findings],
     }
     if want_json(ctx, as_json):
         click.echo(json.dumps(summary, indent=1))
     else:
-        click.echo(f"{p.source}: cluster {p.name}: valid")
+        click.echo(f"{p.source}: cluster {p.name}: {'INVALID for submit' if errors else 'valid'}")
         for k, v in summary["partitions"].items():
             click.echo(f"  partition {k}{' (default)' if v['default'] else ''}: {v['nodes']} nodes of {v['node_type']}")
         for k, v in summary["node_types"].items():
             click.echo(f"  node type {k}: {'Gres=' + v['gres'] if v['gres'] else 'no GPUs'}, {v['cpus']} CPUs, "
                        f"compute NICs: {', '.join(v['compute_nics']) or '-'}")
+        for k, v in summary["nccl"].items():
+            click.echo(f"  {k}: {v}")
+        for e in errors:
+            click.echo(f"slurmkit: error: {e}", err=True)
         for w in warns:
             _warn(w)
         for f in findings:
             click.echo(str(f))
         if slurm_conf or gres_conf:
             click.echo(f"{len(findings)} disagreement(s) between the profile and the cluster's files")
+    if errors:
+        sys.exit(2)
     if findings or strict and warns:
         sys.exit(1)
+
+
+def _nccl_summary(p) -> dict:
+    """How the jobs' socket interfaces are chosen, in words (NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME)."""
+    from slurmkit.profile.nccl import IfnameRule
+
+    n = p.nccl
+    if not n.socket_ifname:
+        nccl_if = "unset: NCCL chooses (ib* first, then any but docker*/lo)"
+    else:
+        nccl_if = f"{n.socket_ifname} ({IfnameRule.parse(n.socket_ifname).describe()})"
+    if n.gloo_socket_ifname:
+        gloo = f"{n.gloo_socket_ifname} (profile nccl.gloo_socket_ifname)"
+    elif n.socket_ifname:
+        gloo = "resolved on each node at job start: its first up interface with an address that " \
+               "NCCL_SOCKET_IFNAME allows (set nccl.gloo_socket_ifname to name one)"
+    else:
+        gloo = "unset: gloo uses the address of the node's hostname"
+    return {"NCCL_SOCKET_IFNAME": nccl_if, "GLOO_SOCKET_IFNAME": gloo,
+            "NCCL_NET": n.net_plugin or ("AWS Libfabric (efa)" if n.fabric == "efa" else "unset: NCCL picks")}
 
 
 @cli.command("list", context_settings=CTX)

@@ -80,11 +80,15 @@ def _cpu_opts(f):
 def _emit_section(topo, name, gpu_model, output, comments, **cpu):
     from slurmkit.topology.nodetype import node_type_table, render_node_type
 
-    table = node_type_table(topo, gpu_model or name, **cpu)
+    guessed: list = []
+    table = node_type_table(topo, gpu_model or name, guessed=guessed, **cpu)
     if table["cpu_numbering"] == "unknown":
         click.echo("slurmkit: warning: CPU topology unknown (give --sockets, --cores-per-socket, "
                    "--threads-per-core): gres.conf Cores= will be omitted for this node type", err=True)
-    text = render_node_type(name, table, comments + [f"missing in the input: {m}" for m in topo.missing])
+    for key, why in guessed:
+        click.echo(f"slurmkit: warning: guessed node_types.{name}.{key}: {why}", err=True)
+    text = render_node_type(name, table, comments + [f"missing in the input: {m}" for m in topo.missing],
+                            guessed)
     write_output(text, output)
 
 

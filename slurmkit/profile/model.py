@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from slurmkit.profile.clock_policy import ClockPolicy  # also re-exported: [clock_policies.*]
 from slurmkit.profile.health import Health  # also re-exported: the [health] section
+from slurmkit.profile.nccl import Nccl  # also re-exported: the [nccl] section
 
 
 @dataclass(frozen=True)
@@ -368,22 +369,6 @@ class Fabric:
     leaves: tuple[Leaf, ...] = ()
     spines: tuple[Spine, ...] = ()
     blocks: tuple[Block, ...] = ()
-
-
-@dataclass(frozen=True)
-class Nccl:
-    """``[nccl]``: ``fabric`` (infiniband | roce | efa | tcp | pcie), ``version`` of NCCL on the
-    nodes ("" unknown), ``gdr_level`` (NCCL_NET_GDR_LEVEL), ``gid_index`` (RoCE, NCCL < 2.21;
-    None when unset), ``socket_ifname`` (NCCL_SOCKET_IFNAME names), ``efa_plugin_version``
-    (aws-ofi-nccl), ``extra`` (further variables exported verbatim)."""
-
-    fabric: str = "infiniband"
-    version: str = ""
-    gdr_level: str = ""
-    gid_index: int | None = None
-    socket_ifname: tuple[str, ...] = ()
-    efa_plugin_version: str = ""
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,10 @@ from slurmkit.pci import normalise_bus_id
 from slurmkit.profile.errors import ProfileError
 from slurmkit.profile.health import EXPECT_KEYS, check_defaults
 from slurmkit.profile.lines import key_line
-from slurmkit.profile.model import (AUTODETECT, GPU_ENV_FLAGS, SHARING_FLAGS, Block, Cluster, Fabric, Gpu, GpuGroup, Health, Leaf, Nccl, Nic,
-                                    NodeType, Partition, Profile, Report, SlurmNode, Spine, Submit, slurm_gpu_type)
+from slurmkit.profile.model import (AUTODETECT, GPU_ENV_FLAGS, SHARING_FLAGS, Block, Cluster, Fabric, Gpu, GpuGroup,
+                                    Health, Leaf, Nccl, Nic, NodeType, Partition, Profile, Report, SlurmNode, Spine,
+                                    Submit, slurm_gpu_type)
+from slurmkit.profile.nccl import KNOWN_NETS, IfnameRule, socket_ifname_text
 
 LINK_LAYERS = ("InfiniBand", "RoCE", "Ethernet", "EFA")
 NIC_ROLES = ("compute", "other")
@@ -540,18 +542,46 @@ def _fabric(c: _Ctx, t: dict, partitions: dict[str, Partition]) -> Fabric:
 
 def _nccl(c: _Ctx, t: dict) -> Nccl:
     k = "nccl"
-    c.known(t, k, ("fabric", "version", "gdr_level", "gid_index", "socket_ifname", "efa_plugin_version", "extra"))
+    c.known(t, k, ("fabric", "version", "gdr_level", "gid_index", "socket_ifname", "gloo_socket_ifname",
+                   "net_plugin", "collnet", "ib_tc", "ib_sl", "efa_plugin_version", "extra"))
     extra = c.table(t.get("extra", {}), "nccl.extra")
     for ek, ev in extra.items():
         if not isinstance(ev, (str, int, float)) or isinstance(ev, bool):
             c.fail(f"nccl.extra.{ek}", f"expected a string or number, got {ev!r}")
+    ifname = t.get("socket_ifname", "")
+    if not isinstance(ifname, str):
+        ifname = socket_ifname_text(c.str_list(t, k, "socket_ifname"))
+    if ifname:
+        try:
+            IfnameRule.parse(ifname)
+        except ValueError as exc:
+            c.fail("nccl.socket_ifname", f"not NCCL_SOCKET_IFNAME syntax: {exc}")
+    gloo = c.get(t, k, "gloo_socket_ifname", str, _default(Nccl, "gloo_socket_ifname"))
+    for name in filter(None, gloo.split(",")) if gloo else ():
+        if any(ch.isspace() or ch in "/:=^" for ch in name):
+            c.fail("nccl.gloo_socket_ifname", f"{name!r} is not an interface name: gloo takes exact "
+                   "names, comma-separated (no NCCL prefixes, '^' or '=')")
+    net = c.get(t, k, "net_plugin", str, _default(Nccl, "net_plugin"))
+    if net and net not in KNOWN_NETS:
+        c.fail("nccl.net_plugin", f"{net!r} is no NCCL network name slurmkit knows (NCCL_NET is matched "
+               f"by name: {', '.join(f'{n!r} = {w}' for n, w in KNOWN_NETS.items())})")
     return Nccl(fabric=c.get(t, k, "fabric", str, _default(Nccl, "fabric"), choices=NCCL_FABRICS),
                 version=c.get(t, k, "version", str, _default(Nccl, "version")),
                 gdr_level=c.get(t, k, "gdr_level", str, _default(Nccl, "gdr_level")),
                 gid_index=c.get(t, k, "gid_index", int, None, minimum=0),
-                socket_ifname=c.str_list(t, k, "socket_ifname"),
+                socket_ifname=ifname, gloo_socket_ifname=gloo, net_plugin=net,
+                collnet=c.get(t, k, "collnet", bool, _default(Nccl, "collnet")),
+                ib_tc=_bounded(c, t, k, "ib_tc", 255), ib_sl=_bounded(c, t, k, "ib_sl", 15),
                 efa_plugin_version=c.get(t, k, "efa_plugin_version", str, _default(Nccl, "efa_plugin_version")),
                 extra={ek: str(ev) for ek, ev in extra.items()})
+
+
+def _bounded(c: _Ctx, t: dict, key: str, name: str, maximum: int) -> int | None:
+    """An integer 0..maximum at ``key.name`` (None when absent)."""
+    v = c.get(t, key, name, int, None, minimum=0)
+    if v is not None and v > maximum:
+        c.fail(f"{key}.{name}", f"must be 0..{maximum}, got {v}")
+    return v
 
 
 def _submit(c: _Ctx, t: dict) -> Submit:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from slurmkit.errors import SlurmkitError
 
+from slurmkit.submit import check as _check
 from slurmkit.submit import render as _render
 from slurmkit.submit import site as _site
 from slurmkit.submit import templates as _templates
@@ -29,7 +30,7 @@ def prepare(req: _render.SubmitRequest, backend=None, profile=None, env: dict | 
     ``TemplateError`` or ``EscapeError`` (all :class:`~slurmkit.errors.InputError`) for bad
     input, ``SlurmError`` when sinfo fails."""
     prof = profile if profile is not None else _site.load(req.site)
-    facts = _site.site_facts(prof, req.partition, source=str(req.site or "sandbox"), gpu_type=req.gpu_type)
+    facts = _check.checked_facts(prof, req.partition, source=str(req.site or "sandbox"), gpu_type=req.gpu_type)
     tpl = _templates.get(req.template)
     idle = None
     if req.prefer_locality and req.nodes > 1:

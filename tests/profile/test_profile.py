@@ -42,7 +42,7 @@ def test_sandbox_profile_helpers():
     assert p.leaf_of("n1") == "leaf1" and p.leaf_of("n4") == "leaf2" and p.leaf_of("zz") is None
     assert p.leaves() == {"leaf1": ("n1", "n2"), "leaf2": ("n3", "n4")}
     assert p.node_type_of("n3").name == nt.name
-    assert p.nccl.socket_ifname == ("lo",)
+    assert p.nccl.socket_ifname == "lo"            # NCCL_SOCKET_IFNAME text, as NCCL reads it
     assert p.nccl.version == raw["nccl"]["version"]
     assert p.report.pue == raw["report"]["pue"]
     assert p.source.endswith("sandbox.toml")

@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from slurmkit.profile import load_profile, load_profile_data, shipped_names
+from slurmkit.profile.nccl import IfnameRule
 from slurmkit.submit import nccl, site
+from slurmkit.submit.check import check
 
 SITE = Path(__file__).resolve().parents[2] / "site"
 #: nvidia-smi topo -m path tokens, nearest first
@@ -74,12 +76,19 @@ def hca_problems(p) -> list[str]:
 
 
 def ifname_problems(p) -> list[str]:
-    """Each NCCL_SOCKET_IFNAME entry is an interface the node type has: a NIC's device or its
-    netdev (or the loopback)."""
+    """NCCL_SOCKET_IFNAME, read as NCCL reads it, allows an interface the node type has (a NIC's
+    netdev, a plain Ethernet NIC's device, or the loopback); exact names are all such interfaces."""
+    if not p.nccl.socket_ifname:
+        return []
     nt = p.node_type_for()
-    have = {"lo"} | {n.device for n in nt.nics} | {n.netdev for n in nt.nics if n.netdev}
-    return [f"socket_ifname {i!r} is no interface of node type {nt.name} (has {sorted(have)})"
-            for i in p.nccl.socket_ifname if i not in have]
+    have = {"lo"} | {n.device for n in nt.nics if n.link_layer == "Ethernet"} | {n.netdev for n in nt.nics if n.netdev}
+    rule = IfnameRule.parse(p.nccl.socket_ifname)
+    if rule.exact and not rule.exclude:
+        return [f"socket_ifname {i!r} is no interface of node type {nt.name} (has {sorted(have)})"
+                for i in rule.names if i not in have]
+    if not any(rule.allows(i) for i in have):
+        return [f"socket_ifname {rule.text!r} allows no interface of node type {nt.name} (has {sorted(have)})"]
+    return []
 
 
 def link_problems(p) -> list[str]:
@@ -159,7 +168,9 @@ def nccl_problems(p) -> list[str]:
     for var in ("NCCL_NET_GDR_LEVEL", "NCCL_DEBUG"):
         if var in env:
             out.append(f"{var} is a debugging variable, exported as {env[var]!r}")
-    want_net = {"infiniband": "IB", "roce": "IB", "efa": "AWS Libfabric"}.get(p.nccl.fabric)
+    # NCCL_NET only names a plugin the profile says the nodes load (never IB by default: HPC-X's
+    # plugin registers as IBext, which IB would exclude); efa means aws-ofi-nccl
+    want_net = p.nccl.net_plugin or {"efa": "AWS Libfabric"}.get(p.nccl.fabric)
     if env.get("NCCL_NET") != want_net:
         out.append(f"NCCL_NET = {env.get('NCCL_NET')!r} for fabric {p.nccl.fabric}, expected {want_net!r}")
     version = nccl.parse_version(p.nccl.version)
@@ -169,9 +180,15 @@ def nccl_problems(p) -> list[str]:
         out.append(f"NCCL_IB_GID_INDEX {'exported' if 'NCCL_IB_GID_INDEX' in env else 'missing'} "
                    f"with NCCL {p.nccl.version or 'unknown'} and gid_index {p.nccl.gid_index}")
     if p.nccl.fabric == "efa":
+        # aws-ofi-nccl doc/efa-env-var.md: FI_PROVIDER and NCCL_PROTO=simple for <= 1.5.0,
+        # FI_EFA_USE_DEVICE_RDMA below 1.7.0 (p4/p5), nothing from 1.7.0 on
         plugin = nccl.parse_version(p.nccl.efa_plugin_version)
         if ("FI_EFA_USE_DEVICE_RDMA" in env) != (plugin is not None and plugin < (1, 7)):
             out.append(f"FI_EFA_USE_DEVICE_RDMA against the plugin rule (aws-ofi-nccl {plugin})")
+        if ("NCCL_PROTO" in env) != (plugin is not None and plugin <= (1, 5, 0)):
+            out.append(f"NCCL_PROTO against the plugin rule (aws-ofi-nccl {plugin})")
+        if ("FI_PROVIDER" in env) != (plugin is None or plugin <= (1, 5, 0)):
+            out.append(f"FI_PROVIDER against the plugin rule (aws-ofi-nccl {plugin})")
     if not p.node_type_for().p2p and env.get("NCCL_P2P_DISABLE") != "1":
         out.append("p2p = false but NCCL_P2P_DISABLE is not 1")
     return out
@@ -209,6 +226,8 @@ def test_shipped_profile_is_consistent(name):
     assert link_problems(p) == []
     assert fabric_problems(p) == []
     assert nccl_problems(p) == []
+    # and slurmkit's own validation (site check and submit) refuses none of them
+    assert [str(f) for f in check(p) if f.level == "error"] == []
 
 
 @pytest.mark.parametrize("name", HARDWARE)
@@ -241,8 +260,12 @@ def test_the_checks_catch_a_storage_port_in_nccl_ib_hca():
 
 
 def test_the_checks_catch_an_invented_interface_name():
-    p = _broken("dgx-h100", lambda raw: raw["nccl"].update(socket_ifname=["ib0"]))
+    p = _broken("dgx-h100", lambda raw: raw["nccl"].update(socket_ifname="=ib0"))
     assert ifname_problems(p) and "'ib0' is no interface" in ifname_problems(p)[0]
+    p = _broken("dgx-h100", lambda raw: raw["nccl"].update(socket_ifname=["ib0"]))   # a prefix: ib0*
+    assert ifname_problems(p) and "'ib0' allows no interface" in ifname_problems(p)[0]
+    ok = _broken("dgx-h100", lambda raw: raw["nccl"].update(socket_ifname="ibp"))    # prefix of the rails
+    assert ifname_problems(ok) == []
     ok = _broken("dgx-h100", lambda raw: raw["nccl"].update(socket_ifname=["enp41s0f1np1"]))
     assert ifname_problems(ok) == []               # a netdev of the node type is fine
 
@@ -333,7 +356,7 @@ def test_azure_names_come_from_azures_own_image():
     p = load_profile("azure-ndh100v5")
     nt = p.node_type_for()
     assert [g.nearest_nics for g in nt.gpus] == [(f"mlx5_ib{i}",) for i in range(8)]
-    assert p.nccl.socket_ifname == ("eth0",) and nt.nic("eth0").role == "other"
+    assert p.nccl.socket_ifname == "eth0" and nt.nic("eth0").role == "other"
     # the accelerated-networking VF's NUMA node and GPU links are not in Azure's topology file
     assert nt.nic("mlx5_an0").numa_node is None
     assert all("mlx5_an0" not in g.links for g in nt.gpus)

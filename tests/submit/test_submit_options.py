@@ -11,6 +11,7 @@ import pytest
 
 import slurmkit
 from slurmkit.errors import UsageError
+from slurmkit.profile import load_profile
 from slurmkit.submit import api, placement, render, site, templates, timelimit
 
 
@@ -303,8 +304,10 @@ def test_every_job_step_is_named_for_what_it_runs(name):
 def test_shipped_efa_profile_extras_agree_with_the_plugin_rule():
     p = plan_for("srun", profile="aws-p5", nodes=2)
     env = {v.name: (v.value, v.source) for v in p.env}
-    assert env["FI_PROVIDER"] == ("efa", "slurmkit preset (efa)")
-    assert "FI_EFA_USE_DEVICE_RDMA" not in env            # aws-ofi-nccl 1.11 sets it itself
+    # aws-ofi-nccl 1.11.0: its EFA cheatsheet (doc/efa-env-var.md) asks for none of FI_PROVIDER,
+    # NCCL_PROTO (both <= 1.5.0 only) or FI_EFA_USE_DEVICE_RDMA (set by the plugin from 1.7.0)
+    assert not {"FI_PROVIDER", "NCCL_PROTO", "FI_EFA_USE_DEVICE_RDMA"} & set(env)
+    assert env["NCCL_NET"][0] == "AWS Libfabric"
 
 
 @pytest.mark.parametrize("profile", ["aws-p5", "azure-ndh100v5", "dgx-a100", "dgx-h100", "rtx4090-8x", "sandbox",
@@ -329,13 +332,20 @@ def test_the_job_exits_with_the_payloads_status_when_no_rank_recorded_one(tmp_pa
     assert subprocess.run(["bash", "-c", script.replace("(exit 3)", "true")]).returncode == 0
 
 
-@pytest.mark.parametrize("profile, net", [("aws-p5", "AWS Libfabric"), ("dgx-h100", "IB"), ("rtx4090-8x", "IB"),
-                                          ("workstation-2gpu", None)])
-def test_a_missing_network_fails_at_nccl_init_instead_of_falling_back_to_sockets(profile, net):
-    env = {v.name: v.value for v in plan_for("srun", profile=profile).env}
+# NCCL_NET selects a network plugin by name: only set when the profile names one (HPC-X's SHARP
+# plugin registers as "IBext", which "IB" would exclude: NVIDIA/nccl#1357's log "Using network
+# IBext"); efa means aws-ofi-nccl, whose every version answers to "AWS Libfabric"
+@pytest.mark.parametrize("profile, net", [("aws-p5", "AWS Libfabric"), ("dgx-h100", None), ("rtx4090-8x", None),
+                                          ("workstation-2gpu", None), ("dgx-h100+IBext", "IBext")])
+def test_nccl_net_only_names_a_plugin_the_profile_names(profile, net):
+    name, _, plugin = profile.partition("+")
+    prof = load_profile(name, overrides=({"nccl": {"net_plugin": plugin, "collnet": True}},) if plugin else ())
+    req = render.SubmitRequest(template="srun", command=("python3", "train.py"))
+    plan = render.plan(req, site.site_facts(prof), templates.get("srun"))
+    env = {v.name: v.value for v in plan.env}
     assert env.get("NCCL_NET") == net
-    if net:
-        assert f"export NCCL_NET={api._render.shell_quote(net)}\n" in render.render(plan_for("srun", profile=profile))
+    assert env.get("NCCL_COLLNET_ENABLE") == ("1" if plugin else None)
+    assert (f"export NCCL_NET={api._render.shell_quote(net)}\n" in render.render(plan)) is bool(net)
 
 
 def test_azure_ndv5_exports_what_azures_own_nccl_conf_has():

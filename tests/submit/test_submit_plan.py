@@ -8,6 +8,7 @@ import pytest
 
 from slurmkit.profile import ProfileError, load_profile_data
 from slurmkit.submit import nccl, placement
+from slurmkit.submit.check import checked_facts
 from slurmkit.submit.site import SiteError
 from slurmkit.submit.site import site_facts as _site_facts
 
@@ -63,7 +64,9 @@ def test_infiniband_hca_list_is_exact_compute_only_and_same_for_all(raw):
     assert "NCCL_NET_GDR_LEVEL" not in env
     assert env_of(facts_with(raw, gdr_level="PHB"))["NCCL_NET_GDR_LEVEL"] == "PHB"
     assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
-    assert env["NCCL_SOCKET_IFNAME"] == "=" + ",".join(raw["nccl"]["socket_ifname"])
+    assert env["NCCL_SOCKET_IFNAME"] == ",".join(raw["nccl"]["socket_ifname"])   # NCCL's syntax, unchanged
+    assert "NCCL_NET" not in env              # no plugin named: NCCL picks (never IB by default)
+    assert env[nccl.GLOO_RULE] == env["NCCL_SOCKET_IFNAME"] and "GLOO_SOCKET_IFNAME" not in env
     assert "NCCL_DEBUG" not in env
     assert env_of(f, "INFO")["NCCL_DEBUG"] == "INFO"
 
@@ -81,21 +84,40 @@ def test_roce_gid_index_unless_nccl_is_known_to_pick_it(raw, version, expect):
         assert ("nccl.version unknown" in source) is (version == "")
 
 
-@pytest.mark.parametrize("plugin,expect", [("1.6.0", True), ("1.7.4", False), ("", False)])
-def test_efa_device_rdma_only_for_old_plugin(raw, plugin, expect):
-    env = env_of(facts_with(raw, fabric="efa", efa_plugin_version=plugin))
-    assert env["FI_PROVIDER"] == "efa"
-    assert ("FI_EFA_USE_DEVICE_RDMA" in env) is expect
+def _efa(raw, **nccl_table):
+    """The sandbox profile as an EFA cluster: its compute NICs made EFA devices."""
+    prof = copy.deepcopy(raw)
+    for nic in prof["node_types"]["sandbox-h100x4"]["nics"]:
+        if nic["role"] == "compute":
+            nic["link_layer"] = "EFA"
+    prof["nccl"] = {**prof["nccl"], "fabric": "efa", **nccl_table}
+    return site_facts(prof)
+
+
+# aws-ofi-nccl's EFA cheatsheet (doc/efa-env-var.md): FI_PROVIDER=efa and NCCL_PROTO=simple for
+# <= 1.5.0; FI_EFA_USE_DEVICE_RDMA=1 for 1.6.x (and <= 1.5.0) on p4/p5; nothing from 1.7.0 on
+@pytest.mark.parametrize("plugin,provider,proto,rdma", [
+    ("1.5.0", True, True, True), ("1.6.0", False, False, True), ("1.7.4", False, False, False),
+    ("1.11.0", False, False, False), ("", True, False, False)])
+def test_efa_variables_follow_the_plugins_cheatsheet(raw, plugin, provider, proto, rdma):
+    env = env_of(_efa(raw, efa_plugin_version=plugin))
+    assert ("FI_PROVIDER" in env) is provider and env.get("FI_PROVIDER", "efa") == "efa"
+    assert ("NCCL_PROTO" in env) is proto and env.get("NCCL_PROTO", "simple") == "simple"
+    assert ("FI_EFA_USE_DEVICE_RDMA" in env) is rdma
+    assert env["NCCL_NET"] == "AWS Libfabric"      # every aws-ofi-nccl version answers to it
     assert "NCCL_IB_HCA" not in env
 
 
-def test_tcp_uses_an_include_list_and_refuses_none(raw):
+def test_tcp_passes_the_include_list_through_and_the_check_refuses_none(raw):
     env = env_of(facts_with(raw, fabric="tcp", socket_ifname=["eth0", "eth1"]))
-    assert env["NCCL_SOCKET_IFNAME"] == "=eth0,eth1"
+    assert env["NCCL_SOCKET_IFNAME"] == "eth0,eth1"          # prefixes, as NCCL reads them
     assert env["NCCL_IB_DISABLE"] == "1"
-    assert not env["NCCL_SOCKET_IFNAME"].startswith("^")
-    with pytest.raises(SiteError, match="socket_ifname"):
-        env_of(facts_with(raw, fabric="tcp", socket_ifname=[]))
+    for bad in ([], "^docker,lo"):
+        prof = copy.deepcopy(raw)
+        prof["nccl"] = {**prof["nccl"], "fabric": "tcp", "socket_ifname": bad}
+        with pytest.raises(SiteError, match="include list") as ei:
+            checked_facts(load_profile_data(prof, str(SANDBOX)))
+        assert ei.value.key == "nccl.socket_ifname" and ei.value.file == str(SANDBOX)
 
 
 def test_pcie_box_without_p2p_disables_p2p(raw):
@@ -109,7 +131,7 @@ def test_pcie_box_without_p2p_disables_p2p(raw):
 
 def test_extra_is_verbatim_and_bad_fabric_is_named(raw):
     assert env_of(facts_with(raw, extra={"NCCL_CROSS_NIC": "1"}))["NCCL_CROSS_NIC"] == "1"
-    efa = nccl.nccl_env(facts_with(raw, fabric="efa", extra={"FI_PROVIDER": "efa"}))
+    efa = nccl.nccl_env(_efa(raw, extra={"FI_PROVIDER": "efa"}))
     assert [v.name for v in efa].count("FI_PROVIDER") == 1
     assert next(v for v in efa if v.name == "FI_PROVIDER").source == "profile nccl.extra.FI_PROVIDER"
     with pytest.raises(ProfileError, match="nccl.fabric") as ei:  # refused by the loader already

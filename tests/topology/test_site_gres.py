@@ -145,9 +145,15 @@ def test_cli_site_commands(tmp_path):
     r = _cli("site", "check", "dgx-a100", "--json")
     data = json.loads(r.stdout)
     assert r.returncode == 0 and data["node_types"]["dgx-a100"]["cpus"] == 256
-    assert data["partitions"]["gpu"]["nodes"] == 40 and data["warnings"] == []
+    # a DGX A100 (AMD EPYC, NPS4) whose profile records no GPU minors: gres.conf assumes minor = index
+    assert data["partitions"]["gpu"]["nodes"] == 40 and data["errors"] == []
+    assert [w.split(":")[0] for w in data["warnings"]] == ["node_types.dgx-a100.gpus"]
+    assert "GPU minor numbers unknown on a node type with 4 NUMA nodes" in data["warnings"][0]
     r = _cli("site", "check", "sandbox", "--set", "nccl.fabric=efa", "--json")
-    assert json.loads(r.stdout)["layers"][-1] == "<override nccl.fabric=efa>"
+    data = json.loads(r.stdout)
+    assert data["layers"][-1] == "<override nccl.fabric=efa>"
+    # what submit would refuse: an EFA fabric over InfiniBand NICs
+    assert r.returncode == 2 and any("compute NIC mlx5_0 is InfiniBand" in e for e in data["errors"])
 
 
 def test_cli_site_bad_profile_exit_2(tmp_path):

@@ -90,3 +90,45 @@ def test_import_bad_input_exit_2(tmp_path):
     r = _cli("topo", "import", str(good), "--name", "ok", "-o", str(out))
     assert r.returncode == 0 and r.stdout == "" and out.read_text().count("[node_types.ok]") == 1
     assert sorted(os.listdir(tmp_path)) == ["g.txt", "ok.toml", "x.txt"]  # no temp file left beside it
+
+
+# -- what import guesses is marked, in the section and on stderr ------------------------------
+
+@pytest.mark.corpus
+def test_import_marks_a_bonded_mlx5_port_as_guessed_roce_and_geforce_p2p_off(corpus, tmp_path):
+    # nccl-tests issue 307: 8x RTX 4090 on PCIe, one NIC mlx5_bond_0 (a RoCE LAG: the kernel bonds
+    # RDMA devices only over Ethernet); GeForce boards have P2P disabled by the driver
+    r = _cli("topo", "import", str(corpus / "topo" / "8xRTX4090_pcie_1nic.txt"), "--name", "rtx",
+             "--gpu-model", "rtx4090")
+    assert r.returncode == 0, r.stderr
+    nt_raw = tomllib.loads(r.stdout)["node_types"]["rtx"]
+    assert nt_raw["p2p"] is False and nt_raw["nics"][0]["link_layer"] == "RoCE"
+    assert "# GUESSED (not in the input; check before use): p2p, nics[0].link_layer" in r.stdout
+    assert 'link_layer = "RoCE"  # GUESSED: mlx5_bond_0: RoCE from its name only' in r.stdout
+    assert "p2p = false  # GUESSED: GeForce/TITAN model name 'rtx4090'" in r.stdout
+    assert "slurmkit: warning: guessed node_types.rtx.p2p: GeForce" in r.stderr
+    assert "slurmkit: warning: guessed node_types.rtx.nics[0].link_layer: mlx5_bond_0: RoCE" in r.stderr
+    # the section, in a profile with a RoCE fabric, passes the check site check and submit share
+    from slurmkit.submit.check import check
+
+    path = _profile_with(r.stdout + '\n[nccl]\nfabric = "roce"\n', "rtx", tmp_path)
+    assert [str(f) for f in check(load_profile(path)) if f.level == "error"] == []
+
+
+@pytest.mark.corpus
+def test_import_says_what_the_matrix_told_and_what_it_guessed(corpus):
+    # DGX A100: NVLink (NV12) between every GPU pair is P2P, a fact of the matrix; its 12 mlx5
+    # ports' link layer is not in the matrix (InfiniBand from the name: guessed)
+    r = _cli("topo", "import", str(corpus / "topo" / "dgx_a100_12nic.txt"), "--name", "a100", "--gpu-model", "a100")
+    assert r.returncode == 0, r.stderr
+    nt_raw = tomllib.loads(r.stdout)["node_types"]["a100"]
+    assert nt_raw["p2p"] is True and "guessed node_types.a100.p2p" not in r.stderr
+    guessed = [line for line in r.stderr.splitlines() if "guessed node_types.a100.nics[" in line]
+    assert len(guessed) == len(nt_raw["nics"]) == 12
+    assert all(n["link_layer"] == "InfiniBand" for n in nt_raw["nics"])
+    # a PCIe box with no GeForce name: P2P assumed, and said so
+    r = _cli("topo", "import", str(corpus / "topo" / "2gpu_phb_workstation.txt"), "--name", "ws", "--gpu-model", "l40s")
+    assert "p2p = true  # GUESSED: no NVLink between every GPU pair and 'l40s'" in r.stdout
+    r = _cli("topo", "import", str(corpus / "topo" / "2xRTX5090_workstation.txt"), "--name", "ws",
+             "--gpu-model", "rtx5090")       # club-3090 issue 1229: "P2P not supported"
+    assert tomllib.loads(r.stdout)["node_types"]["ws"]["p2p"] is False
