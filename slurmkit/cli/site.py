@@ -42,7 +42,7 @@ def cli():
 @_out
 def gres_conf(profile, device_dir, overrides, output):
     """gres.conf for PROFILE (a shipped name such as dgx-a100, or a TOML file)."""
-    from slurmkit.topology.slurmconf import render_gres_conf
+    from slurmkit.profile.slurmconf import render_gres_conf
 
     p = _load(profile, overrides)
     write_output(render_gres_conf(p, device_dir=device_dir, warn=_warn), output)
@@ -55,7 +55,7 @@ def gres_conf(profile, device_dir, overrides, output):
 def slurm_conf_cmd(profile, overrides, output):
     """slurm.conf NodeName= / PartitionName= lines (and GresTypes=) for PROFILE, from the same
     node types as gres-conf, so the two agree on every node's gres."""
-    from slurmkit.topology.slurmconf import render_slurm_conf
+    from slurmkit.profile.slurmconf import render_slurm_conf
 
     write_output(render_slurm_conf(_load(profile, overrides)), output)
 
@@ -66,7 +66,7 @@ def slurm_conf_cmd(profile, overrides, output):
 @_out
 def topology_conf(profile, overrides, output):
     """topology.conf for PROFILE ([fabric] leaves/spines or blocks)."""
-    from slurmkit.topology.slurmconf import render_topology_conf
+    from slurmkit.profile.slurmconf import render_topology_conf
 
     write_output(render_topology_conf(_load(profile, overrides)), output)
 
@@ -79,7 +79,7 @@ def check_profile(p):
     under no leaf)."""
     from slurmkit.profile.check import Finding
     from slurmkit.submit.check import check
-    from slurmkit.topology.slurmconf import render_gres_conf
+    from slurmkit.profile.slurmconf import render_gres_conf
 
     found = check(p)
     warns: list[str] = []
@@ -118,7 +118,7 @@ def check(ctx, profile, overrides, as_json, strict, slurm_conf, gres_conf):
     With --slurm-conf (and --gres-conf): cross-check a cluster's own files against the profile;
     each disagreement is named with file, line and what Slurm does about it (exit 1 when any)."""
     from slurmkit.submit.check import error_of
-    from slurmkit.topology.slurmconf import node_gres
+    from slurmkit.profile.slurmconf import node_gres
 
     p = _load(profile, overrides)
     found = check_profile(p)
@@ -132,7 +132,7 @@ def check(ctx, profile, overrides, as_json, strict, slurm_conf, gres_conf):
         gres_conf = str(beside) if beside.is_file() else None
     if slurm_conf or gres_conf:
         from slurmkit.slurm.conf import load_tree
-        from slurmkit.topology.confcheck import crosscheck
+        from slurmkit.profile.confcheck import crosscheck
 
         findings = crosscheck(p, load_tree(slurm_conf) if slurm_conf else None,
                               load_tree(gres_conf) if gres_conf else None)

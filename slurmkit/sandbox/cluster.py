@@ -291,7 +291,7 @@ class Sandbox:
         slurmdbd.conf under the sandbox directory (each atomically), and make the GPU device
         nodes. ``keep_existing``: leave files that exist as they are."""
         from slurmkit.profile import load_profile
-        from slurmkit.topology.slurmconf import render_gres_conf, render_topology_conf
+        from slurmkit.profile.slurmconf import render_gres_conf, render_topology_conf
 
         for d in (self.etc, self.device_dir, self.run_dir, self.var / "log", self.var / "spool" / "ctld",
                   self.var / "munge", self.var / "mysql"):

@@ -3,7 +3,7 @@
 The sandbox is ``nodes`` slurmd daemons on this host, each with its own loopback address
 (127.0.1.<i>) and port, and ``gpus_per_node`` fake GPUs (character devices). Its site profile
 (``site.toml``) is rendered here; gres.conf and topology.conf are then generated *from that
-profile* by :mod:`slurmkit.topology.slurmconf`, as on a real cluster.
+profile* by :mod:`slurmkit.profile.slurmconf`, as on a real cluster.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pytest
 
 from slurmkit.profile import ProfileError, load_profile_data
 from slurmkit.submit import placement, site
-from slurmkit.topology.slurmconf import render_gres_conf
+from slurmkit.profile.slurmconf import render_gres_conf
 
 DGX = Path(__file__).resolve().parents[2] / "site" / "dgx-a100.toml"
 

@@ -15,7 +15,7 @@ import pytest
 
 from slurmkit.profile import load_profile, shipped_names
 from slurmkit.topology.cores import cpu_map, format_ranges, logical_cores, parse_ranges
-from slurmkit.topology.slurmconf import render_gres_conf, render_topology_conf
+from slurmkit.profile.slurmconf import render_gres_conf, render_topology_conf
 
 SITE = Path(__file__).resolve().parents[2] / "site"
 SHIPPED = ["aws-p5", "azure-ndh100v5", "dgx-a100", "dgx-h100", "rtx4090-8x", "sandbox", "workstation-2gpu"]

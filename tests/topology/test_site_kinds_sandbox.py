@@ -31,7 +31,7 @@ from slurmkit.profile import load_profile
 from slurmkit.sandbox.cluster import NVIDIA_MAJOR, port_free
 from slurmkit.slurm.commands import run, slurm_env
 from slurmkit.submit import render, site, templates
-from slurmkit.topology.slurmconf import render_gres_conf, render_slurm_conf
+from slurmkit.profile.slurmconf import render_gres_conf, render_slurm_conf
 
 pytestmark = pytest.mark.slurm
 

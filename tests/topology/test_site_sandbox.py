@@ -11,7 +11,7 @@ import pytest
 
 from slurmkit.profile import load_profile
 from slurmkit.slurm.commands import run
-from slurmkit.topology.slurmconf import render_gres_conf, render_topology_conf
+from slurmkit.profile.slurmconf import render_gres_conf, render_topology_conf
 
 pytestmark = pytest.mark.slurm
 

@@ -13,7 +13,7 @@ import pytest
 
 from slurmkit.profile import load_profile
 from slurmkit.topology.cores import parse_ranges
-from slurmkit.topology.slurmconf import gres_lines
+from slurmkit.profile.slurmconf import gres_lines
 from slurmkit.topology.smi import read_topo_file
 
 SITE = Path(__file__).resolve().parents[2] / "site"

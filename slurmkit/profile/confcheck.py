@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from slurmkit.hostlist import BadHostlist, collect_hostlist, expand_hostlist
 from slurmkit.slurm.conf import ConfError, entries_in_order
-from slurmkit.topology.slurmconf import node_gres, node_type_nodes, slurm_node_layout
+from slurmkit.profile.slurmconf import node_gres, node_type_nodes, slurm_node_layout
 
 
 @dataclass(frozen=True)
