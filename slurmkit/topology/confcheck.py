@@ -88,6 +88,9 @@ class GresRecord:
         return self.count if self.count is not None else 1
 
 
+#: The gres names a site profile describes; a slurm.conf's other gres are not compared with it.
+PROFILE_GRES = ("gpu", "shard", "mps")
+
 _SUFFIX = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4}
 
 
@@ -102,7 +105,8 @@ def parse_count(text: str) -> int:
 def parse_gres(text: str) -> dict[tuple[str, str | None], int]:
     """slurm.conf ``Gres=`` -> ``{(name, type or None): count}``: ``gpu:h100:8,gpu:2(S:0-1),
     shard:16`` -> ``{("gpu", "h100"): 8, ("gpu", None): 2, ("shard", None): 16}``; a name with
-    no count counts 1; ``(null)`` / "" -> {}. ValueError on a count that is not one."""
+    no count counts 1; a ``no_consume`` flag is dropped (``bandwidth:lustre:no_consume:4G`` ->
+    ``{("bandwidth", "lustre"): 4 GiB}``); ``(null)`` / "" -> {}. ValueError on a count that is not one."""
     out: dict[tuple[str, str | None], int] = {}
     text = text.strip()
     if text in ("", "(null)"):
@@ -111,7 +115,8 @@ def parse_gres(text: str) -> dict[tuple[str, str | None], int]:
         part = re.sub(r"\(.*\)$", "", part.strip())
         if not part:
             continue
-        bits = part.split(":")
+        # slurm.conf(5): name[:type][:no_consume]:count (``bandwidth:lustre:no_consume:4G``)
+        bits = [b for b in part.split(":") if b.lower() != "no_consume"]
         name = bits[0].lower()
         if len(bits) == 1:
             kind, n = None, 1
@@ -199,19 +204,30 @@ def _layout(node: SlurmNode) -> dict:
     """Sockets / CoresPerSocket / ThreadsPerCore / CPUs / RealMemory slurm.conf gives (ints;
     absent keys left out). ``Sockets`` is Boards x SocketsPerBoard when given that way."""
     k = node.keys
+
+    def num(key: str) -> int:
+        try:
+            return int(k[key])
+        except ValueError:
+            raise ConfError(node.file, node.line, f"NodeName={node.name}: {_KEY_NAMES[key]}: expected a whole "
+                            f"number, found {k[key]!r}") from None
+
     out = {}
-    try:
-        if "socketsperboard" in k:
-            out["sockets"] = int(k["socketsperboard"]) * int(k.get("boards", 1))
-        elif "sockets" in k:
-            out["sockets"] = int(k["sockets"])
-        for key, name in (("corespersocket", "cores_per_socket"), ("threadspercore", "threads_per_core"),
-                          ("cpus", "cpus"), ("procs", "cpus"), ("realmemory", "memory_mib")):
-            if key in k:
-                out.setdefault(name, int(k[key]))
-    except ValueError as exc:
-        raise ConfError(node.file, node.line, f"NodeName={node.name}: {exc}") from None
+    if "socketsperboard" in k:
+        out["sockets"] = num("socketsperboard") * (num("boards") if "boards" in k else 1)
+    elif "sockets" in k:
+        out["sockets"] = num("sockets")
+    for key, name in (("corespersocket", "cores_per_socket"), ("threadspercore", "threads_per_core"),
+                      ("cpus", "cpus"), ("procs", "cpus"), ("realmemory", "memory_mib")):
+        if key in k:
+            out.setdefault(name, num(key))
     return out
+
+
+#: slurm.conf(5)'s spelling of the node keys :func:`_layout` reads (for error messages).
+_KEY_NAMES = {"socketsperboard": "SocketsPerBoard", "boards": "Boards", "sockets": "Sockets",
+              "corespersocket": "CoresPerSocket", "threadspercore": "ThreadsPerCore", "cpus": "CPUs",
+              "procs": "Procs", "realmemory": "RealMemory"}
 
 
 def crosscheck(profile, slurm_tree=None, gres_tree=None) -> list[Disagreement]:
@@ -264,7 +280,7 @@ def _check_slurm_conf(profile, want: dict, conf_nodes: dict, main: str) -> list[
             out.append(Disagreement(node.file, node.line, n, f"RealMemory {lay['memory_mib']} MiB is above the node "
                                     f"type's memory_mib {nt.memory_mib}",
                                     "slurmctld drains the node 'Low RealMemory (reported ... < configured)'"))
-        feats = set(filter(None, re.split(r"[,\s]+", node.keys.get("features", node.keys.get("feature", "")))))
+        feats = _features(node)
         missing = [f for f in nt.features if f not in feats]
         if missing:
             out.append(Disagreement(node.file, node.line, n, f"Features lack {','.join(missing)} (node type {nt.name})",
@@ -272,16 +288,54 @@ def _check_slurm_conf(profile, want: dict, conf_nodes: dict, main: str) -> list[
     return out
 
 
+def _features(node: SlurmNode) -> set[str]:
+    """The ``Features=`` (or ``Feature=``) of a slurm.conf node, as a set."""
+    return set(filter(None, re.split(r"[,\s]+", node.keys.get("features", node.keys.get("feature", "")))))
+
+
+def _node_list(expr: str, sets: dict, conf_nodes: dict, file: str, line: int, what: str) -> list[str]:
+    """Node names of a slurm.conf node list: comma-separated hostlists, ``ALL`` and NodeSet names
+    (slurm.conf(5) ``PartitionName ... Nodes=``)."""
+    out: list[str] = []
+    for token in re.split(r",(?![^\[]*\])", expr):
+        token = token.strip()
+        if not token:
+            continue
+        if token.upper() == "ALL":
+            out += list(conf_nodes)
+        elif token in sets:
+            out += sets[token]
+        else:
+            out += _expand(token, file, line, what)
+    return out
+
+
+def slurm_nodesets(tree, conf_nodes: dict) -> dict[str, tuple[str, ...]]:
+    """``{nodeset: node names}`` of a slurm.conf tree's ``NodeSet=`` lines (slurm.conf(5): ``Nodes=``
+    a node list, and/or ``Feature=`` every node of ``conf_nodes`` with that feature)."""
+    sets: dict[str, tuple[str, ...]] = {}
+    for file, e in _entries(tree):
+        if e.first_key != "nodeset":
+            continue
+        names = _node_list(e.get("Nodes") or "", sets, conf_nodes, file, e.lineno, "Nodes")
+        feature = e.get("Feature")
+        if feature:
+            names += [n for n, node in conf_nodes.items() if feature in _features(node)]
+        sets[e.get("NodeSet")] = tuple(dict.fromkeys(names))
+    return sets
+
+
 def slurm_partitions(tree, conf_nodes: dict) -> dict[str, tuple[str, int, tuple[str, ...]]]:
-    """``{partition: (file, line, node names)}`` of a slurm.conf tree (``Nodes=ALL``: every
-    node of ``conf_nodes``; ``PartitionName=DEFAULT`` lines skipped)."""
+    """``{partition: (file, line, node names)}`` of a slurm.conf tree (``Nodes=`` hostlists,
+    ``ALL``: every node of ``conf_nodes``, and NodeSet names; ``PartitionName=DEFAULT`` lines
+    skipped)."""
+    sets = slurm_nodesets(tree, conf_nodes)
     out = {}
     for file, e in _entries(tree):
         if e.first_key != "partitionname" or e.get("PartitionName").upper() == "DEFAULT":
             continue
-        expr = e.get("Nodes") or ""
-        names = tuple(conf_nodes) if expr.upper() == "ALL" else tuple(_expand(expr, file, e.lineno, "Nodes")) if expr else ()
-        out[e.get("PartitionName")] = (file, e.lineno, names)
+        names = _node_list(e.get("Nodes") or "", sets, conf_nodes, file, e.lineno, "Nodes")
+        out[e.get("PartitionName")] = (file, e.lineno, tuple(names))
     return out
 
 
@@ -322,7 +376,9 @@ def _gres_disagreements(node: SlurmNode, nt, exp: dict, have: dict) -> list[Disa
     have = _as_profile_types(have, exp)
     where = (node.file, node.line, node.name)
     text_have, text_exp = _gres_text(have), _gres_text(exp)
-    for name in sorted({k[0] for k in exp} | {k[0] for k in have}):
+    # gres the profile describes (GPUs and their shard/MPS shares); others (Biowulf's lscratch,
+    # slurm.conf(5)'s bandwidth:lustre:no_consume:4G) are the site's own: not compared
+    for name in sorted({k[0] for k in exp} | {k[0] for k in have if k[0] in PROFILE_GRES}):
         e = {t: c for (nm, t), c in exp.items() if nm == name}
         h = {t: c for (nm, t), c in have.items() if nm == name}
         if e == h:
@@ -443,7 +499,7 @@ def _merge(items: list[Disagreement]) -> list[Disagreement]:
             .append(d.nodes)
     out = []
     for (file, line, what, slurm), nodes in groups.items():
-        names = [n for n in nodes if n]
+        names = [n for expr in nodes if expr for n in expand_hostlist(expr)]  # each is a hostlist already
         expr = collect_hostlist(names) if names else ""
         out.append(Disagreement(file, line, expr, what.replace("{node}", expr), slurm))
     return out

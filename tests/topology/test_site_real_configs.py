@@ -1,0 +1,123 @@
+"""`site slurm-conf` / `site gres-conf` / `site check --slurm-conf --gres-conf` on more real sites'
+files (tests/topology/sites/README.md says where each comes from), and the slurm.conf forms they
+and slurm.conf(5) use: NodeName=DEFAULT Gres, Sockets left for Slurm to infer, NodeSet names in a
+partition's Nodes=, a no_consume gres, gres the profile does not describe (Biowulf's lscratch)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurmkit.profile import load_profile
+from slurmkit.slurm.conf import ConfError, load_tree
+from slurmkit.topology.confcheck import crosscheck, parse_gres, slurm_nodes, slurm_partitions
+from slurmkit.topology.slurmconf import render_gres_conf, render_slurm_conf
+
+SITES = Path(__file__).resolve().parent / "sites"
+
+
+def _check(name: str, slurm_conf: Path | None = None, gres: bool = False):
+    p = load_profile(SITES / f"{name}.toml")
+    return crosscheck(p, load_tree(slurm_conf or SITES / f"{name}_slurm.conf"),
+                      load_tree(SITES / f"{name}_gres.conf") if gres else None)
+
+
+def test_titan_node_default_gres_and_inferred_sockets():
+    """NodeName=DEFAULT Gres=gpu:titan:1 reaches every node; titan1/titan5 give no Sockets (Slurm infers
+    CPUs / (cores x threads) = 1): only the real differences are reported."""
+    nodes, dups = slurm_nodes(load_tree(SITES / "titan_slurm.conf"))
+    assert sorted(nodes) == ["titan1", "titan3", "titan4", "titan5", "titan7"] and not dups
+    assert all(parse_gres(n.keys["gres"]) == {("gpu", "titan"): 1} for n in nodes.values())
+    got = [str(d) for d in sorted(_check("titan"), key=lambda d: (-d.line, d.what))]
+    assert len(got) == 4, got
+    assert "titan_slurm.conf:31: titan5: RealMemory 31821 MiB" in got[0] and "Low RealMemory" in got[0]
+    assert "titan_slurm.conf:27: titan1: RealMemory 32066 MiB is above the node type's memory_mib 31819" in got[1]
+    assert "partition main-3 is not in slurm.conf" in got[2] and "partition main-4" in got[3]
+
+
+def test_titan_generated_files_agree_with_the_site_on_gres():
+    p = load_profile(SITES / "titan.toml")
+    conf = render_slurm_conf(p)
+    assert "NodeName=titan[1,5,7] CPUs=8 Boards=1 SocketsPerBoard=1 CoresPerSocket=4 ThreadsPerCore=2" in conf
+    assert "NodeName=titan4 Name=gpu Type=titan File=/dev/nvidia0" in render_gres_conf(p, warn=lambda m: None)
+
+
+def test_partition_missing_several_nodes_is_one_hostlist(tmp_path):
+    """A partition lacking several of the profile's nodes: one line naming them as a hostlist
+    (this raised BadHostlist from the merge before)."""
+    text = (SITES / "titan_slurm.conf").read_text().replace("Nodes=titan[1,3,4,5,7]", "Nodes=titan3")
+    (tmp_path / "slurm.conf").write_text(text)
+    got = [d for d in _check("titan", tmp_path / "slurm.conf") if "lacks nodes" in d.what]
+    assert [(d.nodes, d.line) for d in got] == [("titan[1,5,7]", 33)]
+
+
+def test_nodeset_names_in_a_partition(tmp_path):
+    """slurm.conf(5) NodeSet: by Nodes= and by Feature=, named in PartitionName Nodes= beside hostlists."""
+    text = (SITES / "titan_slurm.conf").read_text()
+    text = text.replace("NodeName=titan4 ", "NodeName=titan4 Features=wide ").replace(
+        "PartitionName=main Nodes=titan[1,3,4,5,7]",
+        "NodeSet=ht Nodes=titan[1,5]\nNodeSet=wide Feature=wide\nPartitionName=main Nodes=ht,titan7,wide,titan3")
+    (tmp_path / "slurm.conf").write_text(text)
+    tree = load_tree(tmp_path / "slurm.conf")
+    nodes, _ = slurm_nodes(tree)
+    parts = slurm_partitions(tree, nodes)
+    assert sorted(parts["main"][2]) == ["titan1", "titan3", "titan4", "titan5", "titan7"]
+    assert not [d for d in _check("titan", tmp_path / "slurm.conf") if "lacks nodes" in d.what]
+
+
+def test_gres_the_profile_does_not_describe_and_no_consume(tmp_path):
+    """slurm.conf(5)'s `bandwidth:lustre:no_consume:4G` parses; gres other than gpu/shard/mps
+    (Biowulf's `lscratch:3570` beside `gpu:A100:4(S:0-1)`) are the site's own and not compared."""
+    assert parse_gres("gpu:A100:4(S:0-1),lscratch:3570") == {("gpu", "A100"): 4, ("lscratch", None): 3570}
+    assert parse_gres("gpu:tesla:2,gpu:k80:1,bandwidth:lustre:no_consume:4G") == {
+        ("gpu", "tesla"): 2, ("gpu", "k80"): 1, ("bandwidth", "lustre"): 4 * 1024 ** 3}
+    assert parse_gres("gpu:no_consume:2") == {("gpu", None): 2}
+    text = (SITES / "titan_slurm.conf").read_text().replace(
+        "NodeName=DEFAULT Gres=gpu:titan:1", "NodeName=DEFAULT Gres=gpu:titan:1,bandwidth:lustre:no_consume:4G")
+    (tmp_path / "slurm.conf").write_text(text)
+    assert sorted((d.line, d.nodes, d.what) for d in _check("titan", tmp_path / "slurm.conf")) == \
+        sorted((d.line, d.nodes, d.what) for d in _check("titan"))
+
+
+def test_a_count_that_is_not_a_number_names_the_key(tmp_path):
+    (tmp_path / "slurm.conf").write_text("NodeName=titan1 CPUs=eight Gres=gpu:titan:1\n")
+    with pytest.raises(ConfError) as err:
+        crosscheck(load_profile(SITES / "titan.toml"), load_tree(tmp_path / "slurm.conf"))
+    assert str(err.value).endswith("slurm.conf:1: NodeName=titan1: CPUs: expected a whole number, found 'eight'")
+
+
+def test_shard_guide_types_gres_conf_beside_an_untyped_slurm_conf():
+    """The sharding guide: gres.conf Type=A100 File=/dev/nvidia[0-3] + a node-wide Name=shard Count=32,
+    slurm.conf Gres=gpu:4,shard:32: Slurm drops the type (both files say so); the shard count agrees."""
+    got = _check("shard_a100", gres=True)
+    lines = sorted((Path(d.file).name, d.line, d.nodes) for d in got)
+    assert lines == [("shard_a100_gres.conf", 4, "master"), ("shard_a100_slurm.conf", 0, ""),
+                     ("shard_a100_slurm.conf", 3, "master")]
+    by_line = {d.line: d for d in got}
+    assert "Gres=gpu:4,shard:32 is untyped" in by_line[3].what and "Ignoring extra GRES" in by_line[3].slurm
+    assert "gres.conf Type=A100 beside slurm.conf Gres=gpu:4,shard:32" in by_line[4].what
+    assert not [d for d in got if "shard" in d.what and "untyped" not in d.what and "Type=A100" not in d.what]
+
+
+def test_rtxpro_autodetect_shards_agree():
+    """AutoDetect=nvml with typed File= lines and per-GPU shards: the profile written from the docs
+    agrees with both files; its own gres.conf carries the same lines."""
+    assert _check("rtxpro", gres=True) == []
+    p = load_profile(SITES / "rtxpro.toml")
+    gres = render_gres_conf(p, warn=lambda m: None)
+    assert "NodeName=gpu-node01 AutoDetect=nvml" in gres
+    assert "NodeName=gpu-node01 Name=shard Count=100 File=/dev/nvidia1" in gres
+    assert "Gres=gpu:rtx_pro_6000:2,shard:200" in render_slurm_conf(p)
+
+
+def test_cli_check_on_a_real_site_exits_1_with_lines():
+    res = subprocess.run([sys.executable, "-m", "slurmkit", "site", "check", str(SITES / "shard_a100.toml"),
+                          "--slurm-conf", str(SITES / "shard_a100_slurm.conf"),
+                          "--gres-conf", str(SITES / "shard_a100_gres.conf")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert "shard_a100_gres.conf:4: master: gres.conf Type=A100" in res.stdout
+    assert "3 disagreement(s)" in res.stdout
