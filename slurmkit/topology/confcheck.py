@@ -482,11 +482,16 @@ def _check_gres_conf(want: dict, conf_nodes: dict | None, tree) -> list[Disagree
                 if kind is None or node_auto != "off":
                     continue
                 if (name, kind) not in conf and conf.get((name, None)):
-                    r = next(r for r in mine if (r.name, r.type) == (name, kind))
+                    typed = [r for r in mine if (r.name, r.type) == (name, kind)]
+                    r = typed[0]
+                    # slurmd warns once per line, with that line's count (a File=/dev/nvidia[0-3] line:
+                    # 'has 4 more', Slurm 22.05.8 slurmd -G on tests/topology/sites/shard_a100_*)
+                    each = "" if len(typed) == 1 else f" (and likewise for each of its {len(typed)} lines)"
                     out.append(Disagreement(r.file, r.line, n, f"gres.conf Type={kind} beside slurm.conf "
                                             f"Gres={_gres_text(conf)} ({node.file}:{node.line}) without the type",
-                                            f"slurmd: 'A line in gres.conf for GRES {name}:{kind} has 1 more configured "
-                                            "than expected in slurm.conf. Ignoring extra GRES'; the type is dropped "
+                                            f"slurmd: 'A line in gres.conf for GRES {name}:{kind} has {r.units()} more "
+                                            "configured than expected in slurm.conf. Ignoring extra GRES'"
+                                            f"{each}; the GPUs count untyped, the type is dropped "
                                             f"and a request for {name}:{kind} is refused"))
     return out
 

@@ -5,6 +5,7 @@ partition's Nodes=, a no_consume gres, gres the profile does not describe (Biowu
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -121,3 +122,40 @@ def test_cli_check_on_a_real_site_exits_1_with_lines():
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert "shard_a100_gres.conf:4: master: gres.conf Type=A100" in res.stdout
     assert "3 disagreement(s)" in res.stdout
+
+
+@pytest.mark.slurm
+def test_real_slurmd_on_the_shard_guide_says_what_site_check_says(sandbox, tmp_path):
+    """The shard guide's own pair through a real `slurmd -G` (Debian's Slurm 22.05; its device
+    files faked under tmp_path as the sandbox fakes them): slurmd prints the warning site check quotes,
+    with the line's count (4: one File=/dev/nvidia[0-3] line), reports the GPUs untyped, and gives
+    each GPU 8 of the node-wide Name=shard Count=32 (which site check therefore accepts)."""
+    import os
+    import stat
+
+    from slurmkit.sandbox.cluster import NVIDIA_MAJOR
+
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for i in range(4):
+        os.mknod(dev / f"nvidia{i}", 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, i))
+    (tmp_path / "spool").mkdir()
+    site_conf = (SITES / "shard_a100_slurm.conf").read_text()
+    (tmp_path / "slurm.conf").write_text(
+        f"ClusterName=shardguide\nSlurmctldHost=localhost\nSlurmdSpoolDir={tmp_path / 'spool'}\n"
+        "SelectType=select/cons_tres\n" + site_conf.replace("Gres=gpu:4,shard:32", "Gres=gpu:4,shard:32 CPUs=1")
+        + "PartitionName=gpu Nodes=master\n")
+    (tmp_path / "gres.conf").write_text((SITES / "shard_a100_gres.conf").read_text().replace("/dev/", f"{dev}/"))
+    res = subprocess.run(["slurmd", "-G", "-N", "master"], env={**os.environ, "SLURM_CONF": str(tmp_path / "slurm.conf")},
+                         capture_output=True, text=True, timeout=60)
+    out = res.stdout + res.stderr
+    [said] = [d for d in crosscheck(load_profile(SITES / "shard_a100.toml"), load_tree(tmp_path / "slurm.conf"),
+                                    load_tree(tmp_path / "gres.conf")) if d.line == 4]
+    quoted = said.slurm.split("'")[1]
+    assert quoted == "A line in gres.conf for GRES gpu:A100 has 4 more configured than expected in slurm.conf. " \
+                     "Ignoring extra GRES"
+    assert quoted in out, out
+    gpus = re.findall(r"Gres Name=gpu Type=(\S+) Count=1 Index=(\d)", out)
+    shards = re.findall(r"Gres Name=shard Type=\S+ Count=(\d+) Index=(\d)", out)
+    assert gpus == [("(null)", str(i)) for i in range(4)], out
+    assert shards == [("8", str(i)) for i in range(4)], out
