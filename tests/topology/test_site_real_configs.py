@@ -159,3 +159,26 @@ def test_real_slurmd_on_the_shard_guide_says_what_site_check_says(sandbox, tmp_p
     shards = re.findall(r"Gres Name=shard Type=\S+ Count=(\d+) Index=(\d)", out)
     assert gpus == [("(null)", str(i)) for i in range(4)], out
     assert shards == [("8", str(i)) for i in range(4)], out
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "site-profile.md"
+
+
+@pytest.mark.parametrize("node_type, node", [("ocotillo-vis", "visualizacion1"), ("a100-mig", "mig1")])
+def test_docs_worked_examples_give_the_lines_they_show(tmp_path, node_type, node):
+    """docs/site-profile.md's mixed and MIG examples, copied as a user would (plus the [cluster] and
+    partition a profile needs), generate exactly the slurm.conf / gres.conf lines printed under them
+    (the MIG one lacked its CPU layout: its GPU's cpus = [0, 1] were outside a 1-CPU node)."""
+    text = DOC.read_text()
+    m = re.search(r"```toml\n(\[node_types\.%s\]\n.*?)```\n```\n(.*?)```" % re.escape(node_type), text, re.S)
+    assert m, node_type
+    path = tmp_path / "p.toml"
+    path.write_text(f'[cluster]\nname = "c"\n[partitions.p]\nnodes = "{node}"\nnode_type = "{node_type}"\n' + m.group(1))
+    p = load_profile(path)
+    generated = render_slurm_conf(p).splitlines() + render_gres_conf(p, warn=lambda m: None).splitlines()
+    for shown in m.group(2).splitlines():
+        if " ... " in shown:  # the docs elide the CPU layout: match around it
+            head, tail = shown.split(" ... ")
+            assert any(g.startswith(head + " ") and g.endswith(" " + tail) for g in generated), shown
+        else:
+            assert shown in generated, shown
