@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from slurmkit.hostlist import BadHostlist, collect_hostlist, expand_hostlist
-from slurmkit.slurm.conf import ConfError, entries_in_order
+from slurmkit.slurm.conf import ConfError, entries_in_order, find_effective
 from slurmkit.topology.slurmconf import node_gres, node_type_nodes, slurm_node_layout
 
 
@@ -245,7 +245,41 @@ def crosscheck(profile, slurm_tree=None, gres_tree=None) -> list[Disagreement]:
         out += _check_partitions(profile, slurm_tree, conf_nodes)
     if gres_tree is not None:
         out += _check_gres_conf(want, conf_nodes if slurm_tree is not None else None, gres_tree)
+    if slurm_tree is not None:
+        out += _check_gres_types(slurm_tree, want, conf_nodes, gres_records(gres_tree)[0] if gres_tree else [])
     return _merge(out)
+
+
+def _check_gres_types(tree, want: dict, conf_nodes: dict, records: list) -> list[Disagreement]:
+    """Gres names of the profile's nodes (slurm.conf ``Gres=``) and of gres.conf lines that
+    slurm.conf's ``GresTypes=`` lacks. What Slurm 22.05.8's slurmd prints for them (``slurmd -G`` on
+    tests/topology/sites/shard_a100_* without ``shard`` in GresTypes): ``error: Invalid GRES
+    configured on node master: shard:32`` and ``error: Ignoring gres.conf record, invalid name: shard``."""
+    found = find_effective(tree, "GresTypes")
+    types = {t.strip().lower() for t in (found[1].get("GresTypes") if found else "").split(",") if t.strip()}
+    where = (str(found[0].path), found[1].lineno) if found else (str(tree[0].path), 0)
+    gres_types = f"GresTypes={found[1].get('GresTypes')}" if found else "no GresTypes="
+    out = []
+    for n in want:
+        node = conf_nodes.get(n)
+        if node is None:
+            continue
+        try:
+            names = sorted({name for name, _ in parse_gres(node.keys.get("gres", ""))} - types)
+        except ValueError:
+            continue  # named by the Gres check
+        for name in names:
+            spec = ",".join(p for p in re.split(r",(?![^(]*\))", node.keys["gres"]) if p.split(":")[0].lower() == name)
+            out.append(Disagreement(node.file, node.line, n, f"Gres={spec} but slurm.conf has {gres_types} ({where[0]}"
+                                    f"{':' + str(where[1]) if where[1] else ''}) without {name}",
+                                    f"slurmd: 'error: Invalid GRES configured on node {n}: {spec}'; the node has no "
+                                    f"{name} and jobs asking for it are refused"))
+    for r in records:
+        if r.name not in types:
+            out.append(Disagreement(r.file, r.line, collect_hostlist(r.nodes) if r.nodes else "",
+                                    f"Name={r.name} but slurm.conf has {gres_types} without it",
+                                    f"slurmd: 'error: Ignoring gres.conf record, invalid name: {r.name}'"))
+    return out
 
 
 def _check_slurm_conf(profile, want: dict, conf_nodes: dict, main: str) -> list[Disagreement]:

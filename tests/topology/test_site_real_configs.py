@@ -77,7 +77,8 @@ def test_gres_the_profile_does_not_describe_and_no_consume(tmp_path):
         ("gpu", "tesla"): 2, ("gpu", "k80"): 1, ("bandwidth", "lustre"): 4 * 1024 ** 3}
     assert parse_gres("gpu:no_consume:2") == {("gpu", None): 2}
     text = (SITES / "titan_slurm.conf").read_text().replace(
-        "NodeName=DEFAULT Gres=gpu:titan:1", "NodeName=DEFAULT Gres=gpu:titan:1,bandwidth:lustre:no_consume:4G")
+        "NodeName=DEFAULT Gres=gpu:titan:1", "NodeName=DEFAULT Gres=gpu:titan:1,bandwidth:lustre:no_consume:4G").replace(
+        "GresTypes=gpu", "GresTypes=gpu,bandwidth")
     (tmp_path / "slurm.conf").write_text(text)
     assert sorted((d.line, d.nodes, d.what) for d in _check("titan", tmp_path / "slurm.conf")) == \
         sorted((d.line, d.nodes, d.what) for d in _check("titan"))
@@ -182,3 +183,42 @@ def test_docs_worked_examples_give_the_lines_they_show(tmp_path, node_type, node
             assert any(g.startswith(head + " ") and g.endswith(" " + tail) for g in generated), shown
         else:
             assert shown in generated, shown
+
+
+def _slurmd_G(tmp_path: Path, slurm_conf: str, gres_conf: str, node: str) -> str:
+    """``slurmd -G -N node`` (a real slurmd; needs root for the faked /dev/nvidia0-3 under tmp_path)
+    on a slurm.conf / gres.conf pair written to tmp_path; its output."""
+    import os
+    import stat
+
+    from slurmkit.sandbox.cluster import NVIDIA_MAJOR
+
+    dev = tmp_path / "dev"
+    if not dev.exists():
+        dev.mkdir()
+        for i in range(4):
+            os.mknod(dev / f"nvidia{i}", 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, i))
+        (tmp_path / "spool").mkdir()
+    (tmp_path / "slurm.conf").write_text(f"ClusterName=c\nSlurmctldHost=localhost\nSlurmdSpoolDir={tmp_path / 'spool'}\n"
+                                         "SelectType=select/cons_tres\n" + slurm_conf)
+    (tmp_path / "gres.conf").write_text(gres_conf.replace("/dev/", f"{dev}/"))
+    res = subprocess.run(["slurmd", "-G", "-N", node], env={**os.environ, "SLURM_CONF": str(tmp_path / "slurm.conf")},
+                         capture_output=True, text=True, timeout=60)
+    return res.stdout + res.stderr
+
+
+@pytest.mark.slurm
+def test_gres_types_lacking_shard_as_slurmd_says(sandbox, tmp_path):
+    """The shard guide's slurm.conf edited to GresTypes=gpu (a hand edit of the real file): site check
+    names the node's Gres=shard:32 and the gres.conf Name=shard line, quoting what a real slurmd prints."""
+    site = (SITES / "shard_a100_slurm.conf").read_text().replace("GresTypes=gpu,shard", "GresTypes=gpu")
+    out = _slurmd_G(tmp_path, site.replace("Gres=gpu:4,shard:32", "Gres=gpu:4,shard:32 CPUs=1"),
+                    (SITES / "shard_a100_gres.conf").read_text(), "master")
+    found = crosscheck(load_profile(SITES / "shard_a100.toml"), load_tree(tmp_path / "slurm.conf"),
+                       load_tree(tmp_path / "gres.conf"))
+    said = {d.line: d for d in found if "GresTypes" in d.what}
+    assert sorted(said) == [6, 7], found  # slurm.conf's node line (after the 4 added), gres.conf's shard line
+    assert said[7].file.endswith("slurm.conf") and said[7].what.startswith("Gres=shard:32 but slurm.conf has GresTypes=gpu")
+    assert said[6].file.endswith("gres.conf") and said[6].what == "Name=shard but slurm.conf has GresTypes=gpu without it"
+    for d in said.values():
+        assert d.slurm.split("'")[1] in out, (d.slurm, out)
