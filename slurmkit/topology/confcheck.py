@@ -245,9 +245,56 @@ def crosscheck(profile, slurm_tree=None, gres_tree=None) -> list[Disagreement]:
         out += _check_partitions(profile, slurm_tree, conf_nodes)
     if gres_tree is not None:
         out += _check_gres_conf(want, conf_nodes if slurm_tree is not None else None, gres_tree)
+        out += _check_gpu_cores(profile, want, gres_tree)
     if slurm_tree is not None:
         out += _check_gres_types(slurm_tree, want, conf_nodes, gres_records(gres_tree)[0] if gres_tree else [])
     return _merge(out)
+
+
+def _check_gpu_cores(profile, want: dict, tree) -> list[Disagreement]:
+    """A GPU line's ``Cores=`` (or deprecated ``CPUs=``: OS CPU ids, which Slurm converts to cores)
+    other than the cores the profile's own gres.conf gives that device (its GPU's ``cpus`` as Slurm
+    logical cores); devices matched by file name (``nvidia4``), nodes with AutoDetect off on both sides."""
+    from pathlib import PurePath
+
+    from slurmkit.slurm.conf import parse
+    from slurmkit.topology.cores import format_ranges, logical_cores, parse_ranges
+    from slurmkit.topology.slurmconf import gres_lines
+
+    mine, _ = gres_records([parse("\n".join(gres_lines(profile, warn=lambda m: None)), "profile")])
+    site, auto = gres_records(tree)
+    out = []
+    for n, nt in want.items():
+        if nt.autodetect != "off" or auto.get(n, auto.get(None, "off")) != "off":
+            continue
+        exp = {PurePath(f).name: set(parse_ranges(r.keys["cores"])) for r in mine
+               if r.name == "gpu" and "cores" in r.keys and n in (r.nodes or ()) for f in r.files}
+        cmap = nt.cpu_map()
+        per_socket = nt.slurm_node.cores_per_socket if nt.slurm_node else nt.cores_per_socket
+        for r in site:
+            if r.name != "gpu" or (r.nodes is not None and n not in r.nodes):
+                continue
+            key = "cores" if "cores" in r.keys else "cpus" if "cpus" in r.keys else None
+            if key is None or r.multiple:
+                continue
+            try:
+                got = set(parse_ranges(r.keys[key]))
+                if key == "cpus":
+                    if cmap is None:
+                        continue
+                    got = set(logical_cores(got, cmap, per_socket))
+            except (ValueError, KeyError) as exc:
+                raise ConfError(r.file, r.line, f"{key.capitalize() if key == 'cores' else 'CPUs'}: {exc}") from None
+            for f in r.files:
+                want_cores = exp.get(PurePath(f).name)
+                if want_cores is not None and got != want_cores:
+                    given = f"Cores={r.keys['cores']}" if key == "cores" else \
+                        f"CPUs={r.keys['cpus']} (cores {format_ranges(got)})"
+                    out.append(Disagreement(r.file, r.line, n, f"{PurePath(f).name}: {given}, the profile's GPU there "
+                                            f"is on cores {format_ranges(want_cores)}",
+                                            "Slurm places the GPU's jobs on the cores gres.conf names (--gres-flags="
+                                            "enforce-binding, --gpu-bind=closest): their CPUs are away from the GPU"))
+    return out
 
 
 def _check_gres_types(tree, want: dict, conf_nodes: dict, records: list) -> list[Disagreement]:

@@ -222,3 +222,36 @@ def test_gres_types_lacking_shard_as_slurmd_says(sandbox, tmp_path):
     assert said[6].file.endswith("gres.conf") and said[6].what == "Name=shard but slurm.conf has GresTypes=gpu without it"
     for d in said.values():
         assert d.slurm.split("'")[1] in out, (d.slurm, out)
+
+
+def test_gpu_cores_against_the_profile_on_two_dgx1_gres_confs(corpus):
+    """A DGX-1 profile (GPU0-3 on socket 0, GPU4-7 on socket 1, as mknoxnv/ubuntu-slurm's DGX-1 gres.conf
+    has them) against dgx1x4's gres.conf, whose CPUs=0-9 / 10-19 / 20-29 / 30-39 repeat for GPU4-7: the
+    GPUs whose CPUs are on the other socket are named (CPUs= read as OS CPU ids, converted to cores);
+    mknoxnv's own file agrees."""
+    p = load_profile(SITES / "dgx1.toml")
+    got = [d for d in crosscheck(p, None, load_tree(corpus / "sites" / "dgx1x4_gres.conf")) if "cores" in d.what]
+    assert [(d.line, d.nodes, d.what) for d in got] == [
+        (1, "dgx[1-4]", "nvidia0: CPUs=0-9 (cores 0-9), the profile's GPU there is on cores 0-19"),
+        (2, "dgx[1-4]", "nvidia1: CPUs=10-19 (cores 10-19), the profile's GPU there is on cores 0-19"),
+        (3, "dgx[1-4]", "nvidia2: CPUs=20-29 (cores 20-29), the profile's GPU there is on cores 0-19"),
+        (4, "dgx[1-4]", "nvidia3: CPUs=30-39 (cores 30-39), the profile's GPU there is on cores 0-19"),
+        (5, "dgx[1-4]", "nvidia4: CPUs=0-9 (cores 0-9), the profile's GPU there is on cores 20-39"),
+        (6, "dgx[1-4]", "nvidia5: CPUs=10-19 (cores 10-19), the profile's GPU there is on cores 20-39"),
+        (7, "dgx[1-4]", "nvidia6: CPUs=20-29 (cores 20-29), the profile's GPU there is on cores 20-39"),
+        (8, "dgx[1-4]", "nvidia7: CPUs=30-39 (cores 30-39), the profile's GPU there is on cores 20-39")]
+    assert "enforce-binding" in got[0].slurm
+    assert not [d for d in crosscheck(p, None, load_tree(corpus / "slurm" / "gres.conf.dgx1")) if "cores" in d.what]
+
+
+def test_gpu_cores_given_as_cores(tmp_path):
+    """Cores= (Slurm logical cores) compared as they are: the profile's own line agrees, one moved to
+    the other socket is named."""
+    p = load_profile(SITES / "dgx1.toml")
+    lines = render_gres_conf(p, warn=lambda m: None)
+    assert "NodeName=dgx[1-4] Name=gpu File=/dev/nvidia4 Cores=20-39" in lines
+    (tmp_path / "gres.conf").write_text(lines)
+    assert crosscheck(p, None, load_tree(tmp_path / "gres.conf")) == []
+    (tmp_path / "gres.conf").write_text(lines.replace("nvidia4 Cores=20-39", "nvidia4 Cores=0-19"))
+    [d] = crosscheck(p, None, load_tree(tmp_path / "gres.conf"))
+    assert d.what == "nvidia4: Cores=0-19, the profile's GPU there is on cores 20-39"
