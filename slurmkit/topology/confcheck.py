@@ -252,13 +252,16 @@ def crosscheck(profile, slurm_tree=None, gres_tree=None) -> list[Disagreement]:
 
 
 def _check_gpu_cores(profile, want: dict, tree) -> list[Disagreement]:
-    """A GPU line's ``Cores=`` (or deprecated ``CPUs=``: OS CPU ids, which Slurm converts to cores)
-    other than the cores the profile's own gres.conf gives that device (its GPU's ``cpus`` as Slurm
-    logical cores); devices matched by file name (``nvidia4``), nodes with AutoDetect off on both sides."""
+    """A GPU line's ``Cores=`` (or deprecated ``CPUs=``, which Slurm reads as the same core indexes:
+    ``slurmd -G`` 22.05.8 prints ``CPUs=3`` and ``Cores=3`` alike) naming cores beyond the node's
+    (slurmctld: ``invalid GRES core specification (48-63,176-191) on node node01``, NVIDIA/deepops#1195,
+    where OS CPU ids were written as CPUs=), or other cores than the profile's own gres.conf gives that
+    device (its GPU's ``cpus`` as Slurm logical cores); devices matched by file name (``nvidia4``),
+    nodes with AutoDetect off on both sides."""
     from pathlib import PurePath
 
     from slurmkit.slurm.conf import parse
-    from slurmkit.topology.cores import format_ranges, logical_cores, parse_ranges
+    from slurmkit.topology.cores import format_ranges, parse_ranges
     from slurmkit.topology.slurmconf import gres_lines
 
     mine, _ = gres_records([parse("\n".join(gres_lines(profile, warn=lambda m: None)), "profile")])
@@ -269,29 +272,30 @@ def _check_gpu_cores(profile, want: dict, tree) -> list[Disagreement]:
             continue
         exp = {PurePath(f).name: set(parse_ranges(r.keys["cores"])) for r in mine
                if r.name == "gpu" and "cores" in r.keys and n in (r.nodes or ()) for f in r.files}
-        cmap = nt.cpu_map()
-        per_socket = nt.slurm_node.cores_per_socket if nt.slurm_node else nt.cores_per_socket
+        sockets, per_socket, _ = slurm_node_layout(nt)
         for r in site:
             if r.name != "gpu" or (r.nodes is not None and n not in r.nodes):
                 continue
-            key = "cores" if "cores" in r.keys else "cpus" if "cpus" in r.keys else None
-            if key is None or r.multiple:
+            key = "Cores" if "cores" in r.keys else "CPUs" if "cpus" in r.keys else None
+            if key is None:
                 continue
+            spec = r.keys[key.lower()]
             try:
-                got = set(parse_ranges(r.keys[key]))
-                if key == "cpus":
-                    if cmap is None:
-                        continue
-                    got = set(logical_cores(got, cmap, per_socket))
-            except (ValueError, KeyError) as exc:
-                raise ConfError(r.file, r.line, f"{key.capitalize() if key == 'cores' else 'CPUs'}: {exc}") from None
+                got = set(parse_ranges(spec))
+            except ValueError as exc:
+                raise ConfError(r.file, r.line, f"{key}: {exc}") from None
+            beyond = sorted(c for c in got if c >= sockets * per_socket)
+            if beyond:
+                out.append(Disagreement(r.file, r.line, n, f"{key}={spec} names cores {format_ranges(beyond)} beyond the "
+                                        f"node type's {sockets * per_socket} (Slurm core indexes, not OS CPU ids)",
+                                        f"slurmctld: 'invalid GRES core specification ({spec}) on node <node>'; "
+                                        "the GPU's core binding is lost"))
+                continue
             for f in r.files:
                 want_cores = exp.get(PurePath(f).name)
                 if want_cores is not None and got != want_cores:
-                    given = f"Cores={r.keys['cores']}" if key == "cores" else \
-                        f"CPUs={r.keys['cpus']} (cores {format_ranges(got)})"
-                    out.append(Disagreement(r.file, r.line, n, f"{PurePath(f).name}: {given}, the profile's GPU there "
-                                            f"is on cores {format_ranges(want_cores)}",
+                    out.append(Disagreement(r.file, r.line, n, f"{PurePath(f).name}: {key}={spec}, the profile's GPU "
+                                            f"there is on cores {format_ranges(want_cores)}",
                                             "Slurm places the GPU's jobs on the cores gres.conf names (--gres-flags="
                                             "enforce-binding, --gpu-bind=closest): their CPUs are away from the GPU"))
     return out
@@ -497,8 +501,10 @@ def _check_gres_conf(want: dict, conf_nodes: dict | None, tree) -> list[Disagree
         if "cpus" in r.keys:
             out.append(Disagreement(r.file, r.line, collect_hostlist(r.nodes) if r.nodes else "",
                                     f"CPUs={r.keys['cpus']} is deprecated (gres.conf(5): use Cores=)",
-                                    "Slurm reads it as OS CPU ids and converts them to cores; Cores= (Slurm's logical "
-                                    "core indexes) says what is meant; `slurmkit site gres-conf` writes them"))
+                                    "Slurm reads it exactly as Cores= (Slurm's logical core indexes, not OS CPU ids: "
+                                    "slurmd 22.05.8 -G prints CPUs=3 and Cores=3 alike), so OS CPU ids written there "
+                                    "name the wrong cores or none (NVIDIA/deepops#1195: 'invalid GRES core "
+                                    "specification'); `slurmkit site gres-conf` writes Cores="))
     nodes = list(want) or sorted({n for r in records for n in (r.nodes or ())})
     for n in nodes:
         mine = [r for r in records if r.nodes is None or n in r.nodes]

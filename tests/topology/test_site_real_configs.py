@@ -225,23 +225,29 @@ def test_gres_types_lacking_shard_as_slurmd_says(sandbox, tmp_path):
 
 
 def test_gpu_cores_against_the_profile_on_two_dgx1_gres_confs(corpus):
-    """A DGX-1 profile (GPU0-3 on socket 0, GPU4-7 on socket 1, as mknoxnv/ubuntu-slurm's DGX-1 gres.conf
-    has them) against dgx1x4's gres.conf, whose CPUs=0-9 / 10-19 / 20-29 / 30-39 repeat for GPU4-7: the
-    GPUs whose CPUs are on the other socket are named (CPUs= read as OS CPU ids, converted to cores);
-    mknoxnv's own file agrees."""
+    """A DGX-1 profile (GPU0-3 on socket 0, GPU4-7 on socket 1) against two real DGX-1 gres.conf files.
+    Slurm reads CPUs= as core indexes, like Cores= (slurmd 22.05.8 -G prints CPUs=3 and Cores=3 alike;
+    NVIDIA/deepops#1195: OS CPU ids there give 'invalid GRES core specification'): dgx1x4's
+    CPUs=0-9 / 10-19 / 20-29 / 30-39, repeated for GPU4-7, put GPUs 2-5 on the other socket's cores;
+    mknoxnv's CPUs=0-19,40-59 (OS CPU ids with their SMT siblings) name cores 40-59 a 40-core node lacks."""
     p = load_profile(SITES / "dgx1.toml")
     got = [d for d in crosscheck(p, None, load_tree(corpus / "sites" / "dgx1x4_gres.conf")) if "cores" in d.what]
     assert [(d.line, d.nodes, d.what) for d in got] == [
-        (1, "dgx[1-4]", "nvidia0: CPUs=0-9 (cores 0-9), the profile's GPU there is on cores 0-19"),
-        (2, "dgx[1-4]", "nvidia1: CPUs=10-19 (cores 10-19), the profile's GPU there is on cores 0-19"),
-        (3, "dgx[1-4]", "nvidia2: CPUs=20-29 (cores 20-29), the profile's GPU there is on cores 0-19"),
-        (4, "dgx[1-4]", "nvidia3: CPUs=30-39 (cores 30-39), the profile's GPU there is on cores 0-19"),
-        (5, "dgx[1-4]", "nvidia4: CPUs=0-9 (cores 0-9), the profile's GPU there is on cores 20-39"),
-        (6, "dgx[1-4]", "nvidia5: CPUs=10-19 (cores 10-19), the profile's GPU there is on cores 20-39"),
-        (7, "dgx[1-4]", "nvidia6: CPUs=20-29 (cores 20-29), the profile's GPU there is on cores 20-39"),
-        (8, "dgx[1-4]", "nvidia7: CPUs=30-39 (cores 30-39), the profile's GPU there is on cores 20-39")]
+        (1, "dgx[1-4]", "nvidia0: CPUs=0-9, the profile's GPU there is on cores 0-19"),
+        (2, "dgx[1-4]", "nvidia1: CPUs=10-19, the profile's GPU there is on cores 0-19"),
+        (3, "dgx[1-4]", "nvidia2: CPUs=20-29, the profile's GPU there is on cores 0-19"),
+        (4, "dgx[1-4]", "nvidia3: CPUs=30-39, the profile's GPU there is on cores 0-19"),
+        (5, "dgx[1-4]", "nvidia4: CPUs=0-9, the profile's GPU there is on cores 20-39"),
+        (6, "dgx[1-4]", "nvidia5: CPUs=10-19, the profile's GPU there is on cores 20-39"),
+        (7, "dgx[1-4]", "nvidia6: CPUs=20-29, the profile's GPU there is on cores 20-39"),
+        (8, "dgx[1-4]", "nvidia7: CPUs=30-39, the profile's GPU there is on cores 20-39")]
     assert "enforce-binding" in got[0].slurm
-    assert not [d for d in crosscheck(p, None, load_tree(corpus / "slurm" / "gres.conf.dgx1")) if "cores" in d.what]
+    got = [d for d in crosscheck(p, None, load_tree(corpus / "slurm" / "gres.conf.dgx1")) if "cores" in d.what]
+    assert [(d.line, d.nodes) for d in got] == [(i, "dgx[1-4]") for i in range(1, 9)]
+    assert got[0].what == "CPUs=0-19,40-59 names cores 40-59 beyond the node type's 40 (Slurm core indexes, " \
+                          "not OS CPU ids)"
+    assert got[7].what.startswith("CPUs=20-39,60-79 names cores 60-79 beyond")
+    assert "'invalid GRES core specification (0-19,40-59) on node <node>'" in got[0].slurm
 
 
 def test_gpu_cores_given_as_cores(tmp_path):
@@ -255,3 +261,17 @@ def test_gpu_cores_given_as_cores(tmp_path):
     (tmp_path / "gres.conf").write_text(lines.replace("nvidia4 Cores=20-39", "nvidia4 Cores=0-19"))
     [d] = crosscheck(p, None, load_tree(tmp_path / "gres.conf"))
     assert d.what == "nvidia4: Cores=0-19, the profile's GPU there is on cores 20-39"
+
+
+@pytest.mark.slurm
+def test_real_slurmd_reads_cpus_as_cores(sandbox, tmp_path):
+    """What site check assumes of gres.conf's deprecated CPUs=: a real slurmd (22.05) keeps the numbers
+    as core indexes, as it does Cores=. On a node slurm.conf gives 1 socket x 2 cores x 2 threads,
+    OS CPU 3 would be core 1; slurmd -G reports CPUs=3 as Cores=3, exactly as it reports Cores=3."""
+    layout = "NodeName=master Gres=gpu:1 CPUs=4 Sockets=1 CoresPerSocket=2 ThreadsPerCore=2\n"
+    seen = {}
+    for spec in ("CPUs=3", "Cores=3"):
+        out = _slurmd_G(tmp_path, "SlurmdParameters=config_overrides\nGresTypes=gpu\n" + layout,
+                        f"Name=gpu File=/dev/nvidia0 {spec}\n", "master")
+        seen[spec] = re.findall(r"Gres Name=gpu .* (Cores=\S+ CoreCnt=\d+)", out)
+    assert seen["CPUs=3"] == seen["Cores=3"] == ["Cores=3 CoreCnt=4"], seen
