@@ -449,11 +449,31 @@ def _as_profile_types(have: dict, exp: dict) -> dict:
     out: dict = {}
     for (name, kind), n in have.items():
         if kind is not None and (name, kind) not in exp:
-            hits = [t for (nm, t) in exp if nm == name and t and kind.lower() in t.lower()]
+            # (a type equal but for case is not renamed: Slurm's requests are case-sensitive, see CASE_ONLY)
+            hits = [t for (nm, t) in exp if nm == name and t and kind.lower() in t.lower() and kind.lower() != t.lower()]
             if len(hits) == 1:
                 kind = hits[0]
         out[(name, kind)] = out.get((name, kind), 0) + n
     return out
+
+
+def _case_only(a: dict, b: dict) -> bool:
+    """Two gres counts (``{(name, type): count}`` or ``{type: count}``; type None when untyped) that
+    differ only in the case of their types."""
+    def low(d):
+        out: dict = {}
+        for key, c in d.items():
+            k = tuple(x.lower() if x else x for x in key) if isinstance(key, tuple) else key.lower() if key else key
+            out[k] = out.get(k, 0) + c
+        return out
+    return a != b and low(a) == low(b)
+
+
+#: What Slurm does with a type spelt in another case in slurm.conf and gres.conf (Slurm 22.05:
+#: slurm.conf gpu:a100:1 beside gres.conf Type=A100, tests/topology/test_site_kinds_sandbox.py).
+CASE_ONLY = ("the node registers (no INVALID_REG) with gres.conf's spelling, but requests are case-sensitive: "
+             "a job asking for the other spelling (--gpus-per-node=<type>:N as submit writes it from the profile) "
+             "is refused 'Requested node configuration is not available'")
 
 
 def _gres_disagreements(node: SlurmNode, nt, exp: dict, have: dict) -> list[Disagreement]:
@@ -469,7 +489,10 @@ def _gres_disagreements(node: SlurmNode, nt, exp: dict, have: dict) -> list[Disa
         if e == h:
             continue
         te, th = sum(e.values()), sum(h.values())
-        if h and set(h) == {None} and any(t for t in e) and te == th:
+        if _case_only(e, h):
+            out.append(Disagreement(*where, f"slurm.conf Gres={text_have} spells the {name} types in another case "
+                                    f"than the profile ({text_exp})", CASE_ONLY))
+        elif h and set(h) == {None} and any(t for t in e) and te == th:
             out.append(Disagreement(*where, f"slurm.conf Gres={text_have} is untyped, the profile's {name} are typed "
                                     f"({text_exp})", "a gres.conf with Type= gives slurmd 'A line in gres.conf for GRES "
                                     f"{name}:<type> has 1 more configured than expected in slurm.conf. Ignoring extra "
@@ -547,7 +570,9 @@ def _check_gres_conf(want: dict, conf_nodes: dict | None, tree) -> list[Disagree
             if exp != got:
                 line = next((r.line for r in mine if r.name == "gpu"), 0)
                 te, tg = sum(exp.values()), sum(got.values())
-                if tg < te:
+                if _case_only(exp, got):
+                    why = CASE_ONLY
+                elif tg < te:
                     why = (f"beside the profile's slurm.conf (Gres={_gres_text(exp)}) slurmd reports {tg}: "
                            f"'gres/gpu count reported lower than configured ({tg} < {te})', node INVALID_REG, drained")
                 elif tg > te:

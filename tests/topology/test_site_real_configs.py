@@ -275,3 +275,23 @@ def test_real_slurmd_reads_cpus_as_cores(sandbox, tmp_path):
                         f"Name=gpu File=/dev/nvidia0 {spec}\n", "master")
         seen[spec] = re.findall(r"Gres Name=gpu .* (Cores=\S+ CoreCnt=\d+)", out)
     assert seen["CPUs=3"] == seen["Cores=3"] == ["Cores=3 CoreCnt=4"], seen
+
+
+def test_a_type_spelt_in_another_case(tmp_path):
+    """The shard guide's gres.conf writes Type=A100; a profile (and slurm.conf) saying a100: named as a
+    case-only difference with what a real Slurm does (test_site_kinds_sandbox: registers, requests
+    case-sensitive), not as a count or INVALID_REG problem."""
+    text = (SITES / "shard_a100.toml").read_text().replace('model = "A100"', 'model = "a100"')
+    (tmp_path / "p.toml").write_text(text)
+    (tmp_path / "slurm.conf").write_text((SITES / "shard_a100_slurm.conf").read_text().replace(
+        "Gres=gpu:4,shard:32", "Gres=gpu:a100:4,shard:32"))
+    got = crosscheck(load_profile(tmp_path / "p.toml"), load_tree(tmp_path / "slurm.conf"),
+                     load_tree(SITES / "shard_a100_gres.conf"))
+    [d] = [d for d in got if d.file.endswith("gres.conf")]
+    assert (d.line, d.what) == (4, "gres.conf gives gpu:A100:4, the profile gpu:a100:4")
+    assert "registers (no INVALID_REG) with gres.conf's spelling" in d.slurm and "case-sensitive" in d.slurm
+    (tmp_path / "slurm.conf").write_text((SITES / "shard_a100_slurm.conf").read_text().replace(
+        "Gres=gpu:4,shard:32", "Gres=gpu:A100:4,shard:32"))
+    [d] = [d for d in crosscheck(load_profile(tmp_path / "p.toml"), load_tree(tmp_path / "slurm.conf")) if d.line == 3]
+    assert d.what == "slurm.conf Gres=gpu:A100:4,shard:32 spells the gpu types in another case than the profile " \
+                     "(gpu:a100:4,shard:32)"
