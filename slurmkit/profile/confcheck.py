@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass
 
 from slurmkit.hostlist import BadHostlist, collect_hostlist, expand_hostlist
-from slurmkit.slurm.conf import ConfError, entries_in_order
 from slurmkit.profile.slurmconf import node_gres, node_type_nodes, slurm_node_layout
+from slurmkit.slurm.conf import ConfError, entries_in_order, find_effective
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,9 @@ class GresRecord:
         return self.count if self.count is not None else 1
 
 
+#: The gres names a site profile describes; a slurm.conf's other gres are not compared with it.
+PROFILE_GRES = ("gpu", "shard", "mps")
+
 _SUFFIX = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4}
 
 
@@ -102,7 +105,8 @@ def parse_count(text: str) -> int:
 def parse_gres(text: str) -> dict[tuple[str, str | None], int]:
     """slurm.conf ``Gres=`` -> ``{(name, type or None): count}``: ``gpu:h100:8,gpu:2(S:0-1),
     shard:16`` -> ``{("gpu", "h100"): 8, ("gpu", None): 2, ("shard", None): 16}``; a name with
-    no count counts 1; ``(null)`` / "" -> {}. ValueError on a count that is not one."""
+    no count counts 1; a ``no_consume`` flag is dropped (``bandwidth:lustre:no_consume:4G`` ->
+    ``{("bandwidth", "lustre"): 4 GiB}``); ``(null)`` / "" -> {}. ValueError on a count that is not one."""
     out: dict[tuple[str, str | None], int] = {}
     text = text.strip()
     if text in ("", "(null)"):
@@ -111,7 +115,8 @@ def parse_gres(text: str) -> dict[tuple[str, str | None], int]:
         part = re.sub(r"\(.*\)$", "", part.strip())
         if not part:
             continue
-        bits = part.split(":")
+        # slurm.conf(5): name[:type][:no_consume]:count (``bandwidth:lustre:no_consume:4G``)
+        bits = [b for b in part.split(":") if b.lower() != "no_consume"]
         name = bits[0].lower()
         if len(bits) == 1:
             kind, n = None, 1
@@ -199,19 +204,30 @@ def _layout(node: SlurmNode) -> dict:
     """Sockets / CoresPerSocket / ThreadsPerCore / CPUs / RealMemory slurm.conf gives (ints;
     absent keys left out). ``Sockets`` is Boards x SocketsPerBoard when given that way."""
     k = node.keys
+
+    def num(key: str) -> int:
+        try:
+            return int(k[key])
+        except ValueError:
+            raise ConfError(node.file, node.line, f"NodeName={node.name}: {_KEY_NAMES[key]}: expected a whole "
+                            f"number, found {k[key]!r}") from None
+
     out = {}
-    try:
-        if "socketsperboard" in k:
-            out["sockets"] = int(k["socketsperboard"]) * int(k.get("boards", 1))
-        elif "sockets" in k:
-            out["sockets"] = int(k["sockets"])
-        for key, name in (("corespersocket", "cores_per_socket"), ("threadspercore", "threads_per_core"),
-                          ("cpus", "cpus"), ("procs", "cpus"), ("realmemory", "memory_mib")):
-            if key in k:
-                out.setdefault(name, int(k[key]))
-    except ValueError as exc:
-        raise ConfError(node.file, node.line, f"NodeName={node.name}: {exc}") from None
+    if "socketsperboard" in k:
+        out["sockets"] = num("socketsperboard") * (num("boards") if "boards" in k else 1)
+    elif "sockets" in k:
+        out["sockets"] = num("sockets")
+    for key, name in (("corespersocket", "cores_per_socket"), ("threadspercore", "threads_per_core"),
+                      ("cpus", "cpus"), ("procs", "cpus"), ("realmemory", "memory_mib")):
+        if key in k:
+            out.setdefault(name, num(key))
     return out
+
+
+#: slurm.conf(5)'s spelling of the node keys :func:`_layout` reads (for error messages).
+_KEY_NAMES = {"socketsperboard": "SocketsPerBoard", "boards": "Boards", "sockets": "Sockets",
+              "corespersocket": "CoresPerSocket", "threadspercore": "ThreadsPerCore", "cpus": "CPUs",
+              "procs": "Procs", "realmemory": "RealMemory"}
 
 
 def crosscheck(profile, slurm_tree=None, gres_tree=None) -> list[Disagreement]:
@@ -229,7 +245,92 @@ def crosscheck(profile, slurm_tree=None, gres_tree=None) -> list[Disagreement]:
         out += _check_partitions(profile, slurm_tree, conf_nodes)
     if gres_tree is not None:
         out += _check_gres_conf(want, conf_nodes if slurm_tree is not None else None, gres_tree)
+        out += _check_gpu_cores(profile, want, gres_tree)
+    if slurm_tree is not None:
+        out += _check_gres_types(slurm_tree, want, conf_nodes, gres_records(gres_tree)[0] if gres_tree else [])
     return _merge(out)
+
+
+def _check_gpu_cores(profile, want: dict, tree) -> list[Disagreement]:
+    """A GPU line's ``Cores=`` (or deprecated ``CPUs=``, which Slurm reads as the same core indexes:
+    ``slurmd -G`` 22.05.8 prints ``CPUs=3`` and ``Cores=3`` alike) naming cores beyond the node's
+    (slurmctld: ``invalid GRES core specification (48-63,176-191) on node node01``, NVIDIA/deepops#1195,
+    where OS CPU ids were written as CPUs=), or other cores than the profile's own gres.conf gives that
+    device (its GPU's ``cpus`` as Slurm logical cores); devices matched by file name (``nvidia4``),
+    nodes with AutoDetect off on both sides."""
+    from pathlib import PurePath
+
+    from slurmkit.slurm.conf import parse
+    from slurmkit.topology.cores import format_ranges, parse_ranges
+    from slurmkit.topology.slurmconf import gres_lines
+
+    mine, _ = gres_records([parse("\n".join(gres_lines(profile, warn=lambda m: None)), "profile")])
+    site, auto = gres_records(tree)
+    out = []
+    for n, nt in want.items():
+        if nt.autodetect != "off" or auto.get(n, auto.get(None, "off")) != "off":
+            continue
+        exp = {PurePath(f).name: set(parse_ranges(r.keys["cores"])) for r in mine
+               if r.name == "gpu" and "cores" in r.keys and n in (r.nodes or ()) for f in r.files}
+        sockets, per_socket, _ = slurm_node_layout(nt)
+        for r in site:
+            if r.name != "gpu" or (r.nodes is not None and n not in r.nodes):
+                continue
+            key = "Cores" if "cores" in r.keys else "CPUs" if "cpus" in r.keys else None
+            if key is None:
+                continue
+            spec = r.keys[key.lower()]
+            try:
+                got = set(parse_ranges(spec))
+            except ValueError as exc:
+                raise ConfError(r.file, r.line, f"{key}: {exc}") from None
+            beyond = sorted(c for c in got if c >= sockets * per_socket)
+            if beyond:
+                out.append(Disagreement(r.file, r.line, n, f"{key}={spec} names cores {format_ranges(beyond)} beyond the "
+                                        f"node type's {sockets * per_socket} (Slurm core indexes, not OS CPU ids)",
+                                        f"slurmctld: 'invalid GRES core specification ({spec}) on node <node>'; "
+                                        "the GPU's core binding is lost"))
+                continue
+            for f in r.files:
+                want_cores = exp.get(PurePath(f).name)
+                if want_cores is not None and got != want_cores:
+                    out.append(Disagreement(r.file, r.line, n, f"{PurePath(f).name}: {key}={spec}, the profile's GPU "
+                                            f"there is on cores {format_ranges(want_cores)}",
+                                            "Slurm places the GPU's jobs on the cores gres.conf names (--gres-flags="
+                                            "enforce-binding, --gpu-bind=closest): their CPUs are away from the GPU"))
+    return out
+
+
+def _check_gres_types(tree, want: dict, conf_nodes: dict, records: list) -> list[Disagreement]:
+    """Gres names of the profile's nodes (slurm.conf ``Gres=``) and of gres.conf lines that
+    slurm.conf's ``GresTypes=`` lacks. What Slurm 22.05.8's slurmd prints for them (``slurmd -G`` on
+    tests/topology/sites/shard_a100_* without ``shard`` in GresTypes): ``error: Invalid GRES
+    configured on node master: shard:32`` and ``error: Ignoring gres.conf record, invalid name: shard``."""
+    found = find_effective(tree, "GresTypes")
+    types = {t.strip().lower() for t in (found[1].get("GresTypes") if found else "").split(",") if t.strip()}
+    where = (str(found[0].path), found[1].lineno) if found else (str(tree[0].path), 0)
+    gres_types = f"GresTypes={found[1].get('GresTypes')}" if found else "no GresTypes="
+    out = []
+    for n in want:
+        node = conf_nodes.get(n)
+        if node is None:
+            continue
+        try:
+            names = sorted({name for name, _ in parse_gres(node.keys.get("gres", ""))} - types)
+        except ValueError:
+            continue  # named by the Gres check
+        for name in names:
+            spec = ",".join(p for p in re.split(r",(?![^(]*\))", node.keys["gres"]) if p.split(":")[0].lower() == name)
+            out.append(Disagreement(node.file, node.line, n, f"Gres={spec} but slurm.conf has {gres_types} ({where[0]}"
+                                    f"{':' + str(where[1]) if where[1] else ''}) without {name}",
+                                    f"slurmd: 'error: Invalid GRES configured on node {n}: {spec}'; the node has no "
+                                    f"{name} and jobs asking for it are refused"))
+    for r in records:
+        if r.name not in types:
+            out.append(Disagreement(r.file, r.line, collect_hostlist(r.nodes) if r.nodes else "",
+                                    f"Name={r.name} but slurm.conf has {gres_types} without it",
+                                    f"slurmd: 'error: Ignoring gres.conf record, invalid name: {r.name}'"))
+    return out
 
 
 def _check_slurm_conf(profile, want: dict, conf_nodes: dict, main: str) -> list[Disagreement]:
@@ -264,7 +365,7 @@ def _check_slurm_conf(profile, want: dict, conf_nodes: dict, main: str) -> list[
             out.append(Disagreement(node.file, node.line, n, f"RealMemory {lay['memory_mib']} MiB is above the node "
                                     f"type's memory_mib {nt.memory_mib}",
                                     "slurmctld drains the node 'Low RealMemory (reported ... < configured)'"))
-        feats = set(filter(None, re.split(r"[,\s]+", node.keys.get("features", node.keys.get("feature", "")))))
+        feats = _features(node)
         missing = [f for f in nt.features if f not in feats]
         if missing:
             out.append(Disagreement(node.file, node.line, n, f"Features lack {','.join(missing)} (node type {nt.name})",
@@ -272,16 +373,54 @@ def _check_slurm_conf(profile, want: dict, conf_nodes: dict, main: str) -> list[
     return out
 
 
+def _features(node: SlurmNode) -> set[str]:
+    """The ``Features=`` (or ``Feature=``) of a slurm.conf node, as a set."""
+    return set(filter(None, re.split(r"[,\s]+", node.keys.get("features", node.keys.get("feature", "")))))
+
+
+def _node_list(expr: str, sets: dict, conf_nodes: dict, file: str, line: int, what: str) -> list[str]:
+    """Node names of a slurm.conf node list: comma-separated hostlists, ``ALL`` and NodeSet names
+    (slurm.conf(5) ``PartitionName ... Nodes=``)."""
+    out: list[str] = []
+    for token in re.split(r",(?![^\[]*\])", expr):
+        token = token.strip()
+        if not token:
+            continue
+        if token.upper() == "ALL":
+            out += list(conf_nodes)
+        elif token in sets:
+            out += sets[token]
+        else:
+            out += _expand(token, file, line, what)
+    return out
+
+
+def slurm_nodesets(tree, conf_nodes: dict) -> dict[str, tuple[str, ...]]:
+    """``{nodeset: node names}`` of a slurm.conf tree's ``NodeSet=`` lines (slurm.conf(5): ``Nodes=``
+    a node list, and/or ``Feature=`` every node of ``conf_nodes`` with that feature)."""
+    sets: dict[str, tuple[str, ...]] = {}
+    for file, e in _entries(tree):
+        if e.first_key != "nodeset":
+            continue
+        names = _node_list(e.get("Nodes") or "", sets, conf_nodes, file, e.lineno, "Nodes")
+        feature = e.get("Feature")
+        if feature:
+            names += [n for n, node in conf_nodes.items() if feature in _features(node)]
+        sets[e.get("NodeSet")] = tuple(dict.fromkeys(names))
+    return sets
+
+
 def slurm_partitions(tree, conf_nodes: dict) -> dict[str, tuple[str, int, tuple[str, ...]]]:
-    """``{partition: (file, line, node names)}`` of a slurm.conf tree (``Nodes=ALL``: every
-    node of ``conf_nodes``; ``PartitionName=DEFAULT`` lines skipped)."""
+    """``{partition: (file, line, node names)}`` of a slurm.conf tree (``Nodes=`` hostlists,
+    ``ALL``: every node of ``conf_nodes``, and NodeSet names; ``PartitionName=DEFAULT`` lines
+    skipped)."""
+    sets = slurm_nodesets(tree, conf_nodes)
     out = {}
     for file, e in _entries(tree):
         if e.first_key != "partitionname" or e.get("PartitionName").upper() == "DEFAULT":
             continue
-        expr = e.get("Nodes") or ""
-        names = tuple(conf_nodes) if expr.upper() == "ALL" else tuple(_expand(expr, file, e.lineno, "Nodes")) if expr else ()
-        out[e.get("PartitionName")] = (file, e.lineno, names)
+        names = _node_list(e.get("Nodes") or "", sets, conf_nodes, file, e.lineno, "Nodes")
+        out[e.get("PartitionName")] = (file, e.lineno, tuple(names))
     return out
 
 
@@ -310,11 +449,31 @@ def _as_profile_types(have: dict, exp: dict) -> dict:
     out: dict = {}
     for (name, kind), n in have.items():
         if kind is not None and (name, kind) not in exp:
-            hits = [t for (nm, t) in exp if nm == name and t and kind.lower() in t.lower()]
+            # (a type equal but for case is not renamed: Slurm's requests are case-sensitive, see CASE_ONLY)
+            hits = [t for (nm, t) in exp if nm == name and t and kind.lower() in t.lower() and kind.lower() != t.lower()]
             if len(hits) == 1:
                 kind = hits[0]
         out[(name, kind)] = out.get((name, kind), 0) + n
     return out
+
+
+def _case_only(a: dict, b: dict) -> bool:
+    """Two gres counts (``{(name, type): count}`` or ``{type: count}``; type None when untyped) that
+    differ only in the case of their types."""
+    def low(d):
+        out: dict = {}
+        for key, c in d.items():
+            k = tuple(x.lower() if x else x for x in key) if isinstance(key, tuple) else key.lower() if key else key
+            out[k] = out.get(k, 0) + c
+        return out
+    return a != b and low(a) == low(b)
+
+
+#: What Slurm does with a type spelt in another case in slurm.conf and gres.conf (Slurm 22.05:
+#: slurm.conf gpu:a100:1 beside gres.conf Type=A100, tests/topology/test_site_kinds_sandbox.py).
+CASE_ONLY = ("the node registers (no INVALID_REG) with gres.conf's spelling, but requests are case-sensitive: "
+             "a job asking for the other spelling (--gpus-per-node=<type>:N as submit writes it from the profile) "
+             "is refused 'Requested node configuration is not available'")
 
 
 def _gres_disagreements(node: SlurmNode, nt, exp: dict, have: dict) -> list[Disagreement]:
@@ -322,13 +481,18 @@ def _gres_disagreements(node: SlurmNode, nt, exp: dict, have: dict) -> list[Disa
     have = _as_profile_types(have, exp)
     where = (node.file, node.line, node.name)
     text_have, text_exp = _gres_text(have), _gres_text(exp)
-    for name in sorted({k[0] for k in exp} | {k[0] for k in have}):
+    # gres the profile describes (GPUs and their shard/MPS shares); others (Biowulf's lscratch,
+    # slurm.conf(5)'s bandwidth:lustre:no_consume:4G) are the site's own: not compared
+    for name in sorted({k[0] for k in exp} | {k[0] for k in have if k[0] in PROFILE_GRES}):
         e = {t: c for (nm, t), c in exp.items() if nm == name}
         h = {t: c for (nm, t), c in have.items() if nm == name}
         if e == h:
             continue
         te, th = sum(e.values()), sum(h.values())
-        if h and set(h) == {None} and any(t for t in e) and te == th:
+        if _case_only(e, h):
+            out.append(Disagreement(*where, f"slurm.conf Gres={text_have} spells the {name} types in another case "
+                                    f"than the profile ({text_exp})", CASE_ONLY))
+        elif h and set(h) == {None} and any(t for t in e) and te == th:
             out.append(Disagreement(*where, f"slurm.conf Gres={text_have} is untyped, the profile's {name} are typed "
                                     f"({text_exp})", "a gres.conf with Type= gives slurmd 'A line in gres.conf for GRES "
                                     f"{name}:<type> has 1 more configured than expected in slurm.conf. Ignoring extra "
@@ -360,8 +524,10 @@ def _check_gres_conf(want: dict, conf_nodes: dict | None, tree) -> list[Disagree
         if "cpus" in r.keys:
             out.append(Disagreement(r.file, r.line, collect_hostlist(r.nodes) if r.nodes else "",
                                     f"CPUs={r.keys['cpus']} is deprecated (gres.conf(5): use Cores=)",
-                                    "Slurm reads it as OS CPU ids and converts them to cores; Cores= (Slurm's logical "
-                                    "core indexes) says what is meant; `slurmkit site gres-conf` writes them"))
+                                    "Slurm reads it exactly as Cores= (Slurm's logical core indexes, not OS CPU ids: "
+                                    "slurmd 22.05.8 -G prints CPUs=3 and Cores=3 alike), so OS CPU ids written there "
+                                    "name the wrong cores or none (NVIDIA/deepops#1195: 'invalid GRES core "
+                                    "specification'); `slurmkit site gres-conf` writes Cores="))
     nodes = list(want) or sorted({n for r in records for n in (r.nodes or ())})
     for n in nodes:
         mine = [r for r in records if r.nodes is None or n in r.nodes]
@@ -404,7 +570,9 @@ def _check_gres_conf(want: dict, conf_nodes: dict | None, tree) -> list[Disagree
             if exp != got:
                 line = next((r.line for r in mine if r.name == "gpu"), 0)
                 te, tg = sum(exp.values()), sum(got.values())
-                if tg < te:
+                if _case_only(exp, got):
+                    why = CASE_ONLY
+                elif tg < te:
                     why = (f"beside the profile's slurm.conf (Gres={_gres_text(exp)}) slurmd reports {tg}: "
                            f"'gres/gpu count reported lower than configured ({tg} < {te})', node INVALID_REG, drained")
                 elif tg > te:
@@ -426,11 +594,16 @@ def _check_gres_conf(want: dict, conf_nodes: dict | None, tree) -> list[Disagree
                 if kind is None or node_auto != "off":
                     continue
                 if (name, kind) not in conf and conf.get((name, None)):
-                    r = next(r for r in mine if (r.name, r.type) == (name, kind))
+                    typed = [r for r in mine if (r.name, r.type) == (name, kind)]
+                    r = typed[0]
+                    # slurmd warns once per line, with that line's count (a File=/dev/nvidia[0-3] line:
+                    # 'has 4 more', Slurm 22.05.8 slurmd -G on tests/topology/sites/shard_a100_*)
+                    each = "" if len(typed) == 1 else f" (and likewise for each of its {len(typed)} lines)"
                     out.append(Disagreement(r.file, r.line, n, f"gres.conf Type={kind} beside slurm.conf "
                                             f"Gres={_gres_text(conf)} ({node.file}:{node.line}) without the type",
-                                            f"slurmd: 'A line in gres.conf for GRES {name}:{kind} has 1 more configured "
-                                            "than expected in slurm.conf. Ignoring extra GRES'; the type is dropped "
+                                            f"slurmd: 'A line in gres.conf for GRES {name}:{kind} has {r.units()} more "
+                                            "configured than expected in slurm.conf. Ignoring extra GRES'"
+                                            f"{each}; the GPUs count untyped, the type is dropped "
                                             f"and a request for {name}:{kind} is refused"))
     return out
 
@@ -443,7 +616,7 @@ def _merge(items: list[Disagreement]) -> list[Disagreement]:
             .append(d.nodes)
     out = []
     for (file, line, what, slurm), nodes in groups.items():
-        names = [n for n in nodes if n]
+        names = [n for expr in nodes if expr for n in expand_hostlist(expr)]  # each is a hostlist already
         expr = collect_hostlist(names) if names else ""
         out.append(Disagreement(file, line, expr, what.replace("{node}", expr), slurm))
     return out

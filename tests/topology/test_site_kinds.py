@@ -354,7 +354,8 @@ gpu_groups = [{ model = "a100", count = 1, nvml_name = "NVIDIA A100-SXM4-40GB" }
                                          "GresTypes=gpu\nNodeName=tux[1-16] gres=gpu:a100:1,gpu:a100_3g.20gb:2\n"
                                          "PartitionName=p Nodes=tux[1-16]\n")
     assert crosscheck(p, load_tree(tmp_path / "slurm.conf")) == []
-    (tmp_path / "slurm.conf").write_text("NodeName=tux[1-16] gres=gpu:a100:1,gpu:a100_1g.5gb:2\nPartitionName=p Nodes=ALL\n")
+    (tmp_path / "slurm.conf").write_text("GresTypes=gpu\nNodeName=tux[1-16] gres=gpu:a100:1,gpu:a100_1g.5gb:2\n"
+                                         "PartitionName=p Nodes=ALL\n")
     [d] = crosscheck(p, load_tree(tmp_path / "slurm.conf"))
     assert d.nodes == "tux[1-16]" and "types differ" in d.what
     gres = render_gres_conf(p).splitlines()

@@ -42,6 +42,9 @@ BAD_NODE = "badvis"
 #: A hand-written node whose gres.conf interleaves types (b, a, b on nvidia0, 1, 2), as a site's
 #: own file may: where does Slurm put the ``a`` GPU in its GPU order?
 MIX_NODE = "mix3"
+#: A site whose slurm.conf types its GPU in lower case and gres.conf in upper case (the shard guide of
+#: tests/topology/sites/shard_a100_gres.conf writes ``Type=A100``): does Slurm match the two?
+CASE_NODE = "case1"
 CAPS = (21, 22, 30, 31)
 
 
@@ -59,7 +62,7 @@ class Kinds:
         self.dir, self.conf = root, root / "etc" / "slurm.conf"
         self.profile = load_profile(KINDS)
         self.dev = root / "dev"
-        self.nodes = {n: f"127.0.3.{i}" for i, n in enumerate(list(self.profile.nodes()) + [BAD_NODE, MIX_NODE], 1)}
+        self.nodes = {n: f"127.0.3.{i}" for i, n in enumerate(list(self.profile.nodes()) + [BAD_NODE, MIX_NODE, CASE_NODE], 1)}
         self.base = _free_ports(len(self.nodes) + 1)
         for d in ("etc", "spool", "log", "run", "dev/nvidia-caps"):
             (root / d).mkdir(parents=True, exist_ok=True)
@@ -79,12 +82,17 @@ class Kinds:
         node_lines.insert(-len(self.profile.partitions),
                           f"NodeName={BAD_NODE} CPUs=8 SocketsPerBoard=2 CoresPerSocket=4 ThreadsPerCore=1 "
                           f"RealMemory=80385 Gres=gpu:gtx970:1,gpu:gtx1060:1 NodeAddr={self.nodes[BAD_NODE]} "
-                          f"Port={self.base + len(self.nodes) - 1}")
+                          f"Port={self.base + 1 + list(self.nodes).index(BAD_NODE)}")
         node_lines.insert(-len(self.profile.partitions),
                           f"NodeName={MIX_NODE} CPUs=4 SocketsPerBoard=1 CoresPerSocket=4 ThreadsPerCore=1 "
                           f"RealMemory=8000 Gres=gpu:b:2,gpu:a:1 NodeAddr={self.nodes[MIX_NODE]} "
-                          f"Port={self.base + len(self.nodes)}")
+                          f"Port={self.base + 1 + list(self.nodes).index(MIX_NODE)}")
+        node_lines.insert(-len(self.profile.partitions),
+                          f"NodeName={CASE_NODE} CPUs=4 SocketsPerBoard=1 CoresPerSocket=4 ThreadsPerCore=1 "
+                          f"RealMemory=8000 Gres=gpu:a100:1 NodeAddr={self.nodes[CASE_NODE]} "
+                          f"Port={self.base + 1 + list(self.nodes).index(CASE_NODE)}")
         node_lines.append(f"PartitionName=control Nodes={BAD_NODE},{MIX_NODE} State=UP")
+        node_lines.append(f"PartitionName=case Nodes={CASE_NODE} State=UP")
         self.conf.write_text("\n".join([
             "ClusterName=kinds", f"SlurmctldHost={host}(127.0.0.1)", f"SlurmctldPort={self.base}",
             "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge", "CredType=cred/munge",
@@ -100,6 +108,7 @@ class Kinds:
         gres += f"NodeName={BAD_NODE} Name=gpu Type=gtx970 File={self.dev}/nvidia0\n"
         gres += "".join(f"NodeName={MIX_NODE} Name=gpu Type={t} File={self.dev}/nvidia{i}\n"
                         for i, t in enumerate("bab"))
+        gres += f"NodeName={CASE_NODE} Name=gpu Type=A100 File={self.dev}/nvidia0\n"
         (root / "etc" / "gres.conf").write_text(gres)
 
     def env(self) -> dict:
@@ -269,3 +278,15 @@ def test_slurm_gpu_order_on_interleaved_gres_conf_lines(kinds):
     b = subprocess.run(["srun", "-p", "control", "-w", MIX_NODE, "--gpus-per-node=b:2", "-t", "1", "sh", "-c",
                         "echo $SLURM_STEP_GPUS"], env=kinds.env(), capture_output=True, text=True, timeout=60)
     assert (out.stdout.strip(), b.stdout.strip()) == ("2", "0,1")
+
+
+def test_gpu_type_case_between_slurm_conf_and_gres_conf(kinds):
+    """slurm.conf Gres=gpu:a100:1 beside gres.conf Type=A100 (what site check names as a case-only type
+    difference): the node registers (no INVALID_REG) with gres.conf's spelling, and requests are case-
+    sensitive: a100 (slurm.conf's spelling) is refused, A100 accepted."""
+    f = kinds.show_node(CASE_NODE)
+    assert f["Gres"] == "gpu:A100:1" and "INVALID" not in f["State"] and "DRAIN" not in f["State"], f
+    lower = _test_only(kinds, "#!/bin/sh\n#SBATCH -p case --gpus-per-node=a100:1\ntrue\n")
+    upper = _test_only(kinds, "#!/bin/sh\n#SBATCH -p case --gpus-per-node=A100:1\ntrue\n")
+    assert lower.returncode == 1 and "Requested node configuration is not available" in lower.stderr, lower.stderr
+    assert upper.returncode == 0 and f"on nodes {CASE_NODE}" in upper.stderr, upper.stderr
