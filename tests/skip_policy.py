@@ -74,42 +74,32 @@ def pytest_configure(config):
     config.stash[_refused_key] = []
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item, call):
-    report = yield
+def _judge(report, config, nodeid: str, when: str):
+    """Count a skipped ``report`` of ``nodeid``: allowed, or (under CI) turned into a failure."""
     if not report.skipped or hasattr(report, "wasxfail"):
         return report
     reason = skip_reason(report)
-    config = item.config
-    if allowed_entry(config.stash[_entries_key], item.nodeid, reason):
-        config.stash[_allowed_key].append((item.nodeid, reason))
+    if allowed_entry(config.stash[_entries_key], nodeid, reason):
+        config.stash[_allowed_key].append((nodeid, reason))
         return report
-    config.stash[_refused_key].append((item.nodeid, reason))
+    config.stash[_refused_key].append((nodeid, reason))
     if IN_CI:
         report.outcome = "failed"
-        report.longrepr = (f"CI=true: {item.nodeid} skipped ({reason}); CI never passes by skipping: make it "
+        report.longrepr = (f"CI=true: {nodeid} skipped{when} ({reason}); CI never passes by skipping: make it "
                            f"run here, or add it with a reason to tests/{ALLOWLIST.name}")
     return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    return _judge((yield), item.config, item.nodeid, "")
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_make_collect_report(collector):
     """A whole module skipped at collection (``pytest.importorskip`` or
     ``pytest.skip(allow_module_level=True)`` at its top): the same policy, by its node id."""
-    report = yield
-    if not report.skipped:
-        return report
-    reason = skip_reason(report)
-    config = collector.config
-    if allowed_entry(config.stash[_entries_key], collector.nodeid, reason):
-        config.stash[_allowed_key].append((collector.nodeid, reason))
-        return report
-    config.stash[_refused_key].append((collector.nodeid, reason))
-    if IN_CI:
-        report.outcome = "failed"
-        report.longrepr = (f"CI=true: {collector.nodeid} skipped at collection ({reason}); CI never passes by "
-                           f"skipping: make it run here, or add it with a reason to tests/{ALLOWLIST.name}")
-    return report
+    return _judge((yield), collector.config, collector.nodeid, " at collection")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

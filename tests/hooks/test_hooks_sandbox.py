@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,9 +38,9 @@ RESUME_AFTER = 2
 def hooked(sandbox, fake_nvml, tmp_path):
     """Hooks installed into the sandbox's slurm.conf (uninstalled afterwards)."""
     conf = Path(sandbox.slurm_conf)
-    work = Path(sandbox.dir) / "hooks-test"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
+    # a directory of its own: a health check the last test's teardown did not stop in time may
+    # still write into that test's directory
+    work = Path(tempfile.mkdtemp(prefix="hooks-test-", dir=sandbox.dir))
     snaps = {}
     for n in sandbox.node_names:
         snaps[n] = work / f"{n}.json"
@@ -67,6 +68,7 @@ def hooked(sandbox, fake_nvml, tmp_path):
         run(["scontrol", "update", f"nodename={n}", "state=resume"], slurm_conf=str(conf), timeout=30, check=False)
     inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, installing=False)
     run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def _job(conf, job_id):
@@ -145,9 +147,7 @@ def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path, layout):
     ``Include``d file."""
     conf = Path(sandbox.slurm_conf)
     original = conf.read_bytes()
-    work = Path(sandbox.dir) / "hooks-site-test"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
+    work = Path(tempfile.mkdtemp(prefix="hooks-site-test-", dir=sandbox.dir))  # its own (see ``hooked``)
     if layout == "glob":
         (work / "site-prolog.d").mkdir()
         site = work / "site-prolog.d" / "50-site.sh"
@@ -199,6 +199,7 @@ def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path, layout):
     finally:
         atomic_write(conf, original)
         run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _health_runs(hooked, node, n):
