@@ -128,9 +128,49 @@ def _src(user_value, cli: str, fallback: str) -> str:
     return cli if user_value is not None else fallback
 
 
+class _Options(list):
+    """The ``#SBATCH`` options in script order; :meth:`add` checks each value is one safe line."""
+
+    def add(self, name: str, value, source: str) -> None:
+        if value is not None and value is not True:
+            check_line_safe(f"--{name}", str(value))
+        self.append(Option(name, None if value is True else (None if value is None else str(value)), source))
+
+
 def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: list[str] | None = None) -> Plan:
     """Compute the plan (pure). Raises :class:`TemplateError` / ``SiteError`` / ``EscapeError``
     for bad input."""
+    sets, max_restarts, restarts_src = _max_restarts(req, facts)
+    params = template.resolve(sets, req.params)
+    _check_shape(req, facts, template)
+    gpn = _gpus_per_node(req, facts, template)
+    signal_s, signal_src = _preempt_warning(req)
+    opts = _Options()
+    _resource_options(opts, req, facts, template, gpn)
+    nodelist = _nodelist_option(opts, req, facts, idle_nodes)
+    if req.switches and not nodelist:
+        # a nodelist fixes the nodes: --switches could only keep the job pending
+        sw = placement.switches_option(facts, req.nodes, req.switch_wait)
+        if sw:
+            opts.add("switches", sw, "profile fabric.leaves (fewest leaves that hold the job), wait "
+                     + _src(req.switch_wait, "CLI --switch-wait", "profile submit.switch_wait"))
+    if "sets" in template.params:
+        _array_option(opts, template, params)
+    _user_options(opts, req)
+    _requeue_options(opts, template, signal_s, signal_src, max_restarts)
+    env = _environment(req, facts)
+    ctx = _context(req, facts, template, params, opts, env, gpn, signal_s, max_restarts)
+    param_sources = {name: "--set" if name in req.sets else "API params" if name in req.params else "template default"
+                     for name in params}
+    params = {**params, "max_restarts": max_restarts}
+    param_sources["max_restarts"] = restarts_src
+    return Plan(template, tuple(opts), tuple(env), params, ctx, param_sources)
+
+
+def _max_restarts(req: SubmitRequest, facts: SiteFacts) -> tuple[dict, int, str]:
+    """(``--set`` values without ``max_restarts``, self-requeues allowed, where that came from):
+    ``req.max_restarts`` (API), else ``--set max_restarts``, else profile ``submit.max_restarts``.
+    Raises :class:`UsageError` for a value that is not a whole number >= 0."""
     sets = dict(req.sets)
     max_restarts, restarts_src = facts.submit.max_restarts, "profile submit.max_restarts"
     if "max_restarts" in sets:
@@ -143,7 +183,11 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         max_restarts, restarts_src = req.max_restarts, "API max_restarts"
     if max_restarts < 0:
         raise UsageError("max_restarts", f"must be >= 0 (got {max_restarts})")
-    params = template.resolve(sets, req.params)
+    return sets, max_restarts, restarts_src
+
+
+def _check_shape(req: SubmitRequest, facts: SiteFacts, template: Template) -> None:
+    """Node count and command fit the template and partition; raises :class:`TemplateError`."""
     if req.nodes < 1:
         raise TemplateError("--nodes", None, f"must be >= 1 (got {req.nodes})")
     if template.tasks == "single" and req.nodes != 1:
@@ -153,12 +197,24 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
                             f"(profile partitions.{facts.partition}.nodes); got --nodes {req.nodes}")
     if not req.command and template.name != "nccl-tests":
         raise TemplateError(template.name, None, "the template needs a command after '--'")
+
+
+def _gpus_per_node(req: SubmitRequest, facts: SiteFacts, template: Template) -> int:
+    """GPUs per node: ``req.gpus_per_node``, else 1 for single-GPU templates, else all of the
+    node type's; raises :class:`TemplateError` when the node type has fewer."""
     gpn = req.gpus_per_node
     if gpn is None:
         gpn = 1 if template.tasks == "single" else facts.gpu_count
     if gpn < 1 or gpn > facts.gpu_count:
         raise TemplateError(f"--gpus-per-node {gpn}", None, f"node type {facts.node_type} has {facts.gpu_count} GPUs "
                             f"(profile node_types.{facts.node_type}.gpu_count); the most per node is {facts.gpu_count}")
+    return gpn
+
+
+def _preempt_warning(req: SubmitRequest) -> tuple[int, str]:
+    """(seconds before the time limit the batch shell is warned, where that came from); 0: off.
+    A warning not shorter than ``--time`` is clamped to half of it. Raises :class:`UsageError`
+    for a negative warning or a bad ``--time`` / ``--switch-wait``."""
     if req.signal_s < 0:
         raise UsageError("--preempt-warning", f"must be >= 0 s (got {req.signal_s}; 0 turns preemption handling off)")
     limit_s = timelimit.parse_seconds(req.time, "--time") if req.time else None
@@ -170,19 +226,17 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         signal_s = max(1, limit_s // 2)
         signal_src = (f"clamped to half of --time {req.time} ({limit_s} s): the {req.signal_s} s warning "
                       "is not shorter than the time limit")
-    opts: list[Option] = []
+    return signal_s, signal_src
 
-    def add(name, value, source):
-        if value is not None and value is not True:
-            check_line_safe(f"--{name}", str(value))
-        opts.append(Option(name, None if value is True else (None if value is None else str(value)), source))
 
-    add("job-name", req.name or template.name, "CLI --name" if req.name else "template name")
-    add("partition", facts.partition, _src(req.partition, "CLI --partition",
-                                           f"profile partitions.{facts.partition} ({facts.partition_source})"))
-    add("nodes", req.nodes, "CLI --nodes" if req.nodes != 1 else "default (1)")
+def _resource_options(opts: _Options, req: SubmitRequest, facts: SiteFacts, template: Template, gpn: int) -> None:
+    """Name, partition, nodes, tasks, GPUs, CPUs per GPU and time limit."""
+    opts.add("job-name", req.name or template.name, "CLI --name" if req.name else "template name")
+    opts.add("partition", facts.partition, _src(req.partition, "CLI --partition",
+                                                f"profile partitions.{facts.partition} ({facts.partition_source})"))
+    opts.add("nodes", req.nodes, "CLI --nodes" if req.nodes != 1 else "default (1)")
     ntasks = {"per-node": 1, "per-gpu": gpn, "single": 1}[template.tasks]
-    add("ntasks-per-node", ntasks, f"template {template.name} (tasks = {template.tasks})")
+    opts.add("ntasks-per-node", ntasks, f"template {template.name} (tasks = {template.tasks})")
     gres = f"{facts.gpu_model}:{gpn}" if facts.gpu_model else str(gpn)
     if req.gpus_per_node is not None:
         gpn_src = "CLI --gpus-per-node"
@@ -190,16 +244,20 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         gpn_src = f"template {template.name} (tasks = single: 1 GPU)"
     else:
         gpn_src = f"profile node_types.{facts.node_type}.gpu_count (all GPUs of the node type)"
-    add("gpus-per-node", gres, gpn_src + (f", type from node_types.{facts.node_type}.gpu_model"
-                                          if facts.gpu_model else ""))
-    add("cpus-per-gpu", facts.submit.cpus_per_gpu, "profile submit.cpus_per_gpu")
+    opts.add("gpus-per-node", gres, gpn_src + (f", type from node_types.{facts.node_type}.gpu_model"
+                                               if facts.gpu_model else ""))
+    opts.add("cpus-per-gpu", facts.submit.cpus_per_gpu, "profile submit.cpus_per_gpu")
     if req.time:
-        add("time", req.time, "CLI --time")
-    nodelist = None
+        opts.add("time", req.time, "CLI --time")
+
+
+def _nodelist_option(opts: _Options, req: SubmitRequest, facts: SiteFacts, idle_nodes) -> str | None:
+    """``--nodelist``: the user's, else with ``prefer_locality`` idle nodes under one leaf
+    switch; the nodelist written (None: none)."""
     if req.nodelist:
-        add("nodelist", req.nodelist, "CLI --nodelist")
-        nodelist = req.nodelist
-    elif req.prefer_locality and req.nodes > 1:
+        opts.add("nodelist", req.nodelist, "CLI --nodelist")
+        return req.nodelist
+    if req.prefer_locality and req.nodes > 1:
         from slurmkit.hostlist import expand_nodelist
 
         picked = placement.pick_nodelist(facts, req.nodes, idle_nodes or [],
@@ -207,68 +265,90 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         if picked:
             leaf, chosen = picked
             nodelist = ",".join(chosen)
-            add("nodelist", nodelist, f"--prefer-locality: idle nodes (sinfo, not drained/down/reserved) under "
-                f"{leaf} (profile fabric.leaves)")
-    if req.switches and not nodelist:
-        # a nodelist fixes the nodes: --switches could only keep the job pending
-        sw = placement.switches_option(facts, req.nodes, req.switch_wait)
-        if sw:
-            add("switches", sw, "profile fabric.leaves (fewest leaves that hold the job), wait "
-                + _src(req.switch_wait, "CLI --switch-wait", "profile submit.switch_wait"))
-    if "sets" in template.params:
-        sets = params["sets"]
-        if not isinstance(sets, list) or not sets or not all(isinstance(s, dict) for s in sets):
-            raise TemplateError("--set sets", None, f"template {template.name!r}: must be a non-empty JSON list of objects")
-        throttle = int(params.get("throttle", 0))
-        add("array", f"0-{len(sets) - 1}" + (f"%{throttle}" if throttle > 0 else ""),
-            "template param sets (one array task each)" + (", % throttle from param throttle" if throttle else ""))
+            opts.add("nodelist", nodelist, f"--prefer-locality: idle nodes (sinfo, not drained/down/reserved) under "
+                     f"{leaf} (profile fabric.leaves)")
+            return nodelist
+    return None
+
+
+def _array_option(opts: _Options, template: Template, params: dict) -> None:
+    """``--array`` for a template with parameter ``sets`` (one task per set, ``throttle``)."""
+    sets = params["sets"]
+    if not isinstance(sets, list) or not sets or not all(isinstance(s, dict) for s in sets):
+        raise TemplateError("--set sets", None, f"template {template.name!r}: must be a non-empty JSON list of objects")
+    throttle = int(params.get("throttle", 0))
+    opts.add("array", f"0-{len(sets) - 1}" + (f"%{throttle}" if throttle > 0 else ""),
+             "template param sets (one array task each)" + (", % throttle from param throttle" if throttle else ""))
+
+
+def _user_options(opts: _Options, req: SubmitRequest) -> None:
+    """The options that map one to one onto sbatch's, then ``--sbatch`` pass-throughs."""
     if req.comment is not None:
-        add("comment", req.comment, "CLI --comment")
+        opts.add("comment", req.comment, "CLI --comment")
     if req.output is not None:
-        add("output", req.output, "CLI --output")
+        opts.add("output", req.output, "CLI --output")
     if req.error is not None:
-        add("error", req.error, "CLI --error")
+        opts.add("error", req.error, "CLI --error")
     if req.chdir is not None:
-        add("chdir", req.chdir, "CLI --chdir")
+        opts.add("chdir", req.chdir, "CLI --chdir")
     for name in ("account", "qos", "mem", "mem_per_gpu", "constraint", "exclude", "reservation", "dependency",
                  "mail_type", "mail_user"):
         value = getattr(req, name)
         if value is not None and value != "":
             flag = name.replace("_", "-")
-            add(flag, value, f"CLI --{flag}")
+            opts.add(flag, value, f"CLI --{flag}")
     if req.mem and req.mem_per_gpu:
         raise UsageError("--mem", "give --mem (per node) or --mem-per-gpu, not both (sbatch refuses both)")
     if req.exclusive:
-        add("exclusive", True, "CLI --exclusive")
+        opts.add("exclusive", True, "CLI --exclusive")
     for arg in req.sbatch_args:
         name, value = _sbatch_arg(arg)
-        add(name, value, "CLI --sbatch (passed through)")
+        opts.add(name, value, "CLI --sbatch (passed through)")
+
+
+def _requeue_options(opts: _Options, template: Template, signal_s: int, signal_src: str, max_restarts: int) -> None:
+    """``--signal`` / ``--requeue`` / ``--open-mode`` for preemption handling or bad-node retries."""
     if signal_s > 0:
-        add("signal", f"B:USR2@{signal_s}", f"slurmkit preemption: batch shell warned before the time limit ({signal_src})")
-        add("requeue", True, "slurmkit preemption: requeue after checkpoint (also lets Slurm's PreemptMode=REQUEUE requeue)")
-        add("open-mode", "append", "slurmkit preemption: a requeued run appends to the same log")
+        opts.add("signal", f"B:USR2@{signal_s}", f"slurmkit preemption: batch shell warned before the time limit ({signal_src})")
+        opts.add("requeue", True, "slurmkit preemption: requeue after checkpoint (also lets Slurm's PreemptMode=REQUEUE requeue)")
+        opts.add("open-mode", "append", "slurmkit preemption: a requeued run appends to the same log")
     elif template.tasks != "single" and max_restarts > 0:
         # the launchers requeue a run without a node that could not take part (and Slurm requeues
         # after NODE_FAIL or a prolog failure) only when the job may be requeued
-        add("requeue", True, f"slurmkit retry without a bad node (max_restarts = {max_restarts}; "
-            "also lets Slurm requeue after NODE_FAIL or a prolog failure)")
-        add("open-mode", "append", "slurmkit retry: a requeued run appends to the same log")
+        opts.add("requeue", True, f"slurmkit retry without a bad node (max_restarts = {max_restarts}; "
+                 "also lets Slurm requeue after NODE_FAIL or a prolog failure)")
+        opts.add("open-mode", "append", "slurmkit retry: a requeued run appends to the same log")
 
+
+def _environment(req: SubmitRequest, facts: SiteFacts) -> list[EnvVar]:
+    """The variables the script exports: slurmkit's presets, then the site's NCCL settings."""
     env = [EnvVar("CUDA_DEVICE_ORDER", "PCI_BUS_ID", "slurmkit preset (GPU index = nvidia-smi order)")]
     env += nccl.nccl_env(facts, req.nccl_debug)
     for var in env:
         check_line_safe(var.name, var.value)
+    return env
 
+
+def _container(params: dict, facts: SiteFacts) -> str:
+    """srun's pyxis options for ``container_image`` ("" without one). Raises
+    :class:`TemplateError` where the site does not enable containers."""
     image = params.get("container_image") or ""
     mounts = params.get("container_mounts") or ""
-    container_args = []
-    if image:
-        if not facts.submit.container:
-            raise TemplateError("--set container_image", None, f"the site ({facts.source}) does not enable containers "
-                                "(submit.container = false)")
-        check_line_safe("--set container_mounts", mounts)
-        container_args = [f"--container-image={image}"]
+    if not image:
+        return ""
+    if not facts.submit.container:
+        raise TemplateError("--set container_image", None, f"the site ({facts.source}) does not enable containers "
+                            "(submit.container = false)")
+    check_line_safe("--set container_mounts", mounts)
+    # pyxis: the job's directory (the batch shell's working directory, -D) mounted at the same
+    # path and used as the container's working directory, so relative paths mean the same
+    return (shell_join([f"--container-image={image}"]) + " --container-mounts="
+            + (shell_quote(mounts + ",") if mounts else "") + '"$PWD:$PWD" --container-workdir="$PWD"')
 
+
+def _context(req: SubmitRequest, facts: SiteFacts, template: Template, params: dict, opts: _Options,
+             env: list[EnvVar], gpn: int, signal_s: int, max_restarts: int) -> dict:
+    """The values the template reads."""
     ctx = {
         "template": template.name,
         "site": facts.source,
@@ -286,22 +366,14 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         "port_span": PORT_SPAN,
         "preempt": signal_s > 0,
         "max_restarts": max_restarts,
-        # pyxis: the job's directory (the batch shell's working directory, -D) mounted at the same
-        # path and used as the container's working directory, so relative paths mean the same
-        "container": (shell_join(container_args) + " --container-mounts="
-                      + (shell_quote(mounts + ",") if mounts else "") + '"$PWD:$PWD" --container-workdir="$PWD"')
-                     if container_args else "",
+        "container": _container(params, facts),
         "p": params,
     }
     if "sets" in template.params:
         ctx["array_commands"] = [shell_join(_fill(req.command, s)) for s in params["sets"]]
         ctx["array_env"] = [[f"export SLURMKIT_PARAM_{_env_name(k)}={shell_quote(str(v))}" for k, v in s.items()]
                             for s in params["sets"]]
-    param_sources = {name: "--set" if name in req.sets else "API params" if name in req.params else "template default"
-                     for name in params}
-    params = {**params, "max_restarts": max_restarts}
-    param_sources["max_restarts"] = restarts_src
-    return Plan(template, tuple(opts), tuple(env), params, ctx, param_sources)
+    return ctx
 
 
 def _sbatch_arg(arg: str) -> tuple[str, str | None]:
