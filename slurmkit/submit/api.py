@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from slurmkit.errors import SlurmkitError
 
 from slurmkit.submit import render as _render
+from slurmkit.submit import request as _request_mod
 from slurmkit.submit import site as _site
 from slurmkit.submit import templates as _templates
 from slurmkit.submit.backend import TERMINAL, JobInfo, get_backend
@@ -54,35 +55,6 @@ def explain(template: str, command=(), **kw) -> str:
     """Where every ``#SBATCH`` option and exported variable of the script :func:`submit` would
     send comes from (same keywords), one per line: what ``slurmkit submit --explain`` prints."""
     return _render.explain(plan(template, command, **kw))
-
-
-#: SubmitRequest field -> (accepted types, what to say): checked before anything is rendered.
-_TYPES = {
-    "site": ((str, os.PathLike), "a profile name or path"), "partition": ((str,), "a partition name"),
-    "nodes": ((int,), "a node count (int)"), "gpus_per_node": ((int,), "a GPU count (int)"),
-    "time": ((str,), "a Slurm time string such as '1:00:00'"), "name": ((str,), "a job name"),
-    "comment": ((str,), "text"), "output": ((str, os.PathLike), "a path"), "error": ((str, os.PathLike), "a path"),
-    "chdir": ((str, os.PathLike), "a path"), "nodelist": ((str,), "a Slurm hostlist such as 'n[1-2]'"),
-    "prefer_locality": ((bool,), "True or False"), "switches": ((bool,), "True or False"),
-    "switch_wait": ((str,), "a Slurm time string"), "nccl_debug": ((str,), "an NCCL_DEBUG level"),
-    "signal_s": ((int,), "seconds (int)"), "test_only": ((bool,), "True or False"),
-    "account": ((str,), "an account name"), "qos": ((str,), "a QOS name"), "mem": ((str,), "a Slurm size such as '200G'"),
-    "mem_per_gpu": ((str,), "a Slurm size such as '64G'"), "exclusive": ((bool,), "True or False"),
-    "constraint": ((str,), "a feature expression"), "exclude": ((str,), "a Slurm hostlist"),
-    "reservation": ((str,), "a reservation name"), "dependency": ((str,), "a Slurm dependency such as 'afterok:123'"),
-    "mail_type": ((str,), "Slurm mail types such as 'END,FAIL'"), "mail_user": ((str,), "an address"),
-    "max_restarts": ((int,), "a count (int)"), "sets": ((dict,), "a dict of --set text values"),
-    "params": ((dict,), "a dict of typed template parameters"),
-}
-
-
-def _check_type(name, value):
-    types, what = _TYPES[name]
-    bad_bool = isinstance(value, bool) and bool not in types
-    if value is None and name not in ("nodes", "prefer_locality", "switches", "signal_s", "test_only", "exclusive"):
-        return
-    if bad_bool or not isinstance(value, types):
-        raise TypeError(f"slurmkit.submit(): {name} must be {what}, not {type(value).__name__} ({value!r})")
 
 
 def _command_argv(command) -> tuple[str, ...]:
@@ -130,10 +102,10 @@ def _request(template, command, kw) -> _render.SubmitRequest:
         raise TypeError(f"slurmkit.submit(): template must be a template name (str), not "
                         f"{type(template).__name__} ({template!r})")
     for key in kw:
-        if key not in _TYPES and key not in ("after", "sbatch_args"):
+        if key not in _request_mod.api_fields() and key != "after":
             raise TypeError(f"slurmkit.submit(): unexpected keyword {key!r}")
-        if key in _TYPES:
-            _check_type(key, kw[key])
+        if key in _request_mod.api_fields():
+            _request_mod.check_type(key, kw[key])
     kw = dict(kw)
     kw["dependency"] = _dependency(kw.pop("after", None), kw.get("dependency"))
     sets = kw.pop("sets", None) or {}

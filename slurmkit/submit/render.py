@@ -1,4 +1,4 @@
-"""Turn a :class:`SubmitRequest` plus site facts into an sbatch script (and its explanation).
+"""Turn a :class:`~slurmkit.submit.request.SubmitRequest` plus site facts into an sbatch script (and its explanation).
 
 :func:`plan` is pure: request + :class:`~slurmkit.submit.site.SiteFacts` + template (+ idle nodes
 for ``prefer_locality``) -> :class:`Plan` holding every ``#SBATCH`` option and exported variable
@@ -14,6 +14,7 @@ from slurmkit.errors import UsageError
 from slurmkit.submit import nccl, placement, timelimit
 from slurmkit.submit.escape import check_line_safe, sbatch_line, shell_join, shell_quote
 from slurmkit.submit.nccl import EnvVar
+from slurmkit.submit.request import SubmitRequest
 from slurmkit.submit.site import SiteFacts
 from slurmkit.submit.templates import Template, TemplateError
 
@@ -42,62 +43,6 @@ _SHORT = {"A": "account", "q": "qos", "C": "constraint", "x": "exclude", "d": "d
           "e": "error", "D": "chdir", "a": "array", "G": "gpus", "c": "cpus-per-task", "S": "core-spec",
           "L": "licenses", "M": "clusters", "k": "no-kill", "s": "oversubscribe", "Q": "quiet", "W": "wait",
           "H": "hold", "I": "immediate", "F": "nodefile", "b": "begin", "i": "input"}
-
-
-@dataclass(frozen=True)
-class SubmitRequest:
-    """What the user asked for (CLI flags or ``slurmkit.submit(...)`` arguments).
-
-    ``nodes``: node count; ``gpus_per_node``: None = all GPUs of the node type (1 for
-    single-GPU templates); ``time``: Slurm time string; ``sets``: ``--set`` text values;
-    ``params``: typed parameter values (API); ``command``: argv run by every rank;
-    ``signal_s``: seconds before the time limit the batch shell gets USR2 (0: no preemption
-    handling; clamped to half of ``time`` when not shorter than it); ``switch_wait``: max wait
-    for ``--switches`` (None: profile ``submit.switch_wait``); ``max_restarts``: self-requeues
-    allowed (None: ``--set max_restarts`` or profile ``submit.max_restarts``).
-
-    The options every job needs map one to one onto sbatch's: ``account`` (``--account``),
-    ``qos``, ``mem`` (per node, Slurm size such as ``200G``), ``mem_per_gpu``, ``exclusive``,
-    ``constraint`` (node features), ``exclude`` (hostlist), ``reservation``, ``dependency``
-    (Slurm syntax, e.g. ``afterok:123``), ``mail_type`` / ``mail_user``; ``sbatch_args``: any
-    other sbatch options (``("--gres-flags=enforce-binding", "--begin=now+1hour")``), each
-    written as its own escaped ``#SBATCH`` line.
-    """
-
-    template: str
-    command: tuple[str, ...] = ()
-    site: str | None = None
-    partition: str | None = None
-    nodes: int = 1
-    gpus_per_node: int | None = None
-    time: str | None = None
-    name: str | None = None
-    comment: str | None = None
-    output: str | None = None
-    error: str | None = None
-    chdir: str | None = None
-    nodelist: str | None = None
-    sets: dict = field(default_factory=dict)
-    params: dict = field(default_factory=dict)
-    prefer_locality: bool = False
-    switches: bool = True
-    switch_wait: str | None = None
-    nccl_debug: str | None = None
-    signal_s: int = 120
-    test_only: bool = False
-    account: str | None = None
-    qos: str | None = None
-    mem: str | None = None
-    mem_per_gpu: str | None = None
-    exclusive: bool = False
-    constraint: str | None = None
-    exclude: str | None = None
-    reservation: str | None = None
-    dependency: str | None = None
-    mail_type: str | None = None
-    mail_user: str | None = None
-    sbatch_args: tuple[str, ...] = ()
-    max_restarts: int | None = None
 
 
 @dataclass(frozen=True)
