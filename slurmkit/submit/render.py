@@ -29,9 +29,9 @@ OWN_OPTIONS = {"job-name": "--name", "partition": "--partition", "nodes": "--nod
                "gpus": "--gpus-per-node", "gres": "--gpus-per-node", "cpus-per-gpu": "profile submit.cpus_per_gpu",
                "time": "--time", "nodelist": "--nodelist", "switches": "--switch-wait / --no-switches",
                "array": "--set sets", "comment": "--comment", "output": "--output", "error": "--error",
-               "chdir": "--chdir", "signal": "--preempt-warning", "requeue": "--preempt-warning",
-               "no-requeue": "--preempt-warning 0 (launchers: and --set max_restarts=0)",
-               "open-mode": "--preempt-warning", "account": "--account",
+               "chdir": "--chdir", "signal": "--checkpoint-signal / --preempt-warning",
+               "requeue": "--checkpoint-signal", "no-requeue": "no --checkpoint-signal (launchers: and --set max_restarts=0)",
+               "open-mode": "--checkpoint-signal", "account": "--account",
                "qos": "--qos", "mem": "--mem", "mem-per-gpu": "--mem-per-gpu", "mem-per-cpu": "--mem-per-gpu",
                "exclusive": "--exclusive", "constraint": "--constraint", "exclude": "--exclude",
                "reservation": "--reservation", "dependency": "--dependency / after=", "mail-type": "--mail-type",
@@ -89,9 +89,9 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
     params = template.resolve(sets, req.params)
     _check_shape(req, facts, template)
     gpn = _gpus_per_node(req, facts, template)
-    signal_s, signal_src = _preempt_warning(req)
+    ck = _checkpoint(req, facts, template)
     opts = _Options()
-    _resource_options(opts, req, facts, template, gpn)
+    _resource_options(opts, req, facts, template, gpn, ck)
     nodelist = _nodelist_option(opts, req, facts, idle_nodes)
     if req.switches and not nodelist:
         # a nodelist fixes the nodes: --switches could only keep the job pending
@@ -102,9 +102,9 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
     if "sets" in template.params:
         _array_option(opts, template, params)
     _user_options(opts, req)
-    _requeue_options(opts, template, signal_s, signal_src, max_restarts)
+    _requeue_options(opts, template, ck, max_restarts)
     env = _environment(req, facts)
-    ctx = _context(req, facts, template, params, opts, env, gpn, signal_s, max_restarts)
+    ctx = _context(req, facts, template, params, opts, env, gpn, ck, max_restarts)
     param_sources = {name: "--set" if name in req.sets else "API params" if name in req.params else "template default"
                      for name in params}
     params = {**params, "max_restarts": max_restarts}
@@ -156,25 +156,70 @@ def _gpus_per_node(req: SubmitRequest, facts: SiteFacts, template: Template) -> 
     return gpn
 
 
-def _preempt_warning(req: SubmitRequest) -> tuple[int, str]:
-    """(seconds before the time limit the batch shell is warned, where that came from); 0: off.
-    A warning not shorter than ``--time`` is clamped to half of it. Raises :class:`UsageError`
-    for a negative warning or a bad ``--time`` / ``--switch-wait``."""
+#: Signals a program can catch to checkpoint (``--checkpoint-signal``), as Slurm's ``--signal``
+#: names them; KILL and STOP cannot be caught.
+CHECKPOINT_SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP", "QUIT", "ALRM", "URG", "XCPU", "PWR")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Checkpoint-and-requeue before the time limit: ``signal`` the ranks get ("" = none: Slurm's
+    own time limit), ``warning_s`` seconds before the limit Slurm applies, ``limit_s`` (that
+    limit, whole minutes; None: no ``--time``), and where each came from."""
+
+    signal: str
+    warning_s: int
+    signal_source: str
+    warning_source: str
+    limit_s: int | None
+
+
+def _checkpoint(req: SubmitRequest, facts: SiteFacts, template: Template) -> Checkpoint:
+    """The checkpoint signal (request, else template header, else profile
+    ``submit.checkpoint_signal``, else none) and its warning, computed from the time limit Slurm
+    will apply (``--time`` rounded up to whole minutes). A warning not shorter than that limit
+    is clamped to half of it. Raises :class:`UsageError` for an unknown signal, a negative
+    warning or a bad ``--time`` / ``--switch-wait``."""
     if req.signal_s < 0:
-        raise UsageError("--preempt-warning", f"must be >= 0 s (got {req.signal_s}; 0 turns preemption handling off)")
+        raise UsageError("--preempt-warning", f"must be >= 0 s (got {req.signal_s}; 0 turns checkpointing off)")
     limit_s = timelimit.parse_seconds(req.time, "--time") if req.time else None
+    if limit_s is not None:
+        limit_s = timelimit.slurm_limit(limit_s)
     if req.switch_wait is not None:
         timelimit.parse_seconds(req.switch_wait, "--switch-wait", minimum=0)
-    signal_s, signal_src = int(req.signal_s), "CLI --preempt-warning" if req.signal_s != 120 else "default --preempt-warning 120"
-    if signal_s and limit_s is not None and signal_s >= limit_s:
-        # USR2 at or before the start would checkpoint and requeue at once, forever
-        signal_s = max(1, limit_s // 2)
-        signal_src = (f"clamped to half of --time {req.time} ({limit_s} s): the {req.signal_s} s warning "
-                      "is not shorter than the time limit")
-    return signal_s, signal_src
+    for value, source in ((req.checkpoint_signal, "CLI --checkpoint-signal"),
+                          (template.checkpoint_signal or None, f"template {template.name} checkpoint_signal"),
+                          (facts.submit.checkpoint_signal or None, "profile submit.checkpoint_signal")):
+        if value is not None:
+            break
+    else:
+        value, source = "", "default: none (Slurm's own time limit)"
+    name = value.strip().upper().removeprefix("SIG")
+    if name in ("NONE", ""):
+        name = ""
+    elif name not in CHECKPOINT_SIGNALS:
+        raise UsageError(f"--checkpoint-signal {value!r}" if source.startswith("CLI") else source,
+                         f"expected one of {', '.join(CHECKPOINT_SIGNALS)} or none")
+    warning_s = int(req.signal_s) if name else 0
+    if req.signal_s != 120:
+        warning_src = "CLI --preempt-warning"
+    else:
+        warning_src = "default --preempt-warning 120"
+    if warning_s and limit_s is not None and warning_s >= limit_s:
+        # a signal at or before the start would checkpoint and requeue at once, forever
+        warning_s = max(1, limit_s // 2)
+        warning_src = (f"clamped to half of the time limit Slurm applies ({timelimit.hms(limit_s)}): the "
+                       f"{req.signal_s} s warning is not shorter than it")
+    if not name and req.signal_s not in (0, 120):
+        raise UsageError("--preempt-warning", "warns the ranks with the checkpoint signal: give --checkpoint-signal "
+                         "(USR1, TERM, ...) for a program that handles it")
+    if not warning_s:
+        name = ""
+    return Checkpoint(name, warning_s, source, warning_src, limit_s)
 
 
-def _resource_options(opts: _Options, req: SubmitRequest, facts: SiteFacts, template: Template, gpn: int) -> None:
+def _resource_options(opts: _Options, req: SubmitRequest, facts: SiteFacts, template: Template, gpn: int,
+                      ck: Checkpoint) -> None:
     """Name, partition, nodes, tasks, GPUs, CPUs per GPU and time limit."""
     opts.add("job-name", req.name or template.name, "CLI --name" if req.name else "template name")
     opts.add("partition", facts.partition, _src(req.partition, "CLI --partition",
@@ -193,7 +238,9 @@ def _resource_options(opts: _Options, req: SubmitRequest, facts: SiteFacts, temp
                                                if facts.gpu_model else ""))
     opts.add("cpus-per-gpu", facts.submit.cpus_per_gpu, "profile submit.cpus_per_gpu")
     if req.time:
-        opts.add("time", req.time, "CLI --time")
+        applied = (f"; Slurm applies {timelimit.hms(ck.limit_s)} (whole minutes, rounded up)"
+                   if ck.limit_s is not None and ck.limit_s != timelimit.parse_seconds(req.time) else "")
+        opts.add("time", req.time, "CLI --time" + applied)
 
 
 def _nodelist_option(opts: _Options, req: SubmitRequest, facts: SiteFacts, idle_nodes) -> str | None:
@@ -251,12 +298,19 @@ def _user_options(opts: _Options, req: SubmitRequest) -> None:
         opts.add(name, value, "CLI --sbatch (passed through)")
 
 
-def _requeue_options(opts: _Options, template: Template, signal_s: int, signal_src: str, max_restarts: int) -> None:
-    """``--signal`` / ``--requeue`` / ``--open-mode`` for preemption handling or bad-node retries."""
-    if signal_s > 0:
-        opts.add("signal", f"B:USR2@{signal_s}", f"slurmkit preemption: batch shell warned before the time limit ({signal_src})")
-        opts.add("requeue", True, "slurmkit preemption: requeue after checkpoint (also lets Slurm's PreemptMode=REQUEUE requeue)")
-        opts.add("open-mode", "append", "slurmkit preemption: a requeued run appends to the same log")
+def _requeue_options(opts: _Options, template: Template, ck: Checkpoint, max_restarts: int) -> None:
+    """``--signal`` / ``--requeue`` / ``--open-mode`` for checkpoint-and-requeue or bad-node
+    retries. Without a checkpoint signal no early signal is asked for: the time limit ends the
+    job as Slurm ends any (TIMEOUT, not requeued)."""
+    if ck.signal:
+        opts.add("signal", f"B:USR2@{ck.warning_s}",
+                 f"slurmkit checkpoint: the batch shell is warned {ck.warning_s} s before the time limit "
+                 f"({ck.warning_source}) and sends SIG{ck.signal} to the ranks ({ck.signal_source}); a program "
+                 f"without a SIG{ck.signal} handler "
+                 + ("is stopped by it" if ck.signal != "URG" else "ignores it") + " and restarts from scratch")
+        opts.add("requeue", True, "slurmkit checkpoint: requeue after the checkpoint (also lets Slurm's "
+                 "PreemptMode=REQUEUE requeue)")
+        opts.add("open-mode", "append", "slurmkit checkpoint: a requeued run appends to the same log")
     elif template.tasks != "single" and max_restarts > 0:
         # the launchers requeue a run without a node that could not take part (and Slurm requeues
         # after NODE_FAIL or a prolog failure) only when the job may be requeued
@@ -292,7 +346,7 @@ def _container(params: dict, facts: SiteFacts) -> str:
 
 
 def _context(req: SubmitRequest, facts: SiteFacts, template: Template, params: dict, opts: _Options,
-             env: list[EnvVar], gpn: int, signal_s: int, max_restarts: int) -> dict:
+             env: list[EnvVar], gpn: int, ck: Checkpoint, max_restarts: int) -> dict:
     """The values the template reads."""
     ctx = {
         "template": template.name,
@@ -309,7 +363,10 @@ def _context(req: SubmitRequest, facts: SiteFacts, template: Template, params: d
         "rendezvous_interface": facts.submit.rendezvous_interface,
         "port_base": PORT_BASE,
         "port_span": PORT_SPAN,
-        "preempt": signal_s > 0,
+        "preempt": bool(ck.signal),
+        "checkpoint_signal": ck.signal,
+        # what a launcher's agent (torchrun) ignores, its workers getting the default back
+        "agent_ignores": ([ck.signal] if ck.signal and ck.signal != "TERM" else []) + ["TERM"],
         "max_restarts": max_restarts,
         "container": _container(params, facts),
         "p": params,
@@ -397,6 +454,9 @@ def explain(p: Plan) -> str:
     width = max([len(sbatch_line(o.name, o.value)) for o in p.options] + [20])
     for o in p.options:
         lines.append(f"{sbatch_line(o.name, o.value):<{width}}  <- {o.source}")
+    if not p.context.get("checkpoint_signal"):
+        lines.append("# no checkpoint signal (--checkpoint-signal): nothing is sent before the time limit; the job "
+                     "ends there as with plain sbatch (TIMEOUT, not requeued)")
     lines.append("# exported variables")
     for v in p.env:
         text = f"{v.name}={v.value}"

@@ -34,8 +34,10 @@ class SubmitRequest:
     ``nodes``: node count; ``gpus_per_node``: None = all GPUs of the node type (1 for
     single-GPU templates); ``time``: Slurm time string; ``sets``: ``--set`` text values;
     ``params``: typed parameter values (API); ``command``: argv run by every rank;
-    ``signal_s``: seconds before the time limit the batch shell gets USR2 (0: no preemption
-    handling; clamped to half of ``time`` when not shorter than it); ``switch_wait``: max wait
+    ``checkpoint_signal``: the signal (``"USR1"``, ``"TERM"``, ...) the ranks get ``signal_s``
+    seconds before the time limit, after which the job requeues itself (None: the template's or
+    profile's default; ``"none"``: no checkpointing, Slurm's own time limit); ``signal_s``: that
+    warning in seconds (0: off; clamped to half of the time limit Slurm applies when not shorter); ``switch_wait``: max wait
     for ``--switches`` (None: profile ``submit.switch_wait``); ``max_restarts``: self-requeues
     allowed (None: ``--set max_restarts`` or profile ``submit.max_restarts``).
 
@@ -80,10 +82,17 @@ class SubmitRequest:
                                    help="Max wait for --switches (default: profile submit.switch_wait).")
     nccl_debug: str | None = _arg(what="an NCCL_DEBUG level", cli=("--nccl-debug",), metavar="LEVEL",
                                   help="Export NCCL_DEBUG=LEVEL (none by default).")
+    checkpoint_signal: str | None = _arg(
+        what="a signal name such as 'USR1'", cli=("--checkpoint-signal",), metavar="SIGNAL",
+        help="Checkpoint and requeue before the time limit: the ranks get SIGNAL (USR1, USR2, TERM, ...) "
+             "--preempt-warning seconds before it, then the job is requeued. Only for a program that handles "
+             "SIGNAL: without a handler most signals end the process. Default: the template's, else the "
+             "profile's submit.checkpoint_signal, else none (Slurm's own time limit); 'none' turns it off.")
     signal_s: int = _arg(120, types=(int,), what="seconds (int)", cli=("--preempt-warning",), show_default=True,
                          required=True,
-                         help="Seconds before the time limit the job is told to checkpoint (USR2) and requeue; 0: off. "
-                              "Clamped to half of --time when not shorter; requeues capped by --set max_restarts=N.")
+                         help="With a checkpoint signal: seconds before the time limit (as Slurm applies it, in "
+                              "whole minutes) the ranks get it; 0: off. Clamped to half of the time limit when "
+                              "not shorter; requeues capped by --set max_restarts=N.")
     test_only: bool = _arg(False, types=(bool,), what="True or False", cli=("--test-only",), flag=True, required=True,
                            help="sbatch --test-only: print Slurm's start estimate, queue nothing.")
     account: str | None = _arg(what="an account name", cli=("--account", "-A"), help="Account to charge (sbatch --account).")

@@ -64,7 +64,7 @@ def test_each_rank_gets_the_warning_once_and_a_planned_requeue_is_clean(sandbox,
     ranks = (0, 1)
     params = {"python": sys.executable} if template == "torchrun" else {}
     job = submit(sandbox, backend, tmp_path, template, [sys.executable, "-c", COUNTER, tmp_path],
-                 nodes=1, gpus_per_node=2, params=params, time="10:00")
+                 nodes=1, gpus_per_node=2, params=params, time="10:00", checkpoint_signal="USR2")
     wait_for(started(tmp_path, ranks, 0), 90, "first start")
     time.sleep(1)
     # what --signal=B:USR2@<s> does before the time limit: USR2 to the batch shell only
@@ -76,14 +76,14 @@ def test_each_rank_gets_the_warning_once_and_a_planned_requeue_is_clean(sandbox,
         assert json.loads((tmp_path / f"signals-{r}-0.json").read_text()) == ["USR2"], out[-3000:]
         assert (tmp_path / f"start-{r}-1").exists()
     assert "Restarts=1" in scontrol_job(sandbox, job.id)
-    assert "checkpoint and requeue (restart 1 of at most 3)" in out
+    assert "SIGUSR2 to the ranks to checkpoint, then requeue (restart 1 of at most 3)" in out
     assert "Traceback" not in out and "srun: error" not in out, out[-3000:]
 
 
 def test_requeues_stop_at_max_restarts_with_a_clear_message(sandbox, backend, tmp_path):
     # every run waits for its warning (a job that never finishes within its limit)
     job = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", COUNTER, tmp_path, "loop"],
-                 time="10:00", sets={"max_restarts": "1"})
+                 time="10:00", sets={"max_restarts": "1"}, checkpoint_signal="USR2")
     for restart in (0, 1):
         wait_for(started(tmp_path, (0,), restart), 90, f"start {restart}")
         time.sleep(1)

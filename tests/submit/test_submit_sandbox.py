@@ -32,12 +32,13 @@ restart = int(os.environ["SLURMKIT_RESTART_COUNT"])
 ck = os.path.join(out, f"ckpt-{rank}.json")
 state = json.load(open(ck)) if os.path.exists(ck) else None
 step = state["step"] if state else 0
-def on_usr2(sig, frame):
+def on_signal(sig, frame):
     with open(ck + ".tmp", "w") as fh:
-        json.dump({"step": step, "restart": restart}, fh)
+        json.dump({"step": step, "restart": restart, "signal": signal.Signals(sig).name}, fh)
     os.replace(ck + ".tmp", ck)
     sys.exit(0)
-signal.signal(signal.SIGUSR2, on_usr2)
+# the checkpoint signal this program handles (Lightning: USR1, Megatron-LM: TERM)
+signal.signal(getattr(signal, "SIG" + sys.argv[2]), on_signal)
 with open(os.path.join(out, f"start-{rank}-{restart}.json"), "w") as fh:
     json.dump({"restart": restart, "loaded": state}, fh)
 while restart == 0:
@@ -133,25 +134,44 @@ def test_deepspeed_workers_keep_the_gpus_slurm_gave_on_a_shared_node(sandbox, ba
             assert json.loads(p.read_text())["visible"] == ",".join(map(str, free))
 
 
-@pytest.mark.parametrize("template", ["torchrun", "srun", "single-gpu"])
-def test_preemption_checkpoint_requeue_restart(sandbox, backend, tmp_path, template):
-    # torchrun forwards USR2 to its workers (--signals-to-handle); srun ranks get it from Slurm;
-    # single-gpu's one process too (its output is piped through tee, which gets no signal)
+@pytest.mark.parametrize("template,sig", [("torchrun", "USR1"), ("srun", "TERM"), ("single-gpu", "USR1"),
+                                          ("srun", "USR2")])
+def test_preemption_checkpoint_requeue_restart(sandbox, backend, tmp_path, template, sig):
+    # torchrun's workers get the signal from Slurm (the agent ignores it); srun ranks get it from
+    # Slurm; single-gpu's one process too (its output is piped through tee, which gets no signal)
     params = {"python": sys.executable} if template == "torchrun" else {}
     ranks = (0,) if template == "single-gpu" else (0, 1)
-    job = submit(sandbox, backend, tmp_path, template, [sys.executable, "-c", CHECKPOINT, tmp_path],
-                 nodes=1, gpus_per_node=len(ranks), params=params, time="10:00")
+    job = submit(sandbox, backend, tmp_path, template, [sys.executable, "-c", CHECKPOINT, tmp_path, sig],
+                 nodes=1, gpus_per_node=len(ranks), params=params, time="10:00", checkpoint_signal=sig)
     wait_for(lambda: all((tmp_path / f"start-{r}-0.json").exists() for r in ranks), 60, "first start")
-    # what --signal=B:USR2@<s> does before the time limit: USR2 to the batch shell only
+    # what --signal=B:USR2@<s> does before the time limit: USR2 to the batch shell only, which
+    # sends the checkpoint signal to the ranks
     run(["scancel", "--batch", "--signal=USR2", job.id], env=sandbox.env())
     finish(job, tmp_path, timeout=180)
     for rank in ranks:
         saved = json.loads((tmp_path / f"ckpt-{rank}.json").read_text())
-        assert saved["restart"] == 0 and saved["step"] > 0
+        assert saved["restart"] == 0 and saved["step"] > 0 and saved["signal"] == "SIG" + sig
         second = json.loads((tmp_path / f"start-{rank}-1.json").read_text())
         assert second == {"restart": 1, "loaded": saved}
     out = run(["scontrol", "show", "job", job.id], env=sandbox.env()).stdout
     assert "Restarts=1" in out
+
+
+def test_a_program_that_handles_no_signal_runs_as_with_sbatch(sandbox, backend, tmp_path):
+    """Without --checkpoint-signal: no early signal, no requeue; the job completes, or times out
+    as Slurm ends any job (TIMEOUT, Restarts=0), with the time limit Slurm applies (-t 0:30 ->
+    1 minute, Slurm keeps whole minutes)."""
+    done = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "print('done')"], time="1:30")
+    shown = run(["scontrol", "show", "job", done.id], env=sandbox.env()).stdout
+    assert "TimeLimit=00:02:00" in shown
+    finish(done, tmp_path, timeout=60)
+    slow = submit(sandbox, backend, tmp_path, "single-gpu",
+                  [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(600)"], time="0:30")
+    assert slow.wait(timeout=200, poll_s=2) == "TIMEOUT"
+    shown = run(["scontrol", "show", "job", slow.id], env=sandbox.env()).stdout
+    assert "Restarts=0" in shown and "TimeLimit=00:01:00" in shown
+    out = (tmp_path / f"job-{slow.id}.out").read_text()
+    assert "started" in out and "slurmkit: time limit near" not in out
 
 
 def _show_job(sandbox, job_id) -> dict:
@@ -330,17 +350,18 @@ def test_random_names_and_comments_read_back_exactly(sandbox, backend):
             run(["scancel", *ids], env=sandbox.env())
 
 
-@pytest.mark.parametrize("signal_s", [120, 0])   # with and without the preemption trap
+@pytest.mark.parametrize("signal_s", [120, 0])   # with and without the checkpoint trap
 def test_single_gpu_output_reaches_the_job_output(sandbox, backend, tmp_path, signal_s):
+    sig = "USR1" if signal_s else None
     job = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "print('hello from the job')"],
-                 signal_s=signal_s)
+                 signal_s=signal_s, checkpoint_signal=sig)
     finish(job, tmp_path, timeout=60)
     assert "hello from the job" in (tmp_path / f"job-{job.id}.out").read_text()
     assert "hello from the job" in (tmp_path / "slurmkit-logs" / job.id / "rank-0-restart0.out").read_text()
     # a failing program: its message is in the job's output and its exit status is the job's
     bad = submit(sandbox, backend, tmp_path, "single-gpu",
                  [sys.executable, "-c", "import sys; print('step 1', flush=True); sys.exit('loss is NaN')"],
-                 signal_s=signal_s)
+                 signal_s=signal_s, checkpoint_signal=sig)
     assert bad.wait(timeout=60, poll_s=1) == "FAILED"
     out = (tmp_path / f"job-{bad.id}.out").read_text()
     assert "step 1" in out and "loss is NaN" in out

@@ -34,13 +34,14 @@ def test_catalog_has_every_launcher_with_declared_params():
 def test_every_template_renders_valid_bash_with_the_invariants(name):
     kw = {"sets": {"sets": '[{"lr": 0.1}, {"lr": 0.2}]'}} if name == "array" else {}
     nodes = 1 if templates.get(name).tasks == "single" else 2
-    text = render.render(plan_for(name, nodes=nodes, **kw))
+    text = render.render(plan_for(name, nodes=nodes, checkpoint_signal="USR1", **kw))
     assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
     assert "set -euo pipefail" in text
     assert "export CUDA_DEVICE_ORDER=PCI_BUS_ID" in text
     assert "export SLURMKIT_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}" in text
     assert "#SBATCH --signal=B:USR2@120" in text and "#SBATCH --requeue" in text
     assert "slurmkit_payload &" in text and 'wait "$slurmkit_pid"' in text
+    assert 'scancel --signal=USR1 "$SLURM_JOB_ID"' in text and "--signal=USR2 " not in text
     # GPUs are chosen by Slurm's own index (SLURM_STEP_GPUS); only deepspeed's node function reads
     # CUDA_VISIBLE_DEVICES, to hand Slurm's assignment to deepspeed's --include
     import re
@@ -55,8 +56,8 @@ def test_torchrun_one_task_per_node_and_c10d_at_first_node_addr():
     text = render.render(plan_for("torchrun", nodes=2))
     assert "#SBATCH --ntasks-per-node=1" in text
     assert "--rdzv-backend=c10d" in text and '--local-addr="$addr"' in text
-    # the agent neither forwards nor dies of USR2/TERM (Slurm signals every worker itself)
-    assert "--signals-to-handle=SIGINT,SIGHUP,SIGQUIT " in text and "trap '' USR2 TERM" in text
+    # the agent neither forwards nor dies of TERM (Slurm signals every worker itself)
+    assert "--signals-to-handle=SIGINT,SIGHUP,SIGQUIT " in text and "trap '' TERM\n" in text
     assert "--no-python" in text
     assert "MASTER_PORT=$(( 12000 + SLURM_JOB_ID % 20000 ))" in text
     assert "#SBATCH --switches=1@5:00" in text
@@ -69,9 +70,13 @@ def test_srun_one_task_per_gpu_seeing_all_node_gpus():
     assert "RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS" in text
 
 
-def test_preemption_off_removes_signal_and_trap():
-    text = render.render(plan_for("single-gpu", signal_s=0))
+@pytest.mark.parametrize("kw", [{}, {"signal_s": 0, "checkpoint_signal": "USR1"}, {"checkpoint_signal": "none"}])
+def test_without_a_checkpoint_signal_no_signal_trap_nor_requeue(kw):
+    # the default, --preempt-warning 0, or 'none': Slurm's own time limit, as plain sbatch
+    text = render.render(plan_for("single-gpu", **kw))
     assert "--signal" not in text and "trap slurmkit_on" not in text and "--requeue" not in text
+    assert "slurmkit_payload || slurmkit_rc=$?" in text
+    assert 'grep -q "PreemptTime=[0-9]"' in text     # Slurm's preemption still requeues
 
 
 def test_array_sets_become_array_with_throttle_and_filled_commands():
