@@ -13,7 +13,7 @@ import os
 import time as _time
 from dataclasses import dataclass, field
 
-from slurmkit.errors import SlurmkitError
+from slurmkit.errors import SlurmkitError, UsageError
 
 from slurmkit.submit import render as _render
 from slurmkit.submit import request as _request_mod
@@ -28,14 +28,22 @@ def prepare(req: _render.SubmitRequest, backend=None, profile=None, env: dict | 
     ``prefer_locality`` (through ``backend``, else :func:`get_backend` with ``env``), and
     return the :class:`~slurmkit.submit.render.Plan`. Raises ``ProfileError``, ``SiteError``,
     ``TemplateError`` or ``EscapeError`` (all :class:`~slurmkit.errors.InputError`) for bad
-    input, ``SlurmError`` when sinfo fails."""
+    input (an unreadable ``env_file`` too: it is read here, on the submitting machine),
+    ``SlurmError`` when sinfo fails."""
     prof = profile if profile is not None else _site.load(req.site)
     facts = _site.site_facts(prof, req.partition, source=str(req.site or "sandbox"))
     tpl = _templates.get(req.template)
     idle = None
     if req.prefer_locality and req.nodes > 1:
         idle = (backend or get_backend(env)).idle_nodes(facts.partition)
-    return _render.plan(req, facts, tpl, idle)
+    env_file = None
+    if req.env_file:
+        try:
+            with open(req.env_file, encoding="utf-8") as fh:
+                env_file = (req.env_file, fh.read())
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--env-file {req.env_file}", f"cannot read it: {exc}") from None
+    return _render.plan(req, facts, tpl, idle, env_file=env_file)
 
 
 def plan(template: str, command=(), *, backend=None, env: dict | None = None, profile=None,
@@ -66,8 +74,6 @@ def _command_argv(command) -> tuple[str, ...]:
         try:
             return tuple(shlex.split(command))
         except ValueError as exc:
-            from slurmkit.errors import UsageError
-
             raise UsageError("command", f"cannot split {command!r} like a shell would: {exc}") from None
     if isinstance(command, (list, tuple)):
         for i, word in enumerate(command):
@@ -113,12 +119,15 @@ def _request(template, command, kw) -> _render.SubmitRequest:
     for key in ("site", "output", "error", "chdir"):
         if isinstance(kw.get(key), os.PathLike):
             kw[key] = os.fspath(kw[key])
-    sbatch_args = kw.pop("sbatch_args", None) or ()
-    if isinstance(sbatch_args, str):
-        sbatch_args = (sbatch_args,)
+    if isinstance(kw.get("env_file"), os.PathLike):
+        kw["env_file"] = os.fspath(kw["env_file"])
+    if isinstance(kw.get("job_env"), dict):
+        kw["job_env"] = tuple(f"{k}={v}" for k, v in kw["job_env"].items())
+    for key in ("sbatch_args", "job_env", "srun_opts", "setup", "teardown"):
+        items = kw.pop(key, None) or ()
+        kw[key] = tuple(str(a) for a in ((items,) if isinstance(items, str) else items))
     return _render.SubmitRequest(template=template, command=_command_argv(command),
-                                 sets={str(k): str(v) for k, v in dict(sets).items()}, params=dict(params),
-                                 sbatch_args=tuple(str(a) for a in sbatch_args), **kw)
+                                 sets={str(k): str(v) for k, v in dict(sets).items()}, params=dict(params), **kw)
 
 
 @dataclass

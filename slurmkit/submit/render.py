@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from slurmkit.errors import UsageError
-from slurmkit.submit import nccl, placement, timelimit
-from slurmkit.submit.escape import check_line_safe, sbatch_line, shell_join, shell_quote
+from slurmkit.submit import jobenv, nccl, placement, timelimit
+from slurmkit.submit.escape import check_line_safe, sbatch_line, shell_expand_word, shell_join, shell_quote
 from slurmkit.submit.nccl import EnvVar
 from slurmkit.submit.request import SubmitRequest
 from slurmkit.submit.site import SiteFacts
@@ -82,8 +82,10 @@ class _Options(list):
         self.append(Option(name, None if value is True else (None if value is None else str(value)), source))
 
 
-def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: list[str] | None = None) -> Plan:
-    """Compute the plan (pure). Raises :class:`TemplateError` / ``SiteError`` / ``EscapeError``
+def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: list[str] | None = None,
+         env_file: tuple[str, str] | None = None) -> Plan:
+    """Compute the plan (pure). ``env_file``: (path, text) of ``req.env_file``, read by the
+    caller. Raises :class:`TemplateError` / ``SiteError`` / ``EscapeError`` / ``UsageError``
     for bad input."""
     sets, max_restarts, restarts_src = _max_restarts(req, facts)
     params = template.resolve(sets, req.params)
@@ -104,7 +106,10 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
     _user_options(opts, req)
     _requeue_options(opts, template, ck, max_restarts)
     env = _environment(req, facts)
+    job_env = _job_environment(req, env_file)
     ctx = _context(req, facts, template, params, opts, env, gpn, ck, max_restarts)
+    ctx["exports"] += [f"export {v.name}={shell_expand_word(v.value, v.name)}" for v in job_env]
+    env += job_env
     param_sources = {name: "--set" if name in req.sets else "API params" if name in req.params else "template default"
                      for name in params}
     params = {**params, "max_restarts": max_restarts}
@@ -328,6 +333,38 @@ def _environment(req: SubmitRequest, facts: SiteFacts) -> list[EnvVar]:
     return env
 
 
+def _job_environment(req: SubmitRequest, env_file: tuple[str, str] | None) -> list[EnvVar]:
+    """The job's own variables: ``--env-file``'s, then ``--env``'s (the last assignment of a
+    name wins), exported after the site's so they override them. Raises ``UsageError`` naming
+    the item (or ``file:line``)."""
+    out: dict[str, EnvVar] = {}
+    if env_file is not None:
+        path, text = env_file
+        for name, value, n in jobenv.parse_env_file(text, path):
+            out[name] = EnvVar(name, value, f"--env-file {path}:{n} (expanded on the node)")
+    for item in req.job_env:
+        name, value = jobenv.parse_assignment(item, "--env")
+        out.pop(name, None)
+        out[name] = EnvVar(name, value, "CLI --env (expanded on the node)")
+    for var in out.values():
+        shell_expand_word(var.value, f"--env {var.name}")
+    return list(out.values())
+
+
+def _shell_commands(cmds, what: str) -> list[str]:
+    """``--setup`` / ``--teardown`` commands: shell text, one line each (refused otherwise)."""
+    return [check_line_safe(what, str(c)) for c in cmds if str(c).strip()]
+
+
+def _srun_options(opts) -> str:
+    """``--srun-opt`` items as srun words; each must be an option (start with ``-``)."""
+    for o in opts:
+        if not str(o).startswith("-"):
+            raise UsageError(f"--srun-opt {o!r}", "expected an srun option such as --label or --wait=60")
+        check_line_safe("--srun-opt", str(o))
+    return shell_join(opts, "--srun-opt")
+
+
 def _container(params: dict, facts: SiteFacts) -> str:
     """srun's pyxis options for ``container_image`` ("" without one). Raises
     :class:`TemplateError` where the site does not enable containers."""
@@ -369,6 +406,9 @@ def _context(req: SubmitRequest, facts: SiteFacts, template: Template, params: d
         "agent_ignores": ([ck.signal] if ck.signal and ck.signal != "TERM" else []) + ["TERM"],
         "max_restarts": max_restarts,
         "container": _container(params, facts),
+        "srun_opts": _srun_options(req.srun_opts),
+        "setup": _shell_commands(req.setup, "--setup"),
+        "teardown": _shell_commands(req.teardown, "--teardown"),
         "p": params,
     }
     if "sets" in template.params:
@@ -464,6 +504,13 @@ def explain(p: Plan) -> str:
     lines.append(f"{'SLURMKIT_RESTART_COUNT':<{width}}  <- run time: ${{SLURM_RESTART_COUNT:-0}} (requeues so far)")
     for name, how in p.template.runtime_env.items():
         lines.append(f"{name:<{width}}  <- run time: {how}")
+    if p.context.get("srun_opts"):
+        lines.append("# extra srun options (the srun launching the ranks)")
+        lines.append(f"{p.context['srun_opts']:<{width}}  <- CLI --srun-opt")
+    for key, when in (("setup", "before"), ("teardown", "after")):
+        if p.context.get(key):
+            lines.append(f"# {key}: run in the batch shell once per job, {when} the launch")
+            lines.extend(f"{cmd:<{width}}  <- CLI --{key}" for cmd in p.context[key])
     lines.append("# template parameters")
     for name, value in p.params.items():
         src = p.param_sources.get(name, "template default")

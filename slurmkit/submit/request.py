@@ -47,6 +47,11 @@ class SubmitRequest:
     (Slurm syntax, e.g. ``afterok:123``), ``mail_type`` / ``mail_user``; ``sbatch_args``: any
     other sbatch options (``("--gres-flags=enforce-binding", "--begin=now+1hour")``), each
     written as its own escaped ``#SBATCH`` line.
+
+    Per-job settings: ``job_env`` (``NAME=VALUE`` items, ``$OTHER`` expanding on the node),
+    ``env_file`` (a file of such lines, read at submit), ``srun_opts`` (extra options of the srun
+    launching the ranks), ``setup`` / ``teardown`` (shell commands run once in the batch shell
+    before / after the launch).
     """
 
     template: str
@@ -118,6 +123,25 @@ class SubmitRequest:
                                         help="Any other sbatch option, passed through as its own escaped #SBATCH "
                                              "line (e.g. --sbatch=--gres-flags=enforce-binding).")
     max_restarts: int | None = _arg(types=(int,), what="a count (int)")
+    job_env: tuple[str, ...] = _arg((), types=(tuple, list, dict), what="NAME=VALUE items (a list of str, or a dict)",
+                                    cli=("--env",), multiple=True, metavar="NAME=VALUE",
+                                    help="Set NAME for the job (repeatable), written into the script: $OTHER and "
+                                         "${OTHER} in VALUE expand on the node (X=/a:$X prepends), nothing else does.")
+    env_file: str | None = _arg(types=_PATH, what="a path", cli=("--env-file",), metavar="FILE",
+                                help="NAME=VALUE lines (# comments) read at submit, set as --env; --env wins.")
+    srun_opts: tuple[str, ...] = _arg((), types=(tuple, list, str), what="srun options (a list of str)",
+                                      cli=("--srun-opt",), multiple=True, metavar="OPTION",
+                                      help="An extra option for the srun that launches the ranks (repeatable; "
+                                           "e.g. --srun-opt=--label).")
+    setup: tuple[str, ...] = _arg((), types=(tuple, list, str), what="shell commands (a list of str)",
+                                  cli=("--setup",), multiple=True, metavar="CMD",
+                                  help="A shell command run in the batch shell once per job before the launch "
+                                       "(repeatable; e.g. 'source env.sh'); a failing one ends the job.")
+    teardown: tuple[str, ...] = _arg((), types=(tuple, list, str), what="shell commands (a list of str)",
+                                     cli=("--teardown",), multiple=True, metavar="CMD",
+                                     help="A shell command run in the batch shell once per job after the launch "
+                                          "(repeatable), whatever the ranks' status; its failure is reported, "
+                                          "not the job's.")
 
 
 def api_fields() -> dict[str, dataclasses.Field]:

@@ -366,3 +366,22 @@ def test_single_gpu_output_reaches_the_job_output(sandbox, backend, tmp_path, si
     out = (tmp_path / f"job-{bad.id}.out").read_text()
     assert "step 1" in out and "loss is NaN" in out
     assert "ExitCode=1:0" in run(["scontrol", "show", "job", bad.id], env=sandbox.env()).stdout
+
+
+def test_per_job_env_setup_teardown_and_srun_options_on_the_node(sandbox, backend, tmp_path):
+    """--env expands on the node ($PATH there, prepended), --env-file too, --setup's exports reach
+    the rank, --teardown runs once after it, --srun-opt=--label prefixes srun's output."""
+    env_file = tmp_path / "job.env"
+    env_file.write_text("# from a file\nFROM_FILE=yes $SLURM_JOB_ID\n")
+    prog = ("import os; print('X=' + os.environ['X']); print('Y=' + os.environ['Y']); "
+            "print('F=' + os.environ['FROM_FILE']); print('Q=' + os.environ['Q'])")
+    job = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", prog],
+                 job_env=["X=/opt/x/bin:$PATH", "Q=it's $(id) `id`"], env_file=str(env_file),
+                 setup=["export Y=from-setup"], teardown=[f"echo torn-down >> {tmp_path}/teardown"],
+                 srun_opts=["--label"])
+    finish(job, tmp_path, timeout=90)
+    out = (tmp_path / f"job-{job.id}.out").read_text()
+    lines = dict(line.split(": ", 1)[1].split("=", 1) for line in out.splitlines() if line.startswith("0: "))
+    assert lines["X"].startswith("/opt/x/bin:") and "/bin" in lines["X"][len("/opt/x/bin:"):]
+    assert lines["Y"] == "from-setup" and lines["F"] == f"yes {job.id}" and lines["Q"] == "it's $(id) `id`"
+    assert (tmp_path / "teardown").read_text() == "torn-down\n"
