@@ -114,7 +114,8 @@ def submit_remote(template: str, command=(), *, remote, ssh_config=None, sync_di
 def explain_remote(rp: RemotePlan) -> str:
     """The ``--explain`` table of a remote submit: a header saying which host, profile and
     directories, then the plan's table with every profile-sourced value marked as coming from
-    the remote cluster's profile."""
+    the remote cluster's profile (``remote profile (HOST)``, the login node's ``SLURMKIT_SITE``)
+    or from the ``--site`` profile read on this machine (``--site FILE profile``)."""
     from slurmkit.submit import render
 
     host = rp.backend.remote.host
@@ -124,10 +125,12 @@ def explain_remote(rp: RemotePlan) -> str:
             f"# remote directory: {rp.remote_dir} on {host}  <- "
             + (f"synced from {rp.sync_dir}" if rp.sync else "--no-sync (not synced)"),
             f"# run folder: {rp.run_dir}  <- snapshot of the synced tree for this submit (outputs land here)"]
+    # the login node's SLURMKIT_SITE names the remote cluster's profile; --site is read here
+    label = f"remote profile ({host}) " if rp.site.origin != "--site" else f"--site {rp.site.spec} profile "
     body = []
     for line in render.explain(rp.plan).splitlines():
         if "  <- profile " in line:
-            line = line.replace("  <- profile ", f"  <- remote profile ({host}) ", 1)
+            line = line.replace("  <- profile ", f"  <- {label}", 1)
         elif line.startswith("#SBATCH --chdir=") and "<- CLI --chdir" in line:
             line = line.replace("<- CLI --chdir", f"<- {rp.chdir_source}")
         body.append(line)

@@ -199,3 +199,43 @@ def test_torchrun_runs_in_the_commands_python_unless_told():
     text = render.render(plan_for("torchrun", nodes=2, sets={"python": "/usr/bin/python3"}))
     assert '  /usr/bin/python3 -c "$SLURMKIT_TORCHRUN"' in text
     assert "from torch.distributed.run import main" in text
+
+
+def _listen_on_two_ports_in_range():
+    """Two listening sockets on consecutive ports in slurmkit's range (12000-31999), as other
+    jobs' rendezvous stores would hold them: (first port, [sockets])."""
+    import socket
+
+    for cand in range(25000, 31000, 7):
+        socks = []
+        try:
+            for port in (cand, cand + 1):
+                s = socket.socket(socket.AF_INET)
+                socks.append(s)
+                s.bind(("0.0.0.0", port))
+                s.listen()
+            return cand, socks
+        except OSError:
+            for s in socks:
+                s.close()
+    raise AssertionError("no two free ports in 25000-31000")
+
+
+def test_two_jobs_with_ids_equal_modulo_the_span_do_not_share_a_master_port():
+    """Jobs holding 12000 + id % 20000 and the next port on the head node (real listening
+    sockets here): a job whose id is 20000 higher takes the first free port after them; the
+    rendered script's function run by bash."""
+    text = render.render(plan_for("torchrun", nodes=2))
+    start = text.index("slurmkit_free_port() {")
+    func = text[start:text.index("\n}\n", start) + 3]
+    port, socks = _listen_on_two_ports_in_range()
+    try:
+        job_id = 20000 * 7 + (port - 12000)
+        assert 12000 + job_id % 20000 == port and 12000 + (job_id + 20000) % 20000 == port   # the formula collides
+        script = f"{func}slurmkit_free_port $(( 12000 + {job_id + 20000} % 20000 )) 12000 20000\n"
+        got = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.strip()
+    finally:
+        for s in socks:
+            s.close()
+    assert got == str(port + 2)
+    assert 'MASTER_PORT=$(slurmkit_free_port "$MASTER_PORT" 12000 20000)' in text
