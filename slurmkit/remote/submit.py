@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
+import shlex
 
 from slurmkit.remote import sync as _sync
 from slurmkit.remote.backend import RemoteBackend, as_remote
 from slurmkit.remote.site import load_remote_site
+from slurmkit.submit.outputs import output_dirs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +94,10 @@ def run_remote(rp: RemotePlan, test_only: bool = False) -> str:
     else:
         _sync.check_exists(remote, rp.remote_dir)   # nothing is sent: any project may reuse it
     _sync.finish_run(remote, rp.remote_dir, rp.run_id, copy_tree=not rp.sync)
+    opts = {o.name: o.value for o in rp.plan.options}
+    dirs = output_dirs({"--output": opts.get("output"), "--error": opts.get("error")}, opts["chdir"])
+    if dirs and not test_only:   # Slurm creates the files, never their directories
+        remote.shell("mkdir -p -- " + " ".join(shlex.quote(d) for d in dirs), "submit")
     return rp.backend.submit(render.render(rp.plan), test_only=test_only)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from slurmkit.errors import SlurmkitError, UsageError
 
+from slurmkit.submit import outputs as _outputs
 from slurmkit.submit import render as _render
 from slurmkit.submit import request as _request_mod
 from slurmkit.submit import site as _site
@@ -197,6 +198,8 @@ def submit(template: str, command=(), *, backend=None, env: dict | None = None, 
     loading ``site``. With ``test_only=True`` nothing is queued; Slurm's start estimate (str,
     what ``sbatch --test-only`` printed) is returned. Raises what :func:`prepare` raises, and
     ``SlurmError`` when sbatch fails.
+    The directories of ``output`` / ``error`` are created when missing (relative to ``chdir``,
+    else the current directory); one with a Slurm pattern raises ``UsageError``.
     ``remote``: submit on that host's login node through ssh (``slurmkit.remote.submit``:
     extra keywords ``ssh_config``, ``sync_dir``, ``remote_dir``, ``sync``, ``excludes``, ``timeout``).
     """
@@ -207,6 +210,8 @@ def submit(template: str, command=(), *, backend=None, env: dict | None = None, 
     backend = backend or get_backend(env)
     req = _request(template, command, kw)
     script = _render.render(prepare(req, backend, profile))
+    if not req.test_only:
+        _outputs.make_output_dirs({"--output": req.output, "--error": req.error}, req.chdir or os.getcwd())
     if req.test_only:
         return backend.submit(script, test_only=True)
     return Job(backend.submit(script), backend)

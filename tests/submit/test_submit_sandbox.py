@@ -6,6 +6,8 @@ test compares it with the sandbox's rendered site profile.
 
 import contextlib
 import json
+import os
+import subprocess
 import sys
 import time
 import tomllib
@@ -385,3 +387,20 @@ def test_per_job_env_setup_teardown_and_srun_options_on_the_node(sandbox, backen
     assert lines["X"].startswith("/opt/x/bin:") and "/bin" in lines["X"][len("/opt/x/bin:"):]
     assert lines["Y"] == "from-setup" and lines["F"] == f"yes {job.id}" and lines["Q"] == "it's $(id) `id`"
     assert (tmp_path / "teardown").read_text() == "torn-down\n"
+
+
+def test_a_missing_output_directory_is_created_and_logs_of_a_job_without_output_say_why(sandbox, backend,
+                                                                                        tmp_path):
+    job = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "print('in nodir')"],
+                 output=str(tmp_path / "nodir" / "x-%j.out"))
+    finish(job, tmp_path, timeout=60)
+    assert "in nodir" in (tmp_path / "nodir" / f"x-{job.id}.out").read_text()
+    # plain sbatch into a directory that does not exist: the job ends with no output anywhere
+    lost = run(["sbatch", "--parsable", "-o", str(tmp_path / "missing" / "o-%j.out"), "--wrap", "true"],
+               env=sandbox.env()).stdout.strip()
+    state = api.Job(lost, backend).wait(timeout=60, poll_s=1)
+    code = api.Job(lost, backend).exit_code
+    proc = subprocess.run([sys.executable, "-m", "slurmkit", "logs", lost], capture_output=True, text=True,
+                          env={**os.environ, **sandbox.env()}, timeout=60)
+    assert proc.returncode == 1
+    assert f"job {lost} ended {state} (exit code {code}) without any output" in proc.stderr, proc.stderr
