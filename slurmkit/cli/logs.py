@@ -21,10 +21,28 @@ def cli(job_id, follow, remote, ssh_config):
     if not job_id.replace("_", "").isdigit():
         raise UsageError("JOBID", f"{job_id!r} is not a job id (digits, or ARRAYID_TASK)")
     backend = backend_for(remote, ssh_config)
+    if follow:
+        wait_until_started(backend, job_id)
     try:
         show(backend, job_id, follow=follow)
     except LogsError as exc:
         raise ended_without_output(backend, job_id) or exc from None
+
+
+def wait_until_started(backend, job_id: str) -> None:
+    """While the job has not started, show its state and pending reason as they change (on
+    stderr: a live line on a terminal, plain lines elsewhere)."""
+    from slurmkit.cli.watch import STARTED, StateLine
+    from slurmkit.submit.api import Job
+
+    info = backend.states([job_id]).get(job_id)
+    if info is None or info.state in STARTED:
+        return
+    line = StateLine(job_id)
+    try:
+        Job(job_id, backend).wait(until=STARTED, callback=line)
+    finally:
+        line.close()
 
 
 def ended_without_output(backend, job_id: str):

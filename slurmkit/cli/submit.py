@@ -98,8 +98,12 @@ def request_kwargs(values: dict) -> dict:
 @request_options
 @click.option("--dry-run", is_flag=True, help="Print the script instead of submitting it.")
 @click.option("--explain", is_flag=True, help="Print where every #SBATCH option and variable comes from.")
+@click.option("--wait", "wait_", is_flag=True,
+              help="After printing the job id, show its state and pending reason as they change (stderr) until it "
+                   "ends; exit 0 when it COMPLETED, else 1.")
 @submit_options
-def cli(template, command, dry_run, explain, remote, ssh_config, sync_dir, remote_dir, no_sync, excludes, **values):
+def cli(template, command, dry_run, explain, wait_, remote, ssh_config, sync_dir, remote_dir, no_sync, excludes,
+        **values):
     """Render job TEMPLATE for the site and submit it; prints the job id.
 
     The command each rank runs starts at the first word after TEMPLATE that is not an option
@@ -114,6 +118,10 @@ def cli(template, command, dry_run, explain, remote, ssh_config, sync_dir, remot
     if any(remote.values()):
         from slurmkit.cli.remote import run_submit
 
+        if wait_:
+            from slurmkit.errors import UsageError
+
+            raise UsageError("--wait", "not with --remote yet: follow the job with 'slurmkit logs --remote HOST -f ID'")
         req = SubmitRequest(template=template, command=tuple(command), **kw)
         return run_submit(req, explain=explain, dry_run=dry_run, test_only=test_only, **remote)
     if explain:
@@ -123,3 +131,20 @@ def cli(template, command, dry_run, explain, remote, ssh_config, sync_dir, remot
     else:
         result = api.submit(template, command, **kw)
         click.echo(result if test_only else result.id)
+        if wait_ and not test_only:
+            _wait_visibly(result)
+
+
+def _wait_visibly(job) -> None:
+    """``--wait``: the job's state changes on stderr until it ends; a job that did not
+    complete is an error (exit 1) naming its state and exit code."""
+    from slurmkit.cli.watch import StateLine
+    from slurmkit.errors import SlurmkitError
+
+    line = StateLine(job.id)
+    try:
+        state = job.wait(callback=line)
+    finally:
+        line.close()
+    if state != "COMPLETED":
+        raise SlurmkitError(f"job {job.id} ended {state} (exit code {job.exit_code or 'unknown'})")

@@ -168,11 +168,15 @@ class Job:
         info = self.info()
         return info.state if info else "UNKNOWN"
 
-    def wait(self, timeout: float | None = None, poll_s: float = 2.0, until=TERMINAL) -> str:
+    def wait(self, timeout: float | None = None, poll_s: float = 2.0, until=TERMINAL, callback=None) -> str:
         """Poll every ``poll_s`` seconds until the state is in ``until`` (default: terminal);
-        return it. Raises ``TimeoutError`` after ``timeout`` seconds and :class:`JobNotFound`
-        when neither squeue nor sacct knows the job."""
-        return wait_all([self], timeout=timeout, poll_s=poll_s, until=until)[self.id]
+        return it. ``callback(info)``: called with the job's
+        :class:`~slurmkit.submit.backend.JobInfo` (None while Slurm does not know it) at the
+        first poll and whenever its state, pending reason or expected start changes. Raises
+        ``TimeoutError`` after ``timeout`` seconds and :class:`JobNotFound` when neither squeue
+        nor sacct knows the job."""
+        cb = None if callback is None else (lambda job_id, info: callback(info))
+        return wait_all([self], timeout=timeout, poll_s=poll_s, until=until, callback=cb)[self.id]
 
     def cancel(self) -> None:
         """``scancel`` the job."""
@@ -238,15 +242,27 @@ def poll(jobs) -> dict[str, JobInfo]:
     return out
 
 
-def wait_all(jobs, timeout: float | None = None, poll_s: float = 2.0, until=TERMINAL) -> dict[str, str]:
-    """Wait until every job's state is in ``until``; job id -> final state. One batched
-    :func:`poll` per ``poll_s`` seconds. Raises ``TimeoutError`` after ``timeout`` seconds,
-    :class:`JobNotFound` when a job stays unknown to squeue and sacct for 3 polls in a row."""
+def wait_all(jobs, timeout: float | None = None, poll_s: float = 2.0, until=TERMINAL,
+             callback=None) -> dict[str, str]:
+    """Wait until every job's state is in ``until`` (any container of state names); job id ->
+    final state. One batched :func:`poll` per ``poll_s`` seconds. ``callback(job_id, info)``:
+    called at the first poll and whenever a job's state, pending reason or expected start
+    changes (``info`` a :class:`~slurmkit.submit.backend.JobInfo`, None while unknown). Raises
+    ``TimeoutError`` after ``timeout`` seconds, :class:`JobNotFound` when a job stays unknown
+    to squeue and sacct for 3 polls in a row."""
     jobs = list(jobs)
     deadline = None if timeout is None else _time.monotonic() + timeout
     unknown: dict[str, int] = {}
+    seen: dict[str, tuple] = {}
     while True:
         infos = poll(jobs)
+        if callback is not None:
+            for j in jobs:
+                info = infos.get(j.id)
+                key = (info.state, info.reason, info.start) if info else None
+                if j.id not in seen or seen[j.id] != key:
+                    seen[j.id] = key
+                    callback(j.id, info)
         states = {j.id: (infos[j.id].state if j.id in infos else "UNKNOWN") for j in jobs}
         if all(s in until for s in states.values()):
             return states

@@ -11,7 +11,7 @@ from slurmkit.submit import api
 from slurmkit.submit.request import SubmitRequest, api_fields, check_type, cli_fields
 
 #: slurmkit submit's options that are not request fields (what to do with the request, where)
-NOT_REQUEST = {"dry_run", "explain", "remote", "ssh_config", "sync_dir", "remote_dir", "no_sync", "excludes", "help"}
+NOT_REQUEST = {"dry_run", "explain", "wait_", "remote", "ssh_config", "sync_dir", "remote_dir", "no_sync", "excludes", "help"}
 
 
 def test_every_cli_option_is_a_request_field_and_back():

@@ -404,3 +404,39 @@ def test_a_missing_output_directory_is_created_and_logs_of_a_job_without_output_
                           env={**os.environ, **sandbox.env()}, timeout=60)
     assert proc.returncode == 1
     assert f"job {lost} ended {state} (exit code {code}) without any output" in proc.stderr, proc.stderr
+
+
+def test_waiting_shows_the_pending_reason_as_it_changes(sandbox, backend, tmp_path):
+    """A job held by a dependency: status shows Slurm's reason; Job.wait's callback, submit
+    --wait and logs --follow show PENDING (Dependency), then the run, as plain lines off a
+    terminal."""
+    from slurmkit.submit.backend import parse_squeue
+
+    env = {**os.environ, **sandbox.env()}
+    first = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "import time; time.sleep(8)"])
+    held = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "print('held job ran')"],
+                  dependency=f"afterok:{first.id}")
+    raw = run(["squeue", "-h", "-t", "all", "-j", held.id, "-o", "%i|%T|%N|%D|%b|%r|%S"], env=sandbox.env()).stdout
+    info = parse_squeue(raw)[held.id]
+    assert (info.state, info.reason) == ("PENDING", "Dependency"), raw
+    status = subprocess.run([sys.executable, "-m", "slurmkit", "status", held.id], capture_output=True, text=True,
+                            env=env, timeout=60)
+    assert "PENDING" in status.stdout and "reason=Dependency" in status.stdout, status.stdout + status.stderr
+    follow = subprocess.Popen([sys.executable, "-m", "slurmkit", "logs", "-f", held.id], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+    seen = []
+    assert held.wait(timeout=120, poll_s=1, callback=seen.append) == "COMPLETED"
+    out, err = follow.communicate(timeout=60)
+    assert (seen[0].state, seen[0].reason) == ("PENDING", "Dependency") and seen[-1].state == "COMPLETED"
+    assert f"job {held.id}: PENDING (Dependency)" in err.splitlines()[0], err
+    assert "held job ran" in out
+    # submit --wait, off a terminal: one plain line per change, exit 0 once COMPLETED
+    blocker = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "import time; time.sleep(5)"])
+    proc = subprocess.run([sys.executable, "-m", "slurmkit", "submit", "single-gpu", "-o", str(tmp_path / "w-%j.out"),
+                           "-D", str(tmp_path), "-d", f"afterok:{blocker.id}", "--wait", "--", "true"],
+                          capture_output=True, text=True, env=env, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    job_id = proc.stdout.strip()
+    lines = proc.stderr.splitlines()
+    assert lines[0] == f"job {job_id}: PENDING (Dependency)" and lines[-1].startswith(f"job {job_id}: COMPLETED")
+    assert "\r" not in proc.stderr
