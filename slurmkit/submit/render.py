@@ -365,6 +365,23 @@ def _srun_options(opts) -> str:
     return shell_join(opts, "--srun-opt")
 
 
+def _retry_switches(opts: _Options, facts: SiteFacts) -> dict | None:
+    """What a requeue without a bad node does to the job's ``--switches`` (None: it has none):
+    ``value`` for ``scontrol update Switches=`` (``0`` clears it: profile
+    ``submit.retry_switch_wait`` = "", the default; else the count with that wait) and what the
+    job's output ``says``."""
+    sw = next((o.value for o in opts if o.name == "switches"), None)
+    if not sw:
+        return None
+    count = sw.split("@", 1)[0]
+    wait = facts.submit.retry_switch_wait
+    if not wait:
+        return {"value": "0", "says": f"drops --switches={sw}: it may start on any free nodes"}
+    timelimit.parse_seconds(wait, "profile submit.retry_switch_wait", minimum=0)
+    return {"value": f"{count}@{wait}", "says": f"waits at most {wait} for --switches={count} (was {sw}; "
+            "profile submit.retry_switch_wait)"}
+
+
 def _container(params: dict, facts: SiteFacts) -> str:
     """srun's pyxis options for ``container_image`` ("" without one). Raises
     :class:`TemplateError` where the site does not enable containers."""
@@ -405,6 +422,7 @@ def _context(req: SubmitRequest, facts: SiteFacts, template: Template, params: d
         # what a launcher's agent (torchrun) ignores, its workers getting the default back
         "agent_ignores": ([ck.signal] if ck.signal and ck.signal != "TERM" else []) + ["TERM"],
         "max_restarts": max_restarts,
+        "retry_switches": _retry_switches(opts, facts),
         "container": _container(params, facts),
         "srun_opts": _srun_options(req.srun_opts),
         "setup": _shell_commands(req.setup, "--setup"),
