@@ -373,3 +373,51 @@ def test_a_retry_without_a_bad_node_drops_switches_and_starts_on_the_other_leaf(
     assert "Restarts=1" in info and "ExcNodeList=n2" in info, info
     nodes = {json.loads(p.read_text())["node"] for p in tmp_path.glob("rank*.json")}
     assert "n1" in nodes and "n2" not in nodes and len(nodes) == 2
+
+
+#: A rank per node: on the first run it waits for the test's "die" file, then n2's rank exits 3
+#: (as a rank whose GPU fell off the bus); the run after a requeue ends at once.
+MIDRUN = """
+import os, sys, time
+out, node = sys.argv[1], os.environ["SLURMD_NODENAME"]
+restart = int(os.environ["SLURMKIT_RESTART_COUNT"])
+open(os.path.join(out, f"start-{node}-{restart}"), "w").close()
+if restart == 0:
+    while not os.path.exists(os.path.join(out, "die")):
+        time.sleep(0.2)
+    if node == "n2":
+        sys.exit(3)
+    time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("drained", [True, False])
+def test_a_rank_dying_mid_run_is_retried_only_with_node_evidence(sandbox, backend, tmp_path, drained):
+    """n2's rank dies mid-run. With n2 drained during the job by the health check (a
+    'slurmkit:' hardware reason), the job is requeued without n2 and the output names the node
+    and the evidence; without evidence, the rank's failure is the program's: FAILED, exit 3."""
+    job = submit(sandbox, backend, tmp_path, "srun", [sys.executable, "-c", MIDRUN, tmp_path], nodes=2,
+                 gpus_per_node=1, time="5:00", switches=False, exclude="n3")
+    wait_for(lambda: (tmp_path / "start-n1-0").exists() and (tmp_path / "start-n2-0").exists(), 90, "first start")
+    reason = "slurmkit: xid 79 GPU0 0000:19:00.0: fell off the bus"
+    try:
+        if drained:
+            run(["scontrol", "update", "NodeName=n2", "State=DRAIN", f"Reason={reason}"], env=sandbox.env())
+        (tmp_path / "die").write_text("")
+        state = job.wait(timeout=180, poll_s=1)
+    finally:
+        if drained:
+            run(["scontrol", "update", "NodeName=n2", "State=RESUME"], env=sandbox.env())
+    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    info = scontrol_job(sandbox, job.id)
+    if drained:
+        assert state == "COMPLETED", out[-3000:]
+        said = [line for line in out.splitlines() if line.startswith("slurmkit: node n2 failed: ")]
+        assert said and said[0].startswith("slurmkit: node n2 failed: drained during the job by slurmkit's "
+                                           "health check (State=") and said[0].endswith(f"): {reason}"), out[-3000:]
+        assert "slurmkit: requeued without n2 (ExcNodeList=n3,n2), restart 1 of at most 3" in out
+        assert "Restarts=1" in info and (tmp_path / "start-n1-1").exists()
+    else:
+        assert state == "FAILED", out[-3000:]
+        assert "requeued without" not in out and "slurmkit: node n2 failed" not in out, out[-3000:]
+        assert "Restarts=0" in info and "ExitCode=3:0" in info, info
