@@ -70,9 +70,9 @@ def test_array_tasks_aggregate_under_the_array_id():
 
 
 def test_pending_reason_and_expected_start_come_from_squeue():
-    # squeue -h -t all -o '%i|%T|%N|%D|%b|%r|%S' (Slurm 22.05 sandbox: a job held by afterok, one
-    # waiting for nodes, one running); hand-made from the sandbox's format, labelled: the
-    # sandbox test test_waiting_shows_the_pending_reason_as_it_changes reads the real one
+    # squeue -h -t all -o '%i|%T|%N|%D|%b|%r|%S': an edit of SQUEUE above (real, Slurm 22.05
+    # sandbox) with the reason and start columns appended, labelled so; the sandbox test
+    # test_waiting_shows_the_pending_reason_as_it_changes parses the real squeue's (Dependency)
     text = ("12|PENDING||1|gres:gpu:h100:1|Dependency|N/A\n"
             "13|PENDING||2|gres:gpu:h100:4|Resources|2026-12-02T04:10:00\n"
             "14|RUNNING|n1|1|gres:gpu:h100:1|None|2026-12-02T03:10:00\n")
