@@ -359,7 +359,12 @@ def test_the_job_exits_with_the_payloads_status_when_no_rank_recorded_one(tmp_pa
     and no launcher record ends the job with 3 (pipefail and set -e must not turn it into 2)."""
     text = render.render(plan_for(template, nodes=1, signal_s=signal_s))
     finish = text.split("slurmkit_finish() {", 1)[1].split("\n}\n", 1)[0]
-    script = (f"set -euo pipefail\nSLURMKIT_LOG_DIR={tmp_path}\nSLURMKIT_RESTART_COUNT=0\n"
+    faults = text.split("slurmkit_node_faults() {", 1)[1].split("\n}\n", 1)[0]
+    # the node-fault scan asks Slurm about the job's node: here it is n1, healthy (no controller)
+    scontrol = ('scontrol() { case "$2" in hostnames) echo n1 ;; '
+                'node) echo "NodeName=n1 State=ALLOCATED Reason=" ;; esac; }\n')
+    script = (f"set -euo pipefail\nSLURMKIT_LOG_DIR={tmp_path}\nSLURMKIT_RESTART_COUNT=0\nSLURM_JOB_NODELIST=n1\n"
+              f"{scontrol}slurmkit_node_faults() {{{faults}\n}}\n"
               f"slurmkit_finish() {{{finish}\n}}\nslurmkit_rc=0\n(exit 3) || slurmkit_rc=$?\nslurmkit_finish \"$slurmkit_rc\"\n")
     assert subprocess.run(["bash", "-c", script]).returncode == 3
     (tmp_path / "failed-n2-restart0").write_text("7\n")
