@@ -192,8 +192,9 @@ def submit(template: str, command=(), *, backend=None, env: dict | None = None, 
     :class:`~slurmkit.submit.render.SubmitRequest`'s fields (``site``, ``partition``, ``nodes``,
     ``gpus_per_node``, ``time``, ``name``, ``sets`` (text values, as ``--set``), ``params``
     (typed values), ``comment``, ``output``, ``error``, ``chdir``, ``nodelist``,
-    ``prefer_locality``, ``switches``, ``switch_wait``, ``nccl_debug``, ``signal_s``,
-    ``max_restarts``, ``account``, ``qos``, ``mem``, ``mem_per_gpu``, ``exclusive``,
+    ``prefer_locality``, ``switches``, ``switch_wait``, ``nccl_debug``, ``checkpoint_signal``,
+    ``signal_s``, ``max_restarts``, ``job_env`` (``["X=/a:$X"]`` or a dict), ``env_file``,
+    ``srun_opts``, ``setup``, ``teardown``, ``account``, ``qos``, ``mem``, ``mem_per_gpu``, ``exclusive``,
     ``constraint``, ``exclude``, ``reservation``, ``dependency``, ``mail_type``, ``mail_user``,
     ``sbatch_args``) plus ``after``: a :class:`Job` (or job id, or a list) this job starts after
     once it completed (``--dependency=afterok:<id>``). A keyword of the wrong type raises
