@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from slurmkit.cli.remote import host_options
+from slurmkit.remote.logs import LogsError, show
 
 
 @click.command("logs", context_settings={"help_option_names": ["-h", "--help"]})
@@ -16,8 +17,44 @@ def cli(job_id, follow, remote, ssh_config):
     """Print job JOBID's output (sbatch --output; default slurm-JOBID.out)."""
     from slurmkit.cli.remote import backend_for
     from slurmkit.errors import UsageError
-    from slurmkit.remote.logs import show
 
     if not job_id.replace("_", "").isdigit():
         raise UsageError("JOBID", f"{job_id!r} is not a job id (digits, or ARRAYID_TASK)")
-    show(backend_for(remote, ssh_config), job_id, follow=follow)
+    backend = backend_for(remote, ssh_config)
+    if follow:
+        wait_until_started(backend, job_id)
+    try:
+        show(backend, job_id, follow=follow)
+    except LogsError as exc:
+        raise ended_without_output(backend, job_id) or exc from None
+
+
+def wait_until_started(backend, job_id: str) -> None:
+    """While the job has not started, show its state and pending reason as they change (on
+    stderr: a live line on a terminal, plain lines elsewhere)."""
+    from slurmkit.cli.watch import STARTED, StateLine
+    from slurmkit.submit.api import Job
+
+    info = backend.states([job_id]).get(job_id)
+    if info is None or info.state in STARTED:
+        return
+    line = StateLine(job_id)
+    try:
+        Job(job_id, backend).wait(until=STARTED, callback=line)
+    finally:
+        line.close()
+
+
+def ended_without_output(backend, job_id: str):
+    """For a job that has ended without the output file: a :class:`LogsError` saying so with
+    its state and exit code (squeue / sacct ``State``, sacct ``ExitCode``); None while the job
+    is pending or running, or unknown."""
+    from slurmkit.remote.backend import exit_codes
+    from slurmkit.submit.backend import TERMINAL
+
+    info = backend.states([job_id]).get(job_id)
+    if info is None or info.state not in TERMINAL:
+        return None
+    code = exit_codes(backend, [job_id]).get(job_id) or "unknown"
+    return LogsError(f"job {job_id} ended {info.state} (exit code {code}) without any output: its output file "
+                     "was never written (a missing directory in -o/-e, or the job failed before it started)")

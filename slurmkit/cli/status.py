@@ -14,11 +14,12 @@ from slurmkit.cli.remote import host_options
 
 @click.command("status", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("job_ids", nargs=-1, required=True)
-@click.option("--json", "as_json", is_flag=True, help='JSON: {"job_id", "state", "nodes", "gpus", "exit_code"} (a list for several jobs).')
+@click.option("--json", "as_json", is_flag=True, help='JSON: {"job_id", "state", "nodes", "gpus", "exit_code"}, for a '
+              'pending job also "reason" and "expected_start" (a list for several jobs).')
 @host_options
 @click.pass_context
 def cli(ctx, job_ids, as_json, remote, ssh_config):
-    """Show jobs' state, nodes and GPUs."""
+    """Show jobs' state, nodes and GPUs; for a pending job Slurm's reason and expected start."""
     from slurmkit.cli.remote import backend_for
     from slurmkit.errors import SlurmkitError, UsageError
     from slurmkit.submit.backend import TERMINAL, exit_codes
@@ -33,10 +34,17 @@ def cli(ctx, job_ids, as_json, remote, ssh_config):
     if unknown:
         raise SlurmkitError(f"unknown job id(s): {', '.join(unknown)} (not in squeue or sacct)")
     # sacct reports 0:0 for jobs that have not ended: an exit code only for finished jobs
-    rows = [{**infos[j].as_dict(), "exit_code": codes.get(j) if infos[j].state in TERMINAL else None}
-            for j in job_ids]
+    rows = []
+    for j in job_ids:
+        row = {**infos[j].as_dict(), "exit_code": codes.get(j) if infos[j].state in TERMINAL else None}
+        if infos[j].state == "PENDING":      # squeue's %r and %S: why it waits, when Slurm expects it to start
+            row.update(reason=infos[j].reason or None, expected_start=infos[j].start or None)
+        rows.append(row)
     if want_json(ctx, as_json):
         click.echo(json.dumps(rows[0] if len(rows) == 1 else rows))
         return
     for r in rows:
-        click.echo(f"{r['job_id']}  {r['state']}  nodes={','.join(r['nodes']) or '-'}  gpus={r['gpus']}  exit={r['exit_code'] or '-'}")
+        line = f"{r['job_id']}  {r['state']}  nodes={','.join(r['nodes']) or '-'}  gpus={r['gpus']}  exit={r['exit_code'] or '-'}"
+        if r["state"] == "PENDING":
+            line += f"  reason={r['reason'] or '-'}  expected_start={r['expected_start'] or '-'}"
+        click.echo(line)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from slurmkit.cli.remote import submit_options
+from slurmkit.submit.request import SubmitRequest, cli_fields
 
 
 def _parse_sets(values) -> dict:
@@ -56,50 +57,53 @@ class _ProgramArgs(click.Command):
         return super().parse_args(ctx, args)
 
 
+def request_options(f):
+    """One click option per :class:`~slurmkit.submit.request.SubmitRequest` field that has a CLI
+    spelling (:func:`~slurmkit.submit.request.cli_fields`), each passing the field's name."""
+    for fld in reversed(cli_fields()):
+        meta = fld.metadata
+        kw = {"help": meta["help"], "metavar": meta["metavar"]}
+        if meta["flag"]:
+            kw["is_flag"] = True
+        elif meta["multiple"]:
+            kw["multiple"] = True
+        else:
+            kw["type"] = int if int in meta["types"] else None
+            if fld.default is not None and not isinstance(fld.default, (dict, tuple)):
+                kw["default"], kw["show_default"] = fld.default, meta["show_default"]
+        f = click.option(*meta["cli"], fld.name, **kw)(f)
+    return f
+
+
+def request_kwargs(values: dict) -> dict:
+    """The CLI's option values (field name -> click's value) as ``slurmkit.submit`` keywords:
+    ``--set`` items parsed, a flag on a field that defaults to True (``--no-switches``) turns it
+    off, repeated options as tuples."""
+    kw = {}
+    for fld in cli_fields():
+        value = values[fld.name]
+        if fld.name == "sets":
+            value = _parse_sets(value)
+        elif fld.metadata["flag"] and fld.default is True:
+            value = not value
+        elif fld.metadata["multiple"]:
+            value = tuple(value)
+        kw[fld.name] = value
+    return kw
+
+
 @click.command("submit", cls=_ProgramArgs, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("template")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-@click.option("--site", help="Site profile: shipped name (site/NAME.toml) or a TOML path. Default: $SLURMKIT_SITE or sandbox.")
-@click.option("--partition", "-p", help="Partition (default: the profile's default partition).")
-@click.option("--nodes", "-N", type=int, default=1, show_default=True, help="Number of nodes.")
-@click.option("--gpus-per-node", type=int, help="GPUs per node (default: all of the node type; 1 for single-GPU templates).")
-@click.option("--gpu-type", help="On a node type with several GPU models: the gres type to ask for (default: any GPU, untyped).")
-@click.option("--time", "-t", "time_", help="Time limit (Slurm format, e.g. 1:00:00).")
-@click.option("--name", "-J", help="Job name (any text except newline/NUL).")
-@click.option("--comment", help="Job comment.")
-@click.option("--output", "-o", help="Batch output path (sbatch --output).")
-@click.option("--error", "-e", help="Batch error path (sbatch --error).")
-@click.option("--chdir", "-D", help="Working directory of the job (sbatch --chdir).")
-@click.option("--nodelist", "-w", help="Run on these nodes (Slurm hostlist; overrides --prefer-locality).")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A template parameter (see 'slurmkit templates show').")
-@click.option("--prefer-locality", is_flag=True, help="Pick a --nodelist of idle nodes under one leaf switch (sinfo + profile).")
-@click.option("--no-switches", is_flag=True, help="Do not ask Slurm for --switches.")
-@click.option("--switch-wait", help="Max wait for --switches (default: profile submit.switch_wait).")
-@click.option("--nccl-debug", metavar="LEVEL", help="Export NCCL_DEBUG=LEVEL (none by default).")
-@click.option("--preempt-warning", "signal_s", type=int, default=120, show_default=True,
-              help="Seconds before the time limit the job is told to checkpoint (USR2) and requeue; 0: off. "
-                   "Clamped to half of --time when not shorter; requeues capped by --set max_restarts=N.")
-@click.option("--account", "-A", help="Account to charge (sbatch --account).")
-@click.option("--qos", "-q", help="Quality of service (sbatch --qos).")
-@click.option("--mem", help="Memory per node, Slurm size (e.g. 200G; 0: all of it).")
-@click.option("--mem-per-gpu", help="Memory per allocated GPU, Slurm size (e.g. 64G).")
-@click.option("--exclusive", is_flag=True, help="Whole nodes only (sbatch --exclusive).")
-@click.option("--constraint", "-C", help="Node features (sbatch --constraint, e.g. 'h100&ib').")
-@click.option("--exclude", "-x", help="Never run on these nodes (Slurm hostlist).")
-@click.option("--reservation", help="Run in this reservation.")
-@click.option("--dependency", "-d", help="Slurm dependency, e.g. afterok:1234.")
-@click.option("--mail-type", help="Mail events (e.g. END,FAIL).")
-@click.option("--mail-user", help="Mail address.")
-@click.option("--sbatch", "sbatch_args", multiple=True, metavar="OPTION",
-              help="Any other sbatch option, passed through as its own escaped #SBATCH line (e.g. --sbatch=--gres-flags=enforce-binding).")
+@request_options
 @click.option("--dry-run", is_flag=True, help="Print the script instead of submitting it.")
 @click.option("--explain", is_flag=True, help="Print where every #SBATCH option and variable comes from.")
-@click.option("--test-only", is_flag=True, help="sbatch --test-only: print Slurm's start estimate, queue nothing.")
+@click.option("--wait", "wait_", is_flag=True,
+              help="After printing the job id, show its state and pending reason as they change (stderr) until it "
+                   "ends; exit 0 when it COMPLETED, else 1.")
 @submit_options
-def cli(template, command, site, partition, nodes, gpus_per_node, gpu_type, time_, name, comment, output, error, chdir,
-        nodelist, sets, prefer_locality, no_switches, switch_wait, nccl_debug, signal_s, account, qos, mem,
-        mem_per_gpu, exclusive, constraint, exclude, reservation, dependency, mail_type, mail_user, sbatch_args,
-        dry_run, explain, test_only, **remote):
+def cli(template, command, dry_run, explain, wait_, remote, ssh_config, sync_dir, remote_dir, no_sync, excludes,
+        **values):
     """Render job TEMPLATE for the site and submit it; prints the job id.
 
     The command each rank runs starts at the first word after TEMPLATE that is not an option
@@ -107,17 +111,17 @@ def cli(template, command, site, partition, nodes, gpus_per_node, gpu_type, time
     """
     from slurmkit.submit import api
 
-    kw = dict(site=site, partition=partition, nodes=nodes, gpus_per_node=gpus_per_node, gpu_type=gpu_type, time=time_,
-              name=name, comment=comment, output=output, error=error, chdir=chdir, nodelist=nodelist,
-              sets=_parse_sets(sets), prefer_locality=prefer_locality, switches=not no_switches,
-              switch_wait=switch_wait, nccl_debug=nccl_debug, signal_s=signal_s, test_only=test_only,
-              account=account, qos=qos, mem=mem, mem_per_gpu=mem_per_gpu, exclusive=exclusive,
-              constraint=constraint, exclude=exclude, reservation=reservation, dependency=dependency,
-              mail_type=mail_type, mail_user=mail_user, sbatch_args=tuple(sbatch_args))
-    if remote["remote"] or any(remote.values()):
+    kw = request_kwargs(values)
+    test_only = kw["test_only"]
+    remote = dict(remote=remote, ssh_config=ssh_config, sync_dir=sync_dir, remote_dir=remote_dir, no_sync=no_sync,
+                  excludes=excludes)
+    if any(remote.values()):
         from slurmkit.cli.remote import run_submit
-        from slurmkit.submit.render import SubmitRequest
 
+        if wait_:
+            from slurmkit.errors import UsageError
+
+            raise UsageError("--wait", "not with --remote yet: follow the job with 'slurmkit logs --remote HOST -f ID'")
         req = SubmitRequest(template=template, command=tuple(command), **kw)
         return run_submit(req, explain=explain, dry_run=dry_run, test_only=test_only, **remote)
     if explain:
@@ -127,3 +131,20 @@ def cli(template, command, site, partition, nodes, gpus_per_node, gpu_type, time
     else:
         result = api.submit(template, command, **kw)
         click.echo(result if test_only else result.id)
+        if wait_ and not test_only:
+            _wait_visibly(result)
+
+
+def _wait_visibly(job) -> None:
+    """``--wait``: the job's state changes on stderr until it ends; a job that did not
+    complete is an error (exit 1) naming its state and exit code."""
+    from slurmkit.cli.watch import StateLine
+    from slurmkit.errors import SlurmkitError
+
+    line = StateLine(job.id)
+    try:
+        state = job.wait(callback=line)
+    finally:
+        line.close()
+    if state != "COMPLETED":
+        raise SlurmkitError(f"job {job.id} ended {state} (exit code {job.exit_code or 'unknown'})")

@@ -262,7 +262,7 @@ def _check_gpu_cores(profile, want: dict, tree) -> list[Disagreement]:
 
     from slurmkit.slurm.conf import parse
     from slurmkit.topology.cores import format_ranges, parse_ranges
-    from slurmkit.topology.slurmconf import gres_lines
+    from slurmkit.profile.slurmconf import gres_lines
 
     mine, _ = gres_records([parse("\n".join(gres_lines(profile, warn=lambda m: None)), "profile")])
     site, auto = gres_records(tree)

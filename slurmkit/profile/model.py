@@ -376,13 +376,18 @@ class Submit:
     """``[submit]``: ``container`` (pyxis enabled), ``switch_wait`` (max wait for ``--switches``,
     Slurm time string), ``rendezvous_interface`` ("" = NodeAddr), ``cpus_per_gpu``,
     ``max_restarts`` (how many times a job requeues itself before the time limit or after a
-    node failure; ``--set max_restarts=N`` per job)."""
+    node failure; ``--set max_restarts=N`` per job), ``checkpoint_signal`` (the signal jobs'
+    ranks get before the time limit to checkpoint, then requeue; "" = none: Slurm's own time
+    limit; ``--checkpoint-signal`` per job), ``retry_switch_wait`` (the ``--switches`` wait of a
+    job requeued without a bad node; "" = drop ``--switches`` on such a retry)."""
 
     container: bool = False
     switch_wait: str = "5:00"
     rendezvous_interface: str = ""
     cpus_per_gpu: int = 1
     max_restarts: int = 3
+    checkpoint_signal: str = ""
+    retry_switch_wait: str = ""
 
 
 @dataclass(frozen=True)

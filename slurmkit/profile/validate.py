@@ -586,12 +586,15 @@ def _bounded(c: _Ctx, t: dict, key: str, name: str, maximum: int) -> int | None:
 
 def _submit(c: _Ctx, t: dict) -> Submit:
     k = "submit"
-    c.known(t, k, ("container", "switch_wait", "rendezvous_interface", "cpus_per_gpu", "max_restarts"))
+    c.known(t, k, ("container", "switch_wait", "rendezvous_interface", "cpus_per_gpu", "max_restarts",
+                   "checkpoint_signal", "retry_switch_wait"))
     return Submit(container=c.get(t, k, "container", bool, _default(Submit, "container")),
                   switch_wait=c.get(t, k, "switch_wait", str, _default(Submit, "switch_wait")),
                   rendezvous_interface=c.get(t, k, "rendezvous_interface", str, _default(Submit, "rendezvous_interface")),
                   cpus_per_gpu=c.get(t, k, "cpus_per_gpu", int, _default(Submit, "cpus_per_gpu"), minimum=0),
-                  max_restarts=c.get(t, k, "max_restarts", int, _default(Submit, "max_restarts"), minimum=0))
+                  max_restarts=c.get(t, k, "max_restarts", int, _default(Submit, "max_restarts"), minimum=0),
+                  checkpoint_signal=c.get(t, k, "checkpoint_signal", str, _default(Submit, "checkpoint_signal")),
+                  retry_switch_wait=c.get(t, k, "retry_switch_wait", str, _default(Submit, "retry_switch_wait")))
 
 
 def _health(c: _Ctx, t: dict) -> Health:

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
+import shlex
 
 from slurmkit.remote import sync as _sync
 from slurmkit.remote.backend import RemoteBackend, open_backend
 from slurmkit.remote.site import load_remote_site
 from slurmkit.submit import api, render
+from slurmkit.submit.outputs import output_dirs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +91,10 @@ def run_remote(rp: RemotePlan, test_only: bool = False) -> str:
     else:
         _sync.check_exists(remote, rp.remote_dir)   # nothing is sent: any project may reuse it
     _sync.finish_run(remote, rp.remote_dir, rp.run_id, copy_tree=not rp.sync)
+    opts = {o.name: o.value for o in rp.plan.options}
+    dirs = output_dirs({"--output": opts.get("output"), "--error": opts.get("error")}, opts["chdir"])
+    if dirs and not test_only:   # Slurm creates the files, never their directories
+        remote.shell("mkdir -p -- " + " ".join(shlex.quote(d) for d in dirs), "submit")
     return rp.backend.submit(render.render(rp.plan), test_only=test_only)
 
 
@@ -109,7 +115,8 @@ def submit_remote(template: str, command=(), *, remote, ssh_config=None, sync_di
 def explain_remote(rp: RemotePlan) -> str:
     """The ``--explain`` table of a remote submit: a header saying which host, profile and
     directories, then the plan's table with every profile-sourced value marked as coming from
-    the remote cluster's profile."""
+    the remote cluster's profile (``remote profile (HOST)``, the login node's ``SLURMKIT_SITE``)
+    or from the ``--site`` profile read on this machine (``--site FILE profile``)."""
     host = rp.backend.remote.host
     src = getattr(rp.site.profile, "source", "") or rp.site.spec
     head = [f"# remote: {host}" + (f" (SSH config {rp.backend.remote.ssh_config})" if rp.backend.remote.ssh_config else ""),
@@ -117,10 +124,12 @@ def explain_remote(rp: RemotePlan) -> str:
             f"# remote directory: {rp.remote_dir} on {host}  <- "
             + (f"synced from {rp.sync_dir}" if rp.sync else "--no-sync (not synced)"),
             f"# run folder: {rp.run_dir}  <- snapshot of the synced tree for this submit (outputs land here)"]
+    # the login node's SLURMKIT_SITE names the remote cluster's profile; --site is read here
+    label = f"remote profile ({host}) " if rp.site.origin != "--site" else f"--site {rp.site.spec} profile "
     body = []
     for line in render.explain(rp.plan).splitlines():
         if "  <- profile " in line:
-            line = line.replace("  <- profile ", f"  <- remote profile ({host}) ", 1)
+            line = line.replace("  <- profile ", f"  <- {label}", 1)
         elif line.startswith("#SBATCH --chdir=") and "<- CLI --chdir" in line:
             line = line.replace("<- CLI --chdir", f"<- {rp.chdir_source}")
         body.append(line)

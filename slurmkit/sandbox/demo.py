@@ -130,7 +130,8 @@ class Demo:
         if ckpt.exists():
             for f in ckpt.iterdir():
                 f.unlink()
-        job = self.submit("torchrun", "-N", 2, "-t", "15", "-J", "tiny-train",
+        # train_tiny checkpoints on SIGUSR2: the job asks for it as its checkpoint signal
+        job = self.submit("torchrun", "-N", 2, "-t", "15", "-J", "tiny-train", "--checkpoint-signal", "USR2",
                           "-o", self.out / "tiny-train-%j.out", "--",
                           sys.executable, "-m", "slurmkit.sandbox.train_tiny", "--ckpt", ckpt, "--steps", 60)
         out = self.out / f"tiny-train-{job}.out"
@@ -142,7 +143,7 @@ class Demo:
         state = self.wait_done(job, 600)
         text = out.read_text(errors="replace")
         for line in text.splitlines():
-            if any(k in line for k in ("preempted", "resumed", "training done", "checkpoint and requeue")):
+            if any(k in line for k in ("preempted", "resumed", "training done", "to checkpoint, then requeue")):
                 _info("| " + line.strip())
         if state != "COMPLETED" or "training done" not in text:
             raise DemoError(f"training job {job} ended {state}; see {out}")

@@ -13,10 +13,12 @@ import os
 import time as _time
 from dataclasses import dataclass, field
 
-from slurmkit.errors import SlurmkitError
+from slurmkit.errors import SlurmkitError, UsageError
 
 from slurmkit.submit import check as _check
+from slurmkit.submit import outputs as _outputs
 from slurmkit.submit import render as _render
+from slurmkit.submit import request as _request_mod
 from slurmkit.submit import site as _site
 from slurmkit.submit import templates as _templates
 from slurmkit.submit.backend import TERMINAL, JobInfo, exit_codes, get_backend, provider
@@ -28,14 +30,22 @@ def prepare(req: _render.SubmitRequest, backend=None, profile=None, env: dict | 
     ``prefer_locality`` (through ``backend``, else :func:`get_backend` with ``env``), and
     return the :class:`~slurmkit.submit.render.Plan`. Raises ``ProfileError``, ``SiteError``,
     ``TemplateError`` or ``EscapeError`` (all :class:`~slurmkit.errors.InputError`) for bad
-    input, ``SlurmError`` when sinfo fails."""
+    input (an unreadable ``env_file`` too: it is read here, on the submitting machine),
+    ``SlurmError`` when sinfo fails."""
     prof = profile if profile is not None else _site.load(req.site)
     facts = _check.checked_facts(prof, req.partition, source=str(req.site or "sandbox"), gpu_type=req.gpu_type)
     tpl = _templates.get(req.template)
     idle = None
     if req.prefer_locality and req.nodes > 1:
         idle = (backend or get_backend(env)).idle_nodes(facts.partition)
-    return _render.plan(req, facts, tpl, idle)
+    env_file = None
+    if req.env_file:
+        try:
+            with open(req.env_file, encoding="utf-8") as fh:
+                env_file = (req.env_file, fh.read())
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--env-file {req.env_file}", f"cannot read it: {exc}") from None
+    return _render.plan(req, facts, tpl, idle, env_file=env_file)
 
 
 def plan(template: str, command=(), *, backend=None, env: dict | None = None, profile=None,
@@ -57,36 +67,6 @@ def explain(template: str, command=(), **kw) -> str:
     return _render.explain(plan(template, command, **kw))
 
 
-#: SubmitRequest field -> (accepted types, what to say): checked before anything is rendered.
-_TYPES = {
-    "site": ((str, os.PathLike), "a profile name or path"), "partition": ((str,), "a partition name"),
-    "nodes": ((int,), "a node count (int)"), "gpus_per_node": ((int,), "a GPU count (int)"),
-    "gpu_type": ((str,), "a gres type of the node type's GPU groups"),
-    "time": ((str,), "a Slurm time string such as '1:00:00'"), "name": ((str,), "a job name"),
-    "comment": ((str,), "text"), "output": ((str, os.PathLike), "a path"), "error": ((str, os.PathLike), "a path"),
-    "chdir": ((str, os.PathLike), "a path"), "nodelist": ((str,), "a Slurm hostlist such as 'n[1-2]'"),
-    "prefer_locality": ((bool,), "True or False"), "switches": ((bool,), "True or False"),
-    "switch_wait": ((str,), "a Slurm time string"), "nccl_debug": ((str,), "an NCCL_DEBUG level"),
-    "signal_s": ((int,), "seconds (int)"), "test_only": ((bool,), "True or False"),
-    "account": ((str,), "an account name"), "qos": ((str,), "a QOS name"), "mem": ((str,), "a Slurm size such as '200G'"),
-    "mem_per_gpu": ((str,), "a Slurm size such as '64G'"), "exclusive": ((bool,), "True or False"),
-    "constraint": ((str,), "a feature expression"), "exclude": ((str,), "a Slurm hostlist"),
-    "reservation": ((str,), "a reservation name"), "dependency": ((str,), "a Slurm dependency such as 'afterok:123'"),
-    "mail_type": ((str,), "Slurm mail types such as 'END,FAIL'"), "mail_user": ((str,), "an address"),
-    "max_restarts": ((int,), "a count (int)"), "sets": ((dict,), "a dict of --set text values"),
-    "params": ((dict,), "a dict of typed template parameters"),
-}
-
-
-def _check_type(name, value):
-    types, what = _TYPES[name]
-    bad_bool = isinstance(value, bool) and bool not in types
-    if value is None and name not in ("nodes", "prefer_locality", "switches", "signal_s", "test_only", "exclusive"):
-        return
-    if bad_bool or not isinstance(value, types):
-        raise TypeError(f"slurmkit.submit(): {name} must be {what}, not {type(value).__name__} ({value!r})")
-
-
 def _command_argv(command) -> tuple[str, ...]:
     """``command`` as argv: a list/tuple of str (or paths, numbers) as is, a str split like a
     shell would (``shlex.split``: quotes kept together, no expansion)."""
@@ -96,8 +76,6 @@ def _command_argv(command) -> tuple[str, ...]:
         try:
             return tuple(shlex.split(command))
         except ValueError as exc:
-            from slurmkit.errors import UsageError
-
             raise UsageError("command", f"cannot split {command!r} like a shell would: {exc}") from None
     if isinstance(command, (list, tuple)):
         for i, word in enumerate(command):
@@ -136,10 +114,10 @@ def build_request(template, command, kw) -> _render.SubmitRequest:
         raise TypeError(f"slurmkit.submit(): template must be a template name (str), not "
                         f"{type(template).__name__} ({template!r})")
     for key in kw:
-        if key not in _TYPES and key not in ("after", "sbatch_args"):
+        if key not in _request_mod.api_fields() and key != "after":
             raise TypeError(f"slurmkit.submit(): unexpected keyword {key!r}")
-        if key in _TYPES:
-            _check_type(key, kw[key])
+        if key in _request_mod.api_fields():
+            _request_mod.check_type(key, kw[key])
     kw = dict(kw)
     kw["dependency"] = _dependency(kw.pop("after", None), kw.get("dependency"))
     sets = kw.pop("sets", None) or {}
@@ -147,12 +125,15 @@ def build_request(template, command, kw) -> _render.SubmitRequest:
     for key in ("site", "output", "error", "chdir"):
         if isinstance(kw.get(key), os.PathLike):
             kw[key] = os.fspath(kw[key])
-    sbatch_args = kw.pop("sbatch_args", None) or ()
-    if isinstance(sbatch_args, str):
-        sbatch_args = (sbatch_args,)
+    if isinstance(kw.get("env_file"), os.PathLike):
+        kw["env_file"] = os.fspath(kw["env_file"])
+    if isinstance(kw.get("job_env"), dict):
+        kw["job_env"] = tuple(f"{k}={v}" for k, v in kw["job_env"].items())
+    for key in ("sbatch_args", "job_env", "srun_opts", "setup", "teardown"):
+        items = kw.pop(key, None) or ()
+        kw[key] = tuple(str(a) for a in ((items,) if isinstance(items, str) else items))
     return _render.SubmitRequest(template=template, command=_command_argv(command),
-                                 sets={str(k): str(v) for k, v in dict(sets).items()}, params=dict(params),
-                                 sbatch_args=tuple(str(a) for a in sbatch_args), **kw)
+                                 sets={str(k): str(v) for k, v in dict(sets).items()}, params=dict(params), **kw)
 
 
 @dataclass
@@ -189,11 +170,15 @@ class Job:
         info = self.info()
         return info.state if info else "UNKNOWN"
 
-    def wait(self, timeout: float | None = None, poll_s: float = 2.0, until=TERMINAL) -> str:
+    def wait(self, timeout: float | None = None, poll_s: float = 2.0, until=TERMINAL, callback=None) -> str:
         """Poll every ``poll_s`` seconds until the state is in ``until`` (default: terminal);
-        return it. Raises ``TimeoutError`` after ``timeout`` seconds and :class:`JobNotFound`
-        when neither squeue nor sacct knows the job."""
-        return wait_all([self], timeout=timeout, poll_s=poll_s, until=until)[self.id]
+        return it. ``callback(info)``: called with the job's
+        :class:`~slurmkit.submit.backend.JobInfo` (None while Slurm does not know it) at the
+        first poll and whenever its state, pending reason or expected start changes. Raises
+        ``TimeoutError`` after ``timeout`` seconds and :class:`JobNotFound` when neither squeue
+        nor sacct knows the job."""
+        cb = None if callback is None else (lambda job_id, info: callback(info))
+        return wait_all([self], timeout=timeout, poll_s=poll_s, until=until, callback=cb)[self.id]
 
     def cancel(self) -> None:
         """``scancel`` the job."""
@@ -209,8 +194,9 @@ def submit(template: str, command=(), *, backend=None, env: dict | None = None, 
     :class:`~slurmkit.submit.render.SubmitRequest`'s fields (``site``, ``partition``, ``nodes``,
     ``gpus_per_node``, ``time``, ``name``, ``sets`` (text values, as ``--set``), ``params``
     (typed values), ``comment``, ``output``, ``error``, ``chdir``, ``nodelist``,
-    ``prefer_locality``, ``switches``, ``switch_wait``, ``nccl_debug``, ``signal_s``,
-    ``max_restarts``, ``account``, ``qos``, ``mem``, ``mem_per_gpu``, ``exclusive``,
+    ``prefer_locality``, ``switches``, ``switch_wait``, ``nccl_debug``, ``checkpoint_signal``,
+    ``signal_s``, ``max_restarts``, ``job_env`` (``["X=/a:$X"]`` or a dict), ``env_file``,
+    ``srun_opts``, ``setup``, ``teardown``, ``account``, ``qos``, ``mem``, ``mem_per_gpu``, ``exclusive``,
     ``constraint``, ``exclude``, ``reservation``, ``dependency``, ``mail_type``, ``mail_user``,
     ``sbatch_args``) plus ``after``: a :class:`Job` (or job id, or a list) this job starts after
     once it completed (``--dependency=afterok:<id>``). A keyword of the wrong type raises
@@ -219,6 +205,8 @@ def submit(template: str, command=(), *, backend=None, env: dict | None = None, 
     loading ``site``. With ``test_only=True`` nothing is queued; Slurm's start estimate (str,
     what ``sbatch --test-only`` printed) is returned. Raises what :func:`prepare` raises, and
     ``SlurmError`` when sbatch fails.
+    The directories of ``output`` / ``error`` are created when missing (relative to ``chdir``,
+    else the current directory); one with a Slurm pattern raises ``UsageError``.
     ``remote``: submit on that host's login node through ssh (the ``remote`` backend provider,
     :func:`slurmkit.submit.backend.provider`: ``slurmkit.remote.submit``; extra keywords
     ``ssh_config``, ``sync_dir``, ``remote_dir``, ``sync``, ``excludes``, ``timeout``).
@@ -228,6 +216,8 @@ def submit(template: str, command=(), *, backend=None, env: dict | None = None, 
     backend = backend or get_backend(env)
     req = build_request(template, command, kw)
     script = _render.render(prepare(req, backend, profile))
+    if not req.test_only:
+        _outputs.make_output_dirs({"--output": req.output, "--error": req.error}, req.chdir or os.getcwd())
     if req.test_only:
         return backend.submit(script, test_only=True)
     return Job(backend.submit(script), backend)
@@ -254,15 +244,27 @@ def poll(jobs) -> dict[str, JobInfo]:
     return out
 
 
-def wait_all(jobs, timeout: float | None = None, poll_s: float = 2.0, until=TERMINAL) -> dict[str, str]:
-    """Wait until every job's state is in ``until``; job id -> final state. One batched
-    :func:`poll` per ``poll_s`` seconds. Raises ``TimeoutError`` after ``timeout`` seconds,
-    :class:`JobNotFound` when a job stays unknown to squeue and sacct for 3 polls in a row."""
+def wait_all(jobs, timeout: float | None = None, poll_s: float = 2.0, until=TERMINAL,
+             callback=None) -> dict[str, str]:
+    """Wait until every job's state is in ``until`` (any container of state names); job id ->
+    final state. One batched :func:`poll` per ``poll_s`` seconds. ``callback(job_id, info)``:
+    called at the first poll and whenever a job's state, pending reason or expected start
+    changes (``info`` a :class:`~slurmkit.submit.backend.JobInfo`, None while unknown). Raises
+    ``TimeoutError`` after ``timeout`` seconds, :class:`JobNotFound` when a job stays unknown
+    to squeue and sacct for 3 polls in a row."""
     jobs = list(jobs)
     deadline = None if timeout is None else _time.monotonic() + timeout
     unknown: dict[str, int] = {}
+    seen: dict[str, tuple] = {}
     while True:
         infos = poll(jobs)
+        if callback is not None:
+            for j in jobs:
+                info = infos.get(j.id)
+                key = (info.state, info.reason, info.start) if info else None
+                if j.id not in seen or seen[j.id] != key:
+                    seen[j.id] = key
+                    callback(j.id, info)
         states = {j.id: (infos[j.id].state if j.id in infos else "UNKNOWN") for j in jobs}
         if all(s in until for s in states.values()):
             return states

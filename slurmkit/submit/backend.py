@@ -36,13 +36,18 @@ class JobInfo:
     """A job's state as Slurm reports it: ``job_id`` (str, ``123`` or ``123_4``), ``state``
     (base state, e.g. ``RUNNING``; ``CANCELLED by 0`` -> ``CANCELLED``), ``nodes`` (list of
     node names, expanded), ``gpus`` (GPUs allocated or requested in total), ``source``
-    (``squeue`` or ``sacct``)."""
+    (``squeue`` or ``sacct``), ``reason`` and ``start`` (a pending job's, from squeue)."""
 
     job_id: str
     state: str
     nodes: tuple[str, ...]
     gpus: int
     source: str
+    #: why a pending job waits (squeue %r: ``Resources``, ``Priority``, ``Dependency``,
+    #: ``ReqNodeNotAvail, ...``; "" when running, done or not from squeue)
+    reason: str = ""
+    #: when Slurm expects a pending job to start (squeue %S, ISO local time; "" when unknown)
+    start: str = ""
 
     def as_dict(self) -> dict:
         """``{"job_id", "state", "nodes", "gpus"}`` for ``--json``."""
@@ -63,27 +68,31 @@ def gpus_from_tres(tres: str) -> int:
     return sum(int(x) for x in found)
 
 
-def _rows(text: str, tool: str, width: int):
-    """The non-blank lines of ``tool``'s ``|``-separated output, split into ``width`` fields;
-    raises SlurmError naming the line otherwise."""
+def _rows(text: str, tool: str, width: int, *, more: int = 0):
+    """The non-blank lines of ``tool``'s ``|``-separated output, split into ``width`` fields
+    (or ``width + more``); raises SlurmError naming the line otherwise."""
     for line in text.splitlines():
         if not line.strip():
             continue
         parts = line.split("|")
-        if len(parts) != width:
+        if len(parts) != width and len(parts) != width + more:
             raise SlurmError(f"{tool}: unexpected line {line!r} (want {width} '|'-separated fields)")
         yield parts
 
 
 def parse_squeue(text: str) -> dict[str, JobInfo]:
-    """``squeue -h -t all -o '%i|%T|%N|%D|%b'`` output -> job id -> :class:`JobInfo`
-    (GPUs = per-node count from %b x node count %D)."""
+    """``squeue -h -t all -o '%i|%T|%N|%D|%b|%r|%S'`` output (the last two optional) -> job id
+    -> :class:`JobInfo` (GPUs = per-node count from %b x node count %D; for a pending job its
+    reason %r and expected start %S, ``N/A`` / ``None`` read as unknown)."""
     out = {}
-    for parts in _rows(text, "squeue", 5):
-        job_id, state, nodelist, count, tres = (p.strip() for p in parts)
+    for parts in _rows(text, "squeue", 5, more=2):
+        job_id, state, nodelist, count, tres, *rest = (p.strip() for p in parts)
         per_node = gpus_from_tres(tres)
         n = int(count) if count.isdigit() else 0
-        out[job_id] = JobInfo(job_id, state.split()[0], expand_nodelist(nodelist), per_node * max(n, 1), "squeue")
+        state = state.split()[0]
+        reason, start = rest if rest and state == "PENDING" else ("", "")
+        out[job_id] = JobInfo(job_id, state, expand_nodelist(nodelist), per_node * max(n, 1), "squeue",
+                              "" if reason == "None" else reason, "" if start in ("N/A", "Unknown") else start)
     return out
 
 
@@ -187,7 +196,7 @@ class CliBackend:
         ids = [str(j) for j in job_ids]
         if not ids:
             return {}
-        res = self.run(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i|%T|%N|%D|%b"], check=False)
+        res = self.run(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i|%T|%N|%D|%b|%r|%S"], check=False)
         if res.returncode == 0:
             found = parse_squeue(res.stdout)
         elif SQUEUE_FORGOT in res.stderr:

@@ -134,3 +134,23 @@ def shell_quote(value: str, what: str = "value") -> str:
 def shell_join(argv, what: str = "command") -> str:
     """A command line as bash words (:func:`shlex.quote` per word), refusing NUL in any word."""
     return " ".join(shell_quote(str(a), what) for a in argv)
+
+
+_VAR_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def shell_expand_word(value: str, what: str = "value") -> str:
+    """``value`` as one bash word in which ``$NAME`` and ``${NAME}`` expand when the script runs
+    (on the node; an unset variable gives "", even under ``set -u``) and everything else is
+    literal: no command substitution, globbing or word splitting. ``"/a:$X"`` ->
+    ``'/a:'"${X-}"``. Refuses NUL and newlines (one ``export`` line)."""
+    value = check_line_safe(what, str(value))
+    out, pos = [], 0
+    for m in _VAR_REF.finditer(value):
+        if m.start() > pos:
+            out.append(shlex.quote(value[pos:m.start()]))
+        out.append('"${' + (m.group(1) or m.group(2)) + '-}"')
+        pos = m.end()
+    if pos < len(value) or not out:
+        out.append(shlex.quote(value[pos:]))
+    return "".join(out)

@@ -1,4 +1,4 @@
-"""Turn a :class:`SubmitRequest` plus site facts into an sbatch script (and its explanation).
+"""Turn a :class:`~slurmkit.submit.request.SubmitRequest` plus site facts into an sbatch script (and its explanation).
 
 :func:`plan` is pure: request + :class:`~slurmkit.submit.site.SiteFacts` + template (+ idle nodes
 for ``prefer_locality``) -> :class:`Plan` holding every ``#SBATCH`` option and exported variable
@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from slurmkit.errors import UsageError
-from slurmkit.submit import nccl, placement, timelimit
-from slurmkit.submit.escape import check_line_safe, sbatch_line, shell_join, shell_quote
+from slurmkit.submit import jobenv, nccl, placement, timelimit
+from slurmkit.submit.escape import check_line_safe, sbatch_line, shell_expand_word, shell_join, shell_quote
 from slurmkit.submit.nccl import EnvVar
+from slurmkit.submit.request import SubmitRequest
 from slurmkit.submit.site import SiteFacts
 from slurmkit.submit.templates import Template, TemplateError
 
@@ -28,9 +29,9 @@ OWN_OPTIONS = {"job-name": "--name", "partition": "--partition", "nodes": "--nod
                "gpus": "--gpus-per-node", "gres": "--gpus-per-node", "cpus-per-gpu": "profile submit.cpus_per_gpu",
                "time": "--time", "nodelist": "--nodelist", "switches": "--switch-wait / --no-switches",
                "array": "--set sets", "comment": "--comment", "output": "--output", "error": "--error",
-               "chdir": "--chdir", "signal": "--preempt-warning", "requeue": "--preempt-warning",
-               "no-requeue": "--preempt-warning 0 (launchers: and --set max_restarts=0)",
-               "open-mode": "--preempt-warning", "account": "--account",
+               "chdir": "--chdir", "signal": "--checkpoint-signal / --preempt-warning",
+               "requeue": "--checkpoint-signal", "no-requeue": "no --checkpoint-signal (launchers: and --set max_restarts=0)",
+               "open-mode": "--checkpoint-signal", "account": "--account",
                "qos": "--qos", "mem": "--mem", "mem-per-gpu": "--mem-per-gpu", "mem-per-cpu": "--mem-per-gpu",
                "exclusive": "--exclusive", "constraint": "--constraint", "exclude": "--exclude",
                "reservation": "--reservation", "dependency": "--dependency / after=", "mail-type": "--mail-type",
@@ -42,65 +43,6 @@ _SHORT = {"A": "account", "q": "qos", "C": "constraint", "x": "exclude", "d": "d
           "e": "error", "D": "chdir", "a": "array", "G": "gpus", "c": "cpus-per-task", "S": "core-spec",
           "L": "licenses", "M": "clusters", "k": "no-kill", "s": "oversubscribe", "Q": "quiet", "W": "wait",
           "H": "hold", "I": "immediate", "F": "nodefile", "b": "begin", "i": "input"}
-
-
-@dataclass(frozen=True)
-class SubmitRequest:
-    """What the user asked for (CLI flags or ``slurmkit.submit(...)`` arguments).
-
-    ``nodes``: node count; ``gpus_per_node``: None = all GPUs of the node type (1 for
-    single-GPU templates); ``time``: Slurm time string; ``sets``: ``--set`` text values;
-    ``params``: typed parameter values (API); ``command``: argv run by every rank;
-    ``signal_s``: seconds before the time limit the batch shell gets USR2 (0: no preemption
-    handling; clamped to half of ``time`` when not shorter than it); ``switch_wait``: max wait
-    for ``--switches`` (None: profile ``submit.switch_wait``); ``max_restarts``: self-requeues
-    allowed (None: ``--set max_restarts`` or profile ``submit.max_restarts``).
-
-    The options every job needs map one to one onto sbatch's: ``account`` (``--account``),
-    ``qos``, ``mem`` (per node, Slurm size such as ``200G``), ``mem_per_gpu``, ``exclusive``,
-    ``constraint`` (node features), ``exclude`` (hostlist), ``reservation``, ``dependency``
-    (Slurm syntax, e.g. ``afterok:123``), ``mail_type`` / ``mail_user``; ``sbatch_args``: any
-    other sbatch options (``("--gres-flags=enforce-binding", "--begin=now+1hour")``), each
-    written as its own escaped ``#SBATCH`` line.
-    """
-
-    template: str
-    command: tuple[str, ...] = ()
-    site: str | None = None
-    partition: str | None = None
-    nodes: int = 1
-    gpus_per_node: int | None = None
-    #: on a node type with several GPU groups (a mixed node), the gres type asked for (None:
-    #: any of its GPUs, untyped); see :func:`slurmkit.submit.site.site_facts`
-    gpu_type: str | None = None
-    time: str | None = None
-    name: str | None = None
-    comment: str | None = None
-    output: str | None = None
-    error: str | None = None
-    chdir: str | None = None
-    nodelist: str | None = None
-    sets: dict = field(default_factory=dict)
-    params: dict = field(default_factory=dict)
-    prefer_locality: bool = False
-    switches: bool = True
-    switch_wait: str | None = None
-    nccl_debug: str | None = None
-    signal_s: int = 120
-    test_only: bool = False
-    account: str | None = None
-    qos: str | None = None
-    mem: str | None = None
-    mem_per_gpu: str | None = None
-    exclusive: bool = False
-    constraint: str | None = None
-    exclude: str | None = None
-    reservation: str | None = None
-    dependency: str | None = None
-    mail_type: str | None = None
-    mail_user: str | None = None
-    sbatch_args: tuple[str, ...] = ()
-    max_restarts: int | None = None
 
 
 @dataclass(frozen=True)
@@ -131,9 +73,54 @@ def _src(user_value, cli: str, fallback: str) -> str:
     return cli if user_value is not None else fallback
 
 
-def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: list[str] | None = None) -> Plan:
-    """Compute the plan (pure). Raises :class:`TemplateError` / ``SiteError`` / ``EscapeError``
+class _Options(list):
+    """The ``#SBATCH`` options in script order; :meth:`add` checks each value is one safe line."""
+
+    def add(self, name: str, value, source: str) -> None:
+        if value is not None and value is not True:
+            check_line_safe(f"--{name}", str(value))
+        self.append(Option(name, None if value is True else (None if value is None else str(value)), source))
+
+
+def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: list[str] | None = None,
+         env_file: tuple[str, str] | None = None) -> Plan:
+    """Compute the plan (pure). ``env_file``: (path, text) of ``req.env_file``, read by the
+    caller. Raises :class:`TemplateError` / ``SiteError`` / ``EscapeError`` / ``UsageError``
     for bad input."""
+    sets, max_restarts, restarts_src = _max_restarts(req, facts)
+    params = template.resolve(sets, req.params)
+    _check_shape(req, facts, template)
+    gpn = _gpus_per_node(req, facts, template)
+    ck = _checkpoint(req, facts, template)
+    opts = _Options()
+    _resource_options(opts, req, facts, template, gpn, ck)
+    nodelist = _nodelist_option(opts, req, facts, idle_nodes)
+    if req.switches and not nodelist:
+        # a nodelist fixes the nodes: --switches could only keep the job pending
+        sw = placement.switches_option(facts, req.nodes, req.switch_wait)
+        if sw:
+            opts.add("switches", sw, "profile fabric.leaves (fewest leaves that hold the job), wait "
+                     + _src(req.switch_wait, "CLI --switch-wait", "profile submit.switch_wait"))
+    if "sets" in template.params:
+        _array_option(opts, template, params)
+    _user_options(opts, req)
+    _requeue_options(opts, template, ck, max_restarts)
+    env = _environment(req, facts)
+    job_env = _job_environment(req, env_file)
+    ctx = _context(req, facts, template, params, opts, env, gpn, ck, max_restarts)
+    ctx["exports"] += [f"export {v.name}={shell_expand_word(v.value, v.name)}" for v in job_env]
+    env += job_env
+    param_sources = {name: "--set" if name in req.sets else "API params" if name in req.params else "template default"
+                     for name in params}
+    params = {**params, "max_restarts": max_restarts}
+    param_sources["max_restarts"] = restarts_src
+    return Plan(template, tuple(opts), tuple(env), params, ctx, param_sources)
+
+
+def _max_restarts(req: SubmitRequest, facts: SiteFacts) -> tuple[dict, int, str]:
+    """(``--set`` values without ``max_restarts``, self-requeues allowed, where that came from):
+    ``req.max_restarts`` (API), else ``--set max_restarts``, else profile ``submit.max_restarts``.
+    Raises :class:`UsageError` for a value that is not a whole number >= 0."""
     sets = dict(req.sets)
     max_restarts, restarts_src = facts.submit.max_restarts, "profile submit.max_restarts"
     if "max_restarts" in sets:
@@ -146,7 +133,11 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         max_restarts, restarts_src = req.max_restarts, "API max_restarts"
     if max_restarts < 0:
         raise UsageError("max_restarts", f"must be >= 0 (got {max_restarts})")
-    params = template.resolve(sets, req.params)
+    return sets, max_restarts, restarts_src
+
+
+def _check_shape(req: SubmitRequest, facts: SiteFacts, template: Template) -> None:
+    """Node count and command fit the template and partition; raises :class:`TemplateError`."""
     if req.nodes < 1:
         raise TemplateError("--nodes", None, f"must be >= 1 (got {req.nodes})")
     if template.tasks == "single" and req.nodes != 1:
@@ -156,36 +147,91 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
                             f"(profile partitions.{facts.partition}.nodes); got --nodes {req.nodes}")
     if not req.command and template.name != "nccl-tests":
         raise TemplateError(template.name, None, "the template needs a command after '--'")
+
+
+def _gpus_per_node(req: SubmitRequest, facts: SiteFacts, template: Template) -> int:
+    """GPUs per node: ``req.gpus_per_node``, else 1 for single-GPU templates, else all of the
+    node type's; raises :class:`TemplateError` when the node type has fewer."""
     gpn = req.gpus_per_node
     if gpn is None:
         gpn = 1 if template.tasks == "single" else facts.gpu_count
     if gpn < 1 or gpn > facts.gpu_count:
         raise TemplateError(f"--gpus-per-node {gpn}", None, f"node type {facts.node_type} has {facts.gpu_count} GPUs "
                             f"(profile node_types.{facts.node_type}.gpu_count); the most per node is {facts.gpu_count}")
+    return gpn
+
+
+#: Signals a program can catch to checkpoint (``--checkpoint-signal``), as Slurm's ``--signal``
+#: names them; KILL and STOP cannot be caught.
+CHECKPOINT_SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP", "QUIT", "ALRM", "URG", "XCPU", "PWR")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Checkpoint-and-requeue before the time limit: ``signal`` the ranks get ("" = none: Slurm's
+    own time limit), ``warning_s`` seconds before the limit Slurm applies, ``limit_s`` (that
+    limit, whole minutes; None: no ``--time``), and where each came from."""
+
+    signal: str
+    warning_s: int
+    signal_source: str
+    warning_source: str
+    limit_s: int | None
+
+
+def _checkpoint(req: SubmitRequest, facts: SiteFacts, template: Template) -> Checkpoint:
+    """The checkpoint signal (request, else template header, else profile
+    ``submit.checkpoint_signal``, else none) and its warning, computed from the time limit Slurm
+    will apply (``--time`` rounded up to whole minutes). A warning not shorter than that limit
+    is clamped to half of it. Raises :class:`UsageError` for an unknown signal, a negative
+    warning or a bad ``--time`` / ``--switch-wait``."""
     if req.signal_s < 0:
-        raise UsageError("--preempt-warning", f"must be >= 0 s (got {req.signal_s}; 0 turns preemption handling off)")
+        raise UsageError("--preempt-warning", f"must be >= 0 s (got {req.signal_s}; 0 turns checkpointing off)")
     limit_s = timelimit.parse_seconds(req.time, "--time") if req.time else None
+    if limit_s is not None:
+        limit_s = timelimit.slurm_limit(limit_s)
     if req.switch_wait is not None:
         timelimit.parse_seconds(req.switch_wait, "--switch-wait", minimum=0)
-    signal_s, signal_src = int(req.signal_s), "CLI --preempt-warning" if req.signal_s != 120 else "default --preempt-warning 120"
-    if signal_s and limit_s is not None and signal_s >= limit_s:
-        # USR2 at or before the start would checkpoint and requeue at once, forever
-        signal_s = max(1, limit_s // 2)
-        signal_src = (f"clamped to half of --time {req.time} ({limit_s} s): the {req.signal_s} s warning "
-                      "is not shorter than the time limit")
-    opts: list[Option] = []
+    for value, source in ((req.checkpoint_signal, "CLI --checkpoint-signal"),
+                          (template.checkpoint_signal or None, f"template {template.name} checkpoint_signal"),
+                          (facts.submit.checkpoint_signal or None, "profile submit.checkpoint_signal")):
+        if value is not None:
+            break
+    else:
+        value, source = "", "default: none (Slurm's own time limit)"
+    name = value.strip().upper().removeprefix("SIG")
+    if name in ("NONE", ""):
+        name = ""
+    elif name not in CHECKPOINT_SIGNALS:
+        raise UsageError(f"--checkpoint-signal {value!r}" if source.startswith("CLI") else source,
+                         f"expected one of {', '.join(CHECKPOINT_SIGNALS)} or none")
+    warning_s = int(req.signal_s) if name else 0
+    if req.signal_s != 120:
+        warning_src = "CLI --preempt-warning"
+    else:
+        warning_src = "default --preempt-warning 120"
+    if warning_s and limit_s is not None and warning_s >= limit_s:
+        # a signal at or before the start would checkpoint and requeue at once, forever
+        warning_s = max(1, limit_s // 2)
+        warning_src = (f"clamped to half of the time limit Slurm applies ({timelimit.hms(limit_s)}): the "
+                       f"{req.signal_s} s warning is not shorter than it")
+    if not name and req.signal_s not in (0, 120):
+        raise UsageError("--preempt-warning", "warns the ranks with the checkpoint signal: give --checkpoint-signal "
+                         "(USR1, TERM, ...) for a program that handles it")
+    if not warning_s:
+        name = ""
+    return Checkpoint(name, warning_s, source, warning_src, limit_s)
 
-    def add(name, value, source):
-        if value is not None and value is not True:
-            check_line_safe(f"--{name}", str(value))
-        opts.append(Option(name, None if value is True else (None if value is None else str(value)), source))
 
-    add("job-name", req.name or template.name, "CLI --name" if req.name else "template name")
-    add("partition", facts.partition, _src(req.partition, "CLI --partition",
-                                           f"profile partitions.{facts.partition} ({facts.partition_source})"))
-    add("nodes", req.nodes, "CLI --nodes" if req.nodes != 1 else "default (1)")
+def _resource_options(opts: _Options, req: SubmitRequest, facts: SiteFacts, template: Template, gpn: int,
+                      ck: Checkpoint) -> None:
+    """Name, partition, nodes, tasks, GPUs, CPUs per GPU and time limit."""
+    opts.add("job-name", req.name or template.name, "CLI --name" if req.name else "template name")
+    opts.add("partition", facts.partition, _src(req.partition, "CLI --partition",
+                                                f"profile partitions.{facts.partition} ({facts.partition_source})"))
+    opts.add("nodes", req.nodes, "CLI --nodes" if req.nodes != 1 else "default (1)")
     ntasks = {"per-node": 1, "per-gpu": gpn, "single": 1}[template.tasks]
-    add("ntasks-per-node", ntasks, f"template {template.name} (tasks = {template.tasks})")
+    opts.add("ntasks-per-node", ntasks, f"template {template.name} (tasks = {template.tasks})")
     gres = f"{facts.gpu_model}:{gpn}" if facts.gpu_model else str(gpn)
     if req.gpus_per_node is not None:
         gpn_src = "CLI --gpus-per-node"
@@ -193,16 +239,22 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         gpn_src = f"template {template.name} (tasks = single: 1 GPU)"
     else:
         gpn_src = f"profile node_types.{facts.node_type}.gpu_count (all GPUs of the node type)"
-    add("gpus-per-node", gres, gpn_src + (f", type from node_types.{facts.node_type}.gpu_model"
-                                          if facts.gpu_model else ""))
-    add("cpus-per-gpu", facts.submit.cpus_per_gpu, "profile submit.cpus_per_gpu")
+    opts.add("gpus-per-node", gres, gpn_src + (f", type from node_types.{facts.node_type}.gpu_model"
+                                               if facts.gpu_model else ""))
+    opts.add("cpus-per-gpu", facts.submit.cpus_per_gpu, "profile submit.cpus_per_gpu")
     if req.time:
-        add("time", req.time, "CLI --time")
-    nodelist = None
+        applied = (f"; Slurm applies {timelimit.hms(ck.limit_s)} (whole minutes, rounded up)"
+                   if ck.limit_s is not None and ck.limit_s != timelimit.parse_seconds(req.time) else "")
+        opts.add("time", req.time, "CLI --time" + applied)
+
+
+def _nodelist_option(opts: _Options, req: SubmitRequest, facts: SiteFacts, idle_nodes) -> str | None:
+    """``--nodelist``: the user's, else with ``prefer_locality`` idle nodes under one leaf
+    switch; the nodelist written (None: none)."""
     if req.nodelist:
-        add("nodelist", req.nodelist, "CLI --nodelist")
-        nodelist = req.nodelist
-    elif req.prefer_locality and req.nodes > 1:
+        opts.add("nodelist", req.nodelist, "CLI --nodelist")
+        return req.nodelist
+    if req.prefer_locality and req.nodes > 1:
         from slurmkit.hostlist import expand_nodelist
 
         picked = placement.pick_nodelist(facts, req.nodes, idle_nodes or [],
@@ -210,68 +262,146 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         if picked:
             leaf, chosen = picked
             nodelist = ",".join(chosen)
-            add("nodelist", nodelist, f"--prefer-locality: idle nodes (sinfo, not drained/down/reserved) under "
-                f"{leaf} (profile fabric.leaves)")
-    if req.switches and not nodelist:
-        # a nodelist fixes the nodes: --switches could only keep the job pending
-        sw = placement.switches_option(facts, req.nodes, req.switch_wait)
-        if sw:
-            add("switches", sw, "profile fabric.leaves (fewest leaves that hold the job), wait "
-                + _src(req.switch_wait, "CLI --switch-wait", "profile submit.switch_wait"))
-    if "sets" in template.params:
-        sets = params["sets"]
-        if not isinstance(sets, list) or not sets or not all(isinstance(s, dict) for s in sets):
-            raise TemplateError("--set sets", None, f"template {template.name!r}: must be a non-empty JSON list of objects")
-        throttle = int(params.get("throttle", 0))
-        add("array", f"0-{len(sets) - 1}" + (f"%{throttle}" if throttle > 0 else ""),
-            "template param sets (one array task each)" + (", % throttle from param throttle" if throttle else ""))
+            opts.add("nodelist", nodelist, f"--prefer-locality: idle nodes (sinfo, not drained/down/reserved) under "
+                     f"{leaf} (profile fabric.leaves)")
+            return nodelist
+    return None
+
+
+def _array_option(opts: _Options, template: Template, params: dict) -> None:
+    """``--array`` for a template with parameter ``sets`` (one task per set, ``throttle``)."""
+    sets = params["sets"]
+    if not isinstance(sets, list) or not sets or not all(isinstance(s, dict) for s in sets):
+        raise TemplateError("--set sets", None, f"template {template.name!r}: must be a non-empty JSON list of objects")
+    throttle = int(params.get("throttle", 0))
+    opts.add("array", f"0-{len(sets) - 1}" + (f"%{throttle}" if throttle > 0 else ""),
+             "template param sets (one array task each)" + (", % throttle from param throttle" if throttle else ""))
+
+
+def _user_options(opts: _Options, req: SubmitRequest) -> None:
+    """The options that map one to one onto sbatch's, then ``--sbatch`` pass-throughs."""
     if req.comment is not None:
-        add("comment", req.comment, "CLI --comment")
+        opts.add("comment", req.comment, "CLI --comment")
     if req.output is not None:
-        add("output", req.output, "CLI --output")
+        opts.add("output", req.output, "CLI --output")
     if req.error is not None:
-        add("error", req.error, "CLI --error")
+        opts.add("error", req.error, "CLI --error")
     if req.chdir is not None:
-        add("chdir", req.chdir, "CLI --chdir")
+        opts.add("chdir", req.chdir, "CLI --chdir")
     for name in ("account", "qos", "mem", "mem_per_gpu", "constraint", "exclude", "reservation", "dependency",
                  "mail_type", "mail_user"):
         value = getattr(req, name)
         if value is not None and value != "":
             flag = name.replace("_", "-")
-            add(flag, value, f"CLI --{flag}")
+            opts.add(flag, value, f"CLI --{flag}")
     if req.mem and req.mem_per_gpu:
         raise UsageError("--mem", "give --mem (per node) or --mem-per-gpu, not both (sbatch refuses both)")
     if req.exclusive:
-        add("exclusive", True, "CLI --exclusive")
+        opts.add("exclusive", True, "CLI --exclusive")
     for arg in req.sbatch_args:
         name, value = _sbatch_arg(arg)
-        add(name, value, "CLI --sbatch (passed through)")
-    if signal_s > 0:
-        add("signal", f"B:USR2@{signal_s}", f"slurmkit preemption: batch shell warned before the time limit ({signal_src})")
-        add("requeue", True, "slurmkit preemption: requeue after checkpoint (also lets Slurm's PreemptMode=REQUEUE requeue)")
-        add("open-mode", "append", "slurmkit preemption: a requeued run appends to the same log")
+        opts.add(name, value, "CLI --sbatch (passed through)")
+
+
+def _requeue_options(opts: _Options, template: Template, ck: Checkpoint, max_restarts: int) -> None:
+    """``--signal`` / ``--requeue`` / ``--open-mode`` for checkpoint-and-requeue or bad-node
+    retries. Without a checkpoint signal no early signal is asked for: the time limit ends the
+    job as Slurm ends any (TIMEOUT, not requeued)."""
+    if ck.signal:
+        opts.add("signal", f"B:USR2@{ck.warning_s}",
+                 f"slurmkit checkpoint: the batch shell is warned {ck.warning_s} s before the time limit "
+                 f"({ck.warning_source}) and sends SIG{ck.signal} to the ranks ({ck.signal_source}); a program "
+                 f"without a SIG{ck.signal} handler "
+                 + ("is stopped by it" if ck.signal != "URG" else "ignores it") + " and restarts from scratch")
+        opts.add("requeue", True, "slurmkit checkpoint: requeue after the checkpoint (also lets Slurm's "
+                 "PreemptMode=REQUEUE requeue)")
+        opts.add("open-mode", "append", "slurmkit checkpoint: a requeued run appends to the same log")
     elif template.tasks != "single" and max_restarts > 0:
         # the launchers requeue a run without a node that could not take part (and Slurm requeues
         # after NODE_FAIL or a prolog failure) only when the job may be requeued
-        add("requeue", True, f"slurmkit retry without a bad node (max_restarts = {max_restarts}; "
-            "also lets Slurm requeue after NODE_FAIL or a prolog failure)")
-        add("open-mode", "append", "slurmkit retry: a requeued run appends to the same log")
+        opts.add("requeue", True, f"slurmkit retry without a bad node (max_restarts = {max_restarts}; "
+                 "also lets Slurm requeue after NODE_FAIL or a prolog failure)")
+        opts.add("open-mode", "append", "slurmkit retry: a requeued run appends to the same log")
 
+
+def _environment(req: SubmitRequest, facts: SiteFacts) -> list[EnvVar]:
+    """The variables the script exports: slurmkit's presets, then the site's NCCL settings."""
     env = [EnvVar("CUDA_DEVICE_ORDER", "PCI_BUS_ID", "slurmkit preset (GPU index = nvidia-smi order)")]
     env += nccl.nccl_env(facts, req.nccl_debug)
     for var in env:
         check_line_safe(var.name, var.value)
+    return env
 
+
+def _job_environment(req: SubmitRequest, env_file: tuple[str, str] | None) -> list[EnvVar]:
+    """The job's own variables: ``--env-file``'s, then ``--env``'s (the last assignment of a
+    name wins), exported after the site's so they override them. Raises ``UsageError`` naming
+    the item (or ``file:line``)."""
+    out: dict[str, EnvVar] = {}
+    if env_file is not None:
+        path, text = env_file
+        for name, value, n in jobenv.parse_env_file(text, path):
+            out[name] = EnvVar(name, value, f"--env-file {path}:{n} (expanded on the node)")
+    for item in req.job_env:
+        name, value = jobenv.parse_assignment(item, "--env")
+        out.pop(name, None)
+        out[name] = EnvVar(name, value, "CLI --env (expanded on the node)")
+    for var in out.values():
+        shell_expand_word(var.value, f"--env {var.name}")
+    return list(out.values())
+
+
+def _shell_commands(cmds, what: str) -> list[str]:
+    """``--setup`` / ``--teardown`` commands: shell text, one line each (refused otherwise)."""
+    return [check_line_safe(what, str(c)) for c in cmds if str(c).strip()]
+
+
+def _srun_options(opts) -> str:
+    """``--srun-opt`` items as srun words; each must be an option (start with ``-``)."""
+    for o in opts:
+        if not str(o).startswith("-"):
+            raise UsageError(f"--srun-opt {o!r}", "expected an srun option such as --label or --wait=60")
+        check_line_safe("--srun-opt", str(o))
+    return shell_join(opts, "--srun-opt")
+
+
+def _retry_switches(opts: _Options, facts: SiteFacts) -> dict | None:
+    """What a requeue without a bad node does to the job's ``--switches`` (None: it has none):
+    ``value`` for ``scontrol update Switches=`` (``0`` clears it: profile
+    ``submit.retry_switch_wait`` = "", the default; else the count with that wait) and what the
+    job's output ``says``."""
+    sw = next((o.value for o in opts if o.name == "switches"), None)
+    if not sw:
+        return None
+    count = sw.split("@", 1)[0]
+    wait = facts.submit.retry_switch_wait
+    if not wait:
+        return {"value": "0", "says": f"drops --switches={sw}: it may start on any free nodes"}
+    timelimit.parse_seconds(wait, "profile submit.retry_switch_wait", minimum=0)
+    return {"value": f"{count}@{wait}", "says": f"waits at most {wait} for --switches={count} (was {sw}; "
+            "profile submit.retry_switch_wait)"}
+
+
+def _container(params: dict, facts: SiteFacts) -> str:
+    """srun's pyxis options for ``container_image`` ("" without one). Raises
+    :class:`TemplateError` where the site does not enable containers."""
     image = params.get("container_image") or ""
     mounts = params.get("container_mounts") or ""
-    container_args = []
-    if image:
-        if not facts.submit.container:
-            raise TemplateError("--set container_image", None, f"the site ({facts.source}) does not enable containers "
-                                "(submit.container = false)")
-        check_line_safe("--set container_mounts", mounts)
-        container_args = [f"--container-image={image}"]
+    if not image:
+        return ""
+    if not facts.submit.container:
+        raise TemplateError("--set container_image", None, f"the site ({facts.source}) does not enable containers "
+                            "(submit.container = false)")
+    check_line_safe("--set container_mounts", mounts)
+    # pyxis: the job's directory (the batch shell's working directory, -D) mounted at the same
+    # path and used as the container's working directory, so relative paths mean the same
+    return (shell_join([f"--container-image={image}"]) + " --container-mounts="
+            + (shell_quote(mounts + ",") if mounts else "") + '"$PWD:$PWD" --container-workdir="$PWD"')
 
+
+def _context(req: SubmitRequest, facts: SiteFacts, template: Template, params: dict, opts: _Options,
+             env: list[EnvVar], gpn: int, ck: Checkpoint, max_restarts: int) -> dict:
+    """The values the template reads."""
     ctx = {
         "template": template.name,
         "site": facts.source,
@@ -289,24 +419,23 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
         "rendezvous_interface": facts.submit.rendezvous_interface,
         "port_base": PORT_BASE,
         "port_span": PORT_SPAN,
-        "preempt": signal_s > 0,
+        "preempt": bool(ck.signal),
+        "checkpoint_signal": ck.signal,
+        # what a launcher's agent (torchrun) ignores, its workers getting the default back
+        "agent_ignores": ([ck.signal] if ck.signal and ck.signal != "TERM" else []) + ["TERM"],
         "max_restarts": max_restarts,
-        # pyxis: the job's directory (the batch shell's working directory, -D) mounted at the same
-        # path and used as the container's working directory, so relative paths mean the same
-        "container": (shell_join(container_args) + " --container-mounts="
-                      + (shell_quote(mounts + ",") if mounts else "") + '"$PWD:$PWD" --container-workdir="$PWD"')
-                     if container_args else "",
+        "retry_switches": _retry_switches(opts, facts),
+        "container": _container(params, facts),
+        "srun_opts": _srun_options(req.srun_opts),
+        "setup": _shell_commands(req.setup, "--setup"),
+        "teardown": _shell_commands(req.teardown, "--teardown"),
         "p": params,
     }
     if "sets" in template.params:
         ctx["array_commands"] = [shell_join(_fill(req.command, s)) for s in params["sets"]]
         ctx["array_env"] = [[f"export SLURMKIT_PARAM_{_env_name(k)}={shell_quote(str(v))}" for k, v in s.items()]
                             for s in params["sets"]]
-    param_sources = {name: "--set" if name in req.sets else "API params" if name in req.params else "template default"
-                     for name in params}
-    params = {**params, "max_restarts": max_restarts}
-    param_sources["max_restarts"] = restarts_src
-    return Plan(template, tuple(opts), tuple(env), params, ctx, param_sources)
+    return ctx
 
 
 def _sbatch_arg(arg: str) -> tuple[str, str | None]:
@@ -385,6 +514,9 @@ def explain(p: Plan) -> str:
     width = max([len(sbatch_line(o.name, o.value)) for o in p.options] + [20])
     for o in p.options:
         lines.append(f"{sbatch_line(o.name, o.value):<{width}}  <- {o.source}")
+    if not p.context.get("checkpoint_signal"):
+        lines.append("# no checkpoint signal (--checkpoint-signal): nothing is sent before the time limit; the job "
+                     "ends there as with plain sbatch (TIMEOUT, not requeued)")
     lines.append("# exported variables")
     for v in p.env:
         text = f"{v.name}={v.value}"
@@ -392,6 +524,13 @@ def explain(p: Plan) -> str:
     lines.append(f"{'SLURMKIT_RESTART_COUNT':<{width}}  <- run time: ${{SLURM_RESTART_COUNT:-0}} (requeues so far)")
     for name, how in p.template.runtime_env.items():
         lines.append(f"{name:<{width}}  <- run time: {how}")
+    if p.context.get("srun_opts"):
+        lines.append("# extra srun options (the srun launching the ranks)")
+        lines.append(f"{p.context['srun_opts']:<{width}}  <- CLI --srun-opt")
+    for key, when in (("setup", "before"), ("teardown", "after")):
+        if p.context.get(key):
+            lines.append(f"# {key}: run in the batch shell once per job, {when} the launch")
+            lines.extend(f"{cmd:<{width}}  <- CLI --{key}" for cmd in p.context[key])
     lines.append("# template parameters")
     for name, value in p.params.items():
         src = p.param_sources.get(name, "template default")

@@ -12,6 +12,9 @@ A template starts with a jinja comment holding TOML::
     MASTER_ADDR = "what the script computes at run time, and from what"
     -#}
 
+An optional ``checkpoint_signal = "USR1"`` in the header is the template's default checkpoint
+signal (``slurmkit submit --checkpoint-signal``); the shipped templates set none.
+
 ``--set key=value`` accepts only the declared params; the value is converted to the type of
 the default (int, float, bool, str; lists/tables as JSON).
 """
@@ -73,7 +76,8 @@ class Param:
 @dataclass(frozen=True)
 class Template:
     """A job template: ``name``, ``path``, ``description``, ``tasks`` shape, ``params`` by name,
-    ``runtime_env`` (variable -> how the script computes it), ``source`` (the jinja text)."""
+    ``runtime_env`` (variable -> how the script computes it), ``source`` (the jinja text),
+    ``checkpoint_signal`` (the header's default checkpoint signal, "" = none)."""
 
     name: str
     path: str
@@ -82,6 +86,8 @@ class Template:
     params: dict = field(default_factory=dict)
     runtime_env: dict = field(default_factory=dict)
     source: str = ""
+    #: the header's ``checkpoint_signal`` ("" = none): its default --checkpoint-signal
+    checkpoint_signal: str = ""
 
     def resolve(self, sets: dict[str, str] | None = None, values: dict | None = None) -> dict:
         """Parameter values: defaults, then ``values`` (typed, from the API), then ``sets``
@@ -116,7 +122,8 @@ def parse_header(name: str, text: str, path: str = "") -> Template:
             raise TemplateError(path or name, None, f"header: params.{pname} needs a default")
         params[pname] = Param(pname, spec["default"], str(spec.get("help", "")))
     return Template(name=name, path=path, description=str(meta.get("description", "")), tasks=tasks,
-                    params=params, runtime_env=dict(meta.get("runtime_env") or {}), source=text)
+                    params=params, runtime_env=dict(meta.get("runtime_env") or {}), source=text,
+                    checkpoint_signal=str(meta.get("checkpoint_signal", "")))
 
 
 def templates_dir():

@@ -42,3 +42,17 @@ def parse_seconds(text: str, option: str = "--time", minimum: int = 1) -> int | 
     if total < minimum:
         raise UsageError(f"{option} {text!r}", f"must be at least {minimum} s")
     return total
+
+
+def slurm_limit(seconds: int) -> int:
+    """The time limit Slurm applies for ``seconds``: it keeps whole minutes, rounding up
+    (src/common/parse_time.c ``time_str2mins``: ``(secs + 59) / 60``), so ``-t 1:30`` runs
+    with ``TimeLimit=00:02:00``. In seconds."""
+    return (seconds + 59) // 60 * 60
+
+
+def hms(seconds: int) -> str:
+    """``seconds`` as scontrol shows a time limit: ``HH:MM:SS`` or ``D-HH:MM:SS``."""
+    days, rest = divmod(int(seconds), 86400)
+    text = f"{rest // 3600:02d}:{rest // 60 % 60:02d}:{rest % 60:02d}"
+    return f"{days}-{text}" if days else text

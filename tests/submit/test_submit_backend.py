@@ -75,3 +75,31 @@ def test_array_tasks_aggregate_under_the_array_id():
     done = parse_sacct("8_0|COMPLETED|n1|gres/gpu=1|gres/gpu=1\n8_1|FAILED|n2|gres/gpu=1|gres/gpu=1\n")
     assert aggregate_arrays(["8"], done)["8"].state == "FAILED"
     assert aggregate_arrays(["9"], done) == {}
+
+
+def test_pending_reason_and_expected_start_come_from_squeue():
+    # squeue -h -t all -o '%i|%T|%N|%D|%b|%r|%S': an edit of SQUEUE above (real, Slurm 22.05
+    # sandbox) with the reason and start columns appended, labelled so; the sandbox test
+    # test_waiting_shows_the_pending_reason_as_it_changes parses the real squeue's (Dependency)
+    text = ("12|PENDING||1|gres:gpu:h100:1|Dependency|N/A\n"
+            "13|PENDING||2|gres:gpu:h100:4|Resources|2026-12-02T04:10:00\n"
+            "14|RUNNING|n1|1|gres:gpu:h100:1|None|2026-12-02T03:10:00\n")
+    jobs = parse_squeue(text)
+    assert (jobs["12"].reason, jobs["12"].start) == ("Dependency", "")
+    assert (jobs["13"].reason, jobs["13"].start) == ("Resources", "2026-12-02T04:10:00")
+    assert (jobs["14"].reason, jobs["14"].start) == ("", "")     # a running job has no pending reason
+
+
+def test_wait_reports_each_change_once_to_its_callback():
+    from slurmkit.cli.watch import StateLine, describe
+    from slurmkit.submit.backend import JobInfo
+    import io
+
+    a = JobInfo("5", "PENDING", (), 1, "squeue", "Resources", "2026-12-02T04:10:00")
+    assert describe("5", a) == "job 5: PENDING (Resources), expected start 2026-12-02T04:10:00"
+    assert describe("5", JobInfo("5", "RUNNING", ("n1",), 1, "squeue")) == "job 5: RUNNING on n1"
+    buf = io.StringIO()
+    line = StateLine("5", buf)
+    line(a)
+    line(None)
+    assert buf.getvalue() == "job 5: PENDING (Resources), expected start 2026-12-02T04:10:00\njob 5: not known to Slurm yet\n"

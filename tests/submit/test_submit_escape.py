@@ -74,3 +74,46 @@ def test_property_bash_receives_the_exact_argv(words):
 def test_shell_quote_refuses_nul():
     with pytest.raises(EscapeError):
         shell_quote("a\0b")
+
+
+# -- --env values: $NAME / ${NAME} expand on the node, nothing else ---------------------------------
+
+from slurmkit.submit.escape import shell_expand_word  # noqa: E402
+
+
+def _expand_like_the_node(value: str, env: dict) -> str:
+    """The rule the docs state: $NAME and ${NAME} replaced by the variable's value ("" unset)."""
+    import re
+
+    return re.sub(r"\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))", lambda m: env.get(m.group(1) or m.group(2), ""), value)
+
+
+def _bash_export(value: str, env: dict) -> str:
+    script = f"set -euo pipefail\nexport OUT={shell_expand_word(value)}\nprintf %s \"$OUT\""
+    proc = subprocess.run(["bash", "-c", script], env={"PATH": "/usr/bin:/bin", **env}, capture_output=True,
+                          text=True, check=True)
+    return proc.stdout
+
+
+@pytest.mark.parametrize("value, env, want", [
+    ("/opt/amazon/efa/lib:$LD_LIBRARY_PATH", {"LD_LIBRARY_PATH": "/usr/lib"}, "/opt/amazon/efa/lib:/usr/lib"),
+    ("/a:$X", {}, "/a:"),                                     # unset: empty, even under set -u
+    ("${HOME}x $HOMEx", {"HOME": "/h", "HOMEx": "y"}, "/hx y"),
+    ("$(id) `id` * ~ ' \" \\ $ $1 ${", {}, "$(id) `id` * ~ ' \" \\ $ $1 ${"),
+    ("", {}, ""),
+])
+def test_env_values_expand_variables_and_nothing_else_in_bash(value, env, want):
+    assert _bash_export(value, env) == want
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=line_text, x=st.text(st.characters(blacklist_characters="\0", blacklist_categories=("Cs",))))
+def test_property_bash_expands_env_values_as_documented(value, x):
+    env = {"X": x} if x else {}
+    assert _bash_export(value, env) == _expand_like_the_node(value, env)
+
+
+@pytest.mark.parametrize("bad", ["a\nb", "a\rb", "a\0b"])
+def test_env_values_on_more_than_one_line_are_refused(bad):
+    with pytest.raises(EscapeError):
+        shell_expand_word(bad)

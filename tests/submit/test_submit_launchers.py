@@ -173,3 +173,21 @@ def test_launchers_stay_requeueable_without_preemption_handling(name):
     opts = {o.name for o in plan_for(name, nodes=2, signal_s=0, max_restarts=0).options}
     assert "requeue" not in opts and "open-mode" not in opts
     assert "requeue" not in {o.name for o in plan_for("single-gpu", signal_s=0).options}
+
+
+@pytest.mark.parametrize("wait, value, says", [
+    ("", "0", "the retry drops --switches=1@5:00: it may start on any free nodes"),
+    ("0:30", "1@0:30", "the retry waits at most 0:30 for --switches=1 (was 1@5:00; profile submit.retry_switch_wait)")])
+def test_a_retry_without_a_bad_node_drops_or_shortens_switches(wait, value, says):
+    from slurmkit.profile import load_profile
+
+    facts = site.site_facts(load_profile("sandbox", overrides=({"submit": {"retry_switch_wait": wait}},)))
+    for name in ("srun", "torchrun", "deepspeed", "nccl-tests"):
+        text = render.render(render.plan(render.SubmitRequest(template=name, command=("x",), nodes=2), facts,
+                                         templates.get(name)))
+        assert f'scontrol update JobId="$SLURM_JOB_ID" Switches={value}; then' in text, name
+        assert f'echo "slurmkit: {says}" >&2' in text
+    # no --switches (a nodelist, --no-switches): nothing to change
+    text = render.render(render.plan(render.SubmitRequest(template="srun", command=("x",), nodes=2, switches=False),
+                                     facts, templates.get("srun")))
+    assert "Switches=" not in text

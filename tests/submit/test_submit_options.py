@@ -44,19 +44,55 @@ def test_malformed_time_is_refused_naming_the_option(text):
 
 
 def test_a_time_limit_shorter_than_the_warning_clamps_the_warning():
-    # -t 1:00 with the 120 s default: USR2 would come at the start and requeue forever
-    p = plan_for("srun", time="1:00")
+    # -t 1:00 with the 120 s default: the signal would come at the start and requeue forever
+    p = plan_for("srun", time="1:00", checkpoint_signal="USR1")
     assert options(p)["signal"] == "B:USR2@30"
-    assert "clamped to half of --time 1:00" in render.explain(p)
-    assert options(plan_for("srun", time="10:00"))["signal"] == "B:USR2@120"
-    assert options(plan_for("srun", time="2:00", signal_s=120))["signal"] == "B:USR2@60"
+    assert "clamped to half of the time limit Slurm applies (00:01:00)" in render.explain(p)
+    assert options(plan_for("srun", time="10:00", checkpoint_signal="USR1"))["signal"] == "B:USR2@120"
+    assert options(plan_for("srun", time="2:00", signal_s=120, checkpoint_signal="USR1"))["signal"] == "B:USR2@60"
+
+
+@pytest.mark.parametrize("time, applied, warning", [("1:30", "00:02:00", 60), ("0:01", "00:01:00", 30),
+                                                    ("2:00:30", "02:01:00", 120), ("1-0:0:1", "1-00:01:00", 120)])
+def test_the_warning_is_computed_from_the_limit_slurm_applies(time, applied, warning):
+    # Slurm keeps whole minutes, rounding up (parse_time.c time_str2mins): -t 1:30 runs 2 minutes,
+    # so a 120 s warning is clamped to half of 120 s (60), not of 90 s (45)
+    p = plan_for("srun", time=time, checkpoint_signal="USR1")
+    assert options(p)["signal"] == f"B:USR2@{warning}"
+    text = render.explain(p)
+    assert f"Slurm applies {applied} (whole minutes, rounded up)" in text
+    assert timelimit.hms(timelimit.slurm_limit(timelimit.parse_seconds(time))) == applied
+
+
+def test_the_checkpoint_signal_comes_from_the_request_template_or_profile_and_is_named():
+    from dataclasses import replace
+
+    assert "signal" not in options(plan_for("srun"))                          # default: none
+    p = plan_for("srun", checkpoint_signal="sigterm")
+    assert 'scancel --signal=TERM "$SLURM_JOB_ID"' in render.render(p)
+    text = render.explain(p)
+    assert "sends SIGTERM to the ranks (CLI --checkpoint-signal)" in text
+    assert "a program without a SIGTERM handler is stopped by it and restarts from scratch" in text
+    from slurmkit.profile import load_profile
+
+    facts = site.site_facts(load_profile("sandbox", overrides=({"submit": {"checkpoint_signal": "USR1"}},)))
+    tpl = templates.get("srun")
+    by_profile = render.plan(render.SubmitRequest(template="srun", command=("x",)), facts, tpl)
+    assert "sends SIGUSR1 to the ranks (profile submit.checkpoint_signal)" in render.explain(by_profile)
+    by_template = render.plan(render.SubmitRequest(template="srun", command=("x",)), facts,
+                              replace(tpl, checkpoint_signal="USR2"))
+    assert "sends SIGUSR2 to the ranks (template srun checkpoint_signal)" in render.explain(by_template)
+    off = render.plan(render.SubmitRequest(template="srun", command=("x",), checkpoint_signal="none"), facts, tpl)
+    assert "signal" not in options(off)
+    with pytest.raises(UsageError, match="--checkpoint-signal 'KILL': expected one of USR1"):
+        plan_for("srun", checkpoint_signal="KILL")
 
 
 def test_requeues_are_capped_by_max_restarts_from_profile_set_or_api():
-    text = render.render(plan_for("torchrun", nodes=2))
+    text = render.render(plan_for("torchrun", nodes=2, checkpoint_signal="USR1"))
     assert 'if [ "$SLURMKIT_RESTART_COUNT" -ge 3 ]; then' in text          # profile default (model)
     assert "max_restarts = 3" in text and "scontrol requeue" in text
-    p = plan_for("srun", sets={"max_restarts": "1"})
+    p = plan_for("srun", sets={"max_restarts": "1"}, checkpoint_signal="USR1")
     assert p.params["max_restarts"] == 1 and p.param_sources["max_restarts"] == "--set max_restarts"
     assert 'if [ "$SLURMKIT_RESTART_COUNT" -ge 1 ]; then' in render.render(p)
     assert plan_for("srun", max_restarts=0).params["max_restarts"] == 0
@@ -65,12 +101,13 @@ def test_requeues_are_capped_by_max_restarts_from_profile_set_or_api():
 
 
 def test_slurm_preemption_sigterm_is_trapped_and_torchrun_does_not_forward_signals():
-    text = render.render(plan_for("torchrun", nodes=2))
+    text = render.render(plan_for("torchrun", nodes=2, checkpoint_signal="USR1"))
     assert "trap slurmkit_on_term TERM" in text and "trap slurmkit_on_usr2 USR2" in text
     assert 'grep -q "PreemptTime=[0-9]"' in text          # a preempted job whose ranks exited requeues
-    # the agent neither dies of nor forwards USR2/TERM: Slurm signals every worker itself
-    assert "--signals-to-handle=SIGINT,SIGHUP,SIGQUIT " in text and "SIGUSR2" not in text.split("SLURMKIT_DEFAULT")[0]
-    assert "trap '' USR2 TERM" in text
+    # the agent neither dies of nor forwards USR1/TERM: Slurm signals every worker itself
+    assert "--signals-to-handle=SIGINT,SIGHUP,SIGQUIT " in text and "SIGUSR1" not in text.split("SLURMKIT_DEFAULT")[0]
+    assert "trap '' USR1 TERM" in text
+    assert "signal.signal(signal.SIGUSR1, signal.SIG_DFL)" in text
     assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
 
 
@@ -324,7 +361,12 @@ def test_the_job_exits_with_the_payloads_status_when_no_rank_recorded_one(tmp_pa
     and no launcher record ends the job with 3 (pipefail and set -e must not turn it into 2)."""
     text = render.render(plan_for(template, nodes=1, signal_s=signal_s))
     finish = text.split("slurmkit_finish() {", 1)[1].split("\n}\n", 1)[0]
-    script = (f"set -euo pipefail\nSLURMKIT_LOG_DIR={tmp_path}\nSLURMKIT_RESTART_COUNT=0\n"
+    faults = text.split("slurmkit_node_faults() {", 1)[1].split("\n}\n", 1)[0]
+    # the node-fault scan asks Slurm about the job's node: here it is n1, healthy (no controller)
+    scontrol = ('scontrol() { case "$2" in hostnames) echo n1 ;; '
+                'node) echo "NodeName=n1 State=ALLOCATED Reason=" ;; esac; }\n')
+    script = (f"set -euo pipefail\nSLURMKIT_LOG_DIR={tmp_path}\nSLURMKIT_RESTART_COUNT=0\nSLURM_JOB_NODELIST=n1\n"
+              f"{scontrol}slurmkit_node_faults() {{{faults}\n}}\n"
               f"slurmkit_finish() {{{finish}\n}}\nslurmkit_rc=0\n(exit 3) || slurmkit_rc=$?\nslurmkit_finish \"$slurmkit_rc\"\n")
     assert subprocess.run(["bash", "-c", script]).returncode == 3
     (tmp_path / "failed-n2-restart0").write_text("7\n")

@@ -65,7 +65,7 @@ def test_each_rank_gets_the_warning_once_and_a_planned_requeue_is_clean(sandbox,
     ranks = (0, 1)
     params = {"python": sys.executable} if template == "torchrun" else {}
     job = submit(sandbox, backend, tmp_path, template, [sys.executable, "-c", COUNTER, tmp_path],
-                 nodes=1, gpus_per_node=2, params=params, time="10:00")
+                 nodes=1, gpus_per_node=2, params=params, time="10:00", checkpoint_signal="USR2")
     wait_until(started(tmp_path, ranks, 0), 90, what="first start")
     time.sleep(1)
     # what --signal=B:USR2@<s> does before the time limit: USR2 to the batch shell only
@@ -77,14 +77,14 @@ def test_each_rank_gets_the_warning_once_and_a_planned_requeue_is_clean(sandbox,
         assert json.loads((tmp_path / f"signals-{r}-0.json").read_text()) == ["USR2"], out[-3000:]
         assert (tmp_path / f"start-{r}-1").exists()
     assert "Restarts=1" in scontrol_job(sandbox, job.id)
-    assert "checkpoint and requeue (restart 1 of at most 3)" in out
+    assert "SIGUSR2 to the ranks to checkpoint, then requeue (restart 1 of at most 3)" in out
     assert "Traceback" not in out and "srun: error" not in out, out[-3000:]
 
 
 def test_requeues_stop_at_max_restarts_with_a_clear_message(sandbox, backend, tmp_path):
     # every run waits for its warning (a job that never finishes within its limit)
     job = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", COUNTER, tmp_path, "loop"],
-                 time="10:00", sets={"max_restarts": "1"})
+                 time="10:00", sets={"max_restarts": "1"}, checkpoint_signal="USR2")
     for restart in (0, 1):
         wait_until(started(tmp_path, (0,), restart), 90, what=f"start {restart}")
         time.sleep(1)
@@ -353,3 +353,72 @@ def test_deepspeed_launcher_that_cannot_start_on_a_node_requeues_without_it(sand
     requeued_without_n2(sandbox, job, tmp_path, f"could not start {launcher} (exit status 1, before any rank "
                         "started): n2: ImportError: libcuda.so.1")
     assert {json.loads(p.read_text())["node"] for p in tmp_path.glob("rank*.json")} == {"n1", "n4"}
+
+
+def test_a_retry_without_a_bad_node_drops_switches_and_starts_on_the_other_leaf(sandbox, backend, tmp_path):
+    """The job asks for one leaf switch (--switches=1@5:00) and first runs on n1,n2 (leaf of
+    n1-n2; n4 excluded); n2 cannot start the program. The retry without n2 must span leaves
+    (n1 + n3): it drops --switches and says so, and starts instead of pending for the 5-minute
+    wait (the job completes within 150 s)."""
+    from ranks import REPORT
+
+    python = broken_on(tmp_path, "n2", "python", sys.executable, f"{tmp_path}/python: {NO_LIBCUDA}", 127)
+    job = submit(sandbox, backend, tmp_path, "srun", [python, "-c", REPORT, tmp_path], nodes=2,
+                 gpus_per_node=2, time="5:00", exclude="n4")
+    state = job.wait(timeout=150, poll_s=1)
+    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    assert state == "COMPLETED", out[-3000:]
+    assert "slurmkit: the retry drops --switches=1@5:00: it may start on any free nodes" in out, out[-3000:]
+    info = scontrol_job(sandbox, job.id)
+    assert "Restarts=1" in info and "ExcNodeList=n4,n2" in info, info
+    nodes = {json.loads(p.read_text())["node"] for p in tmp_path.glob("rank*.json")}
+    assert nodes == {"n1", "n3"}
+
+
+#: A rank per node: on the first run it waits for the test's "die" file, then n2's rank exits 3
+#: (as a rank whose GPU fell off the bus); the run after a requeue ends at once.
+MIDRUN = """
+import os, sys, time
+out, node = sys.argv[1], os.environ["SLURMD_NODENAME"]
+restart = int(os.environ["SLURMKIT_RESTART_COUNT"])
+open(os.path.join(out, f"start-{node}-{restart}"), "w").close()
+if restart == 0:
+    while not os.path.exists(os.path.join(out, "die")):
+        time.sleep(0.2)
+    if node == "n2":
+        sys.exit(3)
+    time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("drained", [True, False])
+def test_a_rank_dying_mid_run_is_retried_only_with_node_evidence(sandbox, backend, tmp_path, drained):
+    """n2's rank dies mid-run. With n2 drained during the job by the health check (a
+    'slurmkit:' hardware reason), the job is requeued without n2 and the output names the node
+    and the evidence; without evidence, the rank's failure is the program's: FAILED, not requeued."""
+    job = submit(sandbox, backend, tmp_path, "srun", [sys.executable, "-c", MIDRUN, tmp_path], nodes=2,
+                 gpus_per_node=1, time="5:00", switches=False, exclude="n3")
+    wait_until(lambda: (tmp_path / "start-n1-0").exists() and (tmp_path / "start-n2-0").exists(), 90, what="first start")
+    reason = "slurmkit: xid 79 GPU0 0000:19:00.0: fell off the bus"
+    try:
+        if drained:
+            run(["scontrol", "update", "NodeName=n2", "State=DRAIN", f"Reason={reason}"], env=sandbox.env())
+        (tmp_path / "die").write_text("")
+        state = job.wait(timeout=180, poll_s=1)
+    finally:
+        if drained:
+            run(["scontrol", "update", "NodeName=n2", "State=RESUME"], env=sandbox.env())
+    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    info = scontrol_job(sandbox, job.id)
+    if drained:
+        assert state == "COMPLETED", out[-3000:]
+        said = [line for line in out.splitlines() if line.startswith("slurmkit: node n2 failed: ")]
+        assert said and said[0].startswith("slurmkit: node n2 failed: drained during the job by slurmkit's "
+                                           "health check (State=") and said[0].endswith(f"): {reason}"), out[-3000:]
+        assert "slurmkit: requeued without n2 (ExcNodeList=n3,n2), restart 1 of at most 3" in out
+        assert "Restarts=1" in info and (tmp_path / "start-n1-1").exists()
+    else:
+        assert state == "FAILED", out[-3000:]
+        assert "requeued without" not in out and "slurmkit: node n2 failed" not in out, out[-3000:]
+        # srun's own status: the highest of its tasks' (n1's rank, ended by --kill-on-bad-exit: 143)
+        assert "Restarts=0" in info and "ExitCode=0:0" not in info, info

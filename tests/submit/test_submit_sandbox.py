@@ -6,6 +6,8 @@ test compares it with the sandbox's rendered site profile.
 
 import contextlib
 import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,12 +34,13 @@ restart = int(os.environ["SLURMKIT_RESTART_COUNT"])
 ck = os.path.join(out, f"ckpt-{rank}.json")
 state = json.load(open(ck)) if os.path.exists(ck) else None
 step = state["step"] if state else 0
-def on_usr2(sig, frame):
+def on_signal(sig, frame):
     with open(ck + ".tmp", "w") as fh:
-        json.dump({"step": step, "restart": restart}, fh)
+        json.dump({"step": step, "restart": restart, "signal": signal.Signals(sig).name}, fh)
     os.replace(ck + ".tmp", ck)
     sys.exit(0)
-signal.signal(signal.SIGUSR2, on_usr2)
+# the checkpoint signal this program handles (Lightning: USR1, Megatron-LM: TERM)
+signal.signal(getattr(signal, "SIG" + sys.argv[2]), on_signal)
 with open(os.path.join(out, f"start-{rank}-{restart}.json"), "w") as fh:
     json.dump({"restart": restart, "loaded": state}, fh)
 while restart == 0:
@@ -133,25 +136,44 @@ def test_deepspeed_workers_keep_the_gpus_slurm_gave_on_a_shared_node(sandbox, ba
             assert json.loads(p.read_text())["visible"] == ",".join(map(str, free))
 
 
-@pytest.mark.parametrize("template", ["torchrun", "srun", "single-gpu"])
-def test_preemption_checkpoint_requeue_restart(sandbox, backend, tmp_path, template):
-    # torchrun forwards USR2 to its workers (--signals-to-handle); srun ranks get it from Slurm;
-    # single-gpu's one process too (its output is piped through tee, which gets no signal)
+@pytest.mark.parametrize("template,sig", [("torchrun", "USR1"), ("srun", "TERM"), ("single-gpu", "USR1"),
+                                          ("srun", "USR2")])
+def test_preemption_checkpoint_requeue_restart(sandbox, backend, tmp_path, template, sig):
+    # torchrun's workers get the signal from Slurm (the agent ignores it); srun ranks get it from
+    # Slurm; single-gpu's one process too (its output is piped through tee, which gets no signal)
     params = {"python": sys.executable} if template == "torchrun" else {}
     ranks = (0,) if template == "single-gpu" else (0, 1)
-    job = submit(sandbox, backend, tmp_path, template, [sys.executable, "-c", CHECKPOINT, tmp_path],
-                 nodes=1, gpus_per_node=len(ranks), params=params, time="10:00")
+    job = submit(sandbox, backend, tmp_path, template, [sys.executable, "-c", CHECKPOINT, tmp_path, sig],
+                 nodes=1, gpus_per_node=len(ranks), params=params, time="10:00", checkpoint_signal=sig)
     wait_until(lambda: all((tmp_path / f"start-{r}-0.json").exists() for r in ranks), 60, what="first start")
-    # what --signal=B:USR2@<s> does before the time limit: USR2 to the batch shell only
+    # what --signal=B:USR2@<s> does before the time limit: USR2 to the batch shell only, which
+    # sends the checkpoint signal to the ranks
     run(["scancel", "--batch", "--signal=USR2", job.id], env=sandbox.env())
     finish(job, tmp_path, timeout=180)
     for rank in ranks:
         saved = json.loads((tmp_path / f"ckpt-{rank}.json").read_text())
-        assert saved["restart"] == 0 and saved["step"] > 0
+        assert saved["restart"] == 0 and saved["step"] > 0 and saved["signal"] == "SIG" + sig
         second = json.loads((tmp_path / f"start-{rank}-1.json").read_text())
         assert second == {"restart": 1, "loaded": saved}
     out = run(["scontrol", "show", "job", job.id], env=sandbox.env()).stdout
     assert "Restarts=1" in out
+
+
+def test_a_program_that_handles_no_signal_runs_as_with_sbatch(sandbox, backend, tmp_path):
+    """Without --checkpoint-signal: no early signal, no requeue; the job completes, or times out
+    as Slurm ends any job (TIMEOUT, Restarts=0), with the time limit Slurm applies (-t 0:30 ->
+    1 minute, Slurm keeps whole minutes)."""
+    done = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "print('done')"], time="1:30")
+    shown = run(["scontrol", "show", "job", done.id], env=sandbox.env()).stdout
+    assert "TimeLimit=00:02:00" in shown
+    finish(done, tmp_path, timeout=60)
+    slow = submit(sandbox, backend, tmp_path, "single-gpu",
+                  [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(600)"], time="0:30")
+    assert slow.wait(timeout=200, poll_s=2) == "TIMEOUT"
+    shown = run(["scontrol", "show", "job", slow.id], env=sandbox.env()).stdout
+    assert "Restarts=0" in shown and "TimeLimit=00:01:00" in shown
+    out = (tmp_path / f"job-{slow.id}.out").read_text()
+    assert "started" in out and "slurmkit: time limit near" not in out
 
 
 def _show_job(sandbox, job_id) -> dict:
@@ -321,18 +343,91 @@ def test_random_names_and_comments_read_back_exactly(sandbox, backend):
             run(["scancel", *ids], env=sandbox.env())
 
 
-@pytest.mark.parametrize("signal_s", [120, 0])   # with and without the preemption trap
+@pytest.mark.parametrize("signal_s", [120, 0])   # with and without the checkpoint trap
 def test_single_gpu_output_reaches_the_job_output(sandbox, backend, tmp_path, signal_s):
+    sig = "USR1" if signal_s else None
     job = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "print('hello from the job')"],
-                 signal_s=signal_s)
+                 signal_s=signal_s, checkpoint_signal=sig)
     finish(job, tmp_path, timeout=60)
     assert "hello from the job" in (tmp_path / f"job-{job.id}.out").read_text()
     assert "hello from the job" in (tmp_path / "slurmkit-logs" / job.id / "rank-0-restart0.out").read_text()
     # a failing program: its message is in the job's output and its exit status is the job's
     bad = submit(sandbox, backend, tmp_path, "single-gpu",
                  [sys.executable, "-c", "import sys; print('step 1', flush=True); sys.exit('loss is NaN')"],
-                 signal_s=signal_s)
+                 signal_s=signal_s, checkpoint_signal=sig)
     assert bad.wait(timeout=60, poll_s=1) == "FAILED"
     out = (tmp_path / f"job-{bad.id}.out").read_text()
     assert "step 1" in out and "loss is NaN" in out
     assert "ExitCode=1:0" in run(["scontrol", "show", "job", bad.id], env=sandbox.env()).stdout
+
+
+def test_per_job_env_setup_teardown_and_srun_options_on_the_node(sandbox, backend, tmp_path):
+    """--env expands on the node ($PATH there, prepended), --env-file too, --setup's exports reach
+    the rank, --teardown runs once after it, --srun-opt=--label prefixes srun's output."""
+    env_file = tmp_path / "job.env"
+    env_file.write_text("# from a file\nFROM_FILE=yes $SLURM_JOB_ID\n")
+    prog = ("import os; print('X=' + os.environ['X']); print('Y=' + os.environ['Y']); "
+            "print('F=' + os.environ['FROM_FILE']); print('Q=' + os.environ['Q'])")
+    job = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", prog],
+                 job_env=["X=/opt/x/bin:$PATH", "Q=it's $(id) `id`"], env_file=str(env_file),
+                 setup=["export Y=from-setup"], teardown=[f"echo torn-down >> {tmp_path}/teardown"],
+                 srun_opts=["--label"])
+    finish(job, tmp_path, timeout=90)
+    out = (tmp_path / f"job-{job.id}.out").read_text()
+    lines = dict(line.split(": ", 1)[1].split("=", 1) for line in out.splitlines() if line.startswith("0: "))
+    assert lines["X"].startswith("/opt/x/bin:") and "/bin" in lines["X"][len("/opt/x/bin:"):]
+    assert lines["Y"] == "from-setup" and lines["F"] == f"yes {job.id}" and lines["Q"] == "it's $(id) `id`"
+    assert (tmp_path / "teardown").read_text() == "torn-down\n"
+
+
+def test_a_missing_output_directory_is_created_and_logs_of_a_job_without_output_say_why(sandbox, backend,
+                                                                                        tmp_path):
+    job = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "print('in nodir')"],
+                 output=str(tmp_path / "nodir" / "x-%j.out"))
+    finish(job, tmp_path, timeout=60)
+    assert "in nodir" in (tmp_path / "nodir" / f"x-{job.id}.out").read_text()
+    # plain sbatch into a directory that does not exist: the job ends with no output anywhere
+    lost = run(["sbatch", "--parsable", "-o", str(tmp_path / "missing" / "o-%j.out"), "--wrap", "true"],
+               env=sandbox.env()).stdout.strip()
+    state = api.Job(lost, backend).wait(timeout=60, poll_s=1)
+    code = api.Job(lost, backend).exit_code
+    proc = subprocess.run([sys.executable, "-m", "slurmkit", "logs", lost], capture_output=True, text=True,
+                          env={**os.environ, **sandbox.env()}, timeout=60)
+    assert proc.returncode == 1
+    assert f"job {lost} ended {state} (exit code {code}) without any output" in proc.stderr, proc.stderr
+
+
+def test_waiting_shows_the_pending_reason_as_it_changes(sandbox, backend, tmp_path):
+    """A job held by a dependency: status shows Slurm's reason; Job.wait's callback, submit
+    --wait and logs --follow show PENDING (Dependency), then the run, as plain lines off a
+    terminal."""
+    from slurmkit.submit.backend import parse_squeue
+
+    env = {**os.environ, **sandbox.env()}
+    first = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "import time; time.sleep(8)"])
+    held = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "print('held job ran')"],
+                  dependency=f"afterok:{first.id}")
+    raw = run(["squeue", "-h", "-t", "all", "-j", held.id, "-o", "%i|%T|%N|%D|%b|%r|%S"], env=sandbox.env()).stdout
+    info = parse_squeue(raw)[held.id]
+    assert (info.state, info.reason) == ("PENDING", "Dependency"), raw
+    status = subprocess.run([sys.executable, "-m", "slurmkit", "status", held.id], capture_output=True, text=True,
+                            env=env, timeout=60)
+    assert "PENDING" in status.stdout and "reason=Dependency" in status.stdout, status.stdout + status.stderr
+    follow = subprocess.Popen([sys.executable, "-m", "slurmkit", "logs", "-f", held.id], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+    seen = []
+    assert held.wait(timeout=120, poll_s=1, callback=seen.append) == "COMPLETED"
+    out, err = follow.communicate(timeout=60)
+    assert (seen[0].state, seen[0].reason) == ("PENDING", "Dependency") and seen[-1].state == "COMPLETED"
+    assert f"job {held.id}: PENDING (Dependency)" in err.splitlines()[0], err
+    assert "held job ran" in out
+    # submit --wait, off a terminal: one plain line per change, exit 0 once COMPLETED
+    blocker = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "import time; time.sleep(5)"])
+    proc = subprocess.run([sys.executable, "-m", "slurmkit", "submit", "single-gpu", "-o", str(tmp_path / "w-%j.out"),
+                           "-D", str(tmp_path), "-d", f"afterok:{blocker.id}", "--wait", "--", "true"],
+                          capture_output=True, text=True, env=env, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    job_id = proc.stdout.strip()
+    lines = proc.stderr.splitlines()
+    assert lines[0] == f"job {job_id}: PENDING (Dependency)" and lines[-1].startswith(f"job {job_id}: COMPLETED")
+    assert "\r" not in proc.stderr

@@ -34,13 +34,14 @@ def test_catalog_has_every_launcher_with_declared_params():
 def test_every_template_renders_valid_bash_with_the_invariants(name):
     kw = {"sets": {"sets": '[{"lr": 0.1}, {"lr": 0.2}]'}} if name == "array" else {}
     nodes = 1 if templates.get(name).tasks == "single" else 2
-    text = render.render(plan_for(name, nodes=nodes, **kw))
+    text = render.render(plan_for(name, nodes=nodes, checkpoint_signal="USR1", **kw))
     assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
     assert "set -euo pipefail" in text
     assert "export CUDA_DEVICE_ORDER=PCI_BUS_ID" in text
     assert "export SLURMKIT_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}" in text
     assert "#SBATCH --signal=B:USR2@120" in text and "#SBATCH --requeue" in text
     assert "slurmkit_payload &" in text and 'wait "$slurmkit_pid"' in text
+    assert 'scancel --signal=USR1 "$SLURM_JOB_ID"' in text and "--signal=USR2 " not in text
     # GPUs are chosen by Slurm's own index (SLURM_STEP_GPUS); only deepspeed's node function reads
     # CUDA_VISIBLE_DEVICES, to hand Slurm's assignment to deepspeed's --include
     import re
@@ -55,8 +56,8 @@ def test_torchrun_one_task_per_node_and_c10d_at_first_node_addr():
     text = render.render(plan_for("torchrun", nodes=2))
     assert "#SBATCH --ntasks-per-node=1" in text
     assert "--rdzv-backend=c10d" in text and '--local-addr="$addr"' in text
-    # the agent neither forwards nor dies of USR2/TERM (Slurm signals every worker itself)
-    assert "--signals-to-handle=SIGINT,SIGHUP,SIGQUIT " in text and "trap '' USR2 TERM" in text
+    # the agent neither forwards nor dies of TERM (Slurm signals every worker itself)
+    assert "--signals-to-handle=SIGINT,SIGHUP,SIGQUIT " in text and "trap '' TERM\n" in text
     assert "--no-python" in text
     assert "MASTER_PORT=$(( 12000 + SLURM_JOB_ID % 20000 ))" in text
     assert "#SBATCH --switches=1@5:00" in text
@@ -69,9 +70,13 @@ def test_srun_one_task_per_gpu_seeing_all_node_gpus():
     assert "RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS" in text
 
 
-def test_preemption_off_removes_signal_and_trap():
-    text = render.render(plan_for("single-gpu", signal_s=0))
+@pytest.mark.parametrize("kw", [{}, {"signal_s": 0, "checkpoint_signal": "USR1"}, {"checkpoint_signal": "none"}])
+def test_without_a_checkpoint_signal_no_signal_trap_nor_requeue(kw):
+    # the default, --preempt-warning 0, or 'none': Slurm's own time limit, as plain sbatch
+    text = render.render(plan_for("single-gpu", **kw))
     assert "--signal" not in text and "trap slurmkit_on" not in text and "--requeue" not in text
+    assert "slurmkit_payload || slurmkit_rc=$?" in text
+    assert 'grep -q "PreemptTime=[0-9]"' in text     # Slurm's preemption still requeues
 
 
 def test_array_sets_become_array_with_throttle_and_filled_commands():
@@ -194,3 +199,43 @@ def test_torchrun_runs_in_the_commands_python_unless_told():
     text = render.render(plan_for("torchrun", nodes=2, sets={"python": "/usr/bin/python3"}))
     assert '  /usr/bin/python3 -c "$SLURMKIT_TORCHRUN"' in text
     assert "from torch.distributed.run import main" in text
+
+
+def _listen_on_two_ports_in_range():
+    """Two listening sockets on consecutive ports in slurmkit's range (12000-31999), as other
+    jobs' rendezvous stores would hold them: (first port, [sockets])."""
+    import socket
+
+    for cand in range(25000, 31000, 7):
+        socks = []
+        try:
+            for port in (cand, cand + 1):
+                s = socket.socket(socket.AF_INET)
+                socks.append(s)
+                s.bind(("0.0.0.0", port))
+                s.listen()
+            return cand, socks
+        except OSError:
+            for s in socks:
+                s.close()
+    raise AssertionError("no two free ports in 25000-31000")
+
+
+def test_two_jobs_with_ids_equal_modulo_the_span_do_not_share_a_master_port():
+    """Jobs holding 12000 + id % 20000 and the next port on the head node (real listening
+    sockets here): a job whose id is 20000 higher takes the first free port after them; the
+    rendered script's function run by bash."""
+    text = render.render(plan_for("torchrun", nodes=2))
+    start = text.index("slurmkit_free_port() {")
+    func = text[start:text.index("\n}\n", start) + 3]
+    port, socks = _listen_on_two_ports_in_range()
+    try:
+        job_id = 20000 * 7 + (port - 12000)
+        assert 12000 + job_id % 20000 == port and 12000 + (job_id + 20000) % 20000 == port   # the formula collides
+        script = f"{func}slurmkit_free_port $(( 12000 + {job_id + 20000} % 20000 )) 12000 20000\n"
+        got = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.strip()
+    finally:
+        for s in socks:
+            s.close()
+    assert got == str(port + 2)
+    assert 'MASTER_PORT=$(slurmkit_free_port "$MASTER_PORT" 12000 20000)' in text

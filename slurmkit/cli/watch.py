@@ -1,0 +1,60 @@
+"""A job's state as it changes, for ``submit --wait`` and ``logs --follow``: on a terminal one
+live status line rewritten in place, elsewhere (a pipe, a CI log) one plain line per change."""
+
+from __future__ import annotations
+
+import sys
+
+#: states in which a job has not started yet (``logs --follow`` waits through them)
+NOT_STARTED = frozenset({"PENDING", "REQUEUED", "CONFIGURING", "REQUEUE_HOLD", "REQUEUE_FED", "SUSPENDED"})
+
+
+def describe(job_id: str, info) -> str:
+    """``job 12: PENDING (Resources), expected start 2026-12-02T04:10:00`` from a
+    :class:`~slurmkit.submit.backend.JobInfo` (None: not known to Slurm yet)."""
+    if info is None:
+        return f"job {job_id}: not known to Slurm yet"
+    text = f"job {job_id}: {info.state}"
+    if info.reason:
+        text += f" ({info.reason})"
+    if info.start:
+        text += f", expected start {info.start}"
+    if info.nodes and info.state not in NOT_STARTED:
+        text += f" on {','.join(info.nodes)}"
+    return text
+
+
+class StateLine:
+    """Callable for :meth:`slurmkit.submit.api.Job.wait`'s ``callback``: writes each change to
+    ``stream`` (default stderr); :meth:`close` ends a live line."""
+
+    def __init__(self, job_id: str, stream=None):
+        self.job_id = job_id
+        self.stream = stream or sys.stderr
+        self.live = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.written = False
+
+    def __call__(self, info) -> None:
+        text = describe(self.job_id, info)
+        if self.live:
+            self.stream.write("\r\x1b[K" + text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+        self.written = True
+
+    def close(self) -> None:
+        if self.live and self.written:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.written = False
+
+
+class _Started:
+    """``until`` for a wait that ends once the job has left the not-started states."""
+
+    def __contains__(self, state) -> bool:
+        return state not in NOT_STARTED and state != "UNKNOWN"
+
+
+STARTED = _Started()

@@ -1,0 +1,49 @@
+"""The job's ``-o`` / ``-e`` files: their directories must exist when the job starts (Slurm
+creates the file, never its directory, and a job that cannot open it fails with no output
+anywhere), so slurmkit creates them at submit, as submitit creates its folder.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+
+from slurmkit.errors import UsageError
+
+
+def output_dirs(paths: dict[str, str | None], workdir: str) -> list[str]:
+    """The directories of the output paths (``{"--output": path or None, ...}``), absolute,
+    relative ones taken from ``workdir`` (the job's ``--chdir``, else the submit directory,
+    where Slurm takes them from). Pure. Raises :class:`UsageError` naming the option and path
+    when a directory holds a Slurm filename pattern (``%j``...): it differs per job and cannot
+    be created before the job starts."""
+    out = []
+    for option, path in paths.items():
+        if not path:
+            continue
+        d = posixpath.dirname(str(path))
+        if not d:
+            continue
+        if "%" in d:
+            raise UsageError(f"{option} {path}", "the directory part holds a Slurm pattern (%...): Slurm does not "
+                             "create directories, so put the pattern in the file name (logs/%x-%j.out)")
+        d = d if posixpath.isabs(d) else posixpath.normpath(posixpath.join(workdir, d))
+        if d not in out:
+            out.append(d)
+    return out
+
+
+def make_output_dirs(paths: dict[str, str | None], workdir: str) -> list[str]:
+    """Create the missing directories of :func:`output_dirs` here (the submitting machine, where
+    a local sbatch's job writes); the ones created. Raises :class:`UsageError` naming the
+    option, path and the OS error when one cannot be created."""
+    made = []
+    for d in output_dirs(paths, workdir):
+        if os.path.isdir(d):
+            continue
+        try:
+            os.makedirs(d, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"output directory {d}", f"cannot create it: {exc.strerror}") from None
+        made.append(d)
+    return made

@@ -1,0 +1,93 @@
+"""Per-job settings: --env / --env-file (expanded on the node), --srun-opt, --setup / --teardown,
+through the CLI, the API and --explain (escaping of --env values: test_submit_escape.py)."""
+
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from slurmkit.cli.submit import cli as submit_cli
+from slurmkit.errors import UsageError
+from slurmkit.submit import api, jobenv, templates
+
+
+def test_env_file_lines_are_read_with_their_line_numbers():
+    text = "# EFA\n\nexport FI_PROVIDER=efa\nLD_LIBRARY_PATH=/opt/amazon/efa/lib:$LD_LIBRARY_PATH\nEMPTY=\nQ='x'\n"
+    assert jobenv.parse_env_file(text, "job.env") == [
+        ("FI_PROVIDER", "efa", 3), ("LD_LIBRARY_PATH", "/opt/amazon/efa/lib:$LD_LIBRARY_PATH", 4),
+        ("EMPTY", "", 5), ("Q", "'x'", 6)]
+    with pytest.raises(UsageError, match=r"job.env:2 '1X=2': expected NAME=VALUE"):
+        jobenv.parse_env_file("A=1\n1X=2\n", "job.env")
+    with pytest.raises(UsageError, match=r"--env 'NOEQUALS'"):
+        jobenv.parse_assignment("NOEQUALS")
+
+
+def test_env_reaches_the_script_after_the_sites_and_env_wins_over_the_file(tmp_path):
+    f = tmp_path / "job.env"
+    f.write_text("CUDA_DEVICE_MAX_CONNECTIONS=8\nA=from-file\n")
+    text = api.render_script("srun", ["python3", "t.py"], nodes=2, env_file=f,
+                             job_env=["CUDA_DEVICE_MAX_CONNECTIONS=1", "X=/a:$X"])
+    exports = [line for line in text.splitlines() if line.startswith("export ")]
+    assert exports.index("export A=from-file") > exports.index("export CUDA_DEVICE_ORDER=PCI_BUS_ID")
+    assert "export CUDA_DEVICE_MAX_CONNECTIONS=1" in exports and "export CUDA_DEVICE_MAX_CONNECTIONS=8" not in exports
+    assert 'export X=/a:"${X-}"' in exports
+    explain = api.explain("srun", ["python3", "t.py"], nodes=2, env_file=f, job_env={"X": "/a:$X"})
+    assert "A=from-file" in explain and f"--env-file {f}:2 (expanded on the node)" in explain
+    assert "X=/a:$X" in explain and "<- CLI --env (expanded on the node)" in explain
+
+
+def test_an_unreadable_env_file_is_refused_naming_it(tmp_path):
+    with pytest.raises(UsageError, match=f"--env-file {tmp_path}/none: cannot read it"):
+        api.render_script("srun", ["x"], env_file=str(tmp_path / "none"))
+
+
+@pytest.mark.parametrize("name", templates.names())
+def test_srun_options_go_on_the_srun_that_launches_the_ranks(name):
+    kw = {"sets": {"sets": '[{"lr": 0.1}]'}} if name == "array" else {}
+    nodes = 1 if templates.get(name).tasks == "single" else 2
+    text = api.render_script(name, ["python3", "t.py"], nodes=nodes, srun_opts=["--label", "--wait=60"], **kw)
+    launches = [line for line in text.splitlines() if f"--job-name={name if name != 'array' else 'array-task'}"
+                in line and ("srun " in line or "slurmkit_srun " in line)]
+    if name == "srun":
+        launches = [line for line in text.splitlines() if "--job-name=ranks" in line]
+    assert len(launches) == 1 and "--label --wait=60 " in launches[0], launches
+    assert text.count("--label --wait=60") == 1                 # not on the probes / rendezvous
+    with pytest.raises(UsageError, match="--srun-opt 'label': expected an srun option"):
+        api.render_script(name, ["x"], nodes=nodes, srun_opts=["label"], **kw)
+
+
+@pytest.mark.parametrize("checkpoint", [None, "USR1"])
+def test_setup_runs_before_and_teardown_after_the_launch_once(checkpoint):
+    text = api.render_script("single-gpu", ["python3", "t.py"], setup=["source /opt/env.sh", "export A=1"],
+                             teardown=["dcgmi profile --resume"], checkpoint_signal=checkpoint)
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+    body = text[text.index("slurmkit_preempted() {"):]
+    launch = "slurmkit_payload &" if checkpoint else "slurmkit_payload || slurmkit_rc=$?"
+    assert body.index("source /opt/env.sh\nexport A=1\n") < body.index(launch) < body.rindex("slurmkit_teardown\n")
+    assert text.count("dcgmi profile --resume\n") == 1           # defined once, in slurmkit_teardown
+    explain = api.explain("single-gpu", ["python3", "t.py"], setup="source /opt/env.sh")
+    assert "source /opt/env.sh" in explain and "<- CLI --setup" in explain
+    with pytest.raises(UsageError, match="--setup"):
+        api.render_script("single-gpu", ["x"], setup=["a\nb"])
+
+
+def test_teardown_runs_once_whatever_the_status_and_keeps_the_ranks_status(tmp_path):
+    """The rendered teardown function and launch tail, run by bash with a failing payload."""
+    text = api.render_script("single-gpu", ["false"], teardown=[f"echo torn >> {tmp_path}/t", "false"])
+    start = text.index("slurmkit_teardown() {")
+    func = text[start:text.index("\n}\n", start) + 3]
+    script = (f"set -euo pipefail\n{func}slurmkit_payload() {{ return 7; }}\nslurmkit_rc=0\n"
+              "slurmkit_payload || slurmkit_rc=$?\nslurmkit_teardown\nslurmkit_teardown\nexit $slurmkit_rc\n")
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 7
+    assert (tmp_path / "t").read_text() == "torn\n"
+    assert "slurmkit: teardown command failed (status 1): false" in proc.stderr
+
+
+def test_cli_options_give_the_api_request():
+    args = ["single-gpu", "--env", "X=/a:$X", "--env-file", "/dev/null", "--srun-opt=--label", "--setup", "echo hi",
+            "--teardown", "echo bye", "--dry-run", "--", "python3", "t.py"]
+    out = CliRunner().invoke(submit_cli, args)
+    assert out.exit_code == 0, out.output
+    assert out.output == api.render_script("single-gpu", ["python3", "t.py"], job_env=["X=/a:$X"], env_file="/dev/null",
+                                           srun_opts=["--label"], setup=["echo hi"], teardown=["echo bye"])

@@ -1,0 +1,28 @@
+"""-o / -e directories: created at submit (Slurm creates the file, never its directory), or
+refused with the path named when they hold a Slurm pattern."""
+
+import pytest
+
+from slurmkit.errors import UsageError
+from slurmkit.submit.outputs import make_output_dirs, output_dirs
+
+
+def test_output_directories_are_taken_from_the_job_directory():
+    assert output_dirs({"--output": "nodir/x-%j.out", "--error": "/abs/e/%x.err"}, "/work/job") == \
+        ["/work/job/nodir", "/abs/e"]
+    assert output_dirs({"--output": "x-%j.out", "--error": None}, "/w") == []
+    assert output_dirs({"--output": "../up/o", "--error": "../up/e"}, "/w/sub") == ["/w/up"]
+
+
+def test_a_pattern_in_the_directory_is_refused_naming_the_path():
+    with pytest.raises(UsageError, match=r"--output logs/%j/out: the directory part holds a Slurm pattern"):
+        output_dirs({"--output": "logs/%j/out"}, "/w")
+
+
+def test_missing_directories_are_created_and_an_impossible_one_is_named(tmp_path):
+    made = make_output_dirs({"--output": "a/b/o-%j.out", "--error": "a/b/e-%j.err"}, str(tmp_path))
+    assert made == [str(tmp_path / "a" / "b")] and (tmp_path / "a" / "b").is_dir()
+    assert make_output_dirs({"--output": "a/b/o"}, str(tmp_path)) == []
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UsageError, match=f"output directory {tmp_path}/file/sub: cannot create it"):
+        make_output_dirs({"--output": "file/sub/o"}, str(tmp_path))
