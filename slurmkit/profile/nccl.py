@@ -28,7 +28,8 @@ KNOWN_NETS = {"IB": "NCCL's InfiniBand/RoCE verbs transport",
 
 @dataclass(frozen=True)
 class Nccl:
-    """``[nccl]``: ``fabric`` (infiniband | roce | efa | tcp | pcie); ``version`` of NCCL on
+    """``[nccl]``: ``fabric`` (infiniband | roce | efa | tcp | pcie; unset in the profile: the
+    link layer of its compute NICs, else ``pcie``: :func:`slurmkit.profile.validate.default_fabric`); ``version`` of NCCL on
     the nodes ("" unknown); ``gdr_level`` (NCCL_NET_GDR_LEVEL); ``gid_index`` (RoCE, NCCL <
     2.21; None when unset); ``socket_ifname``: NCCL_SOCKET_IFNAME in NCCL's own syntax, passed
     through unchanged ("" = NCCL chooses; :class:`IfnameRule`); ``gloo_socket_ifname``: the exact

@@ -143,7 +143,7 @@ def build(data: dict, file: str = "", text: str = "", layers: tuple[str, ...] = 
     fabric = _fabric(c, c.table(data.get("fabric"), "fabric"), partitions)
     return Profile(clock_policies=policies,
         source=str(file), cluster=cluster, partitions=partitions, node_types=node_types,
-        fabric=fabric, nccl=_nccl(c, c.table(data.get("nccl"), "nccl")),
+        fabric=fabric, nccl=_nccl(c, c.table(data.get("nccl"), "nccl"), node_types),
         submit=_submit(c, c.table(data.get("submit"), "submit")),
         health=_health(c, c.table(data.get("health"), "health")),
         report=_report(c, c.table(data.get("report"), "report")), layers=tuple(layers))
@@ -540,7 +540,22 @@ def _fabric(c: _Ctx, t: dict, partitions: dict[str, Partition]) -> Fabric:
     return Fabric(leaves=leaves, spines=tuple(spines), blocks=blocks)
 
 
-def _nccl(c: _Ctx, t: dict) -> Nccl:
+#: A compute NIC's link layer -> the fabric NCCL runs over it (``nccl.fabric`` left unset).
+_FABRIC_OF_LINK_LAYER = {"InfiniBand": "infiniband", "RoCE": "roce", "EFA": "efa"}
+
+
+def default_fabric(node_types: dict[str, NodeType]) -> str:
+    """``nccl.fabric`` when the profile does not set it: the fabric of the RDMA link layer that
+    the compute NICs of the GPU node types have (``node_types.<t>.nics[].link_layer``:
+    InfiniBand -> ``infiniband``, RoCE -> ``roce``, EFA -> ``efa``); ``pcie`` (no network
+    variables: NCCL picks its transport) when they have none, or more than one (say which in
+    ``[nccl] fabric``: the one validation then checks it against the NICs)."""
+    layers = {_FABRIC_OF_LINK_LAYER[nic.link_layer] for nt in node_types.values() if nt.gpu_count
+              for nic in nt.nics if nic.role == "compute" and nic.link_layer in _FABRIC_OF_LINK_LAYER}
+    return layers.pop() if len(layers) == 1 else "pcie"
+
+
+def _nccl(c: _Ctx, t: dict, node_types: dict[str, NodeType]) -> Nccl:
     k = "nccl"
     c.known(t, k, ("fabric", "version", "gdr_level", "gid_index", "socket_ifname", "gloo_socket_ifname",
                    "net_plugin", "collnet", "ib_tc", "ib_sl", "efa_plugin_version", "extra"))
@@ -565,7 +580,7 @@ def _nccl(c: _Ctx, t: dict) -> Nccl:
     if net and net not in KNOWN_NETS:
         c.fail("nccl.net_plugin", f"{net!r} is no NCCL network name slurmkit knows (NCCL_NET is matched "
                f"by name: {', '.join(f'{n!r} = {w}' for n, w in KNOWN_NETS.items())})")
-    return Nccl(fabric=c.get(t, k, "fabric", str, _default(Nccl, "fabric"), choices=NCCL_FABRICS),
+    return Nccl(fabric=c.get(t, k, "fabric", str, default_fabric(node_types), choices=NCCL_FABRICS),
                 version=c.get(t, k, "version", str, _default(Nccl, "version")),
                 gdr_level=c.get(t, k, "gdr_level", str, _default(Nccl, "gdr_level")),
                 gid_index=c.get(t, k, "gid_index", int, None, minimum=0),

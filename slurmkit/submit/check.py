@@ -30,8 +30,9 @@ def check(profile, partition: str | None = None, source: str = "") -> list[Findi
     for part in parts:
         try:
             facts = site_facts(profile, part, source)
-            if facts.gpus or facts.gpu_count:
-                placement.gpu_cpu_map(facts, facts.gpu_count)
+            if not facts.gpu_count:
+                continue            # a CPU-only partition: no NCCL, no GPU binding (submit's templates refuse it)
+            placement.gpu_cpu_map(facts, len(facts.gpus))   # as render does: [[gpus]] tables may be absent
             nccl.nccl_env(facts)
         except SiteError as exc:
             found.append(Finding("error", exc.key or f"partitions.{part}", exc.message))

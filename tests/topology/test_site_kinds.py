@@ -301,7 +301,11 @@ def test_cli_slurm_conf_and_check(corpus, tmp_path):
     out = subprocess.run([sys.executable, "-m", "slurmkit", "site", "slurm-conf", str(KINDS / "kinds.toml")],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "NodeName=dgx1 CPUs=80 " in out.stdout
-    (tmp_path / "p.toml").write_text(DGX1X4)
+    # DGX-1's four EDR InfiniBand ports (DGX-1 user guide): without a compute NIC the default
+    # fabric (infiniband) makes the profile invalid for submit, and site check exits 2 for that
+    nics = "".join(f'[[node_types.dgx1.nics]]\ndevice = "mlx5_{i}"\nlink_layer = "InfiniBand"\nrate_gbps = 100\n'
+                   f'role = "compute"\n' for i in range(4))
+    (tmp_path / "p.toml").write_text(DGX1X4 + nics)
     res = subprocess.run([sys.executable, "-m", "slurmkit", "site", "check", str(tmp_path / "p.toml"), "--json",
                           "--slurm-conf", str(corpus / "sites" / "dgx1x4_slurm.conf"),
                           "--gres-conf", str(corpus / "sites" / "dgx1x4_gres.conf")],
@@ -412,3 +416,25 @@ def test_report_capacity_and_tdp_by_group(tmp_path):
                                ' {model = "GTX1060", count = 1, tdp_w = 120}, {count = 2, tdp_w = 300}]\n')
     a = assumptions_from_profile(p)
     assert a.gpu_tdp_w == {"gtx970": 145.0, "gtx1060": 120.0} and a.default_tdp_w == 300.0
+
+
+def test_nccl_fabric_unset_follows_the_compute_nics(tmp_path):
+    """``[nccl] fabric`` left out: a profile without NICs (the dgx1x4 site's, written from its
+    slurm.conf alone) is valid for submit with no fabric variables (NCCL picks), and the same
+    profile with DGX-1's four EDR InfiniBand ports gets the InfiniBand fabric and its NCCL_IB_HCA."""
+    from slurmkit.submit.check import check
+    from slurmkit.submit.nccl import nccl_env
+    from slurmkit.submit.site import site_facts
+
+    bare = _load(tmp_path, DGX1X4)
+    assert bare.nccl.fabric == "pcie"
+    assert [f.message for f in check(bare) if f.level == "error"] == []
+    assert not any(v.name.startswith("NCCL_IB") for v in nccl_env(site_facts(bare, "gpus")))
+    nics = "".join(f'[[node_types.dgx1.nics]]\ndevice = "mlx5_{i}"\nlink_layer = "InfiniBand"\nrate_gbps = 100\n'
+                   f'role = "compute"\n' for i in range(4))
+    ib = _load(tmp_path, DGX1X4 + nics, "ib.toml")
+    assert ib.nccl.fabric == "infiniband"
+    env = {v.name: v.value for v in nccl_env(site_facts(ib, "gpus"))}
+    assert env["NCCL_IB_HCA"] == "=mlx5_0,mlx5_1,mlx5_2,mlx5_3"
+    said = _load(tmp_path, DGX1X4 + '[nccl]\nfabric = "roce"\n', "roce.toml")
+    assert said.nccl.fabric == "roce" and any(f.level == "error" for f in check(said))
