@@ -396,8 +396,8 @@ def _timeout_added_note(site_scripts: dict, want: int, split: dict) -> str:
     other = "epilogs" if "PrologTimeout" in split else "prologs"
     return (f"PrologEpilogTimeout={want} added (the site had none): it bounds "
             + (f"the {other} only (the site's {', '.join(f'{k}={v}' for k, v in split.items())} keeps bounding "
-               f"{' and '.join(what[k] for k in split)}, Slurm 25.05+), " if split else "every prolog and epilog, ")
-            + (f"the site's own too ({', '.join(bounded)}); " if bounded else "")
+               f"{' and '.join(what[k] for k in split)}, Slurm 25.05+)" if split else "every prolog and epilog")
+            + (f", the site's own too ({', '.join(bounded)}); " if bounded else "; ")
             + "a Prolog or Epilog that runs past it is killed and Slurm drains the node; a PrologSlurmctld past it "
             "has its job requeued (slurm.conf(5)). '--timeout 0' leaves it unset")
 
