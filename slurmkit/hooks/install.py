@@ -408,8 +408,8 @@ def schedule_warnings(get, spec: InstallSpec) -> list[str]:
     install's edits): a PrologEpilogTimeout shorter than :func:`hooks_need_s` (an NVML hang then
     shows as Slurm's own prolog-timeout drain, not ``slurmkit: nvml-timeout``); a
     HealthCheckNodeState that never checks a drained idle node (never resumed); a
-    HealthCheckInterval past the stale-hook alert (:data:`STALE_ALERT_S`) or making a resume
-    slow. Pure: one line per warning, each starting with ``warning:``."""
+    HealthCheckInterval of 0 (the periodic check off) or past the stale-hook alert
+    (:data:`STALE_ALERT_S`) or making a resume slow. Pure: one line per warning, each starting with ``warning:``."""
     out = []
     need = hooks_need_s(spec.deadline_s, spec.scontrol_timeout_s)
     split = [k for k in SPLIT_TIMEOUTS if get(k)]
@@ -434,6 +434,10 @@ def schedule_warnings(get, spec: InstallSpec) -> list[str]:
                    "resumes one it drained: add IDLE (or use ANY)")
     found = get("HealthCheckInterval")
     cur = found[1].get("HealthCheckInterval") if found else None
+    if cur and cur.isdigit() and int(cur) == 0:
+        out.append(f"warning: HealthCheckInterval=0 ({found[0].path}:{found[1].lineno}) turns the periodic health "
+                   "check off (slurmd runs HealthCheckProgram only when it starts): a node slurmkit drained is "
+                   f"never resumed and SlurmkitHooksStale fires on every node; --replace sets {spec.interval_s}")
     if cur and cur.isdigit() and int(cur) > 0:
         iv = int(cur)
         if iv > STALE_ALERT_S:

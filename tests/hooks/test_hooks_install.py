@@ -349,3 +349,19 @@ def test_slurm_25_05_prolog_and_epilog_timeouts_take_the_place_of_prolog_epilog_
     (path.parent / "sched.conf").write_text(SCHED.replace("PrologEpilogTimeout=120", "PrologEpilogTimeout=5"))
     path.write_text(main.replace("PrologTimeout=900", "PrologTimeout=900\nEpilogTimeout=300"))
     assert not [n for n in _install(path).notes if n.startswith("warning:")]
+
+
+def test_a_health_check_interval_of_zero_is_warned_not_kept_silently(tmp_path):
+    """``HealthCheckInterval=0`` written out explicitly, as a Puppet slurm module's rspec expects
+    of its generated slurm.conf (shared_examples 'slurm_conf_common': "HealthCheckInterval=0"):
+    the periodic check is off (slurm.conf(5): zero disables it), so slurmkit would never resume a
+    node it drained. Install keeps the site's value without --replace, and says what it means."""
+    path = _site(tmp_path, NHC_SITE.replace("HealthCheckInterval=600", "HealthCheckInterval=0"))
+    plan = _install(path)
+    assert _value(path, "HealthCheckInterval") == ("slurm.conf", "0")
+    warnings = [n for n in plan.notes if n.startswith("warning:")]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: HealthCheckInterval=0 (")
+    assert "never resumed" in warnings[0] and "--replace sets 300" in warnings[0]
+    _uninstall(path)
+    _install(path, replace=True)
+    assert _value(path, "HealthCheckInterval") == ("slurm.conf", "300")
