@@ -64,9 +64,11 @@ class NodeGpus:
     None for an AutoDetect GPU; None when gres.conf was not read), ``shared`` (gres/shard or MPS
     on the node: jobs share GPUs by design), ``gpuless`` (no GPUs expected: the GPU checks were
     skipped), ``job_gpus`` (the job's GPUs mapped to NVML, ``gres.JobGpu`` list, worked out once
-    per run by :meth:`Run.job_gpus`)."""
+    per run by :meth:`Run.job_gpus`), ``autodetect`` (gres.conf's ``AutoDetect=`` for the node,
+    lower case, None when none: how slurmd ordered the None entries)."""
 
     files: list | None = None
+    autodetect: str | None = None
     shared: bool = False
     gpuless: bool = False
     job_gpus: list | None = None
@@ -137,6 +139,7 @@ class Run:
             self.node_gpus.files = gres.node_gpu_files(lines, self.node, path,
                                                        slurm_gres=lambda: gres.slurm_conf_gres(self.slurm_conf, self.node))
             self.node_gpus.shared = gres.node_shares_gpus(lines, self.node)
+            self.node_gpus.autodetect = gres.autodetect(lines, self.node)
         except (OSError, gres.GresError) as exc:
             self.own_error(str(exc))
             return False
@@ -335,7 +338,8 @@ class Run:
             idx = gres.parse_job_gpus(self.env.get("SLURM_JOB_GPUS"))
             if idx and not self.node_gpus.files:
                 raise ValueError("SLURM_JOB_GPUS is set but gres.conf lists no GPU for this node")
-            self.node_gpus.job_gpus = gres.map_job_gpus(idx, self.node_gpus.files or [], self.state)
+            self.node_gpus.job_gpus = gres.map_job_gpus(idx, self.node_gpus.files or [], self.state,
+                                                       autodetect=self.node_gpus.autodetect)
         except ValueError as exc:
             self.own_error(str(exc))
             self.node_gpus.job_gpus = []

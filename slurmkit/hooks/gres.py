@@ -2,15 +2,19 @@
 
 Slurm numbers a node's GPUs by their position in its gres.conf ``File=`` list (ranges such as
 ``/dev/nvidia[0-3]`` expanded by :mod:`slurmkit.hostlist`, lines in file order); ``SLURM_JOB_GPUS`` in
-the prolog / epilog environment holds those positions. The device file's minor number
+the prolog / epilog environment holds those positions. Which position each line's GPUs get is
+slurmd's merge of slurm.conf and gres.conf (:func:`node_gpu_files`): types in the order the node's
+``Gres=`` names them, so interleaved lines of two types are not numbered in line order. The device file's minor number
 (``os.stat(path).st_rdev``) is what NVML reports as ``nvmlDeviceGetMinorNumber``; from that we
 find the NVML GPU and its PCI bus id and UUID. Index, minor and NVML order are never assumed
 equal (the sandbox makes all three differ).
 
-With ``AutoDetect=nvml`` (or ``nvidia``) slurmd finds the GPUs itself and numbers them in the order
-of their device files: it sorts the GPUs found by the number at the end of ``File``
-(``/dev/nvidia<minor>``; src/plugins/gres/gpu/gres_gpu.c ``_sort_gpu_by_file``), so Slurm's index
-``k`` among the autodetected GPUs is the GPU with the ``k``-th smallest NVML minor number; such an
+With ``AutoDetect=nvml`` (or ``nvidia``) slurmd finds the GPUs itself and sorts all it keeps by
+``File`` (natural order, ``_sort_gpu_by_file``), then by their NVLink matrix's self position
+(``_sort_gpu_by_links_order``; gpu_nvml.c puts ``-1`` at the GPU's NVML index, gpu_nvidia.c gives
+no matrix), so with ``nvml`` Slurm's index ``k`` is the GPU with the ``k``-th smallest NVML index
+(NVML enumerates by PCI bus id), with ``nvidia`` the ``k``-th smallest minor, whatever the types
+and ``File=`` lines; such an
 entry is None in :func:`node_gpu_files` and mapped through NVML by :func:`map_job_gpus`. How many
 to expect: a line's ``Count=``, else the node's ``Gres=gpu[:type]:N`` in slurm.conf
 (:func:`slurm_conf_gres`, the count slurmctld holds the node to), for a gres.conf that says only
@@ -146,34 +150,47 @@ def slurm_conf_gres(slurm_conf, node: str) -> list[tuple[str | None, int]] | Non
 def node_gpu_files(lines: list[GresLine], node: str, path="gres.conf",
                    slurm_gres=None) -> list[str | None] | None:
     """Device files of the GPUs of ``node``, in Slurm's index order (index = position); None
-    entries: GPUs slurmd autodetects (``AutoDetect=nvml|nvidia``, or a line without ``File=``),
-    matched through NVML.
+    entries: GPUs slurmd autodetects, matched through NVML by :func:`map_job_gpus`.
 
     Lines with ``NodeName=`` apply to the nodes their hostlist names, others to every node;
-    only ``Name=gpu`` lines count. How many autodetected GPUs: a line's ``Count=``; else, with
-    AutoDetect, the node's slurm.conf ``Gres=`` (``slurm_gres()``: :func:`slurm_conf_gres`'s
-    list, called only when needed), of the line's ``Type=`` when it has one; a line without
-    either is one GPU. Returns None when nothing gives this node GPUs (a CPU-only node).
+    only ``Name=gpu`` lines count. The order is slurmd's (Slurm 22.05-24.11 src/common|interfaces/
+    gres.c ``_merge_config``, src/plugins/gres/gpu/gres_gpu.c ``_merge_system_gres_conf``):
+
+    - without AutoDetect, gres.conf's records are taken per type in the order the node's
+      slurm.conf ``Gres=`` first names the types (``Gres=gpu:b:2,gpu:a:1``: every ``b`` line,
+      then every ``a`` line; within a type, line order), each type cut to slurm.conf's count;
+      lines of a type slurm.conf does not give the node are dropped (slurmd discards them). An
+      untyped ``Gres=gpu:N`` takes the first N GPUs in line order. ``slurm_gres()``
+      (:func:`slurm_conf_gres`'s list) is called only when the node's lines have more than one
+      type; without ``slurm_gres`` line order is kept;
+    - with ``AutoDetect=nvml|nvidia`` slurmd sorts every GPU it keeps by NVML's enumeration
+      (its NVLink matrix's self position, i.e. NVML index / PCI bus order), whatever the types
+      and ``File=`` order, so every entry is None. How many: a line's ``Count=`` or its
+      ``File=`` range; else the node's slurm.conf ``Gres=`` (of the line's ``Type=`` when it
+      has one); a line without either is one GPU.
+
+    Returns None when nothing gives this node GPUs (a CPU-only node).
 
     Raises :class:`GresError` for a bad hostlist, ``File=`` range or ``Count=``, for two
     ``Name=gpu`` records of one type for the node with AutoDetect (slurmd: ``fatal: gres.conf
-    duplicate records for gpu``), and for an AutoDetect node whose GPU count nothing gives.
+    duplicate records for gpu``), for an AutoDetect node whose GPU count nothing gives, and for a
+    node with GPUs of several types that slurm.conf does not name (their order is unknown).
     """
     from slurmkit.hostlist import BadHostlist, expand_hostlist
 
     auto = autodetect(lines, node) in AUTODETECT_GPU
-    files: list[str | None] = []
+    records: list[tuple[str | None, list[str | None]]] = []  # (type, files) per line, line order
     found = False
     seen_types: dict = {}
     known = None
 
-    def conf_gres(line: int | None):
+    def conf_gres(line: int | None, why: str):
         nonlocal known
         if known is None:
             known = slurm_gres() if slurm_gres is not None else None
             if known is None:
-                raise GresError(path, line, f"AutoDetect: how many GPUs {node} has comes from its Gres= in "
-                                f"slurm.conf, which names no such node: GPU checks cannot run")
+                raise GresError(path, line, f"{why} comes from its Gres= in slurm.conf, which names no such "
+                                f"node: GPU checks cannot run")
         return known
 
     for gl in lines:
@@ -187,8 +204,8 @@ def node_gpu_files(lines: list[GresLine], node: str, path="gres.conf",
             except BadHostlist as exc:
                 raise GresError(path, gl.lineno, f"bad NodeName hostlist {f['nodename']!r}: {exc}") from None
         found = True
+        gtype = (f.get("type") or "").lower() or None
         if "file" not in f:  # AutoDetect: Slurm finds the files through NVML
-            gtype = (f.get("type") or "").lower() or None
             if auto and gtype in seen_types:
                 raise GresError(path, gl.lineno, f"a second Name=gpu{' Type=' + gtype if gtype else ''} record for "
                                 f"{node} (first on line {seen_types[gtype]}) with AutoDetect: slurmd refuses this "
@@ -196,21 +213,53 @@ def node_gpu_files(lines: list[GresLine], node: str, path="gres.conf",
             seen_types[gtype] = gl.lineno
             count = f.get("count")
             if count is None and auto:
-                have = conf_gres(gl.lineno)
+                have = conf_gres(gl.lineno, f"AutoDetect: how many GPUs {node} has")
                 count = str(sum(n for t, n in have if gtype is None or (t or "").lower() == gtype))
             count = count or "1"
             if not count.isdigit():
                 raise GresError(path, gl.lineno, f"Count={count!r}: want a whole number of GPUs")
-            files.extend([None] * int(count))
+            records.append((gtype, [None] * int(count)))
             continue
         try:
-            files.extend(expand_hostlist(f["file"]))
+            records.append((gtype, list(expand_hostlist(f["file"]))))
         except BadHostlist as exc:
             raise GresError(path, gl.lineno, f"bad File= range {f['file']!r}: {exc}") from None
     if not found and auto and slurm_gres is not None:  # gres.conf says only AutoDetect: slurm.conf says how many
-        n = sum(c for _, c in conf_gres(None))
+        n = sum(c for _, c in conf_gres(None, f"AutoDetect: how many GPUs {node} has"))
         return [None] * n if n else None  # a node slurm.conf gives no gpu: CPU-only
-    return files if found else None
+    if not found:
+        return None
+    if auto:  # slurmd orders what it keeps by NVML enumeration
+        return [None] * sum(len(files) for _, files in records)
+    if len({t for t, _ in records}) > 1 and slurm_gres is not None:
+        return by_slurm_conf_types(records, conf_gres(None, f"the order of {node}'s GPUs of several types"))
+    return [x for _, files in records for x in files]
+
+
+def by_slurm_conf_types(records: list[tuple[str | None, list[str | None]]],
+                        conf: list[tuple[str | None, int]]) -> list[str | None]:
+    """gres.conf GPUs (``records``: (lower-case type or None, files) per line, line order) in the
+    order slurmd numbers them: per type in the order slurm.conf's ``Gres=`` (``conf``: (type or
+    None, count) as :func:`slurm_conf_gres` gives) first names it, line order within a type, each
+    type cut to its count (gres.c ``_merge_config`` / ``_merge_gres2`` / ``_match_type``); an
+    untyped ``conf`` entry takes any line. Lines no entry takes are dropped, as slurmd drops them."""
+    counts: dict = {}
+    for t, n in conf:  # gres_add_type: one entry per type, counts summed, first-seen order
+        key = (t or "").lower() or None
+        counts[key] = counts.get(key, 0) + n
+    left = [list(files) for _, files in records]
+    out: list[str | None] = []
+    for want, n in counts.items():
+        for i, (t, _) in enumerate(records):
+            if n <= 0:
+                break
+            if want is not None and t != want:
+                continue
+            take = left[i][:n]
+            del left[i][:n]
+            out.extend(take)
+            n -= len(take)
+    return out
 
 
 def node_shares_gpus(lines: list[GresLine], node: str) -> bool:
@@ -261,24 +310,27 @@ class JobGpu(GpuIdentity):
     file: str = ""
 
 
-def map_job_gpus(indexes: list[int], files: list[str | None], state, minor_of=device_minor) -> list[JobGpu]:
+def map_job_gpus(indexes: list[int], files: list[str | None], state, minor_of=device_minor,
+                 autodetect: str | None = "nvml") -> list[JobGpu]:
     """Map Slurm GPU ``indexes`` to NVML GPUs of ``state`` (a health ``NodeState``).
 
     ``files`` from :func:`node_gpu_files`; ``minor_of(path)`` reads a device's minor number. An
-    AutoDetect entry (None) is the GPU with the k-th smallest NVML minor number (k: its place
-    among the None entries), its file ``/dev/nvidia<minor>``. Raises ValueError when an index
+    AutoDetect entry (None) is, with ``autodetect`` ``"nvml"`` (gpu_nvml.c gives each GPU an NVLink
+    matrix, which slurmd sorts by), the GPU with the k-th smallest NVML index; otherwise
+    (``"nvidia"``: gpu_nvidia.c gives no links, so slurmd's ``File`` sort stands) the k-th smallest
+    minor number (k: its place among the None entries); its file ``/dev/nvidia<minor>``. Raises ValueError when an index
     is beyond the gres.conf list (slurmkit's own trouble: the config and Slurm disagree).
     """
     out = []
-    nvml_minors = sorted(g.minor_number for g in (state.gpus if state is not None else [])
-                         if g.minor_number is not None)
+    nvml_order = sorted((g for g in (state.gpus if state is not None else []) if g.minor_number is not None),
+                        key=(lambda g: g.index) if autodetect == "nvml" else (lambda g: g.minor_number))
     for i in indexes:
         if i >= len(files):
             raise ValueError(f"GPU index {i} is not in gres.conf (the node has {len(files)} GPU files)")
         path = files[i]
         if path is None:
             k = sum(1 for f in files[:i] if f is None)
-            minor = nvml_minors[k] if k < len(nvml_minors) else None
+            minor = nvml_order[k].minor_number if k < len(nvml_order) else None
             path = f"/dev/nvidia{minor}" if minor is not None else f"(AutoDetect GPU {k}: not seen by NVML)"
             g = state.gpu_by_minor(minor) if minor is not None else None
             out.append(JobGpu(i, g.index if g else None, minor, g.uuid if g else None, g.pci_bus_id if g else None,

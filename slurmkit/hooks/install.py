@@ -382,12 +382,24 @@ def hooks_need_s(deadline_s: float, scontrol_timeout_s: float) -> float:
 SITE_SCRIPTS = ("Prolog", "Epilog", "PrologSlurmctld", "EpilogSlurmctld")
 
 
-def _timeout_added_note(site_scripts: dict, want: int) -> str:
-    bounded = [f"{k}={v}" for k, v in site_scripts.items() if v]
-    return (f"PrologEpilogTimeout={want} added (the site had none): it bounds every prolog and epilog, "
-            + (f"the site's own too ({', '.join(bounded)}); " if bounded else "")
-            + "one that runs past it is killed and Slurm drains the node (slurm.conf(5)). "
-            "'--timeout 0' leaves it unset")
+# Slurm 25.05+ (src/common/read_config.c): PrologTimeout / EpilogTimeout, when set, take the
+# place of PrologEpilogTimeout for prologs (Prolog, PrologSlurmctld, spank) / epilogs.
+SPLIT_TIMEOUTS = {"PrologTimeout": ("Prolog", "PrologSlurmctld"), "EpilogTimeout": ("Epilog", "EpilogSlurmctld")}
+
+
+def _timeout_added_note(site_scripts: dict, want: int, split: dict) -> str:
+    """The note for a PrologEpilogTimeout install added; ``split``: the site's PrologTimeout /
+    EpilogTimeout values (Slurm 25.05+), which keep bounding what they name."""
+    kept = {s for k in split for s in SPLIT_TIMEOUTS[k]}
+    bounded = [f"{k}={v}" for k, v in site_scripts.items() if v and k not in kept]
+    what = {"PrologTimeout": "prologs", "EpilogTimeout": "epilogs"}
+    other = "epilogs" if "PrologTimeout" in split else "prologs"
+    return (f"PrologEpilogTimeout={want} added (the site had none): it bounds "
+            + (f"the {other} only (the site's {', '.join(f'{k}={v}' for k, v in split.items())} keeps bounding "
+               f"{' and '.join(what[k] for k in split)}, Slurm 25.05+)" if split else "every prolog and epilog")
+            + (f", the site's own too ({', '.join(bounded)}); " if bounded else "; ")
+            + "a Prolog or Epilog that runs past it is killed and Slurm drains the node; a PrologSlurmctld past it "
+            "has its job requeued (slurm.conf(5)). '--timeout 0' leaves it unset")
 
 
 def schedule_warnings(get, spec: InstallSpec) -> list[str]:
@@ -396,17 +408,23 @@ def schedule_warnings(get, spec: InstallSpec) -> list[str]:
     install's edits): a PrologEpilogTimeout shorter than :func:`hooks_need_s` (an NVML hang then
     shows as Slurm's own prolog-timeout drain, not ``slurmkit: nvml-timeout``); a
     HealthCheckNodeState that never checks a drained idle node (never resumed); a
-    HealthCheckInterval past the stale-hook alert (:data:`STALE_ALERT_S`) or making a resume
-    slow. Pure: one line per warning, each starting with ``warning:``."""
+    HealthCheckInterval of 0 (the periodic check off) or past the stale-hook alert
+    (:data:`STALE_ALERT_S`) or making a resume slow. Pure: one line per warning, each starting with ``warning:``."""
     out = []
     need = hooks_need_s(spec.deadline_s, spec.scontrol_timeout_s)
-    found = get("PrologEpilogTimeout")
-    cur = found[1].get("PrologEpilogTimeout") if found else None
-    if cur and cur.isdigit() and int(cur) < need:
-        out.append(f"warning: PrologEpilogTimeout={cur} ({found[0].path}:{found[1].lineno}) is shorter than the hooks "
-                   f"may take ({need:g} s: {spec.deadline_s:g} s NVML deadline, 2 x {spec.scontrol_timeout_s:g} s "
-                   "scontrol, 2 s start): an NVML hang shows as Slurm's own prolog timeout drain, not "
-                   "'slurmkit: nvml-timeout'; --replace raises it")
+    split = [k for k in SPLIT_TIMEOUTS if get(k)]
+    for key in ("PrologTimeout", "EpilogTimeout", "PrologEpilogTimeout"):
+        found = get(key)
+        cur = found[1].get(key) if found else None
+        if key == "PrologEpilogTimeout" and len(split) == 2:
+            continue  # Slurm 25.05+: both split timeouts set, this one bounds nothing of ours
+        if cur and cur.isdigit() and int(cur) < need:
+            out.append(f"warning: {key}={cur} ({found[0].path}:{found[1].lineno}) is shorter than the hooks "
+                       f"may take ({need:g} s: {spec.deadline_s:g} s NVML deadline, 2 x {spec.scontrol_timeout_s:g} s "
+                       "scontrol, 2 s start): an NVML hang shows as Slurm's own prolog timeout drain, not "
+                       "'slurmkit: nvml-timeout'; "
+                       + ("--replace raises it" if key == "PrologEpilogTimeout" else
+                          f"raise it to at least {need:g} (install does not edit {key})"))
     found = get("HealthCheckNodeState")
     states = {s.strip().upper() for s in (found[1].get("HealthCheckNodeState") if found else "ANY").split(",")}
     states = (states - {"CYCLE"}) or {"ANY"}  # CYCLE alone only spreads the runs over the interval
@@ -416,6 +434,10 @@ def schedule_warnings(get, spec: InstallSpec) -> list[str]:
                    "resumes one it drained: add IDLE (or use ANY)")
     found = get("HealthCheckInterval")
     cur = found[1].get("HealthCheckInterval") if found else None
+    if cur and cur.isdigit() and int(cur) == 0:
+        out.append(f"warning: HealthCheckInterval=0 ({found[0].path}:{found[1].lineno}) turns the periodic health "
+                   "check off (slurmd runs HealthCheckProgram only when it starts): a node slurmkit drained is "
+                   f"never resumed and SlurmkitHooksStale fires on every node; --replace sets {spec.interval_s}")
     if cur and cur.isdigit() and int(cur) > 0:
         iv = int(cur)
         if iv > STALE_ALERT_S:
@@ -500,10 +522,15 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
             plan.notes.append(f"kept the site's {key}={cur} ({found[0].path}:{found[1].lineno}): "
                               f"never lowered (slurmkit needs {want})")
             continue
+        split = {k: f[1].get(k) for k in SPLIT_TIMEOUTS if (f := ed.get(k))} if key == "PrologEpilogTimeout" else {}
+        if not found and len(split) == 2:
+            plan.notes.append(f"PrologEpilogTimeout not added: the site's {', '.join(f'{k}={v}' for k, v in split.items())} "
+                              "bound every prolog and epilog in its place (Slurm 25.05+)")
+            continue
         if not found or _is_ours(*found) or spec.replace:
             ed.set(key, str(want), found)
             if key == "PrologEpilogTimeout" and not found:
-                plan.notes.append(_timeout_added_note(site_scripts, want))
+                plan.notes.append(_timeout_added_note(site_scripts, want, split))
         else:
             plan.notes.append(f"kept the site's {key}={cur} ({found[0].path}:{found[1].lineno}); "
                               f"--replace sets {want}")

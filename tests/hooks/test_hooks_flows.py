@@ -317,17 +317,18 @@ def test_shared_node_prolog_judges_only_the_jobs_gpus(node, healthy, tmp_path):
 
 def test_autodetect_gres_conf_still_gets_every_check(node, healthy, tmp_path):
     """gres.conf for AutoDetect=nvml (Name=gpu Type=h100 Count=4, no File=): the GPUs are matched
-    through NVML (Slurm index k = k-th smallest minor), every check runs and the count is expected."""
+    through NVML (Slurm index k = k-th NVML index: gres_gpu.c sorts what gpu_nvml.c finds by its
+    NVLink matrix's self position), every check runs and the count is expected."""
     path, snap = healthy
     node.gres_conf.write_text("AutoDetect=nvml\nNodeName=n[1-2] Name=gpu Type=h100 Count=4\n")
     node.write_config({"n1": path})
     r = node.run(node.prolog, gpus="0,2")
     assert r.returncode == 0 and "own trouble" not in r.stderr, r.stderr
     rec = json.loads((node.state_dir / "n1" / "job-101.json").read_text())
-    minors = sorted(g["minor_number"] for g in snap["gpus"])
-    by_minor = {g["minor_number"]: g for g in snap["gpus"]}
+    by_nvml = sorted(snap["gpus"], key=lambda g: g["index"])
+    assert [g["minor_number"] for g in by_nvml] != sorted(g["minor_number"] for g in by_nvml)  # orders differ
     assert [(row["index"], row["minor"], row["uuid"]) for row in rec["gpus"]] == \
-        [(0, minors[0], by_minor[minors[0]]["uuid"]), (2, minors[2], by_minor[minors[2]]["uuid"])]
+        [(0, by_nvml[0]["minor_number"], by_nvml[0]["uuid"]), (2, by_nvml[2]["minor_number"], by_nvml[2]["uuid"])]
     # a fault is still caught: the checks did not fail open
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(set_value(snap, 1, "ecc_volatile_uncorrectable", 2)))

@@ -3,7 +3,11 @@ checked: expected GPUs from the node's slurm.conf ``Gres=`` when gres.conf leave
 NVML, files slurmd refuses refused with its reason.
 
 Inputs: ../shared/corpus/sites/magic_castle-27_* (a gres.conf slurmd refused and slurmd's log
-line), dgx1x4_slurm.conf and ocotillo_slurm.conf (real sites' NodeName ... Gres= lines)."""
+line), dgx1x4_slurm.conf and ocotillo_slurm.conf / ocotillo_gres.conf (real sites' NodeName ...
+Gres= lines; ocotillo's visualizacion1 has two GPU types). The order slurmd numbers GPUs in is
+read from Slurm 22.05.8's source: src/common/gres.c ``_merge_config`` (types in slurm.conf's
+order, gres.conf lines within a type) and src/plugins/gres/gpu/gres_gpu.c
+``_merge_system_gres_conf`` (AutoDetect: File, then NVML's NVLink self position)."""
 
 from __future__ import annotations
 
@@ -93,3 +97,35 @@ def test_autodetect_node_runs_every_check_in_the_hook(node, healthy):
     r = node.run(node.prolog, gpus="0")
     assert r.returncode == 0 and "fatal: gres.conf duplicate records for gpu" in r.stderr
     assert node.metric("n1", "prolog", "slurmkit_hook_own_errors_total") == before + 1
+
+
+def test_gpus_of_several_types_are_numbered_in_slurm_confs_type_order(corpus, tmp_path):
+    """slurmd numbers a node's GPUs per type in the order its slurm.conf ``Gres=`` names the
+    types, not in gres.conf line order (gres.c ``_merge_config``): a real job on interleaved
+    lines ``b, a, b`` got index 2 for the ``a`` GPU on Slurm 22.05."""
+    gres_conf, slurm_conf = corpus / SITES / "ocotillo_gres.conf", corpus / SITES / "ocotillo_slurm.conf"
+    lines = gres.load_gres_conf(gres_conf)
+    as_site = gres.node_gpu_files(lines, "visualizacion1", str(gres_conf),
+                                  slurm_gres=lambda: gres.slurm_conf_gres(slurm_conf, "visualizacion1"))
+    assert as_site == ["/dev/nvidia0", "/dev/nvidia1"]  # Gres=gpu:gtx970:1,gpu:gtx1060:1: line order
+    # edit (labelled) of ocotillo's visualizacion1: slurm.conf names gtx1060 first
+    assert gres.node_gpu_files(lines, "visualizacion1", str(gres_conf),
+                               slurm_gres=lambda: [("gtx1060", 1), ("gtx970", 1)]) == ["/dev/nvidia1", "/dev/nvidia0"]
+    # edit (labelled) of the same node: interleaved b, a, b lines, slurm.conf b first
+    lines = gres.parse_gres_conf("NodeName=v1 Name=gpu Type=b File=/dev/nvidia0\n"
+                                 "NodeName=v1 Name=gpu Type=a File=/dev/nvidia1\n"
+                                 "NodeName=v1 Name=gpu Type=B File=/dev/nvidia2\n")
+    files = gres.node_gpu_files(lines, "v1", slurm_gres=lambda: [("b", 2), ("a", 1)])
+    assert files == ["/dev/nvidia0", "/dev/nvidia2", "/dev/nvidia1"]  # the a GPU is index 2
+    # a type slurm.conf names twice counts once, in its first place; counts cut what gres.conf has
+    assert gres.node_gpu_files(lines, "v1", slurm_gres=lambda: [("a", 1), ("b", 1), ("b", 0)]) \
+        == ["/dev/nvidia1", "/dev/nvidia0"]
+    # untyped Gres=gpu:3 takes the lines in order
+    assert gres.node_gpu_files(lines, "v1", slurm_gres=lambda: [(None, 3)]) == [f"/dev/nvidia{i}" for i in range(3)]
+    # several types and a slurm.conf that does not name the node: the order is unknown, said so
+    with pytest.raises(gres.GresError, match="order of v1's GPUs of several types"):
+        gres.node_gpu_files(lines, "v1", slurm_gres=lambda: None)
+    # AutoDetect=nvml: every GPU slurmd keeps is ordered by NVML, whatever the File= lines
+    auto = gres.parse_gres_conf("AutoDetect=nvml\n" + "".join(f"{gl}\n" for gl in (
+        "NodeName=v1 Name=gpu Type=b File=/dev/nvidia0", "NodeName=v1 Name=gpu Type=a File=/dev/nvidia1")))
+    assert gres.node_gpu_files(auto, "v1", slurm_gres=lambda: [("b", 1), ("a", 1)]) == [None, None]

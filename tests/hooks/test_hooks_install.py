@@ -316,3 +316,51 @@ def test_short_timeout_and_schedules_that_keep_nodes_drained_are_warned(tmp_path
     path.write_text(NHC_SITE)
     (path.parent / "sched.conf").write_text(SCHED)
     assert not [n for n in _install(path).notes if n.startswith("warning:")]
+
+
+def test_slurm_25_05_prolog_and_epilog_timeouts_take_the_place_of_prolog_epilog_timeout(tmp_path):
+    """Slurm 25.05+ reads PrologTimeout / EpilogTimeout, each in place of PrologEpilogTimeout
+    for its side (src/common/read_config.c; slurm.conf(5) 'This value is not used for prologs if
+    PrologTimeout is configured'). Site lines from the aws-samples GPU cluster health check
+    suite's Slurm README (2.gpu-cluster-healthcheck/slurm: 'Prolog=/path/to/...
+    prolog-gpu-healthcheck.sh' and 'PrologTimeout=900'), paths edited (labelled)."""
+    site = "Prolog=/opt/gpu-healthcheck/slurm/prolog-gpu-healthcheck.sh\nPrologTimeout=900   # 15 minutes\n"
+    main = NHC_SITE.replace("Prolog=/usr/sbin/nhc-prolog   # LBNL Node Health Check\n", site)
+    path = _site(tmp_path, main, sched=SCHED.replace("PrologEpilogTimeout=120\n", ""))
+    plan = _install(path)
+    note = next(n for n in plan.notes if n.startswith("PrologEpilogTimeout=60 added"))
+    # it bounds the epilogs only: the site's 900 s keeps bounding its prolog, which it is not said to cut
+    assert "the epilogs only" in note and "PrologTimeout=900" in note
+    assert "Epilog=/etc/slurm/site-epilog.sh" in note and "prolog-gpu-healthcheck.sh" not in note
+    assert not [n for n in plan.notes if n.startswith("warning:")]
+    _uninstall(path)
+    # both split timeouts set: PrologEpilogTimeout would bound nothing, so it is not added; a short
+    # one is warned by its own name (install does not edit it)
+    path.write_text(main.replace("PrologTimeout=900", "PrologTimeout=900\nEpilogTimeout=10"))
+    plan = _install(path)
+    assert _value(path, "PrologEpilogTimeout") is None
+    assert any(n.startswith("PrologEpilogTimeout not added") and "EpilogTimeout=10" in n for n in plan.notes)
+    warnings = [n for n in plan.notes if n.startswith("warning:")]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: EpilogTimeout=10 (")
+    assert "raise it to at least 20" in warnings[0]
+    _uninstall(path)
+    # a site PrologEpilogTimeout both split ones override is not warned about, however short
+    (path.parent / "sched.conf").write_text(SCHED.replace("PrologEpilogTimeout=120", "PrologEpilogTimeout=5"))
+    path.write_text(main.replace("PrologTimeout=900", "PrologTimeout=900\nEpilogTimeout=300"))
+    assert not [n for n in _install(path).notes if n.startswith("warning:")]
+
+
+def test_a_health_check_interval_of_zero_is_warned_not_kept_silently(tmp_path):
+    """``HealthCheckInterval=0`` written out explicitly, as a Puppet slurm module's rspec expects
+    of its generated slurm.conf (shared_examples 'slurm_conf_common': "HealthCheckInterval=0"):
+    the periodic check is off (slurm.conf(5): zero disables it), so slurmkit would never resume a
+    node it drained. Install keeps the site's value without --replace, and says what it means."""
+    path = _site(tmp_path, NHC_SITE.replace("HealthCheckInterval=600", "HealthCheckInterval=0"))
+    plan = _install(path)
+    assert _value(path, "HealthCheckInterval") == ("slurm.conf", "0")
+    warnings = [n for n in plan.notes if n.startswith("warning:")]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: HealthCheckInterval=0 (")
+    assert "never resumed" in warnings[0] and "--replace sets 300" in warnings[0]
+    _uninstall(path)
+    _install(path, replace=True)
+    assert _value(path, "HealthCheckInterval") == ("slurm.conf", "300")

@@ -260,3 +260,65 @@ def test_configless_deepops_site_is_refused_then_said_what_to_copy(tmp_path, dev
     assert (path.parent / "prolog.d" / "99-slurmkit").exists() and _prolog(path) == str(prolog)
     assert any("copy these to every node" in n for n in plan.notes)
     assert stat.S_IMODE(os.stat(path.parent / "prolog.d" / "99-slurmkit").st_mode) == 0o755
+
+
+# Slurm-GCP's slurm_mux (GoogleCloudPlatform/slurm-gcp, the external prolog/epilog setup script
+# that writes /opt/apps/adm/slurm/slurm_mux and links slurm_prolog / slurm_epilog to it), its run
+# loop; edited (labelled): the debug log settings (slurm_mux.conf, LOGFILE) are left out, the
+# scriptlets' output goes to stderr instead of /dev/null.
+SLURM_MUX = """#!/bin/bash
+set -e
+BASE=$(readlink -f $0)
+BASE=${BASE%/*}
+for SCRIPTLET in ${BASE}/${SLURM_SCRIPT_CONTEXT}.d/*.${SLURM_SCRIPT_CONTEXT}; do
+\tif [[ -x ${SCRIPTLET} ]]; then
+\t\techo "Running ${SCRIPTLET}"
+\t\t${SCRIPTLET} $@ 1>&2
+\tfi
+done
+for SCRIPTLET in ${BASE}/partition-${SLURM_JOB_PARTITION}-${SLURM_SCRIPT_CONTEXT}.d/*.${SLURM_SCRIPT_CONTEXT}; do
+\tif [[ -x ${SCRIPTLET} ]]; then
+\t\t${SCRIPTLET} $@ 1>&2
+\tfi
+done
+"""
+
+
+def test_slurm_gcp_mux_keeps_its_scriptlets_and_runs_before_slurmkit(tmp_path):
+    """Prolog=/opt/apps/adm/slurm/slurm_prolog, a link to slurm_mux, which runs
+    ``$SLURM_SCRIPT_CONTEXT.d/*.$SLURM_SCRIPT_CONTEXT`` beside itself (found through
+    ``readlink -f $0``): install's link to it still finds that directory, the scriptlets run
+    before slurmkit's prolog, and a failing scriptlet (the mux's ``set -e``) fails the prolog."""
+    adm = tmp_path / "adm"
+    log = tmp_path / "parts.log"
+    _exe(adm / "slurm_mux", SLURM_MUX)
+    (adm / "slurm_prolog").symlink_to("slurm_mux")
+    _part(adm / "prolog_slurmd.d" / "start-rxdm.prolog_slurmd", log)
+    path = _conf(tmp_path, f"Prolog={adm / 'slurm_prolog'}\n")
+    plan = _install(path)
+    d = path.parent / "prolog.d"
+    assert _prolog(path) == f"{d}/*" and os.readlink(d / inst.SITE_LINK) == str(adm / "slurm_prolog")
+    assert any(f"1. {d / inst.SITE_LINK} -> {adm / 'slurm_prolog'}; 2. {d / inst.OUR_SHIM}" in n for n in plan.notes)
+    status, ran, err = run_like_slurmd(_prolog(path), slurmd_env(conf=str(path)))
+    assert status == 0 and ran == [str(d / inst.SITE_LINK), str(d / inst.OUR_SHIM)]
+    assert log.read_text() == "start-rxdm.prolog_slurmd\n" and "slurmkit-prolog:" in err
+    _part(adm / "prolog_slurmd.d" / "start-rxdm.prolog_slurmd", log, rc=4)
+    status, ran, _ = run_like_slurmd(_prolog(path), slurmd_env(conf=str(path)))
+    assert status == 4 and ran == [str(d / inst.SITE_LINK)]
+
+
+def test_real_sites_timeout_note_reads_as_a_sentence(tmp_path, corpus):
+    """genomedk (Prolog, Epilog and PrologSlurmctld of its own) and dgx1x4 (none): the note for
+    the PrologEpilogTimeout install adds names the site's scripts it now bounds, or none."""
+    for site, named in (("genomedk", ["Prolog=/opt/slurm/scripts/slurm-prolog",
+                                      "PrologSlurmctld=/opt/slurm/scripts/controller-prolog"]), ("dgx1x4", [])):
+        d = tmp_path / site
+        d.mkdir()
+        path = d / "slurm.conf"
+        path.write_text((corpus / "sites" / f"{site}_slurm.conf").read_text())
+        plan = inst.plan_install(sconf.load_tree(path), inst.InstallSpec(python=sys.executable,
+                                                                        config=render_config(path)))
+        note = next(n for n in plan.notes if n.startswith("PrologEpilogTimeout=60 added"))
+        assert all(x in note for x in named)
+        assert ("the site's own too" in note) == bool(named)
+        assert "epilog, a Prolog" not in note and "; a Prolog or Epilog that runs past it is killed" in note

@@ -77,7 +77,8 @@ def test_gres_errors_name_the_line():
 
 def test_gres_autodetect_gpus_are_matched_through_nvml():
     """``AutoDetect=nvml`` with ``Name=gpu Type=h100 Count=4`` and no File=: Slurm's index k is
-    the GPU with the k-th smallest NVML minor number."""
+    the GPU with the k-th smallest NVML index (gres_gpu.c sorts by gpu_nvml.c's NVLink matrix);
+    ``AutoDetect=nvidia`` (no matrix) keeps slurmd's File sort: the k-th smallest minor."""
     lines = gres.parse_gres_conf("AutoDetect=nvml\nNodeName=n[1-2] Name=gpu Type=h100 Count=4\n")
     files = gres.node_gpu_files(lines, "n2")
     assert files == [None] * 4 and gres.node_gpu_files(lines, "cpu1") is None
@@ -85,7 +86,9 @@ def test_gres_autodetect_gpus_are_matched_through_nvml():
     for nvml_index, minor in enumerate([3, 1, 0, 2]):  # NVML order != minor order
         st.gpus.append(GpuState(index=nvml_index, uuid=f"GPU-{nvml_index}", pci_bus_id=f"0000:0{nvml_index}:00.0",
                                 minor_number=minor))
-    got = gres.map_job_gpus([0, 3], files, st)
+    got = gres.map_job_gpus([0, 3], files, st, autodetect="nvml")
+    assert [(g.minor, g.nvml_index, g.file) for g in got] == [(3, 0, "/dev/nvidia3"), (2, 3, "/dev/nvidia2")]
+    got = gres.map_job_gpus([0, 3], files, st, autodetect="nvidia")
     assert [(g.minor, g.nvml_index, g.file) for g in got] == [(0, 2, "/dev/nvidia0"), (3, 0, "/dev/nvidia3")]
 
 
