@@ -239,32 +239,11 @@ def reconcile(rows, runs: pd.DataFrame, span: Window, sreport_gpu_hours: float,
     return out
 
 
-def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptions,
-                 spool: pd.DataFrame | None = None, capacity_gpus: float | None = None,
-                 down_gpu_hours: float | None = None, sreport_gpu_hours: float | None = None,
-                 previous: dict | None = None, now=None, source: str = "",
-                 cluster: str = "", recon_window: Window | None = None,
-                 horizon=None, downtime: dict | None = None) -> tuple[dict, pd.DataFrame]:
-    """``(report dict, per-allocation frame)``. See the module docstring.
-
-    ``capacity_gpus``: GPUs in the cluster (profile or scontrol); ``down_gpu_hours``: from node
-    events; ``sreport_gpu_hours``: sreport's figure over the window's whole hours (after a
-    rollup); ``previous``: the previous window's ``totals`` for week-over-week deltas;
-    ``downtime``: the node timeline of :func:`slurmkit.report.capacity.downtime` (live
-    ``sacctmgr show event``, or a captured events file), reported as is;
-    ``horizon``: hours after it are in the future (no use, no capacity yet; default the current
-    time): the GPUs-in-use curve and the capacity stop there."""
-    a = allocations(rows, window.start, window.end, dq, now=now, source=source)
-    a = E.attach_energy(a, assumptions, spool, dq)
-    spool_unmatched = int(a.attrs.get("spool_unmatched", 0))
-    a["waste_gpu_hours"] = a["gpu_hours"].where(a["wasted"], 0.0)
-    a["provisional_gpu_hours"] = a["gpu_hours"].where(a["provisional"], 0.0)
-    dq.check()
-    waiting = (a["pending_tasks"] > 0) | ((a["state"] == "PENDING") & a["start"].isna())
-    runs = a[~waiting] if waiting.any() else a
-    backlog = int(a["pending_tasks"].sum())
-    pending_jobs = int(((a["pending_tasks"] == 0) & waiting).sum())
-    queue = pending_backlog(a[waiting])
+def _totals(runs: pd.DataFrame, queue: dict, backlog: int, pending_jobs: int, spool_unmatched: int,
+            assumptions: E.Assumptions) -> tuple[dict, dict]:
+    """``(totals, jobs per energy source)`` over the allocations that ran (``runs``): jobs,
+    GPU-/CPU-hours, energy by source, waste, the pending backlog (``queue``: the
+    :func:`pending_backlog` dict) and the costs of :func:`slurmkit.report.energy.costs`."""
     keys = runs["job_code"]
     gpu_h, cpu_h = float(runs["gpu_hours"].sum()), float(runs["cpu_hours"].sum())
     kwh_src = {s: float(runs.loc[runs["energy_source"] == s, "energy_kwh"].sum())
@@ -293,10 +272,15 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "provisional_gpu_hours": _num(runs.loc[runs["provisional"], "gpu_hours"].sum()),
         **{k: (_num(v) if isinstance(v, float) else v) for k, v in money.items()},
     }
+    return totals, jobs_by_src
 
-    # outcomes: each job once, on the line of its last attempt in the window (by final state);
-    # earlier attempts of requeued jobs on their own line, counted as attempts
-    outcomes = []
+
+def outcomes(runs: pd.DataFrame) -> list[dict]:
+    """Each job once, on the line of its last attempt in the window (by final state); earlier
+    attempts of requeued jobs on their own line (:data:`REQUEUED_LINE`), counted as attempts:
+    ``[{"state", "jobs", "attempts", "rows", "gpu_hours", "wasted_gpu_hours"}]`` by state name,
+    the requeued line last (with ``states``: its attempts per final state)."""
+    out = []
     code = runs["job_code"].to_numpy()
     if pd.Series(code).duplicated().any():
         last = ~runs.sort_values(["job_code", "start"], na_position="last", kind="stable")[
@@ -320,10 +304,15 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         if names[i] == REQUEUED_LINE:
             o["states"] = {str(k): int(v) for k, v in
                            runs.loc[requeued, "state"].astype(str).value_counts().sort_index().items()}
-        outcomes.append(o)
-    outcomes.sort(key=lambda o: o["state"] == REQUEUED_LINE)
+        out.append(o)
+    out.sort(key=lambda o: o["state"] == REQUEUED_LINE)
+    return out
 
-    # queue wait by partition x GPU bucket
+
+def queue_wait(runs: pd.DataFrame, queue: dict) -> dict:
+    """The ``queue_wait`` section: quantiles and histograms of ``wait_s`` over all jobs
+    (``all``) and per partition x GPU bucket (``by_partition_gpus``), the start it is measured
+    from (``from``: Eligible, else Submit) and the pending ``backlog`` (``queue``)."""
     waits = []
     w = runs.loc[runs["wait_s"].notna(), ["partition", "gpu_bucket", "wait_s"]]
     if len(w):
@@ -333,10 +322,17 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
             waits.append({"partition": part, "gpu_bucket": bucket,
                           **_wait_dict(len(grp), q.loc[(part, bucket), _QUANTILES].to_numpy()),
                           "histogram": wait_histogram(grp.to_numpy())})
-    wait_all = _quantiles(w["wait_s"])
     wait_from = "Eligible" if runs["eligible"].notna().any() else "Submit"
+    return {"all": _quantiles(w["wait_s"]), "by_partition_gpus": waits, "from": wait_from,
+            "bins": list(WAIT_BIN_LABELS), "histogram": wait_histogram(w["wait_s"].to_numpy()),
+            "backlog": queue}
 
-    # efficiency
+
+def efficiency(runs: pd.DataFrame) -> dict:
+    """The ``efficiency`` section: CPU efficiency (CPU time / core-seconds of finished jobs),
+    median memory efficiency, GPU-hour weighted GPU utilization (%), GPU-hours near 0 %, per
+    user (``by_user``, worst first) and the jobs that held GPUs idle (``idle_jobs``, under
+    :data:`IDLE_UTIL_PCT`)."""
     done = runs.loc[runs["end"].notna() & (runs["run_s"] > 0), ["user", "run_s", "ncpus", "cpu_eff", "mem_eff"]]
     cpu_den = (done["run_s"] * done["ncpus"]).where(done["cpu_eff"].notna()).sum()
     cpu_num = (done["cpu_eff"] * done["run_s"] * done["ncpus"]).sum()
@@ -345,7 +341,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     gh_g = runs["gpu_hours"].to_numpy(float)[gpu]
     idle = gh_g[gu_g < 1.0].sum()
     known = gh_g[~np.isnan(gu_g)].sum()
-    efficiency = {
+    eff = {
         "cpu_efficiency": _num(cpu_num / cpu_den) if cpu_den > 0 else None,
         "cpu_hours_share": _num(float(runs.loc[done.index[done["cpu_eff"].notna()], "cpu_hours"].sum())
                                 / float(runs["cpu_hours"].sum())) if runs["cpu_hours"].sum() > 0 else None,
@@ -369,7 +365,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     for user in sorted(set(per_user.index) | set(gu.index), key=str):
         r = per_user.loc[user] if user in per_user.index else None
         q = gu.loc[user] if user in gu.index else None
-        efficiency["by_user"].append({
+        eff["by_user"].append({
             "user": user,
             "cpu_efficiency": _num(r["num"] / r["den"]) if r is not None and r["den"] > 0 else None,
             "memory_efficiency_median": _num(r["mem"]) if r is not None else None,
@@ -378,31 +374,39 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
             "gpu_hours_near_zero_util": _num(q["idle"]) if q is not None else 0.0})
     # worst offenders first: GPU-hours held at ~0 %, then the lowest GPU utilization, then the
     # lowest CPU efficiency
-    efficiency["by_user"].sort(key=lambda u: (-(u["gpu_hours_near_zero_util"] or 0.0),
-                                              u["gpu_util_pct"] if u["gpu_util_pct"] is not None else 1e9,
-                                              u["cpu_efficiency"] if u["cpu_efficiency"] is not None else 2.0,
-                                              str(u["user"])))
+    eff["by_user"].sort(key=lambda u: (-(u["gpu_hours_near_zero_util"] or 0.0),
+                                       u["gpu_util_pct"] if u["gpu_util_pct"] is not None else 1e9,
+                                       u["cpu_efficiency"] if u["cpu_efficiency"] is not None else 2.0,
+                                       str(u["user"])))
     idle_jobs = g[g["_u"] < IDLE_UTIL_PCT].sort_values(["gpu_hours", "job_id"], ascending=[False, True]).head(IDLE_JOBS)
-    efficiency["idle_jobs"] = [{"job_id": str(j), "user": str(u), "gpus": _num(n), "gpu_hours": _num(h),
-                                "gpu_util_pct": _num(x)}
-                               for j, u, n, h, x in zip(idle_jobs["job_id"], idle_jobs["user"], idle_jobs["gpus"],
-                                                        idle_jobs["gpu_hours"], idle_jobs["_u"])]
+    eff["idle_jobs"] = [{"job_id": str(j), "user": str(u), "gpus": _num(n), "gpu_hours": _num(h),
+                         "gpu_util_pct": _num(x)}
+                        for j, u, n, h, x in zip(idle_jobs["job_id"], idle_jobs["user"], idle_jobs["gpus"],
+                                                 idle_jobs["gpu_hours"], idle_jobs["_u"])]
+    return eff
 
-    # GPUs in use: hourly means (daily past DAILY_AFTER_DAYS), the most at once, never a future hour
-    horizon = utc(horizon) if horizon is not None else pd.Timestamp.now(tz="UTC")
-    upto = min(utc(window.end), max(horizon, utc(window.start)))
+
+def gpus_in_use(runs: pd.DataFrame, window: Window, upto, now=None) -> dict:
+    """The ``hourly`` section: the GPUs-in-use curve from the window's start up to ``upto`` (never
+    a future hour; hourly means, daily past :data:`DAILY_AFTER_DAYS`), its peak and p95, and the
+    most GPUs allocated at once (:func:`most_at_once`)."""
     curve = hourly_gpus(runs, window.start, upto, now=now) if upto > utc(window.start) else pd.Series(dtype=float)
     bucket = "hour"
     if window.hours > DAILY_AFTER_DAYS * 24 and len(curve):
         bucket = "day"
         curve = curve.resample("D").mean()
-    hourly = {"bucket": bucket, "hours": list(curve.index.strftime("%Y-%m-%dT%H:%M:%SZ")),
-              "gpus_in_use": [round(float(v), 6) for v in curve.to_numpy()],
-              "peak": _num(curve.max()) if len(curve) else None,
-              "p95": _num(curve.quantile(0.95)) if len(curve) else None,
-              "peak_at_once": _num(most_at_once(runs, window.start, upto, now))}
+    return {"bucket": bucket, "hours": list(curve.index.strftime("%Y-%m-%dT%H:%M:%SZ")),
+            "gpus_in_use": [round(float(v), 6) for v in curve.to_numpy()],
+            "peak": _num(curve.max()) if len(curve) else None,
+            "p95": _num(curve.quantile(0.95)) if len(curve) else None,
+            "peak_at_once": _num(most_at_once(runs, window.start, upto, now))}
 
-    # utilization
+
+def utilization(gpu_h: float, capacity_gpus: float | None, down_gpu_hours: float | None,
+                window: Window, upto) -> dict:
+    """The ``utilization`` section: GPU-hours / available GPU-hours, where available =
+    ``capacity_gpus`` x the window's hours up to ``upto`` (no future hour) - ``down_gpu_hours``;
+    None without a capacity."""
     util = {"capacity_gpus": _num(capacity_gpus), "capacity_gpu_hours": None,
             "down_gpu_hours": _num(down_gpu_hours), "available_gpu_hours": None, "utilization": None}
     if capacity_gpus:
@@ -411,19 +415,61 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         avail = cap - (down_gpu_hours or 0.0)
         util.update(capacity_gpu_hours=_num(cap), available_gpu_hours=_num(avail),
                     utilization=_num(gpu_h / avail) if avail > 0 else None)
+    return util
 
+
+def deltas(totals: dict, previous: dict | None) -> dict | None:
+    """Week-over-week changes of the headline totals against ``previous`` (the previous
+    window's ``totals``): ``{key: {"previous", "change", "relative"}}``; None without one."""
+    if not previous:
+        return None
+    out = {}
+    for k in ("jobs", "gpu_hours", "cpu_hours", "energy_kwh", "wasted_gpu_hours"):
+        cur, prev = totals.get(k), previous.get(k)
+        if cur is not None and prev is not None:
+            out[k] = {"previous": prev, "change": _num(cur - prev),
+                      "relative": _num((cur - prev) / prev) if prev else None}
+    return out
+
+
+#: What each energy source is, in the order a job's figure is taken from them.
+ENERGY_SOURCE_ORDER = ["measured (hook spool, NVML energy counters)",
+                       "prometheus (the hooks' NVML energy counters read through Prometheus)",
+                       "slurm (ConsumedEnergyRaw, non-zero and trusted)",
+                       "modelled (GPUs x hours x GPU TDP)"]
+
+
+def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptions,
+                 spool: pd.DataFrame | None = None, capacity_gpus: float | None = None,
+                 down_gpu_hours: float | None = None, sreport_gpu_hours: float | None = None,
+                 previous: dict | None = None, now=None, source: str = "",
+                 cluster: str = "", recon_window: Window | None = None,
+                 horizon=None, downtime: dict | None = None) -> tuple[dict, pd.DataFrame]:
+    """``(report dict, per-allocation frame)``. See the module docstring.
+
+    ``capacity_gpus``: GPUs in the cluster (profile or scontrol); ``down_gpu_hours``: from node
+    events; ``sreport_gpu_hours``: sreport's figure over the window's whole hours (after a
+    rollup); ``previous``: the previous window's ``totals`` for week-over-week deltas;
+    ``downtime``: the node timeline of :func:`slurmkit.report.capacity.downtime` (live
+    ``sacctmgr show event``, or a captured events file), reported as is;
+    ``horizon``: hours after it are in the future (no use, no capacity yet; default the current
+    time): the GPUs-in-use curve and the capacity stop there."""
+    a = allocations(rows, window.start, window.end, dq, now=now, source=source)
+    a = E.attach_energy(a, assumptions, spool, dq)
+    spool_unmatched = int(a.attrs.get("spool_unmatched", 0))
+    a["waste_gpu_hours"] = a["gpu_hours"].where(a["wasted"], 0.0)
+    a["provisional_gpu_hours"] = a["gpu_hours"].where(a["provisional"], 0.0)
+    dq.check()
+    waiting = (a["pending_tasks"] > 0) | ((a["state"] == "PENDING") & a["start"].isna())
+    runs = a[~waiting] if waiting.any() else a
+    queue = pending_backlog(a[waiting])
+    totals, jobs_by_src = _totals(runs, queue, int(a["pending_tasks"].sum()),
+                                  int(((a["pending_tasks"] == 0) & waiting).sum()), spool_unmatched, assumptions)
+    horizon = utc(horizon) if horizon is not None else pd.Timestamp.now(tz="UTC")
+    upto = min(utc(window.end), max(horizon, utc(window.start)))
     recon = None
     if sreport_gpu_hours is not None:
         recon = reconcile(rows, runs, recon_window or window, float(sreport_gpu_hours), now=now)
-    deltas = None
-    if previous:
-        deltas = {}
-        for k in ("jobs", "gpu_hours", "cpu_hours", "energy_kwh", "wasted_gpu_hours"):
-            cur, prev = totals.get(k), previous.get(k)
-            if cur is not None and prev is not None:
-                deltas[k] = {"previous": prev, "change": _num(cur - prev),
-                             "relative": _num((cur - prev) / prev) if prev else None}
-
     report = {
         "window": window.as_dict(),
         "as_of": iso_z(utc(now) if now is not None else pd.Timestamp.now(tz="UTC")),
@@ -435,22 +481,16 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "by_qos": _group(runs, "qos", "qos"),
         "by_gpu_type": _group(runs, "gpu_type", "gpu_type", runs["gpus"] > 0),
         "energy_by_policy": energy_by_policy(runs),
-        "outcomes": outcomes,
-        "queue_wait": {"all": wait_all, "by_partition_gpus": waits, "from": wait_from,
-                       "bins": list(WAIT_BIN_LABELS), "histogram": wait_histogram(w["wait_s"].to_numpy()),
-                       "backlog": queue},
-        "efficiency": efficiency,
-        "hourly": hourly,
-        "utilization": util,
+        "outcomes": outcomes(runs),
+        "queue_wait": queue_wait(runs, queue),
+        "efficiency": efficiency(runs),
+        "hourly": gpus_in_use(runs, window, upto, now),
+        "utilization": utilization(float(runs["gpu_hours"].sum()), capacity_gpus, down_gpu_hours, window, upto),
         "downtime": downtime,
         "reconciliation": recon,
-        "energy_sources": {"jobs": jobs_by_src,
-                           "order": ["measured (hook spool, NVML energy counters)",
-                                     "prometheus (the hooks' NVML energy counters read through Prometheus)",
-                                     "slurm (ConsumedEnergyRaw, non-zero and trusted)",
-                                     "modelled (GPUs x hours x GPU TDP)"]},
+        "energy_sources": {"jobs": jobs_by_src, "order": list(ENERGY_SOURCE_ORDER)},
         "assumptions": assumptions.as_dict(),
-        "deltas": deltas,
+        "deltas": deltas(totals, previous),
         "data_quality": dq.as_dict(),
     }
     return report, a
