@@ -261,17 +261,20 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
     return out
 
 
-def costs(kwh: float | None, gpu_hours: float, a: Assumptions) -> dict:
+def costs(kwh: float | None, gpu_hours: float | None, a: Assumptions) -> dict:
     """Facility kWh, CO2e (kg) and cost from IT energy ``kwh`` and ``gpu_hours``; a figure is
     None when its assumption is not set or ``kwh`` is None (energy unknown; the total cost is
-    then unknown too when a price per kWh is set)."""
+    then unknown too when a price per kWh is set; likewise ``gpu_hours`` None and a price per
+    GPU-hour)."""
     fac = kwh * a.pue if a.pue is not None and kwh is not None else None
     base = fac if fac is not None else None
     co2 = base * a.carbon_g_per_kwh / 1000.0 if base is not None and a.carbon_g_per_kwh is not None else None
     cost_e = base * a.price_per_kwh if base is not None and a.price_per_kwh is not None else None
-    cost_g = gpu_hours * a.price_per_gpu_hour if a.price_per_gpu_hour is not None else None
+    cost_g = gpu_hours * a.price_per_gpu_hour if a.price_per_gpu_hour is not None and gpu_hours is not None else None
     cost = None if cost_e is None and cost_g is None else (cost_e or 0.0) + (cost_g or 0.0)
     if kwh is None and a.price_per_kwh is not None:
+        cost = None
+    if gpu_hours is None and a.price_per_gpu_hour is not None:
         cost = None
     return {"facility_kwh": fac, "co2e_kg": co2, "cost_energy": cost_e, "cost_gpu_hours": cost_g,
             "cost_total": cost, "currency": a.currency}

@@ -38,6 +38,10 @@ def weeks_ending(last: str, n: int) -> list[str]:
     return [iso_week(monday - dt.timedelta(weeks=k)) for k in range(n - 1, -1, -1)]
 
 
+def _f(x) -> float:
+    return float("nan") if x is None else float(x)
+
+
 def week_table(report: dict) -> pd.DataFrame:
     """The week's aggregate table from a report dict: one row per account and per partition
     (``kind``, ``name``, ``jobs``, ``gpu_hours``, ``cpu_hours``, ``wasted_gpu_hours``,
@@ -49,9 +53,10 @@ def week_table(report: dict) -> pd.DataFrame:
     for kind, key in (("account", "by_account"), ("partition", "by_partition")):
         for g in report[key]:
             rows.append({"kind": kind, "name": str(g[kind] or ""), "jobs": int(g["jobs"]),
-                         "gpu_hours": float(g["gpu_hours"] or 0.0), "cpu_hours": float(g["cpu_hours"] or 0.0),
-                         "wasted_gpu_hours": float(g["wasted_gpu_hours"] or 0.0),
-                         "provisional_gpu_hours": float(g.get("provisional_gpu_hours") or 0.0),
+                         # an unknown figure (None: no GPU field / NCPUS in the input) is NaN, not 0
+                         "gpu_hours": _f(g["gpu_hours"]), "cpu_hours": _f(g["cpu_hours"]),
+                         "wasted_gpu_hours": _f(g["wasted_gpu_hours"]),
+                         "provisional_gpu_hours": _f(g.get("provisional_gpu_hours", 0.0)),
                          "energy_kwh": float(g["energy_kwh"]) if known and g["energy_kwh"] is not None else None,
                          "provisional": prov})
     cols = ["kind", "name", "jobs", "gpu_hours", "cpu_hours", "wasted_gpu_hours", "provisional_gpu_hours",

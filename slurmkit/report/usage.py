@@ -244,7 +244,8 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     for name, arr in agg.items():
         allocs[name] = arr[kept]
     allocs["gpu_hours"] = allocs["gpus"] * allocs["in_window_s"] / 3600.0
-    allocs["cpu_hours"] = allocs["ncpus"].fillna(0) * allocs["in_window_s"] / 3600.0
+    # NCPUS not in the input: unknown (NaN), not 0
+    allocs["cpu_hours"] = allocs["ncpus"] * allocs["in_window_s"] / 3600.0
     # a requeued job has one row per attempt (same job code): all but the last (by Start, a
     # pending attempt last) are requeued attempts, whatever their state (REQUEUED, PREEMPTED
     # with a checkpoint, NODE_FAIL): their GPU-hours are waste

@@ -68,7 +68,8 @@ def _group(a: pd.DataFrame, col: str, name: str, mask=None) -> list[dict]:
     if sel.empty:
         return []
     codes, uniq = pd.factorize(sel[col], sort=False)
-    t = sel[cols[1:]].groupby(codes, sort=False).sum()
+    # a group whose rows all lack a figure (no GPU field, no NCPUS): unknown (None), not 0
+    t = sel[cols[1:]].groupby(codes, sort=False).sum(min_count=1)
     # a group none of whose jobs has an energy figure: unknown (None), not 0 kWh
     t["energy_kwh"] = sel["energy_kwh"].groupby(codes, sort=False).sum(min_count=1)
     t = t[t.index >= 0]
@@ -239,13 +240,56 @@ def reconcile(rows, runs: pd.DataFrame, span: Window, sreport_gpu_hours: float,
     return out
 
 
+#: Why a figure is unknown (``report["unknown"]``), by figure.
+UNKNOWN_WHY = {
+    "gpu_hours": "no GPU count in the input (no AllocTRES, AllocGRES or ReqTRES field)",
+    "cpu_hours": "no NCPUS or AllocCPUS field in the input",
+    "energy_kwh": "no energy source (no spool measurement, no Slurm energy, no GPU TDP in the profile)",
+    "gpu_utilization": "no GPU utilization in the input (no gres/gpuutil in TRESUsageInAve/TRESUsageInTot, "
+                       "no spool or Prometheus figure)",
+    "utilization": "no capacity (no --capacity-gpus, no site profile, no live node list)",
+}
+
+
+def unknown_figures(runs: pd.DataFrame, capacity_gpus) -> dict:
+    """``{figure: why}`` (:data:`UNKNOWN_WHY`) of the figures whose inputs the allocations that
+    ran lack altogether: ``gpu_hours`` (no row has a GPU count), ``cpu_hours`` (no NCPUS),
+    ``energy_kwh`` (no row has an energy source), ``gpu_utilization`` (GPU jobs, none with a
+    utilization figure), ``utilization`` (no capacity). What is derived from one (waste, idle
+    jobs, efficiency, cost) is unknown with it. Empty for an input with no row."""
+    out = {}
+    if len(runs):
+        if runs["gpus"].isna().all():
+            out["gpu_hours"] = UNKNOWN_WHY["gpu_hours"]
+        if runs["ncpus"].isna().all():
+            out["cpu_hours"] = UNKNOWN_WHY["cpu_hours"]
+        if not (runs["energy_source"] != "none").any():
+            out["energy_kwh"] = UNKNOWN_WHY["energy_kwh"]
+        gpu = runs["gpus"] > 0
+        util = runs["step_gpu_util_pct"].fillna(runs["spool_gpu_util_pct"])
+        if "gpu_hours" in out or (gpu.any() and util[gpu].isna().all()):
+            out["gpu_utilization"] = UNKNOWN_WHY["gpu_utilization"]
+    if not capacity_gpus or "gpu_hours" in out:
+        out["utilization"] = UNKNOWN_WHY["utilization"] if not capacity_gpus else UNKNOWN_WHY["gpu_hours"]
+    return out
+
+
+def _sum(x: pd.Series) -> float | None:
+    """The sum of the known values; None when none is known."""
+    v = x.sum(min_count=1)
+    return None if pd.isna(v) else float(v)
+
+
 def _totals(runs: pd.DataFrame, queue: dict, backlog: int, pending_jobs: int, spool_unmatched: int,
-            assumptions: E.Assumptions) -> tuple[dict, dict]:
+            assumptions: E.Assumptions, unknown: dict | None = None) -> tuple[dict, dict]:
     """``(totals, jobs per energy source)`` over the allocations that ran (``runs``): jobs,
     GPU-/CPU-hours, energy by source, waste, the pending backlog (``queue``: the
-    :func:`pending_backlog` dict) and the costs of :func:`slurmkit.report.energy.costs`."""
+    :func:`pending_backlog` dict) and the costs of :func:`slurmkit.report.energy.costs`.
+    A figure in ``unknown`` (:func:`unknown_figures`) and those derived from it are None."""
+    unknown = unknown or {}
     keys = runs["job_code"]
     gpu_h, cpu_h = float(runs["gpu_hours"].sum()), float(runs["cpu_hours"].sum())
+    gpu_known = "gpu_hours" not in unknown
     kwh_src = {s: float(runs.loc[runs["energy_source"] == s, "energy_kwh"].sum())
                for s in ("measured", "prometheus", "slurm", "modelled")}
     kwh = sum(kwh_src.values())
@@ -254,22 +298,27 @@ def _totals(runs: pd.DataFrame, queue: dict, backlog: int, pending_jobs: int, sp
     # no job has any source (no spool record, no trusted ConsumedEnergyRaw, no TDP): the 0 kWh
     # is not a measurement, so the figures built on it are unknown
     energy_known = bool((runs["energy_source"] != "none").any())
-    money = E.costs(kwh if energy_known else None, gpu_h, assumptions)
+    money = E.costs(kwh if energy_known else None, gpu_h if gpu_known else None, assumptions)
+    g = _num if gpu_known else (lambda x: None)
     totals = {
-        "jobs": int(keys.nunique()), "gpu_jobs": int(keys[runs["gpus"] > 0].nunique()),
+        "jobs": int(keys.nunique()), "gpu_jobs": int(keys[runs["gpus"] > 0].nunique()) if gpu_known else None,
         "allocation_rows": int(len(runs)), "requeued_attempts": int(runs["requeued_attempt"].sum()),
-        "gpu_hours": _num(gpu_h), "cpu_hours": _num(cpu_h), "energy_kwh": _num(kwh),
-        "energy_kwh_by_source": {k: _num(v) for k, v in kwh_src.items()},
+        "gpu_hours": g(gpu_h), "cpu_hours": _num(cpu_h) if "cpu_hours" not in unknown else None,
+        "energy_kwh": _num(kwh) if energy_known else None,
+        "energy_kwh_by_source": {k: (_num(v) if energy_known else None) for k, v in kwh_src.items()},
         "energy_known": energy_known, "energy_jobs_by_source": dict(jobs_by_src),
-        "gpu_hours_without_energy": _num(runs.loc[runs["energy_source"] == "none", "gpu_hours"].sum()),
+        "gpu_hours_without_energy": g(runs.loc[runs["energy_source"] == "none", "gpu_hours"].sum()),
+        "gpu_hours_from_request": g(runs.loc[runs["gpu_source"] == "ReqTRES (requested)", "gpu_hours"].sum())
+        if "gpu_source" in runs else None,
+        "allocation_rows_gpus_unknown": int(runs["gpus"].isna().sum()),
         "spool_records_unmatched": spool_unmatched,
-        "wasted_gpu_hours": _num(runs["waste_gpu_hours"].sum()),
+        "wasted_gpu_hours": g(runs["waste_gpu_hours"].sum()),
         "pending_array_tasks": backlog, "pending_jobs": pending_jobs,
         "pending_gpus_requested": queue["gpus_requested"],
         "pending_gpu_hours_requested": queue["gpu_hours_requested"],
         "pending_without_time_limit": queue["without_time_limit"],
         "provisional_jobs": int(keys[runs["provisional"]].nunique()),
-        "provisional_gpu_hours": _num(runs.loc[runs["provisional"], "gpu_hours"].sum()),
+        "provisional_gpu_hours": g(runs.loc[runs["provisional"], "gpu_hours"].sum()),
         **{k: (_num(v) if isinstance(v, float) else v) for k, v in money.items()},
     }
     return totals, jobs_by_src
@@ -295,7 +344,7 @@ def outcomes(runs: pd.DataFrame) -> list[dict]:
     nlines = len(names)
     attempts = np.bincount(line, minlength=nlines)
     # pandas' sums (compensated, as the totals'), not bincount's
-    sums = runs[["gpu_hours", "waste_gpu_hours"]].groupby(line).sum().reindex(range(nlines), fill_value=0.0)
+    sums = runs[["gpu_hours", "waste_gpu_hours"]].groupby(line).sum(min_count=1).reindex(range(nlines))
     gh, wh = sums["gpu_hours"].to_numpy(), sums["waste_gpu_hours"].to_numpy()
     jobs = _distinct_per_group(np.where(last, line, -1), code, nlines)
     for i in sorted(np.flatnonzero(attempts), key=lambda i: names[i]):
@@ -328,11 +377,13 @@ def queue_wait(runs: pd.DataFrame, queue: dict) -> dict:
             "backlog": queue}
 
 
-def efficiency(runs: pd.DataFrame) -> dict:
+def efficiency(runs: pd.DataFrame, unknown: dict | None = None) -> dict:
     """The ``efficiency`` section: CPU efficiency (CPU time / core-seconds of finished jobs),
     median memory efficiency, GPU-hour weighted GPU utilization (%), GPU-hours near 0 %, per
     user (``by_user``, worst first) and the jobs that held GPUs idle (``idle_jobs``, under
-    :data:`IDLE_UTIL_PCT`)."""
+    :data:`IDLE_UTIL_PCT`). Without any GPU utilization figure (``gpu_utilization`` in
+    ``unknown``) the GPU-hours near 0 % and the idle jobs are None (unknown), not 0 / none."""
+    util_known = "gpu_utilization" not in (unknown or {})
     done = runs.loc[runs["end"].notna() & (runs["run_s"] > 0), ["user", "run_s", "ncpus", "cpu_eff", "mem_eff"]]
     cpu_den = (done["run_s"] * done["ncpus"]).where(done["cpu_eff"].notna()).sum()
     cpu_num = (done["cpu_eff"] * done["run_s"] * done["ncpus"]).sum()
@@ -348,8 +399,8 @@ def efficiency(runs: pd.DataFrame) -> dict:
         "memory_efficiency_median": _num(done["mem_eff"].median()) if done["mem_eff"].notna().any() else None,
         "allocations_over_memory": int((done["mem_eff"] > 1.0).sum()),
         "gpu_util_pct_weighted": _num(np.nansum(gu_g * gh_g) / known) if known > 0 else None,
-        "gpu_hours_with_util": _num(known),
-        "gpu_hours_near_zero_util": _num(idle),
+        "gpu_hours_with_util": _num(known) if util_known else None,
+        "gpu_hours_near_zero_util": _num(idle) if util_known else None,
         "by_user": [],
     }
     den = (done["run_s"] * done["ncpus"]).where(done["cpu_eff"].notna())
@@ -371,7 +422,7 @@ def efficiency(runs: pd.DataFrame) -> dict:
             "memory_efficiency_median": _num(r["mem"]) if r is not None else None,
             "gpu_hours": _num(q["gh"]) if q is not None else 0.0,
             "gpu_util_pct": _num(q["uw"] / q["known"]) if q is not None and q["known"] > 0 else None,
-            "gpu_hours_near_zero_util": _num(q["idle"]) if q is not None else 0.0})
+            "gpu_hours_near_zero_util": (_num(q["idle"]) if q is not None else 0.0) if util_known else None})
     # worst offenders first: GPU-hours held at ~0 %, then the lowest GPU utilization, then the
     # lowest CPU efficiency
     eff["by_user"].sort(key=lambda u: (-(u["gpu_hours_near_zero_util"] or 0.0),
@@ -379,17 +430,20 @@ def efficiency(runs: pd.DataFrame) -> dict:
                                        u["cpu_efficiency"] if u["cpu_efficiency"] is not None else 2.0,
                                        str(u["user"])))
     idle_jobs = g[g["_u"] < IDLE_UTIL_PCT].sort_values(["gpu_hours", "job_id"], ascending=[False, True]).head(IDLE_JOBS)
-    eff["idle_jobs"] = [{"job_id": str(j), "user": str(u), "gpus": _num(n), "gpu_hours": _num(h),
+    eff["idle_jobs"] = None if not util_known else [{"job_id": str(j), "user": str(u), "gpus": _num(n), "gpu_hours": _num(h),
                          "gpu_util_pct": _num(x)}
                         for j, u, n, h, x in zip(idle_jobs["job_id"], idle_jobs["user"], idle_jobs["gpus"],
                                                  idle_jobs["gpu_hours"], idle_jobs["_u"])]
     return eff
 
 
-def gpus_in_use(runs: pd.DataFrame, window: Window, upto, now=None) -> dict:
+def gpus_in_use(runs: pd.DataFrame, window: Window, upto, now=None, known: bool = True) -> dict:
     """The ``hourly`` section: the GPUs-in-use curve from the window's start up to ``upto`` (never
     a future hour; hourly means, daily past :data:`DAILY_AFTER_DAYS`), its peak and p95, and the
-    most GPUs allocated at once (:func:`most_at_once`)."""
+    most GPUs allocated at once (:func:`most_at_once`). ``known`` False (no GPU count in the
+    input): no curve, every figure None."""
+    if not known:
+        return {"bucket": "hour", "hours": [], "gpus_in_use": [], "peak": None, "p95": None, "peak_at_once": None}
     curve = hourly_gpus(runs, window.start, upto, now=now) if upto > utc(window.start) else pd.Series(dtype=float)
     bucket = "hour"
     if window.hours > DAILY_AFTER_DAYS * 24 and len(curve):
@@ -402,7 +456,7 @@ def gpus_in_use(runs: pd.DataFrame, window: Window, upto, now=None) -> dict:
             "peak_at_once": _num(most_at_once(runs, window.start, upto, now))}
 
 
-def utilization(gpu_h: float, capacity_gpus: float | None, down_gpu_hours: float | None,
+def utilization(gpu_h: float | None, capacity_gpus: float | None, down_gpu_hours: float | None,
                 window: Window, upto) -> dict:
     """The ``utilization`` section: GPU-hours / available GPU-hours, where available =
     ``capacity_gpus`` x the window's hours up to ``upto`` (no future hour) - ``down_gpu_hours``;
@@ -414,7 +468,7 @@ def utilization(gpu_h: float, capacity_gpus: float | None, down_gpu_hours: float
         cap = capacity_gpus * max((upto - utc(window.start)).total_seconds(), 0.0) / 3600.0
         avail = cap - (down_gpu_hours or 0.0)
         util.update(capacity_gpu_hours=_num(cap), available_gpu_hours=_num(avail),
-                    utilization=_num(gpu_h / avail) if avail > 0 else None)
+                    utilization=_num(gpu_h / avail) if avail > 0 and gpu_h is not None else None)
     return util
 
 
@@ -457,14 +511,18 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     a = allocations(rows, window.start, window.end, dq, now=now, source=source)
     a = E.attach_energy(a, assumptions, spool, dq)
     spool_unmatched = int(a.attrs.get("spool_unmatched", 0))
-    a["waste_gpu_hours"] = a["gpu_hours"].where(a["wasted"], 0.0)
-    a["provisional_gpu_hours"] = a["gpu_hours"].where(a["provisional"], 0.0)
+    # an unknown GPU count (NaN) stays unknown in what is derived from it
+    unknown_g = a["gpu_hours"].isna()
+    a["waste_gpu_hours"] = a["gpu_hours"].where(a["wasted"] | unknown_g, 0.0)
+    a["provisional_gpu_hours"] = a["gpu_hours"].where(a["provisional"] | unknown_g, 0.0)
     dq.check()
     waiting = (a["pending_tasks"] > 0) | ((a["state"] == "PENDING") & a["start"].isna())
     runs = a[~waiting] if waiting.any() else a
     queue = pending_backlog(a[waiting])
+    unknown = unknown_figures(runs, capacity_gpus)
     totals, jobs_by_src = _totals(runs, queue, int(a["pending_tasks"].sum()),
-                                  int(((a["pending_tasks"] == 0) & waiting).sum()), spool_unmatched, assumptions)
+                                  int(((a["pending_tasks"] == 0) & waiting).sum()), spool_unmatched, assumptions,
+                                  unknown)
     horizon = utc(horizon) if horizon is not None else pd.Timestamp.now(tz="UTC")
     upto = min(utc(window.end), max(horizon, utc(window.start)))
     recon = None
@@ -483,14 +541,40 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "energy_by_policy": energy_by_policy(runs),
         "outcomes": outcomes(runs),
         "queue_wait": queue_wait(runs, queue),
-        "efficiency": efficiency(runs),
-        "hourly": gpus_in_use(runs, window, upto, now),
-        "utilization": utilization(float(runs["gpu_hours"].sum()), capacity_gpus, down_gpu_hours, window, upto),
+        "efficiency": efficiency(runs, unknown),
+        "hourly": gpus_in_use(runs, window, upto, now, known="gpu_hours" not in unknown),
+        "utilization": utilization(totals["gpu_hours"], capacity_gpus, down_gpu_hours, window, upto),
         "downtime": downtime,
         "reconciliation": recon,
         "energy_sources": {"jobs": jobs_by_src, "order": list(ENERGY_SOURCE_ORDER)},
         "assumptions": assumptions.as_dict(),
         "deltas": deltas(totals, previous),
-        "data_quality": dq.as_dict(),
+        "unknown": unknown,
+        "data_quality": _data_quality(dq, unknown, runs, source),
     }
     return report, a
+
+
+def _data_quality(dq: DataQuality, unknown: dict, runs: pd.DataFrame, source: str) -> dict:
+    """The ``data_quality`` section: :meth:`DataQuality.as_dict` with ``unknown`` (the figures
+    the input cannot give, and why) and ``notes``: each unknown figure and the allocation rows
+    whose GPU count is unknown or only requested (ReqTRES), in the shape of a listed problem
+    (data_quality.csv lists them first)."""
+    d = dq.as_dict()
+    d["unknown"] = dict(unknown)
+    head = [{"source": source or "input", "line": None, "reason": f"unknown: {k}", "detail": why,
+             "counted": True} for k, why in unknown.items()]
+    if "gpu_hours" not in unknown:
+        n = int(runs["gpus"].isna().sum())
+        if n:
+            head.append({"source": source or "input", "line": None, "reason": "unknown: GPU count",
+                         "detail": f"{n} allocation row(s) from an input without AllocTRES, AllocGRES or ReqTRES: "
+                                   "not in the GPU-hours", "counted": True})
+        if "gpu_source" in runs:
+            req = runs["gpu_source"] == "ReqTRES (requested)"
+            if req.any():
+                head.append({"source": source or "input", "line": None, "reason": "GPUs requested, not allocated",
+                             "detail": f"{int(req.sum())} allocation row(s): GPU count from ReqTRES (the input has "
+                                       "no AllocTRES or AllocGRES)", "counted": True})
+    d["notes"] = head
+    return d
