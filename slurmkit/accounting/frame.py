@@ -27,8 +27,8 @@ alloc_mem_mib      AllocTRES mem=, else ReqMem (``Mc`` x NCPUS, ``Mn`` x NNodes)
 gpus, gpu_type     from AllocTRES (:func:`~slurmkit.accounting.parse.gpus_from_tres`), else
                    AllocGRES, else ReqTRES; NaN (unknown) when the input has none of them
 gpu_source         which of them (:data:`GPU_SOURCES`: ``ReqTRES (requested)``, ``none``)
-req_gpus           GPUs requested, from ReqTRES, for rows that have not started (a pending
-                   job has no AllocTRES yet); NaN for started rows or without ReqTRES
+req_gpus           GPUs requested, from ReqTRES (a pending job has no AllocTRES yet; the
+                   queue-wait bucket of a job); NaN without ReqTRES
 total_cpu_s        TotalCPU (seconds of user+system CPU)
 mem_used_mib       TRESUsageInTot mem=, else MaxRSS (MiB)
 gpu_util_pct       TRESUsageInAve, else TRESUsageInTot / NTasks ``gres/gpuutil`` (percent
@@ -551,17 +551,12 @@ def _gpu_counts(c) -> tuple[pd.Series, pd.Series, pd.Series]:
 
 
 def _requested_gpus(req_tres, start: pd.Series) -> pd.Series:
-    """ReqTRES GPUs (:func:`~slurmkit.accounting.parse.gpus_from_tres`) of the rows without a
-    Start (the pending backlog), NaN elsewhere and when the input has no ReqTRES. Only those
-    rows are parsed: the started ones, most of a capture, have their AllocTRES."""
-    out = np.full(len(start), np.nan)
+    """ReqTRES GPUs (:func:`~slurmkit.accounting.parse.gpus_from_tres`) of every row (the
+    pending backlog's request; the GPU bucket a job's queue wait goes in), NaN when the input
+    has no ReqTRES."""
     if req_tres is None:
-        return pd.Series(out, index=start.index)
-    idx = np.flatnonzero(start.isna().to_numpy())
-    if len(idx):
-        sub = req_tres.take(pa.array(idx))
-        out[idx] = P.gpus_from_tres(sub)[0].to_numpy(float)
-    return pd.Series(out, index=start.index)
+        return pd.Series(np.full(len(start), np.nan), index=start.index)
+    return pd.Series(P.gpus_from_tres(req_tres)[0].to_numpy(float), index=start.index)
 
 
 def load_sacct(path, dq: DataQuality | None = None, fields=None, delimiter=None, cluster: str = "",

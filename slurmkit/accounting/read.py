@@ -766,6 +766,34 @@ def field_names(path, fields: list[str] | None = None, delimiter: str | None = N
     return None if layout is None else [n for n in layout.names if n not in (layout.dups or {})]
 
 
+def capture_layout(path, fields: list[str] | None = None, delimiter: str | None = None) -> dict:
+    """How the sacct file ``path`` is read, for the report's record of its inputs:
+    ``{"delimiter"`` (as given or detected), ``"delimiter_given"``, ``"header"`` (True: the
+    first line names the fields; False: ``fields`` were given), ``"fields"`` (canonical names),
+    ``"trailing_delimiter"`` (``--parsable``)``}``; None for a file with no row. Raises
+    :class:`AccountingInputError` as :func:`stream_sacct_file` does."""
+    with _file_opener(path)() as fh:
+        layout = _layout(fh, str(path), fields, delimiter, DataQuality())
+    if layout is None:
+        return None
+    return {"delimiter": layout.delim, "delimiter_given": delimiter is not None,
+            "header": fields is None or layout.start > 0 and _first_is_header(path),
+            "fields": [n for n in layout.names if n not in (layout.dups or {})],
+            "trailing_delimiter": bool(layout.trailing)}
+
+
+def _first_is_header(path) -> bool:
+    """True when the first non-comment line of ``path`` is a header (names JobID)."""
+    with _file_opener(path)() as fh:
+        for raw in fh:
+            line = raw.rstrip(b"\r\n")
+            if _is_ignored(line) is None:
+                text = line.decode("utf-8", "replace")
+                d = _header_delimiter(text)
+                return d is not None or looks_like_header(text.split(_guess_delimiter(text, None)))
+    return False
+
+
 def _file_opener(path):
     p = Path(path)
     try:

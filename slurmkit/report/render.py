@@ -323,8 +323,32 @@ def to_html(report: dict, limit: int = 25) -> str:
     return env.get_template("weekly.html.j2").render(
         r=report, img=img, f=fmt, pct=pct, dur=dur, signed=signed, title=title(report),
         outcome_label=outcome_label, known=lambda key, x, show=None: known(report, key, x, show),
-        unknown_lines=unknown_lines(report), backlog=backlog_text(report["totals"]), downtime=downtime_text(report), trends=trends_text(report.get("trends")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
+        unknown_lines=unknown_lines(report), about=about_rows(report), backlog=backlog_text(report["totals"]), downtime=downtime_text(report), trends=trends_text(report.get("trends")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
         groups=_GROUPS, limit=limit, version=__version__, policy_note=POLICY_NOTE)
+
+
+def about_rows(report: dict) -> list[list[str]]:
+    """The "About this report" block as ``[item, value]`` rows: each input (file, sha256, rows,
+    delimiter, header or field list, latest time, ``-D``), the capture time and how it was
+    found, the time zone (given or assumed), the window, the tool."""
+    inp = report.get("inputs") or {}
+    rows = []
+    for f in inp.get("files") or []:
+        how = "header line" if f.get("header") else "field list given (--sacct-fields)"
+        rows += [["input", f"{f['file']}"], ["  sha256", f["sha256"]], ["  rows", str(f["rows"])],
+                 ["  delimiter", repr(f["delimiter"]) + (" (given)" if f.get("delimiter_given") else " (detected)")],
+                 ["  fields", f"{how}: {','.join(f.get('fields') or [])}"],
+                 ["  latest time in it", str(f.get("latest_time"))],
+                 ["  -D (every attempt)", "yes" if f.get("duplicates") else f.get("duplicates_note", "cannot be told")]]
+    if inp.get("live"):
+        rows.append(["input", inp["live"]])
+    if inp:
+        rows += [["capture time (--as-of)", f"{inp.get('as_of')} ({inp.get('as_of_from')})"],
+                 ["time zone", f"{inp.get('time_zone')} ({'given' if inp.get('time_zone_given') else 'ASSUMED'}"
+                               f"{': ' + inp['time_zone_note'] if not inp.get('time_zone_given') else ''})"],
+                 ["window", f"{report['window']['start']} – {report['window']['end']} (end exclusive)"],
+                 ["tool", inp.get("tool", "")]]
+    return rows
 
 
 def _md_text(v):
@@ -394,7 +418,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
         ["outcome", "jobs", "attempts", "GPU-hours", "wasted GPU-h"],
         [[outcome_label(o), o["jobs"], o.get("attempts", o["rows"]), known(r, "gpu_hours", o["gpu_hours"]),
           known(r, "gpu_hours", o["wasted_gpu_hours"])] for o in r["outcomes"]]), "",
-        "Jobs by final state (they sum to the total); requeued attempts are the earlier attempts "
+        "Jobs by final state (they sum to the total; jobs cancelled before they started are apart, not in it); requeued attempts are the earlier attempts "
         "of requeued jobs, all wasted.", "",
         f"## Queue wait (Start − {r['queue_wait'].get('from', 'Eligible')})", "", _md_table(
         ["partition", "GPUs", "jobs", "p25", "p50", "p75", "p90", "p95", "longest"],
@@ -426,6 +450,8 @@ def to_markdown(report: dict, limit: int = 25) -> str:
               _md_table(["assumption", "value", "from"],
                         [[k, v if v is not None else "not set", r["assumptions"]["origin"].get(k, "")]
                          for k, v in r["assumptions"].items() if k != "origin"]), ""]
+    if r.get("inputs"):
+        lines += ["## About this report", "", _md_table(["item", "value"], about_rows(r)), ""]
     dq = r["data_quality"]
     lines += ["## Data quality", "",
               f"Rows read {dq['rows_read']} = counted {dq['rows_counted']} + skipped {dq['rows_skipped']}"
@@ -514,6 +540,7 @@ def _write_all(report: dict, allocs, out: Path, formats) -> list[str]:
                                  zip(report["hourly"]["hours"], report["hourly"]["gpus_in_use"])],
                   "efficiency_by_user.csv": report["efficiency"]["by_user"],
                   "idle_jobs.csv": report["efficiency"].get("idle_jobs") or [],
+                  "inputs.csv": [{"item": k.strip(), "value": v} for k, v in about_rows(report)],
                   "data_quality.csv": (report["data_quality"].get("notes") or []) + report["data_quality"]["problems"]}
         for name, rows in tables.items():
             _write_csv(out / name, rows, _PROBLEM_COLUMNS if name == "data_quality.csv" else

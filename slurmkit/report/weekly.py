@@ -358,6 +358,25 @@ def outcomes(runs: pd.DataFrame) -> list[dict]:
     return out
 
 
+#: The outcomes line of jobs that ended before they started (cancelled while pending or held).
+NEVER_STARTED_LINE = "cancelled before start"
+
+
+def cancelled_before_start(never: pd.DataFrame, runs: pd.DataFrame) -> list[dict]:
+    """The outcomes line of the jobs that ended without starting (``never``: rows neither
+    pending nor started, :func:`slurmkit.report.usage.started`), those with no attempt that
+    ran (a requeued job whose last attempt was cancelled pending counts as the job that ran):
+    ``[{"state": "cancelled before start", "jobs", "attempts", "rows", "gpu_hours": 0,
+    "wasted_gpu_hours": 0, "ran": False, "states"}]``, or ``[]``. Not in the jobs total, the
+    GPU-hours or the queue wait."""
+    sel = never[~never["job_code"].isin(runs["job_code"])]
+    if sel.empty:
+        return []
+    return [{"state": NEVER_STARTED_LINE, "jobs": int(sel["job_code"].nunique()), "attempts": int(len(sel)),
+             "rows": int(len(sel)), "gpu_hours": 0.0, "wasted_gpu_hours": 0.0, "ran": False,
+             "states": {str(k): int(v) for k, v in sel["state"].astype(str).value_counts().sort_index().items()}}]
+
+
 def queue_wait(runs: pd.DataFrame, queue: dict) -> dict:
     """The ``queue_wait`` section: quantiles and histograms of ``wait_s`` over all jobs
     (``all``) and per partition x GPU bucket (``by_partition_gpus``), the start it is measured
@@ -517,7 +536,9 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     a["provisional_gpu_hours"] = a["gpu_hours"].where(a["provisional"] | unknown_g, 0.0)
     dq.check()
     waiting = (a["pending_tasks"] > 0) | ((a["state"] == "PENDING") & a["start"].isna())
-    runs = a[~waiting] if waiting.any() else a
+    # jobs cancelled (or ended) before they started: neither pending nor run
+    never = ~waiting & ~a["started"]
+    runs = a[~waiting & ~never] if (waiting | never).any() else a
     queue = pending_backlog(a[waiting])
     unknown = unknown_figures(runs, capacity_gpus)
     totals, jobs_by_src = _totals(runs, queue, int(a["pending_tasks"].sum()),
@@ -539,7 +560,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "by_qos": _group(runs, "qos", "qos"),
         "by_gpu_type": _group(runs, "gpu_type", "gpu_type", runs["gpus"] > 0),
         "energy_by_policy": energy_by_policy(runs),
-        "outcomes": outcomes(runs),
+        "outcomes": outcomes(runs) + cancelled_before_start(a[never], runs),
         "queue_wait": queue_wait(runs, queue),
         "efficiency": efficiency(runs, unknown),
         "hourly": gpus_in_use(runs, window, upto, now, known="gpu_hours" not in unknown),

@@ -76,9 +76,15 @@ def _expected(rows):
         if key in seen:
             continue
         seen.add(key)
-        jobs.add(r["JobID"])
+        # a job counts when it started (issue 25): Start set, and not a held job's cancel
+        # (Start = End, no run time, before Eligible or with Eligible Unknown)
         if r.get("Start") in (None, "", "None", "Unknown"):
             continue
+        el = r.get("Eligible")
+        if (r.get("Start") == r.get("End") and r.get("ElapsedRaw", "0") in ("0", "")
+                and el is not None and (el in ("Unknown", "None", "") or _ts(el) > _ts(r["Start"]))):
+            continue
+        jobs.add(r["JobID"])
         if r.get("End") in ("Unknown", ""):
             # still running: up to NOW, but not past its time limit
             run = (NOW - _ts(r["Start"])).total_seconds()

@@ -38,9 +38,11 @@ def _csv(path):
 def _waits_and_backlog():
     rows = []
     for i, wait in enumerate([30, 120, 600, 7200]):       # gpu partition, 1 GPU
-        rows.append(row(JobID=str(10 + i), AllocTRES="cpu=4,gres/gpu=1", Submit=str(T0), Eligible=str(T0),
+        # (the queue-wait bucket is of the GPUs asked for: ReqTRES as AllocTRES here)
+        rows.append(row(JobID=str(10 + i), AllocTRES="cpu=4,gres/gpu=1", ReqTRES="cpu=4,gres/gpu=1",
+                        Submit=str(T0), Eligible=str(T0),
                         Start=str(T0 + wait), End=str(T0 + wait + 600), ElapsedRaw="600"))
-    rows.append(row(JobID="20", Partition="cpu", AllocTRES="cpu=4", Submit=str(T0), Eligible=str(T0),
+    rows.append(row(JobID="20", Partition="cpu", AllocTRES="cpu=4", ReqTRES="cpu=4", Submit=str(T0), Eligible=str(T0),
                     Start=str(T0 + 10), End=str(T0 + 610), ElapsedRaw="600"))
     pending = dict(State="PENDING", Start="Unknown", End="Unknown", ElapsedRaw="0", AllocTRES="", NodeList="None assigned",
                    Submit=str(T0 + 3600), Eligible=str(T0 + 3600))
