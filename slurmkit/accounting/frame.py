@@ -34,6 +34,7 @@ mem_used_mib       TRESUsageInTot mem=, else MaxRSS (MiB)
 gpu_util_pct       TRESUsageInAve, else TRESUsageInTot / NTasks ``gres/gpuutil`` (percent
                    per task; TRESUsageInTot sums the tasks)
 energy_j           ConsumedEnergyRaw (joules; NaN when absent)
+energy_tres_j      ``energy=`` of AllocTRES (joules; NaN when absent)
 =================  =================================================================
 
 Step columns: ``cluster``, ``job_id`` (``123_4.batch``), ``key_id`` (JobIDRaw without the
@@ -517,6 +518,9 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
     out["total_cpu_s"] = c.total_cpu_s()
     out["mem_used_mib"], out["gpu_util_pct"] = c.usage()
     out["energy_j"] = c.count("ConsumedEnergyRaw")
+    # Slurm's energy as a TRES (``energy=J`` in AllocTRES): a capture without ConsumedEnergyRaw
+    out["energy_tres_j"] = P.tres_number(tres, "energy") if c.col("AllocTRES") is not None \
+        else pd.Series(np.full(c.n, np.nan))
     # an End before the Start: sacct's clock went back, or the row was edited; the job ran
     # ElapsedRaw from its Start (0 s when that is not known either)
     back = (out["end"] < out["start"]).to_numpy()

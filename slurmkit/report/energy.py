@@ -162,7 +162,12 @@ MIXED_POLICIES = "mixed"
 #: preference; ``prometheus`` (measured by the hooks, read through Prometheus where the spool has
 #: no record: :mod:`slurmkit.report.prometheus`) ranks with ``measured`` and comes last only to keep
 #: the codes of the others.
-SOURCES = ("none", "measured", "slurm", "modelled", "prometheus")
+SOURCES = ("none", "measured", "slurm", "modelled", "prometheus", "slurm_tres")
+
+#: The sources a job's energy comes from, in order of preference, as the report names them
+#: (totals, the energy table and chart): ``slurm`` is ConsumedEnergyRaw, ``slurm_tres`` the
+#: ``energy=`` (J) of the allocation's AllocTRES (a capture without ConsumedEnergyRaw).
+REPORTED_SOURCES = ("measured", "prometheus", "slurm", "slurm_tres", "modelled")
 
 
 def _tdp_w(gpu_type: pd.Series, table: dict) -> pd.Series:
@@ -249,6 +254,10 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
         sl = (out["energy_j"] > 0) & kwh.isna()
         kwh[sl] = out.loc[sl, "energy_j"] / J_PER_KWH * share[sl]
         src[sl.to_numpy()] = 2
+        if "energy_tres_j" in out:   # energy= in AllocTRES: Slurm's energy, its own provenance
+            st = (out["energy_tres_j"] > 0) & kwh.isna()
+            kwh[st] = out.loc[st, "energy_tres_j"] / J_PER_KWH * share[st]
+            src[st.to_numpy()] = SOURCES.index("slurm_tres")
     tdp = _tdp_w(out["gpu_type"], a.gpu_tdp_w)
     if a.default_tdp_w:
         tdp = tdp.fillna(a.default_tdp_w)

@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 
 from slurmkit.accounting.quality import Problem
+from slurmkit.report.energy import REPORTED_SOURCES
 
 FORMATS = ("html", "md", "csv", "json", "parquet")
 _GROUPS = [("user", "by_user", "user"), ("account", "by_account", "account"),
@@ -134,7 +135,7 @@ def _md_energy(r: dict) -> list[str]:
     t = r["totals"]
     jobs = (r.get("energy_sources") or {}).get("jobs") or t.get("energy_jobs_by_source") or {}
     rows = [[s, fmt(t["energy_kwh_by_source"].get(s)) if energy_known(r) else "unknown", jobs.get(s, 0)]
-            for s in ("measured", "prometheus", "slurm", "modelled")]
+            for s in REPORTED_SOURCES]
     rows.append(["none", "–", jobs.get("none", 0)])
     note = modelled_pct(t)
     return ["## Energy and its provenance", "", _md_table(["source", "kWh", "jobs"], rows), "",
@@ -324,7 +325,7 @@ def to_html(report: dict, limit: int = 25) -> str:
         r=report, img=img, f=fmt, pct=pct, dur=dur, signed=signed, title=title(report),
         outcome_label=outcome_label, known=lambda key, x, show=None: known(report, key, x, show),
         unknown_lines=unknown_lines(report), about=about_rows(report), backlog=backlog_text(report["totals"]), downtime=downtime_text(report), trends=trends_text(report.get("trends")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
-        groups=_GROUPS, limit=limit, version=__version__, policy_note=POLICY_NOTE)
+        groups=_GROUPS, energy_sources=REPORTED_SOURCES, limit=limit, version=__version__, policy_note=POLICY_NOTE)
 
 
 def about_rows(report: dict) -> list[list[str]]:

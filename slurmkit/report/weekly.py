@@ -290,11 +290,10 @@ def _totals(runs: pd.DataFrame, queue: dict, backlog: int, pending_jobs: int, sp
     keys = runs["job_code"]
     gpu_h, cpu_h = float(runs["gpu_hours"].sum()), float(runs["cpu_hours"].sum())
     gpu_known = "gpu_hours" not in unknown
-    kwh_src = {s: float(runs.loc[runs["energy_source"] == s, "energy_kwh"].sum())
-               for s in ("measured", "prometheus", "slurm", "modelled")}
+    kwh_src = {s: float(runs.loc[runs["energy_source"] == s, "energy_kwh"].sum()) for s in E.REPORTED_SOURCES}
     kwh = sum(kwh_src.values())
     jobs_by_src = {s: int(keys[runs["energy_source"] == s].nunique())
-                   for s in ("measured", "prometheus", "slurm", "modelled", "none")}
+                   for s in (*E.REPORTED_SOURCES, "none")}
     # no job has any source (no spool record, no trusted ConsumedEnergyRaw, no TDP): the 0 kWh
     # is not a measurement, so the figures built on it are unknown
     energy_known = bool((runs["energy_source"] != "none").any())
@@ -509,6 +508,7 @@ def deltas(totals: dict, previous: dict | None) -> dict | None:
 ENERGY_SOURCE_ORDER = ["measured (hook spool, NVML energy counters)",
                        "prometheus (the hooks' NVML energy counters read through Prometheus)",
                        "slurm (ConsumedEnergyRaw, non-zero and trusted)",
+                       "slurm_tres (energy= of AllocTRES, J, non-zero and trusted: a capture without ConsumedEnergyRaw)",
                        "modelled (GPUs x hours x GPU TDP)"]
 
 

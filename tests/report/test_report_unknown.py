@@ -120,3 +120,24 @@ def test_energy_unknown_is_null(tmp_path, corpus):
     assert "gpu_utilization" not in rep["unknown"]
     assert isinstance(rep["efficiency"]["idle_jobs"], list)
     assert rep["efficiency"]["gpu_hours_near_zero_util"] is not None
+
+
+def test_slurm_energy_from_alloctres_has_its_own_provenance(tmp_path, corpus):
+    """energy= in AllocTRES (CSCS capture, issue 25 point 5): with ConsumedEnergyRaw taken out
+    (a labelled edit) the job's energy comes from the TRES, named as its own source."""
+    src = corpus / "sacct" / "cscs_energy_parsable2.psv"
+    head = src.read_text().splitlines()[0].split("|")
+    tres = [ln.split("|")[head.index("AllocTRES")] for ln in src.read_text().splitlines()[1:]]
+    joules = [int(e.split("=")[1]) for t in tres for e in t.split(",") if e.startswith("energy=")][0]
+    edit = _without(src, tmp_path / "cscs_no_consumedenergy.psv", {"ConsumedEnergyRaw", "ConsumedEnergy"})
+    args = ("--start", "2024-03-11", "--end", "2024-03-18", "--as-of", "2024-03-16")
+    rep, out, _ = _report(tmp_path / "a", edit, *args, fmt="json,md,csv")
+    assert rep["totals"]["energy_kwh_by_source"]["slurm_tres"] == pytest.approx(joules / 3.6e6)
+    assert rep["energy_sources"]["jobs"]["slurm_tres"] == 1
+    assert any(s.startswith("slurm_tres (energy= of AllocTRES") for s in rep["energy_sources"]["order"])
+    assert "| slurm_tres |" in (out / "weekly.md").read_text()
+    assert "slurm_tres" in (out / "jobs.csv").read_text()
+    # with ConsumedEnergyRaw: that one (the same joules here), named slurm
+    rep2, _, _ = _report(tmp_path / "b", src, *args, fmt="json")
+    assert rep2["energy_sources"]["jobs"]["slurm"] == 1 and rep2["energy_sources"]["jobs"]["slurm_tres"] == 0
+    assert rep2["totals"]["energy_kwh"] == pytest.approx(joules / 3.6e6)
