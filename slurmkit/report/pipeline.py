@@ -550,7 +550,11 @@ def _trends(opts: WeeklyOptions, window: Window, report: dict, keep: bool) -> di
     store = Store(opts.store_dir or default_store_dir(), opts.cluster or "")
     week = T.iso_week_of_window(window.start, window.end)
     if week and keep:
-        store.save_week(week, T.week_table(report))
+        # a capture taken before the week ended covers it only in part: provisional until a
+        # later run (a later capture, or live) covers the whole week
+        as_of = (report.get("inputs") or {}).get("as_of")
+        partial = bool(opts.captures) and as_of is not None and pd.Timestamp(as_of) < pd.Timestamp(window.end)
+        store.save_week(week, T.week_table(report, partial=partial))
     last = week or T.iso_week((pd.Timestamp(window.end) - pd.Timedelta(seconds=1)).to_pydatetime())
     weeks = T.weeks_ending(last, opts.trend_weeks)
     return T.trends(store.load_weeks(weeks), weeks)
