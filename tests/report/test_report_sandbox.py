@@ -26,13 +26,6 @@ def _wait(pred, timeout=120.0, step=1.0, what="condition"):
     pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
 
 
-@pytest.fixture()
-def slurm_env(sandbox, monkeypatch):
-    for k, v in sandbox.env().items():
-        monkeypatch.setenv(k, v)
-    return sandbox
-
-
 def _sacct_attempts(run, jid):
     """(State, ElapsedRaw) of each allocation attempt of ``jid`` as sacct prints them."""
     out = run(["sacct", "-j", jid, "-D", "-X", "-n", "-P", "-o", "State,ElapsedRaw"], timeout=30).stdout

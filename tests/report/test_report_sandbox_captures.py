@@ -31,13 +31,6 @@ def _wait(pred, timeout, what):
     pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
 
 
-@pytest.fixture()
-def slurm_env(sandbox, monkeypatch):
-    for k, v in sandbox.env().items():
-        monkeypatch.setenv(k, v)
-    return sandbox
-
-
 def _sacct(fields, *extra, tz=ZONE):
     env = dict(os.environ, TZ=tz)
     since = (dt.datetime.now() - dt.timedelta(days=1)).strftime("%Y-%m-%d")
