@@ -305,7 +305,14 @@ def _md_trends(r: dict) -> list[str]:
 
 def title(report: dict) -> str:
     c = f" — {report['cluster']}" if report.get("cluster") else ""
-    return f"GPU cluster weekly report{c}: {report['window']['start'][:10]} to {report['window']['end'][:10]}"
+    import datetime as _dt
+
+    w = report["window"]
+    days = (_dt.datetime.fromisoformat(w["end"].replace("Z", "+00:00"))
+            - _dt.datetime.fromisoformat(w["start"].replace("Z", "+00:00"))).total_seconds() / 86400
+    # a window that is not a week is not called one (an 11-day window is an 11-day report)
+    kind = "weekly report" if days == 7 else f"report over {days:g} days"
+    return f"GPU cluster {kind}{c}: {w['start'][:10]} to {w['end'][:10]}"
 
 
 def to_html(report: dict, limit: int = 25) -> str:

@@ -70,3 +70,19 @@ def test_capture_outside_the_window_is_refused(tmp_path):
     assert not out.exists()
     res = _run("--week", "2018-W02", "-o", str(out), "--tz", "UTC", "--allow-empty", "--format", "json")
     assert res.exit_code == 0 and json.loads((out / "weekly.json").read_text())["totals"]["jobs"] == 0
+
+
+def test_a_window_that_is_not_a_week_is_not_titled_weekly(tmp_path):
+    """Issue 25's smaller points: the 14-day window of this capture is not a "weekly report";
+    a user named like Markdown (``**  USER1``, a labelled edit of the capture) stays text."""
+    edit = tmp_path / "edit.psv"
+    edit.write_text(SRC.read_text().replace("|dops0572|", "|**  USER1|"))
+    out = tmp_path / "o"
+    res = CliRunner().invoke(cli, ["report", "weekly", "--from-sacct", str(edit), "--trend-weeks", "0", "--start",
+                                   "2017-01-02", "--end", "2017-01-16", "-o", str(out), "--format", "md,html"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    md = (out / "weekly.md").read_text()
+    assert md.startswith("# GPU cluster report over 14 days: 2017-01-02 to 2017-01-16")
+    assert "| \\*\\*  USER1 |" in md and "| **  USER1 |" not in md
+    assert "<title>GPU cluster report over 14 days" in (out / "weekly.html").read_text()
