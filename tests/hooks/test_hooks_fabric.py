@@ -104,6 +104,29 @@ def test_active_check_on_an_idle_node_at_its_interval(node, healthy, tmp_path):
     assert "dcgm_diag" not in r.stderr  # 0: only before a resume
 
 
+def test_active_check_dcgm4_setting_warns_and_no_result_is_retried_next_run(node, healthy, tmp_path):
+    from pathlib import Path
+
+    dcgmi = Path(__file__).resolve().parent.parent / "health" / "dcgmi"
+    path, _ = healthy
+    site = tmp_path / "site.toml"
+    site.write_text('extends = "sandbox"\n[health]\nmode = "observe"\nactive_interval_s = 3600\n')
+    diag = tmp_path / "diag.json"
+    diag.write_text((dcgmi / "no-hostengine.txt").read_text())
+    node.write_config({"n1": path}, mode=None, extra=f'profile = "{site}"\n', dcgm_diag={"n1": diag})
+    r = node.run(node.healthcheck, job_id=None, gpus=None)
+    assert "active check: dcgmi" not in r.stderr and "Unable to connect to host engine" in r.stderr, r.stderr
+    rec = json.loads((node.state_dir / "n1" / "active.json").read_text())
+    assert rec["status"] == "error" and rec["last_s"] == 0 and rec["error_s"] > 0
+    # the next health check tries again (no whole interval lost); DCGM 4 on a GB10 with
+    # persistence mode off: a setting (severity CONFIG) warns, nothing is drained
+    diag.write_text((dcgmi / "dcgm4-gb10-r1-persistence-off.json").read_text())
+    r = node.run(node.healthcheck, job_id=None, gpus=None)
+    assert "active check warn on an idle node" in r.stderr and "persistence mode" in r.stderr.lower(), r.stderr
+    assert "would drain" not in r.stderr
+    assert json.loads((node.state_dir / "n1" / "active.json").read_text())["status"] == "warn"
+
+
 def test_bandwidth_floor_joins_the_active_check(node, healthy, tmp_path):
     from pathlib import Path
 
