@@ -19,6 +19,10 @@ from slurmkit.health.fabric import COUNTERS
 
 STATES = {"ACTIVE": "4: ACTIVE", "DOWN": "1: DOWN", "INIT": "2: INIT", "ARMED": "3: ARMED"}
 PHYS = {"LinkUp": "5: LinkUp", "Polling": "2: Polling", "Disabled": "3: Disabled"}
+#: The HCA's own files (``class/infiniband/<hca>/``): ``hca_type`` and ``fw_ver`` as ibstat shows
+#: them for a ConnectX-7 (../shared/corpus/fabric/ibstat.47.0.h100.some.down.0: ``CA type: MT4129``,
+#: ``Firmware version: 28.39.1002``); ``board_id`` (the PSID) a placeholder of its form.
+HCA_FILES = {"hca_type": "MT4129", "fw_ver": "28.39.1002", "board_id": "MT_0000000000"}
 RATES = {400: "400 Gb/sec (4X NDR)", 200: "200 Gb/sec (4X HDR)", 100: "100 Gb/sec (4X EDR)",
          25: "25 Gb/sec (1X EDR)"}
 
@@ -31,6 +35,9 @@ def set_port(root: Path, hca: str, port: int = 1, *, state: str = "ACTIVE", phys
     reading the tree). Returns the port dir."""
     d = root / "class" / "infiniband" / hca / "ports" / str(port)
     (d / "counters").mkdir(parents=True, exist_ok=True)
+    for name, text in HCA_FILES.items():  # what node_exporter's infiniband collector needs too
+        if not (d.parent.parent / name).exists():
+            atomic_write(d.parent.parent / name, text + "\n")
     atomic_write(d / "state", STATES[state] + "\n")
     atomic_write(d / "phys_state", PHYS[phys] + "\n")
     atomic_write(d / "rate", RATES[rate] + "\n")

@@ -164,7 +164,8 @@ def _read_hca(tree: _Tree, hca: dict, ports: list[dict], errors: list[str]) -> N
     name, only = hca_spec(hca["device"])
     want_pci = hca.get("pci") or None
     expect = {"expected_link_layer": SYSFS_LINK_LAYER.get(hca.get("link_layer", ""), None),
-              "expected_rate_gbps": float(hca.get("rate_gbps") or 0) or None}
+              "expected_rate_gbps": float(hca.get("rate_gbps") or 0) or None,
+              "profile_link_layer": hca.get("link_layer"), "role": hca.get("role") or "compute"}
     ethernet = hca.get("link_layer") == "Ethernet"
     if want_pci:
         found = tree.named("infiniband", want_pci)
