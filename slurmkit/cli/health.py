@@ -115,11 +115,14 @@ def check(ctx, source, as_json, before_job, site, expect_gpus, kernel_log, kmsg_
 
 
 def _print_report(report: dict, verbose: bool) -> None:
+    from slurmkit.health.checks import limit_text
+
     shown = [r for r in report["results"] if verbose or r["status"] != "pass"]
     for r in shown:
         where = (f"GPU{r['gpu_index']} {r['pci_bus_id']}" if r["gpu_index"] is not None
                  else (r.get("place") or r["pci_bus_id"] or "node"))
-        limit = f" (limit {r['limit']})" if r["limit"] not in (None, "") and not isinstance(r["limit"], bool) else ""
+        limit = (f" (limit {limit_text(r['limit'])})" if r["limit"] not in (None, "", {}, [])
+                 and not isinstance(r["limit"], bool) else "")
         msg = f"  {r['message']}" if r["message"] else ""
         click.echo(f"{r['status'].upper():5} {r['check']:28} {where:22} {r['value']}{limit}{msg}")
     for e in report.get("errors", []):

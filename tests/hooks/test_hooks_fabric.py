@@ -48,6 +48,8 @@ def test_counters_rise_between_hook_runs(node, healthy, tmp_path):
     set_port(root, "mlx5_3", counters={"symbol_error": 3})
     r = node.run(node.prolog)
     assert "warn: ib_counters mlx5_3/1: symbol_error +3" in r.stderr and "would drain" not in r.stderr
+    # the thresholds in words, not a Python dict
+    assert "limit ib_counter_rise_fail 100, ib_link_downed_rise_fail " in r.stderr and "{'" not in r.stderr, r.stderr
     r = node.run(node.healthcheck, job_id=None, gpus=None)
     assert "ib_counters" not in r.stderr  # no new errors since the prolog
 
