@@ -5,6 +5,7 @@ snapshot; counters kept between runs in the state directory; an unreadable tree 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from fake_sysfs import healthy_tree, set_port
 
@@ -80,16 +81,23 @@ def test_unreadable_sysfs_is_own_trouble_not_a_drain(node, healthy, tmp_path):
     assert node.metric("n1", "healthcheck", "slurmkit_hook_own_errors_total") == 1
 
 
-def test_active_check_on_an_idle_node_at_its_interval(node, healthy, tmp_path):
-    from pathlib import Path
+DCGMI = Path(__file__).resolve().parent.parent / "health" / "dcgmi"
 
-    dcgmi = Path(__file__).resolve().parent.parent / "health" / "dcgmi"
+
+def _idle_active_check(node, healthy, tmp_path, recorded: str):
+    """Observe mode, the active check due every hour on an idle node, replaying ``recorded``
+    (tests/health/dcgmi); returns (site profile, the replayed output's path)."""
     path, _ = healthy
     site = tmp_path / "site.toml"
     site.write_text('extends = "sandbox"\n[health]\nmode = "observe"\nactive_interval_s = 3600\n')
     diag = tmp_path / "diag.json"
-    diag.write_text((dcgmi / "dcgm3-fail-memory.json").read_text())
+    diag.write_text((DCGMI / recorded).read_text())
     node.write_config({"n1": path}, mode=None, extra=f'profile = "{site}"\n', dcgm_diag={"n1": diag})
+    return site, diag
+
+
+def test_active_check_on_an_idle_node_at_its_interval(node, healthy, tmp_path):
+    site, _ = _idle_active_check(node, healthy, tmp_path, "dcgm3-fail-memory.json")
     (node.state_dir / "n1").mkdir(parents=True)
     (node.state_dir / "n1" / "job-55.json").write_text('{"gpus": []}')  # a job is running here
     r = node.run(node.healthcheck, job_id=None, gpus=None)
@@ -107,22 +115,14 @@ def test_active_check_on_an_idle_node_at_its_interval(node, healthy, tmp_path):
 
 
 def test_active_check_dcgm4_setting_warns_and_no_result_is_retried_next_run(node, healthy, tmp_path):
-    from pathlib import Path
-
-    dcgmi = Path(__file__).resolve().parent.parent / "health" / "dcgmi"
-    path, _ = healthy
-    site = tmp_path / "site.toml"
-    site.write_text('extends = "sandbox"\n[health]\nmode = "observe"\nactive_interval_s = 3600\n')
-    diag = tmp_path / "diag.json"
-    diag.write_text((dcgmi / "no-hostengine.txt").read_text())
-    node.write_config({"n1": path}, mode=None, extra=f'profile = "{site}"\n', dcgm_diag={"n1": diag})
+    _, diag = _idle_active_check(node, healthy, tmp_path, "no-hostengine.txt")
     r = node.run(node.healthcheck, job_id=None, gpus=None)
     assert "active check: dcgmi" not in r.stderr and "Unable to connect to host engine" in r.stderr, r.stderr
     rec = json.loads((node.state_dir / "n1" / "active.json").read_text())
     assert rec["status"] == "error" and rec["last_s"] == 0 and rec["error_s"] > 0
     # the next health check tries again (no whole interval lost); DCGM 4 on a GB10 with
     # persistence mode off: a setting (severity CONFIG) warns, nothing is drained
-    diag.write_text((dcgmi / "dcgm4-gb10-r1-persistence-off.json").read_text())
+    diag.write_text((DCGMI / "dcgm4-gb10-r1-persistence-off.json").read_text())
     r = node.run(node.healthcheck, job_id=None, gpus=None)
     assert "active check warn on an idle node" in r.stderr and "persistence mode" in r.stderr.lower(), r.stderr
     assert "would drain" not in r.stderr
