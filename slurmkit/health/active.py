@@ -310,23 +310,14 @@ def dcgm_diag(level: int = 1, timeout_s: float = 45.0, *, dcgmi: str | os.PathLi
                 return DiagReport("fail", message=f"dcgmi diag -r {int(level)} did not finish within {timeout_s:g} s "
                                                   f"(pid {pid}, left by an earlier health check, {age:.0f} s old: killed)",
                                   source=source, timed_out=True)
-        try:  # own session: at the deadline the whole group (dcgmi and the nvvs it starts) is killed
-            proc = subprocess.Popen([os.fspath(dcgmi), "diag", "-r", str(int(level)), "-j"], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, errors="replace",
-                                    start_new_session=True)
-        except OSError as exc:
-            return DiagReport(ERROR, message=f"{dcgmi}: {exc.strerror or exc}", source=source)
-        if pidfile is not None:
-            try:
-                from slurmkit.atomicfile import atomic_write
-
-                atomic_write(pidfile, f"{proc.pid}\n")
-            except OSError:
-                pass
+        # the handlers go in before the diag starts: a SIGTERM that lands while it is being started
+        # (before Popen returns its pid) is held and acted on as soon as the pid is known, so that
+        # no window leaves a diag running without its hook
+        live: dict = {"proc": None, "pending": None}
         old_handlers = {}
 
-        def _on_signal(signum, frame):  # the hook is being ended: the diag goes with it
-            _killpg(proc.pid)
+        def _end(signum):  # the hook is being ended: the diag goes with it
+            _killpg(live["proc"].pid)
             if pidfile is not None:
                 try:
                     pidfile.unlink()
@@ -336,10 +327,42 @@ def dcgm_diag(level: int = 1, timeout_s: float = 45.0, *, dcgmi: str | os.PathLi
             signal.signal(signum, prev if prev not in (None, _on_signal) else signal.SIG_DFL)
             os.kill(os.getpid(), signum)
 
+        def _on_signal(signum, frame):
+            if live["proc"] is None:
+                live["pending"] = signum
+                return
+            _end(signum)
+
+        def _restore():
+            for sig, h in old_handlers.items():
+                try:
+                    signal.signal(sig, h)
+                except (ValueError, OSError, TypeError):
+                    pass
+
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             try:
                 old_handlers[sig] = signal.signal(sig, _on_signal)
             except (ValueError, OSError):  # not the main thread: the pid file is the backstop
+                pass
+        try:  # own session: at the deadline the whole group (dcgmi and the nvvs it starts) is killed
+            proc = subprocess.Popen([os.fspath(dcgmi), "diag", "-r", str(int(level)), "-j"], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, errors="replace",
+                                    start_new_session=True)
+        except OSError as exc:
+            _restore()
+            if live["pending"] is not None:  # ended while failing to start: nothing to take along
+                os.kill(os.getpid(), live["pending"])
+            return DiagReport(ERROR, message=f"{dcgmi}: {exc.strerror or exc}", source=source)
+        live["proc"] = proc
+        if live["pending"] is not None:
+            _end(live["pending"])
+        if pidfile is not None:
+            try:
+                from slurmkit.atomicfile import atomic_write
+
+                atomic_write(pidfile, f"{proc.pid}\n")
+            except OSError:
                 pass
         try:
             try:
@@ -350,11 +373,7 @@ def dcgm_diag(level: int = 1, timeout_s: float = 45.0, *, dcgmi: str | os.PathLi
                 return DiagReport("fail", message=f"dcgmi diag -r {int(level)} did not finish within {timeout_s:g} s",
                                   source=source, timed_out=True)
         finally:
-            for sig, h in old_handlers.items():
-                try:
-                    signal.signal(sig, h)
-                except (ValueError, OSError, TypeError):
-                    pass
+            _restore()
             if pidfile is not None:
                 try:
                     pidfile.unlink()
