@@ -60,6 +60,28 @@ def healthy_tree(root: Path, hcas=("mlx5_0", "mlx5_1"), rate: int = 400, link_la
     return root
 
 
+#: The NICs of site/sandbox.toml's node type: four compute HCAs (InfiniBand, 400 Gb/s) and the
+#: storage NIC ``mlx5_4`` (role other, link layer Ethernet, 100 Gb/s: a RoCE port, which sysfs
+#: shows under class/infiniband with ``link_layer`` Ethernet, as gpud's real H100 tree shows its
+#: ``mlx5_bond_0``: leptonai/gpud components/accelerator/nvidia/infiniband/class/testdata/
+#: sys-class-infiniband-h100.0).
+SANDBOX_HCAS = ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3")
+SANDBOX_STORAGE = "mlx5_4"
+
+
+def sandbox_tree(root: Path, pcis: dict | None = None, storage: bool = True) -> Path:
+    """A healthy sysfs root for a node of the sandbox profile's node type: :data:`SANDBOX_HCAS`
+    ACTIVE / LinkUp at 400 Gb/s and (``storage``) its storage NIC :data:`SANDBOX_STORAGE`
+    ACTIVE at 100 Gb/s on the Ethernet link layer; ``pcis`` as in :func:`healthy_tree`."""
+    healthy_tree(root, hcas=SANDBOX_HCAS, pcis=pcis)
+    if storage:
+        set_port(root, SANDBOX_STORAGE, rate=100, link_layer="Ethernet")
+        if pcis and SANDBOX_STORAGE in pcis:
+            set_identity(root, SANDBOX_STORAGE, pcis[SANDBOX_STORAGE],
+                         [netdev_name(pcis[SANDBOX_STORAGE], kind="en")])
+    return root
+
+
 def netdev_name(pci: str, port: int = 1, kind: str = "ib") -> str:
     """The predictable netdev name systemd gives the PCI function ``pci`` (bus in decimal):
     ``0000:18:00.0`` -> ``ibp24s0`` (InfiniBand), ``enp24s0f0np0`` for ``kind="en"`` (Ethernet)."""

@@ -425,12 +425,15 @@ def fabric_families(node: str, ports: list | None) -> list:
     state, rate and counters; rules and dashboard join the two on ``instance, device, port``).
 
     ``slurmkit_fabric_port_expected_rate_bytes_per_second{node, device, port, link_layer, role,
-    netdev, pci, expected_gbps, kind}`` gauge, one per port the run read
+    tier, netdev, pci, expected_gbps, kind}`` gauge, one per port the run read
     (:func:`slurmkit.health.fabric.read_ib_ports`): the profile's rate in bytes/s (``rate_gbps``
     * 1e9 / 8, node_exporter's unit; 0 when the profile gives none). ``device``/``port``: the
     kernel's HCA name now and the port number, as node_exporter labels them (the HCA found by its
     PCI address; a missing one: the profile's name, ``port`` as the profile gives it or "");
-    ``link_layer``: the profile's (InfiniBand | RoCE | Ethernet); ``role``: compute | other;
+    ``link_layer``: the profile's (InfiniBand | RoCE | Ethernet; a node without a node type: the
+    port's own, as sysfs shows it); ``role``: compute | other | unlisted (no node type: every port
+    the kernel lists); ``tier``: fail (a fault drains: compute, or any role with ``[health]
+    ib_judge_other_nics``) | warn (a fault warns), the alerts' severity;
     ``expected_gbps``: the profile's rate in Gb/s ("" when none), for the alert text;
     ``kind``: ``rdma`` (under /sys/class/infiniband: node_exporter's infiniband collector) or
     ``netdev`` (a plain Ethernet NIC: its netclass collector)."""
@@ -439,8 +442,10 @@ def fabric_families(node: str, ports: list | None) -> list:
         want = p.get("expected_rate_gbps")
         port = p.get("port")
         samples.append(({"node": node, "device": p.get("hca") or "", "port": "" if port is None else str(port),
-                         "link_layer": p.get("profile_link_layer") or p.get("expected_link_layer") or "",
-                         "role": p.get("role") or "compute", "netdev": p.get("netdev") or "",
+                         "link_layer": (p.get("profile_link_layer") or p.get("expected_link_layer")
+                                        or p.get("link_layer") or ""),
+                         "role": p.get("role") or "compute", "tier": p.get("tier") or "fail",
+                         "netdev": p.get("netdev") or "",
                          "pci": p.get("pci") or "", "expected_gbps": "" if not want else f"{want:g}",
                          "kind": "netdev" if p.get("kind") == "netdev" else "rdma"},
                         float(want) * 1e9 / 8 if want else 0))

@@ -91,13 +91,23 @@ def test_import_and_replay_judge_the_captured_fabric_against_the_snapshots_node(
                                  str(corpus("ibstat.39.0.a100.failed.ibpanic.exit-255.0"))])
     assert r.exit_code == 0, r.output
     ports = json.loads(snap.read_text())["ib_ports"]
-    assert [p["hca"] for p in ports if p.get("missing")] == ["mlx5_8"]  # ibstat could not stat it
+    # ibstat could not stat mlx5_8; it lists HCAs in alphasort order (mlx5_1, mlx5_10, mlx5_11,
+    # mlx5_2, ... as gpud's H100 captures show), so the profile's storage NICs mlx5_10 and mlx5_11,
+    # which would come before mlx5_2, are not on this node
+    assert [p["hca"] for p in ports if p.get("missing")] == ["mlx5_8", "mlx5_10", "mlx5_11"]
     # no --node: the snapshot's node (dgx001, a DGX A100 in the profile), not this host
     r = CliRunner().invoke(cli, ["health", "check", "--from", str(snap), "--site", "dgx-a100", "--json"])
     assert r.exit_code == 1, r.output
     rep = json.loads(r.output)
     fails = [(x["check"], x["place"], x["value"]) for x in rep["results"] if x["status"] == "fail"]
     assert fails == [("ib_port", "mlx5_8", "missing")]
+    # the storage NICs (role other) warn: said, never a drain
+    warns = [(x["check"], x["place"], x["value"]) for x in rep["results"] if x["status"] == "warn" and
+             x["check"].startswith("ib_")]
+    # (this node runs its storage cards mlx5_4/5 on InfiniBand where the shipped profile says Ethernet)
+    assert warns == [("ib_port", "mlx5_4/1", "link layer InfiniBand, not Ethernet"),
+                     ("ib_port", "mlx5_5/1", "link layer InfiniBand, not Ethernet"),
+                     ("ib_port", "mlx5_10", "missing"), ("ib_port", "mlx5_11", "missing")], warns
     assert any("mlx5_9 not reported (ibstat stopped at mlx5_8): not judged" in e for e in rep["errors"])
     # ibv_devinfo: the down port of the dual-port card fails, named by HCA and port
     snap2 = tmp_path / "mlx4.json"

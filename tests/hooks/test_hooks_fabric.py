@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fake_sysfs import healthy_tree, set_port
+from fake_sysfs import healthy_tree, sandbox_tree, set_port
 
 HCAS = ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3")  # the sandbox profile's compute HCAs
 
@@ -16,7 +16,7 @@ def _setup(node, healthy, tmp_path, mode="observe"):
     path, _ = healthy
     site = tmp_path / "site.toml"
     site.write_text(f'extends = "sandbox"\n[health]\nmode = "{mode}"\n')
-    root = healthy_tree(tmp_path / "sys", hcas=HCAS)
+    root = sandbox_tree(tmp_path / "sys")
     node.write_config({"n1": path}, mode=None, extra=f'profile = "{site}"\n', sysfs={"n1": root})
     return root
 
@@ -45,7 +45,7 @@ def test_counters_rise_between_hook_runs(node, healthy, tmp_path):
     root = _setup(node, healthy, tmp_path)
     node.run(node.healthcheck, job_id=None, gpus=None)
     kept = json.loads((node.state_dir / "n1" / "port-counters.json").read_text())
-    assert set(kept["ib"]) == {f"{h}/1" for h in HCAS}
+    assert set(kept["ib"]) == {f"{h}/1" for h in (*HCAS, "mlx5_4")}  # the storage NIC's counters too
     set_port(root, "mlx5_3", counters={"symbol_error": 3})
     r = node.run(node.prolog)
     assert "warn: ib_counters mlx5_3/1: symbol_error +3" in r.stderr and "would drain" not in r.stderr
@@ -66,9 +66,11 @@ def test_a_node_the_profile_does_not_list_is_said_not_passed_in_silence(node, he
     node.write_config({"n1": path}, mode=None, extra=f'profile = "{site}"\n', sysfs={"n1": root})
     r = node.run(node.healthcheck, job_id=None, gpus=None)
     assert r.returncode == 0 and "would drain" not in r.stderr, r.stderr
-    assert "warn: node_type: no node type for this node: fabric checks skipped" in r.stderr
+    assert "warn: node_type: no node type for this node: fabric judged by what the kernel lists" in r.stderr
     assert node.metric("n1", "healthcheck", "slurmkit_health_check_status", check="node_type", gpu="") == 1
-    assert not [k for k in node.textfile("n1", "healthcheck") if ("check", "ib_port") in k[1]]  # not judged
+    # its ports are judged by what the kernel lists: the one down warns, names itself, drains nothing
+    assert "warn: ib_port mlx5_2/1: down (DOWN/Polling)" in r.stderr, r.stderr
+    assert node.metric("n1", "healthcheck", "slurmkit_health_check_status", check="ib_port", gpu="") == 1
 
 
 def test_unreadable_sysfs_is_own_trouble_not_a_drain(node, healthy, tmp_path):

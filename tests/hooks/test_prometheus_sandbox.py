@@ -30,7 +30,7 @@ from slurmkit.hooks.metrics import check_of
 from slurmkit.slurm import conf as sconf
 from slurmkit.slurm.commands import run
 from sandbox_nodes import show_node as _node, wait_for as _wait
-from fake_sysfs import healthy_tree, set_port
+from fake_sysfs import sandbox_tree, set_port
 
 pytestmark = pytest.mark.slurm
 
@@ -59,7 +59,7 @@ def monitored(sandbox, fake_nvml, tmp_path):  # noqa: F811
     # n3's InfiniBand ports: a fake sysfs tree the hooks and node_exporter's infiniband collector
     # both read (one node_exporter serves the sandbox: only n3 has a tree, so the joins on
     # instance, device and port stay one to one)
-    sys3 = healthy_tree(work / "n3-sys", hcas=("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"),
+    sys3 = sandbox_tree(work / "n3-sys",
                         pcis={"mlx5_0": "0000:18:00.0", "mlx5_1": "0000:40:00.0", "mlx5_2": "0000:4f:00.0",
                               "mlx5_3": "0000:5e:00.0"})
     cfg = render_config(conf, gres_conf=conf.parent / "gres.conf", profile=sandbox.profile_path,
