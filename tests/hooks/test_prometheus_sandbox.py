@@ -196,8 +196,10 @@ def test_a_prolog_failure_the_health_check_superseded_does_not_alert(sandbox, mo
     (the newest run of each node) does not. The port's state and the alert on it come from
     node_exporter's infiniband collector on the same tree."""
     conf, stack, sys3 = monitored["conf"], monitored["stack"], monitored["sys3"]
-    stack.wait("n3's expected ports", 'slurmkit_fabric_port_expected_rate_bytes_per_second{node="n3"}', timeout=120,
-               predicate=lambda r: len(r) == 4)
+    exp = stack.wait("n3's expected ports", 'slurmkit_fabric_port_expected_rate_bytes_per_second{node="n3"}',
+                     timeout=120, predicate=lambda r: len(r) == 5)  # 4 compute HCAs, the storage NIC mlx5_4
+    assert {(e["metric"]["device"], e["metric"]["tier"]) for e in exp if e["metric"]["role"] == "other"} == {
+        ("mlx5_4", "warn")}
     set_port(sys3, "mlx5_2", state="DOWN", phys="Polling")
     # the prolog of a job on n3, run as slurmd runs it (the installed shim's text, n3's environment)
     shim = tmp_path / "prolog"
