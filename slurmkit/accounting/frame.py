@@ -542,12 +542,12 @@ def _gpu_counts(c) -> tuple[pd.Series, pd.Series, pd.Series]:
     else AllocGRES (``gpu:2``, ``gpu:tesla:2(IDX:0-1)``: Slurm before TRES, or a site's
     ``-o``), else ReqTRES (what the job asked for: ``ReqTRES (requested)``); with none of them
     the count is unknown (NaN, source ``none``), never 0."""
-    for field, src in (("AllocTRES", GPU_SOURCES[0]), ("AllocGRES", GPU_SOURCES[1]),
-                       ("ReqTRES", GPU_SOURCES[2])):
-        col = c.col(field)
+    for name, src in (("AllocTRES", GPU_SOURCES[0]), ("AllocGRES", GPU_SOURCES[1]),
+                      ("ReqTRES", GPU_SOURCES[2])):
+        col = c.col(name)
         if col is None:
             continue
-        gpus, gtype = P.gpus_from_tres(P.gres_as_tres(col) if field == "AllocGRES" else col)
+        gpus, gtype = P.gpus_from_tres(P.gres_as_tres(col) if name == "AllocGRES" else col)
         return gpus, gtype, pd.Series(pd.Categorical.from_codes(np.full(c.n, GPU_SOURCES.index(src), np.int8),
                                                                 GPU_SOURCES))
     return (pd.Series(np.full(c.n, np.nan)), pd.Series([""] * c.n, dtype=object),

@@ -504,7 +504,6 @@ def _bad_rows(bad: list, data, layout: _Layout, dq: DataQuality, source: str, li
     first = None
     nrows = len(rows)
     jcol = names.index("JobID")
-    ncol = names.index("JobName") if "JobName" in names else -1
     tail_name = names[-1] == "JobName" and not layout.trailing and len(names) > 1
     bad_lines = {k for (_, k), _ in placed if k is not None}
     conts: list = []       # [JobID, JobName, appended text] of good rows to patch

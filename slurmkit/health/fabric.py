@@ -411,8 +411,6 @@ def _result(check, status, port, value, limit, message=""):
 def _tiered(p: dict, status):
     """``status`` for a port of the ``fail`` tier; a ``warn`` tier port (role other without
     ``ib_judge_other_nics``, or a node without a node type) gives WARN for FAIL."""
-    from slurmkit.health.checks import FAIL, WARN
-
     return WARN if status == FAIL and p.get("tier") == "warn" else status
 
 

@@ -18,7 +18,7 @@ PCIS = {"mlx5_0": "0000:18:00.0", "mlx5_1": "0000:40:00.0", "mlx5_2": "0000:4f:0
 
 
 @pytest.fixture
-def fabric_stack(node, healthy, tmp_path):  # noqa: F811
+def fabric_stack(node, healthy, tmp_path):
     path, _ = healthy
     site = tmp_path / "site.toml"
     site.write_text('extends = "sandbox"\n[health]\nmode = "observe"\n')
