@@ -171,24 +171,26 @@ def main() -> None:
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        _child(args.child[0], args.child[1], int(args.child[2]), args.child[3])
+        if args.child[0] == "generate":
+            write_store(args.child[1], int(args.child[2]), int(args.child[3]))
+        else:
+            _child(args.child[0], args.child[1], int(args.child[2]), args.child[3])
         return
     root = args.reuse or args.keep or tempfile.mkdtemp(prefix="sk-bench-store-")
     if not args.reuse:
         t0 = time.perf_counter()
-        write_store(root, args.weeks, args.rows_per_week)
+        # in a child: Linux keeps ru_maxrss across exec, so the timed children forked from a
+        # parent that generated would report the generator's peak
+        subprocess.run([sys.executable, __file__, "--child", "generate", root, str(args.weeks),
+                        str(args.rows_per_week)], check=True)
         size = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(root) for f in fs)
         print(f"generated {args.weeks} weeks x {args.rows_per_week:,} allocations (+3 steps each) into "
               f"{root}: {size / 2**20:.0f} MiB in {time.perf_counter() - t0:.1f} s")
         os.sync()
     try:
-        runs = {"baseline": [], "slurmkit": []}
-        for i in range(args.repeat):
-            for mode in runs:
-                r = _measure(mode, root, args.weeks, args.memory_limit)
-                runs[mode].append(r)
-                print(f"  run {i + 1} {mode}: {r['wall_s']:.2f} s ({r['cpu_s']:.1f} s CPU), "
-                      f"peak RSS {r['rss_mib']:.0f} MiB, {r['rows']:,} rows", flush=True)
+        from report_scale import interleaved
+
+        runs = interleaved(lambda mode: _measure(mode, root, args.weeks, args.memory_limit), args.repeat)
         base = min(runs["baseline"], key=lambda r: r["wall_s"])
         sk = min(runs["slurmkit"], key=lambda r: r["wall_s"])
         print(f"pyarrow read of the period's allocation files: {base['wall_s']:.2f} s best of {args.repeat}, "

@@ -143,6 +143,19 @@ def _measure(mode: str, path: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def interleaved(measure, repeat: int, modes=("baseline", "slurmkit")) -> dict[str, list[dict]]:
+    """``repeat`` runs of each mode (``measure(mode)`` -> a child's figures), interleaved so
+    that a busy moment of the machine hits both sides; each run printed as it ends."""
+    runs = {m: [] for m in modes}
+    for i in range(repeat):
+        for mode in modes:
+            r = measure(mode)
+            runs[mode].append(r)
+            print(f"  run {i + 1} {mode}: {r['wall_s']:.2f} s ({r['cpu_s']:.1f} s CPU), "
+                  f"peak RSS {r['rss_mib']:.0f} MiB, {r['rows']:,} rows", flush=True)
+    return runs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -164,13 +177,7 @@ def main() -> None:
         # first timed runs (measured: the ratio about 0.5 higher right after generating)
         os.sync()
     try:
-        runs = {"baseline": [], "slurmkit": []}
-        for i in range(args.repeat):   # interleaved, so that a busy moment hits both sides
-            for mode in runs:
-                r = _measure(mode, path)
-                runs[mode].append(r)
-                print(f"  run {i + 1} {mode}: {r['wall_s']:.2f} s ({r['cpu_s']:.1f} s CPU), "
-                      f"peak RSS {r['rss_mib']:.0f} MiB", flush=True)
+        runs = interleaved(lambda mode: _measure(mode, path), args.repeat)
         base = min(runs["baseline"], key=lambda r: r["wall_s"])
         sk = min(runs["slurmkit"], key=lambda r: r["wall_s"])
         print(f"pyarrow plain read (all strings): {base['wall_s']:.2f} s best of {args.repeat}, "

@@ -186,41 +186,71 @@ def _sql_list(items) -> str:
     return "[" + ", ".join("'" + str(x).replace("'", "''") + "'" for x in items) + "]"
 
 
-def _rows_sql(files: list[str], windows: list[tuple[int, Window]], now: float) -> str:
-    """The per (row, window) relation: each stored allocation row (latest pull) once per window
-    it belongs to, with the usage columns of :func:`slurmkit.report.usage.allocations`."""
+def _load_rows(con, files: list[str]) -> None:
+    """Table ``b``: the stored allocation rows of ``files``, one copy per (cluster, JobIDRaw,
+    Submit, Start) — the latest pull, as :meth:`~slurmkit.accounting.store.Store.load` keeps —
+    with times as epoch seconds and ``jk``, an integer per job identity (cluster, JobIDRaw):
+    JobIDRaw itself when every key is a number and the store holds one cluster (as
+    :func:`~slurmkit.accounting.frame.identity_codes` reads it), else a code per distinct pair."""
+    con.execute(f"""
+        CREATE TEMP TABLE b AS
+        SELECT cluster::VARCHAR AS cluster, key_id::VARCHAR AS key_id, TRY_CAST(key_id AS BIGINT) AS jk,
+               state::VARCHAR AS state, "user"::VARCHAR AS "user", account::VARCHAR AS account,
+               partition::VARCHAR AS partition, qos::VARCHAR AS qos, gpu_type::VARCHAR AS gpu_type,
+               epoch_us(submit::TIMESTAMPTZ) / 1e6 AS submit, epoch_us(eligible::TIMESTAMPTZ) / 1e6 AS eligible,
+               epoch_us(start::TIMESTAMPTZ) / 1e6 AS start, epoch_us("end"::TIMESTAMPTZ) / 1e6 AS "end",
+               elapsed_s::DOUBLE AS elapsed_s, timelimit_s::DOUBLE AS timelimit_s,
+               ncpus::DOUBLE AS ncpus, gpus::DOUBLE AS gpus, coalesce(pending_tasks, 0)::BIGINT AS pending_tasks
+        FROM read_parquet({_sql_list(files)}, union_by_name = true, filename = true)
+        QUALIFY row_number() OVER (PARTITION BY cluster, key_id, submit, start
+                                   ORDER BY pulled_at DESC, filename DESC) = 1""")
+    bad, clusters = con.execute("""SELECT count(*) FILTER (WHERE jk IS NULL OR jk < 0 OR jk >= 1099511627776),
+                                          count(DISTINCT cluster) FROM b""").fetchone()
+    if bad or clusters > 1:
+        con.execute("""CREATE TEMP TABLE k AS SELECT cluster, key_id, row_number() OVER () AS code
+                       FROM (SELECT DISTINCT cluster, key_id FROM b)""")
+        con.execute("""CREATE OR REPLACE TEMP TABLE b AS
+                       SELECT b.* EXCLUDE (jk), k.code AS jk FROM b JOIN k USING (cluster, key_id)""")
+
+
+def _rows_sql(windows: list[tuple[int, Window]], now: float) -> str:
+    """The per (row, window) relation over table ``b`` (:func:`_load_rows`): each row once per
+    window it belongs to, with the usage columns of :func:`slurmkit.report.usage.allocations`.
+    ``requeued``: an earlier attempt (by Start) of a job with several rows in the window;
+    ``multi``: the job has several rows in the window (its distinct count needs the job);
+    ``last_run``: the job's last run (by Start) in the window, the row its outcome line counts
+    it on (an earlier attempt whose later one is still pending counts on the requeued line)."""
     wins = ", ".join(f"({i}, {_epoch(w.start)!r}::DOUBLE, {_epoch(w.end)!r}::DOUBLE)" for i, w in windows)
     waste = ", ".join(f"'{s}'" for s in WASTE_STATES)
     bucket = " ".join(f"WHEN ceil(coalesce(gpus, 0)) <= {hi} THEN '{label}'"
                       for lo, hi, label in GPU_BUCKETS if lo > 0 and math.isfinite(hi))
+    cols = f"""wid, jk, state, "user", account, partition, qos, gpu_type, gpus,
+           gpus * run_s * frac / 3600.0 AS gpu_hours,
+           coalesce(ncpus, 0) * run_s * frac / 3600.0 AS cpu_hours,
+           ran AND "end" IS NULL AS provisional,
+           pending_tasks > 0 OR (state = 'PENDING' AND NOT ran) AS waiting,
+           CASE WHEN ran AND start >= ws AND start < we
+                THEN greatest(start - coalesce(eligible, submit), 0) END AS wait_s,
+           CASE WHEN ceil(coalesce(gpus, 0)) <= 0 THEN '0' {bucket} ELSE '9+' END AS gpu_bucket,
+           state IN ({waste}) AS waste_state"""
     return f"""
-    WITH raw AS (
-        SELECT cluster::VARCHAR AS cluster, key_id::VARCHAR AS key_id, state::VARCHAR AS state,
-               "user"::VARCHAR AS "user", account::VARCHAR AS account, partition::VARCHAR AS partition,
-               qos::VARCHAR AS qos, gpu_type::VARCHAR AS gpu_type,
-               epoch_us(submit::TIMESTAMPTZ) / 1e6 AS submit, epoch_us(eligible::TIMESTAMPTZ) / 1e6 AS eligible,
-               epoch_us(start::TIMESTAMPTZ) / 1e6 AS start, epoch_us("end"::TIMESTAMPTZ) / 1e6 AS "end",
-               elapsed_s::DOUBLE AS elapsed_s, timelimit_s::DOUBLE AS timelimit_s,
-               ncpus::DOUBLE AS ncpus, gpus::DOUBLE AS gpus, pending_tasks::BIGINT AS pending_tasks,
-               pulled_at, filename
-        FROM read_parquet({_sql_list(files)}, union_by_name = true, filename = true)
-        QUALIFY row_number() OVER (PARTITION BY cluster, key_id, submit, start
-                                   ORDER BY pulled_at DESC, filename DESC) = 1
+    WITH multi_jobs AS (SELECT jk FROM b GROUP BY jk HAVING count(*) > 1
     ), base AS (
         SELECT *,
                CASE WHEN "end" IS NULL AND start + timelimit_s < {now!r} AND isfinite(timelimit_s)
                     THEN start + timelimit_s ELSE coalesce("end", {now!r}) END AS stop0,
                coalesce(start, submit, "end") AS t_lo,
                start IS NOT NULL AS ran,
-               coalesce(pending_tasks, 0) > 0 AS pend
-        FROM raw
+               jk IN (SELECT jk FROM multi_jobs) AS mm
+        FROM b
     ), win(wid, ws, we) AS (VALUES {wins}
     ), j AS (
         SELECT b.*, w.wid, w.ws, w.we,
                CASE WHEN ran AND stop0 < start THEN start ELSE stop0 END AS stop
         FROM base b JOIN win w
-          ON (b.t_lo IS NOT NULL OR b.pend)
-         AND ((b.t_lo < w.we AND b.stop0 >= w.ws) OR (b.pend AND (b.submit IS NULL OR b.submit < w.we)))
+          ON (b.t_lo IS NOT NULL OR b.pending_tasks > 0)
+         AND ((b.t_lo < w.we AND b.stop0 >= w.ws)
+              OR (b.pending_tasks > 0 AND (b.submit IS NULL OR b.submit < w.we)))
     ), u AS (
         SELECT *,
                CASE WHEN ran THEN greatest(least(stop, we) - greatest(start, ws), 0) ELSE 0 END AS overlap,
@@ -233,19 +263,14 @@ def _rows_sql(files: list[str], windows: list[tuple[int, Window]], now: float) -
                coalesce(CASE WHEN full_s > 0 THEN overlap / full_s ELSE 0 END, 0) AS frac
         FROM u
     )
-    SELECT wid, cluster, key_id, state, "user", account, partition, qos, gpu_type, gpus,
-           run_s * frac AS in_window_s,
-           gpus * run_s * frac / 3600.0 AS gpu_hours,
-           coalesce(ncpus, 0) * run_s * frac / 3600.0 AS cpu_hours,
-           ran AND "end" IS NULL AS provisional,
-           pend OR (state = 'PENDING' AND NOT ran) AS waiting,
-           row_number() OVER (PARTITION BY wid, cluster, key_id
-                              ORDER BY start DESC NULLS FIRST, submit DESC NULLS FIRST) > 1 AS requeued,
-           CASE WHEN ran AND start >= ws AND start < we
-                THEN greatest(start - coalesce(eligible, submit), 0) END AS wait_s,
-           CASE WHEN ceil(coalesce(gpus, 0)) <= 0 THEN '0' {bucket} ELSE '9+' END AS gpu_bucket,
-           state IN ({waste}) AS waste_state
-    FROM v
+    SELECT {cols}, false AS requeued, false AS multi, true AS last_run FROM v WHERE NOT mm
+    UNION ALL
+    SELECT {cols},
+           row_number() OVER (PARTITION BY wid, jk ORDER BY start DESC NULLS FIRST, submit DESC NULLS FIRST) > 1,
+           count(*) OVER (PARTITION BY wid, jk) > 1,
+           row_number() OVER (PARTITION BY wid, jk, pending_tasks > 0 OR (state = 'PENDING' AND NOT ran)
+                              ORDER BY start DESC NULLS FIRST) = 1
+    FROM v WHERE mm
     """
 
 
@@ -285,7 +310,9 @@ def period_report(store_root, period: Period, cluster: str = "", now=None,
     if files:
         con = connect(memory_limit, temp_dir, threads)
         try:
-            con.execute("CREATE TEMP TABLE rw AS " + _rows_sql(files, windows, now_ts.timestamp()))
+            _load_rows(con, files)
+            con.execute("CREATE TEMP TABLE rw AS " + _rows_sql(windows, now_ts.timestamp()))
+            con.execute("DROP TABLE b")
             _aggregate(con, per)
         finally:
             con.close()
@@ -311,39 +338,85 @@ def _empty_window() -> dict:
                            "bins": list(WAIT_BIN_LABELS), "histogram": [0] * len(WAIT_BIN_LABELS)}}
 
 
+def _jobs(cond: str, mode: str) -> str:
+    """Distinct jobs among the rows where ``cond``: in the ``single`` pass the jobs with one
+    row in the window (one row, one job: no DISTINCT over millions of rows), in the ``multi``
+    pass (over the ``multi`` rows only, few) by their ``jk``."""
+    if mode == "single":
+        return f"count(*) FILTER (WHERE NOT multi AND {cond})"
+    return f"count(DISTINCT jk) FILTER (WHERE {cond})"
+
+
+def _two_pass(con, sql, keys: list[str], job_cols: list[str]) -> pd.DataFrame:
+    """``sql(mode, where)`` run over all runs (``single``) and, when the window holds jobs with
+    several rows, over those (``multi``), their job counts added by ``keys``."""
+    main = _fetch(con, sql("single", "NOT waiting"))
+    if not con.execute("SELECT count(*) FROM rw WHERE multi AND NOT waiting").fetchone()[0]:
+        return main
+    extra = _fetch(con, sql("multi", "NOT waiting AND multi"))
+    none = "\0"   # group keys may be NULL (a grouping set's other columns): a stand-in to join on
+    m, e = main.copy(), extra.copy()
+    for c in keys:
+        m[c] = m[c].astype(object).where(m[c].notna(), none)
+        e[c] = e[c].astype(object).where(e[c].notna(), none)
+    m = m.merge(e[keys + job_cols], on=keys, how="left", suffixes=("", "_multi"))
+    for c in job_cols:
+        m[c] = m[c] + m[c + "_multi"].fillna(0).astype("int64")
+    for c in keys:
+        m[c] = m[c].where(m[c] != none, None)
+    return m.drop(columns=[c + "_multi" for c in job_cols])
+
+
 def _aggregate(con, per: dict) -> None:
     """Fill ``per`` (window id -> its section dict) from the ``rw`` table."""
     runs = "FROM rw WHERE NOT waiting"
-    job = "(cluster, key_id)"
-    tot = _fetch(con, f"""
-        SELECT wid, count(DISTINCT {job}) AS jobs,
-               count(DISTINCT CASE WHEN gpus > 0 THEN {job} END) AS gpu_jobs,
+
+    def totals_sql(mode, where):
+        return f"""
+        SELECT wid, {_jobs("true", mode)} AS jobs, {_jobs("gpus > 0", mode)} AS gpu_jobs,
                count(*) AS allocation_rows, count(*) FILTER (WHERE requeued) AS requeued_attempts,
                coalesce(sum(gpu_hours), 0) AS gpu_hours, coalesce(sum(cpu_hours), 0) AS cpu_hours,
                coalesce(sum(gpu_hours) FILTER (WHERE waste_state OR requeued), 0) AS wasted_gpu_hours,
-               count(DISTINCT CASE WHEN provisional THEN {job} END) AS provisional_jobs,
+               {_jobs("provisional", mode)} AS provisional_jobs,
                coalesce(sum(gpu_hours) FILTER (WHERE provisional), 0) AS provisional_gpu_hours
-        {runs} GROUP BY wid""")
+        FROM rw WHERE {where} GROUP BY wid"""
+
+    tot = _two_pass(con, totals_sql, ["wid"], ["jobs", "gpu_jobs", "provisional_jobs"])
     for r in tot.itertuples(index=False):
         per[r.wid]["totals"] = {k: (int(getattr(r, k)) if k in ("jobs", "gpu_jobs", "allocation_rows",
                                                                "requeued_attempts", "provisional_jobs")
                                     else _num(getattr(r, k))) for k in per[r.wid]["totals"]}
+    # the five group tables in one pass: by GPU type counts the GPU rows only
+    sets = ", ".join(f'(wid, "{col}")' for _, col in GROUPS)
+
+    def groups_sql(mode, where):
+        aggs = []
+        for suffix, cond in (("", "true"), ("_g", "gpus > 0")):
+            aggs.append(f"""{_jobs(cond, mode)} AS jobs{suffix},
+               coalesce(sum(gpu_hours) FILTER (WHERE {cond}), 0) AS gpu_hours{suffix},
+               coalesce(sum(cpu_hours) FILTER (WHERE {cond}), 0) AS cpu_hours{suffix},
+               coalesce(sum(gpu_hours) FILTER (WHERE (waste_state OR requeued) AND {cond}), 0) AS wasted{suffix},
+               coalesce(sum(gpu_hours) FILTER (WHERE provisional AND {cond}), 0) AS prov{suffix},
+               count(*) FILTER (WHERE {cond}) AS n{suffix}""")
+        return f"""
+        SELECT wid, {", ".join(f'"{col}"' for _, col in GROUPS)},
+               {", ".join(f'GROUPING("{col}") = 0 AS is_{col}' for _, col in GROUPS)}, {", ".join(aggs)}
+        FROM rw WHERE {where} GROUP BY GROUPING SETS ({sets})"""
+
+    g = _two_pass(con, groups_sql, ["wid"] + [c for _, c in GROUPS] + [f"is_{c}" for _, c in GROUPS],
+                  ["jobs", "jobs_g"])
     for key, col in GROUPS:
-        where = " AND gpus > 0" if col == "gpu_type" else ""
-        g = _fetch(con, f"""
-            SELECT wid, "{col}" AS name, count(DISTINCT {job}) AS jobs,
-                   coalesce(sum(gpu_hours), 0) AS gpu_hours, coalesce(sum(cpu_hours), 0) AS cpu_hours,
-                   coalesce(sum(gpu_hours) FILTER (WHERE waste_state OR requeued), 0) AS wasted,
-                   coalesce(sum(gpu_hours) FILTER (WHERE provisional), 0) AS prov
-            {runs}{where} GROUP BY wid, "{col}"
-            ORDER BY wid, gpu_hours DESC, cpu_hours DESC, name""")
-        for r in g.itertuples(index=False):
-            per[r.wid][key].append({col: r.name, "jobs": int(r.jobs), "gpu_hours": _num(r.gpu_hours),
-                                    "cpu_hours": _num(r.cpu_hours), "wasted_gpu_hours": _num(r.wasted),
-                                    "provisional_gpu_hours": _num(r.prov)})
+        sfx = "_g" if col == "gpu_type" else ""
+        t = g[g[f"is_{col}"].astype(bool) & (g[f"n{sfx}"] > 0)]
+        t = t.sort_values(["wid", f"gpu_hours{sfx}", f"cpu_hours{sfx}", col], ascending=[True, False, False, True],
+                          kind="stable")
+        for r in t.to_dict("records"):
+            per[r["wid"]][key].append({col: r[col], "jobs": int(r[f"jobs{sfx}"]), "gpu_hours": _num(r[f"gpu_hours{sfx}"]),
+                                       "cpu_hours": _num(r[f"cpu_hours{sfx}"]), "wasted_gpu_hours": _num(r[f"wasted{sfx}"]),
+                                       "provisional_gpu_hours": _num(r[f"prov{sfx}"])})
     out = _fetch(con, f"""
         SELECT wid, CASE WHEN requeued THEN '{REQUEUED_LINE}' ELSE state END AS line,
-               count(DISTINCT CASE WHEN NOT requeued THEN {job} END) AS jobs, count(*) AS attempts,
+               count(*) FILTER (WHERE last_run) AS jobs, count(*) AS attempts,
                coalesce(sum(gpu_hours), 0) AS gpu_hours,
                coalesce(sum(gpu_hours) FILTER (WHERE waste_state OR requeued), 0) AS wasted
         {runs} GROUP BY wid, line ORDER BY wid, line = '{REQUEUED_LINE}', line""")

@@ -82,7 +82,10 @@ def _shared(rep: dict) -> dict:
             **{g: [{k: v for k, v in row.items() if k != "energy_kwh"} for row in rep[g]] for g in GROUPS},
             "outcomes": rep["outcomes"],
             "queue_wait": {"all": qw["all"], "histogram": qw["histogram"],
-                           "by_partition_gpus": qw["by_partition_gpus"]}}
+                           # (the weekly path lists them in its categories' order, which is the
+                           # store's order of first appearance: compared sorted)
+                           "by_partition_gpus": sorted(qw["by_partition_gpus"],
+                                                       key=lambda q: (q["partition"], q["gpu_bucket"]))}}
 
 
 def test_period_and_weekly_paths_give_the_same_numbers_per_week_and_over_the_period(store):
@@ -96,7 +99,8 @@ def test_period_and_weekly_paths_give_the_same_numbers_per_week_and_over_the_per
         w = Window(pd.Timestamp(part["start"]).to_pydatetime(), pd.Timestamp(part["end"]).to_pydatetime())
         weekly = _weekly(root, w, now)
         assert weekly["totals"]["jobs"] > 1000 and weekly["totals"]["gpu_hours"] > 1000
-        assert _same(_shared(part), _shared(weekly)) == [], part["label"]
+        diff = _same(_shared(part), _shared(weekly))
+        assert diff == [], (part["label"], diff[:12])
     whole = _weekly(root, per.window, now)
     assert _same(_shared(rep), _shared(whole)) == []
     # GPU-hours add up over the weeks; jobs do not (a job running over Sunday midnight is in both)
@@ -208,9 +212,30 @@ def test_period_and_weekly_paths_agree_on_a_real_capture(tmp_path):
     from slurmkit.accounting.frame import load_sacct
     from slurmkit.accounting.quality import DataQuality
 
+    from slurmkit.accounting.frame import JobRows
+
     b = _bench()
     rows, _ = load_sacct(HABROK)
     assert len(rows.allocs) > 40
+    # edited (labelled): the GPU jobs 7965768, 7946767 and 7939708 get an earlier attempt
+    # (REQUEUED, the hour before their Start; 7946767's in another partition) and 8069225 a
+    # later one still pending, as sacct -D prints a requeued job's attempts
+    a = rows.allocs
+    early = a[a["job_id"].isin(["7965768", "7946767", "7939708"])].copy()
+    for c, v in (("state", "REQUEUED"), ("partition", "gpu-requeue")):
+        a[c] = a[c].cat.add_categories([v]) if v not in a[c].cat.categories else a[c]
+        early[c] = early[c].cat.set_categories(a[c].cat.categories)
+    early["end"] = early["start"] - pd.Timedelta(hours=1)
+    early["start"] = early["start"] - pd.Timedelta(hours=2)
+    early["elapsed_s"] = 3600.0
+    early["state"] = "REQUEUED"
+    early.loc[early["job_id"] == "7946767", "partition"] = "gpu-requeue"
+    later = a[a["job_id"] == "8069225"].copy()
+    later["start"] = pd.Series(pd.NaT, index=later.index, dtype=a["start"].dtype)
+    later["end"] = pd.Series(pd.NaT, index=later.index, dtype=a["end"].dtype)
+    later["state"] = "PENDING"
+    later["submit"] = later["submit"] + pd.Timedelta(days=1)
+    rows = JobRows(pd.concat([a, early, later], ignore_index=True), rows.steps)
     now = pd.Timestamp("2024-04-19T12:00:00Z")   # after the capture's latest time: 3 jobs running
     until = int(now.timestamp())
     st = Store(tmp_path / "store", "bench")
@@ -224,7 +249,11 @@ def test_period_and_weekly_paths_agree_on_a_real_capture(tmp_path):
     # 100 allocation rows: 7 pending (not runs), the other 93 ran or ended in the period
     assert t["jobs"] == 93 and t["gpu_jobs"] > 5 and t["gpu_hours"] > 0 and t["provisional_jobs"] == 3
     assert len(rep["breakdown"]) == 11
+    assert sum(o["jobs"] for o in rep["outcomes"]) == t["jobs"]   # each job on one line
+    assert t["requeued_attempts"] == 4 and rep["outcomes"][-1]["state"] == "requeued attempts"
+    assert [g["jobs"] for g in rep["by_partition"] if g["partition"] == "gpu-requeue"] == [1]
     for part in rep["breakdown"]:
         weekly = _weekly(tmp_path / "store", rep_window(part), now)
-        assert _same(_shared(part), _shared(weekly)) == [], part["label"]
+        diff = _same(_shared(part), _shared(weekly))
+        assert diff == [], (part["label"], diff[:12])
     assert _same(_shared(rep), _shared(_weekly(tmp_path / "store", per.window, now))) == []
