@@ -428,7 +428,8 @@ def _aggregate(con, per: dict) -> None:
         if r.line == REQUEUED_LINE:
             o["states"] = {s.state: int(s.n) for s in states.itertuples(index=False) if s.wid == r.wid}
         per[r.wid]["outcomes"].append(o)
-    qs = ", ".join(f"quantile_cont(wait_s, {q}) AS {k}" for k, q in _QUANTILES)
+    # all the quantiles from one sort per group
+    qs = "quantile_cont(wait_s, [" + ", ".join(str(q) for _, q in _QUANTILES) + "]) AS q"
     edges = WAIT_BINS[1:-1]
     hist = "[" + ", ".join(
         f"count(*) FILTER (WHERE wait_s >= {lo} AND wait_s < {hi})" if math.isfinite(hi)
@@ -438,7 +439,7 @@ def _aggregate(con, per: dict) -> None:
         q = _fetch(con, f"""SELECT {grouping}, count(wait_s) AS n, {qs}, {hist} AS histogram
                             {runs} AND wait_s IS NOT NULL GROUP BY {grouping} ORDER BY {grouping}""")
         for r in q.to_dict("records"):
-            d = {"n": int(r["n"]), **{k: _num(r[k]) for k, _ in _QUANTILES}}
+            d = {"n": int(r["n"]), **{k: _num(v) for (k, _), v in zip(_QUANTILES, r["q"])}}
             qw = per[r["wid"]]["queue_wait"]
             if grouping == "wid":
                 qw["all"] = d
