@@ -43,6 +43,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from slurmkit.errors import InputError
 from slurmkit.report.usage import GPU_BUCKETS, WASTE_STATES
 from slurmkit.report.weekly import REQUEUED_LINE, WAIT_BIN_LABELS, WAIT_BINS
 from slurmkit.report.window import Window, WindowError, iso_z, parse_when
@@ -297,7 +298,8 @@ def period_report(store_root, period: Period, cluster: str = "", now=None,
     "start", "end", "totals", "by_account", "by_partition", "by_user", "outcomes",
     "queue_wait"}, ...], "data_quality"}``: hours are GPU-/CPU-hours inside the window (the
     period or the part); wait times in s. ``now``: the time running jobs are taken to end
-    (default: the current time). Raises ``duckdb.Error`` on a store file DuckDB cannot read."""
+    (default: the current time). Raises :class:`~slurmkit.errors.InputError` (the store's
+    folder, DuckDB's message naming the file) when a store file cannot be read."""
     from slurmkit.accounting.store import Store
 
     now_ts = pd.Timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")
@@ -308,12 +310,17 @@ def period_report(store_root, period: Period, cluster: str = "", now=None,
     windows = [(0, period.window)] + [(i + 1, w) for i, (_, w) in enumerate(parts)]
     per = {wid: _empty_window() for wid, _ in windows}
     if files:
+        import duckdb
+
         con = connect(memory_limit, temp_dir, threads)
         try:
             _load_rows(con, files)
             con.execute("CREATE TEMP TABLE rw AS " + _rows_sql(windows, now_ts.timestamp()))
             con.execute("DROP TABLE b")
             _aggregate(con, per)
+        except (duckdb.IOException, duckdb.InvalidInputException) as exc:
+            first = " ".join(str(exc).split())
+            raise InputError(str(store.dir), None, f"a store file cannot be read: {first}") from None
         finally:
             con.close()
     w0 = per[0]

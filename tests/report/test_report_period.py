@@ -257,3 +257,16 @@ def test_period_and_weekly_paths_agree_on_a_real_capture(tmp_path):
         diff = _same(_shared(part), _shared(weekly))
         assert diff == [], (part["label"], diff[:12])
     assert _same(_shared(rep), _shared(_weekly(tmp_path / "store", per.window, now))) == []
+
+
+def test_a_store_file_that_cannot_be_read_is_a_clear_error(tmp_path):
+    from slurmkit.accounting.quality import DataQuality
+    from slurmkit.errors import InputError
+
+    rows, _ = __import__("slurmkit.accounting.frame", fromlist=["load_sacct"]).load_sacct(HABROK)
+    st = Store(tmp_path / "store", "bench")
+    st.save_day(dt.datetime(2024, 4, 1, tzinfo=dt.timezone.utc), rows, DataQuality(rows_read=len(rows)))
+    (st.dir / "2024-04-01.parquet").write_bytes(b"not parquet\n")   # a truncated copy, a disk error
+    with pytest.raises(InputError) as e:
+        period_report(tmp_path / "store", parse_period(month="2024-04"), "bench", now="2024-05-01")
+    assert e.value.file == str(st.dir) and "2024-04-01.parquet" in e.value.message
