@@ -29,11 +29,32 @@ def test_env_reaches_the_script_after_the_sites_and_env_wins_over_the_file(tmp_p
                              job_env=["CUDA_DEVICE_MAX_CONNECTIONS=1", "X=/a:$X"])
     exports = [line for line in text.splitlines() if line.startswith("export ")]
     assert exports.index("export A=from-file") > exports.index("export CUDA_DEVICE_ORDER=PCI_BUS_ID")
-    assert "export CUDA_DEVICE_MAX_CONNECTIONS=1" in exports and "export CUDA_DEVICE_MAX_CONNECTIONS=8" not in exports
+    assert exports.index("export CUDA_DEVICE_MAX_CONNECTIONS=1") > exports.index("export CUDA_DEVICE_MAX_CONNECTIONS=8")
     assert 'export X=/a:"${X-}"' in exports
     explain = api.explain("srun", ["python3", "t.py"], nodes=2, env_file=f, job_env={"X": "/a:$X"})
     assert "A=from-file" in explain and f"--env-file {f}:2 (expanded on the node)" in explain
     assert "X=/a:$X" in explain and "<- CLI --env (expanded on the node)" in explain
+
+
+def test_every_assignment_is_kept_in_order_as_in_the_script_it_replaces(tmp_path):
+    """torchtitan's multinode_trainer.slurm prepends to LD_LIBRARY_PATH twice
+    (/opt/amazon/efa/lib, then /usr/local/lib/): translated to two --env, both directories reach
+    the job, in bash's order; a variable reading another sees the value assigned before it."""
+    f = tmp_path / "job.env"
+    f.write_text("A=1\nB=$A\n")
+    text = api.render_script("srun", ["python3", "t.py"], nodes=2, env_file=f, job_env=[
+        "LD_LIBRARY_PATH=/opt/amazon/efa/lib:$LD_LIBRARY_PATH", "LD_LIBRARY_PATH=/usr/local/lib/:$LD_LIBRARY_PATH",
+        "A=2"])
+    lines = text.splitlines()
+    exports = "\n".join(lines[lines.index("export CUDA_DEVICE_ORDER=PCI_BUS_ID"):
+                              lines.index("export SLURMKIT_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}")])
+    out = subprocess.run(["bash", "-c", exports + '\necho "$LD_LIBRARY_PATH|$A|$B"'], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/site/lib"}, check=True).stdout
+    assert out == "/usr/local/lib/:/opt/amazon/efa/lib:/site/lib|2|1\n"
+    explain = api.explain("srun", ["python3", "t.py"], nodes=2, job_env=[
+        "LD_LIBRARY_PATH=/opt/amazon/efa/lib:$LD_LIBRARY_PATH", "LD_LIBRARY_PATH=/usr/local/lib/:$LD_LIBRARY_PATH"])
+    assert explain.index("LD_LIBRARY_PATH=/opt/amazon/efa/lib:$LD_LIBRARY_PATH") < explain.index(
+        "LD_LIBRARY_PATH=/usr/local/lib/:$LD_LIBRARY_PATH")
 
 
 def test_an_unreadable_env_file_is_refused_naming_it(tmp_path):
