@@ -105,6 +105,29 @@ def test_teardown_runs_once_whatever_the_status_and_keeps_the_ranks_status(tmp_p
     assert "slurmkit: teardown command failed (status 1): false" in proc.stderr
 
 
+def test_setup_and_teardown_run_without_nounset_as_in_the_scripts_they_come_from(tmp_path):
+    """ml-engineering's torchrun-launcher.slurm runs `set -eo pipefail` (no -u) before sourcing
+    its start-up file and `conda activate`; conda's activation reads PS1, unset in a batch shell
+    (conda/conda#8186: "conda.sh: line 26: PS1: unbound variable" under `set -euo pipefail`;
+    conda#3200, #9966 the same with other variables). The env file below is made for the test:
+    it reads PS1 and an unset variable as those scripts do. Rendered setup and teardown, run by
+    bash under the script's own `set -euo pipefail`: both complete, and -u is back afterwards."""
+    env = tmp_path / "start-user.sh"
+    env.write_text('PS1_BACKUP="$PS1"\nexport FROM_SETUP="seen${CONDA_SHLVL}"\n')
+    text = api.render_script("single-gpu", ["true"], setup=[f"source {env}"],
+                             teardown=[f'echo "torn $UNSET_IN_TEARDOWN" > {tmp_path}/t'])
+    setup = text[text.index("# --setup:"):]
+    setup = setup[:setup.index("\nset -u\n") + 8]
+    start = text.index("slurmkit_teardown() {")
+    func = text[start:text.index("\n}\n", start) + 3]
+    script = (f"set -euo pipefail\n{setup}{func}"
+              'slurmkit_teardown\necho "$FROM_SETUP $-"\n')
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[0] == "seen" and "u" in proc.stdout.split()[1]
+    assert (tmp_path / "t").read_text() == "torn \n"
+
+
 def test_cli_options_give_the_api_request():
     args = ["single-gpu", "--env", "X=/a:$X", "--env-file", "/dev/null", "--srun-opt=--label", "--setup", "echo hi",
             "--teardown", "echo bye", "--dry-run", "--", "python3", "t.py"]
