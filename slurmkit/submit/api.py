@@ -30,8 +30,12 @@ def prepare(req: _render.SubmitRequest, backend=None, profile=None, env: dict | 
     ``prefer_locality`` (through ``backend``, else :func:`get_backend` with ``env``), and
     return the :class:`~slurmkit.submit.render.Plan`. Raises ``ProfileError``, ``SiteError``,
     ``TemplateError`` or ``EscapeError`` (all :class:`~slurmkit.errors.InputError`) for bad
-    input (an unreadable ``env_file`` too: it is read here, on the submitting machine),
-    ``SlurmError`` when sinfo fails."""
+    input (an unreadable ``env_file`` too: it is read here, on the submitting machine; a Slurm
+    pattern in the directory of ``output`` / ``error``: ``UsageError``), ``SlurmError`` when
+    sinfo fails."""
+    # a Slurm pattern in an -o/-e directory is refused here, so --dry-run, --explain and
+    # --test-only say so too (the directories themselves are created by submit)
+    _outputs.output_dirs({"--output": req.output, "--error": req.error}, req.chdir or os.getcwd())
     prof = profile if profile is not None else _site.load(req.site)
     facts = _check.checked_facts(prof, req.partition, source=str(req.site or "sandbox"), gpu_type=req.gpu_type)
     tpl = _templates.get(req.template)
