@@ -128,6 +128,20 @@ def test_setup_and_teardown_run_without_nounset_as_in_the_scripts_they_come_from
     assert (tmp_path / "t").read_text() == "torn \n"
 
 
+@pytest.mark.parametrize("option, cmd, why", [
+    ("--setup", "echo $((", "unexpected EOF while looking for matching `)'"),
+    ("--teardown", "if true; then dcgmi profile --resume", "syntax error: unexpected end of file"),
+])
+def test_a_command_bash_cannot_parse_is_refused_at_submit(option, cmd, why):
+    """Without the check the job waits in the queue, then ends FAILED on a syntax error."""
+    kw = {option.lstrip("-"): [cmd]}
+    for call in (api.render_script, api.explain):
+        with pytest.raises(UsageError) as err:
+            call("single-gpu", ["true"], **kw)
+        assert str(err.value) == f"{option} {cmd!r}: bash cannot parse it: {why}"
+    assert api.render_script("single-gpu", ["true"], setup=["source /opt/env.sh && conda activate x"])
+
+
 def test_cli_options_give_the_api_request():
     args = ["single-gpu", "--env", "X=/a:$X", "--env-file", "/dev/null", "--srun-opt=--label", "--setup", "echo hi",
             "--teardown", "echo bye", "--dry-run", "--", "python3", "t.py"]
