@@ -437,3 +437,18 @@ def test_waiting_shows_the_pending_reason_as_it_changes(sandbox, backend, tmp_pa
     lines = proc.stderr.splitlines()
     assert lines[0] == f"job {job_id}: PENDING (Dependency)" and lines[-1].startswith(f"job {job_id}: COMPLETED")
     assert "\r" not in proc.stderr
+    # a dependency that failed: Slurm keeps the job PENDING (DependencyNeverSatisfied) for ever;
+    # --wait says so and stops (exit 1) rather than wait without end
+    failed = run(["sbatch", "--parsable", "-o", "/dev/null", "--wrap", "false"], env=sandbox.env()).stdout.strip()
+    assert api.Job(failed, backend).wait(timeout=60, poll_s=1) == "FAILED"
+    proc = subprocess.run([sys.executable, "-m", "slurmkit", "submit", "single-gpu", "-o", str(tmp_path / "n-%j.out"),
+                           "-D", str(tmp_path), "-d", f"afterok:{failed}", "--wait", "--", "true"],
+                          capture_output=True, text=True, env=env, timeout=180)
+    never = proc.stdout.strip()
+    try:
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.splitlines()[-1] == (
+            f"slurmkit: error: job {never} will never start: PENDING (DependencyNeverSatisfied): a job it depends on "
+            f"ended without meeting the dependency, and Slurm keeps it pending; cancel it with 'scancel {never}'")
+    finally:
+        backend.cancel(never)
