@@ -46,13 +46,17 @@ def wait_until_started(backend, job_id: str) -> None:
 
 
 def ended_without_output(backend, job_id: str):
-    """For a job that has ended without the output file: a :class:`LogsError` saying so with
-    its state and exit code (squeue / sacct ``State``, sacct ``ExitCode``); None while the job
-    is pending or running, or unknown."""
-    from slurmkit.remote.backend import exit_codes
-    from slurmkit.submit.backend import TERMINAL
+    """For a job without its output file: a :class:`LogsError` saying why. Ended: its state and
+    exit code (squeue / sacct ``State``, sacct ``ExitCode``); pending: Slurm's reason (squeue
+    ``%r``) and that ``--follow`` waits for it. None while it runs, or when Slurm does not know
+    it."""
+    from slurmkit.submit.backend import TERMINAL, exit_codes
 
     info = backend.states([job_id]).get(job_id)
+    if info is not None and info.state == "PENDING":
+        why = f" ({info.reason})" if info.reason else ""
+        return LogsError(f"job {job_id} is PENDING{why}: no output yet; `slurmkit logs --follow {job_id}` "
+                         "waits for it to start")
     if info is None or info.state not in TERMINAL:
         return None
     code = exit_codes(backend, [job_id]).get(job_id) or "unknown"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sys
 
+from slurmkit.errors import SlurmkitError
+
 #: states in which a job has not started yet (``logs --follow`` waits through them)
 NOT_STARTED = frozenset({"PENDING", "REQUEUED", "CONFIGURING", "REQUEUE_HOLD", "REQUEUE_FED", "SUSPENDED"})
 
@@ -24,9 +26,21 @@ def describe(job_id: str, info) -> str:
     return text
 
 
+#: pending reasons with which Slurm keeps a job pending for ever (it is never started; Slurm
+#: cancels it only under SchedulerParameters=kill_invalid_depend): slurm.conf(5), squeue(1)
+#: "DependencyNeverSatisfied: the job's dependency can never be satisfied"
+NEVER_STARTS = frozenset({"DependencyNeverSatisfied"})
+
+
+class NeverStarts(SlurmkitError):
+    """The job waits for something that will not happen (``NEVER_STARTS``): the message names
+    the job, its reason and what to do (exit 1)."""
+
+
 class StateLine:
     """Callable for :meth:`slurmkit.submit.api.Job.wait`'s ``callback``: writes each change to
-    ``stream`` (default stderr); :meth:`close` ends a live line."""
+    ``stream`` (default stderr); :meth:`close` ends a live line. Raises :class:`NeverStarts`
+    after writing a pending reason in :data:`NEVER_STARTS` (the wait would never end)."""
 
     def __init__(self, job_id: str, stream=None):
         self.job_id = job_id
@@ -42,6 +56,11 @@ class StateLine:
             self.stream.write(text + "\n")
         self.stream.flush()
         self.written = True
+        if info is not None and info.state == "PENDING" and info.reason in NEVER_STARTS:
+            self.close()
+            raise NeverStarts(f"job {self.job_id} will never start: PENDING ({info.reason}): a job it depends on "
+                              f"ended without meeting the dependency, and Slurm keeps it pending; "
+                              f"cancel it with 'scancel {self.job_id}'")
 
     def close(self) -> None:
         if self.live and self.written:

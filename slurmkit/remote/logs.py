@@ -73,20 +73,25 @@ def _in_queue(backend, job_id: str) -> bool:
     """Whether squeue (through the backend, with its timeout) lists job ``job_id``; a failed or
     timed-out squeue counts as no (the follow ends, as the shell script's does)."""
     try:
-        res = backend._run(["squeue", "-h", "-j", str(job_id), "-o", "%T"], check=False)
+        res = backend.run(["squeue", "-h", "-j", str(job_id), "-o", "%T"], check=False)
     except SlurmError:
         return False
     return res.returncode == 0 and bool(res.stdout.strip())
 
 
 def _follow_local(backend, path: str, job_id: str, out) -> None:
-    """``tail -F path`` copied to ``out`` while squeue lists the job, then one more second."""
+    """``tail -F path`` copied to ``out`` while squeue lists the job, then one more second; then
+    what tail had not copied yet. A pending job's file appears only when it starts, and tail
+    -F looks again for a missing file only once a second, so a short job could end, and the
+    follow with it, before tail printed a line of it (the rest is read from the file itself)."""
     tail = subprocess.Popen(["tail", "-n", "+1", "-F", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    copied = [0]
 
     def copy():
         for chunk in iter(lambda: tail.stdout.read1(65536), b""):
             out.write(chunk)
             out.flush()
+            copied[0] += len(chunk)
 
     copier = threading.Thread(target=copy, daemon=True)
     copier.start()
@@ -98,6 +103,15 @@ def _follow_local(backend, path: str, job_id: str, out) -> None:
         tail.terminate()
         tail.wait(timeout=10)
         copier.join(timeout=10)
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(copied[0])
+            rest = fh.read()
+    except OSError:
+        return
+    if rest:
+        out.write(rest)
+        out.flush()
 
 
 def show(backend, job_id: str, follow: bool = False, out=None) -> None:

@@ -10,6 +10,9 @@ Example::
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import subprocess
 import time as _time
 from dataclasses import dataclass, field
 
@@ -30,8 +33,13 @@ def prepare(req: _render.SubmitRequest, backend=None, profile=None, env: dict | 
     ``prefer_locality`` (through ``backend``, else :func:`get_backend` with ``env``), and
     return the :class:`~slurmkit.submit.render.Plan`. Raises ``ProfileError``, ``SiteError``,
     ``TemplateError`` or ``EscapeError`` (all :class:`~slurmkit.errors.InputError`) for bad
-    input (an unreadable ``env_file`` too: it is read here, on the submitting machine),
-    ``SlurmError`` when sinfo fails."""
+    input (an unreadable ``env_file`` too: it is read here, on the submitting machine; a Slurm
+    pattern in the directory of ``output`` / ``error``: ``UsageError``), ``SlurmError`` when
+    sinfo fails."""
+    # a Slurm pattern in an -o/-e directory is refused here, so --dry-run, --explain and
+    # --test-only say so too (the directories themselves are created by submit)
+    _outputs.output_dirs({"--output": req.output, "--error": req.error}, req.chdir or os.getcwd())
+    _check_shell_syntax(req)
     prof = profile if profile is not None else _site.load(req.site)
     facts = _check.checked_facts(prof, req.partition, source=str(req.site or "sandbox"), gpu_type=req.gpu_type)
     tpl = _templates.get(req.template)
@@ -46,6 +54,25 @@ def prepare(req: _render.SubmitRequest, backend=None, profile=None, env: dict | 
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"--env-file {req.env_file}", f"cannot read it: {exc}") from None
     return _render.plan(req, facts, tpl, idle, env_file=env_file)
+
+
+def _check_shell_syntax(req: _render.SubmitRequest) -> None:
+    """``--setup`` / ``--teardown`` commands parsed by ``bash -n`` here, at submit: one bash
+    cannot parse would otherwise end the job with a syntax error only when it starts, after its
+    wait in the queue. Raises ``UsageError`` naming the option, the command and bash's message.
+    Nothing is checked where bash is absent (the job's shell still is)."""
+    bash = shutil.which("bash")
+    if bash is None:
+        return
+    for option, cmds in (("--setup", req.setup), ("--teardown", req.teardown)):
+        for cmd in cmds:
+            proc = subprocess.run([bash, "-n", "-c", str(cmd)], capture_output=True, text=True, timeout=30,
+                                  stdin=subprocess.DEVNULL)
+            if proc.returncode != 0:
+                msg = proc.stderr.strip().splitlines()
+                # bash: "bash: -c: line 1: unexpected EOF while looking for matching `)'"
+                why = re.sub(r"^.*?-c: line \d+: ", "", msg[0]) if msg else f"exit status {proc.returncode}"
+                raise UsageError(f"{option} {str(cmd)!r}", f"bash cannot parse it: {why}")
 
 
 def plan(template: str, command=(), *, backend=None, env: dict | None = None, profile=None,

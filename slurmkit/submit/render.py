@@ -334,21 +334,23 @@ def _environment(req: SubmitRequest, facts: SiteFacts) -> list[EnvVar]:
 
 
 def _job_environment(req: SubmitRequest, env_file: tuple[str, str] | None) -> list[EnvVar]:
-    """The job's own variables: ``--env-file``'s, then ``--env``'s (the last assignment of a
-    name wins), exported after the site's so they override them. Raises ``UsageError`` naming
+    """The job's own variables: ``--env-file``'s, then ``--env``'s, every assignment in that
+    order, exported after the site's so they override them. Each is kept, as the lines of a
+    shell script are: a later assignment of a name wins when the job runs, and one that reads
+    the name (``LD_LIBRARY_PATH=/usr/local/lib:$LD_LIBRARY_PATH`` twice) builds on the earlier
+    one, as does a variable that reads another assigned before it. Raises ``UsageError`` naming
     the item (or ``file:line``)."""
-    out: dict[str, EnvVar] = {}
+    out: list[EnvVar] = []
     if env_file is not None:
         path, text = env_file
         for name, value, n in jobenv.parse_env_file(text, path):
-            out[name] = EnvVar(name, value, f"--env-file {path}:{n} (expanded on the node)")
+            out.append(EnvVar(name, value, f"--env-file {path}:{n} (expanded on the node)"))
     for item in req.job_env:
         name, value = jobenv.parse_assignment(item, "--env")
-        out.pop(name, None)
-        out[name] = EnvVar(name, value, "CLI --env (expanded on the node)")
-    for var in out.values():
+        out.append(EnvVar(name, value, "CLI --env (expanded on the node)"))
+    for var in out:
         shell_expand_word(var.value, f"--env {var.name}")
-    return list(out.values())
+    return out
 
 
 def _shell_commands(cmds, what: str) -> list[str]:

@@ -90,6 +90,25 @@ def test_pending_reason_and_expected_start_come_from_squeue():
     assert (jobs["14"].reason, jobs["14"].start) == ("", "")     # a running job has no pending reason
 
 
+def test_a_wait_for_a_job_that_can_never_start_ends_with_a_clear_error():
+    """squeue of a job whose afterok dependency failed (Slurm 22.05 sandbox, recorded by
+    `squeue -h -t all -j 19 -o '%i|%T|%N|%D|%b|%r|%S'`): Slurm keeps it pending for ever, so
+    submit --wait / logs --follow say so and stop (exit 1) instead of waiting without end."""
+    import io
+
+    from slurmkit.cli.watch import NeverStarts, StateLine
+
+    info = parse_squeue("19|PENDING||1|gres:gpu:h100:1|DependencyNeverSatisfied|N/A\n")["19"]
+    buf = io.StringIO()
+    with pytest.raises(NeverStarts) as err:
+        StateLine("19", buf)(info)
+    assert buf.getvalue() == "job 19: PENDING (DependencyNeverSatisfied)\n"
+    assert str(err.value) == ("job 19 will never start: PENDING (DependencyNeverSatisfied): a job it depends on "
+                              "ended without meeting the dependency, and Slurm keeps it pending; cancel it with "
+                              "'scancel 19'")
+    StateLine("12", buf)(parse_squeue("12|PENDING||1|gres:gpu:h100:1|Dependency|N/A\n")["12"])   # still waits
+
+
 def test_wait_reports_each_change_once_to_its_callback():
     from slurmkit.cli.watch import StateLine, describe
     from slurmkit.submit.backend import JobInfo
@@ -103,3 +122,27 @@ def test_wait_reports_each_change_once_to_its_callback():
     line(a)
     line(None)
     assert buf.getvalue() == "job 5: PENDING (Resources), expected start 2026-12-02T04:10:00\njob 5: not known to Slurm yet\n"
+
+
+def test_logs_follow_prints_a_short_jobs_output_that_appeared_as_it_left_the_queue(tmp_path):
+    """`logs -f` on a pending job: its -o file appears only when it starts; a short job can end
+    before `tail -F` (which looks again for a missing file once a second) has printed it. The
+    follow prints the whole file once all the same. The squeue answers are those of a job that
+    has left the queue (empty output); the file is written at that moment."""
+    import io
+    import subprocess as sp
+
+    from slurmkit.remote.logs import _follow_local
+
+    path = tmp_path / "job-21.out"
+
+    class LeftTheQueue:
+        def run(self, argv, check=False):
+            assert argv[:2] == ["squeue", "-h"]
+            if not path.exists():
+                path.write_bytes(b"held job ran\nsecond line\n")
+            return sp.CompletedProcess(argv, 0, "", "")
+
+    buf = io.BytesIO()
+    _follow_local(LeftTheQueue(), str(path), "21", buf)
+    assert buf.getvalue() == b"held job ran\nsecond line\n"

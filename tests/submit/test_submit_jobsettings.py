@@ -29,11 +29,32 @@ def test_env_reaches_the_script_after_the_sites_and_env_wins_over_the_file(tmp_p
                              job_env=["CUDA_DEVICE_MAX_CONNECTIONS=1", "X=/a:$X"])
     exports = [line for line in text.splitlines() if line.startswith("export ")]
     assert exports.index("export A=from-file") > exports.index("export CUDA_DEVICE_ORDER=PCI_BUS_ID")
-    assert "export CUDA_DEVICE_MAX_CONNECTIONS=1" in exports and "export CUDA_DEVICE_MAX_CONNECTIONS=8" not in exports
+    assert exports.index("export CUDA_DEVICE_MAX_CONNECTIONS=1") > exports.index("export CUDA_DEVICE_MAX_CONNECTIONS=8")
     assert 'export X=/a:"${X-}"' in exports
     explain = api.explain("srun", ["python3", "t.py"], nodes=2, env_file=f, job_env={"X": "/a:$X"})
     assert "A=from-file" in explain and f"--env-file {f}:2 (expanded on the node)" in explain
     assert "X=/a:$X" in explain and "<- CLI --env (expanded on the node)" in explain
+
+
+def test_every_assignment_is_kept_in_order_as_in_the_script_it_replaces(tmp_path):
+    """torchtitan's multinode_trainer.slurm prepends to LD_LIBRARY_PATH twice
+    (/opt/amazon/efa/lib, then /usr/local/lib/): translated to two --env, both directories reach
+    the job, in bash's order; a variable reading another sees the value assigned before it."""
+    f = tmp_path / "job.env"
+    f.write_text("A=1\nB=$A\n")
+    text = api.render_script("srun", ["python3", "t.py"], nodes=2, env_file=f, job_env=[
+        "LD_LIBRARY_PATH=/opt/amazon/efa/lib:$LD_LIBRARY_PATH", "LD_LIBRARY_PATH=/usr/local/lib/:$LD_LIBRARY_PATH",
+        "A=2"])
+    lines = text.splitlines()
+    exports = "\n".join(lines[lines.index("export CUDA_DEVICE_ORDER=PCI_BUS_ID"):
+                              lines.index("export SLURMKIT_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}")])
+    out = subprocess.run(["bash", "-c", exports + '\necho "$LD_LIBRARY_PATH|$A|$B"'], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/site/lib"}, check=True).stdout
+    assert out == "/usr/local/lib/:/opt/amazon/efa/lib:/site/lib|2|1\n"
+    explain = api.explain("srun", ["python3", "t.py"], nodes=2, job_env=[
+        "LD_LIBRARY_PATH=/opt/amazon/efa/lib:$LD_LIBRARY_PATH", "LD_LIBRARY_PATH=/usr/local/lib/:$LD_LIBRARY_PATH"])
+    assert explain.index("LD_LIBRARY_PATH=/opt/amazon/efa/lib:$LD_LIBRARY_PATH") < explain.index(
+        "LD_LIBRARY_PATH=/usr/local/lib/:$LD_LIBRARY_PATH")
 
 
 def test_an_unreadable_env_file_is_refused_naming_it(tmp_path):
@@ -82,6 +103,43 @@ def test_teardown_runs_once_whatever_the_status_and_keeps_the_ranks_status(tmp_p
     assert proc.returncode == 7
     assert (tmp_path / "t").read_text() == "torn\n"
     assert "slurmkit: teardown command failed (status 1): false" in proc.stderr
+
+
+def test_setup_and_teardown_run_without_nounset_as_in_the_scripts_they_come_from(tmp_path):
+    """ml-engineering's torchrun-launcher.slurm runs `set -eo pipefail` (no -u) before sourcing
+    its start-up file and `conda activate`; conda's activation reads PS1, unset in a batch shell
+    (conda/conda#8186: "conda.sh: line 26: PS1: unbound variable" under `set -euo pipefail`;
+    conda#3200, #9966 the same with other variables). The env file below is made for the test:
+    it reads PS1 and an unset variable as those scripts do. Rendered setup and teardown, run by
+    bash under the script's own `set -euo pipefail`: both complete, and -u is back afterwards."""
+    env = tmp_path / "start-user.sh"
+    env.write_text('PS1_BACKUP="$PS1"\nexport FROM_SETUP="seen${CONDA_SHLVL}"\n')
+    text = api.render_script("single-gpu", ["true"], setup=[f"source {env}"],
+                             teardown=[f'echo "torn $UNSET_IN_TEARDOWN" > {tmp_path}/t'])
+    setup = text[text.index("# --setup:"):]
+    setup = setup[:setup.index("\nset -u\n") + 8]
+    start = text.index("slurmkit_teardown() {")
+    func = text[start:text.index("\n}\n", start) + 3]
+    script = (f"set -euo pipefail\n{setup}{func}"
+              'slurmkit_teardown\necho "$FROM_SETUP $-"\n')
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[0] == "seen" and "u" in proc.stdout.split()[1]
+    assert (tmp_path / "t").read_text() == "torn \n"
+
+
+@pytest.mark.parametrize("option, cmd, why", [
+    ("--setup", "echo $((", "unexpected EOF while looking for matching `)'"),
+    ("--teardown", "if true; then dcgmi profile --resume", "syntax error: unexpected end of file"),
+])
+def test_a_command_bash_cannot_parse_is_refused_at_submit(option, cmd, why):
+    """Without the check the job waits in the queue, then ends FAILED on a syntax error."""
+    kw = {option.lstrip("-"): [cmd]}
+    for call in (api.render_script, api.explain):
+        with pytest.raises(UsageError) as err:
+            call("single-gpu", ["true"], **kw)
+        assert str(err.value) == f"{option} {cmd!r}: bash cannot parse it: {why}"
+    assert api.render_script("single-gpu", ["true"], setup=["source /opt/env.sh && conda activate x"])
 
 
 def test_cli_options_give_the_api_request():

@@ -26,3 +26,19 @@ def test_missing_directories_are_created_and_an_impossible_one_is_named(tmp_path
     (tmp_path / "file").write_text("")
     with pytest.raises(UsageError, match=f"output directory {tmp_path}/file/sub: cannot create it"):
         make_output_dirs({"--output": "file/sub/o"}, str(tmp_path))
+
+
+def test_dry_run_explain_and_test_only_refuse_a_pattern_directory_as_submit_does(tmp_path):
+    """`-o logs/%j/x.out` went through --dry-run, --explain and --test-only (Slurm's estimate)
+    and was refused only by the real submit; the CLI now says so at once, exit 2."""
+    import subprocess
+    import sys
+
+    for mode in ("--dry-run", "--explain", "--test-only"):
+        out = subprocess.run([sys.executable, "-m", "slurmkit", "submit", "single-gpu", "-e", "err/%x-%j/e.err", mode,
+                              "--", "true"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        assert out.returncode == 2, (mode, out.stdout, out.stderr)
+        assert out.stderr == ("slurmkit: error: --error err/%x-%j/e.err: the directory part holds a Slurm pattern "
+                              "(%...): Slurm does not create directories, so put the pattern in the file name "
+                              "(logs/%x-%j.out)\n")
+    assert not (tmp_path / "err").exists()

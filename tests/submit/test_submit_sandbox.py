@@ -404,7 +404,7 @@ def test_waiting_shows_the_pending_reason_as_it_changes(sandbox, backend, tmp_pa
     from slurmkit.submit.backend import parse_squeue
 
     env = {**os.environ, **sandbox.env()}
-    first = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "import time; time.sleep(8)"])
+    first = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "import time; time.sleep(12)"])
     held = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "print('held job ran')"],
                   dependency=f"afterok:{first.id}")
     raw = run(["squeue", "-h", "-t", "all", "-j", held.id, "-o", "%i|%T|%N|%D|%b|%r|%S"], env=sandbox.env()).stdout
@@ -413,6 +413,12 @@ def test_waiting_shows_the_pending_reason_as_it_changes(sandbox, backend, tmp_pa
     status = subprocess.run([sys.executable, "-m", "slurmkit", "status", held.id], capture_output=True, text=True,
                             env=env, timeout=60)
     assert "PENDING" in status.stdout and "reason=Dependency" in status.stdout, status.stdout + status.stderr
+    # logs without --follow: no output yet, and why (not a traceback, not "may still be pending")
+    logs = subprocess.run([sys.executable, "-m", "slurmkit", "logs", held.id], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert logs.returncode == 1 and logs.stderr == (
+        f"slurmkit: error: job {held.id} is PENDING (Dependency): no output yet; "
+        f"`slurmkit logs --follow {held.id}` waits for it to start\n"), logs.stderr
     follow = subprocess.Popen([sys.executable, "-m", "slurmkit", "logs", "-f", held.id], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env)
     seen = []
@@ -431,3 +437,18 @@ def test_waiting_shows_the_pending_reason_as_it_changes(sandbox, backend, tmp_pa
     lines = proc.stderr.splitlines()
     assert lines[0] == f"job {job_id}: PENDING (Dependency)" and lines[-1].startswith(f"job {job_id}: COMPLETED")
     assert "\r" not in proc.stderr
+    # a dependency that failed: Slurm keeps the job PENDING (DependencyNeverSatisfied) for ever;
+    # --wait says so and stops (exit 1) rather than wait without end
+    failed = run(["sbatch", "--parsable", "-o", "/dev/null", "--wrap", "false"], env=sandbox.env()).stdout.strip()
+    assert api.Job(failed, backend).wait(timeout=60, poll_s=1) == "FAILED"
+    proc = subprocess.run([sys.executable, "-m", "slurmkit", "submit", "single-gpu", "-o", str(tmp_path / "n-%j.out"),
+                           "-D", str(tmp_path), "-d", f"afterok:{failed}", "--wait", "--", "true"],
+                          capture_output=True, text=True, env=env, timeout=180)
+    never = proc.stdout.strip()
+    try:
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.splitlines()[-1] == (
+            f"slurmkit: error: job {never} will never start: PENDING (DependencyNeverSatisfied): a job it depends on "
+            f"ended without meeting the dependency, and Slurm keeps it pending; cancel it with 'scancel {never}'")
+    finally:
+        backend.cancel(never)
