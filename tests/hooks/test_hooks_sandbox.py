@@ -25,7 +25,7 @@ from slurmkit.hooks import drain, install as inst, spool
 from slurmkit.hooks.config import render as render_config
 from slurmkit.slurm import conf as sconf
 from slurmkit.slurm.commands import run
-from sandbox_nodes import show_node as _node
+from sandbox_nodes import job as _job, sbatch as _sbatch, show_node as _node
 from slurmkit.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
@@ -69,15 +69,6 @@ def hooked(sandbox, fake_nvml, tmp_path):
     inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, installing=False)
     run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
     shutil.rmtree(work, ignore_errors=True)
-
-
-def _job(conf, job_id):
-    out = run(["scontrol", "show", "job", "-o", str(job_id)], slurm_conf=str(conf), timeout=30).stdout
-    return dict(tok.split("=", 1) for tok in out.split() if "=" in tok)
-
-
-def _sbatch(conf, *args):
-    return run(["sbatch", "--parsable", "-o", "/dev/null", *args], slurm_conf=str(conf), timeout=30).stdout.strip()
 
 
 def test_failing_gpu_drains_requeues_and_resumes(sandbox, hooked):
