@@ -73,7 +73,7 @@ def _in_queue(backend, job_id: str) -> bool:
     """Whether squeue (through the backend, with its timeout) lists job ``job_id``; a failed or
     timed-out squeue counts as no (the follow ends, as the shell script's does)."""
     try:
-        res = backend._run(["squeue", "-h", "-j", str(job_id), "-o", "%T"], check=False)
+        res = backend.run(["squeue", "-h", "-j", str(job_id), "-o", "%T"], check=False)
     except SlurmError:
         return False
     return res.returncode == 0 and bool(res.stdout.strip())
