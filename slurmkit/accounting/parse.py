@@ -358,18 +358,10 @@ def tres_usage(s) -> tuple[pd.Series, pd.Series]:
     return pd.Series(mem, index=_index(s), dtype="float64"), pd.Series(util, index=_index(s), dtype="float64")
 
 
-def tres_value(s, key: str) -> pd.Series:
-    """The value of ``key`` in a TRES string (``cpu=8,gres/gpu=2,mem=10G``), NaN when absent.
-
-    ``key`` must match exactly: ``gres/gpu`` never matches ``gres/gpumem``, ``gres/gpuutil``
-    or the typed ``gres/gpu:a100``."""
-    v = _tres_arrow(_arrow(s), key)
-    out = pd.Series(pd.arrays.ArrowStringArray(pc.cast(v, pa.string())), index=_index(s))
-    return out.astype("str")
-
-
 def tres_number(s, key: str) -> pd.Series:
-    """:func:`tres_value` as float (NaN when absent or not a number)."""
+    """The value of ``key`` in a TRES string (``cpu=8,gres/gpu=2,mem=10G``) as float (NaN when
+    absent or not a number). ``key`` must match exactly: ``gres/gpu`` never matches
+    ``gres/gpumem``, ``gres/gpuutil`` or the typed ``gres/gpu:a100``."""
     (out,) = dict_apply(_arrow(s), lambda x: (num_np(_tres_arrow(x, key)),))
     return pd.Series(out, index=_index(s), dtype="float64")
 
