@@ -17,7 +17,7 @@ import threading
 import time
 
 from slurmkit.errors import SlurmkitError
-from slurmkit.slurm.commands import SlurmError
+from slurmkit.slurm.commands import SlurmError, env_unset_argv
 
 
 class LogsError(SlurmkitError):
@@ -64,7 +64,7 @@ def follow_script(path: str, job_id: str) -> str:
     q = shlex.quote(path)
     j = shlex.quote(str(job_id))
     return (f"tail -n +1 -F {q} 2>/dev/null & t=$!; "
-            f"while timeout {SQUEUE_TIMEOUT_S} env -u SQUEUE_FORMAT -u SQUEUE_FORMAT2 squeue -h -j {j} -o %T "
+            f"while timeout {SQUEUE_TIMEOUT_S} {shlex.join(env_unset_argv())} squeue -h -j {j} -o %T "
             f"2>/dev/null | grep -q .; do sleep {FOLLOW_POLL_S}; done; "
             f"sleep 1; kill $t 2>/dev/null; wait $t 2>/dev/null; exit 0")
 

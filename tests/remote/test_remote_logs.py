@@ -4,8 +4,10 @@ process configuration file"; with no slurm.conf at all it would look for a confi
 controller instead)."""
 
 import io
+import subprocess
 
-from slurmkit.remote.logs import _follow_local, _in_queue
+from slurmkit.remote.logs import _follow_local, _in_queue, follow_script
+from slurmkit.slurm.commands import FORMAT_VARS, slurm_env
 from slurmkit.submit.backend import CliBackend
 
 
@@ -23,3 +25,17 @@ def test_local_follow_ends_when_squeue_fails_and_keeps_the_output(tmp_path):
     out = io.BytesIO()
     _follow_local(backend, str(log), "12345", out)
     assert out.getvalue() == log.read_bytes()
+
+
+def test_follow_script_unsets_every_format_variable_and_ends_with_squeue(tmp_path):
+    """The login-node follow script (run here with sh, as ssh would run it there): squeue with
+    each of Slurm's format variables unset (the one list, slurm.commands.FORMAT_VARS), and a
+    squeue that fails ends the follow after the file was printed (exit 0)."""
+    script = follow_script(str(tmp_path / "job 7.out"), "7")
+    assert all(f"-u {v} " in script for v in FORMAT_VARS)
+    (tmp_path / "job 7.out").write_text("rank 0 ready\n")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("NoSuchKey=1\n")
+    env = {**slurm_env(slurm_conf=str(conf)), "SQUEUE_FORMAT": "%i %N", "SQUEUE_FORMAT2": "jobid:10"}
+    proc = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (0, "rank 0 ready\n")
