@@ -225,7 +225,7 @@ def kmsg_records(device: str | os.PathLike = "/dev/kmsg") -> list[tuple[int, int
                 raise
             if not chunk:
                 break
-            for rec in chunk.decode("utf-8", errors="replace").splitlines():
+            for rec in chunk.decode("utf-8", errors="replace").splitlines():  # kmsg escapes most bytes itself; a record that is not UTF-8 must not stop the read
                 if rec.startswith(" ") or ";" not in rec:
                     continue  # continuation (KEY=value) lines
                 head, _, msg = rec.partition(";")

@@ -321,7 +321,7 @@ class Remote:
             for chunk in iter(lambda: proc.stdout.read1(65536), b""):
                 out.write(chunk)
                 out.flush()
-            err = proc.stderr.read().decode(errors="replace")
+            err = proc.stderr.read().decode(errors="replace")  # ssh's stderr: shown in the message only
             rc = proc.wait()
         except BaseException:
             _kill_group(proc)

@@ -431,7 +431,7 @@ def _captured_downtime(opts: WeeklyOptions, window: Window, now) -> dict:
 
     path = str(opts.events)
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        text = Path(path).read_text(encoding="utf-8", errors="replace")  # a bad byte spoils one name or reason (U+FFFD), never the whole file
     except OSError as exc:
         raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
     events = C.node_events(text, opts.tz, source=path)

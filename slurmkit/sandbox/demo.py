@@ -139,9 +139,9 @@ class Demo:
         _info("first checkpoint written; preempting: USR2 to the batch shell (what --signal=B:USR2@<s> does)")
         self.slurm("scancel", "--batch", "--signal=USR2", job, show=True)
         self.wait("the job to be requeued and restarted",
-                  lambda: out.exists() and "resumed from checkpoint" in out.read_text(errors="replace"), 480)
+                  lambda: out.exists() and "resumed from checkpoint" in out.read_text(errors="replace"), 480)  # a job's output, searched: a stray byte must not stop the demo
         state = self.wait_done(job, 600)
-        text = out.read_text(errors="replace")
+        text = out.read_text(errors="replace")  # a job's output, shown
         for line in text.splitlines():
             if any(k in line for k in ("preempted", "resumed", "training done", "to checkpoint, then requeue")):
                 _info("| " + line.strip())
@@ -213,7 +213,7 @@ def run_demo(directory: Path | None = None, install: bool = True, port_base: int
         jobs = {"nccl-tests": demo.submit("nccl-tests", "-N", 2, "-t", "5", "-J", "nccl-preflight",
                                           "-o", demo.out / "nccl-preflight-%j.out")}
         demo.wait_done(jobs["nccl-tests"], 120)
-        _info("| " + (demo.out / f"nccl-preflight-{jobs['nccl-tests']}.out").read_text(errors="replace").strip()
+        _info("| " + (demo.out / f"nccl-preflight-{jobs['nccl-tests']}.out").read_text(errors="replace").strip()  # a job's output, shown
               .splitlines()[-1])
         jobs["tiny-train"] = demo.train()
         jobs["sweep"] = demo.submit("array", "-t", "5", "-J", "lr-sweep", "-o", demo.out / "lr-sweep-%A_%a.out",

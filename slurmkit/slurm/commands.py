@@ -104,7 +104,7 @@ def run(argv, *, timeout: float = 30.0, check: bool = True, input: str | None = 
                               stdin=None if input is not None else subprocess.DEVNULL)
     except subprocess.TimeoutExpired as exc:
         raise SlurmError(f"{argv[0]} timed out after {timeout:g} s", argv, timed_out=True,
-                         stderr=(exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")) from None
+                         stderr=(exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")) from None  # stderr: shown in the message only
     result = Result(argv, proc.stdout, proc.stderr, proc.returncode)
     if check and proc.returncode != 0:
         msg = proc.stderr.strip() or proc.stdout.strip() or "no output"
