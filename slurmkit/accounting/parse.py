@@ -16,6 +16,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from slurmkit import hostlist
+
 #: Markers sacct prints for a time that is not set.
 NO_TIME = ("Unknown", "None", "", "N/A", "INVALID")
 _NULL = pa.scalar(None, pa.string())
@@ -497,8 +499,6 @@ def parse_step_ids(s) -> pd.DataFrame:
 def pending_task_count(task: pd.Series) -> pd.Series:
     """Tasks in a pending array expression (``[5-9]`` -> 5, ``[1,3,7-8%2]`` -> 4); 0 for a plain
     task id or "". Uses :mod:`slurmkit.hostlist` to expand the ranges."""
-    from slurmkit import hostlist
-
     def count(expr: str) -> int:
         body = expr[1:-1].split("%")[0]
         try:

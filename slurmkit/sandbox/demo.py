@@ -27,6 +27,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from slurmkit.hostlist import expand_nodelist
+from slurmkit.profile import load_profile
 from slurmkit.sandbox.cluster import Sandbox
 from slurmkit.sandbox.errors import DemoError
 from slurmkit.sandbox.gpus import GpuSimulator
@@ -150,12 +152,8 @@ class Demo:
         return job
 
     def placement(self, jobs: dict[str, str]) -> None:
-        from slurmkit.profile import load_profile
-
         profile = load_profile(self.sb.profile_path)
         res = self.slurm("sacct", "-n", "-P", "-X", "-j", ",".join(jobs.values()), "-o", "JobID,NodeList,State")
-        from slurmkit.hostlist import expand_nodelist
-
         for line in res.stdout.splitlines():
             jid, nodelist, state = line.split("|")
             nodes = expand_nodelist(nodelist)
