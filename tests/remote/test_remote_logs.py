@@ -6,25 +6,27 @@ controller instead)."""
 import io
 import subprocess
 
+import pytest
+
 from slurmkit.remote.logs import _follow_local, _in_queue, follow_script
-from slurmkit.slurm.commands import FORMAT_VARS, slurm_env
+from slurmkit.slurm.commands import FORMAT_VARS, SlurmError, slurm_env
 from slurmkit.submit.backend import CliBackend
 
 
-def test_local_follow_ends_when_squeue_fails_and_keeps_the_output(tmp_path):
-    """A failed squeue counts as "not in the queue": the follow copies the file once and ends
-    (it went through the backend's public ``run``; an AttributeError here was a crash of
-    ``slurmkit logs -f``)."""
+def test_local_follow_stops_with_slurms_error_and_keeps_the_output(tmp_path):
+    """A squeue that cannot answer is an error of the follow (a job-state query through the
+    backend's public ``run``), not the job's end. (Was: any failure ended the follow quietly,
+    exit 0; before that, an AttributeError.)"""
     conf = tmp_path / "slurm.conf"
     conf.write_text("NoSuchKey=1\n")      # squeue: "Parsing error at unrecognized key", fatal
     backend = CliBackend(env={"SLURM_CONF": str(conf)}, timeout=30)
     assert backend.run(["squeue", "-h"], check=False).returncode != 0
-    assert _in_queue(backend, "12345") is False
+    with pytest.raises(SlurmError, match=r"squeue failed \(exit 1\).*configuration file"):
+        _in_queue(backend, "12345")
     log = tmp_path / "slurm-12345.out"
-    log.write_bytes(b"rank 0 ready\nstep 1 loss 2.5\n\xff not UTF-8\n")
-    out = io.BytesIO()
-    _follow_local(backend, str(log), "12345", out)
-    assert out.getvalue() == log.read_bytes()
+    log.write_bytes(b"rank 0 ready\n")
+    with pytest.raises(SlurmError, match="squeue failed"):
+        _follow_local(backend, str(log), "12345", io.BytesIO())
 
 
 def test_follow_script_unsets_every_format_variable_and_ends_with_squeue(tmp_path):
