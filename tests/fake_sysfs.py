@@ -19,6 +19,10 @@ from slurmkit.health.fabric import COUNTERS
 
 STATES = {"ACTIVE": "4: ACTIVE", "DOWN": "1: DOWN", "INIT": "2: INIT", "ARMED": "3: ARMED"}
 PHYS = {"LinkUp": "5: LinkUp", "Polling": "2: Polling", "Disabled": "3: Disabled"}
+#: The HCA's own files (``class/infiniband/<hca>/``): ``hca_type`` and ``fw_ver`` as ibstat shows
+#: them for a ConnectX-7 (../shared/corpus/fabric/ibstat.47.0.h100.some.down.0: ``CA type: MT4129``,
+#: ``Firmware version: 28.39.1002``); ``board_id`` (the PSID) a placeholder of its form.
+HCA_FILES = {"hca_type": "MT4129", "fw_ver": "28.39.1002", "board_id": "MT_0000000000"}
 RATES = {400: "400 Gb/sec (4X NDR)", 200: "200 Gb/sec (4X HDR)", 100: "100 Gb/sec (4X EDR)",
          25: "25 Gb/sec (1X EDR)"}
 
@@ -31,6 +35,9 @@ def set_port(root: Path, hca: str, port: int = 1, *, state: str = "ACTIVE", phys
     reading the tree). Returns the port dir."""
     d = root / "class" / "infiniband" / hca / "ports" / str(port)
     (d / "counters").mkdir(parents=True, exist_ok=True)
+    for name, text in HCA_FILES.items():  # what node_exporter's infiniband collector needs too
+        if not (d.parent.parent / name).exists():
+            atomic_write(d.parent.parent / name, text + "\n")
     atomic_write(d / "state", STATES[state] + "\n")
     atomic_write(d / "phys_state", PHYS[phys] + "\n")
     atomic_write(d / "rate", RATES[rate] + "\n")
@@ -50,6 +57,28 @@ def healthy_tree(root: Path, hcas=("mlx5_0", "mlx5_1"), rate: int = 400, link_la
         set_port(root, h, rate=rate, link_layer=link_layer)
         if pcis and h in pcis:
             set_identity(root, h, pcis[h])
+    return root
+
+
+#: The NICs of site/sandbox.toml's node type: four compute HCAs (InfiniBand, 400 Gb/s) and the
+#: storage NIC ``mlx5_4`` (role other, link layer Ethernet, 100 Gb/s: a RoCE port, which sysfs
+#: shows under class/infiniband with ``link_layer`` Ethernet, as gpud's real H100 tree shows its
+#: ``mlx5_bond_0``: leptonai/gpud components/accelerator/nvidia/infiniband/class/testdata/
+#: sys-class-infiniband-h100.0).
+SANDBOX_HCAS = ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3")
+SANDBOX_STORAGE = "mlx5_4"
+
+
+def sandbox_tree(root: Path, pcis: dict | None = None, storage: bool = True) -> Path:
+    """A healthy sysfs root for a node of the sandbox profile's node type: :data:`SANDBOX_HCAS`
+    ACTIVE / LinkUp at 400 Gb/s and (``storage``) its storage NIC :data:`SANDBOX_STORAGE`
+    ACTIVE at 100 Gb/s on the Ethernet link layer; ``pcis`` as in :func:`healthy_tree`."""
+    healthy_tree(root, hcas=SANDBOX_HCAS, pcis=pcis)
+    if storage:
+        set_port(root, SANDBOX_STORAGE, rate=100, link_layer="Ethernet")
+        if pcis and SANDBOX_STORAGE in pcis:
+            set_identity(root, SANDBOX_STORAGE, pcis[SANDBOX_STORAGE],
+                         [netdev_name(pcis[SANDBOX_STORAGE], kind="en")])
     return root
 
 

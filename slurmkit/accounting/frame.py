@@ -22,16 +22,19 @@ submit, eligible, start, end   datetime64[ns, UTC] (NaT for Unknown / None)
 elapsed_s          ElapsedRaw, else Elapsed (seconds; excludes suspended time)
 suspended_s        Suspended (seconds)
 timelimit_s        TimelimitRaw x 60 or Timelimit; +inf for UNLIMITED / Partition_Limit
-ncpus, nnodes      NCPUS / AllocCPUS, NNodes / AllocNodes (float, NaN when absent)
+ncpus, nnodes      NCPUS / AllocCPUS, NNodes / AllocNodes (float, NaN when absent: unknown)
 alloc_mem_mib      AllocTRES mem=, else ReqMem (``Mc`` x NCPUS, ``Mn`` x NNodes)
-gpus, gpu_type     from AllocTRES (:func:`~slurmkit.accounting.parse.gpus_from_tres`)
-req_gpus           GPUs requested, from ReqTRES, for rows that have not started (a pending
-                   job has no AllocTRES yet); NaN for started rows or without ReqTRES
+gpus, gpu_type     from AllocTRES (:func:`~slurmkit.accounting.parse.gpus_from_tres`), else
+                   AllocGRES, else ReqTRES; NaN (unknown) when the input has none of them
+gpu_source         which of them (:data:`GPU_SOURCES`: ``ReqTRES (requested)``, ``none``)
+req_gpus           GPUs requested, from ReqTRES (a pending job has no AllocTRES yet; the
+                   queue-wait bucket of a job); NaN without ReqTRES
 total_cpu_s        TotalCPU (seconds of user+system CPU)
 mem_used_mib       TRESUsageInTot mem=, else MaxRSS (MiB)
 gpu_util_pct       TRESUsageInAve, else TRESUsageInTot / NTasks ``gres/gpuutil`` (percent
                    per task; TRESUsageInTot sums the tasks)
 energy_j           ConsumedEnergyRaw (joules; NaN when absent)
+energy_tres_j      ``energy=`` of AllocTRES (joules; NaN when absent)
 =================  =================================================================
 
 Step columns: ``cluster``, ``job_id`` (``123_4.batch``), ``key_id`` (JobIDRaw without the
@@ -65,7 +68,7 @@ ALLOC_KEY = ["cluster", "key_id", "submit", "start"]
 STEP_KEY = ["cluster", "key_id", "step", "submit", "start"]
 #: Columns with few distinct values: stored as pandas categoricals (a code per row).
 CATEGORICAL = ("cluster", "state", "cancelled_by", "user", "account", "partition", "qos", "step",
-               "gpu_type", "exit_code", "het", "array_task", "nodelist")
+               "gpu_type", "exit_code", "het", "array_task", "nodelist", "gpu_source")
 #: sacct fields the file reader may hand over as int64 (nulls for Unknown / None / ""): the
 #: typed columns below take either that or text.
 INT_FIELDS = ("Submit", "Eligible", "Start", "End", "ElapsedRaw", "NCPUS", "AllocCPUS", "NNodes",
@@ -509,13 +512,15 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
         out["alloc_mem_mib"] = tres_mem.fillna(req_mem)
     else:
         out["alloc_mem_mib"] = tres_mem
-    gpus, gtype = P.gpus_from_tres(tres)
-    out["gpus"], out["gpu_type"] = gpus, gtype
+    out["gpus"], out["gpu_type"], out["gpu_source"] = _gpu_counts(c)
     c.gpus_negative(tres)
     out["req_gpus"] = _requested_gpus(c.col("ReqTRES"), out["start"])
     out["total_cpu_s"] = c.total_cpu_s()
     out["mem_used_mib"], out["gpu_util_pct"] = c.usage()
     out["energy_j"] = c.count("ConsumedEnergyRaw")
+    # Slurm's energy as a TRES (``energy=J`` in AllocTRES): a capture without ConsumedEnergyRaw
+    out["energy_tres_j"] = P.tres_number(tres, "energy") if c.col("AllocTRES") is not None \
+        else pd.Series(np.full(c.n, np.nan))
     # an End before the Start: sacct's clock went back, or the row was edited; the job ran
     # ElapsedRaw from its Start (0 s when that is not known either)
     back = (out["end"] < out["start"]).to_numpy()
@@ -528,18 +533,34 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
     return _frame(out, ids["valid"].to_numpy(dtype=bool), dq, source)
 
 
+#: Where a row's GPU count came from (``gpu_source``), in the order they are tried.
+GPU_SOURCES = ("AllocTRES", "AllocGRES", "ReqTRES (requested)", "none")
+
+
+def _gpu_counts(c) -> tuple[pd.Series, pd.Series, pd.Series]:
+    """``(gpus, gpu_type, gpu_source)`` of allocation rows: AllocTRES when the input has it,
+    else AllocGRES (``gpu:2``, ``gpu:tesla:2(IDX:0-1)``: Slurm before TRES, or a site's
+    ``-o``), else ReqTRES (what the job asked for: ``ReqTRES (requested)``); with none of them
+    the count is unknown (NaN, source ``none``), never 0."""
+    for name, src in (("AllocTRES", GPU_SOURCES[0]), ("AllocGRES", GPU_SOURCES[1]),
+                      ("ReqTRES", GPU_SOURCES[2])):
+        col = c.col(name)
+        if col is None:
+            continue
+        gpus, gtype = P.gpus_from_tres(P.gres_as_tres(col) if name == "AllocGRES" else col)
+        return gpus, gtype, pd.Series(pd.Categorical.from_codes(np.full(c.n, GPU_SOURCES.index(src), np.int8),
+                                                                GPU_SOURCES))
+    return (pd.Series(np.full(c.n, np.nan)), pd.Series([""] * c.n, dtype=object),
+            pd.Series(pd.Categorical.from_codes(np.full(c.n, 3, np.int8), GPU_SOURCES)))
+
+
 def _requested_gpus(req_tres, start: pd.Series) -> pd.Series:
-    """ReqTRES GPUs (:func:`~slurmkit.accounting.parse.gpus_from_tres`) of the rows without a
-    Start (the pending backlog), NaN elsewhere and when the input has no ReqTRES. Only those
-    rows are parsed: the started ones, most of a capture, have their AllocTRES."""
-    out = np.full(len(start), np.nan)
+    """ReqTRES GPUs (:func:`~slurmkit.accounting.parse.gpus_from_tres`) of every row (the
+    pending backlog's request; the GPU bucket a job's queue wait goes in), NaN when the input
+    has no ReqTRES."""
     if req_tres is None:
-        return pd.Series(out, index=start.index)
-    idx = np.flatnonzero(start.isna().to_numpy())
-    if len(idx):
-        sub = req_tres.take(pa.array(idx))
-        out[idx] = P.gpus_from_tres(sub)[0].to_numpy(float)
-    return pd.Series(out, index=start.index)
+        return pd.Series(np.full(len(start), np.nan), index=start.index)
+    return pd.Series(P.gpus_from_tres(req_tres)[0].to_numpy(float), index=start.index)
 
 
 def load_sacct(path, dq: DataQuality | None = None, fields=None, delimiter=None, cluster: str = "",

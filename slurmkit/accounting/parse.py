@@ -420,6 +420,25 @@ def _gpus_arrow(a: pa.ChunkedArray):
     return gpus, gtype
 
 
+_GRES_GPU = re.compile(r"(?:^|(?<=,))gpu(?::([^:,=()]+))?:([0-9]+)(?:\([^)]*\))?")
+
+
+def gres_as_tres(s) -> pa.ChunkedArray:
+    """AllocGRES / ReqGRES (``gpu:2``, ``gpu:tesla:2(IDX:0-1)``, ``craynetwork:1,gpu:1``; as
+    Slurm printed GRES before TRES) rewritten as TRES (``gres/gpu=2``,
+    ``gres/gpu:tesla=2``) for :func:`gpus_from_tres`; other GRES dropped."""
+    a = pc.fill_null(_arrow(s), "")
+    if not isinstance(a, pa.ChunkedArray):
+        a = pa.chunked_array([a])
+
+    def one(v: str) -> str:
+        return ",".join(f"gres/gpu:{t}={n}" if t else f"gres/gpu={n}" for t, n in _GRES_GPU.findall(v))
+
+    d = pc.dictionary_encode(a).combine_chunks()
+    vals = pa.array([one(v) for v in d.dictionary.to_pylist()], pa.string())
+    return pa.chunked_array([pc.take(vals, d.indices)])
+
+
 #: A GPU count sacct cannot have printed: ``gres/gpu=-1`` / ``gres/gpu:a100=-2``.
 _NEG_GPU = r"(?:^|,)gres/gpu(?::[^=,]+)?=-"
 

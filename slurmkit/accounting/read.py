@@ -67,7 +67,24 @@ def read_field_list(text: str) -> list[str]:
     return [canonical(p.split("%")[0]) for p in parts]
 
 
+_HEAD_DELIM = re.compile(r"^[A-Za-z][A-Za-z0-9_]*([^A-Za-z0-9_\s][^A-Za-z0-9_]{0,7}|\t)(?=[A-Za-z])")
+_PREFIX = re.compile(r"^([^A-Za-z0-9]+)(?=[A-Za-z])")
+
+
+def _header_delimiter(line: str) -> str | None:
+    """The delimiter a header line is written with, read from the text between its first two
+    field names (``|``, ``|#`` as facebookresearch/gcm asks sacct for, ``"|"``, ``☃``), when
+    the line split on it is a header; else None."""
+    m = _HEAD_DELIM.match(line)
+    if m and looks_like_header(line.split(m.group(1))):
+        return m.group(1)
+    return None
+
+
 def _guess_delimiter(line: str, nfields: int | None) -> str:
+    head = _header_delimiter(line) if nfields is None else None
+    if head is not None:
+        return head
     best, best_n = "|", -1
     for cand in _CANDIDATES:
         n = line.count(cand)
@@ -138,6 +155,16 @@ def _layout(fh, source: str, fields, delimiter, dq: DataQuality) -> _Layout | No
     if len(first_fields) == 1 and looks_like_header(first.split()):
         raise AccountingInputError(source, skipped + 1, NOT_PARSABLE + " (this is sacct's fixed-width table)")
     header_trailing = False
+    pre = _PREFIX.match(first)
+    if not delimiter and pre and not looks_like_header(first_fields):
+        rest = first[pre.end():]
+        d2 = _header_delimiter(rest)
+        if d2 is not None:
+            raise AccountingInputError(
+                source, skipped + 1,
+                f"a header after a prefix: the line starts with {pre.group(1)!r} before {rest[:24]!r}... "
+                f"(fields delimited by {d2!r}); sacct prints no prefix: remove it from every line "
+                f"(e.g. sed 's/^{re.escape(pre.group(1))}//') and read again with --delimiter {d2!r}")
     if looks_like_header(first_fields):
         names = [canonical(f) for f in first_fields]
         if names and names[-1] == "":
@@ -477,7 +504,6 @@ def _bad_rows(bad: list, data, layout: _Layout, dq: DataQuality, source: str, li
     first = None
     nrows = len(rows)
     jcol = names.index("JobID")
-    ncol = names.index("JobName") if "JobName" in names else -1
     tail_name = names[-1] == "JobName" and not layout.trailing and len(names) > 1
     bad_lines = {k for (_, k), _ in placed if k is not None}
     conts: list = []       # [JobID, JobName, appended text] of good rows to patch
@@ -505,14 +531,14 @@ def _bad_rows(bad: list, data, layout: _Layout, dq: DataQuality, source: str, li
                 i += 1
                 continue
         if ncols < expected and i + 1 < len(placed) and k is not None:
-            (_, k2), (ncols2, text2) = placed[i + 1]
-            if k2 == k + 1 and ncols + ncols2 - 1 == expected and ncols - 1 == ncol:
-                # a newline inside JobName (not the last field): the two lines are one row
-                p1, p2 = text.split(sep), text2.split(sep)
-                repaired.append((p1[:-1] + [p1[-1] + "\n" + p2[0]] + p2[1:])[:len(names)])
-                dq.repair("newline inside JobName (two lines joined)", source, line, shown)
-                nrows -= 1
-                i += 2
+            joined = _join_lines(placed, i, layout)
+            if joined is not None:
+                parts, used, where_nl = joined
+                repaired.append(parts)
+                what = "two lines" if used == 2 else f"{used} lines"
+                dq.repair(f"newline inside {'/'.join(dict.fromkeys(where_nl))} ({what} joined)", source, line, shown)
+                nrows -= used - 1
+                i += used
                 continue
         i += 1
         if first is None:
@@ -538,6 +564,44 @@ def _bad_rows(bad: list, data, layout: _Layout, dq: DataQuality, source: str, li
         else:
             dq.skip(f"wrong number of fields ({ncols - extra_col} for {len(names)})", 1, source, line, shown)
     return repaired, nrows, first, [tuple(c) for c in conts]
+
+
+def _typed_ok(parts: list, names: list) -> bool:
+    """True when every typed field of a row (:data:`_TYPED`) reads as its type."""
+    return all(rx.fullmatch(parts[i].strip()) for i, n in enumerate(names)
+               if (rx := _TYPED_RE.get(n.split("#")[0])) is not None)
+
+
+def _join_lines(placed: list, i: int, layout: _Layout):
+    """A record sacct printed over several physical lines (it does not escape a newline inside
+    a field: SubmitLine, Comment, AdminComment, JobName ...): the short lines ``placed[i:]``
+    that follow one another and whose fields add up to one row, each break inside a free-text
+    field (:data:`FREE_TEXT`), every typed field of the joined row reading as its type.
+    Returns ``(fields, lines used, names of the fields the newlines were in)`` or None."""
+    names, sep = layout.names, layout.sep
+    expected = len(layout.col_names)
+    (_, k), (ncols, text) = placed[i]
+    total, texts, at, breaks = ncols, [text], ncols - 1, []
+    j = i
+    while total < expected and j + 1 < len(placed):
+        (_, kn), (nn, tn) = placed[j + 1]
+        if kn is None or kn != k + len(texts):
+            return None
+        if at >= len(names) or names[at].split("#")[0] not in FREE_TEXT:
+            return None
+        breaks.append(names[at].split("#")[0])
+        total += nn - 1
+        at += nn - 1
+        texts.append(tn)
+        j += 1
+    if total != expected or len(texts) < 2:
+        return None
+    parts = "\n".join(t.rstrip("\r") for t in texts).split(sep)
+    if layout.trailing and parts and parts[-1] == "":
+        parts.pop()
+    if len(parts) != len(names) or not _typed_ok(parts, names):
+        return None
+    return parts, len(texts), breaks
 
 
 def _join_continuations(t: pa.Table, conts: list) -> pa.Table:
@@ -699,6 +763,34 @@ def field_names(path, fields: list[str] | None = None, delimiter: str | None = N
     with _file_opener(path)() as fh:
         layout = _layout(fh, str(path), fields, delimiter, DataQuality())
     return None if layout is None else [n for n in layout.names if n not in (layout.dups or {})]
+
+
+def capture_layout(path, fields: list[str] | None = None, delimiter: str | None = None) -> dict:
+    """How the sacct file ``path`` is read, for the report's record of its inputs:
+    ``{"delimiter"`` (as given or detected), ``"delimiter_given"``, ``"header"`` (True: the
+    first line names the fields; False: ``fields`` were given), ``"fields"`` (canonical names),
+    ``"trailing_delimiter"`` (``--parsable``)``}``; None for a file with no row. Raises
+    :class:`AccountingInputError` as :func:`stream_sacct_file` does."""
+    with _file_opener(path)() as fh:
+        layout = _layout(fh, str(path), fields, delimiter, DataQuality())
+    if layout is None:
+        return None
+    return {"delimiter": layout.delim, "delimiter_given": delimiter is not None,
+            "header": fields is None or layout.start > 0 and _first_is_header(path),
+            "fields": [n for n in layout.names if n not in (layout.dups or {})],
+            "trailing_delimiter": bool(layout.trailing)}
+
+
+def _first_is_header(path) -> bool:
+    """True when the first non-comment line of ``path`` is a header (names JobID)."""
+    with _file_opener(path)() as fh:
+        for raw in fh:
+            line = raw.rstrip(b"\r\n")
+            if _is_ignored(line) is None:
+                text = line.decode("utf-8", "replace")
+                d = _header_delimiter(text)
+                return d is not None or looks_like_header(text.split(_guess_delimiter(text, None)))
+    return False
 
 
 def _file_opener(path):

@@ -80,6 +80,13 @@ def check(ctx, source, as_json, before_job, site, expect_gpus, kernel_log, kmsg_
     from slurmkit.health.fabric import spec_of
     from slurmkit.health.source import hostname
 
+    if source and not node:  # a replay judges the capture's node (its node type), not this host
+        from slurmkit.health.source import load_capture
+
+        try:
+            node = load_capture(source).node or None
+        except SourceError:
+            pass  # read_state below says what is wrong with it
     cfg = _config(site, expect_gpus, node or hostname())
     try:
         state = read_state(source or "live", total_deadline_s=deadline or cfg.deadline_s,
@@ -114,11 +121,14 @@ def check(ctx, source, as_json, before_job, site, expect_gpus, kernel_log, kmsg_
 
 
 def _print_report(report: dict, verbose: bool) -> None:
+    from slurmkit.health.result import limit_text
+
     shown = [r for r in report["results"] if verbose or r["status"] != "pass"]
     for r in shown:
         where = (f"GPU{r['gpu_index']} {r['pci_bus_id']}" if r["gpu_index"] is not None
                  else (r.get("place") or r["pci_bus_id"] or "node"))
-        limit = f" (limit {r['limit']})" if r["limit"] not in (None, "") and not isinstance(r["limit"], bool) else ""
+        limit = (f" (limit {limit_text(r['limit'])})" if r["limit"] not in (None, "", {}, [])
+                 and not isinstance(r["limit"], bool) else "")
         msg = f"  {r['message']}" if r["message"] else ""
         click.echo(f"{r['status'].upper():5} {r['check']:28} {where:22} {r['value']}{limit}{msg}")
     for e in report.get("errors", []):
@@ -158,11 +168,35 @@ def snapshot(output, source, node, site, sysfs, deadline):
 @click.argument("capture", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Snapshot JSON to write.")
 @click.option("--node", help="Node name to record (default: the file's stem).")
-def import_(capture, output, node):
-    """Convert an nvidia-smi -q -x (XML) or -q (text) capture into a snapshot."""
+@click.option("--fabric", "fabric", multiple=True, type=click.Path(dir_okay=False),
+              help="An ibstat, ibv_devinfo [-v] or ibdev2netdev output of the node (repeatable): its ports "
+                   "become the snapshot's InfiniBand / RoCE ports, as a live sysfs read records them.")
+@site_option(help="Site profile (file or shipped name): the node type's NICs the fabric captures are "
+             "judged against (expected rate, link layer, role); without it every port of the capture, "
+             "judged on its state only.")
+def import_(capture, output, node, fabric, site):
+    """Convert an nvidia-smi -q -x (XML) or -q (text) capture, or a snapshot, into a snapshot, with
+    the node's fabric from ibstat / ibv_devinfo / ibdev2netdev captures."""
     from slurmkit.health.source import load_capture
 
-    _write(load_capture(capture, node=node), output)  # CaptureError: exit 2
+    state = load_capture(capture, node=node)  # CaptureError: exit 2
+    if fabric:
+        from slurmkit.health.ibcapture import CaptureFormatError, capture_ports, read_captures
+
+        texts = {}
+        for f in fabric:
+            try:
+                texts[f] = Path(f).read_text(encoding="utf-8", errors="replace")  # ibstat/sysfs text is ASCII
+            except OSError as exc:
+                raise InputError(f, None, exc.strerror or str(exc)) from None
+        try:
+            devices, notes = read_captures(texts)
+        except CaptureFormatError as exc:
+            raise InputError(exc.origin, exc.line, str(exc).split(": ", 1)[-1]) from None
+        hcas = _config(site, None, state.node).expect.get("hcas") if site else None
+        state.ib_ports, more = capture_ports(devices, hcas, ", ".join(fabric))
+        state.errors.extend(notes + more)
+    _write(state, output)
 
 
 def _write(state, output: str) -> None:

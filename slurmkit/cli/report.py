@@ -36,7 +36,8 @@ def cli():
               help="Read captured sacct output instead of running sacct (repeatable).")
 @click.option("--sacct-fields", help="Field list of a capture without header: a file or a comma list.")
 @click.option("--delimiter", help="Delimiter of the capture (default: detected).")
-@click.option("--tz", default="UTC", show_default=True, help="Zone of the capture's times when they carry none.")
+@click.option("--tz", default=None, help="Zone of the capture's times when they carry none (sacct prints the "
+              "local time of the host it ran on). Default: UTC, assumed, with a warning.")
 @site_option("site_spec", help="Site profile (file or shipped name) for TDP, PUE, carbon, prices, capacity.",
              alias_envvar="SLURMKIT_PROFILE")
 @click.option("--events", "events", type=click.Path(dir_okay=False),
@@ -67,6 +68,8 @@ def cli():
                    "aggregates kept in the store (0: none).")
 @click.option("--allow-skipped", is_flag=True,
               help="Exit 0 even when more rows were skipped for a problem than --max-skipped allows.")
+@click.option("--allow-empty", is_flag=True,
+              help="Write the report even when no row of a non-empty capture is in the window.")
 @click.option("--max-skipped", type=click.FloatRange(0, 100), default=1.0, show_default=True,
               help="Percent of rows that may be skipped for a problem before the report is flagged.")
 @click.option("--now", "now_s", hidden=True, help="Time running jobs are taken to end (tests).")
@@ -75,7 +78,8 @@ def cli():
 def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct, sacct_fields,
            delimiter, tz, site_spec, events, spool, prometheus_url, store_dir, no_store, pue, carbon_g_per_kwh,
            price_per_kwh, price_per_gpu_hour, currency, gpu_tdp_w, trust_slurm_energy,
-           capacity_gpus, use_sreport, rollup, as_of, trend_weeks, allow_skipped, max_skipped, now_s, as_json):
+           capacity_gpus, use_sreport, rollup, as_of, trend_weeks, allow_skipped, allow_empty, max_skipped, now_s,
+           as_json):
     """Weekly GPU/CPU-hours, utilization, waste, queue wait, efficiency and energy.
 
     Live: one sacct call per day of the window (kept in a Parquet store, so a weekly run only
@@ -101,7 +105,7 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
                                                           ParameterSource.ENVIRONMENT):
         trust = trust_slurm_energy
     opts = WeeklyOptions(
-        window=window, captures=tuple(from_sacct), sacct_fields=sacct_fields, delimiter=delimiter, tz=tz,
+        window=window, captures=tuple(from_sacct), sacct_fields=sacct_fields, delimiter=delimiter, tz=tz or "UTC", tz_given=tz is not None, allow_empty=allow_empty,
         cluster=cluster, events=events, spool=spool, prometheus_url=prometheus_url, store_dir=store_dir, use_store=not no_store, profile=profile,
         pue=pue, carbon_g_per_kwh=carbon_g_per_kwh, price_per_kwh=price_per_kwh,
         price_per_gpu_hour=price_per_gpu_hour, currency=currency, gpu_tdp_w=gpu_tdp_w,
@@ -129,7 +133,8 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
     else:
         t = report["totals"]
         click.echo(f"{report['window']['start']} .. {report['window']['end']}: {t['jobs']} jobs, "
-                   f"{render.fmt(t['gpu_hours'])} GPU-h, {render.fmt(t['cpu_hours'])} CPU-h, "
+                   f"{render.known(report, 'gpu_hours', t['gpu_hours'])} GPU-h, "
+                   f"{render.known(report, 'cpu_hours', t['cpu_hours'])} CPU-h, "
                    f"energy {render.kwh(report, t['energy_kwh'])}; "
                    f"rows read {report['data_quality']['rows_read']}, skipped "
                    f"{report['data_quality']['rows_skipped']}")

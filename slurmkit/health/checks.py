@@ -604,13 +604,15 @@ def check_vbios_version(state: NodeState, cfg: HealthConfig, **_) -> list[CheckR
 def check_node_type(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
     """The site profile gives this node a node type (``expect["node_type"]``: pass naming it).
     A profile whose partitions do not list the node (``expect["no_node_type"]``) -> warn: the
-    checks that need the node type (InfiniBand ports, fabric manager, the NVLink count from the
-    matrix) are skipped, which must be said, not passed in silence. No profile: no result."""
+    checks that need the node type (expected link layer and rate, fabric manager, the NVLink count
+    from the matrix) are skipped, which must be said, not passed in silence; its InfiniBand ports
+    are judged by what the kernel lists (every one ACTIVE / LinkUp, warn-level). No profile: no result."""
     missing = cfg.expect.get("no_node_type")
     if missing:
-        return [result("node_type", WARN, None, "no node type for this node: fabric checks skipped", None,
-                       f"the site profile's partitions do not list {missing}: ib_port, ib_rate, ib_counters, "
-                       "fabric_manager and the matrix's NVLink count are not judged")]
+        return [result("node_type", WARN, None, "no node type for this node: fabric judged by what the kernel lists",
+                       None, f"the site profile's partitions do not list {missing}: every InfiniBand port must "
+                       "be ACTIVE/LinkUp (warn); link layer, rate, fabric_manager and the matrix's NVLink count "
+                       "are not judged")]
     nt = cfg.expect.get("node_type")
     return [result("node_type", PASS, None, nt, None)] if nt else []
 

@@ -47,19 +47,28 @@ class HealthConfig:
         return self.thresholds[name]
 
 
+#: The HCA spec for a node without a node type: every port under ``/sys/class/infiniband``
+#: (whatever its name) must be ACTIVE / LinkUp, warn-level (:func:`judged_hcas`'s ``tier``).
+EVERY_HCA = {"device": "*", "link_layer": None, "rate_gbps": None, "role": "unlisted", "pci": None, "tier": "warn"}
+
+
 def judged_hcas(nics, other_roles: bool = False) -> list[dict]:
-    """The NICs the ``ib_*`` checks judge: of ``nics`` (the node type's NICs, as
+    """The NICs the ``ib_*`` checks judge, in tiers: of ``nics`` (the node type's NICs, as
     :class:`~slurmkit.profile.model.Nic` or ``{"device", "link_layer", "rate_gbps", "role",
-    "pci"}`` dicts), those with link layer InfiniBand, RoCE or Ethernet (EFA is not judged) and
-    role ``compute`` (every role when ``other_roles``). Returns ``[{"device", "link_layer",
-    "rate_gbps" (Gbit/s), "role", "pci" (PCI address or None)}]``."""
+    "pci"}`` dicts), those with link layer InfiniBand, RoCE or Ethernet (EFA is not judged), each
+    with its ``tier``: ``fail`` for role ``compute`` (a port down drains), ``warn`` for every other
+    role (storage, management: a port down warns, never drains) unless ``other_roles`` (``[health]
+    ib_judge_other_nics``: they fail like compute ports). Returns ``[{"device", "link_layer",
+    "rate_gbps" (Gbit/s), "role", "pci" (PCI address or None), "tier" ("fail" | "warn")}]``."""
     out = []
     for n in nics or ():
         d = n if isinstance(n, dict) else {"device": n.device, "link_layer": n.link_layer,
                                            "rate_gbps": n.rate_gbps, "role": n.role, "pci": n.pci}
-        judged_role = other_roles or d.get("role", "compute") == "compute"
-        if d.get("link_layer") in ("InfiniBand", "RoCE", "Ethernet") and judged_role:
-            out.append({k: d.get(k) for k in ("device", "link_layer", "rate_gbps", "role", "pci")})
+        if d.get("link_layer") in ("InfiniBand", "RoCE", "Ethernet"):
+            h = {k: d.get(k) for k in ("device", "link_layer", "rate_gbps", "role", "pci")}
+            h["role"] = h["role"] or "compute"
+            h["tier"] = "fail" if other_roles or h["role"] == "compute" else "warn"
+            out.append(h)
     return out
 
 
@@ -77,8 +86,9 @@ def load_config(health: Health | None = None, *, gpu_count: int | None = None,
     likewise (the ``nvlink_down`` check). ``checks``: check id -> on/off switches applied last (the hooks
     config's ``[checks]``; ids checked by their reader). Raises nothing: the section and the
     switches were validated where they were read. ``nics``: the node type's NICs (profile
-    ``NodeType.nics``); the InfiniBand / RoCE ones :func:`judged_hcas` keeps become
-    ``expect["hcas"]`` (None: no HCA is judged). ``nvswitch`` (the node type has NVSwitches:
+    ``NodeType.nics``); the InfiniBand / RoCE / Ethernet ones :func:`judged_hcas` keeps become
+    ``expect["hcas"]`` (None: no HCA is judged, unless ``no_node_type``: then every port under
+    ``/sys/class/infiniband`` must be ACTIVE / LinkUp, warn-level, :data:`EVERY_HCA`). ``nvswitch`` (the node type has NVSwitches:
     :func:`slurmkit.profile.health.has_nvswitch`) fills ``expect["fabric_manager"]`` when the
     section does not set it; ``nvlinks`` (active NVLinks per GPU from the node type's matrix:
     :func:`slurmkit.profile.health.expected_nvlinks`) fills ``expect["nvlink_active_links"]``
@@ -106,6 +116,8 @@ def load_config(health: Health | None = None, *, gpu_count: int | None = None,
         expect["fabric_manager"] = bool(nvswitch)
     if nics is not None:
         expect["hcas"] = judged_hcas(nics, health.ib_judge_other_nics)
+    elif no_node_type is not None:  # no node type: every port the kernel lists, warn-level
+        expect["hcas"] = [dict(EVERY_HCA)]
     if node_type is not None:
         expect["node_type"] = node_type
     if no_node_type is not None:

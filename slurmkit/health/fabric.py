@@ -23,14 +23,18 @@ Judged (one function per check, NHC style, over the ``ib_ports`` of a
 ``state.baseline``):
 
 * ``ib_port``: the HCA exists, each judged port is ACTIVE / LinkUp (a netdev: ``up``) with the
-  expected link layer -> else fail;
-* ``ib_rate``: the port's rate is below the profile's ``rate_gbps`` -> fail;
+  expected link layer -> else fail (a ``warn`` tier port: warn);
+* ``ib_rate``: the port's rate is below the profile's ``rate_gbps`` -> fail (``warn`` tier: warn);
 * ``ib_counters`` (InfiniBand link layer only): an error counter rose since the previous run ->
   warn; by ``ib_counter_rise_fail`` or more (``link_downed``: ``ib_link_downed_rise_fail``) ->
   fail; a counter stuck at its maximum (:data:`COUNTER_BITS`) -> warn, rises cannot be judged.
 
-Which NICs: ``HealthConfig.expect["hcas"]`` (the node type's NICs with link layer InfiniBand,
-RoCE or Ethernet; role ``compute`` only unless ``[health] ib_judge_other_nics``). A device
+Which NICs, in tiers (``HealthConfig.expect["hcas"]``,
+:func:`slurmkit.health.config.judged_hcas`): the node type's NICs with link layer InfiniBand,
+RoCE or Ethernet. Role ``compute``: what is wrong fails (drains). Any other role (storage,
+management): it warns, never drains, unless ``[health] ib_judge_other_nics`` (then it fails like
+a compute port). A node without a node type: every port under ``class/infiniband`` must be
+ACTIVE / LinkUp, warn-level (``device = "*"``; no link layer or rate is expected). A device
 written ``mlx5_0:1`` judges that port only; ``mlx5_0`` judges every port of the HCA. EFA devices
 are not judged here.
 
@@ -162,10 +166,20 @@ def read_ib_ports(sysfs: str | os.PathLike, hcas: list[dict]) -> tuple[list[dict
 
 
 def _read_hca(tree: _Tree, hca: dict, ports: list[dict], errors: list[str]) -> None:
+    if hca["device"] == "*":  # no node type: every HCA the kernel lists (none: nothing to judge)
+        try:
+            names = sorted(os.listdir(tree.ib))
+        except OSError:
+            names = []
+        for n in names:
+            _read_hca(tree, {**hca, "device": n}, ports, errors)
+        return
     name, only = hca_spec(hca["device"])
     want_pci = hca.get("pci") or None
     expect = {"expected_link_layer": SYSFS_LINK_LAYER.get(hca.get("link_layer", ""), None),
-              "expected_rate_gbps": float(hca.get("rate_gbps") or 0) or None}
+              "expected_rate_gbps": float(hca.get("rate_gbps") or 0) or None,
+              "profile_link_layer": hca.get("link_layer"), "role": hca.get("role") or "compute",
+              "tier": hca.get("tier") or "fail"}
     ethernet = hca.get("link_layer") == "Ethernet"
     if want_pci:
         found = tree.named("infiniband", want_pci)
@@ -394,6 +408,21 @@ def _result(check, status, port, value, limit, message=""):
     return CheckResult(check, status, value=value, limit=limit, message=message, place=place(port))
 
 
+def _tiered(p: dict, status):
+    """``status`` for a port of the ``fail`` tier; a ``warn`` tier port (role other without
+    ``ib_judge_other_nics``, or a node without a node type) gives WARN for FAIL."""
+    return WARN if status == FAIL and p.get("tier") == "warn" else status
+
+
+def _tier_words(p: dict) -> str:
+    """Why a ``warn`` tier port warns (the text after the check's message), else ''."""
+    if p.get("tier") != "warn":
+        return ""
+    if p.get("role") == "unlisted":
+        return " (no node type for this node: every port the kernel lists is expected ACTIVE; warns, never drains)"
+    return (f" (role {p.get('role')}: warns, never drains; drains with [health] ib_judge_other_nics = true)")
+
+
 def _up(p: dict) -> bool:
     if p.get("kind") == "netdev":
         return p.get("state") == "UP"
@@ -415,9 +444,9 @@ def check_ib_port(state, cfg, **_) -> list:
             continue
         if p.get("missing"):
             where = f"no HCA at PCI {p['pci']}" if p.get("pci") else f"no {p['hca']}"
-            out.append(_result("ib_port", FAIL, p, "missing", "present",
+            out.append(_result("ib_port", _tiered(p, FAIL), p, "missing", "present",
                                f"{where} in /sys/class/infiniband: an HCA the node type lists is absent "
-                               "(driver not loaded, card dead)"))
+                               "(driver not loaded, card dead)" + _tier_words(p)))
             continue
         if p["state"] is None or (p["phys_state"] is None and p.get("kind") != "netdev"):
             continue  # unreadable: own trouble, recorded by the reader
@@ -428,9 +457,10 @@ def check_ib_port(state, cfg, **_) -> list:
         want_ll = p.get("expected_link_layer")
         if want_ll and p.get("link_layer") and p["link_layer"] != want_ll:
             bad.append(f"link layer {p['link_layer']}, not {want_ll}")
-        out.append(_result("ib_port", FAIL if bad else PASS, p, ", ".join(bad) if bad else seen,
+        out.append(_result("ib_port", _tiered(p, FAIL) if bad else PASS, p, ", ".join(bad) if bad else seen,
                            "UP" if p.get("kind") == "netdev" else "ACTIVE/LinkUp",
-                           ("port down, not trained or on the wrong link layer" if bad else "") + renamed))
+                           ("port down, not trained or on the wrong link layer" + _tier_words(p) if bad else "")
+                           + renamed))
     return out
 
 
@@ -443,9 +473,10 @@ def check_ib_rate(state, cfg, **_) -> list:
         want, got = p.get("expected_rate_gbps"), p.get("rate_gbps")
         if p.get("missing") or p.get("timed_out") or want is None or got is None or not _up(p):
             continue
-        st = FAIL if got < want else PASS
-        out.append(_result("ib_rate", st, p, f"{got:g} of {want:g} Gb/s" if st == FAIL else f"{got:g} Gb/s",
-                           f"{want:g} Gb/s", "link trained below its rate (cable, transceiver?)" if st == FAIL else ""))
+        low = got < want
+        out.append(_result("ib_rate", _tiered(p, FAIL) if low else PASS, p,
+                           f"{got:g} of {want:g} Gb/s" if low else f"{got:g} Gb/s", f"{want:g} Gb/s",
+                           "link trained below its rate (cable, transceiver?)" + _tier_words(p) if low else ""))
     return out
 
 
@@ -458,7 +489,8 @@ def check_ib_counters(state, cfg, **_) -> list:
     saturated: it cannot rise any more, so it warns (even on the first run) and names the reset
     (``perfquery -C <hca> -P <port> -R``). Rises are per run: between two runs of the hooks
     (prolog, epilog, health check), whatever the time between them. No previous run: only
-    saturation is judged. Ethernet (RoCE) ports are not judged: mlx5 fills ``counters/`` from the
+    saturation is judged. A ``warn`` tier port (:func:`_tiered`) warns where a compute port
+    fails. Ethernet (RoCE) ports are not judged: mlx5 fills ``counters/`` from the
     InfiniBand port counters group, which an Ethernet port does not keep."""
     prev_all = (getattr(state, "baseline", None) or {}).get("ib")
     limits = {"ib_counter_rise_fail": cfg.t("ib_counter_rise_fail"),
@@ -484,7 +516,7 @@ def check_ib_counters(state, cfg, **_) -> list:
             (failed if rise >= limit else warned).append(f"{name} +{rise}")
         rose = {w.split(" ", 1)[0] for w in failed + warned}
         words = failed + warned + [f"{c} saturated" for c in saturated if c not in rose]
-        worst = FAIL if failed else (WARN if warned or saturated else PASS)
+        worst = _tiered(p, FAIL) if failed else (WARN if warned or saturated else PASS)
         msg = "error counters rising since the last check" if failed or warned else ""
         if saturated:
             sat = ", ".join(f"{c} at {counter_max(c)}" for c in saturated)

@@ -47,6 +47,18 @@ REASON_TAGS = {"ib_port": "ib", "ib_rate": "ib", "ib_counters": "ib", "nvlink_er
                "fabric_manager": "fabricmgr", "gpudirect_rdma": "peermem"}
 
 
+def limit_text(limit) -> str:
+    """A result's limit in words for the log and ``health check``'s text: a mapping of
+    thresholds as ``name value`` pairs (``ib_counter_rise_fail 100, ib_link_downed_rise_fail
+    2``), a list or tuple joined with commas, anything else as ``str`` (never a Python repr of a
+    container)."""
+    if isinstance(limit, dict):
+        return ", ".join(f"{k} {limit_text(v)}" for k, v in limit.items())
+    if isinstance(limit, (list, tuple, set)):
+        return ", ".join(limit_text(v) for v in limit)
+    return str(limit)
+
+
 def fit_reason(text: str, limit: int = REASON_MAX) -> str:
     """``text`` as one drain reason: one printable line (control characters become spaces) of at
     most ``limit`` characters. A longer text is cut at the last space before the limit and ends

@@ -224,6 +224,7 @@ class Run:
         only the job's GPUs (:meth:`job_gpus`) are judged for leftover processes and memory;
         ``job_minors`` (:meth:`job_minors`) are the ones the read re-samples."""
         from slurmkit.health.checks import CheckStatus, own_trouble, run_checks
+        from slurmkit.health.result import limit_text
         from slurmkit.health.fabric import spec_of
         from slurmkit.health.runner import read_state
         from slurmkit.health.source import NvmlTimeout, SourceError
@@ -264,7 +265,7 @@ class Run:
         fails = [r for r in self.verdict.results if r.status is CheckStatus.FAIL]
         for r in self.verdict.results:
             if r.status is not CheckStatus.PASS:
-                self.log.warning(f"{r.status}: {r.line()} (value {r.value}, limit {r.limit}"
+                self.log.warning(f"{r.status}: {r.line()} (value {r.value}, limit {limit_text(r.limit)}"
                                  + (f", {r.uuid}" if r.uuid else "") + f") {r.message}".rstrip())
         if fails:
             self.verdict.drain_reason = fails[0].reason(more=len(fails) - 1)

@@ -108,7 +108,12 @@ def idle_check(run, now: float | None = None) -> None:
     try:
         from slurmkit.atomicfile import atomic_write
 
-        atomic_write(path, json.dumps({"last_s": now, "status": rep.status, "message": rep.message}))
+        # a diag that gave no result (own trouble) is tried again at the next health check, not
+        # after a whole interval: its time is kept apart from the last diag that gave one
+        rec = {"last_s": last if rep.status == ERROR else now, "status": rep.status, "message": rep.message}
+        if rep.status == ERROR:
+            rec["error_s"] = now
+        atomic_write(path, json.dumps(rec))
     except OSError as exc:
         run.own_error(f"active check record {path}: {exc.strerror or exc}")
     if rep.status == SKIP:

@@ -27,12 +27,16 @@ exactly one file (node_exporter refuses a series that two files both carry):
   job: written by the prolog, gone after the epilog (it lists the prolog records in the state
   directory), so job ids never pile up as series.
 
-``slurmkit_<node>_gpus.prom`` (rewritten by every run that read the GPUs; kept otherwise)
+``slurmkit_<node>_gpus.prom`` (rewritten by every run; a run that could not read the GPUs writes
+``slurmkit_gpus_read`` 0 and no readings, so no earlier reading looks current)
+
+- ``slurmkit_gpus_read{node}`` (1 / 0) and ``slurmkit_gpus_read_timestamp_seconds{node}`` (the
+  run's Unix time);
 
 - ``slurmkit_gpus_expected{node}`` / ``slurmkit_gpus_visible{node}`` gauges: GPUs in gres.conf /
   GPUs NVML enumerates with a usable handle (a lost GPU does not count);
 - per GPU (labels ``node``, ``gpu`` = NVML index, ``pci_bus_id``): ``slurmkit_gpu_info`` (1, plus
-  ``uuid``), ``slurmkit_gpu_status{status}`` (state set: 1 for the worst verdict of the last
+  ``uuid``, and ``UUID`` / ``dcgm_pci_bus_id`` as dcgm-exporter labels the GPU: :func:`dcgm_labels`), ``slurmkit_gpu_status{status}`` (state set: 1 for the worst verdict of the last
   check, pass | warn | fail), ``slurmkit_gpu_energy_joules_total`` (counter since the driver
   loaded, nvmlDeviceGetTotalEnergyConsumption / 1000), ``slurmkit_gpu_power_watts``,
   ``slurmkit_gpu_temperature_celsius``, ``slurmkit_gpu_utilization_ratio`` (0..1),
@@ -41,6 +45,11 @@ exactly one file (node_exporter refuses a series that two files both carry):
   ``slurmkit_gpu_retired_pages_pending``, ``slurmkit_gpu_remapped_rows{cause}`` (correctable |
   uncorrectable), ``slurmkit_gpu_row_remap_pending``, ``slurmkit_gpu_row_remap_failure`` (0/1),
   ``slurmkit_gpu_clock_event_reason_active{reason}`` (0/1 per nvmlClocksEventReason bit).
+
+``slurmkit_<node>_fabric.prom`` (rewritten by every run that read the GPUs):
+``slurmkit_fabric_port_expected_rate_bytes_per_second`` per port the site profile expects
+(:func:`fabric_families`); node_exporter's infiniband collector has the ports' state, rate and
+counters. The node file also carries ``slurmkit_node_metrics_timestamp_seconds{node}``.
 
 A value NVML did not give (NOT_SUPPORTED, an error) is left out, never written as 0. The counters
 (drains, resumes, Xids) live in ``<state_dir>/<node>/counters.json``. Only the standard library
@@ -59,6 +68,7 @@ if TYPE_CHECKING:  # annotations only: typing is not imported when the hooks run
 
 NODE_FILE = "slurmkit_{node}_node.prom"
 GPUS_FILE = "slurmkit_{node}_gpus.prom"
+FABRIC_FILE = "slurmkit_{node}_fabric.prom"
 COUNTERS_FILE = "counters.json"
 
 #: nvmlClocksEventReason* bits (nvml.h) -> the ``reason`` label.
@@ -251,6 +261,19 @@ def node_families(node: str, drained_reason: str | None, counters: dict, jobs: l
     ]
 
 
+def dcgm_labels(uuid: str | None, pci_bus_id: str | None) -> dict:
+    """The labels dcgm-exporter gives the same GPU, for joins with its series (its
+    ``internal/pkg/rendermetrics`` template: ``UUID="GPU-..."``, ``pci_bus_id="00000000:3B:00.0"``,
+    DCGM's 8-hex-digit domain in capitals): ``{"UUID": uuid, "dcgm_pci_bus_id": "00000000:3B:00.0"}``
+    from NVML's ``0000:3b:00.0`` (slurmkit's ``pci_bus_id`` keeps sysfs' form). Empty values for an
+    unknown UUID or bus id."""
+    bus = ""
+    if pci_bus_id and pci_bus_id.count(":") == 2:
+        dom, rest = pci_bus_id.split(":", 1)
+        bus = f"{dom.upper():0>8}:{rest.upper()}"
+    return {"UUID": uuid or "", "dcgm_pci_bus_id": bus}
+
+
 def gpu_families(node: str, state, results: list, expected_gpus: int | None) -> list:
     """Families of ``slurmkit_<node>_gpus.prom`` from a ``NodeState`` and the run's
     ``CheckResult`` list (see the module docstring)."""
@@ -268,7 +291,7 @@ def gpu_families(node: str, state, results: list, expected_gpus: int | None) -> 
 
     for g in state.gpus:
         lab = {**base, "gpu": str(g.index), "pci_bus_id": g.pci_bus_id or ""}
-        add("slurmkit_gpu_info", {**lab, "uuid": g.uuid or ""}, 1)
+        add("slurmkit_gpu_info", {**lab, "uuid": g.uuid or "", **dcgm_labels(g.uuid, g.pci_bus_id)}, 1)
         st = worst.get(g.index, "pass")
         for s in ("pass", "warn", "fail"):
             add("slurmkit_gpu_status", {**lab, "status": s}, 1 if s == st else 0)
@@ -304,7 +327,8 @@ def gpu_families(node: str, state, results: list, expected_gpus: int | None) -> 
 
 
 _GPU_HELP = [
-    ("slurmkit_gpu_info", "gauge", "1 per GPU, with its UUID (gpu is the NVML index)."),
+    ("slurmkit_gpu_info", "gauge",
+     "1 per GPU, with its UUID (gpu is the NVML index; UUID and dcgm_pci_bus_id as dcgm-exporter labels them)."),
     ("slurmkit_gpu_status", "gauge", "1 for the worst verdict of the GPU's last check (pass, warn, fail)."),
     ("slurmkit_gpu_energy_joules_total", "counter", "Energy since the driver loaded, in joules (NVML)."),
     ("slurmkit_gpu_power_watts", "gauge", "Power draw in watts at the last check."),
@@ -350,12 +374,85 @@ def _write_node_files(run) -> list[str]:
         counters = count_run({**{k: {} for k in _KINDS}, "drain_open": None, "observed_open": None}, run, drained)
     os.makedirs(cfg.textfile_dir, exist_ok=True)
     paths = []
+    now = round(time.time(), 3)
     # GPU readings first: a scrape between the two renames then sees a job's info series only
-    # with the readings taken at its prolog (and the epilog's readings before it goes)
-    if run.state is not None:
-        expected = None if run.node_gpus.files is None else len(run.node_gpus.files)
+    # with the readings taken at its prolog (and the epilog's readings before it goes). A run
+    # that could not read the GPUs (own trouble, NVML hang) rewrites the file with its marker
+    # (slurmkit_gpus_read 0) instead of leaving the last good run's readings in place.
+    expected = None if run.node_gpus.files is None else len(run.node_gpus.files)
+    if run.state is not None or not run.node_gpus.gpuless:  # a CPU-only node has no GPU file
         paths.append(os.path.join(os.fspath(cfg.textfile_dir), GPUS_FILE.format(node=node)))
-        textfile.write(paths[-1], textfile.render(gpu_families(node, run.state, run.verdict.results, expected)))
+        fams = (gpu_families(node, run.state, run.verdict.results, expected) if run.state is not None
+                else unread_gpu_families(node, expected))
+        textfile.write(paths[-1], textfile.render(fams + gpu_file_stamps(node, now, run.state is not None)))
+    if run.state is not None:  # the fabric the site profile expects, as the run found it
+        paths.append(os.path.join(os.fspath(cfg.textfile_dir), FABRIC_FILE.format(node=node)))
+        textfile.write(paths[-1], textfile.render(fabric_families(node, run.state.ib_ports)))
     paths.append(os.path.join(os.fspath(cfg.textfile_dir), NODE_FILE.format(node=node)))
-    textfile.write(paths[-1], textfile.render(node_families(node, drained, counters, jobs)))
+    textfile.write(paths[-1], textfile.render(node_families(node, drained, counters, jobs)
+                                              + [file_stamp("slurmkit_node_metrics_timestamp_seconds", node, now)]))
     return paths
+
+
+# ---- run times, unread GPUs, the expected fabric ------------------------------------------
+
+def file_stamp(name: str, node: str, now: float) -> tuple:
+    """The family that says when a per-node file was written: ``<name>{node}`` = Unix time (s)
+    of the hook run that wrote it (every textfile carries the time of its run)."""
+    return (name, "gauge", "Unix time of the hook run that wrote this file.", [({"node": node}, now)])
+
+
+def gpu_file_stamps(node: str, now: float, read: bool) -> list:
+    """The GPU file's run families: ``slurmkit_gpus_read_timestamp_seconds{node}`` (Unix time of
+    the hook run that wrote it) and ``slurmkit_gpus_read{node}``: 1 when that run read the GPUs,
+    0 when it could not (own trouble, NVML hang; the file then holds no readings)."""
+    return [file_stamp("slurmkit_gpus_read_timestamp_seconds", node, now),
+            ("slurmkit_gpus_read", "gauge",
+             "1 when the last hook run read the GPUs, 0 when it could not (the file then holds no readings).",
+             [({"node": node}, 1 if read else 0)])]
+
+
+def unread_gpu_families(node: str, expected_gpus: int | None) -> list:
+    """The GPU file of a run that could not read the GPUs: ``slurmkit_gpus_expected`` (when
+    gres.conf was read) and the empty per-GPU families, so no reading of an earlier run stays."""
+    base = {"node": node}
+    out = []
+    if expected_gpus is not None:
+        out.append(("slurmkit_gpus_expected", "gauge", "GPUs gres.conf lists for the node.", [(base, expected_gpus)]))
+    return out + [(name, mtype, help_text, []) for name, mtype, help_text in _GPU_HELP]
+
+
+
+def fabric_families(node: str, ports: list | None) -> list:
+    """``slurmkit_<node>_fabric.prom``: what only slurmkit knows about the node's fabric, the
+    ports the site profile expects (node_exporter's infiniband collector exports each port's
+    state, rate and counters; rules and dashboard join the two on ``instance, device, port``).
+
+    ``slurmkit_fabric_port_expected_rate_bytes_per_second{node, device, port, link_layer, role,
+    tier, netdev, pci, expected_gbps, kind}`` gauge, one per port the run read
+    (:func:`slurmkit.health.fabric.read_ib_ports`): the profile's rate in bytes/s (``rate_gbps``
+    * 1e9 / 8, node_exporter's unit; 0 when the profile gives none). ``device``/``port``: the
+    kernel's HCA name now and the port number, as node_exporter labels them (the HCA found by its
+    PCI address; a missing one: the profile's name, ``port`` as the profile gives it or "");
+    ``link_layer``: the profile's (InfiniBand | RoCE | Ethernet; a node without a node type: the
+    port's own, as sysfs shows it); ``role``: compute | other | unlisted (no node type: every port
+    the kernel lists); ``tier``: fail (a fault drains: compute, or any role with ``[health]
+    ib_judge_other_nics``) | warn (a fault warns), the alerts' severity;
+    ``expected_gbps``: the profile's rate in Gb/s ("" when none), for the alert text;
+    ``kind``: ``rdma`` (under /sys/class/infiniband: node_exporter's infiniband collector) or
+    ``netdev`` (a plain Ethernet NIC: its netclass collector)."""
+    samples = []
+    for p in ports or []:
+        want = p.get("expected_rate_gbps")
+        port = p.get("port")
+        samples.append(({"node": node, "device": p.get("hca") or "", "port": "" if port is None else str(port),
+                         "link_layer": (p.get("profile_link_layer") or p.get("expected_link_layer")
+                                        or p.get("link_layer") or ""),
+                         "role": p.get("role") or "compute", "tier": p.get("tier") or "fail",
+                         "netdev": p.get("netdev") or "",
+                         "pci": p.get("pci") or "", "expected_gbps": "" if not want else f"{want:g}",
+                         "kind": "netdev" if p.get("kind") == "netdev" else "rdma"},
+                        float(want) * 1e9 / 8 if want else 0))
+    return [("slurmkit_fabric_port_expected_rate_bytes_per_second", "gauge",
+             "Ports the site profile expects on the node, with their expected rate in bytes/s (0: none given).",
+             samples)]

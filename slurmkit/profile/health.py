@@ -39,8 +39,9 @@ class Health:
       more GPUs all NVLinked to each other in the node type's matrix)
     - ``gpudirect_rdma``: GPUDirect RDMA is used, so ``nvidia_peermem`` (or ``nv_peer_mem``)
       must be loaded
-    - ``ib_judge_other_nics``: also judge InfiniBand / RoCE / Ethernet NICs whose role is not ``compute``
-      (storage, management); default: compute HCAs only
+    - ``ib_judge_other_nics``: a fault of an InfiniBand / RoCE / Ethernet NIC whose role is not
+      ``compute`` (storage, management: port down, missing, slow) fails and drains like a compute
+      HCA's; default: it warns (those NICs are judged either way)
     - ``active_check``: run the active check (DCGM ``dcgmi diag``) before slurmkit resumes a
       node it drained; the node comes back only when it passes (skipped where DCGM is absent)
     - ``dcgm_diag_level``: ``dcgmi diag -r`` level (1: seconds; 2-4 take minutes to hours)

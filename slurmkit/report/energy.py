@@ -170,7 +170,12 @@ MIXED_POLICIES = "mixed"
 #: preference; ``prometheus`` (measured by the hooks, read through Prometheus where the spool has
 #: no record: :mod:`slurmkit.report.prometheus`) ranks with ``measured`` and comes last only to keep
 #: the codes of the others.
-SOURCES = ("none", "measured", "slurm", "modelled", "prometheus")
+SOURCES = ("none", "measured", "slurm", "modelled", "prometheus", "slurm_tres")
+
+#: The sources a job's energy comes from, in order of preference, as the report names them
+#: (totals, the energy table and chart): ``slurm`` is ConsumedEnergyRaw, ``slurm_tres`` the
+#: ``energy=`` (J) of the allocation's AllocTRES (a capture without ConsumedEnergyRaw).
+REPORTED_SOURCES = ("measured", "prometheus", "slurm", "slurm_tres", "modelled")
 
 
 def _tdp_w(gpu_type: pd.Series, table: dict) -> pd.Series:
@@ -257,6 +262,10 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
         sl = (out["energy_j"] > 0) & kwh.isna()
         kwh[sl] = out.loc[sl, "energy_j"] / J_PER_KWH * share[sl]
         src[sl.to_numpy()] = 2
+        if "energy_tres_j" in out:   # energy= in AllocTRES: Slurm's energy, its own provenance
+            st = (out["energy_tres_j"] > 0) & kwh.isna()
+            kwh[st] = out.loc[st, "energy_tres_j"] / J_PER_KWH * share[st]
+            src[st.to_numpy()] = SOURCES.index("slurm_tres")
     tdp = _tdp_w(out["gpu_type"], a.gpu_tdp_w)
     if a.default_tdp_w:
         tdp = tdp.fillna(a.default_tdp_w)
@@ -269,17 +278,20 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
     return out
 
 
-def costs(kwh: float | None, gpu_hours: float, a: Assumptions) -> dict:
+def costs(kwh: float | None, gpu_hours: float | None, a: Assumptions) -> dict:
     """Facility kWh, CO2e (kg) and cost from IT energy ``kwh`` and ``gpu_hours``; a figure is
     None when its assumption is not set or ``kwh`` is None (energy unknown; the total cost is
-    then unknown too when a price per kWh is set)."""
+    then unknown too when a price per kWh is set; likewise ``gpu_hours`` None and a price per
+    GPU-hour)."""
     fac = kwh * a.pue if a.pue is not None and kwh is not None else None
     base = fac if fac is not None else None
     co2 = base * a.carbon_g_per_kwh / 1000.0 if base is not None and a.carbon_g_per_kwh is not None else None
     cost_e = base * a.price_per_kwh if base is not None and a.price_per_kwh is not None else None
-    cost_g = gpu_hours * a.price_per_gpu_hour if a.price_per_gpu_hour is not None else None
+    cost_g = gpu_hours * a.price_per_gpu_hour if a.price_per_gpu_hour is not None and gpu_hours is not None else None
     cost = None if cost_e is None and cost_g is None else (cost_e or 0.0) + (cost_g or 0.0)
     if kwh is None and a.price_per_kwh is not None:
+        cost = None
+    if gpu_hours is None and a.price_per_gpu_hour is not None:
         cost = None
     return {"facility_kwh": fac, "co2e_kg": co2, "cost_energy": cost_e, "cost_gpu_hours": cost_g,
             "cost_total": cost, "currency": a.currency}

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from slurmkit.errors import InputError, SlurmkitError, UsageError
-from slurmkit.report.window import Window, last_full_week
+from slurmkit.report.window import Window, iso_z, last_full_week
 
 if TYPE_CHECKING:
     from slurmkit.profile import Profile
@@ -133,6 +133,10 @@ class WeeklyOptions:
     sacct_fields: Sequence[str] | str | None = None
     delimiter: str | None = None
     tz: str = "UTC"
+    #: True when ``tz`` was given (``--tz``); False: UTC is assumed, and said so
+    tz_given: bool = False
+    #: a non-empty capture with no row in the window is an error unless this is set
+    allow_empty: bool = False
     cluster: str | None = None
     spool: str | Path | None = None
     events: str | Path | None = None
@@ -227,8 +231,9 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
 
         cap = float(sum(gpus_per_node_profile(opts.profile).values())) or None
     live = {}
+    captured_inputs = None
     if opts.captures:
-        rows, dq, window, as_of = _captured(opts)
+        rows, dq, window, as_of, captured_inputs = _captured(opts)
         if now is None:   # a capture's running jobs count up to when it was taken
             now = as_of
         if opts.events:
@@ -257,6 +262,9 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
                                   **live)
     if spool_problems:
         report["spool_problems"] = spool_problems[:200]
+    report["inputs"] = inputs_record(opts, window, captured_inputs if opts.captures else None)
+    if opts.captures and not report["inputs"]["time_zone_given"]:
+        _warn(report["inputs"]["time_zone_note"])
     dqd = report["data_quality"]
     if opts.captures:
         _find_lines(dqd["problems"], opts.captures, _field_list(opts.sacct_fields), opts.delimiter)
@@ -264,10 +272,17 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
         why = ", ".join(f"{k} ({v})" for k, v in sorted(dqd["skipped_reasons"].items(), key=lambda kv: -kv[1])[:3])
         raise InputError(",".join(map(str, opts.captures)), None,
                          f"every one of the {dqd['rows_read']} rows was rejected: {why}; the output folder is left as it was")
+    if opts.captures and dqd["rows_read"] > 0 and dqd["rows_counted"] == 0 and not opts.allow_empty:
+        raise InputError(",".join(map(str, opts.captures)), None,
+                         f"none of the {dqd['rows_read']} rows is in the window {window.start:%Y-%m-%d %H:%M} – "
+                         f"{window.end:%Y-%m-%d %H:%M} UTC (times read in {opts.tz}"
+                         f"{'' if opts.tz_given else ', assumed: no --tz given'}): give the window the capture "
+                         f"covers, the zone it was printed in (--tz), or --allow-empty; the output folder is left as it was")
     dqd["rejected_limit"] = opts.max_rejected_share
     over = dqd["rejected_share"] > opts.max_rejected_share
     dqd["rejected_over_limit"] = bool(over)
-    report["data_quality"]["warnings"] = prom_warnings
+    report["data_quality"]["warnings"] = prom_warnings + (
+        [report["inputs"]["time_zone_note"]] if opts.captures and not report["inputs"]["time_zone_given"] else [])
     report["trends"] = _trends(opts, window, report, keep=not over or opts.allow_rejected)
     out = Path(opts.outdir or f"slurmkit-report-{window.start:%Y-%m-%d}")
     written = render.write_outputs(report, allocs, out, fmts)
@@ -379,7 +394,8 @@ def _check_time_fields(path, fields, delimiter) -> None:
 
 
 def _captured(opts: WeeklyOptions):
-    """``(rows, data quality, window, as of)`` from the captured files; with no window, the
+    """``(rows, data quality, window, as of, inputs)`` from the captured files (``inputs``: each
+    file as :func:`_input_record` records it, the capture time and how it was found); with no window, the
     whole UTC days their submit/start/end times span (InputError when they hold none).
 
     Several captures (daily dumps of one week) overlap: each row key (:data:`~slurmkit.
@@ -392,10 +408,12 @@ def _captured(opts: WeeklyOptions):
 
     fields = _field_list(opts.sacct_fields)
     parts, dq = [], DataQuality()
+    inputs = []
     for f in opts.captures:
         _check_time_fields(f, fields, opts.delimiter)
         frows, fdq = load_sacct(f, None, fields, opts.delimiter, cluster=opts.cluster or "", tz=opts.tz)
         parts.append((latest_time(frows), len(parts), frows))
+        inputs.append(_input_record(f, fields, opts.delimiter, frows, fdq, parts[-1][0]))
         dq.merge(fdq)
     parts.sort(key=lambda p: (pd.Timestamp.min.tz_localize("UTC") if p[0] is None else p[0], p[1]))
     rows = JobRows.concat([p[2] for p in parts])
@@ -420,7 +438,85 @@ def _captured(opts: WeeklyOptions):
             raise InputError(opts.captures[0], None, "no times in the input; give --week or --start")
         window = Window(t.min().floor("D").to_pydatetime(),
                         (t.max().floor("D") + pd.Timedelta(days=1)).to_pydatetime())
-    return rows, dq, window, as_of
+    opts_inputs = {"files": inputs,
+                   "as_of": iso_z(as_of) if as_of is not None else None,
+                   "as_of_from": "--as-of" if opts.as_of is not None else
+                   "the latest Submit/Eligible/Start/End (and running Start + ElapsedRaw) in the captures"}
+    return rows, dq, window, as_of, opts_inputs
+
+
+def _sha256(path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _input_record(path, fields, delimiter, rows, fdq, latest) -> dict:
+    """One capture as the report records it: ``file`` (as given), ``sha256``, ``rows`` (data
+    rows read), ``delimiter``, ``header`` (True) or the field list given, ``fields``,
+    ``latest_time`` (its latest time: when it was taken, at the earliest) and ``duplicates``
+    (``-D``: True when a job has several attempts in it; None when that cannot be told)."""
+    from slurmkit.accounting.read import capture_layout
+
+    lay = capture_layout(path, fields, delimiter) or {}
+    a = rows.allocs
+    several = bool(len(a)) and bool(a.duplicated(["cluster", "key_id"]).any())
+    return {"file": str(path), "sha256": _sha256(path), "rows": int(fdq.rows_read),
+            "delimiter": lay.get("delimiter"), "delimiter_given": bool(lay.get("delimiter_given")),
+            "header": bool(lay.get("header")), "fields": lay.get("fields"),
+            "latest_time": iso_z(latest) if latest is not None else None,
+            "times": _times_kind(path, lay),
+            "duplicates": True if several else None,
+            "duplicates_note": "sacct -D: requeued attempts are in it" if several else
+            "cannot be told (no job has several attempts in it; without -D sacct prints only the last)"}
+
+
+def _times_kind(path, lay: dict, lines: int = 200) -> str:
+    """``epoch`` when the Submit/Eligible/Start/End values of the first ``lines`` rows of a
+    capture are epoch seconds (no zone needed), else ``local`` (sacct's local time, no zone)."""
+    names = lay.get("fields") or []
+    idx = [names.index(n) for n in ("Submit", "Eligible", "Start", "End") if n in names]
+    delim = lay.get("delimiter") or "|"
+    with open(path, encoding="utf-8", errors="replace") as fh:  # only to tell epoch from local times
+        for i, line in enumerate(fh):
+            if i > lines:
+                break
+            if i == 0 and lay.get("header") or line.startswith("#"):
+                continue
+            parts = line.rstrip("\r\n").split(delim)
+            for j in idx:
+                v = parts[j].strip() if j < len(parts) else ""
+                if v and v not in ("Unknown", "None", "N/A") and not v.isdigit():
+                    return "local"
+    return "epoch"
+
+
+def inputs_record(opts: "WeeklyOptions", window: Window, captured: dict | None) -> dict:
+    """The report's ``inputs``: each capture (:func:`_input_record`) or the live sacct call, the
+    capture time and how it was found, the time zone and whether it was given or assumed, the
+    window, the tool's version."""
+    from slurmkit import __version__
+    from slurmkit.accounting.fields import FIELDS
+
+    rec = dict(captured or {})
+    if not opts.captures:
+        rec = {"files": [], "live": f"sacct -a -D -P -n --noconvert -S <day> -E <day+1> -o {','.join(FIELDS)} "
+                                    "(one call per UTC day, epoch times)",
+               "as_of": None, "as_of_from": "now (live)"}
+    local = any(f.get("times") == "local" for f in rec.get("files") or [])
+    given = bool(opts.tz_given) or not opts.captures or not local
+    rec.update({"time_zone": opts.tz if opts.captures else "UTC (live: epoch times)",
+                "time_zone_given": given,
+                "time_zone_note": ("--tz" if opts.tz_given else "epoch times: no zone needed" if not local else
+                                   f"time zone {opts.tz} assumed: the captures' times carry no zone and no --tz was given "
+                                   f"(sacct prints the local time of the host it ran on)")
+                if opts.captures else "live sacct prints epoch times",
+                "window": window.as_dict(), "tool": f"slurmkit {__version__}"})
+    return rec
 
 
 def _captured_downtime(opts: WeeklyOptions, window: Window, now) -> dict:
@@ -454,7 +550,11 @@ def _trends(opts: WeeklyOptions, window: Window, report: dict, keep: bool) -> di
     store = Store(opts.store_dir or default_store_dir(), opts.cluster or "")
     week = T.iso_week_of_window(window.start, window.end)
     if week and keep:
-        store.save_week(week, T.week_table(report))
+        # a capture taken before the week ended covers it only in part: provisional until a
+        # later run (a later capture, or live) covers the whole week
+        as_of = (report.get("inputs") or {}).get("as_of")
+        partial = bool(opts.captures) and as_of is not None and pd.Timestamp(as_of) < pd.Timestamp(window.end)
+        store.save_week(week, T.week_table(report, partial=partial))
     last = week or T.iso_week((pd.Timestamp(window.end) - pd.Timedelta(seconds=1)).to_pydatetime())
     weeks = T.weeks_ending(last, opts.trend_weeks)
     return T.trends(store.load_weeks(weeks), weeks)

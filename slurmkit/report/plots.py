@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 
+from slurmkit.report.energy import REPORTED_SOURCES
+
 
 def _fig(w=7.5, h=2.8):
     import matplotlib
@@ -63,7 +65,7 @@ def top_users_png(report: dict, n: int = 10) -> bytes:
 
 
 #: Energy provenances in their order of preference, as the report names them.
-ENERGY_SOURCES = ("measured", "prometheus", "slurm", "modelled")
+ENERGY_SOURCES = REPORTED_SOURCES
 
 
 def energy_png(report: dict) -> bytes | None:
@@ -75,7 +77,7 @@ def energy_png(report: dict) -> bytes | None:
     src = report["totals"]["energy_kwh_by_source"]
     keys = list(ENERGY_SOURCES)
     vals = [src.get(k) or 0.0 for k in keys]
-    ax.bar(keys, vals, color=["#2ca02c", "#17becf", "#9467bd", "#7f7f7f"])
+    ax.bar(keys, vals, color=["#2ca02c", "#17becf", "#9467bd", "#c5b0d5", "#7f7f7f"])
     ax.set_ylabel("kWh")
     return _png(plt, fig)
 

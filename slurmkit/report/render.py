@@ -16,9 +16,11 @@ import csv
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 
 from slurmkit.accounting.quality import Problem
+from slurmkit.report.energy import REPORTED_SOURCES
 
 FORMATS = ("html", "md", "csv", "json", "parquet")
 _GROUPS = [("user", "by_user", "user"), ("account", "by_account", "account"),
@@ -77,6 +79,26 @@ def signed(x) -> str:
 ENERGY_UNKNOWN = "unknown (no measurement, no Slurm energy, no GPU TDP in the profile)"
 
 
+#: The figures :func:`slurmkit.report.weekly.unknown_figures` may name, as the report says them.
+UNKNOWN_LABELS = {"gpu_hours": "GPU-hours (and GPU jobs, waste, GPUs in use, cost per GPU-hour)",
+                  "cpu_hours": "CPU-hours", "energy_kwh": "energy (and facility energy, CO2e, energy cost)",
+                  "gpu_utilization": "GPU utilization (and GPU-hours at ~0 %, idle jobs)",
+                  "utilization": "utilization"}
+
+
+def known(report: dict, key: str, x, show=None) -> str:
+    """``x`` formatted (``show``, default :func:`fmt`), or "unknown" when it is None because the
+    report's ``unknown`` names ``key`` (no input for it), never "–" or 0."""
+    if x is None and key in (report.get("unknown") or {}):
+        return "unknown"
+    return (show or fmt)(x)
+
+
+def unknown_lines(report: dict) -> list[str]:
+    """One sentence per unknown figure: what it is and why it is unknown."""
+    return [f"Unknown: {UNKNOWN_LABELS.get(k, k)} — {why}." for k, why in (report.get("unknown") or {}).items()]
+
+
 def energy_known(report: dict) -> bool:
     """False when no job in the report has an energy source (its 0 kWh is not a measurement)."""
     return bool(report["totals"].get("energy_known", True))
@@ -113,7 +135,7 @@ def _md_energy(r: dict) -> list[str]:
     t = r["totals"]
     jobs = (r.get("energy_sources") or {}).get("jobs") or t.get("energy_jobs_by_source") or {}
     rows = [[s, fmt(t["energy_kwh_by_source"].get(s)) if energy_known(r) else "unknown", jobs.get(s, 0)]
-            for s in ("measured", "prometheus", "slurm", "modelled")]
+            for s in REPORTED_SOURCES]
     rows.append(["none", "–", jobs.get("none", 0)])
     note = modelled_pct(t)
     return ["## Energy and its provenance", "", _md_table(["source", "kWh", "jobs"], rows), "",
@@ -263,7 +285,7 @@ def trends_text(t: dict | None) -> str:
         return ""
     missing = len(t["weeks"]) - len(t["weeks_known"])
     return (f"GPU-hours per ISO week, {t['weeks'][0]} to {t['weeks'][-1]}, from the weekly aggregates in the store"
-            + (f"; {missing} week(s) not in the store (–)" if missing else "")
+            + (f"; {missing} week(s) not in the store (–; a stored week with no job reads 0)" if missing else "")
             + (f"; provisional (running jobs): {', '.join(t['provisional_weeks'])}" if t.get("provisional_weeks") else "")
             + ".")
 
@@ -283,7 +305,14 @@ def _md_trends(r: dict) -> list[str]:
 
 def title(report: dict) -> str:
     c = f" — {report['cluster']}" if report.get("cluster") else ""
-    return f"GPU cluster weekly report{c}: {report['window']['start'][:10]} to {report['window']['end'][:10]}"
+    import datetime as _dt
+
+    w = report["window"]
+    days = (_dt.datetime.fromisoformat(w["end"].replace("Z", "+00:00"))
+            - _dt.datetime.fromisoformat(w["start"].replace("Z", "+00:00"))).total_seconds() / 86400
+    # a window that is not a week is not called one (an 11-day window is an 11-day report)
+    kind = "weekly report" if days == 7 else f"report over {days:g} days"
+    return f"GPU cluster {kind}{c}: {w['start'][:10]} to {w['end'][:10]}"
 
 
 def to_html(report: dict, limit: int = 25) -> str:
@@ -301,8 +330,41 @@ def to_html(report: dict, limit: int = 25) -> str:
     img = {k: base64.b64encode(v).decode("ascii") for k, v in img.items() if v is not None}
     return env.get_template("weekly.html.j2").render(
         r=report, img=img, f=fmt, pct=pct, dur=dur, signed=signed, title=title(report),
-        outcome_label=outcome_label, backlog=backlog_text(report["totals"]), downtime=downtime_text(report), trends=trends_text(report.get("trends")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
-        groups=_GROUPS, limit=limit, version=__version__, policy_note=POLICY_NOTE)
+        outcome_label=outcome_label, known=lambda key, x, show=None: known(report, key, x, show),
+        unknown_lines=unknown_lines(report), about=about_rows(report), backlog=backlog_text(report["totals"]), downtime=downtime_text(report), trends=trends_text(report.get("trends")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
+        groups=_GROUPS, energy_sources=REPORTED_SOURCES, limit=limit, version=__version__, policy_note=POLICY_NOTE)
+
+
+def about_rows(report: dict) -> list[list[str]]:
+    """The "About this report" block as ``[item, value]`` rows: each input (file, sha256, rows,
+    delimiter, header or field list, latest time, ``-D``), the capture time and how it was
+    found, the time zone (given or assumed), the window, the tool."""
+    inp = report.get("inputs") or {}
+    rows = []
+    for f in inp.get("files") or []:
+        how = "header line" if f.get("header") else "field list given (--sacct-fields)"
+        rows += [["input", f"{f['file']}"], ["  sha256", f["sha256"]], ["  rows", str(f["rows"])],
+                 ["  delimiter", repr(f["delimiter"]) + (" (given)" if f.get("delimiter_given") else " (detected)")],
+                 ["  fields", f"{how}: {','.join(f.get('fields') or [])}"],
+                 ["  latest time in it", str(f.get("latest_time"))],
+                 ["  -D (every attempt)", "yes" if f.get("duplicates") else f.get("duplicates_note", "cannot be told")]]
+    if inp.get("live"):
+        rows.append(["input", inp["live"]])
+    if inp:
+        rows += [["capture time (--as-of)", f"{inp.get('as_of')} ({inp.get('as_of_from')})"],
+                 ["time zone", f"{inp.get('time_zone')} ({'given' if inp.get('time_zone_given') else 'ASSUMED'}"
+                               f"{': ' + inp['time_zone_note'] if not inp.get('time_zone_given') else ''})"],
+                 ["window", f"{report['window']['start']} – {report['window']['end']} (end exclusive)"],
+                 ["tool", inp.get("tool", "")]]
+    return rows
+
+
+def _md_text(v):
+    """A name from the input (user, account) made inert in Markdown: ``*``, ``_``, backticks,
+    brackets and ``<`` escaped (a user named ``**  USER1`` is not bold)."""
+    if not isinstance(v, str):
+        return v
+    return re.sub(r"([\\`*_\[\]<>#])", r"\\\1", v)
 
 
 def _md_table(headers, rows) -> str:
@@ -330,15 +392,18 @@ def to_markdown(report: dict, limit: int = 25) -> str:
              _md_table(["jobs", "GPU-hours", "CPU-hours", "wasted GPU-h", "utilization",
                         "energy", "measured (spool)", "measured (Prometheus)", "Slurm", "modelled (TDP)",
                         "facility energy", "CO2e kg", "cost", "pending jobs", "pending GPU-h requested"],
-                       [[t["jobs"], fmt(t["gpu_hours"]), fmt(t["cpu_hours"]), fmt(t["wasted_gpu_hours"]),
-                         pct(r["utilization"]["utilization"]), kwh(r, t["energy_kwh"]),
+                       [[t["jobs"], known(r, "gpu_hours", t["gpu_hours"]), known(r, "cpu_hours", t["cpu_hours"]),
+                         known(r, "gpu_hours", t["wasted_gpu_hours"]),
+                         known(r, "utilization", r["utilization"]["utilization"], pct), kwh(r, t["energy_kwh"]),
                          kwh(r, t["energy_kwh_by_source"]["measured"]),
                          kwh(r, t["energy_kwh_by_source"].get("prometheus")),
                          kwh(r, t["energy_kwh_by_source"]["slurm"]),
                          kwh(r, t["energy_kwh_by_source"]["modelled"]), kwh(r, t["facility_kwh"]),
-                         fmt(t["co2e_kg"]), f"{fmt(t['cost_total'])} {t['currency']}".strip(),
+                         known(r, "energy_kwh", t["co2e_kg"]),
+                         f"{known(r, 'gpu_hours', t['cost_total']) if t['cost_total'] is None else fmt(t['cost_total'])} {t['currency']}".strip(),
                          t["pending_jobs"] + t["pending_array_tasks"], fmt(t.get("pending_gpu_hours_requested"))]]), "",
              *([f"Energy: {ENERGY_UNKNOWN}.", ""] if not energy_known(r) else []),
+             *([*unknown_lines(r), ""] if r.get("unknown") else []),
              *([no_energy_text(t), ""] if no_energy_text(t) else []),
              f"GPUs in use: most at once {fmt(r['hourly'].get('peak_at_once'))}; "
              f"{'daily' if r['hourly'].get('bucket') == 'day' else 'hourly'} mean peak {fmt(r['hourly']['peak'])}, "
@@ -349,18 +414,19 @@ def to_markdown(report: dict, limit: int = 25) -> str:
     for name, key, col in _GROUPS:
         lines += [f"## By {name}", "", _md_table(
             [name, "jobs", "GPU-hours", "CPU-hours", "kWh", "wasted GPU-h"],
-            [[g[col] or "(none)", g["jobs"], fmt(g["gpu_hours"]) + ("*" if g.get("provisional_gpu_hours") else ""),
-              fmt(g["cpu_hours"]),
+            [[_md_text(g[col]) or "(none)", g["jobs"],
+              known(r, "gpu_hours", g["gpu_hours"]) + ("*" if g.get("provisional_gpu_hours") else ""),
+              known(r, "cpu_hours", g["cpu_hours"]),
               fmt(g["energy_kwh"]) if energy_known(r) and g["energy_kwh"] is not None else "unknown",
-              fmt(g["wasted_gpu_hours"])]
+              known(r, "gpu_hours", g["wasted_gpu_hours"])]
              for g in r[key][:limit]]), ""]
     lines += _md_energy(r)
     lines += _md_policy(r)
     lines += ["## Outcomes", "", _md_table(
         ["outcome", "jobs", "attempts", "GPU-hours", "wasted GPU-h"],
-        [[outcome_label(o), o["jobs"], o.get("attempts", o["rows"]), fmt(o["gpu_hours"]),
-          fmt(o["wasted_gpu_hours"])] for o in r["outcomes"]]), "",
-        "Jobs by final state (they sum to the total); requeued attempts are the earlier attempts "
+        [[outcome_label(o), o["jobs"], o.get("attempts", o["rows"]), known(r, "gpu_hours", o["gpu_hours"]),
+          known(r, "gpu_hours", o["wasted_gpu_hours"])] for o in r["outcomes"]]), "",
+        "Jobs by final state (they sum to the total; jobs cancelled before they started are apart, not in it); requeued attempts are the earlier attempts "
         "of requeued jobs, all wasted.", "",
         f"## Queue wait (Start − {r['queue_wait'].get('from', 'Eligible')})", "", _md_table(
         ["partition", "GPUs", "jobs", "p25", "p50", "p75", "p90", "p95", "longest"],
@@ -373,21 +439,27 @@ def to_markdown(report: dict, limit: int = 25) -> str:
     lines += ["## Efficiency", "",
               f"CPU {pct(e['cpu_efficiency'])} (over {pct(e.get('cpu_hours_share'))} of the CPU-hours: "
               f"finished jobs with a TotalCPU), median memory {pct(e['memory_efficiency_median'])}, "
-              f"GPU utilization {fmt(e['gpu_util_pct_weighted'])} %, GPU-hours at ~0 % utilization "
-              f"{fmt(e['gpu_hours_near_zero_util'])}. {memory_note(e)}".rstrip(), "",
+              f"GPU utilization {known(r, 'gpu_utilization', e['gpu_util_pct_weighted'], lambda x: fmt(x) + ' %')}, "
+              f"GPU-hours at ~0 % utilization "
+              f"{known(r, 'gpu_utilization', e['gpu_hours_near_zero_util'])}. {memory_note(e)}".rstrip(), "",
               "### Efficiency by user (most GPU-hours at ~0 % utilization first)", "",
               _md_table(["user", "GPU-hours", "GPU util %", "GPU-h at ~0 %", "CPU eff", "median mem eff"],
-                        [[u["user"] or "(none)", fmt(u.get("gpu_hours")), fmt(u.get("gpu_util_pct")),
-                          fmt(u.get("gpu_hours_near_zero_util")), pct(u["cpu_efficiency"]),
+                        [[_md_text(u["user"]) or "(none)", known(r, "gpu_hours", u.get("gpu_hours")),
+                          known(r, "gpu_utilization", u.get("gpu_util_pct")),
+                          known(r, "gpu_utilization", u.get("gpu_hours_near_zero_util")), pct(u["cpu_efficiency"]),
                           pct(u["memory_efficiency_median"])] for u in e["by_user"][:limit]]), "",
               "### Jobs that held GPUs idle (utilization under 5 %)", "",
-              _md_table(["job", "user", "GPUs", "GPU-hours", "GPU util %"],
-                        [[j["job_id"], j["user"] or "(none)", fmt(j["gpus"]), fmt(j["gpu_hours"]),
-                          fmt(j["gpu_util_pct"])] for j in e.get("idle_jobs", [])]), "",
+              *([f"Unknown: {(r.get('unknown') or {}).get('gpu_utilization', 'no GPU utilization figure')}."]
+                if e.get("idle_jobs") is None else
+                [_md_table(["job", "user", "GPUs", "GPU-hours", "GPU util %"],
+                           [[j["job_id"], _md_text(j["user"]) or "(none)", fmt(j["gpus"]), fmt(j["gpu_hours"]),
+                             fmt(j["gpu_util_pct"])] for j in e["idle_jobs"]])]), "",
               "## Assumptions", "",
               _md_table(["assumption", "value", "from"],
                         [[k, v if v is not None else "not set", r["assumptions"]["origin"].get(k, "")]
                          for k, v in r["assumptions"].items() if k != "origin"]), ""]
+    if r.get("inputs"):
+        lines += ["## About this report", "", _md_table(["item", "value"], about_rows(r)), ""]
     dq = r["data_quality"]
     lines += ["## Data quality", "",
               f"Rows read {dq['rows_read']} = counted {dq['rows_counted']} + skipped {dq['rows_skipped']}"
@@ -396,6 +468,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
                  f"{fmt(dq['gpu_hours_at_stake'])} GPU-hours at stake, not counted.", ""]
                 if dq.get("gpu_hours_at_stake") else [])]
     lines += [f"Warning: {w}" for w in dq.get("warnings") or []] + ([""] if dq.get("warnings") else [])
+    lines += [*unknown_lines(r), ""] if r.get("unknown") else []
     reasons = [[k, v, "skipped"] for k, v in dq["skipped_reasons"].items()]
     reasons += [[k, v, "counted, repaired"] for k, v in dq["repaired_reasons"].items()]
     if reasons:
@@ -474,8 +547,9 @@ def _write_all(report: dict, allocs, out: Path, formats) -> list[str]:
                   "hourly.csv": [{"hour": h, "gpus_in_use": g} for h, g in
                                  zip(report["hourly"]["hours"], report["hourly"]["gpus_in_use"])],
                   "efficiency_by_user.csv": report["efficiency"]["by_user"],
-                  "idle_jobs.csv": report["efficiency"].get("idle_jobs", []),
-                  "data_quality.csv": report["data_quality"]["problems"]}
+                  "idle_jobs.csv": report["efficiency"].get("idle_jobs") or [],
+                  "inputs.csv": [{"item": k.strip(), "value": v} for k, v in about_rows(report)],
+                  "data_quality.csv": (report["data_quality"].get("notes") or []) + report["data_quality"]["problems"]}
         for name, rows in tables.items():
             _write_csv(out / name, rows, _PROBLEM_COLUMNS if name == "data_quality.csv" else
                        _POLICY_COLUMNS if name == "energy_by_policy.csv" else None)

@@ -38,20 +38,32 @@ def weeks_ending(last: str, n: int) -> list[str]:
     return [iso_week(monday - dt.timedelta(weeks=k)) for k in range(n - 1, -1, -1)]
 
 
-def week_table(report: dict) -> pd.DataFrame:
+def _f(x) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def week_table(report: dict, partial: bool = False) -> pd.DataFrame:
     """The week's aggregate table from a report dict: one row per account and per partition
     (``kind``, ``name``, ``jobs``, ``gpu_hours``, ``cpu_hours``, ``wasted_gpu_hours``,
     ``provisional_gpu_hours``, ``energy_kwh``; None kWh when the report's energy is unknown),
-    ``provisional`` when the report had running jobs."""
+    ``provisional`` when the report had running jobs or ``partial`` (its capture ends before the
+    week does: a later run covers it). A ``week`` row (name "") holds the week's totals, so a
+    week stored with no job is in the store (its trends read 0, not "not in the store")."""
     known = report["totals"].get("energy_known", True)
-    prov = bool(report["totals"].get("provisional_jobs"))
-    rows = []
+    prov = bool(report["totals"].get("provisional_jobs")) or bool(partial)
+    t = report["totals"]
+    rows = [{"kind": "week", "name": "", "jobs": int(t["jobs"]), "gpu_hours": _f(t["gpu_hours"]),
+             "cpu_hours": _f(t["cpu_hours"]), "wasted_gpu_hours": _f(t["wasted_gpu_hours"]),
+             "provisional_gpu_hours": _f(t.get("provisional_gpu_hours", 0.0)),
+             "energy_kwh": float(t["energy_kwh"]) if known and t.get("energy_kwh") is not None else None,
+             "provisional": prov}]
     for kind, key in (("account", "by_account"), ("partition", "by_partition")):
         for g in report[key]:
             rows.append({"kind": kind, "name": str(g[kind] or ""), "jobs": int(g["jobs"]),
-                         "gpu_hours": float(g["gpu_hours"] or 0.0), "cpu_hours": float(g["cpu_hours"] or 0.0),
-                         "wasted_gpu_hours": float(g["wasted_gpu_hours"] or 0.0),
-                         "provisional_gpu_hours": float(g.get("provisional_gpu_hours") or 0.0),
+                         # an unknown figure (None: no GPU field / NCPUS in the input) is NaN, not 0
+                         "gpu_hours": _f(g["gpu_hours"]), "cpu_hours": _f(g["cpu_hours"]),
+                         "wasted_gpu_hours": _f(g["wasted_gpu_hours"]),
+                         "provisional_gpu_hours": _f(g.get("provisional_gpu_hours", 0.0)),
                          "energy_kwh": float(g["energy_kwh"]) if known and g["energy_kwh"] is not None else None,
                          "provisional": prov})
     cols = ["kind", "name", "jobs", "gpu_hours", "cpu_hours", "wasted_gpu_hours", "provisional_gpu_hours",

@@ -11,7 +11,11 @@ row per attempt; ``jobs`` counts distinct ``(cluster, key_id)``) with
 - ``gpu_hours`` = gpus × in_window_s / 3600, ``cpu_hours`` = NCPUS × in_window_s / 3600
 - ``wasted``: bool, outcome wastes its GPU-hours (:data:`WASTE_STATES`, or a requeued attempt)
 - ``final_attempt`` / ``requeued_attempt``: the job's last attempt (by Start) / an earlier one
-- ``wait_s``: Start − Eligible (Submit when Eligible is unknown), for jobs started in the window
+- ``started``: the row started (:func:`started`: Start set, not after End, not a held job's
+  cancel with Start = End before Eligible)
+- ``wait_s``: Start − Eligible (Submit when Eligible is unknown), once per job (its first
+  attempt that started), for jobs started in the window; ``gpu_bucket``: of the GPUs it asked
+  for (ReqTRES, else AllocTRES)
 - ``step_mem_mib``: the largest step's memory use (TRESUsageInTot mem / MaxRSS), as seff does
 - ``step_gpu_util_pct``: mean of the steps' gres/gpuutil (per task: TRESUsageInAve, or
   TRESUsageInTot / NTasks), weighted by each step's GPUs x ElapsedRaw, over the steps that hold
@@ -159,6 +163,18 @@ def end_or_now(allocs: pd.DataFrame, now: pd.Timestamp) -> pd.Series:
     return stop.where(~(end.isna() & (limit < stop)), limit)
 
 
+def started(allocs: pd.DataFrame) -> pd.Series:
+    """True for the allocation rows that started: Start set and not after End, and not a job
+    cancelled while held, which Slurm records with Start = End = the cancel time and no run
+    time: before its Eligible time (``--begin``) or with Eligible ``Unknown`` (``-H``, a hold;
+    told only when the input has Eligible). A job cancelled while pending has no Start
+    (``None``). Seen in the sandbox's sacct (tests/report/test_report_sandbox_captures.py)."""
+    start, end, elig = allocs["start"], allocs["end"], allocs["eligible"]
+    no_run = (start == end) & ~(allocs["elapsed_s"] > 0)
+    held_cancel = no_run & ((elig.notna() & (start < elig)) | (elig.isna() & bool(elig.notna().any())))
+    return start.notna() & ~(end.notna() & (start > end)) & ~held_cancel
+
+
 def utc(t) -> pd.Timestamp:
     """A timestamp as an aware UTC ``pd.Timestamp`` (naive values are taken as UTC)."""
     t = pd.Timestamp(t)
@@ -203,7 +219,7 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
         dq.repaired[GPU_UTIL_OVER] += int(over.sum())
         steps = steps.assign(gpu_util_pct=su.clip(upper=100.0))
 
-    ran = allocs["start"].notna()
+    ran = started(allocs)
     stop = end_or_now(allocs, now)
     stop = stop.where(~ran | (stop >= allocs["start"]), allocs["start"])
     lo = allocs["start"].clip(lower=start)
@@ -216,6 +232,7 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     allocs["run_s"] = run_s
     allocs["in_window_s"] = run_s * frac
     allocs["provisional"] = ran & allocs["end"].isna()
+    allocs["started"] = ran
 
     # which allocation rows belong to the window
     pending = allocs["pending_tasks"] > 0
@@ -244,7 +261,8 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     for name, arr in agg.items():
         allocs[name] = arr[kept]
     allocs["gpu_hours"] = allocs["gpus"] * allocs["in_window_s"] / 3600.0
-    allocs["cpu_hours"] = allocs["ncpus"].fillna(0) * allocs["in_window_s"] / 3600.0
+    # NCPUS not in the input: unknown (NaN), not 0
+    allocs["cpu_hours"] = allocs["ncpus"] * allocs["in_window_s"] / 3600.0
     # a requeued job has one row per attempt (same job code): all but the last (by Start, a
     # pending attempt last) are requeued attempts, whatever their state (REQUEUED, PREEMPTED
     # with a checkpoint, NODE_FAIL): their GPU-hours are waste
@@ -258,9 +276,17 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     allocs["requeued_attempt"] = ~final
     allocs["wasted"] = allocs["state"].isin(WASTE_STATES) | ~final
     ready = allocs["eligible"].fillna(allocs["submit"])
-    started_in = allocs["start"].notna() & (allocs["start"] >= start) & (allocs["start"] < end)
+    started_in = allocs["started"] & (allocs["start"] >= start) & (allocs["start"] < end)
+    # once per job: its first attempt that started (a requeued job's later attempts waited for
+    # the requeue, not in the queue as submitted)
+    if dup.any():
+        first = ~allocs.assign(_s=started_in).sort_values(["_s", "start"], ascending=[False, True], kind="stable")[
+            "job_code"].duplicated(keep="first")
+        started_in &= first.reindex(allocs.index)
     allocs["wait_s"] = (allocs["start"] - ready).dt.total_seconds().clip(lower=0).where(started_in)
-    allocs["gpu_bucket"] = gpu_bucket(allocs["gpus"])
+    # the bucket of the GPUs the job asked for (ReqTRES), else of those it got
+    asked = allocs["req_gpus"].fillna(allocs["gpus"]) if "req_gpus" in allocs else allocs["gpus"]
+    allocs["gpu_bucket"] = gpu_bucket(asked)
     cpu_s = allocs["total_cpu_s"].where(allocs["total_cpu_s"] > 0).fillna(allocs["step_cpu_s"])
     denom = allocs["run_s"] * allocs["ncpus"]
     allocs["cpu_eff"] = (cpu_s / denom).where(denom > 0)

@@ -68,7 +68,8 @@ def _group(a: pd.DataFrame, col: str, name: str, mask=None) -> list[dict]:
     if sel.empty:
         return []
     codes, uniq = pd.factorize(sel[col], sort=False)
-    t = sel[cols[1:]].groupby(codes, sort=False).sum()
+    # a group whose rows all lack a figure (no GPU field, no NCPUS): unknown (None), not 0
+    t = sel[cols[1:]].groupby(codes, sort=False).sum(min_count=1)
     # a group none of whose jobs has an energy figure: unknown (None), not 0 kWh
     t["energy_kwh"] = sel["energy_kwh"].groupby(codes, sort=False).sum(min_count=1)
     t = t[t.index >= 0]
@@ -237,6 +238,272 @@ def reconcile(rows, runs: pd.DataFrame, span: Window, sreport_gpu_hours: float,
     return out
 
 
+#: Why a figure is unknown (``report["unknown"]``), by figure.
+UNKNOWN_WHY = {
+    "gpu_hours": "no GPU count in the input (no AllocTRES, AllocGRES or ReqTRES field)",
+    "cpu_hours": "no NCPUS or AllocCPUS field in the input",
+    "energy_kwh": "no energy source (no spool measurement, no Slurm energy, no GPU TDP in the profile)",
+    "gpu_utilization": "no GPU utilization in the input (no gres/gpuutil in TRESUsageInAve/TRESUsageInTot, "
+                       "no spool or Prometheus figure)",
+    "utilization": "no capacity (no --capacity-gpus, no site profile, no live node list)",
+}
+
+
+def unknown_figures(runs: pd.DataFrame, capacity_gpus) -> dict:
+    """``{figure: why}`` (:data:`UNKNOWN_WHY`) of the figures whose inputs the allocations that
+    ran lack altogether: ``gpu_hours`` (no row has a GPU count), ``cpu_hours`` (no NCPUS),
+    ``energy_kwh`` (no row has an energy source), ``gpu_utilization`` (GPU jobs, none with a
+    utilization figure), ``utilization`` (no capacity). What is derived from one (waste, idle
+    jobs, efficiency, cost) is unknown with it. Empty for an input with no row."""
+    out = {}
+    if len(runs):
+        if runs["gpus"].isna().all():
+            out["gpu_hours"] = UNKNOWN_WHY["gpu_hours"]
+        if runs["ncpus"].isna().all():
+            out["cpu_hours"] = UNKNOWN_WHY["cpu_hours"]
+        if not (runs["energy_source"] != "none").any():
+            out["energy_kwh"] = UNKNOWN_WHY["energy_kwh"]
+        gpu = runs["gpus"] > 0
+        util = runs["step_gpu_util_pct"].fillna(runs["spool_gpu_util_pct"])
+        if "gpu_hours" in out or (gpu.any() and util[gpu].isna().all()):
+            out["gpu_utilization"] = UNKNOWN_WHY["gpu_utilization"]
+    if not capacity_gpus or "gpu_hours" in out:
+        out["utilization"] = UNKNOWN_WHY["utilization"] if not capacity_gpus else UNKNOWN_WHY["gpu_hours"]
+    return out
+
+
+def _totals(runs: pd.DataFrame, queue: dict, backlog: int, pending_jobs: int, spool_unmatched: int,
+            assumptions: E.Assumptions, unknown: dict | None = None) -> tuple[dict, dict]:
+    """``(totals, jobs per energy source)`` over the allocations that ran (``runs``): jobs,
+    GPU-/CPU-hours, energy by source, waste, the pending backlog (``queue``: the
+    :func:`pending_backlog` dict) and the costs of :func:`slurmkit.report.energy.costs`.
+    A figure in ``unknown`` (:func:`unknown_figures`) and those derived from it are None."""
+    unknown = unknown or {}
+    keys = runs["job_code"]
+    gpu_h, cpu_h = float(runs["gpu_hours"].sum()), float(runs["cpu_hours"].sum())
+    gpu_known = "gpu_hours" not in unknown
+    kwh_src = {s: float(runs.loc[runs["energy_source"] == s, "energy_kwh"].sum()) for s in E.REPORTED_SOURCES}
+    kwh = sum(kwh_src.values())
+    jobs_by_src = {s: int(keys[runs["energy_source"] == s].nunique())
+                   for s in (*E.REPORTED_SOURCES, "none")}
+    # no job has any source (no spool record, no trusted ConsumedEnergyRaw, no TDP): the 0 kWh
+    # is not a measurement, so the figures built on it are unknown
+    energy_known = bool((runs["energy_source"] != "none").any())
+    money = E.costs(kwh if energy_known else None, gpu_h if gpu_known else None, assumptions)
+    g = _num if gpu_known else (lambda x: None)
+    totals = {
+        "jobs": int(keys.nunique()), "gpu_jobs": int(keys[runs["gpus"] > 0].nunique()) if gpu_known else None,
+        "allocation_rows": int(len(runs)), "requeued_attempts": int(runs["requeued_attempt"].sum()),
+        "gpu_hours": g(gpu_h), "cpu_hours": _num(cpu_h) if "cpu_hours" not in unknown else None,
+        "energy_kwh": _num(kwh) if energy_known else None,
+        "energy_kwh_by_source": {k: (_num(v) if energy_known else None) for k, v in kwh_src.items()},
+        "energy_known": energy_known, "energy_jobs_by_source": dict(jobs_by_src),
+        "gpu_hours_without_energy": g(runs.loc[runs["energy_source"] == "none", "gpu_hours"].sum()),
+        "gpu_hours_from_request": g(runs.loc[runs["gpu_source"] == "ReqTRES (requested)", "gpu_hours"].sum())
+        if "gpu_source" in runs else None,
+        "allocation_rows_gpus_unknown": int(runs["gpus"].isna().sum()),
+        "spool_records_unmatched": spool_unmatched,
+        "wasted_gpu_hours": g(runs["waste_gpu_hours"].sum()),
+        "pending_array_tasks": backlog, "pending_jobs": pending_jobs,
+        "pending_gpus_requested": queue["gpus_requested"],
+        "pending_gpu_hours_requested": queue["gpu_hours_requested"],
+        "pending_without_time_limit": queue["without_time_limit"],
+        "provisional_jobs": int(keys[runs["provisional"]].nunique()),
+        "provisional_gpu_hours": g(runs.loc[runs["provisional"], "gpu_hours"].sum()),
+        **{k: (_num(v) if isinstance(v, float) else v) for k, v in money.items()},
+    }
+    return totals, jobs_by_src
+
+
+def outcomes(runs: pd.DataFrame) -> list[dict]:
+    """Each job once, on the line of its last attempt in the window (by final state); earlier
+    attempts of requeued jobs on their own line (:data:`REQUEUED_LINE`), counted as attempts:
+    ``[{"state", "jobs", "attempts", "rows", "gpu_hours", "wasted_gpu_hours"}]`` by state name,
+    the requeued line last (with ``states``: its attempts per final state)."""
+    out = []
+    code = runs["job_code"].to_numpy()
+    if pd.Series(code).duplicated().any():
+        last = ~runs.sort_values(["job_code", "start"], na_position="last", kind="stable")[
+            "job_code"].duplicated(keep="last")
+        last = last.reindex(runs.index).to_numpy(bool)
+    else:
+        last = np.ones(len(runs), bool)
+    scode, states = pd.factorize(runs["state"], sort=False)
+    names = [str(x) for x in states] + [REQUEUED_LINE]
+    requeued = runs["requeued_attempt"].to_numpy(bool)
+    line = np.where(requeued, len(names) - 1, scode)
+    nlines = len(names)
+    attempts = np.bincount(line, minlength=nlines)
+    # pandas' sums (compensated, as the totals'), not bincount's
+    sums = runs[["gpu_hours", "waste_gpu_hours"]].groupby(line).sum(min_count=1).reindex(range(nlines))
+    gh, wh = sums["gpu_hours"].to_numpy(), sums["waste_gpu_hours"].to_numpy()
+    jobs = _distinct_per_group(np.where(last, line, -1), code, nlines)
+    for i in sorted(np.flatnonzero(attempts), key=lambda i: names[i]):
+        o = {"state": names[i], "jobs": int(jobs[i]), "attempts": int(attempts[i]), "rows": int(attempts[i]),
+             "gpu_hours": _num(gh[i]), "wasted_gpu_hours": _num(wh[i])}
+        if names[i] == REQUEUED_LINE:
+            o["states"] = {str(k): int(v) for k, v in
+                           runs.loc[requeued, "state"].astype(str).value_counts().sort_index().items()}
+        out.append(o)
+    out.sort(key=lambda o: o["state"] == REQUEUED_LINE)
+    return out
+
+
+#: The outcomes line of jobs that ended before they started (cancelled while pending or held).
+NEVER_STARTED_LINE = "cancelled before start"
+
+
+def cancelled_before_start(never: pd.DataFrame, runs: pd.DataFrame) -> list[dict]:
+    """The outcomes line of the jobs that ended without starting (``never``: rows neither
+    pending nor started, :func:`slurmkit.report.usage.started`), those with no attempt that
+    ran (a requeued job whose last attempt was cancelled pending counts as the job that ran):
+    ``[{"state": "cancelled before start", "jobs", "attempts", "rows", "gpu_hours": 0,
+    "wasted_gpu_hours": 0, "ran": False, "states"}]``, or ``[]``. Not in the jobs total, the
+    GPU-hours or the queue wait."""
+    sel = never[~never["job_code"].isin(runs["job_code"])]
+    if sel.empty:
+        return []
+    return [{"state": NEVER_STARTED_LINE, "jobs": int(sel["job_code"].nunique()), "attempts": int(len(sel)),
+             "rows": int(len(sel)), "gpu_hours": 0.0, "wasted_gpu_hours": 0.0, "ran": False,
+             "states": {str(k): int(v) for k, v in sel["state"].astype(str).value_counts().sort_index().items()}}]
+
+
+def queue_wait(runs: pd.DataFrame, queue: dict) -> dict:
+    """The ``queue_wait`` section: quantiles and histograms of ``wait_s`` over all jobs
+    (``all``) and per partition x GPU bucket (``by_partition_gpus``), the start it is measured
+    from (``from``: Eligible, else Submit) and the pending ``backlog`` (``queue``)."""
+    waits = []
+    w = runs.loc[runs["wait_s"].notna(), ["partition", "gpu_bucket", "wait_s"]]
+    if len(w):
+        by = w.groupby(["partition", "gpu_bucket"], sort=True, observed=True)["wait_s"]
+        q = by.quantile(_QUANTILES).unstack()
+        for (part, bucket), grp in by:
+            waits.append({"partition": part, "gpu_bucket": bucket,
+                          **_wait_dict(len(grp), q.loc[(part, bucket), _QUANTILES].to_numpy()),
+                          "histogram": wait_histogram(grp.to_numpy())})
+    wait_from = "Eligible" if runs["eligible"].notna().any() else "Submit"
+    return {"all": _quantiles(w["wait_s"]), "by_partition_gpus": waits, "from": wait_from,
+            "bins": list(WAIT_BIN_LABELS), "histogram": wait_histogram(w["wait_s"].to_numpy()),
+            "backlog": queue}
+
+
+def efficiency(runs: pd.DataFrame, unknown: dict | None = None) -> dict:
+    """The ``efficiency`` section: CPU efficiency (CPU time / core-seconds of finished jobs),
+    median memory efficiency, GPU-hour weighted GPU utilization (%), GPU-hours near 0 %, per
+    user (``by_user``, worst first) and the jobs that held GPUs idle (``idle_jobs``, under
+    :data:`IDLE_UTIL_PCT`). Without any GPU utilization figure (``gpu_utilization`` in
+    ``unknown``) the GPU-hours near 0 % and the idle jobs are None (unknown), not 0 / none."""
+    util_known = "gpu_utilization" not in (unknown or {})
+    done = runs.loc[runs["end"].notna() & (runs["run_s"] > 0), ["user", "run_s", "ncpus", "cpu_eff", "mem_eff"]]
+    cpu_den = (done["run_s"] * done["ncpus"]).where(done["cpu_eff"].notna()).sum()
+    cpu_num = (done["cpu_eff"] * done["run_s"] * done["ncpus"]).sum()
+    gpu = (runs["gpus"] > 0).to_numpy()
+    gu_g = runs["step_gpu_util_pct"].fillna(runs["spool_gpu_util_pct"]).to_numpy(float)[gpu]
+    gh_g = runs["gpu_hours"].to_numpy(float)[gpu]
+    idle = gh_g[gu_g < 1.0].sum()
+    known = gh_g[~np.isnan(gu_g)].sum()
+    eff = {
+        "cpu_efficiency": _num(cpu_num / cpu_den) if cpu_den > 0 else None,
+        "cpu_hours_share": _num(float(runs.loc[done.index[done["cpu_eff"].notna()], "cpu_hours"].sum())
+                                / float(runs["cpu_hours"].sum())) if runs["cpu_hours"].sum() > 0 else None,
+        "memory_efficiency_median": _num(done["mem_eff"].median()) if done["mem_eff"].notna().any() else None,
+        "allocations_over_memory": int((done["mem_eff"] > 1.0).sum()),
+        "gpu_util_pct_weighted": _num(np.nansum(gu_g * gh_g) / known) if known > 0 else None,
+        "gpu_hours_with_util": _num(known) if util_known else None,
+        "gpu_hours_near_zero_util": _num(idle) if util_known else None,
+        "by_user": [],
+    }
+    den = (done["run_s"] * done["ncpus"]).where(done["cpu_eff"].notna())
+    per_user = done.assign(_num=done["cpu_eff"] * den, _den=den).groupby("user", sort=True).agg(
+        num=("_num", "sum"), den=("_den", "sum"), mem=("mem_eff", "median"))
+    # per user: GPU utilization (GPU-hour weighted, where known) and GPU-hours at ~0 %
+    g = runs.loc[gpu, ["user", "job_id", "gpus", "gpu_hours"]].assign(_u=gu_g)
+    g["_known"] = g["gpu_hours"].where(g["_u"].notna(), 0.0)
+    g["_uw"] = (g["_u"] * g["gpu_hours"]).fillna(0.0)
+    g["_idle"] = g["gpu_hours"].where(g["_u"] < 1.0, 0.0)
+    gu = g.groupby("user", sort=True).agg(gh=("gpu_hours", "sum"), known=("_known", "sum"),
+                                          uw=("_uw", "sum"), idle=("_idle", "sum"))
+    for user in sorted(set(per_user.index) | set(gu.index), key=str):
+        r = per_user.loc[user] if user in per_user.index else None
+        q = gu.loc[user] if user in gu.index else None
+        eff["by_user"].append({
+            "user": user,
+            "cpu_efficiency": _num(r["num"] / r["den"]) if r is not None and r["den"] > 0 else None,
+            "memory_efficiency_median": _num(r["mem"]) if r is not None else None,
+            "gpu_hours": _num(q["gh"]) if q is not None else 0.0,
+            "gpu_util_pct": _num(q["uw"] / q["known"]) if q is not None and q["known"] > 0 else None,
+            "gpu_hours_near_zero_util": (_num(q["idle"]) if q is not None else 0.0) if util_known else None})
+    # worst offenders first: GPU-hours held at ~0 %, then the lowest GPU utilization, then the
+    # lowest CPU efficiency
+    eff["by_user"].sort(key=lambda u: (-(u["gpu_hours_near_zero_util"] or 0.0),
+                                       u["gpu_util_pct"] if u["gpu_util_pct"] is not None else 1e9,
+                                       u["cpu_efficiency"] if u["cpu_efficiency"] is not None else 2.0,
+                                       str(u["user"])))
+    idle_jobs = g[g["_u"] < IDLE_UTIL_PCT].sort_values(["gpu_hours", "job_id"], ascending=[False, True]).head(IDLE_JOBS)
+    eff["idle_jobs"] = None if not util_known else [{"job_id": str(j), "user": str(u), "gpus": _num(n), "gpu_hours": _num(h),
+                         "gpu_util_pct": _num(x)}
+                        for j, u, n, h, x in zip(idle_jobs["job_id"], idle_jobs["user"], idle_jobs["gpus"],
+                                                 idle_jobs["gpu_hours"], idle_jobs["_u"])]
+    return eff
+
+
+def gpus_in_use(runs: pd.DataFrame, window: Window, upto, now=None, known: bool = True) -> dict:
+    """The ``hourly`` section: the GPUs-in-use curve from the window's start up to ``upto`` (never
+    a future hour; hourly means, daily past :data:`DAILY_AFTER_DAYS`), its peak and p95, and the
+    most GPUs allocated at once (:func:`most_at_once`). ``known`` False (no GPU count in the
+    input): no curve, every figure None."""
+    if not known:
+        return {"bucket": "hour", "hours": [], "gpus_in_use": [], "peak": None, "p95": None, "peak_at_once": None}
+    curve = hourly_gpus(runs, window.start, upto, now=now) if upto > utc(window.start) else pd.Series(dtype=float)
+    bucket = "hour"
+    if window.hours > DAILY_AFTER_DAYS * 24 and len(curve):
+        bucket = "day"
+        curve = curve.resample("D").mean()
+    return {"bucket": bucket, "hours": list(curve.index.strftime("%Y-%m-%dT%H:%M:%SZ")),
+            "gpus_in_use": [round(float(v), 6) for v in curve.to_numpy()],
+            "peak": _num(curve.max()) if len(curve) else None,
+            "p95": _num(curve.quantile(0.95)) if len(curve) else None,
+            "peak_at_once": _num(most_at_once(runs, window.start, upto, now))}
+
+
+def utilization(gpu_h: float | None, capacity_gpus: float | None, down_gpu_hours: float | None,
+                window: Window, upto) -> dict:
+    """The ``utilization`` section: GPU-hours / available GPU-hours, where available =
+    ``capacity_gpus`` x the window's hours up to ``upto`` (no future hour) - ``down_gpu_hours``;
+    None without a capacity."""
+    util = {"capacity_gpus": _num(capacity_gpus), "capacity_gpu_hours": None,
+            "down_gpu_hours": _num(down_gpu_hours), "available_gpu_hours": None, "utilization": None}
+    if capacity_gpus:
+        # capacity only up to the capture / now: an hour in the future holds no use yet
+        cap = capacity_gpus * max((upto - utc(window.start)).total_seconds(), 0.0) / 3600.0
+        avail = cap - (down_gpu_hours or 0.0)
+        util.update(capacity_gpu_hours=_num(cap), available_gpu_hours=_num(avail),
+                    utilization=_num(gpu_h / avail) if avail > 0 and gpu_h is not None else None)
+    return util
+
+
+def deltas(totals: dict, previous: dict | None) -> dict | None:
+    """Week-over-week changes of the headline totals against ``previous`` (the previous
+    window's ``totals``): ``{key: {"previous", "change", "relative"}}``; None without one."""
+    if not previous:
+        return None
+    out = {}
+    for k in ("jobs", "gpu_hours", "cpu_hours", "energy_kwh", "wasted_gpu_hours"):
+        cur, prev = totals.get(k), previous.get(k)
+        if cur is not None and prev is not None:
+            out[k] = {"previous": prev, "change": _num(cur - prev),
+                      "relative": _num((cur - prev) / prev) if prev else None}
+    return out
+
+
+#: What each energy source is, in the order a job's figure is taken from them.
+ENERGY_SOURCE_ORDER = ["measured (hook spool, NVML energy counters)",
+                       "prometheus (the hooks' NVML energy counters read through Prometheus)",
+                       "slurm (ConsumedEnergyRaw, non-zero and trusted)",
+                       "slurm_tres (energy= of AllocTRES, J, non-zero and trusted: a capture without ConsumedEnergyRaw)",
+                       "modelled (GPUs x hours x GPU TDP)"]
+
+
 def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptions,
                  spool: pd.DataFrame | None = None, capacity_gpus: float | None = None,
                  down_gpu_hours: float | None = None, sreport_gpu_hours: float | None = None,
@@ -255,173 +522,25 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     a = allocations(rows, window.start, window.end, dq, now=now, source=source)
     a = E.attach_energy(a, assumptions, spool, dq)
     spool_unmatched = int(a.attrs.get("spool_unmatched", 0))
-    a["waste_gpu_hours"] = a["gpu_hours"].where(a["wasted"], 0.0)
-    a["provisional_gpu_hours"] = a["gpu_hours"].where(a["provisional"], 0.0)
+    # an unknown GPU count (NaN) stays unknown in what is derived from it
+    unknown_g = a["gpu_hours"].isna()
+    a["waste_gpu_hours"] = a["gpu_hours"].where(a["wasted"] | unknown_g, 0.0)
+    a["provisional_gpu_hours"] = a["gpu_hours"].where(a["provisional"] | unknown_g, 0.0)
     dq.check()
     waiting = (a["pending_tasks"] > 0) | ((a["state"] == "PENDING") & a["start"].isna())
-    runs = a[~waiting] if waiting.any() else a
-    backlog = int(a["pending_tasks"].sum())
-    pending_jobs = int(((a["pending_tasks"] == 0) & waiting).sum())
+    # jobs cancelled (or ended) before they started: neither pending nor run
+    never = ~waiting & ~a["started"]
+    runs = a[~waiting & ~never] if (waiting | never).any() else a
     queue = pending_backlog(a[waiting])
-    keys = runs["job_code"]
-    gpu_h, cpu_h = float(runs["gpu_hours"].sum()), float(runs["cpu_hours"].sum())
-    kwh_src = {s: float(runs.loc[runs["energy_source"] == s, "energy_kwh"].sum())
-               for s in ("measured", "prometheus", "slurm", "modelled")}
-    kwh = sum(kwh_src.values())
-    jobs_by_src = {s: int(keys[runs["energy_source"] == s].nunique())
-                   for s in ("measured", "prometheus", "slurm", "modelled", "none")}
-    # no job has any source (no spool record, no trusted ConsumedEnergyRaw, no TDP): the 0 kWh
-    # is not a measurement, so the figures built on it are unknown
-    energy_known = bool((runs["energy_source"] != "none").any())
-    money = E.costs(kwh if energy_known else None, gpu_h, assumptions)
-    totals = {
-        "jobs": int(keys.nunique()), "gpu_jobs": int(keys[runs["gpus"] > 0].nunique()),
-        "allocation_rows": int(len(runs)), "requeued_attempts": int(runs["requeued_attempt"].sum()),
-        "gpu_hours": _num(gpu_h), "cpu_hours": _num(cpu_h), "energy_kwh": _num(kwh),
-        "energy_kwh_by_source": {k: _num(v) for k, v in kwh_src.items()},
-        "energy_known": energy_known, "energy_jobs_by_source": dict(jobs_by_src),
-        "gpu_hours_without_energy": _num(runs.loc[runs["energy_source"] == "none", "gpu_hours"].sum()),
-        "spool_records_unmatched": spool_unmatched,
-        "wasted_gpu_hours": _num(runs["waste_gpu_hours"].sum()),
-        "pending_array_tasks": backlog, "pending_jobs": pending_jobs,
-        "pending_gpus_requested": queue["gpus_requested"],
-        "pending_gpu_hours_requested": queue["gpu_hours_requested"],
-        "pending_without_time_limit": queue["without_time_limit"],
-        "provisional_jobs": int(keys[runs["provisional"]].nunique()),
-        "provisional_gpu_hours": _num(runs.loc[runs["provisional"], "gpu_hours"].sum()),
-        **{k: (_num(v) if isinstance(v, float) else v) for k, v in money.items()},
-    }
-
-    # outcomes: each job once, on the line of its last attempt in the window (by final state);
-    # earlier attempts of requeued jobs on their own line, counted as attempts
-    outcomes = []
-    code = runs["job_code"].to_numpy()
-    if pd.Series(code).duplicated().any():
-        last = ~runs.sort_values(["job_code", "start"], na_position="last", kind="stable")[
-            "job_code"].duplicated(keep="last")
-        last = last.reindex(runs.index).to_numpy(bool)
-    else:
-        last = np.ones(len(runs), bool)
-    scode, states = pd.factorize(runs["state"], sort=False)
-    names = [str(x) for x in states] + [REQUEUED_LINE]
-    requeued = runs["requeued_attempt"].to_numpy(bool)
-    line = np.where(requeued, len(names) - 1, scode)
-    nlines = len(names)
-    attempts = np.bincount(line, minlength=nlines)
-    # pandas' sums (compensated, as the totals'), not bincount's
-    sums = runs[["gpu_hours", "waste_gpu_hours"]].groupby(line).sum().reindex(range(nlines), fill_value=0.0)
-    gh, wh = sums["gpu_hours"].to_numpy(), sums["waste_gpu_hours"].to_numpy()
-    jobs = _distinct_per_group(np.where(last, line, -1), code, nlines)
-    for i in sorted(np.flatnonzero(attempts), key=lambda i: names[i]):
-        o = {"state": names[i], "jobs": int(jobs[i]), "attempts": int(attempts[i]), "rows": int(attempts[i]),
-             "gpu_hours": _num(gh[i]), "wasted_gpu_hours": _num(wh[i])}
-        if names[i] == REQUEUED_LINE:
-            o["states"] = {str(k): int(v) for k, v in
-                           runs.loc[requeued, "state"].astype(str).value_counts().sort_index().items()}
-        outcomes.append(o)
-    outcomes.sort(key=lambda o: o["state"] == REQUEUED_LINE)
-
-    # queue wait by partition x GPU bucket
-    waits = []
-    w = runs.loc[runs["wait_s"].notna(), ["partition", "gpu_bucket", "wait_s"]]
-    if len(w):
-        by = w.groupby(["partition", "gpu_bucket"], sort=True, observed=True)["wait_s"]
-        q = by.quantile(_QUANTILES).unstack()
-        for (part, bucket), grp in by:
-            waits.append({"partition": part, "gpu_bucket": bucket,
-                          **_wait_dict(len(grp), q.loc[(part, bucket), _QUANTILES].to_numpy()),
-                          "histogram": wait_histogram(grp.to_numpy())})
-    wait_all = _quantiles(w["wait_s"])
-    wait_from = "Eligible" if runs["eligible"].notna().any() else "Submit"
-
-    # efficiency
-    done = runs.loc[runs["end"].notna() & (runs["run_s"] > 0), ["user", "run_s", "ncpus", "cpu_eff", "mem_eff"]]
-    cpu_den = (done["run_s"] * done["ncpus"]).where(done["cpu_eff"].notna()).sum()
-    cpu_num = (done["cpu_eff"] * done["run_s"] * done["ncpus"]).sum()
-    gpu = (runs["gpus"] > 0).to_numpy()
-    gu_g = runs["step_gpu_util_pct"].fillna(runs["spool_gpu_util_pct"]).to_numpy(float)[gpu]
-    gh_g = runs["gpu_hours"].to_numpy(float)[gpu]
-    idle = gh_g[gu_g < 1.0].sum()
-    known = gh_g[~np.isnan(gu_g)].sum()
-    efficiency = {
-        "cpu_efficiency": _num(cpu_num / cpu_den) if cpu_den > 0 else None,
-        "cpu_hours_share": _num(float(runs.loc[done.index[done["cpu_eff"].notna()], "cpu_hours"].sum())
-                                / float(runs["cpu_hours"].sum())) if runs["cpu_hours"].sum() > 0 else None,
-        "memory_efficiency_median": _num(done["mem_eff"].median()) if done["mem_eff"].notna().any() else None,
-        "allocations_over_memory": int((done["mem_eff"] > 1.0).sum()),
-        "gpu_util_pct_weighted": _num(np.nansum(gu_g * gh_g) / known) if known > 0 else None,
-        "gpu_hours_with_util": _num(known),
-        "gpu_hours_near_zero_util": _num(idle),
-        "by_user": [],
-    }
-    den = (done["run_s"] * done["ncpus"]).where(done["cpu_eff"].notna())
-    per_user = done.assign(_num=done["cpu_eff"] * den, _den=den).groupby("user", sort=True).agg(
-        num=("_num", "sum"), den=("_den", "sum"), mem=("mem_eff", "median"))
-    # per user: GPU utilization (GPU-hour weighted, where known) and GPU-hours at ~0 %
-    g = runs.loc[gpu, ["user", "job_id", "gpus", "gpu_hours"]].assign(_u=gu_g)
-    g["_known"] = g["gpu_hours"].where(g["_u"].notna(), 0.0)
-    g["_uw"] = (g["_u"] * g["gpu_hours"]).fillna(0.0)
-    g["_idle"] = g["gpu_hours"].where(g["_u"] < 1.0, 0.0)
-    gu = g.groupby("user", sort=True).agg(gh=("gpu_hours", "sum"), known=("_known", "sum"),
-                                          uw=("_uw", "sum"), idle=("_idle", "sum"))
-    for user in sorted(set(per_user.index) | set(gu.index), key=str):
-        r = per_user.loc[user] if user in per_user.index else None
-        q = gu.loc[user] if user in gu.index else None
-        efficiency["by_user"].append({
-            "user": user,
-            "cpu_efficiency": _num(r["num"] / r["den"]) if r is not None and r["den"] > 0 else None,
-            "memory_efficiency_median": _num(r["mem"]) if r is not None else None,
-            "gpu_hours": _num(q["gh"]) if q is not None else 0.0,
-            "gpu_util_pct": _num(q["uw"] / q["known"]) if q is not None and q["known"] > 0 else None,
-            "gpu_hours_near_zero_util": _num(q["idle"]) if q is not None else 0.0})
-    # worst offenders first: GPU-hours held at ~0 %, then the lowest GPU utilization, then the
-    # lowest CPU efficiency
-    efficiency["by_user"].sort(key=lambda u: (-(u["gpu_hours_near_zero_util"] or 0.0),
-                                              u["gpu_util_pct"] if u["gpu_util_pct"] is not None else 1e9,
-                                              u["cpu_efficiency"] if u["cpu_efficiency"] is not None else 2.0,
-                                              str(u["user"])))
-    idle_jobs = g[g["_u"] < IDLE_UTIL_PCT].sort_values(["gpu_hours", "job_id"], ascending=[False, True]).head(IDLE_JOBS)
-    efficiency["idle_jobs"] = [{"job_id": str(j), "user": str(u), "gpus": _num(n), "gpu_hours": _num(h),
-                                "gpu_util_pct": _num(x)}
-                               for j, u, n, h, x in zip(idle_jobs["job_id"], idle_jobs["user"], idle_jobs["gpus"],
-                                                        idle_jobs["gpu_hours"], idle_jobs["_u"])]
-
-    # GPUs in use: hourly means (daily past DAILY_AFTER_DAYS), the most at once, never a future hour
+    unknown = unknown_figures(runs, capacity_gpus)
+    totals, jobs_by_src = _totals(runs, queue, int(a["pending_tasks"].sum()),
+                                  int(((a["pending_tasks"] == 0) & waiting).sum()), spool_unmatched, assumptions,
+                                  unknown)
     horizon = utc(horizon) if horizon is not None else pd.Timestamp.now(tz="UTC")
     upto = min(utc(window.end), max(horizon, utc(window.start)))
-    curve = hourly_gpus(runs, window.start, upto, now=now) if upto > utc(window.start) else pd.Series(dtype=float)
-    bucket = "hour"
-    if window.hours > DAILY_AFTER_DAYS * 24 and len(curve):
-        bucket = "day"
-        curve = curve.resample("D").mean()
-    hourly = {"bucket": bucket, "hours": list(curve.index.strftime("%Y-%m-%dT%H:%M:%SZ")),
-              "gpus_in_use": [round(float(v), 6) for v in curve.to_numpy()],
-              "peak": _num(curve.max()) if len(curve) else None,
-              "p95": _num(curve.quantile(0.95)) if len(curve) else None,
-              "peak_at_once": _num(most_at_once(runs, window.start, upto, now))}
-
-    # utilization
-    util = {"capacity_gpus": _num(capacity_gpus), "capacity_gpu_hours": None,
-            "down_gpu_hours": _num(down_gpu_hours), "available_gpu_hours": None, "utilization": None}
-    if capacity_gpus:
-        # capacity only up to the capture / now: an hour in the future holds no use yet
-        cap = capacity_gpus * max((upto - utc(window.start)).total_seconds(), 0.0) / 3600.0
-        avail = cap - (down_gpu_hours or 0.0)
-        util.update(capacity_gpu_hours=_num(cap), available_gpu_hours=_num(avail),
-                    utilization=_num(gpu_h / avail) if avail > 0 else None)
-
     recon = None
     if sreport_gpu_hours is not None:
         recon = reconcile(rows, runs, recon_window or window, float(sreport_gpu_hours), now=now)
-    deltas = None
-    if previous:
-        deltas = {}
-        for k in ("jobs", "gpu_hours", "cpu_hours", "energy_kwh", "wasted_gpu_hours"):
-            cur, prev = totals.get(k), previous.get(k)
-            if cur is not None and prev is not None:
-                deltas[k] = {"previous": prev, "change": _num(cur - prev),
-                             "relative": _num((cur - prev) / prev) if prev else None}
-
     report = {
         "window": window.as_dict(),
         "as_of": iso_z(utc(now) if now is not None else pd.Timestamp.now(tz="UTC")),
@@ -433,22 +552,42 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "by_qos": _group(runs, "qos", "qos"),
         "by_gpu_type": _group(runs, "gpu_type", "gpu_type", runs["gpus"] > 0),
         "energy_by_policy": energy_by_policy(runs),
-        "outcomes": outcomes,
-        "queue_wait": {"all": wait_all, "by_partition_gpus": waits, "from": wait_from,
-                       "bins": list(WAIT_BIN_LABELS), "histogram": wait_histogram(w["wait_s"].to_numpy()),
-                       "backlog": queue},
-        "efficiency": efficiency,
-        "hourly": hourly,
-        "utilization": util,
+        "outcomes": outcomes(runs) + cancelled_before_start(a[never], runs),
+        "queue_wait": queue_wait(runs, queue),
+        "efficiency": efficiency(runs, unknown),
+        "hourly": gpus_in_use(runs, window, upto, now, known="gpu_hours" not in unknown),
+        "utilization": utilization(totals["gpu_hours"], capacity_gpus, down_gpu_hours, window, upto),
         "downtime": downtime,
         "reconciliation": recon,
-        "energy_sources": {"jobs": jobs_by_src,
-                           "order": ["measured (hook spool, NVML energy counters)",
-                                     "prometheus (the hooks' NVML energy counters read through Prometheus)",
-                                     "slurm (ConsumedEnergyRaw, non-zero and trusted)",
-                                     "modelled (GPUs x hours x GPU TDP)"]},
+        "energy_sources": {"jobs": jobs_by_src, "order": list(ENERGY_SOURCE_ORDER)},
         "assumptions": assumptions.as_dict(),
-        "deltas": deltas,
-        "data_quality": dq.as_dict(),
+        "deltas": deltas(totals, previous),
+        "unknown": unknown,
+        "data_quality": _data_quality(dq, unknown, runs, source),
     }
     return report, a
+
+
+def _data_quality(dq: DataQuality, unknown: dict, runs: pd.DataFrame, source: str) -> dict:
+    """The ``data_quality`` section: :meth:`DataQuality.as_dict` with ``unknown`` (the figures
+    the input cannot give, and why) and ``notes``: each unknown figure and the allocation rows
+    whose GPU count is unknown or only requested (ReqTRES), in the shape of a listed problem
+    (data_quality.csv lists them first)."""
+    d = dq.as_dict()
+    d["unknown"] = dict(unknown)
+    head = [{"source": source or "input", "line": None, "reason": f"unknown: {k}", "detail": why,
+             "counted": True} for k, why in unknown.items()]
+    if "gpu_hours" not in unknown:
+        n = int(runs["gpus"].isna().sum())
+        if n:
+            head.append({"source": source or "input", "line": None, "reason": "unknown: GPU count",
+                         "detail": f"{n} allocation row(s) from an input without AllocTRES, AllocGRES or ReqTRES: "
+                                   "not in the GPU-hours", "counted": True})
+        if "gpu_source" in runs:
+            req = runs["gpu_source"] == "ReqTRES (requested)"
+            if req.any():
+                head.append({"source": source or "input", "line": None, "reason": "GPUs requested, not allocated",
+                             "detail": f"{int(req.sum())} allocation row(s): GPU count from ReqTRES (the input has "
+                                       "no AllocTRES or AllocGRES)", "counted": True})
+    d["notes"] = head
+    return d

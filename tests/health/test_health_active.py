@@ -4,40 +4,95 @@ a diag that overruns its deadline."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
 
 import pytest
 
-from slurmkit.health.active import dcgm_diag, parse_diag
+from slurmkit.health.active import dcgm_diag, parse_diag, read_diag
 from slurmkit.health.result import REASON_MAX
 
 DATA = Path(__file__).with_name("dcgmi")
 
 
-def test_dcgm3_pass_with_the_text_dcgmi_prints_first():
+def test_dcgm3_level1_pass():
     tests = parse_diag((DATA / "dcgm3-pass.txt").read_text())
-    assert len(tests) == 9 and tests[0].name == "Denylist" and tests[0].entity == "*"
+    assert len(tests) == 9 and tests[0].name == "Blacklist" and tests[0].entity == "*"
     rep = dcgm_diag(capture=DATA / "dcgm3-pass.txt")
-    assert rep.status == "pass" and rep.message == "8 results passed"  # Inforom skipped: not counted
+    assert rep.status == "pass" and rep.message == "9 results passed"
 
 
-def test_dcgm3_fail_names_the_gpu_and_the_test():
+def test_dcgm3_fail_names_the_gpu_and_the_test_and_a_setting_only_warns():
+    run = read_diag((DATA / "dcgm3-fail-memory.json").read_text())
+    assert (run.version, run.driver_version) == ("3.3.9", "550.90.07")
+    pm = [t for t in run.tests if t.name == "Persistence Mode"][0]
+    # 3.x's Deployment result: the GPU from its error, the text under "warnings", CONFIG severity
+    assert (pm.entity, pm.dcgm_status, pm.status, pm.severities, pm.error_ids) == ("GPU2", "Fail", "warn", [5], [29])
+    assert pm.warnings[0].startswith("Persistence mode for GPU 2 is disabled.")
+    mem = [(t.entity, t.status) for t in run.tests if t.name == "GPU Memory"]
+    assert mem == [("GPU0", "pass"), ("GPU1", "fail"), ("GPU2", "pass"), ("GPU3", "pass")]
     rep = dcgm_diag(capture=DATA / "dcgm3-fail-memory.json")
-    assert rep.status == "fail"
-    # dcgmi's warning runs long: the reason is cut at a word to the one cap, the test named first
-    assert rep.reason() == ("slurmkit: dcgm_diag: GPU1 GPU Memory: fail (Error using CUDA API cudaMalloc: out of "
-                            "memory....")
+    assert rep.status == "fail" and rep.dcgm_version == "3.3.9"
+    assert rep.reason() == "slurmkit: dcgm_diag: GPU1 GPU Memory: fail (Found 2 faulty memory elements on GPU 1)"
     assert len(rep.reason()) <= REASON_MAX
-    assert any("Uncorrectable ECC errors detected." in w for t in rep.tests for w in t.warnings)  # kept in the report
 
 
-def test_dcgm4_shape_warn_with_entities():
-    tests = parse_diag((DATA / "dcgm4-warn.json").read_text())
-    assert [(t.name, t.entity, t.status) for t in tests][-2:] == [("pcie", "GPU1", "warn"), ("pcie", "NvSwitch0", "pass")]
-    rep = dcgm_diag(capture=DATA / "dcgm4-warn.json")
-    assert rep.status == "warn" and rep.message == "GPU1 pcie: warn (PCIe replay count 120 above the limit 80)"
+def test_dcgm3_every_plugin_skipped_judges_the_deployment_tests():
+    tests = parse_diag((DATA / "dcgm3-t400-r3-skip.json").read_text())
+    assert [(t.name, t.entity, t.status) for t in tests if t.name == "PCIe"] == [("PCIe", "GPU0", "skip")]
+    assert sum(t.status == "skip" for t in tests) == 6
+    rep = dcgm_diag(capture=DATA / "dcgm3-t400-r3-skip.json")
+    assert rep.status == "pass" and rep.message == "9 results passed"
+
+
+def test_dcgm4_per_entity_results_metadata_and_entities():
+    run = read_diag((DATA / "dcgm4-h100x8-r3-pass.json").read_text())
+    assert (run.version, run.driver_version) == ("4.1.1", "570.86.15")
+    assert run.entities["GPU7"] == {"device_id": "2330", "serial_num": "1652322000007"}
+    diag = [t for t in run.tests if t.name == "diagnostic"]
+    assert [t.gpu_index for t in diag] == list(range(8)) and {t.status for t in diag} == {"pass"}
+    rep = dcgm_diag(capture=DATA / "dcgm4-h100x8-r3-pass.json")
+    assert rep.status == "pass" and rep.message == "16 results passed" and rep.dcgm_version == "4.1.1"
+
+
+def test_dcgm4_persistence_mode_off_warns_naming_the_setting():
+    # DCGM 4 fails its software test on every GPU whose persistence mode is off, severity CONFIG:
+    # a fleet-wide drain for a setting; slurmkit warns and names it
+    rep = dcgm_diag(capture=DATA / "dcgm4-gb10-r1-persistence-off.json")
+    assert rep.status == "warn" and rep.dcgm_version == "4.2.3"
+    assert rep.message == ("GPU0 software: warn (setting, DCGM severity CONFIG: Persistence Mode: Persistence mode "
+                           'for GPU 0 is disabled. Enable persistence mode by running "nvidia-smi -i <gpuId> -pm 1 " '
+                           "as root.)")
+    assert rep.tests[0].dcgm_status == "Fail"
+
+
+def test_dcgm4_without_a_severity_or_with_isolate_stays_a_fail():
+    doc = json.loads((DATA / "dcgm4-gb10-r1-persistence-off.json").read_text())
+    warning = doc["DCGM Diagnostic"]["test_categories"][0]["tests"][0]["results"][0]["warnings"][0]
+    del warning["error_severity"]  # edit: a warning without a severity is not known to be a setting
+    assert [t.status for t in parse_diag(json.dumps(doc))] == ["fail"]
+    for sev in (2, 6, 1):  # ISOLATE, RESET, MONITOR
+        warning["error_severity"] = sev
+        assert [t.status for t in parse_diag(json.dumps(doc))] == ["fail"]
+
+
+def test_dcgm4_fail_memory_with_a_setting_a_skip_and_a_test_not_run():
+    rep = dcgm_diag(capture=DATA / "dcgm4-h100x8-r3-fail-memory.json")
+    assert rep.status == "fail"
+    assert rep.reason() == "slurmkit: dcgm_diag: GPU1 memory: fail (Found 2 faulty memory elements on GPU 1)"
+    by = {(t.name, t.entity): t.status for t in rep.tests}
+    assert by[("software", "GPU3")] == "warn" and by[("memory", "GPU1")] == "fail" and by[("memtest", "GPU5")] == "skip"
+    assert not any(t.name == "pcie" for t in rep.tests)  # not run: no result at all
+
+
+def test_dcgm4_runtime_error_and_iterations():
+    with pytest.raises(ValueError, match="could not run: The GPU list is empty"):
+        read_diag('{"DCGM Diagnostic": {"runtime_error": "The GPU list is empty", "version": "4.2.3"}}')
+    one = (DATA / "dcgm4-gb10-r1-persistence-off.json").read_text()
+    run = read_diag('{"Overall Result": "Pass", "iterations": [%s, %s]}' % (one, one))  # dcgmi diag -n 2
+    assert [t.status for t in run.tests] == ["warn", "warn"] and run.version == "4.2.3"
 
 
 def test_dcgm_absent_is_a_documented_skip(tmp_path):
@@ -53,10 +108,14 @@ def test_no_host_engine_is_own_trouble():
 
 
 def test_unknown_status_and_empty_results_are_own_trouble():
-    with pytest.raises(ValueError, match="unknown status"):
-        parse_diag('{"tests": [{"name": "x", "results": [{"entity_id": 0, "status": "maybe"}]}]}')
+    doc = json.loads((DATA / "dcgm4-gb10-r1-persistence-off.json").read_text())
+    doc["DCGM Diagnostic"]["test_categories"][0]["tests"][0]["results"][0]["status"] = ""  # the writer's default
+    with pytest.raises(ValueError, match="unknown status ''"):
+        parse_diag(json.dumps(doc))
     with pytest.raises(ValueError, match="not dcgmi diag output"):
         parse_diag('{"something": 1}')
+    with pytest.raises(ValueError, match="not dcgmi diag output"):  # the shape slurmkit once read as DCGM 4's
+        parse_diag('{"tests": [{"name": "x", "results": [{"entity_id": 0, "status": "pass"}]}]}')
 
 
 def test_the_diag_runs_dcgmi_and_a_hang_is_a_fail_within_the_deadline(tmp_path):

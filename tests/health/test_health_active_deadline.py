@@ -31,13 +31,6 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _catches(pid: int, signum: int) -> bool:
-    """Whether process ``pid`` has a handler for ``signum`` (SigCgt of /proc/<pid>/status)."""
-    with open(f"/proc/{pid}/status") as fh:
-        mask = next(int(line.split()[1], 16) for line in fh if line.startswith("SigCgt:"))
-    return bool(mask & (1 << (signum - 1)))
-
-
 def _sleepy_dcgmi(tmp_path, marker):
     exe = tmp_path / "dcgmi"
     # the script records the pid of the sleep it starts (the nvvs stand-in): it must die too
@@ -72,7 +65,7 @@ def test_a_timeout_is_marked_and_kills_the_group(tmp_path):
     assert time.monotonic() - t0 < 10
     assert rep.status == "fail" and rep.timed_out and "did not finish within 1 s" in rep.message
     child = int(marker.read_text())
-    wait_until(lambda: not _alive(child), 5, 0.05, "the diag's child to die with its group")
+    wait_until(lambda: not _alive(child), 10, 0.05, "the diag's child to die with its group")
     assert not pidfile.exists()
 
 
@@ -87,11 +80,12 @@ def test_the_hook_ended_by_sigterm_takes_the_diag_with_it(tmp_path):
     hook = subprocess.Popen([sys.executable, "-c", code])
     child = int(wait_until(lambda: marker.exists() and marker.read_text().strip(), 20, 0.05,
                            "the diag to start its child"))
-    # the diag starts before dcgm_diag installs its handler: SIGTERM once the hook catches it
-    wait_until(lambda: _catches(hook.pid, signal.SIGTERM), 20, 0.05, "the hook to catch SIGTERM")
+    # no wait for the hook's handler: dcgm_diag installs it before the diag starts, so a SIGTERM
+    # as soon as the diag runs is the race this test holds shut
     hook.send_signal(signal.SIGTERM)  # slurmd ending HealthCheckProgram
     assert hook.wait(10) == -signal.SIGTERM
-    wait_until(lambda: not _alive(child), 5, 0.05, "the diag to die with the hook")
+    # the handler kills the diag's process group; under load the child may take a moment to exit
+    wait_until(lambda: not _alive(child), 10, 0.05, "the diag to die with the hook")
     assert not pidfile.exists()
 
 

@@ -219,11 +219,11 @@ def test_each_hook_keeps_its_own_kmsg_cursor(tmp_path):
 
 
 def test_snapshot_takes_site_and_sysfs_like_check(healthy, tmp_path, monkeypatch):
-    from fake_sysfs import healthy_tree, load_module, set_aer, set_port
+    from fake_sysfs import load_module, sandbox_tree, set_aer, set_port
 
     monkeypatch.delenv("SLURMKIT_SITE", raising=False)
     path, base = healthy
-    root = healthy_tree(tmp_path / "sys", hcas=("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"))
+    root = sandbox_tree(tmp_path / "sys")
     set_port(root, "mlx5_2", rate=200)
     load_module(root, "nvidia_peermem")
     set_aer(root, base["gpus"][1]["pci_bus_id"], correctable=12)
@@ -235,7 +235,7 @@ def test_snapshot_takes_site_and_sysfs_like_check(healthy, tmp_path, monkeypatch
     assert r.exit_code == 0, r.output
     snap = json.loads(out.read_text())
     assert [(p["hca"], p["rate_gbps"]) for p in snap["ib_ports"]] == [
-        ("mlx5_0", 400.0), ("mlx5_1", 400.0), ("mlx5_2", 200.0), ("mlx5_3", 400.0)]
+        ("mlx5_0", 400.0), ("mlx5_1", 400.0), ("mlx5_2", 200.0), ("mlx5_3", 400.0), ("mlx5_4", 100.0)]
     assert snap["services"] == {"peermem": {"module": "nvidia_peermem"}}
     assert snap["gpus"][1]["values"]["pcie_aer_correctable"]["value"] == 12  # replayed from the tree
     # the recorded snapshot judges the same, without the tree

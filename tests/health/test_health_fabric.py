@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from fake_sysfs import healthy_tree, lose_card, set_identity, set_netdev, set_port
+from fake_sysfs import healthy_tree, lose_card, sandbox_tree, set_identity, set_netdev, set_port
 from slurmkit.health import checks as C
 from slurmkit.health.config import judged_hcas, load_config
 from slurmkit.health.fabric import COUNTERS, parse_rate, read_ib_ports
@@ -20,6 +20,14 @@ from slurmkit.profile.load import load_profile
 NICS = [{"device": "mlx5_0", "link_layer": "InfiniBand", "rate_gbps": 400, "role": "compute"},
         {"device": "mlx5_1", "link_layer": "InfiniBand", "rate_gbps": 400, "role": "compute"},
         {"device": "mlx5_4", "link_layer": "RoCE", "rate_gbps": 200, "role": "other"}]
+
+
+def node_tree(root):
+    """A healthy tree for :data:`NICS`: the compute HCAs at 400 Gb/s and the storage NIC mlx5_4, a
+    RoCE port (link layer Ethernet) at 200 Gb/s, as the profile lists it."""
+    healthy_tree(root)
+    set_port(root, "mlx5_4", rate=200, link_layer="Ethernet")
+    return root
 
 
 def judge(root, nics=NICS, health=None, baseline=None, counters_file=None):
@@ -46,17 +54,42 @@ def test_rate_text_as_the_kernel_prints_it():
         parse_rate("fast")
 
 
-def test_healthy_ports_pass_and_only_compute_hcas_are_judged(tmp_path):
-    root = healthy_tree(tmp_path / "sys")
+def test_healthy_ports_pass_the_storage_nic_included(tmp_path):
+    root = node_tree(tmp_path / "sys")
     state, rep = judge(root)
     assert rep["status"] == "pass", rep
-    assert results(rep, "ib_port") == [("pass", "mlx5_0/1", "ACTIVE/LinkUp"), ("pass", "mlx5_1/1", "ACTIVE/LinkUp")]
-    assert results(rep, "ib_rate") == [("pass", "mlx5_0/1", "400 Gb/s"), ("pass", "mlx5_1/1", "400 Gb/s")]
-    assert [p["hca"] for p in state.ib_ports] == ["mlx5_0", "mlx5_1"]  # the storage HCA is not read
+    assert results(rep, "ib_port") == [("pass", "mlx5_0/1", "ACTIVE/LinkUp"), ("pass", "mlx5_1/1", "ACTIVE/LinkUp"),
+                                       ("pass", "mlx5_4/1", "ACTIVE/LinkUp")]
+    assert results(rep, "ib_rate") == [("pass", "mlx5_0/1", "400 Gb/s"), ("pass", "mlx5_1/1", "400 Gb/s"),
+                                       ("pass", "mlx5_4/1", "200 Gb/s")]
+    assert [(p["hca"], p["role"], p["tier"]) for p in state.ib_ports] == [
+        ("mlx5_0", "compute", "fail"), ("mlx5_1", "compute", "fail"), ("mlx5_4", "other", "warn")]
+
+
+def test_storage_nic_down_slow_or_missing_warns_by_default(tmp_path):
+    root = node_tree(tmp_path / "sys")
+    set_port(root, "mlx5_4", rate=200, link_layer="Ethernet", state="DOWN", phys="Disabled")
+    _, rep = judge(root)
+    assert rep["status"] == "warn", rep  # a storage port down is said, the node is not drained
+    assert ("warn", "mlx5_4/1", "down (DOWN/Disabled)") in results(rep, "ib_port")
+    msg = next(r["message"] for r in rep["results"] if r["check"] == "ib_port" and r["status"] == "warn")
+    assert "role other: warns, never drains; drains with [health] ib_judge_other_nics = true" in msg
+    set_port(root, "mlx5_4", rate=100, link_layer="Ethernet")
+    _, rep = judge(root)
+    assert rep["status"] == "warn" and results(rep, "ib_rate")[2] == ("warn", "mlx5_4/1", "100 of 200 Gb/s")
+    import shutil
+
+    shutil.rmtree(root / "class" / "infiniband" / "mlx5_4")
+    _, rep = judge(root)
+    assert rep["status"] == "warn" and ("warn", "mlx5_4", "missing") in results(rep, "ib_port")
+    # a compute port down still fails beside it
+    set_port(root, "mlx5_1", state="DOWN", phys="Polling")
+    _, rep = judge(root)
+    assert rep["status"] == "fail" and ("fail", "mlx5_1/1", "down (DOWN/Polling)") in results(rep, "ib_port")
 
 
 def test_storage_hca_judged_when_the_profile_says_so(tmp_path):
-    root = healthy_tree(tmp_path / "sys")
+    root = node_tree(tmp_path / "sys")
     set_port(root, "mlx5_4", rate=200, link_layer="Ethernet", state="DOWN", phys="Disabled")
     _, rep = judge(root, health=Health(ib_judge_other_nics=True))
     assert ("fail", "mlx5_4/1", "down (DOWN/Disabled)") in results(rep, "ib_port")
@@ -64,18 +97,19 @@ def test_storage_hca_judged_when_the_profile_says_so(tmp_path):
 
 
 def test_port_down_fails_naming_hca_and_port(tmp_path):
-    root = healthy_tree(tmp_path / "sys")
+    root = node_tree(tmp_path / "sys")
     set_port(root, "mlx5_1", state="DOWN", phys="Polling")
     state, rep = judge(root)
     assert rep["status"] == "fail"
     assert results(rep, "ib_port")[1] == ("fail", "mlx5_1/1", "down (DOWN/Polling)")
     fails = [r for r in C.run_checks(state, load_config(nics=NICS)) if r.status is C.FAIL]
     assert fails[0].reason() == "slurmkit: ib mlx5_1/1: down (DOWN/Polling)"
-    assert results(rep, "ib_rate") == [("pass", "mlx5_0/1", "400 Gb/s")]  # a down port has no rate to judge
+    # a down port has no rate to judge
+    assert results(rep, "ib_rate") == [("pass", "mlx5_0/1", "400 Gb/s"), ("pass", "mlx5_4/1", "200 Gb/s")]
 
 
 def test_rate_200_instead_of_400_fails(tmp_path):
-    root = healthy_tree(tmp_path / "sys")
+    root = node_tree(tmp_path / "sys")
     set_port(root, "mlx5_0", rate=200)
     _, rep = judge(root)
     assert results(rep, "ib_rate")[0] == ("fail", "mlx5_0/1", "200 of 400 Gb/s")
@@ -104,7 +138,7 @@ def test_missing_hca_fails_and_a_named_port_judges_only_that_port(tmp_path):
 
 
 def test_counters_rising_between_runs_warn_then_fail(tmp_path):
-    root = healthy_tree(tmp_path / "sys")
+    root = node_tree(tmp_path / "sys")
     counters = tmp_path / "state" / "counters.json"
     _, rep = judge(root, counters_file=counters)
     assert results(rep, "ib_counters") == []  # first run: nothing to compare with
@@ -127,7 +161,7 @@ def test_counters_rising_between_runs_warn_then_fail(tmp_path):
 
 
 def test_counter_thresholds_come_from_the_profile(tmp_path):
-    root = healthy_tree(tmp_path / "sys")
+    root = node_tree(tmp_path / "sys")
     set_port(root, "mlx5_0", counters={"port_rcv_errors": 12})
     base = {"ib": {"mlx5_0/1": {"port_rcv_errors": 2}, "mlx5_1/1": {}}}
     _, rep = judge(root, baseline=base)
@@ -140,18 +174,18 @@ def test_sysfs_unreadable_is_own_trouble_never_a_fail(tmp_path):
     _, rep = judge(tmp_path / "not-a-sysfs")
     assert rep["status"] == "error" and [r for r in rep["results"] if r["check"].startswith("ib_")] == []
     assert "is not readable" in rep["errors"][0]
-    root = healthy_tree(tmp_path / "sys")
+    root = node_tree(tmp_path / "sys")
     state_file = root / "class" / "infiniband" / "mlx5_0" / "ports" / "1" / "state"
     state_file.unlink()
     state_file.mkdir()  # a file that cannot be read (even by root)
     _, rep = judge(root)
     assert rep["status"] == "error"
-    assert results(rep, "ib_port") == [("pass", "mlx5_1/1", "ACTIVE/LinkUp")]
+    assert results(rep, "ib_port") == [("pass", "mlx5_1/1", "ACTIVE/LinkUp"), ("pass", "mlx5_4/1", "ACTIVE/LinkUp")]
     assert any("mlx5_0/ports/1/state" in e for e in rep["errors"])
 
 
 def test_a_corrupt_counters_file_means_no_previous_run(tmp_path):
-    root = healthy_tree(tmp_path / "sys")
+    root = node_tree(tmp_path / "sys")
     counters = tmp_path / "counters.json"
     counters.write_text("{not json")
     _, rep = judge(root, counters_file=counters)
@@ -163,15 +197,19 @@ def test_profile_nics_select_the_hcas(tmp_path):
     prof = load_profile("dgx-h100")
     hcas = judged_hcas(next(iter(prof.node_types.values())).nics)
     assert hcas and all(h["link_layer"] in ("InfiniBand", "RoCE") for h in hcas)
-    assert all(h["role"] == "compute" for h in hcas)
+    # compute HCAs drain; the storage ones (role other) are judged too, at the warn tier
+    assert {h["tier"] for h in hcas if h["role"] == "compute"} == {"fail"}
+    assert {h["tier"] for h in hcas if h["role"] != "compute"} == {"warn"}
+    assert [h for h in hcas if h["role"] != "compute"]  # dgx-h100 lists its storage NICs
 
 
 def test_live_worker_reads_the_ports_and_the_snapshot_keeps_them(fake_nvml, tmp_path):
-    root = healthy_tree(tmp_path / "sys")
+    root = node_tree(tmp_path / "sys")
     set_port(root, "mlx5_1", rate=200)
     hcas = judged_hcas(NICS)
     s = read_state("live", env=fake_nvml.env("healthy", gpus=2), sysfs=root, fabric={"hcas": hcas})
-    assert [(p["hca"], p["rate_gbps"]) for p in s.ib_ports] == [("mlx5_0", 400.0), ("mlx5_1", 200.0)]
+    assert [(p["hca"], p["rate_gbps"]) for p in s.ib_ports] == [("mlx5_0", 400.0), ("mlx5_1", 200.0),
+                                                                ("mlx5_4", 200.0)]
     snap = tmp_path / "n1.json"
     snap.write_text(json.dumps(s.to_json()))
     replay = read_state(snap)
@@ -182,7 +220,7 @@ def test_live_worker_reads_the_ports_and_the_snapshot_keeps_them(fake_nvml, tmp_
 
 def test_replay_with_a_sysfs_root_reads_the_ports_there(healthy, tmp_path):
     path, _ = healthy
-    root = healthy_tree(tmp_path / "sys")
+    root = node_tree(tmp_path / "sys")
     set_port(root, "mlx5_0", state="DOWN", phys="Polling")
     s = read_state(path, sysfs=root, fabric={"hcas": judged_hcas(NICS)})
     assert s.ib_ports[0]["state"] == "DOWN"
@@ -195,21 +233,35 @@ def test_health_check_cli_judges_the_ports_of_the_nodes_type(healthy, tmp_path):
     from slurmkit.cli import cli as cli_main
 
     path, _ = healthy
-    root = healthy_tree(tmp_path / "sys", hcas=("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"))
+    root = sandbox_tree(tmp_path / "sys")  # the sandbox node type's NICs: 4 compute, 1 storage
     args = ["--json", "health", "check", "--from", str(path), "--site", "sandbox", "--node", "n2", "--sysfs", str(root)]
     res = CliRunner().invoke(cli_main, args)
     rep = json.loads(res.output)
-    assert res.exit_code == 0 and len(results(rep, "ib_port")) == 4, res.output
+    assert res.exit_code == 0 and len(results(rep, "ib_port")) == 5, res.output
+    assert rep["status"] == "pass", res.output
     set_port(root, "mlx5_3", rate=100)
     res = CliRunner().invoke(cli_main, args)
     assert res.exit_code == 1
     assert results(json.loads(res.output), "ib_rate")[3] == ("fail", "mlx5_3/1", "100 of 400 Gb/s")
-    res = CliRunner().invoke(cli_main, args[:-4] + ["--node", "not-in-the-profile", "--sysfs", str(root)])
+    other = args[:-4] + ["--node", "not-in-the-profile", "--sysfs", str(root)]
+    res = CliRunner().invoke(cli_main, other)
     rep = json.loads(res.output)
-    assert res.exit_code == 0 and results(rep, "ib_port") == [] and rep["status"] == "warn"
-    # said, not passed in silence: the node has no node type, so its fabric is not judged
-    assert results(rep, "node_type") == [("warn", "", "no node type for this node: fabric checks skipped")]
+    # no node type: every port the kernel lists must be ACTIVE/LinkUp; no rate is expected of it
+    assert res.exit_code == 0 and rep["status"] == "warn"
+    assert results(rep, "ib_port") == [("pass", f"mlx5_{i}/1", "ACTIVE/LinkUp") for i in range(5)]
+    assert results(rep, "ib_rate") == []
+    # said, not passed in silence: the node has no node type, so only the kernel's list is judged
+    assert results(rep, "node_type") == [
+        ("warn", "", "no node type for this node: fabric judged by what the kernel lists")]
     assert "not-in-the-profile" in next(r["message"] for r in rep["results"] if r["check"] == "node_type")
+    set_port(root, "mlx5_2", state="DOWN", phys="Polling")
+    res = CliRunner().invoke(cli_main, other)
+    rep = json.loads(res.output)
+    assert res.exit_code == 0 and rep["status"] == "warn", res.output  # warns, never drains
+    assert ("warn", "mlx5_2/1", "down (DOWN/Polling)") in results(rep, "ib_port")
+    msg = next(r["message"] for r in rep["results"] if r["check"] == "ib_port" and r["status"] == "warn")
+    assert "no node type for this node" in msg and "never drains" in msg
+    set_port(root, "mlx5_2")
     res = CliRunner().invoke(cli_main, args)
     assert results(json.loads(res.output), "node_type") == [("pass", "", "sandbox-h100x4")]
 
@@ -306,9 +358,9 @@ def test_profile_pci_is_validated_and_normalised(tmp_path):
 def test_the_dgx_h100_profile_finds_its_compute_hcas_by_pci(tmp_path):
     prof = load_profile("dgx-h100")
     nt = prof.node_types["dgx-h100"]
-    hcas = judged_hcas(nt.nics)
+    hcas = [h for h in judged_hcas(nt.nics) if h["role"] == "compute"]
     assert [(h["device"], h["pci"]) for h in hcas][:2] == [("mlx5_0", "0000:18:00.0"), ("mlx5_3", "0000:40:00.0")]
-    assert all(h["pci"] for h in hcas) and len(hcas) == 8
+    assert all(h["pci"] for h in hcas) and len(hcas) == 8 and {h["tier"] for h in hcas} == {"fail"}
 
 
 # ---- saturated counters --------------------------------------------------------------------------
@@ -323,7 +375,7 @@ def test_counter_widths_are_the_kernels():
 
 
 def test_a_saturated_counter_warns_even_without_a_previous_run(tmp_path):
-    root = healthy_tree(tmp_path / "sys")
+    root = node_tree(tmp_path / "sys")
     set_port(root, "mlx5_0", counters={"symbol_error": 65535})
     state, rep = judge(root)
     assert results(rep, "ib_counters") == [("warn", "mlx5_0/1", "symbol_error saturated")]
@@ -334,7 +386,7 @@ def test_a_saturated_counter_warns_even_without_a_previous_run(tmp_path):
 
 
 def test_saturation_then_reset_and_a_rise_into_saturation(tmp_path):
-    root = healthy_tree(tmp_path / "sys")
+    root = node_tree(tmp_path / "sys")
     counters = tmp_path / "counters.json"
     set_port(root, "mlx5_0", counters={"link_downed": 250})
     judge(root, counters_file=counters)
@@ -352,7 +404,7 @@ def test_saturation_then_reset_and_a_rise_into_saturation(tmp_path):
 
 
 def test_a_counter_without_a_pma_is_absent_not_own_trouble(tmp_path):
-    root = healthy_tree(tmp_path / "sys")
+    root = node_tree(tmp_path / "sys")
     set_port(root, "mlx5_0", counters={c: "N/A (no PMA)" for c in COUNTERS})
     state, rep = judge(root)
     assert state.ib_ports[0]["counters"] == {} and rep["errors"] == [] and rep["status"] == "pass"
@@ -360,12 +412,12 @@ def test_a_counter_without_a_pma_is_absent_not_own_trouble(tmp_path):
 
 # ---- Ethernet ports: the judgement follows the link layer ----------------------------------------
 
-def test_storage_ports_declared_ethernet_are_judged_with_ib_judge_other_nics(tmp_path):
-    root = healthy_tree(tmp_path / "sys")
+def test_storage_ports_declared_ethernet_drain_with_ib_judge_other_nics(tmp_path):
+    root = node_tree(tmp_path / "sys")
     set_port(root, "mlx5_7", rate=200, link_layer="Ethernet", state="DOWN", phys="Disabled")
     nics = NICS[:2] + [{"device": "mlx5_7", "link_layer": "Ethernet", "rate_gbps": 400, "role": "other"}]
     _, rep = judge(root, nics=nics)
-    assert [x[1] for x in results(rep, "ib_port")] == ["mlx5_0/1", "mlx5_1/1"]  # role other: not by default
+    assert results(rep, "ib_port")[2] == ("warn", "mlx5_7/1", "down (DOWN/Disabled)")  # role other: warns
     _, rep = judge(root, nics=nics, health=Health(ib_judge_other_nics=True))
     assert results(rep, "ib_port")[2] == ("fail", "mlx5_7/1", "down (DOWN/Disabled)")
     set_port(root, "mlx5_7", rate=200, link_layer="Ethernet", counters={"symbol_error": 900})
@@ -394,7 +446,37 @@ def test_a_plain_ethernet_nic_is_judged_by_its_netdev(tmp_path):
 def test_the_dgx_h100_storage_nics_are_judged_when_asked():
     prof = load_profile("dgx-h100")
     nics = prof.node_types["dgx-h100"].nics
-    other = [h["device"] for h in judged_hcas(nics, other_roles=True) if h["role"] == "other"]
-    assert other == ["mlx5_1", "mlx5_2", "mlx5_7", "mlx5_8"]
-    cfg = load_config(prof.health, nics=nics)
-    assert [h["device"] for h in cfg.expect["hcas"]] == [n.device for n in nics if n.role == "compute"]
+    other = [(h["device"], h["tier"]) for h in judged_hcas(nics, other_roles=True) if h["role"] == "other"]
+    assert other == [("mlx5_1", "fail"), ("mlx5_2", "fail"), ("mlx5_7", "fail"), ("mlx5_8", "fail")]
+    cfg = load_config(prof.health, nics=nics)  # by default: every NIC judged, the storage ones warn
+    assert [h["device"] for h in cfg.expect["hcas"]] == [n.device for n in nics]
+    assert [h["device"] for h in cfg.expect["hcas"] if h["tier"] == "warn"] == ["mlx5_1", "mlx5_2", "mlx5_7", "mlx5_8"]
+
+
+def test_a_node_without_a_node_type_has_every_listed_port_judged_at_the_warn_tier(tmp_path):
+    # the ports of gpud's real H100 tree (leptonai/gpud components/accelerator/nvidia/infiniband/
+    # class/testdata/sys-class-infiniband-h100.0): eight NDR HCAs (mlx5_0, 1, 4-9: "4: ACTIVE",
+    # "5: LinkUp", "400 Gb/sec (4X NDR)", InfiniBand), mlx5_1's link_downed at 255 (saturated), and
+    # the storage bond mlx5_bond_0 ("200 Gb/sec (2X NDR)" on the Ethernet link layer)
+    hcas = ("mlx5_0", "mlx5_1", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9")
+    root = healthy_tree(tmp_path / "sys", hcas=hcas)
+    set_port(root, "mlx5_1", counters={"link_downed": 255})
+    bond = set_port(root, "mlx5_bond_0", link_layer="Ethernet")
+    (bond / "rate").write_text("200 Gb/sec (2X NDR)\n")
+    cfg = load_config(None, no_node_type="gpu01")
+    state = NodeState(node="gpu01", source="test")
+    state.ib_ports, state.errors = read_ib_ports(root, cfg.expect["hcas"])
+    rep = C.evaluate(state, cfg)
+    assert state.errors == [] and rep["status"] == "warn"
+    assert results(rep, "ib_port") == [("pass", f"{h}/1", "ACTIVE/LinkUp") for h in (*hcas, "mlx5_bond_0")]
+    assert results(rep, "ib_rate") == []  # no node type: no rate expected
+    assert results(rep, "ib_counters") == [("warn", "mlx5_1/1", "link_downed saturated")]
+    assert {(p["role"], p["tier"]) for p in state.ib_ports} == {("unlisted", "warn")}
+    # the storage bond goes down: said, never a drain
+    set_port(root, "mlx5_bond_0", link_layer="Ethernet", state="DOWN", phys="Disabled")
+    state.ib_ports, state.errors = read_ib_ports(root, cfg.expect["hcas"])
+    rep = C.evaluate(state, cfg)
+    assert rep["status"] == "warn" and results(rep, "ib_port")[-1] == ("warn", "mlx5_bond_0/1", "down (DOWN/Disabled)")
+    # a node without an HCA at all: nothing to judge, no trouble
+    bare = healthy_tree(tmp_path / "bare", hcas=())
+    assert read_ib_ports(bare, cfg.expect["hcas"]) == ([], [])

@@ -42,8 +42,9 @@ class PromStack:
     """node_exporter reading ``textfile_dir`` and a Prometheus scraping it every second, with
     ``rule_files`` loaded; both under ``root``. :attr:`url` is Prometheus' base URL."""
 
-    def __init__(self, root: Path, textfile_dir: Path, rule_files=(), prometheus: bool = True):
-        """``prometheus=False``: node_exporter alone (:meth:`node_exporter_text`)."""
+    def __init__(self, root: Path, textfile_dir: Path, rule_files=(), prometheus: bool = True, sysfs=None):
+        """``prometheus=False``: node_exporter alone (:meth:`node_exporter_text`); ``sysfs``: a
+        (fake) sysfs root node_exporter's infiniband collector reads (``--path.sysfs``)."""
         bins = need(*(("prometheus",) if prometheus else ()), "prometheus-node-exporter")
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
@@ -62,7 +63,8 @@ class PromStack:
         self.procs.append(subprocess.Popen(
             [bins["prometheus-node-exporter"], f"--web.listen-address={self.node_exporter_addr}",
              "--collector.disable-defaults", "--collector.textfile",
-             f"--collector.textfile.directory={textfile_dir}"],
+             f"--collector.textfile.directory={textfile_dir}",
+             *((f"--path.sysfs={sysfs}", "--collector.infiniband") if sysfs is not None else ())],
             stdout=self.logs["node_exporter"], stderr=subprocess.STDOUT))
         if not prometheus:
             return
@@ -107,6 +109,11 @@ class PromStack:
             body = json.loads(r.read())
         assert body["status"] == "success", body
         return body["data"]
+
+    def alerts(self, name: str) -> list:
+        """The active alerts (pending or firing) named ``name``: ``[{"labels", "annotations",
+        "state", ...}]`` (/api/v1/alerts)."""
+        return [a for a in self.api("alerts")["alerts"] if a["labels"].get("alertname") == name]
 
     def query(self, expr: str) -> list:
         """Instant query: the result vector (``[{"metric": {...}, "value": [t, "v"]}, ...]``)."""

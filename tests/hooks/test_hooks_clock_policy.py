@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from fake_sysfs import healthy_tree
+from fake_sysfs import sandbox_tree
 from nodeenv import Node
 from slurmkit.hooks import clock_policy as cp
 from slurmkit.hooks import spool
@@ -41,7 +41,7 @@ def node(tmp_path):
     site = tmp_path / "site.toml"
     site.write_text(SITE)
     # the sandbox node type lists four InfiniBand HCAs: give the node healthy ones
-    n.sysfs = healthy_tree(tmp_path / "sys", hcas=("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"))
+    n.sysfs = sandbox_tree(tmp_path / "sys")
     n.site = site
     n.configure = lambda mode="enforce": n.write_config(mode=mode, extra=f'profile = "{site}"\n',
                                                         sysfs={"n1": n.sysfs})

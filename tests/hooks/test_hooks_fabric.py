@@ -5,8 +5,9 @@ snapshot; counters kept between runs in the state directory; an unreadable tree 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from fake_sysfs import healthy_tree, set_port
+from fake_sysfs import healthy_tree, sandbox_tree, set_port
 
 HCAS = ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3")  # the sandbox profile's compute HCAs
 
@@ -15,7 +16,7 @@ def _setup(node, healthy, tmp_path, mode="observe"):
     path, _ = healthy
     site = tmp_path / "site.toml"
     site.write_text(f'extends = "sandbox"\n[health]\nmode = "{mode}"\n')
-    root = healthy_tree(tmp_path / "sys", hcas=HCAS)
+    root = sandbox_tree(tmp_path / "sys")
     node.write_config({"n1": path}, mode=None, extra=f'profile = "{site}"\n', sysfs={"n1": root})
     return root
 
@@ -44,10 +45,12 @@ def test_counters_rise_between_hook_runs(node, healthy, tmp_path):
     root = _setup(node, healthy, tmp_path)
     node.run(node.healthcheck, job_id=None, gpus=None)
     kept = json.loads((node.state_dir / "n1" / "port-counters.json").read_text())
-    assert set(kept["ib"]) == {f"{h}/1" for h in HCAS}
+    assert set(kept["ib"]) == {f"{h}/1" for h in (*HCAS, "mlx5_4")}  # the storage NIC's counters too
     set_port(root, "mlx5_3", counters={"symbol_error": 3})
     r = node.run(node.prolog)
     assert "warn: ib_counters mlx5_3/1: symbol_error +3" in r.stderr and "would drain" not in r.stderr
+    # the thresholds in words, not a Python dict
+    assert "limit ib_counter_rise_fail 100, ib_link_downed_rise_fail " in r.stderr and "{'" not in r.stderr, r.stderr
     r = node.run(node.healthcheck, job_id=None, gpus=None)
     assert "ib_counters" not in r.stderr  # no new errors since the prolog
 
@@ -63,9 +66,11 @@ def test_a_node_the_profile_does_not_list_is_said_not_passed_in_silence(node, he
     node.write_config({"n1": path}, mode=None, extra=f'profile = "{site}"\n', sysfs={"n1": root})
     r = node.run(node.healthcheck, job_id=None, gpus=None)
     assert r.returncode == 0 and "would drain" not in r.stderr, r.stderr
-    assert "warn: node_type: no node type for this node: fabric checks skipped" in r.stderr
+    assert "warn: node_type: no node type for this node: fabric judged by what the kernel lists" in r.stderr
     assert node.metric("n1", "healthcheck", "slurmkit_health_check_status", check="node_type", gpu="") == 1
-    assert not [k for k in node.textfile("n1", "healthcheck") if ("check", "ib_port") in k[1]]  # not judged
+    # its ports are judged by what the kernel lists: the one down warns, names itself, drains nothing
+    assert "warn: ib_port mlx5_2/1: down (DOWN/Polling)" in r.stderr, r.stderr
+    assert node.metric("n1", "healthcheck", "slurmkit_health_check_status", check="ib_port", gpu="") == 1
 
 
 def test_unreadable_sysfs_is_own_trouble_not_a_drain(node, healthy, tmp_path):
@@ -78,16 +83,23 @@ def test_unreadable_sysfs_is_own_trouble_not_a_drain(node, healthy, tmp_path):
     assert node.metric("n1", "healthcheck", "slurmkit_hook_own_errors_total") == 1
 
 
-def test_active_check_on_an_idle_node_at_its_interval(node, healthy, tmp_path):
-    from pathlib import Path
+DCGMI = Path(__file__).resolve().parent.parent / "health" / "dcgmi"
 
-    dcgmi = Path(__file__).resolve().parent.parent / "health" / "dcgmi"
+
+def _idle_active_check(node, healthy, tmp_path, recorded: str):
+    """Observe mode, the active check due every hour on an idle node, replaying ``recorded``
+    (tests/health/dcgmi); returns (site profile, the replayed output's path)."""
     path, _ = healthy
     site = tmp_path / "site.toml"
     site.write_text('extends = "sandbox"\n[health]\nmode = "observe"\nactive_interval_s = 3600\n')
     diag = tmp_path / "diag.json"
-    diag.write_text((dcgmi / "dcgm3-fail-memory.json").read_text())
+    diag.write_text((DCGMI / recorded).read_text())
     node.write_config({"n1": path}, mode=None, extra=f'profile = "{site}"\n', dcgm_diag={"n1": diag})
+    return site, diag
+
+
+def test_active_check_on_an_idle_node_at_its_interval(node, healthy, tmp_path):
+    site, _ = _idle_active_check(node, healthy, tmp_path, "dcgm3-fail-memory.json")
     (node.state_dir / "n1").mkdir(parents=True)
     (node.state_dir / "n1" / "job-55.json").write_text('{"gpus": []}')  # a job is running here
     r = node.run(node.healthcheck, job_id=None, gpus=None)
@@ -102,6 +114,21 @@ def test_active_check_on_an_idle_node_at_its_interval(node, healthy, tmp_path):
     (node.state_dir / "n1" / "active.json").unlink()
     r = node.run(node.healthcheck, job_id=None, gpus=None)
     assert "dcgm_diag" not in r.stderr  # 0: only before a resume
+
+
+def test_active_check_dcgm4_setting_warns_and_no_result_is_retried_next_run(node, healthy, tmp_path):
+    _, diag = _idle_active_check(node, healthy, tmp_path, "no-hostengine.txt")
+    r = node.run(node.healthcheck, job_id=None, gpus=None)
+    assert "active check: dcgmi" not in r.stderr and "Unable to connect to host engine" in r.stderr, r.stderr
+    rec = json.loads((node.state_dir / "n1" / "active.json").read_text())
+    assert rec["status"] == "error" and rec["last_s"] == 0 and rec["error_s"] > 0
+    # the next health check tries again (no whole interval lost); DCGM 4 on a GB10 with
+    # persistence mode off: a setting (severity CONFIG) warns, nothing is drained
+    diag.write_text((DCGMI / "dcgm4-gb10-r1-persistence-off.json").read_text())
+    r = node.run(node.healthcheck, job_id=None, gpus=None)
+    assert "active check warn on an idle node" in r.stderr and "persistence mode" in r.stderr.lower(), r.stderr
+    assert "would drain" not in r.stderr
+    assert json.loads((node.state_dir / "n1" / "active.json").read_text())["status"] == "warn"
 
 
 def test_bandwidth_floor_joins_the_active_check(node, healthy, tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_sysfs import healthy_tree, set_port
+from fake_sysfs import sandbox_tree, set_port
 from nodeenv import record_snapshot
 from slurmkit.atomicfile import atomic_write
 from slurmkit.hooks import install as inst
@@ -38,7 +38,7 @@ def fabric_hooked(sandbox, fake_nvml):
     for n in sandbox.node_names:
         snaps[n] = work / f"{n}.json"
         record_snapshot(fake_nvml, snaps[n], node=n)
-    sys3 = healthy_tree(work / "n3-sys", hcas=("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"))
+    sys3 = sandbox_tree(work / "n3-sys")
     diag3 = work / "n3-diag.json"
     shutil.copy(DCGMI / "dcgm3-pass.txt", diag3)
     dirs = {k: work / k for k in ("state", "spool", "textfile")}

@@ -157,7 +157,7 @@ def test_hook_start_up_stays_off_the_slow_stdlib_modules(node, healthy, tmp_path
     reset record and the Xid's attribution are all on the path): from the second run on
     (caches warm) none of :data:`SLOW_STDLIB` is imported by the prolog, the epilog or the
     health check."""
-    from fake_sysfs import healthy_tree
+    from fake_sysfs import sandbox_tree
 
     path, snap = healthy
     bus = snap["gpus"][0]["pci_bus_id"]
@@ -172,7 +172,7 @@ def test_hook_start_up_stays_off_the_slow_stdlib_modules(node, healthy, tmp_path
                     '[node_types.sandbox-h100x4]\nclock_policy = "rest"\n'
                     '[partitions.steady]\nnodes = "n[1-4]"\nnode_type = "sandbox-h100x4"\nclock_policy = "steady"\n')
     node.write_config({"n1": capture}, extra=f'profile = "{site}"\n',
-                      sysfs={"n1": healthy_tree(tmp_path / "sys", hcas=("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"))})
+                      sysfs={"n1": sandbox_tree(tmp_path / "sys")})
     env = {"SLURMD_NODENAME": "n1", "SLURM_CONF": str(node.slurm_conf), "SLURM_JOB_ID": "7",
            "SLURM_JOB_GPUS": "0,1", "SLURM_JOB_UID": "0", "SLURM_JOB_USER": "root",
            "SLURM_JOB_PARTITION": "steady"}

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from fake_sysfs import healthy_tree
+from fake_sysfs import sandbox_tree
 from nodeenv import Node
 from slurmkit.hooks import spool
 
@@ -129,7 +129,7 @@ def test_epilog_restores_the_sites_clock_policy_not_nvmls_defaults(node, fake_nv
     site.write_text('extends = "sandbox"\n[health]\napp_clock_mem_mhz = 2619\napp_clock_graphics_mhz = 1755\n'
                     'power_limit_w = 500\n')
     # the sandbox node type lists four InfiniBand HCAs: give the node healthy ones
-    sysfs = healthy_tree(tmp_path / "sys", hcas=("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"))
+    sysfs = sandbox_tree(tmp_path / "sys")
     node.write_config(extra=f'profile = "{site}"\n', sysfs={"n1": sysfs})
     nv = _nvml_index_of(node, 0)
     r = node.run(node.epilog, gpus="0", env=fake_nvml.env("healthy", log=acts, base={}))

@@ -67,7 +67,9 @@ def test_gpu_file_carries_readings_in_base_units(node, healthy):
         assert gf[("slurmkit_gpu_energy_joules_total", lab)] == v["total_energy_mj"]["value"] / 1000
         assert gf[("slurmkit_gpu_power_watts", lab)] == v["power_draw_w"]["value"]
         assert gf[("slurmkit_gpu_utilization_ratio", lab)] == v["utilization_gpu_pct"]["value"] / 100
-        assert gf[("slurmkit_gpu_info", tuple(sorted(lab + (("uuid", g["uuid"]),))))] == 1
+        dom, rest = g["pci_bus_id"].split(":", 1)  # dcgm-exporter's form: 00000000:3B:00.0
+        dcgm = (("UUID", g["uuid"]), ("dcgm_pci_bus_id", f"0000{dom}:{rest}".upper()))
+        assert gf[("slurmkit_gpu_info", tuple(sorted(lab + (("uuid", g["uuid"]),) + dcgm)))] == 1
         status = {s: gf[("slurmkit_gpu_status", tuple(sorted(lab + (("status", s),))))] for s in ("pass", "warn", "fail")}
         assert status == {"pass": 1, "warn": 0, "fail": 0}
         bits = v["clock_event_reasons"]["value"]
@@ -123,17 +125,27 @@ def test_failing_gpu_counts_xids_by_code_and_observed_drains(node, healthy, tmp_
     assert gf[("slurmkit_gpu_status", tuple(sorted(lab + (("status", "fail"),))))] == 1
 
 
-def test_unreadable_gpu_state_keeps_the_last_gpu_file(node, healthy, tmp_path):
+def test_unreadable_gpu_state_rewrites_the_gpu_file_with_its_marker(node, healthy, tmp_path):
     path, snap = healthy
     node.write_config({"n1": path})
     assert node.run(node.healthcheck, job_id=None, gpus=None).returncode == 0
-    before = (node.textfile_dir / "slurmkit_n1_gpus.prom").read_text()
+    gf = _samples(node.textfile_dir / "slurmkit_n1_gpus.prom")
+    assert gf[("slurmkit_gpus_read", (("node", "n1"),))] == 1
+    t0 = gf[("slurmkit_gpus_read_timestamp_seconds", (("node", "n1"),))]
+    assert any(name == "slurmkit_gpu_temperature_celsius" for name, _ in gf)
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     node.write_config({"n1": broken})
     r = node.run(node.healthcheck, job_id=None, gpus=None)
     assert r.returncode == 0 and "own trouble" in r.stderr
-    assert (node.textfile_dir / "slurmkit_n1_gpus.prom").read_text() == before
+    # no reading of the earlier run is left to look current: the marker says the GPUs were not read
+    gf = _samples(node.textfile_dir / "slurmkit_n1_gpus.prom")
+    assert gf[("slurmkit_gpus_read", (("node", "n1"),))] == 0
+    assert gf[("slurmkit_gpus_read_timestamp_seconds", (("node", "n1"),))] >= t0
+    assert gf[("slurmkit_gpus_expected", (("node", "n1"),))] == 4
+    assert not any(name.startswith("slurmkit_gpu_") for name, _ in gf)
+    nf = _samples(node.textfile_dir / "slurmkit_n1_node.prom")
+    assert nf[("slurmkit_node_metrics_timestamp_seconds", (("node", "n1"),))] >= t0
     assert node.metric("n1", "healthcheck", "slurmkit_hook_own_errors_total") == 1
 
 

@@ -36,14 +36,14 @@ def test_promtool_checks_the_rules():
     tool = need("promtool")["promtool"]
     r = subprocess.run([tool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SUCCESS: 10 rules found" in r.stdout
+    assert "SUCCESS: 19 rules found" in r.stdout  # 16 alerts, 3 recording rules
 
 
 def test_promtool_unit_tests_every_rule():
     tool = need("promtool")["promtool"]
     tested = set(re.findall(r"^\s+alertname: (\w+)$", RULES_TEST.read_text(), re.M))
     rules = set(re.findall(r"^\s+- alert: (\w+)$", RULES.read_text(), re.M))
-    assert len(rules) == 10 and tested == rules
+    assert len(rules) == 16 and tested == rules
     r = subprocess.run([tool, "test", "rules", str(RULES_TEST)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "SUCCESS" in r.stdout
@@ -401,3 +401,42 @@ def test_real_prometheus_gives_each_attempt_of_a_requeued_job_its_own_energy(nod
     assert list(jobs["energy_source"]) == ["prometheus", "prometheus"]
     assert list(jobs["energy_kwh"]) == pytest.approx([2 * per_gpu["a1"] / 3.6e6, 2 * per_gpu["a2"] / 3.6e6])
     assert list(jobs["spool_gpu_util_pct"]) == [0.0, 0.0]
+
+
+def test_every_check_id_alerts_at_fail_and_at_warn(tmp_path):
+    """Each check id of checks.toml, at fail (2) and at warn (1) in a node's newest hook run, gives
+    its alert in promtool (SlurmkitGpuCheckFailing, SlurmkitCheckWarning): none is silent, as
+    docs/hooks.md says."""
+    import tomllib
+
+    from slurmkit.hooks.metrics import check_of
+
+    tool = need("promtool")["promtool"]
+    checks = tomllib.loads((REPO / "slurmkit" / "health" / "checks.toml").read_text())["checks"]
+    ids = sorted(check_of(f"slurmkit: {c}: x") for c in checks)  # nvml-timeout is nvml_timeout in the series
+    assert len(ids) == len(checks) >= 40 and "ib_counters" in ids and "nvml_timeout" in ids
+    series, fail_alerts, warn_alerts = [], [], []
+    for status, node, alerts in ((2, "nf", fail_alerts), (1, "nw", warn_alerts)):
+        series.append(f"      - series: 'slurmkit_hook_last_run_timestamp_seconds{{node=\"{node}\",hook=\"healthcheck\"}}'\n"
+                      f"        values: '0+60x40'\n"
+                      f"      - series: 'slurmkit_node_drained_by_slurmkit{{node=\"{node}\"}}'\n        values: '0x40'\n")
+        for c in ids:
+            series.append(f"      - series: 'slurmkit_health_check_status{{node=\"{node}\",hook=\"healthcheck\","
+                          f"check=\"{c}\",gpu=\"0\"}}'\n        values: '{status}x40'\n")
+            ann = ((f"{c} fails on {node} GPU0, node not drained by slurmkit", "The hooks' log (syslog) has the value "
+                    "and limit; slurmkit_observed_drains_total counts the drains it would have set.") if status == 2 else
+                   (f"{c} warns on {node} GPU0", "A warn-level result (no drain). The hooks' log (syslog) has the value "
+                    "and limit."))
+            alerts.append(f"          - exp_labels: {{severity: {'warning' if status == 2 else 'info'}, node: {node}, "
+                          f"gpu: \"0\", check: {c}}}\n"
+                          f"            exp_annotations: {{summary: {json.dumps(ann[0])}, description: {json.dumps(ann[1])}}}\n")
+    test = tmp_path / "every_check_test.yml"
+    test.write_text(f"rule_files: [{json.dumps(str(RULES))}]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n"
+                    "    input_series:\n" + "".join(series)
+                    + "    alert_rule_test:\n      - eval_time: 35m\n        alertname: SlurmkitGpuCheckFailing\n"
+                    "        exp_alerts:\n" + "".join(fail_alerts)
+                    + "      - eval_time: 35m\n        alertname: SlurmkitCheckWarning\n        exp_alerts:\n"
+                    + "".join(warn_alerts))
+    r = subprocess.run([tool, "test", "rules", str(test)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout[-3000:] + r.stderr
+    assert "none is deliberately" in (REPO / "docs" / "hooks.md").read_text().replace("\n   ", " ")

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,6 +31,7 @@ from slurmkit.slurm import conf as sconf
 from slurmkit.slurm.commands import run
 from sandbox_nodes import show_node as _node
 from slurmkit.waiting import wait_until
+from fake_sysfs import sandbox_tree, set_port
 
 pytestmark = pytest.mark.slurm
 
@@ -55,20 +57,27 @@ def monitored(sandbox, fake_nvml, tmp_path):
     snaps["n2"].write_text(json.dumps(bad))
     dirs = {k: work / k for k in ("state", "spool", "textfile")}
     dirs["textfile"].mkdir()
+    # n3's InfiniBand ports: a fake sysfs tree the hooks and node_exporter's infiniband collector
+    # both read (one node_exporter serves the sandbox: only n3 has a tree, so the joins on
+    # instance, device and port stay one to one)
+    sys3 = sandbox_tree(work / "n3-sys",
+                        pcis={"mlx5_0": "0000:18:00.0", "mlx5_1": "0000:40:00.0", "mlx5_2": "0000:4f:00.0",
+                              "mlx5_3": "0000:5e:00.0"})
     cfg = render_config(conf, gres_conf=conf.parent / "gres.conf", profile=sandbox.profile_path,
                         state_dir=dirs["state"], spool_dir=dirs["spool"], textfile_dir=dirs["textfile"],
-                        resume_after=1, snapshots=snaps, slurm_bin_dir=os.path.dirname(shutil.which("scontrol")))
+                        resume_after=1, snapshots=snaps, sysfs={"n3": sys3},
+                        slurm_bin_dir=os.path.dirname(shutil.which("scontrol")))
     # the rules as shipped, but with every `for:` cut to 2 s (promtool tests the real durations)
     rules = work / "slurmkit.rules.yml"
     rules.write_text(re.sub(r"(\n\s+for: )\d+m\n", r"\g<1>2s\n", RULES.read_text()))
     assert "for: 5m" not in rules.read_text() and "for: 2s" in rules.read_text()
-    stack = PromStack(work / "prom", dirs["textfile"], rule_files=[rules])
+    stack = PromStack(work / "prom", dirs["textfile"], rule_files=[rules], sysfs=sys3)
     spec = inst.InstallSpec(python=sys.executable, config=cfg, interval_s=INTERVAL_S, timeout_s=60)
     inst.apply(inst.plan_install(sconf.load_tree(conf), spec), conf, installing=True)
     (conf.parent / inst.CONFIG).write_text(cfg)
     run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
     try:
-        yield {"conf": conf, "stack": stack, "snaps": snaps, "healthy": healthy, "bad_gpu": g1, **dirs}
+        yield {"conf": conf, "stack": stack, "snaps": snaps, "healthy": healthy, "bad_gpu": g1, "sys3": sys3, **dirs}
     finally:
         stack.stop()
         for n in sandbox.node_names:
@@ -173,3 +182,54 @@ def test_drain_xid_job_energy_and_dashboard_through_prometheus(sandbox, monitore
     rep = json.loads(res.stdout[res.stdout.index("{"):])
     assert rep["energy_sources"]["jobs"]["prometheus"] == 1
     assert rep["totals"]["energy_kwh_by_source"]["prometheus"] == pytest.approx(2 * EXTRA_J / 3.6e6, rel=1e-6)
+
+
+# the rule as it was before it judged only each node's newest hook run (issue 24: a false
+# SlurmkitGpuCheckFailing for a healthy, resumed node)
+OLD_CHECK_FAILING = ("max by (node, gpu, check) (slurmkit_health_check_status) == 2 "
+                     "unless on (node) (slurmkit_node_drained_by_slurmkit == 1)")
+
+
+def test_a_prolog_failure_the_health_check_superseded_does_not_alert(sandbox, monitored, tmp_path):
+    """n3's prolog drains for a port that is down; the port comes back, the periodic health check
+    passes and resumes n3. The prolog's file keeps ib_port = fail until the next job's prolog:
+    the rule as it was fires SlurmkitGpuCheckFailing for the healthy node, the shipped rule
+    (the newest run of each node) does not. The port's state and the alert on it come from
+    node_exporter's infiniband collector on the same tree."""
+    conf, stack, sys3 = monitored["conf"], monitored["stack"], monitored["sys3"]
+    exp = stack.wait("n3's expected ports", 'slurmkit_fabric_port_expected_rate_bytes_per_second{node="n3"}',
+                     timeout=120, predicate=lambda r: len(r) == 5)  # 4 compute HCAs, the storage NIC mlx5_4
+    assert {(e["metric"]["device"], e["metric"]["tier"]) for e in exp if e["metric"]["role"] == "other"} == {
+        ("mlx5_4", "warn")}
+    set_port(sys3, "mlx5_2", state="DOWN", phys="Polling")
+    # the prolog of a job on n3, run as slurmd runs it (the installed shim's text, n3's environment)
+    shim = tmp_path / "prolog"
+    shim.write_text(inst.shim_text("prolog", sys.executable, conf.parent / inst.CONFIG))
+    shim.chmod(0o755)
+    env = {"SLURMD_NODENAME": "n3", "SLURM_CONF": str(conf), "SLURM_JOB_ID": "999001", "SLURM_JOB_USER": "root",
+           "SLURM_JOB_UID": "0", "SLURM_JOB_GPUS": "0"}
+    r = subprocess.run([str(shim)], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert _node(conf, "n3")["reason"] == "slurmkit: ib mlx5_2/1 ibp79s0: down (DOWN/Polling)"
+    down = wait_until(lambda: [a for a in stack.api("alerts")["alerts"]
+                               if a["labels"]["alertname"] == "SlurmkitFabricPortDown"], 60, what="the port-down alert")
+    assert down[0]["annotations"]["summary"] == "mlx5_2 port 1 down on n3 (expected 400 Gb/s, InfiniBand)"
+    # the port comes back: the health check resumes n3; the prolog's fail stays in its file
+    set_port(sys3, "mlx5_2")
+    wait_until(lambda: "DRAIN" not in _node(conf, "n3")["state"], 90, what="n3 resumed")
+    prolog_file = monitored["textfile"] / "slurmkit_n3_prolog.prom"
+    from prometheus_client.parser import text_string_to_metric_families
+
+    kept = {(x.labels["check"], x.value) for f in text_string_to_metric_families(prolog_file.read_text())
+            for x in f.samples if x.name == "slurmkit_health_check_status" and x.labels["check"] == "ib_port"}
+    assert kept == {("ib_port", 2)}
+    stack.wait("the drain to clear in Prometheus", 'slurmkit_node_drained_by_slurmkit{node="n3"} == 0', timeout=60)
+    stack.wait("a passing health check after it", 'slurmkit:health_check_status:newest{node="n3",check="ib_port"} == 0',
+               timeout=60)
+    # the rule as it was: a failing check on a node not drained -> the false alert
+    old = stack.query(OLD_CHECK_FAILING)
+    assert [(x["metric"]["node"], x["metric"]["check"]) for x in old] == [("n3", "ib_port")]
+    time.sleep(6)  # several evaluations with `for` cut to 2 s
+    assert not [a for a in stack.api("alerts")["alerts"]
+                if a["labels"]["alertname"] == "SlurmkitGpuCheckFailing" and a["labels"].get("node") == "n3"]
+    assert not [a for a in stack.api("alerts")["alerts"] if a["labels"]["alertname"] == "SlurmkitFabricPortDown"]

@@ -82,7 +82,10 @@ def test_json_keys_and_values(capture, tmp_path):
         csv_users = {r["user"]: r for r in csv.DictReader(fh)}
     assert float(csv_users["bob"]["gpu_hours"]) == pytest.approx(4.0)
     assert dq["problems"] == []   # no row listed: the CSV still has its header
-    assert (out / "data_quality.csv").read_text().splitlines() == ["source,line,reason,detail,counted"]
+    # no row listed; the figures the input cannot give are (issue 25: unknown is listed, not 0)
+    dq_csv = (out / "data_quality.csv").read_text().splitlines()
+    assert dq_csv[0] == "source,line,reason,detail,counted"
+    assert [ln.split(",")[2] for ln in dq_csv[1:]] == ["unknown: gpu_utilization", "unknown: utilization"]
     assert "| bob | 2 | 4.00 |" in (out / "weekly.md").read_text()
     assert len(pd.read_parquet(out / "jobs.parquet")) == 3
 
@@ -245,8 +248,10 @@ def test_energy_without_any_source_reads_unknown_not_zero(tmp_path):
     rep = json.loads((out / "weekly.json").read_text())
     t = rep["totals"]
     assert t["energy_known"] is False
-    assert t["energy_kwh"] == 0.0 and set(t["energy_kwh_by_source"]) >= {"measured", "slurm", "modelled"}
-    assert t["energy_jobs_by_source"] == {"measured": 0, "prometheus": 0, "slurm": 0, "modelled": 0, "none": 2}
+    assert t["energy_kwh"] is None and set(t["energy_kwh_by_source"]) >= {"measured", "slurm", "modelled"}
+    assert set(t["energy_kwh_by_source"].values()) == {None}
+    assert t["energy_jobs_by_source"] == {"measured": 0, "prometheus": 0, "slurm": 0, "slurm_tres": 0,
+                                          "modelled": 0, "none": 2}
     assert t["facility_kwh"] is None and t["cost_total"] is None and t["co2e_kg"] is None
     why = "unknown (no measurement, no Slurm energy, no GPU TDP in the profile)"
     md, html = (out / "weekly.md").read_text(), (out / "weekly.html").read_text()

@@ -38,9 +38,11 @@ def _csv(path):
 def _waits_and_backlog():
     rows = []
     for i, wait in enumerate([30, 120, 600, 7200]):       # gpu partition, 1 GPU
-        rows.append(row(JobID=str(10 + i), AllocTRES="cpu=4,gres/gpu=1", Submit=str(T0), Eligible=str(T0),
+        # (the queue-wait bucket is of the GPUs asked for: ReqTRES as AllocTRES here)
+        rows.append(row(JobID=str(10 + i), AllocTRES="cpu=4,gres/gpu=1", ReqTRES="cpu=4,gres/gpu=1",
+                        Submit=str(T0), Eligible=str(T0),
                         Start=str(T0 + wait), End=str(T0 + wait + 600), ElapsedRaw="600"))
-    rows.append(row(JobID="20", Partition="cpu", AllocTRES="cpu=4", Submit=str(T0), Eligible=str(T0),
+    rows.append(row(JobID="20", Partition="cpu", AllocTRES="cpu=4", ReqTRES="cpu=4", Submit=str(T0), Eligible=str(T0),
                     Start=str(T0 + 10), End=str(T0 + 610), ElapsedRaw="600"))
     pending = dict(State="PENDING", Start="Unknown", End="Unknown", ElapsedRaw="0", AllocTRES="", NodeList="None assigned",
                    Submit=str(T0 + 3600), Eligible=str(T0 + 3600))
@@ -180,7 +182,8 @@ def test_trends_over_the_last_weeks_come_from_the_weekly_aggregates_in_the_store
     wk = 7 * 86400
     for k, (g1, g2) in {0: (1, 2), 1: (2, 2), 3: (4, 1)}.items():       # W03 is never built
         res = _run(tmp_path, _week_rows(w01 + k * wk, g1, g2), name=f"w{k}.psv", window=parse_week(f"2026-W{k + 1:02d}"),
-                   store_dir=store, trend_weeks=4, outdir=tmp_path / f"out{k}", formats=["json", "csv", "md", "html"])
+                   store_dir=store, trend_weeks=4, outdir=tmp_path / f"out{k}", formats=["json", "csv", "md", "html"],
+                   as_of=pd_ts(w01 + (k + 1) * wk))   # captured after the week ended: not partial
     t = res.report["trends"]
     assert t["weeks"] == ["2026-W01", "2026-W02", "2026-W03", "2026-W04"]
     assert t["weeks_known"] == ["2026-W01", "2026-W02", "2026-W04"] and t["provisional_weeks"] == []
@@ -191,14 +194,14 @@ def test_trends_over_the_last_weeks_come_from_the_weekly_aggregates_in_the_store
     # one small table per week, nothing else: the trends read these, not the rows
     weeks_dir = store / "_default" / "weeks"
     assert sorted(p.name for p in weeks_dir.iterdir()) == ["2026-W01.parquet", "2026-W02.parquet", "2026-W04.parquet"]
-    assert len(Store(store).load_weeks(["2026-W02"])) == 4          # 2 accounts + 2 partitions
+    assert len(Store(store).load_weeks(["2026-W02"])) == 5          # the week + 2 accounts + 2 partitions
     out = tmp_path / "out3"
     rows = [r for r in _csv(out / "trends.csv") if r["kind"] == "account" and r["name"] == "a1"]
     assert [(r["week"], r["gpu_hours"]) for r in rows] == [("2026-W01", "1.0"), ("2026-W02", "2.0"),
                                                             ("2026-W03", ""), ("2026-W04", "4.0")]
     md = (out / "weekly.md").read_text()
     assert "## Trends over the last 4 weeks" in md and "| a1 | 1.00 | 2.00 | – | 4.00 | 7.00 |" in md
-    assert "1 week(s) not in the store (–)" in md
+    assert "1 week(s) not in the store (–; a stored week with no job reads 0)" in md
     # W02 built again from a capture taken while a job still ran: its table is replaced, marked provisional
     res = _run(tmp_path, _week_rows(w01 + wk, 3, 2, running=True), name="w1b.psv", window=parse_week("2026-W02"),
                store_dir=store, trend_weeks=2, outdir=tmp_path / "again", as_of=pd_ts(w01 + wk + 86400 + 1800))

@@ -18,11 +18,6 @@ from slurmkit.waiting import wait_until
 pytestmark = pytest.mark.slurm
 
 
-@pytest.fixture()
-def slurm_env(sandbox, monkeypatch):
-    for k, v in sandbox.env().items():
-        monkeypatch.setenv(k, v)
-    return sandbox
 
 
 def _sacct_attempts(run, jid):

@@ -1,0 +1,88 @@
+"""Inputs on record (issue 25, point 2) on a real capture (tests/report/data/README.md):
+JSON ``inputs`` and the "About this report" block name each file (sha256, rows, delimiter,
+header), the capture time and how it was found, the zone and whether it was assumed, the
+window and the tool; a non-empty capture with no row in the window is refused unless
+``--allow-empty``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from slurmkit import __version__
+from slurmkit.cli import cli
+
+SRC = Path(__file__).parent / "data" / "safe_oxford_allocgres.psv"
+
+
+@pytest.fixture(autouse=True)
+def _no_site_from_the_shell(monkeypatch):
+    monkeypatch.delenv("SLURMKIT_SITE", raising=False)
+
+
+def _run(*args):
+    return CliRunner().invoke(cli, ["report", "weekly", "--from-sacct", str(SRC), "--trend-weeks", "0", *args],
+                              catch_exceptions=False)
+
+
+def test_inputs_on_record(tmp_path):
+    out = tmp_path / "out"
+    res = _run("--start", "2017-01-02", "--end", "2017-01-16", "-o", str(out), "--format", "json,md,html,csv",
+               "--tz", "Europe/London", "--as-of", "2017-01-10T00:00:00")
+    assert res.exit_code == 0, res.output
+    rep = json.loads((out / "weekly.json").read_text())
+    inp = rep["inputs"]
+    f = inp["files"][0]
+    assert f["sha256"] == hashlib.sha256(SRC.read_bytes()).hexdigest()
+    assert f["rows"] == 9 and f["delimiter"] == "|" and f["header"] is True
+    assert f["fields"][:3] == ["JobID", "JobIDRaw", "User"] and "AllocGRES" in f["fields"]
+    assert f["latest_time"] == "2017-01-09T05:58:41Z" and f["duplicates"] is None
+    assert inp["as_of"] == "2017-01-10T00:00:00Z" and inp["as_of_from"] == "--as-of"
+    assert inp["time_zone"] == "Europe/London" and inp["time_zone_given"] is True
+    assert inp["window"] == rep["window"] and inp["tool"] == f"slurmkit {__version__}"
+    assert "UTC assumed" not in res.output
+    md = (out / "weekly.md").read_text()
+    about = md.split("## About this report")[1].split("##")[0]
+    assert f["sha256"] in about and "Europe/London (given)" in about and "--as-of" in about
+    html = (out / "weekly.html").read_text()
+    assert 'id="about"' in html and f["sha256"] in html
+    assert f["sha256"] in (out / "inputs.csv").read_text()
+
+
+def test_no_zone_is_an_assumption_said(tmp_path):
+    res = _run("--start", "2017-01-02", "--end", "2017-01-16", "-o", str(tmp_path / "o"), "--format", "json,md")
+    assert res.exit_code == 0
+    assert "time zone UTC assumed" in res.output
+    rep = json.loads((tmp_path / "o" / "weekly.json").read_text())
+    assert rep["inputs"]["time_zone_given"] is False
+    assert any("UTC assumed" in w for w in rep["data_quality"]["warnings"])
+    assert rep["inputs"]["as_of_from"].startswith("the latest")
+
+
+def test_capture_outside_the_window_is_refused(tmp_path):
+    out = tmp_path / "o"
+    res = _run("--week", "2018-W02", "-o", str(out), "--tz", "UTC")
+    assert res.exit_code == 2 and "none of the 9 rows is in the window" in res.output
+    assert not out.exists()
+    res = _run("--week", "2018-W02", "-o", str(out), "--tz", "UTC", "--allow-empty", "--format", "json")
+    assert res.exit_code == 0 and json.loads((out / "weekly.json").read_text())["totals"]["jobs"] == 0
+
+
+def test_a_window_that_is_not_a_week_is_not_titled_weekly(tmp_path):
+    """Issue 25's smaller points: the 14-day window of this capture is not a "weekly report";
+    a user named like Markdown (``**  USER1``, a labelled edit of the capture) stays text."""
+    edit = tmp_path / "edit.psv"
+    edit.write_text(SRC.read_text().replace("|dops0572|", "|**  USER1|"))
+    out = tmp_path / "o"
+    res = CliRunner().invoke(cli, ["report", "weekly", "--from-sacct", str(edit), "--trend-weeks", "0", "--start",
+                                   "2017-01-02", "--end", "2017-01-16", "-o", str(out), "--format", "md,html"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    md = (out / "weekly.md").read_text()
+    assert md.startswith("# GPU cluster report over 14 days: 2017-01-02 to 2017-01-16")
+    assert "| \\*\\*  USER1 |" in md and "| **  USER1 |" not in md
+    assert "<title>GPU cluster report over 14 days" in (out / "weekly.html").read_text()

@@ -1,0 +1,120 @@
+"""The report on captures of the sandbox's real accounting (issue 25, points 1 and 3): sacct
+printed with ``TZ=`` another zone, without AllocTRES (and without any GPU field), without
+``-D``. Jobs that never started (cancelled while held with ``--begin`` and with ``-H``) are
+their own outcomes line and never enter the queue wait; the waits take each job once, in the
+bucket of the GPUs it asked for."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+from slurmkit.waiting import wait_until
+
+pytestmark = pytest.mark.slurm
+
+ZONE = "America/Chicago"
+NO_ALLOC = "JobID,JobIDRaw,State,User,Account,Partition,QOS,Submit,Eligible,Start,End,ElapsedRaw,NCPUS,ReqTRES,JobName"
+
+
+def _sacct(fields, *extra, tz=ZONE):
+    env = dict(os.environ, TZ=tz)
+    since = (dt.datetime.now() - dt.timedelta(days=1)).strftime("%Y-%m-%d")
+    # -E past the held job's Eligible (now + 1 h): sacct leaves out a job whose Eligible is
+    # after the end of the window it is asked for
+    return subprocess.run(["sacct", "-a", "-P", "-X", "-S", since, "-E", "now+1days", "-o", fields, *extra], env=env,
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+
+
+def test_captures_of_real_accounting(slurm_env, tmp_path):
+    from slurmkit.cli import cli
+    from slurmkit.slurm.commands import run
+
+    def sbatch(*args):
+        return run(["sbatch", "--parsable", "-N1", "-o", "/dev/null", *args], timeout=60).stdout.strip().split(";")[0]
+
+    ran = sbatch("--gres=gpu:2", "-c", "2", "--wrap", "sleep 4")
+    later = sbatch("--gres=gpu:1", "--begin=now+3600", "--wrap", "sleep 1")     # held by --begin
+    held = sbatch("--gres=gpu:1", "-H", "--wrap", "sleep 1")                     # held by the user
+    wait_until(lambda: run(["squeue", "-h", "-j", f"{later},{held}", "-o", "%T"], timeout=30).stdout.split()
+               == ["PENDING", "PENDING"], 60, 1.0, "the held jobs to be pending")
+    run(["scancel", later, held], timeout=30)
+
+    def done():
+        out = _sacct("JobIDRaw,State", "-j", f"{ran},{later},{held}")
+        st = dict(ln.split("|") for ln in out.splitlines()[1:] if ln.strip())
+        return st if st.get(ran) == "COMPLETED" and st.get(later, "").startswith("CANCELLED") \
+            and st.get(held, "").startswith("CANCELLED") else None
+
+    wait_until(done, 180, 1.0, "the jobs to reach slurmdbd")
+    cap = tmp_path / "no_alloctres_chicago.psv"
+    # a job held with -H has no Eligible time: sacct's time window leaves it out, -j does not
+    cap.write_text(_sacct(NO_ALLOC) + "".join(ln + "\n" for ln in _sacct(NO_ALLOC, "-j", held).splitlines()[1:]))
+    bare = tmp_path / "no_gpu_field_chicago.psv"
+    bare.write_text(_sacct(NO_ALLOC.replace(",ReqTRES", "")))
+    today = dt.datetime.now(dt.timezone.utc).date()
+    args = ["--start", (today - dt.timedelta(days=1)).isoformat(), "--end", (today + dt.timedelta(days=1)).isoformat(),
+            "--format", "json,csv,md", "--trend-weeks", "0", "--allow-skipped"]
+
+    def report(src, out, *more):
+        res = CliRunner().invoke(cli, ["report", "weekly", "--from-sacct", str(src), "-o", str(out), *args, *more],
+                                 catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        return json.loads((out / "weekly.json").read_text())
+
+    import pandas as pd
+
+    rep = report(cap, tmp_path / "a", "--tz", ZONE)
+    jobs = pd.read_csv(tmp_path / "a" / "jobs.csv", dtype={"key_id": str}).set_index("key_id")
+    # point 1: GPUs from ReqTRES (the capture has no AllocTRES), marked requested
+    assert jobs.loc[ran, "gpus"] == 2 and jobs.loc[ran, "gpu_source"] == "ReqTRES (requested)"
+    assert rep["totals"]["gpu_hours_from_request"] == rep["totals"]["gpu_hours"] > 0
+    assert jobs.loc[ran, "gpu_hours"] == pytest.approx(2 * jobs.loc[ran, "run_s"] / 3600)
+    assert 4 <= jobs.loc[ran, "run_s"] <= 60
+    # point 3: the cancelled-while-held jobs did not start
+    assert not jobs.loc[later, "started"] and not jobs.loc[held, "started"], cap.read_text()
+    assert pd.isna(jobs.loc[later, "wait_s"]) and pd.isna(jobs.loc[held, "wait_s"])
+    assert jobs.loc[ran, "started"] and jobs.loc[ran, "gpu_bucket"] == "2-4"
+    never = [o for o in rep["outcomes"] if o["state"] == "cancelled before start"]
+    assert never and never[0]["jobs"] >= 2 and never[0]["gpu_hours"] == 0.0
+    ran_jobs = int((jobs["started"]).sum())
+    assert rep["totals"]["jobs"] == ran_jobs
+    assert rep["queue_wait"]["all"]["n"] == jobs["wait_s"].notna().sum() <= ran_jobs
+    assert sum(o["jobs"] for o in rep["outcomes"] if o.get("ran", True)) == rep["totals"]["jobs"]
+    # the times were read in the zone they were printed in: Start matches the UTC sacct
+    utc_start = _sacct("JobIDRaw,Start", "-j", ran, tz="UTC").splitlines()[1].split("|")[1]
+    assert pd.Timestamp(jobs.loc[ran, "start"]) == pd.Timestamp(utc_start, tz="UTC")
+
+    # point 2: the inputs on record; the zone given
+    inp = rep["inputs"]
+    assert inp["time_zone"] == ZONE and inp["time_zone_given"] is True
+    f0 = inp["files"][0]
+    assert f0["fields"] == NO_ALLOC.split(",") and f0["header"] is True and f0["delimiter"] == "|"
+    assert f0["duplicates"] is None   # captured without -D: cannot be told
+    import hashlib
+    assert f0["sha256"] == hashlib.sha256(cap.read_bytes()).hexdigest()
+    assert "About this report" in (tmp_path / "a" / "weekly.md").read_text()
+    # no --tz: read as UTC, said so (the times are 5-6 h off: the job's Start moves)
+    res = CliRunner().invoke(cli, ["report", "weekly", "--from-sacct", str(cap), "-o", str(tmp_path / "c"), *args],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rep_c = json.loads((tmp_path / "c" / "weekly.json").read_text())
+    assert rep_c["inputs"]["time_zone_given"] is False and "UTC assumed" in rep_c["inputs"]["time_zone_note"]
+    assert "UTC assumed" in res.output and "ASSUMED" in (tmp_path / "c" / "weekly.md").read_text()
+    # a window the capture does not cover: an error, the output folder left as it was
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "weekly.md").write_text("last week's")
+    res = CliRunner().invoke(cli, ["report", "weekly", "--from-sacct", str(cap), "-o", str(tmp_path / "d"),
+                                   "--week", "2020-W01", "--tz", ZONE], catch_exceptions=False)
+    assert res.exit_code == 2 and "none of the" in res.output and "--allow-empty" in res.output
+    assert [p.name for p in (tmp_path / "d").iterdir()] == ["weekly.md"]
+    assert (tmp_path / "d" / "weekly.md").read_text() == "last week's"
+
+    # point 1: no GPU field at all -> GPU-hours unknown, said so
+    rep2 = report(bare, tmp_path / "b", "--tz", ZONE)
+    assert rep2["totals"]["gpu_hours"] is None and "gpu_hours" in rep2["unknown"]
+    assert "Unknown: GPU-hours" in (tmp_path / "b" / "weekly.md").read_text()

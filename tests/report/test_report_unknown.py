@@ -1,0 +1,143 @@
+"""Unknown stays unknown (issue 25, point 1): a figure whose input is absent is null in the
+JSON, "unknown" with its reason in Markdown / HTML, listed in data quality, and nothing derived
+from it reads 0. Inputs: a real AllocGRES-only capture (tests/report/data/README.md) and the
+corpus's Habrok capture with fields taken out (labelled edits of a real capture)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from slurmkit.cli import cli
+
+DATA = Path(__file__).parent / "data"
+HABROK = "sacct/habrok_gpu_cluster_parsable2.psv"
+
+
+@pytest.fixture(autouse=True)
+def _no_site_from_the_shell(monkeypatch):
+    monkeypatch.delenv("SLURMKIT_SITE", raising=False)
+
+
+def _dur(s: str) -> int:
+    d, _, hms = s.rpartition("-")
+    h, m, sec = (int(x) for x in hms.split(":"))
+    return int(d or 0) * 86400 + h * 3600 + m * 60 + sec
+
+
+def _report(tmp_path, src, *args, fmt="json,md,csv,html"):
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["report", "weekly", "--from-sacct", str(src), "-o", str(out),
+                                   "--format", fmt, "--trend-weeks", "0", "--allow-skipped", *args],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return json.loads((out / "weekly.json").read_text()), out, res.output
+
+
+def _without(src: Path, dst: Path, drop: set[str]) -> Path:
+    """``src`` (a ``|`` capture with header) without the fields in ``drop``: a labelled edit."""
+    lines = src.read_text().splitlines()
+    head = lines[0].split("|")
+    keep = [i for i, n in enumerate(head) if n not in drop]
+    dst.write_text("\n".join("|".join(p[i] for i in keep) for p in (ln.split("|") for ln in lines)) + "\n")
+    return dst
+
+
+def test_allocgres_gives_gpu_counts(tmp_path):
+    rep, out, _ = _report(tmp_path, DATA / "safe_oxford_allocgres.psv", "--start", "2017-01-02", "--end", "2017-01-16")
+    # independent: GPUs of AllocGRES x Elapsed of each job, by hand from the file
+    want = 0
+    for ln in (DATA / "safe_oxford_allocgres.psv").read_text().splitlines()[1:]:
+        p = ln.split("|")
+        if p[12].startswith("gpu:"):
+            want += int(p[12].split(":")[-1]) * _dur(p[14])
+    assert rep["totals"]["gpu_hours"] == pytest.approx(want / 3600.0)
+    assert rep["totals"]["gpu_jobs"] == 4
+    assert "gpu_hours" not in rep["unknown"]
+    # no utilization, no energy: unknown, not 0 / "no idle jobs"
+    assert rep["totals"]["energy_kwh"] is None
+    assert set(rep["totals"]["energy_kwh_by_source"].values()) == {None}
+    assert rep["efficiency"]["gpu_hours_near_zero_util"] is None
+    assert rep["efficiency"]["idle_jobs"] is None
+    assert "gpu_utilization" in rep["unknown"] and "energy_kwh" in rep["unknown"]
+    md = (out / "weekly.md").read_text()
+    assert "Unknown: GPU utilization" in md and "GPU-hours at ~0 % utilization unknown" in md
+    html = (out / "weekly.html").read_text()
+    assert "GPU utilization unknown: no GPU utilization in the input" in html
+    assert "None: every GPU job" not in html
+    reasons = [p["reason"] for p in rep["data_quality"]["notes"]]
+    assert "unknown: gpu_utilization" in reasons and "unknown: energy_kwh" in reasons
+    assert "unknown: energy_kwh" in (out / "data_quality.csv").read_text()
+
+
+def test_no_gpu_field_no_ncpus_is_unknown(tmp_path):
+    src = _without(DATA / "safe_oxford_allocgres.psv", tmp_path / "edit.psv", {"AllocGRES", "AllocCPUS"})
+    rep, out, text = _report(tmp_path, src, "--start", "2017-01-02", "--end", "2017-01-16",
+                             "--capacity-gpus", "8", "--price-per-gpu-hour", "2")
+    t = rep["totals"]
+    assert rep["totals"]["jobs"] == 8
+    for k in ("gpu_hours", "cpu_hours", "wasted_gpu_hours", "gpu_jobs", "provisional_gpu_hours", "cost_total"):
+        assert t[k] is None, k
+    assert rep["utilization"]["utilization"] is None
+    assert rep["hourly"]["peak_at_once"] is None and rep["hourly"]["gpus_in_use"] == []
+    assert set(rep["unknown"]) >= {"gpu_hours", "cpu_hours", "utilization", "gpu_utilization"}
+    assert all(g["gpu_hours"] is None and g["wasted_gpu_hours"] is None for g in rep["by_user"])
+    assert all(o["gpu_hours"] is None for o in rep["outcomes"])
+    md = (out / "weekly.md").read_text()
+    assert "Unknown: GPU-hours" in md and "no AllocTRES, AllocGRES or ReqTRES" in md
+    assert "Unknown: CPU-hours — no NCPUS or AllocCPUS field in the input." in md
+    totals_row = md.split("## Totals")[1].splitlines()[4]
+    assert totals_row.startswith("| 8 | unknown | unknown | unknown | unknown |"), totals_row
+    assert "unknown GPU-h, unknown CPU-h" in text
+    html = (out / "weekly.html").read_text()
+    assert '<th class="l">GPU-hours</th><td>unknown' in html
+    assert "unknown: gpu_hours" in (out / "data_quality.csv").read_text()
+
+
+def test_reqtres_only_is_marked_requested(tmp_path, corpus):
+    full, _, _ = _report(tmp_path / "a", corpus / HABROK, "--start", "2020-01-01", "--end", "2030-01-01", "--as-of", "2030-01-01",
+                         fmt="json")
+    src = _without(corpus / HABROK, tmp_path / "habrok_no_alloctres.psv", {"AllocTRES"})
+    rep, out, _ = _report(tmp_path / "b", src, "--start", "2020-01-01", "--end", "2030-01-01", "--as-of", "2030-01-01",
+                          fmt="json,csv")
+    assert rep["totals"]["gpu_hours"] is not None and rep["totals"]["gpu_hours"] > 0
+    assert rep["totals"]["gpu_hours_from_request"] == rep["totals"]["gpu_hours"]
+    assert full["totals"]["gpu_hours_from_request"] == 0
+    reasons = {p["reason"]: p["detail"] for p in rep["data_quality"]["notes"]}
+    assert "GPUs requested, not allocated" in reasons
+    assert "GPU count from ReqTRES" in reasons["GPUs requested, not allocated"]
+
+
+def test_energy_unknown_is_null(tmp_path, corpus):
+    rep, _, _ = _report(tmp_path, corpus / HABROK, "--start", "2020-01-01", "--end", "2030-01-01", "--as-of", "2030-01-01",
+                        fmt="json")
+    assert rep["totals"]["energy_known"] is False
+    assert rep["totals"]["energy_kwh"] is None
+    # Habrok has gres/gpuutil: utilization known, idle jobs listed (a list, possibly empty)
+    assert "gpu_utilization" not in rep["unknown"]
+    assert isinstance(rep["efficiency"]["idle_jobs"], list)
+    assert rep["efficiency"]["gpu_hours_near_zero_util"] is not None
+
+
+def test_slurm_energy_from_alloctres_has_its_own_provenance(tmp_path, corpus):
+    """energy= in AllocTRES (CSCS capture, issue 25 point 5): with ConsumedEnergyRaw taken out
+    (a labelled edit) the job's energy comes from the TRES, named as its own source."""
+    src = corpus / "sacct" / "cscs_energy_parsable2.psv"
+    head = src.read_text().splitlines()[0].split("|")
+    tres = [ln.split("|")[head.index("AllocTRES")] for ln in src.read_text().splitlines()[1:]]
+    joules = [int(e.split("=")[1]) for t in tres for e in t.split(",") if e.startswith("energy=")][0]
+    edit = _without(src, tmp_path / "cscs_no_consumedenergy.psv", {"ConsumedEnergyRaw", "ConsumedEnergy"})
+    args = ("--start", "2024-03-11", "--end", "2024-03-18", "--as-of", "2024-03-16")
+    rep, out, _ = _report(tmp_path / "a", edit, *args, fmt="json,md,csv")
+    assert rep["totals"]["energy_kwh_by_source"]["slurm_tres"] == pytest.approx(joules / 3.6e6)
+    assert rep["energy_sources"]["jobs"]["slurm_tres"] == 1
+    assert any(s.startswith("slurm_tres (energy= of AllocTRES") for s in rep["energy_sources"]["order"])
+    assert "| slurm_tres |" in (out / "weekly.md").read_text()
+    assert "slurm_tres" in (out / "jobs.csv").read_text()
+    # with ConsumedEnergyRaw: that one (the same joules here), named slurm
+    rep2, _, _ = _report(tmp_path / "b", src, *args, fmt="json")
+    assert rep2["energy_sources"]["jobs"]["slurm"] == 1 and rep2["energy_sources"]["jobs"]["slurm_tres"] == 0
+    assert rep2["totals"]["energy_kwh"] == pytest.approx(joules / 3.6e6)
