@@ -42,6 +42,13 @@ def set_value(snapshot: dict, nvml_index: int, key: str, value) -> dict:
     return snap
 
 
+def nvml_gpu_of(node: "Node", snapshot: dict, slurm_index: int) -> dict:
+    """The snapshot's GPU behind Slurm's GPU ``slurm_index`` on ``node``: matched by the device
+    minor of the node's ``nvidia<slurm_index>`` file."""
+    minor = os.minor(os.stat(node.dev / f"nvidia{slurm_index}").st_rdev)
+    return next(g for g in snapshot["gpus"] if g["minor_number"] == minor)
+
+
 class Node:
     """A fake node's /etc/slurm under ``root``: ``slurm_conf``, ``gres_conf``, ``dev`` (GPU device
     files nvidia0..3 with minors 2,0,3,1 like the sandbox), hooks installed with ``cfg_path``."""

@@ -16,6 +16,7 @@ import datetime as dt
 from slurmkit.accounting.fields import DELIMITER, FIELDS
 from slurmkit.accounting.frame import JobRows, load_sacct_bytes
 from slurmkit.accounting.quality import DataQuality
+from slurmkit.slurm.commands import run
 
 
 def _fmt(t: dt.datetime) -> str:
@@ -41,8 +42,6 @@ def pull_day(start: dt.datetime, end: dt.datetime, cluster: str | None = None,
     ``sacct <YYYY-MM-DD>``. Raises :class:`slurmkit.slurm.commands.SlurmError` when sacct
     fails, :class:`~slurmkit.accounting.read.AccountingInputError` when its output has no row
     with the fields asked for."""
-    from slurmkit.slurm.commands import run
-
     res = run(sacct_argv(start, end, cluster), timeout=timeout, env=dict(SACCT_ENV),
               slurm_conf=slurm_conf)
     data = res.stdout.encode("utf-8", errors="surrogateescape")

@@ -16,6 +16,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from slurmkit import hostlist
+
 #: Markers sacct prints for a time that is not set.
 NO_TIME = ("Unknown", "None", "", "N/A", "INVALID")
 _NULL = pa.scalar(None, pa.string())
@@ -358,18 +360,10 @@ def tres_usage(s) -> tuple[pd.Series, pd.Series]:
     return pd.Series(mem, index=_index(s), dtype="float64"), pd.Series(util, index=_index(s), dtype="float64")
 
 
-def tres_value(s, key: str) -> pd.Series:
-    """The value of ``key`` in a TRES string (``cpu=8,gres/gpu=2,mem=10G``), NaN when absent.
-
-    ``key`` must match exactly: ``gres/gpu`` never matches ``gres/gpumem``, ``gres/gpuutil``
-    or the typed ``gres/gpu:a100``."""
-    v = _tres_arrow(_arrow(s), key)
-    out = pd.Series(pd.arrays.ArrowStringArray(pc.cast(v, pa.string())), index=_index(s))
-    return out.astype("str")
-
-
 def tres_number(s, key: str) -> pd.Series:
-    """:func:`tres_value` as float (NaN when absent or not a number)."""
+    """The value of ``key`` in a TRES string (``cpu=8,gres/gpu=2,mem=10G``) as float (NaN when
+    absent or not a number). ``key`` must match exactly: ``gres/gpu`` never matches
+    ``gres/gpumem``, ``gres/gpuutil`` or the typed ``gres/gpu:a100``."""
     (out,) = dict_apply(_arrow(s), lambda x: (num_np(_tres_arrow(x, key)),))
     return pd.Series(out, index=_index(s), dtype="float64")
 
@@ -524,8 +518,6 @@ def parse_step_ids(s) -> pd.DataFrame:
 def pending_task_count(task: pd.Series) -> pd.Series:
     """Tasks in a pending array expression (``[5-9]`` -> 5, ``[1,3,7-8%2]`` -> 4); 0 for a plain
     task id or "". Uses :mod:`slurmkit.hostlist` to expand the ranges."""
-    from slurmkit import hostlist
-
     def count(expr: str) -> int:
         body = expr[1:-1].split("%")[0]
         try:

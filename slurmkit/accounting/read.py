@@ -149,7 +149,7 @@ def _layout(fh, source: str, fields, delimiter, dq: DataQuality) -> _Layout | No
         skipped += 1
     if b"\x00" in raw or _mostly_binary(raw):
         raise AccountingInputError(source, skipped + 1, NOT_PARSABLE)
-    first = line.decode("utf-8", errors="replace")
+    first = line.decode("utf-8", errors="replace")  # only to guess the delimiter
     delim = delimiter or _guess_delimiter(first, len(fields) if fields else None)
     first_fields = first.split(delim)
     if len(first_fields) == 1 and looks_like_header(first.split()):

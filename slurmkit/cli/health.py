@@ -98,7 +98,7 @@ def check(ctx, source, as_json, before_job, site, expect_gpus, kernel_log, kmsg_
             from slurmkit.health.kmsg import parse_log
 
             try:
-                text = Path(kernel_log).read_text(encoding="utf-8", errors="replace")
+                text = Path(kernel_log).read_text(encoding="utf-8", errors="replace")  # a kernel log holds any driver's bytes; the Xid lines are ASCII
             except OSError as exc:
                 raise CaptureError(kernel_log, None, exc.strerror or str(exc)) from None
             state.xids.extend(parse_log(text, kernel_log))
@@ -186,7 +186,7 @@ def import_(capture, output, node, fabric, site):
         texts = {}
         for f in fabric:
             try:
-                texts[f] = Path(f).read_text(encoding="utf-8", errors="replace")
+                texts[f] = Path(f).read_text(encoding="utf-8", errors="replace")  # ibstat/sysfs text is ASCII
             except OSError as exc:
                 raise InputError(f, None, exc.strerror or str(exc)) from None
         try:

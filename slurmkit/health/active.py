@@ -283,7 +283,7 @@ def dcgm_diag(level: int = 1, timeout_s: float = 45.0, *, dcgmi: str | os.PathLi
 
     if capture is not None:
         try:
-            text = Path(capture).read_text(encoding="utf-8", errors="replace")
+            text = Path(capture).read_text(encoding="utf-8", errors="replace")  # a tool's output: only its ASCII JSON/text is read
         except OSError as exc:
             return DiagReport(ERROR, message=f"recorded dcgmi output {capture}: {exc.strerror or exc}",
                               source=str(capture))
@@ -347,7 +347,7 @@ def dcgm_diag(level: int = 1, timeout_s: float = 45.0, *, dcgmi: str | os.PathLi
                 pass
         try:  # own session: at the deadline the whole group (dcgmi and the nvvs it starts) is killed
             proc = subprocess.Popen([os.fspath(dcgmi), "diag", "-r", str(int(level)), "-j"], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, errors="replace",
+                                    stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, errors="replace",  # dcgmi's output: only its ASCII JSON is read
                                     start_new_session=True)
         except OSError as exc:
             _restore()
@@ -423,7 +423,7 @@ def nccl_allreduce(floor_gbps: float, gpus: int, timeout_s: float = 45.0, *,
     source = str(capture) if capture is not None else f"{exe} -b 1G -e 1G -g {int(gpus)} -c 1"
     if capture is not None:
         try:
-            text = Path(capture).read_text(encoding="utf-8", errors="replace")
+            text = Path(capture).read_text(encoding="utf-8", errors="replace")  # a tool's output: only its ASCII text is read
         except OSError as exc:
             return DiagReport(ERROR, message=f"recorded all_reduce_perf output {capture}: {exc.strerror or exc}",
                               source=source)
@@ -458,7 +458,7 @@ def _run_killable(argv: list[str], timeout_s: float) -> tuple[str | None, bool]:
 
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                text=True, errors="replace", start_new_session=True)
+                                text=True, errors="replace", start_new_session=True)  # the tool's output: only its ASCII text is read
     except OSError:
         return None, False
     try:

@@ -88,7 +88,7 @@ def read_timeout_s(per_call_deadline_s: float) -> float:
 
 
 def _text(path: str) -> str:
-    with open(path, encoding="ascii", errors="replace") as fh:
+    with open(path, encoding="ascii", errors="replace") as fh:  # sysfs attributes are ASCII; a stray byte must not raise in a hook
         return fh.read().strip()
 
 

@@ -97,17 +97,12 @@ def judged_as(xid: int, message: str) -> tuple[int, str | None]:
     return judged, sev
 
 
-def parse_line(line: str, origin: str = "", lineno: int = 0, boot_time_s: float | None = None) -> Xid | None:
-    """One log line (a multi-line message joined first: :func:`join_continuations`) -> Xid, or
-    None when it is not an NVRM Xid line. Lines without a number count as the Xid they are: "fallen
-    off the bus" (either wording) as Xid 79, a GSP timeout / heartbeat / needs-reset line naming a
-    GPU as Xid 119. ``boot_time_s``: the boot's epoch time, to turn a ``[seconds since boot]``
-    prefix into ``Xid.time_s``."""
-    return _parse(line, origin, lineno, boot_time_s)[0]
-
-
 def _parse(line: str, origin: str, lineno: int, boot_time_s: float | None) -> tuple[Xid | None, bool]:
-    """:func:`parse_line` and whether the event was told without an Xid number (derived)."""
+    """One log line (a multi-line message joined first: :func:`join_continuations`) ->
+    ``(Xid or None, derived)``: None when it is not an NVRM Xid line. Lines without a number
+    count as the Xid they are (``derived`` True): "fallen off the bus" (either wording) as Xid
+    79, a GSP timeout / heartbeat / needs-reset line naming a GPU as Xid 119. ``boot_time_s``:
+    the boot's epoch time, to turn a ``[seconds since boot]`` prefix into ``Xid.time_s``."""
     derived = False
     m = XID_RE.search(line)
     if m:
@@ -174,8 +169,8 @@ def once(events: list[tuple[Xid, bool]]) -> list[Xid]:
 
 def parse_log(text: str, origin: str = "", boot_time_s: float | None = None) -> list[Xid]:
     """Every Xid in a saved kernel log (dmesg / journalctl text, multi-line messages joined:
-    :func:`join_continuations`; each event once: :func:`once`), in order (``boot_time_s``: as
-    for :func:`parse_line`)."""
+    :func:`join_continuations`; each event once: :func:`once`), in order (``boot_time_s``:
+    the boot's epoch time, to turn a ``[seconds since boot]`` prefix into ``Xid.time_s``)."""
     events = []
     for n, line in join_continuations(text.splitlines()):
         x, derived = _parse(line, origin, n, boot_time_s)
@@ -230,7 +225,7 @@ def kmsg_records(device: str | os.PathLike = "/dev/kmsg") -> list[tuple[int, int
                 raise
             if not chunk:
                 break
-            for rec in chunk.decode("utf-8", errors="replace").splitlines():
+            for rec in chunk.decode("utf-8", errors="replace").splitlines():  # kmsg escapes most bytes itself; a record that is not UTF-8 must not stop the read
                 if rec.startswith(" ") or ";" not in rec:
                     continue  # continuation (KEY=value) lines
                 head, _, msg = rec.partition(";")

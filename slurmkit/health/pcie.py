@@ -31,7 +31,7 @@ def read_aer(sysfs, bus_id: str | None) -> dict[str, tuple]:
             continue
         path = os.path.join(os.fspath(sysfs), "bus", "pci", "devices", bus_id, name)
         try:
-            with open(path, encoding="ascii", errors="replace") as fh:
+            with open(path, encoding="ascii", errors="replace") as fh:  # sysfs attributes are ASCII; a stray byte must not raise in a hook
                 text = fh.read()
         except FileNotFoundError:
             out[key] = (None, src, "NOT_SUPPORTED")

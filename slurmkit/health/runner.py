@@ -352,7 +352,7 @@ def _stderr_tail(worker: _Worker) -> str:
             chunks.append(chunk)
     except OSError:  # EAGAIN: nothing more for now
         pass
-    lines = b"".join(chunks).decode(errors="replace").strip().splitlines()
+    lines = b"".join(chunks).decode(errors="replace").strip().splitlines()  # the worker's stderr: shown in messages only
     return lines[-1] if lines else "no output"
 
 
@@ -393,7 +393,7 @@ def _run_worker(spec: dict, total_s: float, per_call_s: float, env: dict | None)
             buf += chunk
             while b"\n" in buf:
                 line, buf = buf.split(b"\n", 1)
-                tag, _, rest = line.decode(errors="replace").partition(" ")
+                tag, _, rest = line.decode(errors="replace").partition(" ")  # the worker's lines: a tag and ASCII JSON
                 if tag == "CALL":
                     call, call_t0, in_sleep = rest, time.monotonic(), False
                 elif tag == "SLEEP":

@@ -60,7 +60,7 @@ def read_fabric_manager(sysfs: str | os.PathLike) -> tuple[dict | None, list[str
     running = []
     for pid in pids:
         try:
-            with open(os.path.join(proc, pid, "comm"), encoding="ascii", errors="replace") as fh:
+            with open(os.path.join(proc, pid, "comm"), encoding="ascii", errors="replace") as fh:  # a process name is any bytes; only compared with nv-fabricmanager
                 if fh.read().strip().startswith(FM_COMM):
                     running.append(int(pid))
         except OSError:

@@ -153,14 +153,6 @@ class GpuSource:
                 g.put("busy_samples", samples)
         return state
 
-    def act(self, action: Action) -> str:
-        """Carry out ``action`` (live) or log it as "would ..." (replay). Returns the log line;
-        raises :class:`ActionFailed` when NVML refuses it."""
-        line, rc = self.apply(action)
-        if rc not in (RC_SUCCESS, RC_REPLAY):
-            raise ActionFailed(line, rc)
-        return line
-
     def apply(self, action: Action) -> tuple[str, str]:
         """Carry out ``action`` (live) or log it as "would ..." (replay), and keep it in
         :attr:`acted`. Returns ``(log line, outcome)``: outcome ``SUCCESS``, :data:`RC_REPLAY`, or

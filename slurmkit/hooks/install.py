@@ -495,8 +495,8 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
     chained = None
     if found and _is_ours(*found):  # reinstall: what we chained before is in our marker
         was = _original(found[1])
-        if was and "=" in was and spec.chain:
-            chained = was.split("=", 1)[1].split("#", 1)[0].strip().strip('"') or None
+        old = sconf.parse(was, found[0].path).find("HealthCheckProgram") if was and spec.chain else None
+        chained = (old.get("HealthCheckProgram") or None) if old else None   # read as slurmd reads the line
     if current and current.strip('"') != str(hc_path):
         if spec.chain:
             chained = current.strip('"')

@@ -42,7 +42,7 @@ def job_of(pid: int, proc: str = "/proc") -> str | None:
         with open(f"{proc}/{int(pid)}/environ", "rb") as fh:
             for item in fh.read().split(b"\0"):
                 if item.startswith(b"SLURM_JOB_ID="):
-                    return item[len(b"SLURM_JOB_ID="):].decode(errors="replace") or None
+                    return item[len(b"SLURM_JOB_ID="):].decode(errors="replace") or None  # an id that is not UTF-8 matches no job; never raise in a hook
     except OSError:
         pass
     return None

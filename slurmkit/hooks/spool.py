@@ -360,7 +360,7 @@ def read(path) -> tuple[list[SpoolRecord], list[str]]:
     ``"<path>:<line>: why"`` in ``problems`` and skipped. Raises OSError when the file cannot be
     opened."""
     recs, problems = [], []
-    with open(path, encoding="utf-8", errors="replace") as fh:
+    with open(path, encoding="utf-8", errors="replace") as fh:  # a bad byte spoils its own line only: that line is a problem, the rest is read
         for no, line in enumerate(fh, 1):
             if not line.strip():
                 continue

@@ -25,8 +25,9 @@ import re
 from dataclasses import dataclass
 
 from slurmkit.hostlist import BadHostlist, collect_hostlist, expand_hostlist
-from slurmkit.profile.slurmconf import node_gres, node_type_nodes, slurm_node_layout
-from slurmkit.slurm.conf import ConfError, entries_in_order, find_effective
+from slurmkit.profile.slurmconf import gres_lines, node_gres, node_type_nodes, slurm_node_layout
+from slurmkit.slurm.conf import ConfError, entries_in_order, find_effective, parse
+from slurmkit.topology.cores import format_ranges, parse_ranges
 
 
 @dataclass(frozen=True)
@@ -259,10 +260,6 @@ def _check_gpu_cores(profile, want: dict, tree) -> list[Disagreement]:
     device (its GPU's ``cpus`` as Slurm logical cores); devices matched by file name (``nvidia4``),
     nodes with AutoDetect off on both sides."""
     from pathlib import PurePath
-
-    from slurmkit.slurm.conf import parse
-    from slurmkit.topology.cores import format_ranges, parse_ranges
-    from slurmkit.profile.slurmconf import gres_lines
 
     mine, _ = gres_records([parse("\n".join(gres_lines(profile, warn=lambda m: None)), "profile")])
     site, auto = gres_records(tree)

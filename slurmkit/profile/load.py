@@ -8,6 +8,7 @@ from pathlib import Path
 
 from slurmkit.profile.errors import ProfileError
 from slurmkit.profile.layers import PRESET, merge, parse_override
+from slurmkit.profile.lines import key_line
 from slurmkit.profile.model import Profile
 from slurmkit.profile.validate import build
 
@@ -64,8 +65,6 @@ def _site_layers(path: Path, seen: tuple[str, ...] = ()) -> list[tuple[str, dict
     if base is None:
         return [(str(path), data, text)]
     if not isinstance(base, str):
-        from slurmkit.profile.lines import key_line
-
         raise ProfileError(str(path), key_line(text, "extends"),
                            f"expected a profile name or path, got {base!r}", "extends")
     if str(path.resolve()) in seen:
@@ -109,8 +108,6 @@ def load_profile(path_or_name, overrides=()) -> Profile:
     except ProfileError as exc:
         if exc.line is None and exc.key and len(layers) > 1:
             # the key may be written in a profile this one extends
-            from slurmkit.profile.lines import key_line
-
             for file, _layer, text in reversed(layers[:-1]):
                 line = key_line(text, exc.key)
                 if line:

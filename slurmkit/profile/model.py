@@ -295,16 +295,6 @@ class NodeType:
                 out += [(i, grp.model) for i in order]
         return tuple(out)
 
-    def gres_order(self) -> tuple[Gpu, ...]:
-        """The node's listed GPUs (``gpus[]``) in Slurm's gres order (:meth:`gres_units`, each
-        GPU once): by group, then by device minor number when every GPU records one, else in
-        nvidia-smi order."""
-        listed = {g.index: g for g in self.gpus}
-        seen: dict[int, None] = {}
-        for i, _ in self.gres_units():
-            seen.setdefault(i, None)
-        return tuple(listed[i] for i in seen if i in listed)
-
     def gpu_cpus(self, index: int) -> tuple[int, ...]:
         """NUMA-local OS CPU ids of GPU ``index`` (from ``gpus[].cpus``; () when unknown)."""
         return self.gpu(index).cpus

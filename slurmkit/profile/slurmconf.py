@@ -19,6 +19,7 @@ import logging
 from typing import Callable
 
 from slurmkit.hostlist import collect_hostlist
+from slurmkit.profile.model import GPU_ENV_FLAGS, SHARING_FLAGS, slurm_gpu_type
 from slurmkit.topology.cores import format_ranges, logical_cores
 
 log = logging.getLogger(__name__)
@@ -73,8 +74,6 @@ def gres_lines(profile, device_dir: str | None = None,
     ``device_dir``: directory of the ``nvidiaN`` files (None: ``[cluster].device_dir``).
     ``warn``: called with a message when ``Cores=`` must be omitted (default: logging warning).
     """
-    from slurmkit.profile.model import GPU_ENV_FLAGS, slurm_gpu_type
-
     warn = warn or log.warning
     ddir = (device_dir or profile.cluster.device_dir or "/dev").rstrip("/") or ""
     lines: list[str] = []
@@ -143,8 +142,6 @@ def gres_lines(profile, device_dir: str | None = None,
 def _shared_lines(nt, host: str, dev) -> list[str]:
     """``Name=shard`` / ``Name=mps`` lines: ``Count=`` per GPU with its ``File=`` (gres.conf(5):
     MPS and shards are tied to a GPU's device file)."""
-    from slurmkit.profile.model import SHARING_FLAGS
-
     out = []
     sharing = [f for f in nt.gres_flags if f in SHARING_FLAGS]
     flags = f" Flags={','.join(sharing)}" if sharing else ""

@@ -53,6 +53,19 @@ class _Ctx:
             self.fail(key, f"expected a table, got {_tname(data)}")
         return data
 
+    def tables(self, raw, key: str, shown: str, allowed) -> list[tuple[int, str, dict]]:
+        """The entries of the array of tables ``raw`` at ``key`` (``[[shown]]`` in the message
+        when it is not an array), each a table with only ``allowed`` keys: ``[(i, its key, table)]``."""
+        if not isinstance(raw, list):
+            self.fail(key, f"expected an array of tables [[{shown}]]")
+        out = []
+        for i, item in enumerate(raw):
+            k = f"{key}[{i}]"
+            item = self.table(item, k)
+            self.known(item, k, allowed)
+            out.append((i, k, item))
+        return out
+
     def known(self, data: dict, key: str, allowed) -> None:
         for k in data:
             if k not in allowed:
@@ -227,13 +240,8 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
             c.fail(f"{sk}.cpus", f"cpus = {slurm_node.cpus} but sockets x cores_per_socket x "
                    f"threads_per_core = {slurm_node.sockets * slurm_node.cores_per_socket * slurm_node.threads_per_core}")
     nics = []
-    raw_nics = t.get("nics", [])
-    if not isinstance(raw_nics, list):
-        c.fail(f"{key}.nics", "expected an array of tables [[...nics]]")
-    for i, n in enumerate(raw_nics):
-        nk = f"{key}.nics[{i}]"
-        n = c.table(n, nk)
-        c.known(n, nk, ("device", "link_layer", "rate_gbps", "role", "numa_node", "netdev", "pci"))
+    for _, nk, n in c.tables(t.get("nics", []), f"{key}.nics", "...nics",
+                             ("device", "link_layer", "rate_gbps", "role", "numa_node", "netdev", "pci")):
         dev = c.get(n, nk, "device", str)
         if any(x.device == dev for x in nics):
             c.fail(f"{nk}.device", f"NIC {dev!r} is listed twice")
@@ -258,14 +266,9 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
                         numa_node=c.get(n, nk, "numa_node", int, None, minimum=0), netdev=netdev, pci=pci))
     nic_names = {n.device for n in nics}
     gpus = []
-    raw_gpus = t.get("gpus", [])
-    if not isinstance(raw_gpus, list):
-        c.fail(f"{key}.gpus", "expected an array of tables [[...gpus]]")
-    for i, g in enumerate(raw_gpus):
-        gk = f"{key}.gpus[{i}]"
-        g = c.table(g, gk)
-        c.known(g, gk, ("index", "cpus", "numa_node", "nearest_nics", "links", "gpu_numa_id", "minor",
-                        "pcie_width", "mig_caps"))
+    for i, gk, g in c.tables(t.get("gpus", []), f"{key}.gpus", "...gpus",
+                             ("index", "cpus", "numa_node", "nearest_nics", "links", "gpu_numa_id", "minor",
+                              "pcie_width", "mig_caps")):
         index = c.get(g, gk, "index", int, i, minimum=0)
         if index != i:
             c.fail(f"{gk}.index", f"GPUs must be listed in nvidia-smi order: expected index {i}, got {index}"
@@ -358,9 +361,8 @@ def _gpu_groups(c: _Ctx, key: str, t: dict) -> tuple[GpuGroup, ...]:
         if old:
             c.fail(f"{key}.{old[0]}", "give either [[gpu_groups]] or gpu_model / gpu_count / gpu_tdp_w "
                    "(the one-group form), not both")
-        raw = t["gpu_groups"]
-        if not isinstance(raw, list):
-            c.fail(f"{key}.gpu_groups", "expected an array of tables [[...gpu_groups]]")
+        groups = c.tables(t["gpu_groups"], f"{key}.gpu_groups", "...gpu_groups",
+                          ("model", "count", "indexes", "tdp_w", "nvml_name", "mig", "shards", "mps"))
     elif old:
         count = c.get(t, key, "gpu_count", int, minimum=0)
         if count == 0:
@@ -374,10 +376,7 @@ def _gpu_groups(c: _Ctx, key: str, t: dict) -> tuple[GpuGroup, ...]:
         return ()
     out: list[GpuGroup] = []
     start = 0
-    for i, g in enumerate(raw):
-        gk = f"{key}.gpu_groups[{i}]"
-        g = c.table(g, gk)
-        c.known(g, gk, ("model", "count", "indexes", "tdp_w", "nvml_name", "mig", "shards", "mps"))
+    for i, gk, g in groups:
         model = _gres_type(c, f"{gk}.model", g["model"]) if "model" in g else None
         count = c.get(g, gk, "count", int, minimum=1)
         indexes = g.get("indexes", list(range(start, start + count)))
@@ -489,13 +488,7 @@ def _fabric(c: _Ctx, t: dict, partitions: dict[str, Partition]) -> Fabric:
 
     def node_sets(name: str, cls):
         out = []
-        raw = t.get(name, [])
-        if not isinstance(raw, list):
-            c.fail(f"fabric.{name}", f"expected an array of tables [[fabric.{name}]]")
-        for i, s in enumerate(raw):
-            k = f"fabric.{name}[{i}]"
-            s = c.table(s, k)
-            c.known(s, k, ("name", "nodes"))
+        for _, k, s in c.tables(t.get(name, []), f"fabric.{name}", f"fabric.{name}", ("name", "nodes")):
             nm = c.get(s, k, "name", str)
             names = c.hostlist(s.get("nodes"), f"{k}.nodes")
             stray = [n for n in names if n not in all_nodes]
@@ -517,13 +510,7 @@ def _fabric(c: _Ctx, t: dict, partitions: dict[str, Partition]) -> Fabric:
         c.fail("fabric.blocks", "use either a tree (leaves/spines) or blocks, not both")
     spines = []
     known = {leaf.name for leaf in leaves}
-    raw = t.get("spines", [])
-    if not isinstance(raw, list):
-        c.fail("fabric.spines", "expected an array of tables [[fabric.spines]]")
-    for i, s in enumerate(raw):
-        k = f"fabric.spines[{i}]"
-        s = c.table(s, k)
-        c.known(s, k, ("name", "switches"))
+    for _, k, s in c.tables(t.get("spines", []), "fabric.spines", "fabric.spines", ("name", "switches")):
         nm = c.get(s, k, "name", str)
         sw = c.str_list(s, k, "switches")
         if not sw:

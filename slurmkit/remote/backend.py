@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 
 from slurmkit.remote.ssh import Remote, RemoteError
-from slurmkit.slurm.commands import FORMAT_VARS, Result
+from slurmkit.slurm.commands import Result, env_unset_argv
 from slurmkit.submit.backend import CliBackend
 
 #: Where submitted scripts and their job-id markers are kept on the login node (under $HOME).
@@ -127,11 +127,11 @@ class RemoteBackend(CliBackend):
         spool = spool_dir(self.probe().home)
         base = f"{spool}/{token}"
         q = shlex.quote
-        unset = " ".join(f"-u {v}" for v in FORMAT_VARS)
+        env = shlex.join(env_unset_argv())
         # only the script is private (umask 077 in a subshell): sbatch, and so the job, keep the
         # login shell's umask (Slurm propagates the submitting umask to the job)
         wrapper = (f"(umask 077; mkdir -p {q(spool)} && cat > {q(base + '.sbatch')}) || exit 90; "
-                   f"env {unset} sbatch --parsable {q(base + '.sbatch')} > {q(base + '.out')} 2> {q(base + '.err')} & "
+                   f"{env} sbatch --parsable {q(base + '.sbatch')} > {q(base + '.out')} 2> {q(base + '.err')} & "
                    f"echo $! > {q(base + '.pid')}; wait $!; rc=$?; "
                    f"echo \"$rc $(cat {q(base + '.out')})\" > {q(base + '.jobid')}; "
                    f"cat {q(base + '.out')}; cat {q(base + '.err')} >&2; exit $rc")

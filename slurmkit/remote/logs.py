@@ -2,10 +2,10 @@
 
 Where: ``scontrol show job`` (``StdOut=``) while slurmctld knows the job; after that, sacct's
 ``WorkDir`` and Slurm's default name ``slurm-<id>.out``. Read with ``cat`` or followed with
-``tail -F`` until squeue no longer lists the job, on the login node through ssh
+``tail -F`` until the job has ended, on the login node through ssh
 (:class:`~slurmkit.remote.backend.RemoteBackend`: one shell script, its squeue bounded by
-``timeout``) or here (a local backend: squeue through the backend, i.e.
-:func:`slurmkit.slurm.commands.run`, with its timeout).
+``timeout``; a squeue that fails ends the follow) or here (a local backend: the backend's
+job-state query, squeue then sacct with its timeout; a Slurm that cannot answer is an error).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import threading
 import time
 
 from slurmkit.errors import SlurmkitError
-from slurmkit.slurm.commands import SlurmError
+from slurmkit.slurm.commands import env_unset_argv
+from slurmkit.submit.backend import TERMINAL
 
 
 class LogsError(SlurmkitError):
@@ -64,26 +65,28 @@ def follow_script(path: str, job_id: str) -> str:
     q = shlex.quote(path)
     j = shlex.quote(str(job_id))
     return (f"tail -n +1 -F {q} 2>/dev/null & t=$!; "
-            f"while timeout {SQUEUE_TIMEOUT_S} env -u SQUEUE_FORMAT -u SQUEUE_FORMAT2 squeue -h -j {j} -o %T "
+            f"while timeout {SQUEUE_TIMEOUT_S} {shlex.join(env_unset_argv())} squeue -h -j {j} -o %T "
             f"2>/dev/null | grep -q .; do sleep {FOLLOW_POLL_S}; done; "
             f"sleep 1; kill $t 2>/dev/null; wait $t 2>/dev/null; exit 0")
 
 
 def _in_queue(backend, job_id: str) -> bool:
-    """Whether squeue (through the backend, with its timeout) lists job ``job_id``; a failed or
-    timed-out squeue counts as no (the follow ends, as the shell script's does)."""
-    try:
-        res = backend.run(["squeue", "-h", "-j", str(job_id), "-o", "%T"], check=False)
-    except SlurmError:
-        return False
-    return res.returncode == 0 and bool(res.stdout.strip())
+    """Whether job ``job_id`` is still pending or running, by the backend's job-state query
+    (:meth:`~slurmkit.submit.backend.CliBackend.states`: squeue, then sacct for a job squeue no
+    longer knows; each with the backend's timeout). A job neither knows counts as gone. Raises
+    :class:`~slurmkit.slurm.commands.SlurmError` when Slurm cannot answer (no controller, a
+    timeout): the follow stops with that error instead of ending as if the job had."""
+    info = backend.states([str(job_id)]).get(str(job_id))
+    return info is not None and info.state not in TERMINAL
 
 
 def _follow_local(backend, path: str, job_id: str, out) -> None:
-    """``tail -F path`` copied to ``out`` while squeue lists the job, then one more second; then
-    what tail had not copied yet. A pending job's file appears only when it starts, and tail
-    -F looks again for a missing file only once a second, so a short job could end, and the
-    follow with it, before tail printed a line of it (the rest is read from the file itself)."""
+    """``tail -F path`` copied to ``out`` while the job is pending or running (:func:`_in_queue`),
+    then one more second; then what tail had not copied yet. A pending job's file appears only
+    when it starts, and tail -F looks again for a missing file only once a second, so a short job
+    could end, and the follow with it, before tail printed a line of it (the rest is read from
+    the file itself). Raises :class:`~slurmkit.slurm.commands.SlurmError` when Slurm cannot
+    answer (tail stopped first)."""
     tail = subprocess.Popen(["tail", "-n", "+1", "-F", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     copied = [0]
 

@@ -13,6 +13,7 @@ import os
 import tempfile
 
 from slurmkit.errors import UsageError
+from slurmkit.profile import load_profile
 from slurmkit.remote.backend import RemoteBackend
 
 
@@ -35,8 +36,6 @@ def load_remote_site(backend: RemoteBackend, site: str | None) -> RemoteSite:
     neither ``site`` nor the login node's ``SLURMKIT_SITE`` names one, a
     :class:`~slurmkit.remote.ssh.RemoteError` when the file cannot be read there, and the
     profile loader's ``ProfileError`` when it is not a valid profile."""
-    from slurmkit.profile import load_profile
-
     host = backend.remote.host
     if site:
         return RemoteSite(load_profile(site), site, "--site")

@@ -30,7 +30,7 @@ import tempfile
 from dataclasses import dataclass
 
 from slurmkit.errors import SlurmkitError
-from slurmkit.slurm.commands import FORMAT_VARS, Result, SlurmError
+from slurmkit.slurm.commands import Result, SlurmError, env_unset_argv
 
 #: Steps a remote failure can be about, in the order a submit runs them.
 STEPS = ("connect", "sync", "submit", "status", "cancel", "logs")
@@ -298,7 +298,7 @@ class Remote:
         """Run one command (``argv``, never a shell string) on the host with Slurm's format
         variables unset (``env -u ...``); as :meth:`shell`. Exit 127 (not found) is reported as
         ``<command> not found on the host's PATH``."""
-        words = ["env", *[w for v in FORMAT_VARS for w in ("-u", v)], *[str(a) for a in argv]]
+        words = [*env_unset_argv(), *[str(a) for a in argv]]
         result = self.shell(shlex.join(words), step, input=input, check=False, timeout=timeout)
         if result.returncode == 127:
             raise RemoteError(self.host, step, f"{argv[0]} not found on the host's PATH "
@@ -321,7 +321,7 @@ class Remote:
             for chunk in iter(lambda: proc.stdout.read1(65536), b""):
                 out.write(chunk)
                 out.flush()
-            err = proc.stderr.read().decode(errors="replace")
+            err = proc.stderr.read().decode(errors="replace")  # ssh's stderr: shown in the message only
             rc = proc.wait()
         except BaseException:
             _kill_group(proc)

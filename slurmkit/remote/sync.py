@@ -104,7 +104,7 @@ def file_list(source: SyncSource) -> list[str] | None:
         return None
     res = _git(["ls-files", "--cached", "--others", "--exclude-standard", "-z"], source.root, timeout=120)
     if res is None or res.returncode != 0:
-        err = (res.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1] if res else "did not run"
+        err = (res.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1] if res else "did not run"  # git's stderr: shown in the message only
         raise RemoteError("local", "sync", f"git ls-files in {source.root} failed: {err}")
     out, seen = [], set()
     for raw in res.stdout.split(b"\0"):

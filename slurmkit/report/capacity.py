@@ -16,6 +16,11 @@ import re
 
 import pandas as pd
 
+from slurmkit import hostlist
+from slurmkit.accounting.parse import parse_times
+from slurmkit.errors import InputError
+from slurmkit.report.window import iso_z
+
 _GRES = re.compile(r"(?:^|[\s,])(?:Gres=)?gpu(?::[^:,\s(]+)?:(\d+)")
 
 
@@ -87,9 +92,6 @@ def node_events(text: str, tz: str = "UTC", source: str = "events") -> pd.DataFr
     A reason holding ``|`` is rejoined. Cluster-wide events (empty NodeName) are dropped.
     Raises :class:`~slurmkit.errors.InputError` (``source`` and line) for a line whose columns
     fit no known format."""
-    from slurmkit.accounting.parse import parse_times
-    from slurmkit.errors import InputError
-
     lines = [(i, ln.rstrip("\r")) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
     cols = _event_columns(lines[0][1].split("|")) if lines else None
     if cols is not None:
@@ -138,9 +140,6 @@ def downtime(events: pd.DataFrame, gpus: dict[str, int] | None, start, end, now=
     "events", "nodes", "node_hours", "gpu_hours"}] (most first), "nodes", "node_hours",
     "down_gpu_hours", "events_listed", "events_total"}``; the first ``limit`` events, longest
     first, are listed."""
-    from slurmkit import hostlist
-    from slurmkit.report.window import iso_z
-
     start, end = pd.Timestamp(start), pd.Timestamp(end)
     now = pd.Timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")
     items = []
@@ -189,8 +188,6 @@ def down_gpu_hours(events: pd.DataFrame, gpus: dict[str, int], start, end, now=N
     """GPU-hours lost to down/drained nodes in ``[start, end)``: per node, the union of its
     event intervals (ongoing ones end at ``now``) clipped to the window, × that node's GPUs.
     A node listed by several events (hostlist entries in one event are expanded) counts once."""
-    from slurmkit import hostlist
-
     start, end = pd.Timestamp(start), pd.Timestamp(end)
     now = pd.Timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")
     per_node: dict[str, list] = {}

@@ -481,7 +481,7 @@ def _times_kind(path, lay: dict, lines: int = 200) -> str:
     names = lay.get("fields") or []
     idx = [names.index(n) for n in ("Submit", "Eligible", "Start", "End") if n in names]
     delim = lay.get("delimiter") or "|"
-    with open(path, encoding="utf-8", errors="replace") as fh:
+    with open(path, encoding="utf-8", errors="replace") as fh:  # only to tell epoch from local times
         for i, line in enumerate(fh):
             if i > lines:
                 break
@@ -527,7 +527,7 @@ def _captured_downtime(opts: WeeklyOptions, window: Window, now) -> dict:
 
     path = str(opts.events)
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        text = Path(path).read_text(encoding="utf-8", errors="replace")  # a bad byte spoils one name or reason (U+FFFD), never the whole file
     except OSError as exc:
         raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
     events = C.node_events(text, opts.tz, source=path)

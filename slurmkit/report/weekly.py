@@ -23,7 +23,7 @@ import pandas as pd
 
 from slurmkit.accounting.quality import DataQuality
 from slurmkit.report import energy as E
-from slurmkit.report.usage import allocations, hourly_gpus, utc
+from slurmkit.report.usage import allocations, end_or_now, epoch_s, hourly_gpus, utc
 from slurmkit.report.window import Window, iso_z
 
 #: The outcomes line of earlier attempts of requeued jobs (their ``attempts``; ``jobs`` only
@@ -168,8 +168,6 @@ def most_at_once(allocs: pd.DataFrame, start, end, now=None) -> float:
     """The most GPUs allocated at one instant in ``[start, end)``: a sweep over the jobs'
     Start (+GPUs) and End (-GPUs, running jobs as :func:`~slurmkit.report.usage.end_or_now`
     says), clipped to the window; 0.0 when no GPU job ran in it."""
-    from slurmkit.report.usage import epoch_s, end_or_now
-
     start, end = utc(start), utc(end)
     if end <= start:
         return 0.0
@@ -272,12 +270,6 @@ def unknown_figures(runs: pd.DataFrame, capacity_gpus) -> dict:
     if not capacity_gpus or "gpu_hours" in out:
         out["utilization"] = UNKNOWN_WHY["utilization"] if not capacity_gpus else UNKNOWN_WHY["gpu_hours"]
     return out
-
-
-def _sum(x: pd.Series) -> float | None:
-    """The sum of the known values; None when none is known."""
-    v = x.sum(min_count=1)
-    return None if pd.isna(v) else float(v)
 
 
 def _totals(runs: pd.DataFrame, queue: dict, backlog: int, pending_jobs: int, spool_unmatched: int,

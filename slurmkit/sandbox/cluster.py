@@ -22,6 +22,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from slurmkit.atomicfile import atomic_write
+from slurmkit.profile import load_profile
+from slurmkit.profile.slurmconf import render_gres_conf, render_topology_conf
 from slurmkit.sandbox import config
 from slurmkit.sandbox.errors import SandboxError
 from slurmkit.slurm import commands
@@ -290,9 +292,6 @@ class Sandbox:
         """Write sandbox.json, site.toml, slurm.conf, cgroup.conf, gres.conf, topology.conf and
         slurmdbd.conf under the sandbox directory (each atomically), and make the GPU device
         nodes. ``keep_existing``: leave files that exist as they are."""
-        from slurmkit.profile import load_profile
-        from slurmkit.profile.slurmconf import render_gres_conf, render_topology_conf
-
         for d in (self.etc, self.device_dir, self.run_dir, self.var / "log", self.var / "spool" / "ctld",
                   self.var / "munge", self.var / "mysql"):
             d.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from slurmkit.hostlist import expand_nodelist
+from slurmkit.profile import load_profile
 from slurmkit.sandbox.cluster import Sandbox
 from slurmkit.sandbox.errors import DemoError
 from slurmkit.sandbox.gpus import GpuSimulator
@@ -139,9 +141,9 @@ class Demo:
         _info("first checkpoint written; preempting: USR2 to the batch shell (what --signal=B:USR2@<s> does)")
         self.slurm("scancel", "--batch", "--signal=USR2", job, show=True)
         self.wait("the job to be requeued and restarted",
-                  lambda: out.exists() and "resumed from checkpoint" in out.read_text(errors="replace"), 480)
+                  lambda: out.exists() and "resumed from checkpoint" in out.read_text(errors="replace"), 480)  # a job's output, searched: a stray byte must not stop the demo
         state = self.wait_done(job, 600)
-        text = out.read_text(errors="replace")
+        text = out.read_text(errors="replace")  # a job's output, shown
         for line in text.splitlines():
             if any(k in line for k in ("preempted", "resumed", "training done", "to checkpoint, then requeue")):
                 _info("| " + line.strip())
@@ -150,12 +152,8 @@ class Demo:
         return job
 
     def placement(self, jobs: dict[str, str]) -> None:
-        from slurmkit.profile import load_profile
-
         profile = load_profile(self.sb.profile_path)
         res = self.slurm("sacct", "-n", "-P", "-X", "-j", ",".join(jobs.values()), "-o", "JobID,NodeList,State")
-        from slurmkit.hostlist import expand_nodelist
-
         for line in res.stdout.splitlines():
             jid, nodelist, state = line.split("|")
             nodes = expand_nodelist(nodelist)
@@ -213,7 +211,7 @@ def run_demo(directory: Path | None = None, install: bool = True, port_base: int
         jobs = {"nccl-tests": demo.submit("nccl-tests", "-N", 2, "-t", "5", "-J", "nccl-preflight",
                                           "-o", demo.out / "nccl-preflight-%j.out")}
         demo.wait_done(jobs["nccl-tests"], 120)
-        _info("| " + (demo.out / f"nccl-preflight-{jobs['nccl-tests']}.out").read_text(errors="replace").strip()
+        _info("| " + (demo.out / f"nccl-preflight-{jobs['nccl-tests']}.out").read_text(errors="replace").strip()  # a job's output, shown
               .splitlines()[-1])
         jobs["tiny-train"] = demo.train()
         jobs["sweep"] = demo.submit("array", "-t", "5", "-J", "lr-sweep", "-o", demo.out / "lr-sweep-%A_%a.out",

@@ -1,7 +1,9 @@
 """Run Slurm client commands with a timeout, a clean environment and one error type.
 
-Every Slurm command slurmkit runs goes through :func:`run`. Light on imports: the hooks use it
-to drain and resume nodes.
+Every Slurm client command slurmkit runs on this machine goes through :func:`run` (the sandbox
+starts Slurm's daemons itself); on a login node, :mod:`slurmkit.remote` runs them through ssh
+behind :func:`env_unset_argv`, with its own timeouts. Light on imports: the hooks use it to drain
+and resume nodes.
 """
 
 from __future__ import annotations
@@ -20,6 +22,13 @@ FORMAT_VARS = (
     "SACCT_FORMAT", "SQUEUE_FORMAT", "SQUEUE_FORMAT2", "SINFO_FORMAT", "SLURM_TIME_FORMAT",
     "SQUEUE_SORT", "SLURM_CLUSTERS", "SACCT_FEDERATION", "SQUEUE_FEDERATION",
 )
+
+
+def env_unset_argv() -> list[str]:
+    """``env -u VAR ...`` for each of :data:`FORMAT_VARS`: the prefix that runs a Slurm client
+    with the same clean format where slurmkit cannot set its environment (a login node's shell,
+    through ssh)."""
+    return ["env", *[w for v in FORMAT_VARS for w in ("-u", v)]]
 
 
 class SlurmError(SlurmkitError, RuntimeError):
@@ -95,7 +104,7 @@ def run(argv, *, timeout: float = 30.0, check: bool = True, input: str | None = 
                               stdin=None if input is not None else subprocess.DEVNULL)
     except subprocess.TimeoutExpired as exc:
         raise SlurmError(f"{argv[0]} timed out after {timeout:g} s", argv, timed_out=True,
-                         stderr=(exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")) from None
+                         stderr=(exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")) from None  # stderr: shown in the message only
     result = Result(argv, proc.stdout, proc.stderr, proc.returncode)
     if check and proc.returncode != 0:
         msg = proc.stderr.strip() or proc.stdout.strip() or "no output"

@@ -99,13 +99,6 @@ class ConfFile:
                 found = e
         return found
 
-    def find_line(self, predicate) -> Entry | None:
-        """The first entry whose raw text (physical lines joined) satisfies ``predicate``."""
-        for e in self.entries:
-            if predicate("\n".join(self.lines[e.index:e.index + e.count])):
-                return e
-        return None
-
     def raw(self, entry: Entry) -> str:
         """The raw text of an entry (its physical lines joined with newlines)."""
         return "\n".join(self.lines[entry.index:entry.index + entry.count])

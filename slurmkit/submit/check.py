@@ -11,6 +11,7 @@ names the profile file, line (best effort) and dotted key.
 from __future__ import annotations
 
 from slurmkit.profile.check import Finding, profile_findings
+from slurmkit.profile.lines import key_line
 from slurmkit.submit import nccl, placement
 from slurmkit.submit.site import SiteError, SiteFacts, site_facts
 
@@ -61,8 +62,6 @@ def error_of(profile, finding: Finding, source: str = "") -> SiteError:
 
 
 def _line(file: str, key: str) -> int | None:
-    from slurmkit.profile.lines import key_line
-
     if not file or not key:
         return None
     try:

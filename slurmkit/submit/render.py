@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from slurmkit.errors import UsageError
+from slurmkit.hostlist import expand_nodelist
 from slurmkit.submit import jobenv, nccl, placement, timelimit
 from slurmkit.submit.escape import check_line_safe, sbatch_line, shell_expand_word, shell_join, shell_quote
 from slurmkit.submit.nccl import EnvVar
 from slurmkit.submit.request import SubmitRequest
 from slurmkit.submit.site import SiteFacts
-from slurmkit.submit.templates import Template, TemplateError
+from slurmkit.submit.templates import Template, TemplateError, templates_dir
 
 #: MASTER_PORT = PORT_BASE + job id % PORT_SPAN (12000-31999): distinct for concurrent jobs
 #: sharing a node, below Linux's ephemeral range (net.ipv4.ip_local_port_range 32768-60999, where
@@ -255,8 +256,6 @@ def _nodelist_option(opts: _Options, req: SubmitRequest, facts: SiteFacts, idle_
         opts.add("nodelist", req.nodelist, "CLI --nodelist")
         return req.nodelist
     if req.prefer_locality and req.nodes > 1:
-        from slurmkit.hostlist import expand_nodelist
-
         picked = placement.pick_nodelist(facts, req.nodes, idle_nodes or [],
                                          expand_nodelist(req.exclude) if req.exclude else ())
         if picked:
@@ -489,8 +488,6 @@ def _fill(argv, values: dict) -> list[str]:
 
 def _jinja_env():
     import jinja2
-
-    from slurmkit.submit.templates import templates_dir
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)

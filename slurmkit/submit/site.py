@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from slurmkit.errors import InputError
+from slurmkit.profile import load_profile
 from slurmkit.profile.model import Nccl, Submit
 
 
@@ -82,8 +83,6 @@ def load(site: str | None):
     """Load a profile by shipped name or path with ``slurmkit.profile.load_profile``
     (``site`` None: the ``SLURMKIT_SITE`` environment variable, else ``"sandbox"``)."""
     import os
-
-    from slurmkit.profile import load_profile
 
     return load_profile(site or os.environ.get("SLURMKIT_SITE") or "sandbox")
 

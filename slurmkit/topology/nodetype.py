@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 
+from slurmkit.topology.errors import TopoError
 from slurmkit.topology.matrix import Topology
 
 _LINK_LAYER_GUESS = {"mlx": "InfiniBand", "ib": "InfiniBand", "rdmap": "EFA", "efa": "EFA",
@@ -131,8 +132,6 @@ def add_minors(topo: Topology, capture: str, state) -> None:
     "Minor Number" (``minor_number``) is the device file's minor. Raises
     :class:`~slurmkit.topology.errors.TopoError` when the GPU counts differ or a minor is
     missing."""
-    from slurmkit.topology.errors import TopoError
-
     if len(state.gpus) != len(topo.gpus):
         raise TopoError(capture, None, f"{len(state.gpus)} GPUs, but the matrix has {len(topo.gpus)}: "
                         "capture both on the same node")

@@ -7,14 +7,9 @@ import sys
 import time
 
 
-from nodeenv import record_snapshot, set_value
+from nodeenv import nvml_gpu_of, record_snapshot, set_value
 
 from slurmkit.hooks import spool
-
-
-def _nvml_gpu_of(node, snapshot, slurm_index):
-    minor = os.minor(os.stat(node.dev / f"nvidia{slurm_index}").st_rdev)
-    return next(g for g in snapshot["gpus"] if g["minor_number"] == minor)
 
 
 def test_healthy_prolog_maps_gpus_and_makes_no_rpc(node, healthy):
@@ -25,7 +20,7 @@ def test_healthy_prolog_maps_gpus_and_makes_no_rpc(node, healthy):
     assert "own trouble" not in r.stderr  # scontrol is unreachable here: any RPC would show
     rec = json.loads((node.state_dir / "n1" / "job-101.json").read_text())
     for row in rec["gpus"]:
-        g = _nvml_gpu_of(node, snap, row["index"])
+        g = nvml_gpu_of(node, snap, row["index"])
         assert row["uuid"] == g["uuid"] and row["pci_bus_id"] == g["pci_bus_id"]
         assert row["nvml_index"] == g["index"] and row["minor"] == g["minor_number"]
         assert row["start_energy_mj"] == g["values"]["total_energy_mj"]["value"]
@@ -45,7 +40,7 @@ def test_epilog_spools_energy_delta_and_kills_only_the_users_processes(node, hea
     assert node.run(node.prolog).returncode == 0
     later = record_snapshot(fake_nvml, tmp_path / "later.json", energy_mj=snap["gpus"][0]["values"]
                             ["total_energy_mj"]["value"] + 5_000_000)
-    job_gpu = _nvml_gpu_of(node, later, 2)["index"]
+    job_gpu = nvml_gpu_of(node, later, 2)["index"]
     later["gpus"][job_gpu]["values"]["processes"] = {
         "value": [{"pid": 4242, "used_mib": 100, "uid": 1000, "job_id": "101"},
                   {"pid": 4343, "used_mib": 100, "uid": 2000, "job_id": "102"},
@@ -71,8 +66,8 @@ def test_epilog_spools_energy_delta_and_kills_only_the_users_processes(node, hea
     assert rec.source == "measured" and rec.end_s >= rec.start_s
     total = 0
     for row in rec.gpus:
-        before = _nvml_gpu_of(node, snap, row.index)["values"]["total_energy_mj"]["value"]
-        after = _nvml_gpu_of(node, later, row.index)["values"]["total_energy_mj"]["value"]
+        before = nvml_gpu_of(node, snap, row.index)["values"]["total_energy_mj"]["value"]
+        after = nvml_gpu_of(node, later, row.index)["values"]["total_energy_mj"]["value"]
         assert row.energy_mj == after - before and not row.counter_reset
         total += after - before
     assert rec.energy_mj_total == total > 0
@@ -91,7 +86,7 @@ def test_energy_counter_reset_is_flagged(node, healthy, fake_nvml, tmp_path):
     rec = spool.read(node.spool_dir / spool.file_name("n1"))[0][0]
     for row in rec.gpus:
         assert row.counter_reset is True
-        assert row.energy_mj == _nvml_gpu_of(node, reset, row.index)["values"]["total_energy_mj"]["value"]
+        assert row.energy_mj == nvml_gpu_of(node, reset, row.index)["values"]["total_energy_mj"]["value"]
     assert "lower bound" in rec.reason
 
 
@@ -105,7 +100,7 @@ def test_epilog_without_prolog_record_says_unavailable(node, healthy):
 
 
 def _failing(node, snap, tmp_path, slurm_index=2, errors=3):
-    g = _nvml_gpu_of(node, snap, slurm_index)
+    g = nvml_gpu_of(node, snap, slurm_index)
     bad = set_value(snap, g["index"], "ecc_volatile_uncorrectable", errors)
     p = tmp_path / "failing.json"
     p.write_text(json.dumps(bad))
@@ -298,7 +293,7 @@ def test_shared_node_prolog_judges_only_the_jobs_gpus(node, healthy, tmp_path):
     """Another job busy on GPU1 of a shared node: a 1-GPU job on GPU0 passes; a process left on
     the job's own GPU still fails it."""
     path, snap = healthy
-    other = _nvml_gpu_of(node, snap, 1)["index"]
+    other = nvml_gpu_of(node, snap, 1)["index"]
     p = tmp_path / "busy.json"
     p.write_text(json.dumps(_busy(snap, other, 7777)))
     node.write_config({"n1": p})

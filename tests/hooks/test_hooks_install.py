@@ -224,7 +224,8 @@ def test_replace_raises_a_short_prolog_epilog_timeout_only(tmp_path):
 
 
 def test_chain_keeps_nhc_first_and_uninstall_gives_it_back(tmp_path):
-    main = NHC_SITE.replace("#HealthCheckProgram=", "HealthCheckProgram=/usr/sbin/nhc")
+    # the site's line with a quoted value and a trailing comment: reinstalling reads it back as slurmd does
+    main = NHC_SITE.replace("#HealthCheckProgram=", 'HealthCheckProgram="/usr/sbin/nhc"  # the NHC of the site')
     path = _site(tmp_path, main)
     log = tmp_path / "nhc.log"
     nhc = tmp_path / "nhc"

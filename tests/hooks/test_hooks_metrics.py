@@ -2,12 +2,11 @@
 snapshots recorded from the fake NVML, parsed with prometheus_client's parser."""
 
 import json
-import os
 import time
 
 import pytest
 
-from nodeenv import set_value
+from nodeenv import nvml_gpu_of, set_value
 
 from slurmkit.hooks import flows, metrics
 
@@ -28,18 +27,13 @@ def _named(samples: dict, name: str) -> dict:
             for k, v in samples.items() if k[0] == name}
 
 
-def _nvml_gpu_of(node, snapshot, slurm_index):
-    minor = os.minor(os.stat(node.dev / f"nvidia{slurm_index}").st_rdev)
-    return next(g for g in snapshot["gpus"] if g["minor_number"] == minor)
-
-
 def test_prolog_exposes_the_jobs_gpus_and_epilog_removes_them(node, healthy):
     path, snap = healthy
     node.write_config({"n1": path})
     assert node.run(node.prolog).returncode == 0
     nf = _samples(node.textfile_dir / "slurmkit_n1_node.prom")
     info = {dict(k[1])["pci_bus_id"]: dict(k[1]) for k, v in nf.items() if k[0] == "slurmkit_gpu_job_info" and v == 1}
-    want = [_nvml_gpu_of(node, snap, i) for i in (0, 2)]
+    want = [nvml_gpu_of(node, snap, i) for i in (0, 2)]
     assert sorted(info) == sorted(g["pci_bus_id"] for g in want)
     for g in want:
         assert info[g["pci_bus_id"]] == {"node": "n1", "gpu": str(g["index"]), "pci_bus_id": g["pci_bus_id"],

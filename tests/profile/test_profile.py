@@ -206,3 +206,19 @@ def test_a_partial_gpu_list_over_an_extended_profile_says_lists_are_replaced(tmp
     msg = str(ei.value)
     assert "expected index 0, got 2" in msg and "replaces the one of the profile it extends whole" in msg
     assert "p.toml:3: node_types.sandbox-h100x4.gpus[0].index" in msg  # the file and line of the index
+
+
+@pytest.mark.parametrize("text,key,msg", [
+    ("[node_types.sandbox-h100x4]\nnics = 3\n", "node_types.sandbox-h100x4.nics",
+     "expected an array of tables [[...nics]]"),
+    ('[fabric]\nspines = "leaf1"\n', "fabric.spines", "expected an array of tables [[fabric.spines]]"),
+    ("[fabric]\nleaves = [1]\n", "fabric.leaves[0]", "expected a table, got"),
+    ("[[node_types.sandbox-h100x4.gpus]]\nindex = 0\nbogus = 1\n", "node_types.sandbox-h100x4.gpus[0].bogus",
+     "unknown key (expected one of: index, cpus,"),
+])
+def test_arrays_of_tables_are_checked_alike(tmp_path, text, key, msg):
+    """nics, gpus, gpu_groups, fabric leaves/blocks/spines: one check of an array of tables (an
+    array, each entry a table, only known keys), its errors naming the entry's key."""
+    with pytest.raises(ProfileError) as ei:
+        load_profile(_write(tmp_path, 'extends = "sandbox"\n' + text))
+    assert (ei.value.key, msg in ei.value.message) == (key, True), str(ei.value)

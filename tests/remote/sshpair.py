@@ -16,9 +16,11 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slurmkit.remote import Remote
 from slurmkit.waiting import wait_until
 
 SSHD = "/usr/sbin/sshd"
@@ -174,3 +176,22 @@ def start(login_env: dict | None = None) -> SshPair:
     for pid in pair.pids:       # sshd daemonizes after binding; its pid file says it is up
         wait_until(Path(pid).exists, 10, 0.05, f"sshd's pid file {pid}")
     return pair
+
+
+@contextmanager
+def running(login_env: dict | None = None, hosts=("login",)):
+    """The pair for one test module's fixture: skipped (a failure under ``CI=true``, by the
+    skip policy) when :func:`missing_reason` says it cannot start; on exit each of ``hosts``'
+    shared ssh connection is closed, then both daemons are stopped."""
+    import pytest
+
+    reason = missing_reason()
+    if reason:
+        pytest.skip(reason)
+    p = start(login_env=login_env)
+    try:
+        yield p
+    finally:
+        for host in hosts:
+            Remote(host, str(p.config)).close()
+        p.stop()

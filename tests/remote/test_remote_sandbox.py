@@ -28,13 +28,8 @@ def login_home(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pair(sandbox, login_home):
-    reason = sshpair.missing_reason()
-    if reason:
-        pytest.skip(reason)
-    p = sshpair.start(login_env={**sandbox.env(), "HOME": str(login_home)})
-    yield p
-    Remote("login", str(p.config)).close()
-    p.stop()
+    with sshpair.running(login_env={**sandbox.env(), "HOME": str(login_home)}) as p:
+        yield p
 
 
 def slurmkit(*args, cwd=None):

@@ -21,14 +21,8 @@ from slurmkit.waiting import wait_until
 
 @pytest.fixture(scope="module")
 def pair():
-    reason = sshpair.missing_reason()
-    if reason:
-        pytest.skip(reason)
-    p = sshpair.start()
-    yield p
-    for host in ("login", "nosbatch", "stranger", "deadjump"):
-        Remote(host, str(p.config)).close()
-    p.stop()
+    with sshpair.running(hosts=("login", "nosbatch", "stranger", "deadjump")) as p:
+        yield p
 
 
 def slurmkit(*args, cwd=None):

@@ -19,13 +19,8 @@ from slurmkit.remote import sync as rsync_
 
 @pytest.fixture(scope="module")
 def pair():
-    reason = sshpair.missing_reason()
-    if reason:
-        pytest.skip(reason)
-    p = sshpair.start()
-    yield p
-    Remote("login", str(p.config)).close()
-    p.stop()
+    with sshpair.running() as p:
+        yield p
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ def test_live_report_matches_the_jobs(slurm_env, tmp_path):
     bad = sbatch("--gres=gpu:1", "--wrap", "sleep 2; exit 3")
     req = sbatch("--gres=gpu:1", "--wrap", "sleep 5")
     wait_until(lambda: run(["squeue", "-h", "-j", req, "-o", "%T"], timeout=30).stdout.strip() == "RUNNING", 60, 0.3, f"job {req} to run")
-    time.sleep(2)
+    time.sleep(2)  # the first attempt runs 2 s before its requeue (a duration in the scenario, not a wait)
     run(["scontrol", "requeue", req], timeout=30)
     expect_gpus = {gpu: 2, cpu: 0, bad: 1, req: 1}
 

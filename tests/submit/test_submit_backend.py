@@ -127,21 +127,20 @@ def test_wait_reports_each_change_once_to_its_callback():
 def test_logs_follow_prints_a_short_jobs_output_that_appeared_as_it_left_the_queue(tmp_path):
     """`logs -f` on a pending job: its -o file appears only when it starts; a short job can end
     before `tail -F` (which looks again for a missing file once a second) has printed it. The
-    follow prints the whole file once all the same. The squeue answers are those of a job that
-    has left the queue (empty output); the file is written at that moment."""
+    follow prints the whole file once all the same. The job-state query answers as for a job
+    that has left the queue (neither squeue nor sacct knows it); the file is written at that moment."""
     import io
-    import subprocess as sp
 
     from slurmkit.remote.logs import _follow_local
 
     path = tmp_path / "job-21.out"
 
     class LeftTheQueue:
-        def run(self, argv, check=False):
-            assert argv[:2] == ["squeue", "-h"]
+        def states(self, ids):
+            assert list(ids) == ["21"]
             if not path.exists():
                 path.write_bytes(b"held job ran\nsecond line\n")
-            return sp.CompletedProcess(argv, 0, "", "")
+            return {}
 
     buf = io.BytesIO()
     _follow_local(LeftTheQueue(), str(path), "21", buf)

@@ -67,7 +67,7 @@ def test_each_rank_gets_the_warning_once_and_a_planned_requeue_is_clean(sandbox,
     job = submit(sandbox, backend, tmp_path, template, [sys.executable, "-c", COUNTER, tmp_path],
                  nodes=1, gpus_per_node=2, params=params, time="10:00", checkpoint_signal="USR2")
     wait_until(started(tmp_path, ranks, 0), 90, what="first start")
-    time.sleep(1)
+    time.sleep(1)  # deliberate margin after the start files (the ranks set their handlers before writing them)
     # what --signal=B:USR2@<s> does before the time limit: USR2 to the batch shell only
     run(["scancel", "--batch", "--signal=USR2", job.id], env=sandbox.env())
     state = job.wait(timeout=150, poll_s=1)
@@ -87,7 +87,7 @@ def test_requeues_stop_at_max_restarts_with_a_clear_message(sandbox, backend, tm
                  time="10:00", sets={"max_restarts": "1"}, checkpoint_signal="USR2")
     for restart in (0, 1):
         wait_until(started(tmp_path, (0,), restart), 90, what=f"start {restart}")
-        time.sleep(1)
+        time.sleep(1)  # deliberate margin after the start file (the rank set its handlers before writing it)
         run(["scancel", "--batch", "--signal=USR2", job.id], env=sandbox.env())
         if restart == 0:
             wait_until(lambda: (tmp_path / "start-0-1").exists(), 90, what="requeued start")
@@ -109,7 +109,7 @@ def test_slurm_preemption_sigterm_lets_every_rank_checkpoint(sandbox, backend, t
     job = submit(sandbox, backend, tmp_path, template, [sys.executable, "-c", COUNTER, tmp_path],
                  nodes=1, gpus_per_node=2, params=params, time="10:00")
     wait_until(started(tmp_path, ranks, 0), 90, what="first start")
-    time.sleep(1)
+    time.sleep(1)  # deliberate margin after the start files (the ranks set their handlers before writing them)
     run(["scancel", "--signal=TERM", job.id], env=sandbox.env())
     state = job.wait(timeout=120, poll_s=1)
     out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")

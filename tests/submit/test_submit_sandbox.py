@@ -236,7 +236,7 @@ def test_switches_keep_a_job_under_one_leaf(sandbox, backend, profile, tmp_path)
         pinned = submit(sandbox, backend, tmp_path, "srun", ["sleep", "60"], nodes=2, gpus_per_node=1,
                         switch_wait="5:00", output="/dev/null")
         assert "Switches=1@00:05:00" in run(["scontrol", "show", "job", pinned.id], env=sandbox.env()).stdout
-        time.sleep(10)
+        time.sleep(10)  # deliberate window for a wrong start (sbatch triggers a scheduling pass at once): 'still pending' has no event to wait on
         assert pinned.state() == "PENDING"                  # n2 and n4 are free, but under two leaves
         pinned.cancel()
         free = submit(sandbox, backend, tmp_path, "srun", ["sleep", "60"], nodes=2, gpus_per_node=1,

@@ -22,7 +22,6 @@ import signal
 import socket
 import stat
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +30,7 @@ from slurmkit.profile import load_profile
 from slurmkit.sandbox.cluster import NVIDIA_MAJOR, port_free
 from slurmkit.slurm.commands import run, slurm_env
 from slurmkit.submit import render, site, templates
+from slurmkit.waiting import wait_until
 from slurmkit.profile.slurmconf import render_gres_conf, render_slurm_conf
 
 pytestmark = pytest.mark.slurm
@@ -118,13 +118,13 @@ class Kinds:
         subprocess.run(["slurmctld", "-i"], env=self.env(), check=True, timeout=60)
         for n in self.nodes:
             subprocess.run(["slurmd", "-N", n], env=self.env(), check=True, timeout=60)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+
+        def registered():
             states = self.states()
-            if len(states) == len(self.nodes) and not any(s.endswith("*") or "unknown" in s for s in states.values()):
-                return
-            time.sleep(1)
-        raise AssertionError(f"kinds cluster nodes not registered: {self.states()}")
+            return len(states) == len(self.nodes) and not any(s.endswith("*") or "unknown" in s
+                                                              for s in states.values())
+
+        wait_until(registered, 60, 1, "the kinds cluster's nodes to register", hint=lambda: f"sinfo: {self.states()}")
 
     def states(self) -> dict:
         res = run(["sinfo", "-h", "-N", "-o", "%N %T"], slurm_conf=str(self.conf), check=False, timeout=10)
