@@ -43,6 +43,14 @@ def _node_ready(conf):
     return not s.endswith("*") and not any(w in s for w in ("NOT_RESPONDING", "INVALID", "DRAIN"))
 
 
+def _text(path: Path) -> str:
+    """``path``'s text, "" while it does not exist (a textfile not written yet)."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
+
+
 def test_autodetect_node_checked_under_slurmd(sandbox, fake_nvml):
     conf = Path(sandbox.slurm_conf)
     gres_conf = conf.parent / "gres.conf"
@@ -77,10 +85,12 @@ def test_autodetect_node_checked_under_slurmd(sandbox, fake_nvml):
         assert g["nvml_index"] == g["index"], g  # AutoDetect=nvml: Slurm's index k = the k-th NVML GPU
         minor_of_line = gres.device_minor(f"{sandbox.device_dir}/nvidia{g['index']}")
         assert g["minor"] != minor_of_line  # not the File= line's device (the sandbox makes them differ)
-        gpus_prom = (work / "textfile" / f"slurmkit_{NODE}_gpus.prom").read_text()
+        # the job record is written before the prolog's textfiles: wait for the prolog's own line
+        prolog_ok = f'slurmkit_hook_exit_code{{node="{NODE}",hook="prolog"}} 0'
+        wait_until(lambda: prolog_ok in _text(work / "textfile" / f"slurmkit_{NODE}_prolog.prom"), 60,
+                   what="the prolog's textfile")
+        gpus_prom = _text(work / "textfile" / f"slurmkit_{NODE}_gpus.prom")
         assert f'slurmkit_gpus_expected{{node="{NODE}"}} 4' in gpus_prom, gpus_prom
-        prolog = (work / "textfile" / f"slurmkit_{NODE}_prolog.prom").read_text()
-        assert f'slurmkit_hook_exit_code{{node="{NODE}",hook="prolog"}} 0' in prolog
         run(["scancel", j], slurm_conf=str(conf), timeout=30)
         wait_until(lambda: not rec_path.exists(), 60, what="the job's epilog")
         got = show_node(conf, NODE)
@@ -96,9 +106,12 @@ def test_autodetect_node_checked_under_slurmd(sandbox, fake_nvml):
         got = wait_until(lambda: drain.is_ours(show_node(conf, NODE)["reason"]) and show_node(conf, NODE), 60,
                          what=f"{NODE} drained by slurmkit")
         assert got["reason"] == want and "DRAIN" in got["state"], got
-        prolog = (work / "textfile" / f"slurmkit_{NODE}_prolog.prom").read_text()
-        assert f'slurmkit_hook_exit_code{{node="{NODE}",hook="prolog"}} 1' in prolog
-        assert int(job(conf, j)["Restarts"]) >= 1  # requeued, not run on the failing node
+        # the drain comes before the prolog writes its textfile, and slurmctld requeues the job
+        # after the prolog's exit: wait for each
+        prolog_bad = f'slurmkit_hook_exit_code{{node="{NODE}",hook="prolog"}} 1'
+        wait_until(lambda: prolog_bad in _text(work / "textfile" / f"slurmkit_{NODE}_prolog.prom"), 60,
+                   what="the failed prolog's textfile")
+        wait_until(lambda: int(job(conf, j)["Restarts"]) >= 1, 60, what=f"job {j} requeued off the failing node")
         run(["scancel", j], slurm_conf=str(conf), timeout=30)
         assert hooks_cli(conf, "uninstall").returncode == 0
         run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
