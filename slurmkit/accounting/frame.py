@@ -40,8 +40,10 @@ energy_tres_j      ``energy=`` of AllocTRES (joules; NaN when absent)
 Step columns: ``cluster``, ``job_id`` (``123_4.batch``), ``key_id`` (JobIDRaw without the
 step, else the JobID without it: the allocation's ``key_id``), ``step`` (``batch``, ``extern``,
 ``0``, ``interactive``), ``submit``, ``start``, ``elapsed_s``, ``total_cpu_s``,
-``mem_used_mib``, ``gpu_util_pct``, as above, and ``gpus`` (the step's AllocTRES GPUs; NaN when
-the input has no AllocTRES). A row is a step row when its JobID has a ``.``.
+``mem_used_mib``, ``gpu_util_pct``, as above, ``gpus`` (the step's AllocTRES GPUs; NaN when
+the input has no AllocTRES) and ``energy_j`` (``energy=`` of the step's TRESUsageInTot, joules:
+what Slurm's acct_gather_energy plugin measured on the step's nodes during the step; NaN when
+absent). A row is a step row when its JobID has a ``.``.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ from slurmkit.accounting.quality import MAX_LISTED, DataQuality
 
 #: Columns of a step row (see the module docstring).
 STEP_COLUMNS = ("cluster", "job_id", "key_id", "step", "submit", "start", "elapsed_s", "total_cpu_s",
-                "mem_used_mib", "gpu_util_pct", "gpus")
+                "mem_used_mib", "gpu_util_pct", "gpus", "energy_j")
 #: The identity of a row: sacct prints a row once per (cluster, JobIDRaw, Submit, Start); a step
 #: adds its name. A second row with the same key is a repeat (or a step printed without suffix).
 ALLOC_KEY = ["cluster", "key_id", "submit", "start"]
@@ -470,6 +472,8 @@ def _typed_steps(table: pa.Table, dq: DataQuality, source: str, cluster: str, tz
     out["mem_used_mib"], out["gpu_util_pct"] = c.usage()
     tres = c.col("AllocTRES")
     out["gpus"] = P.gpus_from_tres(tres)[0] if tres is not None else pd.Series(np.full(c.n, np.nan))
+    usage = c.col("TRESUsageInTot")
+    out["energy_j"] = P.tres_number(usage, "energy") if usage is not None else pd.Series(np.full(c.n, np.nan))
     c.gpus_negative(tres)
     c.note_dst(dq, source, tz)
     c.note_flags(dq, source)

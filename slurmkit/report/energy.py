@@ -9,7 +9,10 @@ Sources, in order of preference, kept apart per job (``energy_source`` column):
    :data:`SPOOL_MATCH_TOLERANCE_S`); an attempt is measured when every record matched to it
    says ``source == "measured"``.
 2. ``slurm``: sacct ``ConsumedEnergyRaw`` (joules, from Slurm's acct_gather_energy plugin),
-   only where non-zero and the site trusts it (``trust_slurm``).
+   only where non-zero and the site trusts it (``trust_slurm``); then ``slurm_tres``, the
+   ``energy=`` (J) of the allocation's AllocTRES, and ``slurm_usage``, the largest ``energy=``
+   (J) of its steps' TRESUsageInTot (``step_energy_j`` of :func:`slurmkit.report.usage.allocations`):
+   the same plugin's figures in captures without ConsumedEnergyRaw, each its own source.
 3. ``modelled``: GPUs × hours × GPU TDP (W) from the profile (``node_types.<t>.gpu_tdp_w``
    matched by ``gpu_model``) or ``--gpu-tdp-w``; GPU board power only.
 4. ``none``: no source (a CPU job without Slurm energy, or an unknown TDP).
@@ -170,12 +173,14 @@ MIXED_POLICIES = "mixed"
 #: preference; ``prometheus`` (measured by the hooks, read through Prometheus where the spool has
 #: no record: :mod:`slurmkit.report.prometheus`) ranks with ``measured`` and comes last only to keep
 #: the codes of the others.
-SOURCES = ("none", "measured", "slurm", "modelled", "prometheus", "slurm_tres")
+SOURCES = ("none", "measured", "slurm", "modelled", "prometheus", "slurm_tres", "slurm_usage")
 
 #: The sources a job's energy comes from, in order of preference, as the report names them
 #: (totals, the energy table and chart): ``slurm`` is ConsumedEnergyRaw, ``slurm_tres`` the
-#: ``energy=`` (J) of the allocation's AllocTRES (a capture without ConsumedEnergyRaw).
-REPORTED_SOURCES = ("measured", "prometheus", "slurm", "slurm_tres", "modelled")
+#: ``energy=`` (J) of the allocation's AllocTRES (a capture without ConsumedEnergyRaw),
+#: ``slurm_usage`` the largest ``energy=`` (J) of the allocation's steps' TRESUsageInTot (a
+#: capture with neither).
+REPORTED_SOURCES = ("measured", "prometheus", "slurm", "slurm_tres", "slurm_usage", "modelled")
 
 
 def _tdp_w(gpu_type: pd.Series, table: dict) -> pd.Series:
@@ -194,8 +199,9 @@ UNMATCHED_REASON = "spool record outside its job's sacct Start..End"
 
 def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | None = None,
                   dq=None) -> pd.DataFrame:
-    """Add ``energy_kwh`` (in the window) and ``energy_source`` (measured | slurm | modelled |
-    none; ``energy_kwh`` NaN, unknown, for none) to the allocation frame, plus ``spool_gpu_util_pct``
+    """Add ``energy_kwh`` (in the window) and ``energy_source`` (one of :data:`SOURCES`:
+    measured | prometheus | slurm | slurm_tres | slurm_usage | modelled | none; ``energy_kwh``
+    NaN, unknown, for none) to the allocation frame, plus ``spool_gpu_util_pct``
     and ``clock_policy`` (the spool records' ``policy``: one label, :data:`MIXED_POLICIES` when the
     attempt's records disagree, ``none recorded`` when it has none). Spool records go to the
     allocation attempt that holds them in time (:func:`match_spool`), so each attempt of a
@@ -266,6 +272,10 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
             st = (out["energy_tres_j"] > 0) & kwh.isna()
             kwh[st] = out.loc[st, "energy_tres_j"] / J_PER_KWH * share[st]
             src[st.to_numpy()] = SOURCES.index("slurm_tres")
+        if "step_energy_j" in out:   # energy= in the steps' TRESUsageInTot (the largest step)
+            su = (out["step_energy_j"] > 0) & kwh.isna()
+            kwh[su] = out.loc[su, "step_energy_j"] / J_PER_KWH * share[su]
+            src[su.to_numpy()] = SOURCES.index("slurm_usage")
     tdp = _tdp_w(out["gpu_type"], a.gpu_tdp_w)
     if a.default_tdp_w:
         tdp = tdp.fillna(a.default_tdp_w)

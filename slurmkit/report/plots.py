@@ -77,7 +77,7 @@ def energy_png(report: dict) -> bytes | None:
     src = report["totals"]["energy_kwh_by_source"]
     keys = list(ENERGY_SOURCES)
     vals = [src.get(k) or 0.0 for k in keys]
-    ax.bar(keys, vals, color=["#2ca02c", "#17becf", "#9467bd", "#c5b0d5", "#7f7f7f"])
+    ax.bar(keys, vals, color=["#2ca02c", "#17becf", "#9467bd", "#c5b0d5", "#e377c2", "#7f7f7f"])
     ax.set_ylabel("kWh")
     return _png(plt, fig)
 

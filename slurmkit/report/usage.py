@@ -20,6 +20,11 @@ row per attempt; ``jobs`` counts distinct ``(cluster, key_id)``) with
 - ``step_gpu_util_pct``: mean of the steps' gres/gpuutil (per task: TRESUsageInAve, or
   TRESUsageInTot / NTasks), weighted by each step's GPUs x ElapsedRaw, over the steps that hold
   GPUs (extern excluded); within 0-100 %: a higher value is capped and listed
+- ``step_energy_j``: the largest ``energy=`` (J) of the steps' TRESUsageInTot (Slurm's
+  acct_gather_energy per step; NaN when no step has one). The largest, not the sum: steps run
+  at the same time on the same nodes (``extern`` spans the whole allocation on every node,
+  ``batch`` its first node), so a sum counts the nodes' energy twice; Slurm's own job figure
+  (ConsumedEnergyRaw of the allocation row) equals its extern step's in the CSCS capture
 
 The data-quality counts get every row that is not used: outside the window, steps without an
 allocation row.
@@ -62,12 +67,20 @@ def _step_usage(pos: np.ndarray, steps: pd.DataFrame, keep: np.ndarray, n: int) 
     """Per-allocation step aggregates indexed by ``pos`` (each step's attempt position among
     ``n`` allocation rows; only steps where ``keep``): largest step memory (MiB), the mean
     gres/gpuutil of the non-extern steps that hold GPUs, weighted by their GPUs x ElapsedRaw
-    (percent), summed TotalCPU (s)."""
+    (percent), summed TotalCPU (s), the largest TRESUsageInTot ``energy=`` (J)."""
     mem = np.full(n, np.nan)
     cpu = np.full(n, np.nan)
     util_mean = np.full(n, np.nan)
+    energy = np.full(n, np.nan)
     if not keep.any():
-        return {"step_mem_mib": mem, "step_gpu_util_pct": util_mean, "step_cpu_s": cpu}
+        return {"step_mem_mib": mem, "step_gpu_util_pct": util_mean, "step_cpu_s": cpu,
+                "step_energy_j": energy}
+    if "energy_j" in steps:
+        e = steps["energy_j"].to_numpy(float)
+        eok = keep & ~np.isnan(e)
+        if eok.any():
+            p, v = _where(eok, pos, e)
+            np.fmax.at(energy, p, v)
     m = steps["mem_used_mib"].to_numpy(float)
     ok = keep & ~np.isnan(m)
     if ok.any():
@@ -94,7 +107,7 @@ def _step_usage(pos: np.ndarray, steps: pd.DataFrame, keep: np.ndarray, n: int) 
         has = np.zeros(n, bool)
         has[p] = True
         cpu = np.where(has, total, np.nan)
-    return {"step_mem_mib": mem, "step_gpu_util_pct": util_mean, "step_cpu_s": cpu}
+    return {"step_mem_mib": mem, "step_gpu_util_pct": util_mean, "step_cpu_s": cpu, "step_energy_j": energy}
 
 
 def attempt_of_steps(alloc_code: np.ndarray, alloc_start: pd.Series, step_code: np.ndarray,

@@ -501,6 +501,8 @@ ENERGY_SOURCE_ORDER = ["measured (hook spool, NVML energy counters)",
                        "prometheus (the hooks' NVML energy counters read through Prometheus)",
                        "slurm (ConsumedEnergyRaw, non-zero and trusted)",
                        "slurm_tres (energy= of AllocTRES, J, non-zero and trusted: a capture without ConsumedEnergyRaw)",
+                       "slurm_usage (the largest energy= of the job's steps' TRESUsageInTot, J, non-zero and "
+                       "trusted: a capture with neither)",
                        "modelled (GPUs x hours x GPU TDP)"]
 
 

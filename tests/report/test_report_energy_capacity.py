@@ -53,7 +53,7 @@ def test_measured_beats_slurm_beats_modelled(tmp_path):
     assert by["measured"] == pytest.approx(1.0)   # 3.6e9 mJ
     assert by["slurm"] == pytest.approx(1.0)
     assert by["modelled"] == pytest.approx(1.4)
-    assert rep["energy_sources"]["jobs"] == {"measured": 1, "prometheus": 0, "slurm": 1, "slurm_tres": 0,
+    assert rep["energy_sources"]["jobs"] == {"measured": 1, "prometheus": 0, "slurm": 1, "slurm_tres": 0, "slurm_usage": 0,
                                                  "modelled": 1, "none": 1}
 
 

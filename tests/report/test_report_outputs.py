@@ -250,7 +250,7 @@ def test_energy_without_any_source_reads_unknown_not_zero(tmp_path):
     assert t["energy_known"] is False
     assert t["energy_kwh"] is None and set(t["energy_kwh_by_source"]) >= {"measured", "slurm", "modelled"}
     assert set(t["energy_kwh_by_source"].values()) == {None}
-    assert t["energy_jobs_by_source"] == {"measured": 0, "prometheus": 0, "slurm": 0, "slurm_tres": 0,
+    assert t["energy_jobs_by_source"] == {"measured": 0, "prometheus": 0, "slurm": 0, "slurm_tres": 0, "slurm_usage": 0,
                                           "modelled": 0, "none": 2}
     assert t["facility_kwh"] is None and t["cost_total"] is None and t["co2e_kg"] is None
     why = "unknown (no measurement, no Slurm energy, no GPU TDP in the profile)"

@@ -45,7 +45,8 @@ def test_weekly_report_from_a_capture_gives_totals_and_writes_the_files(capture,
     assert t["gpu_hours"] == pytest.approx(6.0) and t["cpu_hours"] == pytest.approx(12.0)
     # modelled 6 GPU-h x 700 W; Slurm's 7.2 MJ = 2 kWh for the CPU job
     assert t["energy_kwh_by_source"] == {"measured": 0.0, "slurm": pytest.approx(2.0),
-                                         "modelled": pytest.approx(4.2), "prometheus": 0.0, "slurm_tres": 0.0}
+                                         "modelled": pytest.approx(4.2), "prometheus": 0.0, "slurm_tres": 0.0,
+                                         "slurm_usage": 0.0}
     assert t["facility_kwh"] == pytest.approx(6.2 * 1.5)
     assert t["wasted_gpu_hours"] == pytest.approx(4.0)
     assert res.report["assumptions"]["origin"]["pue"] == "--pue"

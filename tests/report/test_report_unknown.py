@@ -5,6 +5,7 @@ corpus's Habrok capture with fields taken out (labelled edits of a real capture)
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -141,3 +142,50 @@ def test_slurm_energy_from_alloctres_has_its_own_provenance(tmp_path, corpus):
     rep2, _, _ = _report(tmp_path / "b", src, *args, fmt="json")
     assert rep2["energy_sources"]["jobs"]["slurm"] == 1 and rep2["energy_sources"]["jobs"]["slurm_tres"] == 0
     assert rep2["totals"]["energy_kwh"] == pytest.approx(joules / 3.6e6)
+
+
+def test_slurm_energy_from_steps_tresusageintot_has_its_own_provenance(tmp_path, corpus):
+    """energy= in the steps' TRESUsageInTot (issue 25 point 5), on a labelled edit of the CSCS
+    capture: each step row's own ConsumedEnergyRaw (joules Slurm's energy plugin measured for
+    that step) moved into a TRESUsageInTot ``energy=`` field, the allocation row's
+    TRESUsageInTot empty (as sacct prints it), ConsumedEnergy(Raw) and AllocTRES' energy= taken
+    out. The job's figure is its largest step's (extern: every node, the whole run), which is
+    Slurm's own job figure in the unedited capture, not the sum of the steps."""
+    src = corpus / "sacct" / "cscs_energy_parsable2.psv"
+    lines = src.read_text().splitlines()
+    head = lines[0].split("|")
+    ce, tr = head.index("ConsumedEnergyRaw"), head.index("AllocTRES")
+    rows = [ln.split("|") for ln in lines[1:]]
+    job_joules = int(rows[0][ce])
+    steps = {r[0]: int(r[ce]) for r in rows if "." in r[0]}
+    assert steps == {"38113.batch": 5094129, "38113.extern": 20543125}   # the capture as read
+    keep = [i for i, n in enumerate(head) if n not in ("ConsumedEnergyRaw", "ConsumedEnergy")]
+    out_lines = ["|".join([head[i] for i in keep] + ["TRESUsageInTot"])]
+    for r in rows:
+        r = list(r)
+        r[tr] = ",".join(t for t in r[tr].split(",") if not t.startswith("energy="))
+        usage = f"energy={r[ce]}" if "." in r[0] else ""
+        out_lines.append("|".join([r[i] for i in keep] + [usage]))
+    edit = tmp_path / "cscs_energy_in_tresusageintot.psv"
+    edit.write_text("\n".join(out_lines) + "\n")
+    args = ("--start", "2024-03-11", "--end", "2024-03-18", "--as-of", "2024-03-16")
+    rep, out, _ = _report(tmp_path / "a", edit, *args, fmt="json,md,csv,html")
+    assert max(steps.values()) == job_joules and sum(steps.values()) != job_joules
+    assert rep["totals"]["energy_kwh"] == pytest.approx(job_joules / 3.6e6)
+    assert rep["totals"]["energy_kwh_by_source"]["slurm_usage"] == pytest.approx(job_joules / 3.6e6)
+    assert rep["energy_sources"]["jobs"]["slurm_usage"] == 1
+    assert rep["energy_sources"]["jobs"]["slurm_tres"] == 0 and rep["energy_sources"]["jobs"]["slurm"] == 0
+    assert any(s.startswith("slurm_usage (the largest energy= of the job's steps' TRESUsageInTot")
+               for s in rep["energy_sources"]["order"])
+    assert "| slurm_usage |" in (out / "weekly.md").read_text()
+    with open(out / "jobs.csv", newline="") as fh:
+        jobs = list(csv.DictReader(fh))
+    assert [(j["job_id"], j["energy_source"], float(j["step_energy_j"])) for j in jobs] == [
+        ("38113", "slurm_usage", job_joules)]
+    html = (out / "weekly.html").read_text()
+    assert "slurm_usage: the largest energy= of the job&#39;s steps&#39; TRESUsageInTot" in html \
+        or "slurm_usage: the largest energy= of the job's steps' TRESUsageInTot" in html
+    # --no-trust-slurm-energy turns this source off too: the job's energy is then unknown
+    rep2, _, _ = _report(tmp_path / "b", edit, *args, "--no-trust-slurm-energy", fmt="json")
+    assert rep2["energy_sources"]["jobs"]["slurm_usage"] == 0 and rep2["energy_sources"]["jobs"]["none"] == 1
+
