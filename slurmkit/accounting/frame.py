@@ -19,7 +19,8 @@ het                het component offset or ""
 state              State without ``by N``; ``cancelled_by`` the uid/user after ``by``
 user, account, partition, qos, nodelist, job_name, exit_code     strings
 submit, eligible, start, end   datetime64[ns, UTC] (NaT for Unknown / None)
-elapsed_s          ElapsedRaw, else Elapsed (seconds; excludes suspended time)
+elapsed_s          ElapsedRaw, else Elapsed, else CPUTimeRAW / NCPUS, else CPUTime / NCPUS
+                   (seconds; excludes suspended time)
 suspended_s        Suspended (seconds)
 timelimit_s        TimelimitRaw x 60 or Timelimit; +inf for UNLIMITED / Partition_Limit
 ncpus, nnodes      NCPUS / AllocCPUS, NNodes / AllocNodes (float, NaN when absent: unknown)
@@ -391,10 +392,19 @@ class _Cols:
                 dq.repair(reason, source, None, f"JobID {j}", n=0)
             dq.repaired[reason] += len(pos)
 
-    def elapsed_s(self) -> pd.Series:
+    def elapsed_s(self, ncpus: pd.Series | None = None) -> pd.Series:
+        """Seconds the row ran: ElapsedRaw, else Elapsed, else (with ``ncpus``, an allocation
+        row's NCPUS) CPUTimeRAW / NCPUS, else CPUTime / NCPUS (sacct's CPUTime is Elapsed x
+        NCPUS): a capture without ElapsedRaw keeps the run time of a job whose local End reads
+        before its Start (the autumn DST fold). NaN when none is known."""
         el = self.count("ElapsedRaw")
         if "Elapsed" in self.names:
             el = el.fillna(P.parse_duration_s(self.col("Elapsed")))
+        if ncpus is not None and el.isna().any():
+            cpu_s = self.count("CPUTimeRAW") if "CPUTimeRAW" in self.names else pd.Series(np.full(self.n, np.nan))
+            if "CPUTime" in self.names:
+                cpu_s = cpu_s.fillna(P.parse_duration_s(self.col("CPUTime")))
+            el = el.fillna(cpu_s / ncpus.where(ncpus > 0))
         return el
 
     def total_cpu_s(self):
@@ -498,13 +508,14 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
     for name, column in (("submit", "Submit"), ("eligible", "Eligible"), ("start", "Start"),
                          ("end", "End")):
         out[name] = c.times(column, tz)
-    out["elapsed_s"] = c.elapsed_s()
+    ncpus = c.count("NCPUS", "AllocCPUS")
+    out["elapsed_s"] = c.elapsed_s(ncpus)
     out["suspended_s"] = P.parse_duration_s(c.col("Suspended")).fillna(0.0) if "Suspended" in names else 0.0
     if "TimelimitRaw" in names:
         out["timelimit_s"] = P.parse_timelimit_s(c.col("TimelimitRaw"), raw_minutes=True)
     else:
         out["timelimit_s"] = P.parse_timelimit_s(c.col("Timelimit") if "Timelimit" in names else c.empty)
-    out["ncpus"] = c.count("NCPUS", "AllocCPUS")
+    out["ncpus"] = ncpus
     out["nnodes"] = c.count("NNodes", "AllocNodes")
     tres = c.col("AllocTRES")
     tres = tres if tres is not None else c.empty
@@ -525,11 +536,12 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
     # Slurm's energy as a TRES (``energy=J`` in AllocTRES): a capture without ConsumedEnergyRaw
     out["energy_tres_j"] = P.tres_number(tres, "energy") if c.col("AllocTRES") is not None \
         else pd.Series(np.full(c.n, np.nan))
-    # an End before the Start: sacct's clock went back, or the row was edited; the job ran
-    # ElapsedRaw from its Start (0 s when that is not known either)
+    # an End before the Start: sacct's clock went back, a local End in the autumn DST fold, or
+    # the row was edited; the job ran elapsed_s (ElapsedRaw, Elapsed or CPUTime / NCPUS) from
+    # its Start (0 s when none of them is known)
     back = (out["end"] < out["start"]).to_numpy()
     if back.any():
-        c.flag(np.flatnonzero(back), "End before Start (End = Start + ElapsedRaw)")
+        c.flag(np.flatnonzero(back), "End before Start (End = Start + ElapsedRaw, Elapsed or CPUTime / NCPUS)")
         fixed = out["start"] + pd.to_timedelta(out["elapsed_s"].clip(lower=0).fillna(0.0), unit="s")
         out["end"] = out["end"].where(~back, fixed)
     c.note_dst(dq, source, tz)

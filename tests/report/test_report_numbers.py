@@ -86,6 +86,41 @@ def test_times_in_a_dst_fold_and_gap_get_a_reading_and_a_data_quality_line(tmp_p
     assert list(t.dt.strftime("%H:%M")) == ["01:00", "00:30", "02:30"] and counts == {"fold": 1, "gap": 1}
 
 
+def test_a_job_across_the_autumn_fold_without_elapsed_runs_cputime_over_ncpus(tmp_path, corpus):
+    """Issue 25 point 7, on a labelled edit of Habrok's real capture (no ElapsedRaw in it):
+    job 5919551 (11:04 run, CPUTime 01:28:32 on 8 CPUs) with its Elapsed column taken out and its
+    times moved to the night of 2023-10-29 in Europe/Amsterdam, where 02:00-03:00 happens twice:
+    Start 02:51:41 (CEST, 00:51:41Z), End 02:02:45 (CET, the second 02:xx, 01:02:45Z). Read as
+    the first occurrence, the End is before the Start; the run time comes from CPUTime / NCPUs
+    (664 s), not 0 s."""
+    src = corpus / "sacct" / "habrok_gpu_cluster_parsable2.psv"
+    lines = src.read_text().splitlines()
+    head = lines[0].split("|")
+    el = head.index("Elapsed")
+    mine = [ln.split("|") for ln in lines[1:] if ln.split("|")[0].split(".")[0] == "5919551"]
+    job = dict(zip(head, mine[0]))
+    assert (job["Elapsed"], job["CPUTime"], job["NCPUs"]) == ("00:11:04", "01:28:32", "8")
+    moves = {job["Submit"]: "2023-10-28T19:53:43", job["Start"]: "2023-10-29T02:51:41",
+             job["End"]: "2023-10-29T02:02:45"}
+    out = ["|".join(n for i, n in enumerate(head) if i != el)]
+    for r in mine:
+        out.append("|".join(moves.get(v, v) for i, v in enumerate(r) if i != el))
+    p = tmp_path / "habrok_5919551_dst_fold_no_elapsed.psv"
+    p.write_text("\n".join(out) + "\n")
+    window = Window(dt.datetime(2023, 10, 23, tzinfo=dt.timezone.utc), dt.datetime(2023, 10, 30, tzinfo=dt.timezone.utc))
+    res = weekly_report(captures=[p], window=window, tz="Europe/Amsterdam", formats=["json", "csv"],
+                        outdir=tmp_path / "out", spool=_spool(tmp_path), allow_rejected=True)
+    rep = res.report
+    jobs = pd.read_csv(tmp_path / "out" / "jobs.csv", dtype={"key_id": str}).set_index("key_id")
+    assert jobs.loc["5919551", "run_s"] == 664.0 == 5312 / 8
+    assert rep["totals"]["cpu_hours"] == pytest.approx(8 * 664 / 3600)
+    assert pd.Timestamp(jobs.loc["5919551", "start"]) == pd.Timestamp("2023-10-29T00:51:41Z")
+    assert pd.Timestamp(jobs.loc["5919551", "end"]) == pd.Timestamp("2023-10-29T01:02:45Z")
+    reasons = rep["data_quality"]["repaired_reasons"]
+    assert reasons["End before Start (End = Start + ElapsedRaw, Elapsed or CPUTime / NCPUS)"] == 1
+    assert any(k.startswith("local time in a DST fold") for k in reasons)
+
+
 def test_unknown_zone_is_a_one_line_error(tmp_path):
     with pytest.raises(UsageError, match="unknown time zone 'Mars/Olympus'"):
         _run(tmp_path, [row()], tz="Mars/Olympus")
@@ -277,12 +312,12 @@ def test_bad_values_are_repaired_with_a_line_naming_file_and_line(tmp_path):
     rep = _run(tmp_path, rows, now=pd.Timestamp(T0 + 86400, unit="s", tz="UTC")).report
     dq = rep["data_quality"]
     assert dq["repaired_reasons"] == {"NCPUS negative (read as unknown)": 1,
-                                      "End before Start (End = Start + ElapsedRaw)": 1,
+                                      "End before Start (End = Start + ElapsedRaw, Elapsed or CPUTime / NCPUS)": 1,
                                       "Start is not a time (read as Unknown)": 1,
                                       "ElapsedRaw not a number (read as unknown)": 1,
                                       "ElapsedRaw negative (read as unknown)": 1}
     assert _problems(rep, "NCPUS negative (read as unknown)") == [(3, "JobID 101")]
-    assert _problems(rep, "End before Start (End = Start + ElapsedRaw)") == [(4, "JobID 102")]
+    assert _problems(rep, "End before Start (End = Start + ElapsedRaw, Elapsed or CPUTime / NCPUS)") == [(4, "JobID 102")]
     assert _problems(rep, "Start is not a time (read as Unknown)") == [(5, "JobID 103")]
     assert _problems(rep, "ElapsedRaw negative (read as unknown)") == [(7, "JobID 104.batch")]
     assert all(p["source"] == str(tmp_path / "c.psv") for p in dq["problems"])
