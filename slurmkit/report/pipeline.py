@@ -265,6 +265,9 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     report["inputs"] = inputs_record(opts, window, captured_inputs if opts.captures else None)
     if opts.captures and not report["inputs"]["time_zone_given"]:
         _warn(report["inputs"]["time_zone_note"])
+    as_of_warning = report["inputs"].get("as_of_warning")
+    if as_of_warning:
+        _warn(as_of_warning)
     dqd = report["data_quality"]
     if opts.captures:
         _find_lines(dqd["problems"], opts.captures, _field_list(opts.sacct_fields), opts.delimiter)
@@ -282,7 +285,8 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     over = dqd["rejected_share"] > opts.max_rejected_share
     dqd["rejected_over_limit"] = bool(over)
     report["data_quality"]["warnings"] = prom_warnings + (
-        [report["inputs"]["time_zone_note"]] if opts.captures and not report["inputs"]["time_zone_given"] else [])
+        [report["inputs"]["time_zone_note"]] if opts.captures and not report["inputs"]["time_zone_given"] else []) + (
+        [as_of_warning] if as_of_warning else [])
     report["trends"] = _trends(opts, window, report, keep=not over or opts.allow_rejected)
     out = Path(opts.outdir or f"slurmkit-report-{window.start:%Y-%m-%d}")
     written = render.write_outputs(report, allocs, out, fmts)
@@ -440,9 +444,25 @@ def _captured(opts: WeeklyOptions):
                         (t.max().floor("D") + pd.Timedelta(days=1)).to_pydatetime())
     opts_inputs = {"files": inputs,
                    "as_of": iso_z(as_of) if as_of is not None else None,
+                   "as_of_warning": _as_of_before_every_job(rows, as_of) if opts.as_of is not None else None,
                    "as_of_from": "--as-of" if opts.as_of is not None else
                    "the latest Submit/Eligible/Start/End (and running Start + ElapsedRaw) in the captures"}
     return rows, dq, window, as_of, opts_inputs
+
+
+def _as_of_before_every_job(rows, as_of) -> str | None:
+    """The warning for an ``--as-of`` earlier than every allocation's Submit (Start where the
+    capture has no Submit): a capture cannot have been taken before the jobs it holds were
+    submitted, so the time is a typo or the wrong zone. Names both times; None when some job
+    was submitted by then (or no job has a time)."""
+    a = rows.allocs
+    t = a["submit"].fillna(a["start"]) if "submit" in a else a["start"]
+    first = t.min() if len(t) else None
+    if as_of is None or first is None or pd.isna(first) or as_of >= first:
+        return None
+    return (f"--as-of {iso_z(as_of)} is earlier than every job's Submit in the captures (the earliest: "
+            f"{iso_z(first)}): a capture cannot be taken before its jobs were submitted; running jobs are counted "
+            f"up to --as-of (a typo, or a time in another zone?)")
 
 
 def _sha256(path) -> str:

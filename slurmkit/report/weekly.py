@@ -454,7 +454,10 @@ def gpus_in_use(runs: pd.DataFrame, window: Window, upto, now=None, known: bool 
     input): no curve, every figure None."""
     if not known:
         return {"bucket": "hour", "hours": [], "gpus_in_use": [], "peak": None, "p95": None, "peak_at_once": None}
-    curve = hourly_gpus(runs, window.start, upto, now=now) if upto > utc(window.start) else pd.Series(dtype=float)
+    # (``upto`` before the window's start, an --as-of earlier than the window: no hour, an empty
+    # curve with a time index)
+    curve = hourly_gpus(runs, window.start, upto, now=now) if upto > utc(window.start) else \
+        pd.Series(dtype=float, index=pd.DatetimeIndex([], tz="UTC"))
     bucket = "hour"
     if window.hours > DAILY_AFTER_DAYS * 24 and len(curve):
         bucket = "day"

@@ -86,3 +86,39 @@ def test_a_window_that_is_not_a_week_is_not_titled_weekly(tmp_path):
     assert md.startswith("# GPU cluster report over 14 days: 2017-01-02 to 2017-01-16")
     assert "| \\*\\*  USER1 |" in md and "| **  USER1 |" not in md
     assert "<title>GPU cluster report over 14 days" in (out / "weekly.html").read_text()
+
+
+def test_header_line_is_not_a_row(tmp_path):
+    """Issue 25's smaller points: the header line is not counted among the rows read or
+    skipped (10 lines: a header and 9 records, all in the window)."""
+    out = tmp_path / "o"
+    res = _run("--start", "2017-01-02", "--end", "2017-01-16", "-o", str(out), "--format", "json,md",
+               "--tz", "Europe/London")
+    assert res.exit_code == 0, res.output
+    assert len(SRC.read_text().splitlines()) == 10
+    dq = json.loads((out / "weekly.json").read_text())["data_quality"]
+    assert (dq["rows_read"], dq["rows_counted"], dq["rows_skipped"]) == (9, 9, 0)
+    assert "rows read 9, skipped 0" in res.output
+
+
+def test_as_of_before_every_submit_is_a_warning_naming_both_times(tmp_path):
+    """Issue 25's smaller points: an --as-of earlier than every job's Submit (the capture
+    cannot have been taken then) is said on stderr, in data_quality.warnings and in the
+    Markdown, with both times; an --as-of after the first Submit says nothing."""
+    submits = [ln.split("|")[10] for ln in SRC.read_text().splitlines()[1:]]
+    first = min(submits)
+    assert first == "2017-01-04T16:57:11"   # Europe/London in January = UTC
+    out = tmp_path / "o"
+    res = _run("--start", "2017-01-02", "--end", "2017-01-16", "-o", str(out), "--format", "json,md",
+               "--tz", "Europe/London", "--as-of", "2016-12-01T00:00:00")
+    assert res.exit_code == 0, res.output
+    want = f"--as-of 2016-12-01T00:00:00Z is earlier than every job's Submit in the captures (the earliest: {first}Z)"
+    assert want in res.output
+    rep = json.loads((out / "weekly.json").read_text())
+    assert any(w.startswith(want) for w in rep["data_quality"]["warnings"])
+    assert rep["inputs"]["as_of_warning"].startswith(want)
+    assert want in (out / "weekly.md").read_text()
+    ok = _run("--start", "2017-01-02", "--end", "2017-01-16", "-o", str(tmp_path / "p"), "--format", "json",
+              "--tz", "Europe/London", "--as-of", "2017-01-04T17:00:00")
+    assert ok.exit_code == 0 and "earlier than every job" not in ok.output
+    assert json.loads((tmp_path / "p" / "weekly.json").read_text())["inputs"]["as_of_warning"] is None
