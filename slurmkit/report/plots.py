@@ -27,8 +27,14 @@ def _png(plt, fig) -> bytes:
 
 
 def hourly_png(report: dict) -> bytes:
-    """GPUs in use per hour over the window (the ``hourly`` section), peak and p95 marked;
-    capacity drawn when known."""
+    """:func:`hourly_fig` as PNG bytes."""
+    return _png(*hourly_fig(report)[:2])
+
+
+def hourly_fig(report: dict):
+    """``(pyplot, figure, axes)``: GPUs in use per hour over the window (the ``hourly``
+    section), peak and p95 marked; capacity drawn when known. The y axis starts at 0 (a week
+    without GPU jobs has no negative GPUs) and reaches at least 1."""
     import datetime as dt
 
     plt, fig, ax = _fig()
@@ -45,14 +51,22 @@ def hourly_png(report: dict) -> bytes:
         ax.axhline(cap, color="#2ca02c", lw=1, label=f"capacity {cap:g}")
     ax.set_ylabel("GPUs")
     ax.set_xlabel("UTC")
+    top = max([*ys, h.get("p95") or 0.0, cap or 0.0, 0.0])
+    ax.set_ylim(0.0, max(1.0, top * 1.08))
     ax.legend(loc="upper right", fontsize=8)
     fig.autofmt_xdate()
-    return _png(plt, fig)
+    return plt, fig, ax
 
 
 def top_users_png(report: dict, n: int = 10) -> bytes:
-    """Horizontal bars: GPU-hours of the top ``n`` users, wasted GPU-hours stacked."""
-    plt, fig, ax = _fig(7.5, 0.35 * min(n, max(len(report["by_user"]), 1)) + 1.2)
+    """:func:`top_users_fig` as PNG bytes."""
+    return _png(*top_users_fig(report, n)[:2])
+
+
+def top_users_fig(report: dict, n: int = 10):
+    """``(pyplot, figure, axes)``: horizontal bars, GPU-hours of the top ``n`` users, wasted
+    GPU-hours stacked; the legend above the bars, outside the axes, so it covers none."""
+    plt, fig, ax = _fig(7.5, 0.35 * min(n, max(len(report["by_user"]), 1)) + 1.5)
     rows = report["by_user"][:n][::-1]
     names = [r["user"] or "(none)" for r in rows]
     used = [(r["gpu_hours"] or 0) - (r["wasted_gpu_hours"] or 0) for r in rows]
@@ -60,8 +74,9 @@ def top_users_png(report: dict, n: int = 10) -> bytes:
     ax.barh(names, used, color="#1f77b4", label="GPU-hours not wasted")
     ax.barh(names, waste, left=used, color="#d62728", label="GPU-hours wasted (failed, timed out, requeued ...)")
     ax.set_xlabel("GPU-hours")
-    ax.legend(loc="lower right", fontsize=8)
-    return _png(plt, fig)
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.02), ncol=2, fontsize=8, frameon=False,
+              borderaxespad=0.0)
+    return plt, fig, ax
 
 
 #: Energy provenances in their order of preference, as the report names them.
@@ -82,19 +97,43 @@ def energy_png(report: dict) -> bytes | None:
     return _png(plt, fig)
 
 
+#: Units of the queue-wait axis: (name, seconds, used while the longest wait is under this many
+#: seconds).
+WAIT_UNITS = (("seconds", 1.0, 180.0), ("minutes", 60.0, 3 * 3600.0), ("hours", 3600.0, float("inf")))
+
+
+def wait_unit(longest_s: float) -> tuple[str, float]:
+    """``(name, seconds per unit)`` of the queue-wait axis for waits up to ``longest_s``
+    seconds: seconds under 3 min, minutes under 3 h, else hours (tick labels stay plain
+    numbers, never ``3x10^-4`` hours)."""
+    for name, sec, below in WAIT_UNITS:
+        if longest_s < below:
+            return name, sec
+    return WAIT_UNITS[-1][:2]
+
+
 def queue_wait_png(report: dict, n: int = 12) -> bytes | None:
-    """Queue wait as a distribution per partition and GPU-count bucket: one horizontal box per
-    group (the ``n`` groups with most jobs), box p25-p75, median line, whiskers p5-p95, the
-    longest wait a dot; log time axis in hours. None when no job started in the window."""
+    """:func:`queue_wait_fig` as PNG bytes (None when it draws nothing)."""
+    got = queue_wait_fig(report, n)
+    return None if got is None else _png(*got[:2])
+
+
+def queue_wait_fig(report: dict, n: int = 12):
+    """``(pyplot, figure, axes)``: queue wait as a distribution per partition and GPU-count
+    bucket: one horizontal box per group (the ``n`` groups with most jobs), box p25-p75, median
+    line, whiskers p5-p95, the longest wait a dot; log time axis in the unit :func:`wait_unit`
+    picks for the longest wait, ticks as plain numbers. None when no job started in the window."""
     groups = [q for q in report["queue_wait"]["by_partition_gpus"] if q["n"] and q["p50_s"] is not None]
     if not groups:
         return None
     groups = sorted(groups, key=lambda q: -q["n"])[:n][::-1]
     plt, fig, ax = _fig(7.5, 0.38 * len(groups) + 1.3)
-    floor = 1.0 / 3600   # 1 s: a log axis holds no 0
+    longest = max(max(q.get("max_s") or 0.0, q.get("p95_s") or 0.0) for q in groups)
+    unit, per = wait_unit(longest)
+    floor = 1.0 / per   # 1 s: a log axis holds no 0
 
     def h(v):
-        return max((v or 0.0) / 3600.0, floor)
+        return max((v or 0.0) / per, floor)
 
     stats = [{"label": f"{q['partition'] or '(none)'} · {q['gpu_bucket']} GPU · n={q['n']}",
               "med": h(q["p50_s"]), "q1": h(q.get("p25_s")), "q3": h(q.get("p75_s")),
@@ -109,11 +148,20 @@ def queue_wait_png(report: dict, n: int = 12) -> bytes | None:
            boxprops={"facecolor": "#c6dbef", "edgecolor": "#1f77b4"},
            medianprops={"color": "#d62728"}, flierprops={"marker": ".", "markersize": 4})
     ax.set_xscale("log")
-    ax.set_xlabel(f"wait, hours (Start − {report['queue_wait'].get('from', 'Eligible')}); "
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    import math
+
+    plain = FuncFormatter(lambda v, _pos: f"{v:.3g}")
+    ax.xaxis.set_major_formatter(plain)
+    lo, hi = ax.get_xlim()
+    # within about a decade the major ticks are too few: the minor ones get plain labels too
+    ax.xaxis.set_minor_formatter(plain if math.log10(hi / lo) < 1.5 else NullFormatter())
+    ax.set_xlabel(f"wait, {unit} (Start − {report['queue_wait'].get('from', 'Eligible')}); "
                   "box p25-p75, red median, whiskers p5-p95, dot the longest")
     ax.tick_params(axis="y", labelsize=8)
     ax.xaxis.label.set_size(8)
-    return _png(plt, fig)
+    return plt, fig, ax
 
 
 def downtime_png(report: dict, n_nodes: int = 30, n_reasons: int = 8) -> bytes | None:
@@ -168,10 +216,11 @@ def downtime_png(report: dict, n_nodes: int = 30, n_reasons: int = 8) -> bytes |
 def trends_png(report: dict, n: int = 8) -> bytes | None:
     """GPU-hours per ISO week over the trend weeks: one line per partition (left) and per
     account (right), the ``n`` with most GPU-hours; a week not in the store is a gap, a
-    provisional week (running jobs) an open marker. None without trends or with no week known."""
+    provisional week (running jobs) an open marker. None without trends, with no week known or
+    with no job in the known weeks."""
     t = report.get("trends") or {}
-    if not t.get("weeks_known"):
-        return None
+    if not t.get("weeks_known") or not (t.get("by_partition") or t.get("by_account")):
+        return None   # no week, or stored weeks without a job: no empty chart
     import math
 
     weeks = t["weeks"]

@@ -57,6 +57,23 @@ def pct(x) -> str:
     return "–" if x is None else f"{fmt(100.0 * float(x))} %"
 
 
+def cpu_efficiency_text(e: dict) -> str:
+    """The CPU-efficiency phrase of the efficiency section (HTML and Markdown), from the
+    report's ``efficiency``: ``cpu_efficiency`` (TotalCPU / (NCPUS x run time) over finished
+    jobs with a TotalCPU) and ``cpu_hours_share`` (the share of the window's CPU-hours those jobs
+    hold), said as "measured on N % of the CPU-hours" (never "over 100 %", which reads as an
+    efficiency above 100 %); "unknown" with why when no finished job has a TotalCPU."""
+    eff, share = e.get("cpu_efficiency"), e.get("cpu_hours_share")
+    if eff is None:
+        return "CPU efficiency unknown (no finished job with a TotalCPU)"
+    if share is None:
+        return f"CPU efficiency {pct(eff)} (finished jobs with a TotalCPU)"
+    if share >= 0.9995:
+        return f"CPU efficiency {pct(eff)} (TotalCPU / NCPUS x run time, measured on all of the CPU-hours)"
+    return (f"CPU efficiency {pct(eff)} (TotalCPU / NCPUS x run time, measured on {pct(share)} of the CPU-hours: "
+            "the finished jobs with a TotalCPU)")
+
+
 def dur(s) -> str:
     """Seconds as ``1d 02:03`` / ``02:03:04`` ("–" for None)."""
     if s is None:
@@ -290,12 +307,24 @@ def trends_text(t: dict | None) -> str:
             + ".")
 
 
+def no_trend_rows_text(t: dict) -> str:
+    """What a trend table (by account, by partition) says in place of a table of headers
+    only: no stored weeks (none of the trend weeks is in the store), or stored weeks without
+    a job."""
+    if not t.get("weeks_known"):
+        return f"No stored weeks: none of {t['weeks'][0]} to {t['weeks'][-1]} is in the store."
+    return f"No jobs in the stored weeks ({', '.join(t['weeks_known'])}): 0 GPU-hours."
+
+
 def _md_trends(r: dict) -> list[str]:
     t = r.get("trends")
     if not t:
         return []
     out = [f"## Trends over the last {len(t['weeks'])} weeks", "", trends_text(t), ""]
     for kind, key in (("account", "by_account"), ("partition", "by_partition")):
+        if not t.get(key):   # no stored week with a job: no table of headers only
+            out += [f"### GPU-hours by {kind}", "", no_trend_rows_text(t), ""]
+            continue
         out += [f"### GPU-hours by {kind}", "", _md_table(
             [kind, *[w[-3:] for w in t["weeks"]], "total"],
             [[row[kind] or "(none)", *[fmt(v) for v in row["gpu_hours"]], fmt(row["total_gpu_hours"])]
@@ -324,12 +353,13 @@ def to_html(report: dict, limit: int = 25) -> str:
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("slurmkit.report", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined)
-    img = {"hourly": plots.hourly_png(report), "users": plots.top_users_png(report),
+    img = {"hourly": plots.hourly_png(report), "users": plots.top_users_png(report) if report["by_user"] else None,
            "energy": plots.energy_png(report), "queue_wait": plots.queue_wait_png(report),
            "downtime": plots.downtime_png(report), "trends": plots.trends_png(report)}
     img = {k: base64.b64encode(v).decode("ascii") for k, v in img.items() if v is not None}
     return env.get_template("weekly.html.j2").render(
         r=report, img=img, f=fmt, pct=pct, dur=dur, signed=signed, title=title(report),
+        cpu_efficiency=cpu_efficiency_text(report["efficiency"]), no_trend_rows=no_trend_rows_text(report["trends"]) if report.get("trends") else "",
         outcome_label=outcome_label, known=lambda key, x, show=None: known(report, key, x, show),
         unknown_lines=unknown_lines(report), about=about_rows(report), backlog=backlog_text(report["totals"]), downtime=downtime_text(report), trends=trends_text(report.get("trends")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
         groups=_GROUPS, energy_sources=REPORTED_SOURCES, limit=limit, version=__version__, policy_note=POLICY_NOTE)
@@ -437,8 +467,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
         *_md_downtime(r, limit), *_md_trends(r)]
     e = r["efficiency"]
     lines += ["## Efficiency", "",
-              f"CPU {pct(e['cpu_efficiency'])} (over {pct(e.get('cpu_hours_share'))} of the CPU-hours: "
-              f"finished jobs with a TotalCPU), median memory {pct(e['memory_efficiency_median'])}, "
+              f"{cpu_efficiency_text(e)}, median memory {pct(e['memory_efficiency_median'])}, "
               f"GPU utilization {known(r, 'gpu_utilization', e['gpu_util_pct_weighted'], lambda x: fmt(x) + ' %')}, "
               f"GPU-hours at ~0 % utilization "
               f"{known(r, 'gpu_utilization', e['gpu_hours_near_zero_util'])}. {memory_note(e)}".rstrip(), "",

@@ -7,14 +7,13 @@ import base64
 import io
 import json
 import re
-import shutil
-import subprocess
 
 import pytest
 from click.testing import CliRunner
 
 from slurmkit.cli import cli
 
+from chromium_shot import chromium, screenshot
 from sacct_rows import T0, FIELDS, row, text  # tiny-input helpers
 
 
@@ -157,14 +156,8 @@ def test_cli_missing_capture_exits_2(tmp_path):
     assert res.exit_code == 2 and "nope.psv" in res.output
 
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
 def test_html_is_self_contained_and_renders_in_chromium(capture, tmp_path):
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not chromium:
-        pytest.skip("Debian package chromium is not installed (.ci/apt-packages.txt lists it)")
+    chromium()
     out = tmp_path / "out"
     res = run_cli(["report", "weekly", "--from-sacct", str(capture), "--week", "2026-W01",
                    "-o", str(out), "--format", "html", "--gpu-tdp-w", "700"])
@@ -184,17 +177,7 @@ def test_html_is_self_contained_and_renders_in_chromium(capture, tmp_path):
         img = Image.open(io.BytesIO(base64.b64decode(src.split(",", 1)[1])))
         img.load()
         assert img.size[0] > 100 and img.size[1] > 100
-    shot = tmp_path / "shot.png"
-    proc = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
-                           "--window-size=1000,1600", f"--screenshot={shot}", (out / "weekly.html").as_uri()],
-                          capture_output=True, text=True, timeout=120)
-    assert shot.exists(), proc.stderr[-2000:]
-    im = Image.open(shot).convert("L")
-    assert im.size == (1000, 1600)
-    lo, hi = im.getextrema()
-    assert hi - lo > 100                       # text and plots, not a blank page
-    dark = sum(im.histogram()[:128])
-    assert dark > 0.002 * im.size[0] * im.size[1]
+    screenshot(out / "weekly.html", tmp_path / "shot.png", tmp_path / "profile")
 
 
 def test_mail_to_sends_html_with_sendmail(capture, tmp_path, monkeypatch):
