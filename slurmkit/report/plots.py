@@ -216,7 +216,7 @@ def downtime_png(report: dict, n_nodes: int = 30, n_reasons: int = 8) -> bytes |
 def trends_png(report: dict, n: int = 8) -> bytes | None:
     """GPU-hours per ISO week over the trend weeks: one line per partition (left) and per
     account (right), the ``n`` with most GPU-hours; a week not in the store is a gap, a
-    provisional week (running jobs) an open marker. None without trends, with no week known or
+    provisional week (jobs still running, or a capture that ends before the week) an open marker. None without trends, with no week known or
     with no job in the known weeks."""
     t = report.get("trends") or {}
     if not t.get("weeks_known") or not (t.get("by_partition") or t.get("by_account")):
@@ -243,6 +243,6 @@ def trends_png(report: dict, n: int = 8) -> bytes | None:
         ax.set_xticks(xs, [w[-3:] for w in weeks], fontsize=7)
         ax.legend(fontsize=6, loc="upper left")
     axes[0].set_ylabel("GPU-hours")
-    fig.text(0.5, 0.01, f"ISO weeks {weeks[0]} to {weeks[-1]}; open marker: provisional (running jobs)",
+    fig.text(0.5, 0.01, f"ISO weeks {weeks[0]} to {weeks[-1]}; open marker: provisional (running jobs or a partial capture)",
              ha="center", fontsize=7)
     return _png(plt2, fig)

@@ -303,7 +303,8 @@ def trends_text(t: dict | None) -> str:
     missing = len(t["weeks"]) - len(t["weeks_known"])
     return (f"GPU-hours per ISO week, {t['weeks'][0]} to {t['weeks'][-1]}, from the weekly aggregates in the store"
             + (f"; {missing} week(s) not in the store (–; a stored week with no job reads 0)" if missing else "")
-            + (f"; provisional (running jobs): {', '.join(t['provisional_weeks'])}" if t.get("provisional_weeks") else "")
+            + (f"; provisional (jobs still running, or the capture ends before the week does; a later run "
+               f"replaces it): {', '.join(t['provisional_weeks'])}" if t.get("provisional_weeks") else "")
             + ".")
 
 

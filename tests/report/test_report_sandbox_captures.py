@@ -118,3 +118,74 @@ def test_captures_of_real_accounting(slurm_env, tmp_path):
     rep2 = report(bare, tmp_path / "b", "--tz", ZONE)
     assert rep2["totals"]["gpu_hours"] is None and "gpu_hours" in rep2["unknown"]
     assert "Unknown: GPU-hours" in (tmp_path / "b" / "weekly.md").read_text()
+
+
+def _iso_week(d: dt.date) -> str:
+    y, w, _ = d.isocalendar()
+    return f"{y}-W{w:02d}"
+
+
+def test_trends_tell_zero_from_missing_on_a_capture_of_real_accounting(slurm_env, tmp_path):
+    """Issue 25 point 6 on a capture of the sandbox's real accounting (printed with
+    ``TZ=America/Chicago``, read with ``--tz``, from the Monday two weeks back): this week's
+    report is provisional (the capture ends before the week does); last week, in which the
+    fresh cluster ran nothing, is refused without ``--allow-empty`` (nothing stored) and stored
+    with 0 jobs with it; the week before is not in the store (None, "–", "not in the store")."""
+    from slurmkit.cli import cli
+    from slurmkit.slurm.commands import run
+
+    jid = run(["sbatch", "--parsable", "-N1", "-o", "/dev/null", "--gres=gpu:1", "--wrap", "sleep 2"],
+              timeout=60).stdout.strip().split(";")[0]
+
+    def done():
+        out = _sacct("JobIDRaw,State", "-j", jid)
+        return dict(ln.split("|") for ln in out.splitlines()[1:] if ln.strip()).get(jid) == "COMPLETED"
+
+    wait_until(done, 180, 1.0, "the job to reach slurmdbd as COMPLETED")
+    today = dt.datetime.now(dt.timezone.utc).date()
+    this, last, before = (_iso_week(today - dt.timedelta(days=7 * k)) for k in (0, 1, 2))
+    monday = today - dt.timedelta(days=today.weekday() + 14)
+    fields = "JobID,JobIDRaw,State,User,Account,Partition,Submit,Eligible,Start,End,ElapsedRaw,NCPUS,AllocTRES,ReqTRES"
+    env = dict(os.environ, TZ=ZONE)
+    cap = tmp_path / "since_two_weeks_chicago.psv"
+    cap.write_text(subprocess.run(["sacct", "-a", "-P", "-X", "-S", monday.isoformat(), "-E", "now", "-o", fields],
+                                  env=env, capture_output=True, text=True, timeout=60, check=True).stdout)
+    store = tmp_path / "store"
+
+    def week(name, w, *more):
+        res = CliRunner().invoke(cli, ["report", "weekly", "--from-sacct", str(cap), "--week", w, "--tz", ZONE,
+                                       "-o", str(tmp_path / name), "--store", str(store), "--trend-weeks", "3",
+                                       "--format", "json,md,html", *more], catch_exceptions=False)
+        return res, (json.loads((tmp_path / name / "weekly.json").read_text()) if res.exit_code == 0 else None)
+
+    def stored(w):
+        return sorted(p.name for p in store.rglob(f"{w}.parquet"))
+
+    res, now_rep = week("this", this)
+    assert res.exit_code == 0, res.output
+    t = now_rep["trends"]
+    assert t["weeks"] == [before, last, this] and t["weeks_known"] == [this]
+    assert t["provisional_weeks"] == [this]   # the capture ends before the week does
+    account = next(r for r in now_rep["by_account"] if r["gpu_hours"])["account"]
+    # last week: rows in the capture, none in the week: refused, nothing stored
+    res, _ = week("last", last)
+    assert res.exit_code == 2 and "none of the" in res.output and "--allow-empty" in res.output
+    assert stored(last) == []
+    # with --allow-empty: stored, 0 jobs, final (the capture was taken after the week ended)
+    res, last_rep = week("last", last, "--allow-empty")
+    assert res.exit_code == 0, res.output
+    assert last_rep["totals"]["jobs"] == 0 and stored(last) == [f"{last}.parquet"]
+    assert last_rep["trends"]["weeks_known"] == [last] and last_rep["trends"]["provisional_weeks"] == []
+    # this week again: 0 for the stored empty week, None ("–", not in the store) for the one before
+    res, rep = week("this2", this)
+    assert res.exit_code == 0, res.output
+    t = rep["trends"]
+    assert t["weeks_known"] == [last, this] and t["provisional_weeks"] == [this]
+    row = next(r for r in t["by_account"] if r["account"] == account)
+    assert row["gpu_hours"][:2] == [None, 0.0] and row["gpu_hours"][2] > 0
+    assert row["jobs"][:2] == [None, 0] and row["jobs"][2] >= 1
+    md = (tmp_path / "this2" / "weekly.md").read_text()
+    assert "1 week(s) not in the store (–; a stored week with no job reads 0)" in md
+    assert f"provisional (jobs still running, or the capture ends before the week does; a later run replaces it): {this}" in md
+    html = (tmp_path / "this2" / "weekly.html").read_text()
+    assert "1 week(s) not in the store" in html and "<td>–</td>" in html
