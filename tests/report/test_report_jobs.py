@@ -239,3 +239,76 @@ def test_job_sizes_unknown_gpus_are_their_own_row():
     assert js["jobs"][1][1] == 1          # half a GPU (MIG) rounds up to the 1-GPU row, 1-4h
     # a requeued job counts once, in its last attempt's cell; each attempt's GPU-hours in its own
     assert js["jobs"][3] == [1, 0, 0, 0, 0] and js["gpu_hours"][3][4] == 200.0 and js["gpu_hours"][3][0] == 0.2
+
+
+@pytest.mark.parametrize("name, extra, want", [
+    # (capture, options, {JobID: (state, elapsed_s, cpu_eff, mem_eff, energy_source)}) read off the rows
+    ("sacct/cscs_energy_parsable2.psv", (), {"38113": ("COMPLETED", 2102.0, None, None, "slurm")}),
+    ("sacct2/torchx_sacct-parsable2_CANCELLED-by_L1083-1086.psv", (), {"89": ("CANCELLED", 0.0, None, None, "none")}),
+    ("sacct/pcluster_issue59_node_fail.psv", ("--sacct-fields", "{corpus}/sacct/pcluster_header_fields.txt"),
+     {"12": ("NODE_FAIL", 1232.0, 0.0, None, "none")}),
+])
+def test_corpus_captures(corpus, name, extra, want):
+    """Other real captures: no TotalCPU in the capture (cscs) is an unknown CPU efficiency;
+    Slurm's ConsumedEnergyRaw is the energy source (cscs: 20569245 J = 5.71 kWh)."""
+    args = [a.format(corpus=corpus) for a in extra]
+    got = _by_id(_json("--from-sacct", str(corpus / name), *args))
+    for jid, (state, el, cpu, mem, src) in want.items():
+        r = got[jid]
+        assert (r["state"], r["elapsed_s"], r["cpu_eff"], r["mem_eff"], r["energy_source"]) == (state, el, cpu, mem, src)
+    if name.startswith("sacct/cscs"):
+        line = (corpus / name).read_text().splitlines()[1].split("|")
+        assert got["38113"]["energy_kwh"] == pytest.approx(float(line[2]) / 3.6e6, abs=1e-6)
+
+
+def test_trends_have_cpu_hours_and_unknown_is_not_zero():
+    """The trends' CPU-hours per week beside the GPU-hours; a week stored from a capture
+    without NCPUS (cpu_hours NaN) reads unknown, a week not stored –, an empty stored week 0."""
+    import pandas as pd
+
+    from slurmkit.report import render
+    from slurmkit.report.trends import trends
+
+    def rows(week, cpu, gpu, jobs):
+        return [{"week": week, "kind": k, "name": n, "jobs": jobs, "gpu_hours": gpu, "cpu_hours": cpu,
+                 "wasted_gpu_hours": 0.0, "provisional_gpu_hours": 0.0, "energy_kwh": None, "provisional": False}
+                for k, n in (("week", ""), ("account", "a1"))]
+    tables = pd.DataFrame(rows("2026-W01", 10.0, 2.0, 3) + rows("2026-W02", float("nan"), 4.0, 5)
+                          + rows("2026-W04", 0.0, 0.0, 0))
+    weeks = ["2026-W01", "2026-W02", "2026-W03", "2026-W04"]
+    t = trends(tables, weeks)
+    (acct,) = t["by_account"]
+    assert acct["cpu_hours"] == [10.0, None, None, 0.0] and acct["gpu_hours"] == [2.0, 4.0, None, 0.0]
+    assert acct["total_cpu_hours"] is None and acct["total_gpu_hours"] == 6.0
+    assert t["totals"]["cpu_hours"] == [10.0, None, None, 0.0] and t["totals"]["jobs"] == [3, 5, None, 0]
+    tabs = {name: rows_ for name, _h, rows_ in render.trend_tables(t)}
+    assert tabs["CPU-hours by account"] == [["a1", "10.0", "unknown", "–", "0", "unknown"]]
+    assert tabs["Cluster per week"][1] == ["CPU-hours", "10.0", "unknown", "–", "0"]
+    csv_rows = [r for r in render.trend_rows(t) if r["kind"] == "account"]
+    assert [r["cpu_hours"] for r in csv_rows] == [10.0, "unknown", None, 0.0]
+    md = "\n".join(render._md_trends({"trends": t}))
+    assert "### CPU-hours by partition" in md and "| a1 | 10.0 | unknown | – | 0 | unknown |" in md
+
+
+def test_store_source_gives_the_capture_figures(tmp_path, corpus):
+    """``--store DIR`` reads the days from the Parquet store (no sacct): the same figures as
+    the capture the days were stored from."""
+    import datetime as dt
+
+    from slurmkit.accounting.frame import load_sacct
+    from slurmkit.accounting.store import Store
+
+    src = corpus / HABROK
+    rows, dq = load_sacct(src, tz="Europe/Amsterdam")
+    store = Store(tmp_path / "store")
+    store.save_day(dt.datetime(2024, 4, 5, tzinfo=dt.timezone.utc), rows, dq)
+    from_store = _by_id(_json("--store", str(tmp_path / "store"), "--start", "2024-04-05", "--end", "2024-04-06",
+                              "--now", "2024-04-20T00:00:00"))
+    from_file = _by_id(_json("--from-sacct", str(src), "--tz", "Europe/Amsterdam", "--start", "2024-04-05",
+                             "--end", "2024-04-06"))
+    assert from_store and set(from_store) == set(from_file)
+    for jid, r in from_file.items():
+        if not r["provisional"]:
+            s = from_store[jid]
+            assert (s["elapsed_s"], s["cpu_eff"], s["mem_eff"], s["gpus"], s["gpu_util_pct"]) == \
+                (r["elapsed_s"], r["cpu_eff"], r["mem_eff"], r["gpus"], r["gpu_util_pct"]), jid
