@@ -762,8 +762,11 @@ def load_jobs(opts: JobsOptions, warn=None) -> tuple[pd.DataFrame, pd.DataFrame,
     _check_zone(opts.tz)
     now = _timestamp(opts.now)
     if opts.captures:
-        rows, dq, _window, as_of, _inputs = _captured(wopts, need_times=False)
+        rows, dq, _window, as_of, inputs = _captured(wopts, need_times=False)
         now = now if now is not None else as_of
+        if not opts.tz_given and any(f.get("times") == "local" for f in inputs["files"]) and warn:
+            warn(f"time zone {opts.tz} assumed: the captures' times carry no zone and no --tz was given "
+                 "(sacct prints the local time of the host it ran on); Start/End and --start/--end are read in it")
     else:
         t = now if now is not None else pd.Timestamp.now(tz="UTC")
         window = opts.window or Window((t - pd.Timedelta(days=7)).floor("D").to_pydatetime(),
