@@ -204,14 +204,13 @@ def to_rows(view: pd.DataFrame) -> list[dict]:
 
 
 def hms(s) -> str:
-    """Seconds as sacct prints Elapsed: ``[D-]HH:MM:SS``; "unknown" for None / NaN."""
+    """Seconds as sacct prints Elapsed, ``[D-]HH:MM:SS`` (:func:`slurmkit.submit.timelimit.hms`,
+    rounded to the second); "unknown" for None / NaN."""
+    from slurmkit.submit.timelimit import hms as _hms
+
     if s is None or (isinstance(s, float) and math.isnan(s)):
         return UNKNOWN
-    s = int(round(float(s)))
-    d, rem = divmod(s, 86400)
-    h, rem = divmod(rem, 3600)
-    m, sec = divmod(rem, 60)
-    return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:{sec:02d}"
+    return _hms(int(round(float(s))))
 
 
 def _cell(key: str, v) -> str:
