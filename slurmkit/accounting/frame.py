@@ -31,7 +31,8 @@ gpu_source         which of them (:data:`GPU_SOURCES`: ``ReqTRES (requested)``, 
 req_gpus           GPUs requested, from ReqTRES (a pending job has no AllocTRES yet; the
                    queue-wait bucket of a job); NaN without ReqTRES
 total_cpu_s        TotalCPU (seconds of user+system CPU)
-mem_used_mib       TRESUsageInTot mem=, else MaxRSS (MiB)
+mem_used_mib       TRESUsageInTot mem=, else MaxRSS x NTasks (MiB; MaxRSS is the largest
+                   task's, so x NTasks as reportseff counts it, its issue 41)
 gpu_util_pct       TRESUsageInAve, else TRESUsageInTot / NTasks ``gres/gpuutil`` (percent
                    per task; TRESUsageInTot sums the tasks)
 energy_j           ConsumedEnergyRaw (joules; NaN when absent)
@@ -41,7 +42,9 @@ energy_tres_j      ``energy=`` of AllocTRES (joules; NaN when absent)
 Step columns: ``cluster``, ``job_id`` (``123_4.batch``), ``key_id`` (JobIDRaw without the
 step, else the JobID without it: the allocation's ``key_id``), ``step`` (``batch``, ``extern``,
 ``0``, ``interactive``), ``submit``, ``start``, ``elapsed_s``, ``total_cpu_s``,
-``mem_used_mib``, ``gpu_util_pct``, as above, ``gpus`` (the step's AllocTRES GPUs; NaN when
+``mem_used_mib``, ``gpu_util_pct``, as above, ``gpu_mem_mib`` (``gres/gpumem`` of
+TRESUsageInMax, else of TRESUsageInTot: GPU memory used, MiB, Slurm 23.02+ with
+AcctGatherGpu / the NVML plugin; NaN when absent), ``gpus`` (the step's AllocTRES GPUs; NaN when
 the input has no AllocTRES) and ``energy_j`` (``energy=`` of the step's TRESUsageInTot, joules:
 what Slurm's acct_gather_energy plugin measured on the step's nodes during the step; NaN when
 absent). A row is a step row when its JobID has a ``.``.
@@ -64,7 +67,7 @@ from slurmkit.accounting.quality import MAX_LISTED, DataQuality
 
 #: Columns of a step row (see the module docstring).
 STEP_COLUMNS = ("cluster", "job_id", "key_id", "step", "submit", "start", "elapsed_s", "total_cpu_s",
-                "mem_used_mib", "gpu_util_pct", "gpus", "energy_j")
+                "mem_used_mib", "gpu_util_pct", "gpu_mem_mib", "gpus", "energy_j")
 #: The identity of a row: sacct prints a row once per (cluster, JobIDRaw, Submit, Start); a step
 #: adds its name. A second row with the same key is a repeat (or a step printed without suffix).
 ALLOC_KEY = ["cluster", "key_id", "submit", "start"]
@@ -78,8 +81,8 @@ INT_FIELDS = ("Submit", "Eligible", "Start", "End", "ElapsedRaw", "NCPUS", "Allo
               "AllocNodes", "ConsumedEnergyRaw")
 #: The sacct fields a step row is typed from (:func:`_typed_steps`).
 _STEP_FIELDS = frozenset(("Cluster", "JobID", "JobIDRaw", "Submit", "Start", "ElapsedRaw", "Elapsed",
-                          "TotalCPU", "TRESUsageInTot", "TRESUsageInAve", "MaxRSS", "AllocTRES",
-                          "NTasks"))
+                          "TotalCPU", "TRESUsageInTot", "TRESUsageInAve", "TRESUsageInMax", "MaxRSS",
+                          "AllocTRES", "NTasks"))
 _REPEAT = "repeated JobID/Submit/Start (step row without suffix or duplicate)"
 #: Data-quality reasons of local times a DST change makes ambiguous or skips.
 DST_FOLD = "local time in a DST fold (read as the first, summer-time occurrence)"
@@ -417,6 +420,9 @@ class _Cols:
         used, tot_util = P.tres_usage(usage) if usage is not None else (nan, nan)
         if "MaxRSS" in self.names:
             rss, _ = P.parse_mem_mib(self.col("MaxRSS"), bare="B")
+            if "NTasks" in self.names:   # MaxRSS is one task's: the step's tasks together
+                tasks = self.num("NTasks")
+                rss = rss * tasks.where(tasks > 0, 1.0).fillna(1.0)
             used = used.fillna(rss)
         util = P.tres_number(self.col("TRESUsageInAve"), "gres/gpuutil") if "TRESUsageInAve" in self.names else nan
         if "NTasks" in self.names:
@@ -424,6 +430,15 @@ class _Cols:
             tasks = self.num("NTasks")
             tot_util = tot_util / tasks.where(tasks > 0, 1.0).fillna(1.0)
         return used, util.fillna(tot_util).astype("float64")
+
+    def gpu_mem_mib(self) -> pd.Series:
+        """GPU memory used (MiB): ``gres/gpumem`` of TRESUsageInMax, else of TRESUsageInTot
+        (a bare number is bytes, as ``--noconvert`` prints it); NaN when absent."""
+        out = pd.Series(np.full(self.n, np.nan))
+        for name in ("TRESUsageInMax", "TRESUsageInTot"):
+            if name in self.names:
+                out = out.fillna(P.tres_mem_mib(self.col(name), "gres/gpumem", bare="B"))
+        return out
 
     def cluster(self, default: str) -> pd.Series:
         out = self.text("Cluster")
@@ -480,6 +495,7 @@ def _typed_steps(table: pa.Table, dq: DataQuality, source: str, cluster: str, tz
     out["elapsed_s"] = c.elapsed_s()
     out["total_cpu_s"] = c.total_cpu_s()
     out["mem_used_mib"], out["gpu_util_pct"] = c.usage()
+    out["gpu_mem_mib"] = c.gpu_mem_mib()
     tres = c.col("AllocTRES")
     out["gpus"] = P.gpus_from_tres(tres)[0] if tres is not None else pd.Series(np.full(c.n, np.nan))
     usage = c.col("TRESUsageInTot")

@@ -140,3 +140,68 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
                    f"{report['data_quality']['rows_skipped']}")
         for p in res.written:
             click.echo(f"  {p}")
+
+
+@cli.command("jobs")
+@click.argument("job_ids", nargs=-1)
+@click.option("--user", "users", multiple=True, help="Only this user's jobs (repeatable).")
+@click.option("--account", "accounts", multiple=True, help="Only this account's jobs (repeatable).")
+@click.option("--state", "states", help="Only jobs in these states: a comma list (COMPLETED,FAILED; any case).")
+@click.option("--week", help="Jobs that ran in this ISO week, e.g. 2026-W48 (UTC).")
+@click.option("--start", help="Jobs that ran at or after this time: ISO date or datetime, UTC unless a zone is given.")
+@click.option("--end", help="... and before this time (exclusive); default start + 7 days.")
+@click.option("--from-sacct", "from_sacct", multiple=True, type=click.Path(dir_okay=False),
+              help="Read captured sacct output instead of running sacct (repeatable).")
+@click.option("--sacct-fields", help="Field list of a capture without header: a file or a comma list.")
+@click.option("--delimiter", help="Delimiter of the capture (default: detected).")
+@click.option("--tz", default=None, help="Zone of the capture's times when they carry none (default: UTC, assumed).")
+@click.option("--as-of", "as_of", metavar="TIME", help="When the captures were taken: running jobs are measured up to then.")
+@click.option("--store", "store_dir", type=click.Path(file_okay=False),
+              help="Read the window's days from this Parquet store (no sacct).")
+@click.option("--cluster", help="Slurm cluster (sacct -M; the store's folder).")
+@click.option("--spool", type=click.Path(), help="Hook energy spool (energy.jsonl or a folder of *.jsonl).")
+@site_option("site_spec", help="Site profile (file or shipped name) for the GPU TDP of modelled energy.",
+             alias_envvar="SLURMKIT_PROFILE")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
+@click.option("--now", "now_s", hidden=True, help="Time running jobs are measured up to (tests).")
+@click.pass_context
+def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sacct_fields, delimiter, tz,
+         as_of, store_dir, cluster, spool, site_spec, fmt, output, now_s):
+    """One line per job, like reportseff: state, elapsed, time-limit, CPU and memory efficiency,
+    GPUs, GPU utilization and memory, energy and its source ("unknown" where not known).
+
+    Live: sacct over the window (default: the last full ISO week; give --start for older jobs).
+    JOBID: a JobID as sacct prints it (123_4), its JobIDRaw, or a job (123: all its tasks).
+    """
+    from slurmkit.cli.output import write_output
+    from slurmkit.report import jobs as J
+    from slurmkit.report.pipeline import JobsOptions, load_jobs
+    from slurmkit.report.window import make_window, parse_when
+
+    window = make_window(week, start, end) if (week or start or end) else None
+    profile = None
+    if site_spec:
+        from slurmkit.profile import load_profile
+
+        profile = load_profile(site_spec)
+    opts = JobsOptions(window=window, captures=tuple(from_sacct), sacct_fields=sacct_fields, delimiter=delimiter,
+                       tz=tz or "UTC", tz_given=tz is not None,
+                       as_of=parse_when(as_of, "--as-of") if as_of else None, cluster=cluster,
+                       store_dir=store_dir, spool=spool, profile=profile, now=now_s or None)
+    view, _allocs, dq = load_jobs(opts, warn=lambda msg: click.echo(f"slurmkit: warning: {msg}", err=True))
+    sel = J.select(view, users=users, accounts=accounts,
+                   states=[s.strip() for s in states.split(",") if s.strip()] if states else (),
+                   job_ids=job_ids, window=window)
+    if job_ids:
+        missing = [j for j in job_ids if not len(J.select(sel, job_ids=[j]))]
+        if missing:
+            click.echo(f"slurmkit: warning: not found: {', '.join(missing)}", err=True)
+    if fmt == "json":
+        text = json.dumps({"jobs": J.to_rows(sel), "columns": J.COLUMNS, "data_quality": dq},
+                          indent=1, ensure_ascii=False) + "\n"
+    elif fmt == "csv":
+        text = J.to_csv(sel)
+    else:
+        text = J.to_table(sel)
+    write_output(text, output)

@@ -397,10 +397,12 @@ def _check_time_fields(path, fields, delimiter) -> None:
                                      f"(--format=...), or add them to sacct -l's fields with -o")
 
 
-def _captured(opts: WeeklyOptions):
+def _captured(opts: WeeklyOptions, need_times: bool = True):
     """``(rows, data quality, window, as of, inputs)`` from the captured files (``inputs``: each
     file as :func:`_input_record` records it, the capture time and how it was found); with no window, the
-    whole UTC days their submit/start/end times span (InputError when they hold none).
+    whole UTC days their submit/start/end times span (InputError when they hold none; with
+    ``need_times`` False, as the per-job view reads reportseff's captures, the window is then None
+    and a header without Submit/Start/End is accepted).
 
     Several captures (daily dumps of one week) overlap: each row key (:data:`~slurmkit.
     accounting.frame.ALLOC_KEY`, the store's) is counted once, the copy of the capture taken
@@ -414,7 +416,8 @@ def _captured(opts: WeeklyOptions):
     parts, dq = [], DataQuality()
     inputs = []
     for f in opts.captures:
-        _check_time_fields(f, fields, opts.delimiter)
+        if need_times:
+            _check_time_fields(f, fields, opts.delimiter)
         frows, fdq = load_sacct(f, None, fields, opts.delimiter, cluster=opts.cluster or "", tz=opts.tz)
         parts.append((latest_time(frows), len(parts), frows))
         inputs.append(_input_record(f, fields, opts.delimiter, frows, fdq, parts[-1][0]))
@@ -438,9 +441,9 @@ def _captured(opts: WeeklyOptions):
     if window is None:
         a = rows.allocs
         t = pd.concat([a["submit"], a["start"], a["end"]]).dropna()
-        if t.empty:
+        if t.empty and need_times:
             raise InputError(opts.captures[0], None, "no times in the input; give --week or --start")
-        window = Window(t.min().floor("D").to_pydatetime(),
+        window = None if t.empty else Window(t.min().floor("D").to_pydatetime(),
                         (t.max().floor("D") + pd.Timedelta(days=1)).to_pydatetime())
     opts_inputs = {"files": inputs,
                    "as_of": iso_z(as_of) if as_of is not None else None,
@@ -727,4 +730,81 @@ def _live(opts: WeeklyOptions, window: Window, assumptions, spool_df, now, cap, 
                       "recon_window": recon_w, "capacity_gpus": cap}
 
 
-__all__ = ["TooManyRejected", "WeeklyOptions", "WeeklyResult", "weekly_report", "default_store_dir", "default_spool_dir"]
+# --- the per-job view's inputs (slurmkit report jobs) ----------------------------------------
+
+@dataclass
+class JobsOptions:
+    """What :func:`load_jobs` reads. ``captures``: sacct captures (the weekly report's reader,
+    with ``sacct_fields``, ``delimiter``, ``tz``, ``tz_given``, ``as_of``); else ``store_dir``:
+    the days of ``window`` from the Parquet store, no sacct; else live sacct over ``window``
+    (one call per UTC day, nothing stored); with no ``window``, the 7 UTC days before ``now`` and
+    its own day. ``spool``: the hooks' energy spool; ``profile`` and the energy options as in
+    :class:`WeeklyOptions`. ``now``: the time a running job is measured up to (default:
+    ``as_of`` for captures, else the current time)."""
+
+    window: object | None = None
+    captures: Sequence[str] = ()
+    sacct_fields: object | None = None
+    delimiter: str | None = None
+    tz: str = "UTC"
+    tz_given: bool = False
+    as_of: object | None = None
+    cluster: str | None = None
+    store_dir: str | None = None
+    spool: str | None = None
+    profile: object | None = None
+    gpu_tdp_w: float | None = None
+    trust_slurm_energy: bool | None = None
+    now: object | None = None
+
+
+#: A window far wider than any job: the per-job view never clips a job's figures to a window.
+_ALL = (pd.Timestamp("1970-01-01", tz="UTC"), pd.Timestamp("2200-01-01", tz="UTC"))
+
+
+def load_jobs(opts: JobsOptions, warn=None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """``(view, allocation frame, data quality dict)``: the per-job view
+    (:func:`slurmkit.report.jobs.job_view`) of every allocation row the source holds (not yet
+    filtered: :func:`slurmkit.report.jobs.select`), whole jobs (not
+    clipped to the window). Raises :class:`~slurmkit.errors.InputError` for a capture that cannot
+    be read, ``SlurmError`` when sacct fails."""
+    from slurmkit.accounting.quality import DataQuality
+    from slurmkit.report import energy as E
+    from slurmkit.report import jobs as J
+    from slurmkit.report.usage import allocations
+    from slurmkit.report.window import Window
+
+    wopts = WeeklyOptions(window=opts.window, captures=tuple(opts.captures), sacct_fields=opts.sacct_fields,
+                          delimiter=opts.delimiter, tz=opts.tz, tz_given=opts.tz_given,
+                          cluster=opts.cluster, spool=opts.spool, profile=opts.profile,
+                          gpu_tdp_w=opts.gpu_tdp_w, trust_slurm_energy=opts.trust_slurm_energy,
+                          as_of=opts.as_of)
+    _check_zone(opts.tz)
+    now = _timestamp(opts.now)
+    if opts.captures:
+        rows, dq, _window, as_of, inputs = _captured(wopts, need_times=False)
+        now = now if now is not None else as_of
+        if not opts.tz_given and any(f.get("times") == "local" for f in inputs["files"]) and warn:
+            warn(f"time zone {opts.tz} assumed: the captures' times carry no zone and no --tz was given "
+                 "(sacct prints the local time of the host it ran on); Start/End and --start/--end are read in it")
+    else:
+        t = now if now is not None else pd.Timestamp.now(tz="UTC")
+        window = opts.window or Window((t - pd.Timedelta(days=7)).floor("D").to_pydatetime(),
+                                       (t.floor("D") + pd.Timedelta(days=1)).to_pydatetime())
+        days = [d for d, _ in window.days()]
+        if opts.store_dir:
+            from slurmkit.accounting.store import Store
+
+            rows, dq = Store(opts.store_dir, opts.cluster or "").load(days)
+        else:
+            from slurmkit.report.live import ingest_window
+
+            rows, dq, _ = ingest_window(window.days(), opts.cluster, None)
+    dq = dq if dq is not None else DataQuality()
+    spool_df, _problems = _read_spool(wopts, warn or (lambda m: None))
+    a = allocations(rows, *_ALL, dq, now=now, source=",".join(map(str, opts.captures)) or "sacct", untimed=True)
+    a = E.attach_energy(a, _assumptions(wopts), spool_df, dq)
+    return J.job_view(a), a, dq.as_dict()
+
+
+__all__ = ["TooManyRejected", "WeeklyOptions", "WeeklyResult", "weekly_report", "default_store_dir", "default_spool_dir", "JobsOptions", "load_jobs"]

@@ -214,10 +214,11 @@ def downtime_png(report: dict, n_nodes: int = 30, n_reasons: int = 8) -> bytes |
 
 
 def trends_png(report: dict, n: int = 8) -> bytes | None:
-    """GPU-hours per ISO week over the trend weeks: one line per partition (left) and per
-    account (right), the ``n`` with most GPU-hours; a week not in the store is a gap, a
-    provisional week (jobs still running, or a capture that ends before the week) an open marker. None without trends, with no week known or
-    with no job in the known weeks."""
+    """GPU-hours (top row) and CPU-hours (bottom row) per ISO week over the trend weeks: one
+    line per partition (left) and per account (right), the ``n`` with most GPU-hours; a week not
+    in the store or an unknown figure is a gap, a provisional week (jobs still running, or a
+    capture that ends before the week) an open marker. None without trends, with no week known
+    or with no job in the known weeks."""
     t = report.get("trends") or {}
     if not t.get("weeks_known") or not (t.get("by_partition") or t.get("by_account")):
         return None   # no week, or stored weeks without a job: no empty chart
@@ -229,20 +230,23 @@ def trends_png(report: dict, n: int = 8) -> bytes | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt2
 
-    fig, axes = plt2.subplots(1, 2, figsize=(7.5, 3.0), dpi=100, sharey=True)
+    fig, axes = plt2.subplots(2, 2, figsize=(7.5, 5.6), dpi=100, sharey="row")
     prov = set(t.get("provisional_weeks") or [])
     xs = list(range(len(weeks)))
-    for ax, key, kind in ((axes[0], "by_partition", "partition"), (axes[1], "by_account", "account")):
-        for r in (t.get(key) or [])[:n]:
-            ys = [math.nan if v is None else v for v in r["gpu_hours"]]
-            line, = ax.plot(xs, ys, marker="o", ms=3, lw=1.2, label=str(r[kind] or "(none)")[:24])
-            px = [x for x, w in zip(xs, weeks) if w in prov and not math.isnan(ys[x])]
-            if px:
-                ax.plot(px, [ys[x] for x in px], "o", mfc="white", mec=line.get_color(), ms=6)
-        ax.set_title(f"GPU-hours per week by {kind}", fontsize=9)
-        ax.set_xticks(xs, [w[-3:] for w in weeks], fontsize=7)
-        ax.legend(fontsize=6, loc="upper left")
-    axes[0].set_ylabel("GPU-hours")
-    fig.text(0.5, 0.01, f"ISO weeks {weeks[0]} to {weeks[-1]}; open marker: provisional (running jobs or a partial capture)",
-             ha="center", fontsize=7)
+    for row, (col, what) in enumerate((("gpu_hours", "GPU-hours"), ("cpu_hours", "CPU-hours"))):
+        for ax, key, kind in ((axes[row][0], "by_partition", "partition"), (axes[row][1], "by_account", "account")):
+            for r in (t.get(key) or [])[:n]:
+                ys = [math.nan if v is None else v for v in (r.get(col) or [None] * len(weeks))]
+                line, = ax.plot(xs, ys, marker="o", ms=3, lw=1.2, label=str(r[kind] or "(none)")[:24])
+                px = [x for x, w in zip(xs, weeks) if w in prov and not math.isnan(ys[x])]
+                if px:
+                    ax.plot(px, [ys[x] for x in px], "o", mfc="white", mec=line.get_color(), ms=6)
+            ax.set_title(f"{what} per week by {kind}", fontsize=9)
+            ax.set_xticks(xs, [w[-3:] for w in weeks], fontsize=7)
+            ax.set_ylim(bottom=0)
+            if row == 0:
+                ax.legend(fontsize=6, loc="upper left")
+        axes[row][0].set_ylabel(what)
+    fig.text(0.5, 0.01, f"ISO weeks {weeks[0]} to {weeks[-1]}; open marker: provisional (running jobs or a partial capture); "
+                        "a gap: not in the store or unknown", ha="center", fontsize=7)
     return _png(plt2, fig)

@@ -283,17 +283,36 @@ def _md_downtime(r: dict, limit: int) -> list[str]:
 
 
 def trend_rows(t: dict | None) -> list[dict]:
-    """``trends.csv``: one row per kind (account / partition), name and ISO week, with its
-    GPU-hours and jobs (empty for a week not in the store)."""
+    """``trends.csv``: one row per kind (account / partition, and ``cluster`` for the totals),
+    name and ISO week, with its GPU-hours, CPU-hours and jobs (empty for a week not in the
+    store; "unknown" for a stored week's figure its input could not give)."""
     if not t:
         return []
     out = []
-    for kind, key in (("account", "by_account"), ("partition", "by_partition")):
-        for r in t.get(key) or []:
-            for w, g, j in zip(t["weeks"], r["gpu_hours"], r["jobs"]):
-                out.append({"kind": kind, "name": r[kind], "week": w, "gpu_hours": g, "jobs": j,
+    known_w = set(t.get("weeks_known") or [])
+    groups = [("cluster", [{"cluster": "", **t["totals"]}] if t.get("totals") else [])]
+    groups += [(kind, t.get(key) or []) for kind, key in (("account", "by_account"), ("partition", "by_partition"))]
+    for kind, rows in groups:
+        for r in rows:
+            cpu = r.get("cpu_hours") or [None] * len(t["weeks"])
+            for w, g, c, j in zip(t["weeks"], r["gpu_hours"], cpu, r["jobs"]):
+                out.append({"kind": kind, "name": r[kind], "week": w,
+                            "gpu_hours": g if g is not None or w not in known_w else UNKNOWN_CELL,
+                            "cpu_hours": c if c is not None or w not in known_w else UNKNOWN_CELL, "jobs": j,
                             "provisional": w in (t.get("provisional_weeks") or [])})
     return out
+
+
+#: A stored week's figure its input could not give (no NCPUS, no GPU field).
+UNKNOWN_CELL = "unknown"
+
+
+def trend_cell(t: dict, week: str, v) -> str:
+    """One trend table cell: "–" for a week not in the store, "unknown" for a stored week's
+    unknown figure, else the number (:func:`fmt`)."""
+    if week not in (t.get("weeks_known") or []):
+        return "–"
+    return UNKNOWN_CELL if v is None else fmt(v)
 
 
 def trends_text(t: dict | None) -> str:
@@ -301,20 +320,42 @@ def trends_text(t: dict | None) -> str:
     if not t:
         return ""
     missing = len(t["weeks"]) - len(t["weeks_known"])
-    return (f"GPU-hours per ISO week, {t['weeks'][0]} to {t['weeks'][-1]}, from the weekly aggregates in the store"
+    return (f"GPU-hours and CPU-hours per ISO week, {t['weeks'][0]} to {t['weeks'][-1]}, from the weekly aggregates in the store"
             + (f"; {missing} week(s) not in the store (–; a stored week with no job reads 0)" if missing else "")
+            + "; a figure a week's input could not give (no NCPUS, no GPU field) reads unknown"
             + (f"; provisional (jobs still running, or the capture ends before the week does; a later run "
                f"replaces it): {', '.join(t['provisional_weeks'])}" if t.get("provisional_weeks") else "")
             + ".")
 
 
-def no_trend_rows_text(t: dict) -> str:
+def no_trend_rows_text(t: dict, what: str = "GPU-hours") -> str:
     """What a trend table (by account, by partition) says in place of a table of headers
     only: no stored weeks (none of the trend weeks is in the store), or stored weeks without
-    a job."""
+    a job (``what``: the table's figure, ``GPU-hours`` or ``CPU-hours``)."""
     if not t.get("weeks_known"):
         return f"No stored weeks: none of {t['weeks'][0]} to {t['weeks'][-1]} is in the store."
-    return f"No jobs in the stored weeks ({', '.join(t['weeks_known'])}): 0 GPU-hours."
+    return f"No jobs in the stored weeks ({', '.join(t['weeks_known'])}): 0 {what}."
+
+
+def trend_tables(t: dict) -> list[tuple[str, list[str], list[list[str]]]]:
+    """The trend tables as ``(title, header, rows)`` of cells, for Markdown and HTML: the
+    cluster's totals per week, then GPU-hours and CPU-hours by account and by partition."""
+    weeks = t["weeks"]
+    out = []
+    if t.get("totals"):
+        tot = t["totals"]
+        out.append(("Cluster per week", ["", *weeks], [
+            ["GPU-hours", *[trend_cell(t, w, v) for w, v in zip(weeks, tot["gpu_hours"])]],
+            ["CPU-hours", *[trend_cell(t, w, v) for w, v in zip(weeks, tot["cpu_hours"])]],
+            ["jobs", *[trend_cell(t, w, v) for w, v in zip(weeks, tot["jobs"])]]]))
+    for what, col, total in (("GPU-hours", "gpu_hours", "total_gpu_hours"), ("CPU-hours", "cpu_hours", "total_cpu_hours")):
+        for kind, key in (("account", "by_account"), ("partition", "by_partition")):
+            rows = [[str(row[kind] or "") or "(none)",
+                     *[trend_cell(t, w, v) for w, v in zip(weeks, row.get(col) or [None] * len(weeks))],
+                     UNKNOWN_CELL if row.get(total) is None else fmt(row[total])]
+                    for row in t.get(key) or []]
+            out.append((f"{what} by {kind}", [kind, *weeks, "total"], rows))
+    return out
 
 
 def _md_trends(r: dict) -> list[str]:
@@ -322,15 +363,35 @@ def _md_trends(r: dict) -> list[str]:
     if not t:
         return []
     out = [f"## Trends over the last {len(t['weeks'])} weeks", "", trends_text(t), ""]
-    for kind, key in (("account", "by_account"), ("partition", "by_partition")):
-        if not t.get(key):   # no stored week with a job: no table of headers only
-            out += [f"### GPU-hours by {kind}", "", no_trend_rows_text(t), ""]
+    for name, head, rows in trend_tables(t):
+        if not rows:   # no stored week with a job: no table of headers only
+            out += [f"### {name}", "", no_trend_rows_text(t, name.split(" by ")[0]), ""]
             continue
-        out += [f"### GPU-hours by {kind}", "", _md_table(
-            [kind, *[w[-3:] for w in t["weeks"]], "total"],
-            [[row[kind] or "(none)", *[fmt(v) for v in row["gpu_hours"]], fmt(row["total_gpu_hours"])]
-             for row in t.get(key) or []]), ""]
+        rows = [[_md_text(r[0]), *r[1:]] for r in rows]
+        out += [f"### {name}", "", _md_table([h[-3:] if h.startswith(("19", "20")) else h for h in head], rows), ""]
     return out
+
+
+def job_sizes_table(js: dict | None) -> tuple[list[str], list[list[str]]]:
+    """The job-size distribution (:func:`slurmkit.report.jobs.job_sizes`) as a header and rows
+    of cells ``jobs / GPU-h``, one row per GPU bucket, one column per duration bucket."""
+    if not js:
+        return [], []
+    head = ["GPUs by duration", *js["duration_buckets"]]
+    rows = [[g, *[f"{j} / {UNKNOWN_CELL if h is None else fmt(h)}" for j, h in zip(js["jobs"][i], js["gpu_hours"][i])]]
+            for i, g in enumerate(js["gpu_buckets"])]
+    return head, rows
+
+
+def _md_job_sizes(r: dict) -> list[str]:
+    js = r.get("job_sizes")
+    if not js:
+        return []
+    head, rows = job_sizes_table(js)
+    return ["## Job sizes (GPUs x duration)", "",
+            "Jobs / GPU-hours per cell: GPUs allocated (AllocTRES, else AllocGRES, else requested) by how long the job "
+            f"ran ({js['duration_from']}); a job counts once, in its last attempt's cell.", "",
+            _md_table(head, rows), ""]
 
 
 def title(report: dict) -> str:
@@ -360,9 +421,11 @@ def to_html(report: dict, limit: int = 25) -> str:
     img = {k: base64.b64encode(v).decode("ascii") for k, v in img.items() if v is not None}
     return env.get_template("weekly.html.j2").render(
         r=report, img=img, f=fmt, pct=pct, dur=dur, signed=signed, title=title(report),
-        cpu_efficiency=cpu_efficiency_text(report["efficiency"]), no_trend_rows=no_trend_rows_text(report["trends"]) if report.get("trends") else "",
+        cpu_efficiency=cpu_efficiency_text(report["efficiency"]), no_trend_rows=lambda what: no_trend_rows_text(report["trends"], what),
         outcome_label=outcome_label, known=lambda key, x, show=None: known(report, key, x, show),
-        unknown_lines=unknown_lines(report), about=about_rows(report), backlog=backlog_text(report["totals"]), downtime=downtime_text(report), trends=trends_text(report.get("trends")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
+        unknown_lines=unknown_lines(report), about=about_rows(report), backlog=backlog_text(report["totals"]), downtime=downtime_text(report), trends=trends_text(report.get("trends")),
+        trend_tables=trend_tables(report["trends"]) if report.get("trends") else [],
+        job_sizes=job_sizes_table(report.get("job_sizes")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
         groups=_GROUPS, energy_sources=REPORTED_SOURCES, limit=limit, version=__version__, policy_note=POLICY_NOTE)
 
 
@@ -465,7 +528,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
           dur(q.get("p75_s")), dur(q["p90_s"]), dur(q["p95_s"]), dur(q.get("max_s"))]
          for q in r["queue_wait"]["by_partition_gpus"]]), "",
         *_md_wait_histogram(r["queue_wait"]), backlog_text(r["totals"]), "",
-        *_md_downtime(r, limit), *_md_trends(r)]
+        *_md_job_sizes(r), *_md_downtime(r, limit), *_md_trends(r)]
     e = r["efficiency"]
     lines += ["## Efficiency", "",
               f"{cpu_efficiency_text(e)}, median memory {pct(e['memory_efficiency_median'])}, "
@@ -574,6 +637,7 @@ def _write_all(report: dict, allocs, out: Path, formats) -> list[str]:
                   "downtime.csv": (report.get("downtime") or {}).get("events", []),
                   "down_by_reason.csv": (report.get("downtime") or {}).get("by_reason", []),
                   "trends.csv": trend_rows(report.get("trends")),
+                  "job_sizes.csv": (report.get("job_sizes") or {}).get("cells", []),
                   "hourly.csv": [{"hour": h, "gpus_in_use": g} for h, g in
                                  zip(report["hourly"]["hours"], report["hourly"]["gpus_in_use"])],
                   "efficiency_by_user.csv": report["efficiency"]["by_user"],

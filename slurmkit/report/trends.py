@@ -71,32 +71,63 @@ def week_table(report: dict, partial: bool = False) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols).astype({"energy_kwh": "float64"})
 
 
+def _per_week(series: pd.Series, weeks: list[str], have: list[str]) -> list:
+    """One value per week of ``series`` (indexed by week; NaN: unknown): None for a week not in
+    the store (``have``) and for an unknown figure (the renderers tell them apart by
+    ``weeks_known``), 0.0 for a stored week without the name."""
+    out = []
+    for w in weeks:
+        if w not in have:
+            out.append(None)
+            continue
+        v = series.get(w, 0.0)
+        out.append(None if pd.isna(v) else float(v))
+    return out
+
+
 def trends(tables: pd.DataFrame, weeks: list[str], limit: int = 12) -> dict:
-    """``{"weeks", "weeks_known", "provisional_weeks", "by_account", "by_partition"}`` from the
-    stored weekly tables (:data:`~slurmkit.accounting.store.WEEK_COLUMNS`) of ``weeks``
+    """``{"weeks", "weeks_known", "provisional_weeks", "totals", "by_account", "by_partition"}``
+    from the stored weekly tables (:data:`~slurmkit.accounting.store.WEEK_COLUMNS`) of ``weeks``
     (oldest first): per account and per partition (the ``limit`` with most GPU-hours over the
-    weeks, the rest summed as ``(others)``), ``gpu_hours`` and ``jobs`` per week (None for a
-    week not in the store) and ``total_gpu_hours``."""
+    weeks, the rest summed as ``(others)``), ``gpu_hours``, ``cpu_hours`` and ``jobs`` per week
+    (None for a week not in the store, and for CPU- or GPU-hours a stored week could not know:
+    an input without NCPUS / a GPU field; ``weeks_known`` tells the two apart) and
+    ``total_gpu_hours`` / ``total_cpu_hours`` (None when a known week's figure is unknown);
+    ``totals``: the cluster's ``gpu_hours``, ``cpu_hours`` and ``jobs`` per week (the stored
+    ``week`` rows)."""
     have = [w for w in weeks if (tables["week"] == w).any()] if len(tables) else []
     prov = sorted(set(tables.loc[tables["provisional"].astype(bool), "week"])) if len(tables) else []
     out = {"weeks": list(weeks), "weeks_known": have, "provisional_weeks": [w for w in weeks if w in prov]}
+    wk = tables[tables["kind"] == "week"] if len(tables) else tables
+    tot = {}
+    for col in ("gpu_hours", "cpu_hours", "jobs"):
+        ser = wk.groupby("week")[col].sum(min_count=1) if len(wk) else pd.Series(dtype=float)
+        vals = _per_week(ser, weeks, have)
+        tot[col] = [None if v is None else int(v) for v in vals] if col == "jobs" else vals
+    out["totals"] = tot
     for kind, key in (("account", "by_account"), ("partition", "by_partition")):
         t = tables[tables["kind"] == kind] if len(tables) else tables
         if not len(t):
             out[key] = []
             continue
-        gh = t.pivot_table(index="name", columns="week", values="gpu_hours", aggfunc="sum")
-        jobs = t.pivot_table(index="name", columns="week", values="jobs", aggfunc="sum")
-        order = gh.sum(axis=1).sort_values(ascending=False, kind="stable")
+        per = {col: t.groupby(["name", "week"])[col].sum(min_count=1) for col in ("gpu_hours", "cpu_hours", "jobs")}
+        order = t.groupby("name")["gpu_hours"].sum().sort_values(ascending=False, kind="stable")
         names = list(order.index[:limit])
         rest = list(order.index[limit:])
         rows = []
         for name in names + (["(others)"] if rest else []):
             sel = rest if name == "(others)" else [name]
-            g = gh.loc[sel].sum(axis=0, min_count=1)
-            j = jobs.loc[sel].sum(axis=0, min_count=1)
-            rows.append({kind: name, "gpu_hours": [None if w not in have else float(g.get(w, 0.0) if not pd.isna(g.get(w)) else 0.0) for w in weeks],
-                         "jobs": [None if w not in have else int(j.get(w, 0) if not pd.isna(j.get(w)) else 0) for w in weeks],
-                         "total_gpu_hours": float(g.sum())})
+            row = {kind: name}
+            for col in ("gpu_hours", "cpu_hours", "jobs"):
+                s = per[col]
+                s = s[s.index.get_level_values("name").isin(sel)].groupby(level="week").sum(min_count=1)
+                vals = _per_week(s, weeks, have)
+                row[col] = [None if v is None else int(v) for v in vals] if col == "jobs" else vals
+            known_w = [row[c] for c in ("gpu_hours", "cpu_hours")]
+            row["total_gpu_hours"] = None if any(v is None for w, v in zip(weeks, known_w[0]) if w in have) \
+                else float(sum(v for v in known_w[0] if v is not None))
+            row["total_cpu_hours"] = None if any(v is None for w, v in zip(weeks, known_w[1]) if w in have) \
+                else float(sum(v for v in known_w[1] if v is not None))
+            rows.append(row)
         out[key] = rows
     return out

@@ -17,6 +17,8 @@ row per attempt; ``jobs`` counts distinct ``(cluster, key_id)``) with
   attempt that started), for jobs started in the window; ``gpu_bucket``: of the GPUs it asked
   for (ReqTRES, else AllocTRES)
 - ``step_mem_mib``: the largest step's memory use (TRESUsageInTot mem / MaxRSS), as seff does
+- ``step_gpu_mem_mib``: the largest step's GPU memory use (``gres/gpumem`` of TRESUsageInMax /
+  TRESUsageInTot, Slurm 23.02+), NaN when no step has it
 - ``step_gpu_util_pct``: mean of the steps' gres/gpuutil (per task: TRESUsageInAve, or
   TRESUsageInTot / NTasks), weighted by each step's GPUs x ElapsedRaw, over the steps that hold
   GPUs (extern excluded); within 0-100 %: a higher value is capped and listed
@@ -67,25 +69,30 @@ def _step_usage(pos: np.ndarray, steps: pd.DataFrame, keep: np.ndarray, n: int) 
     """Per-allocation step aggregates indexed by ``pos`` (each step's attempt position among
     ``n`` allocation rows; only steps where ``keep``): largest step memory (MiB), the mean
     gres/gpuutil of the non-extern steps that hold GPUs, weighted by their GPUs x ElapsedRaw
-    (percent), summed TotalCPU (s), the largest TRESUsageInTot ``energy=`` (J)."""
+    (percent), summed TotalCPU (s), largest step GPU memory (MiB), the largest TRESUsageInTot
+    ``energy=`` (J)."""
     mem = np.full(n, np.nan)
+    gmem = np.full(n, np.nan)
     cpu = np.full(n, np.nan)
     util_mean = np.full(n, np.nan)
     energy = np.full(n, np.nan)
     if not keep.any():
         return {"step_mem_mib": mem, "step_gpu_util_pct": util_mean, "step_cpu_s": cpu,
-                "step_energy_j": energy}
+                "step_gpu_mem_mib": gmem, "step_energy_j": energy}
     if "energy_j" in steps:
         e = steps["energy_j"].to_numpy(float)
         eok = keep & ~np.isnan(e)
         if eok.any():
             p, v = _where(eok, pos, e)
             np.fmax.at(energy, p, v)
-    m = steps["mem_used_mib"].to_numpy(float)
-    ok = keep & ~np.isnan(m)
-    if ok.any():
-        p, v = _where(ok, pos, m)
-        np.fmax.at(mem, p, v)
+    for col, into in (("mem_used_mib", mem), ("gpu_mem_mib", gmem)):
+        if col not in steps:   # (a store written before the column existed)
+            continue
+        m = steps[col].to_numpy(float)
+        ok = keep & ~np.isnan(m)
+        if ok.any():
+            p, v = _where(ok, pos, m)
+            np.fmax.at(into, p, v)
     util = steps["gpu_util_pct"].to_numpy(float)
     uok = keep & ~np.isnan(util)
     if uok.any():
@@ -107,7 +114,8 @@ def _step_usage(pos: np.ndarray, steps: pd.DataFrame, keep: np.ndarray, n: int) 
         has = np.zeros(n, bool)
         has[p] = True
         cpu = np.where(has, total, np.nan)
-    return {"step_mem_mib": mem, "step_gpu_util_pct": util_mean, "step_cpu_s": cpu, "step_energy_j": energy}
+    return {"step_mem_mib": mem, "step_gpu_util_pct": util_mean, "step_cpu_s": cpu,
+            "step_gpu_mem_mib": gmem, "step_energy_j": energy}
 
 
 def attempt_of_steps(alloc_code: np.ndarray, alloc_start: pd.Series, step_code: np.ndarray,
@@ -195,11 +203,15 @@ def utc(t) -> pd.Timestamp:
 
 
 def allocations(rows, start, end, dq: DataQuality, now=None,
-                source: str = "") -> pd.DataFrame:
+                source: str = "", untimed: bool = False) -> pd.DataFrame:
     """Allocation rows of ``rows`` (a :class:`~slurmkit.accounting.frame.JobRows`) in
     ``[start, end)`` (aware UTC timestamps) with the usage columns of the module docstring.
     Records unused rows in ``dq`` (so ``dq.rows_counted`` is exactly the rows used). ``now``:
-    the time a running job's End is taken as (default: the current time)."""
+    the time a running job's End is taken as (default: the current time). ``untimed``: rows
+    with no Submit, Start nor End at all (a capture printed without them, as reportseff's
+    ``sacct -o`` is) are kept instead of skipped, as started unless PENDING, with ``run_s`` =
+    ``in_window_s`` = their ElapsedRaw / Elapsed (no time to place them in the window: the
+    per-job view, :mod:`slurmkit.report.jobs`)."""
     start, end = utc(start), utc(end)
     now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
     # one integer code per allocation identity (cluster, key_id), shared by its steps
@@ -233,18 +245,21 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
         steps = steps.assign(gpu_util_pct=su.clip(upper=100.0))
 
     ran = started(allocs)
+    notime = allocs["start"].isna() & allocs["submit"].isna() & allocs["end"].isna()
+    notime &= (allocs["pending_tasks"] == 0) & (allocs["state"] != "PENDING") & bool(untimed)
+    ran |= notime
     stop = end_or_now(allocs, now)
     stop = stop.where(~ran | (stop >= allocs["start"]), allocs["start"])
     lo = allocs["start"].clip(lower=start)
     hi = stop.clip(upper=end)
     overlap = (hi - lo).dt.total_seconds().clip(lower=0).where(ran, 0.0)
     full = (stop - allocs["start"]).dt.total_seconds()
-    run_s = allocs["elapsed_s"].where(allocs["elapsed_s"].notna() & allocs["end"].notna(), full)
+    run_s = allocs["elapsed_s"].where(allocs["elapsed_s"].notna() & (allocs["end"].notna() | notime), full)
     run_s = run_s.fillna(full).fillna(0.0)
-    frac = (overlap / full).where(full > 0, 0.0).fillna(0.0)
+    frac = (overlap / full).where(full > 0, 0.0).fillna(0.0).where(~notime, 1.0)
     allocs["run_s"] = run_s
     allocs["in_window_s"] = run_s * frac
-    allocs["provisional"] = ran & allocs["end"].isna()
+    allocs["provisional"] = ran & allocs["end"].isna() & (~notime | (allocs["state"] == "RUNNING"))
     allocs["started"] = ran
 
     # which allocation rows belong to the window
@@ -253,7 +268,8 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     t_hi = end_or_now(allocs, now)
     touches = (t_lo < end) & (t_hi >= start)
     touches |= pending & (allocs["submit"].isna() | (allocs["submit"] < end))
-    unknown = t_lo.isna() & ~pending
+    touches |= notime
+    unknown = t_lo.isna() & ~pending & ~notime
     keep = touches & ~unknown
     n_unknown = int(unknown.sum())
     if n_unknown:

@@ -8,7 +8,7 @@ assumptions and optional capacity / down-time / sreport figures, and returns
 
 ``{"window", "totals", "by_user", "by_account", "by_partition", "by_qos", "by_gpu_type",
 "energy_by_policy", "outcomes", "queue_wait", "efficiency", "hourly", "utilization", "downtime",
-"reconciliation", "assumptions", "energy_sources", "data_quality", "deltas"}`` — the keys of
+"reconciliation", "assumptions", "energy_sources", "data_quality", "deltas", "job_sizes"}`` — the keys of
 ``weekly.json``.
 Hours are GPU-hours / CPU-hours inside the window; energy in kWh.
 The per-allocation frame (for CSV / Parquet) is returned beside it.
@@ -23,6 +23,7 @@ import pandas as pd
 
 from slurmkit.accounting.quality import DataQuality
 from slurmkit.report import energy as E
+from slurmkit.report.jobs import job_sizes
 from slurmkit.report.usage import allocations, end_or_now, epoch_s, hourly_gpus, utc
 from slurmkit.report.window import Window, iso_z
 
@@ -560,6 +561,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "outcomes": outcomes(runs) + cancelled_before_start(a[never], runs),
         "queue_wait": queue_wait(runs, queue),
         "efficiency": efficiency(runs, unknown),
+        "job_sizes": job_sizes(runs),
         "hourly": gpus_in_use(runs, window, upto, now, known="gpu_hours" not in unknown),
         "utilization": utilization(totals["gpu_hours"], capacity_gpus, down_gpu_hours, window, upto),
         "downtime": downtime,

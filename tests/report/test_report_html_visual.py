@@ -141,10 +141,14 @@ def test_trend_tables_without_rows_say_so(tmp_path):
     html = (out / "weekly.html").read_text()
     assert html.count("No jobs in the stored weeks (2018-W02): 0 GPU-hours.") == 2
     trends = html.split("<h2>Trends over the last 3 weeks</h2>")[1].split("<h2>")[0]
-    assert "<table" not in trends and "<img" not in trends   # no headers-only table, no empty chart
+    assert "No jobs in the stored weeks (2018-W02): 0 CPU-hours." in trends and "<img" not in trends
+    # no headers-only table, no empty chart; the cluster's own row per week is the one table:
+    # the stored week reads 0, the weeks not in the store "–"
+    assert trends.count("<table") == 1
+    assert '<td class="l">GPU-hours</td><td>–</td><td>–</td><td>0</td>' in trends
     # the window's own tables by user / account / partition: no headers-only table either
     assert html.count("<p class=\"note\">No jobs in the window.</p>") >= 3
-    assert (out / "weekly.md").read_text().count("No jobs in the stored weeks (2018-W02)") == 2
+    assert (out / "weekly.md").read_text().count("No jobs in the stored weeks (2018-W02)") == 4  # GPU-, CPU-hours x account, partition
     assert no_trend_rows_text({"weeks": ["2018-W01", "2018-W02"], "weeks_known": []}) == \
         "No stored weeks: none of 2018-W01 to 2018-W02 is in the store."
     screenshot(out / "weekly.html", tmp_path / "shot.png", tmp_path / "profile")
