@@ -207,6 +207,15 @@ def save_job(state_dir, node: str, job_id: str, job: JobStart) -> None:
     _write(os.path.join(node_dir(state_dir, node), f"job-{job_id}.json"), job.to_json())
 
 
+def read_job(state_dir, node: str, job_id: str) -> JobStart:
+    """The prolog's record for ``job_id`` on ``node``, left in place (a running job's: the
+    batch shell's Xid query, :mod:`slurmkit.hooks.jobxids`). Raises OSError when it cannot be
+    read (FileNotFoundError: no prolog record; PermissionError: the state directory is root's)
+    and ValueError when it is not a prolog record."""
+    with open(os.path.join(os.fspath(state_dir), node, f"job-{job_id}.json")) as fh:
+        return JobStart.from_json(json.load(fh))
+
+
 def pop_job(state_dir, node: str, job_id: str) -> JobStart | None:
     """The prolog's record for ``job_id`` (removed), or None when there is none or it does not
     parse."""
