@@ -7,14 +7,18 @@ reader (``python -I -m slurmkit.hooks.jobxids``) through a hooks shim and config
 ``slurmkit hooks install`` lays them out.
 
 Kernel-log lines: ../shared/corpus/gpu-logs/akash-support-209_* (Xid 79, its bus id edited to the
-job's GPU) and NVIDIA/NVSentinel's Xid 13 line (tests/hooks/test_hooks_jobxids.py).
+job's GPU) and NVIDIA/NVSentinel's Xid 13 line (tests/hooks/test_hooks_jobxids.py). The NVML
+state of a GPU fallen off the bus is the fake libnvidia-ml's (tests/fake_nvml, GPU_IS_LOST).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 from slurmkit.hooks import config as hconfig
 from slurmkit.hooks import install as inst
@@ -104,3 +108,46 @@ def test_hardware_xid_records_the_node_an_app_xid_and_a_silent_up_node_do_not(tm
     r = subprocess.run(["bash", "-c", "set -euo pipefail\n" + function(text, "slurmkit_hook_xids") + "slurmkit_hook_xids"],
                        env={**env, "HCP": "/usr/sbin/nhc"}, capture_output=True, text=True, timeout=120)
     assert (r.returncode, r.stderr) == (0, "") and not (tmp_path / "srun.args").exists()
+
+
+def test_an_unprivileged_jobs_query_records_a_lost_gpu_by_nvml(tmp_path, fake_nvml):
+    """The step runs as the job's user (setpriv 65534, as slurmstepd runs it), the node's
+    kernel log is root's 0600 (as /dev/kmsg under kernel.dmesg_restrict=1) and its state
+    directory 0700: the reader reads the window the prolog published to the user and NVML,
+    where the job's GPU (NVML GPU1) is lost: the node is recorded with what NVML said."""
+    from fake_nvml import FakeNvml
+
+    open_dir = Path(tempfile.mkdtemp(prefix="slurmkit-xidstep-", dir="/tmp"))
+    try:
+        open_dir.chmod(0o711)
+        (open_dir / "nvml").mkdir(mode=0o755)
+        shutil.copy(fake_nvml.lib, open_dir / "nvml" / "libnvidia-ml.so.1")
+        etc, state, logs = open_dir / "etc", open_dir / "state", tmp_path / "logs"
+        etc.mkdir(mode=0o755)
+        logs.mkdir()
+        state.mkdir(mode=0o700)
+        kmsg = open_dir / "kmsg-n1"
+        kmsg.write_text("6,1,1000,-;usb 1-1: new device\n")
+        kmsg.chmod(0o600)
+        (etc / inst.CONFIG).write_text(hconfig.render(etc / "slurm.conf", state_dir=state, kmsg={"n1": kmsg}))
+        (etc / inst.HEALTHCHECK_SHIM).write_text(inst.shim_text("healthcheck", sys.executable, etc / inst.CONFIG))
+        rec = _record("0000:3b:00.0")  # the fake NVML's GPU1
+        nodestate.save_job(state, "n1", "55", rec)
+        nodestate.publish_job(open_dir / "jobs", "n1", "55", rec, uid=65534, gid=65534)
+        _bin(tmp_path, "scontrol", SCONTROL.replace("echo n1; echo n2; echo n3; echo n4", "echo n1"))
+        _bin(tmp_path, "srun", SRUN.replace("for node in n1 n2; do SLURMD_NODENAME=$node",
+                                            "for node in n1; do SLURMD_NODENAME=$node setpriv --reuid=65534 "
+                                            "--regid=65534 --clear-groups"))
+        text = render.render(plan_for("srun", nodes=1))
+        env = {**FakeNvml(open_dir / "nvml").env("gpu_is_lost", lost=1),
+               "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "HCP": str(etc / inst.HEALTHCHECK_SHIM),
+               "SRUN_ARGS": str(tmp_path / "srun.args"), "SLURMKIT_LOG_DIR": str(logs), "SLURMKIT_RESTART_COUNT": "0",
+               "SLURM_JOB_NODELIST": "n1", "SLURM_JOB_ID": "55"}
+        r = subprocess.run(["bash", "-c", "set -euo pipefail\n" + function(text, "slurmkit_hook_xids") + "slurmkit_hook_xids"],
+                           env=env, capture_output=True, text=True, timeout=120)
+        assert (r.returncode, r.stderr) == (0, "")
+        assert {p.name: p.read_text().strip() for p in logs.iterdir()} == {
+            "badnode-n1-restart0": "a GPU of this job fails the health check (NVML, as the job's user reads it): "
+                                   "GPU1 0000:3b:00.0: gpu_lost: GPU fell off the bus (GPU_IS_LOST)"}
+    finally:
+        shutil.rmtree(open_dir, ignore_errors=True)
