@@ -513,3 +513,60 @@ def test_a_rank_dying_with_a_hardware_xid_on_its_node_is_retried_without_it(sand
 
 def _node_state(sandbox, node="n2") -> str:
     return run(["scontrol", "show", "node", "-o", node], env=sandbox.env()).stdout
+
+
+class _AsUser(CliBackend):
+    """sbatch run as ``user`` (runuser, as that user submits on a login node); the other Slurm
+    commands (squeue, sacct, scontrol) as root."""
+
+    def __init__(self, env, user):
+        super().__init__(env=env)
+        self.user = user
+
+    def run(self, argv, check=True, input=None):
+        if argv and argv[0] == "sbatch":
+            argv = ["runuser", "-u", self.user, "--", *argv]
+        return super().run(argv, check=check, input=input)
+
+
+def test_an_ordinary_users_job_gets_the_hooks_xid_evidence(sandbox, observing_hooks):
+    """The job of an unprivileged user (nobody, 65534:65534): its prolog (root) publishes the job's
+    window to it (``<jobs_dir>/n2/job-<id>.json``, root:65534 0640, from Slurm's SLURM_JOB_UID /
+    SLURM_JOB_GID) while the hooks' state directory stays root's 0700; its step, run as nobody,
+    reads that window and n2's replayed kernel log (the snapshot, as readable as NVML is), finds
+    Xid 79 on the job's GPU and the job is requeued without n2; the epilog removes the window."""
+    hooks = observing_hooks
+    out = Path(tempfile.mkdtemp(prefix="xid-user-", dir="/tmp"))
+    opened = {p: p.stat().st_mode & 0o7777 for p in (Path(sandbox.dir), hooks["work"])}
+    try:
+        out.chmod(0o777)
+        for p in opened:
+            p.chmod(0o711)  # the sandbox's and the test's own directories, as /etc/slurm and /var/lib are
+        job = submit(sandbox, _AsUser(sandbox.env(), "nobody"), out, "srun", [sys.executable, "-c", MIDRUN, out],
+                     nodes=2, gpus_per_node=1, time="5:00", switches=False, exclude="n3")
+        wait_until(lambda: (out / "start-n1-0").exists() and (out / "start-n2-0").exists(), 90, what="first start")
+        published = hooks["work"] / "jobs" / "n2" / f"job-{job.id}.json"
+        st = published.stat()
+        assert (st.st_mode & 0o7777, st.st_uid, st.st_gid) == (0o640, 0, 65534)
+        assert hooks["state"].stat().st_mode & 0o7777 == 0o700
+        (gpu,) = json.loads(published.read_text())["gpus"]
+        snap = json.loads(hooks["snaps"]["n2"].read_text())
+        snap["xids"] = [{"xid": 79, "pci_bus_id": gpu["pci_bus_id"], "message": XID_MESSAGES[79],
+                         "origin": "/dev/kmsg", "line": 7, "timestamp": "", "time_s": time.time()}]
+        path = hooks["work"] / "n2-xid79.json"
+        path.write_text(json.dumps(snap))
+        path.chmod(0o644)
+        hooks["cfg_path"].write_text(hooks["config"]({"n2": path}))
+        (out / "die").write_text("")
+        state = job.wait(timeout=180, poll_s=1)
+        text = (out / f"job-{job.id}.out").read_text(errors="replace")
+        assert state == "COMPLETED", text[-3000:]
+        assert (f"slurmkit: node n2 failed: a hardware Xid during this job (the hooks' kernel-log read): "
+                f"GPU{gpu['nvml_index']} {gpu['pci_bus_id']}: Xid 79 (GPU fell off the bus) x1") in text, text[-3000:]
+        assert "slurmkit: requeued without n2" in text and "UserId=nobody(65534)" in scontrol_job(sandbox, job.id)
+        wait_until(lambda: not published.exists(), 60, what="n2's epilog removing the published window")
+    finally:
+        hooks["cfg_path"].write_text(hooks["config"]())
+        for p, mode in opened.items():
+            p.chmod(mode)
+        shutil.rmtree(out, ignore_errors=True)
