@@ -17,6 +17,8 @@ Keys (all optional except ``slurm_conf``)::
     dcgmi = "/usr/bin/dcgmi"              # DCGM's CLI for the active check (absent: skipped)
     all_reduce_perf = "/usr/bin/all_reduce_perf"  # nccl-tests, for [health] nccl_busbw_min_gbps
     state_dir = "/var/lib/slurmkit/hooks" # per-node state (clean-run counter, prolog energy)
+    jobs_dir = "/var/lib/slurmkit/jobs"   # what the prolog publishes to a job's user (its
+                                          # kernel-log window; unset: "jobs" beside state_dir)
     spool_dir = "/var/spool/slurmkit"     # per-job energy spool (root only)
     textfile_dir = "/var/lib/prometheus/node-exporter"  # node_exporter textfile collector dir
     [checks]                              # per-check switches over the profile's [health.checks]
@@ -69,7 +71,10 @@ class HookConfig:
     from the file's directory), ``nodes`` {node: {"snapshot": path, ...}}.
 
     ``mode`` / ``deadline_s`` (s): None when the file does not set them, until
-    :meth:`over_profile` fills them from the profile's ``[health]``."""
+    :meth:`over_profile` fills them from the profile's ``[health]``. ``jobs_dir``: where the
+    prolog publishes a job's kernel-log window to the job's user
+    (:func:`slurmkit.hooks.nodestate.publish_job`); unset, ``jobs`` beside ``state_dir`` (whose
+    own mode, 0700, lets nobody else in)."""
 
     path: str
     slurm_conf: str
@@ -83,6 +88,7 @@ class HookConfig:
     dcgmi: str = DEFAULTS["dcgmi"]
     all_reduce_perf: str = DEFAULTS["all_reduce_perf"]
     state_dir: str = DEFAULTS["state_dir"]
+    jobs_dir: str = os.path.join(os.path.dirname(DEFAULTS["state_dir"]), "jobs")
     spool_dir: str = DEFAULTS["spool_dir"]
     textfile_dir: str = DEFAULTS["textfile_dir"]
     nodes: dict = field(default_factory=dict)
@@ -122,7 +128,7 @@ class HookConfig:
 
 
 _TYPES = {"slurm_conf": str, "gres_conf": str, "profile": str, "mode": str, "deadline_s": (int, float),
-          "resume_after": int, "scontrol_timeout_s": (int, float), "slurm_bin_dir": str, "dcgmi": str, "all_reduce_perf": str, "state_dir": str, "spool_dir": str,
+          "resume_after": int, "scontrol_timeout_s": (int, float), "slurm_bin_dir": str, "dcgmi": str, "all_reduce_perf": str, "state_dir": str, "jobs_dir": str, "spool_dir": str,
           "textfile_dir": str, "nodes": dict, "checks": dict}
 
 
@@ -256,7 +262,9 @@ def parse(text: str, path) -> HookConfig:
         resume_after=int(data.get("resume_after", DEFAULTS["resume_after"])),
         scontrol_timeout_s=float(data.get("scontrol_timeout_s", DEFAULTS["scontrol_timeout_s"])),
         slurm_bin_dir=data.get("slurm_bin_dir"), dcgmi=data.get("dcgmi", DEFAULTS["dcgmi"]),
-        all_reduce_perf=data.get("all_reduce_perf", DEFAULTS["all_reduce_perf"]), state_dir=p("state_dir"), spool_dir=p("spool_dir"), textfile_dir=p("textfile_dir"), nodes=nodes,
+        all_reduce_perf=data.get("all_reduce_perf", DEFAULTS["all_reduce_perf"]), state_dir=p("state_dir"),
+        jobs_dir=p("jobs_dir") if "jobs_dir" in data else os.path.join(os.path.dirname(p("state_dir")), "jobs"),
+        spool_dir=p("spool_dir"), textfile_dir=p("textfile_dir"), nodes=nodes,
         checks=dict(data.get("checks", {})))
 
 
@@ -271,12 +279,12 @@ def load(path) -> HookConfig:
 
 
 def render(slurm_conf, *, gres_conf=None, profile=None, mode=None, state_dir=None, spool_dir=None,
-           textfile_dir=None, resume_after=DEFAULTS["resume_after"], deadline_s=None,
+           textfile_dir=None, jobs_dir=None, resume_after=DEFAULTS["resume_after"], deadline_s=None,
            snapshots: dict | None = None, slurm_bin_dir=None, sysfs: dict | None = None,
            dcgm_diag: dict | None = None, nccl_allreduce: dict | None = None, kmsg: dict | None = None) -> str:
     """The TOML text install writes (absolute paths; ``snapshots`` {node: path}, ``sysfs``
     {node: sysfs root}, ``dcgm_diag`` {node: recorded dcgmi output}, ``kmsg`` {node: kernel-log
-    file}). ``mode`` /
+    file}; ``jobs_dir`` None: not written, "jobs" beside ``state_dir``). ``mode`` /
     ``deadline_s`` None: not written, so the hooks take the profile's ``[health]`` values."""
     def q(v):
         return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -296,6 +304,8 @@ def render(slurm_conf, *, gres_conf=None, profile=None, mode=None, state_dir=Non
               f"state_dir = {q(os.path.abspath(state_dir or DEFAULTS['state_dir']))}",
               f"spool_dir = {q(os.path.abspath(spool_dir or DEFAULTS['spool_dir']))}",
               f"textfile_dir = {q(os.path.abspath(textfile_dir or DEFAULTS['textfile_dir']))}"]
+    if jobs_dir:
+        lines.append(f"jobs_dir = {q(os.path.abspath(jobs_dir))}")
     if slurm_bin_dir:
         lines.append(f"slurm_bin_dir = {q(slurm_bin_dir)}")
     per_node = {"snapshot": snapshots or {}, "sysfs": sysfs or {}, "dcgm_diag": dcgm_diag or {},

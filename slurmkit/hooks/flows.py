@@ -391,22 +391,33 @@ def prolog(run: Run) -> int:
                                       acct_seen=_acct_keys(run.state, g.nvml_index)) for g in gpus]
         try:
             if not run.node_gpus.shared:  # a job still listed on these GPUs is gone (its epilog never ran)
-                for old in nodestate.drop_jobs_on_gpus(run.cfg.state_dir, run.node, job_id, [g.index for g in gpus]):
+                for old in nodestate.drop_jobs_on_gpus(run.cfg.state_dir, run.node, job_id, [g.index for g in gpus],
+                                                    jobs_dir=run.cfg.jobs_dir):
                     run.log.warning(f"dropped job {old}'s prolog record: its GPUs are job {job_id}'s now")
             seq = None
             if run.source_spec == "live":  # the job's kernel-log window starts where this read stopped
                 from slurmkit.health.kmsg import cursor_seq
 
                 seq = cursor_seq(nodestate.kmsg_cursor(run.cfg.state_dir, run.node, run.hook))
-            nodestate.save_job(run.cfg.state_dir, run.node, job_id,
-                               nodestate.JobStart(read_s, run.state.source, rows,
-                                                  user=run.env.get("SLURM_JOB_USER"),
-                                                  end_by_s=nodestate.slurm_end_time(run.env),
-                                                  policy=policy.to_json(),
-                                                  kmsg_seq=seq, boot_id=nodestate.boot_id()))
+            rec = nodestate.JobStart(read_s, run.state.source, rows, user=run.env.get("SLURM_JOB_USER"),
+                                     end_by_s=nodestate.slurm_end_time(run.env), policy=policy.to_json(),
+                                     kmsg_seq=seq, boot_id=nodestate.boot_id())
+            nodestate.save_job(run.cfg.state_dir, run.node, job_id, rec)
         except OSError as exc:
             run.own_error(f"cannot record the job's starting energy: {exc}")
+            return 0
+        try:  # the job's window, for its own Xid query (run as the job's user)
+            nodestate.publish_job(run.cfg.jobs_dir, run.node, job_id, rec, _env_id(run.env, "SLURM_JOB_UID"),
+                                  _env_id(run.env, "SLURM_JOB_GID"))
+        except OSError as exc:
+            run.own_error(f"cannot publish the job's kernel-log window to its user: {exc}")
     return 0
+
+
+def _env_id(env, name: str) -> int | None:
+    """A numeric id Slurm gives the prolog (``SLURM_JOB_UID`` / ``SLURM_JOB_GID``); None when absent."""
+    v = (env.get(name) or "").strip()
+    return int(v) if v.isdigit() else None
 
 
 def _acct_keys(state, nvml_index) -> list[tuple]:
@@ -506,10 +517,9 @@ def epilog(run: Run) -> int:
 
     job_id = run.env.get("SLURM_JOB_ID")
     user = run.env.get("SLURM_JOB_USER")
-    uid = run.env.get("SLURM_JOB_UID")
-    uid = int(uid) if uid and uid.isdigit() else None
+    uid = _env_id(run.env, "SLURM_JOB_UID")
     end_s = time.time()
-    started = nodestate.pop_job(run.cfg.state_dir, run.node, job_id) if job_id else None
+    started = nodestate.pop_job(run.cfg.state_dir, run.node, job_id, run.cfg.jobs_dir) if job_id else None
     if not run.setup():
         return 0
     job_cursor = _job_kmsg_window(run, job_id, started, end_s)
@@ -690,7 +700,7 @@ def healthcheck(run: Run) -> int:
     is resumed only after a reboot (a new boot id), never after clean runs. Always exits 0."""
     if not run.setup():
         return 0
-    for old in nodestate.drop_stale_jobs(run.cfg.state_dir, run.node, time.time()):
+    for old in nodestate.drop_stale_jobs(run.cfg.state_dir, run.node, time.time(), jobs_dir=run.cfg.jobs_dir):
         run.log.warning(f"dropped job {old}'s prolog record: past its end time, its epilog never ran")
     ok = run.read(before_job=False)
     run.apply_verdict()

@@ -23,6 +23,14 @@
   :func:`slurmkit.health.baseline.swap`.
 
 Files are replaced atomically; the directory is created 0700.
+
+One thing is published to the job's user, outside that directory: ``<jobs_dir>/<node>/job-<id>.json``
+(:func:`publish_job`; ``jobs_dir``: the hooks config's, by default ``jobs`` beside the state directory), the job's kernel-log window only (its GPUs' identities, start, end,
+``kmsg_seq``, ``boot_id``: no energy, no other job's processes, no clock policy), for the batch
+shell's Xid query (:mod:`slurmkit.hooks.jobxids`), which runs as the job's user. ``jobs_dir`` and
+``jobs_dir/<node>`` are root's, mode 0711 (enterable, not listable, not writable); the file is
+``root:<job's gid>`` mode 0640 (SLURM_JOB_GID; without it ``<job's uid>`` mode 0400). It goes
+with the prolog record (epilog, or a ghost record dropped).
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from __future__ import annotations
 import json
 import os
 
-from slurmkit.atomicfile import atomic_write
+from slurmkit.atomicfile import atomic_write, atomic_write_with
 from slurmkit.records import GpuIdentity, field, record
 
 
@@ -207,7 +215,81 @@ def save_job(state_dir, node: str, job_id: str, job: JobStart) -> None:
     _write(os.path.join(node_dir(state_dir, node), f"job-{job_id}.json"), job.to_json())
 
 
-def pop_job(state_dir, node: str, job_id: str) -> JobStart | None:
+def published_path(jobs_dir, node: str, job_id: str) -> str:
+    """``<jobs_dir>/<node>/job-<id>.json``: the job's window as published to its user
+    (:func:`publish_job`; ``jobs_dir``: the hooks config's)."""
+    return os.path.join(os.fspath(jobs_dir), node, f"job-{job_id}.json")
+
+
+#: Mode of ``<jobs_dir>`` and ``<jobs_dir>/<node>``: root's, enterable by anyone
+#: who knows a file's name, not listable, not writable.
+PUBLISHED_DIR_MODE = 0o711
+
+
+def publish_job(jobs_dir, node: str, job_id: str, job: JobStart, uid: int | None, gid: int | None) -> str:
+    """Write the job's kernel-log window (of the prolog's record ``job``: its GPUs' identities,
+    ``start_s``, ``end_by_s``, ``kmsg_seq``, ``boot_id``; nothing else) where the job's user can
+    read it and nobody else but root and the job's group can: :func:`published_path`, owned
+    ``root:gid`` mode 0640 (``gid``: SLURM_JOB_GID), else ``uid`` mode 0400 (SLURM_JOB_UID), else
+    root's 0600. Run as root by the prolog; its directories are made (and kept) mode
+    :data:`PUBLISHED_DIR_MODE`. Returns the path; raises OSError (chown: not root)."""
+    path = published_path(jobs_dir, node, job_id)
+    d = os.path.dirname(path)
+    os.makedirs(os.path.dirname(os.fspath(jobs_dir)) or ".", exist_ok=True)
+    for sub in (os.fspath(jobs_dir), d):
+        try:
+            os.mkdir(sub, PUBLISHED_DIR_MODE)
+        except FileExistsError:
+            pass
+        if os.stat(sub).st_mode & 0o7777 != PUBLISHED_DIR_MODE:
+            os.chmod(sub, PUBLISHED_DIR_MODE)  # whatever the umask made of it
+    window = JobStart(start_s=job.start_s, state_source=job.state_source, end_by_s=job.end_by_s,
+                      kmsg_seq=job.kmsg_seq, boot_id=job.boot_id,
+                      gpus=[JobGpuStart(g.index, g.nvml_index, g.minor, g.uuid, g.pci_bus_id) for g in job.gpus])
+    owner, mode = ((-1, gid), 0o640) if gid is not None else (((uid, -1), 0o400) if uid is not None else (None, 0o600))
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w") as fh:
+            json.dump(window.to_json(), fh)
+        if owner is not None:
+            os.chown(tmp, *owner)
+
+    atomic_write_with(path, write, mode=mode)
+    return path
+
+
+def read_job(state_dir, jobs_dir, node: str, job_id: str) -> JobStart:
+    """The job's window for ``job_id`` on ``node`` as the job's user can
+    read it (a running job's: the batch shell's Xid query, :mod:`slurmkit.hooks.jobxids`): the
+    published one (:func:`publish_job`), else (a prolog that published nothing: root reading)
+    the prolog's own record; both left in place. Raises OSError when neither can be read
+    (FileNotFoundError: no prolog record; PermissionError: not the job's user, or a state
+    directory others cannot enter) and ValueError (naming the file) when it is not a prolog
+    record."""
+    path = published_path(jobs_dir, node, job_id)
+    try:
+        fh = open(path)
+    except FileNotFoundError:
+        path = os.path.join(os.fspath(state_dir), node, f"job-{job_id}.json")
+        try:
+            fh = open(path)
+        except FileNotFoundError:
+            raise FileNotFoundError(2, "No such file or directory", published_path(jobs_dir, node, job_id)) from None
+    with fh:
+        try:
+            return JobStart.from_json(json.load(fh))
+        except ValueError as exc:  # json's errors are ValueErrors too
+            raise ValueError(f"{path}: not a prolog record ({exc})") from None
+
+
+def _unpublish(jobs_dir, node: str, job_id: str) -> None:
+    try:
+        os.unlink(published_path(jobs_dir, node, job_id))
+    except OSError:
+        pass
+
+
+def pop_job(state_dir, node: str, job_id: str, jobs_dir=None) -> JobStart | None:
     """The prolog's record for ``job_id`` (removed), or None when there is none or it does not
     parse."""
     path = os.path.join(node_dir(state_dir, node), f"job-{job_id}.json")
@@ -216,6 +298,8 @@ def pop_job(state_dir, node: str, job_id: str) -> JobStart | None:
         os.unlink(path)
     except OSError:
         pass
+    if jobs_dir is not None:  # and what was published of it
+        _unpublish(jobs_dir, node, job_id)
     if not data:
         return None
     try:
@@ -291,15 +375,20 @@ def job_records(state_dir, node: str) -> list[tuple[str, JobStart]]:
         return []
 
 
-def _unlink(path: str) -> bool:
+def _unlink(path: str, jobs_dir=None) -> bool:
+    """Remove a prolog record ``<state_dir>/<node>/job-<id>.json`` and what was published of it
+    in ``jobs_dir`` (None: nothing was)."""
     try:
         os.unlink(path)
-        return True
     except OSError:
         return False
+    if jobs_dir is not None:
+        d, name = os.path.split(path)
+        _unpublish(jobs_dir, os.path.basename(d), name[len("job-"):-len(".json")])
+    return True
 
 
-def drop_jobs_on_gpus(state_dir, node: str, job_id: str, indexes: list[int]) -> list[str]:
+def drop_jobs_on_gpus(state_dir, node: str, job_id: str, indexes: list[int], jobs_dir=None) -> list[str]:
     """Remove the prolog records of other jobs that hold any of the Slurm GPU ``indexes`` (a job
     that still seems to hold a GPU Slurm gives to a new job is gone: its epilog never ran).
     Returns their job ids. Only for GPUs that are not shared by design (gres/shard, MPS)."""
@@ -307,11 +396,11 @@ def drop_jobs_on_gpus(state_dir, node: str, job_id: str, indexes: list[int]) -> 
     if not want:
         return []
     return [j for j, path, rec in _job_records(state_dir, node)
-            if j != str(job_id) and rec is not None and want & {g.index for g in rec.gpus} and _unlink(path)]
+            if j != str(job_id) and rec is not None and want & {g.index for g in rec.gpus} and _unlink(path, jobs_dir)]
 
 
 def drop_stale_jobs(state_dir, node: str, now: float, grace_s: float = STALE_GRACE_S,
-                    max_age_s: float = MAX_RECORD_AGE_S) -> list[str]:
+                    max_age_s: float = MAX_RECORD_AGE_S, jobs_dir=None) -> list[str]:
     """Remove the prolog records past their job's projected end by more than ``grace_s``
     (without one: older than ``max_age_s``), and unreadable ones older than that. Returns their
     job ids; never raises (a state directory that cannot be read drops nothing)."""
@@ -323,7 +412,7 @@ def drop_stale_jobs(state_dir, node: str, now: float, grace_s: float = STALE_GRA
             else:
                 started = rec.start_s if rec is not None and rec.start_s is not None else os.stat(path).st_mtime
                 stale = now > started + max_age_s
-            if stale and _unlink(path):
+            if stale and _unlink(path, jobs_dir):
                 out.append(j)
         return out
     except OSError:

@@ -5,8 +5,10 @@ back from slurmctld."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -422,3 +424,149 @@ def test_a_rank_dying_mid_run_is_retried_only_with_node_evidence(sandbox, backen
         assert "requeued without" not in out and "slurmkit: node n2 failed" not in out, out[-3000:]
         # srun's own status: the highest of its tasks' (n1's rank, ended by --kill-on-bad-exit: 143)
         assert "Restarts=0" in info and "ExitCode=0:0" not in info, info
+
+
+@pytest.fixture
+def observing_hooks(sandbox, fake_nvml):
+    """slurmkit's hooks installed in the sandbox in observe mode (they read, attribute and log,
+    never drain: the only node evidence is what a test gives), every node replaying a healthy
+    snapshot of the fake NVML; ``config(overrides)`` rewrites the hooks config with other
+    snapshots. Uninstalled afterwards."""
+    from nodeenv import record_snapshot
+    from slurmkit.hooks import install as inst
+    from slurmkit.hooks.config import render as render_config
+    from slurmkit.slurm import conf as sconf
+
+    conf = Path(sandbox.slurm_conf)
+    work = Path(tempfile.mkdtemp(prefix="xid-retry-", dir=sandbox.dir))
+    snaps = {n: work / f"{n}.json" for n in sandbox.node_names}
+    for n, path in snaps.items():
+        record_snapshot(fake_nvml, path, node=n)
+
+    def config(overrides=None):
+        return render_config(conf, gres_conf=conf.parent / "gres.conf", profile=sandbox.profile_path, mode="observe",
+                             state_dir=work / "state", spool_dir=work / "spool", textfile_dir=work / "textfile",
+                             snapshots={**snaps, **(overrides or {})},
+                             slurm_bin_dir=os.path.dirname(shutil.which("scontrol")))
+
+    spec = inst.InstallSpec(python=sys.executable, config=config(), interval_s=300, timeout_s=60)
+    inst.apply(inst.plan_install(sconf.load_tree(conf), spec), conf, installing=True)
+    cfg_path = conf.parent / inst.CONFIG
+    cfg_path.write_text(config())
+    run(["scontrol", "reconfigure"], env=sandbox.env())
+    yield {"work": work, "state": work / "state", "snaps": snaps, "cfg_path": cfg_path, "config": config}
+    inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, installing=False)
+    run(["scontrol", "reconfigure"], env=sandbox.env())
+    shutil.rmtree(work, ignore_errors=True)
+
+
+#: The kernel's lines (the text after the Xid number): Xid 79 as the driver logs it
+#: (../shared/corpus/gpu-logs/akash-support-209_*), Xid 13 as NVIDIA/NVSentinel's parser test has it.
+XID_MESSAGES = {79: "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+                13: "pid='<unknown>', name=<unknown>, Graphics SM Warp Exception on (GPC 1, TPC 3, SM 0): "
+                    "Out Of Range Address"}
+
+
+@pytest.mark.parametrize("xid", [79, 13, None])
+def test_a_rank_dying_with_a_hardware_xid_on_its_node_is_retried_without_it(sandbox, backend, observing_hooks,
+                                                                            tmp_path, xid):
+    """n2's rank dies mid-run, nothing drained. With a hardware Xid (79) the hooks attribute to
+    the job on n2's GPU (the kernel log replayed for n2), the job is requeued without n2 and the
+    output names node, Xid, GPU and restart; with an application Xid (13) the output says so and
+    the job fails unrequeued, as with no Xid at all."""
+    hooks = observing_hooks
+    job = submit(sandbox, backend, tmp_path, "srun", [sys.executable, "-c", MIDRUN, tmp_path], nodes=2,
+                 gpus_per_node=1, time="5:00", switches=False, exclude="n3")
+    wait_until(lambda: (tmp_path / "start-n1-0").exists() and (tmp_path / "start-n2-0").exists(), 90, what="first start")
+    rec = json.loads((hooks["state"] / "n2" / f"job-{job.id}.json").read_text())  # the prolog ran before the rank
+    (gpu,) = rec["gpus"]
+    try:
+        if xid is not None:
+            snap = json.loads(hooks["snaps"]["n2"].read_text())
+            snap["xids"] = [{"xid": xid, "pci_bus_id": gpu["pci_bus_id"], "message": XID_MESSAGES[xid],
+                             "origin": "/dev/kmsg", "line": 7, "timestamp": "", "time_s": time.time()}]
+            path = hooks["work"] / f"n2-xid{xid}.json"
+            path.write_text(json.dumps(snap))
+            hooks["cfg_path"].write_text(hooks["config"]({"n2": path}))
+        (tmp_path / "die").write_text("")
+        state = job.wait(timeout=180, poll_s=1)
+    finally:
+        hooks["cfg_path"].write_text(hooks["config"]())
+    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    info = scontrol_job(sandbox, job.id)
+    where = f"GPU{gpu['nvml_index']} {gpu['pci_bus_id']}"
+    if xid == 79:
+        assert state == "COMPLETED", out[-3000:]
+        assert (f"slurmkit: node n2 failed: a hardware Xid during this job (the hooks' kernel-log read): {where}: "
+                "Xid 79 (GPU fell off the bus) x1") in out, out[-3000:]
+        assert "slurmkit: requeued without n2 (ExcNodeList=n3,n2), restart 1 of at most 3" in out
+        assert "Restarts=1" in info and (tmp_path / "start-n1-1").exists() and "DRAIN" not in _node_state(sandbox)
+    else:
+        assert state == "FAILED", out[-3000:]
+        assert "requeued without" not in out and "slurmkit: node n2 failed" not in out, out[-3000:]
+        assert "Restarts=0" in info, info
+        said = (f"slurmkit: node n2: the hooks attribute to this job {where}: Xid 13 (graphics engine exception) x1: "
+                "application error, ignored: not node evidence")
+        assert (said in out) == (xid == 13), out[-3000:]
+        assert "no Xid evidence from the hooks" not in out and "did not answer" not in out, out[-3000:]
+
+
+def _node_state(sandbox, node="n2") -> str:
+    return run(["scontrol", "show", "node", "-o", node], env=sandbox.env()).stdout
+
+
+class _AsUser(CliBackend):
+    """sbatch run as ``user`` (runuser, as that user submits on a login node); the other Slurm
+    commands (squeue, sacct, scontrol) as root."""
+
+    def __init__(self, env, user):
+        super().__init__(env=env)
+        self.user = user
+
+    def run(self, argv, check=True, input=None):
+        if argv and argv[0] == "sbatch":
+            argv = ["runuser", "-u", self.user, "--", *argv]
+        return super().run(argv, check=check, input=input)
+
+
+def test_an_ordinary_users_job_gets_the_hooks_xid_evidence(sandbox, observing_hooks):
+    """The job of an unprivileged user (nobody, 65534:65534): its prolog (root) publishes the job's
+    window to it (``<jobs_dir>/n2/job-<id>.json``, root:65534 0640, from Slurm's SLURM_JOB_UID /
+    SLURM_JOB_GID) while the hooks' state directory stays root's 0700; its step, run as nobody,
+    reads that window and n2's replayed kernel log (the snapshot, as readable as NVML is), finds
+    Xid 79 on the job's GPU and the job is requeued without n2; the epilog removes the window."""
+    hooks = observing_hooks
+    out = Path(tempfile.mkdtemp(prefix="xid-user-", dir="/tmp"))
+    opened = {p: p.stat().st_mode & 0o7777 for p in (Path(sandbox.dir), hooks["work"])}
+    try:
+        out.chmod(0o777)
+        for p in opened:
+            p.chmod(0o711)  # the sandbox's and the test's own directories, as /etc/slurm and /var/lib are
+        job = submit(sandbox, _AsUser(sandbox.env(), "nobody"), out, "srun", [sys.executable, "-c", MIDRUN, out],
+                     nodes=2, gpus_per_node=1, time="5:00", switches=False, exclude="n3")
+        wait_until(lambda: (out / "start-n1-0").exists() and (out / "start-n2-0").exists(), 90, what="first start")
+        published = hooks["work"] / "jobs" / "n2" / f"job-{job.id}.json"
+        st = published.stat()
+        assert (st.st_mode & 0o7777, st.st_uid, st.st_gid) == (0o640, 0, 65534)
+        assert hooks["state"].stat().st_mode & 0o7777 == 0o700
+        (gpu,) = json.loads(published.read_text())["gpus"]
+        snap = json.loads(hooks["snaps"]["n2"].read_text())
+        snap["xids"] = [{"xid": 79, "pci_bus_id": gpu["pci_bus_id"], "message": XID_MESSAGES[79],
+                         "origin": "/dev/kmsg", "line": 7, "timestamp": "", "time_s": time.time()}]
+        path = hooks["work"] / "n2-xid79.json"
+        path.write_text(json.dumps(snap))
+        path.chmod(0o644)
+        hooks["cfg_path"].write_text(hooks["config"]({"n2": path}))
+        (out / "die").write_text("")
+        state = job.wait(timeout=180, poll_s=1)
+        text = (out / f"job-{job.id}.out").read_text(errors="replace")
+        assert state == "COMPLETED", text[-3000:]
+        assert (f"slurmkit: node n2 failed: a hardware Xid during this job (the hooks' kernel-log read): "
+                f"GPU{gpu['nvml_index']} {gpu['pci_bus_id']}: Xid 79 (GPU fell off the bus) x1") in text, text[-3000:]
+        assert "slurmkit: requeued without n2" in text and "UserId=nobody(65534)" in scontrol_job(sandbox, job.id)
+        wait_until(lambda: not published.exists(), 60, what="n2's epilog removing the published window")
+    finally:
+        hooks["cfg_path"].write_text(hooks["config"]())
+        for p, mode in opened.items():
+            p.chmod(mode)
+        shutil.rmtree(out, ignore_errors=True)
