@@ -2,7 +2,7 @@
 
 Tests live in ``tests/<package>/`` beside the package they test (``tests/hooks/`` for
 ``slurmkit/hooks``); helpers shared across folders are modules here (``nodeenv``, ``sacct_rows``,
-``ranks``, ``fake_nvml``), importable by name because this folder is on ``sys.path``.
+``ranks``, ``fake_nvml``, ``nodepython``), importable by name because this folder is on ``sys.path``.
 
 Skips follow one policy (:mod:`skip_policy`, whose hooks are registered here): under ``CI=true``
 every skip is a failure unless the test is on the reasoned allow-list ``tests/skips_allowed.toml``,
@@ -88,6 +88,33 @@ def fake_nvml(tmp_path_factory):
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed (Debian package gcc, listed in .ci/apt-packages.txt)")
     return build(tmp_path_factory.mktemp("fake_nvml"))
+
+
+@pytest.fixture
+def open_dir():
+    """A directory (mode 0711) an unprivileged user can enter: pytest's own tmp dirs are root's 0700."""
+    d = Path(tempfile.mkdtemp(prefix="slurmkit-open-", dir="/tmp"))
+    d.chmod(0o711)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def node_python():
+    """An interpreter every user can run, as a node's hooks interpreter is (:mod:`nodepython`: a
+    venv from Debian's /usr/bin/python3 in a 0755 directory with a copy of the slurmkit under
+    test): for the tests that run the Xid query as the job's user, which the tests' own venv
+    (pyenv's Python under /root, 0700, on CI) is not."""
+    from nodepython import make
+
+    root = Path(tempfile.mkdtemp(prefix="slurmkit-nodepython-", dir="/tmp"))
+    try:
+        py = make(root)
+    except RuntimeError as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.fail(str(exc), pytrace=False)
+    yield py
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -197,6 +197,7 @@ def install_cmd(slurm_conf, dry_run, chain, configless, replace, site, mode, sta
                             replace=replace, chain=chain, configless=configless, deadline_s=deadline_s,
                             resume_after=resume_after)
     plan = inst.plan_install(tree, spec)
+    plan.notes.extend(inst.interpreter_warnings(spec.python, inst.hooks_imports()))  # spec.python: this one
     if _show(plan, "nothing to change: the hooks are already installed", dry_run, notes=True):
         return
     backups = _apply(plan, path, True, dirs=((state_dir, 0o700), (spool_dir, 0o700), (textfile_dir, 0o777)))

@@ -41,6 +41,7 @@ import difflib
 import hashlib
 import json
 import os
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -448,6 +449,86 @@ def schedule_warnings(get, spec: InstallSpec) -> list[str]:
             out.append(f"warning: HealthCheckInterval={iv} x resume_after={spec.resume_after}: a node slurmkit "
                        f"drained is resumed {iv * spec.resume_after / 3600:g} h after it is healthy again")
     return out
+
+
+RUN, READ, LIST = stat.S_IXOTH, stat.S_IROTH, stat.S_IROTH | stat.S_IXOTH  # what others need of a path
+
+
+def others_blocked(path: str, need: int, _links: int = 0) -> str | None:
+    """Why a user who is neither the owner nor in the group of a file (the "other" permission
+    bits of ``os.stat``'s ``st_mode``; ACLs are not read) cannot use ``path``: every directory on
+    the way, symbolic links followed as the kernel follows them, needs ``o+x``; ``path`` itself
+    needs ``need`` (:data:`RUN` for a program, :data:`READ` for a file, :data:`LIST` for a
+    directory imported from). Returns ``"<path> is mode 0700"``-style text for the first that
+    lacks it, ``"<path>: No such file or directory"`` for one that cannot be stat'ed, or None
+    when every user can. Reads the file system (``lstat``, ``stat``, ``readlink``); raises
+    nothing."""
+    parts = [p for p in os.path.abspath(path).split(os.sep) if p]
+    cur = os.sep
+    try:
+        for i, name in enumerate(parts):
+            mode = os.stat(cur).st_mode
+            if not mode & stat.S_IXOTH:
+                return f"{cur} is mode {stat.S_IMODE(mode):04o}"
+            nxt = os.path.join(cur, name)
+            if stat.S_ISLNK(os.lstat(nxt).st_mode):
+                if _links >= 40:  # the kernel's own limit (ELOOP)
+                    return f"{nxt}: too many levels of symbolic links"
+                target = os.path.normpath(os.path.join(cur, os.readlink(nxt), *parts[i + 1:]))
+                return others_blocked(target, need, _links + 1)
+            cur = nxt
+        mode = os.stat(cur).st_mode
+    except OSError as exc:
+        return f"{exc.filename or cur}: {exc.strerror or exc}"
+    if mode & need != need:
+        return f"{cur} is mode {stat.S_IMODE(mode):04o}"
+    return None
+
+
+def hooks_imports() -> list[tuple[str, str, int]]:
+    """What the running interpreter (``sys.executable``, the one ``hooks install`` writes into
+    the shims) reads when it runs the Xid reader: ``(what, path, need)`` for its standard library
+    (``sysconfig`` ``stdlib``), its site-packages (``purelib``), the slurmkit package (this
+    module's package directory), the reader ``slurmkit/hooks/jobxids.py`` and pynvml (the
+    reader's NVML fallback; left out when not installed)."""
+    import importlib.util
+    import sysconfig
+
+    pkg = Path(__file__).resolve().parent.parent
+    out = [("its standard library", sysconfig.get_paths()["stdlib"], LIST),
+           ("its site-packages", sysconfig.get_paths()["purelib"], LIST),
+           ("the slurmkit package it imports", str(pkg), LIST),
+           ("the Xid reader", str(pkg / "hooks" / "jobxids.py"), READ)]
+    spec = importlib.util.find_spec("pynvml")
+    if spec is not None and spec.origin:
+        out.append(("pynvml", spec.origin, READ))
+    return out
+
+
+def interpreter_warnings(python: str, imports=()) -> list[str]:
+    """The warning (a one-line list, empty when all is well) when the hooks' interpreter
+    ``python`` or what it imports (``imports``: ``(what, path, need)`` as :func:`hooks_imports`
+    gives for the running interpreter) cannot be used by every user (:func:`others_blocked`).
+    slurmd runs the prolog, epilog and health check as root, whom this does not stop; the
+    mid-run retry's Xid query (``python -I -m slurmkit.hooks.jobxids`` in an ``srun`` step,
+    docs/submit.md) runs it as the job's user, and would answer ``unknown`` on every node.
+    Reads the file system."""
+    why = []
+    blocked = others_blocked(python, RUN)
+    if blocked:
+        why.append(f"the interpreter: {blocked}")
+    for what, path, need in imports:
+        blocked = others_blocked(path, need)
+        if blocked:
+            why.append(f"{what}: {blocked}")
+    if not why:
+        return []
+    return [f"warning: the hooks' interpreter {python} cannot be run by every user ({'; '.join(why)}): the "
+            "prolog, epilog and health check run as root and are not affected, but the mid-run retry's Xid "
+            "query runs it as the job's user and would answer 'unknown' on every node, so only Slurm's own "
+            "evidence of a node fault would count; install slurmkit where every user can run and read it (the "
+            "system Python, or a venv under /opt made by root with umask 022) and run install with that "
+            "interpreter"]
 
 
 def plan_install(tree: list, spec: InstallSpec) -> Plan:

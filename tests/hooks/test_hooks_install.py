@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -365,3 +366,68 @@ def test_a_health_check_interval_of_zero_is_warned_not_kept_silently(tmp_path):
     _uninstall(path)
     _install(path, replace=True)
     assert _value(path, "HealthCheckInterval") == ("slurm.conf", "300")
+
+
+def _venv_like(root, mode=0o755):
+    """``root/bin/python`` -> /usr/bin/python3 (as ``python3 -m venv`` links it) and a package
+    ``root/site/slurmkit/hooks/jobxids.py``, directories of ``mode``, the file 0644."""
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "python").symlink_to("/usr/bin/python3")
+    reader = root / "site" / "slurmkit" / "hooks" / "jobxids.py"
+    reader.parent.mkdir(parents=True)
+    reader.write_text("")
+    reader.chmod(0o644)
+    for d in (root, root / "bin", root / "site", root / "site" / "slurmkit", reader.parent):
+        d.chmod(mode)
+    return root / "bin" / "python", [("the slurmkit package it imports", str(root / "site" / "slurmkit"), inst.LIST),
+                                     ("the Xid reader", str(reader), inst.READ)]
+
+
+def test_an_interpreter_other_users_cannot_run_is_warned(open_dir):
+    """The hooks' interpreter is run by the job's user for the mid-run retry's Xid query: a
+    directory of mode 0700 on its way (as pyenv's /root is: a venv made from it links its
+    python there), through a symbolic link too, or a package file only root reads, is warned
+    about by name; an interpreter and package every user can use are not."""
+    py, imports = _venv_like(open_dir / "opt" / "slurmkit")
+    assert inst.interpreter_warnings(str(py), imports) == []
+    locked = open_dir / "root"
+    locked.mkdir(mode=0o700)
+    locked.chmod(0o700)
+    py2, imports2 = _venv_like(locked / "venv")
+    (w,) = inst.interpreter_warnings(str(py2), imports2)
+    assert w.startswith(f"warning: the hooks' interpreter {py2} cannot be run by every user (the interpreter: "
+                        f"{locked} is mode 0700; the slurmkit package it imports: {locked} is mode 0700; the Xid "
+                        f"reader: {locked} is mode 0700): ")
+    assert "the mid-run retry's Xid query runs it as the job's user and would answer 'unknown'" in w
+    (open_dir / "python").symlink_to(py2)  # an open link to it: the kernel follows it into the 0700 directory
+    (w,) = inst.interpreter_warnings(str(open_dir / "python"))
+    assert f"(the interpreter: {locked} is mode 0700)" in w
+    Path(imports[1][1]).chmod(0o600)  # a package installed under umask 077
+    (w,) = inst.interpreter_warnings(str(py), imports)
+    assert f"(the Xid reader: {imports[1][1]} is mode 0600)" in w
+    assert inst.others_blocked(str(open_dir / "gone" / "python"), inst.RUN) == \
+        f"{open_dir / 'gone'}: No such file or directory"
+    (open_dir / "noexec").write_text("")
+    (open_dir / "noexec").chmod(0o744)
+    assert inst.others_blocked(str(open_dir / "noexec"), inst.RUN) == f"{open_dir / 'noexec'} is mode 0744"
+
+
+def test_cli_install_warns_of_an_interpreter_other_users_cannot_run(tmp_path, open_dir, monkeypatch):
+    """``hooks install`` checks the interpreter it runs with (written into the shims)."""
+    from click.testing import CliRunner
+
+    from slurmkit.cli import cli as cli_main
+
+    locked = open_dir / "root"
+    locked.mkdir(mode=0o700)
+    locked.chmod(0o700)
+    py, _ = _venv_like(locked / "venv")
+    monkeypatch.setattr(sys, "executable", str(py))
+    path = _site(tmp_path)
+    r = CliRunner().invoke(cli_main, ["hooks", "install", "--slurm-conf", str(path), "--dry-run",
+                                      "--state-dir", str(tmp_path / "st")])
+    assert r.exit_code == 0, r.output
+    (w,) = [line for line in r.output.splitlines() if line.startswith("warning: the hooks' interpreter")]
+    assert w.startswith(f"warning: the hooks' interpreter {py} cannot be run by every user (the interpreter: "
+                        f"{locked} is mode 0700") and "would answer 'unknown'" in w
+    assert r.output.endswith("dry run: nothing written\n") and not (path.parent / "prolog.d").exists()

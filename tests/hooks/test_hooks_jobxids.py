@@ -22,7 +22,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -195,22 +194,14 @@ def test_nvml_judges_the_jobs_gpus_only(fake_nvml, tmp_path):
     assert jobxids.nvml_judged(_job_on("0000:3b:00.0", 1), dbe, hc) == ([], [])
 
 
-@pytest.fixture
-def open_dir():
-    """A directory an unprivileged user can enter (pytest's own tmp dirs are root's 0700)."""
-    d = Path(tempfile.mkdtemp(prefix="slurmkit-jobxids-", dir="/tmp"))
-    d.chmod(0o711)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
 NOBODY = 65534
 
 
-def test_an_unprivileged_jobs_query_reads_what_the_prolog_published_and_nvml(open_dir, fake_nvml):
+def test_an_unprivileged_jobs_query_reads_what_the_prolog_published_and_nvml(open_dir, fake_nvml, node_python):
     """The real prolog (root, live fake NVML, the node's kernel log a root-only 0600 file as
     /dev/kmsg is under kernel.dmesg_restrict=1) runs a job of uid/gid 65534; its state directory
-    stays 0700. The reader, run as the job's user (setpriv 65534), reads the published window and,
+    stays 0700. The reader, run as the job's user (a shell as 65534 that runs the node's hooks
+    interpreter, every user's, as slurmstepd's step does), reads the published window and,
     the kernel log denied, the NVML state of the job's GPU: GPU lost -> evidence; healthy ->
     none, saying why. Root still reads the Xid from the kernel log; another user reads nothing;
     the epilog removes what was published."""
@@ -246,8 +237,11 @@ def test_an_unprivileged_jobs_query_reads_what_the_prolog_published_and_nvml(ope
                  "GPU has fallen off the bus.\n")
 
     def query(uid, mode, **knobs):
+        # through a shell, as slurmstepd's step: setpriv's own exec still finds a program where the user
+        # cannot search (a path under root's 0700 /root runs; the same user's shell gets exit 126)
         who = [] if uid == 0 else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
-        r = subprocess.run([*who, sys.executable, "-I", "-m", "slurmkit.hooks.jobxids", "101", str(node.cfg_path)],
+        r = subprocess.run([*who, "sh", "-c", 'exec "$@"', "sh", str(node_python), "-I", "-m", "slurmkit.hooks.jobxids",
+                            "101", str(node.cfg_path)],
                            env=fake.env(mode, base={"SLURMD_NODENAME": "n1"}, **knobs), capture_output=True,
                            text=True, timeout=60)
         assert (r.returncode, r.stderr) == (0, "")

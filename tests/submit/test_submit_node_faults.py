@@ -110,10 +110,11 @@ def test_hardware_xid_records_the_node_an_app_xid_and_a_silent_up_node_do_not(tm
     assert (r.returncode, r.stderr) == (0, "") and not (tmp_path / "srun.args").exists()
 
 
-def test_an_unprivileged_jobs_query_records_a_lost_gpu_by_nvml(tmp_path, fake_nvml):
+def test_an_unprivileged_jobs_query_records_a_lost_gpu_by_nvml(tmp_path, fake_nvml, node_python):
     """The step runs as the job's user (setpriv 65534, as slurmstepd runs it), the node's
     kernel log is root's 0600 (as /dev/kmsg under kernel.dmesg_restrict=1) and its state
-    directory 0700: the reader reads the window the prolog published to the user and NVML,
+    directory 0700; the hooks' interpreter is every user's (a venv from the system Python, as on
+    a node): the reader reads the window the prolog published to the user and NVML,
     where the job's GPU (NVML GPU1) is lost: the node is recorded with what NVML said."""
     from fake_nvml import FakeNvml
 
@@ -130,7 +131,7 @@ def test_an_unprivileged_jobs_query_records_a_lost_gpu_by_nvml(tmp_path, fake_nv
         kmsg.write_text("6,1,1000,-;usb 1-1: new device\n")
         kmsg.chmod(0o600)
         (etc / inst.CONFIG).write_text(hconfig.render(etc / "slurm.conf", state_dir=state, kmsg={"n1": kmsg}))
-        (etc / inst.HEALTHCHECK_SHIM).write_text(inst.shim_text("healthcheck", sys.executable, etc / inst.CONFIG))
+        (etc / inst.HEALTHCHECK_SHIM).write_text(inst.shim_text("healthcheck", str(node_python), etc / inst.CONFIG))
         rec = _record("0000:3b:00.0")  # the fake NVML's GPU1
         nodestate.save_job(state, "n1", "55", rec)
         nodestate.publish_job(open_dir / "jobs", "n1", "55", rec, uid=65534, gid=65534)

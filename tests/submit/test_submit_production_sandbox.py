@@ -427,11 +427,13 @@ def test_a_rank_dying_mid_run_is_retried_only_with_node_evidence(sandbox, backen
 
 
 @pytest.fixture
-def observing_hooks(sandbox, fake_nvml):
+def observing_hooks(sandbox, fake_nvml, node_python):
     """slurmkit's hooks installed in the sandbox in observe mode (they read, attribute and log,
     never drain: the only node evidence is what a test gives), every node replaying a healthy
     snapshot of the fake NVML; ``config(overrides)`` rewrites the hooks config with other
-    snapshots. Uninstalled afterwards."""
+    snapshots. Their interpreter is every user's (``node_python``: a venv from the system
+    Python with the slurmkit under test), as a node's is, so a job's user can run the Xid query.
+    Uninstalled afterwards."""
     from nodeenv import record_snapshot
     from slurmkit.hooks import install as inst
     from slurmkit.hooks.config import render as render_config
@@ -449,7 +451,7 @@ def observing_hooks(sandbox, fake_nvml):
                              snapshots={**snaps, **(overrides or {})},
                              slurm_bin_dir=os.path.dirname(shutil.which("scontrol")))
 
-    spec = inst.InstallSpec(python=sys.executable, config=config(), interval_s=300, timeout_s=60)
+    spec = inst.InstallSpec(python=str(node_python), config=config(), interval_s=300, timeout_s=60)
     inst.apply(inst.plan_install(sconf.load_tree(conf), spec), conf, installing=True)
     cfg_path = conf.parent / inst.CONFIG
     cfg_path.write_text(config())
@@ -529,12 +531,14 @@ class _AsUser(CliBackend):
         return super().run(argv, check=check, input=input)
 
 
-def test_an_ordinary_users_job_gets_the_hooks_xid_evidence(sandbox, observing_hooks):
+def test_an_ordinary_users_job_gets_the_hooks_xid_evidence(sandbox, observing_hooks, node_python):
     """The job of an unprivileged user (nobody, 65534:65534): its prolog (root) publishes the job's
     window to it (``<jobs_dir>/n2/job-<id>.json``, root:65534 0640, from Slurm's SLURM_JOB_UID /
-    SLURM_JOB_GID) while the hooks' state directory stays root's 0700; its step, run as nobody,
-    reads that window and n2's replayed kernel log (the snapshot, as readable as NVML is), finds
-    Xid 79 on the job's GPU and the job is requeued without n2; the epilog removes the window."""
+    SLURM_JOB_GID) while the hooks' state directory stays root's 0700; its step, run as nobody
+    with the hooks' interpreter (every user's, as a node's is), reads that window and n2's
+    replayed kernel log (the snapshot, as readable as NVML is), finds Xid 79 on the job's GPU and
+    the job is requeued without n2; the epilog removes the window. The ranks run the same
+    interpreter (the tests' own may be one nobody cannot run)."""
     hooks = observing_hooks
     out = Path(tempfile.mkdtemp(prefix="xid-user-", dir="/tmp"))
     opened = {p: p.stat().st_mode & 0o7777 for p in (Path(sandbox.dir), hooks["work"])}
@@ -542,7 +546,7 @@ def test_an_ordinary_users_job_gets_the_hooks_xid_evidence(sandbox, observing_ho
         out.chmod(0o777)
         for p in opened:
             p.chmod(0o711)  # the sandbox's and the test's own directories, as /etc/slurm and /var/lib are
-        job = submit(sandbox, _AsUser(sandbox.env(), "nobody"), out, "srun", [sys.executable, "-c", MIDRUN, out],
+        job = submit(sandbox, _AsUser(sandbox.env(), "nobody"), out, "srun", [str(node_python), "-c", MIDRUN, out],
                      nodes=2, gpus_per_node=1, time="5:00", switches=False, exclude="n3")
         wait_until(lambda: (out / "start-n1-0").exists() and (out / "start-n2-0").exists(), 90, what="first start")
         published = hooks["work"] / "jobs" / "n2" / f"job-{job.id}.json"
