@@ -362,11 +362,13 @@ def test_the_job_exits_with_the_payloads_status_when_no_rank_recorded_one(tmp_pa
     text = render.render(plan_for(template, nodes=1, signal_s=signal_s))
     finish = text.split("slurmkit_finish() {", 1)[1].split("\n}\n", 1)[0]
     faults = text.split("slurmkit_node_faults() {", 1)[1].split("\n}\n", 1)[0]
-    # the node-fault scan asks Slurm about the job's node: here it is n1, healthy (no controller)
+    xids = text.split("slurmkit_hook_xids() {", 1)[1].split("\n}\n", 1)[0]
+    # the node-fault scan asks Slurm about the job's node: here it is n1, healthy (no controller);
+    # the hooks' Xid query finds no slurmkit HealthCheckProgram in `scontrol show config` (none)
     scontrol = ('scontrol() { case "$2" in hostnames) echo n1 ;; '
                 'node) echo "NodeName=n1 State=ALLOCATED Reason=" ;; esac; }\n')
     script = (f"set -euo pipefail\nSLURMKIT_LOG_DIR={tmp_path}\nSLURMKIT_RESTART_COUNT=0\nSLURM_JOB_NODELIST=n1\n"
-              f"{scontrol}slurmkit_node_faults() {{{faults}\n}}\n"
+              f"{scontrol}slurmkit_hook_xids() {{{xids}\n}}\nslurmkit_node_faults() {{{faults}\n}}\n"
               f"slurmkit_finish() {{{finish}\n}}\nslurmkit_rc=0\n(exit 3) || slurmkit_rc=$?\nslurmkit_finish \"$slurmkit_rc\"\n")
     assert subprocess.run(["bash", "-c", script]).returncode == 3
     (tmp_path / "failed-n2-restart0").write_text("7\n")
