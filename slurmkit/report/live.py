@@ -14,6 +14,7 @@ from slurmkit.accounting.quality import SAME_ROW_PULL, DataQuality
 from slurmkit.accounting.frame import JobRows
 from slurmkit.accounting.store import Store
 from slurmkit.report import capacity as C
+from slurmkit.report import sreport as S
 
 
 def ingest_window(days, cluster: str | None, store: Store | None, progress=None,
@@ -81,23 +82,40 @@ def whole_hours(start: dt.datetime, end: dt.datetime) -> tuple[dt.datetime, dt.d
     return s, max(s, e)
 
 
-def sreport_gpu_hours(start, end, cluster: str | None = None, rollup: bool = False,
-                      timeout: float = 120.0, wrapper: tuple = ()) -> float:
-    """GPU-hours sreport reports for ``[start, end)`` (whole hours), optionally after
-    ``sacctmgr -i rollup`` (root) so that the hourly tables are current. sreport is asked for
-    GPU-seconds (``-t seconds``: ``-t hours`` rounds to whole hours) and divided by 3600.
-    ``wrapper``: a command prefix for sreport (tests use ``faketime`` to see the current hour,
-    which sreport never reports)."""
+def run_rollup(start, end, timeout: float = 120.0) -> None:
+    """``sacctmgr -i rollup <start> <end>`` (root): slurmdbd rolls the hourly usage tables up
+    now, so that sreport covers the hours since its last automatic rollup. Raises
+    ``SlurmError``."""
     from slurmkit.slurm.commands import run
 
     fmt = "%Y-%m-%dT%H:%M:%S"
-    if rollup:
-        run(["sacctmgr", "-i", "rollup", f"{start:{fmt}}", f"{end:{fmt}}"], timeout=timeout,
-            env=dict(SACCT_ENV))
-    argv = ["sreport", "-n", "-P", "-t", "seconds", "cluster", "AccountUtilizationByUser",
-            f"start={start:{fmt}}", f"end={end:{fmt}}", "--tres=gres/gpu",
-            "format=Cluster,Account,Login,Used"]
+    run(["sacctmgr", "-i", "rollup", f"{start:{fmt}}", f"{end:{fmt}}"], timeout=timeout, env=dict(SACCT_ENV))
+
+
+def sreport_text(report: str, start, end, cluster: str | None = None, tres: str = "cpu,gres/gpu",
+                 timeout: float = 120.0, wrapper: tuple = ()) -> str:
+    """``sreport -n -P -t seconds cluster <report> start=... end=... -T <tres>`` (sreport's
+    default columns; seconds, as ``-t hours`` rounds to whole hours): the text
+    :func:`slurmkit.report.sreport.cluster_utilization` (``report`` "utilization") or
+    :func:`~slurmkit.report.sreport.account_users` ("AccountUtilizationByUser") reads with
+    ``unit="seconds"``. ``wrapper``: a command prefix (tests use ``faketime`` to see the
+    current hour, which sreport never reports). Raises ``SlurmError``."""
+    from slurmkit.slurm.commands import run
+
+    fmt = "%Y-%m-%dT%H:%M:%S"
+    argv = ["sreport", "-n", "-P", "-t", "seconds", "cluster", report, f"start={start:{fmt}}",
+            f"end={end:{fmt}}", "-T", tres]
     if cluster:
         argv[5:5] = ["-M", cluster]
-    out = run([*wrapper, *argv], timeout=timeout, env=dict(SACCT_ENV)).stdout
-    return C.sreport_gpu_hours(out) / 3600.0
+    return run([*wrapper, *argv], timeout=timeout, env=dict(SACCT_ENV)).stdout
+
+
+def sreport_gpu_hours(start, end, cluster: str | None = None, rollup: bool = False,
+                      timeout: float = 120.0, wrapper: tuple = ()) -> float:
+    """GPU-hours sreport reports for ``[start, end)`` (whole hours): its AccountUtilizationByUser
+    user rows (:func:`slurmkit.report.sreport.gpu_hours`), optionally after ``sacctmgr -i
+    rollup`` (root) so that the hourly tables are current."""
+    if rollup:
+        run_rollup(start, end, timeout)
+    return S.gpu_hours(sreport_text("AccountUtilizationByUser", start, end, cluster, "gres/gpu", timeout, wrapper),
+                       "seconds")

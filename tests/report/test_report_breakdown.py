@@ -1,0 +1,139 @@
+"""sreport's breakdown (Allocated / Down / Planned Down / Idle / Planned / Reported per TRES)
+and the account tree, computed from a real sandbox hour's captures (tests/report/data/sreport:
+sacct, sacctmgr events / reservations / assoc tree, scontrol nodes) and checked against the
+sreport output of the same hour, captured after ``sacctmgr -i rollup``."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from slurmkit.accounting.frame import jobs_frame
+from slurmkit.accounting.read import read_sacct_bytes
+from slurmkit.errors import InputError
+from slurmkit.report import breakdown as B
+from slurmkit.report import capacity as C
+from slurmkit.report import sreport as S
+from slurmkit.report.energy import Assumptions
+from slurmkit.report.weekly import build_report
+from slurmkit.report.window import Window
+
+DATA = Path(__file__).parent / "data" / "sreport"
+HOUR = Window(dt.datetime(2026, 12, 2, 13, tzinfo=dt.timezone.utc), dt.datetime(2026, 12, 2, 14, tzinfo=dt.timezone.utc))
+
+
+def _read(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def _allocs():
+    path = DATA / "sandbox_sacct.psv"
+    table, dq = read_sacct_bytes(path.read_bytes(), str(path))
+    _, a = build_report(jobs_frame(table, dq, str(path)), dq, HOUR, Assumptions(), now=HOUR.end)
+    return a
+
+
+def _breakdown():
+    events = C.node_events(_read("sandbox_events.psv"), cluster_rows=True)
+    resv = B.parse_reservations(_read("sandbox_reservations.psv"))
+    nodes = C.node_tres_scontrol(_read("sandbox_scontrol_nodes.txt"))
+    return B.breakdown(HOUR.start, HOUR.end, _allocs(), events, resv, nodes, now=HOUR.end)
+
+
+def test_sreport_utilization_parsed_in_every_shape_it_prints():
+    sec = S.cluster_utilization(_read("sandbox_utilization_seconds.txt"), "Seconds")
+    assert sec["cpu"] == pytest.approx({"cluster": "sandbox", "allocated": 3200 / 3600, "down": 88 / 3600,
+                                        "planned_down": 3040 / 3600, "idle": 6370 / 3600, "planned": 6 / 3600,
+                                        "reported": 12704 / 3600})
+    assert sec["gres/gpu"]["allocated"] == pytest.approx(70 / 3600) and sec["gres/gpu"]["reported"] == pytest.approx(6352 / 3600)
+    # format=...,Planned: 22.05 matches "Planned" as a prefix of PlannedDown and prints it twice
+    fmt = S.cluster_utilization(_read("sandbox_utilization_format.txt"), "seconds")
+    assert fmt["cpu"]["planned_down"] == pytest.approx(3040 / 3600) and "planned" not in fmt["cpu"]
+    assert fmt["cpu"]["tres_count"] == 32 and fmt["gres/gpu"]["tres_count"] == 16 and fmt["cpu"]["overcommitted"] == 0
+    # -n, minutes (sreport rounds each figure to whole minutes)
+    mins = S.cluster_utilization(_read("sandbox_utilization_minutes_n.txt"), "minutes")
+    assert mins["cpu"]["allocated"] == pytest.approx(53 / 60) and mins["gres/gpu"]["idle"] == pytest.approx(104 / 60)
+    with pytest.raises(InputError, match=":1: 4 columns, expected 7 or 8"):
+        S.cluster_utilization("sandbox|cpu|1|2\n")
+    with pytest.raises(ValueError, match="Percent"):
+        S.cluster_utilization("", "percent")
+
+
+def test_account_users_parsed_and_gpu_hours_sum_user_rows_only():
+    rows = S.account_users(_read("sandbox_account_users_seconds.txt"), "seconds")
+    assert {"cluster": "sandbox", "account": "physics", "login": "nobody", "tres": "gres/gpu",
+            "used": pytest.approx(30 / 3600)} in rows
+    assert S.gpu_hours(_read("sandbox_account_users_seconds.txt"), "seconds") == pytest.approx(70 / 3600)
+    # the 4-column format=Cluster,Account,Login,Used of older calls, -n
+    short = "c|root||12.00\nc|phys||10.00\nc|phys|alice|6.50\nc|phys|bob|3.50\nc|bio|carol|2.00\n"
+    assert sum(r["used"] for r in S.account_users(short, "hours") if r["login"]) == pytest.approx(12.0)
+
+
+def test_reservations_from_sacctmgr_and_scontrol():
+    r = B.parse_reservations(_read("sandbox_reservations.psv"))
+    assert [(x["name"], sorted(x["flags"]), x["nodes"], x["tres"]) for x in r] == [
+        ("maint1", ["IGNORE_JOBS", "MAINT", "SPEC_NODES"], ["n3"], {"cpu": 8.0}),
+        ("maint1", ["MAINT", "SPEC_NODES"], ["n3"], {"cpu": 8.0}),
+        ("team", ["SPEC_NODES"], ["n2"], {"cpu": 8.0})]
+    assert r[1]["start"] == pd.Timestamp(1796219620, unit="s", tz="UTC")
+    sc = B.parse_reservations(_read("sandbox_scontrol_reservations.txt"))
+    assert [(x["name"], sorted(x["flags"]), x["nodes"]) for x in sc] == [
+        ("maint1", ["MAINT", "SPEC_NODES"], ["n3"]), ("team", ["SPEC_NODES"], ["n2"])]
+    assert sc[1]["end"] - sc[1]["start"] == pd.Timedelta(hours=1)
+    with pytest.raises(InputError, match="no flags"):
+        B.parse_reservations("Cluster|Name|TRES|TimeStart|TimeEnd|UnusedWall\nc|r|cpu=8|1|2|0\n")
+
+
+def test_breakdown_equals_sreport_for_the_sandbox_hour():
+    """The hour holds: jobs on n1, n4 down 11 s (event TRES 8 CPUs, 4 GPUs), a MAINT reservation
+    on n3 (cpu=8: Planned Down; its first 4 s with IGNORE_JOBS are not counted), an account
+    reservation on n2 (Allocated), the cluster registered at 13:53:23 (Reported from there)."""
+    bd = _breakdown()
+    assert bd["capacity_source"].startswith("registered TRES")
+    sre = S.cluster_utilization(_read("sandbox_utilization_seconds.txt"), "seconds")
+    rows = B.compare(bd["tres"], sre, tolerance_h=1 / 3600)
+    assert len(rows) == 12 and all(r["within"] for r in rows), rows
+    assert bd["tres"]["gres/gpu"]["down"] == pytest.approx(44 / 3600)
+    assert bd["tres"]["cpu"]["planned"] == pytest.approx(6 / 3600)
+
+
+def test_breakdown_caps_each_hour_as_slurmdbd_does():
+    """A node down while a job runs on it: Allocated and Down both count until they would pass
+    Reported; then Down gives way (as_mysql_rollup.c), and Idle is 0, never negative."""
+    a = pd.DataFrame({"start": [pd.Timestamp("2026-01-01T00:00Z")], "end": [pd.Timestamp("2026-01-01T02:00Z")],
+                      "gpus": [4.0], "ncpus": [8.0]})
+    ev = C.node_events("n1|2026-01-01T00:00:00|2026-01-01T01:00:00|DRAIN|fan")
+    bd = B.breakdown("2026-01-01T00:00Z", "2026-01-01T02:00Z", a, ev, None, {"n1": {"cpu": 8, "gres/gpu": 4}},
+                     now="2026-01-02T00:00Z")
+    g = bd["tres"]["gres/gpu"]
+    assert (g["reported"], g["allocated"], g["down"], g["idle"]) == (8.0, 8.0, 0.0, 0.0)
+    assert bd["capacity_source"].startswith("node TRES")
+    # unknown GPU counts: Allocated and Idle unknown, never 0
+    bd = B.breakdown("2026-01-01T00:00Z", "2026-01-01T02:00Z", a.assign(gpus=[float("nan")]), None, None,
+                     {"n1": {"cpu": 8, "gres/gpu": 4}}, now="2026-01-02T00:00Z")
+    assert bd["tres"]["gres/gpu"]["allocated"] is None and bd["tres"]["gres/gpu"]["idle"] is None
+    assert bd["tres"]["cpu"]["allocated"] == 16.0
+
+
+def test_account_tree_equals_account_utilization_by_user_on_gpus():
+    assocs = B.parse_assoc_tree(_read("sandbox_assoc_tree.psv"))
+    assert [(a["account"], a["user"], a["parent"], a["depth"]) for a in assocs] == [
+        ("root", "", "", 0), ("root", "root", "root", 1), ("research", "", "root", 1),
+        ("research", "root", "research", 2), ("physics", "", "research", 2),
+        ("physics", "nobody", "physics", 3), ("physics", "root", "physics", 3)]
+    tree = B.account_tree(assocs, _allocs(), HOUR.start, HOUR.end, now=HOUR.end)
+    assert [c["account"] for c in tree["children"]] == ["research"]
+    assert tree["children"][0]["children"][0]["account"] == "physics"
+    rows = B.compare_accounts(tree, S.account_users(_read("sandbox_account_users_seconds.txt"), "seconds"),
+                              tolerance_h=1 / 3600)
+    gpu = [r for r in rows if r["tres"] == "gres/gpu"]
+    assert len(gpu) == 7 and all(r["within"] for r in gpu), gpu
+    # CPU: equal where no reservation's idle time is shared out (nobody); root's associations
+    # get a third each of maint1's idle 3040 CPU-s (Users=root), physics also team's (Accounts=physics)
+    cpu = {(r["account"], r["user"]): r for r in rows if r["tres"] == "cpu"}
+    assert cpu[("physics", "nobody")]["within"] is True
+    assert cpu[("physics", "root")]["difference"] == pytest.approx(-1023 / 3600)
+    assert B.tree_rows(tree)[-1] == {"depth": 3, "account": "physics", "user": "root", "gpu_hours": 0.0, "cpu_hours": 0.0}
