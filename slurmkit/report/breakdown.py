@@ -428,3 +428,36 @@ def compare_accounts(tree: dict, sreport_rows: list[dict], tolerance_h: float = 
         out.append({"account": key[0], "user": key[1], "tres": key[2], "ours": a, "sreport": b, "difference": d,
                     "within": None if d is None else bool(abs(d) <= tolerance_h + 0.001 * abs(b))})
     return out
+
+
+#: What makes a figure differ from sreport's, said beside the difference.
+WHY = {"allocated": "jobs sreport has and the input lacks (or the reverse), suspended time (sreport leaves it out), "
+                    "or jobs inside a reservation the input does not name (sacct Reservation)",
+       "down": "node events sreport rolled up that the events input lacks (or the reverse)",
+       "planned_down": "MAINT reservations, FUTURE or powered-down nodes missing on one side",
+       "planned": "the CPUs of eligible pending jobs (sreport uses each job's requested CPUs)",
+       "idle": "what is left of Reported after the other figures: it moves with them",
+       "reported": "capacity: ours is the nodes' TRES x the hours, sreport's the TRES the cluster registered "
+                   "with slurmdbd, from its registration (a restart, a node added or removed changes it)"}
+
+
+def explain(ours: dict, sreport_fig: dict | None, differences: list[dict], window: dict,
+            capacity_source: str | None) -> list[str]:
+    """The sentences a report prints beside the breakdown: where the capacity comes from,
+    which hours sreport covers, and for each figure out of tolerance why it may differ
+    (:data:`WHY`). ``ours``: :func:`breakdown`'s result; ``sreport_fig``: sreport's parsed
+    figures or None when sreport was not reachable."""
+    out = [f"Capacity source: {capacity_source or 'unknown'}; this breakdown's Reported: "
+           f"{ours.get('capacity_source', 'unknown')}."]
+    if sreport_fig is None:
+        out.append("sreport not reached: only our figures are shown.")
+        return out
+    out.append(f"Both cover {window['start']} – {window['end']}: the whole hours slurmdbd has rolled up "
+               "(sreport never reports the current hour; hours after the last rollup are missing from it).")
+    off = [d for d in differences if d["within"] is False]
+    if not off:
+        out.append("Every figure equals sreport's within rounding.")
+    for d in off:
+        out.append(f"{d['tres']} {d['figure'].replace('_', ' ')}: ours {d['ours']:.4g} h, sreport "
+                   f"{d['sreport']:.4g} h ({d['difference']:+.4g} h): {WHY[d['figure']]}.")
+    return out

@@ -73,6 +73,32 @@ def live_capacity(start, end, timeout: float = 60.0, now=None) -> tuple[float, f
     return float(sum(nodes.values())), float(down["down_gpu_hours"]), down
 
 
+def breakdown_inputs(start, end, cluster: str | None = None, timeout: float = 60.0) -> dict:
+    """The inputs of sreport's breakdown and the account tree for ``[start, end)``, read live:
+    ``{"node_tres": scontrol show -o nodes (:func:`slurmkit.report.capacity.node_tres_scontrol`),
+    "events": sacctmgr show event with the cluster's registrations and each event's TRES,
+    "reservations": sacctmgr show reservation (format :data:`slurmkit.report.breakdown.RESV_FORMAT`),
+    "assocs": sacctmgr show assoc tree (:data:`~slurmkit.report.breakdown.ASSOC_FORMAT`)}``
+    (epoch times, ``SLURM_TIME_FORMAT=%s``). Raises ``SlurmError``."""
+    from slurmkit.report import breakdown as B
+    from slurmkit.slurm.commands import run
+
+    fmt = "%Y-%m-%dT%H:%M:%S"
+    span = [f"Start={start:{fmt}}", f"End={end:{fmt}}"]
+    where = [f"Clusters={cluster}"] if cluster else []
+    env = dict(SACCT_ENV)
+    nodes = C.node_tres_scontrol(run(["scontrol", "show", "-o", "nodes"], timeout=timeout).stdout)
+    ev = run(["sacctmgr", "-P", "show", "event", *span, *where, "format=NodeName,TimeStart,TimeEnd,State,TRES,Reason"],
+             timeout=timeout, env=env).stdout
+    rs = run(["sacctmgr", "-P", "show", "reservation", *span, *where, "format=" + ",".join(B.RESV_FORMAT)],
+             timeout=timeout, env=env).stdout
+    tree = run(["sacctmgr", "-P", "show", "assoc", "tree", *([f"cluster={cluster}"] if cluster else []),
+                "format=" + ",".join(B.ASSOC_FORMAT)], timeout=timeout, env=env).stdout
+    return {"node_tres": nodes, "events": C.node_events(ev, source="sacctmgr show event", cluster_rows=True),
+            "reservations": B.parse_reservations(rs, source="sacctmgr show reservation"),
+            "assocs": B.parse_assoc_tree(tree)}
+
+
 def whole_hours(start: dt.datetime, end: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
     """The whole hours inside ``[start, end)`` (sreport rounds to whole hours)."""
     s = start.replace(minute=0, second=0, microsecond=0)

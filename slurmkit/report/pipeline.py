@@ -102,8 +102,11 @@ class WeeklyOptions:
     - ``trust_slurm_energy``: use a non-zero ``ConsumedEnergyRaw`` (J); None: the default
       (True), recorded as such.
     - ``capacity_gpus``: GPUs in the cluster (None: the profile's, else ``scontrol``, live).
-    - ``use_sreport``: reconcile with sreport (live only); ``rollup``: run
-      ``sacctmgr -i rollup`` first (root).
+    - ``use_sreport``: reconcile with sreport (live only): the GPU-hours, sreport's breakdown
+      (Allocated / Down / Planned Down / Idle / Planned / Reported, ``utilization.breakdown``) and
+      the account tree (``accounts``); ``rollup``: run ``sacctmgr -i rollup`` first (root);
+      ``sreport_wrapper``: a command prefix for sreport (tests: ``faketime``, as sreport never
+      reports the current hour).
     - ``now``: the time running jobs are taken to end (a datetime, pandas Timestamp or ISO
       str, UTC unless it has a zone; None: ``as_of`` for captures, the current time live).
     - ``as_of``: when the captures were taken (same forms as ``now``): a job RUNNING in a
@@ -155,6 +158,7 @@ class WeeklyOptions:
     capacity_gpus: float | None = None
     use_sreport: bool = True
     rollup: bool = False
+    sreport_wrapper: tuple = ()
     now: object | None = None
     as_of: object | None = None
     trend_weeks: int = 8
@@ -226,10 +230,12 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     assumptions = _assumptions(opts)
     spool_df, spool_problems = _read_spool(opts, _warn)
     cap = opts.capacity_gpus
+    cap_source = "--capacity-gpus (given)" if cap is not None else None
     if cap is None and opts.profile is not None:
         from slurmkit.report.capacity import gpus_per_node_profile
 
         cap = float(sum(gpus_per_node_profile(opts.profile).values())) or None
+        cap_source = "site profile (each partition's node type's GPUs)" if cap else None
     live = {}
     captured_inputs = None
     if opts.captures:
@@ -243,6 +249,8 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     else:
         window = opts.window or last_full_week()
         rows, dq, live = _live(opts, window, assumptions, spool_df, now, cap, _warn, progress)
+        if cap is None and live["capacity_gpus"]:
+            cap_source = "scontrol show nodes (each node's Gres GPUs)"
         cap = live.pop("capacity_gpus")
     prom_warnings = []
     if opts.prometheus_url:  # per-job GPU figures the spool lacks, measured through Prometheus
@@ -259,7 +267,7 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     report, allocs = build_report(rows, dq, window, assumptions, spool_df, capacity_gpus=cap,
                                   now=now, cluster=opts.cluster or "", horizon=horizon,
                                   source=",".join(map(str, opts.captures)) if opts.captures else "sacct",
-                                  **live)
+                                  capacity_source=cap_source, **live)
     if spool_problems:
         report["spool_problems"] = spool_problems[:200]
     report["inputs"] = inputs_record(opts, window, captured_inputs if opts.captures else None)
@@ -697,14 +705,41 @@ def _live(opts: WeeklyOptions, window: Window, assumptions, spool_df, now, cap, 
     # sreport never reports the current hour: reconcile the whole hours before it
     hour_now = (now or pd.Timestamp.now(tz="UTC")).floor("h").to_pydatetime()
     recon_w = Window(*live.whole_hours(window.start, min(window.end, hour_now)))
-    sreport_h = None
+    sreport_h, binputs = None, None
     if opts.use_sreport and recon_w.end > recon_w.start:
         try:
-            sreport_h = live.sreport_gpu_hours(recon_w.start, recon_w.end, opts.cluster, opts.rollup)
+            sreport_h = live.sreport_gpu_hours(recon_w.start, recon_w.end, opts.cluster, opts.rollup,
+                                               wrapper=opts.sreport_wrapper)
         except SlurmError as exc:
             warn(f"sreport: {exc}")
+        binputs = _breakdown_inputs(opts, recon_w, warn)
     return rows, dq, {"previous": previous, "down_gpu_hours": down, "downtime": downtime, "sreport_gpu_hours": sreport_h,
-                      "recon_window": recon_w, "capacity_gpus": cap}
+                      "recon_window": recon_w, "capacity_gpus": cap, "breakdown_inputs": binputs}
+
+
+def _breakdown_inputs(opts: WeeklyOptions, recon_w: Window, warn) -> dict | None:
+    """sreport's breakdown inputs over ``recon_w`` (:func:`slurmkit.report.live.breakdown_inputs`)
+    with sreport's own cluster utilization and AccountUtilizationByUser (None each when sreport
+    fails: a warning); None when Slurm cannot give the inputs (a warning)."""
+    from slurmkit.report import live
+    from slurmkit.report import sreport as S
+    from slurmkit.slurm.commands import SlurmError
+
+    try:
+        inputs = live.breakdown_inputs(recon_w.start, recon_w.end, opts.cluster)
+    except SlurmError as exc:
+        warn(f"sreport's breakdown not computed: {exc}")
+        return None
+    inputs["window"] = recon_w
+    for key, report, parse in (("sreport", "utilization", S.cluster_utilization),
+                               ("account_users", "AccountUtilizationByUser", S.account_users)):
+        try:
+            inputs[key] = parse(live.sreport_text(report, recon_w.start, recon_w.end, opts.cluster,
+                                                  wrapper=opts.sreport_wrapper), "seconds")
+        except SlurmError as exc:
+            inputs[key] = None
+            warn(f"sreport cluster {report}: {exc}")
+    return inputs
 
 
 __all__ = ["TooManyRejected", "WeeklyOptions", "WeeklyResult", "weekly_report", "default_store_dir", "default_spool_dir"]

@@ -7,7 +7,7 @@ assumptions and optional capacity / down-time / sreport figures, and returns
 0 but is unknown; facility kWh, CO2e and energy cost are None).
 
 ``{"window", "totals", "by_user", "by_account", "by_partition", "by_qos", "by_gpu_type",
-"energy_by_policy", "outcomes", "queue_wait", "efficiency", "hourly", "utilization", "downtime",
+"energy_by_policy", "outcomes", "queue_wait", "efficiency", "hourly", "utilization" (with "capacity_source" and "breakdown"), "accounts", "downtime",
 "reconciliation", "assumptions", "energy_sources", "data_quality", "deltas"}`` — the keys of
 ``weekly.json``.
 Hours are GPU-hours / CPU-hours inside the window; energy in kWh.
@@ -509,7 +509,8 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
                  down_gpu_hours: float | None = None, sreport_gpu_hours: float | None = None,
                  previous: dict | None = None, now=None, source: str = "",
                  cluster: str = "", recon_window: Window | None = None,
-                 horizon=None, downtime: dict | None = None) -> tuple[dict, pd.DataFrame]:
+                 horizon=None, downtime: dict | None = None, capacity_source: str | None = None,
+                 breakdown_inputs: dict | None = None) -> tuple[dict, pd.DataFrame]:
     """``(report dict, per-allocation frame)``. See the module docstring.
 
     ``capacity_gpus``: GPUs in the cluster (profile or scontrol); ``down_gpu_hours``: from node
@@ -518,7 +519,10 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     ``downtime``: the node timeline of :func:`slurmkit.report.capacity.downtime` (live
     ``sacctmgr show event``, or a captured events file), reported as is;
     ``horizon``: hours after it are in the future (no use, no capacity yet; default the current
-    time): the GPUs-in-use curve and the capacity stop there."""
+    time): the GPUs-in-use curve and the capacity stop there. ``capacity_source``: where
+    ``capacity_gpus`` came from (``utilization.capacity_source``; "unknown" when None).
+    ``breakdown_inputs``: the inputs of sreport's breakdown and the account tree
+    (:func:`breakdown_section`), or None."""
     a = allocations(rows, window.start, window.end, dq, now=now, source=source)
     a = E.attach_energy(a, assumptions, spool, dq)
     spool_unmatched = int(a.attrs.get("spool_unmatched", 0))
@@ -556,7 +560,10 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "queue_wait": queue_wait(runs, queue),
         "efficiency": efficiency(runs, unknown),
         "hourly": gpus_in_use(runs, window, upto, now, known="gpu_hours" not in unknown),
-        "utilization": utilization(totals["gpu_hours"], capacity_gpus, down_gpu_hours, window, upto),
+        "utilization": {**utilization(totals["gpu_hours"], capacity_gpus, down_gpu_hours, window, upto),
+                        "capacity_source": capacity_source or "unknown",
+                        "breakdown": breakdown_section(a, breakdown_inputs, capacity_source)},
+        "accounts": accounts_section(a, breakdown_inputs),
         "downtime": downtime,
         "reconciliation": recon,
         "energy_sources": {"jobs": jobs_by_src, "order": list(ENERGY_SOURCE_ORDER)},
@@ -566,6 +573,49 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "data_quality": _data_quality(dq, unknown, runs, source),
     }
     return report, a
+
+
+def breakdown_section(allocs: pd.DataFrame, inputs: dict | None, capacity_source: str | None) -> dict | None:
+    """``utilization.breakdown``: sreport's breakdown computed here (:func:`slurmkit.report.
+    breakdown.breakdown`) beside sreport's own, over ``inputs["window"]`` (the whole hours sreport
+    covers): ``{"window", "capacity_source", "ours" ({TRES: figures, hours}), "sreport" (same
+    shape, or None when not reached), "differences" (:func:`~slurmkit.report.breakdown.compare`),
+    "notes" (the differences in words)}``; None without ``inputs``. ``inputs``: ``window``
+    (a Window), ``events`` (node_events with cluster rows, or None), ``reservations``,
+    ``node_tres``, ``sreport`` (cluster_utilization's result or None)."""
+    from slurmkit.report import breakdown as BD
+
+    if not inputs or inputs.get("node_tres") is None:
+        return None
+    w = inputs["window"]
+    # ongoing events and running jobs count to the end of the hours, as slurmdbd's rollup counts them
+    bd = BD.breakdown(w.start, w.end, allocs, inputs.get("events"), inputs.get("reservations"), inputs["node_tres"],
+                      now=w.end)
+    sre = inputs.get("sreport")
+    diffs = BD.compare(bd["tres"], sre) if sre is not None else []
+    return {"window": bd["window"], "capacity_source": bd["capacity_source"], "ours": bd["tres"],
+            "sreport": sre, "differences": diffs,
+            "notes": BD.explain(bd, sre, diffs, bd["window"], capacity_source)}
+
+
+def accounts_section(allocs: pd.DataFrame, inputs: dict | None) -> dict | None:
+    """``accounts``: the account hierarchy (``inputs["assocs"]``, sacctmgr's assoc tree) with
+    each user's GPU-hours and CPU-hours over ``inputs["window"]`` (:func:`slurmkit.report.
+    breakdown.account_tree`), its rows depth first, and the comparison with sreport's
+    AccountUtilizationByUser (``inputs["account_users"]``, or None when not reached):
+    ``{"window", "tree", "rows", "differences", "note"}``; None without an assoc tree."""
+    from slurmkit.report import breakdown as BD
+
+    if not inputs or not inputs.get("assocs"):
+        return None
+    w = inputs["window"]
+    tree = BD.account_tree(inputs["assocs"], allocs, w.start, w.end, now=w.end)
+    theirs = inputs.get("account_users")
+    return {"window": w.as_dict(), "tree": tree, "rows": BD.tree_rows(tree),
+            "differences": BD.compare_accounts(tree, theirs) if theirs is not None else [],
+            "note": ("sreport also gives the idle time of a reservation to the accounts and users allowed in it "
+                     "(split evenly; man sreport): those rows differ from the jobs' usage by that share"
+                     if theirs is not None else "sreport not reached: the jobs' usage only")}
 
 
 def _data_quality(dq: DataQuality, unknown: dict, runs: pd.DataFrame, source: str) -> dict:
