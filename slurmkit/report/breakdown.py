@@ -46,10 +46,10 @@ TRES = ("gres/gpu", "cpu")
 #: The figures, in sreport's column order.
 FIGURES = ("allocated", "down", "planned_down", "idle", "planned", "reported")
 #: ``sacctmgr show reservation format=`` of the live call; :func:`parse_reservations` reads it.
-RESV_FORMAT = ("Name", "ID", "Flags", "NodeNames", "TRES", "TimeStart", "TimeEnd")
+RESV_FORMAT = ("Name", "ID", "Flags", "NodeNames", "TRES", "TimeStart", "TimeEnd", "Associations")
 _RESV_NAMES = {"name": "name", "id": "id", "flags": "flags", "nodename": "nodes", "nodenames": "nodes",
                "tres": "tres", "timestart": "start", "start": "start", "timeend": "end", "end": "end",
-               "cluster": "cluster", "unusedwall": "unused_wall", "associations": "assocs"}
+               "cluster": "cluster", "unusedwall": "unused_wall", "associations": "assocs", "assocs": "assocs"}
 
 
 def tres_dict(text: str) -> dict[str, float]:
@@ -70,7 +70,8 @@ def parse_reservations(text: str, tz: str = "UTC", source: str = "reservations")
     ``-n`` with :data:`RESV_FORMAT`; Flags and the times are needed) or ``scontrol show
     reservation`` (``ReservationName=... StartTime=...``, multi-line or ``-o``) ->
     ``[{"name", "id", "flags" (set, upper case), "nodes" (expanded), "tres" ({TRES: count}),
-    "start", "end" (aware UTC; sacctmgr's epoch or local ISO times read in ``tz``)}]``.
+    "start", "end" (aware UTC; sacctmgr's epoch or local ISO times read in ``tz``), "assocs"
+    (the ids of the associations allowed in it, sacctmgr's Associations; [] when not listed)}]``.
     sacctmgr lists one row per version of a reservation (an update starts a new row), as
     slurmdbd's rollup reads them. Raises :class:`~slurmkit.errors.InputError` (``source``,
     line) for output that is neither."""
@@ -120,7 +121,8 @@ def _reservation_records(recs: list[dict], tz: str) -> list[dict]:
         out.append({"name": r.get("name", ""), "id": r.get("id", ""),
                     "flags": {f.strip().upper() for f in r.get("flags", "").split(",") if f.strip()},
                     "nodes": hostlist.expand_hostlist(nodes) if nodes and nodes != "(null)" else [],
-                    "tres": tres_dict(r.get("tres", "")), "start": s, "end": e})
+                    "tres": tres_dict(r.get("tres", "")), "start": s, "end": e,
+                    "assocs": [a.strip() for a in r.get("assocs", "").split(",") if a.strip()]})
     return out
 
 
@@ -298,13 +300,14 @@ def compare(ours: dict, sreport: dict, tolerance_h: float = 0.02) -> list[dict]:
 
 
 #: ``sacctmgr show assoc tree format=`` of the live call; :func:`parse_assoc_tree` reads it.
-ASSOC_FORMAT = ("Cluster", "Account", "User", "ParentName")
+ASSOC_FORMAT = ("Cluster", "Account", "User", "ParentName", "ID")
 
 
 def parse_assoc_tree(text: str, source: str = "sacctmgr show assoc tree") -> list[dict]:
     """``sacctmgr -P [-n] show assoc tree format=Cluster,Account,User,ParentName`` (sacctmgr
     indents Account by one space per level) -> ``[{"account", "user" ("" on an account row),
-    "parent" (the parent account; "" for root), "depth"}]`` in sacctmgr's order. Raises
+    "parent" (the parent account; "" for root), "depth", "id" (the association's id; "" when
+    not printed)}]`` in sacctmgr's order. Raises
     :class:`~slurmkit.errors.InputError` (``source``, line) for a row that does not fit."""
     lines = [(i, ln.rstrip("\r")) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
     if lines and lines[0][1].split("|")[0].strip().lower() == "cluster":
@@ -327,9 +330,9 @@ def parse_assoc_tree(text: str, source: str = "sacctmgr show assoc tree") -> lis
             del stack[depth:]
             parent = r.get("parentname", "").strip() or (stack[-1] if stack else "")
             stack.append(account)
-            out.append({"account": account, "user": "", "parent": parent, "depth": depth})
+            out.append({"account": account, "user": "", "parent": parent, "depth": depth, "id": r.get("id", "").strip()})
         else:
-            out.append({"account": account, "user": user, "parent": account, "depth": depth})
+            out.append({"account": account, "user": user, "parent": account, "depth": depth, "id": r.get("id", "").strip()})
     return out
 
 
@@ -346,14 +349,61 @@ def _usage_hours(allocs: pd.DataFrame, s: float, e: float, now: pd.Timestamp) ->
     return df.groupby(["account", "user"], as_index=False, sort=True)[["gpu_hours", "cpu_hours"]].sum(min_count=1)
 
 
-def account_tree(assocs: list[dict], allocs: pd.DataFrame, window_start, window_end, now=None) -> dict:
+def reservation_shares(reservations: list[dict], allocs: pd.DataFrame, events: pd.DataFrame | None,
+                       node_tres: dict[str, dict[str, float]], window_start, window_end, now=None) -> dict[str, dict]:
+    """The idle time of each reservation that slurmdbd's rollup gives to the associations
+    allowed in it (as_mysql_rollup.c, slurm-22-05-8-1): per hour and per TRES of the
+    reservation's TRES, its TRES x time less the jobs run in it (sacct Reservation) and the down
+    time of its nodes, split evenly (whole seconds) among its associations (``assocs``; IGNORE_JOBS
+    reservations too) -> ``{assoc id: {"gpu_hours", "cpu_hours"}}``."""
+    s, e = _epoch(window_start), _epoch(window_end)
+    now = pd.Timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")
+    now = now.tz_localize("UTC") if now.tzinfo is None else now
+    bounds = _hour_bounds(s, e)
+    ev = events if events is not None else C.node_events("")
+    down_iv = C.node_down_intervals(ev[(ev["node"] != "") & ~ev["state"].str.upper().str.contains("MAINT", na=False)],
+                                    window_start, window_end, now)
+    j = _job_columns(allocs, now) if len(allocs) and "reservation" in allocs else None
+    out: dict[str, dict] = {}
+    for r in reservations:
+        if not r["assocs"] or pd.isna(r["start"]):
+            continue
+        lo = max(r["start"].timestamp(), s)
+        hi = min(now.timestamp() if pd.isna(r["end"]) else _epoch(r["end"]), e)
+        for k, key in (("gres/gpu", "gpu_hours"), ("cpu", "cpu_hours")):
+            n = r["tres"].get(k, 0.0)
+            if not n or hi <= lo:
+                continue
+            idle = _bins(np.array([lo]), np.array([hi]), np.array([n]), bounds)
+            for node in r["nodes"]:
+                ivs = down_iv.get(node, [])
+                c = node_tres.get(node, {}).get(k, 0.0)
+                if ivs and c:
+                    idle -= _bins(np.array([max(iv[0].timestamp(), lo) for iv in ivs]),
+                                  np.array([min(iv[1].timestamp(), hi) for iv in ivs]), np.full(len(ivs), c), bounds)
+            if j is not None:
+                mine = (allocs["reservation"].astype(str) == r["name"]).to_numpy() & j[2] & ~np.isnan(j[0])
+                col = "gpus" if k == "gres/gpu" else "ncpus"
+                idle -= _bins(np.clip(j[0][mine], lo, hi), np.clip(j[1][mine], lo, hi),
+                              np.nan_to_num(allocs[col].to_numpy(float)[mine]), bounds)
+            share = np.floor(np.maximum(idle, 0.0) / len(r["assocs"]))
+            for a in r["assocs"]:
+                d = out.setdefault(a, {"gpu_hours": 0.0, "cpu_hours": 0.0})
+                d[key] += float(share.sum()) / 3600.0
+    return out
+
+
+def account_tree(assocs: list[dict], allocs: pd.DataFrame, window_start, window_end, now=None,
+                 shares: dict[str, dict] | None = None) -> dict:
     """The account hierarchy (:func:`parse_assoc_tree`) with each user's usage in
     ``[window_start, window_end)`` from ``allocs`` (``account``, ``user``, ``start``, ``end``,
     ``gpus``, ``ncpus``; running jobs up to ``now``) -> ``{"account": "root", "gpu_hours",
     "cpu_hours" (the account's users and sub-accounts, hours; None when a count is unknown),
     "users": [{"user", "gpu_hours", "cpu_hours"}], "children": [...]}``. Usage under an
     (account, user) the tree does not list is put under the account (or root) as is, so no
-    usage is lost."""
+    usage is lost. ``shares``: :func:`reservation_shares` by association id (the tree's ``id``):
+    added to the user, or to the account itself (``reservation_idle``) for an account's own
+    association, as sreport adds them."""
     now = pd.Timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")
     now = now.tz_localize("UTC") if now.tzinfo is None else now
     use = _usage_hours(allocs, _epoch(window_start), _epoch(window_end), now)
@@ -385,11 +435,25 @@ def account_tree(assocs: list[dict], allocs: pd.DataFrame, window_start, window_
             v = getattr(r, f)
             users[key][f] = None if (users[key][f] is None or pd.isna(v)) else users[key][f] + float(v)
 
+    own: dict[str, dict] = {}
+    for a in assocs:
+        got = (shares or {}).get(a.get("id") or "")
+        if not got:
+            continue
+        if a["user"] and (a["account"], a["user"]) in users:
+            u = users[(a["account"], a["user"])]
+            for f in ("gpu_hours", "cpu_hours"):
+                u[f] = None if u[f] is None else u[f] + got[f]
+        elif not a["user"] and a["account"] in nodes:
+            own[a["account"]] = got
+            nodes[a["account"]]["reservation_idle"] = dict(got)
+
     def total(node: dict) -> None:
         for c in node["children"]:
             total(c)
         for f in ("gpu_hours", "cpu_hours"):
-            vals = [u[f] for u in node["users"]] + [c[f] for c in node["children"]]
+            vals = [u[f] for u in node["users"]] + [c[f] for c in node["children"]] + \
+                [own.get(node["account"], {}).get(f, 0.0)]
             node[f] = None if any(v is None for v in vals) else float(sum(vals))
 
     total(root)

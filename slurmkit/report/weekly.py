@@ -601,7 +601,8 @@ def breakdown_section(allocs: pd.DataFrame, inputs: dict | None, capacity_source
 def accounts_section(allocs: pd.DataFrame, inputs: dict | None) -> dict | None:
     """``accounts``: the account hierarchy (``inputs["assocs"]``, sacctmgr's assoc tree) with
     each user's GPU-hours and CPU-hours over ``inputs["window"]`` (:func:`slurmkit.report.
-    breakdown.account_tree`), its rows depth first, and the comparison with sreport's
+    breakdown.account_tree`, with the reservations' idle shares of
+    :func:`~slurmkit.report.breakdown.reservation_shares`), its rows depth first, and the comparison with sreport's
     AccountUtilizationByUser (``inputs["account_users"]``, or None when not reached):
     ``{"window", "tree", "rows", "differences", "note"}``; None without an assoc tree."""
     from slurmkit.report import breakdown as BD
@@ -609,13 +610,15 @@ def accounts_section(allocs: pd.DataFrame, inputs: dict | None) -> dict | None:
     if not inputs or not inputs.get("assocs"):
         return None
     w = inputs["window"]
-    tree = BD.account_tree(inputs["assocs"], allocs, w.start, w.end, now=w.end)
+    shares = BD.reservation_shares(inputs.get("reservations") or [], allocs, inputs.get("events"),
+                                   inputs.get("node_tres") or {}, w.start, w.end, now=w.end)
+    tree = BD.account_tree(inputs["assocs"], allocs, w.start, w.end, now=w.end, shares=shares)
     theirs = inputs.get("account_users")
     return {"window": w.as_dict(), "tree": tree, "rows": BD.tree_rows(tree),
             "differences": BD.compare_accounts(tree, theirs) if theirs is not None else [],
-            "note": ("sreport also gives the idle time of a reservation to the accounts and users allowed in it "
-                     "(split evenly; man sreport): those rows differ from the jobs' usage by that share"
-                     if theirs is not None else "sreport not reached: the jobs' usage only")}
+            "note": ("jobs' usage, plus each reservation's idle time split evenly among the accounts and users "
+                     "allowed in it, as sreport counts it (man sreport)"
+                     + ("" if theirs is not None else "; sreport not reached"))}
 
 
 def _data_quality(dq: DataQuality, unknown: dict, runs: pd.DataFrame, source: str) -> dict:

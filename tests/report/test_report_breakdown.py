@@ -45,17 +45,17 @@ def _breakdown():
 
 def test_sreport_utilization_parsed_in_every_shape_it_prints():
     sec = S.cluster_utilization(_read("sandbox_utilization_seconds.txt"), "Seconds")
-    assert sec["cpu"] == pytest.approx({"cluster": "sandbox", "allocated": 3200 / 3600, "down": 88 / 3600,
-                                        "planned_down": 3040 / 3600, "idle": 6370 / 3600, "planned": 6 / 3600,
+    assert sec["cpu"] == pytest.approx({"cluster": "sandbox", "allocated": 3228 / 3600, "down": 152 / 3600,
+                                        "planned_down": 3104 / 3600, "idle": 6208 / 3600, "planned": 12 / 3600,
                                         "reported": 12704 / 3600})
-    assert sec["gres/gpu"]["allocated"] == pytest.approx(70 / 3600) and sec["gres/gpu"]["reported"] == pytest.approx(6352 / 3600)
+    assert sec["gres/gpu"]["allocated"] == pytest.approx(86 / 3600) and sec["gres/gpu"]["reported"] == pytest.approx(6352 / 3600)
     # format=...,Planned: 22.05 matches "Planned" as a prefix of PlannedDown and prints it twice
     fmt = S.cluster_utilization(_read("sandbox_utilization_format.txt"), "seconds")
-    assert fmt["cpu"]["planned_down"] == pytest.approx(3040 / 3600) and "planned" not in fmt["cpu"]
+    assert fmt["cpu"]["planned_down"] == pytest.approx(3104 / 3600) and "planned" not in fmt["cpu"]
     assert fmt["cpu"]["tres_count"] == 32 and fmt["gres/gpu"]["tres_count"] == 16 and fmt["cpu"]["overcommitted"] == 0
     # -n, minutes (sreport rounds each figure to whole minutes)
     mins = S.cluster_utilization(_read("sandbox_utilization_minutes_n.txt"), "minutes")
-    assert mins["cpu"]["allocated"] == pytest.approx(53 / 60) and mins["gres/gpu"]["idle"] == pytest.approx(104 / 60)
+    assert mins["cpu"]["allocated"] == pytest.approx(54 / 60) and mins["gres/gpu"]["idle"] == pytest.approx(103 / 60)
     with pytest.raises(InputError, match=":1: 4 columns, expected 7 or 8"):
         S.cluster_utilization("sandbox|cpu|1|2\n")
     with pytest.raises(ValueError, match="Percent"):
@@ -66,7 +66,7 @@ def test_account_users_parsed_and_gpu_hours_sum_user_rows_only():
     rows = S.account_users(_read("sandbox_account_users_seconds.txt"), "seconds")
     assert {"cluster": "sandbox", "account": "physics", "login": "nobody", "tres": "gres/gpu",
             "used": pytest.approx(30 / 3600)} in rows
-    assert S.gpu_hours(_read("sandbox_account_users_seconds.txt"), "seconds") == pytest.approx(70 / 3600)
+    assert S.gpu_hours(_read("sandbox_account_users_seconds.txt"), "seconds") == pytest.approx(86 / 3600)
     # the 4-column format=Cluster,Account,Login,Used of older calls, -n
     short = "c|root||12.00\nc|phys||10.00\nc|phys|alice|6.50\nc|phys|bob|3.50\nc|bio|carol|2.00\n"
     assert sum(r["used"] for r in S.account_users(short, "hours") if r["login"]) == pytest.approx(12.0)
@@ -74,10 +74,11 @@ def test_account_users_parsed_and_gpu_hours_sum_user_rows_only():
 
 def test_reservations_from_sacctmgr_and_scontrol():
     r = B.parse_reservations(_read("sandbox_reservations.psv"))
-    assert [(x["name"], sorted(x["flags"]), x["nodes"], x["tres"]) for x in r] == [
-        ("maint1", ["IGNORE_JOBS", "MAINT", "SPEC_NODES"], ["n3"], {"cpu": 8.0}),
-        ("maint1", ["MAINT", "SPEC_NODES"], ["n3"], {"cpu": 8.0}),
-        ("team", ["SPEC_NODES"], ["n2"], {"cpu": 8.0})]
+    assert [(x["name"], sorted(x["flags"]), x["nodes"], x["tres"], x["assocs"]) for x in r] == [
+        ("maint1", ["IGNORE_JOBS", "MAINT", "SPEC_NODES"], ["n3"], {"cpu": 8.0}, ["2", "4", "7"]),
+        ("maint1", ["MAINT", "SPEC_NODES"], ["n3"], {"cpu": 8.0}, ["2", "4", "7"]),
+        ("team", ["SPEC_NODES"], ["n2"], {"cpu": 8.0}, ["5"]),
+        ("hbrk_maint", ["MAINT", "SPEC_NODES"], ["n3"], {"cpu": 8.0}, ["2", "4", "7"])]
     assert r[1]["start"] == pd.Timestamp(1796219620, unit="s", tz="UTC")
     sc = B.parse_reservations(_read("sandbox_scontrol_reservations.txt"))
     assert [(x["name"], sorted(x["flags"]), x["nodes"]) for x in sc] == [
@@ -88,16 +89,17 @@ def test_reservations_from_sacctmgr_and_scontrol():
 
 
 def test_breakdown_equals_sreport_for_the_sandbox_hour():
-    """The hour holds: jobs on n1, n4 down 11 s (event TRES 8 CPUs, 4 GPUs), a MAINT reservation
-    on n3 (cpu=8: Planned Down; its first 4 s with IGNORE_JOBS are not counted), an account
-    reservation on n2 (Allocated), the cluster registered at 13:53:23 (Reported from there)."""
+    """The hour holds: jobs on n1, n4 down twice (11 s and 8 s; event TRES 8 CPUs, 4 GPUs), MAINT
+    reservations on n3 (cpu=8: Planned Down; maint1's first 4 s with IGNORE_JOBS are not
+    counted), an account reservation on n2 (Allocated), the cluster registered at 13:53:23
+    (Reported from there)."""
     bd = _breakdown()
     assert bd["capacity_source"].startswith("registered TRES")
     sre = S.cluster_utilization(_read("sandbox_utilization_seconds.txt"), "seconds")
     rows = B.compare(bd["tres"], sre, tolerance_h=1 / 3600)
     assert len(rows) == 12 and all(r["within"] for r in rows), rows
-    assert bd["tres"]["gres/gpu"]["down"] == pytest.approx(44 / 3600)
-    assert bd["tres"]["cpu"]["planned"] == pytest.approx(6 / 3600)
+    assert bd["tres"]["gres/gpu"]["down"] == pytest.approx(76 / 3600)
+    assert bd["tres"]["cpu"]["planned"] == pytest.approx(12 / 3600)
 
 
 def test_breakdown_caps_each_hour_as_slurmdbd_does():
@@ -118,22 +120,34 @@ def test_breakdown_caps_each_hour_as_slurmdbd_does():
     assert bd["tres"]["cpu"]["allocated"] == 16.0
 
 
-def test_account_tree_equals_account_utilization_by_user_on_gpus():
+def test_account_tree_equals_account_utilization_by_user():
     assocs = B.parse_assoc_tree(_read("sandbox_assoc_tree.psv"))
-    assert [(a["account"], a["user"], a["parent"], a["depth"]) for a in assocs] == [
-        ("root", "", "", 0), ("root", "root", "root", 1), ("research", "", "root", 1),
-        ("research", "root", "research", 2), ("physics", "", "research", 2),
-        ("physics", "nobody", "physics", 3), ("physics", "root", "physics", 3)]
-    tree = B.account_tree(assocs, _allocs(), HOUR.start, HOUR.end, now=HOUR.end)
-    assert [c["account"] for c in tree["children"]] == ["research"]
-    assert tree["children"][0]["children"][0]["account"] == "physics"
-    rows = B.compare_accounts(tree, S.account_users(_read("sandbox_account_users_seconds.txt"), "seconds"),
-                              tolerance_h=1 / 3600)
-    gpu = [r for r in rows if r["tres"] == "gres/gpu"]
-    assert len(gpu) == 7 and all(r["within"] for r in gpu), gpu
-    # CPU: equal where no reservation's idle time is shared out (nobody); root's associations
-    # get a third each of maint1's idle 3040 CPU-s (Users=root), physics also team's (Accounts=physics)
+    assert [(a["account"], a["user"], a["parent"], a["depth"], a["id"]) for a in assocs] == [
+        ("root", "", "", 0, "1"), ("root", "root", "root", 1, "2"), ("hbrkphys", "", "root", 1, "8"),
+        ("hbrkphys", "nobody", "hbrkphys", 2, "9"), ("research", "", "root", 1, "3"),
+        ("research", "root", "research", 2, "4"), ("physics", "", "research", 2, "5"),
+        ("physics", "nobody", "physics", 3, "6"), ("physics", "root", "physics", 3, "7")]
+    a = _allocs()
+    theirs = S.account_users(_read("sandbox_account_users_seconds.txt"), "seconds")
+    # jobs only: GPU rows equal sreport's (no reservation holds GPUs), CPU rows not where a
+    # reservation's idle time is shared out
+    tree = B.account_tree(assocs, a, HOUR.start, HOUR.end, now=HOUR.end)
+    assert [c["account"] for c in tree["children"]] == ["hbrkphys", "research"]
+    assert tree["children"][1]["children"][0]["account"] == "physics"
+    rows = B.compare_accounts(tree, theirs, tolerance_h=1 / 3600)
+    assert all(r["within"] for r in rows if r["tres"] == "gres/gpu") and len(rows) == 18
     cpu = {(r["account"], r["user"]): r for r in rows if r["tres"] == "cpu"}
-    assert cpu[("physics", "nobody")]["within"] is True
-    assert cpu[("physics", "root")]["difference"] == pytest.approx(-1023 / 3600)
-    assert B.tree_rows(tree)[-1] == {"depth": 3, "account": "physics", "user": "root", "gpu_hours": 0.0, "cpu_hours": 0.0}
+    assert cpu[("physics", "nobody")]["within"] is True and cpu[("physics", "root")]["within"] is False
+    # with the reservations' idle shares: every row, both TRES, equal to the second. root's three
+    # associations (2, 4, 7: maint1 and hbrk_maint, Users=root) get a third each, physics's own
+    # association (5: team, Accounts=physics) all of team's
+    resv = B.parse_reservations(_read("sandbox_reservations.psv"))
+    events = C.node_events(_read("sandbox_events.psv"), cluster_rows=True)
+    nodes = C.node_tres_scontrol(_read("sandbox_scontrol_nodes.txt"))
+    shares = B.reservation_shares(resv, a, events, nodes, HOUR.start, HOUR.end, now=HOUR.end)
+    assert shares["5"]["cpu_hours"] == pytest.approx(3040 / 3600) and shares["5"]["gpu_hours"] == 0
+    tree = B.account_tree(assocs, a, HOUR.start, HOUR.end, now=HOUR.end, shares=shares)
+    rows = B.compare_accounts(tree, theirs, tolerance_h=1 / 3600)
+    assert len(rows) == 18 and all(r["within"] for r in rows), [r for r in rows if not r["within"]]
+    assert B.tree_rows(tree)[-1] == {"depth": 3, "account": "physics", "user": "root", "gpu_hours": 0.0,
+                                     "cpu_hours": pytest.approx(1044 / 3600, abs=1 / 3600)}
