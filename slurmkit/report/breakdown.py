@@ -180,13 +180,16 @@ def breakdown(window_start, window_end, allocs: pd.DataFrame, events: pd.DataFra
     ``node_tres``: {node: {"cpu": CPUs, "gres/gpu": GPUs}} (``scontrol show nodes`` CfgTRES or the
     site profile); ``now``: where ongoing events and running jobs end (default: now).
     Returns ``{"window", "capacity_source", "tres": {TRES: {figure: hours or None, "count"}}}``:
-    a TRES whose job counts are unknown (NaN ``gpus`` / ``ncpus``) has Allocated and Idle None."""
+    a TRES whose job counts are unknown (NaN ``gpus`` / ``ncpus``) has Allocated and Idle None;
+    without ``events`` Down, Planned Down and Idle are None (not known, never 0), without
+    ``reservations`` Planned Down and Idle."""
     s, e = _epoch(window_start), _epoch(window_end)
     now = pd.Timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")
     now = now.tz_localize("UTC") if now.tzinfo is None else now
     t_now = now.timestamp()
     bounds = _hour_bounds(s, e)
     nb = len(bounds) - 1
+    resv_known = reservations is not None
     reservations = reservations or []
     ev = events if events is not None else C.node_events("")
     # capacity: the cluster's registrations, else the nodes' TRES
@@ -260,6 +263,10 @@ def breakdown(window_start, window_end, allocs: pd.DataFrame, events: pd.DataFra
         fig = {f: float(per[f].sum()) / 3600.0 for f in FIGURES}
         if not known:
             fig["allocated"] = fig["idle"] = None
+        if events is None:
+            fig["down"] = fig["planned_down"] = fig["idle"] = None
+        if not resv_known:
+            fig["planned_down"] = fig["idle"] = None
         fig["count"] = float(sum(v.get(k, 0.0) for v in node_tres.values()))
         out[k] = fig
     return {"window": {"start": iso_z(pd.Timestamp(window_start)), "end": iso_z(pd.Timestamp(window_end))},

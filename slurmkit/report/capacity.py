@@ -80,6 +80,20 @@ def gpus_per_node_profile(profile) -> dict[str, int]:
     return out
 
 
+def node_tres_profile(profile) -> dict[str, dict[str, float]]:
+    """Site profile -> {node: {"cpu": sockets x cores_per_socket x threads_per_core of its node
+    type, "gres/gpu": :func:`gpus_per_node_profile`'s GPUs}}: the node TRES of
+    :func:`slurmkit.report.breakdown.breakdown` for a captured report."""
+    gpus = gpus_per_node_profile(profile)
+    out = {}
+    for part in profile.partitions.values():
+        nt = profile.node_types[part.node_type]
+        for node in part.node_names:
+            out[node] = {"cpu": float(nt.sockets * nt.cores_per_socket * nt.threads_per_core),
+                         "gres/gpu": float(gpus.get(node, 0))}
+    return out
+
+
 #: sacctmgr's event columns (``format=`` names and the headers ``-P`` prints for them) -> ours.
 _EVENT_COLUMNS = {"nodename": "node", "timestart": "start", "start": "start", "timeend": "end",
                   "end": "end", "state": "state", "reason": "reason", "cluster": "cluster",

@@ -89,6 +89,12 @@ class WeeklyOptions:
     - ``events``: a captured ``sacctmgr -P show event`` output file (node downtime and drains
       with their reasons; live, sacctmgr is asked); its times are in ``tz`` when they carry no
       zone. GPUs per node come from ``profile``.
+    - ``reservations``, ``nodes``, ``assoc_tree``, ``sreport_utilization``, ``sreport_accounts``:
+      captured ``sacctmgr -P show reservation format=...`` (or ``scontrol show reservation``),
+      ``scontrol show -o nodes``, ``sacctmgr -P show assoc tree format=...``, ``sreport -P
+      cluster utilization -T cpu,gres/gpu`` and ``sreport -P cluster AccountUtilizationByUser -T
+      cpu,gres/gpu`` (unit from sreport's banner, else Minutes): sreport's breakdown and the
+      account tree of a captured report (docs/report.md, *Denominators*).
     - ``store_dir``: the Parquet store folder (None: :func:`default_store_dir`);
       ``use_store``: False pulls every day from sacct and keeps nothing (live only).
 
@@ -143,6 +149,11 @@ class WeeklyOptions:
     cluster: str | None = None
     spool: str | Path | None = None
     events: str | Path | None = None
+    reservations: str | Path | None = None
+    nodes: str | Path | None = None
+    assoc_tree: str | Path | None = None
+    sreport_utilization: str | Path | None = None
+    sreport_accounts: str | Path | None = None
     prometheus_url: str | None = None
     prometheus_timeout_s: float = 120.0
     store_dir: str | Path | None = None
@@ -246,6 +257,8 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
             live["downtime"] = _captured_downtime(opts, window, now)
             if live["downtime"]["down_gpu_hours"] is not None:
                 live["down_gpu_hours"] = live["downtime"]["down_gpu_hours"]
+        if any((opts.reservations, opts.nodes, opts.assoc_tree, opts.sreport_utilization, opts.sreport_accounts)):
+            live["breakdown_inputs"] = _captured_breakdown_inputs(opts, window, now)
     else:
         window = opts.window or last_full_week()
         rows, dq, live = _live(opts, window, assumptions, spool_df, now, cap, _warn, progress)
@@ -544,6 +557,48 @@ def _captured_downtime(opts: WeeklyOptions, window: Window, now) -> dict:
     down = C.downtime(events, gpus, window.start, max(upto, pd.Timestamp(window.start)), now)
     down["source"] = path
     return down
+
+
+def _read_text(path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
+
+
+def _captured_breakdown_inputs(opts: WeeklyOptions, window: Window, now) -> dict:
+    """The breakdown inputs (:func:`slurmkit.report.weekly.breakdown_section`) of a captured
+    report: the whole hours of the window up to the capture time; node TRES from ``nodes``
+    (scontrol), else the profile (None: no breakdown); events from ``events`` (None: Down
+    unknown); reservations (None: Planned Down unknown); the assoc tree; sreport's captures
+    (None when not given). InputError for a file that cannot be read or parsed."""
+    from slurmkit.report import breakdown as BD
+    from slurmkit.report import capacity as C
+    from slurmkit.report import sreport as S
+    from slurmkit.report.live import whole_hours
+
+    upto = min(pd.Timestamp(window.end), now) if now is not None else pd.Timestamp(window.end)
+    w = Window(*whole_hours(window.start, max(upto, pd.Timestamp(window.start)).to_pydatetime()))
+    node_tres = (C.node_tres_scontrol(_read_text(opts.nodes)) if opts.nodes else
+                 C.node_tres_profile(opts.profile) if opts.profile is not None else None)
+    out = {"window": w, "node_tres": node_tres,
+           "events": C.node_events(_read_text(opts.events), opts.tz, source=str(opts.events), cluster_rows=True)
+           if opts.events else None,
+           "reservations": BD.parse_reservations(_read_text(opts.reservations), opts.tz, source=str(opts.reservations))
+           if opts.reservations else None,
+           "assocs": BD.parse_assoc_tree(_read_text(opts.assoc_tree), source=str(opts.assoc_tree))
+           if opts.assoc_tree else None}
+    for key, path, parse in (("sreport", opts.sreport_utilization, S.cluster_utilization),
+                             ("account_users", opts.sreport_accounts, S.account_users)):
+        if not path:
+            out[key] = None
+            continue
+        text = _read_text(path)
+        try:
+            out[key] = parse(text, S.unit_of(text), source=str(path))
+        except ValueError as exc:
+            raise InputError(str(path), None, str(exc)) from None
+    return out
 
 
 def _trends(opts: WeeklyOptions, window: Window, report: dict, keep: bool) -> dict | None:

@@ -35,6 +35,16 @@ _NAMES = {"cluster": "cluster", "tres name": "tres", "tresname": "tres", "alloca
 TIME_FIGURES = ("allocated", "down", "planned_down", "idle", "planned", "reported", "overcommitted")
 
 
+def unit_of(text: str, default: str = "Minutes") -> str:
+    """The ``-t`` unit an output was made with, from sreport's banner ("Usage reported in TRES
+    Seconds" / "CPU Minutes" / "Percentage of Total"), else ``default`` (sreport's default is
+    Minutes; ``-n`` hides the banner)."""
+    import re
+
+    m = re.search(r"Usage reported in (?:TRES |CPU )?(\w+)", text)
+    return m.group(1) if m else default
+
+
 def _unit(unit: str) -> float:
     u = unit.strip().lower()
     for name, secs in UNITS.items():

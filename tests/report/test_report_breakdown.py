@@ -5,7 +5,9 @@ sreport output of the same hour, captured after ``sacctmgr -i rollup``."""
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -108,7 +110,7 @@ def test_breakdown_caps_each_hour_as_slurmdbd_does():
     a = pd.DataFrame({"start": [pd.Timestamp("2026-01-01T00:00Z")], "end": [pd.Timestamp("2026-01-01T02:00Z")],
                       "gpus": [4.0], "ncpus": [8.0]})
     ev = C.node_events("n1|2026-01-01T00:00:00|2026-01-01T01:00:00|DRAIN|fan")
-    bd = B.breakdown("2026-01-01T00:00Z", "2026-01-01T02:00Z", a, ev, None, {"n1": {"cpu": 8, "gres/gpu": 4}},
+    bd = B.breakdown("2026-01-01T00:00Z", "2026-01-01T02:00Z", a, ev, [], {"n1": {"cpu": 8, "gres/gpu": 4}},
                      now="2026-01-02T00:00Z")
     g = bd["tres"]["gres/gpu"]
     assert (g["reported"], g["allocated"], g["down"], g["idle"]) == (8.0, 8.0, 0.0, 0.0)
@@ -151,3 +153,62 @@ def test_account_tree_equals_account_utilization_by_user():
     assert len(rows) == 18 and all(r["within"] for r in rows), [r for r in rows if not r["within"]]
     assert B.tree_rows(tree)[-1] == {"depth": 3, "account": "physics", "user": "root", "gpu_hours": 0.0,
                                      "cpu_hours": pytest.approx(1044 / 3600, abs=1 / 3600)}
+
+
+def _weekly(tmp_path, *extra):
+    from click.testing import CliRunner
+
+    from slurmkit.cli import cli
+
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, [
+        "report", "weekly", "--from-sacct", str(DATA / "sandbox_sacct.psv"), "--start", "2026-12-02", "--end",
+        "2026-12-03", "--tz", "UTC", "--as-of", "2026-12-02T14:05:00", "--no-store", "--trend-weeks", "0",
+        "--spool", str(tmp_path / "nospool.jsonl"), "--format", "json,md,csv,html", "-o", str(out), *extra],
+        catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return json.loads((out / "weekly.json").read_text()), out
+
+
+def test_captured_report_shows_the_breakdown_beside_sreports(tmp_path):
+    """The same hour from captures through the CLI (--events, --reservations, --nodes,
+    --assoc-tree, --sreport-utilization, --sreport-accounts): every figure and every account
+    row equal sreport's; the unit is read from sreport's banner (Seconds)."""
+    rep, out = _weekly(tmp_path, "--events", str(DATA / "sandbox_events.psv"),
+                       "--reservations", str(DATA / "sandbox_reservations.psv"),
+                       "--nodes", str(DATA / "sandbox_scontrol_nodes.txt"),
+                       "--assoc-tree", str(DATA / "sandbox_assoc_tree.psv"),
+                       "--sreport-utilization", str(DATA / "sandbox_utilization_seconds.txt"),
+                       "--sreport-accounts", str(DATA / "sandbox_account_users_seconds.txt"))
+    b = rep["utilization"]["breakdown"]
+    assert b["window"] == {"start": "2026-12-02T00:00:00Z", "end": "2026-12-02T14:00:00Z"}
+    assert len(b["differences"]) == 12 and all(d["within"] for d in b["differences"]), b["differences"]
+    assert b["ours"]["cpu"]["planned_down"] == pytest.approx(3104 / 3600)
+    assert rep["utilization"]["capacity_source"] == "unknown"     # no --capacity-gpus, no profile
+    acc = rep["accounts"]
+    assert len(acc["differences"]) == 18 and all(d["within"] for d in acc["differences"])
+    md = (out / "weekly.md").read_text()
+    assert "| cpu | Planned Down | 0.862 | 0.862 | 0 | True |" in md
+    assert "| \u2003\u2003physics | 0.00833 | 0.00833 |" in md
+    with open(out / "accounts.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows[0]["account"] == "root" and rows[0]["depth"] == "0" and rows[0]["sreport_cpu_hours"] == "1.77"
+
+
+def test_captured_breakdown_without_events_or_reservations_says_unknown(tmp_path):
+    """Without the events and reservations, Down / Planned Down / Idle are unknown (null,
+    "unknown"), never 0; Allocated and Reported are still computed; no sreport: its column empty."""
+    rep, out = _weekly(tmp_path, "--nodes", str(DATA / "sandbox_scontrol_nodes.txt"))
+    g = rep["utilization"]["breakdown"]["ours"]["gres/gpu"]
+    assert g["down"] is None and g["planned_down"] is None and g["idle"] is None
+    assert g["allocated"] == pytest.approx(86 / 3600) and g["reported"] == pytest.approx(16 * 14)
+    assert rep["utilization"]["breakdown"]["sreport"] is None and rep["accounts"] is None
+    md = (out / "weekly.md").read_text()
+    assert "| gres/gpu | Down | unknown | – | – |  |" in md and "sreport not reached" in md
+    with pytest.raises(InputError, match="Percent"):
+        import slurmkit.report.pipeline as P
+        bad = tmp_path / "pct.txt"
+        bad.write_text("Usage reported in Percentage of Total\nsandbox|cpu|1|2|3|4|5|6\n")
+        P.weekly_report(captures=(DATA / "sandbox_sacct.psv",), window=HOUR, sreport_utilization=bad,
+                        as_of=HOUR.end, outdir=tmp_path / "o2", use_store=False, trend_weeks=0, formats=["json"],
+                        spool=tmp_path / "nospool.jsonl")
