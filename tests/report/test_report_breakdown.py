@@ -58,6 +58,12 @@ def test_sreport_utilization_parsed_in_every_shape_it_prints():
     # -n, minutes (sreport rounds each figure to whole minutes)
     mins = S.cluster_utilization(_read("sandbox_utilization_minutes_n.txt"), "minutes")
     assert mins["cpu"]["allocated"] == pytest.approx(54 / 60) and mins["gres/gpu"]["idle"] == pytest.approx(103 / 60)
+    # an older Slurm's header (Reserved, not Planned), another TRES, Minutes; the same row headerless (-n)
+    old = S.cluster_utilization(_read("picotte_utilization_billing.txt"))
+    assert old == {"billing": pytest.approx({"cluster": "picotte", "allocated": 13033854 / 60, "down": 1879748 / 60,
+                                             "planned_down": 0.0, "idle": 227783998 / 60, "planned": 0.0,
+                                             "reported": 242697600 / 60})}
+    assert S.cluster_utilization(_read("picotte_utilization_billing.txt").splitlines()[1]) == old
     with pytest.raises(InputError, match=":1: 4 columns, expected 7 or 8"):
         S.cluster_utilization("sandbox|cpu|1|2\n")
     with pytest.raises(ValueError, match="Percent"):
