@@ -518,8 +518,8 @@ def explain(ours: dict, sreport_fig: dict | None, differences: list[dict], windo
     which hours sreport covers, and for each figure out of tolerance why it may differ
     (:data:`WHY`). ``ours``: :func:`breakdown`'s result; ``sreport_fig``: sreport's parsed
     figures or None when sreport was not reachable."""
-    out = [f"Capacity source: {capacity_source or 'unknown'}; this breakdown's Reported: "
-           f"{ours.get('capacity_source', 'unknown')}."]
+    out = [f"This breakdown's Reported: {ours.get('capacity_source', 'unknown')} (the utilization's capacity: "
+           f"{capacity_source or 'unknown'})."]
     if sreport_fig is None:
         out.append("sreport not reached: only our figures are shown.")
         return out

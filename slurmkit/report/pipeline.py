@@ -542,8 +542,8 @@ def inputs_record(opts: "WeeklyOptions", window: Window, captured: dict | None) 
 
 def _captured_downtime(opts: WeeklyOptions, window: Window, now) -> dict:
     """The downtime timeline (:func:`slurmkit.report.capacity.downtime`) of the ``events``
-    file, up to the capture time (ongoing events end there); GPUs per node from the profile
-    (None without one: node-hours only). InputError for a file that cannot be read."""
+    file, up to the capture time (ongoing events end there); GPUs per node from the profile,
+    else the ``nodes`` capture (None without either: node-hours only). InputError for a file that cannot be read."""
     from slurmkit.report import capacity as C
 
     path = str(opts.events)
@@ -552,7 +552,9 @@ def _captured_downtime(opts: WeeklyOptions, window: Window, now) -> dict:
     except OSError as exc:
         raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
     events = C.node_events(text, opts.tz, source=path)
-    gpus = C.gpus_per_node_profile(opts.profile) if opts.profile is not None else None
+    gpus = (C.gpus_per_node_profile(opts.profile) if opts.profile is not None else
+            {n: int(t["gres/gpu"]) for n, t in C.node_tres_scontrol(_read_text(opts.nodes)).items()} if opts.nodes
+            else None)
     upto = min(pd.Timestamp(window.end), now) if now is not None else pd.Timestamp(window.end)
     down = C.downtime(events, gpus, window.start, max(upto, pd.Timestamp(window.start)), now)
     down["source"] = path

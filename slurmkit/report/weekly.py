@@ -545,6 +545,9 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     recon = None
     if sreport_gpu_hours is not None:
         recon = reconcile(rows, runs, recon_window or window, float(sreport_gpu_hours), now=now)
+    util = {**utilization(totals["gpu_hours"], capacity_gpus, down_gpu_hours, window, upto),
+            "capacity_source": capacity_source or "unknown"}
+    util["breakdown"] = breakdown_section(a, breakdown_inputs, capacity_source, util, totals["gpu_hours"], upto)
     report = {
         "window": window.as_dict(),
         "as_of": iso_z(utc(now) if now is not None else pd.Timestamp.now(tz="UTC")),
@@ -560,9 +563,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "queue_wait": queue_wait(runs, queue),
         "efficiency": efficiency(runs, unknown),
         "hourly": gpus_in_use(runs, window, upto, now, known="gpu_hours" not in unknown),
-        "utilization": {**utilization(totals["gpu_hours"], capacity_gpus, down_gpu_hours, window, upto),
-                        "capacity_source": capacity_source or "unknown",
-                        "breakdown": breakdown_section(a, breakdown_inputs, capacity_source)},
+        "utilization": util,
         "accounts": accounts_section(a, breakdown_inputs),
         "downtime": downtime,
         "reconciliation": recon,
@@ -575,12 +576,15 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     return report, a
 
 
-def breakdown_section(allocs: pd.DataFrame, inputs: dict | None, capacity_source: str | None) -> dict | None:
+def breakdown_section(allocs: pd.DataFrame, inputs: dict | None, capacity_source: str | None,
+                      util: dict | None = None, gpu_hours: float | None = None, upto=None) -> dict | None:
     """``utilization.breakdown``: sreport's breakdown computed here (:func:`slurmkit.report.
     breakdown.breakdown`) beside sreport's own, over ``inputs["window"]`` (the whole hours sreport
     covers): ``{"window", "capacity_source", "ours" ({TRES: figures, hours}), "sreport" (same
     shape, or None when not reached), "differences" (:func:`~slurmkit.report.breakdown.compare`),
-    "notes" (the differences in words)}``; None without ``inputs``. ``inputs``: ``window``
+    "notes" (the differences in words, and the utilization's own denominator, ``util``: its
+    capacity, down and available GPU-hours, beside sreport's GPU figures)}``; None without
+    ``inputs``. ``inputs``: ``window``
     (a Window), ``events`` (node_events with cluster rows, or None), ``reservations``,
     ``node_tres``, ``sreport`` (cluster_utilization's result or None)."""
     from slurmkit.report import breakdown as BD
@@ -593,9 +597,21 @@ def breakdown_section(allocs: pd.DataFrame, inputs: dict | None, capacity_source
                       now=w.end)
     sre = inputs.get("sreport")
     diffs = BD.compare(bd["tres"], sre) if sre is not None else []
+    notes = BD.explain(bd, sre, diffs, bd["window"], capacity_source)
+    if util is not None:
+        g = (sre or {}).get("gres/gpu") or {}
+        f = lambda x: "unknown" if x is None else f"{x:.4g}"  # noqa: E731
+        notes.append(
+            f"Utilization's own denominator, {iso_z(utc(w.start))[:10]} to {iso_z(utc(upto)) if upto is not None else 'now'}: "
+            f"capacity {f(util.get('capacity_gpu_hours'))} GPU-h ({capacity_source or 'unknown'}) − down "
+            f"{f(util.get('down_gpu_hours'))} = available {f(util.get('available_gpu_hours'))}, of which jobs used "
+            f"{f(gpu_hours)}"
+            + (f"; sreport over its whole hours: Reported {f(g.get('reported'))}, Allocated {f(g.get('allocated'))}, "
+               f"Down {f(g.get('down'))}, Idle {f(g.get('idle'))} GPU-h (they differ by the hours sreport has not "
+               "rolled up, and by capacity where the registered TRES differ from the capacity source)" if g else "")
+            + ".")
     return {"window": bd["window"], "capacity_source": bd["capacity_source"], "ours": bd["tres"],
-            "sreport": sre, "differences": diffs,
-            "notes": BD.explain(bd, sre, diffs, bd["window"], capacity_source)}
+            "sreport": sre, "differences": diffs, "notes": notes}
 
 
 def accounts_section(allocs: pd.DataFrame, inputs: dict | None) -> dict | None:

@@ -191,6 +191,9 @@ def test_captured_report_shows_the_breakdown_beside_sreports(tmp_path):
     assert len(b["differences"]) == 12 and all(d["within"] for d in b["differences"]), b["differences"]
     assert b["ours"]["cpu"]["planned_down"] == pytest.approx(3104 / 3600)
     assert rep["utilization"]["capacity_source"] == "unknown"     # no --capacity-gpus, no profile
+    assert rep["utilization"]["down_gpu_hours"] == pytest.approx(76 / 3600)   # n4's GPUs from --nodes
+    own = [n for n in b["notes"] if n.startswith("Utilization's own denominator")]
+    assert len(own) == 1 and "capacity unknown GPU-h (unknown)" in own[0] and "Reported 1.764, Allocated 0.02389" in own[0]
     acc = rep["accounts"]
     assert len(acc["differences"]) == 18 and all(d["within"] for d in acc["differences"])
     md = (out / "weekly.md").read_text()
