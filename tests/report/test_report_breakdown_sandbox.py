@@ -35,16 +35,19 @@ def test_breakdown_and_account_tree_equal_sreport(slurm_env, tmp_path):
 
     run(["sacctmgr", "-i", "add", "account", ACCOUNT, "parent=root", "Description=hbrk", "Organization=hbrk"], timeout=30,
         check=False)
-    run(["sacctmgr", "-i", "add", "user", "nobody", f"account={ACCOUNT}"], timeout=30, check=False)
+    run(["sacctmgr", "-i", "add", "user", "root", f"account={ACCOUNT}"], timeout=30, check=False)
     run(["scontrol", "create", "reservation", f"ReservationName={RESV}", "StartTime=now", "Duration=30",
          "Nodes=n3", "Users=root", "Flags=MAINT"], timeout=30)
     run(["scontrol", "update", "NodeName=n4", "State=DOWN", "Reason=slurmkit-test: breakdown"], timeout=30)
     try:
-        j1 = run(["sbatch", "--parsable", "-o", "/dev/null", "-w", "n1", "--gres=gpu:2", "-c", "2", "--wrap", "sleep 6"],
+        # one CPU each: the test sandbox's nodes have as many CPUs as this host (2 on CI)
+        j1 = run(["sbatch", "--parsable", "-o", "/dev/null", "-w", "n1", "--gres=gpu:2", "-c", "1", "--wrap", "sleep 6"],
                  timeout=60).stdout.strip()
-        j2 = run(["sbatch", "--parsable", "-o", "/dev/null", "-w", "n1", "-A", ACCOUNT, "--uid=nobody", "--gres=gpu:1",
-                  "-c", "4", "--wrap", "sleep 4"], timeout=60).stdout.strip()
-        wait_until(lambda: _done(run, j1) and _done(run, j2), 120, 1.0, f"jobs {j1} and {j2}")
+        j2 = run(["sbatch", "--parsable", "-o", "/dev/null", "-w", "n2", "-A", ACCOUNT, "--gres=gpu:1",
+                  "-c", "1", "--wrap", "sleep 4"], timeout=60).stdout.strip()
+        wait_until(lambda: _done(run, j1) and _done(run, j2), 120, 1.0, f"jobs {j1} and {j2}",
+                   lambda: run(["squeue", "-o", "%i %T %r %a %u"], timeout=30, check=False).stdout
+                   + run(["sacct", "-X", "-P", "-o", "JobID,State,Account,User"], timeout=30, check=False).stdout)
     finally:
         run(["scontrol", "update", "NodeName=n4", "State=RESUME"], timeout=30, check=False)
         run(["scontrol", "delete", f"ReservationName={RESV}"], timeout=30, check=False)
@@ -73,10 +76,10 @@ def test_breakdown_and_account_tree_equal_sreport(slurm_env, tmp_path):
     # idle time shared among the associations allowed in them)
     acc = res.report["accounts"]
     rows = {(d["account"], d["user"], d["tres"]): d for d in acc["differences"]}
-    assert rows[(ACCOUNT, "nobody", "gres/gpu")]["ours"] > 0
+    assert rows[(ACCOUNT, "root", "gres/gpu")]["ours"] > 0
     assert rows[("root", "root", "cpu")]["ours"] > 0       # its share of the MAINT reservation (Users=root)
     assert all(d["within"] for d in acc["differences"]), [d for d in acc["differences"] if not d["within"]]
-    assert rows[(ACCOUNT, "", "gres/gpu")]["sreport"] == pytest.approx(rows[(ACCOUNT, "nobody", "gres/gpu")]["sreport"])
+    assert rows[(ACCOUNT, "", "gres/gpu")]["sreport"] == pytest.approx(rows[(ACCOUNT, "root", "gres/gpu")]["sreport"])
     # every format shows it
     md = (out / "weekly.md").read_text()
     assert "## Denominators" in md and "Utilization's capacity source: scontrol show nodes" in md and "## Accounts" in md
