@@ -69,7 +69,7 @@ def cli():
               help="Use non-zero ConsumedEnergyRaw.")
 @click.option("--capacity-gpus", type=float, help="GPUs in the cluster (default: profile or scontrol).")
 @click.option("--sreport/--no-sreport", "use_sreport", default=True, show_default=True,
-              help="Reconcile with sreport (live only).")
+              help="Live: reconcile with sreport (GPU-hours, sreport's breakdown, the account tree).")
 @click.option("--rollup", is_flag=True, help="Run 'sacctmgr -i rollup' before sreport (root).")
 @click.option("--as-of", "as_of", metavar="TIME",
               help="When the captures were taken (ISO, UTC unless a zone is given): running jobs count up to then "
