@@ -43,6 +43,17 @@ def cli():
 @click.option("--events", "events", type=click.Path(dir_okay=False),
               help="Captured 'sacctmgr -P show event' output: node downtime and drains with their reasons "
                    "(live: sacctmgr is asked).")
+@click.option("--reservations", "reservations", type=click.Path(dir_okay=False),
+              help="Captured 'sacctmgr -P show reservation format=Name,ID,Flags,NodeNames,TRES,TimeStart,TimeEnd,"
+                   "Associations' (or 'scontrol show reservation'): sreport's breakdown of a captured report.")
+@click.option("--nodes", "nodes", type=click.Path(dir_okay=False),
+              help="Captured 'scontrol show -o nodes': node CPUs and GPUs for the breakdown (default: the profile).")
+@click.option("--assoc-tree", "assoc_tree", type=click.Path(dir_okay=False),
+              help="Captured 'sacctmgr -P show assoc tree format=Cluster,Account,User,ParentName,ID': the account tree.")
+@click.option("--sreport-utilization", "sreport_utilization", type=click.Path(dir_okay=False),
+              help="Captured 'sreport -P cluster utilization -T cpu,gres/gpu' to compare the breakdown with.")
+@click.option("--sreport-accounts", "sreport_accounts", type=click.Path(dir_okay=False),
+              help="Captured 'sreport -P cluster AccountUtilizationByUser -T cpu,gres/gpu' to compare the account tree with.")
 @click.option("--spool", type=click.Path(), help="Hook energy spool (energy.jsonl or a folder of *.jsonl).")
 @click.option("--prometheus", "prometheus_url", metavar="URL",
               help="Prometheus with the hooks' metrics: measured energy and GPU utilization per job where the spool has none.")
@@ -58,7 +69,7 @@ def cli():
               help="Use non-zero ConsumedEnergyRaw.")
 @click.option("--capacity-gpus", type=float, help="GPUs in the cluster (default: profile or scontrol).")
 @click.option("--sreport/--no-sreport", "use_sreport", default=True, show_default=True,
-              help="Reconcile with sreport (live only).")
+              help="Live: reconcile with sreport (GPU-hours, sreport's breakdown, the account tree).")
 @click.option("--rollup", is_flag=True, help="Run 'sacctmgr -i rollup' before sreport (root).")
 @click.option("--as-of", "as_of", metavar="TIME",
               help="When the captures were taken (ISO, UTC unless a zone is given): running jobs count up to then "
@@ -76,7 +87,7 @@ def cli():
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report to stdout.")
 @click.pass_context
 def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct, sacct_fields,
-           delimiter, tz, site_spec, events, spool, prometheus_url, store_dir, no_store, pue, carbon_g_per_kwh,
+           delimiter, tz, site_spec, events, reservations, nodes, assoc_tree, sreport_utilization, sreport_accounts, spool, prometheus_url, store_dir, no_store, pue, carbon_g_per_kwh,
            price_per_kwh, price_per_gpu_hour, currency, gpu_tdp_w, trust_slurm_energy,
            capacity_gpus, use_sreport, rollup, as_of, trend_weeks, allow_skipped, allow_empty, max_skipped, now_s,
            as_json):
@@ -106,7 +117,8 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
         trust = trust_slurm_energy
     opts = WeeklyOptions(
         window=window, captures=tuple(from_sacct), sacct_fields=sacct_fields, delimiter=delimiter, tz=tz or "UTC", tz_given=tz is not None, allow_empty=allow_empty,
-        cluster=cluster, events=events, spool=spool, prometheus_url=prometheus_url, store_dir=store_dir, use_store=not no_store, profile=profile,
+        cluster=cluster, events=events, reservations=reservations, nodes=nodes, assoc_tree=assoc_tree,
+        sreport_utilization=sreport_utilization, sreport_accounts=sreport_accounts, spool=spool, prometheus_url=prometheus_url, store_dir=store_dir, use_store=not no_store, profile=profile,
         pue=pue, carbon_g_per_kwh=carbon_g_per_kwh, price_per_kwh=price_per_kwh,
         price_per_gpu_hour=price_per_gpu_hour, currency=currency, gpu_tdp_w=gpu_tdp_w,
         trust_slurm_energy=trust, capacity_gpus=capacity_gpus, use_sreport=use_sreport, rollup=rollup,

@@ -1,13 +1,14 @@
-"""GPU capacity, node down time and the sreport reconciliation (pure functions over text).
+"""GPU capacity and node down time (pure functions over text).
 
 - :func:`gpus_per_node_scontrol`: ``scontrol show -o nodes`` -> {node: GPUs} (``Gres=gpu:h100:4``)
 - :func:`node_events`: ``sacctmgr -P show event ... format=NodeName,TimeStart,TimeEnd,State,Reason``
   (or its default format, with or without header) -> intervals with their reasons;
   :func:`downtime`: the timeline by node and the down GPU-hours by reason; :func:`down_gpu_hours` merges each node's overlapping intervals (a drained node's
   time counts once, however many events cover it) and clips them to the window
-- :func:`sreport_gpu_hours`: ``sreport -n -P cluster AccountUtilizationByUser
-  --tres=gres/gpu format=Cluster,Account,Login,Used`` -> Used of the user rows summed (in
-  sreport's ``-t`` unit)
+- :func:`node_down_intervals`: each node's down intervals, merged and clipped to a window: the
+  one home of down time (:func:`down_gpu_hours` and :mod:`slurmkit.report.breakdown` use it)
+
+sreport's output is read in :mod:`slurmkit.report.sreport`.
 """
 
 from __future__ import annotations
@@ -51,6 +52,21 @@ def gpus_per_node_scontrol(text: str) -> dict[str, int]:
     return out
 
 
+def node_tres_scontrol(text: str) -> dict[str, dict[str, float]]:
+    """``scontrol show -o nodes`` text -> {NodeName: {"cpu": CfgTRES cpu= (else CPUTot=),
+    "gres/gpu": :func:`gpus_per_node_scontrol`'s GPUs}}: the node TRES of
+    :func:`slurmkit.report.breakdown.breakdown`."""
+    gpus = gpus_per_node_scontrol(text)
+    out = {}
+    for line in text.splitlines():
+        m = re.search(r"NodeName=(\S+)", line)
+        if not m:
+            continue
+        cm = re.search(r"\bCfgTRES=(?:\S*,)?cpu=(\d+)", line) or re.search(r"\bCPUTot=(\d+)", line)
+        out[m.group(1)] = {"cpu": float(cm.group(1)) if cm else 0.0, "gres/gpu": float(gpus.get(m.group(1), 0))}
+    return out
+
+
 def gpus_per_node_profile(profile) -> dict[str, int]:
     """Site profile (a loaded ``slurmkit.profile.Profile``) -> {node: GPUs}: every partition's
     nodes (``partitions.<p>.nodes``, expanded by the loader) with their node type's ``Name=gpu``
@@ -61,6 +77,20 @@ def gpus_per_node_profile(profile) -> dict[str, int]:
         count = sum(g.gres_count for g in profile.node_types[part.node_type].gpu_groups)
         for node in part.node_names:
             out[node] = count
+    return out
+
+
+def node_tres_profile(profile) -> dict[str, dict[str, float]]:
+    """Site profile -> {node: {"cpu": sockets x cores_per_socket x threads_per_core of its node
+    type, "gres/gpu": :func:`gpus_per_node_profile`'s GPUs}}: the node TRES of
+    :func:`slurmkit.report.breakdown.breakdown` for a captured report."""
+    gpus = gpus_per_node_profile(profile)
+    out = {}
+    for part in profile.partitions.values():
+        nt = profile.node_types[part.node_type]
+        for node in part.node_names:
+            out[node] = {"cpu": float(nt.sockets * nt.cores_per_socket * nt.threads_per_core),
+                         "gres/gpu": float(gpus.get(node, 0))}
     return out
 
 
@@ -84,12 +114,15 @@ def _event_columns(first: list[str]) -> list[str] | None:
     return None
 
 
-def node_events(text: str, tz: str = "UTC", source: str = "events") -> pd.DataFrame:
-    """sacctmgr's ``-P`` event output -> DataFrame(node, start, end, state, reason): with its
+def node_events(text: str, tz: str = "UTC", source: str = "events", cluster_rows: bool = False) -> pd.DataFrame:
+    """sacctmgr's ``-P`` event output -> DataFrame(node, start, end, state, reason, tres): with its
     header (any ``format=``), or without one (``-n``) in :data:`EVENT_FORMAT` (4 columns: no
     Reason) or sacctmgr's default :data:`DEFAULT_EVENT_FORMAT`. Times are epoch seconds or ISO
     (local times in ``tz``, as sacctmgr prints them); TimeEnd ``Unknown`` while ongoing (NaT).
-    A reason holding ``|`` is rejoined. Cluster-wide events (empty NodeName) are dropped.
+    A reason holding ``|`` is rejoined. ``tres``: the event's TRES column (the node's TRES, or
+    for a cluster event the cluster's registered TRES: ``cpu=32,gres/gpu=16,...``), "" when the
+    output has none. Cluster-wide events (empty NodeName: "Cluster Registered TRES", slurmctld
+    not responding) are dropped, or kept with ``node`` "" when ``cluster_rows``.
     Raises :class:`~slurmkit.errors.InputError` (``source`` and line) for a line whose columns
     fit no known format."""
     lines = [(i, ln.rstrip("\r")) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
@@ -116,10 +149,11 @@ def node_events(text: str, tz: str = "UTC", source: str = "events") -> pd.DataFr
         elif extra != 0:
             raise InputError(source, i, f"{len(parts)} columns for {len(cols_here)}")
         r = dict(zip(cols_here, parts))
-        if r.get("node", "").strip():
-            recs.append({"node": r["node"].strip(), "start": r.get("start", ""), "end": r.get("end", ""),
-                         "state": r.get("state", "").strip(), "reason": r.get("reason", "").strip()})
-    df = pd.DataFrame(recs, columns=["node", "start", "end", "state", "reason"], dtype="str")
+        if r.get("node", "").strip() or cluster_rows:
+            recs.append({"node": r.get("node", "").strip(), "start": r.get("start", ""), "end": r.get("end", ""),
+                         "state": r.get("state", "").strip(), "reason": r.get("reason", "").strip(),
+                         "tres": r.get("tres", "").strip()})
+    df = pd.DataFrame(recs, columns=["node", "start", "end", "state", "reason", "tres"], dtype="str")
     df["start"] = parse_times(df["start"], tz)
     df["end"] = parse_times(df["end"], tz)
     return df
@@ -184,15 +218,16 @@ def downtime(events: pd.DataFrame, gpus: dict[str, int] | None, start, end, now=
             "events_listed": len(listed), "events_total": len(items)}
 
 
-def down_gpu_hours(events: pd.DataFrame, gpus: dict[str, int], start, end, now=None) -> float:
-    """GPU-hours lost to down/drained nodes in ``[start, end)``: per node, the union of its
-    event intervals (ongoing ones end at ``now``) clipped to the window, × that node's GPUs.
-    A node listed by several events (hostlist entries in one event are expanded) counts once."""
+def node_down_intervals(events: pd.DataFrame, start, end, now=None) -> dict[str, list[tuple]]:
+    """{node: [(lo, hi), ...]}: each node's event intervals (ongoing ones end at ``now``, default
+    the current time) clipped to ``[start, end)``, overlapping ones merged (a node listed by
+    several events counts once), sorted; hostlist entries in one event are expanded. Aware UTC
+    timestamps. Events without a node (cluster rows) or a start are ignored."""
     start, end = pd.Timestamp(start), pd.Timestamp(end)
     now = pd.Timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")
     per_node: dict[str, list] = {}
     for ev in events.itertuples():
-        if pd.isna(ev.start):
+        if pd.isna(ev.start) or not ev.node:
             continue
         lo = max(ev.start, start)
         hi = min(ev.end if not pd.isna(ev.end) else now, end)
@@ -200,34 +235,22 @@ def down_gpu_hours(events: pd.DataFrame, gpus: dict[str, int], start, end, now=N
             continue
         for node in hostlist.expand_hostlist(ev.node):
             per_node.setdefault(node, []).append((lo, hi))
-    total = 0.0
+    out = {}
     for node, ivs in per_node.items():
         ivs.sort()
-        merged_s, cur_lo, cur_hi = 0.0, None, None
+        merged: list[list] = []
         for lo, hi in ivs:
-            if cur_hi is None or lo > cur_hi:
-                if cur_hi is not None:
-                    merged_s += (cur_hi - cur_lo).total_seconds()
-                cur_lo, cur_hi = lo, hi
+            if merged and lo <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], hi)
             else:
-                cur_hi = max(cur_hi, hi)
-        if cur_hi is not None:
-            merged_s += (cur_hi - cur_lo).total_seconds()
-        total += merged_s * gpus.get(node, 0) / 3600.0
-    return total
+                merged.append([lo, hi])
+        out[node] = [(lo, hi) for lo, hi in merged]
+    return out
 
 
-def sreport_gpu_hours(text: str) -> float:
-    """``sreport -n -P -t <unit> cluster AccountUtilizationByUser --tres=gres/gpu
-    format=Cluster,Account,Login,Used`` -> the sum of the user rows' Used (in ``<unit>``).
-    Account rows (empty Login) are the users' sums and are not added again."""
-    total = 0.0
-    for ln in text.splitlines():
-        parts = ln.strip().split("|")
-        if len(parts) < 4 or not parts[2].strip():
-            continue
-        try:
-            total += float(parts[3])
-        except ValueError:
-            continue
-    return total
+def down_gpu_hours(events: pd.DataFrame, gpus: dict[str, int], start, end, now=None) -> float:
+    """GPU-hours lost to down/drained nodes in ``[start, end)``: per node, the union of its
+    event intervals (:func:`node_down_intervals`; ongoing ones end at ``now``) × that node's
+    GPUs."""
+    return sum(sum((hi - lo).total_seconds() for lo, hi in ivs) * gpus.get(node, 0)
+               for node, ivs in node_down_intervals(events, start, end, now).items()) / 3600.0

@@ -14,6 +14,7 @@ from slurmkit.accounting.quality import SAME_ROW_PULL, DataQuality
 from slurmkit.accounting.frame import JobRows
 from slurmkit.accounting.store import Store
 from slurmkit.report import capacity as C
+from slurmkit.report import sreport as S
 
 
 def ingest_window(days, cluster: str | None, store: Store | None, progress=None,
@@ -72,6 +73,32 @@ def live_capacity(start, end, timeout: float = 60.0, now=None) -> tuple[float, f
     return float(sum(nodes.values())), float(down["down_gpu_hours"]), down
 
 
+def breakdown_inputs(start, end, cluster: str | None = None, timeout: float = 60.0) -> dict:
+    """The inputs of sreport's breakdown and the account tree for ``[start, end)``, read live:
+    ``{"node_tres": scontrol show -o nodes (:func:`slurmkit.report.capacity.node_tres_scontrol`),
+    "events": sacctmgr show event with the cluster's registrations and each event's TRES,
+    "reservations": sacctmgr show reservation (format :data:`slurmkit.report.breakdown.RESV_FORMAT`),
+    "assocs": sacctmgr show assoc tree (:data:`~slurmkit.report.breakdown.ASSOC_FORMAT`)}``
+    (epoch times, ``SLURM_TIME_FORMAT=%s``). Raises ``SlurmError``."""
+    from slurmkit.report import breakdown as B
+    from slurmkit.slurm.commands import run
+
+    fmt = "%Y-%m-%dT%H:%M:%S"
+    span = [f"Start={start:{fmt}}", f"End={end:{fmt}}"]
+    where = [f"Clusters={cluster}"] if cluster else []
+    env = dict(SACCT_ENV)
+    nodes = C.node_tres_scontrol(run(["scontrol", "show", "-o", "nodes"], timeout=timeout).stdout)
+    ev = run(["sacctmgr", "-P", "show", "event", *span, *where, "format=NodeName,TimeStart,TimeEnd,State,TRES,Reason"],
+             timeout=timeout, env=env).stdout
+    rs = run(["sacctmgr", "-P", "show", "reservation", *span, *where, "format=" + ",".join(B.RESV_FORMAT)],
+             timeout=timeout, env=env).stdout
+    tree = run(["sacctmgr", "-P", "show", "assoc", "tree", *([f"cluster={cluster}"] if cluster else []),
+                "format=" + ",".join(B.ASSOC_FORMAT)], timeout=timeout, env=env).stdout
+    return {"node_tres": nodes, "events": C.node_events(ev, source="sacctmgr show event", cluster_rows=True),
+            "reservations": B.parse_reservations(rs, source="sacctmgr show reservation"),
+            "assocs": B.parse_assoc_tree(tree)}
+
+
 def whole_hours(start: dt.datetime, end: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
     """The whole hours inside ``[start, end)`` (sreport rounds to whole hours)."""
     s = start.replace(minute=0, second=0, microsecond=0)
@@ -81,23 +108,40 @@ def whole_hours(start: dt.datetime, end: dt.datetime) -> tuple[dt.datetime, dt.d
     return s, max(s, e)
 
 
-def sreport_gpu_hours(start, end, cluster: str | None = None, rollup: bool = False,
-                      timeout: float = 120.0, wrapper: tuple = ()) -> float:
-    """GPU-hours sreport reports for ``[start, end)`` (whole hours), optionally after
-    ``sacctmgr -i rollup`` (root) so that the hourly tables are current. sreport is asked for
-    GPU-seconds (``-t seconds``: ``-t hours`` rounds to whole hours) and divided by 3600.
-    ``wrapper``: a command prefix for sreport (tests use ``faketime`` to see the current hour,
-    which sreport never reports)."""
+def run_rollup(start, end, timeout: float = 120.0) -> None:
+    """``sacctmgr -i rollup <start> <end>`` (root): slurmdbd rolls the hourly usage tables up
+    now, so that sreport covers the hours since its last automatic rollup. Raises
+    ``SlurmError``."""
     from slurmkit.slurm.commands import run
 
     fmt = "%Y-%m-%dT%H:%M:%S"
-    if rollup:
-        run(["sacctmgr", "-i", "rollup", f"{start:{fmt}}", f"{end:{fmt}}"], timeout=timeout,
-            env=dict(SACCT_ENV))
-    argv = ["sreport", "-n", "-P", "-t", "seconds", "cluster", "AccountUtilizationByUser",
-            f"start={start:{fmt}}", f"end={end:{fmt}}", "--tres=gres/gpu",
-            "format=Cluster,Account,Login,Used"]
+    run(["sacctmgr", "-i", "rollup", f"{start:{fmt}}", f"{end:{fmt}}"], timeout=timeout, env=dict(SACCT_ENV))
+
+
+def sreport_text(report: str, start, end, cluster: str | None = None, tres: str = "cpu,gres/gpu",
+                 timeout: float = 120.0, wrapper: tuple = ()) -> str:
+    """``sreport -n -P -t seconds cluster <report> start=... end=... -T <tres>`` (sreport's
+    default columns; seconds, as ``-t hours`` rounds to whole hours): the text
+    :func:`slurmkit.report.sreport.cluster_utilization` (``report`` "utilization") or
+    :func:`~slurmkit.report.sreport.account_users` ("AccountUtilizationByUser") reads with
+    ``unit="seconds"``. ``wrapper``: a command prefix (tests use ``faketime`` to see the
+    current hour, which sreport never reports). Raises ``SlurmError``."""
+    from slurmkit.slurm.commands import run
+
+    fmt = "%Y-%m-%dT%H:%M:%S"
+    argv = ["sreport", "-n", "-P", "-t", "seconds", "cluster", report, f"start={start:{fmt}}",
+            f"end={end:{fmt}}", "-T", tres]
     if cluster:
         argv[5:5] = ["-M", cluster]
-    out = run([*wrapper, *argv], timeout=timeout, env=dict(SACCT_ENV)).stdout
-    return C.sreport_gpu_hours(out) / 3600.0
+    return run([*wrapper, *argv], timeout=timeout, env=dict(SACCT_ENV)).stdout
+
+
+def sreport_gpu_hours(start, end, cluster: str | None = None, rollup: bool = False,
+                      timeout: float = 120.0, wrapper: tuple = ()) -> float:
+    """GPU-hours sreport reports for ``[start, end)`` (whole hours): its AccountUtilizationByUser
+    user rows (:func:`slurmkit.report.sreport.gpu_hours`), optionally after ``sacctmgr -i
+    rollup`` (root) so that the hourly tables are current."""
+    if rollup:
+        run_rollup(start, end, timeout)
+    return S.gpu_hours(sreport_text("AccountUtilizationByUser", start, end, cluster, "gres/gpu", timeout, wrapper),
+                       "seconds")

@@ -89,6 +89,12 @@ class WeeklyOptions:
     - ``events``: a captured ``sacctmgr -P show event`` output file (node downtime and drains
       with their reasons; live, sacctmgr is asked); its times are in ``tz`` when they carry no
       zone. GPUs per node come from ``profile``.
+    - ``reservations``, ``nodes``, ``assoc_tree``, ``sreport_utilization``, ``sreport_accounts``:
+      captured ``sacctmgr -P show reservation format=...`` (or ``scontrol show reservation``),
+      ``scontrol show -o nodes``, ``sacctmgr -P show assoc tree format=...``, ``sreport -P
+      cluster utilization -T cpu,gres/gpu`` and ``sreport -P cluster AccountUtilizationByUser -T
+      cpu,gres/gpu`` (unit from sreport's banner, else Minutes): sreport's breakdown and the
+      account tree of a captured report (docs/report.md, *Denominators*).
     - ``store_dir``: the Parquet store folder (None: :func:`default_store_dir`);
       ``use_store``: False pulls every day from sacct and keeps nothing (live only).
 
@@ -102,8 +108,11 @@ class WeeklyOptions:
     - ``trust_slurm_energy``: use a non-zero ``ConsumedEnergyRaw`` (J); None: the default
       (True), recorded as such.
     - ``capacity_gpus``: GPUs in the cluster (None: the profile's, else ``scontrol``, live).
-    - ``use_sreport``: reconcile with sreport (live only); ``rollup``: run
-      ``sacctmgr -i rollup`` first (root).
+    - ``use_sreport``: reconcile with sreport (live only): the GPU-hours, sreport's breakdown
+      (Allocated / Down / Planned Down / Idle / Planned / Reported, ``utilization.breakdown``) and
+      the account tree (``accounts``); ``rollup``: run ``sacctmgr -i rollup`` first (root);
+      ``sreport_wrapper``: a command prefix for sreport (tests: ``faketime``, as sreport never
+      reports the current hour).
     - ``now``: the time running jobs are taken to end (a datetime, pandas Timestamp or ISO
       str, UTC unless it has a zone; None: ``as_of`` for captures, the current time live).
     - ``as_of``: when the captures were taken (same forms as ``now``): a job RUNNING in a
@@ -140,6 +149,11 @@ class WeeklyOptions:
     cluster: str | None = None
     spool: str | Path | None = None
     events: str | Path | None = None
+    reservations: str | Path | None = None
+    nodes: str | Path | None = None
+    assoc_tree: str | Path | None = None
+    sreport_utilization: str | Path | None = None
+    sreport_accounts: str | Path | None = None
     prometheus_url: str | None = None
     prometheus_timeout_s: float = 120.0
     store_dir: str | Path | None = None
@@ -155,6 +169,7 @@ class WeeklyOptions:
     capacity_gpus: float | None = None
     use_sreport: bool = True
     rollup: bool = False
+    sreport_wrapper: tuple = ()
     now: object | None = None
     as_of: object | None = None
     trend_weeks: int = 8
@@ -226,10 +241,12 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     assumptions = _assumptions(opts)
     spool_df, spool_problems = _read_spool(opts, _warn)
     cap = opts.capacity_gpus
+    cap_source = "--capacity-gpus (given)" if cap is not None else None
     if cap is None and opts.profile is not None:
         from slurmkit.report.capacity import gpus_per_node_profile
 
         cap = float(sum(gpus_per_node_profile(opts.profile).values())) or None
+        cap_source = "site profile (each partition's node type's GPUs)" if cap else None
     live = {}
     captured_inputs = None
     if opts.captures:
@@ -240,9 +257,13 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
             live["downtime"] = _captured_downtime(opts, window, now)
             if live["downtime"]["down_gpu_hours"] is not None:
                 live["down_gpu_hours"] = live["downtime"]["down_gpu_hours"]
+        if any((opts.reservations, opts.nodes, opts.assoc_tree, opts.sreport_utilization, opts.sreport_accounts)):
+            live["breakdown_inputs"] = _captured_breakdown_inputs(opts, window, now)
     else:
         window = opts.window or last_full_week()
         rows, dq, live = _live(opts, window, assumptions, spool_df, now, cap, _warn, progress)
+        if cap is None and live["capacity_gpus"]:
+            cap_source = "scontrol show nodes (each node's Gres GPUs)"
         cap = live.pop("capacity_gpus")
     prom_warnings = []
     if opts.prometheus_url:  # per-job GPU figures the spool lacks, measured through Prometheus
@@ -259,7 +280,7 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     report, allocs = build_report(rows, dq, window, assumptions, spool_df, capacity_gpus=cap,
                                   now=now, cluster=opts.cluster or "", horizon=horizon,
                                   source=",".join(map(str, opts.captures)) if opts.captures else "sacct",
-                                  **live)
+                                  capacity_source=cap_source, **live)
     if spool_problems:
         report["spool_problems"] = spool_problems[:200]
     report["inputs"] = inputs_record(opts, window, captured_inputs if opts.captures else None)
@@ -544,8 +565,8 @@ def inputs_record(opts: "WeeklyOptions", window: Window, captured: dict | None) 
 
 def _captured_downtime(opts: WeeklyOptions, window: Window, now) -> dict:
     """The downtime timeline (:func:`slurmkit.report.capacity.downtime`) of the ``events``
-    file, up to the capture time (ongoing events end there); GPUs per node from the profile
-    (None without one: node-hours only). InputError for a file that cannot be read."""
+    file, up to the capture time (ongoing events end there); GPUs per node from the profile,
+    else the ``nodes`` capture (None without either: node-hours only). InputError for a file that cannot be read."""
     from slurmkit.report import capacity as C
 
     path = str(opts.events)
@@ -554,11 +575,55 @@ def _captured_downtime(opts: WeeklyOptions, window: Window, now) -> dict:
     except OSError as exc:
         raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
     events = C.node_events(text, opts.tz, source=path)
-    gpus = C.gpus_per_node_profile(opts.profile) if opts.profile is not None else None
+    gpus = (C.gpus_per_node_profile(opts.profile) if opts.profile is not None else
+            {n: int(t["gres/gpu"]) for n, t in C.node_tres_scontrol(_read_text(opts.nodes)).items()} if opts.nodes
+            else None)
     upto = min(pd.Timestamp(window.end), now) if now is not None else pd.Timestamp(window.end)
     down = C.downtime(events, gpus, window.start, max(upto, pd.Timestamp(window.start)), now)
     down["source"] = path
     return down
+
+
+def _read_text(path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
+
+
+def _captured_breakdown_inputs(opts: WeeklyOptions, window: Window, now) -> dict:
+    """The breakdown inputs (:func:`slurmkit.report.weekly.breakdown_section`) of a captured
+    report: the whole hours of the window up to the capture time; node TRES from ``nodes``
+    (scontrol), else the profile (None: no breakdown); events from ``events`` (None: Down
+    unknown); reservations (None: Planned Down unknown); the assoc tree; sreport's captures
+    (None when not given). InputError for a file that cannot be read or parsed."""
+    from slurmkit.report import breakdown as BD
+    from slurmkit.report import capacity as C
+    from slurmkit.report import sreport as S
+    from slurmkit.report.live import whole_hours
+
+    upto = min(pd.Timestamp(window.end), now) if now is not None else pd.Timestamp(window.end)
+    w = Window(*whole_hours(window.start, max(upto, pd.Timestamp(window.start)).to_pydatetime()))
+    node_tres = (C.node_tres_scontrol(_read_text(opts.nodes)) if opts.nodes else
+                 C.node_tres_profile(opts.profile) if opts.profile is not None else None)
+    out = {"window": w, "node_tres": node_tres,
+           "events": C.node_events(_read_text(opts.events), opts.tz, source=str(opts.events), cluster_rows=True)
+           if opts.events else None,
+           "reservations": BD.parse_reservations(_read_text(opts.reservations), opts.tz, source=str(opts.reservations))
+           if opts.reservations else None,
+           "assocs": BD.parse_assoc_tree(_read_text(opts.assoc_tree), source=str(opts.assoc_tree))
+           if opts.assoc_tree else None}
+    for key, path, parse in (("sreport", opts.sreport_utilization, S.cluster_utilization),
+                             ("account_users", opts.sreport_accounts, S.account_users)):
+        if not path:
+            out[key] = None
+            continue
+        text = _read_text(path)
+        try:
+            out[key] = parse(text, S.unit_of(text), source=str(path))
+        except ValueError as exc:
+            raise InputError(str(path), None, str(exc)) from None
+    return out
 
 
 def _trends(opts: WeeklyOptions, window: Window, report: dict, keep: bool) -> dict | None:
@@ -720,14 +785,41 @@ def _live(opts: WeeklyOptions, window: Window, assumptions, spool_df, now, cap, 
     # sreport never reports the current hour: reconcile the whole hours before it
     hour_now = (now or pd.Timestamp.now(tz="UTC")).floor("h").to_pydatetime()
     recon_w = Window(*live.whole_hours(window.start, min(window.end, hour_now)))
-    sreport_h = None
+    sreport_h, binputs = None, None
     if opts.use_sreport and recon_w.end > recon_w.start:
         try:
-            sreport_h = live.sreport_gpu_hours(recon_w.start, recon_w.end, opts.cluster, opts.rollup)
+            sreport_h = live.sreport_gpu_hours(recon_w.start, recon_w.end, opts.cluster, opts.rollup,
+                                               wrapper=opts.sreport_wrapper)
         except SlurmError as exc:
             warn(f"sreport: {exc}")
+        binputs = _breakdown_inputs(opts, recon_w, warn)
     return rows, dq, {"previous": previous, "down_gpu_hours": down, "downtime": downtime, "sreport_gpu_hours": sreport_h,
-                      "recon_window": recon_w, "capacity_gpus": cap}
+                      "recon_window": recon_w, "capacity_gpus": cap, "breakdown_inputs": binputs}
+
+
+def _breakdown_inputs(opts: WeeklyOptions, recon_w: Window, warn) -> dict | None:
+    """sreport's breakdown inputs over ``recon_w`` (:func:`slurmkit.report.live.breakdown_inputs`)
+    with sreport's own cluster utilization and AccountUtilizationByUser (None each when sreport
+    fails: a warning); None when Slurm cannot give the inputs (a warning)."""
+    from slurmkit.report import live
+    from slurmkit.report import sreport as S
+    from slurmkit.slurm.commands import SlurmError
+
+    try:
+        inputs = live.breakdown_inputs(recon_w.start, recon_w.end, opts.cluster)
+    except SlurmError as exc:
+        warn(f"sreport's breakdown not computed: {exc}")
+        return None
+    inputs["window"] = recon_w
+    for key, report, parse in (("sreport", "utilization", S.cluster_utilization),
+                               ("account_users", "AccountUtilizationByUser", S.account_users)):
+        try:
+            inputs[key] = parse(live.sreport_text(report, recon_w.start, recon_w.end, opts.cluster,
+                                                  wrapper=opts.sreport_wrapper), "seconds")
+        except SlurmError as exc:
+            inputs[key] = None
+            warn(f"sreport cluster {report}: {exc}")
+    return inputs
 
 
 # --- the per-job view's inputs (slurmkit report jobs) ----------------------------------------

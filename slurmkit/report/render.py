@@ -5,7 +5,7 @@
 - :func:`to_markdown`: the same tables as Markdown
 - :func:`write_outputs`: ``weekly.html``, ``weekly.md``, ``weekly.json``, CSV tables
   (``by_user.csv``, ``by_account.csv``, ``by_partition.csv``, ``by_qos.csv``,
-  ``by_gpu_type.csv``, ``energy_by_policy.csv``, ``outcomes.csv``, ``queue_wait.csv``, ``queue_wait_hist.csv``, ``backlog.csv``, ``downtime.csv``, ``down_by_reason.csv``, ``trends.csv``, ``hourly.csv``,
+  ``by_gpu_type.csv``, ``energy_by_policy.csv``, ``outcomes.csv``, ``queue_wait.csv``, ``queue_wait_hist.csv``, ``backlog.csv``, ``downtime.csv``, ``down_by_reason.csv``, ``trends.csv``, ``hourly.csv``, ``breakdown.csv``, ``accounts.csv``,
   ``efficiency_by_user.csv``, ``idle_jobs.csv``, ``jobs.csv``, ``data_quality.csv``) and ``jobs.parquet`` (the per-allocation frame)
 """
 
@@ -425,7 +425,8 @@ def to_html(report: dict, limit: int = 25) -> str:
         outcome_label=outcome_label, known=lambda key, x, show=None: known(report, key, x, show),
         unknown_lines=unknown_lines(report), about=about_rows(report), backlog=backlog_text(report["totals"]), downtime=downtime_text(report), trends=trends_text(report.get("trends")),
         trend_tables=trend_tables(report["trends"]) if report.get("trends") else [],
-        job_sizes=job_sizes_table(report.get("job_sizes")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
+        job_sizes=job_sizes_table(report.get("job_sizes")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")),
+        denominators=denominators_text(report), breakdown_rows=breakdown_rows(report), account_rows=account_rows(report), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
         groups=_GROUPS, energy_sources=REPORTED_SOURCES, limit=limit, version=__version__, policy_note=POLICY_NOTE)
 
 
@@ -459,6 +460,81 @@ def _md_text(v):
     if not isinstance(v, str):
         return v
     return re.sub(r"([\\`*_\[\]<>#])", r"\\\1", v)
+
+
+#: sreport's names of the breakdown's figures.
+BREAKDOWN_LABELS = {"allocated": "Allocated", "down": "Down", "planned_down": "Planned Down", "idle": "Idle",
+                    "planned": "Planned (Reserved)", "reported": "Reported"}
+
+
+def _hours(x) -> str:
+    return "unknown" if x is None else fmt(x)
+
+
+def breakdown_rows(report: dict) -> list[dict]:
+    """``breakdown.csv``: one row per TRES x figure of ``utilization.breakdown``: ours and
+    sreport's hours, the difference, whether it is within rounding ("unknown" where a figure is
+    not known; sreport's columns empty when it was not reached)."""
+    b = (report.get("utilization") or {}).get("breakdown")
+    if not b:
+        return []
+    rows = []
+    for tres, figs in b["ours"].items():
+        theirs = (b.get("sreport") or {}).get(tres) or {}
+        diff = {(d["tres"], d["figure"]): d for d in b.get("differences") or []}
+        for f, label in BREAKDOWN_LABELS.items():
+            d = diff.get((tres, f), {})
+            rows.append({"tres": tres, "figure": label, "ours_hours": _hours(figs.get(f)),
+                         "sreport_hours": "" if not theirs else _hours(theirs.get(f)),
+                         "difference_hours": "" if d.get("difference") is None else fmt(d["difference"]),
+                         "within_rounding": "" if d.get("within") is None else d["within"]})
+    return rows
+
+
+def denominators_text(report: dict) -> list[str]:
+    """The sentences under the breakdown: the utilization's capacity source (always) and the
+    breakdown's notes (its capacity, sreport's hours, each difference explained)."""
+    u = report.get("utilization") or {}
+    out = [f"Utilization's capacity source: {u.get('capacity_source') or 'unknown'}."]
+    b = u.get("breakdown")
+    if b:
+        out += b.get("notes") or []
+    else:
+        out.append("sreport's breakdown: not computed (a live report with sreport reachable computes it).")
+    return out
+
+
+def account_rows(report: dict) -> list[dict]:
+    """``accounts.csv``: the account tree depth first (``depth``, account, user, GPU-hours,
+    CPU-hours) with sreport's AccountUtilizationByUser figures beside them."""
+    a = report.get("accounts")
+    if not a:
+        return []
+    theirs = {(d["account"], d["user"], d["tres"]): d["sreport"] for d in a.get("differences") or []}
+    return [{**r, "gpu_hours": _hours(r["gpu_hours"]), "cpu_hours": _hours(r["cpu_hours"]),
+             "sreport_gpu_hours": _hours(theirs[(r["account"], r["user"], "gres/gpu")])
+             if (r["account"], r["user"], "gres/gpu") in theirs else "",
+             "sreport_cpu_hours": _hours(theirs[(r["account"], r["user"], "cpu")])
+             if (r["account"], r["user"], "cpu") in theirs else ""} for r in a["rows"]]
+
+
+def _md_denominators(r: dict) -> list[str]:
+    lines = ["## Denominators", "", *denominators_text(r), ""]
+    rows = breakdown_rows(r)
+    if rows:
+        b = r["utilization"]["breakdown"]
+        lines += [f"sreport's breakdown, {b['window']['start']} – {b['window']['end']} (hours):", "",
+                  _md_table(["TRES", "figure", "ours", "sreport", "difference", "within rounding"],
+                            [[x["tres"], x["figure"], x["ours_hours"], x["sreport_hours"] or "–",
+                              x["difference_hours"] or "–", x["within_rounding"]] for x in rows]), ""]
+    acc = account_rows(r)
+    if acc:
+        lines += ["## Accounts", "", f"Per-user usage under each account, {r['accounts']['window']['start']} – "
+                  f"{r['accounts']['window']['end']}; {r['accounts']['note']}.", "",
+                  _md_table(["account / user", "GPU-hours", "sreport GPU-h", "CPU-hours", "sreport CPU-h"],
+                            [["\u2003" * x["depth"] + (x["user"] or x["account"]), x["gpu_hours"],
+                              x["sreport_gpu_hours"] or "–", x["cpu_hours"], x["sreport_cpu_hours"] or "–"] for x in acc]), ""]
+    return lines
 
 
 def _md_table(headers, rows) -> str:
@@ -505,6 +581,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
     if r.get("reconciliation"):
         rc = r["reconciliation"]
         lines += [("**FLAGGED** " if rc["flagged"] else "") + recon_text(rc), ""]
+    lines += _md_denominators(r)
     for name, key, col in _GROUPS:
         lines += [f"## By {name}", "", _md_table(
             [name, "jobs", "GPU-hours", "CPU-hours", "kWh", "wasted GPU-h"],
@@ -642,6 +719,8 @@ def _write_all(report: dict, allocs, out: Path, formats) -> list[str]:
                                  zip(report["hourly"]["hours"], report["hourly"]["gpus_in_use"])],
                   "efficiency_by_user.csv": report["efficiency"]["by_user"],
                   "idle_jobs.csv": report["efficiency"].get("idle_jobs") or [],
+                  "breakdown.csv": breakdown_rows(report),
+                  "accounts.csv": account_rows(report),
                   "inputs.csv": [{"item": k.strip(), "value": v} for k, v in about_rows(report)],
                   "data_quality.csv": (report["data_quality"].get("notes") or []) + report["data_quality"]["problems"]}
         for name, rows in tables.items():

@@ -7,7 +7,7 @@ assumptions and optional capacity / down-time / sreport figures, and returns
 0 but is unknown; facility kWh, CO2e and energy cost are None).
 
 ``{"window", "totals", "by_user", "by_account", "by_partition", "by_qos", "by_gpu_type",
-"energy_by_policy", "outcomes", "queue_wait", "efficiency", "hourly", "utilization", "downtime",
+"energy_by_policy", "outcomes", "queue_wait", "efficiency", "hourly", "utilization" (with "capacity_source" and "breakdown"), "accounts", "downtime",
 "reconciliation", "assumptions", "energy_sources", "data_quality", "deltas", "job_sizes"}`` — the keys of
 ``weekly.json``.
 Hours are GPU-hours / CPU-hours inside the window; energy in kWh.
@@ -515,7 +515,8 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
                  down_gpu_hours: float | None = None, sreport_gpu_hours: float | None = None,
                  previous: dict | None = None, now=None, source: str = "",
                  cluster: str = "", recon_window: Window | None = None,
-                 horizon=None, downtime: dict | None = None) -> tuple[dict, pd.DataFrame]:
+                 horizon=None, downtime: dict | None = None, capacity_source: str | None = None,
+                 breakdown_inputs: dict | None = None) -> tuple[dict, pd.DataFrame]:
     """``(report dict, per-allocation frame)``. See the module docstring.
 
     ``capacity_gpus``: GPUs in the cluster (profile or scontrol); ``down_gpu_hours``: from node
@@ -524,7 +525,10 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     ``downtime``: the node timeline of :func:`slurmkit.report.capacity.downtime` (live
     ``sacctmgr show event``, or a captured events file), reported as is;
     ``horizon``: hours after it are in the future (no use, no capacity yet; default the current
-    time): the GPUs-in-use curve and the capacity stop there."""
+    time): the GPUs-in-use curve and the capacity stop there. ``capacity_source``: where
+    ``capacity_gpus`` came from (``utilization.capacity_source``; "unknown" when None).
+    ``breakdown_inputs``: the inputs of sreport's breakdown and the account tree
+    (:func:`breakdown_section`), or None."""
     a = allocations(rows, window.start, window.end, dq, now=now, source=source)
     a = E.attach_energy(a, assumptions, spool, dq)
     spool_unmatched = int(a.attrs.get("spool_unmatched", 0))
@@ -547,6 +551,9 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     recon = None
     if sreport_gpu_hours is not None:
         recon = reconcile(rows, runs, recon_window or window, float(sreport_gpu_hours), now=now)
+    util = {**utilization(totals["gpu_hours"], capacity_gpus, down_gpu_hours, window, upto),
+            "capacity_source": capacity_source or "unknown"}
+    util["breakdown"] = breakdown_section(a, breakdown_inputs, capacity_source, util, totals["gpu_hours"], upto)
     report = {
         "window": window.as_dict(),
         "as_of": iso_z(utc(now) if now is not None else pd.Timestamp.now(tz="UTC")),
@@ -563,7 +570,8 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "efficiency": efficiency(runs, unknown),
         "job_sizes": job_sizes(runs),
         "hourly": gpus_in_use(runs, window, upto, now, known="gpu_hours" not in unknown),
-        "utilization": utilization(totals["gpu_hours"], capacity_gpus, down_gpu_hours, window, upto),
+        "utilization": util,
+        "accounts": accounts_section(a, breakdown_inputs),
         "downtime": downtime,
         "reconciliation": recon,
         "energy_sources": {"jobs": jobs_by_src, "order": list(ENERGY_SOURCE_ORDER)},
@@ -573,6 +581,67 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "data_quality": _data_quality(dq, unknown, runs, source),
     }
     return report, a
+
+
+def breakdown_section(allocs: pd.DataFrame, inputs: dict | None, capacity_source: str | None,
+                      util: dict | None = None, gpu_hours: float | None = None, upto=None) -> dict | None:
+    """``utilization.breakdown``: sreport's breakdown computed here (:func:`slurmkit.report.
+    breakdown.breakdown`) beside sreport's own, over ``inputs["window"]`` (the whole hours sreport
+    covers): ``{"window", "capacity_source", "ours" ({TRES: figures, hours}), "sreport" (same
+    shape, or None when not reached), "differences" (:func:`~slurmkit.report.breakdown.compare`),
+    "notes" (the differences in words, and the utilization's own denominator, ``util``: its
+    capacity, down and available GPU-hours, beside sreport's GPU figures)}``; None without
+    ``inputs``. ``inputs``: ``window``
+    (a Window), ``events`` (node_events with cluster rows, or None), ``reservations``,
+    ``node_tres``, ``sreport`` (cluster_utilization's result or None)."""
+    from slurmkit.report import breakdown as BD
+
+    if not inputs or inputs.get("node_tres") is None:
+        return None
+    w = inputs["window"]
+    # ongoing events and running jobs count to the end of the hours, as slurmdbd's rollup counts them
+    bd = BD.breakdown(w.start, w.end, allocs, inputs.get("events"), inputs.get("reservations"), inputs["node_tres"],
+                      now=w.end)
+    sre = inputs.get("sreport")
+    diffs = BD.compare(bd["tres"], sre) if sre is not None else []
+    notes = BD.explain(bd, sre, diffs, bd["window"], capacity_source)
+    if util is not None:
+        g = (sre or {}).get("gres/gpu") or {}
+        f = lambda x: "unknown" if x is None else f"{x:.4g}"  # noqa: E731
+        notes.append(
+            f"Utilization's own denominator, {iso_z(utc(w.start))[:10]} to {iso_z(utc(upto)) if upto is not None else 'now'}: "
+            f"capacity {f(util.get('capacity_gpu_hours'))} GPU-h ({capacity_source or 'unknown'}) − down "
+            f"{f(util.get('down_gpu_hours'))} = available {f(util.get('available_gpu_hours'))}, of which jobs used "
+            f"{f(gpu_hours)}"
+            + (f"; sreport over its whole hours: Reported {f(g.get('reported'))}, Allocated {f(g.get('allocated'))}, "
+               f"Down {f(g.get('down'))}, Idle {f(g.get('idle'))} GPU-h (they differ by the hours sreport has not "
+               "rolled up, and by capacity where the registered TRES differ from the capacity source)" if g else "")
+            + ".")
+    return {"window": bd["window"], "capacity_source": bd["capacity_source"], "ours": bd["tres"],
+            "sreport": sre, "differences": diffs, "notes": notes}
+
+
+def accounts_section(allocs: pd.DataFrame, inputs: dict | None) -> dict | None:
+    """``accounts``: the account hierarchy (``inputs["assocs"]``, sacctmgr's assoc tree) with
+    each user's GPU-hours and CPU-hours over ``inputs["window"]`` (:func:`slurmkit.report.
+    breakdown.account_tree`, with the reservations' idle shares of
+    :func:`~slurmkit.report.breakdown.reservation_shares`), its rows depth first, and the comparison with sreport's
+    AccountUtilizationByUser (``inputs["account_users"]``, or None when not reached):
+    ``{"window", "tree", "rows", "differences", "note"}``; None without an assoc tree."""
+    from slurmkit.report import breakdown as BD
+
+    if not inputs or not inputs.get("assocs"):
+        return None
+    w = inputs["window"]
+    shares = BD.reservation_shares(inputs.get("reservations") or [], allocs, inputs.get("events"),
+                                   inputs.get("node_tres") or {}, w.start, w.end, now=w.end)
+    tree = BD.account_tree(inputs["assocs"], allocs, w.start, w.end, now=w.end, shares=shares)
+    theirs = inputs.get("account_users")
+    return {"window": w.as_dict(), "tree": tree, "rows": BD.tree_rows(tree),
+            "differences": BD.compare_accounts(tree, theirs) if theirs is not None else [],
+            "note": ("jobs' usage, plus each reservation's idle time split evenly among the accounts and users "
+                     "allowed in it, as sreport counts it (man sreport)"
+                     + ("" if theirs is not None else "; sreport not reached"))}
 
 
 def _data_quality(dq: DataQuality, unknown: dict, runs: pd.DataFrame, source: str) -> dict:

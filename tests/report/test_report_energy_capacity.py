@@ -12,6 +12,7 @@ from slurmkit.accounting.frame import jobs_frame
 from slurmkit.accounting.read import read_sacct_bytes
 from slurmkit.accounting.store import Store
 from slurmkit.report import capacity as C
+from slurmkit.report import sreport as S
 from slurmkit.report.energy import Assumptions, read_spool
 from slurmkit.report.weekly import build_report
 from slurmkit.report.window import WindowError, make_window, parse_when, parse_week
@@ -126,7 +127,7 @@ def test_scontrol_corpus_capture(corpus):
 
 def test_sreport_sums_user_rows_only():
     out = "c|root||12.00\nc|phys||10.00\nc|phys|alice|6.50\nc|phys|bob|3.50\nc|bio|carol|2.00\n"
-    assert C.sreport_gpu_hours(out) == pytest.approx(12.0)
+    assert S.gpu_hours(out, "hours") == pytest.approx(12.0)
 
 
 def test_reconciliation_flags_over_one_percent():
