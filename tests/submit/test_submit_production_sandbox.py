@@ -422,3 +422,76 @@ def test_a_rank_dying_mid_run_is_retried_only_with_node_evidence(sandbox, backen
         assert "requeued without" not in out and "slurmkit: node n2 failed" not in out, out[-3000:]
         # srun's own status: the highest of its tasks' (n1's rank, ended by --kill-on-bad-exit: 143)
         assert "Restarts=0" in info and "ExitCode=0:0" not in info, info
+
+
+#: torchrun ranks: each writes start-<node>-<restart>; on the first run, once ``die`` exists,
+#: rank 0 (on the first node, whose torchrun holds the c10d store) ends as argv[2] says: "raise"
+#: (an exception in the training loop, status 1) or "kill" (SIGKILL, as the OOM killer would);
+#: the other rank keeps running and, as a Megatron-style program, takes Slurm's SIGTERM (srun's
+#: --kill-on-bad-exit) as "save a checkpoint" and goes on, so its torchrun agent sees the store
+#: go away (what the trial found). A rerun exits 0 at once.
+STORE_NODE_RANK = """
+import os, signal, sys, time
+out, how, node = sys.argv[1], sys.argv[2], os.environ["SLURMD_NODENAME"]
+restart = int(os.environ["SLURMKIT_RESTART_COUNT"])
+signal.signal(signal.SIGTERM, lambda s, f: None)
+open(os.path.join(out, f"start-{node}-{restart}"), "w").close()
+if restart == 0:
+    while not os.path.exists(os.path.join(out, "die")):
+        time.sleep(0.2)
+    if os.environ["RANK"] == "0":
+        if how == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise RuntimeError("loss is nan at step 6")
+    time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("how,status", [("raise", 1), ("kill", 137)])
+def test_torchrun_rank_failing_on_the_store_node_blames_no_node(sandbox, backend, tmp_path, how, status):
+    """Rank 0 fails on its own mid-run on n1 (whose torchrun holds the rendezvous store): n2's
+    torchrun then loses the store after its ranks started, which is a consequence, not evidence
+    against n2. The job fails with rank 0's status; no node is blamed, nothing is requeued."""
+    job = submit(sandbox, backend, tmp_path, "torchrun", [sys.executable, "-c", STORE_NODE_RANK, tmp_path, how],
+                 nodes=2, gpus_per_node=1, params={"python": sys.executable}, time="5:00", switches=False,
+                 exclude="n3")
+    wait_until(lambda: (tmp_path / "start-n1-0").exists() and (tmp_path / "start-n2-0").exists(), 120,
+               what="first start")
+    (tmp_path / "die").write_text("")
+    state = job.wait(timeout=180, poll_s=1)
+    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    assert state == "FAILED", out[-3000:]
+    assert "could not join" not in out and "slurmkit: node " not in out and "requeued" not in out, out[-3000:]
+    assert f"slurmkit: rank 0 on n1 exited with status {status}" in out, out[-3000:]
+    info = scontrol_job(sandbox, job.id)
+    assert "Restarts=0" in info and f"ExitCode={status}:0" in info, info
+    logs = tmp_path / "slurmkit-logs" / job.id
+    assert not list(logs.glob("badnode-*"))
+    # the workers' marks that the rendezvous had completed (what tells a lost store from a failed join)
+    assert (logs / "joined-n1-restart0").exists() and (logs / "joined-n2-restart0").exists()
+
+
+def test_torchrun_node_fault_on_the_store_node_excludes_that_node_alone(sandbox, backend, tmp_path):
+    """n1 (first node: its torchrun holds the store) is drained by the health check with a
+    hardware reason and its rank killed: only n1 is blamed (n2's lost store is a consequence),
+    the job is requeued without n1 and completes on n2 and n4."""
+    job = submit(sandbox, backend, tmp_path, "torchrun", [sys.executable, "-c", STORE_NODE_RANK, tmp_path, "kill"],
+                 nodes=2, gpus_per_node=1, params={"python": sys.executable}, time="5:00", switches=False,
+                 exclude="n3")
+    wait_until(lambda: (tmp_path / "start-n1-0").exists() and (tmp_path / "start-n2-0").exists(), 120,
+               what="first start")
+    reason = "slurmkit: xid 79 GPU0 0000:19:00.0: fell off the bus"
+    try:
+        run(["scontrol", "update", "NodeName=n1", "State=DRAIN", f"Reason={reason}"], env=sandbox.env())
+        (tmp_path / "die").write_text("")
+        state = job.wait(timeout=240, poll_s=1)
+    finally:
+        run(["scontrol", "update", "NodeName=n1", "State=RESUME"], env=sandbox.env())
+    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    assert state == "COMPLETED", out[-3000:]
+    said = [line for line in out.splitlines() if line.startswith("slurmkit: node ")]
+    assert len(said) == 1 and said[0].startswith("slurmkit: node n1 failed: drained during the job"), out[-3000:]
+    assert "slurmkit: requeued without n1 (ExcNodeList=n3,n1), restart 1 of at most 3" in out, out[-3000:]
+    info = scontrol_job(sandbox, job.id)
+    assert "Restarts=1" in info
+    assert (tmp_path / "start-n2-1").exists() and (tmp_path / "start-n4-1").exists()
