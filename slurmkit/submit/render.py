@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from slurmkit.errors import UsageError
 from slurmkit.hostlist import expand_nodelist
 from slurmkit.submit import jobenv, nccl, placement, timelimit
-from slurmkit.submit.escape import check_line_safe, sbatch_line, shell_expand_word, shell_join, shell_quote
+from slurmkit.submit.escape import check_line_safe, sbatch_line, shell_expand_word, shell_join, shell_quote, shell_word
 from slurmkit.submit.nccl import EnvVar
 from slurmkit.submit.request import SubmitRequest
 from slurmkit.submit.site import SiteFacts
@@ -109,7 +109,7 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
     env = _environment(req, facts)
     job_env = _job_environment(req, env_file)
     ctx = _context(req, facts, template, params, opts, env, gpn, ck, max_restarts)
-    ctx["exports"] += [f"export {v.name}={shell_expand_word(v.value, v.name)}" for v in job_env]
+    ctx["exports"] += [f"export {v.name}={v.word}" for v in job_env]
     env += job_env
     param_sources = {name: "--set" if name in req.sets else "API params" if name in req.params else "template default"
                      for name in params}
@@ -342,13 +342,14 @@ def _job_environment(req: SubmitRequest, env_file: tuple[str, str] | None) -> li
     out: list[EnvVar] = []
     if env_file is not None:
         path, text = env_file
-        for name, value, n in jobenv.parse_env_file(text, path):
-            out.append(EnvVar(name, value, f"--env-file {path}:{n} (expanded on the node)"))
+        for a in jobenv.parse_env_file(text, path):
+            how = "$NAME expanded on the node" if any(v for _, v in a.parts) else "as written"
+            out.append(EnvVar(a.name, a.value, f"--env-file {path}:{a.line} ({how})",
+                              shell_word(a.parts, f"--env-file {path}:{a.line}")))
     for item in req.job_env:
         name, value = jobenv.parse_assignment(item, "--env")
-        out.append(EnvVar(name, value, "CLI --env (expanded on the node)"))
-    for var in out:
-        shell_expand_word(var.value, f"--env {var.name}")
+        out.append(EnvVar(name, value, "CLI --env (expanded on the node)",
+                          shell_expand_word(value, f"--env {name}")))
     return out
 
 

@@ -365,7 +365,7 @@ def test_per_job_env_setup_teardown_and_srun_options_on_the_node(sandbox, backen
     """--env expands on the node ($PATH there, prepended), --env-file too, --setup's exports reach
     the rank, --teardown runs once after it, --srun-opt=--label prefixes srun's output."""
     env_file = tmp_path / "job.env"
-    env_file.write_text("# from a file\nFROM_FILE=yes $SLURM_JOB_ID\n")
+    env_file.write_text("# from a file\nFROM_FILE=\"yes $SLURM_JOB_ID\"\n")
     prog = ("import os; print('X=' + os.environ['X']); print('Y=' + os.environ['Y']); "
             "print('F=' + os.environ['FROM_FILE']); print('Q=' + os.environ['Q'])")
     job = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", prog],
