@@ -14,7 +14,7 @@ import pytest
 
 from slurmkit.slurm.commands import run
 from slurmkit.submit import api
-from slurmkit.submit.backend import CliBackend
+from slurmkit.submit.backend import CliBackend, describe_exit_code
 from slurmkit.waiting import wait_until
 
 from sandbox_jobs import submit
@@ -420,8 +420,12 @@ def test_a_rank_dying_mid_run_is_retried_only_with_node_evidence(sandbox, backen
     else:
         assert state == "FAILED", out[-3000:]
         assert "requeued without" not in out and "slurmkit: node n2 failed" not in out, out[-3000:]
-        # srun's own status: the highest of its tasks' (n1's rank, ended by --kill-on-bad-exit: 143)
-        assert "Restarts=0" in info and "ExitCode=0:0" not in info, info
+        # the first failing rank's status (n2's 3), not srun's own (the highest of its tasks':
+        # n1's rank, ended by --kill-on-bad-exit, 143)
+        assert "Restarts=0" in info and "ExitCode=3:0" in info, info
+        status = subprocess.run([sys.executable, "-m", "slurmkit", "status", job.id], capture_output=True,
+                                text=True, env={**os.environ, **sandbox.env()}, timeout=60)
+        assert "FAILED" in status.stdout and "exit=3:0 (exit 3)" in status.stdout, status.stdout + status.stderr
 
 
 #: torchrun ranks: each writes start-<node>-<restart>; on the first run, once ``die`` exists,
@@ -465,6 +469,9 @@ def test_torchrun_rank_failing_on_the_store_node_blames_no_node(sandbox, backend
     assert f"slurmkit: rank 0 on n1 exited with status {status}" in out, out[-3000:]
     info = scontrol_job(sandbox, job.id)
     assert "Restarts=0" in info and f"ExitCode={status}:0" in info, info
+    shown = subprocess.run([sys.executable, "-m", "slurmkit", "status", job.id], capture_output=True, text=True,
+                           env={**os.environ, **sandbox.env()}, timeout=60).stdout
+    assert job.exit_code == f"{status}:0" and f"exit={status}:0 ({describe_exit_code(f'{status}:0')})" in shown, shown
     logs = tmp_path / "slurmkit-logs" / job.id
     assert not list(logs.glob("badnode-*"))
     # the workers' marks that the rendezvous had completed (what tells a lost store from a failed join)
