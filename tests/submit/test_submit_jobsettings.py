@@ -146,7 +146,8 @@ def test_setup_runs_before_and_teardown_after_the_launch_once(checkpoint):
     assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
     body = text[text.index("slurmkit_preempted() {"):]
     launch = "slurmkit_payload &" if checkpoint else "slurmkit_payload || slurmkit_rc=$?"
-    assert body.index("source /opt/env.sh\nexport A=1\n") < body.index(launch) < body.rindex("slurmkit_teardown\n")
+    assert body.index("{ source /opt/env.sh\n}") < body.index("{ export A=1\n}") < body.index(launch) \
+        < body.rindex("slurmkit_teardown\n")
     assert text.count("dcgmi profile --resume\n") == 1           # defined once, in slurmkit_teardown
     explain = api.explain("single-gpu", ["python3", "t.py"], setup="source /opt/env.sh")
     assert "source /opt/env.sh" in explain and "<- CLI --setup" in explain
@@ -211,3 +212,19 @@ def test_cli_options_give_the_api_request():
     assert out.exit_code == 0, out.output
     assert out.output == api.render_script("single-gpu", ["python3", "t.py"], job_env=["X=/a:$X"], env_file="/dev/null",
                                            srun_opts=["--label"], setup=["echo hi"], teardown=["echo bye"])
+
+
+def test_a_failing_setup_command_is_said_runs_the_teardown_and_ends_the_job_with_its_status(tmp_path):
+    """The rendered setup block after the teardown function, run by bash under the script's
+    own `set -euo pipefail`: the second setup command fails with 3; the third never runs."""
+    text = api.render_script("single-gpu", ["true"], setup=["echo one", "(exit 3)", f"echo three > {tmp_path}/3"],
+                             teardown=[f"echo torn >> {tmp_path}/t"])
+    start = text.index("slurmkit_teardown() {")
+    func = text[start:text.index("\n}\n", start) + 3]
+    setup = text[text.index("set +u\n", text.index("# --setup:")):]
+    setup = setup[:setup.index("set -u\n") + len("set -u\n")]
+    proc = subprocess.run(["bash", "-c", f"set -euo pipefail\n{func}{setup}echo payload\n"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 3
+    assert proc.stdout == "one\n" and (tmp_path / "t").read_text() == "torn\n" and not (tmp_path / "3").exists()
+    assert proc.stderr == "slurmkit: setup command failed (status 3): (exit 3)\n"
