@@ -458,6 +458,7 @@ def _context(req: SubmitRequest, facts: SiteFacts, template: Template, params: d
         "agent_ignores": ([ck.signal] if ck.signal and ck.signal != "TERM" else []) + ["TERM"],
         "max_restarts": max_restarts,
         "retry_switches": _retry_switches(opts, facts),
+        "node_fault_reasons": facts.submit.node_fault_reasons,
         "container": _container(params, facts),
         "srun_opts": _srun_options(req.srun_opts),
         "setup": _shell_commands(req.setup, "--setup"),

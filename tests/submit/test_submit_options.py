@@ -362,11 +362,12 @@ def test_the_job_exits_with_the_payloads_status_when_no_rank_recorded_one(tmp_pa
     text = render.render(plan_for(template, nodes=1, signal_s=signal_s))
     finish = text.split("slurmkit_finish() {", 1)[1].split("\n}\n", 1)[0]
     faults = text.split("slurmkit_node_faults() {", 1)[1].split("\n}\n", 1)[0]
+    drains = text.split("slurmkit_drain_evidence() {", 1)[1].split("\n}\n", 1)[0]
     # the node-fault scan asks Slurm about the job's node: here it is n1, healthy (no controller)
     scontrol = ('scontrol() { case "$2" in hostnames) echo n1 ;; '
                 'node) echo "NodeName=n1 State=ALLOCATED Reason=" ;; esac; }\n')
     script = (f"set -euo pipefail\nSLURMKIT_LOG_DIR={tmp_path}\nSLURMKIT_RESTART_COUNT=0\nSLURM_JOB_NODELIST=n1\n"
-              f"{scontrol}slurmkit_node_faults() {{{faults}\n}}\n"
+              f"{scontrol}slurmkit_drain_evidence() {{{drains}\n}}\nslurmkit_node_faults() {{{faults}\n}}\n"
               f"slurmkit_finish() {{{finish}\n}}\nslurmkit_rc=0\n(exit 3) || slurmkit_rc=$?\nslurmkit_finish \"$slurmkit_rc\"\n")
     assert subprocess.run(["bash", "-c", script]).returncode == 3
     (tmp_path / "failed-n2-restart0").write_text("7\n")
@@ -454,3 +455,20 @@ def test_submit_warns_through_pythons_warnings_and_the_cli_on_stderr(monkeypatch
     assert res.stdout == "41\n"
     assert res.stderr.startswith("slurmkit: warning: --checkpoint-signal USR1: with the time limit Slurm applies "
                                  "(00:01:00) and a 30 s warning, SIGUSR1 may come 0 s after the job starts")
+
+
+def test_node_fault_reasons_come_from_the_profile_default_slurmkits_own():
+    from slurmkit.profile import ProfileError, load_profile
+
+    assert load_profile("sandbox").submit.node_fault_reasons == ("slurmkit:",)
+    text = render.render(plan_for("srun", nodes=2))
+    assert "  for p in slurmkit: ; do\n" in text
+    nhc = load_profile("sandbox", overrides=({"submit": {"node_fault_reasons": ["slurmkit:", "NHC:"]}},))
+    assert nhc.submit.node_fault_reasons == ("slurmkit:", "NHC:")
+    p = render.plan(render.SubmitRequest(template="srun", command=("x",), nodes=2), site.site_facts(nhc),
+                    templates.get("srun"))
+    assert "  for p in slurmkit: NHC: ; do\n" in render.render(p)
+    with pytest.raises(ProfileError, match="submit.node_fault_reasons"):
+        load_profile("sandbox", overrides=({"submit": {"node_fault_reasons": ["slurmkit:", " "]}},))
+    with pytest.raises(ProfileError, match="submit.node_fault_reasons"):
+        load_profile("sandbox", overrides=({"submit": {"node_fault_reasons": "NHC: x\nrm"}},))

@@ -502,3 +502,31 @@ def test_torchrun_node_fault_on_the_store_node_excludes_that_node_alone(sandbox,
     info = scontrol_job(sandbox, job.id)
     assert "Restarts=1" in info
     assert (tmp_path / "start-n2-1").exists() and (tmp_path / "start-n4-1").exists()
+
+
+def test_a_site_health_checks_drain_reason_counts_where_the_profile_names_it(sandbox, backend, tmp_path):
+    """A site whose health check is LBNL NHC (drain reasons "NHC: ...") lists that prefix in
+    submit.node_fault_reasons: n2 drained with it during the job is the node's fault, and the
+    job is requeued without n2 (by default only "slurmkit:" reasons count: the test above)."""
+    site = tmp_path / "site.toml"
+    text = sandbox.profile_path.read_text()
+    assert "\n[submit]\n" in text
+    site.write_text(text.replace("\n[submit]\n", '\n[submit]\nnode_fault_reasons = ["slurmkit:", "NHC:"]\n', 1))
+    job = api.submit("srun", [sys.executable, "-c", MIDRUN, str(tmp_path)], site=str(site), backend=backend,
+                     chdir=str(tmp_path), output=str(tmp_path / "job-%j.out"), nodes=2, gpus_per_node=1,
+                     time="5:00", switches=False, exclude="n3")
+    wait_until(lambda: (tmp_path / "start-n1-0").exists() and (tmp_path / "start-n2-0").exists(), 90, what="first start")
+    reason = "NHC: check_hw_gpu: GPU 0 has fallen off the bus"
+    try:
+        run(["scontrol", "update", "NodeName=n2", "State=DRAIN", f"Reason={reason}"], env=sandbox.env())
+        (tmp_path / "die").write_text("")
+        state = job.wait(timeout=180, poll_s=1)
+    finally:
+        run(["scontrol", "update", "NodeName=n2", "State=RESUME"], env=sandbox.env())
+    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    assert state == "COMPLETED", out[-3000:]
+    said = [line for line in out.splitlines() if line.startswith("slurmkit: node n2 failed: ")]
+    assert said and said[0].startswith("slurmkit: node n2 failed: drained during the job with a node-fault reason "
+                                       "(State=") and said[0].endswith(
+        f"; profile submit.node_fault_reasons: NHC:): {reason}"), out[-3000:]
+    assert "slurmkit: requeued without n2 (ExcNodeList=n3,n2), restart 1 of at most 3" in out
