@@ -428,6 +428,21 @@ def test_a_rank_dying_mid_run_is_retried_only_with_node_evidence(sandbox, backen
         assert "FAILED" in status.stdout and "exit=3:0 (exit 3)" in status.stdout, status.stdout + status.stderr
 
 
+def drained_mid_run(sandbox, job, tmp_path, node, reason, timeout=240):
+    """Once the job's ranks started on n1 and n2, drain ``node`` with ``reason`` (as a health
+    check would), let the ranks die (the ``die`` file) and wait for the job to end; ``node`` is
+    resumed after. Returns (its final state, its output)."""
+    wait_until(lambda: (tmp_path / "start-n1-0").exists() and (tmp_path / "start-n2-0").exists(), 180,
+               what="first start", hint=lambda: scontrol_job(sandbox, job.id).replace("\n", " ")[:1500])
+    try:
+        run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"], env=sandbox.env())
+        (tmp_path / "die").write_text("")
+        state = job.wait(timeout=timeout, poll_s=1)
+    finally:
+        run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], env=sandbox.env())
+    return state, (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+
+
 #: torchrun ranks: each writes start-<node>-<restart>; on the first run, once ``die`` exists,
 #: rank 0 (on the first node, whose torchrun holds the c10d store) ends as argv[2] says: "raise"
 #: (an exception in the training loop, status 1) or "kill" (SIGKILL, as the OOM killer would);
@@ -485,16 +500,7 @@ def test_torchrun_node_fault_on_the_store_node_excludes_that_node_alone(sandbox,
     job = submit(sandbox, backend, tmp_path, "torchrun", [sys.executable, "-c", STORE_NODE_RANK, tmp_path, "kill"],
                  nodes=2, gpus_per_node=1, params={"python": sys.executable}, time="5:00", switches=False,
                  exclude="n3")
-    wait_until(lambda: (tmp_path / "start-n1-0").exists() and (tmp_path / "start-n2-0").exists(), 120,
-               what="first start")
-    reason = "slurmkit: xid 79 GPU0 0000:19:00.0: fell off the bus"
-    try:
-        run(["scontrol", "update", "NodeName=n1", "State=DRAIN", f"Reason={reason}"], env=sandbox.env())
-        (tmp_path / "die").write_text("")
-        state = job.wait(timeout=240, poll_s=1)
-    finally:
-        run(["scontrol", "update", "NodeName=n1", "State=RESUME"], env=sandbox.env())
-    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    state, out = drained_mid_run(sandbox, job, tmp_path, "n1", "slurmkit: xid 79 GPU0 0000:19:00.0: fell off the bus")
     assert state == "COMPLETED", out[-3000:]
     said = [line for line in out.splitlines() if line.startswith("slurmkit: node ")]
     assert len(said) == 1 and said[0].startswith("slurmkit: node n1 failed: drained during the job"), out[-3000:]
@@ -515,15 +521,8 @@ def test_a_site_health_checks_drain_reason_counts_where_the_profile_names_it(san
     job = api.submit("srun", [sys.executable, "-c", MIDRUN, str(tmp_path)], site=str(site), backend=backend,
                      chdir=str(tmp_path), output=str(tmp_path / "job-%j.out"), nodes=2, gpus_per_node=1,
                      time="5:00", switches=False, exclude="n3")
-    wait_until(lambda: (tmp_path / "start-n1-0").exists() and (tmp_path / "start-n2-0").exists(), 90, what="first start")
     reason = "NHC: check_hw_gpu: GPU 0 has fallen off the bus"
-    try:
-        run(["scontrol", "update", "NodeName=n2", "State=DRAIN", f"Reason={reason}"], env=sandbox.env())
-        (tmp_path / "die").write_text("")
-        state = job.wait(timeout=180, poll_s=1)
-    finally:
-        run(["scontrol", "update", "NodeName=n2", "State=RESUME"], env=sandbox.env())
-    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    state, out = drained_mid_run(sandbox, job, tmp_path, "n2", reason)
     assert state == "COMPLETED", out[-3000:]
     said = [line for line in out.splitlines() if line.startswith("slurmkit: node n2 failed: ")]
     assert said and said[0].startswith("slurmkit: node n2 failed: drained during the job with a node-fault reason "
