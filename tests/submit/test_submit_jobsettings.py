@@ -228,3 +228,12 @@ def test_a_failing_setup_command_is_said_runs_the_teardown_and_ends_the_job_with
     assert proc.returncode == 3
     assert proc.stdout == "one\n" and (tmp_path / "t").read_text() == "torn\n" and not (tmp_path / "3").exists()
     assert proc.stderr == "slurmkit: setup command failed (status 3): (exit 3)\n"
+
+
+def test_a_default_expansion_in_env_stays_literal_as_the_docs_say():
+    """torchtitan's MODULE=${MODULE:-"..."} given to --env: only $NAME and ${NAME} expand; the
+    ${X:-def} form reaches the job as written (docs/submit.md), while --env-file refuses it."""
+    text = api.render_script("srun", ["python3", "t.py"], nodes=2, job_env=["MODULE=${MODULE:-llama3}", "B=$A/x"])
+    out = subprocess.run(["bash", "-c", exports_of(text) + '\nprintf "%s|%s" "$MODULE" "$B"'], capture_output=True,
+                         text=True, env={"PATH": "/usr/bin:/bin", "A": "/a"}, check=True).stdout
+    assert out == "${MODULE:-llama3}|/a/x"
