@@ -66,3 +66,9 @@ class UsageError(InputError):
 
     def __reduce__(self):
         return (type(self), (self.file, self.message, self.key))
+
+
+class SlurmkitWarning(UserWarning):
+    """Something that will work, but probably not as the user expects (e.g. a checkpoint signal
+    that may arrive before the program can handle it). ``slurmkit submit`` prints it as
+    ``slurmkit: warning: ...`` on stderr; API callers get it through :mod:`warnings`."""

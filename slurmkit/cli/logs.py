@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from slurmkit.cli.remote import host_options
-from slurmkit.remote.logs import LogsError, show
+from slurmkit.remote.logs import LogsError, OutputMissing, show
 
 
 @click.command("logs", context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,9 +24,13 @@ def cli(job_id, follow, remote, ssh_config):
     if follow:
         wait_until_started(backend, job_id)
     try:
-        show(backend, job_id, follow=follow)
-    except LogsError as exc:
-        raise ended_without_output(backend, job_id) or exc from None
+        written = show(backend, job_id, follow=follow)
+    except OutputMissing as exc:
+        raise ended_without_output(backend, job_id, exc) or exc from None
+    if written == 0:
+        said = ended(backend, job_id)
+        if said:
+            click.echo(f"slurmkit: job {job_id} {said}: the job wrote no output (its output file is empty)", err=True)
 
 
 def wait_until_started(backend, job_id: str) -> None:
@@ -45,20 +49,54 @@ def wait_until_started(backend, job_id: str) -> None:
         line.close()
 
 
-def ended_without_output(backend, job_id: str):
-    """For a job without its output file: a :class:`LogsError` saying why. Ended: its state and
-    exit code (squeue / sacct ``State``, sacct ``ExitCode``); pending: Slurm's reason (squeue
-    ``%r``) and that ``--follow`` waits for it. None while it runs, or when Slurm does not know
-    it."""
-    from slurmkit.submit.backend import TERMINAL, exit_codes
+def ended(backend, job_id: str) -> str | None:
+    """``"ended FAILED (ExitCode 1:0, exit 1)"`` for a finished job (squeue / sacct ``State``,
+    sacct ``ExitCode`` explained by :func:`~slurmkit.submit.backend.describe_exit_code`); None
+    while it is pending or running, or when Slurm does not know it."""
+    from slurmkit.submit.backend import TERMINAL, describe_exit_code, exit_codes
+
+    info = backend.states([job_id]).get(job_id)
+    if info is None or info.state not in TERMINAL:
+        return None
+    code = exit_codes(backend, [job_id]).get(job_id)
+    return f"ended {info.state} (ExitCode {code}, {describe_exit_code(code)})" if code else \
+        f"ended {info.state} (ExitCode unknown)"
+
+
+def job_start(backend, job_id: str) -> str | None:
+    """When the job started (sacct ``Start``); None when it never did (``Unknown``, ``None``)
+    or sacct does not know it."""
+    res = backend.run(["sacct", "-X", "-n", "-P", "-j", str(job_id), "-o", "JobID,Start"], check=False)
+    for line in res.stdout.splitlines():
+        jid, _, start = line.partition("|")
+        if jid == str(job_id) and start.strip() and start.strip() not in ("Unknown", "None"):
+            return start.strip()
+    return None
+
+
+def ended_without_output(backend, job_id: str, missing: OutputMissing):
+    """For a job whose output file does not exist: a :class:`LogsError` saying why. Pending:
+    Slurm's reason (squeue ``%r``) and that ``--follow`` waits for it. Ended (:func:`ended`):
+    it never started (sacct ``Start``); or its output's directory does not exist (checked here,
+    for a local job: Slurm creates the file, never its directory); or it started and the file
+    is missing (deleted or moved since). None while it runs, or when Slurm does not know it."""
+    import os
 
     info = backend.states([job_id]).get(job_id)
     if info is not None and info.state == "PENDING":
         why = f" ({info.reason})" if info.reason else ""
         return LogsError(f"job {job_id} is PENDING{why}: no output yet; `slurmkit logs --follow {job_id}` "
                          "waits for it to start")
-    if info is None or info.state not in TERMINAL:
+    said = ended(backend, job_id)
+    if said is None:
         return None
-    code = exit_codes(backend, [job_id]).get(job_id) or "unknown"
-    return LogsError(f"job {job_id} ended {info.state} (exit code {code}) without any output: its output file "
-                     "was never written (a missing directory in -o/-e, or the job failed before it started)")
+    where = f" on {missing.host}" if missing.host else ""
+    start = job_start(backend, job_id)
+    if start is None:
+        return LogsError(f"job {job_id} {said} without any output: it never started")
+    folder = os.path.dirname(missing.path)
+    if missing.host is None and folder and not os.path.isdir(folder):
+        return LogsError(f"job {job_id} {said} without any output: the directory of its output {missing.path} "
+                         "does not exist (Slurm creates the file, never its directory)")
+    return LogsError(f"job {job_id} {said}: its output {missing.path}{where} is missing (the job started at "
+                     f"{start}; the file was deleted or moved since)")

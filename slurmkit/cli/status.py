@@ -14,15 +14,16 @@ from slurmkit.cli.remote import host_options
 
 @click.command("status", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("job_ids", nargs=-1, required=True)
-@click.option("--json", "as_json", is_flag=True, help='JSON: {"job_id", "state", "nodes", "gpus", "exit_code"}, for a '
-              'pending job also "reason" and "expected_start" (a list for several jobs).')
+@click.option("--json", "as_json", is_flag=True, help='JSON: {"job_id", "state", "nodes", "gpus", "exit_code"} '
+              '(exit_code: Slurm\'s ExitCode status:signal), for a pending job also "reason" and "expected_start" '
+              '(a list for several jobs).')
 @host_options
 @click.pass_context
 def cli(ctx, job_ids, as_json, remote, ssh_config):
     """Show jobs' state, nodes and GPUs; for a pending job Slurm's reason and expected start."""
     from slurmkit.cli.remote import backend_for
     from slurmkit.errors import SlurmkitError, UsageError
-    from slurmkit.submit.backend import TERMINAL, exit_codes
+    from slurmkit.submit.backend import TERMINAL, describe_exit_code, exit_codes
 
     for j in job_ids:
         if not j.replace("_", "").isdigit():
@@ -44,7 +45,8 @@ def cli(ctx, job_ids, as_json, remote, ssh_config):
         click.echo(json.dumps(rows[0] if len(rows) == 1 else rows))
         return
     for r in rows:
-        line = f"{r['job_id']}  {r['state']}  nodes={','.join(r['nodes']) or '-'}  gpus={r['gpus']}  exit={r['exit_code'] or '-'}"
+        code = f"{r['exit_code']} ({describe_exit_code(r['exit_code'])})" if r["exit_code"] else "-"
+        line = f"{r['job_id']}  {r['state']}  nodes={','.join(r['nodes']) or '-'}  gpus={r['gpus']}  exit={code}"
         if r["state"] == "PENDING":
             line += f"  reason={r['reason'] or '-'}  expected_start={r['expected_start'] or '-'}"
         click.echo(line)

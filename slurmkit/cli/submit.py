@@ -129,7 +129,18 @@ def cli(template, command, dry_run, explain, wait_, remote, ssh_config, sync_dir
     elif dry_run:
         click.echo(api.render_script(template, command, **kw), nl=False)
     else:
-        result = api.submit(template, command, **kw)
+        import warnings
+
+        from slurmkit.errors import SlurmkitWarning
+
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always", SlurmkitWarning)
+            result = api.submit(template, command, **kw)
+        for w in said:
+            if issubclass(w.category, SlurmkitWarning):
+                click.echo(f"slurmkit: warning: {w.message}", err=True)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         click.echo(result if test_only else result.id)
         if wait_ and not test_only:
             _wait_visibly(result)

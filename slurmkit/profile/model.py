@@ -369,7 +369,11 @@ class Submit:
     node failure; ``--set max_restarts=N`` per job), ``checkpoint_signal`` (the signal jobs'
     ranks get before the time limit to checkpoint, then requeue; "" = none: Slurm's own time
     limit; ``--checkpoint-signal`` per job), ``retry_switch_wait`` (the ``--switches`` wait of a
-    job requeued without a bad node; "" = drop ``--switches`` on such a retry)."""
+    job requeued without a bad node; "" = drop ``--switches`` on such a retry),
+    ``node_fault_reasons`` (prefixes of a node's drain/down reason, ``scontrol show node``
+    ``Reason=``, that make a rank's mid-run failure that node's, so the job is requeued without
+    it; default slurmkit's health check's ``slurmkit:``; e.g. ``["slurmkit:", "NHC:"]`` where
+    LBNL NHC drains nodes)."""
 
     container: bool = False
     switch_wait: str = "5:00"
@@ -378,6 +382,7 @@ class Submit:
     max_restarts: int = 3
     checkpoint_signal: str = ""
     retry_switch_wait: str = ""
+    node_fault_reasons: tuple[str, ...] = ("slurmkit:",)
 
 
 @dataclass(frozen=True)

@@ -589,14 +589,20 @@ def _bounded(c: _Ctx, t: dict, key: str, name: str, maximum: int) -> int | None:
 def _submit(c: _Ctx, t: dict) -> Submit:
     k = "submit"
     c.known(t, k, ("container", "switch_wait", "rendezvous_interface", "cpus_per_gpu", "max_restarts",
-                   "checkpoint_signal", "retry_switch_wait"))
+                   "checkpoint_signal", "retry_switch_wait", "node_fault_reasons"))
+    reasons = c.str_list(t, k, "node_fault_reasons") if "node_fault_reasons" in t else \
+        _default(Submit, "node_fault_reasons")
+    for r in reasons:
+        if not r.strip() or any(ch in r for ch in "\n\r\0"):
+            c.fail(f"{k}.node_fault_reasons", f"expected non-empty one-line reason prefixes such as \"NHC:\", got {r!r}")
     return Submit(container=c.get(t, k, "container", bool, _default(Submit, "container")),
                   switch_wait=c.get(t, k, "switch_wait", str, _default(Submit, "switch_wait")),
                   rendezvous_interface=c.get(t, k, "rendezvous_interface", str, _default(Submit, "rendezvous_interface")),
                   cpus_per_gpu=c.get(t, k, "cpus_per_gpu", int, _default(Submit, "cpus_per_gpu"), minimum=0),
                   max_restarts=c.get(t, k, "max_restarts", int, _default(Submit, "max_restarts"), minimum=0),
                   checkpoint_signal=c.get(t, k, "checkpoint_signal", str, _default(Submit, "checkpoint_signal")),
-                  retry_switch_wait=c.get(t, k, "retry_switch_wait", str, _default(Submit, "retry_switch_wait")))
+                  retry_switch_wait=c.get(t, k, "retry_switch_wait", str, _default(Submit, "retry_switch_wait")),
+                  node_fault_reasons=tuple(reasons))
 
 
 def _health(c: _Ctx, t: dict) -> Health:

@@ -25,6 +25,15 @@ class LogsError(SlurmkitError):
     """The job's output cannot be found or read (message names the job and the path)."""
 
 
+class OutputMissing(LogsError):
+    """The job's output file does not exist (``path``: where Slurm says it writes it; ``host``:
+    the login node it was looked for on, None here)."""
+
+    def __init__(self, message: str, path: str, host: str | None = None):
+        super().__init__(message)
+        self.path, self.host = path, host
+
+
 def parse_stdout_path(scontrol_text: str) -> str | None:
     """``StdOut=`` of ``scontrol show job`` output (multi-line form; the value runs to the end
     of its line, paths with spaces included); None when absent."""
@@ -117,11 +126,12 @@ def _follow_local(backend, path: str, job_id: str, out) -> None:
         out.flush()
 
 
-def show(backend, job_id: str, follow: bool = False, out=None) -> None:
+def show(backend, job_id: str, follow: bool = False, out=None) -> int | None:
     """Write job ``job_id``'s output to ``out`` (a binary file; default stdout), and with
-    ``follow`` keep writing until the job has left the queue. Raises :class:`LogsError` when
-    the file does not exist (yet) and the job is not followed, ``RemoteError`` (step
-    ``logs``) when the connection fails."""
+    ``follow`` keep writing until the job has left the queue. Returns the number of bytes
+    written (None when followed). Raises :class:`OutputMissing` when the file does not exist
+    (yet) and the job is not followed, :class:`LogsError` when it cannot be read,
+    ``RemoteError`` (step ``logs``) when the connection fails."""
     out = out or sys.stdout.buffer
     path = output_path(backend, job_id)
     remote = getattr(backend, "remote", None)
@@ -130,25 +140,27 @@ def show(backend, job_id: str, follow: bool = False, out=None) -> None:
             remote.stream(follow_script(path, job_id), "logs", out)
         else:
             _follow_local(backend, path, job_id, out)
-        return
+        return None
     if remote is None:
         try:
             with open(path, "rb") as fh:
                 data = fh.read()
         except FileNotFoundError:
-            raise LogsError(f"job {job_id}: its output {path} does not exist (yet): the job may still be "
-                            "pending (use --follow)") from None
+            raise OutputMissing(f"job {job_id}: its output {path} does not exist (yet): the job may still be "
+                                "pending (use --follow)", path) from None
         except OSError as exc:
             raise LogsError(f"job {job_id}: cannot read {path} ({exc.strerror})") from None
         out.write(data)
         out.flush()
-        return
+        return len(data)
     script = f"test -r {shlex.quote(path)} || exit 3; cat -- {shlex.quote(path)}"
     res = remote.shell(script, "logs", check=False)
     if res.returncode == 3:
-        raise LogsError(f"job {job_id}: its output {path} on {remote.host} does not exist (yet): the job may "
-                        "still be pending (use --follow)")
+        raise OutputMissing(f"job {job_id}: its output {path} on {remote.host} does not exist (yet): the job may "
+                            "still be pending (use --follow)", path, remote.host)
     if res.returncode != 0:
         raise LogsError(f"job {job_id}: cannot read {path} on {remote.host} (exit {res.returncode})")
-    out.write(res.stdout.encode(errors="surrogateescape"))   # the file's bytes as they are, UTF-8 or not
+    data = res.stdout.encode(errors="surrogateescape")   # the file's bytes as they are, UTF-8 or not
+    out.write(data)
     out.flush()
+    return len(data)

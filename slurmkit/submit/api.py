@@ -14,9 +14,10 @@ import re
 import shutil
 import subprocess
 import time as _time
+import warnings
 from dataclasses import dataclass, field
 
-from slurmkit.errors import SlurmkitError, UsageError
+from slurmkit.errors import SlurmkitError, SlurmkitWarning, UsageError
 
 from slurmkit.submit import check as _check
 from slurmkit.submit import outputs as _outputs
@@ -242,7 +243,10 @@ def submit(template: str, command=(), *, backend=None, env: dict | None = None, 
         return provider("remote").submit_remote(template, command, remote=remote, **kw)
     backend = backend or get_backend(env)
     req = build_request(template, command, kw)
-    script = _render.render(prepare(req, backend, profile))
+    p = prepare(req, backend, profile)
+    for text in p.warnings:
+        warnings.warn(text, SlurmkitWarning, stacklevel=2)
+    script = _render.render(p)
     if not req.test_only:
         _outputs.make_output_dirs({"--output": req.output, "--error": req.error}, req.chdir or os.getcwd())
     if req.test_only:

@@ -227,9 +227,12 @@ class CliBackend:
 
 
 def exit_codes(backend: Backend, job_ids) -> dict[str, str]:
-    """Job id -> Slurm's ``ExitCode`` (``status:signal``, e.g. ``0:0``, ``1:0``) from one
-    ``sacct -X`` call through ``backend``; ids sacct does not know (yet) are absent. Array jobs:
-    the first non-zero task's code, else ``0:0``. Raises
+    """Job id -> Slurm's ``ExitCode`` (``status:signal``, e.g. ``0:0``, ``1:0``, ``137:0``):
+    slurmctld's (``scontrol show job -o``, :func:`parse_scontrol_exit_code`) while it still
+    knows a (non-array) job, else sacct's (one ``sacct -X`` call through ``backend``). sacct
+    prints a status of 128 or more less 128 (Slurm ``src/sacct/print.c``: a batch shell that
+    exited 137 shows ``9:0``), so slurmctld's is preferred. Ids neither knows (yet) are absent.
+    Array jobs: sacct's first non-zero task's code, else ``0:0``. Raises
     :class:`~slurmkit.slurm.commands.SlurmError` when sacct fails."""
     ids = [str(j) for j in job_ids]
     if not ids:
@@ -241,7 +244,19 @@ def exit_codes(backend: Backend, job_ids) -> dict[str, str]:
         codes = [code.strip() for jid, code in rows if jid == j or jid.startswith(f"{j}_")]
         if codes:
             out[j] = next((c for c in codes if c != "0:0"), codes[-1])
+        if j.isdigit() and not any(jid.startswith(f"{j}_") for jid, _ in rows):
+            ctld = backend.run(["scontrol", "show", "job", "-o", j], check=False)
+            code = parse_scontrol_exit_code(ctld.stdout) if ctld.returncode == 0 else None
+            if code:
+                out[j] = code
     return out
+
+
+def parse_scontrol_exit_code(text: str) -> str | None:
+    """``ExitCode=`` (``status:signal``, the status as the batch shell exited: 137 stays 137)
+    of one job's ``scontrol show job -o`` line; None when absent or for several jobs (an array)."""
+    found = re.findall(r"(?:^|\s)ExitCode=(\d+:\d+)(?=\s|$)", text)
+    return found[0] if len(found) == 1 else None
 
 
 def get_backend(env: dict | None = None) -> CliBackend:
@@ -268,3 +283,31 @@ def provider(name: str):
         raise UsageError("backend", f"no {name!r} backend is installed (entry point group {BACKENDS}; "
                          "install slurmkit with pip)")
     return found[0].load()
+
+
+def describe_exit_code(code: str | None) -> str:
+    """Slurm's ``ExitCode`` (sacct/scontrol ``status:signal``) in words: ``"0:0"`` -> ``exit 0``,
+    ``"1:0"`` -> ``exit 1``, ``"137:0"`` -> ``exit 137: killed by signal 9, SIGKILL`` (a status
+    above 128 is how bash and slurmkit's launchers report a rank killed by signal status-128),
+    ``"0:9"`` -> ``killed by signal 9, SIGKILL`` (the batch shell itself was killed); None or
+    text of another form is returned as it is (``"-"`` for None). Signal names: Linux numbering
+    (Python's :mod:`signal`)."""
+    import signal as _signal
+
+    def name(n: int) -> str:
+        try:
+            return _signal.Signals(n).name
+        except ValueError:
+            return f"signal {n}"
+
+    if not code:
+        return "-"
+    status, sep, sig = str(code).partition(":")
+    if not sep or not status.isdigit() or not sig.isdigit():
+        return str(code)
+    st, sg = int(status), int(sig)
+    if sg:
+        return f"killed by signal {sg}, {name(sg)}" + (f" (exit {st})" if st else "")
+    if 128 < st < 128 + 65:
+        return f"exit {st}: killed by signal {st - 128}, {name(st - 128)}"
+    return f"exit {st}"

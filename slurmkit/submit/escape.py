@@ -145,12 +145,23 @@ def shell_expand_word(value: str, what: str = "value") -> str:
     literal: no command substitution, globbing or word splitting. ``"/a:$X"`` ->
     ``'/a:'"${X-}"``. Refuses NUL and newlines (one ``export`` line)."""
     value = check_line_safe(what, str(value))
-    out, pos = [], 0
+    parts, pos = [], 0
     for m in _VAR_REF.finditer(value):
         if m.start() > pos:
-            out.append(shlex.quote(value[pos:m.start()]))
-        out.append('"${' + (m.group(1) or m.group(2)) + '-}"')
+            parts.append((value[pos:m.start()], False))
+        parts.append((m.group(1) or m.group(2), True))
         pos = m.end()
-    if pos < len(value) or not out:
-        out.append(shlex.quote(value[pos:]))
-    return "".join(out)
+    if pos < len(value):
+        parts.append((value[pos:], False))
+    return shell_word(parts, what)
+
+
+def shell_word(parts, what: str = "value") -> str:
+    """One bash word from ``parts``: ``[(text, is_variable)]``, a variable's value (by name,
+    expanded when the script runs; unset gives "", even under ``set -u``) or literal text.
+    ``[("/a:", False), ("X", True)]`` -> ``'/a:'"${X-}"``; no parts -> ``''``. Refuses NUL and
+    newlines in literal text (one line)."""
+    out = []
+    for text, is_var in parts:
+        out.append('"${' + text + '-}"' if is_var else shlex.quote(check_line_safe(what, text)))
+    return "".join(out) or "''"

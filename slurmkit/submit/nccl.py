@@ -51,11 +51,14 @@ GLOO_RULE = "SLURMKIT_GLOO_IFNAME_RULE"
 
 @dataclass(frozen=True)
 class EnvVar:
-    """One exported variable: ``name``, ``value`` (str) and ``source`` (where it came from)."""
+    """One exported variable: ``name``, ``value`` (str) and ``source`` (where it came from);
+    ``word``: the bash word the script exports, when the value is not read as
+    :func:`slurmkit.submit.escape.shell_expand_word` reads it (an env file's quoting)."""
 
     name: str
     value: str
     source: str
+    word: str | None = None
 
 
 def parse_version(text: str | None) -> tuple[int, ...] | None:

@@ -36,14 +36,28 @@ def output_dirs(paths: dict[str, str | None], workdir: str) -> list[str]:
 def make_output_dirs(paths: dict[str, str | None], workdir: str) -> list[str]:
     """Create the missing directories of :func:`output_dirs` here (the submitting machine, where
     a local sbatch's job writes); the ones created. Raises :class:`UsageError` naming the
-    option, path and the OS error when one cannot be created."""
+    option, path and the OS error when one cannot be created, or the file in the way when a
+    part of the directory is a regular file (``-o afile/x-%j.out``: "afile is a file, not a
+    directory")."""
     made = []
     for d in output_dirs(paths, workdir):
         if os.path.isdir(d):
             continue
+        up = d
+        while up and not os.path.lexists(up):
+            up = os.path.dirname(up.rstrip("/")) if up != "/" else ""
+        if up and not os.path.isdir(up):
+            option, path = next((o, p) for o, p in paths.items() if p and _under(d, p, workdir))
+            raise UsageError(f"{option} {path}", f"{up} is a file, not a directory")
         try:
             os.makedirs(d, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"output directory {d}", f"cannot create it: {exc.strerror}") from None
         made.append(d)
     return made
+
+
+def _under(d: str, path: str, workdir: str) -> bool:
+    """Whether ``d`` is the directory :func:`output_dirs` took from ``path``."""
+    p = posixpath.dirname(str(path))
+    return (p if posixpath.isabs(p) else posixpath.normpath(posixpath.join(workdir, p))) == d

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from slurmkit.errors import UsageError
 from slurmkit.hostlist import expand_nodelist
 from slurmkit.submit import jobenv, nccl, placement, timelimit
-from slurmkit.submit.escape import check_line_safe, sbatch_line, shell_expand_word, shell_join, shell_quote
+from slurmkit.submit.escape import check_line_safe, sbatch_line, shell_expand_word, shell_join, shell_quote, shell_word
 from slurmkit.submit.nccl import EnvVar
 from slurmkit.submit.request import SubmitRequest
 from slurmkit.submit.site import SiteFacts
@@ -68,6 +68,8 @@ class Plan:
     context: dict
     #: parameter name -> where its value came from ("--set", "API params", "template default")
     param_sources: dict = field(default_factory=dict)
+    #: what may not go as the user expects (submit warns, --explain shows them)
+    warnings: tuple[str, ...] = ()
 
 
 def _src(user_value, cli: str, fallback: str) -> str:
@@ -109,13 +111,14 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
     env = _environment(req, facts)
     job_env = _job_environment(req, env_file)
     ctx = _context(req, facts, template, params, opts, env, gpn, ck, max_restarts)
-    ctx["exports"] += [f"export {v.name}={shell_expand_word(v.value, v.name)}" for v in job_env]
+    ctx["exports"] += [f"export {v.name}={v.word}" for v in job_env]
     env += job_env
     param_sources = {name: "--set" if name in req.sets else "API params" if name in req.params else "template default"
                      for name in params}
     params = {**params, "max_restarts": max_restarts}
     param_sources["max_restarts"] = restarts_src
-    return Plan(template, tuple(opts), tuple(env), params, ctx, param_sources)
+    return Plan(template, tuple(opts), tuple(env), params, ctx, param_sources,
+                (ck.too_early,) if ck.too_early else ())
 
 
 def _max_restarts(req: SubmitRequest, facts: SiteFacts) -> tuple[dict, int, str]:
@@ -178,13 +181,41 @@ class Checkpoint:
     signal_source: str
     warning_source: str
     limit_s: int | None
+    #: why the signal may come before the program can handle it ("" when it cannot)
+    too_early: str = ""
+
+
+#: Seconds Slurm may send a ``--signal`` earlier than asked (sbatch(1) ``--signal``: "may be
+#: sent up to 60 seconds earlier than specified"), and the least run a program gets before the
+#: earliest signal: the time to start and install its handler (imports of torch, Lightning).
+SLURM_SIGNAL_EARLY_S = 60
+HANDLER_START_S = 60
+
+
+def _too_early(name: str, warning_s: int, limit_s: int | None, asked_s: int) -> str:
+    """Why SIG``name``, sent ``warning_s`` before the limit Slurm applies (``limit_s``), may come
+    before the program has installed its handler: the earliest signal (limit - warning - Slurm's
+    60 s) less than :data:`HANDLER_START_S` after the start; "" when it cannot. The time limit
+    it advises keeps the warning asked (``asked_s``, before any clamping)."""
+    if not name or limit_s is None:
+        return ""
+    earliest = limit_s - warning_s - SLURM_SIGNAL_EARLY_S
+    if earliest >= HANDLER_START_S:
+        return ""
+    need = timelimit.slurm_limit(asked_s + SLURM_SIGNAL_EARLY_S + HANDLER_START_S)
+    return (f"--checkpoint-signal {name}: with the time limit Slurm applies ({timelimit.hms(limit_s)}) and a "
+            f"{warning_s} s warning, SIG{name} may come {max(earliest, 0)} s after the job starts (Slurm may "
+            f"signal up to {SLURM_SIGNAL_EARLY_S} s early): a program that has not installed its handler by then "
+            f"ends and is requeued from scratch, up to max_restarts times; give -t {timelimit.hms(need)} or more, "
+            f"or a shorter --preempt-warning")
 
 
 def _checkpoint(req: SubmitRequest, facts: SiteFacts, template: Template) -> Checkpoint:
     """The checkpoint signal (request, else template header, else profile
     ``submit.checkpoint_signal``, else none) and its warning, computed from the time limit Slurm
     will apply (``--time`` rounded up to whole minutes). A warning not shorter than that limit
-    is clamped to half of it. Raises :class:`UsageError` for an unknown signal, a negative
+    is clamped to half of it; one that leaves the program less than :data:`HANDLER_START_S`
+    before the earliest signal is said (``too_early``). Raises :class:`UsageError` for an unknown signal, a negative
     warning or a bad ``--time`` / ``--switch-wait``."""
     if req.signal_s < 0:
         raise UsageError("--preempt-warning", f"must be >= 0 s (got {req.signal_s}; 0 turns checkpointing off)")
@@ -221,7 +252,7 @@ def _checkpoint(req: SubmitRequest, facts: SiteFacts, template: Template) -> Che
                          "(USR1, TERM, ...) for a program that handles it")
     if not warning_s:
         name = ""
-    return Checkpoint(name, warning_s, source, warning_src, limit_s)
+    return Checkpoint(name, warning_s, source, warning_src, limit_s, _too_early(name, warning_s, limit_s, int(req.signal_s)))
 
 
 def _resource_options(opts: _Options, req: SubmitRequest, facts: SiteFacts, template: Template, gpn: int,
@@ -342,13 +373,14 @@ def _job_environment(req: SubmitRequest, env_file: tuple[str, str] | None) -> li
     out: list[EnvVar] = []
     if env_file is not None:
         path, text = env_file
-        for name, value, n in jobenv.parse_env_file(text, path):
-            out.append(EnvVar(name, value, f"--env-file {path}:{n} (expanded on the node)"))
+        for a in jobenv.parse_env_file(text, path):
+            how = "$NAME expanded on the node" if any(v for _, v in a.parts) else "as written"
+            out.append(EnvVar(a.name, a.value, f"--env-file {path}:{a.line} ({how})",
+                              shell_word(a.parts, f"--env-file {path}:{a.line}")))
     for item in req.job_env:
         name, value = jobenv.parse_assignment(item, "--env")
-        out.append(EnvVar(name, value, "CLI --env (expanded on the node)"))
-    for var in out:
-        shell_expand_word(var.value, f"--env {var.name}")
+        out.append(EnvVar(name, value, "CLI --env (expanded on the node)",
+                          shell_expand_word(value, f"--env {name}")))
     return out
 
 
@@ -426,6 +458,7 @@ def _context(req: SubmitRequest, facts: SiteFacts, template: Template, params: d
         "agent_ignores": ([ck.signal] if ck.signal and ck.signal != "TERM" else []) + ["TERM"],
         "max_restarts": max_restarts,
         "retry_switches": _retry_switches(opts, facts),
+        "node_fault_reasons": facts.submit.node_fault_reasons,
         "container": _container(params, facts),
         "srun_opts": _srun_options(req.srun_opts),
         "setup": _shell_commands(req.setup, "--setup"),
@@ -513,6 +546,7 @@ def explain(p: Plan) -> str:
     width = max([len(sbatch_line(o.name, o.value)) for o in p.options] + [20])
     for o in p.options:
         lines.append(f"{sbatch_line(o.name, o.value):<{width}}  <- {o.source}")
+    lines.extend(f"# warning: {w}" for w in p.warnings)
     if not p.context.get("checkpoint_signal"):
         lines.append("# no checkpoint signal (--checkpoint-signal): nothing is sent before the time limit; the job "
                      "ends there as with plain sbatch (TIMEOUT, not requeued)")

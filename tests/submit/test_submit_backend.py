@@ -145,3 +145,16 @@ def test_logs_follow_prints_a_short_jobs_output_that_appeared_as_it_left_the_que
     buf = io.BytesIO()
     _follow_local(LeftTheQueue(), str(path), "21", buf)
     assert buf.getvalue() == b"held job ran\nsecond line\n"
+
+
+@pytest.mark.parametrize("code,words", [
+    ("0:0", "exit 0"), ("1:0", "exit 1"),
+    ("137:0", "exit 137: killed by signal 9, SIGKILL"),      # a torchrun rank killed with SIGKILL (its failed- record)
+    ("143:0", "exit 143: killed by signal 15, SIGTERM"),
+    ("0:9", "killed by signal 9, SIGKILL"), ("0:15", "killed by signal 15, SIGTERM"),
+    ("9:0", "exit 9"), (None, "-"), ("", "-"),
+])
+def test_slurm_exit_codes_are_said_in_words(code, words):
+    from slurmkit.submit.backend import describe_exit_code
+
+    assert describe_exit_code(code) == words

@@ -2,6 +2,7 @@
 through the CLI, the API and --explain (escaping of --env values: test_submit_escape.py)."""
 
 import subprocess
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -11,15 +12,76 @@ from slurmkit.errors import UsageError
 from slurmkit.submit import api, jobenv, templates
 
 
+ENVFILES = Path(__file__).parent / "envfiles"
+
+
 def test_env_file_lines_are_read_with_their_line_numbers():
     text = "# EFA\n\nexport FI_PROVIDER=efa\nLD_LIBRARY_PATH=/opt/amazon/efa/lib:$LD_LIBRARY_PATH\nEMPTY=\nQ='x'\n"
-    assert jobenv.parse_env_file(text, "job.env") == [
-        ("FI_PROVIDER", "efa", 3), ("LD_LIBRARY_PATH", "/opt/amazon/efa/lib:$LD_LIBRARY_PATH", 4),
-        ("EMPTY", "", 5), ("Q", "'x'", 6)]
+    assert [(a.name, a.value, a.line) for a in jobenv.parse_env_file(text, "job.env")] == [
+        ("FI_PROVIDER", "efa", 3), ("LD_LIBRARY_PATH", "/opt/amazon/efa/lib:${LD_LIBRARY_PATH}", 4),
+        ("EMPTY", "", 5), ("Q", "x", 6)]
     with pytest.raises(UsageError, match=r"job.env:2 '1X=2': expected NAME=VALUE"):
         jobenv.parse_env_file("A=1\n1X=2\n", "job.env")
     with pytest.raises(UsageError, match=r"--env 'NOEQUALS'"):
         jobenv.parse_assignment("NOEQUALS")
+
+
+def exports_of(text: str) -> str:
+    """The script's export lines (the site's and the job's), as a shell snippet."""
+    lines = text.splitlines()
+    return "\n".join(lines[lines.index("export CUDA_DEVICE_ORDER=PCI_BUS_ID"):
+                          lines.index("export SLURMKIT_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}")])
+
+
+@pytest.mark.parametrize("name", ["awsome-fsdp-llama3_1_8b.env", "torchtitan-multinode_trainer.env",
+                                  "quoting-edited.env"])
+def test_env_file_values_are_what_bash_gives_sourcing_the_same_lines(name):
+    """Real env blocks (tests/submit/envfiles/README.md): every variable the script exports has
+    the value bash itself gives it sourcing those lines (quotes removed, trailing comments
+    dropped, single quotes literal, $NAME expanded), on the same starting environment."""
+    path = ENVFILES / name
+    text = api.render_script("srun", ["python3", "t.py"], nodes=2, env_file=path)
+    names = sorted({a.name for a in jobenv.parse_env_file(path.read_text(), str(path))})
+    show = "".join(f'printf "%s=%s\\n" {n} "${{{n}-}}"\n' for n in names)
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/home/u", "LD_LIBRARY_PATH": "/site/lib"}
+    ours = subprocess.run(["bash", "-c", exports_of(text) + "\n" + show], capture_output=True, text=True,
+                          env=env, check=True).stdout
+    theirs = subprocess.run(["bash", "-c", f"set -a; source {path}; set +a\n" + show], capture_output=True,
+                            text=True, env=env, check=True).stdout
+    assert ours == theirs
+    got = dict(line.split("=", 1) for line in ours.splitlines())
+    if name == "quoting-edited.env":
+        assert got["FOO"] == "single quoted $HOME" and got["FI_PROVIDER"] == "efa"
+        assert got["BAR"] == 'double quoted /home/u, "escaped" $HOME' and got["CUDA_LAUNCH_BLOCKING"] == "0"
+        assert got["LD_LIBRARY_PATH"] == "/opt/amazon/efa/lib:/site/lib" and got["HASH"] == "a#b"
+    elif name.startswith("torchtitan"):
+        assert got["FI_PROVIDER"] == "efa" and got["NCCL_SOCKET_IFNAME"] == "eth0,en,eth,em,bond"
+        assert got["LD_LIBRARY_PATH"] == "/usr/local/lib/:/opt/amazon/efa/lib:/site/lib"
+    else:
+        assert got["FI_EFA_USE_HUGE_PAGE"] == "0" and got["NCCL_SOCKET_IFNAME"] == "^docker,lo,veth,eth"
+
+
+def test_env_file_explain_shows_the_parsed_values():
+    path = ENVFILES / "quoting-edited.env"
+    explain = api.explain("srun", ["python3", "t.py"], nodes=2, env_file=path)
+    assert "FOO=single quoted $HOME" in explain and f"<- --env-file {path}:6 (as written)" in explain
+    assert "CUDA_LAUNCH_BLOCKING=0" in explain and "# comment" not in explain
+    assert ("LD_LIBRARY_PATH=/opt/amazon/efa/lib:${LD_LIBRARY_PATH}" in explain
+            and f"<- --env-file {path}:8 ($NAME expanded on the node)" in explain)
+
+
+@pytest.mark.parametrize("line,expected", [
+    # torchtitan's multinode_trainer.slurm, the line after its environment block
+    ('MODULE=${MODULE:-"torchtitan_recipes.tests.models.llama3"}', r"\$\{\.\.\.\} other than \$\{NAME\}"),
+    ("HEAD=$(hostname)", r"\$\(\.\.\.\) \(slurmkit does not run commands"),
+    ("FROM_FILE=yes $SLURM_JOB_ID", r"unquoted whitespace before '\$SLURM_JOB_ID' \(quote the value"),
+    ("Q=\"open", r"an unterminated \""),
+    ("A=1;B=2", r"an unquoted ';'"),
+])
+def test_env_file_lines_bash_would_read_otherwise_are_refused_with_file_and_line(line, expected):
+    with pytest.raises(UsageError, match=r"job.env:2 .*expected NAME=VALUE as a shell assignment; not handled: "
+                                         + expected):
+        jobenv.parse_env_file("A=1\n" + line + "\n", "job.env")
 
 
 def test_env_reaches_the_script_after_the_sites_and_env_wins_over_the_file(tmp_path):
@@ -32,7 +94,7 @@ def test_env_reaches_the_script_after_the_sites_and_env_wins_over_the_file(tmp_p
     assert exports.index("export CUDA_DEVICE_MAX_CONNECTIONS=1") > exports.index("export CUDA_DEVICE_MAX_CONNECTIONS=8")
     assert 'export X=/a:"${X-}"' in exports
     explain = api.explain("srun", ["python3", "t.py"], nodes=2, env_file=f, job_env={"X": "/a:$X"})
-    assert "A=from-file" in explain and f"--env-file {f}:2 (expanded on the node)" in explain
+    assert "A=from-file" in explain and f"--env-file {f}:2 (as written)" in explain
     assert "X=/a:$X" in explain and "<- CLI --env (expanded on the node)" in explain
 
 
@@ -84,7 +146,8 @@ def test_setup_runs_before_and_teardown_after_the_launch_once(checkpoint):
     assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
     body = text[text.index("slurmkit_preempted() {"):]
     launch = "slurmkit_payload &" if checkpoint else "slurmkit_payload || slurmkit_rc=$?"
-    assert body.index("source /opt/env.sh\nexport A=1\n") < body.index(launch) < body.rindex("slurmkit_teardown\n")
+    assert body.index("{ source /opt/env.sh\n}") < body.index("{ export A=1\n}") < body.index(launch) \
+        < body.rindex("slurmkit_teardown\n")
     assert text.count("dcgmi profile --resume\n") == 1           # defined once, in slurmkit_teardown
     explain = api.explain("single-gpu", ["python3", "t.py"], setup="source /opt/env.sh")
     assert "source /opt/env.sh" in explain and "<- CLI --setup" in explain
@@ -149,3 +212,28 @@ def test_cli_options_give_the_api_request():
     assert out.exit_code == 0, out.output
     assert out.output == api.render_script("single-gpu", ["python3", "t.py"], job_env=["X=/a:$X"], env_file="/dev/null",
                                            srun_opts=["--label"], setup=["echo hi"], teardown=["echo bye"])
+
+
+def test_a_failing_setup_command_is_said_runs_the_teardown_and_ends_the_job_with_its_status(tmp_path):
+    """The rendered setup block after the teardown function, run by bash under the script's
+    own `set -euo pipefail`: the second setup command fails with 3; the third never runs."""
+    text = api.render_script("single-gpu", ["true"], setup=["echo one", "(exit 3)", f"echo three > {tmp_path}/3"],
+                             teardown=[f"echo torn >> {tmp_path}/t"])
+    start = text.index("slurmkit_teardown() {")
+    func = text[start:text.index("\n}\n", start) + 3]
+    setup = text[text.index("set +u\n", text.index("# --setup:")):]
+    setup = setup[:setup.index("set -u\n") + len("set -u\n")]
+    proc = subprocess.run(["bash", "-c", f"set -euo pipefail\n{func}{setup}echo payload\n"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 3
+    assert proc.stdout == "one\n" and (tmp_path / "t").read_text() == "torn\n" and not (tmp_path / "3").exists()
+    assert proc.stderr == "slurmkit: setup command failed (status 3): (exit 3)\n"
+
+
+def test_a_default_expansion_in_env_stays_literal_as_the_docs_say():
+    """torchtitan's MODULE=${MODULE:-"..."} given to --env: only $NAME and ${NAME} expand; the
+    ${X:-def} form reaches the job as written (docs/submit.md), while --env-file refuses it."""
+    text = api.render_script("srun", ["python3", "t.py"], nodes=2, job_env=["MODULE=${MODULE:-llama3}", "B=$A/x"])
+    out = subprocess.run(["bash", "-c", exports_of(text) + '\nprintf "%s|%s" "$MODULE" "$B"'], capture_output=True,
+                         text=True, env={"PATH": "/usr/bin:/bin", "A": "/a"}, check=True).stdout
+    assert out == "${MODULE:-llama3}|/a/x"

@@ -363,12 +363,14 @@ def test_the_job_exits_with_the_payloads_status_when_no_rank_recorded_one(tmp_pa
     finish = text.split("slurmkit_finish() {", 1)[1].split("\n}\n", 1)[0]
     faults = text.split("slurmkit_node_faults() {", 1)[1].split("\n}\n", 1)[0]
     xids = text.split("slurmkit_hook_xids() {", 1)[1].split("\n}\n", 1)[0]
+    drains = text.split("slurmkit_drain_evidence() {", 1)[1].split("\n}\n", 1)[0]
     # the node-fault scan asks Slurm about the job's node: here it is n1, healthy (no controller);
     # the hooks' Xid query finds no slurmkit HealthCheckProgram in `scontrol show config` (none)
     scontrol = ('scontrol() { case "$2" in hostnames) echo n1 ;; '
                 'node) echo "NodeName=n1 State=ALLOCATED Reason=" ;; esac; }\n')
     script = (f"set -euo pipefail\nSLURMKIT_LOG_DIR={tmp_path}\nSLURMKIT_RESTART_COUNT=0\nSLURM_JOB_NODELIST=n1\n"
-              f"{scontrol}slurmkit_hook_xids() {{{xids}\n}}\nslurmkit_node_faults() {{{faults}\n}}\n"
+              f"{scontrol}slurmkit_drain_evidence() {{{drains}\n}}\nslurmkit_hook_xids() {{{xids}\n}}\n"
+              f"slurmkit_node_faults() {{{faults}\n}}\n"
               f"slurmkit_finish() {{{finish}\n}}\nslurmkit_rc=0\n(exit 3) || slurmkit_rc=$?\nslurmkit_finish \"$slurmkit_rc\"\n")
     assert subprocess.run(["bash", "-c", script]).returncode == 3
     (tmp_path / "failed-n2-restart0").write_text("7\n")
@@ -408,3 +410,68 @@ def test_dgx_h100_scalable_unit_is_one_leaf_as_the_reference_architecture_cables
     assert [(leaf.name, len(leaf.node_names)) for leaf in prof.fabric.leaves] == [("su1", 31)]
     # a job of the whole SU fits under one (rail-optimised) leaf: --switches=1
     assert options(plan_for("srun", profile="dgx-h100", nodes=31))["switches"].startswith("1@")
+
+
+@pytest.mark.parametrize("time, warning, earliest", [("1:00", 30, 0), ("2:00", 60, 0), ("3:00", 120, 0),
+                                                      ("3:30", 120, 60 * 4 - 120 - 60)])
+def test_a_signal_that_may_come_before_the_handler_is_said(time, warning, earliest):
+    """Issue 26's trial: -t 1:00 --checkpoint-signal USR1 got its signal 4 s after the start
+    (Slurm may signal up to 60 s before the time asked: sbatch(1) --signal), so the program's
+    handler was not installed and the job requeued until the cap. --explain and submit say so
+    whenever the earliest signal leaves less than 60 s of run, and which -t keeps the warning."""
+    p = plan_for("srun", time=time, checkpoint_signal="USR1")
+    assert options(p)["signal"] == f"B:USR2@{warning}"
+    said = (f"--checkpoint-signal USR1: with the time limit Slurm applies ({timelimit.hms(timelimit.slurm_limit(timelimit.parse_seconds(time)))}) "
+            f"and a {warning} s warning, SIGUSR1 may come {earliest} s after the job starts (Slurm may signal up to "
+            "60 s early): a program that has not installed its handler by then ends and is requeued from scratch, "
+            "up to max_restarts times; give -t 00:04:00 or more, or a shorter --preempt-warning")
+    if earliest < 60:
+        assert p.warnings == (said,) and f"# warning: {said}" in render.explain(p)
+    else:
+        assert p.warnings == ()
+
+
+def test_a_long_enough_limit_or_no_signal_warns_nothing():
+    assert plan_for("srun", time="4:00", checkpoint_signal="USR1").warnings == ()
+    assert plan_for("srun", time="1:00").warnings == ()        # no signal: Slurm's own time limit
+
+
+def test_submit_warns_through_pythons_warnings_and_the_cli_on_stderr(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from slurmkit.cli.submit import cli as submit_cli
+    from slurmkit.errors import SlurmkitWarning
+    from slurmkit.submit import api
+
+    class Queued:
+        def submit(self, script, test_only=False):
+            return "41"
+
+    with pytest.warns(SlurmkitWarning, match="SIGUSR1 may come 0 s after the job starts"):
+        job = api.submit("single-gpu", ["python3", "t.py"], time="1:00", checkpoint_signal="USR1", backend=Queued(),
+                         output=str(tmp_path / "o-%j.out"))
+    assert job.id == "41"
+    monkeypatch.setattr(api, "get_backend", lambda env=None: Queued())
+    res = CliRunner().invoke(submit_cli, ["single-gpu", "-t", "1:00", "--checkpoint-signal", "SIGUSR1", "-o",
+                                          str(tmp_path / "o-%j.out"), "python3", "t.py"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout == "41\n"
+    assert res.stderr.startswith("slurmkit: warning: --checkpoint-signal USR1: with the time limit Slurm applies "
+                                 "(00:01:00) and a 30 s warning, SIGUSR1 may come 0 s after the job starts")
+
+
+def test_node_fault_reasons_come_from_the_profile_default_slurmkits_own():
+    from slurmkit.profile import ProfileError, load_profile
+
+    assert load_profile("sandbox").submit.node_fault_reasons == ("slurmkit:",)
+    text = render.render(plan_for("srun", nodes=2))
+    assert "  for p in slurmkit: ; do\n" in text
+    nhc = load_profile("sandbox", overrides=({"submit": {"node_fault_reasons": ["slurmkit:", "NHC:"]}},))
+    assert nhc.submit.node_fault_reasons == ("slurmkit:", "NHC:")
+    p = render.plan(render.SubmitRequest(template="srun", command=("x",), nodes=2), site.site_facts(nhc),
+                    templates.get("srun"))
+    assert "  for p in slurmkit: NHC: ; do\n" in render.render(p)
+    with pytest.raises(ProfileError, match="submit.node_fault_reasons"):
+        load_profile("sandbox", overrides=({"submit": {"node_fault_reasons": ["slurmkit:", " "]}},))
+    with pytest.raises(ProfileError, match="submit.node_fault_reasons"):
+        load_profile("sandbox", overrides=({"submit": {"node_fault_reasons": "NHC: x\nrm"}},))

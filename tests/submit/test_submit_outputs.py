@@ -24,7 +24,7 @@ def test_missing_directories_are_created_and_an_impossible_one_is_named(tmp_path
     assert made == [str(tmp_path / "a" / "b")] and (tmp_path / "a" / "b").is_dir()
     assert make_output_dirs({"--output": "a/b/o"}, str(tmp_path)) == []
     (tmp_path / "file").write_text("")
-    with pytest.raises(UsageError, match=f"output directory {tmp_path}/file/sub: cannot create it"):
+    with pytest.raises(UsageError, match=f"--output file/sub/o: {tmp_path}/file is a file, not a directory"):
         make_output_dirs({"--output": "file/sub/o"}, str(tmp_path))
 
 
@@ -42,3 +42,11 @@ def test_dry_run_explain_and_test_only_refuse_a_pattern_directory_as_submit_does
                               "(%...): Slurm does not create directories, so put the pattern in the file name "
                               "(logs/%x-%j.out)\n")
     assert not (tmp_path / "err").exists()
+
+
+def test_an_output_directory_that_is_a_file_is_refused_naming_it(tmp_path):
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(UsageError, match=rf"--output afile/x-%j.out: {tmp_path}/afile is a file, not a directory"):
+        make_output_dirs({"--output": "afile/x-%j.out", "--error": None}, str(tmp_path))
+    with pytest.raises(UsageError, match=rf"--error {tmp_path}/afile/deeper/e.err: {tmp_path}/afile is a file"):
+        make_output_dirs({"--output": None, "--error": f"{tmp_path}/afile/deeper/e.err"}, str(tmp_path))

@@ -16,7 +16,7 @@ import pytest
 
 from slurmkit.slurm.commands import run
 from slurmkit.submit import api
-from slurmkit.submit.backend import CliBackend
+from slurmkit.submit.backend import CliBackend, describe_exit_code
 from slurmkit.waiting import wait_until
 
 from sandbox_jobs import submit
@@ -422,8 +422,115 @@ def test_a_rank_dying_mid_run_is_retried_only_with_node_evidence(sandbox, backen
     else:
         assert state == "FAILED", out[-3000:]
         assert "requeued without" not in out and "slurmkit: node n2 failed" not in out, out[-3000:]
-        # srun's own status: the highest of its tasks' (n1's rank, ended by --kill-on-bad-exit: 143)
-        assert "Restarts=0" in info and "ExitCode=0:0" not in info, info
+        # the first failing rank's status (n2's 3), not srun's own (the highest of its tasks':
+        # n1's rank, ended by --kill-on-bad-exit, 143)
+        assert "Restarts=0" in info and "ExitCode=3:0" in info, info
+        status = subprocess.run([sys.executable, "-m", "slurmkit", "status", job.id], capture_output=True,
+                                text=True, env={**os.environ, **sandbox.env()}, timeout=60)
+        assert "FAILED" in status.stdout and "exit=3:0 (exit 3)" in status.stdout, status.stdout + status.stderr
+
+
+def drained_mid_run(sandbox, job, tmp_path, node, reason, timeout=240):
+    """Once the job's ranks started on n1 and n2, drain ``node`` with ``reason`` (as a health
+    check would), let the ranks die (the ``die`` file) and wait for the job to end; ``node`` is
+    resumed after. Returns (its final state, its output)."""
+    wait_until(lambda: (tmp_path / "start-n1-0").exists() and (tmp_path / "start-n2-0").exists(), 180,
+               what="first start", hint=lambda: scontrol_job(sandbox, job.id).replace("\n", " ")[:1500])
+    try:
+        run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"], env=sandbox.env())
+        (tmp_path / "die").write_text("")
+        state = job.wait(timeout=timeout, poll_s=1)
+    finally:
+        run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], env=sandbox.env())
+    return state, (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+
+
+#: torchrun ranks: each writes start-<node>-<restart>; on the first run, once ``die`` exists,
+#: rank 0 (on the first node, whose torchrun holds the c10d store) ends as argv[2] says: "raise"
+#: (an exception in the training loop, status 1) or "kill" (SIGKILL, as the OOM killer would);
+#: the other rank keeps running and, as a Megatron-style program, takes Slurm's SIGTERM (srun's
+#: --kill-on-bad-exit) as "save a checkpoint" and goes on, so its torchrun agent sees the store
+#: go away (what the trial found). A rerun exits 0 at once.
+STORE_NODE_RANK = """
+import os, signal, sys, time
+out, how, node = sys.argv[1], sys.argv[2], os.environ["SLURMD_NODENAME"]
+restart = int(os.environ["SLURMKIT_RESTART_COUNT"])
+signal.signal(signal.SIGTERM, lambda s, f: None)
+open(os.path.join(out, f"start-{node}-{restart}"), "w").close()
+if restart == 0:
+    while not os.path.exists(os.path.join(out, "die")):
+        time.sleep(0.2)
+    if os.environ["RANK"] == "0":
+        if how == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise RuntimeError("loss is nan at step 6")
+    time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("how,status", [("raise", 1), ("kill", 137)])
+def test_torchrun_rank_failing_on_the_store_node_blames_no_node(sandbox, backend, tmp_path, how, status):
+    """Rank 0 fails on its own mid-run on n1 (whose torchrun holds the rendezvous store): n2's
+    torchrun then loses the store after its ranks started, which is a consequence, not evidence
+    against n2. The job fails with rank 0's status; no node is blamed, nothing is requeued."""
+    job = submit(sandbox, backend, tmp_path, "torchrun", [sys.executable, "-c", STORE_NODE_RANK, tmp_path, how],
+                 nodes=2, gpus_per_node=1, params={"python": sys.executable}, time="5:00", switches=False,
+                 exclude="n3")
+    wait_until(lambda: (tmp_path / "start-n1-0").exists() and (tmp_path / "start-n2-0").exists(), 120,
+               what="first start")
+    (tmp_path / "die").write_text("")
+    state = job.wait(timeout=180, poll_s=1)
+    out = (tmp_path / f"job-{job.id}.out").read_text(errors="replace")
+    assert state == "FAILED", out[-3000:]
+    assert "could not join" not in out and "slurmkit: node " not in out and "requeued" not in out, out[-3000:]
+    assert f"slurmkit: rank 0 on n1 exited with status {status}" in out, out[-3000:]
+    info = scontrol_job(sandbox, job.id)
+    assert "Restarts=0" in info and f"ExitCode={status}:0" in info, info
+    shown = subprocess.run([sys.executable, "-m", "slurmkit", "status", job.id], capture_output=True, text=True,
+                           env={**os.environ, **sandbox.env()}, timeout=60).stdout
+    assert job.exit_code == f"{status}:0" and f"exit={status}:0 ({describe_exit_code(f'{status}:0')})" in shown, shown
+    logs = tmp_path / "slurmkit-logs" / job.id
+    assert not list(logs.glob("badnode-*"))
+    # the workers' marks that the rendezvous had completed (what tells a lost store from a failed join)
+    assert (logs / "joined-n1-restart0").exists() and (logs / "joined-n2-restart0").exists()
+
+
+def test_torchrun_node_fault_on_the_store_node_excludes_that_node_alone(sandbox, backend, tmp_path):
+    """n1 (first node: its torchrun holds the store) is drained by the health check with a
+    hardware reason and its rank killed: only n1 is blamed (n2's lost store is a consequence),
+    the job is requeued without n1 and completes on n2 and n4."""
+    job = submit(sandbox, backend, tmp_path, "torchrun", [sys.executable, "-c", STORE_NODE_RANK, tmp_path, "kill"],
+                 nodes=2, gpus_per_node=1, params={"python": sys.executable}, time="5:00", switches=False,
+                 exclude="n3")
+    state, out = drained_mid_run(sandbox, job, tmp_path, "n1", "slurmkit: xid 79 GPU0 0000:19:00.0: fell off the bus")
+    assert state == "COMPLETED", out[-3000:]
+    said = [line for line in out.splitlines() if line.startswith("slurmkit: node ")]
+    assert len(said) == 1 and said[0].startswith("slurmkit: node n1 failed: drained during the job"), out[-3000:]
+    assert "slurmkit: requeued without n1 (ExcNodeList=n3,n1), restart 1 of at most 3" in out, out[-3000:]
+    info = scontrol_job(sandbox, job.id)
+    assert "Restarts=1" in info
+    assert (tmp_path / "start-n2-1").exists() and (tmp_path / "start-n4-1").exists()
+
+
+def test_a_site_health_checks_drain_reason_counts_where_the_profile_names_it(sandbox, backend, tmp_path):
+    """A site whose health check is LBNL NHC (drain reasons "NHC: ...") lists that prefix in
+    submit.node_fault_reasons: n2 drained with it during the job is the node's fault, and the
+    job is requeued without n2 (by default only "slurmkit:" reasons count: the test above)."""
+    site = tmp_path / "site.toml"
+    text = sandbox.profile_path.read_text()
+    assert "\n[submit]\n" in text
+    site.write_text(text.replace("\n[submit]\n", '\n[submit]\nnode_fault_reasons = ["slurmkit:", "NHC:"]\n', 1))
+    job = api.submit("srun", [sys.executable, "-c", MIDRUN, str(tmp_path)], site=str(site), backend=backend,
+                     chdir=str(tmp_path), output=str(tmp_path / "job-%j.out"), nodes=2, gpus_per_node=1,
+                     time="5:00", switches=False, exclude="n3")
+    reason = "NHC: check_hw_gpu: GPU 0 has fallen off the bus"
+    state, out = drained_mid_run(sandbox, job, tmp_path, "n2", reason)
+    assert state == "COMPLETED", out[-3000:]
+    said = [line for line in out.splitlines() if line.startswith("slurmkit: node n2 failed: ")]
+    assert said and said[0].startswith("slurmkit: node n2 failed: drained during the job with a node-fault reason "
+                                       "(State=") and said[0].endswith(
+        f"; profile submit.node_fault_reasons: NHC:): {reason}"), out[-3000:]
+    assert "slurmkit: requeued without n2 (ExcNodeList=n3,n2), restart 1 of at most 3" in out
 
 
 @pytest.fixture

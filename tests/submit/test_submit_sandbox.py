@@ -17,7 +17,7 @@ import pytest
 from slurmkit.hostlist import expand_hostlist
 from slurmkit.slurm.commands import run
 from slurmkit.submit import api
-from slurmkit.submit.backend import CliBackend
+from slurmkit.submit.backend import CliBackend, describe_exit_code
 from slurmkit.waiting import wait_until
 
 from sandbox_jobs import submit
@@ -365,7 +365,7 @@ def test_per_job_env_setup_teardown_and_srun_options_on_the_node(sandbox, backen
     """--env expands on the node ($PATH there, prepended), --env-file too, --setup's exports reach
     the rank, --teardown runs once after it, --srun-opt=--label prefixes srun's output."""
     env_file = tmp_path / "job.env"
-    env_file.write_text("# from a file\nFROM_FILE=yes $SLURM_JOB_ID\n")
+    env_file.write_text("# from a file\nFROM_FILE=\"yes $SLURM_JOB_ID\"\n")
     prog = ("import os; print('X=' + os.environ['X']); print('Y=' + os.environ['Y']); "
             "print('F=' + os.environ['FROM_FILE']); print('Q=' + os.environ['Q'])")
     job = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", prog],
@@ -394,7 +394,43 @@ def test_a_missing_output_directory_is_created_and_logs_of_a_job_without_output_
     proc = subprocess.run([sys.executable, "-m", "slurmkit", "logs", lost], capture_output=True, text=True,
                           env={**os.environ, **sandbox.env()}, timeout=60)
     assert proc.returncode == 1
-    assert f"job {lost} ended {state} (exit code {code}) without any output" in proc.stderr, proc.stderr
+    assert (f"job {lost} ended {state} (ExitCode {code}, {describe_exit_code(code)}) without any output: the "
+            f"directory of its output {tmp_path}/missing/o-{lost}.out does not exist") in proc.stderr, proc.stderr
+
+
+def slurmkit_cli(sandbox, *args):
+    return subprocess.run([sys.executable, "-m", "slurmkit", *args], capture_output=True, text=True,
+                          env={**os.environ, **sandbox.env()}, timeout=60)
+
+
+def test_logs_say_why_a_finished_job_shows_nothing(sandbox, backend, tmp_path):
+    """A job that wrote nothing: "the job wrote no output" with its state and exit code, exit 0.
+    A job that ran and whose output was deleted: the file is missing (not "never written").
+    A failing --setup command: said, the teardown runs, the job ends with the command's status."""
+    quiet = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "pass"])
+    deleted = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "print('soon gone')"],
+                     output=str(tmp_path / "gone-%j.out"))
+    setup = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "print('never runs')"],
+                   setup=["(exit 4)"], teardown=[f"echo torn > {tmp_path}/torn"])
+    finish(quiet, tmp_path, timeout=90)
+    assert deleted.wait(timeout=90, poll_s=1) == "COMPLETED"
+    assert setup.wait(timeout=90, poll_s=1) == "FAILED"
+    out = tmp_path / f"job-{quiet.id}.out"
+    assert out.read_text() == ""
+    proc = slurmkit_cli(sandbox, "logs", quiet.id)
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert proc.stderr == (f"slurmkit: job {quiet.id} ended COMPLETED (ExitCode 0:0, exit 0): the job wrote no "
+                           "output (its output file is empty)\n"), proc.stderr
+    (tmp_path / f"gone-{deleted.id}.out").unlink()
+    proc = slurmkit_cli(sandbox, "logs", deleted.id)
+    assert proc.returncode == 1
+    assert (f"job {deleted.id} ended COMPLETED (ExitCode 0:0, exit 0): its output {tmp_path}/gone-{deleted.id}.out "
+            "is missing (the job started at ") in proc.stderr and "never" not in proc.stderr, proc.stderr
+    said = (tmp_path / f"job-{setup.id}.out").read_text()
+    assert "slurmkit: setup command failed (status 4): (exit 4)" in said and "never runs" not in said, said
+    assert (tmp_path / "torn").read_text() == "torn\n" and setup.exit_code == "4:0"
+    proc = slurmkit_cli(sandbox, "status", setup.id)
+    assert "exit=4:0 (exit 4)" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_waiting_shows_the_pending_reason_as_it_changes(sandbox, backend, tmp_path):
