@@ -271,7 +271,7 @@ def _rows_sql(windows: list[tuple[int, float, float, str]], now: float) -> str:
     waste = ", ".join(f"'{s}'" for s in WASTE_STATES)
     bucket = " ".join(f"WHEN ceil(coalesce(req_gpus, gpus, 0)) <= {hi} THEN '{label}'"
                       for lo, hi, label in GPU_BUCKETS if lo > 0 and math.isfinite(hi))
-    cols = f"""wid, jid, multi, state, "user", account, partition, qos, gpu_type, gpus, ncpus, gpu_source,
+    cols = f"""wid, CASE WHEN multi THEN jid END AS jid, multi, state, "user", account, partition, qos, gpu_type, gpus, ncpus, gpu_source,
            eligible, ran, waiting, provisional,
            gpus * in_window_s / 3600.0 AS gpu_hours,
            ncpus * in_window_s / 3600.0 AS cpu_hours,
@@ -338,10 +338,8 @@ def _fetch(con, sql: str) -> pd.DataFrame:
     return con.execute(sql).df()
 
 
-def _jobs(cond: str) -> str:
-    """Distinct jobs among the rows where ``cond``: a job with one row in the store is one row
-    (a count, no DISTINCT over millions of rows), the others by their identity."""
-    return f"(count(*) FILTER (WHERE NOT multi AND {cond}) + count(DISTINCT jid) FILTER (WHERE multi AND {cond}))"
+#: The jobs counted per window in the totals: name -> the rows' condition.
+_JOB_COUNTS = (("jobs", "true"), ("gpu_jobs", "gpus > 0"), ("provisional_jobs", "provisional"))
 
 
 #: The totals' integer figures.
@@ -353,17 +351,23 @@ def _aggregate(con, per: dict) -> None:
     """Fill ``per`` (window id -> its section dict) from table ``rw``: the definitions of
     :func:`slurmkit.report.weekly.build_report` over the runs (not waiting, started)."""
     runs = "FROM rw WHERE run"
+    # distinct jobs: a job with one row in the store is one row (a count, no DISTINCT over
+    # millions of rows); the jobs with several rows (few) are counted by identity apart
     tot = _fetch(con, f"""
-        SELECT wid, {_jobs("true")} AS jobs, {_jobs("gpus > 0")} AS gpu_jobs,
+        SELECT wid, {", ".join(f"count(*) FILTER (WHERE NOT multi AND {c}) AS {k}" for k, c in _JOB_COUNTS)},
                count(*) AS allocation_rows, count(*) FILTER (WHERE requeued) AS requeued_attempts,
                count(gpus) AS gpus_known, count(ncpus) AS ncpus_known,
                coalesce(sum(gpu_hours), 0) AS gpu_hours, coalesce(sum(cpu_hours), 0) AS cpu_hours,
                coalesce(sum(waste), 0) AS wasted_gpu_hours,
-               {_jobs("provisional")} AS provisional_jobs,
                coalesce(sum(prov), 0) AS provisional_gpu_hours,
                coalesce(sum(gpu_hours) FILTER (WHERE gpu_source = '{REQUESTED}'), 0) AS gpu_hours_from_request,
                count(*) FILTER (WHERE gpus IS NULL) AS allocation_rows_gpus_unknown
         {runs} GROUP BY wid""")
+    multi = _fetch(con, f"""
+        SELECT wid, {", ".join(f"count(DISTINCT jid) FILTER (WHERE {c}) AS {k}" for k, c in _JOB_COUNTS)}
+        {runs} AND multi GROUP BY wid""").set_index("wid")
+    for k, _ in _JOB_COUNTS:
+        tot[k] = tot[k] + tot["wid"].map(multi[k]).fillna(0).astype("int64")
     for r in tot.to_dict("records"):
         t = per[r["wid"]]["totals"]
         gpu_known = r["gpus_known"] > 0
@@ -382,20 +386,31 @@ def _aggregate(con, per: dict) -> None:
                 t[k] = None
             else:
                 t[k] = int(v) if k in _INT_TOTALS else _num(v)
-    # the five group tables in one pass: by GPU type counts the GPU rows only
+    # the five group tables in one pass: by GPU type counts the GPU rows only; the jobs with
+    # several rows are counted apart (a DISTINCT over their few rows, not over every row)
     sets = ", ".join(f'(wid, "{col}")' for _, col in GROUPS)
-    aggs = []
+    keys = ["wid"] + [c for _, c in GROUPS] + [f"is_{c}" for _, c in GROUPS]
+    head = f"""SELECT wid, {", ".join(f'"{col}"' for _, col in GROUPS)},
+               {", ".join(f'GROUPING("{col}") = 0 AS is_{col}' for _, col in GROUPS)}"""
+    aggs, distinct = [], []
     for suffix, cond in (("", "true"), ("_g", "gpus > 0")):
-        aggs.append(f"""{_jobs(cond)} AS jobs{suffix},
+        aggs.append(f"""count(*) FILTER (WHERE NOT multi AND {cond}) AS jobs{suffix},
            sum(gpu_hours) FILTER (WHERE {cond}) AS gpu_hours{suffix},
            sum(cpu_hours) FILTER (WHERE {cond}) AS cpu_hours{suffix},
            sum(waste) FILTER (WHERE {cond}) AS wasted{suffix},
            sum(prov) FILTER (WHERE {cond}) AS prov{suffix},
            count(*) FILTER (WHERE {cond}) AS n{suffix}""")
-    g = _fetch(con, f"""
-        SELECT wid, {", ".join(f'"{col}"' for _, col in GROUPS)},
-               {", ".join(f'GROUPING("{col}") = 0 AS is_{col}' for _, col in GROUPS)}, {", ".join(aggs)}
-        {runs} GROUP BY GROUPING SETS ({sets})""")
+        distinct.append(f"count(DISTINCT jid) FILTER (WHERE {cond}) AS jobs{suffix}")
+    g = _fetch(con, f"{head}, {', '.join(aggs)} {runs} GROUP BY GROUPING SETS ({sets})")
+    m = _fetch(con, f"{head}, {', '.join(distinct)} {runs} AND multi GROUP BY GROUPING SETS ({sets})")
+    if len(m):
+        none = "\0"   # a grouping set's other columns are NULL: a stand-in to join on
+        g[keys[1:6]] = g[keys[1:6]].astype(object).where(g[keys[1:6]].notna(), none)
+        m[keys[1:6]] = m[keys[1:6]].astype(object).where(m[keys[1:6]].notna(), none)
+        g = g.merge(m, on=keys, how="left", suffixes=("", "_multi"))
+        for c in ("jobs", "jobs_g"):
+            g[c] = g[c] + g[c + "_multi"].fillna(0).astype("int64")
+        g[keys[1:6]] = g[keys[1:6]].where(g[keys[1:6]] != none, None)
     for key, col in GROUPS:
         sfx = "_g" if col == "gpu_type" else ""
         # a row without the group's value (no user, no GPU type) is in no group, as in pandas
@@ -425,10 +440,12 @@ def _aggregate(con, per: dict) -> None:
         per[r["wid"]]["outcomes"].append(o)
     # jobs that ended before they started: their own line, not in any figure above
     con.execute("CREATE TEMP TABLE nv AS SELECT wid, jid, state FROM rw WHERE NOT waiting AND NOT ran")
-    con.execute("""CREATE TEMP TABLE nv2 AS SELECT * FROM nv ANTI JOIN (
-                       SELECT wid, jid FROM rw WHERE run AND jid IN (SELECT jid FROM nv)) r USING (wid, jid)""")
+    con.execute("""CREATE TEMP TABLE nv2 AS SELECT * FROM nv WHERE jid IS NULL OR NOT EXISTS (
+                       SELECT 1 FROM rw r WHERE r.run AND r.multi AND r.wid = nv.wid AND r.jid = nv.jid)""")
     never = _fetch(con, "SELECT wid, state, count(*) AS attempts FROM nv2 GROUP BY wid, state")
-    jobs_never = _fetch(con, "SELECT wid, count(DISTINCT jid) AS jobs FROM nv2 GROUP BY wid")
+    # (jid is set for the jobs with several rows only: each other row is one job)
+    jobs_never = _fetch(con, """SELECT wid, count(*) FILTER (WHERE jid IS NULL) + count(DISTINCT jid) AS jobs
+                                FROM nv2 GROUP BY wid""")
     for wid, sel in never.groupby("wid"):
         sel = sel.sort_values("state")
         jobs = int(jobs_never.loc[jobs_never["wid"] == wid, "jobs"].iloc[0])

@@ -247,7 +247,11 @@ def test_period_and_weekly_paths_agree_on_a_real_capture(tmp_path):
                     now=until + 86400)
     per = parse_period(start="2023-06-01", end="2024-05-01")
     assert per.by == "month"
-    rep = period_report(tmp_path / "store", per, "bench", now=now)
+    said = []
+    rep = period_report(tmp_path / "store", per, "bench", now=now, progress=said.append)
+    # the terminal's progress lines (the CLI prints them on stderr when it is a tty)
+    assert said[0] == f"reading {rep['store']['days']} day file(s) of 1 cluster(s)"
+    assert said[1].startswith("104 allocation rows in the period, ")   # 100 + the 4 rows added and said[-1].startswith("done in ")
     for part in rep["breakdown"]:
         weekly = _weekly(tmp_path / "store", rep_window(part), now)
         diff = _same(_shared(part), _shared(weekly))
