@@ -3,31 +3,38 @@
 The weekly report (:mod:`slurmkit.report.weekly`) holds a week's rows in memory (pandas); a
 quarter or a year of a large cluster does not fit. Here the same figures are computed by
 DuckDB (embedded) directly over the store's daily allocation files
-(``<store>/<cluster>/<YYYY-MM-DD>.parquet``, :mod:`slurmkit.accounting.store`), with a memory
-limit and a spill folder, so memory does not grow with the period. Nothing is pulled from
-sacct: days missing from the store are listed (``days_missing``), not fetched.
+(``<store>/cluster=<name>/day=<YYYY-MM-DD>/allocs.parquet``, :mod:`slurmkit.accounting.store`),
+with a memory limit and a spill folder, so memory does not grow with the period. Nothing is
+pulled from sacct: days missing from the store are listed (``days_missing``), not fetched.
 
-Definitions are the weekly report's (docs/report.md, :func:`slurmkit.report.usage.allocations`
-and :func:`slurmkit.report.weekly.build_report`), evaluated per window: the whole period
-(``window_id`` 0) and each part of the breakdown (ISO weeks or calendar months, clipped to the
-period). A window's figures are exactly what the weekly report gives for that window:
+Definitions are the weekly report's (docs/report.md names each rule once;
+:func:`slurmkit.report.usage.allocations` and :func:`slurmkit.report.weekly.build_report` state
+them in pandas, :func:`_rows_sql` and :func:`_aggregate` in SQL; the equality test,
+tests/report/test_report_period.py, keeps the two equal), evaluated per window: the whole
+period and each part of the breakdown (ISO weeks or calendar months, clipped to the period),
+for all clusters together and, with several, for each. A window's figures are exactly what
+the weekly model gives for that window:
 
 - rows: one copy per (cluster, JobIDRaw, Submit, Start), the latest pull (as
   :meth:`~slurmkit.accounting.store.Store.load`);
 - a row belongs to a window when it touches it (its Start, else Submit, else End, before the
   window's end, and its End — a running job's ``now``, never past Start + Timelimit — at or
-  after its start), or is a pending array record submitted before its end; pending rows
-  (PENDING without Start, pending array records) are not runs;
+  after its start), or is a pending array record submitted before its end;
+- runs: rows that started (:func:`slurmkit.report.usage.started`) and are not pending; the
+  others that did not start are *cancelled before start* (a job with no run in the window);
 - ``in_window_s`` = ``run_s`` (ElapsedRaw; End − Start without it) × the share of
   [Start, End) inside the window; ``gpu_hours`` = GPUs × in_window_s / 3600;
-  ``cpu_hours`` = NCPUS × in_window_s / 3600;
-- wasted: State in :data:`~slurmkit.report.usage.WASTE_STATES`, or an earlier attempt (by
-  Start) of a job with several attempts in the window;
-- ``wait_s`` = Start − (Eligible, else Submit) of rows started in the window, quantiles with
+  ``cpu_hours`` = NCPUS × in_window_s / 3600; a window none of whose runs has a GPU count
+  (NCPUS) has its GPU (CPU) figures None, never 0;
+- wasted: State in :data:`~slurmkit.report.usage.WASTE_STATES`, or not the job's final
+  attempt in the window;
+- ``wait_s`` = Start − (Eligible, else Submit), once per job (its first attempt started in
+  the window), in the bucket of the GPUs it asked for (ReqTRES, else GPUs); quantiles with
   linear interpolation (pandas' and DuckDB's ``quantile_cont`` are the same).
 
 Energy, efficiency (steps), the hourly curve, utilization and downtime are not in the period
-report: they need the spool, the step rows or node events (left for later).
+report: they need the spool, the step rows or node events (left for later; sreport's
+breakdown, :mod:`slurmkit.report.breakdown`, adds its section beside ``totals``).
 """
 
 from __future__ import annotations
@@ -150,8 +157,9 @@ def _store_days(store, window: Window) -> tuple[list[tuple[str, str]], list[str]
     dq = {"rows_read": 0, "skipped": {}, "repaired": {}}
     for d0, _ in window.days():
         name = f"{d0:%Y-%m-%d}"
-        path, _steps = store.day_files(name)
-        if name not in man or not path.exists():
+        path, steps = store.day_files(name)
+        # (as Store.load: a day is read with both its files)
+        if name not in man or not path.exists() or not steps.exists():
             missing.append(name)
             continue
         files.append((name, str(path)))
@@ -492,7 +500,7 @@ def _empty_window() -> dict:
 
 def period_report(store_root, period: Period, clusters=None, now=None,
                   memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_dir: str | None = None,
-                  threads: int | None = None, progress=None) -> dict:
+                  threads: int | None = None, progress=None, sections=None) -> dict:
     """The period report (a plain dict, the JSON output; its shape in docs/report.md) from the
     store at ``store_root``, computed in DuckDB over the store's daily allocation files.
 
@@ -500,6 +508,10 @@ def period_report(store_root, period: Period, clusters=None, now=None,
     :func:`slurmkit.accounting.store.clusters`); "" is ``_default``. ``now``: the time running
     jobs are taken to end (default: the current time). ``progress``: a callable
     ``(message)`` told what is being read and done (the CLI prints it on a terminal).
+    ``sections``: ``{name: callable(windows, clusters) -> dict}``, the hook of sections this
+    module does not compute (sreport's breakdown, issue 27 point 4): each is called with the
+    windows (``[(label, Window)]``, the period's first as ``"(period)"``, then the parts) and
+    the store clusters, and its dict is the report's ``name``.
 
     ``{"period": {"label", "start", "end", "by"}, "as_of", "clusters", "store": {"root",
     "days", "days_missing", "days_not_final"} (per cluster), "totals", "unknown", "by_user",
@@ -586,6 +598,8 @@ def period_report(store_root, period: Period, clusters=None, now=None,
     }
     if len(scopes) > 1:
         out["by_cluster"] = [{"cluster": c, **section(c)} for c in scopes[1:]]
+    for name, fn in (sections or {}).items():
+        out[name] = fn([("(period)", period.window)] + parts, list(files))
     if progress:
         progress(f"done in {time.monotonic() - t0:.1f} s")
     return out

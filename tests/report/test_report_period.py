@@ -247,8 +247,16 @@ def test_period_and_weekly_paths_agree_on_a_real_capture(tmp_path):
                     now=until + 86400)
     per = parse_period(start="2023-06-01", end="2024-05-01")
     assert per.by == "month"
-    said = []
-    rep = period_report(tmp_path / "store", per, "bench", now=now, progress=said.append)
+    said, seen = [], []
+
+    def hook(windows, clusters):    # the hook sreport's breakdown (issue 27.4) plugs into
+        seen.append((windows[0], windows[1][0], len(windows), clusters))
+        return {"parts": len(windows)}
+
+    rep = period_report(tmp_path / "store", per, "bench", now=now, progress=said.append,
+                        sections={"breakdown_sreport": hook})
+    assert rep["breakdown_sreport"] == {"parts": 12}
+    assert seen == [(("(period)", per.window), "2023-06", 12, ["bench"])]
     # the terminal's progress lines (the CLI prints them on stderr when it is a tty)
     assert said[0] == f"reading {rep['store']['days']} day file(s) of 1 cluster(s)"
     assert said[1].startswith("104 allocation rows in the period, ")   # 100 + the 4 rows added and said[-1].startswith("done in ")
