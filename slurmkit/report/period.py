@@ -220,8 +220,9 @@ def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
     The copies: a row whose times (Submit, Eligible, Start, End) all lie in the day of the
     file that holds it is in no other day's pull (a day's pull lists the jobs that touch the
     day), so only the other rows (a job over midnight, a running job) and the rows sharing a
-    key with them are compared (:data:`DEDUP_RULE` in docs/report.md): the window sort runs
-    over a small part of the store."""
+    key with them are compared (docs/report.md, *Copies*): the window sort runs over a small
+    part of the store. The files are read once, into table ``b0`` (DuckDB spills it past its
+    memory limit); ``b`` is ``b0`` without the ``dropped`` copies."""
     parts = []
     for sc, fs in files.items():
         for day, path in fs:
@@ -229,41 +230,35 @@ def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
             parts.append(f"""SELECT '{_q(sc)}' AS sc, {d0!r}::DOUBLE AS fday, {_COLUMNS}
                              FROM read_parquet('{_q(path)}')""")
     con.execute("CREATE TEMP VIEW raw AS\n" + "\nUNION ALL\n".join(parts))
-    con.execute("""CREATE TEMP VIEW raw2 AS SELECT *,
+    # one read of the files: every stored row, ``home`` when its times all lie in its file's day
+    con.execute("""CREATE TEMP TABLE b0 AS SELECT *,
         "end" IS NOT NULL AND least(submit, eligible, start, "end") >= fday
             AND greatest(submit, eligible, start, "end") < fday + 86400 AS home
         FROM raw""")
-    # the rows that may have copies in other days' files, and the keys they hold
-    con.execute("""CREATE TEMP TABLE away AS SELECT * FROM raw2 WHERE NOT home""")
-    con.execute("""CREATE TEMP TABLE away_keys AS SELECT DISTINCT sc, cluster, key_id, submit, start FROM away""")
-    con.execute("""CREATE TEMP TABLE kept AS
-        SELECT * EXCLUDE (rn) FROM (
-            SELECT *, row_number() OVER (PARTITION BY sc, cluster, key_id, submit, start
-                                         ORDER BY pulled_us DESC NULLS FIRST, fday DESC) AS rn
-            FROM (SELECT * FROM away
-                  UNION ALL
-                  SELECT r.* FROM raw2 r SEMI JOIN away_keys k
-                      ON r.sc = k.sc AND r.cluster IS NOT DISTINCT FROM k.cluster AND r.key_id = k.key_id
-                     AND r.submit IS NOT DISTINCT FROM k.submit AND r.start IS NOT DISTINCT FROM k.start
-                  WHERE r.home))
-        WHERE rn = 1""")
+    # the keys of the rows that may have copies in other days' files; of all the rows with
+    # those keys, every copy but the latest pull's is dropped
+    con.execute("""CREATE TEMP TABLE away_keys AS
+        SELECT DISTINCT sc, cluster, key_id, submit, start FROM b0 WHERE NOT home""")
+    con.execute("""CREATE TEMP TABLE dropped AS
+        SELECT rid FROM (
+            SELECT r.rowid AS rid, row_number() OVER (PARTITION BY r.sc, r.cluster, r.key_id, r.submit, r.start
+                                                      ORDER BY r.pulled_us DESC NULLS FIRST, r.fday DESC) AS rn
+            FROM b0 r SEMI JOIN away_keys k
+              ON r.sc = k.sc AND r.cluster IS NOT DISTINCT FROM k.cluster AND r.key_id = k.key_id
+             AND r.submit IS NOT DISTINCT FROM k.submit AND r.start IS NOT DISTINCT FROM k.start)
+        WHERE rn > 1""")
     # every key of a store cluster a number below 2**40: the number is the identity (as the
     # pandas path casts it), else the text
     textual = [r[0] for r in con.execute("""
-        SELECT sc FROM raw GROUP BY sc
+        SELECT sc FROM b0 GROUP BY sc
         HAVING count(*) FILTER (WHERE TRY_CAST(key_id AS BIGINT) IS NULL
                                  OR TRY_CAST(key_id AS BIGINT) NOT BETWEEN 0 AND 1099511627775) > 0""").fetchall()]
     text_sql = "sc IN (" + ", ".join(f"'{_q(s)}'" for s in textual) + ")" if textual else "false"
     ident = f"""CASE WHEN {text_sql} THEN key_id ELSE CAST(TRY_CAST(key_id AS BIGINT) AS VARCHAR) END"""
     con.execute(f"""CREATE TEMP VIEW b AS
-        SELECT *, sc || chr(31) || coalesce(cluster, '') || chr(31) || ({ident}) AS jid,
+        SELECT * EXCLUDE (home), sc || chr(31) || coalesce(cluster, '') || chr(31) || ({ident}) AS jid,
                hash(sc, coalesce(cluster, ''), {ident}) AS jh
-        FROM (SELECT * EXCLUDE (home) FROM raw2 r WHERE home AND NOT EXISTS (
-                  SELECT 1 FROM away_keys k
-                  WHERE r.sc = k.sc AND r.cluster IS NOT DISTINCT FROM k.cluster AND r.key_id = k.key_id
-                    AND r.submit IS NOT DISTINCT FROM k.submit AND r.start IS NOT DISTINCT FROM k.start)
-              UNION ALL
-              SELECT * EXCLUDE (home) FROM kept)""")
+        FROM b0 WHERE rowid NOT IN (SELECT rid FROM dropped)""")
 
 
 def _rows_sql(windows: list[tuple[int, float, float, str]], now: float) -> str:
