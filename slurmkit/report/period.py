@@ -261,15 +261,21 @@ def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
         FROM b0 WHERE rowid NOT IN (SELECT rid FROM dropped)""")
 
 
-def _rows_sql(windows: list[tuple[int, float, float, str]], now: float) -> str:
-    """The per (row, window) relation over view ``b`` (:func:`_load_rows`): each row once per
+def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float) -> None:
+    """View ``rw``: the per (row, window) relation over view ``b`` (:func:`_load_rows`): each row once per
     window it belongs to, with the columns of :func:`slurmkit.report.usage.allocations` and
     :func:`slurmkit.report.weekly.build_report` (each rule as they state it: docs/report.md).
     ``windows``: ``(wid, start, end, scope)``, epoch s; ``scope`` "" (every cluster) or one
     store cluster. ``multi``: the job has several rows in the store's days (its flags need the
     job's other rows); ``requeued``: not the job's final attempt in the window (by Start, then
     Submit, unset last); ``last_run``: the job's last run in the window (its outcome line);
-    ``wait_first``: the job's first attempt that started in the window."""
+    ``wait_first``: the job's first attempt that started in the window; ``run``: started and
+    not pending; ``never``: neither (cancelled before start). The rows of the jobs with several
+    rows are table ``m`` (small: their flags need a window sort; ``has_run``: the job has a run
+    in the window); the others are computed again by each query over ``rw``, not stored."""
+    con.execute("CREATE TEMP TABLE multi_jobs AS SELECT jh FROM b GROUP BY jh HAVING count(*) > 1")
+    con.execute("""CREATE TEMP TABLE anyelig AS
+                   SELECT sc AS esc, bool_or(eligible IS NOT NULL) AS any_elig FROM b GROUP BY sc""")
     wins = ", ".join(f"({i}, {s!r}::DOUBLE, {e!r}::DOUBLE, '{_q(sc)}')" for i, s, e, sc in windows)
     waste = ", ".join(f"'{s}'" for s in WASTE_STATES)
     bucket = " ".join(f"WHEN ceil(coalesce(req_gpus, gpus, 0)) <= {hi} THEN '{label}'"
@@ -282,10 +288,8 @@ def _rows_sql(windows: list[tuple[int, float, float, str]], now: float) -> str:
            CASE WHEN ran AND start >= ws AND start < we AND coalesce(eligible, submit) IS NOT NULL
                 THEN greatest(start - coalesce(eligible, submit), 0) END AS wait0,
            CASE WHEN ceil(coalesce(req_gpus, gpus, 0)) <= 0 THEN '0' {bucket} ELSE '9+' END AS gpu_bucket"""
-    return f"""
-    WITH multi_jobs AS (SELECT jh FROM b GROUP BY jh HAVING count(*) > 1
-    ), anyelig AS (SELECT sc AS esc, bool_or(eligible IS NOT NULL) AS any_elig FROM b GROUP BY sc
-    ), base AS (
+    rows = f"""
+    WITH base AS (
         SELECT b.*,
                CASE WHEN "end" IS NULL AND isfinite(timelimit_s) AND start + timelimit_s < {now!r}
                     THEN start + timelimit_s ELSE coalesce("end", {now!r}) END AS stop0,
@@ -318,16 +322,26 @@ def _rows_sql(windows: list[tuple[int, float, float, str]], now: float) -> str:
                * coalesce(CASE WHEN full_s > 0 THEN overlap / full_s ELSE 0 END, 0) AS in_window_s,
                ran AND "end" IS NULL AS provisional
         FROM u
-    )
-    SELECT {cols}, false AS requeued, true AS last_run, true AS wait_first FROM v WHERE NOT multi
-    UNION ALL
-    SELECT {cols},
-           row_number() OVER (PARTITION BY wid, jid ORDER BY start DESC NULLS FIRST, submit DESC NULLS FIRST) > 1,
-           NOT waiting AND ran AND row_number() OVER (PARTITION BY wid, jid, NOT waiting AND ran
-                                                      ORDER BY start DESC NULLS FIRST) = 1,
-           row_number() OVER (PARTITION BY wid, jid, ran AND start >= ws AND start < we ORDER BY start) = 1
-    FROM v WHERE multi
+    ) SELECT * FROM v
     """
+    derived = """*, NOT waiting AND ran AS run, NOT waiting AND NOT ran AS never,
+           CASE WHEN waste_state OR requeued OR gpus IS NULL THEN gpu_hours ELSE 0 END AS waste,
+           CASE WHEN provisional OR gpus IS NULL THEN gpu_hours ELSE 0 END AS prov,
+           CASE WHEN wait_first THEN wait0 END AS wait_s"""
+    con.execute(f"""CREATE TEMP TABLE m AS
+        SELECT {derived}, bool_or(NOT waiting AND ran) OVER (PARTITION BY wid, jid) AS has_run FROM (
+            SELECT {cols},
+                   row_number() OVER (PARTITION BY wid, jid ORDER BY start DESC NULLS FIRST,
+                                      submit DESC NULLS FIRST) > 1 AS requeued,
+                   NOT waiting AND ran AND row_number() OVER (PARTITION BY wid, jid, NOT waiting AND ran
+                                                              ORDER BY start DESC NULLS FIRST) = 1 AS last_run,
+                   row_number() OVER (PARTITION BY wid, jid, ran AND start >= ws AND start < we
+                                      ORDER BY start) = 1 AS wait_first
+            FROM ({rows}) WHERE multi)""")
+    con.execute(f"""CREATE TEMP VIEW rw AS
+        SELECT {derived} FROM (
+            SELECT {cols}, false AS requeued, true AS last_run, true AS wait_first FROM ({rows}) WHERE NOT multi)
+        UNION ALL SELECT * EXCLUDE (has_run) FROM m""")
 
 
 def _num(x):
@@ -337,87 +351,88 @@ def _num(x):
     return None if math.isnan(x) else round(x, 9)
 
 
+def _zero(x) -> float:
+    """A sum over no known value (None, NaN) as 0.0, as pandas' ``sum()`` gives it."""
+    return 0.0 if x is None or x != x else _num(x)
+
+
 def _fetch(con, sql: str) -> pd.DataFrame:
     return con.execute(sql).df()
 
 
-#: The jobs counted per window in the totals: name -> the rows' condition.
-_JOB_COUNTS = (("jobs", "true"), ("gpu_jobs", "gpus > 0"), ("provisional_jobs", "provisional"))
-
-
-#: The totals' integer figures.
-_INT_TOTALS = ("jobs", "gpu_jobs", "allocation_rows", "requeued_attempts", "provisional_jobs",
-               "allocation_rows_gpus_unknown")
-
-
 def _aggregate(con, per: dict) -> None:
-    """Fill ``per`` (window id -> its section dict) from table ``rw``: the definitions of
-    :func:`slurmkit.report.weekly.build_report` over the runs (not waiting, started)."""
-    runs = "FROM rw WHERE run"
-    # distinct jobs: a job with one row in the store is one row (a count, no DISTINCT over
-    # millions of rows); the jobs with several rows (few) are counted by identity apart
-    tot = _fetch(con, f"""
-        SELECT wid, {", ".join(f"count(*) FILTER (WHERE NOT multi AND {c}) AS {k}" for k, c in _JOB_COUNTS)},
-               count(*) AS allocation_rows, count(*) FILTER (WHERE requeued) AS requeued_attempts,
-               count(gpus) AS gpus_known, count(ncpus) AS ncpus_known,
-               coalesce(sum(gpu_hours), 0) AS gpu_hours, coalesce(sum(cpu_hours), 0) AS cpu_hours,
-               coalesce(sum(waste), 0) AS wasted_gpu_hours,
-               coalesce(sum(prov), 0) AS provisional_gpu_hours,
-               coalesce(sum(gpu_hours) FILTER (WHERE gpu_source = '{REQUESTED}'), 0) AS gpu_hours_from_request,
-               count(*) FILTER (WHERE gpus IS NULL) AS allocation_rows_gpus_unknown
-        {runs} GROUP BY wid""")
-    multi = _fetch(con, f"""
-        SELECT wid, {", ".join(f"count(DISTINCT jid) FILTER (WHERE {c}) AS {k}" for k, c in _JOB_COUNTS)}
-        {runs} AND multi GROUP BY wid""").set_index("wid")
-    for k, _ in _JOB_COUNTS:
-        tot[k] = tot[k] + tot["wid"].map(multi[k]).fillna(0).astype("int64")
-    for r in tot.to_dict("records"):
-        t = per[r["wid"]]["totals"]
-        gpu_known = r["gpus_known"] > 0
-        unknown = {}
-        if not gpu_known:
-            unknown["gpu_hours"] = UNKNOWN_WHY["gpu_hours"]
-        if r["ncpus_known"] == 0:
-            unknown["cpu_hours"] = UNKNOWN_WHY["cpu_hours"]
-        per[r["wid"]]["unknown"] = unknown
-        for k in t:
-            v = r[k]
-            if k in ("gpu_jobs", "gpu_hours", "wasted_gpu_hours", "provisional_gpu_hours",
-                     "gpu_hours_from_request") and not gpu_known:
-                t[k] = None
-            elif k == "cpu_hours" and "cpu_hours" in unknown:
-                t[k] = None
-            else:
-                t[k] = int(v) if k in _INT_TOTALS else _num(v)
-    # the five group tables in one pass: by GPU type counts the GPU rows only; the jobs with
-    # several rows are counted apart (a DISTINCT over their few rows, not over every row)
-    sets = ", ".join(f'(wid, "{col}")' for _, col in GROUPS)
-    keys = ["wid"] + [c for _, c in GROUPS] + [f"is_{c}" for _, c in GROUPS]
-    head = f"""SELECT wid, {", ".join(f'"{col}"' for _, col in GROUPS)},
-               {", ".join(f'GROUPING("{col}") = 0 AS is_{col}' for _, col in GROUPS)}"""
-    aggs, distinct = [], []
-    for suffix, cond in (("", "true"), ("_g", "gpus > 0")):
-        aggs.append(f"""count(*) FILTER (WHERE NOT multi AND {cond}) AS jobs{suffix},
-           sum(gpu_hours) FILTER (WHERE {cond}) AS gpu_hours{suffix},
-           sum(cpu_hours) FILTER (WHERE {cond}) AS cpu_hours{suffix},
-           sum(waste) FILTER (WHERE {cond}) AS wasted{suffix},
-           sum(prov) FILTER (WHERE {cond}) AS prov{suffix},
-           count(*) FILTER (WHERE {cond}) AS n{suffix}""")
-        distinct.append(f"count(DISTINCT jid) FILTER (WHERE {cond}) AS jobs{suffix}")
-    g = _fetch(con, f"{head}, {', '.join(aggs)} {runs} GROUP BY GROUPING SETS ({sets})")
-    m = _fetch(con, f"{head}, {', '.join(distinct)} {runs} AND multi GROUP BY GROUPING SETS ({sets})")
+    """Fill ``per`` (window id -> its section dict) from view ``rw`` (:func:`_build_rows`): the
+    definitions of :func:`slurmkit.report.weekly.build_report` over the runs. Two passes over
+    the rows: one for the totals, the five group tables, the outcomes and the jobs cancelled
+    before start (grouping sets), one for the queue-wait quantiles; the distinct jobs with
+    several rows come from table ``m`` (a job with one row in the store is one row: counted,
+    no DISTINCT over millions of rows)."""
+    cols = [c for _, c in GROUPS] + ["line", "nstate"]
+    sets = ", ".join(["(wid)"] + [f'(wid, "{c}")' for c in cols])
+    head = f"""SELECT wid, {", ".join(f'"{c}"' for c in cols)},
+               {", ".join(f'GROUPING("{c}") = 0 AS "is_{c}"' for c in cols)}"""
+    src = f"""FROM (SELECT *, CASE WHEN run THEN CASE WHEN requeued THEN '{REQUEUED_LINE}' ELSE state END END AS line,
+                       CASE WHEN never THEN state END AS nstate FROM {{table}})"""
+    aggs = []
+    for sfx, cond in (("", "run"), ("_g", "run AND gpus > 0")):
+        aggs.append(f"""count(*) FILTER (WHERE NOT multi AND {cond}) AS jobs{sfx},
+           count(*) FILTER (WHERE {cond}) AS n{sfx},
+           sum(gpu_hours) FILTER (WHERE {cond}) AS gpu_hours{sfx},
+           sum(cpu_hours) FILTER (WHERE {cond}) AS cpu_hours{sfx},
+           sum(waste) FILTER (WHERE {cond}) AS wasted{sfx},
+           sum(prov) FILTER (WHERE {cond}) AS prov{sfx}""")
+    a = _fetch(con, f"""{head}, {", ".join(aggs)},
+           count(*) FILTER (WHERE NOT multi AND run AND provisional) AS provisional_jobs,
+           count(*) FILTER (WHERE run AND requeued) AS requeued_attempts,
+           count(*) FILTER (WHERE run AND last_run) AS last_runs,
+           count(gpus) FILTER (WHERE run) AS gpus_known, count(ncpus) FILTER (WHERE run) AS ncpus_known,
+           sum(gpu_hours) FILTER (WHERE run AND gpu_source = '{REQUESTED}') AS gpu_hours_from_request,
+           count(*) FILTER (WHERE run AND gpus IS NULL) AS allocation_rows_gpus_unknown,
+           bool_or(eligible IS NOT NULL) FILTER (WHERE run) AS elig,
+           count(*) FILTER (WHERE never AND NOT multi) AS never_rows
+        {src.format(table="rw")} GROUP BY GROUPING SETS ({sets})""")
+    # the jobs with several rows, by identity, in the same groups
+    m = _fetch(con, f"""{head},
+           count(DISTINCT jid) FILTER (WHERE run) AS jobs, count(DISTINCT jid) FILTER (WHERE run AND gpus > 0) AS jobs_g,
+           count(DISTINCT jid) FILTER (WHERE run AND provisional) AS provisional_jobs
+        {src.format(table="m")} GROUP BY GROUPING SETS ({sets})""")
+    keys = ["wid"] + cols + [f"is_{c}" for c in cols]
     if len(m):
         none = "\0"   # a grouping set's other columns are NULL: a stand-in to join on
-        g[keys[1:6]] = g[keys[1:6]].astype(object).where(g[keys[1:6]].notna(), none)
-        m[keys[1:6]] = m[keys[1:6]].astype(object).where(m[keys[1:6]].notna(), none)
-        g = g.merge(m, on=keys, how="left", suffixes=("", "_multi"))
-        for c in ("jobs", "jobs_g"):
-            g[c] = g[c] + g[c + "_multi"].fillna(0).astype("int64")
-        g[keys[1:6]] = g[keys[1:6]].where(g[keys[1:6]] != none, None)
+        a[cols] = a[cols].astype(object).where(a[cols].notna(), none)
+        m[cols] = m[cols].astype(object).where(m[cols].notna(), none)
+        a = a.merge(m, on=keys, how="left", suffixes=("", "_multi"))
+        for c in ("jobs", "jobs_g", "provisional_jobs"):
+            a[c] = a[c] + a[c + "_multi"].fillna(0).astype("int64")
+        for c in cols:
+            a[c] = [None if v == none else v for v in a[c]]
+    for c in cols:
+        a[f"is_{c}"] = a[f"is_{c}"].astype(bool)
+    whole = ~a[[f"is_{c}" for c in cols]].any(axis=1)
+    for r in a[whole].to_dict("records"):
+        w = per[r["wid"]]
+        w["queue_wait"]["from"] = "Eligible" if r["elig"] else "Submit"
+        if not r["n"]:
+            continue   # no run: the totals stay 0 (a window without runs has nothing unknown)
+        unknown = {}
+        if not r["gpus_known"]:
+            unknown["gpu_hours"] = UNKNOWN_WHY["gpu_hours"]
+        if not r["ncpus_known"]:
+            unknown["cpu_hours"] = UNKNOWN_WHY["cpu_hours"]
+        w["unknown"] = unknown
+        g = (lambda x: None) if "gpu_hours" in unknown else _zero
+
+        w["totals"] = {"jobs": int(r["jobs"]), "gpu_jobs": None if "gpu_hours" in unknown else int(r["jobs_g"]),
+                       "allocation_rows": int(r["n"]), "requeued_attempts": int(r["requeued_attempts"]),
+                       "gpu_hours": g(r["gpu_hours"]),
+                       "cpu_hours": None if "cpu_hours" in unknown else _zero(r["cpu_hours"]),
+                       "wasted_gpu_hours": g(r["wasted"]), "provisional_jobs": int(r["provisional_jobs"]),
+                       "provisional_gpu_hours": g(r["prov"]), "gpu_hours_from_request": g(r["gpu_hours_from_request"]),
+                       "allocation_rows_gpus_unknown": int(r["allocation_rows_gpus_unknown"])}
     for key, col in GROUPS:
         sfx = "_g" if col == "gpu_type" else ""
         # a row without the group's value (no user, no GPU type) is in no group, as in pandas
-        t = g[g[f"is_{col}"].astype(bool) & (g[f"n{sfx}"] > 0) & g[col].notna()]
+        t = a[a[f"is_{col}"] & (a[f"n{sfx}"] > 0) & a[col].notna()]
         rows = [{col: r[col], "jobs": int(r[f"jobs{sfx}"]), "gpu_hours": _num(r[f"gpu_hours{sfx}"]),
                  "cpu_hours": _num(r[f"cpu_hours{sfx}"]), "wasted_gpu_hours": _num(r[f"wasted{sfx}"]),
                  "provisional_gpu_hours": _num(r[f"prov{sfx}"]), "_wid": r["wid"]}
@@ -427,36 +442,39 @@ def _aggregate(con, per: dict) -> None:
                                  d["cpu_hours"] is None, -(d["cpu_hours"] or 0.0), str(d[col])))
         for d in rows:
             per[d.pop("_wid")][key].append(d)
-    out = _fetch(con, f"""
-        SELECT wid, CASE WHEN requeued THEN '{REQUEUED_LINE}' ELSE state END AS line,
-               count(*) FILTER (WHERE last_run) AS jobs, count(*) AS attempts,
-               sum(gpu_hours) AS gpu_hours, sum(waste) AS wasted
-        {runs} GROUP BY wid, line""")
-    states = _fetch(con, f"""SELECT wid, state, count(*) AS n {runs} AND requeued GROUP BY wid, state""")
+    # outcomes: each job on the line of its last run; earlier attempts (rows of ``m`` only) on
+    # the requeued line, with their states
+    states = _fetch(con, "SELECT wid, state, count(*) AS n FROM m WHERE run AND requeued GROUP BY wid, state")
+    out = a[a["is_line"] & a["line"].notna() & (a["n"] > 0)]
     out = out.assign(_last=out["line"] == REQUEUED_LINE, _name=out["line"].astype(str))
     for r in out.sort_values(["wid", "_last", "_name"]).to_dict("records"):
-        o = {"state": r["line"], "jobs": int(r["jobs"]), "attempts": int(r["attempts"]), "rows": int(r["attempts"]),
+        o = {"state": r["line"], "jobs": int(r["last_runs"]), "attempts": int(r["n"]), "rows": int(r["n"]),
              "gpu_hours": _num(r["gpu_hours"]), "wasted_gpu_hours": _num(r["wasted"])}
         if r["line"] == REQUEUED_LINE:
             sel = states[states["wid"] == r["wid"]].sort_values("state")
-            o["states"] = {str(s): int(n) for s, n in zip(sel["state"], sel["n"])}
+            o["states"] = {str(x): int(n) for x, n in zip(sel["state"], sel["n"])}
         per[r["wid"]]["outcomes"].append(o)
-    # jobs that ended before they started: their own line, not in any figure above
-    con.execute("CREATE TEMP TABLE nv AS SELECT wid, jid, state FROM rw WHERE NOT waiting AND NOT ran")
-    con.execute("""CREATE TEMP TABLE nv2 AS SELECT * FROM nv WHERE jid IS NULL OR NOT EXISTS (
-                       SELECT 1 FROM rw r WHERE r.run AND r.multi AND r.wid = nv.wid AND r.jid = nv.jid)""")
-    never = _fetch(con, "SELECT wid, state, count(*) AS attempts FROM nv2 GROUP BY wid, state")
-    # (jid is set for the jobs with several rows only: each other row is one job)
-    jobs_never = _fetch(con, """SELECT wid, count(*) FILTER (WHERE jid IS NULL) + count(DISTINCT jid) AS jobs
-                                FROM nv2 GROUP BY wid""")
-    for wid, sel in never.groupby("wid"):
-        sel = sel.sort_values("state")
-        jobs = int(jobs_never.loc[jobs_never["wid"] == wid, "jobs"].iloc[0])
-        n = int(sel["attempts"].sum())
+    # jobs that ended before they started: their own line, in no figure above; a job with one
+    # row is one job, one with several counts when none of its rows ran in the window
+    never = {}
+    for r in a[a["is_nstate"] & a["nstate"].notna() & (a["never_rows"] > 0)].to_dict("records"):
+        never.setdefault(r["wid"], [0, {}])
+        never[r["wid"]][0] += int(r["never_rows"])
+        never[r["wid"]][1][str(r["nstate"])] = int(r["never_rows"])
+    mn = _fetch(con, "SELECT wid, state, count(*) AS n FROM m WHERE never AND NOT has_run GROUP BY wid, state")
+    for wid, state, n in zip(mn["wid"], mn["state"], mn["n"]):
+        never.setdefault(wid, [0, {}])
+        never[wid][1][str(state)] = never[wid][1].get(str(state), 0) + int(n)
+    for wid, jobs in con.execute("""SELECT wid, count(DISTINCT jid) FROM m WHERE never AND NOT has_run
+                                    GROUP BY wid""").fetchall():
+        never[wid][0] += int(jobs)
+    for wid, (jobs, st) in never.items():
+        n = sum(st.values())
         per[wid]["outcomes"].append({"state": NEVER_STARTED_LINE, "jobs": jobs, "attempts": n, "rows": n,
                                      "gpu_hours": 0.0, "wasted_gpu_hours": 0.0, "ran": False,
-                                     "states": {str(s): int(k) for s, k in zip(sel["state"], sel["attempts"])}})
-    # all the quantiles from one sort per group
+                                     "states": dict(sorted(st.items()))})
+    # queue wait: all the quantiles from one sort per group, the whole window and per
+    # partition x GPU bucket in one pass
     qs = "quantile_cont(wait_s, [" + ", ".join(str(q) for _, q in _QUANTILES) + "]) AS q"
     edges = WAIT_BINS[1:-1]
     hist = "[" + ", ".join(
@@ -464,23 +482,22 @@ def _aggregate(con, per: dict) -> None:
         else f"count(*) FILTER (WHERE wait_s >= {lo})"
         for lo, hi in zip((0,) + edges, edges + (math.inf,))) + "]"
     order = {label: i for i, (_, _, label) in enumerate(GPU_BUCKETS)}
-    for grouping in ("wid", "wid, partition, gpu_bucket"):
-        q = _fetch(con, f"""SELECT {grouping}, count(wait_s) AS n, {qs}, {hist} AS histogram
-                            {runs} AND wait_s IS NOT NULL GROUP BY {grouping}""")
-        if grouping != "wid":
-            q = q.assign(_b=q["gpu_bucket"].map(order)).sort_values(["wid", "partition", "_b"])
-        for r in q.to_dict("records"):
-            d = {"n": int(r["n"]), **{k: _num(v) for (k, _), v in zip(_QUANTILES, r["q"])}}
-            qw = per[r["wid"]]["queue_wait"]
-            if grouping == "wid":
-                qw["all"] = d
-                qw["histogram"] = [int(x) for x in r["histogram"]]
-            else:
-                qw["by_partition_gpus"].append({"partition": r["partition"], "gpu_bucket": r["gpu_bucket"], **d,
-                                                "histogram": [int(x) for x in r["histogram"]]})
-    frm = dict(con.execute("SELECT wid, bool_or(eligible IS NOT NULL) FROM rw WHERE run GROUP BY wid").fetchall())
-    for wid, w in per.items():
-        w["queue_wait"]["from"] = "Eligible" if frm.get(wid) else "Submit"
+    q = _fetch(con, f"""SELECT wid, partition, gpu_bucket, GROUPING(partition) = 0 AS by_part,
+                               count(wait_s) AS n, {qs}, {hist} AS histogram
+                        FROM rw WHERE run AND wait_s IS NOT NULL
+                        GROUP BY GROUPING SETS ((wid), (wid, partition, gpu_bucket))""")
+    q["by_part"] = q["by_part"].astype(bool)
+    q = q[~q["by_part"] | q["partition"].notna()]   # (no partition: in no group, as in pandas)
+    q = q.assign(_b=q["gpu_bucket"].map(order), _p=q["partition"].astype(str)).sort_values(["wid", "by_part", "_p", "_b"])
+    for r in q.to_dict("records"):
+        d = {"n": int(r["n"]), **{k: _num(v) for (k, _), v in zip(_QUANTILES, r["q"])}}
+        qw = per[r["wid"]]["queue_wait"]
+        if not r["by_part"]:
+            qw["all"] = d
+            qw["histogram"] = [int(x) for x in r["histogram"]]
+        else:
+            qw["by_partition_gpus"].append({"partition": r["partition"], "gpu_bucket": r["gpu_bucket"], **d,
+                                            "histogram": [int(x) for x in r["histogram"]]})
 
 
 def _empty_window() -> dict:
@@ -559,15 +576,10 @@ def period_report(store_root, period: Period, clusters=None, now=None,
             if progress:
                 progress(f"reading {nfiles} day file(s) of {len(files)} cluster(s)")
             _load_rows(con, {c: f for c, f in files.items() if f})
-            con.execute(f"""CREATE TEMP TABLE rw AS
-                SELECT *, NOT waiting AND ran AS run,
-                       CASE WHEN waste_state OR requeued OR gpus IS NULL THEN gpu_hours ELSE 0 END AS waste,
-                       CASE WHEN provisional OR gpus IS NULL THEN gpu_hours ELSE 0 END AS prov,
-                       CASE WHEN wait_first THEN wait0 END AS wait_s
-                FROM ({_rows_sql(windows, now_ts.timestamp())})""")
+            _build_rows(con, windows, now_ts.timestamp())
             if progress:
-                n = con.execute("SELECT count(*) FROM rw WHERE wid = 0").fetchone()[0]
-                progress(f"{n:,} allocation rows in the period, {time.monotonic() - t0:.1f} s; aggregating")
+                n = con.execute("SELECT count(*) FROM b").fetchone()[0]
+                progress(f"{n:,} allocation rows, {time.monotonic() - t0:.1f} s; aggregating")
             _aggregate(con, per)
         except (duckdb.IOException, duckdb.InvalidInputException) as exc:
             first = " ".join(str(exc).split())

@@ -259,7 +259,7 @@ def test_period_and_weekly_paths_agree_on_a_real_capture(tmp_path):
     assert seen == [(("(period)", per.window), "2023-06", 12, ["bench"])]
     # the terminal's progress lines (the CLI prints them on stderr when it is a tty)
     assert said[0] == f"reading {rep['store']['days']} day file(s) of 1 cluster(s)"
-    assert said[1].startswith("104 allocation rows in the period, ")   # 100 + the 4 rows added and said[-1].startswith("done in ")
+    assert said[1].startswith("104 allocation rows, ")   # 100 + the 4 rows added and said[-1].startswith("done in ")
     for part in rep["breakdown"]:
         weekly = _weekly(tmp_path / "store", rep_window(part), now)
         diff = _same(_shared(part), _shared(weekly))
