@@ -373,24 +373,50 @@ def _aggregate(con, per: dict) -> None:
                {", ".join(f'GROUPING("{c}") = 0 AS "is_{c}"' for c in cols)}"""
     src = f"""FROM (SELECT *, CASE WHEN run THEN CASE WHEN requeued THEN '{REQUEUED_LINE}' ELSE state END END AS line,
                        CASE WHEN never THEN state END AS nstate FROM {{table}})"""
-    aggs = []
-    for sfx, cond in (("", "run"), ("_g", "run AND gpus > 0")):
-        aggs.append(f"""count(*) FILTER (WHERE NOT multi AND {cond}) AS jobs{sfx},
-           count(*) FILTER (WHERE {cond}) AS n{sfx},
-           sum(gpu_hours) FILTER (WHERE {cond}) AS gpu_hours{sfx},
-           sum(cpu_hours) FILTER (WHERE {cond}) AS cpu_hours{sfx},
-           sum(waste) FILTER (WHERE {cond}) AS wasted{sfx},
-           sum(prov) FILTER (WHERE {cond}) AS prov{sfx}""")
-    a = _fetch(con, f"""{head}, {", ".join(aggs)},
+    # one pass: the sums and counts per finest group (window, user, account, partition, QOS,
+    # GPU type, outcome line, cancelled-before-start state, GPUs > 0), a few hundred thousand
+    # rows at most; every table is a roll-up of it (sums and counts add up; the jobs with one
+    # row in the store are counted as rows, the others from ``m`` below)
+    fine = _fetch(con, f"""
+        SELECT wid, {", ".join(f'"{c}"' for c in cols)}, coalesce(gpus > 0, false) AS gp,
+           count(*) FILTER (WHERE NOT multi AND run) AS jobs, count(*) FILTER (WHERE run) AS n,
+           sum(gpu_hours) FILTER (WHERE run) AS gpu_hours, sum(cpu_hours) FILTER (WHERE run) AS cpu_hours,
+           sum(waste) FILTER (WHERE run) AS wasted, sum(prov) FILTER (WHERE run) AS prov,
            count(*) FILTER (WHERE NOT multi AND run AND provisional) AS provisional_jobs,
            count(*) FILTER (WHERE run AND requeued) AS requeued_attempts,
            count(*) FILTER (WHERE run AND last_run) AS last_runs,
            count(gpus) FILTER (WHERE run) AS gpus_known, count(ncpus) FILTER (WHERE run) AS ncpus_known,
            sum(gpu_hours) FILTER (WHERE run AND gpu_source = '{REQUESTED}') AS gpu_hours_from_request,
            count(*) FILTER (WHERE run AND gpus IS NULL) AS allocation_rows_gpus_unknown,
-           bool_or(eligible IS NOT NULL) FILTER (WHERE run) AS elig,
+           coalesce(bool_or(eligible IS NOT NULL) FILTER (WHERE run), false) AS elig,
            count(*) FILTER (WHERE never AND NOT multi) AS never_rows
-        {src.format(table="rw")} GROUP BY GROUPING SETS ({sets})""")
+        {src.format(table="rw")} GROUP BY ALL""")
+    counts = ["jobs", "n", "provisional_jobs", "requeued_attempts", "last_runs", "gpus_known", "ncpus_known",
+              "allocation_rows_gpus_unknown", "never_rows"]
+    sums = ["gpu_hours", "cpu_hours", "wasted", "prov", "gpu_hours_from_request"]
+
+    def roll(df, by):
+        g = df.groupby(by, dropna=False, sort=False)
+        out = g[counts].sum()
+        for c in sums:
+            out[c] = g[c].sum(min_count=1)   # all unknown: unknown (None), as the pandas path
+        out["elig"] = g["elig"].any()
+        return out.reset_index()
+
+    parts = []
+    for key in [None] + cols:
+        by = ["wid"] + ([key] if key else [])
+        t = roll(fine, by)
+        gt = roll(fine[fine["gp"]], by)[by + ["jobs", "n", "gpu_hours", "cpu_hours", "wasted", "prov"]]
+        t = t.merge(gt, on=by, how="left", suffixes=("", "_g"))
+        for c in ("jobs_g", "n_g"):
+            t[c] = t[c].fillna(0).astype("int64")
+        for c in cols:
+            if c != key:
+                t[c] = None
+            t[f"is_{c}"] = c == key
+        parts.append(t)
+    a = pd.concat(parts, ignore_index=True)
     # the jobs with several rows, by identity, in the same groups
     m = _fetch(con, f"""{head},
            count(DISTINCT jid) FILTER (WHERE run) AS jobs, count(DISTINCT jid) FILTER (WHERE run AND gpus > 0) AS jobs_g,
