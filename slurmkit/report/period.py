@@ -377,7 +377,7 @@ def _aggregate(con, per: dict) -> None:
     # GPU type, outcome line, cancelled-before-start state, GPUs > 0), a few hundred thousand
     # rows at most; every table is a roll-up of it (sums and counts add up; the jobs with one
     # row in the store are counted as rows, the others from ``m`` below)
-    fine = _fetch(con, f"""
+    con.execute(f"""CREATE TEMP TABLE fine AS
         SELECT wid, {", ".join(f'"{c}"' for c in cols)}, coalesce(gpus > 0, false) AS gp,
            count(*) FILTER (WHERE NOT multi AND run) AS jobs, count(*) FILTER (WHERE run) AS n,
            sum(gpu_hours) FILTER (WHERE run) AS gpu_hours, sum(cpu_hours) FILTER (WHERE run) AS cpu_hours,
@@ -394,29 +394,13 @@ def _aggregate(con, per: dict) -> None:
     counts = ["jobs", "n", "provisional_jobs", "requeued_attempts", "last_runs", "gpus_known", "ncpus_known",
               "allocation_rows_gpus_unknown", "never_rows"]
     sums = ["gpu_hours", "cpu_hours", "wasted", "prov", "gpu_hours_from_request"]
-
-    def roll(df, by):
-        g = df.groupby(by, dropna=False, sort=False)
-        out = g[counts].sum()
-        for c in sums:
-            out[c] = g[c].sum(min_count=1)   # all unknown: unknown (None), as the pandas path
-        out["elig"] = g["elig"].any()
-        return out.reset_index()
-
-    parts = []
-    for key in [None] + cols:
-        by = ["wid"] + ([key] if key else [])
-        t = roll(fine, by)
-        gt = roll(fine[fine["gp"]], by)[by + ["jobs", "n", "gpu_hours", "cpu_hours", "wasted", "prov"]]
-        t = t.merge(gt, on=by, how="left", suffixes=("", "_g"))
-        for c in ("jobs_g", "n_g"):
-            t[c] = t[c].fillna(0).astype("int64")
-        for c in cols:
-            if c != key:
-                t[c] = None
-            t[f"is_{c}"] = c == key
-        parts.append(t)
-    a = pd.concat(parts, ignore_index=True)
+    # (a sum over groups all of whose figures are unknown stays unknown: SQL's sum of NULLs)
+    a = _fetch(con, f"""{head},
+        {", ".join(f"coalesce(sum({c}), 0)::BIGINT AS {c}" for c in counts)}, {", ".join(f"sum({c}) AS {c}" for c in sums)},
+        coalesce(sum(jobs) FILTER (WHERE gp), 0)::BIGINT AS jobs_g, coalesce(sum(n) FILTER (WHERE gp), 0)::BIGINT AS n_g,
+        {", ".join(f"sum({c}) FILTER (WHERE gp) AS {c}_g" for c in ("gpu_hours", "cpu_hours", "wasted", "prov"))},
+        bool_or(elig) AS elig
+        FROM fine GROUP BY GROUPING SETS ({sets})""")
     # the jobs with several rows, by identity, in the same groups
     m = _fetch(con, f"""{head},
            count(DISTINCT jid) FILTER (WHERE run) AS jobs, count(DISTINCT jid) FILTER (WHERE run AND gpus > 0) AS jobs_g,
