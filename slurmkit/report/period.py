@@ -289,7 +289,7 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float) -
                 THEN greatest(start - coalesce(eligible, submit), 0) END AS wait0,
            CASE WHEN ceil(coalesce(req_gpus, gpus, 0)) <= 0 THEN '0' {bucket} ELSE '9+' END AS gpu_bucket"""
     rows = f"""
-    WITH base AS (
+    WITH b AS (SELECT * FROM b {{only}}), base AS (
         SELECT b.*,
                CASE WHEN "end" IS NULL AND isfinite(timelimit_s) AND start + timelimit_s < {now!r}
                     THEN start + timelimit_s ELSE coalesce("end", {now!r}) END AS stop0,
@@ -337,10 +337,10 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float) -
                                                               ORDER BY start DESC NULLS FIRST) = 1 AS last_run,
                    row_number() OVER (PARTITION BY wid, jid, ran AND start >= ws AND start < we
                                       ORDER BY start) = 1 AS wait_first
-            FROM ({rows}) WHERE multi)""")
+            FROM ({rows.replace("{only}", "WHERE jh IN (SELECT jh FROM multi_jobs)")}) WHERE multi)""")
     con.execute(f"""CREATE TEMP VIEW rw AS
         SELECT {derived} FROM (
-            SELECT {cols}, false AS requeued, true AS last_run, true AS wait_first FROM ({rows}) WHERE NOT multi)
+            SELECT {cols}, false AS requeued, true AS last_run, true AS wait_first FROM ({rows.replace("{only}", "")}) WHERE NOT multi)
         UNION ALL SELECT * EXCLUDE (has_run) FROM m""")
 
 
