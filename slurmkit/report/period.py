@@ -378,29 +378,28 @@ def _aggregate(con, per: dict) -> None:
     # rows at most; every table is a roll-up of it (sums and counts add up; the jobs with one
     # row in the store are counted as rows, the others from ``m`` below)
     con.execute(f"""CREATE TEMP TABLE fine AS
-        SELECT wid, {", ".join(f'"{c}"' for c in cols)}, coalesce(gpus > 0, false) AS gp,
-           count(*) FILTER (WHERE NOT multi AND run) AS jobs, count(*) FILTER (WHERE run) AS n,
-           sum(gpu_hours) FILTER (WHERE run) AS gpu_hours, sum(cpu_hours) FILTER (WHERE run) AS cpu_hours,
-           sum(waste) FILTER (WHERE run) AS wasted, sum(prov) FILTER (WHERE run) AS prov,
-           count(*) FILTER (WHERE NOT multi AND run AND provisional) AS provisional_jobs,
-           count(*) FILTER (WHERE run AND requeued) AS requeued_attempts,
-           count(*) FILTER (WHERE run AND last_run) AS last_runs,
-           count(gpus) FILTER (WHERE run) AS gpus_known, count(ncpus) FILTER (WHERE run) AS ncpus_known,
-           sum(gpu_hours) FILTER (WHERE run AND gpu_source = '{REQUESTED}') AS gpu_hours_from_request,
-           count(*) FILTER (WHERE run AND gpus IS NULL) AS allocation_rows_gpus_unknown,
-           coalesce(bool_or(eligible IS NOT NULL) FILTER (WHERE run), false) AS elig,
-           count(*) FILTER (WHERE never AND NOT multi) AS never_rows
-        {src.format(table="rw")} GROUP BY ALL""")
-    counts = ["jobs", "n", "provisional_jobs", "requeued_attempts", "last_runs", "gpus_known", "ncpus_known",
-              "allocation_rows_gpus_unknown", "never_rows"]
-    sums = ["gpu_hours", "cpu_hours", "wasted", "prov", "gpu_hours_from_request"]
+        SELECT wid, "user", account, partition, qos, gpu_type, state, run, never, multi, requeued, last_run,
+               provisional, coalesce(gpus > 0, false) AS gp, coalesce(gpu_source = '{REQUESTED}', false) AS req_src,
+               gpus IS NULL AS gpus_null, ncpus IS NULL AS ncpus_null, eligible IS NOT NULL AS elig,
+               count(*) AS nrows, sum(gpu_hours) AS gh, sum(cpu_hours) AS ch, sum(waste) AS wh, sum(prov) AS ph
+        FROM rw WHERE run OR never GROUP BY ALL""")
+
+    def n(cond):
+        return f"coalesce(sum(nrows) FILTER (WHERE {cond}), 0)::BIGINT"
+
+    aggs = []
+    for sfx, cond in (("", "run"), ("_g", "run AND gp")):
+        aggs.append(f"""{n(f"{cond} AND NOT multi")} AS jobs{sfx}, {n(cond)} AS n{sfx},
+           sum(gh) FILTER (WHERE {cond}) AS gpu_hours{sfx}, sum(ch) FILTER (WHERE {cond}) AS cpu_hours{sfx},
+           sum(wh) FILTER (WHERE {cond}) AS wasted{sfx}, sum(ph) FILTER (WHERE {cond}) AS prov{sfx}""")
     # (a sum over groups all of whose figures are unknown stays unknown: SQL's sum of NULLs)
-    a = _fetch(con, f"""{head},
-        {", ".join(f"coalesce(sum({c}), 0)::BIGINT AS {c}" for c in counts)}, {", ".join(f"sum({c}) AS {c}" for c in sums)},
-        coalesce(sum(jobs) FILTER (WHERE gp), 0)::BIGINT AS jobs_g, coalesce(sum(n) FILTER (WHERE gp), 0)::BIGINT AS n_g,
-        {", ".join(f"sum({c}) FILTER (WHERE gp) AS {c}_g" for c in ("gpu_hours", "cpu_hours", "wasted", "prov"))},
-        bool_or(elig) AS elig
-        FROM fine GROUP BY GROUPING SETS ({sets})""")
+    a = _fetch(con, f"""{head}, {", ".join(aggs)},
+        {n("run AND NOT multi AND provisional")} AS provisional_jobs, {n("run AND requeued")} AS requeued_attempts,
+        {n("run AND last_run")} AS last_runs, {n("run AND NOT gpus_null")} AS gpus_known,
+        {n("run AND NOT ncpus_null")} AS ncpus_known, sum(gh) FILTER (WHERE run AND req_src) AS gpu_hours_from_request,
+        {n("run AND gpus_null")} AS allocation_rows_gpus_unknown, coalesce(bool_or(elig) FILTER (WHERE run), false) AS elig,
+        {n("never AND NOT multi")} AS never_rows
+        {src.format(table="fine")} GROUP BY GROUPING SETS ({sets})""")
     # the jobs with several rows, by identity, in the same groups
     m = _fetch(con, f"""{head},
            count(DISTINCT jid) FILTER (WHERE run) AS jobs, count(DISTINCT jid) FILTER (WHERE run AND gpus > 0) AS jobs_g,
