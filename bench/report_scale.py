@@ -34,8 +34,11 @@ sys.path.insert(0, os.path.dirname(HERE))
 WEEK_START = 1_795_392_000  # 2026-11-23T00:00:00Z (ISO week 2026-W48)
 
 
-def generate(path: str, rows: int, seed: int = 48) -> None:
-    """Write ``rows`` allocations + 3 steps each to ``path`` (no header, ``|``)."""
+def generate(path: str, rows: int, seed: int = 48, week_start: int = WEEK_START,
+             first_id: int = 1_000_000) -> None:
+    """Write ``rows`` allocations + 3 steps each to ``path`` (no header, ``|``): jobs submitted
+    from a day before the week starting at ``week_start`` (epoch s) to its end, JobIDs from
+    ``first_id``."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -45,8 +48,8 @@ def generate(path: str, rows: int, seed: int = 48) -> None:
 
     rng = np.random.default_rng(seed)
     n = rows
-    jid = np.arange(1_000_000, 1_000_000 + n)
-    submit = WEEK_START - 86400 + rng.integers(0, 8 * 86400, n)
+    jid = np.arange(first_id, first_id + n)
+    submit = week_start - 86400 + rng.integers(0, 8 * 86400, n)
     wait = rng.exponential(900, n).astype(np.int64)
     start = submit + wait
     run = np.minimum(rng.exponential(3 * 3600, n).astype(np.int64) + 30, 2 * 86400)
@@ -70,7 +73,7 @@ def generate(path: str, rows: int, seed: int = 48) -> None:
         pc.if_else(pa.array(gpus > 0), pc.binary_join_element_wise(",gres/gpu:", s(gtype), "=", s(gpus), ",gres/gpu=", s(gpus), ""), ""),
         ",mem=", s(mem_g), "G,node=1", "")
     end_s = pc.if_else(pa.array(running), "Unknown", s(end))
-    elapsed = np.where(running, WEEK_START + 7 * 86400 - start, run)
+    elapsed = np.where(running, week_start + 7 * 86400 - start, run)
     alloc = {
         "Cluster": pa.array(["bench"] * n), "JobID": s(jid), "JobIDRaw": s(jid), "State": s(states),
         "User": s(users), "Account": s(accts), "Partition": s(parts), "QOS": pa.array(["normal"] * n),
@@ -140,6 +143,19 @@ def _measure(mode: str, path: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def interleaved(measure, repeat: int, modes=("baseline", "slurmkit")) -> dict[str, list[dict]]:
+    """``repeat`` runs of each mode (``measure(mode)`` -> a child's figures), interleaved so
+    that a busy moment of the machine hits both sides; each run printed as it ends."""
+    runs = {m: [] for m in modes}
+    for i in range(repeat):
+        for mode in modes:
+            r = measure(mode)
+            runs[mode].append(r)
+            print(f"  run {i + 1} {mode}: {r['wall_s']:.2f} s ({r['cpu_s']:.1f} s CPU), "
+                  f"peak RSS {r['rss_mib']:.0f} MiB, {r['rows']:,} rows", flush=True)
+    return runs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -161,13 +177,7 @@ def main() -> None:
         # first timed runs (measured: the ratio about 0.5 higher right after generating)
         os.sync()
     try:
-        runs = {"baseline": [], "slurmkit": []}
-        for i in range(args.repeat):   # interleaved, so that a busy moment hits both sides
-            for mode in runs:
-                r = _measure(mode, path)
-                runs[mode].append(r)
-                print(f"  run {i + 1} {mode}: {r['wall_s']:.2f} s ({r['cpu_s']:.1f} s CPU), "
-                      f"peak RSS {r['rss_mib']:.0f} MiB", flush=True)
+        runs = interleaved(lambda mode: _measure(mode, path), args.repeat)
         base = min(runs["baseline"], key=lambda r: r["wall_s"])
         sk = min(runs["slurmkit"], key=lambda r: r["wall_s"])
         print(f"pyarrow plain read (all strings): {base['wall_s']:.2f} s best of {args.repeat}, "

@@ -66,7 +66,8 @@ def test_sandbox_refuses_to_start_when_not_root(tmp_path):
 
 # third-party module -> the distribution that provides it (what setup.cfg declares)
 DISTS = {"click": "click", "jinja2": "jinja2", "numpy": "numpy", "pandas": "pandas", "pyarrow": "pyarrow",
-         "matplotlib": "matplotlib", "pynvml": "nvidia-ml-py", "hostlist": "python-hostlist"}
+         "matplotlib": "matplotlib", "pynvml": "nvidia-ml-py", "hostlist": "python-hostlist",
+         "duckdb": "duckdb"}
 #: imported on purpose without being a requirement: the demo's training script, which runs
 #: inside sandbox jobs with the demo's torch
 NOT_REQUIRED = {"torch"}

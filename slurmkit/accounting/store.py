@@ -1,26 +1,45 @@
-"""Incremental Parquet store of sacct rows, one file per cluster and UTC day pulled.
+"""Incremental Parquet store of sacct rows: a Hive-partitioned Parquet dataset, one folder per
+cluster and UTC day pulled.
 
-Layout: ``<root>/<cluster>/<YYYY-MM-DD>.parquet`` and ``<YYYY-MM-DD>.steps.parquet`` (the typed
-allocation and step rows of that day's sacct call, written with pyarrow) and
-``<root>/<cluster>/manifest.json``: day -> ``{"pulled_at": epoch s,
-"final": bool, "dq": {...}}``. A day is final once it was pulled more than ``SETTLE_S`` after
-it ended and none of its rows is still running or pending; only non-final days are pulled
-again, so a weekly run re-reads only recent days. Running jobs are provisional and re-pulled.
+Layout (docs/report.md, "The store"; other engines read it as it is: Spark, Trino, DuckDB)::
 
-Rows are keyed by (cluster, JobIDRaw, Submit, Start), a step row also by its step name; when
-several days (or pulls) hold the same key, :meth:`Store.load` keeps the copy from the latest pull.
+    <root>/cluster=<name>/day=<YYYY-MM-DD>/allocs.parquet   the day's typed allocation rows
+    <root>/cluster=<name>/day=<YYYY-MM-DD>/steps.parquet    the day's typed step rows
+    <root>/cluster=<name>/_manifest.json                    day -> {"pulled_at", "final", "rows", "dq"}
+    <root>/cluster=<name>/_weeks/<YYYY-Www>.parquet         weekly aggregates (trends)
 
-Weekly aggregates: ``<root>/<cluster>/weeks/<YYYY-Www>.parquet``, one small table per ISO week
-whose report was built (:meth:`Store.save_week`): a row per account and per partition with
-its jobs, GPU-, CPU-hours, wasted and provisional GPU-hours and kWh (:data:`WEEK_COLUMNS`).
-Trends over N weeks read N such tables (:meth:`Store.load_weeks`), never the rows again. A
-week built again (a later run, its running jobs since finished) replaces its table.
+The Parquet files are the frames of :func:`slurmkit.accounting.frame.jobs_frame` (columns in
+its docstring) plus ``pulled_at`` (timestamp, UTC: when that day was pulled), written with
+pyarrow. The ``cluster`` partition is the store's cluster name (``_default`` for ""); the
+files keep sacct's own Cluster column, which an engine reading the partitions sees replaced by
+the folder's value. Names starting with ``_`` are not data for Hive, Spark or Trino.
+
+A day is final once it was pulled more than ``SETTLE_S`` after it ended and none of its rows is
+still running or pending; only non-final days are pulled again, so a weekly run re-reads only
+recent days. Running jobs are provisional and re-pulled.
+
+Rows are keyed by (cluster, JobIDRaw, Submit, Start), a step row also by its step name; a job
+running over midnight is in each day's pull. When several days (or pulls) hold the same key,
+:meth:`Store.load` keeps the copy from the latest pull (ties: the later day).
+
+The layout before this one (``<root>/<cluster>/<YYYY-MM-DD>.parquet``, ``.steps.parquet``,
+``manifest.json``, ``weeks/``) is moved into this one the first time a :class:`Store` is
+opened on it (:func:`migrate`), file by file with ``os.replace``: an interrupted move is
+finished by the next open.
+
+Weekly aggregates: one small table per ISO week whose report was built
+(:meth:`Store.save_week`): a row per account and per partition with its jobs, GPU-, CPU-hours,
+wasted and provisional GPU-hours and kWh (:data:`WEEK_COLUMNS`). Trends over N weeks read N
+such tables (:meth:`Store.load_weeks`), never the rows again. A week built again (a later run,
+its running jobs since finished) replaces its table.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -46,17 +65,90 @@ WEEK_COLUMNS = ("week", "kind", "name", "jobs", "gpu_hours", "cpu_hours", "waste
                 "provisional_gpu_hours", "energy_kwh", "provisional", "built_at")
 
 
+def cluster_dir(root, cluster: str = "") -> Path:
+    """``<root>/cluster=<name>`` (``""`` is stored as ``_default``)."""
+    return Path(root) / f"cluster={cluster or '_default'}"
+
+
+def clusters(root) -> list[str]:
+    """The cluster names held by the store at ``root`` (its ``cluster=<name>`` folders, and
+    old-layout folders, which :class:`Store` migrates), sorted; [] when there is none."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    names = set()
+    for p in root.iterdir():
+        if p.is_dir() and p.name.startswith("cluster="):
+            names.add(p.name[len("cluster="):])
+        elif p.is_dir() and (p / "manifest.json").exists():
+            names.add(p.name)
+    return sorted(names)
+
+
+def migrate(root, cluster: str = "") -> int:
+    """Move the old layout of ``cluster`` (``<root>/<cluster>/<day>.parquet``,
+    ``<day>.steps.parquet``, ``manifest.json``, ``weeks/``) into the Hive layout; the
+    manifest last, merged into the new one (a day already in the new layout keeps its entry).
+    Returns the files moved (0 when there is no old layout). Idempotent: an interrupted move
+    is finished by the next call."""
+    old = Path(root) / (cluster or "_default")
+    old_man = old / "manifest.json"
+    if not old_man.exists():
+        return 0
+    new = cluster_dir(root, cluster)
+    moved = 0
+    for f in sorted(old.glob("????-??-??*.parquet")):
+        m = re.fullmatch(r"(\d{4}-\d{2}-\d{2})(\.steps)?\.parquet", f.name)
+        if not m:
+            continue
+        dest = new / f"day={m.group(1)}" / ("steps.parquet" if m.group(2) else "allocs.parquet")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if not dest.exists():
+            os.replace(f, dest)
+            moved += 1
+        else:
+            f.unlink()   # the new layout already holds a later pull of that day
+    if (old / "weeks").is_dir():
+        (new / "_weeks").mkdir(parents=True, exist_ok=True)
+        for f in sorted((old / "weeks").glob("*.parquet")):
+            dest = new / "_weeks" / f.name
+            if not dest.exists():
+                os.replace(f, dest)
+                moved += 1
+            else:
+                f.unlink()
+        _rmdir(old / "weeks")
+    man = json.loads(old_man.read_text())
+    new_man_path = new / "_manifest.json"
+    if new_man_path.exists():
+        man.update(json.loads(new_man_path.read_text()))
+    new.mkdir(parents=True, exist_ok=True)
+    atomic_write(new_man_path, json.dumps(man, indent=1, sort_keys=True))
+    old_man.unlink()
+    _rmdir(old)
+    return moved
+
+
+def _rmdir(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:   # not empty: files that are not the store's stay where they are
+        pass
+
+
 class Store:
-    """A store rooted at ``root`` (created on first write). ``cluster``: "" is stored as
-    ``_default``."""
+    """A store rooted at ``root`` (created on first write), cluster ``cluster`` ("" is
+    stored as ``_default``); its folder is ``dir`` (``<root>/cluster=<name>``). An old
+    layout of that cluster is migrated when the store is opened (:func:`migrate`)."""
 
     def __init__(self, root, cluster: str = ""):
         self.root = Path(root)
         self.cluster = cluster or "_default"
-        self.dir = self.root / self.cluster
+        self.dir = cluster_dir(self.root, cluster)
+        migrate(self.root, cluster)
 
     def _manifest_path(self) -> Path:
-        return self.dir / "manifest.json"
+        return self.dir / "_manifest.json"
 
     def manifest(self) -> dict:
         """The manifest (day string -> entry), {} when the store is new."""
@@ -75,8 +167,8 @@ class Store:
         """Write one day's rows (replacing an earlier pull) and update the manifest. Returns
         the allocation rows' file."""
         now = time.time() if now is None else now
-        self.dir.mkdir(parents=True, exist_ok=True)
         name = f"{day:%Y-%m-%d}"
+        self._path(name).parent.mkdir(parents=True, exist_ok=True)
         pulled = pd.Timestamp(now, unit="s", tz="UTC")
         for frame, path in ((rows.steps, self._path(name, "steps")), (rows.allocs, self._path(name))):
             table = pa.Table.from_pandas(frame.assign(pulled_at=pulled), preserve_index=False)
@@ -93,8 +185,13 @@ class Store:
         atomic_write(self._manifest_path(), json.dumps(man, indent=1, sort_keys=True))
         return path
 
-    def _path(self, name: str, kind: str = "") -> Path:
-        return self.dir / (f"{name}.{kind}.parquet" if kind else f"{name}.parquet")
+    def _path(self, name: str, kind: str = "allocs") -> Path:
+        return self.dir / f"day={name}" / f"{kind}.parquet"
+
+    def day_files(self, day) -> tuple[Path, Path]:
+        """``(allocs.parquet, steps.parquet)`` of ``day`` (a date, datetime or ``YYYY-MM-DD``)."""
+        name = day if isinstance(day, str) else f"{day:%Y-%m-%d}"
+        return self._path(name), self._path(name, "steps")
 
     def load(self, days: list[dt.datetime]) -> tuple[JobRows, DataQuality]:
         """Rows of the given days (one copy per key, the latest pull) and their data quality
@@ -131,7 +228,7 @@ class Store:
         return all(f"{d:%Y-%m-%d}" in man for d in days)
 
     def _week_path(self, week: str) -> Path:
-        return self.dir / "weeks" / f"{week}.parquet"
+        return self.dir / "_weeks" / f"{week}.parquet"
 
     def save_week(self, week: str, table: pd.DataFrame, now: float | None = None) -> Path:
         """Write ISO week ``week`` (``2026-W01``)'s aggregate table (columns

@@ -217,3 +217,64 @@ def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sa
     else:
         text = J.to_table(sel)
     write_output(text, output)
+
+
+@cli.command("period")
+@click.option("--month", help="Calendar month, e.g. 2026-11 (UTC).")
+@click.option("--quarter", help="Quarter, e.g. 2026-Q4 (UTC).")
+@click.option("--year", help="Year, e.g. 2026 (UTC).")
+@click.option("--start", help="Period start: ISO date or datetime, UTC unless a zone is given (with --end).")
+@click.option("--end", help="Period end (exclusive).")
+@click.option("--by", type=click.Choice(["week", "month"]),
+              help="Breakdown inside the period (default: weeks for a month or up to 62 days, else months).")
+@click.option("--cluster", help="Store cluster(s), comma list (default: every cluster in the store); "
+                                "with several, each also on its own (by_cluster).")
+@click.option("--store", "store_dir", type=click.Path(file_okay=False),
+              help="Parquet store folder (default: the weekly report's).")
+@click.option("--format", "formats", default="json,csv,md", show_default=True, help="Comma list of json, csv, md.")
+@click.option("-o", "--output", "outdir", type=click.Path(file_okay=False),
+              help="Output folder (default ./slurmkit-period-<label>).")
+@click.option("--memory-limit", default="1GB", show_default=True,
+              help="DuckDB's memory limit; past it the aggregation spills to --temp-dir.")
+@click.option("--temp-dir", type=click.Path(file_okay=False), help="DuckDB's spill folder (default: the system's temp).")
+@click.option("--now", "now_s", hidden=True, help="Time running jobs are taken to end (tests).")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report to stdout.")
+@click.pass_context
+def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, formats, outdir, memory_limit,
+           temp_dir, now_s, as_json):
+    """GPU/CPU-hours, jobs, groups, outcomes and queue wait over a month, quarter, year or span.
+
+    Read from the Parquet store only (days the weekly report pulled): nothing is asked of
+    sacct, and days missing from the store are listed. Aggregated in DuckDB over the store's
+    files, so memory stays within --memory-limit (plus DuckDB's own) whatever the period.
+    """
+    from slurmkit.errors import UsageError
+    from slurmkit.report import render
+    from slurmkit.report.period import parse_period, period_report, write_period
+    from slurmkit.report.pipeline import default_store_dir
+
+    per = parse_period(month, quarter, year, start, end, by)
+    bad = set(formats.split(",")) - {"json", "csv", "md"}
+    if bad:
+        raise UsageError("--format", f"unknown {', '.join(sorted(bad))} (choose from json, csv, md)")
+    progress = None
+    if sys.stderr.isatty():
+        def progress(msg):
+            click.echo(f"period {per.label}: {msg}", err=True)
+    report = period_report(store_dir or default_store_dir(), per,
+                           [c.strip() for c in cluster.split(",")] if cluster else None, now=now_s or None,
+                           memory_limit=memory_limit, temp_dir=temp_dir, progress=progress)
+    written = write_period(report, outdir or f"slurmkit-period-{per.label.replace(':', '')}", formats.split(","))
+    if want_json(ctx, as_json):
+        click.echo(json.dumps(report, indent=1, ensure_ascii=False))
+        return
+    t = report["totals"]
+    def f(x):
+        return "unknown" if x is None else render.fmt(x)
+
+    click.echo(f"{per.label} ({report['period']['start']} .. {report['period']['end']}): {t['jobs']} jobs, "
+               f"{f(t['gpu_hours'])} GPU-h, {f(t['cpu_hours'])} CPU-h; "
+               f"{report['store']['days']} day(s) from the store, "
+               f"{len(report['store']['days_missing'])} missing")
+    for p in written:
+        click.echo(f"  {p}")

@@ -192,7 +192,7 @@ def test_trends_over_the_last_weeks_come_from_the_weekly_aggregates_in_the_store
     part = {r["partition"]: (r["jobs"], r["total_gpu_hours"]) for r in t["by_partition"]}
     assert part == {"gpu": ([1, 1, None, 1], 7.0), "big": ([1, 1, None, 1], 5.0)}
     # one small table per week, nothing else: the trends read these, not the rows
-    weeks_dir = store / "_default" / "weeks"
+    weeks_dir = store / "cluster=_default" / "_weeks"
     assert sorted(p.name for p in weeks_dir.iterdir()) == ["2026-W01.parquet", "2026-W02.parquet", "2026-W04.parquet"]
     assert len(Store(store).load_weeks(["2026-W02"])) == 5          # the week + 2 accounts + 2 partitions
     out = tmp_path / "out3"
@@ -220,7 +220,7 @@ def test_no_store_no_trends_and_a_window_that_is_not_an_iso_week_stores_nothing(
     res = _run(tmp_path, [row()])
     assert res.report["trends"] is None
     res = _run(tmp_path, [row()], store_dir=tmp_path / "store", outdir=tmp_path / "o2")   # Thursday to Thursday
-    assert not (tmp_path / "store" / "_default" / "weeks").exists()
+    assert not (tmp_path / "store" / "cluster=_default" / "_weeks").exists()
     assert res.report["trends"]["weeks"][-1] == "2026-W02" and res.report["trends"]["weeks_known"] == []
 
 

@@ -90,7 +90,7 @@ def test_live_report_matches_the_jobs(slurm_env, tmp_path):
     assert (out / "weekly.html").stat().st_size > 10_000
 
     # a second run re-reads only days that are not final (today is never final yet)
-    manifest = json.loads((tmp_path / "store" / "_default" / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "store" / "cluster=_default" / "_manifest.json").read_text())
     assert manifest[today.isoformat()]["final"] is False
 
 

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Scale benchmark of the period report (DuckDB over the Parquet store). Run by hand:
+
+    .venv/bin/python bench/report_period.py [--weeks 13] [--rows-per-week 1000000]
+        [--keep DIR | --reuse DIR] [--repeat 2] [--memory-limit 1GB]
+
+Generates (seeded) ``--weeks`` ISO weeks of allocations, ``--rows-per-week`` each, with
+:func:`report_scale.generate` (the weekly benchmark's generator: realistic sacct rows plus 3
+steps each), reads each week through the live ingest's reader
+(:func:`slurmkit.accounting.frame.load_sacct`) and writes it into a store with the store's own
+writer (:meth:`slurmkit.accounting.store.Store.save_day`: one file per UTC day, a job in every
+day it ran, as the daily sacct pulls give it). Then times, each in a fresh child process:
+
+1. baseline: pyarrow reading the store's daily allocation files of the period (the files the
+   period report reads), every column;
+2. slurmkit: the period report over those weeks (:func:`slurmkit.report.period.period_report`,
+   breakdown by week) and its JSON.
+
+Prints each run (wall and CPU s), the best of each, the peak RSS of the children (ru_maxrss),
+and last the ratio slurmkit / baseline. Target: a quarter of a 1M-jobs-a-week cluster (13
+weeks of 1M) under 4 GiB and within 3x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+#: The first generated week: ISO week 2026-W40 (Monday 2026-09-28 00:00 UTC).
+FIRST_WEEK = 1_790_553_600
+CLUSTER = "bench"
+
+
+def write_store(root: str, weeks: int, rows_per_week: int, seed: int = 40, first_week: int = FIRST_WEEK,
+                pulled_after_s: int = 2 * 86400) -> None:
+    """Generate ``weeks`` weeks of ``rows_per_week`` allocations (+3 steps each) and write them
+    into the store at ``root`` (cluster ``bench``), one file per UTC day through
+    :meth:`Store.save_day`: each allocation (with its steps) goes into every day from its
+    Start (Submit when it never started) to its End (a running job: to its week's end), as a
+    daily sacct pull lists it. Each day is saved as pulled ``pulled_after_s`` after it ended.
+    Seeded: week ``k`` uses ``seed + k`` and JobIDs from ``10_000_000 * (k + 1)``."""
+    from report_scale import generate
+
+    from slurmkit.accounting.fields import FIELDS
+    from slurmkit.accounting.frame import JobRows, load_sacct
+    from slurmkit.accounting.quality import DataQuality
+    from slurmkit.accounting.store import Store
+
+    store = Store(root, CLUSTER)
+    pending: dict[int, list] = {}   # day (epoch s) -> [JobRows]
+    tmp = tempfile.mkdtemp(prefix="sk-period-gen-")
+
+    def flush(before: int | None) -> None:
+        for day in sorted(d for d in pending if before is None or d < before):
+            parts = pending.pop(day)
+            rows = JobRows.concat(parts)
+            store.save_day(dt.datetime.fromtimestamp(day, dt.timezone.utc), rows,
+                           DataQuality(rows_read=len(rows)), now=day + 86400 + pulled_after_s)
+
+    try:
+        for k in range(weeks):
+            ws = first_week + 7 * 86400 * k
+            path = os.path.join(tmp, f"week{k}.psv")
+            generate(path, rows_per_week, seed=seed + k, week_start=ws, first_id=10_000_000 * (k + 1))
+            rows, _ = load_sacct(path, None, list(FIELDS), "|")
+            os.unlink(path)
+            for day, part in by_day(rows, ws + 7 * 86400):
+                pending.setdefault(day, []).append(part)
+            # the next week's rows start a day before it: days before that are complete
+            flush(ws + 7 * 86400 - 86400)
+        flush(None)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def by_day(rows, until: int):
+    """``[(day, JobRows)]``: the allocation rows (with their steps) of ``rows`` in each UTC day
+    (epoch s of its midnight) from Start (Submit, else End, when it never started) to End (a
+    job still running: to ``until``, epoch s), as one daily sacct pull per day lists them."""
+    import numpy as np
+    import pandas as pd
+
+    from slurmkit.accounting.frame import JobRows
+
+    a = rows.allocs
+    lo = a["start"].fillna(a["submit"]).fillna(a["end"])
+    hi = a["end"].fillna(lo.where(lo > _ts(until), _ts(until)))
+    lo_s = lo.astype("int64").to_numpy() // 10**9
+    d0 = lo_s // 86400 * 86400
+    d1 = np.maximum(hi.astype("int64").to_numpy() // 10**9, lo_s) // 86400 * 86400
+    # steps go with their allocation's identity (a requeued job's with each of its attempts)
+    codes, _ = pd.factorize(np.concatenate([a["key_id"].astype(str).to_numpy(),
+                                            rows.steps["key_id"].astype(str).to_numpy()]))
+    acode, scode = codes[:len(a)], codes[len(a):]
+    out = []
+    for day in range(int(d0.min()), int(d1.max()) + 86400, 86400):
+        sel = (d0 <= day) & (d1 >= day)
+        if sel.any():
+            has = np.zeros(len(codes) + 1, bool)
+            has[acode[sel]] = True
+            steps = rows.steps[has[scode]]
+            out.append((day, JobRows(a[sel].reset_index(drop=True), steps.reset_index(drop=True))))
+    return out
+
+
+def _ts(epoch: int):
+    import pandas as pd
+
+    return pd.Timestamp(epoch, unit="s", tz="UTC")
+
+
+def period_of(weeks: int, first_week: int = FIRST_WEEK):
+    """The period covering the generated weeks, broken down by ISO week."""
+    from slurmkit.report.period import parse_period
+
+    s = dt.datetime.fromtimestamp(first_week, dt.timezone.utc)
+    e = s + dt.timedelta(days=7 * weeks)
+    return parse_period(start=s.isoformat(), end=e.isoformat(), by="week")
+
+
+def _child(mode: str, root: str, weeks: int, memory_limit: str) -> None:
+    t0 = time.perf_counter()
+    per = period_of(weeks)
+    if mode == "baseline":
+        import pyarrow.parquet as pq
+
+        from slurmkit.accounting.store import Store
+
+        st = Store(root, CLUSTER)
+        files = [st.day_files(a)[0] for a, _ in per.window.days()]
+        n = sum(pq.read_table(f).num_rows for f in files if f.exists())
+    else:
+        from slurmkit.report.period import period_report
+
+        rep = period_report(root, per, CLUSTER, now=per.window.end, memory_limit=memory_limit,
+                            temp_dir=tempfile.gettempdir())
+        json.dumps(rep)
+        n = rep["totals"]["allocation_rows"]
+    wall = time.perf_counter() - t0
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "rss_mib": ru.ru_maxrss / 1024,
+                      "rows": n}))
+
+
+def _measure(mode: str, root: str, weeks: int, memory_limit: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", mode, root, str(weeks), memory_limit],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--weeks", type=int, default=13)
+    ap.add_argument("--rows-per-week", type=int, default=1_000_000)
+    ap.add_argument("--keep", help="write the store here and keep it")
+    ap.add_argument("--reuse", help="time an existing generated store (same --weeks)")
+    ap.add_argument("--repeat", type=int, default=2, help="runs of each side (the best counts)")
+    ap.add_argument("--memory-limit", default="1GB", help="DuckDB's memory limit")
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        if args.child[0] == "generate":
+            write_store(args.child[1], int(args.child[2]), int(args.child[3]))
+        else:
+            _child(args.child[0], args.child[1], int(args.child[2]), args.child[3])
+        return
+    root = args.reuse or args.keep or tempfile.mkdtemp(prefix="sk-bench-store-")
+    if not args.reuse:
+        t0 = time.perf_counter()
+        # in a child: Linux keeps ru_maxrss across exec, so the timed children forked from a
+        # parent that generated would report the generator's peak
+        subprocess.run([sys.executable, __file__, "--child", "generate", root, str(args.weeks),
+                        str(args.rows_per_week)], check=True)
+        size = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(root) for f in fs)
+        print(f"generated {args.weeks} weeks x {args.rows_per_week:,} allocations (+3 steps each) into "
+              f"{root}: {size / 2**20:.0f} MiB in {time.perf_counter() - t0:.1f} s")
+        os.sync()
+    try:
+        from report_scale import interleaved
+
+        runs = interleaved(lambda mode: _measure(mode, root, args.weeks, args.memory_limit), args.repeat)
+        base = min(runs["baseline"], key=lambda r: r["wall_s"])
+        sk = min(runs["slurmkit"], key=lambda r: r["wall_s"])
+        print(f"pyarrow read of the period's allocation files: {base['wall_s']:.2f} s best of {args.repeat}, "
+              f"peak RSS {max(r['rss_mib'] for r in runs['baseline']):.0f} MiB, {base['rows']:,} stored rows")
+        print(f"slurmkit period report (DuckDB, memory_limit {args.memory_limit}): {sk['wall_s']:.2f} s best of "
+              f"{args.repeat}, peak RSS {max(r['rss_mib'] for r in runs['slurmkit']):.0f} MiB, "
+              f"{sk['rows']:,} allocation rows in the period")
+        print(f"ratio {sk['wall_s'] / base['wall_s']:.2f}")
+    finally:
+        if not (args.keep or args.reuse):
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,715 @@
+"""Reports over any period (a month, a quarter, a year, ``--start/--end``) from the Parquet store.
+
+The weekly report (:mod:`slurmkit.report.weekly`) holds a week's rows in memory (pandas); a
+quarter or a year of a large cluster does not fit. Here the same figures are computed by
+DuckDB (embedded) directly over the store's daily allocation files
+(``<store>/cluster=<name>/day=<YYYY-MM-DD>/allocs.parquet``, :mod:`slurmkit.accounting.store`),
+with a memory limit and a spill folder, so memory does not grow with the period. Nothing is
+pulled from sacct: days missing from the store are listed (``days_missing``), not fetched.
+
+Definitions are the weekly report's (docs/report.md names each rule once;
+:func:`slurmkit.report.usage.allocations` and :func:`slurmkit.report.weekly.build_report` state
+them in pandas, :func:`_rows_sql` and :func:`_aggregate` in SQL; the equality test,
+tests/report/test_report_period.py, keeps the two equal), evaluated per window: the whole
+period and each part of the breakdown (ISO weeks or calendar months, clipped to the period),
+for all clusters together and, with several, for each. A window's figures are exactly what
+the weekly model gives for that window:
+
+- rows: one copy per (cluster, JobIDRaw, Submit, Start), the latest pull (as
+  :meth:`~slurmkit.accounting.store.Store.load`);
+- a row belongs to a window when it touches it (its Start, else Submit, else End, before the
+  window's end, and its End — a running job's ``now``, never past Start + Timelimit — at or
+  after its start), or is a pending array record submitted before its end;
+- runs: rows that started (:func:`slurmkit.report.usage.started`) and are not pending; the
+  others that did not start are *cancelled before start* (a job with no run in the window);
+- ``in_window_s`` = ``run_s`` (ElapsedRaw; End − Start without it) × the share of
+  [Start, End) inside the window; ``gpu_hours`` = GPUs × in_window_s / 3600;
+  ``cpu_hours`` = NCPUS × in_window_s / 3600; a window none of whose runs has a GPU count
+  (NCPUS) has its GPU (CPU) figures None, never 0;
+- wasted: State in :data:`~slurmkit.report.usage.WASTE_STATES`, or not the job's final
+  attempt in the window;
+- ``wait_s`` = Start − (Eligible, else Submit), once per job (its first attempt started in
+  the window), in the bucket of the GPUs it asked for (ReqTRES, else GPUs); quantiles with
+  linear interpolation (pandas' and DuckDB's ``quantile_cont`` are the same).
+
+Energy, efficiency (steps), the hourly curve, utilization and downtime are not in the period
+report: they need the spool, the step rows or node events (left for later; sreport's
+breakdown, :mod:`slurmkit.report.breakdown`, adds its section beside ``totals``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from slurmkit.accounting.frame import GPU_SOURCES
+from slurmkit.errors import InputError
+from slurmkit.report.usage import GPU_BUCKETS, WASTE_STATES
+from slurmkit.report.weekly import NEVER_STARTED_LINE, REQUEUED_LINE, UNKNOWN_WHY, WAIT_BIN_LABELS, WAIT_BINS
+from slurmkit.report.window import Window, WindowError, iso_z, parse_when
+
+#: DuckDB's memory limit when none is given: the aggregation spills past it.
+DEFAULT_MEMORY_LIMIT = "1GB"
+
+#: The per-window group tables and the column each groups by.
+GROUPS = (("by_user", "user"), ("by_account", "account"), ("by_partition", "partition"),
+          ("by_qos", "qos"), ("by_gpu_type", "gpu_type"))
+
+_QUANTILES = (("p50_s", 0.5), ("p90_s", 0.9), ("p95_s", 0.95), ("p5_s", 0.05), ("p25_s", 0.25),
+              ("p75_s", 0.75), ("max_s", 1.0))
+
+
+@dataclass(frozen=True)
+class Period:
+    """A report period: ``window`` ([start, end), UTC), its ``label`` (``2026-11``,
+    ``2026-Q4``, ``2026``, or ``<start>..<end>``) and the breakdown ``by`` (``week``:
+    ISO weeks, ``month``: calendar months, each clipped to the window)."""
+
+    window: Window
+    label: str
+    by: str
+
+    def parts(self) -> list[tuple[str, Window]]:
+        """The breakdown's windows, in order: ``(label, Window)`` — ``2026-W45`` or ``2026-11``,
+        clipped to the period (a month's first and last ISO weeks may be partial)."""
+        s, e = self.window.start, self.window.end
+        out = []
+        if self.by == "week":
+            t = dt.datetime.combine(s.date() - dt.timedelta(days=s.weekday()), dt.time(), dt.timezone.utc)
+            while t < e:
+                nxt = t + dt.timedelta(days=7)
+                y, w, _ = t.isocalendar()
+                out.append((f"{y}-W{w:02d}", Window(max(t, s), min(nxt, e))))
+                t = nxt
+        else:
+            t = dt.datetime(s.year, s.month, 1, tzinfo=dt.timezone.utc)
+            while t < e:
+                nxt = _add_months(t, 1)
+                out.append((f"{t:%Y-%m}", Window(max(t, s), min(nxt, e))))
+                t = nxt
+        return out
+
+
+def _add_months(t: dt.datetime, n: int) -> dt.datetime:
+    m = t.month - 1 + n
+    return t.replace(year=t.year + m // 12, month=m % 12 + 1, day=1)
+
+
+def parse_period(month: str | None = None, quarter: str | None = None, year: str | None = None,
+                 start: str | None = None, end: str | None = None, by: str | None = None) -> Period:
+    """The period of exactly one of ``month`` (``2026-11``), ``quarter`` (``2026-Q4``),
+    ``year`` (``2026``) or ``start`` + ``end`` (end exclusive); ``by``: ``week``
+    or ``month`` (default: weeks for a month or a span up to 62 days, months otherwise).
+    Raises :class:`~slurmkit.report.window.WindowError` naming the option."""
+    given = [n for n, v in (("--month", month), ("--quarter", quarter), ("--year", year),
+                            ("--start", start or end)) if v]
+    if len(given) != 1:
+        raise WindowError(given[1] if len(given) > 1 else "--month",
+                          "give one of --month, --quarter, --year or --start/--end")
+    utc = dt.timezone.utc
+    if month:
+        m = re.fullmatch(r"(\d{4})-(\d{1,2})", month.strip())
+        if not m or not 1 <= int(m.group(2)) <= 12:
+            raise WindowError("--month", f"not a month: {month!r} (expected e.g. 2026-11)")
+        s = dt.datetime(int(m.group(1)), int(m.group(2)), 1, tzinfo=utc)
+        w, label = Window(s, _add_months(s, 1)), f"{s:%Y-%m}"
+    elif quarter:
+        m = re.fullmatch(r"(\d{4})-?Q([1-4])", quarter.strip(), re.I)
+        if not m:
+            raise WindowError("--quarter", f"not a quarter: {quarter!r} (expected e.g. 2026-Q4)")
+        s = dt.datetime(int(m.group(1)), 3 * int(m.group(2)) - 2, 1, tzinfo=utc)
+        w, label = Window(s, _add_months(s, 3)), f"{m.group(1)}-Q{m.group(2)}"
+    elif year:
+        if not re.fullmatch(r"\d{4}", year.strip()):
+            raise WindowError("--year", f"not a year: {year!r} (expected e.g. 2026)")
+        s = dt.datetime(int(year), 1, 1, tzinfo=utc)
+        w, label = Window(s, s.replace(year=s.year + 1)), f"{s.year}"
+    else:
+        if not (start and end):
+            raise WindowError("--start" if end else "--end", "give both --start and --end")
+        s = parse_when(start, "--start")
+        e = parse_when(end, "--end")
+        if e <= s:
+            raise WindowError("--end", f"{iso_z(e)} is not after --start ({iso_z(s)})")
+        w, label = Window(s, e), f"{iso_z(s)}..{iso_z(e)}"
+    if by is None:
+        by = "week" if (month or (start and w.hours <= 62 * 24)) else "month"
+    if by not in ("week", "month"):
+        raise WindowError("--by", f"unknown breakdown {by!r} (week or month)")
+    return Period(w, label, by)
+
+
+def _store_days(store, window: Window) -> tuple[list[tuple[str, str]], list[str], list[str], dict]:
+    """``(files, days missing, days not final, data quality)`` of ``store``'s days in
+    ``window``: ``files`` a list of ``(day, allocs.parquet)``; data quality summed from the
+    manifest (each day's pull: rows read, skipped, repaired)."""
+    man = store.manifest()
+    files, missing, open_days = [], [], []
+    dq = {"rows_read": 0, "skipped": {}, "repaired": {}}
+    for d0, _ in window.days():
+        name = f"{d0:%Y-%m-%d}"
+        path, steps = store.day_files(name)
+        # (as Store.load: a day is read with both its files)
+        if name not in man or not path.exists() or not steps.exists():
+            missing.append(name)
+            continue
+        files.append((name, str(path)))
+        entry = man[name]
+        if not entry.get("final"):
+            open_days.append(name)
+        d = entry.get("dq", {})
+        dq["rows_read"] += int(d.get("rows_read", 0))
+        for kind in ("skipped", "repaired"):
+            for k, v in d.get(kind, {}).items():
+                dq[kind][k] = dq[kind].get(k, 0) + int(v)
+    return files, missing, open_days, dq
+
+
+def _epoch(t) -> float:
+    return pd.Timestamp(t).timestamp()
+
+
+def connect(memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_dir: str | None = None, threads: int | None = None):
+    """An in-memory DuckDB connection that spills to ``temp_dir`` (default: a folder under
+    the system's temp) past ``memory_limit`` (DuckDB's syntax: ``1GB``, ``512MB``)."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    con.execute(f"SET memory_limit = '{memory_limit}'")
+    con.execute(f"SET temp_directory = '{_q(temp_dir or tempfile.gettempdir())}'")
+    con.execute(f"SET threads = {int(threads or os.cpu_count() or 1)}")
+    con.execute("SET preserve_insertion_order = false")
+    return con
+
+
+def _q(text: str) -> str:
+    return str(text).replace("'", "''")
+
+
+#: ``gpu_source`` of a GPU count taken from ReqTRES (what was asked, not what was allocated).
+REQUESTED = GPU_SOURCES[2]
+
+#: The columns read from the store's allocation files (epoch seconds for times).
+_COLUMNS = """cluster::VARCHAR AS cluster, key_id::VARCHAR AS key_id, state::VARCHAR AS state,
+    "user"::VARCHAR AS "user", account::VARCHAR AS account, partition::VARCHAR AS partition,
+    qos::VARCHAR AS qos, gpu_type::VARCHAR AS gpu_type, gpu_source::VARCHAR AS gpu_source,
+    epoch_us(submit::TIMESTAMPTZ) / 1e6 AS submit, epoch_us(eligible::TIMESTAMPTZ) / 1e6 AS eligible,
+    epoch_us(start::TIMESTAMPTZ) / 1e6 AS start, epoch_us("end"::TIMESTAMPTZ) / 1e6 AS "end",
+    elapsed_s::DOUBLE AS elapsed_s, timelimit_s::DOUBLE AS timelimit_s, ncpus::DOUBLE AS ncpus,
+    gpus::DOUBLE AS gpus, req_gpus::DOUBLE AS req_gpus, coalesce(pending_tasks, 0)::BIGINT AS pending_tasks,
+    epoch_us(pulled_at::TIMESTAMPTZ) AS pulled_us"""
+
+
+def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
+    """View ``b``: the stored allocation rows of ``files`` (store cluster -> ``[(day,
+    allocs.parquet)]``), one copy per (cluster, JobIDRaw, Submit, Start) — the latest pull,
+    ties to the later day, as :meth:`~slurmkit.accounting.store.Store.load` keeps — with
+    ``sc`` (the store's cluster), ``jid`` (the job identity: store cluster, sacct's Cluster and
+    JobIDRaw, as :func:`~slurmkit.accounting.frame.identity_codes` reads it: a number when
+    every key of the store's cluster is one, so ``012`` is ``12``) and ``jh`` (a hash of it).
+
+    The copies: a row whose times (Submit, Eligible, Start, End) all lie in the day of the
+    file that holds it is in no other day's pull (a day's pull lists the jobs that touch the
+    day), so only the other rows (a job over midnight, a running job) and the rows sharing a
+    key with them are compared (docs/report.md, *Copies*): the window sort runs over a small
+    part of the store. The files are read once, into table ``b0`` (DuckDB spills it past its
+    memory limit); ``b`` is ``b0`` without the ``dropped`` copies."""
+    parts = []
+    for sc, fs in files.items():
+        for day, path in fs:
+            d0 = _epoch(f"{day}T00:00:00Z")
+            parts.append(f"""SELECT '{_q(sc)}' AS sc, {d0!r}::DOUBLE AS fday, {_COLUMNS}
+                             FROM read_parquet('{_q(path)}')""")
+    con.execute("CREATE TEMP VIEW raw AS\n" + "\nUNION ALL\n".join(parts))
+    # one read of the files: every stored row, ``home`` when its times all lie in its file's day
+    con.execute("""CREATE TEMP TABLE b0 AS SELECT *,
+        "end" IS NOT NULL AND least(submit, eligible, start, "end") >= fday
+            AND greatest(submit, eligible, start, "end") < fday + 86400 AS home
+        FROM raw""")
+    # the keys of the rows that may have copies in other days' files; of all the rows with
+    # those keys, every copy but the latest pull's is dropped
+    con.execute("""CREATE TEMP TABLE away_keys AS
+        SELECT DISTINCT sc, cluster, key_id, submit, start FROM b0 WHERE NOT home""")
+    con.execute("""CREATE TEMP TABLE dropped AS
+        SELECT rid FROM (
+            SELECT r.rowid AS rid, row_number() OVER (PARTITION BY r.sc, r.cluster, r.key_id, r.submit, r.start
+                                                      ORDER BY r.pulled_us DESC NULLS FIRST, r.fday DESC) AS rn
+            FROM b0 r SEMI JOIN away_keys k
+              ON r.sc = k.sc AND r.cluster IS NOT DISTINCT FROM k.cluster AND r.key_id = k.key_id
+             AND r.submit IS NOT DISTINCT FROM k.submit AND r.start IS NOT DISTINCT FROM k.start)
+        WHERE rn > 1""")
+    # every key of a store cluster a number below 2**40: the number is the identity (as the
+    # pandas path casts it), else the text
+    textual = [r[0] for r in con.execute("""
+        SELECT sc FROM b0 GROUP BY sc
+        HAVING count(*) FILTER (WHERE TRY_CAST(key_id AS BIGINT) IS NULL
+                                 OR TRY_CAST(key_id AS BIGINT) NOT BETWEEN 0 AND 1099511627775) > 0""").fetchall()]
+    text_sql = "sc IN (" + ", ".join(f"'{_q(s)}'" for s in textual) + ")" if textual else "false"
+    ident = f"""CASE WHEN {text_sql} THEN key_id ELSE CAST(TRY_CAST(key_id AS BIGINT) AS VARCHAR) END"""
+    con.execute(f"""CREATE TEMP VIEW b AS
+        SELECT * EXCLUDE (home), sc || chr(31) || coalesce(cluster, '') || chr(31) || ({ident}) AS jid,
+               hash(sc, coalesce(cluster, ''), {ident}) AS jh
+        FROM b0 WHERE rowid NOT IN (SELECT rid FROM dropped)""")
+
+
+def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float) -> None:
+    """View ``rw``: the per (row, window) relation over view ``b`` (:func:`_load_rows`): each row once per
+    window it belongs to, with the columns of :func:`slurmkit.report.usage.allocations` and
+    :func:`slurmkit.report.weekly.build_report` (each rule as they state it: docs/report.md).
+    ``windows``: ``(wid, start, end, scope)``, epoch s; ``scope`` "" (every cluster) or one
+    store cluster. ``multi``: the job has several rows in the store's days (its flags need the
+    job's other rows); ``requeued``: not the job's final attempt in the window (by Start, then
+    Submit, unset last); ``last_run``: the job's last run in the window (its outcome line);
+    ``wait_first``: the job's first attempt that started in the window; ``run``: started and
+    not pending; ``never``: neither (cancelled before start). The rows of the jobs with several
+    rows are table ``m`` (small: their flags need a window sort; ``has_run``: the job has a run
+    in the window); the others are computed again by each query over ``rw``, not stored."""
+    con.execute("CREATE TEMP TABLE multi_jobs AS SELECT jh FROM b GROUP BY jh HAVING count(*) > 1")
+    con.execute("""CREATE TEMP TABLE anyelig AS
+                   SELECT sc AS esc, bool_or(eligible IS NOT NULL) AS any_elig FROM b GROUP BY sc""")
+    wins = ", ".join(f"({i}, {s!r}::DOUBLE, {e!r}::DOUBLE, '{_q(sc)}')" for i, s, e, sc in windows)
+    waste = ", ".join(f"'{s}'" for s in WASTE_STATES)
+    bucket = " ".join(f"WHEN ceil(coalesce(req_gpus, gpus, 0)) <= {hi} THEN '{label}'"
+                      for lo, hi, label in GPU_BUCKETS if lo > 0 and math.isfinite(hi))
+    cols = f"""wid, CASE WHEN multi THEN jid END AS jid, multi, state, "user", account, partition, qos, gpu_type, gpus, ncpus, gpu_source,
+           eligible, ran, waiting, provisional,
+           gpus * in_window_s / 3600.0 AS gpu_hours,
+           ncpus * in_window_s / 3600.0 AS cpu_hours,
+           state IN ({waste}) AS waste_state,
+           CASE WHEN ran AND start >= ws AND start < we AND coalesce(eligible, submit) IS NOT NULL
+                THEN greatest(start - coalesce(eligible, submit), 0) END AS wait0,
+           CASE WHEN ceil(coalesce(req_gpus, gpus, 0)) <= 0 THEN '0' {bucket} ELSE '9+' END AS gpu_bucket"""
+    rows = f"""
+    WITH b AS (SELECT * FROM b {{only}}), base AS (
+        SELECT b.*,
+               CASE WHEN "end" IS NULL AND isfinite(timelimit_s) AND start + timelimit_s < {now!r}
+                    THEN start + timelimit_s ELSE coalesce("end", {now!r}) END AS stop0,
+               coalesce(start, submit, "end") AS t_lo,
+               start IS NOT NULL AND NOT coalesce(start > "end", false)
+                 AND NOT (coalesce(start = "end", false) AND NOT coalesce(elapsed_s > 0, false)
+                          AND ((eligible IS NOT NULL AND start < eligible) OR (eligible IS NULL AND any_elig)))
+                 AS ran,
+               pending_tasks > 0 OR (state = 'PENDING' AND start IS NULL) AS waiting,
+               jh IN (SELECT jh FROM multi_jobs) AS multi
+        FROM b JOIN anyelig ON b.sc = anyelig.esc
+    ), win(wid, ws, we, scope) AS (VALUES {wins}
+    ), j AS (
+        SELECT b.*, w.wid, w.ws, w.we,
+               CASE WHEN ran AND stop0 < start THEN start ELSE stop0 END AS stop
+        FROM base b JOIN win w
+          ON (w.scope = '' OR w.scope = b.sc)
+         AND (b.t_lo IS NOT NULL OR b.pending_tasks > 0)
+         AND ((b.t_lo < w.we AND b.stop0 >= w.ws)
+              OR (b.pending_tasks > 0 AND (b.submit IS NULL OR b.submit < w.we)))
+    ), u AS (
+        SELECT *,
+               CASE WHEN ran THEN greatest(least(stop, we) - greatest(start, ws), 0) ELSE 0 END AS overlap,
+               stop - start AS full_s
+        FROM j
+    ), v AS (
+        SELECT *,
+               coalesce(CASE WHEN elapsed_s IS NOT NULL AND "end" IS NOT NULL THEN elapsed_s ELSE full_s END,
+                        full_s, 0)
+               * coalesce(CASE WHEN full_s > 0 THEN overlap / full_s ELSE 0 END, 0) AS in_window_s,
+               ran AND "end" IS NULL AS provisional
+        FROM u
+    ) SELECT * FROM v
+    """
+    derived = """*, NOT waiting AND ran AS run, NOT waiting AND NOT ran AS never,
+           CASE WHEN waste_state OR requeued OR gpus IS NULL THEN gpu_hours ELSE 0 END AS waste,
+           CASE WHEN provisional OR gpus IS NULL THEN gpu_hours ELSE 0 END AS prov,
+           CASE WHEN wait_first THEN wait0 END AS wait_s"""
+    con.execute(f"""CREATE TEMP TABLE m AS
+        SELECT {derived}, bool_or(NOT waiting AND ran) OVER (PARTITION BY wid, jid) AS has_run FROM (
+            SELECT {cols},
+                   row_number() OVER (PARTITION BY wid, jid ORDER BY start DESC NULLS FIRST,
+                                      submit DESC NULLS FIRST) > 1 AS requeued,
+                   NOT waiting AND ran AND row_number() OVER (PARTITION BY wid, jid, NOT waiting AND ran
+                                                              ORDER BY start DESC NULLS FIRST) = 1 AS last_run,
+                   row_number() OVER (PARTITION BY wid, jid, ran AND start >= ws AND start < we
+                                      ORDER BY start) = 1 AS wait_first
+            FROM ({rows.replace("{only}", "WHERE jh IN (SELECT jh FROM multi_jobs)")}) WHERE multi)""")
+    con.execute(f"""CREATE TEMP VIEW rw AS
+        SELECT {derived} FROM (
+            SELECT {cols}, false AS requeued, true AS last_run, true AS wait_first FROM ({rows.replace("{only}", "")}) WHERE NOT multi)
+        UNION ALL SELECT * EXCLUDE (has_run) FROM m""")
+
+
+def _num(x):
+    if x is None:
+        return None
+    x = float(x)
+    return None if math.isnan(x) else round(x, 9)
+
+
+def _zero(x) -> float:
+    """A sum over no known value (None, NaN) as 0.0, as pandas' ``sum()`` gives it."""
+    return 0.0 if x is None or x != x else _num(x)
+
+
+def _fetch(con, sql: str) -> pd.DataFrame:
+    return con.execute(sql).df()
+
+
+def _aggregate(con, per: dict) -> None:
+    """Fill ``per`` (window id -> its section dict) from view ``rw`` (:func:`_build_rows`): the
+    definitions of :func:`slurmkit.report.weekly.build_report` over the runs. Two passes over
+    the rows: one for the totals, the five group tables, the outcomes and the jobs cancelled
+    before start (grouping sets), one for the queue-wait quantiles; the distinct jobs with
+    several rows come from table ``m`` (a job with one row in the store is one row: counted,
+    no DISTINCT over millions of rows)."""
+    cols = [c for _, c in GROUPS] + ["line", "nstate"]
+    sets = ", ".join(["(wid)"] + [f'(wid, "{c}")' for c in cols])
+    head = f"""SELECT wid, {", ".join(f'"{c}"' for c in cols)},
+               {", ".join(f'GROUPING("{c}") = 0 AS "is_{c}"' for c in cols)}"""
+    src = f"""FROM (SELECT *, CASE WHEN run THEN CASE WHEN requeued THEN '{REQUEUED_LINE}' ELSE state END END AS line,
+                       CASE WHEN never THEN state END AS nstate FROM {{table}})"""
+    # one pass: the sums and counts per finest group (window, user, account, partition, QOS,
+    # GPU type, outcome line, cancelled-before-start state, GPUs > 0), a few hundred thousand
+    # rows at most; every table is a roll-up of it (sums and counts add up; the jobs with one
+    # row in the store are counted as rows, the others from ``m`` below)
+    con.execute(f"""CREATE TEMP TABLE fine AS
+        SELECT wid, "user", account, partition, qos, gpu_type, state, run, never, multi, requeued, last_run,
+               provisional, coalesce(gpus > 0, false) AS gp, coalesce(gpu_source = '{REQUESTED}', false) AS req_src,
+               gpus IS NULL AS gpus_null, ncpus IS NULL AS ncpus_null, eligible IS NOT NULL AS elig,
+               count(*) AS nrows, sum(gpu_hours) AS gh, sum(cpu_hours) AS ch, sum(waste) AS wh, sum(prov) AS ph
+        FROM rw WHERE run OR never GROUP BY ALL""")
+
+    def n(cond):
+        return f"coalesce(sum(nrows) FILTER (WHERE {cond}), 0)::BIGINT"
+
+    aggs = []
+    for sfx, cond in (("", "run"), ("_g", "run AND gp")):
+        aggs.append(f"""{n(f"{cond} AND NOT multi")} AS jobs{sfx}, {n(cond)} AS n{sfx},
+           sum(gh) FILTER (WHERE {cond}) AS gpu_hours{sfx}, sum(ch) FILTER (WHERE {cond}) AS cpu_hours{sfx},
+           sum(wh) FILTER (WHERE {cond}) AS wasted{sfx}, sum(ph) FILTER (WHERE {cond}) AS prov{sfx}""")
+    # (a sum over groups all of whose figures are unknown stays unknown: SQL's sum of NULLs)
+    a = _fetch(con, f"""{head}, {", ".join(aggs)},
+        {n("run AND NOT multi AND provisional")} AS provisional_jobs, {n("run AND requeued")} AS requeued_attempts,
+        {n("run AND last_run")} AS last_runs, {n("run AND NOT gpus_null")} AS gpus_known,
+        {n("run AND NOT ncpus_null")} AS ncpus_known, sum(gh) FILTER (WHERE run AND req_src) AS gpu_hours_from_request,
+        {n("run AND gpus_null")} AS allocation_rows_gpus_unknown, coalesce(bool_or(elig) FILTER (WHERE run), false) AS elig,
+        {n("never AND NOT multi")} AS never_rows
+        {src.format(table="fine")} GROUP BY GROUPING SETS ({sets})""")
+    # the jobs with several rows, by identity, in the same groups
+    m = _fetch(con, f"""{head},
+           count(DISTINCT jid) FILTER (WHERE run) AS jobs, count(DISTINCT jid) FILTER (WHERE run AND gpus > 0) AS jobs_g,
+           count(DISTINCT jid) FILTER (WHERE run AND provisional) AS provisional_jobs
+        {src.format(table="m")} GROUP BY GROUPING SETS ({sets})""")
+    keys = ["wid"] + cols + [f"is_{c}" for c in cols]
+    if len(m):
+        none = "\0"   # a grouping set's other columns are NULL: a stand-in to join on
+        a[cols] = a[cols].astype(object).where(a[cols].notna(), none)
+        m[cols] = m[cols].astype(object).where(m[cols].notna(), none)
+        a = a.merge(m, on=keys, how="left", suffixes=("", "_multi"))
+        for c in ("jobs", "jobs_g", "provisional_jobs"):
+            a[c] = a[c] + a[c + "_multi"].fillna(0).astype("int64")
+        for c in cols:
+            a[c] = [None if v == none else v for v in a[c]]
+    for c in cols:
+        a[f"is_{c}"] = a[f"is_{c}"].astype(bool)
+    whole = ~a[[f"is_{c}" for c in cols]].any(axis=1)
+    for r in a[whole].to_dict("records"):
+        w = per[r["wid"]]
+        w["queue_wait"]["from"] = "Eligible" if r["elig"] else "Submit"
+        if not r["n"]:
+            continue   # no run: the totals stay 0 (a window without runs has nothing unknown)
+        unknown = {}
+        if not r["gpus_known"]:
+            unknown["gpu_hours"] = UNKNOWN_WHY["gpu_hours"]
+        if not r["ncpus_known"]:
+            unknown["cpu_hours"] = UNKNOWN_WHY["cpu_hours"]
+        w["unknown"] = unknown
+        g = (lambda x: None) if "gpu_hours" in unknown else _zero
+
+        w["totals"] = {"jobs": int(r["jobs"]), "gpu_jobs": None if "gpu_hours" in unknown else int(r["jobs_g"]),
+                       "allocation_rows": int(r["n"]), "requeued_attempts": int(r["requeued_attempts"]),
+                       "gpu_hours": g(r["gpu_hours"]),
+                       "cpu_hours": None if "cpu_hours" in unknown else _zero(r["cpu_hours"]),
+                       "wasted_gpu_hours": g(r["wasted"]), "provisional_jobs": int(r["provisional_jobs"]),
+                       "provisional_gpu_hours": g(r["prov"]), "gpu_hours_from_request": g(r["gpu_hours_from_request"]),
+                       "allocation_rows_gpus_unknown": int(r["allocation_rows_gpus_unknown"])}
+    for key, col in GROUPS:
+        sfx = "_g" if col == "gpu_type" else ""
+        # a row without the group's value (no user, no GPU type) is in no group, as in pandas
+        t = a[a[f"is_{col}"] & (a[f"n{sfx}"] > 0) & a[col].notna()]
+        rows = [{col: r[col], "jobs": int(r[f"jobs{sfx}"]), "gpu_hours": _num(r[f"gpu_hours{sfx}"]),
+                 "cpu_hours": _num(r[f"cpu_hours{sfx}"]), "wasted_gpu_hours": _num(r[f"wasted{sfx}"]),
+                 "provisional_gpu_hours": _num(r[f"prov{sfx}"]), "_wid": r["wid"]}
+                for r in t.to_dict("records")]
+        # largest GPU-hours first, then CPU-hours (unknown last), then the name
+        rows.sort(key=lambda d: (d["gpu_hours"] is None, -(d["gpu_hours"] or 0.0),
+                                 d["cpu_hours"] is None, -(d["cpu_hours"] or 0.0), str(d[col])))
+        for d in rows:
+            per[d.pop("_wid")][key].append(d)
+    # outcomes: each job on the line of its last run; earlier attempts (rows of ``m`` only) on
+    # the requeued line, with their states
+    states = _fetch(con, "SELECT wid, state, count(*) AS n FROM m WHERE run AND requeued GROUP BY wid, state")
+    out = a[a["is_line"] & a["line"].notna() & (a["n"] > 0)]
+    out = out.assign(_last=out["line"] == REQUEUED_LINE, _name=out["line"].astype(str))
+    for r in out.sort_values(["wid", "_last", "_name"]).to_dict("records"):
+        o = {"state": r["line"], "jobs": int(r["last_runs"]), "attempts": int(r["n"]), "rows": int(r["n"]),
+             "gpu_hours": _num(r["gpu_hours"]), "wasted_gpu_hours": _num(r["wasted"])}
+        if r["line"] == REQUEUED_LINE:
+            sel = states[states["wid"] == r["wid"]].sort_values("state")
+            o["states"] = {str(x): int(n) for x, n in zip(sel["state"], sel["n"])}
+        per[r["wid"]]["outcomes"].append(o)
+    # jobs that ended before they started: their own line, in no figure above; a job with one
+    # row is one job, one with several counts when none of its rows ran in the window
+    never = {}
+    for r in a[a["is_nstate"] & a["nstate"].notna() & (a["never_rows"] > 0)].to_dict("records"):
+        never.setdefault(r["wid"], [0, {}])
+        never[r["wid"]][0] += int(r["never_rows"])
+        never[r["wid"]][1][str(r["nstate"])] = int(r["never_rows"])
+    mn = _fetch(con, "SELECT wid, state, count(*) AS n FROM m WHERE never AND NOT has_run GROUP BY wid, state")
+    for wid, state, n in zip(mn["wid"], mn["state"], mn["n"]):
+        never.setdefault(wid, [0, {}])
+        never[wid][1][str(state)] = never[wid][1].get(str(state), 0) + int(n)
+    for wid, jobs in con.execute("""SELECT wid, count(DISTINCT jid) FROM m WHERE never AND NOT has_run
+                                    GROUP BY wid""").fetchall():
+        never[wid][0] += int(jobs)
+    for wid, (jobs, st) in never.items():
+        n = sum(st.values())
+        per[wid]["outcomes"].append({"state": NEVER_STARTED_LINE, "jobs": jobs, "attempts": n, "rows": n,
+                                     "gpu_hours": 0.0, "wasted_gpu_hours": 0.0, "ran": False,
+                                     "states": dict(sorted(st.items()))})
+    # queue wait: all the quantiles from one sort per group, the whole window and per
+    # partition x GPU bucket in one pass
+    qs = "quantile_cont(wait_s, [" + ", ".join(str(q) for _, q in _QUANTILES) + "]) AS q"
+    edges = WAIT_BINS[1:-1]
+    hist = "[" + ", ".join(
+        f"count(*) FILTER (WHERE wait_s >= {lo} AND wait_s < {hi})" if math.isfinite(hi)
+        else f"count(*) FILTER (WHERE wait_s >= {lo})"
+        for lo, hi in zip((0,) + edges, edges + (math.inf,))) + "]"
+    order = {label: i for i, (_, _, label) in enumerate(GPU_BUCKETS)}
+    q = _fetch(con, f"""SELECT wid, partition, gpu_bucket, GROUPING(partition) = 0 AS by_part,
+                               count(wait_s) AS n, {qs}, {hist} AS histogram
+                        FROM rw WHERE run AND wait_s IS NOT NULL
+                        GROUP BY GROUPING SETS ((wid), (wid, partition, gpu_bucket))""")
+    q["by_part"] = q["by_part"].astype(bool)
+    q = q[~q["by_part"] | q["partition"].notna()]   # (no partition: in no group, as in pandas)
+    q = q.assign(_b=q["gpu_bucket"].map(order), _p=q["partition"].astype(str)).sort_values(["wid", "by_part", "_p", "_b"])
+    for r in q.to_dict("records"):
+        d = {"n": int(r["n"]), **{k: _num(v) for (k, _), v in zip(_QUANTILES, r["q"])}}
+        qw = per[r["wid"]]["queue_wait"]
+        if not r["by_part"]:
+            qw["all"] = d
+            qw["histogram"] = [int(x) for x in r["histogram"]]
+        else:
+            qw["by_partition_gpus"].append({"partition": r["partition"], "gpu_bucket": r["gpu_bucket"], **d,
+                                            "histogram": [int(x) for x in r["histogram"]]})
+
+
+def _empty_window() -> dict:
+    return {"totals": {"jobs": 0, "gpu_jobs": 0, "allocation_rows": 0, "requeued_attempts": 0,
+                       "gpu_hours": 0.0, "cpu_hours": 0.0, "wasted_gpu_hours": 0.0,
+                       "provisional_jobs": 0, "provisional_gpu_hours": 0.0,
+                       "gpu_hours_from_request": 0.0, "allocation_rows_gpus_unknown": 0},
+            "unknown": {}, **{k: [] for k, _ in GROUPS}, "outcomes": [],
+            "queue_wait": {"all": {"n": 0, **{k: None for k, _ in _QUANTILES}}, "by_partition_gpus": [],
+                           "from": "Submit", "bins": list(WAIT_BIN_LABELS), "histogram": [0] * len(WAIT_BIN_LABELS)}}
+
+
+def period_report(store_root, period: Period, clusters=None, now=None,
+                  memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_dir: str | None = None,
+                  threads: int | None = None, progress=None, sections=None) -> dict:
+    """The period report (a plain dict, the JSON output; its shape in docs/report.md) from the
+    store at ``store_root``, computed in DuckDB over the store's daily allocation files.
+
+    ``clusters``: a store cluster name, a list of them, or None (every cluster in the store,
+    :func:`slurmkit.accounting.store.clusters`); "" is ``_default``. ``now``: the time running
+    jobs are taken to end (default: the current time). ``progress``: a callable
+    ``(message)`` told what is being read and done (the CLI prints it on a terminal).
+    ``sections``: ``{name: callable(windows, clusters) -> dict}``, the hook of sections this
+    module does not compute (sreport's breakdown, issue 27 point 4): each is called with the
+    windows (``[(label, Window)]``, the period's first as ``"(period)"``, then the parts) and
+    the store clusters, and its dict is the report's ``name``.
+
+    ``{"period": {"label", "start", "end", "by"}, "as_of", "clusters", "store": {"root",
+    "days", "days_missing", "days_not_final"} (per cluster), "totals", "unknown", "by_user",
+    "by_account", "by_partition", "by_qos", "by_gpu_type", "outcomes", "queue_wait",
+    "breakdown": [{"label", "start", "end", <the same sections>}], "by_cluster": [{"cluster",
+    <the same sections>, "breakdown"}] (several clusters only), "data_quality"}``: hours are
+    GPU-/CPU-hours inside the window (the period or the part); wait times in s; an unknown
+    figure is None. Raises :class:`~slurmkit.errors.InputError` (the store's folder, DuckDB's
+    message naming the file) when a store file cannot be read, and when a cluster asked for is
+    not in the store."""
+    from slurmkit.accounting import store as S
+
+    t0 = time.monotonic()
+    now_ts = pd.Timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")
+    now_ts = now_ts.tz_localize("UTC") if now_ts.tzinfo is None else now_ts.tz_convert("UTC")
+    have = S.clusters(store_root)
+    if clusters is None:
+        names = have or ["_default"]
+    else:
+        names = [c or "_default" for c in ([clusters] if isinstance(clusters, str) else clusters)]
+        lost = [c for c in names if c not in have]
+        if lost:
+            raise InputError(str(store_root), None, f"cluster(s) {', '.join(lost)} not in the store "
+                             f"(it holds: {', '.join(have) or 'none'})")
+    files, store_info, dq = {}, {}, {"rows_read": 0, "skipped": {}, "repaired": {}}
+    for c in names:
+        st = S.Store(store_root, c)
+        fs, missing, open_days, cdq = _store_days(st, period.window)
+        files[st.cluster] = fs
+        store_info[st.cluster] = {"dir": str(st.dir), "days": len(fs), "days_missing": missing,
+                                  "days_not_final": open_days}
+        dq["rows_read"] += cdq["rows_read"]
+        for kind in ("skipped", "repaired"):
+            for k, v in cdq[kind].items():
+                dq[kind][k] = dq[kind].get(k, 0) + v
+    parts = period.parts()
+    scopes = [""] + (list(files) if len(files) > 1 else [])
+    windows, ids = [], {}
+    for scope in scopes:
+        for i, w in enumerate([period.window] + [w for _, w in parts]):
+            ids[(scope, i)] = len(windows)
+            windows.append((len(windows), _epoch(w.start), _epoch(w.end), scope))
+    per = {wid: _empty_window() for wid, *_ in windows}
+    nfiles = sum(len(f) for f in files.values())
+    if nfiles:
+        import duckdb
+
+        con = connect(memory_limit, temp_dir, threads)
+        try:
+            if progress:
+                progress(f"reading {nfiles} day file(s) of {len(files)} cluster(s)")
+            _load_rows(con, {c: f for c, f in files.items() if f})
+            _build_rows(con, windows, now_ts.timestamp())
+            if progress:
+                n = con.execute("SELECT count(*) FROM b").fetchone()[0]
+                progress(f"{n:,} allocation rows, {time.monotonic() - t0:.1f} s; aggregating")
+            _aggregate(con, per)
+        except (duckdb.IOException, duckdb.InvalidInputException) as exc:
+            first = " ".join(str(exc).split())
+            raise InputError(str(store_root), None, f"a store file cannot be read: {first}") from None
+        finally:
+            con.close()
+
+    def section(scope: str) -> dict:
+        w0 = per[ids[(scope, 0)]]
+        return {**w0, "breakdown": [{"label": label, **w.as_dict(), **per[ids[(scope, i + 1)]]}
+                                    for i, (label, w) in enumerate(parts)]}
+
+    out = {
+        "period": {"label": period.label, **period.window.as_dict(), "by": period.by},
+        "as_of": iso_z(now_ts),
+        "clusters": list(files),
+        "store": {"root": str(store_root), "clusters": store_info,
+                  "days": sum(s["days"] for s in store_info.values()),
+                  "days_missing": sorted({d for s in store_info.values() for d in s["days_missing"]}),
+                  "days_not_final": sorted({d for s in store_info.values() for d in s["days_not_final"]})},
+        **section(""),
+        "data_quality": dq,
+    }
+    if len(scopes) > 1:
+        out["by_cluster"] = [{"cluster": c, **section(c)} for c in scopes[1:]]
+    for name, fn in (sections or {}).items():
+        out[name] = fn([("(period)", period.window)] + parts, list(files))
+    if progress:
+        progress(f"done in {time.monotonic() - t0:.1f} s")
+    return out
+
+
+def _parts(report: dict) -> list[tuple[str, str, dict]]:
+    """``(cluster, part, section)`` of every section: the period (``(period)``) and each part,
+    for all clusters (``(all)``) and, with several, for each."""
+    out = [("(all)", "(period)", report)] + [("(all)", b["label"], b) for b in report["breakdown"]]
+    for c in report.get("by_cluster", []):
+        out += [(c["cluster"], "(period)", c)] + [(c["cluster"], b["label"], b) for b in c["breakdown"]]
+    return out
+
+
+def _tables(report: dict) -> dict[str, list[dict]]:
+    """CSV tables written by :func:`write_period` (file -> the rows, each flattened, with its
+    ``cluster`` and ``part`` columns)."""
+    parts = _parts(report)
+    out = {"totals.csv": [{"cluster": c, "part": p, **s["totals"]} for c, p, s in parts]}
+    for key, _ in GROUPS:
+        out[f"{key}.csv"] = [{"cluster": c, "part": p, **g} for c, p, s in parts for g in s[key]]
+    out["outcomes.csv"] = [{"cluster": c, "part": p, **{k: v for k, v in o.items() if k not in ("states", "ran")}}
+                           for c, p, s in parts for o in s["outcomes"]]
+    out["queue_wait.csv"] = [{"cluster": c, "part": p, "partition": "(all)", "gpu_bucket": "(all)",
+                              **s["queue_wait"]["all"]} for c, p, s in parts] + \
+                            [{"cluster": c, "part": p, **{k: v for k, v in q.items() if k != "histogram"}}
+                             for c, p, s in parts for q in s["queue_wait"]["by_partition_gpus"]]
+    return out
+
+
+def render_markdown(report: dict) -> str:
+    """The period report as Markdown: totals per part (and per cluster with several), then the
+    period's tables. An unknown figure reads "unknown", with why below the totals."""
+    from slurmkit.report.render import fmt
+
+    def f(x):
+        return "unknown" if x is None else fmt(x)
+
+    p, st = report["period"], report["store"]
+    lines = [f"# Usage report {p['label']} ({p['start']} .. {p['end']}, by {p['by']})", "",
+             f"As of {report['as_of']}; cluster(s) {', '.join(report['clusters']) or '(none)'}; "
+             f"{st['days']} day file(s) from the store"
+             + (f"; **{len(st['days_missing'])} day(s) not in the store**: "
+                + ", ".join(st["days_missing"][:10]) + (" ..." if len(st["days_missing"]) > 10 else "")
+                if st["days_missing"] else "")
+             + (f"; {len(st['days_not_final'])} day(s) not final (provisional)" if st["days_not_final"] else ""), ""]
+    cols = ["jobs", "gpu_jobs", "gpu_hours", "cpu_hours", "wasted_gpu_hours", "provisional_gpu_hours"]
+    lines += ["## Totals", "", "| cluster | part | " + " | ".join(cols) + " |", "|---" * (len(cols) + 2) + "|"]
+    for c, label, s in _parts(report):
+        label = "**period**" if label == "(period)" else label
+        lines.append(f"| {c} | {label} | " + " | ".join(f(s["totals"][k]) for k in cols) + " |")
+    for k, why in report["unknown"].items():
+        lines.append(f"\n{k.replace('_', ' ')}: unknown ({why})")
+    for key, col in GROUPS[:3]:
+        lines += ["", f"## By {col}", "", f"| {col} | jobs | GPU-h | CPU-h | wasted GPU-h |", "|---|---|---|---|---|"]
+        lines += [f"| {g[col]} | {g['jobs']} | {f(g['gpu_hours'])} | {f(g['cpu_hours'])} | "
+                  f"{f(g['wasted_gpu_hours'])} |" for g in report[key]]
+    lines += ["", "## Outcomes", "", "| state | jobs | attempts | GPU-h | wasted GPU-h |", "|---|---|---|---|---|"]
+    lines += [f"| {o['state']} | {o['jobs']} | {o['attempts']} | {f(o['gpu_hours'])} | {f(o['wasted_gpu_hours'])} |"
+              for o in report["outcomes"]]
+    qa = report["queue_wait"]["all"]
+    lines += ["", "## Queue wait", "", f"{qa['n']} jobs started in the period (wait from "
+              f"{report['queue_wait']['from']}); p50 {fmt(qa['p50_s'])} s, "
+              f"p95 {fmt(qa['p95_s'])} s, longest {fmt(qa['max_s'])} s.", ""]
+    return "\n".join(lines) + "\n"
+
+
+def write_period(report: dict, outdir, formats=("json", "csv", "md")) -> list[Path]:
+    """Write ``period.json``, the CSV tables and ``period.md`` into ``outdir`` (created);
+    every file is complete before it replaces an earlier one. Returns the paths written."""
+    import csv
+    import io
+
+    from slurmkit.atomicfile import atomic_write
+
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    if "json" in formats:
+        atomic_write(out / "period.json", json.dumps(report, indent=1, ensure_ascii=False))
+        written.append(out / "period.json")
+    if "csv" in formats:
+        for name, rows in _tables(report).items():
+            buf = io.StringIO()
+            if rows:
+                w = csv.DictWriter(buf, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+                w.writeheader()
+                w.writerows(rows)
+            atomic_write(out / name, buf.getvalue())
+            written.append(out / name)
+    if "md" in formats:
+        atomic_write(out / "period.md", render_markdown(report))
+        written.append(out / "period.md")
+    return written
+
+
+__all__ = ["Period", "parse_period", "period_report", "write_period", "render_markdown", "connect"]
