@@ -231,7 +231,8 @@ def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sa
                                 "with several, each also on its own (by_cluster).")
 @click.option("--store", "store_dir", type=click.Path(file_okay=False),
               help="Parquet store folder (default: the weekly report's).")
-@click.option("--format", "formats", default="json,csv,md", show_default=True, help="Comma list of json, csv, md.")
+@click.option("--format", "formats", default="json,csv,md", show_default=True,
+              help="Comma list of json, csv, md, html (period.html: per-part plots by account and partition).")
 @click.option("-o", "--output", "outdir", type=click.Path(file_okay=False),
               help="Output folder (default ./slurmkit-period-<label>).")
 @click.option("--memory-limit", default="1GB", show_default=True,
@@ -254,9 +255,9 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
     from slurmkit.report.pipeline import default_store_dir
 
     per = parse_period(month, quarter, year, start, end, by)
-    bad = set(formats.split(",")) - {"json", "csv", "md"}
+    bad = set(formats.split(",")) - {"json", "csv", "md", "html"}
     if bad:
-        raise UsageError("--format", f"unknown {', '.join(sorted(bad))} (choose from json, csv, md)")
+        raise UsageError("--format", f"unknown {', '.join(sorted(bad))} (choose from json, csv, md, html)")
     progress = None
     if sys.stderr.isatty():
         def progress(msg):

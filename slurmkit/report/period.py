@@ -684,8 +684,9 @@ def render_markdown(report: dict) -> str:
 
 
 def write_period(report: dict, outdir, formats=("json", "csv", "md")) -> list[Path]:
-    """Write ``period.json``, the CSV tables and ``period.md`` into ``outdir`` (created);
-    every file is complete before it replaces an earlier one. Returns the paths written."""
+    """Write ``period.json``, the CSV tables, ``period.md`` and (``html`` in ``formats``)
+    ``period.html`` into ``outdir`` (created); every file is complete before it replaces an
+    earlier one. Returns the paths written."""
     import csv
     import io
 
@@ -709,6 +710,13 @@ def write_period(report: dict, outdir, formats=("json", "csv", "md")) -> list[Pa
     if "md" in formats:
         atomic_write(out / "period.md", render_markdown(report))
         written.append(out / "period.md")
+    # --- html (issue 27.6, branch h27v): the page and its plots live in report.period_html ---
+    if "html" in formats:
+        from slurmkit.report.period_html import to_html
+
+        atomic_write(out / "period.html", to_html(report))
+        written.append(out / "period.html")
+    # --- end html ---
     return written
 
 
