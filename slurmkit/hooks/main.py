@@ -139,14 +139,16 @@ def textfile_path(cfg, node: str, hook: str) -> str:
 
 
 def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> str:
-    """Write the run's metrics (see :mod:`slurmkit.hooks.textfile`); returns the path."""
+    """Write the run's metrics: its own file (see :mod:`slurmkit.hooks.textfile`) and the
+    node's (:func:`slurmkit.hooks.metrics.node_files`), renamed into place in that order with
+    one fsync of the textfile directory; returns the path of its own file. Raises OSError (the
+    hook's own file is still written when only the node files fail)."""
     from slurmkit.hooks import textfile
+    from slurmkit.hooks.metrics import check_samples, node_files
     from slurmkit.profile.health import Health
 
     node, hook = run.node, run.hook
     base = {"node": node, "hook": hook}
-    from slurmkit.hooks.metrics import check_samples
-
     checks = check_samples(base, run.verdict.results, nvml_timeout=run.verdict.drain_reason == "slurmkit: nvml-timeout")
     families = [
         ("slurmkit_health_check_status", "gauge",
@@ -166,8 +168,9 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
     ]
     os.makedirs(run.cfg.textfile_dir, exist_ok=True)
     path = textfile_path(run.cfg, node, hook)
-    textfile.write(path, textfile.render(families))
-    from slurmkit.hooks.metrics import write_node_files
-
-    write_node_files(run)  # node-level and GPU series: one file per node (slurmkit.hooks.metrics)
+    files = [(path, textfile.render(families))]
+    try:
+        files += node_files(run)  # node-level and GPU series: one file per node (slurmkit.hooks.metrics)
+    finally:
+        textfile.write_all(files)
     return path

@@ -3,7 +3,8 @@
 Our own (about 40 lines) because importing prometheus_client costs ~130 ms per hook run. Output
 follows the text exposition format 0.0.4: ``# HELP`` / ``# TYPE`` per family, one sample per
 line, label values escaped (backslash, double quote, newline). Files are written atomically
-(:func:`slurmkit.atomicfile.atomic_write`) so node_exporter never reads half a file.
+(:func:`slurmkit.atomicfile.atomic_write`; a hook run's files together, :func:`write_all`) so
+node_exporter never reads half a file.
 
 Metrics written by the hooks (file ``<textfile_dir>/slurmkit_<node>_<hook>.prom``):
 
@@ -22,7 +23,7 @@ own files, one per node, so no series is in two files: see :mod:`slurmkit.hooks.
 
 from __future__ import annotations
 
-from slurmkit.atomicfile import atomic_write
+from slurmkit.atomicfile import atomic_write, atomic_write_all
 
 
 def _esc(value) -> str:
@@ -70,3 +71,10 @@ def write(path, text: str) -> None:
     """Write ``text`` to ``path`` atomically, mode 0644 (node_exporter reads it). Raises
     ``OSError``; ``path`` is then left as it was."""
     atomic_write(path, text, 0o644)
+
+
+def write_all(files: list) -> None:
+    """Write each ``(path, text)`` of ``files`` atomically, mode 0644, renamed into place in
+    the given order, with one fsync per directory (:func:`slurmkit.atomicfile.atomic_write_all`:
+    a hook run's files in one batch). Raises ``OSError``; see there for what is then replaced."""
+    atomic_write_all([(p, text, 0o644) for p, text in files])

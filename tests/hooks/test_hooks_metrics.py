@@ -271,3 +271,31 @@ def test_health_check_drops_records_past_their_jobs_end(node, healthy):
     assert r.returncode == 0 and "dropped job 101's prolog record: past its end time" in r.stderr
     assert [j for j, _ in _jobs_listed(node)] == ["102", "104"]
     assert "own trouble" not in r.stderr
+
+
+def test_a_runs_textfiles_go_in_together_and_its_own_file_despite_a_bug(node, monkeypatch):
+    """write_textfile: the hook's file and the node's files renamed in one batch (one fsync of the
+    textfile folder); a bug in the node files still leaves the hook's own file written."""
+    from slurmkit import atomicfile
+    from slurmkit.hooks import config, main
+    from slurmkit.hooks.log import HookLog
+
+    run = flows.Run("prolog", "n1", {"SLURMD_NODENAME": "n1"}, config.load(node.cfg_path),
+                    HookLog("prolog", "n1", "7", echo=False))  # no GPUs read: the GPU file's marker
+    synced, real = [], atomicfile._fsync_dir
+    monkeypatch.setattr(atomicfile, "_fsync_dir", lambda d: (synced.append(d), real(d)))
+    assert main.write_textfile(run, 0, 0.25, 0) == str(node.textfile_dir / "slurmkit_n1_prolog.prom")
+    assert sorted(p.name for p in node.textfile_dir.iterdir()) == [
+        "slurmkit_n1_gpus.prom", "slurmkit_n1_node.prom", "slurmkit_n1_prolog.prom"]
+    assert synced == [str(node.state_dir / "n1"), str(node.textfile_dir)]  # counters.json, then the batch
+    assert _samples(node.textfile_dir / "slurmkit_n1_gpus.prom")[("slurmkit_gpus_read", (("node", "n1"),))] == 0
+
+    def boom(run):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(metrics, "_node_files", boom)
+    (node.textfile_dir / "slurmkit_n1_prolog.prom").unlink()
+    with pytest.raises(OSError, match="internal error writing the node metrics: RuntimeError: boom"):
+        main.write_textfile(run, 1, 0.5, 0)
+    assert _samples(node.textfile_dir / "slurmkit_n1_prolog.prom")[
+        ("slurmkit_hook_exit_code", (("hook", "prolog"), ("node", "n1")))] == 1
