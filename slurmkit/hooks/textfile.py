@@ -27,7 +27,10 @@ from slurmkit.atomicfile import atomic_write, atomic_write_all
 
 
 def _esc(value) -> str:
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    text = str(value)
+    if "\\" in text or "\n" in text or '"' in text:
+        return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    return text
 
 
 def _fmt(v: float) -> str:
@@ -58,12 +61,17 @@ def render(families: list) -> str:
         out.append(f"# TYPE {name} {mtype}")
         seen = set()
         for labels, value in samples:
-            key = tuple(sorted((str(k), str(v)) for k, v in labels.items()))
+            pairs = [(k, _esc(v)) for k, v in labels.items()]
+            key = frozenset(pairs)  # escaping is one-to-one: equal escaped values, equal values
             if key in seen:
-                raise ValueError(f"duplicate series {name}{{{', '.join(f'{k}={v!r}' for k, v in key)}}}")
+                shown = sorted((str(k), str(v)) for k, v in labels.items())
+                raise ValueError(f"duplicate series {name}{{{', '.join(f'{k}={v!r}' for k, v in shown)}}}")
             seen.add(key)
-            lab = ",".join(f'{k}="{_esc(v)}"' for k, v in labels.items())
-            out.append(f"{name}{{{lab}}} {_fmt(value)}" if lab else f"{name} {_fmt(value)}")
+            if pairs:
+                lab = ",".join([k + '="' + v + '"' for k, v in pairs])
+                out.append(f"{name}{{{lab}}} {_fmt(value)}")
+            else:
+                out.append(f"{name} {_fmt(value)}")
     return "\n".join(out) + "\n"
 
 

@@ -171,6 +171,26 @@ def test_writer_refuses_a_duplicate_series():
         '# HELP slurmkit_x x\n# TYPE slurmkit_x gauge\nslurmkit_x{node="n1",gpu="0"} 0\n')
 
 
+def test_writer_escapes_label_values_and_tells_series_apart_by_them():
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from slurmkit.hooks import textfile
+
+    # a drain reason as slurmkit writes it (hooks.drain), edited to hold a quote, a backslash and a newline
+    odd = 'slurmkit: xid GPU0 "NVRM: Xid (PCI:0000:3b:00): 79" \\ fallen\noff the bus'
+    fam = [("slurmkit_node_drain_info", "gauge", "x", [({"node": "n1", "reason": odd}, 1),
+                                                       ({"node": "n1", "reason": odd.replace('"', "'")}, 1),
+                                                       ({"node": "n1", "reason": 7}, 1)])]
+    text = textfile.render(fam)
+    assert '\\"NVRM: Xid (PCI:0000:3b:00): 79\\" \\\\ fallen\\noff' in text
+    back = [s.labels["reason"] for f in text_string_to_metric_families(text) for s in f.samples]
+    assert back == [odd, odd.replace('"', "'"), "7"]
+    with pytest.raises(ValueError, match="duplicate series"):
+        textfile.render([("slurmkit_x", "gauge", "x", [({"reason": odd, "node": "n1"}, 0), fam[0][3][0]])])
+    with pytest.raises(ValueError, match="duplicate series"):
+        textfile.render([("slurmkit_x", "gauge", "x", [({"gpu": 0}, 0), ({"gpu": "0"}, 1)])])  # one series as text
+
+
 def test_check_status_is_one_series_per_check_and_gpu_with_the_worst():
     from slurmkit.health.checks import CheckResult
 
