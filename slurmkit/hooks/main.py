@@ -21,7 +21,23 @@ def node_name(env) -> str:
 
 
 def main(hook: str, config_path: str | None = None, env=None) -> int:
-    """Run ``hook`` (prolog | epilog | healthcheck). Never raises; returns 0 or 1."""
+    """Run ``hook`` (prolog | epilog | healthcheck). Never raises; returns 0 or 1.
+
+    Python's cyclic garbage collector is off while the hook runs and back as it was after: a
+    run is short and leaves little cyclic garbage, and the collector's passes over the objects
+    of every module the run loads cost it ~2 ms (about 5 % of a prolog)."""
+    import gc
+
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        return _run(hook, config_path, env)
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def _run(hook: str, config_path: str | None, env) -> int:
     t0 = time.monotonic()
     env = os.environ if env is None else env
     node = node_name(env)
