@@ -8,8 +8,10 @@ order, defaults, ``field(default_factory=...)``, ``__post_init__``) and gives th
 exists because the prolog runs on every job on every node: ``import dataclasses`` imports
 ``inspect`` (and with it ``ast``, ``dis``, ``tokenize``), and ``@dataclass`` compiles the source
 of each generated method at import — together some 15 ms of a ~50 ms prolog. ``@record``
-imports nothing and compiles nothing: its methods are shared functions that loop over the
-class's field table (an instance costs a fraction of a microsecond more to build).
+imports nothing and compiles nothing: its methods are shared functions over the class's field
+table (``__init__`` lays a template of the defaults into the new ``__dict__`` and the arguments
+over it: an instance of five fields costs ~1.5 us to build, a dataclass's ~0.6 us; a prolog
+builds ~900).
 
 Differences from dataclasses, none of which the hooks rely on: no ``init=False`` /
 ``repr=False`` / ``compare=False`` per field, no ``kw_only``, ``InitVar``, ``slots``, ``order``
@@ -97,12 +99,26 @@ def _table(cls) -> tuple[Field, ...]:
     return table
 
 
+class _Factory:
+    __slots__ = ()
+
+
+#: Placeholder in a record's template for a field filled by its default factory.
+_FACTORY = _Factory()
+
+
 def _init_for(cls, table: tuple[Field, ...]):
     qual = cls.__qualname__
     post_init = hasattr(cls, "__post_init__")
-    specs = tuple((f.name, f.default, f.default_factory) for f in table)
-    names = frozenset(f.name for f in table)
-    n = len(specs)
+    order = tuple(f.name for f in table)
+    names = frozenset(order)
+    n = len(order)
+    # every field in order with its default (a placeholder when it has none), laid into the new
+    # instance's __dict__ at C speed, the arguments over it: the hooks build ~900 records a run
+    template = {f.name: f.default if f.default is not MISSING else _FACTORY if f.default_factory is not MISSING
+                else MISSING for f in table}
+    required = tuple(f.name for f in table if f.default is MISSING and f.default_factory is MISSING)
+    factories = tuple((f.name, f.default_factory) for f in table if f.default_factory is not MISSING)
 
     def __init__(self, *args, **kwargs):
         if len(args) > n:
@@ -111,21 +127,20 @@ def _init_for(cls, table: tuple[Field, ...]):
             bad = sorted(set(kwargs) - names)[0]
             raise TypeError(f"{qual}() got an unexpected keyword argument {bad!r}")
         d = self.__dict__
-        i = 0
-        for name, default, factory in specs:
-            if i < len(args):
-                if name in kwargs:
-                    raise TypeError(f"{qual}() got multiple values for argument {name!r}")
-                d[name] = args[i]
-            elif name in kwargs:
-                d[name] = kwargs[name]
-            elif default is not MISSING:
-                d[name] = default
-            elif factory is not MISSING:
-                d[name] = factory()
-            else:
+        d.update(template)
+        if args:
+            if kwargs and not kwargs.keys().isdisjoint(order[:len(args)]):
+                name = next(x for x in order[:len(args)] if x in kwargs)
+                raise TypeError(f"{qual}() got multiple values for argument {name!r}")
+            d.update(zip(order, args))
+        if kwargs:
+            d.update(kwargs)
+        for name in required:
+            if d[name] is MISSING:
                 raise TypeError(f"{qual}() missing required argument: {name!r}")
-            i += 1
+        for name, factory in factories:
+            if d[name] is _FACTORY:
+                d[name] = factory()
         if post_init:
             self.__post_init__()
 

@@ -1,4 +1,5 @@
-"""slurmkit.atomicfile: the one atomic replace (temp file, fsync, chmod, rename, fsync dir)."""
+"""slurmkit.atomicfile: the one atomic replace (temp file, fsync, chmod, rename, fsync dir), alone or
+several files with one directory fsync."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import stat
 import pytest
 
 from slurmkit import atomicfile
-from slurmkit.atomicfile import atomic_write, atomic_write_with
+from slurmkit.atomicfile import atomic_write, atomic_write_all, atomic_write_with
 
 
 def _fsyncs(monkeypatch) -> list[str]:
@@ -88,3 +89,43 @@ def test_temp_file_is_hidden_beside_the_target(tmp_path):
     atomic_write_with(tmp_path / "m.prom", lambda tmp: (names.append(tmp), open(tmp, "w").close()))
     assert os.path.dirname(names[0]) == str(tmp_path)
     assert os.path.basename(names[0]) == f".m.prom.tmp{os.getpid()}"
+
+
+def test_several_files_one_directory_fsync_renamed_in_order(tmp_path, monkeypatch):
+    (tmp_path / "b.prom").write_text("old b")
+    os.chmod(tmp_path / "b.prom", 0o600)
+    seen = _fsyncs(monkeypatch)
+    renames = []
+    real = os.replace
+    monkeypatch.setattr(atomicfile.os, "replace", lambda a, b: (renames.append(os.path.basename(b)), real(a, b)))
+    atomic_write_all([(tmp_path / "a.prom", "A", 0o644), (str(tmp_path / "b.prom"), b"B", None),
+                      (tmp_path / "c.prom", "C", 0o640)])
+    assert seen == ["A", "B", "C", "dir"]  # every file's data first, the directory once after the renames
+    assert renames == ["a.prom", "b.prom", "c.prom"]
+    assert [(p.name, p.read_text(), stat.S_IMODE(p.stat().st_mode)) for p in sorted(tmp_path.iterdir())] == [
+        ("a.prom", "A", 0o644), ("b.prom", "B", 0o600), ("c.prom", "C", 0o640)]
+
+
+def test_several_files_a_failed_write_replaces_none_and_leaves_no_temp(tmp_path):
+    atomic_write(tmp_path / "a", "old a")
+    with pytest.raises(FileNotFoundError):
+        atomic_write_all([(tmp_path / "a", "new a", None), (tmp_path / "no" / "b", "b", None)])
+    assert (tmp_path / "a").read_text() == "old a"
+    assert os.listdir(tmp_path) == ["a"]
+
+
+def test_several_files_a_failed_rename_keeps_the_ones_before_it(tmp_path, monkeypatch):
+    seen = _fsyncs(monkeypatch)
+    real = os.replace
+
+    def replace(a, b):
+        if os.path.basename(b) == "b":
+            raise PermissionError(13, "Permission denied", b)
+        real(a, b)
+
+    monkeypatch.setattr(atomicfile.os, "replace", replace)
+    with pytest.raises(PermissionError):
+        atomic_write_all([(tmp_path / "a", "A", None), (tmp_path / "b", "B", None), (tmp_path / "c", "C", None)])
+    assert sorted(os.listdir(tmp_path)) == ["a"]  # b and c not replaced, their temp files gone
+    assert (tmp_path / "a").read_text() == "A"
+    assert seen == ["A", "B", "C", "dir"]  # the rename of a is made durable all the same

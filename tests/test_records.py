@@ -39,7 +39,8 @@ class Frozen:
 
 
 def test_init_repr_eq_match_the_dataclass():
-    for args, kwargs in [((1,), {}), ((1, 2), {}), ((), {"x": 3, "tags": ["t"]}), ((4,), {"y": 5})]:
+    for args, kwargs in [((1,), {}), ((1, 2), {}), ((), {"x": 3, "tags": ["t"]}), ((4,), {"y": 5}),
+                         ((), {"tags": None, "y": 2, "x": 1}), ((1, 2, ["a"]), {})]:
         r, d = Point(*args, **kwargs), DPoint(*args, **kwargs)
         assert (r.x, r.y, r.tags) == (d.x, d.y, d.tags)
         assert repr(r) == repr(d).replace("DPoint", "Point")

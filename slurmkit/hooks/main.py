@@ -21,7 +21,31 @@ def node_name(env) -> str:
 
 
 def main(hook: str, config_path: str | None = None, env=None) -> int:
-    """Run ``hook`` (prolog | epilog | healthcheck). Never raises; returns 0 or 1."""
+    """Run ``hook`` (prolog | epilog | healthcheck). Never raises; returns 0 or 1.
+
+    Python's cyclic garbage collector is off while the hook runs and back as it was after: a
+    run is short and leaves little cyclic garbage, and the collector's passes over the objects
+    of every module the run loads cost it ~2 ms (about 5 % of a prolog). What the run allocated
+    is then moved to the oldest generation (``gc.freeze()`` and ``gc.unfreeze()``, unless the
+    caller keeps objects frozen itself), so turning the collector back on does not start with
+    one young pass over all of it."""
+    import gc
+
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        return _run(hook, config_path, env)
+    finally:
+        if was_on:
+            if not gc.get_freeze_count():
+                # what the run allocated joins the oldest generation (freeze, then unfreeze:
+                # the young count starts again at 0) instead of one young pass over all of it
+                gc.freeze()
+                gc.unfreeze()
+            gc.enable()
+
+
+def _run(hook: str, config_path: str | None, env) -> int:
     t0 = time.monotonic()
     env = os.environ if env is None else env
     node = node_name(env)
@@ -139,14 +163,16 @@ def textfile_path(cfg, node: str, hook: str) -> str:
 
 
 def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> str:
-    """Write the run's metrics (see :mod:`slurmkit.hooks.textfile`); returns the path."""
+    """Write the run's metrics: its own file (see :mod:`slurmkit.hooks.textfile`) and the
+    node's (:func:`slurmkit.hooks.metrics.node_files`), renamed into place in that order with
+    one fsync of the textfile directory; returns the path of its own file. Raises OSError (the
+    hook's own file is still written when only the node files fail)."""
     from slurmkit.hooks import textfile
+    from slurmkit.hooks.metrics import check_samples, node_files
     from slurmkit.profile.health import Health
 
     node, hook = run.node, run.hook
     base = {"node": node, "hook": hook}
-    from slurmkit.hooks.metrics import check_samples
-
     checks = check_samples(base, run.verdict.results, nvml_timeout=run.verdict.drain_reason == "slurmkit: nvml-timeout")
     families = [
         ("slurmkit_health_check_status", "gauge",
@@ -166,8 +192,9 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
     ]
     os.makedirs(run.cfg.textfile_dir, exist_ok=True)
     path = textfile_path(run.cfg, node, hook)
-    textfile.write(path, textfile.render(families))
-    from slurmkit.hooks.metrics import write_node_files
-
-    write_node_files(run)  # node-level and GPU series: one file per node (slurmkit.hooks.metrics)
+    files = [(path, textfile.render(families))]
+    try:
+        files += node_files(run)  # node-level and GPU series: one file per node (slurmkit.hooks.metrics)
+    finally:
+        textfile.write_all(files)
     return path

@@ -2,7 +2,7 @@
 
 Each hook run writes its own file ``slurmkit_<node>_<hook>.prom`` (:func:`slurmkit.hooks.main.
 write_textfile`: check status, run time, deadline, exit code, own-trouble count) and, through
-:func:`write_node_files`, two per-node files that every hook run replaces, so a series exists in
+:func:`node_files`, the per-node files that every hook run replaces, so a series exists in
 exactly one file (node_exporter refuses a series that two files both carry):
 
 ``slurmkit_<node>_node.prom`` (rewritten by every run)
@@ -346,20 +346,25 @@ _GPU_HELP = [
 
 # ---- files ---------------------------------------------------------------------------------
 
-def write_node_files(run) -> list[str]:
-    """Count ``run`` into the node's counters and write ``slurmkit_<node>_node.prom`` (always)
-    and ``slurmkit_<node>_gpus.prom`` (when the run read the GPUs). Returns the paths written.
-    Raises OSError when the textfile directory cannot be written (the caller logs it as own
-    trouble); a counters file that cannot be written only loses the counts."""
+def node_files(run) -> list[tuple[str, str]]:
+    """Count ``run`` into the node's counters (saved) and render the node's textfiles:
+    ``[(path, text)]`` for ``slurmkit_<node>_gpus.prom`` (when the run read the GPUs, or could
+    not: its marker), ``slurmkit_<node>_fabric.prom`` (when it read them) and
+    ``slurmkit_<node>_node.prom`` (always), in the order they are to be renamed into place (GPU
+    readings first: a scrape between two renames then sees a job's info series only with the
+    readings taken at its prolog, and the epilog's readings before it goes). The caller writes
+    them (:func:`slurmkit.hooks.textfile.write_all`, with the hook's own file). Raises OSError
+    when the textfile directory cannot be made (the caller logs it as own trouble); a counters
+    file that cannot be written only loses the counts."""
     try:
-        return _write_node_files(run)
+        return _node_files(run)
     except OSError:
         raise
     except Exception as exc:  # a bug here must not fail the hook: the caller logs it as own trouble
         raise OSError(f"internal error writing the node metrics: {type(exc).__name__}: {exc}") from exc
 
 
-def _write_node_files(run) -> list[str]:
+def _node_files(run) -> list[tuple[str, str]]:
     from slurmkit.hooks import textfile
     from slurmkit.hooks.nodestate import load_health
 
@@ -373,25 +378,23 @@ def _write_node_files(run) -> list[str]:
         drained, jobs = (run.verdict.drain_reason if run.verdict.drained else None), []
         counters = count_run({**{k: {} for k in _KINDS}, "drain_open": None, "observed_open": None}, run, drained)
     os.makedirs(cfg.textfile_dir, exist_ok=True)
-    paths = []
+    out = []
     now = round(time.time(), 3)
-    # GPU readings first: a scrape between the two renames then sees a job's info series only
-    # with the readings taken at its prolog (and the epilog's readings before it goes). A run
-    # that could not read the GPUs (own trouble, NVML hang) rewrites the file with its marker
-    # (slurmkit_gpus_read 0) instead of leaving the last good run's readings in place.
+    # A run that could not read the GPUs (own trouble, NVML hang) rewrites the GPU file with its
+    # marker (slurmkit_gpus_read 0) instead of leaving the last good run's readings in place.
     expected = None if run.node_gpus.files is None else len(run.node_gpus.files)
     if run.state is not None or not run.node_gpus.gpuless:  # a CPU-only node has no GPU file
-        paths.append(os.path.join(os.fspath(cfg.textfile_dir), GPUS_FILE.format(node=node)))
         fams = (gpu_families(node, run.state, run.verdict.results, expected) if run.state is not None
                 else unread_gpu_families(node, expected))
-        textfile.write(paths[-1], textfile.render(fams + gpu_file_stamps(node, now, run.state is not None)))
+        out.append((os.path.join(os.fspath(cfg.textfile_dir), GPUS_FILE.format(node=node)),
+                    textfile.render(fams + gpu_file_stamps(node, now, run.state is not None))))
     if run.state is not None:  # the fabric the site profile expects, as the run found it
-        paths.append(os.path.join(os.fspath(cfg.textfile_dir), FABRIC_FILE.format(node=node)))
-        textfile.write(paths[-1], textfile.render(fabric_families(node, run.state.ib_ports)))
-    paths.append(os.path.join(os.fspath(cfg.textfile_dir), NODE_FILE.format(node=node)))
-    textfile.write(paths[-1], textfile.render(node_families(node, drained, counters, jobs)
-                                              + [file_stamp("slurmkit_node_metrics_timestamp_seconds", node, now)]))
-    return paths
+        out.append((os.path.join(os.fspath(cfg.textfile_dir), FABRIC_FILE.format(node=node)),
+                    textfile.render(fabric_families(node, run.state.ib_ports))))
+    out.append((os.path.join(os.fspath(cfg.textfile_dir), NODE_FILE.format(node=node)),
+                textfile.render(node_families(node, drained, counters, jobs)
+                                + [file_stamp("slurmkit_node_metrics_timestamp_seconds", node, now)])))
+    return out
 
 
 # ---- run times, unread GPUs, the expected fabric ------------------------------------------

@@ -3,7 +3,8 @@
 Our own (about 40 lines) because importing prometheus_client costs ~130 ms per hook run. Output
 follows the text exposition format 0.0.4: ``# HELP`` / ``# TYPE`` per family, one sample per
 line, label values escaped (backslash, double quote, newline). Files are written atomically
-(:func:`slurmkit.atomicfile.atomic_write`) so node_exporter never reads half a file.
+(:func:`slurmkit.atomicfile.atomic_write`; a hook run's files together, :func:`write_all`) so
+node_exporter never reads half a file.
 
 Metrics written by the hooks (file ``<textfile_dir>/slurmkit_<node>_<hook>.prom``):
 
@@ -22,11 +23,14 @@ own files, one per node, so no series is in two files: see :mod:`slurmkit.hooks.
 
 from __future__ import annotations
 
-from slurmkit.atomicfile import atomic_write
+from slurmkit.atomicfile import atomic_write, atomic_write_all
 
 
 def _esc(value) -> str:
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    text = str(value)
+    if "\\" in text or "\n" in text or '"' in text:
+        return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    return text
 
 
 def _fmt(v: float) -> str:
@@ -57,12 +61,17 @@ def render(families: list) -> str:
         out.append(f"# TYPE {name} {mtype}")
         seen = set()
         for labels, value in samples:
-            key = tuple(sorted((str(k), str(v)) for k, v in labels.items()))
+            pairs = [(k, _esc(v)) for k, v in labels.items()]
+            key = frozenset(pairs)  # escaping is one-to-one: equal escaped values, equal values
             if key in seen:
-                raise ValueError(f"duplicate series {name}{{{', '.join(f'{k}={v!r}' for k, v in key)}}}")
+                shown = sorted((str(k), str(v)) for k, v in labels.items())
+                raise ValueError(f"duplicate series {name}{{{', '.join(f'{k}={v!r}' for k, v in shown)}}}")
             seen.add(key)
-            lab = ",".join(f'{k}="{_esc(v)}"' for k, v in labels.items())
-            out.append(f"{name}{{{lab}}} {_fmt(value)}" if lab else f"{name} {_fmt(value)}")
+            if pairs:
+                lab = ",".join([k + '="' + v + '"' for k, v in pairs])
+                out.append(f"{name}{{{lab}}} {_fmt(value)}")
+            else:
+                out.append(f"{name} {_fmt(value)}")
     return "\n".join(out) + "\n"
 
 
@@ -70,3 +79,10 @@ def write(path, text: str) -> None:
     """Write ``text`` to ``path`` atomically, mode 0644 (node_exporter reads it). Raises
     ``OSError``; ``path`` is then left as it was."""
     atomic_write(path, text, 0o644)
+
+
+def write_all(files: list) -> None:
+    """Write each ``(path, text)`` of ``files`` atomically, mode 0644, renamed into place in
+    the given order, with one fsync per directory (:func:`slurmkit.atomicfile.atomic_write_all`:
+    a hook run's files in one batch). Raises ``OSError``; see there for what is then replaced."""
+    atomic_write_all([(p, text, 0o644) for p, text in files])

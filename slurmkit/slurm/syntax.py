@@ -12,7 +12,9 @@ One reader for every file in Slurm's ``Key=Value`` syntax, as slurmd reads it (`
 
 :mod:`slurmkit.slurm.conf` (the editable text model that install uses) and
 :mod:`slurmkit.hooks.gres` (gres.conf on every hook run) both tokenize through here. It keeps to
-the hooks' fast-import rules (docs/hooks.md): ``os`` and ``re`` only, patterns compiled where used.
+the hooks' fast-import rules (docs/hooks.md): ``os`` and ``re`` only, patterns compiled where used;
+a plain line (ASCII ``Key=Value`` words, no quote or backslash: every line of the usual gres.conf)
+is read with string methods, so a hook compiles no pattern for it.
 """
 
 from __future__ import annotations
@@ -51,11 +53,14 @@ def parse_content(content: str, file, lineno: int) -> tuple[list, str | None]:
     """``(pairs, include)`` of a line's content (comment removed): ``pairs`` ``[(key as written,
     value unquoted)]``; ``include`` the raw path of an ``Include`` line, else None. Raises
     :class:`ConfError` (``file``, ``lineno``) for anything else."""
-    import re
-
     stripped = content.strip()
     if not stripped:
         return [], None
+    plain = _plain_pairs(stripped)
+    if plain is not None:
+        return plain
+    import re
+
     m = re.match(r"include\s+(\S.*)$", stripped, re.IGNORECASE)
     if m and "=" not in stripped.split(None, 1)[0]:
         return [], m.group(1).strip()
@@ -75,6 +80,26 @@ def parse_content(content: str, file, lineno: int) -> tuple[list, str | None]:
         pos = m.end()
         if pos < len(content) and not content[pos].isspace():
             raise ConfError(file, lineno, f"unexpected {content[pos:pos + 20]!r} after {m.group(1)}=")
+    return pairs, None
+
+
+def _plain_pairs(stripped: str) -> tuple[list, str | None] | None:
+    """:func:`parse_content`'s answer for the usual line, with string methods only (no pattern
+    to compile on a hook's start-up): ASCII, no double quote, no backslash, every blank-separated
+    word ``Key=Value`` with a key of ``[A-Za-z][A-Za-z0-9_]*``, or ``Include PATH``. None for any
+    other line (quotes, escapes, non-ASCII, a word that is not a pair), which the patterns read
+    (and refuse, with the error)."""
+    if not stripped.isascii() or '"' in stripped or "\\" in stripped:
+        return None
+    words = stripped.split()
+    if words[0].lower() == "include" and len(words) > 1:
+        return [], stripped.split(None, 1)[1]
+    pairs = []
+    for word in words:
+        key, eq, value = word.partition("=")
+        if not eq or not key[:1].isalpha() or not key.replace("_", "").isalnum():
+            return None
+        pairs.append((key, value))
     return pairs, None
 
 

@@ -171,6 +171,26 @@ def test_writer_refuses_a_duplicate_series():
         '# HELP slurmkit_x x\n# TYPE slurmkit_x gauge\nslurmkit_x{node="n1",gpu="0"} 0\n')
 
 
+def test_writer_escapes_label_values_and_tells_series_apart_by_them():
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from slurmkit.hooks import textfile
+
+    # a drain reason as slurmkit writes it (hooks.drain), edited to hold a quote, a backslash and a newline
+    odd = 'slurmkit: xid GPU0 "NVRM: Xid (PCI:0000:3b:00): 79" \\ fallen\noff the bus'
+    fam = [("slurmkit_node_drain_info", "gauge", "x", [({"node": "n1", "reason": odd}, 1),
+                                                       ({"node": "n1", "reason": odd.replace('"', "'")}, 1),
+                                                       ({"node": "n1", "reason": 7}, 1)])]
+    text = textfile.render(fam)
+    assert '\\"NVRM: Xid (PCI:0000:3b:00): 79\\" \\\\ fallen\\noff' in text
+    back = [s.labels["reason"] for f in text_string_to_metric_families(text) for s in f.samples]
+    assert back == [odd, odd.replace('"', "'"), "7"]
+    with pytest.raises(ValueError, match="duplicate series"):
+        textfile.render([("slurmkit_x", "gauge", "x", [({"reason": odd, "node": "n1"}, 0), fam[0][3][0]])])
+    with pytest.raises(ValueError, match="duplicate series"):
+        textfile.render([("slurmkit_x", "gauge", "x", [({"gpu": 0}, 0), ({"gpu": "0"}, 1)])])  # one series as text
+
+
 def test_check_status_is_one_series_per_check_and_gpu_with_the_worst():
     from slurmkit.health.checks import CheckResult
 
@@ -271,3 +291,31 @@ def test_health_check_drops_records_past_their_jobs_end(node, healthy):
     assert r.returncode == 0 and "dropped job 101's prolog record: past its end time" in r.stderr
     assert [j for j, _ in _jobs_listed(node)] == ["102", "104"]
     assert "own trouble" not in r.stderr
+
+
+def test_a_runs_textfiles_go_in_together_and_its_own_file_despite_a_bug(node, monkeypatch):
+    """write_textfile: the hook's file and the node's files renamed in one batch (one fsync of the
+    textfile folder); a bug in the node files still leaves the hook's own file written."""
+    from slurmkit import atomicfile
+    from slurmkit.hooks import config, main
+    from slurmkit.hooks.log import HookLog
+
+    run = flows.Run("prolog", "n1", {"SLURMD_NODENAME": "n1"}, config.load(node.cfg_path),
+                    HookLog("prolog", "n1", "7", echo=False))  # no GPUs read: the GPU file's marker
+    synced, real = [], atomicfile._fsync_dir
+    monkeypatch.setattr(atomicfile, "_fsync_dir", lambda d: (synced.append(d), real(d)))
+    assert main.write_textfile(run, 0, 0.25, 0) == str(node.textfile_dir / "slurmkit_n1_prolog.prom")
+    assert sorted(p.name for p in node.textfile_dir.iterdir()) == [
+        "slurmkit_n1_gpus.prom", "slurmkit_n1_node.prom", "slurmkit_n1_prolog.prom"]
+    assert synced == [str(node.state_dir / "n1"), str(node.textfile_dir)]  # counters.json, then the batch
+    assert _samples(node.textfile_dir / "slurmkit_n1_gpus.prom")[("slurmkit_gpus_read", (("node", "n1"),))] == 0
+
+    def boom(run):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(metrics, "_node_files", boom)
+    (node.textfile_dir / "slurmkit_n1_prolog.prom").unlink()
+    with pytest.raises(OSError, match="internal error writing the node metrics: RuntimeError: boom"):
+        main.write_textfile(run, 1, 0.5, 0)
+    assert _samples(node.textfile_dir / "slurmkit_n1_prolog.prom")[
+        ("slurmkit_hook_exit_code", (("hook", "prolog"), ("node", "n1")))] == 1

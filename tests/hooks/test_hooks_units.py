@@ -191,3 +191,34 @@ def test_job_of_a_process_from_its_slurm_cgroup_or_environment(tmp_path):
     assert not v(9, 999, "5", "5", 999).kill and "system uid 999" in v(9, 999, "5", "5", 999).why
     assert not v(9, 1000, "6", "5", 1000).kill and not v(9, 1000, None, "5", 1000).kill
     assert not v(9, 1001, "5", "5", 1000).kill and not v(9, None, "5", "5", 1000).kill
+
+
+def test_main_runs_the_hook_with_the_cycle_collector_off_and_restores_it(node, monkeypatch):
+    import gc
+
+    from slurmkit.hooks import flows, main
+
+    seen, moves = [], []
+    monkeypatch.setitem(flows.FLOWS, "prolog", lambda run: seen.append(gc.isenabled()) or 0)
+    for name in ("freeze", "unfreeze"):
+        monkeypatch.setattr(gc, name, lambda real=getattr(gc, name), name=name: (moves.append(name), real())[1])
+    assert gc.isenabled()
+    assert main.main("prolog", str(node.cfg_path), env={"SLURMD_NODENAME": "n1", "SLURM_JOB_ID": "5"}) == 0
+    assert seen == [False] and gc.isenabled()
+    assert moves == ["freeze", "unfreeze"] and gc.get_freeze_count() == 0  # the run's objects to the oldest generation
+    gc.freeze()
+    try:  # a caller's frozen objects stay frozen: no move
+        moves.clear()
+        frozen = gc.get_freeze_count()
+        assert main.main("prolog", str(node.cfg_path), env={"SLURMD_NODENAME": "n1"}) == 0
+        assert moves == [] and gc.get_freeze_count() == frozen and gc.isenabled()
+    finally:
+        gc.unfreeze()
+    gc.disable()
+    try:  # a caller that had it off keeps it off
+        moves.clear()
+        assert main.main("prolog", str(node.cfg_path), env={"SLURMD_NODENAME": "n1"}) == 0
+        assert not gc.isenabled() and moves == []
+    finally:
+        gc.enable()
+    assert (node.textfile_dir / "slurmkit_n1_prolog.prom").exists()
