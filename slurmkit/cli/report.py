@@ -22,6 +22,28 @@ def cli():
     """Utilization and energy reports from Slurm accounting (sacct)."""
 
 
+def breakdown_capture_options(events_help: str, nodes_default: str):
+    """The captures of sreport's breakdown and the account tree, shared by ``report weekly``
+    and ``report period``: ``--events``, ``--reservations``, ``--nodes``, ``--assoc-tree``."""
+    opts = [
+        click.option("--events", "events", type=click.Path(dir_okay=False), help=events_help),
+        click.option("--reservations", "reservations", type=click.Path(dir_okay=False),
+                     help="Captured 'sacctmgr -P show reservation format=Name,ID,Flags,NodeNames,TRES,TimeStart,"
+                          "TimeEnd,Associations' (or 'scontrol show reservation'): sreport's breakdown of captures."),
+        click.option("--nodes", "nodes", type=click.Path(dir_okay=False),
+                     help=f"Captured 'scontrol show -o nodes': node CPUs and GPUs for the breakdown {nodes_default}."),
+        click.option("--assoc-tree", "assoc_tree", type=click.Path(dir_okay=False),
+                     help="Captured 'sacctmgr -P show assoc tree format=Cluster,Account,User,ParentName,ID': the "
+                          "account tree."),
+    ]
+
+    def apply(f):
+        for o in reversed(opts):
+            f = o(f)
+        return f
+    return apply
+
+
 @cli.command("weekly")
 @click.option("--week", help="ISO week, e.g. 2026-W48 (Monday 00:00 UTC to the next Monday).")
 @click.option("--start", help="Window start: ISO date or datetime, UTC unless a zone is given.")
@@ -40,16 +62,8 @@ def cli():
               "local time of the host it ran on). Default: UTC, assumed, with a warning.")
 @site_option("site_spec", help="Site profile (file or shipped name) for TDP, PUE, carbon, prices, capacity.",
              alias_envvar="SLURMKIT_PROFILE")
-@click.option("--events", "events", type=click.Path(dir_okay=False),
-              help="Captured 'sacctmgr -P show event' output: node downtime and drains with their reasons "
-                   "(live: sacctmgr is asked).")
-@click.option("--reservations", "reservations", type=click.Path(dir_okay=False),
-              help="Captured 'sacctmgr -P show reservation format=Name,ID,Flags,NodeNames,TRES,TimeStart,TimeEnd,"
-                   "Associations' (or 'scontrol show reservation'): sreport's breakdown of a captured report.")
-@click.option("--nodes", "nodes", type=click.Path(dir_okay=False),
-              help="Captured 'scontrol show -o nodes': node CPUs and GPUs for the breakdown (default: the profile).")
-@click.option("--assoc-tree", "assoc_tree", type=click.Path(dir_okay=False),
-              help="Captured 'sacctmgr -P show assoc tree format=Cluster,Account,User,ParentName,ID': the account tree.")
+@breakdown_capture_options("Captured 'sacctmgr -P show event' output: node downtime and drains with their reasons "
+                           "(live: sacctmgr is asked).", "(default: the profile)")
 @click.option("--sreport-utilization", "sreport_utilization", type=click.Path(dir_okay=False),
               help="Captured 'sreport -P cluster utilization -T cpu,gres/gpu' to compare the breakdown with.")
 @click.option("--sreport-accounts", "sreport_accounts", type=click.Path(dir_okay=False),
@@ -238,18 +252,9 @@ def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sa
 @click.option("--memory-limit", default="1GB", show_default=True,
               help="DuckDB's memory limit; past it the aggregation spills to --temp-dir.")
 @click.option("--temp-dir", type=click.Path(file_okay=False), help="DuckDB's spill folder (default: the system's temp).")
-@click.option("--events", "events", type=click.Path(dir_okay=False),
-              help="Captured 'sacctmgr -P show event format=NodeName,TimeStart,TimeEnd,State,TRES,Reason' over the "
-                   "period: sreport's breakdown (as report weekly's --events).")
-@click.option("--reservations", "reservations", type=click.Path(dir_okay=False),
-              help="Captured 'sacctmgr -P show reservation format=Name,ID,Flags,NodeNames,TRES,TimeStart,TimeEnd,"
-                   "Associations' (or 'scontrol show reservation') over the period: sreport's breakdown.")
-@click.option("--nodes", "nodes", type=click.Path(dir_okay=False),
-              help="Captured 'scontrol show -o nodes': node CPUs and GPUs; without it no breakdown (the account tree "
-                   "still comes).")
-@click.option("--assoc-tree", "assoc_tree", type=click.Path(dir_okay=False),
-              help="Captured 'sacctmgr -P show assoc tree format=Cluster,Account,User,ParentName,ID': the "
-                   "account tree with each user's usage.")
+@breakdown_capture_options("Captured 'sacctmgr -P show event format=NodeName,TimeStart,TimeEnd,State,TRES,Reason' "
+                           "over the period: sreport's breakdown.", "(without it no breakdown; the account tree still "
+                           "comes)")
 @click.option("--live-breakdown", is_flag=True,
               help="Read the breakdown's inputs live (scontrol show nodes, sacctmgr show event / reservation / "
                    "assoc tree), as report weekly does.")

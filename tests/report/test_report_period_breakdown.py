@@ -117,6 +117,9 @@ def test_cli_period_with_captures_writes_the_breakdown_in_every_format(store, tm
     assert acc[0]["part"] == "(period)" and acc[0]["account"] == "root" and acc[0]["depth"] == "0"
     md = (out / "period.md").read_text()
     assert "## Denominators: sreport's breakdown" in md and "| **period** | cpu | " in md and "## Accounts" in md
+    html = (out / "period.html").read_text()
+    assert "<h2 id=\"sreport-breakdown\">Denominators: sreport's breakdown</h2>" in html
+    assert "<td class=\"l\">period</td><td class=\"l\">cpu</td>" in html and "<h2 id=\"accounts\">" in html
     bad = CliRunner().invoke(cli, ["report", "period", "--start", "2026-12-01", "--end", "2026-12-03",
                                    "--store", str(store), "-o", str(out), "--sreport",
                                    "--nodes", str(DATA / "sandbox_scontrol_nodes.txt")])
