@@ -138,8 +138,9 @@ def breakdown_sections(store_root, inputs: dict, now=None, sreport=None) -> dict
         return S.account_users(text, "seconds")
 
     def compute(windows, clusters):
-        if "parts" in cache:
-            return cache["parts"]
+        key = (tuple((label, w.start, w.end) for label, w in windows), tuple(clusters))
+        if key in cache:        # both sections of one report share one pass over the parts
+            return cache[key]
         parts = []
         for label, w in windows[1:] or windows[:1]:
             hw = _whole_hours_to(w, now_ts)
@@ -158,8 +159,8 @@ def breakdown_sections(store_root, inputs: dict, now=None, sreport=None) -> dict
                                 "capacity_source": parts[0][2]["capacity_source"],
                                 "tres": _sum_figures([p[2]["tres"] for p in parts])} if parts[0][2] else None,
                merge_trees([p[3] for p in parts]) if parts[0][3] else None)
-        cache["parts"] = [per] + (parts if len(windows) > 1 else [])
-        return cache["parts"]
+        cache[key] = [per] + (parts if len(windows) > 1 else [])
+        return cache[key]
 
     def utilization(windows, clusters):
         if inputs.get("node_tres") is None:
