@@ -22,6 +22,28 @@ def cli():
     """Utilization and energy reports from Slurm accounting (sacct)."""
 
 
+def breakdown_capture_options(events_help: str, nodes_default: str):
+    """The captures of sreport's breakdown and the account tree, shared by ``report weekly``
+    and ``report period``: ``--events``, ``--reservations``, ``--nodes``, ``--assoc-tree``."""
+    opts = [
+        click.option("--events", "events", type=click.Path(dir_okay=False), help=events_help),
+        click.option("--reservations", "reservations", type=click.Path(dir_okay=False),
+                     help="Captured 'sacctmgr -P show reservation format=Name,ID,Flags,NodeNames,TRES,TimeStart,"
+                          "TimeEnd,Associations' (or 'scontrol show reservation'): sreport's breakdown of captures."),
+        click.option("--nodes", "nodes", type=click.Path(dir_okay=False),
+                     help=f"Captured 'scontrol show -o nodes': node CPUs and GPUs for the breakdown {nodes_default}."),
+        click.option("--assoc-tree", "assoc_tree", type=click.Path(dir_okay=False),
+                     help="Captured 'sacctmgr -P show assoc tree format=Cluster,Account,User,ParentName,ID': the "
+                          "account tree."),
+    ]
+
+    def apply(f):
+        for o in reversed(opts):
+            f = o(f)
+        return f
+    return apply
+
+
 @cli.command("weekly")
 @click.option("--week", help="ISO week, e.g. 2026-W48 (Monday 00:00 UTC to the next Monday).")
 @click.option("--start", help="Window start: ISO date or datetime, UTC unless a zone is given.")
@@ -40,16 +62,8 @@ def cli():
               "local time of the host it ran on). Default: UTC, assumed, with a warning.")
 @site_option("site_spec", help="Site profile (file or shipped name) for TDP, PUE, carbon, prices, capacity.",
              alias_envvar="SLURMKIT_PROFILE")
-@click.option("--events", "events", type=click.Path(dir_okay=False),
-              help="Captured 'sacctmgr -P show event' output: node downtime and drains with their reasons "
-                   "(live: sacctmgr is asked).")
-@click.option("--reservations", "reservations", type=click.Path(dir_okay=False),
-              help="Captured 'sacctmgr -P show reservation format=Name,ID,Flags,NodeNames,TRES,TimeStart,TimeEnd,"
-                   "Associations' (or 'scontrol show reservation'): sreport's breakdown of a captured report.")
-@click.option("--nodes", "nodes", type=click.Path(dir_okay=False),
-              help="Captured 'scontrol show -o nodes': node CPUs and GPUs for the breakdown (default: the profile).")
-@click.option("--assoc-tree", "assoc_tree", type=click.Path(dir_okay=False),
-              help="Captured 'sacctmgr -P show assoc tree format=Cluster,Account,User,ParentName,ID': the account tree.")
+@breakdown_capture_options("Captured 'sacctmgr -P show event' output: node downtime and drains with their reasons "
+                           "(live: sacctmgr is asked).", "(default: the profile)")
 @click.option("--sreport-utilization", "sreport_utilization", type=click.Path(dir_okay=False),
               help="Captured 'sreport -P cluster utilization -T cpu,gres/gpu' to compare the breakdown with.")
 @click.option("--sreport-accounts", "sreport_accounts", type=click.Path(dir_okay=False),
@@ -238,16 +252,27 @@ def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sa
 @click.option("--memory-limit", default="1GB", show_default=True,
               help="DuckDB's memory limit; past it the aggregation spills to --temp-dir.")
 @click.option("--temp-dir", type=click.Path(file_okay=False), help="DuckDB's spill folder (default: the system's temp).")
+@breakdown_capture_options("Captured 'sacctmgr -P show event format=NodeName,TimeStart,TimeEnd,State,TRES,Reason' "
+                           "over the period: sreport's breakdown.", "(without it no breakdown; the account tree still "
+                           "comes)")
+@click.option("--live-breakdown", is_flag=True,
+              help="Read the breakdown's inputs live (scontrol show nodes, sacctmgr show event / reservation / "
+                   "assoc tree), as report weekly does.")
+@click.option("--sreport", "use_sreport", is_flag=True,
+              help="With --live-breakdown: put sreport's own breakdown and AccountUtilizationByUser beside ours, "
+                   "per part and over the period.")
 @click.option("--now", "now_s", hidden=True, help="Time running jobs are taken to end (tests).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report to stdout.")
 @click.pass_context
 def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, formats, outdir, memory_limit,
-           temp_dir, now_s, as_json):
+           temp_dir, events, reservations, nodes, assoc_tree, live_breakdown, use_sreport, now_s, as_json):
     """GPU/CPU-hours, jobs, groups, outcomes and queue wait over a month, quarter, year or span.
 
     Read from the Parquet store only (days the weekly report pulled): nothing is asked of
     sacct, and days missing from the store are listed. Aggregated in DuckDB over the store's
     files, so memory stays within --memory-limit (plus DuckDB's own) whatever the period.
+    sreport's breakdown and the account tree (per part and over the period) with captures
+    (--events, --reservations, --nodes, --assoc-tree) or --live-breakdown.
     """
     from slurmkit.errors import UsageError
     from slurmkit.report import render
@@ -262,9 +287,30 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
     if sys.stderr.isatty():
         def progress(msg):
             click.echo(f"period {per.label}: {msg}", err=True)
-    report = period_report(store_dir or default_store_dir(), per,
-                           [c.strip() for c in cluster.split(",")] if cluster else None, now=now_s or None,
-                           memory_limit=memory_limit, temp_dir=temp_dir, progress=progress)
+    names = [c.strip() for c in cluster.split(",")] if cluster else None
+    sections = None
+    if live_breakdown or any((events, reservations, nodes, assoc_tree)):
+        from slurmkit.report import period_breakdown as PB
+
+        if use_sreport and not live_breakdown:
+            raise UsageError("--sreport", "compares with sreport live: give --live-breakdown too")
+        if live_breakdown and any((events, reservations, nodes, assoc_tree)):
+            raise UsageError("--live-breakdown", "reads the inputs live: leave out --events, --reservations, "
+                                                 "--nodes and --assoc-tree")
+        slurm_cluster = names[0] if names and len(names) == 1 and names[0] not in ("", "_default") else None
+        if live_breakdown:
+            inputs = PB.live_inputs(per.window, slurm_cluster, now=now_s or None)
+        else:
+            inputs = PB.captured_inputs(events, reservations, nodes, assoc_tree)
+        sreport = None
+        if use_sreport:
+            from slurmkit.report.live import sreport_text
+
+            def sreport(kind, w):
+                return sreport_text(kind, w.start, w.end, slurm_cluster)
+        sections = PB.breakdown_sections(store_dir or default_store_dir(), inputs, now=now_s or None, sreport=sreport)
+    report = period_report(store_dir or default_store_dir(), per, names, now=now_s or None,
+                           memory_limit=memory_limit, temp_dir=temp_dir, progress=progress, sections=sections)
     written = write_period(report, outdir or f"slurmkit-period-{per.label.replace(':', '')}", formats.split(","))
     if want_json(ctx, as_json):
         click.echo(json.dumps(report, indent=1, ensure_ascii=False))

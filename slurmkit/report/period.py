@@ -643,6 +643,9 @@ def _tables(report: dict) -> dict[str, list[dict]]:
                               **s["queue_wait"]["all"]} for c, p, s in parts] + \
                             [{"cluster": c, "part": p, **{k: v for k, v in q.items() if k != "histogram"}}
                              for c, p, s in parts for q in s["queue_wait"]["by_partition_gpus"]]
+    from slurmkit.report.period_breakdown import tables     # sreport's breakdown, the account tree (sections=)
+
+    out.update(tables(report))
     return out
 
 
@@ -680,6 +683,9 @@ def render_markdown(report: dict) -> str:
     lines += ["", "## Queue wait", "", f"{qa['n']} jobs started in the period (wait from "
               f"{report['queue_wait']['from']}); p50 {fmt(qa['p50_s'])} s, "
               f"p95 {fmt(qa['p95_s'])} s, longest {fmt(qa['max_s'])} s.", ""]
+    from slurmkit.report.period_breakdown import markdown_lines     # sreport's breakdown, the account tree
+
+    lines += markdown_lines(report)
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,290 @@
+"""sreport's breakdown and the account tree for the period report (issue 27 point 4): the
+sections :func:`slurmkit.report.period.period_report` takes through its ``sections=`` hook.
+
+Each part of the period (ISO week or month) is computed on its own from the store's rows of its
+days (the same day files the period report aggregates, read by :meth:`Store.load` into the
+weekly model's allocation frame, :func:`slurmkit.report.usage.allocations`), with the weekly
+report's functions (:func:`slurmkit.report.weekly.breakdown_section`'s
+:func:`slurmkit.report.breakdown.breakdown`, :func:`~slurmkit.report.breakdown.account_tree`);
+the period's figures are the sum of its parts' (every figure is a sum over hours and the parts
+tile the period's hours), so memory holds one part's rows at a time, never the period's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pandas as pd
+
+from slurmkit.report.window import Window, iso_z
+
+#: The names of the two sections in the period report (``report[name]``).
+SECTIONS = ("sreport_breakdown", "accounts")
+
+
+def _whole_hours_to(w: Window, now: pd.Timestamp) -> Window:
+    """``w`` cut at the last whole hour before ``now`` (sreport's hours; a past window as is)."""
+    from slurmkit.report.live import whole_hours
+
+    end = min(pd.Timestamp(w.end), now)
+    return Window(*whole_hours(w.start, max(end, pd.Timestamp(w.start)).to_pydatetime()))
+
+
+def _days(w: Window) -> list[dt.datetime]:
+    d = w.start.replace(hour=0, minute=0, second=0, microsecond=0)
+    out = []
+    while d < w.end:
+        out.append(d)
+        d += dt.timedelta(days=1)
+    return out
+
+
+def part_allocations(store_root, clusters: list[str], w: Window, now) -> pd.DataFrame:
+    """The allocation frame (:func:`slurmkit.report.usage.allocations`, the weekly model's) of
+    ``w`` from the store's day files of the store clusters ``clusters``: the rows the period
+    report aggregates for that window. Days not in the store are absent (the period report
+    lists them under ``store.days_missing``)."""
+    from slurmkit.accounting.store import Store
+    from slurmkit.report.usage import allocations
+
+    frames = []
+    for c in clusters or ["_default"]:
+        rows, dq = Store(store_root, "" if c == "_default" else c).load(_days(w))
+        frames.append(allocations(rows, w.start, w.end, dq, now=now))
+    full = [f for f in frames if len(f)]
+    return pd.concat(full, ignore_index=True) if len(full) > 1 else (full or frames)[0]
+
+
+def _add(a, b):
+    return None if a is None or b is None else a + b
+
+
+def _sum_figures(parts: list[dict]) -> dict:
+    """{TRES: {figure: hours}} summed over the parts (None when any part's is None)."""
+    from slurmkit.report.breakdown import FIGURES
+
+    out = {}
+    for k in parts[0]:
+        out[k] = {f: parts[0][k][f] for f in FIGURES}
+        for p in parts[1:]:
+            for f in FIGURES:
+                out[k][f] = _add(out[k][f], p[k][f])
+        out[k]["count"] = parts[-1][k]["count"]
+    return out
+
+
+def merge_trees(trees: list[dict]) -> dict:
+    """Account trees (:func:`slurmkit.report.breakdown.account_tree`) of the parts summed into
+    the period's: accounts matched by name, users by name under their account; hours added
+    (None when any part's is None)."""
+    def merge(a: dict, b: dict) -> dict:
+        out = {**a, "gpu_hours": _add(a["gpu_hours"], b["gpu_hours"]), "cpu_hours": _add(a["cpu_hours"], b["cpu_hours"])}
+        users = {u["user"]: dict(u) for u in a["users"]}
+        for u in b["users"]:
+            if u["user"] in users:
+                v = users[u["user"]]
+                v["gpu_hours"], v["cpu_hours"] = _add(v["gpu_hours"], u["gpu_hours"]), _add(v["cpu_hours"], u["cpu_hours"])
+            else:
+                users[u["user"]] = dict(u)
+        out["users"] = list(users.values())
+        kids = {c["account"]: c for c in a["children"]}
+        for c in b["children"]:
+            kids[c["account"]] = merge(kids[c["account"]], c) if c["account"] in kids else c
+        out["children"] = list(kids.values())
+        if "reservation_idle" in a or "reservation_idle" in b:
+            ra, rb = a.get("reservation_idle", {}), b.get("reservation_idle", {})
+            out["reservation_idle"] = {f: ra.get(f, 0.0) + rb.get(f, 0.0) for f in ("gpu_hours", "cpu_hours")}
+        return out
+
+    tree = trees[0]
+    for t in trees[1:]:
+        tree = merge(tree, t)
+    return tree
+
+
+def breakdown_sections(store_root, inputs: dict, now=None, sreport=None) -> dict:
+    """``{name: fn(windows, clusters)}`` for :func:`slurmkit.report.period.period_report`'s
+    ``sections=``: ``sreport_breakdown`` and ``accounts``.
+
+    ``inputs``: the breakdown inputs, read live (:func:`slurmkit.report.live.breakdown_inputs`)
+    or from captures, over the period: ``node_tres`` ({node: {"cpu", "gres/gpu"}}, scontrol
+    CfgTRES or the profile; None: no breakdown), ``events`` (node events with the cluster's
+    registrations, or None: Down unknown), ``reservations`` (or None: Planned Down unknown),
+    ``assocs`` (sacctmgr's assoc tree, or None: no account tree), ``source`` (words).
+    ``now``: where running jobs and ongoing events end (default: the current time); windows are
+    cut at its last whole hour. ``sreport``: None, or a callable ``(report, Window) -> text``
+    (``report`` "utilization" or "AccountUtilizationByUser", seconds, as
+    :func:`slurmkit.report.live.sreport_text` prints them) to reconcile each window with.
+
+    ``report["sreport_breakdown"]``: ``{"source", "capacity_source", "windows": [{"label"
+    ("(period)" first, then each part), "start", "end" (the hours covered), "ours" ({TRES:
+    {figure: hours or None, "count"}}, :data:`slurmkit.report.breakdown.FIGURES`), "sreport"
+    (same shape or None), "differences", "notes"}]}``; ``report["accounts"]``: ``{"source",
+    "windows": [{"label", "start", "end", "tree", "rows", "differences", "note"}]}``; each None
+    when its inputs are missing."""
+    from slurmkit.report import breakdown as BD
+    from slurmkit.report import sreport as S
+
+    now_ts = pd.Timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")
+    now_ts = now_ts.tz_localize("UTC") if now_ts.tzinfo is None else now_ts.tz_convert("UTC")
+    cache: dict = {}
+
+    def theirs(kind: str, w: Window):
+        if sreport is None:
+            return None
+        text = sreport(kind, w)
+        if kind == "utilization":
+            return S.cluster_utilization(text, "seconds")
+        return S.account_users(text, "seconds")
+
+    def compute(windows, clusters):
+        key = (tuple((label, w.start, w.end) for label, w in windows), tuple(clusters))
+        if key in cache:        # both sections of one report share one pass over the parts
+            return cache[key]
+        parts = []
+        for label, w in windows[1:] or windows[:1]:
+            hw = _whole_hours_to(w, now_ts)
+            a = part_allocations(store_root, clusters, hw, min(pd.Timestamp(hw.end), now_ts))
+            ours = BD.breakdown(hw.start, hw.end, a, inputs.get("events"), inputs.get("reservations"),
+                                inputs["node_tres"], now=hw.end) if inputs.get("node_tres") is not None else None
+            tree = None
+            if inputs.get("assocs"):
+                shares = BD.reservation_shares(inputs.get("reservations") or [], a, inputs.get("events"),
+                                               inputs.get("node_tres") or {}, hw.start, hw.end, now=hw.end)
+                tree = BD.account_tree(inputs["assocs"], a, hw.start, hw.end, now=hw.end, shares=shares)
+            parts.append((label, hw, ours, tree))
+        p0 = windows[0][1]
+        hp = _whole_hours_to(p0, now_ts)
+        per = ("(period)", hp, {"window": {"start": iso_z(pd.Timestamp(hp.start)), "end": iso_z(pd.Timestamp(hp.end))},
+                                "capacity_source": parts[0][2]["capacity_source"],
+                                "tres": _sum_figures([p[2]["tres"] for p in parts])} if parts[0][2] else None,
+               merge_trees([p[3] for p in parts]) if parts[0][3] else None)
+        cache[key] = [per] + (parts if len(windows) > 1 else [])
+        return cache[key]
+
+    def utilization(windows, clusters):
+        if inputs.get("node_tres") is None:
+            return None
+        out = []
+        for label, hw, bd, _ in compute(windows, clusters):
+            sre = theirs("utilization", hw)
+            diffs = BD.compare(bd["tres"], sre) if sre is not None else []
+            out.append({"label": label, **bd["window"], "ours": bd["tres"], "sreport": sre, "differences": diffs,
+                        "notes": BD.explain(bd, sre, diffs, bd["window"], None)[1:]})
+        return {"source": inputs.get("source", ""), "capacity_source": compute(windows, clusters)[0][2]["capacity_source"],
+                "windows": out}
+
+    def accounts(windows, clusters):
+        if not inputs.get("assocs"):
+            return None
+        out = []
+        for label, hw, _, tree in compute(windows, clusters):
+            sre = theirs("AccountUtilizationByUser", hw)
+            out.append({"label": label, **hw.as_dict(), "tree": tree, "rows": BD.tree_rows(tree),
+                        "differences": BD.compare_accounts(tree, sre) if sre is not None else [],
+                        "note": "jobs' usage, plus each reservation's idle time split evenly among the accounts and "
+                                "users allowed in it, as sreport counts it (man sreport)"
+                                + ("" if sre is not None else "; sreport not asked")})
+        return {"source": inputs.get("source", ""), "windows": out}
+
+    return {"sreport_breakdown": utilization, "accounts": accounts}
+
+
+def live_inputs(period_window: Window, cluster: str | None, now=None, timeout: float = 60.0) -> dict:
+    """The breakdown inputs over the period read live, as the weekly report reads them
+    (:func:`slurmkit.report.live.breakdown_inputs`: ``scontrol show -o nodes``, ``sacctmgr
+    show event / reservation / assoc tree``). Raises ``SlurmError``."""
+    from slurmkit.report.live import breakdown_inputs
+
+    now_ts = pd.Timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")
+    now_ts = now_ts.tz_localize("UTC") if now_ts.tzinfo is None else now_ts.tz_convert("UTC")
+    end = min(pd.Timestamp(period_window.end), now_ts).to_pydatetime()
+    got = breakdown_inputs(period_window.start, max(end, period_window.start), cluster, timeout)
+    return {**got, "source": "live: scontrol show -o nodes, sacctmgr show event / reservation / assoc tree"}
+
+
+def captured_inputs(events=None, reservations=None, nodes=None, assoc_tree=None, tz: str = "UTC",
+                    profile=None) -> dict:
+    """The breakdown inputs from captured files, read as the weekly report reads them
+    (``report weekly``'s ``--events``, ``--reservations``, ``--nodes``, ``--assoc-tree``):
+    node TRES from ``nodes`` (``scontrol show -o nodes``), else the site profile, else None.
+    Raises :class:`~slurmkit.errors.InputError` for a file that cannot be read or parsed."""
+    from slurmkit.report.pipeline import WeeklyOptions, _captured_breakdown_inputs
+
+    opts = WeeklyOptions(events=events, reservations=reservations, nodes=nodes, assoc_tree=assoc_tree, tz=tz,
+                         profile=profile)
+    got = _captured_breakdown_inputs(opts, Window(dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc),
+                                                  dt.datetime(1970, 1, 2, tzinfo=dt.timezone.utc)), None)
+    files = [str(p) for p in (events, reservations, nodes, assoc_tree) if p]
+    return {k: got[k] for k in ("node_tres", "events", "reservations", "assocs")} | \
+        {"source": "captures: " + ", ".join(files) + ("" if nodes else "; node TRES from the site profile")}
+
+
+__all__ = ["SECTIONS", "breakdown_sections", "live_inputs", "captured_inputs", "part_allocations", "merge_trees"]
+
+
+_EM = "\u2003"   # the tree's indent in Markdown, as the weekly report's
+_NAMES = {"allocated": "Allocated", "down": "Down", "planned_down": "Planned Down", "idle": "Idle",
+          "planned": "Planned", "reported": "Reported"}
+
+
+def tables(report: dict) -> dict[str, list[dict]]:
+    """The sections' CSV tables (:func:`slurmkit.report.period.write_period`):
+    ``breakdown_sreport.csv`` (a row per part, TRES and figure: ``part``, ``start``, ``end``,
+    ``tres``, ``figure``, ``hours``, ``sreport_hours``, ``difference``, ``within``; an unknown
+    figure empty) and ``accounts.csv`` (a row per part and tree row: ``part``, ``depth``,
+    ``account``, ``user``, ``gpu_hours``, ``cpu_hours``); none without the sections."""
+    out = {}
+    sb = report.get("sreport_breakdown")
+    if sb:
+        rows = []
+        for w in sb["windows"]:
+            diffs = {(d["tres"], d["figure"]): d for d in w["differences"]}
+            for k, fig in w["ours"].items():
+                for f, name in _NAMES.items():
+                    d = diffs.get((k, f), {})
+                    rows.append({"part": w["label"], "start": w["start"], "end": w["end"], "tres": k, "figure": name,
+                                 "hours": fig[f], "sreport_hours": d.get("sreport"),
+                                 "difference": d.get("difference"), "within": d.get("within")})
+        out["breakdown_sreport.csv"] = rows
+    acc = report.get("accounts")
+    if acc:
+        out["accounts.csv"] = [{"part": w["label"], **r} for w in acc["windows"] for r in w["rows"]]
+    return out
+
+
+def markdown_lines(report: dict) -> list[str]:
+    """The sections in Markdown: the breakdown per part (GPU-hours and CPU-hours, sreport's
+    column order; "unknown" for an unknown figure; sreport's figure where it was asked), then the
+    period's account tree; [] without the sections."""
+    from slurmkit.report.render import fmt
+
+    def f(x):
+        return "unknown" if x is None else fmt(x)
+
+    lines = []
+    sb = report.get("sreport_breakdown")
+    if sb:
+        lines += ["", "## Denominators: sreport's breakdown", "",
+                  f"Inputs: {sb['source']}; Reported from {sb['capacity_source']}.", "",
+                  "| part | TRES | " + " | ".join(_NAMES.values()) + " |", "|---|---" + "|---" * len(_NAMES) + "|"]
+        for w in sb["windows"]:
+            part = "**period**" if w["label"] == "(period)" else w["label"]
+            for k, fig in w["ours"].items():
+                theirs = (w.get("sreport") or {}).get(k)
+                cells = [f(fig[x]) + (f" (sreport {f(theirs.get(x))})" if theirs and theirs.get(x) is not None
+                                      and fig[x] is not None and abs(fig[x] - theirs[x]) > 0.02 else "")
+                         for x in _NAMES]
+                lines.append(f"| {part} | {k} | " + " | ".join(cells) + " |")
+        for w in sb["windows"]:
+            if w["sreport"] is not None:
+                lines.append(f"\n{w['label']}: " + " ".join(w["notes"]))
+    acc = report.get("accounts")
+    if acc:
+        w = acc["windows"][0]
+        lines += ["", f"## Accounts ({w['start']} .. {w['end']})", "", "| account | user | GPU-h | CPU-h |",
+                  "|---|---|---|---|"]
+        lines += [f"| {_EM * r['depth']}{r['account']} | {r['user']} | {f(r['gpu_hours'])} | {f(r['cpu_hours'])} |"
+                  for r in w["rows"]]
+        lines += ["", f"Usage: {w['note']}; each week's or month's tree in the JSON and accounts.csv."]
+    return lines

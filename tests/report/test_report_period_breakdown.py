@@ -1,0 +1,126 @@
+"""sreport's breakdown and the account tree in the period report (issue 27 point 4), from the
+real sandbox hour's captures of tests/report/data/sreport (sacct stored one file per day, as
+the daily pulls store it; sacctmgr events / reservations / assoc tree; scontrol nodes) and
+checked against the sreport output of the same hour (README.md there)."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from slurmkit.accounting.frame import load_sacct
+from slurmkit.accounting.quality import DataQuality
+from slurmkit.accounting.store import Store
+from slurmkit.report import period_breakdown as PB
+from slurmkit.report import sreport as S
+from slurmkit.report.period import parse_period, period_report
+
+DATA = Path(__file__).parent / "data" / "sreport"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "report_period.py"    # its by_day: a day's pull
+NOW = pd.Timestamp("2026-12-02T14:00:00Z")     # the capture's end: the hour 13:00-14:00 has ended
+
+
+@pytest.fixture
+def store(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("report_period_bench", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows, _ = load_sacct(DATA / "sandbox_sacct.psv")
+    st = Store(tmp_path / "store", "sandbox")
+    until = int(NOW.timestamp())
+    for day, part in bench.by_day(rows, until):
+        st.save_day(dt.datetime.fromtimestamp(day, dt.timezone.utc), part, DataQuality(rows_read=len(part)),
+                    now=until + 86400)
+    return tmp_path / "store"
+
+
+def _inputs():
+    return PB.captured_inputs(DATA / "sandbox_events.psv", DATA / "sandbox_reservations.psv",
+                              DATA / "sandbox_scontrol_nodes.txt", DATA / "sandbox_assoc_tree.psv")
+
+
+def _captured_sreport(kind, w):
+    name = "sandbox_utilization_seconds.txt" if kind == "utilization" else "sandbox_account_users_seconds.txt"
+    return (DATA / name).read_text()
+
+
+def test_period_breakdown_and_account_tree_equal_sreport(store):
+    per = parse_period(start="2026-11-30", end="2026-12-07", by="week")
+    rep = period_report(store, per, now=NOW,
+                        sections=PB.breakdown_sections(store, _inputs(), now=NOW, sreport=_captured_sreport))
+    sb = rep["sreport_breakdown"]
+    assert [w["label"] for w in sb["windows"]] == ["(period)", "2026-W49"]
+    assert sb["windows"][0]["start"] == "2026-11-30T00:00:00Z" and sb["windows"][0]["end"] == "2026-12-02T14:00:00Z"
+    sre = S.cluster_utilization(_captured_sreport("utilization", None), "seconds")
+    for w in sb["windows"]:
+        assert len(w["differences"]) == 12 and all(d["within"] for d in w["differences"]), w["differences"]
+        assert w["ours"]["cpu"]["planned_down"] == pytest.approx(3104 / 3600)
+        assert w["ours"]["gres/gpu"]["allocated"] == pytest.approx(sre["gres/gpu"]["allocated"], abs=1e-9)
+    # the jobs' hours are the period report's own rows: no reservation holds a GPU job here, so
+    # Allocated GPU-hours are the period's GPU-hours
+    assert sb["windows"][0]["ours"]["gres/gpu"]["allocated"] == pytest.approx(rep["totals"]["gpu_hours"])
+    acc = rep["accounts"]["windows"][0]
+    assert len(acc["differences"]) == 18 and all(d["within"] for d in acc["differences"]), acc["differences"]
+    rows = {(r["account"], r["user"]): r for r in acc["rows"]}
+    assert rows[("physics", "nobody")]["gpu_hours"] == pytest.approx(30 / 3600)
+    assert rows[("root", "")]["gpu_hours"] == pytest.approx(86 / 3600)
+
+
+def test_period_sums_its_parts_and_unknown_stays_null(store):
+    """A period over two weeks: the period's figures are its parts' sums (the second week has
+    no jobs, no capacity registered, its own zeros); without events and reservations Down,
+    Planned Down and Idle are null (never 0), in JSON, CSV and Markdown."""
+    per = parse_period(start="2026-11-30", end="2026-12-14", by="week")
+    now = pd.Timestamp("2026-12-14T00:00:00Z")
+    rep = period_report(store, per, now=now, sections=PB.breakdown_sections(store, _inputs(), now=now))
+    w = rep["sreport_breakdown"]["windows"]
+    assert [x["label"] for x in w] == ["(period)", "2026-W49", "2026-W50"]
+    for k in ("cpu", "gres/gpu"):
+        for f in ("allocated", "down", "planned_down", "idle", "planned", "reported"):
+            assert w[0]["ours"][k][f] == pytest.approx(w[1]["ours"][k][f] + w[2]["ours"][k][f])
+    assert w[2]["ours"]["gres/gpu"]["allocated"] == 0.0 and w[0]["sreport"] is None
+    nodes_only = PB.captured_inputs(nodes=DATA / "sandbox_scontrol_nodes.txt")
+    rep = period_report(store, per, now=now, sections=PB.breakdown_sections(store, nodes_only, now=now))
+    g = rep["sreport_breakdown"]["windows"][0]["ours"]["gres/gpu"]
+    assert g["down"] is None and g["idle"] is None and g["allocated"] == pytest.approx(86 / 3600)
+    assert rep["accounts"] is None
+
+
+def test_cli_period_with_captures_writes_the_breakdown_in_every_format(store, tmp_path):
+    from slurmkit.cli import cli
+
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["report", "period", "--start", "2026-12-01", "--end", "2026-12-03",
+                                   "--store", str(store), "--now", "2026-12-02T14:00:00Z", "-o", str(out),
+                                   "--format", "json,csv,md,html",
+                                   "--events", str(DATA / "sandbox_events.psv"),
+                                   "--reservations", str(DATA / "sandbox_reservations.psv"),
+                                   "--nodes", str(DATA / "sandbox_scontrol_nodes.txt"),
+                                   "--assoc-tree", str(DATA / "sandbox_assoc_tree.psv")])
+    assert res.exit_code == 0, res.output
+    rep = json.loads((out / "period.json").read_text())
+    cpu = rep["sreport_breakdown"]["windows"][0]["ours"]["cpu"]
+    assert cpu["planned_down"] == pytest.approx(3104 / 3600) and cpu["down"] == pytest.approx(152 / 3600)
+    with open(out / "breakdown_sreport.csv") as fh:
+        got = {(r["part"], r["tres"], r["figure"]): r for r in csv.DictReader(fh)}
+    assert float(got[("(period)", "cpu", "Planned Down")]["hours"]) == pytest.approx(3104 / 3600)
+    with open(out / "accounts.csv") as fh:
+        acc = list(csv.DictReader(fh))
+    assert acc[0]["part"] == "(period)" and acc[0]["account"] == "root" and acc[0]["depth"] == "0"
+    md = (out / "period.md").read_text()
+    assert "## Denominators: sreport's breakdown" in md and "| **period** | cpu | " in md and "## Accounts" in md
+    html = (out / "period.html").read_text()
+    assert "<h2 id=\"sreport-breakdown\">Denominators: sreport's breakdown</h2>" in html
+    assert "<td class=\"l\">period</td><td class=\"l\">cpu</td>" in html and "<h2 id=\"accounts\">" in html
+    bad = CliRunner().invoke(cli, ["report", "period", "--start", "2026-12-01", "--end", "2026-12-03",
+                                   "--store", str(store), "-o", str(out), "--sreport",
+                                   "--nodes", str(DATA / "sandbox_scontrol_nodes.txt")])
+    assert bad.exit_code == 2 and "--live-breakdown" in bad.output

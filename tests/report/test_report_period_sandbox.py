@@ -1,0 +1,176 @@
+"""The period report (issue 27 points 1, 4 and 5) against the sandbox's real accounting spread
+over several days: a workload run in the sandbox (real slurmctld / slurmdbd / MariaDB), then
+backdated in slurmdbd's MariaDB (``sandbox_job_table`` / ``_step_table`` times set to chosen
+hours of a Saturday, Sunday and Monday two to three weeks ago, a node's DOWN event moved the
+same way, the cluster's registration copied over those days), the usage rolled up again
+(``_last_ran_table`` reset, ``sacctmgr -i rollup``), so that sacct and sreport both see a
+three-day history (no faketime: the days are long past). Then the days go into a
+store through the weekly report's live pull, and:
+
+1. the period report's totals and per-account / per-user GPU- and CPU-hours equal a
+   calculation made here from ``sacct -X -P`` (AllocTRES gres/gpu, NCPUS, Start, End);
+4. its breakdown equals ``sreport cluster utilization`` and its account tree ``sreport cluster
+   AccountUtilizationByUser``, per part and over the period, within rounding;
+5. ``slurmkit report jobs --start --end`` lists each job with sacct's State and ElapsedRaw.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+from collections import defaultdict
+
+import pytest
+from click.testing import CliRunner
+
+from slurmkit.waiting import wait_until
+
+pytestmark = pytest.mark.slurm
+
+ACCOUNT = "h27qchem"
+DAY = 86400
+# (account or None: root's default, hour of day 1..3 as offset from the first midnight, hours run)
+# the days are a Saturday, Sunday and Monday: job 2 runs over the week's end (Sunday to Monday)
+PLAN = ((None, 10.0, 3.0), (ACCOUNT, 24 + 22.5, 4.0), (ACCOUNT, 24 + 13.25, 1.5), (None, 48 + 5.0, 2.0))
+
+
+def _sql(sandbox, sql: str) -> str:
+    proc = subprocess.run(["mariadb", "--no-defaults", f"--socket={sandbox.run_dir / 'mysqld.sock'}", "-N", "-B",
+                           "slurm_acct_db"], input=sql, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _state(run, jid) -> str:
+    out = run(["sacct", "-j", jid, "-X", "-n", "-P", "-o", "State"], timeout=30).stdout.split()
+    return out[-1] if out else ""
+
+
+def _sacct_hours(run, d1: int, d2: int) -> tuple[dict, dict]:
+    """Per job: (account, user, State, ElapsedRaw, GPUs, CPUs, start, end) from ``sacct -X -P``
+    (epoch times); and per (account, user) the GPU- and CPU-hours inside [d1, d2), computed here."""
+    from slurmkit.accounting.ingest import SACCT_ENV
+
+    iso = [f"{dt.datetime.fromtimestamp(t, dt.timezone.utc):%Y-%m-%dT%H:%M:%S}" for t in (d1, d2)]
+    out = run(["sacct", "-a", "-X", "-n", "-P", "--noconvert", "-S", iso[0], "-E", iso[1], "-o",
+               "JobID,Account,User,State,ElapsedRaw,AllocTRES,NCPUS,Start,End"],
+              timeout=60, env=dict(SACCT_ENV)).stdout
+    jobs, use = {}, defaultdict(lambda: [0.0, 0.0])
+    for ln in out.splitlines():
+        jid, acc, user, state, elapsed, tres, ncpus, start, end = ln.split("|")
+        gpus = sum(float(v) for k, _, v in (p.partition("=") for p in tres.split(",")) if k == "gres/gpu")
+        jobs[jid] = (acc, user, state, int(elapsed), gpus, int(ncpus), int(start), int(end))
+        secs = max(0, min(int(end), d2) - max(int(start), d1))
+        use[(acc, user)][0] += gpus * secs / 3600
+        use[(acc, user)][1] += int(ncpus) * secs / 3600
+    return jobs, dict(use)
+
+
+def test_period_report_on_backdated_accounting_equals_sacct_and_sreport(slurm_env, tmp_path):
+    from slurmkit.cli import cli
+    from slurmkit.report.live import run_rollup
+    from slurmkit.report.pipeline import weekly_report
+    from slurmkit.report.window import Window
+    from slurmkit.slurm.commands import run
+
+    run(["sacctmgr", "-i", "add", "account", ACCOUNT, "parent=root", "Description=h27q", "Organization=h27q"],
+        timeout=30, check=False)
+    run(["sacctmgr", "-i", "add", "user", "root", f"account={ACCOUNT}"], timeout=30, check=False)
+    today = int(dt.datetime.now(dt.timezone.utc).timestamp()) // DAY * DAY
+    monday = today - dt.datetime.fromtimestamp(today, dt.timezone.utc).weekday() * DAY
+    d1, d2 = monday - 16 * DAY, monday - 13 * DAY          # Saturday to Tuesday, 2 to 3 weeks ago
+    jobs = []
+    for i, (acc, _, _) in enumerate(PLAN):
+        argv = ["sbatch", "--parsable", "-o", "/dev/null", "-w", f"n{i % 2 + 1}", f"--gres=gpu:{i % 2 + 1}",
+                "-c", "1", *(["-A", acc] if acc else []), "--wrap", "sleep 2"]
+        jobs.append(run(argv, timeout=60).stdout.strip())
+    run(["scontrol", "update", "NodeName=n4", "State=DOWN", "Reason=slurmkit-test: h27q backdated"], timeout=30)
+    try:
+        wait_until(lambda: all(_state(run, j) == "COMPLETED" for j in jobs), 180, 1.0, f"jobs {jobs}",
+                   lambda: run(["squeue", "-o", "%i %T %r"], timeout=30, check=False).stdout)
+    finally:
+        run(["scontrol", "update", "NodeName=n4", "State=RESUME"], timeout=30, check=False)
+    wait_until(lambda: _sql(slurm_env, "SELECT count(*) FROM sandbox_event_table WHERE node_name='n4' AND "
+                                       "reason LIKE 'slurmkit-test: h27q%' AND time_end > 0").strip() == "1",
+               60, 1.0, "n4's DOWN event to be closed in slurmdbd")
+    # backdate: each job to its planned hours (submitted and eligible 10 minutes before), its
+    # steps inside it; n4 down 02:00-03:30 on the second day
+    sql = []
+    for jid, (_, at, hours) in zip(jobs, PLAN):
+        s = d1 + int(at * 3600)
+        e = s + int(hours * 3600)
+        sql.append(f"UPDATE sandbox_job_table SET time_submit={s - 600}, time_eligible={s - 600}, time_start={s}, "
+                   f"time_end={e} WHERE id_job={jid};")
+        sql.append(f"UPDATE sandbox_step_table t JOIN sandbox_job_table j ON t.job_db_inx=j.job_db_inx "
+                   f"SET t.time_start={s}, t.time_end={e} WHERE j.id_job={jid};")
+    sql.append(f"UPDATE sandbox_event_table SET time_start={d1 + DAY + 7200}, time_end={d1 + DAY + 12600} "
+               "WHERE node_name='n4' AND reason LIKE 'slurmkit-test: h27q%';")
+    # a copy of the cluster's open registration (its TRES) over the days, closed after them: the
+    # registration of today's hours is left as it is for the other sandbox tests
+    sql.append("INSERT IGNORE INTO sandbox_event_table (time_start, time_end, node_name, cluster_nodes, reason, "
+               f"reason_uid, state, tres) SELECT {d1 - DAY}, {d2 + DAY}, node_name, cluster_nodes, reason, reason_uid, "
+               "state, tres FROM sandbox_event_table WHERE node_name='' AND time_end=0 LIMIT 1;")
+    sql.append(f"UPDATE sandbox_last_ran_table SET hourly_rollup={d1 - DAY}, daily_rollup={d1 - DAY}, "
+               f"monthly_rollup={d1 - 40 * DAY};")
+    _sql(slurm_env, "\n".join(sql))
+    t1, t2 = (dt.datetime.fromtimestamp(t, dt.timezone.utc) for t in (d1 - DAY, d2 + DAY))
+    run_rollup(t1, t2, timeout=300)
+    want_jobs, want_use = _sacct_hours(run, d1, d2)
+    assert sorted(want_jobs) == sorted(jobs), want_jobs          # sacct sees the backdated history
+    assert {want_jobs[j][7] - want_jobs[j][6] for j in jobs} == {int(h * 3600) for _, _, h in PLAN}
+
+    # the days into the store through the weekly report's live pull (sacct per day)
+    start, end = (dt.datetime.fromtimestamp(t, dt.timezone.utc) for t in (d1, d2))
+    store = tmp_path / "store"
+    weekly_report(window=Window(start, end), store_dir=store, use_sreport=False, formats=["json"],
+                  outdir=tmp_path / "weekly", spool=tmp_path / "nospool.jsonl", trend_weeks=0)
+    out = tmp_path / "period"
+    res = CliRunner().invoke(cli, ["report", "period", "--start", f"{start:%Y-%m-%d}", "--end", f"{end:%Y-%m-%d}",
+                                   "--by", "week", "--store", str(store), "-o", str(out), "--format", "json,csv,md",
+                                   "--live-breakdown", "--sreport"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rep = json.loads((out / "period.json").read_text())
+    assert rep["store"]["days"] == 3 and rep["store"]["days_missing"] == []
+
+    # (1) totals and per account / user equal the calculation from sacct -X -P
+    t = rep["totals"]
+    assert t["jobs"] == len(jobs)
+    assert t["gpu_hours"] == pytest.approx(sum(v[0] for v in want_use.values()), abs=1e-6)
+    assert t["cpu_hours"] == pytest.approx(sum(v[1] for v in want_use.values()), abs=1e-6)
+    by_acc = defaultdict(lambda: [0.0, 0.0])
+    for (acc, _), (g, c) in want_use.items():
+        by_acc[acc][0] += g
+        by_acc[acc][1] += c
+    assert {r["account"]: pytest.approx([r["gpu_hours"], r["cpu_hours"]]) for r in rep["by_account"]} == dict(by_acc)
+    assert {r["user"] for r in rep["by_user"]} == {u for _, u in want_use}
+    assert t["gpu_hours"] == pytest.approx(3 * 1 + 4 * 2 + 1.5 * 1 + 2 * 2)   # the plan, as a check of the check
+
+    # (4) the breakdown equals sreport's cluster utilization, per part and over the period
+    sb = rep["sreport_breakdown"]
+    assert [w["label"] for w in sb["windows"]][0] == "(period)" and len(sb["windows"]) == 3   # two ISO weeks
+    for w in sb["windows"]:
+        assert w["sreport"] is not None, w
+        assert len(w["differences"]) == 12 and all(d["within"] for d in w["differences"]), (w["label"], w["differences"])
+    p = sb["windows"][0]["ours"]
+    assert p["gres/gpu"]["allocated"] == pytest.approx(t["gpu_hours"])           # the store's own rows
+    assert p["gres/gpu"]["down"] == pytest.approx(1.5 * 4) and p["cpu"]["planned"] > 0
+    assert p["gres/gpu"]["reported"] == pytest.approx(3 * 24 * 16)
+    # the week's end splits job 2: 1.5 h on Sunday, 2.5 h on Monday (2 GPUs)
+    assert [w["ours"]["gres/gpu"]["allocated"] for w in sb["windows"][1:]] == pytest.approx([3 + 1.5 + 1.5 * 2, 2.5 * 2 + 2 * 2])
+    # ... and the account tree sreport's AccountUtilizationByUser
+    for w in rep["accounts"]["windows"]:
+        assert w["differences"] and all(d["within"] for d in w["differences"]), \
+            (w["label"], [d for d in w["differences"] if not d["within"]])
+    rows = {(r["account"], r["user"]): r for r in rep["accounts"]["windows"][0]["rows"]}
+    assert rows[(ACCOUNT, "root")]["gpu_hours"] == pytest.approx(by_acc[ACCOUNT][0])
+    assert "## Denominators: sreport's breakdown" in (out / "period.md").read_text()
+
+    # (5) report jobs over the days: each job with sacct's State and ElapsedRaw
+    res = CliRunner().invoke(cli, ["report", "jobs", "--start", f"{start:%Y-%m-%d}", "--end", f"{end:%Y-%m-%d}",
+                                   "--format", "json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    got = {r["key_id"]: r for r in json.loads(res.output[res.output.index("{"):])["jobs"]}
+    assert set(got) == set(jobs)
+    for j in jobs:
+        assert (got[j]["state"], got[j]["elapsed_s"]) == (want_jobs[j][2], float(want_jobs[j][3]))
