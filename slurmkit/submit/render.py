@@ -23,6 +23,8 @@ from slurmkit.submit.templates import Template, TemplateError, templates_dir
 #: sharing a node, below Linux's ephemeral range (net.ipv4.ip_local_port_range 32768-60999, where
 #: another connection's local port could already hold it) and clear of Slurm's 6817-6819.
 PORT_BASE, PORT_SPAN = 12000, 20000
+#: seconds between two looks for a node's drain while the batch shell waits for one
+NODE_FAULT_STEP_S = 5
 
 #: #SBATCH options slurmkit computes itself: ``sbatch_args`` may not set them (say which flag does).
 OWN_OPTIONS = {"job-name": "--name", "partition": "--partition", "nodes": "--nodes",
@@ -459,6 +461,11 @@ def _context(req: SubmitRequest, facts: SiteFacts, template: Template, params: d
         "max_restarts": max_restarts,
         "retry_switches": _retry_switches(opts, facts),
         "node_fault_reasons": facts.submit.node_fault_reasons,
+        # the wait for a drain after a failure without evidence (profile submit.node_fault_wait_s):
+        # a look every NODE_FAULT_STEP_S (less when the wait is shorter), as many as fit in it
+        "node_fault_wait_s": facts.submit.node_fault_wait_s,
+        "node_fault_wait_step_s": _wait_step(facts.submit.node_fault_wait_s),
+        "node_fault_wait_checks": facts.submit.node_fault_wait_s // _wait_step(facts.submit.node_fault_wait_s),
         "container": _container(params, facts),
         "srun_opts": _srun_options(req.srun_opts),
         "setup": _shell_commands(req.setup, "--setup"),
@@ -470,6 +477,11 @@ def _context(req: SubmitRequest, facts: SiteFacts, template: Template, params: d
         ctx["array_env"] = [[f"export SLURMKIT_PARAM_{_env_name(k)}={shell_quote(str(v))}" for k, v in s.items()]
                             for s in params["sets"]]
     return ctx
+
+
+def _wait_step(wait_s: int) -> int:
+    """Seconds between two looks for a drain in a wait of ``wait_s`` seconds (>= 1)."""
+    return max(1, min(NODE_FAULT_STEP_S, wait_s))
 
 
 def _sbatch_arg(arg: str) -> tuple[str, str | None]:
