@@ -205,11 +205,14 @@ def _too_early(name: str, warning_s: int, limit_s: int | None, asked_s: int) -> 
     if earliest >= HANDLER_START_S:
         return ""
     need = timelimit.slurm_limit(asked_s + SLURM_SIGNAL_EARLY_S + HANDLER_START_S)
+    # the longest warning that leaves the handler its time under this limit; under 1 s (0 turns
+    # checkpointing off) no warning helps, and only a longer -t is advised
+    fits = limit_s - SLURM_SIGNAL_EARLY_S - HANDLER_START_S
     return (f"--checkpoint-signal {name}: with the time limit Slurm applies ({timelimit.hms(limit_s)}) and a "
             f"{warning_s} s warning, SIG{name} may come {max(earliest, 0)} s after the job starts (Slurm may "
             f"signal up to {SLURM_SIGNAL_EARLY_S} s early): a program that has not installed its handler by then "
-            f"ends and is requeued from scratch, up to max_restarts times; give -t {timelimit.hms(need)} or more, "
-            f"or a shorter --preempt-warning")
+            f"ends and is requeued from scratch, up to max_restarts times; give -t {timelimit.hms(need)} or more"
+            + (f", or --preempt-warning {fits} or less" if fits >= 1 else ""))
 
 
 def _checkpoint(req: SubmitRequest, facts: SiteFacts, template: Template) -> Checkpoint:
