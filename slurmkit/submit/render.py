@@ -471,6 +471,8 @@ def _context(req: SubmitRequest, facts: SiteFacts, template: Template, params: d
         "node_fault_wait_checks": facts.submit.node_fault_wait_s // _wait_step(facts.submit.node_fault_wait_s),
         "container": _container(params, facts),
         "srun_opts": _srun_options(req.srun_opts),
+        # srun --label (-l) puts "<task>: " before each line of the tasks' output, their logs included
+        "srun_label": any(str(o) in ("--label", "-l") for o in req.srun_opts),
         "setup": _shell_commands(req.setup, "--setup"),
         "teardown": _shell_commands(req.teardown, "--teardown"),
         "p": params,
