@@ -6,6 +6,7 @@ Slurm itself runs the shims written by ``install`` (they skip click for speed); 
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -167,8 +168,11 @@ def _apply(plan, path: Path, installing: bool, dirs=()) -> list[str]:
                    "too); 0 leaves it unset.")
 @click.option("--resume-after", default=DEFAULTS["resume_after"], show_default=True,
               help="Clean health checks before resuming.")
+@click.option("--python", "python", default=None, metavar="PATH",
+              help="The interpreter the shims run (default: the one running install). It must import slurmkit; "
+                   "every user must be able to run it (the mid-run retry's Xid query runs it as the job's user).")
 def install_cmd(slurm_conf, dry_run, chain, configless, replace, site, mode, state_dir, spool_dir, textfile_dir, snapshots,
-                interval, timeout, resume_after):
+                interval, timeout, resume_after, python):
     """Add the hooks to slurm.conf without overwriting site values (see slurmkit/hooks/install.py)."""
     from slurmkit.hooks import install as inst
     from slurmkit.hooks.config import render
@@ -193,11 +197,15 @@ def install_cmd(slurm_conf, dry_run, chain, configless, replace, site, mode, sta
     text = render(path, gres_conf=path.parent / "gres.conf", profile=profile, mode=mode, state_dir=state_dir,
                   spool_dir=spool_dir, textfile_dir=textfile_dir, resume_after=resume_after,
                   snapshots=snaps, slurm_bin_dir=str(Path(scontrol).parent) if scontrol else None)
-    spec = inst.InstallSpec(python=sys.executable, config=text, interval_s=interval, timeout_s=timeout or None,
+    # the shims' interpreter: its path as given (a venv's python is a link: not resolved), checked
+    # to import slurmkit's hooks, and what it reads checked for every user
+    py = sys.executable if python is None else os.path.abspath(python)
+    imports = inst.hooks_imports() if python is None else inst.interpreter_imports(py)
+    spec = inst.InstallSpec(python=py, config=text, interval_s=interval, timeout_s=timeout or None,
                             replace=replace, chain=chain, configless=configless, deadline_s=deadline_s,
                             resume_after=resume_after)
     plan = inst.plan_install(tree, spec)
-    plan.notes.extend(inst.interpreter_warnings(spec.python, inst.hooks_imports()))  # spec.python: this one
+    plan.notes.extend(inst.interpreter_warnings(spec.python, imports))
     if _show(plan, "nothing to change: the hooks are already installed", dry_run, notes=True):
         return
     backups = _apply(plan, path, True, dirs=((state_dir, 0o700), (spool_dir, 0o700), (textfile_dir, 0o777)))

@@ -57,6 +57,8 @@ def run_submit(req, *, remote, ssh_config, sync_dir, remote_dir, no_sync, exclud
         click.echo(rs.explain_remote(rp), nl=False)
         return
     if dry_run:
+        for text in rp.plan.warnings:
+            click.echo(f"slurmkit: warning: {text}", err=True)
         click.echo(render.render(rp.plan), nl=False)
         return
     click.echo(rs.run_remote(rp, test_only=test_only))

@@ -127,23 +127,31 @@ def cli(template, command, dry_run, explain, wait_, remote, ssh_config, sync_dir
     if explain:
         click.echo(api.explain(template, command, **kw), nl=False)
     elif dry_run:
-        click.echo(api.render_script(template, command, **kw), nl=False)
+        click.echo(_warning_lines(api.render_script, template, command, **kw), nl=False)
     else:
-        import warnings
-
-        from slurmkit.errors import SlurmkitWarning
-
-        with warnings.catch_warnings(record=True) as said:
-            warnings.simplefilter("always", SlurmkitWarning)
-            result = api.submit(template, command, **kw)
-        for w in said:
-            if issubclass(w.category, SlurmkitWarning):
-                click.echo(f"slurmkit: warning: {w.message}", err=True)
-            else:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        result = _warning_lines(api.submit, template, command, **kw)
         click.echo(result if test_only else result.id)
         if wait_ and not test_only:
             _wait_visibly(result)
+
+
+def _warning_lines(call, *args, **kw):
+    """``call(*args, **kw)``'s result; the :class:`~slurmkit.errors.SlurmkitWarning` it raised
+    go to stderr as ``slurmkit: warning: ...`` lines (submit and --dry-run say the same),
+    other warnings on as Python's."""
+    import warnings
+
+    from slurmkit.errors import SlurmkitWarning
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", SlurmkitWarning)
+        result = call(*args, **kw)
+    for w in said:
+        if issubclass(w.category, SlurmkitWarning):
+            click.echo(f"slurmkit: warning: {w.message}", err=True)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return result
 
 
 def _wait_visibly(job) -> None:

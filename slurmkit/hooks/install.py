@@ -42,6 +42,7 @@ import hashlib
 import json
 import os
 import stat
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -505,6 +506,26 @@ def hooks_imports() -> list[tuple[str, str, int]]:
     return out
 
 
+#: run by another interpreter: its own hooks_imports(), as JSON
+_IMPORTS_OF = "import json; from slurmkit.hooks.install import hooks_imports; print(json.dumps(hooks_imports()))"
+
+
+def interpreter_imports(python: str) -> list[tuple[str, str, int]]:
+    """:func:`hooks_imports` as the interpreter ``python`` (``hooks install --python``) gives it,
+    run as ``python -I -c`` (as the shims run it: no user site, no PYTHONPATH). Raises
+    :class:`InstallError` naming ``python`` when it cannot be run or cannot import slurmkit's
+    hooks (every shim would then fail on every node). Runs a process (60 s at most)."""
+    try:
+        r = subprocess.run([python, "-I", "-c", _IMPORTS_OF], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InstallError(python, None, f"--python: cannot run it ({getattr(exc, 'strerror', None) or exc})") from None
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
+        raise InstallError(python, None, f"--python: it cannot import slurmkit's hooks ({last}): install slurmkit "
+                                         "into that interpreter, or give one that has it")
+    return [(what, path, int(need)) for what, path, need in json.loads(r.stdout)]
+
+
 def interpreter_warnings(python: str, imports=()) -> list[str]:
     """The warning (a one-line list, empty when all is well) when the hooks' interpreter
     ``python`` or what it imports (``imports``: ``(what, path, need)`` as :func:`hooks_imports`
@@ -527,8 +548,8 @@ def interpreter_warnings(python: str, imports=()) -> list[str]:
             "prolog, epilog and health check run as root and are not affected, but the mid-run retry's Xid "
             "query runs it as the job's user and would answer 'unknown' on every node, so only Slurm's own "
             "evidence of a node fault would count; install slurmkit where every user can run and read it (the "
-            "system Python, or a venv under /opt made by root with umask 022) and run install with that "
-            "interpreter"]
+            "system Python, or a venv under /opt made by root with umask 022) and give that interpreter to "
+            "install: --python PATH"]
 
 
 def plan_install(tree: list, spec: InstallSpec) -> Plan:

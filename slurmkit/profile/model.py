@@ -373,7 +373,11 @@ class Submit:
     ``node_fault_reasons`` (prefixes of a node's drain/down reason, ``scontrol show node``
     ``Reason=``, that make a rank's mid-run failure that node's, so the job is requeued without
     it; default slurmkit's health check's ``slurmkit:``; e.g. ``["slurmkit:", "NHC:"]`` where
-    LBNL NHC drains nodes)."""
+    LBNL NHC drains nodes), ``node_fault_wait_s`` (seconds, 0..3600: how long a job whose
+    ranks failed with no node evidence keeps looking, every 5 s, for Slurm's drain evidence
+    alone, since a health check on HealthCheckInterval or NHC drains minutes later; 0 = look
+    once, right after the ranks fail; every such failure, the program's own included, then ends
+    that much later)."""
 
     container: bool = False
     switch_wait: str = "5:00"
@@ -383,6 +387,7 @@ class Submit:
     checkpoint_signal: str = ""
     retry_switch_wait: str = ""
     node_fault_reasons: tuple[str, ...] = ("slurmkit:",)
+    node_fault_wait_s: int = 0
 
 
 @dataclass(frozen=True)

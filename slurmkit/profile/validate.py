@@ -589,7 +589,7 @@ def _bounded(c: _Ctx, t: dict, key: str, name: str, maximum: int) -> int | None:
 def _submit(c: _Ctx, t: dict) -> Submit:
     k = "submit"
     c.known(t, k, ("container", "switch_wait", "rendezvous_interface", "cpus_per_gpu", "max_restarts",
-                   "checkpoint_signal", "retry_switch_wait", "node_fault_reasons"))
+                   "checkpoint_signal", "retry_switch_wait", "node_fault_reasons", "node_fault_wait_s"))
     reasons = c.str_list(t, k, "node_fault_reasons") if "node_fault_reasons" in t else \
         _default(Submit, "node_fault_reasons")
     for r in reasons:
@@ -602,7 +602,8 @@ def _submit(c: _Ctx, t: dict) -> Submit:
                   max_restarts=c.get(t, k, "max_restarts", int, _default(Submit, "max_restarts"), minimum=0),
                   checkpoint_signal=c.get(t, k, "checkpoint_signal", str, _default(Submit, "checkpoint_signal")),
                   retry_switch_wait=c.get(t, k, "retry_switch_wait", str, _default(Submit, "retry_switch_wait")),
-                  node_fault_reasons=tuple(reasons))
+                  node_fault_reasons=tuple(reasons),
+                  node_fault_wait_s=_bounded(c, t, k, "node_fault_wait_s", 3600) or 0)
 
 
 def _health(c: _Ctx, t: dict) -> Health:

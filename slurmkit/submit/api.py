@@ -85,8 +85,13 @@ def plan(template: str, command=(), *, backend=None, env: dict | None = None, pr
 
 def render_script(template: str, command=(), **kw) -> str:
     """The sbatch script :func:`submit` would send (same keywords), without submitting: what
-    ``slurmkit submit --dry-run`` prints."""
-    return _render.render(plan(template, command, **kw))
+    ``slurmkit submit --dry-run`` prints. Warns as :func:`submit` does
+    (:class:`~slurmkit.errors.SlurmkitWarning`: a checkpoint signal that may come before the
+    program's handler)."""
+    p = plan(template, command, **kw)
+    for text in p.warnings:
+        warnings.warn(text, SlurmkitWarning, stacklevel=2)
+    return _render.render(p)
 
 
 def explain(template: str, command=(), **kw) -> str:

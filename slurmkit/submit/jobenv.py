@@ -69,30 +69,60 @@ def _var_ref(text: str, i: int, fail) -> tuple[str | None, int]:
     return None, i + 1
 
 
-def parse_env_line(line: str, where: str) -> EnvLine | None:
-    """One line of an env file read as bash reads a simple assignment: ``[export ]NAME=VALUE``
-    where VALUE is a shell word: single quotes keep everything literal (``'$HOME'`` stays
-    ``$HOME``), double quotes and unquoted text expand ``$NAME`` / ``${NAME}`` on the node
-    (``\\`` escapes ``$ ` " \\`` inside double quotes, any character outside), the quotes
-    themselves are removed, and an unquoted ``#`` after whitespace starts a comment. None for a
-    blank or comment line. Raises :class:`UsageError` naming ``where`` (``file:line``) and what
-    was expected for anything else: unquoted whitespace inside the value (a second word: a
-    command in bash), an unterminated quote (values span one line), command substitution,
+def parse_env_line(line: str, where: str) -> list[EnvLine]:
+    """One line of an env file read as bash reads simple assignments: ``[export ]NAME=VALUE
+    [NAME=VALUE ...]`` (several on one line, as ``export FI_EFA_USE_HUGE_PAGE=0 NCCL_DEBUG=INFO``
+    in public sbatch scripts, in order) where each VALUE is a shell word: single quotes keep
+    everything literal (``'$HOME'`` stays ``$HOME``), double quotes and unquoted text expand
+    ``$NAME`` / ``${NAME}`` on the node (``\\`` escapes ``$ ` " \\`` inside double quotes, any
+    character outside), the quotes themselves are removed, and an unquoted ``#`` after
+    whitespace starts a comment. ``[]`` for a blank or comment line; else ``[EnvLine]`` (line
+    0: :func:`parse_env_file` numbers them). Raises :class:`UsageError` naming ``where``
+    (``file:line``) and what was expected for anything else: a word after a value that is not
+    an assignment (a command in bash), on an ``export`` line a value reading a name assigned
+    earlier on that line (bash expands the whole line first, so it would read the name's
+    previous value), an unterminated quote (values span one line), command substitution,
     ``${X:-def}`` forms, special parameters, unquoted ``; & | < > ( )``, a leading unquoted ``~``."""
     s = line.strip()
     if not s or s.startswith("#"):
-        return None
+        return []
 
     def fail(expected: str):
         raise UsageError(f"{where} {line.strip()!r}", "expected NAME=VALUE as a shell assignment; not handled: "
                          + expected)
 
-    if s.startswith("export") and s[6:7] in (" ", "\t"):
+    exported = s.startswith("export") and s[6:7] in (" ", "\t")
+    if exported:
         s = s[6:].lstrip()
-    m = _NAME.match(s)
+    out: list[EnvLine] = []
+    i = 0
+    while True:
+        got, i = _assignment(s, i, where, line, fail, out[-1].name if out else None)
+        if exported:
+            early = {a.name for a in out}
+            read = [n for n, is_var in got.parts if is_var and n in early]
+            if read:
+                fail(f"${read[0]} after {read[0]}= on the same export line (bash expands the whole line "
+                     f"before it assigns, so it reads {read[0]}'s earlier value): put {got.name}=... on a "
+                     "line of its own")
+        out.append(got)
+        rest = s[i:].lstrip()
+        if not rest or rest.startswith("#"):
+            return out
+        i = len(s) - len(rest)
+
+
+def _assignment(s: str, i: int, where: str, line: str, fail, prev: str | None) -> tuple[EnvLine, int]:
+    """The assignment ``NAME=WORD`` at ``s[i]`` (see :func:`parse_env_line`; ``prev``: the name
+    assigned before it on the line, if any) -> (it, the index after its word: the end, or
+    unquoted whitespace)."""
+    m = _NAME.match(s, i)
     if not m or not s.startswith("=", m.end()):
-        raise UsageError(f"{where} {line.strip()!r}", "expected NAME=VALUE with NAME a shell variable name "
-                         "(letters, digits, _; not starting with a digit), optionally after export")
+        if prev is None:
+            raise UsageError(f"{where} {line.strip()!r}", "expected NAME=VALUE with NAME a shell variable name "
+                             "(letters, digits, _; not starting with a digit), optionally after export")
+        fail(f"unquoted whitespace before {s[i:]!r} (quote the value: {prev}=\"...\"; a word that is not "
+             "NAME=VALUE is a command to bash)")
     name, text, i = m.group(0), s, m.end() + 1
     parts: list[tuple[str, bool]] = []
     lit: list[str] = []
@@ -111,9 +141,6 @@ def parse_env_line(line: str, where: str) -> EnvLine | None:
     while i < len(text):
         c = text[i]
         if c in " \t":
-            rest = text[i:].lstrip()
-            if rest and not rest.startswith("#"):
-                fail(f"unquoted whitespace before {rest!r} (quote the value: {name}=\"...\")")
             break
         if c == "'":
             end = text.find("'", i + 1)
@@ -157,17 +184,13 @@ def parse_env_line(line: str, where: str) -> EnvLine | None:
             lit.append(c)
             i += 1
     flush()
-    return EnvLine(name, tuple(parts), 0)
+    return EnvLine(name, tuple(parts), 0), i
 
 
 def parse_env_file(text: str, path: str) -> list[EnvLine]:
-    """An env file's assignments, one a line, each read as bash reads it
+    """An env file's assignments (one or more a line), read as bash reads them
     (:func:`parse_env_line`; blank lines and ``#`` comments skipped) -> ``[EnvLine]`` in file
     order, with their line numbers. Raises :class:`UsageError` naming ``path:line`` and what was
     expected for a line it does not handle."""
-    out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        got = parse_env_line(line, f"{path}:{n}")
-        if got is not None:
-            out.append(got._replace(line=n))
-    return out
+    return [a._replace(line=n) for n, line in enumerate(text.splitlines(), 1)
+            for a in parse_env_line(line, f"{path}:{n}")]

@@ -23,6 +23,8 @@ from slurmkit.submit.templates import Template, TemplateError, templates_dir
 #: sharing a node, below Linux's ephemeral range (net.ipv4.ip_local_port_range 32768-60999, where
 #: another connection's local port could already hold it) and clear of Slurm's 6817-6819.
 PORT_BASE, PORT_SPAN = 12000, 20000
+#: seconds between two looks for a node's drain while the batch shell waits for one
+NODE_FAULT_STEP_S = 5
 
 #: #SBATCH options slurmkit computes itself: ``sbatch_args`` may not set them (say which flag does).
 OWN_OPTIONS = {"job-name": "--name", "partition": "--partition", "nodes": "--nodes",
@@ -203,11 +205,14 @@ def _too_early(name: str, warning_s: int, limit_s: int | None, asked_s: int) -> 
     if earliest >= HANDLER_START_S:
         return ""
     need = timelimit.slurm_limit(asked_s + SLURM_SIGNAL_EARLY_S + HANDLER_START_S)
+    # the longest warning that leaves the handler its time under this limit; under 1 s (0 turns
+    # checkpointing off) no warning helps, and only a longer -t is advised
+    fits = limit_s - SLURM_SIGNAL_EARLY_S - HANDLER_START_S
     return (f"--checkpoint-signal {name}: with the time limit Slurm applies ({timelimit.hms(limit_s)}) and a "
             f"{warning_s} s warning, SIG{name} may come {max(earliest, 0)} s after the job starts (Slurm may "
             f"signal up to {SLURM_SIGNAL_EARLY_S} s early): a program that has not installed its handler by then "
-            f"ends and is requeued from scratch, up to max_restarts times; give -t {timelimit.hms(need)} or more, "
-            f"or a shorter --preempt-warning")
+            f"ends and is requeued from scratch, up to max_restarts times; give -t {timelimit.hms(need)} or more"
+            + (f", or --preempt-warning {fits} or less" if fits >= 1 else ""))
 
 
 def _checkpoint(req: SubmitRequest, facts: SiteFacts, template: Template) -> Checkpoint:
@@ -459,8 +464,15 @@ def _context(req: SubmitRequest, facts: SiteFacts, template: Template, params: d
         "max_restarts": max_restarts,
         "retry_switches": _retry_switches(opts, facts),
         "node_fault_reasons": facts.submit.node_fault_reasons,
+        # the wait for a drain after a failure without evidence (profile submit.node_fault_wait_s):
+        # a look every NODE_FAULT_STEP_S (less when the wait is shorter), as many as fit in it
+        "node_fault_wait_s": facts.submit.node_fault_wait_s,
+        "node_fault_wait_step_s": _wait_step(facts.submit.node_fault_wait_s),
+        "node_fault_wait_checks": facts.submit.node_fault_wait_s // _wait_step(facts.submit.node_fault_wait_s),
         "container": _container(params, facts),
         "srun_opts": _srun_options(req.srun_opts),
+        # srun --label (-l) puts "<task>: " before each line of the tasks' output, their logs included
+        "srun_label": any(str(o) in ("--label", "-l") for o in req.srun_opts),
         "setup": _shell_commands(req.setup, "--setup"),
         "teardown": _shell_commands(req.teardown, "--teardown"),
         "p": params,
@@ -470,6 +482,11 @@ def _context(req: SubmitRequest, facts: SiteFacts, template: Template, params: d
         ctx["array_env"] = [[f"export SLURMKIT_PARAM_{_env_name(k)}={shell_quote(str(v))}" for k, v in s.items()]
                             for s in params["sets"]]
     return ctx
+
+
+def _wait_step(wait_s: int) -> int:
+    """Seconds between two looks for a drain in a wait of ``wait_s`` seconds (>= 1)."""
+    return max(1, min(NODE_FAULT_STEP_S, wait_s))
 
 
 def _sbatch_arg(arg: str) -> tuple[str, str | None]:

@@ -431,3 +431,35 @@ def test_cli_install_warns_of_an_interpreter_other_users_cannot_run(tmp_path, op
     assert w.startswith(f"warning: the hooks' interpreter {py} cannot be run by every user (the interpreter: "
                         f"{locked} is mode 0700") and "would answer 'unknown'" in w
     assert r.output.endswith("dry run: nothing written\n") and not (path.parent / "prolog.d").exists()
+
+
+def test_cli_install_writes_the_interpreter_given_with_python(tmp_path, open_dir, node_python, monkeypatch):
+    """``hooks install --python PATH``: the shims run PATH (as given: a venv's python is a link,
+    kept), what it reads is checked (a venv every user can run: no warning, though install
+    itself runs with a locked one); one that cannot import slurmkit is refused, named."""
+    from click.testing import CliRunner
+
+    from slurmkit.cli import cli as cli_main
+
+    locked = open_dir / "root"
+    locked.mkdir(mode=0o700)
+    locked.chmod(0o700)
+    py, _ = _venv_like(locked / "venv")
+    monkeypatch.setattr(sys, "executable", str(py))  # install itself runs with a locked interpreter
+    path = _site(tmp_path)
+    args = ["hooks", "install", "--slurm-conf", str(path), "--state-dir", str(tmp_path / "st")]
+    r = CliRunner().invoke(cli_main, [*args, "--dry-run"])
+    (w,) = [line for line in r.output.splitlines() if line.startswith("warning: the hooks' interpreter")]
+    assert w.endswith("give that interpreter to install: --python PATH")
+    r = CliRunner().invoke(cli_main, [*args, "--python", str(node_python)])
+    assert r.exit_code == 0, r.output
+    assert "warning: the hooks' interpreter" not in r.output
+    shim = (path.parent / inst.HEALTHCHECK_SHIM).read_text()
+    assert f"py='{node_python}'" in shim and str(py) not in shim
+    (tmp_path / "bare").mkdir()
+    bare = tmp_path / "bare" / "python"
+    bare.symlink_to("/usr/bin/python3")  # no slurmkit there
+    r = CliRunner().invoke(cli_main, ["hooks", "install", "--slurm-conf", str(path), "--dry-run",
+                                      "--python", str(bare)])
+    assert r.exit_code == 2 and f"{bare}: --python: it cannot import slurmkit's hooks (ModuleNotFoundError: " \
+        "No module named 'slurmkit')" in r.output, r.output

@@ -20,6 +20,9 @@ def test_env_file_lines_are_read_with_their_line_numbers():
     assert [(a.name, a.value, a.line) for a in jobenv.parse_env_file(text, "job.env")] == [
         ("FI_PROVIDER", "efa", 3), ("LD_LIBRARY_PATH", "/opt/amazon/efa/lib:${LD_LIBRARY_PATH}", 4),
         ("EMPTY", "", 5), ("Q", "x", 6)]
+    assert [(a.name, a.value, a.line) for a in jobenv.parse_env_file(
+        "\nexport FI_EFA_USE_HUGE_PAGE=0 NCCL_DEBUG=INFO  # EFA\n", "job.env")] == [
+        ("FI_EFA_USE_HUGE_PAGE", "0", 2), ("NCCL_DEBUG", "INFO", 2)]
     with pytest.raises(UsageError, match=r"job.env:2 '1X=2': expected NAME=VALUE"):
         jobenv.parse_env_file("A=1\n1X=2\n", "job.env")
     with pytest.raises(UsageError, match=r"--env 'NOEQUALS'"):
@@ -34,7 +37,7 @@ def exports_of(text: str) -> str:
 
 
 @pytest.mark.parametrize("name", ["awsome-fsdp-llama3_1_8b.env", "torchtitan-multinode_trainer.env",
-                                  "quoting-edited.env"])
+                                  "quoting-edited.env", "several-per-line.env"])
 def test_env_file_values_are_what_bash_gives_sourcing_the_same_lines(name):
     """Real env blocks (tests/submit/envfiles/README.md): every variable the script exports has
     the value bash itself gives it sourcing those lines (quotes removed, trailing comments
@@ -54,6 +57,11 @@ def test_env_file_values_are_what_bash_gives_sourcing_the_same_lines(name):
         assert got["FOO"] == "single quoted $HOME" and got["FI_PROVIDER"] == "efa"
         assert got["BAR"] == 'double quoted /home/u, "escaped" $HOME' and got["CUDA_LAUNCH_BLOCKING"] == "0"
         assert got["LD_LIBRARY_PATH"] == "/opt/amazon/efa/lib:/site/lib" and got["HASH"] == "a#b"
+    elif name == "several-per-line.env":
+        assert got["FI_EFA_USE_HUGE_PAGE"] == "0" and got["NCCL_DEBUG"] == "INFO" and got["NCCL_P2P_LEVEL"] == "5"
+        assert got["OMPI_MCA_btl"] == "self,vader,tcp" and got["OMP_NUM_THREADS"] == "8"
+        assert got["LD_LIBRARY_PATH"] == "/opt/amazon/efa/lib:/site/lib"
+        assert got["NCCL_DEBUG_FILE"] == "/tmp/nccl-5.%p.log"
     elif name.startswith("torchtitan"):
         assert got["FI_PROVIDER"] == "efa" and got["NCCL_SOCKET_IFNAME"] == "eth0,en,eth,em,bond"
         assert got["LD_LIBRARY_PATH"] == "/usr/local/lib/:/opt/amazon/efa/lib:/site/lib"
@@ -77,6 +85,11 @@ def test_env_file_explain_shows_the_parsed_values():
     ("FROM_FILE=yes $SLURM_JOB_ID", r"unquoted whitespace before '\$SLURM_JOB_ID' \(quote the value"),
     ("Q=\"open", r"an unterminated \""),
     ("A=1;B=2", r"an unquoted ';'"),
+    # several assignments a line are read (several-per-line.env), but not a command after them
+    ("export FI_EFA_USE_HUGE_PAGE=0 NCCL_DEBUG=INFO python", r"unquoted whitespace before 'python' \(quote the "
+     r"value: NCCL_DEBUG=\"\.\.\.\""),
+    # bash expands an export line whole before assigning: B would get A's earlier value
+    ("export A=2 B=$A", r"\$A after A= on the same export line .*put B=\.\.\. on a line of its own"),
 ])
 def test_env_file_lines_bash_would_read_otherwise_are_refused_with_file_and_line(line, expected):
     with pytest.raises(UsageError, match=r"job.env:2 .*expected NAME=VALUE as a shell assignment; not handled: "

@@ -93,12 +93,12 @@ def test_deepspeed_refuses_gpu_ids_its_include_cannot_take(tmp_path):
 
 # -- bad nodes from srun's own messages ---------------------------------------------------------------
 
-def step_failures(tmp_path, template, err_lines, logs=(), nodelist="n[1-4]", per_node="2", started=()):
+def step_failures(tmp_path, template, err_lines, logs=(), nodelist="n[1-4]", per_node="2", started=(), **kw):
     """Run ``slurmkit_step_failures`` of ``template``'s rendered script over srun messages
     (formats: Slurm 22.05 src/api/step_launch.c "task %u launch failed: %s", "Task launch for %ps
     failed on node %s: %m"; src/plugins/launch/slurm/launch_slurm.c "%s: %s %s: Exited with exit
-    code %d"); returns {node: why} of the badnode records."""
-    text = render.render(plan_for(template, nodes=2))
+    code %d"); returns {node: why} of the badnode records. ``kw``: more request fields."""
+    text = render.render(plan_for(template, nodes=2, **kw))
     body = function(text, "slurmkit_badnode") + function(text, "slurmkit_step_failures")
     call = re.search(r"slurmkit_step_failures \"[^\n]*", function(text, "slurmkit_payload")).group(0)
     err = tmp_path / f"srun-{template}.err"
@@ -130,6 +130,16 @@ def test_srun_messages_name_the_nodes_that_could_not_start_the_program(tmp_path)
         "n2": "could not start python3 there (exit status 127: not found, or a library it needs is missing): "
               "x: error while loading shared libraries: libcuda.so.1",
         "n3": "could not start python3 there (exit status 126: found but not executable)"}
+
+
+def test_the_quoted_task_line_is_without_sruns_label(tmp_path):
+    """--srun-opt=--label: srun puts "<task>: " before each line of a task's output (the second
+    trial's "1: x: error while loading ..."); the reason quotes the line without it."""
+    got = step_failures(tmp_path, "srun", ["srun: error: n2: tasks 2-3: Exited with exit code 127"],
+                        logs=[("rank-2-restart0.out", "2: x: error while loading shared libraries: libcuda.so.1\n")],
+                        srun_opts=("--label",))
+    assert got == {"n2": "could not start python3 there (exit status 127: not found, or a library it needs is "
+                         "missing): x: error while loading shared libraries: libcuda.so.1"}
 
 
 @pytest.mark.skipif(shutil.which("scontrol") is None, reason="needs Slurm's scontrol (show hostnames)")
@@ -195,7 +205,7 @@ def test_a_retry_without_a_bad_node_drops_or_shortens_switches(wait, value, says
 
 # -- torchrun: a lost rendezvous store after start is not the node's fault ---------------------------
 
-def run_torchrun_agent(tmp_path, joined):
+def run_torchrun_agent(tmp_path, joined, head="n1"):
     """The rendered torchrun script's agent wrapper (SLURMKIT_TORCHRUN) as node n2, with torch's
     real exception types, where torchrun's ``main`` raises what n2's agent raised in the trial
     when n1's torchrun (holding the c10d store) had exited: RendezvousConnectionError. ``joined``:
@@ -211,7 +221,7 @@ def run_torchrun_agent(tmp_path, joined):
             "    raise RendezvousConnectionError('The connection to the C10d store has failed.')\n"
             "run.main = main\n")
     env = {**os.environ, "SLURMD_NODENAME": "n2", "SLURMKIT_RESTART_COUNT": "0",
-           "SLURMKIT_LOG_DIR": str(tmp_path), "MASTER_ADDR": "127.0.1.1"}
+           "SLURMKIT_LOG_DIR": str(tmp_path), "MASTER_ADDR": "127.0.1.1", "SLURMKIT_HEAD_NODE": head}
     proc = subprocess.run([sys.executable, "-c", stub + wrapper], env=env, capture_output=True, text=True,
                           timeout=120)
     records = {p.name: p.read_text().strip() for p in tmp_path.glob("*-n2-restart0") if not p.name.startswith("joined")}
@@ -224,6 +234,17 @@ def test_torchrun_store_lost_after_the_ranks_started_blames_no_node(tmp_path):
     assert "badnode-n2-restart0" not in records and "started-n2-restart0" in records
     assert ("slurmkit: n2: the rendezvous at 127.0.1.1 ended after the ranks started "
             "(RendezvousConnectionError: the torchrun holding the store on the first node has exited)") in proc.stderr
+
+
+def test_torchrun_store_lost_on_the_first_node_itself_says_it_was_its_own(tmp_path):
+    """The same error on the node whose own torchrun held the store (the second trial's
+    message named "the first node" to the first node itself)."""
+    proc, records = run_torchrun_agent(tmp_path, joined=True, head="n2")
+    assert proc.returncode == 1 and "badnode-n2-restart0" not in records
+    assert proc.stderr.splitlines()[-1] == (
+        "slurmkit: n2: this node holds the rendezvous at 127.0.1.1: its own torchrun held the store, which ended "
+        "with the ranks here (RendezvousConnectionError): a consequence of a rank ending, not evidence against "
+        "this node")
 
 
 def test_torchrun_that_cannot_join_before_start_blames_its_node(tmp_path):

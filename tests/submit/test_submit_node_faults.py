@@ -20,10 +20,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from slurmkit.hooks import config as hconfig
 from slurmkit.hooks import install as inst
 from slurmkit.hooks import nodestate
-from slurmkit.submit import render
+from slurmkit.submit import render, site, templates
 
 from test_submit_launchers import function, plan_for
 
@@ -152,3 +154,107 @@ def test_an_unprivileged_jobs_query_records_a_lost_gpu_by_nvml(tmp_path, fake_nv
                                    "GPU1 0000:3b:00.0: gpu_lost: GPU fell off the bus (GPU_IS_LOST)"}
     finally:
         shutil.rmtree(open_dir, ignore_errors=True)
+
+
+# -- after the ranks failed: a drain that comes later, and a failure without evidence -----------
+
+#: Slurm's commands for slurmkit_finish: no hooks (HealthCheckProgram unset, as Slurm 22.05's
+#: `show config` prints it), n2 running until the health check's run drains it on the Nth look
+#: (DRAIN_AT; Slurm 22.05's `show node -o` State/Reason, the reason as the hooks' health check
+#: words an Xid 79: an edit of a real node line's fields, as the sandbox shows them), the job's
+#: `show job` fields; requeue and update succeed and are recorded.
+FINISH_SCONTROL = """#!/bin/bash
+echo "$@" >> "$CALLS"
+case "$1 $2" in
+  "show config") echo "HealthCheckProgram      = (null)" ;;
+  "show hostnames")
+    case "$3" in
+      "n[1-4]") echo n1; echo n2; echo n3; echo n4 ;;
+      "n[1-2]") echo n1; echo n2 ;;
+      *) tr , '\\n' <<< "$3" ;;
+    esac ;;
+  "show node")
+    looks=$(grep -c "^show node -o $4" "$CALLS")
+    if [ "$4" = n2 ] && [ -n "${DRAIN_AT:-}" ] && [ "$looks" -ge "$DRAIN_AT" ]; then
+      echo "NodeName=n2 Arch=x86_64 CoresPerSocket=1 State=MIXED+DRAIN ThreadsPerCore=1 Reason=slurmkit: xid 79 GPU0 0000:19:00.0: fell off the bus [root@2026-12-02T10:00:00]"
+    else
+      echo "NodeName=$4 Arch=x86_64 CoresPerSocket=1 State=MIXED ThreadsPerCore=1"
+    fi ;;
+  "show job") printf 'JobId=55 ExcNodeList=(null) ReqNodeList=(null) Partition=gpu NumNodes=2-2\\n' ;;
+  "show partition") echo "PartitionName=gpu Nodes=n[1-4]" ;;
+  "requeue "*|"update "*) ;;
+esac
+"""
+FINISH_FUNCTIONS = ("slurmkit_drain_evidence", "slurmkit_room", "slurmkit_hook_xids", "slurmkit_drain_scan",
+                    "slurmkit_any_badnode", "slurmkit_node_faults", "slurmkit_drain_wait", "slurmkit_finish")
+
+
+def _finish(tmp_path, wait_s, drain_at=None, rc=1):
+    """Run the rendered srun script's slurmkit_finish RC with the profile's
+    submit.node_fault_wait_s = WAIT_S; ``sleep`` is a stand-in that records its argument.
+    Returns (exit status, stderr lines, scontrol calls, sleeps)."""
+    from slurmkit.profile import load_profile
+
+    logs = tmp_path / "logs"
+    logs.mkdir(exist_ok=True)
+    _bin(tmp_path, "scontrol", FINISH_SCONTROL)
+    _bin(tmp_path, "sleep", '#!/bin/bash\necho "$1" >> "$SLEEPS"\n')
+    facts = site.site_facts(load_profile("sandbox", overrides=({"submit": {"node_fault_wait_s": wait_s}},)))
+    script = render.render(render.plan(render.SubmitRequest(template="srun", command=("python3", "train.py"), nodes=2),
+                                       facts, templates.get("srun")))
+    text = "".join(function(script, f) for f in FINISH_FUNCTIONS if f"\n{f}() {{" in script)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "CALLS": str(tmp_path / "calls"),
+           "SLEEPS": str(tmp_path / "sleeps"), "SLURMKIT_LOG_DIR": str(logs), "SLURMKIT_RESTART_COUNT": "0",
+           "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_ID": "55", **({"DRAIN_AT": str(drain_at)} if drain_at else {})}
+    r = subprocess.run(["bash", "-c", f"set -euo pipefail\n{text}slurmkit_finish {rc}"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    read = lambda p: p.read_text().splitlines() if p.exists() else []  # noqa: E731
+    return r.returncode, r.stderr.splitlines(), read(tmp_path / "calls"), read(tmp_path / "sleeps")
+
+
+NO_EVIDENCE = ("slurmkit: no node evidence for this failure (looked at: drains with reasons slurmkit:{}, srun "
+               "node-failure messages, no hooks' Xid query (HealthCheckProgram is (null), not slurmkit's hooks)): "
+               "the program's failure; not retried")
+
+
+def test_without_a_wait_the_drain_evidence_is_looked_at_once_and_its_absence_said(tmp_path):
+    rc, err, calls, sleeps = _finish(tmp_path, 0, drain_at=2)
+    assert rc == 1 and sleeps == [] and err == [NO_EVIDENCE.format("")]
+    assert [c for c in calls if c.startswith("show node")] == ["show node -o n1", "show node -o n2"]
+
+
+def test_a_drain_that_lands_during_the_wait_requeues_without_the_node(tmp_path):
+    """The health check drains n2 on the third look, 10 s into a 60 s wait: the job is
+    requeued without n2 then, not after the whole wait."""
+    rc, err, calls, sleeps = _finish(tmp_path, 60, drain_at=3)
+    assert rc == 0 and sleeps == ["5", "5"], err
+    assert err == [
+        "slurmkit: no node evidence yet; waiting up to 60 s for a drain (profile submit.node_fault_wait_s)",
+        "slurmkit: node n2 failed: drained during the job by slurmkit's health check (State=MIXED+DRAIN): "
+        "slurmkit: xid 79 GPU0 0000:19:00.0: fell off the bus",
+        "slurmkit: requeued without n2 (ExcNodeList=n2), restart 1 of at most 3",
+        "slurmkit: the retry drops --switches=1@5:00: it may start on any free nodes"]
+    assert "requeue 55" in calls and "update JobId=55 ExcNodeList=n2" in calls
+    # only Slurm's drain evidence is looked at again: one config query (the hooks') in all
+    assert calls.count("show config") == 1
+
+
+def test_a_wait_without_a_drain_is_bounded_and_ends_with_the_programs_status(tmp_path):
+    rc, err, calls, sleeps = _finish(tmp_path, 12, rc=3)
+    assert rc == 3 and sleeps == ["5", "5"]  # 12 s: two looks 5 s apart fit in it
+    assert err == ["slurmkit: no node evidence yet; waiting up to 12 s for a drain (profile submit.node_fault_wait_s)",
+                   NO_EVIDENCE.format(" for 12 s")]
+    assert "requeue 55" not in calls
+    (tmp_path / "short").mkdir()
+    rc, err, calls, sleeps = _finish(tmp_path / "short", 3)  # shorter than a step: one look after it
+    assert rc == 1 and sleeps == ["3"], err
+
+
+def test_node_fault_wait_is_a_bounded_profile_setting():
+    from slurmkit.profile import ProfileError, load_profile
+
+    assert load_profile("sandbox").submit.node_fault_wait_s == 0
+    assert load_profile("sandbox", overrides=({"submit": {"node_fault_wait_s": 300}},)).submit.node_fault_wait_s == 300
+    for bad in (-1, 3601, "60"):
+        with pytest.raises(ProfileError, match="submit.node_fault_wait_s"):
+            load_profile("sandbox", overrides=({"submit": {"node_fault_wait_s": bad}},))

@@ -424,11 +424,25 @@ def test_a_signal_that_may_come_before_the_handler_is_said(time, warning, earlie
     said = (f"--checkpoint-signal USR1: with the time limit Slurm applies ({timelimit.hms(timelimit.slurm_limit(timelimit.parse_seconds(time)))}) "
             f"and a {warning} s warning, SIGUSR1 may come {earliest} s after the job starts (Slurm may signal up to "
             "60 s early): a program that has not installed its handler by then ends and is requeued from scratch, "
-            "up to max_restarts times; give -t 00:04:00 or more, or a shorter --preempt-warning")
+            "up to max_restarts times; give -t 00:04:00 or more" + (", or --preempt-warning 60 or less"
+                                                                     if time == "3:00" else ""))
     if earliest < 60:
         assert p.warnings == (said,) and f"# warning: {said}" in render.explain(p)
     else:
         assert p.warnings == ()
+
+
+def test_only_advice_that_helps_is_given():
+    """-t 1:00 --preempt-warning 1 (the second trial): no warning can leave the handler 60 s
+    under a 60 s limit, so only a longer -t is advised, one that keeps the 1 s warning."""
+    (said,) = plan_for("srun", time="1:00", checkpoint_signal="USR1", signal_s=1).warnings
+    assert said.endswith("SIGUSR1 may come 0 s after the job starts (Slurm may signal up to 60 s early): a program "
+                         "that has not installed its handler by then ends and is requeued from scratch, up to "
+                         "max_restarts times; give -t 00:03:00 or more")
+    # under 3:00 a 60 s warning leaves the handler its 60 s: advised, and it indeed warns nothing
+    assert plan_for("srun", time="3:00", checkpoint_signal="USR1").warnings[0].endswith(
+        "or --preempt-warning 60 or less")
+    assert plan_for("srun", time="3:00", checkpoint_signal="USR1", signal_s=60).warnings == ()
 
 
 def test_a_long_enough_limit_or_no_signal_warns_nothing():
@@ -458,6 +472,14 @@ def test_submit_warns_through_pythons_warnings_and_the_cli_on_stderr(monkeypatch
     assert res.stdout == "41\n"
     assert res.stderr.startswith("slurmkit: warning: --checkpoint-signal USR1: with the time limit Slurm applies "
                                  "(00:01:00) and a 30 s warning, SIGUSR1 may come 0 s after the job starts")
+    # --dry-run says it too (the second trial: it did not), the script alone on stdout
+    dry = CliRunner().invoke(submit_cli, ["single-gpu", "-t", "1:00", "--checkpoint-signal", "USR1", "--dry-run",
+                                          "python3", "t.py"])
+    assert dry.exit_code == 0 and dry.stdout.startswith("#!/bin/bash"), dry.output
+    assert dry.stderr.startswith("slurmkit: warning: --checkpoint-signal USR1: with the time limit Slurm applies "
+                                 "(00:01:00) and a 30 s warning, SIGUSR1 may come 0 s after the job starts")
+    with pytest.warns(SlurmkitWarning, match="SIGUSR1 may come 0 s"):
+        api.render_script("single-gpu", ["python3", "t.py"], time="1:00", checkpoint_signal="USR1")
 
 
 def test_node_fault_reasons_come_from_the_profile_default_slurmkits_own():

@@ -425,18 +425,27 @@ def test_a_rank_dying_mid_run_is_retried_only_with_node_evidence(sandbox, backen
         # the first failing rank's status (n2's 3), not srun's own (the highest of its tasks':
         # n1's rank, ended by --kill-on-bad-exit, 143)
         assert "Restarts=0" in info and "ExitCode=3:0" in info, info
+        (said,) = [line for line in out.splitlines() if line.startswith("slurmkit: no node evidence")]
+        assert said.startswith("slurmkit: no node evidence for this failure (looked at: drains with reasons "
+                               "slurmkit:, srun node-failure messages, ") and said.endswith(
+            "): the program's failure; not retried"), out[-3000:]
         status = subprocess.run([sys.executable, "-m", "slurmkit", "status", job.id], capture_output=True,
                                 text=True, env={**os.environ, **sandbox.env()}, timeout=60)
         assert "FAILED" in status.stdout and "exit=3:0 (exit 3)" in status.stdout, status.stdout + status.stderr
 
 
-def drained_mid_run(sandbox, job, tmp_path, node, reason, timeout=240):
+def drained_mid_run(sandbox, job, tmp_path, node, reason, timeout=240, after=None):
     """Once the job's ranks started on n1 and n2, drain ``node`` with ``reason`` (as a health
     check would), let the ranks die (the ``die`` file) and wait for the job to end; ``node`` is
-    resumed after. Returns (its final state, its output)."""
+    resumed after. ``after`` ((what, predicate)): the ranks die first and the drain comes once
+    the predicate holds (a health check draining after the crash). Returns (its final state,
+    its output)."""
     wait_until(lambda: (tmp_path / "start-n1-0").exists() and (tmp_path / "start-n2-0").exists(), 180,
                what="first start", hint=lambda: scontrol_job(sandbox, job.id).replace("\n", " ")[:1500])
     try:
+        if after:
+            (tmp_path / "die").write_text("")
+            wait_until(after[1], 120, what=after[0])
         run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"], env=sandbox.env())
         (tmp_path / "die").write_text("")
         state = job.wait(timeout=timeout, poll_s=1)
@@ -531,6 +540,31 @@ def test_a_site_health_checks_drain_reason_counts_where_the_profile_names_it(san
                                        "(State=") and said[0].endswith(
         f"; profile submit.node_fault_reasons: NHC:): {reason}"), out[-3000:]
     assert "slurmkit: requeued without n2 (ExcNodeList=n3,n2), restart 1 of at most 3" in out
+
+
+def test_a_drain_after_the_crash_is_waited_for_where_the_profile_says(sandbox, backend, tmp_path):
+    """The second trial: a health check drains the node minutes after the rank crashed, when the
+    batch shell has looked already. With submit.node_fault_wait_s = 90 it says it waits, n2 is
+    drained (slurmkit: reason) while it waits, and the job is requeued without n2."""
+    site = tmp_path / "site.toml"
+    text = sandbox.profile_path.read_text()
+    site.write_text(text.replace("\n[submit]\n", "\n[submit]\nnode_fault_wait_s = 90\n", 1))
+    job = api.submit("srun", [sys.executable, "-c", MIDRUN, str(tmp_path)], site=str(site), backend=backend,
+                     chdir=str(tmp_path), output=str(tmp_path / "job-%j.out"), nodes=2, gpus_per_node=1,
+                     time="5:00", switches=False, exclude="n3")
+    out_file = tmp_path / f"job-{job.id}.out"
+    waiting = ("slurmkit: no node evidence yet; waiting up to 90 s for a drain (profile "
+               "submit.node_fault_wait_s)")
+    reason = "slurmkit: xid 79 GPU0 0000:19:00.0: fell off the bus"
+    state, out = drained_mid_run(sandbox, job, tmp_path, "n2", reason, after=(
+        "the batch shell waiting for a drain", lambda: out_file.exists() and waiting in out_file.read_text(errors="replace")))
+    assert state == "COMPLETED", out[-3000:]
+    lines = out.splitlines()
+    failed = next(i for i, line in enumerate(lines) if line.startswith("slurmkit: node n2 failed: drained during the "
+                                                                       "job by slurmkit's health check"))
+    assert lines.index(waiting) < failed and lines[failed].endswith(f"): {reason}"), out[-3000:]
+    assert "slurmkit: requeued without n2 (ExcNodeList=n3,n2), restart 1 of at most 3" in out
+    assert "no node evidence for this failure" not in out and (tmp_path / "start-n1-1").exists()
 
 
 @pytest.fixture
