@@ -132,9 +132,16 @@ def _assignment(s: str, i: int, where: str, line: str, fail, prev: str | None) -
             parts.append(("".join(lit), False))
             lit.clear()
 
-    def var(n: str):
-        flush()
-        parts.append((n, True))
+    def dollar(at: int) -> int:
+        """``$NAME`` / ``${NAME}`` at ``text[at]`` (as bash expands it, on the node), or a lone
+        ``$``: recorded; returns the index after it."""
+        n, after = _var_ref(text, at, fail)
+        if n:
+            flush()
+            parts.append((n, True))
+        else:
+            lit.append("$")
+        return after
 
     if text.startswith("~", i):
         fail("a leading unquoted ~ (bash would put your home directory there: write $HOME)")
@@ -161,9 +168,7 @@ def _assignment(s: str, i: int, where: str, line: str, fail, prev: str | None) -
                     lit.append(text[i + 1])
                     i += 2
                 elif c == "$":
-                    n, i2 = _var_ref(text, i, fail)
-                    var(n) if n else lit.append("$")
-                    i = i2
+                    i = dollar(i)
                 elif c == "`":
                     fail("`...` (slurmkit does not run commands from an env file: write the value itself)")
                 else:
@@ -175,9 +180,7 @@ def _assignment(s: str, i: int, where: str, line: str, fail, prev: str | None) -
             lit.append(text[i + 1])
             i += 2
         elif c == "$":
-            n, i2 = _var_ref(text, i, fail)
-            var(n) if n else lit.append("$")
-            i = i2
+            i = dollar(i)
         elif c in _META:
             fail(f"an unquoted {c!r} (quote the value: {name}=\"...\")")
         else:

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from sacct_time import seconds
 from click.testing import CliRunner
 
 from slurmkit.cli import cli
@@ -135,13 +136,6 @@ def test_table_and_csv_say_unknown():
     assert rows[0]["energy_source"] == "none" and rows[0]["energy_kwh"] == "unknown"
 
 
-def _seconds(text: str) -> float:
-    """sacct's [D-][HH:]MM:SS[.mmm] as seconds (an independent parser)."""
-    days, _, rest = text.rpartition("-")
-    parts = [float(p) for p in rest.split(":")]
-    while len(parts) < 3:
-        parts.insert(0, 0.0)
-    return int(days or 0) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
 
 
 def _mib(text: str) -> float:
@@ -165,14 +159,14 @@ def test_habrok_against_an_independent_computation(corpus):
     for r in allocs:
         g = got[r["JobID"]]
         assert g["user"] == r["User"] and g["state"] == r["State"].split()[0]
-        el = _seconds(r["Elapsed"])
+        el = seconds(r["Elapsed"])
         if r["State"] != "PENDING":
             assert g["elapsed_s"] == el
         if r["Timelimit"] and el > 0:
-            assert g["time_eff"] == pytest.approx(el / _seconds(r["Timelimit"]), abs=5e-7)
+            assert g["time_eff"] == pytest.approx(el / seconds(r["Timelimit"]), abs=5e-7)
         elif g["time_eff"] is None:   # never started (pending, or cancelled before it started)
             assert el == 0 and (r["Start"] in ("None", "Unknown") or r["Start"] == r["End"]), r["JobID"]
-        cpu = _seconds(r["TotalCPU"])
+        cpu = seconds(r["TotalCPU"])
         if cpu > 0 and el > 0:
             assert g["cpu_eff"] == pytest.approx(cpu / (el * int(r["NCPUs"])), abs=5e-7), r["JobID"]
             checked["cpu"] += 1

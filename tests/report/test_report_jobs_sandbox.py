@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from sacct_time import seconds
 from click.testing import CliRunner
 
 from slurmkit.waiting import wait_until
@@ -15,13 +16,6 @@ from slurmkit.waiting import wait_until
 pytestmark = pytest.mark.slurm
 
 
-def _seconds(text: str) -> float:
-    """sacct's TotalCPU ``[D-][HH:]MM:SS[.mmm]`` as seconds (parsed here, not by slurmkit)."""
-    days, _, rest = text.rpartition("-")
-    parts = [float(p) for p in rest.split(":")]
-    while len(parts) < 3:
-        parts.insert(0, 0.0)
-    return int(days or 0) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
 
 
 def _sacct(run, jid):
@@ -51,7 +45,7 @@ def test_report_jobs_live_matches_sacct(slurm_env):
         rows = {j: _sacct(run, j) for j in jobs}
         done = all(r and r[0] in ("COMPLETED", "FAILED") for r in rows.values())
         # TotalCPU reaches slurmdbd with the job's end record
-        return rows if done and _seconds(rows[busy][3]) > 0 else None
+        return rows if done and seconds(rows[busy][3]) > 0 else None
 
     want = wait_until(finished, 240, 2.0, "the jobs to finish and reach slurmdbd")
     res = CliRunner().invoke(cli, ["report", "jobs", "--format", "json", *jobs], catch_exceptions=False)
@@ -67,7 +61,7 @@ def test_report_jobs_live_matches_sacct(slurm_env):
         assert r["ncpus"] == float(ncpus)
         if float(elapsed) > 0:
             # TotalCPU printed to the millisecond; the CPU-seconds figure to the microsecond
-            assert r["cpu_eff"] == pytest.approx(_seconds(total_cpu) / (float(elapsed) * float(ncpus)), abs=1e-3)
+            assert r["cpu_eff"] == pytest.approx(seconds(total_cpu) / (float(elapsed) * float(ncpus)), abs=1e-3)
         assert r["gpus"] == 0 and r["gpu_util_pct"] is None   # no GPU asked: no utilization to know
     assert got[bad]["state"] == "FAILED"
     # a spinning CPU (whatever share of it a loaded host gives) against a sleep
