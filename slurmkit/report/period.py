@@ -53,6 +53,7 @@ import pandas as pd
 
 from slurmkit.accounting.frame import GPU_SOURCES
 from slurmkit.errors import InputError
+from slurmkit.report.jobs import SIZE_DURATION_BUCKETS, SIZE_GPU_BUCKETS, size_table
 from slurmkit.report.usage import GPU_BUCKETS, WASTE_STATES
 from slurmkit.report.weekly import NEVER_STARTED_LINE, REQUEUED_LINE, UNKNOWN_WHY, WAIT_BIN_LABELS, WAIT_BINS
 from slurmkit.report.window import Window, WindowError, iso_z, parse_when
@@ -287,7 +288,8 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float) -
            state IN ({waste}) AS waste_state,
            CASE WHEN ran AND start >= ws AND start < we AND coalesce(eligible, submit) IS NOT NULL
                 THEN greatest(start - coalesce(eligible, submit), 0) END AS wait0,
-           CASE WHEN ceil(coalesce(req_gpus, gpus, 0)) <= 0 THEN '0' {bucket} ELSE '9+' END AS gpu_bucket"""
+           CASE WHEN ceil(coalesce(req_gpus, gpus, 0)) <= 0 THEN '0' {bucket} ELSE '9+' END AS gpu_bucket,
+           {_size_cells()}"""
     rows = f"""
     WITH b AS (SELECT * FROM b {{only}}), base AS (
         SELECT b.*,
@@ -318,6 +320,8 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float) -
     ), v AS (
         SELECT *,
                coalesce(CASE WHEN elapsed_s IS NOT NULL AND "end" IS NOT NULL THEN elapsed_s ELSE full_s END,
+                        full_s, 0) AS run_s,
+               coalesce(CASE WHEN elapsed_s IS NOT NULL AND "end" IS NOT NULL THEN elapsed_s ELSE full_s END,
                         full_s, 0)
                * coalesce(CASE WHEN full_s > 0 THEN overlap / full_s ELSE 0 END, 0) AS in_window_s,
                ran AND "end" IS NULL AS provisional
@@ -342,6 +346,40 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float) -
         SELECT {derived} FROM (
             SELECT {cols}, false AS requeued, true AS last_run, true AS wait_first FROM ({rows.replace("{only}", "")}) WHERE NOT multi)
         UNION ALL SELECT * EXCLUDE (has_run) FROM m""")
+
+
+def _size_cells() -> str:
+    """SQL of the job-size cell of a row (:func:`slurmkit.report.jobs.job_sizes`' buckets):
+    ``sg`` the row of :data:`~slurmkit.report.jobs.SIZE_GPU_BUCKETS` of ceil(GPUs) (inclusive
+    bounds; one past the last when the GPU count is unknown), ``sd`` the column of
+    :data:`~slurmkit.report.jobs.SIZE_DURATION_BUCKETS` of ``run_s`` (``[lo, hi)``; below 0
+    in the first)."""
+    g = " ".join(f"WHEN ceil(gpus) >= {lo} " + (f"AND ceil(gpus) <= {hi} " if math.isfinite(hi) else "") + f"THEN {i}"
+                 for i, (lo, hi, _) in enumerate(SIZE_GPU_BUCKETS))
+    d = " ".join(f"WHEN run_s >= {lo} " + (f"AND run_s < {hi} " if math.isfinite(hi) else "") + f"THEN {j}"
+                 for j, (lo, hi, _) in enumerate(SIZE_DURATION_BUCKETS))
+    return (f"CASE WHEN gpus IS NULL THEN {len(SIZE_GPU_BUCKETS)} {g} END AS sg, "
+            f"CASE {d} ELSE 0 END AS sd")
+
+
+def _job_sizes(con, per: dict) -> None:
+    """Each window's ``job_sizes`` from table ``fine``: per cell, the jobs whose last run in
+    the window is in it (``last_run``: a job with one row is its own last run) and the runs'
+    GPU-hours inside the window, as :func:`slurmkit.report.jobs.job_sizes` counts them."""
+    ng, nd = len(SIZE_GPU_BUCKETS), len(SIZE_DURATION_BUCKETS)
+    cells = {}
+    for wid, sg, sd, jobs, gh in con.execute("""
+            SELECT wid, sg, sd, coalesce(sum(nrows) FILTER (WHERE last_run), 0)::BIGINT, coalesce(sum(gh), 0)
+            FROM fine WHERE run GROUP BY wid, sg, sd""").fetchall():
+        cells.setdefault(wid, []).append((int(sg), int(sd), int(jobs), float(gh)))
+    for wid, cs in cells.items():
+        unknown = any(sg == ng for sg, *_ in cs)
+        jm = [[0] * nd for _ in range(ng + unknown)]
+        hm = [[0.0] * nd for _ in range(ng + unknown)]
+        for sg, sd, jobs, gh in cs:
+            jm[sg][sd] += jobs
+            hm[sg][sd] += gh
+        per[wid]["job_sizes"] = size_table(jm, hm, unknown)
 
 
 def _num(x):
@@ -380,9 +418,10 @@ def _aggregate(con, per: dict) -> None:
     con.execute(f"""CREATE TEMP TABLE fine AS
         SELECT wid, "user", account, partition, qos, gpu_type, state, run, never, multi, requeued, last_run,
                provisional, coalesce(gpus > 0, false) AS gp, coalesce(gpu_source = '{REQUESTED}', false) AS req_src,
-               gpus IS NULL AS gpus_null, ncpus IS NULL AS ncpus_null, eligible IS NOT NULL AS elig,
+               gpus IS NULL AS gpus_null, ncpus IS NULL AS ncpus_null, eligible IS NOT NULL AS elig, sg, sd,
                count(*) AS nrows, sum(gpu_hours) AS gh, sum(cpu_hours) AS ch, sum(waste) AS wh, sum(prov) AS ph
         FROM rw WHERE run OR never GROUP BY ALL""")
+    _job_sizes(con, per)
 
     def n(cond):
         return f"coalesce(sum(nrows) FILTER (WHERE {cond}), 0)::BIGINT"
@@ -516,7 +555,9 @@ def _empty_window() -> dict:
                        "gpu_hours_from_request": 0.0, "allocation_rows_gpus_unknown": 0},
             "unknown": {}, **{k: [] for k, _ in GROUPS}, "outcomes": [],
             "queue_wait": {"all": {"n": 0, **{k: None for k, _ in _QUANTILES}}, "by_partition_gpus": [],
-                           "from": "Submit", "bins": list(WAIT_BIN_LABELS), "histogram": [0] * len(WAIT_BIN_LABELS)}}
+                           "from": "Submit", "bins": list(WAIT_BIN_LABELS), "histogram": [0] * len(WAIT_BIN_LABELS)},
+            "job_sizes": size_table([0] * (len(SIZE_GPU_BUCKETS) * len(SIZE_DURATION_BUCKETS)),
+                                    [0.0] * (len(SIZE_GPU_BUCKETS) * len(SIZE_DURATION_BUCKETS)), False)}
 
 
 def period_report(store_root, period: Period, clusters=None, now=None,
