@@ -684,13 +684,16 @@ def _tables(report: dict) -> dict[str, list[dict]]:
                               **s["queue_wait"]["all"]} for c, p, s in parts] + \
                             [{"cluster": c, "part": p, **{k: v for k, v in q.items() if k != "histogram"}}
                              for c, p, s in parts for q in s["queue_wait"]["by_partition_gpus"]]
+    # (as the weekly report's job_sizes.csv: one row per cell)
+    out["job_sizes.csv"] = [{"cluster": c, "part": p, **cell} for c, p, s in parts
+                            for cell in s.get("job_sizes", {}).get("cells", [])]
     return out
 
 
 def render_markdown(report: dict) -> str:
     """The period report as Markdown: totals per part (and per cluster with several), then the
     period's tables. An unknown figure reads "unknown", with why below the totals."""
-    from slurmkit.report.render import fmt
+    from slurmkit.report.render import _md_job_sizes, fmt
 
     def f(x):
         return "unknown" if x is None else fmt(x)
@@ -721,6 +724,8 @@ def render_markdown(report: dict) -> str:
     lines += ["", "## Queue wait", "", f"{qa['n']} jobs started in the period (wait from "
               f"{report['queue_wait']['from']}); p50 {fmt(qa['p50_s'])} s, "
               f"p95 {fmt(qa['p95_s'])} s, longest {fmt(qa['max_s'])} s.", ""]
+    # the weekly report's section, over the period (each part's in job_sizes.csv)
+    lines += _md_job_sizes(report)
     return "\n".join(lines) + "\n"
 
 

@@ -200,6 +200,14 @@ def test_cli_period_writes_json_csv_markdown(store, tmp_path):
     assert tot["gpu_hours"].iloc[0] == pytest.approx(rep["totals"]["gpu_hours"])
     acc = pd.read_csv(out / "by_account.csv")
     assert set(acc["part"]) == {"(period)", "2026-W40", "2026-W41", "2026-W42"}
+    # job sizes: one row per cell and part, as in period.json
+    js = pd.read_csv(out / "job_sizes.csv")
+    assert list(js.columns) == ["cluster", "part", "gpus", "duration", "jobs", "gpu_hours"]
+    w41 = js[js["part"] == "2026-W41"]
+    assert w41["jobs"].sum() == rep["breakdown"][1]["totals"]["jobs"]
+    assert w41["gpu_hours"].sum() == pytest.approx(rep["breakdown"][1]["totals"]["gpu_hours"])
+    md = (out / "period.md").read_text()
+    assert "## Job sizes (GPUs x duration)" in md and "| GPUs by duration | <1h | 1-4h |" in md
     md = (out / "period.md").read_text()
     assert "| **period** |" in md and "## By account" in md
     bad = CliRunner().invoke(cli, ["report", "period", "--month", "2026-13", "--store", str(root)])
