@@ -370,7 +370,7 @@ def _job_sizes(con, per: dict) -> None:
     cells = {}
     for wid, sg, sd, jobs, gh in con.execute("""
             SELECT wid, sg, sd, coalesce(sum(nrows) FILTER (WHERE last_run), 0)::BIGINT, coalesce(sum(gh), 0)
-            FROM fine WHERE run GROUP BY wid, sg, sd""").fetchall():
+            FROM fine WHERE run AND dim = 'size' GROUP BY wid, sg, sd""").fetchall():
         cells.setdefault(wid, []).append((int(sg), int(sd), int(jobs), float(gh)))
     for wid, cs in cells.items():
         unknown = any(sg == ng for sg, *_ in cs)
@@ -415,12 +415,21 @@ def _aggregate(con, per: dict) -> None:
     # GPU type, outcome line, cancelled-before-start state, GPUs > 0), a few hundred thousand
     # rows at most; every table is a roll-up of it (sums and counts add up; the jobs with one
     # row in the store are counted as rows, the others from ``m`` below)
+    # (one scan of ``rw``, one small hash table per dimension: grouping by all the dimensions
+    # together gives nearly a group per row when users, accounts and states are independent)
+    flags = ("wid, run, never, multi, requeued, last_run, provisional, gp, req_src, gpus_null, ncpus_null, elig")
+    dims = {"user": '"user"', "account": "account", "partition": "partition", "qos": "qos",
+            "gpu_type": "gpu_type", "state": "state", "size": "sg, sd"}
+    which = " ".join(f"WHEN GROUPING({c.split(',')[0]}) = 0 THEN '{d}'" for d, c in dims.items())
     con.execute(f"""CREATE TEMP TABLE fine AS
-        SELECT wid, "user", account, partition, qos, gpu_type, state, run, never, multi, requeued, last_run,
-               provisional, coalesce(gpus > 0, false) AS gp, coalesce(gpu_source = '{REQUESTED}', false) AS req_src,
-               gpus IS NULL AS gpus_null, ncpus IS NULL AS ncpus_null, eligible IS NOT NULL AS elig, sg, sd,
+        SELECT {flags}, "user", account, partition, qos, gpu_type, state, sg, sd, CASE {which} END AS dim,
                count(*) AS nrows, sum(gpu_hours) AS gh, sum(cpu_hours) AS ch, sum(waste) AS wh, sum(prov) AS ph
-        FROM rw WHERE run OR never GROUP BY ALL""")
+        FROM (SELECT wid, "user", account, partition, qos, gpu_type, state, run, never, multi, requeued, last_run,
+                     provisional, coalesce(gpus > 0, false) AS gp, coalesce(gpu_source = '{REQUESTED}', false) AS req_src,
+                     gpus IS NULL AS gpus_null, ncpus IS NULL AS ncpus_null, eligible IS NOT NULL AS elig, sg, sd,
+                     gpu_hours, cpu_hours, waste, prov
+              FROM rw WHERE run OR never)
+        GROUP BY GROUPING SETS ({", ".join(f"({flags}, {c})" for c in dims.values())})""")
     _job_sizes(con, per)
 
     def n(cond):
@@ -432,13 +441,21 @@ def _aggregate(con, per: dict) -> None:
            sum(gh) FILTER (WHERE {cond}) AS gpu_hours{sfx}, sum(ch) FILTER (WHERE {cond}) AS cpu_hours{sfx},
            sum(wh) FILTER (WHERE {cond}) AS wasted{sfx}, sum(ph) FILTER (WHERE {cond}) AS prov{sfx}""")
     # (a sum over groups all of whose figures are unknown stays unknown: SQL's sum of NULLs)
-    a = _fetch(con, f"""{head}, {", ".join(aggs)},
+    figures = f"""{", ".join(aggs)},
         {n("run AND NOT multi AND provisional")} AS provisional_jobs, {n("run AND requeued")} AS requeued_attempts,
         {n("run AND last_run")} AS last_runs, {n("run AND NOT gpus_null")} AS gpus_known,
         {n("run AND NOT ncpus_null")} AS ncpus_known, sum(gh) FILTER (WHERE run AND req_src) AS gpu_hours_from_request,
         {n("run AND gpus_null")} AS allocation_rows_gpus_unknown, coalesce(bool_or(elig) FILTER (WHERE run), false) AS elig,
-        {n("never AND NOT multi")} AS never_rows
-        {src.format(table="fine")} GROUP BY GROUPING SETS ({sets})""")
+        {n("never AND NOT multi")} AS never_rows"""
+    # each grouping set from its dimension's rows of ``fine`` (the whole window, the outcome
+    # lines and the cancelled-before-start states from the state rows)
+    selects = []
+    for by, dim in [(None, "state")] + [(c, c) for _, c in GROUPS] + [("line", "state"), ("nstate", "state")]:
+        picked = ", ".join(f'"{c}"' if c == by else f'NULL::VARCHAR AS "{c}"' for c in cols)
+        is_ = ", ".join(f'{str(c == by).lower()} AS "is_{c}"' for c in cols)
+        selects.append(f"""SELECT wid, {picked}, {is_}, {figures}
+            {src.format(table=f"fine WHERE dim = '{dim}'")} GROUP BY wid{f', "{by}"' if by else ""}""")
+    a = _fetch(con, "\nUNION ALL\n".join(selects))
     # the jobs with several rows, by identity, in the same groups
     m = _fetch(con, f"""{head},
            count(DISTINCT jid) FILTER (WHERE run) AS jobs, count(DISTINCT jid) FILTER (WHERE run AND gpus > 0) AS jobs_g,
