@@ -49,13 +49,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from slurmkit.accounting.frame import GPU_SOURCES
 from slurmkit.errors import InputError
 from slurmkit.report.jobs import SIZE_DURATION_BUCKETS, SIZE_GPU_BUCKETS, size_table
 from slurmkit.report.usage import GPU_BUCKETS, WASTE_STATES
-from slurmkit.report.weekly import NEVER_STARTED_LINE, REQUEUED_LINE, UNKNOWN_WHY, WAIT_BIN_LABELS, WAIT_BINS
+from slurmkit.report.weekly import NEVER_STARTED_LINE, REQUEUED_LINE, UNKNOWN_WHY, WAIT_BIN_LABELS, wait_histogram
 from slurmkit.report.window import Window, WindowError, iso_z, parse_when
 
 #: DuckDB's memory limit when none is given: the aggregation spills past it.
@@ -400,11 +401,12 @@ def _fetch(con, sql: str) -> pd.DataFrame:
 
 def _aggregate(con, per: dict) -> None:
     """Fill ``per`` (window id -> its section dict) from view ``rw`` (:func:`_build_rows`): the
-    definitions of :func:`slurmkit.report.weekly.build_report` over the runs. Two passes over
-    the rows: one for the totals, the five group tables, the outcomes and the jobs cancelled
-    before start (grouping sets), one for the queue-wait quantiles; the distinct jobs with
-    several rows come from table ``m`` (a job with one row in the store is one row: counted,
-    no DISTINCT over millions of rows)."""
+    definitions of :func:`slurmkit.report.weekly.build_report` over the runs. One pass over
+    the rows (table ``fine``, grouping sets: the row's flags with each dimension apart, and
+    the waits counted per value) from which the totals, the five group tables, the outcomes,
+    the jobs cancelled before start, the job sizes and the queue-wait quantiles and histogram
+    are rolled up; the distinct jobs with several rows come from table ``m`` (a job with one
+    row in the store is one row: counted, no DISTINCT over millions of rows)."""
     cols = [c for _, c in GROUPS] + ["line", "nstate"]
     sets = ", ".join(["(wid)"] + [f'(wid, "{c}")' for c in cols])
     head = f"""SELECT wid, {", ".join(f'"{c}"' for c in cols)},
@@ -417,19 +419,31 @@ def _aggregate(con, per: dict) -> None:
     # row in the store are counted as rows, the others from ``m`` below)
     # (one scan of ``rw``, one small hash table per dimension: grouping by all the dimensions
     # together gives nearly a group per row when users, accounts and states are independent)
-    flags = ("wid, run, never, multi, requeued, last_run, provisional, gp, req_src, gpus_null, ncpus_null, elig")
+    # the row's flags packed in one number with its window (``fl``: a narrow group key; every
+    # flag is true or false, never NULL, on the rows that ran or were cancelled before start)
+    flags = {"run": "run", "never": "never", "multi": "multi", "requeued": "requeued", "last_run": "last_run",
+             "provisional": "provisional", "gp": "coalesce(gpus > 0, false)",
+             "req_src": f"coalesce(gpu_source = '{REQUESTED}', false)", "gpus_null": "gpus IS NULL",
+             "ncpus_null": "ncpus IS NULL", "elig": "eligible IS NOT NULL"}
+    nb = len(flags)
+    packed = f"wid * {1 << nb} + " + " + ".join(f"CASE WHEN {e} THEN {1 << i} ELSE 0 END"
+                                                 for i, e in enumerate(flags.values()))
+    unpack = ", ".join(f"(fl & {1 << i}) <> 0 AS {k}" for i, k in enumerate(flags))
     dims = {"user": '"user"', "account": "account", "partition": "partition", "qos": "qos",
             "gpu_type": "gpu_type", "state": "state", "size": "sg, sd"}
-    which = " ".join(f"WHEN GROUPING({c.split(',')[0]}) = 0 THEN '{d}'" for d, c in dims.items())
+    # the queue wait's set first: (window, partition, GPU bucket, wait): the waits counted per
+    # value, a few hundred thousand rows where the runs are millions (quantiles below)
+    which = "WHEN GROUPING(wq) = 0 THEN 'wait' " + " ".join(
+        f"WHEN GROUPING({c.split(',')[0]}) = 0 THEN '{d}'" for d, c in dims.items())
     con.execute(f"""CREATE TEMP TABLE fine AS
-        SELECT {flags}, "user", account, partition, qos, gpu_type, state, sg, sd, CASE {which} END AS dim,
+        SELECT coalesce(wid, fl >> {nb}) AS wid, {unpack}, * EXCLUDE (wid, fl) FROM (
+        SELECT fl, wid, "user", account, partition, qos, gpu_type, state, sg, sd, gpu_bucket, wq, CASE {which} END AS dim,
                count(*) AS nrows, sum(gpu_hours) AS gh, sum(cpu_hours) AS ch, sum(waste) AS wh, sum(prov) AS ph
-        FROM (SELECT wid, "user", account, partition, qos, gpu_type, state, run, never, multi, requeued, last_run,
-                     provisional, coalesce(gpus > 0, false) AS gp, coalesce(gpu_source = '{REQUESTED}', false) AS req_src,
-                     gpus IS NULL AS gpus_null, ncpus IS NULL AS ncpus_null, eligible IS NOT NULL AS elig, sg, sd,
-                     gpu_hours, cpu_hours, waste, prov
+        FROM (SELECT {packed} AS fl, wid, "user", account, partition, qos, gpu_type, state, sg, sd,
+                     gpu_hours, cpu_hours, waste, prov, gpu_bucket, CASE WHEN run THEN wait_s END AS wq
               FROM rw WHERE run OR never)
-        GROUP BY GROUPING SETS ({", ".join(f"({flags}, {c})" for c in dims.values())})""")
+        GROUP BY GROUPING SETS ({", ".join(f"(fl, {c})" for c in dims.values())},
+                                (wid, partition, gpu_bucket, wq)))""")
     _job_sizes(con, per)
 
     def n(cond):
@@ -538,31 +552,44 @@ def _aggregate(con, per: dict) -> None:
         per[wid]["outcomes"].append({"state": NEVER_STARTED_LINE, "jobs": jobs, "attempts": n, "rows": n,
                                      "gpu_hours": 0.0, "wasted_gpu_hours": 0.0, "ran": False,
                                      "states": dict(sorted(st.items()))})
-    # queue wait: all the quantiles from one sort per group, the whole window and per
-    # partition x GPU bucket in one pass
-    qs = "quantile_cont(wait_s, [" + ", ".join(str(q) for _, q in _QUANTILES) + "]) AS q"
-    edges = WAIT_BINS[1:-1]
-    hist = "[" + ", ".join(
-        f"count(*) FILTER (WHERE wait_s >= {lo} AND wait_s < {hi})" if math.isfinite(hi)
-        else f"count(*) FILTER (WHERE wait_s >= {lo})"
-        for lo, hi in zip((0,) + edges, edges + (math.inf,))) + "]"
+    # queue wait: the quantiles and the histogram from the waits counted per value (``fine``'s
+    # wait set), the whole window and per partition x GPU bucket
     order = {label: i for i, (_, _, label) in enumerate(GPU_BUCKETS)}
-    q = _fetch(con, f"""SELECT wid, partition, gpu_bucket, GROUPING(partition) = 0 AS by_part,
-                               count(wait_s) AS n, {qs}, {hist} AS histogram
-                        FROM rw WHERE run AND wait_s IS NOT NULL
-                        GROUP BY GROUPING SETS ((wid), (wid, partition, gpu_bucket))""")
-    q["by_part"] = q["by_part"].astype(bool)
-    q = q[~q["by_part"] | q["partition"].notna()]   # (no partition: in no group, as in pandas)
-    q = q.assign(_b=q["gpu_bucket"].map(order), _p=q["partition"].astype(str)).sort_values(["wid", "by_part", "_p", "_b"])
-    for r in q.to_dict("records"):
-        d = {"n": int(r["n"]), **{k: _num(v) for (k, _), v in zip(_QUANTILES, r["q"])}}
-        qw = per[r["wid"]]["queue_wait"]
-        if not r["by_part"]:
-            qw["all"] = d
-            qw["histogram"] = [int(x) for x in r["histogram"]]
-        else:
-            qw["by_partition_gpus"].append({"partition": r["partition"], "gpu_bucket": r["gpu_bucket"], **d,
-                                            "histogram": [int(x) for x in r["histogram"]]})
+    q = _fetch(con, """SELECT wid, partition, gpu_bucket, wq, nrows FROM fine
+                       WHERE dim = 'wait' AND wq IS NOT NULL ORDER BY wid, wq""")
+    for wid, g in q.groupby("wid", sort=True):
+        qw = per[wid]["queue_wait"]
+        qw["all"] = _counted_quantiles(g["wq"].to_numpy(float), g["nrows"].to_numpy(np.int64))
+        qw["histogram"] = wait_histogram(g["wq"].to_numpy(float), g["nrows"].to_numpy(float))
+        # (no partition: in no group, as in pandas)
+        g = g[g["partition"].notna()]
+        g = g.assign(_b=g["gpu_bucket"].map(order), _p=g["partition"].astype(str))
+        for (_, _, p, b), c in g.groupby(["_p", "_b", "partition", "gpu_bucket"], sort=True):
+            v, n = c["wq"].to_numpy(float), c["nrows"].to_numpy(np.int64)
+            qw["by_partition_gpus"].append({"partition": p, "gpu_bucket": b, **_counted_quantiles(v, n),
+                                            "histogram": wait_histogram(v, n)})
+
+
+def _counted_quantiles(values, counts) -> dict:
+    """``{"n", "p50_s", ...}`` (:data:`_QUANTILES`) of the waits ``values`` (seconds, any
+    order), each ``counts`` times: linear interpolation between the ranks around q x (n - 1),
+    as pandas' ``quantile`` and DuckDB's ``quantile_cont`` over the values repeated."""
+    o = np.argsort(values, kind="stable")
+    v, cum = np.asarray(values, float)[o], np.cumsum(np.asarray(counts, np.int64)[o])
+    n = int(cum[-1]) if len(cum) else 0
+    if not n:
+        return {"n": 0, **{k: None for k, _ in _QUANTILES}}
+
+    def at(rank):
+        return v[np.searchsorted(cum, rank, side="right")]
+
+    out = {"n": n}
+    for k, q in _QUANTILES:
+        h = q * (n - 1)
+        lo = math.floor(h)
+        a, b = at(lo), at(min(lo + 1, n - 1))
+        out[k] = _num(a + (b - a) * (h - lo))
+    return out
 
 
 def _empty_window() -> dict:
