@@ -233,7 +233,7 @@ def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
                              FROM read_parquet('{_q(path)}')""")
     con.execute("CREATE TEMP VIEW raw AS\n" + "\nUNION ALL\n".join(parts))
     # one read of the files: every stored row, ``home`` when its times all lie in its file's day
-    con.execute("""CREATE TEMP TABLE b0 AS SELECT *,
+    con.execute("""CREATE TEMP TABLE b0 AS SELECT *, TRY_CAST(key_id AS BIGINT) AS kn,
         "end" IS NOT NULL AND least(submit, eligible, start, "end") >= fday
             AND greatest(submit, eligible, start, "end") < fday + 86400 AS home
         FROM raw""")
@@ -253,13 +253,14 @@ def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
     # pandas path casts it), else the text
     textual = [r[0] for r in con.execute("""
         SELECT sc FROM b0 GROUP BY sc
-        HAVING count(*) FILTER (WHERE TRY_CAST(key_id AS BIGINT) IS NULL
-                                 OR TRY_CAST(key_id AS BIGINT) NOT BETWEEN 0 AND 1099511627775) > 0""").fetchall()]
+        HAVING count(*) FILTER (WHERE kn IS NULL OR kn NOT BETWEEN 0 AND 1099511627775) > 0""").fetchall()]
     text_sql = "sc IN (" + ", ".join(f"'{_q(s)}'" for s in textual) + ")" if textual else "false"
-    ident = f"""CASE WHEN {text_sql} THEN key_id ELSE CAST(TRY_CAST(key_id AS BIGINT) AS VARCHAR) END"""
+    ident = f"""CASE WHEN {text_sql} THEN key_id ELSE CAST(kn AS VARCHAR) END"""
+    # (``jh`` hashes the number itself where it is the identity: no text per row)
     con.execute(f"""CREATE TEMP VIEW b AS
-        SELECT * EXCLUDE (home), sc || chr(31) || coalesce(cluster, '') || chr(31) || ({ident}) AS jid,
-               hash(sc, coalesce(cluster, ''), {ident}) AS jh
+        SELECT * EXCLUDE (home, kn), sc || chr(31) || coalesce(cluster, '') || chr(31) || ({ident}) AS jid,
+               CASE WHEN {text_sql} THEN hash(sc, coalesce(cluster, ''), key_id)
+                    ELSE hash(sc, coalesce(cluster, ''), kn) END AS jh
         FROM b0 WHERE rowid NOT IN (SELECT rid FROM dropped)""")
 
 
