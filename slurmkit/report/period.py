@@ -264,7 +264,8 @@ def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
         FROM b0 WHERE rowid NOT IN (SELECT rid FROM dropped)""")
 
 
-def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float) -> None:
+def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
+                rollup: dict[int, tuple[int, float | None]] | None = None) -> None:
     """View ``rw``: the per (row, window) relation over view ``b`` (:func:`_load_rows`): each row once per
     window it belongs to, with the columns of :func:`slurmkit.report.usage.allocations` and
     :func:`slurmkit.report.weekly.build_report` (each rule as they state it: docs/report.md).
@@ -275,15 +276,23 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float) -
     ``wait_first``: the job's first attempt that started in the window; ``run``: started and
     not pending; ``never``: neither (cancelled before start). The rows of the jobs with several
     rows are table ``m`` (small: their flags need a window sort; ``has_run``: the job has a run
-    in the window); the others are computed again by each query over ``rw``, not stored."""
+    in the window); the others are computed again by each query over ``rw``, not stored.
+
+    ``rollup``: ``{part wid: (its period's wid, the previous part's start or None)}``: the
+    rows with one row in the store are joined to the parts only (the period is rolled up from
+    them, :func:`_aggregate`), each with ``prim``: the row is in no earlier part (counted once
+    in the period); without it every row is joined to every window it touches."""
     con.execute("CREATE TEMP TABLE multi_jobs AS SELECT jh FROM b GROUP BY jh HAVING count(*) > 1")
     con.execute("""CREATE TEMP TABLE anyelig AS
                    SELECT sc AS esc, bool_or(eligible IS NOT NULL) AS any_elig FROM b GROUP BY sc""")
-    wins = ", ".join(f"({i}, {s!r}::DOUBLE, {e!r}::DOUBLE, '{_q(sc)}')" for i, s, e, sc in windows)
+    rollup = rollup or {}
+    wins = ", ".join(f"({i}, {s!r}::DOUBLE, {e!r}::DOUBLE, '{_q(sc)}', {str(not rollup or i in rollup).lower()}, "
+                     f"{'NULL' if rollup.get(i, (0, None))[1] is None else repr(rollup[i][1])}::DOUBLE)"
+                     for i, s, e, sc in windows)
     waste = ", ".join(f"'{s}'" for s in WASTE_STATES)
     bucket = " ".join(f"WHEN ceil(coalesce(req_gpus, gpus, 0)) <= {hi} THEN '{label}'"
                       for lo, hi, label in GPU_BUCKETS if lo > 0 and math.isfinite(hi))
-    cols = f"""wid, CASE WHEN multi THEN jid END AS jid, multi, state, "user", account, partition, qos, gpu_type, gpus, ncpus, gpu_source,
+    cols = f"""wid, prim, CASE WHEN multi THEN jid END AS jid, multi, state, "user", account, partition, qos, gpu_type, gpus, ncpus, gpu_source,
            eligible, ran, waiting, provisional,
            gpus * in_window_s / 3600.0 AS gpu_hours,
            ncpus * in_window_s / 3600.0 AS cpu_hours,
@@ -305,12 +314,15 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float) -
                pending_tasks > 0 OR (state = 'PENDING' AND start IS NULL) AS waiting,
                jh IN (SELECT jh FROM multi_jobs) AS multi
         FROM b JOIN anyelig ON b.sc = anyelig.esc
-    ), win(wid, ws, we, scope) AS (VALUES {wins}
+    ), win(wid, ws, we, scope, part, pws) AS (VALUES {wins}
     ), j AS (
         SELECT b.*, w.wid, w.ws, w.we,
-               CASE WHEN ran AND stop0 < start THEN start ELSE stop0 END AS stop
+               CASE WHEN ran AND stop0 < start THEN start ELSE stop0 END AS stop,
+               w.pws IS NULL OR NOT coalesce((b.t_lo < w.ws AND b.stop0 >= w.pws)
+                                             OR (b.pending_tasks > 0 AND (b.submit IS NULL OR b.submit < w.ws)), false)
+                 AS prim
         FROM base b JOIN win w
-          ON (w.scope = '' OR w.scope = b.sc)
+          ON (w.scope = '' OR w.scope = b.sc) {{parts}}
          AND (b.t_lo IS NOT NULL OR b.pending_tasks > 0)
          AND ((b.t_lo < w.we AND b.stop0 >= w.ws)
               OR (b.pending_tasks > 0 AND (b.submit IS NULL OR b.submit < w.we)))
@@ -343,10 +355,10 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float) -
                                                               ORDER BY start DESC NULLS FIRST) = 1 AS last_run,
                    row_number() OVER (PARTITION BY wid, jid, ran AND start >= ws AND start < we
                                       ORDER BY start) = 1 AS wait_first
-            FROM ({rows.replace("{only}", "WHERE jh IN (SELECT jh FROM multi_jobs)")}) WHERE multi)""")
+            FROM ({rows.replace("{only}", "WHERE jh IN (SELECT jh FROM multi_jobs)").replace("{parts}", "")}) WHERE multi)""")
     con.execute(f"""CREATE TEMP VIEW rw AS
         SELECT {derived} FROM (
-            SELECT {cols}, false AS requeued, true AS last_run, true AS wait_first FROM ({rows.replace("{only}", "")}) WHERE NOT multi)
+            SELECT {cols}, false AS requeued, true AS last_run, true AS wait_first FROM ({rows.replace("{only}", "").replace("{parts}", "AND w.part")}) WHERE NOT multi)
         UNION ALL SELECT * EXCLUDE (has_run) FROM m""")
 
 
@@ -365,14 +377,14 @@ def _size_cells() -> str:
 
 
 def _job_sizes(con, per: dict) -> None:
-    """Each window's ``job_sizes`` from table ``fine``: per cell, the jobs whose last run in
+    """Each window's ``job_sizes`` from view ``fine_all``: per cell, the jobs whose last run in
     the window is in it (``last_run``: a job with one row is its own last run) and the runs'
     GPU-hours inside the window, as :func:`slurmkit.report.jobs.job_sizes` counts them."""
     ng, nd = len(SIZE_GPU_BUCKETS), len(SIZE_DURATION_BUCKETS)
     cells = {}
     for wid, sg, sd, jobs, gh in con.execute("""
             SELECT wid, sg, sd, coalesce(sum(nrows) FILTER (WHERE last_run), 0)::BIGINT, coalesce(sum(gh), 0)
-            FROM fine WHERE run AND dim = 'size' GROUP BY wid, sg, sd""").fetchall():
+            FROM fine_all WHERE run AND dim = 'size' GROUP BY wid, sg, sd""").fetchall():
         cells.setdefault(wid, []).append((int(sg), int(sd), int(jobs), float(gh)))
     for wid, cs in cells.items():
         unknown = any(sg == ng for sg, *_ in cs)
@@ -400,7 +412,7 @@ def _fetch(con, sql: str) -> pd.DataFrame:
     return con.execute(sql).df()
 
 
-def _aggregate(con, per: dict) -> None:
+def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | None = None) -> None:
     """Fill ``per`` (window id -> its section dict) from view ``rw`` (:func:`_build_rows`): the
     definitions of :func:`slurmkit.report.weekly.build_report` over the runs. One pass over
     the rows (table ``fine``, grouping sets: the row's flags with each dimension apart, and
@@ -422,14 +434,14 @@ def _aggregate(con, per: dict) -> None:
     # together gives nearly a group per row when users, accounts and states are independent)
     # the row's flags packed in one number with its window (``fl``: a narrow group key; every
     # flag is true or false, never NULL, on the rows that ran or were cancelled before start)
-    flags = {"run": "run", "never": "never", "multi": "multi", "requeued": "requeued", "last_run": "last_run",
+    flags = {"prim": "prim", "run": "run", "never": "never", "multi": "multi", "requeued": "requeued", "last_run": "last_run",
              "provisional": "provisional", "gp": "coalesce(gpus > 0, false)",
              "req_src": f"coalesce(gpu_source = '{REQUESTED}', false)", "gpus_null": "gpus IS NULL",
              "ncpus_null": "ncpus IS NULL", "elig": "eligible IS NOT NULL"}
     nb = len(flags)
     packed = f"wid * {1 << nb} + " + " + ".join(f"CASE WHEN {e} THEN {1 << i} ELSE 0 END"
                                                  for i, e in enumerate(flags.values()))
-    unpack = ", ".join(f"(fl & {1 << i}) <> 0 AS {k}" for i, k in enumerate(flags))
+    unpack = ", ".join(f"(fl & {1 << i}) <> 0 AS {k}" for i, k in enumerate(flags) if k != "multi")
     dims = {"user": '"user"', "account": "account", "partition": "partition", "qos": "qos",
             "gpu_type": "gpu_type", "state": "state", "size": "sg, sd"}
     # the queue wait's set first: (window, partition, GPU bucket, wait): the waits counted per
@@ -437,14 +449,24 @@ def _aggregate(con, per: dict) -> None:
     which = "WHEN GROUPING(wq) = 0 THEN 'wait' " + " ".join(
         f"WHEN GROUPING({c.split(',')[0]}) = 0 THEN '{d}'" for d, c in dims.items())
     con.execute(f"""CREATE TEMP TABLE fine AS
-        SELECT coalesce(wid, fl >> {nb}) AS wid, {unpack}, * EXCLUDE (wid, fl) FROM (
-        SELECT fl, wid, "user", account, partition, qos, gpu_type, state, sg, sd, gpu_bucket, wq, CASE {which} END AS dim,
+        SELECT coalesce(wid, fl >> {nb}) AS wid, {unpack}, * EXCLUDE (wid, fl, wmulti),
+               coalesce(wmulti, (fl & {1 << list(flags).index("multi")}) <> 0) AS multi FROM (
+        SELECT fl, wid, CASE WHEN GROUPING(wq) = 0 THEN multi END AS wmulti, "user", account, partition, qos, gpu_type, state, sg, sd, gpu_bucket, wq, CASE {which} END AS dim,
                count(*) AS nrows, sum(gpu_hours) AS gh, sum(cpu_hours) AS ch, sum(waste) AS wh, sum(prov) AS ph
-        FROM (SELECT {packed} AS fl, wid, "user", account, partition, qos, gpu_type, state, sg, sd,
+        FROM (SELECT {packed} AS fl, wid, multi, "user", account, partition, qos, gpu_type, state, sg, sd,
                      gpu_hours, cpu_hours, waste, prov, gpu_bucket, CASE WHEN run THEN wait_s END AS wq
               FROM rw WHERE run OR never)
         GROUP BY GROUPING SETS ({", ".join(f"(fl, {c})" for c in dims.values())},
-                                (wid, partition, gpu_bucket, wq)))""")
+                                (wid, multi, partition, gpu_bucket, wq)))""")
+    # the periods' rows with one row in the store: their parts' (hours add up; a row in
+    # several parts is counted in the first, ``prim``; a wait is in the part of its Start)
+    con.execute("CREATE TEMP TABLE rollup_map(wid INTEGER, pwid INTEGER)")
+    if rollup:
+        con.execute("INSERT INTO rollup_map VALUES " + ", ".join(f"({w}, {p})" for w, (p, _) in rollup.items()))
+    con.execute("""CREATE TEMP VIEW fine_all AS SELECT * FROM fine UNION ALL BY NAME
+        SELECT * REPLACE (CASE WHEN prim OR dim = 'wait' THEN nrows ELSE 0 END AS nrows)
+        FROM (SELECT f.* EXCLUDE (wid), r.pwid AS wid FROM fine f JOIN rollup_map r ON f.wid = r.wid)
+        WHERE NOT multi""")
     _job_sizes(con, per)
 
     def n(cond):
@@ -469,7 +491,7 @@ def _aggregate(con, per: dict) -> None:
         picked = ", ".join(f'"{c}"' if c == by else f'NULL::VARCHAR AS "{c}"' for c in cols)
         is_ = ", ".join(f'{str(c == by).lower()} AS "is_{c}"' for c in cols)
         selects.append(f"""SELECT wid, {picked}, {is_}, {figures}
-            {src.format(table=f"fine WHERE dim = '{dim}'")} GROUP BY wid{f', "{by}"' if by else ""}""")
+            {src.format(table=f"fine_all WHERE dim = '{dim}'")} GROUP BY wid{f', "{by}"' if by else ""}""")
     a = _fetch(con, "\nUNION ALL\n".join(selects))
     # the jobs with several rows, by identity, in the same groups
     m = _fetch(con, f"""{head},
@@ -556,8 +578,8 @@ def _aggregate(con, per: dict) -> None:
     # queue wait: the quantiles and the histogram from the waits counted per value (``fine``'s
     # wait set), the whole window and per partition x GPU bucket
     order = {label: i for i, (_, _, label) in enumerate(GPU_BUCKETS)}
-    q = _fetch(con, """SELECT wid, partition, gpu_bucket, wq, nrows FROM fine
-                       WHERE dim = 'wait' AND wq IS NOT NULL ORDER BY wid, wq""")
+    q = _fetch(con, """SELECT wid, partition, gpu_bucket, wq, sum(nrows) AS nrows FROM fine_all
+                       WHERE dim = 'wait' AND wq IS NOT NULL GROUP BY ALL ORDER BY wid, wq""")
     for wid, g in q.groupby("wid", sort=True):
         qw = per[wid]["queue_wait"]
         qw["all"] = _counted_quantiles(g["wq"].to_numpy(float), g["nrows"].to_numpy(np.int64))
@@ -662,6 +684,9 @@ def period_report(store_root, period: Period, clusters=None, now=None,
             ids[(scope, i)] = len(windows)
             windows.append((len(windows), _epoch(w.start), _epoch(w.end), scope))
     per = {wid: _empty_window() for wid, *_ in windows}
+    # each part rolls up into its period (:func:`_build_rows`): (period wid, previous part's start)
+    rollup = {ids[(scope, i + 1)]: (ids[(scope, 0)], _epoch(parts[i - 1][1].start) if i else None)
+              for scope in scopes for i in range(len(parts))}
     nfiles = sum(len(f) for f in files.values())
     if nfiles:
         import duckdb
@@ -671,11 +696,11 @@ def period_report(store_root, period: Period, clusters=None, now=None,
             if progress:
                 progress(f"reading {nfiles} day file(s) of {len(files)} cluster(s)")
             _load_rows(con, {c: f for c, f in files.items() if f})
-            _build_rows(con, windows, now_ts.timestamp())
+            _build_rows(con, windows, now_ts.timestamp(), rollup)
             if progress:
                 n = con.execute("SELECT count(*) FROM b").fetchone()[0]
                 progress(f"{n:,} allocation rows, {time.monotonic() - t0:.1f} s; aggregating")
-            _aggregate(con, per)
+            _aggregate(con, per, rollup)
         except (duckdb.IOException, duckdb.InvalidInputException) as exc:
             first = " ".join(str(exc).split())
             raise InputError(str(store_root), None, f"a store file cannot be read: {first}") from None
