@@ -314,7 +314,19 @@ def job_sizes(runs: pd.DataFrame) -> dict:
     order = runs.assign(_cell=cell).sort_values(["job_code", "start"], kind="stable", na_position="first")
     last = order.drop_duplicates("job_code", keep="last")
     jobs = np.bincount(last["_cell"].to_numpy(np.int64), minlength=ng * nd)
-    jm, hm = jobs.reshape(ng, nd), gh.reshape(ng, nd)
+    return size_table(jobs.reshape(ng, nd), gh.reshape(ng, nd), bool(unknown.any()))
+
+
+def size_table(jobs, gpu_hours, unknown: bool) -> dict:
+    """The :func:`job_sizes` dict from its two matrices (numpy or nested lists): ``jobs``
+    (distinct jobs) and ``gpu_hours`` (GPU-hours inside the window), one row per GPU bucket
+    of :data:`SIZE_GPU_BUCKETS` (plus a last ``unknown`` row when ``unknown``: some runs have
+    no GPU count; its GPU-hours are None) and one column per duration bucket of
+    :data:`SIZE_DURATION_BUCKETS`. The period report (:mod:`slurmkit.report.period`) counts
+    the cells in DuckDB and builds its table here, so both reports shape it once."""
+    labels = [b[2] for b in SIZE_GPU_BUCKETS] + ([UNKNOWN] if unknown else [])
+    ng, nd = len(labels), len(SIZE_DURATION_BUCKETS)
+    jm, hm = np.asarray(jobs, dtype=np.int64).reshape(ng, nd), np.asarray(gpu_hours, dtype=float).reshape(ng, nd)
     hours = [[None if labels[i] == UNKNOWN else round(float(hm[i, j]), 6) for j in range(nd)] for i in range(ng)]
     cells = [{"gpus": labels[i], "duration": SIZE_DURATION_BUCKETS[j][2], "jobs": int(jm[i, j]),
               "gpu_hours": hours[i][j]} for i in range(ng) for j in range(nd)]

@@ -49,12 +49,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from slurmkit.accounting.frame import GPU_SOURCES
 from slurmkit.errors import InputError
+from slurmkit.report.jobs import SIZE_DURATION_BUCKETS, SIZE_GPU_BUCKETS, size_table
 from slurmkit.report.usage import GPU_BUCKETS, WASTE_STATES
-from slurmkit.report.weekly import NEVER_STARTED_LINE, REQUEUED_LINE, UNKNOWN_WHY, WAIT_BIN_LABELS, WAIT_BINS
+from slurmkit.report.weekly import NEVER_STARTED_LINE, REQUEUED_LINE, UNKNOWN_WHY, WAIT_BIN_LABELS, wait_histogram
 from slurmkit.report.window import Window, WindowError, iso_z, parse_when
 
 #: DuckDB's memory limit when none is given: the aggregation spills past it.
@@ -231,7 +233,7 @@ def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
                              FROM read_parquet('{_q(path)}')""")
     con.execute("CREATE TEMP VIEW raw AS\n" + "\nUNION ALL\n".join(parts))
     # one read of the files: every stored row, ``home`` when its times all lie in its file's day
-    con.execute("""CREATE TEMP TABLE b0 AS SELECT *,
+    con.execute("""CREATE TEMP TABLE b0 AS SELECT *, TRY_CAST(key_id AS BIGINT) AS kn,
         "end" IS NOT NULL AND least(submit, eligible, start, "end") >= fday
             AND greatest(submit, eligible, start, "end") < fday + 86400 AS home
         FROM raw""")
@@ -251,17 +253,19 @@ def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
     # pandas path casts it), else the text
     textual = [r[0] for r in con.execute("""
         SELECT sc FROM b0 GROUP BY sc
-        HAVING count(*) FILTER (WHERE TRY_CAST(key_id AS BIGINT) IS NULL
-                                 OR TRY_CAST(key_id AS BIGINT) NOT BETWEEN 0 AND 1099511627775) > 0""").fetchall()]
+        HAVING count(*) FILTER (WHERE kn IS NULL OR kn NOT BETWEEN 0 AND 1099511627775) > 0""").fetchall()]
     text_sql = "sc IN (" + ", ".join(f"'{_q(s)}'" for s in textual) + ")" if textual else "false"
-    ident = f"""CASE WHEN {text_sql} THEN key_id ELSE CAST(TRY_CAST(key_id AS BIGINT) AS VARCHAR) END"""
+    ident = f"""CASE WHEN {text_sql} THEN key_id ELSE CAST(kn AS VARCHAR) END"""
+    # (``jh`` hashes the number itself where it is the identity: no text per row)
     con.execute(f"""CREATE TEMP VIEW b AS
-        SELECT * EXCLUDE (home), sc || chr(31) || coalesce(cluster, '') || chr(31) || ({ident}) AS jid,
-               hash(sc, coalesce(cluster, ''), {ident}) AS jh
+        SELECT * EXCLUDE (home, kn), sc || chr(31) || coalesce(cluster, '') || chr(31) || ({ident}) AS jid,
+               CASE WHEN {text_sql} THEN hash(sc, coalesce(cluster, ''), key_id)
+                    ELSE hash(sc, coalesce(cluster, ''), kn) END AS jh
         FROM b0 WHERE rowid NOT IN (SELECT rid FROM dropped)""")
 
 
-def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float) -> None:
+def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
+                rollup: dict[int, tuple[int, float | None]] | None = None) -> None:
     """View ``rw``: the per (row, window) relation over view ``b`` (:func:`_load_rows`): each row once per
     window it belongs to, with the columns of :func:`slurmkit.report.usage.allocations` and
     :func:`slurmkit.report.weekly.build_report` (each rule as they state it: docs/report.md).
@@ -272,22 +276,31 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float) -
     ``wait_first``: the job's first attempt that started in the window; ``run``: started and
     not pending; ``never``: neither (cancelled before start). The rows of the jobs with several
     rows are table ``m`` (small: their flags need a window sort; ``has_run``: the job has a run
-    in the window); the others are computed again by each query over ``rw``, not stored."""
+    in the window); the others are computed again by each query over ``rw``, not stored.
+
+    ``rollup``: ``{part wid: (its period's wid, the previous part's start or None)}``: the
+    rows with one row in the store are joined to the parts only (the period is rolled up from
+    them, :func:`_aggregate`), each with ``prim``: the row is in no earlier part (counted once
+    in the period); without it every row is joined to every window it touches."""
     con.execute("CREATE TEMP TABLE multi_jobs AS SELECT jh FROM b GROUP BY jh HAVING count(*) > 1")
     con.execute("""CREATE TEMP TABLE anyelig AS
                    SELECT sc AS esc, bool_or(eligible IS NOT NULL) AS any_elig FROM b GROUP BY sc""")
-    wins = ", ".join(f"({i}, {s!r}::DOUBLE, {e!r}::DOUBLE, '{_q(sc)}')" for i, s, e, sc in windows)
+    rollup = rollup or {}
+    wins = ", ".join(f"({i}, {s!r}::DOUBLE, {e!r}::DOUBLE, '{_q(sc)}', {str(not rollup or i in rollup).lower()}, "
+                     f"{'NULL' if rollup.get(i, (0, None))[1] is None else repr(rollup[i][1])}::DOUBLE)"
+                     for i, s, e, sc in windows)
     waste = ", ".join(f"'{s}'" for s in WASTE_STATES)
     bucket = " ".join(f"WHEN ceil(coalesce(req_gpus, gpus, 0)) <= {hi} THEN '{label}'"
                       for lo, hi, label in GPU_BUCKETS if lo > 0 and math.isfinite(hi))
-    cols = f"""wid, CASE WHEN multi THEN jid END AS jid, multi, state, "user", account, partition, qos, gpu_type, gpus, ncpus, gpu_source,
+    cols = f"""wid, prim, CASE WHEN multi THEN jid END AS jid, multi, state, "user", account, partition, qos, gpu_type, gpus, ncpus, gpu_source,
            eligible, ran, waiting, provisional,
            gpus * in_window_s / 3600.0 AS gpu_hours,
            ncpus * in_window_s / 3600.0 AS cpu_hours,
            state IN ({waste}) AS waste_state,
            CASE WHEN ran AND start >= ws AND start < we AND coalesce(eligible, submit) IS NOT NULL
                 THEN greatest(start - coalesce(eligible, submit), 0) END AS wait0,
-           CASE WHEN ceil(coalesce(req_gpus, gpus, 0)) <= 0 THEN '0' {bucket} ELSE '9+' END AS gpu_bucket"""
+           CASE WHEN ceil(coalesce(req_gpus, gpus, 0)) <= 0 THEN '0' {bucket} ELSE '9+' END AS gpu_bucket,
+           {_size_cells()}"""
     rows = f"""
     WITH b AS (SELECT * FROM b {{only}}), base AS (
         SELECT b.*,
@@ -301,12 +314,15 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float) -
                pending_tasks > 0 OR (state = 'PENDING' AND start IS NULL) AS waiting,
                jh IN (SELECT jh FROM multi_jobs) AS multi
         FROM b JOIN anyelig ON b.sc = anyelig.esc
-    ), win(wid, ws, we, scope) AS (VALUES {wins}
+    ), win(wid, ws, we, scope, part, pws) AS (VALUES {wins}
     ), j AS (
         SELECT b.*, w.wid, w.ws, w.we,
-               CASE WHEN ran AND stop0 < start THEN start ELSE stop0 END AS stop
+               CASE WHEN ran AND stop0 < start THEN start ELSE stop0 END AS stop,
+               w.pws IS NULL OR NOT coalesce((b.t_lo < w.ws AND b.stop0 >= w.pws)
+                                             OR (b.pending_tasks > 0 AND (b.submit IS NULL OR b.submit < w.ws)), false)
+                 AS prim
         FROM base b JOIN win w
-          ON (w.scope = '' OR w.scope = b.sc)
+          ON (w.scope = '' OR w.scope = b.sc) {{parts}}
          AND (b.t_lo IS NOT NULL OR b.pending_tasks > 0)
          AND ((b.t_lo < w.we AND b.stop0 >= w.ws)
               OR (b.pending_tasks > 0 AND (b.submit IS NULL OR b.submit < w.we)))
@@ -317,6 +333,8 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float) -
         FROM j
     ), v AS (
         SELECT *,
+               coalesce(CASE WHEN elapsed_s IS NOT NULL AND "end" IS NOT NULL THEN elapsed_s ELSE full_s END,
+                        full_s, 0) AS run_s,
                coalesce(CASE WHEN elapsed_s IS NOT NULL AND "end" IS NOT NULL THEN elapsed_s ELSE full_s END,
                         full_s, 0)
                * coalesce(CASE WHEN full_s > 0 THEN overlap / full_s ELSE 0 END, 0) AS in_window_s,
@@ -337,11 +355,45 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float) -
                                                               ORDER BY start DESC NULLS FIRST) = 1 AS last_run,
                    row_number() OVER (PARTITION BY wid, jid, ran AND start >= ws AND start < we
                                       ORDER BY start) = 1 AS wait_first
-            FROM ({rows.replace("{only}", "WHERE jh IN (SELECT jh FROM multi_jobs)")}) WHERE multi)""")
+            FROM ({rows.replace("{only}", "WHERE jh IN (SELECT jh FROM multi_jobs)").replace("{parts}", "")}) WHERE multi)""")
     con.execute(f"""CREATE TEMP VIEW rw AS
         SELECT {derived} FROM (
-            SELECT {cols}, false AS requeued, true AS last_run, true AS wait_first FROM ({rows.replace("{only}", "")}) WHERE NOT multi)
+            SELECT {cols}, false AS requeued, true AS last_run, true AS wait_first FROM ({rows.replace("{only}", "").replace("{parts}", "AND w.part")}) WHERE NOT multi)
         UNION ALL SELECT * EXCLUDE (has_run) FROM m""")
+
+
+def _size_cells() -> str:
+    """SQL of the job-size cell of a row (:func:`slurmkit.report.jobs.job_sizes`' buckets):
+    ``sg`` the row of :data:`~slurmkit.report.jobs.SIZE_GPU_BUCKETS` of ceil(GPUs) (inclusive
+    bounds; one past the last when the GPU count is unknown), ``sd`` the column of
+    :data:`~slurmkit.report.jobs.SIZE_DURATION_BUCKETS` of ``run_s`` (``[lo, hi)``; below 0
+    in the first)."""
+    g = " ".join(f"WHEN ceil(gpus) >= {lo} " + (f"AND ceil(gpus) <= {hi} " if math.isfinite(hi) else "") + f"THEN {i}"
+                 for i, (lo, hi, _) in enumerate(SIZE_GPU_BUCKETS))
+    d = " ".join(f"WHEN run_s >= {lo} " + (f"AND run_s < {hi} " if math.isfinite(hi) else "") + f"THEN {j}"
+                 for j, (lo, hi, _) in enumerate(SIZE_DURATION_BUCKETS))
+    return (f"CASE WHEN gpus IS NULL THEN {len(SIZE_GPU_BUCKETS)} {g} END AS sg, "
+            f"CASE {d} ELSE 0 END AS sd")
+
+
+def _job_sizes(con, per: dict) -> None:
+    """Each window's ``job_sizes`` from view ``fine_all``: per cell, the jobs whose last run in
+    the window is in it (``last_run``: a job with one row is its own last run) and the runs'
+    GPU-hours inside the window, as :func:`slurmkit.report.jobs.job_sizes` counts them."""
+    ng, nd = len(SIZE_GPU_BUCKETS), len(SIZE_DURATION_BUCKETS)
+    cells = {}
+    for wid, sg, sd, jobs, gh in con.execute("""
+            SELECT wid, sg, sd, coalesce(sum(nrows) FILTER (WHERE last_run), 0)::BIGINT, coalesce(sum(gh), 0)
+            FROM fine_all WHERE run AND dim = 'size' GROUP BY wid, sg, sd""").fetchall():
+        cells.setdefault(wid, []).append((int(sg), int(sd), int(jobs), float(gh)))
+    for wid, cs in cells.items():
+        unknown = any(sg == ng for sg, *_ in cs)
+        jm = [[0] * nd for _ in range(ng + unknown)]
+        hm = [[0.0] * nd for _ in range(ng + unknown)]
+        for sg, sd, jobs, gh in cs:
+            jm[sg][sd] += jobs
+            hm[sg][sd] += gh
+        per[wid]["job_sizes"] = size_table(jm, hm, unknown)
 
 
 def _num(x):
@@ -360,13 +412,14 @@ def _fetch(con, sql: str) -> pd.DataFrame:
     return con.execute(sql).df()
 
 
-def _aggregate(con, per: dict) -> None:
+def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | None = None) -> None:
     """Fill ``per`` (window id -> its section dict) from view ``rw`` (:func:`_build_rows`): the
-    definitions of :func:`slurmkit.report.weekly.build_report` over the runs. Two passes over
-    the rows: one for the totals, the five group tables, the outcomes and the jobs cancelled
-    before start (grouping sets), one for the queue-wait quantiles; the distinct jobs with
-    several rows come from table ``m`` (a job with one row in the store is one row: counted,
-    no DISTINCT over millions of rows)."""
+    definitions of :func:`slurmkit.report.weekly.build_report` over the runs. One pass over
+    the rows (table ``fine``, grouping sets: the row's flags with each dimension apart, and
+    the waits counted per value) from which the totals, the five group tables, the outcomes,
+    the jobs cancelled before start, the job sizes and the queue-wait quantiles and histogram
+    are rolled up; the distinct jobs with several rows come from table ``m`` (a job with one
+    row in the store is one row: counted, no DISTINCT over millions of rows)."""
     cols = [c for _, c in GROUPS] + ["line", "nstate"]
     sets = ", ".join(["(wid)"] + [f'(wid, "{c}")' for c in cols])
     head = f"""SELECT wid, {", ".join(f'"{c}"' for c in cols)},
@@ -377,12 +430,44 @@ def _aggregate(con, per: dict) -> None:
     # GPU type, outcome line, cancelled-before-start state, GPUs > 0), a few hundred thousand
     # rows at most; every table is a roll-up of it (sums and counts add up; the jobs with one
     # row in the store are counted as rows, the others from ``m`` below)
+    # (one scan of ``rw``, one small hash table per dimension: grouping by all the dimensions
+    # together gives nearly a group per row when users, accounts and states are independent)
+    # the row's flags packed in one number with its window (``fl``: a narrow group key; every
+    # flag is true or false, never NULL, on the rows that ran or were cancelled before start)
+    flags = {"prim": "prim", "run": "run", "never": "never", "multi": "multi", "requeued": "requeued", "last_run": "last_run",
+             "provisional": "provisional", "gp": "coalesce(gpus > 0, false)",
+             "req_src": f"coalesce(gpu_source = '{REQUESTED}', false)", "gpus_null": "gpus IS NULL",
+             "ncpus_null": "ncpus IS NULL", "elig": "eligible IS NOT NULL"}
+    nb = len(flags)
+    packed = f"wid * {1 << nb} + " + " + ".join(f"CASE WHEN {e} THEN {1 << i} ELSE 0 END"
+                                                 for i, e in enumerate(flags.values()))
+    unpack = ", ".join(f"(fl & {1 << i}) <> 0 AS {k}" for i, k in enumerate(flags) if k != "multi")
+    dims = {"user": '"user"', "account": "account", "partition": "partition", "qos": "qos",
+            "gpu_type": "gpu_type", "state": "state", "size": "sg, sd"}
+    # the queue wait's set first: (window, partition, GPU bucket, wait): the waits counted per
+    # value, a few hundred thousand rows where the runs are millions (quantiles below)
+    which = "WHEN GROUPING(wq) = 0 THEN 'wait' " + " ".join(
+        f"WHEN GROUPING({c.split(',')[0]}) = 0 THEN '{d}'" for d, c in dims.items())
     con.execute(f"""CREATE TEMP TABLE fine AS
-        SELECT wid, "user", account, partition, qos, gpu_type, state, run, never, multi, requeued, last_run,
-               provisional, coalesce(gpus > 0, false) AS gp, coalesce(gpu_source = '{REQUESTED}', false) AS req_src,
-               gpus IS NULL AS gpus_null, ncpus IS NULL AS ncpus_null, eligible IS NOT NULL AS elig,
+        SELECT coalesce(wid, fl >> {nb}) AS wid, {unpack}, * EXCLUDE (wid, fl, wmulti),
+               coalesce(wmulti, (fl & {1 << list(flags).index("multi")}) <> 0) AS multi FROM (
+        SELECT fl, wid, CASE WHEN GROUPING(wq) = 0 THEN multi END AS wmulti, "user", account, partition, qos, gpu_type, state, sg, sd, gpu_bucket, wq, CASE {which} END AS dim,
                count(*) AS nrows, sum(gpu_hours) AS gh, sum(cpu_hours) AS ch, sum(waste) AS wh, sum(prov) AS ph
-        FROM rw WHERE run OR never GROUP BY ALL""")
+        FROM (SELECT {packed} AS fl, wid, multi, "user", account, partition, qos, gpu_type, state, sg, sd,
+                     gpu_hours, cpu_hours, waste, prov, gpu_bucket, CASE WHEN run THEN wait_s END AS wq
+              FROM rw WHERE run OR never)
+        GROUP BY GROUPING SETS ({", ".join(f"(fl, {c})" for c in dims.values())},
+                                (wid, multi, partition, gpu_bucket, wq)))""")
+    # the periods' rows with one row in the store: their parts' (hours add up; a row in
+    # several parts is counted in the first, ``prim``; a wait is in the part of its Start)
+    con.execute("CREATE TEMP TABLE rollup_map(wid INTEGER, pwid INTEGER)")
+    if rollup:
+        con.execute("INSERT INTO rollup_map VALUES " + ", ".join(f"({w}, {p})" for w, (p, _) in rollup.items()))
+    con.execute("""CREATE TEMP VIEW fine_all AS SELECT * FROM fine UNION ALL BY NAME
+        SELECT * REPLACE (CASE WHEN prim OR dim = 'wait' THEN nrows ELSE 0 END AS nrows)
+        FROM (SELECT f.* EXCLUDE (wid), r.pwid AS wid FROM fine f JOIN rollup_map r ON f.wid = r.wid)
+        WHERE NOT multi""")
+    _job_sizes(con, per)
 
     def n(cond):
         return f"coalesce(sum(nrows) FILTER (WHERE {cond}), 0)::BIGINT"
@@ -393,13 +478,21 @@ def _aggregate(con, per: dict) -> None:
            sum(gh) FILTER (WHERE {cond}) AS gpu_hours{sfx}, sum(ch) FILTER (WHERE {cond}) AS cpu_hours{sfx},
            sum(wh) FILTER (WHERE {cond}) AS wasted{sfx}, sum(ph) FILTER (WHERE {cond}) AS prov{sfx}""")
     # (a sum over groups all of whose figures are unknown stays unknown: SQL's sum of NULLs)
-    a = _fetch(con, f"""{head}, {", ".join(aggs)},
+    figures = f"""{", ".join(aggs)},
         {n("run AND NOT multi AND provisional")} AS provisional_jobs, {n("run AND requeued")} AS requeued_attempts,
         {n("run AND last_run")} AS last_runs, {n("run AND NOT gpus_null")} AS gpus_known,
         {n("run AND NOT ncpus_null")} AS ncpus_known, sum(gh) FILTER (WHERE run AND req_src) AS gpu_hours_from_request,
         {n("run AND gpus_null")} AS allocation_rows_gpus_unknown, coalesce(bool_or(elig) FILTER (WHERE run), false) AS elig,
-        {n("never AND NOT multi")} AS never_rows
-        {src.format(table="fine")} GROUP BY GROUPING SETS ({sets})""")
+        {n("never AND NOT multi")} AS never_rows"""
+    # each grouping set from its dimension's rows of ``fine`` (the whole window, the outcome
+    # lines and the cancelled-before-start states from the state rows)
+    selects = []
+    for by, dim in [(None, "state")] + [(c, c) for _, c in GROUPS] + [("line", "state"), ("nstate", "state")]:
+        picked = ", ".join(f'"{c}"' if c == by else f'NULL::VARCHAR AS "{c}"' for c in cols)
+        is_ = ", ".join(f'{str(c == by).lower()} AS "is_{c}"' for c in cols)
+        selects.append(f"""SELECT wid, {picked}, {is_}, {figures}
+            {src.format(table=f"fine_all WHERE dim = '{dim}'")} GROUP BY wid{f', "{by}"' if by else ""}""")
+    a = _fetch(con, "\nUNION ALL\n".join(selects))
     # the jobs with several rows, by identity, in the same groups
     m = _fetch(con, f"""{head},
            count(DISTINCT jid) FILTER (WHERE run) AS jobs, count(DISTINCT jid) FILTER (WHERE run AND gpus > 0) AS jobs_g,
@@ -482,31 +575,44 @@ def _aggregate(con, per: dict) -> None:
         per[wid]["outcomes"].append({"state": NEVER_STARTED_LINE, "jobs": jobs, "attempts": n, "rows": n,
                                      "gpu_hours": 0.0, "wasted_gpu_hours": 0.0, "ran": False,
                                      "states": dict(sorted(st.items()))})
-    # queue wait: all the quantiles from one sort per group, the whole window and per
-    # partition x GPU bucket in one pass
-    qs = "quantile_cont(wait_s, [" + ", ".join(str(q) for _, q in _QUANTILES) + "]) AS q"
-    edges = WAIT_BINS[1:-1]
-    hist = "[" + ", ".join(
-        f"count(*) FILTER (WHERE wait_s >= {lo} AND wait_s < {hi})" if math.isfinite(hi)
-        else f"count(*) FILTER (WHERE wait_s >= {lo})"
-        for lo, hi in zip((0,) + edges, edges + (math.inf,))) + "]"
+    # queue wait: the quantiles and the histogram from the waits counted per value (``fine``'s
+    # wait set), the whole window and per partition x GPU bucket
     order = {label: i for i, (_, _, label) in enumerate(GPU_BUCKETS)}
-    q = _fetch(con, f"""SELECT wid, partition, gpu_bucket, GROUPING(partition) = 0 AS by_part,
-                               count(wait_s) AS n, {qs}, {hist} AS histogram
-                        FROM rw WHERE run AND wait_s IS NOT NULL
-                        GROUP BY GROUPING SETS ((wid), (wid, partition, gpu_bucket))""")
-    q["by_part"] = q["by_part"].astype(bool)
-    q = q[~q["by_part"] | q["partition"].notna()]   # (no partition: in no group, as in pandas)
-    q = q.assign(_b=q["gpu_bucket"].map(order), _p=q["partition"].astype(str)).sort_values(["wid", "by_part", "_p", "_b"])
-    for r in q.to_dict("records"):
-        d = {"n": int(r["n"]), **{k: _num(v) for (k, _), v in zip(_QUANTILES, r["q"])}}
-        qw = per[r["wid"]]["queue_wait"]
-        if not r["by_part"]:
-            qw["all"] = d
-            qw["histogram"] = [int(x) for x in r["histogram"]]
-        else:
-            qw["by_partition_gpus"].append({"partition": r["partition"], "gpu_bucket": r["gpu_bucket"], **d,
-                                            "histogram": [int(x) for x in r["histogram"]]})
+    q = _fetch(con, """SELECT wid, partition, gpu_bucket, wq, sum(nrows) AS nrows FROM fine_all
+                       WHERE dim = 'wait' AND wq IS NOT NULL GROUP BY ALL ORDER BY wid, wq""")
+    for wid, g in q.groupby("wid", sort=True):
+        qw = per[wid]["queue_wait"]
+        qw["all"] = _counted_quantiles(g["wq"].to_numpy(float), g["nrows"].to_numpy(np.int64))
+        qw["histogram"] = wait_histogram(g["wq"].to_numpy(float), g["nrows"].to_numpy(float))
+        # (no partition: in no group, as in pandas)
+        g = g[g["partition"].notna()]
+        g = g.assign(_b=g["gpu_bucket"].map(order), _p=g["partition"].astype(str))
+        for (_, _, p, b), c in g.groupby(["_p", "_b", "partition", "gpu_bucket"], sort=True):
+            v, n = c["wq"].to_numpy(float), c["nrows"].to_numpy(np.int64)
+            qw["by_partition_gpus"].append({"partition": p, "gpu_bucket": b, **_counted_quantiles(v, n),
+                                            "histogram": wait_histogram(v, n)})
+
+
+def _counted_quantiles(values, counts) -> dict:
+    """``{"n", "p50_s", ...}`` (:data:`_QUANTILES`) of the waits ``values`` (seconds, any
+    order), each ``counts`` times: linear interpolation between the ranks around q x (n - 1),
+    as pandas' ``quantile`` and DuckDB's ``quantile_cont`` over the values repeated."""
+    o = np.argsort(values, kind="stable")
+    v, cum = np.asarray(values, float)[o], np.cumsum(np.asarray(counts, np.int64)[o])
+    n = int(cum[-1]) if len(cum) else 0
+    if not n:
+        return {"n": 0, **{k: None for k, _ in _QUANTILES}}
+
+    def at(rank):
+        return v[np.searchsorted(cum, rank, side="right")]
+
+    out = {"n": n}
+    for k, q in _QUANTILES:
+        h = q * (n - 1)
+        lo = math.floor(h)
+        a, b = at(lo), at(min(lo + 1, n - 1))
+        out[k] = _num(a + (b - a) * (h - lo))
+    return out
 
 
 def _empty_window() -> dict:
@@ -516,7 +622,9 @@ def _empty_window() -> dict:
                        "gpu_hours_from_request": 0.0, "allocation_rows_gpus_unknown": 0},
             "unknown": {}, **{k: [] for k, _ in GROUPS}, "outcomes": [],
             "queue_wait": {"all": {"n": 0, **{k: None for k, _ in _QUANTILES}}, "by_partition_gpus": [],
-                           "from": "Submit", "bins": list(WAIT_BIN_LABELS), "histogram": [0] * len(WAIT_BIN_LABELS)}}
+                           "from": "Submit", "bins": list(WAIT_BIN_LABELS), "histogram": [0] * len(WAIT_BIN_LABELS)},
+            "job_sizes": size_table([0] * (len(SIZE_GPU_BUCKETS) * len(SIZE_DURATION_BUCKETS)),
+                                    [0.0] * (len(SIZE_GPU_BUCKETS) * len(SIZE_DURATION_BUCKETS)), False)}
 
 
 def period_report(store_root, period: Period, clusters=None, now=None,
@@ -576,6 +684,9 @@ def period_report(store_root, period: Period, clusters=None, now=None,
             ids[(scope, i)] = len(windows)
             windows.append((len(windows), _epoch(w.start), _epoch(w.end), scope))
     per = {wid: _empty_window() for wid, *_ in windows}
+    # each part rolls up into its period (:func:`_build_rows`): (period wid, previous part's start)
+    rollup = {ids[(scope, i + 1)]: (ids[(scope, 0)], _epoch(parts[i - 1][1].start) if i else None)
+              for scope in scopes for i in range(len(parts))}
     nfiles = sum(len(f) for f in files.values())
     if nfiles:
         import duckdb
@@ -585,11 +696,11 @@ def period_report(store_root, period: Period, clusters=None, now=None,
             if progress:
                 progress(f"reading {nfiles} day file(s) of {len(files)} cluster(s)")
             _load_rows(con, {c: f for c, f in files.items() if f})
-            _build_rows(con, windows, now_ts.timestamp())
+            _build_rows(con, windows, now_ts.timestamp(), rollup)
             if progress:
                 n = con.execute("SELECT count(*) FROM b").fetchone()[0]
                 progress(f"{n:,} allocation rows, {time.monotonic() - t0:.1f} s; aggregating")
-            _aggregate(con, per)
+            _aggregate(con, per, rollup)
         except (duckdb.IOException, duckdb.InvalidInputException) as exc:
             first = " ".join(str(exc).split())
             raise InputError(str(store_root), None, f"a store file cannot be read: {first}") from None
@@ -643,6 +754,9 @@ def _tables(report: dict) -> dict[str, list[dict]]:
                               **s["queue_wait"]["all"]} for c, p, s in parts] + \
                             [{"cluster": c, "part": p, **{k: v for k, v in q.items() if k != "histogram"}}
                              for c, p, s in parts for q in s["queue_wait"]["by_partition_gpus"]]
+    # (as the weekly report's job_sizes.csv: one row per cell)
+    out["job_sizes.csv"] = [{"cluster": c, "part": p, **cell} for c, p, s in parts
+                            for cell in s.get("job_sizes", {}).get("cells", [])]
     from slurmkit.report.period_breakdown import tables     # sreport's breakdown, the account tree (sections=)
 
     out.update(tables(report))
@@ -652,7 +766,7 @@ def _tables(report: dict) -> dict[str, list[dict]]:
 def render_markdown(report: dict) -> str:
     """The period report as Markdown: totals per part (and per cluster with several), then the
     period's tables. An unknown figure reads "unknown", with why below the totals."""
-    from slurmkit.report.render import fmt
+    from slurmkit.report.render import _md_job_sizes, fmt
 
     def f(x):
         return "unknown" if x is None else fmt(x)
@@ -683,6 +797,8 @@ def render_markdown(report: dict) -> str:
     lines += ["", "## Queue wait", "", f"{qa['n']} jobs started in the period (wait from "
               f"{report['queue_wait']['from']}); p50 {fmt(qa['p50_s'])} s, "
               f"p95 {fmt(qa['p95_s'])} s, longest {fmt(qa['max_s'])} s.", ""]
+    # the weekly report's section, over the period (each part's in job_sizes.csv)
+    lines += _md_job_sizes(report)
     from slurmkit.report.period_breakdown import markdown_lines     # sreport's breakdown, the account tree
 
     lines += markdown_lines(report)

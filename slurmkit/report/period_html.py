@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 
 from slurmkit.report import period_plots as pp
-from slurmkit.report.render import _GROUPS, dur, fmt, known, outcome_label, unknown_lines
+from slurmkit.report.render import _GROUPS, dur, fmt, job_sizes_table, known, outcome_label, unknown_lines
 
 #: The group tables' rows shown in the page (the rest are in the JSON and the CSV).
 LIMIT = 25
@@ -145,7 +145,7 @@ def to_html(report: dict, limit: int = LIMIT, top: int = TOP) -> str:
     return env.get_template("period.html.j2").render(
         r=report, title=title(report), about=about_rows(report), parts=part_rows(report),
         plotted=plotted, clusters=clusters, img=img, groups=_GROUPS, limit=limit, top=top,
-        f=fmt, dur=dur, outcome_label=outcome_label, unknown_lines=unknown_lines(report),
+        job_sizes=job_sizes_table(report.get("job_sizes")), f=fmt, dur=dur, outcome_label=outcome_label, unknown_lines=unknown_lines(report),
         known=lambda sec, key, x: known(sec, key, x), short=pp.short_label, version=__version__,
         n_days=len(pp.part_days(report["period"])), missing=missing_text(report),
         pcov=pp.coverage({**report, "breakdown": [report["period"]]})[0])

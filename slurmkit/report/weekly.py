@@ -137,11 +137,14 @@ def _quantiles(x: pd.Series) -> dict:
     return _wait_dict(len(x), x.quantile(_QUANTILES).to_numpy())
 
 
-def wait_histogram(wait_s) -> list[int]:
-    """Jobs per :data:`WAIT_BINS` bin of their queue wait (seconds; NaN not counted)."""
+def wait_histogram(wait_s, weights=None) -> list[int]:
+    """Jobs per :data:`WAIT_BINS` bin of their queue wait (seconds; NaN not counted);
+    ``weights``: the jobs each value stands for (the period report's counted waits), else 1."""
     x = np.asarray(wait_s, float)
+    w = None if weights is None else np.asarray(weights, float)[~np.isnan(x)]
     x = x[~np.isnan(x)]
-    return [int(v) for v in np.histogram(np.clip(x, 0, 1e12), bins=np.array(WAIT_BINS[:-1] + (1e12 + 1,)))[0]]
+    h = np.histogram(np.clip(x, 0, 1e12), bins=np.array(WAIT_BINS[:-1] + (1e12 + 1,)), weights=w)[0]
+    return [int(round(v)) for v in h]
 
 
 def pending_backlog(waiting: pd.DataFrame) -> dict:

@@ -84,6 +84,8 @@ def _shared(rep: dict) -> dict:
             "unknown": {k: v for k, v in rep["unknown"].items() if k in ("gpu_hours", "cpu_hours")},
             **{g: [{k: v for k, v in row.items() if k != "energy_kwh"} for row in rep[g]] for g in GROUPS},
             "outcomes": rep["outcomes"],
+            # the GPUs x duration distribution (slurmkit.report.jobs.job_sizes)
+            "job_sizes": rep["job_sizes"],
             "queue_wait": {"all": qw["all"], "histogram": qw["histogram"], "from": qw["from"],
                            # (the weekly path lists them in its categories' order, which is the
                            # store's order of first appearance: compared sorted)
@@ -198,6 +200,14 @@ def test_cli_period_writes_json_csv_markdown(store, tmp_path):
     assert tot["gpu_hours"].iloc[0] == pytest.approx(rep["totals"]["gpu_hours"])
     acc = pd.read_csv(out / "by_account.csv")
     assert set(acc["part"]) == {"(period)", "2026-W40", "2026-W41", "2026-W42"}
+    # job sizes: one row per cell and part, as in period.json
+    js = pd.read_csv(out / "job_sizes.csv")
+    assert list(js.columns) == ["cluster", "part", "gpus", "duration", "jobs", "gpu_hours"]
+    w41 = js[js["part"] == "2026-W41"]
+    assert w41["jobs"].sum() == rep["breakdown"][1]["totals"]["jobs"]
+    assert w41["gpu_hours"].sum() == pytest.approx(rep["breakdown"][1]["totals"]["gpu_hours"])
+    md = (out / "period.md").read_text()
+    assert "## Job sizes (GPUs x duration)" in md and "| GPUs by duration | <1h | 1-4h |" in md
     md = (out / "period.md").read_text()
     assert "| **period** |" in md and "## By account" in md
     bad = CliRunner().invoke(cli, ["report", "period", "--month", "2026-13", "--store", str(root)])
@@ -279,6 +289,18 @@ def test_period_and_weekly_paths_agree_on_a_real_capture(tmp_path):
     assert sum(o["jobs"] for o in rep["outcomes"] if o.get("ran", True)) == t["jobs"]   # each job on one line
     assert rep["outcomes"][-2]["state"] == "requeued attempts"
     assert [g["jobs"] for g in rep["by_partition"] if g["partition"] == "gpu-requeue"] == [1]
+    # job sizes (equal to the weekly path's above): each job once, in its last run's cell; the
+    # cells' GPU-hours add up to the total
+    js = rep["job_sizes"]
+    assert sum(map(sum, js["jobs"])) == t["jobs"] and "unknown" not in js["gpu_buckets"]
+    assert sum(map(sum, js["gpu_hours"])) == pytest.approx(t["gpu_hours"])
+    assert sum(js["jobs"][0]) == t["jobs"] - t["gpu_jobs"]      # the CPU-only jobs: GPUs 0
+    # CPU-hours beside GPU-hours in every part: totals, by account, by partition
+    for part in rep["breakdown"]:
+        if part["totals"]["jobs"]:
+            assert part["totals"]["cpu_hours"] > 0
+            assert all(g["cpu_hours"] is not None for k in ("by_account", "by_partition") for g in part[k])
+            assert sum(g["cpu_hours"] for g in part["by_account"]) == pytest.approx(part["totals"]["cpu_hours"])
 
 
 def _store_rows(root, cluster, rows, until):

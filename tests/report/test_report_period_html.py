@@ -262,6 +262,11 @@ def test_month_over_month_on_habrok_with_two_clusters(corpus, tmp_path):
     assert "GPU-hours per month by cluster cluster 2023-06† 2023-07† 2023-08† 2023-09† 2023-10† 2023-11† " \
            "2023-12† 2024-01† 2024-02† 2024-03† 2024-04† period a 0 not stored not stored 0 not stored 0 " \
            "not stored not stored not stored not stored not stored 0 b not stored" in text
+    # the period's job sizes: the JSON's cells, jobs / GPU-hours
+    js = rep["job_sizes"]
+    assert sum(map(sum, js["jobs"])) == ta["jobs"] + tb["jobs"]
+    assert re.search(r'<h2 id="job-sizes">Job sizes \(GPUs x duration\), the period</h2>', page)
+    assert f"GPUs by duration <1h 1-4h 4-12h 12-24h >24h 0 {js['jobs'][0][0]} / 0 " in text
     screenshot(html, tmp_path / "shot.png", tmp_path / "profile", size=(1000, 3000))
 
 
