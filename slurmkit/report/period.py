@@ -53,8 +53,9 @@ import pandas as pd
 
 from slurmkit.accounting.frame import GPU_SOURCES
 from slurmkit.errors import InputError
-from slurmkit.report.usage import GPU_BUCKETS, WASTE_STATES
-from slurmkit.report.weekly import NEVER_STARTED_LINE, REQUEUED_LINE, UNKNOWN_WHY, WAIT_BIN_LABELS, WAIT_BINS
+from slurmkit.report.usage import GPU_BUCKET_UNKNOWN, GPU_BUCKETS, WASTE_STATES
+from slurmkit.report.weekly import (GPU_TYPE_UNKNOWN, GPU_UNTYPED, NEVER_STARTED_LINE, REQUEUED_LINE, UNKNOWN_WHY,
+                                    WAIT_BIN_LABELS, WAIT_BINS)
 from slurmkit.report.window import Window, WindowError, iso_z, parse_when
 
 #: DuckDB's memory limit when none is given: the aggregation spills past it.
@@ -280,14 +281,18 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float) -
     waste = ", ".join(f"'{s}'" for s in WASTE_STATES)
     bucket = " ".join(f"WHEN ceil(coalesce(req_gpus, gpus, 0)) <= {hi} THEN '{label}'"
                       for lo, hi, label in GPU_BUCKETS if lo > 0 and math.isfinite(hi))
-    cols = f"""wid, CASE WHEN multi THEN jid END AS jid, multi, state, "user", account, partition, qos, gpu_type, gpus, ncpus, gpu_source,
+    # the GPU type group (as weekly.gpu_type_labels): untyped GPUs, and rows with no GPU count
+    gtype = (f"CASE WHEN gpus IS NULL THEN '{GPU_TYPE_UNKNOWN}' WHEN coalesce(gpu_type, '') = '' AND gpus > 0 "
+             f"THEN '{GPU_UNTYPED}' ELSE gpu_type END AS gpu_type")
+    cols = f"""wid, CASE WHEN multi THEN jid END AS jid, multi, state, "user", account, partition, qos, {gtype}, gpus, ncpus, gpu_source,
            eligible, ran, waiting, provisional,
            gpus * in_window_s / 3600.0 AS gpu_hours,
            ncpus * in_window_s / 3600.0 AS cpu_hours,
            state IN ({waste}) AS waste_state,
            CASE WHEN ran AND start >= ws AND start < we AND coalesce(eligible, submit) IS NOT NULL
                 THEN greatest(start - coalesce(eligible, submit), 0) END AS wait0,
-           CASE WHEN ceil(coalesce(req_gpus, gpus, 0)) <= 0 THEN '0' {bucket} ELSE '9+' END AS gpu_bucket"""
+           CASE WHEN coalesce(req_gpus, gpus) IS NULL THEN '{GPU_BUCKET_UNKNOWN}'
+                WHEN ceil(coalesce(req_gpus, gpus, 0)) <= 0 THEN '0' {bucket} ELSE '9+' END AS gpu_bucket"""
     rows = f"""
     WITH b AS (SELECT * FROM b {{only}}), base AS (
         SELECT b.*,
@@ -379,7 +384,7 @@ def _aggregate(con, per: dict) -> None:
     # row in the store are counted as rows, the others from ``m`` below)
     con.execute(f"""CREATE TEMP TABLE fine AS
         SELECT wid, "user", account, partition, qos, gpu_type, state, run, never, multi, requeued, last_run,
-               provisional, coalesce(gpus > 0, false) AS gp, coalesce(gpu_source = '{REQUESTED}', false) AS req_src,
+               provisional, coalesce(gpus > 0, false) AS gp, coalesce(gpus > 0, true) AS gt, coalesce(gpu_source = '{REQUESTED}', false) AS req_src,
                gpus IS NULL AS gpus_null, ncpus IS NULL AS ncpus_null, eligible IS NOT NULL AS elig,
                count(*) AS nrows, sum(gpu_hours) AS gh, sum(cpu_hours) AS ch, sum(waste) AS wh, sum(prov) AS ph
         FROM rw WHERE run OR never GROUP BY ALL""")
@@ -388,7 +393,7 @@ def _aggregate(con, per: dict) -> None:
         return f"coalesce(sum(nrows) FILTER (WHERE {cond}), 0)::BIGINT"
 
     aggs = []
-    for sfx, cond in (("", "run"), ("_g", "run AND gp")):
+    for sfx, cond in (("", "run"), ("_g", "run AND gp"), ("_t", "run AND gt")):
         aggs.append(f"""{n(f"{cond} AND NOT multi")} AS jobs{sfx}, {n(cond)} AS n{sfx},
            sum(gh) FILTER (WHERE {cond}) AS gpu_hours{sfx}, sum(ch) FILTER (WHERE {cond}) AS cpu_hours{sfx},
            sum(wh) FILTER (WHERE {cond}) AS wasted{sfx}, sum(ph) FILTER (WHERE {cond}) AS prov{sfx}""")
@@ -403,6 +408,7 @@ def _aggregate(con, per: dict) -> None:
     # the jobs with several rows, by identity, in the same groups
     m = _fetch(con, f"""{head},
            count(DISTINCT jid) FILTER (WHERE run) AS jobs, count(DISTINCT jid) FILTER (WHERE run AND gpus > 0) AS jobs_g,
+           count(DISTINCT jid) FILTER (WHERE run AND coalesce(gpus > 0, true)) AS jobs_t,
            count(DISTINCT jid) FILTER (WHERE run AND provisional) AS provisional_jobs
         {src.format(table="m")} GROUP BY GROUPING SETS ({sets})""")
     keys = ["wid"] + cols + [f"is_{c}" for c in cols]
@@ -411,7 +417,7 @@ def _aggregate(con, per: dict) -> None:
         a[cols] = a[cols].astype(object).where(a[cols].notna(), none)
         m[cols] = m[cols].astype(object).where(m[cols].notna(), none)
         a = a.merge(m, on=keys, how="left", suffixes=("", "_multi"))
-        for c in ("jobs", "jobs_g", "provisional_jobs"):
+        for c in ("jobs", "jobs_g", "jobs_t", "provisional_jobs"):
             a[c] = a[c] + a[c + "_multi"].fillna(0).astype("int64")
         for c in cols:
             a[c] = [None if v == none else v for v in a[c]]
@@ -439,7 +445,7 @@ def _aggregate(con, per: dict) -> None:
                        "provisional_gpu_hours": g(r["prov"]), "gpu_hours_from_request": g(r["gpu_hours_from_request"]),
                        "allocation_rows_gpus_unknown": int(r["allocation_rows_gpus_unknown"])}
     for key, col in GROUPS:
-        sfx = "_g" if col == "gpu_type" else ""
+        sfx = "_t" if col == "gpu_type" else ""   # GPU rows and rows of unknown GPUs
         # a row without the group's value (no user, no GPU type) is in no group, as in pandas
         t = a[a[f"is_{col}"] & (a[f"n{sfx}"] > 0) & a[col].notna()]
         rows = [{col: r[col], "jobs": int(r[f"jobs{sfx}"]), "gpu_hours": _num(r[f"gpu_hours{sfx}"]),
@@ -490,7 +496,7 @@ def _aggregate(con, per: dict) -> None:
         f"count(*) FILTER (WHERE wait_s >= {lo} AND wait_s < {hi})" if math.isfinite(hi)
         else f"count(*) FILTER (WHERE wait_s >= {lo})"
         for lo, hi in zip((0,) + edges, edges + (math.inf,))) + "]"
-    order = {label: i for i, (_, _, label) in enumerate(GPU_BUCKETS)}
+    order = {label: i for i, (_, _, label) in enumerate(GPU_BUCKETS)} | {GPU_BUCKET_UNKNOWN: len(GPU_BUCKETS)}
     q = _fetch(con, f"""SELECT wid, partition, gpu_bucket, GROUPING(partition) = 0 AS by_part,
                                count(wait_s) AS n, {qs}, {hist} AS histogram
                         FROM rw WHERE run AND wait_s IS NOT NULL

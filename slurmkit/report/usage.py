@@ -49,14 +49,20 @@ GPU_UTIL_OVER = "GPU utilization over 100 % (capped at 100 %)"
 GPU_BUCKETS = [(0, 0, "0"), (1, 1, "1"), (2, 4, "2-4"), (5, 8, "5-8"), (9, np.inf, "9+")]
 
 
+#: The GPU bucket of a job whose GPU count the input does not give (no AllocTRES, AllocGRES or
+#: ReqTRES): not the 0-GPU bucket.
+GPU_BUCKET_UNKNOWN = "unknown"
+
+
 def gpu_bucket(gpus: pd.Series) -> pd.Series:
     """GPU-count bucket label: ``0``, ``1``, ``2-4``, ``5-8``, ``9+`` (fractions round up), as a
-    categorical."""
-    g = np.ceil(gpus.fillna(0).to_numpy(float))
-    labels = [label for _, _, label in GPU_BUCKETS]
-    code = np.full(len(g), len(labels) - 1, dtype=np.int8)
+    categorical; :data:`GPU_BUCKET_UNKNOWN` where the count is unknown (NaN)."""
+    g = np.ceil(gpus.to_numpy(float))
+    labels = [label for _, _, label in GPU_BUCKETS] + [GPU_BUCKET_UNKNOWN]
+    code = np.full(len(g), len(labels) - 2, dtype=np.int8)
     for i, (lo, hi, _) in reversed(list(enumerate(GPU_BUCKETS))):
         code[(g >= lo) & (g <= hi)] = i
+    code[np.isnan(g)] = len(labels) - 1
     return pd.Series(pd.Categorical.from_codes(code, labels), index=gpus.index)
 
 
