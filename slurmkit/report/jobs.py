@@ -38,7 +38,7 @@ COLUMNS: dict[str, str] = {
     "start": "Start (UTC, ISO)",
     "end": "End (UTC, ISO); null while running",
     "elapsed_s": "ElapsedRaw (Elapsed when absent; else End - Start, or a running job's Start to the capture "
-                 "time / now), s",
+                 "time / now), s; null when the row has none of ElapsedRaw, Elapsed, Start and End",
     "timelimit_s": "TimelimitRaw x 60, else Timelimit, s; null for UNLIMITED / Partition_Limit",
     "time_eff": "elapsed_s / timelimit_s",
     "ncpus": "NCPUS (AllocCPUS)",
@@ -90,7 +90,10 @@ def job_view(allocs: pd.DataFrame) -> pd.DataFrame:
     pending = (a["state"].astype(str) == "PENDING").to_numpy() | (a["pending_tasks"] > 0).to_numpy()
     # a running job: its Elapsed as sacct printed it (when the capture was taken), else up to now
     run_s = a["run_s"].where(~running | a["elapsed_s"].isna(), a["elapsed_s"])
-    elapsed = _nan_where(run_s, pending)   # a job cancelled before it started ran 0 s
+    # a job cancelled before it started ran 0 s; a row with no ElapsedRaw / Elapsed / CPUTime, no
+    # Start and no End (a capture without those fields) ran for an unknown time, not 0 s
+    no_times = (a["elapsed_s"].isna() & a["start"].isna() & a["end"].isna()).to_numpy()
+    elapsed = _nan_where(run_s, pending | no_times)
     su = a["step_gpu_util_pct"].astype("float64") if "step_gpu_util_pct" in a else pd.Series(np.nan, index=a.index)
     spu = a["spool_gpu_util_pct"].astype("float64") if "spool_gpu_util_pct" in a else pd.Series(np.nan, index=a.index)
     util_src = np.where(su.notna(), "sacct (gres/gpuutil)", np.where(spu.notna(), "spool", None))
