@@ -86,3 +86,24 @@ def test_garbled_jobidraw_steps_matched_by_jobid_with_a_warning(corpus):
     table = {ln.split()[0]: ln.split() for ln in lines[1:]}
     assert table["1672269_2"][mem] == f"{100 * jobs['1672269_2']['mem_eff']:.1f}%" == "0.3%"
     assert table["1672454_2"][mem] == "0.0%"
+
+
+def test_zero_totalcpu_without_steps_is_unknown_cpu_efficiency(corpus):
+    """Finding 5 (the rule docs/report.md states): Habrok's jobs that ran (Start set, Elapsed
+    above 0, ended) with TotalCPU 00:00:00 on the allocation row and no step rows: CPU
+    efficiency unknown (reportseff: 0 %), in JSON and CSV; counted here from the rows."""
+    rows = _fields(corpus / "sacct" / "habrok_gpu_cluster_parsable2.psv")
+    with_steps = {r["JobID"].split(".")[0] for r in rows if "." in r["JobID"]}
+    zero = {r["JobID"] for r in rows if "." not in r["JobID"] and r["TotalCPU"] == "00:00:00"
+            and r["JobID"] not in with_steps and r["Start"] not in ("None", "Unknown")
+            and r["State"] != "RUNNING" and r["Elapsed"] != "00:00:00"}
+    assert len(zero) == 26
+    src = str(corpus / "sacct" / "habrok_gpu_cluster_parsable2.psv")
+    jobs = {j["job_id"]: j for j in json.loads(_run("--from-sacct", src, "--format", "json").stdout)["jobs"]}
+    assert {k for k in zero if jobs[k]["cpu_eff"] is None and jobs[k]["total_cpu_s"] is None} == zero
+    c = {r["job_id"]: r for r in csv.DictReader(io.StringIO(_run("--from-sacct", src, "--format", "csv").stdout))}
+    assert {c[k]["cpu_eff"] for k in zero} == {"unknown"}
+    # a job with TotalCPU above 0 keeps its figure
+    some = next(r for r in rows if "." not in r["JobID"] and r["TotalCPU"] not in ("00:00:00", "")
+                and r["State"] == "COMPLETED")
+    assert jobs[some["JobID"]]["cpu_eff"] is not None
