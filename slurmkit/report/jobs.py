@@ -290,7 +290,7 @@ def job_sizes(runs: pd.DataFrame) -> dict:
     ``run_s`` and ``gpu_hours`` of :func:`~slurmkit.report.usage.allocations`).
 
     GPU buckets :data:`SIZE_GPU_BUCKETS` (AllocTRES / AllocGRES / ReqTRES GPUs, ceil), plus
-    ``unknown`` when some rows have no GPU count; duration buckets
+    ``unknown`` when some rows have no GPU count (only ``unknown`` when none has one); duration buckets
     :data:`SIZE_DURATION_BUCKETS` of ``run_s`` (ElapsedRaw: the whole run, not clipped to the
     window). Per cell: ``jobs`` (distinct jobs, each in the cell of its last attempt in
     ``runs``, so the cells add up to the report's ``totals.jobs``) and ``gpu_hours`` (each
@@ -318,6 +318,9 @@ def job_sizes(runs: pd.DataFrame) -> dict:
     last = order.drop_duplicates("job_code", keep="last")
     jobs = np.bincount(last["_cell"].to_numpy(np.int64), minlength=ng * nd)
     jm, hm = jobs.reshape(ng, nd), gh.reshape(ng, nd)
+    if len(g) and unknown.all():
+        # no row has a GPU count: no bucket of known GPUs (its zeros would be read as "no job")
+        jm, hm, labels, ng = jm[-1:], hm[-1:], labels[-1:], 1
     hours = [[None if labels[i] == UNKNOWN else round(float(hm[i, j]), 6) for j in range(nd)] for i in range(ng)]
     cells = [{"gpus": labels[i], "duration": SIZE_DURATION_BUCKETS[j][2], "jobs": int(jm[i, j]),
               "gpu_hours": hours[i][j]} for i in range(ng) for j in range(nd)]

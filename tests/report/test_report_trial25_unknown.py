@@ -68,6 +68,10 @@ def test_no_gpu_field_nothing_gpu_derived_reads_zero(tmp_path, corpus):
                                    "cpu_hours": t["cpu_hours"], "energy_kwh": None, "wasted_gpu_hours": None,
                                    "provisional_gpu_hours": None}]
     assert rep["hourly"]["gpus_in_use"] == [] and rep["hourly"]["peak_at_once"] is None
+    # job sizes: only the unknown row (no "0 jobs with 1 GPU" read off an absent field)
+    js = rep["job_sizes"]
+    assert js["gpu_buckets"] == ["unknown"] and sum(js["jobs"][0]) == 90 and js["gpu_hours"] == [[None] * 5]
+    assert {r["gpus"] for r in _csv(out / "job_sizes.csv")} == {"unknown"}
     assert "unknown: gpu_hours" in {p["reason"] for p in rep["data_quality"]["notes"]}
     # CSV: null is an empty cell; the why is in data_quality.csv
     assert {r["gpu_bucket"] for r in _csv(out / "queue_wait.csv")} == {"unknown"}
@@ -81,6 +85,8 @@ def test_no_gpu_field_nothing_gpu_derived_reads_zero(tmp_path, corpus):
     assert "| gpulong | unknown | 9 |" in md and "| gpulong | 0 |" not in md
     assert "GPUs in use: most at once unknown; hourly mean peak unknown, p95 unknown." in md
     assert "| unknown (no GPU field) | 90 | unknown |" in md
+    sizes = md.split("## Job sizes")[1].split("##")[0]
+    assert "| unknown | 31 / unknown |" in sizes and "| 1 |" not in sizes and "| 0 |" not in sizes
     eff = md.split("### Efficiency by user")[1].split("###")[0]
     assert "| user48 | unknown |" in eff and "| 0.00 |" not in eff
     html = (out / "weekly.html").read_text()
@@ -90,6 +96,8 @@ def test_no_gpu_field_nothing_gpu_derived_reads_zero(tmp_path, corpus):
     assert "GPUs in use unknown: no GPU count in the input" in html
     assert 'alt="GPUs in use' not in html and 'alt="GPU-hours by user"' not in html
     assert "No jobs in the window." not in html
+    sizes = html.split("Job sizes (GPUs x duration)")[1].split("<h2>")[0]
+    assert "unknown" in sizes and "0 / 0" not in sizes
     assert '<td class="l">unknown (no GPU field)</td><td>90</td><td>unknown</td>' in html
     assert '<td class="l">user48</td><td>unknown</td>' in html
 
