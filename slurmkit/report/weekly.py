@@ -93,9 +93,14 @@ def gpu_type_labels(runs: pd.DataFrame) -> pd.Series:
     """The ``by_gpu_type`` group of each allocation row: its ``gpu_type`` (from AllocTRES /
     AllocGRES / ReqTRES), :data:`GPU_UNTYPED` for GPUs without a type, :data:`GPU_TYPE_UNKNOWN`
     where the GPU count is unknown (NaN: no GPU field in the input)."""
-    t = runs["gpu_type"].astype(str).where(runs["gpu_type"].notna(), "")
-    t = t.where(t != "", GPU_UNTYPED)
-    return t.where(runs["gpus"].notna(), GPU_TYPE_UNKNOWN)
+    t = runs["gpu_type"]
+    t = t if isinstance(t.dtype, pd.CategoricalDtype) else t.astype("category")
+    # per category, not per row (a million rows hold a handful of types)
+    names = np.array([str(c) or GPU_UNTYPED for c in t.cat.categories] + [GPU_UNTYPED, GPU_TYPE_UNKNOWN], object)
+    codes = t.cat.codes.to_numpy(np.int64).copy()
+    codes[codes < 0] = len(names) - 2
+    codes[runs["gpus"].isna().to_numpy()] = len(names) - 1
+    return pd.Series(names[codes], index=runs.index)
 
 
 #: The energy sources that measure a job's GPUs (the spool's NVML counters, or the same read
@@ -586,7 +591,8 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "by_account": _group(runs, "account", "account"),
         "by_partition": _group(runs, "partition", "partition"),
         "by_qos": _group(runs, "qos", "qos"),
-        "by_gpu_type": _group(runs.assign(gpu_type=gpu_type_labels(runs)), "gpu_type", "gpu_type",
+        "by_gpu_type": _group(runs[["gpu_hours", "cpu_hours", "energy_kwh", "waste_gpu_hours", "provisional_gpu_hours",
+                                    "job_code"]].assign(gpu_type=gpu_type_labels(runs)), "gpu_type", "gpu_type",
                               (runs["gpus"] > 0) | runs["gpus"].isna()),
         "energy_by_policy": energy_by_policy(runs),
         "outcomes": outcomes(runs) + cancelled_before_start(a[never], runs),
