@@ -521,6 +521,9 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
                          ("qos", "QOS"), ("nodelist", "NodeList"), ("job_name", "JobName"),
                          ("exit_code", "ExitCode")):
         out[name] = c.text(column)
+        if name in ABSENT_LABELLED and column not in names:
+            # the capture has no such field: its jobs group as unknown, not as an empty name
+            out[name] = pd.Series(pd.Categorical.from_codes(np.zeros(c.n, np.int8), [absent_label(column)]))
     for name, column in (("submit", "Submit"), ("eligible", "Eligible"), ("start", "Start"),
                          ("end", "End")):
         out[name] = c.times(column, tz)
@@ -563,6 +566,17 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
     c.note_dst(dq, source, tz)
     c.note_flags(dq, source)
     return _frame(out, ids["valid"].to_numpy(dtype=bool), dq, source)
+
+
+#: The grouping columns whose absence from a capture is labelled (:func:`absent_label`).
+ABSENT_LABELLED = ("account", "partition", "qos")
+
+
+def absent_label(field: str) -> str:
+    """The group name of the jobs of a capture without ``field`` (a sacct field name, e.g.
+    ``Account``): ``"unknown (no Account field)"``; an empty value of a field the capture has
+    stays "" (shown as "(none)")."""
+    return f"unknown (no {field} field)"
 
 
 #: Where a row's GPU count came from (``gpu_source``), in the order they are tried.

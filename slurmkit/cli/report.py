@@ -159,7 +159,8 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
     else:
         t = report["totals"]
         click.echo(f"{report['window']['start']} .. {report['window']['end']}: {t['jobs']} jobs, "
-                   f"{render.known(report, 'gpu_hours', t['gpu_hours'])} GPU-h, "
+                   f"{render.known(report, 'gpu_hours', t['gpu_hours'])} GPU-h"
+                   + (f" ({render.requested_note(report)})" if render.requested_note(report) else "") + ", "
                    f"{render.known(report, 'cpu_hours', t['cpu_hours'])} CPU-h, "
                    f"energy {render.kwh(report, t['energy_kwh'])}; "
                    f"rows read {report['data_quality']['rows_read']}, skipped "

@@ -38,7 +38,7 @@ COLUMNS: dict[str, str] = {
     "start": "Start (UTC, ISO)",
     "end": "End (UTC, ISO); null while running",
     "elapsed_s": "ElapsedRaw (Elapsed when absent; else End - Start, or a running job's Start to the capture "
-                 "time / now), s",
+                 "time / now), s; null when the row has none of ElapsedRaw, Elapsed, Start and End",
     "timelimit_s": "TimelimitRaw x 60, else Timelimit, s; null for UNLIMITED / Partition_Limit",
     "time_eff": "elapsed_s / timelimit_s",
     "ncpus": "NCPUS (AllocCPUS)",
@@ -90,7 +90,10 @@ def job_view(allocs: pd.DataFrame) -> pd.DataFrame:
     pending = (a["state"].astype(str) == "PENDING").to_numpy() | (a["pending_tasks"] > 0).to_numpy()
     # a running job: its Elapsed as sacct printed it (when the capture was taken), else up to now
     run_s = a["run_s"].where(~running | a["elapsed_s"].isna(), a["elapsed_s"])
-    elapsed = _nan_where(run_s, pending)   # a job cancelled before it started ran 0 s
+    # a job cancelled before it started ran 0 s; a row with no ElapsedRaw / Elapsed / CPUTime, no
+    # Start and no End (a capture without those fields) ran for an unknown time, not 0 s
+    no_times = (a["elapsed_s"].isna() & a["start"].isna() & a["end"].isna()).to_numpy()
+    elapsed = _nan_where(run_s, pending | no_times)
     su = a["step_gpu_util_pct"].astype("float64") if "step_gpu_util_pct" in a else pd.Series(np.nan, index=a.index)
     spu = a["spool_gpu_util_pct"].astype("float64") if "spool_gpu_util_pct" in a else pd.Series(np.nan, index=a.index)
     util_src = np.where(su.notna(), "sacct (gres/gpuutil)", np.where(spu.notna(), "spool", None))
@@ -287,7 +290,7 @@ def job_sizes(runs: pd.DataFrame) -> dict:
     ``run_s`` and ``gpu_hours`` of :func:`~slurmkit.report.usage.allocations`).
 
     GPU buckets :data:`SIZE_GPU_BUCKETS` (AllocTRES / AllocGRES / ReqTRES GPUs, ceil), plus
-    ``unknown`` when some rows have no GPU count; duration buckets
+    ``unknown`` when some rows have no GPU count (only ``unknown`` when none has one); duration buckets
     :data:`SIZE_DURATION_BUCKETS` of ``run_s`` (ElapsedRaw: the whole run, not clipped to the
     window). Per cell: ``jobs`` (distinct jobs, each in the cell of its last attempt in
     ``runs``, so the cells add up to the report's ``totals.jobs``) and ``gpu_hours`` (each
@@ -327,6 +330,9 @@ def size_table(jobs, gpu_hours, unknown: bool) -> dict:
     labels = [b[2] for b in SIZE_GPU_BUCKETS] + ([UNKNOWN] if unknown else [])
     ng, nd = len(labels), len(SIZE_DURATION_BUCKETS)
     jm, hm = np.asarray(jobs, dtype=np.int64).reshape(ng, nd), np.asarray(gpu_hours, dtype=float).reshape(ng, nd)
+    if unknown and jm[-1].any() and not jm[:-1].any():
+        # no job has a GPU count: no bucket of known GPUs (its zeros would be read as "no job")
+        jm, hm, labels, ng = jm[-1:], hm[-1:], labels[-1:], 1
     hours = [[None if labels[i] == UNKNOWN else round(float(hm[i, j]), 6) for j in range(nd)] for i in range(ng)]
     cells = [{"gpus": labels[i], "duration": SIZE_DURATION_BUCKETS[j][2], "jobs": int(jm[i, j]),
               "gpu_hours": hours[i][j]} for i in range(ng) for j in range(nd)]

@@ -55,8 +55,9 @@ import pandas as pd
 from slurmkit.accounting.frame import GPU_SOURCES
 from slurmkit.errors import InputError
 from slurmkit.report.jobs import SIZE_DURATION_BUCKETS, SIZE_GPU_BUCKETS, size_table
-from slurmkit.report.usage import GPU_BUCKETS, WASTE_STATES
-from slurmkit.report.weekly import NEVER_STARTED_LINE, REQUEUED_LINE, UNKNOWN_WHY, WAIT_BIN_LABELS, wait_histogram
+from slurmkit.report.usage import GPU_BUCKET_UNKNOWN, GPU_BUCKETS, WASTE_STATES
+from slurmkit.report.weekly import (GPU_TYPE_UNKNOWN, GPU_UNTYPED, NEVER_STARTED_LINE, REQUEUED_LINE, UNKNOWN_WHY,
+                                    WAIT_BIN_LABELS, wait_histogram)
 from slurmkit.report.window import Window, WindowError, iso_z, parse_when
 
 #: DuckDB's memory limit when none is given: the aggregation spills past it.
@@ -292,14 +293,18 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
     waste = ", ".join(f"'{s}'" for s in WASTE_STATES)
     bucket = " ".join(f"WHEN ceil(coalesce(req_gpus, gpus, 0)) <= {hi} THEN '{label}'"
                       for lo, hi, label in GPU_BUCKETS if lo > 0 and math.isfinite(hi))
-    cols = f"""wid, prim, CASE WHEN multi THEN jid END AS jid, multi, state, "user", account, partition, qos, gpu_type, gpus, ncpus, gpu_source,
+    # the GPU type group (as weekly.gpu_type_labels): untyped GPUs, and rows with no GPU count
+    gtype = (f"CASE WHEN gpus IS NULL THEN '{GPU_TYPE_UNKNOWN}' WHEN coalesce(gpu_type, '') = '' AND gpus > 0 "
+             f"THEN '{GPU_UNTYPED}' ELSE gpu_type END AS gpu_type")
+    cols = f"""wid, prim, CASE WHEN multi THEN jid END AS jid, multi, state, "user", account, partition, qos, {gtype}, gpus, ncpus, gpu_source,
            eligible, ran, waiting, provisional,
            gpus * in_window_s / 3600.0 AS gpu_hours,
            ncpus * in_window_s / 3600.0 AS cpu_hours,
            state IN ({waste}) AS waste_state,
            CASE WHEN ran AND start >= ws AND start < we AND coalesce(eligible, submit) IS NOT NULL
                 THEN greatest(start - coalesce(eligible, submit), 0) END AS wait0,
-           CASE WHEN ceil(coalesce(req_gpus, gpus, 0)) <= 0 THEN '0' {bucket} ELSE '9+' END AS gpu_bucket,
+           CASE WHEN coalesce(req_gpus, gpus) IS NULL THEN '{GPU_BUCKET_UNKNOWN}'
+                WHEN ceil(coalesce(req_gpus, gpus, 0)) <= 0 THEN '0' {bucket} ELSE '9+' END AS gpu_bucket,
            {_size_cells()}"""
     rows = f"""
     WITH b AS (SELECT * FROM b {{only}}), base AS (
@@ -435,7 +440,7 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
     # the row's flags packed in one number with its window (``fl``: a narrow group key; every
     # flag is true or false, never NULL, on the rows that ran or were cancelled before start)
     flags = {"prim": "prim", "run": "run", "never": "never", "multi": "multi", "requeued": "requeued", "last_run": "last_run",
-             "provisional": "provisional", "gp": "coalesce(gpus > 0, false)",
+             "provisional": "provisional", "gp": "coalesce(gpus > 0, false)", "gt": "coalesce(gpus > 0, true)",
              "req_src": f"coalesce(gpu_source = '{REQUESTED}', false)", "gpus_null": "gpus IS NULL",
              "ncpus_null": "ncpus IS NULL", "elig": "eligible IS NOT NULL"}
     nb = len(flags)
@@ -473,7 +478,7 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
         return f"coalesce(sum(nrows) FILTER (WHERE {cond}), 0)::BIGINT"
 
     aggs = []
-    for sfx, cond in (("", "run"), ("_g", "run AND gp")):
+    for sfx, cond in (("", "run"), ("_g", "run AND gp"), ("_t", "run AND gt")):
         aggs.append(f"""{n(f"{cond} AND NOT multi")} AS jobs{sfx}, {n(cond)} AS n{sfx},
            sum(gh) FILTER (WHERE {cond}) AS gpu_hours{sfx}, sum(ch) FILTER (WHERE {cond}) AS cpu_hours{sfx},
            sum(wh) FILTER (WHERE {cond}) AS wasted{sfx}, sum(ph) FILTER (WHERE {cond}) AS prov{sfx}""")
@@ -496,6 +501,7 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
     # the jobs with several rows, by identity, in the same groups
     m = _fetch(con, f"""{head},
            count(DISTINCT jid) FILTER (WHERE run) AS jobs, count(DISTINCT jid) FILTER (WHERE run AND gpus > 0) AS jobs_g,
+           count(DISTINCT jid) FILTER (WHERE run AND coalesce(gpus > 0, true)) AS jobs_t,
            count(DISTINCT jid) FILTER (WHERE run AND provisional) AS provisional_jobs
         {src.format(table="m")} GROUP BY GROUPING SETS ({sets})""")
     keys = ["wid"] + cols + [f"is_{c}" for c in cols]
@@ -504,7 +510,7 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
         a[cols] = a[cols].astype(object).where(a[cols].notna(), none)
         m[cols] = m[cols].astype(object).where(m[cols].notna(), none)
         a = a.merge(m, on=keys, how="left", suffixes=("", "_multi"))
-        for c in ("jobs", "jobs_g", "provisional_jobs"):
+        for c in ("jobs", "jobs_g", "jobs_t", "provisional_jobs"):
             a[c] = a[c] + a[c + "_multi"].fillna(0).astype("int64")
         for c in cols:
             a[c] = [None if v == none else v for v in a[c]]
@@ -532,7 +538,7 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
                        "provisional_gpu_hours": g(r["prov"]), "gpu_hours_from_request": g(r["gpu_hours_from_request"]),
                        "allocation_rows_gpus_unknown": int(r["allocation_rows_gpus_unknown"])}
     for key, col in GROUPS:
-        sfx = "_g" if col == "gpu_type" else ""
+        sfx = "_t" if col == "gpu_type" else ""   # GPU rows and rows of unknown GPUs
         # a row without the group's value (no user, no GPU type) is in no group, as in pandas
         t = a[a[f"is_{col}"] & (a[f"n{sfx}"] > 0) & a[col].notna()]
         rows = [{col: r[col], "jobs": int(r[f"jobs{sfx}"]), "gpu_hours": _num(r[f"gpu_hours{sfx}"]),
@@ -577,7 +583,7 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
                                      "states": dict(sorted(st.items()))})
     # queue wait: the quantiles and the histogram from the waits counted per value (``fine``'s
     # wait set), the whole window and per partition x GPU bucket
-    order = {label: i for i, (_, _, label) in enumerate(GPU_BUCKETS)}
+    order = {label: i for i, (_, _, label) in enumerate(GPU_BUCKETS)} | {GPU_BUCKET_UNKNOWN: len(GPU_BUCKETS)}
     q = _fetch(con, """SELECT wid, partition, gpu_bucket, wq, sum(nrows) AS nrows FROM fine_all
                        WHERE dim = 'wait' AND wq IS NOT NULL GROUP BY ALL ORDER BY wid, wq""")
     for wid, g in q.groupby("wid", sort=True):

@@ -863,7 +863,7 @@ def load_jobs(opts: JobsOptions, warn=None) -> tuple[pd.DataFrame, pd.DataFrame,
     from slurmkit.accounting.quality import DataQuality
     from slurmkit.report import energy as E
     from slurmkit.report import jobs as J
-    from slurmkit.report.usage import allocations
+    from slurmkit.report.usage import STEP_BY_JOB_ID, allocations
     from slurmkit.report.window import Window
 
     wopts = WeeklyOptions(window=opts.window, captures=tuple(opts.captures), sacct_fields=opts.sacct_fields,
@@ -895,6 +895,14 @@ def load_jobs(opts: JobsOptions, warn=None) -> tuple[pd.DataFrame, pd.DataFrame,
     dq = dq if dq is not None else DataQuality()
     spool_df, _problems = _read_spool(wopts, warn or (lambda m: None))
     a = allocations(rows, *_ALL, dq, now=now, source=",".join(map(str, opts.captures)) or "sacct", untimed=True)
+    if dq.repaired.get(STEP_BY_JOB_ID) and warn:
+        named = [p.detail for p in dq.problems if p.reason == STEP_BY_JOB_ID]
+        warn(f"{dq.repaired[STEP_BY_JOB_ID]} step row(s) whose JobIDRaw names no allocation row matched to their "
+             f"job by JobID ({'; '.join(named)})")
+    unmatched = dq.skipped.get("step row without its allocation row")
+    if unmatched and warn:
+        warn(f"{unmatched} step row(s) without their allocation row (by JobIDRaw or JobID): not in any job's "
+             "figures (listed in data_quality)")
     a = E.attach_energy(a, _assumptions(wopts), spool_df, dq)
     return J.job_view(a), a, dq.as_dict()
 

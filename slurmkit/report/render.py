@@ -111,6 +111,27 @@ def known(report: dict, key: str, x, show=None) -> str:
     return (show or fmt)(x)
 
 
+def requested_note(report: dict) -> str:
+    """Why the GPU-hours are what jobs asked for, not what they got ("" when none is): all of
+    them ("requested: no AllocTRES/AllocGRES in the capture") or some ("X of them requested:
+    ..."). From ``totals.gpu_hours_from_request`` (the rows whose GPU count came from ReqTRES)
+    against ``totals.gpu_hours``."""
+    t = report.get("totals") or {}
+    req, gh = t.get("gpu_hours_from_request"), t.get("gpu_hours")
+    if not req or gh is None:
+        return ""
+    if abs(req - gh) <= 1e-9 * max(abs(gh), 1.0):
+        return "requested: no AllocTRES/AllocGRES in the capture"
+    return f"{fmt(req)} of them requested: rows without AllocTRES/AllocGRES"
+
+
+def gpu_h_header(report: dict, base: str = "GPU-hours") -> str:
+    """A table header of GPU-hours, marked "(requested)" when they all come from ReqTRES and
+    "(some requested)" when part of them do (:func:`requested_note`)."""
+    note = requested_note(report)
+    return base if not note else f"{base} (requested)" if note.startswith("requested") else f"{base} (some requested)"
+
+
 def unknown_lines(report: dict) -> list[str]:
     """One sentence per unknown figure: what it is and why it is unknown."""
     return [f"Unknown: {UNKNOWN_LABELS.get(k, k)} — {why}." for k, why in (report.get("unknown") or {}).items()]
@@ -216,6 +237,11 @@ def outcome_label(o: dict) -> str:
     return o["state"]
 
 
+def _or_unknown(x) -> str:
+    """:func:`fmt` of ``x``, "unknown" for None (a figure the input cannot give)."""
+    return "unknown" if x is None else fmt(x)
+
+
 def backlog_text(t: dict) -> str:
     """The pending backlog line: jobs (array tasks each) waiting at the capture / now, GPUs and
     GPU-hours they request (requested GPUs × time limit, an upper bound)."""
@@ -224,8 +250,9 @@ def backlog_text(t: dict) -> str:
         return "Pending backlog: no job waiting."
     nolimit = t.get("pending_without_time_limit") or 0
     return (f"Pending backlog: {jobs:,} job(s) waiting ({t.get('pending_array_tasks') or 0:,} of them array "
-            f"tasks), requesting {fmt(t.get('pending_gpus_requested'))} GPUs and "
-            f"{fmt(t.get('pending_gpu_hours_requested'))} GPU-hours (requested GPUs × time limit, at most)"
+            f"tasks), requesting {_or_unknown(t.get('pending_gpus_requested'))} GPUs and "
+            f"{_or_unknown(t.get('pending_gpu_hours_requested'))} GPU-hours (requested GPUs × time limit, at most)"
+            + (" (no ReqTRES, AllocTRES or AllocGRES in the input)" if t.get("pending_gpus_requested") is None else "")
             + (f"; {nolimit:,} GPU job(s) without a time limit not in the GPU-hours" if nolimit else "") + ".")
 
 
@@ -415,7 +442,10 @@ def to_html(report: dict, limit: int = 25) -> str:
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("slurmkit.report", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined)
-    img = {"hourly": plots.hourly_png(report), "users": plots.top_users_png(report) if report["by_user"] else None,
+    # no chart without figures to draw (no GPU count in the input: no curve, no user's GPU-hours)
+    img = {"hourly": plots.hourly_png(report) if report["hourly"].get("gpus_in_use") else None,
+           "users": plots.top_users_png(report) if any((u.get("gpu_hours") or 0) > 0 for u in report["by_user"])
+           else None,
            "energy": plots.energy_png(report), "queue_wait": plots.queue_wait_png(report),
            "downtime": plots.downtime_png(report), "trends": plots.trends_png(report)}
     img = {k: base64.b64encode(v).decode("ascii") for k, v in img.items() if v is not None}
@@ -427,7 +457,8 @@ def to_html(report: dict, limit: int = 25) -> str:
         trend_tables=trend_tables(report["trends"]) if report.get("trends") else [],
         job_sizes=job_sizes_table(report.get("job_sizes")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")),
         denominators=denominators_text(report), breakdown_rows=breakdown_rows(report), account_rows=account_rows(report), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
-        groups=_GROUPS, energy_sources=REPORTED_SOURCES, limit=limit, version=__version__, policy_note=POLICY_NOTE)
+        groups=_GROUPS, energy_sources=REPORTED_SOURCES, limit=limit, version=__version__, policy_note=POLICY_NOTE,
+        requested=requested_note(report), gh_head=gpu_h_header(report), wh_head=gpu_h_header(report, "wasted GPU-h"))
 
 
 def about_rows(report: dict) -> list[list[str]]:
@@ -451,6 +482,9 @@ def about_rows(report: dict) -> list[list[str]]:
                                f"{': ' + inp['time_zone_note'] if not inp.get('time_zone_given') else ''})"],
                  ["window", f"{report['window']['start']} – {report['window']['end']} (end exclusive)"],
                  ["tool", inp.get("tool", "")]]
+    if requested_note(report):
+        rows.append(["GPU-hours", f"{fmt(report['totals']['gpu_hours'])} GPU-h ({requested_note(report)}: "
+                                  "ReqTRES GPUs × elapsed)"])
     return rows
 
 
@@ -559,7 +593,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
                 f"{fmt(t.get('provisional_gpu_hours'))} of the GPU-hours count up to then and will grow "
                 f"(marked * below).", ""] if t.get("provisional_jobs") else []),
              "## Totals", "",
-             _md_table(["jobs", "GPU-hours", "CPU-hours", "wasted GPU-h", "utilization",
+             _md_table(["jobs", gpu_h_header(r), "CPU-hours", gpu_h_header(r, "wasted GPU-h"), "utilization",
                         "energy", "measured (spool)", "measured (Prometheus)", "Slurm", "modelled (TDP)",
                         "facility energy", "CO2e kg", "cost", "pending jobs", "pending GPU-h requested"],
                        [[t["jobs"], known(r, "gpu_hours", t["gpu_hours"]), known(r, "cpu_hours", t["cpu_hours"]),
@@ -571,20 +605,21 @@ def to_markdown(report: dict, limit: int = 25) -> str:
                          kwh(r, t["energy_kwh_by_source"]["modelled"]), kwh(r, t["facility_kwh"]),
                          known(r, "energy_kwh", t["co2e_kg"]),
                          f"{known(r, 'gpu_hours', t['cost_total']) if t['cost_total'] is None else fmt(t['cost_total'])} {t['currency']}".strip(),
-                         t["pending_jobs"] + t["pending_array_tasks"], fmt(t.get("pending_gpu_hours_requested"))]]), "",
+                         t["pending_jobs"] + t["pending_array_tasks"], _or_unknown(t.get("pending_gpu_hours_requested"))]]), "",
+             *([f"GPU-hours {fmt(t['gpu_hours'])} ({requested_note(r)}).", ""] if requested_note(r) else []),
              *([f"Energy: {ENERGY_UNKNOWN}.", ""] if not energy_known(r) else []),
              *([*unknown_lines(r), ""] if r.get("unknown") else []),
              *([no_energy_text(t), ""] if no_energy_text(t) else []),
-             f"GPUs in use: most at once {fmt(r['hourly'].get('peak_at_once'))}; "
-             f"{'daily' if r['hourly'].get('bucket') == 'day' else 'hourly'} mean peak {fmt(r['hourly']['peak'])}, "
-             f"p95 {fmt(r['hourly']['p95'])}.", ""]
+             f"GPUs in use: most at once {known(r, 'gpu_hours', r['hourly'].get('peak_at_once'))}; "
+             f"{'daily' if r['hourly'].get('bucket') == 'day' else 'hourly'} mean peak "
+             f"{known(r, 'gpu_hours', r['hourly']['peak'])}, p95 {known(r, 'gpu_hours', r['hourly']['p95'])}.", ""]
     if r.get("reconciliation"):
         rc = r["reconciliation"]
         lines += [("**FLAGGED** " if rc["flagged"] else "") + recon_text(rc), ""]
     lines += _md_denominators(r)
     for name, key, col in _GROUPS:
         lines += [f"## By {name}", "", _md_table(
-            [name, "jobs", "GPU-hours", "CPU-hours", "kWh", "wasted GPU-h"],
+            [name, "jobs", gpu_h_header(r), "CPU-hours", "kWh", gpu_h_header(r, "wasted GPU-h")],
             [[_md_text(g[col]) or "(none)", g["jobs"],
               known(r, "gpu_hours", g["gpu_hours"]) + ("*" if g.get("provisional_gpu_hours") else ""),
               known(r, "cpu_hours", g["cpu_hours"]),
@@ -594,7 +629,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
     lines += _md_energy(r)
     lines += _md_policy(r)
     lines += ["## Outcomes", "", _md_table(
-        ["outcome", "jobs", "attempts", "GPU-hours", "wasted GPU-h"],
+        ["outcome", "jobs", "attempts", gpu_h_header(r), gpu_h_header(r, "wasted GPU-h")],
         [[outcome_label(o), o["jobs"], o.get("attempts", o["rows"]), known(r, "gpu_hours", o["gpu_hours"]),
           known(r, "gpu_hours", o["wasted_gpu_hours"])] for o in r["outcomes"]]), "",
         "Jobs by final state (they sum to the total; jobs cancelled before they started are apart, not in it); requeued attempts are the earlier attempts "
@@ -613,7 +648,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
               f"GPU-hours at ~0 % utilization "
               f"{known(r, 'gpu_utilization', e['gpu_hours_near_zero_util'])}. {memory_note(e)}".rstrip(), "",
               "### Efficiency by user (most GPU-hours at ~0 % utilization first)", "",
-              _md_table(["user", "GPU-hours", "GPU util %", "GPU-h at ~0 %", "CPU eff", "median mem eff"],
+              _md_table(["user", gpu_h_header(r), "GPU util %", "GPU-h at ~0 %", "CPU eff", "median mem eff"],
                         [[_md_text(u["user"]) or "(none)", known(r, "gpu_hours", u.get("gpu_hours")),
                           known(r, "gpu_utilization", u.get("gpu_util_pct")),
                           known(r, "gpu_utilization", u.get("gpu_hours_near_zero_util")), pct(u["cpu_efficiency"]),
@@ -621,7 +656,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
               "### Jobs that held GPUs idle (utilization under 5 %)", "",
               *([f"Unknown: {(r.get('unknown') or {}).get('gpu_utilization', 'no GPU utilization figure')}."]
                 if e.get("idle_jobs") is None else
-                [_md_table(["job", "user", "GPUs", "GPU-hours", "GPU util %"],
+                [_md_table(["job", "user", "GPUs", gpu_h_header(r), "GPU util %"],
                            [[j["job_id"], _md_text(j["user"]) or "(none)", fmt(j["gpus"]), fmt(j["gpu_hours"]),
                              fmt(j["gpu_util_pct"])] for j in e["idle_jobs"]])]), "",
               "## Assumptions", "",

@@ -49,14 +49,20 @@ GPU_UTIL_OVER = "GPU utilization over 100 % (capped at 100 %)"
 GPU_BUCKETS = [(0, 0, "0"), (1, 1, "1"), (2, 4, "2-4"), (5, 8, "5-8"), (9, np.inf, "9+")]
 
 
+#: The GPU bucket of a job whose GPU count the input does not give (no AllocTRES, AllocGRES or
+#: ReqTRES): not the 0-GPU bucket.
+GPU_BUCKET_UNKNOWN = "unknown"
+
+
 def gpu_bucket(gpus: pd.Series) -> pd.Series:
     """GPU-count bucket label: ``0``, ``1``, ``2-4``, ``5-8``, ``9+`` (fractions round up), as a
-    categorical."""
-    g = np.ceil(gpus.fillna(0).to_numpy(float))
-    labels = [label for _, _, label in GPU_BUCKETS]
-    code = np.full(len(g), len(labels) - 1, dtype=np.int8)
+    categorical; :data:`GPU_BUCKET_UNKNOWN` where the count is unknown (NaN)."""
+    g = np.ceil(gpus.to_numpy(float))
+    labels = [label for _, _, label in GPU_BUCKETS] + [GPU_BUCKET_UNKNOWN]
+    code = np.full(len(g), len(labels) - 2, dtype=np.int8)
     for i, (lo, hi, _) in reversed(list(enumerate(GPU_BUCKETS))):
         code[(g >= lo) & (g <= hi)] = i
+    code[np.isnan(g)] = len(labels) - 1
     return pd.Series(pd.Categorical.from_codes(code, labels), index=gpus.index)
 
 
@@ -172,6 +178,36 @@ def job_codes(rows) -> tuple[np.ndarray, np.ndarray]:
     return acodes, np.where(has_alloc[scodes], scodes, -1) if len(scodes) else scodes
 
 
+#: Data-quality reason (a repair) of a step row matched to its allocation by JobID.
+STEP_BY_JOB_ID = "step's JobIDRaw names no allocation row (matched by its JobID)"
+
+
+def _match_by_job_id(allocs: pd.DataFrame, steps: pd.DataFrame, scode: np.ndarray, dq: DataQuality,
+                     source: str) -> np.ndarray:
+    """``scode`` with the steps that no allocation row's identity (cluster, JobIDRaw) matches
+    given the code of the allocation whose JobID (sacct's ``JobID``, same cluster) is the
+    step's JobID before its last ``.``: sacct printed a garbled JobIDRaw (bcgsc/mavis's capture
+    has ``1672269_2.batch`` with JobIDRaw ``1671673291279.batch``; its allocation's is
+    ``1672279``). Each match is a repair in ``dq`` (:data:`STEP_BY_JOB_ID`), naming the step;
+    steps still unmatched keep -1."""
+    lost = np.flatnonzero(scode < 0)
+    cl = allocs["cluster"].astype(str).to_numpy()
+    by_jid = pd.Series(allocs["job_code"].to_numpy(), index=pd.Index(cl + "\0" + allocs["job_id"].astype(str).to_numpy()))
+    by_jid = by_jid[~by_jid.index.duplicated()]
+    st = steps.iloc[lost]
+    want = st["cluster"].astype(str).to_numpy() + "\0" + st["job_id"].astype(str).str.rsplit(".", n=1).str[0].to_numpy()
+    hit = pd.Series(want).map(by_jid).to_numpy(float)
+    ok = ~np.isnan(hit)
+    if not ok.any():
+        return scode
+    scode = scode.copy()
+    scode[lost[ok]] = hit[ok].astype(scode.dtype)
+    for jid, raw in zip(st["job_id"].to_numpy()[ok][:MAX_LISTED], st["key_id"].astype(str).to_numpy()[ok][:MAX_LISTED]):
+        dq.repair(STEP_BY_JOB_ID, source or "input", None, f"JobID {jid}: JobIDRaw {raw} is no allocation's", n=0)
+    dq.repaired[STEP_BY_JOB_ID] += int(ok.sum())
+    return scode
+
+
 def end_or_now(allocs: pd.DataFrame, now: pd.Timestamp) -> pd.Series:
     """Each allocation's End (sacct End); for one still running (End unknown) ``now``, but
     never past Start + Timelimit (``timelimit_s``; UNLIMITED: no cap): a job cannot run
@@ -222,6 +258,9 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
 
     # steps whose allocation row is not in the input
     orphan = scode < 0
+    if orphan.any():
+        scode = _match_by_job_id(allocs, steps, scode, dq, source)
+        orphan = scode < 0
     if orphan.any():
         lost = steps.loc[orphan]
         gh = (lost["gpus"] * lost["elapsed_s"] / 3600.0) if "gpus" in lost else pd.Series(0.0, index=lost.index)

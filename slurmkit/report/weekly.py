@@ -83,6 +83,26 @@ def _group(a: pd.DataFrame, col: str, name: str, mask=None) -> list[dict]:
                                            t["energy_kwh"], t["waste_gpu_hours"], t["provisional_gpu_hours"])]
 
 
+#: The GPU type of GPUs counted without a type (``gres/gpu=4``), and of jobs whose GPU count the
+#: input does not give.
+GPU_UNTYPED = "untyped"
+GPU_TYPE_UNKNOWN = "unknown (no GPU field)"
+
+
+def gpu_type_labels(runs: pd.DataFrame) -> pd.Series:
+    """The ``by_gpu_type`` group of each allocation row: its ``gpu_type`` (from AllocTRES /
+    AllocGRES / ReqTRES), :data:`GPU_UNTYPED` for GPUs without a type, :data:`GPU_TYPE_UNKNOWN`
+    where the GPU count is unknown (NaN: no GPU field in the input)."""
+    t = runs["gpu_type"]
+    t = t if isinstance(t.dtype, pd.CategoricalDtype) else t.astype("category")
+    # per category, not per row (a million rows hold a handful of types)
+    names = np.array([str(c) or GPU_UNTYPED for c in t.cat.categories] + [GPU_UNTYPED, GPU_TYPE_UNKNOWN], object)
+    codes = t.cat.codes.to_numpy(np.int64).copy()
+    codes[codes < 0] = len(names) - 2
+    codes[runs["gpus"].isna().to_numpy()] = len(names) - 1
+    return pd.Series(names[codes], index=runs.index)
+
+
 #: The energy sources that measure a job's GPUs (the spool's NVML counters, or the same read
 #: through Prometheus): the only ones a clock policy's effect shows in.
 MEASURED_SOURCES = ("measured", "prometheus")
@@ -152,13 +172,19 @@ def pending_backlog(waiting: pd.DataFrame) -> dict:
     records): ``jobs`` (an array record counts its pending tasks), ``gpus_requested`` (ReqTRES
     GPUs, AllocTRES when no ReqTRES, × tasks), ``gpu_hours_requested`` (those GPUs × each job's
     time limit, TimelimitRaw, h: what the queue asks for, at most), and ``without_time_limit``
-    (jobs whose limit is UNLIMITED or unknown: not in the GPU-hours)."""
+    (jobs whose limit is UNLIMITED or unknown: not in the GPU-hours). Pending jobs none of
+    which has a GPU count (no ReqTRES, AllocTRES or AllocGRES in the input): the GPU figures are
+    None (unknown), not 0."""
     if waiting.empty:
         return {"jobs": 0, "gpu_jobs": 0, "gpus_requested": 0.0, "gpu_hours_requested": 0.0,
                 "without_time_limit": 0}
     tasks = waiting["pending_tasks"].where(waiting["pending_tasks"] > 0, 1).to_numpy(float)
     req = waiting["req_gpus"] if "req_gpus" in waiting else pd.Series(np.nan, index=waiting.index)
-    g = req.fillna(waiting["gpus"]).fillna(0.0).to_numpy(float)
+    g = req.fillna(waiting["gpus"])
+    if g.isna().all():
+        return {"jobs": int(tasks.sum()), "gpu_jobs": None, "gpus_requested": None, "gpu_hours_requested": None,
+                "without_time_limit": None}
+    g = g.fillna(0.0).to_numpy(float)
     tl = waiting["timelimit_s"].to_numpy(float)
     limited = np.isfinite(tl)
     gpu_jobs = g > 0
@@ -398,6 +424,8 @@ def efficiency(runs: pd.DataFrame, unknown: dict | None = None) -> dict:
     :data:`IDLE_UTIL_PCT`). Without any GPU utilization figure (``gpu_utilization`` in
     ``unknown``) the GPU-hours near 0 % and the idle jobs are None (unknown), not 0 / none."""
     util_known = "gpu_utilization" not in (unknown or {})
+    # no GPU count in the input: each user's GPU-hours are unknown (None), not 0
+    gpu_known = "gpu_hours" not in (unknown or {})
     done = runs.loc[runs["end"].notna() & (runs["run_s"] > 0), ["user", "run_s", "ncpus", "cpu_eff", "mem_eff"]]
     cpu_den = (done["run_s"] * done["ncpus"]).where(done["cpu_eff"].notna()).sum()
     cpu_num = (done["cpu_eff"] * done["run_s"] * done["ncpus"]).sum()
@@ -434,7 +462,7 @@ def efficiency(runs: pd.DataFrame, unknown: dict | None = None) -> dict:
             "user": user,
             "cpu_efficiency": _num(r["num"] / r["den"]) if r is not None and r["den"] > 0 else None,
             "memory_efficiency_median": _num(r["mem"]) if r is not None else None,
-            "gpu_hours": _num(q["gh"]) if q is not None else 0.0,
+            "gpu_hours": (_num(q["gh"]) if q is not None else 0.0) if gpu_known else None,
             "gpu_util_pct": _num(q["uw"] / q["known"]) if q is not None and q["known"] > 0 else None,
             "gpu_hours_near_zero_util": (_num(q["idle"]) if q is not None else 0.0) if util_known else None})
     # worst offenders first: GPU-hours held at ~0 %, then the lowest GPU utilization, then the
@@ -566,7 +594,9 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "by_account": _group(runs, "account", "account"),
         "by_partition": _group(runs, "partition", "partition"),
         "by_qos": _group(runs, "qos", "qos"),
-        "by_gpu_type": _group(runs, "gpu_type", "gpu_type", runs["gpus"] > 0),
+        "by_gpu_type": _group(runs[["gpu_hours", "cpu_hours", "energy_kwh", "waste_gpu_hours", "provisional_gpu_hours",
+                                    "job_code"]].assign(gpu_type=gpu_type_labels(runs)), "gpu_type", "gpu_type",
+                              (runs["gpus"] > 0) | runs["gpus"].isna()),
         "energy_by_policy": energy_by_policy(runs),
         "outcomes": outcomes(runs) + cancelled_before_start(a[never], runs),
         "queue_wait": queue_wait(runs, queue),
