@@ -495,7 +495,9 @@ def denominators_text(report: dict) -> list[str]:
     """The sentences under the breakdown: the utilization's capacity source (always) and the
     breakdown's notes (its capacity, sreport's hours, each difference explained)."""
     u = report.get("utilization") or {}
-    out = [f"Utilization's capacity source: {u.get('capacity_source') or 'unknown'}."]
+    per = u.get("capacity_period") or {}
+    out = [f"Utilization's capacity source: {u.get('capacity_source') or 'unknown'}"
+           + (f", counted {per['start']} – {per['end']} ({per.get('why', '')})" if per else "") + "."]
     b = u.get("breakdown")
     if b:
         out += b.get("notes") or []
