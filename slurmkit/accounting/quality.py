@@ -20,7 +20,8 @@ OUTSIDE_WINDOW = "outside the window"
 SAME_ROW_CAPTURE = "same row in another capture (the later capture's copy kept)"
 SAME_ROW_PULL = "same row in another day's pull"
 STARTED_LATER = "pending in an earlier capture, started in a later one"
-NOT_PROBLEMS = frozenset((OUTSIDE_WINDOW, SAME_ROW_CAPTURE, SAME_ROW_PULL, STARTED_LATER))
+AFTER_AS_OF = "submitted (or a step started) after --as-of: not yet in the capture then"
+NOT_PROBLEMS = frozenset((OUTSIDE_WINDOW, SAME_ROW_CAPTURE, SAME_ROW_PULL, STARTED_LATER, AFTER_AS_OF))
 
 
 @dataclass

@@ -104,21 +104,54 @@ def test_header_line_is_not_a_row(tmp_path):
 def test_as_of_before_every_submit_is_a_warning_naming_both_times(tmp_path):
     """Issue 25's smaller points: an --as-of earlier than every job's Submit (the capture
     cannot have been taken then) is said on stderr, in data_quality.warnings and in the
-    Markdown, with both times; an --as-of after the first Submit says nothing."""
+    Markdown, with both times; as of then nothing had been submitted, so without --allow-empty
+    it is an error that says so (trial finding 7); an --as-of after every time says nothing."""
     submits = [ln.split("|")[10] for ln in SRC.read_text().splitlines()[1:]]
     first = min(submits)
     assert first == "2017-01-04T16:57:11"   # Europe/London in January = UTC
+    want = f"--as-of 2016-12-01T00:00:00Z is earlier than every job's Submit in the captures (the earliest: {first}Z)"
+    bad = _run("--start", "2017-01-02", "--end", "2017-01-16", "-o", str(tmp_path / "b"), "--format", "json",
+               "--tz", "Europe/London", "--as-of", "2016-12-01T00:00:00")
+    assert bad.exit_code == 2 and want in bad.output and "no job had been submitted by --as-of" in bad.output
+    assert not (tmp_path / "b").exists()
     out = tmp_path / "o"
     res = _run("--start", "2017-01-02", "--end", "2017-01-16", "-o", str(out), "--format", "json,md",
-               "--tz", "Europe/London", "--as-of", "2016-12-01T00:00:00")
+               "--tz", "Europe/London", "--as-of", "2016-12-01T00:00:00", "--allow-empty")
     assert res.exit_code == 0, res.output
-    want = f"--as-of 2016-12-01T00:00:00Z is earlier than every job's Submit in the captures (the earliest: {first}Z)"
     assert want in res.output
     rep = json.loads((out / "weekly.json").read_text())
     assert any(w.startswith(want) for w in rep["data_quality"]["warnings"])
     assert rep["inputs"]["as_of_warning"].startswith(want)
     assert want in (out / "weekly.md").read_text()
     ok = _run("--start", "2017-01-02", "--end", "2017-01-16", "-o", str(tmp_path / "p"), "--format", "json",
-              "--tz", "Europe/London", "--as-of", "2017-01-04T17:00:00")
+              "--tz", "Europe/London", "--as-of", "2017-02-01T00:00:00")
     assert ok.exit_code == 0 and "earlier than every job" not in ok.output
     assert json.loads((tmp_path / "p" / "weekly.json").read_text())["inputs"]["as_of_warning"] is None
+
+
+def test_as_of_before_starts_and_ends_warns_and_rewinds_the_capture(tmp_path, corpus):
+    """Trial finding 7, on the corpus's Habrok capture (taken 2024-04-19 13:11): with --as-of
+    2024-04-17T00:00Z, 8 allocation rows have a Start or End after it; the warning names the
+    first (8162707, End 2024-04-17T11:44:39) and the report is as of --as-of: the jobs that
+    started later (7951810 at 04-17 14:42, 8202099 at 04-17 22:53: pending then; 8298012 and
+    8322514_33, submitted later: left out) are not run jobs, and those that ended later run until
+    --as-of (4 of the 11 counted). Counted by hand from the capture: 11 jobs started by 04-17
+    00:00 and touch W16 (the analyst's 12 left 7951810, COMPLETED, started 04-17 14:42, in)."""
+    out = tmp_path / "o"
+    res = CliRunner().invoke(cli, [
+        "report", "weekly", "--from-sacct", str(corpus / "sacct/habrok_gpu_cluster_parsable2.psv"), "--tz", "UTC",
+        "--week", "2024-W16", "--as-of", "2024-04-17T00:00Z", "--trend-weeks", "0", "--no-store", "-o", str(out),
+        "--format", "json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    want = ("--as-of 2024-04-17T00:00:00Z is earlier than the Start or End of 8 allocation row(s) in the captures "
+            "(the first: JobID 8162707 End 2024-04-17T11:44:39Z)")
+    assert want in res.output
+    rep = json.loads((out / "weekly.json").read_text())
+    assert rep["inputs"]["as_of_warning"].startswith(want)
+    assert rep["totals"]["jobs"] == 11
+    assert rep["data_quality"]["skipped_reasons"][
+        "submitted (or a step started) after --as-of: not yet in the capture then"] == 14
+    # 8162707, 8163609, 8180204, 8181476_31 started by --as-of and ended after it: running then
+    outcome = {o["state"]: o["jobs"] for o in rep["outcomes"]}
+    assert outcome == {"CANCELLED": 1, "COMPLETED": 5, "RUNNING": 4, "TIMEOUT": 1}
+    assert rep["totals"]["provisional_jobs"] == 4
