@@ -282,7 +282,7 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     report, allocs = build_report(rows, dq, window, assumptions, spool_df, capacity_gpus=cap,
                                   now=now, cluster=opts.cluster or "", horizon=horizon,
                                   source=",".join(map(str, opts.captures)) if opts.captures else "sacct",
-                                  capacity_source=cap_source, **live)
+                                  capacity_source=cap_source, running_elapsed=bool(opts.captures), **live)
     if spool_problems:
         report["spool_problems"] = spool_problems[:200]
     report["inputs"] = inputs_record(opts, window, captured_inputs if opts.captures else None)

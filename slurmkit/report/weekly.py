@@ -525,7 +525,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
                  previous: dict | None = None, now=None, source: str = "",
                  cluster: str = "", recon_window: Window | None = None,
                  horizon=None, downtime: dict | None = None, capacity_source: str | None = None,
-                 breakdown_inputs: dict | None = None) -> tuple[dict, pd.DataFrame]:
+                 breakdown_inputs: dict | None = None, running_elapsed: bool = False) -> tuple[dict, pd.DataFrame]:
     """``(report dict, per-allocation frame)``. See the module docstring.
 
     ``capacity_gpus``: GPUs in the cluster (profile or scontrol); ``down_gpu_hours``: from node
@@ -537,8 +537,9 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     time): the GPUs-in-use curve and the capacity stop there. ``capacity_source``: where
     ``capacity_gpus`` came from (``utilization.capacity_source``; "unknown" when None).
     ``breakdown_inputs``: the inputs of sreport's breakdown and the account tree
-    (:func:`breakdown_section`), or None."""
-    a = allocations(rows, window.start, window.end, dq, now=now, source=source)
+    (:func:`breakdown_section`), or None. ``running_elapsed``: a running job runs sacct's
+    Elapsed (captures: :func:`slurmkit.report.usage.allocations`)."""
+    a = allocations(rows, window.start, window.end, dq, now=now, source=source, running_elapsed=running_elapsed)
     a = E.attach_energy(a, assumptions, spool, dq)
     spool_unmatched = int(a.attrs.get("spool_unmatched", 0))
     # an unknown GPU count (NaN) stays unknown in what is derived from it

@@ -155,3 +155,29 @@ def test_as_of_before_starts_and_ends_warns_and_rewinds_the_capture(tmp_path, co
     outcome = {o["state"]: o["jobs"] for o in rep["outcomes"]}
     assert outcome == {"CANCELLED": 1, "COMPLETED": 5, "RUNNING": 4, "TIMEOUT": 1}
     assert rep["totals"]["provisional_jobs"] == 4
+
+
+def test_running_job_runs_what_sacct_measured_at_capture(corpus):
+    """Trial finding 13, on the corpus's Habrok capture: running job 8322514_33 (Start
+    09:39:58, Elapsed 03:31:51 = 12711 s when sacct printed it) runs 12711 s, not the capture
+    time (the latest Start + Elapsed of any running job, 13:11:52, from 8298012) − Start =
+    12714 s; its 8 CPUs give 8 x 12711 s of CPU time."""
+    import pandas as pd
+
+    from slurmkit.accounting.frame import load_sacct
+    from slurmkit.report.energy import Assumptions
+    from slurmkit.report.pipeline import latest_time
+    from slurmkit.report.weekly import build_report
+    from slurmkit.report.window import Window
+
+    rows, dq = load_sacct(corpus / "sacct/habrok_gpu_cluster_parsable2.psv")
+    as_of = latest_time(rows)
+    assert str(as_of) == "2024-04-19 13:11:52+00:00"
+    w = Window(as_of.floor("D") - pd.Timedelta(days=1), as_of.ceil("D"))
+    _, a = build_report(rows, dq, w, Assumptions(), now=as_of, running_elapsed=True)
+    j = a.set_index("job_id").loc["8322514_33"]
+    assert j["run_s"] == 12711 and j["in_window_s"] == 12711 and j["provisional"]
+    assert j["cpu_hours"] == pytest.approx(8 * 12711 / 3600)
+    # live rows (a pull made before now): Start -> now
+    _, live = build_report(*load_sacct(corpus / "sacct/habrok_gpu_cluster_parsable2.psv"), w, Assumptions(), now=as_of)
+    assert live.set_index("job_id").loc["8322514_33", "run_s"] == 12714
