@@ -286,6 +286,7 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     if spool_problems:
         report["spool_problems"] = spool_problems[:200]
     report["inputs"] = inputs_record(opts, window, captured_inputs if opts.captures else None)
+    report["coverage"] = coverage(window, now if opts.captures else None)
     if opts.captures and not report["inputs"]["time_zone_given"]:
         _warn(report["inputs"]["time_zone_note"])
     as_of_warning = report["inputs"].get("as_of_warning")
@@ -495,6 +496,21 @@ def _as_of_before_every_job(rows, as_of) -> str | None:
     return (f"--as-of {iso_z(as_of)} is earlier than every job's Submit in the captures (the earliest: "
             f"{iso_z(first)}): a capture cannot be taken before its jobs were submitted; as of then no job had been "
             f"submitted (a typo, or a time in another zone?)")
+
+
+def coverage(window: Window, as_of) -> dict:
+    """The ``coverage`` section: ``{"partial", "covered_until", "window_end", "note"}``: a
+    capture taken (``as_of``: ``--as-of`` or the latest time in it) before the window's end
+    covers the window only up to then (``partial`` True; the week is provisional until a later
+    run covers it); live reports (``as_of`` None) and captures taken after the end are whole."""
+    end = pd.Timestamp(window.end)
+    end = end.tz_localize("UTC") if end.tzinfo is None else end
+    partial = as_of is not None and pd.Timestamp(as_of) < end
+    return {"partial": bool(partial), "covered_until": iso_z(pd.Timestamp(as_of)) if partial else None,
+            "window_end": iso_z(end),
+            "note": (f"Partial window: the captures end at {iso_z(pd.Timestamp(as_of))}, before the window's end "
+                     f"({iso_z(end)}); every figure covers the window up to then (provisional until a later run "
+                     "covers it)") if partial else None}
 
 
 def _as_of_before_times(rows, as_of) -> str | None:

@@ -309,10 +309,12 @@ UNKNOWN_CELL = "unknown"
 
 def trend_cell(t: dict, week: str, v) -> str:
     """One trend table cell: "–" for a week not in the store, "unknown" for a stored week's
-    unknown figure, else the number (:func:`fmt`)."""
+    unknown figure, else the number (:func:`fmt`); a provisional week's cell (``provisional_weeks``:
+    jobs still running, or a capture that ends before the week does) says "(provisional)"."""
     if week not in (t.get("weeks_known") or []):
         return "–"
-    return UNKNOWN_CELL if v is None else fmt(v)
+    mark = " (provisional)" if week in (t.get("provisional_weeks") or []) else ""
+    return (UNKNOWN_CELL if v is None else fmt(v)) + mark
 
 
 def trends_text(t: dict | None) -> str:
@@ -557,6 +559,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
                f"is in data_quality.csv.", ""] if dq0.get("rejected_over_limit") else [])
     lines = [f"# {title(r)}", "", *banner,
              f"Window {r['window']['start']} – {r['window']['end']} (UTC, end exclusive).", "",
+             *([f"**{(r.get('coverage') or {})['note']}.**", ""] if (r.get("coverage") or {}).get("partial") else []),
              *([f"Provisional: {t['provisional_jobs']} job(s) still running as of {r.get('as_of')}; "
                 f"{fmt(t.get('provisional_gpu_hours'))} of the GPU-hours count up to then and will grow "
                 f"(marked * below).", ""] if t.get("provisional_jobs") else []),

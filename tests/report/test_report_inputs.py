@@ -181,3 +181,31 @@ def test_running_job_runs_what_sacct_measured_at_capture(corpus):
     # live rows (a pull made before now): Start -> now
     _, live = build_report(*load_sacct(corpus / "sacct/habrok_gpu_cluster_parsable2.psv"), w, Assumptions(), now=as_of)
     assert live.set_index("job_id").loc["8322514_33", "run_s"] == 12714
+
+
+def test_partial_week_is_flagged_where_readers_look(tmp_path, corpus):
+    """Trial finding 8, the corpus's Habrok capture (taken 2024-04-19 13:11:52) for W16 (ends
+    04-22): JSON ``coverage`` says partial; the Markdown and HTML say so under the totals; the
+    GPUs-in-use curve stops at the capture (no 0 GPUs after it) and the plot shades the rest
+    "not captured"; the stored week's trend cells read "(provisional)"."""
+    from slurmkit.report.plots import hourly_fig
+
+    out = tmp_path / "o"
+    res = CliRunner().invoke(cli, [
+        "report", "weekly", "--from-sacct", str(corpus / "sacct/habrok_gpu_cluster_parsable2.psv"), "--tz", "UTC",
+        "--week", "2024-W16", "--store", str(tmp_path / "store"), "--trend-weeks", "2", "-o", str(out),
+        "--format", "json,md,html"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rep = json.loads((out / "weekly.json").read_text())
+    cov = rep["coverage"]
+    assert cov["partial"] and cov["covered_until"] == "2024-04-19T13:11:52Z" and cov["window_end"] == "2024-04-22T00:00:00Z"
+    note = ("Partial window: the captures end at 2024-04-19T13:11:52Z, before the window's end (2024-04-22T00:00:00Z); "
+            "every figure covers the window up to then")
+    assert f"**{note}" in (out / "weekly.md").read_text()
+    assert note.replace("'", "&#39;") in (out / "weekly.html").read_text()
+    plt, fig, ax = hourly_fig(rep)
+    assert "not captured" in [t.get_text() for t in ax.get_legend().get_texts()]
+    plt.close(fig)
+    assert rep["trends"]["provisional_weeks"] == ["2024-W16"]
+    md = (out / "weekly.md").read_text()
+    assert "| GPU-hours | – | 128 (provisional) |" in md, [ln for ln in md.splitlines() if ln.startswith("| GPU-hours")]
