@@ -197,7 +197,7 @@ def test_captured_report_shows_the_breakdown_beside_sreports(tmp_path):
     acc = rep["accounts"]
     assert len(acc["differences"]) == 18 and all(d["within"] for d in acc["differences"])
     md = (out / "weekly.md").read_text()
-    assert "| cpu | Planned Down | 0.862 | 0.862 | 0 | True |" in md
+    assert "| cpu | Planned Down | 0.862 | 0.862 | 0 | yes |" in md
     assert "| \u2003\u2003physics | 0.00833 | 0.00833 |" in md
     with open(out / "accounts.csv") as fh:
         rows = list(csv.DictReader(fh))
@@ -242,6 +242,9 @@ def test_sreport_without_rows_is_not_comparable_and_capacity_counts_from_registr
     assert u["capacity_gpu_hours"] == pytest.approx(16 * 697 / 3600)
     md = (out / "weekly.md").read_text()
     assert "not comparable" in md and "counted 2026-12-02T13:53:23Z – 2026-12-02T14:05:00Z" in md
+    # trial finding 10: a 1-day window is "1 day"; no raw True/False, no "{}" among the assumptions
+    assert md.startswith("# GPU cluster report over 1 day — sandbox: 2026-12-02 to 2026-12-03")
+    assert "| gpu_tdp_w | none given (every GPU at default_tdp_w) |" in md and "| trust_slurm_energy | yes |" in md
     assert "counted 2026-12-02T13:53:23Z" in (out / "weekly.html").read_text()
 
 

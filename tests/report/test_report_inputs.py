@@ -209,3 +209,16 @@ def test_partial_week_is_flagged_where_readers_look(tmp_path, corpus):
     assert rep["trends"]["provisional_weeks"] == ["2024-W16"]
     md = (out / "weekly.md").read_text()
     assert "| GPU-hours | – | 128 (provisional) |" in md, [ln for ln in md.splitlines() if ln.startswith("| GPU-hours")]
+
+
+def test_live_about_block_says_now_not_none():
+    """Trial finding 10: a live report's inputs (``inputs_record`` without captures: as_of None,
+    as_of_from "now (live)") read "now (live)" in the About block, not "None (now (live))"."""
+    from slurmkit.report.pipeline import WeeklyOptions, inputs_record
+    from slurmkit.report.render import about_rows
+    from slurmkit.report.window import parse_week
+
+    w = parse_week("2026-W49")
+    rec = inputs_record(WeeklyOptions(window=w), w, None)
+    rows = dict((k, v) for k, v in about_rows({"inputs": rec, "window": w.as_dict()}))
+    assert rows["capture time (--as-of)"] == "now (live)"
