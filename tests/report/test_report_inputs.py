@@ -222,3 +222,29 @@ def test_live_about_block_says_now_not_none():
     rec = inputs_record(WeeklyOptions(window=w), w, None)
     rows = dict((k, v) for k, v in about_rows({"inputs": rec, "window": w.as_dict()}))
     assert rows["capture time (--as-of)"] == "now (live)"
+
+
+def test_trend_lines_each_have_their_own_colour_marker_and_style(tmp_path, corpus):
+    """Trial finding 9: the corpus's Habrok capture stored for W15 and W16 (its partitions
+    gpulong, regularlong, ... over two weeks, W16 provisional): in every panel of the trends
+    plot no two series share a colour, a marker or a line style (the provisional open markers
+    used to advance the colour cycle, so gpulong and regularlong were both blue)."""
+    from slurmkit.report.plots import trends_fig
+
+    src = str(corpus / "sacct/habrok_gpu_cluster_parsable2.psv")
+    for week in ("2024-W15", "2024-W16"):
+        res = CliRunner().invoke(cli, [
+            "report", "weekly", "--from-sacct", src, "--tz", "UTC", "--week", week, "--store", str(tmp_path / "store"),
+            "--trend-weeks", "2", "-o", str(tmp_path / week), "--format", "json"], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+    rep = json.loads((tmp_path / "2024-W16" / "weekly.json").read_text())
+    assert rep["trends"]["provisional_weeks"] == ["2024-W16"] and len(rep["trends"]["by_partition"]) >= 3
+    plt, fig, axes = trends_fig(rep)
+    for ax in axes.flat:
+        series = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+        assert len(series) == len(rep["trends"]["by_partition" if ax in axes[:, 0] else "by_account"][:8])
+        colours, markers = [ln.get_color() for ln in series], [ln.get_marker() for ln in series]
+        assert len(set(colours)) == len(colours) and len(set(markers)) == len(markers), (colours, markers)
+        styles = [ln.get_linestyle() for ln in series[:4]]
+        assert len(set(styles)) == len(styles), styles
+    plt.close(fig)
