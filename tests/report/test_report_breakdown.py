@@ -245,7 +245,9 @@ def test_sreport_without_rows_is_not_comparable_and_capacity_counts_from_registr
     # trial finding 10: a 1-day window is "1 day"; no raw True/False, no "{}" among the assumptions
     assert md.startswith("# GPU cluster report over 1 day — sandbox: 2026-12-02 to 2026-12-03")
     assert "| gpu_tdp_w | none given (every GPU at default_tdp_w) |" in md and "| trust_slurm_energy | yes |" in md
-    assert "counted 2026-12-02T13:53:23Z" in (out / "weekly.html").read_text()
+    html = (out / "weekly.html").read_text()
+    assert "counted 2026-12-02T13:53:23Z" in html
+    assert "Capacity 3.10 GPU-hours (16.0 GPUs, 2026-12-02T13:53:23Z – 2026-12-02T14:05:00Z)" in html
 
 
 def test_cluster_registered_after_the_hours_has_nothing_reported():
