@@ -224,11 +224,38 @@ def _drop(frame: pd.DataFrame, code: np.ndarray, key: list[str], dq: DataQuality
                    else _time_ints(frame[k]))
     dup = _duplicated(list(cols.values()), keep)
     if dup.any():
-        for jid in frame.loc[dup, "job_id"].head(20 if list_rows else 0):
-            dq.skip(reason, 0, source, None, f"JobID {jid}")
-        dq.skip(reason, int(dup.sum()))
+        kinds = _repeat_kinds(frame, code, dup, keep) if reason == _REPEAT else {reason: dup}
+        for why, rows in kinds.items():
+            for jid in frame.loc[rows, "job_id"].head(20 if list_rows else 0):
+                dq.skip(why, 0, source, None, f"JobID {jid}")
+            dq.skip(why, int(rows.sum()))
         return frame[~dup].reset_index(drop=True), ~dup
     return frame, None
+
+
+def _repeat_kinds(frame: pd.DataFrame, code: np.ndarray, dup: np.ndarray, keep: str) -> dict[str, np.ndarray]:
+    """The repeated rows of one capture (``dup``) by kind: :data:`~slurmkit.accounting.quality.
+    IDENTICAL_REPEAT` (every column equal to a kept row: sacct printed the record again, e.g.
+    gcm's multiple-multiline capture), :data:`~slurmkit.accounting.quality.LOST_SUFFIX` (an
+    allocation key repeated by a row without User while the kept row has one: a step printed
+    under its job's JobID, as in the CSCS capture), else :data:`_REPEAT` (a problem)."""
+    from slurmkit.accounting.quality import IDENTICAL_REPEAT, LOST_SUFFIX
+
+    group = pd.Series(code).isin(code[dup]).to_numpy()
+    sub = frame[group]
+    same = np.zeros(len(frame), bool)
+    try:
+        same[np.flatnonzero(group)] = sub.assign(_code=code[group]).astype(str).duplicated(keep=keep).to_numpy()
+    except TypeError:       # an unhashable cell: no row is taken as identical
+        pass
+    same &= dup
+    lost = np.zeros(len(frame), bool)
+    if "user" in frame:
+        user = frame["user"].astype(str).replace("nan", "").to_numpy()
+        kept_user = dict(zip(code[~dup], user[~dup]))
+        lost = dup & ~same & (user == "") & np.array([bool(kept_user.get(c, "")) for c in code])
+    out = {IDENTICAL_REPEAT: same, LOST_SUFFIX: lost, _REPEAT: dup & ~same & ~lost}
+    return {k: v for k, v in out.items() if v.any()}
 
 
 def jobs_frame(table: pa.Table, dq: DataQuality, source: str = "<sacct>",

@@ -20,7 +20,14 @@ OUTSIDE_WINDOW = "outside the window"
 SAME_ROW_CAPTURE = "same row in another capture (the later capture's copy kept)"
 SAME_ROW_PULL = "same row in another day's pull"
 STARTED_LATER = "pending in an earlier capture, started in a later one"
-NOT_PROBLEMS = frozenset((OUTSIDE_WINDOW, SAME_ROW_CAPTURE, SAME_ROW_PULL, STARTED_LATER))
+AFTER_AS_OF = "submitted (or a step started) after --as-of: not yet in the capture then"
+#: Repeats within one capture that are sacct's, not the input's fault: the same record printed
+#: again (every field equal), and a step row printed under its job's JobID (its suffix lost, no
+#: User) beside the job's own row.
+IDENTICAL_REPEAT = "identical row repeated in the capture (counted once)"
+LOST_SUFFIX = "step row without its suffix (a repeated JobID/Submit/Start without User; the job's own row kept)"
+NOT_PROBLEMS = frozenset((OUTSIDE_WINDOW, SAME_ROW_CAPTURE, SAME_ROW_PULL, STARTED_LATER, AFTER_AS_OF,
+                          IDENTICAL_REPEAT, LOST_SUFFIX))
 
 
 @dataclass

@@ -179,7 +179,9 @@ def breakdown(window_start, window_end, allocs: pd.DataFrame, events: pd.DataFra
     None: no down time known); ``reservations``: :func:`parse_reservations` (None: none known);
     ``node_tres``: {node: {"cpu": CPUs, "gres/gpu": GPUs}} (``scontrol show nodes`` CfgTRES or the
     site profile); ``now``: where ongoing events and running jobs end (default: now).
-    Returns ``{"window", "capacity_source", "tres": {TRES: {figure: hours or None, "count"}}}``:
+    Returns ``{"window", "capacity_source", "tres": {TRES: {figure: hours or None, "count"}},
+    "registered"}`` (``registered``: the cluster's first registration in ``events``,
+    :func:`registration`, ISO UTC, or None; Reported counts from it):
     a TRES whose job counts are unknown (NaN ``gpus`` / ``ncpus``) has Allocated and Idle None;
     without ``events`` Down, Planned Down and Idle are None (not known, never 0), without
     ``reservations`` Planned Down and Idle."""
@@ -197,6 +199,7 @@ def breakdown(window_start, window_end, allocs: pd.DataFrame, events: pd.DataFra
         if "tres" in ev else ev.iloc[0:0]
     source = ("registered TRES (sacctmgr show event: Cluster Registered TRES)" if len(reg)
               else "node TRES (scontrol show nodes CfgTRES, or the site profile)")
+    first_reg = registration(ev)
     tracked = [r for r in reservations if "IGNORE_JOBS" not in r["flags"] and not pd.isna(r["start"])]
     in_resv = allocs["reservation"].fillna("").astype(str).isin({r["name"] for r in tracked}).to_numpy() \
         if "reservation" in allocs and len(allocs) else np.zeros(len(allocs), bool)
@@ -270,7 +273,8 @@ def breakdown(window_start, window_end, allocs: pd.DataFrame, events: pd.DataFra
         fig["count"] = float(sum(v.get(k, 0.0) for v in node_tres.values()))
         out[k] = fig
     return {"window": {"start": iso_z(pd.Timestamp(window_start)), "end": iso_z(pd.Timestamp(window_end))},
-            "capacity_source": source, "tres": out}
+            "capacity_source": source, "tres": out,
+            "registered": None if first_reg is None else iso_z(first_reg)}
 
 
 def _cap_hours(per: dict[str, np.ndarray]) -> None:
@@ -284,6 +288,18 @@ def _cap_hours(per: dict[str, np.ndarray]) -> None:
     idle = total - per["allocated"] - per["down"] - per["planned_down"] - per["planned"]
     per["planned"] = np.maximum(per["planned"] + np.minimum(idle, 0.0), 0.0)
     per["idle"] = np.maximum(idle, 0.0)
+
+
+def registration(events: pd.DataFrame | None) -> pd.Timestamp | None:
+    """The cluster's first registration in ``events`` (:func:`slurmkit.report.capacity.node_events`
+    with ``cluster_rows``): the earliest TimeStart of a row without NodeName whose Reason holds
+    "Registered" (sacctmgr show event "Cluster Registered TRES"), aware UTC; None when the events
+    hold none (or are None)."""
+    if events is None or not len(events) or "reason" not in events:
+        return None
+    reg = events[(events["node"] == "") & events["reason"].str.contains("Registered", case=False, na=False)]
+    starts = reg["start"].dropna()
+    return None if not len(starts) else pd.Timestamp(starts.min())
 
 
 def compare(ours: dict, sreport: dict, tolerance_h: float = 0.02) -> list[dict]:
@@ -522,6 +538,15 @@ def explain(ours: dict, sreport_fig: dict | None, differences: list[dict], windo
            f"{capacity_source or 'unknown'})."]
     if sreport_fig is None:
         out.append("sreport not reached: only our figures are shown.")
+        return out
+    reg = ours.get("registered")
+    if reg is not None and reg > window["start"]:
+        out.insert(1, f"The cluster registered with slurmdbd at {reg} (sacctmgr show event: Cluster Registered "
+                      "TRES), inside this window: Reported counts from then, not from the window's start.")
+    if not sreport_fig:
+        out.append("sreport returned no rows for this window ("
+                   + (f"cluster registered at {reg}; " if reg else "")
+                   + "rollup not yet run?): not comparable.")
         return out
     out.append(f"Both cover {window['start']} – {window['end']}: the whole hours slurmdbd has rolled up "
                "(sreport never reports the current hour; hours after the last rollup are missing from it).")

@@ -88,7 +88,11 @@ def breakdown_inputs(start, end, cluster: str | None = None, timeout: float = 60
     where = [f"Clusters={cluster}"] if cluster else []
     env = dict(SACCT_ENV)
     nodes = C.node_tres_scontrol(run(["scontrol", "show", "-o", "nodes"], timeout=timeout).stdout)
-    ev = run(["sacctmgr", "-P", "show", "event", *span, *where, "format=NodeName,TimeStart,TimeEnd,State,TRES,Reason"],
+    # events up to now, not to the window's end: a cluster that registered after the rolled-up
+    # hours (a new cluster) has Reported 0 there, not the nodes' TRES x the hours
+    ev_end = max(end, dt.datetime.now(end.tzinfo))
+    ev = run(["sacctmgr", "-P", "show", "event", span[0], f"End={ev_end:{fmt}}", *where,
+              "format=NodeName,TimeStart,TimeEnd,State,TRES,Reason"],
              timeout=timeout, env=env).stdout
     rs = run(["sacctmgr", "-P", "show", "reservation", *span, *where, "format=" + ",".join(B.RESV_FORMAT)],
              timeout=timeout, env=env).stdout

@@ -37,12 +37,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from slurmkit.errors import InputError, SlurmkitError, UsageError
 from slurmkit.report.window import Window, iso_z, last_full_week
 
 if TYPE_CHECKING:
+    from slurmkit.accounting.quality import DataQuality
     from slurmkit.profile import Profile
 
 log = logging.getLogger(__name__)
@@ -280,10 +282,11 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     report, allocs = build_report(rows, dq, window, assumptions, spool_df, capacity_gpus=cap,
                                   now=now, cluster=opts.cluster or "", horizon=horizon,
                                   source=",".join(map(str, opts.captures)) if opts.captures else "sacct",
-                                  capacity_source=cap_source, **live)
+                                  capacity_source=cap_source, running_elapsed=bool(opts.captures), **live)
     if spool_problems:
         report["spool_problems"] = spool_problems[:200]
     report["inputs"] = inputs_record(opts, window, captured_inputs if opts.captures else None)
+    report["coverage"] = coverage(window, now if opts.captures else None)
     if opts.captures and not report["inputs"]["time_zone_given"]:
         _warn(report["inputs"]["time_zone_note"])
     as_of_warning = report["inputs"].get("as_of_warning")
@@ -458,6 +461,12 @@ def _captured(opts: WeeklyOptions, need_times: bool = True):
         rows = _drop_started_later(rows, dq, source)
     stamps = [p[0] for p in parts if p[0] is not None]
     as_of = _timestamp(opts.as_of) if opts.as_of is not None else (max(stamps) if stamps else None)
+    as_of_warning = None
+    if opts.as_of is not None:
+        as_of_warning = _as_of_before_every_job(rows, as_of) or _as_of_before_times(rows, as_of)
+        rows = rewind_to(rows, as_of, dq)
+        if not len(rows.allocs) and not opts.allow_empty:
+            raise InputError(names, None, f"{as_of_warning}; no job had been submitted by --as-of: nothing to report (--allow-empty writes an empty report)")
     window = opts.window
     if window is None:
         a = rows.allocs
@@ -468,7 +477,7 @@ def _captured(opts: WeeklyOptions, need_times: bool = True):
                         (t.max().floor("D") + pd.Timedelta(days=1)).to_pydatetime())
     opts_inputs = {"files": inputs,
                    "as_of": iso_z(as_of) if as_of is not None else None,
-                   "as_of_warning": _as_of_before_every_job(rows, as_of) if opts.as_of is not None else None,
+                   "as_of_warning": as_of_warning,
                    "as_of_from": "--as-of" if opts.as_of is not None else
                    "the latest Submit/Eligible/Start/End (and running Start + ElapsedRaw) in the captures"}
     return rows, dq, window, as_of, opts_inputs
@@ -485,8 +494,74 @@ def _as_of_before_every_job(rows, as_of) -> str | None:
     if as_of is None or first is None or pd.isna(first) or as_of >= first:
         return None
     return (f"--as-of {iso_z(as_of)} is earlier than every job's Submit in the captures (the earliest: "
-            f"{iso_z(first)}): a capture cannot be taken before its jobs were submitted; running jobs are counted "
-            f"up to --as-of (a typo, or a time in another zone?)")
+            f"{iso_z(first)}): a capture cannot be taken before its jobs were submitted; as of then no job had been "
+            f"submitted (a typo, or a time in another zone?)")
+
+
+def coverage(window: Window, as_of) -> dict:
+    """The ``coverage`` section: ``{"partial", "covered_until", "window_end", "note"}``: a
+    capture taken (``as_of``: ``--as-of`` or the latest time in it) before the window's end
+    covers the window only up to then (``partial`` True; the week is provisional until a later
+    run covers it); live reports (``as_of`` None) and captures taken after the end are whole."""
+    end = pd.Timestamp(window.end)
+    end = end.tz_localize("UTC") if end.tzinfo is None else end
+    partial = as_of is not None and pd.Timestamp(as_of) < end
+    return {"partial": bool(partial), "covered_until": iso_z(pd.Timestamp(as_of)) if partial else None,
+            "window_end": iso_z(end),
+            "note": (f"Partial window: the captures end at {iso_z(pd.Timestamp(as_of))}, before the window's end "
+                     f"({iso_z(end)}); every figure covers the window up to then (provisional until a later run "
+                     "covers it)") if partial else None}
+
+
+def _as_of_before_times(rows, as_of) -> str | None:
+    """The warning for an ``--as-of`` earlier than some Start or End in the captures (a capture
+    cannot hold a time after it was taken): names the first such row (the earliest of those
+    times) and how many rows have one; None when every Start and End is at or before it."""
+    a = rows.allocs
+    if as_of is None or not len(a):
+        return None
+    late = (a["start"] > as_of) | (a["end"] > as_of)
+    if not late.any():
+        return None
+    t = a["start"].where(a["start"] > as_of, a["end"])[late]
+    i = t.idxmin()
+    what = "Start" if a.at[i, "start"] > as_of else "End"
+    return (f"--as-of {iso_z(as_of)} is earlier than the Start or End of {int(late.sum())} allocation row(s) in the "
+            f"captures (the first: JobID {a.at[i, 'job_id']} {what} {iso_z(t[i])}): the captures were taken later, or "
+            "--as-of is wrong; the report is as of --as-of: jobs that had not started by then are not counted as run "
+            "(pending if submitted by then, else left out) and jobs that ended later count as running until then")
+
+
+def rewind_to(rows, as_of, dq: DataQuality):
+    """``rows`` (a :class:`~slurmkit.accounting.frame.JobRows`) as sacct would have shown them
+    at ``as_of`` (aware UTC, the capture time ``--as-of``): an allocation submitted after it
+    (Submit, else Start, later) is left out (counted in ``dq`` as :data:`~slurmkit.accounting.
+    quality.AFTER_AS_OF`, not a problem); one submitted by then that started later is PENDING
+    (Start, End, Elapsed unknown); one that started by then and ended later is RUNNING (End,
+    Elapsed unknown: it runs until ``as_of``); steps that started after ``as_of`` are left out
+    too. Returns ``rows`` itself when no time is later."""
+    from slurmkit.accounting.frame import JobRows
+    from slurmkit.accounting.quality import AFTER_AS_OF
+
+    a, st = rows.allocs, rows.steps
+    first = a["submit"].fillna(a["start"]) if "submit" in a else a["start"]
+    gone = (first > as_of).to_numpy()
+    pend = ((a["start"] > as_of) & ~(first > as_of)).to_numpy()
+    run = ((a["end"] > as_of) & (a["start"] <= as_of)).to_numpy()
+    sgone = (st["start"] > as_of).to_numpy() if "start" in st else np.zeros(len(st), bool)
+    if not (gone.any() or pend.any() or run.any() or sgone.any()):
+        return rows
+    a = a.copy()
+    state = a["state"]
+    if isinstance(state.dtype, pd.CategoricalDtype):
+        state = state.cat.add_categories([c for c in ("PENDING", "RUNNING") if c not in state.cat.categories])
+    state = state.mask(pend, "PENDING").mask(run, "RUNNING")
+    a["state"] = state
+    a.loc[pend, "start"] = pd.NaT
+    a.loc[pend | run, "end"] = pd.NaT
+    a.loc[pend | run, "elapsed_s"] = np.nan
+    dq.skip(AFTER_AS_OF, int(gone.sum()) + int(sgone.sum()))
+    return JobRows(a[~gone].reset_index(drop=True), st[~sgone].reset_index(drop=True))
 
 
 def _sha256(path) -> str:

@@ -45,10 +45,14 @@ def hourly_fig(report: dict):
     per = "daily" if h.get("bucket") == "day" else "hourly"
     ax.step(xs, ys, where="post", color="#1f77b4", lw=1, label=f"GPUs in use ({per} mean)")
     if h.get("p95") is not None:
-        ax.axhline(h["p95"], color="#ff7f0e", lw=1, ls="--", label=f"p95 {h['p95']:.1f}")
+        ax.axhline(h["p95"], color="#ff7f0e", lw=1, ls="--", label=f"p95 {h['p95']:.3g}")
     cap = report.get("utilization", {}).get("capacity_gpus")
     if cap:
         ax.axhline(cap, color="#2ca02c", lw=1, label=f"capacity {cap:g}")
+    cov = report.get("coverage") or {}
+    if cov.get("partial"):   # after the capture: nothing is known, not 0 GPUs
+        lo, hi = (dt.datetime.fromisoformat(cov[k].replace("Z", "+00:00")) for k in ("covered_until", "window_end"))
+        ax.axvspan(lo, hi, color="#bbbbbb", alpha=0.5, lw=0, label="not captured")
     ax.set_ylabel("GPUs")
     ax.set_xlabel("UTC")
     top = max([*ys, h.get("p95") or 0.0, cap or 0.0, 0.0])
@@ -213,8 +217,21 @@ def downtime_png(report: dict, n_nodes: int = 30, n_reasons: int = 8) -> bytes |
     return _png(plt, fig)
 
 
+#: The trend lines' (colour, marker, line style), one per series: tab10's colours, with a
+#: marker and a line style that differ too (a legend readable without colour).
+TREND_STYLES = tuple(zip(("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"),
+                         ("o", "s", "^", "D", "v", "P", "X", "*"),
+                         ("-", "--", "-.", ":", "-", "--", "-.", ":")))
+
+
 def trends_png(report: dict, n: int = 8) -> bytes | None:
-    """GPU-hours (top row) and CPU-hours (bottom row) per ISO week over the trend weeks: one
+    """:func:`trends_fig` as PNG bytes; None where it draws nothing."""
+    got = trends_fig(report, n)
+    return None if got is None else _png(*got[:2])
+
+
+def trends_fig(report: dict, n: int = 8):
+    """``(pyplot, figure, axes)`` or None: GPU-hours (top row) and CPU-hours (bottom row) per ISO week over the trend weeks: one
     line per partition (left) and per account (right), the ``n`` with most GPU-hours; a week not
     in the store or an unknown figure is a gap, a provisional week (jobs still running, or a
     capture that ends before the week) an open marker. None without trends, with no week known
@@ -235,12 +252,15 @@ def trends_png(report: dict, n: int = 8) -> bytes | None:
     xs = list(range(len(weeks)))
     for row, (col, what) in enumerate((("gpu_hours", "GPU-hours"), ("cpu_hours", "CPU-hours"))):
         for ax, key, kind in ((axes[row][0], "by_partition", "partition"), (axes[row][1], "by_account", "account")):
-            for r in (t.get(key) or [])[:n]:
+            for i, r in enumerate((t.get(key) or [])[:n]):
                 ys = [math.nan if v is None else v for v in (r.get(col) or [None] * len(weeks))]
-                line, = ax.plot(xs, ys, marker="o", ms=3, lw=1.2, label=str(r[kind] or "(none)")[:24])
+                # each series its own colour, marker and line style (the provisional markers are
+                # drawn in the series' colour, so they take no colour from the cycle)
+                c, m, ls = TREND_STYLES[i % len(TREND_STYLES)]
+                ax.plot(xs, ys, color=c, marker=m, ls=ls, ms=4, lw=1.2, label=str(r[kind] or "(none)")[:24])
                 px = [x for x, w in zip(xs, weeks) if w in prov and not math.isnan(ys[x])]
                 if px:
-                    ax.plot(px, [ys[x] for x in px], "o", mfc="white", mec=line.get_color(), ms=6)
+                    ax.plot(px, [ys[x] for x in px], ls="none", marker=m, mfc="white", mec=c, ms=7)
             ax.set_title(f"{what} per week by {kind}", fontsize=9)
             ax.set_xticks(xs, [w[-3:] for w in weeks], fontsize=7)
             ax.set_ylim(bottom=0)
@@ -249,4 +269,4 @@ def trends_png(report: dict, n: int = 8) -> bytes | None:
         axes[row][0].set_ylabel(what)
     fig.text(0.5, 0.01, f"ISO weeks {weeks[0]} to {weeks[-1]}; open marker: provisional (running jobs or a partial capture); "
                         "a gap: not in the store or unknown", ha="center", fontsize=7)
-    return _png(plt2, fig)
+    return plt2, fig, axes

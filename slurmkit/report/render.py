@@ -336,10 +336,12 @@ UNKNOWN_CELL = "unknown"
 
 def trend_cell(t: dict, week: str, v) -> str:
     """One trend table cell: "–" for a week not in the store, "unknown" for a stored week's
-    unknown figure, else the number (:func:`fmt`)."""
+    unknown figure, else the number (:func:`fmt`); a provisional week's cell (``provisional_weeks``:
+    jobs still running, or a capture that ends before the week does) says "(provisional)"."""
     if week not in (t.get("weeks_known") or []):
         return "–"
-    return UNKNOWN_CELL if v is None else fmt(v)
+    mark = " (provisional)" if week in (t.get("provisional_weeks") or []) else ""
+    return (UNKNOWN_CELL if v is None else fmt(v)) + mark
 
 
 def trends_text(t: dict | None) -> str:
@@ -429,7 +431,7 @@ def title(report: dict) -> str:
     days = (_dt.datetime.fromisoformat(w["end"].replace("Z", "+00:00"))
             - _dt.datetime.fromisoformat(w["start"].replace("Z", "+00:00"))).total_seconds() / 86400
     # a window that is not a week is not called one (an 11-day window is an 11-day report)
-    kind = "weekly report" if days == 7 else f"report over {days:g} days"
+    kind = "weekly report" if days == 7 else f"report over {days:g} day{'' if days == 1 else 's'}"
     return f"GPU cluster {kind}{c}: {w['start'][:10]} to {w['end'][:10]}"
 
 
@@ -458,7 +460,8 @@ def to_html(report: dict, limit: int = 25) -> str:
         job_sizes=job_sizes_table(report.get("job_sizes")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")),
         denominators=denominators_text(report), breakdown_rows=breakdown_rows(report), account_rows=account_rows(report), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
         groups=_GROUPS, energy_sources=REPORTED_SOURCES, limit=limit, version=__version__, policy_note=POLICY_NOTE,
-        requested=requested_note(report), gh_head=gpu_h_header(report), wh_head=gpu_h_header(report, "wasted GPU-h"))
+        requested=requested_note(report), gh_head=gpu_h_header(report), wh_head=gpu_h_header(report, "wasted GPU-h"),
+        yes_no=yes_no, assumption=assumption_text)
 
 
 def about_rows(report: dict) -> list[list[str]]:
@@ -477,7 +480,8 @@ def about_rows(report: dict) -> list[list[str]]:
     if inp.get("live"):
         rows.append(["input", inp["live"]])
     if inp:
-        rows += [["capture time (--as-of)", f"{inp.get('as_of')} ({inp.get('as_of_from')})"],
+        rows += [["capture time (--as-of)", f"{inp.get('as_of')} ({inp.get('as_of_from')})" if inp.get("as_of")
+                  else str(inp.get("as_of_from") or "now (live)")],
                  ["time zone", f"{inp.get('time_zone')} ({'given' if inp.get('time_zone_given') else 'ASSUMED'}"
                                f"{': ' + inp['time_zone_note'] if not inp.get('time_zone_given') else ''})"],
                  ["window", f"{report['window']['start']} – {report['window']['end']} (end exclusive)"],
@@ -486,6 +490,25 @@ def about_rows(report: dict) -> list[list[str]]:
         rows.append(["GPU-hours", f"{fmt(report['totals']['gpu_hours'])} GPU-h ({requested_note(report)}: "
                                   "ReqTRES GPUs × elapsed)"])
     return rows
+
+
+def yes_no(v) -> str:
+    """A flag for a reader: True -> "yes", False -> "no", "" or None -> "" (not compared)."""
+    return "yes" if v is True else "no" if v is False else ("" if v is None else str(v))
+
+
+def assumption_text(key: str, v) -> str:
+    """An assumption's value for a reader: "not set" (None), "none given" for an empty
+    per-type table (``gpu_tdp_w`` {}: every GPU at ``default_tdp_w``), ``type=W, ...`` for a
+    table, yes / no for a flag, else the value."""
+    if v is None:
+        return "not set"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={x:g}" if isinstance(x, (int, float)) else f"{k}={x}" for k, x in sorted(v.items())) \
+            or ("none given (every GPU at default_tdp_w)" if key == "gpu_tdp_w" else "none given")
+    if isinstance(v, bool):
+        return yes_no(v)
+    return str(v)
 
 
 def _md_text(v):
@@ -529,7 +552,9 @@ def denominators_text(report: dict) -> list[str]:
     """The sentences under the breakdown: the utilization's capacity source (always) and the
     breakdown's notes (its capacity, sreport's hours, each difference explained)."""
     u = report.get("utilization") or {}
-    out = [f"Utilization's capacity source: {u.get('capacity_source') or 'unknown'}."]
+    per = u.get("capacity_period") or {}
+    out = [f"Utilization's capacity source: {u.get('capacity_source') or 'unknown'}"
+           + (f", counted {per['start']} – {per['end']} ({per.get('why', '')})" if per else "") + "."]
     b = u.get("breakdown")
     if b:
         out += b.get("notes") or []
@@ -560,7 +585,7 @@ def _md_denominators(r: dict) -> list[str]:
         lines += [f"sreport's breakdown, {b['window']['start']} – {b['window']['end']} (hours):", "",
                   _md_table(["TRES", "figure", "ours", "sreport", "difference", "within rounding"],
                             [[x["tres"], x["figure"], x["ours_hours"], x["sreport_hours"] or "–",
-                              x["difference_hours"] or "–", x["within_rounding"]] for x in rows]), ""]
+                              x["difference_hours"] or "–", yes_no(x["within_rounding"])] for x in rows]), ""]
     acc = account_rows(r)
     if acc:
         lines += ["## Accounts", "", f"Per-user usage under each account, {r['accounts']['window']['start']} – "
@@ -589,6 +614,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
                f"is in data_quality.csv.", ""] if dq0.get("rejected_over_limit") else [])
     lines = [f"# {title(r)}", "", *banner,
              f"Window {r['window']['start']} – {r['window']['end']} (UTC, end exclusive).", "",
+             *([f"**{(r.get('coverage') or {})['note']}.**", ""] if (r.get("coverage") or {}).get("partial") else []),
              *([f"Provisional: {t['provisional_jobs']} job(s) still running as of {r.get('as_of')}; "
                 f"{fmt(t.get('provisional_gpu_hours'))} of the GPU-hours count up to then and will grow "
                 f"(marked * below).", ""] if t.get("provisional_jobs") else []),
@@ -661,7 +687,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
                              fmt(j["gpu_util_pct"])] for j in e["idle_jobs"]])]), "",
               "## Assumptions", "",
               _md_table(["assumption", "value", "from"],
-                        [[k, v if v is not None else "not set", r["assumptions"]["origin"].get(k, "")]
+                        [[k, assumption_text(k, v), r["assumptions"]["origin"].get(k, "")]
                          for k, v in r["assumptions"].items() if k != "origin"]), ""]
     if r.get("inputs"):
         lines += ["## About this report", "", _md_table(["item", "value"], about_rows(r)), ""]

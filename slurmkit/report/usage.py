@@ -239,7 +239,7 @@ def utc(t) -> pd.Timestamp:
 
 
 def allocations(rows, start, end, dq: DataQuality, now=None,
-                source: str = "", untimed: bool = False) -> pd.DataFrame:
+                source: str = "", untimed: bool = False, running_elapsed: bool = False) -> pd.DataFrame:
     """Allocation rows of ``rows`` (a :class:`~slurmkit.accounting.frame.JobRows`) in
     ``[start, end)`` (aware UTC timestamps) with the usage columns of the module docstring.
     Records unused rows in ``dq`` (so ``dq.rows_counted`` is exactly the rows used). ``now``:
@@ -247,7 +247,10 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     with no Submit, Start nor End at all (a capture printed without them, as reportseff's
     ``sacct -o`` is) are kept instead of skipped, as started unless PENDING, with ``run_s`` =
     ``in_window_s`` = their ElapsedRaw / Elapsed (no time to place them in the window: the
-    per-job view, :mod:`slurmkit.report.jobs`)."""
+    per-job view, :mod:`slurmkit.report.jobs`). ``running_elapsed``: a running job runs its
+    ElapsedRaw / Elapsed (what sacct measured when the capture was taken; when over 0, and never
+    past ``now`` or Start + Timelimit) rather than Start -> ``now``: for captures, whose
+    ``now`` is the capture time; live rows come from a pull made before ``now``."""
     start, end = utc(start), utc(end)
     now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
     # one integer code per allocation identity (cluster, key_id), shared by its steps
@@ -293,7 +296,11 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     hi = stop.clip(upper=end)
     overlap = (hi - lo).dt.total_seconds().clip(lower=0).where(ran, 0.0)
     full = (stop - allocs["start"]).dt.total_seconds()
-    run_s = allocs["elapsed_s"].where(allocs["elapsed_s"].notna() & (allocs["end"].notna() | notime), full)
+    # a running job in a capture: sacct's Elapsed when the capture was taken (what sacct
+    # measured), when it printed one, else Start -> the capture time / now (never more)
+    el = allocs["elapsed_s"]
+    running = el.clip(upper=full).where(el > 0, full) if running_elapsed else full
+    run_s = el.where(el.notna() & (allocs["end"].notna() | notime), running)
     run_s = run_s.fillna(full).fillna(0.0)
     frac = (overlap / full).where(full > 0, 0.0).fillna(0.0).where(~notime, 1.0)
     allocs["run_s"] = run_s

@@ -502,15 +502,24 @@ def gpus_in_use(runs: pd.DataFrame, window: Window, upto, now=None, known: bool 
 
 
 def utilization(gpu_h: float | None, capacity_gpus: float | None, down_gpu_hours: float | None,
-                window: Window, upto) -> dict:
+                window: Window, upto, capacity_from=None) -> dict:
     """The ``utilization`` section: GPU-hours / available GPU-hours, where available =
-    ``capacity_gpus`` x the window's hours up to ``upto`` (no future hour) - ``down_gpu_hours``;
-    None without a capacity."""
+    ``capacity_gpus`` x the hours of ``capacity_period`` - ``down_gpu_hours``; None without a
+    capacity. ``capacity_period`` (``{"start", "end", "why"}``, ISO UTC): from the window's start,
+    or from ``capacity_from`` when it lies inside the window (the cluster's registration,
+    ``sacctmgr show event`` "Cluster Registered TRES": it did not exist before), up to ``upto``
+    (the capture time or now: no future hour)."""
+    begin = utc(window.start)
+    why = "the window's start"
+    if capacity_from is not None and begin < utc(capacity_from) < utc(window.end):
+        begin, why = utc(capacity_from), "the cluster's registration (sacctmgr show event: Cluster Registered TRES)"
+    end = max(utc(upto), begin)
     util = {"capacity_gpus": _num(capacity_gpus), "capacity_gpu_hours": None,
-            "down_gpu_hours": _num(down_gpu_hours), "available_gpu_hours": None, "utilization": None}
+            "down_gpu_hours": _num(down_gpu_hours), "available_gpu_hours": None, "utilization": None,
+            "capacity_period": {"start": iso_z(begin), "end": iso_z(end), "why": f"from {why} to the capture time or now"}}
     if capacity_gpus:
         # capacity only up to the capture / now: an hour in the future holds no use yet
-        cap = capacity_gpus * max((upto - utc(window.start)).total_seconds(), 0.0) / 3600.0
+        cap = capacity_gpus * max((end - begin).total_seconds(), 0.0) / 3600.0
         avail = cap - (down_gpu_hours or 0.0)
         util.update(capacity_gpu_hours=_num(cap), available_gpu_hours=_num(avail),
                     utilization=_num(gpu_h / avail) if avail > 0 and gpu_h is not None else None)
@@ -547,7 +556,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
                  previous: dict | None = None, now=None, source: str = "",
                  cluster: str = "", recon_window: Window | None = None,
                  horizon=None, downtime: dict | None = None, capacity_source: str | None = None,
-                 breakdown_inputs: dict | None = None) -> tuple[dict, pd.DataFrame]:
+                 breakdown_inputs: dict | None = None, running_elapsed: bool = False) -> tuple[dict, pd.DataFrame]:
     """``(report dict, per-allocation frame)``. See the module docstring.
 
     ``capacity_gpus``: GPUs in the cluster (profile or scontrol); ``down_gpu_hours``: from node
@@ -559,8 +568,9 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     time): the GPUs-in-use curve and the capacity stop there. ``capacity_source``: where
     ``capacity_gpus`` came from (``utilization.capacity_source``; "unknown" when None).
     ``breakdown_inputs``: the inputs of sreport's breakdown and the account tree
-    (:func:`breakdown_section`), or None."""
-    a = allocations(rows, window.start, window.end, dq, now=now, source=source)
+    (:func:`breakdown_section`), or None. ``running_elapsed``: a running job runs sacct's
+    Elapsed (captures: :func:`slurmkit.report.usage.allocations`)."""
+    a = allocations(rows, window.start, window.end, dq, now=now, source=source, running_elapsed=running_elapsed)
     a = E.attach_energy(a, assumptions, spool, dq)
     spool_unmatched = int(a.attrs.get("spool_unmatched", 0))
     # an unknown GPU count (NaN) stays unknown in what is derived from it
@@ -582,7 +592,10 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     recon = None
     if sreport_gpu_hours is not None:
         recon = reconcile(rows, runs, recon_window or window, float(sreport_gpu_hours), now=now)
-    util = {**utilization(totals["gpu_hours"], capacity_gpus, down_gpu_hours, window, upto),
+    from slurmkit.report.breakdown import registration
+
+    reg = registration((breakdown_inputs or {}).get("events"))
+    util = {**utilization(totals["gpu_hours"], capacity_gpus, down_gpu_hours, window, upto, capacity_from=reg),
             "capacity_source": capacity_source or "unknown"}
     util["breakdown"] = breakdown_section(a, breakdown_inputs, capacity_source, util, totals["gpu_hours"], upto)
     report = {
@@ -642,7 +655,7 @@ def breakdown_section(allocs: pd.DataFrame, inputs: dict | None, capacity_source
         g = (sre or {}).get("gres/gpu") or {}
         f = lambda x: "unknown" if x is None else f"{x:.4g}"  # noqa: E731
         notes.append(
-            f"Utilization's own denominator, {iso_z(utc(w.start))[:10]} to {iso_z(utc(upto)) if upto is not None else 'now'}: "
+            f"Utilization's own denominator, {util['capacity_period']['start']} to {util['capacity_period']['end']}: "
             f"capacity {f(util.get('capacity_gpu_hours'))} GPU-h ({capacity_source or 'unknown'}) − down "
             f"{f(util.get('down_gpu_hours'))} = available {f(util.get('available_gpu_hours'))}, of which jobs used "
             f"{f(gpu_hours)}"
@@ -650,7 +663,7 @@ def breakdown_section(allocs: pd.DataFrame, inputs: dict | None, capacity_source
                f"Down {f(g.get('down'))}, Idle {f(g.get('idle'))} GPU-h (they differ by the hours sreport has not "
                "rolled up, and by capacity where the registered TRES differ from the capacity source)" if g else "")
             + ".")
-    return {"window": bd["window"], "capacity_source": bd["capacity_source"], "ours": bd["tres"],
+    return {"window": bd["window"], "capacity_source": bd["capacity_source"], "ours": bd["tres"], "registered": bd["registered"],
             "sreport": sre, "differences": diffs, "notes": notes}
 
 

@@ -178,8 +178,11 @@ def test_cscs_slurm_energy_and_step_without_suffix(corpus):
     assert rep["totals"]["energy_kwh_by_source"]["slurm"] == pytest.approx(20543125 / 3.6e6)
     assert rep["energy_sources"]["jobs"]["slurm"] == 1
     assert rep["data_quality"]["rows_skipped"] == 1
-    (reason,) = rep["data_quality"]["skipped_reasons"]
-    assert reason.startswith("repeated JobID")
+    # a known sacct quirk (corpus README): the step row that lost its .0 suffix (no User, JobName
+    # cuda-vars.sh) is skipped but is not a problem: it does not count toward the skipped share
+    assert rep["data_quality"]["skipped_reasons"] == {
+        "step row without its suffix (a repeated JobID/Submit/Start without User; the job's own row kept)": 1}
+    assert rep["data_quality"]["rows_rejected"] == 0
     assert allocs.loc[0, "ncpus"] == 1152 and allocs.loc[0, "alloc_mem_mib"] == 1840000
 
 

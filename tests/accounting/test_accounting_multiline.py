@@ -62,6 +62,22 @@ def test_gcm_joined_job_counts_its_gpus():
     assert a.loc[jid, "gpus"] == 256 and a.loc[jid, "state"] == "REQUEUED"
 
 
+def test_gcm_identical_repeat_is_counted_once_not_a_problem():
+    """gcm's multiple-multiline capture prints record 201844 three times, every field equal (read
+    by hand: lines 4-9 are three copies of one two-line record): one allocation, the two copies
+    skipped as identical repeats, which are not problems (issue 25 trial finding 12); the step
+    200131.0 without its allocation row stays a problem."""
+    from slurmkit.accounting.quality import IDENTICAL_REPEAT
+
+    path, _ = GCM["multiple"]
+    recs = [r for r in _records_by_hand(path) if r[32] == "201844"]
+    assert len(recs) == 3 and recs[0] == recs[1] == recs[2]
+    rows, dq = load_sacct(path)
+    assert list(rows.allocs["job_id"]).count("201844") == 1
+    assert dq.skipped[IDENTICAL_REPEAT] == 2 and dq.rows_rejected == 0
+    assert [p.detail for p in dq.problems if p.reason == IDENTICAL_REPEAT] == ["JobID 201844", "JobID 201844"]
+
+
 def test_multi_character_delimiter_edit(tmp_path):
     """gcm's capture with ``|#`` rewritten to the 3-character ``"|"`` (a labelled edit): read
     the same, the delimiter taken from the header."""

@@ -197,7 +197,7 @@ def test_captured_report_shows_the_breakdown_beside_sreports(tmp_path):
     acc = rep["accounts"]
     assert len(acc["differences"]) == 18 and all(d["within"] for d in acc["differences"])
     md = (out / "weekly.md").read_text()
-    assert "| cpu | Planned Down | 0.862 | 0.862 | 0 | True |" in md
+    assert "| cpu | Planned Down | 0.862 | 0.862 | 0 | yes |" in md
     assert "| \u2003\u2003physics | 0.00833 | 0.00833 |" in md
     with open(out / "accounts.csv") as fh:
         rows = list(csv.DictReader(fh))
@@ -221,3 +221,46 @@ def test_captured_breakdown_without_events_or_reservations_says_unknown(tmp_path
         P.weekly_report(captures=(DATA / "sandbox_sacct.psv",), window=HOUR, sreport_utilization=bad,
                         as_of=HOUR.end, outdir=tmp_path / "o2", use_store=False, trend_weeks=0, formats=["json"],
                         spool=tmp_path / "nospool.jsonl")
+
+
+def test_sreport_without_rows_is_not_comparable_and_capacity_counts_from_registration(tmp_path):
+    """sreport returned no rows (sandbox_utilization_no_rows.txt: the real capture's banner and
+    header, its rows removed, as sreport prints a window slurmdbd has not rolled up): the notes
+    say "not comparable", never "equals"; the cluster registered at 13:53:23 (sandbox_events.psv),
+    so the headline utilization counts its capacity from then to the capture time (14:05)."""
+    rep, out = _weekly(tmp_path, "--events", str(DATA / "sandbox_events.psv"),
+                       "--reservations", str(DATA / "sandbox_reservations.psv"),
+                       "--nodes", str(DATA / "sandbox_scontrol_nodes.txt"), "--capacity-gpus", "16",
+                       "--sreport-utilization", str(DATA / "sandbox_utilization_no_rows.txt"))
+    b = rep["utilization"]["breakdown"]
+    assert b["sreport"] == {} and b["differences"] == []
+    assert "sreport returned no rows for this window (cluster registered at 2026-12-02T13:53:23Z; "\
+           "rollup not yet run?): not comparable." in b["notes"]
+    assert not any("equals sreport" in n for n in b["notes"])
+    u = rep["utilization"]
+    assert u["capacity_period"]["start"] == "2026-12-02T13:53:23Z" and u["capacity_period"]["end"] == "2026-12-02T14:05:00Z"
+    assert u["capacity_gpu_hours"] == pytest.approx(16 * 697 / 3600)
+    md = (out / "weekly.md").read_text()
+    assert "not comparable" in md and "counted 2026-12-02T13:53:23Z – 2026-12-02T14:05:00Z" in md
+    # trial finding 10: a 1-day window is "1 day"; no raw True/False, no "{}" among the assumptions
+    assert md.startswith("# GPU cluster report over 1 day — sandbox: 2026-12-02 to 2026-12-03")
+    assert "| gpu_tdp_w | none given (every GPU at default_tdp_w) |" in md and "| trust_slurm_energy | yes |" in md
+    html = (out / "weekly.html").read_text()
+    assert "counted 2026-12-02T13:53:23Z" in html
+    assert "Capacity 3.10 GPU-hours (16.0 GPUs, 2026-12-02T13:53:23Z – 2026-12-02T14:05:00Z)" in html
+
+
+def test_cluster_registered_after_the_hours_has_nothing_reported():
+    """A labelled edit of sandbox_events.psv: the cluster's registration moved to 14:27:29, after
+    the hour (a cluster made after sreport's rolled-up hours, as in issue 25's trial): Reported
+    and Idle are 0 for the hour (not the nodes' TRES x the hour) and the note says when it
+    registered."""
+    text = _read("sandbox_events.psv").replace("|1796219603|Unknown|", "|1796221649|Unknown|")
+    events = C.node_events(text, cluster_rows=True)
+    nodes = C.node_tres_scontrol(_read("sandbox_scontrol_nodes.txt"))
+    bd = B.breakdown(HOUR.start, HOUR.end, _allocs(), events, [], nodes, now=HOUR.end)
+    assert bd["registered"] == "2026-12-02T14:27:29Z"
+    assert bd["tres"]["gres/gpu"]["reported"] == 0 and bd["tres"]["gres/gpu"]["idle"] == 0
+    notes = B.explain(bd, {}, [], {"start": "2026-12-02T13:00:00Z", "end": "2026-12-02T14:00:00Z"}, None)
+    assert notes[-1] == ("sreport returned no rows for this window (cluster registered at 2026-12-02T14:27:29Z; "
+                         "rollup not yet run?): not comparable.")

@@ -104,21 +104,147 @@ def test_header_line_is_not_a_row(tmp_path):
 def test_as_of_before_every_submit_is_a_warning_naming_both_times(tmp_path):
     """Issue 25's smaller points: an --as-of earlier than every job's Submit (the capture
     cannot have been taken then) is said on stderr, in data_quality.warnings and in the
-    Markdown, with both times; an --as-of after the first Submit says nothing."""
+    Markdown, with both times; as of then nothing had been submitted, so without --allow-empty
+    it is an error that says so (trial finding 7); an --as-of after every time says nothing."""
     submits = [ln.split("|")[10] for ln in SRC.read_text().splitlines()[1:]]
     first = min(submits)
     assert first == "2017-01-04T16:57:11"   # Europe/London in January = UTC
+    want = f"--as-of 2016-12-01T00:00:00Z is earlier than every job's Submit in the captures (the earliest: {first}Z)"
+    bad = _run("--start", "2017-01-02", "--end", "2017-01-16", "-o", str(tmp_path / "b"), "--format", "json",
+               "--tz", "Europe/London", "--as-of", "2016-12-01T00:00:00")
+    assert bad.exit_code == 2 and want in bad.output and "no job had been submitted by --as-of" in bad.output
+    assert not (tmp_path / "b").exists()
     out = tmp_path / "o"
     res = _run("--start", "2017-01-02", "--end", "2017-01-16", "-o", str(out), "--format", "json,md",
-               "--tz", "Europe/London", "--as-of", "2016-12-01T00:00:00")
+               "--tz", "Europe/London", "--as-of", "2016-12-01T00:00:00", "--allow-empty")
     assert res.exit_code == 0, res.output
-    want = f"--as-of 2016-12-01T00:00:00Z is earlier than every job's Submit in the captures (the earliest: {first}Z)"
     assert want in res.output
     rep = json.loads((out / "weekly.json").read_text())
     assert any(w.startswith(want) for w in rep["data_quality"]["warnings"])
     assert rep["inputs"]["as_of_warning"].startswith(want)
     assert want in (out / "weekly.md").read_text()
     ok = _run("--start", "2017-01-02", "--end", "2017-01-16", "-o", str(tmp_path / "p"), "--format", "json",
-              "--tz", "Europe/London", "--as-of", "2017-01-04T17:00:00")
+              "--tz", "Europe/London", "--as-of", "2017-02-01T00:00:00")
     assert ok.exit_code == 0 and "earlier than every job" not in ok.output
     assert json.loads((tmp_path / "p" / "weekly.json").read_text())["inputs"]["as_of_warning"] is None
+
+
+def test_as_of_before_starts_and_ends_warns_and_rewinds_the_capture(tmp_path, corpus):
+    """Trial finding 7, on the corpus's Habrok capture (taken 2024-04-19 13:11): with --as-of
+    2024-04-17T00:00Z, 8 allocation rows have a Start or End after it; the warning names the
+    first (8162707, End 2024-04-17T11:44:39) and the report is as of --as-of: the jobs that
+    started later (7951810 at 04-17 14:42, 8202099 at 04-17 22:53: pending then; 8298012 and
+    8322514_33, submitted later: left out) are not run jobs, and those that ended later run until
+    --as-of (4 of the 11 counted). Counted by hand from the capture: 11 jobs started by 04-17
+    00:00 and touch W16 (the analyst's 12 left 7951810, COMPLETED, started 04-17 14:42, in)."""
+    out = tmp_path / "o"
+    res = CliRunner().invoke(cli, [
+        "report", "weekly", "--from-sacct", str(corpus / "sacct/habrok_gpu_cluster_parsable2.psv"), "--tz", "UTC",
+        "--week", "2024-W16", "--as-of", "2024-04-17T00:00Z", "--trend-weeks", "0", "--no-store", "-o", str(out),
+        "--format", "json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    want = ("--as-of 2024-04-17T00:00:00Z is earlier than the Start or End of 8 allocation row(s) in the captures "
+            "(the first: JobID 8162707 End 2024-04-17T11:44:39Z)")
+    assert want in res.output
+    rep = json.loads((out / "weekly.json").read_text())
+    assert rep["inputs"]["as_of_warning"].startswith(want)
+    assert rep["totals"]["jobs"] == 11
+    assert rep["data_quality"]["skipped_reasons"][
+        "submitted (or a step started) after --as-of: not yet in the capture then"] == 14
+    # 8162707, 8163609, 8180204, 8181476_31 started by --as-of and ended after it: running then
+    outcome = {o["state"]: o["jobs"] for o in rep["outcomes"]}
+    assert outcome == {"CANCELLED": 1, "COMPLETED": 5, "RUNNING": 4, "TIMEOUT": 1}
+    assert rep["totals"]["provisional_jobs"] == 4
+
+
+def test_running_job_runs_what_sacct_measured_at_capture(corpus):
+    """Trial finding 13, on the corpus's Habrok capture: running job 8322514_33 (Start
+    09:39:58, Elapsed 03:31:51 = 12711 s when sacct printed it) runs 12711 s, not the capture
+    time (the latest Start + Elapsed of any running job, 13:11:52, from 8298012) − Start =
+    12714 s; its 8 CPUs give 8 x 12711 s of CPU time."""
+    import pandas as pd
+
+    from slurmkit.accounting.frame import load_sacct
+    from slurmkit.report.energy import Assumptions
+    from slurmkit.report.pipeline import latest_time
+    from slurmkit.report.weekly import build_report
+    from slurmkit.report.window import Window
+
+    rows, dq = load_sacct(corpus / "sacct/habrok_gpu_cluster_parsable2.psv")
+    as_of = latest_time(rows)
+    assert str(as_of) == "2024-04-19 13:11:52+00:00"
+    w = Window(as_of.floor("D") - pd.Timedelta(days=1), as_of.ceil("D"))
+    _, a = build_report(rows, dq, w, Assumptions(), now=as_of, running_elapsed=True)
+    j = a.set_index("job_id").loc["8322514_33"]
+    assert j["run_s"] == 12711 and j["in_window_s"] == 12711 and j["provisional"]
+    assert j["cpu_hours"] == pytest.approx(8 * 12711 / 3600)
+    # live rows (a pull made before now): Start -> now
+    _, live = build_report(*load_sacct(corpus / "sacct/habrok_gpu_cluster_parsable2.psv"), w, Assumptions(), now=as_of)
+    assert live.set_index("job_id").loc["8322514_33", "run_s"] == 12714
+
+
+def test_partial_week_is_flagged_where_readers_look(tmp_path, corpus):
+    """Trial finding 8, the corpus's Habrok capture (taken 2024-04-19 13:11:52) for W16 (ends
+    04-22): JSON ``coverage`` says partial; the Markdown and HTML say so under the totals; the
+    GPUs-in-use curve stops at the capture (no 0 GPUs after it) and the plot shades the rest
+    "not captured"; the stored week's trend cells read "(provisional)"."""
+    from slurmkit.report.plots import hourly_fig
+
+    out = tmp_path / "o"
+    res = CliRunner().invoke(cli, [
+        "report", "weekly", "--from-sacct", str(corpus / "sacct/habrok_gpu_cluster_parsable2.psv"), "--tz", "UTC",
+        "--week", "2024-W16", "--store", str(tmp_path / "store"), "--trend-weeks", "2", "-o", str(out),
+        "--format", "json,md,html"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rep = json.loads((out / "weekly.json").read_text())
+    cov = rep["coverage"]
+    assert cov["partial"] and cov["covered_until"] == "2024-04-19T13:11:52Z" and cov["window_end"] == "2024-04-22T00:00:00Z"
+    note = ("Partial window: the captures end at 2024-04-19T13:11:52Z, before the window's end (2024-04-22T00:00:00Z); "
+            "every figure covers the window up to then")
+    assert f"**{note}" in (out / "weekly.md").read_text()
+    assert note.replace("'", "&#39;") in (out / "weekly.html").read_text()
+    plt, fig, ax = hourly_fig(rep)
+    assert "not captured" in [t.get_text() for t in ax.get_legend().get_texts()]
+    plt.close(fig)
+    assert rep["trends"]["provisional_weeks"] == ["2024-W16"]
+    md = (out / "weekly.md").read_text()
+    assert "| GPU-hours | – | 128 (provisional) |" in md, [ln for ln in md.splitlines() if ln.startswith("| GPU-hours")]
+
+
+def test_live_about_block_says_now_not_none():
+    """Trial finding 10: a live report's inputs (``inputs_record`` without captures: as_of None,
+    as_of_from "now (live)") read "now (live)" in the About block, not "None (now (live))"."""
+    from slurmkit.report.pipeline import WeeklyOptions, inputs_record
+    from slurmkit.report.render import about_rows
+    from slurmkit.report.window import parse_week
+
+    w = parse_week("2026-W49")
+    rec = inputs_record(WeeklyOptions(window=w), w, None)
+    rows = dict((k, v) for k, v in about_rows({"inputs": rec, "window": w.as_dict()}))
+    assert rows["capture time (--as-of)"] == "now (live)"
+
+
+def test_trend_lines_each_have_their_own_colour_marker_and_style(tmp_path, corpus):
+    """Trial finding 9: the corpus's Habrok capture stored for W15 and W16 (its partitions
+    gpulong, regularlong, ... over two weeks, W16 provisional): in every panel of the trends
+    plot no two series share a colour, a marker or a line style (the provisional open markers
+    used to advance the colour cycle, so gpulong and regularlong were both blue)."""
+    from slurmkit.report.plots import trends_fig
+
+    src = str(corpus / "sacct/habrok_gpu_cluster_parsable2.psv")
+    for week in ("2024-W15", "2024-W16"):
+        res = CliRunner().invoke(cli, [
+            "report", "weekly", "--from-sacct", src, "--tz", "UTC", "--week", week, "--store", str(tmp_path / "store"),
+            "--trend-weeks", "2", "-o", str(tmp_path / week), "--format", "json"], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+    rep = json.loads((tmp_path / "2024-W16" / "weekly.json").read_text())
+    assert rep["trends"]["provisional_weeks"] == ["2024-W16"] and len(rep["trends"]["by_partition"]) >= 3
+    plt, fig, axes = trends_fig(rep)
+    for ax in axes.flat:
+        series = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+        assert len(series) == len(rep["trends"]["by_partition" if ax in axes[:, 0] else "by_account"][:8])
+        colours, markers = [ln.get_color() for ln in series], [ln.get_marker() for ln in series]
+        assert len(set(colours)) == len(colours) and len(set(markers)) == len(markers), (colours, markers)
+        styles = [ln.get_linestyle() for ln in series[:4]]
+        assert len(set(styles)) == len(styles), styles
+    plt.close(fig)

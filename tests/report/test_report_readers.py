@@ -204,10 +204,11 @@ def test_trends_over_the_last_weeks_come_from_the_weekly_aggregates_in_the_store
     assert "1 week(s) not in the store (–; a stored week with no job reads 0)" in md
     # W02 built again from a capture taken while a job still ran: its table is replaced, marked provisional
     res = _run(tmp_path, _week_rows(w01 + wk, 3, 2, running=True), name="w1b.psv", window=parse_week("2026-W02"),
-               store_dir=store, trend_weeks=2, outdir=tmp_path / "again", as_of=pd_ts(w01 + wk + 86400 + 1800))
+               store_dir=store, trend_weeks=2, outdir=tmp_path / "again", as_of=pd_ts(w01 + wk + 86400 + 3600))
     t = res.report["trends"]
     assert t["weeks"] == ["2026-W01", "2026-W02"] and t["provisional_weeks"] == ["2026-W02"]
-    assert {r["account"]: r["gpu_hours"] for r in t["by_account"]} == {"a1": [1.0, 3.0], "a2": [2.0, 1.0]}
+    # taken as a1's job ended (an --as-of before it would rewind the capture: a1 running then)
+    assert {r["account"]: r["gpu_hours"] for r in t["by_account"]} == {"a1": [1.0, 3.0], "a2": [2.0, 2.0]}
 
 
 def pd_ts(epoch):
