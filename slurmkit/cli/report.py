@@ -168,6 +168,45 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
             click.echo(f"  {p}")
 
 
+@cli.command("store")
+@click.option("--from-sacct", "from_sacct", multiple=True, required=True, type=click.Path(dir_okay=False),
+              help="Captured sacct output (repeatable; several are merged, the latest copy of a row kept).")
+@click.option("--store", "store_dir", required=True, type=click.Path(file_okay=False), help="Parquet store folder.")
+@click.option("--cluster", help="The store's cluster folder (default: _default).")
+@click.option("--week", help="Write only this ISO week's days.")
+@click.option("--start", help="Write only days from this one: ISO date, UTC.")
+@click.option("--end", help="... to this one (exclusive).")
+@click.option("--sacct-fields", help="Field list of a capture without header: a file or a comma list.")
+@click.option("--delimiter", help="Delimiter of the capture (default: detected).")
+@click.option("--tz", default="UTC", show_default=True, help="Zone of the capture's times when they carry none.")
+@click.option("--as-of", "as_of", metavar="TIME",
+              help="When the captures were taken (default: the latest time in them): days ending more than "
+                   "an hour before it, with no running or pending job, are final.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_context
+def store(ctx, from_sacct, store_dir, cluster, week, start, end, sacct_fields, delimiter, tz, as_of, as_json):
+    """Fill the Parquet store's days from captured sacct output, as daily live pulls would have
+    (a job in every UTC day it overlaps), so that `report period` can be built from captures.
+
+    Every day from the captures' first to the day they were taken is written (an empty day
+    too: the capture covers it); days already final in the store are kept.
+    """
+    from slurmkit.report.pipeline import WeeklyOptions, fill_store
+    from slurmkit.report.window import make_window, parse_when
+
+    window = make_window(week, start, end) if (week or start or end) else None
+    opts = WeeklyOptions(window=window, captures=tuple(from_sacct), sacct_fields=sacct_fields, delimiter=delimiter,
+                         tz=tz, cluster=cluster, as_of=parse_when(as_of, "--as-of") if as_of else None)
+    res = fill_store(opts, store_dir)
+    if want_json(ctx, as_json):
+        click.echo(json.dumps(res, indent=1))
+        return
+    w = res["written"]
+    click.echo(f"{res['store']}: {len(w)} day(s) written" + (f" ({w[0]} .. {w[-1]})" if w else "")
+               + f", {len(res['final'])} final, {len(w) - len(res['final'])} not final (as of {res['as_of']})"
+               + (f"; {len(res['kept_final'])} day(s) already final kept" if res["kept_final"] else ""))
+
+
 @cli.command("jobs")
 @click.argument("job_ids", nargs=-1)
 @click.option("--user", "users", multiple=True, help="Only this user's jobs (repeatable).")

@@ -541,13 +541,16 @@ def period_report(store_root, period: Period, clusters=None, now=None,
     <the same sections>, "breakdown"}] (several clusters only), "data_quality"}``: hours are
     GPU-/CPU-hours inside the window (the period or the part); wait times in s; an unknown
     figure is None. Raises :class:`~slurmkit.errors.InputError` (the store's folder, DuckDB's
-    message naming the file) when a store file cannot be read, and when a cluster asked for is
+    message naming the file) when ``store_root`` is not a folder, when a store file cannot be read, and when a cluster asked for is
     not in the store."""
     from slurmkit.accounting import store as S
 
     t0 = time.monotonic()
     now_ts = pd.Timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")
     now_ts = now_ts.tz_localize("UTC") if now_ts.tzinfo is None else now_ts.tz_convert("UTC")
+    if not Path(store_root).is_dir():
+        raise InputError(str(store_root), None, "no store there (not a folder); fill one with 'slurmkit report "
+                         "weekly' (live) or 'slurmkit report store --from-sacct FILE' (captures)")
     have = S.clusters(store_root)
     if clusters is None:
         names = have or ["_default"]

@@ -1,0 +1,115 @@
+"""Filling the store from captures (issue 27 trial, finding 1) and the period report's store
+errors (finding 2).
+
+Data: Habrok's real capture (../shared/corpus/sacct/habrok_gpu_cluster_parsable2.psv, real
+`sacct -P` output of its GPU partitions, June 2023 to April 2024; see the corpus README).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+from click.testing import CliRunner
+
+from slurmkit.accounting.frame import load_sacct
+from slurmkit.accounting.store import OPEN_STATES, SETTLE_S, Store
+from slurmkit.cli import cli
+from slurmkit.report.energy import Assumptions
+from slurmkit.report.period import parse_period, period_report
+from slurmkit.report.weekly import build_report
+
+HERE = Path(__file__).resolve().parent
+HABROK = HERE.parents[1] / ".." / "shared" / "corpus" / "sacct" / "habrok_gpu_cluster_parsable2.psv"
+
+
+def _period_tests():
+    """tests/report/test_report_period.py's comparison helpers (``_same``, ``_shared``)."""
+    spec = importlib.util.spec_from_file_location("report_period_tests", HERE / "test_report_period.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _day(ts) -> str:
+    return f"{pd.Timestamp(ts):%Y-%m-%d}"
+
+
+def test_report_store_fills_the_days_of_a_capture_as_daily_pulls_would(tmp_path):
+    root = tmp_path / "store"
+    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(HABROK), "--store", str(root),
+                                   "--cluster", "habrok", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    rows, dq = load_sacct(HABROK)
+    a = rows.allocs
+    as_of = pd.Timestamp(out["as_of"])
+    # the capture's latest time (a running job's Start + ElapsedRaw at most): 2024-04-19
+    assert _day(as_of) == "2024-04-19"
+    # a job's first day is its Start's (Submit's when it never started), as by_day lists it
+    first = a["start"].fillna(a["submit"]).fillna(a["end"]).min()
+    days = pd.date_range(_day(first), "2024-04-19", freq="D", tz="UTC")
+    assert out["written"] == [_day(d) for d in days]      # every covered day, empty ones too
+    assert out["kept_final"] == []
+    man = Store(root, "habrok").manifest()
+    assert sorted(man) == out["written"]
+    # a job is in every UTC day it overlaps (as sacct -S day -E day+1 lists it), and in no other
+    done = a[a["end"].notna() & a["start"].notna()]
+    long = done.loc[(done["end"] - done["start"]).idxmax()]
+    spans = pd.date_range(long["start"].floor("D"), long["end"].floor("D"), freq="D")
+    assert len(spans) >= 2
+    holding = [n for n in man if long["key_id"] in set(pq.read_table(
+        root / "cluster=habrok" / f"day={n}" / "allocs.parquet", columns=["key_id"]).column("key_id").to_pylist())]
+    assert holding == [_day(d) for d in spans]
+    # final: the capture ended more than SETTLE_S after the day and none of its rows is open
+    is_open = a["state"].isin(OPEN_STATES) | a["end"].isna()
+    lo = a["start"].fillna(a["submit"])
+    open_days = set()
+    for s in lo[is_open]:
+        open_days |= {_day(d) for d in pd.date_range(s.floor("D"), as_of.floor("D"), freq="D")}
+    expect_final = sorted(n for n in man if n not in open_days
+                          and as_of.timestamp() - (pd.Timestamp(n, tz="UTC").timestamp() + 86400) > SETTLE_S)
+    assert out["final"] == expect_final and len(expect_final) > 200
+    assert [n for n in man if man[n]["final"]] == expect_final
+    assert "2024-04-19" not in expect_final
+
+    # the period report from the filled store: the weekly model over the capture itself
+    per = parse_period(quarter="2024-Q1")
+    rep = period_report(root, per, "habrok", now=as_of)
+    assert rep["store"]["days_missing"] == [] and rep["store"]["days"] == 91
+    direct, _ = build_report(rows, dq, per.window, Assumptions(), now=as_of, horizon=as_of)
+    T = _period_tests()
+    assert T._same(T._shared(rep), T._shared(direct)) == []
+    assert rep["totals"]["jobs"] == 40
+
+    # filled again: the final days are kept, the others written again
+    again = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(HABROK), "--store", str(root),
+                                     "--cluster", "habrok", "--json"])
+    second = json.loads(again.output)
+    assert second["kept_final"] == expect_final
+    assert second["written"] == [n for n in out["written"] if n not in expect_final]
+
+
+def test_report_store_writes_only_the_days_asked_for(tmp_path):
+    root = tmp_path / "store"
+    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(HABROK), "--store", str(root),
+                                   "--week", "2024-W02"])
+    assert res.exit_code == 0, res.output
+    assert "7 day(s) written (2024-01-08 .. 2024-01-14), 7 final" in res.output
+    assert sorted(Store(root, "").manifest()) == [f"2024-01-{d:02d}" for d in range(8, 15)]
+
+
+def test_report_store_and_period_errors_name_the_path(tmp_path):
+    res = CliRunner().invoke(cli, ["report", "period", "--quarter", "2024-Q1", "--store", str(tmp_path / "nope"),
+                                   "-o", str(tmp_path / "out")])
+    assert res.exit_code == 2
+    assert f"{tmp_path / 'nope'}: no store there" in res.output
+    bad = tmp_path / "bad.psv"
+    bad.write_text("")
+    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(bad), "--store", str(tmp_path / "s")])
+    assert res.exit_code == 2 and str(bad) in res.output
+    assert not (tmp_path / "s").exists()
+
