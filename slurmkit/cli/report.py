@@ -223,7 +223,8 @@ def store(ctx, from_sacct, store_dir, cluster, week, start, end, sacct_fields, d
 @click.option("--as-of", "as_of", metavar="TIME", help="When the captures were taken: running jobs are measured up to then.")
 @click.option("--store", "store_dir", type=click.Path(file_okay=False),
               help="Read the window's days from this Parquet store (no sacct).")
-@click.option("--cluster", help="Slurm cluster (sacct -M; the store's folder).")
+@click.option("--cluster", help="Slurm cluster (sacct -M; the store's folder; with --store, default: every "
+                                "cluster in the store).")
 @click.option("--spool", type=click.Path(), help="Hook energy spool (energy.jsonl or a folder of *.jsonl).")
 @site_option("site_spec", help="Site profile (file or shipped name) for the GPU TDP of modelled energy.",
              alias_envvar="SLURMKIT_PROFILE")
@@ -262,6 +263,9 @@ def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sa
         missing = [j for j in job_ids if not len(J.select(sel, job_ids=[j]))]
         if missing:
             click.echo(f"slurmkit: warning: not found: {', '.join(missing)}", err=True)
+    if not len(sel):
+        click.echo(f"slurmkit: warning: no job matched ({len(view)} job(s) read"
+                   + (f" from the store {store_dir}" if store_dir and not from_sacct else "") + ")", err=True)
     if fmt == "json":
         text = json.dumps({"jobs": J.to_rows(sel), "columns": J.COLUMNS, "data_quality": dq},
                           indent=1, ensure_ascii=False) + "\n"

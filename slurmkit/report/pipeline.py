@@ -869,8 +869,9 @@ class JobsOptions:
     the days of ``window`` from the Parquet store, no sacct; else live sacct over ``window``
     (one call per UTC day, nothing stored); with no ``window``, the 7 UTC days before ``now`` and
     its own day. ``spool``: the hooks' energy spool; ``profile`` and the energy options as in
-    :class:`WeeklyOptions`. ``now``: the time a running job is measured up to (default:
-    ``as_of`` for captures, else the current time)."""
+    :class:`WeeklyOptions`. ``cluster``: the store's cluster (None: every cluster in the store).
+    ``now``: the time a running job is measured up to (default: ``as_of`` for captures, else
+    the current time)."""
 
     window: object | None = None
     captures: Sequence[str] = ()
@@ -923,9 +924,19 @@ def load_jobs(opts: JobsOptions, warn=None) -> tuple[pd.DataFrame, pd.DataFrame,
                                        (t.floor("D") + pd.Timedelta(days=1)).to_pydatetime())
         days = [d for d, _ in window.days()]
         if opts.store_dir:
-            from slurmkit.accounting.store import Store
+            from slurmkit.accounting.frame import JobRows
+            from slurmkit.accounting.store import Store, clusters
 
-            rows, dq = Store(opts.store_dir, opts.cluster or "").load(days)
+            if not Path(opts.store_dir).is_dir():
+                raise InputError(opts.store_dir, None, "no store there (not a folder)")
+            # no --cluster: every cluster in the store, as report period reads it
+            names = [opts.cluster] if opts.cluster else (clusters(opts.store_dir) or [""])
+            parts, dq = [], DataQuality()
+            for c in names:
+                crows, cdq = Store(opts.store_dir, c).load(days)
+                parts.append(crows)
+                dq.merge(cdq)
+            rows = JobRows.concat(parts)
         else:
             from slurmkit.report.live import ingest_window
 

@@ -113,3 +113,36 @@ def test_report_store_and_period_errors_name_the_path(tmp_path):
     assert res.exit_code == 2 and str(bad) in res.output
     assert not (tmp_path / "s").exists()
 
+
+
+def test_report_jobs_reads_every_cluster_of_the_store_and_says_unknown(tmp_path):
+    """Findings 5 and 6: ``report jobs --store S`` without ``--cluster`` reads every cluster of
+    the store (as ``report period``); nothing matched is a warning; the CSV writes "unknown"
+    for a field the capture does not give (Habrok's has no Account and no Cluster)."""
+    for cluster in ("habrok", None):
+        args = ["report", "store", "--from-sacct", str(HABROK), "--store", str(tmp_path / "s"),
+                "--start", "2024-04-05", "--end", "2024-04-06"] + (["--cluster", cluster] if cluster else [])
+        assert CliRunner().invoke(cli, args).exit_code == 0
+    rows, _ = load_sacct(HABROK)
+    a = rows.allocs
+    ran = a[(a["user"] == "user427") & (a["start"] < pd.Timestamp("2024-04-06", tz="UTC"))
+            & (a["end"].isna() | (a["end"] >= pd.Timestamp("2024-04-05", tz="UTC")))]
+    assert len(ran) >= 1
+    res = CliRunner().invoke(cli, ["report", "jobs", "--store", str(tmp_path / "s"), "--user", "user427",
+                                   "--start", "2024-04-05", "--end", "2024-04-06", "--format", "csv",
+                                   "--now", "2024-04-20T00:00:00"])
+    assert res.exit_code == 0, res.output
+    import csv
+    import io
+
+    got = list(csv.DictReader(io.StringIO(res.stdout)))
+    # each job once per store cluster: the habrok folder's (its rows named habrok) and _default's
+    assert sorted((r["job_id"], r["cluster"]) for r in got) == sorted(
+        [(j, "habrok") for j in ran["job_id"]] + [(j, "unknown") for j in ran["job_id"]])
+    assert {r["account"] for r in got} <= {"unknown", "unknown (no Account field)"}
+    none = CliRunner().invoke(cli, ["report", "jobs", "--store", str(tmp_path / "s"), "--user", "nobody",
+                                    "--start", "2024-04-05", "--end", "2024-04-06", "--now", "2024-04-20T00:00:00"])
+    assert none.exit_code == 0 and "warning: no job matched (" in none.stderr
+    assert f"read from the store {tmp_path / 's'}" in none.stderr
+    missing = CliRunner().invoke(cli, ["report", "jobs", "--store", str(tmp_path / "nope"), "--start", "2024-04-05"])
+    assert missing.exit_code == 2 and str(tmp_path / "nope") in missing.output
