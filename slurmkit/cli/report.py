@@ -362,9 +362,11 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
     def f(x):
         return "unknown" if x is None else render.fmt(x)
 
-    click.echo(f"{per.label} ({report['period']['start']} .. {report['period']['end']}): {t['jobs']} jobs, "
+    future = report["store"].get("days_future") or []
+    click.echo(f"{per.label} ({report['period']['start']} .. {report['period']['end']}): {f(t['jobs'])} jobs, "
                f"{f(t['gpu_hours'])} GPU-h, {f(t['cpu_hours'])} CPU-h; "
                f"{report['store']['days']} day(s) from the store, "
-               f"{len(report['store']['days_missing'])} missing")
+               f"{len(report['store']['days_missing'])} missing"
+               + (f", {len(future)} not yet (after {report['as_of']})" if future else ""))
     for p in written:
         click.echo(f"  {p}")

@@ -50,8 +50,9 @@ def part_days(part: dict) -> list[str]:
 
 def coverage(report: dict, cluster: str | None = None) -> list[dict]:
     """Per part of ``report["breakdown"]``: ``{"label", "days", "missing", "stored",
-    "not_final", "state"}``: the UTC days it touches, how many of them some cluster's store
-    lacks (``store.clusters[c].days_missing``; only ``cluster``'s with ``cluster``), how many
+    "not_final", "future", "state"}``: the UTC days it touches, how many of them some cluster's
+    store lacks (``store.clusters[c].days_missing`` and ``days_future``, the days after the
+    report's now; only ``cluster``'s with ``cluster``), how many of them are future, how many
     some cluster holds, how many were stored before they were final (``days_not_final``),
     and ``state``: ``"missing"`` (no
     cluster has any of its days: its figures are not known, the JSON's zeros mean nothing),
@@ -59,16 +60,19 @@ def coverage(report: dict, cluster: str | None = None) -> list[dict]:
     st = report["store"]
     per = st.get("clusters") or {}
     names = [cluster] if cluster is not None else list(per)
-    gone = [set(per[c].get("days_missing") or []) for c in names] or [set(st.get("days_missing") or [])]
+    # a day after the report's now (``days_future``: not yet) is not stored either
+    gone = [set(per[c].get("days_missing") or []) | set(per[c].get("days_future") or []) for c in names] or \
+        [set(st.get("days_missing") or []) | set(st.get("days_future") or [])]
     src = per[cluster] if cluster is not None else st
     open_ = set(src.get("days_not_final") or [])
+    future = set(st.get("days_future") or [])
     out = []
     for p in report["breakdown"]:
         days = part_days(p)
         some = sum(any(d in g for g in gone) for d in days)
         every = sum(all(d in g for g in gone) for d in days)
         out.append({"label": p["label"], "days": len(days), "missing": some, "stored": len(days) - every,
-                    "not_final": sum(d in open_ for d in days),
+                    "not_final": sum(d in open_ for d in days), "future": sum(d in future for d in days),
                     "state": "missing" if days and every == len(days) else "partial" if some else "complete"})
     return out
 

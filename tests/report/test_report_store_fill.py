@@ -146,3 +146,48 @@ def test_report_jobs_reads_every_cluster_of_the_store_and_says_unknown(tmp_path)
     assert f"read from the store {tmp_path / 's'}" in none.stderr
     missing = CliRunner().invoke(cli, ["report", "jobs", "--store", str(tmp_path / "nope"), "--start", "2024-04-05"])
     assert missing.exit_code == 2 and str(tmp_path / "nope") in missing.output
+
+
+def test_parts_with_no_stored_day_are_null_and_future_days_are_not_yet(tmp_path):
+    """Findings 3 and 8: the analyst's year 2024 with only Q1 in the store: the parts with no
+    day stored have null figures ("not in the store" in Markdown and CSV, never 0), every part
+    says how many of its days are stored; days after --now are "not yet", not missing."""
+    import csv
+    import io
+
+    root = tmp_path / "s"
+    assert CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(HABROK), "--store", str(root),
+                                    "--start", "2024-01-01", "--end", "2024-04-01"]).exit_code == 0
+    res = CliRunner().invoke(cli, ["report", "period", "--year", "2024", "--store", str(root), "--now",
+                                   "2025-02-01T00:00:00", "-o", str(tmp_path / "late"), "--format", "json,csv,md"])
+    assert res.exit_code == 0, res.output
+    rep = json.loads((tmp_path / "late" / "period.json").read_text())
+    parts = {p["label"]: p for p in rep["breakdown"]}
+    assert [(parts[m]["days_stored"], parts[m]["days_in_part"]) for m in ("2024-01", "2024-02", "2024-03")] == \
+        [(31, 31), (29, 29), (31, 31)]
+    assert (rep["days_stored"], rep["days_in_part"]) == (91, 366)
+    for m in [f"2024-{k:02d}" for k in range(4, 13)]:
+        p = parts[m]
+        assert p["days_stored"] == 0 and p["not_in_store"] == "not in the store", m
+        assert set(p["totals"].values()) == {None} and p["by_account"] == [] and p["outcomes"] == []
+    assert parts["2024-03"]["totals"]["jobs"] == 38 and "not_in_store" not in parts["2024-03"]
+    assert rep["store"]["days_future"] == [] and len(rep["store"]["days_missing"]) == 366 - 91
+    rows = {r["part"]: r for r in csv.DictReader(io.StringIO((tmp_path / "late" / "totals.csv").read_text()))}
+    assert rows["2024-05"]["jobs"] == "" and rows["2024-05"]["not_in_store"] == "not in the store"
+    assert (rows["2024-05"]["days_stored"], rows["2024-05"]["days_in_part"]) == ("0", "31")
+    assert rows["2024-03"]["jobs"] == "38"
+    md = (tmp_path / "late" / "period.md").read_text()
+    assert "| (all) | 2024-05 | 0 / 31 | not in the store | — |" in md
+    assert "| (all) | 2024-03 | 31 / 31 | 38 |" in md
+    # taken on 2024-04-19 13:00: April's first 19 days are missing, the rest of the year is not yet
+    res = CliRunner().invoke(cli, ["report", "period", "--year", "2024", "--store", str(root), "--now",
+                                   "2024-04-19T13:00:00", "-o", str(tmp_path / "early"), "--format", "json,md"])
+    assert res.exit_code == 0, res.output
+    assert "275 missing" not in res.output and ", 19 missing, 256 not yet (after 2024-04-19T13:00:00Z)" in res.output
+    rep = json.loads((tmp_path / "early" / "period.json").read_text())
+    parts = {p["label"]: p for p in rep["breakdown"]}
+    assert parts["2024-04"]["not_in_store"] == "not in the store" and parts["2024-04"]["days_future"] == 11
+    assert parts["2024-05"]["not_in_store"] == "not yet (after --now)" and parts["2024-05"]["days_future"] == 31
+    assert rep["store"]["days_missing"] == [f"2024-04-{d:02d}" for d in range(1, 20)]
+    assert len(rep["store"]["days_future"]) == 256
+    assert "256 day(s) not yet (after 2024-04-19T13:00:00Z)" in (tmp_path / "early" / "period.md").read_text()
