@@ -191,3 +191,23 @@ def test_parts_with_no_stored_day_are_null_and_future_days_are_not_yet(tmp_path)
     assert rep["store"]["days_missing"] == [f"2024-04-{d:02d}" for d in range(1, 20)]
     assert len(rep["store"]["days_future"]) == 256
     assert "256 day(s) not yet (after 2024-04-19T13:00:00Z)" in (tmp_path / "early" / "period.md").read_text()
+
+
+def test_queue_wait_axis_is_plain_numbers_on_habrok(tmp_path):
+    """Finding 7: the queue-wait plot (the weekly report's, reused by the period page) labels
+    its log axis in plain numbers; Habrok's February 2024 waits run to hundreds of hours, whose
+    1000 tick read "1e+03"."""
+    from slurmkit.report import plots
+
+    assert [plots.plain_tick(v) for v in (0.0001, 0.5, 20, 100, 1000, 10000)] == \
+        ["0.0001", "0.5", "20", "100", "1,000", "10,000"]
+    root = tmp_path / "s"
+    assert CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(HABROK), "--store", str(root),
+                                    "--start", "2024-02-01", "--end", "2024-03-01"]).exit_code == 0
+    rep = period_report(root, parse_period(month="2024-02"), None, now=pd.Timestamp("2024-04-19T13:00:00Z"))
+    plt, fig, ax = plots.queue_wait_fig(rep)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels() + ax.get_xticklabels(minor=True) if t.get_text()]
+    plt.close(fig)
+    assert ax.get_xlabel().startswith("wait, hours") and "1,000" in labels
+    assert not any("e+" in x or "e-" in x for x in labels), labels
