@@ -86,39 +86,10 @@ def write_store(root: str, weeks: int, rows_per_week: int, seed: int = 40, first
 
 
 def by_day(rows, until: int):
-    """``[(day, JobRows)]``: the allocation rows (with their steps) of ``rows`` in each UTC day
-    (epoch s of its midnight) from Start (Submit, else End, when it never started) to End (a
-    job still running: to ``until``, epoch s), as one daily sacct pull per day lists them."""
-    import numpy as np
-    import pandas as pd
+    """The store's split of rows into daily pulls (:func:`slurmkit.accounting.store.by_day`)."""
+    from slurmkit.accounting.store import by_day as split
 
-    from slurmkit.accounting.frame import JobRows
-
-    a = rows.allocs
-    lo = a["start"].fillna(a["submit"]).fillna(a["end"])
-    hi = a["end"].fillna(lo.where(lo > _ts(until), _ts(until)))
-    lo_s = lo.astype("int64").to_numpy() // 10**9
-    d0 = lo_s // 86400 * 86400
-    d1 = np.maximum(hi.astype("int64").to_numpy() // 10**9, lo_s) // 86400 * 86400
-    # steps go with their allocation's identity (a requeued job's with each of its attempts)
-    codes, _ = pd.factorize(np.concatenate([a["key_id"].astype(str).to_numpy(),
-                                            rows.steps["key_id"].astype(str).to_numpy()]))
-    acode, scode = codes[:len(a)], codes[len(a):]
-    out = []
-    for day in range(int(d0.min()), int(d1.max()) + 86400, 86400):
-        sel = (d0 <= day) & (d1 >= day)
-        if sel.any():
-            has = np.zeros(len(codes) + 1, bool)
-            has[acode[sel]] = True
-            steps = rows.steps[has[scode]]
-            out.append((day, JobRows(a[sel].reset_index(drop=True), steps.reset_index(drop=True))))
-    return out
-
-
-def _ts(epoch: int):
-    import pandas as pd
-
-    return pd.Timestamp(epoch, unit="s", tz="UTC")
+    return split(rows, until)
 
 
 def period_of(weeks: int, first_week: int = FIRST_WEEK):

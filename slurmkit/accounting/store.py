@@ -44,6 +44,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -249,3 +250,69 @@ class Store:
         if not parts:
             return pd.DataFrame({c: pd.Series(dtype=object) for c in WEEK_COLUMNS})
         return pd.concat(parts, ignore_index=True)
+
+
+def by_day(rows: JobRows, until: float) -> list[tuple[int, JobRows]]:
+    """``[(day, JobRows)]``, days ascending: the allocation rows of ``rows`` (with their steps)
+    in each UTC day (``day``: epoch s of its midnight) from Start (Submit, else End, when it
+    never started) to End (a job with no End: to ``until``, epoch s), as one daily sacct pull
+    per day (``sacct -S <day> -E <day+1>``) lists them: a job is in every day it overlaps. Days
+    with no row are absent. The one home of this split: the captures' fill
+    (:func:`fill_from_capture`) and bench/report_period.py use it."""
+    a = rows.allocs
+    if not len(a):
+        return []
+    until_ts = pd.Timestamp(until, unit="s", tz="UTC")
+    lo = a["start"].fillna(a["submit"]).fillna(a["end"])
+    hi = a["end"].fillna(lo.where(lo > until_ts, until_ts))
+    lo_s = lo.astype("int64").to_numpy() // 10**9
+    d0 = lo_s // 86400 * 86400
+    d1 = np.maximum(hi.astype("int64").to_numpy() // 10**9, lo_s) // 86400 * 86400
+    # steps go with their allocation's identity (a requeued job's with each of its attempts)
+    codes, _ = pd.factorize(np.concatenate([a["key_id"].astype(str).to_numpy(),
+                                            rows.steps["key_id"].astype(str).to_numpy()]))
+    acode, scode = codes[:len(a)], codes[len(a):]
+    out = []
+    for day in range(int(d0.min()), int(d1.max()) + 86400, 86400):
+        sel = (d0 <= day) & (d1 >= day)
+        if sel.any():
+            has = np.zeros(len(codes) + 1, bool)
+            has[acode[sel]] = True
+            steps = rows.steps[has[scode]]
+            out.append((day, JobRows(a[sel].reset_index(drop=True), steps.reset_index(drop=True))))
+    return out
+
+
+def fill_from_capture(store: "Store", rows: JobRows, as_of: float, first_day: float | None = None,
+                      last_day: float | None = None, replace_final: bool = False) -> dict:
+    """Fill ``store``'s days from captured sacct rows taken at ``as_of`` (epoch s, UTC), as
+    daily live pulls would have: the rows split by :func:`by_day` (a job still without End
+    runs to ``as_of``), every UTC day from ``first_day`` (epoch s; default: the first day a
+    row is in) to the day of ``as_of`` (or of ``last_day``, epoch s, when earlier) written with :meth:`Store.save_day` (``now=as_of``, so a
+    day is final only when ``as_of`` is more than :data:`SETTLE_S` past its end and none of
+    its rows is open); a day inside that span with no row is written empty (the capture
+    covers it). Days the capture does not cover (before ``first_day``, after ``as_of``) are
+    not written, and a day already final in the store is kept unless ``replace_final``.
+
+    Returns ``{"written": [day], "final": [day], "kept_final": [day]}`` (``YYYY-MM-DD``)."""
+    split = by_day(rows, as_of)
+    out = {"written": [], "final": [], "kept_final": []}
+    if not split and first_day is None:
+        return out
+    start = int(first_day // 86400 * 86400) if first_day is not None else split[0][0]
+    last = int(min(as_of, last_day if last_day is not None else as_of) // 86400 * 86400)
+    have = dict(split)
+    empty = JobRows(rows.allocs.iloc[0:0], rows.steps.iloc[0:0])
+    man = store.manifest()
+    for day in range(start, last + 86400, 86400):
+        d = dt.datetime.fromtimestamp(day, dt.timezone.utc)
+        name = f"{d:%Y-%m-%d}"
+        if not replace_final and man.get(name, {}).get("final"):
+            out["kept_final"].append(name)
+            continue
+        part = have.get(day, empty)
+        store.save_day(d, part, DataQuality(rows_read=len(part)), now=as_of)
+        out["written"].append(name)
+        if store.manifest()[name]["final"]:
+            out["final"].append(name)
+    return out

@@ -169,6 +169,45 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
             click.echo(f"  {p}")
 
 
+@cli.command("store")
+@click.option("--from-sacct", "from_sacct", multiple=True, required=True, type=click.Path(dir_okay=False),
+              help="Captured sacct output (repeatable; several are merged, the latest copy of a row kept).")
+@click.option("--store", "store_dir", required=True, type=click.Path(file_okay=False), help="Parquet store folder.")
+@click.option("--cluster", help="The store's cluster folder (default: _default).")
+@click.option("--week", help="Write only this ISO week's days.")
+@click.option("--start", help="Write only days from this one: ISO date, UTC.")
+@click.option("--end", help="... to this one (exclusive).")
+@click.option("--sacct-fields", help="Field list of a capture without header: a file or a comma list.")
+@click.option("--delimiter", help="Delimiter of the capture (default: detected).")
+@click.option("--tz", default="UTC", show_default=True, help="Zone of the capture's times when they carry none.")
+@click.option("--as-of", "as_of", metavar="TIME",
+              help="When the captures were taken (default: the latest time in them): days ending more than "
+                   "an hour before it, with no running or pending job, are final.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_context
+def store(ctx, from_sacct, store_dir, cluster, week, start, end, sacct_fields, delimiter, tz, as_of, as_json):
+    """Fill the Parquet store's days from captured sacct output, as daily live pulls would have
+    (a job in every UTC day it overlaps), so that `report period` can be built from captures.
+
+    Every day from the captures' first to the day they were taken is written (an empty day
+    too: the capture covers it); days already final in the store are kept.
+    """
+    from slurmkit.report.pipeline import WeeklyOptions, fill_store
+    from slurmkit.report.window import make_window, parse_when
+
+    window = make_window(week, start, end) if (week or start or end) else None
+    opts = WeeklyOptions(window=window, captures=tuple(from_sacct), sacct_fields=sacct_fields, delimiter=delimiter,
+                         tz=tz, cluster=cluster, as_of=parse_when(as_of, "--as-of") if as_of else None)
+    res = fill_store(opts, store_dir)
+    if want_json(ctx, as_json):
+        click.echo(json.dumps(res, indent=1))
+        return
+    w = res["written"]
+    click.echo(f"{res['store']}: {len(w)} day(s) written" + (f" ({w[0]} .. {w[-1]})" if w else "")
+               + f", {len(res['final'])} final, {len(w) - len(res['final'])} not final (as of {res['as_of']})"
+               + (f"; {len(res['kept_final'])} day(s) already final kept" if res["kept_final"] else ""))
+
+
 @cli.command("jobs")
 @click.argument("job_ids", nargs=-1)
 @click.option("--user", "users", multiple=True, help="Only this user's jobs (repeatable).")
@@ -185,7 +224,8 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
 @click.option("--as-of", "as_of", metavar="TIME", help="When the captures were taken: running jobs are measured up to then.")
 @click.option("--store", "store_dir", type=click.Path(file_okay=False),
               help="Read the window's days from this Parquet store (no sacct).")
-@click.option("--cluster", help="Slurm cluster (sacct -M; the store's folder).")
+@click.option("--cluster", help="Slurm cluster (sacct -M; the store's folder; with --store, default: every "
+                                "cluster in the store).")
 @click.option("--spool", type=click.Path(), help="Hook energy spool (energy.jsonl or a folder of *.jsonl).")
 @site_option("site_spec", help="Site profile (file or shipped name) for the GPU TDP of modelled energy.",
              alias_envvar="SLURMKIT_PROFILE")
@@ -224,6 +264,9 @@ def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sa
         missing = [j for j in job_ids if not len(J.select(sel, job_ids=[j]))]
         if missing:
             click.echo(f"slurmkit: warning: not found: {', '.join(missing)}", err=True)
+    if not len(sel):
+        click.echo(f"slurmkit: warning: no job matched ({len(view)} job(s) read"
+                   + (f" from the store {store_dir}" if store_dir and not from_sacct else "") + ")", err=True)
     if fmt == "json":
         text = json.dumps({"jobs": J.to_rows(sel), "columns": J.COLUMNS, "data_quality": dq},
                           indent=1, ensure_ascii=False) + "\n"
@@ -320,9 +363,11 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
     def f(x):
         return "unknown" if x is None else render.fmt(x)
 
-    click.echo(f"{per.label} ({report['period']['start']} .. {report['period']['end']}): {t['jobs']} jobs, "
+    future = report["store"].get("days_future") or []
+    click.echo(f"{per.label} ({report['period']['start']} .. {report['period']['end']}): {f(t['jobs'])} jobs, "
                f"{f(t['gpu_hours'])} GPU-h, {f(t['cpu_hours'])} CPU-h; "
                f"{report['store']['days']} day(s) from the store, "
-               f"{len(report['store']['days_missing'])} missing")
+               f"{len(report['store']['days_missing'])} missing"
+               + (f", {len(future)} not yet (after {report['as_of']})" if future else ""))
     for p in written:
         click.echo(f"  {p}")

@@ -194,13 +194,14 @@ def _plain(v):
 
 
 def to_rows(view: pd.DataFrame) -> list[dict]:
-    """The view as plain dicts (JSON): times ISO UTC, unknown as None, ratios as ratios."""
+    """The view as plain dicts (JSON): times ISO UTC, unknown as None (an empty Cluster,
+    User, Account, Partition, GPU type too), ratios as ratios."""
     rows = []
     for rec in view.to_dict("records"):
         r = {k: _plain(v) for k, v in rec.items()}
         r["start"], r["end"] = _iso(rec["start"]), _iso(rec["end"])
-        for k in ("gpu_type", "gpu_source"):
-            if r.get(k) in ("", "nan", "None"):
+        for k in ("cluster", "user", "account", "partition", "gpu_type", "gpu_source"):
+            if r.get(k) in ("", "nan", "None"):   # a field the input does not give: unknown
                 r[k] = None
         rows.append(r)
     return rows
@@ -217,7 +218,7 @@ def hms(s) -> str:
 
 
 def _cell(key: str, v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+    if v is None or (isinstance(v, float) and math.isnan(v)) or v == "":
         return UNKNOWN
     if key == "elapsed_s":
         return hms(v)

@@ -151,10 +151,12 @@ def parse_period(month: str | None = None, quarter: str | None = None, year: str
     return Period(w, label, by)
 
 
-def _store_days(store, window: Window) -> tuple[list[tuple[str, str]], list[str], list[str], dict]:
+def _store_days(store, window: Window, now: float | None = None,
+                future: list | None = None) -> tuple[list[tuple[str, str]], list[str], list[str], dict]:
     """``(files, days missing, days not final, data quality)`` of ``store``'s days in
     ``window``: ``files`` a list of ``(day, allocs.parquet)``; data quality summed from the
-    manifest (each day's pull: rows read, skipped, repaired)."""
+    manifest (each day's pull: rows read, skipped, repaired). A day not stored that starts at
+    or after ``now`` (epoch s) is not missing but future: appended to ``future``."""
     man = store.manifest()
     files, missing, open_days = [], [], []
     dq = {"rows_read": 0, "skipped": {}, "repaired": {}}
@@ -163,7 +165,11 @@ def _store_days(store, window: Window) -> tuple[list[tuple[str, str]], list[str]
         path, steps = store.day_files(name)
         # (as Store.load: a day is read with both its files)
         if name not in man or not path.exists() or not steps.exists():
-            missing.append(name)
+            midnight = d0.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+            if now is not None and future is not None and midnight >= now:
+                future.append(name)
+            else:
+                missing.append(name)
             continue
         files.append((name, str(path)))
         entry = man[name]
@@ -633,6 +639,15 @@ def _empty_window() -> dict:
                                     [0.0] * (len(SIZE_GPU_BUCKETS) * len(SIZE_DURATION_BUCKETS)), False)}
 
 
+def _not_stored(w: dict, why: str) -> dict:
+    """A window's figures when none of its days is in the store: every total null, the
+    tables empty, ``not_in_store`` saying why (``not in the store`` or ``not yet``)."""
+    return {**w, "totals": {k: None for k in w["totals"]}, "not_in_store": why,
+            **{k: [] for k, _ in GROUPS}, "outcomes": [],
+            "queue_wait": {**w["queue_wait"], "all": {k: None for k in w["queue_wait"]["all"]},
+                           "by_partition_gpus": [], "histogram": None}}
+
+
 def period_report(store_root, period: Period, clusters=None, now=None,
                   memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_dir: str | None = None,
                   threads: int | None = None, progress=None, sections=None) -> dict:
@@ -649,19 +664,26 @@ def period_report(store_root, period: Period, clusters=None, now=None,
     the store clusters, and its dict is the report's ``name``.
 
     ``{"period": {"label", "start", "end", "by"}, "as_of", "clusters", "store": {"root",
-    "days", "days_missing", "days_not_final"} (per cluster), "totals", "unknown", "by_user",
+    "days", "days_missing", "days_not_final", "days_future"} (per cluster; a day not stored
+    after ``now`` is future, not missing), "totals", "unknown", "by_user",
     "by_account", "by_partition", "by_qos", "by_gpu_type", "outcomes", "queue_wait",
-    "breakdown": [{"label", "start", "end", <the same sections>}], "by_cluster": [{"cluster",
+    "breakdown": [{"label", "start", "end", <the same sections>}] (each section, the period's
+    too, with ``days_in_part``, ``days_stored`` (held by some cluster of its scope) and
+    ``days_future`` (after ``now``); one with no day stored has every figure None and
+    ``not_in_store``: "not in the store" or "not yet (after --now)"), "by_cluster": [{"cluster",
     <the same sections>, "breakdown"}] (several clusters only), "data_quality"}``: hours are
     GPU-/CPU-hours inside the window (the period or the part); wait times in s; an unknown
     figure is None. Raises :class:`~slurmkit.errors.InputError` (the store's folder, DuckDB's
-    message naming the file) when a store file cannot be read, and when a cluster asked for is
+    message naming the file) when ``store_root`` is not a folder, when a store file cannot be read, and when a cluster asked for is
     not in the store."""
     from slurmkit.accounting import store as S
 
     t0 = time.monotonic()
     now_ts = pd.Timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")
     now_ts = now_ts.tz_localize("UTC") if now_ts.tzinfo is None else now_ts.tz_convert("UTC")
+    if not Path(store_root).is_dir():
+        raise InputError(str(store_root), None, "no store there (not a folder); fill one with 'slurmkit report "
+                         "weekly' (live) or 'slurmkit report store --from-sacct FILE' (captures)")
     have = S.clusters(store_root)
     if clusters is None:
         names = have or ["_default"]
@@ -674,10 +696,11 @@ def period_report(store_root, period: Period, clusters=None, now=None,
     files, store_info, dq = {}, {}, {"rows_read": 0, "skipped": {}, "repaired": {}}
     for c in names:
         st = S.Store(store_root, c)
-        fs, missing, open_days, cdq = _store_days(st, period.window)
+        future: list[str] = []
+        fs, missing, open_days, cdq = _store_days(st, period.window, now_ts.timestamp(), future)
         files[st.cluster] = fs
         store_info[st.cluster] = {"dir": str(st.dir), "days": len(fs), "days_missing": missing,
-                                  "days_not_final": open_days}
+                                  "days_not_final": open_days, "days_future": future}
         dq["rows_read"] += cdq["rows_read"]
         for kind in ("skipped", "repaired"):
             for k, v in cdq[kind].items():
@@ -713,9 +736,24 @@ def period_report(store_root, period: Period, clusters=None, now=None,
         finally:
             con.close()
 
+    held = {c: {d for d, _ in fs} for c, fs in files.items()}
+    fut = {d for s_ in store_info.values() for d in s_["days_future"]}
+
+    def coverage(scope: str, w: Window, figures: dict) -> dict:
+        # a window none of whose days any cluster (of the scope) holds: its figures are not
+        # known (null), never 0; days after --now are future ("not yet"), not missing
+        days = [f"{d0:%Y-%m-%d}" for d0, _ in w.days()]
+        have = set().union(*held.values()) if scope == "" else held[scope]
+        cov = {"days_in_part": len(days), "days_stored": sum(d in have for d in days),
+               "days_future": sum(d in fut for d in days)}
+        if days and not cov["days_stored"]:
+            figures = _not_stored(figures, "not yet (after --now)" if cov["days_future"] == len(days)
+                                  else "not in the store")
+        return {**figures, **cov}
+
     def section(scope: str) -> dict:
-        w0 = per[ids[(scope, 0)]]
-        return {**w0, "breakdown": [{"label": label, **w.as_dict(), **per[ids[(scope, i + 1)]]}
+        w0 = coverage(scope, period.window, per[ids[(scope, 0)]])
+        return {**w0, "breakdown": [{"label": label, **w.as_dict(), **coverage(scope, w, per[ids[(scope, i + 1)]])}
                                     for i, (label, w) in enumerate(parts)]}
 
     out = {
@@ -725,7 +763,8 @@ def period_report(store_root, period: Period, clusters=None, now=None,
         "store": {"root": str(store_root), "clusters": store_info,
                   "days": sum(s["days"] for s in store_info.values()),
                   "days_missing": sorted({d for s in store_info.values() for d in s["days_missing"]}),
-                  "days_not_final": sorted({d for s in store_info.values() for d in s["days_not_final"]})},
+                  "days_not_final": sorted({d for s in store_info.values() for d in s["days_not_final"]}),
+                  "days_future": sorted(fut)},
         **section(""),
         "data_quality": dq,
     }
@@ -751,7 +790,9 @@ def _tables(report: dict) -> dict[str, list[dict]]:
     """CSV tables written by :func:`write_period` (file -> the rows, each flattened, with its
     ``cluster`` and ``part`` columns)."""
     parts = _parts(report)
-    out = {"totals.csv": [{"cluster": c, "part": p, **s["totals"]} for c, p, s in parts]}
+    out = {"totals.csv": [{"cluster": c, "part": p, "days_in_part": s.get("days_in_part"),
+                           "days_stored": s.get("days_stored"), "not_in_store": s.get("not_in_store", ""),
+                           **s["totals"]} for c, p, s in parts]}
     for key, _ in GROUPS:
         out[f"{key}.csv"] = [{"cluster": c, "part": p, **g} for c, p, s in parts for g in s[key]]
     out["outcomes.csv"] = [{"cluster": c, "part": p, **{k: v for k, v in o.items() if k not in ("states", "ran")}}
@@ -784,12 +825,18 @@ def render_markdown(report: dict) -> str:
              + (f"; **{len(st['days_missing'])} day(s) not in the store**: "
                 + ", ".join(st["days_missing"][:10]) + (" ..." if len(st["days_missing"]) > 10 else "")
                 if st["days_missing"] else "")
-             + (f"; {len(st['days_not_final'])} day(s) not final (provisional)" if st["days_not_final"] else ""), ""]
+             + (f"; {len(st['days_not_final'])} day(s) not final (provisional)" if st["days_not_final"] else "")
+             + (f"; {len(st.get('days_future', []))} day(s) not yet (after {report['as_of']})"
+                if st.get("days_future") else ""), ""]
     cols = ["jobs", "gpu_jobs", "gpu_hours", "cpu_hours", "wasted_gpu_hours", "provisional_gpu_hours"]
-    lines += ["## Totals", "", "| cluster | part | " + " | ".join(cols) + " |", "|---" * (len(cols) + 2) + "|"]
+    lines += ["## Totals", "", "| cluster | part | days stored | " + " | ".join(cols) + " |",
+              "|---" * (len(cols) + 3) + "|"]
     for c, label, s in _parts(report):
         label = "**period**" if label == "(period)" else label
-        lines.append(f"| {c} | {label} | " + " | ".join(f(s["totals"][k]) for k in cols) + " |")
+        days = f"{s['days_stored']} / {s['days_in_part']}" if "days_in_part" in s else ""
+        cells = ([s["not_in_store"]] + ["—"] * (len(cols) - 1) if s.get("not_in_store")
+                 else [f(s["totals"][k]) for k in cols])
+        lines.append(f"| {c} | {label} | {days} | " + " | ".join(cells) + " |")
     for k, why in report["unknown"].items():
         lines.append(f"\n{k.replace('_', ' ')}: unknown ({why})")
     for key, col in GROUPS[:3]:

@@ -53,6 +53,7 @@ def about_rows(report: dict) -> list[list[str]]:
             ["days read from the store", f"{st['days']} day file(s) for {n_days} day(s) of the period"],
             ["days not in the store", f"{len(st['days_missing'])}" + (f": {_days(st['days_missing'])}"
                                                                       if st["days_missing"] else "")],
+            ["days not yet (after the report's time)", f"{len(st.get('days_future') or [])}"],
             ["days not final (provisional)", f"{len(st['days_not_final'])}"
              + (f": {_days(st['days_not_final'])}" if st["days_not_final"] else "")],
             ["running jobs counted up to", report["as_of"]],
@@ -64,10 +65,14 @@ def about_rows(report: dict) -> list[list[str]]:
 def missing_text(report: dict) -> str:
     """The banner over a period some of whose days are not in the store ("" when none is
     missing): how many days no cluster's store holds, and with several clusters how many
-    each cluster's store lacks (``store.clusters[c].days_missing``)."""
+    each cluster's store lacks (``store.clusters[c].days_missing``); then, on its own, how
+    many days are after the report's time (``store.days_future``: not yet, not missing)."""
     st = report["store"]
+    future = st.get("days_future") or []
+    later = (f"{len(future)} day(s) after {report['as_of']} are not yet (future): not missing, not counted."
+             if future else "")
     if not st["days_missing"]:
-        return ""
+        return later
     n = len(pp.part_days(report["period"]))
     per = st.get("clusters") or {}
     gone = [set(c["days_missing"]) for c in per.values()] or [set(st["days_missing"])]
@@ -77,7 +82,7 @@ def missing_text(report: dict) -> str:
         text += (f" of any cluster, and {len(st['days_missing']) - every} more are missing from some cluster's "
                  "(" + ", ".join(f"{c}: {len(v['days_missing'])}" for c, v in per.items()) + " days missing)")
     return (text + ": the figures miss them. A part with none of its days stored reads \"not in the store\" "
-            "(hatched on the plots), never 0; a part with some missing is marked †.")
+            "(hatched on the plots), never 0; a part with some missing is marked †." + (" " + later if later else ""))
 
 
 def part_rows(report: dict, section: dict | None = None, cluster: str | None = None) -> list[dict]:

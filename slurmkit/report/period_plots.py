@@ -50,8 +50,9 @@ def part_days(part: dict) -> list[str]:
 
 def coverage(report: dict, cluster: str | None = None) -> list[dict]:
     """Per part of ``report["breakdown"]``: ``{"label", "days", "missing", "stored",
-    "not_final", "state"}``: the UTC days it touches, how many of them some cluster's store
-    lacks (``store.clusters[c].days_missing``; only ``cluster``'s with ``cluster``), how many
+    "not_final", "future", "state"}``: the UTC days it touches, how many of them some cluster's
+    store lacks (``store.clusters[c].days_missing`` and ``days_future``, the days after the
+    report's now; only ``cluster``'s with ``cluster``), how many of them are future, how many
     some cluster holds, how many were stored before they were final (``days_not_final``),
     and ``state``: ``"missing"`` (no
     cluster has any of its days: its figures are not known, the JSON's zeros mean nothing),
@@ -59,16 +60,19 @@ def coverage(report: dict, cluster: str | None = None) -> list[dict]:
     st = report["store"]
     per = st.get("clusters") or {}
     names = [cluster] if cluster is not None else list(per)
-    gone = [set(per[c].get("days_missing") or []) for c in names] or [set(st.get("days_missing") or [])]
+    # a day after the report's now (``days_future``: not yet) is not stored either
+    gone = [set(per[c].get("days_missing") or []) | set(per[c].get("days_future") or []) for c in names] or \
+        [set(st.get("days_missing") or []) | set(st.get("days_future") or [])]
     src = per[cluster] if cluster is not None else st
     open_ = set(src.get("days_not_final") or [])
+    future = set(st.get("days_future") or [])
     out = []
     for p in report["breakdown"]:
         days = part_days(p)
         some = sum(any(d in g for g in gone) for d in days)
         every = sum(all(d in g for g in gone) for d in days)
         out.append({"label": p["label"], "days": len(days), "missing": some, "stored": len(days) - every,
-                    "not_final": sum(d in open_ for d in days),
+                    "not_final": sum(d in open_ for d in days), "future": sum(d in future for d in days),
                     "state": "missing" if days and every == len(days) else "partial" if some else "complete"})
     return out
 
@@ -93,7 +97,8 @@ def part_series(report: dict, key: str, metric: str = "gpu_hours", n: int = 6) -
     "unknown": [bool per part]}``:
 
     - the ``n`` names (:func:`display`) with most ``metric`` over the period (``report[key]``,
-      the period's table; unknown last), each with its part's row's figure (``breakdown[i][key]``), 0.0
+      the period's table; unknown last; a name whose ``metric`` is 0 over the period is left
+      out, into ``other``, which is then 0 and not drawn), each with its part's row's figure (``breakdown[i][key]``), 0.0
       when it has no row in the part (no run there), ``None`` when the row's figure is unknown;
     - ``other`` (when there are more names, or rows without the column): the part's total
       (``breakdown[i]["totals"][metric]``) less the drawn names' known figures, so the stack
@@ -103,7 +108,10 @@ def part_series(report: dict, key: str, metric: str = "gpu_hours", n: int = 6) -
       in a part that is in the store.
     """
     col = key[3:]
-    ranked = sorted(report[key], key=lambda r: (r[metric] is None, -(r[metric] or 0.0)))
+    # ranked by the plotted figure over the period; a name with none of it (0 GPU-hours) is
+    # not drawn, not listed in the legend, not in the table beside the plot
+    ranked = sorted((r for r in report[key] if r[metric] is None or r[metric] > 0),
+                    key=lambda r: (r[metric] is None, -(r[metric] or 0.0)))
     names = [display(r[col]) for r in ranked[:n]]
     cov = coverage(report)
     series = {name: [] for name in names}
@@ -130,7 +138,7 @@ def part_series(report: dict, key: str, metric: str = "gpu_hours", n: int = 6) -
         unknown.append(any(v is None for v in vals) or other[-1] is None)
     gone = [c["state"] == "missing" for c in cov]
     out = [{"name": name, "values": series[name], "missing": gone} for name in names]
-    if len(report[key]) > n or any(v for v in other if v):
+    if len(ranked) > n or any(v for v in other if v):
         out.append({"name": OTHER, "values": other, "missing": gone})
     return {"metric": metric, "key": key, "col": col, "parts": [p["label"] for p in report["breakdown"]],
             "coverage": cov, "series": out, "unknown": unknown}

@@ -897,6 +897,44 @@ def _breakdown_inputs(opts: WeeklyOptions, recon_w: Window, warn) -> dict | None
     return inputs
 
 
+def fill_store(opts: WeeklyOptions, store_dir) -> dict:
+    """Fill the Parquet store at ``store_dir`` (cluster ``opts.cluster``) from the captures of
+    ``opts`` (read as the weekly report reads them, :func:`_captured`: several captures
+    merged, the latest copy of a row kept), day by day as daily live pulls would have
+    (:func:`slurmkit.accounting.store.fill_from_capture`), the captures taken at ``as of``
+    (``opts.as_of``, else the latest time in them). With ``opts.window``, only its days are
+    written. Returns ``{"store", "cluster", "as_of", "written", "final", "kept_final",
+    "data_quality"}``. Raises :class:`~slurmkit.errors.InputError` for a capture that cannot
+    be read or holds no times."""
+    from slurmkit.accounting.store import Store, fill_from_capture
+
+    _check_zone(opts.tz)
+    rows, dq, window, as_of, _inputs = _captured(opts)
+    if as_of is None:
+        raise InputError(",".join(map(str, opts.captures)), None, "no times in the captures: give --as-of")
+    st = Store(store_dir, opts.cluster or "")
+    first = last = None
+    if opts.window is not None:
+        rows = _in_window(rows, opts.window)
+        first, last = _timestamp(opts.window.start).timestamp(), _timestamp(opts.window.end).timestamp() - 1
+    res = fill_from_capture(st, rows, as_of.timestamp(), first_day=first, last_day=last)
+    return {"store": str(st.dir), "cluster": st.cluster, "as_of": iso_z(as_of), **res,
+            "data_quality": dq.as_dict()}
+
+
+def _in_window(rows, window):
+    """The rows of jobs overlapping ``window`` (steps with their allocation)."""
+    from slurmkit.accounting.frame import JobRows
+
+    a = rows.allocs
+    s, e = pd.Timestamp(window.start), pd.Timestamp(window.end)
+    lo = a["start"].fillna(a["submit"]).fillna(a["end"])
+    keep = (lo < e) & (a["end"].isna() | (a["end"] >= s))
+    a = a[keep]
+    return JobRows(a.reset_index(drop=True),
+                   rows.steps[rows.steps["key_id"].isin(a["key_id"])].reset_index(drop=True))
+
+
 # --- the per-job view's inputs (slurmkit report jobs) ----------------------------------------
 
 @dataclass
@@ -906,8 +944,9 @@ class JobsOptions:
     the days of ``window`` from the Parquet store, no sacct; else live sacct over ``window``
     (one call per UTC day, nothing stored); with no ``window``, the 7 UTC days before ``now`` and
     its own day. ``spool``: the hooks' energy spool; ``profile`` and the energy options as in
-    :class:`WeeklyOptions`. ``now``: the time a running job is measured up to (default:
-    ``as_of`` for captures, else the current time)."""
+    :class:`WeeklyOptions`. ``cluster``: the store's cluster (None: every cluster in the store).
+    ``now``: the time a running job is measured up to (default: ``as_of`` for captures, else
+    the current time)."""
 
     window: object | None = None
     captures: Sequence[str] = ()
@@ -960,9 +999,19 @@ def load_jobs(opts: JobsOptions, warn=None) -> tuple[pd.DataFrame, pd.DataFrame,
                                        (t.floor("D") + pd.Timedelta(days=1)).to_pydatetime())
         days = [d for d, _ in window.days()]
         if opts.store_dir:
-            from slurmkit.accounting.store import Store
+            from slurmkit.accounting.frame import JobRows
+            from slurmkit.accounting.store import Store, clusters
 
-            rows, dq = Store(opts.store_dir, opts.cluster or "").load(days)
+            if not Path(opts.store_dir).is_dir():
+                raise InputError(opts.store_dir, None, "no store there (not a folder)")
+            # no --cluster: every cluster in the store, as report period reads it
+            names = [opts.cluster] if opts.cluster else (clusters(opts.store_dir) or [""])
+            parts, dq = [], DataQuality()
+            for c in names:
+                crows, cdq = Store(opts.store_dir, c).load(days)
+                parts.append(crows)
+                dq.merge(cdq)
+            rows = JobRows.concat(parts)
         else:
             from slurmkit.report.live import ingest_window
 
@@ -982,4 +1031,4 @@ def load_jobs(opts: JobsOptions, warn=None) -> tuple[pd.DataFrame, pd.DataFrame,
     return J.job_view(a), a, dq.as_dict()
 
 
-__all__ = ["TooManyRejected", "WeeklyOptions", "WeeklyResult", "weekly_report", "default_store_dir", "default_spool_dir", "JobsOptions", "load_jobs"]
+__all__ = ["TooManyRejected", "WeeklyOptions", "WeeklyResult", "weekly_report", "default_store_dir", "default_spool_dir", "JobsOptions", "load_jobs", "fill_store"]

@@ -116,6 +116,12 @@ def wait_unit(longest_s: float) -> tuple[str, float]:
     return WAIT_UNITS[-1][:2]
 
 
+def plain_tick(v: float) -> str:
+    """A log axis' tick as a plain number: 3 significant digits below 1000 (``0.5``, ``20``),
+    whole numbers with thousands separators from 1000 on (``1,000``, never ``1e+03``)."""
+    return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
 def queue_wait_png(report: dict, n: int = 12) -> bytes | None:
     """:func:`queue_wait_fig` as PNG bytes (None when it draws nothing)."""
     got = queue_wait_fig(report, n)
@@ -156,7 +162,7 @@ def queue_wait_fig(report: dict, n: int = 12):
 
     import math
 
-    plain = FuncFormatter(lambda v, _pos: f"{v:.3g}")
+    plain = FuncFormatter(lambda v, _pos: plain_tick(v))
     ax.xaxis.set_major_formatter(plain)
     lo, hi = ax.get_xlim()
     # within about a decade the major ticks are too few: the minor ones get plain labels too

@@ -127,11 +127,12 @@ def test_table_and_csv_say_unknown():
     table = _jobs(*args, "23000233", "24418435")
     lines = table.splitlines()
     assert lines[0].split()[:8] == ["JobID", "User", "Account", "State", "Elapsed", "TimeEff", "CPUEff", "MemEff"]
-    # no Account field in the capture: its jobs' account reads unknown, not blank (issue 25, finding 11)
+    # the capture has no User and no Account field: unknown in their columns, not blank (issue 25,
+    # finding 11: the account says which field was missing)
     assert all("unknown (no Account field)" in ln for ln in lines[1:])
     row = {ln.split()[0]: ln.replace("unknown (no Account field)", "").split() for ln in lines[1:]}
-    assert row["24418435"][1:6] == ["COMPLETED", "01:27:42", "48.7%", "99.8%", "47.6%"]
-    assert row["23000233"][1:6] == ["CANCELLED", "00:00:00", "0.0%", "unknown", "unknown"]
+    assert row["24418435"][1:7] == ["unknown", "COMPLETED", "01:27:42", "48.7%", "99.8%", "47.6%"]
+    assert row["23000233"][1:7] == ["unknown", "CANCELLED", "00:00:00", "0.0%", "unknown", "unknown"]
     rows = list(csv.DictReader(io.StringIO(_jobs(*args, "--format", "csv", "--state", "cancelled,failed"))))
     assert [r["job_id"] for r in rows] == ["23000233", "23000381"]
     assert rows[0]["mem_eff"] == "unknown" and rows[0]["gpus"] == "unknown"   # no GPU field at all
