@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -224,10 +225,17 @@ def test_ctrl_c_during_sync_stops_rsync_and_ssh_and_queues_nothing(pair, tmp_pat
         for _ in range(48):
             fh.write(os.urandom(8 << 20))
     dest = tmp_path / "remote-upload-target"
+    # the real rsync, held to 16 MiB/s (--bwlimit): on loopback an idle machine copies the 384 MiB
+    # in about a second, so the Ctrl-C below could come after the sync (then sbatch runs) instead
+    # of during it; at 16 MiB/s the copy lasts ~24 s
+    slow = tmp_path / "slow-bin"
+    slow.mkdir()
+    (slow / "rsync").write_text(f"#!/bin/sh\nexec {shutil.which('rsync')} --bwlimit=16384 \"$@\"\n")
+    (slow / "rsync").chmod(0o755)
     cli = subprocess.Popen([sys.executable, "-m", "slurmkit", "submit", "single-gpu", "--remote", "login",
                             "--ssh-config", str(pair.config), "--site", "sandbox", "--sync-dir", str(proj),
                             "--remote-dir", str(dest), "--", "true"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True)
+                           text=True, env={**os.environ, "PATH": f"{slow}:{os.environ['PATH']}"})
     wait_until(lambda: any("rsync" in p for p in _procs_mentioning(str(dest))), 60, 0.1, "the sync to start")
     # rsync under way: some of the file has landed in its temporary file on the login side
     wait_until(lambda: any(f.stat().st_size for f in dest.rglob("*weights.bin*") if f.is_file()), 60, 0.05,
