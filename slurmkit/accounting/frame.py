@@ -24,6 +24,7 @@ elapsed_s          ElapsedRaw, else Elapsed, else CPUTimeRAW / NCPUS, else CPUTi
 suspended_s        Suspended (seconds)
 timelimit_s        TimelimitRaw x 60 or Timelimit; +inf for UNLIMITED / Partition_Limit
 ncpus, nnodes      NCPUS / AllocCPUS, NNodes / AllocNodes (float, NaN when absent: unknown)
+req_cpus           ReqTRES ``cpu=``, else ReqCPUS: the CPUs asked for (float, NaN when absent)
 alloc_mem_mib      AllocTRES mem=, else ReqMem (``Mc`` x NCPUS, ``Mn`` x NNodes)
 gpus, gpu_type     from AllocTRES (:func:`~slurmkit.accounting.parse.gpus_from_tres`), else
                    AllocGRES, else ReqTRES; NaN (unknown) when the input has none of them
@@ -562,6 +563,13 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
     else:
         out["timelimit_s"] = P.parse_timelimit_s(c.col("Timelimit") if "Timelimit" in names else c.empty)
     out["ncpus"] = ncpus
+    # the CPUs the job asked for (ReqTRES cpu=, else ReqCPUS): sreport's Planned counts an
+    # eligible pending job's requested CPUs, which a GPU job's allocation may exceed
+    req_tres = c.col("ReqTRES")
+    req_cpus = P.tres_number(req_tres, "cpu") if req_tres is not None else pd.Series(np.full(c.n, np.nan))
+    if "ReqCPUS" in names:
+        req_cpus = req_cpus.fillna(c.count("ReqCPUS"))
+    out["req_cpus"] = req_cpus
     out["nnodes"] = c.count("NNodes", "AllocNodes")
     tres = c.col("AllocTRES")
     tres = tres if tres is not None else c.empty

@@ -259,9 +259,13 @@ def breakdown(window_start, window_end, allocs: pd.DataFrame, events: pd.DataFra
                 tasks = allocs["pending_tasks"].to_numpy(float) if "pending_tasks" in allocs else np.zeros(len(cnt))
                 wait_end = np.where(np.isnan(j_start), j_stop, j_start)
                 wait_end = np.where(np.isnan(wait_end), t_now, wait_end)
-                ok = ~np.isnan(j_elig) & ~in_resv & ~np.isnan(cnt)
+                # the CPUs the job asked for, as slurmdbd's rollup counts a pending job (a GPU
+                # job's allocation may hold more); its allocated CPUs where the input has no ReqTRES
+                req = allocs["req_cpus"].to_numpy(float) if "req_cpus" in allocs else np.full(len(cnt), np.nan)
+                want = np.where(np.isnan(req), cnt, req)
+                ok = ~np.isnan(j_elig) & ~in_resv & ~np.isnan(want)
                 per["planned"] += _bins(np.clip(j_elig[ok], s, e), np.clip(wait_end[ok], s, e),
-                                        cnt[ok] * np.maximum(tasks[ok], 1.0), bounds)
+                                        want[ok] * np.maximum(tasks[ok], 1.0), bounds)
         _cap_hours(per)
         fig = {f: float(per[f].sum()) / 3600.0 for f in FIGURES}
         if not known:
@@ -522,7 +526,7 @@ WHY = {"allocated": "jobs sreport has and the input lacks (or the reverse), susp
                     "or jobs inside a reservation the input does not name (sacct Reservation)",
        "down": "node events sreport rolled up that the events input lacks (or the reverse)",
        "planned_down": "MAINT reservations, FUTURE or powered-down nodes missing on one side",
-       "planned": "the CPUs of eligible pending jobs (sreport uses each job's requested CPUs)",
+       "planned": "the CPUs of eligible pending jobs (their requested CPUs, ReqTRES cpu=; an input without ReqTRES or ReqCPUS counts NCPUS, which a GPU job's allocation may exceed)",
        "idle": "what is left of Reported after the other figures: it moves with them",
        "reported": "capacity: ours is the nodes' TRES x the hours, sreport's the TRES the cluster registered "
                    "with slurmdbd, from its registration (a restart, a node added or removed changes it)"}
