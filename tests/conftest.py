@@ -15,6 +15,7 @@ Set ``SLURMKIT_TEST_SANDBOX_DIR`` to reuse a sandbox that is already up (it is l
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -47,21 +48,15 @@ def _free_port_base() -> int:
     raise RuntimeError("no free port range for a test sandbox")
 
 
-@pytest.fixture(scope="session")
-def sandbox():
-    """A running 4-node x 4-GPU sandbox (``slurmkit.sandbox.Sandbox``), torn down at the end."""
+@contextlib.contextmanager
+def _running_sandbox():
+    """A new 4-node x 4-GPU sandbox (``slurmkit.sandbox.Sandbox``) on free ports in a temporary
+    folder, torn down (and the folder removed) on exit."""
     from slurmkit.sandbox import Sandbox, SandboxError
     from slurmkit.sandbox.cluster import BINARIES
     from slurmkit.sandbox.config import SandboxSpec
     from slurmkit.slurm.commands import which
 
-    reuse = os.environ.get("SLURMKIT_TEST_SANDBOX_DIR")
-    if reuse:
-        sb = Sandbox(reuse)
-        if not sb.is_up():
-            pytest.fail(f"SLURMKIT_TEST_SANDBOX_DIR={reuse} is not up", pytrace=False)
-        yield sb
-        return
     if os.geteuid() != 0:
         pytest.skip("the Slurm sandbox needs root")
     missing = sorted({pkg for b, pkg in BINARIES.items() if which(b) is None})
@@ -75,9 +70,36 @@ def sandbox():
     except SandboxError as exc:
         sb.down(purge=False)
         pytest.fail(f"sandbox did not come up: {exc} (logs kept in {root}/var/log)", pytrace=False)
-    yield sb
-    sb.down(purge=True)
-    shutil.rmtree(root, ignore_errors=True)
+    try:
+        yield sb
+    finally:
+        sb.down(purge=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def sandbox():
+    """A running 4-node x 4-GPU sandbox (``slurmkit.sandbox.Sandbox``), torn down at the end."""
+    from slurmkit.sandbox import Sandbox
+
+    reuse = os.environ.get("SLURMKIT_TEST_SANDBOX_DIR")
+    if reuse:
+        sb = Sandbox(reuse)
+        if not sb.is_up():
+            pytest.fail(f"SLURMKIT_TEST_SANDBOX_DIR={reuse} is not up", pytrace=False)
+        yield sb
+        return
+    with _running_sandbox() as sb:
+        yield sb
+
+
+@pytest.fixture(scope="module")
+def own_sandbox():
+    """A sandbox of the module's own, with an accounting history of only what the module does:
+    for tests that compare a whole hour of slurmdbd's rollup (node events, reservations) with
+    sreport, which the session sandbox's other tests (drains, downs, requeues) would share."""
+    with _running_sandbox() as sb:
+        yield sb
 
 
 @pytest.fixture(scope="session")

@@ -235,7 +235,11 @@ def test_ctrl_c_during_sync_stops_rsync_and_ssh_and_queues_nothing(pair, tmp_pat
     cli = subprocess.Popen([sys.executable, "-m", "slurmkit", "submit", "single-gpu", "--remote", "login",
                             "--ssh-config", str(pair.config), "--site", "sandbox", "--sync-dir", str(proj),
                             "--remote-dir", str(dest), "--", "true"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, env={**os.environ, "PATH": f"{slow}:{os.environ['PATH']}"})
+                           text=True, env={**os.environ, "PATH": f"{slow}:{os.environ['PATH']}"},
+                           # Ctrl-C reaches a program in a terminal's foreground, where SIGINT is
+                           # never ignored; a test run started in the background by a shell without
+                           # job control inherits SIGINT ignored (Python then installs no handler)
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     wait_until(lambda: any("rsync" in p for p in _procs_mentioning(str(dest))), 60, 0.1, "the sync to start")
     # rsync under way: some of the file has landed in its temporary file on the login side
     wait_until(lambda: any(f.stat().st_size for f in dest.rglob("*weights.bin*") if f.is_file()), 60, 0.05,

@@ -11,3 +11,11 @@ def slurm_env(sandbox, monkeypatch):
     for k, v in sandbox.env().items():
         monkeypatch.setenv(k, v)
     return sandbox
+
+
+@pytest.fixture()
+def own_slurm_env(own_sandbox, monkeypatch):
+    """The module's own sandbox (tests/conftest.py ``own_sandbox``) with its Slurm environment set."""
+    for k, v in own_sandbox.env().items():
+        monkeypatch.setenv(k, v)
+    return own_sandbox

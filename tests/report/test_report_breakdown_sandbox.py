@@ -26,7 +26,7 @@ def _done(run, jid) -> bool:
     return bool(out) and out[-1] == "COMPLETED"
 
 
-def test_breakdown_and_account_tree_equal_sreport(slurm_env, tmp_path):
+def test_breakdown_and_account_tree_equal_sreport(own_slurm_env, tmp_path):
     if not shutil.which("faketime"):
         pytest.skip("faketime (Debian package) is not installed")
     from slurmkit.report import weekly_report

@@ -5,6 +5,7 @@ back from slurmctld."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -435,13 +436,23 @@ def test_a_rank_dying_mid_run_is_retried_only_with_node_evidence(sandbox, backen
 
 
 def drained_mid_run(sandbox, job, tmp_path, node, reason, timeout=240, after=None):
-    """Once the job's ranks started on n1 and n2, drain ``node`` with ``reason`` (as a health
-    check would), let the ranks die (the ``die`` file) and wait for the job to end; ``node`` is
-    resumed after. ``after`` ((what, predicate)): the ranks die first and the drain comes once
-    the predicate holds (a health check draining after the crash). Returns (its final state,
-    its output)."""
-    wait_until(lambda: (tmp_path / "start-n1-0").exists() and (tmp_path / "start-n2-0").exists(), 180,
+    """Once the job's ranks started on its two nodes (n1 and n2 when the sandbox is idle; Slurm
+    may place it on n2 and n4 while n1 is still finishing an earlier test's job), drain ``node``
+    (one of them) with ``reason`` (as a health check would), let the ranks die (the ``die``
+    file) and wait for the job to end; ``node`` is resumed after. ``after`` ((what,
+    predicate)): the ranks die first and the drain comes once the predicate holds (a health
+    check draining after the crash). Returns (its final state, its output)."""
+    def placed():
+        info = scontrol_job(sandbox, job.id)
+        m = re.search(r"^\s*NodeList=(\S+)", info, re.M)
+        if "JobState=RUNNING" not in info or not m or m.group(1) == "(null)":
+            return None
+        return run(["scontrol", "show", "hostnames", m.group(1)], env=sandbox.env()).stdout.split()
+
+    wait_until(lambda: (nodes := placed()) and all((tmp_path / f"start-{n}-0").exists() for n in nodes), 180,
                what="first start", hint=lambda: scontrol_job(sandbox, job.id).replace("\n", " ")[:1500])
+    nodes = placed()
+    assert node in nodes, f"the job ran on {nodes}, not on {node}: {scontrol_job(sandbox, job.id)}"
     try:
         if after:
             (tmp_path / "die").write_text("")
