@@ -59,6 +59,16 @@ def scontrol_job(sandbox, job_id) -> str:
     return run(["scontrol", "show", "job", job_id], env=sandbox.env()).stdout
 
 
+def nodes_idle(sandbox, *nodes, timeout=120):
+    """Wait until ``nodes`` are IDLE (no job, no drain, no epilog of an earlier test's job), so
+    that Slurm places a two-node job on the first two of them as the test expects."""
+    def idle():
+        return all(" State=IDLE " in run(["scontrol", "show", "node", n], env=sandbox.env()).stdout for n in nodes)
+
+    wait_until(idle, timeout, what=f"nodes {', '.join(nodes)} idle",
+               hint=lambda: run(["sinfo", "-N", "-o", "%N %T %E"], env=sandbox.env()).stdout)
+
+
 def started(tmp_path, ranks, restart):
     return lambda: all((tmp_path / f"start-{r}-{restart}").exists() for r in ranks)
 
@@ -399,6 +409,7 @@ def test_a_rank_dying_mid_run_is_retried_only_with_node_evidence(sandbox, backen
     """n2's rank dies mid-run. With n2 drained during the job by the health check (a
     'slurmkit:' hardware reason), the job is requeued without n2 and the output names the node
     and the evidence; without evidence, the rank's failure is the program's: FAILED, not requeued."""
+    nodes_idle(sandbox, "n1", "n2", "n4")
     job = submit(sandbox, backend, tmp_path, "srun", [sys.executable, "-c", MIDRUN, tmp_path], nodes=2,
                  gpus_per_node=1, time="5:00", switches=False, exclude="n3")
     wait_until(lambda: (tmp_path / "start-n1-0").exists() and (tmp_path / "start-n2-0").exists(), 90, what="first start")
@@ -519,6 +530,7 @@ def test_torchrun_node_fault_on_the_store_node_excludes_that_node_alone(sandbox,
     """n1 (first node: its torchrun holds the store) is drained by the health check with a
     hardware reason and its rank killed: only n1 is blamed (n2's lost store is a consequence),
     the job is requeued without n1 and completes on n2 and n4."""
+    nodes_idle(sandbox, "n1", "n2", "n4")
     job = submit(sandbox, backend, tmp_path, "torchrun", [sys.executable, "-c", STORE_NODE_RANK, tmp_path, "kill"],
                  nodes=2, gpus_per_node=1, params={"python": sys.executable}, time="5:00", switches=False,
                  exclude="n3")
@@ -536,6 +548,7 @@ def test_a_site_health_checks_drain_reason_counts_where_the_profile_names_it(san
     """A site whose health check is LBNL NHC (drain reasons "NHC: ...") lists that prefix in
     submit.node_fault_reasons: n2 drained with it during the job is the node's fault, and the
     job is requeued without n2 (by default only "slurmkit:" reasons count: the test above)."""
+    nodes_idle(sandbox, "n1", "n2", "n4")
     site = tmp_path / "site.toml"
     text = sandbox.profile_path.read_text()
     assert "\n[submit]\n" in text
@@ -557,6 +570,7 @@ def test_a_drain_after_the_crash_is_waited_for_where_the_profile_says(sandbox, b
     """The second trial: a health check drains the node minutes after the rank crashed, when the
     batch shell has looked already. With submit.node_fault_wait_s = 90 it says it waits, n2 is
     drained (slurmkit: reason) while it waits, and the job is requeued without n2."""
+    nodes_idle(sandbox, "n1", "n2", "n4")
     site = tmp_path / "site.toml"
     text = sandbox.profile_path.read_text()
     site.write_text(text.replace("\n[submit]\n", "\n[submit]\nnode_fault_wait_s = 90\n", 1))
