@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from capture_edit import without_fields
 from click.testing import CliRunner
 
 from slurmkit.cli import cli
@@ -39,21 +40,12 @@ def _csv(path: Path) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
-def _without(src: Path, dst: Path, drop: set[str]) -> Path:
-    """``src`` (a ``|`` capture with header) without the fields in ``drop``: a labelled edit."""
-    lines = src.read_text().splitlines()
-    head = lines[0].split("|")
-    keep = [i for i, n in enumerate(head) if n not in drop]
-    dst.write_text("\n".join("|".join(p[i] for i in keep) for p in (ln.split("|") for ln in lines)) + "\n")
-    return dst
-
-
 def test_no_gpu_field_nothing_gpu_derived_reads_zero(tmp_path, corpus):
     """Finding 1: Habrok without AllocTRES and ReqTRES (its jobs held 1-4 GPUs): queue waits in
     the GPU bucket "unknown", not "0"; each user's GPU-hours, the pending GPUs / GPU-hours and
     the jobs without a time limit unknown; By GPU type holds every job (unknown), no empty
     GPUs-in-use or GPU-hours-by-user chart."""
-    src = _without(corpus / HABROK, tmp_path / "habrok_no_gpu_fields.psv", {"AllocTRES", "ReqTRES"})
+    src = without_fields(corpus / HABROK, tmp_path / "habrok_no_gpu_fields.psv", {"AllocTRES", "ReqTRES"})
     rep, _ = _report(tmp_path / "out", src)
     out = tmp_path / "out"
     t = rep["totals"]
@@ -119,7 +111,7 @@ def test_reqtres_gpu_hours_marked_requested_everywhere(tmp_path, corpus):
     """Finding 2: Habrok without AllocTRES: every GPU-hour is ReqTRES's; the summary line, the
     totals, every GPU-hours table header, the About block (and inputs.csv) say "requested".
     The unedited capture (AllocTRES) says it nowhere."""
-    src = _without(corpus / HABROK, tmp_path / "habrok_no_alloctres.psv", {"AllocTRES"})
+    src = without_fields(corpus / HABROK, tmp_path / "habrok_no_alloctres.psv", {"AllocTRES"})
     rep, text = _report(tmp_path / "b", src)
     out = tmp_path / "b"
     gh = rep["totals"]["gpu_hours"]

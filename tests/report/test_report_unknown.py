@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from capture_edit import without_fields
 from click.testing import CliRunner
 
 from slurmkit.cli import cli
@@ -36,15 +37,6 @@ def _report(tmp_path, src, *args, fmt="json,md,csv,html"):
                              catch_exceptions=False)
     assert res.exit_code == 0, res.output
     return json.loads((out / "weekly.json").read_text()), out, res.output
-
-
-def _without(src: Path, dst: Path, drop: set[str]) -> Path:
-    """``src`` (a ``|`` capture with header) without the fields in ``drop``: a labelled edit."""
-    lines = src.read_text().splitlines()
-    head = lines[0].split("|")
-    keep = [i for i, n in enumerate(head) if n not in drop]
-    dst.write_text("\n".join("|".join(p[i] for i in keep) for p in (ln.split("|") for ln in lines)) + "\n")
-    return dst
 
 
 def test_allocgres_gives_gpu_counts(tmp_path):
@@ -75,7 +67,7 @@ def test_allocgres_gives_gpu_counts(tmp_path):
 
 
 def test_no_gpu_field_no_ncpus_is_unknown(tmp_path):
-    src = _without(DATA / "safe_oxford_allocgres.psv", tmp_path / "edit.psv", {"AllocGRES", "AllocCPUS"})
+    src = without_fields(DATA / "safe_oxford_allocgres.psv", tmp_path / "edit.psv", {"AllocGRES", "AllocCPUS"})
     rep, out, text = _report(tmp_path, src, "--start", "2017-01-02", "--end", "2017-01-16",
                              "--capacity-gpus", "8", "--price-per-gpu-hour", "2")
     t = rep["totals"]
@@ -101,7 +93,7 @@ def test_no_gpu_field_no_ncpus_is_unknown(tmp_path):
 def test_reqtres_only_is_marked_requested(tmp_path, corpus):
     full, _, _ = _report(tmp_path / "a", corpus / HABROK, "--start", "2020-01-01", "--end", "2030-01-01", "--as-of", "2030-01-01",
                          fmt="json")
-    src = _without(corpus / HABROK, tmp_path / "habrok_no_alloctres.psv", {"AllocTRES"})
+    src = without_fields(corpus / HABROK, tmp_path / "habrok_no_alloctres.psv", {"AllocTRES"})
     rep, out, _ = _report(tmp_path / "b", src, "--start", "2020-01-01", "--end", "2030-01-01", "--as-of", "2030-01-01",
                           fmt="json,csv")
     assert rep["totals"]["gpu_hours"] is not None and rep["totals"]["gpu_hours"] > 0
@@ -130,7 +122,7 @@ def test_slurm_energy_from_alloctres_has_its_own_provenance(tmp_path, corpus):
     head = src.read_text().splitlines()[0].split("|")
     tres = [ln.split("|")[head.index("AllocTRES")] for ln in src.read_text().splitlines()[1:]]
     joules = [int(e.split("=")[1]) for t in tres for e in t.split(",") if e.startswith("energy=")][0]
-    edit = _without(src, tmp_path / "cscs_no_consumedenergy.psv", {"ConsumedEnergyRaw", "ConsumedEnergy"})
+    edit = without_fields(src, tmp_path / "cscs_no_consumedenergy.psv", {"ConsumedEnergyRaw", "ConsumedEnergy"})
     args = ("--start", "2024-03-11", "--end", "2024-03-18", "--as-of", "2024-03-16")
     rep, out, _ = _report(tmp_path / "a", edit, *args, fmt="json,md,csv")
     assert rep["totals"]["energy_kwh_by_source"]["slurm_tres"] == pytest.approx(joules / 3.6e6)
