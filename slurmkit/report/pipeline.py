@@ -278,7 +278,9 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
         except prometheus.PrometheusError as exc:  # the report goes out with spool / modelled energy
             prom_warnings.append(f"{exc}; energy and GPU utilization from the spool, Slurm or the model instead")
             _warn(prom_warnings[-1])
-    horizon = _timestamp(opts.as_of) if opts.as_of is not None else _timestamp(opts.now)
+    # the time figures run up to: --as-of, else (captures) when the capture was taken as found
+    # (--now, else the latest time in it): after it nothing is known, not 0 GPUs in use
+    horizon = _timestamp(opts.as_of) if opts.as_of is not None else (now if opts.captures else _timestamp(opts.now))
     report, allocs = build_report(rows, dq, window, assumptions, spool_df, capacity_gpus=cap,
                                   now=now, cluster=opts.cluster or "", horizon=horizon,
                                   source=",".join(map(str, opts.captures)) if opts.captures else "sacct",

@@ -493,7 +493,11 @@ def gpus_in_use(runs: pd.DataFrame, window: Window, upto, now=None, known: bool 
     bucket = "hour"
     if window.hours > DAILY_AFTER_DAYS * 24 and len(curve):
         bucket = "day"
-        curve = curve.resample("D").mean()
+        # each hour weighs its length: the last one ends at ``upto`` (a capture taken at 01:10
+        # covers 10 minutes of its hour), so a day's mean is its GPU-hours over its hours covered
+        secs = pd.Series(3600.0, index=curve.index)
+        secs.iloc[-1] = min(3600.0, (utc(upto) - curve.index[-1]).total_seconds())
+        curve = (curve * secs).resample("D").sum() / secs.resample("D").sum()
     return {"bucket": bucket, "hours": list(curve.index.strftime("%Y-%m-%dT%H:%M:%SZ")),
             "gpus_in_use": [round(float(v), 6) for v in curve.to_numpy()],
             "peak": _num(curve.max()) if len(curve) else None,

@@ -203,6 +203,9 @@ def test_partial_week_is_flagged_where_readers_look(tmp_path, corpus):
             "every figure covers the window up to then")
     assert f"**{note}" in (out / "weekly.md").read_text()
     assert note.replace("'", "&#39;") in (out / "weekly.html").read_text()
+    # the curve's last hour is the capture's (13:00, 52 minutes of it): no hour after it
+    assert rep["hourly"]["bucket"] == "hour" and rep["hourly"]["hours"][0] == "2024-04-15T00:00:00Z"
+    assert rep["hourly"]["hours"][-1] == "2024-04-19T13:00:00Z" and len(rep["hourly"]["hours"]) == 4 * 24 + 14
     plt, fig, ax = hourly_fig(rep)
     assert "not captured" in [t.get_text() for t in ax.get_legend().get_texts()]
     plt.close(fig)

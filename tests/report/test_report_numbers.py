@@ -419,9 +419,20 @@ def test_long_windows_get_daily_buckets(tmp_path):
     window = Window(dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(2026, 1, 8, tzinfo=dt.timezone.utc))
     rep = _run(tmp_path, [row()], window=window, formats=["json", "csv"]).report
     h = rep["hourly"]
-    assert h["bucket"] == "day" and len(h["hours"]) == 372
-    assert h["hours"][-7] == "2026-01-01T00:00:00Z" and h["gpus_in_use"][-7] == pytest.approx(2 / 24, abs=1e-6)
-    assert len((tmp_path / "out" / "hourly.csv").read_text().splitlines()) == 373
+    # the capture's latest time (the job's End, 2026-01-01 01:10) is when it was taken: the
+    # curve stops there (after it nothing is known, not 0 GPUs): 366 days, the last one's mean
+    # over its 70 minutes covered (2 GPUs x 60 min)
+    assert rep["coverage"]["covered_until"] == "2026-01-01T01:10:00Z"
+    assert h["bucket"] == "day" and len(h["hours"]) == 366
+    assert h["hours"][-1] == "2026-01-01T00:00:00Z" and h["gpus_in_use"][-1] == pytest.approx(2 * 60 / 70, abs=1e-6)
+    assert h["gpus_in_use"][-2] == 0.0
+    assert len((tmp_path / "out" / "hourly.csv").read_text().splitlines()) == 367
+    # with --as-of at the window's end the curve runs to it: the job's day is a 24-hour mean
+    rep = _run(tmp_path, [row()], window=window, formats=["json"], as_of="2026-01-08T00:00:00Z",
+               outdir=tmp_path / "asof").report
+    h = rep["hourly"]
+    assert len(h["hours"]) == 372 and h["hours"][-7] == "2026-01-01T00:00:00Z"
+    assert h["gpus_in_use"][-7] == pytest.approx(2 / 24, abs=1e-6) and h["gpus_in_use"][-1] == 0.0
 
 
 def test_queue_wait_says_submit_when_the_capture_has_no_eligible(tmp_path):
