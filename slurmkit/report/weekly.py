@@ -23,7 +23,7 @@ import pandas as pd
 
 from slurmkit.accounting.quality import DataQuality
 from slurmkit.report import energy as E
-from slurmkit.report.jobs import job_sizes
+from slurmkit.report.jobs import has_repeats, job_sizes
 from slurmkit.report.usage import allocations, end_or_now, epoch_s, hourly_gpus, utc
 from slurmkit.report.window import Window, iso_z
 
@@ -53,8 +53,7 @@ def _distinct_per_group(codes: np.ndarray, job_code: np.ndarray, n: int) -> np.n
     """Distinct ``job_code`` values per group ``codes`` (0 .. n-1; -1 is no group): a requeued
     job's attempts count once."""
     ok = codes >= 0
-    srt = np.sort(job_code)
-    if not (srt[1:] == srt[:-1]).any():   # no requeued job: one row per job
+    if not has_repeats(job_code):   # no requeued job: one row per job
         return np.bincount(codes[ok], minlength=n)
     width = np.int64(job_code.max(initial=0)) + 1
     pairs = pd.unique(codes[ok].astype(np.int64) * width + job_code[ok])
