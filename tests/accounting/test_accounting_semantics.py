@@ -487,3 +487,23 @@ def test_memory_and_cpu_efficiency_of_each_requeued_attempt_use_its_own_steps():
     assert over["efficiency"]["allocations_over_memory"] == 1
     from slurmkit.report.render import to_markdown
     assert "1 allocation(s) used more memory than allocated" in to_markdown(over)
+
+
+@pytest.mark.parametrize("gpus, want", [([4.0, 2.0, 4.0, 1.0, 1.0], 7.0),            # whole GPUs: integer sort
+                                        ([2 / 7, 1.0, 3 / 7, 2.0, 1 / 7], 1.0 + 3 / 7 + 2.0)])  # MIG: lexsort
+def test_most_gpus_at_once_ends_before_starts_at_one_instant(gpus, want):
+    from slurmkit.report.weekly import most_at_once
+
+    # 0: 00:00-02:00, 1: 01:00-03:00, 2: 02:00-04:00 (starts as job 0 ends), 3: 02:00-02:30,
+    # 4: still running from 03:00 (its End: the 05:00 time limit, before now)
+    h = 3600
+    starts = [T0, T0 + h, T0 + 2 * h, T0 + 2 * h, T0 + 3 * h]
+    ends = [T0 + 2 * h, T0 + 3 * h, T0 + 4 * h, T0 + 2 * h + 1800, None]
+    allocs = pd.DataFrame({"start": pd.to_datetime(starts, unit="s", utc=True),
+                           "end": pd.to_datetime(ends, unit="s", utc=True),
+                           "timelimit_s": [np.inf] * 4 + [2 * h], "gpus": gpus})
+    got = most_at_once(allocs, pd.Timestamp(T0, unit="s", tz="UTC"), pd.Timestamp(T0 + 10 * h, unit="s", tz="UTC"),
+                       now=pd.Timestamp(T0 + 9 * h, unit="s", tz="UTC"))
+    # the most at one instant: 02:00, after job 0 ended, jobs 1, 2 and 3 (job 0's GPUs not
+    # counted with those that start at its End)
+    assert got == pytest.approx(want, rel=1e-12)
