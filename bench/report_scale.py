@@ -15,6 +15,17 @@ Each side runs ``--repeat`` times (default 3, interleaved) and the best wall tim
 Prints each run (wall and CPU seconds: the CPU figure is steadier on a busy machine), both best
 wall times, the peak RSS of the children (ru_maxrss), and last the
 ratio slurmkit / baseline. Target: within 3x, under 2 GiB.
+
+Measured 2026-12-06 on a shared 2-core machine (another helper's DuckDB benchmark running, so
+wall times varied twofold between runs of the same code; the CPU seconds are the steadier
+figure), 1M allocations + 3M steps, ``--reuse``. The slurmkit side, 4 interleaved children of
+each: 11.2-13.5 s CPU (median 11.9) before branch h25s, 8.6-9.8 s (median 8.9) after, -25%
+(each TRES column split once per block for all its keys; the report's sections no longer
+sort the million job codes each). Best-of-3 wall ratios there, two runs of the script per
+version: 1.80 and 2.14 before, 1.58 (before the clock-policy commit) and 1.88 after (the
+pyarrow read 3.1-6.2 s); the 3.50 of an earlier quiet-machine run was not re-measured. Peak
+RSS about 1.6 GiB either way (1541-1640 MiB before, 1583-1669 MiB after, 13 runs each), under
+the pyarrow read's 1.74 GiB.
 """
 
 from __future__ import annotations

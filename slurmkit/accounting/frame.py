@@ -334,6 +334,7 @@ class _Cols:
         self.table, self.names, self.n = table, set(table.column_names), table.num_rows
         self.dst = {"fold": 0, "gap": 0}   # local times in a DST fold / gap (:meth:`times`)
         self.flags: list = []               # (row positions, reason) of repaired values
+        self._usage: dict | None = None     # :meth:`usage_tot`
 
     @property
     def empty(self) -> pa.ChunkedArray:
@@ -383,11 +384,12 @@ class _Cols:
                     self.flag(np.flatnonzero(bad), f"{name} not a number (read as unknown)")
         return v
 
-    def gpus_negative(self, tres) -> None:
-        """Flag the rows whose AllocTRES has a negative GPU count (read as unknown)."""
+    def gpus_negative(self, tres, neg: np.ndarray | None = None) -> None:
+        """Flag the rows whose AllocTRES has a negative GPU count (read as unknown); ``neg``:
+        :func:`~slurmkit.accounting.parse.negative_gpus` of ``tres`` when already known."""
         if tres is None:
             return
-        neg = P.negative_gpus(tres)
+        neg = P.negative_gpus(tres) if neg is None else neg
         if neg.any():
             self.flag(np.flatnonzero(neg), "AllocTRES GPU count negative (read as unknown)")
 
@@ -441,11 +443,25 @@ class _Cols:
     def total_cpu_s(self):
         return P.parse_duration_s(self.col("TotalCPU")) if "TotalCPU" in self.names else np.nan
 
+    def usage_tot(self, *keys: str) -> dict[str, pd.Series]:
+        """The TRESUsageInTot values of :data:`_USAGE_KEYS` ``keys`` (default all), from one
+        split of the column (:func:`~slurmkit.accounting.parse.tres_values`), computed once per
+        block and shared by :meth:`usage`, :meth:`gpu_mem_mib` and the step energy; NaN
+        Series without the field."""
+        keys = keys or tuple(_USAGE_KEYS)
+        if self._usage is None or not set(keys) <= set(self._usage):
+            usage = self.col("TRESUsageInTot")
+            if usage is None:
+                self._usage = {k: pd.Series(np.full(self.n, np.nan)) for k in _USAGE_KEYS}
+            else:
+                self._usage = P.tres_values(usage, {k: _USAGE_KEYS[k] for k in keys})
+        return self._usage
+
     def usage(self) -> tuple[pd.Series, pd.Series]:
         """``(mem_used_mib, gpu_util_pct)`` from TRESUsageInTot / MaxRSS / TRESUsageInAve."""
-        usage = self.col("TRESUsageInTot")
+        tot = self.usage_tot("mem", "gres/gpuutil")
         nan = pd.Series(np.full(self.n, np.nan))
-        used, tot_util = P.tres_usage(usage) if usage is not None else (nan, nan)
+        used, tot_util = tot["mem"], tot["gres/gpuutil"]
         if "MaxRSS" in self.names:
             rss, _ = P.parse_mem_mib(self.col("MaxRSS"), bare="B")
             if "NTasks" in self.names:   # MaxRSS is one task's: the step's tasks together
@@ -463,9 +479,10 @@ class _Cols:
         """GPU memory used (MiB): ``gres/gpumem`` of TRESUsageInMax, else of TRESUsageInTot
         (a bare number is bytes, as ``--noconvert`` prints it); NaN when absent."""
         out = pd.Series(np.full(self.n, np.nan))
-        for name in ("TRESUsageInMax", "TRESUsageInTot"):
-            if name in self.names:
-                out = out.fillna(P.tres_mem_mib(self.col(name), "gres/gpumem", bare="B"))
+        if "TRESUsageInMax" in self.names:
+            out = out.fillna(P.tres_mem_mib(self.col("TRESUsageInMax"), "gres/gpumem", bare="B"))
+        if "TRESUsageInTot" in self.names:
+            out = out.fillna(self.usage_tot()["gres/gpumem"])
         return out
 
     def cluster(self, default: str) -> pd.Series:
@@ -522,13 +539,17 @@ def _typed_steps(table: pa.Table, dq: DataQuality, source: str, cluster: str, tz
     out["start"] = c.times("Start", tz)
     out["elapsed_s"] = c.elapsed_s()
     out["total_cpu_s"] = c.total_cpu_s()
+    c.usage_tot()   # TRESUsageInTot split once for memory, GPU use, GPU memory and energy
     out["mem_used_mib"], out["gpu_util_pct"] = c.usage()
     out["gpu_mem_mib"] = c.gpu_mem_mib()
     tres = c.col("AllocTRES")
-    out["gpus"] = P.gpus_from_tres(tres)[0] if tres is not None else pd.Series(np.full(c.n, np.nan))
-    usage = c.col("TRESUsageInTot")
-    out["energy_j"] = P.tres_number(usage, "energy") if usage is not None else pd.Series(np.full(c.n, np.nan))
-    c.gpus_negative(tres)
+    if tres is not None:
+        gt = _tres_gpus(tres)
+        out["gpus"] = gt["gpus"]
+        c.gpus_negative(tres, gt["negative"])
+    else:
+        out["gpus"] = pd.Series(np.full(c.n, np.nan))
+    out["energy_j"] = c.usage_tot()["energy"]
     c.note_dst(dq, source, tz)
     c.note_flags(dq, source)
     return _frame(out, ids["valid"].to_numpy(dtype=bool), dq, source)
@@ -566,14 +587,17 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
     # the CPUs the job asked for (ReqTRES cpu=, else ReqCPUS): sreport's Planned counts an
     # eligible pending job's requested CPUs, which a GPU job's allocation may exceed
     req_tres = c.col("ReqTRES")
-    req_cpus = P.tres_number(req_tres, "cpu") if req_tres is not None else pd.Series(np.full(c.n, np.nan))
+    # each TRES column's distinct values parsed once for all that is read from it
+    req = _tres_gpus(req_tres, {"cpu": None}) if req_tres is not None else None
+    req_cpus = req["cpu"] if req is not None else pd.Series(np.full(c.n, np.nan))
     if "ReqCPUS" in names:
         req_cpus = req_cpus.fillna(c.count("ReqCPUS"))
     out["req_cpus"] = req_cpus
     out["nnodes"] = c.count("NNodes", "AllocNodes")
     tres = c.col("AllocTRES")
     tres = tres if tres is not None else c.empty
-    tres_mem = P.tres_mem_mib(tres, "mem", bare="M")
+    alloc = _tres_gpus(tres, {"mem": "M", "energy": None})
+    tres_mem = alloc["mem"]
     if "ReqMem" in names:
         req_mem, per = P.parse_mem_mib(c.col("ReqMem"), bare="M")
         req_mem = req_mem.where(per != "cpu", req_mem * out["ncpus"])
@@ -581,14 +605,14 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
         out["alloc_mem_mib"] = tres_mem.fillna(req_mem)
     else:
         out["alloc_mem_mib"] = tres_mem
-    out["gpus"], out["gpu_type"], out["gpu_source"] = _gpu_counts(c)
-    c.gpus_negative(tres)
-    out["req_gpus"] = _requested_gpus(c.col("ReqTRES"), out["start"])
+    out["gpus"], out["gpu_type"], out["gpu_source"] = _gpu_counts(c, {"AllocTRES": alloc, "ReqTRES": req})
+    c.gpus_negative(tres, alloc["negative"])
+    out["req_gpus"] = _requested_gpus(c.col("ReqTRES"), out["start"], req)
     out["total_cpu_s"] = c.total_cpu_s()
     out["mem_used_mib"], out["gpu_util_pct"] = c.usage()
     out["energy_j"] = c.count("ConsumedEnergyRaw")
     # Slurm's energy as a TRES (``energy=J`` in AllocTRES): a capture without ConsumedEnergyRaw
-    out["energy_tres_j"] = P.tres_number(tres, "energy") if c.col("AllocTRES") is not None \
+    out["energy_tres_j"] = alloc["energy"] if c.col("AllocTRES") is not None \
         else pd.Series(np.full(c.n, np.nan))
     # an End before the Start: sacct's clock went back, a local End in the autumn DST fold, or
     # the row was edited; the job ran elapsed_s (ElapsedRaw, Elapsed or CPUTime / NCPUS) from
@@ -602,6 +626,10 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
     c.note_flags(dq, source)
     return _frame(out, ids["valid"].to_numpy(dtype=bool), dq, source)
 
+
+#: The TRESUsageInTot keys a row is typed from (:meth:`_Cols.usage_tot`): ``None`` a number,
+#: else the unit of a bare number (``--noconvert`` prints bytes).
+_USAGE_KEYS = {"mem": "B", "gres/gpuutil": None, "gres/gpumem": "B", "energy": None}
 
 #: The grouping columns whose absence from a capture is labelled (:func:`absent_label`).
 ABSENT_LABELLED = ("account", "partition", "qos")
@@ -618,30 +646,59 @@ def absent_label(field: str) -> str:
 GPU_SOURCES = ("AllocTRES", "AllocGRES", "ReqTRES (requested)", "none")
 
 
-def _gpu_counts(c) -> tuple[pd.Series, pd.Series, pd.Series]:
+def _gpu_counts(c, parsed: dict | None = None) -> tuple[pd.Series, pd.Series, pd.Series]:
     """``(gpus, gpu_type, gpu_source)`` of allocation rows: AllocTRES when the input has it,
     else AllocGRES (``gpu:2``, ``gpu:tesla:2(IDX:0-1)``: Slurm before TRES, or a site's
     ``-o``), else ReqTRES (what the job asked for: ``ReqTRES (requested)``); with none of them
-    the count is unknown (NaN, source ``none``), never 0."""
+    the count is unknown (NaN, source ``none``), never 0. ``parsed``: field -> its
+    :func:`_tres_gpus` when already known (or None)."""
+    parsed = parsed or {}
     for name, src in (("AllocTRES", GPU_SOURCES[0]), ("AllocGRES", GPU_SOURCES[1]),
                       ("ReqTRES", GPU_SOURCES[2])):
         col = c.col(name)
         if col is None:
             continue
-        gpus, gtype = P.gpus_from_tres(P.gres_as_tres(col) if name == "AllocGRES" else col)
+        if parsed.get(name) is not None:
+            gpus, gtype = parsed[name]["gpus"], parsed[name]["gpu_type"]
+        else:
+            gpus, gtype = P.gpus_from_tres(P.gres_as_tres(col) if name == "AllocGRES" else col)
         return gpus, gtype, pd.Series(pd.Categorical.from_codes(np.full(c.n, GPU_SOURCES.index(src), np.int8),
                                                                 GPU_SOURCES))
     return (pd.Series(np.full(c.n, np.nan)), pd.Series([""] * c.n, dtype=object),
             pd.Series(pd.Categorical.from_codes(np.full(c.n, 3, np.int8), GPU_SOURCES)))
 
 
-def _requested_gpus(req_tres, start: pd.Series) -> pd.Series:
+def _requested_gpus(req_tres, start: pd.Series, parsed: dict | None = None) -> pd.Series:
     """ReqTRES GPUs (:func:`~slurmkit.accounting.parse.gpus_from_tres`) of every row (the
     pending backlog's request; the GPU bucket a job's queue wait goes in), NaN when the input
-    has no ReqTRES."""
+    has no ReqTRES; ``parsed``: :func:`_tres_gpus` of ``req_tres`` when already known."""
     if req_tres is None:
         return pd.Series(np.full(len(start), np.nan), index=start.index)
-    return pd.Series(P.gpus_from_tres(req_tres)[0].to_numpy(float), index=start.index)
+    gpus = parsed["gpus"] if parsed is not None else P.gpus_from_tres(req_tres)[0]
+    return pd.Series(gpus.to_numpy(float), index=start.index)
+
+
+def _tres_gpus(tres, keys: dict | None = None) -> dict:
+    """A TRES column (AllocTRES, ReqTRES) parsed once over its distinct values
+    (:func:`~slurmkit.accounting.parse.dict_apply`) for all that is read from it:
+    ``gpus`` and ``gpu_type`` (:func:`~slurmkit.accounting.parse.gpus_from_tres`),
+    ``negative`` (bool numpy, :func:`~slurmkit.accounting.parse.negative_gpus`) and the
+    values of ``keys`` (:func:`~slurmkit.accounting.parse.tres_values`: ``None`` for a
+    number, a unit for memory in MiB), float Series each; the same values as the parsers
+    called one by one on the whole column."""
+    keys = dict(keys or {})
+    a = pc.fill_null(P._arrow(tres), "")
+
+    def one(x):
+        gpus, gtype = P.gpus_from_tres(x)
+        vals = P.tres_values(x, keys)
+        return (gpus.to_numpy(float), gtype.array.__arrow_array__(),
+                P.negative_gpus(x).astype(np.float64), *(vals[k].to_numpy(float) for k in keys))
+
+    gpus, gtype, neg, *vals = P.dict_apply(a, one)
+    out = {"gpus": pd.Series(gpus), "gpu_type": P.str_series(gtype), "negative": neg > 0}
+    out.update((k, pd.Series(v)) for k, v in zip(keys, vals))
+    return out
 
 
 def load_sacct(path, dq: DataQuality | None = None, fields=None, delimiter=None, cluster: str = "",

@@ -348,16 +348,34 @@ def _tres_arrow(a: pa.ChunkedArray, key: str) -> pa.ChunkedArray:
     return pa.chunked_array([pc.take(vals, pa.array(pick, mask=pick < 0))], pa.string())
 
 
+def _tres_values_np(a: pa.ChunkedArray, keys: dict) -> tuple:
+    n, found = _tres_entries(a, tuple(keys))
+    out = []
+    for (vals, row), bare in zip(found, keys.values()):
+        v = pa.chunked_array([vals], pa.string())
+        out.append(_scatter(n, row, num_np(v) if bare is None else _mem_np(v, bare)[0]))
+    return tuple(out)
+
+
+def tres_values(s, keys: dict) -> dict[str, pd.Series]:
+    """Several values of a TRES string from one split on commas: ``keys`` maps a TRES key
+    (``mem``, ``gres/gpuutil``, ``energy``) to ``None`` for a plain number (as
+    :func:`tres_number` reads it) or to the unit of a bare number of a memory value (``"B"``,
+    ``"M"``; MiB, as :func:`tres_mem_mib` reads it). -> ``{key: float Series}``, NaN where the
+    row lacks the key or its value does not parse. Parsing one column once for all its keys:
+    TRES usage strings are mostly distinct, so each split runs over every row."""
+    keys = dict(keys)
+    if not keys:
+        return {}
+    out = dict_apply(_arrow(s), lambda x: _tres_values_np(x, keys))
+    return {k: pd.Series(v, index=_index(s), dtype="float64") for k, v in zip(keys, out)}
+
+
 def tres_usage(s) -> tuple[pd.Series, pd.Series]:
     """A TRES usage string (TRESUsageInTot, printed with ``--noconvert``) -> ``(mem MiB, gres/
     gpuutil percent)``, NaN where absent; a bare ``mem=`` number is bytes. One split."""
-    def one(x):
-        n, ((mem, mrow), (util, urow)) = _tres_entries(x, ("mem", "gres/gpuutil"))
-        return (_scatter(n, mrow, _mem_np(pa.chunked_array([mem], pa.string()), "B")[0]),
-                _scatter(n, urow, num_np(pa.chunked_array([util], pa.string()))))
-
-    mem, util = dict_apply(_arrow(s), one)
-    return pd.Series(mem, index=_index(s), dtype="float64"), pd.Series(util, index=_index(s), dtype="float64")
+    v = tres_values(s, {"mem": "B", "gres/gpuutil": None})
+    return v["mem"], v["gres/gpuutil"]
 
 
 def tres_number(s, key: str) -> pd.Series:

@@ -221,7 +221,7 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
     out["spool_gpu_util_pct"] = np.nan
     from slurmkit.hooks.clock_policy import NONE_RECORDED
 
-    policy = np.full(len(out), NONE_RECORDED, dtype=object)
+    policy = None   # (made when a spool record has a label: a string per row costs)
     unmatched = 0
     if spool is not None and not spool.empty:
         pos = match_spool(out, spool)
@@ -262,8 +262,12 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
                                    .astype(str).to_numpy()[hit]}).drop_duplicates()
             first = labels.drop_duplicates("pos")
             many = labels["pos"].value_counts().reindex(first["pos"]).to_numpy() > 1
+            policy = np.full(len(out), NONE_RECORDED, dtype=object)
             policy[first["pos"].to_numpy()] = np.where(many, MIXED_POLICIES, first["policy"].to_numpy())
-    out["clock_policy"] = pd.Categorical(policy)
+    if policy is None and len(out):   # no label: one category, a code per row
+        out["clock_policy"] = pd.Categorical.from_codes(np.zeros(len(out), np.int8), pd.Index([NONE_RECORDED]))
+    else:
+        out["clock_policy"] = pd.Categorical(policy if policy is not None else np.full(0, NONE_RECORDED, dtype=object))
     if a.trust_slurm:
         sl = (out["energy_j"] > 0) & kwh.isna()
         kwh[sl] = out.loc[sl, "energy_j"] / J_PER_KWH * share[sl]

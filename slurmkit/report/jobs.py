@@ -285,6 +285,21 @@ def _bucket(values: np.ndarray, buckets, upper_inclusive: bool) -> np.ndarray:
     return code
 
 
+def has_repeats(codes: np.ndarray) -> bool:
+    """True when a value of the integer array ``codes`` (the report's ``job_code``: dense
+    codes 0 .. jobs-1) occurs twice: a count per value when they are small non-negative
+    integers (one pass, no sort of a million codes per section), else a sort."""
+    codes = np.asarray(codes)
+    if len(codes) < 2:
+        return False
+    if codes.dtype.kind in "iu":
+        lo, hi = int(codes.min()), int(codes.max())
+        if lo >= 0 and hi <= 4 * len(codes) + 1024:
+            return bool(np.bincount(codes).max() > 1)
+    srt = np.sort(codes)
+    return bool((srt[1:] == srt[:-1]).any())
+
+
 def job_sizes(runs: pd.DataFrame) -> dict:
     """The GPUs x duration distribution of the allocations that ran (``runs``: the weekly
     report's allocation rows that started, columns ``job_code``, ``start``, ``gpus``,
@@ -314,10 +329,16 @@ def job_sizes(runs: pd.DataFrame) -> dict:
     ng, nd = len(labels), len(SIZE_DURATION_BUCKETS)
     cell = gcode * nd + dcode
     gh = np.bincount(cell, weights=np.nan_to_num(runs["gpu_hours"].to_numpy(float)), minlength=ng * nd)
-    # one count per job: its last attempt (by Start) in ``runs``
-    order = runs.assign(_cell=cell).sort_values(["job_code", "start"], kind="stable", na_position="first")
-    last = order.drop_duplicates("job_code", keep="last")
-    jobs = np.bincount(last["_cell"].to_numpy(np.int64), minlength=ng * nd)
+    # one count per job: its last attempt (by Start) in ``runs`` (each row its own job when no
+    # job_code repeats; else the two sort keys and the cell sorted, not the whole frame)
+    jc = runs["job_code"].to_numpy()
+    if jc.dtype.kind in "iu" and not has_repeats(jc):
+        jobs = np.bincount(cell.astype(np.int64), minlength=ng * nd)
+    else:
+        order = runs[["job_code", "start"]].assign(_cell=cell).sort_values(
+            ["job_code", "start"], kind="stable", na_position="first")
+        last = order.drop_duplicates("job_code", keep="last")
+        jobs = np.bincount(last["_cell"].to_numpy(np.int64), minlength=ng * nd)
     return size_table(jobs.reshape(ng, nd), gh.reshape(ng, nd), bool(unknown.any()))
 
 

@@ -179,6 +179,47 @@ def test_memory_text_that_is_not_a_size_is_nan_and_usage_takes_the_first_mem_ent
     assert util[0] == 40 and np.isnan(util[1]) and util[2] == 7 and np.isnan(util[3:]).all()
 
 
+
+def test_tres_values_reads_every_key_of_one_split_as_the_single_key_parsers_do():
+    usage = pd.Series(["cpu=00:01:00,energy=5400,gres/gpumem=2048M,gres/gpuutil=40,mem=1048576",
+                       "mem=1048576,mem=5,gres/gpumem=3,energy=x", "gres/gpuutil=7,x=\u00e9", "", "energy=12"])
+    v = P.tres_values(usage, {"mem": "B", "gres/gpuutil": None, "gres/gpumem": "B", "energy": None})
+    assert list(v) == ["mem", "gres/gpuutil", "gres/gpumem", "energy"]
+    assert list(v["mem"][:2]) == [1.0, 1.0] and np.isnan(v["mem"][2:]).all()
+    assert v["gres/gpuutil"][0] == 40 and v["gres/gpuutil"][2] == 7
+    assert v["gres/gpumem"][0] == 2048 and v["gres/gpumem"][1] == 3 / 2**20
+    assert v["energy"][0] == 5400 and np.isnan(v["energy"][1]) and v["energy"][4] == 12
+    pd.testing.assert_series_equal(v["gres/gpumem"], P.tres_mem_mib(usage, "gres/gpumem", bare="B"))
+    pd.testing.assert_series_equal(v["energy"], P.tres_number(usage, "energy"))
+    mem, util = P.tres_usage(usage)
+    pd.testing.assert_series_equal(v["mem"], mem)
+    pd.testing.assert_series_equal(v["gres/gpuutil"], util)
+
+
+def test_a_tres_column_parsed_once_gives_what_each_parser_gives():
+    from slurmkit.accounting.frame import _tres_gpus
+
+    import pyarrow as pa
+
+    # repeated values (the distinct-value path: more than 4 x 8192 rows) and a few distinct ones
+    values = ["billing=8,cpu=8,gres/gpu:h100=1,gres/gpu=1,mem=64G,node=1", "cpu=2,mem=4000M,node=1",
+              "gres/gpu:1g.10gb=2,gres/gpu=2,energy=900", "gres/gpu:a100=2,gres/gpu:v100=3",
+              "cpu=4,gres/gpu=-1,mem=1T", ""]
+    col = pa.chunked_array([pa.array(values * 7000)])
+    got = _tres_gpus(col, {"cpu": None, "mem": "M", "energy": None})
+    gpus, gtype = P.gpus_from_tres(col)
+    assert list(got["gpus"][:6].fillna(-9)) == [1, 0, pytest.approx(2 / 7), 5, -9, 0]
+    assert list(got["gpu_type"][:6]) == ["h100", "", "1g.10gb", "a100", "", ""]
+    assert list(got["mem"][:2]) == [65536, 4000] and got["mem"][4] == 1048576
+    assert got["energy"][2] == 900 and got["cpu"][0] == 8
+    assert list(np.flatnonzero(got["negative"][:6])) == [4]
+    pd.testing.assert_series_equal(got["gpus"], gpus)
+    assert got["gpu_type"].equals(gtype)
+    assert (got["negative"] == P.negative_gpus(col)).all()
+    pd.testing.assert_series_equal(got["cpu"], P.tres_number(col, "cpu"))
+    pd.testing.assert_series_equal(got["mem"], P.tres_mem_mib(col, "mem", bare="M"))
+    pd.testing.assert_series_equal(got["energy"], P.tres_number(col, "energy"))
+
 # --- bad rows: every row counted or listed --------------------------------------------------
 
 def test_bad_utf8_is_replaced_and_listed():
@@ -446,3 +487,23 @@ def test_memory_and_cpu_efficiency_of_each_requeued_attempt_use_its_own_steps():
     assert over["efficiency"]["allocations_over_memory"] == 1
     from slurmkit.report.render import to_markdown
     assert "1 allocation(s) used more memory than allocated" in to_markdown(over)
+
+
+@pytest.mark.parametrize("gpus, want", [([4.0, 2.0, 4.0, 1.0, 1.0], 7.0),            # whole GPUs: integer sort
+                                        ([2 / 7, 1.0, 3 / 7, 2.0, 1 / 7], 1.0 + 3 / 7 + 2.0)])  # MIG: lexsort
+def test_most_gpus_at_once_ends_before_starts_at_one_instant(gpus, want):
+    from slurmkit.report.weekly import most_at_once
+
+    # 0: 00:00-02:00, 1: 01:00-03:00, 2: 02:00-04:00 (starts as job 0 ends), 3: 02:00-02:30,
+    # 4: still running from 03:00 (its End: the 05:00 time limit, before now)
+    h = 3600
+    starts = [T0, T0 + h, T0 + 2 * h, T0 + 2 * h, T0 + 3 * h]
+    ends = [T0 + 2 * h, T0 + 3 * h, T0 + 4 * h, T0 + 2 * h + 1800, None]
+    allocs = pd.DataFrame({"start": pd.to_datetime(starts, unit="s", utc=True),
+                           "end": pd.to_datetime(ends, unit="s", utc=True),
+                           "timelimit_s": [np.inf] * 4 + [2 * h], "gpus": gpus})
+    got = most_at_once(allocs, pd.Timestamp(T0, unit="s", tz="UTC"), pd.Timestamp(T0 + 10 * h, unit="s", tz="UTC"),
+                       now=pd.Timestamp(T0 + 9 * h, unit="s", tz="UTC"))
+    # the most at one instant: 02:00, after job 0 ended, jobs 1, 2 and 3 (job 0's GPUs not
+    # counted with those that start at its End)
+    assert got == pytest.approx(want, rel=1e-12)

@@ -310,3 +310,14 @@ def test_store_source_gives_the_capture_figures(tmp_path, corpus):
             s = from_store[jid]
             assert (s["elapsed_s"], s["cpu_eff"], s["mem_eff"], s["gpus"], s["gpu_util_pct"]) == \
                 (r["elapsed_s"], r["cpu_eff"], r["mem_eff"], r["gpus"], r["gpu_util_pct"]), jid
+
+
+def test_has_repeats_counts_small_codes_and_sorts_others():
+    import numpy as np
+
+    assert not J.has_repeats(np.array([2, 0, 1], np.int64))
+    assert J.has_repeats(np.array([0, 1, 1], np.int64))            # dense codes: a count per code
+    assert J.has_repeats(np.array([10**12, 5, 10**12], np.int64))   # far apart: sorted
+    assert not J.has_repeats(np.array([10**12, 5, -3], np.int64))
+    assert J.has_repeats(np.array([-1, 3, -1], np.int64))          # negative: sorted
+    assert not J.has_repeats(np.array([7], np.int64)) and not J.has_repeats(np.array([], np.int64))
