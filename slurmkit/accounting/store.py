@@ -5,7 +5,8 @@ Layout (docs/report.md, "The store"; other engines read it as it is: Spark, Trin
 
     <root>/cluster=<name>/day=<YYYY-MM-DD>/allocs.parquet   the day's typed allocation rows
     <root>/cluster=<name>/day=<YYYY-MM-DD>/steps.parquet    the day's typed step rows
-    <root>/cluster=<name>/_manifest.json                    day -> {"pulled_at", "final", "rows", "dq"}
+    <root>/cluster=<name>/_manifest.json                    day -> {"pulled_at", "final", "rows", "dq"
+                                                             (+ "time_zone", "time_zone_given": report store)}
     <root>/cluster=<name>/_weeks/<YYYY-Www>.parquet         weekly aggregates (trends)
 
 The Parquet files are the frames of :func:`slurmkit.accounting.frame.jobs_frame` (columns in
@@ -164,9 +165,10 @@ class Store:
         return not (entry and entry.get("final"))
 
     def save_day(self, day: dt.datetime, rows: JobRows, dq: DataQuality,
-                 now: float | None = None) -> Path:
-        """Write one day's rows (replacing an earlier pull) and update the manifest. Returns
-        the allocation rows' file."""
+                 now: float | None = None, record: dict | None = None) -> Path:
+        """Write one day's rows (replacing an earlier pull) and update the manifest; ``record``
+        (e.g. ``{"time_zone", "time_zone_given"}`` of a fill from captures) is kept in the day's
+        manifest entry. Returns the allocation rows' file."""
         now = time.time() if now is None else now
         name = f"{day:%Y-%m-%d}"
         self._path(name).parent.mkdir(parents=True, exist_ok=True)
@@ -182,7 +184,7 @@ class Store:
         man = self.manifest()
         man[name] = {"pulled_at": now, "final": final, "rows": int(len(rows)),
                      "dq": {"rows_read": dq.rows_read, "skipped": dict(dq.skipped),
-                            "repaired": dict(dq.repaired)}}
+                            "repaired": dict(dq.repaired)}, **(record or {})}
         atomic_write(self._manifest_path(), json.dumps(man, indent=1, sort_keys=True))
         return path
 
@@ -284,7 +286,7 @@ def by_day(rows: JobRows, until: float) -> list[tuple[int, JobRows]]:
 
 
 def fill_from_capture(store: "Store", rows: JobRows, as_of: float, first_day: float | None = None,
-                      last_day: float | None = None, replace_final: bool = False) -> dict:
+                      last_day: float | None = None, replace_final: bool = False, record: dict | None = None) -> dict:
     """Fill ``store``'s days from captured sacct rows taken at ``as_of`` (epoch s, UTC), as
     daily live pulls would have: the rows split by :func:`by_day` (a job still without End
     runs to ``as_of``), every UTC day from ``first_day`` (epoch s; default: the first day a
@@ -293,6 +295,7 @@ def fill_from_capture(store: "Store", rows: JobRows, as_of: float, first_day: fl
     its rows is open); a day inside that span with no row is written empty (the capture
     covers it). Days the capture does not cover (before ``first_day``, after ``as_of``) are
     not written, and a day already final in the store is kept unless ``replace_final``.
+    ``record``: kept in each written day's manifest entry (:meth:`Store.save_day`).
 
     Returns ``{"written": [day], "final": [day], "kept_final": [day]}`` (``YYYY-MM-DD``)."""
     split = by_day(rows, as_of)
@@ -311,7 +314,7 @@ def fill_from_capture(store: "Store", rows: JobRows, as_of: float, first_day: fl
             out["kept_final"].append(name)
             continue
         part = have.get(day, empty)
-        store.save_day(d, part, DataQuality(rows_read=len(part)), now=as_of)
+        store.save_day(d, part, DataQuality(rows_read=len(part)), now=as_of, record=record)
         out["written"].append(name)
         if store.manifest()[name]["final"]:
             out["final"].append(name)

@@ -179,7 +179,8 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
 @click.option("--end", help="... to this one (exclusive).")
 @click.option("--sacct-fields", help="Field list of a capture without header: a file or a comma list.")
 @click.option("--delimiter", help="Delimiter of the capture (default: detected).")
-@click.option("--tz", default="UTC", show_default=True, help="Zone of the capture's times when they carry none.")
+@click.option("--tz", default=None, help="Zone of the capture's times when they carry none (sacct prints the "
+              "local time of the host it ran on). Default: UTC, assumed, with a warning; recorded in the store.")
 @click.option("--as-of", "as_of", metavar="TIME",
               help="When the captures were taken (default: the latest time in them): days ending more than "
                    "an hour before it, with no running or pending job, are final.")
@@ -197,14 +198,16 @@ def store(ctx, from_sacct, store_dir, cluster, week, start, end, sacct_fields, d
 
     window = make_window(week, start, end) if (week or start or end) else None
     opts = WeeklyOptions(window=window, captures=tuple(from_sacct), sacct_fields=sacct_fields, delimiter=delimiter,
-                         tz=tz, cluster=cluster, as_of=parse_when(as_of, "--as-of") if as_of else None)
-    res = fill_store(opts, store_dir)
+                         tz=tz or "UTC", tz_given=tz is not None, cluster=cluster,
+                         as_of=parse_when(as_of, "--as-of") if as_of else None)
+    res = fill_store(opts, store_dir, warn=lambda msg: click.echo(f"slurmkit: warning: {msg}", err=True))
     if want_json(ctx, as_json):
         click.echo(json.dumps(res, indent=1))
         return
     w = res["written"]
     click.echo(f"{res['store']}: {len(w)} day(s) written" + (f" ({w[0]} .. {w[-1]})" if w else "")
-               + f", {len(res['final'])} final, {len(w) - len(res['final'])} not final (as of {res['as_of']})"
+               + f", {len(res['final'])} final, {len(w) - len(res['final'])} not final (as of {res['as_of']}); "
+               f"times read in {res['time_zone']}" + ("" if res["time_zone_given"] else " (assumed)")
                + (f"; {len(res['kept_final'])} day(s) already final kept" if res["kept_final"] else ""))
 
 
@@ -262,8 +265,12 @@ def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sa
                    job_ids=job_ids, window=window)
     if job_ids:
         missing = [j for j in job_ids if not len(J.select(sel, job_ids=[j]))]
-        if missing:
-            click.echo(f"slurmkit: warning: not found: {', '.join(missing)}", err=True)
+        why: dict[str, list[str]] = {}
+        for j in missing:
+            why.setdefault(J.why_not_listed(view, j, window, users=users, accounts=accounts, states=[
+                s.strip() for s in states.split(",") if s.strip()] if states else ()), []).append(j)
+        for reason, ids in why.items():
+            click.echo(f"slurmkit: warning: {reason}: {', '.join(ids)}", err=True)
     if not len(sel):
         click.echo(f"slurmkit: warning: no job matched ({len(view)} job(s) read"
                    + (f" from the store {store_dir}" if store_dir and not from_sacct else "") + ")", err=True)
@@ -321,6 +328,7 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
     from slurmkit.errors import UsageError
     from slurmkit.report import render
     from slurmkit.report.period import parse_period, period_report, write_period
+    from slurmkit.report.period_text import period_span
     from slurmkit.report.pipeline import default_store_dir
 
     per = parse_period(month, quarter, year, start, end, by)
@@ -364,10 +372,12 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
         return "unknown" if x is None else render.fmt(x)
 
     future = report["store"].get("days_future") or []
-    click.echo(f"{per.label} ({report['period']['start']} .. {report['period']['end']}): {f(t['jobs'])} jobs, "
+    several = len(report["store"]["clusters"]) > 1
+    click.echo(f"{period_span(report['period'])}: {f(t['jobs'])} jobs, "
                f"{f(t['gpu_hours'])} GPU-h, {f(t['cpu_hours'])} CPU-h; "
                f"{report['store']['days']} day(s) from the store, "
-               f"{len(report['store']['days_missing'])} missing"
+               + ("missing: " + ", ".join(f"{c} {len(v['days_missing'])}" for c, v in report["store"]["clusters"].items())
+                  if several else f"{len(report['store']['days_missing'])} missing")
                + (f", {len(future)} not yet (after {report['as_of']})" if future else ""))
     for p in written:
         click.echo(f"  {p}")

@@ -174,6 +174,28 @@ def select(view: pd.DataFrame, users: Sequence[str] = (), accounts: Sequence[str
     return view[keep].reset_index(drop=True)
 
 
+def why_not_listed(view: pd.DataFrame, job_id: str, window=None, **filters) -> str:
+    """Why ``job_id`` is not in :func:`select`'s rows of ``view`` with ``window`` and
+    ``filters`` (``users``, ``accounts``, ``states``): ``not found`` (not read), ``never
+    started (cancelled before start)`` (read, no Start: the window
+    holds jobs that ran; another state than CANCELLED named), ``ran outside the window (<first Start> .. <last End>)`` or ``read,
+    but not of the --user/--account/--state given``."""
+    rows = select(view, job_ids=[job_id])
+    if not len(rows):
+        return "not found"
+    if not len(select(rows, **filters)):
+        return "read, but not of the --user/--account/--state given"
+    rows = select(rows, **filters)
+    start = pd.to_datetime(rows["start"], utc=True)
+    if start.isna().all():
+        states = list(dict.fromkeys(str(s) for s in rows["state"]))
+        if all(s.startswith("CANCELLED") for s in states):
+            return "never started (cancelled before start)"
+        return f"never started (state {', '.join(states)})"
+    end = pd.to_datetime(rows["end"], utc=True)
+    return f"ran outside the window ({_iso(start.min())} .. {_iso(end.max()) or 'running'})"
+
+
 def _iso(t) -> str | None:
     if t is None or pd.isna(t):
         return None
@@ -360,4 +382,5 @@ def size_table(jobs, gpu_hours, unknown: bool) -> dict:
               "gpu_hours": hours[i][j]} for i in range(ng) for j in range(nd)]
     return {"gpu_buckets": labels, "duration_buckets": [b[2] for b in SIZE_DURATION_BUCKETS],
             "jobs": jm.astype(int).tolist(), "gpu_hours": hours, "cells": cells,
-            "duration_from": "ElapsedRaw (End - Start when absent): the whole run, not clipped to the window"}
+            "duration_from": "Elapsed: sacct's ElapsedRaw, else Elapsed (else CPUTime / NCPUS, End - Start); the whole run, "
+                             "not clipped to the window"}

@@ -54,6 +54,8 @@ import pandas as pd
 
 from slurmkit.accounting.frame import GPU_SOURCES
 from slurmkit.errors import InputError
+from slurmkit.report.period_plots import part_days
+from slurmkit.report.period_text import empty_group_text, missing_counts, period_span, queue_wait_text, time_zone_text, time_zones
 from slurmkit.report.jobs import SIZE_DURATION_BUCKETS, SIZE_GPU_BUCKETS, size_table
 from slurmkit.report.usage import GPU_BUCKET_UNKNOWN, GPU_BUCKETS, WASTE_STATES
 from slurmkit.report.weekly import (GPU_TYPE_UNKNOWN, GPU_UNTYPED, NEVER_STARTED_LINE, REQUEUED_LINE, UNKNOWN_WHY,
@@ -91,13 +93,13 @@ class Period:
             while t < e:
                 nxt = t + dt.timedelta(days=7)
                 y, w, _ = t.isocalendar()
-                out.append((f"{y}-W{w:02d}", Window(max(t, s), min(nxt, e))))
+                out.append((f"{y:04d}-W{w:02d}", Window(max(t, s), min(nxt, e))))
                 t = nxt
         else:
             t = dt.datetime(s.year, s.month, 1, tzinfo=dt.timezone.utc)
             while t < e:
                 nxt = _add_months(t, 1)
-                out.append((f"{t:%Y-%m}", Window(max(t, s), min(nxt, e))))
+                out.append((f"{t.year:04d}-{t.month:02d}", Window(max(t, s), min(nxt, e))))
                 t = nxt
         return out
 
@@ -107,35 +109,48 @@ def _add_months(t: dt.datetime, n: int) -> dt.datetime:
     return t.replace(year=t.year + m // 12, month=m % 12 + 1, day=1)
 
 
+#: The years a period may fall in: its end (the next year's 1 January at most) must be a date too.
+YEARS = (1, 9998)
+
+
+def _year(text: str, option: str) -> int:
+    y = int(text)
+    if not YEARS[0] <= y <= YEARS[1]:
+        raise WindowError(option, f"year {y} is out of range ({YEARS[0]} to {YEARS[1]})")
+    return y
+
+
 def parse_period(month: str | None = None, quarter: str | None = None, year: str | None = None,
                  start: str | None = None, end: str | None = None, by: str | None = None) -> Period:
-    """The period of exactly one of ``month`` (``2026-11``), ``quarter`` (``2026-Q4``),
-    ``year`` (``2026``) or ``start`` + ``end`` (end exclusive); ``by``: ``week``
-    or ``month`` (default: weeks for a month or a span up to 62 days, months otherwise).
+    """The period of exactly one of ``month`` (``2026-11``), ``quarter`` (``2026-Q4``; also
+    ``2026Q4`` and ``2026-q4``, labelled ``2026-Q4``), ``year`` (``2026``) or ``start`` +
+    ``end`` (end exclusive); years 1 to 9998 (:data:`YEARS`); ``by``: ``week`` or ``month``
+    (default: weeks for a month or a span up to 62 days, months otherwise). An option given
+    empty ("") is given (and refused as not a month, quarter, ...).
     Raises :class:`~slurmkit.report.window.WindowError` naming the option."""
     given = [n for n, v in (("--month", month), ("--quarter", quarter), ("--year", year),
-                            ("--start", start or end)) if v]
+                            ("--start", start if start is not None else end)) if v is not None]
     if len(given) != 1:
         raise WindowError(given[1] if len(given) > 1 else "--month",
                           "give one of --month, --quarter, --year or --start/--end")
     utc = dt.timezone.utc
-    if month:
+    if month is not None:
         m = re.fullmatch(r"(\d{4})-(\d{1,2})", month.strip())
         if not m or not 1 <= int(m.group(2)) <= 12:
             raise WindowError("--month", f"not a month: {month!r} (expected e.g. 2026-11)")
-        s = dt.datetime(int(m.group(1)), int(m.group(2)), 1, tzinfo=utc)
-        w, label = Window(s, _add_months(s, 1)), f"{s:%Y-%m}"
-    elif quarter:
+        s = dt.datetime(_year(m.group(1), "--month"), int(m.group(2)), 1, tzinfo=utc)
+        w, label = Window(s, _add_months(s, 1)), f"{s.year:04d}-{s.month:02d}"
+    elif quarter is not None:
         m = re.fullmatch(r"(\d{4})-?Q([1-4])", quarter.strip(), re.I)
         if not m:
             raise WindowError("--quarter", f"not a quarter: {quarter!r} (expected e.g. 2026-Q4)")
-        s = dt.datetime(int(m.group(1)), 3 * int(m.group(2)) - 2, 1, tzinfo=utc)
-        w, label = Window(s, _add_months(s, 3)), f"{m.group(1)}-Q{m.group(2)}"
-    elif year:
+        s = dt.datetime(_year(m.group(1), "--quarter"), 3 * int(m.group(2)) - 2, 1, tzinfo=utc)
+        w, label = Window(s, _add_months(s, 3)), f"{s.year:04d}-Q{m.group(2)}"
+    elif year is not None:
         if not re.fullmatch(r"\d{4}", year.strip()):
             raise WindowError("--year", f"not a year: {year!r} (expected e.g. 2026)")
-        s = dt.datetime(int(year), 1, 1, tzinfo=utc)
-        w, label = Window(s, s.replace(year=s.year + 1)), f"{s.year}"
+        s = dt.datetime(_year(year.strip(), "--year"), 1, 1, tzinfo=utc)
+        w, label = Window(s, s.replace(year=s.year + 1)), f"{s.year:04d}"
     else:
         if not (start and end):
             raise WindowError("--start" if end else "--end", "give both --start and --end")
@@ -145,7 +160,7 @@ def parse_period(month: str | None = None, quarter: str | None = None, year: str
             raise WindowError("--end", f"{iso_z(e)} is not after --start ({iso_z(s)})")
         w, label = Window(s, e), f"{iso_z(s)}..{iso_z(e)}"
     if by is None:
-        by = "week" if (month or (start and w.hours <= 62 * 24)) else "month"
+        by = "week" if (month is not None or (start and w.hours <= 62 * 24)) else "month"
     if by not in ("week", "month"):
         raise WindowError("--by", f"unknown breakdown {by!r} (week or month)")
     return Period(w, label, by)
@@ -641,9 +656,14 @@ def _empty_window() -> dict:
 
 def _not_stored(w: dict, why: str) -> dict:
     """A window's figures when none of its days is in the store: every total null, the
-    tables empty, ``not_in_store`` saying why (``not in the store`` or ``not yet``)."""
+    tables empty, the job-size cells null (``jobs`` and ``gpu_hours``, never 0),
+    ``not_in_store`` saying why (``not in the store`` or ``not yet``)."""
+    js = w.get("job_sizes")
+    if js:
+        js = {**js, "jobs": [[None] * len(r) for r in js["jobs"]], "gpu_hours": [[None] * len(r) for r in js["gpu_hours"]],
+              "cells": [{**c, "jobs": None, "gpu_hours": None} for c in js["cells"]], "not_in_store": why}
     return {**w, "totals": {k: None for k in w["totals"]}, "not_in_store": why,
-            **{k: [] for k, _ in GROUPS}, "outcomes": [],
+            **{k: [] for k, _ in GROUPS}, "outcomes": [], **({"job_sizes": js} if js else {}),
             "queue_wait": {**w["queue_wait"], "all": {k: None for k in w["queue_wait"]["all"]},
                            "by_partition_gpus": [], "histogram": None}}
 
@@ -665,7 +685,7 @@ def period_report(store_root, period: Period, clusters=None, now=None,
 
     ``{"period": {"label", "start", "end", "by"}, "as_of", "clusters", "store": {"root",
     "days", "days_missing", "days_not_final", "days_future"} (per cluster; a day not stored
-    after ``now`` is future, not missing), "totals", "unknown", "by_user",
+    after ``now`` is future, not missing), "time_zones" (:func:`time_zones`)}, "totals", "unknown", "by_user",
     "by_account", "by_partition", "by_qos", "by_gpu_type", "outcomes", "queue_wait",
     "breakdown": [{"label", "start", "end", <the same sections>}] (each section, the period's
     too, with ``days_in_part``, ``days_stored`` (held by some cluster of its scope) and
@@ -674,7 +694,8 @@ def period_report(store_root, period: Period, clusters=None, now=None,
     <the same sections>, "breakdown"}] (several clusters only), "data_quality"}``: hours are
     GPU-/CPU-hours inside the window (the period or the part); wait times in s; an unknown
     figure is None. Raises :class:`~slurmkit.errors.InputError` (the store's folder, DuckDB's
-    message naming the file) when ``store_root`` is not a folder, when a store file cannot be read, and when a cluster asked for is
+    message naming the file) when ``store_root`` is not a folder or holds no ``cluster=``
+    folder (a cluster folder given for the store says so), when a store file cannot be read, and when a cluster asked for is
     not in the store."""
     from slurmkit.accounting import store as S
 
@@ -685,8 +706,15 @@ def period_report(store_root, period: Period, clusters=None, now=None,
         raise InputError(str(store_root), None, "no store there (not a folder); fill one with 'slurmkit report "
                          "weekly' (live) or 'slurmkit report store --from-sacct FILE' (captures)")
     have = S.clusters(store_root)
+    root = Path(store_root)
+    if not have:
+        if root.name.startswith("cluster=") or (root / "_manifest.json").exists():
+            raise InputError(str(store_root), None, "this looks like a cluster folder of a store (cluster=<name>): "
+                             f"give its parent, --store {root.parent}")
+        raise InputError(str(store_root), None, "no cluster= folders in it: not a store, or an empty one; fill "
+                         "it with 'slurmkit report weekly' (live) or 'slurmkit report store --from-sacct FILE'")
     if clusters is None:
-        names = have or ["_default"]
+        names = have
     else:
         names = [c or "_default" for c in ([clusters] if isinstance(clusters, str) else clusters)]
         lost = [c for c in names if c not in have]
@@ -764,7 +792,8 @@ def period_report(store_root, period: Period, clusters=None, now=None,
                   "days": sum(s["days"] for s in store_info.values()),
                   "days_missing": sorted({d for s in store_info.values() for d in s["days_missing"]}),
                   "days_not_final": sorted({d for s in store_info.values() for d in s["days_not_final"]}),
-                  "days_future": sorted(fut)},
+                  "days_future": sorted(fut),
+                  "time_zones": time_zones(store_root, list(files), part_days(period.window.as_dict()))},
         **section(""),
         "data_quality": dq,
     }
@@ -786,6 +815,15 @@ def _parts(report: dict) -> list[tuple[str, str, dict]]:
     return out
 
 
+#: Each CSV's header (written also when the table has no row: a file of 0 bytes is no CSV).
+_GROUP_COLUMNS = ["jobs", "gpu_hours", "cpu_hours", "wasted_gpu_hours", "provisional_gpu_hours"]
+_QW_COLUMNS = ["n"] + [k for k, _ in _QUANTILES]
+HEADERS = {**{f"{key}.csv": ["cluster", "part", col, *_GROUP_COLUMNS] for key, col in GROUPS},
+           "outcomes.csv": ["cluster", "part", "state", "jobs", "attempts", "rows", "gpu_hours", "wasted_gpu_hours"],
+           "queue_wait.csv": ["cluster", "part", "partition", "gpu_bucket", *_QW_COLUMNS],
+           "job_sizes.csv": ["cluster", "part", "gpus", "duration", "jobs", "gpu_hours"]}
+
+
 def _tables(report: dict) -> dict[str, list[dict]]:
     """CSV tables written by :func:`write_period` (file -> the rows, each flattened, with its
     ``cluster`` and ``part`` columns)."""
@@ -801,7 +839,8 @@ def _tables(report: dict) -> dict[str, list[dict]]:
                               **s["queue_wait"]["all"]} for c, p, s in parts] + \
                             [{"cluster": c, "part": p, **{k: v for k, v in q.items() if k != "histogram"}}
                              for c, p, s in parts for q in s["queue_wait"]["by_partition_gpus"]]
-    # (as the weekly report's job_sizes.csv: one row per cell)
+    # (as the weekly report's job_sizes.csv: one row per cell; a part not in the store: its
+    # cells empty, never 0)
     out["job_sizes.csv"] = [{"cluster": c, "part": p, **cell} for c, p, s in parts
                             for cell in s.get("job_sizes", {}).get("cells", [])]
     from slurmkit.report.period_breakdown import tables     # sreport's breakdown, the account tree (sections=)
@@ -812,22 +851,29 @@ def _tables(report: dict) -> dict[str, list[dict]]:
 
 def render_markdown(report: dict) -> str:
     """The period report as Markdown: totals per part (and per cluster with several), then the
-    period's tables. An unknown figure reads "unknown", with why below the totals."""
-    from slurmkit.report.render import _md_job_sizes, fmt
+    period's tables. An unknown figure reads "unknown", with why below the totals; a section
+    none of whose days is in the store reads "not in the store"; an empty name "(none)"."""
+    from slurmkit.report.render import _md_job_sizes, _md_text, fmt
 
     def f(x):
         return "unknown" if x is None else fmt(x)
 
+    def name(x):
+        return _md_text(x) or "(none)"
+
     p, st = report["period"], report["store"]
-    lines = [f"# Usage report {p['label']} ({p['start']} .. {p['end']}, by {p['by']})", "",
+    missing = missing_counts(report)
+    several = len(st.get("clusters") or {}) > 1
+    lines = [f"# Usage report {period_span(p)}, by {p['by']}", "",
              f"As of {report['as_of']}; cluster(s) {', '.join(report['clusters']) or '(none)'}; "
              f"{st['days']} day file(s) from the store"
-             + (f"; **{len(st['days_missing'])} day(s) not in the store**: "
-                + ", ".join(st["days_missing"][:10]) + (" ..." if len(st["days_missing"]) > 10 else "")
-                if st["days_missing"] else "")
+             + (f"; **{missing}**: " + ", ".join(st["days_missing"][:10]) + (" ..." if len(st["days_missing"]) > 10 else "")
+                if missing else "")
              + (f"; {len(st['days_not_final'])} day(s) not final (provisional)" if st["days_not_final"] else "")
              + (f"; {len(st.get('days_future', []))} day(s) not yet (after {report['as_of']})"
                 if st.get("days_future") else ""), ""]
+    if st.get("time_zones"):
+        lines += [f"Times of the captures read in: {time_zone_text(st['time_zones'])}.", ""]
     cols = ["jobs", "gpu_jobs", "gpu_hours", "cpu_hours", "wasted_gpu_hours", "provisional_gpu_hours"]
     lines += ["## Totals", "", "| cluster | part | days stored | " + " | ".join(cols) + " |",
               "|---" * (len(cols) + 3) + "|"]
@@ -837,21 +883,32 @@ def render_markdown(report: dict) -> str:
         cells = ([s["not_in_store"]] + ["—"] * (len(cols) - 1) if s.get("not_in_store")
                  else [f(s["totals"][k]) for k in cols])
         lines.append(f"| {c} | {label} | {days} | " + " | ".join(cells) + " |")
+    if several:
+        lines += ["", "(all): days stored by some cluster; each cluster's own in its rows."]
     for k, why in report["unknown"].items():
         lines.append(f"\n{k.replace('_', ' ')}: unknown ({why})")
-    for key, col in GROUPS[:3]:
-        lines += ["", f"## By {col}", "", f"| {col} | jobs | GPU-h | CPU-h | wasted GPU-h |", "|---|---|---|---|---|"]
-        lines += [f"| {g[col]} | {g['jobs']} | {f(g['gpu_hours'])} | {f(g['cpu_hours'])} | "
+    for key, col in GROUPS:
+        title = "GPU type" if col == "gpu_type" else col.replace("qos", "QOS")
+        lines += ["", f"## By {title}", ""]
+        if not report[key]:
+            lines += [empty_group_text(report, key)]
+            continue
+        lines += [f"| {title} | jobs | GPU-h | CPU-h | wasted GPU-h |", "|---|---|---|---|---|"]
+        lines += [f"| {name(g[col])} | {g['jobs']} | {f(g['gpu_hours'])} | {f(g['cpu_hours'])} | "
                   f"{f(g['wasted_gpu_hours'])} |" for g in report[key]]
-    lines += ["", "## Outcomes", "", "| state | jobs | attempts | GPU-h | wasted GPU-h |", "|---|---|---|---|---|"]
-    lines += [f"| {o['state']} | {o['jobs']} | {o['attempts']} | {f(o['gpu_hours'])} | {f(o['wasted_gpu_hours'])} |"
-              for o in report["outcomes"]]
-    qa = report["queue_wait"]["all"]
-    lines += ["", "## Queue wait", "", f"{qa['n']} jobs started in the period (wait from "
-              f"{report['queue_wait']['from']}); p50 {fmt(qa['p50_s'])} s, "
-              f"p95 {fmt(qa['p95_s'])} s, longest {fmt(qa['max_s'])} s.", ""]
+    lines += ["", "## Outcomes", ""]
+    if report["outcomes"]:
+        lines += ["| state | jobs | attempts | GPU-h | wasted GPU-h |", "|---|---|---|---|---|"]
+        lines += [f"| {o['state']} | {o['jobs']} | {o['attempts']} | {f(o['gpu_hours'])} | {f(o['wasted_gpu_hours'])} |"
+                  for o in report["outcomes"]]
+    else:
+        lines += [empty_group_text(report, "outcomes")]
+    lines += ["", "## Queue wait", "", queue_wait_text(report), ""]
     # the weekly report's section, over the period (each part's in job_sizes.csv)
-    lines += _md_job_sizes(report)
+    if report.get("not_in_store"):
+        lines += ["## Job sizes (GPUs x duration)", "", f"Job sizes: {report['not_in_store']}.", ""]
+    else:
+        lines += _md_job_sizes(report)
     from slurmkit.report.period_breakdown import markdown_lines     # sreport's breakdown, the account tree
 
     lines += markdown_lines(report)
@@ -859,9 +916,10 @@ def render_markdown(report: dict) -> str:
 
 
 def write_period(report: dict, outdir, formats=("json", "csv", "md")) -> list[Path]:
-    """Write ``period.json``, the CSV tables, ``period.md`` and (``html`` in ``formats``)
-    ``period.html`` into ``outdir`` (created); every file is complete before it replaces an
-    earlier one. Returns the paths written."""
+    """Write ``period.json``, the CSV tables (each with its header row, also when it has no
+    row: :data:`HEADERS`), ``period.md`` and (``html`` in ``formats``) ``period.html`` into
+    ``outdir`` (created); every file is complete before it replaces an earlier one. Returns
+    the paths written."""
     import csv
     import io
 
@@ -876,8 +934,9 @@ def write_period(report: dict, outdir, formats=("json", "csv", "md")) -> list[Pa
     if "csv" in formats:
         for name, rows in _tables(report).items():
             buf = io.StringIO()
-            if rows:
-                w = csv.DictWriter(buf, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+            head = list(dict.fromkeys(k for r in rows for k in r)) or HEADERS.get(name)
+            if head:
+                w = csv.DictWriter(buf, fieldnames=head)
                 w.writeheader()
                 w.writerows(rows)
             atomic_write(out / name, buf.getvalue())

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 
 from slurmkit.report import period_plots as pp
+from slurmkit.report.period_text import empty_group_text, queue_wait_text, time_zone_text
 from slurmkit.report.render import _GROUPS, dur, fmt, job_sizes_table, known, outcome_label, unknown_lines
 
 #: The group tables' rows shown in the page (the rest are in the JSON and the CSV).
@@ -57,6 +58,8 @@ def about_rows(report: dict) -> list[list[str]]:
             ["days not final (provisional)", f"{len(st['days_not_final'])}"
              + (f": {_days(st['days_not_final'])}" if st["days_not_final"] else "")],
             ["running jobs counted up to", report["as_of"]],
+            ["time zone of the captures' times", time_zone_text(st.get("time_zones") or [])
+             or "none recorded (days pulled live read epoch times; days filled by report store record theirs)"],
             ["rows read by the daily pulls", f"{report['data_quality']['rows_read']:,}"],
             ["tool", f"slurmkit {__version__} (report period; DuckDB over the store)"]]
     return rows
@@ -150,7 +153,8 @@ def to_html(report: dict, limit: int = LIMIT, top: int = TOP) -> str:
     return env.get_template("period.html.j2").render(
         r=report, title=title(report), about=about_rows(report), parts=part_rows(report),
         plotted=plotted, clusters=clusters, img=img, groups=_GROUPS, limit=limit, top=top,
-        job_sizes=job_sizes_table(report.get("job_sizes")), f=fmt, dur=dur, outcome_label=outcome_label, unknown_lines=unknown_lines(report),
+        job_sizes=job_sizes_table(None if report.get("not_in_store") else report.get("job_sizes")), f=fmt,
+        empty_group=empty_group_text, queue_wait_text=queue_wait_text, dur=dur, outcome_label=outcome_label, unknown_lines=unknown_lines(report),
         known=lambda sec, key, x: known(sec, key, x), short=pp.short_label, version=__version__,
         n_days=len(pp.part_days(report["period"])), missing=missing_text(report),
         pcov=pp.coverage({**report, "breakdown": [report["period"]]})[0])

@@ -616,6 +616,13 @@ def _times_kind(path, lay: dict, lines: int = 200) -> str:
     return "epoch"
 
 
+def tz_assumed_note(tz: str) -> str:
+    """The warning of captures read with no --tz whose times carry no zone (``report weekly``,
+    ``report jobs``, ``report store``; one home): ``tz`` (UTC) is assumed."""
+    return (f"time zone {tz} assumed: the captures' times carry no zone and no --tz was given "
+            "(sacct prints the local time of the host it ran on)")
+
+
 def inputs_record(opts: "WeeklyOptions", window: Window, captured: dict | None) -> dict:
     """The report's ``inputs``: each capture (:func:`_input_record`) or the live sacct call, the
     capture time and how it was found, the time zone and whether it was given or assumed, the
@@ -633,8 +640,7 @@ def inputs_record(opts: "WeeklyOptions", window: Window, captured: dict | None) 
     rec.update({"time_zone": opts.tz if opts.captures else "UTC (live: epoch times)",
                 "time_zone_given": given,
                 "time_zone_note": ("--tz" if opts.tz_given else "epoch times: no zone needed" if not local else
-                                   f"time zone {opts.tz} assumed: the captures' times carry no zone and no --tz was given "
-                                   f"(sacct prints the local time of the host it ran on)")
+                                   tz_assumed_note(opts.tz))
                 if opts.captures else "live sacct prints epoch times",
                 "window": window.as_dict(), "tool": f"slurmkit {__version__}"})
     return rec
@@ -899,29 +905,38 @@ def _breakdown_inputs(opts: WeeklyOptions, recon_w: Window, warn) -> dict | None
     return inputs
 
 
-def fill_store(opts: WeeklyOptions, store_dir) -> dict:
+def fill_store(opts: WeeklyOptions, store_dir, warn=None) -> dict:
     """Fill the Parquet store at ``store_dir`` (cluster ``opts.cluster``) from the captures of
     ``opts`` (read as the weekly report reads them, :func:`_captured`: several captures
     merged, the latest copy of a row kept), day by day as daily live pulls would have
     (:func:`slurmkit.accounting.store.fill_from_capture`), the captures taken at ``as of``
     (``opts.as_of``, else the latest time in them). With ``opts.window``, only its days are
-    written. Returns ``{"store", "cluster", "as_of", "written", "final", "kept_final",
+    written. The zone the captures' times were read in (``opts.tz``) and whether it was given
+    (``opts.tz_given``, or the times are epoch seconds) go into each written day's manifest
+    entry (``time_zone``, ``time_zone_given``), for the period report's "About" block; UTC
+    assumed for local times is told to ``warn`` (a callable taking the message) as ``report
+    weekly`` tells it (:func:`tz_assumed_note`). Returns ``{"store", "cluster", "as_of",
+    "written", "final", "kept_final", "time_zone", "time_zone_given", "time_zone_note",
     "data_quality"}``. Raises :class:`~slurmkit.errors.InputError` for a capture that cannot
     be read or holds no times."""
     from slurmkit.accounting.store import Store, fill_from_capture
 
     _check_zone(opts.tz)
-    rows, dq, window, as_of, _inputs = _captured(opts)
+    rows, dq, window, as_of, inputs = _captured(opts)
     if as_of is None:
         raise InputError(",".join(map(str, opts.captures)), None, "no times in the captures: give --as-of")
+    rec = inputs_record(opts, window, inputs)
+    if not rec["time_zone_given"] and warn:
+        warn(rec["time_zone_note"])
+    zone = {"time_zone": rec["time_zone"], "time_zone_given": rec["time_zone_given"]}
     st = Store(store_dir, opts.cluster or "")
     first = last = None
     if opts.window is not None:
         rows = _in_window(rows, opts.window)
         first, last = _timestamp(opts.window.start).timestamp(), _timestamp(opts.window.end).timestamp() - 1
-    res = fill_from_capture(st, rows, as_of.timestamp(), first_day=first, last_day=last)
-    return {"store": str(st.dir), "cluster": st.cluster, "as_of": iso_z(as_of), **res,
-            "data_quality": dq.as_dict()}
+    res = fill_from_capture(st, rows, as_of.timestamp(), first_day=first, last_day=last, record=zone)
+    return {"store": str(st.dir), "cluster": st.cluster, "as_of": iso_z(as_of), **res, **zone,
+            "time_zone_note": rec["time_zone_note"], "data_quality": dq.as_dict()}
 
 
 def _in_window(rows, window):
@@ -993,8 +1008,7 @@ def load_jobs(opts: JobsOptions, warn=None) -> tuple[pd.DataFrame, pd.DataFrame,
         rows, dq, _window, as_of, inputs = _captured(wopts, need_times=False)
         now = now if now is not None else as_of
         if not opts.tz_given and any(f.get("times") == "local" for f in inputs["files"]) and warn:
-            warn(f"time zone {opts.tz} assumed: the captures' times carry no zone and no --tz was given "
-                 "(sacct prints the local time of the host it ran on); Start/End and --start/--end are read in it")
+            warn(tz_assumed_note(opts.tz) + "; Start/End and --start/--end are read in it")
     else:
         t = now if now is not None else pd.Timestamp.now(tz="UTC")
         window = opts.window or Window((t - pd.Timedelta(days=7)).floor("D").to_pydatetime(),

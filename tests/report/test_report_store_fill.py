@@ -43,7 +43,10 @@ def test_report_store_fills_the_days_of_a_capture_as_daily_pulls_would(tmp_path)
     res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(HABROK), "--store", str(root),
                                    "--cluster", "habrok", "--json"])
     assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
+    # no --tz: UTC assumed, said as report weekly says it, and recorded with the fill
+    assert res.stderr.startswith("slurmkit: warning: time zone UTC assumed: the captures' times carry no zone")
+    assert (out["time_zone"], out["time_zone_given"]) == ("UTC", False)
     rows, dq = load_sacct(HABROK)
     a = rows.allocs
     as_of = pd.Timestamp(out["as_of"])
@@ -88,7 +91,7 @@ def test_report_store_fills_the_days_of_a_capture_as_daily_pulls_would(tmp_path)
     # filled again: the final days are kept, the others written again
     again = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(HABROK), "--store", str(root),
                                      "--cluster", "habrok", "--json"])
-    second = json.loads(again.output)
+    second = json.loads(again.stdout)
     assert second["kept_final"] == expect_final
     assert second["written"] == [n for n in out["written"] if n not in expect_final]
 
