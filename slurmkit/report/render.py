@@ -461,7 +461,7 @@ def to_html(report: dict, limit: int = 25) -> str:
         denominators=denominators_text(report), breakdown_rows=breakdown_rows(report), account_rows=account_rows(report), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
         groups=_GROUPS, energy_sources=REPORTED_SOURCES, limit=limit, version=__version__, policy_note=POLICY_NOTE,
         requested=requested_note(report), gh_head=gpu_h_header(report), wh_head=gpu_h_header(report, "wasted GPU-h"),
-        yes_no=yes_no, assumption=assumption_text)
+        yes_no=yes_no, assumption=assumption_text, empty_group=lambda key: empty_group_text(report, key))
 
 
 def about_rows(report: dict) -> list[list[str]]:
@@ -596,6 +596,16 @@ def _md_denominators(r: dict) -> list[str]:
     return lines
 
 
+def empty_group_text(report: dict, key: str) -> str:
+    """What an empty group table (``key``: ``by_user`` ... ``by_gpu_type``) says: the GPU-type
+    table holds GPU jobs only, so with jobs that ran without GPUs it says so, not "no jobs"."""
+    jobs = (report.get("totals") or {}).get("jobs")
+    if key == "by_gpu_type" and jobs:
+        return (f"No GPU job in the window: its {jobs} job(s) ran without GPUs (GPU types are of GPU jobs "
+                "only; the job sizes' 0-GPU row counts them).")
+    return "No jobs in the window."
+
+
 def _md_table(headers, rows) -> str:
     def cell(v):
         return str(v).replace("|", "\\|").replace("\n", " ")
@@ -644,6 +654,9 @@ def to_markdown(report: dict, limit: int = 25) -> str:
         lines += [("**FLAGGED** " if rc["flagged"] else "") + recon_text(rc), ""]
     lines += _md_denominators(r)
     for name, key, col in _GROUPS:
+        if not r[key]:
+            lines += [f"## By {name}", "", empty_group_text(r, key), ""]
+            continue
         lines += [f"## By {name}", "", _md_table(
             [name, "jobs", gpu_h_header(r), "CPU-hours", "kWh", gpu_h_header(r, "wasted GPU-h")],
             [[_md_text(g[col]) or "(none)", g["jobs"],

@@ -165,3 +165,22 @@ def test_missing_account_qos_and_untyped_gpus_are_named(tmp_path, corpus):
     assert _csv(out / "by_gpu_type.csv")[0]["gpu_type"] == "untyped"
     assert "| untyped | 2 |" in (out / "weekly.md").read_text()
     assert '<td class="l">untyped</td><td>2</td>' in (out / "weekly.html").read_text()
+
+
+def test_cpu_only_week_gpu_type_table_says_why_it_is_empty(tmp_path, corpus):
+    """The period trial's finding 3, on the weekly report: Habrok's 2024-W10 (Europe/Amsterdam)
+    holds 10 jobs, none with a GPU (AllocTRES without gres/gpu): the GPU-type table (GPU jobs
+    only) says they ran without GPUs, never "No jobs in the window."; a week without jobs
+    still says no jobs."""
+    out = tmp_path / "w10"
+    res = CliRunner().invoke(cli, ["report", "weekly", "--from-sacct", str(corpus / HABROK), "--tz", "Europe/Amsterdam",
+                                   "--week", "2024-W10", "--no-store", "-o", str(out), "--format", "json,md,html"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rep = json.loads((out / "weekly.json").read_text())
+    assert rep["totals"]["jobs"] == 10 and rep["totals"]["gpu_hours"] == 0 and rep["by_gpu_type"] == []
+    why = "No GPU job in the window: its 10 job(s) ran without GPUs"
+    md = (out / "weekly.md").read_text()
+    assert md.split("## By GPU type", 1)[1].lstrip().startswith(why)
+    html = (out / "weekly.html").read_text()
+    assert why in html and html.count("No jobs in the window.") == 0
