@@ -192,3 +192,29 @@ def test_report_jobs_says_which_jobs_never_started(corpus):
     assert res.stderr.splitlines()[:3] == ["slurmkit: warning: never started (cancelled before start): 4047445, 5931946",
                                            "slurmkit: warning: never started (state NODE_FAIL): 7336818",
                                            "slurmkit: warning: not found: 1"]
+
+
+def test_running_jobs_count_up_to_their_pull_not_the_wall_clock(stores, corpus, tmp_path):
+    """Trial finding 1: a store filled from captures knows when each row was pulled (the
+    capture's time, 2024-04-19 11:11:52 UTC); its running jobs run up to then, not up to the
+    wall clock (nor their time limit, which it reached first): April 2024 equals the weekly
+    report of the same capture over the same window (user490's job ran 38.3 of its 72
+    GPU-hours by then). Running jobs' hours differ by sacct's Elapsed (printed a few seconds
+    before the capture's latest time) against capture time - Start: within 1e-4."""
+    s1, _ = stores
+    res, rep, out = _period(tmp_path, "--month", "2024-04", "--store", s1)
+    assert rep["as_of"] == "2024-04-19T11:11:52Z"
+    wk = tmp_path / "weekly"
+    r = _sk("report", "weekly", "--from-sacct", corpus / "sacct" / "habrok_gpu_cluster_parsable2.psv",
+            "--tz", "Europe/Amsterdam", "--start", "2024-04-01", "--end", "2024-05-01", "--no-store", "-o", wk,
+            "--format", "json")
+    assert r.exit_code == 0, r.output
+    want = json.loads((wk / "weekly.json").read_text())["totals"]
+    got = rep["totals"]
+    assert got["jobs"] == want["jobs"] == 24
+    for k in ("gpu_hours", "cpu_hours", "provisional_gpu_hours", "wasted_gpu_hours"):
+        assert got[k] == pytest.approx(want[k], rel=1e-4), k
+    assert got["provisional_gpu_hours"] == pytest.approx(44.867, abs=0.01)
+    # an explicit --now before the pull still wins (the hours up to then)
+    _, early, _ = _period(tmp_path / "early", "--month", "2024-04", "--store", s1, "--now", "2024-04-10")
+    assert early["as_of"] == "2024-04-10T00:00:00Z" and early["totals"]["gpu_hours"] < got["gpu_hours"]
