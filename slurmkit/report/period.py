@@ -314,8 +314,12 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
                bool_or(eligible IS NOT NULL) AS elig
         FROM b GROUP BY GROUPING SETS ((sc, jk), (sc)) HAVING GROUPING(jk) = 1 OR count(*) > 1""")
     con.execute("CREATE TEMP TABLE multi_jobs AS SELECT jk FROM jobs_seen WHERE jk IS NOT NULL")
-    con.execute("""CREATE TEMP TABLE anyelig AS
-                   SELECT sc AS esc, elig AS any_elig FROM jobs_seen WHERE jk IS NULL""")
+    # (per store cluster, a constant in the SQL: no join per row; no job with several rows:
+    # ``multi`` false, no lookup per row, and ``m`` empty, no scan of the files)
+    elig = dict(con.execute("SELECT sc, elig FROM jobs_seen WHERE jk IS NULL").fetchall())
+    any_elig = ("CASE sc " + " ".join(f"WHEN '{_q(c)}' THEN {str(bool(e)).lower()}" for c, e in elig.items())
+                + " END") if elig else "false"
+    has_multi = bool(con.execute("SELECT count(*) FROM multi_jobs").fetchone()[0])
     _identity(con)
     rollup = rollup or {}
     wins = ", ".join(f"({i}, {s!r}::DOUBLE, {e!r}::DOUBLE, '{_q(sc)}', {str(not rollup or i in rollup).lower()}, "
@@ -346,11 +350,11 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
                coalesce(start, submit, "end") AS t_lo,
                start IS NOT NULL AND NOT coalesce(start > "end", false)
                  AND NOT (coalesce(start = "end", false) AND NOT coalesce(elapsed_s > 0, false)
-                          AND ((eligible IS NOT NULL AND start < eligible) OR (eligible IS NULL AND any_elig)))
+                          AND ((eligible IS NOT NULL AND start < eligible) OR (eligible IS NULL AND {any_elig})))
                  AS ran,
                pending_tasks > 0 OR (state = 'PENDING' AND start IS NULL) AS waiting,
-               jk IN (SELECT jk FROM multi_jobs) AS multi
-        FROM b JOIN anyelig ON b.sc = anyelig.esc
+               {"jk IN (SELECT jk FROM multi_jobs)" if has_multi else "false"} AS multi
+        FROM b
     ), win(wid, ws, we, scope, part, pws) AS (VALUES {wins}
     ), j AS (
         SELECT b.*, w.wid, w.ws, w.we,
@@ -383,9 +387,7 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
            CASE WHEN waste_state OR requeued OR gpus IS NULL THEN gpu_hours ELSE 0 END AS waste,
            CASE WHEN provisional OR gpus IS NULL THEN gpu_hours ELSE 0 END AS prov,
            CASE WHEN wait_first THEN wait0 END AS wait_s"""
-    # (no job with several rows: ``m`` is empty, no scan of the files)
-    only = ("bj WHERE jk IN (SELECT jk FROM multi_jobs)"
-            if con.execute("SELECT count(*) FROM multi_jobs").fetchone()[0] else "bj WHERE false")
+    only = "bj WHERE jk IN (SELECT jk FROM multi_jobs)" if has_multi else "bj WHERE false"
     con.execute(f"""CREATE TEMP TABLE m AS
         SELECT {derived}, bool_or(NOT waiting AND ran) OVER (PARTITION BY wid, jid) AS has_run FROM (
             SELECT {cols},
