@@ -233,12 +233,11 @@ def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
     """View ``b``: the stored allocation rows of ``files`` (store cluster -> ``[(day,
     allocs.parquet)]``), one copy per (cluster, JobIDRaw, Submit, Start) — the latest pull,
     ties to the later day, as :meth:`~slurmkit.accounting.store.Store.load` keeps — with
-    ``sc`` (the store's cluster), ``jid`` (the job identity: store cluster, sacct's Cluster and
-    JobIDRaw, as :func:`~slurmkit.accounting.frame.identity_codes` reads it: a number when
-    every key of the store's cluster is one, so ``012`` is ``12``) and ``jk`` (a number equal
-    for the rows of one identity: a hash of the store cluster, sacct's Cluster and the key as
-    a number, else the key's hash; rows of different jobs may share one, so it only narrows
-    which jobs can have several rows, :func:`_build_rows`).
+    ``sc`` (the store's cluster), ``kn`` (the key as a number, else NULL) and ``jk`` (a number
+    equal for the rows of one job identity: a hash of the store cluster, sacct's Cluster and
+    the key as a number, else the key's hash; rows of different jobs may share one, so it only
+    narrows which jobs can have several rows, :func:`_build_rows`; the identity itself,
+    ``jid``, is view ``bj``'s, :func:`_identity`).
 
     The copies: a row whose times (Submit, Eligible, Start, End) all lie in the day of the
     file that holds it is in no other day's pull (a day's pull lists the jobs that touch the
@@ -277,9 +276,11 @@ def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
 
 
 def _identity(con) -> None:
-    """View ``bj``: view ``b`` with ``jid``, the job identity (:func:`_load_rows`): a number
-    when every key of the store's cluster is one below 2**40 (as the pandas path casts it),
-    else the text; read for the jobs with several rows only (``m``, :func:`_build_rows`)."""
+    """View ``bj``: view ``b`` with ``jid``, the job identity: store cluster, sacct's Cluster
+    and JobIDRaw, as :func:`~slurmkit.accounting.frame.identity_codes` reads it: the number
+    when every key of the store's cluster is one below 2**40 (as the pandas path casts it, so
+    ``012`` is ``12``), else the text (table ``jobs_seen``, :func:`_build_rows`, says which);
+    read for the jobs with several rows only (``m``)."""
     textual = [r[0] for r in con.execute("""
         SELECT sc FROM jobs_seen WHERE jk IS NULL AND textual""").fetchall()]
     text_sql = "sc IN (" + ", ".join(f"'{_q(s)}'" for s in textual) + ")" if textual else "false"
