@@ -65,6 +65,10 @@ from slurmkit.report.window import Window, WindowError, iso_z, parse_when
 #: DuckDB's memory limit when none is given: the aggregation spills past it.
 DEFAULT_MEMORY_LIMIT = "1GB"
 
+#: The queue wait's GPU buckets by their number in the SQL (:func:`_build_rows`): unknown, then
+#: :data:`~slurmkit.report.usage.GPU_BUCKETS` in order.
+_BUCKET_LABELS = (GPU_BUCKET_UNKNOWN,) + tuple(label for _, _, label in GPU_BUCKETS)
+
 #: The per-window group tables and the column each groups by.
 GROUPS = (("by_user", "user"), ("by_account", "account"), ("by_partition", "partition"),
           ("by_qos", "qos"), ("by_gpu_type", "gpu_type"))
@@ -233,57 +237,71 @@ _COLUMNS = """cluster::VARCHAR AS cluster, key_id::VARCHAR AS key_id, state::VAR
     epoch_us(pulled_at::TIMESTAMPTZ) AS pulled_us"""
 
 
+def _home(fday: str = "fday") -> str:
+    """SQL: the row's times (Submit, Eligible, Start, End; End set) all lie in the day that
+    starts at ``fday`` (epoch s) — a row in no other day's pull (docs/report.md, *Copies*)."""
+    return (f'''("end" IS NOT NULL AND least(submit, eligible, start, "end") >= {fday}
+            AND greatest(submit, eligible, start, "end") < {fday} + 86400)''')
+
+
 def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
     """View ``b``: the stored allocation rows of ``files`` (store cluster -> ``[(day,
     allocs.parquet)]``), one copy per (cluster, JobIDRaw, Submit, Start) — the latest pull,
     ties to the later day, as :meth:`~slurmkit.accounting.store.Store.load` keeps — with
-    ``sc`` (the store's cluster), ``jid`` (the job identity: store cluster, sacct's Cluster and
-    JobIDRaw, as :func:`~slurmkit.accounting.frame.identity_codes` reads it: a number when
-    every key of the store's cluster is one, so ``012`` is ``12``) and ``jh`` (a hash of it).
+    ``sc`` (the store's cluster), ``kn`` (the key as a number, else NULL) and ``jk`` (a number
+    equal for the rows of one job identity: a hash of the store cluster, sacct's Cluster and
+    the key as a number, else the key's hash; rows of different jobs may share one, so it only
+    narrows which jobs can have several rows, :func:`_build_rows`; the identity itself,
+    ``jid``, is view ``bj``'s, :func:`_identity`).
 
     The copies: a row whose times (Submit, Eligible, Start, End) all lie in the day of the
     file that holds it is in no other day's pull (a day's pull lists the jobs that touch the
     day), so only the other rows (a job over midnight, a running job) and the rows sharing a
     key with them are compared (docs/report.md, *Copies*): the window sort runs over a small
-    part of the store. The files are read once, into table ``b0`` (DuckDB spills it past its
-    memory limit); ``b`` is ``b0`` without the ``dropped`` copies."""
-    parts = []
+    part of the store. Nothing is copied into DuckDB: each statement reads the files with the
+    columns it needs (``raw``, each row with its file ``fi`` and row number ``fr`` there); the
+    ``dropped`` copies are named by (file, row) (``rk``), and ``b`` is ``raw`` without them."""
+    parts, fi = [], 0
     for sc, fs in files.items():
         for day, path in fs:
             d0 = _epoch(f"{day}T00:00:00Z")
-            parts.append(f"""SELECT '{_q(sc)}' AS sc, {d0!r}::DOUBLE AS fday, {_COLUMNS}
-                             FROM read_parquet('{_q(path)}')""")
+            parts.append(f"""SELECT {fi} AS fi, file_row_number AS fr, '{_q(sc)}' AS sc, {d0!r}::DOUBLE AS fday,
+                             {_COLUMNS} FROM read_parquet('{_q(path)}', file_row_number = true)""")
+            fi += 1
     con.execute("CREATE TEMP VIEW raw AS\n" + "\nUNION ALL\n".join(parts))
-    # one read of the files: every stored row, ``home`` when its times all lie in its file's day
-    con.execute("""CREATE TEMP TABLE b0 AS SELECT *, TRY_CAST(key_id AS BIGINT) AS kn,
-        "end" IS NOT NULL AND least(submit, eligible, start, "end") >= fday
-            AND greatest(submit, eligible, start, "end") < fday + 86400 AS home
-        FROM raw""")
-    # the keys of the rows that may have copies in other days' files; of all the rows with
-    # those keys, every copy but the latest pull's is dropped
-    con.execute("""CREATE TEMP TABLE away_keys AS
-        SELECT DISTINCT sc, cluster, key_id, submit, start FROM b0 WHERE NOT home""")
-    con.execute("""CREATE TEMP TABLE dropped AS
-        SELECT rid FROM (
-            SELECT r.rowid AS rid, row_number() OVER (PARTITION BY r.sc, r.cluster, r.key_id, r.submit, r.start
-                                                      ORDER BY r.pulled_us DESC NULLS FIRST, r.fday DESC) AS rn
-            FROM b0 r SEMI JOIN away_keys k
-              ON r.sc = k.sc AND r.cluster IS NOT DISTINCT FROM k.cluster AND r.key_id = k.key_id
-             AND r.submit IS NOT DISTINCT FROM k.submit AND r.start IS NOT DISTINCT FROM k.start)
+    # the rows that may have copies in other days' files (a filtered scan of a few columns);
+    # of all the rows with their keys, every copy but the latest pull's is dropped
+    # (keys compared by their hash, a number: rows of other keys with the same hash are
+    # only compared too, the window's partition is the key itself)
+    hk = "hash(sc, cluster, key_id, submit, start)"
+    con.execute(f"""CREATE TEMP TABLE away_keys AS
+        SELECT DISTINCT {hk} AS hk FROM raw WHERE NOT {_home()}""")
+    con.execute(f"""CREATE TEMP TABLE dropped AS
+        SELECT (fi::BIGINT << 32) | fr AS rk FROM (
+            SELECT r.fi, r.fr, row_number() OVER (PARTITION BY r.hk, r.sc, r.cluster, r.key_id, r.submit, r.start
+                                                  ORDER BY r.pulled_us DESC NULLS FIRST, r.fday DESC) AS rn
+            FROM (SELECT fi, fr, sc, cluster, key_id, submit, start, pulled_us, fday, {hk} AS hk FROM raw) r
+            SEMI JOIN away_keys k ON r.hk = k.hk)
         WHERE rn > 1""")
-    # every key of a store cluster a number below 2**40: the number is the identity (as the
-    # pandas path casts it), else the text
+    # (``jk``: the number itself where the key is one: no text hashed per row)
+    con.execute("""CREATE TEMP VIEW b AS
+        SELECT * EXCLUDE (fi, fr), TRY_CAST(key_id AS BIGINT) AS kn,
+               hash(sc, coalesce(cluster, ''), coalesce(TRY_CAST(key_id AS BIGINT), hash(key_id))) AS jk
+        FROM raw WHERE ((fi::BIGINT << 32) | fr) NOT IN (SELECT rk FROM dropped)""")
+
+
+def _identity(con) -> None:
+    """View ``bj``: view ``b`` with ``jid``, the job identity: store cluster, sacct's Cluster
+    and JobIDRaw, as :func:`~slurmkit.accounting.frame.identity_codes` reads it: the number
+    when every key of the store's cluster is one below 2**40 (as the pandas path casts it, so
+    ``012`` is ``12``), else the text (table ``jobs_seen``, :func:`_build_rows`, says which);
+    read for the jobs with several rows only (``m``)."""
     textual = [r[0] for r in con.execute("""
-        SELECT sc FROM b0 GROUP BY sc
-        HAVING count(*) FILTER (WHERE kn IS NULL OR kn NOT BETWEEN 0 AND 1099511627775) > 0""").fetchall()]
+        SELECT sc FROM jobs_seen WHERE jk IS NULL AND textual""").fetchall()]
     text_sql = "sc IN (" + ", ".join(f"'{_q(s)}'" for s in textual) + ")" if textual else "false"
     ident = f"""CASE WHEN {text_sql} THEN key_id ELSE CAST(kn AS VARCHAR) END"""
-    # (``jh`` hashes the number itself where it is the identity: no text per row)
-    con.execute(f"""CREATE TEMP VIEW b AS
-        SELECT * EXCLUDE (home, kn), sc || chr(31) || coalesce(cluster, '') || chr(31) || ({ident}) AS jid,
-               CASE WHEN {text_sql} THEN hash(sc, coalesce(cluster, ''), key_id)
-                    ELSE hash(sc, coalesce(cluster, ''), kn) END AS jh
-        FROM b0 WHERE rowid NOT IN (SELECT rid FROM dropped)""")
+    con.execute(f"""CREATE TEMP VIEW bj AS
+        SELECT * EXCLUDE (kn), sc || chr(31) || coalesce(cluster, '') || chr(31) || ({ident}) AS jid FROM b""")
 
 
 def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
@@ -304,16 +322,29 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
     rows with one row in the store are joined to the parts only (the period is rolled up from
     them, :func:`_aggregate`), each with ``prim``: the row is in no earlier part (counted once
     in the period); without it every row is joined to every window it touches."""
-    con.execute("CREATE TEMP TABLE multi_jobs AS SELECT jh FROM b GROUP BY jh HAVING count(*) > 1")
-    con.execute("""CREATE TEMP TABLE anyelig AS
-                   SELECT sc AS esc, bool_or(eligible IS NOT NULL) AS any_elig FROM b GROUP BY sc""")
+    # one scan of the rows: the jobs that may have several rows (a grouping by ``jk``, a
+    # number) and, per store cluster (the set ``(sc)``, ``jk`` NULL: a hash is never NULL),
+    # whether any key is not a number below 2**40 (``textual``) and any row has Eligible
+    con.execute("""CREATE TEMP TABLE jobs_seen AS
+        SELECT sc, jk, bool_or(kn IS NULL OR kn NOT BETWEEN 0 AND 1099511627775) AS textual,
+               bool_or(eligible IS NOT NULL) AS elig
+        FROM b GROUP BY GROUPING SETS ((sc, jk), (sc)) HAVING GROUPING(jk) = 1 OR count(*) > 1""")
+    con.execute("CREATE TEMP TABLE multi_jobs AS SELECT jk FROM jobs_seen WHERE jk IS NOT NULL")
+    # (per store cluster, a constant in the SQL: no join per row; no job with several rows:
+    # ``multi`` false, no lookup per row, and ``m`` empty, no scan of the files)
+    elig = dict(con.execute("SELECT sc, elig FROM jobs_seen WHERE jk IS NULL").fetchall())
+    any_elig = ("CASE sc " + " ".join(f"WHEN '{_q(c)}' THEN {str(bool(e)).lower()}" for c, e in elig.items())
+                + " END") if elig else "false"
+    has_multi = bool(con.execute("SELECT count(*) FROM multi_jobs").fetchone()[0])
+    _identity(con)
     rollup = rollup or {}
     wins = ", ".join(f"({i}, {s!r}::DOUBLE, {e!r}::DOUBLE, '{_q(sc)}', {str(not rollup or i in rollup).lower()}, "
                      f"{'NULL' if rollup.get(i, (0, None))[1] is None else repr(rollup[i][1])}::DOUBLE)"
                      for i, s, e, sc in windows)
     waste = ", ".join(f"'{s}'" for s in WASTE_STATES)
-    bucket = " ".join(f"WHEN ceil(coalesce(req_gpus, gpus, 0)) <= {hi} THEN '{label}'"
-                      for lo, hi, label in GPU_BUCKETS if lo > 0 and math.isfinite(hi))
+    # the GPU bucket as a number (``_BUCKET_LABELS``' index: no text per row; named in ``fine``)
+    bucket = " ".join(f"WHEN ceil(coalesce(req_gpus, gpus, 0)) <= {hi} THEN {i + 1}"
+                      for i, (lo, hi, label) in enumerate(GPU_BUCKETS) if lo > 0 and math.isfinite(hi))
     # the GPU type group (as weekly.gpu_type_labels): untyped GPUs, and rows with no GPU count
     gtype = (f"CASE WHEN gpus IS NULL THEN '{GPU_TYPE_UNKNOWN}' WHEN coalesce(gpu_type, '') = '' AND gpus > 0 "
              f"THEN '{GPU_UNTYPED}' ELSE gpu_type END AS gpu_type")
@@ -324,22 +355,22 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
            state IN ({waste}) AS waste_state,
            CASE WHEN ran AND start >= ws AND start < we AND coalesce(eligible, submit) IS NOT NULL
                 THEN greatest(start - coalesce(eligible, submit), 0) END AS wait0,
-           CASE WHEN coalesce(req_gpus, gpus) IS NULL THEN '{GPU_BUCKET_UNKNOWN}'
-                WHEN ceil(coalesce(req_gpus, gpus, 0)) <= 0 THEN '0' {bucket} ELSE '9+' END AS gpu_bucket,
+           CASE WHEN coalesce(req_gpus, gpus) IS NULL THEN 0
+                WHEN ceil(coalesce(req_gpus, gpus, 0)) <= 0 THEN 1 {bucket} ELSE {len(GPU_BUCKETS)} END AS gpu_bucket,
            {_size_cells()}"""
     rows = f"""
-    WITH b AS (SELECT * FROM b {{only}}), base AS (
+    WITH b AS (SELECT * FROM {{only}}), base AS (
         SELECT b.*,
                CASE WHEN "end" IS NULL AND isfinite(timelimit_s) AND start + timelimit_s < {now!r}
                     THEN start + timelimit_s ELSE coalesce("end", {now!r}) END AS stop0,
                coalesce(start, submit, "end") AS t_lo,
                start IS NOT NULL AND NOT coalesce(start > "end", false)
                  AND NOT (coalesce(start = "end", false) AND NOT coalesce(elapsed_s > 0, false)
-                          AND ((eligible IS NOT NULL AND start < eligible) OR (eligible IS NULL AND any_elig)))
+                          AND ((eligible IS NOT NULL AND start < eligible) OR (eligible IS NULL AND {any_elig})))
                  AS ran,
                pending_tasks > 0 OR (state = 'PENDING' AND start IS NULL) AS waiting,
-               jh IN (SELECT jh FROM multi_jobs) AS multi
-        FROM b JOIN anyelig ON b.sc = anyelig.esc
+               {"jk IN (SELECT jk FROM multi_jobs)" if has_multi else "false"} AS multi
+        FROM b
     ), win(wid, ws, we, scope, part, pws) AS (VALUES {wins}
     ), j AS (
         SELECT b.*, w.wid, w.ws, w.we,
@@ -372,6 +403,7 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
            CASE WHEN waste_state OR requeued OR gpus IS NULL THEN gpu_hours ELSE 0 END AS waste,
            CASE WHEN provisional OR gpus IS NULL THEN gpu_hours ELSE 0 END AS prov,
            CASE WHEN wait_first THEN wait0 END AS wait_s"""
+    only = "bj WHERE jk IN (SELECT jk FROM multi_jobs)" if has_multi else "bj WHERE false"
     con.execute(f"""CREATE TEMP TABLE m AS
         SELECT {derived}, bool_or(NOT waiting AND ran) OVER (PARTITION BY wid, jid) AS has_run FROM (
             SELECT {cols},
@@ -381,10 +413,10 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
                                                               ORDER BY start DESC NULLS FIRST) = 1 AS last_run,
                    row_number() OVER (PARTITION BY wid, jid, ran AND start >= ws AND start < we
                                       ORDER BY start) = 1 AS wait_first
-            FROM ({rows.replace("{only}", "WHERE jh IN (SELECT jh FROM multi_jobs)").replace("{parts}", "")}) WHERE multi)""")
+            FROM ({rows.replace("{only}", only).replace("{parts}", "")}) WHERE multi)""")
     con.execute(f"""CREATE TEMP VIEW rw AS
         SELECT {derived} FROM (
-            SELECT {cols}, false AS requeued, true AS last_run, true AS wait_first FROM ({rows.replace("{only}", "").replace("{parts}", "AND w.part")}) WHERE NOT multi)
+            SELECT {cols}, false AS requeued, true AS last_run, true AS wait_first FROM ({rows.replace("{only}", "(SELECT *, NULL::VARCHAR AS jid FROM b)").replace("{parts}", "AND w.part")}) WHERE NOT multi)
         UNION ALL SELECT * EXCLUDE (has_run) FROM m""")
 
 
@@ -470,20 +502,34 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
     unpack = ", ".join(f"(fl & {1 << i}) <> 0 AS {k}" for i, k in enumerate(flags) if k != "multi")
     dims = {"user": '"user"', "account": "account", "partition": "partition", "qos": "qos",
             "gpu_type": "gpu_type", "state": "state", "size": "sg, sd"}
-    # the queue wait's set first: (window, partition, GPU bucket, wait): the waits counted per
-    # value, a few hundred thousand rows where the runs are millions (quantiles below)
-    which = "WHEN GROUPING(wq) = 0 THEN 'wait' " + " ".join(
-        f"WHEN GROUPING({c.split(',')[0]}) = 0 THEN '{d}'" for d, c in dims.items())
-    con.execute(f"""CREATE TEMP TABLE fine AS
-        SELECT coalesce(wid, fl >> {nb}) AS wid, {unpack}, * EXCLUDE (wid, fl, wmulti),
-               coalesce(wmulti, (fl & {1 << list(flags).index("multi")}) <> 0) AS multi FROM (
-        SELECT fl, wid, CASE WHEN GROUPING(wq) = 0 THEN multi END AS wmulti, "user", account, partition, qos, gpu_type, state, sg, sd, gpu_bucket, wq, CASE {which} END AS dim,
+    # one scan of ``rw``, four grouping sets (each set is a hash table fed every row): users,
+    # accounts, the dimensions of few values together (partition, QOS, GPU type, state, job
+    # size: their tables are rolled up from it below, a small table), and the queue wait's set:
+    # (window, partition, GPU bucket, wait): the waits counted per value, a few hundred
+    # thousand rows where the runs are millions (quantiles below)
+    few = [d for d in dims if d not in ("user", "account")]
+    con.execute(f"""CREATE TEMP TABLE fine0 AS
+        SELECT fl, wid, CASE WHEN GROUPING(wq) = 0 THEN multi END AS wmulti, "user", account, partition, qos,
+               gpu_type, state, sg, sd, gpu_bucket, wq,
+               CASE WHEN GROUPING(wq) = 0 THEN 'wait' WHEN GROUPING("user") = 0 THEN 'user'
+                    WHEN GROUPING(account) = 0 THEN 'account' ELSE 'few' END AS dim,
                count(*) AS nrows, sum(gpu_hours) AS gh, sum(cpu_hours) AS ch, sum(waste) AS wh, sum(prov) AS ph
         FROM (SELECT {packed} AS fl, wid, multi, "user", account, partition, qos, gpu_type, state, sg, sd,
                      gpu_hours, cpu_hours, waste, prov, gpu_bucket, CASE WHEN run THEN wait_s END AS wq
               FROM rw WHERE run OR never)
-        GROUP BY GROUPING SETS ({", ".join(f"(fl, {c})" for c in dims.values())},
-                                (wid, multi, partition, gpu_bucket, wq)))""")
+        GROUP BY GROUPING SETS ((fl, "user"), (fl, account), (fl, {", ".join(dims[d] for d in few)}),
+                                (wid, multi, partition, gpu_bucket, wq))""")
+    which = " ".join(f"WHEN GROUPING({dims[d].split(',')[0]}) = 0 THEN '{d}'" for d in few)
+    label = "CASE gpu_bucket " + " ".join(f"WHEN {i} THEN '{_q(b)}'" for i, b in enumerate(_BUCKET_LABELS)) + " END"
+    con.execute(f"""CREATE TEMP TABLE fine AS
+        SELECT coalesce(wid, fl >> {nb}) AS wid, {unpack}, * EXCLUDE (wid, fl, wmulti, gpu_bucket),
+               {label} AS gpu_bucket, coalesce(wmulti, (fl & {1 << list(flags).index("multi")}) <> 0) AS multi FROM (
+        SELECT * FROM fine0 WHERE dim <> 'few'
+        UNION ALL BY NAME
+        SELECT fl, partition, qos, gpu_type, state, sg, sd, CASE {which} END AS dim,
+               sum(nrows)::BIGINT AS nrows, sum(gh) AS gh, sum(ch) AS ch, sum(wh) AS wh, sum(ph) AS ph
+        FROM fine0 WHERE dim = 'few'
+        GROUP BY GROUPING SETS ({", ".join(f"(fl, {dims[d]})" for d in few)}))""")
     # the periods' rows with one row in the store: their parts' (hours add up; a row in
     # several parts is counted in the first, ``prim``; a wait is in the part of its Start)
     con.execute("CREATE TEMP TABLE rollup_map(wid INTEGER, pwid INTEGER)")
