@@ -358,11 +358,14 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
            CASE WHEN coalesce(req_gpus, gpus) IS NULL THEN 0
                 WHEN ceil(coalesce(req_gpus, gpus, 0)) <= 0 THEN 1 {bucket} ELSE {len(GPU_BUCKETS)} END AS gpu_bucket,
            {_size_cells()}"""
+    # a running row (no End) runs up to its pull (the copy kept is the latest one: after it
+    # nothing is known; a store filled from a capture: the capture's time), never past ``now``
+    hz = f"least(coalesce(pulled_us / 1e6, {now!r}), {now!r})"
     rows = f"""
     WITH b AS (SELECT * FROM {{only}}), base AS (
         SELECT b.*,
-               CASE WHEN "end" IS NULL AND isfinite(timelimit_s) AND start + timelimit_s < {now!r}
-                    THEN start + timelimit_s ELSE coalesce("end", {now!r}) END AS stop0,
+               CASE WHEN "end" IS NULL AND isfinite(timelimit_s) AND start + timelimit_s < {hz}
+                    THEN start + timelimit_s ELSE coalesce("end", {hz}) END AS stop0,
                coalesce(start, submit, "end") AS t_lo,
                start IS NOT NULL AND NOT coalesce(start > "end", false)
                  AND NOT (coalesce(start = "end", false) AND NOT coalesce(elapsed_s > 0, false)
@@ -722,14 +725,16 @@ def period_report(store_root, period: Period, clusters=None, now=None,
 
     ``clusters``: a store cluster name, a list of them, or None (every cluster in the store,
     :func:`slurmkit.accounting.store.clusters`); "" is ``_default``. ``now``: the time running
-    jobs are taken to end (default: the current time). ``progress``: a callable
+    jobs are taken to end at the latest (default: the current time; a running job runs up to its row's pull, never past it). ``progress``: a callable
     ``(message)`` told what is being read and done (the CLI prints it on a terminal).
     ``sections``: ``{name: callable(windows, clusters) -> dict}``, the hook of sections this
     module does not compute (sreport's breakdown, issue 27 point 4): each is called with the
     windows (``[(label, Window)]``, the period's first as ``"(period)"``, then the parts) and
     the store clusters, and its dict is the report's ``name``.
 
-    ``{"period": {"label", "start", "end", "by"}, "as_of", "clusters", "store": {"root",
+    ``{"period": {"label", "start", "end", "by"}, "as_of" (``now``), "running_up_to" (a running
+    job runs up to its row's pull, never past ``now``: the latest pull of the days read, else
+    ``now``), "clusters", "store": {"root",
     "days", "days_missing", "days_not_final", "days_future"} (per cluster; a day not stored
     after ``now`` is future, not missing), "time_zones" (:func:`time_zones`)}, "totals", "unknown", "by_user",
     "by_account", "by_partition", "by_qos", "by_gpu_type", "outcomes", "queue_wait",
@@ -768,11 +773,16 @@ def period_report(store_root, period: Period, clusters=None, now=None,
             raise InputError(str(store_root), None, f"cluster(s) {', '.join(lost)} not in the store "
                              f"(it holds: {', '.join(have) or 'none'})")
     files, store_info, dq = {}, {}, {"rows_read": 0, "skipped": {}, "repaired": {}}
+    latest_pull = None   # the latest pull of the days read (epoch s; the manifest's pulled_at)
     for c in names:
         st = S.Store(store_root, c)
         future: list[str] = []
         fs, missing, open_days, cdq = _store_days(st, period.window, now_ts.timestamp(), future)
         files[st.cluster] = fs
+        man = st.manifest()
+        pulls = [float(man[d]["pulled_at"]) for d, _ in fs if man.get(d, {}).get("pulled_at") is not None]
+        if pulls:
+            latest_pull = max(latest_pull or 0.0, max(pulls))
         store_info[st.cluster] = {"dir": str(st.dir), "days": len(fs), "days_missing": missing,
                                   "days_not_final": open_days, "days_future": future}
         dq["rows_read"] += cdq["rows_read"]
@@ -833,6 +843,9 @@ def period_report(store_root, period: Period, clusters=None, now=None,
     out = {
         "period": {"label": period.label, **period.window.as_dict(), "by": period.by},
         "as_of": iso_z(now_ts),
+        # running jobs run up to their row's pull, never past now: the latest of those
+        "running_up_to": iso_z(min(now_ts, pd.Timestamp(latest_pull, unit="s", tz="UTC"))
+                               if latest_pull is not None else now_ts),
         "clusters": list(files),
         "store": {"root": str(store_root), "clusters": store_info,
                   "days": sum(s["days"] for s in store_info.values()),
@@ -911,7 +924,8 @@ def render_markdown(report: dict) -> str:
     missing = missing_counts(report)
     several = len(st.get("clusters") or {}) > 1
     lines = [f"# Usage report {period_span(p)}, by {p['by']}", "",
-             f"As of {report['as_of']}; cluster(s) {', '.join(report['clusters']) or '(none)'}; "
+             f"As of {report['as_of']} (running jobs up to their pull, at the latest "
+             f"{report.get('running_up_to', report['as_of'])}); cluster(s) {', '.join(report['clusters']) or '(none)'}; "
              f"{st['days']} day file(s) from the store"
              + (f"; **{missing}**: " + ", ".join(st["days_missing"][:10]) + (" ..." if len(st["days_missing"]) > 10 else "")
                 if missing else "")

@@ -57,7 +57,8 @@ def about_rows(report: dict) -> list[list[str]]:
             ["days not yet (after the report's time)", f"{len(st.get('days_future') or [])}"],
             ["days not final (provisional)", f"{len(st['days_not_final'])}"
              + (f": {_days(st['days_not_final'])}" if st["days_not_final"] else "")],
-            ["running jobs counted up to", report["as_of"]],
+            ["running jobs counted up to", f"their pull, at the latest {report.get('running_up_to', report['as_of'])}"
+                                           f" (the report's time: {report['as_of']})"],
             ["time zone of the captures' times", time_zone_text(st.get("time_zones") or [])
              or "none recorded (days pulled live read epoch times; days filled by report store record theirs)"],
             ["rows read by the daily pulls", f"{report['data_quality']['rows_read']:,}"],

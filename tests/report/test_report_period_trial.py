@@ -203,7 +203,8 @@ def test_running_jobs_count_up_to_their_pull_not_the_wall_clock(stores, corpus, 
     before the capture's latest time) against capture time - Start: within 1e-4."""
     s1, _ = stores
     res, rep, out = _period(tmp_path, "--month", "2024-04", "--store", s1)
-    assert rep["as_of"] == "2024-04-19T11:11:52Z"
+    assert rep["running_up_to"] == "2024-04-19T11:11:52Z"
+    assert "their pull, at the latest 2024-04-19T11:11:52Z" in (out / "period.html").read_text()
     wk = tmp_path / "weekly"
     r = _sk("report", "weekly", "--from-sacct", corpus / "sacct" / "habrok_gpu_cluster_parsable2.psv",
             "--tz", "Europe/Amsterdam", "--start", "2024-04-01", "--end", "2024-05-01", "--no-store", "-o", wk,
@@ -217,4 +218,4 @@ def test_running_jobs_count_up_to_their_pull_not_the_wall_clock(stores, corpus, 
     assert got["provisional_gpu_hours"] == pytest.approx(44.867, abs=0.01)
     # an explicit --now before the pull still wins (the hours up to then)
     _, early, _ = _period(tmp_path / "early", "--month", "2024-04", "--store", s1, "--now", "2024-04-10")
-    assert early["as_of"] == "2024-04-10T00:00:00Z" and early["totals"]["gpu_hours"] < got["gpu_hours"]
+    assert early["running_up_to"] == early["as_of"] == "2024-04-10T00:00:00Z" and early["totals"]["gpu_hours"] < got["gpu_hours"]
