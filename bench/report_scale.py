@@ -16,16 +16,13 @@ Prints each run (wall and CPU seconds: the CPU figure is steadier on a busy mach
 wall times, the peak RSS of the children (ru_maxrss), and last the
 ratio slurmkit / baseline. Target: within 3x, under 2 GiB.
 
-Measured 2026-12-06 on a shared 2-core machine (another helper's DuckDB benchmark running, so
-wall times varied twofold between runs of the same code; the CPU seconds are the steadier
-figure), 1M allocations + 3M steps, ``--reuse``. The slurmkit side, 4 interleaved children of
-each: 11.2-13.5 s CPU (median 11.9) before branch h25s, 8.6-9.8 s (median 8.9) after, -25%
-(each TRES column split once per block for all its keys; the report's sections no longer
-sort the million job codes each). Best-of-3 wall ratios there, two runs of the script per
-version: 1.80 and 2.14 before, 1.58 (before the clock-policy commit) and 1.88 after (the
-pyarrow read 3.1-6.2 s); the 3.50 of an earlier quiet-machine run was not re-measured. Peak
-RSS about 1.6 GiB either way (1541-1640 MiB before, 1583-1669 MiB after, 13 runs each), under
-the pyarrow read's 1.74 GiB.
+Measured 2026-12-06 on the 2-core machine kind this runs on, nothing else running, 1M
+allocations + 3M steps, ``--reuse``, ``--repeat 3``: slurmkit 5.38 s best (8.1-8.3 s CPU), peak
+RSS 1739 MiB; pyarrow 2.22 s, 1776 MiB: **ratio 2.42**. The code before (main a4eb441), the same
+file a minute later: slurmkit 6.96 s, pyarrow 2.58 s, ratio 2.70 (the 3.50 of 2026-12-02 was on
+another machine). On a loaded machine (load 4-5) the slurmkit side's CPU went from a median of
+11.9 s to 8.9 s (-25%: each TRES column split once per block for all its keys; the report's
+sections no longer sort the million job codes each).
 """
 
 from __future__ import annotations
