@@ -724,15 +724,44 @@ def to_markdown(report: dict, limit: int = 25) -> str:
 _POLICY_COLUMNS = ["policy", "jobs", "gpu_hours", "measured_gpu_hours", "energy_kwh", "kwh_per_gpu_hour"]
 #: data_quality.csv's header (the fields of a listed problem), also when none was listed.
 _PROBLEM_COLUMNS = [f.name for f in dataclasses.fields(Problem)]
+_GROUP_COLUMNS = ["jobs", "gpu_hours", "cpu_hours", "energy_kwh", "wasted_gpu_hours", "provisional_gpu_hours"]
+
+
+def csv_headers() -> dict[str, list[str]]:
+    """Each weekly CSV's header (file name -> columns), written also when the table has no
+    row (a spreadsheet or ``pandas.read_csv`` reads an empty table, not an error); a table with
+    rows writes its rows' keys, which tests/report/test_report_outputs.py checks equal these."""
+    from slurmkit.report.weekly import WAIT_BIN_LABELS
+
+    return {**{f"{key}.csv": [col, *_GROUP_COLUMNS] for _n, key, col in _GROUPS},
+            "energy_by_policy.csv": _POLICY_COLUMNS,
+            "outcomes.csv": ["state", "jobs", "attempts", "rows", "gpu_hours", "wasted_gpu_hours"],
+            "queue_wait.csv": ["partition", "gpu_bucket", "n", "p50_s", "p90_s", "p95_s", "p5_s", "p25_s", "p75_s",
+                               "max_s"],
+            "queue_wait_hist.csv": ["partition", "gpu_bucket", *WAIT_BIN_LABELS],
+            "backlog.csv": ["jobs", "gpu_jobs", "gpus_requested", "gpu_hours_requested", "without_time_limit"],
+            "downtime.csv": ["node", "state", "reason", "start", "end", "ongoing", "hours", "gpus", "gpu_hours"],
+            "down_by_reason.csv": ["reason", "events", "nodes", "node_hours", "gpu_hours"],
+            "trends.csv": ["kind", "name", "week", "gpu_hours", "cpu_hours", "jobs", "provisional"],
+            "job_sizes.csv": ["gpus", "duration", "jobs", "gpu_hours"],
+            "hourly.csv": ["hour", "gpus_in_use"],
+            "efficiency_by_user.csv": ["user", "cpu_efficiency", "memory_efficiency_median", "gpu_hours",
+                                       "gpu_util_pct", "gpu_hours_near_zero_util"],
+            "idle_jobs.csv": ["job_id", "user", "gpus", "gpu_hours", "gpu_util_pct"],
+            "breakdown.csv": ["tres", "figure", "ours_hours", "sreport_hours", "difference_hours", "within_rounding"],
+            "accounts.csv": ["depth", "account", "user", "gpu_hours", "cpu_hours", "sreport_gpu_hours",
+                             "sreport_cpu_hours"],
+            "inputs.csv": ["item", "value"],
+            "data_quality.csv": _PROBLEM_COLUMNS}
 
 
 def _write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) -> None:
-    """``rows`` as CSV; ``columns``: the header when there are no rows (else just "empty")."""
+    """``rows`` as CSV; ``columns``: the header when there are no rows."""
     keys = []
     for r in rows:
         keys += [k for k in r if k not in keys]
     with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=keys or columns or ["empty"])
+        w = csv.DictWriter(fh, fieldnames=keys or columns or [])
         w.writeheader()
         for r in rows:
             w.writerow({k: ("" if v is None else v) for k, v in r.items()})
@@ -776,15 +805,16 @@ def _write_all(report: dict, allocs, out: Path, formats) -> list[str]:
         (out / "weekly.json").write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
         written.append("weekly.json")
     if "csv" in formats:
+        headers = csv_headers()
         for _n, key, _c in _GROUPS:
-            _write_csv(out / f"{key}.csv", report[key])
+            _write_csv(out / f"{key}.csv", report[key], headers[f"{key}.csv"])
             written.append(f"{key}.csv")
         tables = {"energy_by_policy.csv": report.get("energy_by_policy") or [],
                   "outcomes.csv": report["outcomes"],
                   "queue_wait.csv": [{k: v for k, v in q.items() if k != "histogram"}
                                      for q in report["queue_wait"]["by_partition_gpus"]],
                   "queue_wait_hist.csv": wait_histogram_rows(report["queue_wait"]),
-                  "backlog.csv": [report["queue_wait"].get("backlog") or {}],
+                  "backlog.csv": [report["queue_wait"]["backlog"]] if report["queue_wait"].get("backlog") else [],
                   "downtime.csv": (report.get("downtime") or {}).get("events", []),
                   "down_by_reason.csv": (report.get("downtime") or {}).get("by_reason", []),
                   "trends.csv": trend_rows(report.get("trends")),
@@ -798,8 +828,7 @@ def _write_all(report: dict, allocs, out: Path, formats) -> list[str]:
                   "inputs.csv": [{"item": k.strip(), "value": v} for k, v in about_rows(report)],
                   "data_quality.csv": (report["data_quality"].get("notes") or []) + report["data_quality"]["problems"]}
         for name, rows in tables.items():
-            _write_csv(out / name, rows, _PROBLEM_COLUMNS if name == "data_quality.csv" else
-                       _POLICY_COLUMNS if name == "energy_by_policy.csv" else None)
+            _write_csv(out / name, rows, headers[name])
             written.append(name)
         allocs.to_csv(out / "jobs.csv", index=False)
         written.append("jobs.csv")

@@ -7,6 +7,7 @@ import base64
 import io
 import json
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -282,3 +283,48 @@ def test_trust_slurm_energy_origin_says_default_unless_given(capture, tmp_path, 
     a = json.loads(res.output)["assumptions"]
     assert a["origin"]["trust_slurm_energy"] == origin
     assert a["trust_slurm_energy"] is (flag != ["--no-trust-slurm-energy"])
+
+
+def test_every_csv_has_its_header_with_or_without_rows(tmp_path, corpus):
+    """A weekly trial's finding: a table with no row was written as the single word ``empty``
+    (hourly.csv with no GPU count, accounts, breakdown, downtime, idle_jobs, trends), which
+    spreadsheets and ``pandas.read_csv`` read as a column named "empty". Now each CSV has its
+    header (render.csv_headers): a report with rows in nearly every table (the sandbox's
+    captures of tests/report/data/sreport, README there: sacct, events, reservations, nodes,
+    assoc tree, sreport) writes exactly those headers, and Habrok's capture without AllocTRES
+    and ReqTRES (a labelled edit: no GPU count, so no hourly curve; no breakdown inputs)
+    writes every CSV with its header and no line called "empty"."""
+    from capture_edit import without_fields
+
+    from slurmkit.report.render import csv_headers
+
+    data = Path(__file__).parent / "data" / "sreport"
+    out = tmp_path / "rich"
+    res = CliRunner().invoke(cli, [
+        "report", "weekly", "--from-sacct", str(data / "sandbox_sacct.psv"), "--start", "2026-12-02", "--end",
+        "2026-12-03", "--tz", "UTC", "--as-of", "2026-12-02T14:05:00", "--store", str(tmp_path / "store"),
+        "--trend-weeks", "2", "--events", str(data / "sandbox_events.psv"),
+        "--reservations", str(data / "sandbox_reservations.psv"), "--nodes", str(data / "sandbox_scontrol_nodes.txt"),
+        "--assoc-tree", str(data / "sandbox_assoc_tree.psv"),
+        "--sreport-utilization", str(data / "sandbox_utilization_seconds.txt"),
+        "--sreport-accounts", str(data / "sandbox_account_users_seconds.txt"), "--capacity-gpus", "8",
+        "--spool", str(tmp_path / "nospool.jsonl"), "--format", "csv", "-o", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    headers = csv_headers()
+    with_rows = 0
+    for name, cols in headers.items():
+        lines = (out / name).read_text().splitlines()
+        assert lines[0].split(",") == cols, name
+        with_rows += len(lines) > 1
+    assert with_rows >= len(headers) - 1      # idle_jobs: no GPU utilization in these captures
+    src = without_fields(corpus / "sacct" / "habrok_gpu_cluster_parsable2.psv", tmp_path / "habrok_no_gpu.psv",
+                         {"AllocTRES", "ReqTRES"})
+    out = tmp_path / "bare"
+    res = CliRunner().invoke(cli, ["report", "weekly", "--from-sacct", str(src), "--tz", "Europe/Amsterdam",
+                                   "--week", "2024-W16", "--no-store", "--spool", str(tmp_path / "nospool.jsonl"),
+                                   "--format", "csv", "-o", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    for name, cols in headers.items():
+        frame = pd.read_csv(out / name)
+        assert list(frame.columns) == cols, name
+    assert pd.read_csv(out / "hourly.csv").empty and pd.read_csv(out / "breakdown.csv").empty
