@@ -465,7 +465,8 @@ def _captured(opts: WeeklyOptions, need_times: bool = True):
     as_of = _timestamp(opts.as_of) if opts.as_of is not None else (max(stamps) if stamps else None)
     as_of_warning = None
     if opts.as_of is not None:
-        as_of_warning = _as_of_before_every_job(rows, as_of) or _as_of_before_times(rows, as_of)
+        as_of_warning = (_as_of_before_every_job(rows, as_of) or _as_of_before_times(rows, as_of)
+                         or _as_of_after_running(rows, as_of))
         rows = rewind_to(rows, as_of, dq)
         if not len(rows.allocs) and not opts.allow_empty:
             raise InputError(names, None, f"{as_of_warning}; no job had been submitted by --as-of: nothing to report (--allow-empty writes an empty report)")
@@ -532,6 +533,32 @@ def _as_of_before_times(rows, as_of) -> str | None:
             f"captures (the first: JobID {a.at[i, 'job_id']} {what} {iso_z(t[i])}): the captures were taken later, or "
             "--as-of is wrong; the report is as of --as-of: jobs that had not started by then are not counted as run "
             "(pending if submitted by then, else left out) and jobs that ended later count as running until then")
+
+
+#: How much later than its running jobs' Start + Elapsed an ``--as-of`` may be without a word
+#: (sacct prints each row's Elapsed as it goes; a capture of many rows takes a while).
+AS_OF_AFTER_RUNNING_S = 300.0
+
+
+def _as_of_after_running(rows, as_of) -> str | None:
+    """The warning for an ``--as-of`` later than the capture's own time: a running job's
+    Start + Elapsed (ElapsedRaw, else Elapsed) is when sacct printed it, so a capture whose
+    running jobs all end, so counted, more than :data:`AS_OF_AFTER_RUNNING_S` before
+    ``--as-of`` was taken then, not at ``--as-of``; names the latest such time and its job.
+    None without running jobs with an Elapsed (a capture of finished jobs may be read any time
+    later)."""
+    a = rows.allocs
+    if as_of is None or not len(a):
+        return None
+    printed = a["start"] + pd.to_timedelta(a["elapsed_s"].where(a["end"].isna() & (a["elapsed_s"] > 0)), unit="s")
+    if not printed.notna().any():
+        return None
+    i = printed.idxmax()
+    if (as_of - printed[i]).total_seconds() <= AS_OF_AFTER_RUNNING_S:
+        return None
+    return (f"--as-of {iso_z(as_of)} is later than the captures' own time: their running jobs' Elapsed was printed "
+            f"by {iso_z(printed[i])} (JobID {a.at[i, 'job_id']}: Start + Elapsed); each running job counts up to its "
+            "Start + Elapsed (the captures know nothing of it after), every other figure up to --as-of")
 
 
 def rewind_to(rows, as_of, dq: DataQuality):

@@ -212,7 +212,11 @@ def end_or_now(allocs: pd.DataFrame, now: pd.Timestamp) -> pd.Series:
     """Each allocation's End (sacct End); for one still running (End unknown) ``now``, but
     never past Start + Timelimit (``timelimit_s``; UNLIMITED: no cap): a job cannot run
     longer, and a capture read long after it was taken would otherwise count its running jobs
-    up to today. Aware UTC timestamps; NaT where neither End nor ``now`` applies."""
+    up to today. Aware UTC timestamps; NaT where neither End nor ``now`` applies. A frame of
+    :func:`allocations` carries the answer as its column ``stop`` (with a capture's running
+    job stopped where sacct printed its Elapsed), which is returned as it is."""
+    if "stop" in allocs:
+        return allocs["stop"]
     end = allocs["end"]
     tl = allocs["timelimit_s"]
     limit = allocs["start"] + pd.to_timedelta(tl.where(np.isfinite(tl)), unit="s")
@@ -291,6 +295,14 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     notime &= (allocs["pending_tasks"] == 0) & (allocs["state"] != "PENDING") & bool(untimed)
     ran |= notime
     stop = end_or_now(allocs, now)
+    if running_elapsed:
+        # a running job in a capture ran, as far as the capture knows, until sacct printed its
+        # Elapsed (Start + Elapsed, when over 0): its hours, the GPUs-in-use curve and the
+        # instant peak all stop there, whatever --as-of says
+        el = allocs["elapsed_s"]
+        printed = allocs["start"] + pd.to_timedelta(el.where(allocs["end"].isna() & (el > 0)), unit="s")
+        stop = stop.where(~(printed < stop), printed)
+    allocs["stop"] = stop
     stop = stop.where(~ran | (stop >= allocs["start"]), allocs["start"])
     lo = allocs["start"].clip(lower=start)
     hi = stop.clip(upper=end)
@@ -311,7 +323,7 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     # which allocation rows belong to the window
     pending = allocs["pending_tasks"] > 0
     t_lo = allocs["start"].fillna(allocs["submit"]).fillna(allocs["end"])
-    t_hi = end_or_now(allocs, now)
+    t_hi = allocs["stop"]
     touches = (t_lo < end) & (t_hi >= start)
     touches |= pending & (allocs["submit"].isna() | (allocs["submit"] < end))
     touches |= notime

@@ -10,6 +10,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -251,3 +252,32 @@ def test_trend_lines_each_have_their_own_colour_marker_and_style(tmp_path, corpu
         styles = [ln.get_linestyle() for ln in series[:4]]
         assert len(set(styles)) == len(styles), styles
     plt.close(fig)
+
+
+def test_as_of_later_than_the_capture_keeps_running_jobs_where_sacct_left_them(tmp_path, corpus):
+    """The weekly trial's finding 1: Habrok's capture was printed at 2024-04-19 11:11:52 (its
+    running jobs' Start + Elapsed); with ``--as-of 2024-04-21`` the totals stopped the running
+    jobs there but the GPUs-in-use curve ran them on to --as-of (181.4 GPU-h in hourly.csv
+    against 124.3 in the totals) and nothing was said. Now each running job stops at Start +
+    Elapsed everywhere (totals = the curve's hours, the same totals as without --as-of), a
+    warning names the capture's own time, and utilization's hours run to --as-of."""
+    habrok = corpus / "sacct/habrok_gpu_cluster_parsable2.psv"
+
+    def weekly(out, *extra):
+        res = CliRunner().invoke(cli, ["report", "weekly", "--from-sacct", str(habrok), "--tz", "Europe/Amsterdam",
+                                       "--week", "2024-W16", "--capacity-gpus", "10", "--no-store", "-o", str(out),
+                                       "--format", "json,csv", *extra], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        return json.loads((out / "weekly.json").read_text()), res.output
+
+    plain, _ = weekly(tmp_path / "plain")
+    late, said = weekly(tmp_path / "late", "--as-of", "2024-04-21T00:00:00Z")
+    warn = late["inputs"]["as_of_warning"]
+    assert warn.startswith("--as-of 2024-04-21T00:00:00Z is later than the captures' own time") and \
+        "printed by 2024-04-19T11:11:52Z (JobID 8202099" in warn and warn in said
+    assert plain["inputs"]["as_of_warning"] is None
+    assert late["totals"]["gpu_hours"] == plain["totals"]["gpu_hours"] == pytest.approx(124.293889, abs=1e-6)
+    hourly = pd.read_csv(tmp_path / "late" / "hourly.csv")
+    assert len(hourly) == 6 * 24 and hourly["gpus_in_use"].sum() == pytest.approx(late["totals"]["gpu_hours"], abs=1e-3)
+    # utilization: 10 GPUs x the week's hours up to --as-of (Monday 00:00 UTC to Sunday 00:00)
+    assert late["utilization"]["utilization"] == pytest.approx(late["totals"]["gpu_hours"] / (10 * 144), rel=1e-6)
