@@ -118,7 +118,7 @@ class DataQuality:
         assert 0 <= self.rows_skipped <= self.rows_read, (self.rows_skipped, self.rows_read)
 
     def as_dict(self) -> dict:
-        """The JSON ``data_quality`` section."""
+        """The JSON ``data_quality`` section (:func:`rejected_text` reads it)."""
         return {"rows_read": self.rows_read, "rows_counted": self.rows_counted,
                 "rows_skipped": self.rows_skipped, "rows_rejected": self.rows_rejected,
                 "rejected_share": round(self.rejected_share, 9), "skipped_reasons": dict(sorted(self.skipped.items())),
@@ -126,3 +126,16 @@ class DataQuality:
                 "ignored_lines": dict(sorted(self.ignored_lines.items())),
                 "gpu_hours_at_stake": round(self.gpu_hours_at_stake, 9),
                 "problems": [p.as_dict() for p in self.problems]}
+
+
+def rejected_text(dq: dict) -> str:
+    """How many rows were skipped for a problem, in words, from a ``data_quality`` dict
+    (:meth:`DataQuality.as_dict`): the share is of the rows the window had to count (those read
+    less the ones skipped by rule: repeats, rows outside the window), which the text names, so
+    "1 of 6 rows ... 25 %" reads as the arithmetic it is."""
+    base = dq["rows_read"] - (dq["rows_skipped"] - dq["rows_rejected"])
+    other = dq["rows_read"] - base
+    return (f"{dq['rows_rejected']} of {dq['rows_read']} input rows were skipped for a problem "
+            f"({100 * dq['rejected_share']:.3g} % of the {base} rows the window had to count"
+            + (f"; the {other} other(s) were not its to count: repeats, outside the window ..." if other else "")
+            + ")")

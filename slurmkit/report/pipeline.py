@@ -323,8 +323,9 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
             mail_report(report, out / "weekly.html" if "html" in fmts else None, addr)
     res = WeeklyResult(report, allocs, window, out, written, warnings)
     if over:
-        msg = (f"{dqd['rows_rejected']} of {dqd['rows_read']} rows skipped "
-               f"({100 * dqd['rejected_share']:.3g} %, over {100 * opts.max_rejected_share:.3g} %): "
+        from slurmkit.accounting.quality import rejected_text
+
+        msg = (f"{rejected_text(dqd)}, over the {100 * opts.max_rejected_share:.3g} % allowed: "
                f"see {out / 'data_quality.csv' if 'csv' in fmts else 'the data-quality section'}")
         if not opts.allow_rejected:
             raise TooManyRejected(msg + "; --allow-skipped accepts them", res)

@@ -19,7 +19,7 @@ import math
 import re
 from pathlib import Path
 
-from slurmkit.accounting.quality import Problem
+from slurmkit.accounting.quality import Problem, rejected_text
 from slurmkit.report.energy import REPORTED_SOURCES
 
 FORMATS = ("html", "md", "csv", "json", "parquet")
@@ -461,7 +461,7 @@ def to_html(report: dict, limit: int = 25) -> str:
         denominators=denominators_text(report), breakdown_rows=breakdown_rows(report), account_rows=account_rows(report), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
         groups=_GROUPS, energy_sources=REPORTED_SOURCES, limit=limit, version=__version__, policy_note=POLICY_NOTE,
         requested=requested_note(report), gh_head=gpu_h_header(report), wh_head=gpu_h_header(report, "wasted GPU-h"),
-        yes_no=yes_no, assumption=assumption_text, empty_group=lambda key: empty_group_text(report, key))
+        yes_no=yes_no, assumption=assumption_text, rejected=rejected_text(report["data_quality"]), empty_group=lambda key: empty_group_text(report, key))
 
 
 def about_rows(report: dict) -> list[list[str]]:
@@ -618,8 +618,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
     """The report as Markdown (tables, no images)."""
     r, t = report, report["totals"]
     dq0 = r["data_quality"]
-    banner = ([f"> **Warning:** {dq0['rows_rejected']} of {dq0['rows_read']} input rows "
-               f"({pct(dq0['rejected_share'])}) were skipped for a problem, over the "
+    banner = ([f"> **Warning:** {rejected_text(dq0)}, over the "
                f"{pct(dq0['rejected_limit'])} allowed: the figures below miss them. Every skipped row "
                f"is in data_quality.csv.", ""] if dq0.get("rejected_over_limit") else [])
     lines = [f"# {title(r)}", "", *banner,

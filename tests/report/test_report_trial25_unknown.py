@@ -184,3 +184,18 @@ def test_cpu_only_week_gpu_type_table_says_why_it_is_empty(tmp_path, corpus):
     assert md.split("## By GPU type", 1)[1].lstrip().startswith(why)
     html = (out / "weekly.html").read_text()
     assert why in html and html.count("No jobs in the window.") == 0
+
+
+def test_skipped_share_names_its_base(tmp_path):
+    """The weekly trial's finding 5 on gcm's multiple-multiline capture (facebookresearch/gcm's
+    test data, tests/accounting/data/README): "1 of 6 rows skipped (25 %)" read as wrong
+    arithmetic; the share is of the 4 rows the window had to count (two repeats of record
+    201844 are not its to count), and the message now says so."""
+    src = Path(__file__).parents[1] / "accounting" / "data" / "gcm_sample-sacct-multiple-multiline.txt"
+    res = CliRunner().invoke(cli, ["report", "weekly", "--from-sacct", str(src), "-o", str(tmp_path / "o"),
+                                   "--format", "json,md", "--no-store", *ALL_TIME])
+    assert res.exit_code == 1
+    assert ("1 of 6 input rows were skipped for a problem (25 % of the 4 rows the window had to count; the 2 "
+            "other(s) were not its to count: repeats, outside the window ...), over the 1 % allowed") in res.output
+    dq = json.loads((tmp_path / "o" / "weekly.json").read_text())["data_quality"]
+    assert (dq["rows_read"], dq["rows_skipped"], dq["rows_rejected"]) == (6, 3, 1)
