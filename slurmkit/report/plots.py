@@ -44,14 +44,24 @@ def hourly_fig(report: dict):
     ax.fill_between(xs, ys, step="post", alpha=0.35, color="#1f77b4")
     per = "daily" if h.get("bucket") == "day" else "hourly"
     ax.step(xs, ys, where="post", color="#1f77b4", lw=1, label=f"GPUs in use ({per} mean)")
-    if h.get("p95") is not None:
-        ax.axhline(h["p95"], color="#ff7f0e", lw=1, ls="--", label=f"p95 {h['p95']:.3g}")
-    cap = report.get("utilization", {}).get("capacity_gpus")
-    if cap:
-        ax.axhline(cap, color="#2ca02c", lw=1, label=f"capacity {cap:g}")
     cov = report.get("coverage") or {}
+    lo = hi = None
     if cov.get("partial"):   # after the capture: nothing is known, not 0 GPUs
         lo, hi = (dt.datetime.fromisoformat(cov[k].replace("Z", "+00:00")) for k in ("covered_until", "window_end"))
+
+    def level(y, **kw):
+        # a level of the hours covered: it stops where the capture does
+        if lo is None or not xs:
+            ax.axhline(y, **kw)
+        else:
+            ax.hlines(y, xs[0], lo, **kw)
+
+    if h.get("p95") is not None:
+        level(h["p95"], color="#ff7f0e", lw=1, ls="--", label=f"p95 {h['p95']:.3g}")
+    cap = report.get("utilization", {}).get("capacity_gpus")
+    if cap:
+        level(cap, color="#2ca02c", lw=1, label=f"capacity {cap:g}")
+    if lo is not None:
         ax.axvspan(lo, hi, color="#bbbbbb", alpha=0.5, lw=0, label="not captured")
     ax.set_ylabel("GPUs")
     ax.set_xlabel("UTC")

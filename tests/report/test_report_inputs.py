@@ -209,6 +209,12 @@ def test_partial_week_is_flagged_where_readers_look(tmp_path, corpus):
     assert rep["hourly"]["hours"][-1] == "2024-04-19T13:00:00Z" and len(rep["hourly"]["hours"]) == 4 * 24 + 14
     plt, fig, ax = hourly_fig(rep)
     assert "not captured" in [t.get_text() for t in ax.get_legend().get_texts()]
+    # the p95 level stops where the capture does (the trial's finding 6: it crossed the shade)
+    import matplotlib.dates as mdates
+    p95 = [c for c in ax.collections if c.get_label().startswith("p95")]
+    assert len(p95) == 1
+    (x0, _), (x1, _) = p95[0].get_segments()[0]
+    assert mdates.num2date(x1).isoformat().startswith("2024-04-19T13:11:52")
     plt.close(fig)
     assert rep["trends"]["provisional_weeks"] == ["2024-W16"]
     md = (out / "weekly.md").read_text()
