@@ -57,13 +57,16 @@ def pct(x) -> str:
     return "–" if x is None else f"{fmt(100.0 * float(x))} %"
 
 
-def cpu_efficiency_text(e: dict) -> str:
+def cpu_efficiency_text(e: dict, unknown: dict | None = None) -> str:
     """The CPU-efficiency phrase of the efficiency section (HTML and Markdown), from the
     report's ``efficiency``: ``cpu_efficiency`` (TotalCPU / (NCPUS x run time) over finished
     jobs with a TotalCPU) and ``cpu_hours_share`` (the share of the window's CPU-hours those jobs
     hold), said as "measured on N % of the CPU-hours" (never "over 100 %", which reads as an
-    efficiency above 100 %); "unknown" with why when no finished job has a TotalCPU."""
+    efficiency above 100 %); "unknown" with why: no NCPUS (``unknown``: the report's
+    ``unknown``, ``cpu_hours`` in it), else no finished job with a TotalCPU."""
     eff, share = e.get("cpu_efficiency"), e.get("cpu_hours_share")
+    if eff is None and "cpu_hours" in (unknown or {}):
+        return f"CPU efficiency unknown ({unknown['cpu_hours']})"
     if eff is None:
         return "CPU efficiency unknown (no finished job with a TotalCPU)"
     if share is None:
@@ -453,7 +456,7 @@ def to_html(report: dict, limit: int = 25) -> str:
     img = {k: base64.b64encode(v).decode("ascii") for k, v in img.items() if v is not None}
     return env.get_template("weekly.html.j2").render(
         r=report, img=img, f=fmt, pct=pct, dur=dur, signed=signed, title=title(report),
-        cpu_efficiency=cpu_efficiency_text(report["efficiency"]), no_trend_rows=lambda what: no_trend_rows_text(report["trends"], what),
+        cpu_efficiency=cpu_efficiency_text(report["efficiency"], report.get("unknown")), no_trend_rows=lambda what: no_trend_rows_text(report["trends"], what),
         outcome_label=outcome_label, known=lambda key, x, show=None: known(report, key, x, show),
         unknown_lines=unknown_lines(report), about=about_rows(report), backlog=backlog_text(report["totals"]), downtime=downtime_text(report), trends=trends_text(report.get("trends")),
         trend_tables=trend_tables(report["trends"]) if report.get("trends") else [],
@@ -681,7 +684,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
         *_md_job_sizes(r), *_md_downtime(r, limit), *_md_trends(r)]
     e = r["efficiency"]
     lines += ["## Efficiency", "",
-              f"{cpu_efficiency_text(e)}, median memory {pct(e['memory_efficiency_median'])}, "
+              f"{cpu_efficiency_text(e, r.get('unknown'))}, median memory {pct(e['memory_efficiency_median'])}, "
               f"GPU utilization {known(r, 'gpu_utilization', e['gpu_util_pct_weighted'], lambda x: fmt(x) + ' %')}, "
               f"GPU-hours at ~0 % utilization "
               f"{known(r, 'gpu_utilization', e['gpu_hours_near_zero_util'])}. {memory_note(e)}".rstrip(), "",

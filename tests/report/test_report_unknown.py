@@ -82,6 +82,9 @@ def test_no_gpu_field_no_ncpus_is_unknown(tmp_path):
     md = (out / "weekly.md").read_text()
     assert "Unknown: GPU-hours" in md and "no AllocTRES, AllocGRES or ReqTRES" in md
     assert "Unknown: CPU-hours — no NCPUS or AllocCPUS field in the input." in md
+    # CPU efficiency says the same why (the weekly trial's finding 3: it said "no finished job
+    # with a TotalCPU", though they have one)
+    assert "CPU efficiency unknown (no NCPUS or AllocCPUS field in the input)" in md
     totals_row = md.split("## Totals")[1].splitlines()[4]
     assert totals_row.startswith("| 8 | unknown | unknown | unknown | unknown |"), totals_row
     assert "unknown GPU-h, unknown CPU-h" in text
