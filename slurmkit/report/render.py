@@ -114,6 +114,11 @@ def known(report: dict, key: str, x, show=None) -> str:
     return (show or fmt)(x)
 
 
+def _util_pct(x) -> str:
+    # no figure though the input has utilization: no GPU job of the window has a measurement
+    return "– (no GPU job with a measurement)" if x is None else f"{fmt(x)} %"
+
+
 def requested_note(report: dict) -> str:
     """Why the GPU-hours are what jobs asked for, not what they got ("" when none is): all of
     them ("requested: no AllocTRES/AllocGRES in the capture") or some ("X of them requested:
@@ -464,7 +469,7 @@ def to_html(report: dict, limit: int = 25) -> str:
         denominators=denominators_text(report), breakdown_rows=breakdown_rows(report), account_rows=account_rows(report), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
         groups=_GROUPS, energy_sources=REPORTED_SOURCES, limit=limit, version=__version__, policy_note=POLICY_NOTE,
         requested=requested_note(report), gh_head=gpu_h_header(report), wh_head=gpu_h_header(report, "wasted GPU-h"),
-        yes_no=yes_no, assumption=assumption_text, rejected=rejected_text(report["data_quality"]), empty_group=lambda key: empty_group_text(report, key))
+        yes_no=yes_no, assumption=assumption_text, rejected=rejected_text(report["data_quality"]), util_pct=_util_pct, empty_group=lambda key: empty_group_text(report, key))
 
 
 def about_rows(report: dict) -> list[list[str]]:
@@ -628,7 +633,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
              f"Window {r['window']['start']} – {r['window']['end']} (UTC, end exclusive).", "",
              *([f"**{(r.get('coverage') or {})['note']}.**", ""] if (r.get("coverage") or {}).get("partial") else []),
              *([f"Provisional: {t['provisional_jobs']} job(s) still running as of {r.get('as_of')}; "
-                f"{fmt(t.get('provisional_gpu_hours'))} of the GPU-hours count up to then and will grow "
+                f"{known(r, 'gpu_hours', t.get('provisional_gpu_hours'))} of the GPU-hours count up to then and will grow "
                 f"(marked * below).", ""] if t.get("provisional_jobs") else []),
              "## Totals", "",
              _md_table(["jobs", gpu_h_header(r), "CPU-hours", gpu_h_header(r, "wasted GPU-h"), "utilization",
@@ -685,7 +690,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
     e = r["efficiency"]
     lines += ["## Efficiency", "",
               f"{cpu_efficiency_text(e, r.get('unknown'))}, median memory {pct(e['memory_efficiency_median'])}, "
-              f"GPU utilization {known(r, 'gpu_utilization', e['gpu_util_pct_weighted'], lambda x: fmt(x) + ' %')}, "
+              f"GPU utilization {known(r, 'gpu_utilization', e['gpu_util_pct_weighted'], _util_pct)}, "
               f"GPU-hours at ~0 % utilization "
               f"{known(r, 'gpu_utilization', e['gpu_hours_near_zero_util'])}. {memory_note(e)}".rstrip(), "",
               "### Efficiency by user (most GPU-hours at ~0 % utilization first)", "",

@@ -184,6 +184,9 @@ def test_cpu_only_week_gpu_type_table_says_why_it_is_empty(tmp_path, corpus):
     assert md.split("## By GPU type", 1)[1].lstrip().startswith(why)
     html = (out / "weekly.html").read_text()
     assert why in html and html.count("No jobs in the window.") == 0
+    # GPU utilization: no GPU job to measure (the weekly trial's finding 7: "– %")
+    assert "GPU utilization – (no GPU job with a measurement)" in md and "– %" not in md
+    assert "(GPU-hour weighted, where known) – (no GPU job with a measurement);" in html
 
 
 def test_skipped_share_names_its_base(tmp_path):
