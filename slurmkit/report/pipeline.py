@@ -653,6 +653,7 @@ def tz_assumed_note(tz: str) -> str:
 
 def inputs_record(opts: "WeeklyOptions", window: Window, captured: dict | None) -> dict:
     """The report's ``inputs``: each capture (:func:`_input_record`) or the live sacct call, the
+    file the field list came from (``sacct_fields_file``, when ``--sacct-fields`` named one), the
     capture time and how it was found, the time zone and whether it was given or assumed, the
     window, the tool's version."""
     from slurmkit import __version__
@@ -671,6 +672,9 @@ def inputs_record(opts: "WeeklyOptions", window: Window, captured: dict | None) 
                                    tz_assumed_note(opts.tz))
                 if opts.captures else "live sacct prints epoch times",
                 "window": window.as_dict(), "tool": f"slurmkit {__version__}"})
+    spec = opts.sacct_fields
+    if opts.captures and isinstance(spec, (str, os.PathLike)) and os.path.exists(spec):
+        rec["sacct_fields_file"] = str(spec)   # the field list of captures without a header
     return rec
 
 

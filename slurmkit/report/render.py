@@ -479,7 +479,9 @@ def about_rows(report: dict) -> list[list[str]]:
     inp = report.get("inputs") or {}
     rows = []
     for f in inp.get("files") or []:
-        how = "header line" if f.get("header") else "field list given (--sacct-fields)"
+        how = "header line" if f.get("header") else (
+            f"field list given (--sacct-fields {inp['sacct_fields_file']})" if inp.get("sacct_fields_file")
+            else "field list given (--sacct-fields)")
         rows += [["input", f"{f['file']}"], ["  sha256", f["sha256"]], ["  rows", str(f["rows"])],
                  ["  delimiter", repr(f["delimiter"]) + (" (given)" if f.get("delimiter_given") else " (detected)")],
                  ["  fields", f"{how}: {','.join(f.get('fields') or [])}"],

@@ -287,3 +287,20 @@ def test_as_of_later_than_the_capture_keeps_running_jobs_where_sacct_left_them(t
     assert len(hourly) == 6 * 24 and hourly["gpus_in_use"].sum() == pytest.approx(late["totals"]["gpu_hours"], abs=1e-3)
     # utilization: 10 GPUs x the week's hours up to --as-of (Monday 00:00 UTC to Sunday 00:00)
     assert late["utilization"]["utilization"] == pytest.approx(late["totals"]["gpu_hours"] / (10 * 144), rel=1e-6)
+
+
+def test_about_block_names_the_field_list_file(tmp_path, corpus):
+    """The weekly trial's finding 7: a capture without a header (Habrok's as captured with
+    ``--parsable --noheader --delimiter=☃``, its fields in a file beside it) named its field
+    list in the About block but not the file it came from."""
+    c = corpus / "sacct"
+    out = tmp_path / "o"
+    res = CliRunner().invoke(cli, ["report", "weekly", "--from-sacct", str(c / "habrok_gpu_cluster_snowman_delim.txt"),
+                                   "--sacct-fields", str(c / "habrok_format_fields.txt"), "--tz", "Europe/Amsterdam",
+                                   "--week", "2024-W16", "--no-store", "-o", str(out), "--format", "json,md"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rep = json.loads((out / "weekly.json").read_text())
+    assert rep["inputs"]["sacct_fields_file"] == str(c / "habrok_format_fields.txt")
+    assert rep["inputs"]["files"][0]["header"] is False and rep["inputs"]["files"][0]["delimiter"] == "☃"
+    assert f"field list given (--sacct-fields {c / 'habrok_format_fields.txt'}): JobID," in (out / "weekly.md").read_text()
