@@ -18,7 +18,8 @@ ratio slurmkit / baseline. Target: within 3x, under 2 GiB.
 
 Measured 2026-12-06 on the 2-core machine kind this runs on, nothing else running, 1M
 allocations + 3M steps, ``--reuse``, ``--repeat 3``: slurmkit 5.38 s best (8.1-8.3 s CPU), peak
-RSS 1739 MiB; pyarrow 2.22 s, 1776 MiB: **ratio 2.42**. The code before (main a4eb441), the same
+RSS 1739 MiB; pyarrow 2.22 s, 1776 MiB: **ratio 2.42** (again after the last report fixes: 6.39 s
+against 2.48 s, 1795 MiB, ratio 2.58; this machine's speed varies by 10-15 % between runs). The code before (main a4eb441), the same
 file a minute later: slurmkit 6.96 s, pyarrow 2.58 s, ratio 2.70 (2026-12-02's 3.50 was measured in an earlier
 session; not repeated here). On a loaded machine (load 4-5) the slurmkit side's CPU went from a median of
 11.9 s to 8.9 s (-25%: each TRES column split once per block for all its keys; the report's
