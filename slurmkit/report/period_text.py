@@ -67,13 +67,11 @@ def empty_group_text(section: dict, key: str) -> str:
     report's) how many ran without GPUs; else ``No jobs in the period.``"""
     if section.get("not_in_store"):
         return f"{section['not_in_store'][0].upper()}{section['not_in_store'][1:]}: no figures."
-    jobs = section["totals"].get("jobs")
-    if jobs is None:
+    from slurmkit.report import render
+
+    if section["totals"].get("jobs") is None:
         return "Unknown."
-    if key == "by_gpu_type" and jobs:
-        return (f"No GPU job in the period: its {jobs} job(s) ran without GPUs (GPU types are of GPU jobs only; "
-                "the job sizes' 0-GPU row counts them).")
-    return "No jobs in the period."
+    return render.empty_group_text(section, key, "period")
 
 
 def queue_wait_text(section: dict) -> str:

@@ -606,14 +606,15 @@ def _md_denominators(r: dict) -> list[str]:
     return lines
 
 
-def empty_group_text(report: dict, key: str) -> str:
-    """What an empty group table (``key``: ``by_user`` ... ``by_gpu_type``) says: the GPU-type
-    table holds GPU jobs only, so with jobs that ran without GPUs it says so, not "no jobs"."""
+def empty_group_text(report: dict, key: str, scope: str = "window") -> str:
+    """What an empty group table (``key``: ``by_user`` ... ``by_gpu_type``) of ``report`` (a
+    weekly report, or a period report's section: ``scope`` "period") says: the GPU-type table
+    holds GPU jobs only, so with jobs that ran without GPUs it says so, not "no jobs"."""
     jobs = (report.get("totals") or {}).get("jobs")
     if key == "by_gpu_type" and jobs:
-        return (f"No GPU job in the window: its {jobs} job(s) ran without GPUs (GPU types are of GPU jobs "
+        return (f"No GPU job in the {scope}: its {jobs} job(s) ran without GPUs (GPU types are of GPU jobs "
                 "only; the job sizes' 0-GPU row counts them).")
-    return "No jobs in the window."
+    return f"No jobs in the {scope}."
 
 
 def _md_table(headers, rows) -> str:
