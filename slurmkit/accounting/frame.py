@@ -443,23 +443,19 @@ class _Cols:
     def total_cpu_s(self):
         return P.parse_duration_s(self.col("TotalCPU")) if "TotalCPU" in self.names else np.nan
 
-    def usage_tot(self, *keys: str) -> dict[str, pd.Series]:
-        """The TRESUsageInTot values of :data:`_USAGE_KEYS` ``keys`` (default all), from one
-        split of the column (:func:`~slurmkit.accounting.parse.tres_values`), computed once per
-        block and shared by :meth:`usage`, :meth:`gpu_mem_mib` and the step energy; NaN
-        Series without the field."""
-        keys = keys or tuple(_USAGE_KEYS)
-        if self._usage is None or not set(keys) <= set(self._usage):
+    def usage_tot(self) -> dict[str, pd.Series]:
+        """The TRESUsageInTot values of :data:`_USAGE_KEYS`, from one split of the column
+        (:func:`~slurmkit.accounting.parse.tres_values`), computed once per block and shared by
+        :meth:`usage`, :meth:`gpu_mem_mib` and the step energy; NaN Series without the field."""
+        if self._usage is None:
             usage = self.col("TRESUsageInTot")
-            if usage is None:
-                self._usage = {k: pd.Series(np.full(self.n, np.nan)) for k in _USAGE_KEYS}
-            else:
-                self._usage = P.tres_values(usage, {k: _USAGE_KEYS[k] for k in keys})
+            self._usage = ({k: pd.Series(np.full(self.n, np.nan)) for k in _USAGE_KEYS} if usage is None
+                           else P.tres_values(usage, _USAGE_KEYS))
         return self._usage
 
     def usage(self) -> tuple[pd.Series, pd.Series]:
         """``(mem_used_mib, gpu_util_pct)`` from TRESUsageInTot / MaxRSS / TRESUsageInAve."""
-        tot = self.usage_tot("mem", "gres/gpuutil")
+        tot = self.usage_tot()
         nan = pd.Series(np.full(self.n, np.nan))
         used, tot_util = tot["mem"], tot["gres/gpuutil"]
         if "MaxRSS" in self.names:
@@ -539,7 +535,6 @@ def _typed_steps(table: pa.Table, dq: DataQuality, source: str, cluster: str, tz
     out["start"] = c.times("Start", tz)
     out["elapsed_s"] = c.elapsed_s()
     out["total_cpu_s"] = c.total_cpu_s()
-    c.usage_tot()   # TRESUsageInTot split once for memory, GPU use, GPU memory and energy
     out["mem_used_mib"], out["gpu_util_pct"] = c.usage()
     out["gpu_mem_mib"] = c.gpu_mem_mib()
     tres = c.col("AllocTRES")

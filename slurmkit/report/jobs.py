@@ -353,8 +353,7 @@ def job_sizes(runs: pd.DataFrame) -> dict:
     gh = np.bincount(cell, weights=np.nan_to_num(runs["gpu_hours"].to_numpy(float)), minlength=ng * nd)
     # one count per job: its last attempt (by Start) in ``runs`` (each row its own job when no
     # job_code repeats; else the two sort keys and the cell sorted, not the whole frame)
-    jc = runs["job_code"].to_numpy()
-    if jc.dtype.kind in "iu" and not has_repeats(jc):
+    if not has_repeats(runs["job_code"].to_numpy()):
         jobs = np.bincount(cell.astype(np.int64), minlength=ng * nd)
     else:
         order = runs[["job_code", "start"]].assign(_cell=cell).sort_values(

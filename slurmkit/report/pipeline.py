@@ -548,10 +548,12 @@ def _as_of_after_running(rows, as_of) -> str | None:
     ``--as-of`` was taken then, not at ``--as-of``; names the latest such time and its job.
     None without running jobs with an Elapsed (a capture of finished jobs may be read any time
     later)."""
+    from slurmkit.report.usage import printed_at
+
     a = rows.allocs
     if as_of is None or not len(a):
         return None
-    printed = a["start"] + pd.to_timedelta(a["elapsed_s"].where(a["end"].isna() & (a["elapsed_s"] > 0)), unit="s")
+    printed = printed_at(a)
     if not printed.notna().any():
         return None
     i = printed.idxmax()

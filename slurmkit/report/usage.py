@@ -224,6 +224,14 @@ def end_or_now(allocs: pd.DataFrame, now: pd.Timestamp) -> pd.Series:
     return stop.where(~(end.isna() & (limit < stop)), limit)
 
 
+def printed_at(allocs: pd.DataFrame) -> pd.Series:
+    """When sacct printed each running row of a capture: Start + its Elapsed (``elapsed_s``:
+    ElapsedRaw, else Elapsed, as sacct measured it when it printed the row); NaT for a row with
+    an End or without an Elapsed over 0."""
+    el = allocs["elapsed_s"]
+    return allocs["start"] + pd.to_timedelta(el.where(allocs["end"].isna() & (el > 0)), unit="s")
+
+
 def started(allocs: pd.DataFrame) -> pd.Series:
     """True for the allocation rows that started: Start set and not after End, and not a job
     cancelled while held, which Slurm records with Start = End = the cancel time and no run
@@ -299,8 +307,7 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
         # a running job in a capture ran, as far as the capture knows, until sacct printed its
         # Elapsed (Start + Elapsed, when over 0): its hours, the GPUs-in-use curve and the
         # instant peak all stop there, whatever --as-of says
-        el = allocs["elapsed_s"]
-        printed = allocs["start"] + pd.to_timedelta(el.where(allocs["end"].isna() & (el > 0)), unit="s")
+        printed = printed_at(allocs)
         stop = stop.where(~(printed < stop), printed)
     allocs["stop"] = stop
     stop = stop.where(~ran | (stop >= allocs["start"]), allocs["start"])
