@@ -38,6 +38,8 @@ from slurmkit.waiting import WaitTimeout, wait_until
 SICK_NODE = "n2"
 FAULT = "row-remap"
 HEALTHCHECK_INTERVAL_S = 5
+#: sacct's states of a job that has ended (``sacct -X``'s last record).
+FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL")
 
 
 def _step(n: int, msg: str) -> None:
@@ -92,12 +94,31 @@ class Demo:
         _info(f"job {job}")
         return job
 
-    def wait(self, what: str, predicate, timeout: float, period: float = 0.5):
-        """:func:`slurmkit.waiting.wait_until`, its timeout raised as DemoError."""
+    def wait(self, what: str, predicate, timeout: float, period: float = 0.5, hint=""):
+        """:func:`slurmkit.waiting.wait_until`, its timeout raised as DemoError (``hint``: a
+        str, or a callable giving one, appended to its message)."""
         try:
-            return wait_until(predicate, timeout, period, what)
+            return wait_until(predicate, timeout, period, what, hint)
         except WaitTimeout as exc:
             raise DemoError(str(exc)) from None
+
+    def job_story(self, job: str, out: Path, lines: int = 12) -> str:
+        """What a stuck or failed job looks like, for an error message: its state, reason,
+        restarts and nodes (``scontrol show job -o``), the nodes Slurm set drained or down with
+        their reasons (``sinfo -R``) and the last ``lines`` lines of its output ``out``."""
+        parts = []
+        res = self.slurm("scontrol", "show", "job", "-o", job, check=False)
+        fields = dict(f.split("=", 1) for f in res.stdout.split() if "=" in f)
+        keys = ("JobState", "Reason", "Restarts", "BeginTime", "NodeList", "ExcNodeList", "BatchHost")
+        parts.append("scontrol show job: " + (" ".join(f"{k}={fields[k]}" for k in keys if k in fields)
+                                              or f"nothing ({res.stderr.strip() or 'job unknown to slurmctld'})"))
+        res = self.slurm("sinfo", "-R", "-h", "-o", "%N %T %E", check=False)
+        parts.append("sinfo -R: " + ("; ".join(res.stdout.strip().splitlines()) or "no node drained or down"))
+        text = out.read_text(errors="replace") if out.exists() else ""  # a job's output, quoted
+        tail = [line for line in text.splitlines() if "torch/distributed/run.py" not in line][-lines:]
+        parts.append(f"{out} (last {len(tail)} lines):\n" + "\n".join("      " + line for line in tail)
+                     if tail else f"{out}: no output yet")
+        return "\n    ".join(parts)
 
     def job_state(self, job: str) -> str:
         res = self.slurm("sacct", "-n", "-X", "-P", "-j", job, "-o", "State", check=False)
@@ -105,8 +126,7 @@ class Demo:
         return states[-1] if states else "UNKNOWN"
 
     def wait_done(self, job: str, timeout: float = 300) -> str:
-        final = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL")
-        return self.wait(f"job {job} to finish", lambda: (s := self.job_state(job)) in final and s, timeout)
+        return self.wait(f"job {job} to finish", lambda: (s := self.job_state(job)) in FINAL_STATES and s, timeout)
 
     def node_reason(self, node: str) -> tuple[str, str]:
         res = self.slurm("sinfo", "-h", "-N", "-n", node, "-o", "%T|%E", check=False)
@@ -137,11 +157,23 @@ class Demo:
                           "-o", self.out / "tiny-train-%j.out", "--",
                           sys.executable, "-m", "slurmkit.sandbox.train_tiny", "--ckpt", ckpt, "--steps", 60)
         out = self.out / f"tiny-train-{job}.out"
-        self.wait("the first checkpoint", lambda: (ckpt / "model.pt").exists(), 480)
+        self.wait("the first checkpoint", lambda: (ckpt / "model.pt").exists(), 480,
+                  hint=lambda: "\n    " + self.job_story(job, out))
         _info("first checkpoint written; preempting: USR2 to the batch shell (what --signal=B:USR2@<s> does)")
         self.slurm("scancel", "--batch", "--signal=USR2", job, show=True)
-        self.wait("the job to be requeued and restarted",
-                  lambda: out.exists() and "resumed from checkpoint" in out.read_text(errors="replace"), 480)  # a job's output, searched: a stray byte must not stop the demo
+
+        def resumed():
+            # a job's output, searched: a stray byte must not stop the demo
+            if out.exists() and "resumed from checkpoint" in out.read_text(errors="replace"):
+                return True
+            state = self.job_state(job)
+            if state in FINAL_STATES:   # ended without its restart: no use waiting on
+                raise DemoError(f"training job {job} ended {state} instead of being requeued and restarted\n    "
+                                + self.job_story(job, out))
+            return False
+
+        self.wait("the job to be requeued and restarted", resumed, 480, period=1.0,
+                  hint=lambda: "\n    " + self.job_story(job, out))
         state = self.wait_done(job, 600)
         text = out.read_text(errors="replace")  # a job's output, shown
         for line in text.splitlines():

@@ -49,3 +49,30 @@ def test_demo_end_to_end(sandbox):
         assert (root / "demo" / "report" / "weekly.html").stat().st_size > 10_000
     finally:
         subprocess.run(cli + ["down", "--dir", str(root), "--purge"], capture_output=True, timeout=120)
+
+
+def test_job_story_says_state_reason_drains_and_the_output_tail(sandbox, tmp_path):
+    # what the demo prints when its training job is stuck: a held job, a drained node, its output
+    from slurmkit.sandbox.demo import Demo
+
+    demo = Demo(sandbox)
+    script = tmp_path / "held.sh"
+    script.write_text("#!/bin/bash\ntrue\n")
+    job = demo.slurm("sbatch", "--parsable", "--hold", "-o", tmp_path / "held.out", script).stdout.strip().split(";")[0]
+    out = tmp_path / "held.out"
+    out.write_text("W1206 06:01:07.591000 23471 torch/distributed/run.py:874] noise\n"
+                   + "".join(f"line {i}\n" for i in range(20)))
+    demo.slurm("scontrol", "update", "nodename=n3", "state=drain", "reason=test: story")
+    try:
+        story = demo.job_story(job, out, lines=3)
+    finally:
+        demo.slurm("scancel", job, check=False)
+        demo.slurm("scontrol", "update", "nodename=n3", "state=resume", check=False)
+    assert "JobState=PENDING" in story and "Reason=JobHeldUser" in story, story
+    assert "n3 drained test: story" in story, story
+    assert story.endswith("(last 3 lines):\n      line 17\n      line 18\n      line 19"), story
+    # no output yet, and a job slurmctld no longer knows
+    assert story.count("torch/distributed") == 0
+    gone = demo.job_story("999999", tmp_path / "none.out")
+    assert "job unknown to slurmctld" in gone or "Invalid job id" in gone, gone
+    assert gone.endswith("none.out: no output yet"), gone
