@@ -280,6 +280,7 @@ class Sandbox:
             self._wait_responding(60)
             say(f"sandbox ready in {time.monotonic() - t0:.1f} s")
             return
+        self._resume_left_over(say)
         self._wait_idle(60)
         say(f"{len(self.node_names)} nodes idle")
         if warmup:
@@ -440,6 +441,28 @@ class Sandbox:
 
         _wait_for("every slurmd answering", responding, timeout,
                   lambda: f"nodes: {self._node_states()}; see {self.var / 'log'}/slurmd-*.log")
+
+    def _resume_left_over(self, say, timeout: float = 60) -> None:
+        """A sandbox started again from its saved state (every daemon had stopped): slurmctld
+        recovers its nodes as they were (``var/spool/ctld/node_state``), so a node the demo's
+        health check drained, or one set down, would keep ``up`` from ever seeing every node
+        idle. Once every slurmd has registered (no ``*``, not ``unknown``), each node left
+        drained, draining or down is resumed (``scontrol update state=resume``) and ``say`` is
+        told which, in what state and with what reason (``sinfo %E``)."""
+        def registered():
+            states = self._node_states()
+            return len(states) == len(self.node_names) and not any(
+                s.endswith("*") or s.startswith(("unknown", "not_responding")) for s in states.values())
+
+        _wait_for("every slurmd registered", registered, timeout,
+                  lambda: f"nodes: {self._node_states()}; see {self.var / 'log'}/slurmd-*.log")
+        res = self._slurm("sinfo", "-h", "-N", "-o", "%N|%T|%E", check=False, timeout=10)
+        for line in res.stdout.splitlines():
+            node, _, rest = line.partition("|")
+            state, _, reason = rest.partition("|")
+            if state.startswith(("drain", "down")):
+                self._slurm("scontrol", "update", f"nodename={node}", "state=resume", timeout=10)
+                say(f"{node} was {state} when the sandbox last stopped (reason: {reason or 'none'}): resumed")
 
     def _wait_idle(self, timeout: float) -> None:
         def all_idle():

@@ -158,6 +158,9 @@ def test_cli_up_down_up_leaves_nothing_behind(sandbox):
         pids = [d["pid"] for d in again.values()]
         status = subprocess.run(cli + ["status", "--dir", str(root), "--json"], capture_output=True, text=True)
         assert status.returncode == 0 and '"up": true' in status.stdout
+        # a node left drained (as the demo's health check leaves one) when the sandbox stops:
+        # slurmctld recovers it drained; the next up resumes it and says so
+        small._slurm("scontrol", "update", "nodename=n2", "state=drain", "reason=test: left drained")
         subprocess.run(cli + ["down", "--dir", str(root)], check=True, capture_output=True, timeout=120)
         from slurmkit.sandbox.cluster import pid_alive
         assert [p for p in pids if pid_alive(p)] == []  # (a zombie awaiting its reaper is not alive)
@@ -167,6 +170,9 @@ def test_cli_up_down_up_leaves_nothing_behind(sandbox):
         assert status.returncode == 1
         res = subprocess.run(up, capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, res.stderr
+        assert "n2 was drained when the sandbox last stopped (reason: test: left drained): resumed" \
+            in res.stdout + res.stderr
+        assert small._node_states() == {"n1": "idle", "n2": "idle"}
     finally:
         subprocess.run(cli + ["down", "--dir", str(root), "--purge"], capture_output=True, timeout=120)
     assert not root.exists()
