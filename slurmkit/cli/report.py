@@ -349,6 +349,18 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
         if live_breakdown and any((events, reservations, nodes, assoc_tree)):
             raise UsageError("--live-breakdown", "reads the inputs live: leave out --events, --reservations, "
                                                  "--nodes and --assoc-tree")
+        # the inputs (one scontrol / sacctmgr view, or its captures) describe one cluster: a
+        # report over several would set every cluster's jobs against that one's nodes
+        from slurmkit.accounting.store import clusters as store_clusters
+
+        scope = names if names is not None else store_clusters(store_dir or default_store_dir())
+        if len(scope) > 1:
+            given = "--live-breakdown" if live_breakdown else next(
+                o for o, v in (("--events", events), ("--reservations", reservations), ("--nodes", nodes),
+                               ("--assoc-tree", assoc_tree)) if v)
+            raise UsageError(given, f"the breakdown's inputs describe one cluster, and this report covers "
+                                    f"{len(scope)} ({', '.join(scope)}): give --cluster NAME for the cluster "
+                                    f"they come from (one report per cluster)")
         slurm_cluster = names[0] if names and len(names) == 1 and names[0] not in ("", "_default") else None
         if live_breakdown:
             inputs = PB.live_inputs(per.window, slurm_cluster, now=now_s or None)

@@ -124,3 +124,34 @@ def test_cli_period_with_captures_writes_the_breakdown_in_every_format(store, tm
                                    "--store", str(store), "-o", str(out), "--sreport",
                                    "--nodes", str(DATA / "sandbox_scontrol_nodes.txt")])
     assert bad.exit_code == 2 and "--live-breakdown" in bad.output
+
+
+def test_breakdown_inputs_of_one_cluster_are_refused_for_a_report_over_several(store, tmp_path):
+    """The breakdown's inputs (the sandbox's captured nodes, events, ...) describe one cluster: a
+    report over a store that also holds another cluster would set both clusters' jobs against
+    the sandbox's nodes. Refused (exit 2, the output folder not written), naming the clusters
+    and --cluster; with --cluster sandbox the report is the one-cluster store's."""
+    from slurmkit.cli import cli
+
+    rows, _ = load_sacct(DATA / "sandbox_sacct.psv")
+    other = Store(store, "other")    # the same rows under a second cluster name
+    other.save_day(dt.datetime(2026, 12, 2, tzinfo=dt.timezone.utc), rows, DataQuality(rows_read=len(rows)),
+                   now=NOW.timestamp() + 86400)
+    args = ["report", "period", "--start", "2026-12-01", "--end", "2026-12-03", "--store", str(store),
+            "--now", "2026-12-02T14:00:00Z", "--format", "json"]
+    res = CliRunner().invoke(cli, args + ["-o", str(tmp_path / "no"), "--nodes", str(DATA / "sandbox_scontrol_nodes.txt")])
+    assert res.exit_code == 2, res.output
+    assert ("--nodes: the breakdown's inputs describe one cluster, and this report covers 2 (other, sandbox): "
+            "give --cluster NAME for the cluster they come from (one report per cluster)") in res.output
+    assert not (tmp_path / "no").exists()
+    res = CliRunner().invoke(cli, args + ["-o", str(tmp_path / "no"), "--cluster", "sandbox,other", "--live-breakdown"])
+    assert res.exit_code == 2 and "--live-breakdown: the breakdown's inputs describe one cluster" in res.output
+    res = CliRunner().invoke(cli, args + ["-o", str(tmp_path / "one"), "--cluster", "sandbox",
+                                          "--nodes", str(DATA / "sandbox_scontrol_nodes.txt")])
+    assert res.exit_code == 0, res.output
+    rep = json.loads((tmp_path / "one" / "period.json").read_text())
+    assert list(rep["store"]["clusters"]) == ["sandbox"]
+    # only the sandbox's jobs against its nodes: GPU-hours allocated as sreport counts them
+    sre = S.cluster_utilization(_captured_sreport("utilization", None), "seconds")
+    ours = rep["sreport_breakdown"]["windows"][0]["ours"]["gres/gpu"]
+    assert ours["allocated"] == pytest.approx(sre["gres/gpu"]["allocated"], abs=1e-9) == pytest.approx(86 / 3600)

@@ -219,3 +219,4 @@ def test_running_jobs_count_up_to_their_pull_not_the_wall_clock(stores, corpus, 
     # an explicit --now before the pull still wins (the hours up to then)
     _, early, _ = _period(tmp_path / "early", "--month", "2024-04", "--store", s1, "--now", "2024-04-10")
     assert early["running_up_to"] == early["as_of"] == "2024-04-10T00:00:00Z" and early["totals"]["gpu_hours"] < got["gpu_hours"]
+
