@@ -341,11 +341,11 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
             click.echo(f"period {per.label}: {msg}", err=True)
     names = [c.strip() for c in cluster.split(",")] if cluster else None
     sections = None
+    if use_sreport and not live_breakdown:   # alone too: else --sreport would be dropped unsaid
+        raise UsageError("--sreport", "compares with sreport live: give --live-breakdown too")
     if live_breakdown or any((events, reservations, nodes, assoc_tree)):
         from slurmkit.report import period_breakdown as PB
 
-        if use_sreport and not live_breakdown:
-            raise UsageError("--sreport", "compares with sreport live: give --live-breakdown too")
         if live_breakdown and any((events, reservations, nodes, assoc_tree)):
             raise UsageError("--live-breakdown", "reads the inputs live: leave out --events, --reservations, "
                                                  "--nodes and --assoc-tree")

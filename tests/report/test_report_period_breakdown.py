@@ -124,6 +124,12 @@ def test_cli_period_with_captures_writes_the_breakdown_in_every_format(store, tm
                                    "--store", str(store), "-o", str(out), "--sreport",
                                    "--nodes", str(DATA / "sandbox_scontrol_nodes.txt")])
     assert bad.exit_code == 2 and "--live-breakdown" in bad.output
+    # --sreport alone (no breakdown input at all) is refused the same way, not dropped
+    alone = CliRunner().invoke(cli, ["report", "period", "--start", "2026-12-01", "--end", "2026-12-03",
+                                     "--store", str(store), "-o", str(tmp_path / "alone"), "--sreport"])
+    assert alone.exit_code == 2, alone.output
+    assert "--sreport: compares with sreport live: give --live-breakdown too" in alone.output
+    assert not (tmp_path / "alone").exists()
 
 
 def test_breakdown_inputs_of_one_cluster_are_refused_for_a_report_over_several(store, tmp_path):
