@@ -281,6 +281,16 @@ class Sandbox:
             say(f"sandbox ready in {time.monotonic() - t0:.1f} s")
             return
         self._resume_left_over(say)
+        kept = self._slurm("squeue", "-h", "-o", "%i %T %N", check=False, timeout=10).stdout.split("\n")
+        kept = [line.strip() for line in kept if line.strip()]
+        if kept:
+            # the daemons had died under running jobs (a crash, kill -9): slurmctld recovered
+            # them from its state; their nodes are busy, so no warm-up and no wait for idle
+            say(f"{len(kept)} job(s) recovered from before the stop (squeue: {'; '.join(kept)}): "
+                "no warm-up; cancel them with scancel if they are not wanted")
+            self._wait_responding(60)
+            say(f"sandbox ready in {time.monotonic() - t0:.1f} s")
+            return
         self._wait_idle(60)
         say(f"{len(self.node_names)} nodes idle")
         if warmup:

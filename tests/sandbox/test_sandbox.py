@@ -173,6 +173,24 @@ def test_cli_up_down_up_leaves_nothing_behind(sandbox):
         assert "n2 was drained when the sandbox last stopped (reason: test: left drained): resumed" \
             in res.stdout + res.stderr
         assert small._node_states() == {"n1": "idle", "n2": "idle"}
+        # the daemons die under a running job (kill -9, as a crash): up brings the sandbox back
+        # with the job slurmctld recovered, says so, and does not wait for idle nodes
+        job = small._slurm("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 300").stdout.strip()
+        wait_until(lambda: small._slurm("squeue", "-h", "-j", job, "-o", "%T").stdout.strip() == "RUNNING", 30,
+                   what="the job running")
+        # (slurmctld writes its job state a moment after a change: the crash comes after the
+        # write that followed a change made once the job ran)
+        state = root / "var" / "spool" / "ctld" / "job_state"
+        changed = state.stat().st_mtime
+        small._slurm("scontrol", "update", f"jobid={job}", "comment=before the crash")
+        wait_until(lambda: state.stat().st_mtime > changed, 30, what="job_state saved")
+        for d in small.daemons():
+            os.kill(d["pid"], 9)
+        wait_until(lambda: not any(d["alive"] for d in small.daemons()), 10, what="every daemon dead")
+        res = subprocess.run(up, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert f"1 job(s) recovered from before the stop (squeue: {job} " in res.stdout + res.stderr
+        assert small.is_up()
     finally:
         subprocess.run(cli + ["down", "--dir", str(root), "--purge"], capture_output=True, timeout=120)
     assert not root.exists()
