@@ -109,8 +109,9 @@ class Demo:
         parts = []
         res = self.slurm("scontrol", "show", "job", "-o", job, check=False)
         fields = dict(f.split("=", 1) for f in res.stdout.split() if "=" in f)
-        keys = ("JobState", "Reason", "Restarts", "BeginTime", "NodeList", "ExcNodeList", "BatchHost")
-        parts.append("scontrol show job: " + (" ".join(f"{k}={fields[k]}" for k in keys if k in fields)
+        keys = ("JobState", "Reason", "Restarts", "EligibleTime", "NodeList", "ExcNodeList", "BatchHost")
+        parts.append("scontrol show job: " + (" ".join(f"{k}={fields[k]}" for k in keys
+                                                       if fields.get(k) not in (None, "(null)"))
                                               or f"nothing ({res.stderr.strip() or 'job unknown to slurmctld'})"))
         res = self.slurm("sinfo", "-R", "-h", "-o", "%N %T %E", check=False)
         parts.append("sinfo -R: " + ("; ".join(res.stdout.strip().splitlines()) or "no node drained or down"))
@@ -157,8 +158,28 @@ class Demo:
                           "-o", self.out / "tiny-train-%j.out", "--",
                           sys.executable, "-m", "slurmkit.sandbox.train_tiny", "--ckpt", ckpt, "--steps", 60)
         out = self.out / f"tiny-train-{job}.out"
+        try:
+            self._train_waits(job, out, ckpt)
+        except DemoError as exc:
+            # a stuck job left queued would start later, on a re-run's nodes and checkpoint folder
+            gone = self.slurm("scancel", job, check=False).returncode == 0
+            raise DemoError(str(exc) + (f"\n    (job {job} cancelled: left queued it would start later)"
+                                        if gone else "")) from None
+        state = self.wait_done(job, 600)
+        text = out.read_text(errors="replace")  # a job's output, shown
+        for line in text.splitlines():
+            if any(k in line for k in ("preempted", "resumed", "training done", "to checkpoint, then requeue")):
+                _info("| " + line.strip())
+        if state != "COMPLETED" or "training done" not in text:
+            raise DemoError(f"training job {job} ended {state}; see {out}")
+        return job
+
+    def _train_waits(self, job: str, out: Path, ckpt: Path) -> None:
+        """The training job's first checkpoint, its preemption (USR2 to the batch shell) and its
+        restart from the checkpoint; raises DemoError, with :meth:`job_story`, when one does not
+        come (the job ends instead, or the wait runs out)."""
         self.wait("the first checkpoint", lambda: (ckpt / "model.pt").exists(), 480,
-                  hint=lambda: "\n    " + self.job_story(job, out))
+                  hint=lambda: self.job_story(job, out))
         _info("first checkpoint written; preempting: USR2 to the batch shell (what --signal=B:USR2@<s> does)")
         self.slurm("scancel", "--batch", "--signal=USR2", job, show=True)
 
@@ -173,15 +194,7 @@ class Demo:
             return False
 
         self.wait("the job to be requeued and restarted", resumed, 480, period=1.0,
-                  hint=lambda: "\n    " + self.job_story(job, out))
-        state = self.wait_done(job, 600)
-        text = out.read_text(errors="replace")  # a job's output, shown
-        for line in text.splitlines():
-            if any(k in line for k in ("preempted", "resumed", "training done", "to checkpoint, then requeue")):
-                _info("| " + line.strip())
-        if state != "COMPLETED" or "training done" not in text:
-            raise DemoError(f"training job {job} ended {state}; see {out}")
-        return job
+                  hint=lambda: self.job_story(job, out))
 
     def placement(self, jobs: dict[str, str]) -> None:
         profile = load_profile(self.sb.profile_path)
