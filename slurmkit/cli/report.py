@@ -339,7 +339,11 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
     if sys.stderr.isatty():
         def progress(msg):
             click.echo(f"period {per.label}: {msg}", err=True)
-    names = [c.strip() for c in cluster.split(",")] if cluster else None
+    # (each name once; an empty item of the list, "a," or "a,,b", is no cluster: the store's
+    # unnamed cluster is _default, named as such)
+    names = list(dict.fromkeys(c.strip() for c in cluster.split(",") if c.strip())) if cluster else None
+    if names == []:
+        raise UsageError("--cluster", f"no cluster name in {cluster!r} (the store's unnamed cluster is _default)")
     sections = None
     if use_sreport and not live_breakdown:   # alone too: else --sreport would be dropped unsaid
         raise UsageError("--sreport", "compares with sreport live: give --live-breakdown too")

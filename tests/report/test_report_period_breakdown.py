@@ -152,9 +152,13 @@ def test_breakdown_inputs_of_one_cluster_are_refused_for_a_report_over_several(s
     assert not (tmp_path / "no").exists()
     res = CliRunner().invoke(cli, args + ["-o", str(tmp_path / "no"), "--cluster", "sandbox,other", "--live-breakdown"])
     assert res.exit_code == 2 and "--live-breakdown: the breakdown's inputs describe one cluster" in res.output
-    res = CliRunner().invoke(cli, args + ["-o", str(tmp_path / "one"), "--cluster", "sandbox",
-                                          "--nodes", str(DATA / "sandbox_scontrol_nodes.txt")])
-    assert res.exit_code == 0, res.output
+    # each name once, an empty item is no cluster (the trial's "sandbox," and "sandbox,sandbox")
+    for names in ("sandbox,", "sandbox,sandbox", " sandbox , "):
+        res = CliRunner().invoke(cli, args + ["-o", str(tmp_path / "one"), "--cluster", names,
+                                              "--nodes", str(DATA / "sandbox_scontrol_nodes.txt")])
+        assert res.exit_code == 0, (names, res.output)
+    res = CliRunner().invoke(cli, args + ["-o", str(tmp_path / "no"), "--cluster", " , "])
+    assert res.exit_code == 2 and "--cluster: no cluster name in ' , '" in res.output, res.output
     rep = json.loads((tmp_path / "one" / "period.json").read_text())
     assert list(rep["store"]["clusters"]) == ["sandbox"]
     # only the sandbox's jobs against its nodes: GPU-hours allocated as sreport counts them
