@@ -275,19 +275,18 @@ class Sandbox:
         self._start_slurmctld()
         say("slurmdbd and slurmctld up")
         self._start_slurmds()
-        if partly:
+        kept = []
+        if not partly:
+            self._resume_left_over(say)
+            kept = [line.strip() for line in self._slurm("squeue", "-h", "-o", "%i %T %N", check=False,
+                                                         timeout=10).stdout.splitlines() if line.strip()]
+            if kept:
+                # the daemons had died under running jobs (a crash, kill -9): slurmctld recovered
+                # them from its state
+                say(f"{len(kept)} job(s) recovered from before the stop (squeue: {'; '.join(kept)}): "
+                    "no warm-up; cancel them with scancel if they are not wanted")
+        if partly or kept:
             # nodes may be drained or running jobs: wait for every slurmd to answer, no warm-up
-            self._wait_responding(60)
-            say(f"sandbox ready in {time.monotonic() - t0:.1f} s")
-            return
-        self._resume_left_over(say)
-        kept = self._slurm("squeue", "-h", "-o", "%i %T %N", check=False, timeout=10).stdout.split("\n")
-        kept = [line.strip() for line in kept if line.strip()]
-        if kept:
-            # the daemons had died under running jobs (a crash, kill -9): slurmctld recovered
-            # them from its state; their nodes are busy, so no warm-up and no wait for idle
-            say(f"{len(kept)} job(s) recovered from before the stop (squeue: {'; '.join(kept)}): "
-                "no warm-up; cancel them with scancel if they are not wanted")
             self._wait_responding(60)
             say(f"sandbox ready in {time.monotonic() - t0:.1f} s")
             return
@@ -443,11 +442,15 @@ class Sandbox:
             return {}
         return dict(line.split(None, 1) for line in res.stdout.splitlines() if line.strip())
 
-    def _wait_responding(self, timeout: float) -> None:
+    def _wait_responding(self, timeout: float, down_ok: bool = False) -> None:
+        """Wait until every slurmd has registered and answers (no ``*``, not ``unknown`` or
+        ``not_responding``), and, unless ``down_ok``, no node is ``down``."""
+        bad = ("unknown", "not_responding") + (() if down_ok else ("down",))
+
         def responding():
             states = self._node_states()
             return len(states) == len(self.node_names) and not any(
-                s.endswith("*") or s.startswith(("down", "unknown", "not_responding")) for s in states.values())
+                s.endswith("*") or s.startswith(bad) for s in states.values())
 
         _wait_for("every slurmd answering", responding, timeout,
                   lambda: f"nodes: {self._node_states()}; see {self.var / 'log'}/slurmd-*.log")
@@ -456,16 +459,10 @@ class Sandbox:
         """A sandbox started again from its saved state (every daemon had stopped): slurmctld
         recovers its nodes as they were (``var/spool/ctld/node_state``), so a node the demo's
         health check drained, or one set down, would keep ``up`` from ever seeing every node
-        idle. Once every slurmd has registered (no ``*``, not ``unknown``), each node left
-        drained, draining or down is resumed (``scontrol update state=resume``) and ``say`` is
-        told which, in what state and with what reason (``sinfo %E``)."""
-        def registered():
-            states = self._node_states()
-            return len(states) == len(self.node_names) and not any(
-                s.endswith("*") or s.startswith(("unknown", "not_responding")) for s in states.values())
-
-        _wait_for("every slurmd registered", registered, timeout,
-                  lambda: f"nodes: {self._node_states()}; see {self.var / 'log'}/slurmd-*.log")
+        idle. Once every slurmd has registered (:meth:`_wait_responding`, down nodes allowed),
+        each node left drained, draining or down is resumed (``scontrol update state=resume``)
+        and ``say`` is told which, in what state and with what reason (``sinfo %E``)."""
+        self._wait_responding(timeout, down_ok=True)
         res = self._slurm("sinfo", "-h", "-N", "-o", "%N|%T|%E", check=False, timeout=10)
         for line in res.stdout.splitlines():
             node, _, rest = line.partition("|")
