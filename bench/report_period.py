@@ -2,7 +2,7 @@
 """Scale benchmark of the period report (DuckDB over the Parquet store). Run by hand:
 
     .venv/bin/python bench/report_period.py [--weeks 13] [--rows-per-week 1000000]
-        [--keep DIR | --reuse DIR] [--repeat 2] [--memory-limit 1GB]
+        [--keep DIR | --reuse DIR] [--repeat 2] [--memory-limit 2GB]
 
 Generates (seeded) ``--weeks`` ISO weeks of allocations, ``--rows-per-week`` each, with
 :func:`report_scale.generate` (the weekly benchmark's generator: realistic sacct rows plus 3
@@ -132,13 +132,15 @@ def _measure(mode: str, root: str, weeks: int, memory_limit: str) -> dict:
 
 
 def main() -> None:
+    from slurmkit.report.period import DEFAULT_MEMORY_LIMIT
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--weeks", type=int, default=13)
     ap.add_argument("--rows-per-week", type=int, default=1_000_000)
     ap.add_argument("--keep", help="write the store here and keep it")
     ap.add_argument("--reuse", help="time an existing generated store (same --weeks)")
     ap.add_argument("--repeat", type=int, default=2, help="runs of each side (the best counts)")
-    ap.add_argument("--memory-limit", default="1GB", help="DuckDB's memory limit")
+    ap.add_argument("--memory-limit", default=DEFAULT_MEMORY_LIMIT, help="DuckDB's memory limit")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:

@@ -300,8 +300,8 @@ def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sa
               help="Comma list of json, csv, md, html (period.html: per-part plots by account and partition).")
 @click.option("-o", "--output", "outdir", type=click.Path(file_okay=False),
               help="Output folder (default ./slurmkit-period-<label>).")
-@click.option("--memory-limit", default="1GB", show_default=True,
-              help="DuckDB's memory limit; past it the aggregation spills to --temp-dir.")
+@click.option("--memory-limit", help="DuckDB's memory limit (default 2GB: the period report's DEFAULT_MEMORY_LIMIT); "
+                                     "past it the aggregation spills to --temp-dir.")
 @click.option("--temp-dir", type=click.Path(file_okay=False), help="DuckDB's spill folder (default: the system's temp).")
 @breakdown_capture_options("Captured 'sacctmgr -P show event format=NodeName,TimeStart,TimeEnd,State,TRES,Reason' "
                            "over the period: sreport's breakdown.", "(without it no breakdown; the account tree still "
@@ -327,7 +327,7 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
     """
     from slurmkit.errors import UsageError
     from slurmkit.report import render
-    from slurmkit.report.period import parse_period, period_report, write_period
+    from slurmkit.report.period import DEFAULT_MEMORY_LIMIT, parse_period, period_report, write_period
     from slurmkit.report.period_text import period_span
     from slurmkit.report.pipeline import default_store_dir
 
@@ -378,7 +378,8 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
                 return sreport_text(kind, w.start, w.end, slurm_cluster)
         sections = PB.breakdown_sections(store_dir or default_store_dir(), inputs, now=now_s or None, sreport=sreport)
     report = period_report(store_dir or default_store_dir(), per, names, now=now_s or None,
-                           memory_limit=memory_limit, temp_dir=temp_dir, progress=progress, sections=sections)
+                           memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT, temp_dir=temp_dir, progress=progress,
+                           sections=sections)
     written = write_period(report, outdir or f"slurmkit-period-{per.label.replace(':', '')}", formats.split(","))
     if want_json(ctx, as_json):
         click.echo(json.dumps(report, indent=1, ensure_ascii=False))
