@@ -357,10 +357,81 @@ def parse_assoc_tree(text: str, source: str = "sacctmgr show assoc tree") -> lis
             del stack[depth:]
             parent = r.get("parentname", "").strip() or (stack[-1] if stack else "")
             stack.append(account)
-            out.append({"account": account, "user": "", "parent": parent, "depth": depth, "id": r.get("id", "").strip()})
+            out.append({"account": account, "user": "", "parent": parent, "depth": depth, "id": r.get("id", "").strip(),
+                        "cluster": r.get("cluster", "").strip()})
         else:
-            out.append({"account": account, "user": user, "parent": account, "depth": depth, "id": r.get("id", "").strip()})
+            out.append({"account": account, "user": user, "parent": account, "depth": depth, "id": r.get("id", "").strip(),
+                        "cluster": r.get("cluster", "").strip()})
     return out
+
+
+def job_facts(allocs: pd.DataFrame) -> dict:
+    """What the breakdown's inputs must agree with, from the report's allocation rows
+    (``cluster``: sacct's Cluster; ``nodelist``: sacct's NodeList; ``start``): ``{"clusters"
+    (set of names), "nodes" (set of node names the jobs ran on), "last_start" (the latest
+    Start, aware UTC, or None)}``; facts of several frames combine with :func:`add_facts`.
+    Raises :class:`~slurmkit.hostlist.BadHostlist` for a NodeList that is not a hostlist."""
+    if not len(allocs):
+        return {"clusters": set(), "nodes": set(), "last_start": None}
+    clusters = {str(c) for c in allocs["cluster"].dropna().unique() if str(c)} if "cluster" in allocs else set()
+    nodes = set()
+    if "nodelist" in allocs:
+        for nl in allocs["nodelist"].dropna().unique():
+            nodes.update(hostlist.expand_nodelist(str(nl)))
+    starts = allocs["start"].dropna() if "start" in allocs else pd.Series([], dtype=object)
+    return {"clusters": clusters, "nodes": nodes, "last_start": pd.Timestamp(starts.max()) if len(starts) else None}
+
+
+def add_facts(a: dict, b: dict) -> dict:
+    """:func:`job_facts` of two frames -> those of both."""
+    last = [t for t in (a["last_start"], b["last_start"]) if t is not None]
+    return {"clusters": a["clusters"] | b["clusters"], "nodes": a["nodes"] | b["nodes"],
+            "last_start": max(last) if last else None}
+
+
+def foreign_inputs(facts: dict, inputs: dict) -> list[str]:
+    """Why the breakdown's inputs (``node_tres``, ``events``, ``assocs``, as
+    :func:`breakdown` and :func:`account_tree` take them) cannot be the cluster the jobs ran
+    on (``facts``: :func:`job_facts`), one sentence each; [] when nothing says so. A report of
+    one cluster's jobs against another's nodes, events or accounts gives figures of nothing
+    (Reported 0, every user under root) without an error, so the callers refuse it:
+
+    - the account tree's Cluster column (``sacctmgr show assoc tree format=Cluster,...``) names
+      none of the clusters of the jobs' Cluster column;
+    - none of the nodes the jobs ran on (NodeList) is a node of ``node_tres`` (``scontrol show
+      nodes``, or the site profile); some of them missing is not refused (a node retired
+      since);
+    - the events' first cluster registration (``Cluster Registered TRES``) is after the last
+      job started: the events are of another cluster, or of later dates."""
+    out = []
+    theirs = {r.get("cluster", "") for r in inputs.get("assocs") or []} - {""}
+    if theirs and facts["clusters"] and not theirs & facts["clusters"]:
+        out.append(f"the account tree (sacctmgr show assoc tree) is of cluster {', '.join(sorted(theirs))}, and the "
+                   f"jobs are of cluster {', '.join(sorted(facts['clusters']))} (sacct's Cluster)")
+    node_tres = inputs.get("node_tres") or {}
+    if node_tres and facts["nodes"] and not facts["nodes"] & set(node_tres):
+        ran = sorted(facts["nodes"])
+        out.append(f"none of the {len(ran)} nodes the jobs ran on ({hostlist.collect_hostlist(ran[:200])}"
+                   f"{', ...' if len(ran) > 200 else ''}) is a node of the capacity input "
+                   f"({hostlist.collect_hostlist(sorted(node_tres))})")
+    reg = registration(inputs.get("events"))
+    if reg is not None and facts["last_start"] is not None and reg > facts["last_start"]:
+        out.append(f"the events (sacctmgr show event) have the cluster registering with slurmdbd at {iso_z(reg)}, "
+                   f"after the last job started ({iso_z(facts['last_start'])}): they are of another cluster or "
+                   "of later dates")
+    return out
+
+
+def refuse_foreign(facts: dict, inputs: dict | None) -> None:
+    """Raise :class:`~slurmkit.errors.InputError` (file ``breakdown inputs``, exit 2) when
+    :func:`foreign_inputs` finds the inputs are not the jobs' cluster's; nothing without
+    ``inputs``."""
+    why = foreign_inputs(facts, inputs) if inputs else []
+    if why:
+        raise InputError("breakdown inputs", None,
+                         "; ".join(why) + ": sreport's breakdown and the account tree need the nodes, events, "
+                         "reservations and associations of the cluster the jobs ran on (captures of that "
+                         "cluster, or --cluster naming the store cluster they describe)")
 
 
 def _usage_hours(allocs: pd.DataFrame, s: float, e: float, now: pd.Timestamp) -> pd.DataFrame:

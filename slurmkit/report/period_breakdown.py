@@ -142,9 +142,11 @@ def breakdown_sections(store_root, inputs: dict, now=None, sreport=None) -> dict
         if key in cache:        # both sections of one report share one pass over the parts
             return cache[key]
         parts = []
+        facts = BD.job_facts(pd.DataFrame())
         for label, w in windows[1:] or windows[:1]:
             hw = _whole_hours_to(w, now_ts)
             a = part_allocations(store_root, clusters, hw, min(pd.Timestamp(hw.end), now_ts))
+            facts = BD.add_facts(facts, BD.job_facts(a))
             ours = BD.breakdown(hw.start, hw.end, a, inputs.get("events"), inputs.get("reservations"),
                                 inputs["node_tres"], now=hw.end) if inputs.get("node_tres") is not None else None
             tree = None
@@ -153,6 +155,7 @@ def breakdown_sections(store_root, inputs: dict, now=None, sreport=None) -> dict
                                                inputs.get("node_tres") or {}, hw.start, hw.end, now=hw.end)
                 tree = BD.account_tree(inputs["assocs"], a, hw.start, hw.end, now=hw.end, shares=shares)
             parts.append((label, hw, ours, tree))
+        BD.refuse_foreign(facts, inputs)
         p0 = windows[0][1]
         hp = _whole_hours_to(p0, now_ts)
         per = ("(period)", hp, {"window": {"start": iso_z(pd.Timestamp(hp.start)), "end": iso_z(pd.Timestamp(hp.end))},

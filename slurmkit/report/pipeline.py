@@ -963,6 +963,13 @@ def fill_store(opts: WeeklyOptions, store_dir, warn=None) -> dict:
     if not rec["time_zone_given"] and warn:
         warn(rec["time_zone_note"])
     zone = {"time_zone": rec["time_zone"], "time_zone_given": rec["time_zone_given"]}
+    named = sorted({str(c) for c in rows.allocs["cluster"].dropna().unique() if str(c)}) \
+        if "cluster" in rows.allocs else []
+    if not opts.cluster and named and warn:
+        # (the folder is the store's cluster: a later capture with --cluster NAME goes elsewhere)
+        warn(f"the captures' Cluster column names {', '.join(named)}, and no --cluster was given: the days go "
+             f"under cluster=_default; give --cluster {named[0]} to file them under the cluster's name "
+             "(report period --cluster reads a store cluster by its folder)")
     st = Store(store_dir, opts.cluster or "")
     first = last = None
     if opts.window is not None:

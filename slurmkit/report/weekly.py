@@ -591,6 +591,10 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     (:func:`breakdown_section`), or None. ``running_elapsed``: a running job runs sacct's
     Elapsed (captures: :func:`slurmkit.report.usage.allocations`)."""
     a = allocations(rows, window.start, window.end, dq, now=now, source=source, running_elapsed=running_elapsed)
+    if breakdown_inputs:
+        from slurmkit.report import breakdown as BD
+
+        BD.refuse_foreign(BD.job_facts(a), breakdown_inputs)
     a = E.attach_energy(a, assumptions, spool, dq)
     spool_unmatched = int(a.attrs.get("spool_unmatched", 0))
     # an unknown GPU count (NaN) stays unknown in what is derived from it

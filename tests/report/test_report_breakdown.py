@@ -264,3 +264,32 @@ def test_cluster_registered_after_the_hours_has_nothing_reported():
     notes = B.explain(bd, {}, [], {"start": "2026-12-02T13:00:00Z", "end": "2026-12-02T14:00:00Z"}, None)
     assert notes[-1] == ("sreport returned no rows for this window (cluster registered at 2026-12-02T14:27:29Z; "
                          "rollup not yet run?): not comparable.")
+
+
+def test_weekly_refuses_another_clusters_captures(tmp_path, corpus):
+    """The weekly report of Habrok's real capture (corpus/sacct, week 2024-W12) with the
+    sandbox's captured nodes and assoc tree: refused (exit 2, nothing written), the nodes
+    named; Habrok's own ``scontrol show nodes`` (corpus/slurm) is
+    taken. (A period-report trial of issue 27 found the breakdown all zeros without a word.)"""
+    from click.testing import CliRunner
+
+    from slurmkit.cli import cli
+
+    base = ["report", "weekly", "--from-sacct", str(corpus / "sacct" / "habrok_gpu_cluster_parsable2.psv"),
+            "--tz", "Europe/Amsterdam", "--week", "2024-W12", "--no-store", "--trend-weeks", "0",
+            "--spool", str(tmp_path / "nospool.jsonl"), "--format", "json"]
+    out = tmp_path / "o"
+    bad = CliRunner().invoke(cli, base + ["-o", str(out), "--nodes", str(DATA / "sandbox_scontrol_nodes.txt"),
+                                          "--assoc-tree", str(DATA / "sandbox_assoc_tree.psv")])
+    assert bad.exit_code == 2, bad.output
+    msg = " ".join(bad.output.split())
+    # (this capture has no Cluster column: the tree's cluster has nothing to be compared with)
+    assert ("slurmkit: error: breakdown inputs: none of the 1 nodes the jobs ran on (node5) is a node of the capacity "
+            "input (n[1-4]): sreport's breakdown") in msg
+    assert "account tree" not in msg.split("error:")[1].split(":")[1] and "Traceback" not in msg
+    assert not (out / "weekly.json").exists()
+    good = CliRunner().invoke(cli, base + ["-o", str(out), "--nodes",
+                                           str(corpus / "slurm" / "habrok_scontrol_show_nodes.txt")])
+    assert good.exit_code == 0, good.output
+    rep = json.loads((out / "weekly.json").read_text())
+    assert rep["utilization"]["breakdown"]["ours"]["cpu"]["reported"] > 0

@@ -165,3 +165,51 @@ def test_breakdown_inputs_of_one_cluster_are_refused_for_a_report_over_several(s
     sre = S.cluster_utilization(_captured_sreport("utilization", None), "seconds")
     ours = rep["sreport_breakdown"]["windows"][0]["ours"]["gres/gpu"]
     assert ours["allocated"] == pytest.approx(sre["gres/gpu"]["allocated"], abs=1e-9) == pytest.approx(86 / 3600)
+
+
+def test_another_clusters_inputs_are_refused_and_the_jobs_own_nodes_are_taken(corpus, tmp_path):
+    """A Habrok store (the corpus' real ``sacct -P`` captures, stored as ``report store``
+    stores them) reported against the sandbox's captured nodes, events and assoc tree gave
+    sreport's breakdown as all zeros and every user under root, without a word (trial of
+    issue 27). Refused now, exit 2, nothing written: each input that cannot be the jobs'
+    cluster's is named (the tree's Cluster, the nodes the jobs ran on, the events'
+    registration). Habrok's own ``scontrol show nodes`` (corpus/slurm) is taken: its Reported
+    is Habrok's CPUs x the month's hours."""
+    from slurmkit.cli import cli
+
+    c = corpus / "sacct"
+    st = tmp_path / "s"
+    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(c / "habrok_gpu_cluster_parsable2.psv"),
+                                   "--from-sacct", str(c / "habrok_gpu_cluster_snowman_delim.txt"),
+                                   "--sacct-fields", str(c / "habrok_format_fields.txt"), "--store", str(st),
+                                   "--cluster", "habrok", "--tz", "Europe/Amsterdam"])
+    assert res.exit_code == 0, res.output
+    period = ["report", "period", "--month", "2024-03", "--store", str(st), "--cluster", "habrok", "--format", "json"]
+    out = tmp_path / "o"
+    bad = CliRunner().invoke(cli, period + ["-o", str(out), "--events", str(DATA / "sandbox_events.psv"),
+                                            "--nodes", str(DATA / "sandbox_scontrol_nodes.txt"),
+                                            "--assoc-tree", str(DATA / "sandbox_assoc_tree.psv")])
+    assert bad.exit_code == 2, bad.output
+    assert not out.exists()
+    msg = " ".join(bad.output.split())
+    assert msg.startswith("slurmkit: error: breakdown inputs: ")
+    assert "the account tree (sacctmgr show assoc tree) is of cluster sandbox, and the jobs are of cluster habrok" in msg
+    assert ("none of the 21 nodes the jobs ran on (memory1,node[2,5-6,11,20,22,26,32,38,40,51,67,82,91,94,96,98-99,"
+            "103-104]) is a node of the capacity input (n[1-4])") in msg
+    assert ("registering with slurmdbd at 2026-12-02T13:53:23Z, after the last job started (2024-03-21T12:40:23Z): "
+            "they are of another cluster or of later dates") in msg
+    assert "Traceback" not in bad.output
+    # one input alone is enough to refuse: the tree of another cluster
+    tree = CliRunner().invoke(cli, period + ["-o", str(out), "--assoc-tree", str(DATA / "sandbox_assoc_tree.psv")])
+    assert tree.exit_code == 2 and "is of cluster sandbox" in tree.output and "nodes the jobs ran on" not in tree.output
+    # Habrok's own nodes: taken
+    good = CliRunner().invoke(cli, period + ["-o", str(out), "--nodes",
+                                             str(corpus / "slurm" / "habrok_scontrol_show_nodes.txt")])
+    assert good.exit_code == 0, good.output
+    rep = json.loads((out / "period.json").read_text())
+    cpu = rep["sreport_breakdown"]["windows"][0]["ours"]["cpu"]
+    from slurmkit.report.capacity import node_tres_scontrol
+
+    cpus = sum(t["cpu"] for t in node_tres_scontrol(
+        (corpus / "slurm" / "habrok_scontrol_show_nodes.txt").read_text()).values())
+    assert cpu["reported"] == pytest.approx(cpus * 31 * 24)

@@ -214,3 +214,22 @@ def test_queue_wait_axis_is_plain_numbers_on_habrok(tmp_path):
     plt.close(fig)
     assert ax.get_xlabel().startswith("wait, hours") and "1,000" in labels
     assert not any("e+" in x or "e-" in x for x in labels), labels
+
+
+def test_report_store_says_where_a_named_clusters_capture_goes_without_cluster(tmp_path):
+    """A capture whose Cluster column names its cluster (the sandbox's real ``sacct -P``,
+    tests/report/data/sreport) stored without ``--cluster``: the days go under
+    ``cluster=_default`` as before (a store filled so keeps its folder), with a warning that
+    names the cluster and ``--cluster``; with ``--cluster sandbox`` no warning."""
+    cap = HERE / "data" / "sreport" / "sandbox_sacct.psv"
+    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(cap), "--store", str(tmp_path / "s"),
+                                   "--tz", "UTC"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.startswith(f"{tmp_path / 's' / 'cluster=_default'}: 1 day(s) written (2026-12-02 .. 2026-12-02)")
+    assert res.stderr == ("slurmkit: warning: the captures' Cluster column names sandbox, and no --cluster was given: "
+                          "the days go under cluster=_default; give --cluster sandbox to file them under the cluster's "
+                          "name (report period --cluster reads a store cluster by its folder)\n")
+    named = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(cap), "--store", str(tmp_path / "n"),
+                                     "--tz", "UTC", "--cluster", "sandbox"])
+    assert named.exit_code == 0 and named.stderr == ""
+    assert (tmp_path / "n" / "cluster=sandbox" / "day=2026-12-02" / "allocs.parquet").exists()
