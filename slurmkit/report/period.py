@@ -217,6 +217,8 @@ def connect(memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_dir: str | None = Non
     con.execute(f"SET temp_directory = '{_q(temp_dir or tempfile.gettempdir())}'")
     con.execute(f"SET threads = {int(threads or os.cpu_count() or 1)}")
     con.execute("SET preserve_insertion_order = false")
+    # (DuckDB draws its own bar on a terminal for a query past 2 s, over the report's progress lines)
+    con.execute("SET enable_progress_bar = false")
     return con
 
 
