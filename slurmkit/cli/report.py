@@ -306,6 +306,10 @@ def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sa
 @breakdown_capture_options("Captured 'sacctmgr -P show event format=NodeName,TimeStart,TimeEnd,State,TRES,Reason' "
                            "over the period: sreport's breakdown.", "(without it no breakdown; the account tree still "
                            "comes)")
+@click.option("--tz", default=None,
+              help="Zone of the times in --events and --reservations (sacctmgr prints the local time of the host it "
+                   "ran on). Default: the zone report store --tz recorded for the cluster's days, else UTC, "
+                   "assumed, with a warning.")
 @click.option("--live-breakdown", is_flag=True,
               help="Read the breakdown's inputs live (scontrol show nodes, sacctmgr show event / reservation / "
                    "assoc tree), as report weekly does.")
@@ -316,7 +320,7 @@ def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sa
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report to stdout.")
 @click.pass_context
 def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, formats, outdir, memory_limit,
-           temp_dir, events, reservations, nodes, assoc_tree, live_breakdown, use_sreport, now_s, as_json):
+           temp_dir, events, reservations, nodes, assoc_tree, tz, live_breakdown, use_sreport, now_s, as_json):
     """GPU/CPU-hours, jobs, groups, outcomes and queue wait over a month, quarter, year or span.
 
     Read from the Parquet store only (days the weekly report pulled): nothing is asked of
@@ -369,7 +373,16 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
         if live_breakdown:
             inputs = PB.live_inputs(per.window, slurm_cluster, now=now_s or None)
         else:
-            inputs = PB.captured_inputs(events, reservations, nodes, assoc_tree)
+            zone, how = PB.capture_zone(store_dir or default_store_dir(), scope[0] if scope else "_default",
+                                        per.window, tz)
+            local = PB.local_times(events, reservations)
+            if local and how == "assumed":
+                click.echo("slurmkit: warning: time zone UTC assumed for --events / --reservations: sacctmgr "
+                           "prints the local time of the host it ran on, and neither --tz nor the store (report "
+                           "store --tz) names it", err=True)
+            inputs = PB.captured_inputs(events, reservations, nodes, assoc_tree, tz=zone)
+            if local:
+                inputs["source"] += f"; times read in {zone} ({how})"
         sreport = None
         if use_sreport:
             from slurmkit.report.live import sreport_text

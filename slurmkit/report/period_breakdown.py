@@ -13,6 +13,7 @@ tile the period's hours), so memory holds one part's rows at a time, never the p
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pandas as pd
 
@@ -206,6 +207,36 @@ def live_inputs(period_window: Window, cluster: str | None, now=None, timeout: f
     return {**got, "source": "live: scontrol show -o nodes, sacctmgr show event / reservation / assoc tree"}
 
 
+def capture_zone(store_root, cluster: str, window: Window, tz: str | None = None) -> tuple[str, str]:
+    """``(zone, how)``: the zone the captured events' and reservations' times are read in
+    (``sacctmgr`` prints the local time of the host it ran on, with no zone): ``tz`` when given
+    (``how`` "--tz"); else the zone ``report store --tz`` recorded for the store cluster
+    ``cluster``'s days in ``window`` when they name one, given (``how`` "the store's"); else
+    UTC (``how`` "assumed"). Raises :class:`~slurmkit.errors.UsageError` (``--tz``) for a
+    ``tz`` that is not an IANA zone name."""
+    from slurmkit.report.period_text import time_zones
+    from slurmkit.report.pipeline import _check_zone
+
+    if tz:
+        _check_zone(tz)
+        return tz, "--tz"
+    days = [f"{d0:%Y-%m-%d}" for d0, _ in window.days()]
+    given = {z["time_zone"] for z in time_zones(store_root, [cluster], days) if z["time_zone_given"]}
+    if len(given) == 1:
+        return given.pop(), "the store's"
+    return "UTC", "assumed"
+
+
+def local_times(*paths) -> bool:
+    """Whether any of the captures ``paths`` (None skipped) prints times as local ISO times
+    (``2026-12-02T13:53:23``: sacctmgr's default SLURM_TIME_FORMAT, the local time of the
+    host it ran on, no zone), rather than epoch seconds (``SLURM_TIME_FORMAT=%s``), which
+    need no zone. Raises :class:`~slurmkit.errors.InputError` for a file that cannot be read."""
+    from slurmkit.report.pipeline import _read_text
+
+    return any(re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}", _read_text(p)) for p in paths if p)
+
+
 def captured_inputs(events=None, reservations=None, nodes=None, assoc_tree=None, tz: str = "UTC",
                     profile=None) -> dict:
     """The breakdown inputs from captured files, read as the weekly report reads them
@@ -223,7 +254,8 @@ def captured_inputs(events=None, reservations=None, nodes=None, assoc_tree=None,
         {"source": "captures: " + ", ".join(files) + ("" if nodes else "; node TRES from the site profile")}
 
 
-__all__ = ["SECTIONS", "breakdown_sections", "live_inputs", "captured_inputs", "part_allocations", "merge_trees"]
+__all__ = ["SECTIONS", "breakdown_sections", "live_inputs", "capture_zone", "captured_inputs", "part_allocations",
+           "merge_trees", "local_times"]
 
 
 _EM = "\u2003"   # the tree's indent in Markdown, as the weekly report's

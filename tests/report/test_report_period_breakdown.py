@@ -213,3 +213,56 @@ def test_another_clusters_inputs_are_refused_and_the_jobs_own_nodes_are_taken(co
     cpus = sum(t["cpu"] for t in node_tres_scontrol(
         (corpus / "slurm" / "habrok_scontrol_show_nodes.txt").read_text()).values())
     assert cpu["reported"] == pytest.approx(cpus * 31 * 24)
+
+
+def test_captured_events_are_read_in_the_zone_given_or_the_stores_else_utc_with_a_warning(store, tmp_path):
+    """sacctmgr prints the local time of its host: ``report period`` read ``--events`` and
+    ``--reservations`` as UTC whatever the site. Now: ``--tz``, else the zone ``report store
+    --tz`` recorded for the cluster's days, else UTC with a warning; the zone and how it was
+    chosen are in the breakdown's source. Captures in epoch seconds (``SLURM_TIME_FORMAT=%s``,
+    the sandbox's real ones) need no zone: no warning. ``local.psv`` is a labelled edit of the
+    real sandbox_events.psv: each epoch time printed as sacctmgr prints it with its default
+    time format on a UTC host (``%Y-%m-%dT%H:%M:%S``); read in Europe/Amsterdam (CET in
+    December) every event starts one hour earlier."""
+    import time
+
+    from slurmkit.cli import cli
+
+    local = tmp_path / "local.psv"
+    local.write_text("\n".join("|".join(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(f))) if f.isdigit() else f
+                                         for f in line.split("|"))
+                               for line in (DATA / "sandbox_events.psv").read_text().splitlines()) + "\n")
+    assert "|2026-12-02T13:53:23|Unknown||" in local.read_text()
+    assert PB.local_times(local) and not PB.local_times(DATA / "sandbox_events.psv", None)
+    utc = PB.captured_inputs(local, tz="UTC")["events"]
+    ams = PB.captured_inputs(local, tz="Europe/Amsterdam")["events"]
+    assert len(utc) == len(ams) == 3
+    assert list(utc["start"]) == list(PB.captured_inputs(DATA / "sandbox_events.psv")["events"]["start"])
+    assert ((utc["start"] - ams["start"]).dt.total_seconds() == 3600).all()
+    args = ["report", "period", "--start", "2026-12-01", "--end", "2026-12-03", "--now", "2026-12-02T14:00:00Z",
+            "--format", "json", "--nodes", str(DATA / "sandbox_scontrol_nodes.txt")]
+
+    def run(st, events, *extra):
+        out = tmp_path / f"o{len(list(tmp_path.iterdir()))}"
+        res = CliRunner().invoke(cli, args + ["--store", str(st), "-o", str(out), "--events", str(events), *extra])
+        assert res.exit_code == 0, res.output
+        return res, json.loads((out / "period.json").read_text())["sreport_breakdown"]["source"]
+
+    res, source = run(store, DATA / "sandbox_events.psv")    # epoch seconds: no zone needed
+    assert res.stderr == "" and "times read in" not in source
+    res, source = run(store, local)       # days saved with no zone recorded (as daily live pulls)
+    assert res.stderr == ("slurmkit: warning: time zone UTC assumed for --events / --reservations: sacctmgr prints "
+                          "the local time of the host it ran on, and neither --tz nor the store (report store --tz) "
+                          "names it\n")
+    assert source.endswith("; times read in UTC (assumed)")
+    res, source = run(store, local, "--tz", "UTC")
+    assert res.stderr == "" and source.endswith("; times read in UTC (--tz)")
+    filled = tmp_path / "filled"
+    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(DATA / "sandbox_sacct.psv"), "--store",
+                                   str(filled), "--cluster", "sandbox", "--tz", "UTC"])
+    assert res.exit_code == 0, res.output
+    res, source = run(filled, local)
+    assert res.stderr == "" and source.endswith("; times read in UTC (the store's)")
+    bad = CliRunner().invoke(cli, args + ["--store", str(store), "-o", str(tmp_path / "bad"), "--events", str(local),
+                                          "--tz", "Mars/Base"])
+    assert bad.exit_code == 2 and "--tz: unknown time zone 'Mars/Base'" in bad.output
