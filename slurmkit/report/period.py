@@ -240,38 +240,35 @@ _COLUMNS = """cluster::VARCHAR AS cluster, key_id::VARCHAR AS key_id, state::VAR
     epoch_us(pulled_at::TIMESTAMPTZ) AS pulled_us"""
 
 
-def _home(fday: str = "fday") -> str:
-    """SQL: the row's times (Submit, Eligible, Start, End; End set) all lie in the day that
-    starts at ``fday`` (epoch s) — a row in no other day's pull (docs/report.md, *Copies*)."""
-    return (f'''("end" IS NOT NULL AND least(submit, eligible, start, "end") >= {fday}
-            AND greatest(submit, eligible, start, "end") < {fday} + 86400)''')
-
-
 #: SQL: the key ``kn`` is a number below 2**40 (the JobIDRaw of every Slurm; as
 #: :func:`~slurmkit.accounting.frame.identity_codes` reads keys as numbers).
 NUMERIC = "kn BETWEEN 0 AND 1099511627775"
 
 
 def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
-    """View ``b``: the stored allocation rows of ``files`` (store cluster -> ``[(day,
-    allocs.parquet)]``), one copy per (cluster, JobIDRaw, Submit, Start) — the latest pull,
-    ties to the later day, as :meth:`~slurmkit.accounting.store.Store.load` keeps — with
+    """The stored allocation rows of ``files`` (store cluster -> ``[(day, allocs.parquet)]``),
+    one copy per (cluster, JobIDRaw, Submit, Start) — the latest pull, ties to the later day,
+    as :meth:`~slurmkit.accounting.store.Store.load` keeps — in three views, each row with
     ``sc`` (the store's cluster), ``kn`` (the key as a number, else NULL) and ``jk`` (a number
-    equal for the rows of one job identity: the key as a number, else the key's hash, marked
-    with the store cluster; rows of different jobs may share one, so it only
-    narrows which jobs can have several rows; the identity itself, ``jid``, is view ``bj``'s,
-    :func:`_identity`). Table ``multi_jobs``: the ``jk`` of the jobs with several rows in
-    ``b`` (several attempts, or several jobs of one ``jk``); table ``clusters_seen``: per store
-    cluster, whether any key of ``b`` is not a number below 2**40 (``textual``) and any row
-    has Eligible (``elig``).
+    equal for the rows of one job identity: the key as a number marked with the store
+    cluster, else a hash; rows of different jobs may share one, so it only narrows which jobs
+    can have several rows; the identity itself, ``jid``, is view ``bj``'s, :func:`_identity`):
+
+    - ``b``: every row kept (the copies dropped);
+    - ``single``: the rows of the jobs with one row (most of them: no sort, no lookup by key);
+    - ``several``: the rows of the jobs with several rows (several attempts, or several jobs
+      of one ``jk``), also table ``multi_rows`` by (file, row).
+
+    Table ``clusters_seen``: per store cluster, whether any key is not a number below 2**40
+    (``textual``) and any row of ``b`` has Eligible (``elig``).
 
     The copies (docs/report.md, *Copies*) and the jobs with several rows are found from one
     grouping of every row by ``jk`` (a number): only the rows of a ``jk`` held by several rows
     (``cand``: a job over midnight or running, held by each day's pull, and the jobs with
-    several attempts) are compared, by a window sort over that small part of the store.
-    Nothing is copied into DuckDB but ``cand``'s keys: each statement reads the files with the
-    columns it needs (``raw``, each row with its file ``fi`` and row number ``fr`` there); the
-    ``dropped`` copies are named by (file, row) (``rk``), and ``b`` is ``raw`` without them."""
+    several attempts) are compared, by a window sort over that part of the store. Nothing is
+    copied into DuckDB but ``cand``'s keys: each statement reads the files with the columns it
+    needs (``raw``, each row with its file ``fi`` and row number ``fr`` there); rows are named
+    by (file, row) (``rk``), so each view is ``raw`` less (or only) a set of them."""
     parts, fi = [], 0
     for ci, (sc, fs) in enumerate(files.items()):
         for day, path in fs:
@@ -305,7 +302,6 @@ def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
               FROM cand)""")
     con.execute("CREATE TEMP TABLE multi_rows AS SELECT rk FROM cand_rows WHERE multi")
     con.execute("CREATE TEMP TABLE skipped AS SELECT rk FROM cand_rows WHERE dropped OR multi")
-    con.execute("CREATE TEMP TABLE multi_jobs AS SELECT DISTINCT jk FROM cand SEMI JOIN multi_rows USING (rk)")
     con.execute("""CREATE TEMP VIEW b AS
         SELECT * EXCLUDE (fi, fr) FROM raw
         WHERE ((fi::BIGINT << 32) | fr) NOT IN (SELECT rk FROM cand_rows WHERE dropped)""")
@@ -324,10 +320,11 @@ def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
 
 
 def _identity(con) -> None:
-    """View ``bj``: view ``several`` (the rows of the jobs with several rows) with ``jid``, the job identity: store cluster, sacct's Cluster
-    and JobIDRaw, as :func:`~slurmkit.accounting.frame.identity_codes` reads it: the number
-    when every key of the store's cluster is one below 2**40 (as the pandas path casts it, so
-    ``012`` is ``12``), else the text (table ``clusters_seen``, :func:`_load_rows`, says which);
+    """View ``bj``: view ``several`` (the rows of the jobs with several rows) with ``jid``, the
+    job identity: store cluster, sacct's Cluster and JobIDRaw, as
+    :func:`~slurmkit.accounting.frame.identity_codes` reads it: the number when every key of the
+    store's cluster is one below 2**40 (as the pandas path casts it, so ``012`` is ``12``), else
+    the text (table ``clusters_seen``, :func:`_load_rows`, says which);
     read for the jobs with several rows only (``m``)."""
     textual = [r[0] for r in con.execute("SELECT sc FROM clusters_seen WHERE textual").fetchall()]
     text_sql = "sc IN (" + ", ".join(f"'{_q(s)}'" for s in textual) + ")" if textual else "false"
@@ -338,8 +335,8 @@ def _identity(con) -> None:
 
 def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
                 rollup: dict[int, tuple[int, float | None]] | None = None) -> None:
-    """View ``rw``: the per (row, window) relation over view ``b`` (:func:`_load_rows`): each row once per
-    window it belongs to, with the columns of :func:`slurmkit.report.usage.allocations` and
+    """View ``rw``: the per (row, window) relation over views ``single`` and ``several``
+    (:func:`_load_rows`): each row once per window it belongs to, with the columns of :func:`slurmkit.report.usage.allocations` and
     :func:`slurmkit.report.weekly.build_report` (each rule as they state it: docs/report.md).
     ``windows``: ``(wid, start, end, scope)``, epoch s; ``scope`` "" (every cluster) or one
     store cluster. ``multi``: the job has several rows in the store's days (its flags need the
