@@ -316,11 +316,19 @@ def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sa
 @click.option("--sreport", "use_sreport", is_flag=True,
               help="With --live-breakdown: put sreport's own breakdown and AccountUtilizationByUser beside ours, "
                    "per part and over the period.")
+@click.option("--sreport-utilization", "sreport_utilization", type=click.Path(dir_okay=False),
+              help="Captured 'sreport -P cluster utilization -T cpu,gres/gpu start=... end=...' of the period or "
+                   "of one part (its banner names which; without one, -n: the period) to compare the breakdown "
+                   "with (needs --nodes).")
+@click.option("--sreport-accounts", "sreport_accounts", type=click.Path(dir_okay=False),
+              help="Captured 'sreport -P cluster AccountUtilizationByUser -T cpu,gres/gpu start=... end=...' (as "
+                   "--sreport-utilization) to compare the account tree with (needs --assoc-tree).")
 @click.option("--now", "now_s", hidden=True, help="Time running jobs are taken to end (tests).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report to stdout.")
 @click.pass_context
 def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, formats, outdir, memory_limit,
-           temp_dir, events, reservations, nodes, assoc_tree, tz, live_breakdown, use_sreport, now_s, as_json):
+           temp_dir, events, reservations, nodes, assoc_tree, tz, live_breakdown, use_sreport, sreport_utilization,
+           sreport_accounts, now_s, as_json):
     """GPU/CPU-hours, jobs, groups, outcomes and queue wait over a month, quarter, year or span.
 
     Read from the Parquet store only (days the weekly report pulled): nothing is asked of
@@ -351,6 +359,10 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
     sections = None
     if use_sreport and not live_breakdown:   # alone too: else --sreport would be dropped unsaid
         raise UsageError("--sreport", "compares with sreport live: give --live-breakdown too")
+    for opt, path, need, name in (("--sreport-utilization", sreport_utilization, nodes, "--nodes"),
+                                  ("--sreport-accounts", sreport_accounts, assoc_tree, "--assoc-tree")):
+        if path and not need:    # (a capture is compared with captures: not with --live-breakdown)
+            raise UsageError(opt, f"compares sreport's capture with the breakdown of captures: give {name} too")
     if live_breakdown or any((events, reservations, nodes, assoc_tree)):
         from slurmkit.report import period_breakdown as PB
 
@@ -375,11 +387,11 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
         else:
             zone, how = PB.capture_zone(store_dir or default_store_dir(), scope[0] if scope else "_default",
                                         per.window, tz)
-            local = PB.local_times(events, reservations)
+            local = PB.local_times(events, reservations, sreport_utilization, sreport_accounts)
             if local and how == "assumed":
-                click.echo("slurmkit: warning: time zone UTC assumed for --events / --reservations: sacctmgr "
-                           "prints the local time of the host it ran on, and neither --tz nor the store (report "
-                           "store --tz) names it", err=True)
+                click.echo("slurmkit: warning: time zone UTC assumed for --events / --reservations / --sreport-*: "
+                           "sacctmgr and sreport print the local time of the host they ran on, and neither --tz nor "
+                           "the store (report store --tz) names it", err=True)
             inputs = PB.captured_inputs(events, reservations, nodes, assoc_tree, tz=zone)
             if local:
                 inputs["source"] += f"; times read in {zone} ({how})"
@@ -389,7 +401,10 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
 
             def sreport(kind, w):
                 return sreport_text(kind, w.start, w.end, slurm_cluster)
-        sections = PB.breakdown_sections(store_dir or default_store_dir(), inputs, now=now_s or None, sreport=sreport)
+        captures = {k: (str(p), PB.read_capture(p)) for k, p in (("utilization", sreport_utilization),
+                                                                   ("AccountUtilizationByUser", sreport_accounts)) if p}
+        sections = PB.breakdown_sections(store_dir or default_store_dir(), inputs, now=now_s or None, sreport=sreport,
+                                         captures=captures, tz=zone if not live_breakdown else "UTC")
     report = period_report(store_dir or default_store_dir(), per, names, now=now_s or None,
                            memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT, temp_dir=temp_dir, progress=progress,
                            sections=sections)

@@ -17,6 +17,7 @@ import re
 
 import pandas as pd
 
+from slurmkit.errors import InputError
 from slurmkit.report.window import Window, iso_z
 
 #: The names of the two sections in the period report (``report[name]``).
@@ -103,7 +104,8 @@ def merge_trees(trees: list[dict]) -> dict:
     return tree
 
 
-def breakdown_sections(store_root, inputs: dict, now=None, sreport=None) -> dict:
+def breakdown_sections(store_root, inputs: dict, now=None, sreport=None, captures: dict | None = None,
+                       tz: str = "UTC") -> dict:
     """``{name: fn(windows, clusters)}`` for :func:`slurmkit.report.period.period_report`'s
     ``sections=``: ``sreport_breakdown`` and ``accounts``.
 
@@ -116,6 +118,11 @@ def breakdown_sections(store_root, inputs: dict, now=None, sreport=None) -> dict
     cut at its last whole hour. ``sreport``: None, or a callable ``(report, Window) -> text``
     (``report`` "utilization" or "AccountUtilizationByUser", seconds, as
     :func:`slurmkit.report.live.sreport_text` prints them) to reconcile each window with.
+    ``captures``: sreport's output captured instead, ``{"utilization" /
+    "AccountUtilizationByUser": (path, text)}`` (:func:`slurmkit.report.sreport.unit_of`'s unit),
+    each reconciled with the window whose whole hours its banner names (its times read in
+    ``tz``; one without a banner, ``-n``: the period); a capture naming none of the windows
+    raises :class:`~slurmkit.errors.InputError` (its path).
 
     ``report["sreport_breakdown"]``: ``{"source", "capacity_source", "windows": [{"label"
     ("(period)" first, then each part), "start", "end" (the hours covered), "ours" ({TRES:
@@ -130,13 +137,34 @@ def breakdown_sections(store_root, inputs: dict, now=None, sreport=None) -> dict
     now_ts = now_ts.tz_localize("UTC") if now_ts.tzinfo is None else now_ts.tz_convert("UTC")
     cache: dict = {}
 
-    def theirs(kind: str, w: Window):
+    captures = captures or {}
+    parse = {"utilization": S.cluster_utilization, "AccountUtilizationByUser": S.account_users}
+
+    def theirs(kind: str, w: Window, whole: bool):
+        if kind in captures:
+            path, text = captures[kind]
+            named = S.banner_window(text, tz)
+            if (named is None and not whole) or (named is not None and named != (pd.Timestamp(w.start),
+                                                                                  pd.Timestamp(w.end))):
+                return None
+            try:
+                return parse[kind](text, S.unit_of(text), source=path)
+            except ValueError as exc:      # an InputError names its line; -t Percent
+                raise exc if isinstance(exc, InputError) else InputError(path, None, str(exc)) from None
         if sreport is None:
             return None
-        text = sreport(kind, w)
-        if kind == "utilization":
-            return S.cluster_utilization(text, "seconds")
-        return S.account_users(text, "seconds")
+        return parse[kind](sreport(kind, w), "seconds")
+
+    def matched(kind: str, windows: list[dict], found: list) -> None:
+        """A capture of ``kind`` that named none of ``windows`` (label, start, end; ``found``:
+        sreport's figures per window, None where not captured): refused."""
+        if kind in captures and all(f is None for f in found):
+            path, text = captures[kind]
+            named = S.banner_window(text, tz)
+            asked = ", ".join(f"{w['label']} {w['start']} - {w['end']}" for w in windows)
+            raise InputError(path, None, f"its banner names {iso_z(named[0])} - {iso_z(named[1])} (read in {tz}), "
+                                         f"none of this report's windows (whole hours: {asked}): capture sreport "
+                                         "with start= and end= of the period or of one of its parts")
 
     def compute(windows, clusters):
         key = (tuple((label, w.start, w.end) for label, w in windows), tuple(clusters))
@@ -171,24 +199,28 @@ def breakdown_sections(store_root, inputs: dict, now=None, sreport=None) -> dict
             return None
         out = []
         for label, hw, bd, _ in compute(windows, clusters):
-            sre = theirs("utilization", hw)
+            sre = theirs("utilization", hw, label == "(period)")
             diffs = BD.compare(bd["tres"], sre) if sre is not None else []
             out.append({"label": label, **bd["window"], "ours": bd["tres"], "sreport": sre, "differences": diffs,
                         "notes": BD.explain(bd, sre, diffs, bd["window"], None)[1:]})
+        matched("utilization", out, [w["sreport"] for w in out])
         return {"source": inputs.get("source", ""), "capacity_source": compute(windows, clusters)[0][2]["capacity_source"],
                 "windows": out}
 
     def accounts(windows, clusters):
         if not inputs.get("assocs"):
             return None
-        out = []
+        out, found = [], []
         for label, hw, _, tree in compute(windows, clusters):
-            sre = theirs("AccountUtilizationByUser", hw)
+            sre = theirs("AccountUtilizationByUser", hw, label == "(period)")
             out.append({"label": label, **hw.as_dict(), "tree": tree, "rows": BD.tree_rows(tree),
                         "differences": BD.compare_accounts(tree, sre) if sre is not None else [],
                         "note": "jobs' usage, plus each reservation's idle time split evenly among the accounts and "
                                 "users allowed in it, as sreport counts it (man sreport)"
-                                + ("" if sre is not None else "; sreport not asked")})
+                                + ("" if sre is not None else "; no sreport capture of this window"
+                                   if "AccountUtilizationByUser" in captures else "; sreport not asked")})
+            found.append(sre)
+        matched("AccountUtilizationByUser", out, found)
         return {"source": inputs.get("source", ""), "windows": out}
 
     return {"sreport_breakdown": utilization, "accounts": accounts}
@@ -227,14 +259,20 @@ def capture_zone(store_root, cluster: str, window: Window, tz: str | None = None
     return "UTC", "assumed"
 
 
+def read_capture(path) -> str:
+    """A captured file's text (undecodable bytes replaced). Raises
+    :class:`~slurmkit.errors.InputError` (the path) for a file that cannot be read."""
+    from slurmkit.report.pipeline import _read_text
+
+    return _read_text(path)
+
+
 def local_times(*paths) -> bool:
     """Whether any of the captures ``paths`` (None skipped) prints times as local ISO times
     (``2026-12-02T13:53:23``: sacctmgr's default SLURM_TIME_FORMAT, the local time of the
     host it ran on, no zone), rather than epoch seconds (``SLURM_TIME_FORMAT=%s``), which
     need no zone. Raises :class:`~slurmkit.errors.InputError` for a file that cannot be read."""
-    from slurmkit.report.pipeline import _read_text
-
-    return any(re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}", _read_text(p)) for p in paths if p)
+    return any(re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}", read_capture(p)) for p in paths if p)
 
 
 def captured_inputs(events=None, reservations=None, nodes=None, assoc_tree=None, tz: str = "UTC",
@@ -255,7 +293,7 @@ def captured_inputs(events=None, reservations=None, nodes=None, assoc_tree=None,
 
 
 __all__ = ["SECTIONS", "breakdown_sections", "live_inputs", "capture_zone", "captured_inputs", "part_allocations",
-           "merge_trees", "local_times"]
+           "merge_trees", "local_times", "read_capture"]
 
 
 _EM = "\u2003"   # the tree's indent in Markdown, as the weekly report's

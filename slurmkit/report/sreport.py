@@ -6,6 +6,7 @@
 - :func:`account_users`: ``sreport -P [-n] [-t ...] cluster AccountUtilizationByUser -T
   cpu,gres/gpu [format=...]`` -> account rows and user rows, per TRES, in hours
 - :func:`gpu_hours`: the user rows' GPU-hours summed (the weekly reconciliation's figure)
+- :func:`banner_window`: the window sreport's banner names (``-n`` prints none)
 
 Slurm 22.05's sreport, seen in the sandbox (tests/report/data/sreport/README.md), matches
 ``format=`` names by prefix, so ``format=...,Planned`` prints PlannedDown a second time (header
@@ -43,6 +44,22 @@ def unit_of(text: str, default: str = "Minutes") -> str:
 
     m = re.search(r"Usage reported in (?:TRES |CPU )?(\w+)", text)
     return m.group(1) if m else default
+
+
+def banner_window(text: str, tz: str = "UTC") -> tuple | None:
+    """The window sreport's banner names (``Cluster Utilization 2026-12-02T13:00:00 -
+    2026-12-02T13:59:59``, local times of the host sreport ran on) as ``(start, end)``, aware
+    UTC ``pandas.Timestamp``, ``end`` exclusive (the banner's last second + 1 s); the times are
+    read in ``tz``. None when there is no banner (``-n``)."""
+    import re
+
+    import pandas as pd
+
+    m = re.search(r"Utilization (\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}) - (\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})", text)
+    if not m:
+        return None
+    start, last = (pd.Timestamp(x).tz_localize(tz).tz_convert("UTC") for x in m.groups())
+    return start, last + pd.Timedelta(seconds=1)
 
 
 def _unit(unit: str) -> float:

@@ -251,9 +251,9 @@ def test_captured_events_are_read_in_the_zone_given_or_the_stores_else_utc_with_
     res, source = run(store, DATA / "sandbox_events.psv")    # epoch seconds: no zone needed
     assert res.stderr == "" and "times read in" not in source
     res, source = run(store, local)       # days saved with no zone recorded (as daily live pulls)
-    assert res.stderr == ("slurmkit: warning: time zone UTC assumed for --events / --reservations: sacctmgr prints "
-                          "the local time of the host it ran on, and neither --tz nor the store (report store --tz) "
-                          "names it\n")
+    assert res.stderr == ("slurmkit: warning: time zone UTC assumed for --events / --reservations / --sreport-*: "
+                          "sacctmgr and sreport print the local time of the host they ran on, and neither --tz nor "
+                          "the store (report store --tz) names it\n")
     assert source.endswith("; times read in UTC (assumed)")
     res, source = run(store, local, "--tz", "UTC")
     assert res.stderr == "" and source.endswith("; times read in UTC (--tz)")
@@ -266,3 +266,53 @@ def test_captured_events_are_read_in_the_zone_given_or_the_stores_else_utc_with_
     bad = CliRunner().invoke(cli, args + ["--store", str(store), "-o", str(tmp_path / "bad"), "--events", str(local),
                                           "--tz", "Mars/Base"])
     assert bad.exit_code == 2 and "--tz: unknown time zone 'Mars/Base'" in bad.output
+
+
+def test_captured_sreport_is_compared_with_the_window_its_banner_names(store, tmp_path):
+    """``--sreport-utilization`` / ``--sreport-accounts`` (sreport's own output captured, as
+    ``report weekly`` takes them): each compared with the window whose whole hours its banner
+    names. The sandbox's real captures of the hour 13:00-14:00 (README there) against a period
+    of that hour: every figure and every account row within rounding, for the period and its
+    one part. A capture naming another window is refused (exit 2, its path, the windows); one
+    without a banner (``sreport -n``) is the period's."""
+    from slurmkit.cli import cli
+
+    base = ["report", "period", "--store", str(store), "--now", "2026-12-02T14:00:00Z", "--format", "json,md",
+            "--events", str(DATA / "sandbox_events.psv"), "--reservations", str(DATA / "sandbox_reservations.psv"),
+            "--nodes", str(DATA / "sandbox_scontrol_nodes.txt"), "--assoc-tree", str(DATA / "sandbox_assoc_tree.psv"),
+            "--sreport-utilization", str(DATA / "sandbox_utilization_seconds.txt"),
+            "--sreport-accounts", str(DATA / "sandbox_account_users_seconds.txt"), "--tz", "UTC"]
+    out = tmp_path / "hour"
+    res = CliRunner().invoke(cli, base + ["--start", "2026-12-02T13:00:00Z", "--end", "2026-12-02T14:00:00Z",
+                                          "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    rep = json.loads((out / "period.json").read_text())
+    wins = rep["sreport_breakdown"]["windows"]
+    assert [w["label"] for w in wins] == ["(period)", "2026-W49"]
+    for w in wins:
+        assert w["start"] == "2026-12-02T13:00:00Z" and w["end"] == "2026-12-02T14:00:00Z"
+        assert len(w["differences"]) == 12 and all(d["within"] for d in w["differences"]), w["differences"]
+        assert w["sreport"]["gres/gpu"]["allocated"] == pytest.approx(86 / 3600)
+    acc = rep["accounts"]["windows"]
+    assert all(len(w["differences"]) == 18 and all(d["within"] for d in w["differences"]) for w in acc)
+    # a two-day period: the captured hour is none of its windows
+    bad = CliRunner().invoke(cli, base + ["--start", "2026-12-01", "--end", "2026-12-03", "-o", str(tmp_path / "b")])
+    assert bad.exit_code == 2, bad.output
+    msg = " ".join(bad.output.split())
+    assert (f"{DATA / 'sandbox_utilization_seconds.txt'}: its banner names 2026-12-02T13:00:00Z - "
+            "2026-12-02T14:00:00Z (read in UTC), none of this report's windows (whole hours: (period) "
+            "2026-12-01T00:00:00Z - 2026-12-02T14:00:00Z") in msg
+    assert not (tmp_path / "b").exists() and "Traceback" not in msg
+    # sreport -n prints no banner: taken as the period's (its unit: sreport's default, minutes)
+    n = ["--sreport-utilization", str(DATA / "sandbox_utilization_minutes_n.txt")]
+    res = CliRunner().invoke(cli, base[:-6] + n + ["--tz", "UTC", "--start", "2026-12-02T13:00:00Z", "--end",
+                                                   "2026-12-02T14:00:00Z", "-o", str(tmp_path / "n")])
+    assert res.exit_code == 0, res.output
+    wins = json.loads((tmp_path / "n" / "period.json").read_text())["sreport_breakdown"]["windows"]
+    assert wins[0]["sreport"]["cpu"]["allocated"] == pytest.approx(54 / 60) and wins[1]["sreport"] is None
+    # a capture needs the input it is compared with
+    alone = CliRunner().invoke(cli, ["report", "period", "--store", str(store), "--month", "2026-12", "-o",
+                                     str(tmp_path / "a"), "--sreport-accounts",
+                                     str(DATA / "sandbox_account_users_seconds.txt")])
+    assert alone.exit_code == 2
+    assert "--sreport-accounts: compares sreport's capture with the breakdown of captures: give --assoc-tree" in alone.output
