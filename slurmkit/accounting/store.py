@@ -196,22 +196,24 @@ class Store:
         name = day if isinstance(day, str) else f"{day:%Y-%m-%d}"
         return self._path(name), self._path(name, "steps")
 
-    def load(self, days: list[dt.datetime]) -> tuple[JobRows, DataQuality]:
+    def load(self, days: list[dt.datetime], steps: bool = True) -> tuple[JobRows, DataQuality]:
         """Rows of the given days (one copy per key, the latest pull) and their data quality
         (repeats across days are counted as skipped: ``same row in another day's pull``).
-        Days not in the store are ignored."""
+        Days not in the store are ignored. ``steps=False``: the step rows are not read (an
+        empty step frame of the files' columns: for what needs the allocations only)."""
         man = self.manifest()
         parts, dq = [], DataQuality()
 
-        def read(path):
-            return pq.read_table(path).to_pandas(
+        def read(path, rows=True):
+            table = pq.read_table(path) if rows else pq.read_schema(path).empty_table()
+            return table.to_pandas(
                 types_mapper=lambda t: pd.StringDtype("pyarrow") if t in (pa.string(), pa.large_string()) else None)
 
         for day in days:
             name = f"{day:%Y-%m-%d}"
             if name not in man or not self._path(name).exists() or not self._path(name, "steps").exists():
                 continue
-            parts.append(JobRows(read(self._path(name)), read(self._path(name, "steps"))))
+            parts.append(JobRows(read(self._path(name)), read(self._path(name, "steps"), steps)))
             d = man[name].get("dq", {})
             dq.rows_read += int(d.get("rows_read", 0))
             for k, v in d.get("skipped", {}).items():

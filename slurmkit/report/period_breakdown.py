@@ -7,7 +7,9 @@ weekly model's allocation frame, :func:`slurmkit.report.usage.allocations`), wit
 report's functions (:func:`slurmkit.report.weekly.breakdown_section`'s
 :func:`slurmkit.report.breakdown.breakdown`, :func:`~slurmkit.report.breakdown.account_tree`);
 the period's figures are the sum of its parts' (every figure is a sum over hours and the parts
-tile the period's hours), so memory holds one part's rows at a time, never the period's.
+tile the period's hours), and a part's the sum of its tiles' (at most :data:`TILE_DAYS` days),
+so memory holds one tile's allocation rows at a time (the step rows are not read), never a
+month's or the period's.
 """
 
 from __future__ import annotations
@@ -41,17 +43,36 @@ def _days(w: Window) -> list[dt.datetime]:
     return out
 
 
+#: The longest window whose rows the breakdown holds in memory at once (days): a part (a
+#: month) is computed as the sum of tiles of at most this many days, as the period is the sum
+#: of its parts (every figure is a sum over hours), so memory holds a week's allocation rows
+#: at most (about 1.2 GiB for a week of 1M jobs), whatever the breakdown.
+TILE_DAYS = 7
+
+
+def tiles(w: Window, days: int = TILE_DAYS) -> list[Window]:
+    """``w`` cut into consecutive windows of at most ``days`` days, at UTC midnights counted
+    from ``w``'s first day (the first and last clipped to ``w``)."""
+    out, t = [], w.start.replace(hour=0, minute=0, second=0, microsecond=0)
+    while t < w.end:
+        nxt = t + dt.timedelta(days=days)
+        out.append(Window(max(t, w.start), min(nxt, w.end)))
+        t = nxt
+    return out
+
+
 def part_allocations(store_root, clusters: list[str], w: Window, now) -> pd.DataFrame:
     """The allocation frame (:func:`slurmkit.report.usage.allocations`, the weekly model's) of
     ``w`` from the store's day files of the store clusters ``clusters``: the rows the period
-    report aggregates for that window. Days not in the store are absent (the period report
-    lists them under ``store.days_missing``)."""
+    report aggregates for that window (the allocation files only: the step rows are not read).
+    Days not in the store are absent (the period report lists them under
+    ``store.days_missing``)."""
     from slurmkit.accounting.store import Store
     from slurmkit.report.usage import allocations
 
     frames = []
     for c in clusters or ["_default"]:
-        rows, dq = Store(store_root, "" if c == "_default" else c).load(_days(w))
+        rows, dq = Store(store_root, "" if c == "_default" else c).load(_days(w), steps=False)
         frames.append(allocations(rows, w.start, w.end, dq, now=now))
     full = [f for f in frames if len(f)]
     return pd.concat(full, ignore_index=True) if len(full) > 1 else (full or frames)[0]
@@ -105,7 +126,7 @@ def merge_trees(trees: list[dict]) -> dict:
 
 
 def breakdown_sections(store_root, inputs: dict, now=None, sreport=None, captures: dict | None = None,
-                       tz: str = "UTC") -> dict:
+                       tz: str = "UTC", tile_days: int = TILE_DAYS) -> dict:
     """``{name: fn(windows, clusters)}`` for :func:`slurmkit.report.period.period_report`'s
     ``sections=``: ``sreport_breakdown`` and ``accounts``.
 
@@ -122,7 +143,8 @@ def breakdown_sections(store_root, inputs: dict, now=None, sreport=None, capture
     "AccountUtilizationByUser": (path, text)}`` (:func:`slurmkit.report.sreport.unit_of`'s unit),
     each reconciled with the window whose whole hours its banner names (its times read in
     ``tz``; one without a banner, ``-n``: the period); a capture naming none of the windows
-    raises :class:`~slurmkit.errors.InputError` (its path).
+    raises :class:`~slurmkit.errors.InputError` (its path). ``tile_days``: each part is
+    computed as the sum of windows of at most this many days (:func:`tiles`).
 
     ``report["sreport_breakdown"]``: ``{"source", "capacity_source", "windows": [{"label"
     ("(period)" first, then each part), "start", "end" (the hours covered), "ours" ({TRES:
@@ -174,16 +196,21 @@ def breakdown_sections(store_root, inputs: dict, now=None, sreport=None, capture
         facts = BD.job_facts(pd.DataFrame())
         for label, w in windows[1:] or windows[:1]:
             hw = _whole_hours_to(w, now_ts)
-            a = part_allocations(store_root, clusters, hw, min(pd.Timestamp(hw.end), now_ts))
-            facts = BD.add_facts(facts, BD.job_facts(a))
-            ours = BD.breakdown(hw.start, hw.end, a, inputs.get("events"), inputs.get("reservations"),
-                                inputs["node_tres"], now=hw.end) if inputs.get("node_tres") is not None else None
-            tree = None
-            if inputs.get("assocs"):
-                shares = BD.reservation_shares(inputs.get("reservations") or [], a, inputs.get("events"),
-                                               inputs.get("node_tres") or {}, hw.start, hw.end, now=hw.end)
-                tree = BD.account_tree(inputs["assocs"], a, hw.start, hw.end, now=hw.end, shares=shares)
-            parts.append((label, hw, ours, tree))
+            figs, trees = [], []
+            for t in tiles(hw, tile_days):      # (a part's figures: the sum of its tiles')
+                a = part_allocations(store_root, clusters, t, min(pd.Timestamp(t.end), now_ts))
+                facts = BD.add_facts(facts, BD.job_facts(a))
+                if inputs.get("node_tres") is not None:
+                    figs.append(BD.breakdown(t.start, t.end, a, inputs.get("events"), inputs.get("reservations"),
+                                             inputs["node_tres"], now=t.end))
+                if inputs.get("assocs"):
+                    shares = BD.reservation_shares(inputs.get("reservations") or [], a, inputs.get("events"),
+                                                   inputs.get("node_tres") or {}, t.start, t.end, now=t.end)
+                    trees.append(BD.account_tree(inputs["assocs"], a, t.start, t.end, now=t.end, shares=shares))
+                del a
+            ours = {**figs[0], "window": {"start": iso_z(pd.Timestamp(hw.start)), "end": iso_z(pd.Timestamp(hw.end))},
+                    "tres": _sum_figures([f["tres"] for f in figs])} if figs else None
+            parts.append((label, hw, ours, merge_trees(trees) if trees else None))
         BD.refuse_foreign(facts, inputs)
         p0 = windows[0][1]
         hp = _whole_hours_to(p0, now_ts)
@@ -292,7 +319,7 @@ def captured_inputs(events=None, reservations=None, nodes=None, assoc_tree=None,
         {"source": "captures: " + ", ".join(files) + ("" if nodes else "; node TRES from the site profile")}
 
 
-__all__ = ["SECTIONS", "breakdown_sections", "live_inputs", "capture_zone", "captured_inputs", "part_allocations",
+__all__ = ["SECTIONS", "TILE_DAYS", "tiles", "breakdown_sections", "live_inputs", "capture_zone", "captured_inputs", "part_allocations",
            "merge_trees", "local_times", "read_capture"]
 
 

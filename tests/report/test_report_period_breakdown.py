@@ -316,3 +316,39 @@ def test_captured_sreport_is_compared_with_the_window_its_banner_names(store, tm
                                      str(DATA / "sandbox_account_users_seconds.txt")])
     assert alone.exit_code == 2
     assert "--sreport-accounts: compares sreport's capture with the breakdown of captures: give --assoc-tree" in alone.output
+
+
+def test_a_part_is_the_sum_of_its_tiles(corpus, tmp_path):
+    """A month's breakdown is computed one tile (at most a week) at a time so that memory holds
+    a week's rows, not a month's: the figures must not depend on the tiling. Habrok's real
+    captures (corpus/sacct, stored as ``report store`` stores them) against Habrok's real
+    ``scontrol show nodes`` (corpus/slurm), March 2024 by week and by month: tiles of one day
+    give what one tile per part gives, for every window and figure."""
+    from slurmkit.cli import cli
+
+    c = corpus / "sacct"
+    st = tmp_path / "s"
+    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(c / "habrok_gpu_cluster_parsable2.psv"),
+                                   "--from-sacct", str(c / "habrok_gpu_cluster_snowman_delim.txt"),
+                                   "--sacct-fields", str(c / "habrok_format_fields.txt"), "--store", str(st),
+                                   "--cluster", "habrok", "--tz", "Europe/Amsterdam"])
+    assert res.exit_code == 0, res.output
+    inputs = PB.captured_inputs(nodes=corpus / "slurm" / "habrok_scontrol_show_nodes.txt")
+    now = pd.Timestamp("2024-04-19T12:00:00Z")
+    assert PB.tiles(parse_period(month="2024-03").window, 7)[-1].start.isoformat() == "2024-03-29T00:00:00+00:00"
+    for by in ("week", "month"):
+        per = parse_period(month="2024-03", by=by)
+        got = {}
+        for tile_days in (1, 31):
+            rep = period_report(st, per, ["habrok"], now=now,
+                                sections=PB.breakdown_sections(st, inputs, now=now, tile_days=tile_days))
+            got[tile_days] = rep["sreport_breakdown"]["windows"]
+        assert [w["label"] for w in got[1]] == [w["label"] for w in got[31]]
+        assert len(got[1]) == (6 if by == "week" else 2)
+        for a, b in zip(got[1], got[31]):
+            assert (a["start"], a["end"]) == (b["start"], b["end"])
+            for tres, figs in b["ours"].items():
+                for f, v in figs.items():
+                    assert a["ours"][tres][f] == (None if v is None else pytest.approx(v, rel=1e-12)), (a["label"], f)
+        cpu = got[1][0]["ours"]["cpu"]
+        assert cpu["reported"] > cpu["allocated"] > 0
