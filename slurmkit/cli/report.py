@@ -388,13 +388,15 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
             zone, how = PB.capture_zone(store_dir or default_store_dir(), scope[0] if scope else "_default",
                                         per.window, tz)
             local = PB.local_times(events, reservations, sreport_utilization, sreport_accounts)
-            if local and how == "assumed":
+            if local and how.startswith("assumed"):
                 click.echo("slurmkit: warning: time zone UTC assumed for --events / --reservations / --sreport-*: "
-                           "sacctmgr and sreport print the local time of the host they ran on, and neither --tz nor "
-                           "the store (report store --tz) names it", err=True)
+                           "sacctmgr and sreport print the local time of the host they ran on, and "
+                           + (f"no --tz was given, while {how.split(': ', 1)[1]} (give --tz)" if ": " in how else
+                              "neither --tz nor the store (report store --tz) names it"), err=True)
             inputs = PB.captured_inputs(events, reservations, nodes, assoc_tree, tz=zone)
             if local:
                 inputs["source"] += f"; times read in {zone} ({how})"
+                inputs["time_zone"] = zone
         sreport = None
         if use_sreport:
             from slurmkit.report.live import sreport_text

@@ -221,10 +221,17 @@ def breakdown(window_start, window_end, allocs: pd.DataFrame, events: pd.DataFra
         else:
             count = sum(v.get(k, 0.0) for v in node_tres.values())
             per["reported"] = np.diff(bounds) * count
-        # Down and Planned Down from node events, less what a reservation takes over
+        # Down and Planned Down from node events, less what a reservation takes over; a node's
+        # TRES as its events recorded them (as slurmdbd's rollup counts them: a node retired
+        # since is still counted), else the node's TRES
+        ev_tres = {}
+        if "tres" in ev:
+            for node, t in zip(ev["node"], ev["tres"]):
+                if node and isinstance(t, str) and t:
+                    ev_tres[node] = max(ev_tres.get(node, 0.0), tres_dict(t).get(k, 0.0))
         resv_less = {id(r): np.zeros(nb) for r in tracked}
         for node, ivs in down_iv.items():
-            n = node_tres.get(node, {}).get(k, 0.0)
+            n = ev_tres.get(node) or node_tres.get(node, {}).get(k, 0.0)
             if not n:
                 continue
             lo = np.array([iv[0].timestamp() for iv in ivs])
@@ -369,15 +376,18 @@ def job_facts(allocs: pd.DataFrame) -> dict:
     """What the breakdown's inputs must agree with, from the report's allocation rows
     (``cluster``: sacct's Cluster; ``nodelist``: sacct's NodeList; ``start``): ``{"clusters"
     (set of names), "nodes" (set of node names the jobs ran on), "last_start" (the latest
-    Start, aware UTC, or None)}``; facts of several frames combine with :func:`add_facts`.
-    Raises :class:`~slurmkit.hostlist.BadHostlist` for a NodeList that is not a hostlist."""
+    Start, aware UTC, or None)}``; facts of several frames combine with :func:`add_facts`. A
+    NodeList that is not a hostlist names no node here."""
     if not len(allocs):
         return {"clusters": set(), "nodes": set(), "last_start": None}
     clusters = {str(c) for c in allocs["cluster"].dropna().unique() if str(c)} if "cluster" in allocs else set()
     nodes = set()
     if "nodelist" in allocs:
         for nl in allocs["nodelist"].dropna().unique():
-            nodes.update(hostlist.expand_nodelist(str(nl)))
+            try:
+                nodes.update(hostlist.expand_nodelist(str(nl)))
+            except hostlist.BadHostlist:
+                continue
     starts = allocs["start"].dropna() if "start" in allocs else pd.Series([], dtype=object)
     return {"clusters": clusters, "nodes": nodes, "last_start": pd.Timestamp(starts.max()) if len(starts) else None}
 
@@ -389,36 +399,74 @@ def add_facts(a: dict, b: dict) -> dict:
             "last_start": max(last) if last else None}
 
 
+def _short(node: str) -> str:
+    """A node name without its domain (``n1.cluster.example`` -> ``n1``)."""
+    return node.split(".", 1)[0]
+
+
+def _names(nodes) -> str:
+    """Node names as a hostlist (their list when they are not hostlist names), at most 200."""
+    ranked = sorted(nodes)
+    try:
+        text = hostlist.collect_hostlist(ranked[:200])
+    except hostlist.BadHostlist:
+        text = ",".join(ranked[:200])
+    return text + (", ..." if len(ranked) > 200 else "")
+
+
+def cluster_tree(assocs: list[dict], clusters: set[str]) -> list[dict]:
+    """The rows of the account tree ``assocs`` (:func:`parse_assoc_tree`) of the jobs'
+    cluster: ``sacctmgr show assoc tree`` without ``cluster=`` lists every cluster of the
+    slurmdbd, one tree after another; those of the one cluster of ``clusters`` (the jobs'
+    Cluster, the store cluster's name; names compared as Slurm does, case-insensitively) are
+    kept. A tree of one cluster (or without the column) is returned as is. Raises
+    :class:`~slurmkit.errors.InputError` (``--assoc-tree``) when the tree holds several
+    clusters and not exactly one of them is the jobs'."""
+    named = {r.get("cluster", "").lower() for r in assocs} - {""}
+    if len(named) <= 1:
+        return assocs
+    keep = named & {c.lower() for c in clusters}
+    if len(keep) != 1:
+        raise InputError("--assoc-tree", None, f"the account tree holds the associations of clusters "
+                         f"{', '.join(sorted(named))}, and the jobs are of "
+                         f"{', '.join(sorted(clusters)) or 'no named cluster'}: give the tree of one cluster "
+                         "(sacctmgr -P show assoc tree cluster=NAME format=Cluster,Account,User,ParentName,ID)")
+    return [r for r in assocs if r.get("cluster", "").lower() in keep]
+
+
 def foreign_inputs(facts: dict, inputs: dict) -> list[str]:
     """Why the breakdown's inputs (``node_tres``, ``events``, ``assocs``, as
-    :func:`breakdown` and :func:`account_tree` take them) cannot be the cluster the jobs ran
-    on (``facts``: :func:`job_facts`), one sentence each; [] when nothing says so. A report of
-    one cluster's jobs against another's nodes, events or accounts gives figures of nothing
-    (Reported 0, every user under root) without an error, so the callers refuse it:
+    :func:`breakdown` and :func:`account_tree` take them; ``time_zone``: the zone captured
+    events were read in, if any) cannot be the cluster the jobs ran on (``facts``:
+    :func:`job_facts`), one sentence each; [] when nothing says so. A report of one cluster's
+    jobs against another's nodes, events or accounts gives figures of nothing (Reported 0,
+    every user under root) without an error, so the callers refuse it:
 
     - the account tree's Cluster column (``sacctmgr show assoc tree format=Cluster,...``) names
-      none of the clusters of the jobs' Cluster column;
+      none of the clusters of the jobs (names compared case-insensitively, as Slurm does);
     - none of the nodes the jobs ran on (NodeList) is a node of ``node_tres`` (``scontrol show
-      nodes``, or the site profile); some of them missing is not refused (a node retired
-      since);
+      nodes``, or the site profile; names also compared without their domain); some of them
+      missing is not refused (a node retired since);
     - the events' first cluster registration (``Cluster Registered TRES``) is after the last
-      job started: the events are of another cluster, or of later dates."""
+      job started: the events are of another cluster, or of later dates, or read in the wrong
+      zone."""
     out = []
     theirs = {r.get("cluster", "") for r in inputs.get("assocs") or []} - {""}
-    if theirs and facts["clusters"] and not theirs & facts["clusters"]:
-        out.append(f"the account tree (sacctmgr show assoc tree) is of cluster {', '.join(sorted(theirs))}, and the "
-                   f"jobs are of cluster {', '.join(sorted(facts['clusters']))} (sacct's Cluster)")
+    if theirs and facts["clusters"] and not {c.lower() for c in theirs} & {c.lower() for c in facts["clusters"]}:
+        out.append(f"the account tree (--assoc-tree / sacctmgr show assoc tree) is of cluster "
+                   f"{', '.join(sorted(theirs))}, and the jobs are of cluster {', '.join(sorted(facts['clusters']))}")
     node_tres = inputs.get("node_tres") or {}
-    if node_tres and facts["nodes"] and not facts["nodes"] & set(node_tres):
-        ran = sorted(facts["nodes"])
-        out.append(f"none of the {len(ran)} nodes the jobs ran on ({hostlist.collect_hostlist(ran[:200])}"
-                   f"{', ...' if len(ran) > 200 else ''}) is a node of the capacity input "
-                   f"({hostlist.collect_hostlist(sorted(node_tres))})")
+    ran = facts["nodes"]
+    if node_tres and ran and not (ran & set(node_tres) or {_short(n) for n in ran} & {_short(n) for n in node_tres}):
+        out.append(f"none of the {len(ran)} nodes the jobs ran on ({_names(ran)}) is a node of the capacity input "
+                   f"(--nodes / scontrol show nodes, or the site profile: {_names(node_tres)})")
     reg = registration(inputs.get("events"))
     if reg is not None and facts["last_start"] is not None and reg > facts["last_start"]:
-        out.append(f"the events (sacctmgr show event) have the cluster registering with slurmdbd at {iso_z(reg)}, "
-                   f"after the last job started ({iso_z(facts['last_start'])}): they are of another cluster or "
-                   "of later dates")
+        zone = inputs.get("time_zone")
+        out.append(f"the events (--events / sacctmgr show event) have the cluster registering with slurmdbd at "
+                   f"{iso_z(reg)}, after the last job started ({iso_z(facts['last_start'])}): they are of another "
+                   "cluster or of later dates" + (f", or their times are not {zone}'s (they were read in {zone}: "
+                                                  "give --tz the zone of the host sacctmgr ran on)" if zone else ""))
     return out
 
 
@@ -430,8 +478,7 @@ def refuse_foreign(facts: dict, inputs: dict | None) -> None:
     if why:
         raise InputError("breakdown inputs", None,
                          "; ".join(why) + ": sreport's breakdown and the account tree need the nodes, events, "
-                         "reservations and associations of the cluster the jobs ran on (captures of that "
-                         "cluster, or --cluster naming the store cluster they describe)")
+                         "reservations and associations of the cluster the jobs ran on")
 
 
 def _usage_hours(allocs: pd.DataFrame, s: float, e: float, now: pd.Timestamp) -> pd.DataFrame:

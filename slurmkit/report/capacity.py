@@ -25,17 +25,28 @@ from slurmkit.report.window import iso_z
 _GRES = re.compile(r"(?:^|[\s,])(?:Gres=)?gpu(?::[^:,\s(]+)?:(\d+)")
 
 
+def _node_records(text: str) -> list[tuple[int, str, str]]:
+    """``[(line, NodeName, record)]`` of ``scontrol show nodes`` text: one record per node,
+    its line (``-o``) or its lines (without ``-o``: the indented lines after ``NodeName=...``
+    joined), ``line`` the 1-based line where it starts."""
+    out = []
+    for i, line in enumerate(text.splitlines(), 1):
+        m = re.match(r"\s*NodeName=(\S+)", line)
+        if m:
+            out.append([i, m.group(1), line])
+        elif out and line[:1].isspace() and line.strip():
+            out[-1][2] += " " + line.strip()
+    return [tuple(r) for r in out]
+
+
 def gpus_per_node_scontrol(text: str) -> dict[str, int]:
-    """``scontrol show -o nodes`` text -> {NodeName: GPUs from Gres=gpu[:type]:N, else from
+    """``scontrol show [-o] nodes`` text -> {NodeName: GPUs from Gres=gpu[:type]:N, else from
     CfgTRES gres/gpu=N (typed entries summed when the untyped one is absent)}; nodes without
     GPUs -> 0."""
     out = {}
-    for line in text.splitlines():
-        m = re.search(r"NodeName=(\S+)", line)
-        if not m:
-            continue
-        gm = re.search(r"\bGres=(\S+)", line)
-        tm = re.search(r"\bCfgTRES=(\S+)", line)
+    for _, name, rec in _node_records(text):
+        gm = re.search(r"\bGres=(\S+)", rec)
+        tm = re.search(r"\bCfgTRES=(\S+)", rec)
         n = 0
         if tm and not gm:
             tres = dict(e.split("=", 1) for e in tm.group(1).split(",") if "=" in e)
@@ -48,22 +59,35 @@ def gpus_per_node_scontrol(text: str) -> dict[str, int]:
                 pm = re.match(r"gpu(?::[^:(]+)?:(\d+)", part)
                 if pm:
                     n += int(pm.group(1))
-        out[m.group(1)] = n
+        out[name] = n
     return out
 
 
-def node_tres_scontrol(text: str) -> dict[str, dict[str, float]]:
-    """``scontrol show -o nodes`` text -> {NodeName: {"cpu": CfgTRES cpu= (else CPUTot=),
+def node_tres_scontrol(text: str, source: str | None = None) -> dict[str, dict[str, float]]:
+    """``scontrol show [-o] nodes`` text -> {NodeName: {"cpu": CfgTRES cpu= (else CPUTot=),
     "gres/gpu": :func:`gpus_per_node_scontrol`'s GPUs}}: the node TRES of
-    :func:`slurmkit.report.breakdown.breakdown`."""
+    :func:`slurmkit.report.breakdown.breakdown`. ``source``: a captured file's name; its text
+    is then checked to be scontrol's: :class:`~slurmkit.errors.InputError` (``source``, line)
+    for slurm.conf's words (a NodeName that is a hostlist or DEFAULT, PartitionName=,
+    ClusterName=, SlurmctldHost=), a node with neither CfgTRES= nor CPUTot=, or no node at all."""
     gpus = gpus_per_node_scontrol(text)
     out = {}
-    for line in text.splitlines():
-        m = re.search(r"NodeName=(\S+)", line)
-        if not m:
-            continue
-        cm = re.search(r"\bCfgTRES=(?:\S*,)?cpu=(\d+)", line) or re.search(r"\bCPUTot=(\d+)", line)
-        out[m.group(1)] = {"cpu": float(cm.group(1)) if cm else 0.0, "gres/gpu": float(gpus.get(m.group(1), 0))}
+    if source is not None:
+        for i, line in enumerate(text.splitlines(), 1):
+            m = re.match(r"\s*(NodeName=(?:DEFAULT\b|\S*[\[\],])|PartitionName=|ClusterName=|SlurmctldHost=)", line)
+            if m:
+                raise InputError(source, i, f"{m.group(1)}...: slurm.conf's words, not 'scontrol show -o nodes' "
+                                            "output (one node per line, NodeName=<node> ... CfgTRES=...): capture "
+                                            "that on the cluster")
+    for i, name, rec in _node_records(text):
+        cm = re.search(r"\bCfgTRES=(?:\S*,)?cpu=(\d+)", rec) or re.search(r"\bCPUTot=(\d+)", rec)
+        if source is not None:
+            if not cm:
+                raise InputError(source, i, f"node {name} has neither CfgTRES= nor CPUTot=: expected "
+                                            "'scontrol show -o nodes' output")
+        out[name] = {"cpu": float(cm.group(1)) if cm else 0.0, "gres/gpu": float(gpus.get(name, 0))}
+    if source is not None and not out:
+        raise InputError(source, None, "no node (NodeName=...) in it: expected 'scontrol show -o nodes' output")
     return out
 
 

@@ -52,13 +52,44 @@ TILE_DAYS = 7
 
 def tiles(w: Window, days: int = TILE_DAYS) -> list[Window]:
     """``w`` cut into consecutive windows of at most ``days`` days, at UTC midnights counted
-    from ``w``'s first day (the first and last clipped to ``w``)."""
+    from ``w``'s first day (the first and last clipped to ``w``); ``[w]`` for an empty ``w``
+    (a part after the store's latest pull: its figures are zeros over no hour)."""
     out, t = [], w.start.replace(hour=0, minute=0, second=0, microsecond=0)
     while t < w.end:
         nxt = t + dt.timedelta(days=days)
         out.append(Window(max(t, w.start), min(nxt, w.end)))
         t = nxt
+    return out or [w]
+
+
+def job_clusters(store_root, clusters: list[str], w: Window) -> set[str]:
+    """The Cluster names (sacct's Cluster column) of the store clusters ``clusters``' rows in
+    the day files of ``w`` (their ``cluster`` column only is read)."""
+    import pyarrow.parquet as pq
+
+    from slurmkit.accounting.store import Store
+
+    out: set[str] = set()
+    for c in clusters or ["_default"]:
+        st = Store(store_root, "" if c == "_default" else c)
+        for d in _days(w):
+            path, _ = st.day_files(d)
+            if path.exists():
+                out |= {str(x) for x in pq.read_table(path, columns=["cluster"]).column(0).unique().to_pylist() if x}
     return out
+
+
+def latest_pull(store_root, clusters: list[str], w: Window) -> pd.Timestamp | None:
+    """The latest pull (the manifest's ``pulled_at``, aware UTC) of the store clusters
+    ``clusters``' days in ``w``; None when no day of it is stored."""
+    from slurmkit.accounting.store import Store
+
+    pulls = []
+    for c in clusters or ["_default"]:
+        man = Store(store_root, "" if c == "_default" else c).manifest()
+        pulls += [float(man[f"{d:%Y-%m-%d}"]["pulled_at"]) for d in _days(w)
+                  if man.get(f"{d:%Y-%m-%d}", {}).get("pulled_at") is not None]
+    return pd.Timestamp(max(pulls), unit="s", tz="UTC") if pulls else None
 
 
 def part_allocations(store_root, clusters: list[str], w: Window, now) -> pd.DataFrame:
@@ -192,28 +223,37 @@ def breakdown_sections(store_root, inputs: dict, now=None, sreport=None, capture
         key = (tuple((label, w.start, w.end) for label, w in windows), tuple(clusters))
         if key in cache:        # both sections of one report share one pass over the parts
             return cache[key]
+        # nothing is known after the store's latest pull of the period's days (a store filled
+        # from a capture: the capture time): running jobs and the windows stop there, as the
+        # period report's jobs do (running_up_to) and the weekly report's window does
+        pulled = latest_pull(store_root, clusters, windows[0][1])
+        upto = min(now_ts, pulled) if pulled is not None else now_ts
+        assocs = inputs.get("assocs")
+        if assocs and len({r.get("cluster", "").lower() for r in assocs} - {""}) > 1:
+            # (sacctmgr's tree of every cluster of the slurmdbd: the jobs' one's)
+            assocs = BD.cluster_tree(assocs, job_clusters(store_root, clusters, windows[0][1]) | set(clusters))
         parts = []
         facts = BD.job_facts(pd.DataFrame())
         for label, w in windows[1:] or windows[:1]:
-            hw = _whole_hours_to(w, now_ts)
+            hw = _whole_hours_to(w, upto)
             figs, trees = [], []
             for t in tiles(hw, tile_days):      # (a part's figures: the sum of its tiles')
-                a = part_allocations(store_root, clusters, t, min(pd.Timestamp(t.end), now_ts))
+                a = part_allocations(store_root, clusters, t, min(pd.Timestamp(t.end), upto))
                 facts = BD.add_facts(facts, BD.job_facts(a))
                 if inputs.get("node_tres") is not None:
                     figs.append(BD.breakdown(t.start, t.end, a, inputs.get("events"), inputs.get("reservations"),
                                              inputs["node_tres"], now=t.end))
-                if inputs.get("assocs"):
+                if assocs:
                     shares = BD.reservation_shares(inputs.get("reservations") or [], a, inputs.get("events"),
                                                    inputs.get("node_tres") or {}, t.start, t.end, now=t.end)
-                    trees.append(BD.account_tree(inputs["assocs"], a, t.start, t.end, now=t.end, shares=shares))
+                    trees.append(BD.account_tree(assocs, a, t.start, t.end, now=t.end, shares=shares))
                 del a
             ours = {**figs[0], "window": {"start": iso_z(pd.Timestamp(hw.start)), "end": iso_z(pd.Timestamp(hw.end))},
                     "tres": _sum_figures([f["tres"] for f in figs])} if figs else None
             parts.append((label, hw, ours, merge_trees(trees) if trees else None))
-        BD.refuse_foreign(facts, inputs)
+        BD.refuse_foreign(facts, {**inputs, "assocs": assocs})
         p0 = windows[0][1]
-        hp = _whole_hours_to(p0, now_ts)
+        hp = _whole_hours_to(p0, upto)
         per = ("(period)", hp, {"window": {"start": iso_z(pd.Timestamp(hp.start)), "end": iso_z(pd.Timestamp(hp.end))},
                                 "capacity_source": parts[0][2]["capacity_source"],
                                 "tres": _sum_figures([p[2]["tres"] for p in parts])} if parts[0][2] else None,
@@ -271,7 +311,7 @@ def capture_zone(store_root, cluster: str, window: Window, tz: str | None = None
     (``sacctmgr`` prints the local time of the host it ran on, with no zone): ``tz`` when given
     (``how`` "--tz"); else the zone ``report store --tz`` recorded for the store cluster
     ``cluster``'s days in ``window`` when they name one, given (``how`` "the store's"); else
-    UTC (``how`` "assumed"). Raises :class:`~slurmkit.errors.UsageError` (``--tz``) for a
+    UTC (``how`` "assumed", with ``: the store's days record A, B`` when they name several). Raises :class:`~slurmkit.errors.UsageError` (``--tz``) for a
     ``tz`` that is not an IANA zone name."""
     from slurmkit.report.period_text import time_zones
     from slurmkit.report.pipeline import _check_zone
@@ -283,7 +323,7 @@ def capture_zone(store_root, cluster: str, window: Window, tz: str | None = None
     given = {z["time_zone"] for z in time_zones(store_root, [cluster], days) if z["time_zone_given"]}
     if len(given) == 1:
         return given.pop(), "the store's"
-    return "UTC", "assumed"
+    return "UTC", "assumed" + (f": the store's days record {', '.join(sorted(given))}" if given else "")
 
 
 def read_capture(path) -> str:

@@ -693,7 +693,8 @@ def _captured_downtime(opts: WeeklyOptions, window: Window, now) -> dict:
         raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
     events = C.node_events(text, opts.tz, source=path)
     gpus = (C.gpus_per_node_profile(opts.profile) if opts.profile is not None else
-            {n: int(t["gres/gpu"]) for n, t in C.node_tres_scontrol(_read_text(opts.nodes)).items()} if opts.nodes
+            {n: int(t["gres/gpu"]) for n, t in C.node_tres_scontrol(_read_text(opts.nodes), str(opts.nodes)).items()}
+            if opts.nodes
             else None)
     upto = min(pd.Timestamp(window.end), now) if now is not None else pd.Timestamp(window.end)
     down = C.downtime(events, gpus, window.start, max(upto, pd.Timestamp(window.start)), now)
@@ -721,7 +722,7 @@ def _captured_breakdown_inputs(opts: WeeklyOptions, window: Window, now) -> dict
 
     upto = min(pd.Timestamp(window.end), now) if now is not None else pd.Timestamp(window.end)
     w = Window(*whole_hours(window.start, max(upto, pd.Timestamp(window.start)).to_pydatetime()))
-    node_tres = (C.node_tres_scontrol(_read_text(opts.nodes)) if opts.nodes else
+    node_tres = (C.node_tres_scontrol(_read_text(opts.nodes), str(opts.nodes)) if opts.nodes else
                  C.node_tres_profile(opts.profile) if opts.profile is not None else None)
     out = {"window": w, "node_tres": node_tres,
            "events": C.node_events(_read_text(opts.events), opts.tz, source=str(opts.events), cluster_rows=True)
@@ -729,7 +730,8 @@ def _captured_breakdown_inputs(opts: WeeklyOptions, window: Window, now) -> dict
            "reservations": BD.parse_reservations(_read_text(opts.reservations), opts.tz, source=str(opts.reservations))
            if opts.reservations else None,
            "assocs": BD.parse_assoc_tree(_read_text(opts.assoc_tree), source=str(opts.assoc_tree))
-           if opts.assoc_tree else None}
+           if opts.assoc_tree else None,
+           "time_zone": opts.tz if opts.events or opts.reservations else None}
     for key, path, parse in (("sreport", opts.sreport_utilization, S.cluster_utilization),
                              ("account_users", opts.sreport_accounts, S.account_users)):
         if not path:
@@ -968,8 +970,10 @@ def fill_store(opts: WeeklyOptions, store_dir, warn=None) -> dict:
     if not opts.cluster and named and warn:
         # (the folder is the store's cluster: a later capture with --cluster NAME goes elsewhere)
         warn(f"the captures' Cluster column names {', '.join(named)}, and no --cluster was given: the days go "
-             f"under cluster=_default; give --cluster {named[0]} to file them under the cluster's name "
-             "(report period --cluster reads a store cluster by its folder)")
+             "under cluster=_default; " + (f"give --cluster {named[0]} to file them under the cluster's name"
+                                           if len(named) == 1 else
+                                           "store each cluster's capture with its own --cluster")
+             + " (report period --cluster reads a store cluster by its folder)")
     st = Store(store_dir, opts.cluster or "")
     first = last = None
     if opts.window is not None:

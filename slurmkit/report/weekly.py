@@ -594,7 +594,11 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     if breakdown_inputs:
         from slurmkit.report import breakdown as BD
 
-        BD.refuse_foreign(BD.job_facts(a), breakdown_inputs)
+        facts = BD.job_facts(a)
+        if breakdown_inputs.get("assocs"):     # (a tree of several clusters: the jobs' one's)
+            breakdown_inputs = {**breakdown_inputs, "assocs": BD.cluster_tree(
+                breakdown_inputs["assocs"], facts["clusters"] | ({cluster} if cluster else set()))}
+        BD.refuse_foreign(facts, breakdown_inputs)
     a = E.attach_energy(a, assumptions, spool, dq)
     spool_unmatched = int(a.attrs.get("spool_unmatched", 0))
     # an unknown GPU count (NaN) stays unknown in what is derived from it

@@ -285,7 +285,7 @@ def test_weekly_refuses_another_clusters_captures(tmp_path, corpus):
     msg = " ".join(bad.output.split())
     # (this capture has no Cluster column: the tree's cluster has nothing to be compared with)
     assert ("slurmkit: error: breakdown inputs: none of the 1 nodes the jobs ran on (node5) is a node of the capacity "
-            "input (n[1-4]): sreport's breakdown") in msg
+            "input (--nodes / scontrol show nodes, or the site profile: n[1-4]): sreport's breakdown") in msg
     assert "account tree" not in msg.split("error:")[1].split(":")[1] and "Traceback" not in msg
     assert not (out / "weekly.json").exists()
     good = CliRunner().invoke(cli, base + ["-o", str(out), "--nodes",
@@ -293,3 +293,42 @@ def test_weekly_refuses_another_clusters_captures(tmp_path, corpus):
     assert good.exit_code == 0, good.output
     rep = json.loads((out / "weekly.json").read_text())
     assert rep["utilization"]["breakdown"]["ours"]["cpu"]["reported"] > 0
+
+
+def test_inputs_of_the_jobs_cluster_are_taken_by_slurms_rules_and_a_zone_is_blamed_when_it_can_be(tmp_path):
+    """Trial t28: ``foreign_inputs`` compared cluster names case-sensitively and node names
+    with their domain; Slurm lowercases cluster names, and ``scontrol`` may print
+    ``NodeName=n1.sb.example`` where sacct's NodeList says ``n1``. Both are the jobs' cluster
+    now. Events read in the wrong zone (sacctmgr's local times of an Amsterdam host read as
+    UTC: their registration moves after the last job's start) are refused with the zone named.
+    Labelled edits of the sandbox's real captures (tests/report/data/sreport)."""
+    import re
+    import time
+
+    from slurmkit.accounting.frame import load_sacct
+    from slurmkit.accounting.quality import DataQuality
+    from slurmkit.report import breakdown as BD
+    from slurmkit.report import capacity as C
+    from slurmkit.report.usage import allocations
+
+    rows, _ = load_sacct(DATA / "sandbox_sacct.psv")
+    a = allocations(rows, pd.Timestamp("2026-12-02T13:00Z"), pd.Timestamp("2026-12-02T14:00Z"), DataQuality(),
+                    now=pd.Timestamp("2026-12-02T14:00Z"))
+    facts = BD.job_facts(a)
+    assert facts["clusters"] == {"sandbox"} and facts["nodes"] <= {"n1", "n2", "n3", "n4"} and facts["nodes"]
+    text = (DATA / "sandbox_scontrol_nodes.txt").read_text()
+    fqdn = C.node_tres_scontrol(re.sub(r"NodeName=(n\d)\b", r"NodeName=\1.sb.example", text), "fqdn")
+    assert sorted(fqdn) == ["n1.sb.example", "n2.sb.example", "n3.sb.example", "n4.sb.example"]
+    upper = BD.parse_assoc_tree((DATA / "sandbox_assoc_tree.psv").read_text().replace("sandbox|", "SANDBOX|"))
+    assert BD.foreign_inputs(facts, {"node_tres": fqdn, "assocs": upper}) == []
+    # Amsterdam-local events (CET: UTC+1) read as UTC
+    local = "\n".join("|".join(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(f) + 3600)) if f.isdigit() else f
+                               for f in line.split("|"))
+                      for line in (DATA / "sandbox_events.psv").read_text().splitlines())
+    ev = C.node_events(local, "UTC", cluster_rows=True)
+    why = BD.foreign_inputs(facts, {"events": ev, "time_zone": "UTC"})
+    assert len(why) == 1 and why[0].startswith("the events (--events / sacctmgr show event) have the cluster "
+                                               "registering with slurmdbd at 2026-12-02T14:53:23Z, after the last job")
+    assert why[0].endswith("or their times are not UTC's (they were read in UTC: give --tz the zone of the host "
+                           "sacctmgr ran on)")
+    assert BD.foreign_inputs(facts, {"events": C.node_events(local, "Europe/Amsterdam", cluster_rows=True)}) == []

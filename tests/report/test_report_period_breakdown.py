@@ -193,11 +193,13 @@ def test_another_clusters_inputs_are_refused_and_the_jobs_own_nodes_are_taken(co
     assert not out.exists()
     msg = " ".join(bad.output.split())
     assert msg.startswith("slurmkit: error: breakdown inputs: ")
-    assert "the account tree (sacctmgr show assoc tree) is of cluster sandbox, and the jobs are of cluster habrok" in msg
+    assert ("the account tree (--assoc-tree / sacctmgr show assoc tree) is of cluster sandbox, and the jobs are of "
+            "cluster habrok") in msg
     assert ("none of the 21 nodes the jobs ran on (memory1,node[2,5-6,11,20,22,26,32,38,40,51,67,82,91,94,96,98-99,"
-            "103-104]) is a node of the capacity input (n[1-4])") in msg
+            "103-104]) is a node of the capacity input (--nodes / scontrol show nodes, or the site profile: "
+            "n[1-4])") in msg
     assert ("registering with slurmdbd at 2026-12-02T13:53:23Z, after the last job started (2024-03-21T12:40:23Z): "
-            "they are of another cluster or of later dates") in msg
+            "they are of another cluster or of later dates: sreport") in msg     # (epoch times: no zone to blame)
     assert "Traceback" not in bad.output
     # one input alone is enough to refuse: the tree of another cluster
     tree = CliRunner().invoke(cli, period + ["-o", str(out), "--assoc-tree", str(DATA / "sandbox_assoc_tree.psv")])
@@ -352,3 +354,82 @@ def test_a_part_is_the_sum_of_its_tiles(corpus, tmp_path):
                     assert a["ours"][tres][f] == (None if v is None else pytest.approx(v, rel=1e-12)), (a["label"], f)
         cpu = got[1][0]["ours"]["cpu"]
         assert cpu["reported"] > cpu["allocated"] > 0
+
+
+def test_trial_t28_findings(corpus, store, tmp_path):
+    """What an analyst's trial (t28) of the breakdown inputs found, each fixed:
+
+    1. on a store filled from a capture the breakdown ran past the capture time (running jobs
+       to Start + Timelimit, capacity to the window's end): now it stops at the store's latest
+       pull, as the weekly report of the same capture does (Habrok's real capture, 2024-W16);
+    2. an assoc tree of two clusters (sacctmgr without cluster=: a labelled edit, the sandbox's
+       real tree followed by itself renamed ``other``) was merged: the jobs' cluster's kept;
+    3. slurm.conf given as --nodes (corpus/sites: NodeName=dgx[1-4]) ended in a traceback, and
+    4. a file with no node in it (corpus/slurm/sinfo_gres.txt) was taken: both refused, exit 2;
+    5. a node retired since (n4 left out of the real --nodes: a labelled edit) lost its down
+       time: its events' TRES count it, as sreport does (76 GPU-s, 152 CPU-s)."""
+    from slurmkit.cli import cli
+
+    # 1
+    c = corpus / "sacct"
+    hab = tmp_path / "H"
+    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(c / "habrok_gpu_cluster_parsable2.psv"),
+                                   "--store", str(hab), "--cluster", "habrok", "--tz", "Europe/Amsterdam"])
+    assert res.exit_code == 0, res.output
+    nodes = corpus / "slurm" / "habrok_scontrol_show_nodes.txt"
+    res = CliRunner().invoke(cli, ["report", "period", "--store", str(hab), "--start", "2024-04-15", "--end",
+                                   "2024-04-22", "--nodes", str(nodes), "--format", "json", "-o", str(tmp_path / "p")])
+    assert res.exit_code == 0, res.output
+    pw = json.loads((tmp_path / "p" / "period.json").read_text())["sreport_breakdown"]["windows"][0]
+    res = CliRunner().invoke(cli, ["report", "weekly", "--from-sacct", str(c / "habrok_gpu_cluster_parsable2.psv"),
+                                   "--tz", "Europe/Amsterdam", "--week", "2024-W16", "--no-store", "--trend-weeks", "0",
+                                   "--spool", str(tmp_path / "none.jsonl"), "--nodes", str(nodes), "--format", "json",
+                                   "-o", str(tmp_path / "w")])
+    assert res.exit_code == 0, res.output
+    wb = json.loads((tmp_path / "w" / "weekly.json").read_text())["utilization"]["breakdown"]
+    assert pw["end"] == wb["window"]["end"] == "2024-04-19T11:00:00Z"
+    for tres in ("gres/gpu", "cpu"):
+        for f in ("allocated", "reported"):
+            assert pw["ours"][tres][f] == pytest.approx(wb["ours"][tres][f], rel=1e-12), (tres, f)
+    assert pw["ours"]["gres/gpu"]["allocated"] == pytest.approx(123.89861111, rel=1e-9)
+    # 2
+    tree = (DATA / "sandbox_assoc_tree.psv").read_text()
+    both = tmp_path / "both.psv"
+    both.write_text(tree + "".join(line.replace("sandbox|", "other|", 1) + "\n" for line in tree.splitlines()[1:]))
+    args = ["report", "period", "--store", str(store), "--start", "2026-12-02T13:00:00Z", "--end",
+            "2026-12-02T14:00:00Z", "--now", "2026-12-02T14:00:00Z", "--format", "json",
+            "--nodes", str(DATA / "sandbox_scontrol_nodes.txt")]
+
+    def tree_of(path, out):
+        res = CliRunner().invoke(cli, args + ["--assoc-tree", str(path), "-o", str(tmp_path / out),
+                                              "--reservations", str(DATA / "sandbox_reservations.psv")])
+        assert res.exit_code == 0, res.output
+        return json.loads((tmp_path / out / "period.json").read_text())["accounts"]["windows"][0]["tree"]
+
+    one = tree_of(DATA / "sandbox_assoc_tree.psv", "t1")
+    assert tree_of(both, "t2") == one and one["cpu_hours"] == pytest.approx(6360 / 3600)    # sreport's root
+    two = tmp_path / "two.psv"
+    two.write_text(tree.replace("sandbox|", "x|") + "".join(line.replace("sandbox|", "y|", 1) + "\n"
+                                                            for line in tree.splitlines()[1:]))
+    res = CliRunner().invoke(cli, args + ["--assoc-tree", str(two), "-o", str(tmp_path / "t3")])
+    assert res.exit_code == 2 and "the account tree holds the associations of clusters x, y" in " ".join(res.output.split())
+    # 3, 4
+    for bad, words in ((corpus / "sites" / "dgx1x4_slurm.conf", ":11: ClusterName=...: slurm.conf's words, not "
+                        "'scontrol show -o nodes' output"),
+                       (corpus / "sites" / "genomedk_slurm.conf", ":59: ClusterName=...: slurm.conf's words"),
+                       (corpus / "slurm" / "gres.conf.dgx1", ": no node (NodeName=...) in it"),
+                       (corpus / "slurm" / "sinfo_gres.txt", ": no node (NodeName=...) in it")):
+        res = CliRunner().invoke(cli, args[:-2] + ["--nodes", str(bad), "-o", str(tmp_path / "bad")])
+        assert res.exit_code == 2, res.output
+        assert res.output.startswith(f"slurmkit: error: {bad}") and words in res.output and "Traceback" not in res.output
+        assert not (tmp_path / "bad").exists()
+    # 5
+    kept = tmp_path / "no_n4.txt"
+    kept.write_text("".join(ln + "\n" for ln in (DATA / "sandbox_scontrol_nodes.txt").read_text().splitlines()
+                            if not ln.startswith("NodeName=n4 ")))
+    res = CliRunner().invoke(cli, args[:-2] + ["--nodes", str(kept), "--events", str(DATA / "sandbox_events.psv"),
+                                               "--reservations", str(DATA / "sandbox_reservations.psv"),
+                                               "-o", str(tmp_path / "n4")])
+    assert res.exit_code == 0, res.output
+    ours = json.loads((tmp_path / "n4" / "period.json").read_text())["sreport_breakdown"]["windows"][0]["ours"]
+    assert ours["gres/gpu"]["down"] == pytest.approx(76 / 3600) and ours["cpu"]["down"] == pytest.approx(152 / 3600)

@@ -233,3 +233,31 @@ def test_report_store_says_where_a_named_clusters_capture_goes_without_cluster(t
                                      "--tz", "UTC", "--cluster", "sandbox"])
     assert named.exit_code == 0 and named.stderr == ""
     assert (tmp_path / "n" / "cluster=sandbox" / "day=2026-12-02" / "allocs.parquet").exists()
+
+
+def test_store_warnings_for_two_clusters_and_two_zones(tmp_path):
+    """Trial t28: a capture naming two clusters stored without --cluster was told to use the
+    first one's name; now it is told to store each cluster's capture with its own --cluster.
+    And a store whose days record two zones (``report store --tz``) names no zone for the
+    period's captured events: UTC is assumed and the warning says which zones the days hold.
+    Real captures: the sandbox's (cluster sandbox) and CSCS Santis' (../shared/corpus/sacct)."""
+    from slurmkit.report import period_breakdown as PB
+    from slurmkit.report.window import Window
+
+    sandbox = HERE / "data" / "sreport" / "sandbox_sacct.psv"
+    santis = HABROK.parent / "cscs_energy_parsable2.psv"
+    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(sandbox), "--from-sacct", str(santis),
+                                   "--store", str(tmp_path / "s"), "--tz", "UTC"])
+    assert res.exit_code == 0, res.output
+    assert ("the captures' Cluster column names sandbox, santis, and no --cluster was given: the days go under "
+            "cluster=_default; store each cluster's capture with its own --cluster") in res.stderr
+    for cap, tz in ((sandbox, "Europe/Amsterdam"), (santis, "Europe/Zurich")):
+        res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(cap), "--store", str(tmp_path / "z"),
+                                       "--cluster", "x", "--tz", tz])
+        assert res.exit_code == 0, res.output
+    w = Window(pd.Timestamp("2024-03-01T00:00Z").to_pydatetime(), pd.Timestamp("2026-12-31T00:00Z").to_pydatetime())
+    assert PB.capture_zone(tmp_path / "z", "x", w) == ("UTC", "assumed: the store's days record Europe/Amsterdam, "
+                                                              "Europe/Zurich")
+    assert PB.capture_zone(tmp_path / "z", "x", w, "Europe/Zurich") == ("Europe/Zurich", "--tz")
+    one = Window(pd.Timestamp("2024-03-15T00:00Z").to_pydatetime(), pd.Timestamp("2024-03-16T00:00Z").to_pydatetime())
+    assert PB.capture_zone(tmp_path / "z", "x", one) == ("Europe/Zurich", "the store's")
