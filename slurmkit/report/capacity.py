@@ -105,16 +105,18 @@ def gpus_per_node_profile(profile) -> dict[str, int]:
 
 
 def node_tres_profile(profile) -> dict[str, dict[str, float]]:
-    """Site profile -> {node: {"cpu": sockets x cores_per_socket x threads_per_core of its node
-    type, "gres/gpu": :func:`gpus_per_node_profile`'s GPUs}}: the node TRES of
+    """Site profile -> {node: {"cpu": the CPUs slurm.conf gives its node type (``slurm_node.cpus``,
+    when the profile says slurm.conf differs from the hardware: what slurmctld and slurmdbd
+    count), else sockets x cores_per_socket x threads_per_core, "gres/gpu":
+    :func:`gpus_per_node_profile`'s GPUs}}: the node TRES of
     :func:`slurmkit.report.breakdown.breakdown` for a captured report."""
     gpus = gpus_per_node_profile(profile)
     out = {}
     for part in profile.partitions.values():
         nt = profile.node_types[part.node_type]
+        cpus = nt.slurm_node.cpus if nt.slurm_node is not None else nt.sockets * nt.cores_per_socket * nt.threads_per_core
         for node in part.node_names:
-            out[node] = {"cpu": float(nt.sockets * nt.cores_per_socket * nt.threads_per_core),
-                         "gres/gpu": float(gpus.get(node, 0))}
+            out[node] = {"cpu": float(cpus), "gres/gpu": float(gpus.get(node, 0))}
     return out
 
 

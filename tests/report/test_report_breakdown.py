@@ -332,3 +332,15 @@ def test_inputs_of_the_jobs_cluster_are_taken_by_slurms_rules_and_a_zone_is_blam
     assert why[0].endswith("or their times are not UTC's (they were read in UTC: give --tz the zone of the host "
                            "sacctmgr ran on)")
     assert BD.foreign_inputs(facts, {"events": C.node_events(local, "Europe/Amsterdam", cluster_rows=True)}) == []
+
+
+def test_the_sandbox_profiles_node_tres_are_slurms():
+    """Trial t28: ``--site sandbox`` counted 2 CPUs a node (sockets x cores x threads of the
+    hardware the profile describes) where slurm.conf, and so slurmdbd and sreport, count 8
+    (the profile's ``slurm_node.cpus``): CPU Down and Reported were a quarter of sreport's. The
+    profile's node TRES now equal the sandbox's real ``scontrol show -o nodes`` capture's."""
+    from slurmkit.profile import load_profile
+
+    ours = C.node_tres_profile(load_profile("sandbox"))
+    slurm = C.node_tres_scontrol((DATA / "sandbox_scontrol_nodes.txt").read_text(), "sandbox_scontrol_nodes.txt")
+    assert ours == slurm == {f"n{i}": {"cpu": 8.0, "gres/gpu": 4.0} for i in range(1, 5)}
