@@ -307,9 +307,9 @@ def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sa
                            "over the period: sreport's breakdown.", "(without it no breakdown; the account tree still "
                            "comes)")
 @click.option("--tz", default=None,
-              help="Zone of the times in --events and --reservations (sacctmgr prints the local time of the host it "
-                   "ran on). Default: the zone report store --tz recorded for the cluster's days, else UTC, "
-                   "assumed, with a warning.")
+              help="Zone of the times in --events, --reservations and sreport captures' banners (sacctmgr and "
+                   "sreport print the local time of the host they ran on). Default: the zone report store --tz "
+                   "recorded for the cluster's days, else UTC, assumed, with a warning.")
 @click.option("--live-breakdown", is_flag=True,
               help="Read the breakdown's inputs live (scontrol show nodes, sacctmgr show event / reservation / "
                    "assoc tree), as report weekly does.")

@@ -42,6 +42,20 @@ def store(tmp_path):
     return tmp_path / "store"
 
 
+def _habrok_store(corpus, st: Path) -> Path:
+    """A store of Habrok's real captures (corpus/sacct: both, cluster habrok), filled as
+    ``report store`` fills it; returns ``st``."""
+    from slurmkit.cli import cli
+
+    c = corpus / "sacct"
+    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(c / "habrok_gpu_cluster_parsable2.psv"),
+                                   "--from-sacct", str(c / "habrok_gpu_cluster_snowman_delim.txt"),
+                                   "--sacct-fields", str(c / "habrok_format_fields.txt"), "--store", str(st),
+                                   "--cluster", "habrok", "--tz", "Europe/Amsterdam"])
+    assert res.exit_code == 0, res.output
+    return st
+
+
 def _inputs():
     return PB.captured_inputs(DATA / "sandbox_events.psv", DATA / "sandbox_reservations.psv",
                               DATA / "sandbox_scontrol_nodes.txt", DATA / "sandbox_assoc_tree.psv")
@@ -177,13 +191,7 @@ def test_another_clusters_inputs_are_refused_and_the_jobs_own_nodes_are_taken(co
     is Habrok's CPUs x the month's hours."""
     from slurmkit.cli import cli
 
-    c = corpus / "sacct"
-    st = tmp_path / "s"
-    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(c / "habrok_gpu_cluster_parsable2.psv"),
-                                   "--from-sacct", str(c / "habrok_gpu_cluster_snowman_delim.txt"),
-                                   "--sacct-fields", str(c / "habrok_format_fields.txt"), "--store", str(st),
-                                   "--cluster", "habrok", "--tz", "Europe/Amsterdam"])
-    assert res.exit_code == 0, res.output
+    st = _habrok_store(corpus, tmp_path / "s")
     period = ["report", "period", "--month", "2024-03", "--store", str(st), "--cluster", "habrok", "--format", "json"]
     out = tmp_path / "o"
     bad = CliRunner().invoke(cli, period + ["-o", str(out), "--events", str(DATA / "sandbox_events.psv"),
@@ -326,15 +334,8 @@ def test_a_part_is_the_sum_of_its_tiles(corpus, tmp_path):
     captures (corpus/sacct, stored as ``report store`` stores them) against Habrok's real
     ``scontrol show nodes`` (corpus/slurm), March 2024 by week and by month: tiles of one day
     give what one tile per part gives, for every window and figure."""
-    from slurmkit.cli import cli
 
-    c = corpus / "sacct"
-    st = tmp_path / "s"
-    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(c / "habrok_gpu_cluster_parsable2.psv"),
-                                   "--from-sacct", str(c / "habrok_gpu_cluster_snowman_delim.txt"),
-                                   "--sacct-fields", str(c / "habrok_format_fields.txt"), "--store", str(st),
-                                   "--cluster", "habrok", "--tz", "Europe/Amsterdam"])
-    assert res.exit_code == 0, res.output
+    st = _habrok_store(corpus, tmp_path / "s")
     inputs = PB.captured_inputs(nodes=corpus / "slurm" / "habrok_scontrol_show_nodes.txt")
     now = pd.Timestamp("2024-04-19T12:00:00Z")
     assert PB.tiles(parse_period(month="2024-03").window, 7)[-1].start.isoformat() == "2024-03-29T00:00:00+00:00"
