@@ -1,6 +1,7 @@
 """The period report (issue 27 points 1, 4 and 5) against the sandbox's real accounting spread
-over several days: a workload run in the sandbox (real slurmctld / slurmdbd / MariaDB), then
-backdated in slurmdbd's MariaDB (``sandbox_job_table`` / ``_step_table`` times set to chosen
+over several days: a workload run in the module's own sandbox (real slurmctld / slurmdbd /
+MariaDB: the edits below stay out of the other tests' accounting), its final records in
+slurmdbd (``_settled``), then backdated in slurmdbd's MariaDB (``sandbox_job_table`` / ``_step_table`` times set to chosen
 hours of a Saturday, Sunday and Monday two to three weeks ago, a node's DOWN event moved the
 same way, the cluster's registration copied over those days), the usage rolled up again
 (``_last_ran_table`` reset, ``sacctmgr -i rollup``), so that sacct and sreport both see a
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import subprocess
 from collections import defaultdict
 
@@ -67,13 +69,28 @@ def _sacct_hours(run, d1: int, d2: int) -> tuple[dict, dict]:
     return jobs, dict(use)
 
 
-def test_period_report_on_backdated_accounting_equals_sacct_and_sreport(slurm_env, tmp_path):
+def _settled(sandbox, run, jobs) -> bool:
+    """Whether slurmdbd holds every job's final record and nothing is on its way: one row per
+    job with its End and Eligible (slurmctld sends the Eligible record after the job's end:
+    found in a CI run, where one arrived after the backdating, keyed by the real Submit, and
+    made a second row per job with no End, which sreport counts as running) and slurmctld's
+    DBD agent queue empty (``sdiag``)."""
+    rows = _sql(sandbox, f"SELECT id_job, count(*), min(time_eligible), min(time_end) FROM sandbox_job_table "
+                         f"WHERE id_job IN ({', '.join(jobs)}) GROUP BY id_job")
+    got = [ln.split("\t") for ln in rows.splitlines() if ln.strip()]
+    queue = re.search(r"DBD Agent queue size:\s*(\d+)", run(["sdiag"], timeout=30).stdout)
+    return (len(got) == len(jobs) and all(n == "1" and int(el) > 0 and int(end) > 0 for _, n, el, end in got)
+            and queue is not None and queue.group(1) == "0")
+
+
+def test_period_report_on_backdated_accounting_equals_sacct_and_sreport(own_slurm_env, tmp_path):
     from slurmkit.cli import cli
     from slurmkit.report.live import run_rollup
     from slurmkit.report.pipeline import weekly_report
     from slurmkit.report.window import Window
     from slurmkit.slurm.commands import run
 
+    slurm_env = own_slurm_env   # (the module's own sandbox: tests/conftest.py own_sandbox)
     run(["sacctmgr", "-i", "add", "account", ACCOUNT, "parent=root", "Description=h27q", "Organization=h27q"],
         timeout=30, check=False)
     run(["sacctmgr", "-i", "add", "user", "root", f"account={ACCOUNT}"], timeout=30, check=False)
@@ -94,6 +111,9 @@ def test_period_report_on_backdated_accounting_equals_sacct_and_sreport(slurm_en
     wait_until(lambda: _sql(slurm_env, "SELECT count(*) FROM sandbox_event_table WHERE node_name='n4' AND "
                                        "reason LIKE 'slurmkit-test: h27q%' AND time_end > 0").strip() == "1",
                60, 1.0, "n4's DOWN event to be closed in slurmdbd")
+    wait_until(lambda: _settled(slurm_env, run, jobs), 60, 1.0, "slurmdbd to hold the jobs' final records",
+               lambda: _sql(slurm_env, "SELECT id_job, time_eligible, time_start, time_end FROM sandbox_job_table "
+                                       f"WHERE id_job IN ({', '.join(jobs)})"))
     # backdate: each job to its planned hours (submitted and eligible 10 minutes before), its
     # steps inside it; n4 down 02:00-03:30 on the second day
     sql = []
@@ -165,6 +185,10 @@ def test_period_report_on_backdated_accounting_equals_sacct_and_sreport(slurm_en
     rows = {(r["account"], r["user"]): r for r in rep["accounts"]["windows"][0]["rows"]}
     assert rows[(ACCOUNT, "root")]["gpu_hours"] == pytest.approx(by_acc[ACCOUNT][0])
     assert "## Denominators: sreport's breakdown" in (out / "period.md").read_text()
+
+    # no record of the jobs reached slurmdbd after the backdating (it would be a second row)
+    assert _sql(slurm_env, f"SELECT count(*) FROM sandbox_job_table WHERE id_job IN ({', '.join(jobs)})").strip() \
+        == str(len(jobs))
 
     # (5) report jobs over the days: each job with sacct's State and ElapsedRaw
     res = CliRunner().invoke(cli, ["report", "jobs", "--start", f"{start:%Y-%m-%d}", "--end", f"{end:%Y-%m-%d}",
