@@ -17,6 +17,10 @@ from slurmkit.cli.options import site_option
 from slurmkit.errors import UsageError
 from slurmkit.hooks.config import DEFAULTS
 
+# the largest HealthCheckInterval and PrologEpilogTimeout slurm.conf takes (uint16_t in
+# Slurm's slurm_conf_t; scontrol: "HealthCheckInterval value (86400) is greater than 65535")
+SLURM_UINT16_MAX = 65535
+
 
 def _run_hook(kind: str, config: str | None) -> None:
     from slurmkit.hooks.main import main
@@ -178,6 +182,13 @@ def install_cmd(slurm_conf, dry_run, chain, configless, replace, site, mode, sta
     from slurmkit.hooks.config import render
     from slurmkit.slurm import conf as sconf
 
+    # (slurm.conf keeps both in 16 bits: scontrol reconfigure refuses a larger value, so the
+    # install would leave a slurm.conf Slurm does not take)
+    for opt, value in (("--interval", interval), ("--timeout", timeout)):
+        if not 0 <= value <= SLURM_UINT16_MAX:
+            raise UsageError(opt, f"{value} s: Slurm takes 0 to {SLURM_UINT16_MAX} s ("
+                             f"{'HealthCheckInterval' if opt == '--interval' else 'PrologEpilogTimeout'} is a "
+                             "16-bit number in slurm.conf; scontrol reconfigure refuses more)")
     snaps = {}
     for item in snapshots:
         node, eq, path = item.partition("=")

@@ -72,7 +72,10 @@ def test_autodetect_node_checked_under_slurmd(sandbox, fake_nvml):
         assert run(["scontrol", "show", "node", NODE], slurm_conf=str(conf), timeout=30).stdout.count("Gres=gpu:h100:4")
         lines = gres.load_gres_conf(gres_conf)
         assert gres.autodetect(lines, NODE) == "nvml" and gres.autodetect(lines, "n1") == "off"
-        res = hooks_cli(conf, *install_args(work, snaps, "--mode", "enforce"))
+        # (the longest HealthCheckInterval, 18 h: slurmctld runs the health check at once when its last run
+        # is older than the interval, so with 300 s on a sandbox up for minutes it could read
+        # the failing snapshot below before the job's prolog does; the prolog is what is tested)
+        res = hooks_cli(conf, *install_args(work, snaps, "--mode", "enforce", "--interval", "65535"))
         assert res.returncode == 0, res.stderr
         run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
         # a healthy node: a job runs, its prolog expects the node's 4 GPUs and maps the job's
@@ -93,6 +96,13 @@ def test_autodetect_node_checked_under_slurmd(sandbox, fake_nvml):
         assert f'slurmkit_gpus_expected{{node="{NODE}"}} 4' in gpus_prom, gpus_prom
         run(["scancel", j], slurm_conf=str(conf), timeout=30)
         wait_until(lambda: not rec_path.exists(), 60, what="the job's epilog")
+        # the epilog drops the job's record before its checks end; its textfile is written last:
+        # the failing snapshot below must be read by the next job's prolog, not by this epilog (a
+        # run once wrote it between the two, the epilog drained n3 and no prolog ran)
+        epilog_ok = f'slurmkit_hook_exit_code{{node="{NODE}",hook="epilog"}} 0'
+        wait_until(lambda: epilog_ok in _text(work / "textfile" / f"slurmkit_{NODE}_epilog.prom"), 60,
+                   what="the epilog's textfile")
+        wait_until(lambda: "COMPLETING" not in show_node(conf, NODE)["state"], 30, what=f"{NODE} done with the epilog")
         got = show_node(conf, NODE)
         assert got["reason"] is None and "DRAIN" not in got["state"], got
         # a failing GPU (edit of the recorded snapshot: 4 volatile DBEs on NVML GPU 1): the next

@@ -208,6 +208,14 @@ def test_cli_install_dry_run_diff_and_errors(tmp_path):
     assert r.returncode == 2 and "missing.conf" in r.stderr and "Traceback" not in r.stderr
     r = _cli("install", "--slurm-conf", str(path), "--snapshot", "n1")
     assert r.returncode == 2 and r.stderr == "slurmkit: error: --snapshot: 'n1': want NODE=FILE\n"
+    # past Slurm's 16 bits (the sandbox's scontrol reconfigure: "HealthCheckInterval value (86400)
+    # is greater than 65535"): refused before anything is written
+    before = path.read_text()
+    for opt in ("--interval", "--timeout"):
+        r = _cli("install", "--slurm-conf", str(path), opt, "86400")
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert r.stderr.startswith(f"slurmkit: error: {opt}: 86400 s: Slurm takes 0 to 65535 s ("), r.stderr
+        assert path.read_text() == before and not (path.parent / "slurmkit-hooks.toml").exists()
     path.write_text(NHC_SITE.replace("#HealthCheckProgram=", "HealthCheckProgram=/usr/sbin/nhc"))
     r = _cli("install", "--slurm-conf", str(path))
     assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1
