@@ -365,6 +365,7 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
             raise UsageError(opt, f"compares sreport's capture with the breakdown of captures: give {name} too")
     if live_breakdown or any((events, reservations, nodes, assoc_tree)):
         from slurmkit.report import period_breakdown as PB
+        from slurmkit.report.pipeline import read_capture
 
         if live_breakdown and any((events, reservations, nodes, assoc_tree)):
             raise UsageError("--live-breakdown", "reads the inputs live: leave out --events, --reservations, "
@@ -403,7 +404,7 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
 
             def sreport(kind, w):
                 return sreport_text(kind, w.start, w.end, slurm_cluster)
-        captures = {k: (str(p), PB.read_capture(p)) for k, p in (("utilization", sreport_utilization),
+        captures = {k: (str(p), read_capture(p)) for k, p in (("utilization", sreport_utilization),
                                                                    ("AccountUtilizationByUser", sreport_accounts)) if p}
         sections = PB.breakdown_sections(store_dir or default_store_dir(), inputs, now=now_s or None, sreport=sreport,
                                          captures=captures, tz=zone if not live_breakdown else "UTC")

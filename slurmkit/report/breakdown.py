@@ -208,6 +208,12 @@ def breakdown(window_start, window_end, allocs: pd.DataFrame, events: pd.DataFra
                                     window_start, window_end, now)
     planned_states = ev[ev["state"].str.upper().str.contains("FUTURE|POWER", na=False)]
     planned_nodes = set(planned_states["node"])
+    # each node's TRES as its events recorded them (read once: {node: [{TRES: count}]})
+    node_ev_tres: dict[str, list[dict]] = {}
+    if "tres" in ev:
+        for node, t in zip(ev["node"], ev["tres"]):
+            if node and isinstance(t, str) and t:
+                node_ev_tres.setdefault(node, []).append(tres_dict(t))
     out = {}
     for k in tres:
         per = {f: np.zeros(nb) for f in FIGURES}
@@ -224,11 +230,7 @@ def breakdown(window_start, window_end, allocs: pd.DataFrame, events: pd.DataFra
         # Down and Planned Down from node events, less what a reservation takes over; a node's
         # TRES as its events recorded them (as slurmdbd's rollup counts them: a node retired
         # since is still counted), else the node's TRES
-        ev_tres = {}
-        if "tres" in ev:
-            for node, t in zip(ev["node"], ev["tres"]):
-                if node and isinstance(t, str) and t:
-                    ev_tres[node] = max(ev_tres.get(node, 0.0), tres_dict(t).get(k, 0.0))
+        ev_tres = {node: max(t.get(k, 0.0) for t in ts) for node, ts in node_ev_tres.items()}
         resv_less = {id(r): np.zeros(nb) for r in tracked}
         for node, ivs in down_iv.items():
             n = ev_tres.get(node) or node_tres.get(node, {}).get(k, 0.0)
@@ -414,6 +416,12 @@ def _names(nodes) -> str:
     return text + (", ..." if len(ranked) > 200 else "")
 
 
+def _tree_clusters(assocs: list[dict]) -> set[str]:
+    """The cluster names of the account tree ``assocs`` (:func:`parse_assoc_tree`'s Cluster
+    column, as printed; empty where the capture has no such column)."""
+    return {r.get("cluster", "") for r in assocs} - {""}
+
+
 def cluster_tree(assocs: list[dict], clusters: set[str]) -> list[dict]:
     """The rows of the account tree ``assocs`` (:func:`parse_assoc_tree`) of the jobs'
     cluster: ``sacctmgr show assoc tree`` without ``cluster=`` lists every cluster of the
@@ -422,7 +430,7 @@ def cluster_tree(assocs: list[dict], clusters: set[str]) -> list[dict]:
     kept. A tree of one cluster (or without the column) is returned as is. Raises
     :class:`~slurmkit.errors.InputError` (``--assoc-tree``) when the tree holds several
     clusters and not exactly one of them is the jobs'."""
-    named = {r.get("cluster", "").lower() for r in assocs} - {""}
+    named = {c.lower() for c in _tree_clusters(assocs)}
     if len(named) <= 1:
         return assocs
     keep = named & {c.lower() for c in clusters}
@@ -451,7 +459,7 @@ def foreign_inputs(facts: dict, inputs: dict) -> list[str]:
       job started: the events are of another cluster, or of later dates, or read in the wrong
       zone."""
     out = []
-    theirs = {r.get("cluster", "") for r in inputs.get("assocs") or []} - {""}
+    theirs = _tree_clusters(inputs.get("assocs") or [])
     if theirs and facts["clusters"] and not {c.lower() for c in theirs} & {c.lower() for c in facts["clusters"]}:
         out.append(f"the account tree (--assoc-tree / sacctmgr show assoc tree) is of cluster "
                    f"{', '.join(sorted(theirs))}, and the jobs are of cluster {', '.join(sorted(facts['clusters']))}")

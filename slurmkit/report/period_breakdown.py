@@ -15,7 +15,6 @@ month's or the period's.
 from __future__ import annotations
 
 import datetime as dt
-import re
 
 import pandas as pd
 
@@ -314,10 +313,10 @@ def capture_zone(store_root, cluster: str, window: Window, tz: str | None = None
     UTC (``how`` "assumed", with ``: the store's days record A, B`` when they name several). Raises :class:`~slurmkit.errors.UsageError` (``--tz``) for a
     ``tz`` that is not an IANA zone name."""
     from slurmkit.report.period_text import time_zones
-    from slurmkit.report.pipeline import _check_zone
+    from slurmkit.report.pipeline import check_zone
 
     if tz:
-        _check_zone(tz)
+        check_zone(tz)
         return tz, "--tz"
     days = [f"{d0:%Y-%m-%d}" for d0, _ in window.days()]
     given = {z["time_zone"] for z in time_zones(store_root, [cluster], days) if z["time_zone_given"]}
@@ -326,20 +325,13 @@ def capture_zone(store_root, cluster: str, window: Window, tz: str | None = None
     return "UTC", "assumed" + (f": the store's days record {', '.join(sorted(given))}" if given else "")
 
 
-def read_capture(path) -> str:
-    """A captured file's text (undecodable bytes replaced). Raises
-    :class:`~slurmkit.errors.InputError` (the path) for a file that cannot be read."""
-    from slurmkit.report.pipeline import _read_text
-
-    return _read_text(path)
-
-
 def local_times(*paths) -> bool:
     """Whether any of the captures ``paths`` (None skipped) prints times as local ISO times
-    (``2026-12-02T13:53:23``: sacctmgr's default SLURM_TIME_FORMAT, the local time of the
-    host it ran on, no zone), rather than epoch seconds (``SLURM_TIME_FORMAT=%s``), which
-    need no zone. Raises :class:`~slurmkit.errors.InputError` for a file that cannot be read."""
-    return any(re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}", read_capture(p)) for p in paths if p)
+    (:func:`slurmkit.report.pipeline.prints_local_times`). Raises
+    :class:`~slurmkit.errors.InputError` for a file that cannot be read."""
+    from slurmkit.report.pipeline import prints_local_times, read_capture
+
+    return any(prints_local_times(read_capture(p)) for p in paths if p)
 
 
 def captured_inputs(events=None, reservations=None, nodes=None, assoc_tree=None, tz: str = "UTC",
@@ -348,11 +340,11 @@ def captured_inputs(events=None, reservations=None, nodes=None, assoc_tree=None,
     (``report weekly``'s ``--events``, ``--reservations``, ``--nodes``, ``--assoc-tree``):
     node TRES from ``nodes`` (``scontrol show -o nodes``), else the site profile, else None.
     Raises :class:`~slurmkit.errors.InputError` for a file that cannot be read or parsed."""
-    from slurmkit.report.pipeline import WeeklyOptions, _captured_breakdown_inputs
+    from slurmkit.report.pipeline import WeeklyOptions, captured_breakdown_inputs
 
     opts = WeeklyOptions(events=events, reservations=reservations, nodes=nodes, assoc_tree=assoc_tree, tz=tz,
                          profile=profile)
-    got = _captured_breakdown_inputs(opts, Window(dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc),
+    got = captured_breakdown_inputs(opts, Window(dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc),
                                                   dt.datetime(1970, 1, 2, tzinfo=dt.timezone.utc)), None)
     files = [str(p) for p in (events, reservations, nodes, assoc_tree) if p]
     return {k: got[k] for k in ("node_tres", "events", "reservations", "assocs")} | \
@@ -360,7 +352,7 @@ def captured_inputs(events=None, reservations=None, nodes=None, assoc_tree=None,
 
 
 __all__ = ["SECTIONS", "TILE_DAYS", "tiles", "breakdown_sections", "live_inputs", "capture_zone", "captured_inputs", "part_allocations",
-           "merge_trees", "local_times", "read_capture"]
+           "merge_trees", "local_times"]
 
 
 _EM = "\u2003"   # the tree's indent in Markdown, as the weekly report's

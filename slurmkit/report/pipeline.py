@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -238,7 +239,7 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
         (warn or log.warning)(msg)
 
     fmts = _formats(opts.formats)
-    _check_zone(opts.tz)
+    check_zone(opts.tz)
     now = _timestamp(opts.now)
     assumptions = _assumptions(opts)
     spool_df, spool_problems = _read_spool(opts, _warn)
@@ -260,7 +261,7 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
             if live["downtime"]["down_gpu_hours"] is not None:
                 live["down_gpu_hours"] = live["downtime"]["down_gpu_hours"]
         if any((opts.reservations, opts.nodes, opts.assoc_tree, opts.sreport_utilization, opts.sreport_accounts)):
-            live["breakdown_inputs"] = _captured_breakdown_inputs(opts, window, now)
+            live["breakdown_inputs"] = captured_breakdown_inputs(opts, window, now)
     else:
         window = opts.window or last_full_week()
         rows, dq, live = _live(opts, window, assumptions, spool_df, now, cap, _warn, progress)
@@ -343,7 +344,7 @@ def _formats(formats) -> list[str]:
     return fmts
 
 
-def _check_zone(tz: str) -> None:
+def check_zone(tz: str) -> None:
     """Raise :class:`UsageError` (``--tz``) when ``tz`` is not an IANA zone name."""
     import zoneinfo
 
@@ -693,7 +694,7 @@ def _captured_downtime(opts: WeeklyOptions, window: Window, now) -> dict:
         raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
     events = C.node_events(text, opts.tz, source=path)
     gpus = (C.gpus_per_node_profile(opts.profile) if opts.profile is not None else
-            {n: int(t["gres/gpu"]) for n, t in C.node_tres_scontrol(_read_text(opts.nodes), str(opts.nodes)).items()}
+            {n: int(t["gres/gpu"]) for n, t in C.node_tres_scontrol(read_capture(opts.nodes), str(opts.nodes)).items()}
             if opts.nodes
             else None)
     upto = min(pd.Timestamp(window.end), now) if now is not None else pd.Timestamp(window.end)
@@ -702,14 +703,24 @@ def _captured_downtime(opts: WeeklyOptions, window: Window, now) -> dict:
     return down
 
 
-def _read_text(path) -> str:
+def read_capture(path) -> str:
+    """A captured file's text (undecodable bytes replaced: a bad byte spoils one name or
+    reason, never the whole file). Raises :class:`~slurmkit.errors.InputError` (the path) for
+    a file that cannot be read."""
     try:
         return Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise InputError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
 
 
-def _captured_breakdown_inputs(opts: WeeklyOptions, window: Window, now) -> dict:
+def prints_local_times(text: str) -> bool:
+    """Whether a capture (``text``) prints times as local ISO times (``2026-12-02T13:53:23``:
+    sacctmgr's and scontrol's default SLURM_TIME_FORMAT, the local time of the host it ran on,
+    no zone) rather than epoch seconds (``SLURM_TIME_FORMAT=%s``), which need no zone."""
+    return re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}", text) is not None
+
+
+def captured_breakdown_inputs(opts: WeeklyOptions, window: Window, now) -> dict:
     """The breakdown inputs (:func:`slurmkit.report.weekly.breakdown_section`) of a captured
     report: the whole hours of the window up to the capture time; node TRES from ``nodes``
     (scontrol), else the profile (None: no breakdown); events from ``events`` (None: Down
@@ -722,22 +733,26 @@ def _captured_breakdown_inputs(opts: WeeklyOptions, window: Window, now) -> dict
 
     upto = min(pd.Timestamp(window.end), now) if now is not None else pd.Timestamp(window.end)
     w = Window(*whole_hours(window.start, max(upto, pd.Timestamp(window.start)).to_pydatetime()))
-    node_tres = (C.node_tres_scontrol(_read_text(opts.nodes), str(opts.nodes)) if opts.nodes else
+    node_tres = (C.node_tres_scontrol(read_capture(opts.nodes), str(opts.nodes)) if opts.nodes else
                  C.node_tres_profile(opts.profile) if opts.profile is not None else None)
+    ev_text = read_capture(opts.events) if opts.events else None
+    resv_text = read_capture(opts.reservations) if opts.reservations else None
     out = {"window": w, "node_tres": node_tres,
-           "events": C.node_events(_read_text(opts.events), opts.tz, source=str(opts.events), cluster_rows=True)
-           if opts.events else None,
-           "reservations": BD.parse_reservations(_read_text(opts.reservations), opts.tz, source=str(opts.reservations))
-           if opts.reservations else None,
-           "assocs": BD.parse_assoc_tree(_read_text(opts.assoc_tree), source=str(opts.assoc_tree))
+           "events": C.node_events(ev_text, opts.tz, source=str(opts.events), cluster_rows=True)
+           if ev_text is not None else None,
+           "reservations": BD.parse_reservations(resv_text, opts.tz, source=str(opts.reservations))
+           if resv_text is not None else None,
+           "assocs": BD.parse_assoc_tree(read_capture(opts.assoc_tree), source=str(opts.assoc_tree))
            if opts.assoc_tree else None,
-           "time_zone": opts.tz if opts.events or opts.reservations else None}
+           # the zone the captures' times were read in: named (a refusal names it) only where
+           # they print local times
+           "time_zone": opts.tz if any(prints_local_times(t) for t in (ev_text, resv_text) if t) else None}
     for key, path, parse in (("sreport", opts.sreport_utilization, S.cluster_utilization),
                              ("account_users", opts.sreport_accounts, S.account_users)):
         if not path:
             out[key] = None
             continue
-        text = _read_text(path)
+        text = read_capture(path)
         try:
             out[key] = parse(text, S.unit_of(text), source=str(path))
         except ValueError as exc:
@@ -957,7 +972,7 @@ def fill_store(opts: WeeklyOptions, store_dir, warn=None) -> dict:
     be read or holds no times."""
     from slurmkit.accounting.store import Store, fill_from_capture
 
-    _check_zone(opts.tz)
+    check_zone(opts.tz)
     rows, dq, window, as_of, inputs = _captured(opts)
     if as_of is None:
         raise InputError(",".join(map(str, opts.captures)), None, "no times in the captures: give --as-of")
@@ -1047,7 +1062,7 @@ def load_jobs(opts: JobsOptions, warn=None) -> tuple[pd.DataFrame, pd.DataFrame,
                           cluster=opts.cluster, spool=opts.spool, profile=opts.profile,
                           gpu_tdp_w=opts.gpu_tdp_w, trust_slurm_energy=opts.trust_slurm_energy,
                           as_of=opts.as_of)
-    _check_zone(opts.tz)
+    check_zone(opts.tz)
     now = _timestamp(opts.now)
     if opts.captures:
         rows, dq, _window, as_of, inputs = _captured(wopts, need_times=False)

@@ -344,3 +344,30 @@ def test_the_sandbox_profiles_node_tres_are_slurms():
     ours = C.node_tres_profile(load_profile("sandbox"))
     slurm = C.node_tres_scontrol((DATA / "sandbox_scontrol_nodes.txt").read_text(), "sandbox_scontrol_nodes.txt")
     assert ours == slurm == {f"n{i}": {"cpu": 8.0, "gres/gpu": 4.0} for i in range(1, 5)}
+
+
+def test_a_captures_zone_is_named_only_where_its_times_are_local(tmp_path):
+    """``report weekly``'s captured breakdown inputs record the zone their times were read in
+    (a registration refusal names it) only where the events or reservations print local ISO
+    times: the sandbox's real ``SLURM_TIME_FORMAT=%s`` events need no zone, and a refusal must
+    not blame one. The local-time file is a labelled edit of the same capture (each epoch
+    field printed as Amsterdam's local time, as sacctmgr prints it there by default)."""
+    import time
+
+    from slurmkit.report.pipeline import WeeklyOptions, captured_breakdown_inputs, prints_local_times
+    from slurmkit.report.window import Window
+
+    epoch = DATA / "sandbox_events.psv"
+    local = tmp_path / "events_local.psv"
+    local.write_text("\n".join("|".join(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(f) + 3600))
+                                        if f.isdigit() else f for f in line.split("|"))
+                               for line in epoch.read_text().splitlines()) + "\n")
+    assert not prints_local_times(epoch.read_text()) and prints_local_times(local.read_text())
+    w = Window(pd.Timestamp("2026-12-02T13:00Z").to_pydatetime(), pd.Timestamp("2026-12-02T14:00Z").to_pydatetime())
+    got = {p.name: captured_breakdown_inputs(WeeklyOptions(events=p, tz="Europe/Amsterdam"), w, None)
+           for p in (epoch, local)}
+    assert got[epoch.name]["time_zone"] is None and got[local.name]["time_zone"] == "Europe/Amsterdam"
+    # the same events either way: the registration at 1796219603 (2026-12-02T12:53:23Z)
+    for g in got.values():
+        reg = g["events"][g["events"]["node"] == ""]
+        assert [t.timestamp() for t in reg["start"]] == [1796219603.0]
