@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from nodeenv import record_snapshot, set_value
-from sandbox_nodes import backups, drop_new_backups, hooks_cli, install_args, job, restart_slurmd, sbatch, show_node
+from sandbox_nodes import backups, drop_new_backups, hooks_cli, install_args, job, reconfigure, restart_slurmd, sbatch, show_node
 
 from slurmkit.atomicfile import atomic_write
 from slurmkit.hooks import drain, gres
@@ -77,7 +77,7 @@ def test_autodetect_node_checked_under_slurmd(sandbox, fake_nvml):
         # the failing snapshot below before the job's prolog does; the prolog is what is tested)
         res = hooks_cli(conf, *install_args(work, snaps, "--mode", "enforce", "--interval", "65535"))
         assert res.returncode == 0, res.stderr
-        run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+        reconfigure(sandbox)
         # a healthy node: a job runs, its prolog expects the node's 4 GPUs and maps the job's
         # GPU by NVML's order
         j = sbatch(conf, "-w", NODE, "--gres=gpu:1", "-t", "2", "--wrap", "sleep 60")
@@ -124,7 +124,7 @@ def test_autodetect_node_checked_under_slurmd(sandbox, fake_nvml):
         wait_until(lambda: int(job(conf, j)["Restarts"]) >= 1, 60, what=f"job {j} requeued off the failing node")
         run(["scancel", j], slurm_conf=str(conf), timeout=30)
         assert hooks_cli(conf, "uninstall").returncode == 0
-        run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+        reconfigure(sandbox)
         run(["scontrol", "update", f"nodename={NODE}", "state=resume"], slurm_conf=str(conf), timeout=30)
         wait_until(lambda: _node_ready(conf), 60, what=f"{NODE} resumed")
         # gres.conf with nothing but AutoDetect=nvml for n3 (the hooks would take slurm.conf's
@@ -146,7 +146,7 @@ def test_autodetect_node_checked_under_slurmd(sandbox, fake_nvml):
             run(["scancel", *jobs], slurm_conf=str(conf), timeout=30, check=False)
         hooks_cli(conf, "uninstall")  # after a failure above (else a no-op)
         atomic_write(gres_conf, original)
-        run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+        reconfigure(sandbox)
         restart_slurmd(sandbox, NODE)
         run(["scontrol", "update", f"nodename={NODE}", "state=resume"], slurm_conf=str(conf), timeout=30, check=False)
         wait_until(lambda: _node_ready(conf), 60, what=f"{NODE} back to its generated gres.conf")

@@ -18,7 +18,7 @@ from slurmkit.hooks import install as inst
 from slurmkit.hooks.config import render as render_config
 from slurmkit.slurm import conf as sconf
 from slurmkit.slurm.commands import run
-from sandbox_nodes import show_node as _node
+from sandbox_nodes import reconfigure, show_node as _node
 from slurmkit.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
@@ -49,12 +49,12 @@ def fabric_hooked(sandbox, fake_nvml):
     spec = inst.InstallSpec(python=sys.executable, config=text, interval_s=INTERVAL_S, timeout_s=60)
     inst.apply(inst.plan_install(sconf.load_tree(conf), spec), conf, installing=True)
     (conf.parent / inst.CONFIG).write_text(text)
-    run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+    reconfigure(sandbox)
     yield {"conf": conf, "sys3": sys3, "diag3": diag3, **dirs}
     for n in sandbox.node_names:
         run(["scontrol", "update", f"nodename={n}", "state=resume"], slurm_conf=str(conf), timeout=30, check=False)
     inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, installing=False)
-    run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+    reconfigure(sandbox)
 
 
 def test_ib_port_down_drains_naming_the_port_and_resumes_only_after_the_active_check(sandbox, fabric_hooked):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from nodeenv import record_snapshot
-from sandbox_nodes import show_node
+from sandbox_nodes import reconfigure, show_node
 
 from slurmkit.waiting import wait_until
 from slurmkit.hooks import install as inst
@@ -56,7 +56,7 @@ def test_deepops_layout_runs_once_under_slurmd(sandbox, fake_nvml, dev_log):  # 
         (conf.parent / inst.CONFIG).write_text(cfg)
         assert sconf.find_effective(sconf.load_tree(conf), "Prolog")[1].get("Prolog") == str(prolog)
         assert (work / "prolog.d" / "99-slurmkit").exists()
-        run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+        reconfigure(sandbox)
         job = run(["sbatch", "--parsable", "-o", "/dev/null", "-w", "n1", "-t", "2", "--wrap", "hostname"],
                   slurm_conf=str(conf), timeout=30).stdout.strip()
 
@@ -82,5 +82,5 @@ def test_deepops_layout_runs_once_under_slurmd(sandbox, fake_nvml, dev_log):  # 
     finally:
         inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, installing=False)
         conf.write_text(before)
-        run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+        reconfigure(sandbox)
         run(["scontrol", "update", "nodename=n1", "state=resume"], slurm_conf=str(conf), timeout=30, check=False)

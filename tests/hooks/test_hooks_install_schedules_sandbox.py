@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nodeenv import record_snapshot
-from sandbox_nodes import backups, drop_new_backups, hooks_cli, install_args, job, restart, show_config, show_node
+from sandbox_nodes import backups, drop_new_backups, hooks_cli, install_args, job, reconfigure, restart, show_config, show_node
 
 from slurmkit.atomicfile import atomic_write
 from slurmkit.hooks import install as inst
@@ -78,7 +78,7 @@ def test_install_says_what_it_keeps_or_adds_and_slurm_takes_it(sandbox, fake_nvm
     kept = backups(conf)
     try:
         atomic_write(conf, site)  # atomically: a slurmd may still be re-reading slurm.conf
-        run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+        reconfigure(sandbox)
         if case == "prologslurmctld":  # 22.05 runs a PrologSlurmctld only once slurmctld restarts
             restart(sandbox, "slurmctld")
         res = hooks_cli(conf, *install_args(work, snaps))
@@ -89,7 +89,7 @@ def test_install_says_what_it_keeps_or_adds_and_slurm_takes_it(sandbox, fake_nvm
             assert any(s.startswith(want) for s in said), (want, said)
         if case == "short-timeout":  # the site's PrologEpilogTimeout is kept, never raised silently
             assert not any("PrologEpilogTimeout=60 added" in s for s in said), said
-        run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+        reconfigure(sandbox)
         got = show_config(conf)
         assert {k: got[k] for k in want_config} == want_config
         assert got["HealthCheckProgram"] == str(conf.parent / inst.HEALTHCHECK_SHIM)
@@ -113,7 +113,7 @@ def test_install_says_what_it_keeps_or_adds_and_slurm_takes_it(sandbox, fake_nvm
         atomic_write(conf, original)
         if cfg.exists() and not had_cfg:
             cfg.unlink()
-        run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+        reconfigure(sandbox)
         if case == "prologslurmctld":  # else slurmctld keeps running the (removed) script
             restart(sandbox, "slurmctld")
         for n in sandbox.node_names:

@@ -25,7 +25,7 @@ from slurmkit.hooks import drain, install as inst, spool
 from slurmkit.hooks.config import render as render_config
 from slurmkit.slurm import conf as sconf
 from slurmkit.slurm.commands import run
-from sandbox_nodes import job as _job, sbatch as _sbatch, show_node as _node
+from sandbox_nodes import job as _job, reconfigure, sbatch as _sbatch, show_node as _node
 from slurmkit.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
@@ -62,12 +62,12 @@ def hooked(sandbox, fake_nvml, tmp_path):
     inst.apply(plan, conf, installing=True)
     cfg_path = conf.parent / inst.CONFIG
     cfg_path.write_text(config())
-    run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+    reconfigure(sandbox)
     yield {"conf": conf, "cfg_path": cfg_path, "config": config, "failing": failing, "snaps": snaps, **dirs}
     for n in sandbox.node_names:
         run(["scontrol", "update", f"nodename={n}", "state=resume"], slurm_conf=str(conf), timeout=30, check=False)
     inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, installing=False)
-    run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+    reconfigure(sandbox)
     shutil.rmtree(work, ignore_errors=True)
 
 
@@ -171,7 +171,7 @@ def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path, layout):
     try:
         inst.apply(inst.plan_install(sconf.load_tree(conf), inst.InstallSpec(python=sys.executable, config=cfg,
                                                                              interval_s=300)), conf, True)
-        run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+        reconfigure(sandbox)
         out = run(["srun", "-N1", "--gres=gpu:1", "-t", "1", "sh", "-c", "echo $SLURM_JOB_ID"],
                   slurm_conf=str(conf), timeout=60).stdout.strip()
         assert log.read_text().split() == [out, "before"]
@@ -189,7 +189,7 @@ def test_site_prolog_kept_and_runs_first(sandbox, fake_nvml, tmp_path, layout):
             assert sorted(p.name for p in site.parent.iterdir()) == ["50-site.sh"]
     finally:
         atomic_write(conf, original)
-        run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+        reconfigure(sandbox)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -29,7 +29,7 @@ from slurmkit.hooks.config import render as render_config
 from slurmkit.hooks.metrics import check_of
 from slurmkit.slurm import conf as sconf
 from slurmkit.slurm.commands import run
-from sandbox_nodes import show_node as _node
+from sandbox_nodes import reconfigure, show_node as _node
 from slurmkit.waiting import wait_until
 from fake_sysfs import sandbox_tree, set_port
 
@@ -75,7 +75,7 @@ def monitored(sandbox, fake_nvml, tmp_path):
     spec = inst.InstallSpec(python=sys.executable, config=cfg, interval_s=INTERVAL_S, timeout_s=60)
     inst.apply(inst.plan_install(sconf.load_tree(conf), spec), conf, installing=True)
     (conf.parent / inst.CONFIG).write_text(cfg)
-    run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+    reconfigure(sandbox)
     try:
         yield {"conf": conf, "stack": stack, "snaps": snaps, "healthy": healthy, "bad_gpu": g1, "sys3": sys3, **dirs}
     finally:
@@ -83,7 +83,7 @@ def monitored(sandbox, fake_nvml, tmp_path):
         for n in sandbox.node_names:
             run(["scontrol", "update", f"nodename={n}", "state=resume"], slurm_conf=str(conf), timeout=30, check=False)
         inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, installing=False)
-        run(["scontrol", "reconfigure"], slurm_conf=str(conf), timeout=30)
+        reconfigure(sandbox)
 
 
 def _alerts(stack) -> dict:
