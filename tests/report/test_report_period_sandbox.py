@@ -1,11 +1,11 @@
 """The period report (issue 27 points 1, 4 and 5) against the sandbox's real accounting spread
 over several days: a workload run in the module's own sandbox (real slurmctld / slurmdbd /
 MariaDB: the edits below stay out of the other tests' accounting), its final records in
-slurmdbd (``_settled``), then backdated in slurmdbd's MariaDB (``sandbox_job_table`` / ``_step_table`` times set to chosen
-hours of a Saturday, Sunday and Monday two to three weeks ago, a node's DOWN event moved the
-same way, the cluster's registration copied over those days), the usage rolled up again
-(``_last_ran_table`` reset, ``sacctmgr -i rollup``), so that sacct and sreport both see a
-three-day history (no faketime: the days are long past). Then the days go into a
+slurmdbd (``_settled``), then backdated in slurmdbd's MariaDB (``sandbox_job_table`` /
+``_step_table`` times set to chosen hours of a Saturday, Sunday and Monday two to three weeks
+ago, a node's DOWN event moved the same way, the cluster's registration copied over those
+days), the usage rolled up again (``_last_ran_table`` reset, ``sacctmgr -i rollup``), so that
+sacct and sreport both see a three-day history (no faketime: the days are long past). Then the days go into a
 store through the weekly report's live pull, and:
 
 1. the period report's totals and per-account / per-user GPU- and CPU-hours equal a
