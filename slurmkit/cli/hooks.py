@@ -184,11 +184,10 @@ def install_cmd(slurm_conf, dry_run, chain, configless, replace, site, mode, sta
 
     # (slurm.conf keeps both in 16 bits: scontrol reconfigure refuses a larger value, so the
     # install would leave a slurm.conf Slurm does not take)
-    for opt, value in (("--interval", interval), ("--timeout", timeout)):
+    for opt, key, value in (("--interval", "HealthCheckInterval", interval), ("--timeout", "PrologEpilogTimeout", timeout)):
         if not 0 <= value <= SLURM_UINT16_MAX:
-            raise UsageError(opt, f"{value} s: Slurm takes 0 to {SLURM_UINT16_MAX} s ("
-                             f"{'HealthCheckInterval' if opt == '--interval' else 'PrologEpilogTimeout'} is a "
-                             "16-bit number in slurm.conf; scontrol reconfigure refuses more)")
+            raise UsageError(opt, f"{value} s: Slurm takes 0 to {SLURM_UINT16_MAX} s ({key} is a 16-bit number in "
+                             "slurm.conf; scontrol reconfigure refuses more)")
     snaps = {}
     for item in snapshots:
         node, eq, path = item.partition("=")

@@ -688,11 +688,7 @@ def _captured_downtime(opts: WeeklyOptions, window: Window, now) -> dict:
     from slurmkit.report import capacity as C
 
     path = str(opts.events)
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")  # a bad byte spoils one name or reason (U+FFFD), never the whole file
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
-    events = C.node_events(text, opts.tz, source=path)
+    events = C.node_events(read_capture(path), opts.tz, source=path)
     gpus = (C.gpus_per_node_profile(opts.profile) if opts.profile is not None else
             {n: int(t["gres/gpu"]) for n, t in C.node_tres_scontrol(read_capture(opts.nodes), str(opts.nodes)).items()}
             if opts.nodes

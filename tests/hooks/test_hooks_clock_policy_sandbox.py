@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nodeenv import record_snapshot
-from sandbox_nodes import reconfigure, restart_slurmd
+from sandbox_nodes import reconfigure
 from slurmkit.hooks import install as inst, spool
 from slurmkit.hooks.config import render as render_config
 from slurmkit.slurm import conf as sconf
@@ -41,16 +41,12 @@ def policy_hooked(sandbox, fake_nvml):
     spec = inst.InstallSpec(python=sys.executable, config=text, interval_s=30, timeout_s=60)
     inst.apply(inst.plan_install(sconf.load_tree(conf), spec), conf, installing=True)
     (conf.parent / inst.CONFIG).write_text(text)
+    # (waits for every slurmd: a job started at once on n2 once ran the slurmd's old Prolog,
+    # none, and only its epilog the new one: a spool line without the prolog's policy)
     reconfigure(sandbox)
-    # slurmctld tells the slurmds to reconfigure and does not wait for them: a job started at
-    # once on n2 could still run the slurmd's old Prolog (none), and only its epilog the new
-    # one (a spool line without the prolog's policy: seen once in a CI run); n2's slurmd is
-    # restarted, so the job's prolog surely runs the hooks
-    restart_slurmd(sandbox, "n2")
     yield {"conf": conf, **dirs}
     inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, installing=False)
     reconfigure(sandbox)
-    restart_slurmd(sandbox, "n2")
 
 
 def test_partition_policy_is_recorded_in_the_jobs_spool_line(sandbox, policy_hooked):
