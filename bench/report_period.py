@@ -9,7 +9,10 @@ Generates (seeded) ``--weeks`` ISO weeks of allocations, ``--rows-per-week`` eac
 steps each), reads each week through the live ingest's reader
 (:func:`slurmkit.accounting.frame.load_sacct`) and writes it into a store with the store's own
 writer (:meth:`slurmkit.accounting.store.Store.save_day`: one file per UTC day, a job in every
-day it ran, as the daily sacct pulls give it). Then times, each in a fresh child process:
+day it ran, as the daily sacct pulls give it). Then makes the store's day sums as the ingest
+does after storing days (:func:`slurmkit.report.day_sums.summarize`; timed and printed apart:
+a cost of the ingest, once per day stored, nothing on a store already summed). Then times, each
+in a fresh child process:
 
 1. baseline: pyarrow reading the store's daily allocation files of the period (the files the
    period report reads), every column;
@@ -44,13 +47,15 @@ CLUSTER = "bench"
 
 
 def write_store(root: str, weeks: int, rows_per_week: int, seed: int = 40, first_week: int = FIRST_WEEK,
-                pulled_after_s: int = 2 * 86400) -> None:
+                pulled_after_s: int = 2 * 86400, sums: bool = True) -> dict | None:
     """Generate ``weeks`` weeks of ``rows_per_week`` allocations (+3 steps each) and write them
     into the store at ``root`` (cluster ``bench``), one file per UTC day through
     :meth:`Store.save_day`: each allocation (with its steps) goes into every day from its
     Start (Submit when it never started) to its End (a running job: to its week's end), as a
     daily sacct pull lists it. Each day is saved as pulled ``pulled_after_s`` after it ended.
-    Seeded: week ``k`` uses ``seed + k`` and JobIDs from ``10_000_000 * (k + 1)``."""
+    Seeded: week ``k`` uses ``seed + k`` and JobIDs from ``10_000_000 * (k + 1)``. ``sums``:
+    then the day sums are made (:func:`slurmkit.report.day_sums.summarize`, as the live
+    ingest and ``report store`` do after storing days); returns its result (None without)."""
     from report_scale import generate
 
     from slurmkit.accounting.fields import FIELDS
@@ -83,6 +88,11 @@ def write_store(root: str, weeks: int, rows_per_week: int, seed: int = 40, first
         flush(None)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    if sums:
+        from slurmkit.report.day_sums import summarize
+
+        return summarize(root, CLUSTER)
+    return None
 
 
 def by_day(rows, until: int):
@@ -145,7 +155,11 @@ def main() -> None:
     args = ap.parse_args()
     if args.child:
         if args.child[0] == "generate":
-            write_store(args.child[1], int(args.child[2]), int(args.child[3]))
+            write_store(args.child[1], int(args.child[2]), int(args.child[3]), sums=False)
+        elif args.child[0] == "summarize":
+            from slurmkit.report.day_sums import summarize
+
+            print(json.dumps(summarize(args.child[1], CLUSTER)))
         else:
             _child(args.child[0], args.child[1], int(args.child[2]), args.child[3])
         return
@@ -160,6 +174,15 @@ def main() -> None:
         print(f"generated {args.weeks} weeks x {args.rows_per_week:,} allocations (+3 steps each) into "
               f"{root}: {size / 2**20:.0f} MiB in {time.perf_counter() - t0:.1f} s")
         os.sync()
+    # the day sums, as the ingest makes them after storing days (timed apart: a cost of the
+    # ingest, paid once per day stored; nothing to do on a store already summed)
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, __file__, "--child", "summarize", root, str(args.weeks), "-"],
+                         capture_output=True, text=True, check=True)
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"day sums: {res['summed']} of {res['days']} day(s) summed in {time.perf_counter() - t0:.1f} s; "
+          f"{res['plain_rows']:,} of {res['rows']:,} stored rows summed, {res['direct_rows']:,} read directly")
+    os.sync()
     try:
         from report_scale import interleaved
 

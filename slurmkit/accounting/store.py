@@ -7,6 +7,9 @@ Layout (docs/report.md, "The store"; other engines read it as it is: Spark, Trin
     <root>/cluster=<name>/day=<YYYY-MM-DD>/steps.parquet    the day's typed step rows
     <root>/cluster=<name>/_manifest.json                    day -> {"pulled_at", "final", "rows", "dq"
                                                              (+ "time_zone", "time_zone_given": report store)}
+    <root>/cluster=<name>/day=<YYYY-MM-DD>/_sums.parquet    the period report's day sums, and
+    <root>/cluster=<name>/_sums.json                        their manifest (slurmkit.report.day_sums,
+                                                             which also orders a day file's rows)
     <root>/cluster=<name>/_weeks/<YYYY-Www>.parquet         weekly aggregates (trends)
 
 The Parquet files are the frames of :func:`slurmkit.accounting.frame.jobs_frame` (columns in

@@ -153,6 +153,10 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)
+    if not from_sacct and not no_store:
+        from slurmkit.report.pipeline import default_store_dir
+
+        _day_sums(store_dir or default_store_dir(), cluster or "")
     report = res.report
     if want_json(ctx, as_json):
         click.echo(json.dumps(report, indent=1, ensure_ascii=False))
@@ -201,6 +205,7 @@ def store(ctx, from_sacct, store_dir, cluster, week, start, end, sacct_fields, d
                          tz=tz or "UTC", tz_given=tz is not None, cluster=cluster,
                          as_of=parse_when(as_of, "--as-of") if as_of else None)
     res = fill_store(opts, store_dir, warn=lambda msg: click.echo(f"slurmkit: warning: {msg}", err=True))
+    res["day_sums"] = _day_sums(store_dir, cluster or "")
     if want_json(ctx, as_json):
         click.echo(json.dumps(res, indent=1))
         return
@@ -209,6 +214,27 @@ def store(ctx, from_sacct, store_dir, cluster, week, start, end, sacct_fields, d
                + f", {len(res['final'])} final, {len(w) - len(res['final'])} not final (as of {res['as_of']}); "
                f"times read in {res['time_zone']}" + ("" if res["time_zone_given"] else " (assumed)")
                + (f"; {len(res['kept_final'])} day(s) already final kept" if res["kept_final"] else ""))
+    ds = res["day_sums"]
+    if ds:
+        click.echo(f"{res['store']}: day sums for the period report: {ds['plain_rows']:,} of {ds['rows']:,} "
+                   f"rows summed ({ds['summed']} day(s) summed now)")
+
+
+def _day_sums(store_dir, cluster: str) -> dict | None:
+    """Bring the store cluster's day sums up to date after days were stored (the period
+    report's: docs/report.md, *Day sums*); a failure is a warning (the period report then
+    reads every row), never lost days. Returns :func:`~slurmkit.report.day_sums.summarize`'s
+    result, None when it failed."""
+    import duckdb
+
+    from slurmkit.report.day_sums import summarize
+
+    try:
+        return summarize(store_dir, cluster)
+    except (OSError, duckdb.Error) as exc:
+        click.echo(f"slurmkit: warning: day sums of {store_dir} not updated ({' '.join(str(exc).split())}); "
+                   "the period report reads every row of the days stored", err=True)
+        return None
 
 
 @cli.command("jobs")
@@ -303,6 +329,9 @@ def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sa
 @click.option("--memory-limit", help="DuckDB's memory limit (default 2GB: the period report's DEFAULT_MEMORY_LIMIT); "
                                      "past it the aggregation spills to --temp-dir.")
 @click.option("--temp-dir", type=click.Path(file_okay=False), help="DuckDB's spill folder (default: the system's temp).")
+@click.option("--no-day-sums", "no_day_sums", is_flag=True,
+              help="Read every stored row, not the day sums the store keeps (the same figures, slower: a check "
+                   "of the sums; docs/report.md, Day sums).")
 @breakdown_capture_options("Captured 'sacctmgr -P show event format=NodeName,TimeStart,TimeEnd,State,TRES,Reason' "
                            "over the period: sreport's breakdown.", "(without it no breakdown; the account tree still "
                            "comes)")
@@ -327,7 +356,7 @@ def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sa
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report to stdout.")
 @click.pass_context
 def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, formats, outdir, memory_limit,
-           temp_dir, events, reservations, nodes, assoc_tree, tz, live_breakdown, use_sreport, sreport_utilization,
+           temp_dir, no_day_sums, events, reservations, nodes, assoc_tree, tz, live_breakdown, use_sreport, sreport_utilization,
            sreport_accounts, now_s, as_json):
     """GPU/CPU-hours, jobs, groups, outcomes and queue wait over a month, quarter, year or span.
 
@@ -410,7 +439,7 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
                                          captures=captures, tz=zone if not live_breakdown else "UTC")
     report = period_report(store_dir or default_store_dir(), per, names, now=now_s or None,
                            memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT, temp_dir=temp_dir, progress=progress,
-                           sections=sections)
+                           sections=sections, use_sums=not no_day_sums)
     written = write_period(report, outdir or f"slurmkit-period-{per.label.replace(':', '')}", formats.split(","))
     if want_json(ctx, as_json):
         click.echo(json.dumps(report, indent=1, ensure_ascii=False))

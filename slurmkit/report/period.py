@@ -6,6 +6,9 @@ DuckDB (embedded) directly over the store's daily allocation files
 (``<store>/cluster=<name>/day=<YYYY-MM-DD>/allocs.parquet``, :mod:`slurmkit.accounting.store`),
 with a memory limit and a spill folder, so memory does not grow with the period. Nothing is
 pulled from sacct: days missing from the store are listed (``days_missing``), not fetched.
+Where the store keeps day sums (:mod:`slurmkit.report.day_sums`), a day's plain rows are read
+as its sums and the copies of a job over midnight as one row (the same figures: the tests
+compare both ways; ``use_sums=False`` reads every row).
 
 Definitions are the weekly report's (docs/report.md names each rule once;
 :func:`slurmkit.report.usage.allocations` and :func:`slurmkit.report.weekly.build_report` state
@@ -217,6 +220,8 @@ def connect(memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_dir: str | None = Non
     con.execute(f"SET temp_directory = '{_q(temp_dir or tempfile.gettempdir())}'")
     con.execute(f"SET threads = {int(threads or os.cpu_count() or 1)}")
     con.execute("SET preserve_insertion_order = false")
+    # (each view over the store's files binds their footers again: read once)
+    con.execute("SET parquet_metadata_cache = true")
     # (DuckDB draws its own bar on a terminal for a query past 2 s, over the report's progress lines)
     con.execute("SET enable_progress_bar = false")
     return con
@@ -245,8 +250,10 @@ _COLUMNS = """cluster::VARCHAR AS cluster, key_id::VARCHAR AS key_id, state::VAR
 NUMERIC = "kn BETWEEN 0 AND 1099511627775"
 
 
-def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
-    """The stored allocation rows of ``files`` (store cluster -> ``[(day, allocs.parquet)]``),
+def _load_rows(con, files: dict[str, list[tuple]], flags: dict[str, tuple[bool, bool]] | None = None) -> None:
+    """The stored allocation rows of ``files`` (store cluster -> ``[(day, allocs.parquet)]``, or
+    ``[(day, allocs.parquet, n)]``: the file's first ``n`` rows, the others being in the day's sums,
+    :func:`valid_day_sums`),
     one copy per (cluster, JobIDRaw, Submit, Start) — the latest pull, ties to the later day,
     as :meth:`~slurmkit.accounting.store.Store.load` keeps — in three views, each row with
     ``sc`` (the store's cluster), ``kn`` (the key as a number, else NULL) and ``jk`` (a number
@@ -260,7 +267,8 @@ def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
       of one ``jk``), also table ``multi_rows`` by (file, row).
 
     Table ``clusters_seen``: per store cluster, whether any key is not a number below 2**40
-    (``textual``) and any row of ``b`` has Eligible (``elig``).
+    (``textual``) and any row of ``b`` has Eligible (``elig``), or so say ``flags`` (store
+    cluster -> ``(elig, textual)`` of the rows read from day sums instead).
 
     The copies (docs/report.md, *Copies*) and the jobs with several rows are found from one
     grouping of every row by ``jk`` (a number): only the rows of a ``jk`` held by several rows
@@ -269,20 +277,29 @@ def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
     copied into DuckDB but ``cand``'s keys: each statement reads the files with the columns it
     needs (``raw``, each row with its file ``fi`` and row number ``fr`` there); rows are named
     by (file, row) (``rk``), so each view is ``raw`` less (or only) a set of them."""
-    parts, fi = [], 0
+    parts, direct, fi = [], [], 0
     for ci, (sc, fs) in enumerate(files.items()):
-        for day, path in fs:
+        for day, path, *runs in fs:
             d0 = _epoch(f"{day}T00:00:00Z")
-            parts.append(f"""SELECT {fi} AS fi, file_row_number AS fr, '{_q(sc)}' AS sc, {ci << 40} AS sck,
-                             {d0!r}::DOUBLE AS fday, {_COLUMNS} FROM read_parquet('{_q(path)}', file_row_number = true)""")
+            head = f"""SELECT {fi} AS fi, file_row_number AS fr, '{_q(sc)}' AS sc, {ci << 40} AS sck,
+                       {d0!r}::DOUBLE AS fday, {_COLUMNS} FROM read_parquet('{_q(path)}', file_row_number = true)"""
+            if runs:
+                # (a summed day: its compared rows, and its direct rows apart: row groups)
+                c, hi = (int(x) for x in runs)
+                parts.append(f"{head} WHERE file_row_number < {c}")
+                if hi > c:
+                    direct.append(f"{head} WHERE file_row_number >= {c} AND file_row_number < {hi}")
+            else:
+                parts.append(head)
             fi += 1
     # (``jk``: a key that is a number below 2**40 (``NUMERIC``) is that number plus the store
     # cluster's number x 2**40 (``sck``), never negative; any other key is negative, a hash of
     # the store cluster and the key; no text hashed per row where the key is a number; sacct's
     # Cluster is left out: rows of two sacct clusters sharing a JobIDRaw only share a ``jk``)
-    con.execute(f"""CREATE TEMP VIEW raw AS
-        SELECT * EXCLUDE (sck), CASE WHEN {NUMERIC} THEN kn + sck ELSE -1 - (hash(sc, key_id) >> 1)::BIGINT END AS jk
-        FROM (SELECT *, TRY_CAST(key_id AS BIGINT) AS kn FROM (""" + "\nUNION ALL\n".join(parts) + "))")
+    for view, sel in (("raw", parts), ("direct", direct or [parts[0] + " LIMIT 0"])):
+        con.execute(f"""CREATE TEMP VIEW {view} AS
+            SELECT * EXCLUDE (sck), CASE WHEN {NUMERIC} THEN kn + sck ELSE -1 - (hash(sc, key_id) >> 1)::BIGINT END AS jk
+            FROM (SELECT *, TRY_CAST(key_id AS BIGINT) AS kn FROM (""" + "\nUNION ALL\n".join(sel) + "))")
     # one grouping of every row by a number: the job identities held by several rows, and per
     # store cluster (the set ``(sc)``, ``jk`` NULL) whether any key is not a number below 2**40
     # (``textual``: a negative ``jk``; the same in ``b``: a dropped copy has the key of the copy
@@ -302,21 +319,30 @@ def _load_rows(con, files: dict[str, list[tuple[str, str]]]) -> None:
               FROM cand)""")
     con.execute("CREATE TEMP TABLE multi_rows AS SELECT rk FROM cand_rows WHERE multi")
     con.execute("CREATE TEMP TABLE skipped AS SELECT rk FROM cand_rows WHERE dropped OR multi")
+    # (the direct rows of summed days: one copy each, of a job with one row)
     con.execute("""CREATE TEMP VIEW b AS
         SELECT * EXCLUDE (fi, fr) FROM raw
-        WHERE ((fi::BIGINT << 32) | fr) NOT IN (SELECT rk FROM cand_rows WHERE dropped)""")
+        WHERE ((fi::BIGINT << 32) | fr) NOT IN (SELECT rk FROM cand_rows WHERE dropped)
+        UNION ALL SELECT * EXCLUDE (fi, fr) FROM direct""")
     # ``single``: the rows of the jobs with one row; ``several``: the others' (copies dropped)
     con.execute("""CREATE TEMP VIEW single AS
-        SELECT * EXCLUDE (fi, fr) FROM raw WHERE ((fi::BIGINT << 32) | fr) NOT IN (SELECT rk FROM skipped)""")
+        SELECT * EXCLUDE (fi, fr) FROM raw WHERE ((fi::BIGINT << 32) | fr) NOT IN (SELECT rk FROM skipped)
+        UNION ALL SELECT * EXCLUDE (fi, fr) FROM direct""")
     con.execute("""CREATE TEMP VIEW several AS
         SELECT * EXCLUDE (fi, fr) FROM raw WHERE ((fi::BIGINT << 32) | fr) IN (SELECT rk FROM multi_rows)""")
     # any row with Eligible, per store cluster (the first such row answers)
-    elig = {sc: bool(con.execute(f"""SELECT count(*) FROM (SELECT 1 FROM b WHERE sc = '{_q(sc)}'
-                                     AND eligible IS NOT NULL LIMIT 1)""").fetchone()[0]) for sc in files}
+    flags = flags or {}
+    elig = {sc: flags.get(sc, (False, False))[0] or bool(con.execute(
+        f"""SELECT count(*) FROM (SELECT 1 FROM b WHERE sc = '{_q(sc)}' AND eligible IS NOT NULL LIMIT 1)""").fetchone()[0])
+        for sc in files}
     con.execute("CREATE TEMP TABLE clusters_seen(sc VARCHAR, textual BOOLEAN, elig BOOLEAN)")
     con.execute("INSERT INTO clusters_seen SELECT sc, textual, NULL FROM keys_seen WHERE jk IS NULL")
     for sc, e in elig.items():
-        con.execute(f"UPDATE clusters_seen SET elig = {str(e).lower()} WHERE sc = '{_q(sc)}'")
+        textual = str(bool(flags.get(sc, (False, False))[1])).lower()
+        if not con.execute(f"SELECT count(*) FROM clusters_seen WHERE sc = '{_q(sc)}'").fetchone()[0]:
+            con.execute(f"INSERT INTO clusters_seen VALUES ('{_q(sc)}', {textual}, NULL)")
+        con.execute(f"UPDATE clusters_seen SET elig = {str(e).lower()}, textual = textual OR {textual} "
+                    f"WHERE sc = '{_q(sc)}'")
 
 
 def _identity(con) -> None:
@@ -493,7 +519,124 @@ def _fetch(con, sql: str) -> pd.DataFrame:
     return con.execute(sql).df()
 
 
-def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | None = None) -> None:
+#: A row's flags, packed with its window id in one number (``fl`` = wid x 2**len + the bits: a
+#: narrow group key; every flag is true or false, never NULL, on the rows that ran or were
+#: cancelled before start): name -> SQL over view ``rw``.
+_FLAGS = {"prim": "prim", "run": "run", "never": "never", "multi": "multi", "requeued": "requeued", "last_run": "last_run",
+          "provisional": "provisional", "gp": "coalesce(gpus > 0, false)", "gt": "coalesce(gpus > 0, true)",
+          "req_src": f"coalesce(gpu_source = '{REQUESTED}', false)", "gpus_null": "gpus IS NULL",
+          "ncpus_null": "ncpus IS NULL", "elig": "eligible IS NOT NULL"}
+#: The dimensions of the group tables (name -> columns of ``rw``) and those of few values.
+_DIMS = {"user": '"user"', "account": "account", "partition": "partition", "qos": "qos",
+         "gpu_type": "gpu_type", "state": "state", "size": "sg, sd"}
+_FEW = [d for d in _DIMS if d not in ("user", "account")]
+
+
+def fine0_sql() -> str:
+    """SQL (a SELECT over view ``rw``, :func:`_build_rows`) of table ``fine0``: the sums and
+    counts per finest group, in four grouping sets fed by one scan (each set is a hash table
+    fed every row): ``(fl, user)``, ``(fl, account)``, the dimensions of few values together
+    ``(fl, partition, qos, gpu_type, state, sg, sd)`` (their tables are rolled up from it, a
+    small table), and the queue wait's ``(wid, multi, partition, gpu_bucket, wq)``: the waits
+    counted per value, a few hundred thousand rows where the runs are millions. ``dim`` names
+    the set; ``nrows``, ``gh``, ``ch``, ``wh``, ``ph``: rows, GPU-, CPU-, wasted and
+    provisional GPU-hours. Every figure adds up over rows, so tables of this shape from
+    disjoint rows are merged by stacking them (:func:`_add_day_sums`)."""
+    nb = len(_FLAGS)
+    packed = f"wid * {1 << nb} + " + " + ".join(f"CASE WHEN {e} THEN {1 << i} ELSE 0 END"
+                                                 for i, e in enumerate(_FLAGS.values()))
+    return f"""
+        SELECT fl, wid, CASE WHEN GROUPING(wq) = 0 THEN multi END AS wmulti, "user", account, partition, qos,
+               gpu_type, state, sg, sd, gpu_bucket, wq,
+               CASE WHEN GROUPING(wq) = 0 THEN 'wait' WHEN GROUPING("user") = 0 THEN 'user'
+                    WHEN GROUPING(account) = 0 THEN 'account' ELSE 'few' END AS dim,
+               count(*) AS nrows, sum(gpu_hours) AS gh, sum(cpu_hours) AS ch, sum(waste) AS wh, sum(prov) AS ph
+        FROM (SELECT {packed} AS fl, wid, multi, "user", account, partition, qos, gpu_type, state, sg, sd,
+                     gpu_hours, cpu_hours, waste, prov, gpu_bucket, CASE WHEN run THEN wait_s END AS wq
+              FROM rw WHERE run OR never)
+        GROUP BY GROUPING SETS ((fl, "user"), (fl, account), (fl, {", ".join(_DIMS[d] for d in _FEW)}),
+                                (wid, multi, partition, gpu_bucket, wq))"""
+
+
+def _add_day_sums(con, sums: list[tuple[str, list[int]]]) -> None:
+    """Stack the day sums ``sums`` (``[(_sums.parquet, [window ids])]``: each day in each
+    window that holds it whole) onto table ``fine0``: each stored group once per window, its
+    window id (0 in the file) replaced (``fl``'s high bits, or ``wid`` in the wait set)."""
+    nb = len(_FLAGS)
+    pairs = ", ".join(f"('{_q(path)}', {w})" for path, wids in sums for w in wids)
+    if not pairs:
+        return
+    paths = ", ".join(f"'{_q(path)}'" for path, _ in sums)
+    # (the groups of the days of one window merged: a day's sums hold a group per wait value)
+    keys = "fl, wid, wmulti, \"user\", account, partition, qos, gpu_type, state, sg, sd, gpu_bucket, wq, dim"
+    con.execute(f"""INSERT INTO fine0 BY NAME
+        SELECT {keys}, sum(nrows)::BIGINT AS nrows, sum(gh) AS gh, sum(ch) AS ch, sum(wh) AS wh, sum(ph) AS ph FROM (
+        SELECT s.* EXCLUDE (filename, wid, fl),
+               CASE WHEN s.fl IS NULL THEN NULL ELSE (s.fl & {(1 << nb) - 1}) + m.wid * {1 << nb} END AS fl,
+               CASE WHEN s.wid IS NULL THEN NULL ELSE m.wid END AS wid
+        FROM read_parquet([{paths}], filename = true, hive_partitioning = false) s JOIN (VALUES {pairs}) m(path, wid) ON s.filename = m.path)
+        GROUP BY ALL""")
+
+
+#: The day sums' manifest in a store cluster's folder, and each day's sums beside its files
+#: (names starting with ``_``: not data to Hive, Spark or Trino).
+SUMS_MANIFEST = "_sums.json"
+SUMS_FILE = "_sums.parquet"
+
+
+def sums_version() -> str:
+    """The day sums' format: a digest of the SQL that computes them (:func:`_build_rows`,
+    :func:`_size_cells`, :func:`fine0_sql`) and the buckets and states it names; sums of
+    another version are not read (a release that changes a rule makes them stale)."""
+    import hashlib
+    import inspect
+
+    parts = ["day runs 2", fine0_sql(), repr((GPU_BUCKETS, SIZE_GPU_BUCKETS, SIZE_DURATION_BUCKETS, WASTE_STATES, _COLUMNS))]
+    for fn in (_build_rows, _size_cells):
+        try:
+            parts.append(inspect.getsource(fn))
+        except (OSError, TypeError):   # (no source installed: the name stands for it)
+            parts.append(fn.__qualname__)
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def valid_day_sums(cluster_dir) -> dict[str, dict]:
+    """The day sums of a store cluster that may be read: ``{day: {"rows", "plain_from",
+    "elig", "textual", "sums"}}`` from ``<cluster_dir>/_sums.json``, written by
+    :func:`slurmkit.report.day_sums.summarize`; empty unless the manifest is of this
+    :func:`sums_version` and the cluster's ``day=*/allocs.parquet`` files are exactly those it
+    summed (same days, sizes and modification times: a day pulled since, by any writer, may
+    hold a row of a job another day's sums counted as the job's only row)."""
+    d = Path(cluster_dir)
+    try:
+        man = json.loads((d / SUMS_MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(man, dict) or man.get("version") != sums_version() or not isinstance(man.get("days"), dict):
+        return {}
+    days = man["days"]
+    have = {}
+    for f in d.glob("day=*/allocs.parquet"):
+        try:
+            st = f.stat()
+        except OSError:
+            return {}
+        have[f.parent.name[4:]] = [st.st_size, st.st_mtime_ns]
+    if set(have) != set(days):
+        return {}
+    out = {}
+    for day, e in days.items():
+        if not isinstance(e, dict) or [e.get("size"), e.get("mtime_ns")] != have[day]:
+            return {}
+        sums = d / f"day={day}" / SUMS_FILE
+        if all(isinstance(e.get(k), int) for k in ("rows", "direct_from", "earlier_from", "plain_from")) \
+                and sums.exists():
+            out[day] = {**e, "sums": str(sums)}
+    return out
+
+
+def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | None = None,
+               sums: list | None = None) -> None:
     """Fill ``per`` (window id -> its section dict) from view ``rw`` (:func:`_build_rows`): the
     definitions of :func:`slurmkit.report.weekly.build_report` over the runs. One pass over
     the rows (table ``fine``, grouping sets: the row's flags with each dimension apart, and
@@ -513,35 +656,11 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
     # row in the store are counted as rows, the others from ``m`` below)
     # (one scan of ``rw``, one small hash table per dimension: grouping by all the dimensions
     # together gives nearly a group per row when users, accounts and states are independent)
-    # the row's flags packed in one number with its window (``fl``: a narrow group key; every
-    # flag is true or false, never NULL, on the rows that ran or were cancelled before start)
-    flags = {"prim": "prim", "run": "run", "never": "never", "multi": "multi", "requeued": "requeued", "last_run": "last_run",
-             "provisional": "provisional", "gp": "coalesce(gpus > 0, false)", "gt": "coalesce(gpus > 0, true)",
-             "req_src": f"coalesce(gpu_source = '{REQUESTED}', false)", "gpus_null": "gpus IS NULL",
-             "ncpus_null": "ncpus IS NULL", "elig": "eligible IS NOT NULL"}
-    nb = len(flags)
-    packed = f"wid * {1 << nb} + " + " + ".join(f"CASE WHEN {e} THEN {1 << i} ELSE 0 END"
-                                                 for i, e in enumerate(flags.values()))
+    nb, flags, dims, few = len(_FLAGS), _FLAGS, _DIMS, _FEW
     unpack = ", ".join(f"(fl & {1 << i}) <> 0 AS {k}" for i, k in enumerate(flags) if k != "multi")
-    dims = {"user": '"user"', "account": "account", "partition": "partition", "qos": "qos",
-            "gpu_type": "gpu_type", "state": "state", "size": "sg, sd"}
-    # one scan of ``rw``, four grouping sets (each set is a hash table fed every row): users,
-    # accounts, the dimensions of few values together (partition, QOS, GPU type, state, job
-    # size: their tables are rolled up from it below, a small table), and the queue wait's set:
-    # (window, partition, GPU bucket, wait): the waits counted per value, a few hundred
-    # thousand rows where the runs are millions (quantiles below)
-    few = [d for d in dims if d not in ("user", "account")]
-    con.execute(f"""CREATE TEMP TABLE fine0 AS
-        SELECT fl, wid, CASE WHEN GROUPING(wq) = 0 THEN multi END AS wmulti, "user", account, partition, qos,
-               gpu_type, state, sg, sd, gpu_bucket, wq,
-               CASE WHEN GROUPING(wq) = 0 THEN 'wait' WHEN GROUPING("user") = 0 THEN 'user'
-                    WHEN GROUPING(account) = 0 THEN 'account' ELSE 'few' END AS dim,
-               count(*) AS nrows, sum(gpu_hours) AS gh, sum(cpu_hours) AS ch, sum(waste) AS wh, sum(prov) AS ph
-        FROM (SELECT {packed} AS fl, wid, multi, "user", account, partition, qos, gpu_type, state, sg, sd,
-                     gpu_hours, cpu_hours, waste, prov, gpu_bucket, CASE WHEN run THEN wait_s END AS wq
-              FROM rw WHERE run OR never)
-        GROUP BY GROUPING SETS ((fl, "user"), (fl, account), (fl, {", ".join(dims[d] for d in few)}),
-                                (wid, multi, partition, gpu_bucket, wq))""")
+    con.execute(f"CREATE TEMP TABLE fine0 AS {fine0_sql()}")
+    if sums:
+        _add_day_sums(con, sums)
     which = " ".join(f"WHEN GROUPING({dims[d].split(',')[0]}) = 0 THEN '{d}'" for d in few)
     label = "CASE gpu_bucket " + " ".join(f"WHEN {i} THEN '{_q(b)}'" for i, b in enumerate(_BUCKET_LABELS)) + " END"
     con.execute(f"""CREATE TEMP TABLE fine AS
@@ -558,7 +677,7 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
     con.execute("CREATE TEMP TABLE rollup_map(wid INTEGER, pwid INTEGER)")
     if rollup:
         con.execute("INSERT INTO rollup_map VALUES " + ", ".join(f"({w}, {p})" for w, (p, _) in rollup.items()))
-    con.execute("""CREATE TEMP VIEW fine_all AS SELECT * FROM fine UNION ALL BY NAME
+    con.execute("""CREATE TEMP TABLE fine_all AS SELECT * FROM fine UNION ALL BY NAME
         SELECT * REPLACE (CASE WHEN prim OR dim = 'wait' THEN nrows ELSE 0 END AS nrows)
         FROM (SELECT f.* EXCLUDE (wid), r.pwid AS wid FROM fine f JOIN rollup_map r ON f.wid = r.wid)
         WHERE NOT multi""")
@@ -739,7 +858,7 @@ def _not_stored(w: dict, why: str) -> dict:
 
 def period_report(store_root, period: Period, clusters=None, now=None,
                   memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_dir: str | None = None,
-                  threads: int | None = None, progress=None, sections=None) -> dict:
+                  threads: int | None = None, progress=None, sections=None, use_sums: bool = True) -> dict:
     """The period report (a plain dict, the JSON output; its shape in docs/report.md) from the
     store at ``store_root``, computed in DuckDB over the store's daily allocation files.
 
@@ -750,12 +869,14 @@ def period_report(store_root, period: Period, clusters=None, now=None,
     ``sections``: ``{name: callable(windows, clusters) -> dict}``, the hook of sections this
     module does not compute (sreport's breakdown, issue 27 point 4): each is called with the
     windows (``[(label, Window)]``, the period's first as ``"(period)"``, then the parts) and
-    the store clusters, and its dict is the report's ``name``.
+    the store clusters, and its dict is the report's ``name``. ``use_sums``: read the store's
+    day sums where they are valid (:func:`valid_day_sums`; False: every row, the same figures).
 
     ``{"period": {"label", "start", "end", "by"}, "as_of" (``now``), "running_up_to" (a running
     job runs up to its row's pull, never past ``now``: the latest pull of the days read, else
     ``now``), "clusters", "store": {"root",
-    "days", "days_missing", "days_not_final", "days_future"} (per cluster; a day not stored
+    "days", "days_missing", "days_not_final", "days_future"} (per cluster, with
+    ``days_from_sums``: days read with their sums; a day not stored
     after ``now`` is future, not missing), "time_zones" (:func:`time_zones`)}, "totals", "unknown", "by_user",
     "by_account", "by_partition", "by_qos", "by_gpu_type", "outcomes", "queue_wait",
     "breakdown": [{"label", "start", "end", <the same sections>}] (each section, the period's
@@ -820,6 +941,30 @@ def period_report(store_root, period: Period, clusters=None, now=None,
     # each part rolls up into its period (:func:`_build_rows`): (period wid, previous part's start)
     rollup = {ids[(scope, i + 1)]: (ids[(scope, 0)], _epoch(parts[i - 1][1].start) if i else None)
               for scope in scopes for i in range(len(parts))}
+    # the days read from their sums (the rows of jobs with one row, the day whole in each
+    # window that touches it): the rows after ``plain_from`` are not read (:func:`valid_day_sums`)
+    # (a window boundary other than a UTC midnight: every row is read)
+    sums, flags, summed_rows = [], {}, 0
+    midnights = all(ws % 86400 == 0 and we % 86400 == 0 for _, ws, we, _ in windows)
+    for sc, fs in files.items():
+        info = valid_day_sums(Path(store_info[sc]["dir"])) if use_sums and midnights else {}
+        store_info[sc]["days_from_sums"] = 0
+        if not fs or any(day not in info for day, _ in fs):
+            continue   # (the direct rows' one copy needs every day read summed)
+        last = max(day for day, _ in fs)
+        for k, (day, path) in enumerate(fs):
+            e = info[day]
+            d0 = _epoch(f"{day}T00:00:00Z")
+            wids = [wid for wid, ws, we, scope in windows if scope in ("", sc) and ws <= d0 and d0 + 86400 <= we
+                    and (not rollup or wid in rollup)]
+            # the compared rows, the direct rows' last copies (every direct row on the last day
+            # read: the latest copy read of a job whose run goes on), the plain rows' sums
+            fs[k] = (day, path, int(e["direct_from"]), int(e["plain_from"] if day == last else e["earlier_from"]))
+            sums.append((e["sums"], wids))
+            e0, t0_ = flags.get(sc, (False, False))
+            flags[sc] = (e0 or bool(e.get("elig")), t0_ or bool(e.get("textual")))
+            summed_rows += int(e["rows"]) - int(e["plain_from"])
+        store_info[sc]["days_from_sums"] = len(fs)
     nfiles = sum(len(f) for f in files.values())
     if nfiles:
         import duckdb
@@ -828,19 +973,20 @@ def period_report(store_root, period: Period, clusters=None, now=None,
         try:
             if progress:
                 progress(f"reading {nfiles} day file(s) of {len(files)} cluster(s)")
-            _load_rows(con, {c: f for c, f in files.items() if f})
+            _load_rows(con, {c: f for c, f in files.items() if f}, flags)
             _build_rows(con, windows, now_ts.timestamp(), rollup)
             if progress:
                 n = con.execute("SELECT count(*) FROM b").fetchone()[0]
-                progress(f"{n:,} allocation rows, {time.monotonic() - t0:.1f} s; aggregating")
-            _aggregate(con, per, rollup)
+                from_sums = f" ({summed_rows:,} from {len(sums)} day sums)" if sums else ""
+                progress(f"{n + summed_rows:,} allocation rows{from_sums}, {time.monotonic() - t0:.1f} s; aggregating")
+            _aggregate(con, per, rollup, sums)
         except (duckdb.IOException, duckdb.InvalidInputException) as exc:
             first = " ".join(str(exc).split())
             raise InputError(str(store_root), None, f"a store file cannot be read: {first}") from None
         finally:
             con.close()
 
-    held = {c: {d for d, _ in fs} for c, fs in files.items()}
+    held = {c: {f[0] for f in fs} for c, fs in files.items()}
     fut = {d for s_ in store_info.values() for d in s_["days_future"]}
 
     def coverage(scope: str, w: Window, figures: dict) -> dict:

@@ -217,11 +217,11 @@ def test_cli_period_writes_json_csv_markdown(store, tmp_path):
 HABROK = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "sacct" / "habrok_gpu_cluster_parsable2.psv"
 
 
-def test_period_and_weekly_paths_agree_on_a_real_capture(tmp_path):
+def _habrok_store(root):
     """Habrok's GPU partitions (../shared/corpus/sacct, real `sacct -P` output, June 2023 to
     April 2024: completed, cancelled, failed, timed-out, node-failed, running and pending jobs,
-    no JobIDRaw), stored one file per day as the daily pulls would, then the months in both
-    paths."""
+    no JobIDRaw), edited with requeued attempts, stored one file per day as `report store
+    --from-sacct` fills it; returns ``now`` (after the capture's latest time: 3 jobs running)."""
     from slurmkit.accounting.frame import load_sacct
 
     from slurmkit.accounting.frame import JobRows
@@ -248,9 +248,14 @@ def test_period_and_weekly_paths_agree_on_a_real_capture(tmp_path):
     later["submit"] = later["submit"] + pd.Timedelta(days=1)
     rows = JobRows(pd.concat([a, early, later], ignore_index=True), rows.steps)
     now = pd.Timestamp("2024-04-19T12:00:00Z")   # after the capture's latest time: 3 jobs running
-    until = int(now.timestamp())
     # every day the capture covers, as `report store --from-sacct` fills it (empty days too)
-    fill_from_capture(Store(tmp_path / "store", "bench"), rows, until)
+    fill_from_capture(Store(root, "bench"), rows, int(now.timestamp()))
+    return now
+
+
+def test_period_and_weekly_paths_agree_on_a_real_capture(tmp_path):
+    """Habrok's capture (:func:`_habrok_store`), then the months in both paths."""
+    now = _habrok_store(tmp_path / "store")
     per = parse_period(start="2023-06-01", end="2024-05-01")
     assert per.by == "month"
     said, seen = [], []
@@ -392,3 +397,146 @@ def test_a_store_file_that_cannot_be_read_is_a_clear_error(tmp_path):
     with pytest.raises(InputError) as e:
         period_report(tmp_path / "store", parse_period(month="2024-04"), "bench", now="2024-05-01")
     assert e.value.file == str(tmp_path / "store") and "day=2024-04-01/allocs.parquet" in e.value.message
+
+
+# -- day sums (slurmkit/report/day_sums.py): the same numbers as the rows, read faster ---------
+
+def _sums_info_out(rep: dict) -> dict:
+    rep = json.loads(json.dumps(rep, default=str))
+    for c in rep["store"]["clusters"].values():
+        c.pop("days_from_sums")
+    return rep
+
+
+def _sums_and_rows(root, per, cluster, now) -> tuple[dict, list[str]]:
+    """The period report from the day sums and from every row (``use_sums=False``): equal."""
+    said = []
+    fast = period_report(root, per, cluster, now=now, progress=said.append)
+    slow = period_report(root, per, cluster, now=now, use_sums=False)
+    assert all(c["days_from_sums"] == 0 for c in slow["store"]["clusters"].values())
+    diff = _same(_sums_info_out(fast), _sums_info_out(slow))
+    assert diff == [], diff[:12]
+    return fast, said
+
+
+def _runs(root, cluster="bench") -> dict:
+    """``_sums.json``'s days, and the rows of each run over the store."""
+    man = json.loads((Path(root) / f"cluster={cluster}" / "_sums.json").read_text())["days"]
+    return {"days": man,
+            "compared": sum(e["direct_from"] for e in man.values()),
+            "direct": sum(e["plain_from"] - e["direct_from"] for e in man.values()),
+            "plain": sum(e["rows"] - e["plain_from"] for e in man.values())}
+
+
+def _run_of(root, job_id: str, cluster="bench") -> set[str]:
+    """The runs holding ``job_id``'s rows (by their row in the sorted day files)."""
+    import duckdb
+
+    man = _runs(root, cluster)["days"]
+    out = set()
+    for day, fr in duckdb.sql(f"""SELECT day::VARCHAR, file_row_number FROM read_parquet(
+            '{root}/cluster={cluster}/day=*/allocs.parquet', file_row_number = true, hive_partitioning = true)
+            WHERE job_id = '{job_id}'""").fetchall():
+        e = man[day]
+        out.add("compared" if fr < e["direct_from"] else "direct" if fr < e["earlier_from"]
+                else "direct (earlier copy)" if fr < e["plain_from"] else "plain")
+    return out
+
+
+def test_day_sums_give_the_numbers_of_the_rows_on_generated_weeks(store, tmp_path):
+    """The store written by the bench's writer is summed (as the ingest does): each window of
+    the period, and of a period starting and ending mid-week (its first and last days read
+    hold copies of jobs running on), equals the report from every row; the day files still
+    hold the same rows (only their order changed)."""
+    from slurmkit.report.day_sums import summarize
+
+    root, b = store
+    per = b.period_of(WEEKS)
+    runs = _runs(root)
+    # the generated jobs over midnight are direct rows; the others plain; every day summed
+    assert runs["plain"] > 3000 and runs["direct"] > 500 and len(runs["days"]) >= 7 * WEEKS
+    fast, said = _sums_and_rows(root, per, "bench", pd.Timestamp(per.window.end))
+    assert fast["store"]["clusters"]["bench"]["days_from_sums"] == 7 * WEEKS
+    assert said[1].startswith(f"{fast['totals']['allocation_rows']:,}") is False or "day sums" in said[1]
+    assert f"from {7 * WEEKS} day sums" in said[1]
+    mid = parse_period(start="2026-10-01", end="2026-10-15", by="week")
+    fast, _ = _sums_and_rows(root, mid, "bench", pd.Timestamp(per.window.end))
+    assert fast["store"]["clusters"]["bench"]["days_from_sums"] == 14 and fast["totals"]["jobs"] > 1000
+    # a boundary off midnight: every row is read (and the same numbers)
+    off = parse_period(start="2026-10-01T06:00:00Z", end="2026-10-15", by="week")
+    assert period_report(root, off, "bench", now=per.window.end)["store"]["clusters"]["bench"]["days_from_sums"] == 0
+    assert summarize(root, "bench")["summed"] == 0        # nothing changed: nothing to do
+    rows_only = tmp_path / "rows"
+    b.write_store(str(rows_only), WEEKS, 1500, sums=False)
+    days = [d for d, _ in per.window.days()]
+    x, _ = Store(root, "bench").load(days)
+    y, _ = Store(rows_only, "bench").load(days)
+    key = ["key_id", "submit", "start"]
+    pd.testing.assert_frame_equal(x.allocs.sort_values(key).reset_index(drop=True),
+                                  y.allocs.sort_values(key).reset_index(drop=True))
+
+
+def test_day_sums_on_a_real_capture_until_a_day_changes(tmp_path):
+    """Habrok's capture (:func:`_habrok_store`) summed: requeued jobs' attempts are compared
+    rows, a job over midnight a direct one; equal to every row. A day stored since (a new
+    attempt of a job another day's sums counted alone) makes the sums unused until the next
+    summarize, which moves that job's row out of its day's sums; a day pulled again later than
+    the next day (a running job's copies no longer latest-last) makes its copies compared."""
+    from slurmkit.accounting.frame import JobRows
+    from slurmkit.accounting.quality import DataQuality
+    from slurmkit.report.day_sums import summarize
+
+    root = tmp_path / "store"
+    now = _habrok_store(root)
+    per = parse_period(start="2023-06-01", end="2024-05-01")
+    res = summarize(root, "bench")
+    assert res["summed"] == res["days"] > 300 and res["plain_rows"] > 40 and res["direct_rows"] > 5
+    assert _run_of(root, "7965768") == {"compared"} and _run_of(root, "8069225") == {"compared"}
+    fast, _ = _sums_and_rows(root, per, "bench", now)
+    assert fast["store"]["clusters"]["bench"]["days_from_sums"] == fast["store"]["days"]
+    assert fast["totals"]["jobs"] == 90 and fast["totals"]["requeued_attempts"] == 4   # as the rows say above
+
+    # a plain job gets another attempt, stored a day later without summarize
+    st = Store(root, "bench")
+    man = _runs(root)["days"]
+    day = next(d for d, e in sorted(man.items()) if e["rows"] > e["plain_from"] and d < "2024-04-01")
+    import pyarrow.parquet as pq
+    job = pq.read_table(st.day_files(day)[0]).slice(man[day]["plain_from"], 1).column("job_id")[0].as_py()
+    assert _run_of(root, job) == {"plain"}
+    d0 = dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc)
+    nxt = d0 + dt.timedelta(days=1)
+    rows, _ = st.load([d0])
+    again = rows.allocs[rows.allocs["job_id"] == job].copy()
+    for c in ("submit", "eligible", "start", "end"):
+        again[c] = again[c] + pd.Timedelta(days=1)
+    there, _ = st.load([nxt])
+    both = JobRows.concat([there, JobRows(again, there.steps.iloc[0:0])])
+    st.save_day(nxt, both, DataQuality(rows_read=len(both)), now=now.timestamp())
+    month = parse_period(month=day[:7])       # (the months around it: every day read is slow)
+    before = period_report(root, month, "bench", now=now, use_sums=False)["totals"]
+    stale, _ = _sums_and_rows(root, month, "bench", now)
+    assert stale["store"]["clusters"]["bench"]["days_from_sums"] == 0
+    assert stale["totals"]["requeued_attempts"] == before["requeued_attempts"] >= 1   # one job, two attempts
+    res = summarize(root, "bench")
+    assert res["summed"] == 2 and _run_of(root, job) == {"compared"}    # its day and the day stored
+    fast, _ = _sums_and_rows(root, month, "bench", now)
+    assert fast["store"]["clusters"]["bench"]["days_from_sums"] == fast["store"]["days"]
+    fast, _ = _sums_and_rows(root, per, "bench", now)
+    assert fast["totals"]["jobs"] == 90 and fast["totals"]["requeued_attempts"] == 5
+
+    # a running job's first day pulled again, later than its next day: its copies are compared
+    # (the report keeps the latest pull: that day's copy, which runs up to that pull)
+    running = rows_running = None
+    for d, e in sorted(man.items()):
+        t = pq.read_table(st.day_files(d)[0]).to_pandas()
+        r = t[t["end"].isna() & t["start"].notna()]
+        if len(r):
+            running, rows_running = r["job_id"].iloc[0], d
+            break
+    assert running is not None and _run_of(root, running) == {"direct", "direct (earlier copy)"}
+    first = dt.datetime.fromisoformat(rows_running).replace(tzinfo=dt.timezone.utc)
+    rows, _ = st.load([first])
+    st.save_day(first, rows, DataQuality(rows_read=len(rows)), now=now.timestamp() + 1800)
+    summarize(root, "bench")
+    assert _run_of(root, running) == {"compared"}
+    _sums_and_rows(root, parse_period(month=rows_running[:7]), "bench", now + pd.Timedelta(hours=1))

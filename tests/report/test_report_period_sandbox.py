@@ -83,6 +83,17 @@ def _settled(sandbox, run, jobs) -> bool:
             and queue is not None and queue.group(1) == "0")
 
 
+def _close(a, b) -> bool:
+    """Equal JSON values, floats to 1e-9 relative (sums taken in another order)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return set(a) == set(b) and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and a == pytest.approx(b, rel=1e-9, abs=1e-9)
+    return a == b
+
+
 def test_period_report_on_backdated_accounting_equals_sacct_and_sreport(own_slurm_env, tmp_path):
     from slurmkit.cli import cli
     from slurmkit.report.live import run_rollup
@@ -185,6 +196,20 @@ def test_period_report_on_backdated_accounting_equals_sacct_and_sreport(own_slur
     rows = {(r["account"], r["user"]): r for r in rep["accounts"]["windows"][0]["rows"]}
     assert rows[(ACCOUNT, "root")]["gpu_hours"] == pytest.approx(by_acc[ACCOUNT][0])
     assert "## Denominators: sreport's breakdown" in (out / "period.md").read_text()
+
+    # the day sums the ingest keeps (report weekly's CLI makes them after its pulls): the same
+    # figures from them
+    from slurmkit.report.day_sums import summarize
+
+    assert summarize(store, "")["summed"] == 3
+    res = CliRunner().invoke(cli, ["report", "period", "--start", f"{start:%Y-%m-%d}", "--end", f"{end:%Y-%m-%d}",
+                                   "--by", "week", "--store", str(store), "-o", str(tmp_path / "summed"),
+                                   "--format", "json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    again = json.loads((tmp_path / "summed" / "period.json").read_text())
+    assert again["store"]["clusters"]["_default"]["days_from_sums"] == 3
+    for key in ("totals", "by_account", "by_user", "by_partition", "outcomes", "queue_wait", "breakdown"):
+        assert _close(again[key], rep[key]), key
 
     # no record of the jobs reached slurmdbd after the backdating (it would be a second row)
     assert _sql(slurm_env, f"SELECT count(*) FROM sandbox_job_table WHERE id_job IN ({', '.join(jobs)})").strip() \
