@@ -284,19 +284,22 @@ def _load_rows(con, files: dict[str, list[tuple]], flags: dict[str, tuple[bool, 
             head = f"""SELECT {fi} AS fi, file_row_number AS fr, '{_q(sc)}' AS sc, {ci << 40} AS sck,
                        {d0!r}::DOUBLE AS fday, {_COLUMNS} FROM read_parquet('{_q(path)}', file_row_number = true)"""
             if runs:
-                # (a summed day: its compared rows, and its direct rows apart: row groups)
+                # (a summed day: its compared rows, and its direct rows apart: row groups;
+                # a run with no row is not read at all)
                 c, hi = (int(x) for x in runs)
-                parts.append(f"{head} WHERE file_row_number < {c}")
+                if c > 0:
+                    parts.append(f"{head} WHERE file_row_number < {c}")
                 if hi > c:
                     direct.append(f"{head} WHERE file_row_number >= {c} AND file_row_number < {hi}")
             else:
                 parts.append(head)
+            empty = f"{head} LIMIT 0"   # (the columns, no row: a view over no file)
             fi += 1
     # (``jk``: a key that is a number below 2**40 (``NUMERIC``) is that number plus the store
     # cluster's number x 2**40 (``sck``), never negative; any other key is negative, a hash of
     # the store cluster and the key; no text hashed per row where the key is a number; sacct's
     # Cluster is left out: rows of two sacct clusters sharing a JobIDRaw only share a ``jk``)
-    for view, sel in (("raw", parts), ("direct", direct or [parts[0] + " LIMIT 0"])):
+    for view, sel in (("raw", parts or [empty]), ("direct", direct or [empty])):
         con.execute(f"""CREATE TEMP VIEW {view} AS
             SELECT * EXCLUDE (sck), CASE WHEN {NUMERIC} THEN kn + sck ELSE -1 - (hash(sc, key_id) >> 1)::BIGINT END AS jk
             FROM (SELECT *, TRY_CAST(key_id AS BIGINT) AS kn FROM (""" + "\nUNION ALL\n".join(sel) + "))")
