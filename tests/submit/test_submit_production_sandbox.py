@@ -21,6 +21,7 @@ from slurmkit.submit.backend import CliBackend, describe_exit_code
 from slurmkit.waiting import wait_until
 
 from sandbox_jobs import submit
+from sandbox_reconfigure import reconfigure
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 
@@ -621,10 +622,10 @@ def observing_hooks(sandbox, fake_nvml, node_python):
     inst.apply(inst.plan_install(sconf.load_tree(conf), spec), conf, installing=True)
     cfg_path = conf.parent / inst.CONFIG
     cfg_path.write_text(config())
-    run(["scontrol", "reconfigure"], env=sandbox.env())
+    reconfigure(sandbox)   # (and every slurmd read it: the first job meets the hooks)
     yield {"work": work, "state": work / "state", "snaps": snaps, "cfg_path": cfg_path, "config": config}
     inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, installing=False)
-    run(["scontrol", "reconfigure"], env=sandbox.env())
+    reconfigure(sandbox)
     shutil.rmtree(work, ignore_errors=True)
 
 
