@@ -299,12 +299,14 @@ def fill_from_capture(store: "Store", rows: JobRows, as_of: float, first_day: fl
     day is final only when ``as_of`` is more than :data:`SETTLE_S` past its end and none of
     its rows is open); a day inside that span with no row is written empty (the capture
     covers it). Days the capture does not cover (before ``first_day``, after ``as_of``) are
-    not written, and a day already final in the store is kept unless ``replace_final``.
+    not written, a day already final in the store is kept unless ``replace_final``, and so is
+    a day pulled after ``as_of`` (a later capture or live pull knows more than this one).
     ``record``: kept in each written day's manifest entry (:meth:`Store.save_day`).
 
-    Returns ``{"written": [day], "final": [day], "kept_final": [day]}`` (``YYYY-MM-DD``)."""
+    Returns ``{"written": [day], "final": [day], "kept_final": [day], "kept_newer": [day]}``
+    (``YYYY-MM-DD``)."""
     split = by_day(rows, as_of)
-    out = {"written": [], "final": [], "kept_final": []}
+    out = {"written": [], "final": [], "kept_final": [], "kept_newer": []}
     if not split and first_day is None:
         return out
     start = int(first_day // 86400 * 86400) if first_day is not None else split[0][0]
@@ -317,6 +319,9 @@ def fill_from_capture(store: "Store", rows: JobRows, as_of: float, first_day: fl
         name = f"{d:%Y-%m-%d}"
         if not replace_final and man.get(name, {}).get("final"):
             out["kept_final"].append(name)
+            continue
+        if not replace_final and float(man.get(name, {}).get("pulled_at") or 0.0) > as_of:
+            out["kept_newer"].append(name)
             continue
         part = have.get(day, empty)
         store.save_day(d, part, DataQuality(rows_read=len(part)), now=as_of, record=record)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
 from slurmkit.cli import want_json
 from slurmkit.cli.options import site_option
+from slurmkit.errors import InputError
 
 
 @click.group("report")
@@ -213,7 +215,9 @@ def store(ctx, from_sacct, store_dir, cluster, week, start, end, sacct_fields, d
     click.echo(f"{res['store']}: {len(w)} day(s) written" + (f" ({w[0]} .. {w[-1]})" if w else "")
                + f", {len(res['final'])} final, {len(w) - len(res['final'])} not final (as of {res['as_of']}); "
                f"times read in {res['time_zone']}" + ("" if res["time_zone_given"] else " (assumed)")
-               + (f"; {len(res['kept_final'])} day(s) already final kept" if res["kept_final"] else ""))
+               + (f"; {len(res['kept_final'])} day(s) already final kept" if res["kept_final"] else "")
+               + (f"; {len(res['kept_newer'])} day(s) pulled after this capture kept ({res['kept_newer'][0]} .. "
+                  f"{res['kept_newer'][-1]})" if res["kept_newer"] else ""))
     ds = res["day_sums"]
     if ds:
         click.echo(f"{res['store']}: day sums for the period report: {ds['plain_rows']:,} of {ds['rows']:,} "
@@ -232,9 +236,46 @@ def _day_sums(store_dir, cluster: str) -> dict | None:
     try:
         return summarize(store_dir, cluster)
     except (OSError, duckdb.Error) as exc:
-        click.echo(f"slurmkit: warning: day sums of {store_dir} not updated ({' '.join(str(exc).split())}); "
-                   "the period report reads every row of the days stored", err=True)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        click.echo(f"slurmkit: warning: day sums of {store_dir} not updated ({first}); the period report reads "
+                   "every row of the days stored until 'slurmkit report day-sums' succeeds", err=True)
         return None
+
+
+@cli.command("day-sums")
+@click.option("--store", "store_dir", type=click.Path(file_okay=False),
+              help="Parquet store folder (default: the weekly report's).")
+@click.option("--cluster", help="Store cluster(s), comma list (default: every cluster in the store).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def day_sums(ctx, store_dir, cluster, as_json):
+    """Bring the store's day sums up to date (what report weekly and report store do after
+    storing days): for a store copied, edited or filled by another writer, whose period reports
+    say 'day sums: stale'. Days unchanged are left as they are (docs/report.md, Day sums)."""
+    from slurmkit.accounting.store import clusters as store_clusters
+    from slurmkit.report.pipeline import default_store_dir
+
+    root = store_dir or default_store_dir()
+    have = store_clusters(root) if Path(root).is_dir() else []
+    names = [c.strip() or "_default" for c in cluster.split(",")] if cluster else have
+    lost = [c for c in names if c not in have]
+    if lost or not names:
+        raise InputError(str(root), None, (f"cluster(s) {', '.join(lost)} not in the store" if lost else
+                                           "no cluster= folders in it: not a store, or an empty one")
+                         + f" (it holds: {', '.join(have) or 'none'})")
+    out = {}
+    for c in names:
+        res = _day_sums(root, c)
+        if res is None:
+            ctx.exit(1)
+        out[c] = res
+    if want_json(ctx, as_json):
+        click.echo(json.dumps(out, indent=1))
+        return
+    for c, r in out.items():
+        click.echo(f"cluster={c}: {r['days']} day(s), {r['summed']} summed now in {r['seconds']:.1f} s; "
+                   f"{r['plain_rows']:,} of {r['rows']:,} stored rows (a job's copy in each day it ran counts) "
+                   f"in the sums, {r['direct_rows']:,} read as one copy per job")
 
 
 @cli.command("jobs")
@@ -441,6 +482,11 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
                            memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT, temp_dir=temp_dir, progress=progress,
                            sections=sections, use_sums=not no_day_sums)
     written = write_period(report, outdir or f"slurmkit-period-{per.label.replace(':', '')}", formats.split(","))
+    for c, v in report["store"]["clusters"].items():
+        if v.get("day_sums") == "stale":
+            click.echo(f"slurmkit: warning: the day sums of cluster {c} are out of date (a day stored, copied or "
+                       "edited since they were made): every row was read, the same figures, slower; 'slurmkit "
+                       f"report day-sums --store {store_dir or default_store_dir()}' brings them up to date", err=True)
     if want_json(ctx, as_json):
         click.echo(json.dumps(report, indent=1, ensure_ascii=False))
         return
@@ -450,7 +496,7 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
 
     future = report["store"].get("days_future") or []
     several = len(report["store"]["clusters"]) > 1
-    click.echo(f"{period_span(report['period'])}: {f(t['jobs'])} jobs, "
+    click.echo(f"{period_span(report['period'])}: {f(t['jobs'])} job{'' if t['jobs'] == 1 else 's'}, "
                f"{f(t['gpu_hours'])} GPU-h, {f(t['cpu_hours'])} CPU-h; "
                f"{report['store']['days']} day(s) from the store, "
                + ("missing: " + ", ".join(f"{c} {len(v['days_missing'])}" for c, v in report["store"]["clusters"].items())

@@ -105,9 +105,7 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
     if not st.dir.is_dir():
         return {"days": 0, "summed": 0, "rows": 0, "plain_rows": 0, "direct_rows": 0,
                 "seconds": round(time.monotonic() - t0, 3)}
-    man = st.manifest()
-    days = sorted(d for d in (f.parent.name[4:] for f in st.dir.glob("day=*/allocs.parquet"))
-                  if d in man and st.day_files(d)[1].exists())
+    days = P.summable_days(st)
     version = P.sums_version()
     try:
         old = json.loads((st.dir / P.SUMS_MANIFEST).read_text())
@@ -116,9 +114,7 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
         old = {}
     old = old if isinstance(old, dict) else {}
     paths = {d: st.day_files(d)[0] for d in days}
-    if old and set(old) == set(days) and all(
-            _complete(old[d]) and [old[d].get("size"), old[d].get("mtime_ns")] == _stat(paths[d])
-            and (paths[d].parent / P.SUMS_FILE).exists() for d in days):
+    if old and set(old) == set(days) and all(_unchanged(P, old[d], paths[d]) for d in days):
         # (no day file changed since: the runs and sums stand)
         return {"days": len(days), "summed": 0, "rows": sum(int(e["rows"]) for e in old.values()),
                 "plain_rows": sum(int(e["rows"]) - int(e["plain_from"]) for e in old.values()),
@@ -168,7 +164,7 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
             nonlocal batch, held
             if batch:
                 for day, e in _sum_batch(con, st.cluster, batch).items():
-                    entries[day]["elig"] = e
+                    entries[day].update(e)
             batch, held = [], 0
 
         runs: dict[int, dict[int, tuple[int, int, int]]] = {}
@@ -183,10 +179,8 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
             bounds.append(at)
             in_order = all(bounds[c] <= r[c][1] and r[c][2] < bounds[c + 1] for c in r)
             e = old.get(d)
-            keep = (in_order and _complete(e) and e.get("rows") == at
-                    and [e.get("direct_from"), e.get("earlier_from"), e.get("plain_from")] == bounds[1:4]
-                    and [e.get("size"), e.get("mtime_ns")] == _stat(paths[d])
-                    and (paths[d].parent / P.SUMS_FILE).exists())
+            keep = (in_order and _unchanged(P, e, paths[d]) and e.get("rows") == at
+                    and [e.get("direct_from"), e.get("earlier_from"), e.get("plain_from")] == bounds[1:4])
             if keep:
                 entries[d] = e
                 continue
@@ -255,7 +249,7 @@ def _sort_day(pq, con, i: int, day: str, path: Path, in_place: bool) -> tuple[di
     at = [0]
     for part in runs:
         at.append(at[-1] + part.num_rows)
-    size, mtime = _stat(path)
+    size, mtime = P.file_stamp(path)
     textual = bool(np.asarray(got["txt"], dtype=bool)[cats >= DIRECT_LAST].any())
     return ({"size": size, "mtime_ns": mtime, "rows": int(n), "direct_from": at[1], "earlier_from": at[2],
              "plain_from": at[3], "textual": textual}, runs[PLAIN])
@@ -264,8 +258,8 @@ def _sort_day(pq, con, i: int, day: str, path: Path, in_place: bool) -> tuple[di
 def _sum_batch(con, cluster: str, batch: list[tuple[str, Path, object]]) -> dict[str, bool]:
     """Write the sums of ``batch`` (``[(day, allocs.parquet, its plain rows)]``): table
     ``fine0`` (:func:`slurmkit.report.period.fine0_sql`) over them, each day its own window,
-    then each day's groups as window 0 into its ``_sums.parquet``. Returns per day whether a
-    plain row has Eligible."""
+    then each day's groups as window 0 into its ``_sums.parquet``. Returns per day its entry's
+    ``elig`` (a plain row has Eligible) and the sums file's ``sums_size`` and ``sums_mtime_ns``."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -296,12 +290,14 @@ def _sum_batch(con, cluster: str, batch: list[tuple[str, Path, object]]) -> dict
                            FROM ({P.fine0_sql()})""").to_arrow_table()
     finally:
         sub.close()
-    elig = {}
+    out = {}
     for j, (day, path, plain) in enumerate(batch):
         mine = sums.filter(pc.equal(sums["_day"], j)).drop_columns(["_day"])
         atomic_write_with(path.parent / P.SUMS_FILE, lambda tmp, t=mine: pq.write_table(t, tmp))
-        elig[day] = bool(plain.num_rows) and plain["eligible"].null_count < plain.num_rows
-    return elig
+        size, mtime = P.file_stamp(path.parent / P.SUMS_FILE)
+        out[day] = {"elig": bool(plain.num_rows) and plain["eligible"].null_count < plain.num_rows,
+                    "sums_size": size, "sums_mtime_ns": mtime}
+    return out
 
 
 def _plain_types(pa, table):
@@ -317,15 +313,15 @@ def _plain_types(pa, table):
     return pa.table(cols, names=table.column_names)
 
 
-def _complete(e) -> bool:
-    """True when ``e`` is a whole ``_sums.json`` day entry."""
-    return isinstance(e, dict) and all(isinstance(e.get(k), int) for k in (
-        "size", "mtime_ns", "rows", "direct_from", "earlier_from", "plain_from"))
-
-
-def _stat(path: Path) -> list[int]:
-    st = path.stat()
-    return [st.st_size, st.st_mtime_ns]
+def _unchanged(P, e, path: Path) -> bool:
+    """True when ``e`` is a whole ``_sums.json`` day entry whose day file and sums file are as
+    it recorded them (size, modification time)."""
+    try:
+        return (isinstance(e, dict) and all(isinstance(e.get(k), int) for k in P.SUMS_ENTRY)
+                and [e["size"], e["mtime_ns"]] == P.file_stamp(path)
+                and [e["sums_size"], e["sums_mtime_ns"]] == P.file_stamp(path.parent / P.SUMS_FILE))
+    except OSError:
+        return False
 
 
 def _groups_split(pq, path: Path, bounds: list[int]) -> bool:

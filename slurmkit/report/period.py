@@ -56,7 +56,7 @@ import numpy as np
 import pandas as pd
 
 from slurmkit.accounting.frame import GPU_SOURCES
-from slurmkit.errors import InputError
+from slurmkit.errors import InputError, UsageError
 from slurmkit.report.period_plots import part_days
 from slurmkit.report.period_text import empty_group_text, missing_counts, period_span, queue_wait_text, time_zone_text, time_zones
 from slurmkit.report.jobs import SIZE_DURATION_BUCKETS, SIZE_GPU_BUCKETS, size_table
@@ -251,9 +251,10 @@ NUMERIC = "kn BETWEEN 0 AND 1099511627775"
 
 
 def _load_rows(con, files: dict[str, list[tuple]], flags: dict[str, tuple[bool, bool]] | None = None) -> None:
-    """The stored allocation rows of ``files`` (store cluster -> ``[(day, allocs.parquet)]``, or
-    ``[(day, allocs.parquet, n)]``: the file's first ``n`` rows, the others being in the day's sums,
-    :func:`valid_day_sums`),
+    """The stored allocation rows of ``files`` (store cluster -> ``[(day, allocs.parquet)]``; a
+    summed day as ``(day, allocs.parquet, c, hi)``: its compared rows ``[0, c)`` go through the
+    copies' rules below, its direct rows ``[c, hi)`` (view ``direct``) are jobs with one row
+    each, its other rows are in its sums: :mod:`slurmkit.report.day_sums`),
     one copy per (cluster, JobIDRaw, Submit, Start) — the latest pull, ties to the later day,
     as :meth:`~slurmkit.accounting.store.Store.load` keeps — in three views, each row with
     ``sc`` (the store's cluster), ``kn`` (the key as a number, else NULL) and ``jk`` (a number
@@ -603,39 +604,59 @@ def sums_version() -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
-def valid_day_sums(cluster_dir) -> dict[str, dict]:
-    """The day sums of a store cluster that may be read: ``{day: {"rows", "plain_from",
-    "elig", "textual", "sums"}}`` from ``<cluster_dir>/_sums.json``, written by
-    :func:`slurmkit.report.day_sums.summarize`; empty unless the manifest is of this
-    :func:`sums_version` and the cluster's ``day=*/allocs.parquet`` files are exactly those it
-    summed (same days, sizes and modification times: a day pulled since, by any writer, may
-    hold a row of a job another day's sums counted as the job's only row)."""
-    d = Path(cluster_dir)
+def summable_days(store) -> list[str]:
+    """The days of :class:`~slurmkit.accounting.store.Store` ``store`` the period report reads
+    (a ``day=<D>`` folder holding both files, with a manifest entry: as :func:`_store_days`),
+    sorted: the days :func:`slurmkit.report.day_sums.summarize` sums, and the set
+    :func:`valid_day_sums` checks."""
+    man = store.manifest()
+    days = (f.parent.name[4:] for f in store.dir.glob("day=*/allocs.parquet"))
+    return sorted(d for d in days if d in man and store.day_files(d)[1].exists())
+
+
+def file_stamp(path) -> list[int]:
+    """``[size, mtime_ns]`` of ``path`` (what the day sums' manifest records of a file)."""
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns]
+
+
+#: Whole ``_sums.json`` day entries have these (integers).
+SUMS_ENTRY = ("size", "mtime_ns", "rows", "direct_from", "earlier_from", "plain_from", "sums_size", "sums_mtime_ns")
+
+
+def valid_day_sums(store) -> tuple[dict[str, dict], str]:
+    """The day sums of :class:`~slurmkit.accounting.store.Store` ``store`` that may be read, and
+    why: ``({day: {"rows", "direct_from", "earlier_from", "plain_from", "elig", "textual",
+    "sums"}}, state)`` from ``_sums.json`` (:func:`slurmkit.report.day_sums.summarize`). State
+    ``"used"``; ``"absent"`` (never summed: empty); ``"stale"`` (empty: made by another
+    version, or the days the report reads (:func:`summable_days`) are not exactly those summed
+    with the same day files and sums files, sizes and modification times: a day stored since,
+    by any writer, may hold a row of a job another day's sums counted as its only row)."""
     try:
-        man = json.loads((d / SUMS_MANIFEST).read_text())
+        man = json.loads((store.dir / SUMS_MANIFEST).read_text())
+    except FileNotFoundError:
+        return {}, "absent"
     except (OSError, ValueError):
-        return {}
+        return {}, "stale"
     if not isinstance(man, dict) or man.get("version") != sums_version() or not isinstance(man.get("days"), dict):
-        return {}
+        return {}, "stale"
     days = man["days"]
-    have = {}
-    for f in d.glob("day=*/allocs.parquet"):
-        try:
-            st = f.stat()
-        except OSError:
-            return {}
-        have[f.parent.name[4:]] = [st.st_size, st.st_mtime_ns]
-    if set(have) != set(days):
-        return {}
+    if set(summable_days(store)) != set(days):
+        return {}, "stale"
     out = {}
     for day, e in days.items():
-        if not isinstance(e, dict) or [e.get("size"), e.get("mtime_ns")] != have[day]:
-            return {}
-        sums = d / f"day={day}" / SUMS_FILE
-        if all(isinstance(e.get(k), int) for k in ("rows", "direct_from", "earlier_from", "plain_from")) \
-                and sums.exists():
-            out[day] = {**e, "sums": str(sums)}
-    return out
+        path = store.day_files(day)[0]
+        sums = path.parent / SUMS_FILE
+        try:
+            ok = (isinstance(e, dict) and all(isinstance(e.get(k), int) for k in SUMS_ENTRY)
+                  and [e["size"], e["mtime_ns"]] == file_stamp(path)
+                  and [e["sums_size"], e["sums_mtime_ns"]] == file_stamp(sums))
+        except OSError:
+            ok = False
+        if not ok:
+            return {}, "stale"
+        out[day] = {**e, "sums": str(sums)}
+    return out, "used"
 
 
 def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | None = None,
@@ -879,7 +900,8 @@ def period_report(store_root, period: Period, clusters=None, now=None,
     job runs up to its row's pull, never past ``now``: the latest pull of the days read, else
     ``now``), "clusters", "store": {"root",
     "days", "days_missing", "days_not_final", "days_future"} (per cluster, with
-    ``days_from_sums``: days read with their sums; a day not stored
+    ``days_from_sums``: days read with their sums, and ``day_sums``: :func:`valid_day_sums`'
+    state, or why none was read; a day not stored
     after ``now`` is future, not missing), "time_zones" (:func:`time_zones`)}, "totals", "unknown", "by_user",
     "by_account", "by_partition", "by_qos", "by_gpu_type", "outcomes", "queue_wait",
     "breakdown": [{"label", "start", "end", <the same sections>}] (each section, the period's
@@ -950,8 +972,11 @@ def period_report(store_root, period: Period, clusters=None, now=None,
     sums, flags, summed_rows = [], {}, 0
     midnights = all(ws % 86400 == 0 and we % 86400 == 0 for _, ws, we, _ in windows)
     for sc, fs in files.items():
-        info = valid_day_sums(Path(store_info[sc]["dir"])) if use_sums and midnights else {}
+        info, state = valid_day_sums(S.Store(store_root, sc)) if use_sums and midnights else ({}, "")
         store_info[sc]["days_from_sums"] = 0
+        store_info[sc]["day_sums"] = (state if use_sums and midnights else
+                                      "not read (a period boundary off midnight)" if use_sums else
+                                      "not read (--no-day-sums)")
         if not fs or any(day not in info for day, _ in fs):
             continue   # (the direct rows' one copy needs every day read summed)
         last = max(day for day, _ in fs)
@@ -972,7 +997,11 @@ def period_report(store_root, period: Period, clusters=None, now=None,
     if nfiles:
         import duckdb
 
-        con = connect(memory_limit, temp_dir, threads)
+        try:
+            con = connect(memory_limit, temp_dir, threads)
+        except duckdb.Error as exc:
+            raise UsageError("--memory-limit", f"DuckDB does not take {memory_limit!r} (a size such as 2GB or "
+                             f"512MB): {str(exc).splitlines()[0]}") from None
         try:
             if progress:
                 progress(f"reading {nfiles} day file(s) of {len(files)} cluster(s)")
@@ -986,6 +1015,9 @@ def period_report(store_root, period: Period, clusters=None, now=None,
         except (duckdb.IOException, duckdb.InvalidInputException) as exc:
             first = " ".join(str(exc).split())
             raise InputError(str(store_root), None, f"a store file cannot be read: {first}") from None
+        except duckdb.OutOfMemoryException:
+            raise UsageError("--memory-limit", f"the report does not fit in DuckDB's memory limit {memory_limit} "
+                             "(its hash tables cannot all spill): give a larger one, e.g. 2GB") from None
         finally:
             con.close()
 

@@ -425,7 +425,7 @@ def _check_time_fields(path, fields, delimiter) -> None:
                                      f"(--format=...), or add them to sacct -l's fields with -o")
 
 
-def _captured(opts: WeeklyOptions, need_times: bool = True):
+def _captured(opts: WeeklyOptions, need_times: bool = True, empty_hint: str = " (--allow-empty writes an empty report)"):
     """``(rows, data quality, window, as of, inputs)`` from the captured files (``inputs``: each
     file as :func:`_input_record` records it, the capture time and how it was found); with no window, the
     whole UTC days their submit/start/end times span (InputError when they hold none; with
@@ -471,7 +471,7 @@ def _captured(opts: WeeklyOptions, need_times: bool = True):
                          or _as_of_after_running(rows, as_of))
         rows = rewind_to(rows, as_of, dq)
         if not len(rows.allocs) and not opts.allow_empty:
-            raise InputError(names, None, f"{as_of_warning}; no job had been submitted by --as-of: nothing to report (--allow-empty writes an empty report)")
+            raise InputError(names, None, f"{as_of_warning}; no job had been submitted by --as-of: nothing to report{empty_hint}")
     window = opts.window
     if window is None:
         a = rows.allocs
@@ -963,15 +963,22 @@ def fill_store(opts: WeeklyOptions, store_dir, warn=None) -> dict:
     entry (``time_zone``, ``time_zone_given``), for the period report's "About" block; UTC
     assumed for local times is told to ``warn`` (a callable taking the message) as ``report
     weekly`` tells it (:func:`tz_assumed_note`). Returns ``{"store", "cluster", "as_of",
-    "written", "final", "kept_final", "time_zone", "time_zone_given", "time_zone_note",
+    "written", "final", "kept_final", "kept_newer", "time_zone", "time_zone_given", "time_zone_note",
     "data_quality"}``. Raises :class:`~slurmkit.errors.InputError` for a capture that cannot
     be read or holds no times."""
     from slurmkit.accounting.store import Store, fill_from_capture
 
     check_zone(opts.tz)
-    rows, dq, window, as_of, inputs = _captured(opts)
+    rows, dq, window, as_of, inputs = _captured(opts, empty_hint="")
     if as_of is None:
         raise InputError(",".join(map(str, opts.captures)), None, "no times in the captures: give --as-of")
+    if inputs.get("as_of_warning") and warn:
+        warn(inputs["as_of_warning"])
+    if not len(rows.allocs):
+        steps = dq.skipped.get("step row without its allocation row", 0) + len(rows.steps)
+        raise InputError(",".join(map(str, opts.captures)), None, "no allocation row in the captures"
+                         + (f" ({steps} step row(s) without their job's allocation row: capture with "
+                            "sacct's allocation rows, not -s/--steps alone)" if steps else "") + ": nothing to store")
     rec = inputs_record(opts, window, inputs)
     if not rec["time_zone_given"] and warn:
         warn(rec["time_zone_note"])
@@ -1084,6 +1091,12 @@ def load_jobs(opts: JobsOptions, warn=None) -> tuple[pd.DataFrame, pd.DataFrame,
                 parts.append(crows)
                 dq.merge(cdq)
             rows = JobRows.concat(parts)
+            # (in Submit order, then JobIDRaw: not the files' row order, which the day sums
+            # change, docs/report.md, Day sums)
+            a = rows.allocs
+            order = np.lexsort((a["key_id"].astype(str).to_numpy(),
+                                pd.to_datetime(a["submit"], utc=True).astype("int64").to_numpy()))
+            rows = JobRows(a.iloc[order].reset_index(drop=True), rows.steps)
         else:
             from slurmkit.report.live import ingest_window
 

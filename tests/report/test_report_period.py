@@ -405,6 +405,7 @@ def _sums_info_out(rep: dict) -> dict:
     rep = json.loads(json.dumps(rep, default=str))
     for c in rep["store"]["clusters"].values():
         c.pop("days_from_sums")
+        c.pop("day_sums")
     return rep
 
 
@@ -540,3 +541,75 @@ def test_day_sums_on_a_real_capture_until_a_day_changes(tmp_path):
     summarize(root, "bench")
     assert _run_of(root, running) == {"compared"}
     _sums_and_rows(root, parse_period(month=rows_running[:7]), "bench", now + pd.Timedelta(hours=1))
+
+
+def test_day_sums_stale_after_a_copy_or_damage_then_repaired_by_the_day_sums_command(store, tmp_path):
+    """A store copied (new modification times), a sums file overwritten, a day without its steps
+    file: the period report says the sums are stale and reads every row (the same figures), and
+    ``report day-sums`` brings them up to date; a bad ``--memory-limit`` is a clear error."""
+    import shutil
+
+    from slurmkit.cli import cli
+
+    root, b = store
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy, copy_function=shutil.copy)   # (as cp -r: new modification times)
+    per = b.period_of(WEEKS)
+    args = ["report", "period", "--start", f"{per.window.start:%Y-%m-%d}", "--end", f"{per.window.end:%Y-%m-%d}",
+            "--store", str(copy), "--now", f"{per.window.end:%Y-%m-%dT%H:%M:%SZ}", "-o", str(tmp_path / "out"),
+            "--format", "json"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    assert "the day sums of cluster bench are out of date" in res.output and "report day-sums --store" in res.output
+    stale = json.loads((tmp_path / "out" / "period.json").read_text())
+    assert stale["store"]["clusters"]["bench"]["day_sums"] == "stale"
+    assert stale["store"]["clusters"]["bench"]["days_from_sums"] == 0
+    res = CliRunner().invoke(cli, ["report", "day-sums", "--store", str(copy)])
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith("cluster=bench: ") and " summed now" in res.output
+    fast, _ = _sums_and_rows(copy, per, "bench", per.window.end)
+    assert fast["store"]["clusters"]["bench"]["day_sums"] == "used"
+    assert _same(_sums_info_out(fast)["totals"], stale["totals"]) == []
+    # a sums file overwritten by hand (another day's): not read, then summed again
+    day = sorted(_runs(copy)["days"])[5]
+    other = sorted(_runs(copy)["days"])[6]
+    shutil.copyfile(copy / "cluster=bench" / f"day={other}" / "_sums.parquet",
+                    copy / "cluster=bench" / f"day={day}" / "_sums.parquet")
+    damaged, _ = _sums_and_rows(copy, per, "bench", per.window.end)
+    assert damaged["store"]["clusters"]["bench"]["day_sums"] == "stale"
+    (copy / "cluster=bench" / f"day={day}" / "_sums.parquet").write_text("not parquet")
+    damaged, _ = _sums_and_rows(copy, per, "bench", per.window.end)
+    assert damaged["store"]["clusters"]["bench"]["day_sums"] == "stale"
+    assert CliRunner().invoke(cli, ["report", "day-sums", "--store", str(copy), "--cluster", "bench"]).exit_code == 0
+    fast, _ = _sums_and_rows(copy, per, "bench", per.window.end)
+    assert fast["store"]["clusters"]["bench"]["day_sums"] == "used"
+    # a day without its steps file is read by neither path: the other days' sums still count
+    (copy / "cluster=bench" / f"day={day}" / "steps.parquet").unlink()
+    CliRunner().invoke(cli, ["report", "day-sums", "--store", str(copy)])
+    fast, _ = _sums_and_rows(copy, per, "bench", per.window.end)
+    assert fast["store"]["days_missing"] == [day]
+    assert fast["store"]["clusters"]["bench"]["days_from_sums"] == 7 * WEEKS - 1
+    res = CliRunner().invoke(cli, args[:-4] + ["--memory-limit", "2gigs", "-o", str(tmp_path / "o2")])
+    assert res.exit_code == 2 and "--memory-limit" in res.output and "Traceback" not in res.output
+    res = CliRunner().invoke(cli, ["report", "day-sums", "--store", str(copy), "--cluster", "nope"])
+    assert res.exit_code == 2 and "cluster(s) nope not in the store (it holds: bench)" in res.output
+
+
+def test_a_capture_older_than_a_day_already_stored_does_not_replace_it(tmp_path):
+    """``report store`` with an older capture over days a later pull filled keeps those days
+    (the later pull knows more) and says so; --as-of before the capture's times warns."""
+    from slurmkit.cli import cli
+
+    out = tmp_path / "store"
+    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(HABROK), "--store", str(out),
+                                   "--cluster", "h", "--as-of", "2024-04-19T12:00:00Z"])
+    assert res.exit_code == 0, res.output
+    before = json.loads((out / "cluster=h" / "_manifest.json").read_text())
+    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(HABROK), "--store", str(out),
+                                   "--cluster", "h", "--as-of", "2024-04-18T12:00:00Z", "--json"])
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.output[res.output.index("{"):])
+    assert got["written"] == [] and "2024-04-18" in got["kept_newer"]
+    assert "earlier than the" in res.output        # the --as-of warning, as report weekly gives it
+    after = json.loads((out / "cluster=h" / "_manifest.json").read_text())
+    assert {d: e["pulled_at"] for d, e in after.items()} == {d: e["pulled_at"] for d, e in before.items()}

@@ -115,6 +115,15 @@ def test_report_store_and_period_errors_name_the_path(tmp_path):
     res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(bad), "--store", str(tmp_path / "s")])
     assert res.exit_code == 2 and str(bad) in res.output
     assert not (tmp_path / "s").exists()
+    # a capture of a step row alone (../shared/corpus/sacct, ParallelCluster issue 63: an
+    # interactive step, no allocation row): nothing to store, said so, nothing written
+    step = HERE.parents[1] / ".." / "shared" / "corpus" / "sacct" / "pcluster_issue63_interactive_step.psv"
+    fields = (step.parent / "pcluster_header_fields.txt").read_text().strip().replace("|", ",")
+    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(step), "--sacct-fields",
+                                   fields.removesuffix(",Partition"), "--store", str(tmp_path / "s"),
+                                   "--start", "2022-06-01", "--end", "2022-06-30"])
+    assert res.exit_code == 2 and "no allocation row in the captures (1 step row(s) without" in res.output
+    assert not (tmp_path / "s").exists()
 
 
 
