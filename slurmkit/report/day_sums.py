@@ -43,6 +43,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from slurmkit.accounting.store import OPEN_STATES, Store
+from slurmkit.atomicfile import atomic_write, atomic_write_with
+from slurmkit.report import period as P
 
 #: SQL: the key of a row as the store cluster's identity reads it (a number below 2**40 as
 #: that number, so ``012`` is ``12``; any other key as its text, apart from the numbers).
@@ -64,8 +71,6 @@ def _ep(c: str) -> str:
 
 
 def _finished() -> str:
-    from slurmkit.accounting.store import OPEN_STATES
-
     states = ", ".join(f"'{s}'" for s in OPEN_STATES)
     return f"""("end" IS NOT NULL AND coalesce(pending_tasks, 0) = 0 AND coalesce(state NOT IN ({states}), true))"""
 
@@ -94,12 +99,6 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
     module's docstring). Files are replaced atomically; an interrupted run leaves files that
     no longer match ``_sums.json`` (the period report then reads the rows; the next run
     finishes). Raises ``duckdb.Error`` on a day file that cannot be read."""
-    import pyarrow.parquet as pq
-
-    from slurmkit.accounting.store import Store
-    from slurmkit.atomicfile import atomic_write
-    from slurmkit.report import period as P
-
     t0 = time.monotonic()
     st = Store(store_root, cluster)
     if not st.dir.is_dir():
@@ -114,7 +113,7 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
         old = {}
     old = old if isinstance(old, dict) else {}
     paths = {d: st.day_files(d)[0] for d in days}
-    if old and set(old) == set(days) and all(_unchanged(P, old[d], paths[d]) for d in days):
+    if old and set(old) == set(days) and all(P.day_entry_unchanged(old[d], paths[d]) for d in days):
         # (no day file changed since: the runs and sums stand)
         return {"days": len(days), "summed": 0, "rows": sum(int(e["rows"]) for e in old.values()),
                 "plain_rows": sum(int(e["rows"]) - int(e["plain_from"]) for e in old.values()),
@@ -179,7 +178,7 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
             bounds.append(at)
             in_order = all(bounds[c] <= r[c][1] and r[c][2] < bounds[c + 1] for c in r)
             e = old.get(d)
-            keep = (in_order and _unchanged(P, e, paths[d]) and e.get("rows") == at
+            keep = (in_order and P.day_entry_unchanged(e, paths[d]) and e.get("rows") == at
                     and [e.get("direct_from"), e.get("earlier_from"), e.get("plain_from")] == bounds[1:4])
             if keep:
                 entries[d] = e
@@ -189,7 +188,7 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
                 # leaves the cluster's sums unused, never a day's rows both summed and read)
                 atomic_write(st.dir / P.SUMS_MANIFEST, json.dumps(
                     {"version": version, "days": {k: v for k, v in old.items() if k in entries}}))
-            entries[d], plain = _sort_day(pq, con, i, d, paths[d], in_order and _groups_split(pq, paths[d], bounds))
+            entries[d], plain = _sort_day(con, i, d, paths[d], in_order and _groups_split(paths[d], bounds))
             batch.append((d, paths[d], plain))
             held += plain.num_rows
             summed += 1
@@ -213,15 +212,10 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
 BATCH_ROWS = 500_000
 
 
-def _sort_day(pq, con, i: int, day: str, path: Path, in_place: bool) -> tuple[dict, object]:
+def _sort_day(con, i: int, day: str, path: Path, in_place: bool) -> tuple[dict, object]:
     """Sort one day file into its runs (each its own row group; ``in_place``: it is already),
     with table ``groups`` of :func:`summarize` in ``con``. Returns its ``_sums.json`` entry
     (but ``elig``) and its plain rows (a pyarrow table, for :func:`_sum_batch`)."""
-    import pyarrow as pa
-
-    from slurmkit.atomicfile import atomic_write_with
-    from slurmkit.report import period as P
-
     d0 = P._epoch(f"{day}T00:00:00Z")
     table = pq.read_table(path)
     n = table.num_rows
@@ -255,22 +249,15 @@ def _sort_day(pq, con, i: int, day: str, path: Path, in_place: bool) -> tuple[di
              "plain_from": at[3], "textual": textual}, runs[PLAIN])
 
 
-def _sum_batch(con, cluster: str, batch: list[tuple[str, Path, object]]) -> dict[str, bool]:
+def _sum_batch(con, cluster: str, batch: list[tuple[str, Path, object]]) -> dict[str, dict]:
     """Write the sums of ``batch`` (``[(day, allocs.parquet, its plain rows)]``): table
     ``fine0`` (:func:`slurmkit.report.period.fine0_sql`) over them, each day its own window,
     then each day's groups as window 0 into its ``_sums.parquet``. Returns per day its entry's
     ``elig`` (a plain row has Eligible) and the sums file's ``sums_size`` and ``sums_mtime_ns``."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    from slurmkit.atomicfile import atomic_write_with
-    from slurmkit.report import period as P
-
     sub = con.cursor()   # (its own temp tables; the database's settings)
     try:
         # (one table: the days' files may type a column apart, e.g. one with no value in a day)
-        plain = pa.concat_tables([_plain_types(pa, t).append_column(
+        plain = pa.concat_tables([_plain_types(t).append_column(
             "_fday", pa.array([P._epoch(f"{day}T00:00:00Z")] * t.num_rows, pa.float64())) for day, _, t in batch],
             promote_options="permissive")
         sub.register("p", plain)
@@ -300,7 +287,7 @@ def _sum_batch(con, cluster: str, batch: list[tuple[str, Path, object]]) -> dict
     return out
 
 
-def _plain_types(pa, table):
+def _plain_types(table):
     """``table`` with its text columns as large strings (pandas' categories are dictionaries in
     one day's file and strings in another's): tables of several days concatenate."""
     cols = []
@@ -313,18 +300,7 @@ def _plain_types(pa, table):
     return pa.table(cols, names=table.column_names)
 
 
-def _unchanged(P, e, path: Path) -> bool:
-    """True when ``e`` is a whole ``_sums.json`` day entry whose day file and sums file are as
-    it recorded them (size, modification time)."""
-    try:
-        return (isinstance(e, dict) and all(isinstance(e.get(k), int) for k in P.SUMS_ENTRY)
-                and [e["size"], e["mtime_ns"]] == P.file_stamp(path)
-                and [e["sums_size"], e["sums_mtime_ns"]] == P.file_stamp(path.parent / P.SUMS_FILE))
-    except OSError:
-        return False
-
-
-def _groups_split(pq, path: Path, bounds: list[int]) -> bool:
+def _groups_split(path: Path, bounds: list[int]) -> bool:
     """True when each non-empty run of ``path`` (``bounds``: where each starts, then the end)
     starts a row group (the period report reads a run without the others)."""
     md = pq.ParquetFile(path).metadata

@@ -646,17 +646,21 @@ def valid_day_sums(store) -> tuple[dict[str, dict], str]:
     out = {}
     for day, e in days.items():
         path = store.day_files(day)[0]
-        sums = path.parent / SUMS_FILE
-        try:
-            ok = (isinstance(e, dict) and all(isinstance(e.get(k), int) for k in SUMS_ENTRY)
-                  and [e["size"], e["mtime_ns"]] == file_stamp(path)
-                  and [e["sums_size"], e["sums_mtime_ns"]] == file_stamp(sums))
-        except OSError:
-            ok = False
-        if not ok:
+        if not day_entry_unchanged(e, path):
             return {}, "stale"
-        out[day] = {**e, "sums": str(sums)}
+        out[day] = {**e, "sums": str(path.parent / SUMS_FILE)}
     return out, "used"
+
+
+def day_entry_unchanged(e, path) -> bool:
+    """True when ``e`` is a whole ``_sums.json`` day entry (:data:`SUMS_ENTRY`) whose day file
+    ``path`` and its sums file are as it recorded them (:func:`file_stamp`)."""
+    try:
+        return (isinstance(e, dict) and all(isinstance(e.get(k), int) for k in SUMS_ENTRY)
+                and [e["size"], e["mtime_ns"]] == file_stamp(path)
+                and [e["sums_size"], e["sums_mtime_ns"]] == file_stamp(Path(path).parent / SUMS_FILE))
+    except OSError:
+        return False
 
 
 def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | None = None,
