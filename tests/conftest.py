@@ -22,12 +22,15 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from skip_policy import (pytest_configure, pytest_make_collect_report,  # noqa: F401 (hooks)
-                         pytest_runtest_makereport, pytest_terminal_summary)
+from skip_policy import (pytest_collectreport, pytest_configure, pytest_make_collect_report,  # noqa: F401 (hooks)
+                         pytest_runtest_logreport, pytest_runtest_makereport, pytest_terminal_summary)
 
 REPO = Path(__file__).resolve().parent.parent
 SITE = REPO / "site"
 CORPUS = REPO.parent / "shared" / "corpus"
+# slurm.conf's sched_interval / bf_interval in the test sandboxes (Slurm's defaults 60 s / 30 s: a
+# pending job would wait up to a minute for a scheduling pass; docs/testing.md)
+TEST_SCHED_INTERVAL_S = 1
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +66,8 @@ def _running_sandbox():
     if missing:
         pytest.skip("Slurm's Debian packages are missing: " + " ".join(missing))
     root = Path(tempfile.mkdtemp(prefix="slurmkit-test-sandbox-"))
-    spec = SandboxSpec(port_base=_free_port_base(), host_cpus=tuple(sorted(os.sched_getaffinity(0))))
+    spec = SandboxSpec(port_base=_free_port_base(), host_cpus=tuple(sorted(os.sched_getaffinity(0))),
+                       sched_interval_s=TEST_SCHED_INTERVAL_S)
     sb = Sandbox(root, spec)
     try:
         sb.up()
@@ -154,3 +158,16 @@ def healthy(fake_nvml, tmp_path_factory):
 
     path = tmp_path_factory.mktemp("snap") / "healthy.json"
     return path, record_snapshot(fake_nvml, path)
+
+
+SANDBOX_FIXTURES = {"sandbox", "own_sandbox"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (scripts/test runs ``-n 2 --dist loadgroup``), every test that needs a
+    Slurm cluster (marked ``slurm`` or using a sandbox fixture) is sent to one worker, in
+    collection order, so the session sandbox is brought up once and its tests keep their order;
+    the other tests share both workers (docs/testing.md)."""
+    for item in items:
+        if item.get_closest_marker("slurm") or SANDBOX_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("slurm"))

@@ -11,7 +11,10 @@ is on the allow-list ``tests/skips_allowed.toml``: one ``[[allow]]`` table per e
 - ``why``: why the skip is acceptable in CI (required, never empty).
 
 Outside CI skips stay skips. Either way the session ends with one line counting the skips on
-the allow-list and those outside it, so the count shows in CI's output. A malformed allow-list
+the allow-list and those outside it, so the count shows in CI's output. The verdict is taken
+where the report is made (a pytest-xdist worker, under ``-n``) and written on the report
+(``skip_policy``: ``[verdict, reason]``); the count is taken where reports are logged (the
+controlling process), so the closing line counts every worker's skips. A malformed allow-list
 stops the session with the file and the entry at fault.
 ``SLURMKIT_SKIPS_ALLOWED`` names another allow-list file (the policy's own tests use it).
 """
@@ -67,7 +70,12 @@ def allowed_entry(entries: list[dict], nodeid: str, reason: str) -> dict | None:
     return None
 
 
+_config = None
+
+
 def pytest_configure(config):
+    global _config
+    _config = config
     path = Path(os.environ.get("SLURMKIT_SKIPS_ALLOWED") or ALLOWLIST)
     config.stash[_entries_key] = load_allowlist(path)
     config.stash[_allowed_key] = []
@@ -75,19 +83,31 @@ def pytest_configure(config):
 
 
 def _judge(report, config, nodeid: str, when: str):
-    """Count a skipped ``report`` of ``nodeid``: allowed, or (under CI) turned into a failure."""
+    """Judge a skipped ``report`` of ``nodeid``: allowed, or (under CI) turned into a failure; the
+    verdict is written on the report as ``skip_policy = [verdict, reason]`` for :func:`_count`."""
     if not report.skipped or hasattr(report, "wasxfail"):
         return report
     reason = skip_reason(report)
     if allowed_entry(config.stash[_entries_key], nodeid, reason):
-        config.stash[_allowed_key].append((nodeid, reason))
+        report.skip_policy = ["allowed", reason]
         return report
-    config.stash[_refused_key].append((nodeid, reason))
+    report.skip_policy = ["refused", reason]
     if IN_CI:
         report.outcome = "failed"
         report.longrepr = (f"CI=true: {nodeid} skipped{when} ({reason}); CI never passes by skipping: make it "
                            f"run here, or add it with a reason to tests/{ALLOWLIST.name}")
     return report
+
+
+def _count(report, config) -> None:
+    """Count a logged report's verdict (set by :func:`_judge`, possibly in an xdist worker)."""
+    verdict = getattr(report, "skip_policy", None)
+    if not verdict:
+        return
+    key = _allowed_key if verdict[0] == "allowed" else _refused_key
+    entry = (report.nodeid, verdict[1])
+    if entry not in config.stash[key]:     # a module skipped at collection reaches the controller once per worker
+        config.stash[key].append(entry)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -100,6 +120,14 @@ def pytest_make_collect_report(collector):
     """A whole module skipped at collection (``pytest.importorskip`` or
     ``pytest.skip(allow_module_level=True)`` at its top): the same policy, by its node id."""
     return _judge((yield), collector.config, collector.nodeid, " at collection")
+
+
+def pytest_runtest_logreport(report):
+    _count(report, _config)
+
+
+def pytest_collectreport(report):
+    _count(report, _config)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import skip_policy
 
 SUITE = '''
@@ -53,22 +54,25 @@ why = "the test's own example"
 '''
 
 
-def _run(tmp_path: Path, ci: bool, allow: str = ALLOW) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, ci: bool, allow: str = ALLOW, *extra: str) -> subprocess.CompletedProcess:
     (tmp_path / "test_suite.py").write_text(SUITE)
     (tmp_path / "test_module_skip.py").write_text('import pytest\npytest.importorskip("slurmkit_no_such_module")\n')
     (tmp_path / "conftest.py").write_text(
-        "from skip_policy import (pytest_configure, pytest_make_collect_report, pytest_runtest_makereport,\n"
-        "                         pytest_terminal_summary)\n")
+        "from skip_policy import (pytest_collectreport, pytest_configure, pytest_make_collect_report,\n"
+        "                         pytest_runtest_logreport, pytest_runtest_makereport, pytest_terminal_summary)\n")
     (tmp_path / "allow.toml").write_text(allow)
     env = dict(os.environ, CI="true" if ci else "false", SLURMKIT_SKIPS_ALLOWED=str(tmp_path / "allow.toml"),
                PYTHONPATH=str(Path(skip_policy.__file__).parent))
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
-                           "--continue-on-collection-errors", "test_suite.py", "test_module_skip.py"],
+                           "--continue-on-collection-errors", *extra, "test_suite.py", "test_module_skip.py"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_ci_fails_every_kind_of_skip_outside_the_allow_list(tmp_path):
-    r = _run(tmp_path, ci=True)
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one-process", "xdist"])
+def test_ci_fails_every_kind_of_skip_outside_the_allow_list(tmp_path, workers):
+    """The same verdicts and the same closing count in one process and under pytest-xdist (the
+    suite's own run, scripts/test), where the skips are judged in the workers."""
+    r = _run(tmp_path, True, ALLOW, *workers)
     out = r.stdout
     assert r.returncode == 1, out
     for name in ("test_call_skip", "test_importorskip", "test_allowed_other_reason"):
@@ -78,7 +82,7 @@ def test_ci_fails_every_kind_of_skip_outside_the_allow_list(tmp_path):
     assert "CI=true: test_suite.py::test_skipif skipped (condition holds)" in out
     assert "SKIPPED [1] test_suite.py" in out and "no NVML on this machine" in out
     assert "PASSED test_suite.py::test_passes" in out and "XFAIL test_suite.py::test_xfail" in out
-    assert "ERROR test_module_skip.py" in out  # a module skipped at collection
+    assert "ERROR test_module_skip.py" in out or "ERROR collecting test_module_skip.py" in out  # skipped at collection
     assert "CI=true: test_module_skip.py skipped at collection (could not import 'slurmkit_no_such_module'" in out
     assert "skip policy: 1 skipped on the allow-list, 6 outside it failed (CI=true)" in out
     assert "allowed skip: test_suite.py::test_allowed: no NVML on this machine" in out

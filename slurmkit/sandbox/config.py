@@ -59,6 +59,11 @@ class SandboxSpec:
     ``host_cpus``: OS CPU ids that exist here (``os.sched_getaffinity(0)``); GPUs are spread
     over them in order (on a 2-CPU host with 4 GPUs: GPU0-1 -> CPU 0, GPU2-3 -> CPU 1), so a
     job that binds a rank to its GPU's cores binds to a CPU that really exists.
+
+    ``sched_interval_s``: when set, slurm.conf's ``SchedulerParameters`` gains
+    ``sched_interval=<s>,bf_interval=<s>`` (Slurm's defaults: 60 s and 30 s), so a pending job
+    starts within seconds of the nodes it waits for coming free. The test suite sets it (1 s);
+    ``sandbox up`` and the demo keep Slurm's defaults (docs/testing.md says why).
     """
 
     nodes: int = 4
@@ -69,6 +74,7 @@ class SandboxSpec:
     host_cpus: tuple[int, ...] = (0, 1)
     memory_mib: int = 16000
     db_password: str = field(default_factory=lambda: secrets.token_hex(8))
+    sched_interval_s: int | None = None
 
     @property
     def ports(self) -> Ports:
@@ -183,7 +189,7 @@ def context(spec: SandboxSpec, root: Path, ctl_hostname: str) -> dict:
     return {
         "cluster": spec.cluster, "ctl_hostname": ctl_hostname, "var": var, "run": var / "run",
         "ports": spec.ports, "gpu_type": spec.gpu_type, "gpus_per_node": spec.gpus_per_node,
-        "memory_mib": spec.memory_mib, "partition": PARTITION, "db_password": spec.db_password,
+        "memory_mib": spec.memory_mib, "sched_interval_s": spec.sched_interval_s, "partition": PARTITION, "db_password": spec.db_password,
         "nodes": [{"name": f"n{i}", "addr": spec.node_addr(i), "port": spec.ports.slurmd(i)}
                   for i in range(1, spec.nodes + 1)],
         "nodeset": spec.nodeset, "node_type": f"sandbox-{spec.gpu_type}x{spec.gpus_per_node}",
