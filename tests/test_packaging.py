@@ -140,19 +140,21 @@ def test_plain_install_runs_the_hooks_and_submit_and_names_the_report_extra(tmp_
     ``slurmkit report weekly`` says in one line which extra it needs and exits 2."""
     from nodeenv import nvml_gpu_of
 
+    # nothing of this environment's Python set-up or slurmkit settings reaches the plain venv
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURMKIT_", "PYTHON"))}
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=120, env=env)
     py, slurmkit = venv / "bin" / "python", venv / "bin" / "slurmkit"
     lower = _requirements(_setup_cfg()["options"]["install_requires"])
     constraints = tmp_path / "lower-bounds.txt"
     constraints.write_text("".join(f"{name}=={bound}.*\n" for name, bound in lower.items()))
     res = subprocess.run([py, "-m", "pip", "install", "-q", "--constraint", constraints, str(REPO)],
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, env=env)
     assert res.returncode == 0, res.stderr
     # {normalized name (PEP 503): version} of every distribution in the venv
     res = subprocess.run([py, "-c", "import importlib.metadata as m, json, re; print(json.dumps("
                           "{re.sub(r'[-_.]+', '-', d.metadata['Name']).lower(): d.version for d in m.distributions()}))"],
-                         capture_output=True, text=True, timeout=60, check=True)
+                         capture_output=True, text=True, timeout=60, check=True, env=env)
     import json
 
     dists = json.loads(res.stdout)
@@ -161,7 +163,6 @@ def test_plain_install_runs_the_hooks_and_submit_and_names_the_report_extra(tmp_
     assert set(dists) - {"pip", "setuptools"} == PLAIN_INSTALL
 
     def run(*args, **kw):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURMKIT_", "PYTHON"))}
         return subprocess.run([str(slurmkit), *args], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                               env=env, **kw)
 
@@ -169,7 +170,9 @@ def test_plain_install_runs_the_hooks_and_submit_and_names_the_report_extra(tmp_
     path, snap = healthy
     res = run("hooks", "uninstall", "--slurm-conf", str(node.slurm_conf))
     assert res.returncode == 0, res.stderr
-    res = run("hooks", "install", "--slurm-conf", str(node.slurm_conf), "--python", str(py), "--timeout", "0")
+    res = run("hooks", "install", "--slurm-conf", str(node.slurm_conf), "--python", str(py), "--timeout", "0",
+              "--state-dir", str(node.state_dir), "--spool-dir", str(node.spool_dir),
+              "--textfile-dir", str(node.textfile_dir))
     assert res.returncode == 0, res.stderr
     assert f"py='{py}'" in node.prolog.read_text()
     node.write_config({"n1": path})
