@@ -71,26 +71,132 @@ DISTS = {"click": "click", "jinja2": "jinja2", "numpy": "numpy", "pandas": "pand
 #: imported on purpose without being a requirement: the demo's training script, which runs
 #: inside sandbox jobs with the demo's torch
 NOT_REQUIRED = {"torch"}
+#: the modules only the report extra's commands load (the accounting readers, the reports and
+#: their command); everything else is the plain install's
+REPORT_MODULES = ("accounting/*", "report/*", "cli/report.py")
 
 
-def test_setup_cfg_declares_exactly_the_third_party_modules_slurmkit_imports():
-    import configparser
+def _requirements(text: str) -> dict[str, str]:
+    """``{distribution (lower case): lower bound}`` of setup.cfg requirement lines ``name>=X``."""
     import re
-    import sys
+
+    out = {}
+    for line in text.strip().splitlines():
+        m = re.fullmatch(r"\s*([A-Za-z0-9_.-]+)\s*>=\s*([0-9.]+)\s*", line)
+        assert m, f"setup.cfg: {line!r}: want name>=lower-bound"
+        out[m[1].lower()] = m[2]
+    return out
+
+
+def _setup_cfg():
+    import configparser
 
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "setup.cfg")
-    declared = {re.split(r"[<>=!~ ]", line.strip())[0].lower()
-                for line in cfg["options"]["install_requires"].strip().splitlines()}
+    return cfg
+
+
+def _third_party_imports(paths) -> set[str]:
     import ast
 
     imported = set()
-    for path in (REPO / "slurmkit").rglob("*.py"):
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 imported.update(a.name.split(".")[0] for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 imported.add(node.module.split(".")[0])
-    third = {m for m in imported if m not in sys.stdlib_module_names and m not in ("slurmkit", "__future__")}
-    assert third - NOT_REQUIRED <= set(DISTS), f"imported but not mapped to a distribution: {third - set(DISTS)}"
-    assert {DISTS[m] for m in third - NOT_REQUIRED} == declared
+    return {m for m in imported if m not in sys.stdlib_module_names and m not in ("slurmkit", "__future__")}
+
+
+def test_setup_cfg_declares_exactly_the_third_party_modules_slurmkit_imports():
+    from slurmkit.cli import EXTRAS
+
+    cfg = _setup_cfg()
+    base = set(_requirements(cfg["options"]["install_requires"]))
+    report = set(_requirements(cfg["options.extras_require"]["report"]))
+    paths = list((REPO / "slurmkit").rglob("*.py"))
+    in_report = [p for p in paths if any(p.relative_to(REPO / "slurmkit").match(g) for g in REPORT_MODULES)]
+    plain = _third_party_imports(set(paths) - set(in_report)) - NOT_REQUIRED
+    extra = _third_party_imports(in_report) - plain - NOT_REQUIRED
+    assert plain | extra <= set(DISTS), f"imported but not mapped to a distribution: {(plain | extra) - set(DISTS)}"
+    assert {DISTS[m] for m in plain} == base
+    assert {DISTS[m] for m in extra} == report
+    # the CLI names the report extra for exactly the modules only the report extra installs
+    assert {DISTS[m] for m, e in EXTRAS.items() if e == "report"} == report
+
+
+#: what ``pip install slurmkit`` puts in a fresh venv besides pip and setuptools: the
+#: requirements and their own (MarkupSafe: jinja2's)
+PLAIN_INSTALL = {"slurmkit", "click", "jinja2", "markupsafe", "nvidia-ml-py", "python-hostlist"}
+
+
+def test_plain_install_runs_the_hooks_and_submit_and_names_the_report_extra(tmp_path, node, healthy):
+    """``pip install <repo>`` (no extra, not editable) into a fresh venv, each requirement at the
+    release series of its lower bound in setup.cfg (``click>=8.5`` installs the newest 8.5.x):
+    none of the report extra's packages comes; the prolog runs through shims installed by that
+    venv's ``slurmkit hooks install`` on a snapshot recorded from the fake NVML and maps the
+    job's GPUs; ``slurmkit submit --dry-run`` prints the golden script of a shipped profile;
+    ``slurmkit report weekly`` says in one line which extra it needs and exits 2."""
+    from nodeenv import nvml_gpu_of
+
+    # nothing of this environment's Python set-up or slurmkit settings reaches the plain venv
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURMKIT_", "PYTHON"))}
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=120, env=env)
+    py, slurmkit = venv / "bin" / "python", venv / "bin" / "slurmkit"
+    lower = _requirements(_setup_cfg()["options"]["install_requires"])
+    constraints = tmp_path / "lower-bounds.txt"
+    constraints.write_text("".join(f"{name}=={bound}.*\n" for name, bound in lower.items()))
+    res = subprocess.run([py, "-m", "pip", "install", "-q", "--constraint", constraints, str(REPO)],
+                         capture_output=True, text=True, timeout=600, env=env)
+    assert res.returncode == 0, res.stderr
+    # {normalized name (PEP 503): version} of every distribution in the venv
+    res = subprocess.run([py, "-c", "import importlib.metadata as m, json, re; print(json.dumps("
+                          "{re.sub(r'[-_.]+', '-', d.metadata['Name']).lower(): d.version for d in m.distributions()}))"],
+                         capture_output=True, text=True, timeout=60, check=True, env=env)
+    import json
+
+    dists = json.loads(res.stdout)
+    for name, bound in lower.items():
+        assert dists[name] == bound or dists[name].startswith(bound + "."), (name, dists[name])
+    assert set(dists) - {"pip", "setuptools"} == PLAIN_INSTALL
+
+    def run(*args, **kw):
+        return subprocess.run([str(slurmkit), *args], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                              env=env, **kw)
+
+    # the hooks: installed by the plain venv's slurmkit, its python in the shims
+    path, snap = healthy
+    res = run("hooks", "uninstall", "--slurm-conf", str(node.slurm_conf))
+    assert res.returncode == 0, res.stderr
+    res = run("hooks", "install", "--slurm-conf", str(node.slurm_conf), "--python", str(py), "--timeout", "0",
+              "--state-dir", str(node.state_dir), "--spool-dir", str(node.spool_dir),
+              "--textfile-dir", str(node.textfile_dir))
+    assert res.returncode == 0, res.stderr
+    assert f"py='{py}'" in node.prolog.read_text()
+    node.write_config({"n1": path})
+    r = node.run(node.prolog)
+    assert r.returncode == 0, r.stderr
+    assert "own trouble" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    rec = json.loads((node.state_dir / "n1" / "job-101.json").read_text())
+    assert [row["index"] for row in rec["gpus"]] == [0, 2]
+    for row in rec["gpus"]:
+        g = nvml_gpu_of(node, snap, row["index"])
+        assert (row["uuid"], row["nvml_index"], row["minor"]) == (g["uuid"], g["index"], g["minor_number"])
+        assert row["start_energy_mj"] == g["values"]["total_energy_mj"]["value"]
+    assert node.metric("n1", "prolog", "slurmkit_hook_exit_code") == 0
+
+    # submit: the shipped profile's golden script (tests/submit/test_submit_golden.py's request)
+    res = run("submit", "torchrun", "--site", "dgx-h100", "-N", "2", "-t", "2:00:00", "-J", "golden torchrun #1",
+              "--comment", "it's a \"test\" $HOME", "-o", "logs/%x-%j.out", "--dry-run", "--",
+              "python3", "train.py", "--config", "conf/a b.yaml", "--lr={lr}")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == (REPO / "tests" / "submit" / "golden" / "torchrun--dgx-h100.sbatch").read_text()
+
+    # a report: one line naming the extra, exit 2, no traceback
+    res = run("report", "weekly", "--week", "2026-W48", "--no-store", "--from-sacct",
+              str(REPO / "tests" / "report" / "data" / "reportseff_issue37.psv"), "-o", str(tmp_path / "out"))
+    assert (res.returncode, res.stdout) == (2, "")
+    assert res.stderr == "slurmkit report needs the report extra: pip install 'slurmkit[report]'\n"
+    assert not (tmp_path / "out").exists()

@@ -4,6 +4,10 @@ Each subcommand lives in its own module under ``slurmkit/cli/`` and exposes a cl
 group named ``cli``; it only parses flags, calls the library and prints. Registering a command
 is one line in ``COMMANDS``. Lazy loading keeps ``slurmkit --help`` and each command fast: a
 command pays only for its own imports.
+
+The plain install (``pip install slurmkit``) is what the hooks, health checks and submit need; a
+command whose work imports a package of an extra (``EXTRAS``) that is not installed says which
+extra in one line and exits 2 (:func:`need_extra`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("slurmkit.cli.report", "Utilization and energy reports from Slurm accounting."),
 }
 
+#: top-level module -> the extra of setup.cfg (``[options.extras_require]``) that installs it
+EXTRAS: dict[str, str] = {"numpy": "report", "pandas": "report", "pyarrow": "report", "duckdb": "report",
+                          "matplotlib": "report"}
+
+
+def need_extra(command: str, exc: ModuleNotFoundError) -> None:
+    """When ``exc`` (raised while ``slurmkit <command>`` was loaded or ran) is a module of one of
+    :data:`EXTRAS`, print ``slurmkit <command> needs the <extra> extra: pip install
+    'slurmkit[<extra>]'`` (one line) to stderr and exit 2; otherwise return (the caller re-raises)."""
+    extra = EXTRAS.get((exc.name or "").partition(".")[0])
+    if extra is None:
+        return
+    click.echo(f"slurmkit {command} needs the {extra} extra: pip install 'slurmkit[{extra}]'", err=True)
+    raise click.exceptions.Exit(2)
+
 
 def fail(exc: SlurmkitError) -> None:
     """The one CLI error handler: print ``slurmkit: error: <exc>`` (one line) to stderr and exit
@@ -41,14 +60,18 @@ def fail(exc: SlurmkitError) -> None:
 
 
 class LazyGroup(click.Group):
-    """A click group that imports a subcommand's module only when that subcommand runs, and
-    turns every :class:`~slurmkit.errors.SlurmkitError` a command raises into :func:`fail`."""
+    """A click group that imports a subcommand's module only when that subcommand runs, turns
+    every :class:`~slurmkit.errors.SlurmkitError` a command raises into :func:`fail`, and a
+    package of an extra that is not installed into :func:`need_extra`'s line."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except SlurmkitError as exc:
             fail(exc)
+        except ModuleNotFoundError as exc:
+            need_extra(ctx.invoked_subcommand or "", exc)
+            raise
 
     def list_commands(self, ctx):
         return sorted(COMMANDS)
@@ -61,6 +84,7 @@ class LazyGroup(click.Group):
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             if exc.name != module_name:
+                need_extra(name, exc)
                 raise
             # Not built yet: show it in --help but say so when run.
             @click.command(name, short_help=short_help, context_settings={"ignore_unknown_options": True})
