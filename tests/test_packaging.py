@@ -4,6 +4,7 @@ CLI works from any directory, without the checkout."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,11 +14,26 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+def source_copy(dest: Path) -> Path:
+    """A copy of the checkout's tracked and untracked-but-not-ignored files under ``dest``: pip
+    builds in the source tree (``build/``, ``*.egg-info``), so each install builds from its own
+    copy and two tests (or two xdist workers) never build in one folder, nor in the checkout."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            check=True, capture_output=True).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        src = REPO / rel
+        if src.is_file() and not rel.startswith("tests/"):
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    return dest
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     target = tmp_path_factory.mktemp("site-packages")
+    src = source_copy(tmp_path_factory.mktemp("src"))
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--target", str(target), str(REPO)], check=True, capture_output=True, timeout=300)
+                    "--target", str(target), str(src)], check=True, capture_output=True, timeout=300)
     return target
 
 
@@ -148,7 +164,8 @@ def test_plain_install_runs_the_hooks_and_submit_and_names_the_report_extra(tmp_
     lower = _requirements(_setup_cfg()["options"]["install_requires"])
     constraints = tmp_path / "lower-bounds.txt"
     constraints.write_text("".join(f"{name}=={bound}.*\n" for name, bound in lower.items()))
-    res = subprocess.run([py, "-m", "pip", "install", "-q", "--constraint", constraints, str(REPO)],
+    res = subprocess.run([py, "-m", "pip", "install", "-q", "--constraint", constraints,
+                          str(source_copy(tmp_path / "src"))],
                          capture_output=True, text=True, timeout=600, env=env)
     assert res.returncode == 0, res.stderr
     # {normalized name (PEP 503): version} of every distribution in the venv
