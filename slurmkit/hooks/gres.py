@@ -115,6 +115,7 @@ def slurm_conf_gres(slurm_conf, node: str) -> list[tuple[str | None, int]] | Non
     None when no NodeName line names the node. Raises :class:`GresError` for a file or ``Gres=``
     that cannot be read."""
     from slurmkit.hostlist import BadHostlist, expand_hostlist
+    from slurmkit.slurm import gres
     from slurmkit.slurm.syntax import ConfError, read_file
 
     try:
@@ -135,15 +136,11 @@ def slurm_conf_gres(slurm_conf, node: str) -> list[tuple[str | None, int]] | Non
                 continue
         except BadHostlist as exc:
             raise GresError(file, no, f"bad NodeName hostlist {name!r}: {exc}") from None
-        spec = fields.get("gres", default) or ""
-        found = []
-        for item in spec.split(","):
-            parts = item.split("(", 1)[0].split(":")
-            if not parts[0] or parts[0].lower() != "gpu":
-                continue
-            count = parts[-1] if len(parts) > 1 and parts[-1].isdigit() else "1"
-            gtype = parts[1] if len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()) else None
-            found.append((gtype, int(count)))
+        try:
+            spec = gres.parse(fields.get("gres", default) or "", file)
+        except gres.GresSpecError as exc:
+            raise GresError(file, no, f"Gres=: {exc.message}") from None
+        found = [(gtype, n) for (name, gtype), n in spec.items() if name == "gpu"]
     return found
 
 
