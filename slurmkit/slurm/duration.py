@@ -26,9 +26,11 @@ class DurationError(InputError):
     ``message`` (the value and the forms expected)."""
 
 
-#: Words (any case) for no limit: ``seconds`` gives ``math.inf``. ``4294967295`` is Slurm's
-#: INFINITE as TimelimitRaw prints it.
-NO_LIMIT = ("UNLIMITED", "INFINITE", "PARTITION_LIMIT", "4294967295")
+#: Slurm's INFINITE (a 32-bit all-ones) as TimelimitRaw prints it (minutes).
+_INFINITE_RAW = "4294967295"
+#: Words (any case) for no limit: ``seconds`` gives ``math.inf``; :data:`_INFINITE_RAW` too
+#: where a bare number is minutes.
+NO_LIMIT = ("UNLIMITED", "INFINITE", "PARTITION_LIMIT", _INFINITE_RAW)
 #: Words (any case) sacct prints for a duration that is not set: ``seconds`` gives None.
 NOT_SET = ("", "INVALID", "UNKNOWN", "NONE", "N/A")
 
@@ -58,7 +60,7 @@ def seconds(text: str, bare: str = "min", source: str = "") -> float | None:
     word = s.upper()
     if word in NOT_SET:
         return None
-    if word in NO_LIMIT:
+    if word in NO_LIMIT and (word != _INFINITE_RAW or bare == "min"):
         return math.inf
     dashed = "-" in s
     days, body = 0, s

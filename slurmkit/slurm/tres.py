@@ -45,10 +45,9 @@ def parse(text: str | None, source: str = "") -> dict[str, str]:
         return out
     for part in s.split(","):
         key, eq, value = part.partition("=")
-        key = key.strip()
         if not eq or not key:
             raise TresError(source, None, f"{part!r} in {text!r} is not key=value (expected cpu=8,gres/gpu=2,...)")
-        out.setdefault(key, value.strip())
+        out.setdefault(key, value)
     return out
 
 
@@ -64,23 +63,28 @@ def number(tres, key: str, source: str = "") -> float | None:
     v = _entries(tres, source).get(key)
     if v is None:
         return None
-    head, dot, tail = v.lstrip("-").partition(".")
+    head, dot, tail = v.partition(".")
     if not (head.isascii() and head.isdigit() and (not dot or (tail.isascii() and tail.isdigit()))):
         raise TresError(source, None, f"{v!r} is not a number", key)
     return float(v)
 
 
 def numbers(tres, source: str = "") -> dict[str, float]:
-    """The entries of a TRES string (or :func:`parse`'s dict) whose value is a plain number:
-    ``cpu=8,mem=16000M,gres/gpu=4`` -> ``{"cpu": 8.0, "gres/gpu": 4.0}`` (``mem=16000M`` is
-    left out: :func:`mem_mib` reads it). Raises :class:`TresError` for a string :func:`parse`
-    refuses."""
+    """The entries of a TRES string (or :func:`parse`'s dict) whose value is a plain number,
+    with ``gres/gpu`` set to :func:`gpu_count` wherever the string has a ``gres/gpu`` entry,
+    typed or not: ``cpu=8,mem=16000M,gres/gpu:a100=4`` -> ``{"cpu": 8.0, "gres/gpu:a100": 4.0,
+    "gres/gpu": 4.0}`` (``mem=16000M`` is left out: :func:`mem_mib` reads it). Raises
+    :class:`TresError` for a string :func:`parse` refuses or a GPU count that is not one."""
+    entries = _entries(tres, source)
     out = {}
-    for k, v in _entries(tres, source).items():
+    for k, v in entries.items():
         try:
             out[k] = number({k: v}, k, source)
         except TresError:
             continue
+    gpus = gpu_count(entries, source)
+    if gpus is not None:
+        out["gres/gpu"] = float(gpus)
     return out
 
 
