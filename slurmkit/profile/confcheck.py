@@ -26,8 +26,10 @@ from dataclasses import dataclass
 
 from slurmkit.hostlist import BadHostlist, collect_hostlist, expand_hostlist
 from slurmkit.profile.slurmconf import gres_lines, node_gres, node_type_nodes, slurm_node_layout
-from slurmkit.slurm.conf import ConfError, entries_in_order, find_effective, parse
+from slurmkit.slurm.conf import ConfError, entries_in_order, find_effective, key_value_lines, parse
+from slurmkit.slurm.gres_conf import GresConfRecord
 from slurmkit.slurm import gres as gres_spec
+from slurmkit.slurm import gres_conf
 from slurmkit.topology.cores import format_ranges, parse_ranges
 
 
@@ -61,33 +63,6 @@ class SlurmNode:
     keys: dict
     file: str
     line: int
-
-
-@dataclass
-class GresRecord:
-    """One gres.conf line: ``nodes`` (expanded; None: every node reading the file), ``name``
-    (lower case), ``type`` (None when absent), ``files`` (expanded ``File=``; () when absent),
-    ``multiple`` (``MultipleFiles=`` given: one gres), ``count`` (``Count=``; None when absent),
-    ``keys`` (lower-cased key -> value as written), ``file``, ``line``."""
-
-    nodes: tuple[str, ...] | None
-    name: str
-    type: str | None
-    files: tuple[str, ...]
-    multiple: bool
-    count: int | None
-    keys: dict
-    file: str
-    line: int
-
-    def units(self) -> int:
-        """Gres this line gives one node: one per ``File=`` device, one for ``MultipleFiles=``,
-        else ``Count=`` (default 1)."""
-        if self.multiple:
-            return 1
-        if self.files:
-            return len(self.files)
-        return self.count if self.count is not None else 1
 
 
 #: The gres names a site profile describes; a slurm.conf's other gres are not compared with it.
@@ -133,31 +108,20 @@ def slurm_nodes(tree) -> tuple[dict[str, SlurmNode], list[Disagreement]]:
     return nodes, dups
 
 
-def gres_records(tree) -> tuple[list[GresRecord], dict[str | None, str]]:
-    """The ``Name=`` lines of a gres.conf tree and its ``AutoDetect=`` settings (``{None:
-    global value, node: node-specific value}``). ``File=`` ranges (``/dev/nvidia[0-3]``) and
-    ``NodeName=`` hostlists are expanded. Raises ConfError for a range or count that does not
-    parse."""
-    records: list[GresRecord] = []
+def gres_records(tree) -> tuple[list[GresConfRecord], dict[str | None, str]]:
+    """The ``Name=`` lines of a gres.conf tree (:func:`slurmkit.slurm.gres_conf.records` over
+    :func:`slurmkit.slurm.conf.key_value_lines`: ``File=`` ranges and ``NodeName=`` hostlists
+    expanded) and its ``AutoDetect=`` settings (``{None: global value, node: node-specific
+    value}``). Raises :class:`~slurmkit.slurm.gres_conf.GresConfError` for a hostlist, range or
+    count that does not parse."""
+    records: list[GresConfRecord] = []
     auto: dict[str | None, str] = {}
-    for file, e in _entries(tree):
-        keys = {k.lower(): v for k, v in e.pairs}
-        nodes = tuple(_expand(keys["nodename"], file, e.lineno, "NodeName")) if "nodename" in keys else None
-        if "autodetect" in keys:
-            for n in nodes or (None,):
-                auto[n] = keys["autodetect"].lower()
-        if "name" not in keys:
-            continue
-        files: tuple[str, ...] = ()
-        src = keys.get("file") or keys.get("multiplefiles")
-        if src:
-            files = tuple(f for part in re.split(r",(?![^\[]*\])", src) for f in _expand(part, file, e.lineno, "File"))
-        try:
-            count = gres_spec.count(keys["count"]) if "count" in keys else None
-        except gres_spec.GresSpecError as exc:
-            raise ConfError(file, e.lineno, f"Count: {exc.message}") from None
-        records.append(GresRecord(nodes, keys["name"].lower(), keys.get("type"), files, "multiplefiles" in keys,
-                                  count, keys, file, e.lineno))
+    for r in gres_conf.records(key_value_lines(tree)):
+        if r.autodetect is not None:
+            for n in r.nodes or (None,):
+                auto[n] = r.autodetect
+        if r.name is not None:
+            records.append(r)
     return records, auto
 
 
