@@ -169,3 +169,45 @@ def test_every_corpus_memory_size_reads(corpus):
         for v in values:
             mib, per = memory.mib(v, bare)
             assert mib >= 0 and per in ("", "node", "cpu")
+
+
+# --- gres.conf records ------------------------------------------------------------------------
+
+def test_gres_conf_records_of_real_files(corpus):
+    from slurmkit.slurm import gres_conf
+
+    # slurm/gres.conf.dgx1: File= per GPU, the deprecated CPUs=
+    dgx1 = gres_conf.load(corpus / "slurm" / "gres.conf.dgx1")
+    assert [(r.line, r.name, r.files, r.cores) for r in dgx1[3:5]] == [
+        (4, "gpu", ("/dev/nvidia3",), "0-19,40-59"), (5, "gpu", ("/dev/nvidia4",), "20-39,60-79")]
+    assert all(r.nodes is None and r.type is None and r.count is None and r.units() == 1 for r in dgx1)
+    # sites/ocotillo_gres.conf: lower-case Nodename=, tabs, File= ranges, a hostlist
+    oco = gres_conf.load(corpus / "sites" / "ocotillo_gres.conf")
+    assert (oco[0].nodes, oco[0].type, oco[0].files, oco[0].units()) == (
+        ("ibnodo1", "ibnodo2"), "m2070q", tuple(f"/dev/nvidia{i}" for i in range(4)), 4)
+    assert oco[0].applies_to("ibnodo2") and not oco[0].applies_to("ibtesla")
+    # sites/magic_castle-27_*: AutoDetect=nvml and bare Name=gpu lines
+    mc = gres_conf.load(corpus / "sites" / "magic_castle-27_gres.conf_autodetect-nvml_duplicate-Name-gpu.conf")
+    assert gres_conf.autodetect(mc, "any") == "nvml" and [r.name for r in mc if r.name] == ["gpu", "gpu"]
+
+
+def test_gres_conf_record_keys_and_errors(tmp_path):
+    from slurmkit.slurm import gres_conf
+
+    # edit (labelled) of a MIG line as site-profile.md's gres.conf shows it, with Links= and Flags=
+    recs = gres_conf.parse("NodeName=mig1 Name=gpu Type=nvidia_a100_3g.20gb "
+                           "MultipleFiles=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21 Cores=0-1 Links=-1,0 "
+                           "Flags=nvidia_gpu_env\nNodeName=mig1 Name=shard Count=1K\n")
+    mig, shard = recs
+    assert (mig.multiple, mig.files, mig.units(), mig.links, mig.flags, mig.cores) == (
+        True, ("/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap21"), 1, "-1,0", "nvidia_gpu_env", "0-1")
+    assert (shard.count, shard.units()) == (1024, 1024)
+    for text, why in (("Name=gpu File=/dev/nvidia[0-\n", "bad File= range"),
+                      ("NodeName=n[1- Name=gpu\n", "bad NodeName hostlist"),
+                      ("Name=gpu Count=eight\n", "Count='eight': not a count"),
+                      ("Include other.conf\n", "Include in a gres.conf text")):
+        with pytest.raises(gres_conf.GresConfError, match=why) as err:
+            gres_conf.parse(text, "/etc/slurm/gres.conf")
+        assert err.value.line == 1 and str(err.value).startswith("/etc/slurm/gres.conf:1:")
+    with pytest.raises(gres_conf.GresConfError, match="does not exist"):
+        gres_conf.load(tmp_path / "gres.conf")
