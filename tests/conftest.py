@@ -2,7 +2,7 @@
 
 Tests live in ``tests/<package>/`` beside the package they test (``tests/hooks/`` for
 ``slurmkit/hooks``); helpers shared across folders are modules here (``nodeenv``, ``sacct_rows``,
-``ranks``, ``fake_nvml``, ``nodepython``), importable by name because this folder is on ``sys.path``.
+``ranks``, ``fake_nvml``, ``nodepython``, ``corpus_values``), importable by name because this folder is on ``sys.path``.
 
 Skips follow one policy (:mod:`skip_policy`, whose hooks are registered here): under ``CI=true``
 every skip is a failure unless the test is on the reasoned allow-list ``tests/skips_allowed.toml``,

@@ -3,13 +3,18 @@
 Every function takes the raw column as sacct printed it (a pandas Series of str or a pyarrow
 string array) and returns plain numbers with units in the name: seconds, MiB, GPUs, as a pandas
 Series (index kept when a Series came in). Values that do not parse become NaN / NaT / "" and
-callers decide (and record in the data-quality section) what that means. The work is done by
-pyarrow.compute kernels (RE2 regular expressions, casts): no per-row Python on any common path.
+callers decide (and record in the data-quality section) what that means.
+
+The formats themselves are read in one place, :mod:`slurmkit.slurm` (``slurm.tres``,
+``slurm.duration``, ``slurm.memory``, ``slurm.gres``); here they are applied to columns. Where
+a column repeats its values (TRES strings, durations, time limits, GRES) the scalar reader
+runs once per distinct value (:func:`map_distinct`); the columns of mostly distinct values
+(usage memory and TRES usage strings) keep a pyarrow kernel (split on commas, cast, the unit
+table of ``slurm.memory``), held equal to the scalar readers on every real capture of the corpus
+by tests/accounting/test_accounting_parsers_corpus.py.
 """
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 import pandas as pd
@@ -17,6 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from slurmkit import hostlist
+from slurmkit.errors import InputError
+from slurmkit.slurm import duration, gres, memory, tres
 
 #: Markers sacct prints for a time that is not set.
 NO_TIME = ("Unknown", "None", "", "N/A", "INVALID")
@@ -203,55 +210,63 @@ def int_column_np(a) -> np.ndarray:
     return np.asarray(pc.cast(a, pa.float64()).to_numpy(zero_copy_only=False), dtype="float64")
 
 
-_DUR = r"^(?:(?P<d>[0-9]+)-)?(?:(?P<h>[0-9]+):)?(?P<m>[0-9]+):(?P<s>[0-9]+(?:\.[0-9]+)?)$"
+def map_distinct(a, fn, kind: str = "float"):
+    """``fn`` (str -> value) run once per distinct value of the string column ``a`` (nulls read
+    as "") and expanded back: a float64 numpy array (``kind="float"``: None and a value ``fn``
+    raises :class:`~slurmkit.errors.InputError` for become NaN) or an Arrow string array
+    (``kind="str"``: None and an error become "")."""
+    arr = pc.fill_null(_arrow(a), "").combine_chunks()
+    enc = pc.dictionary_encode(arr)
+    idx = enc.indices.to_numpy(zero_copy_only=False)
+
+    def safe(v):
+        try:
+            out = fn(v)
+        except InputError:
+            out = None
+        return out
+
+    uniq = enc.dictionary.to_pylist()
+    if kind == "str":
+        vals = pa.array([safe(v) or "" for v in uniq], pa.string())
+        return pc.take(vals, enc.indices)
+    vals = np.array([np.nan if (x := safe(v)) is None else x for v in uniq], dtype="float64")
+    return vals[idx] if len(uniq) else np.full(len(idx), np.nan)
 
 
-def _parse_duration_np(a: pa.ChunkedArray) -> np.ndarray:
-    out = num_np(a)
-    has_sep = pc.fill_null(pc.match_substring_regex(a, r"[:\-]"), False)
-    if pc.any(has_sep).as_py():
-        b = pc.replace_substring_regex(a, r"^([0-9]+)-([0-9]+)$", r"\1-\2:00:00")
-        b = pc.replace_substring_regex(b, r"^([0-9]+)-([0-9]+):([0-9]+)$", r"\1-\2:\3:00")
-        b = pc.if_else(has_sep, b, _NULL)
-        parts = pc.extract_regex(b, _DUR)
-        d = np.nan_to_num(num_np(_field(parts, "d")))
-        h = np.nan_to_num(num_np(_field(parts, "h")))
-        m = num_np(_field(parts, "m"))
-        sec = num_np(_field(parts, "s"))
-        val = d * 86400 + h * 3600 + m * 60 + sec
-        out = np.where(np.isnan(out), val, out)
-    return out
+def _duration_np(a: pa.ChunkedArray, bare: str = "s", no_limit: float = np.nan) -> np.ndarray:
+    """:func:`slurmkit.slurm.duration.seconds` of each value (``bare``: a bare number's unit),
+    ``no_limit`` for UNLIMITED / Partition_Limit, NaN for not set or not a duration."""
+    if bare == "s" and _all_digits(a):   # ElapsedRaw-style whole seconds: the reader's value is the number
+        return num_np(a)
+
+    def one(v):
+        s = duration.seconds(v, bare)
+        return no_limit if s == np.inf else s
+
+    return map_distinct(a, one)
 
 
 def parse_duration_s(s) -> pd.Series:
-    """sacct durations -> float seconds.
-
-    ``[D-]HH:MM:SS``, ``MM:SS``, ``MM:SS.mmm`` (TotalCPU under an hour), ``D-HH`` and
-    ``D-HH:MM`` (Timelimit), or a bare number (seconds, as the ``*Raw`` fields print).
-    ``UNLIMITED``, ``Partition_Limit``, ``INVALID``, empty -> NaN.
+    """sacct durations -> float seconds (:func:`slurmkit.slurm.duration.seconds`): Elapsed,
+    CPUTime, TotalCPU (``MM:SS.mmm``), Suspended; a bare number is seconds (as the ``*Raw``
+    fields print). ``UNLIMITED``, ``Partition_Limit``, ``INVALID``, empty, not a duration -> NaN.
     """
     a = pc.utf8_trim_whitespace(_arrow(s))
-    (out,) = dict_apply(a, lambda x: (_parse_duration_np(x),))
-    return pd.Series(out, index=_index(s), dtype="float64")
+    return pd.Series(_duration_np(a), index=_index(s), dtype="float64")
 
 
 def parse_timelimit_s(s, raw_minutes: bool = False) -> pd.Series:
-    """Timelimit -> float seconds; ``UNLIMITED`` and ``Partition_Limit`` -> +inf (no limit
-    known to the job); empty / ``INVALID`` -> NaN. ``raw_minutes``: the TimelimitRaw field
-    (whole minutes)."""
+    """Timelimit -> float seconds (:func:`slurmkit.slurm.duration.seconds`, a bare number in
+    minutes as Slurm writes it); ``UNLIMITED`` and ``Partition_Limit`` -> +inf (no limit known
+    to the job); empty / ``INVALID`` -> NaN. ``raw_minutes``: the TimelimitRaw field (whole
+    minutes; ``4294967295``: INFINITE, +inf)."""
     a = pc.utf8_trim_whitespace(_arrow(s))
-
-    def one(x):
-        out = num_np(x) * 60.0 if raw_minutes else _parse_duration_np(x)
-        unlimited = pc.fill_null(pc.is_in(x, pa.array(["UNLIMITED", "Partition_Limit", "4294967295"])), False)
-        return (np.where(unlimited.to_numpy(zero_copy_only=False), np.inf, out),)
-
-    (out,) = dict_apply(a, one)
-    return pd.Series(out, index=_index(s), dtype="float64")
+    return pd.Series(_duration_np(a, "min", np.inf), index=_index(s), dtype="float64")
 
 
-_MEM_UNIT_MIB = {"B": 1 / 1048576, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1048576.0,
-                 "P": 1073741824.0}
+#: MiB per unit letter (:data:`slurmkit.slurm.memory.UNIT_MIB`, the one table).
+_MEM_UNIT_MIB = memory.UNIT_MIB
 
 
 #: ``binary_slice``'s stop for "to the end": pyarrow 26 fails ("Negative buffer resize") on
@@ -280,7 +295,7 @@ def _mem_np(a: pa.ChunkedArray, bare: str) -> tuple[np.ndarray, pa.ChunkedArray]
         num = num_np(body)
         per = pa.chunked_array([pa.nulls(len(a), pa.string())])
     else:
-        parts = pc.extract_regex(a, r"^(?P<n>[0-9]+(?:\.[0-9]+)?)(?P<u>[KMGTPB]?)(?P<p>[cn]?)$")
+        parts = pc.extract_regex(a, r"^(?P<n>[0-9]+(?:\.[0-9]+)?)(?P<u>[" + "".join(_UNITS) + r"]?)(?P<p>[cn]?)$")
         num = num_np(_field(parts, "n"))
         uidx = _unit_index(_field(parts, "u"))
         per = _field(parts, "p")
@@ -289,7 +304,8 @@ def _mem_np(a: pa.ChunkedArray, bare: str) -> tuple[np.ndarray, pa.ChunkedArray]
 
 
 def parse_mem_mib(s, bare: str = "M") -> tuple[pd.Series, pd.Series]:
-    """Memory strings -> ``(MiB float, per)``.
+    """Memory strings -> ``(MiB float, per)``: :func:`slurmkit.slurm.memory.mib` as a pyarrow
+    kernel (MaxRSS is mostly distinct values).
 
     ``199G``, ``32000M``, ``356K``, ``2T``, ``1.5G``; old ReqMem forms ``4000Mc`` (per CPU) and
     ``4000Mn`` (per node) give ``per`` = ``"cpu"`` / ``"node"``, otherwise ``""``. A bare number
@@ -395,77 +411,55 @@ def tres_mem_mib(s, key: str = "mem", bare: str = "M") -> pd.Series:
     return pd.Series(mib, index=_index(s), dtype="float64")
 
 
-_MIG = r"(\d+)g\.\d+gb"
+def _gpu_count(v: str) -> float | None:
+    """:func:`slurmkit.slurm.tres.gpu_count`, no ``gres/gpu`` entry read as 0 (an AllocTRES
+    without GPUs is a job without GPUs); a negative or unreadable count is None (unknown)."""
+    try:
+        n = tres.gpu_count(v)
+    except tres.TresError:
+        return None
+    return 0 if n is None else n
 
 
-def mig_weight(gpu_type: str) -> float:
-    """Share of a whole GPU for a MIG profile name (``1g.10gb`` -> 1/7, ``3g.40gb`` -> 3/7,
-    ``7g.80gb`` -> 1); 1.0 for anything that is not a MIG profile. A100/H100/H200 have seven
-    compute slices."""
-    m = re.search(_MIG, gpu_type or "")
-    return min(int(m.group(1)), 7) / 7.0 if m else 1.0
+def _negative(v: str) -> float:
+    try:
+        tres.gpu_count(v)
+    except tres.NegativeGpuCount:
+        return 1.0
+    except tres.TresError:
+        return 0.0
+    return 0.0
 
 
 def gpus_from_tres(s) -> tuple[pd.Series, pd.Series]:
-    """AllocTRES -> ``(gpus float, gpu_type str)``.
-
-    The untyped ``gres/gpu=N`` when present, else the sum of the typed ``gres/gpu:<type>=N``;
-    never ``gres/gpumem`` / ``gres/gpuutil``. MIG slices (``gres/gpu:1g.10gb=2``) count by
-    their share of a GPU (:func:`mig_weight`), also when an untyped count is present.
-    ``gpu_type`` is the first typed entry's type ("" when only the untyped count is given).
-    A negative count (``gres/gpu=-1``) is NaN, unknown (:func:`negative_gpus`), not 0.
-    """
-    a = pc.fill_null(_arrow(s), "")
-    gpus, gtype = dict_apply(a, _gpus_arrow)
+    """AllocTRES -> ``(gpus float, gpu_type str)``: :func:`slurmkit.slurm.tres.gpu_count` (the
+    untyped ``gres/gpu=N``, else the typed entries summed; a MIG instance is one GPU, as sreport
+    counts it) and :func:`slurmkit.slurm.tres.gpu_type`, once per distinct string. No
+    ``gres/gpu`` entry -> 0; a negative count (``gres/gpu=-1``, :func:`negative_gpus`) or a
+    string that is not TRES -> NaN, unknown."""
+    gpus = map_distinct(s, _gpu_count)
+    gtype = map_distinct(s, tres.gpu_type, kind="str")
     return pd.Series(gpus, index=_index(s), dtype="float64"), str_series(gtype, _index(s))
 
 
-def _gpus_arrow(a: pa.ChunkedArray):
-    untyped = num_np(_tres_arrow(a, "gres/gpu"))
-    gtype = pc.fill_null(_field(pc.extract_regex(a, r"(?:^|,)gres/gpu:(?P<t>[^=,]+)="), "t"), "")
-    has_typed = pc.not_equal(gtype, "").to_numpy(zero_copy_only=False).astype(bool)
-    is_mig = pc.match_substring_regex(gtype, r"[0-9]+g\.[0-9]+gb").to_numpy(zero_copy_only=False).astype(bool)
-    gpus = np.nan_to_num(untyped)
-    need = has_typed & (np.isnan(untyped) | is_mig)
-    if need.any():
-        sub = pd.Series(a.to_numpy()[need]).astype(object)
-        found = sub.str.extractall(r"(?:^|,)gres/gpu:(?P<t>[^=,]+)=(?P<n>\d+)")
-        weights = found["t"].map(mig_weight).astype("float64")
-        counts = pd.to_numeric(found["n"]) * weights
-        gpus[need] = counts.groupby(level=0).sum().reindex(range(len(sub))).fillna(0.0).to_numpy()
-    neg = pc.match_substring_regex(a, _NEG_GPU).to_numpy(zero_copy_only=False).astype(bool)
-    gpus[neg] = np.nan
-    return gpus, gtype
-
-
-_GRES_GPU = re.compile(r"(?:^|(?<=,))gpu(?::([^:,=()]+))?:([0-9]+)(?:\([^)]*\))?")
+def _gres_tres(v: str) -> str:
+    return ",".join(f"gres/gpu:{t}={n}" if t else f"gres/gpu={n}"
+                    for (name, t), n in gres.parse(v).items() if name == "gpu")
 
 
 def gres_as_tres(s) -> pa.ChunkedArray:
     """AllocGRES / ReqGRES (``gpu:2``, ``gpu:tesla:2(IDX:0-1)``, ``craynetwork:1,gpu:1``; as
-    Slurm printed GRES before TRES) rewritten as TRES (``gres/gpu=2``,
-    ``gres/gpu:tesla=2``) for :func:`gpus_from_tres`; other GRES dropped."""
-    a = pc.fill_null(_arrow(s), "")
-    if not isinstance(a, pa.ChunkedArray):
-        a = pa.chunked_array([a])
-
-    def one(v: str) -> str:
-        return ",".join(f"gres/gpu:{t}={n}" if t else f"gres/gpu={n}" for t, n in _GRES_GPU.findall(v))
-
-    d = pc.dictionary_encode(a).combine_chunks()
-    vals = pa.array([one(v) for v in d.dictionary.to_pylist()], pa.string())
-    return pa.chunked_array([pc.take(vals, d.indices)])
-
-
-#: A GPU count sacct cannot have printed: ``gres/gpu=-1`` / ``gres/gpu:a100=-2``.
-_NEG_GPU = r"(?:^|,)gres/gpu(?::[^=,]+)?=-"
+    Slurm printed GRES before TRES; read by :func:`slurmkit.slurm.gres.parse`) rewritten as TRES
+    (``gres/gpu=2``, ``gres/gpu:tesla=2``) for :func:`gpus_from_tres`; other GRES dropped, a
+    value that is not GRES -> ""."""
+    return pa.chunked_array([map_distinct(s, _gres_tres, kind="str")])
 
 
 def negative_gpus(s) -> np.ndarray:
-    """AllocTRES -> bool numpy: the rows with a negative GPU count (their ``gpus`` are NaN,
-    unknown, in :func:`gpus_from_tres`)."""
-    a = pc.fill_null(_arrow(s), "")
-    return pc.match_substring_regex(a, _NEG_GPU).to_numpy(zero_copy_only=False).astype(bool)
+    """AllocTRES -> bool numpy: the rows with a negative GPU count
+    (:class:`slurmkit.slurm.tres.NegativeGpuCount`; their ``gpus`` are NaN, unknown, in
+    :func:`gpus_from_tres`)."""
+    return map_distinct(s, _negative) > 0
 
 
 def before_dot(s, last: bool = False) -> pa.ChunkedArray:

@@ -31,6 +31,7 @@ lines are counted in ``ignored_lines``, not as rows.
 from __future__ import annotations
 
 import io
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,7 @@ from slurmkit.accounting.fields import DELIMITER, canonical, looks_like_header
 from slurmkit.accounting.parse import NO_TIME
 from slurmkit.accounting.quality import DataQuality
 from slurmkit.errors import InputError
+from slurmkit.slurm import duration, memory, tres
 
 _CANDIDATES = (DELIMITER, "|", "\u2603", "\t", ";", ",")
 _SEP = DELIMITER.encode()
@@ -428,32 +430,68 @@ FREE_TEXT = ("JobName", "SubmitLine", "WorkDir", "Comment", "AdminComment", "Sys
 
 _TIME = r"|[0-9]+|[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}|Unknown|None|N/A"
 _INT = r"|-?[0-9]+"
-_LIMIT = r"|[0-9]+|UNLIMITED|Partition_Limit|INVALID|NONE"
-_DURATION = r"|([0-9]+-)?([0-9]+:)?[0-9]+:[0-9]+(\.[0-9]+)?|UNLIMITED|Partition_Limit|INVALID|NONE"
-_TRES = r"|[A-Za-z][\w/:.\-]*=[^,]*(,[A-Za-z][\w/:.\-]*=[^,]*)*"
-_MEM = r"|[0-9]+(\.[0-9]+)?[KMGTPE]?[nc]?|0"
+
+
+def _is_duration(v: str) -> bool:
+    """A duration as sacct prints one (:func:`slurmkit.slurm.duration.seconds`: with a colon,
+    ``[D-][HH:]MM:SS``), a word for none or no limit, or nothing."""
+    try:
+        s = duration.seconds(v, "s")
+    except duration.DurationError:
+        return False
+    return s is None or s == math.inf or ":" in v
+
+
+def _is_limit_raw(v: str) -> bool:
+    """TimelimitRaw: whole minutes, or a word for none or no limit."""
+    try:
+        s = duration.seconds(v, "min")
+    except duration.DurationError:
+        return False
+    return s is None or s == math.inf or v.isdigit()
+
+
+def _is_tres(v: str) -> bool:
+    """A TRES string (:func:`slurmkit.slurm.tres.parse`) or nothing."""
+    try:
+        tres.parse(v)
+    except tres.TresError:
+        return False
+    return True
+
+
+def _is_memory(v: str) -> bool:
+    """A memory size (:func:`slurmkit.slurm.memory.mib`) or nothing."""
+    try:
+        memory.mib(v)
+    except memory.MemorySizeError:
+        return False
+    return True
+
+
 _JOBID = r"[0-9]+[0-9_+.\[\]%\-A-Za-z]*"
-#: What a typed field holds (a fullmatch): the check that an extra delimiter was put back in
-#: the right field (the fields after it would otherwise be shifted by one).
+#: What a typed field holds (a pattern's fullmatch, or for a Slurm format its reader in
+#: :mod:`slurmkit.slurm`): the check that an extra delimiter was put back in the right field
+#: (the fields after it would otherwise be shifted by one).
 _TYPED = {
     **{f: _TIME for f in ("Submit", "Eligible", "Start", "End")},
     **{f: _INT for f in ("ElapsedRaw", "NCPUS", "NNodes", "AllocCPUS", "ReqCPUS", "AllocNodes", "ReqNodes",
                          "NTasks", "UID", "GID", "CPUTimeRAW", "ConsumedEnergyRaw", "DBIndex", "AssocID",
                          "QOSRAW", "WCKeyID", "Restarts", "ResvCPURAW", "PlannedCPURAW", "Priority")},
-    "TimelimitRaw": _LIMIT,
-    **{f: _DURATION for f in ("Elapsed", "Timelimit", "Suspended", "TotalCPU", "UserCPU", "SystemCPU",
+    "TimelimitRaw": _is_limit_raw,
+    **{f: _is_duration for f in ("Elapsed", "Timelimit", "Suspended", "TotalCPU", "UserCPU", "SystemCPU",
                               "CPUTime", "AveCPU", "MinCPU", "Reserved", "Planned", "PlannedCPU", "ResvCPU")},
-    **{f: _TRES for f in ("AllocTRES", "ReqTRES", "TRESUsageInAve", "TRESUsageInMax", "TRESUsageInMaxNode",
+    **{f: _is_tres for f in ("AllocTRES", "ReqTRES", "TRESUsageInAve", "TRESUsageInMax", "TRESUsageInMaxNode",
                           "TRESUsageInMaxTask", "TRESUsageInMin", "TRESUsageInMinNode", "TRESUsageInMinTask",
                           "TRESUsageInTot", "TRESUsageOutAve", "TRESUsageOutMax", "TRESUsageOutMaxNode",
                           "TRESUsageOutMaxTask", "TRESUsageOutMin", "TRESUsageOutMinNode",
                           "TRESUsageOutMinTask", "TRESUsageOutTot")},
-    **{f: _MEM for f in ("ReqMem", "MaxRSS", "AveRSS", "MaxVMSize", "AveVMSize")},
+    **{f: _is_memory for f in ("ReqMem", "MaxRSS", "AveRSS", "MaxVMSize", "AveVMSize")},
     "JobID": _JOBID, "JobIDRaw": _JOBID,
     "State": r"|[A-Z_]+( by [0-9]+)?",
     "ExitCode": r"|[0-9]+:[0-9]+", "DerivedExitCode": r"|[0-9]+:[0-9]+",
 }
-_TYPED_RE = {f: re.compile(p) for f, p in _TYPED.items()}
+_TYPED_OK = {f: re.compile(p).fullmatch if isinstance(p, str) else p for f, p in _TYPED.items()}
 
 
 def _place_extra(parts: list, names: list, delim: str) -> tuple[list, str] | None:
@@ -466,8 +504,8 @@ def _place_extra(parts: list, names: list, delim: str) -> tuple[list, str] | Non
         if name.split("#")[0] not in FREE_TEXT:
             continue
         cand = parts[:c] + [delim.join(parts[c:c + extra + 1])] + parts[c + extra + 1:]
-        if all(rx.fullmatch(cand[i].strip()) for i, n in enumerate(names)
-               if (rx := _TYPED_RE.get(n.split("#")[0])) is not None):
+        if all(ok(cand[i].strip()) for i, n in enumerate(names)
+               if (ok := _TYPED_OK.get(n.split("#")[0])) is not None):
             fits.append((cand, name.split("#")[0]))
             if len(fits) > 1:
                 return None
@@ -568,8 +606,8 @@ def _bad_rows(bad: list, data, layout: _Layout, dq: DataQuality, source: str, li
 
 def _typed_ok(parts: list, names: list) -> bool:
     """True when every typed field of a row (:data:`_TYPED`) reads as its type."""
-    return all(rx.fullmatch(parts[i].strip()) for i, n in enumerate(names)
-               if (rx := _TYPED_RE.get(n.split("#")[0])) is not None)
+    return all(ok(parts[i].strip()) for i, n in enumerate(names)
+               if (ok := _TYPED_OK.get(n.split("#")[0])) is not None)
 
 
 def _join_lines(placed: list, i: int, layout: _Layout):

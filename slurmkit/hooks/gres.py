@@ -22,91 +22,39 @@ to expect: a line's ``Count=``, else the node's ``Gres=gpu[:type]:N`` in slurm.c
 refuses (two ``Name=gpu`` records for one node and type with AutoDetect: ``fatal: gres.conf
 duplicate records for gpu``) is refused with that reason.
 
-gres.conf is read with Slurm's own syntax (:mod:`slurmkit.slurm.syntax`: quotes, ``\\#``,
-continuation lines, ``Include``, comments as slurmd reads them).
+gres.conf's records are read by :mod:`slurmkit.slurm.gres_conf` (through
+:mod:`slurmkit.slurm.conf`: Slurm's own syntax, quotes, ``\\#``, continuation lines, ``Include``,
+comments as slurmd reads them; hostlists and ``File=`` ranges expanded).
 
-Pure parsing (:func:`parse_gres_conf`, :func:`node_gpu_files`); :func:`device_minor` and
+Pure reading (:func:`load_gres_conf`, :func:`node_gpu_files`); :func:`device_minor` and
 :func:`map_job_gpus` touch the device files (stat only).
 """
 
 from __future__ import annotations
 
-from slurmkit.errors import InputError
-
 import os
 
 from slurmkit.records import GpuIdentity, record
+from slurmkit.slurm import gres_conf
+from slurmkit.slurm.gres_conf import GresConfError as GresError
+from slurmkit.slurm.gres_conf import GresConfRecord, autodetect
+
+__all__ = ["GresError", "GresConfRecord", "load_gres_conf", "autodetect", "slurm_conf_gres",
+           "node_gpu_files", "by_slurm_conf_types", "node_shares_gpus", "device_minor", "parse_job_gpus",
+           "map_job_gpus", "AUTODETECT_GPU"]
 
 
-class GresError(InputError):
-    """gres.conf cannot be used: ``file``, ``line`` (1-based, None when not about a line), ``message``."""
-
-
-@record(frozen=True)
-class GresLine:
-    """One gres.conf line: ``lineno``, ``fields`` {lower-case key: value as written}."""
-
-    lineno: int
-    fields: dict
-
-
-def _lines(entries) -> list[GresLine]:
-    return [GresLine(no, {k.lower(): v for k, v in pairs}) for _, no, pairs in entries]
-
-
-def parse_gres_conf(text: str, path="gres.conf") -> list[GresLine]:
-    """Every ``Key=Value ...`` line of a gres.conf text (comments, blank lines skipped; no
-    ``Include`` followed: :func:`load_gres_conf` does). Raises :class:`GresError` naming the line
-    for one slurmd would not read."""
-    from slurmkit.slurm.syntax import ConfError, logical_lines, parse_logical
-
-    out = []
-    for start, _, logical in logical_lines(text.splitlines()):
-        try:
-            pairs, include, _ = parse_logical(logical, path, start + 1)
-        except ConfError as exc:
-            raise GresError(path, start + 1, exc.message) from None
-        if include:
-            raise GresError(path, start + 1, "Include in a gres.conf text read without its file: use load_gres_conf")
-        if pairs:
-            out.append(GresLine(start + 1, {k.lower(): v for k, v in pairs}))
-    return out
-
-
-def load_gres_conf(path) -> list[GresLine]:
-    """Every line of the gres.conf at ``path`` and of the files it ``Include``s; a missing file
-    is an empty gres.conf (no GPUs configured). Raises :class:`GresError` (file and line) for a
-    line slurmd would not read or a missing included file."""
-    from slurmkit.slurm.syntax import ConfError, read_file
-
+def load_gres_conf(path) -> list[GresConfRecord]:
+    """The records of the gres.conf at ``path`` and of the files it ``Include``s
+    (:func:`slurmkit.slurm.gres_conf.load`); a missing file is an empty gres.conf (no GPUs
+    configured). Raises :class:`GresError` (file and line) for a line slurmd would not read, a
+    bad hostlist, ``File=`` range or ``Count=``, or a missing included file."""
     if not os.path.exists(path):
         return []
-    try:
-        return _lines(read_file(path))
-    except ConfError as exc:
-        raise GresError(exc.file, exc.line, exc.message) from None
+    return gres_conf.load(path)
 
 
 AUTODETECT_GPU = ("nvml", "nvidia")
-
-
-def autodetect(lines: list[GresLine], node: str) -> str | None:
-    """The ``AutoDetect=`` that applies to ``node`` (lower case; the last global line or line
-    naming the node), None when none does. ``off`` is returned as is."""
-    from slurmkit.hostlist import BadHostlist, expand_hostlist
-
-    found = None
-    for gl in lines:
-        value = gl.fields.get("autodetect")
-        if value is None:
-            continue
-        try:
-            if "nodename" in gl.fields and node not in expand_hostlist(gl.fields["nodename"]):
-                continue
-        except BadHostlist:
-            continue
-        found = value.lower()
-    return found
 
 
 def slurm_conf_gres(slurm_conf, node: str) -> list[tuple[str | None, int]] | None:
@@ -115,11 +63,11 @@ def slurm_conf_gres(slurm_conf, node: str) -> list[tuple[str | None, int]] | Non
     None when no NodeName line names the node. Raises :class:`GresError` for a file or ``Gres=``
     that cannot be read."""
     from slurmkit.hostlist import BadHostlist, expand_hostlist
-    from slurmkit.slurm.syntax import ConfError, read_file
+    from slurmkit.slurm import conf, gres
 
     try:
-        entries = read_file(slurm_conf)
-    except ConfError as exc:
+        entries = conf.read_lines(slurm_conf)
+    except conf.ConfError as exc:
         raise GresError(exc.file, exc.line, exc.message) from None
     default, found = None, None
     for file, no, pairs in entries:
@@ -135,19 +83,15 @@ def slurm_conf_gres(slurm_conf, node: str) -> list[tuple[str | None, int]] | Non
                 continue
         except BadHostlist as exc:
             raise GresError(file, no, f"bad NodeName hostlist {name!r}: {exc}") from None
-        spec = fields.get("gres", default) or ""
-        found = []
-        for item in spec.split(","):
-            parts = item.split("(", 1)[0].split(":")
-            if not parts[0] or parts[0].lower() != "gpu":
-                continue
-            count = parts[-1] if len(parts) > 1 and parts[-1].isdigit() else "1"
-            gtype = parts[1] if len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()) else None
-            found.append((gtype, int(count)))
+        try:
+            spec = gres.parse(fields.get("gres", default) or "", file)
+        except gres.GresSpecError as exc:
+            raise GresError(file, no, f"Gres=: {exc.message}") from None
+        found = [(gtype, n) for (name, gtype), n in spec.items() if name == "gpu"]
     return found
 
 
-def node_gpu_files(lines: list[GresLine], node: str, path="gres.conf",
+def node_gpu_files(lines: list[GresConfRecord], node: str, path="gres.conf",
                    slurm_gres=None) -> list[str | None] | None:
     """Device files of the GPUs of ``node``, in Slurm's index order (index = position); None
     entries: GPUs slurmd autodetects, matched through NVML by :func:`map_job_gpus`.
@@ -171,13 +115,11 @@ def node_gpu_files(lines: list[GresLine], node: str, path="gres.conf",
 
     Returns None when nothing gives this node GPUs (a CPU-only node).
 
-    Raises :class:`GresError` for a bad hostlist, ``File=`` range or ``Count=``, for two
-    ``Name=gpu`` records of one type for the node with AutoDetect (slurmd: ``fatal: gres.conf
+    ``lines``: :func:`load_gres_conf`'s records (their hostlists, ranges and counts already read).
+    Raises :class:`GresError` for two ``Name=gpu`` records of one type for the node with AutoDetect (slurmd: ``fatal: gres.conf
     duplicate records for gpu``), for an AutoDetect node whose GPU count nothing gives, and for a
     node with GPUs of several types that slurm.conf does not name (their order is unknown).
     """
-    from slurmkit.hostlist import BadHostlist, expand_hostlist
-
     auto = autodetect(lines, node) in AUTODETECT_GPU
     records: list[tuple[str | None, list[str | None]]] = []  # (type, files) per line, line order
     found = False
@@ -193,37 +135,24 @@ def node_gpu_files(lines: list[GresLine], node: str, path="gres.conf",
                                 f"node: GPU checks cannot run")
         return known
 
-    for gl in lines:
-        f = gl.fields
-        if f.get("name", "").lower() != "gpu":
+    for r in lines:
+        if r.name != "gpu" or not r.applies_to(node):
             continue
-        if "nodename" in f:
-            try:
-                if node not in expand_hostlist(f["nodename"]):
-                    continue
-            except BadHostlist as exc:
-                raise GresError(path, gl.lineno, f"bad NodeName hostlist {f['nodename']!r}: {exc}") from None
         found = True
-        gtype = (f.get("type") or "").lower() or None
-        if "file" not in f:  # AutoDetect: Slurm finds the files through NVML
+        gtype = (r.type or "").lower() or None
+        if "file" not in r.keys:  # AutoDetect: Slurm finds the files through NVML
             if auto and gtype in seen_types:
-                raise GresError(path, gl.lineno, f"a second Name=gpu{' Type=' + gtype if gtype else ''} record for "
+                raise GresError(r.file, r.line, f"a second Name=gpu{' Type=' + gtype if gtype else ''} record for "
                                 f"{node} (first on line {seen_types[gtype]}) with AutoDetect: slurmd refuses this "
                                 "file ('fatal: gres.conf duplicate records for gpu')")
-            seen_types[gtype] = gl.lineno
-            count = f.get("count")
+            seen_types[gtype] = r.line
+            count = r.count
             if count is None and auto:
-                have = conf_gres(gl.lineno, f"AutoDetect: how many GPUs {node} has")
-                count = str(sum(n for t, n in have if gtype is None or (t or "").lower() == gtype))
-            count = count or "1"
-            if not count.isdigit():
-                raise GresError(path, gl.lineno, f"Count={count!r}: want a whole number of GPUs")
-            records.append((gtype, [None] * int(count)))
+                have = conf_gres(r.line, f"AutoDetect: how many GPUs {node} has")
+                count = sum(n for t, n in have if gtype is None or (t or "").lower() == gtype)
+            records.append((gtype, [None] * (1 if count is None else count)))
             continue
-        try:
-            records.append((gtype, list(expand_hostlist(f["file"]))))
-        except BadHostlist as exc:
-            raise GresError(path, gl.lineno, f"bad File= range {f['file']!r}: {exc}") from None
+        records.append((gtype, list(r.files)))
     if not found and auto and slurm_gres is not None:  # gres.conf says only AutoDetect: slurm.conf says how many
         n = sum(c for _, c in conf_gres(None, f"AutoDetect: how many GPUs {node} has"))
         return [None] * n if n else None  # a node slurm.conf gives no gpu: CPU-only
@@ -262,22 +191,10 @@ def by_slurm_conf_types(records: list[tuple[str | None, list[str | None]]],
     return out
 
 
-def node_shares_gpus(lines: list[GresLine], node: str) -> bool:
+def node_shares_gpus(lines: list[GresConfRecord], node: str) -> bool:
     """True when gres.conf gives ``node`` GPUs that jobs share by design (``Name=shard`` or
-    ``Name=mps`` lines for it): several jobs may then hold one GPU at once. A bad hostlist reads
-    as not naming the node (:func:`node_gpu_files` reports it)."""
-    from slurmkit.hostlist import BadHostlist, expand_hostlist
-
-    for gl in lines:
-        f = gl.fields
-        if f.get("name", "").lower() not in ("shard", "mps"):
-            continue
-        try:
-            if "nodename" not in f or node in expand_hostlist(f["nodename"]):
-                return True
-        except BadHostlist:
-            continue
-    return False
+    ``Name=mps`` lines for it): several jobs may then hold one GPU at once."""
+    return any(r.name in ("shard", "mps") and r.applies_to(node) for r in lines)
 
 
 def device_minor(path: str) -> int:

@@ -26,7 +26,10 @@ from dataclasses import dataclass
 
 from slurmkit.hostlist import BadHostlist, collect_hostlist, expand_hostlist
 from slurmkit.profile.slurmconf import gres_lines, node_gres, node_type_nodes, slurm_node_layout
-from slurmkit.slurm.conf import ConfError, entries_in_order, find_effective, parse
+from slurmkit.slurm.conf import ConfError, entries_in_order, find_effective, key_value_lines, parse
+from slurmkit.slurm.gres_conf import GresConfRecord
+from slurmkit.slurm import gres as gres_spec
+from slurmkit.slurm import gres_conf
 from slurmkit.topology.cores import format_ranges, parse_ranges
 
 
@@ -62,72 +65,8 @@ class SlurmNode:
     line: int
 
 
-@dataclass
-class GresRecord:
-    """One gres.conf line: ``nodes`` (expanded; None: every node reading the file), ``name``
-    (lower case), ``type`` (None when absent), ``files`` (expanded ``File=``; () when absent),
-    ``multiple`` (``MultipleFiles=`` given: one gres), ``count`` (``Count=``; None when absent),
-    ``keys`` (lower-cased key -> value as written), ``file``, ``line``."""
-
-    nodes: tuple[str, ...] | None
-    name: str
-    type: str | None
-    files: tuple[str, ...]
-    multiple: bool
-    count: int | None
-    keys: dict
-    file: str
-    line: int
-
-    def units(self) -> int:
-        """Gres this line gives one node: one per ``File=`` device, one for ``MultipleFiles=``,
-        else ``Count=`` (default 1)."""
-        if self.multiple:
-            return 1
-        if self.files:
-            return len(self.files)
-        return self.count if self.count is not None else 1
-
-
 #: The gres names a site profile describes; a slurm.conf's other gres are not compared with it.
 PROFILE_GRES = ("gpu", "shard", "mps")
-
-_SUFFIX = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4}
-
-
-def parse_count(text: str) -> int:
-    """A Slurm gres count: digits with an optional K/M/G/T suffix (powers of 1024). ValueError."""
-    m = re.fullmatch(r"(\d+)([kmgtKMGT]?)", text.strip())
-    if not m:
-        raise ValueError(f"not a count: {text!r}")
-    return int(m.group(1)) * _SUFFIX.get(m.group(2).lower(), 1)
-
-
-def parse_gres(text: str) -> dict[tuple[str, str | None], int]:
-    """slurm.conf ``Gres=`` -> ``{(name, type or None): count}``: ``gpu:h100:8,gpu:2(S:0-1),
-    shard:16`` -> ``{("gpu", "h100"): 8, ("gpu", None): 2, ("shard", None): 16}``; a name with
-    no count counts 1; a ``no_consume`` flag is dropped (``bandwidth:lustre:no_consume:4G`` ->
-    ``{("bandwidth", "lustre"): 4 GiB}``); ``(null)`` / "" -> {}. ValueError on a count that is not one."""
-    out: dict[tuple[str, str | None], int] = {}
-    text = text.strip()
-    if text in ("", "(null)"):
-        return out
-    for part in re.split(r",(?![^(]*\))", text):
-        part = re.sub(r"\(.*\)$", "", part.strip())
-        if not part:
-            continue
-        # slurm.conf(5): name[:type][:no_consume]:count (``bandwidth:lustre:no_consume:4G``)
-        bits = [b for b in part.split(":") if b.lower() != "no_consume"]
-        name = bits[0].lower()
-        if len(bits) == 1:
-            kind, n = None, 1
-        elif len(bits) == 2:
-            kind, n = (None, parse_count(bits[1])) if re.fullmatch(r"\d+[kmgtKMGT]?", bits[1]) else (bits[1], 1)
-        else:
-            kind, n = bits[1], parse_count(bits[2])
-        out[(name, kind)] = out.get((name, kind), 0) + n
-    return out
-
 
 def _expand(expr: str, file: str, line: int, what: str) -> list[str]:
     try:
@@ -169,31 +108,20 @@ def slurm_nodes(tree) -> tuple[dict[str, SlurmNode], list[Disagreement]]:
     return nodes, dups
 
 
-def gres_records(tree) -> tuple[list[GresRecord], dict[str | None, str]]:
-    """The ``Name=`` lines of a gres.conf tree and its ``AutoDetect=`` settings (``{None:
-    global value, node: node-specific value}``). ``File=`` ranges (``/dev/nvidia[0-3]``) and
-    ``NodeName=`` hostlists are expanded. Raises ConfError for a range or count that does not
-    parse."""
-    records: list[GresRecord] = []
+def gres_records(tree) -> tuple[list[GresConfRecord], dict[str | None, str]]:
+    """The ``Name=`` lines of a gres.conf tree (:func:`slurmkit.slurm.gres_conf.records` over
+    :func:`slurmkit.slurm.conf.key_value_lines`: ``File=`` ranges and ``NodeName=`` hostlists
+    expanded) and its ``AutoDetect=`` settings (``{None: global value, node: node-specific
+    value}``). Raises :class:`~slurmkit.slurm.gres_conf.GresConfError` for a hostlist, range or
+    count that does not parse."""
+    records: list[GresConfRecord] = []
     auto: dict[str | None, str] = {}
-    for file, e in _entries(tree):
-        keys = {k.lower(): v for k, v in e.pairs}
-        nodes = tuple(_expand(keys["nodename"], file, e.lineno, "NodeName")) if "nodename" in keys else None
-        if "autodetect" in keys:
-            for n in nodes or (None,):
-                auto[n] = keys["autodetect"].lower()
-        if "name" not in keys:
-            continue
-        files: tuple[str, ...] = ()
-        src = keys.get("file") or keys.get("multiplefiles")
-        if src:
-            files = tuple(f for part in re.split(r",(?![^\[]*\])", src) for f in _expand(part, file, e.lineno, "File"))
-        try:
-            count = parse_count(keys["count"]) if "count" in keys else None
-        except ValueError as exc:
-            raise ConfError(file, e.lineno, f"Count: {exc}") from None
-        records.append(GresRecord(nodes, keys["name"].lower(), keys.get("type"), files, "multiplefiles" in keys,
-                                  count, keys, file, e.lineno))
+    for r in gres_conf.records(key_value_lines(tree)):
+        if r.autodetect is not None:
+            for n in r.nodes or (None,):
+                auto[n] = r.autodetect
+        if r.name is not None:
+            records.append(r)
     return records, auto
 
 
@@ -313,7 +241,7 @@ def _check_gres_types(tree, want: dict, conf_nodes: dict, records: list) -> list
         if node is None:
             continue
         try:
-            names = sorted({name for name, _ in parse_gres(node.keys.get("gres", ""))} - types)
+            names = sorted({name for name, _ in gres_spec.parse(node.keys.get("gres", ""))} - types)
         except ValueError:
             continue  # named by the Gres check
         for name in names:
@@ -339,10 +267,10 @@ def _check_slurm_conf(profile, want: dict, conf_nodes: dict, main: str) -> list[
                                     "slurmctld does not know it: no job runs there"))
             continue
         try:
-            have = parse_gres(node.keys.get("gres", ""))
+            have = gres_spec.parse(node.keys.get("gres", ""))
         except ValueError as exc:
             raise ConfError(node.file, node.line, f"Gres: {exc}") from None
-        exp = parse_gres(node_gres(nt))
+        exp = gres_spec.parse(node_gres(nt))
         out += _gres_disagreements(node, nt, exp, have)
         lay = _layout(node)
         sockets, cores, threads = slurm_node_layout(nt)
@@ -562,7 +490,7 @@ def _check_gres_conf(want: dict, conf_nodes: dict | None, tree) -> list[Disagree
             have = {k: v for k, v in have.items() if k[0] != "gpu"}  # Slurm detects the GPUs
         nt = want.get(n)
         if nt is not None and node_auto == "off":
-            exp = {k: v for k, v in parse_gres(node_gres(nt)).items() if k[0] == "gpu"}
+            exp = {k: v for k, v in gres_spec.parse(node_gres(nt)).items() if k[0] == "gpu"}
             got = {k: v for k, v in have.items() if k[0] == "gpu"}
             if exp != got:
                 line = next((r.line for r in mine if r.name == "gpu"), 0)
@@ -584,7 +512,7 @@ def _check_gres_conf(want: dict, conf_nodes: dict | None, tree) -> list[Disagree
         if conf_nodes is not None and n in conf_nodes:
             node = conf_nodes[n]
             try:
-                conf = parse_gres(node.keys.get("gres", ""))
+                conf = gres_spec.parse(node.keys.get("gres", ""))
             except ValueError as exc:
                 raise ConfError(node.file, node.line, f"Gres: {exc}") from None
             for (name, kind), cnt in sorted(have.items(), key=str):

@@ -40,6 +40,7 @@ from slurmkit.accounting.parse import parse_times
 from slurmkit.errors import InputError
 from slurmkit.report import capacity as C
 from slurmkit.report.window import iso_z
+from slurmkit.slurm import tres as T
 
 #: The TRES of the breakdown and their names in reports.
 TRES = ("gres/gpu", "cpu")
@@ -50,19 +51,6 @@ RESV_FORMAT = ("Name", "ID", "Flags", "NodeNames", "TRES", "TimeStart", "TimeEnd
 _RESV_NAMES = {"name": "name", "id": "id", "flags": "flags", "nodename": "nodes", "nodenames": "nodes",
                "tres": "tres", "timestart": "start", "start": "start", "timeend": "end", "end": "end",
                "cluster": "cluster", "unusedwall": "unused_wall", "associations": "assocs", "assocs": "assocs"}
-
-
-def tres_dict(text: str) -> dict[str, float]:
-    """``cpu=8,mem=16000M,gres/gpu=4`` -> {"cpu": 8.0, "gres/gpu": 4.0, ...}: the entries whose
-    value is a plain number (``mem=16000M`` is left out)."""
-    out = {}
-    for part in (text or "").split(","):
-        k, _, v = part.partition("=")
-        try:
-            out[k.strip()] = float(v)
-        except ValueError:
-            continue
-    return out
 
 
 def parse_reservations(text: str, tz: str = "UTC", source: str = "reservations") -> list[dict]:
@@ -121,7 +109,7 @@ def _reservation_records(recs: list[dict], tz: str) -> list[dict]:
         out.append({"name": r.get("name", ""), "id": r.get("id", ""),
                     "flags": {f.strip().upper() for f in r.get("flags", "").split(",") if f.strip()},
                     "nodes": hostlist.expand_hostlist(nodes) if nodes and nodes != "(null)" else [],
-                    "tres": tres_dict(r.get("tres", "")), "start": s, "end": e,
+                    "tres": T.numbers(r.get("tres", "")), "start": s, "end": e,
                     "assocs": [a.strip() for a in r.get("assocs", "").split(",") if a.strip()]})
     return out
 
@@ -213,7 +201,7 @@ def breakdown(window_start, window_end, allocs: pd.DataFrame, events: pd.DataFra
     if "tres" in ev:
         for node, t in zip(ev["node"], ev["tres"]):
             if node and isinstance(t, str) and t:
-                node_ev_tres.setdefault(node, []).append(tres_dict(t))
+                node_ev_tres.setdefault(node, []).append(T.numbers(t))
     out = {}
     for k in tres:
         per = {f: np.zeros(nb) for f in FIGURES}
@@ -221,7 +209,7 @@ def breakdown(window_start, window_end, allocs: pd.DataFrame, events: pd.DataFra
         if len(reg):
             lo = np.array([_epoch(t) for t in reg["start"]])
             hi = np.array([t_now if pd.isna(t) else _epoch(t) for t in reg["end"]])
-            w = np.array([tres_dict(t).get(k, 0.0) for t in reg["tres"]])
+            w = np.array([T.numbers(t).get(k, 0.0) for t in reg["tres"]])
             # a later registration replaces the earlier one (slurmdbd closes the old row)
             per["reported"] = _bins(np.clip(lo, s, e), np.clip(hi, s, e), w, bounds)
         else:

@@ -21,6 +21,8 @@ from slurmkit import hostlist
 from slurmkit.accounting.parse import parse_times
 from slurmkit.errors import InputError
 from slurmkit.report.window import iso_z
+from slurmkit.slurm import gres as G
+from slurmkit.slurm import tres as T
 
 _GRES = re.compile(r"(?:^|[\s,])(?:Gres=)?gpu(?::[^:,\s(]+)?:(\d+)")
 
@@ -40,26 +42,17 @@ def _node_records(text: str) -> list[tuple[int, str, str]]:
 
 
 def gpus_per_node_scontrol(text: str) -> dict[str, int]:
-    """``scontrol show [-o] nodes`` text -> {NodeName: GPUs from Gres=gpu[:type]:N, else from
-    CfgTRES gres/gpu=N (typed entries summed when the untyped one is absent)}; nodes without
-    GPUs -> 0."""
+    """``scontrol show [-o] nodes`` text -> {NodeName: GPUs of its ``Gres=`` (:func:`slurmkit.slurm.gres.gpu_count`),
+    else of its ``CfgTRES=`` (:func:`slurmkit.slurm.tres.gpu_count`)}; nodes without GPUs -> 0.
+    Raises :class:`~slurmkit.errors.InputError` for a Gres= or CfgTRES= that does not parse."""
     out = {}
     for _, name, rec in _node_records(text):
         gm = re.search(r"\bGres=(\S+)", rec)
         tm = re.search(r"\bCfgTRES=(\S+)", rec)
-        n = 0
-        if tm and not gm:
-            tres = dict(e.split("=", 1) for e in tm.group(1).split(",") if "=" in e)
-            if "gres/gpu" in tres:
-                n = int(tres["gres/gpu"])
-            else:
-                n = sum(int(v) for k, v in tres.items() if k.startswith("gres/gpu:"))
         if gm:
-            for part in gm.group(1).split(","):
-                pm = re.match(r"gpu(?::[^:(]+)?:(\d+)", part)
-                if pm:
-                    n += int(pm.group(1))
-        out[name] = n
+            out[name] = G.gpu_count(gm.group(1))
+        else:
+            out[name] = (T.gpu_count(tm.group(1)) if tm else None) or 0
     return out
 
 
@@ -80,12 +73,16 @@ def node_tres_scontrol(text: str, source: str | None = None) -> dict[str, dict[s
                                             "output (one node per line, NodeName=<node> ... CfgTRES=...): capture "
                                             "that on the cluster")
     for i, name, rec in _node_records(text):
-        cm = re.search(r"\bCfgTRES=(?:\S*,)?cpu=(\d+)", rec) or re.search(r"\bCPUTot=(\d+)", rec)
+        tm = re.search(r"\bCfgTRES=(\S+)", rec)
+        cpus = T.number(tm.group(1), "cpu") if tm else None
+        if cpus is None:
+            cm = re.search(r"\bCPUTot=(\d+)", rec)
+            cpus = float(cm.group(1)) if cm else None
         if source is not None:
-            if not cm:
+            if cpus is None:
                 raise InputError(source, i, f"node {name} has neither CfgTRES= nor CPUTot=: expected "
                                             "'scontrol show -o nodes' output")
-        out[name] = {"cpu": float(cm.group(1)) if cm else 0.0, "gres/gpu": float(gpus.get(name, 0))}
+        out[name] = {"cpu": cpus or 0.0, "gres/gpu": float(gpus.get(name, 0))}
     if source is not None and not out:
         raise InputError(source, None, "no node (NodeName=...) in it: expected 'scontrol show -o nodes' output")
     return out

@@ -22,19 +22,22 @@ understand.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
 
+from slurmkit.records import field, record
 from slurmkit.slurm import syntax
 from slurmkit.slurm.syntax import ConfError, logical_lines, parse_logical
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
 __all__ = ["ConfError", "Entry", "ConfFile", "parse", "include_paths", "load_tree", "find_effective",
-           "SECTION_KEYS"]
+           "read_lines", "key_value_lines", "SECTION_KEYS"]
 
 #: Keys that open a node / partition / nodeset definition: global keys go before the first one.
 SECTION_KEYS = ("nodename", "partitionname", "nodeset", "downnodes", "frontendname", "switchname")
 
-@dataclass
+@record
 class Entry:
     """One logical line: ``index`` of its first physical line in :attr:`ConfFile.lines`, ``count``
     physical lines, ``pairs`` as ``[(key, value)]`` with keys as written (``value`` unquoted),
@@ -63,7 +66,7 @@ class Entry:
         return self.pairs[0][0].lower() if self.pairs else None
 
 
-@dataclass
+@record
 class ConfFile:
     """One slurm.conf-syntax file: ``path`` (Path), ``lines`` (physical lines without their line
     ending), ``newline`` (the file's line ending), ``final_newline`` (bool), ``entries`` (parsed
@@ -143,6 +146,8 @@ def parse(text: str, path="slurm.conf") -> ConfFile:
 
     Raises :class:`ConfError` (file, line, message) on a line that is not understood.
     """
+    from pathlib import Path
+
     newline = "\r\n" if "\r\n" in text else "\n"
     final = text.endswith(newline) or text == ""
     body = text[: -len(newline)] if text.endswith(newline) else text
@@ -154,6 +159,8 @@ def parse(text: str, path="slurm.conf") -> ConfFile:
 
 def include_paths(conf: ConfFile, raw: str) -> list[Path]:
     """Files an ``Include`` names (:func:`slurmkit.slurm.syntax.include_paths`) as Paths."""
+    from pathlib import Path
+
     return [Path(p) for p in syntax.include_paths(str(conf.path), raw)]
 
 
@@ -163,6 +170,8 @@ def load_tree(path) -> list[ConfFile]:
     Returns ``[main, included...]``. Raises :class:`ConfError` for an unparseable line, a
     missing included file (naming the including file and line) or an include cycle.
     """
+    from pathlib import Path
+
     path = Path(path)
     out: list[ConfFile] = []
     seen: set = set()
@@ -236,3 +245,19 @@ def find_effective(tree: list[ConfFile], key: str) -> tuple[ConfFile, Entry] | N
         if view.find(key) is not None:
             found = (view.conf, view.entry)
     return found
+
+
+def key_value_lines(tree: list[ConfFile]) -> list[tuple[str, int, list]]:
+    """The ``Key=Value`` lines of a :func:`load_tree` result in Slurm's reading order
+    (:func:`entries_in_order`) as ``[(file, line number, [(key as written, value)])]``: the
+    shape :func:`read_lines` gives and the readers of one file's records
+    (:func:`slurmkit.slurm.gres_conf.records`) take."""
+    return [(str(conf.path), e.lineno, e.pairs) for conf, e in entries_in_order(tree)]
+
+
+def read_lines(path) -> list[tuple[str, int, list]]:
+    """:func:`key_value_lines` of the file at ``path`` and the files it ``Include``s, read
+    without keeping the text model (:func:`slurmkit.slurm.syntax.read_file`: what a hook does
+    on every job; no ``pathlib``). Raises :class:`ConfError` for a line not understood, a
+    missing file or included file, or an include cycle."""
+    return syntax.read_file(path)

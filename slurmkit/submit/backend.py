@@ -18,6 +18,7 @@ from typing import Protocol
 
 from slurmkit.errors import UsageError
 from slurmkit.hostlist import expand_nodelist
+from slurmkit.slurm import gres, tres
 from slurmkit.slurm.commands import Result, SlurmError, run
 from slurmkit.submit.placement import parse_sinfo_nodes
 
@@ -54,20 +55,6 @@ class JobInfo:
         return {"job_id": self.job_id, "state": self.state, "nodes": list(self.nodes), "gpus": self.gpus}
 
 
-_GPU_TRES = re.compile(r"gres[/:]gpu(?::[^,=:]+)?[:=](\d+)")
-
-
-def gpus_from_tres(tres: str) -> int:
-    """Total GPUs in a TRES string: ``gres/gpu=8`` or ``gres/gpu:h100=8`` (AllocTRES) or
-    ``gres:gpu:h100:4`` (squeue %b, per node). Typed and untyped entries of one job are the
-    same GPUs, so the untyped count wins when present."""
-    untyped = re.search(r"gres[/:]gpu[:=](\d+)(?:,|$)", tres)
-    if untyped:
-        return int(untyped.group(1))
-    found = _GPU_TRES.findall(tres)
-    return sum(int(x) for x in found)
-
-
 def _rows(text: str, tool: str, width: int, *, more: int = 0):
     """The non-blank lines of ``tool``'s ``|``-separated output, split into ``width`` fields
     (or ``width + more``); raises SlurmError naming the line otherwise."""
@@ -87,7 +74,10 @@ def parse_squeue(text: str) -> dict[str, JobInfo]:
     out = {}
     for parts in _rows(text, "squeue", 5, more=2):
         job_id, state, nodelist, count, tres, *rest = (p.strip() for p in parts)
-        per_node = gpus_from_tres(tres)
+        try:
+            per_node = gres.gpu_count(tres)
+        except gres.GresSpecError as exc:
+            raise SlurmError(f"squeue: unexpected GRES {tres!r} on line {'|'.join(parts)!r}: {exc.message}") from None
         n = int(count) if count.isdigit() else 0
         state = state.split()[0]
         reason, start = rest if rest and state == "PENDING" else ("", "")
@@ -103,8 +93,11 @@ def parse_sacct(text: str) -> dict[str, JobInfo]:
     out = {}
     for parts in _rows(text, "sacct", 5):
         job_id, state, nodelist, alloc, req = parts
-        out[job_id] = JobInfo(job_id, state.split()[0], expand_nodelist(nodelist),
-                              gpus_from_tres(alloc) or gpus_from_tres(req), "sacct")
+        try:
+            gpus = tres.gpu_count(alloc) or tres.gpu_count(req) or 0
+        except tres.TresError as exc:
+            raise SlurmError(f"sacct: unexpected TRES on line {'|'.join(parts)!r}: {exc.message}") from None
+        out[job_id] = JobInfo(job_id, state.split()[0], expand_nodelist(nodelist), gpus, "sacct")
     return out
 
 

@@ -6,37 +6,29 @@ Slurm accepts ``MIN``, ``MIN:SEC``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM`` and ``D-
 
 from __future__ import annotations
 
-import re
+import math
 
 from slurmkit.errors import UsageError
-
-_DAYS = re.compile(r"(\d+)-(\d+)(?::(\d+))?(?::(\d+))?")
-_PLAIN = re.compile(r"(\d+)(?::(\d+))?(?::(\d+))?")
+from slurmkit.slurm import duration
 
 
 def parse_seconds(text: str, option: str = "--time", minimum: int = 1) -> int | None:
-    """Seconds of a Slurm time string (``"1:00"`` -> 60, ``"1-12"`` -> 129600, ``"90"`` -> 5400);
-    None for no limit (``UNLIMITED``, ``INFINITE``, or 0 where ``minimum`` > 0, as sbatch reads it). ``minimum``: the least seconds accepted (0 for a
-    ``--switches`` wait). Raises :class:`~slurmkit.errors.UsageError` naming
-    ``option`` for anything sbatch would not read as a time."""
+    """Seconds of a Slurm time string (``"1:00"`` -> 60, ``"1-12"`` -> 129600, ``"90"`` -> 5400;
+    read by :func:`slurmkit.slurm.duration.seconds`, a bare number in minutes);
+    None for no limit (``UNLIMITED``, ``INFINITE``, or 0 where ``minimum`` > 0, as sbatch reads it).
+    ``minimum``: the least seconds accepted (0 for a ``--switches`` wait). Raises
+    :class:`~slurmkit.errors.UsageError` naming ``option`` for anything sbatch would not read
+    as a time (sacct's ``Partition_Limit`` / ``INVALID`` and fractions included)."""
     s = str(text).strip()
-    if s.upper() in ("UNLIMITED", "INFINITE"):
+    try:
+        total = duration.seconds(s, "min") if s.upper() not in ("PARTITION_LIMIT", "4294967295") else None
+    except duration.DurationError:
+        total = None
+    if total == math.inf and s.upper() in ("UNLIMITED", "INFINITE"):
         return None
-    m = _DAYS.fullmatch(s)
-    if m:
-        d, h, mi, se = (int(x) if x else 0 for x in m.groups())
-        total = ((d * 24 + h) * 60 + mi) * 60 + se
-    else:
-        m = _PLAIN.fullmatch(s)
-        if not m:
-            raise UsageError(f"{option} {text!r}", "not a Slurm time (MIN, MIN:SEC, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS)")
-        a, b, c = m.groups()
-        if c is not None:
-            total = int(a) * 3600 + int(b) * 60 + int(c)
-        elif b is not None:
-            total = int(a) * 60 + int(b)
-        else:
-            total = int(a) * 60
+    if total is None or total == math.inf or total != int(total):
+        raise UsageError(f"{option} {text!r}", "not a Slurm time (MIN, MIN:SEC, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS)")
+    total = int(total)
     if total == 0 and minimum > 0:
         return None                       # sbatch(1): "A time limit of zero requests that no time limit be imposed"
     if total < minimum:

@@ -44,10 +44,13 @@ def test_gpumem_and_gpuutil_are_never_gpus():
     assert g[0] == 0
 
 
-def test_mig_slices_weighted_by_share_of_a_gpu():
-    g, t = P.gpus_from_tres(pd.Series(["gres/gpu:1g.10gb=2,gres/gpu=2", "gres/gpu:3g.40gb=1"]))
-    assert g[0] == pytest.approx(2 / 7) and g[1] == pytest.approx(3 / 7)
-    assert t[0] == "1g.10gb"
+def test_a_mig_instance_counts_one_gpu_as_sreport_counts_it():
+    """sreport -T gres/gpu counts each allocated gres/gpu as one, a MIG instance included: the
+    untyped count Slurm allocated, else the typed instances summed (no share of a physical GPU)."""
+    g, t = P.gpus_from_tres(pd.Series(["gres/gpu:1g.10gb=2,gres/gpu=2", "gres/gpu:3g.40gb=1",
+                                       "gres/gpu:nvidia_a100_3g.20gb=1,gres/gpu:a100_1g.10gb=2"]))
+    assert list(g) == [2.0, 1.0, 3.0]
+    assert list(t) == ["1g.10gb", "3g.40gb", "nvidia_a100_3g.20gb"]
 
 
 # --- allocation vs step rows, arrays, het, requeue ------------------------------------------
@@ -208,7 +211,7 @@ def test_a_tres_column_parsed_once_gives_what_each_parser_gives():
     col = pa.chunked_array([pa.array(values * 7000)])
     got = _tres_gpus(col, {"cpu": None, "mem": "M", "energy": None})
     gpus, gtype = P.gpus_from_tres(col)
-    assert list(got["gpus"][:6].fillna(-9)) == [1, 0, pytest.approx(2 / 7), 5, -9, 0]
+    assert list(got["gpus"][:6].fillna(-9)) == [1, 0, 2, 5, -9, 0]          # a MIG instance is one GPU
     assert list(got["gpu_type"][:6]) == ["h100", "", "1g.10gb", "a100", "", ""]
     assert list(got["mem"][:2]) == [65536, 4000] and got["mem"][4] == 1048576
     assert got["energy"][2] == 900 and got["cpu"][0] == 8

@@ -14,13 +14,14 @@ from __future__ import annotations
 import pytest
 
 from slurmkit.hooks import gres
+from slurmkit.slurm import gres_conf as gres_records
 
 SITES = "sites"
 
 
 def test_autodetect_only_gres_conf_takes_the_count_from_slurm_conf(corpus):
     slurm_conf = corpus / SITES / "dgx1x4_slurm.conf"
-    lines = gres.parse_gres_conf("AutoDetect=nvml\n")
+    lines = gres_records.parse("AutoDetect=nvml\n")
     assert gres.autodetect(lines, "dgx2") == "nvml"
     assert gres.slurm_conf_gres(slurm_conf, "dgx2") == [(None, 8)]
     files = gres.node_gpu_files(lines, "dgx2", slurm_gres=lambda: gres.slurm_conf_gres(slurm_conf, "dgx2"))
@@ -34,10 +35,10 @@ def test_typed_line_without_count_takes_that_types_count(corpus):
     slurm_conf = corpus / SITES / "ocotillo_slurm.conf"
     assert gres.slurm_conf_gres(slurm_conf, "visualizacion1") == [("gtx970", 1), ("gtx1060", 1)]
     assert gres.slurm_conf_gres(slurm_conf, "ibtesla") == [("v100", 4)]
-    lines = gres.parse_gres_conf("AutoDetect=nvml\nName=gpu Type=v100\n")
+    lines = gres_records.parse("AutoDetect=nvml\nName=gpu Type=v100\n")
     assert gres.node_gpu_files(lines, "ibtesla", slurm_gres=lambda: gres.slurm_conf_gres(slurm_conf, "ibtesla")) \
         == [None] * 4  # not 1: the count is slurm.conf's
-    lines = gres.parse_gres_conf("AutoDetect=nvml\nName=gpu Type=gtx970\nName=gpu Type=gtx1060\n")
+    lines = gres_records.parse("AutoDetect=nvml\nName=gpu Type=gtx970\nName=gpu Type=gtx1060\n")
     assert gres.node_gpu_files(lines, "visualizacion1",
                                slurm_gres=lambda: gres.slurm_conf_gres(slurm_conf, "visualizacion1")) == [None, None]
 
@@ -65,7 +66,10 @@ def test_gres_conf_syntax_as_slurmd_reads_it(tmp_path):
     assert gres.node_gpu_files(lines, "n1", str(main)) == [f"/dev/nvidia{i}" for i in range(4)]
     assert gres.node_gpu_files(lines, "n2", str(main)) == ["/dev/nvidia0", "/dev/nvidia1"]
     assert gres.node_shares_gpus(lines, "n1") and not gres.node_shares_gpus(lines, "n2")
-    assert [gl.lineno for gl in lines] == [2, 4, 1]
+    assert [(r.line, r.name, r.type, r.files[-1:], r.count, r.flags) for r in lines] == [
+        (2, "gpu", "h100", ("/dev/nvidia3",), None, None), (4, "shard", None, (), 8, "note\\#1"),
+        (1, "gpu", "h100", ("/dev/nvidia1",), None, None)]
+    assert lines[2].file == str(tmp_path / "gres.d" / "n2.conf") and lines[2].nodes == ("n2",)
     main.write_text('NodeName=n1 Name=gpu File="/dev/nvidia0\n')
     with pytest.raises(gres.GresError, match="unterminated double quote") as info:
         gres.load_gres_conf(main)
@@ -112,7 +116,7 @@ def test_gpus_of_several_types_are_numbered_in_slurm_confs_type_order(corpus, tm
     assert gres.node_gpu_files(lines, "visualizacion1", str(gres_conf),
                                slurm_gres=lambda: [("gtx1060", 1), ("gtx970", 1)]) == ["/dev/nvidia1", "/dev/nvidia0"]
     # edit (labelled) of the same node: interleaved b, a, b lines, slurm.conf b first
-    lines = gres.parse_gres_conf("NodeName=v1 Name=gpu Type=b File=/dev/nvidia0\n"
+    lines = gres_records.parse("NodeName=v1 Name=gpu Type=b File=/dev/nvidia0\n"
                                  "NodeName=v1 Name=gpu Type=a File=/dev/nvidia1\n"
                                  "NodeName=v1 Name=gpu Type=B File=/dev/nvidia2\n")
     files = gres.node_gpu_files(lines, "v1", slurm_gres=lambda: [("b", 2), ("a", 1)])
@@ -126,6 +130,6 @@ def test_gpus_of_several_types_are_numbered_in_slurm_confs_type_order(corpus, tm
     with pytest.raises(gres.GresError, match="order of v1's GPUs of several types"):
         gres.node_gpu_files(lines, "v1", slurm_gres=lambda: None)
     # AutoDetect=nvml: every GPU slurmd keeps is ordered by NVML, whatever the File= lines
-    auto = gres.parse_gres_conf("AutoDetect=nvml\n" + "".join(f"{gl}\n" for gl in (
+    auto = gres_records.parse("AutoDetect=nvml\n" + "".join(f"{gl}\n" for gl in (
         "NodeName=v1 Name=gpu Type=b File=/dev/nvidia0", "NodeName=v1 Name=gpu Type=a File=/dev/nvidia1")))
     assert gres.node_gpu_files(auto, "v1", slurm_gres=lambda: [("b", 1), ("a", 1)]) == [None, None]

@@ -7,6 +7,7 @@ import pytest
 from slurmkit.health.state import GpuState, NodeState
 from slurmkit.hooks import drain, gres, spool, textfile
 from slurmkit.hooks.config import HookConfigError, parse as parse_config
+from slurmkit.slurm import gres_conf
 
 @pytest.mark.parametrize("reason, ours, take", [
     (None, False, True),
@@ -53,7 +54,7 @@ Name=mps Count=100
 
 
 def test_gres_files_per_node_in_index_order():
-    lines = gres.parse_gres_conf(GRES)
+    lines = gres_conf.parse(GRES)
     assert gres.node_gpu_files(lines, "n2") == [f"/dev/nvidia{i}" for i in range(4)]
     # position, not the number in the name, is Slurm's index
     assert gres.node_gpu_files(lines, "n3") == ["/dev/nvidia1", "/dev/nvidia0"]
@@ -61,25 +62,25 @@ def test_gres_files_per_node_in_index_order():
 
 
 def test_gres_corpus_dgx1(corpus):
-    lines = gres.parse_gres_conf((corpus / "slurm" / "gres.conf.dgx1").read_text())
+    lines = gres_conf.parse((corpus / "slurm" / "gres.conf.dgx1").read_text())
     files = gres.node_gpu_files(lines, "anynode")
     assert files == [f"/dev/nvidia{i}" for i in range(8)]
 
 
 def test_gres_errors_name_the_line():
     with pytest.raises(gres.GresError) as info:
-        gres.parse_gres_conf("Name=gpu File=/dev/nvidia0\nbogus\n", "/etc/slurm/gres.conf")
+        gres_conf.parse("Name=gpu File=/dev/nvidia0\nbogus\n", "/etc/slurm/gres.conf")
     assert info.value.line == 2 and "/etc/slurm/gres.conf:2:" in str(info.value)
-    with pytest.raises(gres.GresError) as info:
-        gres.node_gpu_files(gres.parse_gres_conf("AutoDetect=nvml\nNodeName=n1 Name=gpu Count=eight\n"), "n1")
-    assert "Count=" in str(info.value) and info.value.line == 2
+    with pytest.raises(gres.GresError) as info:   # read when the file is read, as slurmd does
+        gres_conf.parse("AutoDetect=nvml\nNodeName=n1 Name=gpu Count=eight\n")
+    assert "Count='eight': not a count" in str(info.value) and info.value.line == 2
 
 
 def test_gres_autodetect_gpus_are_matched_through_nvml():
     """``AutoDetect=nvml`` with ``Name=gpu Type=h100 Count=4`` and no File=: Slurm's index k is
     the GPU with the k-th smallest NVML index (gres_gpu.c sorts by gpu_nvml.c's NVLink matrix);
     ``AutoDetect=nvidia`` (no matrix) keeps slurmd's File sort: the k-th smallest minor."""
-    lines = gres.parse_gres_conf("AutoDetect=nvml\nNodeName=n[1-2] Name=gpu Type=h100 Count=4\n")
+    lines = gres_conf.parse("AutoDetect=nvml\nNodeName=n[1-2] Name=gpu Type=h100 Count=4\n")
     files = gres.node_gpu_files(lines, "n2")
     assert files == [None] * 4 and gres.node_gpu_files(lines, "cpu1") is None
     st = NodeState(node="n2", source="t")

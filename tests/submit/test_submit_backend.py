@@ -4,7 +4,8 @@ import pytest
 
 from slurmkit.errors import UsageError
 from slurmkit.slurm.commands import SlurmError
-from slurmkit.submit.backend import CliBackend, get_backend, gpus_from_tres, parse_sacct, parse_squeue
+from slurmkit.slurm import gres, tres
+from slurmkit.submit.backend import CliBackend, get_backend, parse_sacct, parse_squeue
 
 # squeue -h -t all -j 3,4 -o '%i|%T|%N|%D|%b'
 SQUEUE = "3|COMPLETED|n[1-2]|2|gres:gpu:h100:4\n2|PENDING||1|N/A\n"
@@ -26,10 +27,19 @@ def test_sacct_lines():
     assert jobs["2"].state == "CANCELLED" and jobs["2"].nodes == ()
 
 
-@pytest.mark.parametrize("tres,gpus", [("gres/gpu:a100=2,gres/gpu=2", 2), ("gres/gpu:a100=3", 3),
-                                       ("gres:gpu:h100:4", 4), ("gres:gpu:2", 2), ("cpu=4,mem=1G", 0), ("N/A", 0)])
-def test_gpus_from_tres(tres, gpus):
-    assert gpus_from_tres(tres) == gpus
+@pytest.mark.parametrize("text,gpus", [("gres/gpu:a100=2,gres/gpu=2", 2), ("gres/gpu:a100=3", 3),
+                                       ("cpu=4,mem=1G", None), ("N/A", None)])
+def test_sacct_gpus_are_the_tres_count(text, gpus):
+    """sacct AllocTRES / ReqTRES: the one TRES reader (slurm.tres); no gres/gpu: None, read as 0."""
+    assert tres.gpu_count(text) == gpus
+    assert parse_sacct(f"5|RUNNING|n1|{text}|\n")["5"].gpus == (gpus or 0)
+
+
+@pytest.mark.parametrize("text,gpus", [("gres:gpu:h100:4", 4), ("gres:gpu:2", 2), ("gres/gpu:2", 2), ("N/A", 0)])
+def test_squeue_gpus_are_the_gres_count(text, gpus):
+    """squeue %b (tres-per-node, GRES syntax): the one GRES reader (slurm.gres)."""
+    assert gres.gpu_count(text) == gpus
+    assert parse_squeue(f"5|RUNNING|n1|2|{text}\n")["5"].gpus == 2 * gpus
 
 
 def test_malformed_lines_raise_slurm_error():

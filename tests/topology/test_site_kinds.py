@@ -15,7 +15,8 @@ import pytest
 from slurmkit.profile import ProfileError, load_profile, shipped_names
 from slurmkit.profile.model import slurm_gpu_type, slurm_mig_type
 from slurmkit.slurm.conf import load_tree, parse
-from slurmkit.profile.confcheck import crosscheck, gres_records, parse_gres, slurm_nodes
+from slurmkit.slurm.gres import parse as parse_gres
+from slurmkit.profile.confcheck import crosscheck, gres_records, slurm_nodes
 from slurmkit.profile.slurmconf import node_gres, render_gres_conf, render_slurm_conf
 
 KINDS = Path(__file__).resolve().parent / "kinds"

@@ -14,7 +14,8 @@ import pytest
 
 from slurmkit.profile import load_profile
 from slurmkit.slurm.conf import ConfError, load_tree
-from slurmkit.profile.confcheck import crosscheck, parse_gres, slurm_nodes, slurm_partitions
+from slurmkit.slurm.gres import parse as parse_gres
+from slurmkit.profile.confcheck import crosscheck, slurm_nodes, slurm_partitions
 from slurmkit.profile.slurmconf import render_gres_conf, render_slurm_conf
 
 SITES = Path(__file__).resolve().parent / "sites"

@@ -1,0 +1,135 @@
+"""Slurm TRES strings (trackable resources): ``cpu=8,mem=64G,node=1,billing=8,gres/gpu=2,
+gres/gpu:a100=2``, and the GPUs a job holds.
+
+Where they come from: sacct ``AllocTRES``, ``ReqTRES``, ``TRESUsageInTot`` / ``TRESUsageInAve``
+/ ``TRESUsageInMax`` (usage: ``cpu=00:01:00,mem=2048,energy=12,gres/gpuutil=40,gres/gpumem=37956M``);
+``scontrol show node`` ``CfgTRES=`` / ``AllocTRES=``; sacctmgr ``show event`` / ``show
+reservation`` ``TRES``. An entry is ``key=value``: ``cpu``, ``mem`` (a memory size,
+:mod:`slurmkit.slurm.memory`), ``energy`` (joules), ``billing``, ``node``, ``gres/<name>`` and
+``gres/<name>:<type>`` (``gres/gpu:h100=4``, a MIG instance ``gres/gpu:a100_3g.20gb=1`` or
+``gres/gpu:nvidia_a100_3g.20gb=1``, ``gres/shard:a100=8``), ``gres/gpuutil`` (percent),
+``gres/gpumem`` (a memory size). Keys are written as Slurm prints them (lower case).
+
+A job's GPU count (:func:`gpu_count`) is what ``sreport`` counts for ``-T gres/gpu``: the
+untyped ``gres/gpu=N`` Slurm allocated; where only typed entries appear, their sum. A MIG
+instance is one GPU, as Slurm and sreport count it: no share of a physical GPU is applied.
+
+Standard library only, no pattern compiled: the hooks may import it.
+"""
+
+from __future__ import annotations
+
+from slurmkit.errors import InputError
+from slurmkit.slurm import memory
+
+__all__ = ["TresError", "NegativeGpuCount", "parse", "number", "numbers", "mem_mib", "gpu_count", "gpu_type"]
+
+
+class TresError(InputError):
+    """A TRES string or value that cannot be read: ``file`` (where it was read, "" when not
+    known), ``line``, ``message`` (the text and what was expected), ``key`` (the TRES key)."""
+
+
+class NegativeGpuCount(TresError):
+    """A GPU count sacct cannot have printed (``gres/gpu=-1``): unknown, not 0."""
+
+
+def parse(text: str | None, source: str = "") -> dict[str, str]:
+    """A TRES string -> ``{key: value as printed}`` in the order written (``cpu=8,gres/gpu=2``
+    -> ``{"cpu": "8", "gres/gpu": "2"}``); a key written twice keeps its first value. Empty,
+    None, ``N/A`` and ``(null)`` -> {}. Raises :class:`TresError` (``source``) for an entry that
+    is not ``key=value``."""
+    s = (text or "").strip()
+    out: dict[str, str] = {}
+    if s in ("", "N/A", "(null)"):
+        return out
+    for part in s.split(","):
+        key, eq, value = part.partition("=")
+        if not eq or not key:
+            raise TresError(source, None, f"{part!r} in {text!r} is not key=value (expected cpu=8,gres/gpu=2,...)")
+        out.setdefault(key, value)
+    return out
+
+
+def _entries(tres, source: str) -> dict[str, str]:
+    return tres if isinstance(tres, dict) else parse(tres, source)
+
+
+def number(tres, key: str, source: str = "") -> float | None:
+    """The value of ``key`` (matched exactly: ``gres/gpu`` never matches ``gres/gpumem``,
+    ``gres/gpuutil`` or ``gres/gpu:a100``) as a float; None when ``tres`` (a TRES string or
+    :func:`parse`'s dict) lacks it. Raises :class:`TresError` (``source``, ``key``) for a value
+    that is not a plain number (``mem=10G``: read it with :func:`mem_mib`; ``cpu=00:01:00``)."""
+    v = _entries(tres, source).get(key)
+    if v is None:
+        return None
+    head, dot, tail = v.partition(".")
+    if not (head.isascii() and head.isdigit() and (not dot or (tail.isascii() and tail.isdigit()))):
+        raise TresError(source, None, f"{v!r} is not a number", key)
+    return float(v)
+
+
+def numbers(tres, source: str = "") -> dict[str, float]:
+    """The entries of a TRES string (or :func:`parse`'s dict) whose value is a plain number,
+    with ``gres/gpu`` set to :func:`gpu_count` wherever the string has a ``gres/gpu`` entry,
+    typed or not: ``cpu=8,mem=16000M,gres/gpu:a100=4`` -> ``{"cpu": 8.0, "gres/gpu:a100": 4.0,
+    "gres/gpu": 4.0}`` (``mem=16000M`` is left out: :func:`mem_mib` reads it). Raises
+    :class:`TresError` for a string :func:`parse` refuses or a GPU count that is not one."""
+    entries = _entries(tres, source)
+    out = {}
+    for k, v in entries.items():
+        try:
+            out[k] = number({k: v}, k, source)
+        except TresError:
+            continue
+    gpus = gpu_count(entries, source)
+    if gpus is not None:
+        out["gres/gpu"] = float(gpus)
+    return out
+
+
+def mem_mib(tres, key: str = "mem", bare: str = "M", source: str = "") -> float | None:
+    """A memory value of a TRES string (``mem=199G``, ``gres/gpumem=20500736K``) in MiB
+    (:func:`slurmkit.slurm.memory.mib`); ``bare``: the unit of a number without a letter (``"M"``
+    in AllocTRES / ReqTRES, ``"B"`` in usage printed with ``--noconvert``). None when absent.
+    Raises :class:`TresError` for a value that is not a memory size."""
+    v = _entries(tres, source).get(key)
+    if v is None:
+        return None
+    try:
+        got = memory.mib(v, bare, source)
+    except memory.MemorySizeError as exc:
+        raise TresError(source, None, exc.message, key) from None
+    return None if got is None else got[0]
+
+
+def _count(key: str, v: str, source: str) -> int:
+    if v.startswith("-") and v[1:].isascii() and v[1:].isdigit():
+        raise NegativeGpuCount(source, None, f"{v!r}: a negative GPU count (unknown)", key)
+    if not (v.isascii() and v.isdigit()):
+        raise TresError(source, None, f"{v!r} is not a GPU count (expected digits)", key)
+    return int(v)
+
+
+def gpu_count(tres, source: str = "") -> int | None:
+    """GPUs of a TRES string (or :func:`parse`'s dict) as sreport counts them: the untyped
+    ``gres/gpu=N`` when present (typed entries of the same job are the same GPUs), else the sum
+    of the typed ``gres/gpu:<type>=N`` (a MIG instance, ``gres/gpu:a100_3g.20gb=1``, is one
+    GPU). None when there is no ``gres/gpu`` entry at all (a CPU job, or a string that does not
+    say): not 0, so a caller can tell "none said". Never ``gres/gpumem`` / ``gres/gpuutil`` /
+    ``gres/shard``. Raises :class:`NegativeGpuCount` for ``gres/gpu=-1`` (unknown) and
+    :class:`TresError` for a count that is not digits."""
+    entries = _entries(tres, source)
+    if "gres/gpu" in entries:
+        return _count("gres/gpu", entries["gres/gpu"], source)
+    typed = [_count(k, v, source) for k, v in entries.items() if k.startswith("gres/gpu:")]
+    return sum(typed) if typed else None
+
+
+def gpu_type(tres, source: str = "") -> str:
+    """The type of the first typed ``gres/gpu:<type>=N`` entry (``a100``, ``a100_3g.20gb``);
+    "" when there is none."""
+    for k in _entries(tres, source):
+        if k.startswith("gres/gpu:"):
+            return k[len("gres/gpu:"):]
+    return ""
