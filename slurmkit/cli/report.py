@@ -1,7 +1,7 @@
 """``slurmkit report weekly``: utilization and energy report from Slurm accounting.
 
 Maps the flags onto :class:`slurmkit.report.pipeline.WeeklyOptions`, runs
-:func:`slurmkit.report.weekly_report` and prints a summary (or the JSON report). Bad input (a
+:func:`slurmkit.report.pipeline.weekly_report` and prints a summary (or the JSON report). Bad input (a
 captured sacct file that cannot be read, a bad window, a bad profile) exits 2 with a message
 naming the file and line; a failed Slurm command exits 1.
 """

@@ -12,7 +12,7 @@ compare both ways; ``use_sums=False`` reads every row).
 
 Definitions are the weekly report's (docs/report.md names each rule once;
 :func:`slurmkit.report.usage.allocations` and :func:`slurmkit.report.weekly.build_report` state
-them in pandas, :func:`_rows_sql` and :func:`_aggregate` in SQL; the equality test,
+them in pandas, :func:`_build_rows` and :func:`_aggregate` in SQL; the equality test,
 tests/report/test_report_period.py, keeps the two equal), evaluated per window: the whole
 period and each part of the breakdown (ISO weeks or calendar months, clipped to the period),
 for all clusters together and, with several, for each. A window's figures are exactly what
