@@ -1116,7 +1116,8 @@ def period_report(store_root, period: Period, clusters=None, now=None,
     jobs are taken to end at the latest (default: the current time; a running job runs up to its row's pull, never past it). ``progress``: a callable
     ``(message)`` told what is being read and done (the CLI prints it on a terminal).
     ``sections``: ``{name: callable(windows, clusters) -> dict}``, the hook of sections this
-    module does not compute (sreport's breakdown, issue 27 point 4): each is called with the
+    module does not compute (sreport's breakdown and the account tree,
+    :func:`slurmkit.report.period_breakdown.breakdown_sections`): each is called with the
     windows (``[(label, Window)]``, the period's first as ``"(period)"``, then the parts) and
     the store clusters, and its dict is the report's ``name``. ``use_sums``: read the store's
     day sums where they are valid (:func:`valid_day_sums`; False: every row, the same figures).
@@ -1317,13 +1318,12 @@ def write_period(report: dict, outdir, formats=("json", "csv", "md")) -> list[Pa
     if "md" in formats:
         atomic_write(out / "period.md", render_markdown(report))
         written.append(out / "period.md")
-    # --- html (issue 27.6, branch h27v): the page and its plots live in report.period_html ---
+    # the page and its plots live in report.period_html
     if "html" in formats:
         from slurmkit.report.period_html import to_html
 
         atomic_write(out / "period.html", to_html(report))
         written.append(out / "period.html")
-    # --- end html ---
     return written
 
 

@@ -1,5 +1,5 @@
-"""sreport's breakdown and the account tree for the period report (issue 27 point 4): the
-sections :func:`slurmkit.report.period.period_report` takes through its ``sections=`` hook.
+"""sreport's breakdown and the account tree for the period report: the sections
+:func:`slurmkit.report.period.period_report` takes through its ``sections=`` hook.
 
 Each part of the period (ISO week or month) is computed on its own from the store's rows of its
 days (the same day files the period report aggregates, read by :meth:`Store.load` into the
