@@ -73,3 +73,33 @@ def test_a_circle_through_an_import_inside_a_function_is_found(tmp_path, monkeyp
         for name in [m for m in sys.modules if m.startswith("circlepkg")]:
             del sys.modules[name]
     assert circles(graph) == [["circlepkg.a", "circlepkg.c", "circlepkg.sub.b"]]
+
+
+def _long_functions():
+    """scripts/long_functions.py (the one home of the count), loaded from its file."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "long_functions.py"
+    spec = importlib.util.spec_from_file_location("long_functions", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+#: The most lines a function of slurmkit may have, ``def`` to its last line (docs/architecture.md).
+MAX_FUNCTION_LINES = 100
+
+
+def test_no_function_in_slurmkit_is_over_100_lines():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "slurmkit"
+    assert _long_functions().long_functions(root, MAX_FUNCTION_LINES) == []
+
+
+def test_a_long_nested_function_is_found(tmp_path):
+    body = "\n".join(f"            x{i} = {i}" for i in range(100))
+    (tmp_path / "m.py").write_text(f"class C:\n    def f(self):\n        def g():\n{body}\n        return g\n")
+    found = _long_functions().long_functions(tmp_path, MAX_FUNCTION_LINES)
+    assert [(n, name) for n, _, name in found] == [(103, "C.f"), (101, "C.f.g")]

@@ -33,7 +33,7 @@ req_gpus           GPUs requested, from ReqTRES (a pending job has no AllocTRES 
                    queue-wait bucket of a job); NaN without ReqTRES
 total_cpu_s        TotalCPU (seconds of user+system CPU)
 mem_used_mib       TRESUsageInTot mem=, else MaxRSS x NTasks (MiB; MaxRSS is the largest
-                   task's, so x NTasks as reportseff counts it, its issue 41)
+                   task's, so x NTasks as reportseff counts it: reportseff issue 41)
 gpu_util_pct       TRESUsageInAve, else TRESUsageInTot / NTasks ``gres/gpuutil`` (percent
                    per task; TRESUsageInTot sums the tasks)
 energy_j           ConsumedEnergyRaw (joules; NaN when absent)

@@ -3,7 +3,7 @@
 A :class:`DataQuality` travels from the reader (rows that do not split into the expected
 fields, bad UTF-8, comment lines) through the frame builder (unparsable job ids, duplicate
 keys) to the report (rows outside the window). The invariant
-``rows_read == rows_counted + rows_skipped`` holds at every stage (:meth:`check`).
+``rows_read == rows_counted + rows_skipped`` holds at every stage (:meth:`DataQuality.check`).
 """
 
 from __future__ import annotations

@@ -135,7 +135,7 @@ def _show(plan, nothing: str, dry_run: bool, notes: bool) -> bool:
 
 def _apply(plan, path: Path, installing: bool, dirs=()) -> list[str]:
     """:func:`slurmkit.hooks.install.apply`, then create ``dirs`` (``(path, mode)`` pairs);
-    returns the backups written. An OSError becomes :class:`InstallError` naming the file."""
+    returns the backups written. An OSError becomes :class:`~slurmkit.hooks.install.InstallError` naming the file."""
     from slurmkit.hooks import install as inst
 
     try:

@@ -1,7 +1,7 @@
 """``slurmkit report weekly``: utilization and energy report from Slurm accounting.
 
 Maps the flags onto :class:`slurmkit.report.pipeline.WeeklyOptions`, runs
-:func:`slurmkit.report.weekly_report` and prints a summary (or the JSON report). Bad input (a
+:func:`slurmkit.report.pipeline.weekly_report` and prints a summary (or the JSON report). Bad input (a
 captured sacct file that cannot be read, a bad window, a bad profile) exits 2 with a message
 naming the file and line; a failed Slurm command exits 1.
 """
@@ -351,6 +351,92 @@ def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sa
     write_output(text, output)
 
 
+def _period_sections(per, names, store_dir, events, reservations, nodes, assoc_tree, tz, live_breakdown,
+                     use_sreport, sreport_utilization, sreport_accounts, now_s):
+    """``report period``'s ``sections=`` (:func:`slurmkit.report.period_breakdown.breakdown_sections`)
+    from its options: sreport's breakdown and the account tree from captures or read live, or
+    None when neither is asked. Raises :class:`~slurmkit.errors.UsageError` for options that
+    do not go together and for a breakdown asked over several clusters."""
+    from slurmkit.errors import UsageError
+    from slurmkit.report.pipeline import default_store_dir
+
+    if use_sreport and not live_breakdown:   # alone too: else --sreport would be dropped unsaid
+        raise UsageError("--sreport", "compares with sreport live: give --live-breakdown too")
+    for opt, path, need, name in (("--sreport-utilization", sreport_utilization, nodes, "--nodes"),
+                                  ("--sreport-accounts", sreport_accounts, assoc_tree, "--assoc-tree")):
+        if path and not need:    # (a capture is compared with captures: not with --live-breakdown)
+            raise UsageError(opt, f"compares sreport's capture with the breakdown of captures: give {name} too")
+    if not (live_breakdown or any((events, reservations, nodes, assoc_tree))):
+        return None
+    from slurmkit.report import period_breakdown as PB
+    from slurmkit.report.pipeline import read_capture
+
+    if live_breakdown and any((events, reservations, nodes, assoc_tree)):
+        raise UsageError("--live-breakdown", "reads the inputs live: leave out --events, --reservations, "
+                                             "--nodes and --assoc-tree")
+    # the inputs (one scontrol / sacctmgr view, or its captures) describe one cluster: a
+    # report over several would set every cluster's jobs against that one's nodes
+    from slurmkit.accounting.store import clusters as store_clusters
+
+    scope = names if names is not None else store_clusters(store_dir or default_store_dir())
+    if len(scope) > 1:
+        given = "--live-breakdown" if live_breakdown else next(
+            o for o, v in (("--events", events), ("--reservations", reservations), ("--nodes", nodes),
+                           ("--assoc-tree", assoc_tree)) if v)
+        raise UsageError(given, f"the breakdown's inputs describe one cluster, and this report covers "
+                                f"{len(scope)} ({', '.join(scope)}): give --cluster NAME for the cluster "
+                                f"they come from (one report per cluster)")
+    slurm_cluster = names[0] if names and len(names) == 1 and names[0] not in ("", "_default") else None
+    if live_breakdown:
+        inputs = PB.live_inputs(per.window, slurm_cluster, now=now_s or None)
+    else:
+        zone, how = PB.capture_zone(store_dir or default_store_dir(), scope[0] if scope else "_default",
+                                    per.window, tz)
+        local = PB.local_times(events, reservations, sreport_utilization, sreport_accounts)
+        if local and how.startswith("assumed"):
+            click.echo("slurmkit: warning: time zone UTC assumed for --events / --reservations / --sreport-*: "
+                       "sacctmgr and sreport print the local time of the host they ran on, and "
+                       + (f"no --tz was given, while {how.split(': ', 1)[1]} (give --tz)" if ": " in how else
+                          "neither --tz nor the store (report store --tz) names it"), err=True)
+        inputs = PB.captured_inputs(events, reservations, nodes, assoc_tree, tz=zone)
+        if local:
+            inputs["source"] += f"; times read in {zone} ({how})"
+            inputs["time_zone"] = zone
+    sreport = None
+    if use_sreport:
+        from slurmkit.report.live import sreport_text
+
+        def sreport(kind, w):
+            return sreport_text(kind, w.start, w.end, slurm_cluster)
+    captures = {k: (str(p), read_capture(p)) for k, p in (("utilization", sreport_utilization),
+                                                           ("AccountUtilizationByUser", sreport_accounts)) if p}
+    return PB.breakdown_sections(store_dir or default_store_dir(), inputs, now=now_s or None, sreport=sreport,
+                                     captures=captures, tz=zone if not live_breakdown else "UTC")
+
+
+def _echo_period_summary(report: dict, written) -> None:
+    """``report period``'s lines on stdout: the period's totals, the days read and missing (per
+    cluster with several), then each file written."""
+    from slurmkit.report import render
+    from slurmkit.report.period_text import period_span
+
+    t = report["totals"]
+
+    def f(x):
+        return "unknown" if x is None else render.fmt(x)
+
+    future = report["store"].get("days_future") or []
+    several = len(report["store"]["clusters"]) > 1
+    click.echo(f"{period_span(report['period'])}: {f(t['jobs'])} job{'' if t['jobs'] == 1 else 's'}, "
+               f"{f(t['gpu_hours'])} GPU-h, {f(t['cpu_hours'])} CPU-h; "
+               f"{report['store']['days']} day(s) from the store, "
+               + ("missing: " + ", ".join(f"{c} {len(v['days_missing'])}" for c, v in report["store"]["clusters"].items())
+                  if several else f"{len(report['store']['days_missing'])} missing")
+               + (f", {len(future)} not yet (after {report['as_of']})" if future else ""))
+    for p in written:
+        click.echo(f"  {p}")
+
+
 @cli.command("period")
 @click.option("--month", help="Calendar month, e.g. 2026-11 (UTC).")
 @click.option("--quarter", help="Quarter, e.g. 2026-Q4 (UTC).")
@@ -408,9 +494,7 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
     (--events, --reservations, --nodes, --assoc-tree) or --live-breakdown.
     """
     from slurmkit.errors import UsageError
-    from slurmkit.report import render
     from slurmkit.report.period import DEFAULT_MEMORY_LIMIT, parse_period, period_report, write_period
-    from slurmkit.report.period_text import period_span
     from slurmkit.report.pipeline import default_store_dir
 
     per = parse_period(month, quarter, year, start, end, by)
@@ -426,58 +510,8 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
     names = list(dict.fromkeys(c.strip() for c in cluster.split(",") if c.strip())) if cluster else None
     if names == []:
         raise UsageError("--cluster", f"no cluster name in {cluster!r} (the store's unnamed cluster is _default)")
-    sections = None
-    if use_sreport and not live_breakdown:   # alone too: else --sreport would be dropped unsaid
-        raise UsageError("--sreport", "compares with sreport live: give --live-breakdown too")
-    for opt, path, need, name in (("--sreport-utilization", sreport_utilization, nodes, "--nodes"),
-                                  ("--sreport-accounts", sreport_accounts, assoc_tree, "--assoc-tree")):
-        if path and not need:    # (a capture is compared with captures: not with --live-breakdown)
-            raise UsageError(opt, f"compares sreport's capture with the breakdown of captures: give {name} too")
-    if live_breakdown or any((events, reservations, nodes, assoc_tree)):
-        from slurmkit.report import period_breakdown as PB
-        from slurmkit.report.pipeline import read_capture
-
-        if live_breakdown and any((events, reservations, nodes, assoc_tree)):
-            raise UsageError("--live-breakdown", "reads the inputs live: leave out --events, --reservations, "
-                                                 "--nodes and --assoc-tree")
-        # the inputs (one scontrol / sacctmgr view, or its captures) describe one cluster: a
-        # report over several would set every cluster's jobs against that one's nodes
-        from slurmkit.accounting.store import clusters as store_clusters
-
-        scope = names if names is not None else store_clusters(store_dir or default_store_dir())
-        if len(scope) > 1:
-            given = "--live-breakdown" if live_breakdown else next(
-                o for o, v in (("--events", events), ("--reservations", reservations), ("--nodes", nodes),
-                               ("--assoc-tree", assoc_tree)) if v)
-            raise UsageError(given, f"the breakdown's inputs describe one cluster, and this report covers "
-                                    f"{len(scope)} ({', '.join(scope)}): give --cluster NAME for the cluster "
-                                    f"they come from (one report per cluster)")
-        slurm_cluster = names[0] if names and len(names) == 1 and names[0] not in ("", "_default") else None
-        if live_breakdown:
-            inputs = PB.live_inputs(per.window, slurm_cluster, now=now_s or None)
-        else:
-            zone, how = PB.capture_zone(store_dir or default_store_dir(), scope[0] if scope else "_default",
-                                        per.window, tz)
-            local = PB.local_times(events, reservations, sreport_utilization, sreport_accounts)
-            if local and how.startswith("assumed"):
-                click.echo("slurmkit: warning: time zone UTC assumed for --events / --reservations / --sreport-*: "
-                           "sacctmgr and sreport print the local time of the host they ran on, and "
-                           + (f"no --tz was given, while {how.split(': ', 1)[1]} (give --tz)" if ": " in how else
-                              "neither --tz nor the store (report store --tz) names it"), err=True)
-            inputs = PB.captured_inputs(events, reservations, nodes, assoc_tree, tz=zone)
-            if local:
-                inputs["source"] += f"; times read in {zone} ({how})"
-                inputs["time_zone"] = zone
-        sreport = None
-        if use_sreport:
-            from slurmkit.report.live import sreport_text
-
-            def sreport(kind, w):
-                return sreport_text(kind, w.start, w.end, slurm_cluster)
-        captures = {k: (str(p), read_capture(p)) for k, p in (("utilization", sreport_utilization),
-                                                                   ("AccountUtilizationByUser", sreport_accounts)) if p}
-        sections = PB.breakdown_sections(store_dir or default_store_dir(), inputs, now=now_s or None, sreport=sreport,
-                                         captures=captures, tz=zone if not live_breakdown else "UTC")
+    sections = _period_sections(per, names, store_dir, events, reservations, nodes, assoc_tree, tz,
+                                live_breakdown, use_sreport, sreport_utilization, sreport_accounts, now_s)
     report = period_report(store_dir or default_store_dir(), per, names, now=now_s or None,
                            memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT, temp_dir=temp_dir, progress=progress,
                            sections=sections, use_sums=not no_day_sums)
@@ -490,17 +524,4 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
     if want_json(ctx, as_json):
         click.echo(json.dumps(report, indent=1, ensure_ascii=False))
         return
-    t = report["totals"]
-    def f(x):
-        return "unknown" if x is None else render.fmt(x)
-
-    future = report["store"].get("days_future") or []
-    several = len(report["store"]["clusters"]) > 1
-    click.echo(f"{period_span(report['period'])}: {f(t['jobs'])} job{'' if t['jobs'] == 1 else 's'}, "
-               f"{f(t['gpu_hours'])} GPU-h, {f(t['cpu_hours'])} CPU-h; "
-               f"{report['store']['days']} day(s) from the store, "
-               + ("missing: " + ", ".join(f"{c} {len(v['days_missing'])}" for c, v in report["store"]["clusters"].items())
-                  if several else f"{len(report['store']['days_missing'])} missing")
-               + (f", {len(future)} not yet (after {report['as_of']})" if future else ""))
-    for p in written:
-        click.echo(f"  {p}")
+    _echo_period_summary(report, written)

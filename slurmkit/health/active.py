@@ -261,6 +261,109 @@ def _killpg(pid: int) -> None:
         pass
 
 
+def _earlier_diag(pidfile: Path, timeout_s: float, level: int, source: str) -> DiagReport | None:
+    """The report when a diag started by an earlier run (its pid in ``pidfile``) is still
+    running: ``error`` while it is within ``timeout_s`` (not starting another); past it, it is
+    killed and the run is a ``fail`` (the diag hung). None when there is none."""
+    import time
+
+    earlier = _running_diag(pidfile)
+    if earlier is None:
+        return None
+    pid, started = earlier
+    age = time.time() - started
+    if age < timeout_s:
+        return DiagReport(ERROR, message=f"an earlier dcgmi diag (pid {pid}, started {age:.0f} s ago) "
+                                         "is still running: not starting another", source=source)
+    _killpg(pid)
+    try:
+        pidfile.unlink()
+    except OSError:
+        pass
+    return DiagReport("fail", message=f"dcgmi diag -r {int(level)} did not finish within {timeout_s:g} s "
+                                      f"(pid {pid}, left by an earlier health check, {age:.0f} s old: killed)",
+                      source=source, timed_out=True)
+
+
+def _run_diag(dcgmi, level: int, timeout_s: float, pidfile: Path | None, source: str) -> str | DiagReport:
+    """Run ``<dcgmi> diag -r <level> -j`` in its own session, killed with its process group at
+    ``timeout_s`` or when the hook is ended (SIGTERM / SIGINT / SIGHUP); its pid kept in
+    ``pidfile`` while it runs. Returns its output (stdout, with stderr when stdout holds no
+    JSON), or the report when it could not start (``error``) or overran (``fail``)."""
+    import signal
+
+    # the handlers go in before the diag starts: a SIGTERM that lands while it is being started
+    # (before Popen returns its pid) is held and acted on as soon as the pid is known, so that
+    # no window leaves a diag running without its hook
+    live: dict = {"proc": None, "pending": None}
+    old_handlers = {}
+
+    def _end(signum):  # the hook is being ended: the diag goes with it
+        _killpg(live["proc"].pid)
+        if pidfile is not None:
+            try:
+                pidfile.unlink()
+            except OSError:
+                pass
+        prev = old_handlers.get(signum)
+        signal.signal(signum, prev if prev not in (None, _on_signal) else signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    def _on_signal(signum, frame):
+        if live["proc"] is None:
+            live["pending"] = signum
+            return
+        _end(signum)
+
+    def _restore():
+        for sig, h in old_handlers.items():
+            try:
+                signal.signal(sig, h)
+            except (ValueError, OSError, TypeError):
+                pass
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        try:
+            old_handlers[sig] = signal.signal(sig, _on_signal)
+        except (ValueError, OSError):  # not the main thread: the pid file is the backstop
+            pass
+    try:  # own session: at the deadline the whole group (dcgmi and the nvvs it starts) is killed
+        proc = subprocess.Popen([os.fspath(dcgmi), "diag", "-r", str(int(level)), "-j"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, errors="replace",  # dcgmi's output: only its ASCII JSON is read
+                                start_new_session=True)
+    except OSError as exc:
+        _restore()
+        if live["pending"] is not None:  # ended while failing to start: nothing to take along
+            os.kill(os.getpid(), live["pending"])
+        return DiagReport(ERROR, message=f"{dcgmi}: {exc.strerror or exc}", source=source)
+    live["proc"] = proc
+    if live["pending"] is not None:
+        _end(live["pending"])
+    if pidfile is not None:
+        try:
+            from slurmkit.atomicfile import atomic_write
+
+            atomic_write(pidfile, f"{proc.pid}\n")
+        except OSError:
+            pass
+    try:
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _killpg(proc.pid)
+            proc.communicate()
+            return DiagReport("fail", message=f"dcgmi diag -r {int(level)} did not finish within {timeout_s:g} s",
+                              source=source, timed_out=True)
+    finally:
+        _restore()
+        if pidfile is not None:
+            try:
+                pidfile.unlink()
+            except OSError:
+                pass
+    return out + ("\n" + err if "{" not in out else "")
+
+
 def dcgm_diag(level: int = 1, timeout_s: float = 45.0, *, dcgmi: str | os.PathLike = "/usr/bin/dcgmi",
               capture: str | os.PathLike | None = None, pidfile: str | os.PathLike | None = None) -> DiagReport:
     """Run ``<dcgmi> diag -r <level> -j`` (at most ``timeout_s`` s; the process is killed then)
@@ -278,9 +381,6 @@ def dcgm_diag(level: int = 1, timeout_s: float = 45.0, *, dcgmi: str | os.PathLi
     ``error`` (own trouble) when dcgmi ran but gave no parseable result (host engine not running,
     bad output). Raises nothing.
     """
-    import signal
-    import time
-
     if capture is not None:
         try:
             text = Path(capture).read_text(encoding="utf-8", errors="replace")  # a tool's output: only its ASCII JSON/text is read
@@ -295,91 +395,12 @@ def dcgm_diag(level: int = 1, timeout_s: float = 45.0, *, dcgmi: str | os.PathLi
                               source=source)
         pidfile = Path(pidfile) if pidfile is not None else None
         if pidfile is not None:
-            earlier = _running_diag(pidfile)
-            if earlier is not None:
-                pid, started = earlier
-                age = time.time() - started
-                if age < timeout_s:
-                    return DiagReport(ERROR, message=f"an earlier dcgmi diag (pid {pid}, started {age:.0f} s ago) "
-                                                     "is still running: not starting another", source=source)
-                _killpg(pid)
-                try:
-                    pidfile.unlink()
-                except OSError:
-                    pass
-                return DiagReport("fail", message=f"dcgmi diag -r {int(level)} did not finish within {timeout_s:g} s "
-                                                  f"(pid {pid}, left by an earlier health check, {age:.0f} s old: killed)",
-                                  source=source, timed_out=True)
-        # the handlers go in before the diag starts: a SIGTERM that lands while it is being started
-        # (before Popen returns its pid) is held and acted on as soon as the pid is known, so that
-        # no window leaves a diag running without its hook
-        live: dict = {"proc": None, "pending": None}
-        old_handlers = {}
-
-        def _end(signum):  # the hook is being ended: the diag goes with it
-            _killpg(live["proc"].pid)
-            if pidfile is not None:
-                try:
-                    pidfile.unlink()
-                except OSError:
-                    pass
-            prev = old_handlers.get(signum)
-            signal.signal(signum, prev if prev not in (None, _on_signal) else signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-
-        def _on_signal(signum, frame):
-            if live["proc"] is None:
-                live["pending"] = signum
-                return
-            _end(signum)
-
-        def _restore():
-            for sig, h in old_handlers.items():
-                try:
-                    signal.signal(sig, h)
-                except (ValueError, OSError, TypeError):
-                    pass
-
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            try:
-                old_handlers[sig] = signal.signal(sig, _on_signal)
-            except (ValueError, OSError):  # not the main thread: the pid file is the backstop
-                pass
-        try:  # own session: at the deadline the whole group (dcgmi and the nvvs it starts) is killed
-            proc = subprocess.Popen([os.fspath(dcgmi), "diag", "-r", str(int(level)), "-j"], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, errors="replace",  # dcgmi's output: only its ASCII JSON is read
-                                    start_new_session=True)
-        except OSError as exc:
-            _restore()
-            if live["pending"] is not None:  # ended while failing to start: nothing to take along
-                os.kill(os.getpid(), live["pending"])
-            return DiagReport(ERROR, message=f"{dcgmi}: {exc.strerror or exc}", source=source)
-        live["proc"] = proc
-        if live["pending"] is not None:
-            _end(live["pending"])
-        if pidfile is not None:
-            try:
-                from slurmkit.atomicfile import atomic_write
-
-                atomic_write(pidfile, f"{proc.pid}\n")
-            except OSError:
-                pass
-        try:
-            try:
-                out, err = proc.communicate(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                _killpg(proc.pid)
-                proc.communicate()
-                return DiagReport("fail", message=f"dcgmi diag -r {int(level)} did not finish within {timeout_s:g} s",
-                                  source=source, timed_out=True)
-        finally:
-            _restore()
-            if pidfile is not None:
-                try:
-                    pidfile.unlink()
-                except OSError:
-                    pass
-        text = out + ("\n" + err if "{" not in out else "")
+            stale = _earlier_diag(pidfile, timeout_s, level, source)
+            if stale is not None:
+                return stale
+        text = _run_diag(dcgmi, level, timeout_s, pidfile, source)
+        if isinstance(text, DiagReport):
+            return text
     try:
         run = read_diag(text, source)
     except ValueError as exc:

@@ -142,6 +142,8 @@ class LiveNvmlSource(GpuSource):
         return state
 
     def _read_gpu(self, nv, i: int) -> GpuState:
+        """GPU ``i``'s state, each field with the NVML call it came from and its return code (a
+        field whose call failed is None with that code); only the handle when NVML gives none."""
         g = GpuState(index=i)
         h, rc = self._call("nvmlDeviceGetHandleByIndex", i)
         g.handle_rc = rc
@@ -171,6 +173,31 @@ class LiveNvmlSource(GpuSource):
         ecc, rc = self._call("nvmlDeviceGetEccMode", h)
         g.put("ecc_enabled", bool(ecc[0]) if ecc else None, source="nvmlDeviceGetEccMode", rc=rc)
         g.put("ecc_pending", bool(ecc[1]) if ecc else None, source="nvmlDeviceGetEccMode", rc=rc)
+        self._read_ecc_and_retirement(nv, g, h)
+        self._read_clocks_power_temperature(nv, g, h)
+        self._put(g, "utilization_gpu_pct", "nvmlDeviceGetUtilizationRates", h, conv=lambda u: int(u.gpu))
+        self._put(g, "pcie_link_gen", "nvmlDeviceGetCurrPcieLinkGeneration", h)
+        self._put(g, "pcie_link_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration", h)
+        self._put(g, "pcie_link_width", "nvmlDeviceGetCurrPcieLinkWidth", h)
+        self._put(g, "pcie_link_width_max", "nvmlDeviceGetMaxPcieLinkWidth", h)
+        self._put(g, "virtualization_mode", "nvmlDeviceGetVirtualizationMode", h,
+                  conv=lambda m: _VIRT.get(int(m), str(m)))
+        links = self._read_nvlink_state(nv, g, h)
+        self._read_nvlink_errors(nv, g, h, links)
+        self._put(g, "pcie_replay_counter", "nvmlDeviceGetPcieReplayCounter", h, conv=int)
+        from slurmkit.health.pcie import read_aer
+
+        for key, (v, src, rc) in read_aer(self.sysfs, g.pci_bus_id).items():
+            g.put(key, v, source=src, rc=rc)
+        self._read_fabric(nv, g, h)
+        self._read_memory(g, h)
+        self._read_accounting(g, h)
+        self._put(g, "total_energy_mj", "nvmlDeviceGetTotalEnergyConsumption", h, conv=int)
+        return g
+
+    def _read_ecc_and_retirement(self, nv, g: GpuState, h) -> None:
+        """ECC error totals (nvmlDeviceGetTotalEccErrors, nvmlDeviceGetMemoryErrorCounter),
+        retired pages (nvmlDeviceGetRetiredPages*) and remapped rows (nvmlDeviceGetRemappedRows)."""
         U, C = nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_MEMORY_ERROR_TYPE_CORRECTED
         self._put(g, "ecc_volatile_uncorrectable", "nvmlDeviceGetTotalEccErrors", h, U, nv.NVML_VOLATILE_ECC)
         self._put(g, "ecc_volatile_correctable", "nvmlDeviceGetTotalEccErrors", h, C, nv.NVML_VOLATILE_ECC)
@@ -186,6 +213,10 @@ class LiveNvmlSource(GpuSource):
         for k, pos, conv in (("remap_correctable_rows", 0, int), ("remap_uncorrectable_rows", 1, int),
                              ("remap_pending", 2, bool), ("remap_failure", 3, bool)):
             g.put(k, conv(rows[pos]) if rows else None, source="nvmlDeviceGetRemappedRows", rc=rc)
+
+    def _read_clocks_power_temperature(self, nv, g: GpuState, h) -> None:
+        """Clock event reasons and application clocks (MHz), power limits and draw (W, NVML's mW
+        / 1000), temperature and the margin to the slowdown threshold (degrees C)."""
         self._put(g, "clock_event_reasons", "nvmlDeviceGetCurrentClocksEventReasons", h, conv=int)
         self._put(g, "app_clock_graphics_mhz", "nvmlDeviceGetApplicationsClock", h, nv.NVML_CLOCK_GRAPHICS)
         self._put(g, "app_clock_mem_mhz", "nvmlDeviceGetApplicationsClock", h, nv.NVML_CLOCK_MEM)
@@ -204,13 +235,10 @@ class LiveNvmlSource(GpuSource):
         else:
             g.put("slowdown_margin_c", None, source="nvmlDeviceGetTemperatureThreshold",
                   rc=g.rc("slowdown_temperature_c") if slow is None else g.rc("temperature_c"))
-        self._put(g, "utilization_gpu_pct", "nvmlDeviceGetUtilizationRates", h, conv=lambda u: int(u.gpu))
-        self._put(g, "pcie_link_gen", "nvmlDeviceGetCurrPcieLinkGeneration", h)
-        self._put(g, "pcie_link_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration", h)
-        self._put(g, "pcie_link_width", "nvmlDeviceGetCurrPcieLinkWidth", h)
-        self._put(g, "pcie_link_width_max", "nvmlDeviceGetMaxPcieLinkWidth", h)
-        self._put(g, "virtualization_mode", "nvmlDeviceGetVirtualizationMode", h,
-                  conv=lambda m: _VIRT.get(int(m), str(m)))
+
+    def _read_nvlink_state(self, nv, g: GpuState, h) -> list[bool]:
+        """Each NVLink's state (nvmlDeviceGetNvLinkState, links numbered from 0 up to the first
+        invalid one); returns the states."""
         links, first_rc = [], None
         for link in range(nv.NVML_NVLINK_MAX_LINKS):
             v, rc = self._call("nvmlDeviceGetNvLinkState", h, link)
@@ -222,12 +250,10 @@ class LiveNvmlSource(GpuSource):
             links.append(bool(v))
         g.put("nvlink_active", links if links else None, source="nvmlDeviceGetNvLinkState",
               rc=RC_SUCCESS if links else (first_rc or "NOT_SUPPORTED"))
-        self._read_nvlink_errors(nv, g, h, links)
-        self._put(g, "pcie_replay_counter", "nvmlDeviceGetPcieReplayCounter", h, conv=int)
-        from slurmkit.health.pcie import read_aer
+        return links
 
-        for key, (v, src, rc) in read_aer(self.sysfs, g.pci_bus_id).items():
-            g.put(key, v, source=src, rc=rc)
+    def _read_fabric(self, nv, g: GpuState, h) -> None:
+        """The GPU's fabric state and status (nvmlDeviceGetGpuFabricInfo)."""
         info = nv.c_nvmlGpuFabricInfo_t()
         _, rc = self._call("nvmlDeviceGetGpuFabricInfo", h, nv.byref(info))
         if rc == RC_SUCCESS:
@@ -238,10 +264,6 @@ class LiveNvmlSource(GpuSource):
         else:
             g.put("fabric_state", None, source="nvmlDeviceGetGpuFabricInfo", rc=rc)
             g.put("fabric_status", None, source="nvmlDeviceGetGpuFabricInfo", rc=rc)
-        self._read_memory(g, h)
-        self._read_accounting(g, h)
-        self._put(g, "total_energy_mj", "nvmlDeviceGetTotalEnergyConsumption", h, conv=int)
-        return g
 
     def _read_recovery_action(self, nv, g: GpuState, h) -> None:
         """``gpu_recovery_action``: the field ``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`` (230) of

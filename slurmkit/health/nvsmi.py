@@ -211,6 +211,9 @@ def recovery_action_name(text: str) -> str:
 
 
 def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
+    """Put every field of one GPU's block ``f`` (nvidia-smi -q text, or -q -x XML when ``xml``)
+    into ``g``, each with its nvidia-smi path as source; a field nvidia-smi shows as N/A or not
+    at all is None with ``RC_NOT_AVAILABLE``."""
     errs = [(path, v.strip()) for path, v, _ in f.items if _error_text(v.strip()) and _judged(path)]
     if errs:  # "" when nvidia-smi printed no error for this GPU
         path, v = errs[0]
@@ -228,6 +231,29 @@ def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
             g.put(key, None, source=f"nvidia-smi:{path}", rc=RC_NOT_AVAILABLE)
         else:
             g.put(key, f.conv(fn, v.strip(), line, path), source=f"nvidia-smi:{path}")
+    _fill_ecc(g, f, xml)
+    # reset required: text "GPU Reset Status/Reset Required", XML v12 gpu_reset_status
+    hit = f.get(("gpu_reset_status/reset_required",) if xml else ("GPU Reset Status/Reset Required",))
+    if hit and not _is_na(hit[0].strip()):
+        v, line, path = hit
+        g.put("reset_required", f.conv(_yesno, v.strip(), line, path), source=f"nvidia-smi:{path}")
+    else:
+        g.put("reset_required", None, source="nvidia-smi:reset", rc=RC_NOT_AVAILABLE)
+    # the driver's recovery action: XML v13 gpu_recovery_action, text "GPU Recovery Action"
+    path = "gpu_recovery_action" if xml else "GPU Recovery Action"
+    hit = f.get((path,))
+    if hit and not _is_na(hit[0].strip()):
+        g.put("gpu_recovery_action", recovery_action_name(hit[0].strip()), source=f"nvidia-smi:{path}")
+    else:
+        g.put("gpu_recovery_action", None, source=f"nvidia-smi:{path}", rc=RC_NOT_AVAILABLE)
+    _fill_clock_event_reasons(g, f, xml)
+    _fill_slowdown_margin(g, f, xml)
+    _fill_processes(g, f, xml)
+
+
+def _fill_ecc(g: GpuState, f: _Fields, xml: bool) -> None:
+    """The ECC totals: every uncorrectable / correctable counter of the volatile and aggregate
+    sections summed (DRAM + SRAM forms, and the older single_bit / double_bit totals)."""
     # ECC totals: sum every uncorrectable / correctable counter of the section (DRAM + SRAM forms)
     for scope in ("volatile", "aggregate"):
         for kind in ("uncorrectable", "correctable"):
@@ -254,20 +280,11 @@ def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
                 seen = True
             g.put(key, total if seen else None, source=f"nvidia-smi:{prefix}*{kind}",
                   rc="SUCCESS" if seen else RC_NOT_AVAILABLE)
-    # reset required: text "GPU Reset Status/Reset Required", XML v12 gpu_reset_status
-    hit = f.get(("gpu_reset_status/reset_required",) if xml else ("GPU Reset Status/Reset Required",))
-    if hit and not _is_na(hit[0].strip()):
-        v, line, path = hit
-        g.put("reset_required", f.conv(_yesno, v.strip(), line, path), source=f"nvidia-smi:{path}")
-    else:
-        g.put("reset_required", None, source="nvidia-smi:reset", rc=RC_NOT_AVAILABLE)
-    # the driver's recovery action: XML v13 gpu_recovery_action, text "GPU Recovery Action"
-    path = "gpu_recovery_action" if xml else "GPU Recovery Action"
-    hit = f.get((path,))
-    if hit and not _is_na(hit[0].strip()):
-        g.put("gpu_recovery_action", recovery_action_name(hit[0].strip()), source=f"nvidia-smi:{path}")
-    else:
-        g.put("gpu_recovery_action", None, source=f"nvidia-smi:{path}", rc=RC_NOT_AVAILABLE)
+
+
+def _fill_clock_event_reasons(g: GpuState, f: _Fields, xml: bool) -> None:
+    """The clock event (throttle) reasons as NVML's bitmask, from each reason's Active / Not
+    Active line."""
     # clock event reasons bitmask
     mask, seen = 0, False
     for path, v, line in f.items:
@@ -285,6 +302,11 @@ def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
     g.put("clock_event_reasons", mask if seen else None,
           source="nvidia-smi:" + ("clocks_event_reasons" if xml else "Clocks Event Reasons"),
           rc="SUCCESS" if seen else RC_NOT_AVAILABLE)
+
+
+def _fill_slowdown_margin(g: GpuState, f: _Fields, xml: bool) -> None:
+    """The temperature margin to HW slowdown: slowdown temperature - GPU temperature, else the
+    T.Limit form's reading less its slowdown threshold."""
     # temperature margin to HW slowdown
     t, slow = g.get("temperature_c"), g.get("slowdown_temperature_c")
     if t is not None and slow is not None:
@@ -298,6 +320,10 @@ def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
             g.put("slowdown_margin_c", margin, source=f"nvidia-smi:{tl[2]} - {sl[2]}")
         else:
             g.put("slowdown_margin_c", None, source="nvidia-smi:temperature", rc=RC_NOT_AVAILABLE)
+
+
+def _fill_processes(g: GpuState, f: _Fields, xml: bool) -> None:
+    """The compute processes (type C or C+G, or no type shown): pid and used memory (MiB)."""
     # processes (compute: type C or C+G)
     procs, cur = [], None
     pid_path = "processes/process_info/pid" if xml else None

@@ -73,7 +73,7 @@ def is_ours(reason: str | None) -> bool:
 
 def may_take_over(reason: str | None) -> bool:
     """True when slurmkit may (re)set the reason: none, or ours. Slurm's own reasons
-    (:data:`SLURM_REASONS`), an admin's or another tool's: False."""
+    (``Kill task failed``, ``Prolog error``), an admin's or another tool's: False."""
     return not reason or is_ours(reason)
 
 

@@ -649,7 +649,7 @@ def _end_job_kmsg_window(run: Run, path: str) -> None:
 
 def _xid_event_job(run: Run, r, job_id: str) -> tuple[bool, str | None]:
     """Whether Xid result ``r`` goes into job ``job_id``'s spool record, and the job it names:
-    ``(True, job_id)`` when one of its lines is attributed to the job (:attr:`Run.xid_jobs`);
+    ``(True, job_id)`` when one of its lines is attributed to the job (:attr:`KernelLogScope.xid_jobs`);
     ``(True, None)`` for lines that name no GPU (node-wide: no job can be told); ``(False,
     None)`` when its lines are another job's or no job's (the log says whose)."""
     if not r.pci_bus_id:

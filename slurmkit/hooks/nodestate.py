@@ -51,7 +51,7 @@ def _int(v, default=None):
 
 
 class _Record:
-    """Equality and repr of the records below from their :meth:`to_json` (what their file
+    """Equality and repr of the records below from their ``to_json()`` (what their file
     holds), so they are made with ``record(eq=False, repr=False)``."""
 
     __hash__ = None

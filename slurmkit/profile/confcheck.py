@@ -161,7 +161,7 @@ _KEY_NAMES = {"socketsperboard": "SocketsPerBoard", "boards": "Boards", "sockets
 
 def crosscheck(profile, slurm_tree=None, gres_tree=None) -> list[Disagreement]:
     """Every disagreement between ``profile`` (a loaded Profile) and a cluster's slurm.conf
-    (``slurm_tree``) and/or gres.conf (``gres_tree``), each a :func:`load_tree` result or None.
+    (``slurm_tree``) and/or gres.conf (``gres_tree``), each a :func:`~slurmkit.slurm.conf.load_tree` result or None.
     Nodes with the same disagreement on the same line are reported once, as a hostlist.
     Raises :class:`~slurmkit.slurm.conf.ConfError` for a line that cannot be read."""
     out: list[Disagreement] = []

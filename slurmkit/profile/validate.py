@@ -215,30 +215,72 @@ def _node_types(c: _Ctx, t: dict) -> dict[str, NodeType]:
 
 
 def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
+    """Node type ``name`` from its table ``t`` (``[node_types.<name>]``); fails (``c.fail``) on
+    the first key that is unknown, of the wrong type or out of range, or that contradicts
+    another (CPUs, GPU counts, NICs, the model under AutoDetect)."""
     key = f"node_types.{name}"
     c.known(t, key, ("gpu_groups", "gpu_model", "gpu_count", "sockets", "cores_per_socket", "threads_per_core",
                      "cpu_numbering", "memory_mib", "gpu_tdp_w", "p2p", "slurm_node", "gpus", "nics",
                      "pcie_width", "pcie_gen", "sources", "clock_policy", "autodetect", "features",
                      "gres_flags"))
     groups = _gpu_groups(c, key, t)
-    gpu_count = sum(g.count for g in groups)
     sockets = c.get(t, key, "sockets", int, _default(NodeType, "sockets"), minimum=1)
     cores = c.get(t, key, "cores_per_socket", int, _default(NodeType, "cores_per_socket"), minimum=1)
     threads = c.get(t, key, "threads_per_core", int, _default(NodeType, "threads_per_core"), minimum=1)
     numbering = c.get(t, key, "cpu_numbering", str, _default(NodeType, "cpu_numbering"), choices=CPU_NUMBERINGS)
-    ncpu = sockets * cores * threads
-    slurm_node = None
-    if "slurm_node" in t:
-        sk = f"{key}.slurm_node"
-        sn = c.table(t["slurm_node"], sk)
-        c.known(sn, sk, ("cpus", "sockets", "cores_per_socket", "threads_per_core"))
-        slurm_node = SlurmNode(
-            cpus=c.get(sn, sk, "cpus", int, minimum=1), sockets=c.get(sn, sk, "sockets", int, minimum=1),
-            cores_per_socket=c.get(sn, sk, "cores_per_socket", int, minimum=1),
-            threads_per_core=c.get(sn, sk, "threads_per_core", int, 1, minimum=1))
-        if slurm_node.sockets * slurm_node.cores_per_socket * slurm_node.threads_per_core != slurm_node.cpus:
-            c.fail(f"{sk}.cpus", f"cpus = {slurm_node.cpus} but sockets x cores_per_socket x "
-                   f"threads_per_core = {slurm_node.sockets * slurm_node.cores_per_socket * slurm_node.threads_per_core}")
+    slurm_node = _slurm_node(c, key, t)
+    nics = _nics(c, key, t)
+    nic_names = {n.device for n in nics}
+    gpus = _gpus(c, key, t, groups, (sockets, cores, threads), nic_names)
+    autodetect = c.get(t, key, "autodetect", str, _default(NodeType, "autodetect"), choices=AUTODETECT)
+    for i, grp in enumerate(groups):
+        if autodetect != "off" and grp.model and grp.nvml_name and not grp.mig \
+                and grp.model.lower() not in slurm_gpu_type(grp.nvml_name):
+            c.fail(f"{key}.gpu_groups[{i}].model" if "gpu_groups" in t else f"{key}.gpu_model",
+                   f"under AutoDetect Slurm keeps a gres.conf Type= only when it is part of the name it "
+                   f"detects ({slurm_gpu_type(grp.nvml_name)!r} for {grp.nvml_name!r}; gres_gpu.c "
+                   f"_normalize_sys_gres_types), got {grp.model!r}")
+    gres_flags = c.str_list(t, key, "gres_flags")
+    for f in gres_flags:
+        if f not in GPU_ENV_FLAGS + SHARING_FLAGS:
+            c.fail(f"{key}.gres_flags", f"{f!r} is not a gres.conf Flags= value slurmkit writes "
+                   f"(one of: {', '.join(GPU_ENV_FLAGS + SHARING_FLAGS)})")
+    features = c.str_list(t, key, "features")
+    for f in features:
+        if not f or any(ch.isspace() or ch in ",&|()[]*:" for ch in f):
+            c.fail(f"{key}.features", f"{f!r} is not a Slurm node feature (one word, no ',&|()[]*:')")
+    return NodeType(name=name, gpu_groups=groups, sockets=sockets,
+                    cores_per_socket=cores, threads_per_core=threads, cpu_numbering=numbering,
+                    memory_mib=c.get(t, key, "memory_mib", int, None, minimum=0),
+                    autodetect=autodetect, gres_flags=gres_flags,
+                    features=features,
+                    p2p=c.get(t, key, "p2p", bool, _default(NodeType, "p2p")), slurm_node=slurm_node,
+                    gpus=tuple(gpus), nics=tuple(nics),
+                    pcie_width=c.get(t, key, "pcie_width", int, None, choices=PCIE_WIDTHS),
+                    pcie_gen=c.get(t, key, "pcie_gen", int, None, choices=PCIE_GENS),
+                    sources=c.str_list(t, key, "sources"),
+                    clock_policy=c.get(t, key, "clock_policy", str, None))
+
+def _slurm_node(c: _Ctx, key: str, t: dict) -> SlurmNode | None:
+    """The node type's ``slurm_node`` table (the CPU layout slurm.conf gives the node), or None;
+    its ``cpus`` must be sockets x cores_per_socket x threads_per_core."""
+    if "slurm_node" not in t:
+        return None
+    sk = f"{key}.slurm_node"
+    sn = c.table(t["slurm_node"], sk)
+    c.known(sn, sk, ("cpus", "sockets", "cores_per_socket", "threads_per_core"))
+    slurm_node = SlurmNode(
+        cpus=c.get(sn, sk, "cpus", int, minimum=1), sockets=c.get(sn, sk, "sockets", int, minimum=1),
+        cores_per_socket=c.get(sn, sk, "cores_per_socket", int, minimum=1),
+        threads_per_core=c.get(sn, sk, "threads_per_core", int, 1, minimum=1))
+    if slurm_node.sockets * slurm_node.cores_per_socket * slurm_node.threads_per_core != slurm_node.cpus:
+        c.fail(f"{sk}.cpus", f"cpus = {slurm_node.cpus} but sockets x cores_per_socket x "
+               f"threads_per_core = {slurm_node.sockets * slurm_node.cores_per_socket * slurm_node.threads_per_core}")
+    return slurm_node
+
+
+def _nics(c: _Ctx, key: str, t: dict) -> list[Nic]:
+    """The node type's ``[[nics]]``: each device, interface name and PCI address named once."""
     nics = []
     for _, nk, n in c.tables(t.get("nics", []), f"{key}.nics", "...nics",
                              ("device", "link_layer", "rate_gbps", "role", "numa_node", "netdev", "pci")):
@@ -264,7 +306,16 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
                         rate_gbps=c.get(n, nk, "rate_gbps", float, _default(Nic, "rate_gbps"), minimum=0),
                         role=c.get(n, nk, "role", str, _default(Nic, "role"), choices=NIC_ROLES),
                         numa_node=c.get(n, nk, "numa_node", int, None, minimum=0), netdev=netdev, pci=pci))
-    nic_names = {n.device for n in nics}
+    return nics
+
+
+def _gpus(c: _Ctx, key: str, t: dict, groups, layout: tuple[int, int, int], nic_names: set[str]) -> list[Gpu]:
+    """The node type's ``[[gpus]]``, in nvidia-smi order: CPUs inside the node's ``layout``
+    (sockets, cores per socket, threads per core), nearest NICs among ``nic_names``, minor
+    numbers for every GPU or none and distinct, as many as the GPU groups hold."""
+    sockets, cores, threads = layout
+    ncpu = sockets * cores * threads
+    gpu_count = sum(g.count for g in groups)
     gpus = []
     for i, gk, g in c.tables(t.get("gpus", []), f"{key}.gpus", "...gpus",
                              ("index", "cpus", "numa_node", "nearest_nics", "links", "gpu_numa_id", "minor",
@@ -310,34 +361,8 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
         for lk in g.links:
             if lk.startswith("GPU") and lk[3:].isdigit() and int(lk[3:]) >= gpu_count:
                 c.fail(f"{key}.gpus[{g.index}].links.{lk}", f"there are only {gpu_count} GPUs")
-    autodetect = c.get(t, key, "autodetect", str, _default(NodeType, "autodetect"), choices=AUTODETECT)
-    for i, grp in enumerate(groups):
-        if autodetect != "off" and grp.model and grp.nvml_name and not grp.mig \
-                and grp.model.lower() not in slurm_gpu_type(grp.nvml_name):
-            c.fail(f"{key}.gpu_groups[{i}].model" if "gpu_groups" in t else f"{key}.gpu_model",
-                   f"under AutoDetect Slurm keeps a gres.conf Type= only when it is part of the name it "
-                   f"detects ({slurm_gpu_type(grp.nvml_name)!r} for {grp.nvml_name!r}; gres_gpu.c "
-                   f"_normalize_sys_gres_types), got {grp.model!r}")
-    gres_flags = c.str_list(t, key, "gres_flags")
-    for f in gres_flags:
-        if f not in GPU_ENV_FLAGS + SHARING_FLAGS:
-            c.fail(f"{key}.gres_flags", f"{f!r} is not a gres.conf Flags= value slurmkit writes "
-                   f"(one of: {', '.join(GPU_ENV_FLAGS + SHARING_FLAGS)})")
-    features = c.str_list(t, key, "features")
-    for f in features:
-        if not f or any(ch.isspace() or ch in ",&|()[]*:" for ch in f):
-            c.fail(f"{key}.features", f"{f!r} is not a Slurm node feature (one word, no ',&|()[]*:')")
-    return NodeType(name=name, gpu_groups=groups, sockets=sockets,
-                    cores_per_socket=cores, threads_per_core=threads, cpu_numbering=numbering,
-                    memory_mib=c.get(t, key, "memory_mib", int, None, minimum=0),
-                    autodetect=autodetect, gres_flags=gres_flags,
-                    features=features,
-                    p2p=c.get(t, key, "p2p", bool, _default(NodeType, "p2p")), slurm_node=slurm_node,
-                    gpus=tuple(gpus), nics=tuple(nics),
-                    pcie_width=c.get(t, key, "pcie_width", int, None, choices=PCIE_WIDTHS),
-                    pcie_gen=c.get(t, key, "pcie_gen", int, None, choices=PCIE_GENS),
-                    sources=c.str_list(t, key, "sources"),
-                    clock_policy=c.get(t, key, "clock_policy", str, None))
+    return gpus
+
 
 
 #: A MIG profile as NVML names it (``1g.10gb``, ``1c.2g.20gb``, ``1g.10gb+me``).

@@ -1,6 +1,6 @@
 """Weekly utilization and energy reports from Slurm accounting.
 
-:func:`weekly_report` (:mod:`slurmkit.report.pipeline`) makes one from its inputs to written
+:func:`~slurmkit.report.pipeline.weekly_report` (:mod:`slurmkit.report.pipeline`) makes one from its inputs to written
 files; it is imported on first use, so importing a light module of this package (``window``)
 pulls in no pandas.
 """

@@ -215,54 +215,9 @@ def breakdown(window_start, window_end, allocs: pd.DataFrame, events: pd.DataFra
         else:
             count = sum(v.get(k, 0.0) for v in node_tres.values())
             per["reported"] = np.diff(bounds) * count
-        # Down and Planned Down from node events, less what a reservation takes over; a node's
-        # TRES as its events recorded them (as slurmdbd's rollup counts them: a node retired
-        # since is still counted), else the node's TRES
-        ev_tres = {node: max(t.get(k, 0.0) for t in ts) for node, ts in node_ev_tres.items()}
-        resv_less = {id(r): np.zeros(nb) for r in tracked}
-        for node, ivs in down_iv.items():
-            n = ev_tres.get(node) or node_tres.get(node, {}).get(k, 0.0)
-            if not n:
-                continue
-            lo = np.array([iv[0].timestamp() for iv in ivs])
-            hi = np.array([iv[1].timestamp() for iv in ivs])
-            secs = _bins(lo, hi, np.full(len(lo), n), bounds)
-            for r in tracked:
-                if node not in r["nodes"]:
-                    continue
-                rlo, rhi = max(lo.min(), r["start"].timestamp()), min(hi.max(), _epoch(r["end"]) if not pd.isna(r["end"]) else t_now)
-                both = _bins(np.maximum(lo, rlo), np.minimum(hi, rhi), np.full(len(lo), n), bounds)
-                if "MAINT" in r["flags"]:
-                    per["planned_down"] += both
-                    secs = secs - both
-                resv_less[id(r)] += both
-            per["planned_down" if node in planned_nodes else "down"] += secs
-        # reservations
-        for r in tracked:
-            lo = r["start"].timestamp()
-            hi = t_now if pd.isna(r["end"]) else _epoch(r["end"])
-            secs = _bins(np.array([max(lo, s)]), np.array([min(hi, e)]), np.array([r["tres"].get(k, 0.0)]), bounds)
-            per["planned_down" if "MAINT" in r["flags"] else "allocated"] += np.maximum(secs - resv_less[id(r)], 0.0)
-        # jobs
-        col = "gpus" if k == "gres/gpu" else "ncpus" if k == "cpu" else None
-        known = True
-        if col is not None and len(allocs):
-            cnt = allocs[col].to_numpy(float)
-            run = j_started & ~in_resv & ~np.isnan(j_start) & ~np.isnan(j_stop)
-            known = not np.isnan(cnt[run]).any()
-            per["allocated"] += _bins(np.clip(j_start[run], s, e), np.clip(j_stop[run], s, e),
-                                      np.nan_to_num(cnt[run]), bounds)
-            if k == "cpu" and j_elig is not None:
-                tasks = allocs["pending_tasks"].to_numpy(float) if "pending_tasks" in allocs else np.zeros(len(cnt))
-                wait_end = np.where(np.isnan(j_start), j_stop, j_start)
-                wait_end = np.where(np.isnan(wait_end), t_now, wait_end)
-                # the CPUs the job asked for, as slurmdbd's rollup counts a pending job (a GPU
-                # job's allocation may hold more); its allocated CPUs where the input has no ReqTRES
-                req = allocs["req_cpus"].to_numpy(float) if "req_cpus" in allocs else np.full(len(cnt), np.nan)
-                want = np.where(np.isnan(req), cnt, req)
-                ok = ~np.isnan(j_elig) & ~in_resv & ~np.isnan(want)
-                per["planned"] += _bins(np.clip(j_elig[ok], s, e), np.clip(wait_end[ok], s, e),
-                                        want[ok] * np.maximum(tasks[ok], 1.0), bounds)
+        resv_less = _down_seconds(per, k, down_iv, node_ev_tres, node_tres, tracked, planned_nodes, bounds, t_now)
+        _reservation_seconds(per, k, tracked, resv_less, s, e, bounds, t_now)
+        known = _job_seconds(per, k, allocs, (j_start, j_stop, j_started, j_elig), in_resv, s, e, bounds, t_now)
         _cap_hours(per)
         fig = {f: float(per[f].sum()) / 3600.0 for f in FIGURES}
         if not known:
@@ -276,6 +231,77 @@ def breakdown(window_start, window_end, allocs: pd.DataFrame, events: pd.DataFra
     return {"window": {"start": iso_z(pd.Timestamp(window_start)), "end": iso_z(pd.Timestamp(window_end))},
             "capacity_source": source, "tres": out,
             "registered": None if first_reg is None else iso_z(first_reg)}
+
+
+def _down_seconds(per: dict, k: str, down_iv: dict, node_ev_tres: dict, node_tres: dict, tracked: list,
+                  planned_nodes: set, bounds: np.ndarray, t_now: float) -> dict:
+    """Add TRES ``k``'s Down and Planned Down seconds per hour from the nodes' down intervals
+    ``down_iv`` to ``per``, less what a reservation takes over (a MAINT reservation's share is
+    Planned Down). Returns ``{id(reservation): seconds per hour taken over}``."""
+    nb = len(bounds) - 1
+    # Down and Planned Down from node events, less what a reservation takes over; a node's
+    # TRES as its events recorded them (as slurmdbd's rollup counts them: a node retired
+    # since is still counted), else the node's TRES
+    ev_tres = {node: max(t.get(k, 0.0) for t in ts) for node, ts in node_ev_tres.items()}
+    resv_less = {id(r): np.zeros(nb) for r in tracked}
+    for node, ivs in down_iv.items():
+        n = ev_tres.get(node) or node_tres.get(node, {}).get(k, 0.0)
+        if not n:
+            continue
+        lo = np.array([iv[0].timestamp() for iv in ivs])
+        hi = np.array([iv[1].timestamp() for iv in ivs])
+        secs = _bins(lo, hi, np.full(len(lo), n), bounds)
+        for r in tracked:
+            if node not in r["nodes"]:
+                continue
+            rlo, rhi = max(lo.min(), r["start"].timestamp()), min(hi.max(), _epoch(r["end"]) if not pd.isna(r["end"]) else t_now)
+            both = _bins(np.maximum(lo, rlo), np.minimum(hi, rhi), np.full(len(lo), n), bounds)
+            if "MAINT" in r["flags"]:
+                per["planned_down"] += both
+                secs = secs - both
+            resv_less[id(r)] += both
+        per["planned_down" if node in planned_nodes else "down"] += secs
+    return resv_less
+
+
+def _reservation_seconds(per: dict, k: str, tracked: list, resv_less: dict, s: float, e: float,
+                         bounds: np.ndarray, t_now: float) -> None:
+    """Add each reservation's TRES ``k`` seconds per hour (less its nodes' down time,
+    ``resv_less``) to ``per``: Planned Down for a MAINT reservation, else Allocated."""
+    for r in tracked:
+        lo = r["start"].timestamp()
+        hi = t_now if pd.isna(r["end"]) else _epoch(r["end"])
+        secs = _bins(np.array([max(lo, s)]), np.array([min(hi, e)]), np.array([r["tres"].get(k, 0.0)]), bounds)
+        per["planned_down" if "MAINT" in r["flags"] else "allocated"] += np.maximum(secs - resv_less[id(r)], 0.0)
+
+
+def _job_seconds(per: dict, k: str, allocs: pd.DataFrame, job_columns: tuple, in_resv: np.ndarray, s: float,
+                 e: float, bounds: np.ndarray, t_now: float) -> bool:
+    """Add the jobs' TRES ``k`` seconds per hour to ``per``: Allocated while they ran (outside a
+    reservation) and, for CPUs, Planned while eligible and pending (the CPUs asked for, times
+    the pending tasks). ``job_columns``: :func:`_job_columns`. Returns whether every job's
+    count of ``k`` is known."""
+    j_start, j_stop, j_started, j_elig = job_columns
+    col = "gpus" if k == "gres/gpu" else "ncpus" if k == "cpu" else None
+    known = True
+    if col is not None and len(allocs):
+        cnt = allocs[col].to_numpy(float)
+        run = j_started & ~in_resv & ~np.isnan(j_start) & ~np.isnan(j_stop)
+        known = not np.isnan(cnt[run]).any()
+        per["allocated"] += _bins(np.clip(j_start[run], s, e), np.clip(j_stop[run], s, e),
+                                  np.nan_to_num(cnt[run]), bounds)
+        if k == "cpu" and j_elig is not None:
+            tasks = allocs["pending_tasks"].to_numpy(float) if "pending_tasks" in allocs else np.zeros(len(cnt))
+            wait_end = np.where(np.isnan(j_start), j_stop, j_start)
+            wait_end = np.where(np.isnan(wait_end), t_now, wait_end)
+            # the CPUs the job asked for, as slurmdbd's rollup counts a pending job (a GPU
+            # job's allocation may hold more); its allocated CPUs where the input has no ReqTRES
+            req = allocs["req_cpus"].to_numpy(float) if "req_cpus" in allocs else np.full(len(cnt), np.nan)
+            want = np.where(np.isnan(req), cnt, req)
+            ok = ~np.isnan(j_elig) & ~in_resv & ~np.isnan(want)
+            per["planned"] += _bins(np.clip(j_elig[ok], s, e), np.clip(wait_end[ok], s, e),
+                                    want[ok] * np.maximum(tasks[ok], 1.0), bounds)
+    return known
 
 
 def _cap_hours(per: dict[str, np.ndarray]) -> None:

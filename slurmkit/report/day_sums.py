@@ -87,6 +87,71 @@ def _category_sql(i: str, d0: str) -> str:
                     WHEN NOT g.direct THEN {COMPARED} WHEN g.i1 = {i} THEN {DIRECT_LAST} ELSE {DIRECT_EARLIER} END"""
 
 
+def _counts(days: int, summed: int, entries: dict, t0: float) -> dict:
+    """:func:`summarize`'s result from the manifest ``entries`` of the days (``t0``: its start,
+    ``time.monotonic()``)."""
+    return {"days": days, "summed": summed, "rows": sum(int(e["rows"]) for e in entries.values()),
+            "plain_rows": sum(int(e["rows"]) - int(e["plain_from"]) for e in entries.values()),
+            "direct_rows": sum(int(e["plain_from"]) - int(e["direct_from"]) for e in entries.values()),
+            "seconds": round(time.monotonic() - t0, 3)}
+
+
+def _old_entries(st: Store, version: str) -> dict:
+    """The day entries of ``st``'s ``_sums.json`` when it is of sums ``version``, else {} (none,
+    unreadable, or of another version)."""
+    try:
+        old = json.loads((st.dir / P.SUMS_MANIFEST).read_text())
+        old = old["days"] if isinstance(old, dict) and old.get("version") == version else {}
+    except (OSError, ValueError, KeyError, TypeError):
+        old = {}
+    return old if isinstance(old, dict) else {}
+
+
+def _day_runs(con, days: list[str], paths: dict) -> dict[int, dict[int, tuple[int, int, int]]]:
+    """Each day's runs as its file holds them now: ``{day index: {category: (rows, first file
+    row, last file row)}}``, the categories of :func:`_category_sql` (a day is sorted when each
+    run's rows are where its counts put them)."""
+    def each_day(cols: str) -> str:
+        return " UNION ALL ".join(
+            f"""SELECT {i} AS i, {P._epoch(f'{d}T00:00:00Z')!r}::DOUBLE AS d0, file_row_number AS fr, {cols}
+                FROM read_parquet('{P._q(str(paths[d]))}', file_row_number = true, hive_partitioning = false)"""
+            for i, d in enumerate(days))
+
+    if days:
+        # the keys held by several rows, and whether they are copies of one finished row
+        # over consecutive stored days (``direct``; ``i1`` the last of those days)
+        con.execute(f"""CREATE TEMP TABLE ks AS SELECT k, count(*) AS n, count(DISTINCT i) AS nd,
+                            min(i) AS i0, max(i) AS i1
+                        FROM ({each_day(f'{KEY} AS k')}) GROUP BY k HAVING count(*) > 1""")
+        content = ", ".join(f'"{c}"' for c in CONTENT)
+        # (a copy pulled later than the next day's copy: the latest copy read is not the
+        # last one, a NULL pull being the latest, as the period report ranks them)
+        con.execute(f"""CREATE TEMP TABLE groups AS
+            SELECT ks.k, ks.i1, coalesce(c.same, false) AND late.k IS NULL AND ks.n = ks.nd
+                   AND ks.i1 - ks.i0 + 1 = ks.nd AS direct
+            FROM ks LEFT JOIN (
+                SELECT k, count(DISTINCT row({content})) = 1 AS same
+                FROM ({each_day(f'{KEY} AS k, *')}) SEMI JOIN ks USING (k) GROUP BY k
+            ) c ON c.k = ks.k LEFT JOIN (
+                SELECT DISTINCT k FROM (
+                    SELECT k, p, lead(p) OVER (PARTITION BY k ORDER BY i) AS np
+                    FROM (SELECT k, i, coalesce(epoch_us(pulled_at::TIMESTAMPTZ), 9223372036854775807) AS p
+                          FROM ({each_day(f'{KEY} AS k, pulled_at')}) SEMI JOIN ks USING (k)))
+                WHERE p > np) late ON late.k = ks.k""")
+        # each day's runs as its file holds them now: sorted when each run's rows are
+        # where its counts put them
+        got = con.execute(f"""SELECT i, cat, count(*), min(fr), max(fr) FROM (
+                SELECT i, fr, {_category_sql('i', 'd0')} AS cat
+                FROM ({each_day(f'{KEY} AS k, *')}) r LEFT JOIN groups g USING (k))
+            GROUP BY i, cat""").fetchall()
+    else:
+        got = []
+    runs: dict[int, dict[int, tuple[int, int, int]]] = {}
+    for i, cat, n, lo, hi in got:
+        runs.setdefault(int(i), {})[int(cat)] = (int(n), int(lo), int(hi))
+    return runs
+
+
 def summarize(store_root, cluster: str = "", progress=None, threads: int | None = None) -> dict:
     """Bring the day sums of store cluster ``cluster`` ("" is ``_default``) up to date: each day
     file (with its steps file and manifest entry, as the period report reads a day) whose rows
@@ -102,61 +167,18 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
     t0 = time.monotonic()
     st = Store(store_root, cluster)
     if not st.dir.is_dir():
-        return {"days": 0, "summed": 0, "rows": 0, "plain_rows": 0, "direct_rows": 0,
-                "seconds": round(time.monotonic() - t0, 3)}
+        return _counts(0, 0, {}, t0)
     days = P.summable_days(st)
     version = P.sums_version()
-    try:
-        old = json.loads((st.dir / P.SUMS_MANIFEST).read_text())
-        old = old["days"] if isinstance(old, dict) and old.get("version") == version else {}
-    except (OSError, ValueError, KeyError, TypeError):
-        old = {}
-    old = old if isinstance(old, dict) else {}
+    old = _old_entries(st, version)
     paths = {d: st.day_files(d)[0] for d in days}
     if old and set(old) == set(days) and all(P.day_entry_unchanged(old[d], paths[d]) for d in days):
         # (no day file changed since: the runs and sums stand)
-        return {"days": len(days), "summed": 0, "rows": sum(int(e["rows"]) for e in old.values()),
-                "plain_rows": sum(int(e["rows"]) - int(e["plain_from"]) for e in old.values()),
-                "direct_rows": sum(int(e["plain_from"]) - int(e["direct_from"]) for e in old.values()),
-                "seconds": round(time.monotonic() - t0, 3)}
+        return _counts(len(days), 0, old, t0)
     con = P.connect(threads=threads)
     entries, summed = {}, 0
     try:
-        def each_day(cols: str) -> str:
-            return " UNION ALL ".join(
-                f"""SELECT {i} AS i, {P._epoch(f'{d}T00:00:00Z')!r}::DOUBLE AS d0, file_row_number AS fr, {cols}
-                    FROM read_parquet('{P._q(str(paths[d]))}', file_row_number = true, hive_partitioning = false)"""
-                for i, d in enumerate(days))
-
-        if days:
-            # the keys held by several rows, and whether they are copies of one finished row
-            # over consecutive stored days (``direct``; ``i1`` the last of those days)
-            con.execute(f"""CREATE TEMP TABLE ks AS SELECT k, count(*) AS n, count(DISTINCT i) AS nd,
-                                min(i) AS i0, max(i) AS i1
-                            FROM ({each_day(f'{KEY} AS k')}) GROUP BY k HAVING count(*) > 1""")
-            content = ", ".join(f'"{c}"' for c in CONTENT)
-            # (a copy pulled later than the next day's copy: the latest copy read is not the
-            # last one, a NULL pull being the latest, as the period report ranks them)
-            con.execute(f"""CREATE TEMP TABLE groups AS
-                SELECT ks.k, ks.i1, coalesce(c.same, false) AND late.k IS NULL AND ks.n = ks.nd
-                       AND ks.i1 - ks.i0 + 1 = ks.nd AS direct
-                FROM ks LEFT JOIN (
-                    SELECT k, count(DISTINCT row({content})) = 1 AS same
-                    FROM ({each_day(f'{KEY} AS k, *')}) SEMI JOIN ks USING (k) GROUP BY k
-                ) c ON c.k = ks.k LEFT JOIN (
-                    SELECT DISTINCT k FROM (
-                        SELECT k, p, lead(p) OVER (PARTITION BY k ORDER BY i) AS np
-                        FROM (SELECT k, i, coalesce(epoch_us(pulled_at::TIMESTAMPTZ), 9223372036854775807) AS p
-                              FROM ({each_day(f'{KEY} AS k, pulled_at')}) SEMI JOIN ks USING (k)))
-                    WHERE p > np) late ON late.k = ks.k""")
-            # each day's runs as its file holds them now: sorted when each run's rows are
-            # where its counts put them
-            got = con.execute(f"""SELECT i, cat, count(*), min(fr), max(fr) FROM (
-                    SELECT i, fr, {_category_sql('i', 'd0')} AS cat
-                    FROM ({each_day(f'{KEY} AS k, *')}) r LEFT JOIN groups g USING (k))
-                GROUP BY i, cat""").fetchall()
-        else:
-            got = []
+        runs = _day_runs(con, days, paths)
         batch, held = [], 0
 
         def flush():
@@ -166,9 +188,6 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
                     entries[day].update(e)
             batch, held = [], 0
 
-        runs: dict[int, dict[int, tuple[int, int, int]]] = {}
-        for i, cat, n, lo, hi in got:
-            runs.setdefault(int(i), {})[int(cat)] = (int(n), int(lo), int(hi))
         for i, d in enumerate(days):
             r = runs.get(i, {})
             bounds, at = [], 0
@@ -201,11 +220,7 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
     finally:
         con.close()
     atomic_write(st.dir / P.SUMS_MANIFEST, json.dumps({"version": version, "days": entries}, indent=1, sort_keys=True))
-    rows = sum(int(e["rows"]) for e in entries.values())
-    return {"days": len(days), "summed": summed, "rows": rows,
-            "plain_rows": sum(int(e["rows"]) - int(e["plain_from"]) for e in entries.values()),
-            "direct_rows": sum(int(e["plain_from"]) - int(e["direct_from"]) for e in entries.values()),
-            "seconds": round(time.monotonic() - t0, 3)}
+    return _counts(len(days), summed, entries, t0)
 
 
 #: Plain rows summed together (one query for many days; a bound on the memory held).
@@ -214,7 +229,7 @@ BATCH_ROWS = 500_000
 
 def _sort_day(con, i: int, day: str, path: Path, in_place: bool) -> tuple[dict, object]:
     """Sort one day file into its runs (each its own row group; ``in_place``: it is already),
-    with table ``groups`` of :func:`summarize` in ``con``. Returns its ``_sums.json`` entry
+    with table ``groups`` of :func:`_day_runs` in ``con``. Returns its ``_sums.json`` entry
     (but ``elig``) and its plain rows (a pyarrow table, for :func:`_sum_batch`)."""
     d0 = P._epoch(f"{day}T00:00:00Z")
     table = pq.read_table(path)

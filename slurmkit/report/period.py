@@ -12,7 +12,7 @@ compare both ways; ``use_sums=False`` reads every row).
 
 Definitions are the weekly report's (docs/report.md names each rule once;
 :func:`slurmkit.report.usage.allocations` and :func:`slurmkit.report.weekly.build_report` state
-them in pandas, :func:`_rows_sql` and :func:`_aggregate` in SQL; the equality test,
+them in pandas, :func:`_build_rows` and :func:`_aggregate` in SQL; the equality test,
 tests/report/test_report_period.py, keeps the two equal), evaluated per window: the whole
 period and each part of the breakdown (ISO weeks or calendar months, clipped to the period),
 for all clusters together and, with several, for each. A window's figures are exactly what
@@ -392,23 +392,7 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
     wins = ", ".join(f"({i}, {s!r}::DOUBLE, {e!r}::DOUBLE, '{_q(sc)}', {str(not rollup or i in rollup).lower()}, "
                      f"{'NULL' if rollup.get(i, (0, None))[1] is None else repr(rollup[i][1])}::DOUBLE)"
                      for i, s, e, sc in windows)
-    waste = ", ".join(f"'{s}'" for s in WASTE_STATES)
-    # the GPU bucket as a number (``_BUCKET_LABELS``' index: no text per row; named in ``fine``)
-    bucket = " ".join(f"WHEN ceil(coalesce(req_gpus, gpus, 0)) <= {hi} THEN {i + 1}"
-                      for i, (lo, hi, label) in enumerate(GPU_BUCKETS) if lo > 0 and math.isfinite(hi))
-    # the GPU type group (as weekly.gpu_type_labels): untyped GPUs, and rows with no GPU count
-    gtype = (f"CASE WHEN gpus IS NULL THEN '{GPU_TYPE_UNKNOWN}' WHEN coalesce(gpu_type, '') = '' AND gpus > 0 "
-             f"THEN '{GPU_UNTYPED}' ELSE gpu_type END AS gpu_type")
-    cols = f"""wid, prim, CASE WHEN multi THEN jid END AS jid, multi, state, "user", account, partition, qos, {gtype}, gpus, ncpus, gpu_source,
-           eligible, ran, waiting, provisional,
-           gpus * in_window_s / 3600.0 AS gpu_hours,
-           ncpus * in_window_s / 3600.0 AS cpu_hours,
-           state IN ({waste}) AS waste_state,
-           CASE WHEN ran AND start >= ws AND start < we AND coalesce(eligible, submit) IS NOT NULL
-                THEN greatest(start - coalesce(eligible, submit), 0) END AS wait0,
-           CASE WHEN coalesce(req_gpus, gpus) IS NULL THEN 0
-                WHEN ceil(coalesce(req_gpus, gpus, 0)) <= 0 THEN 1 {bucket} ELSE {len(GPU_BUCKETS)} END AS gpu_bucket,
-           {_size_cells()}"""
+    cols = _row_columns()
     # a running row (no End) runs up to its pull (the copy kept is the latest one: after it
     # nothing is known; a store filled from a capture: the capture's time), never past ``now``
     hz = f"least(coalesce(pulled_us / 1e6, {now!r}), {now!r})"
@@ -471,6 +455,30 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
         SELECT {derived} FROM (
             SELECT {cols}, false AS requeued, true AS last_run, true AS wait_first FROM ({rows.replace("{only}", "(SELECT *, NULL::VARCHAR AS jid, false AS multi FROM single)").replace("{parts}", "AND w.part")}) WHERE NOT multi)
         UNION ALL SELECT * EXCLUDE (has_run) FROM m""")
+
+
+def _row_columns() -> str:
+    """SQL of the columns of a (row, window) of view ``rw`` (:func:`_build_rows`): the row's
+    own fields, its GPU type group (as :func:`slurmkit.report.weekly.gpu_type_labels`), its
+    GPU- and CPU-hours inside the window, its queue wait, its GPU bucket (``_BUCKET_LABELS``'
+    index) and its job-size cell (:func:`_size_cells`)."""
+    waste = ", ".join(f"'{s}'" for s in WASTE_STATES)
+    # the GPU bucket as a number (``_BUCKET_LABELS``' index: no text per row; named in ``fine``)
+    bucket = " ".join(f"WHEN ceil(coalesce(req_gpus, gpus, 0)) <= {hi} THEN {i + 1}"
+                      for i, (lo, hi, label) in enumerate(GPU_BUCKETS) if lo > 0 and math.isfinite(hi))
+    # the GPU type group (as weekly.gpu_type_labels): untyped GPUs, and rows with no GPU count
+    gtype = (f"CASE WHEN gpus IS NULL THEN '{GPU_TYPE_UNKNOWN}' WHEN coalesce(gpu_type, '') = '' AND gpus > 0 "
+             f"THEN '{GPU_UNTYPED}' ELSE gpu_type END AS gpu_type")
+    return f"""wid, prim, CASE WHEN multi THEN jid END AS jid, multi, state, "user", account, partition, qos, {gtype}, gpus, ncpus, gpu_source,
+           eligible, ran, waiting, provisional,
+           gpus * in_window_s / 3600.0 AS gpu_hours,
+           ncpus * in_window_s / 3600.0 AS cpu_hours,
+           state IN ({waste}) AS waste_state,
+           CASE WHEN ran AND start >= ws AND start < we AND coalesce(eligible, submit) IS NOT NULL
+                THEN greatest(start - coalesce(eligible, submit), 0) END AS wait0,
+           CASE WHEN coalesce(req_gpus, gpus) IS NULL THEN 0
+                WHEN ceil(coalesce(req_gpus, gpus, 0)) <= 0 THEN 1 {bucket} ELSE {len(GPU_BUCKETS)} END AS gpu_bucket,
+           {_size_cells()}"""
 
 
 def _size_cells() -> str:
@@ -672,12 +680,24 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
     the jobs cancelled before start, the job sizes and the queue-wait quantiles and histogram
     are rolled up; the distinct jobs with several rows come from table ``m`` (a job with one
     row in the store is one row: counted, no DISTINCT over millions of rows)."""
-    cols = [c for _, c in GROUPS] + ["line", "nstate"]
-    sets = ", ".join(["(wid)"] + [f'(wid, "{c}")' for c in cols])
-    head = f"""SELECT wid, {", ".join(f'"{c}"' for c in cols)},
-               {", ".join(f'GROUPING("{c}") = 0 AS "is_{c}"' for c in cols)}"""
-    src = f"""FROM (SELECT *, CASE WHEN run THEN CASE WHEN requeued THEN '{REQUEUED_LINE}' ELSE state END END AS line,
-                       CASE WHEN never THEN state END AS nstate FROM {{table}})"""
+    _fine_tables(con, rollup, sums)
+    _job_sizes(con, per)
+    a = _group_figures(con)
+    _fill_totals(a, per)
+    _fill_groups(a, per)
+    _fill_outcomes(con, a, per)
+    _fill_queue_wait(con, per)
+
+
+#: The columns of :func:`_group_figures`' grouping sets: each group table's, the outcome line
+#: (``line``) and the cancelled-before-start state (``nstate``).
+_GROUPED = [c for _, c in GROUPS] + ["line", "nstate"]
+
+
+def _fine_tables(con, rollup: dict | None, sums: list | None) -> None:
+    """Tables ``fine`` (the rows of ``rw`` summed per finest group, with the day sums
+    ``sums``) and ``fine_all`` (``fine`` with each part's rows with one row in the store also
+    rolled up into its period, ``rollup``)."""
     # one pass: the sums and counts per finest group (window, user, account, partition, QOS,
     # GPU type, outcome line, cancelled-before-start state, GPUs > 0), a few hundred thousand
     # rows at most; every table is a roll-up of it (sums and counts add up; the jobs with one
@@ -709,7 +729,19 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
         SELECT * REPLACE (CASE WHEN prim OR dim = 'wait' THEN nrows ELSE 0 END AS nrows)
         FROM (SELECT f.* EXCLUDE (wid), r.pwid AS wid FROM fine f JOIN rollup_map r ON f.wid = r.wid)
         WHERE NOT multi""")
-    _job_sizes(con, per)
+
+
+def _group_figures(con):
+    """The figures of every grouping set (the whole window, each group table's column, the
+    outcome lines, the cancelled-before-start states) per window, from ``fine_all``, with the
+    distinct jobs with several rows from table ``m`` added: a DataFrame, one row per
+    (wid, set, value), ``is_<column>`` saying which set."""
+    cols = _GROUPED
+    sets = ", ".join(["(wid)"] + [f'(wid, "{c}")' for c in cols])
+    head = f"""SELECT wid, {", ".join(f'"{c}"' for c in cols)},
+               {", ".join(f'GROUPING("{c}") = 0 AS "is_{c}"' for c in cols)}"""
+    src = f"""FROM (SELECT *, CASE WHEN run THEN CASE WHEN requeued THEN '{REQUEUED_LINE}' ELSE state END END AS line,
+                       CASE WHEN never THEN state END AS nstate FROM {{table}})"""
 
     def n(cond):
         return f"coalesce(sum(nrows) FILTER (WHERE {cond}), 0)::BIGINT"
@@ -753,7 +785,13 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
             a[c] = [None if v == none else v for v in a[c]]
     for c in cols:
         a[f"is_{c}"] = a[f"is_{c}"].astype(bool)
-    whole = ~a[[f"is_{c}" for c in cols]].any(axis=1)
+    return a
+
+
+def _fill_totals(a, per: dict) -> None:
+    """Each window's ``totals``, ``unknown`` and ``queue_wait.from`` from the whole-window rows
+    of :func:`_group_figures`; a window without runs keeps its zeros."""
+    whole = ~a[[f"is_{c}" for c in _GROUPED]].any(axis=1)
     for r in a[whole].to_dict("records"):
         w = per[r["wid"]]
         w["queue_wait"]["from"] = "Eligible" if r["elig"] else "Submit"
@@ -774,6 +812,11 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
                        "wasted_gpu_hours": g(r["wasted"]), "provisional_jobs": int(r["provisional_jobs"]),
                        "provisional_gpu_hours": g(r["prov"]), "gpu_hours_from_request": g(r["gpu_hours_from_request"]),
                        "allocation_rows_gpus_unknown": int(r["allocation_rows_gpus_unknown"])}
+
+
+def _fill_groups(a, per: dict) -> None:
+    """Each window's group tables (``by_user``, ...) from :func:`_group_figures`: largest
+    GPU-hours first, then CPU-hours (unknown last), then the name."""
     for key, col in GROUPS:
         sfx = "_t" if col == "gpu_type" else ""   # GPU rows and rows of unknown GPUs
         # a row without the group's value (no user, no GPU type) is in no group, as in pandas
@@ -787,6 +830,11 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
                                  d["cpu_hours"] is None, -(d["cpu_hours"] or 0.0), str(d[col])))
         for d in rows:
             per[d.pop("_wid")][key].append(d)
+
+
+def _fill_outcomes(con, a, per: dict) -> None:
+    """Each window's ``outcomes``: each job on the line of its last run, earlier attempts on
+    the requeued line with their states, then the jobs that ended before they started."""
     # outcomes: each job on the line of its last run; earlier attempts (rows of ``m`` only) on
     # the requeued line, with their states
     states = _fetch(con, "SELECT wid, state, count(*) AS n FROM m WHERE run AND requeued GROUP BY wid, state")
@@ -818,6 +866,11 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
         per[wid]["outcomes"].append({"state": NEVER_STARTED_LINE, "jobs": jobs, "attempts": n, "rows": n,
                                      "gpu_hours": 0.0, "wasted_gpu_hours": 0.0, "ran": False,
                                      "states": dict(sorted(st.items()))})
+
+
+def _fill_queue_wait(con, per: dict) -> None:
+    """Each window's queue-wait quantiles and histogram from the waits counted per value
+    (``fine_all``'s wait set), the whole window and per partition x GPU bucket."""
     # queue wait: the quantiles and the histogram from the waits counted per value (``fine``'s
     # wait set), the whole window and per partition x GPU bucket
     order = {label: i for i, (_, _, label) in enumerate(GPU_BUCKETS)} | {GPU_BUCKET_UNKNOWN: len(GPU_BUCKETS)}
@@ -884,45 +937,13 @@ def _not_stored(w: dict, why: str) -> dict:
                            "by_partition_gpus": [], "histogram": None}}
 
 
-def period_report(store_root, period: Period, clusters=None, now=None,
-                  memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_dir: str | None = None,
-                  threads: int | None = None, progress=None, sections=None, use_sums: bool = True) -> dict:
-    """The period report (a plain dict, the JSON output; its shape in docs/report.md) from the
-    store at ``store_root``, computed in DuckDB over the store's daily allocation files.
-
-    ``clusters``: a store cluster name, a list of them, or None (every cluster in the store,
-    :func:`slurmkit.accounting.store.clusters`); "" is ``_default``. ``now``: the time running
-    jobs are taken to end at the latest (default: the current time; a running job runs up to its row's pull, never past it). ``progress``: a callable
-    ``(message)`` told what is being read and done (the CLI prints it on a terminal).
-    ``sections``: ``{name: callable(windows, clusters) -> dict}``, the hook of sections this
-    module does not compute (sreport's breakdown, issue 27 point 4): each is called with the
-    windows (``[(label, Window)]``, the period's first as ``"(period)"``, then the parts) and
-    the store clusters, and its dict is the report's ``name``. ``use_sums``: read the store's
-    day sums where they are valid (:func:`valid_day_sums`; False: every row, the same figures).
-
-    ``{"period": {"label", "start", "end", "by"}, "as_of" (``now``), "running_up_to" (a running
-    job runs up to its row's pull, never past ``now``: the latest pull of the days read, else
-    ``now``), "clusters", "store": {"root",
-    "days", "days_missing", "days_not_final", "days_future"} (per cluster, with
-    ``days_from_sums``: days read with their sums, and ``day_sums``: :func:`valid_day_sums`'
-    state, or why none was read; a day not stored
-    after ``now`` is future, not missing), "time_zones" (:func:`time_zones`)}, "totals", "unknown", "by_user",
-    "by_account", "by_partition", "by_qos", "by_gpu_type", "outcomes", "queue_wait",
-    "breakdown": [{"label", "start", "end", <the same sections>}] (each section, the period's
-    too, with ``days_in_part``, ``days_stored`` (held by some cluster of its scope) and
-    ``days_future`` (after ``now``); one with no day stored has every figure None and
-    ``not_in_store``: "not in the store" or "not yet (after --now)"), "by_cluster": [{"cluster",
-    <the same sections>, "breakdown"}] (several clusters only), "data_quality"}``: hours are
-    GPU-/CPU-hours inside the window (the period or the part); wait times in s; an unknown
-    figure is None. Raises :class:`~slurmkit.errors.InputError` (the store's folder, DuckDB's
-    message naming the file) when ``store_root`` is not a folder or holds no ``cluster=``
-    folder (a cluster folder given for the store says so), when a store file cannot be read, and when a cluster asked for is
-    not in the store."""
+def _store_clusters(store_root, clusters) -> list[str]:
+    """The store clusters the report reads: ``clusters`` (a name, a list, or None for every
+    cluster in the store; "" is ``_default``). Raises :class:`~slurmkit.errors.InputError`
+    when ``store_root`` is not a folder, holds no ``cluster=`` folder (a cluster folder given
+    for the store says so), or lacks a cluster asked for."""
     from slurmkit.accounting import store as S
 
-    t0 = time.monotonic()
-    now_ts = pd.Timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")
-    now_ts = now_ts.tz_localize("UTC") if now_ts.tzinfo is None else now_ts.tz_convert("UTC")
     if not Path(store_root).is_dir():
         raise InputError(str(store_root), None, "no store there (not a folder); fill one with 'slurmkit report "
                          "weekly' (live) or 'slurmkit report store --from-sacct FILE' (captures)")
@@ -935,19 +956,28 @@ def period_report(store_root, period: Period, clusters=None, now=None,
         raise InputError(str(store_root), None, "no cluster= folders in it: not a store, or an empty one; fill "
                          "it with 'slurmkit report weekly' (live) or 'slurmkit report store --from-sacct FILE'")
     if clusters is None:
-        names = have
-    else:
-        names = [c or "_default" for c in ([clusters] if isinstance(clusters, str) else clusters)]
-        lost = [c for c in names if c not in have]
-        if lost:
-            raise InputError(str(store_root), None, f"cluster(s) {', '.join(lost)} not in the store "
-                             f"(it holds: {', '.join(have) or 'none'})")
+        return have
+    names = [c or "_default" for c in ([clusters] if isinstance(clusters, str) else clusters)]
+    lost = [c for c in names if c not in have]
+    if lost:
+        raise InputError(str(store_root), None, f"cluster(s) {', '.join(lost)} not in the store "
+                         f"(it holds: {', '.join(have) or 'none'})")
+    return names
+
+
+def _days_to_read(store_root, names: list[str], window: Window, now: float):
+    """The day files of ``window`` per store cluster: ``(files, store_info, data_quality,
+    latest_pull)``; ``files``: ``{cluster: [(day, path)]}`` (:func:`_store_days`),
+    ``store_info``: the report's ``store.clusters`` entries, ``latest_pull``: the latest
+    manifest ``pulled_at`` of the days read (epoch s) or None."""
+    from slurmkit.accounting import store as S
+
     files, store_info, dq = {}, {}, {"rows_read": 0, "skipped": {}, "repaired": {}}
     latest_pull = None   # the latest pull of the days read (epoch s; the manifest's pulled_at)
     for c in names:
         st = S.Store(store_root, c)
         future: list[str] = []
-        fs, missing, open_days, cdq = _store_days(st, period.window, now_ts.timestamp(), future)
+        fs, missing, open_days, cdq = _store_days(st, window, now, future)
         files[st.cluster] = fs
         man = st.manifest()
         pulls = [float(man[d]["pulled_at"]) for d, _ in fs if man.get(d, {}).get("pulled_at") is not None]
@@ -959,20 +989,34 @@ def period_report(store_root, period: Period, clusters=None, now=None,
         for kind in ("skipped", "repaired"):
             for k, v in cdq[kind].items():
                 dq[kind][k] = dq[kind].get(k, 0) + v
+    return files, store_info, dq, latest_pull
+
+
+def _report_windows(period: Period, scopes: list[str]):
+    """The windows computed: the period and each of its parts, per scope ("": every cluster,
+    then each cluster with several). ``(parts, windows, ids, rollup)``: ``windows``
+    ``[(wid, start, end, scope)]`` (epoch s), ``ids`` ``{(scope, 0 for the period or part
+    index + 1): wid}``, ``rollup`` as :func:`_build_rows` takes it."""
     parts = period.parts()
-    scopes = [""] + (list(files) if len(files) > 1 else [])
     windows, ids = [], {}
     for scope in scopes:
         for i, w in enumerate([period.window] + [w for _, w in parts]):
             ids[(scope, i)] = len(windows)
             windows.append((len(windows), _epoch(w.start), _epoch(w.end), scope))
-    per = {wid: _empty_window() for wid, *_ in windows}
     # each part rolls up into its period (:func:`_build_rows`): (period wid, previous part's start)
     rollup = {ids[(scope, i + 1)]: (ids[(scope, 0)], _epoch(parts[i - 1][1].start) if i else None)
               for scope in scopes for i in range(len(parts))}
-    # the days read from their sums (the rows of jobs with one row, the day whole in each
-    # window that touches it): the rows after ``plain_from`` are not read (:func:`valid_day_sums`)
-    # (a window boundary other than a UTC midnight: every row is read)
+    return parts, windows, ids, rollup
+
+
+def _plan_day_sums(store_root, files: dict, windows: list, rollup: dict, store_info: dict, use_sums: bool):
+    """The days read from their sums (the rows of jobs with one row, the day whole in each
+    window that touches it): ``(sums, flags, summed_rows)`` for :func:`_aggregate` and
+    :func:`_load_rows`. Each summed day's entry in ``files`` gains the offsets after which its
+    rows are not read (:func:`valid_day_sums`); ``store_info`` gains ``days_from_sums`` and
+    ``day_sums`` per cluster. A window boundary other than a UTC midnight: every row is read."""
+    from slurmkit.accounting import store as S
+
     sums, flags, summed_rows = [], {}, 0
     midnights = all(ws % 86400 == 0 and we % 86400 == 0 for _, ws, we, _ in windows)
     for sc, fs in files.items():
@@ -997,40 +1041,53 @@ def period_report(store_root, period: Period, clusters=None, now=None,
             flags[sc] = (e0 or bool(e.get("elig")), t0_ or bool(e.get("textual")))
             summed_rows += int(e["rows"]) - int(e["plain_from"])
         store_info[sc]["days_from_sums"] = len(fs)
+    return sums, flags, summed_rows
+
+
+def _compute_windows(store_root, files: dict, flags: dict, windows: list, now: float, rollup: dict,
+                     sums: list, summed_rows: int, per: dict, memory_limit: str, temp_dir, threads,
+                     progress, t0: float) -> None:
+    """Fill ``per`` (wid -> section) from the day files in DuckDB: :func:`_load_rows`,
+    :func:`_build_rows`, :func:`_aggregate`. Raises :class:`~slurmkit.errors.UsageError` for a
+    memory limit DuckDB does not take or is too small, :class:`~slurmkit.errors.InputError`
+    when a store file cannot be read."""
+    import duckdb
+
     nfiles = sum(len(f) for f in files.values())
-    if nfiles:
-        import duckdb
+    try:
+        con = connect(memory_limit, temp_dir, threads)
+    except duckdb.Error as exc:
+        raise UsageError("--memory-limit", f"DuckDB does not take {memory_limit!r} (a size such as 2GB or "
+                         f"512MB): {str(exc).splitlines()[0]}") from None
+    try:
+        if progress:
+            progress(f"reading {nfiles} day file(s) of {len(files)} cluster(s)")
+        _load_rows(con, {c: f for c, f in files.items() if f}, flags)
+        _build_rows(con, windows, now, rollup)
+        if progress:
+            n = con.execute("SELECT count(*) FROM b").fetchone()[0]
+            from_sums = f" ({summed_rows:,} from {len(sums)} day sums)" if sums else ""
+            progress(f"{n + summed_rows:,} allocation rows{from_sums}, {time.monotonic() - t0:.1f} s; aggregating")
+        _aggregate(con, per, rollup, sums)
+    except (duckdb.IOException, duckdb.InvalidInputException) as exc:
+        first = " ".join(str(exc).split())
+        raise InputError(str(store_root), None, f"a store file cannot be read: {first}") from None
+    except duckdb.OutOfMemoryException:
+        raise UsageError("--memory-limit", f"the report does not fit in DuckDB's memory limit {memory_limit} "
+                         "(its hash tables cannot all spill): give a larger one, e.g. 2GB") from None
+    finally:
+        con.close()
 
-        try:
-            con = connect(memory_limit, temp_dir, threads)
-        except duckdb.Error as exc:
-            raise UsageError("--memory-limit", f"DuckDB does not take {memory_limit!r} (a size such as 2GB or "
-                             f"512MB): {str(exc).splitlines()[0]}") from None
-        try:
-            if progress:
-                progress(f"reading {nfiles} day file(s) of {len(files)} cluster(s)")
-            _load_rows(con, {c: f for c, f in files.items() if f}, flags)
-            _build_rows(con, windows, now_ts.timestamp(), rollup)
-            if progress:
-                n = con.execute("SELECT count(*) FROM b").fetchone()[0]
-                from_sums = f" ({summed_rows:,} from {len(sums)} day sums)" if sums else ""
-                progress(f"{n + summed_rows:,} allocation rows{from_sums}, {time.monotonic() - t0:.1f} s; aggregating")
-            _aggregate(con, per, rollup, sums)
-        except (duckdb.IOException, duckdb.InvalidInputException) as exc:
-            first = " ".join(str(exc).split())
-            raise InputError(str(store_root), None, f"a store file cannot be read: {first}") from None
-        except duckdb.OutOfMemoryException:
-            raise UsageError("--memory-limit", f"the report does not fit in DuckDB's memory limit {memory_limit} "
-                             "(its hash tables cannot all spill): give a larger one, e.g. 2GB") from None
-        finally:
-            con.close()
 
+def _with_coverage(per: dict, ids: dict, period: Period, parts: list, files: dict, store_info: dict):
+    """``section(scope)``: a scope's period section with its ``breakdown`` of parts, each with
+    ``days_in_part``, ``days_stored`` and ``days_future``; a window none of whose days any
+    cluster (of the scope) holds has its figures not known (:func:`_not_stored`), never 0;
+    days after ``now`` are future ("not yet"), not missing."""
     held = {c: {f[0] for f in fs} for c, fs in files.items()}
     fut = {d for s_ in store_info.values() for d in s_["days_future"]}
 
     def coverage(scope: str, w: Window, figures: dict) -> dict:
-        # a window none of whose days any cluster (of the scope) holds: its figures are not
-        # known (null), never 0; days after --now are future ("not yet"), not missing
         days = [f"{d0:%Y-%m-%d}" for d0, _ in w.days()]
         have = set().union(*held.values()) if scope == "" else held[scope]
         cov = {"days_in_part": len(days), "days_stored": sum(d in have for d in days),
@@ -1045,6 +1102,58 @@ def period_report(store_root, period: Period, clusters=None, now=None,
         return {**w0, "breakdown": [{"label": label, **w.as_dict(), **coverage(scope, w, per[ids[(scope, i + 1)]])}
                                     for i, (label, w) in enumerate(parts)]}
 
+    return section
+
+
+def period_report(store_root, period: Period, clusters=None, now=None,
+                  memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_dir: str | None = None,
+                  threads: int | None = None, progress=None, sections=None, use_sums: bool = True) -> dict:
+    """The period report (a plain dict, the JSON output; its shape in docs/report.md) from the
+    store at ``store_root``, computed in DuckDB over the store's daily allocation files.
+
+    ``clusters``: a store cluster name, a list of them, or None (every cluster in the store,
+    :func:`slurmkit.accounting.store.clusters`); "" is ``_default``. ``now``: the time running
+    jobs are taken to end at the latest (default: the current time; a running job runs up to its row's pull, never past it). ``progress``: a callable
+    ``(message)`` told what is being read and done (the CLI prints it on a terminal).
+    ``sections``: ``{name: callable(windows, clusters) -> dict}``, the hook of sections this
+    module does not compute (sreport's breakdown and the account tree,
+    :func:`slurmkit.report.period_breakdown.breakdown_sections`): each is called with the
+    windows (``[(label, Window)]``, the period's first as ``"(period)"``, then the parts) and
+    the store clusters, and its dict is the report's ``name``. ``use_sums``: read the store's
+    day sums where they are valid (:func:`valid_day_sums`; False: every row, the same figures).
+
+    ``{"period": {"label", "start", "end", "by"}, "as_of" (``now``), "running_up_to" (a running
+    job runs up to its row's pull, never past ``now``: the latest pull of the days read, else
+    ``now``), "clusters", "store": {"root",
+    "days", "days_missing", "days_not_final", "days_future"} (per cluster, with
+    ``days_from_sums``: days read with their sums, and ``day_sums``: :func:`valid_day_sums`'
+    state, or why none was read; a day not stored
+    after ``now`` is future, not missing), "time_zones" (:func:`time_zones`)}, "totals", "unknown", "by_user",
+    "by_account", "by_partition", "by_qos", "by_gpu_type", "outcomes", "queue_wait",
+    "breakdown": [{"label", "start", "end", <the same sections>}] (each section, the period's
+    too, with ``days_in_part``, ``days_stored`` (held by some cluster of its scope) and
+    ``days_future`` (after ``now``); one with no day stored has every figure None and
+    ``not_in_store``: "not in the store" or "not yet (after --now)"), "by_cluster": [{"cluster",
+    <the same sections>, "breakdown"}] (several clusters only), "data_quality"}``: hours are
+    GPU-/CPU-hours inside the window (the period or the part); wait times in s; an unknown
+    figure is None. Raises :class:`~slurmkit.errors.InputError` (the store's folder, DuckDB's
+    message naming the file) when ``store_root`` is not a folder or holds no ``cluster=``
+    folder (a cluster folder given for the store says so), when a store file cannot be read, and when a cluster asked for is
+    not in the store."""
+    t0 = time.monotonic()
+    now_ts = pd.Timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")
+    now_ts = now_ts.tz_localize("UTC") if now_ts.tzinfo is None else now_ts.tz_convert("UTC")
+    names = _store_clusters(store_root, clusters)
+    files, store_info, dq, latest_pull = _days_to_read(store_root, names, period.window, now_ts.timestamp())
+    scopes = [""] + (list(files) if len(files) > 1 else [])
+    parts, windows, ids, rollup = _report_windows(period, scopes)
+    per = {wid: _empty_window() for wid, *_ in windows}
+    sums, flags, summed_rows = _plan_day_sums(store_root, files, windows, rollup, store_info, use_sums)
+    if sum(len(f) for f in files.values()):
+        _compute_windows(store_root, files, flags, windows, now_ts.timestamp(), rollup, sums, summed_rows, per,
+                         memory_limit, temp_dir, threads, progress, t0)
+    section = _with_coverage(per, ids, period, parts, files, store_info)
+    fut = {d for s_ in store_info.values() for d in s_["days_future"]}
     out = {
         "period": {"label": period.label, **period.window.as_dict(), "by": period.by},
         "as_of": iso_z(now_ts),
@@ -1209,13 +1318,12 @@ def write_period(report: dict, outdir, formats=("json", "csv", "md")) -> list[Pa
     if "md" in formats:
         atomic_write(out / "period.md", render_markdown(report))
         written.append(out / "period.md")
-    # --- html (issue 27.6, branch h27v): the page and its plots live in report.period_html ---
+    # the page and its plots live in report.period_html
     if "html" in formats:
         from slurmkit.report.period_html import to_html
 
         atomic_write(out / "period.html", to_html(report))
         written.append(out / "period.html")
-    # --- end html ---
     return written
 
 

@@ -1,5 +1,5 @@
-"""sreport's breakdown and the account tree for the period report (issue 27 point 4): the
-sections :func:`slurmkit.report.period.period_report` takes through its ``sections=`` hook.
+"""sreport's breakdown and the account tree for the period report: the sections
+:func:`slurmkit.report.period.period_report` takes through its ``sections=`` hook.
 
 Each part of the period (ISO week or month) is computed on its own from the store's rows of its
 days (the same day files the period report aggregates, read by :meth:`Store.load` into the
@@ -155,6 +155,135 @@ def merge_trees(trees: list[dict]) -> dict:
     return tree
 
 
+class _Sections:
+    """The two sections of :func:`breakdown_sections` over one report's inputs: each part's
+    figures computed once (:meth:`compute`), reconciled with sreport's (:meth:`theirs`)."""
+
+    def __init__(self, store_root, inputs: dict, now_ts: pd.Timestamp, sreport, captures: dict, tz: str,
+                 tile_days: int):
+        from slurmkit.report import sreport as S
+
+        self.store_root, self.inputs, self.now_ts, self.sreport = store_root, inputs, now_ts, sreport
+        self.captures, self.tz, self.tile_days = captures, tz, tile_days
+        self.cache: dict = {}
+        self.parse = {"utilization": S.cluster_utilization, "AccountUtilizationByUser": S.account_users}
+
+    def theirs(self, kind: str, w: Window, whole: bool):
+        """sreport's figures of ``kind`` for window ``w``: from its capture when the capture's banner
+        names ``w`` (or names none and ``w`` is the period, ``whole``), else from sreport asked live,
+        else None."""
+        from slurmkit.report import sreport as S
+
+        if kind in self.captures:
+            path, text = self.captures[kind]
+            named = S.banner_window(text, self.tz)
+            if (named is None and not whole) or (named is not None and named != (pd.Timestamp(w.start),
+                                                                                  pd.Timestamp(w.end))):
+                return None
+            try:
+                return self.parse[kind](text, S.unit_of(text), source=path)
+            except ValueError as exc:      # an InputError names its line; -t Percent
+                raise exc if isinstance(exc, InputError) else InputError(path, None, str(exc)) from None
+        if self.sreport is None:
+            return None
+        return self.parse[kind](self.sreport(kind, w), "seconds")
+
+    def matched(self, kind: str, windows: list[dict], found: list) -> None:
+        """A capture of ``kind`` that named none of ``windows`` (label, start, end; ``found``:
+        sreport's figures per window, None where not captured): refused."""
+        from slurmkit.report import sreport as S
+
+        if kind in self.captures and all(f is None for f in found):
+            path, text = self.captures[kind]
+            named = S.banner_window(text, self.tz)
+            asked = ", ".join(f"{w['label']} {w['start']} - {w['end']}" for w in windows)
+            raise InputError(path, None, f"its banner names {iso_z(named[0])} - {iso_z(named[1])} (read in {self.tz}), "
+                                         f"none of this report's windows (whole hours: {asked}): capture sreport "
+                                         "with start= and end= of the period or of one of its parts")
+
+    def compute(self, windows, clusters):
+        """``[(label, whole hours, breakdown figures or None, account tree or None)]``: the period
+        first, then each part (each the sum of its tiles'); computed once per report."""
+        from slurmkit.report import breakdown as BD
+
+        key = (tuple((label, w.start, w.end) for label, w in windows), tuple(clusters))
+        if key in self.cache:        # both sections of one report share one pass over the parts
+            return self.cache[key]
+        # nothing is known after the store's latest pull of the period's days (a store filled
+        # from a capture: the capture time): running jobs and the windows stop there, as the
+        # period report's jobs do (running_up_to) and the weekly report's window does
+        pulled = latest_pull(self.store_root, clusters, windows[0][1])
+        upto = min(self.now_ts, pulled) if pulled is not None else self.now_ts
+        assocs = self.inputs.get("assocs")
+        if assocs and len({r.get("cluster", "").lower() for r in assocs} - {""}) > 1:
+            # (sacctmgr's tree of every cluster of the slurmdbd: the jobs' one's)
+            assocs = BD.cluster_tree(assocs, job_clusters(self.store_root, clusters, windows[0][1]) | set(clusters))
+        parts = []
+        facts = BD.job_facts(pd.DataFrame())
+        for label, w in windows[1:] or windows[:1]:
+            hw = _whole_hours_to(w, upto)
+            figs, trees = [], []
+            for t in tiles(hw, self.tile_days):      # (a part's figures: the sum of its tiles')
+                a = part_allocations(self.store_root, clusters, t, min(pd.Timestamp(t.end), upto))
+                facts = BD.add_facts(facts, BD.job_facts(a))
+                if self.inputs.get("node_tres") is not None:
+                    figs.append(BD.breakdown(t.start, t.end, a, self.inputs.get("events"),
+                                             self.inputs.get("reservations"), self.inputs["node_tres"], now=t.end))
+                if assocs:
+                    shares = BD.reservation_shares(self.inputs.get("reservations") or [], a,
+                                                   self.inputs.get("events"), self.inputs.get("node_tres") or {},
+                                                   t.start, t.end, now=t.end)
+                    trees.append(BD.account_tree(assocs, a, t.start, t.end, now=t.end, shares=shares))
+                del a
+            ours = {**figs[0], "window": {"start": iso_z(pd.Timestamp(hw.start)), "end": iso_z(pd.Timestamp(hw.end))},
+                    "tres": _sum_figures([f["tres"] for f in figs])} if figs else None
+            parts.append((label, hw, ours, merge_trees(trees) if trees else None))
+        BD.refuse_foreign(facts, {**self.inputs, "assocs": assocs})
+        p0 = windows[0][1]
+        hp = _whole_hours_to(p0, upto)
+        per = ("(period)", hp, {"window": {"start": iso_z(pd.Timestamp(hp.start)), "end": iso_z(pd.Timestamp(hp.end))},
+                                "capacity_source": parts[0][2]["capacity_source"],
+                                "tres": _sum_figures([p[2]["tres"] for p in parts])} if parts[0][2] else None,
+               merge_trees([p[3] for p in parts]) if parts[0][3] else None)
+        self.cache[key] = [per] + (parts if len(windows) > 1 else [])
+        return self.cache[key]
+
+    def utilization(self, windows, clusters):
+        """The ``sreport_breakdown`` section (None without node TRES)."""
+        from slurmkit.report import breakdown as BD
+
+        if self.inputs.get("node_tres") is None:
+            return None
+        out = []
+        for label, hw, bd, _ in self.compute(windows, clusters):
+            sre = self.theirs("utilization", hw, label == "(period)")
+            diffs = BD.compare(bd["tres"], sre) if sre is not None else []
+            out.append({"label": label, **bd["window"], "ours": bd["tres"], "sreport": sre, "differences": diffs,
+                        "notes": BD.explain(bd, sre, diffs, bd["window"], None)[1:]})
+        self.matched("utilization", out, [w["sreport"] for w in out])
+        return {"source": self.inputs.get("source", ""),
+                "capacity_source": self.compute(windows, clusters)[0][2]["capacity_source"], "windows": out}
+
+    def accounts(self, windows, clusters):
+        """The ``accounts`` section (None without sacctmgr's assoc tree)."""
+        from slurmkit.report import breakdown as BD
+
+        if not self.inputs.get("assocs"):
+            return None
+        out, found = [], []
+        for label, hw, _, tree in self.compute(windows, clusters):
+            sre = self.theirs("AccountUtilizationByUser", hw, label == "(period)")
+            out.append({"label": label, **hw.as_dict(), "tree": tree, "rows": BD.tree_rows(tree),
+                        "differences": BD.compare_accounts(tree, sre) if sre is not None else [],
+                        "note": "jobs' usage, plus each reservation's idle time split evenly among the accounts and "
+                                "users allowed in it, as sreport counts it (man sreport)"
+                                + ("" if sre is not None else "; no sreport capture of this window"
+                                   if "AccountUtilizationByUser" in self.captures else "; sreport not asked")})
+            found.append(sre)
+        self.matched("AccountUtilizationByUser", out, found)
+        return {"source": self.inputs.get("source", ""), "windows": out}
+
+
 def breakdown_sections(store_root, inputs: dict, now=None, sreport=None, captures: dict | None = None,
                        tz: str = "UTC", tile_days: int = TILE_DAYS) -> dict:
     """``{name: fn(windows, clusters)}`` for :func:`slurmkit.report.period.period_report`'s
@@ -182,114 +311,10 @@ def breakdown_sections(store_root, inputs: dict, now=None, sreport=None, capture
     (same shape or None), "differences", "notes"}]}``; ``report["accounts"]``: ``{"source",
     "windows": [{"label", "start", "end", "tree", "rows", "differences", "note"}]}``; each None
     when its inputs are missing."""
-    from slurmkit.report import breakdown as BD
-    from slurmkit.report import sreport as S
-
     now_ts = pd.Timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")
     now_ts = now_ts.tz_localize("UTC") if now_ts.tzinfo is None else now_ts.tz_convert("UTC")
-    cache: dict = {}
-
-    captures = captures or {}
-    parse = {"utilization": S.cluster_utilization, "AccountUtilizationByUser": S.account_users}
-
-    def theirs(kind: str, w: Window, whole: bool):
-        if kind in captures:
-            path, text = captures[kind]
-            named = S.banner_window(text, tz)
-            if (named is None and not whole) or (named is not None and named != (pd.Timestamp(w.start),
-                                                                                  pd.Timestamp(w.end))):
-                return None
-            try:
-                return parse[kind](text, S.unit_of(text), source=path)
-            except ValueError as exc:      # an InputError names its line; -t Percent
-                raise exc if isinstance(exc, InputError) else InputError(path, None, str(exc)) from None
-        if sreport is None:
-            return None
-        return parse[kind](sreport(kind, w), "seconds")
-
-    def matched(kind: str, windows: list[dict], found: list) -> None:
-        """A capture of ``kind`` that named none of ``windows`` (label, start, end; ``found``:
-        sreport's figures per window, None where not captured): refused."""
-        if kind in captures and all(f is None for f in found):
-            path, text = captures[kind]
-            named = S.banner_window(text, tz)
-            asked = ", ".join(f"{w['label']} {w['start']} - {w['end']}" for w in windows)
-            raise InputError(path, None, f"its banner names {iso_z(named[0])} - {iso_z(named[1])} (read in {tz}), "
-                                         f"none of this report's windows (whole hours: {asked}): capture sreport "
-                                         "with start= and end= of the period or of one of its parts")
-
-    def compute(windows, clusters):
-        key = (tuple((label, w.start, w.end) for label, w in windows), tuple(clusters))
-        if key in cache:        # both sections of one report share one pass over the parts
-            return cache[key]
-        # nothing is known after the store's latest pull of the period's days (a store filled
-        # from a capture: the capture time): running jobs and the windows stop there, as the
-        # period report's jobs do (running_up_to) and the weekly report's window does
-        pulled = latest_pull(store_root, clusters, windows[0][1])
-        upto = min(now_ts, pulled) if pulled is not None else now_ts
-        assocs = inputs.get("assocs")
-        if assocs and len({r.get("cluster", "").lower() for r in assocs} - {""}) > 1:
-            # (sacctmgr's tree of every cluster of the slurmdbd: the jobs' one's)
-            assocs = BD.cluster_tree(assocs, job_clusters(store_root, clusters, windows[0][1]) | set(clusters))
-        parts = []
-        facts = BD.job_facts(pd.DataFrame())
-        for label, w in windows[1:] or windows[:1]:
-            hw = _whole_hours_to(w, upto)
-            figs, trees = [], []
-            for t in tiles(hw, tile_days):      # (a part's figures: the sum of its tiles')
-                a = part_allocations(store_root, clusters, t, min(pd.Timestamp(t.end), upto))
-                facts = BD.add_facts(facts, BD.job_facts(a))
-                if inputs.get("node_tres") is not None:
-                    figs.append(BD.breakdown(t.start, t.end, a, inputs.get("events"), inputs.get("reservations"),
-                                             inputs["node_tres"], now=t.end))
-                if assocs:
-                    shares = BD.reservation_shares(inputs.get("reservations") or [], a, inputs.get("events"),
-                                                   inputs.get("node_tres") or {}, t.start, t.end, now=t.end)
-                    trees.append(BD.account_tree(assocs, a, t.start, t.end, now=t.end, shares=shares))
-                del a
-            ours = {**figs[0], "window": {"start": iso_z(pd.Timestamp(hw.start)), "end": iso_z(pd.Timestamp(hw.end))},
-                    "tres": _sum_figures([f["tres"] for f in figs])} if figs else None
-            parts.append((label, hw, ours, merge_trees(trees) if trees else None))
-        BD.refuse_foreign(facts, {**inputs, "assocs": assocs})
-        p0 = windows[0][1]
-        hp = _whole_hours_to(p0, upto)
-        per = ("(period)", hp, {"window": {"start": iso_z(pd.Timestamp(hp.start)), "end": iso_z(pd.Timestamp(hp.end))},
-                                "capacity_source": parts[0][2]["capacity_source"],
-                                "tres": _sum_figures([p[2]["tres"] for p in parts])} if parts[0][2] else None,
-               merge_trees([p[3] for p in parts]) if parts[0][3] else None)
-        cache[key] = [per] + (parts if len(windows) > 1 else [])
-        return cache[key]
-
-    def utilization(windows, clusters):
-        if inputs.get("node_tres") is None:
-            return None
-        out = []
-        for label, hw, bd, _ in compute(windows, clusters):
-            sre = theirs("utilization", hw, label == "(period)")
-            diffs = BD.compare(bd["tres"], sre) if sre is not None else []
-            out.append({"label": label, **bd["window"], "ours": bd["tres"], "sreport": sre, "differences": diffs,
-                        "notes": BD.explain(bd, sre, diffs, bd["window"], None)[1:]})
-        matched("utilization", out, [w["sreport"] for w in out])
-        return {"source": inputs.get("source", ""), "capacity_source": compute(windows, clusters)[0][2]["capacity_source"],
-                "windows": out}
-
-    def accounts(windows, clusters):
-        if not inputs.get("assocs"):
-            return None
-        out, found = [], []
-        for label, hw, _, tree in compute(windows, clusters):
-            sre = theirs("AccountUtilizationByUser", hw, label == "(period)")
-            out.append({"label": label, **hw.as_dict(), "tree": tree, "rows": BD.tree_rows(tree),
-                        "differences": BD.compare_accounts(tree, sre) if sre is not None else [],
-                        "note": "jobs' usage, plus each reservation's idle time split evenly among the accounts and "
-                                "users allowed in it, as sreport counts it (man sreport)"
-                                + ("" if sre is not None else "; no sreport capture of this window"
-                                   if "AccountUtilizationByUser" in captures else "; sreport not asked")})
-            found.append(sre)
-        matched("AccountUtilizationByUser", out, found)
-        return {"source": inputs.get("source", ""), "windows": out}
-
-    return {"sreport_breakdown": utilization, "accounts": accounts}
+    s = _Sections(store_root, inputs, now_ts, sreport, captures or {}, tz, tile_days)
+    return {"sreport_breakdown": s.utilization, "accounts": s.accounts}
 
 
 def live_inputs(period_window: Window, cluster: str | None, now=None, timeout: float = 60.0) -> dict:

@@ -103,8 +103,8 @@ def part_rows(report: dict, section: dict | None = None, cluster: str | None = N
 
 
 def matrix(panel: dict, report: dict) -> list[dict]:
-    """The table beside a plot: one row per series of ``panel`` (:func:`part_series` /
-    :func:`cluster_series`), its values per part (as drawn; None unknown or not in the store),
+    """The table beside a plot: one row per series of ``panel`` (:func:`~slurmkit.report.period_plots.part_series` /
+    :func:`~slurmkit.report.period_plots.cluster_series`), its values per part (as drawn; None unknown or not in the store),
     which parts are not in the store (``missing``) and its period figure (the period's row in ``report[key]``, the cluster's total, or for
     ``other`` the period's total less the named rows)."""
     metric, key, col = panel["metric"], panel["key"], panel["col"]

@@ -12,8 +12,8 @@ Two layers, so a test can check the figures without a browser:
 
 Rules (docs/report.md, "The period report's HTML"): a part none of whose days is in the store
 is not drawn (a hatched band "not in the store"), never a bar of 0; a part some of whose days
-are missing is drawn and marked "partial"; an unknown figure (``None`` in the JSON, issue 25's
-rule) is not drawn and the part is marked "unknown"; the y axis starts at 0; the legend sits
+are missing is drawn and marked "partial"; an unknown figure (``None`` in the JSON: unknown
+is never 0) is not drawn and the part is marked "unknown"; the y axis starts at 0; the legend sits
 outside the axes (right), over no bar.
 """
 

@@ -61,7 +61,7 @@ def time_zone_text(zones: list[dict]) -> str:
 
 
 def empty_group_text(section: dict, key: str) -> str:
-    """What an empty group table (``section[key]``, a key of :data:`GROUPS`) says: why no
+    """What an empty group table (``section[key]``, a key of :data:`slurmkit.report.period.GROUPS`) says: why no
     figure when the section is not in the store (``not in the store.``); ``unknown`` when its
     job count is; for ``by_gpu_type`` with jobs (it holds GPU jobs only, as the weekly
     report's) how many ran without GPUs; else ``No jobs in the period.``"""

@@ -243,13 +243,7 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     now = _timestamp(opts.now)
     assumptions = _assumptions(opts)
     spool_df, spool_problems = _read_spool(opts, _warn)
-    cap = opts.capacity_gpus
-    cap_source = "--capacity-gpus (given)" if cap is not None else None
-    if cap is None and opts.profile is not None:
-        from slurmkit.report.capacity import gpus_per_node_profile
-
-        cap = float(sum(gpus_per_node_profile(opts.profile).values())) or None
-        cap_source = "site profile (each partition's node type's GPUs)" if cap else None
+    cap, cap_source = _capacity(opts)
     live = {}
     captured_inputs = None
     if opts.captures:
@@ -268,17 +262,7 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
         if cap is None and live["capacity_gpus"]:
             cap_source = "scontrol show nodes (each node's Gres GPUs)"
         cap = live.pop("capacity_gpus")
-    prom_warnings = []
-    if opts.prometheus_url:  # per-job GPU figures the spool lacks, measured through Prometheus
-        from slurmkit.report import prometheus
-
-        try:
-            spool_df = prometheus.fill_spool(spool_df, prometheus.read_jobs(
-                opts.prometheus_url, window.start.timestamp(), window.end.timestamp(),
-                attempts=prometheus.attempts_of(rows.allocs), deadline_s=opts.prometheus_timeout_s))
-        except prometheus.PrometheusError as exc:  # the report goes out with spool / modelled energy
-            prom_warnings.append(f"{exc}; energy and GPU utilization from the spool, Slurm or the model instead")
-            _warn(prom_warnings[-1])
+    spool_df, prom_warnings = _prometheus_figures(opts, spool_df, rows, window, _warn)
     # the time figures run up to: --as-of, else (captures) when the capture was taken as found
     # (--now, else the latest time in it): after it nothing is known, not 0 GPUs in use
     horizon = _timestamp(opts.as_of) if opts.as_of is not None else (now if opts.captures else _timestamp(opts.now))
@@ -298,16 +282,8 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     dqd = report["data_quality"]
     if opts.captures:
         _find_lines(dqd["problems"], opts.captures, _field_list(opts.sacct_fields), opts.delimiter)
-    if opts.captures and dqd["rows_counted"] == 0 and dqd["rows_rejected"] > 0:
-        why = ", ".join(f"{k} ({v})" for k, v in sorted(dqd["skipped_reasons"].items(), key=lambda kv: -kv[1])[:3])
-        raise InputError(",".join(map(str, opts.captures)), None,
-                         f"every one of the {dqd['rows_read']} rows was rejected: {why}; the output folder is left as it was")
-    if opts.captures and dqd["rows_read"] > 0 and dqd["rows_counted"] == 0 and not opts.allow_empty:
-        raise InputError(",".join(map(str, opts.captures)), None,
-                         f"none of the {dqd['rows_read']} rows is in the window {window.start:%Y-%m-%d %H:%M} – "
-                         f"{window.end:%Y-%m-%d %H:%M} UTC (times read in {opts.tz}"
-                         f"{'' if opts.tz_given else ', assumed: no --tz given'}): give the window the capture "
-                         f"covers, the zone it was printed in (--tz), or --allow-empty; the output folder is left as it was")
+    if opts.captures:
+        _refuse_empty_capture(opts, dqd, window)
     dqd["rejected_limit"] = opts.max_rejected_share
     over = dqd["rejected_share"] > opts.max_rejected_share
     dqd["rejected_over_limit"] = bool(over)
@@ -332,6 +308,52 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
             raise TooManyRejected(msg + "; --allow-skipped accepts them", res)
         _warn(msg)
     return res
+
+def _capacity(opts: WeeklyOptions) -> tuple[float | None, str | None]:
+    """``(GPUs, where the figure comes from)``: ``--capacity-gpus``, else the site profile's
+    (each partition's node type's GPUs), else ``(None, None)`` (live: scontrol's, later)."""
+    cap = opts.capacity_gpus
+    cap_source = "--capacity-gpus (given)" if cap is not None else None
+    if cap is None and opts.profile is not None:
+        from slurmkit.report.capacity import gpus_per_node_profile
+
+        cap = float(sum(gpus_per_node_profile(opts.profile).values())) or None
+        cap_source = "site profile (each partition's node type's GPUs)" if cap else None
+    return cap, cap_source
+
+
+def _prometheus_figures(opts: WeeklyOptions, spool_df, rows, window, warn: Callable[[str], None]):
+    """``(spool_df, warnings)``: the spool's per-job GPU figures filled from Prometheus
+    (``--prometheus-url``) where it lacks them; when Prometheus fails, the spool as it is and
+    the warning said (energy and GPU utilization from the spool, Slurm or the model)."""
+    prom_warnings = []
+    if opts.prometheus_url:  # per-job GPU figures the spool lacks, measured through Prometheus
+        from slurmkit.report import prometheus
+
+        try:
+            spool_df = prometheus.fill_spool(spool_df, prometheus.read_jobs(
+                opts.prometheus_url, window.start.timestamp(), window.end.timestamp(),
+                attempts=prometheus.attempts_of(rows.allocs), deadline_s=opts.prometheus_timeout_s))
+        except prometheus.PrometheusError as exc:  # the report goes out with spool / modelled energy
+            prom_warnings.append(f"{exc}; energy and GPU utilization from the spool, Slurm or the model instead")
+            warn(prom_warnings[-1])
+    return spool_df, prom_warnings
+
+
+def _refuse_empty_capture(opts: WeeklyOptions, dqd: dict, window) -> None:
+    """Raise :class:`~slurmkit.errors.InputError` (the captures) when every row of the captures
+    was rejected, or (without ``--allow-empty``) none is in ``window``: the output folder is
+    left as it was."""
+    if dqd["rows_counted"] == 0 and dqd["rows_rejected"] > 0:
+        why = ", ".join(f"{k} ({v})" for k, v in sorted(dqd["skipped_reasons"].items(), key=lambda kv: -kv[1])[:3])
+        raise InputError(",".join(map(str, opts.captures)), None,
+                         f"every one of the {dqd['rows_read']} rows was rejected: {why}; the output folder is left as it was")
+    if dqd["rows_read"] > 0 and dqd["rows_counted"] == 0 and not opts.allow_empty:
+        raise InputError(",".join(map(str, opts.captures)), None,
+                         f"none of the {dqd['rows_read']} rows is in the window {window.start:%Y-%m-%d %H:%M} – "
+                         f"{window.end:%Y-%m-%d %H:%M} UTC (times read in {opts.tz}"
+                         f"{'' if opts.tz_given else ', assumed: no --tz given'}): give the window the capture "
+                         f"covers, the zone it was printed in (--tz), or --allow-empty; the output folder is left as it was")
 
 
 def _formats(formats) -> list[str]:

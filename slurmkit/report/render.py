@@ -625,9 +625,9 @@ def _md_table(headers, rows) -> str:
     return "\n".join(out)
 
 
-def to_markdown(report: dict, limit: int = 25) -> str:
-    """The report as Markdown (tables, no images)."""
-    r, t = report, report["totals"]
+def _md_head(r: dict) -> list[str]:
+    """The Markdown report's title, window, warnings and totals."""
+    t = r["totals"]
     dq0 = r["data_quality"]
     banner = ([f"> **Warning:** {rejected_text(dq0)}, over the "
                f"{pct(dq0['rejected_limit'])} allowed: the figures below miss them. Every skipped row "
@@ -659,10 +659,12 @@ def to_markdown(report: dict, limit: int = 25) -> str:
              f"GPUs in use: most at once {known(r, 'gpu_hours', r['hourly'].get('peak_at_once'))}; "
              f"{'daily' if r['hourly'].get('bucket') == 'day' else 'hourly'} mean peak "
              f"{known(r, 'gpu_hours', r['hourly']['peak'])}, p95 {known(r, 'gpu_hours', r['hourly']['p95'])}.", ""]
-    if r.get("reconciliation"):
-        rc = r["reconciliation"]
-        lines += [("**FLAGGED** " if rc["flagged"] else "") + recon_text(rc), ""]
-    lines += _md_denominators(r)
+    return lines
+
+
+def _md_groups(r: dict, limit: int) -> list[str]:
+    """The Markdown report's group tables (by user, account, ...), ``limit`` rows each."""
+    lines: list[str] = []
     for name, key, col in _GROUPS:
         if not r[key]:
             lines += [f"## By {name}", "", empty_group_text(r, key), ""]
@@ -675,6 +677,63 @@ def to_markdown(report: dict, limit: int = 25) -> str:
               fmt(g["energy_kwh"]) if energy_known(r) and g["energy_kwh"] is not None else "unknown",
               known(r, "gpu_hours", g["wasted_gpu_hours"])]
              for g in r[key][:limit]]), ""]
+    return lines
+
+
+def _md_efficiency(r: dict, limit: int) -> list[str]:
+    """The Markdown report's efficiency section (by user, the idle jobs) and its assumptions."""
+    e = r["efficiency"]
+    return ["## Efficiency", "",
+           f"{cpu_efficiency_text(e, r.get('unknown'))}, median memory {pct(e['memory_efficiency_median'])}, "
+           f"GPU utilization {known(r, 'gpu_utilization', e['gpu_util_pct_weighted'], _util_pct)}, "
+           f"GPU-hours at ~0 % utilization "
+           f"{known(r, 'gpu_utilization', e['gpu_hours_near_zero_util'])}. {memory_note(e)}".rstrip(), "",
+           "### Efficiency by user (most GPU-hours at ~0 % utilization first)", "",
+           _md_table(["user", gpu_h_header(r), "GPU util %", "GPU-h at ~0 %", "CPU eff", "median mem eff"],
+                     [[_md_text(u["user"]) or "(none)", known(r, "gpu_hours", u.get("gpu_hours")),
+                       known(r, "gpu_utilization", u.get("gpu_util_pct")),
+                       known(r, "gpu_utilization", u.get("gpu_hours_near_zero_util")), pct(u["cpu_efficiency"]),
+                       pct(u["memory_efficiency_median"])] for u in e["by_user"][:limit]]), "",
+           "### Jobs that held GPUs idle (utilization under 5 %)", "",
+           *([f"Unknown: {(r.get('unknown') or {}).get('gpu_utilization', 'no GPU utilization figure')}."]
+             if e.get("idle_jobs") is None else
+             [_md_table(["job", "user", "GPUs", gpu_h_header(r), "GPU util %"],
+                        [[j["job_id"], _md_text(j["user"]) or "(none)", fmt(j["gpus"]), fmt(j["gpu_hours"]),
+                          fmt(j["gpu_util_pct"])] for j in e["idle_jobs"]])]), "",
+           "## Assumptions", "",
+           _md_table(["assumption", "value", "from"],
+                     [[k, assumption_text(k, v), r["assumptions"]["origin"].get(k, "")]
+                      for k, v in r["assumptions"].items() if k != "origin"]), ""]
+
+
+def _md_data_quality(r: dict) -> list[str]:
+    """The Markdown report's data-quality section: the rows read, counted and skipped, the
+    warnings, the unknown figures and the reasons rows were skipped or repaired."""
+    dq = r["data_quality"]
+    lines = ["## Data quality", "",
+              f"Rows read {dq['rows_read']} = counted {dq['rows_counted']} + skipped {dq['rows_skipped']}"
+              + (f" ({dq['rows_rejected']} of them for a problem)" if dq.get("rows_rejected") else "") + ".", "",
+              *([f"Jobs whose steps are in the input but whose allocation row is not: "
+                 f"{fmt(dq['gpu_hours_at_stake'])} GPU-hours at stake, not counted.", ""]
+                if dq.get("gpu_hours_at_stake") else [])]
+    lines += [f"Warning: {w}" for w in dq.get("warnings") or []] + ([""] if dq.get("warnings") else [])
+    lines += [*unknown_lines(r), ""] if r.get("unknown") else []
+    reasons = [[k, v, "skipped"] for k, v in dq["skipped_reasons"].items()]
+    reasons += [[k, v, "counted, repaired"] for k, v in dq["repaired_reasons"].items()]
+    if reasons:
+        lines += [_md_table(["reason", "rows", "kind"], reasons), ""]
+    return lines
+
+
+def to_markdown(report: dict, limit: int = 25) -> str:
+    """The report as Markdown (tables, no images)."""
+    r = report
+    lines = _md_head(r)
+    if r.get("reconciliation"):
+        rc = r["reconciliation"]
+        lines += [("**FLAGGED** " if rc["flagged"] else "") + recon_text(rc), ""]
+    lines += _md_denominators(r)
+    lines += _md_groups(r, limit)
     lines += _md_energy(r)
     lines += _md_policy(r)
     lines += ["## Outcomes", "", _md_table(
@@ -690,43 +749,10 @@ def to_markdown(report: dict, limit: int = 25) -> str:
          for q in r["queue_wait"]["by_partition_gpus"]]), "",
         *_md_wait_histogram(r["queue_wait"]), backlog_text(r["totals"]), "",
         *_md_job_sizes(r), *_md_downtime(r, limit), *_md_trends(r)]
-    e = r["efficiency"]
-    lines += ["## Efficiency", "",
-              f"{cpu_efficiency_text(e, r.get('unknown'))}, median memory {pct(e['memory_efficiency_median'])}, "
-              f"GPU utilization {known(r, 'gpu_utilization', e['gpu_util_pct_weighted'], _util_pct)}, "
-              f"GPU-hours at ~0 % utilization "
-              f"{known(r, 'gpu_utilization', e['gpu_hours_near_zero_util'])}. {memory_note(e)}".rstrip(), "",
-              "### Efficiency by user (most GPU-hours at ~0 % utilization first)", "",
-              _md_table(["user", gpu_h_header(r), "GPU util %", "GPU-h at ~0 %", "CPU eff", "median mem eff"],
-                        [[_md_text(u["user"]) or "(none)", known(r, "gpu_hours", u.get("gpu_hours")),
-                          known(r, "gpu_utilization", u.get("gpu_util_pct")),
-                          known(r, "gpu_utilization", u.get("gpu_hours_near_zero_util")), pct(u["cpu_efficiency"]),
-                          pct(u["memory_efficiency_median"])] for u in e["by_user"][:limit]]), "",
-              "### Jobs that held GPUs idle (utilization under 5 %)", "",
-              *([f"Unknown: {(r.get('unknown') or {}).get('gpu_utilization', 'no GPU utilization figure')}."]
-                if e.get("idle_jobs") is None else
-                [_md_table(["job", "user", "GPUs", gpu_h_header(r), "GPU util %"],
-                           [[j["job_id"], _md_text(j["user"]) or "(none)", fmt(j["gpus"]), fmt(j["gpu_hours"]),
-                             fmt(j["gpu_util_pct"])] for j in e["idle_jobs"]])]), "",
-              "## Assumptions", "",
-              _md_table(["assumption", "value", "from"],
-                        [[k, assumption_text(k, v), r["assumptions"]["origin"].get(k, "")]
-                         for k, v in r["assumptions"].items() if k != "origin"]), ""]
+    lines += _md_efficiency(r, limit)
     if r.get("inputs"):
         lines += ["## About this report", "", _md_table(["item", "value"], about_rows(r)), ""]
-    dq = r["data_quality"]
-    lines += ["## Data quality", "",
-              f"Rows read {dq['rows_read']} = counted {dq['rows_counted']} + skipped {dq['rows_skipped']}"
-              + (f" ({dq['rows_rejected']} of them for a problem)" if dq.get("rows_rejected") else "") + ".", "",
-              *([f"Jobs whose steps are in the input but whose allocation row is not: "
-                 f"{fmt(dq['gpu_hours_at_stake'])} GPU-hours at stake, not counted.", ""]
-                if dq.get("gpu_hours_at_stake") else [])]
-    lines += [f"Warning: {w}" for w in dq.get("warnings") or []] + ([""] if dq.get("warnings") else [])
-    lines += [*unknown_lines(r), ""] if r.get("unknown") else []
-    reasons = [[k, v, "skipped"] for k, v in dq["skipped_reasons"].items()]
-    reasons += [[k, v, "counted, repaired"] for k, v in dq["repaired_reasons"].items()]
-    if reasons:
-        lines += [_md_table(["reason", "rows", "kind"], reasons), ""]
+    lines += _md_data_quality(r)
     return "\n".join(lines) + "\n"
 
 

@@ -250,27 +250,11 @@ def utc(t) -> pd.Timestamp:
     return t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
 
 
-def allocations(rows, start, end, dq: DataQuality, now=None,
-                source: str = "", untimed: bool = False, running_elapsed: bool = False) -> pd.DataFrame:
-    """Allocation rows of ``rows`` (a :class:`~slurmkit.accounting.frame.JobRows`) in
-    ``[start, end)`` (aware UTC timestamps) with the usage columns of the module docstring.
-    Records unused rows in ``dq`` (so ``dq.rows_counted`` is exactly the rows used). ``now``:
-    the time a running job's End is taken as (default: the current time). ``untimed``: rows
-    with no Submit, Start nor End at all (a capture printed without them, as reportseff's
-    ``sacct -o`` is) are kept instead of skipped, as started unless PENDING, with ``run_s`` =
-    ``in_window_s`` = their ElapsedRaw / Elapsed (no time to place them in the window: the
-    per-job view, :mod:`slurmkit.report.jobs`). ``running_elapsed``: a running job runs its
-    ElapsedRaw / Elapsed (what sacct measured when the capture was taken; when over 0, and never
-    past ``now`` or Start + Timelimit) rather than Start -> ``now``: for captures, whose
-    ``now`` is the capture time; live rows come from a pull made before ``now``."""
-    start, end = utc(start), utc(end)
-    now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
-    # one integer code per allocation identity (cluster, key_id), shared by its steps
-    acodes, scode = job_codes(rows)
-    allocs = rows.allocs.copy(deep=False)
-    allocs["job_code"] = acodes
-    steps = rows.steps
-
+def _drop_orphan_steps(allocs: pd.DataFrame, steps: pd.DataFrame, scode: np.ndarray, dq: DataQuality,
+                       source: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """``(steps, scode)`` without the step rows whose allocation row is not in the input (matched
+    by JobID first, :func:`_match_by_job_id`); each skipped in ``dq`` with its job's GPU-hours
+    at stake (its largest step's)."""
     # steps whose allocation row is not in the input
     orphan = scode < 0
     if orphan.any():
@@ -289,6 +273,12 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
         dq.skip("step row without its allocation row", int(orphan.sum()))
         steps, scode = steps[~orphan], scode[~orphan]
 
+    return steps, scode
+
+
+def _cap_gpu_util(steps: pd.DataFrame, dq: DataQuality, source: str) -> pd.DataFrame:
+    """``steps`` with gres/gpuutil over 100 % (a sum over tasks or GPUs sacct did not average)
+    capped at 100, each repair recorded in ``dq``."""
     # a utilization over 100 % is a sum (over tasks or GPUs) sacct did not average: capped
     su = steps["gpu_util_pct"]
     over = (su > 100.0).to_numpy()
@@ -298,6 +288,13 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
         dq.repaired[GPU_UTIL_OVER] += int(over.sum())
         steps = steps.assign(gpu_util_pct=su.clip(upper=100.0))
 
+    return steps
+
+
+def _run_times(allocs: pd.DataFrame, start, end, now, untimed: bool, running_elapsed: bool) -> pd.Series:
+    """Add each allocation row's ``stop``, ``run_s``, ``in_window_s`` (its run seconds times
+    the share of Start -> stop inside ``[start, end)``), ``provisional`` and ``started`` to
+    ``allocs`` (in place); returns the rows without any time kept by ``untimed``."""
     ran = started(allocs)
     notime = allocs["start"].isna() & allocs["submit"].isna() & allocs["end"].isna()
     notime &= (allocs["pending_tasks"] == 0) & (allocs["state"] != "PENDING") & bool(untimed)
@@ -327,6 +324,13 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     allocs["provisional"] = ran & allocs["end"].isna() & (~notime | (allocs["state"] == "RUNNING"))
     allocs["started"] = ran
 
+    return notime
+
+
+def _window_rows(allocs: pd.DataFrame, start, end, notime: pd.Series, dq: DataQuality, source: str):
+    """``(keep, n_out)``: which allocation rows belong to ``[start, end)`` (they touch it, or
+    are pending and submitted before its end, or are untimed and kept), and how many are
+    outside it; rows with no Submit, Start nor End are skipped in ``dq``."""
     # which allocation rows belong to the window
     pending = allocs["pending_tasks"] > 0
     t_lo = allocs["start"].fillna(allocs["submit"]).fillna(allocs["end"])
@@ -342,21 +346,13 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
             dq.skip("no Submit/Start/End time", 0, source or "input", None, f"JobID {jid}")
         dq.skip("no Submit/Start/End time", n_unknown)
     n_out = int((~keep & ~unknown).sum())
-    # each step belongs to one attempt (a requeued job's attempts share the job code)
-    spos = attempt_of_steps(allocs["job_code"].to_numpy(), allocs["start"], scode, steps["start"])
-    keep_a = keep.to_numpy(bool)
-    kept = np.flatnonzero(keep_a)
-    if len(kept) < len(keep_a):
-        allocs = allocs.take(kept)   # (a take is cheaper than a mask on a wide frame)
-    # steps of allocations outside the window go with them
-    step_in = keep_a[spos]
-    dq.skip(OUTSIDE_WINDOW, n_out + int((~step_in).sum()))
-    agg = _step_usage(spos, steps, step_in, len(keep_a))
-    for name, arr in agg.items():
-        allocs[name] = arr[kept]
-    allocs["gpu_hours"] = allocs["gpus"] * allocs["in_window_s"] / 3600.0
-    # NCPUS not in the input: unknown (NaN), not 0
-    allocs["cpu_hours"] = allocs["ncpus"] * allocs["in_window_s"] / 3600.0
+    return keep, n_out
+
+
+def _attempts(allocs: pd.DataFrame, start, end) -> None:
+    """Add ``final_attempt``, ``requeued_attempt``, ``wasted`` and ``wait_s`` to ``allocs`` (in
+    place): a requeued job's rows but the last are requeued attempts, whose GPU-hours are
+    waste; a job's queue wait is that of its first attempt that started in the window."""
     # a requeued job has one row per attempt (same job code): all but the last (by Start, a
     # pending attempt last) are requeued attempts, whatever their state (REQUEUED, PREEMPTED
     # with a checkpoint, NODE_FAIL): their GPU-hours are waste
@@ -378,6 +374,49 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
             "job_code"].duplicated(keep="first")
         started_in &= first.reindex(allocs.index)
     allocs["wait_s"] = (allocs["start"] - ready).dt.total_seconds().clip(lower=0).where(started_in)
+
+
+def allocations(rows, start, end, dq: DataQuality, now=None,
+                source: str = "", untimed: bool = False, running_elapsed: bool = False) -> pd.DataFrame:
+    """Allocation rows of ``rows`` (a :class:`~slurmkit.accounting.frame.JobRows`) in
+    ``[start, end)`` (aware UTC timestamps) with the usage columns of the module docstring.
+    Records unused rows in ``dq`` (so ``dq.rows_counted`` is exactly the rows used). ``now``:
+    the time a running job's End is taken as (default: the current time). ``untimed``: rows
+    with no Submit, Start nor End at all (a capture printed without them, as reportseff's
+    ``sacct -o`` is) are kept instead of skipped, as started unless PENDING, with ``run_s`` =
+    ``in_window_s`` = their ElapsedRaw / Elapsed (no time to place them in the window: the
+    per-job view, :mod:`slurmkit.report.jobs`). ``running_elapsed``: a running job runs its
+    ElapsedRaw / Elapsed (what sacct measured when the capture was taken; when over 0, and never
+    past ``now`` or Start + Timelimit) rather than Start -> ``now``: for captures, whose
+    ``now`` is the capture time; live rows come from a pull made before ``now``."""
+    start, end = utc(start), utc(end)
+    now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
+    # one integer code per allocation identity (cluster, key_id), shared by its steps
+    acodes, scode = job_codes(rows)
+    allocs = rows.allocs.copy(deep=False)
+    allocs["job_code"] = acodes
+    steps = rows.steps
+
+    steps, scode = _drop_orphan_steps(allocs, steps, scode, dq, source)
+    steps = _cap_gpu_util(steps, dq, source)
+    notime = _run_times(allocs, start, end, now, untimed, running_elapsed)
+    keep, n_out = _window_rows(allocs, start, end, notime, dq, source)
+    # each step belongs to one attempt (a requeued job's attempts share the job code)
+    spos = attempt_of_steps(allocs["job_code"].to_numpy(), allocs["start"], scode, steps["start"])
+    keep_a = keep.to_numpy(bool)
+    kept = np.flatnonzero(keep_a)
+    if len(kept) < len(keep_a):
+        allocs = allocs.take(kept)   # (a take is cheaper than a mask on a wide frame)
+    # steps of allocations outside the window go with them
+    step_in = keep_a[spos]
+    dq.skip(OUTSIDE_WINDOW, n_out + int((~step_in).sum()))
+    agg = _step_usage(spos, steps, step_in, len(keep_a))
+    for name, arr in agg.items():
+        allocs[name] = arr[kept]
+    allocs["gpu_hours"] = allocs["gpus"] * allocs["in_window_s"] / 3600.0
+    # NCPUS not in the input: unknown (NaN), not 0
+    allocs["cpu_hours"] = allocs["ncpus"] * allocs["in_window_s"] / 3600.0
+    _attempts(allocs, start, end)
     # the bucket of the GPUs the job asked for (ReqTRES), else of those it got
     asked = allocs["req_gpus"].fillna(allocs["gpus"]) if "req_gpus" in allocs else allocs["gpus"]
     allocs["gpu_bucket"] = gpu_bucket(asked)

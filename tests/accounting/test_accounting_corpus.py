@@ -76,7 +76,7 @@ def _expected(rows):
         if key in seen:
             continue
         seen.add(key)
-        # a job counts when it started (issue 25): Start set, and not a held job's cancel
+        # a job counts when it started: Start set, and not a held job's cancel
         # (Start = End, no run time, before Eligible or with Eligible Unknown)
         if r.get("Start") in (None, "", "None", "Unknown"):
             continue
@@ -138,7 +138,7 @@ def test_corpus_file_counts(corpus, name, fields, delim, nrows):
     gpu_field = any(f in hand[0] for f in ("AllocTRES", "AllocGRES", "ReqTRES"))
     if gpu_field or jobs == 0:   # (no job: 0 GPU-hours is known)
         assert rep["totals"]["gpu_hours"] == pytest.approx(gpu_h, rel=1e-6, abs=1e-6)
-    else:   # no GPU field in the capture (the pcluster dumps): unknown, not 0 (issue 25)
+    else:   # no GPU field in the capture (the pcluster dumps): unknown, not 0
         assert rep["totals"]["gpu_hours"] is None and "gpu_hours" in rep["unknown"]
     assert rep["totals"]["cpu_hours"] == pytest.approx(cpu_h, rel=1e-6, abs=1e-6)
 

@@ -1,4 +1,4 @@
-"""Records as sacct prints them (issue 25, point 4): a newline inside a field splits a record
+"""Records as sacct prints them: a newline inside a field splits a record
 over physical lines (sacct does not escape it); the lines are joined when the field count
 says so and listed as repaired. Multi-character delimiters are read from the header; a header
 after a prefix is refused with what was seen. Inputs: facebookresearch/gcm's sacct test data
@@ -65,7 +65,7 @@ def test_gcm_joined_job_counts_its_gpus():
 def test_gcm_identical_repeat_is_counted_once_not_a_problem():
     """gcm's multiple-multiline capture prints record 201844 three times, every field equal (read
     by hand: lines 4-9 are three copies of one two-line record): one allocation, the two copies
-    skipped as identical repeats, which are not problems (issue 25 trial finding 12); the step
+    skipped as identical repeats, which are not problems; the step
     200131.0 without its allocation row stays a problem."""
     from slurmkit.accounting.quality import IDENTICAL_REPEAT
 

@@ -1,5 +1,5 @@
 """Timeouts and schedules said out loud, against a real slurmctld and slurmd (the sandbox,
-Slurm 22.05): the sandbox's slurm.conf with a site setting of the kind issue 23 found kept or
+Slurm 22.05): the sandbox's slurm.conf with a site setting of the kind that used to be kept or
 changed without a word (a PrologSlurmctld and no PrologEpilogTimeout; PrologEpilogTimeout=5,
 shorter than the hooks' deadline; HealthCheckNodeState=ALLOC; HealthCheckInterval=3600).
 ``slurmkit hooks install`` prints the note or warning, ``scontrol reconfigure`` is accepted and

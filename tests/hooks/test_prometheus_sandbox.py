@@ -184,7 +184,7 @@ def test_drain_xid_job_energy_and_dashboard_through_prometheus(sandbox, monitore
     assert rep["totals"]["energy_kwh_by_source"]["prometheus"] == pytest.approx(2 * EXTRA_J / 3.6e6, rel=1e-6)
 
 
-# the rule as it was before it judged only each node's newest hook run (issue 24: a false
+# the rule as it was before it judged only each node's newest hook run (it gave a false
 # SlurmkitGpuCheckFailing for a healthy, resumed node)
 OLD_CHECK_FAILING = ("max by (node, gpu, check) (slurmkit_health_check_status) == 2 "
                      "unless on (node) (slurmkit_node_drained_by_slurmkit == 1)")

@@ -242,7 +242,7 @@ def test_sreport_without_rows_is_not_comparable_and_capacity_counts_from_registr
     assert u["capacity_gpu_hours"] == pytest.approx(16 * 697 / 3600)
     md = (out / "weekly.md").read_text()
     assert "not comparable" in md and "counted 2026-12-02T13:53:23Z – 2026-12-02T14:05:00Z" in md
-    # trial finding 10: a 1-day window is "1 day"; no raw True/False, no "{}" among the assumptions
+    # a 1-day window is "1 day"; no raw True/False, no "{}" among the assumptions
     assert md.startswith("# GPU cluster report over 1 day — sandbox: 2026-12-02 to 2026-12-03")
     assert "| gpu_tdp_w | none given (every GPU at default_tdp_w) |" in md and "| trust_slurm_energy | yes |" in md
     html = (out / "weekly.html").read_text()
@@ -252,7 +252,7 @@ def test_sreport_without_rows_is_not_comparable_and_capacity_counts_from_registr
 
 def test_cluster_registered_after_the_hours_has_nothing_reported():
     """A labelled edit of sandbox_events.psv: the cluster's registration moved to 14:27:29, after
-    the hour (a cluster made after sreport's rolled-up hours, as in issue 25's trial): Reported
+    the hour (a cluster made after sreport's rolled-up hours): Reported
     and Idle are 0 for the hour (not the nodes' TRES x the hour) and the note says when it
     registered."""
     text = _read("sandbox_events.psv").replace("|1796219603|Unknown|", "|1796221649|Unknown|")
@@ -270,7 +270,7 @@ def test_weekly_refuses_another_clusters_captures(tmp_path, corpus):
     """The weekly report of Habrok's real capture (corpus/sacct, week 2024-W12) with the
     sandbox's captured nodes and assoc tree: refused (exit 2, nothing written), the nodes
     named; Habrok's own ``scontrol show nodes`` (corpus/slurm) is
-    taken. (A period-report trial of issue 27 found the breakdown all zeros without a word.)"""
+    taken (the breakdown used to read all zeros without a word)."""
     from click.testing import CliRunner
 
     from slurmkit.cli import cli
@@ -296,7 +296,7 @@ def test_weekly_refuses_another_clusters_captures(tmp_path, corpus):
 
 
 def test_inputs_of_the_jobs_cluster_are_taken_by_slurms_rules_and_a_zone_is_blamed_when_it_can_be(tmp_path):
-    """Trial t28: ``foreign_inputs`` compared cluster names case-sensitively and node names
+    """``foreign_inputs`` used to compare cluster names case-sensitively and node names
     with their domain; Slurm lowercases cluster names, and ``scontrol`` may print
     ``NodeName=n1.sb.example`` where sacct's NodeList says ``n1``. Both are the jobs' cluster
     now. Events read in the wrong zone (sacctmgr's local times of an Amsterdam host read as
@@ -335,7 +335,7 @@ def test_inputs_of_the_jobs_cluster_are_taken_by_slurms_rules_and_a_zone_is_blam
 
 
 def test_the_sandbox_profiles_node_tres_are_slurms():
-    """Trial t28: ``--site sandbox`` counted 2 CPUs a node (sockets x cores x threads of the
+    """``--site sandbox`` used to count 2 CPUs a node (sockets x cores x threads of the
     hardware the profile describes) where slurm.conf, and so slurmdbd and sreport, count 8
     (the profile's ``slurm_node.cpus``): CPU Down and Reported were a quarter of sreport's. The
     profile's node TRES now equal the sandbox's real ``scontrol show -o nodes`` capture's."""

@@ -1,4 +1,4 @@
-"""The HTML report's smaller points (issue 25, point 7), on real captures
+"""The HTML report's details, on real captures
 (tests/report/data/README.md, ../shared/corpus): the geometry of matplotlib's own artists for
 the plots (pure, no browser), the page's text, and a headless Chromium screenshot that the page
 renders (tests/report/chromium_shot.py).
@@ -144,7 +144,7 @@ def test_trend_tables_without_rows_say_so(tmp_path):
     assert "No jobs in the stored weeks (2018-W02): 0 CPU-hours." in trends and "<img" not in trends
     # no headers-only table, no empty chart; the cluster's own row per week is the one table:
     # the stored week reads 0, the weeks not in the store "–"; the capture ends before W02 does
-    # (2017): the week is provisional, and its cell says so (issue 25 trial finding 8)
+    # (2017): the week is provisional, and its cell says so
     assert trends.count("<table") == 1
     assert '<td class="l">GPU-hours</td><td>–</td><td>–</td><td>0 (provisional)</td>' in trends
     # the window's own tables by user / account / partition: no headers-only table either

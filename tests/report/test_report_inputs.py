@@ -1,4 +1,4 @@
-"""Inputs on record (issue 25, point 2) on a real capture (tests/report/data/README.md):
+"""Inputs on record on a real capture (tests/report/data/README.md):
 JSON ``inputs`` and the "About this report" block name each file (sha256, rows, delimiter,
 header), the capture time and how it was found, the zone and whether it was assumed, the
 window and the tool; a non-empty capture with no row in the window is refused unless
@@ -74,7 +74,7 @@ def test_capture_outside_the_window_is_refused(tmp_path):
 
 
 def test_a_window_that_is_not_a_week_is_not_titled_weekly(tmp_path):
-    """Issue 25's smaller points: the 14-day window of this capture is not a "weekly report";
+    """The 14-day window of this capture is not a "weekly report";
     a user named like Markdown (``**  USER1``, a labelled edit of the capture) stays text."""
     edit = tmp_path / "edit.psv"
     edit.write_text(SRC.read_text().replace("|dops0572|", "|**  USER1|"))
@@ -90,7 +90,7 @@ def test_a_window_that_is_not_a_week_is_not_titled_weekly(tmp_path):
 
 
 def test_header_line_is_not_a_row(tmp_path):
-    """Issue 25's smaller points: the header line is not counted among the rows read or
+    """The header line is not counted among the rows read or
     skipped (10 lines: a header and 9 records, all in the window)."""
     out = tmp_path / "o"
     res = _run("--start", "2017-01-02", "--end", "2017-01-16", "-o", str(out), "--format", "json,md",
@@ -103,10 +103,10 @@ def test_header_line_is_not_a_row(tmp_path):
 
 
 def test_as_of_before_every_submit_is_a_warning_naming_both_times(tmp_path):
-    """Issue 25's smaller points: an --as-of earlier than every job's Submit (the capture
+    """An --as-of earlier than every job's Submit (the capture
     cannot have been taken then) is said on stderr, in data_quality.warnings and in the
     Markdown, with both times; as of then nothing had been submitted, so without --allow-empty
-    it is an error that says so (trial finding 7); an --as-of after every time says nothing."""
+    it is an error that says so; an --as-of after every time says nothing."""
     submits = [ln.split("|")[10] for ln in SRC.read_text().splitlines()[1:]]
     first = min(submits)
     assert first == "2017-01-04T16:57:11"   # Europe/London in January = UTC
@@ -131,7 +131,7 @@ def test_as_of_before_every_submit_is_a_warning_naming_both_times(tmp_path):
 
 
 def test_as_of_before_starts_and_ends_warns_and_rewinds_the_capture(tmp_path, corpus):
-    """Trial finding 7, on the corpus's Habrok capture (taken 2024-04-19 13:11): with --as-of
+    """On the corpus's Habrok capture (taken 2024-04-19 13:11): with --as-of
     2024-04-17T00:00Z, 8 allocation rows have a Start or End after it; the warning names the
     first (8162707, End 2024-04-17T11:44:39) and the report is as of --as-of: the jobs that
     started later (7951810 at 04-17 14:42, 8202099 at 04-17 22:53: pending then; 8298012 and
@@ -159,7 +159,7 @@ def test_as_of_before_starts_and_ends_warns_and_rewinds_the_capture(tmp_path, co
 
 
 def test_running_job_runs_what_sacct_measured_at_capture(corpus):
-    """Trial finding 13, on the corpus's Habrok capture: running job 8322514_33 (Start
+    """On the corpus's Habrok capture: running job 8322514_33 (Start
     09:39:58, Elapsed 03:31:51 = 12711 s when sacct printed it) runs 12711 s, not the capture
     time (the latest Start + Elapsed of any running job, 13:11:52, from 8298012) − Start =
     12714 s; its 8 CPUs give 8 x 12711 s of CPU time."""
@@ -185,7 +185,7 @@ def test_running_job_runs_what_sacct_measured_at_capture(corpus):
 
 
 def test_partial_week_is_flagged_where_readers_look(tmp_path, corpus):
-    """Trial finding 8, the corpus's Habrok capture (taken 2024-04-19 13:11:52) for W16 (ends
+    """The corpus's Habrok capture (taken 2024-04-19 13:11:52) for W16 (ends
     04-22): JSON ``coverage`` says partial; the Markdown and HTML say so under the totals; the
     GPUs-in-use curve stops at the capture (no 0 GPUs after it) and the plot shades the rest
     "not captured"; the stored week's trend cells read "(provisional)"."""
@@ -209,7 +209,7 @@ def test_partial_week_is_flagged_where_readers_look(tmp_path, corpus):
     assert rep["hourly"]["hours"][-1] == "2024-04-19T13:00:00Z" and len(rep["hourly"]["hours"]) == 4 * 24 + 14
     plt, fig, ax = hourly_fig(rep)
     assert "not captured" in [t.get_text() for t in ax.get_legend().get_texts()]
-    # the p95 level stops where the capture does (the trial's finding 6: it crossed the shade)
+    # the p95 level stops where the capture does (it used to cross the shade)
     import matplotlib.dates as mdates
     p95 = [c for c in ax.collections if c.get_label().startswith("p95")]
     assert len(p95) == 1
@@ -222,7 +222,7 @@ def test_partial_week_is_flagged_where_readers_look(tmp_path, corpus):
 
 
 def test_live_about_block_says_now_not_none():
-    """Trial finding 10: a live report's inputs (``inputs_record`` without captures: as_of None,
+    """A live report's inputs (``inputs_record`` without captures: as_of None,
     as_of_from "now (live)") read "now (live)" in the About block, not "None (now (live))"."""
     from slurmkit.report.pipeline import WeeklyOptions, inputs_record
     from slurmkit.report.render import about_rows
@@ -235,7 +235,7 @@ def test_live_about_block_says_now_not_none():
 
 
 def test_trend_lines_each_have_their_own_colour_marker_and_style(tmp_path, corpus):
-    """Trial finding 9: the corpus's Habrok capture stored for W15 and W16 (its partitions
+    """The corpus's Habrok capture stored for W15 and W16 (its partitions
     gpulong, regularlong, ... over two weeks, W16 provisional): in every panel of the trends
     plot no two series share a colour, a marker or a line style (the provisional open markers
     used to advance the colour cycle, so gpulong and regularlong were both blue)."""
@@ -261,7 +261,7 @@ def test_trend_lines_each_have_their_own_colour_marker_and_style(tmp_path, corpu
 
 
 def test_as_of_later_than_the_capture_keeps_running_jobs_where_sacct_left_them(tmp_path, corpus):
-    """The weekly trial's finding 1: Habrok's capture was printed at 2024-04-19 11:11:52 (its
+    """Habrok's capture was printed at 2024-04-19 11:11:52 (its
     running jobs' Start + Elapsed); with ``--as-of 2024-04-21`` the totals stopped the running
     jobs there but the GPUs-in-use curve ran them on to --as-of (181.4 GPU-h in hourly.csv
     against 124.3 in the totals) and nothing was said. Now each running job stops at Start +
@@ -290,7 +290,7 @@ def test_as_of_later_than_the_capture_keeps_running_jobs_where_sacct_left_them(t
 
 
 def test_about_block_names_the_field_list_file(tmp_path, corpus):
-    """The weekly trial's finding 7: a capture without a header (Habrok's as captured with
+    """A capture without a header (Habrok's as captured with
     ``--parsable --noheader --delimiter=☃``, its fields in a file beside it) named its field
     list in the About block but not the file it came from."""
     c = corpus / "sacct"

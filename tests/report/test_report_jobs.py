@@ -1,4 +1,4 @@
-"""The per-job view (``slurmkit report jobs``, issue 27 point 5) against reportseff's own test
+"""The per-job view (``slurmkit report jobs``) against reportseff's own test
 data (real sacct outputs with reportseff's expected efficiencies: tests/report/data/README.md)
 and against an independent computation on the corpus's Habrok capture; the job-size
 distribution (GPUs x duration) on the same capture."""
@@ -83,7 +83,7 @@ def test_reportseff_console_outputs_match():
             assert _pct(r["cpu_eff"]) == cpu_eff, jid
         if jid == "23000233":
             # cancelled before any step ran: no MaxRSS at all. reportseff reads the missing MaxRSS
-            # as 0 B (0.0 %); here it is unknown (issue 25: unknown is never 0)
+            # as 0 B (0.0 %); here it is unknown (unknown is never 0)
             assert r["mem_eff"] is None and r["mem_used_mib"] is None
             assert r["mem_req_mib"] == 4000 * 16   # 4000Mc x AllocCPUS 16
         else:
@@ -127,8 +127,8 @@ def test_table_and_csv_say_unknown():
     table = _jobs(*args, "23000233", "24418435")
     lines = table.splitlines()
     assert lines[0].split()[:8] == ["JobID", "User", "Account", "State", "Elapsed", "TimeEff", "CPUEff", "MemEff"]
-    # the capture has no User and no Account field: unknown in their columns, not blank (issue 25,
-    # finding 11: the account says which field was missing)
+    # the capture has no User and no Account field: unknown in their columns, not blank (the
+    # account says which field was missing)
     assert all("unknown (no Account field)" in ln for ln in lines[1:])
     row = {ln.split()[0]: ln.replace("unknown (no Account field)", "").split() for ln in lines[1:]}
     assert row["24418435"][1:7] == ["unknown", "COMPLETED", "01:27:42", "48.7%", "99.8%", "47.6%"]

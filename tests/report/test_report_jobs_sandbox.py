@@ -1,4 +1,4 @@
-"""``slurmkit report jobs`` against the real Slurm sandbox (issue 27 point 5): jobs with known
+"""``slurmkit report jobs`` against the real Slurm sandbox: jobs with known
 sleep times and CPU use, read back through live sacct; state, elapsed and time-limit efficiency
 equal sacct's own figures, CPU efficiency equals TotalCPU / (ElapsedRaw x NCPUS) read
 independently from sacct's job line, and tells a job that spun a CPU from one that slept."""

@@ -87,7 +87,7 @@ def test_times_in_a_dst_fold_and_gap_get_a_reading_and_a_data_quality_line(tmp_p
 
 
 def test_a_job_across_the_autumn_fold_without_elapsed_runs_cputime_over_ncpus(tmp_path, corpus):
-    """Issue 25 point 7, on a labelled edit of Habrok's real capture (no ElapsedRaw in it):
+    """On a labelled edit of Habrok's real capture (no ElapsedRaw in it):
     job 5919551 (11:04 run, CPUTime 01:28:32 on 8 CPUs) with its Elapsed column taken out and its
     times moved to the night of 2023-10-29 in Europe/Amsterdam, where 02:00-03:00 happens twice:
     Start 02:51:41 (CEST, 00:51:41Z), End 02:02:45 (CET, the second 02:xx, 01:02:45Z). Read as

@@ -83,7 +83,7 @@ def test_json_keys_and_values(capture, tmp_path):
         csv_users = {r["user"]: r for r in csv.DictReader(fh)}
     assert float(csv_users["bob"]["gpu_hours"]) == pytest.approx(4.0)
     assert dq["problems"] == []   # no row listed: the CSV still has its header
-    # no row listed; the figures the input cannot give are (issue 25: unknown is listed, not 0)
+    # no row listed; the figures the input cannot give are (unknown is listed, not 0)
     dq_csv = (out / "data_quality.csv").read_text().splitlines()
     assert dq_csv[0] == "source,line,reason,detail,counted"
     assert [ln.split(",")[2] for ln in dq_csv[1:]] == ["unknown: gpu_utilization", "unknown: utilization"]
@@ -286,7 +286,7 @@ def test_trust_slurm_energy_origin_says_default_unless_given(capture, tmp_path, 
 
 
 def test_every_csv_has_its_header_with_or_without_rows(tmp_path, corpus):
-    """A weekly trial's finding: a table with no row was written as the single word ``empty``
+    """A table with no row used to be written as the single word ``empty``
     (hourly.csv with no GPU count, accounts, breakdown, downtime, idle_jobs, trends), which
     spreadsheets and ``pandas.read_csv`` read as a column named "empty". Now each CSV has its
     header (render.csv_headers): a report with rows in nearly every table (the sandbox's

@@ -260,7 +260,7 @@ def test_period_and_weekly_paths_agree_on_a_real_capture(tmp_path):
     assert per.by == "month"
     said, seen = [], []
 
-    def hook(windows, clusters):    # the hook sreport's breakdown (issue 27.4) plugs into
+    def hook(windows, clusters):    # the hook sreport's breakdown plugs into
         seen.append((windows[0], windows[1][0], len(windows), clusters))
         return {"parts": len(windows)}
 

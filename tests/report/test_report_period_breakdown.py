@@ -1,4 +1,4 @@
-"""sreport's breakdown and the account tree in the period report (issue 27 point 4), from the
+"""sreport's breakdown and the account tree in the period report, from the
 real sandbox hour's captures of tests/report/data/sreport (sacct stored one file per day, as
 the daily pulls store it; sacctmgr events / reservations / assoc tree; scontrol nodes) and
 checked against the sreport output of the same hour (README.md there)."""
@@ -166,7 +166,7 @@ def test_breakdown_inputs_of_one_cluster_are_refused_for_a_report_over_several(s
     assert not (tmp_path / "no").exists()
     res = CliRunner().invoke(cli, args + ["-o", str(tmp_path / "no"), "--cluster", "sandbox,other", "--live-breakdown"])
     assert res.exit_code == 2 and "--live-breakdown: the breakdown's inputs describe one cluster" in res.output
-    # each name once, an empty item is no cluster (the trial's "sandbox," and "sandbox,sandbox")
+    # each name once, an empty item is no cluster ("sandbox," and "sandbox,sandbox")
     for names in ("sandbox,", "sandbox,sandbox", " sandbox , "):
         res = CliRunner().invoke(cli, args + ["-o", str(tmp_path / "one"), "--cluster", names,
                                               "--nodes", str(DATA / "sandbox_scontrol_nodes.txt")])
@@ -184,8 +184,7 @@ def test_breakdown_inputs_of_one_cluster_are_refused_for_a_report_over_several(s
 def test_another_clusters_inputs_are_refused_and_the_jobs_own_nodes_are_taken(corpus, tmp_path):
     """A Habrok store (the corpus' real ``sacct -P`` captures, stored as ``report store``
     stores them) reported against the sandbox's captured nodes, events and assoc tree gave
-    sreport's breakdown as all zeros and every user under root, without a word (trial of
-    issue 27). Refused now, exit 2, nothing written: each input that cannot be the jobs'
+    sreport's breakdown as all zeros and every user under root, without a word. Refused now, exit 2, nothing written: each input that cannot be the jobs'
     cluster's is named (the tree's Cluster, the nodes the jobs ran on, the events'
     registration). Habrok's own ``scontrol show nodes`` (corpus/slurm) is taken: its Reported
     is Habrok's CPUs x the month's hours."""
@@ -357,8 +356,8 @@ def test_a_part_is_the_sum_of_its_tiles(corpus, tmp_path):
         assert cpu["reported"] > cpu["allocated"] > 0
 
 
-def test_trial_t28_findings(corpus, store, tmp_path):
-    """What an analyst's trial (t28) of the breakdown inputs found, each fixed:
+def test_breakdown_inputs_of_a_captured_store(corpus, store, tmp_path):
+    """The breakdown's inputs against a store filled from captures, each once wrong:
 
     1. on a store filled from a capture the breakdown ran past the capture time (running jobs
        to Start + Timelimit, capacity to the window's end): now it stops at the store's latest

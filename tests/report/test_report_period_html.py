@@ -1,4 +1,4 @@
-"""The period report's HTML (issue 27 point 6): week-over-week and month-over-month plots by
+"""The period report's HTML: week-over-week and month-over-month plots by
 account, partition and cluster, checked on the figures they draw (matplotlib's own artists,
 pure and fast) and in headless Chromium (tests/report/chromium_shot.py).
 
@@ -253,7 +253,7 @@ def test_month_over_month_on_habrok_with_two_clusters(corpus, tmp_path):
     assert len(_images(page)) == 4                  # account, partition, queue wait, cluster
     text = _text(page)
     assert "GPU cluster report: 2023-06-01 to 2024-05-01 (by month) — a, b" in text
-    # 2024-04-20 .. 04-30 are after NOW: not yet, not missing (issue 27 trial, finding 8)
+    # 2024-04-20 .. 04-30 are after NOW: not yet, not missing
     assert "(a: 306, b: 254 days missing)" in text
     assert f"11 day(s) after {rep['as_of']} are not yet (future): not missing, not counted." in text
     assert "2023-07† 2023-07-01 2023-08-01 0 of 31 not in the store" in text
@@ -314,7 +314,7 @@ def test_one_partitions_unknown_gpu_hours_are_marked_not_drawn(corpus, tmp_path)
     april = len(rep["breakdown"]) - 1
     assert _row(rep["breakdown"][april], "by_partition", "gpumedium")["gpu_hours"] is None
     # only gpulong has GPU-hours, gpumedium's are unknown (sorted last): both named, the
-    # partitions with 0 GPU-hours not drawn (issue 27 trial, finding 7)
+    # partitions with 0 GPU-hours not drawn
     for n in (6, 12):
         panel = pp.part_series(rep, "by_partition", "gpu_hours", n)
         vals = {s["name"]: s["values"] for s in panel["series"]}

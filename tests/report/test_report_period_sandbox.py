@@ -1,4 +1,4 @@
-"""The period report (issue 27 points 1, 4 and 5) against the sandbox's real accounting spread
+"""The period report (totals, sreport's breakdown, the per-job view) against the sandbox's real accounting spread
 over several days: a workload run in the module's own sandbox (real slurmctld / slurmdbd /
 MariaDB: the edits below stay out of the other tests' accounting), its final records in
 slurmdbd (``_settled``), then backdated in slurmdbd's MariaDB (``sandbox_job_table`` /
@@ -30,7 +30,7 @@ from slurmkit.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
 
-ACCOUNT = "h27qchem"
+ACCOUNT = "periodchem"
 DAY = 86400
 # (account or None: root's default, hour of day 1..3 as offset from the first midnight, hours run)
 # the days are a Saturday, Sunday and Monday: job 2 runs over the week's end (Sunday to Monday)
@@ -102,7 +102,7 @@ def test_period_report_on_backdated_accounting_equals_sacct_and_sreport(own_slur
     from slurmkit.slurm.commands import run
 
     slurm_env = own_slurm_env   # (the module's own sandbox: tests/conftest.py own_sandbox)
-    run(["sacctmgr", "-i", "add", "account", ACCOUNT, "parent=root", "Description=h27q", "Organization=h27q"],
+    run(["sacctmgr", "-i", "add", "account", ACCOUNT, "parent=root", "Description=period report test", "Organization=slurmkit-test"],
         timeout=30, check=False)
     run(["sacctmgr", "-i", "add", "user", "root", f"account={ACCOUNT}"], timeout=30, check=False)
     today = int(dt.datetime.now(dt.timezone.utc).timestamp()) // DAY * DAY
@@ -113,14 +113,14 @@ def test_period_report_on_backdated_accounting_equals_sacct_and_sreport(own_slur
         argv = ["sbatch", "--parsable", "-o", "/dev/null", "-w", f"n{i % 2 + 1}", f"--gres=gpu:{i % 2 + 1}",
                 "-c", "1", *(["-A", acc] if acc else []), "--wrap", "sleep 2"]
         jobs.append(run(argv, timeout=60).stdout.strip())
-    run(["scontrol", "update", "NodeName=n4", "State=DOWN", "Reason=slurmkit-test: h27q backdated"], timeout=30)
+    run(["scontrol", "update", "NodeName=n4", "State=DOWN", "Reason=slurmkit-test: period-report backdated"], timeout=30)
     try:
         wait_until(lambda: all(_state(run, j) == "COMPLETED" for j in jobs), 180, 1.0, f"jobs {jobs}",
                    lambda: run(["squeue", "-o", "%i %T %r"], timeout=30, check=False).stdout)
     finally:
         run(["scontrol", "update", "NodeName=n4", "State=RESUME"], timeout=30, check=False)
     wait_until(lambda: _sql(slurm_env, "SELECT count(*) FROM sandbox_event_table WHERE node_name='n4' AND "
-                                       "reason LIKE 'slurmkit-test: h27q%' AND time_end > 0").strip() == "1",
+                                       "reason LIKE 'slurmkit-test: period-report%' AND time_end > 0").strip() == "1",
                60, 1.0, "n4's DOWN event to be closed in slurmdbd")
     wait_until(lambda: _settled(slurm_env, run, jobs), 60, 1.0, "slurmdbd to hold the jobs' final records",
                lambda: _sql(slurm_env, "SELECT id_job, time_eligible, time_start, time_end FROM sandbox_job_table "
@@ -136,7 +136,7 @@ def test_period_report_on_backdated_accounting_equals_sacct_and_sreport(own_slur
         sql.append(f"UPDATE sandbox_step_table t JOIN sandbox_job_table j ON t.job_db_inx=j.job_db_inx "
                    f"SET t.time_start={s}, t.time_end={e} WHERE j.id_job={jid};")
     sql.append(f"UPDATE sandbox_event_table SET time_start={d1 + DAY + 7200}, time_end={d1 + DAY + 12600} "
-               "WHERE node_name='n4' AND reason LIKE 'slurmkit-test: h27q%';")
+               "WHERE node_name='n4' AND reason LIKE 'slurmkit-test: period-report%';")
     # a copy of the cluster's open registration (its TRES) over the days, closed after them: the
     # registration of today's hours is left as it is for the other sandbox tests
     sql.append("INSERT IGNORE INTO sandbox_event_table (time_start, time_end, node_name, cluster_nodes, reason, "

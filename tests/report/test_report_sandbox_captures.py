@@ -1,4 +1,4 @@
-"""The report on captures of the sandbox's real accounting (issue 25, points 1 and 3): sacct
+"""The report on captures of the sandbox's real accounting: sacct
 printed with ``TZ=`` another zone, without AllocTRES (and without any GPU field), without
 ``-D``. Jobs that never started (cancelled while held with ``--begin`` and with ``-H``) are
 their own outcomes line and never enter the queue wait; the waits take each job once, in the
@@ -70,12 +70,12 @@ def test_captures_of_real_accounting(slurm_env, tmp_path):
 
     rep = report(cap, tmp_path / "a", "--tz", ZONE)
     jobs = pd.read_csv(tmp_path / "a" / "jobs.csv", dtype={"key_id": str}).set_index("key_id")
-    # point 1: GPUs from ReqTRES (the capture has no AllocTRES), marked requested
+    # GPUs from ReqTRES (the capture has no AllocTRES), marked requested
     assert jobs.loc[ran, "gpus"] == 2 and jobs.loc[ran, "gpu_source"] == "ReqTRES (requested)"
     assert rep["totals"]["gpu_hours_from_request"] == rep["totals"]["gpu_hours"] > 0
     assert jobs.loc[ran, "gpu_hours"] == pytest.approx(2 * jobs.loc[ran, "run_s"] / 3600)
     assert 4 <= jobs.loc[ran, "run_s"] <= 60
-    # point 3: the cancelled-while-held jobs did not start
+    # the cancelled-while-held jobs did not start
     assert not jobs.loc[later, "started"] and not jobs.loc[held, "started"], cap.read_text()
     assert pd.isna(jobs.loc[later, "wait_s"]) and pd.isna(jobs.loc[held, "wait_s"])
     assert jobs.loc[ran, "started"] and jobs.loc[ran, "gpu_bucket"] == "2-4"
@@ -89,7 +89,7 @@ def test_captures_of_real_accounting(slurm_env, tmp_path):
     utc_start = _sacct("JobIDRaw,Start", "-j", ran, tz="UTC").splitlines()[1].split("|")[1]
     assert pd.Timestamp(jobs.loc[ran, "start"]) == pd.Timestamp(utc_start, tz="UTC")
 
-    # point 2: the inputs on record; the zone given
+    # the inputs on record; the zone given
     inp = rep["inputs"]
     assert inp["time_zone"] == ZONE and inp["time_zone_given"] is True
     f0 = inp["files"][0]
@@ -114,7 +114,7 @@ def test_captures_of_real_accounting(slurm_env, tmp_path):
     assert [p.name for p in (tmp_path / "d").iterdir()] == ["weekly.md"]
     assert (tmp_path / "d" / "weekly.md").read_text() == "last week's"
 
-    # point 1: no GPU field at all -> GPU-hours unknown, said so
+    # no GPU field at all -> GPU-hours unknown, said so
     rep2 = report(bare, tmp_path / "b", "--tz", ZONE)
     assert rep2["totals"]["gpu_hours"] is None and "gpu_hours" in rep2["unknown"]
     assert "Unknown: GPU-hours" in (tmp_path / "b" / "weekly.md").read_text()
@@ -126,7 +126,7 @@ def _iso_week(d: dt.date) -> str:
 
 
 def test_trends_tell_zero_from_missing_on_a_capture_of_real_accounting(slurm_env, tmp_path):
-    """Issue 25 point 6 on a capture of the sandbox's real accounting (printed with
+    """Trends on a capture of the sandbox's real accounting (printed with
     ``TZ=America/Chicago``, read with ``--tz``, from the Monday two weeks back): this week's
     report is provisional (the capture ends before the week does); last week, in which the
     fresh cluster ran nothing, is refused without ``--allow-empty`` (nothing stored) and stored

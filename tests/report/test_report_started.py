@@ -1,4 +1,4 @@
-"""Jobs that ran (issue 25, point 3), on small captures in sacct's form (tests/sacct_rows.py;
+"""Jobs that ran, on small captures in sacct's form (tests/sacct_rows.py;
 the sandbox test test_report_sandbox_captures.py checks the same on Slurm's own records): a
 job counts when it started; a pending cancel (Start None) and a held job's cancel (Start =
 End before Eligible) are the "cancelled before start" line, never in the waits; a requeued

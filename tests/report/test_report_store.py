@@ -1,4 +1,4 @@
-"""The store as a Hive-partitioned Parquet dataset (issue 27, point 3): the old layout moved on
+"""The store as a Hive-partitioned Parquet dataset: the old layout moved on
 first open, and another engine (DuckDB's ``read_parquet(..., hive_partitioning=1)``, as Spark or
 Trino read partitions) sees the ``cluster`` and ``day`` columns.
 

@@ -1,5 +1,4 @@
-"""Filling the store from captures (issue 27 trial, finding 1) and the period report's store
-errors (finding 2).
+"""Filling the store from captures and the period report's store errors.
 
 Data: Habrok's real capture (../shared/corpus/sacct/habrok_gpu_cluster_parsable2.psv, real
 `sacct -P` output of its GPU partitions, June 2023 to April 2024; see the corpus README).
@@ -128,7 +127,7 @@ def test_report_store_and_period_errors_name_the_path(tmp_path):
 
 
 def test_report_jobs_reads_every_cluster_of_the_store_and_says_unknown(tmp_path):
-    """Findings 5 and 6: ``report jobs --store S`` without ``--cluster`` reads every cluster of
+    """``report jobs --store S`` without ``--cluster`` reads every cluster of
     the store (as ``report period``); nothing matched is a warning; the CSV writes "unknown"
     for a field the capture does not give (Habrok's has no Account and no Cluster)."""
     for cluster in ("habrok", None):
@@ -161,7 +160,7 @@ def test_report_jobs_reads_every_cluster_of_the_store_and_says_unknown(tmp_path)
 
 
 def test_parts_with_no_stored_day_are_null_and_future_days_are_not_yet(tmp_path):
-    """Findings 3 and 8: the analyst's year 2024 with only Q1 in the store: the parts with no
+    """The analyst's year 2024 with only Q1 in the store: the parts with no
     day stored have null figures ("not in the store" in Markdown and CSV, never 0), every part
     says how many of its days are stored; days after --now are "not yet", not missing."""
     import csv
@@ -206,7 +205,7 @@ def test_parts_with_no_stored_day_are_null_and_future_days_are_not_yet(tmp_path)
 
 
 def test_queue_wait_axis_is_plain_numbers_on_habrok(tmp_path):
-    """Finding 7: the queue-wait plot (the weekly report's, reused by the period page) labels
+    """The queue-wait plot (the weekly report's, reused by the period page) labels
     its log axis in plain numbers; Habrok's February 2024 waits run to hundreds of hours, whose
     1000 tick read "1e+03"."""
     from slurmkit.report import plots
@@ -245,7 +244,7 @@ def test_report_store_says_where_a_named_clusters_capture_goes_without_cluster(t
 
 
 def test_store_warnings_for_two_clusters_and_two_zones(tmp_path):
-    """Trial t28: a capture naming two clusters stored without --cluster was told to use the
+    """A capture naming two clusters stored without --cluster used to be told to use the
     first one's name; now it is told to store each cluster's capture with its own --cluster.
     And a store whose days record two zones (``report store --tz``) names no zone for the
     period's captured events: UTC is assumed and the warning says which zones the days hold.

@@ -1,4 +1,4 @@
-"""Trends that tell 0 from missing (issue 25, point 6): a stored week with no job reads 0, a
+"""Trends that tell 0 from missing: a stored week with no job reads 0, a
 week not in the store None ("–", not in the store); a week whose capture ends before the week
 does is provisional until a later run covers it. Captures in sacct's form (tests/sacct_rows.py)."""
 

@@ -1,4 +1,4 @@
-"""Unknown stays unknown (issue 25, point 1): a figure whose input is absent is null in the
+"""Unknown stays unknown: a figure whose input is absent is null in the
 JSON, "unknown" with its reason in Markdown / HTML, listed in data quality, and nothing derived
 from it reads 0. Inputs: a real AllocGRES-only capture (tests/report/data/README.md) and the
 corpus's Habrok capture with fields taken out (labelled edits of a real capture)."""
@@ -82,7 +82,7 @@ def test_no_gpu_field_no_ncpus_is_unknown(tmp_path):
     md = (out / "weekly.md").read_text()
     assert "Unknown: GPU-hours" in md and "no AllocTRES, AllocGRES or ReqTRES" in md
     assert "Unknown: CPU-hours — no NCPUS or AllocCPUS field in the input." in md
-    # CPU efficiency says the same why (the weekly trial's finding 3: it said "no finished job
+    # CPU efficiency says the same why (it used to say "no finished job
     # with a TotalCPU", though they have one)
     assert "CPU efficiency unknown (no NCPUS or AllocCPUS field in the input)" in md
     totals_row = md.split("## Totals")[1].splitlines()[4]
@@ -119,7 +119,7 @@ def test_energy_unknown_is_null(tmp_path, corpus):
 
 
 def test_slurm_energy_from_alloctres_has_its_own_provenance(tmp_path, corpus):
-    """energy= in AllocTRES (CSCS capture, issue 25 point 5): with ConsumedEnergyRaw taken out
+    """energy= in AllocTRES (CSCS capture): with ConsumedEnergyRaw taken out
     (a labelled edit) the job's energy comes from the TRES, named as its own source."""
     src = corpus / "sacct" / "cscs_energy_parsable2.psv"
     head = src.read_text().splitlines()[0].split("|")
@@ -140,7 +140,7 @@ def test_slurm_energy_from_alloctres_has_its_own_provenance(tmp_path, corpus):
 
 
 def test_slurm_energy_from_steps_tresusageintot_has_its_own_provenance(tmp_path, corpus):
-    """energy= in the steps' TRESUsageInTot (issue 25 point 5), on a labelled edit of the CSCS
+    """energy= in the steps' TRESUsageInTot, on a labelled edit of the CSCS
     capture: each step row's own ConsumedEnergyRaw (joules Slurm's energy plugin measured for
     that step) moved into a TRESUsageInTot ``energy=`` field, the allocation row's
     TRESUsageInTot empty (as sacct prints it), ConsumedEnergy(Raw) and AllocTRES' energy= taken

@@ -113,7 +113,7 @@ def test_cli_dry_run_prints_the_golden_script_and_the_api_agrees(name, profile):
 
 
 #: Node kinds of tests/topology/kinds/kinds.toml: a node type without a GPU model (dgx1x4's
-#: ``Gres=gpu:8``) gets an untyped request (``--gpus-per-node=8``, issue 26 point 5); a mixed
+#: ``Gres=gpu:8``) gets an untyped request (``--gpus-per-node=8``); a mixed
 #: node (ocotillo's visualizacion1) asked for one of its types gets that type.
 KINDS = Path(__file__).resolve().parents[1] / "topology" / "kinds" / "kinds.toml"
 KIND_CASES = {"kinds-untyped": ("gpus", None), "kinds-mixed-gtx1060": ("vis", "gtx1060")}

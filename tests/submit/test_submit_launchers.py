@@ -133,8 +133,8 @@ def test_srun_messages_name_the_nodes_that_could_not_start_the_program(tmp_path)
 
 
 def test_the_quoted_task_line_is_without_sruns_label(tmp_path):
-    """--srun-opt=--label: srun puts "<task>: " before each line of a task's output (the second
-    trial's "1: x: error while loading ..."); the reason quotes the line without it."""
+    """--srun-opt=--label: srun puts "<task>: " before each line of a task's output
+    ("1: x: error while loading ..."); the reason quotes the line without it."""
     got = step_failures(tmp_path, "srun", ["srun: error: n2: tasks 2-3: Exited with exit code 127"],
                         logs=[("rank-2-restart0.out", "2: x: error while loading shared libraries: libcuda.so.1\n")],
                         srun_opts=("--label",))
@@ -207,7 +207,7 @@ def test_a_retry_without_a_bad_node_drops_or_shortens_switches(wait, value, says
 
 def run_torchrun_agent(tmp_path, joined, head="n1"):
     """The rendered torchrun script's agent wrapper (SLURMKIT_TORCHRUN) as node n2, with torch's
-    real exception types, where torchrun's ``main`` raises what n2's agent raised in the trial
+    real exception types, where torchrun's ``main`` raises what n2's agent raised in a test run
     when n1's torchrun (holding the c10d store) had exited: RendezvousConnectionError. ``joined``:
     whether n2's workers had started (their ``joined-n2-restart0`` marker). Returns (completed
     process, the n2 records written)."""
@@ -237,8 +237,8 @@ def test_torchrun_store_lost_after_the_ranks_started_blames_no_node(tmp_path):
 
 
 def test_torchrun_store_lost_on_the_first_node_itself_says_it_was_its_own(tmp_path):
-    """The same error on the node whose own torchrun held the store (the second trial's
-    message named "the first node" to the first node itself)."""
+    """The same error on the node whose own torchrun held the store (the message used to
+    name "the first node" to the first node itself)."""
     proc, records = run_torchrun_agent(tmp_path, joined=True, head="n2")
     assert proc.returncode == 1 and "badnode-n2-restart0" not in records
     assert proc.stderr.splitlines()[-1] == (
@@ -259,7 +259,7 @@ def test_torchrun_that_cannot_join_before_start_blames_its_node(tmp_path):
 def first_failure(tmp_path, err_lines, recorded=None):
     """Run the srun script's ``slurmkit_first_failure`` over srun messages (formats: Slurm 22.05
     src/plugins/launch/slurm/launch_slurm.c "%s: %s %s: Exited with exit code %d" and
-    "%s: %s %s: %s" with strsignal(); the lines below are the sandbox's, issue 26's trial);
+    "%s: %s %s: %s" with strsignal(); the lines below are the sandbox's);
     returns {node: status} of the failed- records."""
     text = render.render(plan_for("srun", nodes=2))
     err = tmp_path / "srun-ranks-restart0.err"

@@ -415,7 +415,7 @@ def test_dgx_h100_scalable_unit_is_one_leaf_as_the_reference_architecture_cables
 @pytest.mark.parametrize("time, warning, earliest", [("1:00", 30, 0), ("2:00", 60, 0), ("3:00", 120, 0),
                                                       ("3:30", 120, 60 * 4 - 120 - 60)])
 def test_a_signal_that_may_come_before_the_handler_is_said(time, warning, earliest):
-    """Issue 26's trial: -t 1:00 --checkpoint-signal USR1 got its signal 4 s after the start
+    """A test run: -t 1:00 --checkpoint-signal USR1 got its signal 4 s after the start
     (Slurm may signal up to 60 s before the time asked: sbatch(1) --signal), so the program's
     handler was not installed and the job requeued until the cap. --explain and submit say so
     whenever the earliest signal leaves less than 60 s of run, and which -t keeps the warning."""
@@ -433,7 +433,7 @@ def test_a_signal_that_may_come_before_the_handler_is_said(time, warning, earlie
 
 
 def test_only_advice_that_helps_is_given():
-    """-t 1:00 --preempt-warning 1 (the second trial): no warning can leave the handler 60 s
+    """-t 1:00 --preempt-warning 1: no warning can leave the handler 60 s
     under a 60 s limit, so only a longer -t is advised, one that keeps the 1 s warning."""
     (said,) = plan_for("srun", time="1:00", checkpoint_signal="USR1", signal_s=1).warnings
     assert said.endswith("SIGUSR1 may come 0 s after the job starts (Slurm may signal up to 60 s early): a program "
@@ -472,7 +472,7 @@ def test_submit_warns_through_pythons_warnings_and_the_cli_on_stderr(monkeypatch
     assert res.stdout == "41\n"
     assert res.stderr.startswith("slurmkit: warning: --checkpoint-signal USR1: with the time limit Slurm applies "
                                  "(00:01:00) and a 30 s warning, SIGUSR1 may come 0 s after the job starts")
-    # --dry-run says it too (the second trial: it did not), the script alone on stdout
+    # --dry-run says it too (it used not to), the script alone on stdout
     dry = CliRunner().invoke(submit_cli, ["single-gpu", "-t", "1:00", "--checkpoint-signal", "USR1", "--dry-run",
                                           "python3", "t.py"])
     assert dry.exit_code == 0 and dry.stdout.startswith("#!/bin/bash"), dry.output

@@ -482,7 +482,7 @@ def drained_mid_run(sandbox, job, tmp_path, node, reason, timeout=240, after=Non
 #: (an exception in the training loop, status 1) or "kill" (SIGKILL, as the OOM killer would);
 #: the other rank keeps running and, as a Megatron-style program, takes Slurm's SIGTERM (srun's
 #: --kill-on-bad-exit) as "save a checkpoint" and goes on, so its torchrun agent sees the store
-#: go away (what the trial found). A rerun exits 0 at once.
+#: go away (as a test run on the sandbox found). A rerun exits 0 at once.
 STORE_NODE_RANK = """
 import os, signal, sys, time
 out, how, node = sys.argv[1], sys.argv[2], os.environ["SLURMD_NODENAME"]
@@ -568,7 +568,7 @@ def test_a_site_health_checks_drain_reason_counts_where_the_profile_names_it(san
 
 
 def test_a_drain_after_the_crash_is_waited_for_where_the_profile_says(sandbox, backend, tmp_path):
-    """The second trial: a health check drains the node minutes after the rank crashed, when the
+    """A health check drains the node minutes after the rank crashed, when the
     batch shell has looked already. With submit.node_fault_wait_s = 90 it says it waits, n2 is
     drained (slurmkit: reason) while it waits, and the job is requeued without n2."""
     nodes_idle(sandbox, "n1", "n2", "n4")

@@ -1,4 +1,4 @@
-"""The analyst trial of issue 25 on ``report jobs`` (findings 4 and 6), on the corpus's real
+"""``report jobs`` on the corpus's real
 captures: torchx's (no Elapsed, Start or End: how long a job ran is unknown, not 0 s) and
 bcgsc/mavis's (two step rows with a garbled JobIDRaw, matched to their job by JobID, with a
 warning and a data-quality line). ``report jobs`` writes a table, CSV or JSON (no Markdown or
@@ -37,7 +37,7 @@ def _fields(path):
 
 
 def test_no_elapsed_start_end_is_unknown_not_zero(corpus):
-    """Finding 4: job 89 has .batch and .0 steps (it ran), but the capture has no Elapsed,
+    """Job 89 has .batch and .0 steps (it ran), but the capture has no Elapsed,
     Start or End: elapsed and time efficiency unknown in JSON, CSV and the table."""
     rows = _fields(corpus / TORCHX)
     assert not {"Elapsed", "ElapsedRaw", "Start", "End"} & set(rows[0])
@@ -53,7 +53,7 @@ def test_no_elapsed_start_end_is_unknown_not_zero(corpus):
 
 
 def test_garbled_jobidraw_steps_matched_by_jobid_with_a_warning(corpus):
-    """Finding 6: mavis's ``1672269_2.batch`` has JobIDRaw ``1671673291279.batch`` (its
+    """Mavis's ``1672269_2.batch`` has JobIDRaw ``1671673291279.batch`` (its
     allocation's is 1672279), ``1672454_2.batch`` ``1671673291454.batch`` (1672454): matched by
     JobID, their memory counted (MaxRSS x NTasks / ReqMem, read off the rows here), a warning
     and a data-quality repair naming each."""
@@ -89,7 +89,7 @@ def test_garbled_jobidraw_steps_matched_by_jobid_with_a_warning(corpus):
 
 
 def test_zero_totalcpu_without_steps_is_unknown_cpu_efficiency(corpus):
-    """Finding 5 (the rule docs/report.md states): Habrok's jobs that ran (Start set, Elapsed
+    """The rule docs/report.md states: Habrok's jobs that ran (Start set, Elapsed
     above 0, ended) with TotalCPU 00:00:00 on the allocation row and no step rows: CPU
     efficiency unknown (reportseff: 0 %), in JSON and CSV; counted here from the rows."""
     rows = _fields(corpus / "sacct" / "habrok_gpu_cluster_parsable2.psv")

@@ -1,5 +1,5 @@
-"""What an analyst's quarterly-report trial found in ``report period`` / ``report store`` /
-``report jobs`` (task h27t), on the trial's own stores, built from the shared corpus
+"""An analyst's quarterly reports with ``report period`` / ``report store`` / ``report jobs``,
+on stores built from the shared corpus
 (../shared/corpus/sacct: Habrok's real ``sacct -P`` captures, June 2023 to April 2024, and
 CSCS Santis' one-day ``sacct -P`` capture of 15 March 2024):
 
@@ -26,7 +26,7 @@ def _sk(*args):
 
 @pytest.fixture(scope="module")
 def stores(corpus, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("h27t")
+    tmp = tmp_path_factory.mktemp("stores")
     c = corpus / "sacct"
     s1, s3 = tmp / "S1", tmp / "S3"
     res = _sk("report", "store", "--from-sacct", c / "habrok_gpu_cluster_parsable2.psv", "--from-sacct",
@@ -49,7 +49,7 @@ def _period(tmp_path, *args):
 
 
 def test_a_period_with_no_stored_day_reads_not_in_the_store_everywhere(stores, tmp_path):
-    """Findings 2, 3 and 6: no stored day: job-size cells null (never 0 jobs / 0 GPU-h), no
+    """No stored day: job-size cells null (never 0 jobs / 0 GPU-h), no
     Python ``None`` in Markdown or HTML, every CSV with its header row."""
     s1, _ = stores
     res, rep, out = _period(tmp_path, "--quarter", "2027-Q1", "--store", s1, "--now", "2027-06-01")
@@ -76,7 +76,7 @@ def test_a_period_with_no_stored_day_reads_not_in_the_store_everywhere(stores, t
 
 
 def test_a_part_with_no_stored_day_has_null_job_sizes_beside_stored_parts(stores, tmp_path):
-    """Finding 2: ``--month 2024-04``: the store ends on 19 April; ISO week 17 has no day."""
+    """``--month 2024-04``: the store ends on 19 April; ISO week 17 has no day."""
     s1, _ = stores
     _, rep, out = _period(tmp_path, "--month", "2024-04", "--store", s1)
     parts = {b["label"]: b for b in rep["breakdown"]}
@@ -90,7 +90,7 @@ def test_a_part_with_no_stored_day_has_null_job_sizes_beside_stored_parts(stores
 
 
 def test_cpu_only_jobs_are_not_read_as_no_jobs_by_gpu_type(stores, tmp_path):
-    """Finding 3: 2024-Q1 holds 40 CPU-only jobs: by GPU type (GPU jobs only, as the weekly
+    """2024-Q1 holds 40 CPU-only jobs: by GPU type (GPU jobs only, as the weekly
     report's table) says they ran without GPUs, not "No jobs in the period."; job sizes count
     them in the 0-GPU row."""
     s1, _ = stores
@@ -104,10 +104,10 @@ def test_cpu_only_jobs_are_not_read_as_no_jobs_by_gpu_type(stores, tmp_path):
     html = (out / "period.html").read_text()
     assert html.split("By GPU type (the period)</h2>")[1].lstrip().startswith(f'<p class="note">{text}')
     assert "None" not in md and "None" not in html
-    # the zone the captures were read in, as report store recorded it (finding 5)
+    # the zone the captures were read in, as report store recorded it
     assert "Times of the captures read in: habrok: Europe/Amsterdam (--tz), 91 day(s)." in md
     assert "habrok: Europe/Amsterdam (--tz), 91 day(s)" in html
-    # finding 11: the job-size label says Elapsed (this capture has Elapsed, not ElapsedRaw)
+    # the job-size label says Elapsed (this capture has Elapsed, not ElapsedRaw)
     assert rep["job_sizes"]["duration_from"].startswith("Elapsed: ")
 
 
@@ -119,14 +119,14 @@ def test_cpu_only_jobs_are_not_read_as_no_jobs_by_gpu_type(stores, tmp_path):
     ("--quarter", "", "--quarter: not a quarter: ''"),
 ])
 def test_a_period_out_of_range_or_empty_is_a_one_line_error_naming_the_option(stores, tmp_path, opt, value, said):
-    """Findings 4 and 11: no traceback, exit 2, the option named."""
+    """No traceback, exit 2, the option named."""
     res = _sk("report", "period", opt, value, "--store", stores[0], "-o", tmp_path / "o")
     assert res.exit_code == 2 and res.output == f"slurmkit: error: {said}" + res.output.split(said)[1]
     assert res.output.count("\n") == 1 and "Traceback" not in res.output
 
 
 def test_period_labels(stores, tmp_path):
-    """Finding 4: ``2024Q1`` and ``2024-q1`` are 2024-Q1; finding 11: year 1 zero-padded, a
+    """``2024Q1`` and ``2024-q1`` are 2024-Q1; year 1 zero-padded, a
     ``--start/--end`` span said once."""
     s1, _ = stores
     for q in ("2024Q1", "2024-q1"):
@@ -142,7 +142,7 @@ def test_period_labels(stores, tmp_path):
 
 
 def test_two_clusters_name_the_cluster_missing_days_and_empty_account_reads_none(stores, tmp_path):
-    """Findings 7 and 8 (S3, March 2024): the days not in the store per cluster (santis holds
+    """S3, March 2024: the days not in the store per cluster (santis holds
     one day) in the CLI and the Markdown; Santis' job with an empty Account reads (none) in the
     Markdown, as in the HTML and the weekly report, and stays an empty cell in the CSV (as the
     weekly report's by_account.csv)."""
@@ -158,7 +158,7 @@ def test_two_clusters_name_the_cluster_missing_days_and_empty_account_reads_none
 
 
 def test_a_fill_without_tz_is_said_in_the_period_report(corpus, tmp_path):
-    """Finding 5: ``report store`` without --tz warns as ``report weekly`` does and records
+    """``report store`` without --tz warns as ``report weekly`` does and records
     the assumed zone; the period report says so."""
     res = _sk("report", "store", "--from-sacct", corpus / "sacct" / "cscs_energy_parsable2.psv",
               "--cluster", "santis", "--store", tmp_path / "s")
@@ -173,7 +173,7 @@ def test_a_fill_without_tz_is_said_in_the_period_report(corpus, tmp_path):
 
 
 def test_a_cluster_folder_or_an_empty_folder_is_not_a_store(stores, tmp_path):
-    """Finding 11: no report of every day missing under cluster ``_default``."""
+    """No report of every day missing under cluster ``_default``."""
     res = _sk("report", "period", "--month", "2024-03", "--store", stores[0] / "cluster=habrok", "-o", tmp_path / "o")
     assert res.exit_code == 2
     assert f"this looks like a cluster folder of a store (cluster=<name>): give its parent, --store {stores[0]}" \
@@ -185,7 +185,7 @@ def test_a_cluster_folder_or_an_empty_folder_is_not_a_store(stores, tmp_path):
 
 
 def test_report_jobs_says_which_jobs_never_started(corpus):
-    """Finding 10: jobs read but never started are not "not found"."""
+    """Jobs read but never started are not "not found"."""
     res = _sk("report", "jobs", "--from-sacct", corpus / "sacct" / "habrok_gpu_cluster_parsable2.psv", "--tz",
               "Europe/Amsterdam", "4047445", "5931946", "7336818", "1", "--start", "2023-01-01", "--end", "2025-01-01")
     assert res.exit_code == 0, res.output
@@ -195,7 +195,7 @@ def test_report_jobs_says_which_jobs_never_started(corpus):
 
 
 def test_running_jobs_count_up_to_their_pull_not_the_wall_clock(stores, corpus, tmp_path):
-    """Trial finding 1: a store filled from captures knows when each row was pulled (the
+    """A store filled from captures knows when each row was pulled (the
     capture's time, 2024-04-19 11:11:52 UTC); its running jobs run up to then, not up to the
     wall clock (nor their time limit, which it reached first): April 2024 equals the weekly
     report of the same capture over the same window (user490's job ran 38.3 of its 72

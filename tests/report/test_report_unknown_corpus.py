@@ -1,7 +1,7 @@
-"""The analyst trial of issue 25 (findings 1, 2 and 11): with no GPU field nothing GPU-derived
+"""With no GPU field nothing GPU-derived
 reads 0; GPU-hours from ReqTRES are marked "requested" wherever they appear; a capture without
 an Account / QOS field, and untyped GPUs, group under names that say so. Inputs: the corpus's
-Habrok capture with fields taken out (labelled edits of a real capture, as the trial's
+Habrok capture with fields taken out (labelled edits of a real capture, as an analyst's
 hab_nogpu.psv / hab_noalloc.psv), the corpus's pcluster capture (no GPU field at all), gcm's
 sacct test data (tests/accounting/data/README.md: untyped ``gres/gpu=1024``)."""
 
@@ -41,7 +41,7 @@ def _csv(path: Path) -> list[dict]:
 
 
 def test_no_gpu_field_nothing_gpu_derived_reads_zero(tmp_path, corpus):
-    """Finding 1: Habrok without AllocTRES and ReqTRES (its jobs held 1-4 GPUs): queue waits in
+    """Habrok without AllocTRES and ReqTRES (its jobs held 1-4 GPUs): queue waits in
     the GPU bucket "unknown", not "0"; each user's GPU-hours, the pending GPUs / GPU-hours and
     the jobs without a time limit unknown; By GPU type holds every job (unknown), no empty
     GPUs-in-use or GPU-hours-by-user chart."""
@@ -95,7 +95,7 @@ def test_no_gpu_field_nothing_gpu_derived_reads_zero(tmp_path, corpus):
 
 
 def test_pcluster_capture_without_gpu_field(tmp_path, corpus):
-    """Finding 1 on a real capture with no GPU field at all (AWS ParallelCluster's sacct)."""
+    """A real capture with no GPU field at all (AWS ParallelCluster's sacct)."""
     rep, _ = _report(tmp_path / "out", corpus / "sacct" / "pcluster_issue59_node_fail.psv",
                      "--sacct-fields", str(corpus / "sacct" / "pcluster_header_fields.txt"))
     assert rep["totals"]["gpu_hours"] is None and rep["totals"]["jobs"] > 0
@@ -108,7 +108,7 @@ def test_pcluster_capture_without_gpu_field(tmp_path, corpus):
 
 
 def test_reqtres_gpu_hours_marked_requested_everywhere(tmp_path, corpus):
-    """Finding 2: Habrok without AllocTRES: every GPU-hour is ReqTRES's; the summary line, the
+    """Habrok without AllocTRES: every GPU-hour is ReqTRES's; the summary line, the
     totals, every GPU-hours table header, the About block (and inputs.csv) say "requested".
     The unedited capture (AllocTRES) says it nowhere."""
     src = without_fields(corpus / HABROK, tmp_path / "habrok_no_alloctres.psv", {"AllocTRES"})
@@ -139,7 +139,7 @@ def test_reqtres_gpu_hours_marked_requested_everywhere(tmp_path, corpus):
 
 
 def test_missing_account_qos_and_untyped_gpus_are_named(tmp_path, corpus):
-    """Finding 11: Habrok has no Account or QOS field: its jobs group under "unknown (no Account
+    """Habrok has no Account or QOS field: its jobs group under "unknown (no Account
     field)" / "unknown (no QOS field)", not "(none)"; gcm's ``gres/gpu=1024`` (no type) groups
     as "untyped"."""
     rep, _ = _report(tmp_path / "h", corpus / HABROK)
@@ -168,7 +168,7 @@ def test_missing_account_qos_and_untyped_gpus_are_named(tmp_path, corpus):
 
 
 def test_cpu_only_week_gpu_type_table_says_why_it_is_empty(tmp_path, corpus):
-    """The period trial's finding 3, on the weekly report: Habrok's 2024-W10 (Europe/Amsterdam)
+    """On the weekly report: Habrok's 2024-W10 (Europe/Amsterdam)
     holds 10 jobs, none with a GPU (AllocTRES without gres/gpu): the GPU-type table (GPU jobs
     only) says they ran without GPUs, never "No jobs in the window."; a week without jobs
     still says no jobs."""
@@ -184,13 +184,13 @@ def test_cpu_only_week_gpu_type_table_says_why_it_is_empty(tmp_path, corpus):
     assert md.split("## By GPU type", 1)[1].lstrip().startswith(why)
     html = (out / "weekly.html").read_text()
     assert why in html and html.count("No jobs in the window.") == 0
-    # GPU utilization: no GPU job to measure (the weekly trial's finding 7: "– %")
+    # GPU utilization: no GPU job to measure ("– %")
     assert "GPU utilization – (no GPU job with a measurement)" in md and "– %" not in md
     assert "(GPU-hour weighted, where known) – (no GPU job with a measurement);" in html
 
 
 def test_skipped_share_names_its_base(tmp_path):
-    """The weekly trial's finding 5 on gcm's multiple-multiline capture (facebookresearch/gcm's
+    """On gcm's multiple-multiline capture (facebookresearch/gcm's
     test data, tests/accounting/data/README): "1 of 6 rows skipped (25 %)" read as wrong
     arithmetic; the share is of the 4 rows the window had to count (two repeats of record
     201844 are not its to count), and the message now says so."""
