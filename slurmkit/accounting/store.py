@@ -56,6 +56,7 @@ import pyarrow.parquet as pq
 from slurmkit.accounting.frame import JobRows
 from slurmkit.accounting.quality import SAME_ROW_PULL, DataQuality
 from slurmkit.atomicfile import atomic_write, atomic_write_with
+from slurmkit.errors import InputError
 
 #: Seconds after a day's end before its pull can be final (accounting reaches slurmdbd late).
 SETTLE_S = 3600
@@ -123,15 +124,35 @@ def migrate(root, cluster: str = "") -> int:
             else:
                 f.unlink()
         _rmdir(old / "weeks")
-    man = json.loads(old_man.read_text())
+    man = read_manifest(old_man)
     new_man_path = new / "_manifest.json"
-    if new_man_path.exists():
-        man.update(json.loads(new_man_path.read_text()))
+    man.update(read_manifest(new_man_path, missing_ok=True))
     new.mkdir(parents=True, exist_ok=True)
     atomic_write(new_man_path, json.dumps(man, indent=1, sort_keys=True))
     old_man.unlink()
     _rmdir(old)
     return moved
+
+
+def read_manifest(path, missing_ok: bool = False) -> dict:
+    """A store manifest file (``_manifest.json``, or an old layout's ``manifest.json``): day
+    (``YYYY-MM-DD``) -> entry (an object). ``missing_ok``: {} when the file does not exist.
+    Raises :class:`~slurmkit.errors.InputError` naming the file when it cannot be read, is not
+    JSON, or is not such an object."""
+    path = Path(path)
+    with InputError.reading(path, "a store manifest (JSON: day -> entry)"):
+        try:
+            man = json.loads(path.read_bytes().decode("utf-8"))
+        except FileNotFoundError:
+            if missing_ok:
+                return {}
+            raise
+    if not isinstance(man, dict):
+        raise InputError(path, None, f"not a store manifest (JSON: day -> entry): a JSON {type(man).__name__}")
+    for day, entry in man.items():
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day) or not isinstance(entry, dict):
+            raise InputError(path, None, "not a store manifest (JSON: day -> entry)", key=day)
+    return man
 
 
 def _rmdir(path: Path) -> None:
@@ -156,11 +177,12 @@ class Store:
         return self.dir / "_manifest.json"
 
     def manifest(self) -> dict:
-        """The manifest (day string -> entry), {} when the store is new."""
-        try:
-            return json.loads(self._manifest_path().read_text())
-        except FileNotFoundError:
-            return {}
+        """The manifest (day string -> entry), {} when the store is new. Raises
+        :class:`~slurmkit.errors.InputError` naming ``_manifest.json`` when it cannot be read or
+        is not a JSON object of ``YYYY-MM-DD`` -> object entries (never read as empty: a write
+        over it would lose the days it lists)."""
+        path = self._manifest_path()
+        return read_manifest(path, missing_ok=True)
 
     def needs_pull(self, day: dt.datetime, now: float | None = None) -> bool:
         """True when ``day`` (its UTC midnight) is absent or not final."""
@@ -208,9 +230,10 @@ class Store:
         parts, dq = [], DataQuality()
 
         def read(path, rows=True):
-            table = pq.read_table(path) if rows else pq.read_schema(path).empty_table()
-            return table.to_pandas(
-                types_mapper=lambda t: pd.StringDtype("pyarrow") if t in (pa.string(), pa.large_string()) else None)
+            with InputError.reading(path, "a day file of the store (Parquet)", pa.ArrowException, ValueError):
+                table = pq.read_table(path) if rows else pq.read_schema(path).empty_table()
+                return table.to_pandas(
+                    types_mapper=lambda t: pd.StringDtype("pyarrow") if t in (pa.string(), pa.large_string()) else None)
 
         for day in days:
             name = f"{day:%Y-%m-%d}"
@@ -253,7 +276,12 @@ class Store:
     def load_weeks(self, weeks: list[str]) -> pd.DataFrame:
         """The aggregate tables of ``weeks`` that are in the store, one after the other
         (:data:`WEEK_COLUMNS`); weeks never built are absent."""
-        parts = [pq.read_table(self._week_path(w)).to_pandas() for w in weeks if self._week_path(w).exists()]
+        parts = []
+        for w in weeks:
+            if self._week_path(w).exists():
+                with InputError.reading(self._week_path(w), "a weekly aggregate of the store (Parquet)",
+                                        pa.ArrowException, ValueError):
+                    parts.append(pq.read_table(self._week_path(w)).to_pandas())
         if not parts:
             return pd.DataFrame({c: pd.Series(dtype=object) for c in WEEK_COLUMNS})
         return pd.concat(parts, ignore_index=True)

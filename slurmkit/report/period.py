@@ -604,6 +604,28 @@ def sums_version() -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
+def store_read_error(exc, store_root, paths) -> BaseException:
+    """The error to raise for DuckDB error ``exc`` met reading store files ``paths`` (day files
+    and ``_sums.parquet`` files): an :class:`~slurmkit.errors.InputError` naming the first of
+    them that pyarrow cannot read whole (DuckDB's message does not always name it), else one
+    naming ``store_root`` for an IO or input error, else ``exc`` itself (not about a file)."""
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for path in paths:
+        what = ("the day's sums (Parquet; delete it and 'slurmkit report day-sums' makes it again)"
+                if Path(path).name == SUMS_FILE else "a day file of the store (Parquet)")
+        try:
+            with InputError.reading(path, what, pa.ArrowException, ValueError):
+                pq.read_table(path)
+        except InputError as bad:
+            return bad
+    if isinstance(exc, (duckdb.IOException, duckdb.InvalidInputException)):
+        return InputError(str(store_root), None, f"a store file cannot be read: {' '.join(str(exc).split())}")
+    return exc
+
+
 def summable_days(store) -> list[str]:
     """The days of :class:`~slurmkit.accounting.store.Store` ``store`` the period report reads
     (a ``day=<D>`` folder holding both files, with a manifest entry: as :func:`_store_days`),
@@ -1016,12 +1038,12 @@ def period_report(store_root, period: Period, clusters=None, now=None,
                 from_sums = f" ({summed_rows:,} from {len(sums)} day sums)" if sums else ""
                 progress(f"{n + summed_rows:,} allocation rows{from_sums}, {time.monotonic() - t0:.1f} s; aggregating")
             _aggregate(con, per, rollup, sums)
-        except (duckdb.IOException, duckdb.InvalidInputException) as exc:
-            first = " ".join(str(exc).split())
-            raise InputError(str(store_root), None, f"a store file cannot be read: {first}") from None
         except duckdb.OutOfMemoryException:
             raise UsageError("--memory-limit", f"the report does not fit in DuckDB's memory limit {memory_limit} "
                              "(its hash tables cannot all spill): give a larger one, e.g. 2GB") from None
+        except duckdb.Error as exc:
+            raise store_read_error(exc, store_root, [f[1] for fs in files.values() for f in fs]
+                                   + [path for path, _ in sums]) from None
         finally:
             con.close()
 
