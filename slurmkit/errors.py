@@ -83,7 +83,8 @@ def _first_line(exc: BaseException, file: str) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     for quoted in (f"'{file}'", f'"{file}"', file):
         text = text.replace(quoted, "it")
-    return text
+    head, sep, rest = text.partition(" it: ")   # "Could not open ... it: <why>": the why
+    return rest if sep and rest and len(head) < 60 else text
 
 
 class _Reading:

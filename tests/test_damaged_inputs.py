@@ -18,7 +18,8 @@ Damage (:data:`DAMAGE`): ``empty`` (0 bytes), ``truncated`` (the first half of t
 mid-line, a Parquet file without its footer), ``binary`` (a PNG signature and the 256 byte
 values in place of the text), ``footer`` (a Parquet file's footer bytes overwritten, size and
 modification time kept, as bit rot leaves them: a stamp check cannot see it), ``shape`` (valid
-JSON of the wrong shape: a list where an object is expected).
+JSON of the wrong shape: a list where an object is expected), ``fields`` (the store manifest's
+entry of a day with its ``dq`` and ``pulled_at`` of the wrong types).
 
 The CLI runs in-process (click's CliRunner): no Slurm, no GPU.
 """
@@ -69,7 +70,14 @@ def _shape(data: bytes) -> bytes:
     return b'["' + DAY.encode() + b'"]\n'
 
 
-DAMAGE = {"empty": _empty, "truncated": _truncated, "binary": _binary, "footer": _footer, "shape": _shape}
+def _fields(data: bytes) -> bytes:
+    # the store manifest's entry of DAY with its data quality and pull time of the wrong types
+    man = json.loads(data)
+    man[DAY].update(dq=[man[DAY]["dq"]], pulled_at=str(man[DAY]["pulled_at"]))
+    return json.dumps(man).encode()
+
+
+DAMAGE = {"empty": _empty, "truncated": _truncated, "binary": _binary, "footer": _footer, "shape": _shape, "fields": _fields}
 TEXT = ("empty", "truncated", "binary")
 PARQUET = ("empty", "truncated", "binary", "footer")
 JSONS = ("empty", "truncated", "binary", "shape")
@@ -106,7 +114,7 @@ STORE_CASES = [
 STORE_FILES = {   # name -> (path under the cluster folder, damages, recovers per command)
     "allocs": (f"day={DAY}/allocs.parquet", PARQUET, {"day-sums": {"footer": UNREAD}}),
     "steps": (f"day={DAY}/steps.parquet", PARQUET, {c: dict.fromkeys(PARQUET, NO_STEPS) for c in ("period", "day-sums")}),
-    "manifest": ("_manifest.json", JSONS, {}),
+    "manifest": ("_manifest.json", JSONS + ("fields",), {}),
     "sums": (f"day={DAY}/_sums.parquet", PARQUET,
              {"period": dict.fromkeys(TEXT, STALE), "day-sums": {**dict.fromkeys(TEXT, STALE), "footer": UNREAD}}),
     "sums-manifest": ("_sums.json", JSONS, {c: dict.fromkeys(JSONS, STALE) for c in ("period", "day-sums")}),
@@ -124,7 +132,7 @@ CASES = [
     # report store over a damaged store: its manifest (never overwritten: the days it lists
     # would be lost); a day file not final is pulled again from the capture
     Case("report-store-manifest", ("report", "store", "--from-sacct", "{corpus}/" + HABROK, "--store", "{store}",
-                                   *WINDOW), f"{S}/_manifest.json", JSONS),
+                                   *WINDOW), f"{S}/_manifest.json", JSONS + ("fields",)),
     Case("report-store-allocs", ("report", "store", "--from-sacct", "{corpus}/" + HABROK, "--store", "{store}",
                                  *WINDOW), f"{S}/day={DAY}/allocs.parquet", PARQUET,
          dict.fromkeys(PARQUET, (0, "a day not final is written again from the capture"))),

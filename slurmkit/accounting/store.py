@@ -152,7 +152,29 @@ def read_manifest(path, missing_ok: bool = False) -> dict:
     for day, entry in man.items():
         if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day) or not isinstance(entry, dict):
             raise InputError(path, None, "not a store manifest (JSON: day -> entry)", key=day)
+        for key, want, what in _ENTRY_TYPES:
+            value = entry.get(key, None)
+            if key in entry and not want(value):
+                raise InputError(path, None, f"want {what}, got {json.dumps(value)[:40]}", key=f"{day}.{key}")
     return man
+
+
+def _counts(v) -> bool:
+    return isinstance(v, dict) and all(isinstance(n, int) and not isinstance(n, bool) for n in v.values())
+
+
+#: A manifest entry's keys as :meth:`Store.save_day` writes them: (key, test, what is wanted).
+_ENTRY_TYPES = (
+    ("pulled_at", lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)),
+     "epoch seconds"),
+    ("final", lambda v: isinstance(v, bool), "true or false"),
+    ("rows", lambda v: isinstance(v, int) and not isinstance(v, bool), "a row count"),
+    ("dq", lambda v: isinstance(v, dict) and isinstance(v.get("rows_read", 0), int)
+     and _counts(v.get("skipped", {})) and _counts(v.get("repaired", {})),
+     'data quality {"rows_read", "skipped", "repaired"}'),
+    ("time_zone", lambda v: isinstance(v, str), "a zone name"),
+    ("time_zone_given", lambda v: isinstance(v, bool), "true or false"),
+)
 
 
 def _rmdir(path: Path) -> None:
@@ -225,7 +247,9 @@ class Store:
         """Rows of the given days (one copy per key, the latest pull) and their data quality
         (repeats across days are counted as skipped: ``same row in another day's pull``).
         Days not in the store are ignored. ``steps=False``: the step rows are not read (an
-        empty step frame of the files' columns: for what needs the allocations only)."""
+        empty step frame of the files' columns: for what needs the allocations only). Raises
+        :class:`~slurmkit.errors.InputError` naming a day file (or the manifest) that cannot be
+        read."""
         man = self.manifest()
         parts, dq = [], DataQuality()
 
@@ -275,7 +299,8 @@ class Store:
 
     def load_weeks(self, weeks: list[str]) -> pd.DataFrame:
         """The aggregate tables of ``weeks`` that are in the store, one after the other
-        (:data:`WEEK_COLUMNS`); weeks never built are absent."""
+        (:data:`WEEK_COLUMNS`); weeks never built are absent. Raises
+        :class:`~slurmkit.errors.InputError` naming a week's file that cannot be read."""
         parts = []
         for w in weeks:
             if self._week_path(w).exists():
