@@ -99,6 +99,7 @@ class Case:
     damages: tuple = TEXT
     recovers: dict = field(default_factory=dict)
     gaps: dict = field(default_factory=dict)
+    wrapper: str = ""   # the text of ``{wrapper}``, a file naming the damaged one (``{damaged}``)
 
 
 S = "{store}/cluster=_default"
@@ -201,6 +202,9 @@ CASES = [
     # -- site profiles and a cluster's slurm.conf / gres.conf
     *[Case(f"site-{cmd}", ("site", cmd, "{damaged}"), "repo:site/dgx-a100.toml")
       for cmd in ("check", "gres-conf", "slurm-conf", "topology-conf")],
+    Case("site-check-extends", ("site", "check", "{wrapper}"), "repo:site/dgx-a100.toml",
+         wrapper='extends = "{damaged}"\n[cluster]\nname = "child"\n',
+         recovers={"empty": (2, "an empty base profile is an empty table: what the child lacks is named")}),
     Case("site-check-slurm-conf", ("site", "check", str(PROFILE), "--slurm-conf", "{damaged}"),
          "corpus:sites/ocotillo_slurm.conf",
          recovers={"empty": (1, "warns: a slurm.conf with no line has none of the profile's nodes: each "
@@ -295,7 +299,10 @@ def test_damaged_input_is_a_clear_error_never_a_traceback(case, damage, built, c
     if damage == "footer":  # bit rot: size and modification time as they were
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     (tmp_path / "out").mkdir()
-    argv = [a.format(store=tmp_path / "store", damaged=path, out=tmp_path / "out", corpus=corpus,
+    wrapper = tmp_path / "wrapper.toml"
+    if case.wrapper:
+        wrapper.write_text(case.wrapper.format(damaged=path))
+    argv = [a.format(store=tmp_path / "store", damaged=path, out=tmp_path / "out", corpus=corpus, wrapper=wrapper,
                      snapshot=built / "snap.json", sandbox_store=built / "sandbox_store") for a in case.argv]
     res = _invoke(argv)
     said = res.output
