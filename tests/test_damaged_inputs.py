@@ -14,7 +14,7 @@ The inputs are real ones, damaged here; each case's label says which input and h
 - X, and an
   energy spool record as the epilog writes it (slurmkit.hooks.spool's fields).
 
-Damage (:data:`DAMAGE`): ``empty`` (0 bytes), ``truncated`` (the first half of the bytes: cut
+Damage (:data:`DAMAGE`): ``missing`` (the file removed: an OS error), ``empty`` (0 bytes), ``truncated`` (the first half of the bytes: cut
 mid-line, a Parquet file without its footer), ``binary`` (a PNG signature and the 256 byte
 values in place of the text), ``footer`` (a Parquet file's footer bytes overwritten, size and
 modification time kept, as bit rot leaves them: a stamp check cannot see it), ``shape`` (valid
@@ -77,10 +77,10 @@ def _fields(data: bytes) -> bytes:
     return json.dumps(man).encode()
 
 
-DAMAGE = {"empty": _empty, "truncated": _truncated, "binary": _binary, "footer": _footer, "shape": _shape, "fields": _fields}
-TEXT = ("empty", "truncated", "binary")
-PARQUET = ("empty", "truncated", "binary", "footer")
-JSONS = ("empty", "truncated", "binary", "shape")
+DAMAGE = {"missing": None, "empty": _empty, "truncated": _truncated, "binary": _binary, "footer": _footer, "shape": _shape, "fields": _fields}
+TEXT = ("empty", "truncated", "binary", "missing")
+PARQUET = ("empty", "truncated", "binary", "footer", "missing")
+JSONS = ("empty", "truncated", "binary", "shape", "missing")
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,8 @@ class Case:
 
 
 S = "{store}/cluster=_default"
-STALE = (0, "a sums file or sums manifest that changed is stale: summed again (day-sums), every row read (period)")
+STALE = (0, "a sums file or sums manifest that changed (or is gone) is stale: summed again (day-sums), every row "
+            "read (period)")
 UNREAD = (0, "its stamp (size, modification time) is as summed: day-sums has nothing to do and reads nothing")
 NO_STEPS = (0, "the period report and the day sums read no step rows")
 STORE_CASES = [
@@ -112,9 +113,16 @@ STORE_CASES = [
      ("allocs", "steps", "manifest", "sums", "sums-manifest")),
     ("day-sums", ("report", "day-sums", "--store", "{store}"), ("allocs", "steps", "manifest", "sums", "sums-manifest")),
 ]
+LOST = {"jobs": (0, "warns: a day the manifest lists without its file: its jobs are not listed, said so"),
+        "period": (0, "warns: a day the manifest lists without its file: counted as missing, said so"),
+        "day-sums": (0, "a day without its files is not stored: nothing to sum (the reports say it is missing)")}
 STORE_FILES = {   # name -> (path under the cluster folder, damages, recovers per command)
-    "allocs": (f"day={DAY}/allocs.parquet", PARQUET, {"day-sums": {"footer": UNREAD}}),
-    "steps": (f"day={DAY}/steps.parquet", PARQUET, {c: dict.fromkeys(PARQUET, NO_STEPS) for c in ("period", "day-sums")}),
+    "allocs": (f"day={DAY}/allocs.parquet", PARQUET,
+               {"day-sums": {"footer": UNREAD, "missing": LOST["day-sums"]},
+                **{c: {"missing": LOST[c]} for c in ("jobs", "period")}}),
+    "steps": (f"day={DAY}/steps.parquet", PARQUET,
+              {**{c: {**dict.fromkeys(PARQUET, NO_STEPS), "missing": LOST[c]} for c in ("period", "day-sums")},
+               "jobs": {"missing": LOST["jobs"]}}),
     "manifest": ("_manifest.json", JSONS + ("fields",), {}),
     "sums": (f"day={DAY}/_sums.parquet", PARQUET,
              {"period": dict.fromkeys(TEXT, STALE), "day-sums": {**dict.fromkeys(TEXT, STALE), "footer": UNREAD}}),
@@ -139,7 +147,8 @@ CASES = [
          dict.fromkeys(PARQUET, (0, "a day not final is written again from the capture"))),
     Case("report-weekly-weeks", ("report", "weekly", "--from-sacct", "{corpus}/" + HABROK, "--store", "{store}",
                                  "--week", "2024-W16", "--format", "json", "-o", "{out}", "--no-sreport",
-                                 "--allow-skipped"), f"{S}/_weeks/2024-W15.parquet", PARQUET),
+                                 "--allow-skipped"), f"{S}/_weeks/2024-W15.parquet", PARQUET,
+         {"missing": (0, "a week never built is not in the trends")}),
     # -- sacct captures and what is read with them
     Case("report-weekly-capture", ("report", "weekly", "--from-sacct", "{damaged}", "--week", "2024-W16", "--no-store",
                                    "--format", "json", "-o", "{out}", "--no-sreport"), "corpus:" + HABROK,
@@ -155,6 +164,7 @@ CASES = [
                                  "--no-store", "--format", "json", "-o", "{out}", "--no-sreport", "--allow-skipped",
                                  "--spool", "{damaged}"), "spool",
          recovers={"empty": (0, "an empty spool holds no record"),
+                   "missing": (0, "warns: a spool that cannot be opened is said, the report made without it"),
                    "truncated": (0, "warns: a line that does not parse is named (file:line) and skipped"),
                    "binary": (0, "warns: a line that does not parse is named (file:line) and skipped")}),
     Case("report-weekly-site", ("report", "weekly", "--from-sacct", "{corpus}/" + HABROK, "--week", "2024-W16",
@@ -184,7 +194,8 @@ CASES = [
          "corpus:logs/dmesg_xid119.log",
          recovers={"empty": (0, "a kernel log with no Xid line: no Xid"),
                    "binary": (0, "a kernel log holds any driver's bytes: read with them replaced, no Xid line"),
-                   "truncated": (1, "the Xid 119 line is in the first half: the check fails on it (exit 1)")}),
+                   "truncated": (1, "the Xid 119 line is in the first half: the check fails on it (exit 1)"),
+                   "missing": (2, "warns: click refuses a --kernel-log that does not exist (a usage error)")}),
     Case("health-check-site", ("health", "check", "--from", "{snapshot}", "--site", "{damaged}"),
          "repo:site/dgx-a100.toml"),
     Case("health-snapshot-from", ("health", "snapshot", "--from", "{damaged}", "-o", "{out}/snap.json"),
@@ -295,7 +306,10 @@ def test_damaged_input_is_a_clear_error_never_a_traceback(case, damage, built, c
         shutil.copytree(built / "store", tmp_path / "store")
     path = _source(case, built, corpus, tmp_path)
     st = path.stat()
-    path.write_bytes(DAMAGE[damage](path.read_bytes()))
+    if damage == "missing":
+        path.unlink()
+    else:
+        path.write_bytes(DAMAGE[damage](path.read_bytes()))
     if damage == "footer":  # bit rot: size and modification time as they were
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     (tmp_path / "out").mkdir()

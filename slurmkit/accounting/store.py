@@ -204,7 +204,21 @@ class Store:
         is not a JSON object of ``YYYY-MM-DD`` -> object entries (never read as empty: a write
         over it would lose the days it lists)."""
         path = self._manifest_path()
-        return read_manifest(path, missing_ok=True)
+        man = read_manifest(path, missing_ok=True)
+        if not man and not path.exists() and self.dir.is_dir():
+            held = sorted(p.parent.name for p in self.dir.glob("day=*/allocs.parquet"))
+            if held:   # (day files the manifest would list: without it every day reads as never pulled)
+                raise InputError(path, None, f"missing, while {len(held)} day folder(s) hold day files "
+                                             f"({held[0]} .. {held[-1]}): restore it, or remove the day folders "
+                                             "and store the days again")
+        return man
+
+    def lost_files(self, days) -> list[Path]:
+        """The day files of ``days`` (dates, datetimes or ``YYYY-MM-DD``) that the manifest lists
+        but that are not there (removed or copied in part): those days are read as not stored."""
+        man = self.manifest()
+        names = [d if isinstance(d, str) else f"{d:%Y-%m-%d}" for d in days]
+        return [p for n in names if n in man for p in self.day_files(n) if not p.exists()]
 
     def needs_pull(self, day: dt.datetime, now: float | None = None) -> bool:
         """True when ``day`` (its UTC midnight) is absent or not final."""
@@ -218,6 +232,7 @@ class Store:
         manifest entry. Returns the allocation rows' file."""
         now = time.time() if now is None else now
         name = f"{day:%Y-%m-%d}"
+        man = self.manifest()   # (read first: refused when damaged, before a file is replaced)
         self._path(name).parent.mkdir(parents=True, exist_ok=True)
         pulled = pd.Timestamp(now, unit="s", tz="UTC")
         for frame, path in ((rows.steps, self._path(name, "steps")), (rows.allocs, self._path(name))):
@@ -228,7 +243,6 @@ class Store:
         day_end = day.replace(hour=0, minute=0, second=0, microsecond=0) + dt.timedelta(days=1)
         open_rows = bool(allocs["state"].isin(OPEN_STATES).any() or allocs["end"].isna().any()) if len(allocs) else False
         final = (now - day_end.timestamp()) > SETTLE_S and not open_rows
-        man = self.manifest()
         man[name] = {"pulled_at": now, "final": final, "rows": int(len(rows)),
                      "dq": {"rows_read": dq.rows_read, "skipped": dict(dq.skipped),
                             "repaired": dict(dq.repaired)}, **(record or {})}

@@ -498,6 +498,11 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
                            sections=sections, use_sums=not no_day_sums)
     written = write_period(report, outdir or f"slurmkit-period-{per.label.replace(':', '')}", formats.split(","))
     for c, v in report["store"]["clusters"].items():
+        from slurmkit.accounting.store import Store
+
+        for lost in Store(store_dir or default_store_dir(), c).lost_files(v.get("days_missing") or []):
+            click.echo(f"slurmkit: warning: {lost}: missing, while the store's manifest lists its day: the day is "
+                       "counted as missing", err=True)
         if v.get("day_sums") == "stale":
             click.echo(f"slurmkit: warning: the day sums of cluster {c} are out of date (a day stored, copied or "
                        "edited since they were made): every row was read, the same figures, slower; 'slurmkit "

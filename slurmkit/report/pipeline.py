@@ -405,6 +405,8 @@ def _field_list(spec) -> list[str] | None:
     if not isinstance(spec, str):
         return read_field_list(",".join(spec))
     if not os.path.exists(spec):
+        if os.sep in spec or spec.endswith(".txt"):
+            raise InputError(spec, None, "no such file (--sacct-fields: a file or a comma list of sacct fields)")
         return read_field_list(spec)
     from slurmkit.accounting.fields import looks_like_header
 
@@ -1105,9 +1107,14 @@ def load_jobs(opts: JobsOptions, warn=None) -> tuple[pd.DataFrame, pd.DataFrame,
             names = [opts.cluster] if opts.cluster else (clusters(opts.store_dir) or [""])
             parts, dq = [], DataQuality()
             for c in names:
-                crows, cdq = Store(opts.store_dir, c).load(days)
+                st = Store(opts.store_dir, c)
+                crows, cdq = st.load(days)
                 parts.append(crows)
                 dq.merge(cdq)
+                for lost in st.lost_files(days):
+                    if warn:
+                        warn(f"{lost}: missing, while the store's manifest lists its day: that day's jobs are "
+                             "not listed")
             rows = JobRows.concat(parts)
             # (in Submit order, then JobIDRaw: not the files' row order, which the day sums
             # change, docs/report.md, Day sums)
