@@ -19,7 +19,9 @@ mid-line, a Parquet file without its footer), ``binary`` (a PNG signature and th
 values in place of the text), ``footer`` (a Parquet file's footer bytes overwritten, size and
 modification time kept, as bit rot leaves them: a stamp check cannot see it), ``shape`` (valid
 JSON of the wrong shape: a list where an object is expected), ``fields`` (the store manifest's
-entry of a day with its ``dq`` and ``pulled_at`` of the wrong types).
+entry of a day with its ``dq`` and ``pulled_at`` of the wrong types), ``other`` (another real
+Parquet file of the store in its place: a weekly aggregate for a day's file, a day's allocation
+rows for a weekly aggregate).
 
 The CLI runs in-process (click's CliRunner): no Slurm, no GPU.
 """
@@ -77,9 +79,9 @@ def _fields(data: bytes) -> bytes:
     return json.dumps(man).encode()
 
 
-DAMAGE = {"missing": None, "empty": _empty, "truncated": _truncated, "binary": _binary, "footer": _footer, "shape": _shape, "fields": _fields}
+DAMAGE = {"missing": None, "other": None, "empty": _empty, "truncated": _truncated, "binary": _binary, "footer": _footer, "shape": _shape, "fields": _fields}
 TEXT = ("empty", "truncated", "binary", "missing")
-PARQUET = ("empty", "truncated", "binary", "footer", "missing")
+PARQUET = ("empty", "truncated", "binary", "footer", "other", "missing")
 JSONS = ("empty", "truncated", "binary", "shape", "missing")
 
 
@@ -125,7 +127,8 @@ STORE_FILES = {   # name -> (path under the cluster folder, damages, recovers pe
                "jobs": {"missing": LOST["jobs"]}}),
     "manifest": ("_manifest.json", JSONS + ("fields",), {}),
     "sums": (f"day={DAY}/_sums.parquet", PARQUET,
-             {"period": dict.fromkeys(TEXT, STALE), "day-sums": {**dict.fromkeys(TEXT, STALE), "footer": UNREAD}}),
+             {"period": dict.fromkeys(TEXT + ("other",), STALE),
+              "day-sums": {**dict.fromkeys(TEXT + ("other",), STALE), "footer": UNREAD}}),
     "sums-manifest": ("_sums.json", JSONS, {c: dict.fromkeys(JSONS, STALE) for c in ("period", "day-sums")}),
 }
 WEEKLY_SANDBOX = ("report", "weekly", "--from-sacct", str(SREPORT / "sandbox_sacct.psv"), "--start", "2026-12-02",
@@ -308,6 +311,10 @@ def test_damaged_input_is_a_clear_error_never_a_traceback(case, damage, built, c
     st = path.stat()
     if damage == "missing":
         path.unlink()
+    elif damage == "other":
+        c = built / "store" / "cluster=_default"
+        path.write_bytes((c / "_weeks" / "2024-W16.parquet" if path.parent.name.startswith("day=")
+                          else c / f"day={DAY}" / "allocs.parquet").read_bytes())
     else:
         path.write_bytes(DAMAGE[damage](path.read_bytes()))
     if damage == "footer":  # bit rot: size and modification time as they were

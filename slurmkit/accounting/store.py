@@ -53,7 +53,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from slurmkit.accounting.frame import JobRows
+from slurmkit.accounting.frame import ALLOC_KEY, STEP_KEY, JobRows
 from slurmkit.accounting.quality import SAME_ROW_PULL, DataQuality
 from slurmkit.atomicfile import atomic_write, atomic_write_with
 from slurmkit.errors import InputError
@@ -69,6 +69,21 @@ OPEN_STATES = ("RUNNING", "PENDING", "REQUEUED", "SUSPENDED", "COMPLETING", "CON
 #: when the week's report still had running jobs.
 WEEK_COLUMNS = ("week", "kind", "name", "jobs", "gpu_hours", "cpu_hours", "wasted_gpu_hours",
                 "provisional_gpu_hours", "energy_kwh", "provisional", "built_at")
+
+
+#: The columns a day's allocation / step file must have (it has more; one written by an older
+#: version may lack others): without them it is another file in its place.
+DAY_COLUMNS = (*ALLOC_KEY, "state", "end")
+STEP_FILE_COLUMNS = tuple(STEP_KEY)
+
+
+def check_columns(path, names, want, what: str) -> None:
+    """Raise :class:`~slurmkit.errors.InputError` naming ``path`` when its column ``names``
+    lack any of ``want`` (``what``: what the file should be, "a day file of the store")."""
+    lost = [c for c in want if c not in names]
+    if lost:
+        raise InputError(path, None, f"not {what}: it has no {', '.join(lost)} column"
+                                     f"{'s' if len(lost) > 1 else ''} (another file in its place?)")
 
 
 def cluster_dir(root, cluster: str = "") -> Path:
@@ -267,9 +282,10 @@ class Store:
         man = self.manifest()
         parts, dq = [], DataQuality()
 
-        def read(path, rows=True):
+        def read(path, rows=True, want=DAY_COLUMNS):
             with InputError.reading(path, "a day file of the store (Parquet)", pa.ArrowException, ValueError):
                 table = pq.read_table(path) if rows else pq.read_schema(path).empty_table()
+                check_columns(path, table.column_names, want, "a day file of the store")
                 return table.to_pandas(
                     types_mapper=lambda t: pd.StringDtype("pyarrow") if t in (pa.string(), pa.large_string()) else None)
 
@@ -277,7 +293,7 @@ class Store:
             name = f"{day:%Y-%m-%d}"
             if name not in man or not self._path(name).exists() or not self._path(name, "steps").exists():
                 continue
-            parts.append(JobRows(read(self._path(name)), read(self._path(name, "steps"), steps)))
+            parts.append(JobRows(read(self._path(name)), read(self._path(name, "steps"), steps, STEP_FILE_COLUMNS)))
             d = man[name].get("dq", {})
             dq.rows_read += int(d.get("rows_read", 0))
             for k, v in d.get("skipped", {}).items():
@@ -320,7 +336,9 @@ class Store:
             if self._week_path(w).exists():
                 with InputError.reading(self._week_path(w), "a weekly aggregate of the store (Parquet)",
                                         pa.ArrowException, ValueError):
-                    parts.append(pq.read_table(self._week_path(w)).to_pandas())
+                    table = pq.read_table(self._week_path(w))
+                    check_columns(self._week_path(w), table.column_names, WEEK_COLUMNS, "a weekly aggregate")
+                    parts.append(table.to_pandas())
         if not parts:
             return pd.DataFrame({c: pd.Series(dtype=object) for c in WEEK_COLUMNS})
         return pd.concat(parts, ignore_index=True)

@@ -607,18 +607,24 @@ def sums_version() -> str:
 def store_read_error(exc, store_root, paths) -> BaseException:
     """The error to raise for DuckDB error ``exc`` met reading store files ``paths`` (day files
     and ``_sums.parquet`` files): an :class:`~slurmkit.errors.InputError` naming the first of
-    them that pyarrow cannot read whole (DuckDB's message does not always name it), else one
-    naming ``store_root`` for an IO or input error, else ``exc`` itself (not about a file)."""
+    them that pyarrow cannot read whole or that lacks the columns of its kind (another file in
+    its place; DuckDB's message does not always name the file), else one naming ``store_root``
+    for an IO or input error, else ``exc`` itself (not about a file)."""
     import duckdb
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from slurmkit.accounting import store as S
+
     for path in paths:
+        sums = Path(path).name == SUMS_FILE
         what = ("the day's sums (Parquet; delete it and 'slurmkit report day-sums' makes it again)"
-                if Path(path).name == SUMS_FILE else "a day file of the store (Parquet)")
+                if sums else "a day file of the store (Parquet)")
         try:
             with InputError.reading(path, what, pa.ArrowException, ValueError):
-                pq.read_table(path)
+                names = pq.read_table(path).column_names
+            S.check_columns(path, names, ("fl", "wid", "nrows") if sums else S.DAY_COLUMNS,
+                            "the day's sums" if sums else "a day file of the store")
         except InputError as bad:
             return bad
     if isinstance(exc, (duckdb.IOException, duckdb.InvalidInputException)):
