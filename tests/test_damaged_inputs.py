@@ -240,6 +240,18 @@ CASES = [
                    "truncated": (0, "nothing installed there: nothing to undo")}),
     Case("hooks-gpu-reset-config", ("hooks", "gpu-reset", "0000:07:00.0", "--done", "--node", "n1",
                                     "--config", "{damaged}"), "hooks-config"),
+    # a hook run (node dgx1 of the corpus's 4x DGX-1 slurm.conf / gres.conf, replaying a snapshot
+    # of the 8xH100 capture): what it cannot read is its own trouble, logged naming the file,
+    # never a blocked job (exit 0)
+    *[Case(f"hooks-{hook}-{name}", ("hooks", hook, "--config", "{hookcfg}"), f"hook:{name}", kinds,
+           recovers=dict.fromkeys(kinds, (0, f"warns: {why}")), gaps=gaps)
+      for hook in ("prolog", "healthcheck")
+      for name, kinds, why, gaps in (
+          ("snapshot.json", TEXT + ("shape",), "the snapshot that cannot be read is the hook's own trouble, named", {}),
+          ("gres.conf", tuple(k for k in TEXT if k != "empty"),
+           "a gres.conf that cannot be read or is not there is the hook's own trouble, named",
+           {"truncated": "a gres.conf cut inside a line (Name=gpu File=/dev/nv) reads as the GPUs before it, "
+                         "unsaid"}))],
     # -- submit: the profile and an env file
     Case("submit-site", ("submit", "torchrun", "--site", "{damaged}", "--dry-run", "-N", "1", "--", "python", "t.py"),
          "repo:site/dgx-a100.toml"),
@@ -249,8 +261,27 @@ CASES = [
 ]
 
 
-def _invoke(argv: list[str]):
-    return CliRunner().invoke(cli, argv)
+#: A hook's environment as slurmd gives it (the node dgx1 of the hooks config the cases write).
+HOOK_ENV = {"SLURMD_NODENAME": "dgx1", "SLURM_JOB_ID": "42", "SLURM_JOB_UID": "0", "SLURM_JOB_USER": "root"}
+
+
+def _invoke(argv: list[str], env: dict | None = None):
+    return CliRunner(env=env).invoke(cli, argv)
+
+
+def _hook_config(where: Path, corpus: Path) -> Path:
+    """``slurmkit-hooks.toml`` as ``hooks install`` writes it (:func:`slurmkit.hooks.config.render`)
+    for the corpus's 4x DGX-1 cluster, node dgx1 replaying ``where/snapshot.json``, with
+    ``where/gres.conf``; its state, spool and metrics under ``where``; no scontrol (a bin
+    folder that does not exist: a drain is the hook's own trouble, never a real node's)."""
+    from slurmkit.hooks import config as hook_config
+
+    path = where / "slurmkit-hooks.toml"
+    path.write_text(hook_config.render(
+        str(corpus / "sites/dgx1x4_slurm.conf"), gres_conf=str(where / "gres.conf"), state_dir=str(where / "state"),
+        spool_dir=str(where / "spool"), textfile_dir=str(where / "textfile"), jobs_dir=str(where / "jobs"),
+        snapshots={"dgx1": str(where / "snapshot.json")}, slurm_bin_dir=str(where / "no-bin")))
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -259,18 +290,24 @@ def built(tmp_path_factory, corpus):
     from the corpus's habrok capture), a store of the sandbox hour (``report store`` from
     tests/report/data/sreport/sandbox_sacct.psv: the breakdown captures' cluster), a snapshot
     (``health import`` of dual_a5000-v13.xml), an energy spool line and a hooks config as
-    slurmkit writes them (slurmkit.hooks.spool's record fields, ``hooks.config.render``)."""
+    slurmkit writes them (slurmkit.hooks.spool's record fields, ``hooks.config.render``), and
+    a hook's inputs (``hook/``: the snapshot of node dgx1 from the 8xH100 capture and the
+    corpus's DGX-1 gres.conf; :func:`_hook_config`)."""
     root = tmp_path_factory.mktemp("real")
     store = root / "store"
+    (root / "hook").mkdir()
     for argv in (["report", "store", "--from-sacct", str(corpus / HABROK), "--store", str(store), *WINDOW],
                  *[["report", "weekly", "--from-sacct", str(corpus / HABROK), "--store", str(store), "--week", w,
                     "--format", "json", "-o", str(root / w), "--no-sreport", "--allow-skipped"]
                    for w in ("2024-W15", "2024-W16")],
                  ["report", "store", "--from-sacct", str(SREPORT / "sandbox_sacct.psv"), "--store",
                   str(root / "sandbox_store"), "--tz", "UTC", "--as-of", "2026-12-02T14:05:00"],
-                 ["health", "import", str(corpus / "nvidia-smi-q/dual_a5000-v13.xml"), "-o", str(root / "snap.json")]):
+                 ["health", "import", str(corpus / "nvidia-smi-q/dual_a5000-v13.xml"), "-o", str(root / "snap.json")],
+                 ["health", "import", str(corpus / "nvidia-smi-q/8xH100_hw_slowdown_power_brake.txt"), "--node", "dgx1",
+                  "-o", str(root / "hook" / "snapshot.json")]):
         res = _invoke(argv)
         assert res.exit_code == 0, (argv, res.output)
+    shutil.copyfile(corpus / "sites/dgx1x4_gres.conf", root / "hook" / "gres.conf")
     assert (store / "cluster=_default" / "_weeks" / "2024-W15.parquet").is_file()
     from slurmkit.hooks import config as hook_config
 
@@ -287,6 +324,9 @@ def _source(case: Case, built: Path, corpus: Path, work: Path) -> Path:
     t = case.target
     if t.startswith("{store}"):
         return Path(t.format(store=work / "store"))
+    if t.startswith("hook:"):
+        shutil.copytree(built / "hook", work / "hook")
+        return work / "hook" / t.split(":", 1)[1]
     src = {"snapshot": built / "snap.json", "spool": built / "spool.jsonl",
            "hooks-config": built / "slurmkit-hooks.toml"}.get(t)
     if src is None:
@@ -304,7 +344,7 @@ PARAMS = [pytest.param(c, d, id=f"{c.id}-{d}",
 
 
 @pytest.mark.parametrize("case,damage", PARAMS)
-def test_damaged_input_is_a_clear_error_never_a_traceback(case, damage, built, corpus, tmp_path):
+def test_damaged_input_is_a_clear_error_never_a_traceback(case, damage, built, corpus, tmp_path, monkeypatch):
     if case.target.startswith("{store}") or "{store}" in case.argv:
         shutil.copytree(built / "store", tmp_path / "store")
     path = _source(case, built, corpus, tmp_path)
@@ -323,11 +363,21 @@ def test_damaged_input_is_a_clear_error_never_a_traceback(case, damage, built, c
     wrapper = tmp_path / "wrapper.toml"
     if case.wrapper:
         wrapper.write_text(case.wrapper.format(damaged=path))
+    env = None
+    if case.target.startswith("hook:"):
+        from slurmkit.hooks import config as hook_config
+
+        # (a config that cannot be read: the hook counts its trouble under the defaults' folders)
+        monkeypatch.setitem(hook_config.DEFAULTS, "state_dir", str(tmp_path / "default-state"))
+        monkeypatch.setitem(hook_config.DEFAULTS, "textfile_dir", str(tmp_path / "default-textfile"))
+        env = HOOK_ENV
+    hookcfg = _hook_config(tmp_path / "hook", corpus) if case.target.startswith("hook:") else None
     argv = [a.format(store=tmp_path / "store", damaged=path, out=tmp_path / "out", corpus=corpus, wrapper=wrapper,
-                     snapshot=built / "snap.json", sandbox_store=built / "sandbox_store") for a in case.argv]
-    res = _invoke(argv)
+                     snapshot=built / "snap.json", sandbox_store=built / "sandbox_store", hookcfg=hookcfg)
+            for a in case.argv]
+    res = _invoke(argv, env)
     said = res.output
-    assert "Traceback" not in said, said
+    assert "Traceback" not in said and "internal error" not in said, said
     if res.exception is not None and not isinstance(res.exception, SystemExit):
         import traceback
 
