@@ -497,9 +497,9 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
                            memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT, temp_dir=temp_dir, progress=progress,
                            sections=sections, use_sums=not no_day_sums)
     written = write_period(report, outdir or f"slurmkit-period-{per.label.replace(':', '')}", formats.split(","))
-    for c, v in report["store"]["clusters"].items():
-        from slurmkit.accounting.store import Store
+    from slurmkit.accounting.store import Store
 
+    for c, v in report["store"]["clusters"].items():
         for lost in Store(store_dir or default_store_dir(), c).lost_files(v.get("days_missing") or []):
             click.echo(f"slurmkit: warning: {lost}: missing, while the store's manifest lists its day: the day is "
                        "counted as missing", err=True)

@@ -405,7 +405,7 @@ def _field_list(spec) -> list[str] | None:
     if not isinstance(spec, str):
         return read_field_list(",".join(spec))
     if not os.path.exists(spec):
-        if os.sep in spec or spec.endswith(".txt"):
+        if os.sep in spec or "." in spec:   # (a field list has neither: a file that is not there)
             raise InputError(spec, None, "no such file (--sacct-fields: a file or a comma list of sacct fields)")
         return read_field_list(spec)
     from slurmkit.accounting.fields import looks_like_header
