@@ -2,6 +2,15 @@
 inputs: a clear error naming the damaged file (exit 2, one ``slurmkit: error:`` line), or a
 recovery that says so, never a traceback or an unhandled exception.
 
+Commands (from the click groups in slurmkit/cli/): report jobs / period / day-sums / store /
+weekly over a store's files and over sacct captures, --sacct-fields, --spool, --site and the
+breakdown captures (--events, --reservations, --nodes, --assoc-tree, --sreport-*); health check
+(--from, --kernel-log, --site), snapshot --from, import (and --fabric); topo parse / import
+(and --smi-q); site check / gres-conf / slurm-conf / topology-conf (a profile, the profile it
+extends, --slurm-conf, --gres-conf); hooks install / uninstall (slurm.conf, --site), gpu-reset
+(--config), prolog and healthcheck (a replayed snapshot, gres.conf); submit (--site,
+--env-file). Not here: topo discover and live health reads (NVML), logs / status (Slurm).
+
 The inputs are real ones, damaged here; each case's label says which input and how:
 
 - captures and configs from ``../shared/corpus`` (the ``corpus`` fixture: its README names each
@@ -10,18 +19,19 @@ The inputs are real ones, damaged here; each case's label says which input and h
 - a Parquet store built by ``slurmkit report store`` from the corpus's
   sacct/habrok_gpu_cluster_parsable2.psv (days 2024-04-15 .. 2024-04-18, with their day sums
   and ``_manifest.json`` / ``_sums.json``) and two weekly aggregates written by ``report weekly
-  --store`` from the same capture;
-- X, and an
-  energy spool record as the epilog writes it (slurmkit.hooks.spool's fields).
+  --store`` from the same capture, and a store of the sandbox hour (sandbox_sacct.psv);
+- snapshots written by ``slurmkit health import`` from the corpus's dual_a5000-v13.xml and
+  8xH100_hw_slowdown_power_brake.txt, an energy spool record as the epilog writes it
+  (slurmkit.hooks.spool's fields) and hooks configs as ``hooks install`` writes them.
 
-Damage (:data:`DAMAGE`): ``missing`` (the file removed: an OS error), ``empty`` (0 bytes), ``truncated`` (the first half of the bytes: cut
-mid-line, a Parquet file without its footer), ``binary`` (a PNG signature and the 256 byte
-values in place of the text), ``footer`` (a Parquet file's footer bytes overwritten, size and
-modification time kept, as bit rot leaves them: a stamp check cannot see it), ``shape`` (valid
-JSON of the wrong shape: a list where an object is expected), ``fields`` (the store manifest's
-entry of a day with its ``dq`` and ``pulled_at`` of the wrong types), ``other`` (another real
-Parquet file of the store in its place: a weekly aggregate for a day's file, a day's allocation
-rows for a weekly aggregate).
+Damage (:data:`DAMAGE`): ``missing`` (the file removed: an OS error), ``empty`` (0 bytes),
+``truncated`` (the first half of the bytes: cut mid-line, a Parquet file without its footer),
+``binary`` (a PNG signature and the 256 byte values in place of the text), ``footer`` (a
+Parquet file's footer bytes overwritten, size and modification time kept, as bit rot leaves
+them: a stamp check cannot see it), ``other`` (another real Parquet file of the store in its
+place: a weekly aggregate for a day's file, a day's allocation rows for a weekly aggregate),
+``shape`` (valid JSON of the wrong shape: a list where an object is expected), ``fields`` (the
+store manifest's entry of a day with its ``dq`` and ``pulled_at`` of the wrong types).
 
 The CLI runs in-process (click's CliRunner): no Slurm, no GPU.
 """
@@ -248,6 +258,7 @@ CASES = [
       for hook in ("prolog", "healthcheck")
       for name, kinds, why, gaps in (
           ("snapshot.json", TEXT + ("shape",), "the snapshot that cannot be read is the hook's own trouble, named", {}),
+          # (an empty gres.conf is a cluster without GPUs: "no GPUs expected", by design)
           ("gres.conf", tuple(k for k in TEXT if k != "empty"),
            "a gres.conf that cannot be read or is not there is the hook's own trouble, named",
            {"truncated": "a gres.conf cut inside a line (Name=gpu File=/dev/nv) reads as the GPUs before it, "
