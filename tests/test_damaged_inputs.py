@@ -151,6 +151,10 @@ CASES = [
     *[Case(f"report-{cmd}-{name}", argv, f"{S}/{STORE_FILES[name][0]}", STORE_FILES[name][1],
            STORE_FILES[name][2].get(cmd, {}))
       for cmd, argv, names in STORE_CASES for name in names],
+    # the account tree's breakdown reads the day files' Cluster column first
+    Case("report-period-tree-allocs", ("report", "period", "--store", "{store}", *WINDOW, "-o", "{out}", "--format",
+                                       "json", "--tz", "UTC", "--assoc-tree", str(SREPORT / "sandbox_assoc_tree.psv")),
+         f"{S}/day={DAY}/allocs.parquet", PARQUET, {"missing": LOST["period"]}),
     # report store over a damaged store: its manifest (never overwritten: the days it lists
     # would be lost); a day file not final is pulled again from the capture
     Case("report-store-manifest", ("report", "store", "--from-sacct", "{corpus}/" + HABROK, "--store", "{store}",
