@@ -7,6 +7,11 @@
 - Any other :class:`SlurmkitError` is trouble met while working (a Slurm command failed, the
   sandbox cannot start): its message says what failed.
 
+:meth:`InputError.reading` is the one wrapper of a reader's boundary: the errors of reading a
+file (``OSError``, ``UnicodeDecodeError``, a JSON syntax error, and the errors a reader names,
+such as pyarrow's or DuckDB's) become the reader's ``InputError`` naming the file, the line
+where there is one, and what was expected.
+
 The command line turns either into one line on stderr, ``slurmkit: error: <message>``, and the
 exit status :attr:`SlurmkitError.exit_code` (2 for bad input, 1 otherwise); see
 :func:`slurmkit.cli.fail`. Nothing here imports anything: hooks import it on every job.
@@ -55,6 +60,51 @@ class InputError(SlurmkitError, ValueError):
 
     def __reduce__(self):  # picklable across the NVML worker's process boundary
         return (type(self), (self.file, self.line, self.message, self.key))
+
+    @classmethod
+    def reading(cls, file, expected: str, *errors: type[BaseException]) -> "_Reading":
+        """A context manager for the code that reads ``file``: an ``OSError``,
+        ``UnicodeDecodeError``, ``json.JSONDecodeError`` (a ``ValueError`` with ``lineno``) or
+        one of ``errors`` (e.g. ``pyarrow.ArrowException``, ``duckdb.Error``) raised inside it
+        becomes ``cls(file, line, "cannot read <expected>: <what went wrong>")``; ``line``: the
+        error's ``lineno`` where it has one. An ``InputError`` passes unchanged. ``expected``
+        says what the file should be ("the store's manifest (JSON: day -> entry)")."""
+        return _Reading(cls, file, expected, errors)
+
+
+def _first_line(exc: BaseException, file: str) -> str:
+    """What went wrong in ``exc``, one line, without the file's name (the error names it)."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {exc.start})"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    if type(exc).__name__ == "JSONDecodeError":
+        return f"not valid JSON: {exc.msg} (column {exc.colno})"  # type: ignore[attr-defined]
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    for quoted in (f"'{file}'", f'"{file}"', file):
+        text = text.replace(quoted, "it")
+    head, sep, rest = text.partition(" it: ")   # "Could not open ... it: <why>": the why
+    return rest if sep and rest and len(head) < 60 else text
+
+
+class _Reading:
+    """:meth:`InputError.reading`'s context manager (a class: this module imports nothing)."""
+
+    def __init__(self, cls, file, expected: str, errors: tuple):
+        self.cls, self.file, self.expected = cls, "" if file is None else str(file), expected
+        self.errors = (OSError, UnicodeDecodeError, *errors)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if exc is None or isinstance(exc, InputError):
+            return False
+        json_error = type(exc).__name__ == "JSONDecodeError"
+        if not (json_error or isinstance(exc, self.errors)):
+            return False
+        line = getattr(exc, "lineno", None) if json_error else None
+        raise self.cls(self.file, line, f"cannot read {self.expected}: {_first_line(exc, self.file)}") from None
 
 
 class UsageError(InputError):

@@ -12,6 +12,7 @@ from slurmkit.accounting.read import AccountingInputError
 from slurmkit.errors import InputError, SlurmkitError, UsageError
 from slurmkit.health.config import load_config  # noqa: F401  (the health package imports cleanly)
 from slurmkit.health.errors import CaptureError, NvmlTimeout, SourceError
+from slurmkit.health.ibcapture import CaptureFormatError
 from slurmkit.hooks.config import HookConfigError
 from slurmkit.hooks.gres import GresError
 from slurmkit.hooks.install import InstallError
@@ -23,7 +24,7 @@ from slurmkit.submit.site import SiteError
 from slurmkit.submit.templates import TemplateError
 from slurmkit.topology.errors import TopoError
 
-INPUT_ERRORS = [AccountingInputError, CaptureError, ConfError, GresError, HookConfigError, InstallError,
+INPUT_ERRORS = [AccountingInputError, CaptureError, CaptureFormatError, ConfError, GresError, HookConfigError, InstallError,
                 ProfileError, SiteError, TemplateError, TopoError]
 
 
@@ -107,3 +108,29 @@ def test_the_module_docstring_names_the_real_handler_and_what_it_prints():
     res = CliRunner().invoke(slurmkit.cli.cli, ["logs", "x1"])
     assert "``slurmkit: error: <message>``" in slurmkit.errors.__doc__
     assert res.exit_code == 2 and res.output.startswith("slurmkit: error: JOBID: ")
+
+
+def test_reading_turns_a_readers_errors_into_its_input_error_naming_the_file(tmp_path):
+    import json
+
+    bad = tmp_path / "m.json"
+    bad.write_text('{\n "a": 1,\n')   # a manifest cut off after its second line
+    with pytest.raises(HookConfigError) as got, HookConfigError.reading(bad, "a manifest (JSON)"):
+        json.loads(bad.read_text())
+    assert (got.value.file, got.value.line) == (str(bad), 3)
+    assert got.value.message.startswith("cannot read a manifest (JSON): not valid JSON: ")
+    with pytest.raises(InputError, match=r"m.json: cannot read a manifest: not UTF-8 text \(byte 0\)"), \
+            InputError.reading(bad, "a manifest"):
+        b"\xff".decode("utf-8")
+    with pytest.raises(InputError, match=r"nope: cannot read x: No such file or directory"), \
+            InputError.reading(tmp_path / "nope", "x"):
+        (tmp_path / "nope").read_text()
+    with pytest.raises(InputError, match=r"^m.json: cannot read x: boom in it$"), \
+            InputError.reading("m.json", "x", RuntimeError):
+        raise RuntimeError("boom in 'm.json'")
+    with pytest.raises(KeyError):   # not about reading the file: unchanged
+        with InputError.reading(bad, "x"):
+            raise KeyError("k")
+    with pytest.raises(ProfileError, match="^p.toml:2: own"):   # a reader's own error: unchanged
+        with InputError.reading(bad, "x"):
+            raise ProfileError("p.toml", 2, "own")

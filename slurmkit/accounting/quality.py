@@ -128,6 +128,16 @@ class DataQuality:
                 "problems": [p.as_dict() for p in self.problems]}
 
 
+def first_problem(dq: dict) -> str:
+    """The first row skipped for a problem in a ``data_quality`` dict (:meth:`DataQuality.as_dict`)
+    as ``"first: <file>:<line>: <reason>"``, "" when none is listed."""
+    for p in dq.get("problems") or ():
+        if not p.get("counted"):
+            where = f"{p.get('source') or '<input>'}" + (f":{p['line']}" if p.get("line") else "")
+            return f"first: {where}: {p.get('reason')}"
+    return ""
+
+
 def rejected_text(dq: dict) -> str:
     """How many rows were skipped for a problem, in words, from a ``data_quality`` dict
     (:meth:`DataQuality.as_dict`): the share is of the rows the window had to count (those read

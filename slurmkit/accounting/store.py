@@ -53,9 +53,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from slurmkit.accounting.frame import JobRows
+from slurmkit.accounting.frame import ALLOC_KEY, STEP_KEY, JobRows
 from slurmkit.accounting.quality import SAME_ROW_PULL, DataQuality
 from slurmkit.atomicfile import atomic_write, atomic_write_with
+from slurmkit.errors import InputError
 
 #: Seconds after a day's end before its pull can be final (accounting reaches slurmdbd late).
 SETTLE_S = 3600
@@ -68,6 +69,21 @@ OPEN_STATES = ("RUNNING", "PENDING", "REQUEUED", "SUSPENDED", "COMPLETING", "CON
 #: when the week's report still had running jobs.
 WEEK_COLUMNS = ("week", "kind", "name", "jobs", "gpu_hours", "cpu_hours", "wasted_gpu_hours",
                 "provisional_gpu_hours", "energy_kwh", "provisional", "built_at")
+
+
+#: The columns a day's allocation / step file must have (it has more; one written by an older
+#: version may lack others): without them it is another file in its place.
+DAY_COLUMNS = (*ALLOC_KEY, "state", "end")
+STEP_FILE_COLUMNS = tuple(STEP_KEY)
+
+
+def check_columns(path, names, want, what: str) -> None:
+    """Raise :class:`~slurmkit.errors.InputError` naming ``path`` when its column ``names``
+    lack any of ``want`` (``what``: what the file should be, "a day file of the store")."""
+    lost = [c for c in want if c not in names]
+    if lost:
+        raise InputError(path, None, f"not {what}: it has no {', '.join(lost)} column"
+                                     f"{'s' if len(lost) > 1 else ''} (another file in its place?)")
 
 
 def cluster_dir(root, cluster: str = "") -> Path:
@@ -123,15 +139,57 @@ def migrate(root, cluster: str = "") -> int:
             else:
                 f.unlink()
         _rmdir(old / "weeks")
-    man = json.loads(old_man.read_text())
+    man = read_manifest(old_man)
     new_man_path = new / "_manifest.json"
-    if new_man_path.exists():
-        man.update(json.loads(new_man_path.read_text()))
+    man.update(read_manifest(new_man_path, missing_ok=True))
     new.mkdir(parents=True, exist_ok=True)
     atomic_write(new_man_path, json.dumps(man, indent=1, sort_keys=True))
     old_man.unlink()
     _rmdir(old)
     return moved
+
+
+def read_manifest(path, missing_ok: bool = False) -> dict:
+    """A store manifest file (``_manifest.json``, or an old layout's ``manifest.json``): day
+    (``YYYY-MM-DD``) -> entry (an object). ``missing_ok``: {} when the file does not exist.
+    Raises :class:`~slurmkit.errors.InputError` naming the file when it cannot be read, is not
+    JSON, or is not such an object."""
+    path = Path(path)
+    with InputError.reading(path, "a store manifest (JSON: day -> entry)"):
+        try:
+            man = json.loads(path.read_bytes().decode("utf-8"))
+        except FileNotFoundError:
+            if missing_ok:
+                return {}
+            raise
+    if not isinstance(man, dict):
+        raise InputError(path, None, f"not a store manifest (JSON: day -> entry): a JSON {type(man).__name__}")
+    for day, entry in man.items():
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day) or not isinstance(entry, dict):
+            raise InputError(path, None, "not a store manifest (JSON: day -> entry)", key=day)
+        for key, want, what in _ENTRY_TYPES:
+            value = entry.get(key, None)
+            if key in entry and not want(value):
+                raise InputError(path, None, f"want {what}, got {json.dumps(value)[:40]}", key=f"{day}.{key}")
+    return man
+
+
+def _counts(v) -> bool:
+    return isinstance(v, dict) and all(isinstance(n, int) and not isinstance(n, bool) for n in v.values())
+
+
+#: A manifest entry's keys as :meth:`Store.save_day` writes them: (key, test, what is wanted).
+_ENTRY_TYPES = (
+    ("pulled_at", lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)),
+     "epoch seconds"),
+    ("final", lambda v: isinstance(v, bool), "true or false"),
+    ("rows", lambda v: isinstance(v, int) and not isinstance(v, bool), "a row count"),
+    ("dq", lambda v: isinstance(v, dict) and isinstance(v.get("rows_read", 0), int)
+     and _counts(v.get("skipped", {})) and _counts(v.get("repaired", {})),
+     'data quality {"rows_read", "skipped", "repaired"}'),
+    ("time_zone", lambda v: isinstance(v, str), "a zone name"),
+    ("time_zone_given", lambda v: isinstance(v, bool), "true or false"),
+)
 
 
 def _rmdir(path: Path) -> None:
@@ -156,11 +214,26 @@ class Store:
         return self.dir / "_manifest.json"
 
     def manifest(self) -> dict:
-        """The manifest (day string -> entry), {} when the store is new."""
-        try:
-            return json.loads(self._manifest_path().read_text())
-        except FileNotFoundError:
-            return {}
+        """The manifest (day string -> entry), {} when the store is new. Raises
+        :class:`~slurmkit.errors.InputError` naming ``_manifest.json`` when it cannot be read or
+        is not a JSON object of ``YYYY-MM-DD`` -> object entries (never read as empty: a write
+        over it would lose the days it lists)."""
+        path = self._manifest_path()
+        man = read_manifest(path, missing_ok=True)
+        if not man and not path.exists() and self.dir.is_dir():
+            held = sorted(p.parent.name for p in self.dir.glob("day=*/allocs.parquet"))
+            if held:   # (day files the manifest would list: without it every day reads as never pulled)
+                raise InputError(path, None, f"missing, while {len(held)} day folder(s) hold day files "
+                                             f"({held[0]} .. {held[-1]}): restore it, or remove the day folders "
+                                             "and store the days again")
+        return man
+
+    def lost_files(self, days) -> list[Path]:
+        """The day files of ``days`` (dates, datetimes or ``YYYY-MM-DD``) that the manifest lists
+        but that are not there (removed or copied in part): those days are read as not stored."""
+        man = self.manifest()
+        names = [d if isinstance(d, str) else f"{d:%Y-%m-%d}" for d in days]
+        return [p for n in names if n in man for p in self.day_files(n) if not p.exists()]
 
     def needs_pull(self, day: dt.datetime, now: float | None = None) -> bool:
         """True when ``day`` (its UTC midnight) is absent or not final."""
@@ -174,6 +247,7 @@ class Store:
         manifest entry. Returns the allocation rows' file."""
         now = time.time() if now is None else now
         name = f"{day:%Y-%m-%d}"
+        man = self.manifest()   # (read first: refused when damaged, before a file is replaced)
         self._path(name).parent.mkdir(parents=True, exist_ok=True)
         pulled = pd.Timestamp(now, unit="s", tz="UTC")
         for frame, path in ((rows.steps, self._path(name, "steps")), (rows.allocs, self._path(name))):
@@ -184,7 +258,6 @@ class Store:
         day_end = day.replace(hour=0, minute=0, second=0, microsecond=0) + dt.timedelta(days=1)
         open_rows = bool(allocs["state"].isin(OPEN_STATES).any() or allocs["end"].isna().any()) if len(allocs) else False
         final = (now - day_end.timestamp()) > SETTLE_S and not open_rows
-        man = self.manifest()
         man[name] = {"pulled_at": now, "final": final, "rows": int(len(rows)),
                      "dq": {"rows_read": dq.rows_read, "skipped": dict(dq.skipped),
                             "repaired": dict(dq.repaired)}, **(record or {})}
@@ -203,20 +276,24 @@ class Store:
         """Rows of the given days (one copy per key, the latest pull) and their data quality
         (repeats across days are counted as skipped: ``same row in another day's pull``).
         Days not in the store are ignored. ``steps=False``: the step rows are not read (an
-        empty step frame of the files' columns: for what needs the allocations only)."""
+        empty step frame of the files' columns: for what needs the allocations only). Raises
+        :class:`~slurmkit.errors.InputError` naming a day file (or the manifest) that cannot be
+        read."""
         man = self.manifest()
         parts, dq = [], DataQuality()
 
-        def read(path, rows=True):
-            table = pq.read_table(path) if rows else pq.read_schema(path).empty_table()
-            return table.to_pandas(
-                types_mapper=lambda t: pd.StringDtype("pyarrow") if t in (pa.string(), pa.large_string()) else None)
+        def read(path, rows=True, want=DAY_COLUMNS):
+            with InputError.reading(path, "a day file of the store (Parquet)", pa.ArrowException, ValueError):
+                table = pq.read_table(path) if rows else pq.read_schema(path).empty_table()
+                check_columns(path, table.column_names, want, "a day file of the store")
+                return table.to_pandas(
+                    types_mapper=lambda t: pd.StringDtype("pyarrow") if t in (pa.string(), pa.large_string()) else None)
 
         for day in days:
             name = f"{day:%Y-%m-%d}"
             if name not in man or not self._path(name).exists() or not self._path(name, "steps").exists():
                 continue
-            parts.append(JobRows(read(self._path(name)), read(self._path(name, "steps"), steps)))
+            parts.append(JobRows(read(self._path(name)), read(self._path(name, "steps"), steps, STEP_FILE_COLUMNS)))
             d = man[name].get("dq", {})
             dq.rows_read += int(d.get("rows_read", 0))
             for k, v in d.get("skipped", {}).items():
@@ -252,8 +329,16 @@ class Store:
 
     def load_weeks(self, weeks: list[str]) -> pd.DataFrame:
         """The aggregate tables of ``weeks`` that are in the store, one after the other
-        (:data:`WEEK_COLUMNS`); weeks never built are absent."""
-        parts = [pq.read_table(self._week_path(w)).to_pandas() for w in weeks if self._week_path(w).exists()]
+        (:data:`WEEK_COLUMNS`); weeks never built are absent. Raises
+        :class:`~slurmkit.errors.InputError` naming a week's file that cannot be read."""
+        parts = []
+        for w in weeks:
+            if self._week_path(w).exists():
+                with InputError.reading(self._week_path(w), "a weekly aggregate of the store (Parquet)",
+                                        pa.ArrowException, ValueError):
+                    table = pq.read_table(self._week_path(w))
+                    check_columns(self._week_path(w), table.column_names, WEEK_COLUMNS, "a weekly aggregate")
+                    parts.append(table.to_pandas())
         if not parts:
             return pd.DataFrame({c: pd.Series(dtype=object) for c in WEEK_COLUMNS})
         return pd.concat(parts, ignore_index=True)

@@ -181,21 +181,18 @@ def import_(capture, output, node, fabric, site):
 
     state = load_capture(capture, node=node)  # CaptureError: exit 2
     if fabric:
-        from slurmkit.health.ibcapture import CaptureFormatError, capture_ports, read_captures
+        from slurmkit.health.ibcapture import capture_ports, read_captures
 
         texts = {}
         for f in fabric:
-            try:
+            with InputError.reading(f, "an ibstat, ibv_devinfo or ibdev2netdev capture"):
                 texts[f] = Path(f).read_text(encoding="utf-8", errors="replace")  # ibstat/sysfs text is ASCII
-            except OSError as exc:
-                raise InputError(f, None, exc.strerror or str(exc)) from None
-        try:
-            devices, notes = read_captures(texts)
-        except CaptureFormatError as exc:
-            raise InputError(exc.origin, exc.line, str(exc).split(": ", 1)[-1]) from None
+        devices, notes = read_captures(texts)   # CaptureFormatError (an InputError): exit 2
         hcas = _config(site, None, state.node).expect.get("hcas") if site else None
         state.ib_ports, more = capture_ports(devices, hcas, ", ".join(fabric))
         state.errors.extend(notes + more)
+        for note in notes + more:   # (what the captures lack: also in the snapshot's errors)
+            click.echo(f"slurmkit: warning: {note}", err=True)
     _write(state, output)
 
 

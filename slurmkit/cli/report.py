@@ -207,6 +207,7 @@ def store(ctx, from_sacct, store_dir, cluster, week, start, end, sacct_fields, d
                          tz=tz or "UTC", tz_given=tz is not None, cluster=cluster,
                          as_of=parse_when(as_of, "--as-of") if as_of else None)
     res = fill_store(opts, store_dir, warn=lambda msg: click.echo(f"slurmkit: warning: {msg}", err=True))
+    _warn_skipped(res["data_quality"])
     res["day_sums"] = _day_sums(store_dir, cluster or "")
     if want_json(ctx, as_json):
         click.echo(json.dumps(res, indent=1))
@@ -224,18 +225,31 @@ def store(ctx, from_sacct, store_dir, cluster, week, start, end, sacct_fields, d
                    f"rows summed ({ds['summed']} day(s) summed now)")
 
 
-def _day_sums(store_dir, cluster: str) -> dict | None:
+def _warn_skipped(dq: dict) -> None:
+    """Warn of the rows a command skipped for a problem (a cut or damaged line of a capture):
+    how many, and the first one's file, line and reason (every one is in ``data_quality``)."""
+    from slurmkit.accounting.quality import first_problem, rejected_text
+
+    if dq and dq.get("rows_rejected"):
+        first = first_problem(dq)
+        click.echo(f"slurmkit: warning: {rejected_text(dq)}" + (f"; {first}" if first else ""), err=True)
+
+
+def _day_sums(store_dir, cluster: str, unreadable_warns: bool = True) -> dict | None:
     """Bring the store cluster's day sums up to date after days were stored (the period
     report's: docs/report.md, *Day sums*); a failure is a warning (the period report then
     reads every row), never lost days. Returns :func:`~slurmkit.report.day_sums.summarize`'s
-    result, None when it failed."""
+    result, None when it failed. ``unreadable_warns`` False: a store file that cannot be read
+    raises its InputError (exit 2, naming the file) instead of warning."""
     import duckdb
 
     from slurmkit.report.day_sums import summarize
 
     try:
         return summarize(store_dir, cluster)
-    except (OSError, duckdb.Error) as exc:
+    except (OSError, duckdb.Error, InputError) as exc:
+        if isinstance(exc, InputError) and not unreadable_warns:
+            raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         click.echo(f"slurmkit: warning: day sums of {store_dir} not updated ({first}); the period report reads "
                    "every row of the days stored until 'slurmkit report day-sums' succeeds", err=True)
@@ -265,7 +279,7 @@ def day_sums(ctx, store_dir, cluster, as_json):
                          + f" (it holds: {', '.join(have) or 'none'})")
     out = {}
     for c in names:
-        res = _day_sums(root, c)
+        res = _day_sums(root, c, unreadable_warns=False)
         if res is None:
             ctx.exit(1)
         out[c] = res
@@ -327,6 +341,7 @@ def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sa
                        as_of=parse_when(as_of, "--as-of") if as_of else None, cluster=cluster,
                        store_dir=store_dir, spool=spool, profile=profile, now=now_s or None)
     view, _allocs, dq = load_jobs(opts, warn=lambda msg: click.echo(f"slurmkit: warning: {msg}", err=True))
+    _warn_skipped(dq)
     sel = J.select(view, users=users, accounts=accounts,
                    states=[s.strip() for s in states.split(",") if s.strip()] if states else (),
                    job_ids=job_ids, window=window)
@@ -516,7 +531,12 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
                            memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT, temp_dir=temp_dir, progress=progress,
                            sections=sections, use_sums=not no_day_sums)
     written = write_period(report, outdir or f"slurmkit-period-{per.label.replace(':', '')}", formats.split(","))
+    from slurmkit.accounting.store import Store
+
     for c, v in report["store"]["clusters"].items():
+        for lost in Store(store_dir or default_store_dir(), c).lost_files(v.get("days_missing") or []):
+            click.echo(f"slurmkit: warning: {lost}: missing, while the store's manifest lists its day: the day is "
+                       "counted as missing", err=True)
         if v.get("day_sums") == "stale":
             click.echo(f"slurmkit: warning: the day sums of cluster {c} are out of date (a day stored, copied or "
                        "edited since they were made): every row was read, the same figures, slower; 'slurmkit "

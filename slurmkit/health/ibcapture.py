@@ -12,7 +12,9 @@ the port records (and verdicts) a live read of the same ports gives; what the ca
 hold (``ibv_devinfo`` without ``-v`` has no physical state or rate; no tool here prints the PCI
 address or the error counters) is said in the returned notes, never invented.
 
-Standard library only.
+Standard library only (and slurmkit's errors). A capture that cannot be read raises
+:class:`CaptureFormatError`, a :class:`~slurmkit.health.errors.CaptureError` (an
+:class:`~slurmkit.errors.InputError`) naming the file and line.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+
+from slurmkit.health.errors import CaptureError
 
 #: ``ibstat``'s ``State:`` words and ``ibv_devinfo``'s ``PORT_*`` -> sysfs ``state`` (number, word).
 STATES = {"down": (1, "DOWN"), "initializing": (2, "INIT"), "init": (2, "INIT"), "armed": (3, "ARMED"),
@@ -31,13 +35,15 @@ PHYS = {"sleep": (1, "Sleep"), "polling": (2, "Polling"), "disabled": (3, "Disab
         "link_error_recovery": (6, "LinkErrorRecovery"), "phytest": (7, "Phy Test")}
 
 
-class CaptureFormatError(ValueError):
-    """A fabric capture that is none of the three formats, or a line that breaks one: ``origin``
-    (the file), ``line`` (1-based) and what was expected."""
+class CaptureFormatError(CaptureError):
+    """A fabric capture that is none of the three formats, or a line that breaks one: ``file``
+    (also ``origin``), ``line`` (1-based) and what was expected; ``str()`` is ``file:line:
+    message``. An :class:`~slurmkit.errors.InputError` (exit 2) and a ``ValueError``."""
 
-    def __init__(self, origin: str, line: int | None, message: str):
-        super().__init__(f"{origin}:{line}: {message}" if line else f"{origin}: {message}")
-        self.origin, self.line = origin, line
+    @property
+    def origin(self) -> str:
+        """The capture's file (``file``)."""
+        return self.file
 
 
 def _word(table: dict, text: str):

@@ -7,7 +7,8 @@ replays through the same checks and can be saved as snapshot JSON). Each value's
 :class:`~slurmkit.health.errors.CaptureError` naming the file and line.
 
 Captures are read strictly: fewer GPU sections than the capture's ``Attached GPUs`` is
-unreadable (CaptureError), never a pass; an error nvidia-smi printed in a GPU's section
+unreadable (CaptureError), never a pass, and so is a text capture (one with ``Attached GPUs``,
+not an excerpt) whose GPU section ends before its ``Processes``, which nvidia-smi prints last; an error nvidia-smi printed in a GPU's section
 (:data:`ERROR_TEXTS`: ``Unknown Error``, ``ERR!``, ``GPU requires reset``, ...) or a ``Unable to
 determine the device handle for GPU <bus id>: <error>`` line in place of a section is recorded
 as that GPU's ``nvsmi_error`` (``"<text> (<field path>)"``), which the ``nvsmi_error`` check
@@ -540,6 +541,15 @@ def parse_text(text: str, file: str = "<text>") -> NodeState:
         raise CaptureError(file, 1, "no 'GPU <bus id>' section found (not nvidia-smi -q output?)")
     if state.gpu_count is not None and len(state.gpus) < state.gpu_count:
         raise CaptureError(file, attached_line, _too_few(len(state.gpus), state.gpu_count))
+    if state.gpu_count is not None:
+        # a whole capture (it has Attached GPUs, an excerpt has not): nvidia-smi -q prints each
+        # GPU's Processes last, so a section without it was cut off (a short copy, a full disk)
+        for g in state.gpus:
+            f = g.__dict__.get("_fields")
+            if f is not None and not any(p.split("/")[0] == _text_name("Processes") for p, _, _ in f.items):
+                raise CaptureError(file, f.items[-1][2] if f.items else None,
+                                   f"GPU {g.pci_bus_id}: its section ends before Processes, which nvidia-smi -q "
+                                   "prints last in each GPU: a cut-off capture (capture the whole nvidia-smi -q)")
     for g in state.gpus:
         f = g.__dict__.pop("_fields", None)
         if f is None:  # a device-handle error line: no section to read

@@ -216,6 +216,8 @@ def parse(text: str, path) -> HookConfig:
 
             m = re.search(r"\(at line (\d+)", str(exc))  # Python < 3.14 has no exc.lineno
             line = getattr(exc, "lineno", None) or (int(m.group(1)) if m else None)
+            if line is None and "(at end of document)" in str(exc):
+                line = max(1, len(text.splitlines()))   # cut short: the last line is where it stops
             raise HookConfigError(path, line, f"not valid TOML: {exc}") from None
     for key, value in data.items():
         want = _TYPES.get(key)

@@ -134,6 +134,11 @@ class Run:
         from slurmkit.hooks import gres
 
         path = self.cfg.gres_conf or os.path.join(os.path.dirname(self.cfg.slurm_conf), "gres.conf")
+        if self.cfg.gres_conf and not os.path.exists(path):
+            # (the default path may be absent on a cluster without GPUs; the one the config
+            # names must be there, or every GPU check would be skipped unsaid)
+            self.own_error(f"{path}: no such file (the hooks config's gres_conf)")
+            return False
         try:  # AutoDetect: how many GPUs comes from slurm.conf's Gres= (read only then)
             lines = gres.load_gres_conf(path)
             self.node_gpus.files = gres.node_gpu_files(lines, self.node, path,

@@ -54,6 +54,8 @@ def read_toml(path: Path) -> tuple[dict, str]:
 
         m = re.search(r"\(at line (\d+)", str(exc))
         line = getattr(exc, "lineno", None) or (int(m.group(1)) if m else None)
+        if line is None and "(at end of document)" in str(exc):
+            line = max(1, len(text.splitlines()))   # cut short: the last line is where it stops
         msg = str(exc).split(" (at line")[0].split(" (at end of document")[0]
         raise ProfileError(str(path), line, f"TOML syntax error: {msg}") from None
 

@@ -163,7 +163,10 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
     in the cluster, days summed now, rows in them, and of them the plain and direct ones (the
     module's docstring). Files are replaced atomically; an interrupted run leaves files that
     no longer match ``_sums.json`` (the period report then reads the rows; the next run
-    finishes). Raises ``duckdb.Error`` on a day file that cannot be read."""
+    finishes). Raises :class:`~slurmkit.errors.InputError` naming a day file (or the store's
+    manifest) that cannot be read; ``OSError`` when the sums cannot be written."""
+    import duckdb
+
     t0 = time.monotonic()
     st = Store(store_root, cluster)
     if not st.dir.is_dir():
@@ -217,6 +220,8 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
                 progress(f"day {d}: {entries[d]['plain_from']:,} of {entries[d]['rows']:,} rows to read "
                          "by the period report, the others summed")
         flush()
+    except (duckdb.Error, pa.ArrowException) as exc:
+        raise P.store_read_error(exc, store_root, list(paths.values())) from None
     finally:
         con.close()
     atomic_write(st.dir / P.SUMS_MANIFEST, json.dumps({"version": version, "days": entries}, indent=1, sort_keys=True))

@@ -612,6 +612,34 @@ def sums_version() -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
+def store_read_error(exc, store_root, paths) -> BaseException:
+    """The error to raise for DuckDB error ``exc`` met reading store files ``paths`` (day files
+    and ``_sums.parquet`` files): an :class:`~slurmkit.errors.InputError` naming the first of
+    them that pyarrow cannot read whole or that lacks the columns of its kind (another file in
+    its place; DuckDB's message does not always name the file), else one naming ``store_root``
+    for an IO or input error, else ``exc`` itself (not about a file)."""
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from slurmkit.accounting import store as S
+
+    for path in paths:
+        sums = Path(path).name == SUMS_FILE
+        what = ("the day's sums (Parquet; delete it and 'slurmkit report day-sums' makes it again)"
+                if sums else "a day file of the store (Parquet)")
+        try:
+            with InputError.reading(path, what, pa.ArrowException, ValueError):
+                names = pq.read_table(path).column_names
+            S.check_columns(path, names, ("fl", "wid", "nrows") if sums else S.DAY_COLUMNS,
+                            "the day's sums" if sums else "a day file of the store")
+        except InputError as bad:
+            return bad
+    if isinstance(exc, (duckdb.IOException, duckdb.InvalidInputException)):
+        return InputError(str(store_root), None, f"a store file cannot be read: {' '.join(str(exc).split())}")
+    return exc
+
+
 def summable_days(store) -> list[str]:
     """The days of :class:`~slurmkit.accounting.store.Store` ``store`` the period report reads
     (a ``day=<D>`` folder holding both files, with a manifest entry: as :func:`_store_days`),
@@ -1069,12 +1097,12 @@ def _compute_windows(store_root, files: dict, flags: dict, windows: list, now: f
             from_sums = f" ({summed_rows:,} from {len(sums)} day sums)" if sums else ""
             progress(f"{n + summed_rows:,} allocation rows{from_sums}, {time.monotonic() - t0:.1f} s; aggregating")
         _aggregate(con, per, rollup, sums)
-    except (duckdb.IOException, duckdb.InvalidInputException) as exc:
-        first = " ".join(str(exc).split())
-        raise InputError(str(store_root), None, f"a store file cannot be read: {first}") from None
     except duckdb.OutOfMemoryException:
         raise UsageError("--memory-limit", f"the report does not fit in DuckDB's memory limit {memory_limit} "
                          "(its hash tables cannot all spill): give a larger one, e.g. 2GB") from None
+    except duckdb.Error as exc:
+        raise store_read_error(exc, store_root, [f[1] for fs in files.values() for f in fs]
+                               + [path for path, _ in sums]) from None
     finally:
         con.close()
 

@@ -63,7 +63,9 @@ def tiles(w: Window, days: int = TILE_DAYS) -> list[Window]:
 
 def job_clusters(store_root, clusters: list[str], w: Window) -> set[str]:
     """The Cluster names (sacct's Cluster column) of the store clusters ``clusters``' rows in
-    the day files of ``w`` (their ``cluster`` column only is read)."""
+    the day files of ``w`` (their ``cluster`` column only is read). Raises
+    :class:`~slurmkit.errors.InputError` naming a day file that cannot be read."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from slurmkit.accounting.store import Store
@@ -74,7 +76,10 @@ def job_clusters(store_root, clusters: list[str], w: Window) -> set[str]:
         for d in _days(w):
             path, _ = st.day_files(d)
             if path.exists():
-                out |= {str(x) for x in pq.read_table(path, columns=["cluster"]).column(0).unique().to_pylist() if x}
+                with InputError.reading(path, "a day file of the store (Parquet, with a cluster column)",
+                                        pa.ArrowException, ValueError):
+                    column = pq.read_table(path, columns=["cluster"]).column(0)
+                out |= {str(x) for x in column.unique().to_pylist() if x}
     return out
 
 

@@ -300,13 +300,14 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
             mail_report(report, out / "weekly.html" if "html" in fmts else None, addr)
     res = WeeklyResult(report, allocs, window, out, written, warnings)
     if over:
-        from slurmkit.accounting.quality import rejected_text
+        from slurmkit.accounting.quality import first_problem, rejected_text
 
+        first = first_problem(dqd)
         msg = (f"{rejected_text(dqd)}, over the {100 * opts.max_rejected_share:.3g} % allowed: "
                f"see {out / 'data_quality.csv' if 'csv' in fmts else 'the data-quality section'}")
         if not opts.allow_rejected:
-            raise TooManyRejected(msg + "; --allow-skipped accepts them", res)
-        _warn(msg)
+            raise TooManyRejected(msg + "; --allow-skipped accepts them" + (f" ({first})" if first else ""), res)
+        _warn(msg + (f" ({first})" if first else ""))
     return res
 
 def _capacity(opts: WeeklyOptions) -> tuple[float | None, str | None]:
@@ -425,8 +426,18 @@ def _field_list(spec) -> list[str] | None:
         return None
     if not isinstance(spec, str):
         return read_field_list(",".join(spec))
-    text = Path(spec).read_text() if os.path.exists(spec) else spec
-    return read_field_list(text)
+    if not os.path.exists(spec):
+        if os.sep in spec or "." in spec:   # (a field list has neither: a file that is not there)
+            raise InputError(spec, None, "no such file (--sacct-fields: a file or a comma list of sacct fields)")
+        return read_field_list(spec)
+    from slurmkit.accounting.fields import looks_like_header
+
+    with InputError.reading(spec, "a sacct field list (--sacct-fields)"):
+        names = read_field_list(Path(spec).read_bytes().decode("utf-8"))
+    if not looks_like_header(names):
+        raise InputError(spec, 1, "not a sacct field list (--sacct-fields): want the names given to sacct -o, "
+                                  "comma or space separated, JobID among them" + ("" if names else " (the file is empty)"))
+    return names
 
 
 #: Fields a row needs to be placed in time: without every one of them in the header, every row
@@ -468,7 +479,14 @@ def _captured(opts: WeeklyOptions, need_times: bool = True, empty_hint: str = " 
     for f in opts.captures:
         if need_times:
             _check_time_fields(f, fields, opts.delimiter)
-        frows, fdq = load_sacct(f, None, fields, opts.delimiter, cluster=opts.cluster or "", tz=opts.tz)
+        try:
+            frows, fdq = load_sacct(f, None, fields, opts.delimiter, cluster=opts.cluster or "", tz=opts.tz)
+        except InputError as exc:   # (rows that do not fit the list: say where the list came from)
+            if not (isinstance(opts.sacct_fields, str) and os.path.exists(opts.sacct_fields)
+                    and "field list" in exc.message):
+                raise
+            raise type(exc)(exc.file, exc.line, f"{exc.message} (field list read from {opts.sacct_fields})",
+                            exc.key) from None
         parts.append((latest_time(frows), len(parts), frows))
         inputs.append(_input_record(f, fields, opts.delimiter, frows, fdq, parts[-1][0]))
         dq.merge(fdq)
@@ -724,11 +742,13 @@ def _captured_downtime(opts: WeeklyOptions, window: Window, now) -> dict:
 def read_capture(path) -> str:
     """A captured file's text (undecodable bytes replaced: a bad byte spoils one name or
     reason, never the whole file). Raises :class:`~slurmkit.errors.InputError` (the path) for
-    a file that cannot be read."""
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
+    a file that cannot be read or is empty (no command prints nothing)."""
+    with InputError.reading(path, "a captured command's output"):
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    if not text.strip():
+        raise InputError(str(path), None, "empty: want the command's captured output (sacctmgr -P and sreport -P "
+                                          "print a header even when there is no row, scontrol a line)")
+    return text
 
 
 def prints_local_times(text: str) -> bool:
@@ -1109,9 +1129,14 @@ def load_jobs(opts: JobsOptions, warn=None) -> tuple[pd.DataFrame, pd.DataFrame,
             names = [opts.cluster] if opts.cluster else (clusters(opts.store_dir) or [""])
             parts, dq = [], DataQuality()
             for c in names:
-                crows, cdq = Store(opts.store_dir, c).load(days)
+                st = Store(opts.store_dir, c)
+                crows, cdq = st.load(days)
                 parts.append(crows)
                 dq.merge(cdq)
+                for lost in st.lost_files(days):
+                    if warn:
+                        warn(f"{lost}: missing, while the store's manifest lists its day: that day's jobs are "
+                             "not listed")
             rows = JobRows.concat(parts)
             # (in Submit order, then JobIDRaw: not the files' row order, which the day sums
             # change, docs/report.md, Day sums)

@@ -81,3 +81,19 @@ def test_missing_gpu_section_is_unreadable_exit_2(corpus, tmp_path):
     assert ei.value.line == line and "1 GPU section but Attached GPUs is 8" in str(ei.value)
     r = CliRunner().invoke(cli, ["health", "check", "--from", str(path)])
     assert r.exit_code == 2 and "Attached GPUs is 8" in r.output and "Traceback" not in r.output
+
+
+def test_gpu_section_cut_before_processes_is_unreadable_exit_2(corpus, tmp_path):
+    """A whole capture (it has Attached GPUs) whose last GPU section stops before Processes,
+    which nvidia-smi -q prints last: cut off (a short copy), never read as a GPU without the
+    fields lost."""
+    text = (corpus / "nvidia-smi-q" / "a10_row_remap_pending.txt").read_text()
+    cut = text[: text.index("    Processes")]
+    path = tmp_path / "cut.txt"
+    path.write_text(cut)
+    with pytest.raises(CaptureError) as ei:
+        load_capture(path)
+    assert ei.value.line == len(cut.rstrip("\n").splitlines())   # the section's last line read
+    assert "its section ends before Processes" in ei.value.message
+    r = CliRunner().invoke(cli, ["health", "check", "--from", str(path)])
+    assert r.exit_code == 2 and str(path) in r.output and "Traceback" not in r.output

@@ -396,7 +396,8 @@ def test_a_store_file_that_cannot_be_read_is_a_clear_error(tmp_path):
     st.day_files("2024-04-01")[0].write_bytes(b"not parquet\n")   # a truncated copy, a disk error
     with pytest.raises(InputError) as e:
         period_report(tmp_path / "store", parse_period(month="2024-04"), "bench", now="2024-05-01")
-    assert e.value.file == str(tmp_path / "store") and "day=2024-04-01/allocs.parquet" in e.value.message
+    assert e.value.file == str(st.day_files("2024-04-01")[0])   # the file itself, not only the store
+    assert e.value.message.startswith("cannot read a day file of the store (Parquet): ")
 
 
 # -- day sums (slurmkit/report/day_sums.py): the same numbers as the rows, read faster ---------
