@@ -42,13 +42,33 @@ def corpus() -> Path:
 
 
 def _free_port_base() -> int:
+    """The first free port range (slurmctld, slurmdbd, MariaDB, four slurmds) from 7600 on, in
+    steps of 100; each pytest-xdist worker starts its search 200 further (gw1 at 7800), so two
+    workers bringing up sandboxes at once look at different ranges first."""
     from slurmkit.sandbox.cluster import port_free
 
-    for base in range(7600, 9600, 100):
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    bases = list(range(7600, 9600, 100))
+    first = (2 * int(worker) if worker.isdigit() else 0) % len(bases)
+    for base in bases[first:] + bases[:first]:
         if all(port_free(base + off) for off in (0, 2, 4)) and all(
                 port_free(base + 10 + i, f"127.0.1.{i}") for i in range(1, 5)):
             return base
     raise RuntimeError("no free port range for a test sandbox")
+
+
+@contextlib.contextmanager
+def _ports_lock():
+    """Held while a test sandbox picks its ports and starts its daemons (they bind them), so
+    that a sandbox of another xdist worker never picks the same free range meanwhile."""
+    import fcntl
+
+    with open(Path(tempfile.gettempdir()) / "slurmkit-test-sandbox-ports.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 @contextlib.contextmanager
@@ -66,14 +86,15 @@ def _running_sandbox():
     if missing:
         pytest.skip("Slurm's Debian packages are missing: " + " ".join(missing))
     root = Path(tempfile.mkdtemp(prefix="slurmkit-test-sandbox-"))
-    spec = SandboxSpec(port_base=_free_port_base(), host_cpus=tuple(sorted(os.sched_getaffinity(0))),
-                       sched_interval_s=TEST_SCHED_INTERVAL_S)
-    sb = Sandbox(root, spec)
-    try:
-        sb.up()
-    except SandboxError as exc:
-        sb.down(purge=False)
-        pytest.fail(f"sandbox did not come up: {exc} (logs kept in {root}/var/log)", pytrace=False)
+    with _ports_lock():
+        spec = SandboxSpec(port_base=_free_port_base(), host_cpus=tuple(sorted(os.sched_getaffinity(0))),
+                           sched_interval_s=TEST_SCHED_INTERVAL_S)
+        sb = Sandbox(root, spec)
+        try:
+            sb.up()
+        except SandboxError as exc:
+            sb.down(purge=False)
+            pytest.fail(f"sandbox did not come up: {exc} (logs kept in {root}/var/log)", pytrace=False)
     try:
         yield sb
     finally:
@@ -161,13 +182,18 @@ def healthy(fake_nvml, tmp_path_factory):
 
 
 SANDBOX_FIXTURES = {"sandbox", "own_sandbox"}
+#: The xdist group of the tests that need a Slurm cluster, by folder: each group runs on one worker,
+#: in collection order, with its own session sandbox (about even halves of the cluster time).
+SANDBOX_GROUPS = {"tests/submit/": "slurm-submit"}
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (scripts/test runs ``-n 2 --dist loadgroup``), every test that needs a
-    Slurm cluster (marked ``slurm`` or using a sandbox fixture) is sent to one worker, in
-    collection order, so the session sandbox is brought up once and its tests keep their order;
-    the other tests share both workers (docs/testing.md)."""
+    """Under pytest-xdist (scripts/test runs ``-n 3 --dist loadgroup``), the tests that need a
+    Slurm cluster (marked ``slurm`` or using a sandbox fixture) form two groups by folder
+    (:data:`SANDBOX_GROUPS`, else ``slurm``); each group is sent whole to one worker, in
+    collection order, and brings up its own session sandbox there; the other tests are shared by
+    every worker (docs/testing.md)."""
     for item in items:
         if item.get_closest_marker("slurm") or SANDBOX_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("slurm"))
+            group = next((g for prefix, g in SANDBOX_GROUPS.items() if item.nodeid.startswith(prefix)), "slurm")
+            item.add_marker(pytest.mark.xdist_group(group))
