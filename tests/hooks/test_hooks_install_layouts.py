@@ -91,12 +91,26 @@ def _prolog(path):
 @pytest.fixture
 def dev_log():
     """A syslog socket at /dev/log for DeepOps' ``logger -s`` lines (set -e: a logger that cannot
-    reach syslog fails the prolog); a real one is used where the host has it."""
-    import socket
+    reach syslog fails the prolog); a real one is used where the host has it. /dev/log is one
+    path for the whole host: the fixture holds a file lock while it is in use, so a test of
+    another xdist worker never finds the socket of one whose reader has stopped (its senders
+    then block) or sees it unlinked under its prolog."""
+    import fcntl
 
-    if os.path.exists("/dev/log"):
-        yield
-        return
+    with open("/tmp/slurmkit-test-dev-log.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if os.path.exists("/dev/log"):
+                yield
+            else:
+                yield from _syslog_socket()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _syslog_socket():
+    """Bind /dev/log, read (and drop) what is sent to it until the generator is closed, unlink it."""
+    import socket
     import threading
 
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
