@@ -15,34 +15,29 @@ from slurmkit.health.ibcapture import (STOPPED, CaptureFormatError, capture_port
                                        parse_ibstat, parse_ibv_devinfo, read_captures)
 from slurmkit.health.state import NodeState
 
-from conftest import REPO
-
-CORPUS = REPO.parent / "shared" / "corpus" / "fabric"
 DATA = Path(__file__).with_name("fabric")
 
 
-def corpus(name: str) -> Path:
-    p = CORPUS / name
-    if not p.exists():
-        from conftest import _unavailable
-
-        _unavailable(f"{p} absent (../shared/corpus)")
-    return p
+@pytest.fixture
+def fabric(corpus) -> Path:
+    """../shared/corpus/fabric (leptonai/gpud's ibstat captures; skips as ``corpus`` does when the
+    shared corpus is absent)."""
+    return corpus / "fabric"
 
 
-def test_ibstat_with_tabs_and_with_spaces_and_a_partial_output_ending_in_ibpanic():
-    tabs = corpus("ibstat.47.0.a100.all.active.0").read_text()
+def test_ibstat_with_tabs_and_with_spaces_and_a_partial_output_ending_in_ibpanic(fabric):
+    tabs = (fabric / "ibstat.47.0.a100.all.active.0").read_text()
     assert "\t" in tabs
     devices, notes = parse_ibstat(tabs)
     assert sorted(devices) == [f"mlx5_{i}" for i in range(9)] and notes == []
     assert devices["mlx5_0"][1] == {"state": (4, "ACTIVE"), "phys_state": (5, "LinkUp"), "rate_gbps": 200.0,
                                     "link_layer": "Ethernet"}  # a RoCE node
-    spaces = corpus("ibstat.39.0.a100.failed.ibpanic.exit-255.0").read_text()
+    spaces = (fabric / "ibstat.39.0.a100.failed.ibpanic.exit-255.0").read_text()
     assert "\t" not in spaces
     devices, notes = parse_ibstat(spaces)
     assert sorted(devices) == sorted([f"mlx5_{i}" for i in range(8)] + [STOPPED]) and devices[STOPPED] == "mlx5_8"
     assert "stat of IB device 'mlx5_8' failed: No such file or directory" in notes[0]
-    down, _ = parse_ibstat(corpus("ibstat.47.0.h100.some.down.0").read_text())
+    down, _ = parse_ibstat((fabric / "ibstat.47.0.h100.some.down.0").read_text())
     assert {h for h, ports in down.items() if ports[1]["state"][1] != "ACTIVE"} == {"mlx5_2", "mlx5_7", "mlx5_8"}
     assert down["mlx5_2"][1]["phys_state"] == (3, "Disabled") and down["mlx5_2"][1]["rate_gbps"] == 40.0
 
@@ -62,13 +57,13 @@ def test_ibv_devinfo_plain_and_verbose_and_ibdev2netdev():
         parse_ibdev2netdev("mlx5_0 port 1 ==> ibp24s0 (Up)\nmlx5_1 port one\n", "x.txt")
 
 
-def test_a_capture_gives_the_port_records_a_sysfs_read_gives(tmp_path):
+def test_a_capture_gives_the_port_records_a_sysfs_read_gives(fabric, tmp_path):
     from fake_sysfs import healthy_tree
     from slurmkit.health.fabric import read_ib_ports
 
     hcas = [{"device": h, "link_layer": "RoCE", "rate_gbps": 200, "role": "compute", "pci": None}
             for h in ("mlx5_0",)]  # this capture's mlx5_0 is a RoCE port at 200 Gb/s
-    devices, _ = read_captures({"ibstat": corpus("ibstat.47.0.a100.all.active.0").read_text()})
+    devices, _ = read_captures({"ibstat": (fabric / "ibstat.47.0.a100.all.active.0").read_text()})
     got, notes = capture_ports(devices, hcas)
     root = healthy_tree(tmp_path / "sys", hcas=("mlx5_0",), rate=200, link_layer="Ethernet")
     live, _ = read_ib_ports(root, hcas)
@@ -84,11 +79,11 @@ def _empty_snapshot(tmp_path) -> Path:
     return p
 
 
-def test_import_and_replay_judge_the_captured_fabric_against_the_snapshots_node(tmp_path):
+def test_import_and_replay_judge_the_captured_fabric_against_the_snapshots_node(fabric, tmp_path):
     snap = tmp_path / "a100.json"
     r = CliRunner().invoke(cli, ["health", "import", str(_empty_snapshot(tmp_path)), "-o", str(snap), "--node",
                                  "dgx001", "--site", "dgx-a100", "--fabric",
-                                 str(corpus("ibstat.39.0.a100.failed.ibpanic.exit-255.0"))])
+                                 str(fabric / "ibstat.39.0.a100.failed.ibpanic.exit-255.0")])
     assert r.exit_code == 0, r.output
     ports = json.loads(snap.read_text())["ib_ports"]
     # ibstat could not stat mlx5_8; it lists HCAs in alphasort order (mlx5_1, mlx5_10, mlx5_11,

@@ -19,7 +19,8 @@ from slurmkit.hooks import install as inst
 from slurmkit.hooks.config import render as render_config
 from slurmkit.slurm import conf as sconf
 
-CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "sites"
+#: DeepOps' prolog.sh template in the shared corpus (the ``corpus`` fixture; its README names the source)
+DEEPOPS_PROLOG = "sites/deepops_prolog.sh.j2.TEMPLATE"
 
 # DeepOps roles/slurm/templates/etc/slurm/shared/bin/run-parts.sh (NVIDIA/deepops), its run loop:
 # edited (labelled): the squeue look-ups for exclusive / last-user jobs are left out (no Slurm
@@ -136,11 +137,11 @@ def _syslog_socket():
         os.unlink("/dev/log")
 
 
-def _deepops(tmp_path):
+def _deepops(tmp_path, corpus):
     """DeepOps' layout, rendered: Prolog=<conf>/prolog.sh running <conf>/prolog.d via run-parts.sh."""
     conf_dir = tmp_path / "etc" / "slurm"
     log = tmp_path / "parts.log"
-    template = (CORPUS / "deepops_prolog.sh.j2.TEMPLATE").read_text()
+    template = (corpus / DEEPOPS_PROLOG).read_text()
     prolog = _exe(conf_dir / "prolog.sh", template.replace("{{ slurm_config_dir }}", str(conf_dir)))
     _exe(conf_dir / "shared" / "bin" / "run-parts.sh", DEEPOPS_RUN_PARTS.replace("@LOG@", str(log)))
     # part names from DeepOps' roles/slurm/templates/etc/slurm/prolog.d
@@ -150,8 +151,8 @@ def _deepops(tmp_path):
     return path, prolog, log
 
 
-def test_deepops_prolog_gets_slurmkit_in_its_directory_not_a_cycle(tmp_path, dev_log):
-    path, prolog, log = _deepops(tmp_path)
+def test_deepops_prolog_gets_slurmkit_in_its_directory_not_a_cycle(corpus, tmp_path, dev_log):
+    path, prolog, log = _deepops(tmp_path, corpus)
     before = path.read_text()
     plan = _install(path)
     d = path.parent / "prolog.d"
@@ -265,8 +266,8 @@ def test_unreadable_site_script_never_globs_a_directory_of_the_sites(tmp_path):
     assert any("cannot be read here" in n for n in plan.notes)
 
 
-def test_configless_deepops_site_is_refused_then_said_what_to_copy(tmp_path, dev_log):
-    path, prolog, _ = _deepops(tmp_path)
+def test_configless_deepops_site_is_refused_then_said_what_to_copy(corpus, tmp_path, dev_log):
+    path, prolog, _ = _deepops(tmp_path, corpus)
     path.write_text(path.read_text().replace("ClusterName=test\n", "ClusterName=test\nSlurmctldParameters=enable_configless\n"))
     with pytest.raises(inst.InstallError):
         _install(path)

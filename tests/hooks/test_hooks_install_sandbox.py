@@ -20,19 +20,19 @@ from slurmkit.hooks import install as inst
 from slurmkit.hooks.config import render as render_config
 from slurmkit.slurm import conf as sconf
 from slurmkit.slurm.commands import run
-from test_hooks_install_layouts import CORPUS, DEEPOPS_RUN_PARTS, dev_log  # noqa: F401 (fixture)
+from test_hooks_install_layouts import DEEPOPS_PROLOG, DEEPOPS_RUN_PARTS, dev_log  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slurm
 
 
-def test_deepops_layout_runs_once_under_slurmd(sandbox, fake_nvml, dev_log):  # noqa: F811
+def test_deepops_layout_runs_once_under_slurmd(corpus, sandbox, fake_nvml, dev_log):  # noqa: F811
     conf = Path(sandbox.slurm_conf)
     before = conf.read_text()
     work = Path(sandbox.dir) / "layout-test"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     log = work / "parts.log"
-    template = (CORPUS / "deepops_prolog.sh.j2.TEMPLATE").read_text()
+    template = (corpus / DEEPOPS_PROLOG).read_text()
     prolog = work / "prolog.sh"
     prolog.write_text(template.replace("{{ slurm_config_dir }}", str(work)))
     (work / "shared" / "bin").mkdir(parents=True)

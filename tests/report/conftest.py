@@ -1,8 +1,19 @@
-"""Fixtures of the report's sandbox tests."""
+"""Fixtures of the report's tests: the sandbox with its Slurm environment, and Habrok's capture
+from the shared corpus."""
 
 from __future__ import annotations
 
 import pytest
+
+#: Habrok's GPU partitions, real `sacct -P` output, June 2023 to April 2024 (the corpus README).
+HABROK = "sacct/habrok_gpu_cluster_parsable2.psv"
+
+
+@pytest.fixture(scope="session")
+def habrok(corpus):
+    """``corpus / sacct/habrok_gpu_cluster_parsable2.psv`` (skips as ``corpus`` does when the
+    shared corpus is absent)."""
+    return corpus / HABROK
 
 
 @pytest.fixture()

@@ -214,10 +214,7 @@ def test_cli_period_writes_json_csv_markdown(store, tmp_path):
     assert bad.exit_code == 2 and "slurmkit: error: --month: not a month: '2026-13'" in bad.output
 
 
-HABROK = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "sacct" / "habrok_gpu_cluster_parsable2.psv"
-
-
-def _habrok_store(root):
+def _habrok_store(root, habrok):
     """Habrok's GPU partitions (../shared/corpus/sacct, real `sacct -P` output, June 2023 to
     April 2024: completed, cancelled, failed, timed-out, node-failed, running and pending jobs,
     no JobIDRaw), edited with requeued attempts, stored one file per day as `report store
@@ -226,7 +223,7 @@ def _habrok_store(root):
 
     from slurmkit.accounting.frame import JobRows
 
-    rows, _ = load_sacct(HABROK)
+    rows, _ = load_sacct(habrok)
     assert len(rows.allocs) > 40
     # edited (labelled): the GPU jobs 7965768, 7946767 and 7939708 get an earlier attempt
     # (REQUEUED, the hour before their Start; 7946767's in another partition) and 8069225 a
@@ -253,9 +250,9 @@ def _habrok_store(root):
     return now
 
 
-def test_period_and_weekly_paths_agree_on_a_real_capture(tmp_path):
+def test_period_and_weekly_paths_agree_on_a_real_capture(habrok, tmp_path):
     """Habrok's capture (:func:`_habrok_store`), then the months in both paths."""
-    now = _habrok_store(tmp_path / "store")
+    now = _habrok_store(tmp_path / "store", habrok)
     per = parse_period(start="2023-06-01", end="2024-05-01")
     assert per.by == "month"
     said, seen = [], []
@@ -316,12 +313,12 @@ def _store_rows(root, cluster, rows, until):
 
 
 @pytest.mark.parametrize("kind", ["no GPU field", "ReqTRES only", "no NCPUS"])
-def test_unknown_gpus_and_cpus_stay_unknown_in_both_paths(tmp_path, kind):
+def test_unknown_gpus_and_cpus_stay_unknown_in_both_paths(habrok, tmp_path, kind):
     """Habrok's capture edited (labelled) as if printed without AllocTRES/AllocGRES/ReqTRES
     (GPU count unknown), with ReqTRES only (GPUs requested, marked so), or without NCPUS."""
     from slurmkit.accounting.frame import JobRows, load_sacct
 
-    rows, _ = load_sacct(HABROK)
+    rows, _ = load_sacct(habrok)
     a = rows.allocs.copy()
     if kind == "no GPU field":
         a["gpus"] = float("nan")
@@ -359,13 +356,13 @@ def test_unknown_gpus_and_cpus_stay_unknown_in_both_paths(tmp_path, kind):
         assert diff == [], (part["label"], diff[:12])
 
 
-def test_several_clusters_in_one_report_with_a_breakdown_per_cluster(tmp_path):
+def test_several_clusters_in_one_report_with_a_breakdown_per_cluster(habrok, tmp_path):
     """Two clusters in one store (Habrok's capture split: the jobs submitted before 2024 in
     cluster ``a``, the others in ``b``): each cluster's section equals its own report, the
     whole adds their hours and jobs; ``--cluster a`` reports one."""
     from slurmkit.accounting.frame import JobRows, load_sacct
 
-    rows, _ = load_sacct(HABROK)
+    rows, _ = load_sacct(habrok)
     now = pd.Timestamp("2024-04-19T12:00:00Z")
     early = rows.allocs["submit"] < pd.Timestamp("2024-01-01T00:00:00Z")
     for name, sel in (("a", early), ("b", ~early)):
@@ -387,10 +384,10 @@ def test_several_clusters_in_one_report_with_a_breakdown_per_cluster(tmp_path):
     assert "cluster(s) c not in the store (it holds: a, b)" in e.value.message
 
 
-def test_a_store_file_that_cannot_be_read_is_a_clear_error(tmp_path):
+def test_a_store_file_that_cannot_be_read_is_a_clear_error(habrok, tmp_path):
     from slurmkit.accounting.quality import DataQuality
 
-    rows, _ = __import__("slurmkit.accounting.frame", fromlist=["load_sacct"]).load_sacct(HABROK)
+    rows, _ = __import__("slurmkit.accounting.frame", fromlist=["load_sacct"]).load_sacct(habrok)
     st = Store(tmp_path / "store", "bench")
     st.save_day(dt.datetime(2024, 4, 1, tzinfo=dt.timezone.utc), rows, DataQuality(rows_read=len(rows)))
     st.day_files("2024-04-01")[0].write_bytes(b"not parquet\n")   # a truncated copy, a disk error
@@ -478,7 +475,7 @@ def test_day_sums_give_the_numbers_of_the_rows_on_generated_weeks(store, tmp_pat
                                   y.allocs.sort_values(key).reset_index(drop=True))
 
 
-def test_day_sums_on_a_real_capture_until_a_day_changes(tmp_path):
+def test_day_sums_on_a_real_capture_until_a_day_changes(habrok, tmp_path):
     """Habrok's capture (:func:`_habrok_store`) summed: requeued jobs' attempts are compared
     rows, a job over midnight a direct one; equal to every row. A day stored since (a new
     attempt of a job another day's sums counted alone) makes the sums unused until the next
@@ -489,7 +486,7 @@ def test_day_sums_on_a_real_capture_until_a_day_changes(tmp_path):
     from slurmkit.report.day_sums import summarize
 
     root = tmp_path / "store"
-    now = _habrok_store(root)
+    now = _habrok_store(root, habrok)
     per = parse_period(start="2023-06-01", end="2024-05-01")
     res = summarize(root, "bench")
     assert res["summed"] == res["days"] > 300 and res["plain_rows"] > 40 and res["direct_rows"] > 5
@@ -596,17 +593,17 @@ def test_day_sums_stale_after_a_copy_or_damage_then_repaired_by_the_day_sums_com
     assert res.exit_code == 2 and "cluster(s) nope not in the store (it holds: bench)" in res.output
 
 
-def test_a_capture_older_than_a_day_already_stored_does_not_replace_it(tmp_path):
+def test_a_capture_older_than_a_day_already_stored_does_not_replace_it(habrok, tmp_path):
     """``report store`` with an older capture over days a later pull filled keeps those days
     (the later pull knows more) and says so; --as-of before the capture's times warns."""
     from slurmkit.cli import cli
 
     out = tmp_path / "store"
-    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(HABROK), "--store", str(out),
+    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(habrok), "--store", str(out),
                                    "--cluster", "h", "--as-of", "2024-04-19T12:00:00Z"])
     assert res.exit_code == 0, res.output
     before = json.loads((out / "cluster=h" / "_manifest.json").read_text())
-    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(HABROK), "--store", str(out),
+    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(habrok), "--store", str(out),
                                    "--cluster", "h", "--as-of", "2024-04-18T12:00:00Z", "--json"])
     assert res.exit_code == 0, res.output
     got = json.loads(res.output[res.output.index("{"):])

@@ -2,8 +2,8 @@
 first open, and another engine (DuckDB's ``read_parquet(..., hive_partitioning=1)``, as Spark or
 Trino read partitions) sees the ``cluster`` and ``day`` columns.
 
-Data: Habrok's real capture (../shared/corpus/sacct/habrok_gpu_cluster_parsable2.psv, see the
-corpus README), split into daily pulls as bench/report_period.py's ``by_day`` does.
+Data: Habrok's real capture (the ``habrok`` fixture: ../shared/corpus/sacct/habrok_gpu_cluster_parsable2.psv,
+see the corpus README), split into daily pulls as bench/report_period.py's ``by_day`` does.
 """
 
 from __future__ import annotations
@@ -26,15 +26,14 @@ from slurmkit.report.weekly import build_report
 from slurmkit.report.window import Window
 
 ROOT = Path(__file__).resolve().parents[2]
-HABROK = ROOT / ".." / "shared" / "corpus" / "sacct" / "habrok_gpu_cluster_parsable2.psv"
 UNTIL = int(pd.Timestamp("2024-04-19T12:00:00Z").timestamp())
 
 
-def _days():
+def _days(habrok):
     spec = importlib.util.spec_from_file_location("report_period_bench", ROOT / "bench" / "report_period.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    rows, _ = load_sacct(HABROK)
+    rows, _ = load_sacct(habrok)
     return mod.by_day(rows, UNTIL)
 
 
@@ -60,8 +59,8 @@ def _write_old_layout(root: Path, cluster: str, days) -> dict:
     return man
 
 
-def test_old_layout_is_moved_on_first_open_and_reads_the_same(tmp_path):
-    days = _days()
+def test_old_layout_is_moved_on_first_open_and_reads_the_same(habrok, tmp_path):
+    days = _days(habrok)
     window = Window(dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc), dt.datetime(2024, 4, 19, tzinfo=dt.timezone.utc))
     wdays = [d for d, _ in window.days()]
     # the same pulls in the new layout, written by the store itself: the reference
@@ -90,8 +89,8 @@ def test_old_layout_is_moved_on_first_open_and_reads_the_same(tmp_path):
     assert Store(tmp_path / "old", "habrok").manifest() == man
 
 
-def test_an_interrupted_move_is_finished_by_the_next_open(tmp_path):
-    days = _days()[:5]
+def test_an_interrupted_move_is_finished_by_the_next_open(habrok, tmp_path):
+    days = _days(habrok)[:5]
     man = _write_old_layout(tmp_path / "s", "_default", days)      # the folder of cluster ""
     first = next(iter(man))
     dest = tmp_path / "s" / "cluster=_default" / f"day={first}"
@@ -102,11 +101,11 @@ def test_an_interrupted_move_is_finished_by_the_next_open(tmp_path):
     assert sorted(p.parent.name for p in st.dir.glob("day=*/allocs.parquet")) == [f"day={d}" for d in sorted(man)]
 
 
-def test_another_engine_sees_cluster_and_day_columns(tmp_path):
+def test_another_engine_sees_cluster_and_day_columns(habrok, tmp_path):
     """DuckDB reading the store as a Hive-partitioned dataset, as Spark's
     ``spark.read.parquet`` or Trino's ``partitioned_by`` would: every row with its cluster
     (the folder's name) and its day."""
-    days = _days()
+    days = _days(habrok)
     for cluster in ("habrok", "other"):
         st = Store(tmp_path / "store", cluster)
         for day, part in days[:10]:

@@ -1,6 +1,6 @@
 """Filling the store from captures and the period report's store errors.
 
-Data: Habrok's real capture (../shared/corpus/sacct/habrok_gpu_cluster_parsable2.psv, real
+Data: Habrok's real capture (the ``habrok`` fixture: ../shared/corpus/sacct/habrok_gpu_cluster_parsable2.psv, real
 `sacct -P` output of its GPU partitions, June 2023 to April 2024; see the corpus README).
 """
 
@@ -22,7 +22,6 @@ from slurmkit.report.period import parse_period, period_report
 from slurmkit.report.weekly import build_report
 
 HERE = Path(__file__).resolve().parent
-HABROK = HERE.parents[1] / ".." / "shared" / "corpus" / "sacct" / "habrok_gpu_cluster_parsable2.psv"
 
 
 def _period_tests():
@@ -37,16 +36,16 @@ def _day(ts) -> str:
     return f"{pd.Timestamp(ts):%Y-%m-%d}"
 
 
-def test_report_store_fills_the_days_of_a_capture_as_daily_pulls_would(tmp_path):
+def test_report_store_fills_the_days_of_a_capture_as_daily_pulls_would(habrok, tmp_path):
     root = tmp_path / "store"
-    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(HABROK), "--store", str(root),
+    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(habrok), "--store", str(root),
                                    "--cluster", "habrok", "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     # no --tz: UTC assumed, said as report weekly says it, and recorded with the fill
     assert res.stderr.startswith("slurmkit: warning: time zone UTC assumed: the captures' times carry no zone")
     assert (out["time_zone"], out["time_zone_given"]) == ("UTC", False)
-    rows, dq = load_sacct(HABROK)
+    rows, dq = load_sacct(habrok)
     a = rows.allocs
     as_of = pd.Timestamp(out["as_of"])
     # the capture's latest time (a running job's Start + ElapsedRaw at most): 2024-04-19
@@ -88,16 +87,16 @@ def test_report_store_fills_the_days_of_a_capture_as_daily_pulls_would(tmp_path)
     assert rep["totals"]["jobs"] == 40
 
     # filled again: the final days are kept, the others written again
-    again = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(HABROK), "--store", str(root),
+    again = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(habrok), "--store", str(root),
                                      "--cluster", "habrok", "--json"])
     second = json.loads(again.stdout)
     assert second["kept_final"] == expect_final
     assert second["written"] == [n for n in out["written"] if n not in expect_final]
 
 
-def test_report_store_writes_only_the_days_asked_for(tmp_path):
+def test_report_store_writes_only_the_days_asked_for(habrok, tmp_path):
     root = tmp_path / "store"
-    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(HABROK), "--store", str(root),
+    res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(habrok), "--store", str(root),
                                    "--week", "2024-W02"])
     assert res.exit_code == 0, res.output
     assert "7 day(s) written (2024-01-08 .. 2024-01-14), 7 final" in res.output
@@ -114,9 +113,12 @@ def test_report_store_and_period_errors_name_the_path(tmp_path):
     res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(bad), "--store", str(tmp_path / "s")])
     assert res.exit_code == 2 and str(bad) in res.output
     assert not (tmp_path / "s").exists()
+
+
+def test_report_store_says_a_capture_of_a_step_row_alone_has_nothing_to_store(corpus, tmp_path):
     # a capture of a step row alone (../shared/corpus/sacct, ParallelCluster issue 63: an
     # interactive step, no allocation row): nothing to store, said so, nothing written
-    step = HERE.parents[1] / ".." / "shared" / "corpus" / "sacct" / "pcluster_issue63_interactive_step.psv"
+    step = corpus / "sacct" / "pcluster_issue63_interactive_step.psv"
     fields = (step.parent / "pcluster_header_fields.txt").read_text().strip().replace("|", ",")
     res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(step), "--sacct-fields",
                                    fields.removesuffix(",Partition"), "--store", str(tmp_path / "s"),
@@ -126,15 +128,15 @@ def test_report_store_and_period_errors_name_the_path(tmp_path):
 
 
 
-def test_report_jobs_reads_every_cluster_of_the_store_and_says_unknown(tmp_path):
+def test_report_jobs_reads_every_cluster_of_the_store_and_says_unknown(habrok, tmp_path):
     """``report jobs --store S`` without ``--cluster`` reads every cluster of
     the store (as ``report period``); nothing matched is a warning; the CSV writes "unknown"
     for a field the capture does not give (Habrok's has no Account and no Cluster)."""
     for cluster in ("habrok", None):
-        args = ["report", "store", "--from-sacct", str(HABROK), "--store", str(tmp_path / "s"),
+        args = ["report", "store", "--from-sacct", str(habrok), "--store", str(tmp_path / "s"),
                 "--start", "2024-04-05", "--end", "2024-04-06"] + (["--cluster", cluster] if cluster else [])
         assert CliRunner().invoke(cli, args).exit_code == 0
-    rows, _ = load_sacct(HABROK)
+    rows, _ = load_sacct(habrok)
     a = rows.allocs
     ran = a[(a["user"] == "user427") & (a["start"] < pd.Timestamp("2024-04-06", tz="UTC"))
             & (a["end"].isna() | (a["end"] >= pd.Timestamp("2024-04-05", tz="UTC")))]
@@ -159,7 +161,7 @@ def test_report_jobs_reads_every_cluster_of_the_store_and_says_unknown(tmp_path)
     assert missing.exit_code == 2 and str(tmp_path / "nope") in missing.output
 
 
-def test_parts_with_no_stored_day_are_null_and_future_days_are_not_yet(tmp_path):
+def test_parts_with_no_stored_day_are_null_and_future_days_are_not_yet(habrok, tmp_path):
     """The analyst's year 2024 with only Q1 in the store: the parts with no
     day stored have null figures ("not in the store" in Markdown and CSV, never 0), every part
     says how many of its days are stored; days after --now are "not yet", not missing."""
@@ -167,7 +169,7 @@ def test_parts_with_no_stored_day_are_null_and_future_days_are_not_yet(tmp_path)
     import io
 
     root = tmp_path / "s"
-    assert CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(HABROK), "--store", str(root),
+    assert CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(habrok), "--store", str(root),
                                     "--start", "2024-01-01", "--end", "2024-04-01"]).exit_code == 0
     res = CliRunner().invoke(cli, ["report", "period", "--year", "2024", "--store", str(root), "--now",
                                    "2025-02-01T00:00:00", "-o", str(tmp_path / "late"), "--format", "json,csv,md"])
@@ -204,7 +206,7 @@ def test_parts_with_no_stored_day_are_null_and_future_days_are_not_yet(tmp_path)
     assert "256 day(s) not yet (after 2024-04-19T13:00:00Z)" in (tmp_path / "early" / "period.md").read_text()
 
 
-def test_queue_wait_axis_is_plain_numbers_on_habrok(tmp_path):
+def test_queue_wait_axis_is_plain_numbers_on_habrok(habrok, tmp_path):
     """The queue-wait plot (the weekly report's, reused by the period page) labels
     its log axis in plain numbers; Habrok's February 2024 waits run to hundreds of hours, whose
     1000 tick read "1e+03"."""
@@ -213,7 +215,7 @@ def test_queue_wait_axis_is_plain_numbers_on_habrok(tmp_path):
     assert [plots.plain_tick(v) for v in (0.0001, 0.5, 20, 100, 1000, 10000)] == \
         ["0.0001", "0.5", "20", "100", "1,000", "10,000"]
     root = tmp_path / "s"
-    assert CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(HABROK), "--store", str(root),
+    assert CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(habrok), "--store", str(root),
                                     "--start", "2024-02-01", "--end", "2024-03-01"]).exit_code == 0
     rep = period_report(root, parse_period(month="2024-02"), None, now=pd.Timestamp("2024-04-19T13:00:00Z"))
     plt, fig, ax = plots.queue_wait_fig(rep)
@@ -243,7 +245,7 @@ def test_report_store_says_where_a_named_clusters_capture_goes_without_cluster(t
     assert (tmp_path / "n" / "cluster=sandbox" / "day=2026-12-02" / "allocs.parquet").exists()
 
 
-def test_store_warnings_for_two_clusters_and_two_zones(tmp_path):
+def test_store_warnings_for_two_clusters_and_two_zones(habrok, tmp_path):
     """A capture naming two clusters stored without --cluster used to be told to use the
     first one's name; now it is told to store each cluster's capture with its own --cluster.
     And a store whose days record two zones (``report store --tz``) names no zone for the
@@ -253,7 +255,7 @@ def test_store_warnings_for_two_clusters_and_two_zones(tmp_path):
     from slurmkit.report.window import Window
 
     sandbox = HERE / "data" / "sreport" / "sandbox_sacct.psv"
-    santis = HABROK.parent / "cscs_energy_parsable2.psv"
+    santis = habrok.parent / "cscs_energy_parsable2.psv"
     res = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(sandbox), "--from-sacct", str(santis),
                                    "--store", str(tmp_path / "s"), "--tz", "UTC"])
     assert res.exit_code == 0, res.output
