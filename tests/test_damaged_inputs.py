@@ -168,12 +168,12 @@ CASES = [
          {"missing": (0, "a week never built is not in the trends")}),
     # -- sacct captures and what is read with them
     Case("report-weekly-capture", ("report", "weekly", "--from-sacct", "{damaged}", "--week", "2024-W16", "--no-store",
-                                   "--format", "json", "-o", "{out}", "--no-sreport"), "corpus:" + HABROK,
-         recovers={"truncated": (1, "warns: the cut row is skipped, named, and over --max-skipped (exit 1)")}),
-    Case("report-jobs-capture", ("report", "jobs", "--from-sacct", "{damaged}", *WINDOW), "corpus:" + HABROK,
-         recovers={"truncated": (0, "warns: the cut row is skipped and named")}),
+                                   "--format", "json", "-o", "{out}", "--no-sreport"), "corpus:" + HABROK),
+    # a capture cut inside a row (no line end after its last, short line) is refused whole: stored,
+    # its days would be final without the rows after the cut
+    Case("report-jobs-capture", ("report", "jobs", "--from-sacct", "{damaged}", *WINDOW), "corpus:" + HABROK),
     Case("report-store-capture", ("report", "store", "--from-sacct", "{damaged}", "--store", "{out}/s", *WINDOW),
-         "corpus:" + HABROK, recovers={"truncated": (0, "warns: the cut row is skipped and named")}),
+         "corpus:" + HABROK),
     Case("report-weekly-fields", ("report", "weekly", "--from-sacct", "{corpus}/sacct/habrok_gpu_cluster_snowman_delim.txt",
                                   "--sacct-fields", "{damaged}", "--week", "2024-W16", "--no-store", "--format", "json",
                                   "-o", "{out}", "--no-sreport"), "corpus:sacct/habrok_format_fields.txt"),

@@ -677,6 +677,40 @@ def _drop_blank_rows(t: pa.Table, dq: DataQuality) -> pa.Table:
 
 # --- the reader ----------------------------------------------------------------------------
 
+#: A JobID as a row's JobID field starts (``123``, ``123_4``, ``123+0``, ``123.batch``, ``123_[1-5%2]``).
+_JOBID_START = re.compile(r"[0-9]+[0-9_+.\[\]%\-A-Za-z]*")
+
+
+def _cut_off_row(opener, layout: _Layout, counter: _LineCounter) -> tuple[int, int] | None:
+    """``(line, fields)`` of the input's last line when the input ends inside a row: no line end
+    after it (sacct ends every row with one), a JobID where the field list has it, and fewer
+    fields than the field list, as a capture cut while it was written or copied ends; None
+    otherwise (a last line that is the rest of a value with a newline in it is joined to its row
+    by the reader). A file that cannot seek: None."""
+    try:
+        with opener() as fh:
+            size = fh.seek(0, io.SEEK_END)
+            if size == 0:
+                return None
+            start = max(0, size - (1 << 16))
+            fh.seek(start)
+            tail = fh.read()
+    except (OSError, ValueError):
+        return None
+    if tail.endswith(b"\n") or b"\n" not in tail and start > 0:
+        return None
+    last = tail.rsplit(b"\n", 1)[-1].rstrip(b"\r")
+    if not last.strip() or last.lstrip().startswith(b"#"):
+        return None
+    parts = last.decode("utf-8", "replace").split(layout.sep)
+    if layout.trailing and parts and parts[-1] == "":
+        parts.pop()
+    jcol = layout.names.index("JobID")
+    if len(parts) >= len(layout.names) or len(parts) <= jcol or not _JOBID_START.fullmatch(parts[jcol].strip()):
+        return None   # whole, or the tail of a field with a newline in it (the last row's SubmitLine ...)
+    return counter.before(size - len(last)) + 1, len(parts)
+
+
 def _stream(opener, source: str, fields, delimiter, block_bytes: int, int_fields):
     """The reader behind every entry point: ``(iterator of Tables, DataQuality, field names)``
     over the binary file ``opener()`` opens. See :func:`stream_sacct_file`."""
@@ -718,6 +752,11 @@ def _stream(opener, source: str, fields, delimiter, block_bytes: int, int_fields
         return read_block(buf, bad), bad
 
     def gen():
+        cut = _cut_off_row(opener, layout, counter)
+        if cut is not None:   # before any row is given out: nothing of a cut capture is stored
+            raise AccountingInputError(
+                source, cut[0], f"the capture ends inside a row ({cut[1]} of {len(layout.names)} fields and no "
+                                "line end after them): it was cut off while written or copied; capture it again")
         good = nread = 0
         first_bad = None
         with opener() as fh:

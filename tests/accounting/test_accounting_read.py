@@ -177,3 +177,23 @@ def test_empty_and_comment_only_input_is_no_rows_not_an_error(tmp_path):
         assert table.num_rows == 0 and dq.rows_read == 0
         rows, ldq = load_sacct_bytes(data, "e", ["JobID", "State"])
         assert rows.empty and ldq.rows_read == 0
+
+
+def test_a_capture_cut_inside_a_row_is_refused_naming_its_last_line(corpus, tmp_path):
+    """Habrok's real capture (../shared/corpus/sacct, ``sacct --parsable2``) cut after its first
+    30,000 bytes: the last line is a row's first fields with no line end (sacct ends every row
+    with one). Stored, the days before the cut would be final without the rows after it, so the
+    capture is refused whole, before any row is given out. The same rows ending with a line end
+    (a short last row that is complete text) are read with that row skipped and named."""
+    data = (corpus / "sacct" / "habrok_gpu_cluster_parsable2.psv").read_bytes()[:30000]
+    cut = tmp_path / "cut.psv"
+    cut.write_bytes(data)
+    last_line = data.count(b"\n") + 1
+    with pytest.raises(AccountingInputError) as err:
+        read_sacct_file(cut)
+    assert err.value.line == last_line == 89
+    assert str(err.value).startswith(f"{cut}:89: the capture ends inside a row (9 of 37 fields and no line end")
+    ended = tmp_path / "ended.psv"
+    ended.write_bytes(data + b"\n")
+    table, dq = read_sacct_file(ended)
+    assert table.num_rows == 87 and [(p.line, p.reason) for p in dq.problems][-1][0] == 89
