@@ -72,6 +72,13 @@ class InputError(SlurmkitError, ValueError):
         return _Reading(cls, file, expected, errors)
 
 
+def reading_failure(exc: BaseException, file) -> str:
+    """What went wrong reading ``file`` in ``exc`` (an ``OSError``, ``UnicodeDecodeError``,
+    JSON or library error), one line, without the file's name (the error names it):
+    ``not UTF-8 text (byte 302)``, ``Permission denied``."""
+    return _first_line(exc, "" if file is None else str(file))
+
+
 def _first_line(exc: BaseException, file: str) -> str:
     """What went wrong in ``exc``, one line, without the file's name (the error names it)."""
     if isinstance(exc, UnicodeDecodeError):

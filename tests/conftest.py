@@ -102,6 +102,14 @@ def _running_sandbox():
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.fixture
+def free_sandbox_ports():
+    """A free port base for a sandbox the test brings up itself (``--port-base``), picked as the
+    session sandboxes pick theirs (:func:`_free_port_base`, under the same lock)."""
+    with _ports_lock():
+        return _free_port_base()
+
+
 @pytest.fixture(scope="session")
 def sandbox():
     """A running 4-node x 4-GPU sandbox (``slurmkit.sandbox.Sandbox``), torn down at the end."""
@@ -182,18 +190,25 @@ def healthy(fake_nvml, tmp_path_factory):
 
 
 SANDBOX_FIXTURES = {"sandbox", "own_sandbox"}
-#: The xdist group of the tests that need a Slurm cluster, by folder: each group runs on one worker,
-#: in collection order, with its own session sandbox (about even halves of the cluster time).
-SANDBOX_GROUPS = {"tests/submit/": "slurm-submit"}
+#: Modules that wait longest on their cluster (jobs, requeues, health-check intervals: minutes
+#: each): collected first, so that a worker starts each of them at once rather than last.
+LONG_FIRST = ("tests/submit/test_submit_production_sandbox.py", "tests/submit/test_submit_sandbox.py",
+              "tests/hooks/test_hooks_sandbox.py", "tests/sandbox/test_demo.py")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (scripts/test runs ``-n 3 --dist loadgroup``), the tests that need a
-    Slurm cluster (marked ``slurm`` or using a sandbox fixture) form two groups by folder
-    (:data:`SANDBOX_GROUPS`, else ``slurm``); each group is sent whole to one worker, in
-    collection order, and brings up its own session sandbox there; the other tests are shared by
-    every worker (docs/testing.md)."""
-    for item in items:
-        if item.get_closest_marker("slurm") or SANDBOX_FIXTURES & set(getattr(item, "fixturenames", ())):
-            group = next((g for prefix, g in SANDBOX_GROUPS.items() if item.nodeid.startswith(prefix)), "slurm")
-            item.add_marker(pytest.mark.xdist_group(group))
+    """The modules that need a Slurm cluster (a test marked ``slurm`` or using a sandbox
+    fixture) run first, :data:`LONG_FIRST` ahead of them, each module's tests in their order
+    (a stable sort of whole modules). scripts/test runs pytest-xdist with ``--dist loadfile
+    --no-loadscope-reorder``: each module is sent whole to one worker, in this order, so a
+    module's tests keep their order and module fixtures, a worker that runs a cluster module
+    brings up its own session sandbox, and the long waits start while the other workers do
+    the tests that need no cluster (docs/testing.md)."""
+    cluster = {item.nodeid.split("::")[0] for item in items
+               if item.get_closest_marker("slurm") or SANDBOX_FIXTURES & set(getattr(item, "fixturenames", ()))}
+
+    def rank(item):
+        module = item.nodeid.split("::")[0]
+        return LONG_FIRST.index(module) if module in LONG_FIRST else len(LONG_FIRST) + (module not in cluster)
+
+    items.sort(key=rank)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 
+from slurmkit.errors import reading_failure
 from slurmkit.records import field, record
 from slurmkit.slurm import syntax
 from slurmkit.slurm.syntax import ConfError, logical_lines, parse_logical
@@ -189,7 +190,7 @@ def load_tree(path) -> list[ConfFile]:
             raise ConfError(p, 0, "file does not exist") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfError(origin[0] if origin else p, origin[1] if origin else 0,
-                            f"cannot read {p}: {exc}") from None
+                            f"cannot read {p if origin else 'it'}: {reading_failure(exc, p)}") from None
         conf = parse(text, p)
         out.append(conf)
         for lineno, raw in conf.includes:

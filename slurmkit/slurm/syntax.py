@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 
-from slurmkit.errors import InputError
+from slurmkit.errors import InputError, reading_failure
 
 
 class ConfError(InputError):
@@ -164,7 +164,7 @@ def read_file(path) -> list[tuple[str, int, list]]:
             raise ConfError(p, None, "file does not exist") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfError(origin[0] if origin else p, origin[1] if origin else None,
-                            f"cannot read {p}: {getattr(exc, 'strerror', None) or exc}") from None
+                            f"cannot read {p if origin else 'it'}: {reading_failure(exc, p)}") from None
         for start, _, logical in logical_lines(text.splitlines()):
             pairs, include, _ = parse_logical(logical, p, start + 1)
             if include:

@@ -14,13 +14,13 @@ import pytest
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(1800)]
 
 
-def test_demo_end_to_end(sandbox):
-    # its own sandbox (the demo installs hooks into its slurm.conf), on ports next to the session one
+def test_demo_end_to_end(free_sandbox_ports):
+    # its own sandbox (the demo installs hooks into its slurm.conf), on free ports
     root = Path(tempfile.mkdtemp(prefix="slurmkit-demo-"))
     cli = [sys.executable, "-m", "slurmkit", "sandbox"]
     try:
         res = subprocess.run(cli + ["demo", "--dir", str(root), "--no-install",
-                                    "--port-base", str(sandbox.spec.port_base + 70)],
+                                    "--port-base", str(free_sandbox_ports)],
                              capture_output=True, text=True, timeout=1700)
         out = res.stdout
         assert res.returncode == 0, out[-3000:] + res.stderr[-3000:]
