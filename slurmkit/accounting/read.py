@@ -451,25 +451,28 @@ def _is_limit_raw(v: str) -> bool:
     return s is None or s == math.inf or v.isdigit()
 
 
-def _is_tres(v: str) -> bool:
-    """A TRES string (:func:`slurmkit.slurm.tres.parse`) or nothing."""
-    try:
-        tres.parse(v)
-    except tres.TresError:
-        return False
-    return True
+def _reads_as(read, error: type[Exception]):
+    """A check of a typed field: True when ``read(value)`` (one of slurm's readers) does not raise
+    ``error``; the empty value reads as nothing."""
+    def ok(v: str) -> bool:
+        try:
+            read(v)
+        except error:
+            return False
+        return True
+    return ok
 
 
-def _is_memory(v: str) -> bool:
-    """A memory size (:func:`slurmkit.slurm.memory.mib`) or nothing."""
-    try:
-        memory.mib(v)
-    except memory.MemorySizeError:
-        return False
-    return True
+#: A TRES string (:func:`slurmkit.slurm.tres.parse`) or nothing.
+_is_tres = _reads_as(tres.parse, tres.TresError)
+#: A memory size (:func:`slurmkit.slurm.memory.mib`) or nothing.
+_is_memory = _reads_as(memory.mib, memory.MemorySizeError)
 
 
 _JOBID = r"[0-9]+[0-9_+.\[\]%\-A-Za-z]*"
+#: A row's JobID field (``123``, ``123_4``, ``123+0``, ``123.batch``, ``123_[1-5%2]``): what tells a
+#: row cut short from the rest of a value with a newline in it.
+_JOBID_ROW = re.compile(_JOBID)
 #: What a typed field holds (a pattern's fullmatch, or for a Slurm format its reader in
 #: :mod:`slurmkit.slurm`): the check that an extra delimiter was put back in the right field
 #: (the fields after it would otherwise be shifted by one).
@@ -557,7 +560,7 @@ def _bad_rows(bad: list, data, layout: _Layout, dq: DataQuality, source: str, li
             if target is None and (k - 1) not in bad_lines:
                 lo = data.rfind(b"\n", 0, max(pos - 1, 0)) + 1
                 prev = data[lo:max(pos - 1, 0)].decode("utf-8", "replace").rstrip("\r").split(sep)
-                if len(prev) == len(names) and re.fullmatch(r"[0-9]+[0-9_+.\[\]%\-A-Za-z]*", prev[jcol].strip()):
+                if len(prev) == len(names) and _JOBID_ROW.fullmatch(prev[jcol].strip()):
                     conts.append([prev[jcol], prev[-1], ""])
                     target = len(conts) - 1
                     dq.repair("newline inside JobName (two lines joined)", source, line_of(k - 1),
@@ -592,7 +595,7 @@ def _bad_rows(bad: list, data, layout: _Layout, dq: DataQuality, source: str, li
             repaired.append(parts)   # a whole row without the trailing delimiter: not short
         elif ncols < expected:
             parts = text.split(sep)
-            looks_like_row = len(parts) > jcol and re.fullmatch(r"[0-9]+[0-9_+.\[\]%\-A-Za-z]*", parts[jcol].strip())
+            looks_like_row = len(parts) > jcol and _JOBID_ROW.fullmatch(parts[jcol].strip())
             if looks_like_row:
                 missing = names[ncols - extra_col:]
                 dq.skip(f"too few fields (short by its last {len(missing)}: {','.join(missing[:3])}"
@@ -677,10 +680,6 @@ def _drop_blank_rows(t: pa.Table, dq: DataQuality) -> pa.Table:
 
 # --- the reader ----------------------------------------------------------------------------
 
-#: A JobID as a row's JobID field starts (``123``, ``123_4``, ``123+0``, ``123.batch``, ``123_[1-5%2]``).
-_JOBID_START = re.compile(r"[0-9]+[0-9_+.\[\]%\-A-Za-z]*")
-
-
 def _cut_off_row(opener, layout: _Layout, counter: _LineCounter) -> tuple[int, int] | None:
     """``(line, fields)`` of the input's last line when the input ends inside a row: no line end
     after it (sacct ends every row with one), a JobID where the field list has it, and fewer
@@ -706,7 +705,7 @@ def _cut_off_row(opener, layout: _Layout, counter: _LineCounter) -> tuple[int, i
     if layout.trailing and parts and parts[-1] == "":
         parts.pop()
     jcol = layout.names.index("JobID")
-    if len(parts) >= len(layout.names) or len(parts) <= jcol or not _JOBID_START.fullmatch(parts[jcol].strip()):
+    if len(parts) >= len(layout.names) or len(parts) <= jcol or not _JOBID_ROW.fullmatch(parts[jcol].strip()):
         return None   # whole, or the tail of a field with a newline in it (the last row's SubmitLine ...)
     return counter.before(size - len(last)) + 1, len(parts)
 
