@@ -11,6 +11,11 @@ and the session's last line counts the skips.
 ``sandbox`` (session): one real Slurm cluster for every test marked ``slurm``; it skips with the
 reason when not root or Slurm's Debian packages are missing (a failure under ``CI=true``).
 Set ``SLURMKIT_TEST_SANDBOX_DIR`` to reuse a sandbox that is already up (it is left running).
+
+``SLURMKIT_TEST_SLURM`` (``scripts/test --slurm VERSION``) runs the Slurm-facing tests on another
+Slurm release (24.11, 26.05 / newest): every sandbox runs it, and for the whole session ``PATH``
+starts with wrappers of that release's commands, so a test calling ``sbatch`` or ``slurmd -G``
+runs that release's (docs/slurm-versions.md).
 """
 
 from __future__ import annotations
@@ -31,6 +36,43 @@ CORPUS = REPO.parent / "shared" / "corpus"
 # slurm.conf's sched_interval / bf_interval in the test sandboxes (Slurm's defaults 60 s / 30 s: a
 # pending job would wait up to a minute for a scheduling pass; docs/testing.md)
 TEST_SCHED_INTERVAL_S = 1
+#: The Slurm release the Slurm-facing tests run on (None: this machine's, 22.05).
+TEST_SLURM = os.environ.get("SLURMKIT_TEST_SLURM") or None
+UNSTABLE_DOWN = "Debian unstable cannot be installed today"
+
+
+def _release():
+    from slurmkit.sandbox.releases import release
+
+    return release(TEST_SLURM)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def slurm_release(tmp_path_factory):
+    """The Slurm release of this run (``slurmkit.sandbox.releases.SlurmRelease``). For a newer
+    one, its rootfs is built (once, shared by the workers) and ``PATH`` starts with wrappers of
+    its commands for the session. The newest release's tests skip (allow-listed, and said in
+    the output) only when Debian unstable itself cannot be installed today."""
+    from slurmkit.sandbox import rootfs
+
+    rel = _release()
+    if rel.host or os.geteuid() != 0:
+        yield rel
+        return
+    try:
+        fs = rootfs.ensure(rel)
+    except rootfs.RootfsBuildError as exc:
+        if rel.suite == "sid":
+            pytest.skip(f"{UNSTABLE_DOWN}: {exc}")
+        raise
+    bin_dir = tmp_path_factory.mktemp(f"slurm-{rel.name}-bin")
+    rootfs.write_wrappers(fs, bin_dir)
+    old = os.environ["PATH"]
+    os.environ["PATH"] = f"{bin_dir}{os.pathsep}{old}"
+    try:
+        yield rel
+    finally:
+        os.environ["PATH"] = old
 
 
 @pytest.fixture(scope="session")
@@ -76,19 +118,18 @@ def _running_sandbox():
     """A new 4-node x 4-GPU sandbox (``slurmkit.sandbox.Sandbox``) on free ports in a temporary
     folder, torn down (and the folder removed) on exit."""
     from slurmkit.sandbox import Sandbox, SandboxError
-    from slurmkit.sandbox.cluster import BINARIES
+    from slurmkit.sandbox.cluster import missing_packages
     from slurmkit.sandbox.config import SandboxSpec
-    from slurmkit.slurm.commands import which
 
     if os.geteuid() != 0:
         pytest.skip("the Slurm sandbox needs root")
-    missing = sorted({pkg for b, pkg in BINARIES.items() if which(b) is None})
+    missing = missing_packages(_release())
     if missing:
         pytest.skip("Slurm's Debian packages are missing: " + " ".join(missing))
     root = Path(tempfile.mkdtemp(prefix="slurmkit-test-sandbox-"))
     with _ports_lock():
         spec = SandboxSpec(port_base=_free_port_base(), host_cpus=tuple(sorted(os.sched_getaffinity(0))),
-                           sched_interval_s=TEST_SCHED_INTERVAL_S)
+                           sched_interval_s=TEST_SCHED_INTERVAL_S, slurm=_release().name)
         sb = Sandbox(root, spec)
         try:
             sb.up()

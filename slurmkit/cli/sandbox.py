@@ -22,7 +22,14 @@ def _sandbox(directory, spec=None):
 
 
 def _exports(sb) -> str:
-    return "\n".join(f"export {k}={shlex.quote(v)}" for k, v in sb.env().items())
+    lines = []
+    for k, v in sb.env().items():
+        if k == "PATH":
+            # the release's Slurm commands first, in front of the shell's own PATH
+            lines.append(f'export PATH={shlex.quote(str(sb.bin_dir))}:"$PATH"')
+        else:
+            lines.append(f"export {k}={shlex.quote(v)}")
+    return "\n".join(lines)
 
 
 @click.group("sandbox")
@@ -41,16 +48,21 @@ def cli():
 @click.option("--port-base", type=int, default=6817, show_default=True,
               help="slurmctld port; slurmdbd = +2, MariaDB = +4, slurmd of node i = +10+i.")
 @_dir_option
+@click.option("--slurm", "slurm", default="22.05", show_default=True, metavar="VERSION",
+              help="Slurm release: 22.05 (this machine's Debian 12 packages), 24.11 (Debian 13) or "
+                   "26.05 / newest (Debian unstable); a newer one runs from a Debian root filesystem "
+                   "built once (mmdebstrap) and kept in ~/.cache/slurmkit/rootfs.")
 @click.option("--install", is_flag=True, help="apt-get the Debian packages when missing (daemons not started by apt).")
 @click.option("--no-warmup", is_flag=True, help="Skip the warm-up job.")
-def up(nodes, gpus_per_node, gpu_type, port_base, directory, install, no_warmup):
+def up(nodes, gpus_per_node, gpu_type, port_base, directory, slurm, install, no_warmup):
     """Start the cluster (idempotent); prints the shell exports to use it.
 
     Exit 1 (``slurmkit: error: ...``) when it cannot start or an option cannot be laid out."""
     from slurmkit.sandbox.config import SandboxSpec
+    from slurmkit.sandbox.releases import release
 
     spec = SandboxSpec(nodes=nodes, gpus_per_node=gpus_per_node, gpu_type=gpu_type, port_base=port_base,
-                       host_cpus=tuple(sorted(os.sched_getaffinity(0))))
+                       host_cpus=tuple(sorted(os.sched_getaffinity(0))), slurm=release(slurm).name)
     sb = _sandbox(directory, spec)
     sb.up(install=install, warmup=not no_warmup, progress=lambda m: click.echo(f"sandbox: {m}", err=True))
     click.echo(_exports(sb))
@@ -79,10 +91,12 @@ def status(ctx, directory, as_json):
     daemons = sb.daemons() if sb.dir.exists() else []
     up_ = bool(daemons) and all(d["alive"] for d in daemons)
     if want_json(ctx, as_json):
-        click.echo(json.dumps({"dir": str(sb.dir), "up": up_, "daemons": daemons,
-                               "env": sb.env()}, indent=1))
+        click.echo(json.dumps({"dir": str(sb.dir), "up": up_, "slurm": sb.spec.slurm,
+                               "slurm_version": sb.slurm_version(), "debian": sb.release.debian,
+                               "daemons": daemons, "env": sb.env()}, indent=1))
     else:
-        click.echo(f"sandbox in {sb.dir}: {'up' if up_ else 'down'}")
+        click.echo(f"sandbox in {sb.dir}: {'up' if up_ else 'down'}, Slurm "
+                   f"{sb.slurm_version() or sb.spec.slurm} ({sb.release.debian})")
         for d in daemons:
             click.echo(f"  {d['name']:<12} pid {d['pid'] or '-':<8} {'alive' if d['alive'] else 'dead'}")
         if up_:

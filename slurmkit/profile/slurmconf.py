@@ -120,9 +120,11 @@ def gres_lines(profile, device_dir: str | None = None,
             if g is not None and g.cpus and cmap is not None:
                 try:
                     # Slurm numbers cores socket-major by the CoresPerSocket slurm.conf gives it
-                    # (slurm_node, when it differs from the hardware as in the sandbox)
+                    # (slurm_node, when it differs from the hardware as in the sandbox; each
+                    # hardware core then stands for its share of Slurm's cores)
                     per_socket = nt.slurm_node.cores_per_socket if nt.slurm_node else nt.cores_per_socket
-                    cores = logical_cores(g.cpus, cmap, per_socket)
+                    scale = max(1, per_socket // nt.cores_per_socket) if nt.slurm_node else 1
+                    cores = logical_cores(g.cpus, cmap, per_socket, scale)
                 except KeyError as exc:
                     warn(f"node type {nt.name} GPU{i}: {exc.args[0]}; Cores= omitted")
                 else:

@@ -4,6 +4,9 @@ munged, mariadbd, slurmdbd, slurmctld and one slurmd per node (``slurmd -N nX`` 
 namespace so that ``hostname`` is the node name), all as root, all state and configuration under
 one directory, every daemon tracked by its pid file so that ``down`` stops exactly what ``up``
 started. Debian 12's packages (Slurm 22.05) are the reference; ``--install`` apt-gets them.
+A newer Slurm (``SandboxSpec.slurm``: 24.11, 26.05) runs from a Debian root filesystem
+(:mod:`slurmkit.sandbox.rootfs`): its daemons and clients are started through the wrapper
+scripts in ``<dir>/bin``; munge and MariaDB stay this machine's.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 from slurmkit.atomicfile import atomic_write
 from slurmkit.profile import load_profile
 from slurmkit.profile.slurmconf import render_gres_conf, render_topology_conf
-from slurmkit.sandbox import config
+from slurmkit.sandbox import config, releases, rootfs
 from slurmkit.sandbox.errors import SandboxError
 from slurmkit.slurm import commands
 from slurmkit.waiting import WaitTimeout, wait_until
@@ -39,7 +42,18 @@ BINARIES = {"munged": "munge", "mungekey": "munge", "munge": "munge", "mariadbd"
             "mariadb-admin": "mariadb-server", "slurmdbd": "slurmdbd", "slurmctld": "slurm-wlm",
             "slurmd": "slurm-wlm", "sacctmgr": "slurm-wlm", "scontrol": "slurm-wlm",
             "sinfo": "slurm-wlm", "srun": "slurm-wlm", "unshare": "util-linux"}
+#: The BINARIES a newer Slurm's root filesystem brings (the rest stay this machine's).
+SLURM_BINARIES = ("slurmdbd", "slurmctld", "slurmd", "sacctmgr", "scontrol", "sinfo", "srun")
 NVIDIA_MAJOR = 195
+
+
+def missing_packages(release: releases.SlurmRelease) -> list[str]:
+    """Debian packages of this machine that a sandbox of ``release`` needs and lacks (Slurm's
+    own only for this machine's release; mmdebstrap when a newer one has no rootfs yet)."""
+    need = {b: pkg for b, pkg in BINARIES.items() if release.host or b not in SLURM_BINARIES}
+    if not release.host and rootfs.find(release) is None:
+        need["mmdebstrap"] = "mmdebstrap"
+    return sorted({pkg for b, pkg in need.items() if commands.which(b) is None})
 
 
 def default_dir() -> Path:
@@ -135,6 +149,9 @@ class Sandbox:
         self.slurm_conf = self.etc / "slurm.conf"
         self.profile_path = self.etc / "site.toml"
         self.device_dir = self.dir / "dev"
+        self.release = releases.release(self.spec.slurm)
+        #: wrapper scripts of a newer release's commands (None: this machine's Slurm)
+        self.bin_dir = None if self.release.host else self.dir / "bin"
 
     # ------------------------------------------------------------------ facts
     @property
@@ -146,8 +163,30 @@ class Sandbox:
         return self.spec.node_addr(int(name.lstrip("n")))
 
     def env(self) -> dict[str, str]:
-        """Variables a shell or subprocess needs to use this sandbox: SLURM_CONF, SLURMKIT_SITE."""
-        return {"SLURM_CONF": str(self.slurm_conf), "SLURMKIT_SITE": str(self.profile_path)}
+        """Variables a shell or subprocess needs to use this sandbox: SLURM_CONF, SLURMKIT_SITE
+        and, for a newer release, PATH with ``<dir>/bin`` (its Slurm commands) first."""
+        env = {"SLURM_CONF": str(self.slurm_conf), "SLURMKIT_SITE": str(self.profile_path)}
+        if self.bin_dir is not None:
+            env["PATH"] = os.pathsep.join([str(self.bin_dir), os.environ.get("PATH") or "/usr/bin:/bin"])
+        return env
+
+    def exe(self, name: str) -> str:
+        """The command to run Slurm's program ``name`` (``sbatch``, ``slurmd``) of this
+        sandbox's release: the name itself (found on PATH) for this machine's Slurm, else the
+        wrapper in ``<dir>/bin``."""
+        return name if self.bin_dir is None else str(self.bin_dir / name)
+
+    def slurm_version(self) -> str | None:
+        """Slurm's full version the sandbox runs (``"24.11.5"``): ``slurmctld -V``, or the
+        rootfs's manifest; None when neither can be read."""
+        if not self.release.host:
+            fs = rootfs.find(self.release)
+            return fs.version if fs else None
+        try:
+            out = commands.run(["slurmctld", "-V"], timeout=10).stdout.split()
+        except commands.SlurmError:
+            return None
+        return out[-1] if out else None
 
     def _saved_spec(self) -> config.SandboxSpec | None:
         try:
@@ -189,13 +228,14 @@ class Sandbox:
         return all(d["alive"] for d in self.daemons())
 
     def _slurm(self, *argv, timeout=30.0, check=True):
-        return commands.run(argv, timeout=timeout, check=check, slurm_conf=str(self.slurm_conf))
+        return commands.run([self.exe(argv[0]), *argv[1:]], timeout=timeout, check=check,
+                            slurm_conf=str(self.slurm_conf))
 
     # ------------------------------------------------------------------ checks
     def _preflight(self) -> None:
         if os.geteuid() != 0:
             raise SandboxError("the sandbox runs Slurm's daemons as root: run as root (sudo)")
-        missing = sorted({pkg for b, pkg in BINARIES.items() if commands.which(b) is None})
+        missing = missing_packages(self.release)
         if missing:
             raise SandboxError("missing Debian packages: " + " ".join(missing)
                                + " (run 'slurmkit sandbox up --install' or apt-get install them)")
@@ -215,7 +255,7 @@ class Sandbox:
                     f"with --port-base")
 
     @staticmethod
-    def install_packages() -> None:
+    def install_packages(packages=PACKAGES) -> None:
         """apt-get the Debian packages, with a policy-rc.d so package scripts start no daemon."""
         policy = Path("/usr/sbin/policy-rc.d")
         created = False
@@ -226,10 +266,10 @@ class Sandbox:
         try:
             env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
             subprocess.run(["apt-get", "update", "-q"], check=True, env=env, timeout=APT_TIMEOUT_S)
-            subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *PACKAGES],
+            subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages],
                            check=True, env=env, timeout=APT_TIMEOUT_S)
         except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-            raise SandboxError(f"installing {' '.join(PACKAGES)} failed: {exc}") from None
+            raise SandboxError(f"installing {' '.join(packages)} failed: {exc}") from None
         finally:
             if created:
                 policy.unlink(missing_ok=True)
@@ -244,15 +284,20 @@ class Sandbox:
         """
         say = progress or (lambda msg: log.info(msg))
         t0 = time.monotonic()
-        if install and any(commands.which(b) is None for b in BINARIES):
-            say("installing Debian packages: " + " ".join(PACKAGES))
-            self.install_packages()
+        missing = missing_packages(self.release)
+        if install and missing:
+            packages = PACKAGES if self.release.host else tuple(missing)
+            say("installing Debian packages: " + " ".join(packages))
+            self.install_packages(packages)
         saved = self._saved_spec()
         if saved and saved != self.spec and any(d["alive"] for d in self.daemons()):
             raise SandboxError(f"a sandbox with other options is running in {self.dir}; "
                                f"run 'slurmkit sandbox down --dir {self.dir}' first")
         self.spec.validate()
         self._preflight()
+        if not self.release.host:
+            # rewritten at every up: the rootfs may have been rebuilt since
+            rootfs.write_wrappers(rootfs.ensure(self.release, say), self.bin_dir)
         if self.is_up():
             say(f"sandbox already up in {self.dir}")
             return
@@ -412,7 +457,7 @@ class Sandbox:
 
     def _start_slurmdbd(self) -> None:
         if not self._running("slurmdbd"):
-            self._spawn(["slurmdbd"])
+            self._spawn([self.exe("slurmdbd")])
         _wait_for("slurmdbd listening", lambda: _tcp_open(self.spec.ports.slurmdbd), 60,
                   f"see {self.var / 'log' / 'slurmdbd.log'}")
         clusters = self._slurm("sacctmgr", "-n", "-P", "show", "cluster", "format=cluster").stdout.split()
@@ -424,7 +469,7 @@ class Sandbox:
 
     def _start_slurmctld(self) -> None:
         if not self._running("slurmctld"):
-            self._spawn(["slurmctld"])
+            self._spawn([self.exe("slurmctld")])
         _wait_for("slurmctld answering 'scontrol ping'",
                   lambda: self._slurm("scontrol", "ping", check=False, timeout=10).returncode == 0, 60,
                   f"see {self.var / 'log' / 'slurmctld.log'}")
@@ -434,7 +479,8 @@ class Sandbox:
             if self._running(f"slurmd-{n}"):
                 continue
             # own UTS namespace: `hostname` inside the node (and in its jobs) is the node name
-            self._spawn(["unshare", "--uts", "sh", "-c", 'hostname "$1" && exec slurmd -N "$1"', "sh", n])
+            self._spawn(["unshare", "--uts", "sh", "-c", 'hostname "$1" && exec "$2" -N "$1"', "sh", n,
+                         self.exe("slurmd")])
 
     def _node_states(self) -> dict[str, str]:
         res = self._slurm("sinfo", "-h", "-N", "-o", "%N %T", check=False, timeout=10)

@@ -15,6 +15,7 @@ from pathlib import Path
 import jinja2
 
 from slurmkit.hostlist import collect_hostlist
+from slurmkit.sandbox import releases
 from slurmkit.sandbox.errors import SpecError
 
 PARTITION = "gpu"
@@ -64,6 +65,10 @@ class SandboxSpec:
     ``sched_interval=<s>,bf_interval=<s>`` (Slurm's defaults: 60 s and 30 s), so a pending job
     starts within seconds of the nodes it waits for coming free. The test suite sets it (1 s);
     ``sandbox up`` and the demo keep Slurm's defaults (docs/testing.md says why).
+
+    ``slurm``: the Slurm major release (:mod:`slurmkit.sandbox.releases`): ``"22.05"`` runs
+    this machine's packages, a newer one runs from a Debian root filesystem
+    (:mod:`slurmkit.sandbox.rootfs`).
     """
 
     nodes: int = 4
@@ -75,6 +80,7 @@ class SandboxSpec:
     memory_mib: int = 16000
     db_password: str = field(default_factory=lambda: secrets.token_hex(8))
     sched_interval_s: int | None = None
+    slurm: str = releases.DEFAULT
 
     @property
     def ports(self) -> Ports:
@@ -103,6 +109,7 @@ class SandboxSpec:
             raise SpecError(f"--gpu-type must be a plain name such as h100, not {self.gpu_type!r}")
         if not self.host_cpus:
             raise SpecError("no usable CPU on this host")
+        releases.release(self.slurm)
 
 
 def device_minors(gpus: int) -> list[int]:

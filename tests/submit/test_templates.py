@@ -179,7 +179,7 @@ def test_container_and_rendezvous_interface_when_the_site_sets_them():
     text = render.render(render.plan(req, facts, templates.get("torchrun")))
     # the job's directory is mounted and is the container's working directory
     assert ("srun --job-name=torchrun --ntasks-per-node=1 --kill-on-bad-exit=1 '--container-image=nvcr.io#nvidia/pytorch:24.01-py3'"
-            ' --container-mounts=/data:/data,"$PWD:$PWD" --container-workdir="$PWD" bash -c slurmkit_node') in text
+            ' --container-mounts=/data:/data,"$PWD:$PWD" --container-workdir="$PWD" bash -c \'eval "$SLURMKIT_FUNCS"; slurmkit_node\'') in text
     assert "ip -4 -o addr show dev ib0" in text
 
 

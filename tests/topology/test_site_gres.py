@@ -29,13 +29,16 @@ def _fields(line: str) -> dict:
     return dict(f.split("=", 1) for f in line.split())
 
 
-def _expected_core(cpu: int, nt: dict) -> int:
-    """Slurm logical core of OS CPU ``cpu``, computed here from the raw TOML node type: socket-major
-    by the CoresPerSocket Slurm is given (``slurm_node`` when it differs from the hardware)."""
+def _expected_cores(cpu: int, nt: dict) -> set[int]:
+    """Slurm logical cores of OS CPU ``cpu``, computed here from the raw TOML node type: socket-major
+    by the CoresPerSocket Slurm is given (``slurm_node`` when it differs from the hardware; each
+    hardware core then stands for slurm_node's cores per socket / the hardware's)."""
     s, c = nt["sockets"], nt["cores_per_socket"]
     k = cpu % (s * c)
     socket, core = (k // c, k % c) if nt.get("cpu_numbering", "linear") == "linear" else (k % s, k // s)
-    return socket * nt.get("slurm_node", {}).get("cores_per_socket", c) + core
+    per_socket = nt.get("slurm_node", {}).get("cores_per_socket", c)
+    scale = per_socket // c
+    return {socket * per_socket + core * scale + j for j in range(scale)}
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -60,7 +63,7 @@ def test_shipped_profile_gres_conf_matches_profile(name):
         g = nt["gpus"][idx]
         assert f["Name"] == "gpu" and f["Type"] == nt["gpu_model"]
         assert f["File"] == f"{raw['cluster'].get('device_dir', '/dev')}/nvidia{idx}"
-        want = sorted({_expected_core(c, nt) for c in g["cpus"]})
+        want = sorted(set().union(*(_expected_cores(c, nt) for c in g["cpus"])))
         assert parse_ranges(f["Cores"]) == want
         slurm = nt.get("slurm_node", {})
         assert all(0 <= c < slurm.get("sockets", nt["sockets"]) * slurm.get("cores_per_socket", nt["cores_per_socket"])
@@ -112,8 +115,10 @@ def test_sandbox_gres_uses_device_dir_and_real_map(tmp_path):
         f = _fields(line)
         assert f["File"] == f"{tmp_path}/dev/nvidia{g.index}"
         # the real map places cpu c on socket c (2 sockets x 1 core); Slurm is told 4 cores per
-        # socket (slurm_node), so socket s's first core is Slurm core 4*s: GPUs of NUMA 1 -> Cores=4
-        assert parse_ranges(f["Cores"]) == [4 * c for c in g.cpus]
+        # socket (slurm_node), so hardware core 0 of socket s stands for Slurm cores 4s..4s+3:
+        # GPUs of NUMA 1 -> Cores=4-7 (whole sockets: Slurm 24.11 refuses part of one here)
+        assert parse_ranges(f["Cores"]) == [4 * c + k for c in g.cpus for k in range(4)]
+        assert f["Cores"] in ("0-3", "4-7")
         assert max(parse_ranges(f["Cores"])) < nt.slurm_node.cpus
     assert f["NodeName"] == p.partition().nodes
 
