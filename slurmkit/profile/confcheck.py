@@ -394,11 +394,13 @@ def _case_only(a: dict, b: dict) -> bool:
     return a != b and low(a) == low(b)
 
 
-#: What Slurm does with a type spelt in another case in slurm.conf and gres.conf (Slurm 22.05:
-#: slurm.conf gpu:a100:1 beside gres.conf Type=A100, tests/topology/test_site_kinds_sandbox.py).
-CASE_ONLY = ("the node registers (no INVALID_REG) with gres.conf's spelling, but requests are case-sensitive: "
-             "a job asking for the other spelling (--gpus-per-node=<type>:N as submit writes it from the profile) "
-             "is refused 'Requested node configuration is not available'")
+#: What Slurm does with a type spelt in another case in slurm.conf and gres.conf (slurm.conf
+#: gpu:a100:1 beside gres.conf Type=A100 on each release's slurmctld,
+#: tests/topology/test_site_kinds_sandbox.py: 22.05.8, 24.11.5, 26.05.5).
+CASE_ONLY = ("Slurm 24.11 and later set the node INVALID_REG and drain it: 'gres/gpu type (<gres.conf's spelling>) "
+             "reported but not configured'; Slurm 22.05 registers it with gres.conf's spelling, but requests are "
+             "case-sensitive: a job asking for the other spelling (--gpus-per-node=<type>:N as submit writes it from "
+             "the profile) is refused 'Requested node configuration is not available'")
 
 
 def _gres_disagreements(node: SlurmNode, nt, exp: dict, have: dict) -> list[Disagreement]:

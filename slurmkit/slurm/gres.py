@@ -3,8 +3,8 @@
 Where they come from: slurm.conf ``NodeName=... Gres=`` (``slurm.conf(5)``:
 ``name[:type][:no_consume]:count``); ``scontrol show node`` ``Gres=`` (with the sockets in
 parentheses, ``gpu:h100:4(S:0-1)``; ``(null)`` for none); sacct ``AllocGRES`` / ``ReqGRES``
-(Slurm before TRES: ``gpu:tesla:2(IDX:0-1)``); squeue ``%b`` (``gres:gpu:h100:4``, newer Slurm
-``gres/gpu:4``, ``N/A`` for none). A count may carry a K/M/G/T suffix (powers of 1024: a
+(Slurm before TRES: ``gpu:tesla:2(IDX:0-1)``). A job's request (squeue ``%b``, ``gres:gpu:4`` or
+``gres/gpu:4``) is read by :func:`slurmkit.slurm.tres.parse_request`. A count may carry a K/M/G/T suffix (powers of 1024: a
 ``bandwidth`` or ``mps`` count).
 
 Standard library only, no pattern compiled: the hooks may import it.
@@ -57,8 +57,8 @@ def parse(text: str | None, source: str = "") -> dict[tuple[str, str | None], in
     """A GRES specification -> ``{(name lower case, type or None): count}`` in first-seen order,
     counts of a repeated (name, type) summed: ``gpu:h100:8,gpu:2(S:0-1),shard:16`` ->
     ``{("gpu", "h100"): 8, ("gpu", None): 2, ("shard", None): 16}``. A name with no count
-    counts 1; the ``no_consume`` flag and what is in parentheses are dropped; squeue's ``gres:``
-    / ``gres/`` prefix is removed. ``(null)``, ``N/A``, "" -> {}. Raises :class:`GresSpecError`
+    counts 1; the ``no_consume`` flag and what is in parentheses are dropped. ``(null)``,
+    ``N/A``, "" -> {}. Raises :class:`GresSpecError`
     (``source``) for a count that is not one."""
     out: dict[tuple[str, str | None], int] = {}
     s = (text or "").strip()
@@ -68,8 +68,6 @@ def parse(text: str | None, source: str = "") -> dict[tuple[str, str | None], in
         part = part.strip()
         if "(" in part:
             part = part[:part.index("(")]
-        if part[:5].lower() in ("gres:", "gres/"):
-            part = part[5:]
         if not part:
             continue
         bits = [b for b in part.split(":") if b.lower() != "no_consume"]

@@ -22,7 +22,8 @@ from __future__ import annotations
 from slurmkit.errors import InputError
 from slurmkit.slurm import memory
 
-__all__ = ["TresError", "NegativeGpuCount", "parse", "number", "numbers", "mem_mib", "gpu_count", "gpu_type"]
+__all__ = ["TresError", "NegativeGpuCount", "parse", "parse_request", "number", "numbers", "mem_mib", "gpu_count",
+           "gpu_type"]
 
 
 class TresError(InputError):
@@ -124,6 +125,45 @@ def gpu_count(tres, source: str = "") -> int | None:
         return _count("gres/gpu", entries["gres/gpu"], source)
     typed = [_count(k, v, source) for k, v in entries.items() if k.startswith("gres/gpu:")]
     return sum(typed) if typed else None
+
+
+def _is_count(text: str) -> bool:
+    digits = text[:-1] if text[-1:].lower() in ("k", "m", "g", "t") else text
+    return digits.isascii() and digits.isdigit()
+
+
+def parse_request(text: str | None, source: str = "") -> dict[str, str]:
+    """A job's resource request as Slurm keeps it, in every release's form -> :func:`parse`'s
+    shape with TRES keys, so :func:`gpu_count` and :func:`numbers` read it.
+
+    Where it comes from: the job's ``tres_per_job`` / ``tres_per_node`` / ``tres_per_task`` /
+    ``tres_per_socket`` and ``cpus_per_tres`` / ``mem_per_tres`` (a job_submit.lua ``job_desc``
+    field, ``scontrol show job`` ``TresPerNode=`` / ``TresPerJob=`` / ``TresPerTask=``, squeue
+    ``%b``). Slurm 22.05 writes ``gres:gpu:2`` and ``gres:gpu:a100:2``; 24.11 and later
+    ``gres/gpu:2``, ``gres/gpu:a100:2`` and, in ``tres_per_task``, ``gres/gpu=1`` (measured on
+    each release's slurmctld: docs/slurm-versions.md). All read as ``{"gres/gpu": "2"}`` /
+    ``{"gres/gpu:a100": "2"}``; a GRES with no count is 1; a ``cpu=4`` entry is kept as is.
+    Empty, None, ``N/A`` and ``(null)`` -> {}. Raises :class:`TresError` (``source``) for an
+    entry that is neither."""
+    s = (text or "").strip()
+    out: dict[str, str] = {}
+    if s in ("", "N/A", "(null)"):
+        return out
+    for part in s.split(","):
+        part = part.strip()
+        if part[:5].lower() in ("gres:", "gres/"):
+            name, eq, value = part[5:].partition("=")
+            bits = name.split(":")
+            if not eq:
+                value = bits.pop() if len(bits) > 1 and _is_count(bits[-1]) else "1"
+            key = "gres/" + ":".join(bits)
+        else:
+            key, eq, value = part.partition("=")
+        if not key or key == "gres/" or not value:
+            raise TresError(source, None, f"{part!r} in {text!r} is not a resource request "
+                                          "(expected gres:gpu:2, gres/gpu:2, gres/gpu=1 or cpu=4)")
+        out.setdefault(key, value)
+    return out
 
 
 def gpu_type(tres, source: str = "") -> str:

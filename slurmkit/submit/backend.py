@@ -18,7 +18,7 @@ from typing import Protocol
 
 from slurmkit.errors import UsageError
 from slurmkit.hostlist import expand_nodelist
-from slurmkit.slurm import gres, tres
+from slurmkit.slurm import tres
 from slurmkit.slurm.commands import Result, SlurmError, run
 from slurmkit.submit.placement import parse_sinfo_nodes
 
@@ -73,11 +73,12 @@ def parse_squeue(text: str) -> dict[str, JobInfo]:
     reason %r and expected start %S, ``N/A`` / ``None`` read as unknown)."""
     out = {}
     for parts in _rows(text, "squeue", 5, more=2):
-        job_id, state, nodelist, count, tres, *rest = (p.strip() for p in parts)
+        job_id, state, nodelist, count, request, *rest = (p.strip() for p in parts)
         try:
-            per_node = gres.gpu_count(tres)
-        except gres.GresSpecError as exc:
-            raise SlurmError(f"squeue: unexpected GRES {tres!r} on line {'|'.join(parts)!r}: {exc.message}") from None
+            # %b: the job's tres_per_node, gres:gpu:2 (22.05) or gres/gpu:2 (24.11 and later)
+            per_node = tres.gpu_count(tres.parse_request(request)) or 0
+        except tres.TresError as exc:
+            raise SlurmError(f"squeue: unexpected GRES {request!r} on line {'|'.join(parts)!r}: {exc.message}") from None
         n = int(count) if count.isdigit() else 0
         state = state.split()[0]
         reason, start = rest if rest and state == "PENDING" else ("", "")

@@ -93,7 +93,6 @@ def test_gres_specs():
     assert gres.parse("gpu:h100:8,gpu:2(S:0-1),shard:16,mps:1K") == {
         ("gpu", "h100"): 8, ("gpu", None): 2, ("shard", None): 16, ("mps", None): 1024}
     assert gres.parse("gpu:tesla:2(IDX:0,2)") == {("gpu", "tesla"): 2}     # a comma inside ()
-    assert gres.gpu_count("gres:gpu:h100:4") == 4 and gres.gpu_count("gres/gpu:2") == 2   # squeue %b
     assert gres.parse("(null)") == {} and gres.gpu_count("N/A") == 0
     assert gres.count("4G") == 4 * 1024 ** 3
     with pytest.raises(gres.GresSpecError, match="not a count"):

@@ -30,15 +30,14 @@ def _fields(line: str) -> dict:
 
 
 def _expected_cores(cpu: int, nt: dict) -> set[int]:
-    """Slurm logical cores of OS CPU ``cpu``, computed here from the raw TOML node type: socket-major
-    by the CoresPerSocket Slurm is given (``slurm_node`` when it differs from the hardware; each
-    hardware core then stands for slurm_node's cores per socket / the hardware's)."""
+    """Slurm logical cores gres.conf gives for OS CPU ``cpu``, computed here from the raw TOML node
+    type: every core of its socket, numbered socket-major by the CoresPerSocket Slurm is given
+    (``slurm_node`` when it differs from the hardware)."""
     s, c = nt["sockets"], nt["cores_per_socket"]
     k = cpu % (s * c)
     socket, core = (k // c, k % c) if nt.get("cpu_numbering", "linear") == "linear" else (k % s, k // s)
     per_socket = nt.get("slurm_node", {}).get("cores_per_socket", c)
-    scale = per_socket // c
-    return {socket * per_socket + core * scale + j for j in range(scale)}
+    return {socket * per_socket + j for j in range(per_socket)}    # the whole socket
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -81,8 +80,12 @@ def test_dgx_a100_gpu0_cores_48_63():
     nt = p.node_type_for()
     assert format_ranges(nt.gpu_cpus(0)) == "48-63,176-191"
     assert (nt.sockets, nt.cores_per_socket, nt.threads_per_core) == (2, 64, 2)
-    line = render_gres_conf(p).splitlines()[3]
-    assert "File=/dev/nvidia0 Cores=48-63 " in line
+    text = render_gres_conf(p)
+    line = text.splitlines()[3]
+    # GPU0's own cores 48-63 are part of socket 0 (cores 0-63): gres.conf gives the whole
+    # socket, which slurmctld 24.11 and later require (test_site_kinds_sandbox); the profile keeps 48-63
+    assert "File=/dev/nvidia0 Cores=0-63 " in line
+    assert text.splitlines()[-1].startswith("# Cores= name each GPU's whole socket(s)")
 
 
 def test_cores_are_logical_for_both_numberings():
@@ -115,8 +118,8 @@ def test_sandbox_gres_uses_device_dir_and_real_map(tmp_path):
         f = _fields(line)
         assert f["File"] == f"{tmp_path}/dev/nvidia{g.index}"
         # the real map places cpu c on socket c (2 sockets x 1 core); Slurm is told 4 cores per
-        # socket (slurm_node), so hardware core 0 of socket s stands for Slurm cores 4s..4s+3:
-        # GPUs of NUMA 1 -> Cores=4-7 (whole sockets: Slurm 24.11 refuses part of one here)
+        # socket (slurm_node): gres.conf gives the GPU's whole socket, Slurm cores 4s..4s+3
+        # (GPUs of NUMA 1 -> Cores=4-7; Slurm 24.11 refuses part of a socket)
         assert parse_ranges(f["Cores"]) == [4 * c + k for c in g.cpus for k in range(4)]
         assert f["Cores"] in ("0-3", "4-7")
         assert max(parse_ranges(f["Cores"])) < nt.slurm_node.cpus

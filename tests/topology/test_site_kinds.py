@@ -109,7 +109,8 @@ def test_gres_conf_of_each_kind(tmp_path):
     assert lines[2] == "AutoDetect=off"
     assert "NodeName=visualizacion1 Name=gpu Type=gtx970 File=/dev/nvidia0 Cores=0-3" in lines
     assert "NodeName=visualizacion1 Name=gpu Type=gtx1060 File=/dev/nvidia1 Cores=4-7" in lines
-    assert "NodeName=dgx1 Name=gpu File=/dev/nvidia7 Cores=30-39" in lines  # untyped: no Type=
+    # untyped: no Type=; its own cores 30-39 are part of socket 1 (20-39): gres.conf gives the socket
+    assert "NodeName=dgx1 Name=gpu File=/dev/nvidia7 Cores=20-39" in lines
     assert ("NodeName=mig1 Name=gpu Type=nvidia_a100_3g.20gb MultipleFiles=/dev/nvidia0,"
             "/dev/nvidia-caps/nvidia-cap30,/dev/nvidia-caps/nvidia-cap31 Cores=0-1") in lines
     assert "NodeName=shard1 Name=shard Count=4 File=/dev/nvidia1 Flags=one_sharing" in lines

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from slurmkit.profile import load_profile
+from slurmkit.profile.confcheck import CASE_ONLY
 from slurmkit.sandbox.cluster import NVIDIA_MAJOR, port_free
 from slurmkit.slurm.commands import run, slurm_env
 from slurmkit.submit import render, site, templates
@@ -114,10 +115,23 @@ class Kinds:
     def env(self) -> dict:
         return slurm_env(slurm_conf=str(self.conf))
 
+    def hardware(self, node: str) -> dict:
+        """The environment that makes ``node``'s slurmd see the hardware slurm.conf gives it
+        (hwloc's ``HWLOC_SYNTHETIC``: ``package:2 core:20 pu:1``), as on the real machine:
+        slurmctld 24.11 and later check gres.conf ``Cores=`` against socket boundaries when a
+        node's reported cores differ from slurm.conf's (this host has 2 CPUs), and would set a
+        DGX-1 with Cores=0-9 INVALID_REG, which its real hardware never is."""
+        line = next(l for l in self.conf.read_text().splitlines() if l.startswith(f"NodeName={node} "))
+        f = dict(re.findall(r"(\w+)=(\S+)", line))
+        if "CoresPerSocket" not in f:
+            return {}
+        return {"HWLOC_SYNTHETIC": f"package:{f.get('SocketsPerBoard', f.get('Sockets', '1'))} "
+                                   f"core:{f['CoresPerSocket']} pu:{f.get('ThreadsPerCore', '1')}"}
+
     def start(self) -> None:
         subprocess.run(["slurmctld", "-i"], env=self.env(), check=True, timeout=60)
         for n in self.nodes:
-            subprocess.run(["slurmd", "-N", n], env=self.env(), check=True, timeout=60)
+            subprocess.run(["slurmd", "-N", n], env={**self.env(), **self.hardware(n)}, check=True, timeout=60)
 
         def registered():
             states = self.states()
@@ -137,6 +151,11 @@ class Kinds:
             except (ValueError, ProcessLookupError, OSError):
                 pass
 
+    def show_node_reason(self, node: str) -> str:
+        """The node's ``Reason=`` as ``scontrol show node`` prints it (to the end of the line)."""
+        out = run(["scontrol", "show", "node", node], slurm_conf=str(self.conf), timeout=30).stdout
+        return next((line.split("Reason=", 1)[1] for line in out.splitlines() if "Reason=" in line), "")
+
     def show_node(self, node: str) -> dict:
         out = run(["scontrol", "-o", "show", "node", node], slurm_conf=str(self.conf), timeout=30).stdout
         return dict(re.findall(r"(\w+)=(\S*)", out))
@@ -154,7 +173,7 @@ def kinds(sandbox, tmp_path_factory):
 
 def _gres_of_G(kinds, node: str) -> tuple[dict, str]:
     """``slurmd -G`` for ``node``: {(name, type): count} summed over its records, and its output."""
-    res = subprocess.run(["slurmd", "-G", "-N", node], env=kinds.env(), capture_output=True, text=True, timeout=60)
+    res = subprocess.run(["slurmd", "-G", "-N", node], env={**kinds.env(), **kinds.hardware(node)}, capture_output=True, text=True, timeout=60)
     out = res.stdout + res.stderr
     counts: dict = {}
     for m in re.finditer(r"Gres Name=(\S+) Type=(\S+) Count=(\d+)", out):
@@ -194,11 +213,15 @@ def test_slurmd_reports_the_types_and_counts_slurm_conf_configures(kinds):
     assert f"{kinds.dev}/nvidia-caps/nvidia-cap21" in out and f"{kinds.dev}/nvidia-caps/nvidia-cap31" in out
 
 
-def test_autodetect_node_without_nvml_runs_on_the_type_lines(kinds):
+def test_autodetect_node_without_nvml_runs_on_the_type_lines(kinds, slurm_release):
     log = (kinds.dir / "log" / "slurmd-auto1.log").read_text()
-    # Debian's 22.05 has no gpu_nvml.so: slurmd says so and falls back to gpu/generic, which
-    # takes the GPUs from the Type=h100 File= lines slurmkit writes beside AutoDetect=nvml
-    assert "We were configured with nvml functionality, but that lib wasn't found on the system." in log
+    # Debian's Slurm has no gpu_nvml.so: slurmd says so (in its release's words) and falls back to
+    # gpu/generic, which takes the GPUs from the Type=h100 File= lines slurmkit writes beside AutoDetect=nvml
+    said = {"22.05": "We were configured with nvml functionality, but that lib wasn't found on the system.",
+            "24.11": "We were configured with nvml functionality, but that lib wasn't found on the system.",
+            "26.05": "We were configured to autodetect nvml functionality, but we weren't able to find that lib "
+                     "when Slurm was configured."}
+    assert said[slurm_release.name] in log
     assert "gpu/generic: init: init: GPU Generic plugin loaded" in log
     # Flags=nvidia_gpu_env reached slurmd: only the NVIDIA environment (default: every kind)
     assert "Type:h100 Count:1 Cores(8):(null)  Links:(null) Flags:HAS_FILE,HAS_TYPE,ENV_NVML File:" in log
@@ -280,11 +303,17 @@ def test_slurm_gpu_order_on_interleaved_gres_conf_lines(kinds):
     assert (out.stdout.strip(), b.stdout.strip()) == ("2", "0,1")
 
 
-def test_gpu_type_case_between_slurm_conf_and_gres_conf(kinds):
+def test_gpu_type_case_between_slurm_conf_and_gres_conf(kinds, slurm_release):
     """slurm.conf Gres=gpu:a100:1 beside gres.conf Type=A100 (what site check names as a case-only type
-    difference): the node registers (no INVALID_REG) with gres.conf's spelling, and requests are case-
-    sensitive: a100 (slurm.conf's spelling) is refused, A100 accepted."""
+    difference, confcheck.CASE_ONLY): Slurm 24.11 and later set the node INVALID_REG ("gres/gpu type
+    (A100) reported but not configured"); 22.05 registers it with gres.conf's spelling, and requests are
+    case-sensitive: a100 (slurm.conf's spelling) is refused, A100 accepted."""
     f = kinds.show_node(CASE_NODE)
+    if slurm_release.name != "22.05":
+        assert "INVALID_REG" in f["State"], f
+        assert "gres/gpu type (A100) reported but not configured" in kinds.show_node_reason(CASE_NODE)
+        assert "gres/gpu type (<gres.conf's spelling>) reported but not configured" in CASE_ONLY
+        return
     assert f["Gres"] == "gpu:A100:1" and "INVALID" not in f["State"] and "DRAIN" not in f["State"], f
     lower = _test_only(kinds, "#!/bin/sh\n#SBATCH -p case --gpus-per-node=a100:1\ntrue\n")
     upper = _test_only(kinds, "#!/bin/sh\n#SBATCH -p case --gpus-per-node=A100:1\ntrue\n")

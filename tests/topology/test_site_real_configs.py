@@ -145,6 +145,7 @@ def test_real_slurmd_on_the_shard_guide_says_what_site_check_says(sandbox, tmp_p
     site_conf = (SITES / "shard_a100_slurm.conf").read_text()
     (tmp_path / "slurm.conf").write_text(
         f"ClusterName=shardguide\nSlurmctldHost=localhost\nSlurmdSpoolDir={tmp_path / 'spool'}\n"
+        f"AuthInfo=socket={sandbox.run_dir / 'munge.sock'}\n"
         "SelectType=select/cons_tres\n" + site_conf.replace("Gres=gpu:4,shard:32", "Gres=gpu:4,shard:32 CPUs=1")
         + "PartitionName=gpu Nodes=master\n")
     (tmp_path / "gres.conf").write_text((SITES / "shard_a100_gres.conf").read_text().replace("/dev/", f"{dev}/"))
@@ -186,9 +187,10 @@ def test_docs_worked_examples_give_the_lines_they_show(tmp_path, node_type, node
             assert shown in generated, shown
 
 
-def _slurmd_G(tmp_path: Path, slurm_conf: str, gres_conf: str, node: str) -> str:
-    """``slurmd -G -N node`` (a real slurmd; needs root for the faked /dev/nvidia0-3 under tmp_path)
-    on a slurm.conf / gres.conf pair written to tmp_path; its output."""
+def _slurmd_G(tmp_path: Path, slurm_conf: str, gres_conf: str, node: str, sandbox) -> str:
+    """``slurmd -G -N node`` (a real slurmd of the release under test; needs root for the faked
+    /dev/nvidia0-3 under tmp_path) on a slurm.conf / gres.conf pair written to tmp_path; its output.
+    The sandbox's munged signs for it: slurmd 24.11 and later load auth/munge even for -G."""
     import os
     import stat
 
@@ -201,7 +203,8 @@ def _slurmd_G(tmp_path: Path, slurm_conf: str, gres_conf: str, node: str) -> str
             os.mknod(dev / f"nvidia{i}", 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, i))
         (tmp_path / "spool").mkdir()
     (tmp_path / "slurm.conf").write_text(f"ClusterName=c\nSlurmctldHost=localhost\nSlurmdSpoolDir={tmp_path / 'spool'}\n"
-                                         "SelectType=select/cons_tres\n" + slurm_conf)
+                                         "SelectType=select/cons_tres\n" + slurm_conf
+                                         + f"AuthInfo=socket={sandbox.run_dir / 'munge.sock'}\n")
     (tmp_path / "gres.conf").write_text(gres_conf.replace("/dev/", f"{dev}/"))
     res = subprocess.run(["slurmd", "-G", "-N", node], env={**os.environ, "SLURM_CONF": str(tmp_path / "slurm.conf")},
                          capture_output=True, text=True, timeout=60)
@@ -214,7 +217,7 @@ def test_gres_types_lacking_shard_as_slurmd_says(sandbox, tmp_path):
     names the node's Gres=shard:32 and the gres.conf Name=shard line, quoting what a real slurmd prints."""
     site = (SITES / "shard_a100_slurm.conf").read_text().replace("GresTypes=gpu,shard", "GresTypes=gpu")
     out = _slurmd_G(tmp_path, site.replace("Gres=gpu:4,shard:32", "Gres=gpu:4,shard:32 CPUs=1"),
-                    (SITES / "shard_a100_gres.conf").read_text(), "master")
+                    (SITES / "shard_a100_gres.conf").read_text(), "master", sandbox)
     found = crosscheck(load_profile(SITES / "shard_a100.toml"), load_tree(tmp_path / "slurm.conf"),
                        load_tree(tmp_path / "gres.conf"))
     said = {d.line: d for d in found if "GresTypes" in d.what}
@@ -273,7 +276,7 @@ def test_real_slurmd_reads_cpus_as_cores(sandbox, tmp_path):
     seen = {}
     for spec in ("CPUs=3", "Cores=3"):
         out = _slurmd_G(tmp_path, "SlurmdParameters=config_overrides\nGresTypes=gpu\n" + layout,
-                        f"Name=gpu File=/dev/nvidia0 {spec}\n", "master")
+                        f"Name=gpu File=/dev/nvidia0 {spec}\n", "master", sandbox)
         seen[spec] = re.findall(r"Gres Name=gpu .* (Cores=\S+ CoreCnt=\d+)", out)
     assert seen["CPUs=3"] == seen["Cores=3"] == ["Cores=3 CoreCnt=4"], seen
 
@@ -290,7 +293,7 @@ def test_a_type_spelt_in_another_case(tmp_path):
                      load_tree(SITES / "shard_a100_gres.conf"))
     [d] = [d for d in got if d.file.endswith("gres.conf")]
     assert (d.line, d.what) == (4, "gres.conf gives gpu:A100:4, the profile gpu:a100:4")
-    assert "registers (no INVALID_REG) with gres.conf's spelling" in d.slurm and "case-sensitive" in d.slurm
+    assert "Slurm 24.11 and later set the node INVALID_REG" in d.slurm and "case-sensitive" in d.slurm
     (tmp_path / "slurm.conf").write_text((SITES / "shard_a100_slurm.conf").read_text().replace(
         "Gres=gpu:4,shard:32", "Gres=gpu:A100:4,shard:32"))
     [d] = [d for d in crosscheck(load_profile(tmp_path / "p.toml"), load_tree(tmp_path / "slurm.conf")) if d.line == 3]

@@ -54,7 +54,8 @@ def test_import_dgx_a100_round_trip(corpus, tmp_path):
     lines = gres_lines(p)
     f0 = dict(x.split("=", 1) for x in lines[0].split())
     assert f0["NodeName"] == "g[01-02]" and f0["Type"] == "a100"
-    assert parse_ranges(f0["Cores"]) == list(range(48, 64))  # 48-63,176-191 on 2 x 64 x 2
+    assert list(nt.gpu_cpus(0))[:16] == list(range(48, 64))      # 48-63,176-191 on 2 x 64 x 2 ...
+    assert parse_ranges(f0["Cores"]) == list(range(0, 64))   # ... socket 0's cores in gres.conf
     assert f0["Links"] == "-1," + ",".join(["12"] * 7)
 
 
