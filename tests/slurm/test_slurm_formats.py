@@ -210,3 +210,14 @@ def test_gres_conf_record_keys_and_errors(tmp_path):
         assert err.value.line == 1 and str(err.value).startswith("/etc/slurm/gres.conf:1:")
     with pytest.raises(gres_conf.GresConfError, match="does not exist"):
         gres_conf.load(tmp_path / "gres.conf")
+
+
+def test_request_forms_of_every_release_and_bad_ones():
+    """tres.parse_request: the forms of tests/fixtures/slurm/*/job_desc.txt, and what it refuses."""
+    assert tres.parse_request("gres:gpu:h100:2") == tres.parse_request("gres/gpu:h100:2") == {"gres/gpu:h100": "2"}
+    assert tres.parse_request("gres/gpu=1") == tres.parse_request("gres:gpu:1") == {"gres/gpu": "1"}
+    assert tres.parse_request("cpu=4,gres/gpu=1") == {"cpu": "4", "gres/gpu": "1"}
+    assert tres.parse_request("gres/shard") == {"gres/shard": "1"} and tres.parse_request("(null)") == {}
+    for bad in ("gres/", "gpu", "gres/gpu=", "cpu="):
+        with pytest.raises(tres.TresError, match="is not a resource request"):
+            tres.parse_request(bad)

@@ -4,7 +4,7 @@ import pytest
 
 from slurmkit.errors import UsageError
 from slurmkit.slurm.commands import SlurmError
-from slurmkit.slurm import gres, tres
+from slurmkit.slurm import tres
 from slurmkit.submit.backend import CliBackend, get_backend, parse_sacct, parse_squeue
 
 # squeue -h -t all -j 3,4 -o '%i|%T|%N|%D|%b'
@@ -35,10 +35,12 @@ def test_sacct_gpus_are_the_tres_count(text, gpus):
     assert parse_sacct(f"5|RUNNING|n1|{text}|\n")["5"].gpus == (gpus or 0)
 
 
-@pytest.mark.parametrize("text,gpus", [("gres:gpu:h100:4", 4), ("gres:gpu:2", 2), ("gres/gpu:2", 2), ("N/A", 0)])
+@pytest.mark.parametrize("text,gpus", [("gres:gpu:h100:4", 4), ("gres:gpu:2", 2), ("gres/gpu:2", 2),
+                                       ("gres/gpu:h100:2", 2), ("N/A", 0)])
 def test_squeue_gpus_are_the_gres_count(text, gpus):
-    """squeue %b (tres-per-node, GRES syntax): the one GRES reader (slurm.gres)."""
-    assert gres.gpu_count(text) == gpus
+    """squeue %b (the job's tres_per_node: gres:gpu:2 on 22.05, gres/gpu:2 on 24.11 and later,
+    tests/fixtures/slurm/*/squeue.txt): the one reader of a job's request (slurm.tres.parse_request)."""
+    assert (tres.gpu_count(tres.parse_request(text)) or 0) == gpus
     assert parse_squeue(f"5|RUNNING|n1|2|{text}\n")["5"].gpus == 2 * gpus
 
 
