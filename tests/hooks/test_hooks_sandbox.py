@@ -71,6 +71,7 @@ def hooked(sandbox, fake_nvml, tmp_path):
     shutil.rmtree(work, ignore_errors=True)
 
 
+@pytest.mark.versions
 def test_failing_gpu_drains_requeues_and_resumes(sandbox, hooked):
     conf = hooked["conf"]
     hc3 = hooked["textfile"] / "slurmkit_n3_healthcheck.prom"

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from slurmkit.waiting import wait_until
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.versions]
 
 ZONE = "America/Chicago"
 NO_ALLOC = "JobID,JobIDRaw,State,User,Account,Partition,QOS,Submit,Eligible,Start,End,ElapsedRaw,NCPUS,ReqTRES,JobName"

@@ -18,6 +18,7 @@ from slurmkit.submit.backend import parse_squeue
 
 CAPTURES = Path(__file__).resolve().parent.parent / "fixtures" / "slurm"
 RELEASES = ("22.05", "24.11", "26.05")
+pytestmark = pytest.mark.versions
 
 #: What each request (the probe's job comment) asks for, as TRES entries: the same on every release.
 ASKED = {

@@ -15,7 +15,7 @@ from sandbox_jobs import submit
 
 from slurmkit.waiting import wait_until
 
-pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slurm, pytest.mark.versions, pytest.mark.timeout(300)]
 
 
 def _closed_port() -> int:

@@ -34,7 +34,7 @@ from slurmkit.submit import render, site, templates
 from slurmkit.waiting import wait_until
 from slurmkit.profile.slurmconf import render_gres_conf, render_slurm_conf
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.versions]
 
 KINDS = Path(__file__).resolve().parent / "kinds" / "kinds.toml"
 #: The control: ocotillo's visualizacion1 (slurm.conf line 107) with the gres.conf a one-model

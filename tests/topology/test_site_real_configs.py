@@ -127,6 +127,7 @@ def test_cli_check_on_a_real_site_exits_1_with_lines():
 
 
 @pytest.mark.slurm
+@pytest.mark.versions
 def test_real_slurmd_on_the_shard_guide_says_what_site_check_says(sandbox, tmp_path):
     """The shard guide's own pair through a real `slurmd -G` (Debian's Slurm 22.05; its device
     files faked under tmp_path as the sandbox fakes them): slurmd prints the warning site check quotes,
@@ -212,6 +213,7 @@ def _slurmd_G(tmp_path: Path, slurm_conf: str, gres_conf: str, node: str, sandbo
 
 
 @pytest.mark.slurm
+@pytest.mark.versions
 def test_gres_types_lacking_shard_as_slurmd_says(sandbox, tmp_path):
     """The shard guide's slurm.conf edited to GresTypes=gpu (a hand edit of the real file): site check
     names the node's Gres=shard:32 and the gres.conf Name=shard line, quoting what a real slurmd prints."""
@@ -268,6 +270,7 @@ def test_gpu_cores_given_as_cores(tmp_path):
 
 
 @pytest.mark.slurm
+@pytest.mark.versions
 def test_real_slurmd_reads_cpus_as_cores(sandbox, tmp_path):
     """What site check assumes of gres.conf's deprecated CPUs=: a real slurmd (22.05) keeps the numbers
     as core indexes, as it does Cores=. On a node slurm.conf gives 1 socket x 2 cores x 2 threads,

@@ -13,7 +13,7 @@ from slurmkit.profile import load_profile
 from slurmkit.slurm.commands import run
 from slurmkit.profile.slurmconf import render_gres_conf, render_topology_conf
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.versions]
 
 
 def _scontrol(sandbox, *args) -> str:
