@@ -180,11 +180,20 @@ def crosscheck(profile, slurm_tree=None, gres_tree=None) -> list[Disagreement]:
     return _merge(out)
 
 
+#: What Slurm does with a GPU whose gres.conf Cores= cover part of a socket (a DGX-1's Cores=0-9 of
+#: socket 0's cores 0-19, on each release's slurmctld: tests/topology/test_site_kinds_sandbox.py).
+PART_SOCKET = ("Slurm 24.11 and later set the node INVALID_REG and drain it: 'gres/gpu GRES core specification "
+               "{spec} for node <node> doesn't match socket boundaries. (Socket {socket} is cores {first}-{last})'; "
+               "Slurm 22.05 accepts it. `slurmkit site gres-conf` writes each GPU's whole socket")
+
+
 def _check_gpu_cores(profile, want: dict, tree) -> list[Disagreement]:
     """A GPU line's ``Cores=`` (or deprecated ``CPUs=``, which Slurm reads as the same core indexes:
-    ``slurmd -G`` 22.05.8 prints ``CPUs=3`` and ``Cores=3`` alike) naming cores beyond the node's
+    ``slurmd -G`` of 22.05.8, 24.11.5 and 26.05.5 prints ``CPUs=3`` and ``Cores=3`` alike) naming
+    cores beyond the node's
     (slurmctld: ``invalid GRES core specification (48-63,176-191) on node node01``, NVIDIA/deepops#1195,
-    where OS CPU ids were written as CPUs=), or other cores than the profile's own gres.conf gives that
+    where OS CPU ids were written as CPUs=), part of a socket (:data:`PART_SOCKET`: 24.11 and later
+    refuse the node), or other cores than the profile's own gres.conf gives that
     device (its GPU's ``cpus`` as Slurm logical cores); devices matched by file name (``nvidia4``),
     nodes with AutoDetect off on both sides."""
     from pathlib import PurePath
@@ -216,9 +225,18 @@ def _check_gpu_cores(profile, want: dict, tree) -> list[Disagreement]:
                                         f"slurmctld: 'invalid GRES core specification ({spec}) on node <node>'; "
                                         "the GPU's core binding is lost"))
                 continue
+            partial = sorted({c // per_socket for c in got
+                              if not set(range(c // per_socket * per_socket, (c // per_socket + 1) * per_socket)) <= got})
+            if partial:
+                s = partial[0]
+                first, last = s * per_socket, (s + 1) * per_socket - 1
+                out.append(Disagreement(r.file, r.line, n, f"{key}={spec} covers part of socket {s} (Slurm cores "
+                                        f"{first}-{last})", PART_SOCKET.format(spec=spec, socket=s,
+                                                                               first=first, last=last)))
             for f in r.files:
                 want_cores = exp.get(PurePath(f).name)
-                if want_cores is not None and got != want_cores:
+                # the profile's line gives the GPU's whole socket(s): cores outside them are away from it
+                if want_cores is not None and not got <= want_cores:
                     out.append(Disagreement(r.file, r.line, n, f"{PurePath(f).name}: {key}={spec}, the profile's GPU "
                                             f"there is on cores {format_ranges(want_cores)}",
                                             "Slurm places the GPU's jobs on the cores gres.conf names (--gres-flags="
@@ -452,7 +470,7 @@ def _check_gres_conf(want: dict, conf_nodes: dict | None, tree) -> list[Disagree
             out.append(Disagreement(r.file, r.line, collect_hostlist(r.nodes) if r.nodes else "",
                                     f"CPUs={r.keys['cpus']} is deprecated (gres.conf(5): use Cores=)",
                                     "Slurm reads it exactly as Cores= (Slurm's logical core indexes, not OS CPU ids: "
-                                    "slurmd 22.05.8 -G prints CPUs=3 and Cores=3 alike), so OS CPU ids written there "
+                                    "slurmd -G of 22.05.8, 24.11.5 and 26.05.5 prints CPUs=3 and Cores=3 alike), so OS CPU ids written there "
                                     "name the wrong cores or none (NVIDIA/deepops#1195: 'invalid GRES core "
                                     "specification'); `slurmkit site gres-conf` writes Cores="))
     nodes = list(want) or sorted({n for r in records for n in (r.nodes or ())})

@@ -1,12 +1,12 @@
 """A sandbox of the release under test (``scripts/test --slurm VERSION``; 22.05 by default) runs a
 2-node GPU job that sacct records COMPLETED with gres/gpu=4; ``sandbox up --slurm`` / ``status`` /
 ``env`` / ``down --purge`` through the CLI leave no daemon, mount or rootfs lock behind; a rootfs that
-cannot be built says why and where, and a half-built one is never used."""
+cannot be built says why and where (tests/sandbox/test_slurm_releases.py), and a half-built one is
+never used."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -82,15 +82,3 @@ def test_a_rootfs_without_its_manifest_is_never_used(tmp_path):
     (tmp_path / "trixie" / rootfs.MANIFEST).parent.mkdir(parents=True)
     (tmp_path / "trixie" / rootfs.MANIFEST).write_text('{"suite": "trixie"}')   # cut mid-write
     assert rootfs.find(release("24.11"), tmp_path) is None
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="mmdebstrap builds as root here")
-def test_a_package_not_in_the_archive_names_archive_suite_and_package(tmp_path):
-    """A real mmdebstrap run against Debian's archive with a package trixie does not have."""
-    with pytest.raises(rootfs.RootfsBuildError) as err:
-        rootfs.ensure(release("24.11"), root=tmp_path, packages=("slurmd", "slurm-nonexistent-pkg"))
-    msg = str(err.value)
-    assert f"from the Debian archive {rootfs.debian_mirror()}, suite trixie" in msg
-    assert "package slurm-nonexistent-pkg is not in the archive" in msg
-    assert "Slurm 22.05, this machine's packages, still works: leave out --slurm" in msg
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["trixie.log"]      # nothing half-built kept

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import os
+
 import pytest
 
 from slurmkit.sandbox import SpecError
 from slurmkit.sandbox.config import SandboxSpec
 from slurmkit.sandbox.releases import major, offered, release
+from slurmkit.sandbox import rootfs
 from slurmkit.sandbox.rootfs import Rootfs, build_failure, debian_mirror, dpkg_version
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mmdebstrap"
@@ -72,3 +75,15 @@ def test_wrapper_runs_directly_inside_its_namespace_and_through_unshare_outside(
     assert '[ -e /usr/share/slurmkit/rootfs-trixie ] && exec /usr/bin/sbatch "$@"' in lines
     assert lines[-1].startswith("exec 'unshare' '--mount' '--propagation' 'private' '--' '/bin/sh' '-c' ")
     assert lines[-1].endswith("'sh' '/cache/trixie' 'trixie' '/usr/bin/sbatch' \"$@\"")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mmdebstrap builds as root here")
+def test_a_package_not_in_the_archive_names_archive_suite_and_package(tmp_path):
+    """A real mmdebstrap run against Debian's archive with a package trixie does not have."""
+    with pytest.raises(rootfs.RootfsBuildError) as err:
+        rootfs.ensure(release("24.11"), root=tmp_path, packages=("slurmd", "slurm-nonexistent-pkg"))
+    msg = str(err.value)
+    assert f"from the Debian archive {rootfs.debian_mirror()}, suite trixie" in msg
+    assert "package slurm-nonexistent-pkg is not in the archive" in msg
+    assert "Slurm 22.05, this machine's packages, still works: leave out --slurm" in msg
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trixie.log"]      # nothing half-built kept

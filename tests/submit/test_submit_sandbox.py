@@ -139,9 +139,9 @@ def test_deepspeed_workers_keep_the_gpus_slurm_gave_on_a_shared_node(sandbox, ba
             assert json.loads(p.read_text())["visible"] == ",".join(map(str, free))
 
 
-@pytest.mark.versions
-@pytest.mark.parametrize("template,sig", [("torchrun", "USR1"), ("srun", "TERM"), ("single-gpu", "USR1"),
-                                          ("srun", "USR2")])
+@pytest.mark.parametrize("template,sig", [pytest.param("torchrun", "USR1", marks=pytest.mark.versions),
+                                          pytest.param("srun", "TERM", marks=pytest.mark.versions),
+                                          ("single-gpu", "USR1"), ("srun", "USR2")])
 def test_preemption_checkpoint_requeue_restart(sandbox, backend, tmp_path, template, sig):
     # torchrun's workers get the signal from Slurm (the agent ignores it); srun ranks get it from
     # Slurm; single-gpu's one process too (its output is piped through tee, which gets no signal)

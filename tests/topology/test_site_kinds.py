@@ -218,10 +218,17 @@ def test_dgx1x4_typed_profile_against_untyped_site(corpus, tmp_path):
     assert "Ignoring extra GRES" in untyped.slurm and "Requested node configuration is not available" in untyped.slurm
     cpus = [d for d in found if "deprecated" in d.what]
     assert [d.line for d in cpus] == list(range(1, 9)) and cpus[0].what.startswith("CPUs=0-9 is deprecated")
+    # half a socket per GPU (CPUs=0-9 of socket 0's 0-19): what Slurm 24.11 and later refuse
+    half = [d for d in found if "covers part of socket" in d.what and d.nodes.startswith("dgx")]
+    assert [(d.line, d.nodes) for d in half] == [(i, "dgx[1-4]") for i in range(1, 9)]
+    assert half[0].what == "CPUs=0-9 covers part of socket 0 (Slurm cores 0-19)"
+    assert half[0].slurm.startswith("Slurm 24.11 and later set the node INVALID_REG and drain it: 'gres/gpu GRES core "
+                                    "specification 0-9 for node <node> doesn't match socket boundaries. (Socket 0 "
+                                    "is cores 0-19)'")
     # the untyped profile (gpu_model absent) agrees with slurm.conf's Gres
     p = _load(tmp_path, DGX1X4.replace('gpu_model = "v100"\n', ""), "untyped.toml")
     found = crosscheck(p, load_tree(sites / "dgx1x4_slurm.conf"), load_tree(sites / "dgx1x4_gres.conf"))
-    assert not [d for d in found if "dgx" in d.nodes and "deprecated" not in d.what]
+    assert not [d for d in found if "dgx" in d.nodes and "deprecated" not in d.what and "part of socket" not in d.what]
 
 
 def test_magic_castle_duplicate_records_are_slurmds_fatal(corpus, tmp_path):
