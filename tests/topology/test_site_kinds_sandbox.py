@@ -46,6 +46,11 @@ MIX_NODE = "mix3"
 #: A site whose slurm.conf types its GPU in lower case and gres.conf in upper case (the shard guide of
 #: tests/topology/sites/shard_a100_gres.conf writes ``Type=A100``): does Slurm match the two?
 CASE_NODE = "case1"
+#: A DGX-1 (dgx1's slurm.conf line) with the gres.conf Cores= of the real dgx1x4 site (corpus
+#: sites/dgx1x4_gres.conf: CPUs=0-9, 10-19, ... 30-39, then again for GPU4-7): half a socket per GPU,
+#: which site check says Slurm 24.11 and later refuse (confcheck.PART_SOCKET).
+HALF_NODE = "half1"
+HALF_CORES = ("0-9", "10-19", "20-29", "30-39") * 2
 CAPS = (21, 22, 30, 31)
 
 
@@ -63,7 +68,7 @@ class Kinds:
         self.dir, self.conf = root, root / "etc" / "slurm.conf"
         self.profile = load_profile(KINDS)
         self.dev = root / "dev"
-        self.nodes = {n: f"127.0.3.{i}" for i, n in enumerate(list(self.profile.nodes()) + [BAD_NODE, MIX_NODE, CASE_NODE], 1)}
+        self.nodes = {n: f"127.0.3.{i}" for i, n in enumerate(list(self.profile.nodes()) + [BAD_NODE, MIX_NODE, CASE_NODE, HALF_NODE], 1)}
         self.base = _free_ports(len(self.nodes) + 1)
         for d in ("etc", "spool", "log", "run", "dev/nvidia-caps"):
             (root / d).mkdir(parents=True, exist_ok=True)
@@ -93,7 +98,11 @@ class Kinds:
                           f"RealMemory=8000 Gres=gpu:a100:1 NodeAddr={self.nodes[CASE_NODE]} "
                           f"Port={self.base + 1 + list(self.nodes).index(CASE_NODE)}")
         node_lines.append(f"PartitionName=control Nodes={BAD_NODE},{MIX_NODE} State=UP")
-        node_lines.append(f"PartitionName=case Nodes={CASE_NODE} State=UP")
+        dgx = next(l for l in node_lines if l.startswith("NodeName=dgx1 "))
+        node_lines.insert(-len(self.profile.partitions) - 1, re.sub(
+            r"NodeAddr=\S+ Port=\S+", f"NodeAddr={self.nodes[HALF_NODE]} "
+            f"Port={self.base + 1 + list(self.nodes).index(HALF_NODE)}", dgx.replace("NodeName=dgx1 ", f"NodeName={HALF_NODE} ")))
+        node_lines.append(f"PartitionName=case Nodes={CASE_NODE},{HALF_NODE} State=UP")
         self.conf.write_text("\n".join([
             "ClusterName=kinds", f"SlurmctldHost={host}(127.0.0.1)", f"SlurmctldPort={self.base}",
             "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge", "CredType=cred/munge",
@@ -110,6 +119,8 @@ class Kinds:
         gres += "".join(f"NodeName={MIX_NODE} Name=gpu Type={t} File={self.dev}/nvidia{i}\n"
                         for i, t in enumerate("bab"))
         gres += f"NodeName={CASE_NODE} Name=gpu Type=A100 File={self.dev}/nvidia0\n"
+        gres += "".join(f"NodeName={HALF_NODE} Name=gpu File={self.dev}/nvidia{i} Cores={c}\n"
+                        for i, c in enumerate(HALF_CORES))
         (root / "etc" / "gres.conf").write_text(gres)
 
     def env(self) -> dict:
@@ -319,3 +330,23 @@ def test_gpu_type_case_between_slurm_conf_and_gres_conf(kinds, slurm_release):
     upper = _test_only(kinds, "#!/bin/sh\n#SBATCH -p case --gpus-per-node=A100:1\ntrue\n")
     assert lower.returncode == 1 and "Requested node configuration is not available" in lower.stderr, lower.stderr
     assert upper.returncode == 0 and f"on nodes {CASE_NODE}" in upper.stderr, upper.stderr
+
+
+def test_half_a_socket_per_gpu_as_site_check_says(kinds, slurm_release):
+    """site check's prediction for a GPU whose Cores= cover part of a socket (the real dgx1x4 site's
+    gres.conf), against the release's slurmctld: 22.05 registers the node; 24.11 and later set it
+    INVALID_REG with the very message site check quotes."""
+    from slurmkit.profile.confcheck import crosscheck
+    from slurmkit.slurm.conf import parse
+
+    gres = parse("".join(f"NodeName=dgx1 Name=gpu File=/dev/nvidia{i} Cores={c}\n" for i, c in enumerate(HALF_CORES)),
+                 "gres.conf")
+    [said] = [d for d in crosscheck(kinds.profile, None, [gres]) if d.line == 1 and "part of socket" in d.what]
+    quoted = said.slurm.split("'")[1].replace("<node>", HALF_NODE)
+    state = kinds.show_node(HALF_NODE)["State"]
+    if slurm_release.name == "22.05":
+        assert "INVALID" not in state and kinds.states()[HALF_NODE] == "idle", state
+        assert "Slurm 22.05 accepts it" in said.slurm
+    else:
+        assert "INVALID_REG" in state, state
+        assert kinds.show_node_reason(HALF_NODE).startswith(quoted), (quoted, kinds.show_node_reason(HALF_NODE))
