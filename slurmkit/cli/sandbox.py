@@ -88,7 +88,11 @@ def down(directory, purge):
 def status(ctx, directory, as_json):
     """Each daemon (pid, alive) and sinfo. Exit 0 when all are up, 1 otherwise."""
     sb = _sandbox(directory)
-    daemons = sb.daemons() if sb.dir.exists() else []
+    if not (sb.dir / "sandbox.json").exists():
+        click.echo(f"sandbox: nothing in {sb.dir} (no sandbox.json: 'slurmkit sandbox up --dir {sb.dir}' makes one)",
+                   err=True)
+        ctx.exit(1)
+    daemons = sb.daemons()
     up_ = bool(daemons) and all(d["alive"] for d in daemons)
     if want_json(ctx, as_json):
         click.echo(json.dumps({"dir": str(sb.dir), "up": up_, "slurm": sb.spec.slurm,

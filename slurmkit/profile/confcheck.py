@@ -180,9 +180,11 @@ def crosscheck(profile, slurm_tree=None, gres_tree=None) -> list[Disagreement]:
     return _merge(out)
 
 
+#: The releases a version-specific prediction was seen on, as site check names them.
+NEWER = "Slurm 24.11 and 26.05 (24.11.5 and 26.05.5 seen; 23.02 to 24.05 not tested)"
 #: What Slurm does with a GPU whose gres.conf Cores= cover part of a socket (a DGX-1's Cores=0-9 of
 #: socket 0's cores 0-19, on each release's slurmctld: tests/topology/test_site_kinds_sandbox.py).
-PART_SOCKET = ("Slurm 24.11 and later set the node INVALID_REG and drain it: 'gres/gpu GRES core specification "
+PART_SOCKET = (NEWER + " set the node INVALID_REG and drain it: 'gres/gpu GRES core specification "
                "{spec} for node <node> doesn't match socket boundaries. (Socket {socket} is cores {first}-{last})'; "
                "Slurm 22.05 accepts it. `slurmkit site gres-conf` writes each GPU's whole socket")
 
@@ -192,7 +194,7 @@ def _check_gpu_cores(profile, want: dict, tree) -> list[Disagreement]:
     ``slurmd -G`` of 22.05.8, 24.11.5 and 26.05.5 prints ``CPUs=3`` and ``Cores=3`` alike) naming
     cores beyond the node's
     (slurmctld: ``invalid GRES core specification (48-63,176-191) on node node01``, NVIDIA/deepops#1195,
-    where OS CPU ids were written as CPUs=), part of a socket (:data:`PART_SOCKET`: 24.11 and later
+    where OS CPU ids were written as CPUs=), part of a socket (:data:`PART_SOCKET`: 24.11 and 26.05
     refuse the node), or other cores than the profile's own gres.conf gives that
     device (its GPU's ``cpus`` as Slurm logical cores); devices matched by file name (``nvidia4``),
     nodes with AutoDetect off on both sides."""
@@ -415,7 +417,7 @@ def _case_only(a: dict, b: dict) -> bool:
 #: What Slurm does with a type spelt in another case in slurm.conf and gres.conf (slurm.conf
 #: gpu:a100:1 beside gres.conf Type=A100 on each release's slurmctld,
 #: tests/topology/test_site_kinds_sandbox.py: 22.05.8, 24.11.5, 26.05.5).
-CASE_ONLY = ("Slurm 24.11 and later set the node INVALID_REG and drain it: 'gres/gpu type (<gres.conf's spelling>) "
+CASE_ONLY = (NEWER + " set the node INVALID_REG and drain it: 'gres/gpu type (<gres.conf's spelling>) "
              "reported but not configured'; Slurm 22.05 registers it with gres.conf's spelling, but requests are "
              "case-sensitive: a job asking for the other spelling (--gpus-per-node=<type>:N as submit writes it from "
              "the profile) is refused 'Requested node configuration is not available'")

@@ -155,7 +155,7 @@ def _shared_lines(nt, host: str, dev) -> list[str]:
 
 def socket_cores(cores: list[int], cores_per_socket: int) -> list[int]:
     """Every Slurm core of the sockets that ``cores`` (Slurm logical core indexes) touch: a GPU's
-    ``Cores=`` as gres.conf must give it. slurmctld 24.11 and later set a node INVALID_REG when a
+    ``Cores=`` as gres.conf must give it. slurmctld 24.11 and 26.05 set a node INVALID_REG when a
     GPU's cores cover part of a socket ("gres/gpu GRES core specification 0-9 for node dgx1
     doesn't match socket boundaries. (Socket 0 is cores 0-19)", 24.11.5 and 26.05.5 on
     tests/topology/test_site_kinds_sandbox.py; 22.05 accepts it); Slurm places GPUs by socket in
@@ -173,8 +173,9 @@ def render_gres_conf(profile, device_dir: str | None = None,
             "AutoDetect=off"]
     lines = gres_lines(profile, device_dir, warn)
     if any(" Cores=" in line for line in lines):
-        lines.append("# Cores= name each GPU's whole socket(s): slurmctld 24.11 and later refuse a node whose GPU covers "
-                     "part of a socket; the GPUs' own CPUs are in the profile (submit binds ranks to them)")
+        lines.append("# Cores= name each GPU's whole socket(s), on purpose wider than its NUMA-local cores: Slurm 24.11 "
+                     "and 26.05 set a node INVALID_REG and drain it when a GPU's Cores= cover part of a socket (22.05 "
+                     "accepts it). The GPUs' own CPUs stay in the site profile: submit binds each rank to them.")
     return "\n".join(head + lines) + "\n"
 
 

@@ -291,8 +291,18 @@ class Sandbox:
             self.install_packages(packages)
         saved = self._saved_spec()
         if saved and saved != self.spec and any(d["alive"] for d in self.daemons()):
-            raise SandboxError(f"a sandbox with other options is running in {self.dir}; "
+            differ = ", ".join(f"{k} {v} (asked: {getattr(self.spec, k)})" for k, v in asdict(saved).items()
+                               if k != "db_password" and v != getattr(self.spec, k))
+            raise SandboxError(f"a sandbox with other options is running in {self.dir}: {differ}; "
                                f"run 'slurmkit sandbox down --dir {self.dir}' first")
+        if saved and saved.slurm != self.spec.slurm and self._has_state():
+            raise SandboxError(
+                f"the sandbox in {self.dir} holds Slurm {saved.slurm}'s state and accounting database: Slurm "
+                f"{self.spec.slurm}'s daemons would refuse them or convert them for good (24.11's slurmdbd "
+                "refuses 22.05's database as too old to upgrade; 24.11's slurmctld cannot read 26.05's state; "
+                f"a newer release converts an older one's in place). Use another --dir for Slurm "
+                f"{self.spec.slurm}, or delete this one first: 'slurmkit sandbox down --purge --dir {self.dir}' "
+                "(its jobs and accounting are lost)")
         self.spec.validate()
         self._preflight()
         if not self.release.host:
@@ -342,6 +352,10 @@ class Sandbox:
             self._wait_idle(30)
             say("warm-up job ran on every node")
         say(f"sandbox ready in {time.monotonic() - t0:.1f} s")
+
+    def _has_state(self) -> bool:
+        """True when slurmctld's state directory or MariaDB's datadir holds anything."""
+        return any(any(d.iterdir()) for d in (self.var / "spool" / "ctld", self.var / "mysql") if d.is_dir())
 
     def _write_configs(self, keep_existing: bool = False) -> None:
         """Write sandbox.json, site.toml, slurm.conf, cgroup.conf, gres.conf, topology.conf and

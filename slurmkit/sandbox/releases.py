@@ -39,14 +39,14 @@ RELEASES = {
     "26.05": SlurmRelease("26.05", "sid", "Debian unstable (sid)"),
 }
 #: Other names a user may give ``--slurm``.
-ALIASES = {"newest": "26.05", "default": DEFAULT}
+ALIASES = {"newest": "26.05", "latest": "26.05", "default": DEFAULT}
 
 
 def offered() -> str:
     """The versions ``--slurm`` takes, for messages: ``22.05 (default), 24.11, 26.05 (newest)``."""
     names = []
     for name in RELEASES:
-        tags = [alias for alias, target in ALIASES.items() if target == name and alias != "default"]
+        tags = [alias for alias, target in ALIASES.items() if target == name and alias not in ("default", "latest")]
         if name == DEFAULT:
             tags.insert(0, "default")
         names.append(f"{name} ({', '.join(tags)})" if tags else name)
@@ -60,11 +60,13 @@ def release(name: str | None) -> SlurmRelease:
     other name (``"23.11"``: no Debian suite packages it).
     """
     key = ALIASES.get(name or DEFAULT, name or DEFAULT)
+    if key not in RELEASES and major(key) in RELEASES:
+        key = major(key)   # 24.11.5, as scontrol version prints it
     try:
         return RELEASES[key]
     except KeyError:
-        raise SpecError(f"--slurm {name}: the sandbox offers Slurm {offered()} "
-                        "(the releases Debian packages)") from None
+        raise SpecError(f"--slurm {name}: the sandbox offers Slurm {offered()}, the releases Debian packages; "
+                        "for a site on another release, try the nearest (docs/slurm-versions.md)") from None
 
 
 def major(version: str) -> str:

@@ -189,8 +189,12 @@ def find(release: SlurmRelease, root: Path | None = None) -> Rootfs | None:
 
 @contextmanager
 def _locked(root: Path):
-    root.mkdir(parents=True, exist_ok=True)
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise SandboxError(f"the root filesystems' directory {root} ($SLURMKIT_ROOTFS_DIR, default "
+                           f"~/.cache/slurmkit/rootfs) cannot be used: {exc.strerror}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -259,8 +263,8 @@ def build(release: SlurmRelease, root: Path, progress=None, packages: tuple[str,
         shutil.rmtree(partial, ignore_errors=True)
         raise RootfsBuildError(
             f"cannot build the Slurm {release.name} root filesystem from the Debian archive {mirror}, suite "
-            f"{suite} (packages {', '.join(packages)}): {why} (mmdebstrap's log: {logfile}). Slurm 22.05, "
-            "this machine's packages, still works: leave out --slurm")
+            f"{suite} (packages {', '.join(packages)}): {why} (mmdebstrap's log: {logfile}; another mirror: "
+            "$SLURMKIT_DEBIAN_MIRROR). Slurm 22.05, this machine's packages, still works: leave out --slurm")
     try:
         fs = _finish(partial, release, mirror, packages)
         final = root / suite

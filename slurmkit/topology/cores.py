@@ -35,24 +35,16 @@ def cpu_map(sockets: int, cores_per_socket: int, threads_per_core: int,
     return out
 
 
-def logical_cores(cpus, cmap: dict[int, tuple[int, int]], cores_per_socket: int, scale: int = 1) -> list[int]:
+def logical_cores(cpus, cmap: dict[int, tuple[int, int]], cores_per_socket: int) -> list[int]:
     """Sorted, deduplicated Slurm logical core indexes of OS CPU ids ``cpus`` under ``cmap``
     (from :func:`cpu_map` or sysfs ``topology/physical_package_id`` + ``core_id`` ranks).
-
-    ``scale``: Slurm cores per hardware core, when slurm.conf gives a node more cores per
-    socket than it has (the sandbox, ``SlurmdParameters=config_overrides``): hardware core c
-    of a socket is Slurm cores ``c*scale .. c*scale+scale-1`` of that socket, as slurmctld
-    spreads a node's reported cores over the configured ones. Slurm 24.11 and later refuse
-    to register a node whose spread GRES ``Cores=`` do not cover whole sockets ("GRES core
-    specification 0 ... doesn't match socket boundaries"); 22.05 accepts them.
     KeyError names a CPU the map does not know."""
     out = set()
     for cpu in cpus:
         if cpu not in cmap:
             raise KeyError(f"CPU {cpu} is not in the CPU map ({len(cmap)} CPUs)")
         socket, core = cmap[cpu]
-        first = socket * cores_per_socket + core * scale
-        out.update(range(first, first + scale))
+        out.add(socket * cores_per_socket + core)
     return sorted(out)
 
 

@@ -26,8 +26,10 @@ def test_each_offered_name_and_the_error_for_others():
     assert release("newest") == release("26.05") and release("26.05").suite == "sid"
     with pytest.raises(SpecError) as err:
         release("23.11")
-    assert str(err.value) == ("--slurm 23.11: the sandbox offers Slurm 22.05 (default), 24.11, 26.05 (newest) "
-                              "(the releases Debian packages)")
+    assert str(err.value) == ("--slurm 23.11: the sandbox offers Slurm 22.05 (default), 24.11, 26.05 (newest), the "
+                              "releases Debian packages; for a site on another release, try the nearest "
+                              "(docs/slurm-versions.md)")
+    assert release("24.11.5").name == "24.11" and release("latest").name == "26.05"
     assert offered() == "22.05 (default), 24.11, 26.05 (newest)"
     with pytest.raises(SpecError, match="--slurm 25.05"):
         SandboxSpec(slurm="25.05").validate()
@@ -87,3 +89,23 @@ def test_a_package_not_in_the_archive_names_archive_suite_and_package(tmp_path):
     assert "package slurm-nonexistent-pkg is not in the archive" in msg
     assert "Slurm 22.05, this machine's packages, still works: leave out --slurm" in msg
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trixie.log"]      # nothing half-built kept
+
+
+def test_a_sandbox_keeps_its_release_once_it_has_state(tmp_path):
+    """A stopped sandbox's state and database belong to its release: up under another one is refused
+    before anything starts (24.11's slurmdbd refuses 22.05's database as too old; 24.11's slurmctld
+    cannot read 26.05's state), and sandbox.json keeps the release it had."""
+    from slurmkit.sandbox import Sandbox, SandboxError
+
+    first = Sandbox(tmp_path, SandboxSpec(slurm="26.05"))
+    (first.var / "spool" / "ctld").mkdir(parents=True)
+    (first.var / "spool" / "ctld" / "node_state").write_text("")
+    saved = '{"nodes": 4, "gpus_per_node": 4, "gpu_type": "h100", "port_base": 6817, "cluster": "sandbox", ' \
+            '"host_cpus": [0, 1], "memory_mib": 16000, "db_password": "x", "sched_interval_s": null, "slurm": "26.05"}'
+    (tmp_path / "sandbox.json").write_text(saved + "\n")
+    with pytest.raises(SandboxError) as err:
+        Sandbox(tmp_path, SandboxSpec(slurm="24.11", host_cpus=(0, 1))).up()
+    assert str(err.value).startswith(f"the sandbox in {tmp_path} holds Slurm 26.05's state and accounting database")
+    assert f"'slurmkit sandbox down --purge --dir {tmp_path}'" in str(err.value)
+    assert (tmp_path / "sandbox.json").read_text() == saved + "\n"
+    assert not (tmp_path / "etc").exists()   # nothing written, nothing started

@@ -408,6 +408,30 @@ def test_a_missing_output_directory_is_created_and_logs_of_a_job_without_output_
             f"directory of its output {tmp_path}/missing/o-{lost}.out does not exist") in proc.stderr, proc.stderr
 
 
+def test_a_job_id_given_again_keeps_the_earlier_jobs_logs_apart(sandbox, backend, tmp_path):
+    """Slurm hands out a job id again once its state is reset (a rebuilt cluster or sandbox): the
+    earlier job's rank logs under slurmkit-logs/<id>/ are moved aside at the new job's start, and
+    neither its output nor `slurmkit logs` shows them."""
+    first = submit(sandbox, backend, tmp_path, "srun", [sys.executable, "-c", "print('first job')"])
+    finish(first, tmp_path, timeout=90)
+    nxt = str(int(first.id) + 1)     # this worker's sandbox numbers its jobs one after the other
+    stale = tmp_path / "slurmkit-logs" / nxt
+    stale.mkdir(parents=True)
+    (stale / "rank-0-restart0.out").write_text("an earlier job's rank 0\n")
+    (stale / "rank-3-restart0.out").write_text("an earlier job's rank 3\n")
+    job = submit(sandbox, backend, tmp_path, "srun", [sys.executable, "-c", "print('second job')"])
+    assert job.id == nxt
+    finish(job, tmp_path, timeout=90)
+    out = (tmp_path / f"job-{job.id}.out").read_text()
+    assert "second job" in out and "an earlier job's rank" not in out
+    assert f"slurmkit: slurmkit-logs/{nxt} held an earlier job's logs (the same job id): moved to" in out
+    [aside] = tmp_path.glob(f"slurmkit-logs/{nxt}.earlier-*")
+    assert sorted(p.name for p in aside.iterdir()) == ["rank-0-restart0.out", "rank-3-restart0.out"]
+    assert "earlier" not in "".join(f.read_text() for f in (tmp_path / "slurmkit-logs" / nxt).glob("rank-*"))
+    logs = slurmkit_cli(sandbox, "logs", job.id)
+    assert "second job" in logs.stdout and "an earlier job's rank" not in logs.stdout + logs.stderr
+
+
 def slurmkit_cli(sandbox, *args):
     return subprocess.run([sys.executable, "-m", "slurmkit", *args], capture_output=True, text=True,
                           env={**os.environ, **sandbox.env()}, timeout=60)

@@ -222,7 +222,7 @@ def test_dgx1x4_typed_profile_against_untyped_site(corpus, tmp_path):
     half = [d for d in found if "covers part of socket" in d.what and d.nodes.startswith("dgx")]
     assert [(d.line, d.nodes) for d in half] == [(i, "dgx[1-4]") for i in range(1, 9)]
     assert half[0].what == "CPUs=0-9 covers part of socket 0 (Slurm cores 0-19)"
-    assert half[0].slurm.startswith("Slurm 24.11 and later set the node INVALID_REG and drain it: 'gres/gpu GRES core "
+    assert half[0].slurm.startswith("Slurm 24.11 and 26.05 (24.11.5 and 26.05.5 seen; 23.02 to 24.05 not tested) set the node INVALID_REG and drain it: 'gres/gpu GRES core "
                                     "specification 0-9 for node <node> doesn't match socket boundaries. (Socket 0 "
                                     "is cores 0-19)'")
     # the untyped profile (gpu_model absent) agrees with slurm.conf's Gres

@@ -128,10 +128,9 @@ class Kinds:
 
     def hardware(self, node: str) -> dict:
         """The environment that makes ``node``'s slurmd see the hardware slurm.conf gives it
-        (hwloc's ``HWLOC_SYNTHETIC``: ``package:2 core:20 pu:1``), as on the real machine:
-        slurmctld 24.11 and later check gres.conf ``Cores=`` against socket boundaries when a
-        node's reported cores differ from slurm.conf's (this host has 2 CPUs), and would set a
-        DGX-1 with Cores=0-9 INVALID_REG, which its real hardware never is."""
+        (hwloc's ``HWLOC_SYNTHETIC``: ``package:2 core:20 pu:1``), as on the real machine, rather
+        than this host's 2 CPUs: what slurmctld then checks (gres.conf ``Cores=`` against the
+        node's sockets) is what it checks on the site's hardware."""
         line = next(l for l in self.conf.read_text().splitlines() if l.startswith(f"NodeName={node} "))
         f = dict(re.findall(r"(\w+)=(\S+)", line))
         if "CoresPerSocket" not in f:
