@@ -128,8 +128,13 @@ def _running_sandbox():
         pytest.skip("Slurm's Debian packages are missing: " + " ".join(missing))
     root = Path(tempfile.mkdtemp(prefix="slurmkit-test-sandbox-"))
     with _ports_lock():
-        spec = SandboxSpec(port_base=_free_port_base(), host_cpus=tuple(sorted(os.sched_getaffinity(0))),
-                           sched_interval_s=TEST_SCHED_INTERVAL_S, slurm=_release().name)
+        base = _free_port_base()
+        # job ids of their own (1001.. for the range at 7600, 2001.. at 7700 ...): the sandboxes of
+        # other workers run on this host too, and a job's rendezvous port is derived from its id
+        # (12000 + id % 20000); the demo's and sandbox up's start at 1
+        spec = SandboxSpec(port_base=base, host_cpus=tuple(sorted(os.sched_getaffinity(0))),
+                           sched_interval_s=TEST_SCHED_INTERVAL_S, slurm=_release().name,
+                           first_job_id=1 + 1000 * ((base - 7600) // 100 + 1))
         sb = Sandbox(root, spec)
         try:
             sb.up()

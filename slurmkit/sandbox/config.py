@@ -66,6 +66,11 @@ class SandboxSpec:
     starts within seconds of the nodes it waits for coming free. The test suite sets it (1 s);
     ``sandbox up`` and the demo keep Slurm's defaults (docs/testing.md says why).
 
+    ``first_job_id``: when set, slurm.conf's ``FirstJobId`` (Slurm's default: 1). The test suite
+    gives each of its sandboxes its own range, so that jobs of two sandboxes running at once on
+    this host never get the same id, nor the same rendezvous port derived from it (the templates'
+    ``MASTER_PORT``: torch's store listens on every address of the host).
+
     ``slurm``: the Slurm major release (:mod:`slurmkit.sandbox.releases`): ``"22.05"`` runs
     this machine's packages, a newer one runs from a Debian root filesystem
     (:mod:`slurmkit.sandbox.rootfs`).
@@ -81,6 +86,7 @@ class SandboxSpec:
     db_password: str = field(default_factory=lambda: secrets.token_hex(8))
     sched_interval_s: int | None = None
     slurm: str = releases.DEFAULT
+    first_job_id: int | None = None
 
     @property
     def ports(self) -> Ports:
@@ -196,7 +202,7 @@ def context(spec: SandboxSpec, root: Path, ctl_hostname: str) -> dict:
     return {
         "cluster": spec.cluster, "ctl_hostname": ctl_hostname, "var": var, "run": var / "run",
         "ports": spec.ports, "gpu_type": spec.gpu_type, "gpus_per_node": spec.gpus_per_node,
-        "memory_mib": spec.memory_mib, "sched_interval_s": spec.sched_interval_s, "partition": PARTITION, "db_password": spec.db_password,
+        "memory_mib": spec.memory_mib, "sched_interval_s": spec.sched_interval_s, "first_job_id": spec.first_job_id, "partition": PARTITION, "db_password": spec.db_password,
         "nodes": [{"name": f"n{i}", "addr": spec.node_addr(i), "port": spec.ports.slurmd(i)}
                   for i in range(1, spec.nodes + 1)],
         "nodeset": spec.nodeset, "node_type": f"sandbox-{spec.gpu_type}x{spec.gpus_per_node}",
