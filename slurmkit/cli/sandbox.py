@@ -48,10 +48,11 @@ def cli():
 @click.option("--port-base", type=int, default=6817, show_default=True,
               help="slurmctld port; slurmdbd = +2, MariaDB = +4, slurmd of node i = +10+i.")
 @_dir_option
-@click.option("--slurm", "slurm", default="22.05", show_default=True, metavar="VERSION",
-              help="Slurm release: 22.05 (this machine's Debian 12 packages), 24.11 (Debian 13) or "
-                   "26.05 / newest (Debian unstable); a newer one runs from a Debian root filesystem "
-                   "built once (mmdebstrap) and kept in ~/.cache/slurmkit/rootfs.")
+@click.option("--slurm", "slurm", default=None, metavar="VERSION",
+              help="Slurm release: 22.05 (this machine's Debian 12 packages; the default for a new sandbox), "
+                   "24.11 (Debian 13) or 26.05 / newest (Debian unstable); a newer one runs from a Debian root "
+                   "filesystem built once (mmdebstrap) and kept in ~/.cache/slurmkit/rootfs. A sandbox made "
+                   "before keeps its own release.")
 @click.option("--install", is_flag=True, help="apt-get the Debian packages when missing (daemons not started by apt).")
 @click.option("--no-warmup", is_flag=True, help="Skip the warm-up job.")
 def up(nodes, gpus_per_node, gpu_type, port_base, directory, slurm, install, no_warmup):
@@ -61,6 +62,8 @@ def up(nodes, gpus_per_node, gpu_type, port_base, directory, slurm, install, no_
     from slurmkit.sandbox.config import SandboxSpec
     from slurmkit.sandbox.releases import release
 
+    if slurm is None:   # the release the sandbox in this directory was made with, else the default
+        slurm = _sandbox(directory).spec.slurm
     spec = SandboxSpec(nodes=nodes, gpus_per_node=gpus_per_node, gpu_type=gpu_type, port_base=port_base,
                        host_cpus=tuple(sorted(os.sched_getaffinity(0))), slurm=release(slurm).name)
     sb = _sandbox(directory, spec)
