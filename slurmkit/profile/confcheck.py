@@ -423,6 +423,52 @@ CASE_ONLY = (NEWER + " set the node INVALID_REG and drain it: 'gres/gpu type (<g
              "the profile) is refused 'Requested node configuration is not available'")
 
 
+#: The releases that count a ``MultipleFiles=`` gres.conf line as one gres (each file counted on 22.05).
+MULTIPLE_FILES_ONE = ("24.11", "26.05")
+
+
+def reported_gpus(nt, release: str = "22.05") -> dict:
+    """What slurmd of ``release`` (``"22.05"``, ``"24.11"``, ``"26.05"``) reports for a node of node
+    type ``nt`` running the gres.conf `site gres-conf` writes: ``{("gpu", type): count}``.
+
+    The same as the profile's ``Gres=`` but for MIG instances written as ``MultipleFiles=`` (a
+    MIG group whose GPUs record ``mig_caps``): Slurm 22.05's slurmd counts each file of such a line
+    (the GPU's device and the GI / CI capability files: 3 per instance), 24.11 and 26.05 count the
+    line once. Measured on each release's slurmctld with fake capability devices: a node whose 2
+    instances are given as ``Gres=gpu:nvidia_a100_3g.20gb:6`` registers idle with 6 on 22.05.8,
+    is drained at 7 ("6 < 7"), and is drained at 6 on 24.11.5 and 26.05.5 ("2 < 6")
+    (tests/topology/test_site_kinds_sandbox.py)."""
+    out = {k: v for k, v in gres_spec.parse(node_gres(nt)).items() if k[0] == "gpu"}
+    if release in MULTIPLE_FILES_ONE:
+        return out
+    caps = {g.index: g.mig_caps for g in nt.gpus}
+    for grp in nt.gpu_groups:
+        if grp.mig and not grp.mig_files and nt.autodetect == "off" and all(caps.get(i) for i in grp.indexes):
+            for kind, n in grp.gres_types():
+                out[("gpu", kind)] = out.get(("gpu", kind), 0) - n + 3 * n
+    return out
+
+
+def _mig_over(nt, name: str, e: dict, h: dict, te: int, th: int) -> str | None:
+    """The prediction for slurm.conf advertising more GPUs (``th``) than the profile (``te``) on a
+    node type whose MIG instances are ``MultipleFiles=`` lines: what each release does
+    (:func:`reported_gpus`); None when the releases agree (no such line)."""
+    if name != "gpu":
+        return None
+    old = sum(v for k, v in reported_gpus(nt, "22.05").items())
+    if old == te:
+        return None
+    if th <= old:
+        said = (f"Slurm 22.05 counts each file of a MultipleFiles= line (GPU and GI / CI capability files) as one GPU: "
+                f"slurmd reports {old}, so the node registers with {th} and Slurm schedules {th - te} MIG instances "
+                "that do not exist")
+    else:
+        said = (f"Slurm 22.05 counts each file of a MultipleFiles= line as one GPU: slurmd reports {old}, "
+                f"'gres/gpu count reported lower than configured ({old} < {th})', node INVALID_REG, drained")
+    return (said + f"; {NEWER} count each line once: 'gres/gpu count reported lower than configured ({te} < {th})', "
+            "node INVALID_REG, drained")
+
+
 def _gres_disagreements(node: SlurmNode, nt, exp: dict, have: dict) -> list[Disagreement]:
     out = []
     have = _as_profile_types(have, exp)
@@ -446,8 +492,9 @@ def _gres_disagreements(node: SlurmNode, nt, exp: dict, have: dict) -> list[Disa
                                     "GRES' per line, the type is dropped and typed requests (--gpus-per-node=<type>:N) "
                                     "fail 'Requested node configuration is not available'"))
         elif th > te:
+            over = _mig_over(nt, name, e, h, te, th)
             out.append(Disagreement(*where, f"slurm.conf Gres={text_have} has more {name} than the profile's {text_exp}",
-                                    f"with the profile's gres.conf slurmd reports {te}: slurmctld sets the node "
+                                    over or f"with the profile's gres.conf slurmd reports {te}: slurmctld sets the node "
                                     "INVALID_REG and drains it "
                                     f"'gres/{name} count reported lower than configured ({te} < {th})'"))
         elif th < te:

@@ -128,8 +128,14 @@ class GpuGroup:
     ``tdp_w``: board power (W; None when not given); ``nvml_name``: NVML's device name
     (``nvmlDeviceGetName``, what ``nvidia-smi -L`` prints; "" when not given), from which Slurm
     names MIG types; ``mig``: MIG profile -> instances on each GPU (``{"1g.10gb": 7}``; empty:
-    MIG off); ``shards``: Slurm shards per GPU (``Name=shard``; 0: none); ``mps``: Slurm MPS
-    share per GPU (``Name=mps Count=``, 100 = a whole GPU; 0: none)."""
+    MIG off; a layout one GPU of the model can hold, checked with :mod:`slurmkit.mig`);
+    ``mig_type``: the gres type of an instance as the site names it, a pattern with
+    ``{profile}`` (``"{profile}"`` gives Magic Castle's ``3g.20gb``; "": Slurm's NVML name,
+    :func:`slurm_mig_type`); ``mig_files``: the device file of each instance when the site makes
+    its own (Magic Castle's ``"/dev/nvidia-mig-{profile}-{i}"``, ``{i}`` counting a profile's
+    instances on the node from 0; "": the GPU's device and its ``nvidia-caps`` files,
+    ``gpus[].mig_caps``); ``shards``: Slurm shards per GPU (``Name=shard``; 0: none); ``mps``:
+    Slurm MPS share per GPU (``Name=mps Count=``, 100 = a whole GPU; 0: none)."""
 
     model: str | None
     count: int
@@ -139,12 +145,19 @@ class GpuGroup:
     mig: dict[str, int] = field(default_factory=dict)
     shards: int = 0
     mps: int = 0
+    mig_type: str = ""
+    mig_files: str = ""
+
+    def instance_type(self, profile: str) -> str:
+        """The gres type of an instance of MIG profile ``profile``: ``mig_type`` with the profile
+        filled in, else :func:`slurm_mig_type`."""
+        return self.mig_type.format(profile=profile) if self.mig_type else slurm_mig_type(self.nvml_name, profile)
 
     def gres_types(self) -> tuple[tuple[str | None, int], ...]:
         """``((type, count), ...)`` of ``Name=gpu`` gres this group gives one node: its model x
-        count, or one entry per MIG profile (:func:`slurm_mig_type`, instances x GPUs)."""
+        count, or one entry per MIG profile (:meth:`instance_type`, instances x GPUs)."""
         if self.mig:
-            return tuple((slurm_mig_type(self.nvml_name, prof), n * self.count) for prof, n in self.mig.items())
+            return tuple((self.instance_type(prof), n * self.count) for prof, n in self.mig.items())
         return ((self.model, self.count),)
 
     @property
@@ -289,7 +302,7 @@ class NodeType:
             order = sorted(grp.indexes, key=self.device_number)
             if grp.mig:
                 for prof, n in grp.mig.items():
-                    kind = slurm_mig_type(grp.nvml_name, prof)
+                    kind = grp.instance_type(prof)
                     out += [(i, kind) for i in order for _ in range(n)]
             else:
                 out += [(i, grp.model) for i in order]

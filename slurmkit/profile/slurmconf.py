@@ -44,7 +44,7 @@ def autodetect_of(nt, warn: Callable[[str], None] | None = None) -> str:
         return nt.autodetect
     caps = {g.index: g.mig_caps for g in nt.gpus}
     for grp in nt.gpu_groups:
-        if grp.mig and not all(caps.get(i) for i in grp.indexes):
+        if grp.mig and not grp.mig_files and not all(caps.get(i) for i in grp.indexes):
             if warn:
                 warn(f"node type {nt.name}: MIG instances without gpus[].mig_caps "
                      f"(/proc/driver/nvidia-caps/mig-minors): gres.conf says AutoDetect=nvml for its nodes")
@@ -107,11 +107,18 @@ def gres_lines(profile, device_dir: str | None = None,
         have_links = any(g.links for g in nt.gpus)
         link_cols = [i for i, _ in units if not nt.group_of(i).mig]
         instance: dict[int, int] = {}
+        per_type: dict[str | None, int] = {}
         for i, kind in units:
             g = listed.get(i)
             grp = nt.group_of(i)
             fields = [host, "Name=gpu"] + ([f"Type={kind}"] if kind else [])
-            if grp.mig:
+            if grp.mig and grp.mig_files:
+                # the site's own device file per instance (Magic Castle: /dev/nvidia-mig-<profile>-<i>)
+                k = per_type[kind] = per_type.get(kind, -1) + 1
+                instance[i] = instance.get(i, -1) + 1
+                prof = next(p for p in grp.mig if grp.instance_type(p) == kind)
+                fields.append("File=" + grp.mig_files.format(profile=prof, i=k))
+            elif grp.mig:
                 k = instance[i] = instance.get(i, -1) + 1
                 gi, ci = g.mig_caps[k]
                 fields.append(f"MultipleFiles={dev(i)},{ddir}/nvidia-caps/nvidia-cap{gi},{ddir}/nvidia-caps/nvidia-cap{ci}")

@@ -11,6 +11,7 @@ import re
 from slurmkit.profile.clock_policy import SETTINGS as CLOCK_POLICY_SETTINGS
 from slurmkit.profile.clock_policy import ClockPolicy
 from slurmkit.pci import normalise_bus_id
+from slurmkit import mig as mig_geometry
 from slurmkit.profile.errors import ProfileError
 from slurmkit.profile.health import EXPECT_KEYS, check_defaults
 from slurmkit.profile.lines import key_line
@@ -387,7 +388,8 @@ def _gpu_groups(c: _Ctx, key: str, t: dict) -> tuple[GpuGroup, ...]:
             c.fail(f"{key}.{old[0]}", "give either [[gpu_groups]] or gpu_model / gpu_count / gpu_tdp_w "
                    "(the one-group form), not both")
         groups = c.tables(t["gpu_groups"], f"{key}.gpu_groups", "...gpu_groups",
-                          ("model", "count", "indexes", "tdp_w", "nvml_name", "mig", "shards", "mps"))
+                          ("model", "count", "indexes", "tdp_w", "nvml_name", "mig", "shards", "mps",
+                           "mig_type", "mig_files"))
     elif old:
         count = c.get(t, key, "gpu_count", int, minimum=0)
         if count == 0:
@@ -420,13 +422,35 @@ def _gpu_groups(c: _Ctx, key: str, t: dict) -> tuple[GpuGroup, ...]:
         if mig and not nvml_name:
             c.fail(f"{gk}.nvml_name", "a MIG group needs the GPU's NVML name (nvidia-smi -L, e.g. "
                    "\"NVIDIA A100-SXM4-80GB\"): Slurm names MIG types from it (nvidia_a100_1g.10gb)")
+        layout = {k: int(v) for k, v in mig.items()}
+        geometry = mig_geometry.model_for(nvml_name) if mig else None
+        if geometry is not None:
+            try:
+                geometry.check(layout)
+            except mig_geometry.MigLayoutError as exc:
+                c.fail(f"{gk}.mig", f"{nvml_name}: {exc} (NVIDIA MIG user guide, nvidia-smi mig -lgip / -lgipp)")
+        mig_type = c.get(g, gk, "mig_type", str, "")
+        mig_files = c.get(g, gk, "mig_files", str, "")
+        for k, v, keys in (("mig_type", mig_type, ("profile",)), ("mig_files", mig_files, ("profile", "i"))):
+            if v and not mig:
+                c.fail(f"{gk}.{k}", f"{k} is for a MIG group (a [[gpu_groups]] with mig = {{...}})")
+            if v:
+                try:
+                    v.format(**{x: "x" for x in keys})
+                except (KeyError, IndexError, ValueError) as exc:
+                    c.fail(f"{gk}.{k}", f"{v!r}: a pattern with {' and '.join('{' + x + '}' for x in keys)} only "
+                           f"({exc!r})")
+                if k == "mig_type" and "{profile}" not in v:
+                    c.fail(f"{gk}.{k}", f"{v!r} must name {{profile}}: each MIG profile is its own gres type")
+        if mig_files and "{i}" not in mig_files:
+            c.fail(f"{gk}.mig_files", f"{mig_files!r} must name {{i}}: each instance is its own device file")
         shards = c.get(g, gk, "shards", int, 0, minimum=0)
         mps = c.get(g, gk, "mps", int, 0, minimum=0)
         if mig and (shards or mps):
             c.fail(f"{gk}.{'shards' if shards else 'mps'}", "Slurm does not share MIG instances as shards or MPS")
         group = GpuGroup(model=model, count=count, indexes=tuple(indexes),
                          tdp_w=c.get(g, gk, "tdp_w", float, None, minimum=0), nvml_name=nvml_name,
-                         mig={k: int(v) for k, v in mig.items()}, shards=shards, mps=mps)
+                         mig=layout, shards=shards, mps=mps, mig_type=mig_type, mig_files=mig_files)
         kinds = {k for k, _ in group.gres_types()}
         twin = next((x for x in out if kinds & {k for k, _ in x.gres_types()}), None)
         if twin is not None:

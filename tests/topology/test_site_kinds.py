@@ -447,3 +447,90 @@ def test_nccl_fabric_unset_follows_the_compute_nics(tmp_path):
     assert env["NCCL_IB_HCA"] == "=mlx5_0,mlx5_1,mlx5_2,mlx5_3"
     said = _load(tmp_path, DGX1X4 + '[nccl]\nfabric = "roce"\n', "roce.toml")
     assert said.nccl.fabric == "roce" and any(f.level == "error" for f in check(said))
+
+
+# -------------------------------------------------------------- MIG layouts a GPU can hold
+
+H100_MIG = """[cluster]
+name = "t"
+[partitions.p]
+nodes = "n[1-2]"
+node_type = "x"
+[node_types.x]
+sockets = 2
+cores_per_socket = 4
+gpu_groups = [{{ count = 1, nvml_name = "NVIDIA H100 80GB HBM3", mig = {{ {mig} }} }}]
+"""
+VALID_H100 = "1g.10gb (x7), 1g.10gb+me (x1), 1g.20gb (x4), 2g.20gb (x3), 3g.40gb (x2), 4g.40gb (x1), 7g.80gb (x1)"
+
+
+@pytest.mark.parametrize("mig, why", [
+    ('"7g.80gb" = 2', "2x 7g.80gb: one A100 80GB / H100 80GB GPU holds at most 1"),
+    ('"3g.40gb" = 3', "3x 3g.40gb: one A100 80GB / H100 80GB GPU holds at most 2"),
+    ('"3g.40gb" = 2, "1g.10gb" = 1', "2x 3g.40gb + 1x 1g.10gb takes 9 of 8 memory slices"),
+])
+def test_site_check_refuses_layouts_no_gpu_holds(tmp_path, mig, why):
+    from click.testing import CliRunner
+
+    from slurmkit.cli import cli
+
+    path = tmp_path / "p.toml"
+    path.write_text(H100_MIG.format(mig=mig))
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    assert why in str(err.value) and VALID_H100 in str(err.value)
+    assert f"{path}:9:" in str(err.value)  # the gpu_groups line
+    res = CliRunner().invoke(cli, ["site", "check", str(path)])
+    assert res.exit_code == 2 and why in res.output and "Traceback" not in res.output
+
+
+def test_layouts_a_gpu_holds_load(tmp_path):
+    for mig in ('"3g.40gb" = 2', '"4g.40gb" = 1, "3g.40gb" = 1', '"2g.20gb" = 3, "1g.10gb" = 1', '"1g.10gb" = 7'):
+        p = _load(tmp_path, H100_MIG.format(mig=mig))
+        assert p.node_types["x"].gpu_groups[0].mig
+
+
+def test_magic_castle_mig_names_and_device_files(tmp_path, corpus):
+    """Magic Castle's gres.conf template (../shared/corpus/sites/turn4/gres.conf.epp.TEMPLATE, real,
+    ComputeCanada/puppet-magic_castle): MIG instances typed by their profile name (``Type=3g.20gb``)
+    with the site's own device files ``/dev/nvidia-mig-<profile>-<i>``, i counting the node's
+    instances of that profile. The profile's ``mig_type`` / ``mig_files`` write the same
+    gres (per instance rather than one ``Count=`` line: slurmd reads both as the same files)."""
+    template = (corpus / "sites" / "turn4" / "gres.conf.epp.TEMPLATE").read_text()
+    assert "Type=<%= $key %>" in template and '"/dev/nvidia-mig-${key}-${i}"' in template
+    assert "Count=<%= $value * $attr['specs']['gpus'] %>" in template
+    p = _load(tmp_path, """[cluster]
+name = "mc"
+[partitions.gpu]
+nodes = "gpu[1-2]"
+node_type = "a100-mig"
+[node_types.a100-mig]
+sockets = 1
+cores_per_socket = 8
+[[node_types.a100-mig.gpu_groups]]
+count = 2
+nvml_name = "NVIDIA A100-SXM4-40GB"
+mig = { "3g.20gb" = 1, "2g.10gb" = 1, "1g.5gb" = 2 }
+mig_type = "{profile}"
+mig_files = "/dev/nvidia-mig-{profile}-{i}"
+""")
+    nt = p.node_types["a100-mig"]
+    assert node_gres(nt) == "gpu:3g.20gb:2,gpu:2g.10gb:2,gpu:1g.5gb:4"
+    # the template rendered by hand for this node (specs: gpus = 2, mig = {3g.20gb: 1, 2g.10gb: 1, 1g.5gb: 2})
+    rendered = ("AutoDetect=off\n"
+                "NodeName=gpu[1-2] Name=gpu Type=3g.20gb Count=2 File=/dev/nvidia-mig-3g.20gb-0,/dev/nvidia-mig-3g.20gb-1\n"
+                "NodeName=gpu[1-2] Name=gpu Type=2g.10gb Count=2 File=/dev/nvidia-mig-2g.10gb-0,/dev/nvidia-mig-2g.10gb-1\n"
+                "NodeName=gpu[1-2] Name=gpu Type=1g.5gb Count=4 File=/dev/nvidia-mig-1g.5gb-0,/dev/nvidia-mig-1g.5gb-1,"
+                "/dev/nvidia-mig-1g.5gb-2,/dev/nvidia-mig-1g.5gb-3\n")
+    (tmp_path / "mc.conf").write_text(rendered)
+    (tmp_path / "ours.conf").write_text(render_gres_conf(p))
+
+    def files(name):
+        recs, _ = gres_records(load_tree(tmp_path / name))
+        return sorted((r.type, f) for r in recs if r.name == "gpu" for f in r.files)
+
+    assert files("ours.conf") == files("mc.conf")
+    assert "MultipleFiles" not in render_gres_conf(p) and "AutoDetect=nvml" not in render_gres_conf(p)
+    # the layout is still checked: 3 + 2 + 1 + 1 slices fill an A100 40GB; a third 1g.5gb does not fit
+    with pytest.raises(ProfileError, match="takes 8 compute slices; one A100 40GB GPU has 7"):
+        _load(tmp_path, (tmp_path / "p.toml").read_text().replace('"1g.5gb" = 2', '"1g.5gb" = 3'))

@@ -27,9 +27,10 @@ from pathlib import Path
 import pytest
 
 from slurmkit.profile import load_profile
-from slurmkit.profile.confcheck import CASE_ONLY
+from slurmkit.profile.confcheck import CASE_ONLY, NEWER, crosscheck, reported_gpus
 from slurmkit.sandbox.cluster import NVIDIA_MAJOR, port_free
 from slurmkit.slurm.commands import run, slurm_env
+from slurmkit.slurm.conf import load_tree
 from slurmkit.submit import render, site, templates
 from slurmkit.waiting import wait_until
 from slurmkit.profile.slurmconf import render_gres_conf, render_slurm_conf
@@ -51,6 +52,10 @@ CASE_NODE = "case1"
 #: which site check says Slurm 24.11 and later refuse (confcheck.PART_SOCKET).
 HALF_NODE = "half1"
 HALF_CORES = ("0-9", "10-19", "20-29", "30-39") * 2
+#: mig1's two MIG instances (its gres.conf lines: MultipleFiles= of the GPU and the instance's GI / CI
+#: capability files), with slurm.conf advertising more instances than exist: 6 (each MultipleFiles file
+#: counted) and 7 (one more). Which does Slurm register, and with what count?
+MIG_OVER = {"migover": 6, "migdrain": 7}
 CAPS = (21, 22, 30, 31)
 
 
@@ -68,7 +73,8 @@ class Kinds:
         self.dir, self.conf = root, root / "etc" / "slurm.conf"
         self.profile = load_profile(KINDS)
         self.dev = root / "dev"
-        self.nodes = {n: f"127.0.3.{i}" for i, n in enumerate(list(self.profile.nodes()) + [BAD_NODE, MIX_NODE, CASE_NODE, HALF_NODE], 1)}
+        self.nodes = {n: f"127.0.3.{i}" for i, n in enumerate(list(self.profile.nodes()) + [BAD_NODE, MIX_NODE, CASE_NODE, HALF_NODE,
+                                                                       *MIG_OVER], 1)}
         self.base = _free_ports(len(self.nodes) + 1)
         for d in ("etc", "spool", "log", "run", "dev/nvidia-caps"):
             (root / d).mkdir(parents=True, exist_ok=True)
@@ -103,6 +109,13 @@ class Kinds:
             r"NodeAddr=\S+ Port=\S+", f"NodeAddr={self.nodes[HALF_NODE]} "
             f"Port={self.base + 1 + list(self.nodes).index(HALF_NODE)}", dgx.replace("NodeName=dgx1 ", f"NodeName={HALF_NODE} ")))
         node_lines.append(f"PartitionName=case Nodes={CASE_NODE},{HALF_NODE} State=UP")
+        mig = next(l for l in node_lines if l.startswith("NodeName=mig1 "))
+        for name, count in MIG_OVER.items():
+            node_lines.insert(-len(self.profile.partitions) - 2, re.sub(
+                r"NodeAddr=\S+ Port=\S+", f"NodeAddr={self.nodes[name]} Port={self.base + 1 + list(self.nodes).index(name)}",
+                mig.replace("NodeName=mig1 ", f"NodeName={name} ").replace("gpu:nvidia_a100_3g.20gb:2",
+                                                                           f"gpu:nvidia_a100_3g.20gb:{count}")))
+        node_lines.append(f"PartitionName=migover Nodes={','.join(MIG_OVER)} State=UP")
         self.conf.write_text("\n".join([
             "ClusterName=kinds", f"SlurmctldHost={host}(127.0.0.1)", f"SlurmctldPort={self.base}",
             "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge", "CredType=cred/munge",
@@ -121,6 +134,9 @@ class Kinds:
         gres += f"NodeName={CASE_NODE} Name=gpu Type=A100 File={self.dev}/nvidia0\n"
         gres += "".join(f"NodeName={HALF_NODE} Name=gpu File={self.dev}/nvidia{i} Cores={c}\n"
                         for i, c in enumerate(HALF_CORES))
+        for name in MIG_OVER:
+            gres += "".join(line.replace("NodeName=mig1 ", f"NodeName={name} ") + "\n"
+                            for line in gres.splitlines() if line.startswith("NodeName=mig1 "))
         (root / "etc" / "gres.conf").write_text(gres)
 
     def env(self) -> dict:
@@ -242,6 +258,33 @@ def test_sharing_flag_reaches_slurmd(kinds):
     assert f"GRES[shard] Type:(null) Count:4 Cores(4):(null)  Links:(null) Flags:HAS_FILE,SHARED,ONE_SHARING " \
            f"File:{kinds.dev}/nvidia0" in log
     assert kinds.show_node("auto1")["Gres"].startswith("gpu:h100:8")
+
+
+@pytest.mark.parametrize("node", list(MIG_OVER))
+def test_site_check_predicts_what_slurm_does_with_over_advertised_mig_instances(kinds, slurm_release, node, tmp_path):
+    """slurm.conf advertises more of mig1's MIG instances than exist: site check's prediction for the
+    running release (confcheck.reported_gpus) is what slurmctld then does with the node."""
+    count = MIG_OVER[node]
+    nt = kinds.profile.node_types["a100-mig"]
+    reported = sum(reported_gpus(nt, slurm_release.name).values())
+    f = kinds.show_node(node)
+    if count <= reported:
+        assert "INVALID" not in f["State"] and "DRAIN" not in f["State"], (f["State"], kinds.show_node_reason(node))
+        assert f["Gres"].startswith(f"gpu:nvidia_a100_3g.20gb:{count}")
+        said = f"slurmd reports {reported}, so the node registers with {count}"
+    else:
+        assert "INVALID_REG" in f["State"], f["State"]
+        said = f"'gres/gpu count reported lower than configured ({reported} < {count})'"
+        assert f"gres/gpu count reported lower than configured ({reported} < {count})" in kinds.show_node_reason(node)
+    # site check on mig1 with this node's Gres= says the same for this release
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(re.sub(r"(NodeName=mig1 .*)gpu:nvidia_a100_3g.20gb:2", rf"\g<1>gpu:nvidia_a100_3g.20gb:{count}",
+                           kinds.conf.read_text()))
+    found = [d for d in crosscheck(kinds.profile, load_tree(conf)) if d.nodes == "mig1"]
+    assert len(found) == 1 and "has more gpu than the profile's" in found[0].what
+    text = found[0].slurm
+    part = text.split(f"; {NEWER}")[0] if slurm_release.name == "22.05" else text.split(f"; {NEWER}")[1]
+    assert said in part, text
 
 
 def test_control_one_model_gres_conf_on_a_mixed_node_is_invalid_reg(kinds):
