@@ -449,7 +449,7 @@ def reported_gpus(nt, release: str = "22.05") -> dict:
     return out
 
 
-def _mig_over(nt, name: str, e: dict, h: dict, te: int, th: int) -> str | None:
+def _mig_over(nt, name: str, te: int, th: int) -> str | None:
     """The prediction for slurm.conf advertising more GPUs (``th``) than the profile (``te``) on a
     node type whose MIG instances are ``MultipleFiles=`` lines: what each release does
     (:func:`reported_gpus`); None when the releases agree (no such line)."""
@@ -492,7 +492,7 @@ def _gres_disagreements(node: SlurmNode, nt, exp: dict, have: dict) -> list[Disa
                                     "GRES' per line, the type is dropped and typed requests (--gpus-per-node=<type>:N) "
                                     "fail 'Requested node configuration is not available'"))
         elif th > te:
-            over = _mig_over(nt, name, e, h, te, th)
+            over = _mig_over(nt, name, te, th)
             out.append(Disagreement(*where, f"slurm.conf Gres={text_have} has more {name} than the profile's {text_exp}",
                                     over or f"with the profile's gres.conf slurmd reports {te}: slurmctld sets the node "
                                     "INVALID_REG and drains it "
