@@ -451,15 +451,7 @@ def test_nccl_fabric_unset_follows_the_compute_nics(tmp_path):
 
 # -------------------------------------------------------------- MIG layouts a GPU can hold
 
-H100_MIG = """[cluster]
-name = "t"
-[partitions.p]
-nodes = "n[1-2]"
-node_type = "x"
-[node_types.x]
-sockets = 2
-cores_per_socket = 4
-gpu_groups = [{{ count = 1, nvml_name = "NVIDIA H100 80GB HBM3", mig = {{ {mig} }} }}]
+H100_MIG = BASE + """gpu_groups = [{{ count = 1, nvml_name = "NVIDIA H100 80GB HBM3", mig = {{ {mig} }} }}]
 """
 VALID_H100 = "1g.10gb (x7), 1g.10gb+me (x1), 1g.20gb (x4), 2g.20gb (x3), 3g.40gb (x2), 4g.40gb (x1), 7g.80gb (x1)"
 
