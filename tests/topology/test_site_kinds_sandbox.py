@@ -256,19 +256,23 @@ def _test_only(kinds, script: str) -> subprocess.CompletedProcess:
                           text=True, timeout=30)
 
 
-@pytest.mark.parametrize("partition, gpu_type, want", [
-    ("vis", "gtx1060", "--gpus-per-node=gtx1060:1"),
-    ("vis", "gtx970", "--gpus-per-node=gtx970:1"),
-    ("gpus", None, "--gpus-per-node=8"),
-    ("mig", None, "--gpus-per-node=nvidia_a100_3g.20gb:2"),
-    ("shard", None, "--gpus-per-node=rtx3090:2"),
-    ("mps", None, "--gpus-per-node=rtx3090:2"),
-    ("auto", None, "--gpus-per-node=h100:8"),
+@pytest.mark.parametrize("partition, gpu_type, template, gres, want", [
+    ("vis", "gtx1060", "srun", None, "--gpus-per-node=gtx1060:1"),
+    ("vis", "gtx970", "srun", None, "--gpus-per-node=gtx970:1"),
+    ("gpus", None, "srun", None, "--gpus-per-node=8"),
+    # MIG: one process per instance (the NCCL launchers are refused there)
+    ("mig", None, "single-gpu", None, "--gpus-per-node=nvidia_a100_3g.20gb:1"),
+    ("shard", None, "srun", None, "--gpus-per-node=rtx3090:2"),
+    ("mps", None, "srun", None, "--gpus-per-node=rtx3090:2"),
+    # part of a GPU: submit --gres, checked against the node type's shards / mps
+    ("shard", None, "single-gpu", "shard:2", "--gres=shard:2"),
+    ("mps", None, "single-gpu", "mps:50", "--gres=mps:50"),
+    ("auto", None, "srun", None, "--gpus-per-node=h100:8"),
 ])
-def test_sbatch_test_only_accepts_what_submit_sends(kinds, partition, gpu_type, want):
+def test_sbatch_test_only_accepts_what_submit_sends(kinds, partition, gpu_type, template, gres, want):
     facts = site.site_facts(kinds.profile, partition, gpu_type=gpu_type)
-    req = render.SubmitRequest(template="srun", command=("hostname",), nodes=1, time="10:00")
-    text = render.render(render.plan(req, facts, templates.get("srun")))
+    req = render.SubmitRequest(template=template, command=("hostname",), nodes=1, time="10:00", gres=gres)
+    text = render.render(render.plan(req, facts, templates.get(template)))
     assert f"#SBATCH {want}\n" in text
     res = _test_only(kinds, text)
     assert res.returncode == 0 and "to start at" in res.stderr, res.stderr
