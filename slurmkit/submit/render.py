@@ -180,9 +180,9 @@ def _mig_words(facts: SiteFacts) -> str:
 
 def _check_mig(req: SubmitRequest, facts: SiteFacts, template: Template, gpn: int) -> None:
     """On a partition whose GPUs are MIG instances (``facts.mig``), only one process on one
-    instance: a CUDA process enumerates one MIG device (NVIDIA MIG user guide, "CUDA Device
-    Enumeration"), and NCCL does not run between MIG instances (the guide: no GPU to GPU P2P,
-    either PCIe or NVLink). A template of several ranks (tasks ``per-node`` / ``per-gpu``:
+    instance: a CUDA process enumerates one MIG device (NVIDIA MIG user guide, "Running CUDA
+    Applications on Bare-Metal"), and NCCL does not run between MIG instances (the guide's
+    "Application Considerations": no GPU to GPU P2P, either PCIe or NVLink). A template of several ranks (tasks ``per-node`` / ``per-gpu``:
     torchrun, deepspeed, srun, nccl-tests) or more than one instance per process raises
     :class:`TemplateError` saying so (exit 2)."""
     if not facts.mig:
