@@ -266,6 +266,7 @@ def _test_only(kinds, script: str) -> subprocess.CompletedProcess:
     ("mps", None, "srun", None, "--gpus-per-node=rtx3090:2"),
     # part of a GPU: submit --gres, checked against the node type's shards / mps
     ("shard", None, "single-gpu", "shard:2", "--gres=shard:2"),
+    ("shard", None, "single-gpu", "shard:4", "--gres=shard:4"),
     ("mps", None, "single-gpu", "mps:50", "--gres=mps:50"),
     ("auto", None, "srun", None, "--gpus-per-node=h100:8"),
 ])
@@ -277,6 +278,22 @@ def test_sbatch_test_only_accepts_what_submit_sends(kinds, partition, gpu_type, 
     res = _test_only(kinds, text)
     assert res.returncode == 0 and "to start at" in res.stderr, res.stderr
     assert re.search(r"on nodes? " + kinds.profile.partition(partition).node_names[0], res.stderr), res.stderr
+
+
+NOT_AVAILABLE = "Requested node configuration is not available"
+
+
+@pytest.mark.parametrize("partition, options, says", [
+    ("shard", "--gres=shard:5", NOT_AVAILABLE),       # 4 per GPU under Flags=one_sharing (shard:4 passes above)
+    ("mps", "--gres=mps:101", NOT_AVAILABLE),         # 100 per GPU, MPS's one_sharing default
+    ("shard", "--gres=shard:1 --gpus-per-node=rtx3090:1",
+     "Invalid generic resource (gres) specification"),  # a GPU and its shared gres together
+    ("mps", "--gres=shard:1", NOT_AVAILABLE),         # a partition without shards
+])
+def test_sbatch_test_only_refuses_what_submit_refuses(kinds, partition, options, says):
+    """What ``submit --gres`` refuses (tests/submit/test_submit_shared_gpus.py), Slurm refuses too."""
+    res = _test_only(kinds, f"#!/bin/sh\n#SBATCH -p {partition} -t 10:00 {options}\nhostname\n")
+    assert res.returncode != 0 and says in res.stderr, res.stderr
 
 
 def test_sbatch_test_only_refuses_a_typed_request_on_untyped_gpus(kinds):
