@@ -208,7 +208,11 @@ class NodeType:
     GPUs and their slots should support (compared with NVML's max link generation; None: not
     judged); ``sources``: where this node type's values come from; ``clock_policy``: key of
     ``clock_policies``, the GPUs' resting state the epilog puts back (None: the site's
-    ``[health]`` pins, else the GPU's defaults).
+    ``[health]`` pins, else the GPU's defaults); ``cpus_per_gpu``: the CPUs ``submit`` asks per
+    allocated GPU (a MIG instance on a MIG node type) on this node type's partitions (sbatch
+    ``--cpus-per-gpu``; None: ``[submit].cpus_per_gpu``); ``mem_per_gpu``: the memory it asks
+    per allocated GPU when the job gives neither ``--mem`` nor ``--mem-per-gpu`` (a Slurm size
+    such as ``"64G"``, sbatch ``--mem-per-gpu``; None: Slurm's default).
     """
 
     name: str
@@ -229,6 +233,8 @@ class NodeType:
     autodetect: str = "off"
     features: tuple[str, ...] = ()
     gres_flags: tuple[str, ...] = ()
+    cpus_per_gpu: int | None = None
+    mem_per_gpu: str | None = None
 
     @property
     def gpu_count(self) -> int:

@@ -223,7 +223,7 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
     c.known(t, key, ("gpu_groups", "gpu_model", "gpu_count", "sockets", "cores_per_socket", "threads_per_core",
                      "cpu_numbering", "memory_mib", "gpu_tdp_w", "p2p", "slurm_node", "gpus", "nics",
                      "pcie_width", "pcie_gen", "sources", "clock_policy", "autodetect", "features",
-                     "gres_flags"))
+                     "gres_flags", "cpus_per_gpu", "mem_per_gpu"))
     groups = _gpu_groups(c, key, t)
     sockets = c.get(t, key, "sockets", int, _default(NodeType, "sockets"), minimum=1)
     cores = c.get(t, key, "cores_per_socket", int, _default(NodeType, "cores_per_socket"), minimum=1)
@@ -260,7 +260,23 @@ def _node_type(c: _Ctx, name: str, t: dict) -> NodeType:
                     pcie_width=c.get(t, key, "pcie_width", int, None, choices=PCIE_WIDTHS),
                     pcie_gen=c.get(t, key, "pcie_gen", int, None, choices=PCIE_GENS),
                     sources=c.str_list(t, key, "sources"),
-                    clock_policy=c.get(t, key, "clock_policy", str, None))
+                    clock_policy=c.get(t, key, "clock_policy", str, None),
+                    cpus_per_gpu=c.get(t, key, "cpus_per_gpu", int, None, minimum=1),
+                    mem_per_gpu=_slurm_size(c, t, key, "mem_per_gpu"))
+
+
+#: a Slurm memory size as sbatch's ``--mem`` / ``--mem-per-gpu`` take it: a whole number with an
+#: optional unit K, M (the default), G or T (sbatch(1) ``--mem``)
+_SLURM_SIZE = re.compile(r"[1-9][0-9]*[KMGT]?")
+
+
+def _slurm_size(c: _Ctx, t: dict, key: str, name: str) -> str | None:
+    """``t[name]`` as a Slurm memory size (``"64G"``; None when absent); fails otherwise."""
+    value = c.get(t, key, name, str, None)
+    if value is not None and not _SLURM_SIZE.fullmatch(value):
+        c.fail(f"{key}.{name}", f"expected a Slurm memory size such as \"64G\" (a whole number > 0 with an "
+               f"optional unit K, M, G or T), got {value!r}")
+    return value
 
 def _slurm_node(c: _Ctx, key: str, t: dict) -> SlurmNode | None:
     """The node type's ``slurm_node`` table (the CPU layout slurm.conf gives the node), or None;

@@ -29,7 +29,8 @@ NODE_FAULT_STEP_S = 5
 #: #SBATCH options slurmkit computes itself: ``sbatch_args`` may not set them (say which flag does).
 OWN_OPTIONS = {"job-name": "--name", "partition": "--partition", "nodes": "--nodes",
                "ntasks-per-node": "the template", "ntasks": "the template", "gpus-per-node": "--gpus-per-node",
-               "gpus": "--gpus-per-node", "gres": "--gpus-per-node", "cpus-per-gpu": "profile submit.cpus_per_gpu",
+               "gpus": "--gpus-per-node", "gres": "--gpus-per-node, or --gres shard:N / mps:N",
+               "cpus-per-gpu": "profile node_types.<t>.cpus_per_gpu or submit.cpus_per_gpu",
                "time": "--time", "nodelist": "--nodelist", "switches": "--switch-wait / --no-switches",
                "array": "--set sets", "comment": "--comment", "output": "--output", "error": "--error",
                "chdir": "--chdir", "signal": "--checkpoint-signal / --preempt-warning",
@@ -95,10 +96,12 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
     sets, max_restarts, restarts_src = _max_restarts(req, facts)
     params = template.resolve(sets, req.params)
     _check_shape(req, facts, template)
-    gpn = _gpus_per_node(req, facts, template)
+    shared = _shared_request(req, facts, template)
+    gpn = 1 if shared else _gpus_per_node(req, facts, template)
+    _check_mig(req, facts, template, gpn)
     ck = _checkpoint(req, facts, template)
     opts = _Options()
-    _resource_options(opts, req, facts, template, gpn, ck)
+    _resource_options(opts, req, facts, template, gpn, ck, shared)
     nodelist = _nodelist_option(opts, req, facts, idle_nodes)
     if req.switches and not nodelist:
         # a nodelist fixes the nodes: --switches could only keep the job pending
@@ -108,7 +111,7 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
                      + _src(req.switch_wait, "CLI --switch-wait", "profile submit.switch_wait"))
     if "sets" in template.params:
         _array_option(opts, template, params)
-    _user_options(opts, req)
+    _user_options(opts, req, facts, shared)
     _requeue_options(opts, template, ck, max_restarts)
     env = _environment(req, facts)
     job_env = _job_environment(req, env_file)
@@ -165,6 +168,83 @@ def _gpus_per_node(req: SubmitRequest, facts: SiteFacts, template: Template) -> 
         raise TemplateError(f"--gpus-per-node {gpn}", None, f"node type {facts.node_type} has {facts.gpu_count} GPUs "
                             f"(profile node_types.{facts.node_type}.gpu_count); the most per node is {facts.gpu_count}")
     return gpn
+
+
+def _mig_words(facts: SiteFacts) -> str:
+    """``partition P's GPUs are MIG instances (TYPE: PROFILE of a NAME, profile KEY)``."""
+    kinds = "; ".join(f"{kind}: {prof} on {name or 'its GPU'}"
+                      for kind, prof, name in facts.mig)
+    return (f"partition {facts.partition}'s GPUs are MIG instances ({kinds}; profile "
+            f"node_types.{facts.node_type}.gpu_groups mig)")
+
+
+def _check_mig(req: SubmitRequest, facts: SiteFacts, template: Template, gpn: int) -> None:
+    """On a partition whose GPUs are MIG instances (``facts.mig``), only one process on one
+    instance: a CUDA process enumerates one MIG device (NVIDIA MIG user guide, "Running CUDA
+    Applications on Bare-Metal"), and NCCL does not run between MIG instances (the guide's
+    "Application Considerations": no GPU to GPU P2P, either PCIe or NVLink). A template of several ranks (tasks ``per-node`` / ``per-gpu``:
+    torchrun, deepspeed, srun, nccl-tests) or more than one instance per process raises
+    :class:`TemplateError` saying so (exit 2)."""
+    if not facts.mig:
+        return
+    if template.tasks != "single":
+        raise TemplateError(template.name, None,
+                            f"{_mig_words(facts)}: template {template.name} starts ranks that talk over NCCL, which "
+                            "does not run between MIG instances (no GPU-to-GPU P2P over PCIe or NVLink), and one "
+                            "CUDA process sees only one MIG instance; run one process per instance with single-gpu "
+                            "or array, or use a partition of whole GPUs")
+    if gpn > 1:
+        raise TemplateError(f"--gpus-per-node {gpn}", None,
+                            f"{_mig_words(facts)}: one CUDA process sees only one MIG instance, so template "
+                            f"{template.name} runs on one; give --gpus-per-node 1 (or leave it out), an array for "
+                            "several processes, or a partition of whole GPUs")
+
+
+def _shared_request(req: SubmitRequest, facts: SiteFacts, template: Template) -> tuple[str, int] | None:
+    """``req.gres`` (``"shard:N"`` / ``"mps:N"``; ``"shard"`` is 1) as ``(name, N)``, checked
+    against the partition's node type (``facts.shares``: ``gpu_groups[].shards`` / ``mps``);
+    None without one. Raises :class:`UsageError` for another gres, N < 1, whole GPUs asked
+    too (Slurm does not allocate a GPU and its shared gres together: sbatch(1) ``--exclusive``
+    note), a partition that does not offer it (naming what it and the other partitions offer)
+    or more than a job can get on one of its nodes, and :class:`TemplateError` for a template
+    of several ranks (NCCL refuses two ranks on one GPU)."""
+    import re
+
+    if req.gres is None:
+        return None
+    where = f"--gres {req.gres}"
+    m = re.fullmatch(r"(shard|mps)(?::(\d+))?", req.gres.strip())
+    if not m:
+        if req.gres.strip().startswith("gpu"):
+            raise UsageError(where, "whole GPUs are --gpus-per-node (and --gpu-type on a mixed node); --gres takes "
+                             "shard:N or mps:N")
+        raise UsageError(where, "expected shard:N or mps:N (Slurm's shared GPU gres)")
+    name, count = m.group(1), int(m.group(2) or 1)
+    if count < 1:
+        raise UsageError(where, f"must ask for at least 1 {name} (got {count})")
+    if req.gpus_per_node is not None:
+        raise UsageError(where, f"give --gres {name}:N or --gpus-per-node, not both: Slurm does not allocate a GPU "
+                         f"and its {name} gres to one job")
+    offered = {n: (per_gpu, most) for n, per_gpu, most in facts.shares}
+    key = f"node_types.{facts.node_type}.gpu_groups[].{'shards' if name == 'shard' else 'mps'}"
+    if name not in offered:
+        here = ", ".join(f"{n}:N (N up to {most})" for n, (_, most) in offered.items())
+        elsewhere = dict(facts.shares_offered).get(name, ())
+        raise UsageError(where, f"partition {facts.partition} offers no {name} (profile {key})"
+                         + (f"; it offers {here}" if here else "")
+                         + (f"; partitions offering {name}: {', '.join(elsewhere)}" if elsewhere
+                            else f"; no partition of the profile offers {name}"))
+    per_gpu, most = offered[name]
+    if count > most:
+        how = "all from one GPU (gres.conf Flags=one_sharing" + (", MPS's default)" if name == "mps" else ")") \
+            if most == per_gpu else "from all its GPUs"
+        raise UsageError(where, f"partition {facts.partition} gives one job at most {most} {name} per node "
+                         f"({per_gpu} per GPU, {how}; profile {key})")
+    if template.tasks != "single":
+        raise TemplateError(template.name, None,
+                            f"--gres {name}:{count} is part of one GPU for one process, and template {template.name} "
+                            "starts several ranks (NCCL refuses two ranks on one GPU); use single-gpu or array")
+    return name, count
 
 
 #: Signals a program can catch to checkpoint (``--checkpoint-signal``), as Slurm's ``--signal``
@@ -261,14 +341,21 @@ def _checkpoint(req: SubmitRequest, facts: SiteFacts, template: Template) -> Che
 
 
 def _resource_options(opts: _Options, req: SubmitRequest, facts: SiteFacts, template: Template, gpn: int,
-                      ck: Checkpoint) -> None:
-    """Name, partition, nodes, tasks, GPUs, CPUs per GPU and time limit."""
+                      ck: Checkpoint, shared: tuple[str, int] | None = None) -> None:
+    """Name, partition, nodes, tasks, GPUs (or the ``shared`` gres), CPUs per GPU and time limit."""
     opts.add("job-name", req.name or template.name, "CLI --name" if req.name else "template name")
     opts.add("partition", facts.partition, _src(req.partition, "CLI --partition",
                                                 f"profile partitions.{facts.partition} ({facts.partition_source})"))
     opts.add("nodes", req.nodes, "CLI --nodes" if req.nodes != 1 else "default (1)")
     ntasks = {"per-node": 1, "per-gpu": gpn, "single": 1}[template.tasks]
     opts.add("ntasks-per-node", ntasks, f"template {template.name} (tasks = {template.tasks})")
+    if shared:
+        opts.add("gres", f"{shared[0]}:{shared[1]}", f"CLI --gres (partition {facts.partition} offers "
+                 + ", ".join(f"{n}: {per} per GPU" for n, per, _ in facts.shares) + f", profile node_types."
+                 f"{facts.node_type}.gpu_groups; no --gpus-per-node / --cpus-per-gpu: the job is allocated no "
+                 "whole GPU)")
+        _time_option(opts, req, ck)
+        return
     gres = f"{facts.gpu_model}:{gpn}" if facts.gpu_model else str(gpn)
     if req.gpus_per_node is not None:
         gpn_src = "CLI --gpus-per-node"
@@ -276,9 +363,24 @@ def _resource_options(opts: _Options, req: SubmitRequest, facts: SiteFacts, temp
         gpn_src = f"template {template.name} (tasks = single: 1 GPU)"
     else:
         gpn_src = f"profile node_types.{facts.node_type}.gpu_count (all GPUs of the node type)"
-    opts.add("gpus-per-node", gres, gpn_src + (f", type from node_types.{facts.node_type}.gpu_model"
-                                               if facts.gpu_model else ""))
-    opts.add("cpus-per-gpu", facts.submit.cpus_per_gpu, "profile submit.cpus_per_gpu")
+    if facts.mig:
+        # Slurm sets CUDA_VISIBLE_DEVICES to a device's unique_id when it has one (NVML autodetect
+        # gives a MIG instance its MIG- UUID), else to its index (gres_common.c common_gres_set_env)
+        gpn_src += (f", type: Slurm's name of the MIG instance (node_types.{facts.node_type}.gpu_groups mig, "
+                    "nvml_name); one instance per process: Slurm sets the task's CUDA_VISIBLE_DEVICES to it "
+                    "(its MIG- UUID under gres.conf AutoDetect=nvml, else its index)")
+    elif facts.gpu_model:
+        gpn_src += f", type from node_types.{facts.node_type}.gpu_model"
+    opts.add("gpus-per-node", gres, gpn_src)
+    if facts.cpus_per_gpu is not None:
+        opts.add("cpus-per-gpu", facts.cpus_per_gpu, f"profile node_types.{facts.node_type}.cpus_per_gpu")
+    else:
+        opts.add("cpus-per-gpu", facts.submit.cpus_per_gpu, "profile submit.cpus_per_gpu")
+    _time_option(opts, req, ck)
+
+
+def _time_option(opts: _Options, req: SubmitRequest, ck: Checkpoint) -> None:
+    """``--time`` as given, with the limit Slurm applies when it rounds it up."""
     if req.time:
         applied = (f"; Slurm applies {timelimit.hms(ck.limit_s)} (whole minutes, rounded up)"
                    if ck.limit_s is not None and ck.limit_s != timelimit.parse_seconds(req.time) else "")
@@ -313,8 +415,9 @@ def _array_option(opts: _Options, template: Template, params: dict) -> None:
              "template param sets (one array task each)" + (", % throttle from param throttle" if throttle else ""))
 
 
-def _user_options(opts: _Options, req: SubmitRequest) -> None:
-    """The options that map one to one onto sbatch's, then ``--sbatch`` pass-throughs."""
+def _user_options(opts: _Options, req: SubmitRequest, facts: SiteFacts, shared: tuple[str, int] | None) -> None:
+    """The options that map one to one onto sbatch's (``--mem-per-gpu``, when the job gives no
+    memory, from ``node_types.<t>.mem_per_gpu``), then ``--sbatch`` pass-throughs."""
     if req.comment is not None:
         opts.add("comment", req.comment, "CLI --comment")
     if req.output is not None:
@@ -331,6 +434,12 @@ def _user_options(opts: _Options, req: SubmitRequest) -> None:
             opts.add(flag, value, f"CLI --{flag}")
     if req.mem and req.mem_per_gpu:
         raise UsageError("--mem", "give --mem (per node) or --mem-per-gpu, not both (sbatch refuses both)")
+    if shared and req.mem_per_gpu:
+        raise UsageError("--mem-per-gpu", f"is per allocated GPU and a --gres {shared[0]} job is allocated none: "
+                         "give --mem (per node)")
+    if not shared and not req.mem and not req.mem_per_gpu and facts.mem_per_gpu:
+        opts.add("mem-per-gpu", facts.mem_per_gpu, f"profile node_types.{facts.node_type}.mem_per_gpu "
+                 "(no --mem / --mem-per-gpu given)")
     if req.exclusive:
         opts.add("exclusive", True, "CLI --exclusive")
     for arg in req.sbatch_args:

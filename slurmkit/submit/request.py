@@ -32,7 +32,8 @@ class SubmitRequest:
     """What the user asked for (CLI flags or ``slurmkit.submit(...)`` arguments).
 
     ``nodes``: node count; ``gpus_per_node``: None = all GPUs of the node type (1 for
-    single-GPU templates); ``time``: Slurm time string; ``sets``: ``--set`` text values;
+    single-GPU templates); ``gres``: a shared GPU request (``"shard:N"`` / ``"mps:N"``) instead
+    of whole GPUs; ``time``: Slurm time string; ``sets``: ``--set`` text values;
     ``params``: typed parameter values (API); ``command``: argv run by every rank;
     ``checkpoint_signal``: the signal (``"USR1"``, ``"TERM"``, ...) the ranks get ``signal_s``
     seconds before the time limit, after which the job requeues itself (None: the template's or
@@ -70,6 +71,12 @@ class SubmitRequest:
     gpu_type: str | None = _arg(what="a gres type of the node type's GPU groups", cli=("--gpu-type",),
                                 help="On a node type with several GPU models: the gres type to ask for "
                                      "(default: any GPU, untyped).")
+    #: a shared GPU gres asked for instead of whole GPUs: ``"shard:N"`` or ``"mps:N"`` (per node)
+    gres: str | None = _arg(what="a shared GPU request such as 'shard:2' or 'mps:50'", cli=("--gres",),
+                            metavar="shard:N|mps:N",
+                            help="Part of a GPU instead of whole GPUs: N Slurm shards (shard:N) or N of the "
+                                 "GPU's MPS share (mps:N, 100 = a whole GPU) per node, where the partition's "
+                                 "node type offers them; single-process templates only.")
     time: str | None = _arg(what="a Slurm time string such as '1:00:00'", cli=("--time", "-t"),
                             help="Time limit (Slurm format, e.g. 1:00:00).")
     name: str | None = _arg(what="a job name", cli=("--name", "-J"), help="Job name (any text except newline/NUL).")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from slurmkit.errors import InputError
 from slurmkit.profile import load_profile
-from slurmkit.profile.model import Nccl, Submit
+from slurmkit.profile.model import Nccl, Submit, slurm_mig_type
 
 
 class SiteError(InputError):
@@ -71,12 +71,46 @@ class SiteFacts:
     submit: Submit = Submit()
     #: why this partition: "named", "default = true", or "first listed; none has default = true"
     partition_source: str = "named"
+    #: the MIG instances a GPU request may get: ``(gres type, MIG profile, NVML name of the
+    #: parent GPU)`` each (from ``gpu_groups[].mig`` / ``nvml_name``); () for whole GPUs
+    mig: tuple[tuple[str, str, str], ...] = ()
+    #: the shared GPU gres the node type offers: ``(name, per GPU, most one job gets on a node)``
+    #: for ``shard`` (``gpu_groups[].shards``) and ``mps`` (``gpu_groups[].mps``), see
+    #: :func:`shared_gres`; () when it offers none
+    shares: tuple[tuple[str, int, int], ...] = ()
+    #: every partition of the profile offering each shared gres: ``(name, partitions)``
+    shares_offered: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: ``node_types.<t>.cpus_per_gpu`` / ``mem_per_gpu`` (None: not set for the node type)
+    cpus_per_gpu: int | None = None
+    mem_per_gpu: str | None = None
 
     @property
     def compute_hcas(self) -> tuple[str, ...]:
         """RDMA NICs with ``role = "compute"`` (InfiniBand or RoCE), in profile order."""
         return tuple(n.device for n in self.nics
                      if n.role == "compute" and n.link_layer in ("InfiniBand", "RoCE"))
+
+
+#: Slurm's shared GPU gres (gres.conf ``Name=shard`` / ``Name=mps``) -> the node type's
+#: :class:`~slurmkit.profile.model.GpuGroup` field giving its count per GPU
+SHARED_GRES = {"shard": "shards", "mps": "mps"}
+
+
+def shared_gres(nt) -> tuple[tuple[str, int, int], ...]:
+    """``(name, per GPU, most one job gets on a node)`` of each shared gres node type ``nt``
+    offers (its groups' ``shards`` / ``mps``; per GPU: the largest group's). The most a job gets
+    on a node: under gres.conf ``Flags=one_sharing`` (MPS's default) its count comes from one
+    GPU, so per GPU; under ``all_sharing`` (the shards' default) from every GPU of the node
+    (gres.conf(5) ``Flags``)."""
+    out = []
+    for name, attr in SHARED_GRES.items():
+        groups = [g for g in nt.gpu_groups if getattr(g, attr)]
+        if not groups:
+            continue
+        per_gpu = max(getattr(g, attr) for g in groups)
+        one = "one_sharing" in nt.gres_flags or (name == "mps" and "all_sharing" not in nt.gres_flags)
+        out.append((name, per_gpu, per_gpu if one else sum(getattr(g, attr) * g.count for g in groups)))
+    return tuple(out)
 
 
 def load(site: str | None):
@@ -124,8 +158,12 @@ def site_facts(profile, partition: str | None = None, source: str = "", gpu_type
             raise SiteError(source, None, exc.args[0]) from None
         # a MIG group: the request is for one of its instance types (the first, unless named)
         gpu_model, gpu_count = next(((k, n) for k, n in group.gres_types() if gpu_type in (None, k, group.model)))
+        mig_groups = [group] if group.mig else []
     else:  # CPU-only (no group) or a mixed node asked for any GPU: untyped, all of them
         gpu_model, gpu_count = "", sum(grp.gres_count for grp in nt.gpu_groups)
+        mig_groups = [grp for grp in nt.gpu_groups if grp.mig]
+    mig = tuple((kind, prof, grp.nvml_name) for grp in mig_groups for prof in grp.mig
+                for kind in (slurm_mig_type(grp.nvml_name, prof),) if gpu_model in ("", kind))
     nics = tuple(NicFacts(device=n.device, link_layer=n.link_layer, role=n.role, rate_gbps=float(n.rate_gbps))
                  for n in nt.nics)
     leaves = tuple((leaf.name, leaf.node_names) for leaf in profile.fabric.leaves)
@@ -136,4 +174,9 @@ def site_facts(profile, partition: str | None = None, source: str = "", gpu_type
         gpus=gpus, nics=nics, p2p=nt.p2p, leaves=leaves,
         nccl=profile.nccl, submit=profile.submit,
         partition_source=partition_source,
+        mig=mig, shares=shared_gres(nt),
+        shares_offered=tuple((name, tuple(p for p, pt in parts.items()
+                                          if any(n == name for n, _, _ in shared_gres(profile.node_types[pt.node_type]))))
+                             for name in SHARED_GRES),
+        cpus_per_gpu=nt.cpus_per_gpu, mem_per_gpu=nt.mem_per_gpu,
     )

@@ -401,11 +401,12 @@ def test_submit_cpu_map_and_refusal_for_each_kind():
 
     p = load_profile(KINDS / "kinds.toml")
 
-    def script(partition, **kw):
-        req = render.SubmitRequest(template="srun", command=("hostname",), nodes=1, **kw)
-        return render.render(render.plan(req, site.site_facts(p, partition), templates.get("srun")))
+    def script(partition, template="srun", **kw):
+        req = render.SubmitRequest(template=template, command=("hostname",), nodes=1, **kw)
+        return render.render(render.plan(req, site.site_facts(p, partition), templates.get(template)))
 
-    assert "export SLURMKIT_GPU_CPUS='0-1 0-1'\n" in script("mig")
+    # on MIG one process per instance (srun's ranks are refused there: tests/submit/test_submit_shared_gpus.py)
+    assert "export SLURMKIT_GPU_CPUS='0-1 0-1'\n" in script("mig", "single-gpu")
     assert "export SLURMKIT_GPU_CPUS=''\n" in script("auto")
     assert "#SBATCH --gpus-per-node=h100:8\n" in script("auto")
     with pytest.raises(InputError) as err:

@@ -299,23 +299,44 @@ def _test_only(kinds, script: str) -> subprocess.CompletedProcess:
                           text=True, timeout=30)
 
 
-@pytest.mark.parametrize("partition, gpu_type, want", [
-    ("vis", "gtx1060", "--gpus-per-node=gtx1060:1"),
-    ("vis", "gtx970", "--gpus-per-node=gtx970:1"),
-    ("gpus", None, "--gpus-per-node=8"),
-    ("mig", None, "--gpus-per-node=nvidia_a100_3g.20gb:2"),
-    ("shard", None, "--gpus-per-node=rtx3090:2"),
-    ("mps", None, "--gpus-per-node=rtx3090:2"),
-    ("auto", None, "--gpus-per-node=h100:8"),
+@pytest.mark.parametrize("partition, gpu_type, template, gres, want", [
+    ("vis", "gtx1060", "srun", None, "--gpus-per-node=gtx1060:1"),
+    ("vis", "gtx970", "srun", None, "--gpus-per-node=gtx970:1"),
+    ("gpus", None, "srun", None, "--gpus-per-node=8"),
+    # MIG: one process per instance (the NCCL launchers are refused there)
+    ("mig", None, "single-gpu", None, "--gpus-per-node=nvidia_a100_3g.20gb:1"),
+    ("shard", None, "srun", None, "--gpus-per-node=rtx3090:2"),
+    ("mps", None, "srun", None, "--gpus-per-node=rtx3090:2"),
+    # part of a GPU: submit --gres, checked against the node type's shards / mps
+    ("shard", None, "single-gpu", "shard:2", "--gres=shard:2"),
+    ("shard", None, "single-gpu", "shard:4", "--gres=shard:4"),
+    ("mps", None, "single-gpu", "mps:50", "--gres=mps:50"),
+    ("auto", None, "srun", None, "--gpus-per-node=h100:8"),
 ])
-def test_sbatch_test_only_accepts_what_submit_sends(kinds, partition, gpu_type, want):
+def test_sbatch_test_only_accepts_what_submit_sends(kinds, partition, gpu_type, template, gres, want):
     facts = site.site_facts(kinds.profile, partition, gpu_type=gpu_type)
-    req = render.SubmitRequest(template="srun", command=("hostname",), nodes=1, time="10:00")
-    text = render.render(render.plan(req, facts, templates.get("srun")))
+    req = render.SubmitRequest(template=template, command=("hostname",), nodes=1, time="10:00", gres=gres)
+    text = render.render(render.plan(req, facts, templates.get(template)))
     assert f"#SBATCH {want}\n" in text
     res = _test_only(kinds, text)
     assert res.returncode == 0 and "to start at" in res.stderr, res.stderr
     assert re.search(r"on nodes? " + kinds.profile.partition(partition).node_names[0], res.stderr), res.stderr
+
+
+NOT_AVAILABLE = "Requested node configuration is not available"
+
+
+@pytest.mark.parametrize("partition, options, says", [
+    ("shard", "--gres=shard:5", NOT_AVAILABLE),       # 4 per GPU under Flags=one_sharing (shard:4 passes above)
+    ("mps", "--gres=mps:101", NOT_AVAILABLE),         # 100 per GPU, MPS's one_sharing default
+    ("shard", "--gres=shard:1 --gpus-per-node=rtx3090:1",
+     "Invalid generic resource (gres) specification"),  # a GPU and its shared gres together
+    ("mps", "--gres=shard:1", NOT_AVAILABLE),         # a partition without shards
+])
+def test_sbatch_test_only_refuses_what_submit_refuses(kinds, partition, options, says):
+    """What ``submit --gres`` refuses (tests/submit/test_submit_shared_gpus.py), Slurm refuses too."""
+    res = _test_only(kinds, f"#!/bin/sh\n#SBATCH -p {partition} -t 10:00 {options}\nhostname\n")
+    assert res.returncode != 0 and says in res.stderr, res.stderr
 
 
 def test_sbatch_test_only_refuses_a_typed_request_on_untyped_gpus(kinds):
