@@ -55,3 +55,25 @@ def test_what_the_page_says_is_refused_is(tmp_path):
         path.write_text(text.replace('"1g.20gb" = 4', bad))
         with pytest.raises(ProfileError, match=re.escape(why)):
             load_profile(path)
+
+
+@pytest.mark.parametrize("name", ["submit mig", "submit shard", "submit mps", "submit refused"])
+def test_the_submit_examples_are_what_submit_writes(tmp_path, name):
+    import shlex
+
+    from click.testing import CliRunner
+
+    from slurmkit.cli import cli
+
+    (tmp_path / "shared.toml").write_text(blocks()["profile"])
+    cmd, *shown = blocks()[name].splitlines()
+    args = shlex.split(cmd.removeprefix("$ slurmkit "))
+    cut = args.index("--")
+    args[cut:cut] = ["--site", str(tmp_path / "shared.toml"), "--dry-run"]
+    res = CliRunner().invoke(cli, args)
+    if name == "submit refused":
+        assert res.exit_code == 2 and res.output.strip() == shown[0]
+        return
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert all(line in lines for line in shown), (shown, [x for x in lines if x.startswith("#SBATCH")])
