@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from slurmkit.health import fabric, nvlink, pcie, services
+from slurmkit.health import fabric, mig, nvlink, pcie, services
 from slurmkit.health.config import HealthConfig
 from slurmkit.health.nvml_returns import HARDWARE, OWN, RETURN_CODES, kind as rc_kind
 from slurmkit.health.result import (FAIL, PASS, WARN, CheckResult, CheckStatus, overall, recovery_words,
@@ -646,6 +646,7 @@ CHECKS: dict[str, Callable[..., list[CheckResult]]] = {
     "temperature_idle": check_temperature_idle,
     "persistence_mode": check_persistence_mode,
     "mig_mode": check_mig_mode,
+    "mig_instances": mig.check_mig_instances,
     "leftover_processes": check_leftover_processes,
     "memory_used": check_memory_used,
     "pcie_width": check_pcie_width,
