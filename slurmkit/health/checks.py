@@ -452,13 +452,17 @@ def _busy_samples(g: GpuState) -> list[dict] | None:
 
 
 def _job_gpus(state: NodeState, job_gpus):
-    return [g for g in usable_gpus(state) if job_gpus is None or g.index in job_gpus]
+    """The GPUs a job's leftover processes and memory are judged on: the job's, less those in
+    MIG mode (the parent's processes and memory are every instance's, other jobs' included)."""
+    return [g for g in usable_gpus(state) if (job_gpus is None or g.index in job_gpus)
+            and g.get("mig_current") is not True]
 
 
 def check_leftover_processes(state: NodeState, cfg: HealthConfig, before_job: bool = False, job_gpus=None, **_):
     """Before a job only, on the job's GPUs only (``job_gpus``: NVML indexes; None: all): compute
     processes present in every one of the busy samples -> fail. Other jobs' processes on other
-    GPUs of a shared node are normal."""
+    GPUs of a shared node are normal, and so are a GPU in MIG mode's (its instances' jobs): not
+    judged there."""
     if not before_job:
         return []
     out = []

@@ -28,8 +28,8 @@ instance is named or placed, so a node without MIG never loads it (nor its ``dat
 from __future__ import annotations
 
 from slurmkit.health.config import HealthConfig
-from slurmkit.health.result import FAIL, PASS, CheckResult, result
-from slurmkit.health.state import GpuState, NodeState
+from slurmkit.health.result import FAIL, PASS, WARN, CheckResult, result
+from slurmkit.health.state import RC_SUCCESS, GpuState, NodeState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
@@ -193,8 +193,9 @@ def check_mig_instances(state: NodeState, cfg: HealthConfig, **_) -> list[CheckR
     (``4 of 4``, the profiles), or fail: the GPU is not in MIG mode; the GPU the record names
     is not seen; an instance is missing (named by its profile, its gres.conf record and device
     file, and its parent GPU; an unclaimed instance of another profile on that GPU is named by
-    its GPU instance id). No result on a node that expects no instance or whose NVML did not
-    start (``nvml_init`` judges that)."""
+    its GPU instance id); warn: the GPU's MIG devices could not be read (an NVML error, a capture
+    without them), so they are not judged. No result on a node that expects no instance or
+    whose NVML did not start (``nvml_init`` judges that)."""
     expected = cfg.expect.get("mig_instances") or []
     if not expected or state.init_rc != "SUCCESS":
         return []
@@ -212,6 +213,12 @@ def check_mig_instances(state: NodeState, cfg: HealthConfig, **_) -> list[CheckR
             out.append(result("mig_instances", FAIL, g, "MIG off", f"{len(rows)} instances",
                               f"GPU{g.index} should carry {len(rows)} MIG instances ({', '.join(want)}: "
                               f"{rows[0][0].get('where', 'gres.conf')}) but is not in MIG mode"))
+            continue
+        if g.rc("mig_devices") != RC_SUCCESS:  # the instances were not read: not judged, said so
+            out.append(result("mig_instances", WARN, g, f"MIG devices not read ({g.rc('mig_devices')})",
+                              f"{len(rows)} instances", f"GPU{g.index}'s MIG devices could not be read "
+                              f"({g.values['mig_devices'].source if 'mig_devices' in g.values else 'not in the capture'}): "
+                              f"its {len(rows)} expected instances are not judged"))
             continue
         missing = [e for e, d in rows if d is None]
         if not missing:

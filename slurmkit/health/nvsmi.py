@@ -367,7 +367,8 @@ def _fill_mig_devices(g: GpuState, f: _Fields, xml: bool) -> None:
     Devices`` section) as ``mig_devices`` (:func:`slurmkit.health.mig.mig_device`): index, GPU
     and compute instance ids, multiprocessors, memory, and the profile named from the copy
     engines (= the GPU instance's compute slices) and the memory. Not recorded for a GPU whose
-    MIG mode is off or unknown."""
+    MIG mode is off or unknown; NOT_AVAILABLE for a GPU in MIG mode whose section has no MIG
+    devices part at all (then its instances are not judged, never taken for gone)."""
     if g.get("mig_current") is not True:
         return
     from slurmkit.health.mig import mig_device
@@ -375,9 +376,12 @@ def _fill_mig_devices(g: GpuState, f: _Fields, xml: bool) -> None:
     prefix = "mig_devices/mig_device/" if xml else "mig devices/mig device/"
     col = 0 if xml else 1
     leaf_of = {v[col]: k for k, v in _MIG_KEYS.items()}
+    top = prefix.split("/", 1)[0]  # the MIG devices part ("None" when the GPU has none)
     devs: list[dict] = []
+    section = False
     for path, v, line in f.items:
         p = path if xml else path.lower()
+        section = section or p.split("/", 1)[0] == top
         if not p.startswith(prefix):
             continue
         key = leaf_of.get(p[len(prefix):])
@@ -388,10 +392,14 @@ def _fill_mig_devices(g: GpuState, f: _Fields, xml: bool) -> None:
         if not devs or _is_na(v.strip()):
             continue
         devs[-1][key] = f.conv(_num, v.strip(), line, path)
+    src = "nvidia-smi:" + ("mig_devices" if xml else "MIG Devices")
+    if not section:
+        g.put("mig_devices", None, source=src, rc=RC_NOT_AVAILABLE)
+        return
     out = [mig_device(d.get("index", i), d.get("gpu_instance_id"), d.get("compute_instance_id"),
                       d.get("copy_engines"), d.get("memory_mib"), d.get("sm_count"), None, g.get("name"),
                       g.get("memory_total_mib")) for i, d in enumerate(devs)]
-    g.put("mig_devices", out, source="nvidia-smi:" + ("mig_devices" if xml else "MIG Devices"))
+    g.put("mig_devices", out, source=src)
 
 
 def _identity(g: GpuState, f: _Fields, xml: bool) -> None:

@@ -220,3 +220,34 @@ def test_whole_gpus_and_instances_are_told_apart():
     lines = gres_conf.parse("NodeName=n1 Name=gpu Type=1g.10gb Count=14 File=/dev/nvidia-mig-1g.10gb-[0-13]\n")
     whole, inst = gres.node_mig_instances(lines, "n1")
     assert (whole, len(inst), physical_gpu_count(whole, inst)) == (0, 14, 2)
+
+
+def test_a_capture_without_the_mig_devices_part_is_not_judged_as_missing_instances(corpus, tmp_path):
+    text = _capture_text(corpus)
+    start, end = text.index("<mig_devices>"), text.index("</mig_devices>") + len("</mig_devices>")
+    # an EDIT of the real capture: MIG on, but no <mig_devices> element (a reader that cannot
+    # see the instances must not take them for gone)
+    state = load_capture(_write(tmp_path, text[:start] + text[end:], "a100-mig-no-devices-part.xml"))
+    g = state.gpus[0]
+    assert g.get("mig_current") is True and g.rc("mig_devices") == "NOT_AVAILABLE"
+    rep = _judge(state, *STYLES["multiple_files"], tmp_path)
+    assert rep["status"] == "warn", [r for r in rep["results"] if r["status"] != "pass"]
+    assert [(r["status"], r["value"]) for r in rep["results"] if r["check"] == "mig_instances"] == \
+        [("warn", "MIG devices not read (NOT_AVAILABLE)")]
+
+
+def test_a_gpu_in_mig_mode_is_not_judged_for_leftovers_before_a_job(corpus, tmp_path):
+    """The parent's processes and memory are every instance's: another job's process on a
+    sibling instance is no leftover of this job's GPU."""
+    text = _capture_text(corpus).replace(  # an EDIT of the real capture: a process on one instance
+        "<processes />", "<processes><process_info><gpu_instance_id>3</gpu_instance_id>"
+        "<compute_instance_id>0</compute_instance_id><pid>4242</pid><type>C</type>"
+        "<process_name>python</process_name><used_memory>9000 MiB</used_memory></process_info></processes>")
+    state = load_capture(_write(tmp_path, text.replace("<used>12 MiB</used>", "<used>9012 MiB</used>", 1)))
+    assert state.gpus[0].get("processes") == [{"pid": 4242, "used_mib": 9000}]
+    gpus, inst = _expect(*STYLES["multiple_files"], tmp_path)
+    cfg = load_config(gpu_count=gpus)
+    cfg.expect["mig_instances"] = inst
+    rep = evaluate(state, cfg, before_job=True)
+    assert not [r for r in rep["results"] if r["check"] in ("leftover_processes", "memory_used")]
+    assert rep["status"] in ("pass", "warn"), [r for r in rep["results"] if r["status"] == "fail"]
