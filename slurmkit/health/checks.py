@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from slurmkit.health import fabric, nvlink, pcie, services
+from slurmkit.health import fabric, mig, nvlink, pcie, services
 from slurmkit.health.config import HealthConfig
 from slurmkit.health.nvml_returns import HARDWARE, OWN, RETURN_CODES, kind as rc_kind
 from slurmkit.health.result import (FAIL, PASS, WARN, CheckResult, CheckStatus, overall, recovery_words,
@@ -452,13 +452,17 @@ def _busy_samples(g: GpuState) -> list[dict] | None:
 
 
 def _job_gpus(state: NodeState, job_gpus):
-    return [g for g in usable_gpus(state) if job_gpus is None or g.index in job_gpus]
+    """The GPUs a job's leftover processes and memory are judged on: the job's, less those in
+    MIG mode (the parent's processes and memory are every instance's, other jobs' included)."""
+    return [g for g in usable_gpus(state) if (job_gpus is None or g.index in job_gpus)
+            and g.get("mig_current") is not True]
 
 
 def check_leftover_processes(state: NodeState, cfg: HealthConfig, before_job: bool = False, job_gpus=None, **_):
     """Before a job only, on the job's GPUs only (``job_gpus``: NVML indexes; None: all): compute
     processes present in every one of the busy samples -> fail. Other jobs' processes on other
-    GPUs of a shared node are normal."""
+    GPUs of a shared node are normal, and so are a GPU in MIG mode's (its instances' jobs): not
+    judged there."""
     if not before_job:
         return []
     out = []
@@ -646,6 +650,7 @@ CHECKS: dict[str, Callable[..., list[CheckResult]]] = {
     "temperature_idle": check_temperature_idle,
     "persistence_mode": check_persistence_mode,
     "mig_mode": check_mig_mode,
+    "mig_instances": mig.check_mig_instances,
     "leftover_processes": check_leftover_processes,
     "memory_used": check_memory_used,
     "pcie_width": check_pcie_width,

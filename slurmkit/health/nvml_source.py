@@ -191,9 +191,47 @@ class LiveNvmlSource(GpuSource):
             g.put(key, v, source=src, rc=rc)
         self._read_fabric(nv, g, h)
         self._read_memory(g, h)
+        self._read_mig_devices(g, h)
         self._read_accounting(g, h)
         self._put(g, "total_energy_mj", "nvmlDeviceGetTotalEnergyConsumption", h, conv=int)
         return g
+
+    def _read_mig_devices(self, g: GpuState, h) -> None:
+        """A GPU in MIG mode: its MIG devices as ``mig_devices`` (:func:`slurmkit.health.mig.mig_device`),
+        numbered as nvidia-smi numbers them (the slots of ``nvmlDeviceGetMigDeviceHandleByIndex``
+        up to ``nvmlDeviceGetMaxMigDeviceCount`` that hold one; NOT_FOUND: an empty slot): GPU and
+        compute instance ids (``nvmlDeviceGetGpuInstanceId`` / ``nvmlDeviceGetComputeInstanceId``),
+        ``nvmlDeviceGetAttributes`` (``gpuInstanceSliceCount``, ``computeInstanceSliceCount``,
+        ``memorySizeMB``, ``multiprocessorCount``) and the ``MIG-`` UUID (``nvmlDeviceGetUUID``).
+        A failing count or handle call leaves ``mig_devices`` None with its return code. Not
+        recorded when MIG mode is off or unknown."""
+        if g.get("mig_current") is not True:
+            return
+        from slurmkit.health.mig import mig_device
+
+        src = "nvmlDeviceGetMigDeviceHandleByIndex"
+        n, rc = self._call("nvmlDeviceGetMaxMigDeviceCount", h)
+        if rc != RC_SUCCESS:
+            g.put("mig_devices", None, source="nvmlDeviceGetMaxMigDeviceCount", rc=rc)
+            return
+        out: list[dict] = []
+        for k in range(int(n)):
+            mh, rc = self._call(src, h, k)
+            if rc == "NOT_FOUND":
+                continue
+            if rc != RC_SUCCESS:
+                g.put("mig_devices", None, source=src, rc=rc)
+                return
+            gi, _ = self._call("nvmlDeviceGetGpuInstanceId", mh)
+            ci, _ = self._call("nvmlDeviceGetComputeInstanceId", mh)
+            a, rc = self._call("nvmlDeviceGetAttributes", mh)
+            uuid, _ = self._call("nvmlDeviceGetUUID", mh)
+            ok = rc == RC_SUCCESS and a is not None
+            out.append(mig_device(len(out), gi, ci, int(a.gpuInstanceSliceCount) if ok else None,
+                                  int(a.memorySizeMB) if ok else None, int(a.multiprocessorCount) if ok else None,
+                                  uuid.decode() if isinstance(uuid, bytes) else uuid, g.get("name"),
+                                  g.get("memory_total_mib"), int(a.computeInstanceSliceCount) if ok else None))
+        g.put("mig_devices", out, source=src)
 
     def _read_ecc_and_retirement(self, nv, g: GpuState, h) -> None:
         """ECC error totals (nvmlDeviceGetTotalEccErrors, nvmlDeviceGetMemoryErrorCounter),

@@ -250,6 +250,7 @@ def _fill(g: GpuState, f: _Fields, xml: bool) -> None:
     _fill_clock_event_reasons(g, f, xml)
     _fill_slowdown_margin(g, f, xml)
     _fill_processes(g, f, xml)
+    _fill_mig_devices(g, f, xml)
 
 
 def _fill_ecc(g: GpuState, f: _Fields, xml: bool) -> None:
@@ -350,6 +351,55 @@ def _fill_processes(g: GpuState, f: _Fields, xml: bool) -> None:
                 cur["used_mib"] = f.conv(_num, v.strip(), line, path)
     compute = [{"pid": p["pid"], "used_mib": p["used_mib"]} for p in procs if "C" in p["type"] or not p["type"]]
     g.put("processes", compute, source="nvidia-smi:" + ("processes" if xml else "Processes"))
+
+
+#: A MIG device's fields: key -> (XML path, text path) under the GPU's ``mig_devices/mig_device``
+#: (``MIG Devices/MIG Device``); text names compared in lower case.
+_MIG_KEYS = {"index": ("index", "index"), "gpu_instance_id": ("gpu_instance_id", "gpu instance id"),
+             "compute_instance_id": ("compute_instance_id", "compute instance id"),
+             "sm_count": ("device_attributes/shared/multiprocessor_count", "device attributes/shared/multiprocessor count"),
+             "copy_engines": ("device_attributes/shared/copy_engine_count", "device attributes/shared/copy engine count"),
+             "memory_mib": ("fb_memory_usage/total", "fb memory usage/total")}
+
+
+def _fill_mig_devices(g: GpuState, f: _Fields, xml: bool) -> None:
+    """A GPU in MIG mode: its MIG devices (``<mig_devices><mig_device>``, the text's ``MIG
+    Devices`` section) as ``mig_devices`` (:func:`slurmkit.health.mig.mig_device`): index, GPU
+    and compute instance ids, multiprocessors, memory, and the profile named from the copy
+    engines (= the GPU instance's compute slices) and the memory. Not recorded for a GPU whose
+    MIG mode is off or unknown; NOT_AVAILABLE for a GPU in MIG mode whose section has no MIG
+    devices part at all (then its instances are not judged, never taken for gone)."""
+    if g.get("mig_current") is not True:
+        return
+    from slurmkit.health.mig import mig_device
+
+    prefix = "mig_devices/mig_device/" if xml else "mig devices/mig device/"
+    col = 0 if xml else 1
+    leaf_of = {v[col]: k for k, v in _MIG_KEYS.items()}
+    top = prefix.split("/", 1)[0]  # the MIG devices part ("None" when the GPU has none)
+    devs: list[dict] = []
+    section = False
+    for path, v, line in f.items:
+        p = path if xml else path.lower()
+        section = section or p.split("/", 1)[0] == top
+        if not p.startswith(prefix):
+            continue
+        key = leaf_of.get(p[len(prefix):])
+        if key is None:
+            continue
+        if key == "index":
+            devs.append({})
+        if not devs or _is_na(v.strip()):
+            continue
+        devs[-1][key] = f.conv(_num, v.strip(), line, path)
+    src = "nvidia-smi:" + ("mig_devices" if xml else "MIG Devices")
+    if not section:
+        g.put("mig_devices", None, source=src, rc=RC_NOT_AVAILABLE)
+        return
+    out = [mig_device(d.get("index", i), d.get("gpu_instance_id"), d.get("compute_instance_id"),
+                      d.get("copy_engines"), d.get("memory_mib"), d.get("sm_count"), None, g.get("name"),
+                      g.get("memory_total_mib")) for i, d in enumerate(devs)]
+    g.put("mig_devices", out, source=src)
 
 
 def _identity(g: GpuState, f: _Fields, xml: bool) -> None:

@@ -155,6 +155,15 @@ def _remap_meaning(r: CheckResult) -> str:
     return f"{unc} uncorrectable rows pending remap" + (f", {dbe} volatile DBE" if dbe else "")
 
 
+def _mig_meaning(r: CheckResult) -> str:
+    import re
+
+    if r.value == "MIG off":
+        return f"not in MIG mode ({r.limit} expected)"
+    m = re.search(r"(\d+ of \d+) expected instances seen", r.message)
+    return f"{r.value} ({m.group(1)} seen)" if m else ""
+
+
 #: check id -> the meaning of a result in words (:meth:`CheckResult.meaning`).
 MEANINGS: dict[str, Callable[[CheckResult], str]] = {
     "xid": _xid_meaning,
@@ -164,6 +173,7 @@ MEANINGS: dict[str, Callable[[CheckResult], str]] = {
                            else f"PCIe Gen{r.value} of Gen{r.limit} under load"),
     "gpu_lost": lambda r: f"GPU fell off the bus ({r.value})" if r.status is not PASS else "",
     "gpu_count": lambda r: f"{r.value} of {r.limit} GPUs visible",
+    "mig_instances": _mig_meaning,
     "nvml_init": lambda r: f"nvmlInit {r.value}",
     "ecc_volatile_uncorrectable": lambda r: f"{r.value} uncorrectable ECC errors since boot",
     "ecc_aggregate_uncorrectable": lambda r: f"{r.value} lifetime uncorrectable ECC errors",

@@ -51,6 +51,9 @@ FIELDS: dict[str, tuple[str, str]] = {
     "accounting_mode": ("nvmlDeviceGetAccountingMode", "bool"),
     "mig_current": ("nvmlDeviceGetMigMode", "bool: MIG enabled now"),
     "mig_pending": ("nvmlDeviceGetMigMode", "bool: MIG enabled after reset"),
+    "mig_devices": ("nvmlDeviceGetMigDeviceHandleByIndex",
+                    "list of the GPU's MIG devices (MIG mode on only): {index, gpu_instance_id, compute_instance_id, "
+                    "profile, slices, ci_slices, memory_mib, sm_count, uuid} (slurmkit.health.mig.mig_device)"),
     "ecc_enabled": ("nvmlDeviceGetEccMode", "bool: ECC mode current"),
     "ecc_pending": ("nvmlDeviceGetEccMode", "bool: ECC mode pending (takes effect at the next reset)"),
     "ecc_volatile_uncorrectable": ("nvmlDeviceGetTotalEccErrors", "count, UNCORRECTED/VOLATILE"),

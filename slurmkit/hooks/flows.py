@@ -65,10 +65,14 @@ class NodeGpus:
     on the node: jobs share GPUs by design), ``gpuless`` (no GPUs expected: the GPU checks were
     skipped), ``job_gpus`` (the job's GPUs mapped to NVML, ``gres.JobGpu`` list, worked out once
     per run by :meth:`Run.job_gpus`), ``autodetect`` (gres.conf's ``AutoDetect=`` for the node,
-    lower case, None when none: how slurmd ordered the None entries)."""
+    lower case, None when none: how slurmd ordered the None entries), ``whole`` and
+    ``mig_instances`` (the GPUs of no MIG instance, and the MIG instances gres.conf lists:
+    :func:`slurmkit.hooks.gres.node_mig_instances`; expected GPUs are counted in physical GPUs)."""
 
     files: list | None = None
     autodetect: str | None = None
+    whole: int = 0
+    mig_instances: list = field(default_factory=list)
     shared: bool = False
     gpuless: bool = False
     job_gpus: list | None = None
@@ -141,8 +145,16 @@ class Run:
             return False
         try:  # AutoDetect: how many GPUs comes from slurm.conf's Gres= (read only then)
             lines = gres.load_gres_conf(path)
-            self.node_gpus.files = gres.node_gpu_files(lines, self.node, path,
-                                                       slurm_gres=lambda: gres.slurm_conf_gres(self.slurm_conf, self.node))
+            read: list = []
+
+            def conf_gres():  # slurm.conf read once, when a reader needs it
+                if not read:
+                    read.append(gres.slurm_conf_gres(self.slurm_conf, self.node))
+                return read[0]
+
+            self.node_gpus.files = gres.node_gpu_files(lines, self.node, path, slurm_gres=conf_gres)
+            self.node_gpus.whole, self.node_gpus.mig_instances = gres.node_mig_instances(lines, self.node,
+                                                                                         slurm_gres=conf_gres)
             self.node_gpus.shared = gres.node_shares_gpus(lines, self.node)
             self.node_gpus.autodetect = gres.autodetect(lines, self.node)
         except (OSError, gres.GresError) as exc:
@@ -185,6 +197,10 @@ class Run:
         defaults(self.cfg.state_dir)  # checks.toml, kept as JSON in the state dir while unchanged
 
         gpus = len(self.node_gpus.files or [])
+        if self.node_gpus.mig_instances:  # physical GPUs: a MIG instance is not a GPU
+            from slurmkit.health.mig import physical_gpu_count
+
+            gpus = physical_gpu_count(self.node_gpus.whole, self.node_gpus.mig_instances)
         if not gpus:  # a node whose gres.conf lists no GPU expects none, whatever the site-wide value
             health = replace(health, expected_gpu_count=None)
         self.judging.hc = load_config(health, gpu_count=gpus, checks=self.cfg.checks,
@@ -192,6 +208,8 @@ class Run:
                               nvlinks=facts and facts["nvlinks"], node_type=facts and facts["node_type"],
                               no_node_type=self.node if self.cfg.profile and facts is None else None,
                               pcie=facts and facts.get("pcie"))
+        if self.node_gpus.mig_instances:
+            self.judging.hc.expect["mig_instances"] = self.node_gpus.mig_instances
         if self.cfg.profile:  # clock policies come from the profile
             from slurmkit.hooks.clock_policy import running_expect
 

@@ -41,7 +41,7 @@ from slurmkit.slurm.gres_conf import GresConfRecord, autodetect
 
 __all__ = ["GresError", "GresConfRecord", "load_gres_conf", "autodetect", "slurm_conf_gres",
            "node_gpu_files", "by_slurm_conf_types", "node_shares_gpus", "device_minor", "parse_job_gpus",
-           "map_job_gpus", "AUTODETECT_GPU"]
+           "map_job_gpus", "AUTODETECT_GPU", "node_mig_instances"]
 
 
 def load_gres_conf(path) -> list[GresConfRecord]:
@@ -163,6 +163,83 @@ def node_gpu_files(lines: list[GresConfRecord], node: str, path="gres.conf",
     if len({t for t, _ in records}) > 1 and slurm_gres is not None:
         return by_slurm_conf_types(records, conf_gres(None, f"the order of {node}'s GPUs of several types"))
     return [x for _, files in records for x in files]
+
+
+def _mig_record(r: GresConfRecord) -> str | None | bool:
+    """A ``Name=gpu`` record's MIG profile (``3g.20gb``) when it lists MIG instances, True for
+    an instance whose type names no profile (``MultipleFiles=/dev/nvidiaN,...``), False for
+    whole GPUs."""
+    from slurmkit.health.mig import parent_minor
+
+    if r.type and "g." in r.type.lower():  # a profile's "<N>g.<M>gb": slurmkit.mig only then
+        from slurmkit.mig import profile_in_type
+
+        found = profile_in_type(r.type)
+        if found is not None:
+            return found[1]
+    return True if r.multiple and parent_minor(r.files) is not None else False
+
+
+def node_mig_instances(lines: list[GresConfRecord], node: str,
+                       slurm_gres=None) -> tuple[int, list[dict]]:
+    """``node``'s GPUs in gres.conf told apart: ``(whole GPUs, expected MIG instances)``.
+
+    A ``Name=gpu`` record lists MIG instances, each an instance of a parent GPU and not a GPU,
+    when its ``Type=`` names a MIG profile (:func:`slurmkit.mig.profile_in_type`:
+    ``nvidia_a100_3g.20gb`` as Slurm's NVML AutoDetect names it, Magic Castle's ``3g.20gb`` or
+    ``a100_3g.20gb``) or its ``MultipleFiles=`` starts with the parent's ``/dev/nvidiaN``. One
+    instance per ``MultipleFiles=`` record, per ``File=`` device, else ``Count=``, else (with
+    ``AutoDetect=nvml|nvidia``) the node's slurm.conf ``Gres=`` count of its type
+    (``slurm_gres()``: :func:`slurm_conf_gres`'s list), else one. A gres.conf that gives the
+    node no ``Name=gpu`` record under AutoDetect takes slurm.conf's ``Gres=`` entries: a typed
+    MIG entry (``gpu:a100_3g.20gb:2``) is that many instances.
+
+    Each instance: ``{"type", "profile" (None when the type names none), "files" (the
+    record's ``MultipleFiles`` / its one ``File`` device; [] for AutoDetect), "where"
+    (``gres.conf:LINE`` or ``slurm.conf Gres=``)}``, the shape the ``mig_instances`` check
+    reads (:mod:`slurmkit.health.mig`). The whole GPUs counted here are the records of no MIG
+    instance (as :func:`node_gpu_files` counts them; used only beside instances)."""
+    auto = autodetect(lines, node) in AUTODETECT_GPU
+    whole, out, found = 0, [], False
+    conf = [None]
+
+    def conf_count(gtype: str | None) -> int | None:
+        if slurm_gres is None:
+            return None
+        if conf[0] is None:
+            conf[0] = slurm_gres() or []
+        return sum(n for t, n in conf[0] if gtype is None or (t or "").lower() == gtype.lower()) or None
+
+    for r in lines:
+        if r.name != "gpu" or not r.applies_to(node):
+            continue
+        found = True
+        prof = _mig_record(r)
+        where = f"{os.path.basename(r.file)}:{r.line}"
+        if r.multiple:
+            n, files = 1, [list(r.files)]
+        elif r.files:
+            n, files = len(r.files), [[f] for f in r.files]
+        else:
+            n = r.count if r.count is not None else (conf_count(r.type) if auto else None) or 1
+            files = [[] for _ in range(n)]
+        if prof is False:
+            whole += n
+            continue
+        out += [{"type": r.type, "profile": prof if isinstance(prof, str) else None, "files": f, "where": where}
+                for f in files]
+    if not found and auto:
+        for gtype, n in (slurm_gres() or []) if slurm_gres is not None else []:
+            hit = None
+            if gtype and "g." in gtype.lower():
+                from slurmkit.mig import profile_in_type
+
+                hit = profile_in_type(gtype)
+            if hit is None:
+                whole += n
+                continue
+            out += [{"type": gtype, "profile": hit[1], "files": [], "where": "slurm.conf Gres="} for _ in range(n)]
+    return whole, out
 
 
 def by_slurm_conf_types(records: list[tuple[str | None, list[str | None]]],

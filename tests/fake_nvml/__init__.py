@@ -27,7 +27,8 @@ class FakeNvml:
     def env(self, mode: str = "healthy", *, gpus: int | None = None, procs: str | None = None,
             clock_reasons: int | None = None, minors: str | None = None, lost: int | None = None,
             energy_mj: int | None = None, accounting: str | None = None, log: Path | None = None,
-            set_fail: str | None = None, recovery: str | None = None, base: dict | None = None) -> dict:
+            set_fail: str | None = None, recovery: str | None = None, mig: str | None = None,
+            base: dict | None = None) -> dict:
         """os.environ (or ``base``) + LD_LIBRARY_PATH and the SLURMKIT_FAKE_NVML* knobs."""
         env = dict(os.environ if base is None else base)
         for k in list(env):
@@ -39,7 +40,7 @@ class FakeNvml:
         knobs = {"GPUS": gpus, "PROCS": procs, "MINORS": minors, "LOST": lost, "ENERGY_MJ": energy_mj, "ACCOUNTING": accounting,
                  "SET_FAIL": set_fail,
                  "CLOCK_REASONS": hex(clock_reasons) if clock_reasons is not None else None,
-                 "LOG": str(log) if log is not None else None, "RECOVERY": recovery}
+                 "LOG": str(log) if log is not None else None, "RECOVERY": recovery, "MIG": mig}
         for k, v in knobs.items():
             if v is not None:
                 env[f"SLURMKIT_FAKE_NVML_{k}"] = str(v)

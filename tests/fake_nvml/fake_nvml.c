@@ -23,6 +23,9 @@
  *   SLURMKIT_FAKE_NVML_SET_FAIL  actions refused: "what:rc[:gpu],..." (what as in the log, e.g.
  *                             set_locked_clocks:4 = NO_PERMISSION on every GPU, set_power_limit:3:1 =
  *                             NOT_SUPPORTED on NVML GPU1); a refused action is not logged
+ *   SLURMKIT_FAKE_NVML_MIG    MIG devices "gpu:gi:slices:memMB[:ci_slices],..." (GPU instance id, its compute
+ *                             slices and memory; one compute instance each, id 0): those GPUs are in
+ *                             MIG mode (current and pending) and give these MIG device handles
  *   SLURMKIT_FAKE_NVML_RECOVERY  field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: "gpu:action,..." (the
  *                             nvmlDeviceGpuRecoveryAction_t number; others 0 = NONE), or "old" (a
  *                             driver that predates the field: per-field INVALID_ARGUMENT), or
@@ -34,7 +37,7 @@
 #include <unistd.h>
 
 typedef int nvmlReturn_t;
-typedef struct fake_dev { int index; } *nvmlDevice_t;
+typedef struct fake_dev { int index; int mig; } *nvmlDevice_t;  /* mig: 0, or MIG device k+1 */
 
 #define OK 0
 #define E_UNINIT 1
@@ -147,7 +150,10 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *buf, unsigned int len) {
     GUARD_ID(d); snprintf(buf, len, "NVIDIA H100 80GB HBM3"); return OK;
 }
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *buf, unsigned int len) {
-    GUARD_ID(d); snprintf(buf, len, "GPU-fa4e5e00-0000-4000-8000-%012d", d->index); return OK;
+    GUARD_ID(d);
+    if (d->mig) snprintf(buf, len, "MIG-fa4e5e00-0000-4000-8000-%06d%06d", d->index, d->mig - 1);
+    else snprintf(buf, len, "GPU-fa4e5e00-0000-4000-8000-%012d", d->index);
+    return OK;
 }
 nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t d, char *buf, unsigned int len) {
     GUARD_ID(d); snprintf(buf, len, "16501240%05d", d->index); return OK;
@@ -235,8 +241,64 @@ nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t d, unsigned int pid, nvml
     }
     return 6; /* NVML_ERROR_NOT_FOUND */
 }
+/* The k-th MIG device SLURMKIT_FAKE_NVML_MIG gives GPU `index` (k < 0: count them). */
+static int mig_of(int index, int want_k, int *gi, int *slices, long *mem, int *ci_slices) {
+    const char *s = getenv("SLURMKIT_FAKE_NVML_MIG");
+    int n = 0;
+    while (s && *s) {
+        int gpu, g, sl, used = 0, cs = -1;
+        long mb;
+        if (sscanf(s, "%d:%d:%d:%ld%n", &gpu, &g, &sl, &mb, &used) != 4) break;
+        s += used;
+        if (*s == ':') { int more = 0; if (sscanf(s, ":%d%n", &cs, &more) == 1) s += more; }
+        if (gpu == index) {
+            if (n == want_k) { *gi = g; *slices = sl; *mem = mb; *ci_slices = cs < 0 ? sl : cs; }
+            n++;
+        }
+        if (*s == ',') s++;
+    }
+    return n;
+}
+static struct fake_dev migdevs[8][7];
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *cur, unsigned int *pend) {
-    GUARD(d); *cur = 0; *pend = 0; return OK;
+    int gi, sl, cs; long mb;
+    GUARD(d); *cur = *pend = mig_of(d->index, -1, &gi, &sl, &mb, &cs) > 0; return OK;
+}
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned int *n) { GUARD(d); *n = 7; return OK; }
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int k, nvmlDevice_t *out) {
+    int gi, sl, cs; long mb;
+    GUARD(d);
+    if (k >= 7) return E_INVALID;
+    if ((int)k >= mig_of(d->index, -1, &gi, &sl, &mb, &cs)) return 6; /* NVML_ERROR_NOT_FOUND */
+    migdevs[d->index][k].index = d->index; migdevs[d->index][k].mig = (int)k + 1;
+    *out = &migdevs[d->index][k];
+    return OK;
+}
+static int mig_attr(nvmlDevice_t d, int *gi, int *sl, long *mb, int *cs) {
+    if (!d || !d->mig) return 0;
+    return mig_of(d->index, d->mig - 1, gi, sl, mb, cs) > d->mig - 1;
+}
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t d, unsigned int *id) {
+    int gi, sl, cs; long mb;
+    GUARD_ID(d); if (!mig_attr(d, &gi, &sl, &mb, &cs)) return E_INVALID; *id = (unsigned)gi; return OK;
+}
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t d, unsigned int *id) {
+    int gi, sl, cs; long mb;
+    GUARD_ID(d); if (!mig_attr(d, &gi, &sl, &mb, &cs)) return E_INVALID; *id = 0; return OK;
+}
+typedef struct {
+    unsigned int multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount,
+                 sharedJpegCount, sharedOfaCount, gpuInstanceSliceCount, computeInstanceSliceCount;
+    unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
+nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t d, nvmlDeviceAttributes_t *a) {
+    int gi, sl, cs; long mb;
+    GUARD_ID(d); if (!mig_attr(d, &gi, &sl, &mb, &cs)) return E_INVALID;
+    memset(a, 0, sizeof *a);
+    a->multiprocessorCount = 16u * (unsigned)cs; a->sharedCopyEngineCount = (unsigned)sl;
+    a->gpuInstanceSliceCount = (unsigned)sl; a->computeInstanceSliceCount = (unsigned)cs;
+    a->memorySizeMB = (unsigned long long)mb;
+    return OK;
 }
 nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t d, int *cur, int *pend) { GUARD(d); *cur = 1; *pend = 1; return OK; }
 nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, int type, int counter, unsigned long long *n) {

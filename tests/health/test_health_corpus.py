@@ -100,6 +100,16 @@ def test_idle_capture_with_reserved_memory_passes_before_a_job(corpus, tmp_path)
     reserved = int(g0.findtext("fb_memory_usage/reserved").split()[0])
     used = int(g0.findtext("fb_memory_usage/used").split()[0])
     assert reserved > 64 >= used  # the point of the capture: hundreds of MiB reserved, little used
+    # in MIG mode, as captured, the parent's memory is every instance's: not judged before a job
+    rep = evaluate(SnapshotSource(path).read(before_job=True), load_config(), before_job=True)
+    assert not [r for r in rep["results"] if r["check"] == "memory_used"] and rep["status"] != "fail"
+    # an EDIT of the real capture: MIG mode off (its MIG devices part as nvidia-smi prints it
+    # then), the memory figures as captured
+    text = path.read_text()
+    start, end = text.index("<mig_devices>"), text.index("</mig_devices>") + len("</mig_devices>")
+    path.write_text((text[:start] + "<mig_devices>None</mig_devices>" + text[end:])
+                    .replace("<current_mig>Enabled</current_mig>", "<current_mig>Disabled</current_mig>")
+                    .replace("<pending_mig>Enabled</pending_mig>", "<pending_mig>Disabled</pending_mig>"))
     state = SnapshotSource(path).read(before_job=True)
     rep = evaluate(state, load_config(), before_job=True)
     mem = [r for r in rep["results"] if r["check"] == "memory_used"]
