@@ -2,7 +2,9 @@
 the GPU one instance is. The one home of these facts: the site profile checks MIG layouts with
 it, the hooks name a capture's instances with it, the reports weigh an instance with it.
 
-A base module (standard library only, nothing compiled at import): the hooks import it.
+A base module (standard library only, nothing compiled at import; records are
+:func:`slurmkit.records.record`, ``fractions`` is imported by the functions that return one): the
+hooks import it.
 
 The geometry, as ``nvidia-smi mig -lgipp`` prints it: a GPU has ``slots`` memory slices (8 on
 the 7-slice GPUs, 4 on the A30); each GPU-instance profile takes ``size`` consecutive slots
@@ -30,8 +32,7 @@ Sources (every figure below):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from fractions import Fraction
+from slurmkit.records import record
 
 __all__ = ["MigProfile", "MigModel", "MODELS", "model_for", "model_named", "split_profile",
            "profile_in_type", "models_offering", "instance_share", "MigLayoutError"]
@@ -41,7 +42,7 @@ class MigLayoutError(ValueError):
     """A MIG layout no GPU of the model can hold; ``str()`` names the model and its profiles."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MigProfile:
     """One GPU-instance profile of a model: ``name`` as NVML / nvidia-smi name it (``3g.40gb``),
     ``slices`` (compute slices, the ``Ng``), ``size`` (memory slots it takes), ``starts`` (slots it
@@ -55,7 +56,7 @@ class MigProfile:
     max_count: int
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MigModel:
     """A GPU model's MIG geometry: ``name`` (as this module and its errors call it), ``products``
     (what NVML's device name contains, ``nvmlDeviceGetName``), ``slices`` (compute slices of the
@@ -116,6 +117,8 @@ class MigModel:
         """An instance of ``name``'s share of the GPU: its compute slices over the GPU's
         (``3g.40gb`` on an A100 -> 3/7; ``4g.24gb`` on an A30 -> 1; ``1c.3g.40gb`` -> 1/7).
         Raises :class:`MigLayoutError` for a profile the model does not have."""
+        from fractions import Fraction
+
         ci, gi = split_profile(name)
         p = self.profile(gi)
         if p is None:
@@ -283,6 +286,8 @@ def instance_share(gres_type: str, model: MigModel | None = None) -> Fraction | 
     (``a30``, ``h100``, ...) when they disagree. 1 for a type that names no MIG profile (a whole
     GPU); None when the share is unknown (no model offers the profile, or the models that do
     disagree and the prefix does not decide)."""
+    from fractions import Fraction
+
     found = profile_in_type(gres_type)
     if found is None:
         return Fraction(1)
