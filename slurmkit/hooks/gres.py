@@ -140,7 +140,7 @@ def node_gpu_files(lines: list[GresConfRecord], node: str, path="gres.conf",
             continue
         found = True
         gtype = (r.type or "").lower() or None
-        if "file" not in r.keys:  # AutoDetect: Slurm finds the files through NVML
+        if not r.files:  # AutoDetect: Slurm finds the files through NVML
             if auto and gtype in seen_types:
                 raise GresError(r.file, r.line, f"a second Name=gpu{' Type=' + gtype if gtype else ''} record for "
                                 f"{node} (first on line {seen_types[gtype]}) with AutoDetect: slurmd refuses this "
@@ -152,7 +152,9 @@ def node_gpu_files(lines: list[GresConfRecord], node: str, path="gres.conf",
                 count = sum(n for t, n in have if gtype is None or (t or "").lower() == gtype)
             records.append((gtype, [None] * (1 if count is None else count)))
             continue
-        records.append((gtype, list(r.files)))
+        # a MultipleFiles= record (a MIG instance: its GPU's /dev/nvidiaN, then the GI / CI
+        # capability files) is one gres: its GPU is the first file
+        records.append((gtype, [r.files[0]] if r.multiple else list(r.files)))
     if not found and auto and slurm_gres is not None:  # gres.conf says only AutoDetect: slurm.conf says how many
         n = sum(c for _, c in conf_gres(None, f"AutoDetect: how many GPUs {node} has"))
         return [None] * n if n else None  # a node slurm.conf gives no gpu: CPU-only

@@ -133,3 +133,19 @@ def test_gpus_of_several_types_are_numbered_in_slurm_confs_type_order(corpus, tm
     auto = gres_records.parse("AutoDetect=nvml\n" + "".join(f"{gl}\n" for gl in (
         "NodeName=v1 Name=gpu Type=b File=/dev/nvidia0", "NodeName=v1 Name=gpu Type=a File=/dev/nvidia1")))
     assert gres.node_gpu_files(auto, "v1", slurm_gres=lambda: [("b", 1), ("a", 1)]) == [None, None]
+
+
+def test_a_mig_instance_of_multiple_files_is_one_gres_on_its_gpu(tmp_path):
+    """slurmkit's own MIG gres.conf (tests/topology/kinds/kinds.toml's mig1: two 3g.20gb instances
+    on GPU0, each ``MultipleFiles=<GPU>,<GI cap>,<CI cap>``): Slurm's GPU index k is the k-th
+    instance, and its GPU is the line's first file, never a capability file."""
+    from pathlib import Path
+
+    from slurmkit.profile import load_profile
+    from slurmkit.profile.slurmconf import render_gres_conf
+
+    kinds = load_profile(Path(__file__).resolve().parents[1] / "topology" / "kinds" / "kinds.toml")
+    path = tmp_path / "gres.conf"
+    path.write_text(render_gres_conf(kinds, device_dir="/dev", warn=lambda m: None))
+    assert "MultipleFiles=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21,/dev/nvidia-caps/nvidia-cap22" in path.read_text()
+    assert gres.node_gpu_files(gres.load_gres_conf(path), "mig1") == ["/dev/nvidia0", "/dev/nvidia0"]
