@@ -34,6 +34,10 @@ from __future__ import annotations
 
 from slurmkit.records import record
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the functions that return a Fraction import fractions
+    from fractions import Fraction
+
 __all__ = ["MigProfile", "MigModel", "MODELS", "model_for", "model_named", "split_profile",
            "profile_in_type", "models_offering", "instance_share", "MigLayoutError"]
 
