@@ -77,3 +77,36 @@ def test_the_submit_examples_are_what_submit_writes(tmp_path, name):
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     assert all(line in lines for line in shown), (shown, [x for x in lines if x.startswith("#SBATCH")])
+
+
+@pytest.mark.corpus
+def test_the_health_example_on_the_real_mig_capture(profile, tmp_path, corpus):
+    """The page's mig node (AutoDetect=nvml, four 1g.20gb on an A100-SXM4-80GB) judged on the
+    real capture (one <gpu> section of 4 attached: read through a copy saying 1, as
+    tests/health/test_health_mig.py does), and on an EDIT of it with its last instance removed."""
+    from slurmkit.health.checks import evaluate
+    from slurmkit.health.config import load_config
+    from slurmkit.health.mig import physical_gpu_count
+    from slurmkit.health.result import CheckResult
+    from slurmkit.health.source import load_capture
+    from slurmkit.hooks import gres
+
+    (tmp_path / "slurm.conf").write_text(render_slurm_conf(profile))
+    (tmp_path / "gres.conf").write_text(render_gres_conf(profile, warn=lambda m: None))
+    lines = gres.load_gres_conf(tmp_path / "gres.conf")
+    whole, inst = gres.node_mig_instances(lines, "mig1",
+                                          slurm_gres=lambda: gres.slurm_conf_gres(tmp_path / "slurm.conf", "mig1"))
+    cfg = load_config(gpu_count=physical_gpu_count(whole, inst))
+    cfg.expect["mig_instances"] = inst
+    text = (corpus / "nvidia-smi-q" / "a100-sxm4-v12.xml").read_text() \
+        .replace("<attached_gpus>4</attached_gpus>", "<attached_gpus>1</attached_gpus>")
+    (tmp_path / "ok.xml").write_text(text)
+    rep = evaluate(load_capture(tmp_path / "ok.xml"), cfg)
+    got = {r["check"]: (r["status"], r["value"], r["limit"]) for r in rep["results"]
+           if r["check"] in ("gpu_count", "mig_instances")}
+    assert got["gpu_count"] == ("pass", 1, 1) and got["mig_instances"][:2] == ("pass", "4 of 4")
+    start = text.rindex("<mig_device>")
+    (tmp_path / "edit.xml").write_text(text[:start] + text[text.index("</mig_device>", start) + len("</mig_device>"):])
+    rep = evaluate(load_capture(tmp_path / "edit.xml"), cfg)
+    [fail] = [r for r in rep["results"] if r["status"] == "fail"]
+    assert CheckResult(**fail).reason() == blocks()["drain reason"].strip()
