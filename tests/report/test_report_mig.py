@@ -185,3 +185,83 @@ def test_untracked_gpu_job_through_the_site_profile(habrok, tmp_path):
     rep = json.loads(res.output)
     assert rep["data_quality"]["repaired_reasons"].get(GPU_UNTRACKED) == 1
     assert rep["totals"]["allocation_rows_gpus_unknown"] == 1
+
+
+def _mig_store(habrok, tmp_path, gres_type="a100_3g.20gb"):
+    """A store filled from job 7939708's edited rows (:func:`_job_rows`), one file per day as
+    ``report store --from-sacct`` fills it; -> (store root, now)."""
+    import pandas as pd
+
+    from slurmkit.accounting.store import Store, fill_from_capture
+
+    rows, _ = load_sacct(_job_rows(habrok, tmp_path, MIG_JOB, gres_type))
+    now = pd.Timestamp("2024-04-19T12:00:00Z")
+    root = tmp_path / "store"
+    fill_from_capture(Store(root, "habrok"), rows, int(now.timestamp()))
+    return root, now
+
+
+def test_period_report_has_physical_gpu_hours_as_the_weekly_one(habrok, tmp_path):
+    """The period report (DuckDB over the store) on the edited MIG job: GPU-hours 4 s x 1, physical
+    4 s x 3/7, in its totals, group tables, Markdown and CSV; the same figures as the weekly
+    report over the store's rows."""
+    import csv
+
+    import pandas as pd
+
+    from slurmkit.accounting.store import Store
+    from slurmkit.report.period import parse_period, period_report, render_markdown, write_period
+
+    root, now = _mig_store(habrok, tmp_path)
+    per = parse_period(month="2024-04")
+    rep = period_report(root, per, "habrok", now=now)
+    t = rep["totals"]
+    assert t["gpu_hours"] == _rounded(MIG_ELAPSED_S / 3600)
+    assert t["physical_gpu_hours"] == _rounded(3 / 7 * MIG_ELAPSED_S / 3600)
+    assert t["allocation_rows_physical_unknown"] == 0
+    (u,) = rep["by_user"]
+    assert u["physical_gpu_hours"] == _rounded(3 / 7 * MIG_ELAPSED_S / 3600)
+    rows, dq = Store(root, "habrok").load([d for d, _ in per.window.days()])
+    weekly, _ = build_report(rows, dq, per.window, Assumptions(), now=now, horizon=now)
+    assert weekly["totals"]["physical_gpu_hours"] == t["physical_gpu_hours"]
+    assert weekly["by_user"][0]["physical_gpu_hours"] == u["physical_gpu_hours"]
+    assert "physical_gpu_hours" in render_markdown(rep)
+    from slurmkit.report.period_html import to_html as period_html
+
+    assert "Physical GPU-hours" in period_html(rep)
+    write_period(rep, tmp_path / "out", formats=("csv",))
+    with open(tmp_path / "out" / "by_user.csv") as fh:
+        (row,) = [r for r in csv.DictReader(fh) if r["part"] == "(period)"]
+    assert float(row["physical_gpu_hours"]) == _rounded(3 / 7 * MIG_ELAPSED_S / 3600)
+    assert pd.notna(rows.allocs["physical_gpus"]).all()
+    # the same from the day sums (the job's row is a plain row of its day: summed, not read)
+    from slurmkit.report.day_sums import summarize
+
+    summarize(root, "habrok")
+    again = period_report(root, per, "habrok", now=now)
+    assert again["totals"]["physical_gpu_hours"] == t["physical_gpu_hours"]
+    assert again["by_user"][0]["physical_gpu_hours"] == u["physical_gpu_hours"]
+
+
+def test_store_day_without_the_physical_column_reads_unknown(habrok, tmp_path):
+    """A day file written before the frame had ``physical_gpus`` (labelled edit: the column
+    dropped from the stored file): its GPU-hours as before, its physical GPU-hours unknown (None),
+    never 0, in both engines."""
+    import pyarrow.parquet as pq
+
+    from slurmkit.accounting.store import Store
+    from slurmkit.report.period import parse_period, period_report
+
+    root, now = _mig_store(habrok, tmp_path)
+    st = Store(root, "habrok")
+    path = st.day_files(dt.datetime(2024, 4, 3, tzinfo=dt.timezone.utc))[0]
+    table = pq.read_table(path)
+    pq.write_table(table.drop_columns(["physical_gpus"]), path)
+    per = parse_period(month="2024-04")
+    t = period_report(root, per, "habrok", now=now)["totals"]
+    assert t["gpu_hours"] == _rounded(MIG_ELAPSED_S / 3600)
+    assert t["physical_gpu_hours"] is None and t["allocation_rows_physical_unknown"] == 1
+    rows, dq = st.load([d for d, _ in per.window.days()])
+    weekly, _ = build_report(rows, dq, per.window, Assumptions(), now=now, horizon=now)
+    assert weekly["totals"]["physical_gpu_hours"] is None
+    assert weekly["totals"]["allocation_rows_physical_unknown"] == 1
