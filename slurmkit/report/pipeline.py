@@ -956,7 +956,7 @@ def _live(opts: WeeklyOptions, window: Window, assumptions, spool_df, now, cap, 
         if store.has_days(pdays):
             prows, pdq = store.load(pdays)
             if len(prows):
-                prep, _ = build_report(prows, pdq, prev, assumptions, spool_df, now=now)
+                prep, _ = build_report(prows, pdq, prev, assumptions, spool_df, now=now, gpu_nodes=_gpu_nodes(opts))
                 previous = prep["totals"]
     down, downtime = None, None
     try:

@@ -58,7 +58,7 @@ GPU_BUCKETS = [(0, 0, "0"), (1, 1, "1"), (2, 4, "2-4"), (5, 8, "5-8"), (9, np.in
 
 #: Data-quality reason of a job on a GPU node whose AllocTRES has no gres/gpu (GPUs unknown).
 GPU_UNTRACKED = ("no gres/gpu in AllocTRES on a GPU node: Slurm did not track gres/gpu for this job "
-                 "(AccountingStorageTRES without gres/gpu?); its GPUs are unknown, not 0")
+                 "(AccountingStorageTRES without gres/gpu), or it asked for no GPU; its GPUs are unknown, not 0")
 
 
 #: The GPU bucket of a job whose GPU count the input does not give (no AllocTRES, AllocGRES or
