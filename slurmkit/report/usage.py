@@ -14,8 +14,9 @@ row per attempt; ``jobs`` counts distinct ``(cluster, key_id)``) with
   instance as one GPU, as sreport does. NaN where the share is unknown, or the rows come from
   a store day written before the frame had ``physical_gpus``
 - with ``gpu_nodes`` (node -> GPUs, the site profile's): a job whose AllocTRES has no
-  ``gres/gpu`` but which ran on a node with GPUs has ``gpus`` unknown (NaN), not 0: Slurm did
-  not track gres/gpu for it (:data:`GPU_UNTRACKED`, listed in the data quality)
+  ``gres/gpu`` but which ran on a node with GPUs, of a cluster no job of which in the input has
+  ``gres/gpu`` in its AllocTRES, has ``gpus`` unknown (NaN), not 0: Slurm did not track
+  gres/gpu (:func:`untracked_gpus`, :data:`GPU_UNTRACKED`, listed in the data quality)
 - ``wasted``: bool, outcome wastes its GPU-hours (:data:`WASTE_STATES`, or a requeued attempt)
 - ``final_attempt`` / ``requeued_attempt``: the job's last attempt (by Start) / an earlier one
 - ``started``: the row started (:func:`started`: Start set, not after End, not a held job's
@@ -58,7 +59,8 @@ GPU_BUCKETS = [(0, 0, "0"), (1, 1, "1"), (2, 4, "2-4"), (5, 8, "5-8"), (9, np.in
 
 #: Data-quality reason of a job on a GPU node whose AllocTRES has no gres/gpu (GPUs unknown).
 GPU_UNTRACKED = ("no gres/gpu in AllocTRES on a GPU node: Slurm did not track gres/gpu for this job "
-                 "(AccountingStorageTRES without gres/gpu), or it asked for no GPU; its GPUs are unknown, not 0")
+                 "(no job of its cluster in the input has gres/gpu in AllocTRES: AccountingStorageTRES without "
+                 "gres/gpu?); its GPUs are unknown, not 0")
 
 
 #: The GPU bucket of a job whose GPU count the input does not give (no AllocTRES, AllocGRES or
@@ -431,7 +433,7 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
         if "physical_gpus" in allocs:   # (a column of the shared frame: set on a copy)
             allocs["physical_gpus"] = allocs["physical_gpus"].copy()
         allocs["gpus"] = allocs["gpus"].copy()
-        untracked_gpus(allocs, gpu_nodes, dq, source)
+        untracked_gpus(allocs, gpu_nodes, dq, source, tracked_clusters(rows.allocs))
     allocs["gpu_hours"] = allocs["gpus"] * allocs["in_window_s"] / 3600.0
     phys = allocs["physical_gpus"] if "physical_gpus" in allocs else np.nan
     allocs["physical_gpu_hours"] = phys * allocs["in_window_s"] / 3600.0
@@ -448,19 +450,36 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     return allocs.reset_index(drop=True)
 
 
-def untracked_gpus(allocs: pd.DataFrame, gpu_nodes: dict, dq: DataQuality, source: str = "") -> np.ndarray:
+def tracked_clusters(allocs: pd.DataFrame) -> set[str]:
+    """The clusters (sacct's Cluster) of which some allocation row has GPUs in its AllocTRES
+    (``gpu_source`` AllocTRES, ``gpus`` > 0): Slurm tracked gres/gpu there
+    (AccountingStorageTRES), so a job of theirs without ``gres/gpu`` had no GPU."""
+    if not len(allocs) or "gpu_source" not in allocs:
+        return set()
+    hit = (allocs["gpu_source"].astype(str) == "AllocTRES") & (allocs["gpus"] > 0)
+    col = allocs["cluster"] if "cluster" in allocs else pd.Series("", index=allocs.index)
+    return {str(c) for c in col[hit].astype(object).unique()}
+
+
+def untracked_gpus(allocs: pd.DataFrame, gpu_nodes: dict, dq: DataQuality, source: str = "",
+                   tracked: set[str] | None = None) -> np.ndarray:
     """Mark unknown (NaN ``gpus`` and ``physical_gpus``, in place) the rows whose GPU count is 0
     because their AllocTRES has no ``gres/gpu`` (``gpu_source`` AllocTRES) while one of their
     nodes (NodeList, :func:`slurmkit.hostlist.expand_nodelist`) has GPUs in ``gpu_nodes`` (node ->
-    GPUs: the site profile's node types, :func:`slurmkit.report.capacity.gpus_per_node_profile`).
-    Slurm did not track gres/gpu for such a job; 0 GPU-hours would hide it. Each row is listed in
-    ``dq`` (:data:`GPU_UNTRACKED`, by JobID and nodes). Returns the rows' mask (bool numpy)."""
+    GPUs: the site profile's node types, :func:`slurmkit.report.capacity.gpus_per_node_profile`)
+    and their cluster is not in ``tracked`` (:func:`tracked_clusters` of the whole input: where
+    another job shows gres/gpu in its AllocTRES, Slurm tracked it, and a job without it asked
+    for no GPU: a CPU job on a GPU node, 0 GPUs). Slurm did not track gres/gpu for such a job;
+    0 GPU-hours would hide it. Each row is listed in ``dq`` (:data:`GPU_UNTRACKED`, by JobID and
+    nodes). Returns the rows' mask (bool numpy)."""
     n = len(allocs)
     if not n or not gpu_nodes or "nodelist" not in allocs:
         return np.zeros(n, bool)
     zero = (allocs["gpus"] == 0).to_numpy(bool, copy=True)
     if "gpu_source" in allocs:
         zero = zero & (allocs["gpu_source"].astype(str) == "AllocTRES").to_numpy(bool)
+    if tracked and "cluster" in allocs:
+        zero = zero & ~allocs["cluster"].astype(object).astype(str).isin(tracked).to_numpy(bool)
     if not zero.any():
         return zero
     on_gpu = {}

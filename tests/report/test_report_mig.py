@@ -38,16 +38,16 @@ UNTRACKED_WEEK = Window(dt.datetime(2023, 8, 28, tzinfo=dt.timezone.utc),
 
 
 def _job_rows(habrok, tmp_path, job: str, gres_type: str | None = None):
-    """The header and the rows of ``job`` (allocation and steps) of the Habrok capture, written to
-    a file; with ``gres_type``, the labelled edit: ``gres/gpu:a100=`` -> ``gres/gpu:<gres_type>=``
-    in every row (ReqTRES, AllocTRES). -> :func:`load_sacct` of that file."""
+    """The header and the rows of ``job`` (allocation and steps; several jobs: ``"a,b"``) of the
+    Habrok capture, written to a file; with ``gres_type``, the labelled edit: ``gres/gpu:a100=`` ->
+    ``gres/gpu:<gres_type>=`` in every row (ReqTRES, AllocTRES). -> the file's path."""
     lines = habrok.read_text().splitlines()
-    keep = [lines[0]] + [ln for ln in lines[1:] if ln.split("|", 1)[0].split(".")[0] == job]
+    keep = [lines[0]] + [ln for ln in lines[1:] if ln.split("|", 1)[0].split(".")[0] in job.split(",")]
     assert len(keep) > 1
     if gres_type is not None:
         assert all("gres/gpu:a100=1" in ln for ln in keep[1:])
         keep = [keep[0]] + [ln.replace("gres/gpu:a100=", f"gres/gpu:{gres_type}=") for ln in keep[1:]]
-    path = tmp_path / f"habrok_{job}_{gres_type or 'as_captured'}.psv"
+    path = tmp_path / f"habrok_{job.replace(',', '_')}_{gres_type or 'as_captured'}.psv"
     path.write_text("\n".join(keep) + "\n")
     return path
 
@@ -146,8 +146,9 @@ def test_mig_job_in_every_weekly_format(habrok, tmp_path):
 
 
 def test_job_on_a_gpu_node_without_gres_gpu_is_unknown_not_zero(habrok, tmp_path):
-    """Job 4034541 as captured ran on GPU node a100gpu2 with no gres/gpu in its AllocTRES. Without
-    a site profile the report cannot tell: 0 GPUs, as sacct says. With the profile's node types
+    """Job 4034541 as captured ran on GPU node a100gpu2 with no gres/gpu in its AllocTRES, and no
+    other job of the input (its rows alone) shows gres/gpu: Slurm did not track it. Without a
+    site profile the report cannot tell: 0 GPUs, as sacct says. With the profile's node types
     (a100gpu2 has GPUs) its GPUs are unknown (NaN, not 0 GPU-hours) and it is listed in the data
     quality with the reason."""
     path = _job_rows(habrok, tmp_path, UNTRACKED_JOB)
@@ -265,3 +266,18 @@ def test_store_day_without_the_physical_column_reads_unknown(habrok, tmp_path):
     weekly, _ = build_report(rows, dq, per.window, Assumptions(), now=now, horizon=now)
     assert weekly["totals"]["physical_gpu_hours"] is None
     assert weekly["totals"]["allocation_rows_physical_unknown"] == 1
+
+
+def test_job_on_a_gpu_node_without_gres_gpu_beside_tracked_gpu_jobs_had_no_gpu(habrok, tmp_path):
+    """Job 4034541 beside job 7939708 (as captured, ``gres/gpu:a100=1,gres/gpu=1`` on a100gpu2 too):
+    Slurm tracked gres/gpu on that cluster, so a job without it asked for no GPU: 0 GPUs, not
+    unknown, not listed (what the sandbox's real slurmdbd shows for a CPU-only job on a GPU
+    node). Window: both jobs' (2023-08-31 to 2024-04-04)."""
+    path = _job_rows(habrok, tmp_path, f"{UNTRACKED_JOB},{MIG_JOB}")
+    window = Window(UNTRACKED_WEEK.start, MIG_WEEK.end)
+    rep, a = _report(path, window, gpu_nodes={"a100gpu1": 4, "a100gpu2": 4})
+    j = a.set_index("job_id")
+    assert j.loc[UNTRACKED_JOB, "gpus"] == 0 and j.loc[UNTRACKED_JOB, "gpu_hours"] == 0
+    assert j.loc[MIG_JOB, "gpus"] == 1
+    assert GPU_UNTRACKED not in rep["data_quality"]["repaired_reasons"]
+    assert rep["totals"]["allocation_rows_gpus_unknown"] == 0
