@@ -29,6 +29,10 @@ alloc_mem_mib      AllocTRES mem=, else ReqMem (``Mc`` x NCPUS, ``Mn`` x NNodes)
 gpus, gpu_type     from AllocTRES (:func:`~slurmkit.accounting.parse.gpus_from_tres`), else
                    AllocGRES, else ReqTRES; NaN (unknown) when the input has none of them
 gpu_source         which of them (:data:`GPU_SOURCES`: ``ReqTRES (requested)``, ``none``)
+physical_gpus      the same GPUs in physical GPUs: a MIG instance weighed by its share of the
+                   GPU (:func:`~slurmkit.accounting.parse.physical_gpus_from_tres`;
+                   ``gres/gpu:a100_3g.20gb=1`` is 3/7 where ``gpus`` is 1); NaN (unknown) where
+                   ``gpus`` is, or where a MIG type's share is not known
 req_gpus           GPUs requested, from ReqTRES (a pending job has no AllocTRES yet; the
                    queue-wait bucket of a job); NaN without ReqTRES
 total_cpu_s        TotalCPU (seconds of user+system CPU)
@@ -600,7 +604,8 @@ def _typed_allocs(table: pa.Table, dq: DataQuality, source: str, cluster: str, t
         out["alloc_mem_mib"] = tres_mem.fillna(req_mem)
     else:
         out["alloc_mem_mib"] = tres_mem
-    out["gpus"], out["gpu_type"], out["gpu_source"] = _gpu_counts(c, {"AllocTRES": alloc, "ReqTRES": req})
+    out["gpus"], out["gpu_type"], out["gpu_source"], out["physical_gpus"] = _gpu_counts(
+        c, {"AllocTRES": alloc, "ReqTRES": req})
     c.gpus_negative(tres, alloc["negative"])
     out["req_gpus"] = _requested_gpus(c.col("ReqTRES"), out["start"], req)
     out["total_cpu_s"] = c.total_cpu_s()
@@ -641,11 +646,11 @@ def absent_label(field: str) -> str:
 GPU_SOURCES = ("AllocTRES", "AllocGRES", "ReqTRES (requested)", "none")
 
 
-def _gpu_counts(c, parsed: dict | None = None) -> tuple[pd.Series, pd.Series, pd.Series]:
-    """``(gpus, gpu_type, gpu_source)`` of allocation rows: AllocTRES when the input has it,
-    else AllocGRES (``gpu:2``, ``gpu:tesla:2(IDX:0-1)``: Slurm before TRES, or a site's
-    ``-o``), else ReqTRES (what the job asked for: ``ReqTRES (requested)``); with none of them
-    the count is unknown (NaN, source ``none``), never 0. ``parsed``: field -> its
+def _gpu_counts(c, parsed: dict | None = None) -> tuple[pd.Series, pd.Series, pd.Series, pd.Series]:
+    """``(gpus, gpu_type, gpu_source, physical_gpus)`` of allocation rows: AllocTRES when the
+    input has it, else AllocGRES (``gpu:2``, ``gpu:tesla:2(IDX:0-1)``: Slurm before TRES, or a
+    site's ``-o``), else ReqTRES (what the job asked for: ``ReqTRES (requested)``); with none of
+    them the count is unknown (NaN, source ``none``), never 0. ``parsed``: field -> its
     :func:`_tres_gpus` when already known (or None)."""
     parsed = parsed or {}
     for name, src in (("AllocTRES", GPU_SOURCES[0]), ("AllocGRES", GPU_SOURCES[1]),
@@ -654,13 +659,16 @@ def _gpu_counts(c, parsed: dict | None = None) -> tuple[pd.Series, pd.Series, pd
         if col is None:
             continue
         if parsed.get(name) is not None:
-            gpus, gtype = parsed[name]["gpus"], parsed[name]["gpu_type"]
+            gpus, gtype, phys = parsed[name]["gpus"], parsed[name]["gpu_type"], parsed[name]["physical_gpus"]
         else:
-            gpus, gtype = P.gpus_from_tres(P.gres_as_tres(col) if name == "AllocGRES" else col)
+            col = P.gres_as_tres(col) if name == "AllocGRES" else col
+            gpus, gtype = P.gpus_from_tres(col)
+            phys = P.physical_gpus_from_tres(col)
         return gpus, gtype, pd.Series(pd.Categorical.from_codes(np.full(c.n, GPU_SOURCES.index(src), np.int8),
-                                                                GPU_SOURCES))
+                                                                GPU_SOURCES)), phys
     return (pd.Series(np.full(c.n, np.nan)), pd.Series([""] * c.n, dtype=object),
-            pd.Series(pd.Categorical.from_codes(np.full(c.n, 3, np.int8), GPU_SOURCES)))
+            pd.Series(pd.Categorical.from_codes(np.full(c.n, 3, np.int8), GPU_SOURCES)),
+            pd.Series(np.full(c.n, np.nan)))
 
 
 def _requested_gpus(req_tres, start: pd.Series, parsed: dict | None = None) -> pd.Series:
@@ -677,7 +685,7 @@ def _tres_gpus(tres, keys: dict | None = None) -> dict:
     """A TRES column (AllocTRES, ReqTRES) parsed once over its distinct values
     (:func:`~slurmkit.accounting.parse.dict_apply`) for all that is read from it:
     ``gpus`` and ``gpu_type`` (:func:`~slurmkit.accounting.parse.gpus_from_tres`),
-    ``negative`` (bool numpy, :func:`~slurmkit.accounting.parse.negative_gpus`) and the
+    ``physical_gpus`` (:func:`~slurmkit.accounting.parse.physical_gpus_from_tres`), ``negative`` (bool numpy, :func:`~slurmkit.accounting.parse.negative_gpus`) and the
     values of ``keys`` (:func:`~slurmkit.accounting.parse.tres_values`: ``None`` for a
     number, a unit for memory in MiB), float Series each; the same values as the parsers
     called one by one on the whole column."""
@@ -688,10 +696,12 @@ def _tres_gpus(tres, keys: dict | None = None) -> dict:
         gpus, gtype = P.gpus_from_tres(x)
         vals = P.tres_values(x, keys)
         return (gpus.to_numpy(float), gtype.array.__arrow_array__(),
-                P.negative_gpus(x).astype(np.float64), *(vals[k].to_numpy(float) for k in keys))
+                P.negative_gpus(x).astype(np.float64), P.physical_gpus_from_tres(x).to_numpy(float),
+                *(vals[k].to_numpy(float) for k in keys))
 
-    gpus, gtype, neg, *vals = P.dict_apply(a, one)
-    out = {"gpus": pd.Series(gpus), "gpu_type": P.str_series(gtype), "negative": neg > 0}
+    gpus, gtype, neg, phys, *vals = P.dict_apply(a, one)
+    out = {"gpus": pd.Series(gpus), "gpu_type": P.str_series(gtype), "negative": neg > 0,
+           "physical_gpus": pd.Series(phys)}
     out.update((k, pd.Series(v)) for k, v in zip(keys, vals))
     return out
 

@@ -421,6 +421,16 @@ def _gpu_count(v: str) -> float | None:
     return 0 if n is None else n
 
 
+def _physical(v: str) -> float | None:
+    """:func:`slurmkit.slurm.tres.physical_gpus` as a float, no ``gres/gpu`` entry read as 0 (as
+    :func:`_gpu_count`); an unknown MIG share, a negative or an unreadable count is None."""
+    try:
+        n = tres.physical_gpus(v)
+    except tres.TresError:
+        return None
+    return 0.0 if n is None else float(n)
+
+
 def _negative(v: str) -> float:
     try:
         tres.gpu_count(v)
@@ -440,6 +450,15 @@ def gpus_from_tres(s) -> tuple[pd.Series, pd.Series]:
     gpus = map_distinct(s, _gpu_count)
     gtype = map_distinct(s, tres.gpu_type, kind="str")
     return pd.Series(gpus, index=_index(s), dtype="float64"), str_series(gtype, _index(s))
+
+
+def physical_gpus_from_tres(s) -> pd.Series:
+    """AllocTRES -> physical GPUs (float): :func:`slurmkit.slurm.tres.physical_gpus` (each MIG
+    instance weighed by its share of the GPU: ``gres/gpu:a100_3g.20gb=1,gres/gpu=1`` -> 3/7),
+    once per distinct string. No ``gres/gpu`` entry -> 0 (as :func:`gpus_from_tres`); a MIG type
+    whose share is unknown (:class:`~slurmkit.slurm.tres.UnknownGpuShare`), a negative count or a
+    string that is not TRES -> NaN, unknown."""
+    return pd.Series(map_distinct(s, _physical), index=_index(s), dtype="float64")
 
 
 def _gres_tres(v: str) -> str:

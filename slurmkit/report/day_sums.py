@@ -281,7 +281,8 @@ def _sum_batch(con, cluster: str, batch: list[tuple[str, Path, object]]) -> dict
             "_fday", pa.array([P._epoch(f"{day}T00:00:00Z")] * t.num_rows, pa.float64())) for day, _, t in batch],
             promote_options="permissive")
         sub.register("p", plain)
-        sub.execute(f"""CREATE TEMP VIEW single AS SELECT '{P._q(cluster)}' AS sc, _fday AS fday, {P._COLUMNS},
+        sub.execute(f"""CREATE TEMP VIEW single AS SELECT '{P._q(cluster)}' AS sc, _fday AS fday,
+                               {P._columns(plain.column_names)},
                                TRY_CAST(key_id AS BIGINT) AS kn, 0::BIGINT AS jk FROM p""")
         sub.execute("CREATE TEMP VIEW several AS SELECT * FROM single WHERE false")
         sub.execute("CREATE TEMP TABLE multi_rows(rk BIGINT)")

@@ -291,7 +291,7 @@ def to_csv(view: pd.DataFrame) -> str:
 
 # --- job-size distribution ----------------------------------------------------------------
 
-#: GPU-count buckets of :func:`job_sizes` (inclusive bounds; fractional MIG weights round up).
+#: GPU-count buckets of :func:`job_sizes` (inclusive bounds) of ``gpus``, sreport's count: a MIG instance is one GPU.
 SIZE_GPU_BUCKETS = ((0, 0, "0"), (1, 1, "1"), (2, 4, "2-4"), (5, 8, "5-8"), (9, 16, "9-16"),
                     (17, 64, "17-64"), (65, math.inf, "65+"))
 #: Duration buckets of :func:`job_sizes`: ``[lo, hi)`` seconds of the job's run.

@@ -242,12 +242,32 @@ _COLUMNS = """cluster::VARCHAR AS cluster, key_id::VARCHAR AS key_id, state::VAR
     epoch_us(start::TIMESTAMPTZ) / 1e6 AS start, epoch_us("end"::TIMESTAMPTZ) / 1e6 AS "end",
     elapsed_s::DOUBLE AS elapsed_s, timelimit_s::DOUBLE AS timelimit_s, ncpus::DOUBLE AS ncpus,
     gpus::DOUBLE AS gpus, req_gpus::DOUBLE AS req_gpus, coalesce(pending_tasks, 0)::BIGINT AS pending_tasks,
-    epoch_us(pulled_at::TIMESTAMPTZ) AS pulled_us"""
+    epoch_us(pulled_at::TIMESTAMPTZ) AS pulled_us, physical_gpus::DOUBLE AS physical_gpus"""
+
+
+def _columns(names) -> str:
+    """:data:`_COLUMNS` for a day file (or table) whose columns are ``names``: a file written
+    before the frame had ``physical_gpus`` reads it as NULL (unknown, never 0)."""
+    if "physical_gpus" in names:
+        return _COLUMNS
+    return _COLUMNS.replace("physical_gpus::DOUBLE AS physical_gpus", "NULL::DOUBLE AS physical_gpus")
 
 
 #: SQL: the key ``kn`` is a number below 2**40 (the JobIDRaw of every Slurm; as
 #: :func:`~slurmkit.accounting.frame.identity_codes` reads keys as numbers).
 NUMERIC = "kn BETWEEN 0 AND 1099511627775"
+
+
+def _names(path) -> list[str]:
+    """The columns of Parquet file ``path`` (its footer only); a file pyarrow cannot read is
+    taken to have every column: reading it then fails as any unreadable day file does
+    (:func:`store_read_error`)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_schema(path).names
+    except (OSError, ValueError):   # (pyarrow's ArrowInvalid is a ValueError)
+        return ["physical_gpus"]
 
 
 def _load_rows(con, files: dict[str, list[tuple]], flags: dict[str, tuple[bool, bool]] | None = None) -> None:
@@ -283,7 +303,8 @@ def _load_rows(con, files: dict[str, list[tuple]], flags: dict[str, tuple[bool, 
         for day, path, *runs in fs:
             d0 = _epoch(f"{day}T00:00:00Z")
             head = f"""SELECT {fi} AS fi, file_row_number AS fr, '{_q(sc)}' AS sc, {ci << 40} AS sck,
-                       {d0!r}::DOUBLE AS fday, {_COLUMNS} FROM read_parquet('{_q(path)}', file_row_number = true)"""
+                       {d0!r}::DOUBLE AS fday, {_columns(_names(path))}
+                       FROM read_parquet('{_q(path)}', file_row_number = true)"""
             if runs:
                 # (a summed day: its compared rows, and its direct rows apart: row groups;
                 # a run with no row is not read at all)
@@ -472,6 +493,7 @@ def _row_columns() -> str:
     return f"""wid, prim, CASE WHEN multi THEN jid END AS jid, multi, state, "user", account, partition, qos, {gtype}, gpus, ncpus, gpu_source,
            eligible, ran, waiting, provisional,
            gpus * in_window_s / 3600.0 AS gpu_hours,
+           physical_gpus * in_window_s / 3600.0 AS physical_gpu_hours, physical_gpus,
            ncpus * in_window_s / 3600.0 AS cpu_hours,
            state IN ({waste}) AS waste_state,
            CASE WHEN ran AND start >= ws AND start < we AND coalesce(eligible, submit) IS NOT NULL
@@ -537,7 +559,7 @@ def _fetch(con, sql: str) -> pd.DataFrame:
 _FLAGS = {"prim": "prim", "run": "run", "never": "never", "multi": "multi", "requeued": "requeued", "last_run": "last_run",
           "provisional": "provisional", "gp": "coalesce(gpus > 0, false)", "gt": "coalesce(gpus > 0, true)",
           "req_src": f"coalesce(gpu_source = '{REQUESTED}', false)", "gpus_null": "gpus IS NULL",
-          "ncpus_null": "ncpus IS NULL", "elig": "eligible IS NOT NULL"}
+          "ncpus_null": "ncpus IS NULL", "elig": "eligible IS NOT NULL", "phys_null": "physical_gpus IS NULL"}
 #: The dimensions of the group tables (name -> columns of ``rw``) and those of few values.
 _DIMS = {"user": '"user"', "account": "account", "partition": "partition", "qos": "qos",
          "gpu_type": "gpu_type", "state": "state", "size": "sg, sd"}
@@ -551,8 +573,8 @@ def fine0_sql() -> str:
     ``(fl, partition, qos, gpu_type, state, sg, sd)`` (their tables are rolled up from it, a
     small table), and the queue wait's ``(wid, multi, partition, gpu_bucket, wq)``: the waits
     counted per value, a few hundred thousand rows where the runs are millions. ``dim`` names
-    the set; ``nrows``, ``gh``, ``ch``, ``wh``, ``ph``: rows, GPU-, CPU-, wasted and
-    provisional GPU-hours. Every figure adds up over rows, so tables of this shape from
+    the set; ``nrows``, ``gh``, ``ch``, ``wh``, ``ph``, ``pgh``: rows, GPU-, CPU-, wasted,
+    provisional and physical GPU-hours. Every figure adds up over rows, so tables of this shape from
     disjoint rows are merged by stacking them (:func:`_add_day_sums`)."""
     nb = len(_FLAGS)
     packed = f"wid * {1 << nb} + " + " + ".join(f"CASE WHEN {e} THEN {1 << i} ELSE 0 END"
@@ -562,9 +584,11 @@ def fine0_sql() -> str:
                gpu_type, state, sg, sd, gpu_bucket, wq,
                CASE WHEN GROUPING(wq) = 0 THEN 'wait' WHEN GROUPING("user") = 0 THEN 'user'
                     WHEN GROUPING(account) = 0 THEN 'account' ELSE 'few' END AS dim,
-               count(*) AS nrows, sum(gpu_hours) AS gh, sum(cpu_hours) AS ch, sum(waste) AS wh, sum(prov) AS ph
+               count(*) AS nrows, sum(gpu_hours) AS gh, sum(cpu_hours) AS ch, sum(waste) AS wh, sum(prov) AS ph,
+               sum(physical_gpu_hours) AS pgh
         FROM (SELECT {packed} AS fl, wid, multi, "user", account, partition, qos, gpu_type, state, sg, sd,
-                     gpu_hours, cpu_hours, waste, prov, gpu_bucket, CASE WHEN run THEN wait_s END AS wq
+                     gpu_hours, cpu_hours, waste, prov, physical_gpu_hours, gpu_bucket,
+                     CASE WHEN run THEN wait_s END AS wq
               FROM rw WHERE run OR never)
         GROUP BY GROUPING SETS ((fl, "user"), (fl, account), (fl, {", ".join(_DIMS[d] for d in _FEW)}),
                                 (wid, multi, partition, gpu_bucket, wq))"""
@@ -582,7 +606,8 @@ def _add_day_sums(con, sums: list[tuple[str, list[int]]]) -> None:
     # (the groups of the days of one window merged: a day's sums hold a group per wait value)
     keys = "fl, wid, wmulti, \"user\", account, partition, qos, gpu_type, state, sg, sd, gpu_bucket, wq, dim"
     con.execute(f"""INSERT INTO fine0 BY NAME
-        SELECT {keys}, sum(nrows)::BIGINT AS nrows, sum(gh) AS gh, sum(ch) AS ch, sum(wh) AS wh, sum(ph) AS ph FROM (
+        SELECT {keys}, sum(nrows)::BIGINT AS nrows, sum(gh) AS gh, sum(ch) AS ch, sum(wh) AS wh, sum(ph) AS ph,
+               sum(pgh) AS pgh FROM (
         SELECT s.* EXCLUDE (filename, wid, fl),
                CASE WHEN s.fl IS NULL THEN NULL ELSE (s.fl & {(1 << nb) - 1}) + m.wid * {1 << nb} END AS fl,
                CASE WHEN s.wid IS NULL THEN NULL ELSE m.wid END AS wid
@@ -745,7 +770,8 @@ def _fine_tables(con, rollup: dict | None, sums: list | None) -> None:
         SELECT * FROM fine0 WHERE dim <> 'few'
         UNION ALL BY NAME
         SELECT fl, partition, qos, gpu_type, state, sg, sd, CASE {which} END AS dim,
-               sum(nrows)::BIGINT AS nrows, sum(gh) AS gh, sum(ch) AS ch, sum(wh) AS wh, sum(ph) AS ph
+               sum(nrows)::BIGINT AS nrows, sum(gh) AS gh, sum(ch) AS ch, sum(wh) AS wh, sum(ph) AS ph,
+               sum(pgh) AS pgh
         FROM fine0 WHERE dim = 'few'
         GROUP BY GROUPING SETS ({", ".join(f"(fl, {dims[d]})" for d in few)}))""")
     # the periods' rows with one row in the store: their parts' (hours add up; a row in
@@ -778,13 +804,16 @@ def _group_figures(con):
     for sfx, cond in (("", "run"), ("_g", "run AND gp"), ("_t", "run AND gt")):
         aggs.append(f"""{n(f"{cond} AND NOT multi")} AS jobs{sfx}, {n(cond)} AS n{sfx},
            sum(gh) FILTER (WHERE {cond}) AS gpu_hours{sfx}, sum(ch) FILTER (WHERE {cond}) AS cpu_hours{sfx},
-           sum(wh) FILTER (WHERE {cond}) AS wasted{sfx}, sum(ph) FILTER (WHERE {cond}) AS prov{sfx}""")
+           sum(wh) FILTER (WHERE {cond}) AS wasted{sfx}, sum(ph) FILTER (WHERE {cond}) AS prov{sfx},
+           sum(pgh) FILTER (WHERE {cond}) AS physical{sfx}""")
     # (a sum over groups all of whose figures are unknown stays unknown: SQL's sum of NULLs)
     figures = f"""{", ".join(aggs)},
         {n("run AND NOT multi AND provisional")} AS provisional_jobs, {n("run AND requeued")} AS requeued_attempts,
         {n("run AND last_run")} AS last_runs, {n("run AND NOT gpus_null")} AS gpus_known,
         {n("run AND NOT ncpus_null")} AS ncpus_known, sum(gh) FILTER (WHERE run AND req_src) AS gpu_hours_from_request,
-        {n("run AND gpus_null")} AS allocation_rows_gpus_unknown, coalesce(bool_or(elig) FILTER (WHERE run), false) AS elig,
+        {n("run AND gpus_null")} AS allocation_rows_gpus_unknown,
+        {n("run AND NOT gpus_null AND phys_null")} AS allocation_rows_physical_unknown,
+        {n("run AND gp AND NOT phys_null")} AS physical_known_g, coalesce(bool_or(elig) FILTER (WHERE run), false) AS elig,
         {n("never AND NOT multi")} AS never_rows"""
     # each grouping set from its dimension's rows of ``fine`` (the whole window, the outcome
     # lines and the cancelled-before-start states from the state rows)
@@ -839,7 +868,11 @@ def _fill_totals(a, per: dict) -> None:
                        "cpu_hours": None if "cpu_hours" in unknown else _zero(r["cpu_hours"]),
                        "wasted_gpu_hours": g(r["wasted"]), "provisional_jobs": int(r["provisional_jobs"]),
                        "provisional_gpu_hours": g(r["prov"]), "gpu_hours_from_request": g(r["gpu_hours_from_request"]),
-                       "allocation_rows_gpus_unknown": int(r["allocation_rows_gpus_unknown"])}
+                       "allocation_rows_gpus_unknown": int(r["allocation_rows_gpus_unknown"]),
+                       # (as weekly.physical_totals: unknown when rows with GPUs have none known)
+                       "physical_gpu_hours": None if "gpu_hours" in unknown or (r["n_g"] and not r["physical_known_g"])
+                       else _zero(r["physical"]),
+                       "allocation_rows_physical_unknown": int(r["allocation_rows_physical_unknown"])}
 
 
 def _fill_groups(a, per: dict) -> None:
@@ -851,7 +884,8 @@ def _fill_groups(a, per: dict) -> None:
         t = a[a[f"is_{col}"] & (a[f"n{sfx}"] > 0) & a[col].notna()]
         rows = [{col: r[col], "jobs": int(r[f"jobs{sfx}"]), "gpu_hours": _num(r[f"gpu_hours{sfx}"]),
                  "cpu_hours": _num(r[f"cpu_hours{sfx}"]), "wasted_gpu_hours": _num(r[f"wasted{sfx}"]),
-                 "provisional_gpu_hours": _num(r[f"prov{sfx}"]), "_wid": r["wid"]}
+                 "provisional_gpu_hours": _num(r[f"prov{sfx}"]), "physical_gpu_hours": _num(r[f"physical{sfx}"]),
+                 "_wid": r["wid"]}
                 for r in t.to_dict("records")]
         # largest GPU-hours first, then CPU-hours (unknown last), then the name
         rows.sort(key=lambda d: (d["gpu_hours"] is None, -(d["gpu_hours"] or 0.0),
@@ -943,7 +977,8 @@ def _empty_window() -> dict:
     return {"totals": {"jobs": 0, "gpu_jobs": 0, "allocation_rows": 0, "requeued_attempts": 0,
                        "gpu_hours": 0.0, "cpu_hours": 0.0, "wasted_gpu_hours": 0.0,
                        "provisional_jobs": 0, "provisional_gpu_hours": 0.0,
-                       "gpu_hours_from_request": 0.0, "allocation_rows_gpus_unknown": 0},
+                       "gpu_hours_from_request": 0.0, "allocation_rows_gpus_unknown": 0,
+                       "physical_gpu_hours": 0.0, "allocation_rows_physical_unknown": 0},
             "unknown": {}, **{k: [] for k, _ in GROUPS}, "outcomes": [],
             "queue_wait": {"all": {"n": 0, **{k: None for k, _ in _QUANTILES}}, "by_partition_gpus": [],
                            "from": "Submit", "bins": list(WAIT_BIN_LABELS), "histogram": [0] * len(WAIT_BIN_LABELS)},
@@ -1217,7 +1252,7 @@ def _parts(report: dict) -> list[tuple[str, str, dict]]:
 
 
 #: Each CSV's header (written also when the table has no row: a file of 0 bytes is no CSV).
-_GROUP_COLUMNS = ["jobs", "gpu_hours", "cpu_hours", "wasted_gpu_hours", "provisional_gpu_hours"]
+_GROUP_COLUMNS = ["jobs", "gpu_hours", "cpu_hours", "wasted_gpu_hours", "provisional_gpu_hours", "physical_gpu_hours"]
 _QW_COLUMNS = ["n"] + [k for k, _ in _QUANTILES]
 HEADERS = {**{f"{key}.csv": ["cluster", "part", col, *_GROUP_COLUMNS] for key, col in GROUPS},
            "outcomes.csv": ["cluster", "part", "state", "jobs", "attempts", "rows", "gpu_hours", "wasted_gpu_hours"],
@@ -1276,7 +1311,8 @@ def render_markdown(report: dict) -> str:
                 if st.get("days_future") else ""), ""]
     if st.get("time_zones"):
         lines += [f"Times of the captures read in: {time_zone_text(st['time_zones'])}.", ""]
-    cols = ["jobs", "gpu_jobs", "gpu_hours", "cpu_hours", "wasted_gpu_hours", "provisional_gpu_hours"]
+    cols = ["jobs", "gpu_jobs", "gpu_hours", "cpu_hours", "wasted_gpu_hours", "provisional_gpu_hours",
+            "physical_gpu_hours"]
     lines += ["## Totals", "", "| cluster | part | days stored | " + " | ".join(cols) + " |",
               "|---" * (len(cols) + 3) + "|"]
     for c, label, s in _parts(report):
@@ -1295,9 +1331,9 @@ def render_markdown(report: dict) -> str:
         if not report[key]:
             lines += [empty_group_text(report, key)]
             continue
-        lines += [f"| {title} | jobs | GPU-h | CPU-h | wasted GPU-h |", "|---|---|---|---|---|"]
+        lines += [f"| {title} | jobs | GPU-h | CPU-h | wasted GPU-h | physical GPU-h |", "|---|---|---|---|---|---|"]
         lines += [f"| {name(g[col])} | {g['jobs']} | {f(g['gpu_hours'])} | {f(g['cpu_hours'])} | "
-                  f"{f(g['wasted_gpu_hours'])} |" for g in report[key]]
+                  f"{f(g['wasted_gpu_hours'])} | {f(g.get('physical_gpu_hours'))} |" for g in report[key]]
     lines += ["", "## Outcomes", ""]
     if report["outcomes"]:
         lines += ["| state | jobs | attempts | GPU-h | wasted GPU-h |", "|---|---|---|---|---|"]

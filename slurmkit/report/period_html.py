@@ -17,7 +17,8 @@ import base64
 
 from slurmkit.report import period_plots as pp
 from slurmkit.report.period_text import empty_group_text, queue_wait_text, time_zone_text
-from slurmkit.report.render import _GROUPS, dur, fmt, job_sizes_table, known, outcome_label, unknown_lines
+from slurmkit.report.render import (_GROUPS, dur, fmt, job_sizes_table, known, outcome_label, physical_text,
+                                     unknown_lines)
 
 #: The group tables' rows shown in the page (the rest are in the JSON and the CSV).
 LIMIT = 25
@@ -158,7 +159,8 @@ def to_html(report: dict, limit: int = LIMIT, top: int = TOP) -> str:
         empty_group=empty_group_text, queue_wait_text=queue_wait_text, dur=dur, outcome_label=outcome_label, unknown_lines=unknown_lines(report),
         known=lambda sec, key, x: known(sec, key, x), short=pp.short_label, version=__version__,
         n_days=len(pp.part_days(report["period"])), missing=missing_text(report),
-        pcov=pp.coverage({**report, "breakdown": [report["period"]]})[0])
+        pcov=pp.coverage({**report, "breakdown": [report["period"]]})[0],
+        physical="" if report.get("not_in_store") else physical_text(report.get("totals") or {}))
 
 
 __all__ = ["to_html", "about_rows", "part_rows", "matrix", "title"]

@@ -269,7 +269,8 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     report, allocs = build_report(rows, dq, window, assumptions, spool_df, capacity_gpus=cap,
                                   now=now, cluster=opts.cluster or "", horizon=horizon,
                                   source=",".join(map(str, opts.captures)) if opts.captures else "sacct",
-                                  capacity_source=cap_source, running_elapsed=bool(opts.captures), **live)
+                                  capacity_source=cap_source, running_elapsed=bool(opts.captures),
+                                  gpu_nodes=_gpu_nodes(opts), **live)
     if spool_problems:
         report["spool_problems"] = spool_problems[:200]
     report["inputs"] = inputs_record(opts, window, captured_inputs if opts.captures else None)
@@ -321,6 +322,17 @@ def _capacity(opts: WeeklyOptions) -> tuple[float | None, str | None]:
         cap = float(sum(gpus_per_node_profile(opts.profile).values())) or None
         cap_source = "site profile (each partition's node type's GPUs)" if cap else None
     return cap, cap_source
+
+
+def _gpu_nodes(opts: WeeklyOptions) -> dict[str, int] | None:
+    """Node -> GPUs of the site profile's node types (a job on a GPU node without gres/gpu in
+    its AllocTRES has unknown GPUs, :func:`slurmkit.report.usage.untracked_gpus`); None
+    without a profile."""
+    if opts.profile is None:
+        return None
+    from slurmkit.report.capacity import gpus_per_node_profile
+
+    return gpus_per_node_profile(opts.profile)
 
 
 def _prometheus_figures(opts: WeeklyOptions, spool_df, rows, window, warn: Callable[[str], None]):
@@ -944,7 +956,7 @@ def _live(opts: WeeklyOptions, window: Window, assumptions, spool_df, now, cap, 
         if store.has_days(pdays):
             prows, pdq = store.load(pdays)
             if len(prows):
-                prep, _ = build_report(prows, pdq, prev, assumptions, spool_df, now=now)
+                prep, _ = build_report(prows, pdq, prev, assumptions, spool_df, now=now, gpu_nodes=_gpu_nodes(opts))
                 previous = prep["totals"]
     down, downtime = None, None
     try:

@@ -133,6 +133,23 @@ def requested_note(report: dict) -> str:
     return f"{fmt(req)} of them requested: rows without AllocTRES/AllocGRES"
 
 
+def physical_text(t: dict) -> str:
+    """The physical GPU-hours line of a report's ``totals`` (weekly or a period's window): MIG
+    instances weighed by their share of the GPU beside the GPU-hours, which count an instance
+    as one GPU as sreport does; "" when the totals have no physical figure."""
+    if "physical_gpu_hours" not in t:
+        return ""
+    ph, gh = t["physical_gpu_hours"], t.get("gpu_hours")
+    if ph is None:
+        head = "Physical GPU-hours unknown (no allocation with GPUs has a known share of its GPU)"
+    else:
+        head = (f"Physical GPU-hours {fmt(ph)}: MIG instances weighed by their share of the GPU (compute slices, "
+                f"a 3g instance of an A100 is 3/7); the GPU-hours ({_or_unknown(gh)}) count an instance as one GPU, "
+                "as sreport does")
+    n = t.get("allocation_rows_physical_unknown") or 0
+    return head + (f"; {n} allocation row(s) with GPUs whose share of a GPU is not known are not in it" if n else "") + "."
+
+
 def gpu_h_header(report: dict, base: str = "GPU-hours") -> str:
     """A table header of GPU-hours, marked "(requested)" when they all come from ReqTRES and
     "(some requested)" when part of them do (:func:`requested_note`)."""
@@ -466,7 +483,7 @@ def to_html(report: dict, limit: int = 25) -> str:
         unknown_lines=unknown_lines(report), about=about_rows(report), backlog=backlog_text(report["totals"]), downtime=downtime_text(report), trends=trends_text(report.get("trends")),
         trend_tables=trend_tables(report["trends"]) if report.get("trends") else [],
         job_sizes=job_sizes_table(report.get("job_sizes")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")),
-        denominators=denominators_text(report), breakdown_rows=breakdown_rows(report), account_rows=account_rows(report), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
+        denominators=denominators_text(report), breakdown_rows=breakdown_rows(report), account_rows=account_rows(report), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]), physical=physical_text(report["totals"]),
         groups=_GROUPS, energy_sources=REPORTED_SOURCES, limit=limit, version=__version__, policy_note=POLICY_NOTE,
         requested=requested_note(report), gh_head=gpu_h_header(report), wh_head=gpu_h_header(report, "wasted GPU-h"),
         yes_no=yes_no, assumption=assumption_text, rejected=rejected_text(report["data_quality"]), util_pct=_util_pct, empty_group=lambda key: empty_group_text(report, key))
@@ -653,6 +670,7 @@ def _md_head(r: dict) -> list[str]:
                          f"{known(r, 'gpu_hours', t['cost_total']) if t['cost_total'] is None else fmt(t['cost_total'])} {t['currency']}".strip(),
                          t["pending_jobs"] + t["pending_array_tasks"], _or_unknown(t.get("pending_gpu_hours_requested"))]]), "",
              *([f"GPU-hours {fmt(t['gpu_hours'])} ({requested_note(r)}).", ""] if requested_note(r) else []),
+             *([physical_text(t), ""] if physical_text(t) else []),
              *([f"Energy: {ENERGY_UNKNOWN}.", ""] if not energy_known(r) else []),
              *([*unknown_lines(r), ""] if r.get("unknown") else []),
              *([no_energy_text(t), ""] if no_energy_text(t) else []),
@@ -670,12 +688,12 @@ def _md_groups(r: dict, limit: int) -> list[str]:
             lines += [f"## By {name}", "", empty_group_text(r, key), ""]
             continue
         lines += [f"## By {name}", "", _md_table(
-            [name, "jobs", gpu_h_header(r), "CPU-hours", "kWh", gpu_h_header(r, "wasted GPU-h")],
+            [name, "jobs", gpu_h_header(r), "CPU-hours", "kWh", gpu_h_header(r, "wasted GPU-h"), "physical GPU-h"],
             [[_md_text(g[col]) or "(none)", g["jobs"],
               known(r, "gpu_hours", g["gpu_hours"]) + ("*" if g.get("provisional_gpu_hours") else ""),
               known(r, "cpu_hours", g["cpu_hours"]),
               fmt(g["energy_kwh"]) if energy_known(r) and g["energy_kwh"] is not None else "unknown",
-              known(r, "gpu_hours", g["wasted_gpu_hours"])]
+              known(r, "gpu_hours", g["wasted_gpu_hours"]), _or_unknown(g.get("physical_gpu_hours"))]
              for g in r[key][:limit]]), ""]
     return lines
 
@@ -760,7 +778,8 @@ def to_markdown(report: dict, limit: int = 25) -> str:
 _POLICY_COLUMNS = ["policy", "jobs", "gpu_hours", "measured_gpu_hours", "energy_kwh", "kwh_per_gpu_hour"]
 #: data_quality.csv's header (the fields of a listed problem), also when none was listed.
 _PROBLEM_COLUMNS = [f.name for f in dataclasses.fields(Problem)]
-_GROUP_COLUMNS = ["jobs", "gpu_hours", "cpu_hours", "energy_kwh", "wasted_gpu_hours", "provisional_gpu_hours"]
+_GROUP_COLUMNS = ["jobs", "gpu_hours", "cpu_hours", "energy_kwh", "wasted_gpu_hours", "provisional_gpu_hours",
+                  "physical_gpu_hours"]
 
 
 def csv_headers() -> dict[str, list[str]]:

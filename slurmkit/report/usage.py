@@ -9,6 +9,14 @@ row per attempt; ``jobs`` counts distinct ``(cluster, key_id)``) with
 - ``in_window_s``: ``run_s`` scaled by the share of [Start, End) inside the window
   (a running job's End is ``now``, at most Start + Timelimit: :func:`end_or_now`)
 - ``gpu_hours`` = gpus × in_window_s / 3600, ``cpu_hours`` = NCPUS × in_window_s / 3600
+- ``physical_gpu_hours`` = physical_gpus × in_window_s / 3600: a MIG instance weighed by its
+  share of the GPU (:func:`slurmkit.slurm.tres.physical_gpus`); ``gpu_hours`` counts an
+  instance as one GPU, as sreport does. NaN where the share is unknown, or the rows come from
+  a store day written before the frame had ``physical_gpus``
+- with ``gpu_nodes`` (node -> GPUs, the site profile's): a job whose AllocTRES has no
+  ``gres/gpu`` but which ran on a node with GPUs, of a cluster no job of which in the input has
+  ``gres/gpu`` in its AllocTRES, has ``gpus`` unknown (NaN), not 0: Slurm did not track
+  gres/gpu (:func:`untracked_gpus`, :data:`GPU_UNTRACKED`, listed in the data quality)
 - ``wasted``: bool, outcome wastes its GPU-hours (:data:`WASTE_STATES`, or a requeued attempt)
 - ``final_attempt`` / ``requeued_attempt``: the job's last attempt (by Start) / an earlier one
 - ``started``: the row started (:func:`started`: Start set, not after End, not a held job's
@@ -37,6 +45,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from slurmkit import hostlist
 from slurmkit.accounting.quality import MAX_LISTED, OUTSIDE_WINDOW, DataQuality
 
 #: Outcomes whose GPU-hours are waste. REQUEUED rows are earlier attempts of a requeued job.
@@ -47,6 +56,11 @@ WASTE_STATES = ("FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", 
 GPU_UTIL_OVER = "GPU utilization over 100 % (capped at 100 %)"
 
 GPU_BUCKETS = [(0, 0, "0"), (1, 1, "1"), (2, 4, "2-4"), (5, 8, "5-8"), (9, np.inf, "9+")]
+
+#: Data-quality reason of a job on a GPU node whose AllocTRES has no gres/gpu (GPUs unknown).
+GPU_UNTRACKED = ("no gres/gpu in AllocTRES on a GPU node: Slurm did not track gres/gpu for this job "
+                 "(no job of its cluster in the input has gres/gpu in AllocTRES: AccountingStorageTRES without "
+                 "gres/gpu?); its GPUs are unknown, not 0")
 
 
 #: The GPU bucket of a job whose GPU count the input does not give (no AllocTRES, AllocGRES or
@@ -377,7 +391,8 @@ def _attempts(allocs: pd.DataFrame, start, end) -> None:
 
 
 def allocations(rows, start, end, dq: DataQuality, now=None,
-                source: str = "", untimed: bool = False, running_elapsed: bool = False) -> pd.DataFrame:
+                source: str = "", untimed: bool = False, running_elapsed: bool = False,
+                gpu_nodes: dict | None = None) -> pd.DataFrame:
     """Allocation rows of ``rows`` (a :class:`~slurmkit.accounting.frame.JobRows`) in
     ``[start, end)`` (aware UTC timestamps) with the usage columns of the module docstring.
     Records unused rows in ``dq`` (so ``dq.rows_counted`` is exactly the rows used). ``now``:
@@ -388,7 +403,8 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     per-job view, :mod:`slurmkit.report.jobs`). ``running_elapsed``: a running job runs its
     ElapsedRaw / Elapsed (what sacct measured when the capture was taken; when over 0, and never
     past ``now`` or Start + Timelimit) rather than Start -> ``now``: for captures, whose
-    ``now`` is the capture time; live rows come from a pull made before ``now``."""
+    ``now`` is the capture time; live rows come from a pull made before ``now``. ``gpu_nodes``:
+    node -> GPUs (the site profile's), for :func:`untracked_gpus`; None: not known."""
     start, end = utc(start), utc(end)
     now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
     # one integer code per allocation identity (cluster, key_id), shared by its steps
@@ -413,7 +429,14 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     agg = _step_usage(spos, steps, step_in, len(keep_a))
     for name, arr in agg.items():
         allocs[name] = arr[kept]
+    if gpu_nodes:
+        if "physical_gpus" in allocs:   # (a column of the shared frame: set on a copy)
+            allocs["physical_gpus"] = allocs["physical_gpus"].copy()
+        allocs["gpus"] = allocs["gpus"].copy()
+        untracked_gpus(allocs, gpu_nodes, dq, source, tracked_clusters(rows.allocs))
     allocs["gpu_hours"] = allocs["gpus"] * allocs["in_window_s"] / 3600.0
+    phys = allocs["physical_gpus"] if "physical_gpus" in allocs else np.nan
+    allocs["physical_gpu_hours"] = phys * allocs["in_window_s"] / 3600.0
     # NCPUS not in the input: unknown (NaN), not 0
     allocs["cpu_hours"] = allocs["ncpus"] * allocs["in_window_s"] / 3600.0
     _attempts(allocs, start, end)
@@ -425,6 +448,55 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     allocs["cpu_eff"] = (cpu_s / denom).where(denom > 0)
     allocs["mem_eff"] = (allocs["step_mem_mib"] / allocs["alloc_mem_mib"]).where(allocs["alloc_mem_mib"] > 0)
     return allocs.reset_index(drop=True)
+
+
+def tracked_clusters(allocs: pd.DataFrame) -> set[str]:
+    """The clusters (sacct's Cluster) of which some allocation row has GPUs in its AllocTRES
+    (``gpu_source`` AllocTRES, ``gpus`` > 0): Slurm tracked gres/gpu there
+    (AccountingStorageTRES), so a job of theirs without ``gres/gpu`` had no GPU."""
+    if not len(allocs) or "gpu_source" not in allocs:
+        return set()
+    hit = (allocs["gpu_source"].astype(str) == "AllocTRES") & (allocs["gpus"] > 0)
+    col = allocs["cluster"] if "cluster" in allocs else pd.Series("", index=allocs.index)
+    return {str(c) for c in col[hit].astype(object).unique()}
+
+
+def untracked_gpus(allocs: pd.DataFrame, gpu_nodes: dict, dq: DataQuality, source: str = "",
+                   tracked: set[str] | None = None) -> np.ndarray:
+    """Mark unknown (NaN ``gpus`` and ``physical_gpus``, in place) the rows whose GPU count is 0
+    because their AllocTRES has no ``gres/gpu`` (``gpu_source`` AllocTRES) while one of their
+    nodes (NodeList, :func:`slurmkit.hostlist.expand_nodelist`) has GPUs in ``gpu_nodes`` (node ->
+    GPUs: the site profile's node types, :func:`slurmkit.report.capacity.gpus_per_node_profile`)
+    and their cluster is not in ``tracked`` (:func:`tracked_clusters` of the whole input: where
+    another job shows gres/gpu in its AllocTRES, Slurm tracked it, and a job without it asked
+    for no GPU: a CPU job on a GPU node, 0 GPUs). Slurm did not track gres/gpu for such a job;
+    0 GPU-hours would hide it. Each row is listed in ``dq`` (:data:`GPU_UNTRACKED`, by JobID and
+    nodes). Returns the rows' mask (bool numpy)."""
+    n = len(allocs)
+    if not n or not gpu_nodes or "nodelist" not in allocs:
+        return np.zeros(n, bool)
+    zero = (allocs["gpus"] == 0).to_numpy(bool, copy=True)
+    if "gpu_source" in allocs:
+        zero = zero & (allocs["gpu_source"].astype(str) == "AllocTRES").to_numpy(bool)
+    if tracked and "cluster" in allocs:
+        zero = zero & ~allocs["cluster"].astype(object).astype(str).isin(tracked).to_numpy(bool)
+    if not zero.any():
+        return zero
+    on_gpu = {}
+    for nl in allocs.loc[zero, "nodelist"].dropna().unique():
+        try:
+            on_gpu[nl] = any(gpu_nodes.get(x, 0) > 0 for x in hostlist.expand_nodelist(str(nl)))
+        except hostlist.BadHostlist:
+            on_gpu[nl] = False
+    hit = zero & allocs["nodelist"].astype(object).map(lambda v: on_gpu.get(v, False)).to_numpy(bool)
+    if hit.any():
+        allocs.loc[hit, "gpus"] = np.nan
+        if "physical_gpus" in allocs:
+            allocs.loc[hit, "physical_gpus"] = np.nan
+        rows = allocs.loc[hit, ["job_id", "nodelist"]]
+        for i, (jid, nl) in enumerate(zip(rows["job_id"], rows["nodelist"])):
+            dq.repair(GPU_UNTRACKED, source or "sacct" if i < MAX_LISTED else "", None, f"JobID {jid} on {nl}")
+    return hit
 
 
 def epoch_s(t: pd.Series) -> np.ndarray:

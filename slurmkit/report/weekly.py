@@ -61,9 +61,11 @@ def _distinct_per_group(codes: np.ndarray, job_code: np.ndarray, n: int) -> np.n
 
 
 def _group(a: pd.DataFrame, col: str, name: str, mask=None) -> list[dict]:
-    """Per value of ``col`` (rows in ``mask`` only): distinct jobs, GPU-, CPU-hours, kWh and
-    wasted GPU-hours, largest GPU-hours first."""
-    cols = [col, "gpu_hours", "cpu_hours", "energy_kwh", "waste_gpu_hours", "provisional_gpu_hours"]
+    """Per value of ``col`` (rows in ``mask`` only): distinct jobs, GPU-, CPU-hours, kWh,
+    wasted GPU-hours and physical GPU-hours (MIG instances weighed by their share of the GPU;
+    None when no row of the group has them), largest GPU-hours first."""
+    cols = [col, "gpu_hours", "cpu_hours", "energy_kwh", "waste_gpu_hours", "provisional_gpu_hours",
+            "physical_gpu_hours"]
     sel = a.loc[mask, cols + ["job_code"]] if mask is not None else a[cols + ["job_code"]]
     if sel.empty:
         return []
@@ -77,9 +79,10 @@ def _group(a: pd.DataFrame, col: str, name: str, mask=None) -> list[dict]:
     t[col] = np.asarray(uniq)[t.index]
     t = t.sort_values(["gpu_hours", "cpu_hours", col], ascending=[False, False, True])
     return [{name: k, "jobs": int(j), "gpu_hours": _num(g), "cpu_hours": _num(c), "energy_kwh": _num(e),
-             "wasted_gpu_hours": _num(w), "provisional_gpu_hours": _num(p)}
-            for k, j, g, c, e, w, p in zip(t[col], t["jobs"], t["gpu_hours"], t["cpu_hours"],
-                                           t["energy_kwh"], t["waste_gpu_hours"], t["provisional_gpu_hours"])]
+             "wasted_gpu_hours": _num(w), "provisional_gpu_hours": _num(p), "physical_gpu_hours": _num(ph)}
+            for k, j, g, c, e, w, p, ph in zip(t[col], t["jobs"], t["gpu_hours"], t["cpu_hours"],
+                                               t["energy_kwh"], t["waste_gpu_hours"], t["provisional_gpu_hours"],
+                                               t["physical_gpu_hours"])]
 
 
 #: The GPU type of GPUs counted without a type (``gres/gpu=4``), and of jobs whose GPU count the
@@ -318,6 +321,22 @@ def unknown_figures(runs: pd.DataFrame, capacity_gpus) -> dict:
     return out
 
 
+def physical_totals(runs: pd.DataFrame, gpu_known: bool = True) -> dict:
+    """``{"physical_gpu_hours", "allocation_rows_physical_unknown"}`` of the allocations that
+    ran: their ``physical_gpu_hours`` summed (MIG instances weighed by their share of the GPU,
+    :func:`slurmkit.slurm.tres.physical_gpus`; beside ``gpu_hours``, which counts an instance as
+    one GPU, as sreport does) and the rows with a GPU count but no physical one (a MIG share not
+    known, a store day written before the frame had it): their physical GPU-hours are not in
+    the sum. ``physical_gpu_hours`` is None when the GPU-hours are unknown, or when rows with
+    GPUs have none known."""
+    phys = runs["physical_gpu_hours"] if "physical_gpu_hours" in runs else pd.Series(np.nan, index=runs.index)
+    missing = runs["gpus"].notna() & phys.isna()
+    gpu_rows = runs["gpus"].fillna(0) > 0
+    known = gpu_known and not (gpu_rows.any() and phys[gpu_rows].isna().all())
+    return {"physical_gpu_hours": _num(float(phys.sum())) if known else None,
+            "allocation_rows_physical_unknown": int(missing.sum())}
+
+
 def _totals(runs: pd.DataFrame, queue: dict, backlog: int, pending_jobs: int, spool_unmatched: int,
             assumptions: E.Assumptions, unknown: dict | None = None) -> tuple[dict, dict]:
     """``(totals, jobs per energy source)`` over the allocations that ran (``runs``): jobs,
@@ -348,6 +367,7 @@ def _totals(runs: pd.DataFrame, queue: dict, backlog: int, pending_jobs: int, sp
         "gpu_hours_from_request": g(runs.loc[runs["gpu_source"] == "ReqTRES (requested)", "gpu_hours"].sum())
         if "gpu_source" in runs else None,
         "allocation_rows_gpus_unknown": int(runs["gpus"].isna().sum()),
+        **physical_totals(runs, gpu_known),
         "spool_records_unmatched": spool_unmatched,
         "wasted_gpu_hours": g(runs["waste_gpu_hours"].sum()),
         "pending_array_tasks": backlog, "pending_jobs": pending_jobs,
@@ -576,7 +596,8 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
                  previous: dict | None = None, now=None, source: str = "",
                  cluster: str = "", recon_window: Window | None = None,
                  horizon=None, downtime: dict | None = None, capacity_source: str | None = None,
-                 breakdown_inputs: dict | None = None, running_elapsed: bool = False) -> tuple[dict, pd.DataFrame]:
+                 breakdown_inputs: dict | None = None, running_elapsed: bool = False,
+                 gpu_nodes: dict | None = None) -> tuple[dict, pd.DataFrame]:
     """``(report dict, per-allocation frame)``. See the module docstring.
 
     ``capacity_gpus``: GPUs in the cluster (profile or scontrol); ``down_gpu_hours``: from node
@@ -589,8 +610,11 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     ``capacity_gpus`` came from (``utilization.capacity_source``; "unknown" when None).
     ``breakdown_inputs``: the inputs of sreport's breakdown and the account tree
     (:func:`breakdown_section`), or None. ``running_elapsed``: a running job runs sacct's
-    Elapsed (captures: :func:`slurmkit.report.usage.allocations`)."""
-    a = allocations(rows, window.start, window.end, dq, now=now, source=source, running_elapsed=running_elapsed)
+    Elapsed (captures: :func:`slurmkit.report.usage.allocations`). ``gpu_nodes``: node -> GPUs
+    (the site profile's): a job on a GPU node whose AllocTRES has no gres/gpu has unknown GPUs
+    (:func:`slurmkit.report.usage.untracked_gpus`); None: not known."""
+    a = allocations(rows, window.start, window.end, dq, now=now, source=source, running_elapsed=running_elapsed,
+                    gpu_nodes=gpu_nodes)
     if breakdown_inputs:
         from slurmkit.report import breakdown as BD
 
@@ -636,7 +660,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "by_partition": _group(runs, "partition", "partition"),
         "by_qos": _group(runs, "qos", "qos"),
         "by_gpu_type": _group(runs[["gpu_hours", "cpu_hours", "energy_kwh", "waste_gpu_hours", "provisional_gpu_hours",
-                                    "job_code"]].assign(gpu_type=gpu_type_labels(runs)), "gpu_type", "gpu_type",
+                                    "physical_gpu_hours", "job_code"]].assign(gpu_type=gpu_type_labels(runs)), "gpu_type", "gpu_type",
                               (runs["gpus"] > 0) | runs["gpus"].isna()),
         "energy_by_policy": energy_by_policy(runs),
         "outcomes": outcomes(runs) + cancelled_before_start(a[never], runs),

@@ -13,17 +13,22 @@ reservation`` ``TRES``. An entry is ``key=value``: ``cpu``, ``mem`` (a memory si
 A job's GPU count (:func:`gpu_count`) is what ``sreport`` counts for ``-T gres/gpu``: the
 untyped ``gres/gpu=N`` Slurm allocated; where only typed entries appear, their sum. A MIG
 instance is one GPU, as Slurm and sreport count it: no share of a physical GPU is applied.
+The physical view (:func:`physical_gpus`) weighs each instance by its share of the GPU
+(:func:`slurmkit.mig.instance_share`): the one place the reports apply that rule.
 
 Standard library only, no pattern compiled: the hooks may import it.
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
+
+from slurmkit import mig
 from slurmkit.errors import InputError
 from slurmkit.slurm import memory
 
-__all__ = ["TresError", "NegativeGpuCount", "parse", "parse_request", "number", "numbers", "mem_mib", "gpu_count",
-           "gpu_type"]
+__all__ = ["TresError", "NegativeGpuCount", "UnknownGpuShare", "parse", "parse_request", "number", "numbers",
+           "mem_mib", "gpu_count", "physical_gpus", "gpu_type"]
 
 
 class TresError(InputError):
@@ -33,6 +38,13 @@ class TresError(InputError):
 
 class NegativeGpuCount(TresError):
     """A GPU count sacct cannot have printed (``gres/gpu=-1``): unknown, not 0."""
+
+
+class UnknownGpuShare(TresError):
+    """A MIG instance type whose share of a physical GPU is not known
+    (:func:`slurmkit.mig.instance_share` gives None: a profile no model has, or one whose share
+    differs between the models that have it and the type's prefix does not pick one), or an
+    untyped remainder beside MIG instances: the physical GPU count is unknown, not 0."""
 
 
 def parse(text: str | None, source: str = "") -> dict[str, str]:
@@ -125,6 +137,49 @@ def gpu_count(tres, source: str = "") -> int | None:
         return _count("gres/gpu", entries["gres/gpu"], source)
     typed = [_count(k, v, source) for k, v in entries.items() if k.startswith("gres/gpu:")]
     return sum(typed) if typed else None
+
+
+def physical_gpus(tres, source: str = "") -> Fraction | None:
+    """Physical GPUs of a TRES string (or :func:`parse`'s dict): each MIG instance weighed by
+    its share of the GPU, compute slices over the GPU's (:func:`slurmkit.mig.instance_share`,
+    from NVIDIA's MIG user guide: ``gres/gpu:a100_3g.20gb=1`` -> 3/7, ``gres/gpu:nvidia_a30_4g.24gb=1``
+    -> 1, ``gres/gpu:nvidia_a30_1g.6gb=1`` -> 1/4). :func:`gpu_count` is the default view, what
+    Slurm allocated and sreport counts (an instance is one GPU); this is the second view.
+
+    The rule: the typed entries ``gres/gpu:<type>=N`` summed, each N x the type's share (a type
+    that names no MIG profile, ``h100``, is a whole GPU); the untyped ``gres/gpu=N`` beside them
+    is the same GPUs (``gres/gpu:a100_3g.20gb=1,gres/gpu=1`` -> 3/7). Untyped GPUs beyond the
+    typed ones are whole GPUs when no typed entry is a MIG instance; beside MIG instances their
+    share is not known. Only an untyped ``gres/gpu=N``: N whole GPUs. None when there is no
+    ``gres/gpu`` entry at all (as :func:`gpu_count`).
+
+    Unknown is an error, never a number: raises :class:`UnknownGpuShare` when a MIG type's
+    share is unknown (column readers turn it into NaN), :class:`NegativeGpuCount` for
+    ``gres/gpu=-1`` and :class:`TresError` for a count that is not digits."""
+    entries = _entries(tres, source)
+    untyped = _count("gres/gpu", entries["gres/gpu"], source) if "gres/gpu" in entries else None
+    total, typed, instances = Fraction(0), 0, False
+    for k, v in entries.items():
+        if not k.startswith("gres/gpu:"):
+            continue
+        n = _count(k, v, source)
+        gtype = k[len("gres/gpu:"):]
+        share = mig.instance_share(gtype)
+        if share is None:
+            raise UnknownGpuShare(source, None, f"{gtype!r}: a MIG instance whose share of a GPU is not known "
+                                                "(no GPU model in slurmkit.mig has that profile, or several "
+                                                "with different shares)", k)
+        instances = instances or mig.profile_in_type(gtype) is not None
+        total += n * share
+        typed += n
+    if untyped is None:
+        return total if typed else None
+    if untyped > typed:
+        if instances:
+            raise UnknownGpuShare(source, None, f"gres/gpu={untyped} beside {typed} typed MIG instance(s): "
+                                                "the share of the other GPUs is not known", "gres/gpu")
+        total += untyped - typed
+    return total
 
 
 def _is_count(text: str) -> bool:

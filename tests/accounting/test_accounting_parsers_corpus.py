@@ -38,6 +38,11 @@ def test_tres_column_readers_are_the_scalar_reader(corpus):
     _same(gpus, [_or_nan(lambda v: tres.gpu_count(v) or 0, v) for v in values])
     assert list(gtype) == [tres.gpu_type(v) for v in values]
     assert not P.negative_gpus(col).any()
+    # the physical view: the scalar reader's value by value; no corpus capture has a MIG type,
+    # so on every real string it equals sreport's count
+    phys = P.physical_gpus_from_tres(col)
+    _same(phys, [_or_nan(lambda v: tres.physical_gpus(v) or 0, v) for v in values])
+    _same(phys, gpus)
     keys = {"cpu": None, "billing": None, "node": None, "energy": None, "gres/gpuutil": None,
             "mem": "M", "gres/gpumem": "B", "vmem": "B"}
     both = P.tres_values(col, keys)
@@ -97,3 +102,6 @@ def test_the_former_tres_readers_agree_on_mig_strings(text, want):
     assert parse_sacct(f"7|COMPLETED|n1|{text}|\n")["7"].gpus == want
     assert gpus_per_node_scontrol(f"NodeName=n1 CPUTot=8 CfgTRES={text}\n")["n1"] == want
     assert tres.numbers(text)["gres/gpu"] == want
+    # the physical view weighs the instance (A100 40GB: 3g.20gb 3/7, 1g.5gb 1/7); the default stays sreport's
+    assert P.physical_gpus_from_tres(pd.Series([text]))[0] == pytest.approx(
+        {"gres/gpu:a100_3g.20gb=2": 6 / 7}.get(text, 1 / 7))

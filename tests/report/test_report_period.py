@@ -73,7 +73,7 @@ def _same(a, b, path="") -> list[str]:
 
 TOTALS = ("jobs", "gpu_jobs", "allocation_rows", "requeued_attempts", "gpu_hours", "cpu_hours",
           "wasted_gpu_hours", "provisional_jobs", "provisional_gpu_hours", "gpu_hours_from_request",
-          "allocation_rows_gpus_unknown")
+          "allocation_rows_gpus_unknown", "physical_gpu_hours", "allocation_rows_physical_unknown")
 GROUPS = ("by_user", "by_account", "by_partition", "by_qos", "by_gpu_type")
 
 

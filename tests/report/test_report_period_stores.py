@@ -63,7 +63,8 @@ def test_a_period_with_no_stored_day_reads_not_in_the_store_everywhere(stores, t
         got = pd.read_csv(out / name)       # a 0-byte file raises EmptyDataError
         assert list(got.columns) == head, name
     assert list(pd.read_csv(out / "by_user.csv").columns) == ["cluster", "part", "user", "jobs", "gpu_hours",
-                                                             "cpu_hours", "wasted_gpu_hours", "provisional_gpu_hours"]
+                                                             "cpu_hours", "wasted_gpu_hours", "provisional_gpu_hours",
+                                                             "physical_gpu_hours"]
     md = (out / "period.md").read_text()
     html = (out / "period.html").read_text()
     for text in (md, html):

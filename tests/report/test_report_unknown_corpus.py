@@ -50,6 +50,7 @@ def test_no_gpu_field_nothing_gpu_derived_reads_zero(tmp_path, corpus):
     out = tmp_path / "out"
     t = rep["totals"]
     assert t["jobs"] == 90 and t["gpu_hours"] is None and t["pending_jobs"] == 7
+    assert t["physical_gpu_hours"] is None
     for k in ("pending_gpus_requested", "pending_gpu_hours_requested", "pending_without_time_limit"):
         assert t[k] is None, k
     buckets = {q["gpu_bucket"] for q in rep["queue_wait"]["by_partition_gpus"]}
@@ -58,7 +59,7 @@ def test_no_gpu_field_nothing_gpu_derived_reads_zero(tmp_path, corpus):
     assert rep["efficiency"]["by_user"] and all(u["gpu_hours"] is None for u in rep["efficiency"]["by_user"])
     assert rep["by_gpu_type"] == [{"gpu_type": "unknown (no GPU field)", "jobs": 90, "gpu_hours": None,
                                    "cpu_hours": t["cpu_hours"], "energy_kwh": None, "wasted_gpu_hours": None,
-                                   "provisional_gpu_hours": None}]
+                                   "provisional_gpu_hours": None, "physical_gpu_hours": None}]
     assert rep["hourly"]["gpus_in_use"] == [] and rep["hourly"]["peak_at_once"] is None
     # job sizes: only the unknown row (no "0 jobs with 1 GPU" read off an absent field)
     js = rep["job_sizes"]
