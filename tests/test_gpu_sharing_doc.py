@@ -110,3 +110,17 @@ def test_the_health_example_on_the_real_mig_capture(profile, tmp_path, corpus):
     rep = evaluate(load_capture(tmp_path / "edit.xml"), cfg)
     [fail] = [r for r in rep["results"] if r["status"] == "fail"]
     assert CheckResult(**fail).reason() == blocks()["drain reason"].strip()
+
+
+def test_the_report_views_are_the_tres_parsers():
+    from fractions import Fraction
+
+    from slurmkit.slurm import tres
+
+    head, *rows = blocks()["report views"].splitlines()
+    assert head.split() == ["AllocTRES", "GPUs", "physical", "GPUs"]
+    for row in rows:
+        alloc, gpus, physical = row.split()
+        assert tres.gpu_count(alloc) == int(gpus)
+        assert tres.physical_gpus(alloc) == Fraction(physical)
+    assert tres.gpu_count("cpu=4,gres/shard=2") is None and tres.physical_gpus("cpu=4,gres/mps=50") is None
