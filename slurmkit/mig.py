@@ -107,6 +107,10 @@ class MigModel:
             if n > p.max_count:
                 raise MigLayoutError(f"{n}x {p.name}: one {self.name} GPU holds at most {p.max_count} "
                                      f"({self.describe()})")
+        media = [p.name for p in gis if "+me" in p.name]
+        if len(media) > 1:
+            raise MigLayoutError(f"{' + '.join(media)}: one {self.name} GPU has one set of media engines (JPEG / OFA), "
+                                 f"so one +me instance at most ({self.describe()})")
         used = sum(p.slices for p in gis)
         if used > self.slices:
             raise MigLayoutError(f"{_layout_text(layout)} takes {used} compute slices; one {self.name} GPU has "

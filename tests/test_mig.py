@@ -130,3 +130,11 @@ def test_instance_shares():
     assert mig.instance_share("nvidia_h100_1c.3g.40gb") == Fraction(1, 7)
     assert mig.instance_share("2g.99gb") is None  # no model offers it
     assert mig.model_for("NVIDIA A30").share("2g.12gb") == Fraction(1, 2)
+
+
+def test_one_media_extension_instance_per_gpu():
+    # the guide's A30 table: the whole GPU has 1 JPEG / 1 OFA and each +me profile takes them
+    a30 = mig.model_for("NVIDIA A30")
+    with pytest.raises(mig.MigLayoutError, match=r"1g.6gb\+me \+ 2g.12gb\+me: one A30 GPU has one set of media"):
+        a30.check({"1g.6gb+me": 1, "2g.12gb+me": 1})
+    assert a30.fits({"1g.6gb+me": 1, "1g.6gb": 1, "2g.12gb": 1})

@@ -45,9 +45,20 @@ def check_gpu_count(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResul
     out = []
     expected = cfg.expect.get("expected_gpu_count")
     if expected is not None:
-        st = FAIL if seen < expected else PASS
-        out.append(result("gpu_count", st, None, seen, expected,
-                      "NVML sees fewer GPUs than the node's gres" if st == FAIL else ""))
+        units, how = seen, ""
+        if seen < expected and not cfg.expect.get("mig_instances"):
+            # gres that name no MIG type (AutoDetect=nvml beside an untyped Gres=gpu:N, as DeepOps
+            # runs MIG nodes): Slurm's NVML AutoDetect counts each MIG instance of a GPU in MIG
+            # mode as one gpu (slurmd -G: 'Type:(null) Count:1 ... File:/dev/nvidia1,
+            # /dev/nvidia-caps/...'), so the node's gpu gres are its whole GPUs and its instances
+            mig = [len(g.get("mig_devices") or []) for g in state.gpus]
+            if any(mig):
+                units = sum(n or 1 for n in mig)
+                how = f"{units} gres: {sum(mig)} MIG instances on {sum(1 for n in mig if n)} GPU(s) count one each"
+        st = FAIL if units < expected else PASS
+        out.append(result("gpu_count", st, None, units, expected,
+                      "NVML sees fewer GPUs than the node's gres" + (f" ({how})" if how else "") if st == FAIL
+                      else how))
     if state.pci_devices is not None:
         pci = len(state.pci_devices)
         st = FAIL if pci != seen else PASS

@@ -109,13 +109,32 @@ def _slices(profile: str | None) -> int:
     return int(g[:-1]) if g.endswith("g") and g[:-1].isdigit() else 1
 
 
+def _gi_slices(unnamed: list[dict]) -> int:
+    """Compute slices of the GPU instances that carry ``unnamed`` instances: a GPU-instance
+    type (``3g.40gb``) its slices; compute-instance types (``1c.3g.40gb``, several in one GPU
+    instance) as many GPU instances of their profile as their compute slices fill."""
+    from slurmkit.mig import split_profile
+
+    total, ci = 0, {}
+    for e in unnamed:
+        c, gi = split_profile(e["profile"]) if e.get("profile") else (None, "")
+        if c is None:
+            total += _slices(e.get("profile"))
+        else:
+            ci[gi] = ci.get(gi, 0) + c
+    for gi, c in ci.items():
+        g = _slices(gi)
+        total += -(-c // g) * g
+    return total
+
+
 def min_parents(expected: list[dict]) -> int:
     """The fewest physical GPUs that carry the ``expected`` instances: one per GPU their files
-    name (:func:`parent_minor`), plus, for those that name none, enough GPUs for their compute
-    slices (7 a GPU at most; at least one)."""
+    name (:func:`parent_minor`), plus, for those that name none, enough GPUs for their GPU
+    instances' compute slices (:func:`_gi_slices`; 7 a GPU at most; at least one)."""
     named = {m for m in (parent_minor(e.get("files")) for e in expected) if m is not None}
     unnamed = [e for e in expected if parent_minor(e.get("files")) is None]
-    extra = -(-sum(_slices(e.get("profile")) for e in unnamed) // 7) if unnamed else 0
+    extra = -(-_gi_slices(unnamed) // 7) if unnamed else 0
     return len(named) + max(extra, 1 if unnamed else 0)
 
 
@@ -145,7 +164,9 @@ def place_instances(expected: list[dict], state: NodeState) -> list[tuple[dict, 
     def take(g: GpuState | None, want: str | None) -> dict | None:
         if g is None:
             return None
-        want = split_profile(want)[1] if want else None
+        # a capture cannot tell a +me instance from its plain twin (same slices and memory):
+        # both sides are compared without the media-extension suffix
+        want = split_profile(want)[1].split("+", 1)[0] if want else None
         for d in instances(g):
             key = (g.index, d["index"])
             if key in claimed:

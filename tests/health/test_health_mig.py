@@ -19,6 +19,7 @@ AutoDetect and slurmkit's gres.conf writer give each instance.
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -251,3 +252,62 @@ def test_a_gpu_in_mig_mode_is_not_judged_for_leftovers_before_a_job(corpus, tmp_
     rep = evaluate(state, cfg, before_job=True)
     assert not [r for r in rep["results"] if r["check"] in ("leftover_processes", "memory_used")]
     assert rep["status"] in ("pass", "warn"), [r for r in rep["results"] if r["status"] == "fail"]
+
+
+def test_untyped_autodetect_gres_counts_each_instance_as_slurm_does(corpus, tmp_path):
+    """DeepOps' MIG nodes (../shared/corpus/sites/turn4/deepops-1214_*: slurmd's NVML AutoDetect
+    registers each instance as an untyped gpu, 'Type:(null) Count:1 ... File:/dev/nvidia1,
+    /dev/nvidia-caps/...'): gres.conf AutoDetect=nvml, slurm.conf Gres=gpu:4, and the real capture's
+    one GPU carrying four instances is the node's 4 gpu gres, not '1 of 4 GPUs'."""
+    log = (corpus / "sites" / "turn4" / "deepops-1214_slurmd_autodetect-nvml_A100-MIG_Links.TRUNCATED.log").read_text()
+    assert "GRES[gpu] Type:(null) Count:1" in log and "/dev/nvidia-caps/nvidia-cap" in log
+    gpus, inst = _expect("AutoDetect=nvml\n", "NodeName=n1 CPUs=2 Gres=gpu:4\n", tmp_path)
+    assert (gpus, inst) == (4, [])
+    rep = _judge(load_capture(_write(tmp_path, _capture_text(corpus))), "AutoDetect=nvml\n",
+                 "NodeName=n1 CPUs=2 Gres=gpu:4\n", tmp_path)
+    count = [(r["status"], r["value"], r["limit"]) for r in rep["results"] if r["check"] == "gpu_count"]
+    assert count == [("pass", 4, 4)]
+    # one instance destroyed: 3 gres of 4, and the message says how they were counted
+    state = load_capture(_write(tmp_path, _without_last_mig_device(_capture_text(corpus)), "edit.xml"))
+    rep = _judge(state, "AutoDetect=nvml\n", "NodeName=n1 CPUs=2 Gres=gpu:4\n", tmp_path)
+    [fail] = [r for r in rep["results"] if r["status"] == "fail"]
+    assert (fail["check"], fail["value"], fail["limit"]) == ("gpu_count", 3, 4)
+    assert "3 gres: 3 MIG instances on 1 GPU(s) count one each" in fail["message"]
+
+
+@pytest.mark.parametrize("layout, gpus", [({"1c.7g.80gb": 7}, 1), ({"1c.3g.40gb": 3, "1g.10gb": 4}, 1),
+                                          ({"3g.40gb": 4}, 2)])
+def test_compute_instance_types_share_their_gpu_instance(tmp_path, layout, gpus):
+    """AutoDetect=nvml with compute-instance types in slurm.conf: 7 x 1c.7g.80gb are one GPU
+    instance of one GPU, not 7 GPUs."""
+    spec = ",".join(f"gpu:nvidia_a100_{p}:{n}" for p, n in layout.items())
+    assert _expect("AutoDetect=nvml\n", f"NodeName=n1 CPUs=2 Gres={spec}\n", tmp_path)[0] == gpus
+
+
+def test_a_media_extension_instance_reads_as_its_plain_twin(corpus, tmp_path):
+    """mig-parted's all-1g.10gb.me layout on the capture's A100 80GB: an EDIT of the real capture
+    whose first instance is a 1g.10gb+me (9856 MiB, its media engines: 1 JPEG, 1 OFA) beside six
+    1g.10gb; gres.conf types it nvidia_a100_1g.10gb+me. The capture cannot tell +me apart: it
+    matches."""
+    text = _capture_text(corpus).replace("<total>19968 MiB</total>", "<total>9856 MiB</total>")
+    start = text.index("<mig_device>")
+    block = text[start:text.index("</mig_device>", start) + len("</mig_device>")]
+    text = text.replace(block, block + block * 2, 1)  # 6 instances of 1g.10gb... plus the +me below
+    text = text.replace("<jpg_count>0</jpg_count>", "<jpg_count>1</jpg_count>", 1).replace(
+        "<ofa_count>0</ofa_count>", "<ofa_count>1</ofa_count>", 1)
+    n = text.count("<mig_device>")
+    parts = text.split("<mig_device>")  # each instance its own MIG device index and GPU instance id
+    for k in range(1, len(parts)):
+        parts[k] = re.sub(r"<index>\d+</index>", f"<index>{k - 1}</index>", parts[k], count=1)
+        parts[k] = re.sub(r"<gpu_instance_id>\d+</gpu_instance_id>", f"<gpu_instance_id>{k + 6}</gpu_instance_id>",
+                          parts[k], count=1)
+    text = "<mig_device>".join(parts)
+    gres_text = ("NodeName=n1 Name=gpu Type=nvidia_a100_1g.10gb+me MultipleFiles=/dev/nvidia1,"
+                 "/dev/nvidia-caps/nvidia-cap12,/dev/nvidia-caps/nvidia-cap13\n"
+                 + "".join(f"NodeName=n1 Name=gpu Type=nvidia_a100_1g.10gb MultipleFiles=/dev/nvidia1,"
+                           f"/dev/nvidia-caps/nvidia-cap{c},/dev/nvidia-caps/nvidia-cap{c + 1}\n"
+                           for c in range(21, 21 + 9 * (n - 1), 9)))
+    slurm_text = f"NodeName=n1 CPUs=2 Gres=gpu:nvidia_a100_1g.10gb+me:1,gpu:nvidia_a100_1g.10gb:{n - 1}\n"
+    rep = _judge(load_capture(_write(tmp_path, text)), gres_text, slurm_text, tmp_path)
+    mig = [(r["status"], r["value"]) for r in rep["results"] if r["check"] == "mig_instances"]
+    assert mig == [("pass", f"{n} of {n}")], [r for r in rep["results"] if r["status"] == "fail"]
