@@ -259,16 +259,19 @@ class NodeType:
 
     def gpu_group(self, model: str | None) -> GpuGroup:
         """The GPU group whose gres type is ``model`` (None: the untyped group; a MIG group by
-        one of its instance types, or by its ``model`` when no whole-GPU group has it); KeyError
-        naming the known ones."""
+        one of its instance types, by its ``model`` when no whole-GPU group has it, or by one of
+        its MIG profiles); KeyError naming the known ones."""
         for g in self.gpu_groups:
             if any(kind == model for kind, _ in g.gres_types()):
                 return g
         for g in self.gpu_groups:
             if g.model == model:
                 return g
+        for g in self.gpu_groups:  # a MIG group by one of its profiles (1g.10gb)
+            if model in g.mig:
+                return g
         raise KeyError(f"node type {self.name!r} has no GPU group of type {model!r} "
-                       f"(known: {', '.join(str(g.model) for g in self.gpu_groups) or 'none: no GPUs'})")
+                       f"(known: {', '.join(str(k) for g in self.gpu_groups for k, _ in g.gres_types()) or 'none: no GPUs'})")
 
     def group_of(self, index: int) -> GpuGroup:
         """The GPU group holding nvidia-smi index ``index`` (KeyError when none)."""

@@ -460,6 +460,14 @@ def _gpu_groups(c: _Ctx, key: str, t: dict) -> tuple[GpuGroup, ...]:
                     c.fail(f"{gk}.{k}", f"{v!r} must name {{profile}}: each MIG profile is its own gres type")
         if mig_files and "{i}" not in mig_files:
             c.fail(f"{gk}.mig_files", f"{mig_files!r} must name {{i}}: each instance is its own device file")
+        if mig_files and len(mig) > 1 and "{profile}" not in mig_files:
+            c.fail(f"{gk}.mig_files", f"{mig_files!r} must name {{profile}}: with {len(mig)} profiles, "
+                   "instances of each would get the same device files")
+        if mig_files and not mig_files.startswith("/"):
+            c.fail(f"{gk}.mig_files", f"{mig_files!r}: gres.conf File= is an absolute path (/dev/...)")
+        if mig_files and t.get("autodetect", "off") != "off":
+            c.fail(f"{gk}.mig_files", f"mig_files spells out each instance's File=, autodetect = "
+                   f"{t.get('autodetect')!r} lets Slurm find them: give one of the two")
         shards = c.get(g, gk, "shards", int, 0, minimum=0)
         mps = c.get(g, gk, "mps", int, 0, minimum=0)
         if mig and (shards or mps):

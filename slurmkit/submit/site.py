@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from slurmkit.errors import InputError
 from slurmkit.profile import load_profile
-from slurmkit.profile.model import Nccl, Submit, slurm_mig_type
+from slurmkit.profile.model import Nccl, Submit
 
 
 class SiteError(InputError):
@@ -157,13 +157,16 @@ def site_facts(profile, partition: str | None = None, source: str = "", gpu_type
         except KeyError as exc:
             raise SiteError(source, None, exc.args[0]) from None
         # a MIG group: the request is for one of its instance types (the first, unless named)
-        gpu_model, gpu_count = next(((k, n) for k, n in group.gres_types() if gpu_type in (None, k, group.model)))
+        # (named by its gres type, or by its MIG profile: --gpu-type 1g.10gb)
+        gpu_model, gpu_count = next(((k, n) for k, n in group.gres_types()
+                                     if gpu_type in (None, k, group.model)
+                                     or (gpu_type in group.mig and group.instance_type(gpu_type) == k)))
         mig_groups = [group] if group.mig else []
     else:  # CPU-only (no group) or a mixed node asked for any GPU: untyped, all of them
         gpu_model, gpu_count = "", sum(grp.gres_count for grp in nt.gpu_groups)
         mig_groups = [grp for grp in nt.gpu_groups if grp.mig]
     mig = tuple((kind, prof, grp.nvml_name) for grp in mig_groups for prof in grp.mig
-                for kind in (slurm_mig_type(grp.nvml_name, prof),) if gpu_model in ("", kind))
+                for kind in (grp.instance_type(prof),) if gpu_model in ("", kind))
     nics = tuple(NicFacts(device=n.device, link_layer=n.link_layer, role=n.role, rate_gbps=float(n.rate_gbps))
                  for n in nt.nics)
     leaves = tuple((leaf.name, leaf.node_names) for leaf in profile.fabric.leaves)

@@ -191,3 +191,29 @@ def test_per_node_type_settings_are_validated(key, value, message):
     with pytest.raises(ProfileError) as exc:
         load_profile(KINDS, overrides=({"node_types": {"a100-mig": {key: value}}},))
     assert message in str(exc.value)
+
+
+def test_a_sites_own_mig_names_are_mig_too(tmp_path):
+    """docs/gpu-sharing.md's profile with Magic Castle's naming (mig_type = "{profile}",
+    mig_files = "/dev/nvidia-mig-{profile}-{i}"): the partition is still MIG (NCCL templates
+    refused, one instance per process), and --gpu-type takes the MIG profile's name."""
+    import re as _re
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from slurmkit.cli import cli
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "gpu-sharing.md").read_text()
+    prof = _re.search(r"<!-- example: profile -->\n```toml\n(.*?)```", doc, flags=_re.S).group(1)
+    prof = prof.replace('  mig = { "1g.20gb" = 4 }', '  mig = { "3g.40gb" = 1, "2g.20gb" = 1, "1g.10gb" = 2 }\n'
+                        '  mig_type = "{profile}"\n  mig_files = "/dev/nvidia-mig-{profile}-{i}"')
+    prof = prof.replace('autodetect = "nvml"\n', "")
+    (tmp_path / "mc.toml").write_text(prof)
+    run = CliRunner().invoke
+    res = run(cli, ["submit", "torchrun", "-p", "mig", "--site", str(tmp_path / "mc.toml"), "--dry-run", "--", "x"])
+    assert res.exit_code == 2 and "partition mig's GPUs are MIG instances (3g.40gb: 3g.40gb on NVIDIA A100-SXM4-80GB" \
+        in res.output
+    res = run(cli, ["submit", "single-gpu", "-p", "mig", "--site", str(tmp_path / "mc.toml"), "--gpu-type", "1g.10gb",
+                    "--dry-run", "--", "x"])
+    assert res.exit_code == 0 and "#SBATCH --gpus-per-node=1g.10gb:1\n" in res.output, res.output

@@ -6,6 +6,7 @@ slinky-101; the profiles under tests/topology/kinds/ say what each is edited fro
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -527,3 +528,29 @@ mig_files = "/dev/nvidia-mig-{profile}-{i}"
     # the layout is still checked: 3 + 2 + 1 + 1 slices fill an A100 40GB; a third 1g.5gb does not fit
     with pytest.raises(ProfileError, match="takes 8 compute slices; one A100 40GB GPU has 7"):
         _load(tmp_path, (tmp_path / "p.toml").read_text().replace('"1g.5gb" = 2', '"1g.5gb" = 3'))
+
+
+@pytest.mark.parametrize("edit, why", [
+    (('"/dev/nvidia-mig-{profile}-{i}"', '"/dev/nvidia-mig-{i}"'), "must name {profile}: with 3 profiles"),
+    (('"/dev/nvidia-mig-{profile}-{i}"', '"nvidia-mig-{profile}-{i}"'), "gres.conf File= is an absolute path"),
+    (('[node_types.a100-mig]\n', '[node_types.a100-mig]\nautodetect = "nvml"\n'), "give one of the two"),
+])
+def test_mig_files_that_cannot_be_right_are_refused(tmp_path, edit, why):
+    text = """[cluster]
+name = "mc"
+[partitions.gpu]
+nodes = "gpu[1-2]"
+node_type = "a100-mig"
+[node_types.a100-mig]
+sockets = 1
+cores_per_socket = 8
+[[node_types.a100-mig.gpu_groups]]
+count = 2
+nvml_name = "NVIDIA A100-SXM4-40GB"
+mig = { "3g.20gb" = 1, "2g.10gb" = 1, "1g.5gb" = 2 }
+mig_type = "{profile}"
+mig_files = "/dev/nvidia-mig-{profile}-{i}"
+"""
+    _load(tmp_path, text)
+    with pytest.raises(ProfileError, match=re.escape(why)):
+        _load(tmp_path, text.replace(*edit))
