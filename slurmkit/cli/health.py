@@ -40,8 +40,27 @@ def _config(site: str | None, expect_gpus: int | None, node: str | None = None):
         return load_config(health, gpu_count=expect_gpus, no_node_type=node if site and node else None)
     from slurmkit.profile.health import expected_nvlinks, has_nvswitch
 
-    return load_config(health, gpu_count=expect_gpus, nics=nt.nics, nvswitch=has_nvswitch(nt),
-                       nvlinks=expected_nvlinks(nt), node_type=nt.name, pcie=nt.pcie_expect())
+    cfg = load_config(health, gpu_count=expect_gpus, nics=nt.nics, nvswitch=has_nvswitch(nt),
+                      nvlinks=expected_nvlinks(nt), node_type=nt.name, pcie=nt.pcie_expect())
+    inst = _profile_mig_instances(nt)
+    if inst:
+        cfg.expect["mig_instances"] = inst
+    return cfg
+
+
+def _profile_mig_instances(nt) -> list[dict]:
+    """The MIG instances node type ``nt`` gives its node (its groups' ``mig`` layouts), in the
+    shape the ``mig_instances`` check takes (:mod:`slurmkit.health.mig`): the parent named by its
+    ``/dev/nvidia<minor>`` when the profile records minors, else left to the GPUs in MIG mode."""
+    out = []
+    minors = bool(nt.gpus) and all(g.minor is not None for g in nt.gpus)
+    for k, grp in enumerate(nt.gpu_groups):
+        for i in sorted(grp.indexes, key=nt.device_number):
+            for prof, n in grp.mig.items():
+                out += [{"type": grp.instance_type(prof), "profile": prof,
+                         "files": [f"/dev/nvidia{nt.device_number(i)}"] if minors else [],
+                         "where": f"site profile node_types.{nt.name}.gpu_groups[{k}].mig"}] * n
+    return out
 
 
 @click.group("health")
@@ -55,7 +74,8 @@ def cli():
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--before-job", is_flag=True, help="Also run the prolog's idle checks (leftover processes, memory used).")
 @site_option(help="Site profile (file or shipped name) whose [health] section to use.")
-@click.option("--expect-gpus", type=int, help="GPUs this node should have (gres count).")
+@click.option("--expect-gpus", type=int, help="Physical GPUs this node should have (nvidia-smi -L's GPUs; a GPU "
+              "in MIG mode is one, its instances come from --site's node type).")
 @click.option("--kernel-log", type=click.Path(dir_okay=False, exists=True),
               help="Also judge the NVRM Xids in this saved kernel log (dmesg / journalctl -k text).")
 @click.option("--kmsg-cursor", type=click.Path(dir_okay=False),

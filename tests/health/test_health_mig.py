@@ -311,3 +311,27 @@ def test_a_media_extension_instance_reads_as_its_plain_twin(corpus, tmp_path):
     rep = _judge(load_capture(_write(tmp_path, text)), gres_text, slurm_text, tmp_path)
     mig = [(r["status"], r["value"]) for r in rep["results"] if r["check"] == "mig_instances"]
     assert mig == [("pass", f"{n} of {n}")], [r for r in rep["results"] if r["status"] == "fail"]
+
+
+def test_health_check_cli_judges_the_node_types_instances(corpus, tmp_path):
+    """`slurmkit health check --from CAPTURE --site PROFILE --node N`: the node type's MIG layout is
+    what the instances are judged against (the real capture passes, its labelled edit with one
+    instance removed fails mig_instances)."""
+    from click.testing import CliRunner
+
+    from slurmkit.cli import cli
+
+    (tmp_path / "p.toml").write_text('[cluster]\nname = "t"\n[partitions.p]\nnodes = "n1"\nnode_type = "m"\n'
+                                     '[node_types.m]\nsockets = 1\ncores_per_socket = 2\n'
+                                     'gpu_groups = [{ count = 1, nvml_name = "NVIDIA A100-SXM4-80GB", '
+                                     'mig = { "1g.20gb" = 4 } }]\n')
+    ok = _write(tmp_path, _capture_text(corpus))
+    bad = _write(tmp_path, _without_last_mig_device(_capture_text(corpus)), "edit.xml")
+    args = ["health", "check", "--site", str(tmp_path / "p.toml"), "--node", "n1", "--expect-gpus", "1", "--json"]
+    res = CliRunner().invoke(cli, args + ["--from", str(ok)])
+    rep = json.loads(res.output)
+    assert [(r["status"], r["value"]) for r in rep["results"] if r["check"] == "mig_instances"] == [("pass", "4 of 4")]
+    res = CliRunner().invoke(cli, args + ["--from", str(bad)])
+    rep = json.loads(res.output)
+    assert [(r["status"], r["value"]) for r in rep["results"] if r["check"] == "mig_instances"] == \
+        [("fail", "1g.20gb missing")]
