@@ -484,16 +484,9 @@ def test_layouts_a_gpu_holds_load(tmp_path):
         assert p.node_types["x"].gpu_groups[0].mig
 
 
-def test_magic_castle_mig_names_and_device_files(tmp_path, corpus):
-    """Magic Castle's gres.conf template (../shared/corpus/sites/turn4/gres.conf.epp.TEMPLATE, real,
-    ComputeCanada/puppet-magic_castle): MIG instances typed by their profile name (``Type=3g.20gb``)
-    with the site's own device files ``/dev/nvidia-mig-<profile>-<i>``, i counting the node's
-    instances of that profile. The profile's ``mig_type`` / ``mig_files`` write the same
-    gres (per instance rather than one ``Count=`` line: slurmd reads both as the same files)."""
-    template = (corpus / "sites" / "turn4" / "gres.conf.epp.TEMPLATE").read_text()
-    assert "Type=<%= $key %>" in template and '"/dev/nvidia-mig-${key}-${i}"' in template
-    assert "Count=<%= $value * $attr['specs']['gpus'] %>" in template
-    p = _load(tmp_path, """[cluster]
+#: A Magic Castle MIG node as the profile says it: two A100-40GB, each 3g.20gb + 2g.10gb + 2x 1g.5gb,
+#: typed by profile name, with the site's own device files.
+MAGIC_CASTLE_MIG = """[cluster]
 name = "mc"
 [partitions.gpu]
 nodes = "gpu[1-2]"
@@ -507,7 +500,19 @@ nvml_name = "NVIDIA A100-SXM4-40GB"
 mig = { "3g.20gb" = 1, "2g.10gb" = 1, "1g.5gb" = 2 }
 mig_type = "{profile}"
 mig_files = "/dev/nvidia-mig-{profile}-{i}"
-""")
+"""
+
+
+def test_magic_castle_mig_names_and_device_files(tmp_path, corpus):
+    """Magic Castle's gres.conf template (../shared/corpus/sites/turn4/gres.conf.epp.TEMPLATE, real,
+    ComputeCanada/puppet-magic_castle): MIG instances typed by their profile name (``Type=3g.20gb``)
+    with the site's own device files ``/dev/nvidia-mig-<profile>-<i>``, i counting the node's
+    instances of that profile. The profile's ``mig_type`` / ``mig_files`` write the same
+    gres (per instance rather than one ``Count=`` line: slurmd reads both as the same files)."""
+    template = (corpus / "sites" / "turn4" / "gres.conf.epp.TEMPLATE").read_text()
+    assert "Type=<%= $key %>" in template and '"/dev/nvidia-mig-${key}-${i}"' in template
+    assert "Count=<%= $value * $attr['specs']['gpus'] %>" in template
+    p = _load(tmp_path, MAGIC_CASTLE_MIG)
     nt = p.node_types["a100-mig"]
     assert node_gres(nt) == "gpu:3g.20gb:2,gpu:2g.10gb:2,gpu:1g.5gb:4"
     # the template rendered by hand for this node (specs: gpus = 2, mig = {3g.20gb: 1, 2g.10gb: 1, 1g.5gb: 2})
@@ -536,21 +541,7 @@ mig_files = "/dev/nvidia-mig-{profile}-{i}"
     (('[node_types.a100-mig]\n', '[node_types.a100-mig]\nautodetect = "nvml"\n'), "give one of the two"),
 ])
 def test_mig_files_that_cannot_be_right_are_refused(tmp_path, edit, why):
-    text = """[cluster]
-name = "mc"
-[partitions.gpu]
-nodes = "gpu[1-2]"
-node_type = "a100-mig"
-[node_types.a100-mig]
-sockets = 1
-cores_per_socket = 8
-[[node_types.a100-mig.gpu_groups]]
-count = 2
-nvml_name = "NVIDIA A100-SXM4-40GB"
-mig = { "3g.20gb" = 1, "2g.10gb" = 1, "1g.5gb" = 2 }
-mig_type = "{profile}"
-mig_files = "/dev/nvidia-mig-{profile}-{i}"
-"""
+    text = MAGIC_CASTLE_MIG
     _load(tmp_path, text)
     with pytest.raises(ProfileError, match=re.escape(why)):
         _load(tmp_path, text.replace(*edit))
