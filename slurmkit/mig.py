@@ -62,12 +62,11 @@ class MigProfile:
 
 @record(frozen=True)
 class MigModel:
-    """A GPU model's MIG geometry: ``name`` (as this module and its errors call it), ``products``
-    (what NVML's device name contains, ``nvmlDeviceGetName``), ``slices`` (compute slices of the
-    whole GPU: 7, or 4 on the A30), ``slots`` (memory slots: 8, or 4), ``profiles``."""
+    """A GPU model's MIG geometry: ``name`` (as this module and its errors call it; NVML device
+    names pick it through :func:`model_for`), ``slices`` (compute slices of the whole GPU: 7, or
+    4 on the A30), ``slots`` (memory slots: 8, or 4), ``profiles``."""
 
     name: str
-    products: tuple[str, ...]
     slices: int
     slots: int
     profiles: tuple[MigProfile, ...]
@@ -188,7 +187,7 @@ def split_profile(name: str) -> tuple[int | None, str]:
     return None, s
 
 
-def _seven(name: str, products: tuple[str, ...], m1: int, m2: int, m4: int, m8: int,
+def _seven(name: str, m1: int, m2: int, m4: int, m8: int,
            me2: bool = False) -> MigModel:
     """A 7-slice model (8 memory slots, the ``-lgipp`` placements of the guide's sample), its
     profiles named by the memory of 1, 2, 4 and 8 slots."""
@@ -199,28 +198,26 @@ def _seven(name: str, products: tuple[str, ...], m1: int, m2: int, m4: int, m8: 
         profs.append(MigProfile(f"1g.{m2}gb+me", 1, 2, (0, 2, 4, 6), 1))
     profs += [MigProfile(f"2g.{m2}gb", 2, 2, (0, 2, 4), 3), MigProfile(f"3g.{m4}gb", 3, 4, (0, 4), 2),
               MigProfile(f"4g.{m4}gb", 4, 4, (0,), 1), MigProfile(f"7g.{m8}gb", 7, 8, (0,), 1)]
-    return MigModel(name, products, 7, 8, tuple(profs))
+    return MigModel(name, 7, 8, tuple(profs))
 
 
-#: The models, from the sources in the module docstring. ``products``: the substrings of NVML's
-#: device name that pick the model (checked in order by :func:`model_for`).
+#: The models, from the sources in the module docstring (:data:`_PICK` says which NVML device
+#: names are which).
 MODELS: tuple[MigModel, ...] = (
-    MigModel("A30", ("A30",), 4, 4, (
+    MigModel("A30", 4, 4, (
         MigProfile("1g.6gb", 1, 1, (0, 1, 2, 3), 4), MigProfile("1g.6gb+me", 1, 1, (0, 1, 2, 3), 1),
         MigProfile("2g.12gb", 2, 2, (0, 2), 2), MigProfile("2g.12gb+me", 2, 2, (0, 2), 1),
         MigProfile("4g.24gb", 4, 4, (0,), 1))),
-    _seven("A100 40GB", ("A100-SXM4-40GB", "A100-PCIE-40GB", "A800-SXM4-40GB", "A800-PCIE-40GB",
-                         "A100 40GB", "A800 40GB"), 5, 10, 20, 40),
-    _seven("A100 80GB / H100 80GB", ("A100", "A800", "H100 80GB", "H100 PCIE", "H100-SXM5-80GB",
-                                     "H800"), 10, 20, 40, 80),
-    _seven("H100 NVL", ("H100 NVL", "H800 NVL"), 12, 24, 47, 94, me2=True),
-    _seven("H100 96GB / GH200 96GB / H20", ("GH200 480GB", "H100 96GB", "H20"), 12, 24, 48, 96, me2=True),
-    _seven("GH200 144GB", ("GH200 144G",), 18, 36, 72, 144),
-    _seven("H200", ("H200",), 18, 35, 71, 141),
-    _seven("GB200", ("GB200",), 23, 47, 93, 186),
-    _seven("B200", ("B200",), 23, 45, 90, 180),
-    _seven("GB300", ("GB300",), 35, 70, 139, 278),
-    _seven("B300", ("B300",), 34, 67, 135, 269),
+    _seven("A100 40GB", 5, 10, 20, 40),
+    _seven("A100 80GB / H100 80GB", 10, 20, 40, 80),
+    _seven("H100 NVL", 12, 24, 47, 94, me2=True),
+    _seven("H100 96GB / GH200 96GB / H20", 12, 24, 48, 96, me2=True),
+    _seven("GH200 144GB", 18, 36, 72, 144),
+    _seven("H200", 18, 35, 71, 141),
+    _seven("GB200", 23, 47, 93, 186),
+    _seven("B200", 23, 45, 90, 180),
+    _seven("GB300", 35, 70, 139, 278),
+    _seven("B300", 34, 67, 135, 269),
 )
 
 
