@@ -234,6 +234,8 @@ def test_observe_mode_on_a_failing_node_changes_nothing(sandbox, hooked):
               slurm_conf=str(conf), timeout=90).stdout.strip()
     wait_until(lambda: (hooked["spool"] / spool.file_name("n2")).exists()
           and any(r.job_id == out for r in spool.read(hooked["spool"] / spool.file_name("n2"))[0]), 30, what="the job's epilog")
+    # the epilog writes its energy record, then its metrics: on a loaded machine the .prom comes later
+    wait_until(lambda: (hooked["textfile"] / "slurmkit_n2_epilog.prom").exists(), 30, what="the epilog's metrics")
     got = _node(conf, "n2")
     assert got["reason"] is None and "DRAIN" not in got["state"], got
     prolog = (hooked["textfile"] / "slurmkit_n2_prolog.prom").read_text()
