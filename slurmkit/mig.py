@@ -38,7 +38,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the functions that return a Fraction import fractions
     from fractions import Fraction
 
-__all__ = ["MigProfile", "MigModel", "MODELS", "model_for", "model_named", "split_profile",
+__all__ = ["MigProfile", "MigModel", "MODELS", "model_for", "model_named", "split_profile", "gi_slices",
            "profile_in_type", "models_offering", "instance_share", "MigLayoutError"]
 
 
@@ -185,6 +185,15 @@ def split_profile(name: str) -> tuple[int | None, str]:
     if dot and head.endswith("c") and head[:-1].isdigit() and "g." in rest:
         return int(head[:-1]), rest
     return None, s
+
+
+def gi_slices(name: str) -> int | None:
+    """The compute slices a profile name says its GPU instance has, whatever the model:
+    ``"3g.40gb"`` -> 3, ``"1c.3g.40gb"`` -> 3 (its GPU instance's), ``"MIG 7g.80gb"`` -> 7; None
+    when ``name`` is no MIG profile name."""
+    _, gi = split_profile(name)
+    g = gi.split(".", 1)[0]
+    return int(g[:-1]) if g.endswith("g") and g[:-1].isdigit() else None
 
 
 def _seven(name: str, m1: int, m2: int, m4: int, m8: int,

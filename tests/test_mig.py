@@ -138,3 +138,7 @@ def test_one_media_extension_instance_per_gpu():
     with pytest.raises(mig.MigLayoutError, match=r"1g.6gb\+me \+ 2g.12gb\+me: one A30 GPU has one set of media"):
         a30.check({"1g.6gb+me": 1, "2g.12gb+me": 1})
     assert a30.fits({"1g.6gb+me": 1, "1g.6gb": 1, "2g.12gb": 1})
+
+
+def test_gi_slices_from_names():
+    assert [mig.gi_slices(n) for n in ("3g.40gb", "1c.3g.40gb", "MIG 7g.80gb", "h100")] == [3, 3, 7, None]

@@ -100,13 +100,12 @@ def parent_minor(files) -> int | None:
 
 
 def _slices(profile: str | None) -> int:
+    """GPU-instance compute slices of ``profile`` (:func:`slurmkit.mig.gi_slices`); 1 when unknown."""
     if not profile:
         return 1
-    from slurmkit.mig import split_profile
+    from slurmkit.mig import gi_slices
 
-    _, gi = split_profile(profile)
-    g = gi.split(".", 1)[0]
-    return int(g[:-1]) if g.endswith("g") and g[:-1].isdigit() else 1
+    return gi_slices(profile) or 1
 
 
 def _gi_slices(unnamed: list[dict]) -> int:
