@@ -88,3 +88,45 @@ def test_weekly_tables_group_thousands(busy, tmp_path):
     assert rep["queue_wait"]["histogram"][0] == 1200 and "| (all) | (all) | 1,200 |" in md
     assert rep["job_sizes"]["jobs"][0][0] == 1120          # no GPU, under an hour
     assert "| 0 | 1,120 / 0 |" in md and '<td class="l">0</td><td>1,120 / 0</td>' in html
+
+
+def _labels(fig, axis) -> tuple[list[str], str]:
+    """The drawn major tick labels of ``axis`` and its offset text (``1e6`` above the axis)."""
+    fig.canvas.draw()
+    return [t.get_text() for t in axis.get_ticklabels() if t.get_text()], axis.get_offset_text().get_text()
+
+
+def test_plot_axes_read_plain_grouped_numbers(busy, march, tmp_path):
+    """The period's CPU-hours per month by account (March: 1,316,698 CPU-h; January and
+    February not stored) and the weekly plots of the same capture: no ``1e6`` offset over an
+    axis, ticks from 1,000 on grouped (``1,000,000``, not ``1.0`` under ``1e6``), in every plot of
+    both reports (one formatter, :func:`slurmkit.report.plots.plain_axis`)."""
+    import matplotlib.pyplot as plt
+
+    from slurmkit.report import period_plots as pp
+    from slurmkit.report import plots
+    from slurmkit.report.period import parse_period, period_report
+
+    rep, out = march
+    store = out.parent / "store"
+    q1 = period_report(store, parse_period(quarter="2024-Q1"), None, now="2024-06-01")
+    assert q1["by_account"][0]["cpu_hours"] > 1e6
+    _plt, fig, axes = pp.series_fig(pp.panels(q1, "by_account"), "per month by account", "month")
+    cpu = next(ax for ax in axes if ax.get_ylabel() == "CPU-hours")
+    labels, offset = _labels(fig, cpu.yaxis)
+    plt.close(fig)
+    assert offset == "" and "1,000,000" in labels
+    assert all(re.fullmatch(r"\d{1,3}(,\d{3})*|\d+\.\d+", s) for s in labels), labels
+    # the weekly report's plots of the whole capture
+    wk = tmp_path / "wk"
+    _sk("report", "weekly", "--from-sacct", busy, "--no-store", "--trend-weeks", "0", "--format", "json", "-o", wk,
+        "--tz", "UTC", "--capacity-gpus", "2000")
+    wrep = json.loads((wk / "weekly.json").read_text())
+    assert wrep["by_user"][0]["gpu_hours"] > 1000
+    for make, axis in ((plots.top_users_fig, "xaxis"), (plots.hourly_fig, "yaxis")):
+        _plt, fig, ax = make(wrep)
+        labels, offset = _labels(fig, getattr(ax, axis))
+        plt.close(fig)
+        assert offset == "" and labels, make.__name__
+        assert all(re.fullmatch(r"\d{1,3}(,\d{3})*|\d+\.\d+", s) for s in labels), (make.__name__, labels)
+        assert any("," in s for s in labels), (make.__name__, labels)
