@@ -271,7 +271,57 @@ def jobs_frame(table: pa.Table, dq: DataQuality, source: str = "<sacct>",
     repeated keys (:meth:`JobRows.drop_repeats`), keeping the first.
     """
     allocs, steps = _typed(table, dq, source, cluster, tz)
-    return JobRows(allocs, steps).drop_repeats(dq, source)
+    return _last_attempts(JobRows(allocs, steps), dq, source).drop_repeats(dq, source)
+
+
+def _last_attempts(rows: JobRows, dq: DataQuality, source: str) -> JobRows:
+    """``rows`` without the earlier attempts of requeued jobs that nothing tells apart: rows
+    of one allocation key (JobIDRaw) with neither Submit nor Start (``sacct -D`` without those
+    fields prints a row per attempt, each with its steps) that are not one record printed twice
+    and have a User (a step row that lost its suffix has none). Each such job's last row
+    printed is kept (its final attempt, as sacct without ``-D`` prints it), and its last copy of
+    each step; the others are skipped as :data:`~slurmkit.accounting.quality.UNTOLD_ATTEMPTS`,
+    each job listed as ``JobID <id>: <n> rows (<states>), the last kept``."""
+    from slurmkit.accounting.quality import UNTOLD_ATTEMPTS
+
+    a = rows.allocs
+    untimed = (a["submit"].isna() & a["start"].isna()).to_numpy() if len(a) > 1 else np.zeros(len(a), bool)
+    if not untimed.any():
+        return rows
+    acode, scode = rows.identity()
+    user = a["user"].astype(str).replace("nan", "").to_numpy() != "" if "user" in a else np.ones(len(a), bool)
+    cand = untimed & user
+    seen = pd.Series(acode[cand])
+    multi = set(seen[seen.duplicated(keep=False)].tolist())
+    if not multi:
+        return rows
+    grp = cand & np.isin(acode, list(multi))
+    # one record printed twice is not two attempts (drop_repeats counts it once)
+    same = a[grp].astype(str).assign(_c=acode[grp]).duplicated(keep="last").to_numpy()
+    drop = np.zeros(len(a), bool)
+    drop[np.flatnonzero(grp)] = pd.Series(acode[grp]).duplicated(keep="last").to_numpy() & ~same
+    if not drop.any():
+        return rows
+    told = set(acode[drop].tolist())
+    listed = 0
+    for c in sorted(told, key=lambda c: int(np.flatnonzero(acode == c)[0])):
+        rows_c = np.flatnonzero(grp & (acode == c))
+        if listed < 20:
+            states = ", ".join(str(s) for s in a["state"].to_numpy()[rows_c])
+            dq.skip(UNTOLD_ATTEMPTS, 0, source, None,
+                    f"JobID {a['job_id'].iat[rows_c[-1]]}: {len(rows_c)} rows ({states}), the last kept")
+        listed += 1
+    dq.skip(UNTOLD_ATTEMPTS, int(drop.sum()))
+    st = rows.steps
+    sdrop = np.zeros(len(st), bool)
+    if len(st):
+        s_untimed = (st["submit"].isna() & st["start"].isna()).to_numpy() & np.isin(scode, list(told))
+        if s_untimed.any():
+            key = st[s_untimed][["step"]].astype(str).assign(_c=scode[s_untimed])
+            sdrop[np.flatnonzero(s_untimed)] = key.duplicated(keep="last").to_numpy()
+            dq.skip(UNTOLD_ATTEMPTS, int(sdrop.sum()))
+    return JobRows(a[~drop].reset_index(drop=True), st[~sdrop].reset_index(drop=True),
+                   (acode[~drop], scode[~sdrop]))
 
 
 def _concat_columns(frames: list, consume: bool = True) -> pd.DataFrame:
@@ -769,7 +819,7 @@ def _load(batches, fdq: DataQuality, dq: DataQuality | None, source: str, fields
         rows = jobs_frame(pa.table({n: pa.array([], pa.string()) for n in (fields or ["JobID"])}), fdq)
     allocs.clear()   # the blocks' frames go now (collect() still holds the lists)
     steps.clear()
-    rows = rows.drop_repeats(fdq, source)
+    rows = _last_attempts(rows, fdq, source).drop_repeats(fdq, source)
     # the blocks' text goes back to the OS once, here: freeing it block by block made every
     # next block fault its pages in again (slower, and no lower peak)
     pool.release_unused()

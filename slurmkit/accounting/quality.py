@@ -26,6 +26,11 @@ AFTER_AS_OF = "submitted (or a step started) after --as-of: not yet in the captu
 #: User) beside the job's own row.
 IDENTICAL_REPEAT = "identical row repeated in the capture (counted once)"
 LOST_SUFFIX = "step row without its suffix (a repeated JobID/Submit/Start without User; the job's own row kept)"
+#: A requeued job's earlier attempts in a capture without Submit and Start (``sacct -D`` prints
+#: a row per attempt; nothing tells the attempts apart): the job's last row kept, as sacct
+#: without ``-D`` prints it; a problem, as the earlier attempts' hours are not counted.
+UNTOLD_ATTEMPTS = ("earlier attempt of a requeued job, not told apart (no Submit or Start in the capture; "
+                   "the job's last row kept)")
 NOT_PROBLEMS = frozenset((OUTSIDE_WINDOW, SAME_ROW_CAPTURE, SAME_ROW_PULL, STARTED_LATER, AFTER_AS_OF,
                           IDENTICAL_REPEAT, LOST_SUFFIX))
 

@@ -1332,12 +1332,12 @@ def render_markdown(report: dict) -> str:
             lines += [empty_group_text(report, key)]
             continue
         lines += [f"| {title} | jobs | GPU-h | CPU-h | wasted GPU-h | physical GPU-h |", "|---|---|---|---|---|---|"]
-        lines += [f"| {name(g[col])} | {g['jobs']} | {f(g['gpu_hours'])} | {f(g['cpu_hours'])} | "
+        lines += [f"| {name(g[col])} | {f(g['jobs'])} | {f(g['gpu_hours'])} | {f(g['cpu_hours'])} | "
                   f"{f(g['wasted_gpu_hours'])} | {f(g.get('physical_gpu_hours'))} |" for g in report[key]]
     lines += ["", "## Outcomes", ""]
     if report["outcomes"]:
         lines += ["| state | jobs | attempts | GPU-h | wasted GPU-h |", "|---|---|---|---|---|"]
-        lines += [f"| {o['state']} | {o['jobs']} | {o['attempts']} | {f(o['gpu_hours'])} | {f(o['wasted_gpu_hours'])} |"
+        lines += [f"| {o['state']} | {f(o['jobs'])} | {f(o['attempts'])} | {f(o['gpu_hours'])} | {f(o['wasted_gpu_hours'])} |"
                   for o in report["outcomes"]]
     else:
         lines += [empty_group_text(report, "outcomes")]

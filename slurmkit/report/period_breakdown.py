@@ -84,8 +84,10 @@ def job_clusters(store_root, clusters: list[str], w: Window) -> set[str]:
 
 
 def latest_pull(store_root, clusters: list[str], w: Window) -> pd.Timestamp | None:
-    """The latest pull (the manifest's ``pulled_at``, aware UTC) of the store clusters
-    ``clusters``' days in ``w``; None when no day of it is stored."""
+    """The latest pull (the manifest's ``pulled_at``, aware UTC, to the microsecond) of the
+    store clusters ``clusters``' days in ``w``; None when no day of it is stored. (A live pull
+    stores ``time.time()``, a float: read as is, its last digits are nanoseconds that no
+    ``datetime`` holds.)"""
     from slurmkit.accounting.store import Store
 
     pulls = []
@@ -93,7 +95,7 @@ def latest_pull(store_root, clusters: list[str], w: Window) -> pd.Timestamp | No
         man = Store(store_root, "" if c == "_default" else c).manifest()
         pulls += [float(man[f"{d:%Y-%m-%d}"]["pulled_at"]) for d in _days(w)
                   if man.get(f"{d:%Y-%m-%d}", {}).get("pulled_at") is not None]
-    return pd.Timestamp(max(pulls), unit="s", tz="UTC") if pulls else None
+    return pd.Timestamp(round(max(pulls) * 1e6), unit="us", tz="UTC") if pulls else None
 
 
 def part_allocations(store_root, clusters: list[str], w: Window, now) -> pd.DataFrame:

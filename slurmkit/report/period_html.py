@@ -131,13 +131,11 @@ def to_html(report: dict, limit: int = LIMIT, top: int = TOP) -> str:
     """The page (str). Plots: :func:`slurmkit.report.period_plots.period_pngs` (GPU-hours and
     CPU-hours per part by account, partition and cluster) and the weekly report's queue-wait
     plot over the period's ``queue_wait``."""
-    import jinja2
-
     from slurmkit import __version__
     from slurmkit.report import plots
+    from slurmkit.report.render import html_env
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader("slurmkit.report", "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined)
+    env = html_env()
     img = dict(pp.period_pngs(report, top))
     qw = plots.queue_wait_png(report)
     if qw is not None:

@@ -180,7 +180,10 @@ def colours(*panels: dict) -> dict[str, str]:
 
 def _draw(ax, panel: dict, colour: dict[str, str], by: str) -> None:
     """Stacked bars of ``panel`` on ``ax``; each bar carries ``gid`` ``<series>|<part index>``
-    (a test maps the artists back to the series)."""
+    (a test maps the artists back to the series); the y axis in plain grouped numbers
+    (:func:`slurmkit.report.plots.plain_axis`)."""
+    from slurmkit.report.plots import plain_axis
+
     xs = list(range(len(panel["parts"])))
     bottom = [0.0] * len(xs)
     what = METRICS.get(panel["metric"], panel["metric"])
@@ -213,6 +216,7 @@ def _draw(ax, panel: dict, colour: dict[str, str], by: str) -> None:
                        for p, c in zip(panel["parts"], panel["coverage"])],
                   fontsize=7, rotation=45 if by == "month" and len(xs) > 6 else 0)
     ax.set_ylabel(what, fontsize=8)
+    plain_axis(ax.yaxis)
     ax.tick_params(axis="y", labelsize=7)
     ax.set_xlim(-0.6, len(xs) - 0.4)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False, borderaxespad=0.0)

@@ -84,7 +84,7 @@ def queue_wait_text(section: dict) -> str:
     qa = section["queue_wait"]["all"]
     if qa["n"] is None:
         return "Queue wait: unknown."
-    return (f"{qa['n']} jobs started in the period (wait from {section['queue_wait']['from']}); p50 "
+    return (f"{fmt(qa['n'])} jobs started in the period (wait from {section['queue_wait']['from']}); p50 "
             f"{fmt(qa['p50_s'])} s, p95 {fmt(qa['p95_s'])} s, longest {fmt(qa['max_s'])} s.")
 
 

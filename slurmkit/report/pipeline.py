@@ -1108,7 +1108,7 @@ def load_jobs(opts: JobsOptions, warn=None) -> tuple[pd.DataFrame, pd.DataFrame,
     filtered: :func:`slurmkit.report.jobs.select`), whole jobs (not
     clipped to the window). Raises :class:`~slurmkit.errors.InputError` for a capture that cannot
     be read, ``SlurmError`` when sacct fails."""
-    from slurmkit.accounting.quality import DataQuality
+    from slurmkit.accounting.quality import UNTOLD_ATTEMPTS, DataQuality
     from slurmkit.report import energy as E
     from slurmkit.report import jobs as J
     from slurmkit.report.usage import STEP_BY_JOB_ID, allocations
@@ -1167,6 +1167,11 @@ def load_jobs(opts: JobsOptions, warn=None) -> tuple[pd.DataFrame, pd.DataFrame,
         named = [p.detail for p in dq.problems if p.reason == STEP_BY_JOB_ID]
         warn(f"{dq.repaired[STEP_BY_JOB_ID]} step row(s) whose JobIDRaw names no allocation row matched to their "
              f"job by JobID ({'; '.join(named)})")
+    if dq.skipped.get(UNTOLD_ATTEMPTS) and warn:
+        named = [p.detail for p in dq.problems if p.reason == UNTOLD_ATTEMPTS]
+        warn(f"{dq.skipped[UNTOLD_ATTEMPTS]} row(s) of requeued jobs' earlier attempts (allocation and step rows) "
+             "not listed: the capture has no Submit or Start to tell a job's attempts apart, so each job is its last "
+             f"row, as sacct without -D prints it ({'; '.join(named[:5])}{' ...' if len(named) > 5 else ''})")
     unmatched = dq.skipped.get("step row without its allocation row")
     if unmatched and warn:
         warn(f"{unmatched} step row(s) without their allocation row (by JobIDRaw or JobID): not in any job's "

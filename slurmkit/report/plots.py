@@ -64,6 +64,7 @@ def hourly_fig(report: dict):
     if lo is not None:
         ax.axvspan(lo, hi, color="#bbbbbb", alpha=0.5, lw=0, label="not captured")
     ax.set_ylabel("GPUs")
+    plain_axis(ax.yaxis)
     ax.set_xlabel("UTC")
     top = max([*ys, h.get("p95") or 0.0, cap or 0.0, 0.0])
     ax.set_ylim(0.0, max(1.0, top * 1.08))
@@ -88,6 +89,7 @@ def top_users_fig(report: dict, n: int = 10):
     ax.barh(names, used, color="#1f77b4", label="GPU-hours not wasted")
     ax.barh(names, waste, left=used, color="#d62728", label="GPU-hours wasted (failed, timed out, requeued ...)")
     ax.set_xlabel("GPU-hours")
+    plain_axis(ax.xaxis)
     ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.02), ncol=2, fontsize=8, frameon=False,
               borderaxespad=0.0)
     return plt, fig, ax
@@ -108,6 +110,7 @@ def energy_png(report: dict) -> bytes | None:
     vals = [src.get(k) or 0.0 for k in keys]
     ax.bar(keys, vals, color=["#2ca02c", "#17becf", "#9467bd", "#c5b0d5", "#e377c2", "#7f7f7f"])
     ax.set_ylabel("kWh")
+    plain_axis(ax.yaxis)
     return _png(plt, fig)
 
 
@@ -127,9 +130,27 @@ def wait_unit(longest_s: float) -> tuple[str, float]:
 
 
 def plain_tick(v: float) -> str:
-    """A log axis' tick as a plain number: 3 significant digits below 1000 (``0.5``, ``20``),
-    whole numbers with thousands separators from 1000 on (``1,000``, never ``1e+03``)."""
-    return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+    """An axis tick as a plain number, never with an exponent: whole numbers with thousands
+    separators from 1000 on (``1,000``, ``2,500,000``, never ``1e+03`` or ``2.5`` under a ``1e6``
+    offset), up to 6 significant digits below (``0.0001``, ``0.5``, ``20``, ``999.5``)."""
+    v = float(v) + 0.0          # (no "-0")
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    text = f"{v:.6g}"
+    if "e" in text:
+        import numpy as np
+
+        text = np.format_float_positional(v, precision=6, fractional=False, trim="-")
+    return text
+
+
+def plain_axis(axis) -> None:
+    """Label ``axis`` (an Axes' ``xaxis`` or ``yaxis``) with :func:`plain_tick`: every plot's
+    quantity axis (GPUs, GPU-hours, CPU-hours, kWh) reads plain grouped numbers, with no ``1e6``
+    offset above it."""
+    from matplotlib.ticker import FuncFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: plain_tick(v)))
 
 
 def queue_wait_png(report: dict, n: int = 12) -> bytes | None:
@@ -173,7 +194,7 @@ def queue_wait_fig(report: dict, n: int = 12):
     import math
 
     plain = FuncFormatter(lambda v, _pos: plain_tick(v))
-    ax.xaxis.set_major_formatter(plain)
+    plain_axis(ax.xaxis)
     lo, hi = ax.get_xlim()
     # within about a decade the major ticks are too few: the minor ones get plain labels too
     ax.xaxis.set_minor_formatter(plain if math.log10(hi / lo) < 1.5 else NullFormatter())
@@ -280,6 +301,7 @@ def trends_fig(report: dict, n: int = 8):
             ax.set_title(f"{what} per week by {kind}", fontsize=9)
             ax.set_xticks(xs, [w[-3:] for w in weeks], fontsize=7)
             ax.set_ylim(bottom=0)
+            plain_axis(ax.yaxis)
             if row == 0:
                 ax.legend(fontsize=6, loc="upper left")
         axes[row][0].set_ylabel(what)

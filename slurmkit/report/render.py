@@ -52,6 +52,24 @@ def fmt(x, sig: int = 3) -> str:
     return f"{r:,.{digits}f}"
 
 
+def cell(v):
+    """A table cell's value for people: an int or float as :func:`fmt` writes it (``2,496,991``,
+    ``0.229``), anything else as it is. Every HTML page (:func:`html_env`) and Markdown table
+    (:func:`_md_table`) prints its numbers through it: a count reads the same in every row."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return fmt(v)
+    return v
+
+
+def html_env():
+    """The jinja2 environment of the HTML reports (templates/, autoescaped, undefined names an
+    error): every ``{{ number }}`` printed through :func:`cell`."""
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.PackageLoader("slurmkit.report", "templates"),
+                              autoescape=True, undefined=jinja2.StrictUndefined, finalize=cell)
+
+
 def pct(x) -> str:
     """A ratio as a percentage with the same digits as :func:`fmt` ("–" for None)."""
     return "–" if x is None else f"{fmt(100.0 * float(x))} %"
@@ -250,7 +268,7 @@ def memory_note(e: dict) -> str:
     n = e.get("allocations_over_memory") or 0
     if not n:
         return ""
-    return (f"{n} allocation(s) used more memory than allocated (largest step's TRESUsageInTot "
+    return (f"{fmt(n)} allocation(s) used more memory than allocated (largest step's TRESUsageInTot "
             f"mem vs AllocTRES mem): the limit was not enforced (no cgroup ConstrainRAMSpace), "
             f"and jobacct_gather/linux counts shared pages in every process's RSS.")
 
@@ -432,7 +450,8 @@ def job_sizes_table(js: dict | None) -> tuple[list[str], list[list[str]]]:
     if not js:
         return [], []
     head = ["GPUs by duration", *js["duration_buckets"]]
-    rows = [[g, *[f"{j} / {UNKNOWN_CELL if h is None else fmt(h)}" for j, h in zip(js["jobs"][i], js["gpu_hours"][i])]]
+    rows = [[g, *[f"{UNKNOWN_CELL if j is None else fmt(j)} / {UNKNOWN_CELL if h is None else fmt(h)}"
+                  for j, h in zip(js["jobs"][i], js["gpu_hours"][i])]]
             for i, g in enumerate(js["gpu_buckets"])]
     return head, rows
 
@@ -462,13 +481,10 @@ def title(report: dict) -> str:
 
 def to_html(report: dict, limit: int = 25) -> str:
     """Self-contained HTML (str) with inline PNG plots."""
-    import jinja2
-
     from slurmkit import __version__
     from slurmkit.report import plots
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader("slurmkit.report", "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined)
+    env = html_env()
     # no chart without figures to draw (no GPU count in the input: no curve, no user's GPU-hours)
     img = {"hourly": plots.hourly_png(report) if report["hourly"].get("gpus_in_use") else None,
            "users": plots.top_users_png(report) if any((u.get("gpu_hours") or 0) > 0 for u in report["by_user"])
@@ -499,7 +515,7 @@ def about_rows(report: dict) -> list[list[str]]:
         how = "header line" if f.get("header") else (
             f"field list given (--sacct-fields {inp['sacct_fields_file']})" if inp.get("sacct_fields_file")
             else "field list given (--sacct-fields)")
-        rows += [["input", f"{f['file']}"], ["  sha256", f["sha256"]], ["  rows", str(f["rows"])],
+        rows += [["input", f"{f['file']}"], ["  sha256", f["sha256"]], ["  rows", fmt(f["rows"])],
                  ["  delimiter", repr(f["delimiter"]) + (" (given)" if f.get("delimiter_given") else " (detected)")],
                  ["  fields", f"{how}: {','.join(f.get('fields') or [])}"],
                  ["  latest time in it", str(f.get("latest_time"))],
@@ -635,10 +651,10 @@ def empty_group_text(report: dict, key: str, scope: str = "window") -> str:
 
 
 def _md_table(headers, rows) -> str:
-    def cell(v):
-        return str(v).replace("|", "\\|").replace("\n", " ")
+    def md(v):
+        return str(cell(v)).replace("|", "\\|").replace("\n", " ")
     out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
+    out += ["| " + " | ".join(md(v) for v in r) + " |" for r in rows]
     return "\n".join(out)
 
 
