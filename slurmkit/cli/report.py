@@ -493,7 +493,9 @@ def _echo_period_summary(report: dict, written) -> None:
                f"{report['store']['days']} day(s) from the store, "
                + ("missing: " + ", ".join(f"{c} {len(v['days_missing'])}" for c, v in report["store"]["clusters"].items())
                   if several else f"{len(report['store']['days_missing'])} missing")
-               + (f", {len(future)} not yet (after {report['as_of']})" if future else ""))
+               + (f", {len(future)} not yet (after {report['as_of']})" if future else "")
+               + (f" ({len(report['store']['days_after_now'])} of them stored and not read: give a later --now "
+                  "to read them)" if report["store"].get("days_after_now") else ""))
     for p in written:
         click.echo(f"  {p}")
 
@@ -540,7 +542,10 @@ def _echo_period_summary(report: dict, written) -> None:
 @click.option("--sreport-accounts", "sreport_accounts", type=click.Path(dir_okay=False),
               help="Captured 'sreport -P cluster AccountUtilizationByUser -T cpu,gres/gpu start=... end=...' (as "
                    "--sreport-utilization) to compare the account tree with (needs --assoc-tree).")
-@click.option("--now", "now_s", hidden=True, help="Time running jobs are taken to end (tests).")
+@click.option("--now", "now_s", metavar="TIME",
+              help="The report's time (default: the clock's): running jobs end at it at the latest, and the "
+                   "store's days starting at or after it are not read (the output says how many). Give it for "
+                   "figures that do not move between runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report to stdout.")
 @click.pass_context
 def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, formats, outdir, memory_limit,

@@ -1058,9 +1058,9 @@ def fill_store(opts: WeeklyOptions, store_dir, warn=None, replace: bool = False,
              + " (report period --cluster reads a store cluster by its folder)")
     if as_of > now_ts and warn:
         warn(f"the capture time {iso_z(as_of)} is after now ({iso_z(now_ts)}"
-             + (", --now" if now is not None else "") + "): "
-             + ("times read in the wrong zone? (--tz) " if local else "")
-             + "days from now's on are not stored")
+             + (", --now" if now is not None else "") + ")"
+             + (": times read in the wrong zone (--tz)?" if local else "")
+             + "; days starting at or after now are not stored")
     st = Store(store_dir, opts.cluster or "")
     first = last = None
     if opts.window is not None:

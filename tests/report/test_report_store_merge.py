@@ -152,3 +152,53 @@ def test_day_sums_are_rebuilt_for_the_days_a_merge_changes(stores):
     slow = _period(tmp / "ab", "--no-day-sums")
     T = _period_tests()
     assert T._same(_figures(fast), _figures(slow)) == []
+
+
+def test_another_reader_of_the_dataset_gets_the_engines_totals(stores):
+    """The merged store read as a Hive-partitioned Parquet dataset by pyarrow (``day`` from the
+    folders, as docs/report.md shows), the period's jobs and GPU-hours computed from it with
+    DuckDB by the rules docs/report.md states (the latest copy per key; a running job up to its
+    pull, never past now nor Start + Timelimit; ElapsedRaw shared out by the run's part in the
+    window): the period report's figures."""
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    tmp, _, _ = stores
+    root = tmp / "ab"
+    files = sorted(str(p) for p in root.glob("cluster=*/day=*/allocs.parquet"))
+    assert len(files) == 324
+    part = ds.partitioning(pa.schema([("day", pa.string())]), flavor="hive")
+    allocs = ds.dataset(files, format="parquet", partitioning=part, partition_base_dir=str(root)).to_table(
+        columns=["cluster", "key_id", "state", "submit", "start", "end", "elapsed_s", "timelimit_s", "gpus", "ncpus",
+                 "pulled_at", "day"])
+    assert allocs.num_rows == 335      # a job over midnight in each day's file
+    for start, end in (("2023-06-01", "2024-05-01"), ("2024-04-01", "2024-05-01"), ("2024-03-01", "2024-04-01")):
+        ws, we, now = (f"epoch(TIMESTAMPTZ '{t}')" for t in (f"{start}T00:00:00Z", f"{end}T00:00:00Z",
+                                                             "2024-04-20T00:00:00Z"))
+        got = duckdb.sql(f"""
+            WITH latest AS (
+              SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY cluster, key_id, submit, start
+                                                          ORDER BY pulled_at DESC, day DESC) AS copy FROM allocs)
+              WHERE copy = 1),
+            runs AS (
+              SELECT *, epoch(start) AS s0,
+                     CASE WHEN "end" IS NOT NULL THEN epoch("end")
+                          ELSE least(epoch(pulled_at), {now},
+                                     CASE WHEN isfinite(timelimit_s) THEN epoch(start) + timelimit_s END) END AS s1
+              FROM latest WHERE start IS NOT NULL AND state <> 'PENDING' AND NOT coalesce(start > "end", false)),
+            w AS (
+              SELECT *, greatest(least(s1, {we}) - greatest(s0, {ws}), 0) AS overlap,
+                     CASE WHEN "end" IS NOT NULL AND elapsed_s IS NOT NULL THEN elapsed_s ELSE s1 - s0 END AS run_s
+              FROM runs WHERE s0 < {we} AND s1 >= {ws})
+            SELECT count(DISTINCT key_id),
+                   sum(gpus * CASE WHEN s1 > s0 THEN run_s * overlap / (s1 - s0) ELSE 0 END) / 3600,
+                   sum(ncpus * CASE WHEN s1 > s0 THEN run_s * overlap / (s1 - s0) ELSE 0 END) / 3600
+            FROM w""").fetchall()[0]
+        res = CliRunner().invoke(cli, ["report", "period", "--store", str(root), "--start", start, "--end", end,
+                                       *NOW, "--json", "-o", str(tmp / "out-ds"), "--format", "json"])
+        t = json.loads(res.stdout)["totals"]
+        assert got[0] == t["jobs"] and got[1] == pytest.approx(t["gpu_hours"], rel=1e-9, abs=1e-9), (start, got, t)
+        assert got[2] == pytest.approx(t["cpu_hours"], rel=1e-9)
+        if start == "2024-04-01":
+            assert (got[0], round(got[1], 4)) == (24, 220.4042)     # 3 jobs running at the capture time
