@@ -24,7 +24,10 @@ recent days. Running jobs are provisional and re-pulled.
 
 Rows are keyed by (cluster, JobIDRaw, Submit, Start), a step row also by its step name; a job
 running over midnight is in each day's pull. When several days (or pulls) hold the same key,
-:meth:`Store.load` keeps the copy from the latest pull (ties: the later day).
+:meth:`Store.load` keeps the copy from the latest pull (ties: the later day). A live pull
+replaces its day (:meth:`Store.save_day`: sacct's whole day); a capture is merged into each
+day by that key (:func:`fill_from_capture`: jobs added, later copies replacing earlier ones,
+the store's other jobs kept).
 
 The layout before this one (``<root>/<cluster>/<YYYY-MM-DD>.parquet``, ``.steps.parquet``,
 ``manifest.json``, ``weeks/``) is moved into this one the first time a :class:`Store` is
