@@ -13,13 +13,15 @@ Then times, each in a fresh child process (the CLI, as an analyst runs it):
 2. the same command again (nothing new: every day merged, nothing written);
 3. ``report store`` of the overlapping capture into a store holding the first half only.
 
-Prints each run's wall time and the summary line. Nothing is asserted.
+Prints each run's wall and CPU time (steadier on a shared machine) and its summary lines.
+Nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -58,14 +60,19 @@ def write_captures(folder: str, weeks: int, per_week: int, seed: int = 35) -> tu
     return cat("whole.psv", paths), cat("first.psv", paths[:half + 1]), cat("second.psv", paths[half:])
 
 
-def store(capture: str, root: str) -> tuple[float, str]:
+def store(capture: str, root: str) -> tuple[float, float, str]:
+    """``(wall s, CPU s, the summary lines)`` of one ``report store`` (a child process)."""
     from slurmkit.accounting.fields import FIELDS
 
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     res = subprocess.run([sys.executable, "-m", "slurmkit", "report", "store", "--from-sacct", capture,
                           "--sacct-fields", ",".join(FIELDS), "--delimiter", "|", "--store", root,
                           "--cluster", "bench", "--tz", "UTC"], capture_output=True, text=True, check=True)
-    return time.perf_counter() - t0, "\n  ".join(res.stdout.strip().splitlines())
+    wall = time.perf_counter() - t0
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = ru.ru_utime + ru.ru_stime - ru0.ru_utime - ru0.ru_stime
+    return wall, cpu, "\n  ".join(res.stdout.strip().splitlines())
 
 
 def main() -> None:
@@ -85,8 +92,8 @@ def main() -> None:
                             ("whole capture again", [(whole, "s1")]),
                             ("first half, then the overlapping second half", [(first, "s2"), (second, "s2")])):
             for cap, name in runs:
-                wall, line = store(cap, os.path.join(folder, name))
-                print(f"{label}: {os.path.basename(cap)} {wall:.1f} s")
+                wall, cpu, line = store(cap, os.path.join(folder, name))
+                print(f"{label}: {os.path.basename(cap)} {wall:.1f} s wall, {cpu:.1f} s CPU")
                 print(f"  {line}")
     finally:
         if not a.keep:
