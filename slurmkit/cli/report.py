@@ -180,8 +180,8 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
               help="Captured sacct output (repeatable; several are merged, the latest copy of a row kept).")
 @click.option("--store", "store_dir", required=True, type=click.Path(file_okay=False), help="Parquet store folder.")
 @click.option("--cluster", help="The store's cluster folder (default: _default).")
-@click.option("--week", help="Write only this ISO week's days.")
-@click.option("--start", help="Write only days from this one: ISO date, UTC.")
+@click.option("--week", help="Store only this ISO week's days.")
+@click.option("--start", help="Store only days from this one: ISO date, UTC.")
 @click.option("--end", help="... to this one (exclusive).")
 @click.option("--sacct-fields", help="Field list of a capture without header: a file or a comma list.")
 @click.option("--delimiter", help="Delimiter of the capture (default: detected).")
@@ -190,14 +190,25 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
 @click.option("--as-of", "as_of", metavar="TIME",
               help="When the captures were taken (default: the latest time in them): days ending more than "
                    "an hour before it, with no running or pending job, are final.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--replace", is_flag=True,
+              help="The days stored hold these captures' rows only: what the store held for them is dropped "
+                   "(days stored with the wrong --tz); with --start/--end, the store's days of that span after "
+                   "the capture time are removed too. Without it each day is merged job by job.")
+@click.option("--now", "now_s", metavar="TIME",
+              help="The current time (default: the clock's): days starting at or after it are not stored.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (every day's counts).")
 @click.pass_context
-def store(ctx, from_sacct, store_dir, cluster, week, start, end, sacct_fields, delimiter, tz, as_of, as_json):
-    """Fill the Parquet store's days from captured sacct output, as daily live pulls would have
-    (a job in every UTC day it overlaps), so that `report period` can be built from captures.
+def store(ctx, from_sacct, store_dir, cluster, week, start, end, sacct_fields, delimiter, tz, as_of, replace, now_s,
+          as_json):
+    """Store captured sacct output in the Parquet store's days, as daily live pulls would have
+    listed them (a job in every UTC day it overlaps), so that `report period` can be built from
+    captures.
 
-    Every day from the captures' first to the day they were taken is written (an empty day
-    too: the capture covers it); days already final in the store are kept.
+    Every day from the captures' first to the day they were taken is stored (an empty day
+    too: the capture covers it). Each day is merged job by job with what the store holds (by
+    cluster, JobIDRaw, Submit and Start): jobs the day lacks are added, a stored copy is
+    replaced by a later capture's, and the store's other jobs are kept. Prints the job rows
+    added, replaced and kept per day (a summary line over many days).
     """
     from slurmkit.report.pipeline import WeeklyOptions, fill_store
     from slurmkit.report.window import make_window, parse_when
@@ -206,23 +217,58 @@ def store(ctx, from_sacct, store_dir, cluster, week, start, end, sacct_fields, d
     opts = WeeklyOptions(window=window, captures=tuple(from_sacct), sacct_fields=sacct_fields, delimiter=delimiter,
                          tz=tz or "UTC", tz_given=tz is not None, cluster=cluster,
                          as_of=parse_when(as_of, "--as-of") if as_of else None)
-    res = fill_store(opts, store_dir, warn=lambda msg: click.echo(f"slurmkit: warning: {msg}", err=True))
+    res = fill_store(opts, store_dir, warn=lambda msg: click.echo(f"slurmkit: warning: {msg}", err=True),
+                     replace=replace, now=parse_when(now_s, "--now") if now_s else None)
     _warn_skipped(res["data_quality"])
     res["day_sums"] = _day_sums(store_dir, cluster or "")
     if want_json(ctx, as_json):
         click.echo(json.dumps(res, indent=1))
         return
-    w = res["written"]
-    click.echo(f"{res['store']}: {len(w)} day(s) written" + (f" ({w[0]} .. {w[-1]})" if w else "")
-               + f", {len(res['final'])} final, {len(w) - len(res['final'])} not final (as of {res['as_of']}); "
-               f"times read in {res['time_zone']}" + ("" if res["time_zone_given"] else " (assumed)")
-               + (f"; {len(res['kept_final'])} day(s) already final kept" if res["kept_final"] else "")
-               + (f"; {len(res['kept_newer'])} day(s) pulled after this capture kept ({res['kept_newer'][0]} .. "
-                  f"{res['kept_newer'][-1]})" if res["kept_newer"] else ""))
-    ds = res["day_sums"]
+    for line in store_summary(res):
+        click.echo(line)
+
+
+#: ``report store`` lists each day's counts up to this many days; past it, a summary line.
+STORE_TABLE_DAYS = 14
+
+
+def store_summary(res: dict) -> list[str]:
+    """The lines ``report store`` prints for :func:`~slurmkit.report.pipeline.fill_store`'s
+    result ``res``: the days written and the zone; the job rows added, replaced and kept (a
+    job over several days counts in each), per day as a table up to :data:`STORE_TABLE_DAYS`
+    days, else in total; days not stored (after now) and removed (--replace); the day sums."""
+    w, where = res["written"], res["store"]
+    out = [f"{where}: {len(w)} day(s) written" + (f" ({w[0]} .. {w[-1]})" if w else "")
+           + f", {len(res['final'])} final, {len(w) - len(res['final'])} not final (as of {res['as_of']})"
+           + (f", {len(res['unchanged'])} unchanged" if res["unchanged"] else "")
+           + f"; times read in {res['time_zone']}" + ("" if res["time_zone_given"] else " (assumed)")]
+    t, days = res["totals"], res["days"]
+    removed = f", {t['removed']:,} removed (--replace)" if res.get("replace") else ""
+    out.append(f"{where}: job rows added {t['added']:,}, replaced {t['replaced']:,}, kept {t['kept']:,}"
+               + (f", not newer than the store's {t['not_newer']:,}" if t["not_newer"] else "") + removed
+               + " (a job counts in each day it ran in)")
+    if days and len(days) <= STORE_TABLE_DAYS:
+        cols = ["added", "replaced", "kept", "not_newer"] + (["removed"] if res.get("replace") else [])
+        head = ["day", *cols, "rows", "final", "written"]
+        rows = [[d, *(f"{c[k]:,}" for k in cols), f"{c['rows']:,}", "yes" if c["final"] else "no",
+                 "yes" if c["written"] else "no"] for d, c in days.items()]
+        width = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+        for r in [head, *rows]:
+            out.append("  " + "  ".join(str(v).ljust(width[i]) if i == 0 else str(v).rjust(width[i])
+                                        for i, v in enumerate(r)).rstrip())
+    elif days:
+        out.append(f"{where}: {len(days)} day(s): --json lists each day's counts")
+    if res["after_now"]:
+        a = res["after_now"]
+        out.append(f"{where}: {len(a)} day(s) after now ({res['now']}) not stored: {a[0]} .. {a[-1]}")
+    if res["forgotten"]:
+        f = res["forgotten"]
+        out.append(f"{where}: {len(f)} day(s) after the capture time removed (--replace): {f[0]} .. {f[-1]}")
+    ds = res.get("day_sums")
     if ds:
-        click.echo(f"{res['store']}: day sums for the period report: {ds['plain_rows']:,} of {ds['rows']:,} "
+        out.append(f"{where}: day sums for the period report: {ds['plain_rows']:,} of {ds['rows']:,} "
                    f"rows summed ({ds['summed']} day(s) summed now)")
+    return out
 
 
 def _warn_skipped(dq: dict) -> None:
@@ -447,7 +493,9 @@ def _echo_period_summary(report: dict, written) -> None:
                f"{report['store']['days']} day(s) from the store, "
                + ("missing: " + ", ".join(f"{c} {len(v['days_missing'])}" for c, v in report["store"]["clusters"].items())
                   if several else f"{len(report['store']['days_missing'])} missing")
-               + (f", {len(future)} not yet (after {report['as_of']})" if future else ""))
+               + (f", {len(future)} not yet (after {report['as_of']})" if future else "")
+               + (f" ({len(report['store']['days_after_now'])} of them stored and not read: give a later --now "
+                  "to read them)" if report["store"].get("days_after_now") else ""))
     for p in written:
         click.echo(f"  {p}")
 
@@ -494,7 +542,10 @@ def _echo_period_summary(report: dict, written) -> None:
 @click.option("--sreport-accounts", "sreport_accounts", type=click.Path(dir_okay=False),
               help="Captured 'sreport -P cluster AccountUtilizationByUser -T cpu,gres/gpu start=... end=...' (as "
                    "--sreport-utilization) to compare the account tree with (needs --assoc-tree).")
-@click.option("--now", "now_s", hidden=True, help="Time running jobs are taken to end (tests).")
+@click.option("--now", "now_s", metavar="TIME",
+              help="The report's time (default: the clock's): running jobs end at it at the latest, and the "
+                   "store's days starting at or after it are not read (the output says how many). Give it for "
+                   "figures that do not move between runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report to stdout.")
 @click.pass_context
 def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, formats, outdir, memory_limit,

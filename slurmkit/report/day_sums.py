@@ -47,8 +47,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from slurmkit.accounting.store import OPEN_STATES, Store
+from slurmkit.accounting.store import DAY_COLUMNS, OPEN_STATES, Store, check_columns
 from slurmkit.atomicfile import atomic_write, atomic_write_with
+from slurmkit.errors import InputError
 from slurmkit.report import period as P
 
 #: SQL: the key of a row as the store cluster's identity reads it (a number below 2**40 as
@@ -110,46 +111,78 @@ def _old_entries(st: Store, version: str) -> dict:
 def _day_runs(con, days: list[str], paths: dict) -> dict[int, dict[int, tuple[int, int, int]]]:
     """Each day's runs as its file holds them now: ``{day index: {category: (rows, first file
     row, last file row)}}``, the categories of :func:`_category_sql` (a day is sorted when each
-    run's rows are where its counts put them)."""
-    def each_day(cols: str) -> str:
-        return " UNION ALL ".join(
-            f"""SELECT {i} AS i, {P._epoch(f'{d}T00:00:00Z')!r}::DOUBLE AS d0, file_row_number AS fr, {cols}
-                FROM read_parquet('{P._q(str(paths[d]))}', file_row_number = true, hive_partitioning = false)"""
-            for i, d in enumerate(days))
-
-    if days:
-        # the keys held by several rows, and whether they are copies of one finished row
-        # over consecutive stored days (``direct``; ``i1`` the last of those days)
-        con.execute(f"""CREATE TEMP TABLE ks AS SELECT k, count(*) AS n, count(DISTINCT i) AS nd,
-                            min(i) AS i0, max(i) AS i1
-                        FROM ({each_day(f'{KEY} AS k')}) GROUP BY k HAVING count(*) > 1""")
-        content = ", ".join(f'"{c}"' for c in CONTENT)
-        # (a copy pulled later than the next day's copy: the latest copy read is not the
-        # last one, a NULL pull being the latest, as the period report ranks them)
-        con.execute(f"""CREATE TEMP TABLE groups AS
-            SELECT ks.k, ks.i1, coalesce(c.same, false) AND late.k IS NULL AND ks.n = ks.nd
-                   AND ks.i1 - ks.i0 + 1 = ks.nd AS direct
-            FROM ks LEFT JOIN (
-                SELECT k, count(DISTINCT row({content})) = 1 AS same
-                FROM ({each_day(f'{KEY} AS k, *')}) SEMI JOIN ks USING (k) GROUP BY k
-            ) c ON c.k = ks.k LEFT JOIN (
-                SELECT DISTINCT k FROM (
-                    SELECT k, p, lead(p) OVER (PARTITION BY k ORDER BY i) AS np
-                    FROM (SELECT k, i, coalesce(epoch_us(pulled_at::TIMESTAMPTZ), 9223372036854775807) AS p
-                          FROM ({each_day(f'{KEY} AS k, pulled_at')}) SEMI JOIN ks USING (k)))
-                WHERE p > np) late ON late.k = ks.k""")
-        # each day's runs as its file holds them now: sorted when each run's rows are
-        # where its counts put them
-        got = con.execute(f"""SELECT i, cat, count(*), min(fr), max(fr) FROM (
-                SELECT i, fr, {_category_sql('i', 'd0')} AS cat
-                FROM ({each_day(f'{KEY} AS k, *')}) r LEFT JOIN groups g USING (k))
-            GROUP BY i, cat""").fetchall()
-    else:
-        got = []
+    run's rows are where its counts put them). Leaves in ``con`` view ``days_rows`` (every
+    row of the day files with ``i``, its day's index, ``d0``, its midnight, epoch s, ``fr``, its
+    row in its file, and ``k``, :data:`KEY`) and table ``groups`` (the keys held by several
+    rows), which :func:`_categories` reads."""
+    if not days:
+        return {}
+    for d in days:   # (the scan reads a column a file lacks as NULL: another file in a day's place is named)
+        with InputError.reading(paths[d], "a day file of the store (Parquet)", pa.ArrowException):
+            check_columns(paths[d], pq.read_schema(paths[d]).names, DAY_COLUMNS, "a day file of the store")
+    # one scan of every day file (a UNION of one read per file plans slowly past a few
+    # hundred days), each row with its day by its file's name
+    con.execute("CREATE TEMP TABLE day_index(path VARCHAR, i INTEGER, d0 DOUBLE)")
+    con.executemany("INSERT INTO day_index VALUES (?, ?, ?)",
+                    [(str(paths[d]), i, P._epoch(f"{d}T00:00:00Z")) for i, d in enumerate(days)])
+    files = ", ".join(f"'{P._q(str(paths[d]))}'" for d in days)
+    con.execute(f"""CREATE TEMP VIEW days_rows AS
+        SELECT x.i, x.d0, r.file_row_number AS fr, {KEY} AS k, r.* EXCLUDE (filename, file_row_number)
+        FROM read_parquet([{files}], filename = true, file_row_number = true, hive_partitioning = false,
+                          union_by_name = true) r
+        JOIN day_index x ON x.path = r.filename""")
+    # the keys held by several rows, and whether they are copies of one finished row over
+    # consecutive stored days (``direct``; ``i1`` the last of those days)
+    con.execute("""CREATE TEMP TABLE ks AS SELECT k, count(*) AS n, count(DISTINCT i) AS nd,
+                        min(i) AS i0, max(i) AS i1
+                    FROM days_rows GROUP BY k HAVING count(*) > 1""")
+    content = ", ".join(f'"{c}"' for c in CONTENT)
+    # (a copy pulled later than the next day's copy: the latest copy read is not the
+    # last one, a NULL pull being the latest, as the period report ranks them)
+    con.execute(f"""CREATE TEMP TABLE groups AS
+        SELECT ks.k, ks.i1, coalesce(c.same, false) AND late.k IS NULL AND ks.n = ks.nd
+               AND ks.i1 - ks.i0 + 1 = ks.nd AS direct
+        FROM ks LEFT JOIN (
+            SELECT k, count(DISTINCT row({content})) = 1 AS same
+            FROM days_rows SEMI JOIN ks USING (k) GROUP BY k
+        ) c ON c.k = ks.k LEFT JOIN (
+            SELECT DISTINCT k FROM (
+                SELECT k, p, lead(p) OVER (PARTITION BY k ORDER BY i) AS np
+                FROM (SELECT k, i, coalesce(epoch_us(pulled_at::TIMESTAMPTZ), 9223372036854775807) AS p
+                      FROM days_rows SEMI JOIN ks USING (k)))
+            WHERE p > np) late ON late.k = ks.k""")
+    # each day's runs as its file holds them now: sorted when each run's rows are
+    # where its counts put them
+    got = con.execute(f"""SELECT i, cat, count(*), min(fr), max(fr) FROM (
+            SELECT i, fr, {_category_sql('i', 'd0')} AS cat FROM days_rows r LEFT JOIN groups g USING (k))
+        GROUP BY i, cat""").fetchall()
     runs: dict[int, dict[int, tuple[int, int, int]]] = {}
     for i, cat, n, lo, hi in got:
         runs.setdefault(int(i), {})[int(cat)] = (int(n), int(lo), int(hi))
     return runs
+
+
+def _categories(con, days: list[int]) -> dict[int, tuple[np.ndarray, np.ndarray, bool]]:
+    """Of the days ``days`` (indexes of :func:`_day_runs`' view ``days_rows``): ``{i: (file
+    rows in run order, their categories, whether a key of runs 2-4 is not a number)}``, from one
+    query."""
+    if not days:
+        return {}
+    got = con.execute(f"""SELECT i, fr, {_category_sql('i', 'd0')} AS cat,
+                                 NOT coalesce(TRY_CAST(key_id AS BIGINT) BETWEEN 0 AND 1099511627775, false) AS txt
+                          FROM days_rows r LEFT JOIN groups g USING (k)
+                          WHERE i IN ({', '.join(str(int(i)) for i in days)})
+                          ORDER BY i, cat, fr""").fetchnumpy()
+    i = np.asarray(got["i"], dtype=np.int64)
+    fr = np.asarray(got["fr"], dtype=np.int64)
+    cat = np.asarray(got["cat"], dtype=np.int64)
+    txt = np.asarray(got["txt"], dtype=bool)
+    out = {}
+    for d in days:
+        lo, hi = np.searchsorted(i, d), np.searchsorted(i, d, side="right")
+        c = cat[lo:hi]
+        out[int(d)] = (fr[lo:hi], c, bool(txt[lo:hi][c >= DIRECT_LAST].any()))
+    return out
 
 
 def summarize(store_root, cluster: str = "", progress=None, threads: int | None = None) -> dict:
@@ -191,6 +224,7 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
                     entries[day].update(e)
             batch, held = [], 0
 
+        plan = []   # (day index, in order, run bounds) of the days to sort and sum
         for i, d in enumerate(days):
             r = runs.get(i, {})
             bounds, at = [], 0
@@ -204,13 +238,27 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
                     and [e.get("direct_from"), e.get("earlier_from"), e.get("plain_from")] == bounds[1:4])
             if keep:
                 entries[d] = e
-                continue
-            if not summed:
-                # (first the days about to change leave the manifest: a run cut off midway
-                # leaves the cluster's sums unused, never a day's rows both summed and read)
-                atomic_write(st.dir / P.SUMS_MANIFEST, json.dumps(
-                    {"version": version, "days": {k: v for k, v in old.items() if k in entries}}))
-            entries[d], plain = _sort_day(con, i, d, paths[d], in_order and _groups_split(paths[d], bounds))
+            else:
+                plan.append((i, in_order, bounds))
+        if plan:
+            # (first the days about to change leave the manifest: a run cut off midway
+            # leaves the cluster's sums unused, never a day's rows both summed and read)
+            atomic_write(st.dir / P.SUMS_MANIFEST, json.dumps(
+                {"version": version, "days": {k: v for k, v in old.items() if k in entries}}))
+        cats: dict = {}
+        for n, (i, in_order, bounds) in enumerate(plan):
+            d = days[i]
+            if i not in cats:
+                # (the rows' runs of the next days to sort, up to BATCH_ROWS rows, from one query)
+                cats.clear()
+                group, rows = [], 0
+                for j, _, b in plan[n:]:
+                    if group and rows + b[4] > BATCH_ROWS:
+                        break
+                    group.append(j)
+                    rows += b[4]
+                cats.update(_categories(con, group))
+            entries[d], plain = _sort_day(d, paths[d], in_order and _groups_split(paths[d], bounds), cats.pop(i))
             batch.append((d, paths[d], plain))
             held += plain.num_rows
             summed += 1
@@ -232,23 +280,13 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
 BATCH_ROWS = 500_000
 
 
-def _sort_day(con, i: int, day: str, path: Path, in_place: bool) -> tuple[dict, object]:
+def _sort_day(day: str, path: Path, in_place: bool, runs_of: tuple) -> tuple[dict, object]:
     """Sort one day file into its runs (each its own row group; ``in_place``: it is already),
-    with table ``groups`` of :func:`_day_runs` in ``con``. Returns its ``_sums.json`` entry
-    (but ``elig``) and its plain rows (a pyarrow table, for :func:`_sum_batch`)."""
-    d0 = P._epoch(f"{day}T00:00:00Z")
+    ``runs_of`` its rows' runs (:func:`_categories`). Returns its ``_sums.json`` entry (but
+    ``elig``) and its plain rows (a pyarrow table, for :func:`_sum_batch`)."""
+    order, cats, textual = runs_of
     table = pq.read_table(path)
     n = table.num_rows
-    con.register("t", table.append_column("_i", pa.array(range(n), pa.int64())))
-    try:
-        got = con.execute(f"""SELECT _i, {_category_sql(str(i), f'{d0!r}')} AS cat,
-                                     NOT coalesce(TRY_CAST(key_id AS BIGINT) BETWEEN 0 AND 1099511627775, false) AS txt
-                              FROM (SELECT *, {KEY} AS k FROM t) r LEFT JOIN groups g USING (k)
-                              ORDER BY cat, _i""").fetchnumpy()
-    finally:
-        con.unregister("t")
-    cats = np.asarray(got["cat"], dtype=int)
-    order = np.asarray(got["_i"], dtype=np.int64)
     runs = [table.take(pa.array(order[cats == c], pa.int64())) for c in range(4)]
     if not in_place:
         def write(tmp):
@@ -264,7 +302,6 @@ def _sort_day(con, i: int, day: str, path: Path, in_place: bool) -> tuple[dict, 
     for part in runs:
         at.append(at[-1] + part.num_rows)
     size, mtime = P.file_stamp(path)
-    textual = bool(np.asarray(got["txt"], dtype=bool)[cats >= DIRECT_LAST].any())
     return ({"size": size, "mtime_ns": mtime, "rows": int(n), "direct_from": at[1], "earlier_from": at[2],
              "plain_from": at[3], "textual": textual}, runs[PLAIN])
 

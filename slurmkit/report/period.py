@@ -174,25 +174,30 @@ def parse_period(month: str | None = None, quarter: str | None = None, year: str
     return Period(w, label, by)
 
 
-def _store_days(store, window: Window, now: float | None = None,
-                future: list | None = None) -> tuple[list[tuple[str, str]], list[str], list[str], dict]:
+def _store_days(store, window: Window, now: float | None = None, future: list | None = None,
+                after_now: list | None = None) -> tuple[list[tuple[str, str]], list[str], list[str], dict]:
     """``(files, days missing, days not final, data quality)`` of ``store``'s days in
     ``window``: ``files`` a list of ``(day, allocs.parquet)``; data quality summed from the
-    manifest (each day's pull: rows read, skipped, repaired). A day not stored that starts at
-    or after ``now`` (epoch s) is not missing but future: appended to ``future``."""
+    manifest (each day's pull: rows read, skipped, repaired). A day that starts at or after
+    ``now`` (epoch s) is not read: it is future (appended to ``future``), not missing, and when
+    the store holds it, it is also appended to ``after_now`` (a report pinned by ``--now``
+    reads the same days whatever the store gained since)."""
     man = store.manifest()
     files, missing, open_days = [], [], []
     dq = {"rows_read": 0, "skipped": {}, "repaired": {}}
     for d0, _ in window.days():
         name = f"{d0:%Y-%m-%d}"
         path, steps = store.day_files(name)
+        midnight = d0.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
         # (as Store.load: a day is read with both its files)
-        if name not in man or not path.exists() or not steps.exists():
-            midnight = d0.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
-            if now is not None and future is not None and midnight >= now:
-                future.append(name)
-            else:
-                missing.append(name)
+        held = name in man and path.exists() and steps.exists()
+        if now is not None and future is not None and midnight >= now:
+            future.append(name)
+            if held and after_now is not None:
+                after_now.append(name)
+            continue
+        if not held:
+            missing.append(name)
             continue
         files.append((name, str(path)))
         entry = man[name]
@@ -1040,14 +1045,15 @@ def _days_to_read(store_root, names: list[str], window: Window, now: float):
     for c in names:
         st = S.Store(store_root, c)
         future: list[str] = []
-        fs, missing, open_days, cdq = _store_days(st, window, now, future)
+        after: list[str] = []
+        fs, missing, open_days, cdq = _store_days(st, window, now, future, after)
         files[st.cluster] = fs
         man = st.manifest()
         pulls = [float(man[d]["pulled_at"]) for d, _ in fs if man.get(d, {}).get("pulled_at") is not None]
         if pulls:
             latest_pull = max(latest_pull or 0.0, max(pulls))
         store_info[st.cluster] = {"dir": str(st.dir), "days": len(fs), "days_missing": missing,
-                                  "days_not_final": open_days, "days_future": future}
+                                  "days_not_final": open_days, "days_future": future, "days_after_now": after}
         dq["rows_read"] += cdq["rows_read"]
         for kind in ("skipped", "repaired"):
             for k, v in cdq[kind].items():
@@ -1188,10 +1194,11 @@ def period_report(store_root, period: Period, clusters=None, now=None,
     ``{"period": {"label", "start", "end", "by"}, "as_of" (``now``), "running_up_to" (a running
     job runs up to its row's pull, never past ``now``: the latest pull of the days read, else
     ``now``), "clusters", "store": {"root",
-    "days", "days_missing", "days_not_final", "days_future"} (per cluster, with
+    "days", "days_missing", "days_not_final", "days_future", "days_after_now"} (per cluster, with
     ``days_from_sums``: days read with their sums, and ``day_sums``: :func:`valid_day_sums`'
     state, or why none was read; a day not stored
-    after ``now`` is future, not missing), "time_zones" (:func:`time_zones`)}, "totals", "unknown", "by_user",
+    after ``now`` is future, not missing; a stored day starting at or after ``now`` is not read,
+    and listed in ``days_after_now`` too), "time_zones" (:func:`time_zones`)}, "totals", "unknown", "by_user",
     "by_account", "by_partition", "by_qos", "by_gpu_type", "outcomes", "queue_wait",
     "breakdown": [{"label", "start", "end", <the same sections>}] (each section, the period's
     too, with ``days_in_part``, ``days_stored`` (held by some cluster of its scope) and
@@ -1229,6 +1236,7 @@ def period_report(store_root, period: Period, clusters=None, now=None,
                   "days_missing": sorted({d for s in store_info.values() for d in s["days_missing"]}),
                   "days_not_final": sorted({d for s in store_info.values() for d in s["days_not_final"]}),
                   "days_future": sorted(fut),
+                  "days_after_now": sorted({d for s_ in store_info.values() for d in s_["days_after_now"]}),
                   "time_zones": time_zones(store_root, list(files), part_days(period.window.as_dict()))},
         **section(""),
         "data_quality": dq,
@@ -1308,6 +1316,7 @@ def render_markdown(report: dict) -> str:
                 if missing else "")
              + (f"; {len(st['days_not_final'])} day(s) not final (provisional)" if st["days_not_final"] else "")
              + (f"; {len(st.get('days_future', []))} day(s) not yet (after {report['as_of']})"
+                + (f", {len(st['days_after_now'])} of them stored and not read" if st.get("days_after_now") else "")
                 if st.get("days_future") else ""), ""]
     if st.get("time_zones"):
         lines += [f"Times of the captures read in: {time_zone_text(st['time_zones'])}.", ""]

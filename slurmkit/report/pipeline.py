@@ -1006,23 +1006,32 @@ def _breakdown_inputs(opts: WeeklyOptions, recon_w: Window, warn) -> dict | None
     return inputs
 
 
-def fill_store(opts: WeeklyOptions, store_dir, warn=None) -> dict:
-    """Fill the Parquet store at ``store_dir`` (cluster ``opts.cluster``) from the captures of
-    ``opts`` (read as the weekly report reads them, :func:`_captured`: several captures
-    merged, the latest copy of a row kept), day by day as daily live pulls would have
-    (:func:`slurmkit.accounting.store.fill_from_capture`), the captures taken at ``as of``
-    (``opts.as_of``, else the latest time in them). With ``opts.window``, only its days are
-    written. The zone the captures' times were read in (``opts.tz``) and whether it was given
-    (``opts.tz_given``, or the times are epoch seconds) go into each written day's manifest
-    entry (``time_zone``, ``time_zone_given``), for the period report's "About" block; UTC
-    assumed for local times is told to ``warn`` (a callable taking the message) as ``report
-    weekly`` tells it (:func:`tz_assumed_note`). Returns ``{"store", "cluster", "as_of",
-    "written", "final", "kept_final", "kept_newer", "time_zone", "time_zone_given", "time_zone_note",
-    "data_quality"}``. Raises :class:`~slurmkit.errors.InputError` for a capture that cannot
-    be read or holds no times."""
-    from slurmkit.accounting.store import Store, fill_from_capture
+def fill_store(opts: WeeklyOptions, store_dir, warn=None, replace: bool = False, now=None) -> dict:
+    """Store the captures of ``opts`` (read as the weekly report reads them, :func:`_captured`:
+    several captures merged, the latest copy of a row kept) in the Parquet store at
+    ``store_dir`` (cluster ``opts.cluster``), day by day as daily live pulls would have listed
+    them, each day merged with what the store holds by the store's key
+    (:func:`slurmkit.accounting.store.fill_from_capture`; ``replace``: the days hold this
+    capture's rows only), the captures taken at ``as of`` (``opts.as_of``, else the latest time
+    in them). With ``opts.window``, only its days are stored. Days starting at or after ``now``
+    (a time; default: the current time) are not stored, and a capture time after ``now`` is
+    told to ``warn`` (times read in the wrong zone?). The zone the captures' times were read in
+    (``opts.tz``), whether it was given (``opts.tz_given``, or the times are epoch seconds) and
+    whether the times are local go into each written day's manifest entry (``time_zone``,
+    ``time_zone_given``, ``times_local``), for the period report's "About" block and the zone
+    check of a later merge; UTC assumed for local times is told to ``warn`` (a callable taking
+    the message) as ``report weekly`` tells it (:func:`tz_assumed_note`).
+
+    Returns ``{"store", "cluster", "as_of", "now", "replace", "written", "final", "unchanged",
+    "after_now", "forgotten", "days", "totals", "time_zone", "time_zone_given",
+    "time_zone_note", "data_quality"}`` (``days`` and ``totals``: rows added, replaced, kept
+    ...: :data:`slurmkit.accounting.store.DAY_COUNTS`). Raises
+    :class:`~slurmkit.errors.InputError` for a capture that cannot be read or holds no times,
+    and for days stored in another zone (:func:`~slurmkit.accounting.store.fill_from_capture`)."""
+    from slurmkit.accounting.store import DAY_COUNTS, Store, fill_from_capture
 
     check_zone(opts.tz)
+    now_ts = _timestamp(now) if now is not None else pd.Timestamp.now(tz="UTC")
     rows, dq, window, as_of, inputs = _captured(opts, empty_hint="")
     if as_of is None:
         raise InputError(",".join(map(str, opts.captures)), None, "no times in the captures: give --as-of")
@@ -1036,6 +1045,7 @@ def fill_store(opts: WeeklyOptions, store_dir, warn=None) -> dict:
     rec = inputs_record(opts, window, inputs)
     if not rec["time_zone_given"] and warn:
         warn(rec["time_zone_note"])
+    local = any(f.get("times") == "local" for f in inputs.get("files") or [])
     zone = {"time_zone": rec["time_zone"], "time_zone_given": rec["time_zone_given"]}
     named = sorted({str(c) for c in rows.allocs["cluster"].dropna().unique() if str(c)}) \
         if "cluster" in rows.allocs else []
@@ -1046,13 +1056,31 @@ def fill_store(opts: WeeklyOptions, store_dir, warn=None) -> dict:
                                            if len(named) == 1 else
                                            "store each cluster's capture with its own --cluster")
              + " (report period --cluster reads a store cluster by its folder)")
+    if as_of > now_ts and warn:
+        warn(f"the capture time {iso_z(as_of)} is after now ({iso_z(now_ts)}"
+             + (", --now" if now is not None else "") + ")"
+             + (": times read in the wrong zone (--tz)?" if local else "")
+             + "; days starting at or after now are not stored")
     st = Store(store_dir, opts.cluster or "")
     first = last = None
     if opts.window is not None:
         rows = _in_window(rows, opts.window)
         first, last = _timestamp(opts.window.start).timestamp(), _timestamp(opts.window.end).timestamp() - 1
-    res = fill_from_capture(st, rows, as_of.timestamp(), first_day=first, last_day=last, record=zone)
-    return {"store": str(st.dir), "cluster": st.cluster, "as_of": iso_z(as_of), **res, **zone,
+    try:
+        res = fill_from_capture(st, rows, as_of.timestamp(), first_day=first, last_day=last, replace=replace,
+                                record={**zone, "times_local": local}, now=now_ts.timestamp())
+    except InputError as exc:
+        if Path(exc.file).name not in ("allocs.parquet", "steps.parquet") or Path(exc.file).parent.parent != st.dir:
+            raise
+        day = Path(exc.file).parent.name[len("day="):]
+        # (a day file the merge cannot read: nothing is written; the way on is the user's choice)
+        raise InputError(exc.file, exc.line, f"{exc.message}; nothing was stored. To store that day again from the "
+                         f"captures alone (what the file held is lost): --replace --start {day} --end <the next "
+                         "day>; or restore the file", exc.key) from None
+    totals = {k: sum(d.get(k, 0) for d in res["days"].values())
+              for k in (*DAY_COUNTS, *(f"steps_{k}" for k in DAY_COUNTS))}
+    return {"store": str(st.dir), "cluster": st.cluster, "as_of": iso_z(as_of), "now": iso_z(now_ts),
+            "replace": replace, **res, "totals": totals, **zone,
             "time_zone_note": rec["time_zone_note"], "data_quality": dq.as_dict()}
 
 

@@ -607,7 +607,7 @@ def test_a_capture_older_than_a_day_already_stored_does_not_replace_it(habrok, t
                                    "--cluster", "h", "--as-of", "2024-04-18T12:00:00Z", "--json"])
     assert res.exit_code == 0, res.output
     got = json.loads(res.output[res.output.index("{"):])
-    assert got["written"] == [] and "2024-04-18" in got["kept_newer"]
+    assert got["written"] == [] and "2024-04-18" in got["unchanged"] and got["totals"]["added"] == 0
     assert "earlier than the" in res.output        # the --as-of warning, as report weekly gives it
     after = json.loads((out / "cluster=h" / "_manifest.json").read_text())
     assert {d: e["pulled_at"] for d, e in after.items()} == {d: e["pulled_at"] for d, e in before.items()}

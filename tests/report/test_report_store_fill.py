@@ -54,7 +54,7 @@ def test_report_store_fills_the_days_of_a_capture_as_daily_pulls_would(habrok, t
     first = a["start"].fillna(a["submit"]).fillna(a["end"]).min()
     days = pd.date_range(_day(first), "2024-04-19", freq="D", tz="UTC")
     assert out["written"] == [_day(d) for d in days]      # every covered day, empty ones too
-    assert out["kept_final"] == []
+    assert out["unchanged"] == [] and out["totals"]["replaced"] == out["totals"]["kept"] == 0
     man = Store(root, "habrok").manifest()
     assert sorted(man) == out["written"]
     # a job is in every UTC day it overlaps (as sacct -S day -E day+1 lists it), and in no other
@@ -86,12 +86,17 @@ def test_report_store_fills_the_days_of_a_capture_as_daily_pulls_would(habrok, t
     assert T._same(T._shared(rep), T._shared(direct)) == []
     assert rep["totals"]["jobs"] == 40
 
-    # filled again: the final days are kept, the others written again
+    # stored again: every row is the store's already, from the same pull: nothing written,
+    # every day's rows kept, the day sums left as they were
+    sums = (root / "cluster=habrok" / "_sums.json").read_text()
     again = CliRunner().invoke(cli, ["report", "store", "--from-sacct", str(habrok), "--store", str(root),
                                      "--cluster", "habrok", "--json"])
     second = json.loads(again.stdout)
-    assert second["kept_final"] == expect_final
-    assert second["written"] == [n for n in out["written"] if n not in expect_final]
+    assert second["written"] == [] and second["unchanged"] == out["written"]
+    assert second["totals"]["kept"] == second["totals"]["not_newer"] == out["totals"]["added"] > 300
+    assert second["totals"]["added"] == second["totals"]["replaced"] == 0
+    assert second["day_sums"]["summed"] == 0 and (root / "cluster=habrok" / "_sums.json").read_text() == sums
+    assert Store(root, "habrok").manifest() == man
 
 
 def test_report_store_writes_only_the_days_asked_for(habrok, tmp_path):
