@@ -434,8 +434,8 @@ def _period_sections(per, names, store_dir, events, reservations, nodes, assoc_t
 def _period_energy(ctx, site_spec, capacity_gpus, spool, pue, carbon_g_per_kwh, price_per_kwh, price_per_gpu_hour,
                    currency, gpu_tdp_w, trust_slurm_energy, inputs, live_breakdown):
     """``report period``'s ``(assumptions, spool frame or None, capacity)`` from its options, as
-    ``report weekly`` reads them (the site profile's, each option over it; the spool given, else
-    the hooks' spool folder when this host has one; the capacity of
+    ``report weekly`` reads them (the site profile's, each option over it; the spool when
+    ``--spool`` gives one, never the host's own spool folder unasked; the capacity of
     :func:`slurmkit.report.period.capacity_inputs`). Spool lines that do not parse are warned
     about on stderr."""
     from click.core import ParameterSource
@@ -453,7 +453,10 @@ def _period_energy(ctx, site_spec, capacity_gpus, spool, pue, carbon_g_per_kwh, 
     opts = WeeklyOptions(profile=profile, pue=pue, carbon_g_per_kwh=carbon_g_per_kwh, price_per_kwh=price_per_kwh,
                          price_per_gpu_hour=price_per_gpu_hour, currency=currency, gpu_tdp_w=gpu_tdp_w,
                          trust_slurm_energy=trust, spool=spool)
-    spool_df, _ = _read_spool(opts, lambda msg: click.echo(f"slurmkit: warning: {msg}", err=True))
+    # (the spool only when given: it is not in the store, and a host's own spool folder, which
+    # report weekly reads by default, would turn the day sums off for every period report there)
+    spool_df = (_read_spool(opts, lambda msg: click.echo(f"slurmkit: warning: {msg}", err=True))[0]
+                if spool else None)
     capacity = capacity_inputs(capacity_gpus, "--capacity-gpus (given)" if capacity_gpus is not None else None,
                                profile, inputs, live_breakdown)
     return _assumptions(opts), spool_df, capacity

@@ -1457,7 +1457,10 @@ def _utilization(per: dict, windows: list, capacity: dict | None, horizon: pd.Ti
                               ("unknown (one capacity, several clusters)" if several and cap.get("gpus") else "unknown"),
                               "of_reported": None}
         if not gpus or "gpu_hours" in sec["unknown"]:
-            sec["unknown"]["utilization"] = (UNKNOWN_WHY["utilization"] if not gpus else UNKNOWN_WHY["gpu_hours"])
+            sec["unknown"]["utilization"] = (
+                UNKNOWN_WHY["gpu_hours"] if gpus else
+                "one capacity describes one cluster, and this report covers several (give --cluster NAME)"
+                if several and cap.get("gpus") else UNKNOWN_WHY["utilization"])
 
 
 def _of_reported(out: dict) -> None:

@@ -238,6 +238,9 @@ def test_partial_energy_is_said_with_its_coverage_in_every_output(corpus, tmp_pa
     md = (pout / "period.md").read_text()
     assert f"Energy (IT) over the period: {text}; by source: slurm 5.71 kWh." in md
     assert "| (all) | **period** | 324 / 335 |" in md and "| 5.71 kWh (1 of 91 jobs) |" in md
+    html = (pout / "period.html").read_text()
+    assert f"Energy (IT) over the period: {text}; by source: slurm 5.71 kWh." in html
+    assert '<td class="partial">5.71 kWh (1 of 91 jobs)</td>' in html
     # each cluster on its own: Santis' energy is complete, Habrok's unknown (never 0 kWh)
     by = {s["cluster"]: s["totals"] for s in p["by_cluster"]}
     assert by["santis"]["energy_coverage"]["complete"] and by["habrok"]["energy_kwh"] is None

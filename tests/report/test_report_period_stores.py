@@ -74,7 +74,7 @@ def test_a_period_with_no_stored_day_reads_not_in_the_store_everywhere(stores, t
     assert "## Queue wait\n\nQueue wait: not in the store." in md and "Job sizes: not in the store." in md
     assert html.count("Not in the store: no figures.") == 6          # 5 groups and the outcomes
     period_row = html.split('<table class="kpi" id="totals">')[1].split("</tr>")[1]
-    assert period_row.endswith('<td class="missing l" colspan="8">not in the store</td>')
+    assert period_row.endswith('<td class="missing l" colspan="12">not in the store</td>')
 
 
 def test_a_part_with_no_stored_day_has_null_job_sizes_beside_stored_parts(stores, tmp_path):
