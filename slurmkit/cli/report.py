@@ -168,7 +168,7 @@ def weekly(ctx, week, start, end, cluster, formats, outdir, mail_to, from_sacct,
                    f"{render.known(report, 'gpu_hours', t['gpu_hours'])} GPU-h"
                    + (f" ({render.requested_note(report)})" if render.requested_note(report) else "") + ", "
                    f"{render.known(report, 'cpu_hours', t['cpu_hours'])} CPU-h, "
-                   f"energy {render.kwh(report, t['energy_kwh'])}; "
+                   f"energy {render.energy_coverage_text(t, short=True)}; "
                    f"rows read {report['data_quality']['rows_read']}, skipped "
                    f"{report['data_quality']['rows_skipped']}")
         for p in res.written:
@@ -414,9 +414,11 @@ def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sa
 
 def _period_sections(per, names, store_dir, events, reservations, nodes, assoc_tree, tz, live_breakdown,
                      use_sreport, sreport_utilization, sreport_accounts, now_s):
-    """``report period``'s ``sections=`` (:func:`slurmkit.report.period_breakdown.breakdown_sections`)
-    from its options: sreport's breakdown and the account tree from captures or read live, or
-    None when neither is asked. Raises :class:`~slurmkit.errors.UsageError` for options that
+    """``(sections, inputs)``: ``report period``'s ``sections=``
+    (:func:`slurmkit.report.period_breakdown.breakdown_sections`) from its options, sreport's
+    breakdown and the account tree from captures or read live, and their inputs (node TRES,
+    events: the utilization's capacity and down time too); ``(None, None)`` when neither is
+    asked. Raises :class:`~slurmkit.errors.UsageError` for options that
     do not go together and for a breakdown asked over several clusters."""
     from slurmkit.errors import UsageError
     from slurmkit.report.pipeline import default_store_dir
@@ -428,7 +430,7 @@ def _period_sections(per, names, store_dir, events, reservations, nodes, assoc_t
         if path and not need:    # (a capture is compared with captures: not with --live-breakdown)
             raise UsageError(opt, f"compares sreport's capture with the breakdown of captures: give {name} too")
     if not (live_breakdown or any((events, reservations, nodes, assoc_tree))):
-        return None
+        return None, None
     from slurmkit.report import period_breakdown as PB
     from slurmkit.report.pipeline import read_capture
 
@@ -472,7 +474,38 @@ def _period_sections(per, names, store_dir, events, reservations, nodes, assoc_t
     captures = {k: (str(p), read_capture(p)) for k, p in (("utilization", sreport_utilization),
                                                            ("AccountUtilizationByUser", sreport_accounts)) if p}
     return PB.breakdown_sections(store_dir or default_store_dir(), inputs, now=now_s or None, sreport=sreport,
-                                     captures=captures, tz=zone if not live_breakdown else "UTC")
+                                 captures=captures, tz=zone if not live_breakdown else "UTC"), inputs
+
+
+def _period_energy(ctx, site_spec, capacity_gpus, spool, pue, carbon_g_per_kwh, price_per_kwh, price_per_gpu_hour,
+                   currency, gpu_tdp_w, trust_slurm_energy, inputs, live_breakdown):
+    """``report period``'s ``(assumptions, spool frame or None, capacity)`` from its options, as
+    ``report weekly`` reads them (the site profile's, each option over it; the spool when
+    ``--spool`` gives one, never the host's own spool folder unasked; the capacity of
+    :func:`slurmkit.report.period.capacity_inputs`). Spool lines that do not parse are warned
+    about on stderr."""
+    from click.core import ParameterSource
+
+    from slurmkit.report.period import capacity_inputs
+    from slurmkit.report.pipeline import WeeklyOptions, _assumptions, _read_spool
+
+    profile = None
+    if site_spec:
+        from slurmkit.profile import load_profile
+
+        profile = load_profile(site_spec)
+    trust = (trust_slurm_energy if ctx.get_parameter_source("trust_slurm_energy") in
+             (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT) else None)
+    opts = WeeklyOptions(profile=profile, pue=pue, carbon_g_per_kwh=carbon_g_per_kwh, price_per_kwh=price_per_kwh,
+                         price_per_gpu_hour=price_per_gpu_hour, currency=currency, gpu_tdp_w=gpu_tdp_w,
+                         trust_slurm_energy=trust, spool=spool)
+    # (the spool only when given: it is not in the store, and a host's own spool folder, which
+    # report weekly reads by default, would turn the day sums off for every period report there)
+    spool_df = (_read_spool(opts, lambda msg: click.echo(f"slurmkit: warning: {msg}", err=True))[0]
+                if spool else None)
+    capacity = capacity_inputs(capacity_gpus, "--capacity-gpus (given)" if capacity_gpus is not None else None,
+                               profile, inputs, live_breakdown)
+    return _assumptions(opts), spool_df, capacity
 
 
 def _echo_period_summary(report: dict, written) -> None:
@@ -489,7 +522,7 @@ def _echo_period_summary(report: dict, written) -> None:
     future = report["store"].get("days_future") or []
     several = len(report["store"]["clusters"]) > 1
     click.echo(f"{period_span(report['period'])}: {f(t['jobs'])} job{'' if t['jobs'] == 1 else 's'}, "
-               f"{f(t['gpu_hours'])} GPU-h, {f(t['cpu_hours'])} CPU-h; "
+               f"{f(t['gpu_hours'])} GPU-h, {f(t['cpu_hours'])} CPU-h, energy {render.energy_coverage_text(t, short=True)}; "
                f"{report['store']['days']} day(s) from the store, "
                + ("missing: " + ", ".join(f"{c} {len(v['days_missing'])}" for c, v in report["store"]["clusters"].items())
                   if several else f"{len(report['store']['days_missing'])} missing")
@@ -542,6 +575,21 @@ def _echo_period_summary(report: dict, written) -> None:
 @click.option("--sreport-accounts", "sreport_accounts", type=click.Path(dir_okay=False),
               help="Captured 'sreport -P cluster AccountUtilizationByUser -T cpu,gres/gpu start=... end=...' (as "
                    "--sreport-utilization) to compare the account tree with (needs --assoc-tree).")
+@site_option("site_spec", help="Site profile (file or shipped name) for TDP, PUE, carbon, prices, capacity "
+                                "(as report weekly).", alias_envvar="SLURMKIT_PROFILE")
+@click.option("--capacity-gpus", type=float,
+              help="GPUs in the cluster, the utilization's capacity (default: the profile's, else the node list of "
+                   "--nodes or --live-breakdown).")
+@click.option("--spool", type=click.Path(), help="Hook energy spool (energy.jsonl or a folder of *.jsonl): measured "
+                                                 "energy (the day sums are then not read).")
+@click.option("--pue", type=float, help="Power usage effectiveness (overrides the profile).")
+@click.option("--carbon-g-per-kwh", type=float, help="Carbon intensity, g CO2e per kWh.")
+@click.option("--price-per-kwh", type=float, help="Energy price per kWh.")
+@click.option("--price-per-gpu-hour", type=float, help="Price per GPU-hour.")
+@click.option("--currency", help="Currency of the prices.")
+@click.option("--gpu-tdp-w", type=float, help="GPU TDP in W for modelled energy (all GPU types).")
+@click.option("--trust-slurm-energy/--no-trust-slurm-energy", default=True, show_default=True,
+              help="Use Slurm's non-zero energy (ConsumedEnergyRaw, AllocTRES and the steps' energy=).")
 @click.option("--now", "now_s", metavar="TIME",
               help="The report's time (default: the clock's): running jobs end at it at the latest, and the "
                    "store's days starting at or after it are not read (the output says how many). Give it for "
@@ -550,7 +598,8 @@ def _echo_period_summary(report: dict, written) -> None:
 @click.pass_context
 def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, formats, outdir, memory_limit,
            temp_dir, no_day_sums, events, reservations, nodes, assoc_tree, tz, live_breakdown, use_sreport, sreport_utilization,
-           sreport_accounts, now_s, as_json):
+           sreport_accounts, site_spec, capacity_gpus, spool, pue, carbon_g_per_kwh, price_per_kwh, price_per_gpu_hour,
+           currency, gpu_tdp_w, trust_slurm_energy, now_s, as_json):
     """GPU/CPU-hours, jobs, groups, outcomes and queue wait over a month, quarter, year or span.
 
     Read from the Parquet store only (days the weekly report pulled): nothing is asked of
@@ -576,11 +625,15 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
     names = list(dict.fromkeys(c.strip() for c in cluster.split(",") if c.strip())) if cluster else None
     if names == []:
         raise UsageError("--cluster", f"no cluster name in {cluster!r} (the store's unnamed cluster is _default)")
-    sections = _period_sections(per, names, store_dir, events, reservations, nodes, assoc_tree, tz,
-                                live_breakdown, use_sreport, sreport_utilization, sreport_accounts, now_s)
+    sections, inputs = _period_sections(per, names, store_dir, events, reservations, nodes, assoc_tree, tz,
+                                        live_breakdown, use_sreport, sreport_utilization, sreport_accounts, now_s)
+    assumptions, spool_df, capacity = _period_energy(ctx, site_spec, capacity_gpus, spool, pue, carbon_g_per_kwh,
+                                                     price_per_kwh, price_per_gpu_hour, currency, gpu_tdp_w,
+                                                     trust_slurm_energy, inputs, live_breakdown)
     report = period_report(store_dir or default_store_dir(), per, names, now=now_s or None,
                            memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT, temp_dir=temp_dir, progress=progress,
-                           sections=sections, use_sums=not no_day_sums)
+                           sections=sections, use_sums=not no_day_sums, assumptions=assumptions, spool=spool_df,
+                           capacity=capacity)
     written = write_period(report, outdir or f"slurmkit-period-{per.label.replace(':', '')}", formats.split(","))
     from slurmkit.accounting.store import Store
 

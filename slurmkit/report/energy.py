@@ -292,6 +292,26 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
     return out
 
 
+def energy_coverage(jobs: int, jobs_unknown: int, cpu_hours: float | None, cpu_hours_energy: float | None,
+                    gpu_hours: float | None, gpu_hours_energy: float | None, known: bool) -> dict:
+    """What an energy figure covers (``totals.energy_coverage``; the text is
+    :func:`slurmkit.report.render.energy_coverage_text`), from a window's (or a group's) sums over
+    its runs: ``jobs`` (distinct), ``jobs_unknown`` (distinct jobs with a run of no energy source:
+    a job whose attempts are known only in part is unknown), ``cpu_hours`` / ``gpu_hours`` and
+    those of the runs with a source (``*_energy``; None where not known). Returns ``{"jobs",
+    "jobs_with_energy", "jobs_unknown", "cpu_hours_share", "gpu_hours_share"`` (the runs with a
+    source over all, 0..1; None without such hours or where they are unknown), ``"complete"``
+    (every job has a source), ``"known"`` (some job has one: else the energy is unknown, not 0)}``."""
+    def share(part, whole):
+        if not whole or whole != whole:
+            return None
+        return round((0.0 if part is None or part != part else float(part)) / float(whole), 9)
+
+    return {"jobs": int(jobs), "jobs_with_energy": int(jobs) - int(jobs_unknown), "jobs_unknown": int(jobs_unknown),
+            "cpu_hours_share": share(cpu_hours_energy, cpu_hours), "gpu_hours_share": share(gpu_hours_energy, gpu_hours),
+            "complete": bool(known) and not jobs_unknown, "known": bool(known)}
+
+
 def costs(kwh: float | None, gpu_hours: float | None, a: Assumptions) -> dict:
     """Facility kWh, CO2e (kg) and cost from IT energy ``kwh`` and ``gpu_hours``; a figure is
     None when its assumption is not set or ``kwh`` is None (energy unknown; the total cost is

@@ -57,11 +57,12 @@ import pandas as pd
 
 from slurmkit.accounting.frame import GPU_SOURCES
 from slurmkit.errors import InputError, UsageError
+from slurmkit.report.energy import J_PER_KWH, Assumptions
 from slurmkit.report.period_plots import part_days
 from slurmkit.report.period_text import empty_group_text, missing_counts, period_span, queue_wait_text, time_zone_text, time_zones
 from slurmkit.report.jobs import SIZE_DURATION_BUCKETS, SIZE_GPU_BUCKETS, size_table
 from slurmkit.report.usage import GPU_BUCKET_UNKNOWN, GPU_BUCKETS, WASTE_STATES
-from slurmkit.report.weekly import (GPU_TYPE_UNKNOWN, GPU_UNTYPED, NEVER_STARTED_LINE, REQUEUED_LINE, UNKNOWN_WHY,
+from slurmkit.report.weekly import (ENERGY_SOURCE_ORDER, GPU_TYPE_UNKNOWN, GPU_UNTYPED, NEVER_STARTED_LINE, REQUEUED_LINE, UNKNOWN_WHY,
                                     WAIT_BIN_LABELS, wait_histogram)
 from slurmkit.report.window import Window, WindowError, iso_z, parse_when
 
@@ -247,15 +248,23 @@ _COLUMNS = """cluster::VARCHAR AS cluster, key_id::VARCHAR AS key_id, state::VAR
     epoch_us(start::TIMESTAMPTZ) / 1e6 AS start, epoch_us("end"::TIMESTAMPTZ) / 1e6 AS "end",
     elapsed_s::DOUBLE AS elapsed_s, timelimit_s::DOUBLE AS timelimit_s, ncpus::DOUBLE AS ncpus,
     gpus::DOUBLE AS gpus, req_gpus::DOUBLE AS req_gpus, coalesce(pending_tasks, 0)::BIGINT AS pending_tasks,
-    epoch_us(pulled_at::TIMESTAMPTZ) AS pulled_us, physical_gpus::DOUBLE AS physical_gpus"""
+    epoch_us(pulled_at::TIMESTAMPTZ) AS pulled_us, physical_gpus::DOUBLE AS physical_gpus,
+    energy_j::DOUBLE AS energy_j, energy_tres_j::DOUBLE AS energy_tres_j"""
+
+#: The columns of :data:`_COLUMNS` a day file written by an earlier version may lack: read as
+#: NULL (unknown, never 0).
+_OPTIONAL = ("physical_gpus", "energy_j", "energy_tres_j")
 
 
 def _columns(names) -> str:
     """:data:`_COLUMNS` for a day file (or table) whose columns are ``names``: a file written
-    before the frame had ``physical_gpus`` reads it as NULL (unknown, never 0)."""
-    if "physical_gpus" in names:
-        return _COLUMNS
-    return _COLUMNS.replace("physical_gpus::DOUBLE AS physical_gpus", "NULL::DOUBLE AS physical_gpus")
+    before the frame had one of :data:`_OPTIONAL` (``physical_gpus``, ``energy_tres_j``) reads
+    it as NULL (unknown, never 0)."""
+    out = _COLUMNS
+    for c in _OPTIONAL:
+        if c not in names:
+            out = out.replace(f"{c}::DOUBLE AS {c}", f"NULL::DOUBLE AS {c}")
+    return out
 
 
 #: SQL: the key ``kn`` is a number below 2**40 (the JobIDRaw of every Slurm; as
@@ -272,7 +281,7 @@ def _names(path) -> list[str]:
     try:
         return pq.read_schema(path).names
     except (OSError, ValueError):   # (pyarrow's ArrowInvalid is a ValueError)
-        return ["physical_gpus"]
+        return list(_OPTIONAL)
 
 
 def _load_rows(con, files: dict[str, list[tuple]], flags: dict[str, tuple[bool, bool]] | None = None) -> None:
@@ -375,6 +384,105 @@ def _load_rows(con, files: dict[str, list[tuple]], flags: dict[str, tuple[bool, 
                     f"WHERE sc = '{_q(sc)}'")
 
 
+#: Seconds after its attempt's Start a step may start and still be that attempt's (as
+#: :func:`slurmkit.report.usage.attempt_of_steps` matches them).
+STEP_TOLERANCE_S = 5
+#: A time later than every time (a step or an attempt without Start sorts last, as in
+#: :func:`~slurmkit.report.usage.attempt_of_steps`).
+_LAST = 2.0 ** 40
+
+
+def step_files(files: dict) -> dict[str, list[str]]:
+    """The step files (``steps.parquet``) beside the day files of ``files`` (store cluster ->
+    ``[(day, allocs.parquet, ...)]``), per store cluster."""
+    return {sc: [str(Path(f[1]).parent / "steps.parquet") for f in fs] for sc, fs in files.items()}
+
+
+def steps_energy(con, steps: dict[str, list[str]]) -> bool:
+    """True when some step row of ``steps`` (store cluster -> step files) has an ``energy=`` of
+    TRESUsageInTot over 0 (``energy_j``): only then are the step files read for the energy."""
+    paths = [p for ps in steps.values() for p in ps if "energy_j" in _names(p)]
+    if not paths:
+        return False
+    got = con.execute(f"""SELECT max(energy_j) FROM read_parquet([{", ".join(f"'{_q(p)}'" for p in paths)}],
+                             hive_partitioning = false)""").fetchone()[0]
+    return got is not None and got > 0
+
+
+def _load_steps(con, steps: dict[str, list[str]], multi: bool) -> None:
+    """Tables of the step rows' figures per allocation, from the step files ``steps`` (store
+    cluster -> ``steps.parquet`` paths): ``steps_job`` per job identity (store cluster, sacct's
+    Cluster, JobIDRaw: the figures of a job with one row, which holds all its steps) and, with
+    ``multi`` (view ``several`` holds rows), ``steps_att`` per attempt of the jobs with several
+    rows (``several``'s rows, by Submit and Start): each step goes to the attempt that started
+    last at or before its Start (+ :data:`STEP_TOLERANCE_S`), one without Start to the last,
+    one before every attempt to the first (:func:`slurmkit.report.usage.attempt_of_steps`).
+    Figures: ``sej``, the largest ``energy=`` of the steps' TRESUsageInTot (J;
+    :func:`slurmkit.report.usage.allocations`' ``step_energy_j``)."""
+    parts = []
+    for sc, paths in steps.items():
+        for path in paths:
+            names = _names(path)
+            ej = "energy_j::DOUBLE" if "energy_j" in names else "NULL::DOUBLE"
+            parts.append(f"""SELECT '{_q(sc)}' AS sc, coalesce(cluster::VARCHAR, '') AS cl, key_id::VARCHAR AS key_id,
+                                    epoch_us(start::TIMESTAMPTZ) / 1e6 AS start, {ej} AS energy_j
+                             FROM read_parquet('{_q(path)}', hive_partitioning = false)""")
+    src = "\nUNION ALL\n".join(parts) or ("SELECT NULL::VARCHAR AS sc, NULL::VARCHAR AS cl, NULL::VARCHAR AS key_id, "
+                                          "NULL::DOUBLE AS start, NULL::DOUBLE AS energy_j LIMIT 0")
+    con.execute(f"CREATE TEMP VIEW stp AS {src}")
+    con.execute("""CREATE TEMP TABLE steps_job AS
+        SELECT sc, cl, key_id, max(energy_j) AS sej FROM stp GROUP BY ALL""")
+    con.execute("""CREATE TEMP TABLE steps_att(sc VARCHAR, cl VARCHAR, key_id VARCHAR, submit DOUBLE, start DOUBLE,
+                                               sej DOUBLE)""")
+    if not multi:
+        return
+    last = repr(_LAST)
+    con.execute(f"""INSERT INTO steps_att
+        WITH att AS (SELECT DISTINCT sc, coalesce(cluster, '') AS cl, key_id, submit, start,
+                            coalesce(start, {last}) AS k FROM several),
+             first AS (SELECT sc, cl, key_id, arg_min(submit, k) AS submit, arg_min(start, k) AS start
+                       FROM att GROUP BY ALL),
+             s AS (SELECT stp.*, coalesce(start + {STEP_TOLERANCE_S}, {last}) AS k FROM stp
+                   SEMI JOIN att USING (sc, cl, key_id)),
+             m AS (SELECT s.sc, s.cl, s.key_id, a.k IS NOT NULL AS hit, a.submit, a.start, s.energy_j
+                   FROM s ASOF LEFT JOIN att a ON s.sc = a.sc AND s.cl = a.cl AND s.key_id = a.key_id AND s.k >= a.k)
+        SELECT m.sc, m.cl, m.key_id, CASE WHEN hit THEN m.submit ELSE f.submit END AS submit,
+               CASE WHEN hit THEN m.start ELSE f.start END AS start, max(energy_j) AS sej
+        FROM m JOIN first f USING (sc, cl, key_id) GROUP BY ALL""")
+
+
+def _load_spool(con, spool, tolerance_s: float) -> None:
+    """Table ``spool_att``: the hook spool's records (``spool``, the frame of
+    :func:`slurmkit.report.energy.read_spool`; None or empty: no row) matched to the attempts
+    of view ``b`` as :func:`slurmkit.report.energy.match_spool` matches them (same JobIDRaw,
+    its prolog's read inside the attempt's [Start, End] ± ``tolerance_s``, a running attempt
+    open-ended; the one that started later when two hold it; a record without a start time
+    to the job's only attempt), per attempt (store cluster, Cluster, JobIDRaw, Submit, Start):
+    ``smj`` (mJ, the records' sum), ``sok`` (every record measured)."""
+    con.execute("""CREATE TEMP TABLE spool_att(sc VARCHAR, cl VARCHAR, key_id VARCHAR, submit DOUBLE, start DOUBLE,
+                                               smj DOUBLE, sok BOOLEAN)""")
+    if spool is None or not len(spool):
+        return
+    rec = pd.DataFrame({"rec": np.arange(len(spool)), "job_id": spool["job_id"].astype(str).to_numpy(),
+                        "t": pd.to_numeric(spool["start_s"], errors="coerce").to_numpy(float),
+                        "mj": pd.to_numeric(spool["energy_mj"], errors="coerce").to_numpy(float),
+                        "ok": spool["measured"].to_numpy(bool)})
+    con.register("spool_rec", rec)
+    tol = float(tolerance_s)
+    con.execute(f"""INSERT INTO spool_att
+        WITH att AS (SELECT sc, coalesce(cluster, '') AS cl, key_id, submit, start, "end" FROM b
+                     SEMI JOIN spool_rec r ON b.key_id = r.job_id),
+             n AS (SELECT key_id, count(*) AS natt FROM att GROUP BY key_id),
+             c AS (SELECT r.rec, r.mj, r.ok, a.* FROM spool_rec r JOIN att a ON a.key_id = r.job_id JOIN n USING (key_id)
+                   WHERE (NOT coalesce(isnan(r.t), true) AND r.t >= a.start - {tol!r} AND r.t <= coalesce(a."end", 'infinity'::DOUBLE) + {tol!r})
+                      OR (coalesce(isnan(r.t), true) AND n.natt = 1)
+                   QUALIFY row_number() OVER (PARTITION BY r.rec ORDER BY a.start DESC NULLS FIRST) = 1)
+        SELECT sc, cl, key_id, submit, start, coalesce(sum(mj) FILTER (WHERE NOT coalesce(isnan(mj), true)), 0) AS smj,
+               bool_and(ok) AS sok
+        FROM c GROUP BY ALL""")
+    con.unregister("spool_rec")
+
+
 def _identity(con) -> None:
     """View ``bj``: view ``several`` (the rows of the jobs with several rows) with ``jid``, the
     job identity: store cluster, sacct's Cluster and JobIDRaw, as
@@ -423,8 +531,8 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
     # nothing is known; a store filled from a capture: the capture's time), never past ``now``
     hz = f"least(coalesce(pulled_us / 1e6, {now!r}), {now!r})"
     rows = f"""
-    WITH b AS (SELECT * FROM {{only}}), base AS (
-        SELECT b.*,
+    WITH b AS ({{only}}), base AS (
+        SELECT b.*, {_energy_class()} AS ec,
                CASE WHEN "end" IS NULL AND isfinite(timelimit_s) AND start + timelimit_s < {hz}
                     THEN start + timelimit_s ELSE coalesce("end", {hz}) END AS stop0,
                coalesce(start, submit, "end") AS t_lo,
@@ -460,13 +568,14 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
                * coalesce(CASE WHEN full_s > 0 THEN overlap / full_s ELSE 0 END, 0) AS in_window_s,
                ran AND "end" IS NULL AS provisional
         FROM u
-    ) SELECT * FROM v
+    ) SELECT *, {_class_joules()} * CASE WHEN run_s > 0 THEN in_window_s / run_s ELSE 1.0 END AS ej FROM v
     """
     derived = """*, NOT waiting AND ran AS run, NOT waiting AND NOT ran AS never,
            CASE WHEN waste_state OR requeued OR gpus IS NULL THEN gpu_hours ELSE 0 END AS waste,
            CASE WHEN provisional OR gpus IS NULL THEN gpu_hours ELSE 0 END AS prov,
            CASE WHEN wait_first THEN wait0 END AS wait_s"""
-    only = "(SELECT *, true AS multi FROM bj)" if has_multi else "(SELECT *, true AS multi FROM bj WHERE false)"
+    only = _with_extras(con, "(SELECT *, true AS multi FROM bj)" if has_multi else
+                        "(SELECT *, true AS multi FROM bj WHERE false)", "steps_att")
     con.execute(f"""CREATE TEMP TABLE m AS
         SELECT {derived}, bool_or(NOT waiting AND ran) OVER (PARTITION BY wid, jid) AS has_run FROM (
             SELECT {cols},
@@ -479,8 +588,92 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
             FROM ({rows.replace("{only}", only).replace("{parts}", "")}) WHERE multi)""")
     con.execute(f"""CREATE TEMP VIEW rw AS
         SELECT {derived} FROM (
-            SELECT {cols}, false AS requeued, true AS last_run, true AS wait_first FROM ({rows.replace("{only}", "(SELECT *, NULL::VARCHAR AS jid, false AS multi FROM single)").replace("{parts}", "AND w.part")}) WHERE NOT multi)
+            SELECT {cols}, false AS requeued, true AS last_run, true AS wait_first FROM ({rows.replace("{only}", _with_extras(con, "(SELECT *, NULL::VARCHAR AS jid, false AS multi FROM single)", "steps_job")).replace("{parts}", "AND w.part")}) WHERE NOT multi)
         UNION ALL SELECT * EXCLUDE (has_run) FROM m""")
+
+
+def _has_rows(con, table: str) -> bool:
+    """True when temp table ``table`` exists in ``con`` and holds a row."""
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?", [table]).fetchone()[0]:
+        return False
+    return bool(con.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} LIMIT 1)").fetchone()[0])
+
+
+def _with_extras(con, only: str, steps: str) -> str:
+    """SQL: the rows of ``only`` with their steps' figures (``sej``: table ``steps`` of
+    :func:`_load_steps`, ``steps_job`` by job identity or ``steps_att`` by attempt) and their
+    spool records' (``smj``, ``sok``: table ``spool_att`` of :func:`_load_spool`); NULL where a
+    table is absent or empty (no join)."""
+    key = "x.sc = r.sc AND x.cl = coalesce(r.cluster, '') AND x.key_id = r.key_id"
+    att = f"{key} AND x.submit IS NOT DISTINCT FROM r.submit AND x.start IS NOT DISTINCT FROM r.start"
+    cols, joins = [], []
+    if _has_rows(con, steps):
+        cols.append("st.sej")
+        joins.append(f"LEFT JOIN {steps} st ON {(key if steps == 'steps_job' else att).replace('x.', 'st.')}")
+    else:
+        cols.append("NULL::DOUBLE AS sej")
+    if _has_rows(con, "spool_att"):
+        cols += ["sp.smj", "sp.sok"]
+        joins.append(f"LEFT JOIN spool_att sp ON {att.replace('x.', 'sp.')}")
+    else:
+        cols += ["NULL::DOUBLE AS smj", "NULL::BOOLEAN AS sok"]
+    return f"SELECT r.*, {', '.join(cols)} FROM {only} r {' '.join(joins)}"
+
+
+#: The energy class of a row (``ec``): which of a job's energy figures is its own, in
+#: :func:`slurmkit.report.energy.attach_energy`'s order, before any assumption: the hook spool's
+#: (measured: its records matched, every one measured), Slurm's ConsumedEnergyRaw, the
+#: ``energy=`` of AllocTRES, the largest ``energy=`` of its steps' TRESUsageInTot (each over 0),
+#: else none. The assumptions (whether Slurm's energy is trusted, the GPU TDP that models the
+#: others) are applied to the sums, :func:`energy_source_sql`.
+ENERGY_CLASSES = ("none", "measured", "slurm", "slurm_tres", "slurm_usage")
+#: The energy sources of the period report, by number (``esrc``): the classes, then modelled.
+ENERGY_SOURCES = ENERGY_CLASSES + ("modelled",)
+
+
+def _energy_class() -> str:
+    """SQL: a row's :data:`ENERGY_CLASSES` index, over its ``smj``/``sok`` (spool), ``energy_j``,
+    ``energy_tres_j`` and ``sej`` (steps)."""
+    return ("CASE WHEN smj IS NOT NULL AND sok THEN 1 WHEN energy_j > 0 THEN 2 WHEN energy_tres_j > 0 THEN 3 "
+            "WHEN sej > 0 THEN 4 ELSE 0 END")
+
+
+def _class_joules() -> str:
+    """SQL: a row's energy of its class (J, over its whole run; NULL for none): the spool's mJ /
+    1000, ConsumedEnergyRaw, AllocTRES' or the steps' ``energy=``. Scaled by the share of the run
+    inside the window (``ej`` of view ``rw``), as :func:`slurmkit.report.energy.attach_energy`
+    scales it (a run of 0 s: the whole of it)."""
+    return "CASE ec WHEN 1 THEN smj / 1000.0 WHEN 2 THEN energy_j WHEN 3 THEN energy_tres_j WHEN 4 THEN sej END"
+
+
+def tdp_sql(a, gtype: str) -> str:
+    """SQL: the GPU TDP (W) of GPU type group ``gtype`` (a SQL expression: the ``by_gpu_type``
+    label, :func:`_row_columns`) from assumptions ``a`` (:class:`~slurmkit.report.energy.Assumptions`:
+    ``gpu_tdp_w`` by type, lower case; ``default_tdp_w`` for the others and for untyped GPUs),
+    NULL when not known: as :func:`slurmkit.report.energy.attach_energy` looks it up."""
+    default = repr(float(a.default_tdp_w)) if a.default_tdp_w else "NULL"
+    cases = " ".join(f"WHEN '{_q(k)}' THEN {float(v)!r}" for k, v in a.gpu_tdp_w.items())
+    typed = f"CASE lower({gtype}) {cases} END" if cases else "NULL::DOUBLE"
+    return f"(CASE WHEN {gtype} = '{GPU_UNTYPED}' THEN {default} ELSE coalesce({typed}, {default}) END)"
+
+
+def energy_source_sql(a, ec: str, gp: str, gtype: str) -> str:
+    """SQL: the energy source (:data:`ENERGY_SOURCES` index) of rows of energy class ``ec``, with
+    GPUs (``gp``, a boolean) of type group ``gtype``, under assumptions ``a``: measured; Slurm's
+    three where trusted (``trust_slurm``); else modelled where the rows hold GPUs of a known TDP
+    (:func:`tdp_sql`); else none. The order of :func:`slurmkit.report.energy.attach_energy`."""
+    trusted = f"{ec} IN (2, 3, 4)" if a.trust_slurm else "false"
+    return (f"(CASE WHEN {ec} = 1 THEN 1 WHEN {trusted} THEN {ec} WHEN {gp} AND {tdp_sql(a, gtype)} IS NOT NULL "
+            f"THEN 5 ELSE 0 END)")
+
+
+def energy_kwh_sql(a, src: str, ej: str, gh: str, gtype: str) -> str:
+    """SQL: the IT energy (kWh) of rows of energy source ``src`` (:func:`energy_source_sql`)
+    whose class's energy in the window is ``ej`` (J) and GPU-hours ``gh``, of GPU type group
+    ``gtype``: measured and Slurm's as recorded; modelled = GPU-hours x TDP; NULL (unknown) for
+    none. A sum of rows or of their sums (all adds up)."""
+    return (f"(CASE WHEN {src} BETWEEN 1 AND 4 THEN {ej} / {J_PER_KWH!r} "
+            f"WHEN {src} = 5 THEN {tdp_sql(a, gtype)} * {gh} / 1000.0 END)")
 
 
 def _row_columns() -> str:
@@ -499,7 +692,7 @@ def _row_columns() -> str:
            eligible, ran, waiting, provisional,
            gpus * in_window_s / 3600.0 AS gpu_hours,
            physical_gpus * in_window_s / 3600.0 AS physical_gpu_hours, physical_gpus,
-           ncpus * in_window_s / 3600.0 AS cpu_hours,
+           ncpus * in_window_s / 3600.0 AS cpu_hours, ec, ej,
            state IN ({waste}) AS waste_state,
            CASE WHEN ran AND start >= ws AND start < we AND coalesce(eligible, submit) IS NOT NULL
                 THEN greatest(start - coalesce(eligible, submit), 0) END AS wait0,
@@ -585,17 +778,18 @@ def fine0_sql() -> str:
     packed = f"wid * {1 << nb} + " + " + ".join(f"CASE WHEN {e} THEN {1 << i} ELSE 0 END"
                                                  for i, e in enumerate(_FLAGS.values()))
     return f"""
-        SELECT fl, wid, CASE WHEN GROUPING(wq) = 0 THEN multi END AS wmulti, "user", account, partition, qos,
+        SELECT fl, wid, CASE WHEN GROUPING(wq) = 0 THEN multi END AS wmulti, ec, "user", account, partition, qos,
                gpu_type, state, sg, sd, gpu_bucket, wq,
                CASE WHEN GROUPING(wq) = 0 THEN 'wait' WHEN GROUPING("user") = 0 THEN 'user'
                     WHEN GROUPING(account) = 0 THEN 'account' ELSE 'few' END AS dim,
                count(*) AS nrows, sum(gpu_hours) AS gh, sum(cpu_hours) AS ch, sum(waste) AS wh, sum(prov) AS ph,
-               sum(physical_gpu_hours) AS pgh
-        FROM (SELECT {packed} AS fl, wid, multi, "user", account, partition, qos, gpu_type, state, sg, sd,
-                     gpu_hours, cpu_hours, waste, prov, physical_gpu_hours, gpu_bucket,
+               sum(physical_gpu_hours) AS pgh, sum(ej) AS ej
+        FROM (SELECT {packed} AS fl, wid, multi, ec, "user", account, partition, qos, gpu_type, state, sg, sd,
+                     gpu_hours, cpu_hours, waste, prov, physical_gpu_hours, ej, gpu_bucket,
                      CASE WHEN run THEN wait_s END AS wq
               FROM rw WHERE run OR never)
-        GROUP BY GROUPING SETS ((fl, "user"), (fl, account), (fl, {", ".join(_DIMS[d] for d in _FEW)}),
+        GROUP BY GROUPING SETS ((fl, ec, "user", gpu_type), (fl, ec, account, gpu_type),
+                                (fl, ec, {", ".join(_DIMS[d] for d in _FEW)}),
                                 (wid, multi, partition, gpu_bucket, wq))"""
 
 
@@ -609,10 +803,10 @@ def _add_day_sums(con, sums: list[tuple[str, list[int]]]) -> None:
         return
     paths = ", ".join(f"'{_q(path)}'" for path, _ in sums)
     # (the groups of the days of one window merged: a day's sums hold a group per wait value)
-    keys = "fl, wid, wmulti, \"user\", account, partition, qos, gpu_type, state, sg, sd, gpu_bucket, wq, dim"
+    keys = "fl, wid, wmulti, ec, \"user\", account, partition, qos, gpu_type, state, sg, sd, gpu_bucket, wq, dim"
     con.execute(f"""INSERT INTO fine0 BY NAME
         SELECT {keys}, sum(nrows)::BIGINT AS nrows, sum(gh) AS gh, sum(ch) AS ch, sum(wh) AS wh, sum(ph) AS ph,
-               sum(pgh) AS pgh FROM (
+               sum(pgh) AS pgh, sum(ej) AS ej FROM (
         SELECT s.* EXCLUDE (filename, wid, fl),
                CASE WHEN s.fl IS NULL THEN NULL ELSE (s.fl & {(1 << nb) - 1}) + m.wid * {1 << nb} END AS fl,
                CASE WHEN s.wid IS NULL THEN NULL ELSE m.wid END AS wid
@@ -730,7 +924,7 @@ def day_entry_unchanged(e, path) -> bool:
 
 
 def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | None = None,
-               sums: list | None = None) -> None:
+               sums: list | None = None, assumptions=None) -> None:
     """Fill ``per`` (window id -> its section dict) from view ``rw`` (:func:`_build_rows`): the
     definitions of :func:`slurmkit.report.weekly.build_report` over the runs. One pass over
     the rows (table ``fine``, grouping sets: the row's flags with each dimension apart, and
@@ -740,8 +934,9 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
     row in the store is one row: counted, no DISTINCT over millions of rows)."""
     _fine_tables(con, rollup, sums)
     _job_sizes(con, per)
-    a = _group_figures(con)
-    _fill_totals(a, per)
+    assumptions = assumptions or Assumptions()
+    a = _group_figures(con, assumptions)
+    _fill_totals(a, per, assumptions)
     _fill_groups(a, per)
     _fill_outcomes(con, a, per)
     _fill_queue_wait(con, per)
@@ -767,18 +962,19 @@ def _fine_tables(con, rollup: dict | None, sums: list | None) -> None:
     con.execute(f"CREATE TEMP TABLE fine0 AS {fine0_sql()}")
     if sums:
         _add_day_sums(con, sums)
-    which = " ".join(f"WHEN GROUPING({dims[d].split(',')[0]}) = 0 THEN '{d}'" for d in few)
+    # (every set keeps the GPU type, which the modelled energy needs: it is named last)
+    which = " ".join(f"WHEN GROUPING({dims[d].split(',')[0]}) = 0 THEN '{d}'" for d in few if d != "gpu_type")
     label = "CASE gpu_bucket " + " ".join(f"WHEN {i} THEN '{_q(b)}'" for i, b in enumerate(_BUCKET_LABELS)) + " END"
     con.execute(f"""CREATE TEMP TABLE fine AS
         SELECT coalesce(wid, fl >> {nb}) AS wid, {unpack}, * EXCLUDE (wid, fl, wmulti, gpu_bucket),
                {label} AS gpu_bucket, coalesce(wmulti, (fl & {1 << list(flags).index("multi")}) <> 0) AS multi FROM (
         SELECT * FROM fine0 WHERE dim <> 'few'
         UNION ALL BY NAME
-        SELECT fl, partition, qos, gpu_type, state, sg, sd, CASE {which} END AS dim,
+        SELECT fl, ec, partition, qos, gpu_type, state, sg, sd, CASE {which} ELSE 'gpu_type' END AS dim,
                sum(nrows)::BIGINT AS nrows, sum(gh) AS gh, sum(ch) AS ch, sum(wh) AS wh, sum(ph) AS ph,
-               sum(pgh) AS pgh
+               sum(pgh) AS pgh, sum(ej) AS ej
         FROM fine0 WHERE dim = 'few'
-        GROUP BY GROUPING SETS ({", ".join(f"(fl, {dims[d]})" for d in few)}))""")
+        GROUP BY GROUPING SETS ({", ".join(f"(fl, ec, {dims[d]}{'' if d == 'gpu_type' else ', gpu_type'})" for d in few)}))""")
     # the periods' rows with one row in the store: their parts' (hours add up; a row in
     # several parts is counted in the first, ``prim``; a wait is in the part of its Start)
     con.execute("CREATE TEMP TABLE rollup_map(wid INTEGER, pwid INTEGER)")
@@ -790,17 +986,26 @@ def _fine_tables(con, rollup: dict | None, sums: list | None) -> None:
         WHERE NOT multi""")
 
 
-def _group_figures(con):
+def _group_figures(con, assumptions):
     """The figures of every grouping set (the whole window, each group table's column, the
     outcome lines, the cancelled-before-start states) per window, from ``fine_all``, with the
     distinct jobs with several rows from table ``m`` added: a DataFrame, one row per
-    (wid, set, value), ``is_<column>`` saying which set."""
+    (wid, set, value), ``is_<column>`` saying which set. The energy by source under
+    ``assumptions`` (:func:`energy_source_sql`, :func:`energy_kwh_sql`; ``kwh_<source>``,
+    ``jobs_<source>``) and what it covers (:func:`energy_coverage_sql`)."""
     cols = _GROUPED
     sets = ", ".join(["(wid)"] + [f'(wid, "{c}")' for c in cols])
     head = f"""SELECT wid, {", ".join(f'"{c}"' for c in cols)},
                {", ".join(f'GROUPING("{c}") = 0 AS "is_{c}"' for c in cols)}"""
-    src = f"""FROM (SELECT *, CASE WHEN run THEN CASE WHEN requeued THEN '{REQUEUED_LINE}' ELSE state END END AS line,
-                       CASE WHEN never THEN state END AS nstate FROM {{table}})"""
+
+    def src(table: str, per_row: bool = False) -> str:
+        # the sums of ``fine_all`` (a group's flags, its GPU type, its GPU-hours ``gh``) or the
+        # rows of ``m`` (their GPUs, ``gpu_hours``): each with its energy source and kWh
+        gp, gh = ("coalesce(gpus > 0, false)", "gpu_hours") if per_row else ("gp", "gh")
+        return f"""FROM (SELECT *, {energy_kwh_sql(assumptions, "esrc", "ej", gh, "gpu_type")} AS ekwh FROM (
+                   SELECT *, CASE WHEN run THEN CASE WHEN requeued THEN '{REQUEUED_LINE}' ELSE state END END AS line,
+                          CASE WHEN never THEN state END AS nstate,
+                          {energy_source_sql(assumptions, "ec", gp, "gpu_type")} AS esrc FROM {table}))"""
 
     def n(cond):
         return f"coalesce(sum(nrows) FILTER (WHERE {cond}), 0)::BIGINT"
@@ -810,7 +1015,15 @@ def _group_figures(con):
         aggs.append(f"""{n(f"{cond} AND NOT multi")} AS jobs{sfx}, {n(cond)} AS n{sfx},
            sum(gh) FILTER (WHERE {cond}) AS gpu_hours{sfx}, sum(ch) FILTER (WHERE {cond}) AS cpu_hours{sfx},
            sum(wh) FILTER (WHERE {cond}) AS wasted{sfx}, sum(ph) FILTER (WHERE {cond}) AS prov{sfx},
-           sum(pgh) FILTER (WHERE {cond}) AS physical{sfx}""")
+           sum(pgh) FILTER (WHERE {cond}) AS physical{sfx}, sum(ekwh) FILTER (WHERE {cond}) AS kwh{sfx},
+           {n(f"{cond} AND NOT multi AND esrc = 0")} AS jobs_none{sfx}""")
+    # energy by source and what it covers (the whole window's)
+    aggs.append(", ".join(f"sum(ekwh) FILTER (WHERE run AND esrc = {i}) AS \"kwh_{name}\", "
+                          f"{n(f'run AND NOT multi AND esrc = {i}')} AS \"jobs_{name}\""
+                          for i, name in enumerate(ENERGY_SOURCES) if i))   # (none: ``jobs_none``)
+    aggs.append(f"""{n("run AND esrc <> 0")} AS rows_energy, sum(ch) FILTER (WHERE run AND esrc <> 0) AS cpu_hours_energy,
+           sum(gh) FILTER (WHERE run AND esrc <> 0) AS gpu_hours_energy,
+           sum(gh) FILTER (WHERE run AND esrc = 0) AS gpu_hours_without_energy""")
     # (a sum over groups all of whose figures are unknown stays unknown: SQL's sum of NULLs)
     figures = f"""{", ".join(aggs)},
         {n("run AND NOT multi AND provisional")} AS provisional_jobs, {n("run AND requeued")} AS requeued_attempts,
@@ -827,21 +1040,24 @@ def _group_figures(con):
         picked = ", ".join(f'"{c}"' if c == by else f'NULL::VARCHAR AS "{c}"' for c in cols)
         is_ = ", ".join(f'{str(c == by).lower()} AS "is_{c}"' for c in cols)
         selects.append(f"""SELECT wid, {picked}, {is_}, {figures}
-            {src.format(table=f"fine_all WHERE dim = '{dim}'")} GROUP BY wid{f', "{by}"' if by else ""}""")
+            {src(f"fine_all WHERE dim = '{dim}'")} GROUP BY wid{f', "{by}"' if by else ""}""")
     a = _fetch(con, "\nUNION ALL\n".join(selects))
     # the jobs with several rows, by identity, in the same groups
+    distinct = [("jobs", "run"), ("jobs_g", "run AND gpus > 0"), ("jobs_t", "run AND coalesce(gpus > 0, true)"),
+                ("provisional_jobs", "run AND provisional"), ("jobs_none", "run AND esrc = 0"),
+                ("jobs_none_g", "run AND gpus > 0 AND esrc = 0"),
+                ("jobs_none_t", "run AND coalesce(gpus > 0, true) AND esrc = 0")] + \
+        [(f"jobs_{name}", f"run AND esrc = {i}") for i, name in enumerate(ENERGY_SOURCES) if i]
     m = _fetch(con, f"""{head},
-           count(DISTINCT jid) FILTER (WHERE run) AS jobs, count(DISTINCT jid) FILTER (WHERE run AND gpus > 0) AS jobs_g,
-           count(DISTINCT jid) FILTER (WHERE run AND coalesce(gpus > 0, true)) AS jobs_t,
-           count(DISTINCT jid) FILTER (WHERE run AND provisional) AS provisional_jobs
-        {src.format(table="m")} GROUP BY GROUPING SETS ({sets})""")
+           {", ".join(f'count(DISTINCT jid) FILTER (WHERE {cond}) AS "{c}"' for c, cond in distinct)}
+        {src("m", per_row=True)} GROUP BY GROUPING SETS ({sets})""")
     keys = ["wid"] + cols + [f"is_{c}" for c in cols]
     if len(m):
         none = "\0"   # a grouping set's other columns are NULL: a stand-in to join on
         a[cols] = a[cols].astype(object).where(a[cols].notna(), none)
         m[cols] = m[cols].astype(object).where(m[cols].notna(), none)
         a = a.merge(m, on=keys, how="left", suffixes=("", "_multi"))
-        for c in ("jobs", "jobs_g", "jobs_t", "provisional_jobs"):
+        for c, _ in distinct:
             a[c] = a[c] + a[c + "_multi"].fillna(0).astype("int64")
         for c in cols:
             a[c] = [None if v == none else v for v in a[c]]
@@ -850,9 +1066,12 @@ def _group_figures(con):
     return a
 
 
-def _fill_totals(a, per: dict) -> None:
+def _fill_totals(a, per: dict, assumptions) -> None:
     """Each window's ``totals``, ``unknown`` and ``queue_wait.from`` from the whole-window rows
-    of :func:`_group_figures`; a window without runs keeps its zeros."""
+    of :func:`_group_figures`; a window without runs keeps its zeros. The energy by source, its
+    coverage (:func:`slurmkit.report.energy.energy_coverage`) and the facility energy, CO2e and
+    cost of ``assumptions`` (:func:`slurmkit.report.energy.costs`), as the weekly report's
+    totals hold them."""
     whole = ~a[[f"is_{c}" for c in _GROUPED]].any(axis=1)
     for r in a[whole].to_dict("records"):
         w = per[r["wid"]]
@@ -864,6 +1083,10 @@ def _fill_totals(a, per: dict) -> None:
             unknown["gpu_hours"] = UNKNOWN_WHY["gpu_hours"]
         if not r["ncpus_known"]:
             unknown["cpu_hours"] = UNKNOWN_WHY["cpu_hours"]
+        # no run has an energy source: the 0 kWh is no measurement (and what is built on it)
+        energy_known = bool(r["rows_energy"])
+        if not energy_known:
+            unknown["energy_kwh"] = UNKNOWN_WHY["energy_kwh"]
         w["unknown"] = unknown
         g = (lambda x: None) if "gpu_hours" in unknown else _zero
 
@@ -878,6 +1101,28 @@ def _fill_totals(a, per: dict) -> None:
                        "physical_gpu_hours": None if "gpu_hours" in unknown or (r["n_g"] and not r["physical_known_g"])
                        else _zero(r["physical"]),
                        "allocation_rows_physical_unknown": int(r["allocation_rows_physical_unknown"])}
+        w["totals"].update(_energy_totals(r, w["totals"], energy_known, assumptions))
+
+
+def _energy_totals(r: dict, t: dict, energy_known: bool, assumptions) -> dict:
+    """The energy keys of a window's totals from its :func:`_group_figures` row ``r`` and its
+    hours ``t``: kWh by source (:data:`slurmkit.report.energy.REPORTED_SOURCES`; ``prometheus``,
+    which the store does not hold, 0), jobs by source, the coverage, the GPU-hours without an
+    energy figure, then :func:`slurmkit.report.energy.costs`."""
+    from slurmkit.report.energy import REPORTED_SOURCES, costs, energy_coverage
+
+    by_src = {name: _zero(r.get(f"kwh_{name}")) for name in REPORTED_SOURCES}
+    kwh = sum(by_src.values())
+    jobs = {name: int(r.get(f"jobs_{name}", 0)) for name in REPORTED_SOURCES} | {"none": int(r["jobs_none"])}
+    gpu_known = t["gpu_hours"] is not None
+    money = costs(kwh if energy_known else None, t["gpu_hours"] if gpu_known else None, assumptions)
+    return {"energy_kwh": _num(kwh) if energy_known else None,
+            "energy_kwh_by_source": {k: (_num(v) if energy_known else None) for k, v in by_src.items()},
+            "energy_known": energy_known, "energy_jobs_by_source": jobs,
+            "energy_coverage": energy_coverage(t["jobs"], jobs["none"], t["cpu_hours"], r["cpu_hours_energy"],
+                                               t["gpu_hours"], r["gpu_hours_energy"], energy_known),
+            "gpu_hours_without_energy": _zero(r["gpu_hours_without_energy"]) if gpu_known else None,
+            **{k: (_num(v) if isinstance(v, float) else v) for k, v in money.items()}}
 
 
 def _fill_groups(a, per: dict) -> None:
@@ -888,7 +1133,8 @@ def _fill_groups(a, per: dict) -> None:
         # a row without the group's value (no user, no GPU type) is in no group, as in pandas
         t = a[a[f"is_{col}"] & (a[f"n{sfx}"] > 0) & a[col].notna()]
         rows = [{col: r[col], "jobs": int(r[f"jobs{sfx}"]), "gpu_hours": _num(r[f"gpu_hours{sfx}"]),
-                 "cpu_hours": _num(r[f"cpu_hours{sfx}"]), "wasted_gpu_hours": _num(r[f"wasted{sfx}"]),
+                 "cpu_hours": _num(r[f"cpu_hours{sfx}"]), "energy_kwh": _num(r[f"kwh{sfx}"]),
+                 "energy_jobs_unknown": int(r[f"jobs_none{sfx}"]), "wasted_gpu_hours": _num(r[f"wasted{sfx}"]),
                  "provisional_gpu_hours": _num(r[f"prov{sfx}"]), "physical_gpu_hours": _num(r[f"physical{sfx}"]),
                  "_wid": r["wid"]}
                 for r in t.to_dict("records")]
@@ -978,12 +1224,17 @@ def _counted_quantiles(values, counts) -> dict:
     return out
 
 
-def _empty_window() -> dict:
-    return {"totals": {"jobs": 0, "gpu_jobs": 0, "allocation_rows": 0, "requeued_attempts": 0,
-                       "gpu_hours": 0.0, "cpu_hours": 0.0, "wasted_gpu_hours": 0.0,
-                       "provisional_jobs": 0, "provisional_gpu_hours": 0.0,
-                       "gpu_hours_from_request": 0.0, "allocation_rows_gpus_unknown": 0,
-                       "physical_gpu_hours": 0.0, "allocation_rows_physical_unknown": 0},
+def _empty_window(assumptions=None) -> dict:
+    """A window's section before its figures: what a window without runs reads (0 hours, no
+    energy source: energy unknown, not 0 kWh)."""
+    t = {"jobs": 0, "gpu_jobs": 0, "allocation_rows": 0, "requeued_attempts": 0,
+         "gpu_hours": 0.0, "cpu_hours": 0.0, "wasted_gpu_hours": 0.0,
+         "provisional_jobs": 0, "provisional_gpu_hours": 0.0,
+         "gpu_hours_from_request": 0.0, "allocation_rows_gpus_unknown": 0,
+         "physical_gpu_hours": 0.0, "allocation_rows_physical_unknown": 0}
+    t.update(_energy_totals({"jobs_none": 0, "cpu_hours_energy": None, "gpu_hours_energy": None,
+                             "gpu_hours_without_energy": None}, t, False, assumptions or Assumptions()))
+    return {"totals": t,
             "unknown": {}, **{k: [] for k, _ in GROUPS}, "outcomes": [],
             "queue_wait": {"all": {"n": 0, **{k: None for k, _ in _QUANTILES}}, "by_partition_gpus": [],
                            "from": "Submit", "bins": list(WAIT_BIN_LABELS), "histogram": [0] * len(WAIT_BIN_LABELS)},
@@ -999,7 +1250,8 @@ def _not_stored(w: dict, why: str) -> dict:
     if js:
         js = {**js, "jobs": [[None] * len(r) for r in js["jobs"]], "gpu_hours": [[None] * len(r) for r in js["gpu_hours"]],
               "cells": [{**c, "jobs": None, "gpu_hours": None} for c in js["cells"]], "not_in_store": why}
-    return {**w, "totals": {k: None for k in w["totals"]}, "not_in_store": why,
+    util = {**w["utilization"], "utilization": None} if w.get("utilization") else w.get("utilization")
+    return {**w, "totals": {k: None for k in w["totals"]}, "not_in_store": why, "utilization": util,
             **{k: [] for k, _ in GROUPS}, "outcomes": [], **({"job_sizes": js} if js else {}),
             "queue_wait": {**w["queue_wait"], "all": {k: None for k in w["queue_wait"]["all"]},
                            "by_partition_gpus": [], "histogram": None}}
@@ -1078,7 +1330,8 @@ def _report_windows(period: Period, scopes: list[str]):
     return parts, windows, ids, rollup
 
 
-def _plan_day_sums(store_root, files: dict, windows: list, rollup: dict, store_info: dict, use_sums: bool):
+def _plan_day_sums(store_root, files: dict, windows: list, rollup: dict, store_info: dict, use_sums: bool,
+                   why_not: str | None = None):
     """The days read from their sums (the rows of jobs with one row, the day whole in each
     window that touches it): ``(sums, flags, summed_rows)`` for :func:`_aggregate` and
     :func:`_load_rows`. Each summed day's entry in ``files`` gains the offsets after which its
@@ -1093,7 +1346,7 @@ def _plan_day_sums(store_root, files: dict, windows: list, rollup: dict, store_i
         store_info[sc]["days_from_sums"] = 0
         store_info[sc]["day_sums"] = (state if use_sums and midnights else
                                       "not read (a period boundary off midnight)" if use_sums else
-                                      "not read (--no-day-sums)")
+                                      why_not or "not read (--no-day-sums)")
         if not fs or any(day not in info for day, _ in fs):
             continue   # (the direct rows' one copy needs every day read summed)
         last = max(day for day, _ in fs)
@@ -1115,9 +1368,11 @@ def _plan_day_sums(store_root, files: dict, windows: list, rollup: dict, store_i
 
 def _compute_windows(store_root, files: dict, flags: dict, windows: list, now: float, rollup: dict,
                      sums: list, summed_rows: int, per: dict, memory_limit: str, temp_dir, threads,
-                     progress, t0: float) -> None:
-    """Fill ``per`` (wid -> section) from the day files in DuckDB: :func:`_load_rows`,
-    :func:`_build_rows`, :func:`_aggregate`. Raises :class:`~slurmkit.errors.UsageError` for a
+                     progress, t0: float, assumptions=None, spool=None) -> None:
+    """Fill ``per`` (wid -> section) from the day files in DuckDB: :func:`_load_rows`, the
+    steps' figures where they are needed (:func:`_load_steps`: Slurm's energy of the steps,
+    trusted, when a step has some), the spool (:func:`_load_spool`), :func:`_build_rows`,
+    :func:`_aggregate` under ``assumptions``. Raises :class:`~slurmkit.errors.UsageError` for a
     memory limit DuckDB does not take or is too small, :class:`~slurmkit.errors.InputError`
     when a store file cannot be read."""
     import duckdb
@@ -1131,13 +1386,21 @@ def _compute_windows(store_root, files: dict, flags: dict, windows: list, now: f
     try:
         if progress:
             progress(f"reading {nfiles} day file(s) of {len(files)} cluster(s)")
-        _load_rows(con, {c: f for c, f in files.items() if f}, flags)
+        read = {c: f for c, f in files.items() if f}
+        _load_rows(con, read, flags)
+        from slurmkit.report.energy import SPOOL_MATCH_TOLERANCE_S
+
+        steps = step_files(read)
+        multi = bool(con.execute("SELECT count(*) FROM multi_rows").fetchone()[0])
+        if (assumptions is None or assumptions.trust_slurm) and steps_energy(con, steps):
+            _load_steps(con, steps, multi)
+        _load_spool(con, spool, SPOOL_MATCH_TOLERANCE_S)
         _build_rows(con, windows, now, rollup)
         if progress:
             n = con.execute("SELECT count(*) FROM b").fetchone()[0]
             from_sums = f" ({summed_rows:,} from {len(sums)} day sums)" if sums else ""
             progress(f"{n + summed_rows:,} allocation rows{from_sums}, {time.monotonic() - t0:.1f} s; aggregating")
-        _aggregate(con, per, rollup, sums)
+        _aggregate(con, per, rollup, sums, assumptions)
     except duckdb.OutOfMemoryException:
         raise UsageError("--memory-limit", f"the report does not fit in DuckDB's memory limit {memory_limit} "
                          "(its hash tables cannot all spill): give a larger one, e.g. 2GB") from None
@@ -1146,6 +1409,78 @@ def _compute_windows(store_root, files: dict, flags: dict, windows: list, now: f
                                + [path for path, _ in sums]) from None
     finally:
         con.close()
+
+
+def capacity_inputs(capacity_gpus: float | None = None, source: str | None = None, profile=None,
+                    inputs: dict | None = None, live: bool = False) -> dict:
+    """What the utilization's denominator is made of, as the weekly report takes it: the GPUs
+    of the cluster (``capacity_gpus``, ``--capacity-gpus``; else the site ``profile``'s,
+    :func:`slurmkit.report.capacity.gpus_per_node_profile`; else the breakdown ``inputs``' node
+    TRES: ``scontrol show -o nodes``, live or captured), GPUs per node for the down GPU-hours
+    (the profile's, else the node TRES'), the node events (``inputs["events"]``: down time and
+    the cluster's registration). ``{"gpus", "source", "gpus_per_node", "events"}``, each None
+    when not known."""
+    from slurmkit.report.capacity import gpus_per_node_profile
+
+    per_node = gpus_per_node_profile(profile) if profile is not None else None
+    tres = (inputs or {}).get("node_tres")
+    if per_node is None and tres is not None:
+        per_node = {n: int(t.get("gres/gpu") or 0) for n, t in tres.items()}
+    if capacity_gpus is None and profile is not None:
+        capacity_gpus = float(sum(per_node.values())) or None
+        source = "site profile (each partition's node type's GPUs)" if capacity_gpus else None
+    if capacity_gpus is None and tres is not None:
+        capacity_gpus = float(sum(per_node.values())) or None
+        source = (("scontrol show nodes (each node's Gres GPUs)" if live else
+                   "--nodes (captured scontrol show -o nodes: each node's GPUs)") if capacity_gpus else None)
+    return {"gpus": capacity_gpus, "source": source, "gpus_per_node": per_node, "events": (inputs or {}).get("events")}
+
+
+def _utilization(per: dict, windows: list, capacity: dict | None, horizon: pd.Timestamp, now_ts: pd.Timestamp,
+                 several: bool) -> None:
+    """Each window's ``utilization`` (:func:`slurmkit.report.weekly.utilization`: GPU-hours over
+    the capacity's GPU-hours from the window's start, or the cluster's registration inside it,
+    to ``horizon``, less the down GPU-hours, :func:`slurmkit.report.capacity.down_gpu_hours`,
+    ongoing events to ``now_ts``), with ``capacity_source``; ``unknown["utilization"]`` as
+    :func:`slurmkit.report.weekly.unknown_figures` says it. ``several``: the report covers
+    several clusters, which one capacity does not describe (utilization unknown)."""
+    from slurmkit.report.breakdown import registration
+    from slurmkit.report.capacity import down_gpu_hours
+    from slurmkit.report.weekly import utilization
+
+    cap = capacity or {}
+    gpus = None if several else cap.get("gpus")
+    events, per_node = cap.get("events"), cap.get("gpus_per_node")
+    reg = registration(events)
+    for wid, ws, we, _scope in windows:
+        w = Window(pd.Timestamp(ws, unit="s", tz="UTC").to_pydatetime(), pd.Timestamp(we, unit="s", tz="UTC").to_pydatetime())
+        upto = min(pd.Timestamp(w.end), max(horizon, pd.Timestamp(w.start)))
+        down = (down_gpu_hours(events, per_node, w.start, upto, now_ts)
+                if gpus and events is not None and per_node is not None else None)
+        sec = per[wid]
+        sec["utilization"] = {**utilization(sec["totals"]["gpu_hours"], gpus, down, w, upto, capacity_from=reg),
+                              "capacity_source": (cap.get("source") or "unknown") if gpus else
+                              ("unknown (one capacity, several clusters)" if several and cap.get("gpus") else "unknown"),
+                              "of_reported": None}
+        if not gpus or "gpu_hours" in sec["unknown"]:
+            sec["unknown"]["utilization"] = (
+                UNKNOWN_WHY["gpu_hours"] if gpus else
+                "one capacity describes one cluster, and this report covers several (give --cluster NAME)"
+                if several and cap.get("gpus") else UNKNOWN_WHY["utilization"])
+
+
+def _of_reported(out: dict) -> None:
+    """Each section's ``utilization.of_reported`` (:func:`slurmkit.report.weekly.utilization_of_reported`)
+    from sreport's breakdown computed over its whole hours (``out["sreport_breakdown"]``, by
+    window label), where there is one."""
+    from slurmkit.report.weekly import utilization_of_reported
+
+    bd = {w["label"]: w for w in (out.get("sreport_breakdown") or {}).get("windows") or []}
+    for label, sec in [("(period)", out)] + [(b["label"], b) for b in out["breakdown"]]:
+        w = bd.get(label)
+        if w is not None and "utilization" in sec:
+            sec["utilization"]["of_reported"] = utilization_of_reported(w.get("ours"), {"start": w["start"],
+                                                                                       "end": w["end"]})
 
 
 def _with_coverage(per: dict, ids: dict, period: Period, parts: list, files: dict, store_info: dict):
@@ -1176,7 +1511,8 @@ def _with_coverage(per: dict, ids: dict, period: Period, parts: list, files: dic
 
 def period_report(store_root, period: Period, clusters=None, now=None,
                   memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_dir: str | None = None,
-                  threads: int | None = None, progress=None, sections=None, use_sums: bool = True) -> dict:
+                  threads: int | None = None, progress=None, sections=None, use_sums: bool = True,
+                  assumptions=None, spool=None, capacity: dict | None = None) -> dict:
     """The period report (a plain dict, the JSON output; its shape in docs/report.md) from the
     store at ``store_root``, computed in DuckDB over the store's daily allocation files.
 
@@ -1190,6 +1526,13 @@ def period_report(store_root, period: Period, clusters=None, now=None,
     windows (``[(label, Window)]``, the period's first as ``"(period)"``, then the parts) and
     the store clusters, and its dict is the report's ``name``. ``use_sums``: read the store's
     day sums where they are valid (:func:`valid_day_sums`; False: every row, the same figures).
+    ``assumptions``: the energy and cost assumptions (:class:`~slurmkit.report.energy.Assumptions`,
+    the weekly report's: the site profile's and the options over them; None: none set, Slurm's
+    energy trusted); ``spool``: the hook spool's records (:func:`slurmkit.report.energy.read_spool`'s
+    frame; measured energy, matched per row: the day sums are then not read). ``capacity``:
+    :func:`capacity_inputs` (the GPUs, their source, GPUs per node, node events), for each
+    window's ``utilization`` (:func:`_utilization`; its ``of_reported`` from sreport's breakdown
+    when ``sections`` computes it).
 
     ``{"period": {"label", "start", "end", "by"}, "as_of" (``now``), "running_up_to" (a running
     job runs up to its row's pull, never past ``now``: the latest pull of the days read, else
@@ -1217,19 +1560,25 @@ def period_report(store_root, period: Period, clusters=None, now=None,
     files, store_info, dq, latest_pull = _days_to_read(store_root, names, period.window, now_ts.timestamp())
     scopes = [""] + (list(files) if len(files) > 1 else [])
     parts, windows, ids, rollup = _report_windows(period, scopes)
-    per = {wid: _empty_window() for wid, *_ in windows}
-    sums, flags, summed_rows = _plan_day_sums(store_root, files, windows, rollup, store_info, use_sums)
+    assumptions = assumptions or Assumptions()
+    per = {wid: _empty_window(assumptions) for wid, *_ in windows}
+    spooled = spool is not None and len(spool) > 0
+    sums, flags, summed_rows = _plan_day_sums(store_root, files, windows, rollup, store_info, use_sums and not spooled,
+                                              "not read (a spool: measured energy is matched per row)" if spooled
+                                              else None)
     if sum(len(f) for f in files.values()):
         _compute_windows(store_root, files, flags, windows, now_ts.timestamp(), rollup, sums, summed_rows, per,
-                         memory_limit, temp_dir, threads, progress, t0)
+                         memory_limit, temp_dir, threads, progress, t0, assumptions, spool)
+    # (running jobs run up to their row's pull, never past now: so does the capacity)
+    horizon = min(now_ts, pd.Timestamp(latest_pull, unit="s", tz="UTC")) if latest_pull is not None else now_ts
+    _utilization(per, windows, capacity, horizon, now_ts, len(files) > 1)
     section = _with_coverage(per, ids, period, parts, files, store_info)
     fut = {d for s_ in store_info.values() for d in s_["days_future"]}
     out = {
         "period": {"label": period.label, **period.window.as_dict(), "by": period.by},
         "as_of": iso_z(now_ts),
         # running jobs run up to their row's pull, never past now: the latest of those
-        "running_up_to": iso_z(min(now_ts, pd.Timestamp(latest_pull, unit="s", tz="UTC"))
-                               if latest_pull is not None else now_ts),
+        "running_up_to": iso_z(horizon),
         "clusters": list(files),
         "store": {"root": str(store_root), "clusters": store_info,
                   "days": sum(s["days"] for s in store_info.values()),
@@ -1240,11 +1589,16 @@ def period_report(store_root, period: Period, clusters=None, now=None,
                   "time_zones": time_zones(store_root, list(files), part_days(period.window.as_dict()))},
         **section(""),
         "data_quality": dq,
+        # (the energy and cost assumptions, with where each came from, as the weekly report's)
+        "assumptions": assumptions.as_dict(),
+        "energy_sources": {"order": [s_ for s_ in ENERGY_SOURCE_ORDER if not s_.startswith("prometheus")],
+                           "spool_records": 0 if spool is None else int(len(spool))},
     }
     if len(scopes) > 1:
         out["by_cluster"] = [{"cluster": c, **section(c)} for c in scopes[1:]]
     for name, fn in (sections or {}).items():
         out[name] = fn([("(period)", period.window)] + parts, list(files))
+    _of_reported(out)
     if progress:
         progress(f"done in {time.monotonic() - t0:.1f} s")
     return out
@@ -1260,12 +1614,48 @@ def _parts(report: dict) -> list[tuple[str, str, dict]]:
 
 
 #: Each CSV's header (written also when the table has no row: a file of 0 bytes is no CSV).
-_GROUP_COLUMNS = ["jobs", "gpu_hours", "cpu_hours", "wasted_gpu_hours", "provisional_gpu_hours", "physical_gpu_hours"]
+_GROUP_COLUMNS = ["jobs", "gpu_hours", "cpu_hours", "energy_kwh", "energy_jobs_unknown", "wasted_gpu_hours",
+                  "provisional_gpu_hours", "physical_gpu_hours"]
 _QW_COLUMNS = ["n"] + [k for k, _ in _QUANTILES]
 HEADERS = {**{f"{key}.csv": ["cluster", "part", col, *_GROUP_COLUMNS] for key, col in GROUPS},
            "outcomes.csv": ["cluster", "part", "state", "jobs", "attempts", "rows", "gpu_hours", "wasted_gpu_hours"],
            "queue_wait.csv": ["cluster", "part", "partition", "gpu_bucket", *_QW_COLUMNS],
            "job_sizes.csv": ["cluster", "part", "gpus", "duration", "jobs", "gpu_hours"]}
+
+
+def flat_totals(t: dict) -> dict:
+    """A ``totals`` dict as one CSV row: its nested figures a column each (``energy_kwh_by_source``
+    as ``energy_kwh_<source>``, ``energy_jobs_by_source`` as ``energy_jobs_<source>``,
+    ``energy_coverage`` as ``energy_coverage_<key>``; a section not in the store, whose nested
+    figures are None, has those columns empty)."""
+    from slurmkit.report.energy import REPORTED_SOURCES
+
+    out = {}
+    nested = {"energy_kwh_by_source": ("energy_kwh_", REPORTED_SOURCES),
+              "energy_jobs_by_source": ("energy_jobs_", REPORTED_SOURCES + ("none",)),
+              "energy_coverage": ("energy_coverage_", ("jobs_with_energy", "jobs_unknown", "cpu_hours_share",
+                                                       "gpu_hours_share", "complete"))}
+    for k, v in t.items():
+        if k in nested:
+            head, keys = nested[k]
+            out.update({head + x: (v or {}).get(x) for x in keys})
+        else:
+            out[k] = v
+    return out
+
+
+def flat_utilization(u: dict | None) -> dict:
+    """A section's ``utilization`` as CSV columns: ``utilization`` (of the available capacity),
+    ``utilization_of_reported`` (sreport's Allocated / Reported, where computed), the capacity's
+    GPUs, GPU-hours, down and available GPU-hours, where they come from and the hours counted."""
+    u = u or {}
+    rep = u.get("of_reported") or {}
+    cp = u.get("capacity_period") or {}
+    return {"utilization": u.get("utilization"), "utilization_of_reported": rep.get("utilization"),
+            "capacity_gpus": u.get("capacity_gpus"), "capacity_gpu_hours": u.get("capacity_gpu_hours"),
+            "down_gpu_hours": u.get("down_gpu_hours"), "available_gpu_hours": u.get("available_gpu_hours"),
+            "reported_gpu_hours": rep.get("reported_gpu_hours"), "capacity_source": u.get("capacity_source"),
+            "capacity_start": cp.get("start"), "capacity_end": cp.get("end")}
 
 
 def _tables(report: dict) -> dict[str, list[dict]]:
@@ -1274,7 +1664,7 @@ def _tables(report: dict) -> dict[str, list[dict]]:
     parts = _parts(report)
     out = {"totals.csv": [{"cluster": c, "part": p, "days_in_part": s.get("days_in_part"),
                            "days_stored": s.get("days_stored"), "not_in_store": s.get("not_in_store", ""),
-                           **s["totals"]} for c, p, s in parts]}
+                           **flat_totals(s["totals"]), **flat_utilization(s.get("utilization"))} for c, p, s in parts]}
     for key, _ in GROUPS:
         out[f"{key}.csv"] = [{"cluster": c, "part": p, **g} for c, p, s in parts for g in s[key]]
     out["outcomes.csv"] = [{"cluster": c, "part": p, **{k: v for k, v in o.items() if k not in ("states", "ran")}}
@@ -1297,10 +1687,23 @@ def render_markdown(report: dict) -> str:
     """The period report as Markdown: totals per part (and per cluster with several), then the
     period's tables. An unknown figure reads "unknown", with why below the totals; a section
     none of whose days is in the store reads "not in the store"; an empty name "(none)"."""
-    from slurmkit.report.render import _md_job_sizes, _md_text, fmt
+    from slurmkit.report.period_text import utilization_text
+    from slurmkit.report.render import (_md_job_sizes, _md_text, energy_by_source_text, energy_coverage_text, fmt,
+                                         group_kwh, pct)
 
     def f(x):
         return "unknown" if x is None else fmt(x)
+
+    def _util(s, x, none="unknown"):
+        return pct(x) if x is not None else ("unknown" if "utilization" in s.get("unknown", {}) else none)
+
+    def _money(t, k):
+        # facility energy and CO2e follow the energy (unknown with it); the cost is unknown
+        # when a price applies to a figure that is; "–" where no assumption is set
+        x = t.get(k)
+        if x is None:
+            return "unknown" if (k != "cost_total" and not t.get("energy_known")) else "–"
+        return f"{fmt(x)}{' kWh' if k == 'facility_kwh' else ' kg' if k == 'co2e_kg' else ' ' + (t.get('currency') or '')}".strip()
 
     def name(x):
         return _md_text(x) or "(none)"
@@ -1322,16 +1725,27 @@ def render_markdown(report: dict) -> str:
         lines += [f"Times of the captures read in: {time_zone_text(st['time_zones'])}.", ""]
     cols = ["jobs", "gpu_jobs", "gpu_hours", "cpu_hours", "wasted_gpu_hours", "provisional_gpu_hours",
             "physical_gpu_hours"]
-    lines += ["## Totals", "", "| cluster | part | days stored | " + " | ".join(cols) + " |",
-              "|---" * (len(cols) + 3) + "|"]
+    money = ["facility_kwh", "co2e_kg", "cost_total"]
+    lines += ["## Totals", "", "| cluster | part | days stored | " + " | ".join(cols) + " | utilization | "
+              "utilization of Reported | energy (IT) | " + " | ".join(money) + " |",
+              "|---" * (len(cols) + len(money) + 6) + "|"]
     for c, label, s in _parts(report):
         label = "**period**" if label == "(period)" else label
         days = f"{s['days_stored']} / {s['days_in_part']}" if "days_in_part" in s else ""
-        cells = ([s["not_in_store"]] + ["—"] * (len(cols) - 1) if s.get("not_in_store")
-                 else [f(s["totals"][k]) for k in cols])
+        t = s["totals"]
+        u = s.get("utilization") or {}
+        cells = ([s["not_in_store"]] + ["—"] * (len(cols) + len(money) + 2) if s.get("not_in_store")
+                 else [f(t[k]) for k in cols] + [_util(s, u.get("utilization")),
+                                                 _util(s, (u.get("of_reported") or {}).get("utilization"), "–")]
+                 + [energy_coverage_text(t, short=True)] + [_money(t, k) for k in money])
         lines.append(f"| {c} | {label} | {days} | " + " | ".join(cells) + " |")
     if several:
         lines += ["", "(all): days stored by some cluster; each cluster's own in its rows."]
+    if not report.get("not_in_store"):
+        t = report["totals"]
+        lines += ["", f"Energy (IT) over the period: {energy_coverage_text(t)}"
+                  + (f"; by source: {energy_by_source_text(t)}" if t.get("energy_known") else "") + "."]
+    lines += ["", utilization_text(report)]
     for k, why in report["unknown"].items():
         lines.append(f"\n{k.replace('_', ' ')}: unknown ({why})")
     for key, col in GROUPS:
@@ -1340,8 +1754,8 @@ def render_markdown(report: dict) -> str:
         if not report[key]:
             lines += [empty_group_text(report, key)]
             continue
-        lines += [f"| {title} | jobs | GPU-h | CPU-h | wasted GPU-h | physical GPU-h |", "|---|---|---|---|---|---|"]
-        lines += [f"| {name(g[col])} | {f(g['jobs'])} | {f(g['gpu_hours'])} | {f(g['cpu_hours'])} | "
+        lines += [f"| {title} | jobs | GPU-h | CPU-h | kWh | wasted GPU-h | physical GPU-h |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {name(g[col])} | {f(g['jobs'])} | {f(g['gpu_hours'])} | {f(g['cpu_hours'])} | {group_kwh(report, g)} | "
                   f"{f(g['wasted_gpu_hours'])} | {f(g.get('physical_gpu_hours'))} |" for g in report[key]]
     lines += ["", "## Outcomes", ""]
     if report["outcomes"]:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import base64
 
 from slurmkit.report import period_plots as pp
-from slurmkit.report.period_text import empty_group_text, queue_wait_text, time_zone_text
-from slurmkit.report.render import (_GROUPS, dur, fmt, job_sizes_table, known, outcome_label, physical_text,
-                                     unknown_lines)
+from slurmkit.report.period_text import empty_group_text, queue_wait_text, time_zone_text, utilization_text
+from slurmkit.report.render import (_GROUPS, dur, energy_by_source_text, energy_coverage_text, fmt, group_kwh,
+                                     job_sizes_table, known, outcome_label, pct, physical_text, unknown_lines)
 
 #: The group tables' rows shown in the page (the rest are in the JSON and the CSV).
 LIMIT = 25
@@ -127,6 +127,29 @@ def matrix(panel: dict, report: dict) -> list[dict]:
     return rows
 
 
+def money_cells(section: dict):
+    """The totals table's utilization, energy (with its coverage, short), CO2e and cost cells of a
+    section (the period or a part), as HTML ``<td>`` cells: unknown figures read "unknown" (a
+    figure built on an unknown one too), figures without their assumption "–"."""
+    from markupsafe import Markup, escape
+
+    t, u = section.get("totals") or {}, section.get("utilization") or {}
+    unknown = section.get("unknown") or {}
+
+    def cell(text, flag=False):
+        cls = ' class="unknown"' if text == "unknown" else ' class="partial"' if flag else ""
+        return Markup(f"<td{cls}>{escape(text)}</td>")
+
+    util = pct(u["utilization"]) if u.get("utilization") is not None else "unknown" if "utilization" in unknown else "–"
+    energy = energy_coverage_text(t, short=True)
+    co2 = (f"{fmt(t['co2e_kg'])} kg" if t.get("co2e_kg") is not None else
+           "unknown" if not t.get("energy_known") else "–")
+    cost = f"{fmt(t['cost_total'])} {t.get('currency') or ''}".strip() if t.get("cost_total") is not None else "–"
+    cov = t.get("energy_coverage") or {}
+    return Markup("").join([cell(util), cell(energy, bool(cov) and cov.get("known") and not cov.get("complete")),
+                            cell(co2), cell(cost)])
+
+
 def to_html(report: dict, limit: int = LIMIT, top: int = TOP) -> str:
     """The page (str). Plots: :func:`slurmkit.report.period_plots.period_pngs` (GPU-hours and
     CPU-hours per part by account, partition and cluster) and the weekly report's queue-wait
@@ -158,7 +181,10 @@ def to_html(report: dict, limit: int = LIMIT, top: int = TOP) -> str:
         known=lambda sec, key, x: known(sec, key, x), short=pp.short_label, version=__version__,
         n_days=len(pp.part_days(report["period"])), missing=missing_text(report),
         pcov=pp.coverage({**report, "breakdown": [report["period"]]})[0],
-        physical="" if report.get("not_in_store") else physical_text(report.get("totals") or {}))
+        physical="" if report.get("not_in_store") else physical_text(report.get("totals") or {}),
+        money=money_cells, energy_text=energy_coverage_text(report["totals"]),
+        energy_sources=energy_by_source_text(report["totals"]), utilization=utilization_text(report),
+        group_kwh=lambda g: group_kwh(report, g))
 
 
 __all__ = ["to_html", "about_rows", "part_rows", "matrix", "title"]

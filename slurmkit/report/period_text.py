@@ -89,3 +89,27 @@ def queue_wait_text(section: dict) -> str:
 
 
 __all__ = ["period_span", "missing_counts", "time_zones", "time_zone_text", "empty_group_text", "queue_wait_text"]
+
+
+def utilization_text(report: dict) -> str:
+    """The period's utilization denominator in words (Markdown and HTML): the capacity, where it
+    comes from, the hours counted, the down and available GPU-hours, the utilization of them and
+    of sreport's Reported where computed; unknown with why, never 0 %."""
+    from slurmkit.report.render import fmt, pct
+
+    u = report.get("utilization") or {}
+    cp = u.get("capacity_period") or {}
+    if u.get("utilization") is None:
+        why = (report.get("unknown") or {}).get("utilization") or report.get("not_in_store") or "no GPU-hours"
+        head = f"Utilization over the period: unknown ({why})"
+    else:
+        down = "unknown" if u.get("down_gpu_hours") is None else fmt(u["down_gpu_hours"])
+        head = (f"Utilization over the period: {pct(u['utilization'])} of the available GPU-hours: capacity "
+                f"{fmt(u.get('capacity_gpus'))} GPUs ({u.get('capacity_source')}), counted {cp.get('start')} – "
+                f"{cp.get('end')} ({fmt(u.get('capacity_gpu_hours'))} GPU-h), less {down} down GPU-h = "
+                f"{fmt(u.get('available_gpu_hours'))} available")
+    rep = u.get("of_reported")
+    if rep and rep.get("utilization") is not None:
+        head += (f"; {pct(rep['utilization'])} of sreport's Reported ({fmt(rep.get('allocated_gpu_hours'))} of "
+                 f"{fmt(rep.get('reported_gpu_hours'))} GPU-h, {rep['window']['start']} – {rep['window']['end']})")
+    return head + "."

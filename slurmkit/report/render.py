@@ -193,6 +193,48 @@ def kwh(report: dict, x, long: bool = False) -> str:
     return "–" if x is None else f"{fmt(x)} kWh"
 
 
+def energy_coverage_text(t: dict, short: bool = False) -> str:
+    """The energy of a ``totals`` (the weekly report's, a period's or a part's) with what it
+    covers (``t["energy_coverage"]``, :func:`slurmkit.report.energy.energy_coverage`): "299 kWh
+    from 2 of 3 jobs, 43 % of CPU-hours; 1 job unknown" (``short``: "299 kWh (2 of 3 jobs)"),
+    "5.71 kWh from all 4 jobs" ("5.71 kWh"), or unknown with why (short: "unknown"): a partial
+    figure is never said without its coverage, an unknown one never as 0."""
+    c = t.get("energy_coverage") or {}
+    e = t.get("energy_kwh")
+    if e is None or not c.get("known", t.get("energy_known", True)):
+        return "unknown" if short else ENERGY_UNKNOWN
+    if c.get("complete", True) or not c:
+        n = c.get("jobs")
+        return f"{fmt(e)} kWh" + ("" if short or n is None else f" from all {fmt(n)} job{'' if n == 1 else 's'}")
+    k, n, u = c["jobs_with_energy"], c["jobs"], c["jobs_unknown"]
+    if short:
+        return f"{fmt(e)} kWh ({fmt(k)} of {fmt(n)} jobs)"
+    shares = [f"{pct(c[f'{h}_hours_share'])} of {h.upper()}-hours" for h in ("cpu", "gpu")
+              if c.get(f"{h}_hours_share") is not None]
+    return (f"{fmt(e)} kWh from {fmt(k)} of {fmt(n)} jobs" + "".join(f", {x}" for x in shares)
+            + f"; {fmt(u)} job{'' if u == 1 else 's'} unknown")
+
+
+def group_kwh(report: dict, g: dict) -> str:
+    """A group row's kWh (``by_user`` ...) with the jobs it misses ("5.71 (1 job unknown)"),
+    "unknown" when the report's energy or the group's is unknown."""
+    if not energy_known(report) or g.get("energy_kwh") is None:
+        return "unknown"
+    u = g.get("energy_jobs_unknown") or 0
+    return fmt(g["energy_kwh"]) + (f" ({fmt(u)} job{'' if u == 1 else 's'} unknown)" if u else "")
+
+
+def energy_by_source_text(t: dict) -> str:
+    """The sources an energy total comes from, with their kWh ("slurm 5.71 kWh, modelled 120
+    kWh"; :data:`slurmkit.report.energy.REPORTED_SOURCES` order), "–" when none has any or the
+    energy is unknown: never a column of 0 kWh per source beside the total."""
+    by = t.get("energy_kwh_by_source") or {}
+    if t.get("energy_kwh") is None or not t.get("energy_known", True):
+        return "–"
+    got = [f"{s} {fmt(by[s])} kWh" for s in REPORTED_SOURCES if by.get(s)]
+    return ", ".join(got) or "–"
+
+
 def modelled_pct(t: dict) -> str:
     """"N % modelled" (the share of the energy modelled from TDP), "" when none is modelled or
     the energy is unknown."""
@@ -499,7 +541,8 @@ def to_html(report: dict, limit: int = 25) -> str:
         unknown_lines=unknown_lines(report), about=about_rows(report), backlog=backlog_text(report["totals"]), downtime=downtime_text(report), trends=trends_text(report.get("trends")),
         trend_tables=trend_tables(report["trends"]) if report.get("trends") else [],
         job_sizes=job_sizes_table(report.get("job_sizes")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")),
-        denominators=denominators_text(report), breakdown_rows=breakdown_rows(report), account_rows=account_rows(report), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]), physical=physical_text(report["totals"]),
+        denominators=denominators_text(report), breakdown_rows=breakdown_rows(report), account_rows=account_rows(report), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
+        energy_text=energy_coverage_text(report["totals"]), group_kwh=lambda g: group_kwh(report, g), physical=physical_text(report["totals"]),
         groups=_GROUPS, energy_sources=REPORTED_SOURCES, limit=limit, version=__version__, policy_note=POLICY_NOTE,
         requested=requested_note(report), gh_head=gpu_h_header(report), wh_head=gpu_h_header(report, "wasted GPU-h"),
         yes_no=yes_no, assumption=assumption_text, rejected=rejected_text(report["data_quality"]), util_pct=_util_pct, empty_group=lambda key: empty_group_text(report, key))
@@ -673,21 +716,18 @@ def _md_head(r: dict) -> list[str]:
                 f"(marked * below).", ""] if t.get("provisional_jobs") else []),
              "## Totals", "",
              _md_table(["jobs", gpu_h_header(r), "CPU-hours", gpu_h_header(r, "wasted GPU-h"), "utilization",
-                        "energy", "measured (spool)", "measured (Prometheus)", "Slurm", "modelled (TDP)",
+                        "energy", "energy by source",
                         "facility energy", "CO2e kg", "cost", "pending jobs", "pending GPU-h requested"],
                        [[t["jobs"], known(r, "gpu_hours", t["gpu_hours"]), known(r, "cpu_hours", t["cpu_hours"]),
                          known(r, "gpu_hours", t["wasted_gpu_hours"]),
-                         known(r, "utilization", r["utilization"]["utilization"], pct), kwh(r, t["energy_kwh"]),
-                         kwh(r, t["energy_kwh_by_source"]["measured"]),
-                         kwh(r, t["energy_kwh_by_source"].get("prometheus")),
-                         kwh(r, t["energy_kwh_by_source"]["slurm"]),
-                         kwh(r, t["energy_kwh_by_source"]["modelled"]), kwh(r, t["facility_kwh"]),
+                         known(r, "utilization", r["utilization"]["utilization"], pct),
+                         energy_coverage_text(t, short=True), energy_by_source_text(t), kwh(r, t["facility_kwh"]),
                          known(r, "energy_kwh", t["co2e_kg"]),
                          f"{known(r, 'gpu_hours', t['cost_total']) if t['cost_total'] is None else fmt(t['cost_total'])} {t['currency']}".strip(),
                          t["pending_jobs"] + t["pending_array_tasks"], _or_unknown(t.get("pending_gpu_hours_requested"))]]), "",
              *([f"GPU-hours {fmt(t['gpu_hours'])} ({requested_note(r)}).", ""] if requested_note(r) else []),
              *([physical_text(t), ""] if physical_text(t) else []),
-             *([f"Energy: {ENERGY_UNKNOWN}.", ""] if not energy_known(r) else []),
+             f"Energy: {energy_coverage_text(t)}.", "",
              *([*unknown_lines(r), ""] if r.get("unknown") else []),
              *([no_energy_text(t), ""] if no_energy_text(t) else []),
              f"GPUs in use: most at once {known(r, 'gpu_hours', r['hourly'].get('peak_at_once'))}; "
@@ -708,7 +748,7 @@ def _md_groups(r: dict, limit: int) -> list[str]:
             [[_md_text(g[col]) or "(none)", g["jobs"],
               known(r, "gpu_hours", g["gpu_hours"]) + ("*" if g.get("provisional_gpu_hours") else ""),
               known(r, "cpu_hours", g["cpu_hours"]),
-              fmt(g["energy_kwh"]) if energy_known(r) and g["energy_kwh"] is not None else "unknown",
+              group_kwh(r, g),
               known(r, "gpu_hours", g["wasted_gpu_hours"]), _or_unknown(g.get("physical_gpu_hours"))]
              for g in r[key][:limit]]), ""]
     return lines
@@ -794,8 +834,8 @@ def to_markdown(report: dict, limit: int = 25) -> str:
 _POLICY_COLUMNS = ["policy", "jobs", "gpu_hours", "measured_gpu_hours", "energy_kwh", "kwh_per_gpu_hour"]
 #: data_quality.csv's header (the fields of a listed problem), also when none was listed.
 _PROBLEM_COLUMNS = [f.name for f in dataclasses.fields(Problem)]
-_GROUP_COLUMNS = ["jobs", "gpu_hours", "cpu_hours", "energy_kwh", "wasted_gpu_hours", "provisional_gpu_hours",
-                  "physical_gpu_hours"]
+_GROUP_COLUMNS = ["jobs", "gpu_hours", "cpu_hours", "energy_kwh", "energy_jobs_unknown", "wasted_gpu_hours",
+                  "provisional_gpu_hours", "physical_gpu_hours"]
 
 
 def csv_headers() -> dict[str, list[str]]:

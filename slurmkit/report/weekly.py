@@ -61,12 +61,13 @@ def _distinct_per_group(codes: np.ndarray, job_code: np.ndarray, n: int) -> np.n
 
 
 def _group(a: pd.DataFrame, col: str, name: str, mask=None) -> list[dict]:
-    """Per value of ``col`` (rows in ``mask`` only): distinct jobs, GPU-, CPU-hours, kWh,
-    wasted GPU-hours and physical GPU-hours (MIG instances weighed by their share of the GPU;
-    None when no row of the group has them), largest GPU-hours first."""
+    """Per value of ``col`` (rows in ``mask`` only): distinct jobs, GPU-, CPU-hours, kWh and
+    the jobs it misses (``energy_jobs_unknown``: with a run of no energy source), wasted
+    GPU-hours and physical GPU-hours (MIG instances weighed by their share of the GPU; None when
+    no row of the group has them), largest GPU-hours first."""
     cols = [col, "gpu_hours", "cpu_hours", "energy_kwh", "waste_gpu_hours", "provisional_gpu_hours",
             "physical_gpu_hours"]
-    sel = a.loc[mask, cols + ["job_code"]] if mask is not None else a[cols + ["job_code"]]
+    sel = a.loc[mask, cols + ["job_code", "energy_source"]] if mask is not None else a[cols + ["job_code", "energy_source"]]
     if sel.empty:
         return []
     codes, uniq = pd.factorize(sel[col], sort=False)
@@ -76,13 +77,16 @@ def _group(a: pd.DataFrame, col: str, name: str, mask=None) -> list[dict]:
     t["energy_kwh"] = sel["energy_kwh"].groupby(codes, sort=False).sum(min_count=1)
     t = t[t.index >= 0]
     t["jobs"] = _distinct_per_group(codes, sel["job_code"].to_numpy(), len(uniq))[t.index]
+    none = (sel["energy_source"] == "none").to_numpy()
+    t["jobs_none"] = _distinct_per_group(np.where(none, codes, -1), sel["job_code"].to_numpy(), len(uniq))[t.index]
     t[col] = np.asarray(uniq)[t.index]
     t = t.sort_values(["gpu_hours", "cpu_hours", col], ascending=[False, False, True])
     return [{name: k, "jobs": int(j), "gpu_hours": _num(g), "cpu_hours": _num(c), "energy_kwh": _num(e),
-             "wasted_gpu_hours": _num(w), "provisional_gpu_hours": _num(p), "physical_gpu_hours": _num(ph)}
-            for k, j, g, c, e, w, p, ph in zip(t[col], t["jobs"], t["gpu_hours"], t["cpu_hours"],
-                                               t["energy_kwh"], t["waste_gpu_hours"], t["provisional_gpu_hours"],
-                                               t["physical_gpu_hours"])]
+             "energy_jobs_unknown": int(u), "wasted_gpu_hours": _num(w), "provisional_gpu_hours": _num(p),
+             "physical_gpu_hours": _num(ph)}
+            for k, j, g, c, e, u, w, p, ph in zip(t[col], t["jobs"], t["gpu_hours"], t["cpu_hours"],
+                                                  t["energy_kwh"], t["jobs_none"], t["waste_gpu_hours"],
+                                                  t["provisional_gpu_hours"], t["physical_gpu_hours"])]
 
 
 #: The GPU type of GPUs counted without a type (``gres/gpu=4``), and of jobs whose GPU count the
@@ -355,6 +359,11 @@ def _totals(runs: pd.DataFrame, queue: dict, backlog: int, pending_jobs: int, sp
     # is not a measurement, so the figures built on it are unknown
     energy_known = bool((runs["energy_source"] != "none").any())
     money = E.costs(kwh if energy_known else None, gpu_h if gpu_known else None, assumptions)
+    with_energy = runs["energy_source"] != "none"
+    coverage = E.energy_coverage(int(keys.nunique()), jobs_by_src["none"],
+                                 _num(cpu_h) if "cpu_hours" not in unknown else None,
+                                 float(runs.loc[with_energy, "cpu_hours"].sum()), gpu_h if gpu_known else None,
+                                 float(runs.loc[with_energy, "gpu_hours"].sum()), energy_known)
     g = _num if gpu_known else (lambda x: None)
     totals = {
         "jobs": int(keys.nunique()), "gpu_jobs": int(keys[runs["gpus"] > 0].nunique()) if gpu_known else None,
@@ -362,7 +371,7 @@ def _totals(runs: pd.DataFrame, queue: dict, backlog: int, pending_jobs: int, sp
         "gpu_hours": g(gpu_h), "cpu_hours": _num(cpu_h) if "cpu_hours" not in unknown else None,
         "energy_kwh": _num(kwh) if energy_known else None,
         "energy_kwh_by_source": {k: (_num(v) if energy_known else None) for k, v in kwh_src.items()},
-        "energy_known": energy_known, "energy_jobs_by_source": dict(jobs_by_src),
+        "energy_known": energy_known, "energy_jobs_by_source": dict(jobs_by_src), "energy_coverage": coverage,
         "gpu_hours_without_energy": g(runs.loc[runs["energy_source"] == "none", "gpu_hours"].sum()),
         "gpu_hours_from_request": g(runs.loc[runs["gpu_source"] == "ReqTRES (requested)", "gpu_hours"].sum())
         if "gpu_source" in runs else None,
@@ -566,6 +575,20 @@ def utilization(gpu_h: float | None, capacity_gpus: float | None, down_gpu_hours
     return util
 
 
+def utilization_of_reported(ours: dict | None, window: dict | None) -> dict | None:
+    """``utilization.of_reported``: sreport's own utilization, Allocated / Reported GPU-hours of
+    the breakdown computed here (``ours``: :func:`slurmkit.report.breakdown.breakdown`'s
+    ``tres``, over ``window``, the whole hours it covers): ``{"window", "allocated_gpu_hours",
+    "reported_gpu_hours", "utilization"}`` (None without a Reported figure); None without the
+    breakdown (no node TRES)."""
+    if not ours:
+        return None
+    g = ours.get("gres/gpu") or {}
+    al, rep = g.get("allocated"), g.get("reported")
+    return {"window": window, "allocated_gpu_hours": _num(al), "reported_gpu_hours": _num(rep),
+            "utilization": _num(al / rep) if al is not None and rep else None}
+
+
 def deltas(totals: dict, previous: dict | None) -> dict | None:
     """Week-over-week changes of the headline totals against ``previous`` (the previous
     window's ``totals``): ``{key: {"previous", "change", "relative"}}``; None without one."""
@@ -650,6 +673,8 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     util = {**utilization(totals["gpu_hours"], capacity_gpus, down_gpu_hours, window, upto, capacity_from=reg),
             "capacity_source": capacity_source or "unknown"}
     util["breakdown"] = breakdown_section(a, breakdown_inputs, capacity_source, util, totals["gpu_hours"], upto)
+    util["of_reported"] = utilization_of_reported((util["breakdown"] or {}).get("ours"),
+                                                  (util["breakdown"] or {}).get("window"))
     report = {
         "window": window.as_dict(),
         "as_of": iso_z(utc(now) if now is not None else pd.Timestamp.now(tz="UTC")),
@@ -660,7 +685,8 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "by_partition": _group(runs, "partition", "partition"),
         "by_qos": _group(runs, "qos", "qos"),
         "by_gpu_type": _group(runs[["gpu_hours", "cpu_hours", "energy_kwh", "waste_gpu_hours", "provisional_gpu_hours",
-                                    "physical_gpu_hours", "job_code"]].assign(gpu_type=gpu_type_labels(runs)), "gpu_type", "gpu_type",
+                                    "physical_gpu_hours", "job_code", "energy_source"]].assign(gpu_type=gpu_type_labels(runs)),
+                              "gpu_type", "gpu_type",
                               (runs["gpus"] > 0) | runs["gpus"].isna()),
         "energy_by_policy": energy_by_policy(runs),
         "outcomes": outcomes(runs) + cancelled_before_start(a[never], runs),

@@ -492,7 +492,9 @@ def test_energy_no_source_knows_is_blank_per_job_and_user_and_the_md_has_the_pro
 def test_energy_totals_name_prometheus_and_modelled_and_unknown_energy_draws_no_chart(tmp_path):
     _run(tmp_path, [row()], formats=["md", "html"], gpu_tdp_w=500.0)
     md = (tmp_path / "out" / "weekly.md").read_text()
-    assert "| measured (spool) | measured (Prometheus) | Slurm | modelled (TDP) |" in md
+    # the energy with its coverage, beside it only the sources that hold some (no 0 kWh column per source)
+    assert "| energy | energy by source |" in md and "| 1.00 kWh | modelled 1.00 kWh |" in md
+    assert "Energy: 1.00 kWh from all 1 job." in md and "| measured (spool) |" not in md
     html = (tmp_path / "out" / "weekly.html").read_text()
     assert "100 % modelled from TDP" in html and "<td class=\"l\">prometheus</td>" in html
     _run(tmp_path, [row()], formats=["html"], outdir=tmp_path / "o2")

@@ -44,12 +44,18 @@ def store(tmp_path_factory):
     return root, b
 
 
-def _weekly(root, window: Window, now, cluster="bench") -> dict:
+def _weekly(root, window: Window, now, cluster="bench", assumptions=None) -> dict:
     """The weekly path: the window's days loaded from the store (pandas), the weekly model."""
     st = Store(root, cluster)
     rows, dq = st.load([d for d, _ in window.days()])
-    rep, _ = build_report(rows, dq, window, Assumptions(), now=now, horizon=now)
+    rep, _ = build_report(rows, dq, window, assumptions or Assumptions(), now=now, horizon=now)
     return rep
+
+
+#: Energy and cost assumptions (a site profile's kind): the H100's TDP only, so the generated
+#: A100 jobs have no energy figure (a partial energy, with its coverage), PUE, carbon, prices.
+SITE = dict(gpu_tdp_w={"h100": 700.0}, pue=1.25, carbon_g_per_kwh=320.0, price_per_kwh=0.21,
+            price_per_gpu_hour=1.5, currency="EUR")
 
 
 def _same(a, b, path="") -> list[str]:
@@ -73,7 +79,11 @@ def _same(a, b, path="") -> list[str]:
 
 TOTALS = ("jobs", "gpu_jobs", "allocation_rows", "requeued_attempts", "gpu_hours", "cpu_hours",
           "wasted_gpu_hours", "provisional_jobs", "provisional_gpu_hours", "gpu_hours_from_request",
-          "allocation_rows_gpus_unknown", "physical_gpu_hours", "allocation_rows_physical_unknown")
+          "allocation_rows_gpus_unknown", "physical_gpu_hours", "allocation_rows_physical_unknown",
+          # energy by source, what it covers, and what it costs
+          "energy_kwh", "energy_kwh_by_source", "energy_known", "energy_jobs_by_source", "energy_coverage",
+          "gpu_hours_without_energy", "facility_kwh", "co2e_kg", "cost_energy", "cost_gpu_hours", "cost_total",
+          "currency")
 GROUPS = ("by_user", "by_account", "by_partition", "by_qos", "by_gpu_type")
 
 
@@ -81,8 +91,11 @@ def _shared(rep: dict) -> dict:
     """The figures the weekly and the period report share."""
     qw = rep["queue_wait"]
     return {"totals": {k: rep["totals"][k] for k in TOTALS},
-            "unknown": {k: v for k, v in rep["unknown"].items() if k in ("gpu_hours", "cpu_hours")},
-            **{g: [{k: v for k, v in row.items() if k != "energy_kwh"} for row in rep[g]] for g in GROUPS},
+            "unknown": {k: v for k, v in rep["unknown"].items()
+                        if k in ("gpu_hours", "cpu_hours", "energy_kwh", "utilization")},
+            # (sreport's breakdown is its own section in the period report)
+            "utilization": {k: v for k, v in rep["utilization"].items() if k != "breakdown"},
+            **{g: rep[g] for g in GROUPS},
             "outcomes": rep["outcomes"],
             # the GPUs x duration distribution (slurmkit.report.jobs.job_sizes)
             "job_sizes": rep["job_sizes"],

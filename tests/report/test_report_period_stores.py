@@ -63,7 +63,8 @@ def test_a_period_with_no_stored_day_reads_not_in_the_store_everywhere(stores, t
         got = pd.read_csv(out / name)       # a 0-byte file raises EmptyDataError
         assert list(got.columns) == head, name
     assert list(pd.read_csv(out / "by_user.csv").columns) == ["cluster", "part", "user", "jobs", "gpu_hours",
-                                                             "cpu_hours", "wasted_gpu_hours", "provisional_gpu_hours",
+                                                             "cpu_hours", "energy_kwh", "energy_jobs_unknown",
+                                                             "wasted_gpu_hours", "provisional_gpu_hours",
                                                              "physical_gpu_hours"]
     md = (out / "period.md").read_text()
     html = (out / "period.html").read_text()
@@ -73,7 +74,7 @@ def test_a_period_with_no_stored_day_reads_not_in_the_store_everywhere(stores, t
     assert "## Queue wait\n\nQueue wait: not in the store." in md and "Job sizes: not in the store." in md
     assert html.count("Not in the store: no figures.") == 6          # 5 groups and the outcomes
     period_row = html.split('<table class="kpi" id="totals">')[1].split("</tr>")[1]
-    assert period_row.endswith('<td class="missing l" colspan="8">not in the store</td>')
+    assert period_row.endswith('<td class="missing l" colspan="12">not in the store</td>')
 
 
 def test_a_part_with_no_stored_day_has_null_job_sizes_beside_stored_parts(stores, tmp_path):
@@ -152,7 +153,8 @@ def test_two_clusters_name_the_cluster_missing_days_and_empty_account_reads_none
     assert "32 day(s) from the store, missing: habrok 0, santis 30" in res.output.splitlines()[0]
     md = (out / "period.md").read_text()
     assert "**day(s) not in the store: habrok 0 of 31, santis 30 of 31 (0 in no cluster's store)**" in md
-    assert "| (none) | 1 | 0 | 673 | 0 |" in md.split("## By account")[1]
+    # (Santis' job: its Slurm energy, all of it known)
+    assert "| (none) | 1 | 0 | 673 | 5.71 | 0 |" in md.split("## By account")[1]
     acc = pd.read_csv(out / "by_account.csv", keep_default_na=False)
     assert list(acc[acc["cluster"] == "santis"]["account"]) == ["", ""]
     assert "santis: Europe/Zurich (--tz), 1 day(s)" in md

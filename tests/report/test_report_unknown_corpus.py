@@ -58,7 +58,8 @@ def test_no_gpu_field_nothing_gpu_derived_reads_zero(tmp_path, corpus):
     assert sum(q["n"] for q in rep["queue_wait"]["by_partition_gpus"]) == rep["queue_wait"]["all"]["n"] == 90
     assert rep["efficiency"]["by_user"] and all(u["gpu_hours"] is None for u in rep["efficiency"]["by_user"])
     assert rep["by_gpu_type"] == [{"gpu_type": "unknown (no GPU field)", "jobs": 90, "gpu_hours": None,
-                                   "cpu_hours": t["cpu_hours"], "energy_kwh": None, "wasted_gpu_hours": None,
+                                   "cpu_hours": t["cpu_hours"], "energy_kwh": None, "energy_jobs_unknown": 90,
+                                   "wasted_gpu_hours": None,
                                    "provisional_gpu_hours": None, "physical_gpu_hours": None}]
     assert rep["hourly"]["gpus_in_use"] == [] and rep["hourly"]["peak_at_once"] is None
     # job sizes: only the unknown row (no "0 jobs with 1 GPU" read off an absent field)
