@@ -198,7 +198,11 @@ def _time_ints(s: pd.Series) -> np.ndarray:
 def _duplicated(cols: list[np.ndarray], keep: str) -> np.ndarray:
     """``DataFrame.duplicated`` over integer columns, by way of one 64-bit mix of each row:
     rows whose mix repeats are the candidates, and only they are compared column by column
-    (so a collision of the mix never drops a row)."""
+    (so a collision of the mix never drops a row). When the leading columns alone tell every
+    row apart (:func:`_distinct_prefix`: a job's one allocation row, a job's steps by name),
+    no row repeats and nothing is hashed."""
+    if _distinct_prefix(cols):
+        return np.zeros(len(cols[0]), bool)
     h = np.zeros(len(cols[0]), np.uint64)
     with np.errstate(over="ignore"):
         for c in cols:
@@ -214,6 +218,28 @@ def _duplicated(cols: list[np.ndarray], keep: str) -> np.ndarray:
         sub = pd.DataFrame({i: c[cand] for i, c in enumerate(cols)})
         out[np.flatnonzero(cand)] = sub.duplicated(keep=keep).to_numpy()
     return out
+
+
+def _distinct_prefix(cols: list[np.ndarray]) -> bool:
+    """True when the leading integer columns of ``cols``, as many as make a mixed-radix key
+    over at most ``4 x rows + 1024`` values (the dense identity codes, a categorical's codes;
+    epoch times span too much), hold no two equal rows: then no row of ``cols`` repeats
+    another. One ``bincount``, no sort (a sort of the row mixes is most of the repeat check's
+    cost on a large capture). False when not told (the prefix repeats, or fits no column)."""
+    n = len(cols[0])
+    if n < 2:
+        return True
+    limit = 4 * n + 1024
+    key, size = None, 1
+    for c in cols:
+        c = np.asarray(c).astype(np.int64, copy=False)
+        lo, hi = int(c.min()), int(c.max())
+        span = hi - lo + 1
+        if size * span > limit:
+            break
+        key = c - lo if key is None else key * span + (c - lo)
+        size *= span
+    return key is not None and int(np.bincount(key, minlength=size).max()) <= 1
 
 
 def _drop(frame: pd.DataFrame, code: np.ndarray, key: list[str], dq: DataQuality, source: str,

@@ -413,6 +413,23 @@ def test_identity_codes_are_equal_exactly_where_cluster_and_key_are(ids, other):
     assert sorted(set(acode) | set(scode)) == list(range(len(set(keys))))
 
 
+def test_repeated_rows_are_found_whether_or_not_the_identity_alone_tells_rows_apart():
+    from slurmkit.accounting.frame import _duplicated
+
+    never = np.iinfo(np.int64).min   # NaT
+    # identity codes, step codes (-1: none), Submit and Start (ns): a job's three steps, a
+    # requeued job's two attempts (same identity and step, another Start) and one exact repeat
+    ident = np.array([0, 0, 0, 1, 1, 2, 2])
+    step = np.array([0, 1, 2, 0, 0, -1, -1], np.int8)
+    submit = np.array([5, 5, 5, 7, 7, never, never]) * 10**9
+    start = np.array([6, 6, 6, 8, 9, never, never]) * 10**9
+    assert _duplicated([ident, step, submit, start], "first").tolist() == [False] * 6 + [True]
+    assert _duplicated([ident, step, submit, start], "last").tolist() == [False] * 5 + [True, False]
+    # the identity and step alone tell the rows apart: nothing repeats, nothing hashed
+    assert not _duplicated([ident[:5] * 0 + np.arange(5), step[:5], submit[:5], start[:5]], "first").any()
+    assert not _duplicated([ident[3:5], step[3:5], submit[3:5], start[3:5]], "first").any()
+
+
 @pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("reader", ["block", "whole"])
 def test_short_row_with_bad_utf8_is_repaired_then_skipped_with_its_line(tmp_path, reader):
