@@ -24,6 +24,24 @@ def cli():
     """Utilization and energy reports from Slurm accounting (sacct)."""
 
 
+def assumption_options(f):
+    """The energy and cost assumptions' options, the same on ``report weekly`` and ``report
+    period`` (each overrides the site profile's ``[report]`` value; read by
+    :func:`slurmkit.report.energy.assumptions_from_profile` and the pipelines)."""
+    for opt in reversed((
+            click.option("--pue", type=float, help="Power usage effectiveness (overrides the profile)."),
+            click.option("--carbon-g-per-kwh", type=float, help="Carbon intensity, g CO2e per kWh."),
+            click.option("--price-per-kwh", type=float, help="Energy price per kWh."),
+            click.option("--price-per-gpu-hour", type=float, help="Price per GPU-hour."),
+            click.option("--currency", help="Currency of the prices."),
+            click.option("--gpu-tdp-w", type=float, help="GPU TDP in W for modelled energy (all GPU types)."),
+            click.option("--trust-slurm-energy/--no-trust-slurm-energy", default=True, show_default=True,
+                         help="Use Slurm's non-zero energy (ConsumedEnergyRaw, AllocTRES and the steps' "
+                              "energy=)."))):
+        f = opt(f)
+    return f
+
+
 def breakdown_capture_options(events_help: str, nodes_default: str):
     """The captures of sreport's breakdown and the account tree, shared by ``report weekly``
     and ``report period``: ``--events``, ``--reservations``, ``--nodes``, ``--assoc-tree``."""
@@ -75,14 +93,7 @@ def breakdown_capture_options(events_help: str, nodes_default: str):
               help="Prometheus with the hooks' metrics: measured energy and GPU utilization per job where the spool has none.")
 @click.option("--store", "store_dir", type=click.Path(file_okay=False), help="Parquet store folder.")
 @click.option("--no-store", is_flag=True, help="Pull every day from sacct; keep nothing.")
-@click.option("--pue", type=float, help="Power usage effectiveness (overrides the profile).")
-@click.option("--carbon-g-per-kwh", type=float, help="Carbon intensity, g CO2e per kWh.")
-@click.option("--price-per-kwh", type=float, help="Energy price per kWh.")
-@click.option("--price-per-gpu-hour", type=float, help="Price per GPU-hour.")
-@click.option("--currency", help="Currency of the prices.")
-@click.option("--gpu-tdp-w", type=float, help="GPU TDP in W for modelled energy (all GPU types).")
-@click.option("--trust-slurm-energy/--no-trust-slurm-energy", default=True, show_default=True,
-              help="Use non-zero ConsumedEnergyRaw.")
+@assumption_options
 @click.option("--capacity-gpus", type=float, help="GPUs in the cluster (default: profile or scontrol).")
 @click.option("--sreport/--no-sreport", "use_sreport", default=True, show_default=True,
               help="Live: reconcile with sreport (GPU-hours, sreport's breakdown, the account tree).")
@@ -582,14 +593,7 @@ def _echo_period_summary(report: dict, written) -> None:
                    "--nodes or --live-breakdown).")
 @click.option("--spool", type=click.Path(), help="Hook energy spool (energy.jsonl or a folder of *.jsonl): measured "
                                                  "energy (the day sums are then not read).")
-@click.option("--pue", type=float, help="Power usage effectiveness (overrides the profile).")
-@click.option("--carbon-g-per-kwh", type=float, help="Carbon intensity, g CO2e per kWh.")
-@click.option("--price-per-kwh", type=float, help="Energy price per kWh.")
-@click.option("--price-per-gpu-hour", type=float, help="Price per GPU-hour.")
-@click.option("--currency", help="Currency of the prices.")
-@click.option("--gpu-tdp-w", type=float, help="GPU TDP in W for modelled energy (all GPU types).")
-@click.option("--trust-slurm-energy/--no-trust-slurm-energy", default=True, show_default=True,
-              help="Use Slurm's non-zero energy (ConsumedEnergyRaw, AllocTRES and the steps' energy=).")
+@assumption_options
 @click.option("--now", "now_s", metavar="TIME",
               help="The report's time (default: the clock's): running jobs end at it at the latest, and the "
                    "store's days starting at or after it are not read (the output says how many). Give it for "
