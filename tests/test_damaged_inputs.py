@@ -118,7 +118,7 @@ S = "{store}/cluster=_default"
 STALE = (0, "a sums file or sums manifest that changed (or is gone) is stale: summed again (day-sums), every row "
             "read (period)")
 UNREAD = (0, "its stamp (size, modification time) is as summed: day-sums has nothing to do and reads nothing")
-NO_STEPS = (0, "the period report and the day sums read no step rows")
+NO_STEPS = (0, "the day sums read no step rows")
 STORE_CASES = [
     ("jobs", ("report", "jobs", "--store", "{store}", *WINDOW), ("allocs", "steps", "manifest")),
     ("period", ("report", "period", "--store", "{store}", *WINDOW, "-o", "{out}", "--format", "json"),
@@ -133,7 +133,13 @@ STORE_FILES = {   # name -> (path under the cluster folder, damages, recovers pe
                {"day-sums": {"footer": UNREAD, "missing": LOST["day-sums"]},
                 **{c: {"missing": LOST[c]} for c in ("jobs", "period")}}),
     "steps": (f"day={DAY}/steps.parquet", PARQUET,
-              {**{c: {**dict.fromkeys(PARQUET, NO_STEPS), "missing": LOST[c]} for c in ("period", "day-sums")},
+              {"day-sums": {**dict.fromkeys(PARQUET, NO_STEPS), "missing": LOST["day-sums"]},
+               # (the period report reads the steps' energy and efficiency: a damaged step file is
+               # the clear error a damaged day file is)
+               "period": {"missing": LOST["period"],
+                          "other": (0, "another Parquet file in the step file's place: the period report reads "
+                                       "the step files only where they hold energy= (their columns are checked "
+                                       "then); this store's have none")},
                "jobs": {"missing": LOST["jobs"]}}),
     "manifest": ("_manifest.json", JSONS + ("fields",), {}),
     "sums": (f"day={DAY}/_sums.parquet", PARQUET,

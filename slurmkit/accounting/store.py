@@ -440,6 +440,84 @@ def _day_name(day: int) -> str:
     return f"{dt.datetime.fromtimestamp(day, dt.timezone.utc):%Y-%m-%d}"
 
 
+def _merge_held(store: "Store", new: JobRows, span: list[int], held: list[int], names: dict, man: dict,
+                record: dict | None, captured_days: set) -> tuple:
+    """:func:`fill_from_capture`'s merge of the capture's rows ``new`` (a ``_day`` column) with
+    the stored days ``held``: ``(merged rows of the days that change, counts per day, the days
+    that change, allocation rows per stored day)``. Which rows change is read from the key
+    columns of the stored days; the whole rows of the days that change only. Raises
+    :class:`~slurmkit.errors.InputError` for days stored in another zone (:func:`_check_zones`)."""
+    # which rows change, from the key columns of the stored days; then the whole rows of
+    # the days that change only
+    old = JobRows(_read_keys(store, [names[d] for d in held], held, ALLOC_KEY),
+                  _read_keys(store, [names[d] for d in held], held, STEP_KEY, "steps"))
+    with_rows = set(old.allocs["_day"].unique().tolist())
+    _check_zones(store, man, record, [d for d in held if d in with_rows], names, captured_days)
+    keys = JobRows(new.allocs[old.allocs.columns], new.steps[old.steps.columns])
+    (keep_new, keep_old), counts, changed = _merge(keys, old, span, held)
+    old_rows = dict(zip(*np.unique(old.allocs["_day"].to_numpy(np.int64), return_counts=True)))
+    rewrite = [d for d in held if d in changed]
+    if rewrite:
+        full = JobRows.concat([JobRows(p.allocs.assign(_day=d), p.steps.assign(_day=d))
+                               for d, p in ((d, store.read_day(names[d])) for d in rewrite)])
+        sel = [np.isin(f["_day"].to_numpy(np.int64), rewrite) for f in (old.allocs, old.steps)]
+        full = JobRows(full.allocs[keep_old[0][sel[0]]], full.steps[keep_old[1][sel[1]]])
+    else:
+        full = JobRows(new.allocs.iloc[0:0], new.steps.iloc[0:0])
+    frames = []
+    for old_f, new_f, keep in ((full.allocs, new.allocs, keep_new[0]), (full.steps, new.steps, keep_new[1])):
+        new_f = new_f[keep & np.isin(new_f["_day"].to_numpy(np.int64), list(changed))]
+        both = JobRows.concat([JobRows(old_f, old_f.iloc[0:0]), JobRows(new_f, new_f.iloc[0:0])]).allocs \
+            if len(old_f) else new_f
+        # each day's stored rows first, then this capture's (a stable sort by day)
+        frames.append(both.iloc[np.argsort(both["_day"].to_numpy(np.int64), kind="stable")].reset_index(drop=True))
+    merged = JobRows(*frames)
+    return merged, counts, changed, old_rows
+
+
+def _write_days(store: "Store", out: dict, merged: JobRows, tables: tuple, span: list[int], names: dict,
+                counts: dict, changed: set, held_set: set, old_rows: dict, man: dict, as_of: float,
+                replace: bool, record: dict | None) -> None:
+    """:func:`fill_from_capture`'s writing: each day of ``span`` that changed gets its slice of
+    the merged rows' Arrow ``tables`` (``((allocs, bounds), (steps, bounds))``) written and its
+    manifest entry in ``man`` (written by the caller); ``out`` gets each day's counts and the
+    lists ``written`` / ``final`` / ``unchanged``."""
+    (atable, ab), (stable, sb) = tables
+    is_open = merged.allocs["state"].isin(OPEN_STATES).to_numpy(bool) | merged.allocs["end"].isna().to_numpy(bool)
+    for i, d in enumerate(span):
+        name = names[d]
+        c = counts.setdefault(d, {})
+        n_a = int(ab[i + 1] - ab[i])
+        entry = {k: c.get(k, 0) for k in DAY_COUNTS} | {f"steps_{k}": c.get(f"steps_{k}", 0) for k in DAY_COUNTS}
+        entry["rows"] = n_a
+        if d not in changed:
+            entry.update(rows=int(old_rows.get(d, 0)), final=bool(man[name].get("final")), written=False)
+            out["unchanged"].append(name)
+            out["days"][name] = entry
+            continue
+        sl = slice(int(ab[i]), int(ab[i + 1]))
+        pull_s = as_of if replace or d not in held_set else max(as_of, float(man[name].get("pulled_at") or 0.0))
+        final = (pull_s - (d + 86400)) > SETTLE_S and not bool(is_open[sl].any())
+        old_entry = man.get(name, {}) if not replace else {}
+        old_dq = old_entry.get("dq", {}) if d in held_set else {}
+        n_read = c.get("added", 0) + c.get("replaced", 0) + c.get("not_newer", 0)
+        n_read += c.get("steps_added", 0) + c.get("steps_replaced", 0) + c.get("steps_not_newer", 0)
+        path = store._path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for table, b, p in ((stable, sb, store._path(name, "steps")), (atable, ab, path)):
+            part = table.slice(int(b[i]), int(b[i + 1] - b[i]))
+            atomic_write_with(p, lambda tmp, t=part: pq.write_table(t, tmp))
+        man[name] = {**old_entry, "pulled_at": pull_s, "final": final, "rows": n_a + int(sb[i + 1] - sb[i]),
+                     "dq": {"rows_read": int(old_dq.get("rows_read", 0)) + n_read,
+                            "skipped": dict(old_dq.get("skipped", {})), "repaired": dict(old_dq.get("repaired", {}))},
+                     **(record or {})}
+        entry.update(final=final, written=True)
+        out["days"][name] = entry
+        out["written"].append(name)
+        if final:
+            out["final"].append(name)
+
+
 def fill_from_capture(store: "Store", rows: JobRows, as_of: float, first_day: float | None = None,
                       last_day: float | None = None, replace: bool = False, record: dict | None = None,
                       now: float | None = None) -> dict:
@@ -514,31 +592,8 @@ def fill_from_capture(store: "Store", rows: JobRows, as_of: float, first_day: fl
                 counts[d].update(removed=a_old, steps_removed=s_old)
         changed = set(span)
     else:
-        # which rows change, from the key columns of the stored days; then the whole rows of
-        # the days that change only
-        old = JobRows(_read_keys(store, [names[d] for d in held], held, ALLOC_KEY),
-                      _read_keys(store, [names[d] for d in held], held, STEP_KEY, "steps"))
-        with_rows = set(old.allocs["_day"].unique().tolist())
-        _check_zones(store, man, record, [d for d in held if d in with_rows], names, set(aday[a_in].tolist()))
-        keys = JobRows(new.allocs[old.allocs.columns], new.steps[old.steps.columns])
-        (keep_new, keep_old), counts, changed = _merge(keys, old, span, held)
-        old_rows = dict(zip(*np.unique(old.allocs["_day"].to_numpy(np.int64), return_counts=True)))
-        rewrite = [d for d in held if d in changed]
-        if rewrite:
-            full = JobRows.concat([JobRows(p.allocs.assign(_day=d), p.steps.assign(_day=d))
-                                   for d, p in ((d, store.read_day(names[d])) for d in rewrite)])
-            sel = [np.isin(f["_day"].to_numpy(np.int64), rewrite) for f in (old.allocs, old.steps)]
-            full = JobRows(full.allocs[keep_old[0][sel[0]]], full.steps[keep_old[1][sel[1]]])
-        else:
-            full = JobRows(new.allocs.iloc[0:0], new.steps.iloc[0:0])
-        frames = []
-        for old_f, new_f, keep in ((full.allocs, new.allocs, keep_new[0]), (full.steps, new.steps, keep_new[1])):
-            new_f = new_f[keep & np.isin(new_f["_day"].to_numpy(np.int64), list(changed))]
-            both = JobRows.concat([JobRows(old_f, old_f.iloc[0:0]), JobRows(new_f, new_f.iloc[0:0])]).allocs \
-                if len(old_f) else new_f
-            # each day's stored rows first, then this capture's (a stable sort by day)
-            frames.append(both.iloc[np.argsort(both["_day"].to_numpy(np.int64), kind="stable")].reset_index(drop=True))
-        merged = JobRows(*frames)
+        merged, counts, changed, old_rows = _merge_held(store, new, span, held, names, man, record,
+                                                        set(aday[a_in].tolist()))
     # the days' files: the merged rows, each day's in one slice (old rows first, then new)
     tables = []
     for frame in (merged.allocs, merged.steps):
@@ -547,39 +602,8 @@ def fill_from_capture(store: "Store", rows: JobRows, as_of: float, first_day: fl
         table = pa.Table.from_pandas(frame.drop(columns=["_day"]), preserve_index=False)
         tables.append((table, bounds))
     (atable, ab), (stable, sb) = tables
-    is_open = merged.allocs["state"].isin(OPEN_STATES).to_numpy(bool) | merged.allocs["end"].isna().to_numpy(bool)
-    for i, d in enumerate(span):
-        name = names[d]
-        c = counts.setdefault(d, {})
-        n_a = int(ab[i + 1] - ab[i])
-        entry = {k: c.get(k, 0) for k in DAY_COUNTS} | {f"steps_{k}": c.get(f"steps_{k}", 0) for k in DAY_COUNTS}
-        entry["rows"] = n_a
-        if d not in changed:
-            entry.update(rows=int(old_rows.get(d, 0)), final=bool(man[name].get("final")), written=False)
-            out["unchanged"].append(name)
-            out["days"][name] = entry
-            continue
-        sl = slice(int(ab[i]), int(ab[i + 1]))
-        pull_s = as_of if replace or d not in held_set else max(as_of, float(man[name].get("pulled_at") or 0.0))
-        final = (pull_s - (d + 86400)) > SETTLE_S and not bool(is_open[sl].any())
-        old_entry = man.get(name, {}) if not replace else {}
-        old_dq = old_entry.get("dq", {}) if d in held_set else {}
-        n_read = c.get("added", 0) + c.get("replaced", 0) + c.get("not_newer", 0)
-        n_read += c.get("steps_added", 0) + c.get("steps_replaced", 0) + c.get("steps_not_newer", 0)
-        path = store._path(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        for table, b, p in ((stable, sb, store._path(name, "steps")), (atable, ab, path)):
-            part = table.slice(int(b[i]), int(b[i + 1] - b[i]))
-            atomic_write_with(p, lambda tmp, t=part: pq.write_table(t, tmp))
-        man[name] = {**old_entry, "pulled_at": pull_s, "final": final, "rows": n_a + int(sb[i + 1] - sb[i]),
-                     "dq": {"rows_read": int(old_dq.get("rows_read", 0)) + n_read,
-                            "skipped": dict(old_dq.get("skipped", {})), "repaired": dict(old_dq.get("repaired", {}))},
-                     **(record or {})}
-        entry.update(final=final, written=True)
-        out["days"][name] = entry
-        out["written"].append(name)
-        if final:
-            out["final"].append(name)
+    _write_days(store, out, merged, ((atable, ab), (stable, sb)), span, names, counts, changed, held_set, old_rows,
+                man, as_of, replace, record)
     store.write_manifest(man)
     out["forgotten"] = store.forget([n for n in beyond if n in man])
     return out

@@ -423,6 +423,10 @@ def _load_steps(con, steps: dict[str, list[str]], multi: bool) -> None:
     for sc, paths in steps.items():
         for path in paths:
             names = _names(path)
+            if names != ["physical_gpus"]:   # (a file pyarrow reads: another file in its place is an error)
+                from slurmkit.accounting import store as S
+
+                S.check_columns(path, names, S.STEP_FILE_COLUMNS, "a day's step file of the store")
             ej = "energy_j::DOUBLE" if "energy_j" in names else "NULL::DOUBLE"
             parts.append(f"""SELECT '{_q(sc)}' AS sc, coalesce(cluster::VARCHAR, '') AS cl, key_id::VARCHAR AS key_id,
                                     epoch_us(start::TIMESTAMPTZ) / 1e6 AS start, {ej} AS energy_j
@@ -850,12 +854,14 @@ def store_read_error(exc, store_root, paths) -> BaseException:
 
     for path in paths:
         sums = Path(path).name == SUMS_FILE
+        step = Path(path).name == "steps.parquet"
         what = ("the day's sums (Parquet; delete it and 'slurmkit report day-sums' makes it again)"
                 if sums else "a day file of the store (Parquet)")
         try:
             with InputError.reading(path, what, pa.ArrowException, ValueError):
                 names = pq.read_table(path).column_names
-            S.check_columns(path, names, ("fl", "wid", "nrows") if sums else S.DAY_COLUMNS,
+            S.check_columns(path, names, ("fl", "wid", "nrows") if sums else S.STEP_FILE_COLUMNS if step
+                            else S.DAY_COLUMNS,
                             "the day's sums" if sums else "a day file of the store")
         except InputError as bad:
             return bad
@@ -992,7 +998,7 @@ def _group_figures(con, assumptions):
     distinct jobs with several rows from table ``m`` added: a DataFrame, one row per
     (wid, set, value), ``is_<column>`` saying which set. The energy by source under
     ``assumptions`` (:func:`energy_source_sql`, :func:`energy_kwh_sql`; ``kwh_<source>``,
-    ``jobs_<source>``) and what it covers (:func:`energy_coverage_sql`)."""
+    ``jobs_<source>``) and what it covers (:func:`slurmkit.report.energy.energy_coverage`)."""
     cols = _GROUPED
     sets = ", ".join(["(wid)"] + [f'(wid, "{c}")' for c in cols])
     head = f"""SELECT wid, {", ".join(f'"{c}"' for c in cols)},
@@ -1383,6 +1389,7 @@ def _compute_windows(store_root, files: dict, flags: dict, windows: list, now: f
     except duckdb.Error as exc:
         raise UsageError("--memory-limit", f"DuckDB does not take {memory_limit!r} (a size such as 2GB or "
                          f"512MB): {str(exc).splitlines()[0]}") from None
+    steps: dict = {}   # (the step files read: named by the error when one cannot be)
     try:
         if progress:
             progress(f"reading {nfiles} day file(s) of {len(files)} cluster(s)")
@@ -1406,7 +1413,8 @@ def _compute_windows(store_root, files: dict, flags: dict, windows: list, now: f
                          "(its hash tables cannot all spill): give a larger one, e.g. 2GB") from None
     except duckdb.Error as exc:
         raise store_read_error(exc, store_root, [f[1] for fs in files.values() for f in fs]
-                               + [path for path, _ in sums]) from None
+                               + [path for path, _ in sums]
+                               + [p for ps in steps.values() for p in ps]) from None
     finally:
         con.close()
 

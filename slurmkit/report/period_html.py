@@ -131,14 +131,14 @@ def money_cells(section: dict):
     """The totals table's utilization, energy (with its coverage, short), CO2e and cost cells of a
     section (the period or a part), as HTML ``<td>`` cells: unknown figures read "unknown" (a
     figure built on an unknown one too), figures without their assumption "–"."""
-    from markupsafe import Markup, escape
+    from html import escape
 
     t, u = section.get("totals") or {}, section.get("utilization") or {}
     unknown = section.get("unknown") or {}
 
     def cell(text, flag=False):
         cls = ' class="unknown"' if text == "unknown" else ' class="partial"' if flag else ""
-        return Markup(f"<td{cls}>{escape(text)}</td>")
+        return f"<td{cls}>{escape(str(text))}</td>"
 
     util = pct(u["utilization"]) if u.get("utilization") is not None else "unknown" if "utilization" in unknown else "–"
     energy = energy_coverage_text(t, short=True)
@@ -146,7 +146,7 @@ def money_cells(section: dict):
            "unknown" if not t.get("energy_known") else "–")
     cost = f"{fmt(t['cost_total'])} {t.get('currency') or ''}".strip() if t.get("cost_total") is not None else "–"
     cov = t.get("energy_coverage") or {}
-    return Markup("").join([cell(util), cell(energy, bool(cov) and cov.get("known") and not cov.get("complete")),
+    return "".join([cell(util), cell(energy, bool(cov) and cov.get("known") and not cov.get("complete")),
                             cell(co2), cell(cost)])
 
 
