@@ -411,7 +411,7 @@ _STEP_FIGURES = """max(energy_j) AS sej, max(mem_used_mib) AS smem,
         FILTER (WHERE gpu_util_pct IS NOT NULL AND step <> 'extern' AND NOT coalesce(gpus = 0, false)), 0) AS sutil"""
 
 
-def _load_steps(con, steps: dict[str, list[str]], multi: bool, hive: bool = True) -> None:
+def _load_steps(con, steps: dict[str, list[str]], multi: bool, hive: bool = True, of_rows: bool = False) -> None:
     """Tables of the step rows' figures per allocation (:data:`_STEP_FIGURES`), from the step
     files ``steps`` (store cluster -> ``steps.parquet`` paths), each step row once (the copy of
     the latest pull, ties to the later day, as :meth:`~slurmkit.accounting.store.Store.load`
@@ -422,7 +422,9 @@ def _load_steps(con, steps: dict[str, list[str]], multi: bool, hive: bool = True
     at or before its Start (+ :data:`STEP_TOLERANCE_S`), one without Start to the last, one
     before every attempt to the first (:func:`slurmkit.report.usage.attempt_of_steps`).
     ``hive``: the files' Cluster read as their rows are (:func:`_load_rows`: from the store's
-    ``cluster=`` folder, as DuckDB reads a Hive path; False: as the files hold it)."""
+    ``cluster=`` folder, as DuckDB reads a Hive path; False: as the files hold it). ``of_rows``:
+    only the steps of the jobs of view ``b`` (the rows read one by one: with day sums, the
+    plain rows' steps are in their sums)."""
     parts = []
     for sc, paths in steps.items():
         for path in paths:
@@ -441,8 +443,10 @@ def _load_steps(con, steps: dict[str, list[str]], multi: bool, hive: bool = True
     src = "\nUNION ALL\n".join(parts) or empty
     # one copy of each step row (a job over midnight is in each day's pull)
     latest = ", ".join(f"arg_max({c}, (pu, fday)) AS {c}" for c in _STEP_COLUMNS)
+    only = ("SEMI JOIN (SELECT DISTINCT sc, coalesce(cluster, '') AS cl, key_id FROM b) USING (sc, cl, key_id)"
+            if of_rows else "")
     con.execute(f"""CREATE TEMP TABLE stp AS SELECT sc, cl, key_id, step, submit, start, {latest}
-                    FROM ({src}) GROUP BY sc, cl, key_id, step, submit, start""")
+                    FROM ({src}) {only} GROUP BY sc, cl, key_id, step, submit, start""")
     con.execute(f"CREATE TEMP TABLE steps_job AS SELECT sc, cl, key_id, {_STEP_FIGURES} FROM stp GROUP BY ALL")
     con.execute("""CREATE TEMP TABLE steps_att(sc VARCHAR, cl VARCHAR, key_id VARCHAR, submit DOUBLE, start DOUBLE,
                                                sej DOUBLE, smem DOUBLE, scpu DOUBLE, sutil DOUBLE)""")
@@ -1288,15 +1292,26 @@ def _fill_efficiency(con, per: dict) -> None:
                coalesce(sum(nrows) FILTER (WHERE run AND gp), 0), coalesce(sum(nrows) FILTER (WHERE run), 0)
         FROM fine_all WHERE dim = 'user' AND "user" IS NOT NULL GROUP BY wid, "user"
         """)
-    mem = _fetch(con, """SELECT wid, "user", me, sum(nrows) AS nrows FROM fine_all
-                         WHERE dim = 'mem' AND run AND me IS NOT NULL GROUP BY ALL""")
+    # the medians of the memory efficiencies counted per value (the window's, each user's): the
+    # value at rank (n - 1) / 2, linear between the two around it (as pandas' median)
+    med = _fetch(con, """
+        WITH v AS (SELECT wid, "user", me, GROUPING("user") = 1 AS whole, sum(nrows) AS k FROM fine_all
+                   WHERE dim = 'mem' AND run AND me IS NOT NULL GROUP BY GROUPING SETS ((wid, me), (wid, "user", me))),
+             c AS (SELECT *, sum(k) OVER (PARTITION BY wid, "user", whole ORDER BY me ROWS UNBOUNDED PRECEDING) AS cum,
+                          sum(k) OVER (PARTITION BY wid, "user", whole) AS n FROM v WHERE whole OR "user" IS NOT NULL)
+        SELECT wid, "user", whole,
+               min(me) FILTER (WHERE cum > floor((n - 1) / 2)) AS lo, min(me) FILTER (WHERE cum > ceil((n - 1) / 2)) AS hi,
+               (n - 1) / 2 - floor((n - 1) / 2) AS frac
+        FROM c GROUP BY wid, "user", whole, n""")
     idle = _fetch(con, """SELECT wid, "user", ij, ig, iu, sum(gh) AS gh FROM fine_all
                           WHERE dim = 'idle' AND run AND ij IS NOT NULL GROUP BY ALL""")
 
-    def median(sel):
-        got = _counted_quantiles(sel["me"].to_numpy(float), sel["nrows"].to_numpy(np.int64)) if len(sel) else {}
-        return got.get("p50_s")
-
+    got = med["lo"] + (med["hi"] - med["lo"]) * med["frac"]
+    whole = med["whole"].to_numpy(bool)
+    umed = dict(zip(zip(med["wid"][~whole], med["user"][~whole]), got[~whole]))
+    med = dict(zip(med["wid"][whole], got[whole]))
+    users_of = {wid: g for wid, g in q[q["is_user"]].groupby("wid", sort=False)}
+    idle_of = {wid: g for wid, g in idle.groupby("wid", sort=False)}
     for r in q[~q["is_user"]].to_dict("records"):
         sec = per[r["wid"]]
         if not r["n"]:
@@ -1307,26 +1322,26 @@ def _fill_efficiency(con, per: dict) -> None:
             sec["unknown"]["gpu_utilization"] = UNKNOWN_WHY["gpu_utilization"]
         f = _efficiency_figures(r, gpu_known, util_known)
         ch = _z(r["ch"])
-        m = mem[mem["wid"] == r["wid"]]
         users = []
-        for u in q[q["is_user"] & (q["wid"] == r["wid"])].to_dict("records"):
+        for u in (users_of[r["wid"]].to_dict("records") if r["wid"] in users_of else []):
             if not (_z(u["nd"]) or u["ng"]):
                 continue   # (a user with neither a finished row nor a GPU row, as in pandas)
             uf = _efficiency_figures(u, gpu_known, util_known)
             ghg = _z(u["ghg"])
             users.append({"user": u["user"], "cpu_efficiency": uf["cpu_efficiency"] if _z(u["nd"]) else None,
-                          "memory_efficiency_median": _num(median(m[m["user"] == u["user"]])),
+                          "memory_efficiency_median": _num(umed.get((r["wid"], u["user"]))),
                           "gpu_hours": _num(ghg) if gpu_known else None, "gpu_util_pct": uf["gpu_util_pct_weighted"],
                           "gpu_hours_near_zero_util": (uf["gpu_hours_near_zero_util"] or 0.0) if util_known else None})
         # worst offenders first, as the weekly report sorts them
         users.sort(key=lambda x: (-(x["gpu_hours_near_zero_util"] or 0.0),
                                   x["gpu_util_pct"] if x["gpu_util_pct"] is not None else 1e9,
                                   x["cpu_efficiency"] if x["cpu_efficiency"] is not None else 2.0, str(x["user"])))
-        i = idle[idle["wid"] == r["wid"]].sort_values(["gh", "ij"], ascending=[False, True]).head(IDLE_JOBS)
+        i = (idle_of[r["wid"]] if r["wid"] in idle_of else idle.iloc[0:0]).sort_values(
+            ["gh", "ij"], ascending=[False, True]).head(IDLE_JOBS)
         sec["efficiency"] = {
             "cpu_efficiency": f["cpu_efficiency"],
             "cpu_hours_share": _num(_z(r["chk"]) / ch) if ch > 0 else None,
-            "memory_efficiency_median": _num(median(m)),
+            "memory_efficiency_median": _num(med.get(r["wid"])),
             "allocations_over_memory": int(_z(r["om"])),
             "gpu_util_pct_weighted": f["gpu_util_pct_weighted"], "gpu_hours_with_util": f["gpu_hours_with_util"],
             "gpu_hours_near_zero_util": f["gpu_hours_near_zero_util"], "by_user": users,
@@ -1526,7 +1541,8 @@ def _compute_windows(store_root, files: dict, flags: dict, windows: list, now: f
         _load_rows(con, read, flags)
         from slurmkit.report.energy import SPOOL_MATCH_TOLERANCE_S
 
-        _load_steps(con, step_files(read), bool(con.execute("SELECT count(*) FROM multi_rows").fetchone()[0]))
+        _load_steps(con, step_files(read), bool(con.execute("SELECT count(*) FROM multi_rows").fetchone()[0]),
+                    of_rows=bool(sums))
         _load_spool(con, spool, SPOOL_MATCH_TOLERANCE_S)
         _build_rows(con, windows, now, rollup)
         if progress:
