@@ -136,10 +136,7 @@ STORE_FILES = {   # name -> (path under the cluster folder, damages, recovers pe
               {"day-sums": {**dict.fromkeys(PARQUET, NO_STEPS), "missing": LOST["day-sums"]},
                # (the period report reads the steps' energy and efficiency: a damaged step file is
                # the clear error a damaged day file is)
-               "period": {"missing": LOST["period"],
-                          "other": (0, "another Parquet file in the step file's place: the period report reads "
-                                       "the step files only where they hold energy= (their columns are checked "
-                                       "then); this store's have none")},
+               "period": {"missing": LOST["period"]},
                "jobs": {"missing": LOST["jobs"]}}),
     "manifest": ("_manifest.json", JSONS + ("fields",), {}),
     "sums": (f"day={DAY}/_sums.parquet", PARQUET,

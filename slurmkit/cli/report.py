@@ -604,13 +604,15 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
            temp_dir, no_day_sums, events, reservations, nodes, assoc_tree, tz, live_breakdown, use_sreport, sreport_utilization,
            sreport_accounts, site_spec, capacity_gpus, spool, pue, carbon_g_per_kwh, price_per_kwh, price_per_gpu_hour,
            currency, gpu_tdp_w, trust_slurm_energy, now_s, as_json):
-    """GPU/CPU-hours, jobs, groups, outcomes and queue wait over a month, quarter, year or span.
+    """GPU/CPU-hours, energy, CO2e, cost, utilization, efficiency, outcomes and waits over a month, quarter, year or span.
 
     Read from the Parquet store only (days the weekly report pulled): nothing is asked of
     sacct, and days missing from the store are listed. Aggregated in DuckDB over the store's
     files, so memory stays within --memory-limit (plus DuckDB's own) whatever the period.
     sreport's breakdown and the account tree (per part and over the period) with captures
-    (--events, --reservations, --nodes, --assoc-tree) or --live-breakdown.
+    (--events, --reservations, --nodes, --assoc-tree) or --live-breakdown. Energy, CO2e and cost
+    under the weekly report's assumptions (--site and the options over it); utilization of the
+    capacity of --capacity-gpus, the site profile or the node list read for the breakdown.
     """
     from slurmkit.errors import UsageError
     from slurmkit.report.period import DEFAULT_MEMORY_LIMIT, parse_period, period_report, write_period

@@ -322,6 +322,8 @@ def _sum_batch(con, cluster: str, batch: list[tuple[str, Path, object]]) -> dict
                                {P._columns(plain.column_names)},
                                TRY_CAST(key_id AS BIGINT) AS kn, 0::BIGINT AS jk FROM p""")
         sub.execute("CREATE TEMP VIEW several AS SELECT * FROM single WHERE false")
+        # (the plain rows' steps' figures: energy, memory, CPU time, GPU utilization)
+        P._load_steps(sub, {cluster: [str(path.parent / "steps.parquet") for _, path, _ in batch]}, False, hive=False)
         sub.execute("CREATE TEMP TABLE multi_rows(rk BIGINT)")
         sub.execute(f"CREATE TEMP TABLE clusters_seen AS SELECT '{P._q(cluster)}' AS sc, false AS textual, "
                     "false AS elig")

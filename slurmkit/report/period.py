@@ -62,7 +62,7 @@ from slurmkit.report.period_plots import part_days
 from slurmkit.report.period_text import empty_group_text, missing_counts, period_span, queue_wait_text, time_zone_text, time_zones
 from slurmkit.report.jobs import SIZE_DURATION_BUCKETS, SIZE_GPU_BUCKETS, size_table
 from slurmkit.report.usage import GPU_BUCKET_UNKNOWN, GPU_BUCKETS, WASTE_STATES
-from slurmkit.report.weekly import (ENERGY_SOURCE_ORDER, GPU_TYPE_UNKNOWN, GPU_UNTYPED, NEVER_STARTED_LINE, REQUEUED_LINE, UNKNOWN_WHY,
+from slurmkit.report.weekly import (ENERGY_SOURCE_ORDER, GPU_TYPE_UNKNOWN, IDLE_JOBS, IDLE_UTIL_PCT, GPU_UNTYPED, NEVER_STARTED_LINE, REQUEUED_LINE, UNKNOWN_WHY,
                                     WAIT_BIN_LABELS, wait_histogram)
 from slurmkit.report.window import Window, WindowError, iso_z, parse_when
 
@@ -249,11 +249,12 @@ _COLUMNS = """cluster::VARCHAR AS cluster, key_id::VARCHAR AS key_id, state::VAR
     elapsed_s::DOUBLE AS elapsed_s, timelimit_s::DOUBLE AS timelimit_s, ncpus::DOUBLE AS ncpus,
     gpus::DOUBLE AS gpus, req_gpus::DOUBLE AS req_gpus, coalesce(pending_tasks, 0)::BIGINT AS pending_tasks,
     epoch_us(pulled_at::TIMESTAMPTZ) AS pulled_us, physical_gpus::DOUBLE AS physical_gpus,
-    energy_j::DOUBLE AS energy_j, energy_tres_j::DOUBLE AS energy_tres_j"""
+    energy_j::DOUBLE AS energy_j, energy_tres_j::DOUBLE AS energy_tres_j, total_cpu_s::DOUBLE AS total_cpu_s,
+    alloc_mem_mib::DOUBLE AS alloc_mem_mib, job_id::VARCHAR AS job_id"""
 
 #: The columns of :data:`_COLUMNS` a day file written by an earlier version may lack: read as
 #: NULL (unknown, never 0).
-_OPTIONAL = ("physical_gpus", "energy_j", "energy_tres_j")
+_OPTIONAL = ("physical_gpus", "energy_j", "energy_tres_j", "total_cpu_s", "alloc_mem_mib")
 
 
 def _columns(names) -> str:
@@ -398,27 +399,37 @@ def step_files(files: dict) -> dict[str, list[str]]:
     return {sc: [str(Path(f[1]).parent / "steps.parquet") for f in fs] for sc, fs in files.items()}
 
 
-def steps_energy(con, steps: dict[str, list[str]]) -> bool:
-    """True when some step row of ``steps`` (store cluster -> step files) has an ``energy=`` of
-    TRESUsageInTot over 0 (``energy_j``): only then are the step files read for the energy."""
-    paths = [p for ps in steps.values() for p in ps if "energy_j" in _names(p)]
-    if not paths:
-        return False
-    got = con.execute(f"""SELECT max(energy_j) FROM read_parquet([{", ".join(f"'{_q(p)}'" for p in paths)}],
-                             hive_partitioning = false)""").fetchone()[0]
-    return got is not None and got > 0
+#: The step columns :func:`_load_steps` reads (a file written before one existed reads it NULL).
+_STEP_COLUMNS = ("elapsed_s", "total_cpu_s", "mem_used_mib", "gpu_util_pct", "gpus", "energy_j")
+
+#: SQL: the steps' figures of an allocation, over its step rows (one copy each), as
+#: :func:`slurmkit.report.usage.allocations` aggregates them (``_step_usage``): ``sej`` the
+#: largest ``energy=`` of TRESUsageInTot (J); ``smem`` the largest step memory (MiB); ``scpu`` the
+#: steps' TotalCPU summed (s; NULL when none has one); ``sutil`` the mean gres/gpuutil (capped at
+#: 100 %) of the steps that hold GPUs (not ``extern``, not 0 GPUs), weighted by their GPUs (1
+#: where unknown) x ElapsedRaw (at least 1 s).
+_STEP_FIGURES = """max(energy_j) AS sej, max(mem_used_mib) AS smem,
+    CASE WHEN count(total_cpu_s) > 0 THEN sum(total_cpu_s) END AS scpu,
+    sum(least(gpu_util_pct, 100.0) * greatest(coalesce(elapsed_s, 0), 1) * coalesce(gpus, 1))
+        FILTER (WHERE gpu_util_pct IS NOT NULL AND step <> 'extern' AND NOT coalesce(gpus = 0, false))
+    / nullif(sum(greatest(coalesce(elapsed_s, 0), 1) * coalesce(gpus, 1))
+        FILTER (WHERE gpu_util_pct IS NOT NULL AND step <> 'extern' AND NOT coalesce(gpus = 0, false)), 0) AS sutil"""
 
 
-def _load_steps(con, steps: dict[str, list[str]], multi: bool) -> None:
-    """Tables of the step rows' figures per allocation, from the step files ``steps`` (store
-    cluster -> ``steps.parquet`` paths): ``steps_job`` per job identity (store cluster, sacct's
-    Cluster, JobIDRaw: the figures of a job with one row, which holds all its steps) and, with
-    ``multi`` (view ``several`` holds rows), ``steps_att`` per attempt of the jobs with several
-    rows (``several``'s rows, by Submit and Start): each step goes to the attempt that started
-    last at or before its Start (+ :data:`STEP_TOLERANCE_S`), one without Start to the last,
-    one before every attempt to the first (:func:`slurmkit.report.usage.attempt_of_steps`).
-    Figures: ``sej``, the largest ``energy=`` of the steps' TRESUsageInTot (J;
-    :func:`slurmkit.report.usage.allocations`' ``step_energy_j``)."""
+def _load_steps(con, steps: dict[str, list[str]], multi: bool, hive: bool = True, of_rows: bool = False) -> None:
+    """Tables of the step rows' figures per allocation (:data:`_STEP_FIGURES`), from the step
+    files ``steps`` (store cluster -> ``steps.parquet`` paths), each step row once (the copy of
+    the latest pull, ties to the later day, as :meth:`~slurmkit.accounting.store.Store.load`
+    keeps it): ``steps_job`` per job identity (store cluster, sacct's Cluster, JobIDRaw: the
+    figures of a job with one row, which holds all its steps) and, with ``multi`` (view
+    ``several`` holds rows), ``steps_att`` per attempt of the jobs with several rows
+    (``several``'s rows, by Submit and Start): each step goes to the attempt that started last
+    at or before its Start (+ :data:`STEP_TOLERANCE_S`), one without Start to the last, one
+    before every attempt to the first (:func:`slurmkit.report.usage.attempt_of_steps`).
+    ``hive``: the files' Cluster read as their rows are (:func:`_load_rows`: from the store's
+    ``cluster=`` folder, as DuckDB reads a Hive path; False: as the files hold it). ``of_rows``:
+    only the steps of the jobs of view ``b`` (the rows read one by one: with day sums, the
+    plain rows' steps are in their sums)."""
     parts = []
     for sc, paths in steps.items():
         for path in paths:
@@ -427,17 +438,27 @@ def _load_steps(con, steps: dict[str, list[str]], multi: bool) -> None:
                 from slurmkit.accounting import store as S
 
                 S.check_columns(path, names, S.STEP_FILE_COLUMNS, "a day's step file of the store")
-            ej = "energy_j::DOUBLE" if "energy_j" in names else "NULL::DOUBLE"
+            cols = ", ".join(f"{c}::DOUBLE AS {c}" if c in names else f"NULL::DOUBLE AS {c}" for c in _STEP_COLUMNS)
+            pull = "epoch_us(pulled_at::TIMESTAMPTZ)" if "pulled_at" in names else "NULL::BIGINT"
+            day = _epoch(f"{Path(path).parent.name[4:]}T00:00:00Z") if Path(path).parent.name.startswith("day=") else 0.0
             parts.append(f"""SELECT '{_q(sc)}' AS sc, coalesce(cluster::VARCHAR, '') AS cl, key_id::VARCHAR AS key_id,
-                                    epoch_us(start::TIMESTAMPTZ) / 1e6 AS start, {ej} AS energy_j
-                             FROM read_parquet('{_q(path)}', hive_partitioning = false)""")
-    src = "\nUNION ALL\n".join(parts) or ("SELECT NULL::VARCHAR AS sc, NULL::VARCHAR AS cl, NULL::VARCHAR AS key_id, "
-                                          "NULL::DOUBLE AS start, NULL::DOUBLE AS energy_j LIMIT 0")
-    con.execute(f"CREATE TEMP VIEW stp AS {src}")
-    con.execute("""CREATE TEMP TABLE steps_job AS
-        SELECT sc, cl, key_id, max(energy_j) AS sej FROM stp GROUP BY ALL""")
+                                    step::VARCHAR AS step, epoch_us(submit::TIMESTAMPTZ) / 1e6 AS submit,
+                                    epoch_us(start::TIMESTAMPTZ) / 1e6 AS start, {cols},
+                                    coalesce({pull}, 9223372036854775807) AS pu, {day!r}::DOUBLE AS fday
+                             FROM read_parquet('{_q(path)}'{"" if hive else ", hive_partitioning = false"})""")
+    empty = ("SELECT NULL::VARCHAR AS sc, NULL::VARCHAR AS cl, NULL::VARCHAR AS key_id, NULL::VARCHAR AS step, "
+             "NULL::DOUBLE AS submit, NULL::DOUBLE AS start, "
+             + ", ".join(f"NULL::DOUBLE AS {c}" for c in _STEP_COLUMNS) + ", 0::BIGINT AS pu, 0.0 AS fday LIMIT 0")
+    src = "\nUNION ALL\n".join(parts) or empty
+    # one copy of each step row (a job over midnight is in each day's pull)
+    latest = ", ".join(f"arg_max({c}, (pu, fday)) AS {c}" for c in _STEP_COLUMNS)
+    only = ("SEMI JOIN (SELECT DISTINCT sc, coalesce(cluster, '') AS cl, key_id FROM b) USING (sc, cl, key_id)"
+            if of_rows else "")
+    con.execute(f"""CREATE TEMP TABLE stp AS SELECT sc, cl, key_id, step, submit, start, {latest}
+                    FROM ({src}) {only} GROUP BY sc, cl, key_id, step, submit, start""")
+    con.execute(f"CREATE TEMP TABLE steps_job AS SELECT sc, cl, key_id, {_STEP_FIGURES} FROM stp GROUP BY ALL")
     con.execute("""CREATE TEMP TABLE steps_att(sc VARCHAR, cl VARCHAR, key_id VARCHAR, submit DOUBLE, start DOUBLE,
-                                               sej DOUBLE)""")
+                                               sej DOUBLE, smem DOUBLE, scpu DOUBLE, sutil DOUBLE)""")
     if not multi:
         return
     last = repr(_LAST)
@@ -446,13 +467,13 @@ def _load_steps(con, steps: dict[str, list[str]], multi: bool) -> None:
                             coalesce(start, {last}) AS k FROM several),
              first AS (SELECT sc, cl, key_id, arg_min(submit, k) AS submit, arg_min(start, k) AS start
                        FROM att GROUP BY ALL),
-             s AS (SELECT stp.*, coalesce(start + {STEP_TOLERANCE_S}, {last}) AS k FROM stp
+             s AS (SELECT stp.* EXCLUDE (submit, start), coalesce(start + {STEP_TOLERANCE_S}, {last}) AS k FROM stp
                    SEMI JOIN att USING (sc, cl, key_id)),
-             m AS (SELECT s.sc, s.cl, s.key_id, a.k IS NOT NULL AS hit, a.submit, a.start, s.energy_j
+             m AS (SELECT s.* EXCLUDE (k), a.k IS NOT NULL AS hit, a.submit, a.start
                    FROM s ASOF LEFT JOIN att a ON s.sc = a.sc AND s.cl = a.cl AND s.key_id = a.key_id AND s.k >= a.k)
         SELECT m.sc, m.cl, m.key_id, CASE WHEN hit THEN m.submit ELSE f.submit END AS submit,
-               CASE WHEN hit THEN m.start ELSE f.start END AS start, max(energy_j) AS sej
-        FROM m JOIN first f USING (sc, cl, key_id) GROUP BY ALL""")
+               CASE WHEN hit THEN m.start ELSE f.start END AS start, {_STEP_FIGURES}
+        FROM m JOIN first f USING (sc, cl, key_id) GROUP BY m.sc, m.cl, m.key_id, 4, 5""")
 
 
 def _load_spool(con, spool, tolerance_s: float) -> None:
@@ -462,27 +483,30 @@ def _load_spool(con, spool, tolerance_s: float) -> None:
     its prolog's read inside the attempt's [Start, End] ± ``tolerance_s``, a running attempt
     open-ended; the one that started later when two hold it; a record without a start time
     to the job's only attempt), per attempt (store cluster, Cluster, JobIDRaw, Submit, Start):
-    ``smj`` (mJ, the records' sum), ``sok`` (every record measured)."""
+    ``smj`` (mJ, the records' sum), ``sok`` (every record measured), ``sutilp`` (the records'
+    mean GPU utilization, %: the utilization of a job its steps do not give)."""
     con.execute("""CREATE TEMP TABLE spool_att(sc VARCHAR, cl VARCHAR, key_id VARCHAR, submit DOUBLE, start DOUBLE,
-                                               smj DOUBLE, sok BOOLEAN)""")
+                                               smj DOUBLE, sok BOOLEAN, sutilp DOUBLE)""")
     if spool is None or not len(spool):
         return
     rec = pd.DataFrame({"rec": np.arange(len(spool)), "job_id": spool["job_id"].astype(str).to_numpy(),
                         "t": pd.to_numeric(spool["start_s"], errors="coerce").to_numpy(float),
                         "mj": pd.to_numeric(spool["energy_mj"], errors="coerce").to_numpy(float),
-                        "ok": spool["measured"].to_numpy(bool)})
+                        "ok": spool["measured"].to_numpy(bool),
+                        "util": pd.to_numeric(spool["gpu_util_pct"], errors="coerce").to_numpy(float)
+                        if "gpu_util_pct" in spool else np.full(len(spool), np.nan)})
     con.register("spool_rec", rec)
     tol = float(tolerance_s)
     con.execute(f"""INSERT INTO spool_att
         WITH att AS (SELECT sc, coalesce(cluster, '') AS cl, key_id, submit, start, "end" FROM b
                      SEMI JOIN spool_rec r ON b.key_id = r.job_id),
              n AS (SELECT key_id, count(*) AS natt FROM att GROUP BY key_id),
-             c AS (SELECT r.rec, r.mj, r.ok, a.* FROM spool_rec r JOIN att a ON a.key_id = r.job_id JOIN n USING (key_id)
+             c AS (SELECT r.rec, r.mj, r.ok, r.util, a.* FROM spool_rec r JOIN att a ON a.key_id = r.job_id JOIN n USING (key_id)
                    WHERE (NOT coalesce(isnan(r.t), true) AND r.t >= a.start - {tol!r} AND r.t <= coalesce(a."end", 'infinity'::DOUBLE) + {tol!r})
                       OR (coalesce(isnan(r.t), true) AND n.natt = 1)
                    QUALIFY row_number() OVER (PARTITION BY r.rec ORDER BY a.start DESC NULLS FIRST) = 1)
         SELECT sc, cl, key_id, submit, start, coalesce(sum(mj) FILTER (WHERE NOT coalesce(isnan(mj), true)), 0) AS smj,
-               bool_and(ok) AS sok
+               bool_and(ok) AS sok, avg(util) FILTER (WHERE NOT coalesce(isnan(util), true)) AS sutilp
         FROM c GROUP BY ALL""")
     con.unregister("spool_rec")
 
@@ -612,15 +636,15 @@ def _with_extras(con, only: str, steps: str) -> str:
     att = f"{key} AND x.submit IS NOT DISTINCT FROM r.submit AND x.start IS NOT DISTINCT FROM r.start"
     cols, joins = [], []
     if _has_rows(con, steps):
-        cols.append("st.sej")
+        cols += ["st.sej", "st.smem", "st.scpu", "st.sutil"]
         joins.append(f"LEFT JOIN {steps} st ON {(key if steps == 'steps_job' else att).replace('x.', 'st.')}")
     else:
-        cols.append("NULL::DOUBLE AS sej")
+        cols += ["NULL::DOUBLE AS sej", "NULL::DOUBLE AS smem", "NULL::DOUBLE AS scpu", "NULL::DOUBLE AS sutil"]
     if _has_rows(con, "spool_att"):
-        cols += ["sp.smj", "sp.sok"]
+        cols += ["sp.smj", "sp.sok", "sp.sutilp"]
         joins.append(f"LEFT JOIN spool_att sp ON {att.replace('x.', 'sp.')}")
     else:
-        cols += ["NULL::DOUBLE AS smj", "NULL::BOOLEAN AS sok"]
+        cols += ["NULL::DOUBLE AS smj", "NULL::BOOLEAN AS sok", "NULL::DOUBLE AS sutilp"]
     return f"SELECT r.*, {', '.join(cols)} FROM {only} r {' '.join(joins)}"
 
 
@@ -696,13 +720,30 @@ def _row_columns() -> str:
            eligible, ran, waiting, provisional,
            gpus * in_window_s / 3600.0 AS gpu_hours,
            physical_gpus * in_window_s / 3600.0 AS physical_gpu_hours, physical_gpus,
-           ncpus * in_window_s / 3600.0 AS cpu_hours, ec, ej,
+           ncpus * in_window_s / 3600.0 AS cpu_hours, ec, ej, {_efficiency_columns()},
            state IN ({waste}) AS waste_state,
            CASE WHEN ran AND start >= ws AND start < we AND coalesce(eligible, submit) IS NOT NULL
                 THEN greatest(start - coalesce(eligible, submit), 0) END AS wait0,
            CASE WHEN coalesce(req_gpus, gpus) IS NULL THEN 0
                 WHEN ceil(coalesce(req_gpus, gpus, 0)) <= 0 THEN 1 {bucket} ELSE {len(GPU_BUCKETS)} END AS gpu_bucket,
            {_size_cells()}"""
+
+
+def _efficiency_columns() -> str:
+    """SQL of a (row, window)'s efficiency inputs, :func:`slurmkit.report.weekly.efficiency`'s:
+    ``done`` (finished: End set, run over 0 s); ``cn`` / ``cd`` / ``chk``: its CPU time
+    (TotalCPU when over 0, else the steps' summed, ``scpu``), its core-seconds (``run_s`` x
+    NCPUS) and CPU-hours, where a finished row has both (CPU efficiency = sum cn / sum cd, the
+    share of CPU-hours it covers = sum chk / CPU-hours); ``me``: a finished row's memory
+    efficiency (the largest step's memory / AllocTRES mem); ``gu``: a GPU row's GPU utilization
+    (%, its steps' ``sutil``, else its spool records' ``sutilp``); ``job_id`` (the idle jobs)."""
+    cpu = "(CASE WHEN total_cpu_s > 0 THEN total_cpu_s ELSE scpu END)"
+    ce = f"(\"end\" IS NOT NULL AND run_s > 0 AND {cpu} IS NOT NULL AND run_s * ncpus > 0)"
+    return f"""\"end\" IS NOT NULL AND run_s > 0 AS done,
+           CASE WHEN {ce} THEN {cpu} END AS cn, CASE WHEN {ce} THEN run_s * ncpus END AS cd,
+           CASE WHEN {ce} THEN ncpus * in_window_s / 3600.0 END AS chk,
+           CASE WHEN \"end\" IS NOT NULL AND run_s > 0 AND alloc_mem_mib > 0 THEN smem / alloc_mem_mib END AS me,
+           CASE WHEN gpus > 0 THEN coalesce(sutil, sutilp) END AS gu, job_id"""
 
 
 def _size_cells() -> str:
@@ -768,6 +809,17 @@ _DIMS = {"user": '"user"', "account": "account", "partition": "partition", "qos"
 _FEW = [d for d in _DIMS if d not in ("user", "account")]
 
 
+#: The sums of table ``fine0`` (:func:`fine0_sql`) beside ``nrows``: GPU-, CPU-, wasted,
+#: provisional, physical GPU-hours; the energy class's joules; the efficiency inputs
+#: (:func:`_efficiency_columns`): CPU time, core-seconds and CPU-hours where both are known,
+#: allocations over their memory, GPU utilization x GPU-hours, GPU-hours with a utilization and
+#: under 1 %, GPU rows with a utilization, finished rows.
+_SUMMED = ("gh", "ch", "wh", "ph", "pgh", "ej", "cn", "cd", "chk", "om", "uw", "ghu", "igh", "nu", "nd")
+#: Those of a row's whole run, not of its hours in the window: a row in several parts of a period
+#: counts once in the period (in its first part, ``prim``), as its rows (``nrows``) do.
+_PER_ROW = ("cn", "cd", "om", "nu", "nd")
+
+
 def fine0_sql() -> str:
     """SQL (a SELECT over view ``rw``, :func:`_build_rows`) of table ``fine0``: the sums and
     counts per finest group, in four grouping sets fed by one scan (each set is a hash table
@@ -783,18 +835,22 @@ def fine0_sql() -> str:
                                                  for i, e in enumerate(_FLAGS.values()))
     return f"""
         SELECT fl, wid, CASE WHEN GROUPING(wq) = 0 THEN multi END AS wmulti, ec, "user", account, partition, qos,
-               gpu_type, state, sg, sd, gpu_bucket, wq,
-               CASE WHEN GROUPING(wq) = 0 THEN 'wait' WHEN GROUPING("user") = 0 THEN 'user'
-                    WHEN GROUPING(account) = 0 THEN 'account' ELSE 'few' END AS dim,
-               count(*) AS nrows, sum(gpu_hours) AS gh, sum(cpu_hours) AS ch, sum(waste) AS wh, sum(prov) AS ph,
-               sum(physical_gpu_hours) AS pgh, sum(ej) AS ej
+               gpu_type, state, sg, sd, gpu_bucket, wq, me, ij, ig, iu,
+               CASE WHEN GROUPING(wq) = 0 THEN 'wait' WHEN GROUPING(me) = 0 THEN 'mem' WHEN GROUPING(ij) = 0 THEN 'idle'
+                    WHEN GROUPING("user") = 0 THEN 'user' WHEN GROUPING(account) = 0 THEN 'account' ELSE 'few' END AS dim,
+               count(*) AS nrows, {", ".join(f"sum({x}) AS {x}" for x in _SUMMED)}
         FROM (SELECT {packed} AS fl, wid, multi, ec, "user", account, partition, qos, gpu_type, state, sg, sd,
-                     gpu_hours, cpu_hours, waste, prov, physical_gpu_hours, ej, gpu_bucket,
-                     CASE WHEN run THEN wait_s END AS wq
+                     gpu_hours AS gh, cpu_hours AS ch, waste AS wh, prov AS ph, physical_gpu_hours AS pgh, ej,
+                     cn, cd, chk, (done AND me > 1)::INTEGER AS om, gu * gpu_hours AS uw,
+                     CASE WHEN gu IS NOT NULL THEN gpu_hours END AS ghu, CASE WHEN gu < 1 THEN gpu_hours END AS igh,
+                     (gu IS NOT NULL)::INTEGER AS nu, done::INTEGER AS nd, gpu_bucket,
+                     CASE WHEN run THEN wait_s END AS wq, me,
+                     CASE WHEN gu < {IDLE_UTIL_PCT!r} THEN job_id END AS ij, CASE WHEN gu < {IDLE_UTIL_PCT!r} THEN gpus END AS ig,
+                     CASE WHEN gu < {IDLE_UTIL_PCT!r} THEN gu END AS iu
               FROM rw WHERE run OR never)
         GROUP BY GROUPING SETS ((fl, ec, "user", gpu_type), (fl, ec, account, gpu_type),
                                 (fl, ec, {", ".join(_DIMS[d] for d in _FEW)}),
-                                (wid, multi, partition, gpu_bucket, wq))"""
+                                (wid, multi, partition, gpu_bucket, wq), (fl, "user", me), (fl, "user", ij, ig, iu))"""
 
 
 def _add_day_sums(con, sums: list[tuple[str, list[int]]]) -> None:
@@ -807,10 +863,10 @@ def _add_day_sums(con, sums: list[tuple[str, list[int]]]) -> None:
         return
     paths = ", ".join(f"'{_q(path)}'" for path, _ in sums)
     # (the groups of the days of one window merged: a day's sums hold a group per wait value)
-    keys = "fl, wid, wmulti, ec, \"user\", account, partition, qos, gpu_type, state, sg, sd, gpu_bucket, wq, dim"
+    keys = ("fl, wid, wmulti, ec, \"user\", account, partition, qos, gpu_type, state, sg, sd, gpu_bucket, wq, "
+            "me, ij, ig, iu, dim")
     con.execute(f"""INSERT INTO fine0 BY NAME
-        SELECT {keys}, sum(nrows)::BIGINT AS nrows, sum(gh) AS gh, sum(ch) AS ch, sum(wh) AS wh, sum(ph) AS ph,
-               sum(pgh) AS pgh, sum(ej) AS ej FROM (
+        SELECT {keys}, sum(nrows)::BIGINT AS nrows, {", ".join(f"sum({x}) AS {x}" for x in _SUMMED)} FROM (
         SELECT s.* EXCLUDE (filename, wid, fl),
                CASE WHEN s.fl IS NULL THEN NULL ELSE (s.fl & {(1 << nb) - 1}) + m.wid * {1 << nb} END AS fl,
                CASE WHEN s.wid IS NULL THEN NULL ELSE m.wid END AS wid
@@ -946,6 +1002,7 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
     _fill_groups(a, per)
     _fill_outcomes(con, a, per)
     _fill_queue_wait(con, per)
+    _fill_efficiency(con, per)
 
 
 #: The columns of :func:`_group_figures`' grouping sets: each group table's, the outcome line
@@ -977,8 +1034,7 @@ def _fine_tables(con, rollup: dict | None, sums: list | None) -> None:
         SELECT * FROM fine0 WHERE dim <> 'few'
         UNION ALL BY NAME
         SELECT fl, ec, partition, qos, gpu_type, state, sg, sd, CASE {which} ELSE 'gpu_type' END AS dim,
-               sum(nrows)::BIGINT AS nrows, sum(gh) AS gh, sum(ch) AS ch, sum(wh) AS wh, sum(ph) AS ph,
-               sum(pgh) AS pgh, sum(ej) AS ej
+               sum(nrows)::BIGINT AS nrows, {", ".join(f"sum({x}) AS {x}" for x in _SUMMED)}
         FROM fine0 WHERE dim = 'few'
         GROUP BY GROUPING SETS ({", ".join(f"(fl, ec, {dims[d]}{'' if d == 'gpu_type' else ', gpu_type'})" for d in few)}))""")
     # the periods' rows with one row in the store: their parts' (hours add up; a row in
@@ -986,8 +1042,9 @@ def _fine_tables(con, rollup: dict | None, sums: list | None) -> None:
     con.execute("CREATE TEMP TABLE rollup_map(wid INTEGER, pwid INTEGER)")
     if rollup:
         con.execute("INSERT INTO rollup_map VALUES " + ", ".join(f"({w}, {p})" for w, (p, _) in rollup.items()))
-    con.execute("""CREATE TEMP TABLE fine_all AS SELECT * FROM fine UNION ALL BY NAME
-        SELECT * REPLACE (CASE WHEN prim OR dim = 'wait' THEN nrows ELSE 0 END AS nrows)
+    con.execute(f"""CREATE TEMP TABLE fine_all AS SELECT * FROM fine UNION ALL BY NAME
+        SELECT * REPLACE (CASE WHEN prim OR dim = 'wait' THEN nrows ELSE 0 END AS nrows,
+                          {", ".join(f"CASE WHEN prim THEN {x} END AS {x}" for x in _PER_ROW)})
         FROM (SELECT f.* EXCLUDE (wid), r.pwid AS wid FROM fine f JOIN rollup_map r ON f.wid = r.wid)
         WHERE NOT multi""")
 
@@ -1208,6 +1265,102 @@ def _fill_queue_wait(con, per: dict) -> None:
                                             "histogram": wait_histogram(v, n)})
 
 
+def _z(x) -> float:
+    """A sum over no known value (None, NaN) as 0.0."""
+    return 0.0 if x is None or x != x else float(x)
+
+
+def _efficiency_figures(r: dict, gpu_known: bool, util_known: bool) -> dict:
+    """The efficiency figures of a window or a user from their sums ``r`` (:data:`_SUMMED` over
+    the runs: ``cn``/``cd`` CPU time and core-seconds where known, ``chk``/``ch`` CPU-hours of
+    those and of all, ``uw``/``ghu`` GPU utilization x GPU-hours and the GPU-hours with a
+    utilization, ``igh`` GPU-hours under 1 %), as :func:`slurmkit.report.weekly.efficiency`
+    gives them."""
+    cn, cd, ghu = _z(r.get("cn")), _z(r.get("cd")), _z(r.get("ghu"))
+    return {"cpu_efficiency": _num(cn / cd) if cd > 0 else None,
+            "gpu_util_pct_weighted": _num(_z(r.get("uw")) / ghu) if ghu > 0 else None,
+            "gpu_hours_with_util": _num(ghu) if util_known else None,
+            "gpu_hours_near_zero_util": _num(_z(r.get("igh"))) if util_known else None}
+
+
+def _fill_efficiency(con, per: dict) -> None:
+    """Each window's ``efficiency`` (:func:`slurmkit.report.weekly.efficiency`'s section) from
+    ``fine_all``: CPU efficiency and the share of the CPU-hours it covers, allocations over
+    their memory, the GPU-hour weighted GPU utilization, the GPU-hours with one and near 0 %
+    (the whole window from the state set, each user from the user set); the median memory
+    efficiency, of the window and of each user, from the finished rows' values counted per value
+    (set ``mem``); the jobs that held GPUs idle (under :data:`~slurmkit.report.weekly.IDLE_UTIL_PCT`,
+    set ``idle``), most GPU-hours first. ``unknown["gpu_utilization"]`` as
+    :func:`slurmkit.report.weekly.unknown_figures` says it."""
+    sums = ", ".join(f"sum({x}) FILTER (WHERE run) AS {x}" for x in ("cn", "cd", "chk", "ch", "om", "uw", "ghu", "igh",
+                                                                     "nu", "nd"))
+    q = _fetch(con, f"""
+        SELECT wid, NULL::VARCHAR AS "user", false AS is_user, {sums}, sum(gh) FILTER (WHERE run AND gp) AS ghg,
+               coalesce(sum(nrows) FILTER (WHERE run AND gp), 0) AS ng, coalesce(sum(nrows) FILTER (WHERE run), 0) AS n
+        FROM fine_all WHERE dim = 'state' GROUP BY wid
+        UNION ALL
+        SELECT wid, "user", true, {sums}, sum(gh) FILTER (WHERE run AND gp),
+               coalesce(sum(nrows) FILTER (WHERE run AND gp), 0), coalesce(sum(nrows) FILTER (WHERE run), 0)
+        FROM fine_all WHERE dim = 'user' AND "user" IS NOT NULL GROUP BY wid, "user"
+        """)
+    # the medians of the memory efficiencies counted per value (the window's, each user's): the
+    # value at rank (n - 1) / 2, linear between the two around it (as pandas' median)
+    med = _fetch(con, """
+        WITH v AS (SELECT wid, "user", me, GROUPING("user") = 1 AS whole, sum(nrows) AS k FROM fine_all
+                   WHERE dim = 'mem' AND run AND me IS NOT NULL GROUP BY GROUPING SETS ((wid, me), (wid, "user", me))),
+             c AS (SELECT *, sum(k) OVER (PARTITION BY wid, "user", whole ORDER BY me ROWS UNBOUNDED PRECEDING) AS cum,
+                          sum(k) OVER (PARTITION BY wid, "user", whole) AS n FROM v WHERE whole OR "user" IS NOT NULL)
+        SELECT wid, "user", whole,
+               min(me) FILTER (WHERE cum > floor((n - 1) / 2)) AS lo, min(me) FILTER (WHERE cum > ceil((n - 1) / 2)) AS hi,
+               (n - 1) / 2 - floor((n - 1) / 2) AS frac
+        FROM c GROUP BY wid, "user", whole, n""")
+    idle = _fetch(con, """SELECT wid, "user", ij, ig, iu, sum(gh) AS gh FROM fine_all
+                          WHERE dim = 'idle' AND run AND ij IS NOT NULL GROUP BY ALL""")
+
+    got = med["lo"] + (med["hi"] - med["lo"]) * med["frac"]
+    whole = med["whole"].to_numpy(bool)
+    umed = dict(zip(zip(med["wid"][~whole], med["user"][~whole]), got[~whole]))
+    med = dict(zip(med["wid"][whole], got[whole]))
+    users_of = {wid: g for wid, g in q[q["is_user"]].groupby("wid", sort=False)}
+    idle_of = {wid: g for wid, g in idle.groupby("wid", sort=False)}
+    for r in q[~q["is_user"]].to_dict("records"):
+        sec = per[r["wid"]]
+        if not r["n"]:
+            continue   # no run: the empty window's efficiency stands
+        gpu_known = "gpu_hours" not in sec["unknown"]
+        util_known = gpu_known and not (r["ng"] and not _z(r["nu"]))
+        if not util_known:
+            sec["unknown"]["gpu_utilization"] = UNKNOWN_WHY["gpu_utilization"]
+        f = _efficiency_figures(r, gpu_known, util_known)
+        ch = _z(r["ch"])
+        users = []
+        for u in (users_of[r["wid"]].to_dict("records") if r["wid"] in users_of else []):
+            if not (_z(u["nd"]) or u["ng"]):
+                continue   # (a user with neither a finished row nor a GPU row, as in pandas)
+            uf = _efficiency_figures(u, gpu_known, util_known)
+            ghg = _z(u["ghg"])
+            users.append({"user": u["user"], "cpu_efficiency": uf["cpu_efficiency"] if _z(u["nd"]) else None,
+                          "memory_efficiency_median": _num(umed.get((r["wid"], u["user"]))),
+                          "gpu_hours": _num(ghg) if gpu_known else None, "gpu_util_pct": uf["gpu_util_pct_weighted"],
+                          "gpu_hours_near_zero_util": (uf["gpu_hours_near_zero_util"] or 0.0) if util_known else None})
+        # worst offenders first, as the weekly report sorts them
+        users.sort(key=lambda x: (-(x["gpu_hours_near_zero_util"] or 0.0),
+                                  x["gpu_util_pct"] if x["gpu_util_pct"] is not None else 1e9,
+                                  x["cpu_efficiency"] if x["cpu_efficiency"] is not None else 2.0, str(x["user"])))
+        i = (idle_of[r["wid"]] if r["wid"] in idle_of else idle.iloc[0:0]).sort_values(
+            ["gh", "ij"], ascending=[False, True]).head(IDLE_JOBS)
+        sec["efficiency"] = {
+            "cpu_efficiency": f["cpu_efficiency"],
+            "cpu_hours_share": _num(_z(r["chk"]) / ch) if ch > 0 else None,
+            "memory_efficiency_median": _num(med.get(r["wid"])),
+            "allocations_over_memory": int(_z(r["om"])),
+            "gpu_util_pct_weighted": f["gpu_util_pct_weighted"], "gpu_hours_with_util": f["gpu_hours_with_util"],
+            "gpu_hours_near_zero_util": f["gpu_hours_near_zero_util"], "by_user": users,
+            "idle_jobs": None if not util_known else [
+                {"job_id": str(j), "user": str(u), "gpus": _num(n), "gpu_hours": _num(h), "gpu_util_pct": _num(x)}
+                for j, u, n, h, x in zip(i["ij"], i["user"], i["ig"], i["gh"], i["iu"])]}
+
+
 def _counted_quantiles(values, counts) -> dict:
     """``{"n", "p50_s", ...}`` (:data:`_QUANTILES`) of the waits ``values`` (seconds, any
     order), each ``counts`` times: linear interpolation between the ranks around q x (n - 1),
@@ -1245,7 +1398,11 @@ def _empty_window(assumptions=None) -> dict:
             "queue_wait": {"all": {"n": 0, **{k: None for k, _ in _QUANTILES}}, "by_partition_gpus": [],
                            "from": "Submit", "bins": list(WAIT_BIN_LABELS), "histogram": [0] * len(WAIT_BIN_LABELS)},
             "job_sizes": size_table([0] * (len(SIZE_GPU_BUCKETS) * len(SIZE_DURATION_BUCKETS)),
-                                    [0.0] * (len(SIZE_GPU_BUCKETS) * len(SIZE_DURATION_BUCKETS)), False)}
+                                    [0.0] * (len(SIZE_GPU_BUCKETS) * len(SIZE_DURATION_BUCKETS)), False),
+            # (as the weekly report's over no run)
+            "efficiency": {"cpu_efficiency": None, "cpu_hours_share": None, "memory_efficiency_median": None,
+                           "allocations_over_memory": 0, "gpu_util_pct_weighted": None, "gpu_hours_with_util": 0.0,
+                           "gpu_hours_near_zero_util": 0.0, "by_user": [], "idle_jobs": []}}
 
 
 def _not_stored(w: dict, why: str) -> dict:
@@ -1257,7 +1414,8 @@ def _not_stored(w: dict, why: str) -> dict:
         js = {**js, "jobs": [[None] * len(r) for r in js["jobs"]], "gpu_hours": [[None] * len(r) for r in js["gpu_hours"]],
               "cells": [{**c, "jobs": None, "gpu_hours": None} for c in js["cells"]], "not_in_store": why}
     util = {**w["utilization"], "utilization": None} if w.get("utilization") else w.get("utilization")
-    return {**w, "totals": {k: None for k in w["totals"]}, "not_in_store": why, "utilization": util,
+    eff = {k: ([] if k == "by_user" else None) for k in w.get("efficiency") or {}}
+    return {**w, "totals": {k: None for k in w["totals"]}, "not_in_store": why, "utilization": util, "efficiency": eff,
             **{k: [] for k, _ in GROUPS}, "outcomes": [], **({"job_sizes": js} if js else {}),
             "queue_wait": {**w["queue_wait"], "all": {k: None for k in w["queue_wait"]["all"]},
                            "by_partition_gpus": [], "histogram": None}}
@@ -1376,8 +1534,7 @@ def _compute_windows(store_root, files: dict, flags: dict, windows: list, now: f
                      sums: list, summed_rows: int, per: dict, memory_limit: str, temp_dir, threads,
                      progress, t0: float, assumptions=None, spool=None) -> None:
     """Fill ``per`` (wid -> section) from the day files in DuckDB: :func:`_load_rows`, the
-    steps' figures where they are needed (:func:`_load_steps`: Slurm's energy of the steps,
-    trusted, when a step has some), the spool (:func:`_load_spool`), :func:`_build_rows`,
+    steps' figures (:func:`_load_steps`), the spool (:func:`_load_spool`), :func:`_build_rows`,
     :func:`_aggregate` under ``assumptions``. Raises :class:`~slurmkit.errors.UsageError` for a
     memory limit DuckDB does not take or is too small, :class:`~slurmkit.errors.InputError`
     when a store file cannot be read."""
@@ -1397,10 +1554,8 @@ def _compute_windows(store_root, files: dict, flags: dict, windows: list, now: f
         _load_rows(con, read, flags)
         from slurmkit.report.energy import SPOOL_MATCH_TOLERANCE_S
 
-        steps = step_files(read)
-        multi = bool(con.execute("SELECT count(*) FROM multi_rows").fetchone()[0])
-        if (assumptions is None or assumptions.trust_slurm) and steps_energy(con, steps):
-            _load_steps(con, steps, multi)
+        _load_steps(con, step_files(read), bool(con.execute("SELECT count(*) FROM multi_rows").fetchone()[0]),
+                    of_rows=bool(sums))
         _load_spool(con, spool, SPOOL_MATCH_TOLERANCE_S)
         _build_rows(con, windows, now, rollup)
         if progress:
@@ -1621,6 +1776,10 @@ def _parts(report: dict) -> list[tuple[str, str, dict]]:
     return out
 
 
+#: The figures of a window's ``efficiency`` (efficiency.csv, a row per cluster and part).
+_EFFICIENCY_COLUMNS = ["cpu_efficiency", "cpu_hours_share", "memory_efficiency_median", "allocations_over_memory",
+                       "gpu_util_pct_weighted", "gpu_hours_with_util", "gpu_hours_near_zero_util"]
+
 #: Each CSV's header (written also when the table has no row: a file of 0 bytes is no CSV).
 _GROUP_COLUMNS = ["jobs", "gpu_hours", "cpu_hours", "energy_kwh", "energy_jobs_unknown", "wasted_gpu_hours",
                   "provisional_gpu_hours", "physical_gpu_hours"]
@@ -1628,7 +1787,11 @@ _QW_COLUMNS = ["n"] + [k for k, _ in _QUANTILES]
 HEADERS = {**{f"{key}.csv": ["cluster", "part", col, *_GROUP_COLUMNS] for key, col in GROUPS},
            "outcomes.csv": ["cluster", "part", "state", "jobs", "attempts", "rows", "gpu_hours", "wasted_gpu_hours"],
            "queue_wait.csv": ["cluster", "part", "partition", "gpu_bucket", *_QW_COLUMNS],
-           "job_sizes.csv": ["cluster", "part", "gpus", "duration", "jobs", "gpu_hours"]}
+           "job_sizes.csv": ["cluster", "part", "gpus", "duration", "jobs", "gpu_hours"],
+           "efficiency.csv": ["cluster", "part", *_EFFICIENCY_COLUMNS],
+           "efficiency_by_user.csv": ["cluster", "part", "user", "cpu_efficiency", "memory_efficiency_median",
+                                      "gpu_hours", "gpu_util_pct", "gpu_hours_near_zero_util"],
+           "idle_jobs.csv": ["cluster", "part", "job_id", "user", "gpus", "gpu_hours", "gpu_util_pct"]}
 
 
 def flat_totals(t: dict) -> dict:
@@ -1685,6 +1848,14 @@ def _tables(report: dict) -> dict[str, list[dict]]:
     # cells empty, never 0)
     out["job_sizes.csv"] = [{"cluster": c, "part": p, **cell} for c, p, s in parts
                             for cell in s.get("job_sizes", {}).get("cells", [])]
+    # efficiency (the weekly report's section, per part): its figures, per user, the idle jobs
+    # (a part not in the store: its figures empty, its tables no row)
+    out["efficiency.csv"] = [{"cluster": c, "part": p, **{k: (s.get("efficiency") or {}).get(k)
+                                                          for k in _EFFICIENCY_COLUMNS}} for c, p, s in parts]
+    out["efficiency_by_user.csv"] = [{"cluster": c, "part": p, **u} for c, p, s in parts
+                                     for u in (s.get("efficiency") or {}).get("by_user") or []]
+    out["idle_jobs.csv"] = [{"cluster": c, "part": p, **j} for c, p, s in parts
+                            for j in (s.get("efficiency") or {}).get("idle_jobs") or []]
     from slurmkit.report.period_breakdown import tables     # sreport's breakdown, the account tree (sections=)
 
     out.update(tables(report))
@@ -1696,8 +1867,8 @@ def render_markdown(report: dict) -> str:
     period's tables. An unknown figure reads "unknown", with why below the totals; a section
     none of whose days is in the store reads "not in the store"; an empty name "(none)"."""
     from slurmkit.report.period_text import utilization_text
-    from slurmkit.report.render import (_md_job_sizes, _md_text, energy_by_source_text, energy_coverage_text, fmt,
-                                         group_kwh, pct)
+    from slurmkit.report.render import (_md_efficiency, _md_job_sizes, _md_text, energy_by_source_text,
+                                         energy_coverage_text, fmt, group_kwh, pct)
 
     def f(x):
         return "unknown" if x is None else fmt(x)
@@ -1778,6 +1949,12 @@ def render_markdown(report: dict) -> str:
         lines += ["## Job sizes (GPUs x duration)", "", f"Job sizes: {report['not_in_store']}.", ""]
     else:
         lines += _md_job_sizes(report)
+    # the weekly report's efficiency section and assumptions, over the period (each part's in
+    # efficiency.csv, efficiency_by_user.csv, idle_jobs.csv)
+    if report.get("not_in_store"):
+        lines += ["## Efficiency", "", f"Efficiency: {report['not_in_store']}.", ""]
+    else:
+        lines += _md_efficiency(report, 25)
     from slurmkit.report.period_breakdown import markdown_lines     # sreport's breakdown, the account tree
 
     lines += markdown_lines(report)

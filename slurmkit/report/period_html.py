@@ -17,8 +17,8 @@ import base64
 
 from slurmkit.report import period_plots as pp
 from slurmkit.report.period_text import empty_group_text, queue_wait_text, time_zone_text, utilization_text
-from slurmkit.report.render import (_GROUPS, dur, energy_by_source_text, energy_coverage_text, fmt, group_kwh,
-                                     job_sizes_table, known, outcome_label, pct, physical_text, unknown_lines)
+from slurmkit.report.render import (_GROUPS, dur, efficiency_text, energy_by_source_text, energy_coverage_text, fmt,
+                                     group_kwh, job_sizes_table, known, outcome_label, pct, physical_text, unknown_lines)
 
 #: The group tables' rows shown in the page (the rest are in the JSON and the CSV).
 LIMIT = 25
@@ -184,7 +184,8 @@ def to_html(report: dict, limit: int = LIMIT, top: int = TOP) -> str:
         physical="" if report.get("not_in_store") else physical_text(report.get("totals") or {}),
         money=money_cells, energy_text=energy_coverage_text(report["totals"]),
         energy_sources=energy_by_source_text(report["totals"]), utilization=utilization_text(report),
-        group_kwh=lambda g: group_kwh(report, g))
+        group_kwh=lambda g: group_kwh(report, g), pct=pct,
+        efficiency="" if report.get("not_in_store") else efficiency_text(report))
 
 
 __all__ = ["to_html", "about_rows", "part_rows", "matrix", "title"]

@@ -754,14 +754,21 @@ def _md_groups(r: dict, limit: int) -> list[str]:
     return lines
 
 
+def efficiency_text(r: dict) -> str:
+    """The efficiency section's sentence (the weekly and the period report, Markdown and HTML):
+    CPU efficiency with what it covers, median memory efficiency, GPU utilization, GPU-hours at
+    ~0 %, and why memory may exceed 100 %."""
+    e = r["efficiency"]
+    return (f"{cpu_efficiency_text(e, r.get('unknown'))}, median memory {pct(e['memory_efficiency_median'])}, "
+            f"GPU utilization {known(r, 'gpu_utilization', e['gpu_util_pct_weighted'], _util_pct)}, "
+            f"GPU-hours at ~0 % utilization "
+            f"{known(r, 'gpu_utilization', e['gpu_hours_near_zero_util'])}. {memory_note(e)}").rstrip()
+
+
 def _md_efficiency(r: dict, limit: int) -> list[str]:
     """The Markdown report's efficiency section (by user, the idle jobs) and its assumptions."""
     e = r["efficiency"]
-    return ["## Efficiency", "",
-           f"{cpu_efficiency_text(e, r.get('unknown'))}, median memory {pct(e['memory_efficiency_median'])}, "
-           f"GPU utilization {known(r, 'gpu_utilization', e['gpu_util_pct_weighted'], _util_pct)}, "
-           f"GPU-hours at ~0 % utilization "
-           f"{known(r, 'gpu_utilization', e['gpu_hours_near_zero_util'])}. {memory_note(e)}".rstrip(), "",
+    return ["## Efficiency", "", efficiency_text(r), "",
            "### Efficiency by user (most GPU-hours at ~0 % utilization first)", "",
            _md_table(["user", gpu_h_header(r), "GPU util %", "GPU-h at ~0 %", "CPU eff", "median mem eff"],
                      [[_md_text(u["user"]) or "(none)", known(r, "gpu_hours", u.get("gpu_hours")),

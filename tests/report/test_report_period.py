@@ -92,9 +92,11 @@ def _shared(rep: dict) -> dict:
     qw = rep["queue_wait"]
     return {"totals": {k: rep["totals"][k] for k in TOTALS},
             "unknown": {k: v for k, v in rep["unknown"].items()
-                        if k in ("gpu_hours", "cpu_hours", "energy_kwh", "utilization")},
+                        if k in ("gpu_hours", "cpu_hours", "energy_kwh", "utilization", "gpu_utilization")},
             # (sreport's breakdown is its own section in the period report)
             "utilization": {k: v for k, v in rep["utilization"].items() if k != "breakdown"},
+            # CPU, memory and GPU efficiency, per user, the idle jobs (the step rows' figures)
+            "efficiency": rep["efficiency"],
             **{g: rep[g] for g in GROUPS},
             "outcomes": rep["outcomes"],
             # the GPUs x duration distribution (slurmkit.report.jobs.job_sizes)
@@ -121,6 +123,10 @@ def test_period_and_weekly_paths_give_the_same_numbers_per_week_and_over_the_per
         assert diff == [], (part["label"], diff[:12])
     whole = _weekly(root, per.window, now)
     assert _same(_shared(rep), _shared(whole)) == []
+    # (the generated steps' gres/gpuutil, memory and TotalCPU: every efficiency figure known)
+    e = rep["efficiency"]
+    assert 0 < e["cpu_efficiency"] < 1 and 0 < e["memory_efficiency_median"] and 0 < e["gpu_util_pct_weighted"] < 100
+    assert len(e["idle_jobs"]) == 20 and e["gpu_hours_near_zero_util"] > 0 and len(e["by_user"]) > 400
     # GPU-hours add up over the weeks; jobs do not (a job running over Sunday midnight is in both)
     assert math.isclose(sum(p["totals"]["gpu_hours"] for p in rep["breakdown"]), rep["totals"]["gpu_hours"],
                         rel_tol=1e-12)
@@ -223,6 +229,12 @@ def test_cli_period_writes_json_csv_markdown(store, tmp_path):
     assert "## Job sizes (GPUs x duration)" in md and "| GPUs by duration | <1h | 1-4h |" in md
     md = (out / "period.md").read_text()
     assert "| **period** |" in md and "## By account" in md
+    # efficiency per part, per user and the idle jobs, as the weekly report's section over the period
+    eff = pd.read_csv(out / "efficiency.csv")
+    assert list(eff["part"]) == ["(period)", "2026-W40", "2026-W41", "2026-W42"]
+    assert eff["cpu_efficiency"].iloc[0] == pytest.approx(rep["efficiency"]["cpu_efficiency"])
+    assert set(pd.read_csv(out / "idle_jobs.csv")["part"]) == {"(period)", "2026-W40", "2026-W41", "2026-W42"}
+    assert "## Efficiency" in md and "### Jobs that held GPUs idle (utilization under 5 %)" in md
     bad = CliRunner().invoke(cli, ["report", "period", "--month", "2026-13", "--store", str(root)])
     assert bad.exit_code == 2 and "slurmkit: error: --month: not a month: '2026-13'" in bad.output
 

@@ -27,6 +27,12 @@ from slurmkit.report.period import parse_period, period_report
 WEEKS = 2
 
 
+@pytest.fixture(autouse=True)
+def _no_site_from_the_shell(monkeypatch):
+    monkeypatch.delenv("SLURMKIT_SITE", raising=False)   # report weekly and report period read it (--site)
+    monkeypatch.delenv("SLURMKIT_PROFILE", raising=False)
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     root = tmp_path_factory.mktemp("period_energy") / "store"
@@ -294,3 +300,50 @@ def test_utilization_against_capacity_equals_the_weekly_report(store):
     assert 0 < u["utilization"] < 1 and "utilization" not in rep["unknown"]
     none = period_report(root, per, "bench", now=now)
     assert none["utilization"]["utilization"] is None and "utilization" in none["unknown"]
+
+
+def test_site_profile_and_capacity_options_as_report_weekly_reads_them(store, tmp_path):
+    """``report period --site`` (a profile: the H100's TDP, PUE, carbon, prices, its partitions'
+    GPUs the capacity) and ``--capacity-gpus`` over it, the same options as ``report weekly``
+    reads them: the assumptions and their origins in period.json, the modelled energy, CO2e,
+    cost and the utilization of that capacity (the weekly model's, per part)."""
+    from slurmkit.cli import cli
+    from slurmkit.profile import load_profile
+    from slurmkit.report.pipeline import WeeklyOptions, _assumptions
+    from slurmkit.report.weekly import build_report
+
+    root, b = store
+    per = b.period_of(WEEKS)
+    now = pd.Timestamp(per.window.end)
+    prof = tmp_path / "site.toml"
+    prof.write_text('[cluster]\nname = "t"\n[partitions.gpu]\nnodes = "node[1-8]"\nnode_type = "x"\n'
+                    '[node_types.x]\ngpu_model = "h100"\ngpu_count = 8\ngpu_tdp_w = 700\n'
+                    '[report]\npue = 1.2\ncarbon_g_per_kwh = 100\nprice_per_kwh = 0.1\n'
+                    'price_per_gpu_hour = 1.0\ncurrency = "CHF"\n')
+    base = ["report", "period", "--start", f"{per.window.start:%Y-%m-%d}", "--end", f"{per.window.end:%Y-%m-%d}",
+            "--store", str(root), "--now", f"{now:%Y-%m-%dT%H:%M:%SZ}", "--format", "json"]
+    env = {"SLURMKIT_SITE": None, "SLURMKIT_PROFILE": None}
+    res = CliRunner(env=env).invoke(cli, base + ["--site", str(prof), "-o", str(tmp_path / "a")], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rep = json.loads((tmp_path / "a" / "period.json").read_text())
+    a = _assumptions(WeeklyOptions(profile=load_profile(str(prof))))
+    assert rep["assumptions"] == json.loads(json.dumps(a.as_dict()))
+    assert rep["assumptions"]["origin"]["pue"] == f"profile {prof}"
+    u = rep["utilization"]
+    assert (u["capacity_gpus"], u["capacity_source"]) == (64.0, "site profile (each partition's node type's GPUs)")
+    for sec, w in [(rep, per.window)] + [(p, rep_window(p)) for p in rep["breakdown"]]:
+        rows, dq = Store(root, "bench").load([d for d, _ in w.days()])
+        weekly, _ = build_report(rows, dq, w, a, now=now, horizon=now, capacity_gpus=64.0,
+                                 capacity_source="site profile (each partition's node type's GPUs)")
+        assert _same(_shared(sec), _shared(weekly)) == [], sec.get("label")
+    assert rep["totals"]["energy_kwh_by_source"]["modelled"] > 0 and rep["totals"]["cost_total"] > 0
+    res = CliRunner(env=env).invoke(cli, base + ["--site", str(prof), "--capacity-gpus", "128", "--pue", "1.5",
+                                                 "--no-trust-slurm-energy", "-o", str(tmp_path / "b")],
+                                    catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rep2 = json.loads((tmp_path / "b" / "period.json").read_text())
+    assert (rep2["utilization"]["capacity_gpus"], rep2["utilization"]["capacity_source"]) == (128.0, "--capacity-gpus (given)")
+    assert rep2["utilization"]["utilization"] == pytest.approx(u["utilization"] / 2)
+    assert rep2["assumptions"]["origin"]["pue"] == "--pue" and rep2["totals"]["facility_kwh"] == pytest.approx(
+        1.5 * rep["totals"]["energy_kwh"])
+    assert rep2["assumptions"]["trust_slurm_energy"] is False
