@@ -423,102 +423,6 @@ def jobs(ctx, job_ids, users, accounts, states, week, start, end, from_sacct, sa
     write_output(text, output)
 
 
-def _period_sections(per, names, store_dir, events, reservations, nodes, assoc_tree, tz, live_breakdown,
-                     use_sreport, sreport_utilization, sreport_accounts, now_s):
-    """``(sections, inputs)``: ``report period``'s ``sections=``
-    (:func:`slurmkit.report.period_breakdown.breakdown_sections`) from its options, sreport's
-    breakdown and the account tree from captures or read live, and their inputs (node TRES,
-    events: the utilization's capacity and down time too); ``(None, None)`` when neither is
-    asked. Raises :class:`~slurmkit.errors.UsageError` for options that
-    do not go together and for a breakdown asked over several clusters."""
-    from slurmkit.errors import UsageError
-    from slurmkit.report.pipeline import default_store_dir
-
-    if use_sreport and not live_breakdown:   # alone too: else --sreport would be dropped unsaid
-        raise UsageError("--sreport", "compares with sreport live: give --live-breakdown too")
-    for opt, path, need, name in (("--sreport-utilization", sreport_utilization, nodes, "--nodes"),
-                                  ("--sreport-accounts", sreport_accounts, assoc_tree, "--assoc-tree")):
-        if path and not need:    # (a capture is compared with captures: not with --live-breakdown)
-            raise UsageError(opt, f"compares sreport's capture with the breakdown of captures: give {name} too")
-    if not (live_breakdown or any((events, reservations, nodes, assoc_tree))):
-        return None, None
-    from slurmkit.report import period_breakdown as PB
-    from slurmkit.report.pipeline import read_capture
-
-    if live_breakdown and any((events, reservations, nodes, assoc_tree)):
-        raise UsageError("--live-breakdown", "reads the inputs live: leave out --events, --reservations, "
-                                             "--nodes and --assoc-tree")
-    # the inputs (one scontrol / sacctmgr view, or its captures) describe one cluster: a
-    # report over several would set every cluster's jobs against that one's nodes
-    from slurmkit.accounting.store import clusters as store_clusters
-
-    scope = names if names is not None else store_clusters(store_dir or default_store_dir())
-    if len(scope) > 1:
-        given = "--live-breakdown" if live_breakdown else next(
-            o for o, v in (("--events", events), ("--reservations", reservations), ("--nodes", nodes),
-                           ("--assoc-tree", assoc_tree)) if v)
-        raise UsageError(given, f"the breakdown's inputs describe one cluster, and this report covers "
-                                f"{len(scope)} ({', '.join(scope)}): give --cluster NAME for the cluster "
-                                f"they come from (one report per cluster)")
-    slurm_cluster = names[0] if names and len(names) == 1 and names[0] not in ("", "_default") else None
-    if live_breakdown:
-        inputs = PB.live_inputs(per.window, slurm_cluster, now=now_s or None)
-    else:
-        zone, how = PB.capture_zone(store_dir or default_store_dir(), scope[0] if scope else "_default",
-                                    per.window, tz)
-        local = PB.local_times(events, reservations, sreport_utilization, sreport_accounts)
-        if local and how.startswith("assumed"):
-            click.echo("slurmkit: warning: time zone UTC assumed for --events / --reservations / --sreport-*: "
-                       "sacctmgr and sreport print the local time of the host they ran on, and "
-                       + (f"no --tz was given, while {how.split(': ', 1)[1]} (give --tz)" if ": " in how else
-                          "neither --tz nor the store (report store --tz) names it"), err=True)
-        inputs = PB.captured_inputs(events, reservations, nodes, assoc_tree, tz=zone)
-        if local:
-            inputs["source"] += f"; times read in {zone} ({how})"
-            inputs["time_zone"] = zone
-    sreport = None
-    if use_sreport:
-        from slurmkit.report.live import sreport_text
-
-        def sreport(kind, w):
-            return sreport_text(kind, w.start, w.end, slurm_cluster)
-    captures = {k: (str(p), read_capture(p)) for k, p in (("utilization", sreport_utilization),
-                                                           ("AccountUtilizationByUser", sreport_accounts)) if p}
-    return PB.breakdown_sections(store_dir or default_store_dir(), inputs, now=now_s or None, sreport=sreport,
-                                 captures=captures, tz=zone if not live_breakdown else "UTC"), inputs
-
-
-def _period_energy(ctx, site_spec, capacity_gpus, spool, pue, carbon_g_per_kwh, price_per_kwh, price_per_gpu_hour,
-                   currency, gpu_tdp_w, trust_slurm_energy, inputs, live_breakdown):
-    """``report period``'s ``(assumptions, spool frame or None, capacity)`` from its options, as
-    ``report weekly`` reads them (the site profile's, each option over it; the spool when
-    ``--spool`` gives one, never the host's own spool folder unasked; the capacity of
-    :func:`slurmkit.report.period.capacity_inputs`). Spool lines that do not parse are warned
-    about on stderr."""
-    from click.core import ParameterSource
-
-    from slurmkit.report.period import capacity_inputs
-    from slurmkit.report.pipeline import WeeklyOptions, _assumptions, _read_spool
-
-    profile = None
-    if site_spec:
-        from slurmkit.profile import load_profile
-
-        profile = load_profile(site_spec)
-    trust = (trust_slurm_energy if ctx.get_parameter_source("trust_slurm_energy") in
-             (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT) else None)
-    opts = WeeklyOptions(profile=profile, pue=pue, carbon_g_per_kwh=carbon_g_per_kwh, price_per_kwh=price_per_kwh,
-                         price_per_gpu_hour=price_per_gpu_hour, currency=currency, gpu_tdp_w=gpu_tdp_w,
-                         trust_slurm_energy=trust, spool=spool)
-    # (the spool only when given: it is not in the store, and a host's own spool folder, which
-    # report weekly reads by default, would turn the day sums off for every period report there)
-    spool_df = (_read_spool(opts, lambda msg: click.echo(f"slurmkit: warning: {msg}", err=True))[0]
-                if spool else None)
-    capacity = capacity_inputs(capacity_gpus, "--capacity-gpus (given)" if capacity_gpus is not None else None,
-                               profile, inputs, live_breakdown)
-    return _assumptions(opts), spool_df, capacity
-
-
 def _echo_period_summary(report: dict, written) -> None:
     """``report period``'s lines on stdout: the period's totals, the days read and missing (per
     cluster with several), then each file written."""
@@ -614,43 +518,33 @@ def period(ctx, month, quarter, year, start, end, by, cluster, store_dir, format
     under the weekly report's assumptions (--site and the options over it); utilization of the
     capacity of --capacity-gpus, the site profile or the node list read for the breakdown.
     """
-    from slurmkit.errors import UsageError
-    from slurmkit.report.period import DEFAULT_MEMORY_LIMIT, parse_period, period_report, write_period
-    from slurmkit.report.pipeline import default_store_dir
+    from click.core import ParameterSource
+
+    from slurmkit.report import period_pipeline as PP
+    from slurmkit.report.period import parse_period
 
     per = parse_period(month, quarter, year, start, end, by)
-    bad = set(formats.split(",")) - {"json", "csv", "md", "html"}
-    if bad:
-        raise UsageError("--format", f"unknown {', '.join(sorted(bad))} (choose from json, csv, md, html)")
     progress = None
     if sys.stderr.isatty():
         def progress(msg):
             click.echo(f"period {per.label}: {msg}", err=True)
-    # (each name once; an empty item of the list, "a," or "a,,b", is no cluster: the store's
-    # unnamed cluster is _default, named as such)
-    names = list(dict.fromkeys(c.strip() for c in cluster.split(",") if c.strip())) if cluster else None
-    if names == []:
-        raise UsageError("--cluster", f"no cluster name in {cluster!r} (the store's unnamed cluster is _default)")
-    sections, inputs = _period_sections(per, names, store_dir, events, reservations, nodes, assoc_tree, tz,
-                                        live_breakdown, use_sreport, sreport_utilization, sreport_accounts, now_s)
-    assumptions, spool_df, capacity = _period_energy(ctx, site_spec, capacity_gpus, spool, pue, carbon_g_per_kwh,
-                                                     price_per_kwh, price_per_gpu_hour, currency, gpu_tdp_w,
-                                                     trust_slurm_energy, inputs, live_breakdown)
-    report = period_report(store_dir or default_store_dir(), per, names, now=now_s or None,
-                           memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT, temp_dir=temp_dir, progress=progress,
-                           sections=sections, use_sums=not no_day_sums, assumptions=assumptions, spool=spool_df,
-                           capacity=capacity)
-    written = write_period(report, outdir or f"slurmkit-period-{per.label.replace(':', '')}", formats.split(","))
-    from slurmkit.accounting.store import Store
+    profile = None
+    if site_spec:
+        from slurmkit.profile import load_profile
 
-    for c, v in report["store"]["clusters"].items():
-        for lost in Store(store_dir or default_store_dir(), c).lost_files(v.get("days_missing") or []):
-            click.echo(f"slurmkit: warning: {lost}: missing, while the store's manifest lists its day: the day is "
-                       "counted as missing", err=True)
-        if v.get("day_sums") == "stale":
-            click.echo(f"slurmkit: warning: the day sums of cluster {c} are out of date (a day stored, copied or "
-                       "edited since they were made): every row was read, the same figures, slower; 'slurmkit "
-                       f"report day-sums --store {store_dir or default_store_dir()}' brings them up to date", err=True)
+        profile = load_profile(site_spec)
+    trust = (trust_slurm_energy if ctx.get_parameter_source("trust_slurm_energy") in
+             (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT) else None)
+    opts = PP.PeriodOptions(
+        period=per, clusters=PP.cluster_names(cluster), store_dir=store_dir, formats=PP.check_formats(formats),
+        outdir=outdir, memory_limit=memory_limit, temp_dir=temp_dir, use_sums=not no_day_sums, events=events,
+        reservations=reservations, nodes=nodes, assoc_tree=assoc_tree, tz=tz, live_breakdown=live_breakdown,
+        use_sreport=use_sreport, sreport_utilization=sreport_utilization, sreport_accounts=sreport_accounts,
+        profile=profile, capacity_gpus=capacity_gpus, spool=spool, pue=pue, carbon_g_per_kwh=carbon_g_per_kwh,
+        price_per_kwh=price_per_kwh, price_per_gpu_hour=price_per_gpu_hour, currency=currency, gpu_tdp_w=gpu_tdp_w,
+        trust_slurm_energy=trust, now=now_s or None)
+    res = PP.run_period(opts, warn=lambda msg: click.echo(f"slurmkit: warning: {msg}", err=True), progress=progress)
+    report, written = res.report, res.written
     if want_json(ctx, as_json):
         click.echo(json.dumps(report, indent=1, ensure_ascii=False))
         return

@@ -241,8 +241,8 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
     fmts = _formats(opts.formats)
     check_zone(opts.tz)
     now = _timestamp(opts.now)
-    assumptions = _assumptions(opts)
-    spool_df, spool_problems = _read_spool(opts, _warn)
+    assumptions = report_assumptions(opts)
+    spool_df, spool_problems = read_spool_frame(opts, _warn)
     cap, cap_source = _capacity(opts)
     live = {}
     captured_inputs = None
@@ -396,8 +396,10 @@ def _timestamp(now) -> pd.Timestamp | None:
     return t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
 
 
-def _assumptions(opts: WeeklyOptions):
-    """The profile's assumptions, then each option given over them (origin: its CLI name)."""
+def report_assumptions(opts: WeeklyOptions):
+    """The energy, carbon and cost :class:`~slurmkit.report.energy.Assumptions` of a report: the
+    site profile's (``opts.profile``), then each option given over them (origin: its CLI name);
+    the period report reads them the same way."""
     from slurmkit.report import energy as E
 
     if opts.profile is not None:
@@ -418,8 +420,10 @@ def _assumptions(opts: WeeklyOptions):
     return a
 
 
-def _read_spool(opts: WeeklyOptions, warn) -> tuple[pd.DataFrame | None, list[str]]:
-    """The spool frame and its problems (the first 20 warned about), or ``(None, [])``."""
+def read_spool_frame(opts: WeeklyOptions, warn) -> tuple[pd.DataFrame | None, list[str]]:
+    """The hooks' energy spool (``opts.spool``, else the host's spool folder) as
+    :func:`slurmkit.report.energy.read_spool` reads it: ``(frame, problems)``, the first 20
+    problems passed to ``warn``; ``(None, [])`` when there is none."""
     from slurmkit.report.energy import read_spool
 
     path = opts.spool or default_spool_dir()
@@ -1189,7 +1193,7 @@ def load_jobs(opts: JobsOptions, warn=None) -> tuple[pd.DataFrame, pd.DataFrame,
 
             rows, dq, _ = ingest_window(window.days(), opts.cluster, None)
     dq = dq if dq is not None else DataQuality()
-    spool_df, _problems = _read_spool(wopts, warn or (lambda m: None))
+    spool_df, _problems = read_spool_frame(wopts, warn or (lambda m: None))
     a = allocations(rows, *_ALL, dq, now=now, source=",".join(map(str, opts.captures)) or "sacct", untimed=True)
     if dq.repaired.get(STEP_BY_JOB_ID) and warn:
         named = [p.detail for p in dq.problems if p.reason == STEP_BY_JOB_ID]
@@ -1204,7 +1208,7 @@ def load_jobs(opts: JobsOptions, warn=None) -> tuple[pd.DataFrame, pd.DataFrame,
     if unmatched and warn:
         warn(f"{unmatched} step row(s) without their allocation row (by JobIDRaw or JobID): not in any job's "
              "figures (listed in data_quality)")
-    a = E.attach_energy(a, _assumptions(wopts), spool_df, dq)
+    a = E.attach_energy(a, report_assumptions(wopts), spool_df, dq)
     return J.job_view(a), a, dq.as_dict()
 
 

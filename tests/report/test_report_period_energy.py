@@ -309,7 +309,7 @@ def test_site_profile_and_capacity_options_as_report_weekly_reads_them(store, tm
     cost and the utilization of that capacity (the weekly model's, per part)."""
     from slurmkit.cli import cli
     from slurmkit.profile import load_profile
-    from slurmkit.report.pipeline import WeeklyOptions, _assumptions
+    from slurmkit.report.pipeline import WeeklyOptions, report_assumptions
     from slurmkit.report.weekly import build_report
 
     root, b = store
@@ -326,7 +326,7 @@ def test_site_profile_and_capacity_options_as_report_weekly_reads_them(store, tm
     res = CliRunner(env=env).invoke(cli, base + ["--site", str(prof), "-o", str(tmp_path / "a")], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     rep = json.loads((tmp_path / "a" / "period.json").read_text())
-    a = _assumptions(WeeklyOptions(profile=load_profile(str(prof))))
+    a = report_assumptions(WeeklyOptions(profile=load_profile(str(prof))))
     assert rep["assumptions"] == json.loads(json.dumps(a.as_dict()))
     assert rep["assumptions"]["origin"]["pue"] == f"profile {prof}"
     u = rep["utilization"]
