@@ -292,7 +292,8 @@ def _warn_skipped(dq: dict) -> None:
         click.echo(f"slurmkit: warning: {rejected_text(dq)}" + (f"; {first}" if first else ""), err=True)
 
 
-def _day_sums(store_dir, cluster: str, unreadable_warns: bool = True) -> dict | None:
+def _day_sums(store_dir, cluster: str, unreadable_warns: bool = True, memory_limit: str | None = None,
+              temp_dir: str | None = None) -> dict | None:
     """Bring the store cluster's day sums up to date after days were stored (the period
     report's: docs/report.md, *Day sums*); a failure is a warning (the period report then
     reads every row), never lost days. Returns :func:`~slurmkit.report.day_sums.summarize`'s
@@ -303,7 +304,7 @@ def _day_sums(store_dir, cluster: str, unreadable_warns: bool = True) -> dict | 
     from slurmkit.report.day_sums import summarize
 
     try:
-        return summarize(store_dir, cluster)
+        return summarize(store_dir, cluster, memory_limit=memory_limit, temp_dir=temp_dir)
     except (OSError, duckdb.Error, InputError) as exc:
         if isinstance(exc, InputError) and not unreadable_warns:
             raise
@@ -317,9 +318,12 @@ def _day_sums(store_dir, cluster: str, unreadable_warns: bool = True) -> dict | 
 @click.option("--store", "store_dir", type=click.Path(file_okay=False),
               help="Parquet store folder (default: the weekly report's).")
 @click.option("--cluster", help="Store cluster(s), comma list (default: every cluster in the store).")
+@click.option("--memory-limit", help="DuckDB's memory limit (default 2GB, as report period's); past it the passes "
+                                     "spill to --temp-dir.")
+@click.option("--temp-dir", type=click.Path(file_okay=False), help="DuckDB's spill folder (default: the system's temp).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
-def day_sums(ctx, store_dir, cluster, as_json):
+def day_sums(ctx, store_dir, cluster, memory_limit, temp_dir, as_json):
     """Bring the store's day sums up to date (what report weekly and report store do after
     storing days): for a store copied, edited or filled by another writer, whose period reports
     say 'day sums: stale'. Days unchanged are left as they are (docs/report.md, Day sums)."""
@@ -336,7 +340,7 @@ def day_sums(ctx, store_dir, cluster, as_json):
                          + f" (it holds: {', '.join(have) or 'none'})")
     out = {}
     for c in names:
-        res = _day_sums(root, c, unreadable_warns=False)
+        res = _day_sums(root, c, unreadable_warns=False, memory_limit=memory_limit, temp_dir=temp_dir)
         if res is None:
             ctx.exit(1)
         out[c] = res

@@ -133,24 +133,33 @@ def _day_runs(con, days: list[str], paths: dict) -> dict[int, dict[int, tuple[in
         JOIN day_index x ON x.path = r.filename""")
     # the keys held by several rows, and whether they are copies of one finished row over
     # consecutive stored days (``direct``; ``i1`` the last of those days)
-    con.execute("""CREATE TEMP TABLE ks AS SELECT k, count(*) AS n, count(DISTINCT i) AS nd,
-                        min(i) AS i0, max(i) AS i1
-                    FROM days_rows GROUP BY k HAVING count(*) > 1""")
+    # (rows per key and day first: plain GROUP BYs, which DuckDB spills past its memory limit,
+    # where a count(DISTINCT) over every row of a year does not fit)
+    con.execute("""CREATE TEMP TABLE ks AS SELECT k, sum(c) AS n, count(*) AS nd, min(i) AS i0, max(i) AS i1
+                    FROM (SELECT k, i, count(*) AS c FROM days_rows GROUP BY k, i)
+                    GROUP BY k HAVING sum(c) > 1""")
     content = ", ".join(f'"{c}"' for c in CONTENT)
+    # (copies are the same when their contents' 64-bit hashes are: fixed-size aggregate states,
+    # which spill, where a count(DISTINCT row(...)) of a year's keys does not fit in 2GB; two
+    # different copies of one job with one hash: a chance of 2**-64)
     # (a copy pulled later than the next day's copy: the latest copy read is not the
     # last one, a NULL pull being the latest, as the period report ranks them)
-    con.execute(f"""CREATE TEMP TABLE groups AS
+    # (each pass its own table: each has the whole memory limit)
+    con.execute(f"""CREATE TEMP TABLE ks_same AS
+        SELECT k, min(hash(row({content}))) = max(hash(row({content}))) AS same
+        FROM days_rows SEMI JOIN ks USING (k) GROUP BY k""")
+    con.execute("""CREATE TEMP TABLE ks_late AS
+        SELECT DISTINCT k FROM (
+            SELECT k, p, lead(p) OVER (PARTITION BY k ORDER BY i) AS np
+            FROM (SELECT k, i, coalesce(epoch_us(pulled_at::TIMESTAMPTZ), 9223372036854775807) AS p
+                  FROM days_rows SEMI JOIN ks USING (k)))
+        WHERE p > np""")
+    con.execute("""CREATE TEMP TABLE groups AS
         SELECT ks.k, ks.i1, coalesce(c.same, false) AND late.k IS NULL AND ks.n = ks.nd
                AND ks.i1 - ks.i0 + 1 = ks.nd AS direct
-        FROM ks LEFT JOIN (
-            SELECT k, count(DISTINCT row({content})) = 1 AS same
-            FROM days_rows SEMI JOIN ks USING (k) GROUP BY k
-        ) c ON c.k = ks.k LEFT JOIN (
-            SELECT DISTINCT k FROM (
-                SELECT k, p, lead(p) OVER (PARTITION BY k ORDER BY i) AS np
-                FROM (SELECT k, i, coalesce(epoch_us(pulled_at::TIMESTAMPTZ), 9223372036854775807) AS p
-                      FROM days_rows SEMI JOIN ks USING (k)))
-            WHERE p > np) late ON late.k = ks.k""")
+        FROM ks LEFT JOIN ks_same c ON c.k = ks.k LEFT JOIN ks_late late ON late.k = ks.k""")
+    for t in ("ks", "ks_same", "ks_late"):   # (held in the memory limit the sums' passes need)
+        con.execute(f"DROP TABLE {t}")
     # each day's runs as its file holds them now: sorted when each run's rows are
     # where its counts put them
     got = con.execute(f"""SELECT i, cat, count(*), min(fr), max(fr) FROM (
@@ -185,7 +194,8 @@ def _categories(con, days: list[int]) -> dict[int, tuple[np.ndarray, np.ndarray,
     return out
 
 
-def summarize(store_root, cluster: str = "", progress=None, threads: int | None = None) -> dict:
+def summarize(store_root, cluster: str = "", progress=None, threads: int | None = None,
+              memory_limit: str | None = None, temp_dir: str | None = None) -> dict:
     """Bring the day sums of store cluster ``cluster`` ("" is ``_default``) up to date: each day
     file (with its steps file and manifest entry, as the period report reads a day) whose rows
     are not in the runs they belong to now, or whose sums are missing, of another version or
@@ -197,7 +207,9 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
     module's docstring). Files are replaced atomically; an interrupted run leaves files that
     no longer match ``_sums.json`` (the period report then reads the rows; the next run
     finishes). Raises :class:`~slurmkit.errors.InputError` naming a day file (or the store's
-    manifest) that cannot be read; ``OSError`` when the sums cannot be written."""
+    manifest) that cannot be read, :class:`~slurmkit.errors.UsageError` when a pass does not fit
+    in ``memory_limit`` (DuckDB's, default the period report's 2GB; spilled to ``temp_dir``);
+    ``OSError`` when the sums cannot be written."""
     import duckdb
 
     t0 = time.monotonic()
@@ -211,7 +223,7 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
     if old and set(old) == set(days) and all(P.day_entry_unchanged(old[d], paths[d]) for d in days):
         # (no day file changed since: the runs and sums stand)
         return _counts(len(days), 0, old, t0)
-    con = P.connect(threads=threads)
+    con = P.connect(memory_limit or P.DEFAULT_MEMORY_LIMIT, temp_dir, threads=threads)
     entries, summed = {}, 0
     try:
         runs = _day_runs(con, days, paths)
@@ -268,6 +280,8 @@ def summarize(store_root, cluster: str = "", progress=None, threads: int | None 
                 progress(f"day {d}: {entries[d]['plain_from']:,} of {entries[d]['rows']:,} rows to read "
                          "by the period report, the others summed")
         flush()
+    except duckdb.OutOfMemoryException:
+        raise P.memory_limit_error(memory_limit or P.DEFAULT_MEMORY_LIMIT, "summing the days") from None
     except (duckdb.Error, pa.ArrowException) as exc:
         raise P.store_read_error(exc, store_root, list(paths.values())) from None
     finally:

@@ -218,11 +218,17 @@ def _epoch(t) -> float:
 
 def connect(memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_dir: str | None = None, threads: int | None = None):
     """An in-memory DuckDB connection that spills to ``temp_dir`` (default: a folder under
-    the system's temp) past ``memory_limit`` (DuckDB's syntax: ``1GB``, ``512MB``)."""
+    the system's temp) past ``memory_limit`` (DuckDB's syntax: ``1GB``, ``512MB``). Raises
+    :class:`~slurmkit.errors.UsageError` (``--memory-limit``) for a size DuckDB does not take."""
     import duckdb
 
     con = duckdb.connect(":memory:")
-    con.execute(f"SET memory_limit = '{memory_limit}'")
+    try:
+        con.execute(f"SET memory_limit = '{_q(str(memory_limit))}'")
+    except duckdb.Error as exc:
+        con.close()
+        raise UsageError("--memory-limit", f"DuckDB does not take {memory_limit!r} (a size such as 2GB or "
+                         f"512MB): {str(exc).splitlines()[0]}") from None
     con.execute(f"SET temp_directory = '{_q(temp_dir or tempfile.gettempdir())}'")
     con.execute(f"SET threads = {int(threads or os.cpu_count() or 1)}")
     con.execute("SET preserve_insertion_order = false")
@@ -231,6 +237,17 @@ def connect(memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_dir: str | None = Non
     # (DuckDB draws its own bar on a terminal for a query past 2 s, over the report's progress lines)
     con.execute("SET enable_progress_bar = false")
     return con
+
+
+def memory_limit_error(memory_limit: str, what: str = "the report") -> UsageError:
+    """The error of a DuckDB pass past ``memory_limit`` (DuckDB's size syntax): it names the
+    limit and a larger one to give (twice it; ``--memory-limit``)."""
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]i?B|[KMGT]|B|bytes)?\s*", str(memory_limit), re.I)
+    larger = f"{float(m.group(1)) * 2:g}{m.group(2) or ''}" if m else "a larger size (e.g. 4GB)"
+    return UsageError("--memory-limit", f"{what} does not fit in DuckDB's memory limit {memory_limit} (its hash "
+                                        f"tables cannot all spill): give a larger one, e.g. --memory-limit {larger}")
 
 
 def _q(text: str) -> str:
@@ -1541,11 +1558,7 @@ def _compute_windows(store_root, files: dict, flags: dict, windows: list, now: f
     import duckdb
 
     nfiles = sum(len(f) for f in files.values())
-    try:
-        con = connect(memory_limit, temp_dir, threads)
-    except duckdb.Error as exc:
-        raise UsageError("--memory-limit", f"DuckDB does not take {memory_limit!r} (a size such as 2GB or "
-                         f"512MB): {str(exc).splitlines()[0]}") from None
+    con = connect(memory_limit, temp_dir, threads)
     steps: dict = {}   # (the step files read: named by the error when one cannot be)
     try:
         if progress:
@@ -1564,8 +1577,7 @@ def _compute_windows(store_root, files: dict, flags: dict, windows: list, now: f
             progress(f"{n + summed_rows:,} allocation rows{from_sums}, {time.monotonic() - t0:.1f} s; aggregating")
         _aggregate(con, per, rollup, sums, assumptions)
     except duckdb.OutOfMemoryException:
-        raise UsageError("--memory-limit", f"the report does not fit in DuckDB's memory limit {memory_limit} "
-                         "(its hash tables cannot all spill): give a larger one, e.g. 2GB") from None
+        raise memory_limit_error(memory_limit) from None
     except duckdb.Error as exc:
         raise store_read_error(exc, store_root, [f[1] for fs in files.values() for f in fs]
                                + [path for path, _ in sums]

@@ -616,6 +616,17 @@ def test_day_sums_stale_after_a_copy_or_damage_then_repaired_by_the_day_sums_com
     assert res.exit_code == 2 and "--memory-limit" in res.output and "Traceback" not in res.output
     res = CliRunner().invoke(cli, ["report", "day-sums", "--store", str(copy), "--cluster", "nope"])
     assert res.exit_code == 2 and "cluster(s) nope not in the store (it holds: bench)" in res.output
+    # day-sums takes the period report's memory options: a size DuckDB does not take, and a limit
+    # the passes cannot fit in, are clear errors naming the option (the second, a larger size)
+    shutil.rmtree(copy / "cluster=bench" / f"day={other}")   # (a change: every day's runs read again)
+    (copy / "cluster=bench" / "_sums.json").unlink()
+    res = CliRunner().invoke(cli, ["report", "day-sums", "--store", str(copy), "--memory-limit", "2gigs"])
+    assert res.exit_code == 2 and "--memory-limit: DuckDB does not take '2gigs'" in res.output, res.output
+    res = CliRunner().invoke(cli, ["report", "day-sums", "--store", str(copy), "--memory-limit", "1MB",
+                                   "--temp-dir", str(tmp_path / "spill")])
+    assert res.exit_code == 2, res.output
+    assert ("--memory-limit: summing the days does not fit in DuckDB's memory limit 1MB (its hash tables cannot "
+            "all spill): give a larger one, e.g. --memory-limit 2MB") in res.output, res.output
 
 
 def test_a_capture_older_than_a_day_already_stored_does_not_replace_it(habrok, tmp_path):
