@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "submit": ("slurmkit.cli.submit", "Render a job template into an sbatch script and submit it."),
     "templates": ("slurmkit.cli.templates", "List and show the job templates."),
     "status": ("slurmkit.cli.status", "Show a job's state, nodes and GPUs."),
+    "cancel": ("slurmkit.cli.cancel", "Cancel jobs or array tasks, or send them a signal."),
     "logs": ("slurmkit.cli.logs", "Print (or follow) a job's output, here or through ssh (--remote HOST)."),
     "health": ("slurmkit.cli.health", "GPU health checks, snapshots and imports."),
     "hooks": ("slurmkit.cli.hooks", "Prolog / epilog / healthcheck hooks and their slurm.conf install."),

@@ -1,5 +1,6 @@
 """``slurmkit logs [--remote HOST] JOBID [--follow]``: a job's output (its ``-o`` file), here or
-on HOST's login node through ssh; ``--follow`` keeps printing until the job leaves the queue."""
+on HOST's login node through ssh; ``--follow`` keeps printing until the job leaves the queue.
+``--rank N``: one rank's own output, from the job's log folder."""
 
 from __future__ import annotations
 
@@ -12,15 +13,27 @@ from slurmkit.remote.logs import LogsError, OutputMissing, show
 @click.command("logs", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("job_id")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new output until the job has ended.")
+@click.option("--rank", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Only rank N's output (stdout here, its stderr on stderr): <log_dir>/JOBID/rankN.out and "
+                   ".err, which a torchrun job's ranks link to their torchrun logs.")
+@click.option("--log-dir", "log_dir", default=None, metavar="DIR",
+              help="With --rank: the job's log_dir parameter (default: slurmkit-logs in the job's working directory).")
 @host_options
-def cli(job_id, follow, remote, ssh_config):
-    """Print job JOBID's output (sbatch --output; default slurm-JOBID.out)."""
+def cli(job_id, follow, rank, log_dir, remote, ssh_config):
+    """Print job JOBID's output (sbatch --output; default slurm-JOBID.out), or one rank's (--rank N)."""
     from slurmkit.cli.remote import backend_for
     from slurmkit.errors import UsageError
 
     if not job_id.replace("_", "").isdigit():
         raise UsageError("JOBID", f"{job_id!r} is not a job id (digits, or ARRAYID_TASK)")
+    if rank is None and log_dir is not None:
+        raise UsageError("--log-dir", "only with --rank N")
     backend = backend_for(remote, ssh_config)
+    if rank is not None:
+        if follow or remote:
+            raise UsageError("--rank", "not with --follow or --remote yet")
+        show_rank(backend, job_id, rank, log_dir)
+        return
     if follow:
         wait_until_started(backend, job_id)
     try:
@@ -100,3 +113,58 @@ def ended_without_output(backend, job_id: str, missing: OutputMissing):
                          "does not exist (Slurm creates the file, never its directory)")
     return LogsError(f"job {job_id} {said}: its output {missing.path}{where} is missing (the job started at "
                      f"{start}; the file was deleted or moved since)")
+
+
+def job_workdir(backend, job_id: str) -> str | None:
+    """The job's working directory: ``WorkDir=`` of ``scontrol show job -o`` while slurmctld knows
+    the job, else sacct's ``WorkDir``; None when neither knows it."""
+    import re
+
+    res = backend.run(["scontrol", "show", "job", "-o", job_id], check=False)
+    found = re.search(r"(?:^|\s)WorkDir=(\S+)", res.stdout) if res.returncode == 0 else None
+    if found:
+        return found.group(1)
+    res = backend.run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobID,WorkDir"], check=False)
+    for line in res.stdout.splitlines():
+        jid, _, workdir = line.partition("|")
+        if jid == job_id and workdir.strip():
+            return workdir.strip()
+    return None
+
+
+def show_rank(backend, job_id: str, rank: int, log_dir: str | None) -> None:
+    """Print rank ``rank``'s output of job ``job_id``: ``<log dir>/<job>/rank<N>.out`` (stdout)
+    and ``.err`` (on stderr). ``log_dir``: the job's ``log_dir`` parameter (relative to the job's
+    working directory, :func:`job_workdir`), default the templates' (``slurmkit-logs``). Raises
+    LogsError naming the folder and the ranks it has when rank N has no log there."""
+    import os
+    import re
+    import sys
+
+    from slurmkit.submit import templates
+
+    base = log_dir or templates.get("torchrun").params["log_dir"].default
+    job = job_id.split("_")[0]                  # an array's tasks share their array job's folder
+    if not os.path.isabs(base):
+        workdir = job_workdir(backend, job)
+        if workdir is None:
+            raise LogsError(f"job {job_id}: unknown to scontrol and sacct, so its log folder cannot be found "
+                            "(give --log-dir)")
+        base = os.path.join(workdir, base)
+    folder = os.path.join(base, job)
+    out, err = (os.path.join(folder, f"rank{rank}.{ext}") for ext in ("out", "err"))
+    if not os.path.exists(out):
+        try:
+            have = sorted({int(m.group(1)) for f in os.listdir(folder) if (m := re.fullmatch(r"rank(\d+)\.out", f))})
+        except OSError:
+            raise LogsError(f"job {job_id}: no log folder {folder} (a template's log_dir elsewhere? give --log-dir)") \
+                from None
+        ranks = f"ranks with logs: {', '.join(map(str, have))}" if have else "no rank logs there (a torchrun job's ranks write them)"
+        raise LogsError(f"job {job_id}: no log of rank {rank} in {folder}; {ranks}")
+    for path, stream in ((out, sys.stdout), (err, sys.stderr)):
+        try:
+            with open(path, errors="replace") as fh:
+                stream.write(fh.read())
+        except FileNotFoundError:
+            continue
+        stream.flush()

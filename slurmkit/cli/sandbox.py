@@ -13,12 +13,51 @@ from slurmkit.cli import want_json
 
 _dir_option = click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
                            default=None, help="All config and state under DIR (default: a per-user state directory).")
+_find_option = click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=None,
+                            help="The sandbox in DIR (default: the one running, of those 'sandbox up' started).")
 
 
 def _sandbox(directory, spec=None):
     from slurmkit.sandbox import Sandbox
 
     return Sandbox(directory, spec)
+
+
+def _running(directory, start_default: bool = False):
+    """The sandbox in ``directory``; without one, the only running sandbox of those ``sandbox up``
+    remembered (``slurmkit.sandbox.cluster.running_sandboxes``). None running: with
+    ``start_default`` the default directory's, else a UsageError (exit 2) listing the stopped ones;
+    several running: a UsageError listing them."""
+    from slurmkit.errors import UsageError
+    from slurmkit.sandbox.cluster import known_dirs, running_sandboxes
+
+    if directory is not None:
+        return _sandbox(directory)
+    running = running_sandboxes()
+    if len(running) == 1:
+        return running[0]
+    if running:
+        raise UsageError("--dir", f"{len(running)} sandboxes are running: "
+                         f"{', '.join(str(sb.dir) for sb in running)}; choose one with --dir DIR")
+    if start_default:
+        return _sandbox(None)
+    stopped = known_dirs()
+    listed = f" (stopped: {', '.join(map(str, stopped))})" if stopped else ""
+    raise UsageError("--dir", f"no sandbox is running{listed}; start one with 'slurmkit sandbox up [--dir DIR]'")
+
+
+def _remember(sb) -> None:
+    """Remember ``sb`` (``slurmkit.sandbox.cluster.remember``) once it has a ``sandbox.json``, so
+    that env, status, down and demo find it without --dir; a registry that cannot be written
+    only costs that convenience (a warning)."""
+    from slurmkit.sandbox.cluster import registry_path, remember
+
+    try:
+        if (sb.dir / "sandbox.json").is_file():
+            remember(sb.dir)
+    except OSError as exc:
+        click.echo(f"sandbox: warning: cannot remember {sb.dir} in {registry_path()}: {exc.strerror or exc}",
+                   err=True)
 
 
 def _exports(sb) -> str:
@@ -67,30 +106,40 @@ def up(nodes, gpus_per_node, gpu_type, port_base, directory, slurm, install, no_
     spec = SandboxSpec(nodes=nodes, gpus_per_node=gpus_per_node, gpu_type=gpu_type, port_base=port_base,
                        host_cpus=tuple(sorted(os.sched_getaffinity(0))), slurm=release(slurm).name)
     sb = _sandbox(directory, spec)
-    sb.up(install=install, warmup=not no_warmup, progress=lambda m: click.echo(f"sandbox: {m}", err=True))
+    try:
+        sb.up(install=install, warmup=not no_warmup, progress=lambda m: click.echo(f"sandbox: {m}", err=True))
+    finally:
+        _remember(sb)
     click.echo(_exports(sb))
 
 
 @cli.command()
-@_dir_option
+@_find_option
 @click.option("--purge", is_flag=True, help="Also delete the directory (database, state, logs).")
 def down(directory, purge):
-    """Stop every daemon 'up' started (by pid file)."""
-    sb = _sandbox(directory)
+    """Stop every daemon 'up' started (by pid file).
+
+    Exit 2 without --dir when no sandbox, or several, are running."""
+    sb = _running(directory)
     if not sb.dir.exists():
         click.echo(f"sandbox: nothing in {sb.dir}", err=True)
         return
     sb.down(purge=purge, progress=lambda m: click.echo(f"sandbox: {m}", err=True))
+    if purge:
+        from slurmkit.sandbox.cluster import forget
+
+        forget(sb.dir)
     click.echo(f"sandbox: down ({sb.dir})", err=True)
 
 
 @cli.command()
-@_dir_option
+@_find_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def status(ctx, directory, as_json):
-    """Each daemon (pid, alive) and sinfo. Exit 0 when all are up, 1 otherwise."""
-    sb = _sandbox(directory)
+    """Each daemon (pid, alive) and sinfo. Exit 0 when all are up, 1 otherwise; 2 without --dir
+    when no sandbox, or several, are running."""
+    sb = _running(directory)
     if not (sb.dir / "sandbox.json").exists():
         click.echo(f"sandbox: nothing in {sb.dir} (no sandbox.json: 'slurmkit sandbox up --dir {sb.dir}' makes one)",
                    err=True)
@@ -112,21 +161,30 @@ def status(ctx, directory, as_json):
 
 
 @cli.command()
-@_dir_option
+@_find_option
 def env(directory):
-    """Print the shell exports (eval "$(slurmkit sandbox env)")."""
-    click.echo(_exports(_sandbox(directory)))
+    """Print the shell exports (eval "$(slurmkit sandbox env)").
+
+    Exit 2 without --dir when no sandbox, or several, are running."""
+    click.echo(_exports(_running(directory)))
 
 
 @cli.command()
-@_dir_option
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The sandbox in DIR (default: the one running, else a new one in a per-user state directory).")
 @click.option("--port-base", type=int, default=None,
               help="Ports of a sandbox this starts (default 6817; a running one keeps its own).")
 @click.option("--no-install", is_flag=True, help="Do not apt-get missing Debian packages.")
 def demo(directory, port_base, no_install):
     """Run slurmkit's main job end to end on the sandbox (starts it when needed).
 
-    Exit 1 (``slurmkit: error: ...``) naming the step that went wrong."""
+    Exit 1 (``slurmkit: error: ...``) naming the step that went wrong; 2 without --dir when
+    several sandboxes are running."""
     from slurmkit.sandbox.demo import run_demo
 
-    raise SystemExit(run_demo(directory, install=not no_install, port_base=port_base))
+    sb = _running(directory, start_default=True)
+    try:
+        code = run_demo(sb.dir, install=not no_install, port_base=port_base)
+    finally:
+        _remember(sb)
+    raise SystemExit(code)

@@ -54,6 +54,8 @@ def show(ctx, name, source, as_json):
     click.echo("parameters (--set KEY=VALUE):")
     for p in t.params.values():
         click.echo(f"  {p.name} = {p.default!r}  {p.help}")
+    for name, help_ in templates.JOB_PARAMS.items():
+        click.echo(f"  {name}  {help_}")
     if t.runtime_env:
         click.echo("run-time variables:")
         for k, v in t.runtime_env.items():

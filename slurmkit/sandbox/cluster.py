@@ -62,6 +62,64 @@ def default_dir() -> Path:
     return Path(base) / "slurmkit" / "sandbox"
 
 
+def registry_path() -> Path:
+    """The file of the sandboxes ``slurmkit sandbox up`` started, one absolute directory a line:
+    $XDG_STATE_HOME/slurmkit/sandboxes (~/.local/state/slurmkit/sandboxes)."""
+    return default_dir().parent / "sandboxes"
+
+
+def _registered() -> list[Path]:
+    """The directories in :func:`registry_path` that still hold a ``sandbox.json``."""
+    try:
+        lines = registry_path().read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        d = Path(line.strip())
+        if line.strip() and d not in out and (d / "sandbox.json").is_file():
+            out.append(d)
+    return out
+
+
+def known_dirs() -> list[Path]:
+    """The sandbox directories this user's ``sandbox up`` remembered (:func:`registry_path`),
+    then :func:`default_dir` when it holds a sandbox; each once, only those still holding a
+    ``sandbox.json``."""
+    dirs = _registered()
+    default = default_dir().absolute()
+    if default not in dirs and (default / "sandbox.json").is_file():
+        dirs.append(default)
+    return dirs
+
+
+def _write_registry(dirs: list[Path]) -> None:
+    path = registry_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, "".join(f"{d}\n" for d in dirs))
+
+
+def remember(directory: Path) -> None:
+    """Add ``directory`` (a sandbox's) to :func:`registry_path`, dropping the directories that
+    no longer hold a sandbox. Raises ``OSError`` when the file cannot be written."""
+    directory = Path(directory).absolute()
+    dirs = [d for d in _registered() if d != directory]
+    _write_registry([*dirs, directory])
+
+
+def forget(directory: Path) -> None:
+    """Remove ``directory`` from :func:`registry_path` (after ``down --purge``)."""
+    directory = Path(directory).absolute()
+    if registry_path().exists():
+        _write_registry([d for d in _registered() if d != directory])
+
+
+def running_sandboxes() -> list["Sandbox"]:
+    """The :func:`known_dirs` sandboxes with at least one daemon alive (by their pid files)."""
+    found = [Sandbox(d) for d in known_dirs()]
+    return [sb for sb in found if any(d["alive"] for d in sb.daemons())]
+
+
 def pid_alive(pid: int | None) -> bool:
     """True when process ``pid`` exists and is not a zombie (``kill(pid, 0)`` and
     ``/proc/<pid>/stat``); False for None / 0."""

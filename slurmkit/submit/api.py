@@ -213,9 +213,11 @@ class Job:
         cb = None if callback is None else (lambda job_id, info: callback(info))
         return wait_all([self], timeout=timeout, poll_s=poll_s, until=until, callback=cb)[self.id]
 
-    def cancel(self) -> None:
-        """``scancel`` the job."""
-        self.backend.cancel(self.id)
+    def cancel(self, signal: str | None = None, full: bool = False) -> None:
+        """``scancel`` the job; with ``signal`` (a name such as ``USR1`` or a number), send it
+        that signal instead (``scancel --signal``: to the job's steps; ``full``: to its batch
+        shell too). Raises ``SlurmError`` when scancel fails."""
+        self.backend.cancel(self.id, signal, full=full)
 
 
 def submit(template: str, command=(), *, backend=None, env: dict | None = None, profile=None,

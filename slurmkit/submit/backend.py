@@ -147,8 +147,9 @@ class Backend(Protocol):
     def states(self, job_ids) -> dict[str, JobInfo]:
         """Job id -> :class:`JobInfo`; ids Slurm does not know are absent."""
 
-    def cancel(self, job_id: str, signal: str | None = None) -> None:
-        """Cancel the job (``signal``: send it that signal instead)."""
+    def cancel(self, job_id: str, signal: str | None = None, full: bool = False) -> None:
+        """Cancel the job (``signal``: send it that signal instead; ``full``: to the batch
+        shell too, not only to the job's steps)."""
 
     def idle_nodes(self, partition: str) -> list[str]:
         """Idle node names of ``partition``."""
@@ -209,9 +210,11 @@ class CliBackend:
             found.update({j: acct[j] for j in missing if j in acct})
         return {j: found[j] for j in ids if j in found}
 
-    def cancel(self, job_id: str, signal: str | None = None) -> None:
-        """``scancel`` the job (``signal``: send that signal instead of cancelling)."""
-        self.run(["scancel", *([f"--signal={signal}"] if signal else []), str(job_id)])
+    def cancel(self, job_id: str, signal: str | None = None, full: bool = False) -> None:
+        """``scancel`` the job (``signal``: send that signal instead of cancelling, to the job's
+        steps; ``full``: ``scancel --full``, to the batch shell too)."""
+        self.run(["scancel", *([f"--signal={signal}"] if signal else []), *(["--full"] if full else []),
+                  str(job_id)])
 
     def idle_nodes(self, partition: str) -> list[str]:
         """Idle node names of ``partition``: ``sinfo -h -N -o '%N|%T'``, keeping only nodes in

@@ -21,6 +21,7 @@ the default (int, float, bool, str; lists/tables as JSON).
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import tomllib
@@ -32,6 +33,10 @@ from slurmkit.errors import InputError
 SUFFIX = ".sbatch.j2"
 _HEADER = re.compile(r"\A\{#-?\s*slurmkit\s*\n(.*?)\n\s*-?#\}", re.S)
 TASK_SHAPES = ("per-node", "per-gpu", "single")
+#: Parameters every template takes through ``--set`` besides its header's own: the renderer
+#: reads them (``slurmkit.submit.render``), not the template. Name -> help.
+JOB_PARAMS = {"max_restarts": "times a job requeues itself (time limit, node failure) before it fails "
+                              "(default: the site profile's submit.max_restarts)"}
 
 
 class TemplateError(InputError):
@@ -89,6 +94,11 @@ class Template:
     #: the header's ``checkpoint_signal`` ("" = none): its default --checkpoint-signal
     checkpoint_signal: str = ""
 
+    def param_names(self) -> list[str]:
+        """Every name ``--set`` takes for this template, sorted: its header's parameters and
+        :data:`JOB_PARAMS`."""
+        return sorted({*self.params, *JOB_PARAMS})
+
     def resolve(self, sets: dict[str, str] | None = None, values: dict | None = None) -> dict:
         """Parameter values: defaults, then ``values`` (typed, from the API), then ``sets``
         (text from ``--set``). An undeclared name raises :class:`TemplateError` naming the valid ones."""
@@ -96,10 +106,15 @@ class Template:
         given = [("params", k, v) for k, v in (values or {}).items()]
         given += [("--set", k, v) for k, v in (sets or {}).items()]
         for where, key, value in given:
+            if key in JOB_PARAMS and where == "params":
+                raise TemplateError(where, None, f"{key} is not a template parameter: give it as "
+                                                 f"the keyword {key}=", key)
             if key not in self.params:
-                valid = ", ".join(sorted(self.params)) or "(none)"
-                raise TemplateError(where, None, f"template {self.name!r} has no such parameter; "
-                                                 f"valid: {valid}", key)
+                names = self.param_names()
+                close = difflib.get_close_matches(key, names, n=1)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                raise TemplateError(where, None, f"template {self.name!r} has no such parameter{hint}; "
+                                                 f"valid: {', '.join(names)}", key)
             out[key] = self.params[key].convert(value) if isinstance(value, str) else value
         return out
 
