@@ -23,7 +23,7 @@ from slurmkit.accounting.quality import Problem, rejected_text
 from slurmkit.report.energy import REPORTED_SOURCES
 
 FORMATS = ("html", "md", "csv", "json", "parquet")
-_GROUPS = [("user", "by_user", "user"), ("account", "by_account", "account"),
+_GROUPS = [("account", "by_account", "account"), ("user", "by_user", "user"),
            ("partition", "by_partition", "partition"), ("QOS", "by_qos", "qos"),
            ("GPU type", "by_gpu_type", "gpu_type")]
 
@@ -509,6 +509,52 @@ def _md_job_sizes(r: dict) -> list[str]:
             _md_table(head, rows), ""]
 
 
+def _top_group(report: dict, key: str, col: str) -> str:
+    """"account a with 12.5 GPU-hours (41 %)": the group of ``report[key]`` with the most
+    GPU-hours and its share of the total; "" when GPU-hours are unknown or none is over 0."""
+    rows = [g for g in report.get(key) or [] if (g.get("gpu_hours") or 0) > 0]
+    total = (report.get("totals") or {}).get("gpu_hours")
+    if not rows or not total:
+        return ""
+    g = max(rows, key=lambda x: x["gpu_hours"])
+    return f"{col} {g.get(col) or '(none)'} with {fmt(g['gpu_hours'])} GPU-hours ({pct(g['gpu_hours'] / total)})"
+
+
+def summary_sentences(report: dict) -> list[str]:
+    """The few sentences a report opens with, for a reader with two minutes: the use (jobs,
+    GPU-hours, CPU-hours), the largest account and user, the allocated share of capacity (named
+    as such: GPU-hours allocated over the GPUs' available hours, not how busy they were), the
+    GPUs' own utilization where measured, the energy with its coverage, and what is unknown and
+    why. Every figure is the report's own (``totals``, ``utilization``, ``efficiency``,
+    ``unknown``); none is computed here."""
+    t, u = report["totals"], report.get("utilization") or {}
+    unknown = report.get("unknown") or {}
+    hours = []
+    for key, name in (("gpu_hours", "GPU-hours"), ("cpu_hours", "CPU-hours")):
+        x = known(report, key, t.get(key))
+        hours.append(f"{name} unknown" if x == "unknown" else f"{x} {name}")
+    out = [f"{fmt(t['jobs'])} job{'' if t['jobs'] == 1 else 's'} ran, using {hours[0]} and {hours[1]}"
+           + (f" ({requested_note(report)})" if requested_note(report) else "") + "."]
+    tops = [x for x in (_top_group(report, "by_account", "account"), _top_group(report, "by_user", "user")) if x]
+    if tops:
+        out.append("The largest: " + "; ".join(tops) + ".")
+    if u.get("utilization") is not None:
+        out.append(f"Allocated share of capacity: {pct(u['utilization'])} of the {fmt(u.get('available_gpu_hours'))} "
+                   "GPU-hours the GPUs were available (GPU-hours allocated to jobs, not how busy the GPUs were).")
+    else:
+        out.append("Allocated share of capacity unknown: " + (unknown.get("utilization") or
+                   "no GPU count of the cluster (give --capacity-gpus or a site profile)") + ".")
+    e = report.get("efficiency") or {}
+    if e.get("gpu_util_pct_weighted") is not None:
+        out.append(f"The allocated GPUs were busy {_util_pct(e['gpu_util_pct_weighted'])} of the time, weighted by "
+                   "GPU-hours, where measured.")
+    out.append(f"Energy: {energy_coverage_text(t)}.")
+    rest = {k: why for k, why in unknown.items() if k not in ("utilization", "energy_kwh")}   # (said above)
+    if rest:
+        out.append("Not known: " + "; ".join(f"{UNKNOWN_LABELS.get(k, k)}: {why}" for k, why in rest.items()) + ".")
+    return out
+
+
 def title(report: dict) -> str:
     c = f" — {report['cluster']}" if report.get("cluster") else ""
     import datetime as _dt
@@ -541,11 +587,12 @@ def to_html(report: dict, limit: int = 25) -> str:
         unknown_lines=unknown_lines(report), about=about_rows(report), backlog=backlog_text(report["totals"]), downtime=downtime_text(report), trends=trends_text(report.get("trends")),
         trend_tables=trend_tables(report["trends"]) if report.get("trends") else [],
         job_sizes=job_sizes_table(report.get("job_sizes")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")),
-        denominators=denominators_text(report), breakdown_rows=breakdown_rows(report), account_rows=account_rows(report), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
+        denominators=denominators_text(report), breakdown_rows=breakdown_shown(report), account_rows=account_rows(report), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
         energy_text=energy_coverage_text(report["totals"]), group_kwh=lambda g: group_kwh(report, g), physical=physical_text(report["totals"]),
         groups=_GROUPS, energy_sources=REPORTED_SOURCES, limit=limit, version=__version__, policy_note=POLICY_NOTE,
         requested=requested_note(report), gh_head=gpu_h_header(report), wh_head=gpu_h_header(report, "wasted GPU-h"),
-        yes_no=yes_no, assumption=assumption_text, rejected=rejected_text(report["data_quality"]), util_pct=_util_pct, empty_group=lambda key: empty_group_text(report, key))
+        yes_no=yes_no, assumption=assumption_text, rejected=rejected_text(report["data_quality"]), util_pct=_util_pct, empty_group=lambda key: empty_group_text(report, key),
+        summary=summary_sentences(report), accounts_window_note=accounts_window_note(report))
 
 
 def about_rows(report: dict) -> list[list[str]]:
@@ -663,9 +710,38 @@ def account_rows(report: dict) -> list[dict]:
              if (r["account"], r["user"], "cpu") in theirs else ""} for r in a["rows"]]
 
 
+def accounts_window_note(report: dict) -> str:
+    """Why the Accounts tree's figures can differ from *By account*: the tree covers the hours
+    sreport has rolled up (``accounts.window``), the groups the whole report window; "" when the
+    two windows are the same."""
+    a = report.get("accounts") or {}
+    aw, w = a.get("window"), report.get("window") or {}
+    if not aw or (aw.get("start"), aw.get("end")) == (w.get("start"), w.get("end")):
+        return ""
+    return (f"These figures cover {aw['start']} – {aw['end']}, the whole hours sreport has rolled up, to compare "
+            f"with it; By account covers the report's window, {w.get('start')} – {w.get('end')}: use outside "
+            "these hours is only there.")
+
+
+def breakdown_shown(report: dict) -> list[dict]:
+    """The breakdown rows the HTML and Markdown show: :func:`breakdown_rows`, none when every
+    hour in it, ours and sreport's, is 0 (nothing to compare; breakdown.csv keeps them)."""
+    rows = breakdown_rows(report)
+    b = (report.get("utilization") or {}).get("breakdown") or {}
+    figs = [v for tres in (b.get("ours") or {}).values() for v in tres.values()]
+    figs += [v for tres in (b.get("sreport") or {}).values() for v in (tres or {}).values()]
+    return [] if figs and all(isinstance(v, (int, float)) and v == 0 for v in figs) else rows
+
+
 def _md_denominators(r: dict) -> list[str]:
-    lines = ["## Denominators", "", *denominators_text(r), ""]
-    rows = breakdown_rows(r)
+    """The Markdown report's last sections: the reconciliation with sreport, the utilization's
+    denominators and sreport's breakdown (when not all 0), the account tree."""
+    lines = ["## Reconciliation and denominators", ""]
+    if r.get("reconciliation"):
+        rc = r["reconciliation"]
+        lines += [("**FLAGGED** " if rc["flagged"] else "") + recon_text(rc), ""]
+    lines += [*denominators_text(r), ""]
+    rows = breakdown_shown(r)
     if rows:
         b = r["utilization"]["breakdown"]
         lines += [f"sreport's breakdown, {b['window']['start']} – {b['window']['end']} (hours):", "",
@@ -676,6 +752,7 @@ def _md_denominators(r: dict) -> list[str]:
     if acc:
         lines += ["## Accounts", "", f"Per-user usage under each account, {r['accounts']['window']['start']} – "
                   f"{r['accounts']['window']['end']}; {r['accounts']['note']}.", "",
+                  *([accounts_window_note(r), ""] if accounts_window_note(r) else []),
                   _md_table(["account / user", "GPU-hours", "sreport GPU-h", "CPU-hours", "sreport CPU-h"],
                             [["\u2003" * x["depth"] + (x["user"] or x["account"]), x["gpu_hours"],
                               x["sreport_gpu_hours"] or "–", x["cpu_hours"], x["sreport_cpu_hours"] or "–"] for x in acc]), ""]
@@ -710,12 +787,13 @@ def _md_head(r: dict) -> list[str]:
                f"is in data_quality.csv.", ""] if dq0.get("rejected_over_limit") else [])
     lines = [f"# {title(r)}", "", *banner,
              f"Window {r['window']['start']} – {r['window']['end']} (UTC, end exclusive).", "",
+             "## Summary", "", " ".join(summary_sentences(r)), "",
              *([f"**{(r.get('coverage') or {})['note']}.**", ""] if (r.get("coverage") or {}).get("partial") else []),
              *([f"Provisional: {t['provisional_jobs']} job(s) still running as of {r.get('as_of')}; "
                 f"{known(r, 'gpu_hours', t.get('provisional_gpu_hours'))} of the GPU-hours count up to then and will grow "
                 f"(marked * below).", ""] if t.get("provisional_jobs") else []),
              "## Totals", "",
-             _md_table(["jobs", gpu_h_header(r), "CPU-hours", gpu_h_header(r, "wasted GPU-h"), "utilization",
+             _md_table(["jobs", gpu_h_header(r), "CPU-hours", gpu_h_header(r, "wasted GPU-h"), "allocated share of capacity",
                         "energy", "energy by source",
                         "facility energy", "CO2e kg", "cost", "pending jobs", "pending GPU-h requested"],
                        [[t["jobs"], known(r, "gpu_hours", t["gpu_hours"]), known(r, "cpu_hours", t["cpu_hours"]),
@@ -810,13 +888,7 @@ def to_markdown(report: dict, limit: int = 25) -> str:
     """The report as Markdown (tables, no images)."""
     r = report
     lines = _md_head(r)
-    if r.get("reconciliation"):
-        rc = r["reconciliation"]
-        lines += [("**FLAGGED** " if rc["flagged"] else "") + recon_text(rc), ""]
-    lines += _md_denominators(r)
     lines += _md_groups(r, limit)
-    lines += _md_energy(r)
-    lines += _md_policy(r)
     lines += ["## Outcomes", "", _md_table(
         ["outcome", "jobs", "attempts", gpu_h_header(r), gpu_h_header(r, "wasted GPU-h")],
         [[outcome_label(o), o["jobs"], o.get("attempts", o["rows"]), known(r, "gpu_hours", o["gpu_hours"]),
@@ -831,6 +903,9 @@ def to_markdown(report: dict, limit: int = 25) -> str:
         *_md_wait_histogram(r["queue_wait"]), backlog_text(r["totals"]), "",
         *_md_job_sizes(r), *_md_downtime(r, limit), *_md_trends(r)]
     lines += _md_efficiency(r, limit)
+    lines += _md_energy(r)
+    lines += _md_policy(r)
+    lines += _md_denominators(r)
     if r.get("inputs"):
         lines += ["## About this report", "", _md_table(["item", "value"], about_rows(r)), ""]
     lines += _md_data_quality(r)

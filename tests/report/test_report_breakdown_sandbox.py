@@ -82,9 +82,15 @@ def test_breakdown_and_account_tree_equal_sreport(own_slurm_env, tmp_path):
     assert rows[(ACCOUNT, "", "gres/gpu")]["sreport"] == pytest.approx(rows[(ACCOUNT, "root", "gres/gpu")]["sreport"])
     # every format shows it
     md = (out / "weekly.md").read_text()
-    assert "## Denominators" in md and "Utilization's capacity source: scontrol show nodes" in md and "## Accounts" in md
+    assert "## Reconciliation and denominators" in md and "Utilization's capacity source: scontrol show nodes" in md and "## Accounts" in md
     html = (out / "weekly.html").read_text()
-    assert "<h2>Denominators</h2>" in html and "Planned Down" in html
+    assert "<h3>Denominators</h3>" in html and "Planned Down" in html
+    # a reader's order: the summary, the totals and the tables first; sreport's reconciliation,
+    # the denominators and the account tree last, collapsed
+    assert (html.index('<div class="summary">') < html.index("<h2>Totals</h2>") < html.index("<h2>By account</h2>")
+            < html.index('<details class="recon">') < html.index("<h3>Denominators</h3>"))
+    assert md.index("## Summary") < md.index("## Totals") < md.index("## By account") < md.index(
+        "## Reconciliation and denominators")
     with open(out / "breakdown.csv") as fh:
         got = list(csv.DictReader(fh))
     assert {(r["tres"], r["figure"]) for r in got} >= {("gres/gpu", "Allocated"), ("cpu", "Planned Down")}
