@@ -175,12 +175,35 @@ def _apply(plan, path: Path, installing: bool, dirs=()) -> list[str]:
 @click.option("--python", "python", default=None, metavar="PATH",
               help="The interpreter the shims run (default: the one running install). It must import slurmkit; "
                    "every user must be able to run it (the mid-run retry's Xid query runs it as the job's user).")
-def install_cmd(slurm_conf, dry_run, chain, configless, replace, site, mode, state_dir, spool_dir, textfile_dir, snapshots,
-                interval, timeout, resume_after, python):
-    """Add the hooks to slurm.conf without overwriting site values (see slurmkit/hooks/install.py)."""
+@click.pass_context
+def install_cmd(ctx, slurm_conf, dry_run, chain, configless, replace, site, mode, state_dir, spool_dir, textfile_dir,
+                snapshots, interval, timeout, resume_after, python):
+    """Add the hooks to slurm.conf without overwriting site values (see slurmkit/hooks/install.py).
+
+    On a sandbox's slurm.conf every node replays its GPUs' snapshot (``slurmkit sandbox gpu``
+    breaks one) and the state, spool and textfile folders are under the sandbox's ``hooks/``,
+    unless --snapshot or the folder options say otherwise."""
     from slurmkit.hooks import install as inst
     from slurmkit.hooks.config import render
+    from slurmkit.sandbox.gpus import sandbox_hook_defaults
     from slurmkit.slurm import conf as sconf
+
+    sandbox = sandbox_hook_defaults(Path(slurm_conf))
+    sandbox_notes = []
+    if sandbox is not None:
+        given = {name for name in ("state_dir", "spool_dir", "textfile_dir")
+                 if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT}
+        state_dir, spool_dir, textfile_dir = (v if k in given else sandbox[k] for k, v in
+                                              (("state_dir", state_dir), ("spool_dir", spool_dir),
+                                               ("textfile_dir", textfile_dir)))
+        named = {item.partition("=")[0] for item in snapshots}
+        extra = [f"{n}={p}" for n, p in sandbox["snapshots"].items() if n not in named]
+        snapshots = tuple(snapshots) + tuple(extra)
+        if extra:
+            sandbox_notes.append(f"sandbox {sandbox['dir']}: nodes {', '.join(e.partition('=')[0] for e in extra)} "
+                                 f"replay their GPUs' snapshots in {sandbox['dir'] / 'hooks' / 'gpus'} "
+                                 "('slurmkit sandbox gpu NODE --break FAULT' breaks one); state, spool and "
+                                 f"textfile folders under {sandbox['dir'] / 'hooks'}")
 
     # (slurm.conf keeps both in 16 bits: scontrol reconfigure refuses a larger value, so the
     # install would leave a slurm.conf Slurm does not take)
@@ -216,6 +239,7 @@ def install_cmd(slurm_conf, dry_run, chain, configless, replace, site, mode, sta
                             resume_after=resume_after)
     plan = inst.plan_install(tree, spec)
     plan.notes.extend(inst.interpreter_warnings(spec.python, imports))
+    plan.notes.extend(sandbox_notes)
     if _show(plan, "nothing to change: the hooks are already installed", dry_run, notes=True):
         return
     backups = _apply(plan, path, True, dirs=((state_dir, 0o700), (spool_dir, 0o700), (textfile_dir, 0o777)))
