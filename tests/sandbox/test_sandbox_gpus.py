@@ -114,7 +114,7 @@ def test_sandbox_configs_come_with_healthy_snapshots_hooks_install_replays(tmp_p
     assert r.exit_code == 0, r.output
     assert f"sandbox {sb.dir}: nodes n1, n2, n3, n4 replay their GPUs' snapshots in {snaps}" in r.output
     toml = (sb.etc / "slurmkit-hooks.toml").read_text()
-    assert f'state_dir = "{sb.dir}/hooks/state"' in toml
+    assert f'state_dir = "{sb.dir}/hooks/state"' in toml and "log_file = true" in toml
     for n in sb.node_names:
         assert f'[nodes.{n}]\nsnapshot = "{snaps}/{n}.json"' in toml
 
