@@ -309,6 +309,9 @@ class Sandbox:
             # rewritten at every up: the rootfs may have been rebuilt since
             rootfs.write_wrappers(rootfs.ensure(self.release, say), self.bin_dir)
         if self.is_up():
+            # one started by an earlier slurmkit has no GPU snapshots yet
+            gpus.write_node_snapshots(self.dir / gpus.SNAPSHOT_SUBDIR, self.node_names, self.spec.gpus_per_node,
+                                      self.spec.gpu_type, only_missing=True)
             say(f"sandbox already up in {self.dir}")
             return
         daemons = self.daemons()
