@@ -20,10 +20,6 @@ from slurmkit.hooks.config import DEFAULTS
 # the largest HealthCheckInterval and PrologEpilogTimeout slurm.conf takes (uint16_t in
 # Slurm's slurm_conf_t; scontrol: "HealthCheckInterval value (86400) is greater than 65535")
 SLURM_UINT16_MAX = 65535
-#: on a sandbox: a health check every 10 s and a resume after 2 clean runs, so a GPU broken
-#: there drains its node and comes back within a minute (real clusters: --interval, --resume-after)
-SANDBOX_INTERVAL_S = 10
-SANDBOX_RESUME_AFTER = 2
 
 
 def _run_hook(kind: str, config: str | None) -> None:
@@ -248,9 +244,9 @@ def install_cmd(ctx, slurm_conf, dry_run, chain, configless, replace, site, mode
     """Add the hooks to slurm.conf without overwriting site values (see slurmkit/hooks/install.py).
 
     On a sandbox's slurm.conf every node replays its GPUs' snapshot (``slurmkit sandbox gpu``
-    breaks one), the state, spool and textfile folders are under the sandbox's ``hooks/``, the
-    log lines also go to a file (``slurmkit hooks log``), the health check runs every 10 s and
-    resumes after 2 clean runs, unless --snapshot or the options say otherwise."""
+    breaks one), the state, spool and textfile folders are under the sandbox's ``hooks/`` and
+    the log lines also go to a file (``slurmkit hooks log``), unless --snapshot or the folder
+    options say otherwise."""
     from slurmkit.hooks import install as inst
     from slurmkit.hooks.config import render
     from slurmkit.sandbox.gpus import sandbox_hook_defaults
@@ -259,10 +255,8 @@ def install_cmd(ctx, slurm_conf, dry_run, chain, configless, replace, site, mode
     sandbox = sandbox_hook_defaults(Path(slurm_conf))
     sandbox_notes = []
     if sandbox is not None:
-        given = {name for name in ("state_dir", "spool_dir", "textfile_dir", "interval", "resume_after")
+        given = {name for name in ("state_dir", "spool_dir", "textfile_dir")
                  if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT}
-        interval = interval if "interval" in given else SANDBOX_INTERVAL_S
-        resume_after = resume_after if "resume_after" in given else SANDBOX_RESUME_AFTER
         state_dir, spool_dir, textfile_dir = (v if k in given else sandbox[k] for k, v in
                                               (("state_dir", state_dir), ("spool_dir", spool_dir),
                                                ("textfile_dir", textfile_dir)))
@@ -273,8 +267,7 @@ def install_cmd(ctx, slurm_conf, dry_run, chain, configless, replace, site, mode
             sandbox_notes.append(f"sandbox {sandbox['dir']}: nodes {', '.join(e.partition('=')[0] for e in extra)} "
                                  f"replay their GPUs' snapshots in {sandbox['dir'] / 'hooks' / 'gpus'} "
                                  "('slurmkit sandbox gpu NODE --break FAULT' breaks one); state, spool and "
-                                 f"textfile folders under {sandbox['dir'] / 'hooks'}; health check every "
-                                 f"{interval} s, resume after {resume_after} clean runs")
+                                 f"textfile folders under {sandbox['dir'] / 'hooks'}")
 
     # (slurm.conf keeps both in 16 bits: scontrol reconfigure refuses a larger value, so the
     # install would leave a slurm.conf Slurm does not take)

@@ -190,7 +190,7 @@ def gpu(node, fault, fix, gpu_index, list_faults, directory):
                        "clean runs")
     if not hooks_cfg.exists():
         click.echo(f"  the hooks are not installed: slurmkit hooks install --slurm-conf {sb.slurm_conf} "
-                   "--mode enforce && scontrol reconfigure", err=True)
+                   "--mode enforce --interval 10 --resume-after 2 && scontrol reconfigure", err=True)
     elif str(path) not in hooks_cfg.read_text(errors="replace"):
         click.echo(f"  warning: {hooks_cfg} does not replay {path} for {node}: the hooks do not see this change",
                    err=True)

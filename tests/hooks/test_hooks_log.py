@@ -90,3 +90,4 @@ def test_hooks_log_without_a_config_says_to_install(tmp_path, monkeypatch):
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
     r = CliRunner().invoke(cli_main, ["hooks", "log"])
     assert r.exit_code == 2 and "slurmkit-hooks.toml" in r.output and "slurmkit hooks install" in r.output
+

@@ -39,10 +39,11 @@ def hooked(sandbox):
     work = Path(tempfile.mkdtemp(prefix="hooks-recipes-", dir=sandbox.dir))
     for n in sandbox.node_names:
         _sh(sandbox, "sandbox", "gpu", n, "--fix", "--dir", sandbox.dir)
-    r = hooks_cli(conf, "install", "--mode", "enforce", "--state-dir", work / "state", "--spool-dir",
-                  work / "spool", "--textfile-dir", work / "textfile")
+    # the docs' command; the hooks' folders of the test's own
+    r = hooks_cli(conf, "install", "--mode", "enforce", "--interval", "10", "--resume-after", "2", "--state-dir",
+                  work / "state", "--spool-dir", work / "spool", "--textfile-dir", work / "textfile")
     assert r.returncode == 0, r.stderr
-    assert "health check every 10 s, resume after 2 clean runs" in r.stdout
+    assert f"nodes n1, n2, n3, n4 replay their GPUs' snapshots in {sandbox.dir}/hooks/gpus" in r.stdout
     reconfigure(sandbox)
     yield {"conf": conf, "state": work / "state"}
     for n in sandbox.node_names:

@@ -146,3 +146,24 @@ def test_sandbox_gpu_help_and_list_name_every_fault():
     listed = CliRunner().invoke(cli_main, ["sandbox", "gpu", "--list"]).output
     for name, f in gpus.FAULTS.items():
         assert name in " ".join(help_.split()).replace("- ", "-") and f"{name:<10} {f.summary}" in listed
+
+
+def test_the_sandbox_simulators_gpus_give_a_job_energy_and_utilization(node, tmp_path):
+    """The sandbox's simulated GPUs (:class:`slurmkit.sandbox.gpus.GpuSimulator`) through a real
+    prolog and epilog: the spool line has the job's energy and its GPUs' utilization."""
+    from slurmkit.hooks import spool
+    from slurmkit.sandbox import gpus
+
+    sim = gpus.GpuSimulator(tmp_path / "gpus", ["n1"], 4, period_s=1.0)
+    sim.write_all()
+    node.write_config({"n1": sim.path("n1")})
+    assert node.run(node.prolog).returncode == 0
+    sim._t0 -= 3.0  # three seconds on: three more finished processes, 3 s more energy
+    sim.write_all()
+    assert node.run(node.epilog).returncode == 0
+    (rec,), problems = spool.read(node.spool_dir / spool.file_name("n1"))
+    assert problems == [] and rec.measured
+    assert {g.index for g in rec.gpus} == {0, 2}  # SLURM_JOB_GPUS of Node.run
+    assert all(g.energy_mj >= int(gpus.BUSY_POWER_W * 3.0 * 1000) for g in rec.gpus)
+    assert rec.gpu_util_pct == gpus.BUSY_UTILIZATION_PCT
+    assert all(a.processes >= 3 and a.max_memory_mib == gpus.BUSY_MEMORY_MIB for a in rec.accounting.values())
