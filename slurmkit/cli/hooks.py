@@ -120,6 +120,69 @@ def gpu_reset_cmd(gpu, config, node, done, nvidia_smi, timeout):
                f"hardware XIDs hold (other GPUs' stay)")
 
 
+#: the words of a log line ``hooks log --drains`` keeps: drains, would-drains, resumes, failed
+#: checks and slurmkit's own trouble (messages of slurmkit/hooks/flows.py)
+DRAIN_WORDS = ("drain", "resum", " fail: ", "own trouble")
+
+
+def _default_config() -> str:
+    """The hooks config ``hooks log`` reads: ``$SLURMKIT_HOOKS_CONFIG``, else
+    ``slurmkit-hooks.toml`` beside ``$SLURM_CONF`` (else /etc/slurm/slurm.conf), where install
+    writes it."""
+    from slurmkit.hooks.install import CONFIG
+
+    return os.environ.get("SLURMKIT_HOOKS_CONFIG") or os.path.join(
+        os.path.dirname(os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"), CONFIG)
+
+
+@cli.command("log")
+@click.option("--config", "config", type=click.Path(dir_okay=False),
+              help="Hooks config (default: $SLURMKIT_HOOKS_CONFIG, else slurmkit-hooks.toml beside $SLURM_CONF).")
+@click.option("--node", help="Only this node's lines (default: every node's, merged by time).")
+@click.option("-n", "--lines", "count", type=int, default=30, show_default=True, help="Show the last N lines.")
+@click.option("--drains", is_flag=True, help="Only drains, would-drains, resumes, failed checks and own trouble.")
+def log_cmd(config, node, count, drains):
+    """The hooks' recent log lines: each run's verdict, drains and would-drains.
+
+    Read from <state_dir>/<node>/hooks.log, which the hooks write where syslog is absent (the
+    sandbox, containers) or with log_file = true in their config; elsewhere the lines are in
+    syslog: journalctl -t slurmkit-healthcheck -t slurmkit-prolog -t slurmkit-epilog. Exit 1
+    when there is no log file to read."""
+    from slurmkit.hooks.config import HookConfigError, load
+    from slurmkit.hooks.log import FILE_NAME, log_path
+
+    path = config or _default_config()
+    try:
+        cfg = load(path)
+    except HookConfigError as exc:
+        raise UsageError("--config", f"{exc} (are the hooks installed? slurmkit hooks install --slurm-conf ...)") from None
+    if node:
+        files = [log_path(cfg.state_dir, node)]
+    else:
+        files = sorted(str(p) for p in Path(cfg.state_dir).glob(f"*/{FILE_NAME}"))
+    rows = []
+    for f in files:
+        for name in (f + ".1", f):  # the moved-away older file first
+            try:
+                with open(name, encoding="utf-8", errors="replace") as fh:
+                    rows += [line.rstrip("\n") for line in fh if line.strip()]
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise UsageError("--config", f"{name}: {exc.strerror or exc}") from None
+    if not rows:
+        where = log_path(cfg.state_dir, node or "<node>")
+        click.echo(f"no hook log lines in {where}: the hooks write it where syslog is absent or with "
+                   f"'log_file = true' in {path}; on a node with syslog: journalctl -t slurmkit-healthcheck "
+                   "-t slurmkit-prolog -t slurmkit-epilog (or grep slurmkit- /var/log/syslog)", err=True)
+        sys.exit(1)
+    if drains:
+        rows = [r for r in rows if any(w in r for w in DRAIN_WORDS)]
+    rows.sort(key=lambda r: r.split(" ", 1)[0])  # ISO time first: stable, so a run's lines stay in order
+    for r in rows[-count:] if count > 0 else rows:
+        click.echo(r)
+
+
 def _show(plan, nothing: str, dry_run: bool, notes: bool) -> bool:
     """Print ``plan``'s diff (or ``nothing``); on a dry run also its notes (when ``notes``) and
     say nothing was written. Returns ``dry_run``."""
@@ -175,12 +238,36 @@ def _apply(plan, path: Path, installing: bool, dirs=()) -> list[str]:
 @click.option("--python", "python", default=None, metavar="PATH",
               help="The interpreter the shims run (default: the one running install). It must import slurmkit; "
                    "every user must be able to run it (the mid-run retry's Xid query runs it as the job's user).")
-def install_cmd(slurm_conf, dry_run, chain, configless, replace, site, mode, state_dir, spool_dir, textfile_dir, snapshots,
-                interval, timeout, resume_after, python):
-    """Add the hooks to slurm.conf without overwriting site values (see slurmkit/hooks/install.py)."""
+@click.pass_context
+def install_cmd(ctx, slurm_conf, dry_run, chain, configless, replace, site, mode, state_dir, spool_dir, textfile_dir,
+                snapshots, interval, timeout, resume_after, python):
+    """Add the hooks to slurm.conf without overwriting site values (see slurmkit/hooks/install.py).
+
+    On a sandbox's slurm.conf every node replays its GPUs' snapshot (``slurmkit sandbox gpu``
+    breaks one), the state, spool and textfile folders are under the sandbox's ``hooks/`` and
+    the log lines also go to a file (``slurmkit hooks log``), unless --snapshot or the folder
+    options say otherwise."""
     from slurmkit.hooks import install as inst
     from slurmkit.hooks.config import render
+    from slurmkit.sandbox.gpus import sandbox_hook_defaults
     from slurmkit.slurm import conf as sconf
+
+    sandbox = sandbox_hook_defaults(Path(slurm_conf))
+    sandbox_notes = []
+    if sandbox is not None:
+        given = {name for name in ("state_dir", "spool_dir", "textfile_dir")
+                 if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT}
+        state_dir, spool_dir, textfile_dir = (v if k in given else sandbox[k] for k, v in
+                                              (("state_dir", state_dir), ("spool_dir", spool_dir),
+                                               ("textfile_dir", textfile_dir)))
+        named = {item.partition("=")[0] for item in snapshots}
+        extra = [f"{n}={p}" for n, p in sandbox["snapshots"].items() if n not in named]
+        snapshots = tuple(snapshots) + tuple(extra)
+        if extra:
+            sandbox_notes.append(f"sandbox {sandbox['dir']}: nodes {', '.join(e.partition('=')[0] for e in extra)} "
+                                 f"replay their GPUs' snapshots in {sandbox['dir'] / 'hooks' / 'gpus'} "
+                                 "('slurmkit sandbox gpu NODE --break FAULT' breaks one); state, spool and "
+                                 f"textfile folders under {sandbox['dir'] / 'hooks'}")
 
     # (slurm.conf keeps both in 16 bits: scontrol reconfigure refuses a larger value, so the
     # install would leave a slurm.conf Slurm does not take)
@@ -206,7 +293,8 @@ def install_cmd(slurm_conf, dry_run, chain, configless, replace, site, mode, sta
     tree = sconf.load_tree(path)
     text = render(path, gres_conf=path.parent / "gres.conf", profile=profile, mode=mode, state_dir=state_dir,
                   spool_dir=spool_dir, textfile_dir=textfile_dir, resume_after=resume_after,
-                  snapshots=snaps, slurm_bin_dir=str(Path(scontrol).parent) if scontrol else None)
+                  snapshots=snaps, slurm_bin_dir=str(Path(scontrol).parent) if scontrol else None,
+                  log_file=True if sandbox is not None else None)
     # the shims' interpreter: its path as given (a venv's python is a link: not resolved), checked
     # to import slurmkit's hooks, and what it reads checked for every user
     py = sys.executable if python is None else os.path.abspath(python)
@@ -216,6 +304,7 @@ def install_cmd(slurm_conf, dry_run, chain, configless, replace, site, mode, sta
                             resume_after=resume_after)
     plan = inst.plan_install(tree, spec)
     plan.notes.extend(inst.interpreter_warnings(spec.python, imports))
+    plan.notes.extend(sandbox_notes)
     if _show(plan, "nothing to change: the hooks are already installed", dry_run, notes=True):
         return
     backups = _apply(plan, path, True, dirs=((state_dir, 0o700), (spool_dir, 0o700), (textfile_dir, 0o777)))

@@ -188,3 +188,67 @@ def demo(directory, port_base, no_install):
     finally:
         _remember(sb)
     raise SystemExit(code)
+
+
+@cli.command("gpu")
+@click.argument("node", required=False)
+@click.option("--break", "fault", metavar="FAULT",
+              help="Give the node's GPU this fault: xid79, off-bus, dbe or row-remap (--list says what each is).")
+@click.option("--fix", is_flag=True, help="Make the node's GPUs healthy again.")
+@click.option("--gpu", "gpu_index", type=int, default=1, show_default=True, help="NVML index of the GPU --break breaks.")
+@click.option("--list", "list_faults", is_flag=True, help="List the faults, each with the real capture it is taken from.")
+@_find_option
+def gpu(node, fault, fix, gpu_index, list_faults, directory):
+    """Break or fix a GPU of a sandbox node (NODE: n1, n2, ...): its snapshot, which the hooks
+    replay, is edited; the next hook run on the node sees it.
+
+    Exit 2 for an unknown node or fault. Bringing a node back: docs/hooks.md."""
+    from slurmkit.errors import UsageError
+    from slurmkit.sandbox import gpus as sgpus
+
+    if list_faults:
+        for name, f in sgpus.FAULTS.items():
+            click.echo(f"{name:<10} {f.summary}\n{'':<10} from {f.source}")
+        return
+    if not node or (fault is None) == (not fix):
+        raise UsageError("NODE", "give a NODE and one of --break FAULT or --fix (--list: the faults)")
+    if fault is not None and fault not in sgpus.FAULTS:
+        raise UsageError("--break", f"{fault!r}: not a fault; one of {', '.join(sgpus.FAULTS)}")
+    sb = _running(directory)
+    if node not in sb.node_names:
+        raise UsageError("NODE", f"{node!r}: the sandbox in {sb.dir} has nodes {', '.join(sb.node_names)}")
+    if fault is not None and not 0 <= gpu_index < sb.spec.gpus_per_node:
+        raise UsageError("--gpu", f"{gpu_index}: {node} has NVML GPUs 0 to {sb.spec.gpus_per_node - 1}")
+    snap_dir = sb.dir / sgpus.SNAPSHOT_SUBDIR
+    old = sgpus.set_fault(snap_dir, node, fault, gpu_index)
+    (path,) = sgpus.write_node_snapshots(snap_dir, [node], sb.spec.gpus_per_node, sb.spec.gpu_type)
+    hooks_cfg = sb.slurm_conf.parent / "slurmkit-hooks.toml"
+    cfg = f"--config {hooks_cfg}"
+    if fault is not None:
+        f = sgpus.FAULTS[fault]
+        bus = sgpus.bus_id(gpu_index)
+        click.echo(f"{node}: NVML GPU{gpu_index} ({bus}) broken: {fault}, {f.summary}")
+        click.echo(f"  taken from {f.source}")
+        click.echo(f"  snapshot {path}: the next hook run on {node} sees it; enforce mode drains the node "
+                   f"('slurmkit: ...' reason), observe mode logs 'would drain'")
+        click.echo(f"  watch:  sinfo -R    slurmkit hooks log --node {node}")
+        click.echo(f"  back:   slurmkit sandbox gpu {node} --fix" + (f" --dir {sb.dir}" if directory else "")
+                   + (f", then slurmkit hooks gpu-reset {bus} --done --node {node} {cfg} (an Xid holds the drain "
+                      "until its GPU's reset is recorded)" if f.xid is not None
+                      else ", then the health check resumes it after resume_after clean runs"))
+    else:
+        was = old and sgpus.FAULTS.get(old["fault"])
+        click.echo(f"{node}: GPUs healthy again (snapshot {path})"
+                   + (f"; it had {old['fault']} on NVML GPU{old['gpu']}" if old else "; it had no fault"))
+        if was and was.xid is not None:
+            click.echo(f"  its Xid {was.xid} holds slurmkit's drain until the GPU's reset is recorded: "
+                       f"slurmkit hooks gpu-reset {sgpus.bus_id(int(old['gpu']))} --done --node {node} {cfg}")
+        elif old:
+            click.echo("  slurmkit's drain ends by itself: the health check resumes the node after resume_after "
+                       "clean runs")
+    if not hooks_cfg.exists():
+        click.echo(f"  the hooks are not installed: slurmkit hooks install --slurm-conf {sb.slurm_conf} "
+                   "--mode enforce --interval 10 --resume-after 2 && scontrol reconfigure", err=True)
+    elif str(path) not in hooks_cfg.read_text(errors="replace"):
+        click.echo(f"  warning: {hooks_cfg} does not replay {path} for {node}: the hooks do not see this change",
+                   err=True)

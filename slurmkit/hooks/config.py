@@ -21,6 +21,8 @@ Keys (all optional except ``slurm_conf``)::
                                           # kernel-log window; unset: "jobs" beside state_dir)
     spool_dir = "/var/spool/slurmkit"     # per-job energy spool (root only)
     textfile_dir = "/var/lib/prometheus/node-exporter"  # node_exporter textfile collector dir
+    log_file = true                       # also write log lines to <state_dir>/<node>/hooks.log;
+                                          # unset: only where syslog (/dev/log) is absent
     [checks]                              # per-check switches over the profile's [health.checks]
     pcie_width = false                    # (check ids: slurmkit/health/checks.toml)
     [nodes.n3]                            # per node: where its GPU state comes from
@@ -91,6 +93,7 @@ class HookConfig:
     jobs_dir: str = os.path.join(os.path.dirname(DEFAULTS["state_dir"]), "jobs")
     spool_dir: str = DEFAULTS["spool_dir"]
     textfile_dir: str = DEFAULTS["textfile_dir"]
+    log_file: bool | None = None
     nodes: dict = field(default_factory=dict)
     checks: dict = field(default_factory=dict)
 
@@ -129,7 +132,7 @@ class HookConfig:
 
 _TYPES = {"slurm_conf": str, "gres_conf": str, "profile": str, "mode": str, "deadline_s": (int, float),
           "resume_after": int, "scontrol_timeout_s": (int, float), "slurm_bin_dir": str, "dcgmi": str, "all_reduce_perf": str, "state_dir": str, "jobs_dir": str, "spool_dir": str,
-          "textfile_dir": str, "nodes": dict, "checks": dict}
+          "textfile_dir": str, "log_file": bool, "nodes": dict, "checks": dict}
 
 
 _BARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -223,7 +226,7 @@ def parse(text: str, path) -> HookConfig:
         want = _TYPES.get(key)
         if want is None:
             raise HookConfigError(path, None, f"unknown key (known: {', '.join(_TYPES)})", key)
-        if isinstance(value, bool) or not isinstance(value, want):
+        if isinstance(value, bool) is not (want is bool) or not isinstance(value, want):
             raise HookConfigError(path, None, f"wrong type {type(value).__name__}", key)
     if "slurm_conf" not in data:
         raise HookConfigError(path, None, "missing (the path of slurm.conf)", "slurm_conf")
@@ -266,7 +269,7 @@ def parse(text: str, path) -> HookConfig:
         slurm_bin_dir=data.get("slurm_bin_dir"), dcgmi=data.get("dcgmi", DEFAULTS["dcgmi"]),
         all_reduce_perf=data.get("all_reduce_perf", DEFAULTS["all_reduce_perf"]), state_dir=p("state_dir"),
         jobs_dir=p("jobs_dir") if "jobs_dir" in data else os.path.join(os.path.dirname(p("state_dir")), "jobs"),
-        spool_dir=p("spool_dir"), textfile_dir=p("textfile_dir"), nodes=nodes,
+        spool_dir=p("spool_dir"), textfile_dir=p("textfile_dir"), log_file=data.get("log_file"), nodes=nodes,
         checks=dict(data.get("checks", {})))
 
 
@@ -283,11 +286,13 @@ def load(path) -> HookConfig:
 def render(slurm_conf, *, gres_conf=None, profile=None, mode=None, state_dir=None, spool_dir=None,
            textfile_dir=None, jobs_dir=None, resume_after=DEFAULTS["resume_after"], deadline_s=None,
            snapshots: dict | None = None, slurm_bin_dir=None, sysfs: dict | None = None,
-           dcgm_diag: dict | None = None, nccl_allreduce: dict | None = None, kmsg: dict | None = None) -> str:
+           dcgm_diag: dict | None = None, nccl_allreduce: dict | None = None, kmsg: dict | None = None,
+           log_file: bool | None = None) -> str:
     """The TOML text install writes (absolute paths; ``snapshots`` {node: path}, ``sysfs``
     {node: sysfs root}, ``dcgm_diag`` {node: recorded dcgmi output}, ``kmsg`` {node: kernel-log
     file}; ``jobs_dir`` None: not written, "jobs" beside ``state_dir``). ``mode`` /
-    ``deadline_s`` None: not written, so the hooks take the profile's ``[health]`` values."""
+    ``deadline_s`` None: not written, so the hooks take the profile's ``[health]`` values;
+    ``log_file`` None: not written (the log file only where syslog is absent)."""
     def q(v):
         return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -308,6 +313,8 @@ def render(slurm_conf, *, gres_conf=None, profile=None, mode=None, state_dir=Non
               f"textfile_dir = {q(os.path.abspath(textfile_dir or DEFAULTS['textfile_dir']))}"]
     if jobs_dir:
         lines.append(f"jobs_dir = {q(os.path.abspath(jobs_dir))}")
+    if log_file is not None:
+        lines.append(f"log_file = {'true' if log_file else 'false'}")
     if slurm_bin_dir:
         lines.append(f"slurm_bin_dir = {q(slurm_bin_dir)}")
     per_node = {"snapshot": snapshots or {}, "sysfs": sysfs or {}, "dcgm_diag": dcgm_diag or {},

@@ -104,7 +104,27 @@ def _run(hook: str, config_path: str | None, env) -> int:
         log.error(f"slurmkit's own trouble (no drain): textfile: internal error: {type(exc).__name__}: {exc}")
     log.info(f"{hook} done in {duration:.3f} s, exit {code}"
              + (f", drain reason: {run.verdict.drain_reason}" if run.verdict.drain_reason else ""))
+    write_log_file(cfg, node, log)
     return code
+
+
+def write_log_file(cfg, node: str, log) -> None:
+    """Append the run's log lines to ``<state_dir>/<node>/hooks.log`` where
+    :func:`slurmkit.hooks.log.wants_file` says so (the config's ``log_file``, else no syslog);
+    a failure is said on stderr only (never raises)."""
+    from slurmkit.hooks.log import log_path, wants_file
+
+    if not wants_file(cfg.log_file):
+        return
+    try:
+        log.append_to(log_path(cfg.state_dir, node))
+    except Exception as exc:  # a log file that cannot be written must not fail the job
+        import sys
+
+        try:
+            sys.stderr.write(f"slurmkit-{log.hook}: error: log file under {cfg.state_dir}: {exc}\n")
+        except Exception:
+            pass
 
 
 def config_dirs(path: str | None) -> tuple[str, str]:

@@ -27,7 +27,7 @@ from pathlib import Path
 from slurmkit.atomicfile import atomic_write
 from slurmkit.profile import load_profile
 from slurmkit.profile.slurmconf import render_gres_conf, render_topology_conf
-from slurmkit.sandbox import config, releases, rootfs
+from slurmkit.sandbox import config, gpus, releases, rootfs
 from slurmkit.sandbox.errors import SandboxError
 from slurmkit.slurm import commands
 from slurmkit.waiting import WaitTimeout, wait_until
@@ -367,6 +367,9 @@ class Sandbox:
             # rewritten at every up: the rootfs may have been rebuilt since
             rootfs.write_wrappers(rootfs.ensure(self.release, say), self.bin_dir)
         if self.is_up():
+            # one started by an earlier slurmkit has no GPU snapshots yet
+            gpus.write_node_snapshots(self.dir / gpus.SNAPSHOT_SUBDIR, self.node_names, self.spec.gpus_per_node,
+                                      self.spec.gpu_type, only_missing=True)
             say(f"sandbox already up in {self.dir}")
             return
         daemons = self.daemons()
@@ -440,6 +443,9 @@ class Sandbox:
         # slurmdbd refuses a world-readable file
         write(self.etc / "slurmdbd.conf", config.render("slurmdbd.conf", ctx), 0o600)
         self._make_devices()
+        # what NVML would say of the fake GPUs: healthy, with the faults given (sandbox gpu)
+        gpus.write_node_snapshots(self.dir / gpus.SNAPSHOT_SUBDIR, self.node_names, self.spec.gpus_per_node,
+                                  self.spec.gpu_type, only_missing=keep_existing)
 
     def _make_devices(self) -> None:
         minors = config.device_minors(self.spec.gpus_per_node)

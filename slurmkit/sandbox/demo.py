@@ -31,7 +31,7 @@ from slurmkit.hostlist import expand_nodelist
 from slurmkit.profile import load_profile
 from slurmkit.sandbox.cluster import Sandbox
 from slurmkit.sandbox.errors import DemoError
-from slurmkit.sandbox.gpus import GpuSimulator
+from slurmkit.sandbox.gpus import SNAPSHOT_SUBDIR, GpuSimulator
 from slurmkit.slurm import commands
 from slurmkit.waiting import WaitTimeout, wait_until
 
@@ -137,7 +137,7 @@ class Demo:
     # ------------------------------------------------------------------ steps
     def install_hooks(self) -> None:
         conf = self.sb.slurm_conf
-        snaps = [f"--snapshot={n}={self.hooks / 'gpus' / f'{n}.json'}" for n in self.sb.node_names]
+        snaps = [f"--snapshot={n}={self.sb.dir / SNAPSHOT_SUBDIR / f'{n}.json'}" for n in self.sb.node_names]
         args = ["hooks", "install", "--slurm-conf", conf, "--site", self.sb.profile_path,
                 "--state-dir", self.hooks / "state", "--spool-dir", self.hooks / "spool",
                 "--textfile-dir", self.hooks / "textfile", "--interval", HEALTHCHECK_INTERVAL_S,
@@ -238,7 +238,7 @@ def run_demo(directory: Path | None = None, install: bool = True, port_base: int
 
     _step(2, f"installing the slurmkit hooks; every node replays its GPUs' snapshot, {SICK_NODE}'s GPU1 has "
              "a pending row remap with uncorrectable rows")
-    with GpuSimulator(demo.hooks / "gpus", sb.node_names, sb.spec.gpus_per_node, sb.spec.gpu_type,
+    with GpuSimulator(sb.dir / SNAPSHOT_SUBDIR, sb.node_names, sb.spec.gpus_per_node, sb.spec.gpu_type,
                       faults={SICK_NODE: FAULT}):
         # a previous run left the node drained by us: resume it so the health check finds it again
         if "slurmkit" in demo.node_reason(SICK_NODE)[1]:
@@ -288,6 +288,8 @@ def run_demo(directory: Path | None = None, install: bool = True, port_base: int
     exe = Path(sys.executable).parent / "slurmkit"
     cmd = str(exe) if exe.exists() else f"{sys.executable} -m slurmkit"
     _info(f"use the cluster:  eval \"$({cmd} sandbox env --dir {sb.dir})\"")
+    _info(f"bring {SICK_NODE} back:   {cmd} sandbox gpu {SICK_NODE} --fix --dir {sb.dir}   (its GPU healthy again: "
+          "the health check resumes it after 2 clean runs; docs/hooks.md, 'Bringing a node back')")
     _info(f"stop it:          {cmd} sandbox down --dir {sb.dir} --purge")
     return 0
 
