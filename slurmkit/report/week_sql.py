@@ -1,0 +1,222 @@
+"""The figures only a week's report has, in SQL (DuckDB) over per-allocation rows.
+
+Each function here takes a DuckDB connection and the name of a relation (a view or table) of
+per-allocation rows clipped to the report's window, with the column names of the period
+report's rows (view ``rw`` of :func:`slurmkit.report.period._build_rows`), and returns plain
+data (numbers, lists, dicts): the aggregation is SQL, pandas and numpy only touch the small
+result tables (one row per hour, per policy).
+
+The columns each function reads (epoch seconds are DOUBLE, UTC):
+
+- ``start``: the allocation's Start (sacct Start), NULL when it did not start;
+- ``stop``: when it stopped holding its GPUs: End, or for a running job the time it was last
+  seen running, never past Start + Timelimit (:func:`slurmkit.report.usage.end_or_now`);
+- ``gpus``: GPUs allocated (AllocTRES / AllocGRES / ReqTRES ``gres/gpu``), NULL when the input
+  gives no GPU count; ``gpu_type``: their type as written there ('' or NULL: untyped);
+- ``gpu_hours``: GPU-hours inside the window;
+- ``jid``: the job's identity where a job has several rows (requeued attempts), NULL for a job
+  with one row (each such row is a job of its own);
+- ``clock_policy``: the clock policy the hook spool recorded for the attempt
+  (:func:`slurmkit.report.energy.attach_energy`); a relation without the column has none
+  recorded for every row;
+- ``energy_source`` (:data:`slurmkit.report.energy.SOURCES` name) and ``energy_kwh`` (IT energy
+  inside the window, kWh; NULL when unknown).
+
+:func:`frame_rows` registers the weekly report's pandas allocation frame under those names.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from slurmkit.report.usage import end_or_now, epoch_s, utc
+
+#: The GPU type of GPUs counted without a type (``gres/gpu=4``), and of jobs whose GPU count the
+#: input does not give.
+GPU_UNTYPED = "untyped"
+GPU_TYPE_UNKNOWN = "unknown (no GPU field)"
+
+#: The energy sources that measure a job's GPUs (the spool's NVML counters, or the same read
+#: through Prometheus): the only ones a clock policy's effect shows in.
+MEASURED_SOURCES = ("measured", "prometheus")
+
+#: Windows longer than this many days get daily, not hourly, GPUs-in-use buckets.
+DAILY_AFTER_DAYS = 31
+
+#: The columns :func:`frame_rows` registers.
+ROW_COLUMNS = ("start", "stop", "gpus", "gpu_type", "gpu_hours", "jid", "clock_policy", "energy_source",
+               "energy_kwh")
+
+
+def _num(x):
+    if x is None:
+        return None
+    x = float(x)
+    return None if math.isnan(x) else round(x, 9)
+
+
+def _q(text: str) -> str:
+    """``text`` as the inside of a SQL string literal."""
+    return str(text).replace("'", "''")
+
+
+def frame_rows(con, frame: pd.DataFrame, name: str, now=None) -> str:
+    """Register ``frame`` (the weekly report's allocation frame: :func:`slurmkit.report.usage.
+    allocations` with :func:`slurmkit.report.energy.attach_energy`'s columns) in ``con`` as
+    relation ``name`` with the columns of :data:`ROW_COLUMNS` (see the module docstring):
+    Start and stop (:func:`~slurmkit.report.usage.end_or_now`, running jobs up to ``now``) in
+    epoch seconds, ``jid`` the frame's ``job_code`` (every row carries it: a job's rows count
+    once). Returns ``name``."""
+    now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
+    n = len(frame)
+    rel = pd.DataFrame({
+        "start": epoch_s(frame["start"]) if n else np.zeros(0),
+        "stop": epoch_s(end_or_now(frame, now)) if n else np.zeros(0),
+        "gpus": frame["gpus"].to_numpy(float),
+        "gpu_type": frame["gpu_type"].astype(object).where(frame["gpu_type"].notna(), None).to_numpy(),
+        "gpu_hours": frame["gpu_hours"].to_numpy(float),
+        "jid": frame["job_code"].to_numpy(np.int64),
+        "clock_policy": (frame["clock_policy"].astype(str).to_numpy(object) if "clock_policy" in frame
+                         else np.full(n, _none_recorded(), object)),
+        "energy_source": (frame["energy_source"].astype(str).to_numpy(object) if "energy_source" in frame
+                          else np.full(n, "none", object)),
+        "energy_kwh": (frame["energy_kwh"].to_numpy(float) if "energy_kwh" in frame else np.full(n, np.nan)),
+    })
+    con.register(name, rel)
+    return name
+
+
+def _none_recorded() -> str:
+    from slurmkit.hooks.clock_policy import NONE_RECORDED
+
+    return NONE_RECORDED
+
+
+def _has_column(con, rows_view: str, column: str) -> bool:
+    cols = [r[0] for r in con.execute(f'DESCRIBE SELECT * FROM "{rows_view}"').fetchall()]
+    return column in cols
+
+
+def gpu_type_label_sql(gpus: str = "gpus", gpu_type: str = "gpu_type") -> str:
+    """SQL: the ``by_gpu_type`` group of a row with GPU count ``gpus`` and type ``gpu_type`` (SQL
+    expressions): its type (from AllocTRES / AllocGRES / ReqTRES), :data:`GPU_UNTYPED` for GPUs
+    without a type ('' or NULL), :data:`GPU_TYPE_UNKNOWN` where the GPU count is unknown (NULL:
+    no GPU field in the input)."""
+    return (f"(CASE WHEN {gpus} IS NULL THEN '{_q(GPU_TYPE_UNKNOWN)}' "
+            f"WHEN coalesce({gpu_type}, '') = '' THEN '{_q(GPU_UNTYPED)}' ELSE {gpu_type} END)")
+
+
+def gpu_type_labels(con, rows_view: str) -> np.ndarray:
+    """The ``by_gpu_type`` group (:func:`gpu_type_label_sql`) of each row of ``rows_view``, in
+    the relation's order: an object array of strings, one per row."""
+    got = con.execute(f'SELECT {gpu_type_label_sql()} AS g FROM "{rows_view}"').fetchnumpy()["g"]
+    return np.asarray(got, dtype=object)
+
+
+def _distinct_jobs(cond: str = "true") -> str:
+    """SQL: the distinct jobs of the rows where ``cond`` holds (a job of one row, ``jid`` NULL,
+    is one job; the rows of a job with several share a ``jid``)."""
+    return f"(count(*) FILTER (WHERE ({cond}) AND jid IS NULL) + count(DISTINCT jid) FILTER (WHERE {cond}))"
+
+
+def energy_by_policy(con, rows_view: str) -> list[dict]:
+    """Energy per GPU-hour by the clock policy the GPU jobs (``gpus`` > 0) ran under: one row
+    per ``clock_policy`` label (the spool records' policy; ``none recorded`` for jobs without
+    one, which are counted, not dropped), most GPU-hours first: ``{"policy", "jobs"`` (distinct
+    jobs), ``"gpu_hours"`` (in the window), ``"measured_gpu_hours"`` (of those, the allocations
+    with measured energy, :data:`MEASURED_SOURCES`), ``"energy_kwh"`` (their measured kWh in the
+    window; None when none is measured), ``"kwh_per_gpu_hour": energy_kwh /
+    measured_gpu_hours}`` (None without measured GPU-hours). Modelled and Slurm energy are left
+    out: a TDP model shows no policy's effect."""
+    policy = ("CAST(clock_policy AS VARCHAR)" if _has_column(con, rows_view, "clock_policy")
+              else f"'{_q(_none_recorded())}'")
+    measured = "energy_source IN (" + ", ".join(f"'{s}'" for s in MEASURED_SOURCES) + ")"
+    rows = con.execute(f"""
+        SELECT policy, {_distinct_jobs()} AS jobs, sum(gpu_hours) AS gh,
+               coalesce(sum(gpu_hours) FILTER (WHERE m), 0.0) AS mgh, sum(energy_kwh) FILTER (WHERE m) AS kwh
+        FROM (SELECT {policy} AS policy, jid, gpu_hours, energy_kwh, {measured} AS m
+              FROM "{rows_view}" WHERE gpus > 0)
+        GROUP BY policy ORDER BY gh DESC, policy""").fetchall()
+    return [{"policy": str(p), "jobs": int(j), "gpu_hours": _num(g), "measured_gpu_hours": _num(m),
+             "energy_kwh": _num(k), "kwh_per_gpu_hour": _num(k / m) if m and m > 0 and k is not None else None}
+            for p, j, g, m, k in rows]
+
+
+def most_at_once(con, rows_view: str, start, end) -> float:
+    """The most GPUs allocated at one instant in ``[start, end)``: a sweep over the rows'
+    ``start`` (+GPUs) and ``stop`` (-GPUs), clipped to the window, ends before starts at one
+    instant; 0.0 when no GPU job ran in it."""
+    s0, s1 = utc(start).timestamp(), utc(end).timestamp()
+    if s1 <= s0:
+        return 0.0
+    got = con.execute(f"""
+        WITH c AS (SELECT greatest(least(start, {s1!r}), {s0!r}) AS st,
+                          greatest(least(stop, {s1!r}), {s0!r}) AS en, gpus
+                   FROM "{rows_view}" WHERE start IS NOT NULL AND gpus > 0),
+             live AS (SELECT * FROM c WHERE en > st),
+             ev AS (SELECT st AS t, gpus AS w FROM live UNION ALL SELECT en AS t, -gpus AS w FROM live)
+        SELECT max(held) FROM (SELECT sum(w) OVER (ORDER BY t, w ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+                               AS held FROM ev)""").fetchone()[0]
+    return float(got) if got is not None else 0.0
+
+
+def hourly_gpus(con, rows_view: str, start, end) -> pd.Series:
+    """Average GPUs in use in each hour of ``[start, end)`` (the first hour from ``start``'s
+    whole hour, the last one up to ``end``): a Series indexed by the hour's start (UTC). Exact
+    piecewise-linear integration: SQL sums each hour's starts (+GPUs) and stops (-GPUs) and
+    their GPU x time; the running sums over the hours give the GPU-seconds before each hour's
+    edge. Suspended time is not subtracted (Slurm keeps the GPUs allocated)."""
+    start, end = utc(start), utc(end)
+    hours = pd.date_range(start.floor("h"), end, freq="h", inclusive="left")
+    if not len(hours):
+        return pd.Series(0.0, index=hours)
+    e0 = hours[0].timestamp()
+    n = len(hours)
+    edges = np.append(np.arange(n, dtype=float) * 3600.0, end.timestamp() - e0)   # seconds from e0
+    # the first edge at or after each event: it counts in the GPU-seconds before that edge on
+    bucket = (f"CASE WHEN t <= 0 THEN 0 WHEN t <= {float(edges[n - 1])!r} THEN CAST(ceil(t / 3600.0) AS BIGINT) "
+              f"WHEN t <= {float(edges[n])!r} THEN {n} END")
+    rows = con.execute(f"""
+        WITH r AS (SELECT start - {e0!r} AS s,
+                          CASE WHEN stop >= start THEN stop WHEN stop IS NOT NULL THEN start END - {e0!r} AS e, gpus
+                   FROM "{rows_view}" WHERE start IS NOT NULL AND gpus > 0),
+             ev AS (SELECT s AS t, gpus AS w FROM r UNION ALL SELECT e AS t, -gpus AS w FROM r)
+        SELECT b, sum(w), sum(w * t) FROM (SELECT {bucket} AS b, w, t FROM ev WHERE t IS NOT NULL)
+        WHERE b IS NOT NULL GROUP BY b""").fetchall()
+    w = np.zeros(n + 1)
+    wt = np.zeros(n + 1)
+    for b, sw, swt in rows:
+        w[int(b)], wt[int(b)] = sw, swt
+    gpu_s = edges * np.cumsum(w) - np.cumsum(wt)   # GPU-seconds before each edge
+    return pd.Series(np.diff(gpu_s) / np.diff(edges), index=hours)
+
+
+def gpus_in_use(con, rows_view: str, window, upto, known: bool = True) -> dict:
+    """The ``hourly`` section: the GPUs-in-use curve (:func:`hourly_gpus`) from ``window``'s
+    start (a :class:`~slurmkit.report.window.Window`) up to ``upto`` (never a future hour;
+    hourly means, daily past :data:`DAILY_AFTER_DAYS`), its peak and p95, and the most GPUs
+    allocated at once (:func:`most_at_once`): ``{"bucket": "hour" | "day", "hours" (ISO UTC),
+    "gpus_in_use", "peak", "p95", "peak_at_once"}``. ``known`` False (no GPU count in the
+    input): no curve, every figure None."""
+    if not known:
+        return {"bucket": "hour", "hours": [], "gpus_in_use": [], "peak": None, "p95": None, "peak_at_once": None}
+    # (``upto`` before the window's start, an --as-of earlier than the window: no hour, an empty
+    # curve with a time index)
+    curve = hourly_gpus(con, rows_view, window.start, upto) if utc(upto) > utc(window.start) else \
+        pd.Series(dtype=float, index=pd.DatetimeIndex([], tz="UTC"))
+    bucket = "hour"
+    if window.hours > DAILY_AFTER_DAYS * 24 and len(curve):
+        bucket = "day"
+        # each hour weighs its length: the last one ends at ``upto`` (a capture taken at 01:10
+        # covers 10 minutes of its hour), so a day's mean is its GPU-hours over its hours covered
+        secs = pd.Series(3600.0, index=curve.index)
+        secs.iloc[-1] = min(3600.0, (utc(upto) - curve.index[-1]).total_seconds())
+        curve = (curve * secs).resample("D").sum() / secs.resample("D").sum()
+    return {"bucket": bucket, "hours": list(curve.index.strftime("%Y-%m-%dT%H:%M:%SZ")),
+            "gpus_in_use": [round(float(v), 6) for v in curve.to_numpy()],
+            "peak": _num(curve.max()) if len(curve) else None,
+            "p95": _num(curve.quantile(0.95)) if len(curve) else None,
+            "peak_at_once": _num(most_at_once(con, rows_view, window.start, upto))}

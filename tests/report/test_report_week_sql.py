@@ -1,0 +1,139 @@
+"""The week-only figures in SQL (:mod:`slurmkit.report.week_sql`) against the figures of the weekly
+report on every corpus capture the goldens use (tests/fixtures/report_goldens/SOURCE.md): each
+``report weekly`` golden is made again through the CLI, the allocation frame its report was built
+from is registered in DuckDB under the period rows' column names (:func:`week_sql.frame_rows`),
+and each SQL function's answer over it must equal the section the report holds (the golden's
+comparison: floats within a relative 1e-9, everything else exactly)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from slurmkit.report import week_sql as S
+from slurmkit.report import weekly as W
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _goldens():
+    """scripts/report_goldens.py (the goldens' one definition), loaded once under its name."""
+    name = "report_goldens"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "report_goldens.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
+G = _goldens()
+
+WEEKLY = {name: (capture, extra) for name, capture, extra in G.WEEKLY}
+
+
+@pytest.fixture(scope="module")
+def made(corpus, tmp_path_factory):
+    """Each weekly golden's report and what its week-only sections were computed from: ``{name:
+    (report, {section: inputs})}``, recorded while the CLI makes it."""
+    ctx = G.Context(corpus, tmp_path_factory.mktemp("week-sql"))
+    out = {}
+    for name, (capture, extra) in WEEKLY.items():
+        seen = {}
+        real = W.build_report
+
+        def spy(*args, _seen=seen, **kw):
+            report, a = real(*args, **kw)
+            _seen.update(frame=a, now=kw.get("now"), report=report, window=args[2], horizon=kw.get("horizon"))
+            return report, a
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(W, "build_report", spy)
+            G.weekly(ctx, name, capture, extra)
+        out[name] = seen
+    return out
+
+
+def _runs(a: pd.DataFrame) -> pd.DataFrame:
+    """The allocations that ran (as :func:`slurmkit.report.weekly.build_report` selects them)."""
+    waiting = (a["pending_tasks"] > 0) | ((a["state"] == "PENDING") & a["start"].isna())
+    return a[~waiting & a["started"]]
+
+
+def _same(name: str, section: str, got, want) -> None:
+    diff = G.first_difference(want, got)
+    assert diff is None, f"{name}: {section}: {diff}"
+
+
+@pytest.mark.parametrize("name", list(WEEKLY))
+def test_week_sections_from_sql(name, made):
+    seen = made[name]
+    rep, runs = seen["report"], _runs(seen["frame"])
+    con = duckdb.connect()
+    rows = S.frame_rows(con, runs, "runs", now=seen["now"])
+    _same(name, "energy_by_policy", S.energy_by_policy(con, rows), rep["energy_by_policy"])
+    window = seen["window"]
+    horizon = W.utc(seen["horizon"]) if seen["horizon"] is not None else pd.Timestamp(rep["as_of"])
+    upto = min(W.utc(window.end), max(horizon, W.utc(window.start)))
+    known = "gpu_hours" not in rep["unknown"]
+    _same(name, "hourly", S.gpus_in_use(con, rows, window, upto, known=known), rep["hourly"])
+    labels = S.gpu_type_labels(con, rows)
+    assert len(labels) == len(runs)
+    sel = ((runs["gpus"] > 0) | runs["gpus"].isna()).to_numpy()
+    want = {g["gpu_type"]: g["gpu_hours"] for g in rep["by_gpu_type"]}
+    got = pd.Series(runs["gpu_hours"].to_numpy(float)[sel]).groupby(labels[sel]).sum(min_count=1)
+    assert set(got.index) == set(want), name
+    for k, v in got.items():
+        assert (v is None or np.isnan(v)) if want[k] is None else v == pytest.approx(want[k], rel=1e-9), (name, k)
+
+
+def _rows(con, frame: pd.DataFrame) -> str:
+    return S.frame_rows(con, frame, "rows", now=pd.Timestamp("2026-01-02", tz="UTC"))
+
+
+T0 = pd.Timestamp("2026-01-01", tz="UTC")
+
+
+def _frame(rows: list[tuple]) -> pd.DataFrame:
+    """Allocation rows ``(job_code, start h, stop h, gpus, gpu_type, policy, source, kWh)`` after
+    :data:`T0` (hours; None: unset)."""
+    def at(h):
+        return T0 + pd.Timedelta(hours=h) if h is not None else pd.NaT
+
+    return pd.DataFrame({
+        "job_code": [r[0] for r in rows],
+        "start": pd.to_datetime([at(r[1]) for r in rows], utc=True),
+        "stop": pd.to_datetime([at(r[2]) for r in rows], utc=True),
+        "gpus": [np.nan if r[3] is None else float(r[3]) for r in rows],
+        "gpu_type": [r[4] for r in rows],
+        "gpu_hours": [np.nan if r[3] is None or r[1] is None else r[3] * (r[2] - r[1]) for r in rows],
+        "clock_policy": [r[5] for r in rows], "energy_source": [r[6] for r in rows],
+        "energy_kwh": [np.nan if r[7] is None else r[7] for r in rows]})
+
+
+def test_sweep_and_curve_by_hand():
+    """Two jobs of 2 and 3 GPUs overlapping for an hour, a third starting as the first ends (the
+    end counts first at one instant), a job without a GPU count: at most 5 GPUs at once; the
+    hourly means are the GPU-seconds per hour."""
+    f = _frame([(1, 0.0, 2.0, 2, "a100", "none recorded", "measured", 1.0),
+                (2, 1.0, 3.5, 3, "", "none recorded", "modelled", 2.0),
+                (3, 2.0, 3.0, 2, None, "max", "measured", 0.5),
+                (4, 0.0, 4.0, None, None, "none recorded", "none", None)])
+    con = duckdb.connect()
+    rows = _rows(con, f)
+    assert S.most_at_once(con, rows, T0, T0 + pd.Timedelta(hours=4)) == 5.0
+    assert S.most_at_once(con, rows, T0 + pd.Timedelta(hours=3), T0 + pd.Timedelta(hours=4)) == 3.0
+    curve = S.hourly_gpus(con, rows, T0, T0 + pd.Timedelta(hours=3, minutes=30))
+    assert list(curve.round(9)) == [2.0, 5.0, 5.0, 3.0]
+    assert list(S.gpu_type_labels(con, rows)) == ["a100", S.GPU_UNTYPED, S.GPU_UNTYPED, S.GPU_TYPE_UNKNOWN]
+    pol = S.energy_by_policy(con, rows)
+    assert pol == [{"policy": "none recorded", "jobs": 2, "gpu_hours": 11.5, "measured_gpu_hours": 4.0,
+                    "energy_kwh": 1.0, "kwh_per_gpu_hour": 0.25},
+                   {"policy": "max", "jobs": 1, "gpu_hours": 2.0, "measured_gpu_hours": 2.0, "energy_kwh": 0.5,
+                    "kwh_per_gpu_hour": 0.25}]
