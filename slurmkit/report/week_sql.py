@@ -66,26 +66,33 @@ def _q(text: str) -> str:
 def frame_rows(con, frame: pd.DataFrame, name: str, now=None) -> str:
     """Register ``frame`` (the weekly report's allocation frame: :func:`slurmkit.report.usage.
     allocations` with :func:`slurmkit.report.energy.attach_energy`'s columns) in ``con`` as
-    relation ``name`` with the columns of :data:`ROW_COLUMNS` (see the module docstring):
-    Start and stop (:func:`~slurmkit.report.usage.end_or_now`, running jobs up to ``now``) in
-    epoch seconds, ``jid`` the frame's ``job_code`` (every row carries it: a job's rows count
-    once). Returns ``name``."""
+    view ``name`` with the columns of :data:`ROW_COLUMNS` (see the module docstring): Start and
+    stop (:func:`~slurmkit.report.usage.end_or_now`, running jobs up to ``now``) in epoch
+    seconds, ``jid`` the frame's ``job_code`` (every row carries it: a job's rows count once;
+    without it each row is a job). A column the frame lacks is unknown (NULL), the clock policy
+    ``none recorded``, the energy source ``none``. Returns ``name``."""
     now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
     n = len(frame)
+    # (the text columns as the frame holds them, categories where they are: DuckDB reads a
+    # pandas Categorical as an ENUM, one code per row; the view below makes them text)
     rel = pd.DataFrame({
         "start": epoch_s(frame["start"]) if n else np.zeros(0),
         "stop": epoch_s(end_or_now(frame, now)) if n else np.zeros(0),
         "gpus": frame["gpus"].to_numpy(float),
-        "gpu_type": frame["gpu_type"].astype(object).where(frame["gpu_type"].notna(), None).to_numpy(),
-        "gpu_hours": frame["gpu_hours"].to_numpy(float),
-        "jid": frame["job_code"].to_numpy(np.int64),
-        "clock_policy": (frame["clock_policy"].astype(str).to_numpy(object) if "clock_policy" in frame
-                         else np.full(n, _none_recorded(), object)),
-        "energy_source": (frame["energy_source"].astype(str).to_numpy(object) if "energy_source" in frame
-                          else np.full(n, "none", object)),
-        "energy_kwh": (frame["energy_kwh"].to_numpy(float) if "energy_kwh" in frame else np.full(n, np.nan)),
+        "gpu_type": frame["gpu_type"].array if "gpu_type" in frame else np.full(n, None, object),
+        "gpu_hours": frame["gpu_hours"].to_numpy(float) if "gpu_hours" in frame else np.full(n, np.nan),
+        "jid": frame["job_code"].to_numpy(np.int64) if "job_code" in frame else np.arange(n, dtype=np.int64),
+        "clock_policy": frame["clock_policy"].array if "clock_policy" in frame else np.full(n, _none_recorded(), object),
+        "energy_source": frame["energy_source"].array if "energy_source" in frame else np.full(n, "none", object),
+        "energy_kwh": frame["energy_kwh"].to_numpy(float) if "energy_kwh" in frame else np.full(n, np.nan),
     })
-    con.register(name, rel)
+    for c in ("gpu_type", "clock_policy", "energy_source"):
+        if not isinstance(rel[c].dtype, pd.CategoricalDtype):
+            rel[c] = rel[c].astype(object).where(rel[c].notna(), None)
+    con.register(f"{name}_frame", rel)
+    text = ("gpu_type", "clock_policy", "energy_source")
+    con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * REPLACE ('
+                + ", ".join(f"CAST({c} AS VARCHAR) AS {c}" for c in text) + f') FROM "{name}_frame"')
     return name
 
 

@@ -1,9 +1,10 @@
-"""The week-only figures in SQL (:mod:`slurmkit.report.week_sql`) against the figures of the weekly
-report on every corpus capture the goldens use (tests/fixtures/report_goldens/SOURCE.md): each
-``report weekly`` golden is made again through the CLI, the allocation frame its report was built
-from is registered in DuckDB under the period rows' column names (:func:`week_sql.frame_rows`),
-and each SQL function's answer over it must equal the section the report holds (the golden's
-comparison: floats within a relative 1e-9, everything else exactly)."""
+"""The week-only figures in SQL (:mod:`slurmkit.report.week_sql`) against the figures the weekly
+report's pandas engine gave on every corpus capture the goldens use (the ``report weekly``
+goldens, tests/fixtures/report_goldens/SOURCE.md, made by it): each golden is made again through
+the CLI, the allocation frame its report was built from is registered in DuckDB under the period
+rows' column names (:func:`week_sql.frame_rows`), and each SQL function's answer over it must
+equal the golden's section (the goldens' comparison: floats within a relative 1e-9, everything
+else exactly). Also by hand on a few rows whose figures are worked out below."""
 
 from __future__ import annotations
 
@@ -74,12 +75,12 @@ def _same(name: str, section: str, got, want) -> None:
 @pytest.mark.parametrize("name", list(WEEKLY))
 def test_week_sections_from_sql(name, made):
     seen = made[name]
-    rep, runs = seen["report"], _runs(seen["frame"])
+    rep, runs = G.read_golden(name), _runs(seen["frame"])
     con = duckdb.connect()
     rows = S.frame_rows(con, runs, "runs", now=seen["now"])
     _same(name, "energy_by_policy", S.energy_by_policy(con, rows), rep["energy_by_policy"])
     window = seen["window"]
-    horizon = W.utc(seen["horizon"]) if seen["horizon"] is not None else pd.Timestamp(rep["as_of"])
+    horizon = W.utc(seen["horizon"]) if seen["horizon"] is not None else pd.Timestamp(seen["report"]["as_of"])
     upto = min(W.utc(window.end), max(horizon, W.utc(window.start)))
     known = "gpu_hours" not in rep["unknown"]
     _same(name, "hourly", S.gpus_in_use(con, rows, window, upto, known=known), rep["hourly"])
