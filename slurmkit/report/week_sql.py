@@ -8,14 +8,17 @@ result tables (one row per hour, per policy).
 
 The columns each function reads (epoch seconds are DOUBLE, UTC):
 
-- ``start``: the allocation's Start (sacct Start), NULL when it did not start;
+- ``start``: the allocation's Start (sacct Start), NULL when it did not start; ``end``: its End
+  (sacct End), NULL while it runs;
 - ``stop``: when it stopped holding its GPUs: End, or for a running job the time it was last
   seen running, never past Start + Timelimit (:func:`slurmkit.report.usage.end_or_now`);
 - ``gpus``: GPUs allocated (AllocTRES / AllocGRES / ReqTRES ``gres/gpu``), NULL when the input
   gives no GPU count; ``gpu_type``: their type as written there ('' or NULL: untyped);
 - ``gpu_hours``: GPU-hours inside the window;
 - ``jid``: the job's identity where a job has several rows (requeued attempts), NULL for a job
-  with one row (each such row is a job of its own);
+  with one row (each such row is a job of its own); ``job_id``: sacct's JobID;
+- ``waiting``: pending (a pending array record, or PENDING without a Start); ``provisional``:
+  started and still running (its figures grow);
 - ``clock_policy``: the clock policy the hook spool recorded for the attempt
   (:func:`slurmkit.report.energy.attach_energy`); a relation without the column has none
   recorded for every row;
@@ -46,9 +49,12 @@ MEASURED_SOURCES = ("measured", "prometheus")
 #: Windows longer than this many days get daily, not hourly, GPUs-in-use buckets.
 DAILY_AFTER_DAYS = 31
 
+#: How far apart per-job GPU-hours and sreport may be before the reconciliation is flagged.
+RECONCILE_TOLERANCE = 0.01
+
 #: The columns :func:`frame_rows` registers.
-ROW_COLUMNS = ("start", "stop", "gpus", "gpu_type", "gpu_hours", "jid", "clock_policy", "energy_source",
-               "energy_kwh")
+ROW_COLUMNS = ("start", "stop", "end", "gpus", "gpu_type", "gpu_hours", "jid", "job_id", "waiting", "provisional",
+               "clock_policy", "energy_source", "energy_kwh")
 
 
 def _num(x):
@@ -78,10 +84,15 @@ def frame_rows(con, frame: pd.DataFrame, name: str, now=None) -> str:
     rel = pd.DataFrame({
         "start": epoch_s(frame["start"]) if n else np.zeros(0),
         "stop": epoch_s(end_or_now(frame, now)) if n else np.zeros(0),
+        "end": epoch_s(frame["end"]) if n and "end" in frame else np.full(n, np.nan),
         "gpus": frame["gpus"].to_numpy(float),
         "gpu_type": frame["gpu_type"].array if "gpu_type" in frame else np.full(n, None, object),
         "gpu_hours": frame["gpu_hours"].to_numpy(float) if "gpu_hours" in frame else np.full(n, np.nan),
         "jid": frame["job_code"].to_numpy(np.int64) if "job_code" in frame else np.arange(n, dtype=np.int64),
+        "job_id": frame["job_id"].astype(str).to_numpy(object) if "job_id" in frame else np.full(n, None, object),
+        "waiting": (((frame["pending_tasks"] > 0) | ((frame["state"] == "PENDING") & frame["start"].isna())).to_numpy(bool)
+                    if "pending_tasks" in frame else np.zeros(n, bool)),
+        "provisional": frame["provisional"].to_numpy(bool) if "provisional" in frame else np.zeros(n, bool),
         "clock_policy": frame["clock_policy"].array if "clock_policy" in frame else np.full(n, _none_recorded(), object),
         "energy_source": frame["energy_source"].array if "energy_source" in frame else np.full(n, "none", object),
         "energy_kwh": frame["energy_kwh"].to_numpy(float) if "energy_kwh" in frame else np.full(n, np.nan),
@@ -166,7 +177,7 @@ def most_at_once(con, rows_view: str, start, end) -> float:
              live AS (SELECT * FROM c WHERE en > st),
              ev AS (SELECT st AS t, gpus AS w FROM live UNION ALL SELECT en AS t, -gpus AS w FROM live)
         SELECT max(held) FROM (SELECT sum(w) OVER (ORDER BY t, w ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
-                               AS held FROM ev)""").fetchone()[0]
+                               AS held FROM ev)""").fetchall()[0][0]
     return float(got) if got is not None else 0.0
 
 
@@ -227,3 +238,51 @@ def gpus_in_use(con, rows_view: str, window, upto, known: bool = True) -> dict:
             "peak": _num(curve.max()) if len(curve) else None,
             "p95": _num(curve.quantile(0.95)) if len(curve) else None,
             "peak_at_once": _num(most_at_once(con, rows_view, window.start, upto))}
+
+
+def reconcile(con, span_rows: str | None, rows_view: str, span, sreport_gpu_hours: float, limit: int = 20) -> dict:
+    """Per-job GPU-hours clipped to exactly ``span`` (a :class:`~slurmkit.report.window.Window`:
+    the whole hours sreport covers, up to its last rollup, never the current hour) vs
+    ``sreport_gpu_hours`` over the same span: the ``reconciliation`` section, ``{"window",
+    "jobs_gpu_hours", "sreport_gpu_hours", "difference", "relative", "flagged", "status", "note",
+    "jobs_to_check"}``.
+
+    ``span_rows``: the rows clipped to ``span`` (None when the span is empty); the GPU-hours are
+    those of its rows not waiting with GPUs. ``rows_view``: the report's rows that ran (for the
+    jobs after the span). ``status``: ``reconciled`` (within :data:`RECONCILE_TOLERANCE`),
+    ``flagged`` (further apart; ``jobs_to_check`` names up to ``limit`` jobs with GPU time in
+    the span, those cut by its edges or still running first, then by GPU-hours, then by JobID)
+    or ``not_reconciled`` (the span is empty or holds no GPU time on either side; ``note`` says
+    why, e.g. the jobs ran after sreport's last hour)."""
+    out = {"window": span.as_dict(), "jobs_gpu_hours": None, "sreport_gpu_hours": _num(sreport_gpu_hours),
+           "difference": None, "relative": None, "flagged": False, "status": "not_reconciled",
+           "note": "", "jobs_to_check": []}
+    upto = f"{span.end:%Y-%m-%d %H:00} UTC"
+    has_span = span_rows is not None and span.end > span.start
+    sel = f'FROM "{span_rows}" WHERE NOT waiting AND gpus > 0' if has_span else ""
+    rec_h = float(con.execute(f"SELECT coalesce(sum(gpu_hours), 0.0) {sel}").fetchall()[0][0]) if has_span else 0.0
+    out["jobs_gpu_hours"] = _num(rec_h)
+    if rec_h <= 0 and sreport_gpu_hours <= 0:
+        later = con.execute(f'SELECT count(*) FROM "{rows_view}" WHERE gpus > 0 AND gpu_hours > 0').fetchall()[0][0]
+        if span.end <= span.start:
+            out["note"] = "sreport covers no whole hour of the window yet"
+        elif later:
+            out["note"] = f"sreport covers up to {upto}, the jobs ran after"
+        else:
+            out["note"] = "no GPU job time in the window"
+        return out
+    diff = rec_h - sreport_gpu_hours
+    rel = abs(diff) / sreport_gpu_hours if sreport_gpu_hours > 0 else None
+    flagged = rel is None or rel > RECONCILE_TOLERANCE
+    out.update(difference=_num(diff), relative=_num(rel) if rel is not None else None,
+               flagged=bool(flagged), status="flagged" if flagged else "reconciled")
+    if flagged and has_span:
+        s0, s1 = utc(span.start).timestamp(), utc(span.end).timestamp()
+        cut = f'coalesce(provisional OR start < {s0!r} OR "end" IS NULL OR "end" > {s1!r}, false)'
+        rows = con.execute(f"""SELECT job_id, gpu_hours, {cut} AS c {sel}
+                               ORDER BY c DESC, gpu_hours DESC, job_id, start LIMIT {int(limit)}""").fetchall()
+        out["jobs_to_check"] = [f"{j} ({g:.3g} GPU-h{', cut by the span' if c else ''})" for j, g, c in rows]
+    if flagged and sreport_gpu_hours <= 0:
+        out["note"] = (f"sreport reports no GPU time up to {upto}: has slurmdbd rolled these hours "
+                       f"up (sacctmgr -i rollup, or --rollup)?")
+    return out

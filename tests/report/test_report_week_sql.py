@@ -51,7 +51,8 @@ def made(corpus, tmp_path_factory):
 
         def spy(*args, _seen=seen, **kw):
             report, a = real(*args, **kw)
-            _seen.update(frame=a, now=kw.get("now"), report=report, window=args[2], horizon=kw.get("horizon"))
+            _seen.update(frame=a, now=kw.get("now"), report=report, rows=args[0], window=args[2],
+                         horizon=kw.get("horizon"))
             return report, a
 
         with pytest.MonkeyPatch.context() as mp:
@@ -138,3 +139,34 @@ def test_sweep_and_curve_by_hand():
                     "energy_kwh": 1.0, "kwh_per_gpu_hour": 0.25},
                    {"policy": "max", "jobs": 1, "gpu_hours": 2.0, "measured_gpu_hours": 2.0, "energy_kwh": 0.5,
                     "kwh_per_gpu_hour": 0.25}]
+
+
+def _spans(window) -> list:
+    """The spans the reconciliation is tried on: the report's window, its first 48 hours, and an
+    empty one."""
+    from slurmkit.report.window import Window
+
+    return [window, Window(window.start, window.start + pd.Timedelta(hours=48)), Window(window.start, window.start)]
+
+
+@pytest.mark.parametrize("name", list(WEEKLY))
+def test_reconciliation_from_sql(name, made):
+    """Against the pandas engine's reconciliation on the same rows: sreport at 0, at the jobs'
+    GPU-hours, and 10 % under them."""
+    from slurmkit.accounting.quality import DataQuality
+    from slurmkit.report.usage import allocations
+
+    seen = made[name]
+    rows, now = seen["rows"], seen["now"]
+    runs = _runs(seen["frame"])
+    con = duckdb.connect()
+    view = S.frame_rows(con, runs, "runs", now=now)
+    for span in _spans(seen["window"]):
+        span_rows = None
+        if span.end > span.start:
+            ra = allocations(rows, span.start, span.end, DataQuality(rows_read=len(rows)), now=now)
+            span_rows = S.frame_rows(con, ra, "span_rows", now=now)
+        total = float(runs.loc[runs["gpus"] > 0, "gpu_hours"].sum())
+        for sh in (0.0, total, 0.9 * total):
+            want = W.reconcile(rows, runs, span, sh, now=now)
+            _same(name, f"reconciliation {span.as_dict()} {sh}", S.reconcile(con, span_rows, view, span, sh), want)
