@@ -39,9 +39,6 @@ REQUEUED_LINE = "requeued attempts"
 IDLE_UTIL_PCT = 5.0
 IDLE_JOBS = 20
 
-#: How far apart per-job GPU-hours and sreport may be before the reconciliation is flagged.
-RECONCILE_TOLERANCE = 0.01
-
 
 def _num(x):
     if x is None:
@@ -149,54 +146,16 @@ def pending_backlog(waiting: pd.DataFrame) -> dict:
             "without_time_limit": int(tasks[gpu_jobs & ~limited].sum())}
 
 
-def reconcile(rows, runs: pd.DataFrame, span: Window, sreport_gpu_hours: float,
-              now=None, limit: int = 20) -> dict:
-    """Per-job GPU-hours clipped to exactly ``span`` (the whole hours sreport covers: up to its
-    last rollup, never the current hour) vs ``sreport_gpu_hours`` over the same span.
-
-    ``status``: ``reconciled`` (within :data:`RECONCILE_TOLERANCE`), ``flagged`` (further apart;
-    ``jobs_to_check`` names the jobs with GPU time in the span, those cut by its edges or still
-    running first, then by GPU-hours) or ``not_reconciled`` (the span is empty or holds no GPU
-    time on either side; ``note`` says why, e.g. the jobs ran after sreport's last hour).
-    ``runs``: the report's allocation frame (for the jobs after the span)."""
-    out = {"window": span.as_dict(), "jobs_gpu_hours": None, "sreport_gpu_hours": _num(sreport_gpu_hours),
-           "difference": None, "relative": None, "flagged": False, "status": "not_reconciled",
-           "note": "", "jobs_to_check": []}
-    upto = f"{span.end:%Y-%m-%d %H:00} UTC"
+def _reconciliation(con, rows_view: str, rows, span: Window, sreport_gpu_hours: float, now=None) -> dict:
+    """The ``reconciliation`` section (:func:`slurmkit.report.week_sql.reconcile`): the rows
+    clipped to ``span`` (sreport's whole hours; :func:`slurmkit.report.usage.allocations` of
+    ``rows``) registered beside the report's rows that ran (``rows_view``) and compared with
+    ``sreport_gpu_hours``."""
+    span_rows = None
     if span.end > span.start:
         ra = allocations(rows, span.start, span.end, DataQuality(rows_read=len(rows)), now=now)
-        ra = ra[(ra["pending_tasks"] == 0) & ~((ra["state"] == "PENDING") & ra["start"].isna())
-                & (ra["gpus"] > 0)]
-        rec_h = float(ra["gpu_hours"].sum())
-    else:
-        ra, rec_h = None, 0.0
-    out["jobs_gpu_hours"] = _num(rec_h)
-    if rec_h <= 0 and sreport_gpu_hours <= 0:
-        later = runs[(runs["gpus"] > 0) & (runs["gpu_hours"] > 0)]
-        if span.end <= span.start:
-            out["note"] = "sreport covers no whole hour of the window yet"
-        elif len(later):
-            out["note"] = f"sreport covers up to {upto}, the jobs ran after"
-        else:
-            out["note"] = "no GPU job time in the window"
-        return out
-    diff = rec_h - sreport_gpu_hours
-    rel = abs(diff) / sreport_gpu_hours if sreport_gpu_hours > 0 else None
-    flagged = rel is None or rel > RECONCILE_TOLERANCE
-    out.update(difference=_num(diff), relative=_num(rel) if rel is not None else None,
-               flagged=bool(flagged), status="flagged" if flagged else "reconciled")
-    if flagged and ra is not None and len(ra):
-        s0 = pd.Timestamp(span.start)
-        s1 = pd.Timestamp(span.end)
-        cut = ra["provisional"] | (ra["start"] < s0) | ra["end"].isna() | (ra["end"] > s1)
-        order = ra.assign(_cut=cut).sort_values(["_cut", "gpu_hours"], ascending=[False, False])
-        out["jobs_to_check"] = [f"{j} ({g:.3g} GPU-h{', cut by the span' if c else ''})"
-                                for j, g, c in zip(order["job_id"].astype(str), order["gpu_hours"],
-                                                   order["_cut"])][:limit]
-    if flagged and sreport_gpu_hours <= 0:
-        out["note"] = (f"sreport reports no GPU time up to {upto}: has slurmdbd rolled these hours "
-                       f"up (sacctmgr -i rollup, or --rollup)?")
-    return out
+        span_rows = WS.frame_rows(con, ra, "span_rows", now=now)
+    return WS.reconcile(con, span_rows, rows_view, span, sreport_gpu_hours)
 
 
 #: Why a figure is unknown (``report["unknown"]``), by figure.
@@ -550,7 +509,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     upto = min(utc(window.end), max(horizon, utc(window.start)))
     recon = None
     if sreport_gpu_hours is not None:
-        recon = reconcile(rows, runs, recon_window or window, float(sreport_gpu_hours), now=now)
+        recon = _reconciliation(con, rows_view, rows, recon_window or window, float(sreport_gpu_hours), now=now)
     from slurmkit.report.breakdown import registration
 
     reg = registration((breakdown_inputs or {}).get("events"))
