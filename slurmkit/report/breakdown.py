@@ -39,6 +39,7 @@ from slurmkit import hostlist
 from slurmkit.accounting.parse import parse_times
 from slurmkit.errors import InputError
 from slurmkit.report import capacity as C
+from slurmkit.report import week_sql as WS
 from slurmkit.report.window import iso_z
 from slurmkit.slurm import tres as T
 
@@ -392,20 +393,22 @@ def job_facts(allocs: pd.DataFrame) -> dict:
     """What the breakdown's inputs must agree with, from the report's allocation rows
     (``cluster``: sacct's Cluster; ``nodelist``: sacct's NodeList; ``start``): ``{"clusters"
     (set of names), "nodes" (set of node names the jobs ran on), "last_start" (the latest
-    Start, aware UTC, or None)}``; facts of several frames combine with :func:`add_facts`. A
-    NodeList that is not a hostlist names no node here."""
+    Start, aware UTC, or None)}`` (:func:`slurmkit.report.week_sql.job_facts` over the rows);
+    facts of several frames combine with :func:`add_facts`. A NodeList that is not a hostlist
+    names no node here."""
     if not len(allocs):
         return {"clusters": set(), "nodes": set(), "last_start": None}
-    clusters = {str(c) for c in allocs["cluster"].dropna().unique() if str(c)} if "cluster" in allocs else set()
-    nodes = set()
-    if "nodelist" in allocs:
-        for nl in allocs["nodelist"].dropna().unique():
-            try:
-                nodes.update(hostlist.expand_nodelist(str(nl)))
-            except hostlist.BadHostlist:
-                continue
-    starts = allocs["start"].dropna() if "start" in allocs else pd.Series([], dtype=object)
-    return {"clusters": clusters, "nodes": nodes, "last_start": pd.Timestamp(starts.max()) if len(starts) else None}
+    con, view = _rows(allocs, None)
+    return WS.job_facts(con, view)
+
+
+def _rows(allocs: pd.DataFrame, now: pd.Timestamp | None):
+    """``(connection, view)``: ``allocs`` registered in a new DuckDB connection
+    (:func:`slurmkit.report.week_sql.frame_rows`; running rows up to ``now``)."""
+    import duckdb
+
+    con = duckdb.connect()
+    return con, WS.frame_rows(con, allocs, "rows", now=now)
 
 
 def add_facts(a: dict, b: dict) -> dict:
@@ -504,16 +507,12 @@ def refuse_foreign(facts: dict, inputs: dict | None) -> None:
 
 
 def _usage_hours(allocs: pd.DataFrame, s: float, e: float, now: pd.Timestamp) -> pd.DataFrame:
-    """Per (account, user): GPU-hours and CPU-hours of the started jobs inside ``[s, e)``."""
+    """Per (account, user): GPU-hours and CPU-hours of the started jobs inside ``[s, e)``
+    (:func:`slurmkit.report.week_sql.usage_hours`)."""
     if not len(allocs):
         return pd.DataFrame(columns=["account", "user", "gpu_hours", "cpu_hours"])
-    j_start, j_stop, started, _ = _job_columns(allocs, now)
-    secs = np.clip(np.nan_to_num(j_stop, nan=s), s, e) - np.clip(np.nan_to_num(j_start, nan=e), s, e)
-    secs = np.where(started, np.maximum(secs, 0.0), 0.0)
-    df = pd.DataFrame({"account": allocs["account"].astype(str).to_numpy(), "user": allocs["user"].astype(str).to_numpy(),
-                       "gpu_hours": secs * allocs["gpus"].to_numpy(float) / 3600.0,
-                       "cpu_hours": secs * allocs["ncpus"].to_numpy(float) / 3600.0})
-    return df.groupby(["account", "user"], as_index=False, sort=True)[["gpu_hours", "cpu_hours"]].sum(min_count=1)
+    con, view = _rows(allocs, now)
+    return WS.usage_hours(con, view, s, e)
 
 
 def reservation_shares(reservations: list[dict], allocs: pd.DataFrame, events: pd.DataFrame | None,

@@ -14,6 +14,9 @@ The columns each function reads (epoch seconds are DOUBLE, UTC):
   seen running, never past Start + Timelimit (:func:`slurmkit.report.usage.end_or_now`);
 - ``gpus``: GPUs allocated (AllocTRES / AllocGRES / ReqTRES ``gres/gpu``), NULL when the input
   gives no GPU count; ``gpu_type``: their type as written there ('' or NULL: untyped);
+  ``ncpus``: CPUs allocated (NCPUS / AllocCPUS);
+- ``ran``: the allocation started (:func:`slurmkit.report.usage.started`);
+- ``cluster``, ``account``, ``user``, ``nodelist``: sacct's Cluster, Account, User, NodeList;
 - ``gpu_hours``: GPU-hours inside the window;
 - ``jid``: the job's identity where a job has several rows (requeued attempts), NULL for a job
   with one row (each such row is a job of its own); ``job_id``: sacct's JobID;
@@ -53,8 +56,11 @@ DAILY_AFTER_DAYS = 31
 RECONCILE_TOLERANCE = 0.01
 
 #: The columns :func:`frame_rows` registers.
-ROW_COLUMNS = ("start", "stop", "end", "gpus", "gpu_type", "gpu_hours", "jid", "job_id", "waiting", "provisional",
-               "clock_policy", "energy_source", "energy_kwh")
+ROW_COLUMNS = ("start", "stop", "end", "gpus", "ncpus", "gpu_type", "gpu_hours", "jid", "job_id", "waiting",
+               "provisional", "ran", "cluster", "account", "user", "nodelist", "clock_policy", "energy_source",
+               "energy_kwh")
+#: Those of :data:`ROW_COLUMNS` that are text (a frame's categories, or strings).
+_TEXT = ("gpu_type", "cluster", "account", "user", "nodelist", "clock_policy", "energy_source")
 
 
 def _num(x):
@@ -83,9 +89,10 @@ def frame_rows(con, frame: pd.DataFrame, name: str, now=None) -> str:
     # pandas Categorical as an ENUM, one code per row; the view below makes them text)
     rel = pd.DataFrame({
         "start": epoch_s(frame["start"]) if n else np.zeros(0),
-        "stop": epoch_s(end_or_now(frame, now)) if n else np.zeros(0),
+        "stop": epoch_s(_stop(frame, now)) if n else np.zeros(0),
         "end": epoch_s(frame["end"]) if n and "end" in frame else np.full(n, np.nan),
         "gpus": frame["gpus"].to_numpy(float),
+        "ncpus": frame["ncpus"].to_numpy(float) if "ncpus" in frame else np.full(n, np.nan),
         "gpu_type": frame["gpu_type"].array if "gpu_type" in frame else np.full(n, None, object),
         "gpu_hours": frame["gpu_hours"].to_numpy(float) if "gpu_hours" in frame else np.full(n, np.nan),
         "jid": frame["job_code"].to_numpy(np.int64) if "job_code" in frame else np.arange(n, dtype=np.int64),
@@ -93,18 +100,28 @@ def frame_rows(con, frame: pd.DataFrame, name: str, now=None) -> str:
         "waiting": (((frame["pending_tasks"] > 0) | ((frame["state"] == "PENDING") & frame["start"].isna())).to_numpy(bool)
                     if "pending_tasks" in frame else np.zeros(n, bool)),
         "provisional": frame["provisional"].to_numpy(bool) if "provisional" in frame else np.zeros(n, bool),
+        "ran": frame["started"].to_numpy(bool) if "started" in frame else frame["start"].notna().to_numpy(bool),
+        **{c: frame[c].array if c in frame else np.full(n, None, object) for c in ("cluster", "account", "user",
+                                                                                 "nodelist")},
         "clock_policy": frame["clock_policy"].array if "clock_policy" in frame else np.full(n, _none_recorded(), object),
         "energy_source": frame["energy_source"].array if "energy_source" in frame else np.full(n, "none", object),
         "energy_kwh": frame["energy_kwh"].to_numpy(float) if "energy_kwh" in frame else np.full(n, np.nan),
     })
-    for c in ("gpu_type", "clock_policy", "energy_source"):
+    for c in _TEXT:
         if not isinstance(rel[c].dtype, pd.CategoricalDtype):
             rel[c] = rel[c].astype(object).where(rel[c].notna(), None)
     con.register(f"{name}_frame", rel)
-    text = ("gpu_type", "clock_policy", "energy_source")
     con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * REPLACE ('
-                + ", ".join(f"CAST({c} AS VARCHAR) AS {c}" for c in text) + f') FROM "{name}_frame"')
+                + ", ".join(f'CAST("{c}" AS VARCHAR) AS "{c}"' for c in _TEXT) + f') FROM "{name}_frame"')
     return name
+
+
+def _stop(frame: pd.DataFrame, now: pd.Timestamp) -> pd.Series:
+    """Each row's stop: the frame's ``stop``, else :func:`~slurmkit.report.usage.end_or_now`
+    (with a time limit), else End or ``now``."""
+    if "stop" in frame or "timelimit_s" in frame:
+        return end_or_now(frame, now)
+    return frame["end"].fillna(now)
 
 
 def _none_recorded() -> str:
@@ -286,3 +303,40 @@ def reconcile(con, span_rows: str | None, rows_view: str, span, sreport_gpu_hour
         out["note"] = (f"sreport reports no GPU time up to {upto}: has slurmdbd rolled these hours "
                        f"up (sacctmgr -i rollup, or --rollup)?")
     return out
+
+
+def job_facts(con, rows_view: str) -> dict:
+    """What sreport's breakdown inputs must agree with, from the rows (``cluster``, ``nodelist``,
+    ``start``): ``{"clusters"`` (the set of non-empty names), ``"nodes"`` (the set of node names
+    the jobs ran on: each distinct NodeList expanded; one that is not a hostlist names none),
+    ``"last_start"`` (the latest Start, aware UTC, or None)}``."""
+    from slurmkit import hostlist
+
+    (clusters, lists, last), = con.execute(f"""
+        SELECT list(DISTINCT cluster) FILTER (WHERE coalesce(cluster, '') <> ''),
+               list(DISTINCT nodelist) FILTER (WHERE nodelist IS NOT NULL), max(start)
+        FROM "{rows_view}" """).fetchall()
+    nodes = set()
+    for nl in lists or []:
+        try:
+            nodes.update(hostlist.expand_nodelist(str(nl)))
+        except hostlist.BadHostlist:
+            continue
+    return {"clusters": set(clusters or []), "nodes": nodes,
+            "last_start": None if last is None else pd.Timestamp(last, unit="s", tz="UTC")}
+
+
+def usage_hours(con, rows_view: str, start: float, end: float) -> pd.DataFrame:
+    """Per (account, user), sorted: the GPU-hours and CPU-hours of the rows that ran (``ran``)
+    inside ``[start, end)`` (epoch s): their GPUs / CPUs x the seconds from ``start`` to
+    ``stop`` clipped to it (no Start: none; no stop: to the window's start, none), None
+    where every count of the pair is unknown. Columns ``account``, ``user``, ``gpu_hours``,
+    ``cpu_hours``: the account tree's usage (:func:`slurmkit.report.breakdown.account_tree`)."""
+    s, e = float(start), float(end)
+    secs = (f"CASE WHEN ran THEN greatest(least(greatest(coalesce(stop, {s!r}), {s!r}), {e!r})"
+            f" - least(greatest(coalesce(start, {e!r}), {s!r}), {e!r}), 0.0) ELSE 0.0 END")
+    return con.execute(f"""
+        SELECT coalesce(account, '') AS account, coalesce("user", '') AS "user",
+               sum(x * gpus / 3600.0) AS gpu_hours, sum(x * ncpus / 3600.0) AS cpu_hours
+        FROM (SELECT *, {secs} AS x FROM "{rows_view}")
+        GROUP BY ALL ORDER BY account, "user" """).df()

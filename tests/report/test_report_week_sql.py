@@ -175,3 +175,26 @@ def test_reconciliation_from_sql(name, made):
 
     rc = S.reconcile(con, None, view, Window(window.start, window.start), 0.0)
     assert rc["note"] == "sreport covers no whole hour of the window yet", name
+
+
+@pytest.mark.parametrize("name", list(WEEKLY))
+def test_breakdown_facts_and_usage_from_sql(name, made):
+    """The job facts and the account tree's usage per (account, user) from SQL, against the
+    same figures worked out here with pandas from the report's frame (equal to the pandas
+    engine's on every capture at the commit that brought the SQL in)."""
+    a, window = made[name]["frame"], made[name]["window"]
+    con = duckdb.connect()
+    view = S.frame_rows(con, a, "rows", now=window.end)
+    facts = S.job_facts(con, view)
+    assert facts["clusters"] == {str(c) for c in a["cluster"].dropna().unique() if str(c)}, name
+    assert facts["last_start"] == (a["start"].max() if a["start"].notna().any() else None), name
+    s, e = window.start.timestamp(), window.end.timestamp()
+    use = S.usage_hours(con, view, s, e)
+    st = S.epoch_s(a["start"])
+    sp = S.epoch_s(S._stop(a, W.utc(window.end)))
+    secs = np.where(a["started"], np.maximum(np.clip(np.nan_to_num(sp, nan=s), s, e)
+                                             - np.clip(np.nan_to_num(st, nan=e), s, e), 0.0), 0.0)
+    want = pd.DataFrame({"account": a["account"].astype(str), "user": a["user"].astype(str),
+                         "gh": secs * a["gpus"].to_numpy(float) / 3600.0}).groupby(["account", "user"])["gh"].sum()
+    assert list(zip(use["account"], use["user"])) == list(want.index), name
+    assert use["gpu_hours"].fillna(0).to_numpy() == pytest.approx(want.to_numpy(), rel=1e-12), name
