@@ -15,7 +15,9 @@ The columns each function reads (epoch seconds are DOUBLE, UTC):
 - ``gpus``: GPUs allocated (AllocTRES / AllocGRES / ReqTRES ``gres/gpu``), NULL when the input
   gives no GPU count; ``gpu_type``: their type as written there ('' or NULL: untyped);
   ``ncpus``: CPUs allocated (NCPUS / AllocCPUS);
-- ``ran``: the allocation started (:func:`slurmkit.report.usage.started`);
+- ``ran``: the allocation started (:func:`slurmkit.report.usage.started`); ``eligible``: sacct's
+  Eligible (epoch s); ``pending_tasks``: the pending tasks of an array record; ``req_cpus``: the
+  CPUs asked for (ReqTRES ``cpu``); ``reservation``: sacct's Reservation;
 - ``cluster``, ``account``, ``user``, ``nodelist``: sacct's Cluster, Account, User, NodeList;
 - ``gpu_hours``: GPU-hours inside the window;
 - ``jid``: the job's identity where a job has several rows (requeued attempts), NULL for a job
@@ -57,10 +59,10 @@ RECONCILE_TOLERANCE = 0.01
 
 #: The columns :func:`frame_rows` registers.
 ROW_COLUMNS = ("start", "stop", "end", "gpus", "ncpus", "gpu_type", "gpu_hours", "jid", "job_id", "waiting",
-               "provisional", "ran", "cluster", "account", "user", "nodelist", "clock_policy", "energy_source",
-               "energy_kwh")
+               "provisional", "ran", "eligible", "pending_tasks", "req_cpus", "cluster", "account", "user", "nodelist",
+               "reservation", "clock_policy", "energy_source", "energy_kwh")
 #: Those of :data:`ROW_COLUMNS` that are text (a frame's categories, or strings).
-_TEXT = ("gpu_type", "cluster", "account", "user", "nodelist", "clock_policy", "energy_source")
+_TEXT = ("gpu_type", "cluster", "account", "user", "nodelist", "reservation", "clock_policy", "energy_source")
 
 
 def _num(x):
@@ -101,8 +103,10 @@ def frame_rows(con, frame: pd.DataFrame, name: str, now=None) -> str:
                     if "pending_tasks" in frame else np.zeros(n, bool)),
         "provisional": frame["provisional"].to_numpy(bool) if "provisional" in frame else np.zeros(n, bool),
         "ran": frame["started"].to_numpy(bool) if "started" in frame else frame["start"].notna().to_numpy(bool),
+        "eligible": epoch_s(frame["eligible"]) if n and "eligible" in frame else np.full(n, np.nan),
+        **{c: frame[c].to_numpy(float) if c in frame else np.full(n, np.nan) for c in ("pending_tasks", "req_cpus")},
         **{c: frame[c].array if c in frame else np.full(n, None, object) for c in ("cluster", "account", "user",
-                                                                                 "nodelist")},
+                                                                                 "nodelist", "reservation")},
         "clock_policy": frame["clock_policy"].array if "clock_policy" in frame else np.full(n, _none_recorded(), object),
         "energy_source": frame["energy_source"].array if "energy_source" in frame else np.full(n, "none", object),
         "energy_kwh": frame["energy_kwh"].to_numpy(float) if "energy_kwh" in frame else np.full(n, np.nan),
@@ -208,25 +212,38 @@ def hourly_gpus(con, rows_view: str, start, end) -> pd.Series:
     hours = pd.date_range(start.floor("h"), end, freq="h", inclusive="left")
     if not len(hours):
         return pd.Series(0.0, index=hours)
-    e0 = hours[0].timestamp()
-    n = len(hours)
-    edges = np.append(np.arange(n, dtype=float) * 3600.0, end.timestamp() - e0)   # seconds from e0
-    # the first edge at or after each event: it counts in the GPU-seconds before that edge on
-    bucket = (f"CASE WHEN t <= 0 THEN 0 WHEN t <= {float(edges[n - 1])!r} THEN CAST(ceil(t / 3600.0) AS BIGINT) "
-              f"WHEN t <= {float(edges[n])!r} THEN {n} END")
+    edges = np.append(np.array([h.timestamp() for h in hours]), end.timestamp())
+    # (a stop before its start: the row holds no GPU time; no stop: it holds them on)
+    gpu_s = time_bins(con, f"""SELECT start AS lo, CASE WHEN stop >= start THEN stop WHEN stop IS NOT NULL
+                                                         THEN start END AS hi, gpus AS w
+                               FROM "{rows_view}" WHERE start IS NOT NULL AND gpus > 0""", edges)
+    return pd.Series(gpu_s / np.diff(edges), index=hours)
+
+
+def time_bins(con, intervals: str, bounds: np.ndarray) -> np.ndarray:
+    """Per bin ``[bounds[j], bounds[j+1])`` (epoch s, increasing): the sum over the rows of
+    ``intervals`` (a SELECT of ``lo``, ``hi``, ``w``) of ``w`` x the seconds of ``[lo, hi)``
+    inside it. Exact piecewise-linear integration: SQL sums each bound's starts (+w) and ends
+    (-w) and their w x time (each event at the first bound at or after it; an event after
+    the last bound counts nowhere; ``hi`` NULL: the interval has no end); the running sums give
+    the w-seconds before each bound. An interval with ``hi`` <= ``lo`` counts nothing."""
+    bounds = np.asarray(bounds, float)
+    if len(bounds) < 2:
+        return np.zeros(0)
+    b0 = float(bounds[0])
+    con.register("time_bounds", pd.DataFrame({"j": np.arange(len(bounds), dtype=np.int64), "b": bounds - b0}))
     rows = con.execute(f"""
-        WITH r AS (SELECT start - {e0!r} AS s,
-                          CASE WHEN stop >= start THEN stop WHEN stop IS NOT NULL THEN start END - {e0!r} AS e, gpus
-                   FROM "{rows_view}" WHERE start IS NOT NULL AND gpus > 0),
-             ev AS (SELECT s AS t, gpus AS w FROM r UNION ALL SELECT e AS t, -gpus AS w FROM r)
-        SELECT b, sum(w), sum(w * t) FROM (SELECT {bucket} AS b, w, t FROM ev WHERE t IS NOT NULL)
-        WHERE b IS NOT NULL GROUP BY b""").fetchall()
-    w = np.zeros(n + 1)
-    wt = np.zeros(n + 1)
-    for b, sw, swt in rows:
-        w[int(b)], wt[int(b)] = sw, swt
-    gpu_s = edges * np.cumsum(w) - np.cumsum(wt)   # GPU-seconds before each edge
-    return pd.Series(np.diff(gpu_s) / np.diff(edges), index=hours)
+        WITH i AS (SELECT lo - {b0!r} AS lo, hi - {b0!r} AS hi, w FROM ({intervals}) WHERE lo IS NOT NULL
+                   AND NOT coalesce(hi <= lo, false)),
+             ev AS (SELECT lo AS t, w FROM i UNION ALL SELECT hi AS t, -w AS w FROM i WHERE hi IS NOT NULL)
+        SELECT b.j, sum(ev.w), sum(ev.w * ev.t) FROM ev ASOF JOIN time_bounds b ON ev.t <= b.b
+        GROUP BY b.j""").fetchall()
+    con.unregister("time_bounds")
+    w, wt = np.zeros(len(bounds)), np.zeros(len(bounds))
+    for j, sw, swt in rows:
+        w[int(j)], wt[int(j)] = sw, swt
+    before = (bounds - b0) * np.cumsum(w) - np.cumsum(wt)   # w-seconds before each bound
+    return np.diff(before)
 
 
 def gpus_in_use(con, rows_view: str, window, upto, known: bool = True) -> dict:
@@ -340,3 +357,51 @@ def usage_hours(con, rows_view: str, start: float, end: float) -> pd.DataFrame:
                sum(x * gpus / 3600.0) AS gpu_hours, sum(x * ncpus / 3600.0) AS cpu_hours
         FROM (SELECT *, {secs} AS x FROM "{rows_view}")
         GROUP BY ALL ORDER BY account, "user" """).df()
+
+
+def job_seconds(con, rows_view: str, tres: str, reservations: set[str], start: float, end: float,
+                bounds: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray, bool]:
+    """sreport's breakdown's job figures of TRES ``tres`` (``gres/gpu``: ``gpus``, ``cpu``:
+    ``ncpus``) per bin of ``bounds`` (:func:`time_bins`, seconds x count): ``(allocated,
+    planned, known)``. Allocated: the rows that ran, outside the ``reservations`` (names: their
+    jobs are in the reservation's figure), from Start to stop clipped to ``[start, end)``;
+    planned (CPUs only, else zeros): the rows with an Eligible outside the reservations, from
+    Eligible to Start (else stop, else ``now``) clipped, x the CPUs asked for (ReqTRES, else
+    allocated) x their pending tasks (at least 1); ``known``: every row that ran has a count."""
+    col = {"gres/gpu": "gpus", "cpu": "ncpus"}.get(tres)
+    nb = len(bounds) - 1
+    if col is None:
+        return np.zeros(nb), np.zeros(nb), True
+    s, e = float(start), float(end)
+    names = ", ".join(f"'{_q(r)}'" for r in sorted(reservations))
+    out_resv = f"NOT coalesce(reservation IN ({names}), false)" if names else "true"
+    run = f'FROM "{rows_view}" WHERE ran AND {out_resv} AND start IS NOT NULL AND stop IS NOT NULL'
+    unknown = con.execute(f"SELECT count(*) FILTER (WHERE {col} IS NULL) {run}").fetchall()[0][0]
+
+    def clip(x: str) -> str:
+        return f"least(greatest({x}, {s!r}), {e!r})"
+
+    allocated = time_bins(con, f"SELECT {clip('start')} AS lo, {clip('stop')} AS hi, coalesce({col}, 0) AS w {run}",
+                          bounds)
+    planned = np.zeros(nb)
+    if tres == "cpu":
+        planned = time_bins(con, f"""
+            SELECT {clip('eligible')} AS lo, {clip(f'coalesce(start, stop, {float(now)!r})')} AS hi,
+                   coalesce(req_cpus, ncpus) * greatest(coalesce(pending_tasks, 0), 1) AS w
+            FROM "{rows_view}" WHERE eligible IS NOT NULL AND {out_resv} AND coalesce(req_cpus, ncpus) IS NOT NULL""",
+                            bounds)
+    return allocated, planned, not unknown
+
+
+def reservation_job_seconds(con, rows_view: str, name: str, tres: str, lo: float, hi: float,
+                            bounds: np.ndarray) -> np.ndarray:
+    """Per bin of ``bounds`` (:func:`time_bins`): the TRES ``tres`` seconds of the rows that ran
+    in reservation ``name`` (sacct Reservation), Start to stop clipped to ``[lo, hi)``."""
+    col = "gpus" if tres == "gres/gpu" else "ncpus"
+
+    def clip(x: str) -> str:
+        return f"least(greatest({x}, {float(lo)!r}), {float(hi)!r})"
+
+    return time_bins(con, f"""SELECT {clip('start')} AS lo, {clip('stop')} AS hi, coalesce({col}, 0) AS w
+                              FROM "{rows_view}" WHERE ran AND start IS NOT NULL AND reservation = '{_q(name)}'""",
+                     bounds)

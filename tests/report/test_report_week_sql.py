@@ -198,3 +198,25 @@ def test_breakdown_facts_and_usage_from_sql(name, made):
                          "gh": secs * a["gpus"].to_numpy(float) / 3600.0}).groupby(["account", "user"])["gh"].sum()
     assert list(zip(use["account"], use["user"])) == list(want.index), name
     assert use["gpu_hours"].fillna(0).to_numpy() == pytest.approx(want.to_numpy(), rel=1e-12), name
+
+
+def test_breakdown_job_seconds_by_hand():
+    """Two jobs over two hours' bins: job 1 (2 GPUs, 4 CPUs, asked for 2) eligible at 00:00,
+    runs 00:30-02:00; job 2 (1 GPU) in reservation r1, runs 00:00-01:00; job 3 never ran (a
+    pending array record of 3 tasks, 1 CPU, eligible from 01:30). Allocated outside r1: job 1's;
+    planned: job 1's 2 CPUs for 30 min, job 3's 3 CPUs up to ``now`` (02:00)."""
+    h = 3600.0
+    t0 = T0.timestamp()
+    rel = pd.DataFrame({"start": [t0 + h / 2, t0, np.nan], "stop": [t0 + 2 * h, t0 + h, np.nan],
+                        "ran": [True, True, False], "gpus": [2.0, 1.0, 0.0], "ncpus": [4.0, 1.0, 1.0],
+                        "req_cpus": [2.0, np.nan, np.nan], "pending_tasks": [0.0, 0.0, 3.0],
+                        "eligible": [t0, t0, t0 + 1.5 * h], "reservation": ["", "r1", ""]})
+    con = duckdb.connect()
+    con.register("rows", rel)
+    bounds = np.array([t0, t0 + h, t0 + 2 * h])
+    gpu, planned, known = S.job_seconds(con, "rows", "gres/gpu", {"r1"}, t0, t0 + 2 * h, bounds, t0 + 2 * h)
+    assert list(gpu) == [2 * h / 2, 2 * h] and list(planned) == [0.0, 0.0] and known
+    cpu, planned, known = S.job_seconds(con, "rows", "cpu", {"r1"}, t0, t0 + 2 * h, bounds, t0 + 2 * h)
+    assert list(cpu) == [4 * h / 2, 4 * h] and list(planned) == [2 * h / 2, 3 * h / 2]
+    assert list(S.reservation_job_seconds(con, "rows", "r1", "gres/gpu", t0, t0 + 2 * h, bounds)) == [h, 0.0]
+    assert list(S.time_bins(con, "SELECT 1.0 AS lo, NULL::DOUBLE AS hi, 1.0 AS w", np.array([0.0, 2.0, 4.0]))) == [1.0, 2.0]
