@@ -18,6 +18,8 @@ The columns each function reads (epoch seconds are DOUBLE, UTC):
 - ``ran``: the allocation started (:func:`slurmkit.report.usage.started`); ``eligible``: sacct's
   Eligible (epoch s); ``pending_tasks``: the pending tasks of an array record; ``req_cpus``: the
   CPUs asked for (ReqTRES ``cpu``); ``reservation``: sacct's Reservation;
+- ``gu``: the GPU utilization (%) of a row with GPUs: its steps' (``gres/gpuutil`` of
+  TRESUsageInAve / TRESUsageInTot), else its spool records'; NULL when not known;
 - ``cluster``, ``account``, ``user``, ``nodelist``: sacct's Cluster, Account, User, NodeList;
 - ``gpu_hours``: GPU-hours inside the window;
 - ``jid``: the job's identity where a job has several rows (requeued attempts), NULL for a job
@@ -60,7 +62,7 @@ RECONCILE_TOLERANCE = 0.01
 #: The columns :func:`frame_rows` registers.
 ROW_COLUMNS = ("start", "stop", "end", "gpus", "ncpus", "gpu_type", "gpu_hours", "jid", "job_id", "waiting",
                "provisional", "ran", "eligible", "pending_tasks", "req_cpus", "cluster", "account", "user", "nodelist",
-               "reservation", "clock_policy", "energy_source", "energy_kwh")
+               "reservation", "gu", "clock_policy", "energy_source", "energy_kwh")
 #: Those of :data:`ROW_COLUMNS` that are text (a frame's categories, or strings).
 _TEXT = ("gpu_type", "cluster", "account", "user", "nodelist", "reservation", "clock_policy", "energy_source")
 
@@ -107,6 +109,7 @@ def frame_rows(con, frame: pd.DataFrame, name: str, now=None) -> str:
         **{c: frame[c].to_numpy(float) if c in frame else np.full(n, np.nan) for c in ("pending_tasks", "req_cpus")},
         **{c: frame[c].array if c in frame else np.full(n, None, object) for c in ("cluster", "account", "user",
                                                                                  "nodelist", "reservation")},
+        "gu": _gpu_util(frame),
         "clock_policy": frame["clock_policy"].array if "clock_policy" in frame else np.full(n, _none_recorded(), object),
         "energy_source": frame["energy_source"].array if "energy_source" in frame else np.full(n, "none", object),
         "energy_kwh": frame["energy_kwh"].to_numpy(float) if "energy_kwh" in frame else np.full(n, np.nan),
@@ -126,6 +129,15 @@ def _stop(frame: pd.DataFrame, now: pd.Timestamp) -> pd.Series:
     if "stop" in frame or "timelimit_s" in frame:
         return end_or_now(frame, now)
     return frame["end"].fillna(now)
+
+
+def _gpu_util(frame: pd.DataFrame) -> np.ndarray:
+    """Each row's GPU utilization (%): the steps' figure, else the spool's; NaN without one."""
+    util = pd.Series(np.nan, index=frame.index)
+    for c in ("spool_gpu_util_pct", "step_gpu_util_pct"):   # (the later one first)
+        if c in frame:
+            util = frame[c].fillna(util)
+    return util.to_numpy(float)
 
 
 def _none_recorded() -> str:
@@ -405,3 +417,30 @@ def reservation_job_seconds(con, rows_view: str, name: str, tres: str, lo: float
     return time_bins(con, f"""SELECT {clip('start')} AS lo, {clip('stop')} AS hi, coalesce({col}, 0) AS w
                               FROM "{rows_view}" WHERE ran AND start IS NOT NULL AND reservation = '{_q(name)}'""",
                      bounds)
+
+
+def unknown_figures(con, rows_view: str, capacity_gpus) -> dict[str, str]:
+    """The figures whose inputs the rows that ran (``rows_view``) lack altogether, each with the
+    figure whose absence makes it unknown (the reason's key): ``gpu_hours`` (no row has a GPU
+    count), ``cpu_hours`` (no row has a CPU count), ``energy_kwh`` (no row has an energy source),
+    ``gpu_utilization`` (GPU hours unknown, or rows with GPUs, none with a utilization ``gu``),
+    ``utilization`` (no capacity: ``utilization``; else unknown GPU-hours: ``gpu_hours``). What
+    is derived from one (waste, idle jobs, efficiency, cost) is unknown with it. With no row,
+    only the utilization can be."""
+    n, ng, nc, ne, gp, gpu_util = con.execute(f"""
+        SELECT count(*), count(gpus), count(ncpus), count(*) FILTER (WHERE energy_source <> 'none'),
+               count(*) FILTER (WHERE gpus > 0), count(*) FILTER (WHERE gpus > 0 AND gu IS NOT NULL)
+        FROM "{rows_view}" """).fetchall()[0]
+    out = {}
+    if n:
+        if not ng:
+            out["gpu_hours"] = "gpu_hours"
+        if not nc:
+            out["cpu_hours"] = "cpu_hours"
+        if not ne:
+            out["energy_kwh"] = "energy_kwh"
+        if "gpu_hours" in out or (gp and not gpu_util):
+            out["gpu_utilization"] = "gpu_utilization"
+    if not capacity_gpus or "gpu_hours" in out:
+        out["utilization"] = "utilization" if not capacity_gpus else "gpu_hours"
+    return out

@@ -169,27 +169,10 @@ UNKNOWN_WHY = {
 }
 
 
-def unknown_figures(runs: pd.DataFrame, capacity_gpus) -> dict:
+def unknown_figures(con, rows_view: str, capacity_gpus) -> dict:
     """``{figure: why}`` (:data:`UNKNOWN_WHY`) of the figures whose inputs the allocations that
-    ran lack altogether: ``gpu_hours`` (no row has a GPU count), ``cpu_hours`` (no NCPUS),
-    ``energy_kwh`` (no row has an energy source), ``gpu_utilization`` (GPU jobs, none with a
-    utilization figure), ``utilization`` (no capacity). What is derived from one (waste, idle
-    jobs, efficiency, cost) is unknown with it. Empty for an input with no row."""
-    out = {}
-    if len(runs):
-        if runs["gpus"].isna().all():
-            out["gpu_hours"] = UNKNOWN_WHY["gpu_hours"]
-        if runs["ncpus"].isna().all():
-            out["cpu_hours"] = UNKNOWN_WHY["cpu_hours"]
-        if not (runs["energy_source"] != "none").any():
-            out["energy_kwh"] = UNKNOWN_WHY["energy_kwh"]
-        gpu = runs["gpus"] > 0
-        util = runs["step_gpu_util_pct"].fillna(runs["spool_gpu_util_pct"])
-        if "gpu_hours" in out or (gpu.any() and util[gpu].isna().all()):
-            out["gpu_utilization"] = UNKNOWN_WHY["gpu_utilization"]
-    if not capacity_gpus or "gpu_hours" in out:
-        out["utilization"] = UNKNOWN_WHY["utilization"] if not capacity_gpus else UNKNOWN_WHY["gpu_hours"]
-    return out
+    ran (``rows_view``) lack altogether (:func:`slurmkit.report.week_sql.unknown_figures`)."""
+    return {k: UNKNOWN_WHY[why] for k, why in WS.unknown_figures(con, rows_view, capacity_gpus).items()}
 
 
 def physical_totals(runs: pd.DataFrame, gpu_known: bool = True) -> dict:
@@ -499,12 +482,12 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     never = ~waiting & ~a["started"]
     runs = a[~waiting & ~never] if (waiting | never).any() else a
     queue = pending_backlog(a[waiting])
-    unknown = unknown_figures(runs, capacity_gpus)
+    con = duckdb.connect()
+    rows_view = WS.frame_rows(con, runs, "runs", now=now)
+    unknown = unknown_figures(con, rows_view, capacity_gpus)
     totals, jobs_by_src = _totals(runs, queue, int(a["pending_tasks"].sum()),
                                   int(((a["pending_tasks"] == 0) & waiting).sum()), spool_unmatched, assumptions,
                                   unknown)
-    con = duckdb.connect()
-    rows_view = WS.frame_rows(con, runs, "runs", now=now)
     horizon = utc(horizon) if horizon is not None else pd.Timestamp.now(tz="UTC")
     upto = min(utc(window.end), max(horizon, utc(window.start)))
     recon = None

@@ -80,6 +80,8 @@ def test_week_sections_from_sql(name, made):
     con = duckdb.connect()
     rows = S.frame_rows(con, runs, "runs", now=seen["now"])
     _same(name, "energy_by_policy", S.energy_by_policy(con, rows), rep["energy_by_policy"])
+    unknown = S.unknown_figures(con, rows, rep["utilization"]["capacity_gpus"])
+    _same(name, "unknown", {k: W.UNKNOWN_WHY[why] for k, why in unknown.items()}, rep["unknown"])
     window = seen["window"]
     horizon = W.utc(seen["horizon"]) if seen["horizon"] is not None else pd.Timestamp(seen["report"]["as_of"])
     upto = min(W.utc(window.end), max(horizon, W.utc(window.start)))
