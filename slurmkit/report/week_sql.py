@@ -199,7 +199,8 @@ def energy_by_policy(con, rows_view: str) -> list[dict]:
 def most_at_once(con, rows_view: str, start, end) -> float:
     """The most GPUs allocated at one instant in ``[start, end)``: a sweep over the rows'
     ``start`` (+GPUs) and ``stop`` (-GPUs), clipped to the window, ends before starts at one
-    instant; 0.0 when no GPU job ran in it."""
+    instant (the GPUs held after each instant's events: its ends then its starts, which only
+    add); 0.0 when no GPU job ran in it."""
     s0, s1 = utc(start).timestamp(), utc(end).timestamp()
     if s1 <= s0:
         return 0.0
@@ -208,9 +209,10 @@ def most_at_once(con, rows_view: str, start, end) -> float:
                           greatest(least(stop, {s1!r}), {s0!r}) AS en, gpus
                    FROM "{rows_view}" WHERE start IS NOT NULL AND gpus > 0),
              live AS (SELECT * FROM c WHERE en > st),
-             ev AS (SELECT st AS t, gpus AS w FROM live UNION ALL SELECT en AS t, -gpus AS w FROM live)
-        SELECT max(held) FROM (SELECT sum(w) OVER (ORDER BY t, w ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
-                               AS held FROM ev)""").fetchall()[0][0]
+             ev AS (SELECT st AS t, gpus AS w FROM live UNION ALL SELECT en AS t, -gpus AS w FROM live),
+             net AS (SELECT t, sum(w) AS w FROM ev GROUP BY t)
+        SELECT max(held) FROM (SELECT sum(w) OVER (ORDER BY t ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+                               AS held FROM net)""").fetchall()[0][0]
     return float(got) if got is not None else 0.0
 
 
