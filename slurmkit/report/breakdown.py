@@ -39,6 +39,7 @@ from slurmkit import hostlist
 from slurmkit.accounting.parse import parse_times
 from slurmkit.errors import InputError
 from slurmkit.report import capacity as C
+from slurmkit.report import week_sql as WS
 from slurmkit.report.window import iso_z
 from slurmkit.slurm import tres as T
 
@@ -143,18 +144,6 @@ def _hour_bounds(start: float, end: float) -> np.ndarray:
     return np.unique(np.concatenate([[start], inner[inner > start], [end]]))
 
 
-def _job_columns(allocs: pd.DataFrame, now: pd.Timestamp):
-    """(start, stop, started, eligible) as epoch seconds / flags (NaN where not known)."""
-    from slurmkit.report.usage import end_or_now
-
-    start = allocs["start"]
-    stop = end_or_now(allocs, now) if "timelimit_s" in allocs else allocs["end"].fillna(now)
-    started = allocs["started"].to_numpy(bool) if "started" in allocs else start.notna().to_numpy()
-    epoch = pd.Timestamp(0, tz="UTC")
-    as_s = lambda s: (s - epoch).dt.total_seconds().to_numpy(float)  # noqa: E731  (any resolution; NaT -> NaN)
-    return as_s(start), as_s(stop), started, as_s(allocs["eligible"]) if "eligible" in allocs else None
-
-
 def breakdown(window_start, window_end, allocs: pd.DataFrame, events: pd.DataFrame | None,
               reservations: list[dict] | None, node_tres: dict[str, dict[str, float]],
               now=None, tres: tuple[str, ...] = TRES) -> dict:
@@ -189,9 +178,7 @@ def breakdown(window_start, window_end, allocs: pd.DataFrame, events: pd.DataFra
               else "node TRES (scontrol show nodes CfgTRES, or the site profile)")
     first_reg = registration(ev)
     tracked = [r for r in reservations if "IGNORE_JOBS" not in r["flags"] and not pd.isna(r["start"])]
-    in_resv = allocs["reservation"].fillna("").astype(str).isin({r["name"] for r in tracked}).to_numpy() \
-        if "reservation" in allocs and len(allocs) else np.zeros(len(allocs), bool)
-    j_start, j_stop, j_started, j_elig = _job_columns(allocs, now) if len(allocs) else (np.array([]),) * 3 + (None,)
+    jobs = _rows(allocs, now) if len(allocs) else None
     down_iv = C.node_down_intervals(ev[(ev["node"] != "") & ~ev["state"].str.upper().str.contains("MAINT", na=False)],
                                     window_start, window_end, now)
     planned_states = ev[ev["state"].str.upper().str.contains("FUTURE|POWER", na=False)]
@@ -217,7 +204,12 @@ def breakdown(window_start, window_end, allocs: pd.DataFrame, events: pd.DataFra
             per["reported"] = np.diff(bounds) * count
         resv_less = _down_seconds(per, k, down_iv, node_ev_tres, node_tres, tracked, planned_nodes, bounds, t_now)
         _reservation_seconds(per, k, tracked, resv_less, s, e, bounds, t_now)
-        known = _job_seconds(per, k, allocs, (j_start, j_stop, j_started, j_elig), in_resv, s, e, bounds, t_now)
+        if jobs is not None:
+            allocated, planned, known = WS.job_seconds(*jobs, k, {r["name"] for r in tracked}, s, e, bounds, t_now)
+            per["allocated"] += allocated
+            per["planned"] += planned
+        else:
+            known = True
         _cap_hours(per)
         fig = {f: float(per[f].sum()) / 3600.0 for f in FIGURES}
         if not known:
@@ -273,35 +265,6 @@ def _reservation_seconds(per: dict, k: str, tracked: list, resv_less: dict, s: f
         hi = t_now if pd.isna(r["end"]) else _epoch(r["end"])
         secs = _bins(np.array([max(lo, s)]), np.array([min(hi, e)]), np.array([r["tres"].get(k, 0.0)]), bounds)
         per["planned_down" if "MAINT" in r["flags"] else "allocated"] += np.maximum(secs - resv_less[id(r)], 0.0)
-
-
-def _job_seconds(per: dict, k: str, allocs: pd.DataFrame, job_columns: tuple, in_resv: np.ndarray, s: float,
-                 e: float, bounds: np.ndarray, t_now: float) -> bool:
-    """Add the jobs' TRES ``k`` seconds per hour to ``per``: Allocated while they ran (outside a
-    reservation) and, for CPUs, Planned while eligible and pending (the CPUs asked for, times
-    the pending tasks). ``job_columns``: :func:`_job_columns`. Returns whether every job's
-    count of ``k`` is known."""
-    j_start, j_stop, j_started, j_elig = job_columns
-    col = "gpus" if k == "gres/gpu" else "ncpus" if k == "cpu" else None
-    known = True
-    if col is not None and len(allocs):
-        cnt = allocs[col].to_numpy(float)
-        run = j_started & ~in_resv & ~np.isnan(j_start) & ~np.isnan(j_stop)
-        known = not np.isnan(cnt[run]).any()
-        per["allocated"] += _bins(np.clip(j_start[run], s, e), np.clip(j_stop[run], s, e),
-                                  np.nan_to_num(cnt[run]), bounds)
-        if k == "cpu" and j_elig is not None:
-            tasks = allocs["pending_tasks"].to_numpy(float) if "pending_tasks" in allocs else np.zeros(len(cnt))
-            wait_end = np.where(np.isnan(j_start), j_stop, j_start)
-            wait_end = np.where(np.isnan(wait_end), t_now, wait_end)
-            # the CPUs the job asked for, as slurmdbd's rollup counts a pending job (a GPU
-            # job's allocation may hold more); its allocated CPUs where the input has no ReqTRES
-            req = allocs["req_cpus"].to_numpy(float) if "req_cpus" in allocs else np.full(len(cnt), np.nan)
-            want = np.where(np.isnan(req), cnt, req)
-            ok = ~np.isnan(j_elig) & ~in_resv & ~np.isnan(want)
-            per["planned"] += _bins(np.clip(j_elig[ok], s, e), np.clip(wait_end[ok], s, e),
-                                    want[ok] * np.maximum(tasks[ok], 1.0), bounds)
-    return known
 
 
 def _cap_hours(per: dict[str, np.ndarray]) -> None:
@@ -392,20 +355,22 @@ def job_facts(allocs: pd.DataFrame) -> dict:
     """What the breakdown's inputs must agree with, from the report's allocation rows
     (``cluster``: sacct's Cluster; ``nodelist``: sacct's NodeList; ``start``): ``{"clusters"
     (set of names), "nodes" (set of node names the jobs ran on), "last_start" (the latest
-    Start, aware UTC, or None)}``; facts of several frames combine with :func:`add_facts`. A
-    NodeList that is not a hostlist names no node here."""
+    Start, aware UTC, or None)}`` (:func:`slurmkit.report.week_sql.job_facts` over the rows);
+    facts of several frames combine with :func:`add_facts`. A NodeList that is not a hostlist
+    names no node here."""
     if not len(allocs):
         return {"clusters": set(), "nodes": set(), "last_start": None}
-    clusters = {str(c) for c in allocs["cluster"].dropna().unique() if str(c)} if "cluster" in allocs else set()
-    nodes = set()
-    if "nodelist" in allocs:
-        for nl in allocs["nodelist"].dropna().unique():
-            try:
-                nodes.update(hostlist.expand_nodelist(str(nl)))
-            except hostlist.BadHostlist:
-                continue
-    starts = allocs["start"].dropna() if "start" in allocs else pd.Series([], dtype=object)
-    return {"clusters": clusters, "nodes": nodes, "last_start": pd.Timestamp(starts.max()) if len(starts) else None}
+    con, view = _rows(allocs, None)
+    return WS.job_facts(con, view)
+
+
+def _rows(allocs: pd.DataFrame, now: pd.Timestamp | None):
+    """``(connection, view)``: ``allocs`` registered in a new DuckDB connection
+    (:func:`slurmkit.report.week_sql.frame_rows`; running rows up to ``now``)."""
+    import duckdb
+
+    con = duckdb.connect()
+    return con, WS.frame_rows(con, allocs, "rows", now=now)
 
 
 def add_facts(a: dict, b: dict) -> dict:
@@ -504,16 +469,12 @@ def refuse_foreign(facts: dict, inputs: dict | None) -> None:
 
 
 def _usage_hours(allocs: pd.DataFrame, s: float, e: float, now: pd.Timestamp) -> pd.DataFrame:
-    """Per (account, user): GPU-hours and CPU-hours of the started jobs inside ``[s, e)``."""
+    """Per (account, user): GPU-hours and CPU-hours of the started jobs inside ``[s, e)``
+    (:func:`slurmkit.report.week_sql.usage_hours`)."""
     if not len(allocs):
         return pd.DataFrame(columns=["account", "user", "gpu_hours", "cpu_hours"])
-    j_start, j_stop, started, _ = _job_columns(allocs, now)
-    secs = np.clip(np.nan_to_num(j_stop, nan=s), s, e) - np.clip(np.nan_to_num(j_start, nan=e), s, e)
-    secs = np.where(started, np.maximum(secs, 0.0), 0.0)
-    df = pd.DataFrame({"account": allocs["account"].astype(str).to_numpy(), "user": allocs["user"].astype(str).to_numpy(),
-                       "gpu_hours": secs * allocs["gpus"].to_numpy(float) / 3600.0,
-                       "cpu_hours": secs * allocs["ncpus"].to_numpy(float) / 3600.0})
-    return df.groupby(["account", "user"], as_index=False, sort=True)[["gpu_hours", "cpu_hours"]].sum(min_count=1)
+    con, view = _rows(allocs, now)
+    return WS.usage_hours(con, view, s, e)
 
 
 def reservation_shares(reservations: list[dict], allocs: pd.DataFrame, events: pd.DataFrame | None,
@@ -530,7 +491,7 @@ def reservation_shares(reservations: list[dict], allocs: pd.DataFrame, events: p
     ev = events if events is not None else C.node_events("")
     down_iv = C.node_down_intervals(ev[(ev["node"] != "") & ~ev["state"].str.upper().str.contains("MAINT", na=False)],
                                     window_start, window_end, now)
-    j = _job_columns(allocs, now) if len(allocs) and "reservation" in allocs else None
+    jobs = _rows(allocs, now) if len(allocs) and "reservation" in allocs else None
     out: dict[str, dict] = {}
     for r in reservations:
         if not r["assocs"] or pd.isna(r["start"]):
@@ -548,11 +509,8 @@ def reservation_shares(reservations: list[dict], allocs: pd.DataFrame, events: p
                 if ivs and c:
                     idle -= _bins(np.array([max(iv[0].timestamp(), lo) for iv in ivs]),
                                   np.array([min(iv[1].timestamp(), hi) for iv in ivs]), np.full(len(ivs), c), bounds)
-            if j is not None:
-                mine = (allocs["reservation"].astype(str) == r["name"]).to_numpy() & j[2] & ~np.isnan(j[0])
-                col = "gpus" if k == "gres/gpu" else "ncpus"
-                idle -= _bins(np.clip(j[0][mine], lo, hi), np.clip(j[1][mine], lo, hi),
-                              np.nan_to_num(allocs[col].to_numpy(float)[mine]), bounds)
+            if jobs is not None:
+                idle -= WS.reservation_job_seconds(*jobs, r["name"], k, lo, hi, bounds)
             share = np.floor(np.maximum(idle, 0.0) / len(r["assocs"]))
             for a in r["assocs"]:
                 d = out.setdefault(a, {"gpu_hours": 0.0, "cpu_hours": 0.0})

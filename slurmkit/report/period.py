@@ -723,14 +723,14 @@ def energy_kwh_sql(a, src: str, ej: str, gh: str, gtype: str) -> str:
 
 def _row_columns() -> str:
     """SQL of the columns of a (row, window) of view ``rw`` (:func:`_build_rows`): the row's
-    own fields, its GPU type group (as :func:`slurmkit.report.weekly.gpu_type_labels`), its
+    own fields, its GPU type group (as :func:`slurmkit.report.week_sql.gpu_type_label_sql`), its
     GPU- and CPU-hours inside the window, its queue wait, its GPU bucket (``_BUCKET_LABELS``'
     index) and its job-size cell (:func:`_size_cells`)."""
     waste = ", ".join(f"'{s}'" for s in WASTE_STATES)
     # the GPU bucket as a number (``_BUCKET_LABELS``' index: no text per row; named in ``fine``)
     bucket = " ".join(f"WHEN ceil(coalesce(req_gpus, gpus, 0)) <= {hi} THEN {i + 1}"
                       for i, (lo, hi, label) in enumerate(GPU_BUCKETS) if lo > 0 and math.isfinite(hi))
-    # the GPU type group (as weekly.gpu_type_labels): untyped GPUs, and rows with no GPU count
+    # the GPU type group (as week_sql.gpu_type_label_sql): untyped GPUs, and rows with no GPU count
     gtype = (f"CASE WHEN gpus IS NULL THEN '{GPU_TYPE_UNKNOWN}' WHEN coalesce(gpu_type, '') = '' AND gpus > 0 "
              f"THEN '{GPU_UNTYPED}' ELSE gpu_type END AS gpu_type")
     return f"""wid, prim, CASE WHEN multi THEN jid END AS jid, multi, state, "user", account, partition, qos, {gtype}, gpus, ncpus, gpu_source,

@@ -503,33 +503,3 @@ def epoch_s(t: pd.Series) -> np.ndarray:
     """Aware timestamps -> float epoch seconds (NaN for NaT)."""
     ns = t.to_numpy(dtype="datetime64[ns]", na_value=np.datetime64("NaT")).view(np.int64)
     return np.where(ns == np.iinfo(np.int64).min, np.nan, ns / 1e9)
-
-
-def hourly_gpus(allocs: pd.DataFrame, start, end, now=None) -> pd.Series:
-    """Average GPUs in use in each hour of ``[start, end)``: a Series indexed by the hour's
-    start (UTC). Exact piecewise-linear integration, O(n log n) with numpy; running jobs end
-    as :func:`end_or_now` says. Suspended time is not subtracted (Slurm keeps the GPUs
-    allocated)."""
-    start, end = utc(start), utc(end)
-    now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
-    hours = pd.date_range(start.floor("h"), end, freq="h", inclusive="left")
-    epoch = pd.Timestamp(0, tz="UTC")
-    edges = np.append((hours - epoch).total_seconds().to_numpy(), (end - epoch).total_seconds())
-    sel = (allocs["start"].notna() & (allocs["gpus"] > 0)).to_numpy()
-    if not sel.any():
-        return pd.Series(0.0, index=hours)
-    s = epoch_s(allocs["start"])[sel]
-    e = epoch_s(end_or_now(allocs, now))[sel]
-    e = np.maximum(e, s)
-    g = allocs["gpus"].to_numpy(float)[sel]
-
-    def integral(times, weights, at):
-        order = np.argsort(times)
-        t, w = times[order], weights[order]
-        cw, ctw = np.concatenate([[0], np.cumsum(w)]), np.concatenate([[0], np.cumsum(w * t)])
-        idx = np.searchsorted(t, at, side="right")
-        return at * cw[idx] - ctw[idx]
-
-    F = integral(s, g, edges) - integral(e, g, edges)  # GPU-seconds before each edge
-    per_hour = np.diff(F) / np.diff(edges)
-    return pd.Series(per_hour, index=hours)

@@ -18,13 +18,17 @@ from __future__ import annotations
 
 import math
 
+import duckdb
 import numpy as np
 import pandas as pd
 
 from slurmkit.accounting.quality import DataQuality
 from slurmkit.report import energy as E
 from slurmkit.report.jobs import has_repeats, job_sizes
-from slurmkit.report.usage import allocations, end_or_now, epoch_s, hourly_gpus, utc
+from slurmkit.report import week_sql as WS
+from slurmkit.report.usage import allocations, utc
+# (the GPU type group labels have their home beside their SQL; named here for the period report)
+from slurmkit.report.week_sql import GPU_TYPE_UNKNOWN, GPU_UNTYPED  # noqa: F401
 from slurmkit.report.window import Window, iso_z
 
 #: The outcomes line of earlier attempts of requeued jobs (their ``attempts``; ``jobs`` only
@@ -34,12 +38,6 @@ REQUEUED_LINE = "requeued attempts"
 #: A job under this GPU utilization (percent) held its GPUs idle; the report lists the top ones.
 IDLE_UTIL_PCT = 5.0
 IDLE_JOBS = 20
-
-#: Windows longer than this many days get daily, not hourly, GPUs-in-use buckets.
-DAILY_AFTER_DAYS = 31
-
-#: How far apart per-job GPU-hours and sreport may be before the reconciliation is flagged.
-RECONCILE_TOLERANCE = 0.01
 
 
 def _num(x):
@@ -87,58 +85,6 @@ def _group(a: pd.DataFrame, col: str, name: str, mask=None) -> list[dict]:
             for k, j, g, c, e, u, w, p, ph in zip(t[col], t["jobs"], t["gpu_hours"], t["cpu_hours"],
                                                   t["energy_kwh"], t["jobs_none"], t["waste_gpu_hours"],
                                                   t["provisional_gpu_hours"], t["physical_gpu_hours"])]
-
-
-#: The GPU type of GPUs counted without a type (``gres/gpu=4``), and of jobs whose GPU count the
-#: input does not give.
-GPU_UNTYPED = "untyped"
-GPU_TYPE_UNKNOWN = "unknown (no GPU field)"
-
-
-def gpu_type_labels(runs: pd.DataFrame) -> pd.Series:
-    """The ``by_gpu_type`` group of each allocation row: its ``gpu_type`` (from AllocTRES /
-    AllocGRES / ReqTRES), :data:`GPU_UNTYPED` for GPUs without a type, :data:`GPU_TYPE_UNKNOWN`
-    where the GPU count is unknown (NaN: no GPU field in the input)."""
-    t = runs["gpu_type"]
-    t = t if isinstance(t.dtype, pd.CategoricalDtype) else t.astype("category")
-    # per category, not per row (a million rows hold a handful of types)
-    names = np.array([str(c) or GPU_UNTYPED for c in t.cat.categories] + [GPU_UNTYPED, GPU_TYPE_UNKNOWN], object)
-    codes = t.cat.codes.to_numpy(np.int64).copy()
-    codes[codes < 0] = len(names) - 2
-    codes[runs["gpus"].isna().to_numpy()] = len(names) - 1
-    return pd.Series(names[codes], index=runs.index)
-
-
-#: The energy sources that measure a job's GPUs (the spool's NVML counters, or the same read
-#: through Prometheus): the only ones a clock policy's effect shows in.
-MEASURED_SOURCES = ("measured", "prometheus")
-
-
-def energy_by_policy(runs: pd.DataFrame) -> list[dict]:
-    """Energy per GPU-hour by the clock policy the GPU jobs ran under: one row per
-    ``clock_policy`` label (:func:`slurmkit.report.energy.attach_energy`: the spool records'
-    policy; ``none recorded`` for jobs without one, which are counted, not dropped), most
-    GPU-hours first: ``{"policy", "jobs"`` (distinct jobs), ``"gpu_hours"`` (in the window),
-    ``"measured_gpu_hours"`` (of those, the allocations with measured energy),
-    ``"energy_kwh"`` (their measured kWh in the window; None when none is measured),
-    ``"kwh_per_gpu_hour": energy_kwh / measured_gpu_hours}`` (None without measured GPU-hours).
-    Modelled and Slurm energy are left out: a TDP model shows no policy's effect."""
-    sel = runs.loc[runs["gpus"] > 0, ["clock_policy", "gpu_hours", "energy_kwh", "energy_source", "job_code"]]
-    if sel.empty:
-        return []
-    measured = sel["energy_source"].isin(MEASURED_SOURCES).to_numpy()
-    codes, uniq = pd.factorize(sel["clock_policy"].astype(str), sort=False)
-    frame = pd.DataFrame({"gh": sel["gpu_hours"].to_numpy(float),
-                          "mgh": np.where(measured, sel["gpu_hours"].to_numpy(float), 0.0),
-                          "kwh": np.where(measured, sel["energy_kwh"].to_numpy(float), np.nan)})
-    t = frame[["gh", "mgh"]].groupby(codes).sum()
-    t["kwh"] = frame["kwh"].groupby(codes).sum(min_count=1)
-    t["jobs"] = _distinct_per_group(codes, sel["job_code"].to_numpy(), len(uniq))[t.index]
-    t["policy"] = np.asarray(uniq, dtype=object)[t.index]
-    t = t.sort_values(["gh", "policy"], ascending=[False, True])
-    return [{"policy": str(name), "jobs": int(j), "gpu_hours": _num(g), "measured_gpu_hours": _num(m),
-             "energy_kwh": _num(k), "kwh_per_gpu_hour": _num(k / m) if m > 0 and not math.isnan(k) else None}
-            for name, j, g, m, k in zip(t["policy"], t["jobs"], t["gh"], t["mgh"], t["kwh"])]
 
 
 _QUANTILES = [0.5, 0.9, 0.95, 0.05, 0.25, 0.75, 1.0]
@@ -200,95 +146,16 @@ def pending_backlog(waiting: pd.DataFrame) -> dict:
             "without_time_limit": int(tasks[gpu_jobs & ~limited].sum())}
 
 
-def most_at_once(allocs: pd.DataFrame, start, end, now=None) -> float:
-    """The most GPUs allocated at one instant in ``[start, end)``: a sweep over the jobs'
-    Start (+GPUs) and End (-GPUs, running jobs as :func:`~slurmkit.report.usage.end_or_now`
-    says), clipped to the window; 0.0 when no GPU job ran in it."""
-    start, end = utc(start), utc(end)
-    if end <= start:
-        return 0.0
-    sel = (allocs["start"].notna() & (allocs["gpus"] > 0)).to_numpy()
-    if not sel.any():
-        return 0.0
-    now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
-    s0, s1 = start.timestamp(), end.timestamp()
-    st = np.clip(epoch_s(allocs["start"])[sel], s0, s1)
-    en = np.clip(epoch_s(end_or_now(allocs, now))[sel], s0, s1)
-    g = allocs["gpus"].to_numpy(float)[sel]
-    live = en > st
-    if not live.any():
-        return 0.0
-    t = np.concatenate([st[live], en[live]])
-    w = np.concatenate([g[live], -g[live]])
-    key = _sweep_keys(t, w)
-    if key is not None:   # whole seconds and whole GPUs: the sums are exact in any order
-        return float(np.cumsum((np.sort(key) & 0xFFFF) - (1 << 15)).max())
-    order = np.lexsort((w, t))   # at one instant, ends before starts
-    return float(np.cumsum(w[order]).max())
-
-
-def _sweep_keys(t: np.ndarray, w: np.ndarray) -> np.ndarray | None:
-    """One int64 per event of :func:`most_at_once` (``t``: epoch seconds, ``w``: +GPUs at a
-    start, -GPUs at an end) that sorts as its sweep does, by time with the ends of an instant
-    first, and holds ``w`` in its low 16 bits: a sort of integers instead of a lexsort of two
-    float columns. None unless every time is a whole second in [0, 2**40) and every count a
-    whole number under 2**15 (then any order of one instant's ends, or of its starts, gives
-    the same exact running sums, so the same maximum)."""
-    if not len(t) or not (np.isfinite(t).all() and t.min() >= 0 and t.max() < 2.0**40 and (t == np.floor(t)).all()):
-        return None
-    if not ((np.abs(w) < 2**15).all() and (w == np.floor(w)).all()):
-        return None
-    return (((t.astype(np.int64) << 1) | (w > 0)) << 16) | (w.astype(np.int64) + (1 << 15))
-
-
-def reconcile(rows, runs: pd.DataFrame, span: Window, sreport_gpu_hours: float,
-              now=None, limit: int = 20) -> dict:
-    """Per-job GPU-hours clipped to exactly ``span`` (the whole hours sreport covers: up to its
-    last rollup, never the current hour) vs ``sreport_gpu_hours`` over the same span.
-
-    ``status``: ``reconciled`` (within :data:`RECONCILE_TOLERANCE`), ``flagged`` (further apart;
-    ``jobs_to_check`` names the jobs with GPU time in the span, those cut by its edges or still
-    running first, then by GPU-hours) or ``not_reconciled`` (the span is empty or holds no GPU
-    time on either side; ``note`` says why, e.g. the jobs ran after sreport's last hour).
-    ``runs``: the report's allocation frame (for the jobs after the span)."""
-    out = {"window": span.as_dict(), "jobs_gpu_hours": None, "sreport_gpu_hours": _num(sreport_gpu_hours),
-           "difference": None, "relative": None, "flagged": False, "status": "not_reconciled",
-           "note": "", "jobs_to_check": []}
-    upto = f"{span.end:%Y-%m-%d %H:00} UTC"
+def _reconciliation(con, rows_view: str, rows, span: Window, sreport_gpu_hours: float, now=None) -> dict:
+    """The ``reconciliation`` section (:func:`slurmkit.report.week_sql.reconcile`): the rows
+    clipped to ``span`` (sreport's whole hours; :func:`slurmkit.report.usage.allocations` of
+    ``rows``) registered beside the report's rows that ran (``rows_view``) and compared with
+    ``sreport_gpu_hours``."""
+    span_rows = None
     if span.end > span.start:
         ra = allocations(rows, span.start, span.end, DataQuality(rows_read=len(rows)), now=now)
-        ra = ra[(ra["pending_tasks"] == 0) & ~((ra["state"] == "PENDING") & ra["start"].isna())
-                & (ra["gpus"] > 0)]
-        rec_h = float(ra["gpu_hours"].sum())
-    else:
-        ra, rec_h = None, 0.0
-    out["jobs_gpu_hours"] = _num(rec_h)
-    if rec_h <= 0 and sreport_gpu_hours <= 0:
-        later = runs[(runs["gpus"] > 0) & (runs["gpu_hours"] > 0)]
-        if span.end <= span.start:
-            out["note"] = "sreport covers no whole hour of the window yet"
-        elif len(later):
-            out["note"] = f"sreport covers up to {upto}, the jobs ran after"
-        else:
-            out["note"] = "no GPU job time in the window"
-        return out
-    diff = rec_h - sreport_gpu_hours
-    rel = abs(diff) / sreport_gpu_hours if sreport_gpu_hours > 0 else None
-    flagged = rel is None or rel > RECONCILE_TOLERANCE
-    out.update(difference=_num(diff), relative=_num(rel) if rel is not None else None,
-               flagged=bool(flagged), status="flagged" if flagged else "reconciled")
-    if flagged and ra is not None and len(ra):
-        s0 = pd.Timestamp(span.start)
-        s1 = pd.Timestamp(span.end)
-        cut = ra["provisional"] | (ra["start"] < s0) | ra["end"].isna() | (ra["end"] > s1)
-        order = ra.assign(_cut=cut).sort_values(["_cut", "gpu_hours"], ascending=[False, False])
-        out["jobs_to_check"] = [f"{j} ({g:.3g} GPU-h{', cut by the span' if c else ''})"
-                                for j, g, c in zip(order["job_id"].astype(str), order["gpu_hours"],
-                                                   order["_cut"])][:limit]
-    if flagged and sreport_gpu_hours <= 0:
-        out["note"] = (f"sreport reports no GPU time up to {upto}: has slurmdbd rolled these hours "
-                       f"up (sacctmgr -i rollup, or --rollup)?")
-    return out
+        span_rows = WS.frame_rows(con, ra, "span_rows", now=now)
+    return WS.reconcile(con, span_rows, rows_view, span, sreport_gpu_hours)
 
 
 #: Why a figure is unknown (``report["unknown"]``), by figure.
@@ -302,27 +169,10 @@ UNKNOWN_WHY = {
 }
 
 
-def unknown_figures(runs: pd.DataFrame, capacity_gpus) -> dict:
+def unknown_figures(con, rows_view: str, capacity_gpus) -> dict:
     """``{figure: why}`` (:data:`UNKNOWN_WHY`) of the figures whose inputs the allocations that
-    ran lack altogether: ``gpu_hours`` (no row has a GPU count), ``cpu_hours`` (no NCPUS),
-    ``energy_kwh`` (no row has an energy source), ``gpu_utilization`` (GPU jobs, none with a
-    utilization figure), ``utilization`` (no capacity). What is derived from one (waste, idle
-    jobs, efficiency, cost) is unknown with it. Empty for an input with no row."""
-    out = {}
-    if len(runs):
-        if runs["gpus"].isna().all():
-            out["gpu_hours"] = UNKNOWN_WHY["gpu_hours"]
-        if runs["ncpus"].isna().all():
-            out["cpu_hours"] = UNKNOWN_WHY["cpu_hours"]
-        if not (runs["energy_source"] != "none").any():
-            out["energy_kwh"] = UNKNOWN_WHY["energy_kwh"]
-        gpu = runs["gpus"] > 0
-        util = runs["step_gpu_util_pct"].fillna(runs["spool_gpu_util_pct"])
-        if "gpu_hours" in out or (gpu.any() and util[gpu].isna().all()):
-            out["gpu_utilization"] = UNKNOWN_WHY["gpu_utilization"]
-    if not capacity_gpus or "gpu_hours" in out:
-        out["utilization"] = UNKNOWN_WHY["utilization"] if not capacity_gpus else UNKNOWN_WHY["gpu_hours"]
-    return out
+    ran (``rows_view``) lack altogether (:func:`slurmkit.report.week_sql.unknown_figures`)."""
+    return {k: UNKNOWN_WHY[why] for k, why in WS.unknown_figures(con, rows_view, capacity_gpus).items()}
 
 
 def physical_totals(runs: pd.DataFrame, gpu_known: bool = True) -> dict:
@@ -524,32 +374,6 @@ def efficiency(runs: pd.DataFrame, unknown: dict | None = None) -> dict:
     return eff
 
 
-def gpus_in_use(runs: pd.DataFrame, window: Window, upto, now=None, known: bool = True) -> dict:
-    """The ``hourly`` section: the GPUs-in-use curve from the window's start up to ``upto`` (never
-    a future hour; hourly means, daily past :data:`DAILY_AFTER_DAYS`), its peak and p95, and the
-    most GPUs allocated at once (:func:`most_at_once`). ``known`` False (no GPU count in the
-    input): no curve, every figure None."""
-    if not known:
-        return {"bucket": "hour", "hours": [], "gpus_in_use": [], "peak": None, "p95": None, "peak_at_once": None}
-    # (``upto`` before the window's start, an --as-of earlier than the window: no hour, an empty
-    # curve with a time index)
-    curve = hourly_gpus(runs, window.start, upto, now=now) if upto > utc(window.start) else \
-        pd.Series(dtype=float, index=pd.DatetimeIndex([], tz="UTC"))
-    bucket = "hour"
-    if window.hours > DAILY_AFTER_DAYS * 24 and len(curve):
-        bucket = "day"
-        # each hour weighs its length: the last one ends at ``upto`` (a capture taken at 01:10
-        # covers 10 minutes of its hour), so a day's mean is its GPU-hours over its hours covered
-        secs = pd.Series(3600.0, index=curve.index)
-        secs.iloc[-1] = min(3600.0, (utc(upto) - curve.index[-1]).total_seconds())
-        curve = (curve * secs).resample("D").sum() / secs.resample("D").sum()
-    return {"bucket": bucket, "hours": list(curve.index.strftime("%Y-%m-%dT%H:%M:%SZ")),
-            "gpus_in_use": [round(float(v), 6) for v in curve.to_numpy()],
-            "peak": _num(curve.max()) if len(curve) else None,
-            "p95": _num(curve.quantile(0.95)) if len(curve) else None,
-            "peak_at_once": _num(most_at_once(runs, window.start, upto, now))}
-
-
 def utilization(gpu_h: float | None, capacity_gpus: float | None, down_gpu_hours: float | None,
                 window: Window, upto, capacity_from=None) -> dict:
     """The ``utilization`` section: GPU-hours / available GPU-hours, where available =
@@ -658,7 +482,9 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     never = ~waiting & ~a["started"]
     runs = a[~waiting & ~never] if (waiting | never).any() else a
     queue = pending_backlog(a[waiting])
-    unknown = unknown_figures(runs, capacity_gpus)
+    con = duckdb.connect()
+    rows_view = WS.frame_rows(con, runs, "runs", now=now)
+    unknown = unknown_figures(con, rows_view, capacity_gpus)
     totals, jobs_by_src = _totals(runs, queue, int(a["pending_tasks"].sum()),
                                   int(((a["pending_tasks"] == 0) & waiting).sum()), spool_unmatched, assumptions,
                                   unknown)
@@ -666,7 +492,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     upto = min(utc(window.end), max(horizon, utc(window.start)))
     recon = None
     if sreport_gpu_hours is not None:
-        recon = reconcile(rows, runs, recon_window or window, float(sreport_gpu_hours), now=now)
+        recon = _reconciliation(con, rows_view, rows, recon_window or window, float(sreport_gpu_hours), now=now)
     from slurmkit.report.breakdown import registration
 
     reg = registration((breakdown_inputs or {}).get("events"))
@@ -685,15 +511,15 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         "by_partition": _group(runs, "partition", "partition"),
         "by_qos": _group(runs, "qos", "qos"),
         "by_gpu_type": _group(runs[["gpu_hours", "cpu_hours", "energy_kwh", "waste_gpu_hours", "provisional_gpu_hours",
-                                    "physical_gpu_hours", "job_code", "energy_source"]].assign(gpu_type=gpu_type_labels(runs)),
+                                    "physical_gpu_hours", "job_code", "energy_source"]].assign(gpu_type=WS.gpu_type_labels(con, rows_view)),
                               "gpu_type", "gpu_type",
                               (runs["gpus"] > 0) | runs["gpus"].isna()),
-        "energy_by_policy": energy_by_policy(runs),
+        "energy_by_policy": WS.energy_by_policy(con, rows_view),
         "outcomes": outcomes(runs) + cancelled_before_start(a[never], runs),
         "queue_wait": queue_wait(runs, queue),
         "efficiency": efficiency(runs, unknown),
         "job_sizes": job_sizes(runs),
-        "hourly": gpus_in_use(runs, window, upto, now, known="gpu_hours" not in unknown),
+        "hourly": WS.gpus_in_use(con, rows_view, window, upto, known="gpu_hours" not in unknown),
         "utilization": util,
         "accounts": accounts_section(a, breakdown_inputs),
         "downtime": downtime,

@@ -509,10 +509,12 @@ def test_memory_and_cpu_efficiency_of_each_requeued_attempt_use_its_own_steps():
     assert "1 allocation(s) used more memory than allocated" in to_markdown(over)
 
 
-@pytest.mark.parametrize("gpus, want", [([4.0, 2.0, 4.0, 1.0, 1.0], 7.0),            # whole GPUs: integer sort
-                                        ([2 / 7, 1.0, 3 / 7, 2.0, 1 / 7], 1.0 + 3 / 7 + 2.0)])  # MIG: lexsort
+@pytest.mark.parametrize("gpus, want", [([4.0, 2.0, 4.0, 1.0, 1.0], 7.0),            # whole GPUs
+                                        ([2 / 7, 1.0, 3 / 7, 2.0, 1 / 7], 1.0 + 3 / 7 + 2.0)])  # MIG shares
 def test_most_gpus_at_once_ends_before_starts_at_one_instant(gpus, want):
-    from slurmkit.report.weekly import most_at_once
+    import duckdb
+
+    from slurmkit.report.week_sql import frame_rows, most_at_once
 
     # 0: 00:00-02:00, 1: 01:00-03:00, 2: 02:00-04:00 (starts as job 0 ends), 3: 02:00-02:30,
     # 4: still running from 03:00 (its End: the 05:00 time limit, before now)
@@ -522,8 +524,9 @@ def test_most_gpus_at_once_ends_before_starts_at_one_instant(gpus, want):
     allocs = pd.DataFrame({"start": pd.to_datetime(starts, unit="s", utc=True),
                            "end": pd.to_datetime(ends, unit="s", utc=True),
                            "timelimit_s": [np.inf] * 4 + [2 * h], "gpus": gpus})
-    got = most_at_once(allocs, pd.Timestamp(T0, unit="s", tz="UTC"), pd.Timestamp(T0 + 10 * h, unit="s", tz="UTC"),
-                       now=pd.Timestamp(T0 + 9 * h, unit="s", tz="UTC"))
+    con = duckdb.connect()
+    rows = frame_rows(con, allocs, "rows", now=pd.Timestamp(T0 + 9 * h, unit="s", tz="UTC"))
+    got = most_at_once(con, rows, pd.Timestamp(T0, unit="s", tz="UTC"), pd.Timestamp(T0 + 10 * h, unit="s", tz="UTC"))
     # the most at one instant: 02:00, after job 0 ended, jobs 1, 2 and 3 (job 0's GPUs not
     # counted with those that start at its End)
     assert got == pytest.approx(want, rel=1e-12)
