@@ -849,7 +849,7 @@ def csv_headers() -> dict[str, list[str]]:
     """Each weekly CSV's header (file name -> columns), written also when the table has no
     row (a spreadsheet or ``pandas.read_csv`` reads an empty table, not an error); a table with
     rows writes its rows' keys, which tests/report/test_report_outputs.py checks equal these."""
-    from slurmkit.report.weekly import WAIT_BIN_LABELS
+    from slurmkit.report.definitions import WAIT_BIN_LABELS
 
     return {**{f"{key}.csv": [col, *_GROUP_COLUMNS] for _n, key, col in _GROUPS},
             "energy_by_policy.csv": _POLICY_COLUMNS,
