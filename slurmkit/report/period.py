@@ -1053,14 +1053,15 @@ def day_entry_unchanged(e, path) -> bool:
 
 
 def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | None = None,
-               sums: list | None = None, assumptions=None) -> None:
+               sums: list | None = None, assumptions=None, waits_unknown: set | None = None) -> None:
     """Fill ``per`` (window id -> its section dict) from view ``rw`` (:func:`_build_rows`): the
     definitions of :func:`slurmkit.report.weekly.build_report` over the runs. One pass over
     the rows (table ``fine``, grouping sets: the row's flags with each dimension apart, and
     the waits counted per value) from which the totals, the five group tables, the outcomes,
     the jobs cancelled before start, the job sizes and the queue-wait quantiles and histogram
     are rolled up; the distinct jobs with several rows come from table ``m`` (a job with one
-    row in the store is one row: counted, no DISTINCT over millions of rows)."""
+    row in the store is one row: counted, no DISTINCT over millions of rows). ``waits_unknown``:
+    the windows whose queue waits are unknown (:func:`_waits_unknown`)."""
     _fine_tables(con, rollup, sums)
     _job_sizes(con, per)
     assumptions = assumptions or Assumptions()
@@ -1068,7 +1069,7 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
     _fill_totals(a, per, assumptions)
     _fill_groups(a, per)
     _fill_outcomes(con, a, per)
-    _fill_queue_wait(con, per)
+    _fill_queue_wait(con, per, waits_unknown or set())
     _fill_efficiency(con, per)
 
 
@@ -1311,9 +1312,26 @@ def _fill_outcomes(con, a, per: dict) -> None:
                                      "states": dict(sorted(st.items()))})
 
 
-def _fill_queue_wait(con, per: dict) -> None:
+#: Why a window's queue waits are unknown (``queue_wait.unknown``).
+WAITS_UNKNOWN = "no Submit or Eligible time in the input (sacct printed without them): the waits are unknown"
+
+
+def _waits_unknown(con, windows: list[tuple[int, float, float, str]], summed=()) -> set[int]:
+    """The windows (``(wid, start, end, scope)``) whose queue waits are unknown, not 0: no
+    store cluster of their scope has a row of view ``b`` with Submit or Eligible (a capture
+    printed without them), nor days read from day sums (``summed``: their clusters)."""
+    have = set(summed) | {sc for (sc,) in con.execute("SELECT sc FROM clusters_seen").fetchall() if con.execute(
+        f"""SELECT count(*) FROM (SELECT 1 FROM b WHERE sc = '{_q(sc)}'
+              AND (submit IS NOT NULL OR eligible IS NOT NULL) LIMIT 1)""").fetchone()[0]}
+    every = {sc for (sc,) in con.execute("SELECT sc FROM clusters_seen").fetchall()}
+    return {wid for wid, _, _, scope in windows if not ((every if scope == "" else {scope}) & have)}
+
+
+def _fill_queue_wait(con, per: dict, waits_unknown: set) -> None:
     """Each window's queue-wait quantiles and histogram from the waits counted per value
-    (``fine_all``'s wait set), the whole window and per partition x GPU bucket."""
+    (``fine_all``'s wait set), the whole window and per partition x GPU bucket. A window of
+    ``waits_unknown`` with runs has them unknown: ``n``, the quantiles and the histogram None,
+    ``unknown`` saying why (:data:`WAITS_UNKNOWN`), never a row of zeros."""
     # queue wait: the quantiles and the histogram from the waits counted per value (``fine``'s
     # wait set), the whole window and per partition x GPU bucket
     order = {label: i for i, (_, _, label) in enumerate(GPU_BUCKETS)} | {GPU_BUCKET_UNKNOWN: len(GPU_BUCKETS)}
@@ -1330,6 +1348,11 @@ def _fill_queue_wait(con, per: dict) -> None:
             v, n = c["wq"].to_numpy(float), c["nrows"].to_numpy(np.int64)
             qw["by_partition_gpus"].append({"partition": p, "gpu_bucket": b, **_counted_quantiles(v, n),
                                             "histogram": wait_histogram(v, n)})
+    for wid in waits_unknown:
+        if per[wid]["totals"]["allocation_rows"]:
+            qw = per[wid]["queue_wait"]
+            qw.update({"all": {k: None for k in qw["all"]}, "by_partition_gpus": [], "histogram": None,
+                       "unknown": WAITS_UNKNOWN})
 
 
 def _z(x) -> float:
@@ -1629,7 +1652,7 @@ def _compute_windows(store_root, files: dict, flags: dict, windows: list, now: f
             n = con.execute("SELECT count(*) FROM b").fetchone()[0]
             from_sums = f" ({summed_rows:,} from {len(sums)} day sums)" if sums else ""
             progress(f"{n + summed_rows:,} allocation rows{from_sums}, {time.monotonic() - t0:.1f} s; aggregating")
-        _aggregate(con, per, rollup, sums, assumptions)
+        _aggregate(con, per, rollup, sums, assumptions, _waits_unknown(con, windows, flags or {}))
     except duckdb.OutOfMemoryException:
         raise UsageError("--memory-limit", f"the report does not fit in DuckDB's memory limit {memory_limit} "
                          "(its hash tables cannot all spill): give a larger one, e.g. 2GB") from None
@@ -1665,8 +1688,9 @@ def rows_figures(rows, window: Window, now: float, assumptions=None, spool=None,
         _load_steps(con, {"": [steps]}, bool(con.execute("SELECT count(*) FROM multi_rows").fetchone()[0]),
                     hive=False)
         _load_spool(con, spool, SPOOL_MATCH_TOLERANCE_S)
-        _build_rows(con, [(0, _epoch(window.start), _epoch(window.end), "")], now, running_elapsed=running_elapsed)
-        _aggregate(con, per, None, None, assumptions)
+        wins = [(0, _epoch(window.start), _epoch(window.end), "")]
+        _build_rows(con, wins, now, running_elapsed=running_elapsed)
+        _aggregate(con, per, None, None, assumptions, _waits_unknown(con, wins))
     finally:
         con.close()
     return per[0]

@@ -823,12 +823,13 @@ def to_markdown(report: dict, limit: int = 25) -> str:
           known(r, "gpu_hours", o["wasted_gpu_hours"])] for o in r["outcomes"]]), "",
         "Jobs by final state (they sum to the total; jobs cancelled before they started are apart, not in it); requeued attempts are the earlier attempts "
         "of requeued jobs, all wasted.", "",
-        f"## Queue wait (Start − {r['queue_wait'].get('from', 'Eligible')})", "", _md_table(
-        ["partition", "GPUs", "jobs", "p25", "p50", "p75", "p90", "p95", "longest"],
-        [[q["partition"] or "(none)", q["gpu_bucket"], q["n"], dur(q.get("p25_s")), dur(q["p50_s"]),
-          dur(q.get("p75_s")), dur(q["p90_s"]), dur(q["p95_s"]), dur(q.get("max_s"))]
-         for q in r["queue_wait"]["by_partition_gpus"]]), "",
-        *_md_wait_histogram(r["queue_wait"]), backlog_text(r["totals"]), "",
+        f"## Queue wait (Start − {r['queue_wait'].get('from', 'Eligible')})", "",
+        *([f"Queue wait: unknown ({r['queue_wait']['unknown']}).", ""] if r["queue_wait"].get("unknown") else [_md_table(
+            ["partition", "GPUs", "jobs", "p25", "p50", "p75", "p90", "p95", "longest"],
+            [[q["partition"] or "(none)", q["gpu_bucket"], q["n"], dur(q.get("p25_s")), dur(q["p50_s"]),
+              dur(q.get("p75_s")), dur(q["p90_s"]), dur(q["p95_s"]), dur(q.get("max_s"))]
+             for q in r["queue_wait"]["by_partition_gpus"]]), "", *_md_wait_histogram(r["queue_wait"])]),
+        backlog_text(r["totals"]), "",
         *_md_job_sizes(r), *_md_downtime(r, limit), *_md_trends(r)]
     lines += _md_efficiency(r, limit)
     if r.get("inputs"):
