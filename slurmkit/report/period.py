@@ -10,10 +10,13 @@ Where the store keeps day sums (:mod:`slurmkit.report.day_sums`), a day's plain 
 as its sums and the copies of a job over midnight as one row (the same figures: the tests
 compare both ways; ``use_sums=False`` reads every row).
 
-Definitions are the weekly report's (docs/report.md names each rule once;
-:func:`slurmkit.report.usage.allocations` and :func:`slurmkit.report.weekly.build_report` state
-them in pandas, :func:`_build_rows` and :func:`_aggregate` in SQL; the equality test,
-tests/report/test_report_period.py, keeps the two equal), evaluated per window: the whole
+Each figure is defined once, here, in SQL (docs/report.md names each rule): :func:`_build_rows`
+(the per-allocation rows of a window) and :func:`_aggregate` (the totals, groups, outcomes,
+queue wait, job sizes, efficiency). The weekly report's figures come from the same SQL over a
+capture's or a live pull's rows, registered as Arrow tables (:func:`rows_figures`);
+:func:`slurmkit.report.usage.allocations` keeps the per-allocation frame of the weekly report's
+own sections and files (tests/report/test_report_period.py keeps the two equal). Evaluated per
+window: the whole
 period and each part of the breakdown (ISO weeks or calendar months, clipped to the period),
 for all clusters together and, with several, for each. A window's figures are exactly what
 the weekly model gives for that window:
@@ -62,7 +65,7 @@ from slurmkit.report.period_plots import part_days
 from slurmkit.report.period_text import empty_group_text, missing_counts, period_span, queue_wait_text, time_zone_text, time_zones
 from slurmkit.report.jobs import SIZE_DURATION_BUCKETS, SIZE_GPU_BUCKETS, size_table
 from slurmkit.report.usage import GPU_BUCKET_UNKNOWN, GPU_BUCKETS, WASTE_STATES
-from slurmkit.report.weekly import (ENERGY_SOURCE_ORDER, GPU_TYPE_UNKNOWN, IDLE_JOBS, IDLE_UTIL_PCT, GPU_UNTYPED, NEVER_STARTED_LINE, REQUEUED_LINE, UNKNOWN_WHY,
+from slurmkit.report.definitions import (ENERGY_SOURCE_ORDER, GPU_TYPE_UNKNOWN, IDLE_JOBS, IDLE_UTIL_PCT, GPU_UNTYPED, NEVER_STARTED_LINE, REQUEUED_LINE, UNKNOWN_WHY,
                                     WAIT_BIN_LABELS, wait_histogram)
 from slurmkit.report.window import Window, WindowError, iso_z, parse_when
 
@@ -277,11 +280,13 @@ _OPTIONAL = ("physical_gpus", "energy_j", "energy_tres_j", "total_cpu_s", "alloc
 def _columns(names) -> str:
     """:data:`_COLUMNS` for a day file (or table) whose columns are ``names``: a file written
     before the frame had one of :data:`_OPTIONAL` (``physical_gpus``, ``energy_tres_j``) reads
-    it as NULL (unknown, never 0)."""
+    it as NULL (unknown, never 0); rows without ``pulled_at`` (a capture's) have no pull time."""
     out = _COLUMNS
     for c in _OPTIONAL:
         if c not in names:
             out = out.replace(f"{c}::DOUBLE AS {c}", f"NULL::DOUBLE AS {c}")
+    if "pulled_at" not in names:   # (a capture's rows, :func:`register_rows`: never pulled)
+        out = out.replace("epoch_us(pulled_at::TIMESTAMPTZ) AS pulled_us", "NULL::BIGINT AS pulled_us")
     return out
 
 
@@ -302,8 +307,55 @@ def _names(path) -> list[str]:
         return list(_OPTIONAL)
 
 
+@dataclass(frozen=True)
+class Registered:
+    """A relation registered in a DuckDB connection, read where a store file is read
+    (:func:`_load_rows`, :func:`_load_steps`): a capture's rows as an in-memory Arrow table
+    (:func:`register_rows`), no Parquet written. ``name``: the relation's name; ``columns``: its
+    column names. Its rows carry ``file_row_number``, their position, as DuckDB's
+    ``read_parquet(..., file_row_number = true)`` gives a file's."""
+
+    name: str
+    columns: tuple
+
+
+def _source_names(src) -> list[str]:
+    """The columns of a source: a :class:`Registered` relation's, or a Parquet file's (:func:`_names`)."""
+    return list(src.columns) if isinstance(src, Registered) else _names(src)
+
+
+def _scan(src, row_numbers: bool = False, hive: bool = True) -> str:
+    """SQL: the relation a source is read from: a :class:`Registered` relation by its name, a
+    Parquet file by ``read_parquet`` (``row_numbers``: with ``file_row_number``, as a registered
+    relation carries it; ``hive`` False: its Cluster as the file holds it, not the folder's)."""
+    if isinstance(src, Registered):
+        return src.name
+    opts = (", file_row_number = true" if row_numbers else "") + ("" if hive else ", hive_partitioning = false")
+    return f"read_parquet('{_q(src)}'{opts})"
+
+
+def register_rows(con, rows, name: str = "capture") -> tuple[Registered, Registered]:
+    """Register a capture's typed rows (``rows``, a :class:`~slurmkit.accounting.frame.JobRows`:
+    the frames of :func:`~slurmkit.accounting.frame.jobs_frame`, the columns the store writes,
+    :meth:`~slurmkit.accounting.store.Store.save_day`) in ``con`` as two Arrow tables,
+    ``<name>_allocs`` and ``<name>_steps``, each row with its position (``file_row_number``):
+    ``(allocation rows, step rows)`` as :class:`Registered` sources of :func:`_load_rows` and
+    :func:`_load_steps`. Nothing is copied into DuckDB: it scans the Arrow buffers."""
+    import pyarrow as pa
+
+    out = []
+    for kind, frame in (("allocs", rows.allocs), ("steps", rows.steps)):
+        t = pa.Table.from_pandas(frame, preserve_index=False)
+        t = t.append_column("file_row_number", pa.array(np.arange(t.num_rows, dtype=np.int64)))
+        con.register(f"{name}_{kind}", t)
+        out.append(Registered(f"{name}_{kind}", tuple(t.column_names)))
+    return out[0], out[1]
+
+
 def _load_rows(con, files: dict[str, list[tuple]], flags: dict[str, tuple[bool, bool]] | None = None) -> None:
-    """The stored allocation rows of ``files`` (store cluster -> ``[(day, allocs.parquet)]``; a
+    """The stored allocation rows of ``files`` (store cluster -> ``[(day, allocs.parquet)]``, a
+    source being a Parquet file or a :class:`Registered` relation: a capture's rows,
+    :func:`register_rows`; a
     summed day as ``(day, allocs.parquet, c, hi)``: its compared rows ``[0, c)`` go through the
     copies' rules below, its direct rows ``[c, hi)`` (view ``direct``) are jobs with one row
     each, its other rows are in its sums: :mod:`slurmkit.report.day_sums`),
@@ -335,8 +387,8 @@ def _load_rows(con, files: dict[str, list[tuple]], flags: dict[str, tuple[bool, 
         for day, path, *runs in fs:
             d0 = _epoch(f"{day}T00:00:00Z")
             head = f"""SELECT {fi} AS fi, file_row_number AS fr, '{_q(sc)}' AS sc, {ci << 40} AS sck,
-                       {d0!r}::DOUBLE AS fday, {_columns(_names(path))}
-                       FROM read_parquet('{_q(path)}', file_row_number = true)"""
+                       {d0!r}::DOUBLE AS fday, {_columns(_source_names(path))}
+                       FROM {_scan(path, row_numbers=True)}"""
             if runs:
                 # (a summed day: its compared rows, and its direct rows apart: row groups;
                 # a run with no row is not read at all)
@@ -435,7 +487,8 @@ _STEP_FIGURES = """max(energy_j) AS sej, max(mem_used_mib) AS smem,
 
 def _load_steps(con, steps: dict[str, list[str]], multi: bool, hive: bool = True, of_rows: bool = False) -> None:
     """Tables of the step rows' figures per allocation (:data:`_STEP_FIGURES`), from the step
-    files ``steps`` (store cluster -> ``steps.parquet`` paths), each step row once (the copy of
+    files ``steps`` (store cluster -> ``steps.parquet`` paths, or :class:`Registered` relations:
+    a capture's step rows, :func:`register_rows`), each step row once (the copy of
     the latest pull, ties to the later day, as :meth:`~slurmkit.accounting.store.Store.load`
     keeps it): ``steps_job`` per job identity (store cluster, sacct's Cluster, JobIDRaw: the
     figures of a job with one row, which holds all its steps) and, with ``multi`` (view
@@ -450,19 +503,20 @@ def _load_steps(con, steps: dict[str, list[str]], multi: bool, hive: bool = True
     parts = []
     for sc, paths in steps.items():
         for path in paths:
-            names = _names(path)
-            if names != ["physical_gpus"]:   # (a file pyarrow reads: another file in its place is an error)
+            names = _source_names(path)
+            if names != ["physical_gpus"] and not isinstance(path, Registered):   # (a file pyarrow reads: another file in its place is an error)
                 from slurmkit.accounting import store as S
 
                 S.check_columns(path, names, S.STEP_FILE_COLUMNS, "a day's step file of the store")
             cols = ", ".join(f"{c}::DOUBLE AS {c}" if c in names else f"NULL::DOUBLE AS {c}" for c in _STEP_COLUMNS)
             pull = "epoch_us(pulled_at::TIMESTAMPTZ)" if "pulled_at" in names else "NULL::BIGINT"
-            day = _epoch(f"{Path(path).parent.name[4:]}T00:00:00Z") if Path(path).parent.name.startswith("day=") else 0.0
+            day = (_epoch(f"{Path(path).parent.name[4:]}T00:00:00Z")
+                   if not isinstance(path, Registered) and Path(path).parent.name.startswith("day=") else 0.0)
             parts.append(f"""SELECT '{_q(sc)}' AS sc, coalesce(cluster::VARCHAR, '') AS cl, key_id::VARCHAR AS key_id,
                                     step::VARCHAR AS step, epoch_us(submit::TIMESTAMPTZ) / 1e6 AS submit,
                                     epoch_us(start::TIMESTAMPTZ) / 1e6 AS start, {cols},
                                     coalesce({pull}, 9223372036854775807) AS pu, {day!r}::DOUBLE AS fday
-                             FROM read_parquet('{_q(path)}'{"" if hive else ", hive_partitioning = false"})""")
+                             FROM {_scan(path, hive=hive)}""")
     empty = ("SELECT NULL::VARCHAR AS sc, NULL::VARCHAR AS cl, NULL::VARCHAR AS key_id, NULL::VARCHAR AS step, "
              "NULL::DOUBLE AS submit, NULL::DOUBLE AS start, "
              + ", ".join(f"NULL::DOUBLE AS {c}" for c in _STEP_COLUMNS) + ", 0::BIGINT AS pu, 0.0 AS fday LIMIT 0")
@@ -501,9 +555,10 @@ def _load_spool(con, spool, tolerance_s: float) -> None:
     open-ended; the one that started later when two hold it; a record without a start time
     to the job's only attempt), per attempt (store cluster, Cluster, JobIDRaw, Submit, Start):
     ``smj`` (mJ, the records' sum), ``sok`` (every record measured), ``sutilp`` (the records'
-    mean GPU utilization, %: the utilization of a job its steps do not give)."""
+    mean GPU utilization, %: the utilization of a job its steps do not give), ``sprom`` (a
+    record was read through Prometheus, ``provenance``: the energy is Prometheus')."""
     con.execute("""CREATE TEMP TABLE spool_att(sc VARCHAR, cl VARCHAR, key_id VARCHAR, submit DOUBLE, start DOUBLE,
-                                               smj DOUBLE, sok BOOLEAN, sutilp DOUBLE)""")
+                                               smj DOUBLE, sok BOOLEAN, sutilp DOUBLE, sprom BOOLEAN)""")
     if spool is None or not len(spool):
         return
     rec = pd.DataFrame({"rec": np.arange(len(spool)), "job_id": spool["job_id"].astype(str).to_numpy(),
@@ -511,19 +566,22 @@ def _load_spool(con, spool, tolerance_s: float) -> None:
                         "mj": pd.to_numeric(spool["energy_mj"], errors="coerce").to_numpy(float),
                         "ok": spool["measured"].to_numpy(bool),
                         "util": pd.to_numeric(spool["gpu_util_pct"], errors="coerce").to_numpy(float)
-                        if "gpu_util_pct" in spool else np.full(len(spool), np.nan)})
+                        if "gpu_util_pct" in spool else np.full(len(spool), np.nan),
+                        "prom": (spool["provenance"] == "prometheus").to_numpy(bool)
+                        if "provenance" in spool else np.zeros(len(spool), bool)})
     con.register("spool_rec", rec)
     tol = float(tolerance_s)
     con.execute(f"""INSERT INTO spool_att
         WITH att AS (SELECT sc, coalesce(cluster, '') AS cl, key_id, submit, start, "end" FROM b
                      SEMI JOIN spool_rec r ON b.key_id = r.job_id),
              n AS (SELECT key_id, count(*) AS natt FROM att GROUP BY key_id),
-             c AS (SELECT r.rec, r.mj, r.ok, r.util, a.* FROM spool_rec r JOIN att a ON a.key_id = r.job_id JOIN n USING (key_id)
+             c AS (SELECT r.rec, r.mj, r.ok, r.util, r.prom, a.* FROM spool_rec r JOIN att a ON a.key_id = r.job_id JOIN n USING (key_id)
                    WHERE (NOT coalesce(isnan(r.t), true) AND r.t >= a.start - {tol!r} AND r.t <= coalesce(a."end", 'infinity'::DOUBLE) + {tol!r})
                       OR (coalesce(isnan(r.t), true) AND n.natt = 1)
                    QUALIFY row_number() OVER (PARTITION BY r.rec ORDER BY a.start DESC NULLS FIRST) = 1)
         SELECT sc, cl, key_id, submit, start, coalesce(sum(mj) FILTER (WHERE NOT coalesce(isnan(mj), true)), 0) AS smj,
-               bool_and(ok) AS sok, avg(util) FILTER (WHERE NOT coalesce(isnan(util), true)) AS sutilp
+               bool_and(ok) AS sok, avg(util) FILTER (WHERE NOT coalesce(isnan(util), true)) AS sutilp,
+               bool_or(prom) AS sprom
         FROM c GROUP BY ALL""")
     con.unregister("spool_rec")
 
@@ -543,7 +601,7 @@ def _identity(con) -> None:
 
 
 def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
-                rollup: dict[int, tuple[int, float | None]] | None = None) -> None:
+                rollup: dict[int, tuple[int, float | None]] | None = None, running_elapsed: bool = False) -> None:
     """View ``rw``: the per (row, window) relation over views ``single`` and ``several``
     (:func:`_load_rows`): each row once per window it belongs to, with the columns of :func:`slurmkit.report.usage.allocations` and
     :func:`slurmkit.report.weekly.build_report` (each rule as they state it: docs/report.md).
@@ -559,7 +617,12 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
     ``rollup``: ``{part wid: (its period's wid, the previous part's start or None)}``: the
     rows with one row in the store are joined to the parts only (the period is rolled up from
     them, :func:`_aggregate`), each with ``prim``: the row is in no earlier part (counted once
-    in the period); without it every row is joined to every window it touches."""
+    in the period); without it every row is joined to every window it touches.
+
+    ``running_elapsed``: the rows are a capture's (:func:`register_rows`): a running row ran,
+    as far as the capture knows, until sacct printed its Elapsed (Start + ElapsedRaw, when over
+    0), never past ``now`` (as :func:`slurmkit.report.usage.allocations` with
+    ``running_elapsed``)."""
     # (per store cluster, a constant in the SQL: no join per row; no job with several rows:
     # ``multi`` false, no lookup per row, and ``m`` empty, no scan of the files)
     elig = dict(con.execute("SELECT sc, elig FROM clusters_seen").fetchall())
@@ -575,6 +638,8 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
     # a running row (no End) runs up to its pull (the copy kept is the latest one: after it
     # nothing is known; a store filled from a capture: the capture's time), never past ``now``
     hz = f"least(coalesce(pulled_us / 1e6, {now!r}), {now!r})"
+    if running_elapsed:   # (least skips a NULL: a row with an End, or no Elapsed over 0)
+        hz = f"""least({hz}, CASE WHEN "end" IS NULL AND elapsed_s > 0 THEN start + elapsed_s END)"""
     rows = f"""
     WITH b AS ({{only}}), base AS (
         SELECT b.*, {_energy_class()} AS ec,
@@ -658,28 +723,30 @@ def _with_extras(con, only: str, steps: str) -> str:
     else:
         cols += ["NULL::DOUBLE AS sej", "NULL::DOUBLE AS smem", "NULL::DOUBLE AS scpu", "NULL::DOUBLE AS sutil"]
     if _has_rows(con, "spool_att"):
-        cols += ["sp.smj", "sp.sok", "sp.sutilp"]
+        cols += ["sp.smj", "sp.sok", "sp.sutilp", "sp.sprom"]
         joins.append(f"LEFT JOIN spool_att sp ON {att.replace('x.', 'sp.')}")
     else:
-        cols += ["NULL::DOUBLE AS smj", "NULL::BOOLEAN AS sok", "NULL::DOUBLE AS sutilp"]
+        cols += ["NULL::DOUBLE AS smj", "NULL::BOOLEAN AS sok", "NULL::DOUBLE AS sutilp", "NULL::BOOLEAN AS sprom"]
     return f"SELECT r.*, {', '.join(cols)} FROM {only} r {' '.join(joins)}"
 
 
 #: The energy class of a row (``ec``): which of a job's energy figures is its own, in
 #: :func:`slurmkit.report.energy.attach_energy`'s order, before any assumption: the hook spool's
-#: (measured: its records matched, every one measured), Slurm's ConsumedEnergyRaw, the
-#: ``energy=`` of AllocTRES, the largest ``energy=`` of its steps' TRESUsageInTot (each over 0),
-#: else none. The assumptions (whether Slurm's energy is trusted, the GPU TDP that models the
+#: (measured: its records matched, every one measured; ``prometheus``, number 6 of
+#: :data:`ENERGY_SOURCES`, where one of them was read through Prometheus), Slurm's
+#: ConsumedEnergyRaw, the ``energy=`` of AllocTRES, the largest ``energy=`` of its steps'
+#: TRESUsageInTot (each over 0), else none. The assumptions (whether Slurm's energy is trusted, the GPU TDP that models the
 #: others) are applied to the sums, :func:`energy_source_sql`.
 ENERGY_CLASSES = ("none", "measured", "slurm", "slurm_tres", "slurm_usage")
-#: The energy sources of the period report, by number (``esrc``): the classes, then modelled.
-ENERGY_SOURCES = ENERGY_CLASSES + ("modelled",)
+#: The energy sources of the period report, by number (``esrc``): the classes, then modelled,
+#: then the spool's records read through Prometheus (a class of its own, as measured).
+ENERGY_SOURCES = ENERGY_CLASSES + ("modelled", "prometheus")
 
 
 def _energy_class() -> str:
-    """SQL: a row's :data:`ENERGY_CLASSES` index, over its ``smj``/``sok`` (spool), ``energy_j``,
-    ``energy_tres_j`` and ``sej`` (steps)."""
-    return ("CASE WHEN smj IS NOT NULL AND sok THEN 1 WHEN energy_j > 0 THEN 2 WHEN energy_tres_j > 0 THEN 3 "
+    """SQL: a row's :data:`ENERGY_CLASSES` index (6: Prometheus', :data:`ENERGY_SOURCES`), over
+    its ``smj``/``sok``/``sprom`` (spool), ``energy_j``, ``energy_tres_j`` and ``sej`` (steps)."""
+    return ("CASE WHEN smj IS NOT NULL AND sok THEN CASE WHEN sprom THEN 6 ELSE 1 END WHEN energy_j > 0 THEN 2 WHEN energy_tres_j > 0 THEN 3 "
             "WHEN sej > 0 THEN 4 ELSE 0 END")
 
 
@@ -688,7 +755,7 @@ def _class_joules() -> str:
     1000, ConsumedEnergyRaw, AllocTRES' or the steps' ``energy=``. Scaled by the share of the run
     inside the window (``ej`` of view ``rw``), as :func:`slurmkit.report.energy.attach_energy`
     scales it (a run of 0 s: the whole of it)."""
-    return "CASE ec WHEN 1 THEN smj / 1000.0 WHEN 2 THEN energy_j WHEN 3 THEN energy_tres_j WHEN 4 THEN sej END"
+    return "CASE ec WHEN 1 THEN smj / 1000.0 WHEN 6 THEN smj / 1000.0 WHEN 2 THEN energy_j WHEN 3 THEN energy_tres_j WHEN 4 THEN sej END"
 
 
 def tdp_sql(a, gtype: str) -> str:
@@ -708,7 +775,7 @@ def energy_source_sql(a, ec: str, gp: str, gtype: str) -> str:
     three where trusted (``trust_slurm``); else modelled where the rows hold GPUs of a known TDP
     (:func:`tdp_sql`); else none. The order of :func:`slurmkit.report.energy.attach_energy`."""
     trusted = f"{ec} IN (2, 3, 4)" if a.trust_slurm else "false"
-    return (f"(CASE WHEN {ec} = 1 THEN 1 WHEN {trusted} THEN {ec} WHEN {gp} AND {tdp_sql(a, gtype)} IS NOT NULL "
+    return (f"(CASE WHEN {ec} IN (1, 6) THEN {ec} WHEN {trusted} THEN {ec} WHEN {gp} AND {tdp_sql(a, gtype)} IS NOT NULL "
             f"THEN 5 ELSE 0 END)")
 
 
@@ -717,7 +784,7 @@ def energy_kwh_sql(a, src: str, ej: str, gh: str, gtype: str) -> str:
     whose class's energy in the window is ``ej`` (J) and GPU-hours ``gh``, of GPU type group
     ``gtype``: measured and Slurm's as recorded; modelled = GPU-hours x TDP; NULL (unknown) for
     none. A sum of rows or of their sums (all adds up)."""
-    return (f"(CASE WHEN {src} BETWEEN 1 AND 4 THEN {ej} / {J_PER_KWH!r} "
+    return (f"(CASE WHEN {src} BETWEEN 1 AND 4 OR {src} = 6 THEN {ej} / {J_PER_KWH!r} "
             f"WHEN {src} = 5 THEN {tdp_sql(a, gtype)} * {gh} / 1000.0 END)")
 
 
@@ -747,7 +814,7 @@ def _row_columns() -> str:
 
 
 def _efficiency_columns() -> str:
-    """SQL of a (row, window)'s efficiency inputs, :func:`slurmkit.report.weekly.efficiency`'s:
+    """SQL of a (row, window)'s efficiency inputs (the ``efficiency`` section, :func:`_fill_efficiency`):
     ``done`` (finished: End set, run over 0 s); ``cn`` / ``cd`` / ``chk``: its CPU time
     (TotalCPU when over 0, else the steps' summed, ``scpu``), its core-seconds (``run_s`` x
     NCPUS) and CPU-hours, where a finished row has both (CPU efficiency = sum cn / sum cd, the
@@ -1003,14 +1070,15 @@ def day_entry_unchanged(e, path) -> bool:
 
 
 def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | None = None,
-               sums: list | None = None, assumptions=None) -> None:
+               sums: list | None = None, assumptions=None, waits_unknown: set | None = None) -> None:
     """Fill ``per`` (window id -> its section dict) from view ``rw`` (:func:`_build_rows`): the
     definitions of :func:`slurmkit.report.weekly.build_report` over the runs. One pass over
     the rows (table ``fine``, grouping sets: the row's flags with each dimension apart, and
     the waits counted per value) from which the totals, the five group tables, the outcomes,
     the jobs cancelled before start, the job sizes and the queue-wait quantiles and histogram
     are rolled up; the distinct jobs with several rows come from table ``m`` (a job with one
-    row in the store is one row: counted, no DISTINCT over millions of rows)."""
+    row in the store is one row: counted, no DISTINCT over millions of rows). ``waits_unknown``:
+    the windows whose queue waits are unknown (:func:`_waits_unknown`)."""
     _fine_tables(con, rollup, sums)
     _job_sizes(con, per)
     assumptions = assumptions or Assumptions()
@@ -1018,7 +1086,7 @@ def _aggregate(con, per: dict, rollup: dict[int, tuple[int, float | None]] | Non
     _fill_totals(a, per, assumptions)
     _fill_groups(a, per)
     _fill_outcomes(con, a, per)
-    _fill_queue_wait(con, per)
+    _fill_queue_wait(con, per, waits_unknown or set())
     _fill_efficiency(con, per)
 
 
@@ -1177,7 +1245,7 @@ def _fill_totals(a, per: dict, assumptions) -> None:
                        "wasted_gpu_hours": g(r["wasted"]), "provisional_jobs": int(r["provisional_jobs"]),
                        "provisional_gpu_hours": g(r["prov"]), "gpu_hours_from_request": g(r["gpu_hours_from_request"]),
                        "allocation_rows_gpus_unknown": int(r["allocation_rows_gpus_unknown"]),
-                       # (as weekly.physical_totals: unknown when rows with GPUs have none known)
+                       # (unknown when rows with GPUs have none known)
                        "physical_gpu_hours": None if "gpu_hours" in unknown or (r["n_g"] and not r["physical_known_g"])
                        else _zero(r["physical"]),
                        "allocation_rows_physical_unknown": int(r["allocation_rows_physical_unknown"])}
@@ -1261,9 +1329,26 @@ def _fill_outcomes(con, a, per: dict) -> None:
                                      "states": dict(sorted(st.items()))})
 
 
-def _fill_queue_wait(con, per: dict) -> None:
+#: Why a window's queue waits are unknown (``queue_wait.unknown``).
+WAITS_UNKNOWN = "no Submit or Eligible time in the input (sacct printed without them): the waits are unknown"
+
+
+def _waits_unknown(con, windows: list[tuple[int, float, float, str]], summed=()) -> set[int]:
+    """The windows (``(wid, start, end, scope)``) whose queue waits are unknown, not 0: no
+    store cluster of their scope has a row of view ``b`` with Submit or Eligible (a capture
+    printed without them), nor days read from day sums (``summed``: their clusters)."""
+    have = set(summed) | {sc for (sc,) in con.execute("SELECT sc FROM clusters_seen").fetchall() if con.execute(
+        f"""SELECT count(*) FROM (SELECT 1 FROM b WHERE sc = '{_q(sc)}'
+              AND (submit IS NOT NULL OR eligible IS NOT NULL) LIMIT 1)""").fetchone()[0]}
+    every = {sc for (sc,) in con.execute("SELECT sc FROM clusters_seen").fetchall()}
+    return {wid for wid, _, _, scope in windows if not ((every if scope == "" else {scope}) & have)}
+
+
+def _fill_queue_wait(con, per: dict, waits_unknown: set) -> None:
     """Each window's queue-wait quantiles and histogram from the waits counted per value
-    (``fine_all``'s wait set), the whole window and per partition x GPU bucket."""
+    (``fine_all``'s wait set), the whole window and per partition x GPU bucket. A window of
+    ``waits_unknown`` with runs has them unknown: ``n``, the quantiles and the histogram None,
+    ``unknown`` saying why (:data:`WAITS_UNKNOWN`), never a row of zeros."""
     # queue wait: the quantiles and the histogram from the waits counted per value (``fine``'s
     # wait set), the whole window and per partition x GPU bucket
     order = {label: i for i, (_, _, label) in enumerate(GPU_BUCKETS)} | {GPU_BUCKET_UNKNOWN: len(GPU_BUCKETS)}
@@ -1280,6 +1365,11 @@ def _fill_queue_wait(con, per: dict) -> None:
             v, n = c["wq"].to_numpy(float), c["nrows"].to_numpy(np.int64)
             qw["by_partition_gpus"].append({"partition": p, "gpu_bucket": b, **_counted_quantiles(v, n),
                                             "histogram": wait_histogram(v, n)})
+    for wid in waits_unknown:
+        if per[wid]["totals"]["allocation_rows"]:
+            qw = per[wid]["queue_wait"]
+            qw.update({"all": {k: None for k in qw["all"]}, "by_partition_gpus": [], "histogram": None,
+                       "unknown": WAITS_UNKNOWN})
 
 
 def _z(x) -> float:
@@ -1291,8 +1381,8 @@ def _efficiency_figures(r: dict, gpu_known: bool, util_known: bool) -> dict:
     """The efficiency figures of a window or a user from their sums ``r`` (:data:`_SUMMED` over
     the runs: ``cn``/``cd`` CPU time and core-seconds where known, ``chk``/``ch`` CPU-hours of
     those and of all, ``uw``/``ghu`` GPU utilization x GPU-hours and the GPU-hours with a
-    utilization, ``igh`` GPU-hours under 1 %), as :func:`slurmkit.report.weekly.efficiency`
-    gives them."""
+    utilization, ``igh`` GPU-hours under 1 %): the ``efficiency`` section's figures, the weekly
+    report's too."""
     cn, cd, ghu = _z(r.get("cn")), _z(r.get("cd")), _z(r.get("ghu"))
     return {"cpu_efficiency": _num(cn / cd) if cd > 0 else None,
             "gpu_util_pct_weighted": _num(_z(r.get("uw")) / ghu) if ghu > 0 else None,
@@ -1301,12 +1391,12 @@ def _efficiency_figures(r: dict, gpu_known: bool, util_known: bool) -> dict:
 
 
 def _fill_efficiency(con, per: dict) -> None:
-    """Each window's ``efficiency`` (:func:`slurmkit.report.weekly.efficiency`'s section) from
+    """Each window's ``efficiency`` (the weekly report's section too, :func:`rows_figures`) from
     ``fine_all``: CPU efficiency and the share of the CPU-hours it covers, allocations over
     their memory, the GPU-hour weighted GPU utilization, the GPU-hours with one and near 0 %
     (the whole window from the state set, each user from the user set); the median memory
     efficiency, of the window and of each user, from the finished rows' values counted per value
-    (set ``mem``); the jobs that held GPUs idle (under :data:`~slurmkit.report.weekly.IDLE_UTIL_PCT`,
+    (set ``mem``); the jobs that held GPUs idle (under :data:`~slurmkit.report.definitions.IDLE_UTIL_PCT`,
     set ``idle``), most GPU-hours first. ``unknown["gpu_utilization"]`` as
     :func:`slurmkit.report.weekly.unknown_figures` says it."""
     sums = ", ".join(f"sum({x}) FILTER (WHERE run) AS {x}" for x in ("cn", "cd", "chk", "ch", "om", "uw", "ghu", "igh",
@@ -1575,7 +1665,7 @@ def _compute_windows(store_root, files: dict, flags: dict, windows: list, now: f
             n = con.execute("SELECT count(*) FROM b").fetchone()[0]
             from_sums = f" ({summed_rows:,} from {len(sums)} day sums)" if sums else ""
             progress(f"{n + summed_rows:,} allocation rows{from_sums}, {time.monotonic() - t0:.1f} s; aggregating")
-        _aggregate(con, per, rollup, sums, assumptions)
+        _aggregate(con, per, rollup, sums, assumptions, _waits_unknown(con, windows, flags or {}))
     except duckdb.OutOfMemoryException:
         raise memory_limit_error(memory_limit) from None
     except duckdb.Error as exc:
@@ -1584,6 +1674,38 @@ def _compute_windows(store_root, files: dict, flags: dict, windows: list, now: f
                                + [p for ps in steps.values() for p in ps]) from None
     finally:
         con.close()
+
+
+def rows_figures(rows, window: Window, now: float, assumptions=None, spool=None, running_elapsed: bool = False,
+                 memory_limit: str = DEFAULT_MEMORY_LIMIT, threads: int | None = None) -> dict:
+    """One window's figures over a capture's (or a live pull's) typed rows ``rows`` (a
+    :class:`~slurmkit.accounting.frame.JobRows`), by the same SQL as the store's: the rows
+    registered as Arrow tables (:func:`register_rows`, no Parquet written) and read by
+    :func:`_load_rows` and :func:`_load_steps`, the spool's records matched by
+    :func:`_load_spool`, :func:`_build_rows` over ``window`` (``[start, end)``), then
+    :func:`_aggregate` under ``assumptions``. ``now``: epoch s, the time a running job runs up
+    to at the latest; ``running_elapsed``: a running job runs its Elapsed (captures:
+    :func:`_build_rows`). Returns the window's section (:func:`_empty_window`'s keys: ``totals``,
+    ``unknown``, the group tables, ``outcomes``, ``queue_wait``, ``job_sizes``, ``efficiency``)."""
+    from slurmkit.report.energy import SPOOL_MATCH_TOLERANCE_S
+
+    assumptions = assumptions or Assumptions()
+    per = {0: _empty_window(assumptions)}
+    if not len(rows.allocs):
+        return per[0]
+    con = connect(memory_limit, None, threads)
+    try:
+        allocs, steps = register_rows(con, rows)
+        _load_rows(con, {"": [("1970-01-01", allocs)]})
+        _load_steps(con, {"": [steps]}, bool(con.execute("SELECT count(*) FROM multi_rows").fetchone()[0]),
+                    hive=False)
+        _load_spool(con, spool, SPOOL_MATCH_TOLERANCE_S)
+        wins = [(0, _epoch(window.start), _epoch(window.end), "")]
+        _build_rows(con, wins, now, running_elapsed=running_elapsed)
+        _aggregate(con, per, None, None, assumptions, _waits_unknown(con, wins))
+    finally:
+        con.close()
+    return per[0]
 
 
 def capacity_inputs(capacity_gpus: float | None = None, source: str | None = None, profile=None,
@@ -1613,7 +1735,7 @@ def capacity_inputs(capacity_gpus: float | None = None, source: str | None = Non
 
 def _utilization(per: dict, windows: list, capacity: dict | None, horizon: pd.Timestamp, now_ts: pd.Timestamp,
                  several: bool) -> None:
-    """Each window's ``utilization`` (:func:`slurmkit.report.weekly.utilization`: GPU-hours over
+    """Each window's ``utilization`` (:func:`slurmkit.report.definitions.utilization`: GPU-hours over
     the capacity's GPU-hours from the window's start, or the cluster's registration inside it,
     to ``horizon``, less the down GPU-hours, :func:`slurmkit.report.capacity.down_gpu_hours`,
     ongoing events to ``now_ts``), with ``capacity_source``; ``unknown["utilization"]`` as
@@ -1621,7 +1743,7 @@ def _utilization(per: dict, windows: list, capacity: dict | None, horizon: pd.Ti
     several clusters, which one capacity does not describe (utilization unknown)."""
     from slurmkit.report.breakdown import registration
     from slurmkit.report.capacity import down_gpu_hours
-    from slurmkit.report.weekly import utilization
+    from slurmkit.report.definitions import utilization
 
     cap = capacity or {}
     gpus = None if several else cap.get("gpus")
@@ -1645,10 +1767,10 @@ def _utilization(per: dict, windows: list, capacity: dict | None, horizon: pd.Ti
 
 
 def _of_reported(out: dict) -> None:
-    """Each section's ``utilization.of_reported`` (:func:`slurmkit.report.weekly.utilization_of_reported`)
+    """Each section's ``utilization.of_reported`` (:func:`slurmkit.report.definitions.utilization_of_reported`)
     from sreport's breakdown computed over its whole hours (``out["sreport_breakdown"]``, by
     window label), where there is one."""
-    from slurmkit.report.weekly import utilization_of_reported
+    from slurmkit.report.definitions import utilization_of_reported
 
     bd = {w["label"]: w for w in (out.get("sreport_breakdown") or {}).get("windows") or []}
     for label, sec in [("(period)", out)] + [(b["label"], b) for b in out["breakdown"]]:
@@ -1868,7 +1990,7 @@ def _tables(report: dict) -> dict[str, list[dict]]:
                                      for u in (s.get("efficiency") or {}).get("by_user") or []]
     out["idle_jobs.csv"] = [{"cluster": c, "part": p, **j} for c, p, s in parts
                             for j in (s.get("efficiency") or {}).get("idle_jobs") or []]
-    from slurmkit.report.period_breakdown import tables     # sreport's breakdown, the account tree (sections=)
+    from slurmkit.report.period_breakdown_text import tables     # sreport's breakdown, the account tree (sections=)
 
     out.update(tables(report))
     return out
@@ -1967,7 +2089,7 @@ def render_markdown(report: dict) -> str:
         lines += ["## Efficiency", "", f"Efficiency: {report['not_in_store']}.", ""]
     else:
         lines += _md_efficiency(report, 25)
-    from slurmkit.report.period_breakdown import markdown_lines     # sreport's breakdown, the account tree
+    from slurmkit.report.period_breakdown_text import markdown_lines     # sreport's breakdown, the account tree
 
     lines += markdown_lines(report)
     return "\n".join(lines) + "\n"

@@ -83,7 +83,8 @@ def queue_wait_text(section: dict) -> str:
         return f"Queue wait: {section['not_in_store']}."
     qa = section["queue_wait"]["all"]
     if qa["n"] is None:
-        return "Queue wait: unknown."
+        why = section["queue_wait"].get("unknown")
+        return f"Queue wait: unknown ({why})." if why else "Queue wait: unknown."
     return (f"{fmt(qa['n'])} jobs started in the period (wait from {section['queue_wait']['from']}); p50 "
             f"{fmt(qa['p50_s'])} s, p95 {fmt(qa['p95_s'])} s, longest {fmt(qa['max_s'])} s.")
 

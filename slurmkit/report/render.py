@@ -895,12 +895,13 @@ def to_markdown(report: dict, limit: int = 25) -> str:
           known(r, "gpu_hours", o["wasted_gpu_hours"])] for o in r["outcomes"]]), "",
         "Jobs by final state (they sum to the total; jobs cancelled before they started are apart, not in it); requeued attempts are the earlier attempts "
         "of requeued jobs, all wasted.", "",
-        f"## Queue wait (Start − {r['queue_wait'].get('from', 'Eligible')})", "", _md_table(
-        ["partition", "GPUs", "jobs", "p25", "p50", "p75", "p90", "p95", "longest"],
-        [[q["partition"] or "(none)", q["gpu_bucket"], q["n"], dur(q.get("p25_s")), dur(q["p50_s"]),
-          dur(q.get("p75_s")), dur(q["p90_s"]), dur(q["p95_s"]), dur(q.get("max_s"))]
-         for q in r["queue_wait"]["by_partition_gpus"]]), "",
-        *_md_wait_histogram(r["queue_wait"]), backlog_text(r["totals"]), "",
+        f"## Queue wait (Start − {r['queue_wait'].get('from', 'Eligible')})", "",
+        *([f"Queue wait: unknown ({r['queue_wait']['unknown']}).", ""] if r["queue_wait"].get("unknown") else [_md_table(
+            ["partition", "GPUs", "jobs", "p25", "p50", "p75", "p90", "p95", "longest"],
+            [[q["partition"] or "(none)", q["gpu_bucket"], q["n"], dur(q.get("p25_s")), dur(q["p50_s"]),
+              dur(q.get("p75_s")), dur(q["p90_s"]), dur(q["p95_s"]), dur(q.get("max_s"))]
+             for q in r["queue_wait"]["by_partition_gpus"]]), "", *_md_wait_histogram(r["queue_wait"])]),
+        backlog_text(r["totals"]), "",
         *_md_job_sizes(r), *_md_downtime(r, limit), *_md_trends(r)]
     lines += _md_efficiency(r, limit)
     lines += _md_energy(r)
@@ -924,7 +925,7 @@ def csv_headers() -> dict[str, list[str]]:
     """Each weekly CSV's header (file name -> columns), written also when the table has no
     row (a spreadsheet or ``pandas.read_csv`` reads an empty table, not an error); a table with
     rows writes its rows' keys, which tests/report/test_report_outputs.py checks equal these."""
-    from slurmkit.report.weekly import WAIT_BIN_LABELS
+    from slurmkit.report.definitions import WAIT_BIN_LABELS
 
     return {**{f"{key}.csv": [col, *_GROUP_COLUMNS] for _n, key, col in _GROUPS},
             "energy_by_policy.csv": _POLICY_COLUMNS,

@@ -42,12 +42,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from slurmkit.report.definitions import GPU_TYPE_UNKNOWN, GPU_UNTYPED
 from slurmkit.report.usage import end_or_now, epoch_s, utc
-
-#: The GPU type of GPUs counted without a type (``gres/gpu=4``), and of jobs whose GPU count the
-#: input does not give.
-GPU_UNTYPED = "untyped"
-GPU_TYPE_UNKNOWN = "unknown (no GPU field)"
 
 #: The energy sources that measure a job's GPUs (the spool's NVML counters, or the same read
 #: through Prometheus): the only ones a clock policy's effect shows in.
