@@ -135,7 +135,7 @@ class WeeklyOptions:
     Outputs:
 
     - ``formats``: any of ``html``, ``md``, ``csv``, ``json``, ``parquet``.
-    - ``outdir``: the output folder (None: ``./slurmkit-report-<window start date>``).
+    - ``outdir``: the output folder (None: :func:`default_outdir`, ``./slurmkit-report-<ISO week>``).
     - ``mail_to``: addresses the HTML report (the Markdown when no HTML is written) is sent to
       with ``sendmail -t``.
     """
@@ -292,7 +292,10 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
         [report["inputs"]["time_zone_note"]] if opts.captures and not report["inputs"]["time_zone_given"] else []) + (
         [as_of_warning] if as_of_warning else [])
     report["trends"] = _trends(opts, window, report, keep=not over or opts.allow_rejected)
-    out = Path(opts.outdir or f"slurmkit-report-{window.start:%Y-%m-%d}")
+    out = Path(opts.outdir or default_outdir(window))
+    if not opts.captures and opts.window is None and not report["totals"]["jobs"]:
+        _warn(f"no job in {window_label(window)}, the last full ISO week (the default window): for the week "
+              f"under way give --week {iso_week(now or pd.Timestamp.now(tz='UTC'))}, for another --week or --start")
     written = render.write_outputs(report, allocs, out, fmts)
     if opts.mail_to:
         from slurmkit.report.mail import mail_report
@@ -310,6 +313,29 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
             raise TooManyRejected(msg + "; --allow-skipped accepts them" + (f" ({first})" if first else ""), res)
         _warn(msg + (f" ({first})" if first else ""))
     return res
+
+def iso_week(t) -> str:
+    """``t``'s ISO week as ``--week`` takes it (``2026-W49``)."""
+    y, w, _ = pd.Timestamp(t).isocalendar()
+    return f"{y}-W{w:02d}"
+
+
+def window_label(window: Window) -> str:
+    """An ISO week's window as its week (``2026-W49``), any other as its dates (``2026-12-01 to
+    2026-12-12``, end exclusive)."""
+    start, end = pd.Timestamp(window.start), pd.Timestamp(window.end)
+    if start.weekday() == 0 and start == start.normalize() and end - start == pd.Timedelta(days=7):
+        return iso_week(start)
+    return f"{start:%Y-%m-%d} to {end:%Y-%m-%d}"
+
+
+def default_outdir(window: Window) -> str:
+    """The weekly report's folder when ``-o`` is not given: ``slurmkit-report-<ISO week>`` (an
+    ISO week's window), else ``slurmkit-report-<start date>``: every file in one folder, never
+    loose in the current one."""
+    label = window_label(window)
+    return f"slurmkit-report-{label if '-W' in label else f'{pd.Timestamp(window.start):%Y-%m-%d}'}"
+
 
 def _capacity(opts: WeeklyOptions) -> tuple[float | None, str | None]:
     """``(GPUs, where the figure comes from)``: ``--capacity-gpus``, else the site profile's

@@ -121,3 +121,23 @@ def test_sreport_reconciliation_after_rollup(slurm_env, tmp_path):
     assert allocs.loc[allocs["key_id"] == jid, "gpu_hours"].sum() > 0
     assert rc["flagged"] is False, rc
     assert abs(rc["jobs_gpu_hours"] - sre) <= 0.01 * sre
+
+
+def test_default_window_names_its_week_and_says_which_week_has_data(slurm_env, tmp_path, monkeypatch):
+    """``report weekly`` with no window reports the last full ISO week into
+    ``./slurmkit-report-<week>``; a week without a job says which ``--week`` holds the week under
+    way (the sandbox's jobs run now)."""
+    from slurmkit.cli import cli
+    from slurmkit.report.pipeline import iso_week
+    from slurmkit.report.window import last_full_week
+
+    monkeypatch.chdir(tmp_path)
+    week = iso_week(last_full_week().start)
+    res = CliRunner().invoke(cli, ["report", "weekly", "--no-store", "--no-sreport", "--format", "json",
+                                   "--site", str(slurm_env.profile_path)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rep = json.loads((tmp_path / f"slurmkit-report-{week}" / "weekly.json").read_text())
+    assert [p.name for p in tmp_path.iterdir()] == [f"slurmkit-report-{week}"]    # nothing loose
+    hint = (f"no job in {week}, the last full ISO week (the default window): for the week under way give "
+            f"--week {iso_week(pd.Timestamp.now(tz='UTC'))}")
+    assert (hint in res.output) == (rep["totals"]["jobs"] == 0), res.output
