@@ -104,13 +104,15 @@ def energy_png(report: dict) -> bytes | None:
     energy is unknown (no empty chart)."""
     if not report["totals"].get("energy_known", True):
         return None
-    plt, fig, ax = _fig(5.0, 2.4)
     src = report["totals"]["energy_kwh_by_source"]
     keys = list(ENERGY_SOURCES)
     vals = [src.get(k) or 0.0 for k in keys]
-    ax.bar(keys, vals, color=["#2ca02c", "#17becf", "#9467bd", "#c5b0d5", "#e377c2", "#7f7f7f"])
-    ax.set_ylabel("kWh")
-    plain_axis(ax.yaxis)
+    # (horizontal bars: the sources' names side by side on one axis overlapped)
+    plt, fig, ax = _fig(5.0, 0.32 * len(keys) + 0.9)
+    ax.barh(keys[::-1], vals[::-1], color=["#2ca02c", "#17becf", "#9467bd", "#c5b0d5", "#e377c2", "#7f7f7f"][::-1])
+    ax.set_xlabel("kWh")
+    ax.tick_params(axis="y", labelsize=8)
+    plain_axis(ax.xaxis)
     return _png(plt, fig)
 
 
@@ -205,6 +207,16 @@ def queue_wait_fig(report: dict, n: int = 12):
     return plt, fig, ax
 
 
+#: The narrowest bar of the downtime timeline, as a share of the window (a week: about 1 h).
+MIN_BAR_SHARE = 0.006
+
+
+def _span_text(td) -> str:
+    """A timedelta as a short text: "1 h", "25 min", "40 s"."""
+    s = td.total_seconds()
+    return f"{s / 3600:.2g} h" if s >= 3600 else f"{s / 60:.2g} min" if s >= 60 else f"{s:.2g} s"
+
+
 def downtime_png(report: dict, n_nodes: int = 30, n_reasons: int = 8) -> bytes | None:
     """Downtime and drains as a timeline: one row per node (the ``n_nodes`` most down), a bar
     per event over its time in the window, coloured by reason (the ``n_reasons`` with most
@@ -237,6 +249,9 @@ def downtime_png(report: dict, n_nodes: int = 30, n_reasons: int = 8) -> bytes |
         hi = min(dt.datetime.fromisoformat(e["end"].replace("Z", "+00:00")) if e["end"] else upto, w1)
         if hi <= lo:
             continue
+        # (an event of seconds in a week is under a pixel wide: drawn at least MIN_BAR_SHARE of
+        # the window, said in the title)
+        hi = max(hi, min(lo + (w1 - w0) * MIN_BAR_SHARE, w1))
         label = e["reason"] if e["reason"] in color else "other reasons"
         c = color.get(e["reason"], "#7f7f7f")
         ax.broken_barh([(mdates.date2num(lo), mdates.date2num(hi) - mdates.date2num(lo))],
@@ -248,7 +263,8 @@ def downtime_png(report: dict, n_nodes: int = 30, n_reasons: int = 8) -> bytes |
     ax.xaxis_date()
     ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d"))
     ax.tick_params(axis="x", labelsize=8)
-    ax.set_title("UTC; hatched: still down at the capture / now", fontsize=8)
+    ax.set_title(f"UTC; hatched: still down at the capture / now; an event shorter than "
+                 f"{_span_text((w1 - w0) * MIN_BAR_SHARE)} is drawn that wide", fontsize=8)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=7, ncol=2, title="reason",
               title_fontsize=7)
     return _png(plt, fig)
