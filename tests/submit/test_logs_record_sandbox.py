@@ -71,4 +71,7 @@ def test_logs_after_min_job_age(sandbox, short_min_job_age, tmp_path, monkeypatc
     assert (r.returncode, r.stdout) == (0, "task 0 lr=0.1\ntask 1 lr=0.01\n"), r.stderr
     assert r.stderr.count("==> ") == 2
     r = cli("status", array.id)
-    assert r.returncode == 0 and " COMPLETED " in r.stdout, r.stderr
+    assert r.returncode == 0 and " COMPLETED " in r.stdout and "  restarts=0  excluded=-  " in r.stdout, r.stderr
+    r = cli("status", job.id, "--json")
+    got = json.loads(r.stdout)
+    assert (got["state"], got["restarts"], got["excluded_nodes"]) == ("COMPLETED", 0, []), r.stdout + r.stderr
