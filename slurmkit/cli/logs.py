@@ -1,6 +1,8 @@
 """``slurmkit logs [--remote HOST] JOBID [--follow]``: a job's output (its ``-o`` file), here or
 on HOST's login node through ssh; ``--follow`` keeps printing until the job leaves the queue.
-``--rank N``: one rank's own output, from the job's log folder."""
+``--rank N``: one rank's own output, from the job's log folder. The file is the one the job's
+record names (:mod:`slurmkit.submit.jobrecord`, written at submit), so a job slurmctld has
+forgotten still shows its ``-o`` file; without a record, the one Slurm names."""
 
 from __future__ import annotations
 
@@ -20,7 +22,9 @@ from slurmkit.remote.logs import LogsError, OutputMissing, show
               help="With --rank: the job's log_dir parameter (default: slurmkit-logs in the job's working directory).")
 @host_options
 def cli(job_id, follow, rank, log_dir, remote, ssh_config):
-    """Print job JOBID's output (sbatch --output; default slurm-JOBID.out), or one rank's (--rank N)."""
+    """Print job JOBID's output (sbatch --output; default slurm-JOBID.out), or one rank's (--rank N).
+
+    An array's JOBID prints every task's output; ARRAYID_TASK one task's."""
     from slurmkit.cli.remote import backend_for
     from slurmkit.errors import UsageError
 
@@ -34,6 +38,8 @@ def cli(job_id, follow, rank, log_dir, remote, ssh_config):
             raise UsageError("--rank", "not with --follow or --remote yet")
         show_rank(backend, job_id, rank, log_dir)
         return
+    if not follow and show_recorded(backend, job_id):
+        return
     if follow:
         wait_until_started(backend, job_id)
     try:
@@ -44,6 +50,49 @@ def cli(job_id, follow, rank, log_dir, remote, ssh_config):
         said = ended(backend, job_id)
         if said:
             click.echo(f"slurmkit: job {job_id} {said}: the job wrote no output (its output file is empty)", err=True)
+
+
+def show_recorded(backend, job_id: str) -> bool:
+    """Print the output of job ``job_id`` from the file its record names
+    (:mod:`slurmkit.submit.jobrecord`, written at submit: right at any age, after slurmctld
+    forgot the job too); for an array's job id every task's in task order, each after a
+    ``==> PATH <==`` line on stderr. False when there is no record (a job submitted elsewhere or
+    through ``--remote``: Slurm is asked instead) or its pattern needs what only Slurm knows
+    (``%N``). Raises :class:`LogsError` naming the recorded path when the file is missing
+    (pending: Slurm's reason)."""
+    import sys
+
+    from slurmkit.submit.api import Job
+
+    if getattr(backend, "remote", None) is not None:
+        return False
+    rec = Job(job_id, backend).record()
+    if rec is None:
+        return False
+    ids = [f"{job_id}_{t}" for t in rec.tasks] if rec.tasks and "_" not in job_id else [job_id]
+    paths = [(j, Job(j, backend).paths()[0]) for j in ids]
+    if any(p is None for _, p in paths):
+        return False
+    for j, path in paths:
+        if len(ids) > 1:
+            click.echo(f"==> {path} <==", err=True)
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except FileNotFoundError:
+            missing = OutputMissing(f"job {j}: its output {path} does not exist (yet)", path)
+            raise ended_without_output(backend, j, missing) or LogsError(
+                f"job {j}: its output {path} does not exist (yet): the job may still be pending (use --follow)") \
+                from None
+        except OSError as exc:
+            raise LogsError(f"job {j}: cannot read {path} ({exc.strerror})") from None
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        if not data and len(ids) == 1:
+            said = ended(backend, j)
+            if said:
+                click.echo(f"slurmkit: job {j} {said}: the job wrote no output (its output file is empty)", err=True)
+    return True
 
 
 def wait_until_started(backend, job_id: str) -> None:
@@ -135,7 +184,8 @@ def job_workdir(backend, job_id: str) -> str | None:
 def show_rank(backend, job_id: str, rank: int, log_dir: str | None) -> None:
     """Print rank ``rank``'s output of job ``job_id``: ``<log dir>/<job>/rank<N>.out`` (stdout)
     and ``.err`` (on stderr). ``log_dir``: the job's ``log_dir`` parameter (relative to the job's
-    working directory, :func:`job_workdir`), default the templates' (``slurmkit-logs``). Raises
+    working directory, :func:`job_workdir`), default the job's record's
+    (:mod:`slurmkit.submit.jobrecord`), else the templates' (``slurmkit-logs``). Raises
     LogsError naming the folder and the ranks it has when rank N has no log there."""
     import os
     import re
@@ -143,8 +193,14 @@ def show_rank(backend, job_id: str, rank: int, log_dir: str | None) -> None:
 
     from slurmkit.submit import templates
 
-    base = log_dir or templates.get("torchrun").params["log_dir"].default
+    from slurmkit.submit.jobrecord import read
+
     job = job_id.split("_")[0]                  # an array's tasks share their array job's folder
+    rec = read(job, backend) if log_dir is None else None
+    if rec is not None and rec.log_dir:
+        base = os.path.dirname(rec.log_dir)     # the record's folder is <log_dir>/<job>
+    else:
+        base = log_dir or templates.get("torchrun").params["log_dir"].default
     if not os.path.isabs(base):
         workdir = job_workdir(backend, job)
         if workdir is None:

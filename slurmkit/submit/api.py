@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from slurmkit.errors import SlurmkitError, SlurmkitWarning, UsageError
 
 from slurmkit.submit import check as _check
+from slurmkit.submit import jobrecord as _jobrecord
 from slurmkit.submit import outputs as _outputs
 from slurmkit.submit import render as _render
 from slurmkit.submit import request as _request_mod
@@ -213,6 +214,36 @@ class Job:
         cb = None if callback is None else (lambda job_id, info: callback(info))
         return wait_all([self], timeout=timeout, poll_s=poll_s, until=until, callback=cb)[self.id]
 
+    def record(self) -> _jobrecord.JobRecord | None:
+        """What ``submit`` recorded about the job (:mod:`slurmkit.submit.jobrecord`: its output
+        and error patterns, working directory, rank-log folder); None for a job submitted
+        elsewhere (another machine, ``--remote``, before records were kept)."""
+        return _jobrecord.read(self.id, self.backend)
+
+    def paths(self) -> tuple[str | None, str | None]:
+        """``(stdout path, stderr path)`` of the job's batch step (an array task ``A_T``: its
+        own files), absolute: from the job's record first (patterns expanded for the task;
+        ``%j`` of an array task: sacct ``JobIDRaw``), else ``scontrol show job``'s ``StdOut`` /
+        ``StdErr`` while slurmctld knows the job; None for what neither knows."""
+        rec = self.record()
+        task = int(self.id.split("_")[1]) if "_" in self.id else None
+        if rec is not None:
+            raw = _raw_id(self.backend, self.id) if task is not None else None
+            out, err = rec.output_path(task, raw), rec.error_path(task, raw)
+            if out is not None:
+                return out, err
+        return _scontrol_paths(self.backend, self.id)
+
+    def stdout(self) -> str | None:
+        """The job's batch output so far (text, undecodable bytes replaced; the file on this
+        machine, :meth:`paths`); None when the file is unknown or does not exist (yet)."""
+        return _read_text(self.paths()[0])
+
+    def stderr(self) -> str | None:
+        """As :meth:`stdout` for stderr (the ``--error`` file, else the output file, where Slurm
+        writes stderr without one)."""
+        return _read_text(self.paths()[1])
+
     def cancel(self, signal: str | None = None, full: bool = False) -> None:
         """``scancel`` the job; with ``signal`` (a name such as ``USR1`` or a number), send it
         that signal instead (``scancel --signal``: to the job's steps; ``full``: to its batch
@@ -241,7 +272,9 @@ def submit(template: str, command=(), *, backend=None, env: dict | None = None, 
     what ``sbatch --test-only`` printed) is returned. Raises what :func:`prepare` raises, and
     ``SlurmError`` when sbatch fails.
     The directories of ``output`` / ``error`` are created when missing (relative to ``chdir``,
-    else the current directory); one with a Slurm pattern raises ``UsageError``.
+    else the current directory); one with a Slurm pattern raises ``UsageError``. The job's record
+    (:mod:`slurmkit.submit.jobrecord`: output and error patterns, working directory, rank-log
+    folder) is written once sbatch queued it; one that cannot be written is a warning.
     ``remote``: submit on that host's login node through ssh (the ``remote`` backend provider,
     :func:`slurmkit.submit.backend.provider`: ``slurmkit.remote.submit``; extra keywords
     ``ssh_config``, ``sync_dir``, ``remote_dir``, ``sync``, ``excludes``, ``timeout``).
@@ -258,7 +291,48 @@ def submit(template: str, command=(), *, backend=None, env: dict | None = None, 
         _outputs.make_output_dirs({"--output": req.output, "--error": req.error}, req.chdir or os.getcwd())
     if req.test_only:
         return backend.submit(script, test_only=True)
-    return Job(backend.submit(script), backend)
+    job = Job(backend.submit(script), backend)
+    record = _jobrecord.from_plan(job.id, p.options, p.params, req.template, os.getcwd())
+    try:
+        _jobrecord.write(record, backend)
+    except OSError as exc:
+        warnings.warn(f"job {job.id} is queued, but its record could not be written ({exc}): `slurmkit logs` "
+                      "finds its output only while Slurm knows the job", SlurmkitWarning, stacklevel=2)
+    return job
+
+
+def _read_text(path: str | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def _scontrol_paths(backend, job_id: str) -> tuple[str | None, str | None]:
+    """``StdOut=`` / ``StdErr=`` of ``scontrol show job`` (multi-line form: a value runs to the
+    end of its line, spaces included); Nones when slurmctld does not know the job."""
+    res = backend.run(["scontrol", "show", "job", str(job_id)], check=False)
+    found = {}
+    if res.returncode == 0:
+        for line in res.stdout.splitlines():
+            key, eq, value = line.strip().partition("=")
+            if eq and key in ("StdOut", "StdErr") and key not in found:
+                found[key] = line.split("=", 1)[1].rstrip(" ") or None
+    return found.get("StdOut"), found.get("StdErr")
+
+
+def _raw_id(backend, job_id: str) -> str | None:
+    """An array task's own job id (sacct ``JobIDRaw`` of ``A_T``; slurmctld gives it when the
+    task starts); None when sacct does not know it."""
+    res = backend.run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobID,JobIDRaw"], check=False)
+    for line in res.stdout.splitlines():
+        jid, _, raw = line.partition("|")
+        if jid == job_id and raw.strip().isdigit():
+            return raw.strip()
+    return None
 
 
 class JobNotFound(SlurmkitError, LookupError):

@@ -30,7 +30,7 @@ NODE_FAULT_STEP_S = 5
 OWN_OPTIONS = {"job-name": "--name", "partition": "--partition", "nodes": "--nodes",
                "ntasks-per-node": "the template", "ntasks": "the template", "gpus-per-node": "--gpus-per-node",
                "gpus": "--gpus-per-node", "gres": "--gpus-per-node, or --gres shard:N / mps:N",
-               "cpus-per-gpu": "profile node_types.<t>.cpus_per_gpu or submit.cpus_per_gpu",
+               "cpus-per-gpu": "--cpus-per-gpu", "cpus-per-task": "--cpus-per-task",
                "time": "--time", "nodelist": "--nodelist", "switches": "--switch-wait / --no-switches",
                "array": "--set sets", "comment": "--comment", "output": "--output", "error": "--error",
                "chdir": "--chdir", "signal": "--checkpoint-signal / --preempt-warning",
@@ -114,6 +114,9 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
     _user_options(opts, req, facts, shared)
     _requeue_options(opts, template, ck, max_restarts)
     env = _environment(req, facts)
+    per_rank = _cpus_per_rank(req, template, opts, gpn)
+    if per_rank is not None:
+        env.append(per_rank)
     job_env = _job_environment(req, env_file)
     ctx = _context(req, facts, template, params, opts, env, gpn, ck, max_restarts)
     ctx["exports"] += [f"export {v.name}={v.word}" for v in job_env]
@@ -349,6 +352,10 @@ def _resource_options(opts: _Options, req: SubmitRequest, facts: SiteFacts, temp
     opts.add("nodes", req.nodes, "CLI --nodes" if req.nodes != 1 else "default (1)")
     ntasks = {"per-node": 1, "per-gpu": gpn, "single": 1}[template.tasks]
     opts.add("ntasks-per-node", ntasks, f"template {template.name} (tasks = {template.tasks})")
+    if shared and req.cpus_per_gpu is not None:
+        raise UsageError("--cpus-per-gpu", f"a --gres {shared[0]} job is allocated no whole GPU: give --cpus-per-task")
+    if shared and req.cpus_per_task is not None:
+        opts.add("cpus-per-task", req.cpus_per_task, "CLI --cpus-per-task")
     if shared:
         opts.add("gres", f"{shared[0]}:{shared[1]}", f"CLI --gres (partition {facts.partition} offers "
                  + ", ".join(f"{n}: {per} per GPU" for n, per, _ in facts.shares) + f", profile node_types."
@@ -372,11 +379,42 @@ def _resource_options(opts: _Options, req: SubmitRequest, facts: SiteFacts, temp
     elif facts.gpu_model:
         gpn_src += f", type from node_types.{facts.node_type}.gpu_model"
     opts.add("gpus-per-node", gres, gpn_src)
-    if facts.cpus_per_gpu is not None:
+    if req.cpus_per_task is not None:
+        opts.add("cpus-per-task", req.cpus_per_task, "CLI --cpus-per-task (instead of the profile's CPUs per GPU)")
+    elif req.cpus_per_gpu is not None:
+        opts.add("cpus-per-gpu", req.cpus_per_gpu, "CLI --cpus-per-gpu")
+    elif facts.cpus_per_gpu is not None:
         opts.add("cpus-per-gpu", facts.cpus_per_gpu, f"profile node_types.{facts.node_type}.cpus_per_gpu")
     else:
         opts.add("cpus-per-gpu", facts.submit.cpus_per_gpu, "profile submit.cpus_per_gpu")
     _time_option(opts, req, ck)
+
+
+def _cpus_per_rank(req: SubmitRequest, template: Template, opts: _Options, gpn: int) -> EnvVar | None:
+    """``SLURMKIT_CPUS_PER_RANK``: how many CPUs the bind wrapper gives each rank (and sets as its
+    ``SLURM_CPUS_PER_TASK`` and default ``OMP_NUM_THREADS``): the job's ``--cpus-per-gpu``, or its
+    ``--cpus-per-task`` shared by the ranks of one task (a launcher's node task runs ``gpn``).
+    None for a shared-GPU job without ``--cpus-per-task`` (the wrapper keeps its GPU's CPUs).
+    Raises ``UsageError`` for both options, a count below 1, or fewer CPUs per task than ranks."""
+    for name in ("cpus_per_gpu", "cpus_per_task"):
+        value = getattr(req, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} {value}", "give at least 1 CPU")
+    if req.cpus_per_gpu is not None and req.cpus_per_task is not None:
+        raise UsageError("--cpus-per-gpu", "give --cpus-per-gpu or --cpus-per-task, not both (sbatch refuses both)")
+    given = {o.name: o for o in opts}
+    if "cpus-per-task" in given:
+        ranks = gpn if template.tasks == "per-node" else 1
+        per = req.cpus_per_task // ranks
+        if per < 1:
+            raise UsageError(f"--cpus-per-task {req.cpus_per_task}", f"template {template.name} runs {ranks} ranks in "
+                             "each node's task: give at least one CPU per rank")
+        return EnvVar("SLURMKIT_CPUS_PER_RANK", str(per), f"CLI --cpus-per-task {req.cpus_per_task}"
+                      + (f" / {ranks} ranks per task" if ranks > 1 else ""))
+    if "cpus-per-gpu" in given:
+        o = given["cpus-per-gpu"]
+        return EnvVar("SLURMKIT_CPUS_PER_RANK", o.value, f"{o.source} (one GPU per rank)")
+    return None
 
 
 def _time_option(opts: _Options, req: SubmitRequest, ck: Checkpoint) -> None:

@@ -66,6 +66,14 @@ class SubmitRequest:
                       show_default=True, required=True)
     gpus_per_node: int | None = _arg(types=(int,), what="a GPU count (int)", cli=("--gpus-per-node",),
                                      help="GPUs per node (default: all of the node type; 1 for single-GPU templates).")
+    cpus_per_gpu: int | None = _arg(types=(int,), what="a CPU count (int)", cli=("--cpus-per-gpu",),
+                                    help="CPUs per allocated GPU (sbatch --cpus-per-gpu; default: the profile's "
+                                         "node_types.<t>.cpus_per_gpu or submit.cpus_per_gpu). Each rank is bound to "
+                                         "that many CPUs, its GPU's own first.")
+    cpus_per_task: int | None = _arg(types=(int,), what="a CPU count (int)", cli=("--cpus-per-task",),
+                                     help="CPUs per Slurm task instead of per GPU (sbatch --cpus-per-task: per rank "
+                                          "for a template with a task per GPU, per node for a launcher such as "
+                                          "torchrun, whose ranks share it evenly).")
     #: on a node type with several GPU groups (a mixed node), the gres type asked for (None:
     #: any of its GPUs, untyped); see :func:`slurmkit.submit.site.site_facts`
     gpu_type: str | None = _arg(what="a gres type of the node type's GPU groups", cli=("--gpu-type",),

@@ -252,6 +252,10 @@ def requeued_without_n2(sandbox, job, tmp_path, why):
     assert "Restarts=1" in info and "ExcNodeList=n3,n2" in info, info
     assert f"slurmkit: node n2 failed: {why}" in out, out[-3000:]
     assert "slurmkit: requeued without n2 (ExcNodeList=n3,n2), restart 1 of at most 3" in out
+    status = subprocess.run([sys.executable, "-m", "slurmkit", "status", job.id, "--json"], capture_output=True,
+                            text=True, env={**os.environ, **sandbox.env()}, timeout=60)
+    got = json.loads(status.stdout)
+    assert (got["restarts"], got["excluded_nodes"]) == (1, ["n2", "n3"]), status.stdout + status.stderr
     return out
 
 

@@ -275,7 +275,9 @@ def test_status_cli_json(sandbox, backend, tmp_path):
                           text=True, env={**__import__("os").environ, **sandbox.env()})
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
-    assert got == {"job_id": job.id, "state": "COMPLETED", "nodes": got["nodes"], "gpus": 1, "exit_code": "0:0"}
+    assert got == {"job_id": job.id, "state": "COMPLETED", "nodes": got["nodes"], "gpus": 1, "exit_code": "0:0",
+                   "restarts": 0, "excluded_nodes": [], "last_reason": got["last_reason"]}
+    assert got["last_reason"] in ("", "Resources", "Priority", "BeginTime")     # slurmdbd's, before it started
     assert len(got["nodes"]) == 1 and got["nodes"][0] in sandbox.node_names
 
 
@@ -497,6 +499,10 @@ def test_waiting_shows_the_pending_reason_as_it_changes(sandbox, backend, tmp_pa
     assert (seen[0].state, seen[0].reason) == ("PENDING", "Dependency") and seen[-1].state == "COMPLETED"
     assert f"job {held.id}: PENDING (Dependency)" in err.splitlines()[0], err
     assert "held job ran" in out
+    # once it ran, status still says why it waited (slurmdbd's last reason, sacct Reason)
+    status = subprocess.run([sys.executable, "-m", "slurmkit", "status", held.id], capture_output=True, text=True,
+                            env=env, timeout=60)
+    assert "COMPLETED" in status.stdout and "last_reason=Dependency" in status.stdout, status.stdout + status.stderr
     # submit --wait, off a terminal: one plain line per change, exit 0 once COMPLETED
     blocker = submit(sandbox, backend, tmp_path, "single-gpu", [sys.executable, "-c", "import time; time.sleep(5)"])
     proc = subprocess.run([sys.executable, "-m", "slurmkit", "submit", "single-gpu", "-o", str(tmp_path / "w-%j.out"),
