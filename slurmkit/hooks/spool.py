@@ -294,19 +294,33 @@ def energy_delta(start_mj: int | None, end_mj: int | None) -> tuple[int | None, 
     return int(end_mj - start_mj), False
 
 
+#: A job at least this long (s) whose GPU energy counter did not move has no measurement
+#: (:func:`record`).
+FROZEN_COUNTER_S = 5.0
+
+
 def record(job_id, node, user, uid, start_s, end_s, gpus: list[GpuEnergy], state_source: str,
            reason: str | None = None, accounting: dict[int, GpuAccounting] | None = None,
            accounting_reason: str | None = None, events: list[SpoolEvent] | None = None,
            policy: JobPolicy | None = None) -> SpoolRecord:
     """Build one spool record. ``gpus``: the job's GPUs with their ``start_energy_mj`` /
     ``end_energy_mj`` readings; their ``energy_mj`` and ``counter_reset`` are computed here.
-    ``source`` is measured when every GPU has a delta; ``reason`` defaults to why not (or to a
-    note on a counter reset). ``policy``: the clock policy the job ran under."""
+    ``source`` is measured when every GPU has a delta, and none is 0 over a job of
+    :data:`FROZEN_COUNTER_S` or more (a counter that did not advance); ``reason`` defaults to why
+    not (or to a note on a counter reset). ``policy``: the clock policy the job ran under."""
     rows = []
     for g in gpus:
         delta, reset = energy_delta(g.start_energy_mj, g.end_energy_mj)
         rows.append(GpuEnergy(*g.identity(), g.start_energy_mj, g.end_energy_mj, delta, reset))
     measured = bool(rows) and all(r.energy_mj is not None for r in rows)
+    # a counter that did not move over a job of seconds measured nothing (a GPU draws tens of
+    # watts idle): a frozen counter, or a recorded snapshot replayed unchanged; not 0 J
+    still = [r for r in rows if r.energy_mj == 0 and not r.counter_reset]
+    ran_s = (end_s - start_s) if isinstance(start_s, (int, float)) and isinstance(end_s, (int, float)) else None
+    if measured and still and ran_s is not None and ran_s >= FROZEN_COUNTER_S:
+        measured = False
+        reason = reason or (f"the energy counter of {', '.join(f'GPU{r.index}' for r in still)} did not advance over "
+                            f"the job's {ran_s:.0f} s (a frozen counter or a replayed snapshot): not a measurement")
     if not rows and reason is None:
         reason = "the job has no GPU on this node"
     if rows and not measured and reason is None:
