@@ -60,7 +60,8 @@ def healthcheck_cmd(config):
 
 @cli.command("gpu-reset")
 @click.argument("gpu")
-@_config_opt
+@click.option("--config", "config", type=click.Path(dir_okay=False),
+              help="Hooks config (default: $SLURMKIT_HOOKS_CONFIG, else slurmkit-hooks.toml beside $SLURM_CONF).")
 @click.option("--node", help="Slurm node name (default: this host's short name).")
 @click.option("--done", is_flag=True, help="Record a reset made another way (nvidia-smi -r by hand, a BMC, a "
                                            "vendor tool) instead of running one.")
@@ -78,9 +79,10 @@ def gpu_reset_cmd(gpu, config, node, done, nvidia_smi, timeout):
     from slurmkit.hooks.config import HookConfigError, load
     from slurmkit.hooks.main import node_name
 
-    path = config or os.environ.get("SLURMKIT_HOOKS_CONFIG")
-    if not path:
-        raise UsageError("--config", "no hooks config: pass --config or set SLURMKIT_HOOKS_CONFIG")
+    path = config or _default_config()
+    if not os.path.isfile(path):
+        raise UsageError("--config", f"no hooks config at {path} (install writes slurmkit-hooks.toml beside "
+                                     "slurm.conf): pass --config or set SLURMKIT_HOOKS_CONFIG")
     try:
         cfg = load(path)
     except HookConfigError as exc:

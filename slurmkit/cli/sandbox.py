@@ -223,7 +223,7 @@ def gpu(node, fault, fix, gpu_index, list_faults, directory):
     old = sgpus.set_fault(snap_dir, node, fault, gpu_index)
     (path,) = sgpus.write_node_snapshots(snap_dir, [node], sb.spec.gpus_per_node, sb.spec.gpu_type)
     hooks_cfg = sb.slurm_conf.parent / "slurmkit-hooks.toml"
-    cfg = f"--config {hooks_cfg}"
+    cfg = "" if directory is None else f"--config {hooks_cfg}"   # (found beside $SLURM_CONF)
     if fault is not None:
         f = sgpus.FAULTS[fault]
         bus = sgpus.bus_id(gpu_index)
@@ -233,7 +233,7 @@ def gpu(node, fault, fix, gpu_index, list_faults, directory):
                    f"('slurmkit: ...' reason), observe mode logs 'would drain'")
         click.echo(f"  watch:  sinfo -R    slurmkit hooks log --node {node}")
         click.echo(f"  back:   slurmkit sandbox gpu {node} --fix" + (f" --dir {sb.dir}" if directory else "")
-                   + (f", then slurmkit hooks gpu-reset {bus} --done --node {node} {cfg} (an Xid holds the drain "
+                   + (f", then slurmkit hooks gpu-reset {bus} --done --node {node}{' ' + cfg if cfg else ''} (an Xid holds the drain "
                       "until its GPU's reset is recorded)" if f.xid is not None
                       else ", then the health check resumes it after resume_after clean runs"))
     else:
@@ -242,7 +242,7 @@ def gpu(node, fault, fix, gpu_index, list_faults, directory):
                    + (f"; it had {old['fault']} on NVML GPU{old['gpu']}" if old else "; it had no fault"))
         if was and was.xid is not None:
             click.echo(f"  its Xid {was.xid} holds slurmkit's drain until the GPU's reset is recorded: "
-                       f"slurmkit hooks gpu-reset {sgpus.bus_id(int(old['gpu']))} --done --node {node} {cfg}")
+                       f"slurmkit hooks gpu-reset {sgpus.bus_id(int(old['gpu']))} --done --node {node}{' ' + cfg if cfg else ''}")
         elif old:
             click.echo("  slurmkit's drain ends by itself: the health check resumes the node after resume_after "
                        "clean runs")

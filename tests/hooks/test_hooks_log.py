@@ -91,3 +91,17 @@ def test_hooks_log_without_a_config_says_to_install(tmp_path, monkeypatch):
     r = CliRunner().invoke(cli_main, ["hooks", "log"])
     assert r.exit_code == 2 and "slurmkit-hooks.toml" in r.output and "slurmkit hooks install" in r.output
 
+
+
+def test_gpu_reset_finds_the_config_beside_slurm_conf_as_hooks_log_does(tmp_path, monkeypatch):
+    """``hooks gpu-reset`` without --config reads slurmkit-hooks.toml beside $SLURM_CONF (where
+    install writes it); none there is a clear error naming the path it looked at."""
+    from click.testing import CliRunner
+
+    from slurmkit.cli import cli
+
+    monkeypatch.delenv("SLURMKIT_HOOKS_CONFIG", raising=False)
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
+    res = CliRunner().invoke(cli, ["hooks", "gpu-reset", "0000:3b:00.0", "--done", "--node", "n3"])
+    assert res.exit_code == 2, res.output
+    assert f"--config: no hooks config at {tmp_path / 'slurmkit-hooks.toml'} (install writes" in res.output

@@ -91,8 +91,8 @@ def test_each_way_back_of_the_docs(sandbox, hooked):
     wait_until(lambda: _health_runs(state, "n3") >= runs + 3, 90, what="three health checks on n3")
     assert _drained(conf, "n3", want)
     assert "stays drained until it reboots, the GPU is reset" in _sh(sandbox, "hooks", "log", "--node", "n3").stdout
-    cfg = Path(conf).parent / "slurmkit-hooks.toml"
-    _sh(sandbox, "hooks", "gpu-reset", BUS, "--done", "--node", "n3", "--config", cfg)
+    # (no --config: the config beside $SLURM_CONF, as the docs' recipe runs it)
+    _sh(sandbox, "hooks", "gpu-reset", BUS, "--done", "--node", "n3")
     wait_until(lambda: not _drained(conf, "n3"), 90, what="n3 resumed after the recorded reset")
 
     # an admin's drain: slurmkit leaves it, the admin's resume ends it
