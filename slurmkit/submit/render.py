@@ -118,7 +118,9 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
     if per_rank is not None:
         env.append(per_rank)
     job_env = _job_environment(req, env_file)
+    _check_computed(job_env)
     ctx = _context(req, facts, template, params, opts, env, gpn, ck, max_restarts)
+    ctx["user_master_port"] = any(v.name == "MASTER_PORT" for v in job_env)
     ctx["exports"] += [f"export {v.name}={v.word}" for v in job_env]
     env += job_env
     param_sources = {name: "--set" if name in req.sets else "API params" if name in req.params else "template default"
@@ -534,6 +536,30 @@ def _job_environment(req: SubmitRequest, env_file: tuple[str, str] | None) -> li
         out.append(EnvVar(name, value, "CLI --env (expanded on the node)",
                           shell_expand_word(value, f"--env {name}")))
     return out
+
+
+#: variables the script computes for every rank, which the job's environment may not set: why
+COMPUTED = {
+    "MASTER_ADDR": "the rendezvous address: the allocation's first node, as Slurm knows it",
+    "RANK": "each rank's own, set by the template or its launcher",
+    "LOCAL_RANK": "each rank's own, set by the template or its launcher",
+    "WORLD_SIZE": "the job's rank count, set by the template or its launcher",
+    "LOCAL_WORLD_SIZE": "the node's rank count, set by the template or its launcher",
+    "CUDA_VISIBLE_DEVICES": "Slurm sets it to each task's GPUs",
+    "SLURM_CPUS_PER_TASK": "set per rank to its CPU count; give --cpus-per-gpu or --cpus-per-task",
+}
+
+
+def _check_computed(job_env: list[EnvVar]) -> None:
+    """Refuse a job variable (``--env`` / ``--env-file``) that the script computes itself
+    (:data:`COMPUTED`, ``SLURMKIT_*``): it would be overridden silently. ``MASTER_PORT`` is
+    kept (the rendezvous uses it instead of its own port), ``OMP_NUM_THREADS`` too (the ranks'
+    default). Raises ``UsageError`` naming the item's source and the reason."""
+    for v in job_env:
+        why = COMPUTED.get(v.name) or ("slurmkit's own" if v.name.startswith("SLURMKIT_") else None)
+        if why:
+            raise UsageError(f"{v.name} ({v.source})", f"slurmkit computes {v.name} ({why}): it would be "
+                             "overridden, so it is refused; leave it out")
 
 
 def _shell_commands(cmds, what: str) -> list[str]:
