@@ -143,14 +143,19 @@ def _dependency(after, dependency):
 def build_request(template, command, kw) -> _render.SubmitRequest:
     """The :class:`~slurmkit.submit.render.SubmitRequest` for ``template``, ``command`` and the
     keywords ``kw`` of :func:`submit` (``after`` folded into ``dependency``, paths made str).
-    Raises ``TypeError`` naming a keyword of the wrong type or an unknown one, ``UsageError``
+    Raises ``TypeError`` naming a keyword of the wrong type or an unknown one (with the closest
+    known keyword, ``difflib``), ``UsageError``
     for a command string that cannot be split."""
     if not isinstance(template, str):
         raise TypeError(f"slurmkit.submit(): template must be a template name (str), not "
                         f"{type(template).__name__} ({template!r})")
     for key in kw:
         if key not in _request_mod.api_fields() and key != "after":
-            raise TypeError(f"slurmkit.submit(): unexpected keyword {key!r}")
+            import difflib
+
+            near = difflib.get_close_matches(key, [*_request_mod.api_fields(), "after"], n=1)
+            raise TypeError(f"slurmkit.submit(): unexpected keyword {key!r}"
+                            + (f" (did you mean {near[0]!r}?)" if near else ""))
         if key in _request_mod.api_fields():
             _request_mod.check_type(key, kw[key])
     kw = dict(kw)
