@@ -51,10 +51,31 @@ class _ProgramArgs(click.Command):
                     continue
                 positionals += 1
                 if positionals == 2:
+                    _warn_trailing_options(args[i:])
                     args = args[:i] + ["--"] + args[i:]
                     break
                 i += 1
         return super().parse_args(ctx, args)
+
+
+#: slurmkit options that change what submit does: after the program (without ``--``) they are the
+#: program's, so submit warns
+TRAILING = ("--dry-run", "--explain", "--test-only", "--wait", "-t", "--time")
+
+
+def _warn_trailing_options(program: list[str]) -> None:
+    """On stderr, one warning per :data:`TRAILING` option among the program's arguments (``-t5``,
+    ``--time=5`` too): they go to the program, and the job is submitted as written; the line
+    names the ``--`` form that says so without a warning."""
+    for word in program[1:]:
+        name = word.split("=", 1)[0]
+        if name not in TRAILING and not (word.startswith("-t") and not word.startswith("--") and len(word) > 2):
+            continue
+        name = name if name in TRAILING else "-t"
+        click.echo(f"slurmkit: warning: {name} comes after the program ({program[0]}), so it is the program's "
+                   f"argument, not slurmkit's; put slurmkit's {name} before the program, or write "
+                   f"'slurmkit submit TEMPLATE [options] -- {program[0]} ...' to pass it on without this warning",
+                   err=True)
 
 
 def request_options(f):

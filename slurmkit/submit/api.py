@@ -18,6 +18,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from slurmkit.errors import SlurmkitError, SlurmkitWarning, UsageError
+from slurmkit.slurm.commands import SlurmError
 
 from slurmkit.submit import check as _check
 from slurmkit.submit import jobrecord as _jobrecord
@@ -142,14 +143,19 @@ def _dependency(after, dependency):
 def build_request(template, command, kw) -> _render.SubmitRequest:
     """The :class:`~slurmkit.submit.render.SubmitRequest` for ``template``, ``command`` and the
     keywords ``kw`` of :func:`submit` (``after`` folded into ``dependency``, paths made str).
-    Raises ``TypeError`` naming a keyword of the wrong type or an unknown one, ``UsageError``
+    Raises ``TypeError`` naming a keyword of the wrong type or an unknown one (with the closest
+    known keyword, ``difflib``), ``UsageError``
     for a command string that cannot be split."""
     if not isinstance(template, str):
         raise TypeError(f"slurmkit.submit(): template must be a template name (str), not "
                         f"{type(template).__name__} ({template!r})")
     for key in kw:
         if key not in _request_mod.api_fields() and key != "after":
-            raise TypeError(f"slurmkit.submit(): unexpected keyword {key!r}")
+            import difflib
+
+            near = difflib.get_close_matches(key, [*_request_mod.api_fields(), "after"], n=1)
+            raise TypeError(f"slurmkit.submit(): unexpected keyword {key!r}"
+                            + (f" (did you mean {near[0]!r}?)" if near else ""))
         if key in _request_mod.api_fields():
             _request_mod.check_type(key, kw[key])
     kw = dict(kw)
@@ -272,7 +278,8 @@ def submit(template: str, command=(), *, backend=None, env: dict | None = None, 
     what ``sbatch --test-only`` printed) is returned. Raises what :func:`prepare` raises, and
     ``SlurmError`` when sbatch fails.
     The directories of ``output`` / ``error`` are created when missing (relative to ``chdir``,
-    else the current directory); one with a Slurm pattern raises ``UsageError``. The job's record
+    else the current directory); one with a Slurm pattern raises ``UsageError``. So is a missing
+    ``chdir`` (a file in the way: ``UsageError``). The job's record
     (:mod:`slurmkit.submit.jobrecord`: output and error patterns, working directory, rank-log
     folder) is written once sbatch queued it; one that cannot be written is a warning.
     ``remote``: submit on that host's login node through ssh (the ``remote`` backend provider,
@@ -288,10 +295,14 @@ def submit(template: str, command=(), *, backend=None, env: dict | None = None, 
         warnings.warn(text, SlurmkitWarning, stacklevel=2)
     script = _render.render(p)
     if not req.test_only:
+        _outputs.make_workdir(req.chdir, os.getcwd())
         _outputs.make_output_dirs({"--output": req.output, "--error": req.error}, req.chdir or os.getcwd())
-    if req.test_only:
-        return backend.submit(script, test_only=True)
-    job = Job(backend.submit(script), backend)
+    try:
+        if req.test_only:
+            return backend.submit(script, test_only=True)
+        job = Job(backend.submit(script), backend)
+    except SlurmError as exc:
+        raise _refused(exc, p) from None
     record = _jobrecord.from_plan(job.id, p.options, p.params, req.template, os.getcwd())
     try:
         _jobrecord.write(record, backend)
@@ -299,6 +310,22 @@ def submit(template: str, command=(), *, backend=None, env: dict | None = None, 
         warnings.warn(f"job {job.id} is queued, but its record could not be written ({exc}): `slurmkit logs` "
                       "finds its output only while Slurm knows the job", SlurmkitWarning, stacklevel=2)
     return job
+
+
+#: the options whose numbers a refusal of sbatch names, with where each came from
+_REQUEST = ("partition", "nodes", "ntasks-per-node", "gpus-per-node", "gres", "cpus-per-gpu", "cpus-per-task", "mem",
+            "mem-per-gpu", "constraint", "nodelist", "exclude")
+
+
+def _refused(exc: SlurmError, p: _render.Plan) -> SlurmError:
+    """``exc`` (sbatch ran and refused the job: "Requested node configuration is not
+    available", a limit) with the resource options of the plan and their sources appended, so
+    the message says which profile or CLI number asked for what; ``exc`` itself when sbatch did
+    not run (missing, timed out)."""
+    if exc.returncode is None or exc.timed_out or exc.missing:
+        return exc
+    asked = "; ".join(f"--{o.name}={o.value} ({o.source})" for o in p.options if o.name in _REQUEST)
+    return SlurmError(f"{exc}. The job asked for: {asked}", exc.argv, returncode=exc.returncode, stderr=exc.stderr)
 
 
 def _read_text(path: str | None) -> str | None:

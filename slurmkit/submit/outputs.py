@@ -1,6 +1,7 @@
 """The job's ``-o`` / ``-e`` files: their directories must exist when the job starts (Slurm
 creates the file, never its directory, and a job that cannot open it fails with no output
-anywhere), so slurmkit creates them at submit, as submitit creates its folder.
+anywhere), so slurmkit creates them at submit, as submitit creates its folder. So with the job's
+working directory (``--chdir``): a job whose directory does not exist dies with no output.
 """
 
 from __future__ import annotations
@@ -61,3 +62,25 @@ def _under(d: str, path: str, workdir: str) -> bool:
     """Whether ``d`` is the directory :func:`output_dirs` took from ``path``."""
     p = posixpath.dirname(str(path))
     return (p if posixpath.isabs(p) else posixpath.normpath(posixpath.join(workdir, p))) == d
+
+
+def make_workdir(chdir: str | None, cwd: str) -> str | None:
+    """Create the job's working directory ``chdir`` (relative to ``cwd``, as sbatch takes it)
+    here when it is missing (Slurm does not: the job would fail at its start with no output);
+    the directory created, else None. Raises :class:`UsageError` naming ``--chdir`` when a file
+    is in the way or it cannot be created (the OS error)."""
+    if not chdir:
+        return None
+    d = os.path.normpath(os.path.join(cwd, chdir))
+    if os.path.isdir(d):
+        return None
+    up = d
+    while up and not os.path.lexists(up):
+        up = os.path.dirname(up.rstrip("/")) if up != "/" else ""
+    if up and not os.path.isdir(up):
+        raise UsageError(f"--chdir {chdir}", f"{up} is a file, not a directory")
+    try:
+        os.makedirs(d, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--chdir {chdir}", f"cannot create it: {exc.strerror}") from None
+    return d

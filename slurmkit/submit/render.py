@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from slurmkit.errors import UsageError
 from slurmkit.hostlist import expand_nodelist
 from slurmkit.submit import jobenv, nccl, placement, timelimit
-from slurmkit.submit.escape import check_line_safe, sbatch_line, shell_expand_word, shell_join, shell_quote, shell_word
+from slurmkit.submit.escape import _VAR_REF, check_line_safe, sbatch_line, shell_expand_word, shell_join, shell_quote, shell_word
 from slurmkit.submit.nccl import EnvVar
 from slurmkit.submit.request import SubmitRequest
 from slurmkit.submit.site import SiteFacts
@@ -117,16 +117,27 @@ def plan(req: SubmitRequest, facts: SiteFacts, template: Template, idle_nodes: l
     per_rank = _cpus_per_rank(req, template, opts, gpn)
     if per_rank is not None:
         env.append(per_rank)
+    if req.expand_args:
+        env.append(EnvVar("SLURMKIT_EXPAND_ARGS", "1", "CLI --expand-args ($NAME / ${NAME} in the program's "
+                          "arguments expanded per rank by the bind wrapper)"))
     job_env = _job_environment(req, env_file)
+    _check_computed(job_env)
     ctx = _context(req, facts, template, params, opts, env, gpn, ck, max_restarts)
+    ctx["user_master_port"] = any(v.name == "MASTER_PORT" for v in job_env)
     ctx["exports"] += [f"export {v.name}={v.word}" for v in job_env]
     env += job_env
     param_sources = {name: "--set" if name in req.sets else "API params" if name in req.params else "template default"
                      for name in params}
     params = {**params, "max_restarts": max_restarts}
     param_sources["max_restarts"] = restarts_src
-    return Plan(template, tuple(opts), tuple(env), params, ctx, param_sources,
-                (ck.too_early,) if ck.too_early else ())
+    said = (ck.too_early,) if ck.too_early else ()
+    # a shell's own script (bash -c '... $X ...') expands its variables itself
+    if not req.expand_args and req.command and req.command[0].rsplit("/", 1)[-1] not in _SHELLS:
+        refs = [a for a in req.command[1:] if _VAR_REF.search(a)]
+        if refs:
+            said += (f"the argument {refs[0]!r} reaches the program as written, $ and all: give --expand-args "
+                     "(API expand_args=True) to expand $NAME / ${NAME} on the node, per rank",)
+    return Plan(template, tuple(opts), tuple(env), params, ctx, param_sources, said)
 
 
 def _max_restarts(req: SubmitRequest, facts: SiteFacts) -> tuple[dict, int, str]:
@@ -534,6 +545,33 @@ def _job_environment(req: SubmitRequest, env_file: tuple[str, str] | None) -> li
         out.append(EnvVar(name, value, "CLI --env (expanded on the node)",
                           shell_expand_word(value, f"--env {name}")))
     return out
+
+
+#: programs that read ``$NAME`` in their own arguments (``bash -c '...'``): no --expand-args hint
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
+
+#: variables the script computes for every rank, which the job's environment may not set: why
+COMPUTED = {
+    "MASTER_ADDR": "the rendezvous address: the allocation's first node, as Slurm knows it",
+    "RANK": "each rank's own, set by the template or its launcher",
+    "LOCAL_RANK": "each rank's own, set by the template or its launcher",
+    "WORLD_SIZE": "the job's rank count, set by the template or its launcher",
+    "LOCAL_WORLD_SIZE": "the node's rank count, set by the template or its launcher",
+    "CUDA_VISIBLE_DEVICES": "Slurm sets it to each task's GPUs",
+    "SLURM_CPUS_PER_TASK": "set per rank to its CPU count; give --cpus-per-gpu or --cpus-per-task",
+}
+
+
+def _check_computed(job_env: list[EnvVar]) -> None:
+    """Refuse a job variable (``--env`` / ``--env-file``) that the script computes itself
+    (:data:`COMPUTED`, ``SLURMKIT_*``): it would be overridden silently. ``MASTER_PORT`` is
+    kept (the rendezvous uses it instead of its own port), ``OMP_NUM_THREADS`` too (the ranks'
+    default). Raises ``UsageError`` naming the item's source and the reason."""
+    for v in job_env:
+        why = COMPUTED.get(v.name) or ("slurmkit's own" if v.name.startswith("SLURMKIT_") else None)
+        if why:
+            raise UsageError(f"{v.name} ({v.source})", f"slurmkit computes {v.name} ({why}): it would be "
+                             "overridden, so it is refused; leave it out")
 
 
 def _shell_commands(cmds, what: str) -> list[str]:

@@ -118,6 +118,12 @@ class SubmitRequest:
                          help="With a checkpoint signal: seconds before the time limit (as Slurm applies it, in "
                               "whole minutes) the ranks get it; 0: off. Clamped to half of the time limit when "
                               "not shorter; requeues capped by --set max_restarts=N.")
+    expand_args: bool = _arg(False, types=(bool,), what="True or False", cli=("--expand-args",), flag=True,
+                             required=True,
+                             help="Expand $NAME and ${NAME} in the program's arguments on the node, per rank "
+                                  "($SLURM_JOB_ID, $RANK, env-file variables; unset: empty), nothing else: no "
+                                  "globbing, splitting or command substitution. Off: arguments reach the program "
+                                  "as written.")
     test_only: bool = _arg(False, types=(bool,), what="True or False", cli=("--test-only",), flag=True, required=True,
                            help="sbatch --test-only: print Slurm's start estimate, queue nothing.")
     account: str | None = _arg(what="an account name", cli=("--account", "-A"), help="Account to charge (sbatch --account).")

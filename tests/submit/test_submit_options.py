@@ -209,7 +209,8 @@ def test_command_as_string_is_split_like_a_shell():
     ({"time": 3600}, "time must be a Slurm time string"),
     ({"exclusive": "yes"}, "exclusive must be True or False"),
     ({"sets": ["a=b"]}, "sets must be a dict"),
-    ({"nodez": 2}, "unexpected keyword 'nodez'"),
+    ({"nodez": 2}, "unexpected keyword 'nodez' (did you mean 'nodes'"),
+    ({"zzz": 2}, "unexpected keyword 'zzz'$"),
     ({"after": 1.5}, "after must be a Job, a job id or a list of them"),
 ])
 def test_wrong_types_name_the_parameter(kw, needle):

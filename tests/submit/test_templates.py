@@ -92,13 +92,13 @@ def test_set_validation_names_valid_params_and_converts_types():
     t = templates.get("torchrun")
     with pytest.raises(TemplateError, match="valid: .*python"):
         t.resolve({"pyhton": "x"})
-    assert t.param_names() == ["container_image", "container_mounts", "log_dir", "max_restarts", "python",
-                               "shutdown_timeout"]
+    assert t.param_names() == ["container_image", "container_mounts", "log_dir", "max_restarts", "node_prefix",
+                               "python", "shutdown_timeout"]
     with pytest.raises(TemplateError) as err:
         t.resolve({"max_restart": "2"})
     assert str(err.value) == ("--set: max_restart: template 'torchrun' has no such parameter (did you mean "
                               "max_restarts?); valid: container_image, container_mounts, log_dir, max_restarts, "
-                              "python, shutdown_timeout")
+                              "node_prefix, python, shutdown_timeout")
     with pytest.raises(TemplateError) as err:
         t.resolve(values={"max_restarts": 2})
     assert str(err.value) == "params: max_restarts: max_restarts is not a template parameter: give it as the keyword max_restarts="
