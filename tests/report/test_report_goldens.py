@@ -10,28 +10,13 @@ the first key path that differs. :data:`EXCEPTIONS` lists key paths not compared
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _script():
-    """scripts/report_goldens.py, the goldens' one definition (what each is, how it is made,
-    how two are compared)."""
-    name = "report_goldens"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "report_goldens.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
+from goldens_script import goldens_script
 
 
-G = _script()
+
+G = goldens_script()
 
 #: {golden name, or "*" for every golden: {key path ("[]" for any list index): why it is not
 #: compared}}. A difference that is a fix regenerates the golden instead (SOURCE.md says why).

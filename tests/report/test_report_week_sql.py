@@ -8,33 +8,19 @@ else exactly). Also by hand on a few rows whose figures are worked out below."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from goldens_script import goldens_script
 
 from slurmkit.report import week_sql as S
 from slurmkit.report import weekly as W
 
-REPO = Path(__file__).resolve().parents[2]
 
 
-def _goldens():
-    """scripts/report_goldens.py (the goldens' one definition), loaded once under its name."""
-    name = "report_goldens"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "report_goldens.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-G = _goldens()
+G = goldens_script()
 
 WEEKLY = {name: (capture, extra) for name, capture, extra in G.WEEKLY}
 
