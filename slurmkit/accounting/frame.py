@@ -137,6 +137,38 @@ class JobRows:
         return JobRows(allocs, steps, (acode if akeep is None else acode[akeep],
                                        scode if skeep is None else scode[skeep]))
 
+    def drop_started_later(self, dq: DataQuality, later: np.ndarray | None = None) -> JobRows:
+        """Without the allocation rows of a job pending when it was read (no Start, State
+        PENDING, not an array's pending-tasks record) whose job (same identity and Submit)
+        another row shows started: the pending copy of a job an earlier capture (or pull) saw
+        waiting and a later one saw running or ended. ``later``: one sortable value per
+        allocation row (the pull time, epoch s; NaN unknown), the started row must be read
+        strictly later; None: any started row (the captures are ordered by their time).
+        The dropped rows are counted in ``dq`` (:data:`~slurmkit.accounting.quality.
+        STARTED_LATER`); the step rows are left as they are."""
+        from slurmkit.accounting.quality import STARTED_LATER
+
+        a = self.allocs
+        if not len(a):
+            return self
+        acode, scode = self.identity()
+        start = a["start"].notna().to_numpy()
+        waiting = (~start & (a["state"].astype(str) == "PENDING").to_numpy()
+                   & (pd.to_numeric(a["pending_tasks"], errors="coerce").fillna(0) == 0).to_numpy())
+        if not waiting.any() or not start.any():
+            return self
+        submit = pd.to_datetime(a["submit"], utc=True).dt.tz_localize(None).to_numpy("datetime64[ns]").view(np.int64)
+        when = (np.zeros(len(a)) if later is None else np.asarray(later, dtype=float))
+        key = pd.DataFrame({"c": acode, "s": submit})
+        seen = pd.DataFrame({"c": acode[start], "s": submit[start], "t": when[start]}) \
+            .groupby(["c", "s"], sort=False)["t"].max()
+        first = key.join(seen, on=["c", "s"])["t"].to_numpy(float)
+        drop = waiting & ~np.isnan(first) & ((later is None) | (first > when))
+        if not drop.any():
+            return self
+        dq.skip(STARTED_LATER, int(drop.sum()))
+        return JobRows(a[~drop].reset_index(drop=True), self.steps, (acode[~drop], scode))
+
 
 def identity_codes(*frames: pd.DataFrame) -> list[np.ndarray]:
     """One int64 array per frame: a code per row for its (cluster, key_id), equal across the

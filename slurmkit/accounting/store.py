@@ -300,6 +300,10 @@ class Store:
                        rows.steps.sort_values("pulled_at", kind="stable")) if parts else rows
         rows = rows.drop_repeats(dq, str(self.dir), keep="last", reason=SAME_ROW_PULL,
                                  list_rows=False)
+        if len(rows.allocs):   # (a pending copy of a job a later pull saw started)
+            pulled = pd.to_datetime(rows.allocs["pulled_at"], utc=True, errors="coerce")
+            secs = pulled.dt.tz_localize(None).to_numpy("datetime64[ns]").view(np.int64) / 1e9
+            rows = rows.drop_started_later(dq, np.where(pulled.notna().to_numpy(), secs, np.nan))
         return JobRows(rows.allocs.drop(columns=["pulled_at"], errors="ignore").reset_index(drop=True),
                        rows.steps.drop(columns=["pulled_at"], errors="ignore").reset_index(drop=True)), dq
 

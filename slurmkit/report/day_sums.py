@@ -343,7 +343,7 @@ def _sum_batch(con, cluster: str, batch: list[tuple[str, Path, object]]) -> dict
                     "false AS elig")
         # (a plain row is inside its day: it joins its day's window only)
         P._build_rows(sub, [(j, P._epoch(f"{day}T00:00:00Z"), P._epoch(f"{day}T00:00:00Z") + 86400, "")
-                            for j, (day, _, _) in enumerate(batch)], 0.0, None)
+                            for j, (day, _, _) in enumerate(batch)], 0.0, None, clip=False)
         nb = len(P._FLAGS)
         sums = sub.sql(f"""SELECT coalesce(wid, fl >> {nb}) AS _day, * REPLACE (
                                CASE WHEN fl IS NULL THEN NULL ELSE fl & {(1 << nb) - 1} END AS fl,

@@ -352,6 +352,32 @@ def register_rows(con, rows, name: str = "capture") -> tuple[Registered, Registe
     return out[0], out[1]
 
 
+def _find_copies(con) -> None:
+    """Tables ``cand`` (the rows of view ``raw`` whose ``jk`` several rows hold, from table
+    ``keys_seen``) and ``cand_rows`` (``rk``; ``dropped``: a copy, of the same key pulled
+    earlier, or the pending copy of a job a later pull shows started; ``multi``: a row kept of
+    a job with several rows kept)."""
+    # those rows' keys; of the rows of one key every copy but the latest pull's is dropped, and
+    # the rows kept of a ``jk`` still held by several rows are the jobs with several rows
+    con.execute("""CREATE TEMP TABLE cand AS
+        SELECT (fi::BIGINT << 32) | fr AS rk, sc, cluster, key_id, submit, start, pulled_us, fday, jk,
+               pending_tasks FROM raw
+        SEMI JOIN (SELECT jk FROM keys_seen WHERE jk IS NOT NULL) g USING (jk)""")
+    # a row without Start (the job pending when it was pulled) whose job a later pull shows
+    # started (same Submit) is that job's earlier copy, dropped as copies are (``late``: as
+    # :meth:`~slurmkit.accounting.frame.JobRows.drop_started_later` reads it)
+    con.execute("""CREATE TEMP TABLE cand_rows AS
+        SELECT rk, NOT kept AS dropped,
+               kept AND count(*) FILTER (WHERE kept) OVER (PARTITION BY jk) > 1 AS multi
+        FROM (SELECT rk, jk, rn = 1 AND NOT coalesce(start IS NULL AND pending_tasks = 0 AND pulled_us < late, false) AS kept
+              FROM (SELECT rk, jk, start, pending_tasks, pulled_us,
+                           row_number() OVER (PARTITION BY jk, sc, cluster, key_id, submit, start
+                                              ORDER BY pulled_us DESC NULLS FIRST, fday DESC) AS rn,
+                           max(pulled_us) FILTER (WHERE start IS NOT NULL)
+                               OVER (PARTITION BY jk, sc, cluster, key_id, submit) AS late
+                    FROM cand))""")
+
+
 def _load_rows(con, files: dict[str, list[tuple]], flags: dict[str, tuple[bool, bool]] | None = None) -> None:
     """The stored allocation rows of ``files`` (store cluster -> ``[(day, allocs.parquet)]``, a
     source being a Parquet file or a :class:`Registered` relation: a capture's rows,
@@ -416,16 +442,7 @@ def _load_rows(con, files: dict[str, list[tuple]], flags: dict[str, tuple[bool, 
     con.execute("""CREATE TEMP TABLE keys_seen AS
         SELECT sc, jk, min(jk) < 0 AS textual
         FROM raw GROUP BY GROUPING SETS ((jk), (sc)) HAVING GROUPING(jk) = 1 OR count(*) > 1""")
-    # those rows' keys; of the rows of one key every copy but the latest pull's is dropped, and
-    # the rows kept of a ``jk`` still held by several rows are the jobs with several rows
-    con.execute("""CREATE TEMP TABLE cand AS
-        SELECT (fi::BIGINT << 32) | fr AS rk, sc, cluster, key_id, submit, start, pulled_us, fday, jk FROM raw
-        SEMI JOIN (SELECT jk FROM keys_seen WHERE jk IS NOT NULL) g USING (jk)""")
-    con.execute("""CREATE TEMP TABLE cand_rows AS
-        SELECT rk, rn > 1 AS dropped, rn = 1 AND count(*) FILTER (WHERE rn = 1) OVER (PARTITION BY jk) > 1 AS multi
-        FROM (SELECT rk, jk, row_number() OVER (PARTITION BY jk, sc, cluster, key_id, submit, start
-                                                ORDER BY pulled_us DESC NULLS FIRST, fday DESC) AS rn
-              FROM cand)""")
+    _find_copies(con)
     con.execute("CREATE TEMP TABLE multi_rows AS SELECT rk FROM cand_rows WHERE multi")
     con.execute("CREATE TEMP TABLE skipped AS SELECT rk FROM cand_rows WHERE dropped OR multi")
     # (the direct rows of summed days: one copy each, of a job with one row)
@@ -600,8 +617,28 @@ def _identity(con) -> None:
         SELECT * EXCLUDE (kn), sc || chr(31) || coalesce(cluster, '') || chr(31) || ({ident}) AS jid FROM several""")
 
 
+def _as_of_sql(now: float) -> str:
+    """SQL over ``{only}`` (the rows, :data:`_COLUMNS`): the rows as the store stood at ``now``
+    (epoch s). A row ended after it was running then (End, Elapsed, energy and CPU time not
+    known yet: NULL, State RUNNING); one started after it was pending (Start NULL, State
+    PENDING); a row submitted after it is not read. The report's figures then do not depend on
+    when the store was filled."""
+    late = f"""(coalesce("end" > {now!r}, false) OR coalesce(start > {now!r}, false))"""
+    return f"""SELECT * REPLACE (
+                   CASE WHEN start > {now!r} THEN NULL ELSE start END AS start,
+                   CASE WHEN {late} THEN NULL ELSE "end" END AS "end",
+                   CASE WHEN NOT {late} THEN state WHEN start IS NULL OR start > {now!r} THEN 'PENDING'
+                        ELSE 'RUNNING' END AS state,
+                   CASE WHEN {late} THEN NULL ELSE elapsed_s END AS elapsed_s,
+                   CASE WHEN {late} THEN NULL ELSE energy_j END AS energy_j,
+                   CASE WHEN {late} THEN NULL ELSE energy_tres_j END AS energy_tres_j,
+                   CASE WHEN {late} THEN NULL ELSE total_cpu_s END AS total_cpu_s)
+               FROM ({{only}}) WHERE NOT coalesce(least(submit, start, "end") > {now!r}, false)"""
+
+
 def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
-                rollup: dict[int, tuple[int, float | None]] | None = None, running_elapsed: bool = False) -> None:
+                rollup: dict[int, tuple[int, float | None]] | None = None, running_elapsed: bool = False,
+                clip: bool = True) -> None:
     """View ``rw``: the per (row, window) relation over views ``single`` and ``several``
     (:func:`_load_rows`): each row once per window it belongs to, with the columns of :func:`slurmkit.report.usage.allocations` and
     :func:`slurmkit.report.weekly.build_report` (each rule as they state it: docs/report.md).
@@ -617,12 +654,11 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
     ``rollup``: ``{part wid: (its period's wid, the previous part's start or None)}``: the
     rows with one row in the store are joined to the parts only (the period is rolled up from
     them, :func:`_aggregate`), each with ``prim``: the row is in no earlier part (counted once
-    in the period); without it every row is joined to every window it touches.
-
+    in the period); without it every row is joined to every window it touches. ``clip``: the
+    rows as the store stood at ``now`` (:func:`_as_of_sql`; False: the day sums' rows, as they are).
     ``running_elapsed``: the rows are a capture's (:func:`register_rows`): a running row ran,
     as far as the capture knows, until sacct printed its Elapsed (Start + ElapsedRaw, when over
-    0), never past ``now`` (as :func:`slurmkit.report.usage.allocations` with
-    ``running_elapsed``)."""
+    0), never past ``now`` (as :func:`slurmkit.report.usage.allocations` with ``running_elapsed``)."""
     # (per store cluster, a constant in the SQL: no join per row; no job with several rows:
     # ``multi`` false, no lookup per row, and ``m`` empty, no scan of the files)
     elig = dict(con.execute("SELECT sc, elig FROM clusters_seen").fetchall())
@@ -641,7 +677,7 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
     if running_elapsed:   # (least skips a NULL: a row with an End, or no Elapsed over 0)
         hz = f"""least({hz}, CASE WHEN "end" IS NULL AND elapsed_s > 0 THEN start + elapsed_s END)"""
     rows = f"""
-    WITH b AS ({{only}}), base AS (
+    WITH b AS ({_as_of_sql(now) if clip else "{only}"}), base AS (
         SELECT b.*, {_energy_class()} AS ec,
                CASE WHEN "end" IS NULL AND isfinite(timelimit_s) AND start + timelimit_s < {hz}
                     THEN start + timelimit_s ELSE coalesce("end", {hz}) END AS stop0,
@@ -1602,12 +1638,14 @@ def _report_windows(period: Period, scopes: list[str]):
 
 
 def _plan_day_sums(store_root, files: dict, windows: list, rollup: dict, store_info: dict, use_sums: bool,
-                   why_not: str | None = None):
+                   why_not: str | None = None, now: float | None = None):
     """The days read from their sums (the rows of jobs with one row, the day whole in each
     window that touches it): ``(sums, flags, summed_rows)`` for :func:`_aggregate` and
     :func:`_load_rows`. Each summed day's entry in ``files`` gains the offsets after which its
     rows are not read (:func:`valid_day_sums`); ``store_info`` gains ``days_from_sums`` and
-    ``day_sums`` per cluster. A window boundary other than a UTC midnight: every row is read."""
+    ``day_sums`` per cluster. A window boundary other than a UTC midnight, or ``now`` (epoch s)
+    inside a day read that was pulled after it (its rows are read as they stood then): every
+    row is read."""
     from slurmkit.accounting import store as S
 
     sums, flags, summed_rows = [], {}, 0
@@ -1620,6 +1658,11 @@ def _plan_day_sums(store_root, files: dict, windows: list, rollup: dict, store_i
                                       why_not or "not read (--no-day-sums)")
         if not fs or any(day not in info for day, _ in fs):
             continue   # (the direct rows' one copy needs every day read summed)
+        man = S.Store(store_root, sc).manifest() if now is not None else {}
+        if now is not None and any(0 < now - _epoch(f"{day}T00:00:00Z") < 86400
+                                   and float(man.get(day, {}).get("pulled_at") or math.inf) > now for day, _ in fs):
+            store_info[sc]["day_sums"] = "not read (--now inside a day read)"
+            continue
         last = max(day for day, _ in fs)
         for k, (day, path) in enumerate(fs):
             e = info[day]
@@ -1862,7 +1905,7 @@ def period_report(store_root, period: Period, clusters=None, now=None,
     spooled = spool is not None and len(spool) > 0
     sums, flags, summed_rows = _plan_day_sums(store_root, files, windows, rollup, store_info, use_sums and not spooled,
                                               "not read (a spool: measured energy is matched per row)" if spooled
-                                              else None)
+                                              else None, now_ts.timestamp())
     if sum(len(f) for f in files.values()):
         _compute_windows(store_root, files, flags, windows, now_ts.timestamp(), rollup, sums, summed_rows, per,
                          memory_limit, temp_dir, threads, progress, t0, assumptions, spool)

@@ -948,21 +948,9 @@ def _list_conflicts(rows, dq, source: str, limit: int = 20) -> None:
 
 
 def _drop_started_later(rows, dq, source: str):
-    """Without the PENDING rows (no Start) of jobs that another, later capture shows started."""
-    from slurmkit.accounting.frame import JobRows
-    from slurmkit.accounting.quality import STARTED_LATER
-
-    a = rows.allocs
-    acode, scode = rows.identity()
-    waiting = (a["start"].isna() & (a["state"].astype(str) == "PENDING") & (a["pending_tasks"] == 0)).to_numpy()
-    if not waiting.any():
-        return rows
-    started = set(acode[a["start"].notna().to_numpy()].tolist())
-    drop = waiting & pd.Series(acode).isin(started).to_numpy()
-    if not drop.any():
-        return rows
-    dq.skip(STARTED_LATER, int(drop.sum()))
-    return JobRows(a[~drop].reset_index(drop=True), rows.steps, (acode[~drop], scode))
+    """Without the PENDING rows (no Start) of jobs that another, later capture shows started
+    (:meth:`~slurmkit.accounting.frame.JobRows.drop_started_later`)."""
+    return rows.drop_started_later(dq)
 
 
 def _live(opts: WeeklyOptions, window: Window, assumptions, spool_df, now, cap, warn, progress):

@@ -223,3 +223,23 @@ def test_running_jobs_count_up_to_their_pull_not_the_wall_clock(stores, corpus, 
     _, early, _ = _period(tmp_path / "early", "--month", "2024-04", "--store", s1, "--now", "2024-04-10")
     assert early["running_up_to"] == early["as_of"] == "2024-04-10T00:00:00Z" and early["totals"]["gpu_hours"] < got["gpu_hours"]
 
+
+
+def test_a_now_in_the_past_counts_the_store_as_it_stood_then(stores, tmp_path):
+    """``--now`` before the capture's time: every row's end is min(End, now), a job started
+    after now is not counted and one that ended after it was running then (not its later
+    outcome). The figures are an independent calculator's (csv module only: hours = CPUs x
+    (min(End, now) - max(Start, window start)), End from Habrok's local times): March 2024 at
+    2024-03-28 00:00 UTC gives 22,065 CPU-h, week 13 9,216 (job 7195760's 128 CPUs for the
+    72 h of 03-25 .. 03-28; it ended 03-31 14:40 local, TIMEOUT: before, 20,055 CPU-h counted
+    and its TIMEOUT reported); April at 04-15: 96.1 GPU-h and 6,964 CPU-h (before: 176 and 7,599)."""
+    s1, _ = stores
+    _, rep, _ = _period(tmp_path / "m", "--month", "2024-03", "--by", "week", "--store", s1,
+                        "--now", "2024-03-28T00:00:00Z")
+    assert round(rep["totals"]["cpu_hours"]) == 22065
+    w13 = next(p for p in rep["breakdown"] if p["label"] == "2024-W13")
+    assert round(w13["totals"]["cpu_hours"], 1) == 9216.0
+    assert "TIMEOUT" not in {o["state"] for o in w13["outcomes"]}
+    assert w13["totals"]["provisional_jobs"] == 1
+    _, apr, _ = _period(tmp_path / "a", "--month", "2024-04", "--store", s1, "--now", "2024-04-15T00:00:00Z")
+    assert (round(apr["totals"]["gpu_hours"], 1), round(apr["totals"]["cpu_hours"])) == (96.1, 6964)

@@ -202,3 +202,48 @@ def test_another_reader_of_the_dataset_gets_the_engines_totals(stores):
         assert got[2] == pytest.approx(t["cpu_hours"], rel=1e-9)
         if start == "2024-04-01":
             assert (got[0], round(got[1], 4)) == (24, 220.4042)     # 3 jobs running at the capture time
+
+
+def _pending_copy(habrok: Path, dst: Path, job: str) -> Path:
+    """A labelled edit of the real capture: its header and job ``job``'s allocation line as
+    sacct printed it while the job waited (State PENDING, no node, Start / End Unknown,
+    Elapsed / TotalCPU / CPUTime 0, no AllocTRES), as a capture taken before it started holds it."""
+    lines = habrok.read_text().splitlines()
+    head = lines[0].split("|")
+    row = next(ln.split("|") for ln in lines[1:] if ln.split("|", 1)[0] == job)
+    for name, value in (("State", "PENDING"), ("NodeList", "None assigned"), ("Start", "Unknown"),
+                        ("End", "Unknown"), ("Elapsed", "00:00:00"), ("TotalCPU", "00:00:00"),
+                        ("CPUTime", "00:00:00"), ("AllocTRES", "")):
+        row[head.index(name)] = value
+    dst.write_text(lines[0] + "\n" + "|".join(row) + "\n")
+    return dst
+
+
+def test_a_job_stored_pending_then_started_counts_as_the_started_job(habrok, tmp_path):
+    # job 8069225 (user28, 1 V100, submitted 2024-04-09 16:58, ran 02:32-11:18 local on 04-10,
+    # COMPLETED) stored first from a capture taken while it waited, then the whole capture
+    early = _pending_copy(habrok, tmp_path / "habrok_8069225_pending.psv", "8069225")
+    root = tmp_path / "st"
+    _store(early, root, "--tz", "Europe/Amsterdam", "--as-of", "2024-04-09T20:00:00Z")
+    _store(habrok, root, "--tz", "Europe/Amsterdam")
+    whole = tmp_path / "whole"
+    _store(habrok, whole, "--tz", "Europe/Amsterdam")
+    full, ref = _period(root, "--capacity-gpus", "144"), _period(whole, "--capacity-gpus", "144")
+    rep = next(p for p in full["breakdown"] if p["label"] == "2024-04")
+    t = rep["totals"]
+    # as the whole capture alone: no requeued attempt, 0.0011 GPU-h wasted (two FAILED jobs of
+    # 2 s each), 13 COMPLETED (before: 1 requeued attempt, 8.76 GPU-h wasted, 12 COMPLETED)
+    assert (t["requeued_attempts"], round(t["wasted_gpu_hours"], 5)) == (0, 0.00111)
+    completed = next(o for o in rep["outcomes"] if o["state"] == "COMPLETED")
+    assert completed["jobs"] == 13
+    assert T_same(full, ref) == []
+    # the store's pandas reader (the weekly report from the store) keeps the started copy only
+    rows, dq = Store(root, "habrok").load([__import__("datetime").datetime(2024, 4, d) for d in range(9, 12)])
+    mine = rows.allocs[rows.allocs["key_id"] == "8069225"]
+    assert mine["state"].astype(str).tolist() == ["COMPLETED"]
+    assert dq.skipped["pending in an earlier capture, started in a later one"] == 1
+
+
+def T_same(rep: dict, ref: dict) -> list:
+    T = _period_tests()
+    return T._same(_figures(rep), _figures(ref))
