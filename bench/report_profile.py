@@ -111,7 +111,7 @@ def run(path: str) -> dict:
     timed(E, "attach_energy", "3.energy.attach_energy")
     for name in ("_group", "energy_by_policy", "outcomes", "cancelled_before_start", "queue_wait", "efficiency",
                  "job_sizes", "gpus_in_use", "utilization", "breakdown_section", "accounts_section",
-                 "_sql_figures", "unknown_figures", "pending_backlog", "gpu_type_labels", "_data_quality", "deltas"):
+                 "_sql_figures", "unknown_figures", "pending_backlog", "_data_quality", "deltas"):
         if hasattr(W, name):
             timed(W, name, f"3.{name}")
     with span("3 build_report"):

@@ -178,7 +178,7 @@ def breakdown(window_start, window_end, allocs: pd.DataFrame, events: pd.DataFra
               else "node TRES (scontrol show nodes CfgTRES, or the site profile)")
     first_reg = registration(ev)
     tracked = [r for r in reservations if "IGNORE_JOBS" not in r["flags"] and not pd.isna(r["start"])]
-    jobs = _rows(allocs, now) if len(allocs) else None
+    jobs = _rows(allocs, now) if _has(allocs) else None
     down_iv = C.node_down_intervals(ev[(ev["node"] != "") & ~ev["state"].str.upper().str.contains("MAINT", na=False)],
                                     window_start, window_end, now)
     planned_states = ev[ev["state"].str.upper().str.contains("FUTURE|POWER", na=False)]
@@ -358,17 +358,29 @@ def job_facts(allocs: pd.DataFrame) -> dict:
     Start, aware UTC, or None)}`` (:func:`slurmkit.report.week_sql.job_facts` over the rows);
     facts of several frames combine with :func:`add_facts`. A NodeList that is not a hostlist
     names no node here."""
-    if not len(allocs):
+    if not _has(allocs):
         return {"clusters": set(), "nodes": set(), "last_start": None}
     con, view = _rows(allocs, None)
     return WS.job_facts(con, view)
 
 
-def _rows(allocs: pd.DataFrame, now: pd.Timestamp | None):
-    """``(connection, view)``: ``allocs`` registered in a new DuckDB connection
+def _has(allocs) -> bool:
+    """Whether the allocation rows (a frame, or a ``(connection, relation)`` pair) hold a row."""
+    if isinstance(allocs, tuple):
+        con, name = allocs
+        return bool(con.execute(f'SELECT count(*) FROM (SELECT 1 FROM "{name}" LIMIT 1)').fetchall()[0][0])
+    return bool(len(allocs))
+
+
+def _rows(allocs, now: pd.Timestamp | None):
+    """``(connection, view)``: the allocation rows as :mod:`slurmkit.report.week_sql` reads them:
+    a ``(connection, relation)`` pair as it is (the weekly report's rows,
+    :func:`slurmkit.report.period.rows_table`), or a frame registered in a new DuckDB connection
     (:func:`slurmkit.report.week_sql.frame_rows`; running rows up to ``now``)."""
     import duckdb
 
+    if isinstance(allocs, tuple):
+        return allocs
     con = duckdb.connect()
     return con, WS.frame_rows(con, allocs, "rows", now=now)
 
@@ -471,7 +483,7 @@ def refuse_foreign(facts: dict, inputs: dict | None) -> None:
 def _usage_hours(allocs: pd.DataFrame, s: float, e: float, now: pd.Timestamp) -> pd.DataFrame:
     """Per (account, user): GPU-hours and CPU-hours of the started jobs inside ``[s, e)``
     (:func:`slurmkit.report.week_sql.usage_hours`)."""
-    if not len(allocs):
+    if not _has(allocs):
         return pd.DataFrame(columns=["account", "user", "gpu_hours", "cpu_hours"])
     con, view = _rows(allocs, now)
     return WS.usage_hours(con, view, s, e)
@@ -491,7 +503,7 @@ def reservation_shares(reservations: list[dict], allocs: pd.DataFrame, events: p
     ev = events if events is not None else C.node_events("")
     down_iv = C.node_down_intervals(ev[(ev["node"] != "") & ~ev["state"].str.upper().str.contains("MAINT", na=False)],
                                     window_start, window_end, now)
-    jobs = _rows(allocs, now) if len(allocs) and "reservation" in allocs else None
+    jobs = _rows(allocs, now) if _has(allocs) and (isinstance(allocs, tuple) or "reservation" in allocs) else None
     out: dict[str, dict] = {}
     for r in reservations:
         if not r["assocs"] or pd.isna(r["start"]):

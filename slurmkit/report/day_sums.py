@@ -334,7 +334,7 @@ def _sum_batch(con, cluster: str, batch: list[tuple[str, Path, object]]) -> dict
         sub.register("p", plain)
         sub.execute(f"""CREATE TEMP VIEW single AS SELECT '{P._q(cluster)}' AS sc, _fday AS fday,
                                {P._columns(plain.column_names)},
-                               TRY_CAST(key_id AS BIGINT) AS kn, 0::BIGINT AS jk FROM p""")
+                               TRY_CAST(key_id AS BIGINT) AS kn, 0::BIGINT AS jk, NULL::BIGINT AS rk FROM p""")
         sub.execute("CREATE TEMP VIEW several AS SELECT * FROM single WHERE false")
         # (the plain rows' steps' figures: energy, memory, CPU time, GPU utilization)
         P._load_steps(sub, {cluster: [str(path.parent / "steps.parquet") for _, path, _ in batch]}, False, hive=False)

@@ -197,6 +197,21 @@ def _tdp_w(gpu_type: pd.Series, table: dict) -> pd.Series:
 UNMATCHED_REASON = "spool record outside its job's sacct Start..End"
 
 
+def list_unmatched(spool: pd.DataFrame, positions, dq, limit: int = 20) -> None:
+    """List in ``dq`` (a :class:`~slurmkit.accounting.quality.DataQuality`, reason
+    :data:`UNMATCHED_REASON`, no sacct row count changed) the first ``limit`` spool records at
+    ``positions`` (rows of ``spool``, :func:`read_spool`): records of a job in the input that no
+    attempt holds in time, with the job, the node and the prolog's time."""
+    for i in list(positions)[:limit]:
+        r = spool.iloc[int(i)]
+        when = "no start time" if pd.isna(r["start_s"]) else \
+            pd.Timestamp(float(r["start_s"]), unit="s", tz="UTC").isoformat()
+        dq.skip(UNMATCHED_REASON, n=0, source="spool",
+                detail=f"job {r['job_id']} node {r['node']}: prolog at {when}, outside every attempt's "
+                       f"Start..End (± {SPOOL_MATCH_TOLERANCE_S:g} s): its measured energy is not used "
+                       "(node clock skew, or sacct times in another time zone?)")
+
+
 def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | None = None,
                   dq=None) -> pd.DataFrame:
     """Add ``energy_kwh`` (in the window) and ``energy_source`` (one of :data:`SOURCES`:
@@ -229,14 +244,7 @@ def attach_energy(allocs: pd.DataFrame, a: Assumptions, spool: pd.DataFrame | No
         lost = ~hit & spool["job_id"].astype(str).isin(pd.unique(out["key_id"].astype(str))).to_numpy()
         unmatched = int(lost.sum())
         if unmatched and dq is not None:
-            for i in np.flatnonzero(lost)[:20]:
-                r = spool.iloc[i]
-                when = "no start time" if pd.isna(r["start_s"]) else \
-                    pd.Timestamp(float(r["start_s"]), unit="s", tz="UTC").isoformat()
-                dq.skip(UNMATCHED_REASON, n=0, source="spool",
-                        detail=f"job {r['job_id']} node {r['node']}: prolog at {when}, outside every attempt's "
-                               f"Start..End (± {SPOOL_MATCH_TOLERANCE_S:g} s): its measured energy is not used "
-                               "(node clock skew, or sacct times in another time zone?)")
+            list_unmatched(spool, np.flatnonzero(lost), dq)
         recs = pd.DataFrame({"pos": pos[hit], "mj": spool["energy_mj"].to_numpy(float)[hit],
                              "ok": spool["measured"].to_numpy(bool)[hit],
                              "util": pd.to_numeric(spool["gpu_util_pct"], errors="coerce")

@@ -270,11 +270,14 @@ _COLUMNS = """cluster::VARCHAR AS cluster, key_id::VARCHAR AS key_id, state::VAR
     gpus::DOUBLE AS gpus, req_gpus::DOUBLE AS req_gpus, coalesce(pending_tasks, 0)::BIGINT AS pending_tasks,
     epoch_us(pulled_at::TIMESTAMPTZ) AS pulled_us, physical_gpus::DOUBLE AS physical_gpus,
     energy_j::DOUBLE AS energy_j, energy_tres_j::DOUBLE AS energy_tres_j, total_cpu_s::DOUBLE AS total_cpu_s,
-    alloc_mem_mib::DOUBLE AS alloc_mem_mib, job_id::VARCHAR AS job_id"""
+    alloc_mem_mib::DOUBLE AS alloc_mem_mib, job_id::VARCHAR AS job_id, req_cpus::DOUBLE AS req_cpus,
+    nodelist::VARCHAR AS nodelist"""
 
 #: The columns of :data:`_COLUMNS` a day file written by an earlier version may lack: read as
 #: NULL (unknown, never 0).
-_OPTIONAL = ("physical_gpus", "energy_j", "energy_tres_j", "total_cpu_s", "alloc_mem_mib")
+_OPTIONAL = ("physical_gpus", "energy_j", "energy_tres_j", "total_cpu_s", "alloc_mem_mib", "req_cpus")
+#: The text columns of :data:`_COLUMNS` a relation may lack (read as NULL).
+_OPTIONAL_TEXT = ("nodelist",)
 
 
 def _columns(names) -> str:
@@ -285,6 +288,9 @@ def _columns(names) -> str:
     for c in _OPTIONAL:
         if c not in names:
             out = out.replace(f"{c}::DOUBLE AS {c}", f"NULL::DOUBLE AS {c}")
+    for c in _OPTIONAL_TEXT:
+        if c not in names:
+            out = out.replace(f"{c}::VARCHAR AS {c}", f"NULL::VARCHAR AS {c}")
     if "pulled_at" not in names:   # (a capture's rows, :func:`register_rows`: never pulled)
         out = out.replace("epoch_us(pulled_at::TIMESTAMPTZ) AS pulled_us", "NULL::BIGINT AS pulled_us")
     return out
@@ -304,7 +310,7 @@ def _names(path) -> list[str]:
     try:
         return pq.read_schema(path).names
     except (OSError, ValueError):   # (pyarrow's ArrowInvalid is a ValueError)
-        return list(_OPTIONAL)
+        return list(_OPTIONAL + _OPTIONAL_TEXT)
 
 
 @dataclass(frozen=True)
@@ -447,15 +453,15 @@ def _load_rows(con, files: dict[str, list[tuple]], flags: dict[str, tuple[bool, 
     con.execute("CREATE TEMP TABLE skipped AS SELECT rk FROM cand_rows WHERE dropped OR multi")
     # (the direct rows of summed days: one copy each, of a job with one row)
     con.execute("""CREATE TEMP VIEW b AS
-        SELECT * EXCLUDE (fi, fr) FROM raw
+        SELECT * EXCLUDE (fi, fr), (fi::BIGINT << 32) | fr AS rk FROM raw
         WHERE ((fi::BIGINT << 32) | fr) NOT IN (SELECT rk FROM cand_rows WHERE dropped)
-        UNION ALL SELECT * EXCLUDE (fi, fr) FROM direct""")
+        UNION ALL SELECT * EXCLUDE (fi, fr), (fi::BIGINT << 32) | fr AS rk FROM direct""")
     # ``single``: the rows of the jobs with one row; ``several``: the others' (copies dropped)
     con.execute("""CREATE TEMP VIEW single AS
-        SELECT * EXCLUDE (fi, fr) FROM raw WHERE ((fi::BIGINT << 32) | fr) NOT IN (SELECT rk FROM skipped)
-        UNION ALL SELECT * EXCLUDE (fi, fr) FROM direct""")
+        SELECT * EXCLUDE (fi, fr), (fi::BIGINT << 32) | fr AS rk FROM raw WHERE ((fi::BIGINT << 32) | fr) NOT IN (SELECT rk FROM skipped)
+        UNION ALL SELECT * EXCLUDE (fi, fr), (fi::BIGINT << 32) | fr AS rk FROM direct""")
     con.execute("""CREATE TEMP VIEW several AS
-        SELECT * EXCLUDE (fi, fr) FROM raw WHERE ((fi::BIGINT << 32) | fr) IN (SELECT rk FROM multi_rows)""")
+        SELECT * EXCLUDE (fi, fr), (fi::BIGINT << 32) | fr AS rk FROM raw WHERE ((fi::BIGINT << 32) | fr) IN (SELECT rk FROM multi_rows)""")
     # any row with Eligible, per store cluster (the first such row answers)
     flags = flags or {}
     elig = {sc: flags.get(sc, (False, False))[0] or bool(con.execute(
@@ -573,11 +579,21 @@ def _load_spool(con, spool, tolerance_s: float) -> None:
     to the job's only attempt), per attempt (store cluster, Cluster, JobIDRaw, Submit, Start):
     ``smj`` (mJ, the records' sum), ``sok`` (every record measured), ``sutilp`` (the records'
     mean GPU utilization, %: the utilization of a job its steps do not give), ``sprom`` (a
-    record was read through Prometheus, ``provenance``: the energy is Prometheus')."""
+    record was read through Prometheus, ``provenance``: the energy is Prometheus'), ``spol``
+    (the clock policy the records name: one label, :data:`~slurmkit.report.energy.MIXED_POLICIES`
+    when they disagree, a record without one counting as ``none recorded``; NULL when the spool
+    has no ``policy`` column). Table ``spool_lost``: the position (``rec``) in ``spool`` of each
+    record of a job ``b`` holds that no attempt holds in time (node clock skew, sacct times read
+    in another zone: its energy is not used)."""
+    from slurmkit.hooks.clock_policy import NONE_RECORDED
+    from slurmkit.report.energy import MIXED_POLICIES
+
     con.execute("""CREATE TEMP TABLE spool_att(sc VARCHAR, cl VARCHAR, key_id VARCHAR, submit DOUBLE, start DOUBLE,
-                                               smj DOUBLE, sok BOOLEAN, sutilp DOUBLE, sprom BOOLEAN)""")
+                                               smj DOUBLE, sok BOOLEAN, sutilp DOUBLE, sprom BOOLEAN, spol VARCHAR)""")
+    con.execute("CREATE TEMP TABLE spool_lost(rec BIGINT)")
     if spool is None or not len(spool):
         return
+    has_policy = "policy" in spool
     rec = pd.DataFrame({"rec": np.arange(len(spool)), "job_id": spool["job_id"].astype(str).to_numpy(),
                         "t": pd.to_numeric(spool["start_s"], errors="coerce").to_numpy(float),
                         "mj": pd.to_numeric(spool["energy_mj"], errors="coerce").to_numpy(float),
@@ -585,21 +601,31 @@ def _load_spool(con, spool, tolerance_s: float) -> None:
                         "util": pd.to_numeric(spool["gpu_util_pct"], errors="coerce").to_numpy(float)
                         if "gpu_util_pct" in spool else np.full(len(spool), np.nan),
                         "prom": (spool["provenance"] == "prometheus").to_numpy(bool)
-                        if "provenance" in spool else np.zeros(len(spool), bool)})
+                        if "provenance" in spool else np.zeros(len(spool), bool),
+                        "pol": spool["policy"].astype(object).where(spool["policy"].notna(), NONE_RECORDED)
+                        .astype(str).to_numpy(object) if has_policy else np.full(len(spool), None, object)})
     con.register("spool_rec", rec)
     tol = float(tolerance_s)
-    con.execute(f"""INSERT INTO spool_att
+    con.execute(f"""CREATE TEMP TABLE spool_hit AS
         WITH att AS (SELECT sc, coalesce(cluster, '') AS cl, key_id, submit, start, "end" FROM b
                      SEMI JOIN spool_rec r ON b.key_id = r.job_id),
-             n AS (SELECT key_id, count(*) AS natt FROM att GROUP BY key_id),
-             c AS (SELECT r.rec, r.mj, r.ok, r.util, r.prom, a.* FROM spool_rec r JOIN att a ON a.key_id = r.job_id JOIN n USING (key_id)
-                   WHERE (NOT coalesce(isnan(r.t), true) AND r.t >= a.start - {tol!r} AND r.t <= coalesce(a."end", 'infinity'::DOUBLE) + {tol!r})
-                      OR (coalesce(isnan(r.t), true) AND n.natt = 1)
-                   QUALIFY row_number() OVER (PARTITION BY r.rec ORDER BY a.start DESC NULLS FIRST) = 1)
+             n AS (SELECT key_id, count(*) AS natt FROM att GROUP BY key_id)
+        SELECT r.rec, r.mj, r.ok, r.util, r.prom, r.pol, a.* FROM spool_rec r JOIN att a ON a.key_id = r.job_id
+        JOIN n USING (key_id)
+        WHERE (NOT coalesce(isnan(r.t), true) AND r.t >= a.start - {tol!r} AND r.t <= coalesce(a."end", 'infinity'::DOUBLE) + {tol!r})
+           OR (coalesce(isnan(r.t), true) AND n.natt = 1)
+        QUALIFY row_number() OVER (PARTITION BY r.rec ORDER BY a.start DESC NULLS FIRST) = 1""")
+    pol = (f"CASE WHEN count(DISTINCT pol) > 1 THEN '{_q(MIXED_POLICIES)}' ELSE any_value(pol) END"
+           if has_policy else "NULL::VARCHAR")
+    con.execute(f"""INSERT INTO spool_att
         SELECT sc, cl, key_id, submit, start, coalesce(sum(mj) FILTER (WHERE NOT coalesce(isnan(mj), true)), 0) AS smj,
                bool_and(ok) AS sok, avg(util) FILTER (WHERE NOT coalesce(isnan(util), true)) AS sutilp,
-               bool_or(prom) AS sprom
-        FROM c GROUP BY ALL""")
+               bool_or(prom) AS sprom, {pol} AS spol
+        FROM spool_hit GROUP BY sc, cl, key_id, submit, start""")
+    con.execute("""INSERT INTO spool_lost
+        SELECT rec FROM spool_rec r SEMI JOIN b ON b.key_id = r.job_id
+        WHERE rec NOT IN (SELECT rec FROM spool_hit) ORDER BY rec""")
+    con.execute("DROP TABLE spool_hit")
     con.unregister("spool_rec")
 
 
@@ -613,7 +639,7 @@ def _identity(con) -> None:
     textual = [r[0] for r in con.execute("SELECT sc FROM clusters_seen WHERE textual").fetchall()]
     text_sql = "sc IN (" + ", ".join(f"'{_q(s)}'" for s in textual) + ")" if textual else "false"
     ident = f"""CASE WHEN {text_sql} THEN key_id ELSE CAST(kn AS VARCHAR) END"""
-    con.execute(f"""CREATE TEMP VIEW bj AS
+    con.execute(f"""CREATE OR REPLACE TEMP VIEW bj AS
         SELECT * EXCLUDE (kn), sc || chr(31) || coalesce(cluster, '') || chr(31) || ({ident}) AS jid FROM several""")
 
 
@@ -640,9 +666,8 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
                 rollup: dict[int, tuple[int, float | None]] | None = None, running_elapsed: bool = False,
                 clip: bool = True) -> None:
     """View ``rw``: the per (row, window) relation over views ``single`` and ``several``
-    (:func:`_load_rows`): each row once per window it belongs to, with the columns of :func:`slurmkit.report.usage.allocations` and
-    :func:`slurmkit.report.weekly.build_report` (each rule as they state it: docs/report.md).
-    ``windows``: ``(wid, start, end, scope)``, epoch s; ``scope`` "" (every cluster) or one
+    (:func:`_load_rows`): each row once per window it belongs to, with its columns (each rule as
+    docs/report.md states it: ``jobs.csv``, :func:`rows_table`). ``windows``: ``(wid, start, end, scope)``, epoch s; ``scope`` "" (every cluster) or one
     store cluster. ``multi``: the job has several rows in the store's days (its flags need the
     job's other rows); ``requeued``: not the job's final attempt in the window (by Start, then
     Submit, unset last); ``last_run``: the job's last run in the window (its outcome line);
@@ -658,7 +683,7 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
     rows as the store stood at ``now`` (:func:`_as_of_sql`; False: the day sums' rows, as they are).
     ``running_elapsed``: the rows are a capture's (:func:`register_rows`): a running row ran,
     as far as the capture knows, until sacct printed its Elapsed (Start + ElapsedRaw, when over
-    0), never past ``now`` (as :func:`slurmkit.report.usage.allocations` with ``running_elapsed``)."""
+    0), never past ``now``. Built again over other windows, it replaces the earlier build."""
     # (per store cluster, a constant in the SQL: no join per row; no job with several rows:
     # ``multi`` false, no lookup per row, and ``m`` empty, no scan of the files)
     elig = dict(con.execute("SELECT sc, elig FROM clusters_seen").fetchall())
@@ -671,6 +696,7 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
                      f"{'NULL' if rollup.get(i, (0, None))[1] is None else repr(rollup[i][1])}::DOUBLE)"
                      for i, s, e, sc in windows)
     cols = _row_columns()
+    _record_windows(con, windows)
     # a running row (no End) runs up to its pull (the copy kept is the latest one: after it
     # nothing is known; a store filled from a capture: the capture's time), never past ``now``
     hz = f"least(coalesce(pulled_us / 1e6, {now!r}), {now!r})"
@@ -732,10 +758,18 @@ def _build_rows(con, windows: list[tuple[int, float, float, str]], now: float,
                    row_number() OVER (PARTITION BY wid, jid, ran AND start >= ws AND start < we
                                       ORDER BY start) = 1 AS wait_first
             FROM ({rows.replace("{only}", only).replace("{parts}", "")}) WHERE multi)""")
-    con.execute(f"""CREATE TEMP VIEW rw AS
+    con.execute(f"""CREATE OR REPLACE TEMP VIEW rw AS
         SELECT {derived} FROM (
             SELECT {cols}, false AS requeued, true AS last_run, true AS wait_first FROM ({rows.replace("{only}", _with_extras(con, "(SELECT *, NULL::VARCHAR AS jid, false AS multi FROM single)", "steps_job")).replace("{parts}", "AND w.part")}) WHERE NOT multi)
         UNION ALL SELECT * EXCLUDE (has_run) FROM m""")
+
+
+def _record_windows(con, windows: list[tuple[int, float, float, str]]) -> None:
+    """Table ``rw_windows``: the windows ``(wid, ws, we, scope)`` view ``rw`` is built over
+    (again: table ``m`` of an earlier build dropped)."""
+    con.execute("DROP TABLE IF EXISTS m")
+    con.execute("CREATE OR REPLACE TEMP TABLE rw_windows(wid INTEGER, ws DOUBLE, we DOUBLE, scope VARCHAR)")
+    con.executemany("INSERT INTO rw_windows VALUES (?, ?, ?, ?)", [list(w) for w in windows])
 
 
 def _has_rows(con, table: str) -> bool:
@@ -759,10 +793,11 @@ def _with_extras(con, only: str, steps: str) -> str:
     else:
         cols += ["NULL::DOUBLE AS sej", "NULL::DOUBLE AS smem", "NULL::DOUBLE AS scpu", "NULL::DOUBLE AS sutil"]
     if _has_rows(con, "spool_att"):
-        cols += ["sp.smj", "sp.sok", "sp.sutilp", "sp.sprom"]
+        cols += ["sp.smj", "sp.sok", "sp.sutilp", "sp.sprom", "sp.spol"]
         joins.append(f"LEFT JOIN spool_att sp ON {att.replace('x.', 'sp.')}")
     else:
-        cols += ["NULL::DOUBLE AS smj", "NULL::BOOLEAN AS sok", "NULL::DOUBLE AS sutilp", "NULL::BOOLEAN AS sprom"]
+        cols += ["NULL::DOUBLE AS smj", "NULL::BOOLEAN AS sok", "NULL::DOUBLE AS sutilp", "NULL::BOOLEAN AS sprom",
+                 "NULL::VARCHAR AS spol"]
     return f"SELECT r.*, {', '.join(cols)} FROM {only} r {' '.join(joins)}"
 
 
@@ -826,18 +861,20 @@ def energy_kwh_sql(a, src: str, ej: str, gh: str, gtype: str) -> str:
 
 def _row_columns() -> str:
     """SQL of the columns of a (row, window) of view ``rw`` (:func:`_build_rows`): the row's
-    own fields, its GPU type group (as :func:`slurmkit.report.week_sql.gpu_type_label_sql`), its
+    own fields, its GPU type group (the ``by_gpu_type`` label: its type, else untyped or unknown), its
     GPU- and CPU-hours inside the window, its queue wait, its GPU bucket (``_BUCKET_LABELS``'
     index) and its job-size cell (:func:`_size_cells`)."""
     waste = ", ".join(f"'{s}'" for s in WASTE_STATES)
     # the GPU bucket as a number (``_BUCKET_LABELS``' index: no text per row; named in ``fine``)
     bucket = " ".join(f"WHEN ceil(coalesce(req_gpus, gpus, 0)) <= {hi} THEN {i + 1}"
                       for i, (lo, hi, label) in enumerate(GPU_BUCKETS) if lo > 0 and math.isfinite(hi))
-    # the GPU type group (as week_sql.gpu_type_label_sql): untyped GPUs, and rows with no GPU count
+    # the GPU type group (the one definition of ``by_gpu_type``'s label): untyped GPUs, and rows with no GPU count
     gtype = (f"CASE WHEN gpus IS NULL THEN '{GPU_TYPE_UNKNOWN}' WHEN coalesce(gpu_type, '') = '' AND gpus > 0 "
              f"THEN '{GPU_UNTYPED}' ELSE gpu_type END AS gpu_type")
     return f"""wid, prim, CASE WHEN multi THEN jid END AS jid, multi, state, "user", account, partition, qos, {gtype}, gpus, ncpus, gpu_source,
-           eligible, ran, waiting, provisional,
+           eligible, ran, waiting, provisional, cluster, key_id, submit, start, "end", stop, run_s, in_window_s,
+           timelimit_s, pending_tasks, req_gpus, req_cpus, nodelist, gpu_type AS gpu_type_raw, sutil, sutilp, spol,
+           smem, alloc_mem_mib, total_cpu_s, scpu, sej, rk,
            gpus * in_window_s / 3600.0 AS gpu_hours,
            physical_gpus * in_window_s / 3600.0 AS physical_gpu_hours, physical_gpus,
            ncpus * in_window_s / 3600.0 AS cpu_hours, ec, ej, {_efficiency_columns()},
@@ -1719,23 +1756,17 @@ def _compute_windows(store_root, files: dict, flags: dict, windows: list, now: f
         con.close()
 
 
-def rows_figures(rows, window: Window, now: float, assumptions=None, spool=None, running_elapsed: bool = False,
-                 memory_limit: str = DEFAULT_MEMORY_LIMIT, threads: int | None = None) -> dict:
-    """One window's figures over a capture's (or a live pull's) typed rows ``rows`` (a
-    :class:`~slurmkit.accounting.frame.JobRows`), by the same SQL as the store's: the rows
-    registered as Arrow tables (:func:`register_rows`, no Parquet written) and read by
-    :func:`_load_rows` and :func:`_load_steps`, the spool's records matched by
-    :func:`_load_spool`, :func:`_build_rows` over ``window`` (``[start, end)``), then
-    :func:`_aggregate` under ``assumptions``. ``now``: epoch s, the time a running job runs up
-    to at the latest; ``running_elapsed``: a running job runs its Elapsed (captures:
-    :func:`_build_rows`). Returns the window's section (:func:`_empty_window`'s keys: ``totals``,
-    ``unknown``, the group tables, ``outcomes``, ``queue_wait``, ``job_sizes``, ``efficiency``)."""
+def open_rows(rows, window: Window, now: float, spool=None, running_elapsed: bool = False,
+              memory_limit: str = DEFAULT_MEMORY_LIMIT, threads: int | None = None):
+    """A DuckDB connection holding a capture's (or a live pull's) typed rows ``rows`` (a
+    :class:`~slurmkit.accounting.frame.JobRows`) as the store's rows are held: registered as
+    Arrow tables (:func:`register_rows`, no Parquet written), read by :func:`_load_rows` and
+    :func:`_load_steps`, the spool's records matched by :func:`_load_spool`, and view ``rw``
+    (:func:`_build_rows`) over ``window`` (``[start, end)``, window id 0). ``now``: epoch s, the
+    time a running job runs up to at the latest; ``running_elapsed``: a running job runs its
+    Elapsed (captures). The caller closes it. Raises what DuckDB raises."""
     from slurmkit.report.energy import SPOOL_MATCH_TOLERANCE_S
 
-    assumptions = assumptions or Assumptions()
-    per = {0: _empty_window(assumptions)}
-    if not len(rows.allocs):
-        return per[0]
     con = connect(memory_limit, None, threads)
     try:
         allocs, steps = register_rows(con, rows)
@@ -1743,12 +1774,103 @@ def rows_figures(rows, window: Window, now: float, assumptions=None, spool=None,
         _load_steps(con, {"": [steps]}, bool(con.execute("SELECT count(*) FROM multi_rows").fetchone()[0]),
                     hive=False)
         _load_spool(con, spool, SPOOL_MATCH_TOLERANCE_S)
-        wins = [(0, _epoch(window.start), _epoch(window.end), "")]
-        _build_rows(con, wins, now, running_elapsed=running_elapsed)
-        _aggregate(con, per, None, None, assumptions, _waits_unknown(con, wins))
+        rows_window(con, window, now, running_elapsed)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def rows_window(con, window: Window, now: float, running_elapsed: bool = False) -> None:
+    """View ``rw`` of ``con`` (:func:`open_rows`) over ``window`` instead (window id 0)."""
+    _build_rows(con, [(0, _epoch(window.start), _epoch(window.end), "")], now, running_elapsed=running_elapsed)
+
+
+def window_figures(con, assumptions=None) -> dict:
+    """The figures of view ``rw``'s window (:func:`open_rows`): its section (:func:`_empty_window`'s
+    keys: ``totals``, ``unknown``, the group tables, ``outcomes``, ``queue_wait``, ``job_sizes``,
+    ``efficiency``) under ``assumptions``, by :func:`_aggregate`."""
+    assumptions = assumptions or Assumptions()
+    per = {0: _empty_window(assumptions)}
+    _aggregate(con, per, None, None, assumptions, _waits_unknown(con, _rw_windows(con)))
+    return per[0]
+
+
+def _rw_windows(con) -> list[tuple[int, float, float, str]]:
+    """The windows view ``rw`` was built over (table ``rw_windows`` of :func:`_build_rows`)."""
+    return [tuple(r) for r in con.execute("SELECT wid, ws, we, scope FROM rw_windows ORDER BY wid").fetchall()]
+
+
+def rows_figures(rows, window: Window, now: float, assumptions=None, spool=None, running_elapsed: bool = False,
+                 memory_limit: str = DEFAULT_MEMORY_LIMIT, threads: int | None = None) -> dict:
+    """One window's figures over a capture's (or a live pull's) typed rows ``rows`` (a
+    :class:`~slurmkit.accounting.frame.JobRows`), by the same SQL as the store's
+    (:func:`open_rows`, then :func:`window_figures` under ``assumptions``). ``now``: epoch s,
+    the time a running job runs up to at the latest; ``running_elapsed``: a running job runs its
+    Elapsed (captures: :func:`_build_rows`). Returns the window's section (:func:`_empty_window`'s
+    keys: ``totals``, ``unknown``, the group tables, ``outcomes``, ``queue_wait``, ``job_sizes``,
+    ``efficiency``)."""
+    assumptions = assumptions or Assumptions()
+    if not len(rows.allocs):
+        return _empty_window(assumptions)
+    con = open_rows(rows, window, now, spool, running_elapsed, memory_limit, threads)
+    try:
+        return window_figures(con, assumptions)
     finally:
         con.close()
-    return per[0]
+
+
+#: The energy source names of :data:`ENERGY_SOURCES` as a SQL list (1-based).
+def _source_names_sql() -> str:
+    return "[" + ", ".join(f"'{s}'" for s in ENERGY_SOURCES) + "]"
+
+
+def rows_table(con, name: str, assumptions=None, raw: str | None = None) -> str:
+    """Table ``name``: the rows of view ``rw`` (one window, :func:`open_rows`) one per allocation
+    row, with the columns of ``jobs.csv`` (docs/report.md, *Per allocation*) and those
+    :mod:`slurmkit.report.week_sql` reads, each by the rule of :func:`_build_rows`: times in
+    epoch s (``submit``, ``eligible``, ``start``, ``end``, ``stop``), ``run_s``,
+    ``in_window_s``, the GPU-, CPU- and physical GPU-hours in the window, ``started`` (``ran``),
+    ``waiting``, ``run``, ``never``, ``provisional``, ``wasted`` (a waste state or a requeued
+    attempt), ``requeued_attempt``, ``wait_s``, ``gpu_bucket`` (its label), ``cpu_eff``,
+    ``mem_eff``, the steps' figures (``step_mem_mib``, ``step_cpu_s``, ``step_energy_j``,
+    ``step_gpu_util_pct``), ``spool_gpu_util_pct``, ``gu``, ``energy_source``
+    (:data:`ENERGY_SOURCES` name, under ``assumptions``: :func:`energy_source_sql`) and
+    ``energy_kwh`` (in the window; NULL: unknown, :func:`energy_kwh_sql`), ``clock_policy``
+    (the spool records', ``none recorded`` without one), ``jid`` (a job with several rows; NULL:
+    a job of one row). ``raw``: the registered capture rows (:func:`register_rows`) whose other
+    columns (JobName, ExitCode, ...) each row carries too, by its position. Returns ``name``."""
+    from slurmkit.hooks.clock_policy import NONE_RECORDED
+
+    a = assumptions or Assumptions()
+    label = "CASE gpu_bucket " + " ".join(f"WHEN {i} THEN '{_q(b)}'" for i, b in enumerate(_BUCKET_LABELS)) + " END"
+    src = energy_source_sql(a, "ec", "gpus > 0", "gpu_type")
+    cpu = "(CASE WHEN total_cpu_s > 0 THEN total_cpu_s ELSE scpu END)"
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE "{name}" AS
+        SELECT cluster, job_id, key_id, "user", account, partition, qos, state, submit, eligible, start, "end", stop,
+               run_s, in_window_s, gpus, physical_gpus, coalesce(gpu_type_raw, '') AS gpu_type, gpu_source, ncpus,
+               req_gpus, req_cpus, timelimit_s, pending_tasks, nodelist, NULL::VARCHAR AS reservation,
+               ran AS started, ran, waiting, run, never, provisional, gpu_hours, physical_gpu_hours, cpu_hours,
+               waste_state OR requeued AS wasted, requeued AS requeued_attempt, wait_s, {label} AS gpu_bucket,
+               CASE WHEN run_s * ncpus > 0 THEN {cpu} / (run_s * ncpus) END AS cpu_eff,
+               CASE WHEN alloc_mem_mib > 0 THEN smem / alloc_mem_mib END AS mem_eff,
+               sutil AS step_gpu_util_pct, sutilp AS spool_gpu_util_pct, gu,
+               {_source_names_sql()}[{src} + 1] AS energy_source,
+               {energy_kwh_sql(a, src, "ej", "gpu_hours", "gpu_type")} AS energy_kwh,
+               coalesce(spol, '{_q(NONE_RECORDED)}') AS clock_policy, jid,
+               smem AS step_mem_mib, scpu AS step_cpu_s, sej AS step_energy_j, rk
+        FROM rw""")
+    if raw is not None:
+        mine = {r[0] for r in con.execute(f'DESCRIBE "{name}"').fetchall()}
+        other = [c for (c,) in con.execute(f'SELECT column_name FROM (DESCRIBE "{raw}")').fetchall()
+                 if c not in mine and c != "file_row_number" and not c.startswith("_")]
+        if other:
+            cols = ", ".join(f'r."{c}"' for c in other)
+            con.execute(f"""CREATE OR REPLACE TEMP TABLE "{name}" AS SELECT j.*, {cols} FROM "{name}" j
+                            LEFT JOIN "{raw}" r ON r.file_row_number = (j.rk & 4294967295)""")
+    # (the input's order: a capture's rows as sacct printed them)
+    con.execute(f'CREATE OR REPLACE TEMP TABLE "{name}" AS SELECT * EXCLUDE (rk) FROM "{name}" ORDER BY rk')
+    return name
 
 
 def capacity_inputs(capacity_gpus: float | None = None, source: str | None = None, profile=None,

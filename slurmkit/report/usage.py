@@ -390,6 +390,56 @@ def _attempts(allocs: pd.DataFrame, start, end) -> None:
     allocs["wait_s"] = (allocs["start"] - ready).dt.total_seconds().clip(lower=0).where(started_in)
 
 
+def _checked(rows, start, end, dq: DataQuality, now, source: str, untimed: bool, running_elapsed: bool):
+    """The input checks of :func:`allocations`, each problem recorded in ``dq``: steps without
+    their allocation row (matched by JobID first), GPU utilization over 100 % (capped), rows
+    without any time, and the rows and steps outside ``[start, end)``. Returns ``(allocs`` (a
+    shallow copy of ``rows.allocs`` with ``job_code`` and the run-time columns of
+    :func:`_run_times`), ``steps`` (the matched ones, capped), ``keep`` (bool per allocation
+    row: in the window), ``spos`` (each step's allocation row), ``step_in`` (bool per step: its
+    allocation row is kept)``)."""
+    start, end = utc(start), utc(end)
+    now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
+    # one integer code per allocation identity (cluster, key_id), shared by its steps
+    acodes, scode = job_codes(rows)
+    allocs = rows.allocs.copy(deep=False)
+    allocs["job_code"] = acodes
+    steps, scode = _drop_orphan_steps(allocs, rows.steps, scode, dq, source)
+    steps = _cap_gpu_util(steps, dq, source)
+    notime = _run_times(allocs, start, end, now, untimed, running_elapsed)
+    keep, n_out = _window_rows(allocs, start, end, notime, dq, source)
+    # each step belongs to one attempt (a requeued job's attempts share the job code)
+    spos = attempt_of_steps(allocs["job_code"].to_numpy(), allocs["start"], scode, steps["start"])
+    keep_a = keep.to_numpy(bool)
+    # steps of allocations outside the window go with them
+    step_in = keep_a[spos]
+    dq.skip(OUTSIDE_WINDOW, n_out + int((~step_in).sum()))
+    return allocs, steps, keep_a, spos, step_in
+
+
+def checked_rows(rows, start, end, dq: DataQuality, now=None, source: str = "", running_elapsed: bool = False,
+                 gpu_nodes: dict | None = None):
+    """The input checks of :func:`allocations` over ``rows`` (a
+    :class:`~slurmkit.accounting.frame.JobRows`) and ``[start, end)``, each problem recorded in
+    ``dq`` as :func:`allocations` records it, without computing its per-allocation figures (the
+    report's figures are SQL: :func:`slurmkit.report.period.open_rows`). With ``gpu_nodes``
+    (node -> GPUs, the site profile's), the rows whose GPUs Slurm did not track have them
+    unknown (:func:`untracked_gpus`, recorded for the window's rows). Returns the rows to
+    report on: ``rows``, or a copy with those GPU counts unknown."""
+    from slurmkit.accounting.frame import JobRows
+
+    allocs, _, keep, _, _ = _checked(rows, start, end, dq, now, source, False, running_elapsed)
+    if not gpu_nodes or not len(rows.allocs):
+        return rows
+    tracked = tracked_clusters(rows.allocs)
+    inside = rows.allocs[keep].copy()
+    untracked_gpus(inside, gpu_nodes, dq, source, tracked)
+    every = rows.allocs.copy()
+    if untracked_gpus(every, gpu_nodes, DataQuality(), "", tracked).any():
+        return JobRows(every, rows.steps)
+    return rows
+
+
 def allocations(rows, start, end, dq: DataQuality, now=None,
                 source: str = "", untimed: bool = False, running_elapsed: bool = False,
                 gpu_nodes: dict | None = None) -> pd.DataFrame:
@@ -405,27 +455,11 @@ def allocations(rows, start, end, dq: DataQuality, now=None,
     past ``now`` or Start + Timelimit) rather than Start -> ``now``: for captures, whose
     ``now`` is the capture time; live rows come from a pull made before ``now``. ``gpu_nodes``:
     node -> GPUs (the site profile's), for :func:`untracked_gpus`; None: not known."""
+    allocs, steps, keep_a, spos, step_in = _checked(rows, start, end, dq, now, source, untimed, running_elapsed)
     start, end = utc(start), utc(end)
-    now = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
-    # one integer code per allocation identity (cluster, key_id), shared by its steps
-    acodes, scode = job_codes(rows)
-    allocs = rows.allocs.copy(deep=False)
-    allocs["job_code"] = acodes
-    steps = rows.steps
-
-    steps, scode = _drop_orphan_steps(allocs, steps, scode, dq, source)
-    steps = _cap_gpu_util(steps, dq, source)
-    notime = _run_times(allocs, start, end, now, untimed, running_elapsed)
-    keep, n_out = _window_rows(allocs, start, end, notime, dq, source)
-    # each step belongs to one attempt (a requeued job's attempts share the job code)
-    spos = attempt_of_steps(allocs["job_code"].to_numpy(), allocs["start"], scode, steps["start"])
-    keep_a = keep.to_numpy(bool)
     kept = np.flatnonzero(keep_a)
     if len(kept) < len(keep_a):
         allocs = allocs.take(kept)   # (a take is cheaper than a mask on a wide frame)
-    # steps of allocations outside the window go with them
-    step_in = keep_a[spos]
-    dq.skip(OUTSIDE_WINDOW, n_out + int((~step_in).sum()))
     agg = _step_usage(spos, steps, step_in, len(keep_a))
     for name, arr in agg.items():
         allocs[name] = arr[kept]

@@ -42,7 +42,6 @@ import math
 import numpy as np
 import pandas as pd
 
-from slurmkit.report.definitions import GPU_TYPE_UNKNOWN, GPU_UNTYPED
 from slurmkit.report.usage import end_or_now, epoch_s, utc
 
 #: The energy sources that measure a job's GPUs (the spool's NVML counters, or the same read
@@ -145,22 +144,6 @@ def _none_recorded() -> str:
 def _has_column(con, rows_view: str, column: str) -> bool:
     cols = [r[0] for r in con.execute(f'DESCRIBE SELECT * FROM "{rows_view}"').fetchall()]
     return column in cols
-
-
-def gpu_type_label_sql(gpus: str = "gpus", gpu_type: str = "gpu_type") -> str:
-    """SQL: the ``by_gpu_type`` group of a row with GPU count ``gpus`` and type ``gpu_type`` (SQL
-    expressions): its type (from AllocTRES / AllocGRES / ReqTRES), :data:`GPU_UNTYPED` for GPUs
-    without a type ('' or NULL), :data:`GPU_TYPE_UNKNOWN` where the GPU count is unknown (NULL:
-    no GPU field in the input)."""
-    return (f"(CASE WHEN {gpus} IS NULL THEN '{_q(GPU_TYPE_UNKNOWN)}' "
-            f"WHEN coalesce({gpu_type}, '') = '' THEN '{_q(GPU_UNTYPED)}' ELSE {gpu_type} END)")
-
-
-def gpu_type_labels(con, rows_view: str) -> np.ndarray:
-    """The ``by_gpu_type`` group (:func:`gpu_type_label_sql`) of each row of ``rows_view``, in
-    the relation's order: an object array of strings, one per row."""
-    got = con.execute(f'SELECT {gpu_type_label_sql()} AS g FROM "{rows_view}"').fetchnumpy()["g"]
-    return np.asarray(got, dtype=object)
 
 
 def _distinct_jobs(cond: str = "true") -> str:

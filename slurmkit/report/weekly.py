@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 
-import duckdb
 import numpy as np
 import pandas as pd
 
@@ -26,7 +25,7 @@ from slurmkit.accounting.quality import DataQuality
 from slurmkit.report import energy as E
 from slurmkit.report.jobs import has_repeats
 from slurmkit.report import week_sql as WS
-from slurmkit.report.usage import allocations, utc
+from slurmkit.report.usage import utc
 from slurmkit.report.definitions import (  # noqa: F401  (the report's names, kept importable from here)
     ENERGY_SOURCE_ORDER, GPU_TYPE_UNKNOWN, GPU_UNTYPED, IDLE_JOBS, IDLE_UTIL_PCT, NEVER_STARTED_LINE, REQUEUED_LINE,
     UNKNOWN_WHY, WAIT_BIN_LABELS, WAIT_BINS, utilization, utilization_of_reported, wait_histogram)
@@ -53,42 +52,46 @@ def _distinct_per_group(codes: np.ndarray, job_code: np.ndarray, n: int) -> np.n
 
 
 
-def pending_backlog(waiting: pd.DataFrame) -> dict:
-    """The pending backlog from the rows that have not started (PENDING jobs and pending array
-    records): ``jobs`` (an array record counts its pending tasks), ``gpus_requested`` (ReqTRES
-    GPUs, AllocTRES when no ReqTRES, × tasks), ``gpu_hours_requested`` (those GPUs × each job's
-    time limit, TimelimitRaw, h: what the queue asks for, at most), and ``without_time_limit``
-    (jobs whose limit is UNLIMITED or unknown: not in the GPU-hours). Pending jobs none of
-    which has a GPU count (no ReqTRES, AllocTRES or AllocGRES in the input): the GPU figures are
-    None (unknown), not 0."""
-    if waiting.empty:
+def pending_backlog(con, rows: str) -> dict:
+    """The pending backlog from the rows of ``rows`` (:func:`slurmkit.report.period.rows_table`)
+    that have not started (``waiting``: PENDING jobs and pending array records): ``jobs`` (an
+    array record counts its pending tasks), ``gpus_requested`` (ReqTRES GPUs, AllocTRES when no
+    ReqTRES, × tasks), ``gpu_hours_requested`` (those GPUs × each job's time limit,
+    TimelimitRaw, h: what the queue asks for, at most), and ``without_time_limit`` (jobs whose
+    limit is UNLIMITED or unknown: not in the GPU-hours). Pending jobs none of which has a GPU
+    count (no ReqTRES, AllocTRES or AllocGRES in the input): the GPU figures are None
+    (unknown), not 0."""
+    n, tasks, known, gpu_tasks, gpus, gh, unlimited = con.execute(f"""
+        SELECT count(*), coalesce(sum(t), 0), count(g), coalesce(sum(t) FILTER (WHERE g > 0), 0),
+               coalesce(sum(coalesce(g, 0) * t), 0.0),
+               coalesce(sum(coalesce(g, 0) * t * CASE WHEN isfinite(timelimit_s) THEN timelimit_s ELSE 0 END), 0.0)
+                 / 3600.0,
+               coalesce(sum(t) FILTER (WHERE g > 0 AND NOT coalesce(isfinite(timelimit_s), false)), 0)
+        FROM (SELECT CASE WHEN pending_tasks > 0 THEN pending_tasks ELSE 1 END AS t, coalesce(req_gpus, gpus) AS g,
+                     timelimit_s FROM "{rows}" WHERE waiting)""").fetchall()[0]
+    if not n:
         return {"jobs": 0, "gpu_jobs": 0, "gpus_requested": 0.0, "gpu_hours_requested": 0.0,
                 "without_time_limit": 0}
-    tasks = waiting["pending_tasks"].where(waiting["pending_tasks"] > 0, 1).to_numpy(float)
-    req = waiting["req_gpus"] if "req_gpus" in waiting else pd.Series(np.nan, index=waiting.index)
-    g = req.fillna(waiting["gpus"])
-    if g.isna().all():
-        return {"jobs": int(tasks.sum()), "gpu_jobs": None, "gpus_requested": None, "gpu_hours_requested": None,
+    if not known:
+        return {"jobs": int(tasks), "gpu_jobs": None, "gpus_requested": None, "gpu_hours_requested": None,
                 "without_time_limit": None}
-    g = g.fillna(0.0).to_numpy(float)
-    tl = waiting["timelimit_s"].to_numpy(float)
-    limited = np.isfinite(tl)
-    gpu_jobs = g > 0
-    return {"jobs": int(tasks.sum()), "gpu_jobs": int(tasks[gpu_jobs].sum()),
-            "gpus_requested": _num((g * tasks).sum()),
-            "gpu_hours_requested": _num((g * tasks * np.where(limited, tl, 0.0)).sum() / 3600.0),
-            "without_time_limit": int(tasks[gpu_jobs & ~limited].sum())}
+    return {"jobs": int(tasks), "gpu_jobs": int(gpu_tasks), "gpus_requested": _num(gpus),
+            "gpu_hours_requested": _num(gh), "without_time_limit": int(unlimited)}
 
 
-def _reconciliation(con, rows_view: str, rows, span: Window, sreport_gpu_hours: float, now=None) -> dict:
+def _reconciliation(con, rows_view: str, span: Window, sreport_gpu_hours: float, now: float, assumptions,
+                    running_elapsed: bool, window: Window) -> dict:
     """The ``reconciliation`` section (:func:`slurmkit.report.week_sql.reconcile`): the rows
-    clipped to ``span`` (sreport's whole hours; :func:`slurmkit.report.usage.allocations` of
-    ``rows``) registered beside the report's rows that ran (``rows_view``) and compared with
-    ``sreport_gpu_hours``."""
+    clipped to ``span`` (sreport's whole hours: view ``rw`` of ``con`` rebuilt over it,
+    :func:`slurmkit.report.period.rows_window`, then back over ``window``) beside the report's
+    rows that ran (``rows_view``) and compared with ``sreport_gpu_hours``."""
+    from slurmkit.report import period as P
+
     span_rows = None
     if span.end > span.start:
-        ra = allocations(rows, span.start, span.end, DataQuality(rows_read=len(rows)), now=now)
-        span_rows = WS.frame_rows(con, ra, "span_rows", now=now)
+        P.rows_window(con, span, now, running_elapsed)
+        span_rows = P.rows_table(con, "span_rows", assumptions)
+        P.rows_window(con, window, now, running_elapsed)
     return WS.reconcile(con, span_rows, rows_view, span, sreport_gpu_hours)
 
 
@@ -140,25 +143,6 @@ def deltas(totals: dict, previous: dict | None) -> dict | None:
     return out
 
 
-def _sql_figures(rows, window: Window, assumptions: E.Assumptions, spool, now, running_elapsed: bool,
-                 gpu_nodes: dict | None) -> dict:
-    """The window's shared figures (totals, group tables, outcomes, queue wait, job sizes,
-    efficiency) from the period report's SQL over ``rows`` (:func:`slurmkit.report.period.rows_figures`):
-    with ``gpu_nodes``, the rows whose GPUs Slurm did not track have them unknown first
-    (:func:`slurmkit.report.usage.untracked_gpus`, on a copy; its data quality is recorded by
-    :func:`~slurmkit.report.usage.allocations`)."""
-    from slurmkit.accounting.frame import JobRows
-    from slurmkit.report.period import rows_figures
-    from slurmkit.report.usage import tracked_clusters, untracked_gpus
-
-    if gpu_nodes and len(rows.allocs):
-        allocs = rows.allocs.copy()
-        if untracked_gpus(allocs, gpu_nodes, DataQuality(), "", tracked_clusters(rows.allocs)).any():
-            rows = JobRows(allocs, rows.steps)
-    t = utc(now) if now is not None else pd.Timestamp.now(tz="UTC")
-    return rows_figures(rows, window, t.timestamp(), assumptions, spool, running_elapsed)
-
-
 def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptions,
                  spool: pd.DataFrame | None = None, capacity_gpus: float | None = None,
                  down_gpu_hours: float | None = None, sreport_gpu_hours: float | None = None,
@@ -182,70 +166,118 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     Elapsed (captures: :func:`slurmkit.report.usage.allocations`). ``gpu_nodes``: node -> GPUs
     (the site profile's): a job on a GPU node whose AllocTRES has no gres/gpu has unknown GPUs
     (:func:`slurmkit.report.usage.untracked_gpus`); None: not known."""
-    a = allocations(rows, window.start, window.end, dq, now=now, source=source, running_elapsed=running_elapsed,
-                    gpu_nodes=gpu_nodes)
+    from slurmkit.report import period as P
+    from slurmkit.report.usage import checked_rows
+
+    rows = checked_rows(rows, window.start, window.end, dq, now=now, source=source, running_elapsed=running_elapsed,
+                        gpu_nodes=gpu_nodes)
+    t_now = (utc(now) if now is not None else pd.Timestamp.now(tz="UTC")).timestamp()
+    con = P.open_rows(rows, window, t_now, spool, running_elapsed)
+    # (no row: the window's figures as the period report has them for no row)
+    fig = None if len(rows.allocs) else P.rows_figures(rows, window, t_now, assumptions)
+    try:
+        report = _report(con, rows, dq, window, assumptions, spool, capacity_gpus, down_gpu_hours, sreport_gpu_hours,
+                         previous, now, t_now, source, cluster, recon_window, horizon, downtime, capacity_source,
+                         breakdown_inputs, running_elapsed, fig)
+        jobs = jobs_frame(con)
+    finally:
+        con.close()
+    return report, jobs
+
+
+#: The columns of ``jobs.csv`` that are times (epoch s in SQL, ISO UTC in the file).
+_TIME_COLUMNS = ("submit", "eligible", "start", "end", "stop")
+
+
+def jobs_frame(con, rows: str = "jobs") -> pd.DataFrame:
+    """The per-allocation rows (table ``rows`` of :func:`slurmkit.report.period.rows_table`) as
+    a frame, for ``jobs.csv`` / ``jobs.parquet``: times as aware UTC timestamps, the internal
+    columns (``ran``, ``run``, ``never``, ``gu``, ``jid``, ``reservation``) left out."""
+    f = con.execute(f'SELECT * EXCLUDE (ran, run, never, gu, jid, reservation) FROM "{rows}"').df()
+    for c in _TIME_COLUMNS:
+        f[c] = pd.to_datetime(f[c], unit="s", utc=True)
+    return f
+
+
+def _report(con, rows, dq: DataQuality, window: Window, assumptions: E.Assumptions, spool, capacity_gpus,
+            down_gpu_hours, sreport_gpu_hours, previous, now, t_now: float, source: str, cluster: str,
+            recon_window, horizon, downtime, capacity_source, breakdown_inputs, running_elapsed: bool,
+            fig: dict | None) -> dict:
+    """:func:`build_report`'s dict over ``con`` (:func:`slurmkit.report.period.open_rows` of
+    ``rows``): the shared figures (``fig``, else :func:`slurmkit.report.period.window_figures`),
+    then the week's own sections over table ``jobs`` (:func:`slurmkit.report.period.rows_table`)
+    and its rows that ran (view ``runs``)."""
+    from slurmkit.report import period as P
+
+    P.rows_table(con, "jobs", assumptions, raw="capture_allocs")
+    con.execute('CREATE OR REPLACE TEMP VIEW runs AS SELECT * FROM jobs WHERE run')
     if breakdown_inputs:
         from slurmkit.report import breakdown as BD
 
-        facts = BD.job_facts(a)
+        facts = WS.job_facts(con, "jobs")
         if breakdown_inputs.get("assocs"):     # (a tree of several clusters: the jobs' one's)
             breakdown_inputs = {**breakdown_inputs, "assocs": BD.cluster_tree(
                 breakdown_inputs["assocs"], facts["clusters"] | ({cluster} if cluster else set()))}
         BD.refuse_foreign(facts, breakdown_inputs)
-    a = E.attach_energy(a, assumptions, spool, dq)
-    spool_unmatched = int(a.attrs.get("spool_unmatched", 0))
-    # an unknown GPU count (NaN) stays unknown in what is derived from it
-    unknown_g = a["gpu_hours"].isna()
-    a["waste_gpu_hours"] = a["gpu_hours"].where(a["wasted"] | unknown_g, 0.0)
-    a["provisional_gpu_hours"] = a["gpu_hours"].where(a["provisional"] | unknown_g, 0.0)
+    spool_unmatched = _spool_unmatched(con, spool, dq)
     dq.check()
-    waiting = (a["pending_tasks"] > 0) | ((a["state"] == "PENDING") & a["start"].isna())
-    # jobs cancelled (or ended) before they started: neither pending nor run
-    never = ~waiting & ~a["started"]
-    runs = a[~waiting & ~never] if (waiting | never).any() else a
-    queue = pending_backlog(a[waiting])
-    con = duckdb.connect()
-    rows_view = WS.frame_rows(con, runs, "runs", now=now)
-    unknown = unknown_figures(con, rows_view, capacity_gpus)
-    fig = _sql_figures(rows, window, assumptions, spool, now, running_elapsed, gpu_nodes)
-    totals = _with_backlog(fig["totals"], queue, int(a["pending_tasks"].sum()),
-                           int(((a["pending_tasks"] == 0) & waiting).sum()), spool_unmatched)
+    queue = pending_backlog(con, "jobs")
+    backlog, pending_jobs = con.execute(
+        "SELECT coalesce(sum(pending_tasks), 0), count(*) FILTER (WHERE waiting AND pending_tasks = 0) FROM jobs"
+    ).fetchall()[0]
+    unknown = unknown_figures(con, "runs", capacity_gpus)
+    if fig is None:
+        fig = P.window_figures(con, assumptions)
+    totals = _with_backlog(fig["totals"], queue, int(backlog), int(pending_jobs), spool_unmatched)
     horizon = utc(horizon) if horizon is not None else pd.Timestamp.now(tz="UTC")
     upto = min(utc(window.end), max(horizon, utc(window.start)))
     recon = None
     if sreport_gpu_hours is not None:
-        recon = _reconciliation(con, rows_view, rows, recon_window or window, float(sreport_gpu_hours), now=now)
+        recon = _reconciliation(con, "runs", recon_window or window, float(sreport_gpu_hours), t_now, assumptions,
+                                running_elapsed, window)
     from slurmkit.report.breakdown import registration
 
     reg = registration((breakdown_inputs or {}).get("events"))
     util = {**utilization(totals["gpu_hours"], capacity_gpus, down_gpu_hours, window, upto, capacity_from=reg),
             "capacity_source": capacity_source or "unknown"}
-    util["breakdown"] = breakdown_section(a, breakdown_inputs, capacity_source, util, totals["gpu_hours"], upto)
+    jobs = (con, "jobs")
+    util["breakdown"] = breakdown_section(jobs, breakdown_inputs, capacity_source, util, totals["gpu_hours"], upto)
     util["of_reported"] = utilization_of_reported((util["breakdown"] or {}).get("ours"),
                                                   (util["breakdown"] or {}).get("window"))
-    report = {
+    clusters = [c for (c,) in con.execute(
+        "SELECT DISTINCT cluster FROM runs WHERE coalesce(cluster, '') <> '' ORDER BY cluster").fetchall()]
+    return {
         "window": window.as_dict(),
         "as_of": iso_z(utc(now) if now is not None else pd.Timestamp.now(tz="UTC")),
-        "cluster": cluster or ",".join(sorted(set(map(str, runs["cluster"].unique())) - {""})),
+        "cluster": cluster or ",".join(clusters),
         "totals": totals,
         **{k: fig[k] for k in ("by_user", "by_account", "by_partition", "by_qos", "by_gpu_type")},
-        "energy_by_policy": WS.energy_by_policy(con, rows_view),
+        "energy_by_policy": WS.energy_by_policy(con, "runs"),
         "outcomes": fig["outcomes"],
         "queue_wait": {**fig["queue_wait"], "backlog": queue},
         "efficiency": fig["efficiency"],
         "job_sizes": fig["job_sizes"],
-        "hourly": WS.gpus_in_use(con, rows_view, window, upto, known="gpu_hours" not in unknown),
+        "hourly": WS.gpus_in_use(con, "runs", window, upto, known="gpu_hours" not in unknown),
         "utilization": util,
-        "accounts": accounts_section(a, breakdown_inputs),
+        "accounts": accounts_section(jobs, breakdown_inputs),
         "downtime": downtime,
         "reconciliation": recon,
         "energy_sources": {"jobs": dict(totals["energy_jobs_by_source"]), "order": list(ENERGY_SOURCE_ORDER)},
         "assumptions": assumptions.as_dict(),
         "deltas": deltas(totals, previous),
         "unknown": unknown,
-        "data_quality": _data_quality(dq, unknown, runs, source),
+        "data_quality": _data_quality(dq, unknown, con, source),
     }
-    return report, a
+
+
+def _spool_unmatched(con, spool, dq: DataQuality) -> int:
+    """The spool records of a job in the input that no attempt holds in time (table
+    ``spool_lost`` of :func:`slurmkit.report.period.open_rows`), each listed in ``dq``
+    (:func:`slurmkit.report.energy.list_unmatched`)."""
+    lost = [r for (r,) in con.execute("SELECT rec FROM spool_lost ORDER BY rec").fetchall()]
+    if lost:
+        E.list_unmatched(spool, lost, dq)
+    return len(lost)
 
 
 def breakdown_section(allocs: pd.DataFrame, inputs: dict | None, capacity_source: str | None,
@@ -309,26 +341,27 @@ def accounts_section(allocs: pd.DataFrame, inputs: dict | None) -> dict | None:
                      + ("" if theirs is not None else "; sreport not reached"))}
 
 
-def _data_quality(dq: DataQuality, unknown: dict, runs: pd.DataFrame, source: str) -> dict:
+def _data_quality(dq: DataQuality, unknown: dict, con, source: str) -> dict:
     """The ``data_quality`` section: :meth:`DataQuality.as_dict` with ``unknown`` (the figures
     the input cannot give, and why) and ``notes``: each unknown figure and the allocation rows
-    whose GPU count is unknown or only requested (ReqTRES), in the shape of a listed problem
-    (data_quality.csv lists them first)."""
+    that ran (view ``runs`` of ``con``) whose GPU count is unknown or only requested (ReqTRES),
+    in the shape of a listed problem (data_quality.csv lists them first)."""
+    from slurmkit.report.period import REQUESTED
+
     d = dq.as_dict()
     d["unknown"] = dict(unknown)
     head = [{"source": source or "input", "line": None, "reason": f"unknown: {k}", "detail": why,
              "counted": True} for k, why in unknown.items()]
     if "gpu_hours" not in unknown:
-        n = int(runs["gpus"].isna().sum())
+        n, req = con.execute("SELECT count(*) FILTER (WHERE gpus IS NULL), count(*) FILTER (WHERE gpu_source = ?) "
+                             "FROM runs", [REQUESTED]).fetchall()[0]
         if n:
             head.append({"source": source or "input", "line": None, "reason": "unknown: GPU count",
                          "detail": f"{n} allocation row(s) from an input without AllocTRES, AllocGRES or ReqTRES: "
                                    "not in the GPU-hours", "counted": True})
-        if "gpu_source" in runs:
-            req = runs["gpu_source"] == "ReqTRES (requested)"
-            if req.any():
-                head.append({"source": source or "input", "line": None, "reason": "GPUs requested, not allocated",
-                             "detail": f"{int(req.sum())} allocation row(s): GPU count from ReqTRES (the input has "
-                                       "no AllocTRES or AllocGRES)", "counted": True})
+        if req:
+            head.append({"source": source or "input", "line": None, "reason": "GPUs requested, not allocated",
+                         "detail": f"{int(req)} allocation row(s): GPU count from ReqTRES (the input has "
+                                   "no AllocTRES or AllocGRES)", "counted": True})
     d["notes"] = head
     return d
