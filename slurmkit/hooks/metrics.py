@@ -18,14 +18,21 @@ exactly one file (node_exporter refuses a series that two files both carry):
   reason until a clean run;
 - ``slurmkit_resumes_total{node,check}`` counter: resumes of a node slurmkit drained, by the
   check it had been drained for;
-- ``slurmkit_gpu_xid_errors_total{node,gpu,pci_bus_id,xid,class}`` counter: NVRM Xid events seen
-  in the kernel log (``class``: hardware | application | other, from checks.toml [xid]);
+- ``slurmkit_gpu_xid_errors_total{node,gpu,pci_bus_id,xid,class}`` counter: NVRM Xid lines seen
+  in the kernel log, each line once whichever hook and run reads it (:func:`count_run`;
+  ``class``: hardware | application | other, from checks.toml [xid]);
 - ``slurmkit_gpu_xid_last_timestamp_seconds{node,gpu,pci_bus_id,xid,class}`` gauge: Unix time
-  of the hook run that last counted that Xid; the alert fires on a recent time, so a series that
-  reappears after a gap in the data (Prometheus restart, node_exporter down) does not re-fire;
+  of the hook run that last counted a new line of that Xid; the alert fires on a recent time, so
+  a series that reappears after a gap in the data (Prometheus restart, node_exporter down) does
+  not re-fire, and a line read again by another hook does not refresh it;
 - ``slurmkit_gpu_job_info{node,gpu,pci_bus_id,job_id,user}`` gauge 1, one per GPU of a running
   job: written by the prolog, gone after the epilog (it lists the prolog records in the state
-  directory), so job ids never pile up as series.
+  directory), so job ids never pile up as series;
+- ``slurmkit_node_running_jobs{node}`` gauge: those jobs (their prolog ran, their epilog not);
+- ``slurmkit_healthcheck_skips_busy{node,states}`` gauge, when the hooks config has
+  ``health_check_node_state`` (slurm.conf's HealthCheckNodeState, ``states``): 1 when it leaves
+  busy nodes unchecked (:func:`skips_busy`), else 0; the stale-hook alert spares such a node
+  while it runs a job.
 
 ``slurmkit_<node>_gpus.prom`` (rewritten by every run; a run that could not read the GPUs writes
 ``slurmkit_gpus_read`` 0 and no readings, so no earlier reading looks current)
@@ -36,15 +43,17 @@ exactly one file (node_exporter refuses a series that two files both carry):
 - ``slurmkit_gpus_expected{node}`` / ``slurmkit_gpus_visible{node}`` gauges: GPUs in gres.conf /
   GPUs NVML enumerates with a usable handle (a lost GPU does not count);
 - per GPU (labels ``node``, ``gpu`` = NVML index, ``pci_bus_id``): ``slurmkit_gpu_info`` (1, plus
-  ``uuid``, and ``UUID`` / ``dcgm_pci_bus_id`` as dcgm-exporter labels the GPU: :func:`dcgm_labels`), ``slurmkit_gpu_status{status}`` (state set: 1 for the worst verdict of the last
-  check, pass | warn | fail), ``slurmkit_gpu_energy_joules_total`` (counter since the driver
+  ``uuid``, and ``UUID`` / ``dcgm_pci_bus_id`` as dcgm-exporter labels the GPU: :func:`dcgm_labels`),
+  ``slurmkit_gpu_status`` (the worst verdict of the run's checks of the GPU: 0 pass, 1 warn,
+  2 fail), ``slurmkit_gpu_energy_joules_total`` (counter since the driver
   loaded, nvmlDeviceGetTotalEnergyConsumption / 1000), ``slurmkit_gpu_power_watts``,
   ``slurmkit_gpu_temperature_celsius``, ``slurmkit_gpu_utilization_ratio`` (0..1),
   ``slurmkit_gpu_ecc_errors_total{scope,error_type}`` (volatile | aggregate; correctable |
-  uncorrectable | sram_correctable), ``slurmkit_gpu_retired_pages{cause}`` (sbe | dbe),
+  uncorrectable | sram_correctable); and only where not 0 (a healthy GPU has none, which keeps
+  a fleet's series few): ``slurmkit_gpu_retired_pages{cause}`` (sbe | dbe),
   ``slurmkit_gpu_retired_pages_pending``, ``slurmkit_gpu_remapped_rows{cause}`` (correctable |
-  uncorrectable), ``slurmkit_gpu_row_remap_pending``, ``slurmkit_gpu_row_remap_failure`` (0/1),
-  ``slurmkit_gpu_clock_event_reason_active{reason}`` (0/1 per nvmlClocksEventReason bit).
+  uncorrectable), ``slurmkit_gpu_row_remap_pending``, ``slurmkit_gpu_row_remap_failure`` (1),
+  ``slurmkit_gpu_clock_event_reason_active{reason}`` (1 per active nvmlClocksEventReason bit).
 
 ``slurmkit_<node>_fabric.prom`` (rewritten by every run that read the GPUs):
 ``slurmkit_fabric_port_expected_rate_bytes_per_second`` per port the site profile expects

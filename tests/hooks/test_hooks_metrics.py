@@ -242,6 +242,75 @@ def test_a_drain_counts_once_when_the_node_becomes_drained():
     assert c["observed_drains"] == {}
 
 
+def test_an_xid_line_counts_once_whichever_hook_reads_it():
+    """One NVRM line read by the prolog, the health check and the epilog (each from its own
+    kernel-log cursor): one count, and its time is the first run's. The same sequence number in
+    the next boot is another line. Lines as slurmkit reads them from /dev/kmsg (slurmkit.health.kmsg:
+    seq, time_s) with the Xid 79 message of ../shared/corpus/gpu-logs/akash-support-209_*."""
+    from slurmkit.health.checks import CheckResult
+    from slurmkit.health.state import Xid
+
+    line = Xid(79, "0000:3b:00.0", "GPU has fallen off the bus.", origin="kmsg", line=812, seq=812,
+               time_s=1767229200.25)
+    result = CheckResult("xid", "fail", 1, "GPU-b", "0000:3b:00.0", 79)
+
+    class Run:
+        def __init__(self, xids):
+            self.verdict = flows.Verdict(results=[result])
+            self.state = type("S", (), {"xids": xids})()
+
+    c = {**{k: {} for k in metrics._KINDS}, "drain_open": None, "observed_open": None}
+    for i, hook_run in enumerate(("prolog", "healthcheck", "healthcheck", "epilog")):
+        metrics.count_run(c, Run([line]), now=1000.0 + i, boot="b00t-1")
+    assert c["xids"] == {"79|1|0000:3b:00.0|hardware": 1}
+    assert c["xid_last"] == {"79|1|0000:3b:00.0|hardware": 1000.0}
+    # a second line in the same run, and the first again: one more
+    later = Xid(79, "0000:3b:00.0", "GPU has fallen off the bus.", origin="kmsg", line=900, seq=900,
+                time_s=1767229300.0)
+    metrics.count_run(c, Run([line, later]), now=2000.0, boot="b00t-1")
+    assert c["xids"] == {"79|1|0000:3b:00.0|hardware": 2} and c["xid_last"]["79|1|0000:3b:00.0|hardware"] == 2000.0
+    # after a reboot /dev/kmsg numbers from 0 again: sequence 812 is a new line
+    metrics.count_run(c, Run([line]), now=3000.0, boot="b00t-2")
+    assert c["xids"] == {"79|1|0000:3b:00.0|hardware": 3}
+    # a line from saved text (dmesg, no sequence number): by its timestamp
+    text = Xid(79, "0000:3b:00.0", "GPU has fallen off the bus.", origin="dmesg", line=3, timestamp="[  123.456789]")
+    for _ in range(3):
+        metrics.count_run(c, Run([text]), now=4000.0)
+    assert c["xids"] == {"79|1|0000:3b:00.0|hardware": 4}
+
+
+def test_the_lines_remembered_are_bounded():
+    from slurmkit.health.checks import CheckResult
+    from slurmkit.health.state import Xid
+
+    c = {**{k: {} for k in metrics._KINDS}, "drain_open": None, "observed_open": None}
+    xids = [Xid(13, "0000:3b:00.0", "Graphics Exception", origin="kmsg", line=i, seq=i) for i in range(600)]
+
+    class Run:
+        verdict = flows.Verdict(results=[CheckResult("xid", "pass", 1, "GPU-b", "0000:3b:00.0", 13)])
+        state = type("S", (), {"xids": xids})()
+
+    metrics.count_run(c, Run(), now=1.0, boot="b")
+    assert c["xids"] == {"13|1|0000:3b:00.0|application": 600}
+    assert len(c["xid_seen"]) == metrics.XID_SEEN_MAX
+
+
+def test_healthcheck_node_state_says_whether_busy_nodes_are_skipped():
+    """slurm.conf(5) HealthCheckNodeState: ANY (the default) checks every node; IDLE,
+    NONDRAINED_IDLE and the like leave a busy (ALLOC or MIXED) node unchecked; CYCLE only spreads
+    the runs."""
+    assert [metrics.skips_busy(v) for v in ("ANY", "IDLE", "IDLE,CYCLE", "CYCLE", "ALLOC,MIXED", "ALLOC",
+                                            "NONDRAINED_IDLE", "idle,mixed,alloc")] == [
+        False, True, True, False, False, True, True, False]
+    fams = dict((f[0], f[3]) for f in metrics.node_families("n1", None, metrics.load_counters("/nonexistent", "n1"),
+                                                              [], "IDLE"))
+    assert fams["slurmkit_healthcheck_skips_busy"] == [({"node": "n1", "states": "IDLE"}, 1)]
+    assert fams["slurmkit_node_running_jobs"] == [({"node": "n1"}, 0)]
+    fams = dict((f[0], f[3]) for f in metrics.node_families("n1", None, metrics.load_counters("/nonexistent", "n1"),
+                                                              [], None))
+    assert fams["slurmkit_healthcheck_skips_busy"] == []  # not known: no sample
+
+
 def test_observed_drains_count_once_per_would_be_reason():
     c = {**{k: {} for k in metrics._KINDS}, "drain_open": None, "observed_open": None}
     a1 = "slurmkit: ecc_volatile_uncorrectable GPU0 GPU-a: 3"
