@@ -293,10 +293,12 @@ def install_cmd(ctx, slurm_conf, dry_run, chain, configless, replace, site, mode
     path = Path(slurm_conf).absolute()
     scontrol = shutil.which("scontrol")
     tree = sconf.load_tree(path)
+    found = sconf.find_effective(tree, "HealthCheckNodeState")  # install leaves it as it is
     text = render(path, gres_conf=path.parent / "gres.conf", profile=profile, mode=mode, state_dir=state_dir,
                   spool_dir=spool_dir, textfile_dir=textfile_dir, resume_after=resume_after,
                   snapshots=snaps, slurm_bin_dir=str(Path(scontrol).parent) if scontrol else None,
-                  log_file=True if sandbox is not None else None)
+                  log_file=True if sandbox is not None else None,
+                  health_check_node_state=found[1].get("HealthCheckNodeState") if found else "ANY")
     # the shims' interpreter: its path as given (a venv's python is a link: not resolved), checked
     # to import slurmkit's hooks, and what it reads checked for every user
     py = sys.executable if python is None else os.path.abspath(python)

@@ -390,6 +390,15 @@ def place(port: dict) -> str:
     return f"{head} {tail}" if tail else head
 
 
+def device_port(text: str) -> tuple[str, str]:
+    """``(device, port)`` of a :func:`place` text, as node_exporter's infiniband collector labels
+    the port: ``mlx5_0/1 ibp12s0`` -> ``("mlx5_0", "1")``, ``mlx5_2 0000:4c:00.0`` -> ``("mlx5_2",
+    "")``, ``eth1`` -> ``("eth1", "")``; ``("", "")`` for "" (a result with no place)."""
+    head = text.split(" ", 1)[0]
+    device, _, port = head.partition("/")
+    return device, port
+
+
 def port_key(port: dict) -> str:
     """The key of a port's counters between runs: ``<PCI address>/<port>`` when the PCI address
     is known (stable when the kernel renumbers HCAs), else ``<hca>/<port>``."""

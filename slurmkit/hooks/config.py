@@ -23,6 +23,9 @@ Keys (all optional except ``slurm_conf``)::
     textfile_dir = "/var/lib/prometheus/node-exporter"  # node_exporter textfile collector dir
     log_file = true                       # also write log lines to <state_dir>/<node>/hooks.log;
                                           # unset: only where syslog (/dev/log) is absent
+    health_check_node_state = "IDLE"      # slurm.conf's HealthCheckNodeState as install found it
+                                          # (unset: not known); exported so the stale-hook alert
+                                          # spares a busy node the health check skips by design
     [checks]                              # per-check switches over the profile's [health.checks]
     pcie_width = false                    # (check ids: slurmkit/health/checks.toml)
     [nodes.n3]                            # per node: where its GPU state comes from
@@ -94,6 +97,7 @@ class HookConfig:
     spool_dir: str = DEFAULTS["spool_dir"]
     textfile_dir: str = DEFAULTS["textfile_dir"]
     log_file: bool | None = None
+    health_check_node_state: str | None = None
     nodes: dict = field(default_factory=dict)
     checks: dict = field(default_factory=dict)
 
@@ -132,7 +136,7 @@ class HookConfig:
 
 _TYPES = {"slurm_conf": str, "gres_conf": str, "profile": str, "mode": str, "deadline_s": (int, float),
           "resume_after": int, "scontrol_timeout_s": (int, float), "slurm_bin_dir": str, "dcgmi": str, "all_reduce_perf": str, "state_dir": str, "jobs_dir": str, "spool_dir": str,
-          "textfile_dir": str, "log_file": bool, "nodes": dict, "checks": dict}
+          "textfile_dir": str, "log_file": bool, "health_check_node_state": str, "nodes": dict, "checks": dict}
 
 
 _BARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -269,7 +273,8 @@ def parse(text: str, path) -> HookConfig:
         slurm_bin_dir=data.get("slurm_bin_dir"), dcgmi=data.get("dcgmi", DEFAULTS["dcgmi"]),
         all_reduce_perf=data.get("all_reduce_perf", DEFAULTS["all_reduce_perf"]), state_dir=p("state_dir"),
         jobs_dir=p("jobs_dir") if "jobs_dir" in data else os.path.join(os.path.dirname(p("state_dir")), "jobs"),
-        spool_dir=p("spool_dir"), textfile_dir=p("textfile_dir"), log_file=data.get("log_file"), nodes=nodes,
+        spool_dir=p("spool_dir"), textfile_dir=p("textfile_dir"), log_file=data.get("log_file"),
+        health_check_node_state=data.get("health_check_node_state"), nodes=nodes,
         checks=dict(data.get("checks", {})))
 
 
@@ -287,12 +292,13 @@ def render(slurm_conf, *, gres_conf=None, profile=None, mode=None, state_dir=Non
            textfile_dir=None, jobs_dir=None, resume_after=DEFAULTS["resume_after"], deadline_s=None,
            snapshots: dict | None = None, slurm_bin_dir=None, sysfs: dict | None = None,
            dcgm_diag: dict | None = None, nccl_allreduce: dict | None = None, kmsg: dict | None = None,
-           log_file: bool | None = None) -> str:
+           log_file: bool | None = None, health_check_node_state: str | None = None) -> str:
     """The TOML text install writes (absolute paths; ``snapshots`` {node: path}, ``sysfs``
     {node: sysfs root}, ``dcgm_diag`` {node: recorded dcgmi output}, ``kmsg`` {node: kernel-log
     file}; ``jobs_dir`` None: not written, "jobs" beside ``state_dir``). ``mode`` /
     ``deadline_s`` None: not written, so the hooks take the profile's ``[health]`` values;
-    ``log_file`` None: not written (the log file only where syslog is absent)."""
+    ``log_file`` None: not written (the log file only where syslog is absent);
+    ``health_check_node_state``: slurm.conf's HealthCheckNodeState (None: not written)."""
     def q(v):
         return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -317,6 +323,8 @@ def render(slurm_conf, *, gres_conf=None, profile=None, mode=None, state_dir=Non
         lines.append(f"log_file = {'true' if log_file else 'false'}")
     if slurm_bin_dir:
         lines.append(f"slurm_bin_dir = {q(slurm_bin_dir)}")
+    if health_check_node_state:
+        lines.append(f"health_check_node_state = {q(health_check_node_state)}")
     per_node = {"snapshot": snapshots or {}, "sysfs": sysfs or {}, "dcgm_diag": dcgm_diag or {},
                 "nccl_allreduce": nccl_allreduce or {}, "kmsg": kmsg or {}}
     for node in sorted(set().union(*per_node.values())):

@@ -84,20 +84,21 @@ def _run(hook: str, config_path: str | None, env) -> int:
         code = 0
     code = 1 if code == 1 else 0
     duration = time.monotonic() - t0
-    total = 0
+    total, last = 0, None
     if run.verdict.own_errors:
         from slurmkit.hooks.nodestate import count_own_error
 
         total = count_own_error(cfg.state_dir, node, hook)
-    else:
-        try:
-            from slurmkit.hooks.nodestate import load_health
-
-            total = load_health(cfg.state_dir, node).own_errors.get(hook, 0)
-        except OSError:
-            total = 0
+        last = time.time()
     try:
-        write_textfile(run, code, duration, total)
+        from slurmkit.hooks.nodestate import load_health
+
+        h = load_health(cfg.state_dir, node)
+        total, last = (total or h.own_errors.get(hook, 0)), h.own_error_at.get(hook, last)
+    except OSError:
+        pass
+    try:
+        write_textfile(run, code, duration, total, last)
     except OSError as exc:
         log.error(f"slurmkit's own trouble (no drain): textfile {cfg.textfile_dir}: {exc.strerror or exc}")
     except Exception as exc:  # a bug in the metrics must not fail the job either
@@ -160,6 +161,7 @@ def write_config_trouble(hook: str, node: str, path: str | None, duration_s: flo
 
     state_dir, textfile_dir = config_dirs(path)
     base = {"node": node, "hook": hook}
+    total = max(1, count_own_error(state_dir, node, hook))
     families = [
         ("slurmkit_hook_duration_seconds", "gauge", "Wall time of the last hook run in seconds.",
          [(base, round(duration_s, 6))]),
@@ -168,7 +170,8 @@ def write_config_trouble(hook: str, node: str, path: str | None, duration_s: flo
         ("slurmkit_hook_exit_code", "gauge", "Exit status of the last hook run (0 or 1).", [(base, 0)]),
         ("slurmkit_hook_own_errors_total", "counter",
          "Hook runs that hit slurmkit's own trouble (logged, never a drain).",
-         [(base, max(1, count_own_error(state_dir, node, hook)))]),
+         [(base, total)]),
+        own_error_family(base, time.time()),
     ]
     try:
         os.makedirs(textfile_dir, exist_ok=True)
@@ -182,7 +185,18 @@ def textfile_path(cfg, node: str, hook: str) -> str:
     return os.path.join(os.fspath(cfg.textfile_dir), f"slurmkit_{node}_{hook}.prom")
 
 
-def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> str:
+def own_error_family(base: dict, last: float | None) -> tuple:
+    """``slurmkit_hook_own_error_last_timestamp_seconds{node,hook}``: Unix time of the hook's last
+    run that hit slurmkit's own trouble (``health.json`` ``own_error_at``; no sample when none
+    has). ``SlurmkitHookOwnTrouble`` fires on a recent one: a count that only reappears after a
+    gap in the data (reboot, Prometheus restart) is not a new trouble."""
+    return ("slurmkit_hook_own_error_last_timestamp_seconds", "gauge",
+            "Unix time of the last hook run that hit slurmkit's own trouble.",
+            [] if last is None else [(base, round(last, 3))])
+
+
+def write_textfile(run, code: int, duration_s: float, own_errors_total: int,
+                   own_error_last: float | None = None) -> str:
     """Write the run's metrics: its own file (see :mod:`slurmkit.hooks.textfile`) and the
     node's (:func:`slurmkit.hooks.metrics.node_files`), renamed into place in that order with
     one fsync of the textfile directory; returns the path of its own file. Raises OSError (the
@@ -193,10 +207,13 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
 
     node, hook = run.node, run.hook
     base = {"node": node, "hook": hook}
-    checks = check_samples(base, run.verdict.results, nvml_timeout=run.verdict.drain_reason == "slurmkit: nvml-timeout")
+    checks, passed = check_samples(base, run.verdict.results,
+                                   nvml_timeout=run.verdict.drain_reason == "slurmkit: nvml-timeout")
     families = [
         ("slurmkit_health_check_status", "gauge",
-         "Worst result of the last run per check and GPU: 0 pass, 1 warn, 2 fail.", checks),
+         "Worst result of the last run per check, GPU and port that did not pass: 1 warn, 2 fail.", checks),
+        ("slurmkit_health_checks_passed", "gauge",
+         "Results of the last run (per check, GPU and port) that passed.", [(base, passed)]),
         ("slurmkit_hook_duration_seconds", "gauge", "Wall time of the last hook run in seconds.",
          [(base, round(duration_s, 6))]),
         ("slurmkit_hook_last_run_timestamp_seconds", "gauge", "Unix time of the last hook run.",
@@ -204,6 +221,7 @@ def write_textfile(run, code: int, duration_s: float, own_errors_total: int) -> 
         ("slurmkit_hook_exit_code", "gauge", "Exit status of the last hook run (0 or 1).", [(base, code)]),
         ("slurmkit_hook_own_errors_total", "counter",
          "Hook runs that hit slurmkit's own trouble (logged, never a drain).", [(base, own_errors_total)]),
+        own_error_family(base, own_error_last),
         ("slurmkit_hook_deadline_seconds", "gauge", "NVML deadline of a hook run in seconds (deadline_s).",
          [(base, float(run.cfg.deadline_s if run.cfg.deadline_s is not None else Health.deadline_s))]),
         ("slurmkit_hook_observed_actions", "gauge",

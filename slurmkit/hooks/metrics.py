@@ -18,14 +18,21 @@ exactly one file (node_exporter refuses a series that two files both carry):
   reason until a clean run;
 - ``slurmkit_resumes_total{node,check}`` counter: resumes of a node slurmkit drained, by the
   check it had been drained for;
-- ``slurmkit_gpu_xid_errors_total{node,gpu,pci_bus_id,xid,class}`` counter: NVRM Xid events seen
-  in the kernel log (``class``: hardware | application | other, from checks.toml [xid]);
+- ``slurmkit_gpu_xid_errors_total{node,gpu,pci_bus_id,xid,class}`` counter: NVRM Xid lines seen
+  in the kernel log, each line once whichever hook and run reads it (:func:`count_run`;
+  ``class``: hardware | application | other, from checks.toml [xid]);
 - ``slurmkit_gpu_xid_last_timestamp_seconds{node,gpu,pci_bus_id,xid,class}`` gauge: Unix time
-  of the hook run that last counted that Xid; the alert fires on a recent time, so a series that
-  reappears after a gap in the data (Prometheus restart, node_exporter down) does not re-fire;
+  of the hook run that last counted a new line of that Xid; the alert fires on a recent time, so
+  a series that reappears after a gap in the data (Prometheus restart, node_exporter down) does
+  not re-fire, and a line read again by another hook does not refresh it;
 - ``slurmkit_gpu_job_info{node,gpu,pci_bus_id,job_id,user}`` gauge 1, one per GPU of a running
   job: written by the prolog, gone after the epilog (it lists the prolog records in the state
-  directory), so job ids never pile up as series.
+  directory), so job ids never pile up as series;
+- ``slurmkit_node_running_jobs{node}`` gauge: those jobs (their prolog ran, their epilog not);
+- ``slurmkit_healthcheck_skips_busy{node,states}`` gauge, when the hooks config has
+  ``health_check_node_state`` (slurm.conf's HealthCheckNodeState, ``states``): 1 when it leaves
+  busy nodes unchecked (:func:`skips_busy`), else 0; the stale-hook alert spares such a node
+  while it runs a job.
 
 ``slurmkit_<node>_gpus.prom`` (rewritten by every run; a run that could not read the GPUs writes
 ``slurmkit_gpus_read`` 0 and no readings, so no earlier reading looks current)
@@ -36,15 +43,17 @@ exactly one file (node_exporter refuses a series that two files both carry):
 - ``slurmkit_gpus_expected{node}`` / ``slurmkit_gpus_visible{node}`` gauges: GPUs in gres.conf /
   GPUs NVML enumerates with a usable handle (a lost GPU does not count);
 - per GPU (labels ``node``, ``gpu`` = NVML index, ``pci_bus_id``): ``slurmkit_gpu_info`` (1, plus
-  ``uuid``, and ``UUID`` / ``dcgm_pci_bus_id`` as dcgm-exporter labels the GPU: :func:`dcgm_labels`), ``slurmkit_gpu_status{status}`` (state set: 1 for the worst verdict of the last
-  check, pass | warn | fail), ``slurmkit_gpu_energy_joules_total`` (counter since the driver
+  ``uuid``, and ``UUID`` / ``dcgm_pci_bus_id`` as dcgm-exporter labels the GPU: :func:`dcgm_labels`),
+  ``slurmkit_gpu_status`` (the worst verdict of the run's checks of the GPU: 0 pass, 1 warn,
+  2 fail), ``slurmkit_gpu_energy_joules_total`` (counter since the driver
   loaded, nvmlDeviceGetTotalEnergyConsumption / 1000), ``slurmkit_gpu_power_watts``,
   ``slurmkit_gpu_temperature_celsius``, ``slurmkit_gpu_utilization_ratio`` (0..1),
   ``slurmkit_gpu_ecc_errors_total{scope,error_type}`` (volatile | aggregate; correctable |
-  uncorrectable | sram_correctable), ``slurmkit_gpu_retired_pages{cause}`` (sbe | dbe),
+  uncorrectable | sram_correctable); and only where not 0 (a healthy GPU has none, which keeps
+  a fleet's series few): ``slurmkit_gpu_retired_pages{cause}`` (sbe | dbe),
   ``slurmkit_gpu_retired_pages_pending``, ``slurmkit_gpu_remapped_rows{cause}`` (correctable |
-  uncorrectable), ``slurmkit_gpu_row_remap_pending``, ``slurmkit_gpu_row_remap_failure`` (0/1),
-  ``slurmkit_gpu_clock_event_reason_active{reason}`` (0/1 per nvmlClocksEventReason bit).
+  uncorrectable), ``slurmkit_gpu_row_remap_pending``, ``slurmkit_gpu_row_remap_failure`` (1),
+  ``slurmkit_gpu_clock_event_reason_active{reason}`` (1 per active nvmlClocksEventReason bit).
 
 ``slurmkit_<node>_fabric.prom`` (rewritten by every run that read the GPUs):
 ``slurmkit_fabric_port_expected_rate_bytes_per_second`` per port the site profile expects
@@ -93,32 +102,49 @@ def check_of(reason: str | None) -> str:
     return word.replace("-", "_")
 
 
-def check_samples(base: dict, results: list, nvml_timeout: bool = False) -> list:
-    """Samples of ``slurmkit_health_check_status``: one per (check, GPU) with the worst status of
-    the run's ``CheckResult`` list (``results``; a check may judge one GPU twice, e.g.
-    ``app_clocks`` for the graphics and the memory clock): 0 pass, 1 warn, 2 fail (an own-trouble
-    ``error`` result counts as 2). Labels: ``base`` (node, hook) plus ``check`` and ``gpu`` (NVML
-    index, "" for a node-level check; ``slurmkit_gpu_info`` maps it to ``pci_bus_id`` and
-    ``uuid``). ``nvml_timeout`` adds ``check="nvml_timeout"`` at 2 (the run's NVML hang)."""
+def check_samples(base: dict, results: list, nvml_timeout: bool = False) -> tuple[list, int]:
+    """``(samples, passed)``: the samples of ``slurmkit_health_check_status`` for the run's
+    ``CheckResult`` list (``results``) that did not pass, one per (check, GPU, device, port) with
+    its worst status (a check may judge one GPU twice, e.g. ``app_clocks`` for the graphics and
+    the memory clock): 1 warn, 2 fail (an own-trouble ``error`` result counts as 2); and
+    ``passed``, how many such (check, GPU, device, port) all passed (``slurmkit_health_checks_passed``:
+    a healthy node's results in one series). Labels: ``base`` (node, hook) plus ``check``,
+    ``gpu`` (NVML index, "" for a node-level check; ``slurmkit_gpu_info`` maps it to
+    ``pci_bus_id`` and ``uuid``), ``device`` and ``port`` (a fabric result's HCA and port as
+    node_exporter's infiniband collector labels them, from the result's ``place``:
+    :func:`slurmkit.health.fabric.device_port`; "" for the others). ``nvml_timeout`` adds
+    ``check="nvml_timeout"`` at 2 (the run's NVML hang)."""
     worst: dict[tuple, int] = {}
     for r in results:
         v = {"pass": 0, "warn": 1}.get(getattr(r.status, "value", r.status), 2)
-        key = (r.check, "" if r.gpu_index is None else str(r.gpu_index))
+        dev = port = ""
+        if getattr(r, "place", ""):
+            from slurmkit.health.fabric import device_port
+
+            dev, port = device_port(r.place)
+        key = (r.check, "" if r.gpu_index is None else str(r.gpu_index), dev, port)
         worst[key] = max(v, worst.get(key, 0))
     if nvml_timeout:
-        worst[("nvml_timeout", "")] = 2
-    return [({**base, "check": c, "gpu": g}, v) for (c, g), v in worst.items()]
+        worst[("nvml_timeout", "", "", "")] = 2
+    samples = [({**base, "check": c, "gpu": g, "device": d, "port": p}, v)
+               for (c, g, d, p), v in worst.items() if v]
+    return samples, sum(1 for v in worst.values() if not v)
 
 
 # ---- counters ------------------------------------------------------------------------------
 
-_KINDS = ("drains", "observed_drains", "resumes", "xids", "xid_last")
+_KINDS = ("drains", "observed_drains", "resumes", "xids", "xid_last", "xid_seen")
+
+#: Kernel-log lines remembered in ``xid_seen`` (the newest; a line older than these is long
+#: past every hook's kernel-log cursor).
+XID_SEEN_MAX = 512
 
 
 def load_counters(state_dir, node: str) -> dict:
     """``counters.json``: ``{"drains": {check: n}, "observed_drains": {...}, "resumes": {...},
     "xids": {"<xid>|<gpu>|<pci_bus_id>|<class>": n}, "xid_last": {same key: epoch s of the run
-    that last counted it}, "drain_open": the slurmkit drain reason already counted (None),
+    that last counted it}, "xid_seen": {kernel-log line identity (:func:`xid_line_id`): epoch s
+    of the run that counted it}, "drain_open": the slurmkit drain reason already counted (None),
     "observed_open": the would-be drain already counted (None)}`` (zeros when absent or
     unreadable)."""
     from slurmkit.hooks.nodestate import node_dir
@@ -153,7 +179,18 @@ def _would_be(reason: str) -> str:
     return f"{head}: {body}" if sep and sep2 else reason.split(" (+", 1)[0]
 
 
-def count_run(counters: dict, run, drained_reason: str | None = None, now: float | None = None) -> dict:
+def xid_line_id(x, boot: str | None = None) -> str:
+    """The identity of one kernel-log Xid line (a :class:`slurmkit.health.state.Xid`), the same
+    whichever hook reads it: ``/dev/kmsg``'s sequence number within the boot (``boot``) when it
+    has one, else the kernel's timestamp as written, with the code, PCI bus id and message (a
+    line without either: its line number in the capture)."""
+    where = (f"seq:{boot or ''}:{x.seq}" if x.seq is not None
+             else f"ts:{x.timestamp}" if x.timestamp else f"line:{x.line}")
+    return f"{where}|{x.xid}|{x.pci_bus_id or ''}|{x.message}"
+
+
+def count_run(counters: dict, run, drained_reason: str | None = None, now: float | None = None,
+              boot: str | None = None) -> dict:
     """Add what ``run`` (a :class:`slurmkit.hooks.flows.Run`) did to ``counters`` (in place,
     returned). ``drained_reason``: slurmkit's drain in force after the run (``health.json``).
 
@@ -162,7 +199,12 @@ def count_run(counters: dict, run, drained_reason: str | None = None, now: float
     - an observed drain (a would-be drain slurmkit did not set: observe mode, or a reason that
       belongs to someone else) counts once per distinct would-be reason (:func:`_would_be`),
       until a run that judged the GPUs finds none;
-    - a resume, and each Xid result (by code, GPU and class; ``xid_last`` = ``now``).
+    - a resume;
+    - each kernel-log Xid line once (by code, GPU and class; ``xid_last`` = ``now``), whichever
+      hook and run reads it: the prolog, epilog and health check each keep their own kernel-log
+      cursor and a replayed capture holds the same lines on every run, so a line whose
+      :func:`xid_line_id` is in ``xid_seen`` is not counted again (``boot``: the kernel's boot id,
+      :func:`slurmkit.hooks.nodestate.boot_id`, part of a ``/dev/kmsg`` line's identity).
     """
     now = time.time() if now is None else now
 
@@ -186,16 +228,27 @@ def count_run(counters: dict, run, drained_reason: str | None = None, now: float
     if resumed:
         bump("resumes", check_of(resumed))
     state = run.state
+    seen = counters.setdefault("xid_seen", {})
     for r in run.verdict.results:
         if r.check != "xid":
             continue
         n = 1
         if state is not None:
-            n = sum(1 for x in state.xids if x.xid == r.value and (x.pci_bus_id or None) == (r.pci_bus_id or None)) or 1
+            ids = [xid_line_id(x, boot) for x in state.xids
+                   if x.xid == r.value and (x.pci_bus_id or None) == (r.pci_bus_id or None)]
+            ids = ids or [f"result|{r.value}|{r.pci_bus_id or ''}"]  # (lines not matched to the result)
+            new = [i for i in dict.fromkeys(ids) if i not in seen]
+            for i in new:
+                seen[i] = round(now, 3)
+            n = len(new)
+        if not n:
+            continue
         gpu = "" if r.gpu_index is None else str(r.gpu_index)
         key = f"{r.value}|{gpu}|{r.pci_bus_id or ''}|{_XID_CLASS.get(r.status, 'other')}"
         bump("xids", key, n)
         counters["xid_last"][key] = round(now, 3)
+    if len(seen) > XID_SEEN_MAX:
+        counters["xid_seen"] = dict(sorted(seen.items(), key=lambda kv: kv[1])[-XID_SEEN_MAX:])
     return counters
 
 
@@ -223,9 +276,20 @@ def running_jobs(state_dir, node: str) -> list[tuple[str, "JobStart"]]:
     return out
 
 
-def node_families(node: str, drained_reason: str | None, counters: dict, jobs: list) -> list:
+def skips_busy(states: str) -> bool:
+    """Whether slurm.conf's ``HealthCheckNodeState`` (``states``, e.g. ``IDLE,CYCLE``) leaves a
+    busy node unchecked: true unless it has ``ANY`` or both ``ALLOC`` and ``MIXED`` (slurm.conf(5);
+    ``CYCLE`` only spreads the runs)."""
+    words = {w.strip().upper() for w in states.split(",")} - {"CYCLE", ""}
+    return not (not words or "ANY" in words or {"ALLOC", "MIXED"} <= words)
+
+
+def node_families(node: str, drained_reason: str | None, counters: dict, jobs: list,
+                  health_check_node_state: str | None = None) -> list:
     """Families of ``slurmkit_<node>_node.prom`` (see the module docstring) in
-    :func:`slurmkit.hooks.textfile.render`'s shape."""
+    :func:`slurmkit.hooks.textfile.render`'s shape. ``health_check_node_state``: the hooks
+    config's (slurm.conf's HealthCheckNodeState; None: unknown, no
+    ``slurmkit_healthcheck_skips_busy``)."""
     base = {"node": node}
     xids = []
     for key, n in sorted(counters["xids"].items()):
@@ -258,6 +322,12 @@ def node_families(node: str, drained_reason: str | None, counters: dict, jobs: l
          "Unix time of the hook run that last counted the Xid (alert on a recent one, not on a counter).",
          xid_last),
         ("slurmkit_gpu_job_info", "gauge", "1 for each GPU of a running job (prolog ran, epilog not yet).", info),
+        ("slurmkit_node_running_jobs", "gauge", "Jobs whose prolog ran on the node and whose epilog has not.",
+         [(base, len(jobs))]),
+        ("slurmkit_healthcheck_skips_busy", "gauge",
+         "1 when HealthCheckNodeState leaves busy nodes unchecked (states: its value in slurm.conf).",
+         [] if health_check_node_state is None else
+         [({**base, "states": health_check_node_state}, 1 if skips_busy(health_check_node_state) else 0)]),
     ]
 
 
@@ -272,6 +342,12 @@ def dcgm_labels(uuid: str | None, pci_bus_id: str | None) -> dict:
         dom, rest = pci_bus_id.split(":", 1)
         bus = f"{dom.upper():0>8}:{rest.upper()}"
     return {"UUID": uuid or "", "dcgm_pci_bus_id": bus}
+
+
+def _nonzero(name: str, labels: dict, value) -> tuple:
+    """``(name, labels, value)`` for :func:`gpu_families`' ``add``, the value None (no sample)
+    when it is 0 or False."""
+    return name, labels, (value if value else None)
 
 
 def gpu_families(node: str, state, results: list, expected_gpus: int | None) -> list:
@@ -292,9 +368,7 @@ def gpu_families(node: str, state, results: list, expected_gpus: int | None) -> 
     for g in state.gpus:
         lab = {**base, "gpu": str(g.index), "pci_bus_id": g.pci_bus_id or ""}
         add("slurmkit_gpu_info", {**lab, "uuid": g.uuid or "", **dcgm_labels(g.uuid, g.pci_bus_id)}, 1)
-        st = worst.get(g.index, "pass")
-        for s in ("pass", "warn", "fail"):
-            add("slurmkit_gpu_status", {**lab, "status": s}, 1 if s == st else 0)
+        add("slurmkit_gpu_status", lab, _RANK[worst.get(g.index, "pass")])
         e = g.get("total_energy_mj")
         add("slurmkit_gpu_energy_joules_total", lab, None if e is None else e / 1000.0)
         add("slurmkit_gpu_power_watts", lab, g.get("power_draw_w"))
@@ -306,17 +380,19 @@ def gpu_families(node: str, state, results: list, expected_gpus: int | None) -> 
                                   ("aggregate", "uncorrectable", "ecc_aggregate_uncorrectable"),
                                   ("aggregate", "sram_correctable", "ecc_aggregate_sram_correctable")):
             add("slurmkit_gpu_ecc_errors_total", {**lab, "scope": scope, "error_type": etype}, g.get(key))
+        # memory health and clock events: a sample only where it is not 0 (a healthy GPU has none)
         for cause in ("sbe", "dbe"):
-            add("slurmkit_gpu_retired_pages", {**lab, "cause": cause}, g.get(f"retired_pages_{cause}"))
-        add("slurmkit_gpu_retired_pages_pending", lab, g.get("retired_pages_pending"))
+            add(*_nonzero("slurmkit_gpu_retired_pages", {**lab, "cause": cause}, g.get(f"retired_pages_{cause}")))
+        add(*_nonzero("slurmkit_gpu_retired_pages_pending", lab, g.get("retired_pages_pending")))
         for cause in ("correctable", "uncorrectable"):
-            add("slurmkit_gpu_remapped_rows", {**lab, "cause": cause}, g.get(f"remap_{cause}_rows"))
-        add("slurmkit_gpu_row_remap_pending", lab, g.get("remap_pending"))
-        add("slurmkit_gpu_row_remap_failure", lab, g.get("remap_failure"))
+            add(*_nonzero("slurmkit_gpu_remapped_rows", {**lab, "cause": cause}, g.get(f"remap_{cause}_rows")))
+        add(*_nonzero("slurmkit_gpu_row_remap_pending", lab, g.get("remap_pending")))
+        add(*_nonzero("slurmkit_gpu_row_remap_failure", lab, g.get("remap_failure")))
         bits = g.get("clock_event_reasons")
         if isinstance(bits, int) and not isinstance(bits, bool):
             for bit, reason in CLOCK_EVENT_REASONS.items():
-                add("slurmkit_gpu_clock_event_reason_active", {**lab, "reason": reason}, 1 if bits & bit else 0)
+                if bits & bit:
+                    add("slurmkit_gpu_clock_event_reason_active", {**lab, "reason": reason}, 1)
     visible = sum(1 for g in state.gpus if g.handle_rc == "SUCCESS") if state.init_rc == "SUCCESS" else 0
     out = [("slurmkit_gpus_visible", "gauge", "GPUs NVML enumerates with a usable handle.", [(base, visible)])]
     if expected_gpus is not None:
@@ -329,18 +405,19 @@ def gpu_families(node: str, state, results: list, expected_gpus: int | None) -> 
 _GPU_HELP = [
     ("slurmkit_gpu_info", "gauge",
      "1 per GPU, with its UUID (gpu is the NVML index; UUID and dcgm_pci_bus_id as dcgm-exporter labels them)."),
-    ("slurmkit_gpu_status", "gauge", "1 for the worst verdict of the GPU's last check (pass, warn, fail)."),
+    ("slurmkit_gpu_status", "gauge", "Worst verdict of the GPU's last check: 0 pass, 1 warn, 2 fail."),
     ("slurmkit_gpu_energy_joules_total", "counter", "Energy since the driver loaded, in joules (NVML)."),
     ("slurmkit_gpu_power_watts", "gauge", "Power draw in watts at the last check."),
     ("slurmkit_gpu_temperature_celsius", "gauge", "GPU temperature in degrees Celsius at the last check."),
     ("slurmkit_gpu_utilization_ratio", "gauge", "GPU utilization at the last check, 0 to 1."),
     ("slurmkit_gpu_ecc_errors_total", "counter", "ECC error counts (volatile: since boot; aggregate: lifetime)."),
-    ("slurmkit_gpu_retired_pages", "gauge", "Retired memory pages by cause."),
-    ("slurmkit_gpu_retired_pages_pending", "gauge", "1 while a page retirement waits for a reset."),
-    ("slurmkit_gpu_remapped_rows", "gauge", "Remapped memory rows by cause."),
-    ("slurmkit_gpu_row_remap_pending", "gauge", "1 while a row remap waits for a GPU reset."),
-    ("slurmkit_gpu_row_remap_failure", "gauge", "1 when a row remap failed."),
-    ("slurmkit_gpu_clock_event_reason_active", "gauge", "1 while the clock event (throttle) reason is active."),
+    ("slurmkit_gpu_retired_pages", "gauge", "Retired memory pages by cause (no sample: none)."),
+    ("slurmkit_gpu_retired_pages_pending", "gauge", "1 while a page retirement waits for a reset (no sample: none)."),
+    ("slurmkit_gpu_remapped_rows", "gauge", "Remapped memory rows by cause (no sample: none)."),
+    ("slurmkit_gpu_row_remap_pending", "gauge", "1 while a row remap waits for a GPU reset (no sample: none)."),
+    ("slurmkit_gpu_row_remap_failure", "gauge", "1 when a row remap failed (no sample: none)."),
+    ("slurmkit_gpu_clock_event_reason_active", "gauge",
+     "1 while the clock event (throttle) reason is active (no sample: inactive)."),
 ]
 
 
@@ -366,17 +443,19 @@ def node_files(run) -> list[tuple[str, str]]:
 
 def _node_files(run) -> list[tuple[str, str]]:
     from slurmkit.hooks import textfile
-    from slurmkit.hooks.nodestate import load_health
+    from slurmkit.hooks.nodestate import boot_id, load_health
 
     cfg, node = run.cfg, run.node
+    boot = boot_id() if run.state is not None and run.state.xids else None
     try:
         drained = load_health(cfg.state_dir, node).drained_reason
-        counters = count_run(load_counters(cfg.state_dir, node), run, drained)
+        counters = count_run(load_counters(cfg.state_dir, node), run, drained, boot=boot)
         save_counters(cfg.state_dir, node, counters)
         jobs = running_jobs(cfg.state_dir, node)
     except OSError:
         drained, jobs = (run.verdict.drain_reason if run.verdict.drained else None), []
-        counters = count_run({**{k: {} for k in _KINDS}, "drain_open": None, "observed_open": None}, run, drained)
+        counters = count_run({**{k: {} for k in _KINDS}, "drain_open": None, "observed_open": None}, run, drained,
+                             boot=boot)
     os.makedirs(cfg.textfile_dir, exist_ok=True)
     out = []
     now = round(time.time(), 3)
@@ -392,7 +471,8 @@ def _node_files(run) -> list[tuple[str, str]]:
         out.append((os.path.join(os.fspath(cfg.textfile_dir), FABRIC_FILE.format(node=node)),
                     textfile.render(fabric_families(node, run.state.ib_ports))))
     out.append((os.path.join(os.fspath(cfg.textfile_dir), NODE_FILE.format(node=node)),
-                textfile.render(node_families(node, drained, counters, jobs)
+                textfile.render(node_families(node, drained, counters, jobs,
+                                              getattr(cfg, "health_check_node_state", None))
                                 + [file_stamp("slurmkit_node_metrics_timestamp_seconds", node, now)])))
     return out
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 from slurmkit.atomicfile import atomic_write, atomic_write_with
 from slurmkit.records import GpuIdentity, field, record
@@ -68,6 +69,8 @@ class NodeHealth(_Record):
     """``health.json``: ``drained_reason`` (the reason slurmkit drained the node with; None
     when it has not), ``clean_runs`` (health checks in a row without a fail since that drain),
     ``own_errors`` (hook name -> runs that hit slurmkit's own trouble, a Prometheus counter),
+    ``own_error_at`` (hook name -> Unix time of the last such run: the alert fires on a recent
+    one, so a count that reappears after a gap in the data does not fire again),
     ``drained_boot_id`` (the kernel's boot id, ``/proc/sys/kernel/random/boot_id``, when slurmkit
     drained: a hardware-XID drain lasts until it changes), ``xid_holds`` (the GPUs whose hardware
     XIDs keep the node drained until a reboot or their reset: :mod:`slurmkit.hooks.xidhold`)."""
@@ -77,10 +80,12 @@ class NodeHealth(_Record):
     own_errors: dict[str, int] = field(default_factory=dict)
     drained_boot_id: str | None = None
     xid_holds: dict[str, dict] = field(default_factory=dict)
+    own_error_at: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"drained_reason": self.drained_reason, "clean_runs": self.clean_runs,
-                "own_errors": dict(self.own_errors), "drained_boot_id": self.drained_boot_id,
+                "own_errors": dict(self.own_errors), "own_error_at": dict(self.own_error_at),
+                "drained_boot_id": self.drained_boot_id,
                 "xid_holds": {k: dict(v) for k, v in self.xid_holds.items()}}
 
     @classmethod
@@ -91,6 +96,7 @@ class NodeHealth(_Record):
             return cls()
         reason = d.get("drained_reason")
         errs = d.get("own_errors")
+        at = d.get("own_error_at")
         boot = d.get("drained_boot_id")
         holds = d.get("xid_holds")
         holds = {str(k): {"since_s": float(v["since_s"]) if _num(v.get("since_s")) else 0.0,
@@ -98,6 +104,7 @@ class NodeHealth(_Record):
                  for k, v in holds.items() if isinstance(v, dict)} if isinstance(holds, dict) else {}
         return cls(drained_reason=str(reason) if reason else None, clean_runs=_int(d.get("clean_runs"), 0),
                    own_errors={str(k): _int(v, 0) for k, v in errs.items()} if isinstance(errs, dict) else {},
+                   own_error_at={str(k): float(v) for k, v in at.items() if _num(v)} if isinstance(at, dict) else {},
                    drained_boot_id=str(boot) if isinstance(boot, str) and boot else None, xid_holds=holds)
 
 
@@ -199,11 +206,12 @@ def save_health(state_dir, node: str, health: NodeHealth) -> None:
 
 
 def count_own_error(state_dir, node: str, hook: str) -> int:
-    """Add one to the own-trouble counter of ``hook``; returns the new total (0 when the state
-    directory itself cannot be written)."""
+    """Add one to the own-trouble counter of ``hook`` and set its ``own_error_at`` to now (Unix
+    time, s); returns the new total (0 when the state directory itself cannot be written)."""
     try:
         h = load_health(state_dir, node)
         h.own_errors[hook] = h.own_errors.get(hook, 0) + 1
+        h.own_error_at[hook] = round(time.time(), 3)
         save_health(state_dir, node, h)
         return h.own_errors[hook]
     except OSError:

@@ -8,13 +8,15 @@ node_exporter never reads half a file.
 
 Metrics written by the hooks (file ``<textfile_dir>/slurmkit_<node>_<hook>.prom``):
 
-- ``slurmkit_health_check_status{node,hook,check,gpu}`` gauge: the worst result of the run per
-  check and GPU, 0 pass, 1 warn, 2 fail (one series each:
-  :func:`slurmkit.hooks.metrics.check_samples`);
+- ``slurmkit_health_check_status{node,hook,check,gpu,device,port}`` gauge: the worst result of
+  the run per check, GPU and port for the results that did not pass, 1 warn, 2 fail (one series
+  each: :func:`slurmkit.hooks.metrics.check_samples`; ``device``/``port``: a fabric result's);
+- ``slurmkit_health_checks_passed{node,hook}`` gauge: how many (check, GPU, port) passed;
 - ``slurmkit_hook_duration_seconds{node,hook}`` gauge: wall time of the last run (s);
 - ``slurmkit_hook_last_run_timestamp_seconds{node,hook}`` gauge: Unix time of the last run;
 - ``slurmkit_hook_exit_code{node,hook}`` gauge: 0 or 1;
 - ``slurmkit_hook_own_errors_total{node,hook}`` counter: runs that hit slurmkit's own trouble;
+- ``slurmkit_hook_own_error_last_timestamp_seconds{node,hook}`` gauge: Unix time of the last;
 - ``slurmkit_hook_deadline_seconds{node,hook}`` gauge: the run's NVML deadline (``deadline_s``).
 
 Node-level and per-GPU series (drains, Xids, ECC, energy, running jobs, ...) go to the node's

@@ -20,7 +20,8 @@ import pytest
 from slurmkit.waiting import wait_until
 
 BINARIES = {"prometheus": "prometheus", "promtool": "prometheus",
-            "prometheus-node-exporter": "prometheus-node-exporter"}
+            "prometheus-node-exporter": "prometheus-node-exporter",
+            "prometheus-alertmanager": "prometheus-alertmanager", "amtool": "prometheus-alertmanager"}
 
 
 def need(*names: str) -> dict:

@@ -32,10 +32,11 @@ def test_what_install_writes_is_read_without_tomllib(tmp_path):
                           mode="observe", state_dir=tmp_path / "state", spool_dir=tmp_path / "spool",
                           textfile_dir=tmp_path / "tf", deadline_s=6.5,
                           snapshots={"n1": tmp_path / "n1.json", "gpu-07": tmp_path / "n7.json"},
-                          slurm_bin_dir="/usr/bin")
+                          slurm_bin_dir="/usr/bin", health_check_node_state="IDLE,CYCLE")
     fast = simple_toml(text)
     assert fast is not None and fast == tomllib.loads(text)
     assert fast["mode"] == "observe" and fast["deadline_s"] == 6.5
+    assert hconfig.parse(text, tmp_path / "h.toml").health_check_node_state == "IDLE,CYCLE"
     assert fast["nodes"]["gpu-07"]["snapshot"] == str(tmp_path / "n7.json")
 
 

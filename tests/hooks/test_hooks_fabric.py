@@ -30,7 +30,9 @@ def test_port_down_would_drain_naming_the_port(node, healthy, tmp_path):
     r = node.run(node.healthcheck, job_id=None, gpus=None)
     assert "observe mode: would drain n1: slurmkit: ib mlx5_2/1: down (DOWN/Polling)" in r.stderr
     assert "fail: ib_port mlx5_2/1: down (DOWN/Polling)" in r.stderr  # the log names the check id
-    assert node.metric("n1", "healthcheck", "slurmkit_health_check_status", check="ib_port", gpu="") == 2
+    # the result names the HCA and port as node_exporter's infiniband collector labels them
+    assert node.metric("n1", "healthcheck", "slurmkit_health_check_status", check="ib_port", gpu="",
+                       device="mlx5_2", port="1") == 2
 
 
 def test_prolog_fails_the_job_start_on_a_slow_port_in_enforce_mode(node, healthy, tmp_path):
@@ -70,7 +72,8 @@ def test_a_node_the_profile_does_not_list_is_said_not_passed_in_silence(node, he
     assert node.metric("n1", "healthcheck", "slurmkit_health_check_status", check="node_type", gpu="") == 1
     # its ports are judged by what the kernel lists: the one down warns, names itself, drains nothing
     assert "warn: ib_port mlx5_2/1: down (DOWN/Polling)" in r.stderr, r.stderr
-    assert node.metric("n1", "healthcheck", "slurmkit_health_check_status", check="ib_port", gpu="") == 1
+    assert node.metric("n1", "healthcheck", "slurmkit_health_check_status", check="ib_port", gpu="",
+                       device="mlx5_2", port="1") == 1
 
 
 def test_unreadable_sysfs_is_own_trouble_not_a_drain(node, healthy, tmp_path):

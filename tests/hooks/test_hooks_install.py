@@ -471,3 +471,19 @@ def test_cli_install_writes_the_interpreter_given_with_python(tmp_path, open_dir
                                       "--python", str(bare)])
     assert r.exit_code == 2 and f"{bare}: --python: it cannot import slurmkit's hooks (ModuleNotFoundError: " \
         "No module named 'slurmkit')" in r.output, r.output
+
+
+@pytest.mark.parametrize("line, want", [("HealthCheckNodeState=IDLE,CYCLE\n", "IDLE,CYCLE"), ("", "ANY")])
+def test_install_writes_the_health_check_node_state_for_the_stale_alert(tmp_path, line, want):
+    """The hooks config keeps slurm.conf's HealthCheckNodeState as install found it (Slurm's
+    default ANY where it is not set): the hooks export it, and SlurmkitHooksStale spares a busy
+    node the health check skips by design."""
+    from click.testing import CliRunner
+
+    from slurmkit.cli import cli as cli_main
+    from slurmkit.hooks.config import load as load_hooks_config
+
+    path = _site(tmp_path, NHC_SITE.replace("HealthCheckInterval=600\n", f"HealthCheckInterval=600\n{line}"))
+    r = CliRunner().invoke(cli_main, ["hooks", "install", "--slurm-conf", str(path), "--state-dir", str(tmp_path / "st")])
+    assert r.exit_code == 0, r.output
+    assert load_hooks_config(path.parent / inst.CONFIG).health_check_node_state == want

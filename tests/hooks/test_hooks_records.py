@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import time
 
 import pandas as pd
 import pytest
@@ -70,20 +71,23 @@ def test_unavailable_spool_record_round_trips():
 def test_node_health_round_trips_and_reads_bad_files_as_defaults(tmp_path):
     hold = {"since_s": 1767229200.25, "since_seq": 812, "reason": "slurmkit: xid GPU1 0000:3b:00.0: Xid 79"}
     h = nodestate.NodeHealth("slurmkit: xid GPU1 GPU-b: 79", 2, {"prolog": 3, "epilog": 1}, "b00t",
-                             {"0000:3b:00.0": hold})
+                             {"0000:3b:00.0": hold}, {"prolog": 1767229100.5})
     assert _through_json(h) == h
     nodestate.save_health(tmp_path, "n1", h)
     assert nodestate.load_health(tmp_path, "n1") == h
     assert json.loads((tmp_path / "n1" / "health.json").read_text()) == {
         "drained_reason": "slurmkit: xid GPU1 GPU-b: 79", "clean_runs": 2, "own_errors": {"prolog": 3, "epilog": 1},
-        "drained_boot_id": "b00t", "xid_holds": {"0000:3b:00.0": hold}}
+        "own_error_at": {"prolog": 1767229100.5}, "drained_boot_id": "b00t", "xid_holds": {"0000:3b:00.0": hold}}
     # a file from before holds were kept reads with none
     (tmp_path / "n1" / "health.json").write_text('{"drained_reason": "slurmkit: xid GPU1 GPU-b: 79"}')
     assert nodestate.load_health(tmp_path, "n1").xid_holds == {}
     (tmp_path / "n1" / "health.json").write_text('{"clean_runs": "x", "own_errors": [1]}')
     assert nodestate.load_health(tmp_path, "n1") == nodestate.NodeHealth(None, 0, {})
+    t0 = time.time()
     assert nodestate.count_own_error(tmp_path, "n1", "healthcheck") == 1
     assert nodestate.load_health(tmp_path, "n1").own_errors == {"healthcheck": 1}
+    # when: SlurmkitHookOwnTrouble fires on a recent trouble, not on a count seen again after a gap
+    assert t0 - 0.01 <= nodestate.load_health(tmp_path, "n1").own_error_at["healthcheck"] <= time.time() + 0.01
 
 
 def test_job_start_round_trips_through_its_file(tmp_path):

@@ -247,6 +247,39 @@ def test_a_jobs_epilog_sees_its_xids_after_another_jobs_epilog_moved_the_cursor(
     assert r.returncode == 0 and "Xid" not in r.stderr
 
 
+def test_one_xid_line_counts_once_whichever_hooks_read_it(node, fake_nvml, tmp_path):
+    """Live (fake NVML, the kernel log from a file): one Xid 79 line read by the health check, by
+    the job's epilog (from its prolog's position) and by the next health check is one event in
+    slurmkit_gpu_xid_errors_total, and the time it was counted stays the first run's (so
+    SlurmkitGpuHardwareXid ends 15 minutes later)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    kmsg = tmp_path / "kmsg"
+    _kmsg(kmsg, (1, "usb 1-1: new device"))
+    node.write_config(mode="observe", kmsg={"n1": kmsg})
+    env = fake_nvml.env("healthy", base={})
+    assert node.run(node.healthcheck, job_id=None, gpus=None, env=env).returncode == 0
+    assert node.run(node.prolog, job_id="301", gpus="0", env=env).returncode == 0
+    bus, _ = _job_bus(node, "301")
+    _kmsg(kmsg, (2, f"NVRM: Xid (PCI:{bus[:-2]}): 79, pid=1, GPU has fallen off the bus."))
+
+    def counted():
+        text = (node.textfile_dir / "slurmkit_n1_node.prom").read_text()
+        got = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name.startswith("slurmkit_gpu_xid_") and s.labels["xid"] == "79"}
+        return got["slurmkit_gpu_xid_errors_total"], got["slurmkit_gpu_xid_last_timestamp_seconds"]
+
+    r = node.run(node.healthcheck, job_id=None, gpus=None, env=env)
+    assert "would drain n1: slurmkit: xid" in r.stderr, r.stderr
+    first = counted()
+    assert first[0] == 1
+    time.sleep(0.01)
+    r = node.run(node.epilog, job_id="301", gpus="0", env=env)
+    assert "Xid 79" in r.stderr, r.stderr  # the epilog reads the line too (its job's window)
+    assert node.run(node.healthcheck, job_id=None, gpus=None, env=env).returncode == 0
+    assert counted() == first
+
+
 def _nvidia_smi(tmp_path, code: int, text: str):
     """A stand-in for nvidia-smi (there is no GPU here) that logs its arguments and answers as the
     real one does."""

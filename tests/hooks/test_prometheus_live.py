@@ -36,14 +36,14 @@ def test_promtool_checks_the_rules():
     tool = need("promtool")["promtool"]
     r = subprocess.run([tool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SUCCESS: 19 rules found" in r.stdout  # 16 alerts, 3 recording rules
+    assert "SUCCESS: 20 rules found" in r.stdout  # 17 alerts, 3 recording rules
 
 
 def test_promtool_unit_tests_every_rule():
     tool = need("promtool")["promtool"]
     tested = set(re.findall(r"^\s+alertname: (\w+)$", RULES_TEST.read_text(), re.M))
     rules = set(re.findall(r"^\s+- alert: (\w+)$", RULES.read_text(), re.M))
-    assert len(rules) == 16 and tested == rules
+    assert len(rules) == 17 and tested == rules
     r = subprocess.run([tool, "test", "rules", str(RULES_TEST)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "SUCCESS" in r.stdout
@@ -322,7 +322,8 @@ def test_real_node_exporter_gathers_every_hook_series_without_error(node, health
     for hook in ("prolog", "healthcheck", "epilog"):
         app = {dict(k[1])["gpu"]: v for k, v in status.items()
                if dict(k[1])["check"] == "app_clocks" and dict(k[1])["hook"] == hook}
-        assert app == {"0": 0, "1": 1, "2": 0, "3": 0}, hook
+        assert app == {"1": 1}, hook  # the warn; the passes only in the count of passes
+        assert got[("slurmkit_health_checks_passed", (("hook", hook), ("node", "n1")))] > 20
     # the node-level series are there once too (one job on GPUs 1,3 running)
     jobs = sorted((dict(k[1])["job_id"], dict(k[1])["gpu"]) for k in got if k[0] == "slurmkit_gpu_job_info")
     assert [j for j, _ in jobs] == ["102", "102"]
