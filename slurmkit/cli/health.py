@@ -108,12 +108,17 @@ def check(ctx, source, as_json, before_job, site, expect_gpus, kernel_log, kmsg_
         except SourceError:
             pass  # read_state below says what is wrong with it
     cfg = _config(site, expect_gpus, node or hostname())
+    fabric = spec_of(cfg.expect)
+    if sysfs and not cfg.expect.get("hcas"):  # no site's HCAs: every port there, judged on its state
+        from slurmkit.health.fabric import sysfs_hcas
+
+        fabric = {"fabric_manager": False, "gpudirect_rdma": False, **(fabric or {}), "hcas": sysfs_hcas(sysfs)}
     try:
         state = read_state(source or "live", total_deadline_s=deadline or cfg.deadline_s,
                            per_call_deadline_s=min(cfg.per_call_deadline_s, deadline or cfg.deadline_s),
                            before_job=before_job, thresholds=cfg.thresholds,
                            kmsg_cursor=kmsg_cursor if not source else None, node=node,
-                           fabric=spec_of(cfg.expect), sysfs=sysfs)
+                           fabric=fabric, sysfs=sysfs)
         if kernel_log:
             from slurmkit.health.kmsg import parse_log
 
@@ -153,6 +158,8 @@ def _print_report(report: dict, verbose: bool) -> None:
         click.echo(f"{r['status'].upper():5} {r['check']:28} {where:22} {r['value']}{limit}{msg}")
     for e in report.get("errors", []):
         click.echo(f"ERROR {e}")
+    for note in report.get("notes", []):
+        click.echo(f"NOTE  {note}")
     n = {s: sum(1 for r in report["results"] if r["status"] == s) for s in ("pass", "warn", "fail")}
     click.echo(f"{report['node']}: {report['status']} ({n['pass']} pass, {n['warn']} warn, {n['fail']} fail) "
                f"from {report['source']}")
@@ -253,7 +260,7 @@ def import_(capture, output, node, fabric, site):
 
     state = load_capture(capture, node=node)  # CaptureError: exit 2
     if fabric:
-        from slurmkit.health.ibcapture import capture_ports, read_captures
+        from slurmkit.health.ibcapture import Skipped, capture_ports, read_captures
 
         texts = {}
         for f in fabric:
@@ -262,8 +269,13 @@ def import_(capture, output, node, fabric, site):
         devices, notes = read_captures(texts)   # CaptureFormatError (an InputError): exit 2
         hcas = _config(site, None, state.node).expect.get("hcas") if site else None
         state.ib_ports, more = capture_ports(devices, hcas, ", ".join(fabric))
-        state.errors.extend(notes + more)
-        for note in notes + more:   # (what the captures lack: also in the snapshot's errors)
+        skipped = [n for n in notes if isinstance(n, Skipped)]
+        lacking = [n for n in notes + more if not isinstance(n, Skipped)]
+        state.notes.extend(skipped)
+        state.errors.extend(lacking)
+        for note in skipped:   # (a pasted prompt, comment or elision: in the snapshot's notes)
+            click.echo(f"slurmkit: note: {note}", err=True)
+        for note in lacking:   # (what the captures lack: also in the snapshot's errors)
             click.echo(f"slurmkit: warning: {note}", err=True)
     _write(state, output)
 
