@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slurmkit.health.dcgm import (ERROR, SEVERITIES, SEVERITY_CONFIG, SKIP, DiagRun, DiagTest,  # noqa: F401  (the active check's vocabulary)
-                                  parse_diag, read_diag)
+                                  kind_of, parse_diag, read_diag, read_diag_table)
 
 
 @dataclass
@@ -213,7 +213,8 @@ def _run_diag(dcgmi, level: int, timeout_s: float, pidfile: Path | None, source:
 def dcgm_diag(level: int = 1, timeout_s: float = 45.0, *, dcgmi: str | os.PathLike = "/usr/bin/dcgmi",
               capture: str | os.PathLike | None = None, pidfile: str | os.PathLike | None = None) -> DiagReport:
     """Run ``<dcgmi> diag -r <level> -j`` (at most ``timeout_s`` s; the process is killed then)
-    or, when ``capture`` is given, read that recorded output instead (nothing runs).
+    or, when ``capture`` is given, read that recorded output instead (nothing runs): ``dcgmi
+    diag -j`` or the ``-r N`` table (:mod:`slurmkit.health.dcgm`).
 
     The diag runs in its own session (so the deadline kills dcgmi and the nvvs it starts). So that
     it never outlives the hook: while it runs, SIGTERM / SIGINT / SIGHUP (slurmd ending the hook)
@@ -248,7 +249,9 @@ def dcgm_diag(level: int = 1, timeout_s: float = 45.0, *, dcgmi: str | os.PathLi
         if isinstance(text, DiagReport):
             return text
     try:
-        run = read_diag(text, source)
+        # a recorded output may be the diag's table (dcgmi diag -r N without -j): its own reader
+        run = read_diag_table(text, source) if capture is not None and kind_of(text) == "diag-table" \
+            else read_diag(text, source)
     except ValueError as exc:
         return DiagReport(ERROR, message=str(exc), source=source)
     rep = verdict(run.tests, source)

@@ -214,7 +214,8 @@ def parse_diag(text: str, origin: str = "dcgmi") -> list[DiagTest]:
 #: The result column's width for a message piece (``Diag.cpp`` ``DATA_INFO_TAG_LEN``).
 _PIECE = 45
 _STATUS_ROW = re.compile(r"(Pass|Fail|Warn|Skip)(?:\s*-\s*(?:(All)|GPUs?:\s*([\d,\s]+)))?$")
-_ENTITY_ROW = re.compile(r"([A-Za-z]+)(\d+):\s*(Pass|Fail|Warn|Skip)?$")
+_ENTITY_ROW = re.compile(r"([A-Za-z_]+?)(\d+):\s*(Pass|Fail|Warn|Skip)?$")
+_CODE_ROW = re.compile(r"Code: \(\d+\)$")  # 3.x's Diagnostic test under "Warn - All": its return code
 _SECTION = re.compile(r"[+|]-----\s+(.+?)\s+-+\+")
 _BORDER = re.compile(r"\+[-=]+\+[-=]+\+$")
 #: The messages of DCGM's ``DCGM_ERROR_CONFIG`` errors a table may hold (``dcgm_errors.h``
@@ -314,6 +315,8 @@ class _TableReader:
         cur = self.cur
         if cur is None:
             raise DcgmFormatError(self.origin, n, f"a result row before any test: {word!r}")
+        if _CODE_ROW.match(word):
+            return
         m4, m3 = _ENTITY_ROW.match(word), _STATUS_ROW.match(word)
         if m4:
             ent = f"{m4.group(1)}{m4.group(2)}"

@@ -132,3 +132,23 @@ def test_verdict_counts_skips_apart():
     run = read_dcgm((DATA / "dcgm4-h100x8-r3-fail-memory.table.txt").read_text())
     rep = verdict(run.tests, "t")
     assert rep.status == "fail" and rep.reason() == "slurmkit: dcgm_diag: GPU1 memory: fail (Found 2 faulty memory elements on GPU 1)"
+
+
+def test_dcgm3_rows_every_status_and_the_diagnostic_code_row():
+    # the rows DCGM 3.3.9's HelperDisplayGpuResults writes for each outcome (dcgmi/Diag.cpp at
+    # v3.3.9): "Warn - All" then, for the Diagnostic test, its "  Code: (...)" row; "Skip - All"
+    rows = ["|-----  Deployment  --------+------------------------------------------------|",
+            "| Persistence Mode          | Fail                                           |",
+            "| Error                     | Persistence mode for GPU 1 is disabled. Enabl  |",
+            "|                           | e persistence mode by running \"nvidia-smi -i   |",
+            "|                           | <gpuId> -pm 1 \" as root.                       |",
+            "+-----  Hardware  ----------+------------------------------------------------+",
+            "| Diagnostic                | Warn - All                                     |",
+            "|                           |   Code: (000000000000)                         |",
+            "| GPU Memory                | Skip - All                                     |",
+            "+---------------------------+------------------------------------------------+"]
+    run = read_diag_table("\n".join(rows) + "\n", "t")
+    assert [(t.name, t.entity, t.status) for t in run.tests] == [
+        ("Persistence Mode", "GPU1", "warn"), ("Diagnostic", "*", "warn"), ("GPU Memory", "*", "skip")]
+    assert run.tests[0].warnings == ['Persistence mode for GPU 1 is disabled. Enable persistence mode by running '
+                                     '"nvidia-smi -i <gpuId> -pm 1 " as root.'] and run.notes == []
