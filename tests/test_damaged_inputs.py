@@ -224,6 +224,12 @@ CASES = [
          "corpus:nvidia-smi-q/dual_a5000-v13.xml"),
     Case("health-import", ("health", "import", "{damaged}", "-o", "{out}/snap.json"),
          "corpus:nvidia-smi-q/tesla-t4.xml"),
+    Case("health-diag-table", ("health", "diag", "--from", "{damaged}"),
+         "corpus:fabric/DCGM-253_diag_v4.2.3-format_software-per-GPU-Pass.TRUNCATED.txt"),
+    Case("health-diag-json", ("health", "diag", "--from", "{damaged}"), "repo:tests/health/dcgmi/dcgm4-h100x8-r3-pass.json",
+         damages=JSONS),
+    Case("health-diag-health", ("health", "diag", "--from", "{damaged}"),
+         "corpus:fabric/dcgmi/DCGM-263_health-c-j_output_Overall-Healthy.json.txt"),
     Case("health-import-fabric", ("health", "import", "{corpus}/nvidia-smi-q/dual_a5000-v13.xml", "-o",
                                   "{out}/snap.json", "--fabric", "{damaged}"), "corpus:fabric/ibstat.47.0.a100.all.active.0"),
     # -- topology

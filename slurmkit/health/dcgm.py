@@ -384,7 +384,7 @@ def read_diag_table(text: str, origin: str = "dcgmi") -> DiagRun:
     the version and driver from the Metadata rows, ``kind`` "diag-table". Lines outside the table
     (a shell prompt, ``Successfully ran diagnostic for group.``, kubectl's notes) are ignored.
     Raises :class:`DcgmFormatError` (file:line) for a row whose result is no status word, a
-    message row before any test, or text without a table row."""
+    message row before any test, text without a table row, or a table without a test result."""
     rd = _TableReader(origin)
     for n, line in enumerate(text.splitlines(), 1):
         s = line.strip()
@@ -395,6 +395,8 @@ def read_diag_table(text: str, origin: str = "dcgmi") -> DiagRun:
         raise DcgmFormatError(origin, 1, "no dcgmi diag table row ('| <test> | <result> |')")
     out = rd.out
     out.tests = [r for t in rd.tests for r in t.results()]
+    if not out.tests:
+        raise DcgmFormatError(origin, rd.last_n, "the table holds no test result (cut before its first test)")
     for r in out.tests:
         if r.status == "fail" and r.config_only:
             r.status = "warn"  # a setting of the node (as read_diag's severity rule)
