@@ -62,6 +62,7 @@ class DcgmFormatError(InputError):
     """A DCGM output that cannot be read: ``file:line: message`` (line None when not about one
     line). CLI exit status 2."""
 
+
 #: The status words of a :class:`~slurmkit.health.active.DiagReport` beyond the checks' pass / warn / fail.
 SKIP, ERROR = "skip", "error"
 _STATUS = {"pass": "pass", "fail": "fail", "warn": "warn", "warning": "warn", "skip": SKIP, "skipped": SKIP,
@@ -255,7 +256,8 @@ def _cell(line: str) -> tuple[str, str] | None:
 
 
 def _gpus_in(text: str) -> list[str]:
-    return [f"GPU{g}" for g in re.findall(r"\bGPU ?(\d+)\b", text)]
+    """The GPUs a message names (``GPU 0``, ``GPU0``), each once, in order."""
+    return list(dict.fromkeys(f"GPU{g}" for g in re.findall(r"\bGPU ?(\d+)", text)))
 
 
 class _TableReader:

@@ -152,3 +152,12 @@ def test_dcgm3_rows_every_status_and_the_diagnostic_code_row():
         ("Persistence Mode", "GPU1", "warn"), ("Diagnostic", "*", "warn"), ("GPU Memory", "*", "skip")]
     assert run.tests[0].warnings == ['Persistence mode for GPU 1 is disabled. Enable persistence mode by running '
                                      '"nvidia-smi -i <gpuId> -pm 1 " as root.'] and run.notes == []
+
+
+def test_dcgm2_table_fail_all_with_a_warning_cut_by_the_reporter():
+    run = read_diag_table((DATA / "dcgm2-r2-table-pcie-fail-all-nvlink-down.excerpt.txt").read_text(), "p")
+    assert [(t.name, t.entity, t.status) for t in run.tests] == [("PCIe", "GPU0", "fail")]
+    assert run.tests[0].warnings[0].startswith("GPU 0GPU 0's NvLink link 0 is currently down Run a field diagnostic on "
+                                               "the GPU., GPU 0GPU 0's NvLink link 1 is currently down Run a field")
+    assert run.notes == ["p:11: the table stops without its closing border (the output is cut): judged on the rows "
+                         "it holds"]
