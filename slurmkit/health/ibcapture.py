@@ -287,35 +287,52 @@ def parse_ibv_devinfo(text: str, origin: str = "ibv_devinfo") -> tuple[dict, lis
 CARRIER = {"up": (4, "ACTIVE"), "down": (1, "DOWN")}
 
 
+#: ``ibdev2netdev -v``: ``<pci> <hca> (<device id> - <part id>) <description> fw <version> port <n>
+#: (<STATE>) ==> <netdev> (Up|Down)`` (mlnx-tools' ``print_verbose_info``; the state padded to 6).
+_VERBOSE = re.compile(r"(?:[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d\s+)?(?P<hca>\S+)\s+\(.*\bport\s+"
+                      r"(?P<port>\d+)\s+\((?P<state>\w+)\s*\)\s+==>\s+(?P<netdev>\S+)\s+\((?P<word>\w+)\)"
+                      r"(?:\s+\(\S+\))?$")
+_PLAIN = re.compile(r"(?P<hca>\S+)\s+port\s+(?P<port>\d+)\s+==>\s+(?P<netdev>\S+)(?:\s+\((?P<word>\w+)\))?$")
+
+
 def _ipoib(netdev: str) -> bool:
     return netdev.startswith("ib")
 
 
 def parse_ibdev2netdev(text: str, origin: str = "ibdev2netdev") -> tuple[dict, list[str]]:
-    """``{hca: {port: {"netdev", "netdev_up", "carrier_state"}}}`` from ``ibdev2netdev``
-    (``mlx5_0 port 1 ==> ibp24s0 (Up)``; ``| column -t`` spacing, a trailing ``# comment`` cut),
-    pasted or not (:func:`paste_lines`); ``carrier_state`` (:data:`CARRIER`): the port's state as
-    its ``(Up)`` / ``(Down)`` gives it, absent for ``(NA)`` and for ``(Down)`` on an IPoIB netdev
-    (the notes name those ports). Raises :class:`CaptureFormatError` for any other line."""
+    """``{hca: {port: {"netdev", "netdev_up", "carrier_state", "state"}}}`` from ``ibdev2netdev``
+    (``mlx5_0 port 1 ==> ibp24s0 (Up)``; ``| column -t`` spacing, a trailing ``# comment`` cut)
+    or ``ibdev2netdev -v`` (:data:`_VERBOSE`: ``state`` is the port's own, ``(ACTIVE)``), pasted
+    or not (:func:`paste_lines`); ``carrier_state`` (:data:`CARRIER`): the port's state as its
+    ``(Up)`` / ``(Down)`` gives it, absent for ``(NA)`` and for ``(Down)`` on an IPoIB netdev (the
+    notes name those ports when ``-v`` gives no state). Raises :class:`CaptureFormatError` for any
+    other line."""
     devices: dict = {}
     lines, notes = paste_lines(text, origin)
     ipoib_down = []
     for n, line in lines:
         s = line.strip()
-        m = re.match(r"(\S+)\s+port\s+(\d+)\s+==>\s+(\S+)(?:\s+\((\w+)\))?$", s)
-        if not m:
-            raise CaptureFormatError(origin, n, f"want '<hca> port <n> ==> <netdev> (Up|Down)', got {s!r}")
-        word, netdev = (m.group(4) or "").lower(), m.group(3)
+        m = _PLAIN.match(s)
+        v = None if m else _VERBOSE.match(s)
+        if v:  # -v: the port's own state is printed too
+            m = v
+        elif not m:
+            raise CaptureFormatError(origin, n, f"want '<hca> port <n> ==> <netdev> (Up|Down)' (or ibdev2netdev "
+                                                f"-v's '<pci> <hca> (<ids>) ... port <n> (<STATE>) ==> ...'), "
+                                                f"got {s!r}")
+        word, netdev, hca, port = (m["word"] or "").lower(), m["netdev"], m["hca"], int(m["port"])
         rec = {"netdev": netdev, "netdev_up": word == "up"}
+        if v and _word(STATES, v["state"]):
+            rec["state"] = _word(STATES, v["state"])
         if word == "up" or word == "down" and not _ipoib(netdev):
             rec["carrier_state"] = CARRIER[word]
-        elif word == "down":
-            ipoib_down.append(f"{m.group(1)}/{m.group(2)}")
-        devices.setdefault(m.group(1), {})[int(m.group(2))] = rec
+        elif word == "down" and "state" not in rec:
+            ipoib_down.append(f"{hca}/{port}")
+        devices.setdefault(hca, {})[port] = rec
     if ipoib_down:
         notes.append(f"{origin}: {', '.join(ipoib_down)}: (Down) is the carrier of an IPoIB interface, not the "
                      "InfiniBand port's state (an IPoIB interface not brought up reads Down over an ACTIVE "
-                     "port): their state is not judged without ibstat or ibv_devinfo")
+                     "port): their state is not judged without ibstat, ibv_devinfo or ibdev2netdev -v")
     return devices, notes
 
 

@@ -52,8 +52,8 @@ def test_ibv_devinfo_plain_and_verbose_and_ibdev2netdev():
                                     "rate_gbps": 100.0}  # 2X at 50.0 Gbps
     nd, _ = parse_ibdev2netdev((DATA / "ibdev2netdev.dgx-h100.txt").read_text())
     assert nd["mlx5_10"][1] == {"netdev": "ibp220s0", "netdev_up": True, "carrier_state": (4, "ACTIVE")} and len(nd) == 11
-    assert [kind_of(p.read_text()) for p in sorted(DATA.glob("*.txt"))] == ["ibdev2netdev", "ibstat", "ibv_devinfo",
-                                                                             "ibv_devinfo"]
+    assert [kind_of(p.read_text()) for p in sorted(DATA.glob("*.txt"))] == [
+        "ibdev2netdev", "ibdev2netdev", "ibdev2netdev", "ibstat", "ibv_devinfo", "ibv_devinfo"]
     with pytest.raises(CaptureFormatError, match=r"x.txt:2: want '<hca> port <n> ==> <netdev>"):
         parse_ibdev2netdev("mlx5_0 port 1 ==> ibp24s0 (Up)\nmlx5_1 port one\n", "x.txt")
 
@@ -230,3 +230,16 @@ def test_check_sysfs_without_a_site_judges_every_port_on_its_state(tmp_path):
     rep = json.loads(r.output)
     assert r.exit_code == 1 and _ports(rep) == [("mlx5_0/1", "pass", "ACTIVE/LinkUp"),
                                                 ("mlx5_1/1", "fail", "down (DOWN/Disabled)")]
+
+
+def test_ibdev2netdev_verbose_gives_the_port_s_own_state_and_shows_an_ipoib_carrier_down_over_active():
+    # the same node's plain and -v outputs (tests/health/fabric/README.md): ib1 reads (Down) while its
+    # port is ACTIVE, so the plain (Down) of an IPoIB netdev is not judged as the port's state
+    plain, notes = parse_ibdev2netdev((DATA / "ibdev2netdev.ib-sriov-cni.txt").read_text(), "p")
+    assert plain["mlx5_1"][1] == {"netdev": "ib1", "netdev_up": False} and "p: mlx5_1/1: (Down)" in notes[1]
+    verbose, notes = parse_ibdev2netdev((DATA / "ibdev2netdev-v.ib-sriov-cni.txt").read_text(), "v")
+    assert verbose["mlx5_1"][1] == {"netdev": "ib1", "netdev_up": False, "state": (4, "ACTIVE")}
+    assert {h: p[1]["state"][1] for h, p in verbose.items()} == {"mlx5_0": "ACTIVE", "mlx5_1": "ACTIVE",
+                                                                "mlx5_2": "DOWN", "mlx5_3": "DOWN",
+                                                                "mlx5_4": "DOWN", "mlx5_5": "DOWN"}
+    assert notes == ["v: skipped 1 line that is not the tool's output: 1 (command or comment '# ibdev2netdev -v')"]
