@@ -232,7 +232,7 @@ def test_check_sysfs_without_a_site_judges_every_port_on_its_state(tmp_path):
                                                 ("mlx5_1/1", "fail", "down (DOWN/Disabled)")]
 
 
-def test_ibdev2netdev_verbose_gives_the_port_s_own_state_and_shows_an_ipoib_carrier_down_over_active():
+def test_ibdev2netdev_verbose_gives_the_port_s_own_state_and_shows_an_ipoib_carrier_down_over_active(tmp_path):
     # the same node's plain and -v outputs (tests/health/fabric/README.md): ib1 reads (Down) while its
     # port is ACTIVE, so the plain (Down) of an IPoIB netdev is not judged as the port's state
     plain, notes = parse_ibdev2netdev((DATA / "ibdev2netdev.ib-sriov-cni.txt").read_text(), "p")
@@ -243,3 +243,8 @@ def test_ibdev2netdev_verbose_gives_the_port_s_own_state_and_shows_an_ipoib_carr
                                                                 "mlx5_2": "DOWN", "mlx5_3": "DOWN",
                                                                 "mlx5_4": "DOWN", "mlx5_5": "DOWN"}
     assert notes == ["v: skipped 1 line that is not the tool's output: 1 (command or comment '# ibdev2netdev -v')"]
+    r, snap = _import(tmp_path, DATA / "ibdev2netdev-v.ib-sriov-cni.txt")
+    code, rep = _check(snap)
+    # the VFs' ports are DOWN; no site expects a link layer, so its absence from ibdev2netdev is not own trouble
+    assert code == 1 and rep["errors"] == [] and [p[:2] for p in _ports(rep)] == [
+        ("mlx5_0/1 ib0", "pass"), ("mlx5_1/1 ib1", "pass"), *[(f"mlx5_{i}/1 ib{i}", "fail") for i in range(2, 6)]]
