@@ -1,8 +1,8 @@
-"""``slurmkit health``: check this node's GPUs (live or from a capture), record snapshots, import
-``nvidia-smi -q -x`` / ``-q`` captures.
+"""``slurmkit health``: check this node's GPUs (live or from a capture), run or replay DCGM's diag,
+record snapshots, import ``nvidia-smi -q -x`` / ``-q`` captures.
 
-Exit codes of ``health check``: 0 pass or warn, 1 fail (hardware evidence, NVML timeout),
-2 unreadable input or slurmkit's own trouble.
+Exit codes of ``health check`` and ``health diag``: 0 pass or warn, 1 fail (hardware evidence,
+NVML timeout, a diag that overran), 2 unreadable input or slurmkit's own trouble.
 """
 
 from __future__ import annotations
@@ -108,12 +108,17 @@ def check(ctx, source, as_json, before_job, site, expect_gpus, kernel_log, kmsg_
         except SourceError:
             pass  # read_state below says what is wrong with it
     cfg = _config(site, expect_gpus, node or hostname())
+    fabric = spec_of(cfg.expect)
+    if sysfs and not cfg.expect.get("hcas"):  # no site's HCAs: every port there, judged on its state
+        from slurmkit.health.fabric import sysfs_hcas
+
+        fabric = {"fabric_manager": False, "gpudirect_rdma": False, **(fabric or {}), "hcas": sysfs_hcas(sysfs)}
     try:
         state = read_state(source or "live", total_deadline_s=deadline or cfg.deadline_s,
                            per_call_deadline_s=min(cfg.per_call_deadline_s, deadline or cfg.deadline_s),
                            before_job=before_job, thresholds=cfg.thresholds,
                            kmsg_cursor=kmsg_cursor if not source else None, node=node,
-                           fabric=spec_of(cfg.expect), sysfs=sysfs)
+                           fabric=fabric, sysfs=sysfs)
         if kernel_log:
             from slurmkit.health.kmsg import parse_log
 
@@ -153,9 +158,63 @@ def _print_report(report: dict, verbose: bool) -> None:
         click.echo(f"{r['status'].upper():5} {r['check']:28} {where:22} {r['value']}{limit}{msg}")
     for e in report.get("errors", []):
         click.echo(f"ERROR {e}")
+    for note in report.get("notes", []):
+        click.echo(f"NOTE  {note}")
     n = {s: sum(1 for r in report["results"] if r["status"] == s) for s in ("pass", "warn", "fail")}
     click.echo(f"{report['node']}: {report['status']} ({n['pass']} pass, {n['warn']} warn, {n['fail']} fail) "
                f"from {report['source']}")
+
+
+@cli.command("diag")
+@click.option("--from", "source", metavar="FILE",
+              help="Replay a DCGM output instead of running dcgmi: dcgmi diag -j or its -r table (DCGM 3 or 4), "
+                   "dcgmi health -c -j, dcgmi nvlink --link-status.")
+@click.option("--level", type=click.IntRange(1, 4), default=1, show_default=True,
+              help="Live: dcgmi diag -r level (1: seconds; 2-4 take minutes to hours).")
+@click.option("--timeout", "timeout_s", type=float, default=45.0, show_default=True,
+              help="Live: seconds before the diag is killed (and fails).")
+@click.option("--dcgmi", default="/usr/bin/dcgmi", show_default=True, help="Live: DCGM's CLI.")
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
+@click.option("-v", "--verbose", is_flag=True, help="Also list passing results.")
+@click.pass_context
+def diag(ctx, source, level, timeout_s, dcgmi, as_json, verbose):
+    """Run DCGM's diag (dcgmi diag -r LEVEL -j) or replay a DCGM output: a verdict per test per GPU
+    (exit 0 pass/warn, 1 fail, 2 unreadable input or no result)."""
+    from slurmkit.health.active import dcgm_diag, verdict
+
+    as_json = want_json(ctx, as_json)
+    notes, version, driver, kind = [], "", "", "diag-json"
+    if source:
+        from slurmkit.health.dcgm import read_dcgm
+
+        with InputError.reading(source, "a DCGM output (dcgmi diag, health -c -j or nvlink --link-status)"):
+            text = Path(source).read_text(encoding="utf-8", errors="replace")  # dcgmi prints ASCII
+        run = read_dcgm(text, source)  # DcgmFormatError (an InputError): exit 2, file:line
+        report = verdict(run.tests, source)
+        report.check = {"health": "dcgm_health", "nvlink": "dcgm_nvlink"}.get(run.kind, "dcgm_diag")
+        notes, version, driver, kind = run.notes, run.version, run.driver_version, run.kind
+    else:
+        report = dcgm_diag(level, timeout_s, dcgmi=dcgmi)
+        version = report.dcgm_version
+    if as_json:
+        click.echo(json.dumps({
+            "source": report.source, "kind": kind, "check": report.check, "status": report.status,
+            "message": report.message, "dcgm_version": version, "driver_version": driver, "notes": notes,
+            "results": [{"test": t.name, "entity": t.entity, "gpu_index": t.gpu_index, "status": t.status,
+                         "dcgm_status": t.dcgm_status, "warnings": t.warnings, "severities": t.severities,
+                         "error_ids": t.error_ids} for t in report.tests]}, indent=2))
+    else:
+        for t in report.tests:
+            if verbose or t.status != "pass":
+                why = f"  {t.warnings[0]}" if t.warnings else ""
+                click.echo(f"{t.status.upper():5} {report.check:12} {t.entity:10} {t.name:28}{why}")
+        for note in notes:
+            click.echo(f"NOTE  {note}")
+        n = {st: sum(1 for t in report.tests if t.status == st) for st in ("pass", "warn", "fail", "skip")}
+        ver = f", DCGM {version}" if version else ""
+        click.echo(f"{report.check}: {report.status} ({n['pass']} pass, {n['warn']} warn, {n['fail']} fail, "
+                   f"{n['skip']} skip{ver}) from {report.source}: {report.message}")
+    sys.exit({"pass": 0, "warn": 0, "fail": 1}.get(report.status, 2))
 
 
 @cli.command("snapshot")
@@ -201,7 +260,7 @@ def import_(capture, output, node, fabric, site):
 
     state = load_capture(capture, node=node)  # CaptureError: exit 2
     if fabric:
-        from slurmkit.health.ibcapture import capture_ports, read_captures
+        from slurmkit.health.ibcapture import Skipped, capture_ports, read_captures
 
         texts = {}
         for f in fabric:
@@ -210,8 +269,13 @@ def import_(capture, output, node, fabric, site):
         devices, notes = read_captures(texts)   # CaptureFormatError (an InputError): exit 2
         hcas = _config(site, None, state.node).expect.get("hcas") if site else None
         state.ib_ports, more = capture_ports(devices, hcas, ", ".join(fabric))
-        state.errors.extend(notes + more)
-        for note in notes + more:   # (what the captures lack: also in the snapshot's errors)
+        skipped = [n for n in notes if isinstance(n, Skipped)]
+        lacking = [n for n in notes + more if not isinstance(n, Skipped)]
+        state.notes.extend(skipped)
+        state.errors.extend(lacking)
+        for note in skipped:   # (a pasted prompt, comment or elision: in the snapshot's notes)
+            click.echo(f"slurmkit: note: {note}", err=True)
+        for note in lacking:   # (what the captures lack: also in the snapshot's errors)
             click.echo(f"slurmkit: warning: {note}", err=True)
     _write(state, output)
 

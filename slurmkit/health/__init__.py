@@ -20,4 +20,6 @@ on every job):
 * :mod:`slurmkit.health.services`  fabric manager and GPUDirect RDMA module checks
 * :mod:`slurmkit.health.baseline`  counters kept between runs (for the "rose since" checks)
 * :mod:`slurmkit.health.active`  the active check: ``dcgmi diag`` (run or replayed)
+* :mod:`slurmkit.health.dcgm`    DCGM's outputs (``dcgmi diag`` JSON and tables, ``dcgmi health``,
+  ``dcgmi nvlink``): one reader each
 """

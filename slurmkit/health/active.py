@@ -6,93 +6,21 @@ Heavier than reading counters (``-r 1`` takes seconds to a minute and uses the G
 never runs inside a job's prolog: the healthcheck hook runs it before slurmkit resumes a node it
 drained, and the node comes back only when it passes (:mod:`slurmkit.hooks.gate`).
 
-:func:`read_diag` reads the JSON ``dcgmi diag -j`` prints, as DCGM's own writer
-(``dcgmi/Diag.cpp``) and schema (``testing/python3/dcgm_diag_schema.json``) have it:
-
-- DCGM 3.x: ``{"DCGM GPU Diagnostic": {"test_categories": [{"category", "tests": [{"name",
-  "results": [{"gpu_id": "1", "status": "Pass|Fail|Skip", "warnings": [{"warning",
-  "error_id", "error_category", "error_severity"}], "info"}]}]}]}, "version", "Driver Version
-  Detected", ...}``; the Deployment tests have one result for all GPUs (``gpu_id`` only when an
-  error names one, its warnings' text under ``"warnings"``: 3.x's writer used that key);
-- DCGM 4.x: ``{"DCGM Diagnostic": {"test_categories": [... "results": [{"entity_group": "GPU",
-  "entity_group_id": 1, "entity_id": 0, "status", "warnings", "info"}], "test_summary":
-  {"status"}]}, "entity_groups": [...], "metadata": {"version", "Driver Version Detected"}}``;
-  ``{"DCGM Diagnostic": {"runtime_error": ...}}`` when the diag could not run; ``{"iterations":
-  [...]}`` for ``-n``.
-
-DCGM writes a warned result as ``Fail`` and a result it did not run not at all (or ``Not
-Run``); the severity of each warning (``dcgmErrorSeverity_t`` in ``dcgm_errors.h``) says what
-it means: a failed result whose warnings are all ``DCGM_ERROR_CONFIG`` (5, "this error can be
-configured": persistence mode disabled, CUDA environment variables, ECC off) is a setting of the
-node, so it warns naming the setting; any other severity (``ISOLATE`` 2, ``RESET`` 6, ...) or
-none stays a fail. :func:`dcgm_diag` runs ``dcgmi`` (or reads a recorded output, for replay and
+The diag's output is read by :func:`slurmkit.health.dcgm.read_diag` (``dcgmi diag -j``, DCGM
+3.x and 4.x; the module holds DCGM's every format, the severity rule included) and folded by
+:func:`verdict`. :func:`dcgm_diag` runs ``dcgmi`` (or reads a recorded output, for replay and
 tests) under a timeout and folds the results into a :class:`DiagReport`. Standard library only.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: The status words of a :class:`DiagReport` beyond the checks' pass / warn / fail.
-SKIP, ERROR = "skip", "error"
-_STATUS = {"pass": "pass", "fail": "fail", "warn": "warn", "warning": "warn", "skip": SKIP, "skipped": SKIP,
-           "not run": SKIP}
-
-#: ``dcgmErrorSeverity_t`` (DCGM ``dcgmlib/dcgm_errors.h``): severity number -> name.
-SEVERITIES = {0: "NONE", 1: "MONITOR", 2: "ISOLATE", 3: "UNKNOWN", 4: "TRIAGE", 5: "CONFIG", 6: "RESET"}
-SEVERITY_CONFIG = 5  # DCGM_ERROR_CONFIG: "This error can be configured"
-
-
-@dataclass
-class DiagTest:
-    """One test result: ``name`` (``GPU Memory``, ``pcie``, ``software``...), ``entity``
-    (``GPU1``, ``Switch0``: DCGM's entity group and id; ``*`` for a result about every GPU),
-    ``status`` (pass | warn | fail | skip, after :func:`read_diag`'s severity rule), the
-    ``warnings`` dcgmi gave (text), their ``severities`` (``error_severity``, None where dcgmi
-    gave none) and ``error_ids`` (``dcgmError_t``), and ``dcgm_status`` (the status word dcgmi
-    printed, e.g. ``Fail`` for a configuration warning)."""
-
-    name: str
-    entity: str
-    status: str
-    warnings: list[str] = field(default_factory=list)
-    severities: list = field(default_factory=list)
-    error_ids: list = field(default_factory=list)
-    dcgm_status: str = ""
-
-    @property
-    def gpu_index(self) -> int | None:
-        """The GPU's DCGM id (NVML index) for a ``GPU<n>`` entity, else None."""
-        return int(self.entity[3:]) if self.entity.startswith("GPU") and self.entity[3:].isdigit() else None
-
-    @property
-    def config_only(self) -> bool:
-        """True when every warning carries DCGM_ERROR_CONFIG severity (a setting of the node)."""
-        return bool(self.severities) and all(s == SEVERITY_CONFIG for s in self.severities)
-
-    def describe(self) -> str:
-        where = f"{self.entity} " if self.entity != "*" else ""
-        text = f"{where}{self.name}: {self.status}"
-        if self.status == "warn" and self.config_only:
-            return text + f" (setting, DCGM severity CONFIG: {self.warnings[0]})"
-        return text + (f" ({self.warnings[0]})" if self.warnings else "")
-
-
-@dataclass
-class DiagRun:
-    """What one ``dcgmi diag -j`` output holds: its ``tests`` (:class:`DiagTest`, one per
-    result), ``version`` (DCGM's, from ``metadata`` / the 3.x top level; "" when absent),
-    ``driver_version`` ("Driver Version Detected") and ``entities`` (``GPU0`` -> ``{"device_id",
-    "serial_num"}`` from DCGM 4's ``entity_groups``)."""
-
-    tests: list[DiagTest]
-    version: str = ""
-    driver_version: str = ""
-    entities: dict = field(default_factory=dict)
+from slurmkit.health.dcgm import (ERROR, SEVERITIES, SEVERITY_CONFIG, SKIP, DiagRun, DiagTest,  # noqa: F401  (the active check's vocabulary)
+                                  kind_of, parse_diag, read_diag, read_diag_table)
 
 
 @dataclass
@@ -124,88 +52,6 @@ class DiagReport:
         extra = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
         return fit_reason(f"slurmkit: {self.check}: {bad[0].describe()}{extra}")
 
-
-def _warnings(r: dict) -> tuple[list[str], list, list]:
-    """(texts, severities, error ids) of a result's ``warnings``."""
-    texts, sevs, ids = [], [], []
-    for w in r.get("warnings") or []:
-        sev = eid = None
-        if isinstance(w, dict):
-            sev, eid = w.get("error_severity"), w.get("error_id")
-            # 4.x and 3.x per-GPU tests: "warning"; 3.x Deployment tests: "warnings" (its writer's key)
-            text = w.get("warning", w.get("warnings", w.get("message")))
-            w = text if isinstance(text, str) else json.dumps(w)
-        texts.append(" ".join(str(w).split()))
-        sevs.append(sev if isinstance(sev, int) and not isinstance(sev, bool) else None)
-        ids.append(eid if isinstance(eid, int) and not isinstance(eid, bool) else None)
-    return texts, sevs, ids
-
-
-def _entity(r: dict) -> str:
-    if "entity_id" in r:
-        return f"{r.get('entity_group', 'GPU')}{r['entity_id']}"
-    ids = str(r.get("gpu_ids", r.get("gpu_id", "*")))
-    return f"GPU{ids}" if ids.isdigit() else "*"
-
-
-def _one_doc(doc: dict, origin: str, out: DiagRun) -> None:
-    diag = doc.get("DCGM Diagnostic", doc.get("DCGM GPU Diagnostic"))
-    if not isinstance(diag, dict):
-        raise ValueError(f"{origin}: not dcgmi diag output (no 'DCGM Diagnostic' or 'DCGM GPU Diagnostic')")
-    if diag.get("runtime_error"):
-        raise ValueError(f"{origin}: dcgmi diag could not run: {' '.join(str(diag['runtime_error']).split())}")
-    cats = diag.get("test_categories")
-    if not isinstance(cats, list):
-        raise ValueError(f"{origin}: no 'test_categories' in the diag output")
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else doc
-    out.version = out.version or str(meta.get("version") or diag.get("version") or "")
-    out.driver_version = out.driver_version or str(meta.get("Driver Version Detected") or "")
-    for grp in doc.get("entity_groups") or []:
-        for e in (grp.get("entities") or []) if isinstance(grp, dict) else []:
-            if isinstance(e, dict) and "entity_id" in e:
-                out.entities[f"{grp.get('entity_group', 'GPU')}{e['entity_id']}"] = {
-                    k: e[k] for k in ("device_id", "serial_num") if k in e}
-    for cat in cats:
-        for t in (cat.get("tests") or []) if isinstance(cat, dict) else []:
-            name = str(t.get("name", "?"))
-            for r in t.get("results") or []:  # a test DCGM did not run has no results
-                word = str(r.get("status", "")).strip()
-                status = _STATUS.get(word.lower())
-                if status is None:
-                    raise ValueError(f"{origin}: test {name!r}: unknown status {r.get('status')!r}")
-                texts, sevs, ids = _warnings(r)
-                test = DiagTest(name, _entity(r), status, texts, sevs, ids, word)
-                if status == "fail" and test.config_only:
-                    test.status = "warn"  # a setting of the node (DCGM_ERROR_CONFIG), not the hardware
-                out.tests.append(test)
-
-
-def read_diag(text: str, origin: str = "dcgmi") -> DiagRun:
-    """The results, DCGM version and entities in ``dcgmi diag -j`` output ``text`` (DCGM 3.x or
-    4.x, any text around the JSON ignored; see the module docstring). Raises ValueError naming
-    ``origin`` for output without such a document: no JSON, bad JSON, another document, an
-    unknown status word, or DCGM's ``runtime_error`` (the diag did not run)."""
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end < start:
-        raise ValueError(f"{origin}: no JSON in the output: {' '.join(text.split())[:160]!r}")
-    try:
-        doc = json.loads(text[start:end + 1])
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{origin}: bad JSON: {exc.msg} (line {exc.lineno})") from None
-    if not isinstance(doc, dict):
-        raise ValueError(f"{origin}: want a JSON object")
-    out = DiagRun([])
-    docs = doc.get("iterations") if isinstance(doc.get("iterations"), list) else [doc]  # dcgmi diag -n N
-    for d in docs:
-        if not isinstance(d, dict):
-            raise ValueError(f"{origin}: an iteration is not a JSON object")
-        _one_doc(d, origin, out)
-    return out
-
-
-def parse_diag(text: str, origin: str = "dcgmi") -> list[DiagTest]:
-    """The test results of :func:`read_diag` (raises as it does)."""
-    return read_diag(text, origin).tests
 
 
 def verdict(tests: list[DiagTest], source: str) -> DiagReport:
@@ -367,7 +213,8 @@ def _run_diag(dcgmi, level: int, timeout_s: float, pidfile: Path | None, source:
 def dcgm_diag(level: int = 1, timeout_s: float = 45.0, *, dcgmi: str | os.PathLike = "/usr/bin/dcgmi",
               capture: str | os.PathLike | None = None, pidfile: str | os.PathLike | None = None) -> DiagReport:
     """Run ``<dcgmi> diag -r <level> -j`` (at most ``timeout_s`` s; the process is killed then)
-    or, when ``capture`` is given, read that recorded output instead (nothing runs).
+    or, when ``capture`` is given, read that recorded output instead (nothing runs): ``dcgmi
+    diag -j`` or the ``-r N`` table (:mod:`slurmkit.health.dcgm`).
 
     The diag runs in its own session (so the deadline kills dcgmi and the nvvs it starts). So that
     it never outlives the hook: while it runs, SIGTERM / SIGINT / SIGHUP (slurmd ending the hook)
@@ -402,7 +249,9 @@ def dcgm_diag(level: int = 1, timeout_s: float = 45.0, *, dcgmi: str | os.PathLi
         if isinstance(text, DiagReport):
             return text
     try:
-        run = read_diag(text, source)
+        # a recorded output may be the diag's table (dcgmi diag -r N without -j): its own reader
+        run = read_diag_table(text, source) if capture is not None and kind_of(text) == "diag-table" \
+            else read_diag(text, source)
     except ValueError as exc:
         return DiagReport(ERROR, message=str(exc), source=source)
     rep = verdict(run.tests, source)

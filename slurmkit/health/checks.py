@@ -717,13 +717,18 @@ def timeout_report(node: str, source: str, exc) -> dict:
 def evaluate(state: NodeState, config: HealthConfig, *, before_job: bool = False) -> dict:
     """Run the checks and return the report dict:
     ``{"node", "source", "status", "results": [{check, status, gpu_index, uuid, pci_bus_id,
-    value, limit, message}], "errors": [...]}``."""
+    value, limit, message}], "errors": [...]}``, and ``"notes": [...]`` when the state has
+    notes (what its captures left out as not their tool's output,
+    :attr:`~slurmkit.health.state.NodeState.notes`)."""
     results = run_checks(state, config, before_job=before_job)
     errors = own_trouble(state, config)
-    return {
+    report = {
         "node": state.node,
         "source": state.source,
         "status": overall(results, errors),
         "results": [asdict(r) for r in results],
         "errors": errors,
     }
+    if state.notes:
+        report["notes"] = list(state.notes)
+    return report

@@ -286,6 +286,23 @@ def _read_netdev(tree: _Tree, dev: str, profile_name: str, pci: str | None, expe
     return port
 
 
+def state_only_hcas(names) -> list[dict]:
+    """HCAs ``names`` (``mlx5_0``, ...) as :func:`read_ib_ports` takes them when no site profile
+    says what to expect: each a compute HCA judged on its ports' state only (no link layer, rate
+    or PCI address expected)."""
+    return [{"device": h, "link_layer": None, "rate_gbps": None, "role": "compute", "pci": None} for h in names]
+
+
+def sysfs_hcas(sysfs) -> list[dict]:
+    """:func:`state_only_hcas` of every HCA under ``<sysfs>/class/infiniband`` (none when the
+    directory is absent or unreadable)."""
+    try:
+        names = sorted(os.listdir(os.path.join(os.fspath(sysfs), "class", "infiniband")))
+    except OSError:
+        names = []
+    return state_only_hcas(names)
+
+
 def spec_of(expect: dict) -> dict | None:
     """What :func:`read_node_fabric` reads for a config's ``expect``: ``{"hcas": [...],
     "fabric_manager": bool, "gpudirect_rdma": bool}``; None when there is nothing to read. The

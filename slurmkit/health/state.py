@@ -203,6 +203,10 @@ class NodeState:
     xids: list[Xid] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     timestamp: str = ""
+    #: what was left out of the captures this state was read from, not being their tool's
+    #: output (``health import --fabric``: a pasted shell prompt, comment or ``...`` elision):
+    #: said with the verdict, never own trouble.
+    notes: list[str] = field(default_factory=list)
     #: InfiniBand / RoCE ports of the profile's HCAs (:func:`slurmkit.health.fabric.read_ib_ports`;
     #: None: not read, so not judged).
     ib_ports: list[dict] | None = None
@@ -238,6 +242,7 @@ class NodeState:
             "pci_devices": self.pci_devices,
             "xids": [x.__dict__ for x in self.xids],
             "errors": list(self.errors),
+            "notes": list(self.notes),
             "ib_ports": self.ib_ports,
             "services": self.services,
             "gpus": [{
@@ -268,6 +273,7 @@ class NodeState:
                    init_rc=str(data.get("init_rc", RC_SUCCESS)), driver_version=data.get("driver_version"),
                    gpu_count=data.get("gpu_count"), gpus=gpus, pci_devices=data.get("pci_devices"),
                    xids=xids, errors=list(data.get("errors", [])), timestamp=str(data.get("timestamp", "")),
+                   notes=[str(x) for x in data.get("notes") or []],
                    ib_ports=_ports(data.get("ib_ports")),
                    services=data["services"] if isinstance(data.get("services"), dict) else None)
 

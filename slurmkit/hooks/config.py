@@ -31,7 +31,7 @@ Keys (all optional except ``slurm_conf``)::
     [nodes.n3]                            # per node: where its GPU state comes from
     snapshot = "/path/to/n3.json"         # replay a recorded snapshot (default: live NVML)
     sysfs = "/path/to/n3-sys"             # with a snapshot: read InfiniBand ports under this root
-    dcgm_diag = "/path/to/n3-diag.json"   # replay a recorded `dcgmi diag -j` output
+    dcgm_diag = "/path/to/n3-diag.json"   # replay a recorded `dcgmi diag -j` output (or its -r N table)
     nccl_allreduce = "/path/to/n3-ar.txt" # replay a recorded `all_reduce_perf` output
     kmsg = "/path/to/n3-kmsg"             # live: read the kernel log from this file (records in
                                           # /dev/kmsg's format) instead of /dev/kmsg

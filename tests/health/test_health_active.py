@@ -162,3 +162,10 @@ def test_allreduce_absent_skips_and_a_truncated_output_is_own_trouble(tmp_path):
     diag = dcgm_diag(capture=DATA / "dcgm3-pass.txt")
     assert worst([diag, nccl_allreduce(350, 8, capture=NCCL / "h100x8-slow.txt")]).check == "nccl_allreduce"
     assert worst([diag, nccl_allreduce(350, 8, exe=tmp_path / "none")]) is diag
+
+
+def test_a_recorded_diag_table_replays_as_the_json_does():
+    # the hooks' [nodes.<n>] dcgm_diag may name a saved `dcgmi diag -r N` table (tests/health/dcgmi/README.md)
+    table = dcgm_diag(capture=DATA / "dcgm4-h100x8-r3-fail-memory.table.txt")
+    js = dcgm_diag(capture=DATA / "dcgm4-h100x8-r3-fail-memory.json")
+    assert (table.status, table.reason(), table.dcgm_version) == (js.status, js.reason(), "4.1.1")

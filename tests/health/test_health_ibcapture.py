@@ -5,6 +5,7 @@ data; tests/health/fabric: public ibv_devinfo / ibdev2netdev outputs, README the
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -50,9 +51,9 @@ def test_ibv_devinfo_plain_and_verbose_and_ibdev2netdev():
     assert devices["mlx5_0"][1] == {"state": (4, "ACTIVE"), "link_layer": "Ethernet", "phys_state": (5, "LinkUp"),
                                     "rate_gbps": 100.0}  # 2X at 50.0 Gbps
     nd, _ = parse_ibdev2netdev((DATA / "ibdev2netdev.dgx-h100.txt").read_text())
-    assert nd["mlx5_10"][1] == {"netdev": "ibp220s0", "netdev_up": True} and len(nd) == 11
-    assert [kind_of(p.read_text()) for p in sorted(DATA.glob("*.txt"))] == ["ibdev2netdev", "ibv_devinfo",
-                                                                             "ibv_devinfo"]
+    assert nd["mlx5_10"][1] == {"netdev": "ibp220s0", "netdev_up": True, "carrier_state": (4, "ACTIVE")} and len(nd) == 11
+    assert [kind_of(p.read_text()) for p in sorted(DATA.glob("*.txt"))] == [
+        "ibdev2netdev", "ibdev2netdev", "ibdev2netdev", "ibstat", "ibv_devinfo", "ibv_devinfo"]
     with pytest.raises(CaptureFormatError, match=r"x.txt:2: want '<hca> port <n> ==> <netdev>"):
         parse_ibdev2netdev("mlx5_0 port 1 ==> ibp24s0 (Up)\nmlx5_1 port one\n", "x.txt")
 
@@ -121,3 +122,129 @@ def test_a_file_that_is_no_fabric_capture_is_a_clear_error(tmp_path):
                                  "--fabric", str(bad)])
     assert r.exit_code == 2 and f"{bad}:1: not ibstat, ibv_devinfo or ibdev2netdev output" in r.output, r.output
     assert "Traceback" not in r.output
+
+
+def _import(tmp_path, *captures, site=None):
+    snap = tmp_path / "paste.json"
+    args = ["health", "import", str(_empty_snapshot(tmp_path)), "-o", str(snap)]
+    for c in captures:
+        args += ["--fabric", str(c)]
+    r = CliRunner().invoke(cli, args + (["--site", site] if site else []))
+    assert "Traceback" not in r.output, r.output
+    return r, snap
+
+
+def _check(snap) -> tuple[int, dict]:
+    r = CliRunner().invoke(cli, ["health", "check", "--from", str(snap), "--json"])
+    return r.exit_code, json.loads(r.output)
+
+
+def _ports(rep) -> list[tuple]:
+    return [(x["place"], x["status"], x["value"]) for x in rep["results"] if x["check"] == "ib_port"]
+
+
+def test_pasted_captures_parse_with_a_note_of_what_was_skipped(corpus, tmp_path):
+    pastes = corpus / "fabric" / "pastes"
+    # '# ibstat' (a root prompt's command) before a healthy NDR400 capture
+    r, snap = _import(tmp_path, pastes / "DeepEP-303_ibstat_H20_healthy-NDR400.TRUNCATED.txt")
+    assert r.exit_code == 0, r.output
+    code, rep = _check(snap)
+    assert code == 0 and _ports(rep) == [("mlx5_0/1", "pass", "ACTIVE/LinkUp"), ("mlx5_1/1", "pass", "ACTIVE/LinkUp")]
+    assert rep["notes"] == [f"{pastes}/DeepEP-303_ibstat_H20_healthy-NDR400.TRUNCATED.txt: skipped 1 line that is "
+                            "not the tool's output: 1 (command or comment '# ibstat')"] and rep["errors"] == []
+    # a 'root@host:~# ibv_devinfo' prompt; the down port fails, named
+    r, snap = _import(tmp_path, pastes / "DeepEP-38_ibv_devinfo_mlx5_0_PORT_DOWN.TRUNCATED.txt")
+    code, rep = _check(snap)
+    assert code == 1 and _ports(rep) == [("mlx5_0/1", "fail", "down (DOWN/not in the capture)")]
+    assert "1 (shell prompt 'root@f51fec68bf55:~# ibv_devinfo')" in rep["notes"][0]
+    # a leading '...' elision before a partial output that ends in ibpanic: the HCA it names fails
+    r, snap = _import(tmp_path, pastes / "gpud-pr752_ibstat_partial-output_tabs_ibpanic-mlx5_8.txt")
+    code, rep = _check(snap)
+    assert code == 1 and _ports(rep) == [("mlx5_7/1", "pass", "ACTIVE/LinkUp"), ("mlx5_8", "fail", "missing")]
+    assert "1 ('...' elision)" in rep["notes"][0]
+    # no paste decoration: no note
+    r, snap = _import(tmp_path, pastes / "sglang-6823_ibstat_Ethernet-Down-Disabled-Rate40.TRUNCATED.txt")
+    code, rep = _check(snap)
+    assert code == 1 and "notes" not in rep and [p[:2] for p in _ports(rep)] == [("mlx5_0/1", "fail"),
+                                                                                 ("mlx5_1/1", "fail")]
+    r, snap = _import(tmp_path, pastes / "gpud-pr482_ibstat_mlx5_10_State-Down_Phys-Polling_Rate10_guids-elided.txt")
+    code, rep = _check(snap)
+    assert code == 1 and _ports(rep) == [("mlx5_10/1", "fail", "down (DOWN/Polling)")]
+
+
+def test_ibdev2netdev_up_and_down_are_states_except_an_ipoib_carrier(corpus, tmp_path):
+    paste = corpus / "fabric" / "pastes" / "imbue-cluster-health-4_ibdev2netdev_H100_CX7-IB_CX6-ETH_annotated.txt"
+    devices, notes = parse_ibdev2netdev(paste.read_text(), "p")
+    # '$ ibdev2netdev | column -t' and the maintainer's twelve '# CX-7 ...' comments
+    assert notes[0].startswith("p: skipped 13 lines that are not the tool's output: 1 (shell prompt "
+                               "'$ ibdev2netdev | column -t'), 2 (comment '# CX-7 1/8 infiniband')")
+    assert devices["mlx5_1"][1]["carrier_state"] == (4, "ACTIVE")   # enp27s0f0np0 (Up)
+    assert devices["mlx5_2"][1]["carrier_state"] == (1, "DOWN")     # a RoCE netdev without carrier
+    assert "carrier_state" not in devices["mlx5_0"][1]              # ibp26s0 (Down): IPoIB, says nothing
+    assert "mlx5_0/1, mlx5_10/1" in notes[1] and "not the InfiniBand port's state" in notes[1]
+    r, snap = _import(tmp_path, paste)
+    code, rep = _check(snap)
+    assert code == 1 and [p for p in _ports(rep) if p[1] != "pass"] == [
+        ("mlx5_2/1 enp27s0f1np1", "fail", "down (DOWN/not in the capture)"),
+        ("mlx5_8/1 enp157s0f1np1", "fail", "down (DOWN/not in the capture)")]
+    assert ("mlx5_1/1 enp27s0f0np0", "pass", "ACTIVE/LinkUp") in _ports(rep)
+
+
+def test_a_capture_cut_inside_a_port_or_an_hca_is_unreadable(corpus, tmp_path):
+    # a real paste (set -x trace and ibwarn lines before it) that ends inside port 2
+    r, _ = _import(tmp_path, DATA / "ibstat.mlx4-xtrace-ibwarn.cut-in-port2.txt")
+    assert r.exit_code == 2 and ("ibstat.mlx4-xtrace-ibwarn.cut-in-port2.txt:28: mlx4_0 port 2 has no 'Link layer' "
+                                 "line: the ibstat capture is cut (or elided) inside the port") in r.output
+    devices, notes = parse_ibstat("".join((DATA / "ibstat.mlx4-xtrace-ibwarn.cut-in-port2.txt").open().readlines()[:23])
+                                  .replace("Number of ports: 2", "Number of ports: 1"), "x")
+    assert devices["mlx4_0"][1]["state"] == (1, "DOWN") and "1 (shell trace '+ sleep 10')" in notes[0]
+    # edits of DeepEP-303's real paste: cut inside mlx5_1's port, and inside the HCA before its port
+    lines = (corpus / "fabric" / "pastes" / "DeepEP-303_ibstat_H20_healthy-NDR400.TRUNCATED.txt").read_text().splitlines()
+    for keep, want in ((28, "x.txt:28: mlx5_1 port 1 has no 'Rate' line"),
+                       (23, "x.txt:23: mlx5_1 has 0 of its 1 ports: the ibstat capture is cut (or elided) inside "
+                            "the HCA")):
+        with pytest.raises(CaptureFormatError, match=re.escape(want)):
+            parse_ibstat("\n".join(lines[:keep]) + "\n", "x.txt")
+    # an edit of DeepEP-38's ibv_devinfo paste cut before its port's link_layer
+    cut = tmp_path / "devinfo-cut.txt"
+    cut.write_text("\n".join((corpus / "fabric" / "pastes" / "DeepEP-38_ibv_devinfo_mlx5_0_PORT_DOWN.TRUNCATED.txt")
+                             .read_text().splitlines()[:14]) + "\n")
+    r, _ = _import(tmp_path, cut)
+    assert r.exit_code == 2 and f"{cut}:14: mlx5_0 port 1 has no 'link_layer' line" in r.output, r.output
+
+
+def test_an_ibpanic_stop_names_its_hca_without_a_site(corpus, tmp_path):
+    r, snap = _import(tmp_path, corpus / "fabric" / "ibstat.39.0.a100.failed.ibpanic.exit-255.0")
+    assert r.exit_code == 0 and "(ibstat stopped at)" not in r.output + snap.read_text()
+    code, rep = _check(snap)
+    assert code == 1 and [p for p in _ports(rep) if p[1] != "pass"] == [("mlx5_8", "fail", "missing")]
+
+
+def test_check_sysfs_without_a_site_judges_every_port_on_its_state(tmp_path):
+    from fake_sysfs import healthy_tree, set_port
+
+    root = healthy_tree(tmp_path / "sys", hcas=("mlx5_0", "mlx5_1"))
+    set_port(root, "mlx5_1", state="DOWN", phys="Disabled")
+    r = CliRunner().invoke(cli, ["health", "check", "--from", str(_empty_snapshot(tmp_path)), "--sysfs", str(root),
+                                 "--json"])
+    rep = json.loads(r.output)
+    assert r.exit_code == 1 and _ports(rep) == [("mlx5_0/1", "pass", "ACTIVE/LinkUp"),
+                                                ("mlx5_1/1", "fail", "down (DOWN/Disabled)")]
+
+
+def test_ibdev2netdev_verbose_gives_the_port_s_own_state_and_shows_an_ipoib_carrier_down_over_active(tmp_path):
+    # the same node's plain and -v outputs (tests/health/fabric/README.md): ib1 reads (Down) while its
+    # port is ACTIVE, so the plain (Down) of an IPoIB netdev is not judged as the port's state
+    plain, notes = parse_ibdev2netdev((DATA / "ibdev2netdev.ib-sriov-cni.txt").read_text(), "p")
+    assert plain["mlx5_1"][1] == {"netdev": "ib1", "netdev_up": False} and "p: mlx5_1/1: (Down)" in notes[1]
+    verbose, notes = parse_ibdev2netdev((DATA / "ibdev2netdev-v.ib-sriov-cni.txt").read_text(), "v")
+    assert verbose["mlx5_1"][1] == {"netdev": "ib1", "netdev_up": False, "state": (4, "ACTIVE")}
+    assert {h: p[1]["state"][1] for h, p in verbose.items()} == {"mlx5_0": "ACTIVE", "mlx5_1": "ACTIVE",
+                                                                "mlx5_2": "DOWN", "mlx5_3": "DOWN",
+                                                                "mlx5_4": "DOWN", "mlx5_5": "DOWN"}
+    assert notes == ["v: skipped 1 line that is not the tool's output: 1 (command or comment '# ibdev2netdev -v')"]
+    r, snap = _import(tmp_path, DATA / "ibdev2netdev-v.ib-sriov-cni.txt")
+    code, rep = _check(snap)
+    # the VFs' ports are DOWN; no site expects a link layer, so its absence from ibdev2netdev is not own trouble
+    assert code == 1 and rep["errors"] == [] and [p[:2] for p in _ports(rep)] == [
+        ("mlx5_0/1 ib0", "pass"), ("mlx5_1/1 ib1", "pass"), *[(f"mlx5_{i}/1 ib{i}", "fail") for i in range(2, 6)]]
