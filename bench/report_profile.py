@@ -12,8 +12,9 @@ read and the typing overlap in the load and are also timed alone, here first):
 2. ``load_sacct``: read + typed frame (:func:`slurmkit.accounting.frame.load_sacct`), and
    inside it the thread CPU of the allocation and step typing (``_typed_allocs``,
    ``_typed_steps``), the concatenation and the repeated-key check;
-3. ``build_report``: :func:`slurmkit.report.weekly.build_report`, and inside it
-   ``usage.allocations``, ``energy.attach_energy`` and each section;
+3. ``build_report``: :func:`slurmkit.report.weekly.build_report`, and inside it the input
+   checks (``usage.checked_rows``), the period SQL over the rows (``period.open_rows``,
+   ``window_figures``, ``rows_table``) and each week-only section;
 4. ``json``: the report's JSON.
 
 ``--cprofile N``: instead, cProfile the whole path and print the N functions with the most
@@ -92,7 +93,6 @@ def run(path: str) -> dict:
     from slurmkit.accounting import frame as F
     from slurmkit.accounting import read as R
     from slurmkit.accounting.fields import FIELDS
-    from slurmkit.report import energy as E
     from slurmkit.report import weekly as W
     from slurmkit.report.energy import Assumptions
     from slurmkit.report.window import parse_week
@@ -107,16 +107,20 @@ def run(path: str) -> dict:
     timed(F.JobRows, "drop_repeats", "2.drop_repeats")
     with span("2 load_sacct (read + typed frame)"):
         rows, dq = F.load_sacct(path, None, list(FIELDS), "|")
-    timed(W, "allocations", "3.usage.allocations")
-    timed(E, "attach_energy", "3.energy.attach_energy")
-    for name in ("_group", "energy_by_policy", "outcomes", "cancelled_before_start", "queue_wait", "efficiency",
-                 "job_sizes", "gpus_in_use", "utilization", "breakdown_section", "accounts_section",
-                 "_sql_figures", "unknown_figures", "pending_backlog", "_data_quality", "deltas"):
+    from slurmkit.report import period as P
+    from slurmkit.report import usage as U
+
+    timed(U, "checked_rows", "3.usage.checked_rows (input checks)")
+    for name in ("open_rows", "window_figures", "rows_table", "_aggregate", "_load_steps", "_fine_tables"):
+        timed(P, name, f"3.period.{name}")
+    for name in ("jobs_frame", "energy_by_policy", "gpus_in_use", "utilization", "breakdown_section",
+                 "accounts_section", "unknown_figures", "pending_backlog", "_data_quality", "deltas"):
         if hasattr(W, name):
             timed(W, name, f"3.{name}")
     with span("3 build_report"):
         rep, _ = W.build_report(rows, dq, parse_week("2026-W48"), Assumptions(default_tdp_w=700.0),
-                                now=pd.Timestamp(WEEK_START + 7 * 86400, unit="s", tz="UTC"))
+                                now=pd.Timestamp(WEEK_START + 7 * 86400, unit="s", tz="UTC"),
+                              rows_frame=False)   # (the JSON only, as `--format json` writes it)
     with span("4 json"):
         json.dumps(rep)
     return {"rows": n}

@@ -147,7 +147,8 @@ def _child(mode: str, path: str) -> None:
 
         rows, dq = load_sacct(path, None, list(FIELDS), "|")
         rep, _ = build_report(rows, dq, parse_week("2026-W48"), Assumptions(default_tdp_w=700.0),
-                              now=pd.Timestamp(WEEK_START + 7 * 86400, unit="s", tz="UTC"))
+                              now=pd.Timestamp(WEEK_START + 7 * 86400, unit="s", tz="UTC"),
+                              rows_frame=False)   # (the JSON only, as `--format json` writes it)
         json.dumps(rep)
         n = rep["data_quality"]["rows_read"]
     wall = time.perf_counter() - t0

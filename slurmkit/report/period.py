@@ -1825,7 +1825,7 @@ def _source_names_sql() -> str:
     return "[" + ", ".join(f"'{s}'" for s in ENERGY_SOURCES) + "]"
 
 
-def rows_table(con, name: str, assumptions=None, raw: str | None = None) -> str:
+def rows_table(con, name: str, assumptions=None) -> str:
     """Table ``name``: the rows of view ``rw`` (one window, :func:`open_rows`) one per allocation
     row, with the columns of ``jobs.csv`` (docs/report.md, *Per allocation*) and those
     :mod:`slurmkit.report.week_sql` reads, each by the rule of :func:`_build_rows`: times in
@@ -1838,8 +1838,8 @@ def rows_table(con, name: str, assumptions=None, raw: str | None = None) -> str:
     (:data:`ENERGY_SOURCES` name, under ``assumptions``: :func:`energy_source_sql`) and
     ``energy_kwh`` (in the window; NULL: unknown, :func:`energy_kwh_sql`), ``clock_policy``
     (the spool records', ``none recorded`` without one), ``jid`` (a job with several rows; NULL:
-    a job of one row). ``raw``: the registered capture rows (:func:`register_rows`) whose other
-    columns (JobName, ExitCode, ...) each row carries too, by its position. Returns ``name``."""
+    a job of one row), ``rk`` (the row's position in its source: :func:`rows_with_fields`).
+    Returns ``name``."""
     from slurmkit.hooks.clock_policy import NONE_RECORDED
 
     a = assumptions or Assumptions()
@@ -1860,17 +1860,20 @@ def rows_table(con, name: str, assumptions=None, raw: str | None = None) -> str:
                coalesce(spol, '{_q(NONE_RECORDED)}') AS clock_policy, jid,
                smem AS step_mem_mib, scpu AS step_cpu_s, sej AS step_energy_j, rk
         FROM rw""")
-    if raw is not None:
-        mine = {r[0] for r in con.execute(f'DESCRIBE "{name}"').fetchall()}
-        other = [c for (c,) in con.execute(f'SELECT column_name FROM (DESCRIBE "{raw}")').fetchall()
-                 if c not in mine and c != "file_row_number" and not c.startswith("_")]
-        if other:
-            cols = ", ".join(f'r."{c}"' for c in other)
-            con.execute(f"""CREATE OR REPLACE TEMP TABLE "{name}" AS SELECT j.*, {cols} FROM "{name}" j
-                            LEFT JOIN "{raw}" r ON r.file_row_number = (j.rk & 4294967295)""")
-    # (the input's order: a capture's rows as sacct printed them)
-    con.execute(f'CREATE OR REPLACE TEMP TABLE "{name}" AS SELECT * EXCLUDE (rk) FROM "{name}" ORDER BY rk')
     return name
+
+
+def rows_with_fields(con, rows: str, raw: str = "capture_allocs") -> str:
+    """SQL: the rows of table ``rows`` (:func:`rows_table`) each with the other columns of its
+    allocation row in ``raw`` (the registered capture rows, :func:`register_rows`: JobName,
+    ExitCode, ...), by its position (``rk``), in the input's order; ``rk`` left out."""
+    mine = {r[0] for r in con.execute(f'DESCRIBE "{rows}"').fetchall()}
+    other = [c for (c,) in con.execute(f'SELECT column_name FROM (DESCRIBE "{raw}")').fetchall()
+             if c not in mine and c != "file_row_number" and not c.startswith("_")]
+    cols = "".join(f', r."{c}"' for c in other)
+    return f"""SELECT j.* EXCLUDE (rk){cols} FROM "{rows}" j
+               LEFT JOIN "{raw}" r ON r.file_row_number = (j.rk & 4294967295) ORDER BY j.rk"""
+
 
 
 def capacity_inputs(capacity_gpus: float | None = None, source: str | None = None, profile=None,

@@ -197,7 +197,8 @@ class WeeklyResult:
     """What :func:`weekly_report` made.
 
     ``report``: the report dict (the ``weekly.json`` contract, :mod:`slurmkit.report.weekly`);
-    ``allocations``: the per-allocation frame (``jobs.csv`` / ``jobs.parquet``); ``window``:
+    ``allocations``: the per-allocation frame (``jobs.csv`` / ``jobs.parquet``; None when no
+    format asked writes it: json, md, html only); ``window``:
     the window reported; ``outdir``: the output folder; ``written``: the files written, in
     order; ``warnings``: what was skipped or not known (spool lines, capacity, sreport), each
     one line.
@@ -270,7 +271,8 @@ def weekly_report(options: WeeklyOptions | None = None, *, warn: Callable[[str],
                                   now=now, cluster=opts.cluster or "", horizon=horizon,
                                   source=",".join(map(str, opts.captures)) if opts.captures else "sacct",
                                   capacity_source=cap_source, running_elapsed=bool(opts.captures),
-                                  gpu_nodes=_gpu_nodes(opts), **live)
+                                  gpu_nodes=_gpu_nodes(opts), rows_frame=bool({"csv", "parquet"} & set(fmts)),
+                                  **live)
     if spool_problems:
         report["spool_problems"] = spool_problems[:200]
     report["inputs"] = inputs_record(opts, window, captured_inputs if opts.captures else None)

@@ -150,8 +150,10 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
                  cluster: str = "", recon_window: Window | None = None,
                  horizon=None, downtime: dict | None = None, capacity_source: str | None = None,
                  breakdown_inputs: dict | None = None, running_elapsed: bool = False,
-                 gpu_nodes: dict | None = None) -> tuple[dict, pd.DataFrame]:
-    """``(report dict, per-allocation frame)``. See the module docstring.
+                 gpu_nodes: dict | None = None, rows_frame: bool = True) -> tuple[dict, pd.DataFrame | None]:
+    """``(report dict, per-allocation frame)``. See the module docstring. The frame is
+    :func:`jobs_frame`'s (``jobs.csv``), None with ``rows_frame`` False (a report that writes no
+    per-allocation file).
 
     ``capacity_gpus``: GPUs in the cluster (profile or scontrol); ``down_gpu_hours``: from node
     events; ``sreport_gpu_hours``: sreport's figure over the window's whole hours (after a
@@ -179,7 +181,7 @@ def build_report(rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
         report = _report(con, rows, dq, window, assumptions, spool, capacity_gpus, down_gpu_hours, sreport_gpu_hours,
                          previous, now, t_now, source, cluster, recon_window, horizon, downtime, capacity_source,
                          breakdown_inputs, running_elapsed, fig)
-        jobs = jobs_frame(con)
+        jobs = jobs_frame(con) if rows_frame else None
     finally:
         con.close()
     return report, jobs
@@ -190,10 +192,14 @@ _TIME_COLUMNS = ("submit", "eligible", "start", "end", "stop")
 
 
 def jobs_frame(con, rows: str = "jobs") -> pd.DataFrame:
-    """The per-allocation rows (table ``rows`` of :func:`slurmkit.report.period.rows_table`) as
-    a frame, for ``jobs.csv`` / ``jobs.parquet``: times as aware UTC timestamps, the internal
-    columns (``ran``, ``run``, ``never``, ``gu``, ``jid``, ``reservation``) left out."""
-    f = con.execute(f'SELECT * EXCLUDE (ran, run, never, gu, jid, reservation) FROM "{rows}"').df()
+    """The per-allocation rows (table ``rows`` of :func:`slurmkit.report.period.rows_table`,
+    with their rows' other fields: :func:`~slurmkit.report.period.rows_with_fields`) as a
+    frame, for ``jobs.csv`` / ``jobs.parquet``, in the input's order: times as aware UTC
+    timestamps, the internal columns (``ran``, ``run``, ``never``, ``gu``, ``jid``,
+    ``reservation``) left out."""
+    from slurmkit.report.period import rows_with_fields
+
+    f = con.execute(f"SELECT * EXCLUDE (ran, run, never, gu, jid, reservation) FROM ({rows_with_fields(con, rows)})").df()
     for c in _TIME_COLUMNS:
         f[c] = pd.to_datetime(f[c], unit="s", utc=True)
     return f
@@ -209,7 +215,7 @@ def _report(con, rows, dq: DataQuality, window: Window, assumptions: E.Assumptio
     and its rows that ran (view ``runs``)."""
     from slurmkit.report import period as P
 
-    P.rows_table(con, "jobs", assumptions, raw="capture_allocs")
+    P.rows_table(con, "jobs", assumptions)
     con.execute('CREATE OR REPLACE TEMP VIEW runs AS SELECT * FROM jobs WHERE run')
     if breakdown_inputs:
         from slurmkit.report import breakdown as BD

@@ -287,7 +287,7 @@ def test_a_trailing_jobname_with_newlines_is_rejoined_and_lines_stay_the_real_li
              "orphan text",                                                          # line 9: rest of 203's name
              f"204|COMPLETED|{T0}",                                                  # line 10: short by 5
              "not a continuation"]                                                   # after a skipped row
-    res = _run(tmp_path, ("\n".join(lines) + "\n").encode(), formats=["json"], allow_rejected=True)
+    res = _run(tmp_path, ("\n".join(lines) + "\n").encode(), formats=["json", "csv"], allow_rejected=True)
     names = dict(zip(res.allocations["job_id"], res.allocations["job_name"]))
     assert names == {"200": "train", "201": "first part\nsecond part", "202": "three\nline\nname",
                      "203": "ok\norphan text"}
@@ -306,7 +306,7 @@ def test_a_slurm_message_after_a_row_is_not_taken_for_the_rest_of_its_job_name(t
     fields = ["JobID", "State", "Start", "End", "ElapsedRaw", "AllocTRES", "NCPUS", "JobName"]
     lines = ["|".join(fields), f"200|COMPLETED|{T0}|{T0 + 3600}|3600|gres/gpu=1|2|train",
              "sacct: error: slurmdbd: Connection refused"]
-    res = _run(tmp_path, ("\n".join(lines) + "\n").encode(), allow_rejected=True)
+    res = _run(tmp_path, ("\n".join(lines) + "\n").encode(), formats=["csv"], allow_rejected=True)
     assert list(res.allocations["job_name"]) == ["train"]
     assert [(p["line"], p["reason"]) for p in res.report["data_quality"]["problems"]] == [
         (3, "too few fields (continuation of a field with a newline?)")]
