@@ -2170,21 +2170,13 @@ def render_markdown(report: dict) -> str:
     none of whose days is in the store reads "not in the store"; an empty name "(none)"."""
     from slurmkit.report.period_text import utilization_text
     from slurmkit.report.render import (_md_efficiency, _md_job_sizes, _md_text, energy_by_source_text,
-                                         energy_coverage_text, fmt, group_kwh, pct)
+                                         energy_coverage_text, derived_text, fmt, group_kwh, pct)
 
     def f(x):
         return "unknown" if x is None else fmt(x)
 
     def _util(s, x, none="unknown"):
         return pct(x) if x is not None else ("unknown" if "utilization" in s.get("unknown", {}) else none)
-
-    def _money(t, k):
-        # facility energy and CO2e follow the energy (unknown with it); the cost is unknown
-        # when a price applies to a figure that is; "–" where no assumption is set
-        x = t.get(k)
-        if x is None:
-            return "unknown" if (k != "cost_total" and not t.get("energy_known")) else "–"
-        return f"{fmt(x)}{' kWh' if k == 'facility_kwh' else ' kg' if k == 'co2e_kg' else ' ' + (t.get('currency') or '')}".strip()
 
     def name(x):
         return _md_text(x) or "(none)"
@@ -2218,7 +2210,7 @@ def render_markdown(report: dict) -> str:
         cells = ([s["not_in_store"]] + ["—"] * (len(cols) + len(money) + 2) if s.get("not_in_store")
                  else [f(t[k]) for k in cols] + [_util(s, u.get("utilization")),
                                                  _util(s, (u.get("of_reported") or {}).get("utilization"), "–")]
-                 + [energy_coverage_text(t, short=True)] + [_money(t, k) for k in money])
+                 + [energy_coverage_text(t, short=True)] + [derived_text(t, k) for k in money])
         lines.append(f"| {c} | {label} | {days} | " + " | ".join(cells) + " |")
     if several:
         lines += ["", "(all): days stored by some cluster; each cluster's own in its rows."]

@@ -17,7 +17,7 @@ import base64
 
 from slurmkit.report import period_plots as pp
 from slurmkit.report.period_text import empty_group_text, queue_wait_text, time_zone_text, utilization_text
-from slurmkit.report.render import (_GROUPS, dur, efficiency_text, energy_by_source_text, energy_coverage_text, fmt,
+from slurmkit.report.render import (_GROUPS, dur, efficiency_text, energy_by_source_text, energy_coverage_text, derived_text, fmt,
                                      group_kwh, job_sizes_table, known, outcome_label, pct, physical_text, unknown_lines)
 
 #: The group tables' rows shown in the page (the rest are in the JSON and the CSV).
@@ -142,9 +142,7 @@ def money_cells(section: dict):
 
     util = pct(u["utilization"]) if u.get("utilization") is not None else "unknown" if "utilization" in unknown else "–"
     energy = energy_coverage_text(t, short=True)
-    co2 = (f"{fmt(t['co2e_kg'])} kg" if t.get("co2e_kg") is not None else
-           "unknown" if not t.get("energy_known") else "–")
-    cost = f"{fmt(t['cost_total'])} {t.get('currency') or ''}".strip() if t.get("cost_total") is not None else "–"
+    co2, cost = derived_text(t, "co2e_kg"), derived_text(t, "cost_total")
     cov = t.get("energy_coverage") or {}
     return "".join([cell(util), cell(energy, bool(cov) and cov.get("known") and not cov.get("complete")),
                             cell(co2), cell(cost)])

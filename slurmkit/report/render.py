@@ -215,6 +215,33 @@ def energy_coverage_text(t: dict, short: bool = False) -> str:
             + f"; {fmt(u)} job{'' if u == 1 else 's'} unknown")
 
 
+#: The figures derived from the energy, with their units (``totals``' keys).
+DERIVED_UNITS = {"facility_kwh": "kWh", "co2e_kg": "kg"}
+
+
+def derived_text(t: dict, key: str) -> str:
+    """A figure derived from the energy of ``totals`` ``t`` (``facility_kwh``, ``co2e_kg``,
+    ``cost_total``) as the tables say it, with the energy's coverage where that is partial:
+    "86.0 kWh (9 of 64 jobs)" (a partial figure is never said without it); "unknown" where
+    the energy is; "–" where no assumption is set (a total cost: where no price is, or a price
+    applies to an unknown figure). A total cost unknown for its energy part says the part that
+    is known: "330.6 EUR for GPU-hours; energy cost unknown"."""
+    x = t.get(key)
+    unit = DERIVED_UNITS.get(key) or (t.get("currency") or "")
+    c = t.get("energy_coverage") or {}
+    energy_known = c.get("known", t.get("energy_known", True)) and t.get("energy_kwh") is not None
+    if x is None:
+        if key == "cost_total" and t.get("cost_gpu_hours") is not None and not energy_known:
+            return f"{fmt(t['cost_gpu_hours'])} {unit}".strip() + " for GPU-hours; energy cost unknown"
+        if key == "cost_total":
+            return "–"
+        return "unknown" if not energy_known else "–"
+    partial = energy_known and c and not c.get("complete", True) and \
+        (key != "cost_total" or t.get("cost_energy") is not None)
+    cover = f" ({fmt(c['jobs_with_energy'])} of {fmt(c['jobs'])} jobs)" if partial else ""
+    return f"{fmt(x)} {unit}".strip() + cover
+
+
 def group_kwh(report: dict, g: dict) -> str:
     """A group row's kWh (``by_user`` ...) with the jobs it misses ("5.71 (1 job unknown)"),
     "unknown" when the report's energy or the group's is unknown."""
@@ -588,7 +615,7 @@ def to_html(report: dict, limit: int = 25) -> str:
         trend_tables=trend_tables(report["trends"]) if report.get("trends") else [],
         job_sizes=job_sizes_table(report.get("job_sizes")), memory_note=memory_note(report["efficiency"]), recon=recon_text(report.get("reconciliation")),
         denominators=denominators_text(report), breakdown_rows=breakdown_shown(report), account_rows=account_rows(report), kwh=lambda x, long=False: kwh(report, x, long), no_energy=no_energy_text(report["totals"]),
-        energy_text=energy_coverage_text(report["totals"]), group_kwh=lambda g: group_kwh(report, g), physical=physical_text(report["totals"]),
+        energy_text=energy_coverage_text(report["totals"]), derived=lambda k: derived_text(report["totals"], k), group_kwh=lambda g: group_kwh(report, g), physical=physical_text(report["totals"]),
         groups=_GROUPS, energy_sources=REPORTED_SOURCES, limit=limit, version=__version__, policy_note=POLICY_NOTE,
         requested=requested_note(report), gh_head=gpu_h_header(report), wh_head=gpu_h_header(report, "wasted GPU-h"),
         yes_no=yes_no, assumption=assumption_text, rejected=rejected_text(report["data_quality"]), util_pct=_util_pct, empty_group=lambda key: empty_group_text(report, key),
@@ -795,13 +822,12 @@ def _md_head(r: dict) -> list[str]:
              "## Totals", "",
              _md_table(["jobs", gpu_h_header(r), "CPU-hours", gpu_h_header(r, "wasted GPU-h"), "allocated share of capacity",
                         "energy", "energy by source",
-                        "facility energy", "CO2e kg", "cost", "pending jobs", "pending GPU-h requested"],
+                        "facility energy", "CO2e", "cost", "pending jobs", "pending GPU-h requested"],
                        [[t["jobs"], known(r, "gpu_hours", t["gpu_hours"]), known(r, "cpu_hours", t["cpu_hours"]),
                          known(r, "gpu_hours", t["wasted_gpu_hours"]),
                          known(r, "utilization", r["utilization"]["utilization"], pct),
-                         energy_coverage_text(t, short=True), energy_by_source_text(t), kwh(r, t["facility_kwh"]),
-                         known(r, "energy_kwh", t["co2e_kg"]),
-                         f"{known(r, 'gpu_hours', t['cost_total']) if t['cost_total'] is None else fmt(t['cost_total'])} {t['currency']}".strip(),
+                         energy_coverage_text(t, short=True), energy_by_source_text(t), derived_text(t, "facility_kwh"),
+                         derived_text(t, "co2e_kg"), derived_text(t, "cost_total"),
                          t["pending_jobs"] + t["pending_array_tasks"], _or_unknown(t.get("pending_gpu_hours_requested"))]]), "",
              *([f"GPU-hours {fmt(t['gpu_hours'])} ({requested_note(r)}).", ""] if requested_note(r) else []),
              *([physical_text(t), ""] if physical_text(t) else []),

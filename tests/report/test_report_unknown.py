@@ -184,3 +184,26 @@ def test_slurm_energy_from_steps_tresusageintot_has_its_own_provenance(tmp_path,
     rep2, _, _ = _report(tmp_path / "b", edit, *args, "--no-trust-slurm-energy", fmt="json")
     assert rep2["energy_sources"]["jobs"]["slurm_usage"] == 0 and rep2["energy_sources"]["jobs"]["none"] == 1
 
+
+
+def test_figures_from_partial_energy_carry_its_coverage():
+    """Facility kWh, CO2e and cost made from partial energy say the energy's coverage; a cost
+    whose energy part is unknown says the GPU-hour part it has. Totals of the goldens
+    ``weekly_habrok_assumed`` (Habrok's capture, real: 9 of 90 jobs with energy) and
+    ``period_all_2024-03_by_week`` (1 of 39), the latter edited to a GPU-hour price with the
+    energy unknown (labelled edit)."""
+    from goldens_script import goldens_script
+
+    from slurmkit.report.render import derived_text
+
+    G = goldens_script()
+    t = G.read_golden("weekly_habrok_assumed")["totals"]
+    assert derived_text(t, "facility_kwh") == "110 kWh (9 of 90 jobs)"
+    assert derived_text(t, "co2e_kg") == "5.51 kg (9 of 90 jobs)"
+    assert derived_text(t, "cost_total").endswith("(9 of 90 jobs)")
+    p = dict(G.read_golden("period_all_2024-03_by_week")["totals"])
+    assert derived_text(p, "co2e_kg") == "–"   # (no carbon intensity given)
+    edit = {**p, "energy_kwh": None, "energy_coverage": {**p["energy_coverage"], "known": False},
+            "cost_gpu_hours": 330.6, "currency": "EUR"}
+    assert derived_text(edit, "cost_total") == "331 EUR for GPU-hours; energy cost unknown"
+    assert derived_text(edit, "facility_kwh") == "unknown"

@@ -36,7 +36,7 @@ def made(corpus, tmp_path_factory):
         real = W.build_report
 
         def spy(*args, _seen=seen, **kw):
-            report, a = real(*args, **kw)
+            report, a = real(*args, **{**kw, "rows_frame": True})   # (the frame, whatever the formats)
             _seen.update(frame=a, now=kw.get("now"), report=report, rows=args[0], window=args[2],
                          horizon=kw.get("horizon"))
             return report, a
