@@ -21,10 +21,11 @@ hooks' state directory and ``/dev/kmsg`` under ``kernel.dmesg_restrict=1`` are r
   replayed node's snapshot ``xids``), the job's window over it
   (:func:`slurmkit.hooks.attribution.window_of`: only lines on the job's GPUs, logged since its
   prolog) and the health check's Xid judgement (:func:`slurmkit.health.checks.check_xid` over
-  ``checks.toml [xid]``): only an Xid the health check would fail on (hardware / driver: 48, 62,
-  64, 74, 79, 94, 95, 119, 120, ..., or an NVLink Xid the driver calls Fatal) is node evidence;
-  an application Xid (13, 31, 43, 45, 68: often the program's own crash) or a warn-level one is
-  said, never counted;
+  NVIDIA's Xid catalog, :mod:`slurmkit.health.xidcatalog`): only an Xid the health check would
+  fail on (a reset, reboot or report: 48, 62, 64, 74, 79, 95, 119, 120, ..., an Xid 94 whose line
+  says ``RST: Yes``, or an NVLink Xid the driver calls Fatal) is node evidence; an application
+  Xid (13, 31, 43, 45, 68, 69, a contained 94: often the program's own crash) or a warn-level
+  one is said, never counted;
 - where the job's user may not read the kernel log: the NVML state of the job's GPUs instead,
   which any user may query (:func:`slurmkit.health.runner.read_state`, the hooks' live source
   under their deadlines; a replayed node's snapshot), judged by the health check's own GPU checks

@@ -19,7 +19,7 @@ exactly one file (node_exporter refuses a series that two files both carry):
 - ``slurmkit_resumes_total{node,check}`` counter: resumes of a node slurmkit drained, by the
   check it had been drained for;
 - ``slurmkit_gpu_xid_errors_total{node,gpu,pci_bus_id,xid,class}`` counter: NVRM Xid events seen
-  in the kernel log (``class``: hardware | application | other, from checks.toml [xid]);
+  in the kernel log (``class``: hardware | application | other, from the ``xid`` check's verdict: :mod:`slurmkit.health.xidcatalog`);
 - ``slurmkit_gpu_xid_last_timestamp_seconds{node,gpu,pci_bus_id,xid,class}`` gauge: Unix time
   of the hook run that last counted that Xid; the alert fires on a recent time, so a series that
   reappears after a gap in the data (Prometheus restart, node_exporter down) does not re-fire;

@@ -1,6 +1,6 @@
 """What keeps a node drained for a hardware XID, and what ends it.
 
-A hardware XID (``checks.toml [xid] fail``: 48, 79, 94, 95, 119, ...) says the GPU needs at least
+A hardware XID (one whose NVIDIA Xid catalog action is a reset, a reboot or a report: 48, 79, 95, 119, ...; :mod:`slurmkit.health.xidcatalog`) says the GPU needs at least
 a reset; clean health checks afterwards are no evidence of one. So each GPU with such an XID gets
 a *hold* in ``health.json`` (:class:`slurmkit.hooks.nodestate.NodeHealth` ``xid_holds``):
 ``{pci bus id ("" when the line names no GPU): {"since_s": epoch s, "since_seq": int | None,

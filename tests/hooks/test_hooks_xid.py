@@ -232,14 +232,14 @@ def test_a_jobs_epilog_sees_its_xids_after_another_jobs_epilog_moved_the_cursor(
     assert rec_a["kmsg_seq"] == rec_b["kmsg_seq"] == 2 and rec_a["boot_id"] == nodestate.boot_id()
     short = lambda b: b[:-2]  # noqa: E731  the kernel log's PCI:dddd:bb:dd form
     _kmsg(kmsg, (3, f"NVRM: Xid (PCI:{short(bus_b)}): 48, pid=7, DBE"),
-          (4, f"NVRM: Xid (PCI:{short(bus_a)}): 94, pid=8, Contained ECC error"))
+          (4, f"NVRM: Xid (PCI:{short(bus_a)}): 95, pid=8, Uncontained: LTC TAG (0x2,0x1). RST: Yes, D-RST: No"))
     r = node.run(node.epilog, job_id="302", gpus="2", env=env)
     assert r.returncode == 0, r.stderr
     assert (node.state_dir / "n1" / "kmsg-epilog.cursor").read_text().strip() == "4"
     assert not (node.state_dir / "n1" / "kmsg-epilog-302.cursor").exists()
     r = node.run(node.epilog, job_id="301", gpus="0", env=env)
     assert r.returncode == 0, r.stderr
-    assert [(v, j) for v, _, j in _xid_lines(node, "301")] == [(94, "301")]
+    assert [(v, j) for v, _, j in _xid_lines(node, "301")] == [(95, "301")]
     assert [(v, j) for v, _, j in _xid_lines(node, "302")] == [(48, "302")]
     assert f"Xid 48 on {bus_b}: attributed to no job" in r.stderr  # B has ended: no window holds it now
     # a third job's epilog without a prolog record reads from the node's cursor: nothing new
