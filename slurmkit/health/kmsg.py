@@ -254,13 +254,16 @@ def kmsg_records(device: str | os.PathLike = "/dev/kmsg") -> list[tuple[int, int
 
 
 def read_kmsg(cursor_file: str | os.PathLike | None, device: str | os.PathLike = "/dev/kmsg",
-              boot_time_s: float | None = None) -> list[Xid]:
+              boot_time_s: float | None = None, errors: list[str] | None = None) -> list[Xid]:
     """Xids logged since the sequence number saved in ``cursor_file`` (all buffered ones when the
     kernel's sequence restarted, e.g. after a reboot; when the file is absent, all buffered ones
     as the baseline, ``origin`` ``baseline:<device>``). Updates the cursor. Each Xid carries the
     record's ``seq`` (also its ``line``), the kernel's seconds since boot as ``timestamp`` and
     ``time_s`` = ``boot_time_s`` (default :func:`boot_time`) + that.
-    Raises OSError when ``device`` cannot be opened (e.g. not root): slurmkit's own trouble."""
+    Raises OSError when ``device`` cannot be opened (e.g. not root): slurmkit's own trouble.
+    A cursor that cannot be written (a read-only or full state directory) loses no Xid: the
+    lines read are returned, and the trouble is appended to ``errors`` (raised as OSError when
+    ``errors`` is None); the next read starts from the old cursor again."""
     boot = boot_time() if boot_time_s is None else boot_time_s
     last = -1
     first_run = cursor_file is not None and not os.path.exists(cursor_file)
@@ -287,5 +290,10 @@ def read_kmsg(cursor_file: str | os.PathLike | None, device: str | os.PathLike =
                 x.timestamp, x.time_s = f"{usec / 1e6:.6f}", boot + usec / 1e6
             events.append((x, derived))
     if cursor_file is not None and records:
-        write_cursor(cursor_file, records[-1][0])
+        try:
+            write_cursor(cursor_file, records[-1][0])
+        except OSError as exc:
+            if errors is None:
+                raise
+            errors.append(f"kernel-log cursor {cursor_file}: {exc.strerror or exc}")
     return once(events)
