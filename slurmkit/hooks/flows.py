@@ -290,6 +290,7 @@ class Run:
 
             self.state.gpu_resets = gpureset.load(self.cfg.state_dir, self.node, nodestate.boot_id())
         self.verdict.results = run_checks(self.state, self.judging.hc, before_job=before_job, job_gpus=job_gpus)
+        self.name_gres_indexes()
         if self.state.xids:
             self.attribute_xids()
         for msg in own_trouble(self.state, self.judging.hc):
@@ -302,6 +303,31 @@ class Run:
         if fails:
             self.verdict.drain_reason = fails[0].reason(more=len(fails) - 1)
         return True
+
+    def name_gres_indexes(self) -> None:
+        """Give each result that names a GPU and is not a pass Slurm's GPU index too
+        (``CheckResult.gres_index``: the GPU's place in gres.conf, matched by device minor as
+        :func:`slurmkit.hooks.gres.map_job_gpus` does), so a drain reason says both numberings:
+        ``GPU1 (gres index 3, 0000:3b:00.0)``. A GPU gres.conf does not list, or one in MIG mode
+        (its instances are the gres), keeps NVML's alone."""
+        from slurmkit.health.checks import CheckStatus
+
+        named = [r for r in self.verdict.results if r.gpu_index is not None and r.status is not CheckStatus.PASS]
+        if not named or not self.node_gpus.files:
+            return
+        from slurmkit.hooks import gres
+
+        try:
+            mapped = gres.map_job_gpus(list(range(len(self.node_gpus.files))), self.node_gpus.files, self.state,
+                                       autodetect=self.node_gpus.autodetect)
+        except ValueError:
+            return
+        by_nvml = {g.nvml_index: g.index for g in mapped if g.nvml_index is not None}
+        for g in self.state.gpus:  # a GPU in MIG mode is several gres (its instances), not one index
+            if g.get("mig_current") or g.get("mig_devices"):
+                by_nvml.pop(g.index, None)
+        for r in named:
+            r.gres_index = by_nvml.get(r.gpu_index)
 
     def attribute_xids(self) -> None:
         """Attribute each Xid line of the state to the jobs whose GPUs and run window contain it

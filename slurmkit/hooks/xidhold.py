@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 XID_REASON = "slurmkit: xid "
-_REASON_BUS = re.compile(r"^slurmkit: xid GPU\d+ ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]):")
+_REASON_BUS = re.compile(r"^slurmkit: xid GPU\d+ (?:\(gres index \d+, )?([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\)?:")
 
 
 def add(holds: dict, results, xids, now: float) -> dict:
@@ -47,7 +47,7 @@ def add(holds: dict, results, xids, now: float) -> dict:
 
 
 def from_reason(reason: str | None) -> dict:
-    """The hold a ``slurmkit: xid GPU<i> <bus>: ...`` drain reason implies when ``health.json``
+    """The hold a ``slurmkit: xid GPU<i> <bus>: ...`` (or ``GPU<i> (gres index <g>, <bus>): ...``) drain reason implies when ``health.json``
     has none (written by an older slurmkit): on that GPU, since an unknown time (any reset
     recorded since ends it); a reason without a bus id holds node-wide; {} for another reason."""
     if not reason or not reason.startswith(XID_REASON):

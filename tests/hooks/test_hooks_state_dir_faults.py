@@ -14,9 +14,10 @@ import subprocess
 
 import pytest
 
-from nodeenv import set_value
+from nodeenv import set_value, where
 
 from slurmkit.health import kmsg
+from slurmkit.health.result import fit_reason
 
 
 def _mount(path, opts):
@@ -84,7 +85,7 @@ def test_broken_node_still_drains_when_state_dir_cannot_be_written(node, healthy
     else:
         mounted(node.state_dir, "size=64k")
         _fill(node.state_dir)
-    reason = f"slurmkit: retired_pages_pending GPU1 {g['pci_bus_id']}: page retirement pending (reset the GPU)"
+    reason = fit_reason(f"slurmkit: retired_pages_pending {where(node, g)}: page retirement pending (reset the GPU)")
     for shim, hook, kw, code in ((node.healthcheck, "healthcheck", {"job_id": None}, 0), (node.prolog, "prolog", {}, 1),
                                  (node.epilog, "epilog", {}, 0)):
         calls.unlink(missing_ok=True)

@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from nodeenv import where
+
 from slurmkit.health.checks import CheckResult, run_checks
 from slurmkit.health.config import load_config
 from slurmkit.health.kmsg import kmsg_records, logged_before, parse_log, read_kmsg
@@ -305,7 +307,7 @@ def test_reset_ends_the_history_of_a_lagging_consumer(node, healthy, tmp_path):
     node.write_config({"n1": p}, mode="observe")
     r = node.run(node.prolog)
     assert r.returncode == 0, r.stderr
-    assert f"would drain n1: slurmkit: xid GPU2 {g2['pci_bus_id']}: Xid 79 GPU fell off the bus" in r.stderr
+    assert f"would drain n1: slurmkit: xid {where(node, g2)}: Xid 79 GPU fell off the bus" in r.stderr
     assert "(+1 more)" not in r.stderr  # GPU1's line is history
     assert os.path.exists(node.state_dir / "n1" / gpureset.FILE)
 
@@ -324,6 +326,13 @@ def test_baseline_xids_setting_reaches_the_hooks(node, healthy, tmp_path, settin
     node.write_config({"n1": p}, mode=None, extra=f'profile = "{site}"\n')
     r = node.run(node.prolog)
     assert r.returncode == 0 and "own trouble" not in r.stderr, r.stderr
-    want = f"would drain n1: slurmkit: xid GPU1 {g1['pci_bus_id']}: Xid 79 GPU fell off the bus"
+    want = f"would drain n1: slurmkit: xid {where(node, g1)}: Xid 79 GPU fell off the bus"
     assert (want in r.stderr) is drains
     assert ("baseline, not a drain" in r.stderr) is not drains
+
+
+def test_hold_from_a_reason_that_names_the_gres_index_too():
+    reason = "slurmkit: xid GPU1 (gres index 3, 0000:3b:00.0): Xid 79 GPU fell off the bus"
+    assert xidhold.from_reason(reason) == {"0000:3b:00.0": {"since_s": 0.0, "since_seq": None, "reason": reason}}
+    old = "slurmkit: xid GPU1 0000:3b:00.0: Xid 79 GPU fell off the bus"  # written before the gres index
+    assert list(xidhold.from_reason(old)) == ["0000:3b:00.0"]
