@@ -156,6 +156,8 @@ def check_xid(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
         r = result("xid", status, g, xid, basis, msg)
         if g is None and bus:
             r.pci_bus_id = bus
+        elif g is None and named is not None:
+            r.place = f"GPU{named} (not an NVML GPU)"
         out.append(r)
     return out
 

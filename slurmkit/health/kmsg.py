@@ -188,6 +188,17 @@ def parse_log(text: str, origin: str = "", boot_time_s: float | None = None) -> 
     return once(events)
 
 
+def name_gpus(xids: list[Xid], gpus) -> None:
+    """Give each line of ``xids`` that names its GPU only as the driver's ``GPU<n>``
+    (``Xid.gpu_index``, no PCI address) the PCI bus id of the GPU NVML enumerates at ``n``
+    (``gpus``: :class:`~slurmkit.health.state.GpuState` list), in place; a line whose index NVML
+    does not have keeps none (judged node-level: :func:`slurmkit.health.checks.check_xid`)."""
+    by_index = {g.index: g.pci_bus_id for g in gpus if g.pci_bus_id}
+    for x in xids:
+        if x.pci_bus_id is None and x.gpu_index is not None and x.gpu_index in by_index:
+            x.pci_bus_id = by_index[x.gpu_index]
+
+
 def logged_before(x: Xid, seq: int | None, at_s: float | None) -> bool | None:
     """Whether Xid line ``x`` was logged before (or at) a moment known by its ``/dev/kmsg``
     sequence number ``seq`` (exact; both of this boot) or else its epoch time ``at_s`` (compared

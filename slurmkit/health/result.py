@@ -147,7 +147,7 @@ class CheckResult:
 def _xid_meaning(r: CheckResult) -> str:
     import re
 
-    m = re.fullmatch(r"Xid (\d+)(?: \((.*)\))? x(\d+)(:.*)?", r.message)
+    m = re.fullmatch(r"Xid (\d+)(?: \(([^)]*)\))? x(\d+)([,:].*)?", r.message)
     if not m:
         return f"Xid {r.value}"
     return f"Xid {m.group(1)}" + (f" {m.group(2)}" if m.group(2) else "") + (f" (x{m.group(3)})" if m.group(3) != "1" else "")

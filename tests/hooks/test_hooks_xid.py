@@ -4,6 +4,7 @@ the hooks run through their installed shims)."""
 
 import json
 import os
+import re
 import stat
 import time
 
@@ -336,3 +337,28 @@ def test_hold_from_a_reason_that_names_the_gres_index_too():
     assert xidhold.from_reason(reason) == {"0000:3b:00.0": {"since_s": 0.0, "since_seq": None, "reason": reason}}
     old = "slurmkit: xid GPU1 0000:3b:00.0: Xid 79 GPU fell off the bus"  # written before the gres index
     assert list(xidhold.from_reason(old)) == ["0000:3b:00.0"]
+
+
+def test_gsp_heartbeat_naming_gpu_n_drains_that_nvml_gpu_in_the_hooks(node, fake_nvml, tmp_path):
+    """Live (fake NVML, 4 GPUs; the kernel log from a file): the driver's GSP heartbeat timeout
+    and "GSP Timeout" banner name the GPU only as GPU<n> (NVIDIA/open-gpu-kernel-modules#1230,
+    verbatim but for GPU6 -> GPU2, this node having 4 GPUs: an edit): the prolog would drain for
+    NVML GPU 2, named by its bus id; GPU6 itself (no such GPU here) is node-level."""
+    kmsg = tmp_path / "kmsg"
+    _kmsg(kmsg, (1, "usb 1-1: new device"))
+    node.write_config(mode="observe", kmsg={"n1": kmsg})
+    env = fake_nvml.env("healthy", base={})
+    assert node.run(node.prolog, job_id="401", gpus="0", env=env).returncode == 0  # the cursor: past seq 1
+    heartbeat = ("NVRM: GPU2 _kgspIsHeartbeatTimedOut: Heartbeat timed out, currentTimeMs 812751949 heartbeat 1899482 "
+                 "heartbeatWithOffsetMs 812745879 diff 6070 timeout 5200")
+    banner = "NVRM: GPU2 _kgspLogRpcTimeout: ********************************* GSP Timeout **********************************"
+    _kmsg(kmsg, (2, heartbeat), (3, banner))
+    r = node.run(node.prolog, job_id="402", gpus="0", env=env)
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"would drain n1: slurmkit: xid GPU2 \(gres index (\d), (0000:[0-9a-f:.]+)\): Xid 119 GSP RPC timeout \(x2\)",
+                  r.stderr)
+    assert m, r.stderr
+    assert f"Xid 119 on {m.group(2)} (x2): attributed to" in r.stderr  # the lines carry that GPU's bus id
+    _kmsg(kmsg, (4, heartbeat.replace("GPU2", "GPU6")))
+    r = node.run(node.prolog, job_id="403", gpus="0", env=env)
+    assert "would drain n1: slurmkit: xid GPU6 (not an NVML GPU): Xid 119 GSP RPC timeout" in r.stderr, r.stderr
