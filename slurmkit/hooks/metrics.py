@@ -372,11 +372,17 @@ def _node_files(run) -> list[tuple[str, str]]:
     try:
         drained = load_health(cfg.state_dir, node).drained_reason
         counters = count_run(load_counters(cfg.state_dir, node), run, drained)
-        save_counters(cfg.state_dir, node, counters)
         jobs = running_jobs(cfg.state_dir, node)
+        loaded = True
     except OSError:
-        drained, jobs = (run.verdict.drain_reason if run.verdict.drained else None), []
+        drained, jobs, loaded = (run.verdict.drain_reason if run.verdict.drained else None), [], False
         counters = count_run({**{k: {} for k in _KINDS}, "drain_open": None, "observed_open": None}, run, drained)
+    if loaded:
+        try:
+            save_counters(cfg.state_dir, node, counters)
+        except OSError as exc:  # a read-only or full state directory: this run's series are still written
+            run.log.error(f"slurmkit's own trouble (no drain): cannot keep the node's counters under "
+                          f"{cfg.state_dir}: {exc.strerror or exc}")
     os.makedirs(cfg.textfile_dir, exist_ok=True)
     out = []
     now = round(time.time(), 3)

@@ -95,6 +95,7 @@ def test_broken_node_still_drains_when_state_dir_cannot_be_written(node, healthy
         assert f"drained n1: {reason}" in r.stderr, r.stderr
         assert calls.read_text().splitlines()[-1] == f"update nodename=n1 state=drain reason={reason}"
         assert "slurmkit's own trouble (no drain): cannot write the node's health state under" in r.stderr
+        assert "slurmkit's own trouble (no drain): cannot keep the node's counters under" in r.stderr
         assert node.metric("n1", hook, "slurmkit_hook_own_errors_total") >= 1
         assert node.metric("n1", hook, "slurmkit_health_check_status", check="retired_pages_pending",
                            gpu=str(g["index"])) == 2
