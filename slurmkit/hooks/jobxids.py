@@ -67,12 +67,17 @@ def judged(job_id: str, rec, xids, boot_id: str | None, cfg) -> tuple[list[str],
     recorded for that bus id; the rest: the health check's words). Pure."""
     from slurmkit.health.checks import check_xid
     from slurmkit.health.result import FAIL
-    from slurmkit.health.state import NodeState
+    from slurmkit.health.state import NodeState, Xid
     from slurmkit.hooks import attribution
 
     window = attribution.window_of(str(job_id), rec, boot_id)
     if window is None:
         return [], []
+    # a line naming its GPU only as the driver's GPU<n> (NVML's index): the job's GPU the prolog
+    # recorded at that index (copies: the caller's lines are left as they are)
+    by_index = {g.nvml_index: g.pci_bus_id for g in rec.gpus if g.nvml_index is not None and g.pci_bus_id}
+    xids = [Xid(**{**x.__dict__, "pci_bus_id": by_index[x.gpu_index]})
+            if x.pci_bus_id is None and x.gpu_index in by_index else x for x in xids]
     state = NodeState(node="", source="")
     state.xids = [x for x in xids if window.contains(x)]
     if not state.xids:

@@ -100,6 +100,20 @@ def test_an_application_xid_is_said_never_counted_and_a_fatal_nvlink_xid_is(tmp_
     assert evidence == [f"GPU3 {BUS}: Xid 74 (NVLink error) x1: reset the GPU"]
 
 
+def test_a_gsp_timeout_naming_the_jobs_gpu_as_gpu_n_is_evidence(tmp_path):
+    """The driver's GSP heartbeat line names the GPU only as GPU<n> (NVIDIA/open-gpu-kernel-modules
+    #1230, verbatim but for GPU6 -> GPU3: the job's GPU is NVML index 3 here, an edit): it is the
+    job's GPU, so evidence; the same line naming another GPU is not the job's."""
+    dev = tmp_path / "kmsg"
+    line = ("NVRM: GPU3 _kgspIsHeartbeatTimedOut: Heartbeat timed out, currentTimeMs 812751949 heartbeat 1899482 "
+            "heartbeatWithOffsetMs 812745879 diff 6070 timeout 5200")
+    _kmsg(dev, [line, line.replace("GPU3", "GPU5")])
+    xids = read_kmsg(None, dev)
+    evidence, seen = jobxids.judged("77", _record(0), xids, nodestate.boot_id(), load_config())
+    assert (evidence, seen) == ([f"GPU3 {BUS}: Xid 119 (GSP RPC timeout) x1: reset the GPU"], [])
+    assert [x.pci_bus_id for x in xids] == [None, None]  # the caller's lines are left as they were
+
+
 @pytest.fixture
 def hooks(tmp_path):
     """A hooks config reading node n2's kernel log from ``tmp_path/kmsg``; its state dir."""
