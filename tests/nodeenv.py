@@ -42,6 +42,13 @@ def set_value(snapshot: dict, nvml_index: int, key: str, value) -> dict:
     return snap
 
 
+def where(node: "Node", gpu: dict) -> str:
+    """How a drain reason names snapshot GPU ``gpu`` on ``node``: ``GPU<NVML index> (gres index
+    <Slurm's index>, <bus id>)``, Slurm's index being the place of the device file with the
+    GPU's minor number in the node's gres.conf list (nvidia0..N)."""
+    return f"GPU{gpu['index']} (gres index {node.minors.index(gpu['minor_number'])}, {gpu['pci_bus_id']})"
+
+
 def nvml_gpu_of(node: "Node", snapshot: dict, slurm_index: int) -> dict:
     """The snapshot's GPU behind Slurm's GPU ``slurm_index`` on ``node``: matched by the device
     minor of the node's ``nvidia<slurm_index>`` file."""

@@ -80,61 +80,84 @@ def check_nvml_init(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResul
 
 
 def check_xid(state: NodeState, cfg: HealthConfig, **_) -> list[CheckResult]:
-    """One result per distinct (Xid, GPU) seen in the kernel log since the last check. XIDs of
-    the first read after install (``origin`` ``baseline:...``: the current boot's old ones) warn
-    at most: a baseline, not a drain; with ``[health] baseline_xids = "drain"`` they are judged
-    like new ones (a hardware XID fails, its message saying it is from the baseline). A line
-    logged before its GPU's recorded reset (``state.gpu_resets``: ``slurmkit hooks gpu-reset``,
-    placed by :func:`slurmkit.health.kmsg.logged_before`) is history: pass, said so (a consumer
-    whose cursor lags, e.g. the epilog, sees it only after the reset)."""
-    if not state.xids:  # the usual run: kmsg's patterns are not compiled for nothing
+    """One result per distinct (Xid, GPU, verdict) seen in the kernel log since the last check,
+    judged by NVIDIA's Xid catalog and what the line itself states
+    (:func:`slurmkit.health.xidcatalog.judge`: the catalog's immediate resolution; ``caused by
+    previous Xid N``; Xid 94/95's ``RST:`` / ``D-RST:`` flags; an NVLink Xid's ``Fatal``): a
+    reset, a reboot or a report to NVIDIA fails, restarting the application passes (the job's own
+    fault). A line that names no PCI address but the driver's ``GPU<n>`` (``Xid.gpu_index``) is
+    that NVML index's GPU; one naming no GPU at all (or an index NVML does not have) is a
+    node-level result. XIDs of the first read after install (``origin`` ``baseline:...``: the
+    current boot's old ones) warn at most: a baseline, not a drain; with ``[health]
+    baseline_xids = "drain"`` they are judged like new ones (a failing XID fails, its message
+    saying it is from the baseline). A line logged before its GPU's recorded reset
+    (``state.gpu_resets``: ``slurmkit hooks gpu-reset``, placed by
+    :func:`slurmkit.health.kmsg.logged_before`) is history: pass, said so (a consumer whose
+    cursor lags, e.g. the epilog, sees it only after the reset)."""
+    if not state.xids:  # the usual run: the catalog is not imported for nothing
         return []
+    from slurmkit.health import xidcatalog
+
     drain_baseline = cfg.baseline_xids == "drain"
     resets = state.gpu_resets or {}
+    by_index = {g.index: g for g in state.gpus}
 
-    def history(x) -> bool:
-        rec = resets.get(x.pci_bus_id) if x.pci_bus_id else None
+    def bus_of(x) -> str | None:
+        if x.pci_bus_id or x.gpu_index is None:
+            return x.pci_bus_id
+        g = by_index.get(x.gpu_index)
+        return g.pci_bus_id if g is not None else None
+
+    def history(x, bus) -> bool:
+        rec = resets.get(bus) if bus else None
         if rec is None:
             return False
         from slurmkit.health.kmsg import logged_before
 
         return logged_before(x, rec.get("kmsg_seq"), rec.get("at_s")) is True
 
-    from slurmkit.health.kmsg import judged_as
-
-    counts = Counter((x.xid, x.pci_bus_id, x.origin.startswith("baseline:"), history(x)) + judged_as(x.xid, x.message)
-                     for x in state.xids)
+    counts: Counter = Counter()
+    for x in state.xids:
+        bus = bus_of(x)
+        named = x.gpu_index if bus is None else None  # a GPU<n> NVML does not have: said, node-level
+        counts[(x.xid, bus, named, x.origin.startswith("baseline:"), history(x, bus))
+               + xidcatalog.judge(x.xid, x.message)] += 1
     out = []
-    for (xid, bus, baseline, old, judged, sev), n in sorted(
-            counts.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2], kv[0][3], kv[0][4], kv[0][5] or "")):
-        hardware = sev == "fatal" or (sev is None and judged in cfg.xid_fail)
-        if (judged in cfg.xid_ignore and sev != "fatal") or old:
+    for (xid, bus, named, baseline, old, judged, sev, verdict, action, basis), n in sorted(
+            counts.items(), key=lambda kv: tuple("" if v is None else str(v) for v in kv[0])):
+        if old:
+            status = PASS
+        elif verdict == "pass":
             status = PASS
         elif baseline and not drain_baseline:
             status = WARN
-        elif hardware:
-            status = FAIL
         else:
-            status = WARN
+            status = FAIL if verdict == "fail" else WARN
         g = state.gpu_by_bus_id(bus) if bus else None
-        name = cfg.xid_names.get(xid, "")
+        name = cfg.xid_names.get(xid) or xidcatalog.name(xid)
         msg = f"Xid {xid}" + (f" ({name})" if name else "") + f" x{n}"
+        if named is not None:
+            msg += f", GPU{named} in the driver's words (no such NVML index)"
         if judged != xid:
             msg += f", caused by previous Xid {judged}: judged as Xid {judged}"
         if sev:
             msg += f", {sev} (the driver's word)"
-        if old and xid not in cfg.xid_ignore:
+        said = f" ({basis})" if basis.startswith("the driver") else ""
+        if old:
             msg += ": logged before the GPU's recorded reset (history, not a drain)"
-        elif status == PASS:
-            msg += ": application error, ignored"
+        elif verdict == "pass":
+            msg += (": application error, ignored" if action == "restart the application"
+                    else f": {action}, not a drain ({basis})") + said
         elif baseline and not drain_baseline:
-            msg += ": before slurmkit's first run this boot (baseline, not a drain)"
-        elif baseline:
-            msg += ": before slurmkit's first run this boot (baseline, judged: baseline_xids = drain)"
-        r = result("xid", status, g, xid, (None if status != FAIL else "the driver: Fatal" if sev == "fatal"
-                                           else "checks.toml [xid] fail"), msg)
+            msg += f": before slurmkit's first run this boot (baseline, not a drain; {action})"
+        else:
+            msg += f": {action}{said}" + (
+                "; before slurmkit's first run this boot (baseline_xids = drain)" if baseline else "")
+        r = result("xid", status, g, xid, basis, msg)
         if g is None and bus:
             r.pci_bus_id = bus
+        elif g is None and named is not None:
+            r.place = f"GPU{named} (not an NVML GPU)"
         out.append(r)
     return out
 

@@ -37,8 +37,6 @@ class HealthConfig:
     deadline_s: float = Health.deadline_s
     per_call_deadline_s: float = Health.per_call_deadline_s
     baseline_xids: str = Health.baseline_xids
-    xid_ignore: frozenset = frozenset()
-    xid_fail: frozenset = frozenset()
     xid_names: dict[int, str] = field(default_factory=dict)
     clock_event_bits: dict[str, int] = field(default_factory=dict)
 
@@ -132,7 +130,7 @@ def load_config(health: Health | None = None, *, gpu_count: int | None = None,
     return HealthConfig(
         thresholds=thresholds, enabled=enabled, expect=expect, mode=health.mode,
         deadline_s=float(health.deadline_s), per_call_deadline_s=float(health.per_call_deadline_s),
-        baseline_xids=health.baseline_xids, xid_ignore=frozenset(xid["ignore"]), xid_fail=frozenset(xid["fail"]),
+        baseline_xids=health.baseline_xids,
         xid_names={int(k): v for k, v in xid.get("names", {}).items()},
         clock_event_bits=dict(base["clock_event_bits"]),
     )

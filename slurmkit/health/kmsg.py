@@ -11,7 +11,9 @@ Two inputs, one parser:
 The line format is the driver's: ``NVRM: Xid (PCI:0000:9b:00): 119, pid=..., <text>``. A
 GPU that fell off the bus may be logged without an Xid number (``NVRM: GPU at PCI:0000:3b:00:
 GPU has fallen off the bus.``, ``NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.``): such a
-line counts as Xid 79 on that GPU.
+line counts as Xid 79 on that GPU; a GSP timeout / heartbeat line as Xid 119, a failed GPU
+initialisation (``RmInitAdapter failed!``) as Xid 143 (see :func:`_parse`). How each Xid is
+judged: :mod:`slurmkit.health.xidcatalog`.
 
 The first read with no cursor file (the first run after install) takes what the kernel still
 buffers from the current boot as a *baseline*: those XIDs come back with ``origin``
@@ -40,6 +42,7 @@ import time
 
 from slurmkit.atomicfile import atomic_write
 from slurmkit.health.state import Xid, normalise_bus_id
+from slurmkit.health.xidcatalog import SEVERITY_XIDS, judged_as  # noqa: F401  (kmsg's names, kept)
 
 XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)\):"
                     r"\s*(?P<xid>\d+),?\s*(?P<msg>.*)$")
@@ -50,15 +53,26 @@ OFF_BUS_RE = re.compile(r"NVRM: (?:The NVIDIA )?GPU (?:at )?(?:PCI:)?"
 OFF_BUS_XID = 79
 #: GSP (the GPU's firmware) stopped answering, logged without an Xid number: judged as Xid 119
 #: (GSP RPC timeout) on the GPU the line names, e.g. ``NVRM: Rate limiting GSP RPC error prints
-#: for GPU at PCI:0000:9b:00 (printing 1 of every 30).  The GPU likely needs to be reset.``
-GSP_RE = re.compile(r"NVRM: (?P<msg>.*\bGSP\b.*(?:timeout|heartbeat|likely needs to be reset).*)$", re.IGNORECASE)
+#: for GPU at PCI:0000:9b:00 (printing 1 of every 30).  The GPU likely needs to be reset.``, and
+#: the driver's GSP heartbeat / timeout report (NVIDIA/open-gpu-kernel-modules#1230: ``NVRM: GPU6
+#: _kgspIsHeartbeatTimedOut: Heartbeat timed out, ...``, ``NVRM: GPU6 kgmmuCheckMemSubsysError_IMPL:
+#: Memory Subsystem Error detected. ...``, ``NVRM: GPU6 _kgspLogRpcTimeout: ****** GSP Timeout
+#: ******``, ``_kgspRpcRecvPoll: GSP RM heartbeat timed out``).
+GSP_RE = re.compile(r"NVRM: (?P<msg>(?:.*\bGSP\b.*(?:timeout|heartbeat|likely needs to be reset)"
+                    r"|.*_kgspIsHeartbeatTimedOut|.*heartbeat timed out|.*Memory Subsystem Error detected).*)$",
+                    re.IGNORECASE)
 _BUS_IN_RE = re.compile(r"PCI:(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)")
 GSP_XID = 119
-#: NVLink Xids whose message states the severity (Blackwell, NVIDIA's Xid catalog): ``Fatal``
-#: drains and holds like other hardware Xids, ``Nonfatal`` warns.
-SEVERITY_XIDS = range(144, 151)
-_SEVERITY_RE = re.compile(r"\b(non-?fatal|fatal)\b", re.IGNORECASE)
-_CAUSED_BY_RE = re.compile(r"caused by previous Xid (\d+)")
+#: The driver failed to initialise a GPU (``NVRM: GPU 0000:09:00.0: RmInitAdapter failed!
+#: (0x22:0x56:894)`` and its twin ``NVRM: GPU 0000:09:00.0: rm_init_adapter failed, device minor
+#: number 0``, NVIDIA/open-gpu-kernel-modules#1151): judged as Xid 143, the catalog's GPU
+#: initialisation error (``GPU_INIT_ERROR``), on the GPU the line names.
+INIT_RE = re.compile(r"NVRM: (?:GPU (?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?):\s*)?"
+                     r"(?P<msg>(?:RmInitAdapter failed!|rm_init_adapter failed).*)$")
+INIT_XID = 143
+#: ``NVRM: GPU<n> ...``: the driver's GPU instance, which follows NVML's enumeration order; a line
+#: naming no PCI address is mapped to the GPU through this index (:func:`slurmkit.health.checks.check_xid`).
+_GPU_INDEX_RE = re.compile(r"NVRM: GPU(?P<index>\d+)\b")
 BASELINE = "baseline:"
 
 
@@ -82,48 +96,43 @@ def _time_of(ts: str, boot_time_s: float | None) -> float | None:
     return boot_time_s + up if boot_time_s is not None else None
 
 
-def judged_as(xid: int, message: str) -> tuple[int, str | None]:
-    """How an Xid line is judged: ``(Xid number, severity)``. A line the driver marks ``caused
-    by previous Xid N`` (an Xid 45 channel teardown after an NVLink Xid 149) is judged as Xid N;
-    for the NVLink Xids 144-150 the severity the message states (``"fatal"`` / ``"nonfatal"``,
-    None when it states none), else None."""
-    m = _CAUSED_BY_RE.search(message)
-    judged = int(m.group(1)) if m else xid
-    sev = None
-    if judged in SEVERITY_XIDS:
-        s = _SEVERITY_RE.search(message)
-        if s:
-            sev = "nonfatal" if s.group(1).lower().startswith("non") else "fatal"
-    return judged, sev
-
-
 def _parse(line: str, origin: str, lineno: int, boot_time_s: float | None) -> tuple[Xid | None, bool]:
     """One log line (a multi-line message joined first: :func:`join_continuations`) ->
     ``(Xid or None, derived)``: None when it is not an NVRM Xid line. Lines without a number
     count as the Xid they are (``derived`` True): "fallen off the bus" (either wording) as Xid
-    79, a GSP timeout / heartbeat / needs-reset line naming a GPU as Xid 119. ``boot_time_s``:
+    79, ``RmInitAdapter failed!`` / ``rm_init_adapter failed`` as Xid 143, a GSP timeout /
+    heartbeat / needs-reset / "Memory Subsystem Error" line as Xid 119. Such a line without a
+    PCI address keeps the driver's ``GPU<n>`` as ``gpu_index`` (None: it names no GPU, a
+    node-level event). ``boot_time_s``:
     the boot's epoch time, to turn a ``[seconds since boot]`` prefix into ``Xid.time_s``."""
     derived = False
+    index = None
     m = XID_RE.search(line)
     if m:
         xid, bus_text, msg = int(m.group("xid")), m.group("bus"), m.group("msg")
     else:
         off = OFF_BUS_RE.search(line)
-        gsp = None if off else GSP_RE.search(line)
-        bus_in = _BUS_IN_RE.search(line) if gsp else None
+        init = None if off else INIT_RE.search(line)
+        gsp = None if off or init else GSP_RE.search(line)
         if off:
             xid, bus_text, msg = OFF_BUS_XID, off.group("bus"), off.group("msg")
-        elif bus_in:
-            xid, bus_text, msg = GSP_XID, bus_in.group("bus"), gsp.group("msg")
+        elif init:
+            xid, bus_text, msg = INIT_XID, init.group("bus"), init.group("msg")
+        elif gsp:
+            bus_in = _BUS_IN_RE.search(line)
+            xid, bus_text, msg = GSP_XID, bus_in.group("bus") if bus_in else None, gsp.group("msg")
         else:
             return None, False
         derived = True
+        if bus_text is None:  # no PCI address: the GPU<n> the driver names, else the node
+            gi = _GPU_INDEX_RE.search(line)
+            index = int(gi.group("index")) if gi else None
     ts = _TS_RE.match(line)
     try:
-        bus = normalise_bus_id(bus_text)
+        bus = normalise_bus_id(bus_text) if bus_text else None
     except ValueError:
         bus = None
-    return Xid(xid=xid, pci_bus_id=bus, message=msg.strip(), origin=origin, line=lineno,
+    return Xid(xid=xid, pci_bus_id=bus, message=msg.strip(), origin=origin, line=lineno, gpu_index=index,
                timestamp=ts.group("ts") if ts else "",
                time_s=_time_of(ts.group("ts"), boot_time_s) if ts else None), derived
 
@@ -177,6 +186,17 @@ def parse_log(text: str, origin: str = "", boot_time_s: float | None = None) -> 
         if x is not None:
             events.append((x, derived))
     return once(events)
+
+
+def name_gpus(xids: list[Xid], gpus) -> None:
+    """Give each line of ``xids`` that names its GPU only as the driver's ``GPU<n>``
+    (``Xid.gpu_index``, no PCI address) the PCI bus id of the GPU NVML enumerates at ``n``
+    (``gpus``: :class:`~slurmkit.health.state.GpuState` list), in place; a line whose index NVML
+    does not have keeps none (judged node-level: :func:`slurmkit.health.checks.check_xid`)."""
+    by_index = {g.index: g.pci_bus_id for g in gpus if g.pci_bus_id}
+    for x in xids:
+        if x.pci_bus_id is None and x.gpu_index is not None and x.gpu_index in by_index:
+            x.pci_bus_id = by_index[x.gpu_index]
 
 
 def logged_before(x: Xid, seq: int | None, at_s: float | None) -> bool | None:
@@ -245,13 +265,16 @@ def kmsg_records(device: str | os.PathLike = "/dev/kmsg") -> list[tuple[int, int
 
 
 def read_kmsg(cursor_file: str | os.PathLike | None, device: str | os.PathLike = "/dev/kmsg",
-              boot_time_s: float | None = None) -> list[Xid]:
+              boot_time_s: float | None = None, errors: list[str] | None = None) -> list[Xid]:
     """Xids logged since the sequence number saved in ``cursor_file`` (all buffered ones when the
     kernel's sequence restarted, e.g. after a reboot; when the file is absent, all buffered ones
     as the baseline, ``origin`` ``baseline:<device>``). Updates the cursor. Each Xid carries the
     record's ``seq`` (also its ``line``), the kernel's seconds since boot as ``timestamp`` and
     ``time_s`` = ``boot_time_s`` (default :func:`boot_time`) + that.
-    Raises OSError when ``device`` cannot be opened (e.g. not root): slurmkit's own trouble."""
+    Raises OSError when ``device`` cannot be opened (e.g. not root): slurmkit's own trouble.
+    A cursor that cannot be written (a read-only or full state directory) loses no Xid: the
+    lines read are returned, and the trouble is appended to ``errors`` (raised as OSError when
+    ``errors`` is None); the next read starts from the old cursor again."""
     boot = boot_time() if boot_time_s is None else boot_time_s
     last = -1
     first_run = cursor_file is not None and not os.path.exists(cursor_file)
@@ -278,5 +301,10 @@ def read_kmsg(cursor_file: str | os.PathLike | None, device: str | os.PathLike =
                 x.timestamp, x.time_s = f"{usec / 1e6:.6f}", boot + usec / 1e6
             events.append((x, derived))
     if cursor_file is not None and records:
-        write_cursor(cursor_file, records[-1][0])
+        try:
+            write_cursor(cursor_file, records[-1][0])
+        except OSError as exc:
+            if errors is None:
+                raise
+            errors.append(f"kernel-log cursor {cursor_file}: {exc.strerror or exc}")
     return once(events)

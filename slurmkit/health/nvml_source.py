@@ -122,7 +122,7 @@ class LiveNvmlSource(GpuSource):
 
             self.progress("read /dev/kmsg")
             try:
-                state.xids = read_kmsg(self.kmsg_cursor, self.kmsg_device)
+                state.xids = read_kmsg(self.kmsg_cursor, self.kmsg_device, errors=state.errors)
             except OSError as exc:
                 state.errors.append(f"kernel log {self.kmsg_device}: {exc.strerror or exc}")
         nv = self._lib()

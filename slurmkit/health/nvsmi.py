@@ -179,6 +179,7 @@ class _Fields:
 
     def __init__(self, file: str):
         self.file = file
+        self.start: int | None = None  # the section's "GPU <bus id>" line
         self.items: list[tuple[str, str, int]] = []
         self.first: dict[str, tuple[str, int]] = {}
 
@@ -551,6 +552,7 @@ def parse_text(text: str, file: str = "<text>") -> NodeState:
         m = _GPU.match(line)
         if m:
             cur = _Fields(file)
+            cur.start = n
             g = GpuState(index=len(state.gpus))
             g.pci_bus_id = normalise_bus_id(m.group(1))
             state.gpus.append(g)
@@ -597,9 +599,15 @@ def parse_text(text: str, file: str = "<text>") -> NodeState:
         for g in state.gpus:
             f = g.__dict__.get("_fields")
             if f is not None and not any(p.split("/")[0] == _text_name("Processes") for p, _, _ in f.items):
-                raise CaptureError(file, f.items[-1][2] if f.items else None,
+                raise CaptureError(file, f.items[-1][2] if f.items else f.start,
                                    f"GPU {g.pci_bus_id}: its section ends before Processes, which nvidia-smi -q "
                                    "prints last in each GPU: a cut-off capture (capture the whole nvidia-smi -q)")
+            procs = [(p, line) for p, _, line in (f.items if f is not None else ()) if p.startswith("Processes/")]
+            if procs and procs[-1][0].rsplit("/", 1)[-1].lower() != "used gpu memory":
+                # each process nvidia-smi -q lists ends with its Used GPU Memory: one without was cut
+                raise CaptureError(file, procs[-1][1],
+                                   f"GPU {g.pci_bus_id}: its Processes list ends inside a process (no Used GPU "
+                                   "Memory after it): a cut-off capture (capture the whole nvidia-smi -q)")
     for g in state.gpus:
         f = g.__dict__.pop("_fields", None)
         if f is None:  # a device-handle error line: no section to read

@@ -85,7 +85,9 @@ class CheckResult:
     compared with (both JSON-able); GPU fields are None for node-level results. ``place`` names
     a non-GPU location in words (``mlx5_0/1 ibp12s0``: HCA/port and netdev or PCI address; ""
     for none). ``status`` is a :class:`CheckStatus` (its word is accepted and converted;
-    ValueError for another)."""
+    ValueError for another). ``gpu_index`` is NVML's index; ``gres_index`` Slurm's GPU index
+    (the GPU's place in the node's gres.conf list, as ``SLURM_JOB_GPUS`` counts), set by the
+    hooks where gres.conf is read (None: not known, e.g. ``slurmkit health check``)."""
 
     check: str
     status: CheckStatus
@@ -96,6 +98,7 @@ class CheckResult:
     limit: Any = None
     message: str = ""
     place: str = ""
+    gres_index: int | None = None
 
     def __post_init__(self) -> None:
         if type(self.status) is not CheckStatus:
@@ -113,10 +116,15 @@ class CheckResult:
         return text or self.message or str(self.value)
 
     def where(self) -> str:
-        """`` GPU<i> <PCI bus id>`` (a GPU without a bus id shows its UUID), `` <place>``, or
-        `` <PCI bus id>`` of a node-level result that has one; "" for none."""
+        """`` GPU<i> <PCI bus id>`` (``i``: NVML's index; a GPU without a bus id shows its UUID),
+        `` GPU<i> (gres index <g>, <PCI bus id>)`` when Slurm's index is known (the two differ
+        when the device minors are not in bus order), `` <place>``, or `` <PCI bus id>`` of a
+        node-level result that has one; "" for none."""
         if self.gpu_index is not None:
-            return f" GPU{self.gpu_index} {self.pci_bus_id or self.uuid or '?'}"
+            which = self.pci_bus_id or self.uuid or "?"
+            if self.gres_index is not None:
+                return f" GPU{self.gpu_index} (gres index {self.gres_index}, {which})"
+            return f" GPU{self.gpu_index} {which}"
         if self.place:
             return f" {self.place}"
         return f" {self.pci_bus_id}" if self.pci_bus_id else ""
@@ -139,7 +147,7 @@ class CheckResult:
 def _xid_meaning(r: CheckResult) -> str:
     import re
 
-    m = re.fullmatch(r"Xid (\d+)(?: \((.*)\))? x(\d+)(:.*)?", r.message)
+    m = re.fullmatch(r"Xid (\d+)(?: \(([^)]*)\))? x(\d+)([,:].*)?", r.message)
     if not m:
         return f"Xid {r.value}"
     return f"Xid {m.group(1)}" + (f" {m.group(2)}" if m.group(2) else "") + (f" (x{m.group(3)})" if m.group(3) != "1" else "")

@@ -87,8 +87,10 @@ def read_state(source_spec: str | os.PathLike = LIVE, total_deadline_s: float = 
     (:func:`_read_replay`) keeps what its capture recorded beside NVML unless ``sysfs`` is
     given, then the fabric and the GPUs' PCIe AER counters are read from that root. What is read
     beside NVML gets :func:`slurmkit.health.fabric.read_timeout_s` of ``per_call_deadline_s``
-    in all (``fabric["timeout_s"]`` when the caller sets it). Either way the error counters are
-    then swapped with ``counters_file``'s (:func:`_with_baseline`).
+    in all (``fabric["timeout_s"]`` when the caller sets it). Either way a kernel-log line that
+    names its GPU only as the driver's ``GPU<n>`` gets that NVML GPU's bus id
+    (:func:`slurmkit.health.kmsg.name_gpus`), and the error counters are then swapped with
+    ``counters_file``'s (:func:`_with_baseline`).
     """
     req = ReadRequest(**request)
     fabric = _fabric_with_timeout(req.fabric, min(per_call_deadline_s, total_deadline_s))
@@ -96,6 +98,10 @@ def read_state(source_spec: str | os.PathLike = LIVE, total_deadline_s: float = 
         state = _read_replay(source_spec, req, fabric)
     else:
         state = _read_live(req, fabric, total_deadline_s, per_call_deadline_s, env)
+    if state.xids:
+        from slurmkit.health.kmsg import name_gpus
+
+        name_gpus(state.xids, state.gpus)
     return _with_baseline(state, req.counters_file)
 
 

@@ -168,7 +168,9 @@ class Xid:
     ``seq``: the ``/dev/kmsg`` sequence number (None for saved text): orders the line exactly
     against other records of the same boot. ``time_s``: when it was logged, epoch seconds
     (None when unknown): the kernel's timestamp (``/dev/kmsg``'s microseconds since boot) plus
-    the boot's wall-clock time, as ``dmesg -T`` converts it (:mod:`slurmkit.health.kmsg`)."""
+    the boot's wall-clock time, as ``dmesg -T`` converts it (:mod:`slurmkit.health.kmsg`).
+    ``gpu_index``: for a line that names no PCI address, the driver's ``GPU<n>`` (NVML's index;
+    None: the line names no GPU, or has a PCI address)."""
 
     xid: int
     pci_bus_id: str | None
@@ -178,6 +180,7 @@ class Xid:
     timestamp: str = ""
     seq: int | None = None
     time_s: float | None = None
+    gpu_index: int | None = None
 
 
 @record

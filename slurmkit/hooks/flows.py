@@ -124,6 +124,15 @@ class Run:
         self.verdict.own_errors.append(msg)
         self.log.error(f"slurmkit's own trouble (no drain): {msg}")
 
+    def save_health(self, h) -> None:
+        """Write the node's ``health.json`` (:func:`slurmkit.hooks.nodestate.save_health`), best
+        effort: a state directory that cannot be written (read-only, full) is own trouble, said
+        and counted; the judgement and the drain already happened."""
+        try:
+            nodestate.save_health(self.cfg.state_dir, self.node, h)
+        except OSError as exc:
+            self.own_error(f"cannot write the node's health state under {self.cfg.state_dir}: {exc.strerror or exc}")
+
     @property
     def slurm_conf(self) -> str:
         return self.env.get("SLURM_CONF") or str(self.cfg.slurm_conf)
@@ -281,6 +290,7 @@ class Run:
 
             self.state.gpu_resets = gpureset.load(self.cfg.state_dir, self.node, nodestate.boot_id())
         self.verdict.results = run_checks(self.state, self.judging.hc, before_job=before_job, job_gpus=job_gpus)
+        self.name_gres_indexes()
         if self.state.xids:
             self.attribute_xids()
         for msg in own_trouble(self.state, self.judging.hc):
@@ -293,6 +303,31 @@ class Run:
         if fails:
             self.verdict.drain_reason = fails[0].reason(more=len(fails) - 1)
         return True
+
+    def name_gres_indexes(self) -> None:
+        """Give each result that names a GPU and is not a pass Slurm's GPU index too
+        (``CheckResult.gres_index``: the GPU's place in gres.conf, matched by device minor as
+        :func:`slurmkit.hooks.gres.map_job_gpus` does), so a drain reason says both numberings:
+        ``GPU1 (gres index 3, 0000:3b:00.0)``. A GPU gres.conf does not list, or one in MIG mode
+        (its instances are the gres), keeps NVML's alone."""
+        from slurmkit.health.checks import CheckStatus
+
+        named = [r for r in self.verdict.results if r.gpu_index is not None and r.status is not CheckStatus.PASS]
+        if not named or not self.node_gpus.files:
+            return
+        from slurmkit.hooks import gres
+
+        try:
+            mapped = gres.map_job_gpus(list(range(len(self.node_gpus.files))), self.node_gpus.files, self.state,
+                                       autodetect=self.node_gpus.autodetect)
+        except ValueError:
+            return
+        by_nvml = {g.nvml_index: g.index for g in mapped if g.nvml_index is not None}
+        for g in self.state.gpus:  # a GPU in MIG mode is several gres (its instances), not one index
+            if g.get("mig_current") or g.get("mig_devices"):
+                by_nvml.pop(g.index, None)
+        for r in named:
+            r.gres_index = by_nvml.get(r.gpu_index)
 
     def attribute_xids(self) -> None:
         """Attribute each Xid line of the state to the jobs whose GPUs and run window contain it
@@ -341,7 +376,7 @@ class Run:
                 from slurmkit.hooks import xidhold
 
                 h.xid_holds = xidhold.add(h.xid_holds, self.verdict.results, self.state.xids, time.time())
-            nodestate.save_health(self.cfg.state_dir, self.node, h)
+            self.save_health(h)
         else:
             self.verdict.kept = outcome.their_reason
             self.log.warning(f"not draining {self.node}: its reason belongs to someone else ({outcome.their_reason}); "
@@ -349,7 +384,7 @@ class Run:
             h = nodestate.load_health(self.cfg.state_dir, self.node)
             if h.drained_reason:  # the node is theirs now: forget our old drain
                 h.drained_reason, h.clean_runs, h.xid_holds = None, 0, {}
-                nodestate.save_health(self.cfg.state_dir, self.node, h)
+                self.save_health(h)
 
     def job_gpus(self):
         """The job's GPUs mapped to NVML (``gres.JobGpu`` list, worked out once per run); []
@@ -732,7 +767,7 @@ def healthcheck(run: Run) -> int:
             h = nodestate.load_health(run.cfg.state_dir, run.node)
             if h.drained_reason:
                 h.clean_runs = 0
-                nodestate.save_health(run.cfg.state_dir, run.node, h)
+                run.save_health(h)
         return 0
     if not ok:
         return 0
@@ -757,7 +792,7 @@ def healthcheck(run: Run) -> int:
                else f"is drained by someone else ({current['reason'] or 'no reason'})")
         run.log.info(f"forgetting slurmkit's drain of {run.node} ({h.drained_reason}): the node {how} since")
         h.drained_reason, h.clean_runs, h.xid_holds = None, 0, {}
-        nodestate.save_health(run.cfg.state_dir, run.node, h)
+        run.save_health(h)
         return 0
     if _xid_holds_remain(run, h):
         return 0
@@ -770,7 +805,7 @@ def healthcheck(run: Run) -> int:
             if not run.verdict.drained:
                 if not run.verdict.drain_reason:  # no new evidence: the earlier reason stands
                     run.log.info(f"{run.node} stays drained for the earlier reason: {h.drained_reason}")
-                nodestate.save_health(run.cfg.state_dir, run.node, h)
+                run.save_health(h)
             return 0
         from slurmkit.hooks.drain import resume
         from slurmkit.slurm.commands import SlurmError
@@ -779,12 +814,12 @@ def healthcheck(run: Run) -> int:
             outcome = resume(run.node, run.cfg.scontrol_timeout_s, run.slurm_conf, run.cfg.slurm_bin_dir)
         except SlurmError as exc:
             run.own_error(f"could not resume {run.node}: {exc}")
-            nodestate.save_health(run.cfg.state_dir, run.node, h)
+            run.save_health(h)
             return 0
         run.log.warning(f"{outcome} {run.node} after {h.clean_runs} clean health checks")
         run.verdict.resumed = h.drained_reason
         h.drained_reason, h.clean_runs, h.xid_holds = None, 0, {}
-    nodestate.save_health(run.cfg.state_dir, run.node, h)
+    run.save_health(h)
     return 0
 
 
@@ -801,7 +836,7 @@ def _xid_holds_remain(run: Run, h) -> bool:
         if h.xid_holds:
             run.log.info(f"{run.node} rebooted since slurmkit drained it: its XIDs no longer hold the drain")
             h.xid_holds = {}
-            nodestate.save_health(run.cfg.state_dir, run.node, h)
+            run.save_health(h)
         return False
     holds = h.xid_holds or xidhold.from_reason(h.drained_reason)  # a drain recorded before holds were kept
     if not holds:
@@ -815,7 +850,7 @@ def _xid_holds_remain(run: Run, h) -> bool:
                         f"its Xid no longer holds the drain ({hold['reason']})")
     if released or holds != h.xid_holds:
         h.xid_holds = remaining
-        nodestate.save_health(run.cfg.state_dir, run.node, h)
+        run.save_health(h)
     if not remaining:
         return False
     still = "; ".join(sorted(hd["reason"] for hd in remaining.values()))

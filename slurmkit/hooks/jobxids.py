@@ -21,10 +21,11 @@ hooks' state directory and ``/dev/kmsg`` under ``kernel.dmesg_restrict=1`` are r
   replayed node's snapshot ``xids``), the job's window over it
   (:func:`slurmkit.hooks.attribution.window_of`: only lines on the job's GPUs, logged since its
   prolog) and the health check's Xid judgement (:func:`slurmkit.health.checks.check_xid` over
-  ``checks.toml [xid]``): only an Xid the health check would fail on (hardware / driver: 48, 62,
-  64, 74, 79, 94, 95, 119, 120, ..., or an NVLink Xid the driver calls Fatal) is node evidence;
-  an application Xid (13, 31, 43, 45, 68: often the program's own crash) or a warn-level one is
-  said, never counted;
+  NVIDIA's Xid catalog, :mod:`slurmkit.health.xidcatalog`): only an Xid the health check would
+  fail on (a reset, reboot or report: 48, 62, 64, 74, 79, 95, 119, 120, ..., an Xid 94 whose line
+  says ``RST: Yes``, or an NVLink Xid the driver calls Fatal) is node evidence; an application
+  Xid (13, 31, 43, 45, 68, 69, a contained 94: often the program's own crash) or a warn-level
+  one is said, never counted;
 - where the job's user may not read the kernel log: the NVML state of the job's GPUs instead,
   which any user may query (:func:`slurmkit.health.runner.read_state`, the hooks' live source
   under their deadlines; a replayed node's snapshot), judged by the health check's own GPU checks
@@ -66,12 +67,17 @@ def judged(job_id: str, rec, xids, boot_id: str | None, cfg) -> tuple[list[str],
     recorded for that bus id; the rest: the health check's words). Pure."""
     from slurmkit.health.checks import check_xid
     from slurmkit.health.result import FAIL
-    from slurmkit.health.state import NodeState
+    from slurmkit.health.state import NodeState, Xid
     from slurmkit.hooks import attribution
 
     window = attribution.window_of(str(job_id), rec, boot_id)
     if window is None:
         return [], []
+    # a line naming its GPU only as the driver's GPU<n> (NVML's index): the job's GPU the prolog
+    # recorded at that index (copies: the caller's lines are left as they are)
+    by_index = {g.nvml_index: g.pci_bus_id for g in rec.gpus if g.nvml_index is not None and g.pci_bus_id}
+    xids = [Xid(**{**x.__dict__, "pci_bus_id": by_index[x.gpu_index]})
+            if x.pci_bus_id is None and x.gpu_index in by_index else x for x in xids]
     state = NodeState(node="", source="")
     state.xids = [x for x in xids if window.contains(x)]
     if not state.xids:

@@ -20,7 +20,8 @@ exactly one file (node_exporter refuses a series that two files both carry):
   check it had been drained for;
 - ``slurmkit_gpu_xid_errors_total{node,gpu,pci_bus_id,xid,class}`` counter: NVRM Xid lines seen
   in the kernel log, each line once whichever hook and run reads it (:func:`count_run`;
-  ``class``: hardware | application | other, from checks.toml [xid]);
+  ``class``: hardware | application | other, from the ``xid`` check's verdict:
+  :mod:`slurmkit.health.xidcatalog`);
 - ``slurmkit_gpu_xid_last_timestamp_seconds{node,gpu,pci_bus_id,xid,class}`` gauge: Unix time
   of the hook run that last counted a new line of that Xid; the alert fires on a recent time, so
   a series that reappears after a gap in the data (Prometheus restart, node_exporter down) does
@@ -450,12 +451,18 @@ def _node_files(run) -> list[tuple[str, str]]:
     try:
         drained = load_health(cfg.state_dir, node).drained_reason
         counters = count_run(load_counters(cfg.state_dir, node), run, drained, boot=boot)
-        save_counters(cfg.state_dir, node, counters)
         jobs = running_jobs(cfg.state_dir, node)
+        loaded = True
     except OSError:
-        drained, jobs = (run.verdict.drain_reason if run.verdict.drained else None), []
+        drained, jobs, loaded = (run.verdict.drain_reason if run.verdict.drained else None), [], False
         counters = count_run({**{k: {} for k in _KINDS}, "drain_open": None, "observed_open": None}, run, drained,
                              boot=boot)
+    if loaded:
+        try:
+            save_counters(cfg.state_dir, node, counters)
+        except OSError as exc:  # a read-only or full state directory: this run's series are still written
+            run.log.error(f"slurmkit's own trouble (no drain): cannot keep the node's counters under "
+                          f"{cfg.state_dir}: {exc.strerror or exc}")
     os.makedirs(cfg.textfile_dir, exist_ok=True)
     out = []
     now = round(time.time(), 3)

@@ -176,8 +176,13 @@ class JobStart(_Record):
 
 
 def node_dir(state_dir, node: str) -> str:
+    """``<state_dir>/<node>``, made when missing (best effort: a read-only or full state
+    directory is not an error here; the write that needs it raises, and its caller says so)."""
     d = os.path.join(os.fspath(state_dir), node)
-    os.makedirs(d, mode=0o700, exist_ok=True)
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+    except OSError:
+        pass
     return d
 
 
@@ -207,15 +212,20 @@ def save_health(state_dir, node: str, health: NodeHealth) -> None:
 
 def count_own_error(state_dir, node: str, hook: str) -> int:
     """Add one to the own-trouble counter of ``hook`` and set its ``own_error_at`` to now (Unix
-    time, s); returns the new total (0 when the state directory itself cannot be written)."""
+    time, s); returns the new total. When the state directory cannot be written (read-only,
+    full) the total is the recorded one plus this run's, not kept for the next run: the metric
+    still says this run had trouble."""
     try:
         h = load_health(state_dir, node)
-        h.own_errors[hook] = h.own_errors.get(hook, 0) + 1
-        h.own_error_at[hook] = round(time.time(), 3)
-        save_health(state_dir, node, h)
-        return h.own_errors[hook]
     except OSError:
-        return 0
+        return 1
+    h.own_errors[hook] = h.own_errors.get(hook, 0) + 1
+    h.own_error_at[hook] = round(time.time(), 3)
+    try:
+        save_health(state_dir, node, h)
+    except OSError:
+        pass
+    return h.own_errors[hook]
 
 
 def save_job(state_dir, node: str, job_id: str, job: JobStart) -> None:

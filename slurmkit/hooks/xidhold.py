@@ -1,6 +1,6 @@
 """What keeps a node drained for a hardware XID, and what ends it.
 
-A hardware XID (``checks.toml [xid] fail``: 48, 79, 94, 95, 119, ...) says the GPU needs at least
+A hardware XID (one whose NVIDIA Xid catalog action is a reset, a reboot or a report: 48, 79, 95, 119, ...; :mod:`slurmkit.health.xidcatalog`) says the GPU needs at least
 a reset; clean health checks afterwards are no evidence of one. So each GPU with such an XID gets
 a *hold* in ``health.json`` (:class:`slurmkit.hooks.nodestate.NodeHealth` ``xid_holds``):
 ``{pci bus id ("" when the line names no GPU): {"since_s": epoch s, "since_seq": int | None,
@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 XID_REASON = "slurmkit: xid "
-_REASON_BUS = re.compile(r"^slurmkit: xid GPU\d+ ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]):")
+_REASON_BUS = re.compile(r"^slurmkit: xid GPU\d+ (?:\(gres index \d+, )?([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\)?:")
 
 
 def add(holds: dict, results, xids, now: float) -> dict:
@@ -47,7 +47,7 @@ def add(holds: dict, results, xids, now: float) -> dict:
 
 
 def from_reason(reason: str | None) -> dict:
-    """The hold a ``slurmkit: xid GPU<i> <bus>: ...`` drain reason implies when ``health.json``
+    """The hold a ``slurmkit: xid GPU<i> <bus>: ...`` (or ``GPU<i> (gres index <g>, <bus>): ...``) drain reason implies when ``health.json``
     has none (written by an older slurmkit): on that GPU, since an unknown time (any reset
     recorded since ends it); a reason without a bus id holds node-wide; {} for another reason."""
     if not reason or not reason.startswith(XID_REASON):

@@ -131,7 +131,7 @@ _DEFAULTS: dict | None = None
 
 def check_defaults(cache_dir=None) -> dict:
     """The parsed ``checks.toml``: ``{"checks": {id: description}, "thresholds": {...},
-    "clock_event_bits": {...}, "xid": {"ignore": [...], "fail": [...], "names": {...}}}``,
+    "clock_event_bits": {...}, "xid": {"names": {...}}}``,
     read once per process. ``cache_dir`` (the hooks' state directory): keep the parsed data
     there as JSON while the file is unchanged (:mod:`slurmkit.stampcache`), so a hook need not
     import ``tomllib`` on every job; the TOML file stays the one source."""

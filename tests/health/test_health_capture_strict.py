@@ -97,3 +97,47 @@ def test_gpu_section_cut_before_processes_is_unreadable_exit_2(corpus, tmp_path)
     assert "its section ends before Processes" in ei.value.message
     r = CliRunner().invoke(cli, ["health", "check", "--from", str(path)])
     assert r.exit_code == 2 and str(path) in r.output and "Traceback" not in r.output
+
+
+# edit (labelled): the A10 capture's "Processes : None" replaced by the Processes block of a real
+# A100 nvidia-smi -q (stas00/ml-engineering, debug notes; CC-BY-SA-4.0), one compute process
+PROCESSES_A100 = """\
+    Processes
+        GPU instance ID                   : N/A
+        Compute instance ID               : N/A
+        Process ID                        : 280058
+            Type                          : C
+            Name                          : /gpfswork/rech/cnw/commun/conda/shared-m4-2023-02-28/bin/python
+            Used GPU Memory               : 22374 MiB
+"""
+
+
+def test_every_cut_inside_the_last_gpu_section_is_refused(corpus, tmp_path):
+    """Cut at any line inside the last GPU's section (8x H100: GPU 0000:DB:00.0, the one whose
+    ECC, row-remap, temperature and clock fields a cut would lose), and inside its Processes list:
+    each refused (exit 2, file and line), never judged as a GPU without those fields."""
+    lines = (corpus / "nvidia-smi-q" / H100).read_text().splitlines(keepends=True)
+    last = max(i for i, t in enumerate(lines) if t.startswith("GPU 0"))
+    for cut in range(last + 1, len(lines)):
+        with pytest.raises(CaptureError) as ei:
+            load_capture(_write(tmp_path, "".join(lines[:cut])))
+        assert ei.value.line is not None, cut
+    whole = (corpus / "nvidia-smi-q" / "a10_row_remap_pending.txt").read_text()
+    text = whole.replace("    Processes                             : None\n", PROCESSES_A100)
+    state = load_capture(_write(tmp_path, text))
+    assert state.gpus[0].get("processes") == [{"pid": 280058, "used_mib": 22374}]
+    block = len(text.splitlines()) - len(PROCESSES_A100.splitlines())
+    for keep in range(2, len(PROCESSES_A100.splitlines())):  # cut after "GPU instance ID" ... "Name"
+        cut = "".join(text.splitlines(keepends=True)[:block + keep])
+        path = _write(tmp_path, cut)
+        with pytest.raises(CaptureError) as ei:
+            load_capture(path)
+        assert ei.value.line == block + keep and "ends inside a process" in ei.value.message, keep
+        r = CliRunner().invoke(cli, ["health", "check", "--from", str(path)])
+        assert r.exit_code == 2 and f"{path}:{block + keep}" in r.output and "Traceback" not in r.output, r.output
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "cut.txt"
+    path.write_text(text)
+    return path

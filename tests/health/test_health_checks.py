@@ -43,11 +43,9 @@ def test_every_check_id_in_the_data_file_has_a_function_and_back():
     assert set(C.CHECKS) == ids - {"nvml-timeout"}
 
 
-def test_xid_table_from_data_file():
+def test_xid_names_from_data_file():
     cfg = load_config()
-    assert cfg.xid_ignore == {13, 31, 43, 45, 68}
-    assert {48, 79, 119, 154} <= cfg.xid_fail
-    assert not cfg.xid_fail & cfg.xid_ignore
+    assert cfg.xid_names[79] == "GPU fell off the bus" and cfg.xid_names[94] == "contained error"
 
 
 SITE = """[cluster]
@@ -129,12 +127,14 @@ def test_nvml_init_failure_gpu_node_vs_cpu_node():
 def test_xid_table_ignore_fail_warn_and_gpu_attribution():
     s = node(gpu(0), gpu(1))
     s.xids = [Xid(13, "0000:19:00.0", "app"), Xid(79, "0000:1a:00.0", "off the bus"),
-              Xid(79, "0000:1a:00.0", "again"), Xid(92, "0000:19:00.0", "sbe rate")]
+              Xid(79, "0000:1a:00.0", "again"), Xid(92, "0000:19:00.0", "sbe rate"),
+              Xid(162, "0000:19:00.0", "PSHC reengaged")]
     res = C.check_xid(s, load_config())
     by = {(r.value, r.gpu_index): r for r in res}
     assert by[(13, 0)].status == "pass"
     assert by[(79, 1)].status == "fail" and "x2" in by[(79, 1)].message and by[(79, 1)].uuid == "GPU-0001"
-    assert by[(92, 0)].status == "warn"
+    assert by[(92, 0)].status == "pass"  # the catalog: IGNORE
+    assert by[(162, 0)].status == "warn"  # the catalog names no action
 
 
 def test_driver_pin():

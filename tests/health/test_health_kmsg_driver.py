@@ -100,19 +100,24 @@ def test_nvlink_xid_severity_from_the_message():
 
 
 def test_caused_by_previous_xid_is_judged_by_that_xid():
-    # edit (labelled): the forum's Xid 45 line with the driver's " caused by previous Xid %d"
-    # suffix (open-gpu-kernel-modules, rc error reporting), as logged after an Xid 149
-    line = ("Mar 27 17:40:36 kernel: NVRM: Xid (PCI:0000:01:00): 45, pid=12542, name=VLLM::Worker, channel "
-            "0x00000002 caused by previous Xid 149")
-    xids = kmsg.parse_log(line + "\n")
+    # NVIDIA/open-gpu-kernel-modules#1150 (journal lines of an 8-GPU node whose NVLinks went
+    # inactive; verbatim): Xid 45 channel teardowns the driver marks as caused by Xid 149 / 145
+    text = """\
+kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149
+kernel: NVRM: Xid (PCI:0000:ed:00): 45, pid=1818992, name=python3, Ch 0000000c caused by previous Xid 145
+kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000002 caused by previous Xid 149
+"""
+    xids = kmsg.parse_log(text)
     assert kmsg.judged_as(45, xids[0].message) == (149, None)
-    (v, _, status, msg), = _verdicts(xids)
-    # judged as an Xid 149 whose severity this line does not state: warn, never an application's pass
-    # (the Xid 149 line itself, "Fatal", is what drains)
-    assert (v, status) == (45, "warn") and "judged as Xid 149" in msg
-    fatal = kmsg.parse_log(XID149_FATAL + "\n" + line + "\n")
-    assert sorted((v, s) for v, _, s, _ in _verdicts(fatal)) == [(45, "warn"), (149, "fail")]
-    plain = kmsg.parse_log(line.replace(" caused by previous Xid 149", "") + "\n")
+    verdicts = _verdicts(xids)
+    # judged as the NVLink Xid that tore the job's channels down: not contained to the link, a
+    # GPU reset (never an application's pass)
+    assert [(v, b, s) for v, b, s, _ in verdicts] == [(45, "0000:dc:00.0", "fail"), (45, "0000:ed:00.0", "fail")]
+    assert verdicts[0][3] == ("Xid 45 (preemptive cleanup) x2, caused by previous Xid 149: judged as Xid 149: "
+                              "reset the GPU (the driver: caused by previous Xid 149)")
+    fatal = kmsg.parse_log(XID149_FATAL + "\n")
+    assert [(v, s) for v, _, s, _ in _verdicts(fatal)] == [(149, "fail")]
+    plain = kmsg.parse_log("kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001\n")
     assert [s for _, _, s, _ in _verdicts(plain)] == ["pass"]  # Xid 45 on its own: an application's
 
 

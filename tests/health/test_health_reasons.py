@@ -79,3 +79,12 @@ def test_gpu_reasons_keep_their_shape():
     assert r.reason(more=2) == "slurmkit: pcie_width GPU3 0000:3b:00.0: x8 of x16 (+2 more)"
     r = CheckResult("nvlink_down", C.FAIL, 3, "GPU-x", "0000:3b:00.0", 16, 18, "2 NVLink(s) down")
     assert r.reason() == "slurmkit: nvlink GPU3 0000:3b:00.0: 2 NVLink(s) down"
+
+
+def test_reason_names_nvml_and_gres_index_when_both_are_known():
+    from slurmkit.health.result import CheckResult
+
+    r = CheckResult("xid", "fail", 1, "GPU-u", "0000:3b:00.0", 79, None, "Xid 79 (GPU fell off the bus) x1", gres_index=3)
+    assert r.reason() == "slurmkit: xid GPU1 (gres index 3, 0000:3b:00.0): Xid 79 GPU fell off the bus"
+    r.gres_index = None  # slurmkit health check reads no gres.conf: NVML's index alone
+    assert r.reason() == "slurmkit: xid GPU1 0000:3b:00.0: Xid 79 GPU fell off the bus"

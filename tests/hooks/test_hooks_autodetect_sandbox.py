@@ -29,6 +29,7 @@ from nodeenv import record_snapshot, set_value
 from sandbox_nodes import backups, drop_new_backups, hooks_cli, install_args, job, reconfigure, restart_slurmd, sbatch, show_node
 
 from slurmkit.atomicfile import atomic_write
+from slurmkit.health.result import fit_reason
 from slurmkit.hooks import drain, gres
 from slurmkit.slurm.commands import run
 from slurmkit.waiting import wait_until
@@ -112,7 +113,9 @@ def test_autodetect_node_checked_under_slurmd(sandbox, fake_nvml):
         bad = next(x for x in failing["gpus"] if x["index"] == 1)
         j = sbatch(conf, "-w", NODE, "--gres=gpu:1", "-t", "2", "--requeue", "--wrap", "true")
         jobs.append(j)
-        want = f"slurmkit: ecc_volatile_uncorrectable GPU1 {bad['pci_bus_id']}: 4 uncorrectable ECC errors since boot"
+        # AutoDetect=nvml: Slurm's GPU k is NVML's k-th, so NVML GPU 1 is gres index 1
+        want = fit_reason(f"slurmkit: ecc_volatile_uncorrectable GPU1 (gres index 1, {bad['pci_bus_id']}): "
+                          "4 uncorrectable ECC errors since boot")
         got = wait_until(lambda: drain.is_ours(show_node(conf, NODE)["reason"]) and show_node(conf, NODE), 60,
                          what=f"{NODE} drained by slurmkit")
         assert got["reason"] == want and "DRAIN" in got["state"], got

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from nodeenv import set_value
+from nodeenv import set_value, where
 
 from slurmkit.hooks import spool
 
@@ -103,7 +103,7 @@ def test_scontrol_missing_prolog_still_exits_1_on_evidence(node, healthy, tmp_pa
     node.write_config({"n1": bad})
     r = node.run(node.prolog)
     assert r.returncode == 1
-    assert f"slurmkit: retired_pages_pending GPU1 {g['pci_bus_id']}: page retirement pending" in r.stderr
+    assert f"slurmkit: retired_pages_pending {where(node, g)}: page retirement pending" in r.stderr
     assert "could not drain" in r.stderr and "not found" in r.stderr
     assert node.metric("n1", "prolog", "slurmkit_hook_own_errors_total") == 1
     assert node.metric("n1", "prolog", "slurmkit_hook_exit_code") == 1

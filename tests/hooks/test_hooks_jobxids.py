@@ -66,8 +66,10 @@ def _record(kmsg_seq, boot=None):
 
 
 def test_only_the_jobs_hardware_xids_since_its_prolog_are_evidence(tmp_path, corpus):
-    """The gpud sequence on the job's GPU after its prolog read the log: Xid 48 and the nine
-    Xid 94 lines are hardware (checks.toml [xid] fail), Xid 63 is warn-level: said, not counted.
+    """The gpud sequence on the job's GPU after its prolog read the log: Xid 48 needs a GPU reset
+    (NVIDIA's Xid catalog) and is evidence; Xid 63 (the catalog: ignore) and the nine Xid 94 lines
+    (contained, the driver's ``RST: No, D-RST: No``; the catalog: restart the application) are
+    said, not counted.
     The same Xid 79 on another job's GPU, and a 79 on this GPU before the prolog, are not this
     job's."""
     dev = tmp_path / "kmsg"
@@ -76,9 +78,11 @@ def test_only_the_jobs_hardware_xids_since_its_prolog_are_evidence(tmp_path, cor
           + _akash_lines(corpus), first_seq=before + 1)
     xids = read_kmsg(None, dev)
     evidence, seen = jobxids.judged("77", _record(before), xids, nodestate.boot_id(), load_config())
-    assert evidence == [f"GPU3 {BUS}: Xid 48 (double bit ECC error) x1",
-                        f"GPU3 {BUS}: Xid 94 (contained ECC error) x9"]
-    assert seen == [f"GPU3 {BUS}: Xid 63 (ECC page retirement / row remap recording event) x1"]
+    assert evidence == [f"GPU3 {BUS}: Xid 48 (double bit ECC error) x1: reset the GPU"]
+    assert seen == [f"GPU3 {BUS}: Xid 63 (ECC page retirement / row remap recording event) x1: no action needed, "
+                    "not a drain (NVIDIA Xid catalog: IGNORE)",
+                    f"GPU3 {BUS}: Xid 94 (contained error) x8: application error, ignored",
+                    f"GPU3 {BUS}: Xid 94 (contained error) x1: application error, ignored (the driver: RST: No, D-RST: No)"]
     # a prolog record of another boot (a ghost) holds nothing; read_kmsg kept no cursor
     assert jobxids.judged("77", _record(before, boot="another-boot"), xids, nodestate.boot_id(), load_config()) \
         == ([], [])
@@ -93,7 +97,21 @@ def test_an_application_xid_is_said_never_counted_and_a_fatal_nvlink_xid_is(tmp_
     assert seen == [f"GPU3 {BUS}: Xid 13 (graphics engine exception) x1: application error, ignored"]
     _kmsg(dev, [XID74], first_seq=2)
     evidence, _ = jobxids.judged("77", _record(0), read_kmsg(None, dev), nodestate.boot_id(), load_config())
-    assert evidence == [f"GPU3 {BUS}: Xid 74 (NVLink error) x1"]
+    assert evidence == [f"GPU3 {BUS}: Xid 74 (NVLink error) x1: reset the GPU"]
+
+
+def test_a_gsp_timeout_naming_the_jobs_gpu_as_gpu_n_is_evidence(tmp_path):
+    """The driver's GSP heartbeat line names the GPU only as GPU<n> (NVIDIA/open-gpu-kernel-modules
+    #1230, verbatim but for GPU6 -> GPU3: the job's GPU is NVML index 3 here, an edit): it is the
+    job's GPU, so evidence; the same line naming another GPU is not the job's."""
+    dev = tmp_path / "kmsg"
+    line = ("NVRM: GPU3 _kgspIsHeartbeatTimedOut: Heartbeat timed out, currentTimeMs 812751949 heartbeat 1899482 "
+            "heartbeatWithOffsetMs 812745879 diff 6070 timeout 5200")
+    _kmsg(dev, [line, line.replace("GPU3", "GPU5")])
+    xids = read_kmsg(None, dev)
+    evidence, seen = jobxids.judged("77", _record(0), xids, nodestate.boot_id(), load_config())
+    assert (evidence, seen) == ([f"GPU3 {BUS}: Xid 119 (GSP RPC timeout) x1: reset the GPU"], [])
+    assert [x.pci_bus_id for x in xids] == [None, None]  # the caller's lines are left as they were
 
 
 @pytest.fixture
@@ -120,7 +138,7 @@ def test_the_query_answers_one_line_per_finding_prefixed_with_the_node(hooks, tm
     assert _main(capsys, "77", cfg) == (0, ["n2 none"])
     _kmsg(tmp_path / "kmsg", [XID13, _gpud_lines(corpus)[0]], first_seq=3)
     assert _main(capsys, "77", cfg) == (0, [
-        f"n2 xid GPU3 {BUS}: Xid 48 (double bit ECC error) x1",
+        f"n2 xid GPU3 {BUS}: Xid 48 (double bit ECC error) x1: reset the GPU",
         f"n2 seen GPU3 {BUS}: Xid 13 (graphics engine exception) x1: application error, ignored"])
     # the record stays for the job's epilog, no cursor file is written
     assert sorted(p.name for p in (state / "n2").iterdir()) == ["job-77.json"]
@@ -151,7 +169,7 @@ def test_the_batch_shells_command_line_works_isolated(hooks, tmp_path):
     _kmsg(tmp_path / "kmsg", [XID74])
     r = subprocess.run([sys.executable, "-I", "-m", "slurmkit.hooks.jobxids", "77", str(cfg)],
                        env={"SLURMD_NODENAME": "n2"}, capture_output=True, text=True, timeout=60)
-    assert (r.returncode, r.stdout, r.stderr) == (0, f"n2 xid GPU3 {BUS}: Xid 74 (NVLink error) x1\n", "")
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"n2 xid GPU3 {BUS}: Xid 74 (NVLink error) x1: reset the GPU\n", "")
 
 
 def _job_on(bus, nvml_index):
@@ -250,7 +268,7 @@ def test_an_unprivileged_jobs_query_reads_what_the_prolog_published_and_nvml(ope
     assert query(NOBODY, "gpu_is_lost", lost=nv) == [f"n1 gpu GPU{nv} {bus}: gpu_lost: GPU fell off the bus (GPU_IS_LOST)"]
     assert query(NOBODY, "healthy") == [f"n1 none (the job's GPUs by NVML: cannot read the kernel log {kmsg}: "
                                         "Permission denied)"]
-    assert query(0, "healthy") == [f"n1 xid GPU{nv} {bus}: Xid 79 (GPU fell off the bus) x1"]
+    assert query(0, "healthy") == [f"n1 xid GPU{nv} {bus}: Xid 79 (GPU fell off the bus) x1: reboot the node"]
     assert query(1000, "gpu_is_lost", lost=nv) == [f"n1 unknown cannot read the job's prolog record {published}: "
                                                    "Permission denied"]
     r = node.run(node.epilog, job_id="101", gpus="0", user=("nobody", NOBODY), env=fake.env("healthy", base=user))

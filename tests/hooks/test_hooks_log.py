@@ -9,7 +9,9 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from nodeenv import nvml_gpu_of, set_value
+from nodeenv import nvml_gpu_of, set_value, where
+
+from slurmkit.health.result import fit_reason
 from slurmkit.cli import cli as cli_main
 from slurmkit.hooks import log as hlog
 from slurmkit.hooks.config import HookConfigError, parse
@@ -49,8 +51,8 @@ def test_hook_runs_append_their_lines_and_hooks_log_shows_them(node, healthy, tm
     assert node.run(node.prolog, node="n2").returncode == 0
     n1 = (node.state_dir / "n1" / "hooks.log").read_text().splitlines()
     assert all(LINE.match(line) for line in n1), n1
-    would = (f"observe mode: would drain n1: slurmkit: ecc_volatile_uncorrectable GPU{g['index']} "
-             f"{g['pci_bus_id']}: 3 uncorrectable ECC errors since boot")
+    would = "observe mode: would drain n1: " + fit_reason(f"slurmkit: ecc_volatile_uncorrectable {where(node, g)}: "
+                                                          "3 uncorrectable ECC errors since boot")
     assert any(line.endswith(would) for line in n1)
     assert re.search(r"healthcheck done in [\d.]+ s, exit 0, drain reason: slurmkit: ecc_volatile", n1[-1])
     n2 = (node.state_dir / "n2" / "hooks.log").read_text().splitlines()

@@ -3,7 +3,7 @@ profile (its cached facts), on snapshots recorded from the fake NVML."""
 
 import json
 
-from nodeenv import set_value
+from nodeenv import set_value, where
 
 SITE = """[cluster]
 name = "t"
@@ -40,7 +40,7 @@ def test_x8_link_where_the_node_type_expects_x16_fails_the_prolog(node, healthy,
     node.write_config({"n1": p}, mode=None, extra=f'profile = "{_site(tmp_path)}"\n')
     r = node.run(node.prolog)
     assert r.returncode == 1, r.stderr  # enforce: hardware evidence (scontrol is unreachable here)
-    assert f"slurmkit: pcie_width GPU1 {g['pci_bus_id']}: x8 of x16" in r.stderr
+    assert f"slurmkit: pcie_width {where(node, g)}: x8 of x16" in r.stderr
     assert node.metric("n1", "prolog", "slurmkit_health_check_status", check="pcie_width", gpu="1") == 2
 
 

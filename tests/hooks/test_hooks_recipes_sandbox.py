@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 
 from sandbox_nodes import backups, drop_new_backups, hooks_cli, reconfigure, show_node
+from slurmkit.health.result import fit_reason
 from slurmkit.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
 
-BUS = "0000:3b:00.0"  # the sandbox's NVML GPU 1, which --break breaks unless --gpu
+BUS = "0000:3b:00.0"  # the sandbox's NVML GPU 1 (minor 2: /dev/nvidia0, gres index 0), which --break breaks unless --gpu
 
 
 def _sh(sandbox, *argv, check=True) -> subprocess.CompletedProcess:
@@ -73,7 +74,7 @@ def test_each_way_back_of_the_docs(sandbox, hooked):
     # a fault seen on each run: drained, and back by itself once fixed
     out = _sh(sandbox, "sandbox", "gpu", "n3", "--break", "dbe", "--dir", d).stdout
     assert "then the health check resumes it after resume_after clean runs" in out
-    want = f"slurmkit: ecc_volatile_uncorrectable GPU1 {BUS}: 1 uncorrectable ECC errors since boot"
+    want = fit_reason(f"slurmkit: ecc_volatile_uncorrectable GPU1 (gres index 0, {BUS}): 1 uncorrectable ECC errors since boot")
     wait_until(lambda: _drained(conf, "n3", want), 60, what="n3 drained for the ECC error")
     log = _sh(sandbox, "hooks", "log", "--node", "n3", "--drains").stdout
     assert f"drained n3: {want}" in log, log
@@ -84,7 +85,7 @@ def test_each_way_back_of_the_docs(sandbox, hooked):
     # a held Xid: fixed, it stays drained until the GPU's reset is recorded
     out = _sh(sandbox, "sandbox", "gpu", "n3", "--break", "xid79", "--dir", d).stdout
     assert f"slurmkit hooks gpu-reset {BUS} --done --node n3" in out
-    want = f"slurmkit: xid GPU1 {BUS}: Xid 79 GPU fell off the bus"
+    want = f"slurmkit: xid GPU1 (gres index 0, {BUS}): Xid 79 GPU fell off the bus"
     wait_until(lambda: _drained(conf, "n3", want), 60, what="n3 drained for Xid 79")
     _sh(sandbox, "sandbox", "gpu", "n3", "--fix", "--dir", d)
     runs = _health_runs(state, "n3")
@@ -107,7 +108,7 @@ def test_each_way_back_of_the_docs(sandbox, hooked):
 def test_the_demos_drained_node_comes_back_with_the_documented_command(sandbox, hooked):
     conf, d = hooked["conf"], sandbox.dir
     _sh(sandbox, "sandbox", "gpu", "n2", "--break", "row-remap", "--dir", d)  # what the demo gives n2
-    want = f"slurmkit: row_remap_pending GPU1 {BUS}: 4 uncorrectable rows pending remap"
+    want = fit_reason(f"slurmkit: row_remap_pending GPU1 (gres index 0, {BUS}): 4 uncorrectable rows pending remap")
     wait_until(lambda: _drained(conf, "n2", want), 60, what="n2 drained for the row remap")
     # a resume by hand with the fault still there: drained again (the docs say why)
     _sh(sandbox, "scontrol", "update", "NodeName=n2", "State=RESUME")

@@ -21,12 +21,22 @@ import pytest
 
 from nodeenv import record_snapshot, set_value
 from slurmkit.atomicfile import atomic_write
+from slurmkit.health.result import fit_reason
 from slurmkit.hooks import drain, install as inst, spool
 from slurmkit.hooks.config import render as render_config
 from slurmkit.slurm import conf as sconf
 from slurmkit.slurm.commands import run
 from sandbox_nodes import job as _job, reconfigure, sbatch as _sbatch, show_node as _node
 from slurmkit.waiting import wait_until
+
+
+def _where(gpu: dict) -> str:
+    """How the hooks' drain reason names a snapshot GPU on a sandbox node: NVML's index, Slurm's
+    gres index (the place of /dev/nvidia<k> with the GPU's minor in gres.conf's File= list:
+    slurmkit.sandbox.config.device_minors) and the bus id."""
+    from slurmkit.sandbox.config import device_minors
+
+    return f"GPU{gpu['index']} (gres index {device_minors(4).index(gpu['minor_number'])}, {gpu['pci_bus_id']})"
 
 pytestmark = pytest.mark.slurm
 
@@ -88,7 +98,7 @@ def test_failing_gpu_drains_requeues_and_resumes(sandbox, hooked):
         hooked["cfg_path"].write_text(hooked["config"]({"n3": hooked["failing"]}))
         job = _sbatch(conf, "-N1", "--gres=gpu:1", "-t", "2", "--requeue", "--wrap", "hostname")
         bad = json.loads(hooked["failing"].read_text())["gpus"][1]
-        want = f"slurmkit: ecc_volatile_uncorrectable GPU1 {bad['pci_bus_id']}: 4 uncorrectable ECC errors since boot"
+        want = fit_reason(f"slurmkit: ecc_volatile_uncorrectable {_where(bad)}: 4 uncorrectable ECC errors since boot")
         got = wait_until(lambda: (_node(conf, "n3")["reason"] or "").startswith("slurmkit:")
                     and _node(conf, "n3"), 60, what="n3 drained by slurmkit")
         assert got["reason"] == want and "DRAIN" in got["state"]
@@ -341,7 +351,7 @@ def test_hardware_xid_drain_lasts_until_reboot(sandbox, hooked):
     xid_snap = hooked["cfg_path"].parent / "n3-xid79.json"
     xid_snap.write_text(json.dumps(snap))
     hooked["cfg_path"].write_text(hooked["config"]({"n3": xid_snap}))
-    want = f"slurmkit: xid GPU1 {g1['pci_bus_id']}: Xid 79 GPU fell off the bus"
+    want = f"slurmkit: xid {_where(g1)}: Xid 79 GPU fell off the bus"
     wait_until(lambda: _node(conf, "n3")["reason"] == want, INTERVAL_S * 4 + 30, what="n3 drained for Xid 79")
     hooked["cfg_path"].write_text(hooked["config"]())  # the kernel log has nothing new: clean runs
     _health_runs(hooked, "n3", RESUME_AFTER + 2)
@@ -374,7 +384,7 @@ def test_gpu_reset_ends_only_that_gpus_xid_drain(sandbox, hooked):
     xid_snap = hooked["cfg_path"].parent / "n3-xid79-48.json"
     xid_snap.write_text(json.dumps(snap))
     hooked["cfg_path"].write_text(hooked["config"]({"n3": xid_snap}))
-    first = f"slurmkit: xid GPU2 {g2['pci_bus_id']}: Xid 48 double bit ECC error (+1 more)"
+    first = f"slurmkit: xid {_where(g2)}: Xid 48 double bit ECC error (+1 more)"
     wait_until(lambda: _node(conf, "n3")["reason"] == first, INTERVAL_S * 4 + 30, what="n3 drained for Xids 48 and 79")
     holds = json.loads((hooked["state"] / "n3" / "health.json").read_text())["xid_holds"]
     assert sorted(holds) == sorted([g1["pci_bus_id"], g2["pci_bus_id"]])
@@ -387,7 +397,7 @@ def test_gpu_reset_ends_only_that_gpus_xid_drain(sandbox, hooked):
         return r.output
 
     assert f"GPU {g2['pci_bus_id']} reset recorded by hand" in reset(2)
-    then = f"slurmkit: xid GPU1 {g1['pci_bus_id']}: Xid 79 GPU fell off the bus"
+    then = f"slurmkit: xid {_where(g1)}: Xid 79 GPU fell off the bus"
     wait_until(lambda: _node(conf, "n3")["reason"] == then, INTERVAL_S * 4 + 30, what="n3's reason moved to GPU1")
     _health_runs(hooked, "n3", RESUME_AFTER + 1)
     got = _node(conf, "n3")

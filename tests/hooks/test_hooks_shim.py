@@ -5,6 +5,8 @@ still comes through as exit 1."""
 import json
 import shutil
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 from nodeenv import set_value
@@ -78,3 +80,27 @@ def test_interpreter_that_cannot_run_logs_and_exits_0(node, healthy):
     bad.chmod(0o644)
     r = node.run(_shim(node, str(bad)))
     assert r.returncode == 0 and "cannot be run (exit 126)" in r.stderr
+
+
+def test_interpreter_this_user_may_not_run_is_told_from_a_missing_one(node, healthy):
+    """As ``nobody`` (the user a job's Xid query runs as), an interpreter under a directory only
+    root may search is "permission denied", not "missing"; a missing one is still "missing"."""
+    node.write_config({"n1": healthy[0]})
+    root = Path(tempfile.mkdtemp(prefix="slurmkit-shim-"))  # outside the test's 0700 tmp_path
+    try:
+        root.chmod(0o755)
+        private = root / "venv"
+        (private / "bin").mkdir(parents=True)
+        private.chmod(0o700)
+        python = private / "bin" / "python"
+        python.symlink_to(sys.executable)
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        for py, want in ((python, "permission denied for user"), (root / "gone" / "python", "is missing")):
+            shim = root / "shim"
+            shim.write_text(inst.shim_text("prolog", str(py), node.cfg_path))
+            shim.chmod(0o755)
+            r = node.run(shim, prefix=as_nobody)
+            assert r.returncode == 0, r.stderr
+            assert "own trouble (no drain)" in r.stderr and want in r.stderr, r.stderr
+    finally:
+        shutil.rmtree(root)

@@ -4,10 +4,13 @@ the hooks run through their installed shims)."""
 
 import json
 import os
+import re
 import stat
 import time
 
 import pytest
+
+from nodeenv import where
 
 from slurmkit.health.checks import CheckResult, run_checks
 from slurmkit.health.config import load_config
@@ -232,14 +235,14 @@ def test_a_jobs_epilog_sees_its_xids_after_another_jobs_epilog_moved_the_cursor(
     assert rec_a["kmsg_seq"] == rec_b["kmsg_seq"] == 2 and rec_a["boot_id"] == nodestate.boot_id()
     short = lambda b: b[:-2]  # noqa: E731  the kernel log's PCI:dddd:bb:dd form
     _kmsg(kmsg, (3, f"NVRM: Xid (PCI:{short(bus_b)}): 48, pid=7, DBE"),
-          (4, f"NVRM: Xid (PCI:{short(bus_a)}): 94, pid=8, Contained ECC error"))
+          (4, f"NVRM: Xid (PCI:{short(bus_a)}): 95, pid=8, Uncontained: LTC TAG (0x2,0x1). RST: Yes, D-RST: No"))
     r = node.run(node.epilog, job_id="302", gpus="2", env=env)
     assert r.returncode == 0, r.stderr
     assert (node.state_dir / "n1" / "kmsg-epilog.cursor").read_text().strip() == "4"
     assert not (node.state_dir / "n1" / "kmsg-epilog-302.cursor").exists()
     r = node.run(node.epilog, job_id="301", gpus="0", env=env)
     assert r.returncode == 0, r.stderr
-    assert [(v, j) for v, _, j in _xid_lines(node, "301")] == [(94, "301")]
+    assert [(v, j) for v, _, j in _xid_lines(node, "301")] == [(95, "301")]
     assert [(v, j) for v, _, j in _xid_lines(node, "302")] == [(48, "302")]
     assert f"Xid 48 on {bus_b}: attributed to no job" in r.stderr  # B has ended: no window holds it now
     # a third job's epilog without a prolog record reads from the node's cursor: nothing new
@@ -338,7 +341,7 @@ def test_reset_ends_the_history_of_a_lagging_consumer(node, healthy, tmp_path):
     node.write_config({"n1": p}, mode="observe")
     r = node.run(node.prolog)
     assert r.returncode == 0, r.stderr
-    assert f"would drain n1: slurmkit: xid GPU2 {g2['pci_bus_id']}: Xid 79 GPU fell off the bus" in r.stderr
+    assert f"would drain n1: slurmkit: xid {where(node, g2)}: Xid 79 GPU fell off the bus" in r.stderr
     assert "(+1 more)" not in r.stderr  # GPU1's line is history
     assert os.path.exists(node.state_dir / "n1" / gpureset.FILE)
 
@@ -357,6 +360,38 @@ def test_baseline_xids_setting_reaches_the_hooks(node, healthy, tmp_path, settin
     node.write_config({"n1": p}, mode=None, extra=f'profile = "{site}"\n')
     r = node.run(node.prolog)
     assert r.returncode == 0 and "own trouble" not in r.stderr, r.stderr
-    want = f"would drain n1: slurmkit: xid GPU1 {g1['pci_bus_id']}: Xid 79 GPU fell off the bus"
+    want = f"would drain n1: slurmkit: xid {where(node, g1)}: Xid 79 GPU fell off the bus"
     assert (want in r.stderr) is drains
     assert ("baseline, not a drain" in r.stderr) is not drains
+
+
+def test_hold_from_a_reason_that_names_the_gres_index_too():
+    reason = "slurmkit: xid GPU1 (gres index 3, 0000:3b:00.0): Xid 79 GPU fell off the bus"
+    assert xidhold.from_reason(reason) == {"0000:3b:00.0": {"since_s": 0.0, "since_seq": None, "reason": reason}}
+    old = "slurmkit: xid GPU1 0000:3b:00.0: Xid 79 GPU fell off the bus"  # written before the gres index
+    assert list(xidhold.from_reason(old)) == ["0000:3b:00.0"]
+
+
+def test_gsp_heartbeat_naming_gpu_n_drains_that_nvml_gpu_in_the_hooks(node, fake_nvml, tmp_path):
+    """Live (fake NVML, 4 GPUs; the kernel log from a file): the driver's GSP heartbeat timeout
+    and "GSP Timeout" banner name the GPU only as GPU<n> (NVIDIA/open-gpu-kernel-modules#1230,
+    verbatim but for GPU6 -> GPU2, this node having 4 GPUs: an edit): the prolog would drain for
+    NVML GPU 2, named by its bus id; GPU6 itself (no such GPU here) is node-level."""
+    kmsg = tmp_path / "kmsg"
+    _kmsg(kmsg, (1, "usb 1-1: new device"))
+    node.write_config(mode="observe", kmsg={"n1": kmsg})
+    env = fake_nvml.env("healthy", base={})
+    assert node.run(node.prolog, job_id="401", gpus="0", env=env).returncode == 0  # the cursor: past seq 1
+    heartbeat = ("NVRM: GPU2 _kgspIsHeartbeatTimedOut: Heartbeat timed out, currentTimeMs 812751949 heartbeat 1899482 "
+                 "heartbeatWithOffsetMs 812745879 diff 6070 timeout 5200")
+    banner = "NVRM: GPU2 _kgspLogRpcTimeout: ********************************* GSP Timeout **********************************"
+    _kmsg(kmsg, (2, heartbeat), (3, banner))
+    r = node.run(node.prolog, job_id="402", gpus="0", env=env)
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"would drain n1: slurmkit: xid GPU2 \(gres index (\d), (0000:[0-9a-f:.]+)\): Xid 119 GSP RPC timeout \(x2\)",
+                  r.stderr)
+    assert m, r.stderr
+    assert f"Xid 119 on {m.group(2)} (x2): attributed to" in r.stderr  # the lines carry that GPU's bus id
+    _kmsg(kmsg, (4, heartbeat.replace("GPU2", "GPU6")))
+    r = node.run(node.prolog, job_id="403", gpus="0", env=env)
+    assert "would drain n1: slurmkit: xid GPU6 (not an NVML GPU): Xid 119 GSP RPC timeout" in r.stderr, r.stderr

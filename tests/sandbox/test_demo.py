@@ -25,8 +25,8 @@ def test_demo_end_to_end(free_sandbox_ports):
         out = res.stdout
         assert res.returncode == 0, out[-3000:] + res.stderr[-3000:]
         # the sick node is drained with slurmkit's reason
-        assert re.search(r"n2 drained, reason: slurmkit: row_remap_pending GPU1 [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: "
-                         r"4 uncorrectable rows pending remap", out)
+        assert re.search(r"n2 drained, reason: slurmkit: row_remap_pending GPU1 \(gres index 0, "
+                         r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d\): 4 uncorrectable rows pending", out)
         # training preempted, requeued, resumed from its checkpoint, finished
         assert "slurmkit: time limit near: SIGUSR2 to the ranks to checkpoint, then requeue (restart 1 of at most 3)" in out
         step = int(re.search(r"preempted \(SIGUSR2\) at step (\d+)", out).group(1))
