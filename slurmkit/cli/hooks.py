@@ -327,7 +327,7 @@ def uninstall_cmd(slurm_conf, dry_run):
     path = Path(slurm_conf).absolute()
     manifest = inst.read_manifest(path)
     plan = inst.plan_uninstall(sconf.load_tree(path), manifest)
-    if _show(plan, "nothing to undo: the hooks are not installed", dry_run, notes=False):
+    if _show(plan, "nothing to undo: the hooks are not installed", dry_run, notes=True):
         return
     _apply(plan, path, False)
     for note in plan.notes:

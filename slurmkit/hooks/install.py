@@ -6,9 +6,11 @@ Rules:
   keeping every site script running in its order; each install says what slurmd will run, in
   which order (:func:`slurmd_order`: slurmd runs a glob's matches in *reverse* sorted order, stops
   at the first failure; src/plugins/prep/script/prep_script_slurmd.c):
-  * a single script ``X`` becomes a glob ``<conf dir>/prolog.d/*`` holding a link ``90-site`` -> X
-    (runs first) and our shim ``10-slurmkit`` (``slurmkit-prolog.d`` when ``prolog.d`` already
-    holds the site's files: a glob over it would start running them);
+  * a single script ``X`` becomes a glob ``<conf dir>/prolog.d/*`` holding a wrapper ``90-site``
+    that ``exec``s X by its own path (runs first; X's ``$0`` stays X, so a script that finds
+    its files through ``$(dirname "$0")`` keeps working, which a link would break) and our shim
+    ``10-slurmkit`` (``slurmkit-prolog.d`` when ``prolog.d`` already holds the site's files: a
+    glob over it would start running them);
   * a script that runs a directory itself (``run-parts DIR``, DeepOps' ``run-parts.sh DIR``, a
     ``for f in DIR/*.sh`` loop) is left as it is and our shim goes *into that directory*
     (``99-slurmkit``, last in its ascending order; ``99-slurmkit.sh`` for ``*.sh``): a glob over
@@ -17,7 +19,8 @@ Rules:
     matches and that sorts before the site's files (so it runs last), never a link to a pattern;
     a pattern install cannot match (``D/[0-9]*``, a wildcard in the directory) is refused;
 - ``PrologFlags`` gains ``Alloc`` (the prolog runs at allocation, so a failing node is seen before
-  the job starts; ``Contain`` and other flags are kept); ``SchedulerParameters`` gains
+  the job starts; ``Contain`` and other flags are kept; the note says what that changes for the
+  site's own prologs: :func:`alloc_note`); ``SchedulerParameters`` gains
   ``nohold_on_prolog_fail`` (a job whose prolog failed is requeued, not held);
 - ``HealthCheckProgram`` (a foreign one only with ``replace``), ``HealthCheckInterval`` and
   ``PrologEpilogTimeout`` (a foreign value only with ``replace``; a site value is kept) are set;
@@ -54,7 +57,7 @@ from slurmkit.slurm import conf as sconf
 MARK = "slurmkit-hooks:"
 MANIFEST = "slurmkit-hooks.install.json"
 CONFIG = "slurmkit-hooks.toml"
-SITE_LINK = "90-site"  # runs first: slurmd runs prolog.d/* in reverse alphabetical order
+SITE_LINK = "90-site"  # the site script's wrapper; runs first: slurmd runs prolog.d/* in reverse alphabetical order
 OUR_SHIM = "10-slurmkit"
 HEALTHCHECK_SHIM = "slurmkit-healthcheck"
 DEFAULT_INTERVAL_S = 300
@@ -158,6 +161,17 @@ def shim_text(kind: str, python: str, config_path: Path, chain: str | None = Non
                  f'# {MARK} chained')
     return (template.read_text().replace("@PYTHON@", python).replace("@KIND@", kind)
             .replace("@CONFIG@", str(config_path)).replace("@FIRST@", first))
+
+
+def site_wrapper(script: str) -> str:
+    """The ``90-site`` wrapper that runs the site's ``Prolog=`` / ``Epilog=`` script ``script``
+    (an absolute path) by its own path: ``exec`` keeps its ``$0``, arguments, environment and
+    exit status (a link in its place would change ``$0``, and a script that sources files
+    beside itself through ``$(dirname "$0")`` would fail on every node)."""
+    q = "'" + script.replace("'", "'\\''") + "'"
+    return ("#!/bin/sh\n"
+            f"# The site's script, run by its own path ({MARK} wrapper; 'slurmkit hooks uninstall' removes it).\n"
+            f"exec {q} \"$@\"\n")
 
 
 def _marked(line: str, was: str | None) -> str:
@@ -363,12 +377,13 @@ def _plan_hook(plan, ed, key: str, kind: str, conf_dir: Path, shim: str) -> None
         if text is None:
             plan.notes.append(f"{value} cannot be read here: it is kept as {gdir / SITE_LINK}; check that it "
                               f"does not run {gdir} itself")
-        plan.new_files.append(NewFile(gdir / SITE_LINK, link=value))
-        plan.notes.append(f"the site's {key} {value} keeps running first as {gdir / SITE_LINK}")
+        plan.new_files.append(NewFile(gdir / SITE_LINK, text=site_wrapper(value)))
+        plan.notes.append(f"the site's {key} {value} keeps running first, by its own path (its $0 unchanged), "
+                          f"from the wrapper {gdir / SITE_LINK}")
     ed.set(key, f"{gdir}/*", found)
     plan.new_files.append(NewFile(gdir / OUR_SHIM, text=shim))
     order = slurmd_order([str(gdir / OUR_SHIM)] + ([str(gdir / SITE_LINK)] if value else []))
-    plan.notes.append(_order_note(key, f"{gdir}/*", [p + (f" -> {value}" if p.endswith(SITE_LINK) else "")
+    plan.notes.append(_order_note(key, f"{gdir}/*", [p + (f" (exec {value})" if p.endswith(SITE_LINK) else "")
                                                      for p in order]))
 
 
@@ -402,6 +417,19 @@ def _timeout_added_note(site_scripts: dict, want: int, split: dict) -> str:
             + (f", the site's own too ({', '.join(bounded)}); " if bounded else "; ")
             + "a Prolog or Epilog that runs past it is killed and Slurm drains the node; a PrologSlurmctld past it "
             "has its job requeued (slurm.conf(5)). '--timeout 0' leaves it unset")
+
+
+def alloc_note(site_prolog: str | None) -> str:
+    """What adding ``Alloc`` to ``PrologFlags`` changes (slurm.conf(5), PrologFlags): slurmd then
+    runs the Prolog on every node of a job when the job is allocated, instead of on each node
+    when the job's first step starts there; ``salloc`` runs it too (without Alloc it runs none
+    until a step), and the job starts only once every node's prolog is done. ``site_prolog``: the
+    site's own ``Prolog=`` value (None when it has none), which now runs at that time too."""
+    whose = f"the site's Prolog {site_prolog} as well as slurmkit's" if site_prolog else "slurmkit's"
+    return ("PrologFlags=Alloc added: slurmd now runs the Prolog (" + whose + ") on every node of a job when "
+            "the job is allocated, not on each node when the job's first step starts there; salloc runs it too, "
+            "nodes a job never starts a step on run it, and a job starts only once its nodes' prologs are done "
+            "(slurm.conf(5) PrologFlags)")
 
 
 def schedule_warnings(get, spec: InstallSpec) -> list[str]:
@@ -581,6 +609,7 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
     flags = [f for f in (found[1].get("PrologFlags") if found else "").split(",") if f]
     if "alloc" not in {f.lower() for f in flags}:
         ed.set("PrologFlags", ",".join(flags + ["Alloc"]), found)
+        plan.notes.append(alloc_note(site_scripts.get("Prolog")))
     if "serial" in {f.lower() for f in flags}:
         plan.notes.append(f"PrologFlags={','.join(flags)} keeps Serial: the node's prologs and epilogs run one at "
                           f"a time, so slurmkit's run (up to {hooks_need_s(spec.deadline_s, spec.scontrol_timeout_s):g} "
@@ -656,6 +685,34 @@ def _same(f: NewFile) -> bool:
         return False
 
 
+def orphan_notes(tree: list, created) -> list[str]:
+    """Warnings for the files an admin added to a directory install's ``Prolog=`` /
+    ``Epilog=`` glob runs (``<conf dir>/prolog.d/*``): uninstall gives the key its old value
+    back, so slurmd stops running them; they are left where they are. ``created``: the paths
+    install created (the manifest's). Reads the directories (glob)."""
+    import glob as _glob
+
+    out = []
+    for conf in tree:
+        for e in conf.entries:
+            if e.first_key not in ("prolog", "epilog") or not _is_ours(conf, e):
+                continue
+            key, value = e.pairs[0][0], e.pairs[0][1].strip('"')
+            try:
+                if _glob_parts(value) is None:
+                    continue
+            except ValueError:
+                continue
+            was = _original(e)
+            left = [m for m in sorted(_glob.glob(value), key=os.fsencode) if m not in set(created)]
+            if left:
+                back = f"sets {key} back to {was.strip()!r}" if was else f"removes {key}"
+                out.append(f"warning: not slurmkit's, run by {key}={value}: {', '.join(left)}; uninstall {back}, "
+                           f"so slurmd no longer runs {'it' if len(left) == 1 else 'them'} (left in place: run "
+                           f"{'it' if len(left) == 1 else 'them'} from the site's own {key} if still wanted)")
+    return out
+
+
 def plan_uninstall(tree: list, manifest: dict | None, now: _dt.datetime | None = None) -> Plan:
     """Plan undoing an install: files whose SHA-256 still equals what install wrote are restored
     from their backup byte for byte; in others every marked line is put back as it was (or removed
@@ -666,6 +723,7 @@ def plan_uninstall(tree: list, manifest: dict | None, now: _dt.datetime | None =
     plan = Plan()
     manifest = manifest or {}
     written = manifest.get("written", {})
+    plan.notes.extend(orphan_notes(tree, manifest.get("created", [])))
     for conf in tree:
         old = conf.text()
         rec = written.get(str(conf.path))

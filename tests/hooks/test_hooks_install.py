@@ -65,8 +65,8 @@ def test_install_merges_with_site_values(tmp_path):
     assert _value(path, "Prolog") == ("slurm.conf", f"{d}/prolog.d/*")
     assert _value(path, "Epilog") == ("slurm.conf", f"{d}/epilog.d/*")
     # the site's scripts stay, next to our shim, first in slurmd's (reverse alphabetical) order
-    assert os.readlink(d / "prolog.d" / "90-site") == "/usr/sbin/nhc-prolog"
-    assert os.readlink(d / "epilog.d" / "90-site") == "/etc/slurm/site-epilog.sh"
+    assert (d / "prolog.d" / "90-site").read_text() == inst.site_wrapper("/usr/sbin/nhc-prolog")
+    assert "exec '/etc/slurm/site-epilog.sh' \"$@\"" in (d / "epilog.d" / "90-site").read_text()
     assert sorted(os.listdir(d / "prolog.d")) == ["10-slurmkit", "90-site"]
     assert _value(path, "PrologFlags") == ("slurm.conf", "Contain,X11,Alloc")
     # SchedulerParameters lives in the Include'd file: edited there

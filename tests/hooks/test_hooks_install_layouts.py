@@ -213,7 +213,7 @@ def test_single_script_becomes_a_glob_that_runs_it_first(tmp_path):
     status, ran, err = run_like_slurmd(_prolog(path), slurmd_env(conf=str(path)))
     assert status == 0 and ran == [str(d / inst.SITE_LINK), str(d / inst.OUR_SHIM)]
     assert log.read_text() == "prolog.sh\n" and "slurmkit-prolog:" in err
-    assert any(f"1. {d / inst.SITE_LINK} -> {site}; 2. {d / inst.OUR_SHIM}" in n for n in plan.notes)
+    assert any(f"1. {d / inst.SITE_LINK} (exec {site}); 2. {d / inst.OUR_SHIM}" in n for n in plan.notes)
     assert sconf.find_effective(sconf.load_tree(path), "PrologFlags")[1].get("PrologFlags") == "Serial,Alloc"
     assert any(n.startswith("PrologFlags=Serial keeps Serial") for n in plan.notes)
     _part(site, log, rc=3)  # the site's prolog fails: slurmd stops there with its status
@@ -221,6 +221,36 @@ def test_single_script_becomes_a_glob_that_runs_it_first(tmp_path):
     assert status == 3 and ran == [str(d / inst.SITE_LINK)]
     _uninstall(path)
     assert path.read_text() == before and not d.exists()
+
+
+def test_site_prolog_that_finds_its_files_through_dollar_0_runs_once_and_succeeds(tmp_path):
+    """A single-script site Prolog that sources ``$(dirname "$0")/lib.sh`` (a link in prolog.d
+    would make ``$0`` the link, and the prolog fail with "lib.sh: not found" on every node):
+    run through the installed chain the way slurmd runs it, it runs once, by its own path, and
+    succeeds; uninstall names the admin's file added to prolog.d since, which stops running."""
+    log = tmp_path / "site.log"
+    site_dir = tmp_path / "opt" / "site"
+    _exe(site_dir / "lib.sh", f'site_log() {{ echo "$1 $0" >> {log}; }}\n')
+    site = _exe(site_dir / "prolog", '#!/bin/sh\nset -e\n. "$(dirname "$0")/lib.sh"\nsite_log prolog\n')
+    path = _conf(tmp_path, f"Prolog={site}\n")
+    before = path.read_text()
+    plan = _install(path)
+    d = path.parent / "prolog.d"
+    assert not os.path.islink(d / inst.SITE_LINK) and os.access(d / inst.SITE_LINK, os.X_OK)
+    assert any(f"from the wrapper {d / inst.SITE_LINK}" in n for n in plan.notes)
+    alloc = next(n for n in plan.notes if n.startswith("PrologFlags=Alloc added"))
+    assert f"the site's Prolog {site} as well as slurmkit's" in alloc and "when the job is allocated" in alloc
+    status, ran, err = run_like_slurmd(_prolog(path), slurmd_env(conf=str(path)))
+    assert status == 0, err
+    assert ran == [str(d / inst.SITE_LINK), str(d / inst.OUR_SHIM)]
+    assert log.read_text() == f"prolog {site}\n"  # once, and $0 is the site's own path
+    admin = _part(d / "50-admin-added", tmp_path / "admin.log")
+    plan = inst.plan_uninstall(sconf.load_tree(path), inst.read_manifest(path))
+    warn = [n for n in plan.notes if n.startswith("warning: not slurmkit's")]
+    assert len(warn) == 1 and str(admin) in warn[0] and f"Prolog back to 'Prolog={site}'" in warn[0]
+    assert str(d / inst.SITE_LINK) not in warn[0]
+    inst.apply(plan, path, installing=False)
+    assert path.read_text() == before and admin.exists() and not (d / inst.SITE_LINK).exists()
 
 
 @pytest.mark.parametrize("pattern,files,shim,order", [
@@ -312,8 +342,8 @@ def test_slurm_gcp_mux_keeps_its_scriptlets_and_runs_before_slurmkit(tmp_path):
     path = _conf(tmp_path, f"Prolog={adm / 'slurm_prolog'}\n")
     plan = _install(path)
     d = path.parent / "prolog.d"
-    assert _prolog(path) == f"{d}/*" and os.readlink(d / inst.SITE_LINK) == str(adm / "slurm_prolog")
-    assert any(f"1. {d / inst.SITE_LINK} -> {adm / 'slurm_prolog'}; 2. {d / inst.OUR_SHIM}" in n for n in plan.notes)
+    assert _prolog(path) == f"{d}/*" and (d / inst.SITE_LINK).read_text() == inst.site_wrapper(str(adm / "slurm_prolog"))
+    assert any(f"1. {d / inst.SITE_LINK} (exec {adm / 'slurm_prolog'}); 2. {d / inst.OUR_SHIM}" in n for n in plan.notes)
     status, ran, err = run_like_slurmd(_prolog(path), slurmd_env(conf=str(path)))
     assert status == 0 and ran == [str(d / inst.SITE_LINK), str(d / inst.OUR_SHIM)]
     assert log.read_text() == "start-rxdm.prolog_slurmd\n" and "slurmkit-prolog:" in err
