@@ -216,6 +216,9 @@ def _apply(plan, path: Path, installing: bool, dirs=()) -> list[str]:
 @click.option("--slurm-conf", "slurm_conf", required=True, type=click.Path(dir_okay=False),
               help="The cluster's slurm.conf (Include'd files are followed).")
 @click.option("--dry-run", is_flag=True, help="Show the diff and the files to create; change nothing.")
+@click.option("--print", "print_lines", is_flag=True,
+              help="For a generated slurm.conf (Puppet, Ansible, cluster-toolkit): print the slurm.conf lines to "
+                   "add to its source and the files to deploy, instead of editing anything.")
 @click.option("--chain", is_flag=True, help="Keep a foreign HealthCheckProgram (NHC) and run it first, then "
                                             "slurmkit's check (uninstall gives the line back).")
 @click.option("--configless", is_flag=True, help="Go ahead on a configless cluster: copy the files install lists "
@@ -241,7 +244,7 @@ def _apply(plan, path: Path, installing: bool, dirs=()) -> list[str]:
               help="The interpreter the shims run (default: the one running install). It must import slurmkit; "
                    "every user must be able to run it (the mid-run retry's Xid query runs it as the job's user).")
 @click.pass_context
-def install_cmd(ctx, slurm_conf, dry_run, chain, configless, replace, site, mode, state_dir, spool_dir, textfile_dir,
+def install_cmd(ctx, slurm_conf, dry_run, print_lines, chain, configless, replace, site, mode, state_dir, spool_dir, textfile_dir,
                 snapshots, interval, timeout, resume_after, python):
     """Add the hooks to slurm.conf without overwriting site values (see slurmkit/hooks/install.py).
 
@@ -293,7 +296,7 @@ def install_cmd(ctx, slurm_conf, dry_run, chain, configless, replace, site, mode
     path = Path(slurm_conf).absolute()
     scontrol = shutil.which("scontrol")
     tree = sconf.load_tree(path)
-    text = render(path, gres_conf=path.parent / "gres.conf", profile=profile, mode=mode, state_dir=state_dir,
+    text = render(path, conf_cache=inst.conf_cache_of(tree), profile=profile, mode=mode, state_dir=state_dir,
                   spool_dir=spool_dir, textfile_dir=textfile_dir, resume_after=resume_after,
                   snapshots=snaps, slurm_bin_dir=str(Path(scontrol).parent) if scontrol else None,
                   log_file=True if sandbox is not None else None)
@@ -307,6 +310,12 @@ def install_cmd(ctx, slurm_conf, dry_run, chain, configless, replace, site, mode
     plan = inst.plan_install(tree, spec)
     plan.notes.extend(inst.interpreter_warnings(spec.python, imports))
     plan.notes.extend(sandbox_notes)
+    if print_lines:
+        click.echo(inst.printed(plan), nl=False)
+        for note in plan.notes:
+            click.echo("# " + note)
+        click.echo("# --print: nothing written")
+        return
     if _show(plan, "nothing to change: the hooks are already installed", dry_run, notes=True):
         return
     backups = _apply(plan, path, True, dirs=((state_dir, 0o700), (spool_dir, 0o700), (textfile_dir, 0o777)))

@@ -419,12 +419,16 @@ def _timeout_added_note(site_scripts: dict, want: int, split: dict) -> str:
             "has its job requeued (slurm.conf(5)). '--timeout 0' leaves it unset")
 
 
-def alloc_note(site_prolog: str | None) -> str:
+def alloc_note(site_prolog: str | None, contain: bool = False) -> str:
     """What adding ``Alloc`` to ``PrologFlags`` changes (slurm.conf(5), PrologFlags): slurmd then
     runs the Prolog on every node of a job when the job is allocated, instead of on each node
     when the job's first step starts there; ``salloc`` runs it too (without Alloc it runs none
     until a step), and the job starts only once every node's prolog is done. ``site_prolog``: the
-    site's own ``Prolog=`` value (None when it has none), which now runs at that time too."""
+    site's own ``Prolog=`` value (None when it has none), which now runs at that time too.
+    ``contain``: the site's flags have ``Contain``, which already sets ``Alloc`` (nothing changes)."""
+    if contain:
+        return ("PrologFlags=Alloc added, as written only: the site's Contain already sets it (slurm.conf(5)), so "
+                "the prologs run when they ran before, at the job's allocation")
     whose = f"the site's Prolog {site_prolog} as well as slurmkit's" if site_prolog else "slurmkit's"
     return ("PrologFlags=Alloc added: slurmd now runs the Prolog (" + whose + ") on every node of a job when "
             "the job is allocated, not on each node when the job's first step starts there; salloc runs it too, "
@@ -580,6 +584,24 @@ def interpreter_warnings(python: str, imports=()) -> list[str]:
             "install: --python PATH"]
 
 
+def is_configless(tree: list) -> bool:
+    """True when the include tree's ``SlurmctldParameters`` has ``enable_configless``."""
+    found = sconf.find_effective(tree, "SlurmctldParameters")
+    return bool(found) and "enable_configless" in (found[1].get("SlurmctldParameters") or "").lower()
+
+
+def conf_cache_of(tree: list) -> str | None:
+    """Where slurmd keeps its configless cache on the nodes (the hooks config's ``conf_cache``):
+    ``<SlurmdSpoolDir>/conf-cache`` (``SlurmdSpoolDir`` as written, ``%n`` / ``%h`` left for
+    the hooks to expand; default ``/var/spool/slurmd``: slurm.conf(5)); None when the cluster
+    is not configless (SlurmctldParameters without ``enable_configless``)."""
+    if not is_configless(tree):
+        return None
+    found = sconf.find_effective(tree, "SlurmdSpoolDir")
+    spool = (found[1].get("SlurmdSpoolDir") if found else None) or "/var/spool/slurmd"
+    return spool.strip('"').rstrip("/") + "/conf-cache"
+
+
 def plan_install(tree: list, spec: InstallSpec) -> Plan:
     """Plan an install into the include tree ``tree`` (:func:`slurmkit.slurm.conf.load_tree`, main
     file first). Pure: returns a :class:`Plan`; raises :class:`InstallError` when a value cannot be
@@ -598,8 +620,6 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
                                f"{CONFIG} must exist on every node at the paths slurm.conf names; run install with "
                                "--configless and copy the files it lists to every node (or install on each node "
                                "with its own --slurm-conf) before 'scontrol reconfigure'")
-        plan.notes.append("configless: copy these to every node, same paths, before 'scontrol reconfigure': "
-                          f"{conf_dir}/prolog.d/, {conf_dir}/epilog.d/, {conf_dir / HEALTHCHECK_SHIM}, {cfg_path}")
 
     site_scripts = {k: found[1].get(k) for k in SITE_SCRIPTS if (found := ed.get(k)) and not _is_ours(*found)}
     for key, kind in (("Prolog", "prolog"), ("Epilog", "epilog")):
@@ -609,7 +629,7 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
     flags = [f for f in (found[1].get("PrologFlags") if found else "").split(",") if f]
     if "alloc" not in {f.lower() for f in flags}:
         ed.set("PrologFlags", ",".join(flags + ["Alloc"]), found)
-        plan.notes.append(alloc_note(site_scripts.get("Prolog")))
+        plan.notes.append(alloc_note(site_scripts.get("Prolog"), contain="contain" in {f.lower() for f in flags}))
     if "serial" in {f.lower() for f in flags}:
         plan.notes.append(f"PrologFlags={','.join(flags)} keeps Serial: the node's prologs and epilogs run one at "
                           f"a time, so slurmkit's run (up to {hooks_need_s(spec.deadline_s, spec.scontrol_timeout_s):g} "
@@ -669,11 +689,50 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
 
     if spec.config and not cfg_path.exists():
         plan.new_files.append(NewFile(cfg_path, text=spec.config, mode=0o644))
+    if is_configless(tree):
+        made = [str(f.path) for f in plan.new_files] + ([str(cfg_path)] if cfg_path.exists() else [])
+        plan.notes.append("configless: copy these to every node, same paths, before 'scontrol reconfigure': "
+                          f"{', '.join(dict.fromkeys(made))}. The hooks read slurm.conf and gres.conf where slurmd "
+                          f"keeps them on each node: {conf_cache_of(tree)} (SLURM_CONF in the prolog's environment; "
+                          "the hooks config's conf_cache for the health check, which gets none)")
     plan.texts = ed.texts()
     # idempotence: files already present with the same content are not re-created
     plan.new_files = [f for f in plan.new_files if not _same(f)]
     plan.notes.append("run 'scontrol reconfigure' for Slurm to pick up the change")
     return plan
+
+
+def printed(plan: Plan) -> str:
+    """``hooks install --print``: what an install would do, as text for a site whose slurm.conf
+    is generated (Puppet, Ansible, cluster-toolkit templates) and must not be edited in place.
+    First the slurm.conf lines to put into the generator's source, each ``Key=Value`` as
+    install would write it (without its marker comment), under a comment naming the file and the
+    line it replaces (``was: <old line>``) or ``new``; then every file install would create, as
+    a ``cat > PATH <<'EOF'`` block and its ``chmod`` (a ``ln -s`` for a link), for the site's
+    tool to deploy to every node. Pure."""
+    out = ["# slurm.conf: put these lines into the source the file is generated from "
+           "(the comment above each says what it replaces)"]
+    for path, (_, new) in plan.texts.items():
+        conf = sconf.parse(new, path)
+        for e in conf.entries:
+            if not _is_ours(conf, e):
+                continue
+            was = _original(e)
+            body = conf.raw(e).split(f"  # {MARK}", 1)[0]
+            out.append(f"# {path}: " + (f"was: {was}" if was is not None else "new"))
+            out.append(body)
+    if len(out) == 1:
+        out.append("# (none: slurm.conf already has them)")
+    out.append("")
+    out.append("# files to create on every node (the same paths), e.g. by the site's configuration tool")
+    for f in plan.new_files:
+        if f.link is not None:
+            out.append(f"ln -sfn '{f.link}' '{f.path}'")
+            continue
+        end = "SLURMKIT_EOF"
+        out += [f"mkdir -p '{f.path.parent}'", f"cat > '{f.path}' <<'{end}'", f.text.rstrip("\n"), end,
+                f"chmod {f.mode:o} '{f.path}'"]
+    return "\n".join(out) + "\n"
 
 
 def _same(f: NewFile) -> bool:
