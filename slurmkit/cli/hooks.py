@@ -219,8 +219,11 @@ def _apply(plan, path: Path, installing: bool, dirs=()) -> list[str]:
 @click.option("--print", "print_lines", is_flag=True,
               help="For a generated slurm.conf (Puppet, Ansible, cluster-toolkit): print the slurm.conf lines to "
                    "add to its source and the files to deploy, instead of editing anything.")
-@click.option("--chain", is_flag=True, help="Keep a foreign HealthCheckProgram (NHC) and run it first, then "
-                                            "slurmkit's check (uninstall gives the line back).")
+@click.option("--chain", is_flag=True, help="Keep a foreign HealthCheckProgram (NHC) and run it after slurmkit's "
+                                            "check, bounded (--chain-timeout); uninstall gives the line back.")
+@click.option("--chain-timeout", "chain_timeout", default=30, show_default=True,
+              help="With --chain: the most seconds the site's health check may run, after slurmkit's (it also "
+                   "gets only what is left of slurmd's 60 s); past it its process group is killed.")
 @click.option("--configless", is_flag=True, help="Go ahead on a configless cluster: copy the files install lists "
                                                  "to every node.")
 @click.option("--replace", is_flag=True, help="Take over a foreign HealthCheckProgram / PrologEpilogTimeout / "
@@ -244,7 +247,7 @@ def _apply(plan, path: Path, installing: bool, dirs=()) -> list[str]:
               help="The interpreter the shims run (default: the one running install). It must import slurmkit; "
                    "every user must be able to run it (the mid-run retry's Xid query runs it as the job's user).")
 @click.pass_context
-def install_cmd(ctx, slurm_conf, dry_run, print_lines, chain, configless, replace, site, mode, state_dir, spool_dir, textfile_dir,
+def install_cmd(ctx, slurm_conf, dry_run, print_lines, chain, chain_timeout, configless, replace, site, mode, state_dir, spool_dir, textfile_dir,
                 snapshots, interval, timeout, resume_after, python):
     """Add the hooks to slurm.conf without overwriting site values (see slurmkit/hooks/install.py).
 
@@ -286,13 +289,16 @@ def install_cmd(ctx, slurm_conf, dry_run, print_lines, chain, configless, replac
         if not eq or not node or not path:
             raise UsageError("--snapshot", f"{item!r}: want NODE=FILE")
         snaps[node] = path
-    profile, deadline_s = None, 8.0
+    from slurmkit.profile.health import Health
+
+    profile, health = None, Health()
     if site:  # checked now (a bad profile would be own trouble on every job), written as a path
         from slurmkit.profile import load_profile
 
         loaded = load_profile(site)
         profile = loaded.source
-        deadline_s = loaded.health.deadline_s
+        health = loaded.health
+    deadline_s = health.deadline_s
     path = Path(slurm_conf).absolute()
     scontrol = shutil.which("scontrol")
     tree = sconf.load_tree(path)
@@ -305,7 +311,9 @@ def install_cmd(ctx, slurm_conf, dry_run, print_lines, chain, configless, replac
     py = sys.executable if python is None else os.path.abspath(python)
     imports = inst.hooks_imports() if python is None else inst.interpreter_imports(py)
     spec = inst.InstallSpec(python=py, config=text, interval_s=interval, timeout_s=timeout or None,
-                            replace=replace, chain=chain, configless=configless, deadline_s=deadline_s,
+                            replace=replace, chain=chain, chain_timeout_s=chain_timeout, configless=configless,
+                            deadline_s=deadline_s,
+                            active_timeout_s=health.active_timeout_s if health.active_check else None,
                             resume_after=resume_after)
     plan = inst.plan_install(tree, spec)
     plan.notes.extend(inst.interpreter_warnings(spec.python, imports))

@@ -40,6 +40,11 @@ from slurmkit.hooks.config import HookConfig
 from slurmkit.records import field, record
 
 PROLOG, EPILOG, HEALTHCHECK = "prolog", "epilog", "healthcheck"
+#: What the whole HealthCheckProgram may take (s): slurmd kills it at 60 s
+#: (:data:`slurmkit.profile.validate.SLURM_HEALTHCHECK_KILL_S`); 5 s are kept for the shell, the
+#: interpreter's start and the kill of a chained program. The installed shim gives a chained
+#: program only what is left of it; slurmkit's active check is cut to its share (:meth:`Run.time_left`).
+HEALTHCHECK_BUDGET_S = 55
 NVML_TIMEOUT_REASON = "slurmkit: nvml-timeout"
 
 
@@ -121,6 +126,16 @@ class Run:
         self.judging = Judging()
         self.kmsg = KernelLogScope()
         self._confs = None
+        self.t0 = time.monotonic()
+
+    def time_left(self) -> float:
+        """Seconds left of this health-check run's :data:`HEALTHCHECK_BUDGET_S` (s): the budget
+        less the time since the run began (``time.monotonic``; the scontrol call that may follow
+        an active check takes milliseconds, and fits slurmd's last 5 s). Other hooks: infinite
+        (their bound is PrologEpilogTimeout)."""
+        if self.hook != HEALTHCHECK:
+            return float("inf")
+        return HEALTHCHECK_BUDGET_S - (time.monotonic() - self.t0)
 
     # ---- helpers -----------------------------------------------------------------------------
     def own_error(self, msg: str) -> None:

@@ -22,7 +22,8 @@ Rules:
   the job starts; ``Contain`` and other flags are kept; the note says what that changes for the
   site's own prologs: :func:`alloc_note`); ``SchedulerParameters`` gains
   ``nohold_on_prolog_fail`` (a job whose prolog failed is requeued, not held);
-- ``HealthCheckProgram`` (a foreign one only with ``replace``), ``HealthCheckInterval`` and
+- ``HealthCheckProgram`` (a foreign one only with ``replace``, or kept with ``chain``: run after
+  slurmkit's check, bounded: :func:`chain_text`), ``HealthCheckInterval`` and
   ``PrologEpilogTimeout`` (a foreign value only with ``replace``; a site value is kept) are set;
 - a key is edited in the file that defines it (``Include``s are followed); a new key replaces the
   template slot comment ``#Key=`` when there is one, else goes before the first node definition;
@@ -52,6 +53,7 @@ from pathlib import Path
 
 from slurmkit.atomicfile import atomic_write
 from slurmkit.errors import InputError
+from slurmkit.hooks.flows import HEALTHCHECK_BUDGET_S
 from slurmkit.slurm import conf as sconf
 
 MARK = "slurmkit-hooks:"
@@ -62,6 +64,7 @@ OUR_SHIM = "10-slurmkit"
 HEALTHCHECK_SHIM = "slurmkit-healthcheck"
 DEFAULT_INTERVAL_S = 300
 DEFAULT_TIMEOUT_S = 60
+DEFAULT_CHAIN_TIMEOUT_S = 30  # a chained HealthCheckProgram's bound: NHC's own default timeout (nhc -t)
 
 
 class InstallError(InputError):
@@ -127,8 +130,10 @@ class InstallSpec:
     ``deadline_s`` / ``scontrol_timeout_s`` / ``resume_after`` (the hooks' NVML deadline, scontrol
     deadline and clean runs before a resume, for the warnings of :func:`schedule_warnings`), ``replace`` (take over a foreign
     HealthCheckProgram / HealthCheckInterval / PrologEpilogTimeout; a timeout is only ever
-    raised), ``chain`` (keep a foreign HealthCheckProgram such as NHC and run it first, then
-    slurmkit's), ``configless`` (go ahead on a configless cluster: the admin copies the files
+    raised), ``chain`` (keep a foreign HealthCheckProgram such as NHC and run it after
+    slurmkit's check, bounded), ``chain_timeout_s`` (that bound, seconds), ``active_timeout_s``
+    (the active check's deadline when the health check may run it, seconds; None: it never
+    does), ``configless`` (go ahead on a configless cluster: the admin copies the files
     install creates to every node)."""
 
     python: str = sys.executable
@@ -140,25 +145,60 @@ class InstallSpec:
     resume_after: int = 3
     replace: bool = False
     chain: bool = False
+    chain_timeout_s: int = DEFAULT_CHAIN_TIMEOUT_S
+    active_timeout_s: float | None = 45.0
     configless: bool = False
 
 
-def shim_text(kind: str, python: str, config_path: Path, chain: str | None = None) -> str:
+
+
+def chain_text(kind: str, chain: str, bound_s: int) -> str:
+    """The shell lines that run a chained HealthCheckProgram ``chain`` (NHC) after slurmkit's
+    check, from an ``EXIT`` trap (so it runs however the shim's Python part ends): bounded by
+    ``bound_s`` seconds and by what is left of :data:`HEALTHCHECK_BUDGET_S` since the shim
+    started, with GNU ``timeout -k 2`` (its own process group: on a timeout the whole group,
+    NHC's children too, gets SIGTERM, then SIGKILL 2 s later). No time left: it is skipped and
+    said so on stderr, as a timeout and a non-zero exit are."""
+    q = "'" + chain.replace("'", "'\\''") + "'"
+    tag = f"slurmkit-{kind}"
+    return (f"# {MARK} chained: the site's health check runs after slurmkit's, bounded so the whole program\n"
+            f"# ends inside slurmd's 60 s (at most {bound_s} s, and only what is left of {HEALTHCHECK_BUDGET_S} s)\n"
+            "site_hc() {\n"
+            f"    left=$(( {HEALTHCHECK_BUDGET_S} - ($(date +%s) - t0) ))\n"
+            f"    [ \"$left\" -gt {bound_s} ] && left={bound_s}\n"
+            "    if [ \"$left\" -lt 1 ]; then\n"
+            f"        echo \"{tag}: warning: no time left for the site's health check {chain} (slurmd stops the program "
+            "at 60 s): skipped this run\" >&2\n"
+            "        return 0\n"
+            "    fi\n"
+            f"    timeout -k 2 \"$left\" {q}\n"
+            "    hc_rc=$?\n"
+            "    case $hc_rc in\n"
+            "        0) ;;\n"
+            f"        124|137) echo \"{tag}: warning: the site's health check {chain} ran past $left s: stopped "
+            "(its process group killed)\" >&2 ;;\n"
+            f"        *) echo \"{tag}: info: the site's health check {chain} exited $hc_rc\" >&2 ;;\n"
+            "    esac\n"
+            "}\n"
+            "t0=$(date +%s)\n"
+            "trap site_hc EXIT")
+
+
+def shim_text(kind: str, python: str, config_path: Path, chain: str | None = None,
+              chain_timeout_s: int = DEFAULT_CHAIN_TIMEOUT_S) -> str:
     """The executable shim Slurm runs for ``kind`` (prolog | epilog | healthcheck): the template
     ``prolog_epilog/hook.py.in`` with the absolute interpreter and config path filled in. It calls
     :func:`slurmkit.hooks.main.main` directly (no click) to keep the per-job cost low, behind a
     ``/bin/sh`` guard that turns a missing interpreter or a failed ``import slurmkit`` into a
-    syslog line and exit 0 (never Slurm's "Prolog error" drain)."""
+    syslog line and exit 0 (never Slurm's "Prolog error" drain). ``chain``: a site's
+    HealthCheckProgram run after slurmkit's check, bounded (:func:`chain_text`,
+    ``chain_timeout_s`` seconds at most)."""
     template = (Path(__file__).resolve().parent.parent.parent / "prolog_epilog" / "hook.py.in")
     if not template.exists():  # installed package layout (package data: no code in it)
         from importlib import resources
 
         template = Path(str(resources.files("slurmkit.prolog_epilog"))) / "hook.py.in"
-    first = ""
-    if chain:  # the site's HealthCheckProgram (NHC) runs first; its own drains are its business
-        q = "'" + chain.replace("'", "'\\''") + "'"
-        first = (f'{q} || echo "slurmkit-{kind}: info: the site\'s health check {chain} exited $?" >&2  '
-                 f'# {MARK} chained')
+    first = chain_text(kind, chain, chain_timeout_s) if chain else ""
     return (template.read_text().replace("@PYTHON@", python).replace("@KIND@", kind)
             .replace("@CONFIG@", str(config_path)).replace("@FIRST@", first))
 
@@ -436,6 +476,41 @@ def alloc_note(site_prolog: str | None, contain: bool = False) -> str:
             "(slurm.conf(5) PrologFlags)")
 
 
+def healthcheck_need_s(spec: InstallSpec) -> float:
+    """Seconds slurmkit's health check may take (s): the NVML deadline, the active check's
+    deadline when it may run (``spec.active_timeout_s``: before a resume, or on an idle node) and
+    2 s for the interpreter to start. scontrol's calls take milliseconds; a hung one is own
+    trouble, bounded by ``scontrol_timeout_s`` and cuts the active check that follows it
+    (:meth:`slurmkit.hooks.flows.Run.time_left`)."""
+    return spec.deadline_s + (spec.active_timeout_s or 0) + 2
+
+
+def budget_warnings(spec: InstallSpec, chained: str | None) -> list[str]:
+    """Warnings when the parts of the HealthCheckProgram can add up past what slurmd allows it
+    (:data:`slurmkit.hooks.flows.HEALTHCHECK_BUDGET_S` of slurmd's 60 s), each saying what the
+    hooks then cut: slurmkit's own (:func:`healthcheck_need_s`; the active check is cut to what
+    is left: :meth:`slurmkit.hooks.flows.Run.time_left`), and with a chained program
+    (``chained``: its path) its bound ``spec.chain_timeout_s`` (it runs after slurmkit's check and
+    gets only what is left). Pure."""
+    need = healthcheck_need_s(spec)
+    parts = f"{spec.deadline_s:g} s NVML deadline, " + (
+        f"{spec.active_timeout_s:g} s active check, " if spec.active_timeout_s else "") + "2 s start"
+    out = []
+    if need > HEALTHCHECK_BUDGET_S:
+        cut = (f"the active check is cut to what is left, as little as "
+               f"{max(0.0, HEALTHCHECK_BUDGET_S - need + spec.active_timeout_s):g} s of its "
+               f"{spec.active_timeout_s:g} s (a diag cut short is tried again at the next run, never a fail); "
+               "lower [health] active_timeout_s or deadline_s" if spec.active_timeout_s else "lower deadline_s")
+        out.append(f"warning: slurmkit's health check may take {need:g} s ({parts}), more than the "
+                   f"{HEALTHCHECK_BUDGET_S} s it has of slurmd's 60 s (slurmd kills HealthCheckProgram then): {cut}")
+    if chained and need + spec.chain_timeout_s > HEALTHCHECK_BUDGET_S:
+        out.append(f"warning: slurmkit's health check ({need:g} s at most: {parts}) and the site's {chained} "
+                   f"({spec.chain_timeout_s} s, --chain-timeout) can add up to {need + spec.chain_timeout_s:g} s, "
+                   f"past {HEALTHCHECK_BUDGET_S} s of slurmd's 60 s: slurmkit's check runs first; the site's gets "
+                   f"what is left, as little as {max(0.0, HEALTHCHECK_BUDGET_S - need):g} s, and is stopped there")
+    return out
+
+
 def schedule_warnings(get, spec: InstallSpec) -> list[str]:
     """Warnings on the settings that decide whether slurmkit's verdicts reach Slurm, for the
     effective values ``get(key)`` (:func:`slurmkit.slurm.conf.find_effective` over the tree after
@@ -466,6 +541,12 @@ def schedule_warnings(get, spec: InstallSpec) -> list[str]:
         out.append(f"warning: HealthCheckNodeState={found[1].get('HealthCheckNodeState')} ({found[0].path}:"
                    f"{found[1].lineno}) never runs the health check on a drained idle node, so slurmkit never "
                    "resumes one it drained: add IDLE (or use ANY)")
+    busy = [s for s in ("ALLOC", "MIXED") if "ANY" not in states and s not in states]
+    if busy:
+        out.append(f"warning: HealthCheckNodeState={found[1].get('HealthCheckNodeState')} ({found[0].path}:"
+                   f"{found[1].lineno}) leaves {' and '.join(busy)} (busy) nodes unchecked: while a node runs jobs "
+                   "its GPU metrics go stale (SlurmkitHooksStale fires after 15 min) and a fault is seen only by "
+                   "the next job's prolog; use ANY (slurmkit's check does not judge a running job's processes)")
     found = get("HealthCheckInterval")
     cur = found[1].get("HealthCheckInterval") if found else None
     if cur and cur.isdigit() and int(cur) == 0:
@@ -602,6 +683,37 @@ def conf_cache_of(tree: list) -> str | None:
     return spool.strip('"').rstrip("/") + "/conf-cache"
 
 
+def _plan_healthcheck(plan, ed, spec: InstallSpec, hc_path: Path, cfg_path: Path) -> None:
+    """``HealthCheckProgram``: slurmkit's shim at ``hc_path``; a foreign one refused, replaced
+    (``spec.replace``) or chained after slurmkit's check (``spec.chain``: :func:`chain_text`,
+    what a reinstall chained before is read back from its marker); the budget warnings
+    (:func:`budget_warnings`). Appends to ``plan`` and edits through ``ed``."""
+    found = ed.get("HealthCheckProgram")
+    current = found[1].get("HealthCheckProgram") if found else None
+    chained = None
+    if found and _is_ours(*found):  # reinstall: what we chained before is in our marker
+        was = _original(found[1])
+        old = sconf.parse(was, found[0].path).find("HealthCheckProgram") if was and spec.chain else None
+        chained = (old.get("HealthCheckProgram") or None) if old else None   # read as slurmd reads the line
+    if current and current.strip('"') != str(hc_path):
+        if spec.chain:
+            chained = current.strip('"')
+            plan.notes.append(f"the site's HealthCheckProgram {chained} keeps running, from {hc_path}, after "
+                              f"slurmkit's check (so a hung one cannot hold it up), for at most "
+                              f"{spec.chain_timeout_s} s and only what is left of {HEALTHCHECK_BUDGET_S} s; past that "
+                              "its process group is killed")
+        elif not spec.replace:
+            raise InstallError(found[0].path, found[1].lineno, f"HealthCheckProgram={current} belongs to "
+                               f"the site; run install with --chain to run it after slurmkit's check, bounded, "
+                               f"or --replace to use slurmkit's instead (the old line is kept in a comment "
+                               f"and restored by uninstall)")
+    if current != str(hc_path):
+        ed.set("HealthCheckProgram", str(hc_path), found)
+    plan.new_files.append(NewFile(hc_path, text=shim_text("healthcheck", spec.python, cfg_path, chain=chained,
+                                                          chain_timeout_s=spec.chain_timeout_s)))
+    plan.notes.extend(budget_warnings(spec, chained))
+
+
 def plan_install(tree: list, spec: InstallSpec) -> Plan:
     """Plan an install into the include tree ``tree`` (:func:`slurmkit.slurm.conf.load_tree`, main
     file first). Pure: returns a :class:`Plan`; raises :class:`InstallError` when a value cannot be
@@ -640,26 +752,7 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
     if "nohold_on_prolog_fail" not in {p.lower() for p in params}:
         ed.set("SchedulerParameters", ",".join(params + ["nohold_on_prolog_fail"]), found)
 
-    hc_path = conf_dir / HEALTHCHECK_SHIM
-    found = ed.get("HealthCheckProgram")
-    current = found[1].get("HealthCheckProgram") if found else None
-    chained = None
-    if found and _is_ours(*found):  # reinstall: what we chained before is in our marker
-        was = _original(found[1])
-        old = sconf.parse(was, found[0].path).find("HealthCheckProgram") if was and spec.chain else None
-        chained = (old.get("HealthCheckProgram") or None) if old else None   # read as slurmd reads the line
-    if current and current.strip('"') != str(hc_path):
-        if spec.chain:
-            chained = current.strip('"')
-            plan.notes.append(f"the site's HealthCheckProgram {chained} keeps running, first, from {hc_path}")
-        elif not spec.replace:
-            raise InstallError(found[0].path, found[1].lineno, f"HealthCheckProgram={current} belongs to "
-                               f"the site; run install with --chain to run it first and then slurmkit's check, "
-                               f"or --replace to use slurmkit's instead (the old line is kept in a comment "
-                               f"and restored by uninstall)")
-    if current != str(hc_path):
-        ed.set("HealthCheckProgram", str(hc_path), found)
-    plan.new_files.append(NewFile(hc_path, text=shim_text("healthcheck", spec.python, cfg_path, chain=chained)))
+    _plan_healthcheck(plan, ed, spec, conf_dir / HEALTHCHECK_SHIM, cfg_path)
 
     for key, want in (("HealthCheckInterval", spec.interval_s), ("PrologEpilogTimeout", spec.timeout_s)):
         found = ed.get(key)

@@ -5,35 +5,16 @@ into the cache (slurmd sets it; a real job's environment shows
 ``SLURM_CONF=/var/spool/slurm/d/conf-cache/slurm.conf``), HealthCheckProgram gets none and finds
 the cache through the hooks config's ``conf_cache``.
 
-The fault is the double-bit (uncorrectable) ECC error of a real ``nvidia-smi -q`` capture
-(../shared/corpus/gpu-logs/q_excerpt_ECC_SRAM-uncorrectable_L139-149.txt: volatile SRAM
-Uncorrectable 1, aggregate 5) put on one GPU of a healthy snapshot. scontrol is a recorder
-(``fake-bin/scontrol``): it logs its arguments and the ``SLURM_CONF`` it was given, and answers
-``show node`` for an idle node.
+The fault is the double-bit (uncorrectable) ECC error of a real ``nvidia-smi -q`` capture, and
+scontrol a recorder (tests/hooks/recording_scontrol.py).
 """
 
 import json
-import re
 import shutil
 
-from nodeenv import nvml_gpu_of, set_value
-
-ECC_CAPTURE = "gpu-logs/q_excerpt_ECC_SRAM-uncorrectable_L139-149.txt"
-
-SCONTROL = """#!/bin/sh
-echo "SLURM_CONF=$SLURM_CONF $*" >> {log}
-case "$1" in
-  show) echo "NodeName=$4 Arch=x86_64 State=IDLE Partitions=gpu" ;;
-esac
-exit 0
-"""
-
-
-def _dbe(corpus, snap, nvml_index):
-    text = (corpus / ECC_CAPTURE).read_text()
-    volatile, aggregate = (int(v) for v in re.findall(r"SRAM Uncorrectable\s+:\s+(\d+)", text))
-    bad = set_value(snap, nvml_index, "ecc_volatile_uncorrectable", volatile)
-    return set_value(bad, nvml_index, "ecc_aggregate_uncorrectable", aggregate), volatile
+from nodeenv import nvml_gpu_of
+from recording_scontrol import dbe_snapshot as _dbe
+from recording_scontrol import install_recorder
 
 
 def _configless(node, tmp_path, snapshot):
@@ -45,10 +26,8 @@ def _configless(node, tmp_path, snapshot):
     shutil.move(node.slurm_conf, cache / "slurm.conf")
     shutil.move(node.gres_conf, cache / "gres.conf")
     bin_dir = tmp_path / "fake-bin"
-    bin_dir.mkdir()
     log = tmp_path / "scontrol.log"
-    (bin_dir / "scontrol").write_text(SCONTROL.format(log=log))
-    (bin_dir / "scontrol").chmod(0o755)
+    install_recorder(bin_dir, log)
     node.write_config({"n1": snapshot}, bin_dir=str(bin_dir),
                       extra=f'conf_cache = "{tmp_path}/spool-slurmd/%n/conf-cache"\n')
     # the config install wrote names gres_conf beside the controller's slurm.conf: drop that key
