@@ -381,6 +381,11 @@ def _plan_hook(plan, ed, key: str, kind: str, conf_dir: Path, shim: str) -> None
                                f"use DIR/* or DIR/*.sh, or add {shim} there yourself")
         if not gdir.is_dir():
             raise InstallError(*where, f"{key}={value}: {gdir} is not a directory here")
+        if found and _is_ours(*found) and os.path.islink(gdir / SITE_LINK):  # an earlier slurmkit's link
+            target = os.readlink(gdir / SITE_LINK)
+            plan.new_files.append(NewFile(gdir / SITE_LINK, text=site_wrapper(target)))
+            plan.notes.append(f"{gdir / SITE_LINK}: the link an earlier install made to {target} becomes a wrapper "
+                              "that runs it by its own path (its $0 unchanged)")
         plan.new_files.append(NewFile(gdir / name, text=shim))
         plan.notes.append(_order_note(key, value, slurmd_order(matches + [str(gdir / name)])))
         return

@@ -227,7 +227,8 @@ def test_site_prolog_that_finds_its_files_through_dollar_0_runs_once_and_succeed
     """A single-script site Prolog that sources ``$(dirname "$0")/lib.sh`` (a link in prolog.d
     would make ``$0`` the link, and the prolog fail with "lib.sh: not found" on every node):
     run through the installed chain the way slurmd runs it, it runs once, by its own path, and
-    succeeds; uninstall names the admin's file added to prolog.d since, which stops running."""
+    succeeds; uninstall names the admin's file added to prolog.d since, which stops running; an
+    earlier install's link is replaced by the wrapper."""
     log = tmp_path / "site.log"
     site_dir = tmp_path / "opt" / "site"
     _exe(site_dir / "lib.sh", f'site_log() {{ echo "$1 $0" >> {log}; }}\n')
@@ -249,8 +250,18 @@ def test_site_prolog_that_finds_its_files_through_dollar_0_runs_once_and_succeed
     warn = [n for n in plan.notes if n.startswith("warning: not slurmkit's")]
     assert len(warn) == 1 and str(admin) in warn[0] and f"Prolog back to 'Prolog={site}'" in warn[0]
     assert str(d / inst.SITE_LINK) not in warn[0]
+    # an install made by an earlier slurmkit (a link to the site's script): installing again
+    # puts the wrapper in the link's place
+    admin.unlink()
+    (d / inst.SITE_LINK).unlink()
+    (d / inst.SITE_LINK).symlink_to(site)
+    _install(path)
+    assert not os.path.islink(d / inst.SITE_LINK)
+    assert (d / inst.SITE_LINK).read_text() == inst.site_wrapper(str(site))
+    assert site.read_text().startswith('#!/bin/sh\nset -e\n. "$(dirname "$0")/lib.sh"')  # written beside, not through
+    plan = inst.plan_uninstall(sconf.load_tree(path), inst.read_manifest(path))
     inst.apply(plan, path, installing=False)
-    assert path.read_text() == before and admin.exists() and not (d / inst.SITE_LINK).exists()
+    assert path.read_text() == before and not d.exists()
 
 
 @pytest.mark.parametrize("pattern,files,shim,order", [
