@@ -54,6 +54,7 @@ from pathlib import Path
 from slurmkit.atomicfile import atomic_write
 from slurmkit.errors import InputError
 from slurmkit.hooks.flows import HEALTHCHECK_BUDGET_S
+from slurmkit.profile.health import Health
 from slurmkit.slurm import conf as sconf
 
 MARK = "slurmkit-hooks:"
@@ -146,10 +147,8 @@ class InstallSpec:
     replace: bool = False
     chain: bool = False
     chain_timeout_s: int = DEFAULT_CHAIN_TIMEOUT_S
-    active_timeout_s: float | None = 45.0
+    active_timeout_s: float | None = Health.active_timeout_s
     configless: bool = False
-
-
 
 
 def chain_text(kind: str, chain: str, bound_s: int) -> str:
