@@ -14,7 +14,7 @@ slurm.conf, the first of these that is a file:
 
 gres.conf: the hooks config's ``gres_conf`` when it names one that is a file, else the
 ``gres.conf`` beside the slurm.conf found (slurmd reads it from the directory of its slurm.conf:
-in configless mode its cache holds both), else beside any other candidate above. ``Include``d
+in configless mode its cache holds both; none found: beside each candidate above). ``Include``d
 files are followed by the readers (:func:`slurmkit.slurm.conf.read_lines`), relative to the
 including file.
 
@@ -71,7 +71,7 @@ def locate(env, slurm_conf: str | None, gres_conf: str | None, conf_cache: str |
             slurm.append(p)
     found = next((p for p in slurm if os.path.isfile(p)), None)
     gres = [gres_conf] if gres_conf else []
-    for p in ([found] if found else []) + slurm:
+    for p in [found] if found else slurm:  # slurmd reads the gres.conf beside its slurm.conf
         g = os.path.join(os.path.dirname(p), "gres.conf")
         if g not in gres:
             gres.append(g)

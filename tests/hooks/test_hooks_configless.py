@@ -73,8 +73,7 @@ def test_unreadable_gres_conf_is_own_trouble_and_gres_still_judges(node, healthy
     r = node.run(node.healthcheck, job_id=None, gpus=None, env={"SLURM_CONF": ""})
     assert r.returncode == 0, r.stderr
     assert "GPU checks skipped" not in r.stderr and "no GPUs expected" not in r.stderr
-    assert f"own trouble (no drain): no gres.conf (looked at {cache / 'gres.conf'}, {node.etc / 'gres.conf'}" \
-        in r.stderr, r.stderr
+    assert f"own trouble (no drain): no gres.conf (looked at {cache / 'gres.conf'}), while" in r.stderr, r.stderr
     assert f"while {cache / 'slurm.conf'} gives n1 Gres=gpu:h100:4: checking its 4 GPUs against Gres= and NVML" \
         in r.stderr
     assert f"ecc_volatile_uncorrectable GPU{g['index']} {g['pci_bus_id']}" in r.stderr
@@ -189,3 +188,32 @@ def test_cluster_toolkit_site_gets_printed_lines_and_its_configless_node_drains(
     want = f"slurmkit: ecc_volatile_uncorrectable GPU{g['index']} {g['pci_bus_id']}"
     assert r.returncode == 0 and want in r.stderr and "own trouble" not in r.stderr, r.stderr
     assert f"SLURM_CONF={cache / 'slurm.conf'} update nodename=n1 state=drain reason={want}" in log.read_text()
+
+
+def test_which_slurm_conf_and_gres_conf_a_hook_reads(tmp_path):
+    """SLURM_CONF first, then the hooks config's slurm_conf, then slurmd's cache (%n expanded);
+    gres.conf: the config's when it is a file, else beside the slurm.conf found."""
+    from slurmkit.hooks.confpaths import DEFAULT_CONF_CACHES, locate
+
+    etc, cache = tmp_path / "etc", tmp_path / "spool" / "n7" / "conf-cache"
+    for d in (etc, cache):
+        d.mkdir(parents=True)
+        (d / "slurm.conf").write_text("ClusterName=t\n")
+    (cache / "gres.conf").write_text("Name=gpu File=/dev/nvidia0\n")
+    spool = f"{tmp_path}/spool/%n/conf-cache"
+    got = locate({"SLURM_CONF": str(cache / "slurm.conf")}, str(etc / "slurm.conf"), None, spool, "n7")
+    assert (got.slurm_conf, got.gres_conf) == (str(cache / "slurm.conf"), str(cache / "gres.conf"))
+    # no SLURM_CONF (the health check): the config's slurm.conf, and only the gres.conf beside it
+    # (none there: none, never the cache's of another slurm.conf)
+    got = locate({}, str(etc / "slurm.conf"), None, spool, "n7")
+    assert got.slurm_conf == str(etc / "slurm.conf") and got.gres_conf is None
+    assert got.looked_gres == (str(etc / "gres.conf"),)
+    # the controller's path absent on the node: the cache
+    got = locate({}, str(tmp_path / "ctl" / "slurm.conf"), None, spool, "n7")
+    assert got.slurm_conf == str(cache / "slurm.conf")
+    # a gres.conf the config names wins when it is a file
+    (etc / "gres.conf").write_text("")
+    assert locate({}, str(tmp_path / "x"), str(etc / "gres.conf"), spool, "n7").gres_conf == str(etc / "gres.conf")
+    # no conf_cache in the config: slurmd's link and its default spool directory
+    got = locate({}, str(tmp_path / "x"), None, None, "n7")
+    assert got.looked_slurm == (str(tmp_path / "x"), *(f"{d}/slurm.conf" for d in DEFAULT_CONF_CACHES))
