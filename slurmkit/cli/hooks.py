@@ -61,7 +61,8 @@ def healthcheck_cmd(config):
 @cli.command("gpu-reset")
 @click.argument("gpu")
 @click.option("--config", "config", type=click.Path(dir_okay=False),
-              help="Hooks config (default: $SLURMKIT_HOOKS_CONFIG, else slurmkit-hooks.toml beside $SLURM_CONF).")
+              help="Hooks config (default: $SLURMKIT_HOOKS_CONFIG, else slurmkit-hooks.toml beside $SLURM_CONF or "
+                   "/etc/slurm/slurm.conf).")
 @click.option("--node", help="Slurm node name (default: this host's short name).")
 @click.option("--done", is_flag=True, help="Record a reset made another way (nvidia-smi -r by hand, a BMC, a "
                                            "vendor tool) instead of running one.")
@@ -127,19 +128,28 @@ def gpu_reset_cmd(gpu, config, node, done, nvidia_smi, timeout):
 DRAIN_WORDS = ("drain", "resum", " fail: ", "own trouble")
 
 
+#: slurm.conf's built-in path (Slurm's DEFAULT_SLURM_CONF in the Debian and RPM builds)
+DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
+
+
 def _default_config() -> str:
-    """The hooks config ``hooks log`` reads: ``$SLURMKIT_HOOKS_CONFIG``, else
-    ``slurmkit-hooks.toml`` beside ``$SLURM_CONF`` (else /etc/slurm/slurm.conf), where install
-    writes it."""
+    """The hooks config ``hooks log`` reads: ``$SLURMKIT_HOOKS_CONFIG``, else the first
+    ``slurmkit-hooks.toml`` that exists beside ``$SLURM_CONF`` or beside
+    :data:`DEFAULT_SLURM_CONF` (on a configless node ``$SLURM_CONF`` names slurmd's cache,
+    which holds no hooks config: install's is where it was copied), else the first of those
+    (the error names it)."""
     from slurmkit.hooks.install import CONFIG
 
-    return os.environ.get("SLURMKIT_HOOKS_CONFIG") or os.path.join(
-        os.path.dirname(os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"), CONFIG)
+    if os.environ.get("SLURMKIT_HOOKS_CONFIG"):
+        return os.environ["SLURMKIT_HOOKS_CONFIG"]
+    found = [os.path.join(os.path.dirname(c), CONFIG) for c in (os.environ.get("SLURM_CONF"), DEFAULT_SLURM_CONF) if c]
+    return next((p for p in found if os.path.isfile(p)), found[0])
 
 
 @cli.command("log")
 @click.option("--config", "config", type=click.Path(dir_okay=False),
-              help="Hooks config (default: $SLURMKIT_HOOKS_CONFIG, else slurmkit-hooks.toml beside $SLURM_CONF).")
+              help="Hooks config (default: $SLURMKIT_HOOKS_CONFIG, else slurmkit-hooks.toml beside $SLURM_CONF or "
+                   "/etc/slurm/slurm.conf).")
 @click.option("--node", help="Only this node's lines (default: every node's, merged by time).")
 @click.option("-n", "--lines", "count", type=int, default=30, show_default=True, help="Show the last N lines.")
 @click.option("--drains", is_flag=True, help="Only drains, would-drains, resumes, failed checks and own trouble.")
