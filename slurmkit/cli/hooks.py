@@ -61,7 +61,8 @@ def healthcheck_cmd(config):
 @cli.command("gpu-reset")
 @click.argument("gpu")
 @click.option("--config", "config", type=click.Path(dir_okay=False),
-              help="Hooks config (default: $SLURMKIT_HOOKS_CONFIG, else slurmkit-hooks.toml beside $SLURM_CONF).")
+              help="Hooks config (default: $SLURMKIT_HOOKS_CONFIG, else slurmkit-hooks.toml beside $SLURM_CONF or "
+                   "/etc/slurm/slurm.conf).")
 @click.option("--node", help="Slurm node name (default: this host's short name).")
 @click.option("--done", is_flag=True, help="Record a reset made another way (nvidia-smi -r by hand, a BMC, a "
                                            "vendor tool) instead of running one.")
@@ -127,19 +128,28 @@ def gpu_reset_cmd(gpu, config, node, done, nvidia_smi, timeout):
 DRAIN_WORDS = ("drain", "resum", " fail: ", "own trouble")
 
 
+#: slurm.conf's built-in path (Slurm's DEFAULT_SLURM_CONF in the Debian and RPM builds)
+DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
+
+
 def _default_config() -> str:
-    """The hooks config ``hooks log`` reads: ``$SLURMKIT_HOOKS_CONFIG``, else
-    ``slurmkit-hooks.toml`` beside ``$SLURM_CONF`` (else /etc/slurm/slurm.conf), where install
-    writes it."""
+    """The hooks config ``hooks log`` reads: ``$SLURMKIT_HOOKS_CONFIG``, else the first
+    ``slurmkit-hooks.toml`` that exists beside ``$SLURM_CONF`` or beside
+    :data:`DEFAULT_SLURM_CONF` (on a configless node ``$SLURM_CONF`` names slurmd's cache,
+    which holds no hooks config: install's is where it was copied), else the first of those
+    (the error names it)."""
     from slurmkit.hooks.install import CONFIG
 
-    return os.environ.get("SLURMKIT_HOOKS_CONFIG") or os.path.join(
-        os.path.dirname(os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"), CONFIG)
+    if os.environ.get("SLURMKIT_HOOKS_CONFIG"):
+        return os.environ["SLURMKIT_HOOKS_CONFIG"]
+    found = [os.path.join(os.path.dirname(c), CONFIG) for c in (os.environ.get("SLURM_CONF"), DEFAULT_SLURM_CONF) if c]
+    return next((p for p in found if os.path.isfile(p)), found[0])
 
 
 @cli.command("log")
 @click.option("--config", "config", type=click.Path(dir_okay=False),
-              help="Hooks config (default: $SLURMKIT_HOOKS_CONFIG, else slurmkit-hooks.toml beside $SLURM_CONF).")
+              help="Hooks config (default: $SLURMKIT_HOOKS_CONFIG, else slurmkit-hooks.toml beside $SLURM_CONF or "
+                   "/etc/slurm/slurm.conf).")
 @click.option("--node", help="Only this node's lines (default: every node's, merged by time).")
 @click.option("-n", "--lines", "count", type=int, default=30, show_default=True, help="Show the last N lines.")
 @click.option("--drains", is_flag=True, help="Only drains, would-drains, resumes, failed checks and own trouble.")
@@ -216,8 +226,14 @@ def _apply(plan, path: Path, installing: bool, dirs=()) -> list[str]:
 @click.option("--slurm-conf", "slurm_conf", required=True, type=click.Path(dir_okay=False),
               help="The cluster's slurm.conf (Include'd files are followed).")
 @click.option("--dry-run", is_flag=True, help="Show the diff and the files to create; change nothing.")
-@click.option("--chain", is_flag=True, help="Keep a foreign HealthCheckProgram (NHC) and run it first, then "
-                                            "slurmkit's check (uninstall gives the line back).")
+@click.option("--print", "print_lines", is_flag=True,
+              help="For a generated slurm.conf (Puppet, Ansible, cluster-toolkit): print the slurm.conf lines to "
+                   "add to its source and the files to deploy, instead of editing anything.")
+@click.option("--chain", is_flag=True, help="Keep a foreign HealthCheckProgram (NHC) and run it after slurmkit's "
+                                            "check, bounded (--chain-timeout); uninstall gives the line back.")
+@click.option("--chain-timeout", "chain_timeout", default=30, show_default=True,
+              help="With --chain: the most seconds the site's health check may run, after slurmkit's (it also "
+                   "gets only what is left of slurmd's 60 s); past it its process group is killed.")
 @click.option("--configless", is_flag=True, help="Go ahead on a configless cluster: copy the files install lists "
                                                  "to every node.")
 @click.option("--replace", is_flag=True, help="Take over a foreign HealthCheckProgram / PrologEpilogTimeout / "
@@ -241,7 +257,7 @@ def _apply(plan, path: Path, installing: bool, dirs=()) -> list[str]:
               help="The interpreter the shims run (default: the one running install). It must import slurmkit; "
                    "every user must be able to run it (the mid-run retry's Xid query runs it as the job's user).")
 @click.pass_context
-def install_cmd(ctx, slurm_conf, dry_run, chain, configless, replace, site, mode, state_dir, spool_dir, textfile_dir,
+def install_cmd(ctx, slurm_conf, dry_run, print_lines, chain, chain_timeout, configless, replace, site, mode, state_dir, spool_dir, textfile_dir,
                 snapshots, interval, timeout, resume_after, python):
     """Add the hooks to slurm.conf without overwriting site values (see slurmkit/hooks/install.py).
 
@@ -283,18 +299,21 @@ def install_cmd(ctx, slurm_conf, dry_run, chain, configless, replace, site, mode
         if not eq or not node or not path:
             raise UsageError("--snapshot", f"{item!r}: want NODE=FILE")
         snaps[node] = path
-    profile, deadline_s = None, 8.0
+    from slurmkit.profile.health import Health
+
+    profile, health = None, Health()
     if site:  # checked now (a bad profile would be own trouble on every job), written as a path
         from slurmkit.profile import load_profile
 
         loaded = load_profile(site)
         profile = loaded.source
-        deadline_s = loaded.health.deadline_s
+        health = loaded.health
+    deadline_s = health.deadline_s
     path = Path(slurm_conf).absolute()
     scontrol = shutil.which("scontrol")
     tree = sconf.load_tree(path)
     found = sconf.find_effective(tree, "HealthCheckNodeState")  # install leaves it as it is
-    text = render(path, gres_conf=path.parent / "gres.conf", profile=profile, mode=mode, state_dir=state_dir,
+    text = render(path, conf_cache=inst.conf_cache_of(tree), profile=profile, mode=mode, state_dir=state_dir,
                   spool_dir=spool_dir, textfile_dir=textfile_dir, resume_after=resume_after,
                   snapshots=snaps, slurm_bin_dir=str(Path(scontrol).parent) if scontrol else None,
                   log_file=True if sandbox is not None else None,
@@ -304,11 +323,19 @@ def install_cmd(ctx, slurm_conf, dry_run, chain, configless, replace, site, mode
     py = sys.executable if python is None else os.path.abspath(python)
     imports = inst.hooks_imports() if python is None else inst.interpreter_imports(py)
     spec = inst.InstallSpec(python=py, config=text, interval_s=interval, timeout_s=timeout or None,
-                            replace=replace, chain=chain, configless=configless, deadline_s=deadline_s,
+                            replace=replace, chain=chain, chain_timeout_s=chain_timeout, configless=configless,
+                            deadline_s=deadline_s,
+                            active_timeout_s=health.active_timeout_s if health.active_check else None,
                             resume_after=resume_after)
     plan = inst.plan_install(tree, spec)
     plan.notes.extend(inst.interpreter_warnings(spec.python, imports))
     plan.notes.extend(sandbox_notes)
+    if print_lines:
+        click.echo(inst.printed(plan), nl=False)
+        for note in plan.notes:
+            click.echo("# " + note)
+        click.echo("# --print: nothing written")
+        return
     if _show(plan, "nothing to change: the hooks are already installed", dry_run, notes=True):
         return
     backups = _apply(plan, path, True, dirs=((state_dir, 0o700), (spool_dir, 0o700), (textfile_dir, 0o777)))
@@ -329,7 +356,7 @@ def uninstall_cmd(slurm_conf, dry_run):
     path = Path(slurm_conf).absolute()
     manifest = inst.read_manifest(path)
     plan = inst.plan_uninstall(sconf.load_tree(path), manifest)
-    if _show(plan, "nothing to undo: the hooks are not installed", dry_run, notes=False):
+    if _show(plan, "nothing to undo: the hooks are not installed", dry_run, notes=True):
         return
     _apply(plan, path, False)
     for note in plan.notes:

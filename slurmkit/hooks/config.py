@@ -5,7 +5,12 @@ Keys (all optional except ``slurm_conf``)::
 
     slurm_conf = "/etc/slurm/slurm.conf"  # used when the hook's environment has no SLURM_CONF
                                           # (HealthCheckProgram runs with none)
-    gres_conf = "/etc/slurm/gres.conf"    # expected GPUs and Slurm's GPU index -> device file
+    gres_conf = "/etc/slurm/gres.conf"    # expected GPUs and Slurm's GPU index -> device file;
+                                          # unset: the gres.conf beside the slurm.conf found
+    conf_cache = "/var/spool/slurmd/%n/conf-cache"  # slurmd's configless cache (%n: node
+                                          # name); unset: /run/slurm/conf, then
+                                          # /var/spool/slurmd/conf-cache
+                                          # (which files are read: slurmkit/hooks/confpaths.py)
     profile = "/etc/slurm/site.toml"      # site profile: [health] thresholds, mode, clocks, power
     mode = "observe"                      # enforce | observe; unset: the profile's [health].mode
     deadline_s = 8.0                      # total NVML deadline per hook run (seconds); unset: the
@@ -84,6 +89,7 @@ class HookConfig:
     path: str
     slurm_conf: str
     gres_conf: str | None = None
+    conf_cache: str | None = None
     profile: str | None = None
     mode: str | None = None
     deadline_s: float | None = None
@@ -134,7 +140,7 @@ class HookConfig:
                        deadline_s=self.deadline_s if self.deadline_s is not None else float(health.deadline_s))
 
 
-_TYPES = {"slurm_conf": str, "gres_conf": str, "profile": str, "mode": str, "deadline_s": (int, float),
+_TYPES = {"slurm_conf": str, "gres_conf": str, "conf_cache": str, "profile": str, "mode": str, "deadline_s": (int, float),
           "resume_after": int, "scontrol_timeout_s": (int, float), "slurm_bin_dir": str, "dcgmi": str, "all_reduce_perf": str, "state_dir": str, "jobs_dir": str, "spool_dir": str,
           "textfile_dir": str, "log_file": bool, "health_check_node_state": str, "nodes": dict, "checks": dict}
 
@@ -266,7 +272,8 @@ def parse(text: str, path) -> HookConfig:
         return None if v is None else os.path.join(base, v)
 
     return HookConfig(
-        path=os.fspath(path), slurm_conf=p("slurm_conf"), gres_conf=p("gres_conf"), profile=p("profile"),
+        path=os.fspath(path), slurm_conf=p("slurm_conf"), gres_conf=p("gres_conf"), conf_cache=p("conf_cache"),
+        profile=p("profile"),
         mode=mode, deadline_s=float(data["deadline_s"]) if "deadline_s" in data else None,
         resume_after=int(data.get("resume_after", DEFAULTS["resume_after"])),
         scontrol_timeout_s=float(data.get("scontrol_timeout_s", DEFAULTS["scontrol_timeout_s"])),
@@ -288,12 +295,13 @@ def load(path) -> HookConfig:
     return parse(text, path)
 
 
-def render(slurm_conf, *, gres_conf=None, profile=None, mode=None, state_dir=None, spool_dir=None,
+def render(slurm_conf, *, gres_conf=None, conf_cache=None, profile=None, mode=None, state_dir=None, spool_dir=None,
            textfile_dir=None, jobs_dir=None, resume_after=DEFAULTS["resume_after"], deadline_s=None,
            snapshots: dict | None = None, slurm_bin_dir=None, sysfs: dict | None = None,
            dcgm_diag: dict | None = None, nccl_allreduce: dict | None = None, kmsg: dict | None = None,
            log_file: bool | None = None, health_check_node_state: str | None = None) -> str:
-    """The TOML text install writes (absolute paths; ``snapshots`` {node: path}, ``sysfs``
+    """The TOML text install writes (absolute paths; ``conf_cache`` as given, ``%n`` kept for
+    the hooks to expand; ``snapshots`` {node: path}, ``sysfs``
     {node: sysfs root}, ``dcgm_diag`` {node: recorded dcgmi output}, ``kmsg`` {node: kernel-log
     file}; ``jobs_dir`` None: not written, "jobs" beside ``state_dir``). ``mode`` /
     ``deadline_s`` None: not written, so the hooks take the profile's ``[health]`` values;
@@ -307,6 +315,8 @@ def render(slurm_conf, *, gres_conf=None, profile=None, mode=None, state_dir=Non
              f"slurm_conf = {q(os.path.abspath(slurm_conf))}"]
     if gres_conf:
         lines.append(f"gres_conf = {q(os.path.abspath(gres_conf))}")
+    if conf_cache:
+        lines.append(f"conf_cache = {q(conf_cache)}")
     if profile:
         lines.append(f"profile = {q(os.path.abspath(profile))}")
     if mode is not None:

@@ -18,6 +18,8 @@ Outcomes of the fault matrix (tested in tests/hooks/test_hooks_faults.py):
 ====================================  =====================================================
 NVML library missing, GPU node        ``nvml_init`` fails -> drain, prolog exit 1
 no GPUs expected (CPU-only node)      GPU checks skipped: an info line, exit 0, not counted
+gres.conf unreadable / missing while  own trouble (counted, logged); the GPU checks run against
+slurm.conf's Gres= gives GPUs         Gres= and NVML, never as "no GPUs expected"
 NVML hangs                            worker killed at the deadline -> drain ``nvml-timeout``
 permission denied (config, state)     own trouble -> exit 0 (counted where the state dir works)
 corrupt snapshot                      own trouble -> exit 0, counted, no drain
@@ -38,6 +40,11 @@ from slurmkit.hooks.config import HookConfig
 from slurmkit.records import field, record
 
 PROLOG, EPILOG, HEALTHCHECK = "prolog", "epilog", "healthcheck"
+#: What the whole HealthCheckProgram may take (s): slurmd kills it at 60 s
+#: (:data:`slurmkit.profile.validate.SLURM_HEALTHCHECK_KILL_S`); 5 s are kept for the shell, the
+#: interpreter's start and the kill of a chained program. The installed shim gives a chained
+#: program only what is left of it; slurmkit's active check is cut to its share (:meth:`Run.time_left`).
+HEALTHCHECK_BUDGET_S = 55
 NVML_TIMEOUT_REASON = "slurmkit: nvml-timeout"
 
 
@@ -118,6 +125,17 @@ class Run:
         self.node_gpus = NodeGpus()
         self.judging = Judging()
         self.kmsg = KernelLogScope()
+        self._confs = None
+        self.t0 = time.monotonic()
+
+    def time_left(self) -> float:
+        """Seconds left of this health-check run's :data:`HEALTHCHECK_BUDGET_S` (s): the budget
+        less the time since the run began (``time.monotonic``; the scontrol call that may follow
+        an active check takes milliseconds, and fits slurmd's last 5 s). Other hooks: infinite
+        (their bound is PrologEpilogTimeout)."""
+        if self.hook != HEALTHCHECK:
+            return float("inf")
+        return HEALTHCHECK_BUDGET_S - (time.monotonic() - self.t0)
 
     # ---- helpers -----------------------------------------------------------------------------
     def own_error(self, msg: str) -> None:
@@ -134,40 +152,79 @@ class Run:
             self.own_error(f"cannot write the node's health state under {self.cfg.state_dir}: {exc.strerror or exc}")
 
     @property
+    def confs(self):
+        """The slurm.conf and gres.conf this node's slurmd reads
+        (:func:`slurmkit.hooks.confpaths.locate`; worked out once per run)."""
+        if self._confs is None:
+            from slurmkit.hooks.confpaths import locate
+
+            self._confs = locate(self.env, self.cfg.slurm_conf, self.cfg.gres_conf, self.cfg.conf_cache, self.node)
+        return self._confs
+
+    @property
     def slurm_conf(self) -> str:
-        return self.env.get("SLURM_CONF") or str(self.cfg.slurm_conf)
+        """The slurm.conf scontrol and the ``Gres=`` reader are given: the one found
+        (:attr:`confs`), else ``SLURM_CONF``, else the hooks config's."""
+        return self.confs.slurm_conf or self.env.get("SLURM_CONF") or str(self.cfg.slurm_conf)
 
     @property
     def source_spec(self) -> str:
         snap = self.cfg.snapshot_for(self.node)
         return str(snap) if snap else "live"
 
-    def setup(self) -> bool:
-        """Load gres.conf and the health config. False (own trouble logged) when unusable."""
+    def load_gres(self) -> bool:
+        """Fill :attr:`node_gpus` from gres.conf, or from slurm.conf's ``Gres=`` when gres.conf
+        cannot be read or lists no GPU for the node (:mod:`slurmkit.hooks.confpaths` finds
+        both). False (own trouble logged) when neither can tell which GPUs the node has."""
         from slurmkit.hooks import gres
 
-        path = self.cfg.gres_conf or os.path.join(os.path.dirname(self.cfg.slurm_conf), "gres.conf")
-        if self.cfg.gres_conf and not os.path.exists(path):
-            # (the default path may be absent on a cluster without GPUs; the one the config
-            # names must be there, or every GPU check would be skipped unsaid)
-            self.own_error(f"{path}: no such file (the hooks config's gres_conf)")
-            return False
+        confs = self.confs
+        if self.cfg.gres_conf and confs.gres_conf != self.cfg.gres_conf:
+            # (the one the config names must be there; the checks go on with the one slurmd reads)
+            self.own_error(f"{self.cfg.gres_conf}: no such file (the hooks config's gres_conf)"
+                           + (f"; reading {confs.gres_conf}, beside the slurm.conf slurmd reads" if confs.gres_conf
+                              else ""))
+        read: list = []
+
+        def conf_gres():  # slurm.conf read once, when a reader needs it
+            if not read:
+                read.append(gres.slurm_conf_gres(self.slurm_conf, self.node))
+            return read[0]
+
         try:  # AutoDetect: how many GPUs comes from slurm.conf's Gres= (read only then)
-            lines = gres.load_gres_conf(path)
-            read: list = []
-
-            def conf_gres():  # slurm.conf read once, when a reader needs it
-                if not read:
-                    read.append(gres.slurm_conf_gres(self.slurm_conf, self.node))
-                return read[0]
-
-            self.node_gpus.files = gres.node_gpu_files(lines, self.node, path, slurm_gres=conf_gres)
+            path, lines, files, problem = confs.gres_conf, [], None, None
+            if path is None:
+                problem = f"no gres.conf (looked at {', '.join(confs.looked_gres)})"
+            else:
+                try:
+                    lines = gres.load_gres_conf(path)
+                    files = gres.node_gpu_files(lines, self.node, path, slurm_gres=conf_gres)
+                except (OSError, gres.GresError) as exc:
+                    problem = str(exc) if isinstance(exc, gres.GresError) else f"{path}: {exc.strerror or exc}"
+            if problem is not None or files is None:
+                want = self._slurm_conf_gpus()
+                if isinstance(want, tuple):  # slurm.conf gives the node GPUs: judged by Gres= and NVML
+                    self.own_error(f"{problem or f'{path}: lists no GPU for {self.node}'}, while "
+                                   f"{confs.slurm_conf} gives {self.node} {want[0]}: checking its {want[1]} GPUs "
+                                   "against Gres= and NVML (Slurm's GPU index taken as NVML's order)")
+                    lines = gres.slurm_conf_only(self.slurm_conf)
+                    files = gres.node_gpu_files(lines, self.node, self.slurm_conf, slurm_gres=conf_gres)
+                elif problem is not None and (path is not None or want is not None):
+                    self.own_error(problem + (f"; {want}" if want else ""))
+                    return False
+            self.node_gpus.files = files
             self.node_gpus.whole, self.node_gpus.mig_instances = gres.node_mig_instances(lines, self.node,
                                                                                          slurm_gres=conf_gres)
             self.node_gpus.shared = gres.node_shares_gpus(lines, self.node)
             self.node_gpus.autodetect = gres.autodetect(lines, self.node)
         except (OSError, gres.GresError) as exc:
             self.own_error(str(exc))
+            return False
+        return True
+
+    def setup(self) -> bool:
+        """Load gres.conf and the health config. False (own trouble logged) when unusable."""
+        if not self.load_gres():
             return False
         from slurmkit.profile.health import Health
         from slurmkit.records import replace
@@ -228,6 +285,23 @@ class Run:
                 self.judging.hc.expect["gpu_policy"] = running
         return True
 
+    def _slurm_conf_gpus(self):
+        """What slurm.conf's ``Gres=`` gives this node: ``("Gres=gpu:h100:4", 4)``; None when it
+        gives no GPU; a message (str) when slurm.conf cannot be found or read."""
+        from slurmkit.hooks import gres
+
+        if self.confs.slurm_conf is None:
+            return (f"no slurm.conf either (looked at {', '.join(self.confs.looked_slurm)}): cannot tell "
+                    f"which GPUs {self.node} has")
+        try:
+            have = gres.slurm_conf_gres(self.confs.slurm_conf, self.node) or []
+        except gres.GresError as exc:
+            return str(exc)
+        count = sum(n for _, n in have)
+        if not count:
+            return None
+        return "Gres=" + ",".join(f"gpu:{t}:{n}" if t else f"gpu:{n}" for t, n in have), count
+
     def job_minors(self) -> set[int] | None:
         """Device minors of the job's GPUs (``SLURM_JOB_GPUS`` positions -> gres.conf ``File=`` ->
         ``st_rdev``), the GPUs re-sampled for leftovers before a job; empty when the job has none
@@ -263,7 +337,8 @@ class Run:
 
         if not (self.judging.hc.expect.get("expected_gpu_count") or 0):
             self.node_gpus.gpuless = True   # a CPU-only node: nothing to judge, and not our trouble either
-            self.log.info(f"no GPUs expected on {self.node} (gres.conf lists none): GPU checks skipped")
+            self.log.info(f"no GPUs expected on {self.node} (gres.conf and slurm.conf's Gres= list none): "
+                          "GPU checks skipped")
             return False
         spec = self.source_spec
         cursor = None

@@ -28,7 +28,7 @@ from __future__ import annotations
 def _diag(run):
     """The DCGM diag and, when ``[health] nccl_busbw_min_gbps`` is set and the diag did not fail,
     the all-reduce floor: the deciding report (:func:`slurmkit.health.active.worst`)."""
-    from slurmkit.health.active import dcgm_diag, nccl_allreduce, worst
+    from slurmkit.health.active import ERROR, DiagReport, dcgm_diag, nccl_allreduce, worst
 
     import os
 
@@ -42,12 +42,19 @@ def _diag(run):
         pidfile = os.path.join(d, "dcgmi-diag.pid")  # a diag left by a killed hook is found here
     except OSError as exc:
         run.own_error(f"active check pid file in {run.cfg.state_dir}: {exc.strerror or exc}")
-    reps = [dcgm_diag(health.dcgm_diag_level, health.active_timeout_s, dcgmi=run.cfg.dcgmi,
-                      capture=run.cfg.dcgm_capture_for(run.node), pidfile=pidfile)]
-    if health.nccl_busbw_min_gbps is not None and reps[0].status != "fail":
+    timeout = _share(run, health.active_timeout_s)
+    if isinstance(timeout, DiagReport):
+        return timeout
+    reps = [_within(dcgm_diag(health.dcgm_diag_level, timeout, dcgmi=run.cfg.dcgmi,
+                              capture=run.cfg.dcgm_capture_for(run.node), pidfile=pidfile), timeout, health)]
+    if health.nccl_busbw_min_gbps is not None and reps[0].status not in ("fail", ERROR):
         gpus = run.judging.hc.expect.get("expected_gpu_count") or len(run.node_gpus.files or []) or 1
-        reps.append(nccl_allreduce(float(health.nccl_busbw_min_gbps), int(gpus), health.active_timeout_s,
-                                   exe=run.cfg.all_reduce_perf, capture=run.cfg.nccl_capture_for(run.node)))
+        timeout = _share(run, health.active_timeout_s)
+        if isinstance(timeout, DiagReport):
+            return timeout
+        reps.append(_within(nccl_allreduce(float(health.nccl_busbw_min_gbps), int(gpus), timeout,
+                                           exe=run.cfg.all_reduce_perf, capture=run.cfg.nccl_capture_for(run.node)),
+                            timeout, health))
         for r in reps:
             if r.status not in ("fail", "error"):
                 run.log.info(f"active check part {r.check}: {r.status}: {r.message}")
@@ -55,6 +62,39 @@ def _diag(run):
         if r.timed_out:
             run.log.error(f"active check {r.check} timed out ({r.source}): {r.message}")
     return worst(reps)
+
+
+#: Fewer seconds than this left of the health check's budget: the active check waits for a later run.
+MIN_ACTIVE_S = 5.0
+
+
+def _share(run, want_s: float):
+    """The active check's deadline this run (s): ``want_s`` (``[health] active_timeout_s``), cut
+    to what is left of the health check's budget (:meth:`slurmkit.hooks.flows.Run.time_left`:
+    slurmd kills HealthCheckProgram at 60 s); an ``error`` :class:`DiagReport` (own trouble:
+    the node stays as it is, a later run tries again) when less than :data:`MIN_ACTIVE_S` is left."""
+    from slurmkit.health.active import ERROR, DiagReport
+
+    left = run.time_left()
+    if left >= want_s:
+        return want_s
+    if left < MIN_ACTIVE_S:
+        return DiagReport(ERROR, message=f"only {max(left, 0):.0f} s left of the health check's "
+                          "time (slurmd stops it at 60 s): the active check runs at a later health check")
+    return left
+
+
+def _within(rep, timeout_s: float, health):
+    """``rep`` as it stands, unless it overran a deadline cut short by the budget (``timeout_s``
+    below ``health.active_timeout_s``): then not evidence but an ``error`` (own trouble: tried
+    again at a later run), since its own deadline was never given."""
+    from slurmkit.health.active import ERROR, DiagReport
+
+    if rep.timed_out and timeout_s < health.active_timeout_s:
+        return DiagReport(ERROR, check=rep.check, source=rep.source,
+                          message=f"{rep.check} ran past the {timeout_s:.0f} s left of the health check's time "
+                                  f"(short of its {health.active_timeout_s:g} s): tried again at a later health check")
+    return rep
 
 
 def node_busy(run) -> str | None:

@@ -39,7 +39,7 @@ from slurmkit.slurm import gres_conf
 from slurmkit.slurm.gres_conf import GresConfError as GresError
 from slurmkit.slurm.gres_conf import GresConfRecord, autodetect
 
-__all__ = ["GresError", "GresConfRecord", "load_gres_conf", "autodetect", "slurm_conf_gres",
+__all__ = ["GresError", "GresConfRecord", "load_gres_conf", "slurm_conf_only", "autodetect", "slurm_conf_gres",
            "node_gpu_files", "by_slurm_conf_types", "node_shares_gpus", "device_minor", "parse_job_gpus",
            "map_job_gpus", "AUTODETECT_GPU", "node_mig_instances"]
 
@@ -55,6 +55,14 @@ def load_gres_conf(path) -> list[GresConfRecord]:
 
 
 AUTODETECT_GPU = ("nvml", "nvidia")
+
+
+def slurm_conf_only(where: str) -> list[GresConfRecord]:
+    """The records the hooks judge a node by when its gres.conf cannot be read but slurm.conf's
+    ``Gres=`` gives it GPUs: those of a gres.conf that says only ``AutoDetect=nvml`` (``where``
+    names the slurm.conf in messages), so the count comes from ``Gres=`` (:func:`node_gpu_files`
+    with ``slurm_gres``) and Slurm's GPU index ``k`` is taken as the ``k``-th NVML GPU."""
+    return gres_conf.records([(where, 0, [("AutoDetect", "nvml")])])
 
 
 def slurm_conf_gres(slurm_conf, node: str) -> list[tuple[str | None, int]] | None:

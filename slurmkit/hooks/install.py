@@ -6,9 +6,11 @@ Rules:
   keeping every site script running in its order; each install says what slurmd will run, in
   which order (:func:`slurmd_order`: slurmd runs a glob's matches in *reverse* sorted order, stops
   at the first failure; src/plugins/prep/script/prep_script_slurmd.c):
-  * a single script ``X`` becomes a glob ``<conf dir>/prolog.d/*`` holding a link ``90-site`` -> X
-    (runs first) and our shim ``10-slurmkit`` (``slurmkit-prolog.d`` when ``prolog.d`` already
-    holds the site's files: a glob over it would start running them);
+  * a single script ``X`` becomes a glob ``<conf dir>/prolog.d/*`` holding a wrapper ``90-site``
+    that ``exec``s X by its own path (runs first; X's ``$0`` stays X, so a script that finds
+    its files through ``$(dirname "$0")`` keeps working, which a link would break) and our shim
+    ``10-slurmkit`` (``slurmkit-prolog.d`` when ``prolog.d`` already holds the site's files: a
+    glob over it would start running them);
   * a script that runs a directory itself (``run-parts DIR``, DeepOps' ``run-parts.sh DIR``, a
     ``for f in DIR/*.sh`` loop) is left as it is and our shim goes *into that directory*
     (``99-slurmkit``, last in its ascending order; ``99-slurmkit.sh`` for ``*.sh``): a glob over
@@ -17,9 +19,11 @@ Rules:
     matches and that sorts before the site's files (so it runs last), never a link to a pattern;
     a pattern install cannot match (``D/[0-9]*``, a wildcard in the directory) is refused;
 - ``PrologFlags`` gains ``Alloc`` (the prolog runs at allocation, so a failing node is seen before
-  the job starts; ``Contain`` and other flags are kept); ``SchedulerParameters`` gains
+  the job starts; ``Contain`` and other flags are kept; the note says what that changes for the
+  site's own prologs: :func:`alloc_note`); ``SchedulerParameters`` gains
   ``nohold_on_prolog_fail`` (a job whose prolog failed is requeued, not held);
-- ``HealthCheckProgram`` (a foreign one only with ``replace``), ``HealthCheckInterval`` and
+- ``HealthCheckProgram`` (a foreign one only with ``replace``, or kept with ``chain``: run after
+  slurmkit's check, bounded: :func:`chain_text`), ``HealthCheckInterval`` and
   ``PrologEpilogTimeout`` (a foreign value only with ``replace``; a site value is kept) are set;
 - a key is edited in the file that defines it (``Include``s are followed); a new key replaces the
   template slot comment ``#Key=`` when there is one, else goes before the first node definition;
@@ -49,16 +53,19 @@ from pathlib import Path
 
 from slurmkit.atomicfile import atomic_write
 from slurmkit.errors import InputError
+from slurmkit.hooks.flows import HEALTHCHECK_BUDGET_S
+from slurmkit.profile.health import Health
 from slurmkit.slurm import conf as sconf
 
 MARK = "slurmkit-hooks:"
 MANIFEST = "slurmkit-hooks.install.json"
 CONFIG = "slurmkit-hooks.toml"
-SITE_LINK = "90-site"  # runs first: slurmd runs prolog.d/* in reverse alphabetical order
+SITE_LINK = "90-site"  # the site script's wrapper; runs first: slurmd runs prolog.d/* in reverse alphabetical order
 OUR_SHIM = "10-slurmkit"
 HEALTHCHECK_SHIM = "slurmkit-healthcheck"
 DEFAULT_INTERVAL_S = 300
 DEFAULT_TIMEOUT_S = 60
+DEFAULT_CHAIN_TIMEOUT_S = 30  # a chained HealthCheckProgram's bound: NHC's own default timeout (nhc -t)
 
 
 class InstallError(InputError):
@@ -124,8 +131,10 @@ class InstallSpec:
     ``deadline_s`` / ``scontrol_timeout_s`` / ``resume_after`` (the hooks' NVML deadline, scontrol
     deadline and clean runs before a resume, for the warnings of :func:`schedule_warnings`), ``replace`` (take over a foreign
     HealthCheckProgram / HealthCheckInterval / PrologEpilogTimeout; a timeout is only ever
-    raised), ``chain`` (keep a foreign HealthCheckProgram such as NHC and run it first, then
-    slurmkit's), ``configless`` (go ahead on a configless cluster: the admin copies the files
+    raised), ``chain`` (keep a foreign HealthCheckProgram such as NHC and run it after
+    slurmkit's check, bounded), ``chain_timeout_s`` (that bound, seconds), ``active_timeout_s``
+    (the active check's deadline when the health check may run it, seconds; None: it never
+    does), ``configless`` (go ahead on a configless cluster: the admin copies the files
     install creates to every node)."""
 
     python: str = sys.executable
@@ -137,27 +146,71 @@ class InstallSpec:
     resume_after: int = 3
     replace: bool = False
     chain: bool = False
+    chain_timeout_s: int = DEFAULT_CHAIN_TIMEOUT_S
+    active_timeout_s: float | None = Health.active_timeout_s
     configless: bool = False
 
 
-def shim_text(kind: str, python: str, config_path: Path, chain: str | None = None) -> str:
+def chain_text(kind: str, chain: str, bound_s: int) -> str:
+    """The shell lines that run a chained HealthCheckProgram ``chain`` (NHC) after slurmkit's
+    check, from an ``EXIT`` trap (so it runs however the shim's Python part ends): bounded by
+    ``bound_s`` seconds and by what is left of :data:`HEALTHCHECK_BUDGET_S` since the shim
+    started, with GNU ``timeout -k 2`` (its own process group: on a timeout the whole group,
+    NHC's children too, gets SIGTERM, then SIGKILL 2 s later). No time left: it is skipped and
+    said so on stderr, as a timeout and a non-zero exit are."""
+    q = "'" + chain.replace("'", "'\\''") + "'"
+    tag = f"slurmkit-{kind}"
+    return (f"# {MARK} chained: the site's health check runs after slurmkit's, bounded so the whole program\n"
+            f"# ends inside slurmd's 60 s (at most {bound_s} s, and only what is left of {HEALTHCHECK_BUDGET_S} s)\n"
+            "site_hc() {\n"
+            f"    left=$(( {HEALTHCHECK_BUDGET_S} - ($(date +%s) - t0) ))\n"
+            f"    [ \"$left\" -gt {bound_s} ] && left={bound_s}\n"
+            "    if [ \"$left\" -lt 1 ]; then\n"
+            f"        echo \"{tag}: warning: no time left for the site's health check {chain} (slurmd stops the program "
+            "at 60 s): skipped this run\" >&2\n"
+            "        return 0\n"
+            "    fi\n"
+            f"    timeout -k 2 \"$left\" {q}\n"
+            "    hc_rc=$?\n"
+            "    case $hc_rc in\n"
+            "        0) ;;\n"
+            f"        124|137) echo \"{tag}: warning: the site's health check {chain} ran past $left s: stopped "
+            "(its process group killed)\" >&2 ;;\n"
+            f"        *) echo \"{tag}: info: the site's health check {chain} exited $hc_rc\" >&2 ;;\n"
+            "    esac\n"
+            "}\n"
+            "t0=$(date +%s)\n"
+            "trap site_hc EXIT")
+
+
+def shim_text(kind: str, python: str, config_path: Path, chain: str | None = None,
+              chain_timeout_s: int = DEFAULT_CHAIN_TIMEOUT_S) -> str:
     """The executable shim Slurm runs for ``kind`` (prolog | epilog | healthcheck): the template
     ``prolog_epilog/hook.py.in`` with the absolute interpreter and config path filled in. It calls
     :func:`slurmkit.hooks.main.main` directly (no click) to keep the per-job cost low, behind a
     ``/bin/sh`` guard that turns a missing interpreter or a failed ``import slurmkit`` into a
-    syslog line and exit 0 (never Slurm's "Prolog error" drain)."""
+    syslog line and exit 0 (never Slurm's "Prolog error" drain). ``chain``: a site's
+    HealthCheckProgram run after slurmkit's check, bounded (:func:`chain_text`,
+    ``chain_timeout_s`` seconds at most)."""
     template = (Path(__file__).resolve().parent.parent.parent / "prolog_epilog" / "hook.py.in")
     if not template.exists():  # installed package layout (package data: no code in it)
         from importlib import resources
 
         template = Path(str(resources.files("slurmkit.prolog_epilog"))) / "hook.py.in"
-    first = ""
-    if chain:  # the site's HealthCheckProgram (NHC) runs first; its own drains are its business
-        q = "'" + chain.replace("'", "'\\''") + "'"
-        first = (f'{q} || echo "slurmkit-{kind}: info: the site\'s health check {chain} exited $?" >&2  '
-                 f'# {MARK} chained')
+    first = chain_text(kind, chain, chain_timeout_s) if chain else ""
     return (template.read_text().replace("@PYTHON@", python).replace("@KIND@", kind)
             .replace("@CONFIG@", str(config_path)).replace("@FIRST@", first))
+
+
+def site_wrapper(script: str) -> str:
+    """The ``90-site`` wrapper that runs the site's ``Prolog=`` / ``Epilog=`` script ``script``
+    (an absolute path) by its own path: ``exec`` keeps its ``$0``, arguments, environment and
+    exit status (a link in its place would change ``$0``, and a script that sources files
+    beside itself through ``$(dirname "$0")`` would fail on every node)."""
+    q = "'" + script.replace("'", "'\\''") + "'"
+    return ("#!/bin/sh\n"
+            f"# The site's script, run by its own path ({MARK} wrapper; 'slurmkit hooks uninstall' removes it).\n"
+            f"exec {q} \"$@\"\n")
 
 
 def _marked(line: str, was: str | None) -> str:
@@ -327,6 +380,11 @@ def _plan_hook(plan, ed, key: str, kind: str, conf_dir: Path, shim: str) -> None
                                f"use DIR/* or DIR/*.sh, or add {shim} there yourself")
         if not gdir.is_dir():
             raise InstallError(*where, f"{key}={value}: {gdir} is not a directory here")
+        if found and _is_ours(*found) and os.path.islink(gdir / SITE_LINK):  # an earlier slurmkit's link
+            target = os.readlink(gdir / SITE_LINK)
+            plan.new_files.append(NewFile(gdir / SITE_LINK, text=site_wrapper(target)))
+            plan.notes.append(f"{gdir / SITE_LINK}: the link an earlier install made to {target} becomes a wrapper "
+                              "that runs it by its own path (its $0 unchanged)")
         plan.new_files.append(NewFile(gdir / name, text=shim))
         plan.notes.append(_order_note(key, value, slurmd_order(matches + [str(gdir / name)])))
         return
@@ -363,12 +421,13 @@ def _plan_hook(plan, ed, key: str, kind: str, conf_dir: Path, shim: str) -> None
         if text is None:
             plan.notes.append(f"{value} cannot be read here: it is kept as {gdir / SITE_LINK}; check that it "
                               f"does not run {gdir} itself")
-        plan.new_files.append(NewFile(gdir / SITE_LINK, link=value))
-        plan.notes.append(f"the site's {key} {value} keeps running first as {gdir / SITE_LINK}")
+        plan.new_files.append(NewFile(gdir / SITE_LINK, text=site_wrapper(value)))
+        plan.notes.append(f"the site's {key} {value} keeps running first, by its own path (its $0 unchanged), "
+                          f"from the wrapper {gdir / SITE_LINK}")
     ed.set(key, f"{gdir}/*", found)
     plan.new_files.append(NewFile(gdir / OUR_SHIM, text=shim))
     order = slurmd_order([str(gdir / OUR_SHIM)] + ([str(gdir / SITE_LINK)] if value else []))
-    plan.notes.append(_order_note(key, f"{gdir}/*", [p + (f" -> {value}" if p.endswith(SITE_LINK) else "")
+    plan.notes.append(_order_note(key, f"{gdir}/*", [p + (f" (exec {value})" if p.endswith(SITE_LINK) else "")
                                                      for p in order]))
 
 
@@ -404,6 +463,58 @@ def _timeout_added_note(site_scripts: dict, want: int, split: dict) -> str:
             "has its job requeued (slurm.conf(5)). '--timeout 0' leaves it unset")
 
 
+def alloc_note(site_prolog: str | None, contain: bool = False) -> str:
+    """What adding ``Alloc`` to ``PrologFlags`` changes (slurm.conf(5), PrologFlags): slurmd then
+    runs the Prolog on every node of a job when the job is allocated, instead of on each node
+    when the job's first step starts there; ``salloc`` runs it too (without Alloc it runs none
+    until a step), and the job starts only once every node's prolog is done. ``site_prolog``: the
+    site's own ``Prolog=`` value (None when it has none), which now runs at that time too.
+    ``contain``: the site's flags have ``Contain``, which already sets ``Alloc`` (nothing changes)."""
+    if contain:
+        return ("PrologFlags=Alloc added, as written only: the site's Contain already sets it (slurm.conf(5)), so "
+                "the prologs run when they ran before, at the job's allocation")
+    whose = f"the site's Prolog {site_prolog} as well as slurmkit's" if site_prolog else "slurmkit's"
+    return ("PrologFlags=Alloc added: slurmd now runs the Prolog (" + whose + ") on every node of a job when "
+            "the job is allocated, not on each node when the job's first step starts there; salloc runs it too, "
+            "nodes a job never starts a step on run it, and a job starts only once its nodes' prologs are done "
+            "(slurm.conf(5) PrologFlags)")
+
+
+def healthcheck_need_s(spec: InstallSpec) -> float:
+    """Seconds slurmkit's health check may take (s): the NVML deadline, the active check's
+    deadline when it may run (``spec.active_timeout_s``: before a resume, or on an idle node) and
+    2 s for the interpreter to start. scontrol's calls take milliseconds; a hung one is own
+    trouble, bounded by ``scontrol_timeout_s`` and cuts the active check that follows it
+    (:meth:`slurmkit.hooks.flows.Run.time_left`)."""
+    return spec.deadline_s + (spec.active_timeout_s or 0) + 2
+
+
+def budget_warnings(spec: InstallSpec, chained: str | None) -> list[str]:
+    """Warnings when the parts of the HealthCheckProgram can add up past what slurmd allows it
+    (:data:`slurmkit.hooks.flows.HEALTHCHECK_BUDGET_S` of slurmd's 60 s), each saying what the
+    hooks then cut: slurmkit's own (:func:`healthcheck_need_s`; the active check is cut to what
+    is left: :meth:`slurmkit.hooks.flows.Run.time_left`), and with a chained program
+    (``chained``: its path) its bound ``spec.chain_timeout_s`` (it runs after slurmkit's check and
+    gets only what is left). Pure."""
+    need = healthcheck_need_s(spec)
+    parts = f"{spec.deadline_s:g} s NVML deadline, " + (
+        f"{spec.active_timeout_s:g} s active check, " if spec.active_timeout_s else "") + "2 s start"
+    out = []
+    if need > HEALTHCHECK_BUDGET_S:
+        cut = (f"the active check is cut to what is left, as little as "
+               f"{max(0.0, HEALTHCHECK_BUDGET_S - need + spec.active_timeout_s):g} s of its "
+               f"{spec.active_timeout_s:g} s (a diag cut short is tried again at the next run, never a fail); "
+               "lower [health] active_timeout_s or deadline_s" if spec.active_timeout_s else "lower deadline_s")
+        out.append(f"warning: slurmkit's health check may take {need:g} s ({parts}), more than the "
+                   f"{HEALTHCHECK_BUDGET_S} s it has of slurmd's 60 s (slurmd kills HealthCheckProgram then): {cut}")
+    if chained and need + spec.chain_timeout_s > HEALTHCHECK_BUDGET_S:
+        out.append(f"warning: slurmkit's health check ({need:g} s at most: {parts}) and the site's {chained} "
+                   f"({spec.chain_timeout_s} s, --chain-timeout) can add up to {need + spec.chain_timeout_s:g} s, "
+                   f"past {HEALTHCHECK_BUDGET_S} s of slurmd's 60 s: slurmkit's check runs first; the site's gets "
+                   f"what is left, as little as {max(0.0, HEALTHCHECK_BUDGET_S - need):g} s, and is stopped there")
+    return out
+
+
 def schedule_warnings(get, spec: InstallSpec) -> list[str]:
     """Warnings on the settings that decide whether slurmkit's verdicts reach Slurm, for the
     effective values ``get(key)`` (:func:`slurmkit.slurm.conf.find_effective` over the tree after
@@ -434,6 +545,12 @@ def schedule_warnings(get, spec: InstallSpec) -> list[str]:
         out.append(f"warning: HealthCheckNodeState={found[1].get('HealthCheckNodeState')} ({found[0].path}:"
                    f"{found[1].lineno}) never runs the health check on a drained idle node, so slurmkit never "
                    "resumes one it drained: add IDLE (or use ANY)")
+    busy = [s for s in ("ALLOC", "MIXED") if "ANY" not in states and s not in states]
+    if busy:
+        out.append(f"warning: HealthCheckNodeState={found[1].get('HealthCheckNodeState')} ({found[0].path}:"
+                   f"{found[1].lineno}) leaves {' and '.join(busy)} (busy) nodes unchecked: while a node runs jobs "
+                   "its GPU metrics go stale (SlurmkitHooksStale fires after 15 min) and a fault is seen only by "
+                   "the next job's prolog; use ANY (slurmkit's check does not judge a running job's processes)")
     found = get("HealthCheckInterval")
     cur = found[1].get("HealthCheckInterval") if found else None
     if cur and cur.isdigit() and int(cur) == 0:
@@ -552,6 +669,55 @@ def interpreter_warnings(python: str, imports=()) -> list[str]:
             "install: --python PATH"]
 
 
+def is_configless(tree: list) -> bool:
+    """True when the include tree's ``SlurmctldParameters`` has ``enable_configless``."""
+    found = sconf.find_effective(tree, "SlurmctldParameters")
+    return bool(found) and "enable_configless" in (found[1].get("SlurmctldParameters") or "").lower()
+
+
+def conf_cache_of(tree: list) -> str | None:
+    """Where slurmd keeps its configless cache on the nodes (the hooks config's ``conf_cache``):
+    ``<SlurmdSpoolDir>/conf-cache`` (``SlurmdSpoolDir`` as written, ``%n`` / ``%h`` left for
+    the hooks to expand; default ``/var/spool/slurmd``: slurm.conf(5)); None when the cluster
+    is not configless (SlurmctldParameters without ``enable_configless``)."""
+    if not is_configless(tree):
+        return None
+    found = sconf.find_effective(tree, "SlurmdSpoolDir")
+    spool = (found[1].get("SlurmdSpoolDir") if found else None) or "/var/spool/slurmd"
+    return spool.strip('"').rstrip("/") + "/conf-cache"
+
+
+def _plan_healthcheck(plan, ed, spec: InstallSpec, hc_path: Path, cfg_path: Path) -> None:
+    """``HealthCheckProgram``: slurmkit's shim at ``hc_path``; a foreign one refused, replaced
+    (``spec.replace``) or chained after slurmkit's check (``spec.chain``: :func:`chain_text`,
+    what a reinstall chained before is read back from its marker); the budget warnings
+    (:func:`budget_warnings`). Appends to ``plan`` and edits through ``ed``."""
+    found = ed.get("HealthCheckProgram")
+    current = found[1].get("HealthCheckProgram") if found else None
+    chained = None
+    if found and _is_ours(*found):  # reinstall: what we chained before is in our marker
+        was = _original(found[1])
+        old = sconf.parse(was, found[0].path).find("HealthCheckProgram") if was and spec.chain else None
+        chained = (old.get("HealthCheckProgram") or None) if old else None   # read as slurmd reads the line
+    if current and current.strip('"') != str(hc_path):
+        if spec.chain:
+            chained = current.strip('"')
+            plan.notes.append(f"the site's HealthCheckProgram {chained} keeps running, from {hc_path}, after "
+                              f"slurmkit's check (so a hung one cannot hold it up), for at most "
+                              f"{spec.chain_timeout_s} s and only what is left of {HEALTHCHECK_BUDGET_S} s; past that "
+                              "its process group is killed")
+        elif not spec.replace:
+            raise InstallError(found[0].path, found[1].lineno, f"HealthCheckProgram={current} belongs to "
+                               f"the site; run install with --chain to run it after slurmkit's check, bounded, "
+                               f"or --replace to use slurmkit's instead (the old line is kept in a comment "
+                               f"and restored by uninstall)")
+    if current != str(hc_path):
+        ed.set("HealthCheckProgram", str(hc_path), found)
+    plan.new_files.append(NewFile(hc_path, text=shim_text("healthcheck", spec.python, cfg_path, chain=chained,
+                                                          chain_timeout_s=spec.chain_timeout_s)))
+    plan.notes.extend(budget_warnings(spec, chained))
+
+
 def plan_install(tree: list, spec: InstallSpec) -> Plan:
     """Plan an install into the include tree ``tree`` (:func:`slurmkit.slurm.conf.load_tree`, main
     file first). Pure: returns a :class:`Plan`; raises :class:`InstallError` when a value cannot be
@@ -570,8 +736,6 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
                                f"{CONFIG} must exist on every node at the paths slurm.conf names; run install with "
                                "--configless and copy the files it lists to every node (or install on each node "
                                "with its own --slurm-conf) before 'scontrol reconfigure'")
-        plan.notes.append("configless: copy these to every node, same paths, before 'scontrol reconfigure': "
-                          f"{conf_dir}/prolog.d/, {conf_dir}/epilog.d/, {conf_dir / HEALTHCHECK_SHIM}, {cfg_path}")
 
     site_scripts = {k: found[1].get(k) for k in SITE_SCRIPTS if (found := ed.get(k)) and not _is_ours(*found)}
     for key, kind in (("Prolog", "prolog"), ("Epilog", "epilog")):
@@ -581,6 +745,7 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
     flags = [f for f in (found[1].get("PrologFlags") if found else "").split(",") if f]
     if "alloc" not in {f.lower() for f in flags}:
         ed.set("PrologFlags", ",".join(flags + ["Alloc"]), found)
+        plan.notes.append(alloc_note(site_scripts.get("Prolog"), contain="contain" in {f.lower() for f in flags}))
     if "serial" in {f.lower() for f in flags}:
         plan.notes.append(f"PrologFlags={','.join(flags)} keeps Serial: the node's prologs and epilogs run one at "
                           f"a time, so slurmkit's run (up to {hooks_need_s(spec.deadline_s, spec.scontrol_timeout_s):g} "
@@ -591,26 +756,7 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
     if "nohold_on_prolog_fail" not in {p.lower() for p in params}:
         ed.set("SchedulerParameters", ",".join(params + ["nohold_on_prolog_fail"]), found)
 
-    hc_path = conf_dir / HEALTHCHECK_SHIM
-    found = ed.get("HealthCheckProgram")
-    current = found[1].get("HealthCheckProgram") if found else None
-    chained = None
-    if found and _is_ours(*found):  # reinstall: what we chained before is in our marker
-        was = _original(found[1])
-        old = sconf.parse(was, found[0].path).find("HealthCheckProgram") if was and spec.chain else None
-        chained = (old.get("HealthCheckProgram") or None) if old else None   # read as slurmd reads the line
-    if current and current.strip('"') != str(hc_path):
-        if spec.chain:
-            chained = current.strip('"')
-            plan.notes.append(f"the site's HealthCheckProgram {chained} keeps running, first, from {hc_path}")
-        elif not spec.replace:
-            raise InstallError(found[0].path, found[1].lineno, f"HealthCheckProgram={current} belongs to "
-                               f"the site; run install with --chain to run it first and then slurmkit's check, "
-                               f"or --replace to use slurmkit's instead (the old line is kept in a comment "
-                               f"and restored by uninstall)")
-    if current != str(hc_path):
-        ed.set("HealthCheckProgram", str(hc_path), found)
-    plan.new_files.append(NewFile(hc_path, text=shim_text("healthcheck", spec.python, cfg_path, chain=chained)))
+    _plan_healthcheck(plan, ed, spec, conf_dir / HEALTHCHECK_SHIM, cfg_path)
 
     for key, want in (("HealthCheckInterval", spec.interval_s), ("PrologEpilogTimeout", spec.timeout_s)):
         found = ed.get(key)
@@ -640,11 +786,50 @@ def plan_install(tree: list, spec: InstallSpec) -> Plan:
 
     if spec.config and not cfg_path.exists():
         plan.new_files.append(NewFile(cfg_path, text=spec.config, mode=0o644))
+    if is_configless(tree):
+        made = [str(f.path) for f in plan.new_files] + ([str(cfg_path)] if cfg_path.exists() else [])
+        plan.notes.append("configless: copy these to every node, same paths, before 'scontrol reconfigure': "
+                          f"{', '.join(dict.fromkeys(made))}. The hooks read slurm.conf and gres.conf where slurmd "
+                          f"keeps them on each node: {conf_cache_of(tree)} (SLURM_CONF in the prolog's environment; "
+                          "the hooks config's conf_cache for the health check, which gets none)")
     plan.texts = ed.texts()
     # idempotence: files already present with the same content are not re-created
     plan.new_files = [f for f in plan.new_files if not _same(f)]
     plan.notes.append("run 'scontrol reconfigure' for Slurm to pick up the change")
     return plan
+
+
+def printed(plan: Plan) -> str:
+    """``hooks install --print``: what an install would do, as text for a site whose slurm.conf
+    is generated (Puppet, Ansible, cluster-toolkit templates) and must not be edited in place.
+    First the slurm.conf lines to put into the generator's source, each ``Key=Value`` as
+    install would write it (without its marker comment), under a comment naming the file and the
+    line it replaces (``was: <old line>``) or ``new``; then every file install would create, as
+    a ``cat > PATH <<'EOF'`` block and its ``chmod`` (a ``ln -s`` for a link), for the site's
+    tool to deploy to every node. Pure."""
+    out = ["# slurm.conf: put these lines into the source the file is generated from "
+           "(the comment above each says what it replaces)"]
+    for path, (_, new) in plan.texts.items():
+        conf = sconf.parse(new, path)
+        for e in conf.entries:
+            if not _is_ours(conf, e):
+                continue
+            was = _original(e)
+            body = conf.raw(e).split(f"  # {MARK}", 1)[0]
+            out.append(f"# {path}: " + (f"was: {was}" if was is not None else "new"))
+            out.append(body)
+    if len(out) == 1:
+        out.append("# (none: slurm.conf already has them)")
+    out.append("")
+    out.append("# files to create on every node (the same paths), e.g. by the site's configuration tool")
+    for f in plan.new_files:
+        if f.link is not None:
+            out.append(f"ln -sfn '{f.link}' '{f.path}'")
+            continue
+        end = "SLURMKIT_EOF"
+        out += [f"mkdir -p '{f.path.parent}'", f"cat > '{f.path}' <<'{end}'", f.text.rstrip("\n"), end,
+                f"chmod {f.mode:o} '{f.path}'"]
+    return "\n".join(out) + "\n"
 
 
 def _same(f: NewFile) -> bool:
@@ -654,6 +839,34 @@ def _same(f: NewFile) -> bool:
         return f.path.read_text() == f.text and not f.path.is_symlink()
     except OSError:
         return False
+
+
+def orphan_notes(tree: list, created) -> list[str]:
+    """Warnings for the files an admin added to a directory install's ``Prolog=`` /
+    ``Epilog=`` glob runs (``<conf dir>/prolog.d/*``): uninstall gives the key its old value
+    back, so slurmd stops running them; they are left where they are. ``created``: the paths
+    install created (the manifest's). Reads the directories (glob)."""
+    import glob as _glob
+
+    out = []
+    for conf in tree:
+        for e in conf.entries:
+            if e.first_key not in ("prolog", "epilog") or not _is_ours(conf, e):
+                continue
+            key, value = e.pairs[0][0], e.pairs[0][1].strip('"')
+            try:
+                if _glob_parts(value) is None:
+                    continue
+            except ValueError:
+                continue
+            was = _original(e)
+            left = [m for m in sorted(_glob.glob(value), key=os.fsencode) if m not in set(created)]
+            if left:
+                back = f"sets {key} back to {was.strip()!r}" if was else f"removes {key}"
+                out.append(f"warning: not slurmkit's, run by {key}={value}: {', '.join(left)}; uninstall {back}, "
+                           f"so slurmd no longer runs {'it' if len(left) == 1 else 'them'} (left in place: run "
+                           f"{'it' if len(left) == 1 else 'them'} from the site's own {key} if still wanted)")
+    return out
 
 
 def plan_uninstall(tree: list, manifest: dict | None, now: _dt.datetime | None = None) -> Plan:
@@ -666,6 +879,7 @@ def plan_uninstall(tree: list, manifest: dict | None, now: _dt.datetime | None =
     plan = Plan()
     manifest = manifest or {}
     written = manifest.get("written", {})
+    plan.notes.extend(orphan_notes(tree, manifest.get("created", [])))
     for conf in tree:
         old = conf.text()
         rec = written.get(str(conf.path))

@@ -63,7 +63,7 @@ def test_nvml_missing_on_gpu_node_is_evidence_on_cpu_node_is_not(node):
         r = node.run(shim, node="cpu1", gpus=None, timeout=60, **env)
         assert r.returncode == 0 and "would drain" not in r.stderr, r.stderr
         assert "own trouble" not in r.stderr and "NVML library not found" not in r.stderr, r.stderr
-        assert "no GPUs expected on cpu1 (gres.conf lists none): GPU checks skipped" in r.stderr
+        assert "no GPUs expected on cpu1 (gres.conf and slurm.conf's Gres= list none): GPU checks skipped" in r.stderr
         assert node.metric("cpu1", hook, "slurmkit_hook_own_errors_total") == 0
         assert node.metric("cpu1", hook, "slurmkit_hook_exit_code") == 0
     assert not (node.textfile_dir / "slurmkit_cpu1_gpus.prom").exists()

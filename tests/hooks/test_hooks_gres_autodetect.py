@@ -82,7 +82,7 @@ def test_gres_conf_syntax_as_slurmd_reads_it(tmp_path):
 def test_autodetect_node_runs_every_check_in_the_hook(node, healthy):
     """A node whose gres.conf says only AutoDetect=nvml: the prolog expects slurm.conf's count
     and judges (a count slurm.conf raises past what NVML sees fails); the duplicate file is own
-    trouble with slurmd's reason, counted."""
+    trouble with slurmd's reason, counted, and the GPUs are still judged by slurm.conf's Gres=."""
     path, snap = healthy
     n = len(snap["gpus"])
     node.write_config({"n1": path})
@@ -98,8 +98,11 @@ def test_autodetect_node_runs_every_check_in_the_hook(node, healthy):
     assert r.returncode == 1 and "gpu_count" in r.stderr
     before = node.metric("n1", "prolog", "slurmkit_hook_own_errors_total")
     node.gres_conf.write_text("AutoDetect=nvml\nName=gpu\nName=gpu\n")
+    node.slurm_conf.write_text(f"ClusterName=t\nNodeName=n[1-2] CPUs=2 Gres=gpu:h100:{n}\n")
     r = node.run(node.prolog, gpus="0")
     assert r.returncode == 0 and "fatal: gres.conf duplicate records for gpu" in r.stderr
+    assert f"gives n1 Gres=gpu:h100:{n}: checking its {n} GPUs against Gres= and NVML" in r.stderr
+    assert node.metric("n1", "prolog", "slurmkit_health_check_status", check="gpu_count", gpu="") == 0
     assert node.metric("n1", "prolog", "slurmkit_hook_own_errors_total") == before + 1
 
 

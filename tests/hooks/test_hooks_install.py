@@ -65,8 +65,8 @@ def test_install_merges_with_site_values(tmp_path):
     assert _value(path, "Prolog") == ("slurm.conf", f"{d}/prolog.d/*")
     assert _value(path, "Epilog") == ("slurm.conf", f"{d}/epilog.d/*")
     # the site's scripts stay, next to our shim, first in slurmd's (reverse alphabetical) order
-    assert os.readlink(d / "prolog.d" / "90-site") == "/usr/sbin/nhc-prolog"
-    assert os.readlink(d / "epilog.d" / "90-site") == "/etc/slurm/site-epilog.sh"
+    assert (d / "prolog.d" / "90-site").read_text() == inst.site_wrapper("/usr/sbin/nhc-prolog")
+    assert "exec '/etc/slurm/site-epilog.sh' \"$@\"" in (d / "epilog.d" / "90-site").read_text()
     assert sorted(os.listdir(d / "prolog.d")) == ["10-slurmkit", "90-site"]
     assert _value(path, "PrologFlags") == ("slurm.conf", "Contain,X11,Alloc")
     # SchedulerParameters lives in the Include'd file: edited there
@@ -232,7 +232,7 @@ def test_replace_raises_a_short_prolog_epilog_timeout_only(tmp_path):
     assert _value(path, "PrologEpilogTimeout") == ("sched.conf", str(inst.DEFAULT_TIMEOUT_S))
 
 
-def test_chain_keeps_nhc_first_and_uninstall_gives_it_back(tmp_path):
+def test_chain_keeps_nhc_after_slurmkits_check_and_uninstall_gives_it_back(tmp_path):
     # the site's line with a quoted value and a trailing comment: reinstalling reads it back as slurmd does
     main = NHC_SITE.replace("#HealthCheckProgram=", 'HealthCheckProgram="/usr/sbin/nhc"  # the NHC of the site')
     path = _site(tmp_path, main)
@@ -247,11 +247,12 @@ def test_chain_keeps_nhc_first_and_uninstall_gives_it_back(tmp_path):
     plan = _install(path, chain=True)
     hc = path.parent / inst.HEALTHCHECK_SHIM
     assert _value(path, "HealthCheckProgram")[1] == str(hc)
-    assert any(f"{nhc} keeps running, first" in n for n in plan.notes)
+    assert any(f"{nhc} keeps running, from {hc}, after slurmkit's check" in n for n in plan.notes)
     r = subprocess.run([str(hc)], env={"SLURMD_NODENAME": "n1"}, capture_output=True, text=True, timeout=60)
-    assert log.read_text() == "nhc ran\n"          # NHC ran ...
-    assert "slurmkit-healthcheck" in r.stderr and r.returncode == 0  # ... then slurmkit's check
-    assert "exited 1" in r.stderr
+    assert log.read_text() == "nhc ran\n"          # NHC ran, after slurmkit's check
+    assert r.returncode == 0
+    assert r.stderr.index("slurmkit-healthcheck: info: node=n1 job=- healthcheck done") \
+        < r.stderr.index(f"the site's health check {nhc} exited 1")
     _install(path, chain=True)  # idempotent: still chained
     assert str(nhc) in hc.read_text()
     _uninstall(path)
@@ -315,7 +316,9 @@ def test_short_timeout_and_schedules_that_keep_nodes_drained_are_warned(tmp_path
     path = _site(tmp_path, main, sched=SCHED.replace("PrologEpilogTimeout=120", "PrologEpilogTimeout=5"))
     plan = _install(path)
     warnings = [n for n in plan.notes if n.startswith("warning:")]
-    assert len(warnings) == 4, warnings
+    assert len(warnings) == 5, warnings
+    assert any("HealthCheckNodeState=ALLOC,CYCLE" in w and "leaves MIXED (busy) nodes unchecked" in w
+               for w in warnings)
     assert any("PrologEpilogTimeout=5" in w and "shorter than the hooks may take (20 s" in w
                and "nvml-timeout" in w for w in warnings)
     assert any("HealthCheckNodeState=ALLOC,CYCLE" in w and "never resumes" in w for w in warnings)

@@ -213,13 +213,54 @@ def test_single_script_becomes_a_glob_that_runs_it_first(tmp_path):
     status, ran, err = run_like_slurmd(_prolog(path), slurmd_env(conf=str(path)))
     assert status == 0 and ran == [str(d / inst.SITE_LINK), str(d / inst.OUR_SHIM)]
     assert log.read_text() == "prolog.sh\n" and "slurmkit-prolog:" in err
-    assert any(f"1. {d / inst.SITE_LINK} -> {site}; 2. {d / inst.OUR_SHIM}" in n for n in plan.notes)
+    assert any(f"1. {d / inst.SITE_LINK} (exec {site}); 2. {d / inst.OUR_SHIM}" in n for n in plan.notes)
     assert sconf.find_effective(sconf.load_tree(path), "PrologFlags")[1].get("PrologFlags") == "Serial,Alloc"
     assert any(n.startswith("PrologFlags=Serial keeps Serial") for n in plan.notes)
     _part(site, log, rc=3)  # the site's prolog fails: slurmd stops there with its status
     status, ran, _ = run_like_slurmd(_prolog(path), slurmd_env(conf=str(path)))
     assert status == 3 and ran == [str(d / inst.SITE_LINK)]
     _uninstall(path)
+    assert path.read_text() == before and not d.exists()
+
+
+def test_site_prolog_that_finds_its_files_through_dollar_0_runs_once_and_succeeds(tmp_path):
+    """A single-script site Prolog that sources ``$(dirname "$0")/lib.sh`` (a link in prolog.d
+    would make ``$0`` the link, and the prolog fail with "lib.sh: not found" on every node):
+    run through the installed chain the way slurmd runs it, it runs once, by its own path, and
+    succeeds; uninstall names the admin's file added to prolog.d since, which stops running; an
+    earlier install's link is replaced by the wrapper."""
+    log = tmp_path / "site.log"
+    site_dir = tmp_path / "opt" / "site"
+    _exe(site_dir / "lib.sh", f'site_log() {{ echo "$1 $0" >> {log}; }}\n')
+    site = _exe(site_dir / "prolog", '#!/bin/sh\nset -e\n. "$(dirname "$0")/lib.sh"\nsite_log prolog\n')
+    path = _conf(tmp_path, f"Prolog={site}\n")
+    before = path.read_text()
+    plan = _install(path)
+    d = path.parent / "prolog.d"
+    assert not os.path.islink(d / inst.SITE_LINK) and os.access(d / inst.SITE_LINK, os.X_OK)
+    assert any(f"from the wrapper {d / inst.SITE_LINK}" in n for n in plan.notes)
+    alloc = next(n for n in plan.notes if n.startswith("PrologFlags=Alloc added"))
+    assert f"the site's Prolog {site} as well as slurmkit's" in alloc and "when the job is allocated" in alloc
+    status, ran, err = run_like_slurmd(_prolog(path), slurmd_env(conf=str(path)))
+    assert status == 0, err
+    assert ran == [str(d / inst.SITE_LINK), str(d / inst.OUR_SHIM)]
+    assert log.read_text() == f"prolog {site}\n"  # once, and $0 is the site's own path
+    admin = _part(d / "50-admin-added", tmp_path / "admin.log")
+    plan = inst.plan_uninstall(sconf.load_tree(path), inst.read_manifest(path))
+    warn = [n for n in plan.notes if n.startswith("warning: not slurmkit's")]
+    assert len(warn) == 1 and str(admin) in warn[0] and f"Prolog back to 'Prolog={site}'" in warn[0]
+    assert str(d / inst.SITE_LINK) not in warn[0]
+    # an install made by an earlier slurmkit (a link to the site's script): installing again
+    # puts the wrapper in the link's place
+    admin.unlink()
+    (d / inst.SITE_LINK).unlink()
+    (d / inst.SITE_LINK).symlink_to(site)
+    _install(path)
+    assert not os.path.islink(d / inst.SITE_LINK)
+    assert (d / inst.SITE_LINK).read_text() == inst.site_wrapper(str(site))
+    assert site.read_text().startswith('#!/bin/sh\nset -e\n. "$(dirname "$0")/lib.sh"')  # written beside, not through
+    plan = inst.plan_uninstall(sconf.load_tree(path), inst.read_manifest(path))
+    inst.apply(plan, path, installing=False)
     assert path.read_text() == before and not d.exists()
 
 
@@ -312,8 +353,8 @@ def test_slurm_gcp_mux_keeps_its_scriptlets_and_runs_before_slurmkit(tmp_path):
     path = _conf(tmp_path, f"Prolog={adm / 'slurm_prolog'}\n")
     plan = _install(path)
     d = path.parent / "prolog.d"
-    assert _prolog(path) == f"{d}/*" and os.readlink(d / inst.SITE_LINK) == str(adm / "slurm_prolog")
-    assert any(f"1. {d / inst.SITE_LINK} -> {adm / 'slurm_prolog'}; 2. {d / inst.OUR_SHIM}" in n for n in plan.notes)
+    assert _prolog(path) == f"{d}/*" and (d / inst.SITE_LINK).read_text() == inst.site_wrapper(str(adm / "slurm_prolog"))
+    assert any(f"1. {d / inst.SITE_LINK} (exec {adm / 'slurm_prolog'}); 2. {d / inst.OUR_SHIM}" in n for n in plan.notes)
     status, ran, err = run_like_slurmd(_prolog(path), slurmd_env(conf=str(path)))
     assert status == 0 and ran == [str(d / inst.SITE_LINK), str(d / inst.OUR_SHIM)]
     assert log.read_text() == "start-rxdm.prolog_slurmd\n" and "slurmkit-prolog:" in err
@@ -337,3 +378,66 @@ def test_real_sites_timeout_note_reads_as_a_sentence(tmp_path, corpus):
         assert all(x in note for x in named)
         assert ("the site's own too" in note) == bool(named)
         assert "epilog, a Prolog" not in note and "; a Prolog or Epilog that runs past it is killed" in note
+
+
+#: Magic Castle's Puppet template of slurm.conf (../shared/corpus; its README names the source)
+MAGIC_CASTLE = "sites/turn4/slurm.conf.epp.TEMPLATE"
+
+
+def _render_epp(text: str, values: dict, conf_dir: Path) -> str:
+    """The EPP template as Puppet renders it for one site: ``<%= $x %>`` from ``values``, the
+    control lines (``<% ... -%>``) dropped, of an ``if``/``else`` pair the ``if`` branch kept
+    (x11 forwarding on: the template's ``PrologFlags=alloc,contain`` of the ``else`` is
+    dropped), and its absolute ``include /etc/slurm/`` pointed at ``conf_dir`` (labelled edit:
+    the test's files, not the host's)."""
+    import re
+
+    out = []
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("<%") and s.endswith("-%>") and "<%=" not in s:
+            continue
+        line = re.sub(r"<% if \$\w+ \{ %>.*?<% \} %>", "", line)
+        out.append(re.sub(r"<%=\s*(.*?)\s*%>", lambda m: values[m.group(1)], line))
+    rendered = "\n".join(out) + "\n"
+    rendered = rendered.replace("PrologFlags=alloc,contain\n", "", 1) if rendered.count("PrologFlags=") == 2 else rendered
+    return rendered.replace("include /etc/slurm/", f"include {conf_dir}/")
+
+
+def test_puppet_magic_castle_site_gets_lines_to_add_and_nothing_written(corpus, tmp_path):
+    """Magic Castle's slurm.conf, generated by Puppet (absolute ``include`` first and last,
+    lower-case ``PrologFlags=alloc,contain,x11``, a single-script ``Epilog``, ``# Prolog=`` left
+    commented): ``install --print`` edits nothing and prints the lines for the template:
+    ``Epilog`` as a glob over the directory whose wrapper runs the site's epilog by its own path,
+    the hooks' keys as new lines, ``PrologFlags`` not at all (its ``alloc`` is read as Slurm reads
+    it, case-insensitively), and the files to deploy."""
+    from click.testing import CliRunner
+
+    from slurmkit.cli import cli as cli_main
+
+    d = tmp_path / "etc" / "slurm"
+    d.mkdir(parents=True)
+    values = {"$slurmdb[0]": "mgmt1", "$cluster_name": "phoenix", "max($nb_nodes, 1)": "2", "$resume_timeout": "3600",
+              "$suspend_time": "3600", "$suspend_rate": "20", "$resume_rate": "20", "$log_level": "info",
+              "$hostname": "mgmt1", "$slurmdb[1]": "mgmt2", "$suspend_exc_nodes": "gpu-node1",
+              "$name": "gpu", "join($values['nodes'], ',')": "gpu-node[1-2]"}
+    conf = d / "slurm.conf"
+    conf.write_text(_render_epp((corpus / MAGIC_CASTLE).read_text(), values, d))
+    (d / "nodes.conf").write_text("NodeName=gpu-node[1-2] CPUs=16 RealMemory=60000 Gres=gpu:a100:4\n")
+    (d / "slurm-addendum.conf").write_text("")
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    r = CliRunner().invoke(cli_main, ["hooks", "install", "--slurm-conf", str(conf), "--print",
+                                      "--state-dir", str(tmp_path / "st")])
+    assert r.exit_code == 0, r.output
+    assert {p.name: p.read_bytes() for p in d.iterdir()} == before
+    lines = r.output.splitlines()
+    assert lines[lines.index(f"# {conf}: was: Epilog=/etc/slurm/epilog") + 1] == f"Epilog={d}/epilog.d/*"
+    assert lines[lines.index(f"# {conf}: was: SchedulerParameters=salloc_wait_nodes") + 1] == \
+        "SchedulerParameters=salloc_wait_nodes,nohold_on_prolog_fail"
+    for new in (f"Prolog={d}/prolog.d/*", f"HealthCheckProgram={d}/slurmkit-healthcheck", "HealthCheckInterval=300",
+                "PrologEpilogTimeout=60"):
+        assert lines[lines.index(new) - 1] == f"# {conf}: new"
+    assert not any(x.startswith("PrologFlags=") for x in lines)
+    wrapper = lines.index(f"cat > '{d / 'epilog.d' / inst.SITE_LINK}' <<'SLURMKIT_EOF'")
+    assert lines[wrapper + 3] == "exec '/etc/slurm/epilog' \"$@\""
+    assert lines[-1] == "# --print: nothing written"

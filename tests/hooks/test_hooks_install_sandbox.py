@@ -84,3 +84,51 @@ def test_deepops_layout_runs_once_under_slurmd(corpus, sandbox, fake_nvml, dev_l
         conf.write_text(before)
         reconfigure(sandbox)
         run(["scontrol", "update", "nodename=n1", "state=resume"], slurm_conf=str(conf), timeout=30, check=False)
+
+
+def test_dollar_0_relative_site_prolog_runs_once_under_slurmd(sandbox, fake_nvml):
+    """A single-script site Prolog that sources ``$(dirname "$0")/lib.sh``: after install (the
+    conf dir's prolog.d with the wrapper that execs it, and slurmkit's shim) a job runs, slurmd
+    runs the site's prolog once by its own path, it succeeds, and no node is drained (a link in
+    its place made ``$0`` the link: "Prolog error" and a drained node)."""
+    conf = Path(sandbox.slurm_conf)
+    before = conf.read_text()
+    work = Path(sandbox.dir) / "dollar0-test"
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "site").mkdir(parents=True)
+    log = work / "site.log"
+    (work / "site" / "lib.sh").write_text(f'site_log() {{ echo "$1 $0 $SLURM_JOB_ID" >> {log}; }}\n')
+    site = work / "site" / "prolog"
+    site.write_text('#!/bin/sh\nset -e\n. "$(dirname "$0")/lib.sh"\nsite_log prolog\n')
+    site.chmod(0o755)
+    snaps = {}
+    for n in sandbox.node_names:
+        snaps[n] = work / f"{n}.json"
+        record_snapshot(fake_nvml, snaps[n], node=n)
+    conf.write_text(before.replace("# Slots for `slurmkit hooks install`", f"Prolog={site}\n# Slots for `slurmkit hooks install`", 1))
+    cfg = render_config(conf, state_dir=work / "state", spool_dir=work / "spool", textfile_dir=work / "textfile",
+                        snapshots=snaps, mode="enforce", slurm_bin_dir=os.path.dirname(shutil.which("scontrol")))
+    plan = inst.plan_install(sconf.load_tree(conf), inst.InstallSpec(python=sys.executable, config=cfg, timeout_s=60))
+    try:
+        inst.apply(plan, conf, installing=True)
+        (conf.parent / inst.CONFIG).write_text(cfg)
+        d = conf.parent / "prolog.d"
+        assert sconf.find_effective(sconf.load_tree(conf), "Prolog")[1].get("Prolog") == f"{d}/*"
+        assert not os.path.islink(d / inst.SITE_LINK)
+        reconfigure(sandbox)
+        job = run(["sbatch", "--parsable", "-o", "/dev/null", "-w", "n2", "-t", "2", "--wrap", "hostname"],
+                  slurm_conf=str(conf), timeout=30).stdout.strip()
+
+        def state():
+            out = run(["scontrol", "show", "job", "-o", job], slurm_conf=str(conf), timeout=30).stdout
+            return dict(t.split("=", 1) for t in out.split() if "=" in t)["JobState"]
+
+        assert wait_until(lambda: state() == "COMPLETED", 90, what=f"job {job} completed")
+        assert log.read_text().splitlines() == [f"prolog {site} {job}"]  # once, by its own path
+        assert (work / "textfile" / "slurmkit_n2_prolog.prom").exists()  # slurmkit's prolog ran after it
+        assert "DRAIN" not in show_node(conf, "n2")["state"] and show_node(conf, "n2")["reason"] is None
+    finally:
+        inst.apply(inst.plan_uninstall(sconf.load_tree(conf), inst.read_manifest(conf)), conf, installing=False)
+        conf.write_text(before)
+        reconfigure(sandbox)
+        run(["scontrol", "update", "nodename=n2", "state=resume"], slurm_conf=str(conf), timeout=30, check=False)

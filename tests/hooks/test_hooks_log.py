@@ -107,3 +107,28 @@ def test_gpu_reset_finds_the_config_beside_slurm_conf_as_hooks_log_does(tmp_path
     res = CliRunner().invoke(cli, ["hooks", "gpu-reset", "0000:3b:00.0", "--done", "--node", "n3"])
     assert res.exit_code == 2, res.output
     assert f"--config: no hooks config at {tmp_path / 'slurmkit-hooks.toml'} (install writes" in res.output
+
+
+def test_hooks_log_on_a_configless_node_finds_the_config_beside_the_built_in_path(tmp_path, monkeypatch):
+    """In a job's shell on a configless node ``$SLURM_CONF`` names slurmd's conf cache, which
+    holds no hooks config: ``hooks log`` reads the one beside slurm.conf's built-in path."""
+    from click.testing import CliRunner
+
+    from slurmkit.cli import cli
+    from slurmkit.cli import hooks as cli_hooks
+    from slurmkit.hooks.config import render
+
+    etc, cache = tmp_path / "etc", tmp_path / "spool" / "conf-cache"
+    for d in (etc, cache):
+        d.mkdir(parents=True)
+    (cache / "slurm.conf").write_text("ClusterName=t\n")
+    (etc / "slurmkit-hooks.toml").write_text(render(etc / "slurm.conf", state_dir=tmp_path / "state"))
+    (tmp_path / "state" / "n1").mkdir(parents=True)
+    (tmp_path / "state" / "n1" / "hooks.log").write_text("2026-12-08T00:00:00 slurmkit-healthcheck: info: node=n1 "
+                                                          "job=- healthcheck done in 0.1 s, exit 0\n")
+    monkeypatch.delenv("SLURMKIT_HOOKS_CONFIG", raising=False)
+    monkeypatch.setenv("SLURM_CONF", str(cache / "slurm.conf"))
+    monkeypatch.setattr(cli_hooks, "DEFAULT_SLURM_CONF", str(etc / "slurm.conf"))
+    r = CliRunner().invoke(cli, ["hooks", "log"])
+    assert r.exit_code == 0, r.output
+    assert "healthcheck done in 0.1 s" in r.output
