@@ -90,7 +90,7 @@ def test_hardware_xid_records_the_node_an_app_xid_and_a_silent_up_node_do_not(tm
     got = {p.name: p.read_text().strip() for p in logs.iterdir()}
     assert got == {
         "badnode-n1-restart0": "a hardware Xid during this job (the hooks' kernel-log read): "
-                               f"GPU1 {BUS1}: Xid 79 (GPU fell off the bus) x1",
+                               f"GPU1 {BUS1}: Xid 79 (GPU fell off the bus) x1: reboot the node",
         "badnode-n3-restart0": "did not answer the hooks' Xid query and Slurm has it State=DOWN+NOT_RESPONDING "
                                "(Reason=Not responding)"}
     assert r.stderr.splitlines() == [
