@@ -38,41 +38,52 @@ def _configless(node, tmp_path, snapshot):
     return cache, log
 
 
-def test_configless_node_with_a_dbe_drains(node, healthy, corpus, tmp_path):
-    path, snap = healthy
-    g = nvml_gpu_of(node, snap, 2)
+def _dbe_node(node, healthy, corpus, tmp_path, gpu: int):
+    """A configless node (:func:`_configless`) whose NVML GPU ``gpu`` has the corpus DBE:
+    ``(GPU record, volatile count, conf cache, scontrol log)``."""
+    _, snap = healthy
+    g = nvml_gpu_of(node, snap, gpu)
     bad, volatile = _dbe(corpus, snap, g["index"])
     snapshot = tmp_path / "dbe.json"
     snapshot.write_text(json.dumps(bad))
     cache, log = _configless(node, tmp_path, snapshot)
+    return g, volatile, cache, log
+
+
+def _dbe_reason(g) -> str:
+    """The drain reason's start for the DBE on ``g`` (a regex: the reason names the GPU's gres
+    index too, and a long reason is cut at a word)."""
+    return rf"slurmkit: ecc_volatile_uncorrectable GPU{g['index']} \(gres index \d+, {g['pci_bus_id']}\)"
+
+
+def _drained(log, cache, want: str) -> bool:
+    """Whether the recording scontrol's ``log`` holds a drain of n1 with reason ``want`` (a
+    regex), called with SLURM_CONF the cache's slurm.conf."""
+    prefix = re.escape(f"SLURM_CONF={cache / 'slurm.conf'} update nodename=n1 state=drain reason=")
+    return re.search(prefix + want, log.read_text()) is not None
+
+
+def test_configless_node_with_a_dbe_drains(node, healthy, corpus, tmp_path):
+    g, volatile, cache, log = _dbe_node(node, healthy, corpus, tmp_path, 2)
     assert not node.slurm_conf.exists() and not node.gres_conf.exists()
-    # (the reason names the GPU's gres index too; a long reason is cut at a word)
-    want = (rf"slurmkit: ecc_volatile_uncorrectable GPU{g['index']} \(gres index \d+, {g['pci_bus_id']}\): "
-            rf"{volatile} uncorrectable ECC")
+    want = _dbe_reason(g) + rf": {volatile} uncorrectable ECC"
     # the prolog: slurmd gives it SLURM_CONF in its cache
     r = node.run(node.prolog, env={"SLURM_CONF": str(cache / "slurm.conf")})
     assert r.returncode == 1, r.stderr
     assert re.search(want, r.stderr) and "GPU checks skipped" not in r.stderr and "own trouble" not in r.stderr
-    assert re.search(re.escape(f"SLURM_CONF={cache / 'slurm.conf'} update nodename=n1 state=drain reason=") + want,
-                     log.read_text())
+    assert _drained(log, cache, want)
     # the periodic check: no SLURM_CONF at all; the cache is found through conf_cache (%n expanded)
     log.unlink()
     r = node.run(node.healthcheck, job_id=None, gpus=None, env={"SLURM_CONF": ""})
     assert r.returncode == 0 and re.search(want, r.stderr) and "own trouble" not in r.stderr, r.stderr
-    assert re.search(re.escape(f"SLURM_CONF={cache / 'slurm.conf'} update nodename=n1 state=drain reason=") + want,
-                     log.read_text())
+    assert _drained(log, cache, want)
     assert node.metric("n1", "healthcheck", "slurmkit_hook_own_errors_total") == 0
 
 
 def test_unreadable_gres_conf_is_own_trouble_and_gres_still_judges(node, healthy, corpus, tmp_path):
     """The cache without gres.conf (slurm.conf says ``Gres=gpu:h100:4``): own trouble, counted,
     and the checks run against Gres= and NVML: the DBE still drains; never "no GPUs expected"."""
-    path, snap = healthy
-    g = nvml_gpu_of(node, snap, 2)
-    bad, volatile = _dbe(corpus, snap, g["index"])
-    snapshot = tmp_path / "dbe.json"
-    snapshot.write_text(json.dumps(bad))
-    cache, log = _configless(node, tmp_path, snapshot)
+    g, volatile, cache, log = _dbe_node(node, healthy, corpus, tmp_path, 2)
     (cache / "gres.conf").unlink()
     r = node.run(node.healthcheck, job_id=None, gpus=None, env={"SLURM_CONF": ""})
     assert r.returncode == 0, r.stderr
@@ -80,7 +91,7 @@ def test_unreadable_gres_conf_is_own_trouble_and_gres_still_judges(node, healthy
     assert f"own trouble (no drain): no gres.conf (looked at {cache / 'gres.conf'}), while" in r.stderr, r.stderr
     assert f"while {cache / 'slurm.conf'} gives n1 Gres=gpu:h100:4: checking its 4 GPUs against Gres= and NVML" \
         in r.stderr
-    assert re.search(rf"ecc_volatile_uncorrectable GPU{g['index']} \(gres index \d+, {g['pci_bus_id']}\)", r.stderr)
+    assert re.search(_dbe_reason(g).removeprefix("slurmkit: "), r.stderr)
     assert "state=drain" in log.read_text()
     assert node.metric("n1", "healthcheck", "slurmkit_hook_own_errors_total") == 1
     assert node.metric("n1", "healthcheck", "slurmkit_health_check_status", check="gpu_count", gpu="") == 0
@@ -97,9 +108,9 @@ def test_unreadable_gres_conf_is_own_trouble_and_gres_still_judges(node, healthy
 
 
 #: cluster-toolkit's slurm.conf template (../shared/corpus; its README names the source), Python
-#: str.format placeholders filled as Slurm-GCP's conf.py fills them
+#: str.format placeholders filled as Slurm-GCP's conf.py fills them (the controller on loopback)
 TOOLKIT_TEMPLATE = "sites/turn4/long-prolog-slurm.conf.tpl.TEMPLATE"
-TOOLKIT_VALUES = {"control_host": "ctl", "control_addr": "10.0.0.2", "auth_key": "munge", "mpi_default": "pmi2",
+TOOLKIT_VALUES = {"control_host": "ctl", "control_addr": "127.0.0.2", "auth_key": "munge", "mpi_default": "pmi2",
                   "control_host_port": "6820-6830", "state_save": "/var/spool/slurm", "accounting_storage_host": "ctl",
                   "name": "toolkit", "slurmlog": "/var/log/slurm"}
 
@@ -180,19 +191,13 @@ def test_cluster_toolkit_site_gets_printed_lines_and_its_configless_node_drains(
     assert str(custom / "prolog.d" / "10-slurmkit") in copy and str(ctl / "prolog.d") not in copy
     assert "/var/spool/slurmd/conf-cache" in copy
     # the node: slurmd's cache holds what slurmctld sent (slurm.conf, the included cloud.conf, gres.conf)
-    path, snap = healthy
-    g = nvml_gpu_of(node, snap, 1)
-    bad, volatile = _dbe(corpus, snap, g["index"])
-    snapshot = tmp_path / "dbe.json"
-    snapshot.write_text(json.dumps(bad))
-    cache, log = _configless(node, tmp_path, snapshot)
+    g, volatile, cache, log = _dbe_node(node, healthy, corpus, tmp_path, 1)
     for name in ("slurm.conf", "cloud.conf", "gres.conf"):
         shutil.copy(ctl / name, cache / name)
     r = node.run(node.healthcheck, job_id=None, gpus=None, env={"SLURM_CONF": ""})
-    want = rf"slurmkit: ecc_volatile_uncorrectable GPU{g['index']} \(gres index \d+, {g['pci_bus_id']}\)"
+    want = _dbe_reason(g)
     assert r.returncode == 0 and re.search(want, r.stderr) and "own trouble" not in r.stderr, r.stderr
-    assert re.search(re.escape(f"SLURM_CONF={cache / 'slurm.conf'} update nodename=n1 state=drain reason=") + want,
-                     log.read_text())
+    assert _drained(log, cache, want)
 
 
 def test_which_slurm_conf_and_gres_conf_a_hook_reads(tmp_path):
